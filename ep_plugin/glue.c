@@ -1,0 +1,521 @@
+/* onnxruntime-ep-seamless: C glue inside the cffi embedding module.
+ * - negotiates the ORT API version and keeps the OrtApi / OrtEpApi tables,
+ * - owns the C structs handed to ORT (factory, EP, node compute info), each with the ORT
+ *   struct first and a Python handle after it; callbacks are thin trampolines to Python,
+ * - does every graph walk and the per-run input/output binding in C, batched, so that
+ *   Python makes one call per walk or per run instead of one per ORT function.
+ * No kernel logic here. */
+#include <dlfcn.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ort_types.h"
+
+#define ORT_API(slot, since, name, ret, params) typedef ret (*name##_fn) params; enum { SLOT_##name = slot };
+#define ORT_EP_API(slot, since, name, ret, params) typedef ret (*name##_fn) params; enum { EP_SLOT_##name = slot };
+#include "ort_slots.def"
+#undef ORT_API
+#undef ORT_EP_API
+
+/* Every slot in ort_slots.def exists from API 23 on, our floor; newer slots will need a gate. */
+#define SEAMLESS_ORT_API_MIN 23
+#define SEAMLESS_ORT_API_MAX 27   /* the struct layouts in ort_types.h */
+
+static void* const* g_api;
+static void* const* g_ep_api;
+static uint32_t g_api_version;
+
+#define ORT(name) ((name##_fn)g_api[SLOT_##name])
+#define ORT_EP(name) ((name##_fn)g_ep_api[EP_SLOT_##name])
+#define TRY(expr) do { OrtStatus* st_ = (expr); if (st_) return st_; } while (0)
+
+static OrtStatus* seamless_status(int code, const char* msg) { return ORT(CreateStatus)(code, msg); }
+static void seamless_release_status(OrtStatus* st) { ORT(ReleaseStatus)(st); }
+static const char* seamless_status_message(OrtStatus* st) { return ORT(GetErrorMessage)(st); }
+static uint32_t seamless_api_version(void) { return g_api_version; }
+
+/* ---- version negotiation ---------------------------------------------------------- */
+static OrtStatus* negotiate(const OrtApiBase* base) {
+  const char* version = base->GetVersionString();
+  int major = 0, minor = 0;
+  char msg[512];
+  if (!version || sscanf(version, "%d.%d", &major, &minor) != 2 || major != 1 || minor < SEAMLESS_ORT_API_MIN) {
+    const void* const* api1 = (const void* const*)base->GetApi(1);
+    snprintf(msg, sizeof msg,
+             "onnxruntime-ep-seamless needs onnxruntime >= 1.%d, but this process runs onnxruntime %s. "
+             "Fix: pip install -U onnxruntime (or onnxruntime-gpu).", SEAMLESS_ORT_API_MIN, version ? version : "?");
+    return api1 ? ((CreateStatus_fn)api1[SLOT_CreateStatus])(1, msg) : NULL;
+  }
+  g_api_version = minor < SEAMLESS_ORT_API_MAX ? (uint32_t)minor : SEAMLESS_ORT_API_MAX;
+  g_api = (void* const*)base->GetApi(g_api_version);
+  if (!g_api) return NULL;  /* cannot happen for minor >= 23; the caller reports it */
+  g_ep_api = (void* const*)ORT(GetEpApi)();
+  return NULL;
+}
+
+/* ---- serialisation of graphs for Python -------------------------------------------- */
+typedef struct { char* data; size_t len, cap; int oom; } Buf;
+
+static void buf_put(Buf* b, const void* p, size_t n) {
+  if (b->oom) return;
+  if (b->len + n > b->cap) {
+    size_t cap = b->cap ? b->cap : 4096;
+    while (cap < b->len + n) cap *= 2;
+    char* d = realloc(b->data, cap);
+    if (!d) { b->oom = 1; return; }
+    b->data = d; b->cap = cap;
+  }
+  memcpy(b->data + b->len, p, n);
+  b->len += n;
+}
+static void put_i32(Buf* b, int32_t v) { buf_put(b, &v, 4); }
+static void put_i64(Buf* b, int64_t v) { buf_put(b, &v, 8); }
+static void put_f64(Buf* b, double v) { buf_put(b, &v, 8); }
+static void put_str(Buf* b, const char* s) {
+  int32_t n = s ? (int32_t)strlen(s) : 0;
+  put_i32(b, n);
+  buf_put(b, s, (size_t)n);
+}
+
+/* tensor type and shape: elem_type, rank (-1 unknown), then per dim (value or -1, symbol) */
+static OrtStatus* put_type_shape(Buf* b, const OrtTensorTypeAndShapeInfo* info) {
+  ONNXTensorElementDataType elem = 0;
+  size_t rank = 0;
+  TRY(ORT(GetTensorElementType)(info, &elem));
+  TRY(ORT(GetDimensionsCount)(info, &rank));
+  int64_t dims[64];
+  const char* syms[64];
+  if (rank > 64) rank = 64;
+  TRY(ORT(GetDimensions)(info, dims, rank));
+  TRY(ORT(GetSymbolicDimensions)(info, syms, rank));
+  put_i32(b, elem);
+  put_i32(b, (int32_t)rank);
+  for (size_t i = 0; i < rank; i++) { put_i64(b, dims[i]); put_str(b, syms[i]); }
+  return NULL;
+}
+
+/* value info: name, kind (1 tensor, 0 other), [type/shape], is_const, [data pointer and size] */
+static OrtStatus* put_value(Buf* b, const OrtValueInfo* vi, int with_const) {
+  const char* name = NULL;
+  if (!vi) { put_str(b, ""); return NULL; }  /* absent optional input */
+  TRY(ORT(GetValueInfoName)(vi, &name));
+  put_str(b, name);
+  const OrtTypeInfo* ti = NULL;
+  ONNXType kind = 0;
+  const OrtTensorTypeAndShapeInfo* tsi = NULL;
+  TRY(ORT(GetValueInfoTypeInfo)(vi, &ti));
+  if (ti) TRY(ORT(GetOnnxTypeFromTypeInfo)(ti, &kind));
+  if (kind == 1) TRY(ORT(CastTypeInfoToTensorInfo)(ti, &tsi));
+  put_i32(b, tsi ? 1 : 0);
+  if (tsi) TRY(put_type_shape(b, tsi));
+  bool is_const = false;
+  TRY(ORT(ValueInfo_IsConstantInitializer)(vi, &is_const));
+  put_i32(b, is_const);
+  if (!is_const) return NULL;
+  const OrtValue* value = NULL;
+  const void* data = NULL;
+  size_t nbytes = 0;
+  if (with_const) {
+    TRY(ORT(ValueInfo_GetInitializerValue)(vi, &value));
+    if (value) {
+      TRY(ORT(GetTensorSizeInBytes)(value, &nbytes));
+      if (nbytes) TRY(ORT(GetTensorMutableData)((OrtValue*)value, (void**)&data));
+    }
+  }
+  put_i64(b, (int64_t)(intptr_t)data);  /* valid during the callback only: Python copies it */
+  put_i64(b, (int64_t)nbytes);
+  return NULL;
+}
+
+static OrtStatus* put_attr(Buf* b, const OrtOpAttr* attr) {
+  const char* name = NULL;
+  OrtOpAttrType type = 0;
+  TRY(ORT(OpAttr_GetName)(attr, &name));
+  TRY(ORT(OpAttr_GetType)(attr, &type));
+  put_str(b, name);
+  put_i32(b, type);
+  size_t size = 0;
+  switch (type) {
+    case 1: { int64_t v = 0; TRY(ORT(ReadOpAttr)(attr, type, &v, sizeof v, &size)); put_i64(b, v); break; }
+    case 3: { float v = 0; TRY(ORT(ReadOpAttr)(attr, type, &v, sizeof v, &size)); put_f64(b, v); break; }
+    case 2: case 4: case 5: {  /* INTS (int64), FLOATS (float), STRING (chars): ask the size first */
+      OrtStatus* st = ORT(ReadOpAttr)(attr, type, NULL, 0, &size);
+      if (st) ORT(ReleaseStatus)(st);  /* a size query reports "buffer too small" */
+      char* tmp = malloc(size ? size : 1);
+      if (!tmp) return seamless_status(1, "out of memory reading an attribute");
+      st = size ? ORT(ReadOpAttr)(attr, type, tmp, size, &size) : NULL;
+      if (st) { free(tmp); return st; }
+      put_i32(b, (int32_t)size);
+      buf_put(b, tmp, size);
+      free(tmp);
+      break;
+    }
+    case 8: {  /* TENSOR: elem type, dims, bytes (copied: the OrtValue is ours to release) */
+      OrtValue* value = NULL;
+      OrtTensorTypeAndShapeInfo* tsi = NULL;
+      void* data = NULL;
+      size_t nbytes = 0;
+      TRY(ORT(OpAttr_GetTensorAttributeAsOrtValue)(attr, &value));
+      OrtStatus* st = ORT(GetTensorTypeAndShape)(value, &tsi);
+      if (!st) st = put_type_shape(b, tsi);
+      if (!st) st = ORT(GetTensorSizeInBytes)(value, &nbytes);
+      if (!st && nbytes) st = ORT(GetTensorMutableData)(value, &data);
+      if (!st) { put_i64(b, (int64_t)nbytes); buf_put(b, data, nbytes); }
+      if (tsi) ORT(ReleaseTensorTypeAndShapeInfo)(tsi);
+      ORT(ReleaseValue)(value);
+      if (st) return st;
+      break;
+    }
+    default: break;  /* STRINGS, GRAPH(S), others: name and type only; Python declines such nodes */
+  }
+  return NULL;
+}
+
+typedef OrtStatus* (*CountFn)(const OrtNode*, size_t*);
+typedef OrtStatus* (*ValuesFn)(const OrtNode*, const OrtValueInfo**, size_t);
+
+static OrtStatus* put_node_values(Buf* b, const OrtNode* node, CountFn count, ValuesFn get) {
+  size_t n = 0;
+  TRY(count(node, &n));
+  const OrtValueInfo** vis = calloc(n ? n : 1, sizeof *vis);
+  if (!vis) return seamless_status(1, "out of memory");
+  OrtStatus* st = n ? get(node, vis, n) : NULL;
+  if (!st) put_i32(b, (int32_t)n);
+  for (size_t i = 0; !st && i < n; i++) st = put_value(b, vis[i], 0);
+  free(vis);
+  return st;
+}
+
+static OrtStatus* put_node(Buf* b, const OrtNode* node) {
+  const char *name = NULL, *op = NULL, *domain = NULL;
+  int since = 0;
+  size_t nattr = 0, nsub = 0;
+  TRY(ORT(Node_GetName)(node, &name));
+  TRY(ORT(Node_GetOperatorType)(node, &op));
+  TRY(ORT(Node_GetDomain)(node, &domain));
+  TRY(ORT(Node_GetSinceVersion)(node, &since));
+  put_str(b, name);
+  put_str(b, op);
+  put_str(b, domain);
+  put_i32(b, since);
+  TRY(put_node_values(b, node, ORT(Node_GetNumInputs), ORT(Node_GetInputs)));
+  TRY(put_node_values(b, node, ORT(Node_GetNumOutputs), ORT(Node_GetOutputs)));
+  TRY(ORT(Node_GetNumAttributes)(node, &nattr));
+  const OrtOpAttr** attrs = calloc(nattr ? nattr : 1, sizeof *attrs);
+  if (!attrs) return seamless_status(1, "out of memory");
+  OrtStatus* st = nattr ? ORT(Node_GetAttributes)(node, attrs, nattr) : NULL;
+  if (!st) put_i32(b, (int32_t)nattr);
+  for (size_t i = 0; !st && i < nattr; i++) st = put_attr(b, attrs[i]);
+  free(attrs);
+  if (st) return st;
+  TRY(ORT(Node_GetNumSubgraphs)(node, &nsub));
+  put_i32(b, (int32_t)nsub);
+  return NULL;
+}
+
+typedef OrtStatus* (*GraphCountFn)(const OrtGraph*, size_t*);
+typedef OrtStatus* (*GraphValuesFn)(const OrtGraph*, const OrtValueInfo**, size_t);
+
+static OrtStatus* put_graph_values(Buf* b, const OrtGraph* g, GraphCountFn count, GraphValuesFn get, int with_const) {
+  size_t n = 0;
+  TRY(count(g, &n));
+  const OrtValueInfo** vis = calloc(n ? n : 1, sizeof *vis);
+  if (!vis) return seamless_status(1, "out of memory");
+  OrtStatus* st = n ? get(g, vis, n) : NULL;
+  if (!st) put_i32(b, (int32_t)n);
+  for (size_t i = 0; !st && i < n; i++) st = put_value(b, vis[i], with_const);
+  free(vis);
+  return st;
+}
+
+static OrtStatus* graph_nodes(const OrtGraph* g, const OrtNode*** nodes, size_t* n) {
+  TRY(ORT(Graph_GetNumNodes)(g, n));
+  *nodes = calloc(*n ? *n : 1, sizeof **nodes);
+  if (!*nodes) return seamless_status(1, "out of memory");
+  OrtStatus* st = *n ? ORT(Graph_GetNodes)(g, *nodes, *n) : NULL;
+  if (st) { free(*nodes); *nodes = NULL; }
+  return st;
+}
+
+/* One walk of a graph: inputs, outputs, initializers (with data pointers when with_const),
+ * nodes in topological order; optionally a fused node's own inputs/outputs first. */
+static OrtStatus* seamless_dump_graph(const OrtGraph* g, const OrtNode* fused, int with_const, char** out, size_t* out_len) {
+  Buf b = {0};
+  const OrtNode** nodes = NULL;
+  size_t n = 0;
+  OrtStatus* st = NULL;
+  *out = NULL;
+  put_i32(&b, fused != NULL);
+  if (fused) {
+    st = put_node_values(&b, fused, ORT(Node_GetNumInputs), ORT(Node_GetInputs));
+    if (!st) st = put_node_values(&b, fused, ORT(Node_GetNumOutputs), ORT(Node_GetOutputs));
+  }
+  if (!st) st = put_graph_values(&b, g, ORT(Graph_GetNumInputs), ORT(Graph_GetInputs), 0);
+  if (!st) st = put_graph_values(&b, g, ORT(Graph_GetNumOutputs), ORT(Graph_GetOutputs), 0);
+  if (!st) st = put_graph_values(&b, g, ORT(Graph_GetNumInitializers), ORT(Graph_GetInitializers), with_const);
+  if (!st) st = graph_nodes(g, &nodes, &n);
+  if (!st) put_i32(&b, (int32_t)n);
+  for (size_t i = 0; !st && i < n; i++) st = put_node(&b, nodes[i]);
+  free(nodes);
+  if (!st && b.oom) st = seamless_status(1, "out of memory while reading the graph");
+  if (st) { free(b.data); return st; }
+  *out = b.data;
+  *out_len = b.len;
+  return NULL;
+}
+
+static void seamless_free(void* p) { free(p); }
+
+/* Claim one group of nodes (indices into the graph's topological order) as one fused node. */
+static OrtStatus* seamless_fuse_nodes(const OrtGraph* g, OrtEpGraphSupportInfo* gsi, const int32_t* idx, size_t count) {
+  const OrtNode** nodes = NULL;
+  size_t n = 0;
+  TRY(graph_nodes(g, &nodes, &n));
+  const OrtNode** chosen = calloc(count ? count : 1, sizeof *chosen);
+  OrtStatus* st = chosen ? NULL : seamless_status(1, "out of memory");
+  for (size_t i = 0; !st && i < count; i++) {
+    if (idx[i] < 0 || (size_t)idx[i] >= n) st = seamless_status(1, "node index out of range");
+    else chosen[i] = nodes[idx[i]];
+  }
+  OrtNodeFusionOptions opts = {SEAMLESS_ORT_API_MAX, true};  /* constants are copied at Compile */
+  if (!st) st = ORT_EP(EpGraphSupportInfo_AddNodesToFuse)(gsi, chosen, count, &opts);
+  free(chosen);
+  free(nodes);
+  return st;
+}
+
+/* ---- per-run binding (hot path) ---------------------------------------------------- */
+/* All inputs of a fused node in one call: data pointer, element type, rank and dims. */
+static OrtStatus* seamless_get_inputs(const OrtKernelContext* ctx, size_t n, void** data, int32_t* types,
+                                      int32_t* ranks, int64_t* dims, size_t max_rank) {
+  for (size_t i = 0; i < n; i++) {
+    const OrtValue* v = NULL;
+    OrtTensorTypeAndShapeInfo* info = NULL;
+    TRY(ORT(KernelContext_GetInput)(ctx, i, &v));
+    if (!v) { data[i] = NULL; types[i] = 0; ranks[i] = -1; continue; }
+    TRY(ORT(GetTensorMutableData)((OrtValue*)v, &data[i]));
+    TRY(ORT(GetTensorTypeAndShape)(v, &info));
+    ONNXTensorElementDataType t = 0;
+    size_t r = 0;
+    OrtStatus* st = ORT(GetTensorElementType)(info, &t);
+    if (!st) st = ORT(GetDimensionsCount)(info, &r);
+    if (!st && r > max_rank) st = seamless_status(1, "input rank above the EP's limit");
+    if (!st) st = ORT(GetDimensions)(info, dims + i * max_rank, r);
+    ORT(ReleaseTensorTypeAndShapeInfo)(info);
+    if (st) return st;
+    types[i] = t;
+    ranks[i] = (int32_t)r;
+  }
+  return NULL;
+}
+
+/* All outputs in one call: ORT allocates each with the given dims, then we copy the bytes. */
+static OrtStatus* seamless_set_outputs(OrtKernelContext* ctx, size_t n, void* const* src, const int32_t* ranks,
+                                       const int64_t* dims, size_t max_rank, const size_t* nbytes) {
+  for (size_t i = 0; i < n; i++) {
+    OrtValue* v = NULL;
+    void* dst = NULL;
+    TRY(ORT(KernelContext_GetOutput)(ctx, i, dims + i * max_rank, (size_t)ranks[i], &v));
+    if (!v || !nbytes[i]) continue;
+    TRY(ORT(GetTensorMutableData)(v, &dst));
+    memcpy(dst, src[i], nbytes[i]);
+  }
+  return NULL;
+}
+
+/* ---- logging ------------------------------------------------------------------------ */
+static void seamless_log(const OrtLogger* logger, int level, const char* msg) {
+  if (!logger || !g_api) { fprintf(stderr, "%s\n", msg); return; }
+  OrtStatus* st = ORT(Logger_LogMessage)(logger, level, msg, "onnxruntime_ep_seamless", 0, "seamless");
+  if (st) ORT(ReleaseStatus)(st);
+}
+
+/* ---- the structs handed to ORT ------------------------------------------------------ */
+typedef struct {
+  OrtEpFactory base;            /* first: ORT's pointer is ours */
+  void* handle;                 /* the Python factory object */
+  char *name, *vendor, *version;
+  int hw_type;                  /* OrtHardwareDeviceType this factory serves */
+} SeamlessFactory;
+
+typedef struct {
+  OrtEp base;
+  void* handle;                 /* the Python EP object */
+  SeamlessFactory* factory;
+} SeamlessEp;
+
+typedef struct {
+  OrtNodeComputeInfo base;
+  void* handle;                 /* the Python compiled kernel */
+} SeamlessComputeInfo;
+
+/* Python callbacks (extern "Python" in the cdef). */
+static int py_ready(void);
+static OrtStatus* py_create_factories(const char* registered_name, const OrtLogger* logger, OrtEpFactory** factories,
+                                      size_t max_factories, size_t* num_factories);
+static void py_release_handle(void* handle);
+static OrtStatus* py_create_ep(void* factory_handle, const char* const* keys, const char* const* values, size_t n,
+                               const OrtLogger* logger, void** ep_handle);
+static OrtStatus* py_get_capability(void* ep_handle, const OrtGraph* graph, OrtEpGraphSupportInfo* info);
+static OrtStatus* py_compile(void* ep_handle, const OrtGraph* graph, const OrtNode* fused_node, void** kernel_handle);
+static OrtStatus* py_compute(void* kernel_handle, OrtKernelContext* ctx);
+
+static const char* factory_name(const OrtEpFactory* f) { return ((const SeamlessFactory*)f)->name; }
+static const char* factory_vendor(const OrtEpFactory* f) { return ((const SeamlessFactory*)f)->vendor; }
+static const char* factory_version(const OrtEpFactory* f) { return ((const SeamlessFactory*)f)->version; }
+static uint32_t factory_vendor_id(const OrtEpFactory* f) { (void)f; return 0; }
+static bool factory_is_stream_aware(const OrtEpFactory* f) { (void)f; return false; }
+static OrtStatus* factory_create_data_transfer(OrtEpFactory* f, OrtDataTransferImpl** out) { (void)f; *out = NULL; return NULL; }
+
+static OrtStatus* factory_get_supported_devices(OrtEpFactory* f, const OrtHardwareDevice* const* devices, size_t n,
+                                                OrtEpDevice** ep_devices, size_t max, size_t* num) {
+  SeamlessFactory* self = (SeamlessFactory*)f;
+  *num = 0;
+  for (size_t i = 0; i < n && *num < max; i++) {
+    if (ORT(HardwareDevice_Type)(devices[i]) != self->hw_type) continue;
+    TRY(ORT_EP(CreateEpDevice)(f, devices[i], NULL, NULL, &ep_devices[*num]));
+    (*num)++;
+  }
+  return NULL;
+}
+
+static const char* ep_name(const OrtEp* ep) { return ((const SeamlessEp*)ep)->factory->name; }
+
+static OrtStatus* ep_get_capability(OrtEp* ep, const OrtGraph* graph, OrtEpGraphSupportInfo* info) {
+  return py_get_capability(((SeamlessEp*)ep)->handle, graph, info);
+}
+
+static OrtStatus* info_create_state(OrtNodeComputeInfo* info, OrtNodeComputeContext* ctx, void** state) {
+  (void)ctx;
+  *state = ((SeamlessComputeInfo*)info)->handle;
+  return NULL;
+}
+static OrtStatus* info_compute(OrtNodeComputeInfo* info, void* state, OrtKernelContext* ctx) {
+  (void)state;
+  return py_compute(((SeamlessComputeInfo*)info)->handle, ctx);
+}
+static void info_release_state(OrtNodeComputeInfo* info, void* state) { (void)info; (void)state; }
+
+static void release_compute_info(OrtNodeComputeInfo* info) {
+  if (!info) return;
+  py_release_handle(((SeamlessComputeInfo*)info)->handle);
+  free(info);
+}
+
+static OrtStatus* ep_compile(OrtEp* ep, const OrtGraph** graphs, const OrtNode** fused_nodes, size_t count,
+                             OrtNodeComputeInfo** infos, OrtNode** ep_context_nodes) {
+  (void)ep_context_nodes;
+  for (size_t i = 0; i < count; i++) infos[i] = NULL;
+  for (size_t i = 0; i < count; i++) {
+    SeamlessComputeInfo* info = calloc(1, sizeof *info);
+    if (!info) return seamless_status(1, "out of memory");
+    OrtStatus* st = py_compile(((SeamlessEp*)ep)->handle, graphs[i], fused_nodes[i], &info->handle);
+    if (st) {
+      free(info);
+      for (size_t j = 0; j < i; j++) { release_compute_info(infos[j]); infos[j] = NULL; }
+      return st;
+    }
+    info->base.ort_version_supported = SEAMLESS_ORT_API_MAX;
+    info->base.CreateState = info_create_state;
+    info->base.Compute = info_compute;
+    info->base.ReleaseState = info_release_state;
+    infos[i] = &info->base;
+  }
+  return NULL;
+}
+
+static void ep_release_node_compute_infos(OrtEp* ep, OrtNodeComputeInfo** infos, size_t count) {
+  (void)ep;
+  for (size_t i = 0; i < count; i++) release_compute_info(infos[i]);
+}
+
+static OrtStatus* factory_create_ep(OrtEpFactory* f, const OrtHardwareDevice* const* devices,
+                                    const OrtKeyValuePairs* const* metadata, size_t num_devices,
+                                    const OrtSessionOptions* options, const OrtLogger* logger, OrtEp** out) {
+  (void)devices; (void)metadata; (void)num_devices;
+  SeamlessFactory* self = (SeamlessFactory*)f;
+  OrtKeyValuePairs* entries = NULL;
+  const char* const* keys = NULL;
+  const char* const* values = NULL;
+  size_t n = 0;
+  *out = NULL;
+  TRY(ORT(GetSessionOptionsConfigEntries)(options, &entries));
+  ORT(GetKeyValuePairs)(entries, &keys, &values, &n);
+  SeamlessEp* ep = calloc(1, sizeof *ep);
+  OrtStatus* st = ep ? py_create_ep(self->handle, keys, values, n, logger, &ep->handle) : seamless_status(1, "out of memory");
+  ORT(ReleaseKeyValuePairs)(entries);
+  if (st) { free(ep); return st; }
+  ep->factory = self;
+  ep->base.ort_version_supported = SEAMLESS_ORT_API_MAX;
+  ep->base.GetName = ep_name;
+  ep->base.GetCapability = ep_get_capability;
+  ep->base.Compile = ep_compile;
+  ep->base.ReleaseNodeComputeInfos = ep_release_node_compute_infos;
+  /* IsConcurrentRunSupported stays NULL: concurrent runs are allowed (false deadlocks Python callers). */
+  *out = &ep->base;
+  return NULL;
+}
+
+static void factory_release_ep(OrtEpFactory* f, OrtEp* ep) {
+  (void)f;
+  if (!ep) return;
+  py_release_handle(((SeamlessEp*)ep)->handle);
+  free(ep);
+}
+
+/* Called from Python's create-factories: a C factory struct around a Python handle. */
+static OrtEpFactory* seamless_new_factory(void* handle, const char* name, const char* vendor, const char* version,
+                                          int hw_type) {
+  SeamlessFactory* f = calloc(1, sizeof *f);
+  if (!f) return NULL;
+  f->handle = handle;
+  f->name = strdup(name);
+  f->vendor = strdup(vendor);
+  f->version = strdup(version);
+  f->hw_type = hw_type;
+  f->base.ort_version_supported = SEAMLESS_ORT_API_MAX;
+  f->base.GetName = factory_name;
+  f->base.GetVendor = factory_vendor;
+  f->base.GetSupportedDevices = factory_get_supported_devices;
+  f->base.CreateEp = factory_create_ep;
+  f->base.ReleaseEp = factory_release_ep;
+  f->base.GetVendorId = factory_vendor_id;
+  f->base.GetVersion = factory_version;          /* required in practice: NULL crashes ORT */
+  f->base.CreateDataTransfer = factory_create_data_transfer;  /* likewise */
+  f->base.IsStreamAware = factory_is_stream_aware;
+  return &f->base;
+}
+
+/* ---- entry points (forwarded by the shim) -------------------------------------------- */
+__attribute__((visibility("default")))
+OrtStatus* seamless_entry_create_ep_factories(const char* registered_name, const OrtApiBase* base, const OrtLogger* logger,
+                                              OrtEpFactory** factories, size_t max_factories, size_t* num_factories) {
+  *num_factories = 0;
+  OrtStatus* st = negotiate(base);
+  if (st || !g_api) return st;
+  /* cffi reports a failed Python start-up by returning 0 from every extern "Python" call */
+  if (!py_ready())
+    return seamless_status(1, "onnxruntime-ep-seamless: the embedded Python layer failed to initialize "
+                              "(the traceback is on stderr). Fix: reinstall the package with its dependencies "
+                              "(pip install --force-reinstall onnxruntime-ep-seamless).");
+  return py_create_factories(registered_name, logger, factories, max_factories, num_factories);
+}
+
+__attribute__((visibility("default")))
+OrtStatus* seamless_entry_release_ep_factory(OrtEpFactory* factory) {
+  SeamlessFactory* f = (SeamlessFactory*)factory;
+  if (!f) return NULL;
+  if (py_ready()) py_release_handle(f->handle);
+  free(f->name); free(f->vendor); free(f->version);
+  free(f);
+  return NULL;
+}
+
+/* The module's own path, so the Python side can find its package in a non-Python host. */
+static const char* seamless_module_path(void) {
+  static Dl_info info;
+  return dladdr((void*)seamless_module_path, &info) ? info.dli_fname : "";
+}

@@ -1,0 +1,35 @@
+/* What the Python side of the EP sees of the C glue (cffi cdef; no preprocessor). */
+typedef struct OrtStatus OrtStatus;
+typedef struct OrtLogger OrtLogger;
+typedef struct OrtEpFactory OrtEpFactory;
+typedef struct OrtGraph OrtGraph;
+typedef struct OrtNode OrtNode;
+typedef struct OrtEpGraphSupportInfo OrtEpGraphSupportInfo;
+typedef struct OrtKernelContext OrtKernelContext;
+
+extern "Python" {
+  int py_ready(void);
+  OrtStatus* py_create_factories(const char* registered_name, const OrtLogger* logger, OrtEpFactory** factories,
+                                 size_t max_factories, size_t* num_factories);
+  void py_release_handle(void* handle);
+  OrtStatus* py_create_ep(void* factory_handle, const char* const* keys, const char* const* values, size_t n,
+                          const OrtLogger* logger, void** ep_handle);
+  OrtStatus* py_get_capability(void* ep_handle, const OrtGraph* graph, OrtEpGraphSupportInfo* info);
+  OrtStatus* py_compile(void* ep_handle, const OrtGraph* graph, const OrtNode* fused_node, void** kernel_handle);
+  OrtStatus* py_compute(void* kernel_handle, OrtKernelContext* ctx);
+}
+
+OrtStatus* seamless_status(int code, const char* msg);
+void seamless_release_status(OrtStatus* status);
+const char* seamless_status_message(OrtStatus* status);
+uint32_t seamless_api_version(void);
+OrtEpFactory* seamless_new_factory(void* handle, const char* name, const char* vendor, const char* version, int hw_type);
+OrtStatus* seamless_dump_graph(const OrtGraph* graph, const OrtNode* fused, int with_const, char** out, size_t* out_len);
+OrtStatus* seamless_fuse_nodes(const OrtGraph* graph, OrtEpGraphSupportInfo* info, const int32_t* idx, size_t count);
+OrtStatus* seamless_get_inputs(const OrtKernelContext* ctx, size_t n, void** data, int32_t* types, int32_t* ranks,
+                               int64_t* dims, size_t max_rank);
+OrtStatus* seamless_set_outputs(OrtKernelContext* ctx, size_t n, void* const* src, const int32_t* ranks,
+                                const int64_t* dims, size_t max_rank, const size_t* nbytes);
+void seamless_log(const OrtLogger* logger, int level, const char* msg);
+void seamless_free(void* p);
+const char* seamless_module_path(void);

@@ -1,0 +1,161 @@
+"""onnxruntime-ep-seamless: an ONNX Runtime plugin execution provider.
+
+    import onnxruntime as ort, onnxruntime_ep_seamless as seamless
+    sess = ort.InferenceSession("model.onnx", seamless.session_options())
+    seamless.assert_ep_selected(sess)
+
+Importing this package does nothing else: onnxruntime is loaded only when you register.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+__version__ = "0.1.0"
+__all__ = ["__version__", "get_library_path", "get_ep_name", "get_ep_names", "register", "unregister",
+           "get_devices", "session_options", "assert_ep_selected", "partition_report", "PartitionReport"]
+
+MIN_ONNXRUNTIME_VERSION = "1.23"
+_VARIANTS = {"cpu": ("SeamlessCPUExecutionProvider", "libonnxruntime_ep_seamless_cpu.so",
+                     "onnxruntime_ep_seamless_cpu")}
+_registered: dict[str, str] = {}  # device -> library path registered by this process
+
+
+def _variant(device: str):
+    try:
+        return _VARIANTS[device.lower()]
+    except KeyError:
+        raise ValueError(f"unknown device {device!r}; this installation provides: {sorted(_VARIANTS)}") from None
+
+
+def get_library_path(device: str = "cpu") -> str:
+    """Absolute path of the plugin library ORT loads for `device`."""
+    _, filename, _ = _variant(device)
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), filename)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"plugin library not found at {path}; the package was not built "
+                                "(reinstall with `pip install onnxruntime-ep-seamless`, or `pip install .` in a checkout)")
+    return path
+
+
+def get_ep_name(device: str = "cpu") -> str:
+    return _variant(device)[0]
+
+
+def get_ep_names() -> list[str]:
+    return [v[0] for v in _VARIANTS.values()]
+
+
+def _ort():
+    import onnxruntime as ort
+    version = tuple(int(p) for p in ort.__version__.split(".")[:2])
+    floor = tuple(int(p) for p in MIN_ONNXRUNTIME_VERSION.split("."))
+    if version < floor:
+        raise RuntimeError(f"onnxruntime-ep-seamless needs onnxruntime >= {MIN_ONNXRUNTIME_VERSION}, found "
+                           f"{ort.__version__}. Fix: pip install -U onnxruntime")
+    return ort
+
+
+def register(device: str = "cpu") -> str:
+    """Register the plugin library with onnxruntime (idempotent); returns the library path."""
+    ort = _ort()
+    ep_name, _, registration_name = _variant(device)
+    path = get_library_path(device)
+    previous = _registered.get(device)
+    if previous == path:
+        return path
+    if previous is not None:
+        raise RuntimeError(f"{ep_name} is already registered from {previous}; cannot also register {path}")
+    try:
+        ort.register_execution_provider_library(registration_name, path)
+    except Exception as exc:
+        if "already registered" not in str(exc):
+            raise
+        found = {d.ep_metadata.get("library_path") for d in ort.get_ep_devices() if d.ep_name == ep_name}
+        if found != {path}:
+            raise RuntimeError(f"{registration_name!r} is already registered from {sorted(found)}, not {path}") from exc
+    _registered[device] = path
+    return path
+
+
+def unregister(device: str = "cpu") -> None:
+    """Unregister the library. Only after every session and IOBinding using it is gone."""
+    ort = _ort()
+    if _registered.pop(device, None) is not None:
+        ort.unregister_execution_provider_library(_variant(device)[2])
+
+
+def get_devices(device: str = "cpu") -> list:
+    """The OrtEpDevice objects of our EP for `device` (registers first)."""
+    ort = _ort()
+    path = register(device)
+    ep_name = get_ep_name(device)
+    return [d for d in ort.get_ep_devices() if d.ep_name == ep_name and d.ep_metadata.get("library_path") == path]
+
+
+def session_options(device: str = "cpu", base=None, **options):
+    """SessionOptions with our EP added (options are validated; see docs/options.md)."""
+    ort = _ort()
+    from .runtime.options import validate
+    validate(get_ep_name(device), options)
+    so = base if base is not None else ort.SessionOptions()
+    devices = get_devices(device)
+    if not devices:
+        raise RuntimeError(f"{get_ep_name(device)} offers no device on this machine")
+    so.add_provider_for_devices(devices, {k: str(int(v) if isinstance(v, bool) else v) for k, v in options.items()})
+    so.add_session_config_entry("session.record_ep_graph_assignment_info", "1")
+    return so
+
+
+@dataclass
+class PartitionReport:
+    ep_name: str
+    ep_nodes: list[tuple[str, str]] = field(default_factory=list)          # (node name, op)
+    fallback_nodes: list[tuple[str, str, str]] = field(default_factory=list)  # (node name, op, EP)
+    declined: dict[str, tuple[str, str]] = field(default_factory=dict)      # node name -> (op, reason)
+
+    def __str__(self) -> str:
+        total = len(self.ep_nodes) + len(self.fallback_nodes)
+        lines = [f"{self.ep_name}: {len(self.ep_nodes)}/{total} nodes"]
+        for name, op, ep in self.fallback_nodes:
+            reason = self.declined.get(name, (op, "not claimed"))[1]
+            lines.append(f"  {name} ({op}) ran on {ep}: {reason}")
+        return "\n".join(lines)
+
+
+def partition_report(session, device: str = "cpu") -> PartitionReport:
+    """Which nodes of `session` ran on our EP, which elsewhere, and why we declined them."""
+    from .abi.ep import latest_partition
+    ep_name = get_ep_name(device)
+    if not hasattr(session, "get_provider_graph_assignment_info"):
+        raise RuntimeError("partition_report needs onnxruntime >= 1.24 (get_provider_graph_assignment_info)")
+    try:
+        subgraphs = session.get_provider_graph_assignment_info()
+    except Exception as exc:
+        raise RuntimeError("create the session with onnxruntime_ep_seamless.session_options(), or set "
+                           "'session.record_ep_graph_assignment_info' to '1'") from exc
+    report = PartitionReport(ep_name)
+    for sub in subgraphs:
+        for node in sub.get_nodes():
+            op = f"{node.domain}::{node.op_type}" if node.domain else node.op_type
+            if sub.ep_name == ep_name:
+                report.ep_nodes.append((node.name, op))
+            else:
+                report.fallback_nodes.append((node.name, op, sub.ep_name))
+    names = {n for n, _ in report.ep_nodes} | {n for n, _, _ in report.fallback_nodes}
+    result = latest_partition(names)
+    if result is not None:
+        report.declined = dict(result.declined)
+    return report
+
+
+def assert_ep_selected(session, device: str = "cpu") -> PartitionReport:
+    """Raise unless our EP is in the session and ran at least one node; returns the partition report."""
+    ep_name = get_ep_name(device)
+    if ep_name not in session.get_providers():
+        raise AssertionError(f"{ep_name} is not among the session's providers {session.get_providers()}; "
+                             "create it with onnxruntime_ep_seamless.session_options()")
+    report = partition_report(session, device)
+    if not report.ep_nodes:
+        raise AssertionError(f"{ep_name} ran no node of this session:\n{report}")
+    return report

@@ -1,0 +1,65 @@
+"""OrtEp: partitions a graph (GetCapability) and compiles fused nodes (Compile)."""
+from __future__ import annotations
+
+from collections import deque
+
+from ..graph.reader import read_graph
+from ..partition import PartitionResult, partition
+from . import bridge
+from .compute import CompiledKernel
+
+LOG_WARNING, LOG_ERROR = 2, 3
+# Recent partition results (all node names, result), for onnxruntime_ep_seamless.partition_report().
+PARTITIONS: deque = deque(maxlen=64)
+
+
+def dump_graph(graph, fused_node=None, with_const=False):
+    """One C walk of an OrtGraph, parsed into our IR (constants copied while ORT's memory is valid)."""
+    ffi, lib = bridge.ffi, bridge.lib
+    out, out_len = ffi.new("char**"), ffi.new("size_t*")
+    bridge.check(lib.seamless_dump_graph(graph, fused_node if fused_node is not None else ffi.NULL,
+                                         int(with_const), out, out_len))
+    try:
+        data = bytes(ffi.buffer(out[0], out_len[0]))
+    finally:
+        lib.seamless_free(out[0])
+    return read_graph(data, lambda addr, n: bytes(ffi.buffer(ffi.cast("char*", addr), n)))
+
+
+class Ep:
+    def __init__(self, factory, options: dict, option_error: Exception | None, logger):
+        self.factory = factory       # the factory outlives every EP it made
+        self.name = factory.ep_name
+        self.options = options
+        self.option_error = option_error
+        self.logger = logger
+
+    def log(self, level: int, message: str) -> None:
+        bridge.lib.seamless_log(self.logger, level, message.encode("utf-8", "replace"))
+
+    def get_capability(self, graph_ptr, support_info) -> None:
+        graph, _, _ = dump_graph(graph_ptr)
+        result = partition(graph)
+        if self.option_error is not None:
+            if not result.groups:
+                self.log(LOG_ERROR, str(self.option_error))
+            # otherwise Compile reports the error, where ORT surfaces it to the user
+        PARTITIONS.append((frozenset(n.name for n in graph.nodes), result))
+        if self.options.get("log_partition"):
+            self.log(LOG_WARNING, result.summary(self.name))
+        for group in result.groups:
+            idx = bridge.ffi.new("int32_t[]", group)
+            bridge.check(bridge.lib.seamless_fuse_nodes(graph_ptr, support_info, idx, len(group)))
+
+    def compile(self, graph_ptr, fused_node_ptr) -> CompiledKernel:
+        if self.option_error is not None:
+            raise self.option_error
+        graph, inputs, outputs = dump_graph(graph_ptr, fused_node_ptr, with_const=True)
+        return CompiledKernel(self.name, graph, inputs, outputs)
+
+
+def latest_partition(node_names: set[str]) -> PartitionResult | None:
+    for names, result in reversed(PARTITIONS):
+        if node_names and node_names <= names:
+            return result
+    return None

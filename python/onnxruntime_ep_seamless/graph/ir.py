@@ -1,0 +1,71 @@
+"""Our own graph IR: what the EP keeps of an OrtGraph after the callback returns."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+# ONNX TensorProto.DataType -> numpy dtype, for the types the numpy executor can hold.
+ONNX_TO_NUMPY = {
+    1: np.dtype(np.float32), 2: np.dtype(np.uint8), 3: np.dtype(np.int8), 4: np.dtype(np.uint16),
+    5: np.dtype(np.int16), 6: np.dtype(np.int32), 7: np.dtype(np.int64), 9: np.dtype(np.bool_),
+    10: np.dtype(np.float16), 11: np.dtype(np.float64), 12: np.dtype(np.uint32), 13: np.dtype(np.uint64),
+}
+NUMPY_TO_ONNX = {v: k for k, v in ONNX_TO_NUMPY.items()}
+ONNX_TYPE_NAMES = {
+    0: "undefined", 1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32", 7: "int64",
+    8: "string", 9: "bool", 10: "float16", 11: "float64", 12: "uint32", 13: "uint64", 14: "complex64",
+    15: "complex128", 16: "bfloat16", 17: "float8e4m3fn", 18: "float8e4m3fnuz", 19: "float8e5m2",
+    20: "float8e5m2fnuz", 21: "uint4", 22: "int4", 23: "float4e2m1", 24: "uint2", 25: "int2", 26: "float8e8m0",
+}
+
+# An attribute value the EP does not read (STRINGS, GRAPH): nodes carrying one are declined.
+UNREADABLE = type("Unreadable", (), {"__repr__": lambda self: "<unreadable attribute>"})()
+
+
+@dataclass
+class Value:
+    """A tensor value: element type (ONNX numbering, 0 = not a tensor/unknown) and shape.
+
+    shape is None when the rank is unknown; each dim is an int, a symbol name, or None."""
+    name: str
+    elem_type: int = 0
+    shape: tuple | None = None
+    const: np.ndarray | None = None  # constant initializer data, copied at Compile
+
+    @property
+    def dtype(self) -> np.dtype | None:
+        return ONNX_TO_NUMPY.get(self.elem_type)
+
+    @property
+    def type_name(self) -> str:
+        return ONNX_TYPE_NAMES.get(self.elem_type, f"type{self.elem_type}")
+
+
+@dataclass
+class Node:
+    name: str
+    op_type: str
+    domain: str          # "" for the ONNX domain
+    since_version: int
+    inputs: list[str]    # "" marks an absent optional input
+    outputs: list[str]
+    attrs: dict = field(default_factory=dict)
+    has_subgraphs: bool = False
+    index: int = 0       # position in the graph's topological order
+
+    @property
+    def key(self) -> str:
+        return f"{self.domain}::{self.op_type}" if self.domain else self.op_type
+
+
+@dataclass
+class Graph:
+    nodes: list[Node]
+    values: dict[str, Value]
+    inputs: list[str]
+    outputs: list[str]
+    initializers: list[str] = field(default_factory=list)
+
+    def value(self, name: str) -> Value:
+        return self.values.get(name) or Value(name)

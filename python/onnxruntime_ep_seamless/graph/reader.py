@@ -1,0 +1,113 @@
+"""Parse the C glue's graph dump (ep_plugin/glue.c, seamless_dump_graph) into our IR.
+
+Format (little-endian): i32 has_fused, [fused inputs, fused outputs], graph inputs, graph
+outputs, initializers, then nodes. Lists are an i32 count then items; strings are i32
+length + UTF-8 bytes.
+"""
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+
+from .ir import ONNX_TO_NUMPY, UNREADABLE, Graph, Node, Value
+
+ATTR_INT, ATTR_INTS, ATTR_FLOAT, ATTR_FLOATS, ATTR_STRING, ATTR_STRINGS, ATTR_GRAPH, ATTR_TENSOR = 1, 2, 3, 4, 5, 6, 7, 8
+
+
+class _Reader:
+    def __init__(self, data: bytes, copy_data):
+        self.buf = memoryview(data)
+        self.pos = 0
+        self.copy_data = copy_data  # (address, nbytes) -> bytes, valid only during the callback
+
+    def i32(self) -> int:
+        (v,) = struct.unpack_from("<i", self.buf, self.pos)
+        self.pos += 4
+        return v
+
+    def i64(self) -> int:
+        (v,) = struct.unpack_from("<q", self.buf, self.pos)
+        self.pos += 8
+        return v
+
+    def f64(self) -> float:
+        (v,) = struct.unpack_from("<d", self.buf, self.pos)
+        self.pos += 8
+        return v
+
+    def raw(self, n: int) -> bytes:
+        b = bytes(self.buf[self.pos:self.pos + n])
+        self.pos += n
+        return b
+
+    def str(self) -> str:
+        return self.raw(self.i32()).decode("utf-8", "replace")
+
+    def type_shape(self) -> tuple[int, tuple | None]:
+        elem, rank = self.i32(), self.i32()
+        dims = []
+        for _ in range(rank):
+            d, sym = self.i64(), self.str()
+            dims.append(d if d >= 0 else (sym or None))
+        return elem, (tuple(dims) if rank >= 0 else None)
+
+    def value(self, values: dict) -> str:
+        name = self.str()
+        if not name:
+            return ""
+        elem, shape = self.type_shape() if self.i32() else (0, None)
+        is_const = self.i32()
+        const = None
+        if is_const:
+            addr, nbytes = self.i64(), self.i64()
+            dtype = ONNX_TO_NUMPY.get(elem)
+            if addr and dtype is not None and shape is not None and all(isinstance(d, int) for d in shape):
+                const = np.frombuffer(self.copy_data(addr, nbytes), dtype=dtype).reshape(shape)
+            elif nbytes == 0 and dtype is not None and shape is not None and addr == 0 and 0 in shape:
+                const = np.zeros(shape, dtype)
+        known = values.get(name)
+        if known is None or (known.const is None and const is not None) or known.elem_type == 0:
+            values[name] = Value(name, elem, shape, const)
+        return name
+
+    def values(self, values: dict) -> list[str]:
+        return [self.value(values) for _ in range(self.i32())]
+
+    def attr(self):
+        name, kind = self.str(), self.i32()
+        if kind == ATTR_INT:
+            return name, self.i64()
+        if kind == ATTR_FLOAT:
+            return name, self.f64()
+        if kind == ATTR_INTS:
+            return name, np.frombuffer(self.raw(self.i32()), np.int64).tolist()
+        if kind == ATTR_FLOATS:
+            return name, np.frombuffer(self.raw(self.i32()), np.float32).astype(float).tolist()
+        if kind == ATTR_STRING:
+            return name, self.raw(self.i32()).decode("utf-8", "replace")
+        if kind == ATTR_TENSOR:
+            elem, shape = self.type_shape()
+            data = self.raw(self.i64())
+            dtype = ONNX_TO_NUMPY.get(elem)
+            return name, (np.frombuffer(data, dtype).reshape(shape).copy() if dtype is not None else UNREADABLE)
+        return name, UNREADABLE
+
+
+def read_graph(data: bytes, copy_data=None) -> tuple[Graph, list[str], list[str]]:
+    """The graph, plus the fused node's input and output names (empty when not a fused graph)."""
+    r = _Reader(data, copy_data)
+    values: dict[str, Value] = {}
+    fused_inputs = fused_outputs = []
+    if r.i32():
+        fused_inputs, fused_outputs = r.values(values), r.values(values)
+    inputs, outputs, inits = r.values(values), r.values(values), r.values(values)
+    nodes = []
+    for index in range(r.i32()):
+        name, op, domain, since = r.str(), r.str(), r.str(), r.i32()
+        node_inputs, node_outputs = r.values(values), r.values(values)
+        attrs = dict(r.attr() for _ in range(r.i32()))
+        has_subgraphs = r.i32() > 0
+        nodes.append(Node(name or f"{op}_{index}", op, domain, since, node_inputs, node_outputs, attrs,
+                          has_subgraphs, index))
+    return Graph(nodes, values, inputs, outputs, inits), fused_inputs, fused_outputs

@@ -1,0 +1,479 @@
+"""Elementwise ops (ONNX semantics, numpy broadcasting).
+
+numpy >= 2 follows NEP 50: a Python float/int scalar never widens an array's dtype, so
+`alpha * x` stays float32/float16. Where a formula would still widen (integer inputs with
+float attributes, mixed-type Pow), the result is cast back to the ONNX output type.
+"""
+import functools
+import math
+from functools import reduce
+
+import numpy as np
+
+from ..registry import ALL, BOOL, FLOATS, INTS, NUMERIC, SIGNED, kernel
+from ...graph.ir import ONNX_TO_NUMPY
+
+_quiet = np.errstate(all="ignore")  # nan/inf/overflow are the values ONNX asks for, not errors
+
+
+def _via_float32(fn):
+    """float16 inputs are computed in float32 and rounded once at the end, as ORT's CPU kernels do;
+    composite formulas would otherwise round after every step."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        if getattr(args[0], "dtype", None) != np.float16:
+            return fn(*args, **kwargs)
+        wide = [a.astype(np.float32) if a is not None and a.dtype == np.float16 else a for a in args]
+        return tuple(r.astype(np.float16) for r in fn(*wide, **kwargs))
+    return wrapper
+
+
+# ---------------------------------------------------------------- binary arithmetic
+
+@kernel("Add", since=7, types=NUMERIC)
+def add(a, b):
+    return (a + b,)
+
+
+@kernel("Sub", since=7, types=NUMERIC)
+def sub(a, b):
+    return (a - b,)
+
+
+@kernel("Mul", since=7, types=NUMERIC)
+def mul(a, b):
+    return (a * b,)
+
+
+@kernel("Div", since=7, types=NUMERIC)
+@_quiet
+def div(a, b):
+    if a.dtype.kind in "iu":
+        return (_trunc_divide(a, b),)
+    return (a / b,)
+
+
+def _trunc_divide(a, b):
+    """Integer division rounding toward zero (C semantics), not numpy's floor."""
+    q = np.floor_divide(a, b)
+    inexact_negative = (np.remainder(a, b) != 0) & ((a < 0) != (b < 0))
+    return q + inexact_negative.astype(q.dtype)
+
+
+def _check_pow(node, graph):
+    exponent = graph.value(node.inputs[1]).dtype
+    if exponent is not None and exponent not in NUMERIC:
+        return f"exponent dtype {exponent} not supported"
+    return None
+
+
+@kernel("Pow", since=7, types=NUMERIC, check=_check_pow)
+@_quiet
+def pow_(x, y):
+    # The output has the base's type (base and exponent may differ since opset 12).
+    if x.dtype.kind in "iu":
+        # Integer powers go through double and truncate back, like ORT's std::pow; numpy's
+        # integer power would reject negative exponents.
+        return (np.power(x.astype(np.float64), y.astype(np.float64)).astype(x.dtype),)
+    return (np.power(x, y).astype(x.dtype, copy=False),)
+
+
+def _check_mod(node, graph):
+    dtype = graph.value(node.inputs[0]).dtype
+    if dtype in FLOATS and not node.attrs.get("fmod", 0):
+        return "Mod on floating-point inputs requires fmod=1"
+    return None
+
+
+@kernel("Mod", since=10, types=NUMERIC, check=_check_mod)
+@_quiet
+def mod(a, b, *, fmod=0):
+    # fmod=1: C fmod, result has the dividend's sign; fmod=0: Python %, result has the divisor's sign.
+    return (np.fmod(a, b) if fmod else np.mod(a, b),)
+
+
+# ---------------------------------------------------------------- unary math
+
+@kernel("Sqrt", since=6, types=FLOATS)
+@_quiet
+def sqrt(x):
+    return (np.sqrt(x),)
+
+
+@kernel("Reciprocal", since=6, types=FLOATS)
+@_quiet
+def reciprocal(x):
+    return (np.reciprocal(x),)
+
+
+@kernel("Neg", since=6, types=SIGNED)
+def neg(x):
+    return (np.negative(x),)
+
+
+@kernel("Abs", since=6, types=NUMERIC)
+def abs_(x):
+    return (np.abs(x),)
+
+
+@kernel("Exp", since=6, types=FLOATS)
+@_quiet
+def exp(x):
+    return (np.exp(x),)
+
+
+@kernel("Log", since=6, types=FLOATS)
+@_quiet
+def log(x):
+    return (np.log(x),)
+
+
+@kernel("Erf", since=9, types=FLOATS)
+@_via_float32
+def erf(x):
+    from .native import erf as native_erf  # numpy has no erf
+    return (native_erf(x),)
+
+
+@kernel("Tanh", since=6, types=FLOATS)
+def tanh(x):
+    return (np.tanh(x),)
+
+
+@kernel("Sigmoid", since=6, types=FLOATS)
+@_via_float32
+@_quiet
+def sigmoid(x):
+    # exp(-|x|) never overflows; pick the algebraically equal form per sign.
+    e = np.exp(-np.abs(x))
+    return (np.where(x >= 0, 1 / (1 + e), e / (1 + e)),)
+
+
+@kernel("Sin", since=7, types=FLOATS)
+def sin(x):
+    return (np.sin(x),)
+
+
+@kernel("Cos", since=7, types=FLOATS)
+def cos(x):
+    return (np.cos(x),)
+
+
+@kernel("Tan", since=7, types=FLOATS)
+def tan(x):
+    return (np.tan(x),)
+
+
+@kernel("Asin", since=7, types=FLOATS)
+@_quiet
+def asin(x):
+    return (np.arcsin(x),)
+
+
+@kernel("Acos", since=7, types=FLOATS)
+@_quiet
+def acos(x):
+    return (np.arccos(x),)
+
+
+@kernel("Atan", since=7, types=FLOATS)
+def atan(x):
+    return (np.arctan(x),)
+
+
+@kernel("Sinh", since=9, types=FLOATS)
+@_quiet
+def sinh(x):
+    return (np.sinh(x),)
+
+
+@kernel("Cosh", since=9, types=FLOATS)
+@_quiet
+def cosh(x):
+    return (np.cosh(x),)
+
+
+@kernel("Floor", since=6, types=FLOATS)
+def floor(x):
+    return (np.floor(x),)
+
+
+@kernel("Ceil", since=6, types=FLOATS)
+def ceil(x):
+    return (np.ceil(x),)
+
+
+@kernel("Round", since=11, types=FLOATS)
+def round_(x):
+    return (np.round(x),)  # halves to even, as ONNX specifies
+
+
+@kernel("Sign", since=9, types=NUMERIC)
+def sign(x):
+    return (np.sign(x),)
+
+
+@kernel("IsNaN", since=9, types=FLOATS)
+def isnan(x):
+    return (np.isnan(x),)
+
+
+@kernel("IsInf", since=10, types=FLOATS)
+def isinf(x, *, detect_negative=1, detect_positive=1):
+    return (np.isinf(x) & (((x > 0) & bool(detect_positive)) | ((x < 0) & bool(detect_negative))),)
+
+
+# ---------------------------------------------------------------- activations
+
+@kernel("Relu", since=6, types=SIGNED)
+def relu(x):
+    return (np.maximum(x, 0),)
+
+
+@kernel("LeakyRelu", since=6, types=FLOATS)
+def leaky_relu(x, *, alpha=0.01):
+    return (np.where(x >= 0, x, x * alpha),)
+
+
+@kernel("PRelu", since=7, types=SIGNED)
+def prelu(x, slope):
+    # slope broadcasts unidirectionally to x
+    return (np.where(x < 0, x * slope, x).astype(x.dtype, copy=False),)
+
+
+@kernel("ThresholdedRelu", since=10, types=FLOATS)
+def thresholded_relu(x, *, alpha=1.0):
+    return (np.where(x > alpha, x, 0).astype(x.dtype, copy=False),)
+
+
+@kernel("Elu", since=6, types=FLOATS)
+@_via_float32
+@_quiet
+def elu(x, *, alpha=1.0):
+    return (np.where(x >= 0, x, alpha * np.expm1(x)),)
+
+
+@kernel("Selu", since=6, types=FLOATS)
+@_via_float32
+@_quiet
+def selu(x, *, alpha=1.67326319217681884765625, gamma=1.05070102214813232421875):
+    return (gamma * np.where(x > 0, x, alpha * np.expm1(x)),)
+
+
+@kernel("Celu", since=12, types=FLOATS)
+@_via_float32
+@_quiet
+def celu(x, *, alpha=1.0):
+    return (np.maximum(x, 0) + np.minimum(0, alpha * np.expm1(x / alpha)),)
+
+
+def _check_gelu(node, graph):
+    approximate = node.attrs.get("approximate", "none")
+    return None if approximate in ("none", "tanh") else f"Gelu approximate={approximate!r} is not defined"
+
+
+@kernel("Gelu", since=20, types=FLOATS, check=_check_gelu)
+@_via_float32
+def gelu(x, *, approximate="none"):
+    # Python-float constants: a numpy float64 scalar would widen float32 math to float64.
+    if approximate == "tanh":
+        inner = math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)
+        return (0.5 * x * (1 + np.tanh(inner)),)
+    from .native import erf as native_erf  # numpy has no erf
+    return (0.5 * x * (1 + native_erf(x * math.sqrt(0.5))),)
+
+
+@kernel("HardSigmoid", since=6, types=FLOATS)
+@_via_float32
+def hard_sigmoid(x, *, alpha=0.2, beta=0.5):
+    return (np.clip(alpha * x + beta, 0, 1),)
+
+
+@kernel("HardSwish", since=14, types=FLOATS)
+@_via_float32
+def hard_swish(x):
+    return (x * np.clip(x / 6 + 0.5, 0, 1),)
+
+
+@kernel("Softplus", since=1, types=FLOATS)
+@_via_float32
+@_quiet
+def softplus(x):
+    return (np.logaddexp(x, 0),)  # log(exp(x) + 1) without overflow
+
+
+@kernel("Softsign", since=1, types=FLOATS)
+@_via_float32
+@_quiet
+def softsign(x):
+    return (x / (1 + np.abs(x)),)
+
+
+@kernel("Shrink", since=9, types=NUMERIC)
+def shrink(x, *, bias=0.0, lambd=0.5):
+    y = np.where(x < -lambd, x + bias, np.where(x > lambd, x - bias, 0))
+    return (y.astype(x.dtype, copy=False),)  # integer x with float bias computes wider
+
+
+@kernel("Mish", since=18, types=FLOATS)
+@_via_float32
+@_quiet
+def mish(x):
+    return (x * np.tanh(np.logaddexp(x, 0)),)
+
+
+# ---------------------------------------------------------------- Clip
+
+@kernel("Clip", since=6, until=10, types=FLOATS)
+def clip_6(x, *, min=-np.inf, max=np.inf):
+    return (np.minimum(np.maximum(x, min), max),)
+
+
+@kernel("Clip", since=11, types=NUMERIC)
+def clip_11(x, min=None, max=None):
+    # min > max yields max everywhere, as the spec says: min is applied first.
+    if min is not None:
+        x = np.maximum(x, min)
+    if max is not None:
+        x = np.minimum(x, max)
+    return (x,)
+
+
+# ---------------------------------------------------------------- variadic
+
+@kernel("Min", since=6, types=NUMERIC)
+def min_(*inputs):
+    return (reduce(np.minimum, inputs),)
+
+
+@kernel("Max", since=6, types=NUMERIC)
+def max_(*inputs):
+    return (reduce(np.maximum, inputs),)
+
+
+@kernel("Sum", since=6, types=FLOATS)
+def sum_(*inputs):
+    return (reduce(np.add, inputs),)
+
+
+@kernel("Mean", since=6, types=FLOATS)
+def mean(*inputs):
+    return (reduce(np.add, inputs) / len(inputs),)
+
+
+# ---------------------------------------------------------------- selection, comparison, logic
+
+@kernel("Where", since=9, types=ALL, type_input=1)
+def where(condition, x, y):
+    return (np.where(condition, x, y),)
+
+
+@kernel("Equal", since=7, types=ALL)
+def equal(a, b):
+    return (np.equal(a, b),)
+
+
+@kernel("Less", since=7, types=NUMERIC)
+def less(a, b):
+    return (np.less(a, b),)
+
+
+@kernel("Greater", since=7, types=NUMERIC)
+def greater(a, b):
+    return (np.greater(a, b),)
+
+
+@kernel("LessOrEqual", since=12, types=NUMERIC)
+def less_or_equal(a, b):
+    return (np.less_equal(a, b),)
+
+
+@kernel("GreaterOrEqual", since=12, types=NUMERIC)
+def greater_or_equal(a, b):
+    return (np.greater_equal(a, b),)
+
+
+@kernel("Not", since=1, types=BOOL)
+def not_(x):
+    return (np.logical_not(x),)
+
+
+@kernel("And", since=7, types=BOOL)
+def and_(a, b):
+    return (np.logical_and(a, b),)
+
+
+@kernel("Or", since=7, types=BOOL)
+def or_(a, b):
+    return (np.logical_or(a, b),)
+
+
+@kernel("Xor", since=7, types=BOOL)
+def xor(a, b):
+    return (np.logical_xor(a, b),)
+
+
+def _check_bitshift(node, graph):
+    direction = node.attrs.get("direction")
+    return None if direction in ("LEFT", "RIGHT") else f"BitShift direction={direction!r} is not defined"
+
+
+@kernel("BitShift", since=11, types=INTS - {np.dtype(t) for t in (np.int8, np.int16, np.int32, np.int64)},
+        check=_check_bitshift)
+def bit_shift(x, y, *, direction):
+    return ((np.left_shift if direction == "LEFT" else np.right_shift)(x, y),)
+
+
+# ---------------------------------------------------------------- casts and pass-through
+
+def _check_cast(node, graph):
+    to = node.attrs.get("to")
+    if to not in ONNX_TO_NUMPY:
+        return f"Cast to ONNX type {to} is not representable in numpy"
+    return None
+
+
+@kernel("Cast", since=6, types=ALL, check=_check_cast)
+@_quiet
+def cast(x, *, to, saturate=1):
+    # saturate only affects float8 targets, which are declined.
+    return (x.astype(ONNX_TO_NUMPY[to], copy=False),)
+
+
+@kernel("CastLike", since=15, types=ALL)
+@_quiet
+def cast_like(x, target_type, *, saturate=1):
+    return (x.astype(target_type.dtype, copy=False),)
+
+
+@kernel("Identity", since=1, types=ALL)
+def identity(x):
+    return (x,)
+
+
+@kernel("Dropout", since=7, until=9, types=FLOATS)
+def dropout_7(x, *, ratio=0.5, _num_outputs=1):
+    # Inference: a pass-through. The spec leaves the mask's values open before opset 12;
+    # ORT writes zeros, so do we. Before opset 10 the mask has the data's type.
+    return (x, np.zeros_like(x))[:_num_outputs]
+
+
+@kernel("Dropout", since=10, until=11, types=FLOATS)
+def dropout_10(x, *, ratio=0.5, _num_outputs=1):
+    return (x, np.zeros(x.shape, dtype=np.bool_))[:_num_outputs]
+
+
+def _check_dropout_12(node, graph):
+    if len(node.inputs) > 2 and node.inputs[2]:
+        training_mode = graph.value(node.inputs[2]).const
+        if training_mode is None:
+            return "Dropout training_mode is not a constant"
+        if bool(np.asarray(training_mode).reshape(-1)[0]):
+            return "Dropout in training mode (random mask) is not supported"
+    return None
+
+
+@kernel("Dropout", since=12, types=FLOATS, check=_check_dropout_12)
+def dropout_12(x, ratio=None, training_mode=None, *, seed=0, _num_outputs=1):
+    # training_mode is a constant False (see the check): output = data, mask = all True.
+    return (x, np.ones(x.shape, dtype=np.bool_))[:_num_outputs]

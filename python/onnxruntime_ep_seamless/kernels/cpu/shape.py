@@ -1,0 +1,336 @@
+"""Shape, indexing and data-movement ops (ONNX semantics).
+
+Views of an input are returned where numpy gives them (Transpose, Reshape, Slice, ...);
+nothing here writes into an input.
+"""
+import math
+
+import numpy as np
+
+from ..registry import ALL, kernel
+from ...graph.ir import ONNX_TO_NUMPY
+
+_INT64 = np.dtype(np.int64)
+
+
+def _ints(t):
+    """A shape-like input (int64 tensor) as a list of Python ints."""
+    return np.asarray(t).reshape(-1).tolist()
+
+
+def _axis(axis, rank):
+    return axis + rank if axis < 0 else axis
+
+
+# --- layout -----------------------------------------------------------------------------
+
+
+@kernel("Transpose")
+def transpose(data, *, perm=None):
+    return (np.transpose(data, perm),)
+
+
+@kernel("Reshape", since=5)
+def reshape(data, shape, *, allowzero=0):
+    shape = _ints(shape)
+    if not allowzero:  # 0 copies the input's dim (allowzero=1 keeps a literal 0)
+        shape = [data.shape[i] if d == 0 else d for i, d in enumerate(shape)]
+    return (np.reshape(data, shape),)
+
+
+@kernel("Flatten")
+def flatten(data, *, axis=1):
+    axis = _axis(axis, data.ndim)
+    outer = math.prod(data.shape[:axis])
+    return (np.reshape(data, (outer, math.prod(data.shape[axis:]))),)
+
+
+def _squeeze(data, axes):
+    if axes is None:
+        return (np.squeeze(data),)
+    return (np.squeeze(data, axis=tuple(axes)),)
+
+
+@kernel("Squeeze", until=12)
+def squeeze_1(data, *, axes=None):
+    return _squeeze(data, axes)
+
+
+@kernel("Squeeze", since=13)
+def squeeze_13(data, axes=None):
+    return _squeeze(data, None if axes is None else _ints(axes))
+
+
+@kernel("Unsqueeze", until=12)
+def unsqueeze_1(data, *, axes):
+    return (np.expand_dims(data, tuple(axes)),)  # numpy resolves negative axes against the output rank too
+
+
+@kernel("Unsqueeze", since=13)
+def unsqueeze_13(data, axes):
+    return (np.expand_dims(data, tuple(_ints(axes))),)
+
+
+@kernel("Concat")
+def concat(*inputs, axis=1):  # axis defaulted to 1 in opset 1 only; required since 4
+    return (np.concatenate(inputs, axis=axis),)
+
+
+def _split(data, split, axis, n):
+    if split is None:  # equal parts; the last one is smaller when not divisible (num_outputs, opset 18)
+        size = -(-data.shape[axis] // n)
+        split = [min(size, max(data.shape[axis] - i * size, 0)) for i in range(n)]
+    bounds = np.cumsum(split)[:-1].tolist()
+    return tuple(np.split(data, bounds, axis=axis))
+
+
+@kernel("Split", since=2, until=12)
+def split_2(data, *, axis=0, split=None, _num_outputs):
+    return _split(data, split, axis, _num_outputs)
+
+
+@kernel("Split", since=13)
+def split_13(data, split=None, *, axis=0, num_outputs=None, _num_outputs):
+    return _split(data, None if split is None else _ints(split), axis, _num_outputs)
+
+
+def _slice(data, starts, ends, axes, steps):
+    index = [slice(None)] * data.ndim
+    axes = range(len(starts)) if axes is None else axes
+    steps = [1] * len(starts) if steps is None else steps
+    for start, end, axis, step in zip(starts, ends, axes, steps):
+        axis = _axis(axis, data.ndim)
+        dim = data.shape[axis]
+        start = start + dim if start < 0 else start
+        end = end + dim if end < 0 else end
+        if step > 0:
+            start, end = min(max(start, 0), dim), min(max(end, 0), dim)
+        else:  # counting down: clamp to [-1, dim-1], where -1 means "through index 0"
+            start, end = min(max(start, 0), dim - 1), min(max(end, -1), dim - 1)
+            end = None if end < 0 else end
+        index[axis] = slice(start, end, step)
+    return (data[tuple(index)],)
+
+
+@kernel("Slice", until=9)
+def slice_1(data, *, starts, ends, axes=None):
+    return _slice(data, starts, ends, axes, None)
+
+
+@kernel("Slice", since=10)
+def slice_10(data, starts, ends, axes=None, steps=None):
+    return _slice(data, _ints(starts), _ints(ends), None if axes is None else _ints(axes),
+                  None if steps is None else _ints(steps))
+
+
+@kernel("Expand", since=8)
+def expand(data, shape):
+    return (np.broadcast_to(data, np.broadcast_shapes(data.shape, tuple(_ints(shape)))),)
+
+
+@kernel("Tile", since=6)
+def tile(data, repeats):
+    return (np.tile(data, _ints(repeats)),)
+
+
+@kernel("DepthToSpace")
+def depth_to_space(data, *, blocksize, mode="DCR"):
+    b, c, h, w = data.shape
+    bs = blocksize
+    if mode == "DCR":
+        tmp = data.reshape(b, bs, bs, c // bs**2, h, w).transpose(0, 3, 4, 1, 5, 2)
+    else:  # CRD
+        tmp = data.reshape(b, c // bs**2, bs, bs, h, w).transpose(0, 1, 4, 2, 5, 3)
+    return (tmp.reshape(b, c // bs**2, h * bs, w * bs),)
+
+
+@kernel("SpaceToDepth")
+def space_to_depth(data, *, blocksize):
+    b, c, h, w = data.shape
+    bs = blocksize
+    tmp = data.reshape(b, c, h // bs, bs, w // bs, bs).transpose(0, 3, 5, 1, 2, 4)
+    return (tmp.reshape(b, c * bs * bs, h // bs, w // bs),)
+
+
+# --- shape queries and constants --------------------------------------------------------
+
+
+@kernel("Shape")
+def shape(data, *, start=0, end=None):
+    return (np.array(data.shape[start:end], dtype=_INT64),)  # python slicing clamps like the spec
+
+
+@kernel("Size")
+def size(data):
+    return (np.array(data.size, dtype=_INT64),)
+
+
+def _check_constant(node, graph):
+    value = node.attrs.get("value")
+    if value is not None and np.asarray(value).dtype not in ALL:
+        return f"Constant of element type {np.asarray(value).dtype} is not supported"
+    return None
+
+
+@kernel("Constant", check=_check_constant)
+def constant(*, value=None, value_float=None, value_floats=None, value_int=None, value_ints=None):
+    if value is not None:
+        return (np.asarray(value),)
+    if value_float is not None:
+        return (np.array(value_float, dtype=np.float32),)
+    if value_floats is not None:
+        return (np.array(value_floats, dtype=np.float32),)
+    if value_int is not None:
+        return (np.array(value_int, dtype=_INT64),)
+    return (np.array(value_ints, dtype=_INT64),)
+
+
+@kernel("ConstantOfShape", since=9)
+def constant_of_shape(shape, *, value=None):
+    value = np.zeros(1, np.float32) if value is None else np.asarray(value)
+    return (np.full(_ints(shape), value.reshape(-1)[0], dtype=value.dtype),)
+
+
+@kernel("Range", since=11)
+def range_(start, limit, delta):
+    start, limit, delta = (np.asarray(v).reshape(()) for v in (start, limit, delta))
+    n = max(math.ceil(float(limit - start) / float(delta)), 0)
+    if start.dtype.kind == "f":  # value i is start + delta added i times in T, as the spec's loop does
+        steps = np.full(n, delta, dtype=start.dtype)
+        if n:
+            steps[0] = start
+        return (np.cumsum(steps, dtype=start.dtype),)
+    return (start + np.arange(n, dtype=start.dtype) * delta,)
+
+
+@kernel("EyeLike", since=9)
+def eye_like(data, *, dtype=None, k=0):
+    out_dtype = data.dtype if dtype is None else ONNX_TO_NUMPY[dtype]
+    return (np.eye(data.shape[0], data.shape[1], k=k, dtype=out_dtype),)
+
+
+@kernel("Trilu", since=14)
+def trilu(data, k=None, *, upper=1):
+    k = 0 if k is None else int(np.asarray(k).reshape(()))
+    return ((np.triu if upper else np.tril)(data, k),)
+
+
+@kernel("OneHot", since=9)
+def one_hot(indices, depth, values, *, axis=-1):
+    depth = int(np.asarray(depth).reshape(-1)[0])
+    idx = np.asarray(indices).astype(np.int64)
+    idx = np.where(idx < 0, idx + depth, idx)  # negative indices count from the end; others out of range stay "off"
+    axis = _axis(axis, idx.ndim + 1)
+    classes = np.arange(depth).reshape((-1,) + (1,) * (idx.ndim - axis))
+    hot = np.expand_dims(idx, axis) == classes
+    return (np.where(hot, values[1], values[0]).astype(values.dtype, copy=False),)
+
+
+@kernel("NonZero", since=9)
+def non_zero(data):
+    return (np.array(np.nonzero(np.atleast_1d(data)), dtype=_INT64).reshape(max(data.ndim, 1), -1),)
+
+
+# --- gather / scatter -------------------------------------------------------------------
+
+
+@kernel("Gather")
+def gather(data, indices, *, axis=0):
+    return (np.take(data, indices, axis=axis),)
+
+
+@kernel("GatherElements", since=11)
+def gather_elements(data, indices, *, axis=0):
+    return (np.take_along_axis(data, indices, axis=axis),)
+
+
+@kernel("GatherND", since=11)
+def gather_nd(data, indices, *, batch_dims=0):
+    batch = data.shape[:batch_dims]
+    nb = math.prod(batch)
+    k = indices.shape[-1]
+    flat_data = data.reshape((nb,) + data.shape[batch_dims:])
+    flat_idx = indices.reshape(nb, -1, k)
+    b = np.arange(nb).reshape(nb, 1)
+    out = flat_data[(b,) + tuple(flat_idx[..., j] for j in range(k))]
+    return (out.reshape(batch + indices.shape[batch_dims:-1] + data.shape[batch_dims + k:]),)
+
+
+_SCATTER_UFUNCS = {"add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.minimum}
+
+
+def _scatter(data, index, updates, reduction):
+    out = data.copy()
+    if reduction == "none":
+        out[index] = updates
+    else:  # ufunc.at applies duplicates one after another
+        _SCATTER_UFUNCS[reduction].at(out, index, updates)
+    return (out,)
+
+
+def _check_reduction(node, graph):
+    reduction = node.attrs.get("reduction", "none")
+    return None if reduction in ("none", *_SCATTER_UFUNCS) else f"reduction={reduction!r} not supported"
+
+
+@kernel("ScatterND", since=11, check=_check_reduction)
+def scatter_nd(data, indices, updates, *, reduction="none"):
+    k = indices.shape[-1]
+    index = tuple(np.moveaxis(indices, -1, 0)[:k])
+    return _scatter(data, index, updates, reduction)
+
+
+@kernel("ScatterElements", since=11, check=_check_reduction)
+def scatter_elements(data, indices, updates, *, axis=0, reduction="none"):
+    axis = _axis(axis, data.ndim)
+    index = list(np.indices(indices.shape, sparse=True))
+    index[axis] = np.where(indices < 0, indices + data.shape[axis], indices)
+    return _scatter(data, tuple(index), updates, reduction)
+
+
+@kernel("Scatter", since=9, until=10)  # deprecated alias of ScatterElements
+def scatter(data, indices, updates, *, axis=0):
+    return scatter_elements(data, indices, updates, axis=axis)
+
+
+@kernel("Compress", since=9)
+def compress(data, condition, *, axis=None):
+    length = data.size if axis is None else data.shape[axis]
+    condition = np.asarray(condition).reshape(-1)[:length]  # ORT ignores entries past the axis' end
+    return (np.compress(condition, data, axis=axis),)
+
+
+# --- Pad --------------------------------------------------------------------------------
+
+
+def _pad(data, pads, mode, value, axes=None):
+    rank = data.ndim
+    axes = list(range(rank)) if axes is None else [_axis(a, rank) for a in axes]
+    begin, end = [0] * rank, [0] * rank
+    for i, a in enumerate(axes):
+        begin[a], end[a] = pads[i], pads[i + len(axes)]
+    # Negative pads crop, applied before padding (as ORT does).
+    crop = tuple(slice(-min(b, 0), data.shape[a] - (-min(e, 0))) for a, (b, e) in enumerate(zip(begin, end)))
+    data = data[crop]
+    widths = [(max(b, 0), max(e, 0)) for b, e in zip(begin, end)]
+    if not any(b or e for b, e in widths):
+        return (data,)
+    if mode == "constant":
+        return (np.pad(data, widths, mode="constant", constant_values=np.array(value, dtype=data.dtype)),)
+    return (np.pad(data, widths, mode=mode),)  # numpy's reflect/edge/wrap match ONNX's
+
+
+def _check_pad_mode(node, graph):
+    mode = node.attrs.get("mode", "constant")
+    return None if mode in ("constant", "reflect", "edge", "wrap") else f"mode={mode!r} not supported"
+
+
+@kernel("Pad", since=2, until=10, check=_check_pad_mode)
+def pad_2(data, *, pads, mode="constant", value=0.0):
+    return _pad(data, pads, mode, value)
+
+
+@kernel("Pad", since=11, check=_check_pad_mode)
+def pad_11(data, pads, constant_value=None, axes=None, *, mode="constant"):
+    value = 0 if constant_value is None or constant_value.size == 0 else constant_value.reshape(-1)[0]
+    return _pad(data, _ints(pads), mode, value, None if axes is None else _ints(axes))

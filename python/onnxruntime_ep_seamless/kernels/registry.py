@@ -1,0 +1,115 @@
+"""Kernel registry: (domain, op_type, opset range) -> a spec-shaped function.
+
+A kernel is a plain function: inputs positional (None for an absent optional input),
+ONNX attributes as keyword-only parameters with the spec's defaults; it returns a tuple
+with one array per node output. Registering it is the only step needed for a new op.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from ..graph.ir import UNREADABLE, Graph, Node
+
+OPSET_MAX = 10_000
+
+FLOATS = frozenset(map(np.dtype, (np.float16, np.float32, np.float64)))
+INTS = frozenset(map(np.dtype, (np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64)))
+SIGNED = frozenset(map(np.dtype, (np.float16, np.float32, np.float64, np.int8, np.int16, np.int32, np.int64)))
+NUMERIC = FLOATS | INTS
+BOOL = frozenset([np.dtype(np.bool_)])
+ALL = NUMERIC | BOOL
+
+
+@dataclass(frozen=True)
+class KernelDef:
+    op_type: str
+    domain: str
+    since: int
+    until: int
+    fn: Callable
+    types: frozenset | None      # allowed dtypes of input `type_input` (None: any numpy dtype)
+    type_input: int
+    check: Callable | None       # check(node, graph) -> reason string or None
+    attr_names: frozenset
+    wants_num_outputs: bool
+
+    def build(self, node: Node) -> Callable:
+        """The callable the plan invokes: fn with the node's attributes bound."""
+        kwargs = {k: v for k, v in node.attrs.items() if k in self.attr_names}
+        if self.wants_num_outputs:
+            kwargs["_num_outputs"] = len(node.outputs)
+        return functools.partial(self.fn, **kwargs) if kwargs else self.fn
+
+
+_REGISTRY: dict[tuple[str, str], list[KernelDef]] = {}
+
+
+def kernel(op_type: str, *, domain: str = "", since: int = 1, until: int = OPSET_MAX,
+           types=None, type_input: int = 0, check: Callable | None = None):
+    """Register a kernel for opset versions [since, until] of (domain, op_type)."""
+    def register(fn):
+        params = inspect.signature(fn).parameters.values()
+        attr_names = frozenset(p.name for p in params if p.kind is p.KEYWORD_ONLY and not p.name.startswith("_"))
+        wants = any(p.name == "_num_outputs" for p in params)
+        _REGISTRY.setdefault((domain, op_type), []).append(
+            KernelDef(op_type, domain, since, until, fn, types, type_input, check, attr_names, wants))
+        return fn
+    return register
+
+
+def all_kernels() -> list[KernelDef]:
+    _load_families()
+    return [k for defs in _REGISTRY.values() for k in defs]
+
+
+def lookup(node: Node, graph: Graph) -> tuple[KernelDef | None, str]:
+    """The kernel for a node, or None and the reason it is declined."""
+    _load_families()
+    defs = _REGISTRY.get((node.domain, node.op_type))
+    if not defs:
+        return None, f"no kernel for {node.key}"
+    if node.has_subgraphs:
+        return None, "control flow (subgraph attributes) is not supported"
+    unreadable = [k for k, v in node.attrs.items() if v is UNREADABLE]
+    if unreadable:
+        return None, f"attribute(s) {unreadable} have a type the EP does not read (strings list or graph)"
+    for name in node.inputs + node.outputs:
+        if name:
+            value = graph.value(name)
+            if value.dtype is None:
+                return None, f"{name!r} has element type {value.type_name}, which the numpy executor cannot hold"
+    matching = [d for d in defs if d.since <= node.since_version <= d.until]
+    if not matching:
+        ranges = ", ".join(f"{d.since}-{d.until if d.until < OPSET_MAX else ''}" for d in defs)
+        return None, f"{node.key} opset {node.since_version} not implemented (have {ranges})"
+    kdef = matching[0]
+    unknown = set(node.attrs) - kdef.attr_names
+    if unknown:
+        return None, f"attribute(s) {sorted(unknown)} not supported"
+    if kdef.types is not None:
+        names = [n for n in (node.inputs if node.inputs else node.outputs)]
+        ref = names[kdef.type_input] if kdef.type_input < len(names) else ""
+        dtype = graph.value(ref).dtype if ref else None
+        if dtype is not None and dtype not in kdef.types:
+            return None, f"dtype {dtype} not supported (supports {', '.join(sorted(str(t) for t in kdef.types))})"
+    if kdef.check is not None:
+        reason = kdef.check(node, graph)
+        if reason:
+            return None, reason
+    return kdef, ""
+
+
+_loaded = False
+
+
+def _load_families():
+    global _loaded
+    if not _loaded:
+        _loaded = True
+        from .cpu import load_all
+        load_all()

@@ -1,0 +1,59 @@
+"""Partitioning: which nodes our EP claims, grouped into fusable sets, and why the rest are declined.
+
+Supported nodes are grouped by the set of unsupported nodes upstream of them. Two nodes
+with the same set have no path between them through an unsupported node (that node would
+be upstream of one but not the other), and no path can leave a group and come back, so
+every group is a valid fused node (convex) and no grouping creates a cycle.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from .graph.ir import Graph
+from .kernels.registry import lookup
+
+
+@dataclass
+class PartitionResult:
+    groups: list[list[int]]                            # node indices per fused node, topological order
+    declined: dict[str, tuple[str, str]] = field(default_factory=dict)  # node name -> (op, reason)
+    total: int = 0
+
+    @property
+    def claimed(self) -> int:
+        return sum(len(g) for g in self.groups)
+
+    def summary(self, ep_name: str) -> str:
+        lines = [f"{ep_name}: claimed {self.claimed}/{self.total} nodes in {len(self.groups)} partition(s)"]
+        by_reason = Counter((op, reason) for op, reason in self.declined.values())
+        for (op, reason), count in by_reason.most_common():
+            lines.append(f"  declined {count} x {op}: {reason}")
+        return "\n".join(lines)
+
+
+def partition(graph: Graph) -> PartitionResult:
+    producer = {out: node.index for node in graph.nodes for out in node.outputs if out}
+    supported: list[bool] = []
+    declined: dict[str, tuple[str, str]] = {}
+    for node in graph.nodes:
+        kdef, reason = lookup(node, graph)
+        supported.append(kdef is not None)
+        if kdef is None:
+            declined[node.name] = (node.key, reason)
+
+    upstream: list[frozenset] = []  # unsupported nodes upstream of each node
+    groups: dict[frozenset, list[int]] = {}
+    for node in graph.nodes:
+        acc: set[int] = set()
+        for name in node.inputs:
+            p = producer.get(name)
+            if p is not None:
+                acc |= upstream[p]
+                if not supported[p]:
+                    acc.add(p)
+        key = frozenset(acc)
+        upstream.append(key)
+        if supported[node.index]:
+            groups.setdefault(key, []).append(node.index)
+    return PartitionResult(list(groups.values()), declined, len(graph.nodes))

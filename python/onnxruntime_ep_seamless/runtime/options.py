@@ -1,0 +1,66 @@
+"""Provider options: one table, validated; session config entries override environment fallbacks.
+
+ORT delivers the options given to add_provider_for_devices() as session config entries
+named ep.<lower-case EP name>.<key>; ORT itself accepts any key, so we validate here.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Callable
+
+
+def _flag(text: str) -> bool:
+    value = text.strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"expected 0 or 1, got {text!r}")
+
+
+@dataclass(frozen=True)
+class Option:
+    key: str
+    default: object
+    parse: Callable[[str], object]
+    env: str | None
+    doc: str
+
+
+OPTIONS = {
+    "log_partition": Option("log_partition", False, _flag, "SEAMLESS_LOG_PARTITION",
+                            "1: log, per graph, the claimed node count and every declined op with its reason "
+                            "(at WARNING severity so ORT's default logger shows it)."),
+}
+
+
+class OptionError(ValueError):
+    pass
+
+
+def parse_options(ep_name: str, entries: dict[str, str]) -> dict[str, object]:
+    """Options for one EP from session config entries (plus environment fallbacks)."""
+    prefix = f"ep.{ep_name.lower()}."
+    given = {k[len(prefix):]: v for k, v in entries.items() if k.startswith(prefix)}
+    return validate(ep_name, given)
+
+
+def validate(ep_name: str, given: dict[str, object]) -> dict[str, object]:
+    unknown = sorted(set(given) - set(OPTIONS))
+    if unknown:
+        raise OptionError(f"{ep_name}: unknown provider option(s) {unknown}; valid options: {sorted(OPTIONS)}")
+    result = {}
+    for key, opt in OPTIONS.items():
+        if key in given:
+            text, source = str(given[key]), f"option {key!r}"
+        elif opt.env and opt.env in os.environ:
+            text, source = os.environ[opt.env], f"environment variable {opt.env}"
+        else:
+            result[key] = opt.default
+            continue
+        try:
+            result[key] = opt.parse(text)
+        except ValueError as exc:
+            raise OptionError(f"{ep_name}: invalid value for {source}: {exc}") from None
+    return result

@@ -1,0 +1,78 @@
+"""Parity helpers: run a model on stock ORT's CPU EP and on our EP (CPU fallback disabled).
+
+assert_parity() fails unless every node ran on our EP and every output matches.
+With SEAMLESS_PARITY_DIRECT=1 it runs our kernels through the planner without ORT
+(a development aid only; CI never sets it).
+"""
+import os
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+
+DIRECT = os.environ.get("SEAMLESS_PARITY_DIRECT") == "1"
+
+
+def stock_session(model):
+    data = model.SerializeToString() if isinstance(model, onnx.ModelProto) else model
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    return ort.InferenceSession(data, so, providers=["CPUExecutionProvider"])
+
+
+def ep_session(model, **options):
+    import onnxruntime_ep_seamless as seamless
+    data = model.SerializeToString() if isinstance(model, onnx.ModelProto) else model
+    so = seamless.session_options(**options)
+    so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
+    so.intra_op_num_threads = 1
+    return ort.InferenceSession(data, so)
+
+
+def run_ours(model, feeds):
+    if DIRECT:
+        from direct import run_direct
+        return run_direct(model, feeds)
+    import onnxruntime_ep_seamless as seamless
+    sess = ep_session(model)
+    report = seamless.assert_ep_selected(sess)
+    assert not report.fallback_nodes, f"nodes ran on ORT's CPU EP: {report.fallback_nodes}"
+    return sess.run(None, feeds)
+
+
+def assert_close(ours, ref, rtol, atol, name="output"):
+    ours, ref = np.asarray(ours), np.asarray(ref)
+    assert ours.dtype == ref.dtype, f"{name}: dtype {ours.dtype} != stock {ref.dtype}"
+    assert ours.shape == ref.shape, f"{name}: shape {ours.shape} != stock {ref.shape}"
+    if ref.dtype.kind in "biu" or ref.dtype == np.bool_:
+        np.testing.assert_array_equal(ours, ref, err_msg=name)
+    else:
+        np.testing.assert_allclose(ours.astype(np.float64), ref.astype(np.float64), rtol=rtol, atol=atol,
+                                   equal_nan=True, err_msg=name)
+
+
+def assert_parity(model: onnx.ModelProto, feeds: dict, rtol=1e-5, atol=1e-6):
+    """Our EP (all nodes claimed) gives stock ORT's outputs within tolerance."""
+    ref = stock_session(model).run(None, feeds)
+    ours = run_ours(model, feeds)
+    assert len(ours) == len(ref)
+    for i, (o, r) in enumerate(zip(ours, ref)):
+        assert_close(o, r, rtol, atol, f"output {i}")
+    return ours
+
+
+def single_node_model(op_type, inputs, outputs, attrs=None, opset=17, domain="", initializers=()):
+    """inputs/outputs: list of (name, numpy dtype, shape); a one-node model."""
+    from onnx import helper
+    tp = lambda dt: helper.np_dtype_to_tensor_dtype(np.dtype(dt))
+    node = helper.make_node(op_type, [i[0] for i in inputs], [o[0] for o in outputs], domain=domain, **(attrs or {}))
+    inits = {t.name for t in initializers}
+    graph = helper.make_graph(
+        [node], op_type.lower(),
+        [helper.make_tensor_value_info(n, tp(d), s) for n, d, s in inputs if n and n not in inits],
+        [helper.make_tensor_value_info(n, tp(d), s) for n, d, s in outputs],
+        initializer=list(initializers))
+    imports = [helper.make_opsetid("", opset)]
+    if domain:
+        imports.append(helper.make_opsetid(domain, 1))
+    return helper.make_model(graph, opset_imports=imports, ir_version=9)
