@@ -12,8 +12,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "ep_plugin"))
 class BuildWithPlugin(build_py):
     def run(self):
         super().run()
-        import build as plugin_build
-        plugin_build.build(Path(self.build_lib) / "onnxruntime_ep_seamless")
+        import build_plugin
+        build_plugin.build(Path(self.build_lib) / "onnxruntime_ep_seamless")
 
 
 class BinaryDistribution(Distribution):

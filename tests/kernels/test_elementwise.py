@@ -166,7 +166,7 @@ def test_unary_unsigned_int(dtype):
 def test_round_half_to_even():
     x = np.array([0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 0.49, 2.51, -3.7, 1e7 + 0.5], np.float32)
     parity("Round", x, opset=11)
-    parity("Round", x.astype(np.float16))
+    parity("Round", x[:-1].astype(np.float16))
     parity("Round", x.astype(np.float64))
 
 

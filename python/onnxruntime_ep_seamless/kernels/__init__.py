@@ -7,5 +7,5 @@ def _native_cpu_module():
         from .. import _native_cpu
     except ImportError as exc:
         raise ImportError("onnxruntime_ep_seamless: native CPU kernels are not built "
-                          "(reinstall with `pip install .`, or run `python ep_plugin/build.py` in a checkout)") from exc
+                          "(reinstall with `pip install .`, or run `python ep_plugin/build_plugin.py` in a checkout)") from exc
     return _native_cpu.ffi, _native_cpu.lib

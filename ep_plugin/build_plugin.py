@@ -5,7 +5,7 @@ Three shared objects, none linked against libpython:
 - _seamless_ep_cpu<EXT_SUFFIX>      the cffi embedding module: C glue + Python callbacks
 - _native_cpu<EXT_SUFFIX>           native CPU kernels (an ordinary cffi extension)
 
-Usage: python ep_plugin/build.py [OUTPUT_PACKAGE_DIR]   (default: python/onnxruntime_ep_seamless)
+Usage: python ep_plugin/build_plugin.py [OUTPUT_PACKAGE_DIR]   (default: python/onnxruntime_ep_seamless)
 """
 from __future__ import annotations
 
