@@ -112,13 +112,13 @@ class PartitionReport:
     ep_name: str
     ep_nodes: list[tuple[str, str]] = field(default_factory=list)          # (node name, op)
     fallback_nodes: list[tuple[str, str, str]] = field(default_factory=list)  # (node name, op, EP)
-    declined: dict[str, tuple[str, str]] = field(default_factory=dict)      # node name -> (op, reason)
+    declined: dict[tuple[str, str], str] = field(default_factory=dict)      # (node name, op) -> reason
 
     def __str__(self) -> str:
         total = len(self.ep_nodes) + len(self.fallback_nodes)
         lines = [f"{self.ep_name}: {len(self.ep_nodes)}/{total} nodes"]
         for name, op, ep in self.fallback_nodes:
-            reason = self.declined.get(name, (op, "not claimed"))[1]
+            reason = self.declined.get((name, op), "not claimed")
             lines.append(f"  {name} ({op}) ran on {ep}: {reason}")
         return "\n".join(lines)
 
@@ -142,8 +142,7 @@ def partition_report(session, device: str = "cpu") -> PartitionReport:
                 report.ep_nodes.append((node.name, op))
             else:
                 report.fallback_nodes.append((node.name, op, sub.ep_name))
-    names = {n for n, _ in report.ep_nodes} | {n for n, _, _ in report.fallback_nodes}
-    result = latest_partition(names)
+    result = latest_partition(set(report.ep_nodes) | {(n, op) for n, op, _ in report.fallback_nodes})
     if result is not None:
         report.declined = dict(result.declined)
     return report

@@ -17,7 +17,7 @@ from .kernels.registry import lookup
 @dataclass
 class PartitionResult:
     groups: list[list[int]]                            # node indices per fused node, topological order
-    declined: dict[str, tuple[str, str]] = field(default_factory=dict)  # node name -> (op, reason)
+    declined: dict[tuple[str, str], str] = field(default_factory=dict)  # (node name, op) -> reason
     total: int = 0
 
     @property
@@ -26,7 +26,7 @@ class PartitionResult:
 
     def summary(self, ep_name: str) -> str:
         lines = [f"{ep_name}: claimed {self.claimed}/{self.total} nodes in {len(self.groups)} partition(s)"]
-        by_reason = Counter((op, reason) for op, reason in self.declined.values())
+        by_reason = Counter((op, reason) for (_, op), reason in self.declined.items())
         for (op, reason), count in by_reason.most_common():
             lines.append(f"  declined {count} x {op}: {reason}")
         return "\n".join(lines)
@@ -35,12 +35,12 @@ class PartitionResult:
 def partition(graph: Graph) -> PartitionResult:
     producer = {out: node.index for node in graph.nodes for out in node.outputs if out}
     supported: list[bool] = []
-    declined: dict[str, tuple[str, str]] = {}
+    declined: dict[tuple[str, str], str] = {}
     for node in graph.nodes:
         kdef, reason = lookup(node, graph)
         supported.append(kdef is not None)
         if kdef is None:
-            declined[node.name] = (node.key, reason)
+            declined[(node.name, node.key)] = reason
 
     upstream: list[frozenset] = []  # unsupported nodes upstream of each node
     groups: dict[frozenset, list[int]] = {}

@@ -15,7 +15,7 @@ MAX_RANK = 16
 class CompiledKernel:
     def __init__(self, ep_name: str, graph, input_names: list[str], output_names: list[str]):
         self.ep_name = ep_name
-        self.name = "+".join(sorted({n.op_type for n in graph.nodes}))[:80] if len(graph.nodes) > 1 else graph.nodes[0].name
+        self.name = "+".join(sorted({n.op_type for n in graph.nodes}))[:80] if len(graph.nodes) > 1 else graph.nodes[0].label
         self.plan = Plan(graph, input_names, output_names, label=self.name)
         self.n_in, self.n_out = len(input_names), len(output_names)
         self.out_dtypes = []

@@ -9,7 +9,7 @@ from . import bridge
 from .compute import CompiledKernel
 
 LOG_WARNING, LOG_ERROR = 2, 3
-# Recent partition results (all node names, result), for onnxruntime_ep_seamless.partition_report().
+# Recent partition results ((name, op) of every node, result), for onnxruntime_ep_seamless.partition_report().
 PARTITIONS: deque = deque(maxlen=64)
 
 
@@ -44,7 +44,7 @@ class Ep:
             if not result.groups:
                 self.log(LOG_ERROR, str(self.option_error))
             # otherwise Compile reports the error, where ORT surfaces it to the user
-        PARTITIONS.append((frozenset(n.name for n in graph.nodes), result))
+        PARTITIONS.append((frozenset((n.name, n.key) for n in graph.nodes), result))
         if self.options.get("log_partition"):
             self.log(LOG_WARNING, result.summary(self.name))
         for group in result.groups:
@@ -58,8 +58,9 @@ class Ep:
         return CompiledKernel(self.name, graph, inputs, outputs)
 
 
-def latest_partition(node_names: set[str]) -> PartitionResult | None:
-    for names, result in reversed(PARTITIONS):
-        if node_names and node_names <= names:
+def latest_partition(nodes: set[tuple[str, str]]) -> PartitionResult | None:
+    """The most recent partitioning of a graph holding all of `nodes` ((name, op) pairs)."""
+    for known, result in reversed(PARTITIONS):
+        if nodes and nodes <= known:
             return result
     return None

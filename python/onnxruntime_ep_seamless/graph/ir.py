@@ -55,6 +55,11 @@ class Node:
     index: int = 0       # position in the graph's topological order
 
     @property
+    def label(self) -> str:
+        """For messages: the node's name, or its op and position when the model left it unnamed."""
+        return self.name or f"<unnamed {self.op_type} #{self.index}>"
+
+    @property
     def key(self) -> str:
         return f"{self.domain}::{self.op_type}" if self.domain else self.op_type
 

@@ -108,6 +108,6 @@ def read_graph(data: bytes, copy_data=None) -> tuple[Graph, list[str], list[str]
         node_inputs, node_outputs = r.values(values), r.values(values)
         attrs = dict(r.attr() for _ in range(r.i32()))
         has_subgraphs = r.i32() > 0
-        nodes.append(Node(name or f"{op}_{index}", op, domain, since, node_inputs, node_outputs, attrs,
+        nodes.append(Node(name, op, domain, since, node_inputs, node_outputs, attrs,
                           has_subgraphs, index))
     return Graph(nodes, values, inputs, outputs, inits), fused_inputs, fused_outputs

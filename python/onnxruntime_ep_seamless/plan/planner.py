@@ -48,7 +48,7 @@ class Plan:
         for idx, node in enumerate(self.nodes):
             kdef, reason = lookup(node, graph)
             if kdef is None:
-                raise ValueError(f"node {node.name!r} ({node.key}) cannot be planned: {reason}")
+                raise ValueError(f"node {node.label!r} ({node.key}) cannot be planned: {reason}")
             namespace[f"k{idx}"] = kdef.build(node)
             args = []
             for name in node.inputs:
@@ -57,7 +57,7 @@ class Plan:
                 elif name in local:
                     args.append(local[name])
                 else:
-                    raise ValueError(f"node {node.name!r} reads {name!r}, which no earlier node produces")
+                    raise ValueError(f"node {node.label!r} reads {name!r}, which no earlier node produces")
             outs = []
             for name in node.outputs:
                 if name:
@@ -84,7 +84,7 @@ class Plan:
             return self._run(*inputs)
         except Exception as exc:  # name the node that failed
             node = self._failing_node(exc)
-            where = f"node {node.name!r} ({node.key})" if node else "plan"
+            where = f"node {node.label!r} ({node.key})" if node else "plan"
             raise KernelError(f"{where}: {type(exc).__name__}: {exc}") from exc
 
     def _failing_node(self, exc):

@@ -1,0 +1,238 @@
+"""The plugin library as ORT sees it: loading, registration, errors, threads, lifecycle."""
+import ctypes
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from onnx import helper
+
+import onnxruntime_ep_seamless as seamless
+from onnxruntime_ep_seamless.kernels import registry
+from parity import assert_parity, ep_session
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def chain_model(ops=("Add", "Mul", "Sub"), n=16):
+    nodes, prev = [], "x"
+    for i, op in enumerate(ops):
+        nodes.append(helper.make_node(op, [prev, "y"], [f"t{i}"]))
+        prev = f"t{i}"
+    nodes[-1].output[0] = "z"
+    graph = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info("x", 1, ["N", n]),
+                                               helper.make_tensor_value_info("y", 1, [n])],
+                              [helper.make_tensor_value_info("z", 1, ["N", n])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+
+
+def run_python(code: str, timeout=120):
+    env = dict(os.environ)
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                          timeout=timeout, env=env)
+
+
+def test_public_api():
+    path = seamless.get_library_path()
+    assert os.path.isabs(path) and os.path.isfile(path)
+    assert seamless.get_ep_name() == "SeamlessCPUExecutionProvider"
+    assert seamless.get_ep_names() == ["SeamlessCPUExecutionProvider"]
+    assert seamless.register() == path
+    assert seamless.register() == path  # idempotent
+    with pytest.raises(ValueError, match="unknown device"):
+        seamless.get_library_path("tpu")
+
+
+def test_library_exports_only_the_entry_points():
+    out = subprocess.run(["nm", "-D", "--defined-only", seamless.get_library_path()], capture_output=True, text=True)
+    if out.returncode:
+        pytest.skip("nm not available")
+    symbols = {line.split()[-1] for line in out.stdout.splitlines() if " T " in line}
+    assert symbols == {"CreateEpFactories", "ReleaseEpFactory"}
+
+
+def test_import_has_no_side_effects():
+    out = run_python("import sys, onnxruntime_ep_seamless; print('onnxruntime' in sys.modules)")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"
+
+
+def test_chain_parity_and_every_node_on_our_ep():
+    x = np.random.default_rng(0).standard_normal((3, 16)).astype(np.float32)
+    y = np.linspace(-1, 1, 16, dtype=np.float32)
+    assert_parity(chain_model(), {"x": x, "y": y})
+
+
+def test_symbolic_batch_reuses_one_compiled_node():
+    sess = ep_session(chain_model())
+    for batch in (1, 4, 7):
+        x = np.ones((batch, 16), np.float32)
+        (z,) = sess.run(None, {"x": x, "y": np.ones(16, np.float32)})
+        assert z.shape == (batch, 16)
+        np.testing.assert_array_equal(z, np.full((batch, 16), 1.0, np.float32))  # ((1+1)*1)-1
+
+
+def test_inputs_are_not_modified():
+    x = np.arange(16, dtype=np.float32).reshape(1, 16)
+    y = np.ones(16, np.float32)
+    before = (x.copy(), y.copy())
+    ep_session(chain_model()).run(None, {"x": x, "y": y})
+    np.testing.assert_array_equal(x, before[0])
+    np.testing.assert_array_equal(y, before[1])
+
+
+def test_unsupported_node_runs_on_cpu_with_a_reason():
+    # Det has no kernel here: it must go to ORT's CPU EP and the report must say why.
+    nodes = [helper.make_node("Add", ["x", "x"], ["a"]), helper.make_node("Det", ["a"], ["d"]),
+             helper.make_node("Neg", ["d"], ["z"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", 1, [2, 3, 3])],
+                              [helper.make_tensor_value_info("z", 1, [2])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+    assert registry.lookup(helper_node("Det"), _graph_with_float(("a", "d")))[0] is None
+    sess = ort.InferenceSession(model.SerializeToString(), seamless.session_options())
+    x = np.random.default_rng(1).standard_normal((2, 3, 3)).astype(np.float32)
+    (z,) = sess.run(None, {"x": x})
+    np.testing.assert_allclose(z, -np.linalg.det(2 * x), rtol=1e-4)
+    report = seamless.partition_report(sess)
+    assert sorted(op for _, op in report.ep_nodes) == ["Add", "Neg"]
+    assert [(op, ep) for _, op, ep in report.fallback_nodes] == [("Det", "CPUExecutionProvider")]
+    (name, op, _), = report.fallback_nodes
+    assert "no kernel for Det" in report.declined[(name, op)]
+    assert "Det" in str(report)
+    # with fallback disabled the same model is refused, not silently run elsewhere
+    with pytest.raises(Exception, match="CPU"):
+        ep_session(model)
+
+
+def helper_node(op):
+    from onnxruntime_ep_seamless.graph.ir import Node
+    return Node("n", op, "", 17, ["a"], ["d"])
+
+
+def _graph_with_float(names):
+    from onnxruntime_ep_seamless.graph.ir import Graph, Value
+    return Graph([], {n: Value(n, 1, (2,)) for n in names}, [], [])
+
+
+def test_kernel_exception_names_ep_and_node(monkeypatch):
+    def boom(x):
+        raise ValueError("injected failure")
+    original = registry._REGISTRY[("", "Neg")]
+    fake = registry.KernelDef("Neg", "", 1, registry.OPSET_MAX, boom, None, 0, None, frozenset(), False)
+    monkeypatch.setitem(registry._REGISTRY, ("", "Neg"), [fake] + original)
+    node = helper.make_node("Neg", ["x"], ["y"], name="my_neg")
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", 1, [2])],
+                              [helper.make_tensor_value_info("y", 1, [2])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+    sess = ep_session(model)
+    with pytest.raises(Exception) as info:
+        sess.run(None, {"x": np.ones(2, np.float32)})
+    text = str(info.value)
+    assert "SeamlessCPUExecutionProvider" in text and "my_neg" in text and "injected failure" in text
+    assert type(info.value).__name__ != "EPFail"  # EPFail would make onnxruntime rebuild the session on CPU
+    # the session still belongs to our EP afterwards (no silent switch to CPU)
+    assert sess.get_providers()[0] == "SeamlessCPUExecutionProvider"
+
+
+def test_unknown_option_is_an_error_naming_valid_keys():
+    with pytest.raises(ValueError, match="valid options: .*log_partition"):
+        seamless.session_options(no_such_option=1)
+    # passed past our Python helper straight to ORT, it still fails at session creation
+    so = ort.SessionOptions()
+    so.add_provider_for_devices(seamless.get_devices(), {"no_such_option": "1"})
+    with pytest.raises(Exception, match="unknown provider option.*no_such_option"):
+        ort.InferenceSession(chain_model().SerializeToString(), so)
+
+
+def test_bad_option_value():
+    with pytest.raises(ValueError, match="log_partition"):
+        seamless.session_options(log_partition="maybe")
+
+
+def test_runtime_below_floor_is_refused_with_a_clear_error():
+    """Drive the library's entry with a fake ORT 1.22 and capture the status message it creates."""
+    messages = []
+    create_status = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_int, ctypes.c_char_p)(
+        lambda code, msg: messages.append((code, msg.decode())) or 1234)
+    table = (ctypes.c_void_p * 1)(ctypes.cast(create_status, ctypes.c_void_p))
+    get_api = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_uint32)(lambda v: ctypes.addressof(table) if v == 1 else None)
+    version_text = ctypes.create_string_buffer(b"1.22.1")
+    version = ctypes.CFUNCTYPE(ctypes.c_void_p)(lambda: ctypes.addressof(version_text))
+    base = (ctypes.c_void_p * 2)(ctypes.cast(get_api, ctypes.c_void_p), ctypes.cast(version, ctypes.c_void_p))
+    lib = ctypes.CDLL(seamless.get_library_path())
+    lib.CreateEpFactories.restype = ctypes.c_void_p
+    factories = (ctypes.c_void_p * 4)()
+    count = ctypes.c_size_t(99)
+    status = lib.CreateEpFactories(b"probe", ctypes.byref(base), None, factories, 4, ctypes.byref(count))
+    assert status == 1234 and count.value == 0
+    (code, msg), = messages
+    assert code == 1 and ">= 1.23" in msg and "1.22.1" in msg and "pip install" in msg
+
+
+def test_four_threads_one_session_exact_results():
+    out = run_python("""
+        import threading, numpy as np, onnxruntime as ort, onnxruntime_ep_seamless as seamless
+        from onnx import helper
+        nodes = [helper.make_node("Mul", ["x", "y"], ["t"]), helper.make_node("Add", ["t", "x"], ["z"])]
+        g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", 1, ["N", 8]),
+                                            helper.make_tensor_value_info("y", 1, [8])],
+                              [helper.make_tensor_value_info("z", 1, ["N", 8])])
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+        so = seamless.session_options(); so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
+        sess = ort.InferenceSession(m.SerializeToString(), so)
+        errors = []
+        def work(seed):
+            rng = np.random.default_rng(seed)
+            for _ in range(300):
+                x = rng.standard_normal((int(rng.integers(1, 6)), 8)).astype(np.float32)
+                y = rng.standard_normal(8).astype(np.float32)
+                (z,) = sess.run(None, {"x": x, "y": y})
+                if not np.array_equal(z, x * y + x):
+                    errors.append(seed)
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+        [t.start() for t in threads]; [t.join(90) for t in threads]
+        assert not any(t.is_alive() for t in threads), "deadlock"
+        print("errors", errors)
+        """, timeout=150)
+    assert out.returncode == 0, out.stderr
+    assert "errors []" in out.stdout
+
+
+def test_exit_with_live_sessions_is_clean():
+    out = run_python("""
+        import numpy as np, onnxruntime as ort, onnxruntime_ep_seamless as seamless
+        from onnx import helper
+        g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", 1, [2])], [helper.make_tensor_value_info("y", 1, [2])])
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=9).SerializeToString()
+        GLOBAL = ort.InferenceSession(m, seamless.session_options())
+        GLOBAL.run(None, {"x": np.ones(2, np.float32)})
+        class Cycle: pass
+        c = Cycle(); c.me = c; c.sess = ort.InferenceSession(m, seamless.session_options())
+        print("ok")
+        """)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"
+    assert "Traceback" not in out.stderr and "Exception ignored" not in out.stderr
+
+
+def test_unregister_then_register_again():
+    out = run_python("""
+        import gc, numpy as np, onnxruntime as ort, onnxruntime_ep_seamless as seamless
+        from onnx import helper
+        g = helper.make_graph([helper.make_node("Neg", ["x"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", 1, [2])], [helper.make_tensor_value_info("y", 1, [2])])
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=9).SerializeToString()
+        for cycle in range(3):
+            so = seamless.session_options(); so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
+            sess = ort.InferenceSession(m, so)
+            assert sess.run(None, {"x": np.ones(2, np.float32)})[0].tolist() == [-1, -1]
+            del sess, so; gc.collect()
+            seamless.unregister()
+        print("ok")
+        """)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"
