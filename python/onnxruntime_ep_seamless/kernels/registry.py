@@ -2,7 +2,7 @@
 
 A kernel is a plain function: inputs positional (None for an absent optional input),
 ONNX attributes as keyword-only parameters with the spec's defaults; it returns a tuple
-with one array per node output. Registering it is the only step needed for a new op.
+with one array per node output (trailing optional outputs the node lacks are ignored). Registering it is the only step needed for a new op.
 """
 from __future__ import annotations
 

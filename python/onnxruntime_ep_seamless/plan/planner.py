@@ -66,7 +66,8 @@ class Plan:
                 else:
                     outs.append("_")
             self._line_to_node[len(lines) + 1] = idx
-            lines.append(f"    {', '.join(outs)}, = k{idx}({', '.join(args)})")
+            # kernels may also return trailing optional outputs the node does not use: drop them
+            lines.append(f"    {', '.join(outs)}, = k{idx}({', '.join(args)})[:{len(outs)}]")
             dead = [local[n] for n in dict.fromkeys(node.inputs)
                     if n and last_use.get(n) == idx and n not in keep and local[n][0] in "vi"]
             if dead:

@@ -114,7 +114,9 @@ def _register_reduce(op_type, fn, axes_input_since, types=NUMERIC):
     @kernel(op_type, since=axes_input_since, types=types)
     def reduce_with_axes_input(data, axes=None, *, keepdims=1, noop_with_empty_axes=0):
         if noop_with_empty_axes and (axes is None or axes.size == 0):
-            return (data,)
+            # Reduce over no axis: the sum is a no-op, but the op's elementwise parts remain
+            # (ReduceLogSum gives log(x), ReduceSumSquare x*x), as in the spec's function bodies.
+            return (fn(data, (), bool(keepdims)),)
         return (fn(data, _axes(data, axes), bool(keepdims)),)
 
 

@@ -1,0 +1,146 @@
+"""Command line: demo, run MODEL, check.   python -m onnxruntime_ep_seamless --help"""
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import sys
+import time
+
+import numpy as np
+
+from . import __version__
+
+DEMO_MODEL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "demo", "demo_model.onnx")
+SMOKE_MODEL = os.path.join(os.path.dirname(DEMO_MODEL), "add.onnx")
+NUMPY_OF = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(double)": np.float64,
+            "tensor(int64)": np.int64, "tensor(int32)": np.int32, "tensor(int8)": np.int8,
+            "tensor(uint8)": np.uint8, "tensor(bool)": np.bool_}
+
+
+def random_feeds(session, dims: dict[str, int], seed: int = 0) -> dict:
+    """Inputs for a session: symbolic dims from `dims` (default 1), ids in [0, 100), floats ~ N(0, 1)."""
+    rng = np.random.default_rng(seed)
+    feeds = {}
+    for inp in session.get_inputs():
+        dtype = NUMPY_OF.get(inp.type)
+        if dtype is None:
+            raise SystemExit(f"input {inp.name!r} has type {inp.type}; pass it in an .npz file with --inputs")
+        shape = [d if isinstance(d, int) and d >= 0 else dims.get(str(d), 1) for d in inp.shape]
+        if np.issubdtype(dtype, np.integer):
+            feeds[inp.name] = rng.integers(0, 100, shape).astype(dtype)
+        elif dtype == np.bool_:
+            feeds[inp.name] = rng.integers(0, 2, shape).astype(bool)
+        else:
+            feeds[inp.name] = rng.standard_normal(shape).astype(dtype)
+    return feeds
+
+
+def median_ms(session, feeds, runs: int) -> float:
+    session.run(None, feeds)
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        session.run(None, feeds)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times) * 1e3
+
+
+def compare(model: str, feeds: dict | None, dims: dict[str, int], runs: int, options: dict) -> int:
+    import onnxruntime as ort
+
+    import onnxruntime_ep_seamless as seamless
+    so = seamless.session_options(**options)
+    ours = ort.InferenceSession(model, so)
+    stock_so = ort.SessionOptions()
+    stock = ort.InferenceSession(model, stock_so, providers=["CPUExecutionProvider"])
+    feeds = feeds or random_feeds(stock, dims)
+    report = seamless.assert_ep_selected(ours)
+    print(report)
+    got, want = ours.run(None, feeds), stock.run(None, feeds)
+    for out, a, b in zip(stock.get_outputs(), got, want):
+        a, b = np.asarray(a), np.asarray(b)
+        diff = float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64)))) if a.size else 0.0
+        print(f"output {out.name}: shape {list(a.shape)} {a.dtype}, max |diff| vs stock ORT CPU = {diff:.3g}")
+    if runs:
+        t_ours, t_stock = median_ms(ours, feeds, runs), median_ms(stock, feeds, runs)
+        print(f"latency (median of {runs}): ours {t_ours:.3f} ms, stock ORT CPU {t_stock:.3f} ms, "
+              f"ratio {t_ours / t_stock:.2f}x")
+    return 0
+
+
+def cmd_demo(args) -> int:
+    print(f"onnxruntime-ep-seamless {__version__}: demo on the embedded encoder layer ({DEMO_MODEL})")
+    return compare(DEMO_MODEL, None, {"batch": 2, "seq": 16}, args.runs, {})
+
+
+def cmd_run(args) -> int:
+    feeds = dict(np.load(args.inputs)) if args.inputs else None
+    dims = dict((k, int(v)) for k, v in (d.split("=") for d in args.dim))
+    options = dict(o.split("=", 1) for o in args.option)
+    return compare(args.model, feeds, dims, args.runs, options)
+
+
+def cmd_check(args) -> int:
+    problems = []
+    print(f"onnxruntime-ep-seamless {__version__}")
+    print(f"python {platform.python_version()} ({sys.executable}), numpy {np.__version__}")
+    try:
+        import onnxruntime as ort
+        print(f"onnxruntime {ort.__version__} ({os.path.dirname(ort.__file__)})")
+    except ImportError:
+        print("onnxruntime: not installed")
+        problems.append("install onnxruntime >= 1.23: pip install onnxruntime")
+        ort = None
+    import onnxruntime_ep_seamless as seamless
+    try:
+        print(f"library: {seamless.get_library_path()}")
+    except FileNotFoundError as exc:
+        problems.append(str(exc))
+    if ort is not None and not problems:
+        try:
+            devices = seamless.get_devices()
+            for d in devices:
+                print(f"device: {d.ep_name} on {d.device.type} (vendor {d.device.vendor!r}), "
+                      f"version {d.ep_metadata.get('version')}")
+            if not devices:
+                problems.append("the EP offers no device")
+            _smoke(ort, seamless)
+            print("smoke test: one Add node ran on SeamlessCPUExecutionProvider with CPU fallback disabled")
+        except Exception as exc:  # report, don't crash: this command exists to diagnose
+            problems.append(f"{type(exc).__name__}: {exc}")
+    for p in problems:
+        print(f"PROBLEM: {p}")
+    print("OK" if not problems else f"{len(problems)} problem(s)")
+    return 1 if problems else 0
+
+
+def _smoke(ort, seamless):
+    so = seamless.session_options()
+    so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
+    sess = ort.InferenceSession(SMOKE_MODEL, so)
+    x = np.arange(4, dtype=np.float32)
+    (y,) = sess.run(None, {"x": x, "y": x})
+    if not np.array_equal(y, x + x):
+        raise RuntimeError(f"smoke test gave {y}, expected {x + x}")
+    seamless.assert_ep_selected(sess)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m onnxruntime_ep_seamless", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("demo", help="run the embedded model on our EP and on stock ORT CPU; compare")
+    p.add_argument("--runs", type=int, default=200, help="timed runs per EP (0: skip timing)")
+    p.set_defaults(fn=cmd_demo)
+    p = sub.add_parser("run", help="run MODEL on our EP and on stock ORT CPU; compare outputs and latency")
+    p.add_argument("model")
+    p.add_argument("--inputs", help=".npz file with one array per input name (default: random)")
+    p.add_argument("--dim", action="append", default=[], metavar="NAME=SIZE", help="size of a symbolic dim")
+    p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE", help="provider option")
+    p.add_argument("--runs", type=int, default=20)
+    p.set_defaults(fn=cmd_run)
+    p = sub.add_parser("check", help="versions, library path, devices, a smoke test; says what is wrong")
+    p.set_defaults(fn=cmd_check)
+    args = parser.parse_args(argv)
+    return args.fn(args)

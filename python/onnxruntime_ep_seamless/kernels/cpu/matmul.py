@@ -1,0 +1,49 @@
+"""Matrix products: MatMul, Gemm, MatMulInteger, Einsum."""
+import numpy as np
+
+from ..registry import NUMERIC, kernel
+from .elementwise import _via_float32
+
+INT8S = frozenset(map(np.dtype, (np.int8, np.uint8)))
+
+
+@kernel("MatMul", since=1, types=NUMERIC)
+@_via_float32
+def matmul(a, b):
+    # numpy.matmul is ONNX MatMul: 1-D operands are promoted and the added axis dropped,
+    # leading axes broadcast.
+    return (np.matmul(a, b),)
+
+
+@kernel("Gemm", since=7, types=NUMERIC)
+@_via_float32
+def gemm(a, b, c=None, *, alpha=1.0, beta=1.0, transA=0, transB=0):
+    dtype = a.dtype
+    y = np.matmul(a.T if transA else a, b.T if transB else b)
+    if alpha != 1.0:
+        y = alpha * y
+    if c is not None and beta != 0.0:  # beta=0 ignores C entirely (even NaN/inf in it)
+        y = y + (c if beta == 1.0 else beta * c)
+    return (y.astype(dtype, copy=False),)  # integer Gemm with float alpha/beta computes wider
+
+
+@kernel("MatMulInteger", since=10, types=INT8S)
+def matmul_integer(a, b, a_zero_point=None, b_zero_point=None):
+    a = a.astype(np.int32)
+    b = b.astype(np.int32)
+    if a_zero_point is not None:
+        a_zero_point = a_zero_point.astype(np.int32)
+        if a_zero_point.ndim == 1 and a_zero_point.size > 1:
+            a_zero_point = a_zero_point.reshape(-1, 1)  # one zero point per row of A
+        a = a - a_zero_point
+    if b_zero_point is not None:
+        b = b - b_zero_point.astype(np.int32)  # per column of B broadcasts as-is
+    # float64 BLAS is exact here: |products| < 2**16, so sums stay far below 2**53.
+    return (np.matmul(a.astype(np.float64), b.astype(np.float64)).astype(np.int32),)
+
+
+@kernel("Einsum", since=12, types=NUMERIC)
+@_via_float32
+def einsum(*inputs, equation):
+    # ONNX allows spaces in the equation; implicit output (no "->") orders letters like numpy.
+    return (np.einsum(equation.replace(" ", ""), *inputs, optimize=len(inputs) > 1),)

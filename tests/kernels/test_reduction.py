@@ -1,0 +1,329 @@
+"""Parity of the reduction kernels (Reduce*, ArgMax/ArgMin, Softmax family, CumSum, TopK) with stock ORT."""
+import numpy as np
+import pytest
+from onnx import numpy_helper
+
+from parity import assert_close, assert_parity, run_ours, single_node_model, stock_session
+
+rng = np.random.default_rng(1)
+RTOL, ATOL = 1e-4, 1e-5
+F16 = dict(rtol=2e-3, atol=2e-3)  # float16 results round to an 11-bit mantissa; sums of several terms drift
+
+REDUCE_OPS = ["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
+              "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare"]
+
+
+class Const:
+    """An input passed as an initializer rather than fed."""
+    def __init__(self, array):
+        self.array = np.asarray(array)
+
+
+def build(op, *args, out=None, attrs=None, opset=17):
+    """A one-node model and its feeds. args: arrays (fed), Const (initializer), None (absent input)."""
+    inputs, feeds, inits = [], {}, []
+    for i, a in enumerate(args):
+        if a is None:
+            inputs.append(("", None, None))
+            continue
+        name = f"in{i}"
+        arr = a.array if isinstance(a, Const) else a
+        inputs.append((name, arr.dtype, arr.shape))
+        if isinstance(a, Const):
+            inits.append(numpy_helper.from_array(arr, name))
+        else:
+            feeds[name] = arr
+    first = args[0].array if isinstance(args[0], Const) else args[0]
+    outs = out if isinstance(out, list) else [out or first.dtype]
+    model = single_node_model(op, inputs, [(f"out{j}", d, None) for j, d in enumerate(outs)],
+                              attrs, opset=opset, initializers=inits)
+    return model, feeds
+
+
+def parity(op, *args, out=None, attrs=None, opset=17, rtol=RTOL, atol=ATOL):
+    model, feeds = build(op, *args, out=out, attrs=attrs, opset=opset)
+    return assert_parity(model, feeds, rtol=rtol, atol=atol)
+
+
+def rand(shape, dtype=np.float32, low=-2.0, high=2.0):
+    if np.dtype(dtype).kind in "iu":
+        return rng.integers(low, high, size=shape, endpoint=True).astype(dtype)
+    return rng.uniform(low, high, size=shape).astype(dtype)
+
+
+def positive(op):
+    # LogSum needs a positive sum; Prod stays well-conditioned near 1
+    return op in ("ReduceLogSum", "ReduceProd")
+
+
+def reduce(op, x, axes, keepdims=1, opset=18, noop=None, **tol):
+    """Axes as an attribute or an input, whichever the opset uses."""
+    attrs = {"keepdims": keepdims}
+    axes_input = opset >= (13 if op == "ReduceSum" else 18)
+    if noop is not None:
+        attrs["noop_with_empty_axes"] = noop
+    if axes_input:
+        args = (x,) if axes is None else (x, np.array(axes, np.int64))
+    else:
+        args = (x,)
+        if axes is not None:
+            attrs["axes"] = axes
+    return parity(op, *args, attrs=attrs, opset=opset, **tol)
+
+
+# ---------------------------------------------------------------- Reduce*
+
+@pytest.mark.parametrize("op", REDUCE_OPS)
+@pytest.mark.parametrize("opset", [11, 13, 18])
+@pytest.mark.parametrize("axes", [None, [1], [-1], [0, 2], [-3, 1]])
+@pytest.mark.parametrize("keepdims", [0, 1])
+def test_reduce_float32(op, opset, axes, keepdims):
+    x = rand((3, 4, 5), low=0.5 if positive(op) else -2.0, high=1.5 if positive(op) else 2.0)
+    reduce(op, x, axes, keepdims, opset)
+
+
+@pytest.mark.parametrize("op", REDUCE_OPS)
+@pytest.mark.parametrize("opset", [1, 20])
+def test_reduce_first_and_latest_opsets(op, opset):
+    x = rand((2, 3, 4), low=0.5 if positive(op) else -2.0, high=1.5 if positive(op) else 2.0)
+    reduce(op, x, [1], 1, opset)
+    reduce(op, x, None, 0, opset)
+
+
+@pytest.mark.parametrize("op", REDUCE_OPS)
+def test_reduce_float16(op):
+    x = rand((3, 4, 6), np.float16, low=0.5 if positive(op) else -2.0, high=1.2 if positive(op) else 2.0)
+    reduce(op, x, [2], 1, 18, **F16)
+    reduce(op, x, None, 0, 18, **F16)
+
+
+@pytest.mark.parametrize("op", REDUCE_OPS)
+def test_reduce_float64(op):
+    x = rand((3, 4), np.float64, low=0.5 if positive(op) else -2.0)
+    reduce(op, x, [0], 0, 18)
+
+
+@pytest.mark.parametrize("op", ["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd",
+                                "ReduceL1", "ReduceSumSquare"])
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_reduce_int(op, dtype):
+    x = rand((3, 4, 2), dtype, -5, 5)
+    reduce(op, x, [1], 1, 18)
+    reduce(op, x, [0, 2], 0, 13)
+
+
+def test_reduce_int_mean_truncates():
+    x = np.array([[-7, 2, -1], [7, 1, 1], [-1, 0, 0]], np.int32)
+    reduce("ReduceMean", x, [1], 0, 18)
+
+
+@pytest.mark.parametrize("op", ["ReduceMax", "ReduceMin"])
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.bool_])
+def test_reduce_max_min_small_types(op, dtype):
+    x = rng.random((3, 5)) > 0.5 if dtype == np.bool_ else rand((3, 5), dtype, 0, 100)
+    reduce(op, x, [1], 0, 20)
+    if dtype != np.bool_:
+        reduce(op, x, [0], 1, 12)
+
+
+@pytest.mark.parametrize("op", REDUCE_OPS)
+def test_reduce_noop_with_empty_axes(op):
+    # noop skips only the summation: ReduceLogSum still takes the log, ReduceSumSquare squares, ...
+    x = rand((2, 3), low=-1.5, high=1.5)
+    if op in ("ReduceLogSum", "ReduceProd"):
+        x = np.abs(x) + 0.5
+    opset = 13 if op == "ReduceSum" else 18
+    reduce(op, x, [], 1, opset, noop=1)       # empty axes input: identity
+    reduce(op, x, None, 1, opset, noop=1)     # absent axes input: identity
+    reduce(op, x, [], 0, opset, noop=0)       # empty axes: reduce everything
+    reduce(op, x, [1], 0, opset, noop=1)      # axes given: noop does not apply
+
+
+@pytest.mark.parametrize("op", REDUCE_OPS)
+def test_reduce_empty_input(op):
+    x = np.zeros((2, 0, 3), np.float32)
+    reduce(op, x, [1], 1, 18)                 # reduce over the empty axis
+    reduce(op, x, [2], 0, 18)                 # empty result
+
+
+@pytest.mark.parametrize("op", ["ReduceMax", "ReduceMin", "ReduceSum"])
+def test_reduce_empty_int(op):
+    reduce(op, np.zeros((2, 0), np.int32), [1], 0, 18)
+
+
+def test_reduce_scalar_input():
+    for op in ["ReduceSum", "ReduceMax", "ReduceMean"]:
+        reduce(op, np.array(2.5, np.float32), None, 1, 18)
+
+
+def test_reduce_axes_from_initializer():
+    x = rand((3, 4, 5))
+    parity("ReduceMean", x, Const(np.array([0, -1], np.int64)), attrs={"keepdims": 0}, opset=18)
+    parity("ReduceSum", x, Const(np.array([1], np.int64)), opset=13)
+
+
+def test_reduce_log_sum_exp_is_stable():
+    x = np.array([[1000.0, 1000.0, 999.0], [-1000.0, -1001.0, -np.inf], [-np.inf, -np.inf, -np.inf]], np.float32)
+    reduce("ReduceLogSumExp", x, [1], 0, 18)
+
+
+# ---------------------------------------------------------------- ArgMax, ArgMin
+
+@pytest.mark.parametrize("op", ["ArgMax", "ArgMin"])
+@pytest.mark.parametrize("opset", [1, 11, 12, 13])
+@pytest.mark.parametrize("keepdims", [0, 1])
+def test_arg(op, opset, keepdims):
+    x = rand((3, 4, 5))
+    for axis in ([0, 1, 2] if opset < 11 else [0, 2, -1, -3]):
+        parity(op, x, out=np.int64, attrs={"axis": axis, "keepdims": keepdims}, opset=opset)
+    parity(op, x, out=np.int64, opset=opset)
+
+
+@pytest.mark.parametrize("op", ["ArgMax", "ArgMin"])
+@pytest.mark.parametrize("last", [0, 1])
+def test_arg_ties_select_last_index(op, last):
+    x = np.array([[1, 3, 3, 0, 3], [2, 2, 0, 0, 1], [5, 5, 5, 5, 5]], np.float32)
+    for axis in [0, 1]:
+        parity(op, x, out=np.int64, attrs={"axis": axis, "select_last_index": last}, opset=12)
+        parity(op, x, out=np.int64, attrs={"axis": axis, "select_last_index": last, "keepdims": 0}, opset=13)
+
+
+@pytest.mark.parametrize("op", ["ArgMax", "ArgMin"])
+@pytest.mark.parametrize("dtype", [np.int32, np.int64, np.float16, np.float64, np.uint8, np.int8])
+def test_arg_types(op, dtype):
+    x = rand((4, 6), dtype, 0, 9)
+    parity(op, x, out=np.int64, attrs={"axis": 1}, opset=13)
+
+
+# ---------------------------------------------------------------- Softmax, LogSoftmax, Hardmax
+
+SOFTMAX = ["Softmax", "LogSoftmax", "Hardmax"]
+
+
+@pytest.mark.parametrize("op", SOFTMAX)
+@pytest.mark.parametrize("opset", [1, 11])
+def test_softmax_coerced_2d(op, opset):
+    # Before 13: softmax over all axes from `axis` on, as one flattened row
+    x = rand((2, 3, 4, 2), low=-4, high=4)
+    parity(op, x, opset=opset)
+    for axis in ([0, 1, 2, 3] if opset < 11 else [0, 2, -1, -3]):
+        parity(op, x, attrs={"axis": axis}, opset=opset)
+
+
+@pytest.mark.parametrize("op", SOFTMAX)
+def test_softmax_single_axis(op):
+    x = rand((2, 3, 4, 2), low=-4, high=4)
+    parity(op, x, opset=13)
+    for axis in [0, 1, 2, -1, -2]:
+        parity(op, x, attrs={"axis": axis}, opset=13)
+
+
+@pytest.mark.parametrize("op", SOFTMAX)
+def test_softmax_types_and_shapes(op):
+    if op != "Hardmax":  # ORT has float32 Hardmax only
+        parity(op, rand((3, 5), np.float16, -4, 4), opset=13, **F16)
+        parity(op, rand((3, 5), np.float64, -4, 4), opset=13)
+    parity(op, rand((7,), low=-4, high=4), opset=13)
+    parity(op, rand((2, 0, 3)), attrs={"axis": 1}, opset=13)
+    parity(op, rand((2, 0, 3)), opset=11)
+
+
+@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
+def test_softmax_large_values(op):
+    x = np.array([[1000.0, 999.0, -1000.0], [-50.0, -50.0, -50.0], [88.0, 0.0, -88.0]], np.float32)
+    parity(op, x, opset=13)
+
+
+def test_hardmax_ties_pick_first():
+    x = np.array([[3, 1, 3, 2], [0, 0, 0, 0], [1, 5, 5, 2]], np.float32)
+    parity("Hardmax", x, opset=13)
+    parity("Hardmax", x, attrs={"axis": 0}, opset=13)
+    parity("Hardmax", x, attrs={"axis": 0}, opset=11)
+
+
+# ---------------------------------------------------------------- CumSum
+
+@pytest.mark.parametrize("exclusive", [0, 1])
+@pytest.mark.parametrize("reverse", [0, 1])
+@pytest.mark.parametrize("opset", [11, 14])
+def test_cumsum(exclusive, reverse, opset):
+    x = rand((3, 4, 5))
+    attrs = {"exclusive": exclusive, "reverse": reverse}
+    for axis in [0, 1, -1]:
+        parity("CumSum", x, np.array(axis, np.int32), attrs=attrs, opset=opset)
+    parity("CumSum", x, np.array([2], np.int64), attrs=attrs, opset=opset)
+    parity("CumSum", x, Const(np.array(-2, np.int64)), attrs=attrs, opset=opset)
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64, np.float64, np.float16])
+def test_cumsum_types(dtype):
+    x = rand((4, 6), dtype, -9, 9)
+    tol = F16 if dtype == np.float16 else {}
+    parity("CumSum", x, np.array(1, np.int64), opset=14, **tol)
+    parity("CumSum", x, np.array(0, np.int64), attrs={"exclusive": 1, "reverse": 1}, opset=14, **tol)
+
+
+def test_cumsum_edge_shapes():
+    parity("CumSum", rand((0, 3)), np.array(0, np.int64))
+    parity("CumSum", rand((1,)), np.array(0, np.int64), attrs={"exclusive": 1})
+
+
+# ---------------------------------------------------------------- TopK
+
+TOPK_OUT = [np.float32, np.int64]
+
+
+def test_topk_opset1_k_attribute():
+    x = rand((3, 6))
+    parity("TopK", x, out=TOPK_OUT, attrs={"k": 3}, opset=1)
+    parity("TopK", x, out=TOPK_OUT, attrs={"k": 2, "axis": 0}, opset=1)
+
+
+@pytest.mark.parametrize("opset", [10, 11, 24])
+def test_topk_k_input(opset):
+    x = rand((3, 6, 4))
+    parity("TopK", x, np.array([3], np.int64), out=TOPK_OUT, opset=opset)
+    parity("TopK", x, np.array([2], np.int64), out=TOPK_OUT, attrs={"axis": 1}, opset=opset)
+    parity("TopK", x, Const(np.array([4], np.int64)), out=TOPK_OUT, opset=opset)
+
+
+@pytest.mark.parametrize("largest", [0, 1])
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_topk_largest_and_axis(largest, axis):
+    x = rand((4, 5, 6))
+    parity("TopK", x, np.array([3], np.int64), out=TOPK_OUT, attrs={"largest": largest, "axis": axis}, opset=11)
+
+
+@pytest.mark.parametrize("largest", [0, 1])
+def test_topk_ties_lower_index_first(largest):
+    x = np.array([[3, 1, 3, 2, 1, 3, 0, 2], [5, 5, 5, 5, 5, 5, 5, 5]], np.float32)
+    for k in [1, 3, 5, 8]:
+        parity("TopK", x, np.array([k], np.int64), out=TOPK_OUT, attrs={"largest": largest}, opset=11)
+    x = rng.integers(0, 4, (3, 40)).astype(np.float32)  # many ties
+    parity("TopK", x, np.array([17], np.int64), out=TOPK_OUT, attrs={"largest": largest}, opset=11)
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64, np.float64])
+def test_topk_types(dtype):
+    x = rand((3, 9), dtype, -20, 20)
+    for largest in [0, 1]:
+        parity("TopK", x, np.array([4], np.int64), out=[np.dtype(dtype), np.int64], attrs={"largest": largest},
+               opset=11)
+
+
+def test_topk_k_zero_and_full():
+    x = rand((3, 5))
+    parity("TopK", x, np.array([0], np.int64), out=TOPK_OUT, opset=11)
+    parity("TopK", x, np.array([5], np.int64), out=TOPK_OUT, opset=11)
+
+
+def test_topk_unsorted_same_set():
+    # sorted=0 leaves the order undefined (ORT returns a selection order); compare as sets
+    x = rand((3, 12))
+    model, feeds = build("TopK", x, np.array([5], np.int64), out=TOPK_OUT, attrs={"sorted": 0}, opset=11)
+    ref = stock_session(model).run(None, feeds)
+    ours = run_ours(model, feeds)
+    for (rv, ri), (ov, oi) in [((ref[0], ref[1]), (ours[0], ours[1]))]:
+        ro, oo = np.argsort(ri, axis=-1), np.argsort(oi, axis=-1)
+        assert_close(np.take_along_axis(oi, oo, -1), np.take_along_axis(ri, ro, -1), 0, 0, "indices")
+        assert_close(np.take_along_axis(ov, oo, -1), np.take_along_axis(rv, ro, -1), 0, 0, "values")
