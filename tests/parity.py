@@ -13,8 +13,12 @@ import onnxruntime as ort
 DIRECT = os.environ.get("SEAMLESS_PARITY_DIRECT") == "1"
 
 
+def _model_arg(model):
+    return model.SerializeToString() if isinstance(model, onnx.ModelProto) else model
+
+
 def stock_session(model):
-    data = model.SerializeToString() if isinstance(model, onnx.ModelProto) else model
+    data = _model_arg(model)
     so = ort.SessionOptions()
     so.intra_op_num_threads = 1
     return ort.InferenceSession(data, so, providers=["CPUExecutionProvider"])
@@ -22,7 +26,7 @@ def stock_session(model):
 
 def ep_session(model, **options):
     import onnxruntime_ep_seamless as seamless
-    data = model.SerializeToString() if isinstance(model, onnx.ModelProto) else model
+    data = _model_arg(model)
     so = seamless.session_options(**options)
     so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
     so.intra_op_num_threads = 1
@@ -30,6 +34,7 @@ def ep_session(model, **options):
 
 
 def run_ours(model, feeds):
+    """Outputs of our EP for a model (ModelProto or path), asserting every node ran on it."""
     if DIRECT:
         from direct import run_direct
         return run_direct(model, feeds)

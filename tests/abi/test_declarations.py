@@ -91,7 +91,7 @@ _SLOT_LINE = re.compile(
 @functools.lru_cache(maxsize=None)
 def parse_slots_def() -> tuple[dict, ...]:
     """Every entry of ort_slots.def; any non-comment line that does not parse fails loudly."""
-    text = SLOTS_DEF.read_text()
+    text = SLOTS_DEF.read_text(encoding="utf-8")
     text = re.sub(r"/\*.*?\*/", lambda m: "\n" * m.group(0).count("\n"), text, flags=re.S)
     entries = []
     for lineno, line in enumerate(text.splitlines(), 1):
@@ -125,10 +125,18 @@ def _struct_names_with_body(ffi) -> list[str]:
 
 
 @functools.lru_cache(maxsize=None)
+def our_types_ffi():
+    """ort_types.h alone."""
+    ffi = cffi.FFI()
+    ffi.cdef(TYPES_H.read_text(encoding="utf-8"))
+    return ffi
+
+
+@functools.lru_cache(maxsize=None)
 def our_ffi():
     """ort_types.h plus one function-pointer typedef per ort_slots.def entry (so cffi also parses those)."""
     ffi = cffi.FFI()
-    ffi.cdef(TYPES_H.read_text())
+    ffi.cdef(TYPES_H.read_text(encoding="utf-8"))
     lines = []
     for e in parse_slots_def():
         lines.append(f"typedef {e['ret']} (*_ort_slot_{e['table']}_{e['name']}){e['params']};")
@@ -141,7 +149,7 @@ def our_slot_type(table: str, name: str):
 
 
 def _our_defined_structs() -> list[str]:
-    return _struct_names_with_body(our_ffi())
+    return _struct_names_with_body(our_types_ffi())
 
 
 # --------------------------------------------------------------------------------------------
@@ -176,7 +184,9 @@ def _verified(path: Path) -> str | None:
 
 
 def _run(cmd: list[str], **kw) -> subprocess.CompletedProcess:
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT_S, **kw)
+    return subprocess.run(
+        cmd, capture_output=True, text=True, encoding="utf-8", errors="replace", timeout=SUBPROCESS_TIMEOUT_S, **kw
+    )
 
 
 def _tail(proc: subprocess.CompletedProcess) -> str:
@@ -203,6 +213,9 @@ def _download_with_apt(workdir: Path) -> Path:
     proc = _run([apt_get, *opts, "update"])
     if proc.returncode != 0:
         raise RuntimeError(f"apt-get update failed (rc={proc.returncode}): {_tail(proc)}")
+    if not any(p.name.endswith("_Packages") or "_Packages." in p.name for p in (d / "lists").iterdir()):
+        # apt-get update exits 0 when every index fetch failed; report its warnings instead
+        raise RuntimeError(f"apt-get update fetched no package index: {_tail(proc)}")
     proc = _run([apt_get, *opts, "download", f"{DEB_PACKAGE}={DEB_VERSION}"], cwd=workdir)
     if proc.returncode != 0:
         raise RuntimeError(f"apt-get download failed (rc={proc.returncode}): {_tail(proc)}")
@@ -369,7 +382,8 @@ def _fn_shape(ctype):
 
 
 def test_ort_types_h_parses_and_defines_expected_structs():
-    assert "#" not in re.sub(r"/\*.*?\*/", "", TYPES_H.read_text(), flags=re.S), "ort_types.h must be preprocessor-free"
+    code = re.sub(r"/\*.*?\*/", "", TYPES_H.read_text(encoding="utf-8"), flags=re.S)
+    assert "#" not in code, "ort_types.h must be preprocessor-free"
     defined = set(_our_defined_structs())
     missing = EXPECTED_SHARED_STRUCTS - defined
     assert not missing, f"ort_types.h does not define {sorted(missing)}"
@@ -412,7 +426,7 @@ def test_since_versions_plausible():
 
 
 def test_official_header_is_pinned_api_version(ort_include_dir: Path):
-    text = (ort_include_dir / "onnxruntime_c_api.h").read_text()
+    text = (ort_include_dir / "onnxruntime_c_api.h").read_text(encoding="utf-8", errors="replace")
     m = re.search(r"^#define\s+ORT_API_VERSION\s+(\d+)\s*$", text, flags=re.M)
     assert m is not None and int(m.group(1)) == OFFICIAL_API_VERSION
 
@@ -428,7 +442,7 @@ def test_official_reference_values(official):
 def test_struct_layout(official, struct: str):
     if struct not in _struct_names_with_body(official):
         pytest.skip(f"struct {struct} is ours only (not defined in the official header)")
-    ours = our_ffi()
+    ours = our_types_ffi()
     our_fields = ours.typeof(f"struct {struct}").fields
     off_fields = official.typeof(f"struct {struct}").fields
     problems = []
@@ -459,7 +473,7 @@ def test_struct_member_signatures(official, struct: str):
         pytest.skip(f"struct {struct} is ours only (not defined in the official header)")
     off_by_name = dict(official.typeof(f"struct {struct}").fields)
     problems = []
-    for name, field in our_ffi().typeof(f"struct {struct}").fields:
+    for name, field in our_types_ffi().typeof(f"struct {struct}").fields:
         if name not in off_by_name:
             continue  # reported by test_struct_layout
         ours, theirs = _fn_shape(field.type), _fn_shape(off_by_name[name].type)
@@ -470,12 +484,12 @@ def test_struct_member_signatures(official, struct: str):
 
 def test_scalar_typedef_sizes(official):
     """Typedefs we declare as plain scalars (official enums declared as `int`) have the official size."""
-    ours = our_ffi()
+    ours = our_types_ffi()
     official_typedefs = set(official.list_types()[0])
     problems, checked = [], 0
     for name in ours.list_types()[0]:
         t = ours.typeof(name)
-        if name.startswith("_ort_slot_") or t.kind not in ("primitive", "enum") or name not in official_typedefs:
+        if t.kind not in ("primitive", "enum") or name not in official_typedefs:
             continue
         checked += 1
         if ours.sizeof(t) != official.sizeof(name):

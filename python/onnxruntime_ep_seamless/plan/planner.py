@@ -82,7 +82,8 @@ class Plan:
 
     def run(self, *inputs) -> tuple:
         try:
-            return self._run(*inputs)
+            with np.errstate(all="ignore"):  # overflow to inf etc. is a result, as in ORT, not a warning
+                return self._run(*inputs)
         except Exception as exc:  # name the node that failed
             node = self._failing_node(exc)
             where = f"node {node.label!r} ({node.key})" if node else "plan"

@@ -6,13 +6,13 @@ float attributes, mixed-type Pow), the result is cast back to the ONNX output ty
 """
 import functools
 import math
-from functools import reduce
 
 import numpy as np
 
-from ..registry import ALL, BOOL, FLOATS, INTS, NUMERIC, SIGNED, kernel
+from ..registry import ALL, BOOL, FLOATS, NUMERIC, SIGNED, kernel
 from ...graph.ir import ONNX_TO_NUMPY
 
+UNSIGNED = frozenset(map(np.dtype, (np.uint8, np.uint16, np.uint32, np.uint64)))
 _quiet = np.errstate(all="ignore")  # nan/inf/overflow are the values ONNX asks for, not errors
 
 
@@ -220,7 +220,7 @@ def isnan(x):
 
 @kernel("IsInf", since=10, types=FLOATS)
 def isinf(x, *, detect_negative=1, detect_positive=1):
-    return (np.isinf(x) & (((x > 0) & bool(detect_positive)) | ((x < 0) & bool(detect_negative))),)
+    return ((np.isposinf(x) & bool(detect_positive)) | (np.isneginf(x) & bool(detect_negative)),)
 
 
 # ---------------------------------------------------------------- activations
@@ -343,22 +343,24 @@ def clip_11(x, min=None, max=None):
 
 @kernel("Min", since=6, types=NUMERIC)
 def min_(*inputs):
-    return (reduce(np.minimum, inputs),)
+    return (functools.reduce(np.minimum, inputs),)
 
 
 @kernel("Max", since=6, types=NUMERIC)
 def max_(*inputs):
-    return (reduce(np.maximum, inputs),)
+    return (functools.reduce(np.maximum, inputs),)
 
 
 @kernel("Sum", since=6, types=FLOATS)
+@_via_float32
 def sum_(*inputs):
-    return (reduce(np.add, inputs),)
+    return (functools.reduce(np.add, inputs),)
 
 
 @kernel("Mean", since=6, types=FLOATS)
+@_via_float32
 def mean(*inputs):
-    return (reduce(np.add, inputs) / len(inputs),)
+    return (functools.reduce(np.add, inputs) / len(inputs),)
 
 
 # ---------------------------------------------------------------- selection, comparison, logic
@@ -418,8 +420,7 @@ def _check_bitshift(node, graph):
     return None if direction in ("LEFT", "RIGHT") else f"BitShift direction={direction!r} is not defined"
 
 
-@kernel("BitShift", since=11, types=INTS - {np.dtype(t) for t in (np.int8, np.int16, np.int32, np.int64)},
-        check=_check_bitshift)
+@kernel("BitShift", since=11, types=UNSIGNED, check=_check_bitshift)
 def bit_shift(x, y, *, direction):
     return ((np.left_shift if direction == "LEFT" else np.right_shift)(x, y),)
 

@@ -120,21 +120,20 @@ def conv(X, W, B=None, *, auto_pad="NOTSET", dilations=None, group=1, kernel_sha
 
 
 def _conv_transpose_geometry(in_shape, kernel, strides, dilations, pads, auto_pad, output_padding, output_shape):
-    """(pads_begin, out_shape), following ORT where it departs from the spec (see below)."""
+    """(pads_begin, out_shape) of ConvTranspose."""
     nd = len(in_shape)
     output_padding = output_padding or [0] * nd
     begin, out = [], []
     for i, (n, k, s, d, a) in enumerate(zip(in_shape, kernel, strides, dilations, output_padding)):
         full = (n - 1) * s + a + (k - 1) * d + 1
-        if output_shape:
-            o = output_shape[-nd:][i]
-            total = max(full - o, 0)
-            # ORT puts the odd unit of padding at the head for SAME_UPPER, at the tail otherwise.
-            b = total - total // 2 if auto_pad == "SAME_UPPER" else total // 2
-        elif auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-            o = n * s
-            total = max(full - o, 0)
-            b = total - total // 2 if auto_pad == "SAME_UPPER" else total // 2
+        if output_shape or auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+            # Pads come from the target size (explicit pads are ignored); the odd unit goes to the end for
+            # SAME_UPPER, to the start otherwise. Like ORT, a target past `full` pads nothing: SAME then
+            # yields `full` instead of n * s.
+            target = output_shape[-nd:][i] if output_shape else n * s
+            total = max(full - target, 0)
+            b = total // 2 if auto_pad == "SAME_UPPER" else total - total // 2
+            o = target if output_shape else full - total
         elif auto_pad == "VALID":
             b, o = 0, full
         else:
@@ -352,10 +351,11 @@ def _original_coords(mode, out_len, in_len, scale, roi_start, roi_end):
     if mode == "half_pixel_symmetric":
         adjustment = _F32(out_len) / (scale * _F32(in_len))
         offset = _F32(in_len) / _F32(2) * (_F32(1) - adjustment)
-        return offset + ((x + half) / scale - half)
+        # ORT finishes this one in double before rounding to float, which decides floor() near integers.
+        return (np.float64(offset) + (x + 0.5) / np.float64(scale) - 0.5).astype(_F32)
     if mode == "pytorch_half_pixel":
         return (x + half) / scale - half if out_len > 1 else np.zeros(out_len, _F32)
-    if mode == "tf_half_pixel_for_nearest":
+    if mode in ("tf_half_pixel_for_nearest", "tf_half_pixel_for_nn"):  # ORT knows only the second name
         return (x + half) / scale
     if mode == "align_corners":
         return np.zeros(out_len, _F32) if out_len == 1 else x * _F32(in_len - 1) / _F32(out_len - 1)
@@ -364,7 +364,7 @@ def _original_coords(mode, out_len, in_len, scale, roi_start, roi_end):
     # tf_crop_and_resize
     start, end, last = _F32(roi_start), _F32(roi_end), _F32(in_len - 1)
     if out_len == 1:
-        return np.full(out_len, _F32(0.5) * (start + end) * last, dtype=_F32)
+        return np.full(out_len, 0.5 * np.float64(start + end) * np.float64(last), dtype=_F32)  # double, as ORT
     return start * last + x * (end - start) * last / _F32(out_len - 1)
 
 

@@ -5,7 +5,7 @@ float16 kernel for, and its float16 kernels accumulate in float32).
 """
 import numpy as np
 
-from ..registry import ALL, BOOL, FLOATS, NUMERIC, kernel
+from ..registry import BOOL, FLOATS, NUMERIC, kernel
 from .elementwise import _via_float32
 
 _quiet = np.errstate(all="ignore")  # log(0) = -inf etc. are the defined results

@@ -1,0 +1,162 @@
+"""Parity of MatMul, Gemm, MatMulInteger and Einsum with stock ORT."""
+import numpy as np
+import pytest
+from onnx import numpy_helper
+
+from parity import assert_parity, single_node_model
+
+rng = np.random.default_rng(2)
+RTOL, ATOL = 1e-5, 1e-5  # BLAS and MLAS sum in different orders; small K keeps that within 1e-5
+F16 = dict(rtol=2e-3, atol=2e-3)  # float16 output rounding (11-bit mantissa) after a float32 dot product
+
+
+class Const:
+    """An input passed as an initializer rather than fed."""
+    def __init__(self, array):
+        self.array = np.asarray(array)
+
+
+def parity(op, *args, out=None, attrs=None, opset=17, rtol=RTOL, atol=ATOL):
+    inputs, feeds, inits = [], {}, []
+    for i, a in enumerate(args):
+        if a is None:
+            inputs.append(("", None, None))
+            continue
+        name = f"in{i}"
+        arr = a.array if isinstance(a, Const) else a
+        inputs.append((name, arr.dtype, arr.shape))
+        if isinstance(a, Const):
+            inits.append(numpy_helper.from_array(arr, name))
+        else:
+            feeds[name] = arr
+    first = args[0].array if isinstance(args[0], Const) else args[0]
+    model = single_node_model(op, inputs, [("out", out or first.dtype, None)], attrs, opset=opset,
+                              initializers=inits)
+    return assert_parity(model, feeds, rtol=rtol, atol=atol)
+
+
+def rand(shape, dtype=np.float32, low=-1.0, high=1.0):
+    if np.dtype(dtype).kind in "iu":
+        return rng.integers(low, high, size=shape, endpoint=True).astype(dtype)
+    return rng.uniform(low, high, size=shape).astype(dtype)
+
+
+# ---------------------------------------------------------------- MatMul
+
+SHAPES = [
+    ((3, 4), (4, 5)),
+    ((2, 3, 4), (4, 5)),           # batched @ matrix
+    ((2, 1, 3, 4), (3, 4, 2)),     # batch broadcasting
+    ((4,), (4, 5)),                # 1-D left: promoted to a row, the axis dropped
+    ((2, 3, 4), (4,)),             # 1-D right: promoted to a column, the axis dropped
+    ((4,), (4,)),                  # dot product -> scalar
+    ((3, 0), (0, 5)),              # K = 0: zeros
+    ((0, 4), (4, 2)),
+]
+
+
+@pytest.mark.parametrize("sa,sb", SHAPES)
+def test_matmul_shapes(sa, sb):
+    parity("MatMul", rand(sa), rand(sb))
+
+
+@pytest.mark.parametrize("opset", [1, 9, 13])
+def test_matmul_opsets(opset):
+    parity("MatMul", rand((3, 4)), rand((4, 2)), opset=opset)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.int32, np.int64, np.uint32, np.uint64])
+def test_matmul_types(dtype):
+    parity("MatMul", rand((2, 3, 4), dtype, 0, 9), rand((4, 5), dtype, 0, 9))
+
+
+def test_matmul_float16():
+    parity("MatMul", rand((2, 3, 8), np.float16), rand((8, 5), np.float16), **F16)
+
+
+def test_matmul_constant_weight():
+    parity("MatMul", rand((5, 6)), Const(rand((6, 3))))
+
+
+# ---------------------------------------------------------------- Gemm
+
+@pytest.mark.parametrize("transA", [0, 1])
+@pytest.mark.parametrize("transB", [0, 1])
+def test_gemm_transposes(transA, transB):
+    a = rand((4, 3) if transA else (3, 4))
+    b = rand((5, 4) if transB else (4, 5))
+    parity("Gemm", a, b, rand((3, 5)), attrs={"transA": transA, "transB": transB})
+
+
+@pytest.mark.parametrize("c_shape", [(3, 5), (5,), (1, 5), (3, 1), (1,), ()])
+def test_gemm_c_broadcast(c_shape):
+    parity("Gemm", rand((3, 4)), rand((4, 5)), rand(c_shape), attrs={"alpha": 0.5, "beta": 2.0})
+
+
+@pytest.mark.parametrize("opset", [7, 9, 11, 13])
+def test_gemm_opsets(opset):
+    parity("Gemm", rand((3, 4)), rand((4, 5)), rand((5,)), opset=opset)
+    parity("Gemm", rand((3, 4)), rand((5, 4)), rand((3, 5)), attrs={"transB": 1, "alpha": 1.5}, opset=opset)
+
+
+def test_gemm_without_c():
+    parity("Gemm", rand((3, 4)), rand((4, 5)), opset=11)
+    parity("Gemm", rand((3, 4)), rand((4, 5)), None, attrs={"alpha": 3.0}, opset=13)
+
+
+def test_gemm_beta_zero_ignores_c():
+    c = np.full((3, 5), np.nan, np.float32)
+    parity("Gemm", rand((3, 4)), rand((4, 5)), c, attrs={"beta": 0.0})
+
+
+def test_gemm_types_and_constants():
+    parity("Gemm", rand((3, 4), np.float64), rand((4, 5), np.float64), rand((5,), np.float64))
+    parity("Gemm", rand((3, 4), np.float16), rand((4, 5), np.float16), rand((5,), np.float16), **F16)
+    parity("Gemm", rand((3, 4)), Const(rand((5, 4))), Const(rand((5,))), attrs={"transB": 1})
+
+
+# ---------------------------------------------------------------- MatMulInteger
+
+@pytest.mark.parametrize("ta,tb", [(np.uint8, np.uint8), (np.uint8, np.int8), (np.int8, np.int8),
+                                   (np.int8, np.uint8)])
+def test_matmul_integer(ta, tb):
+    lo_a, hi_a = (0, 255) if ta == np.uint8 else (-128, 127)
+    lo_b, hi_b = (0, 255) if tb == np.uint8 else (-128, 127)
+    a, b = rand((3, 4, 6), ta, lo_a, hi_a), rand((6, 5), tb, lo_b, hi_b)
+    parity("MatMulInteger", a, b, out=np.int32, opset=10)
+    parity("MatMulInteger", a, b, np.array(7, ta), np.array(3, tb), out=np.int32)
+    parity("MatMulInteger", a, b, None, rand((5,), tb, lo_b, hi_b), out=np.int32)   # per-column B
+    parity("MatMulInteger", a, b, Const(np.array([12], ta)), None, out=np.int32)
+
+
+def test_matmul_integer_1d():
+    parity("MatMulInteger", rand((6,), np.uint8, 0, 255), rand((6, 3), np.uint8, 0, 255), out=np.int32)
+
+
+# ---------------------------------------------------------------- Einsum
+
+EQUATIONS = [
+    ("ij,jk->ik", [(3, 4), (4, 5)]),
+    ("bij,bjk->bik", [(2, 3, 4), (2, 4, 5)]),
+    ("ij->ji", [(3, 4)]),
+    ("ii->i", [(4, 4)]),
+    ("ii", [(4, 4)]),                          # implicit output: trace
+    ("ij,kj", [(3, 4), (5, 4)]),               # implicit output: letters once, sorted -> ik
+    ("i,j->ij", [(3,), (4,)]),
+    ("...ij,...jk->...ik", [(2, 3, 4), (2, 4, 5)]),
+    ("bhqd,bhkd->bhqk", [(1, 2, 3, 4), (1, 2, 5, 4)]),
+    ("ij,jk,kl->il", [(2, 3), (3, 4), (4, 2)]),
+    ("ijk->", [(2, 3, 4)]),
+    ("i j , j k -> i k", [(3, 4), (4, 2)]),  # spaces are allowed
+]
+
+
+@pytest.mark.parametrize("equation,shapes", EQUATIONS)
+def test_einsum(equation, shapes):
+    parity("Einsum", *[rand(s) for s in shapes], attrs={"equation": equation}, opset=12)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.int32, np.int64])
+def test_einsum_types(dtype):
+    parity("Einsum", rand((2, 3), dtype, -5, 5), rand((3, 4), dtype, -5, 5), attrs={"equation": "ij,jk->ik"})
+    parity("Einsum", rand((3, 3), dtype, -5, 5), attrs={"equation": "ii->"})

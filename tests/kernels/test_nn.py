@@ -1,0 +1,334 @@
+"""Parity tests for conv/pool/normalization/resize ops (kernels/cpu/nn.py) against stock ORT.
+
+Conv-like ops sum many products in a different order than ORT's MLAS kernels (im2col + BLAS vs
+direct/Winograd-free GEMM tiling), so they are compared with rtol 1e-4 instead of 1e-5.
+"""
+import numpy as np
+import pytest
+from onnx import numpy_helper
+
+from parity import assert_parity, single_node_model
+
+rng = np.random.default_rng(1)
+I64 = np.int64
+CONV_TOL = {"rtol": 1e-4, "atol": 1e-5}
+
+
+def check(op, inputs, attrs=None, opset=17, outputs=None, const=(), rtol=1e-5, atol=1e-6):
+    """One-node parity check. inputs: arrays (None = absent optional input); inputs whose
+    position is in `const` become initializers. outputs: output dtypes (default: input 0's)."""
+    specs, feeds, inits = [], {}, []
+    for i, a in enumerate(inputs):
+        if a is None:
+            specs.append(("", np.float32, None))
+            continue
+        a = np.asarray(a)
+        specs.append((f"in{i}", a.dtype, a.shape))
+        if i in const:
+            inits.append(numpy_helper.from_array(a, f"in{i}"))
+        else:
+            feeds[f"in{i}"] = a
+    if outputs is None:
+        outputs = [np.asarray(inputs[0]).dtype]
+    outs = [(f"out{i}", dt, None) for i, dt in enumerate(outputs)]
+    model = single_node_model(op, specs, outs, attrs, opset=opset, initializers=inits)
+    return assert_parity(model, feeds, rtol=rtol, atol=atol)
+
+
+def data(shape, dtype=np.float32):
+    return rng.standard_normal(shape).astype(dtype)
+
+
+# --- Conv ----------------------------------------------------------------------------------
+
+CONV_CASES = [
+    # x shape, w shape, attrs
+    ((1, 3, 7, 7), (4, 3, 3, 3), {}),
+    ((2, 3, 7, 8), (4, 3, 3, 2), {"pads": [1, 0, 2, 1], "strides": [2, 1]}),
+    ((1, 4, 9, 9), (6, 2, 3, 3), {"group": 2, "dilations": [2, 1], "pads": [1, 1, 1, 1]}),
+    ((1, 4, 6, 6), (4, 1, 3, 3), {"group": 4, "pads": [1, 1, 1, 1]}),  # depthwise
+    ((2, 5, 4, 4), (3, 5, 1, 1), {}),  # 1x1: plain matmul path
+    ((1, 5, 6, 6), (3, 5, 1, 1), {"strides": [2, 2]}),
+    ((1, 2, 7, 6), (3, 2, 3, 3), {"auto_pad": "SAME_UPPER", "strides": [2, 2]}),
+    ((1, 2, 6, 6), (3, 2, 4, 4), {"auto_pad": "SAME_LOWER"}),
+    ((1, 2, 6, 6), (3, 2, 4, 4), {"auto_pad": "SAME_UPPER"}),
+    ((1, 2, 7, 6), (3, 2, 3, 3), {"auto_pad": "VALID", "strides": [2, 2]}),
+    ((1, 2, 5, 5), (3, 2, 3, 3), {"kernel_shape": [3, 3], "strides": [3, 3]}),
+    ((2, 3, 10), (4, 3, 3), {"pads": [2, 1], "strides": [2], "dilations": [2]}),  # 1-D
+    ((1, 2, 4, 5, 6), (3, 2, 2, 3, 2), {"pads": [1, 0, 1, 0, 1, 1]}),  # 3-D
+]
+
+
+@pytest.mark.parametrize("bias", [False, True])
+@pytest.mark.parametrize("xs,ws,attrs", CONV_CASES)
+def test_conv(xs, ws, attrs, bias):
+    b = [data(ws[0])] if bias else []
+    check("Conv", [data(xs), data(ws)] + b, attrs, const=[1, 2], **CONV_TOL)
+
+
+@pytest.mark.parametrize("opset", [1, 11, 21])
+def test_conv_opsets(opset):
+    check("Conv", [data((1, 2, 5, 5)), data((2, 2, 3, 3))], {"pads": [1, 1, 1, 1]}, opset=opset, **CONV_TOL)
+
+
+def test_conv_empty_batch():
+    check("Conv", [data((0, 2, 5, 5)), data((2, 2, 3, 3))], const=[1])
+
+
+def test_conv_resnet_stem():
+    # A 224x224 ResNet stem, to keep the im2col path honest about speed (well under a second).
+    check("Conv", [data((1, 3, 224, 224)), data((64, 3, 7, 7)), data(64)],
+          {"pads": [3, 3, 3, 3], "strides": [2, 2]}, const=[1, 2], rtol=1e-4, atol=1e-4)
+
+
+CONV_T_CASES = [
+    ((1, 2, 3, 3), (2, 3, 3, 3), {}),
+    ((2, 2, 3, 4), (2, 3, 3, 2), {"strides": [2, 3], "pads": [1, 0, 0, 1]}),
+    ((1, 4, 3, 3), (4, 2, 3, 3), {"group": 2, "strides": [2, 2], "output_padding": [1, 0]}),
+    ((1, 2, 4, 4), (2, 2, 3, 3), {"dilations": [2, 1], "pads": [1, 1, 2, 0]}),
+    ((1, 2, 3, 3), (2, 2, 3, 3), {"strides": [2, 2], "output_shape": [8, 7]}),
+    ((1, 2, 3, 3), (2, 2, 3, 3), {"strides": [2, 2], "output_shape": [6, 5], "auto_pad": "SAME_UPPER"}),
+    ((1, 2, 3, 3), (2, 2, 3, 3), {"strides": [2, 2], "output_shape": [6, 5], "auto_pad": "SAME_LOWER"}),
+    ((1, 2, 3, 3), (2, 2, 4, 4), {"strides": [2, 2], "auto_pad": "SAME_UPPER"}),
+    ((1, 2, 3, 3), (2, 2, 4, 4), {"strides": [2, 2], "auto_pad": "SAME_LOWER"}),
+    ((1, 2, 3, 3), (2, 2, 5, 5), {"auto_pad": "SAME_UPPER"}),
+    ((1, 2, 3, 3), (2, 2, 4, 4), {"auto_pad": "SAME_LOWER"}),
+    ((1, 2, 3, 3), (2, 2, 1, 1), {"strides": [3, 2], "auto_pad": "SAME_UPPER"}),  # n * s > full: no padding
+    ((1, 2, 3, 3), (2, 2, 3, 3), {"strides": [2, 2], "output_shape": [4, 3]}),
+    ((1, 2, 3, 3), (2, 2, 3, 3), {"strides": [2, 2], "output_shape": [5, 4], "pads": [1, 1, 0, 0]}),
+    ((1, 2, 3, 3), (2, 2, 3, 3), {"strides": [2, 2], "auto_pad": "VALID"}),
+    ((1, 2, 5), (2, 3, 3), {"strides": [2], "pads": [1, 2], "output_padding": [1]}),  # 1-D
+    ((1, 2, 2, 3, 2), (2, 1, 2, 2, 3), {"strides": [1, 2, 1]}),  # 3-D
+]
+
+
+@pytest.mark.parametrize("bias", [False, True])
+@pytest.mark.parametrize("xs,ws,attrs", CONV_T_CASES)
+def test_conv_transpose(xs, ws, attrs, bias):
+    b = [data(ws[1] * attrs.get("group", 1))] if bias else []
+    check("ConvTranspose", [data(xs), data(ws)] + b, attrs, const=[1, 2], **CONV_TOL)
+
+
+# --- pooling -------------------------------------------------------------------------------
+
+POOL_CASES = [
+    ((1, 2, 6, 6), {"kernel_shape": [2, 2], "strides": [2, 2]}),
+    ((2, 3, 7, 5), {"kernel_shape": [3, 2], "pads": [1, 0, 1, 1], "strides": [2, 1]}),
+    ((1, 2, 7, 7), {"kernel_shape": [3, 3], "strides": [2, 2], "ceil_mode": 1}),
+    ((1, 2, 6, 6), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1], "ceil_mode": 1}),
+    ((1, 2, 8, 8), {"kernel_shape": [2, 2], "strides": [3, 3], "ceil_mode": 1}),
+    ((1, 2, 7, 6), {"kernel_shape": [3, 3], "strides": [2, 2], "auto_pad": "SAME_UPPER"}),
+    ((1, 2, 6, 6), {"kernel_shape": [2, 2], "auto_pad": "SAME_LOWER"}),
+    ((1, 2, 7, 6), {"kernel_shape": [3, 3], "strides": [2, 2], "auto_pad": "VALID"}),
+    ((1, 2, 9, 9), {"kernel_shape": [2, 3], "dilations": [2, 2], "pads": [1, 2, 0, 1]}),
+    ((1, 2, 9), {"kernel_shape": [3], "strides": [2], "pads": [1, 1]}),  # 1-D
+    ((1, 2, 4, 5, 6), {"kernel_shape": [2, 3, 2], "strides": [2, 1, 2]}),  # 3-D
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int8, np.uint8])
+@pytest.mark.parametrize("xs,attrs", POOL_CASES)
+def test_max_pool(xs, attrs, dtype):
+    x = data(xs) * 20 if np.dtype(dtype).kind in "iu" else data(xs)
+    check("MaxPool", [x.astype(dtype)], attrs, opset=12)
+
+
+@pytest.mark.parametrize("storage_order", [0, 1])
+@pytest.mark.parametrize("xs,attrs", POOL_CASES[:4] + POOL_CASES[8:10])
+def test_max_pool_indices(xs, attrs, storage_order):
+    if len(xs) != 4 and storage_order:
+        pytest.skip("storage_order applies to 2-D pooling")
+    check("MaxPool", [data(xs)], {**attrs, "storage_order": storage_order}, opset=12, outputs=[np.float32, I64])
+
+
+@pytest.mark.parametrize("opset", [1, 8, 10, 11])
+def test_max_pool_old_opsets(opset):
+    check("MaxPool", [data((1, 2, 6, 6))], {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}, opset=opset)
+
+
+@pytest.mark.parametrize("count_include_pad", [0, 1])
+@pytest.mark.parametrize("xs,attrs", [c for c in POOL_CASES if "dilations" not in c[1]])
+def test_average_pool(xs, attrs, count_include_pad):
+    check("AveragePool", [data(xs)], {**attrs, "count_include_pad": count_include_pad}, opset=11)
+
+
+@pytest.mark.parametrize("count_include_pad", [0, 1])
+@pytest.mark.parametrize("xs,attrs", POOL_CASES)
+def test_average_pool_19(xs, attrs, count_include_pad):
+    check("AveragePool", [data(xs)], {**attrs, "count_include_pad": count_include_pad}, opset=19)
+
+
+def test_average_pool_f16():
+    # float16: ORT averages in float32 and rounds once; allow one float16 ulp.
+    check("AveragePool", [data((1, 2, 6, 6), np.float16)], {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]},
+          opset=19, rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.parametrize("opset", [7, 10])  # ORT has no AveragePool-1 kernel
+def test_average_pool_old_opsets(opset):
+    attrs = {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}
+    if opset >= 7:
+        attrs["count_include_pad"] = 1
+    check("AveragePool", [data((1, 2, 5, 5))], attrs, opset=opset)
+
+
+@pytest.mark.parametrize("op", ["GlobalAveragePool", "GlobalMaxPool"])
+@pytest.mark.parametrize("xs", [(2, 3, 4, 5), (1, 2, 7), (1, 2, 2, 3, 2)])
+def test_global_pool(op, xs):
+    check(op, [data(xs)])
+
+
+@pytest.mark.parametrize("op", ["GlobalAveragePool", "GlobalMaxPool"])
+def test_global_pool_f16(op):
+    # ORT sums float16 in float32; allow float16 rounding of the mean.
+    check(op, [data((2, 3, 4, 5), np.float16)], rtol=1e-3, atol=1e-3)
+
+
+# --- normalization -------------------------------------------------------------------------
+
+def _bn_inputs(xs, dtype=np.float32):
+    c = xs[1]
+    return [data(xs, dtype), data(c, dtype), data(c, dtype), data(c, dtype), (rng.random(c) + 0.5).astype(dtype)]
+
+
+@pytest.mark.parametrize("opset", [7, 9, 14, 15])
+@pytest.mark.parametrize("xs", [(2, 3, 4, 5), (2, 3), (1, 3, 5)])
+def test_batch_norm(opset, xs):
+    check("BatchNormalization", _bn_inputs(xs), {"epsilon": 1e-3}, opset=opset)
+
+
+def test_batch_norm_training_mode_0():
+    check("BatchNormalization", _bn_inputs((2, 3, 4)), {"training_mode": 0, "momentum": 0.8}, opset=15)
+
+
+def test_batch_norm_f16():
+    # float16 outputs: one rounding of a float32 result, compare at float16 precision.
+    check("BatchNormalization", _bn_inputs((2, 3, 4), np.float16), opset=15, rtol=1e-3, atol=1e-3)
+
+
+def test_instance_norm():
+    check("InstanceNormalization", [data((2, 3, 4, 5)), data(3), data(3)], {"epsilon": 1e-3}, opset=6,
+          rtol=1e-4, atol=1e-5)  # variance summed in a different order than ORT
+
+
+@pytest.mark.parametrize("axis", [-1, 1, -2])
+@pytest.mark.parametrize("with_bias", [True, False])
+def test_layer_norm(axis, with_bias):
+    xs = (2, 3, 4)
+    norm = xs[axis:]
+    ins = [data(xs), data(norm)] + ([data(norm)] if with_bias else [])
+    check("LayerNormalization", ins, {"axis": axis}, outputs=[np.float32, np.float32, np.float32],
+          rtol=1e-4, atol=1e-5)
+
+
+def test_layer_norm_f16():
+    # stash_type=1: statistics in float32, so Mean/InvStdDev are float32 while Y is float16.
+    xs = (2, 3, 8)
+    check("LayerNormalization", [data(xs, np.float16), data(8, np.float16), data(8, np.float16)], {},
+          outputs=[np.float16, np.float32, np.float32], rtol=2e-3, atol=2e-3)
+
+
+def test_layer_norm_y_only():
+    check("LayerNormalization", [data((4, 6)), data(6), data(6)], {"epsilon": 1e-3}, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("opset", [18, 21])
+def test_group_norm(opset):
+    xs, groups = (2, 6, 3, 4), 3
+    param = 6 if opset >= 21 else groups  # opset 18 scales per group, 21 per channel
+    check("GroupNormalization", [data(xs), data(param), data(param)], {"num_groups": groups, "epsilon": 1e-3},
+          opset=opset, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("size", [1, 3, 5])  # ORT rejects even sizes
+def test_lrn(size):
+    check("LRN", [data((2, 5, 3, 3))], {"size": size, "alpha": 0.01, "beta": 0.6, "bias": 2.0}, opset=13)
+
+
+# --- Resize --------------------------------------------------------------------------------
+
+COORD_MODES = ["half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners", "asymmetric",
+               "tf_half_pixel_for_nearest"]
+NEAREST_MODES = ["round_prefer_floor", "round_prefer_ceil", "floor", "ceil"]
+SCALES = [[1, 1, 2.0, 3.0], [1, 1, 0.5, 0.75], [1, 1, 1.7, 0.6]]
+
+
+def _resize(x, scales=None, sizes=None, roi=None, attrs=None, opset=19, **tol):
+    none = np.zeros(0, np.float32)
+    ins = [x, none if roi is None else np.array(roi, np.float32),
+           none if scales is None else np.array(scales, np.float32)]
+    if sizes is not None:
+        ins.append(np.array(sizes, I64))
+    check("Resize", ins, attrs, opset=opset, const=[1, 2, 3], **tol)
+
+
+@pytest.mark.parametrize("scales", SCALES)
+@pytest.mark.parametrize("nearest_mode", NEAREST_MODES)
+@pytest.mark.parametrize("coord", COORD_MODES)
+def test_resize_nearest(coord, nearest_mode, scales):
+    if coord == "tf_half_pixel_for_nearest":
+        opset = 13  # removed in opset 18
+    else:
+        opset = 19
+    _resize(data((1, 2, 4, 5)), scales, attrs={"mode": "nearest", "coordinate_transformation_mode": coord,
+                                               "nearest_mode": nearest_mode}, opset=opset)
+
+
+@pytest.mark.parametrize("scales", SCALES)
+@pytest.mark.parametrize("coord", COORD_MODES[:5])
+def test_resize_linear(coord, scales):
+    _resize(data((1, 2, 4, 5)), scales, attrs={"mode": "linear", "coordinate_transformation_mode": coord})
+
+
+@pytest.mark.parametrize("mode", ["nearest", "linear"])
+@pytest.mark.parametrize("sizes", [[1, 2, 8, 3], [1, 2, 1, 9]])
+def test_resize_sizes(mode, sizes):
+    _resize(data((1, 2, 4, 5)), sizes=sizes, attrs={"mode": mode})
+
+
+@pytest.mark.parametrize("policy", ["not_larger", "not_smaller"])
+def test_resize_keep_aspect_ratio(policy):
+    _resize(data((1, 2, 4, 5)), sizes=[7, 7], attrs={"axes": [2, 3], "keep_aspect_ratio_policy": policy}, opset=18)
+
+
+@pytest.mark.parametrize("mode", ["nearest", "linear"])
+def test_resize_axes(mode):
+    _resize(data((1, 2, 4, 5)), scales=[2.0, 1.5], attrs={"axes": [-1, 2], "mode": mode}, opset=18)
+
+
+@pytest.mark.parametrize("mode", ["nearest", "linear"])
+@pytest.mark.parametrize("sizes,roi", [([1, 1, 5, 4], [0, 0, 0.2, 0.1, 1, 1, 0.9, 1.3]),
+                                       ([1, 1, 1, 6], [0, 0, 0.5, -0.2, 1, 1, 0.7, 0.8])])
+def test_resize_tf_crop_and_resize(mode, sizes, roi):
+    _resize(data((1, 1, 4, 5)), sizes=sizes, roi=roi,
+            attrs={"mode": mode, "coordinate_transformation_mode": "tf_crop_and_resize", "extrapolation_value": 7.5},
+            opset=13)
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.uint8, np.int8])
+def test_resize_nearest_ints(dtype):
+    check("Resize", [(data((1, 1, 3, 4)) * 20).astype(dtype), np.zeros(0, np.float32),
+                     np.array([1, 1, 1.5, 2], np.float32)], opset=13, const=[1, 2])
+
+
+@pytest.mark.parametrize("xs,scales", [((4, 5), [2.0, 0.5]), ((1, 2, 3, 4, 5), [1, 1, 2, 1.5, 0.5])])
+def test_resize_linear_2d_3d(xs, scales):
+    _resize(data(xs), scales, attrs={"mode": "linear"})
+
+
+def test_resize_11_sizes():
+    # Opset 11: scales is a required input, given as an empty tensor next to sizes.
+    _resize(data((1, 1, 3, 3)), sizes=[1, 1, 5, 2], attrs={"mode": "nearest"}, opset=11)
+
+
+@pytest.mark.parametrize("mode", ["nearest", "linear"])
+@pytest.mark.parametrize("scales", [[1, 1, 2.0, 3.0], [1, 1, 0.5, 0.6], [1, 1, 1.5, 2.5]])
+def test_resize_10(mode, scales):
+    check("Resize", [data((1, 2, 4, 5)), np.array(scales, np.float32)], {"mode": mode}, opset=10, const=[1])
+
+
+@pytest.mark.parametrize("mode", ["nearest", "linear"])
+def test_upsample(mode):
+    check("Upsample", [data((1, 2, 3, 4))], {"mode": mode, "scales": [1.0, 1.0, 2.0, 1.5]}, opset=7)
+    check("Upsample", [data((1, 2, 3, 4)), np.array([1, 1, 3, 2], np.float32)], {"mode": mode}, opset=9,
+          const=[1])

@@ -1,0 +1,59 @@
+"""Real models, fully claimed by our EP (CPU fallback disabled), with parity to stock ORT's CPU EP."""
+import numpy as np
+import onnx
+import pytest
+from onnx import numpy_helper
+
+import material
+from parity import assert_close, assert_parity, run_ours, stock_session
+
+
+@pytest.mark.parametrize("name", material.LIGHT_MODELS)
+def test_light_cnn(name):
+    model_path, expected_path = material.light_model(name)
+    model = onnx.load(str(model_path))
+    expected = numpy_helper.to_array(onnx.load_tensor(str(expected_path)))
+    inits = {i.name for i in model.graph.initializer}
+    (inp,) = [i for i in model.graph.input if i.name not in inits]
+    shape = [d.dim_value for d in inp.type.tensor_type.shape.dim]
+    # the deterministic dummy input of onnx's backend runner (generate_dummy_data, random=False)
+    x = (np.arange(np.prod(shape)) % 255 / 255.0).astype(np.float32).reshape(shape)
+    # conv stacks accumulate rounding differently from MLAS: relative 1e-4 of the output scale
+    (ours,) = assert_parity(model, {inp.name: x}, rtol=1e-4, atol=1e-5)
+    assert ours.shape == expected.shape
+
+
+@pytest.mark.parametrize("export", ["minilm_op17.onnx", "minilm_dynamo_op18.onnx"])
+def test_minilm_real_weights(export):
+    path = str(material.minilm_dir() / export)
+    feeds = material.minilm_inputs(["A plugin execution provider runs this sentence.",
+                                    "Short one.", "Real weights, real tokenizer, real activations."])
+    ref = stock_session(path).run(None, feeds)[0]
+    (ours,) = run_ours(path, feeds)
+    mask = feeds["attention_mask"].astype(bool)  # padded positions carry no meaning
+    assert_close(ours[mask], ref[mask], rtol=1e-4, atol=1e-4, name="last_hidden_state")
+
+
+LLAMA = ["llama_legacy_op17.onnx", "llama_dynamo.onnx"]
+
+
+def llama_feeds(batch, seq, past, seed=0):
+    rng = np.random.default_rng(seed)
+    feeds = {"input_ids": rng.integers(0, 1024, (batch, seq)).astype(np.int64),
+             "attention_mask": np.ones((batch, past + seq), np.int64),
+             "position_ids": np.tile(np.arange(past, past + seq, dtype=np.int64), (batch, 1))}
+    for i in range(material.LLAMA_LAYERS):
+        for kv in ("key", "value"):
+            feeds[f"past_{i}_{kv}"] = rng.standard_normal((batch, 2, past, 16)).astype(np.float32)
+    return feeds
+
+
+@pytest.mark.parametrize("export", LLAMA)
+@pytest.mark.parametrize("batch,seq,past", [(2, 5, 3), (1, 1, 7), (1, 6, 0)])
+def test_tiny_llama(export, batch, seq, past):
+    path = str(material.tiny_llama_dir() / export)
+    feeds = llama_feeds(batch, seq, past)
+    ours = run_ours(path, feeds)
+    ref = stock_session(path).run(None, feeds)
+    for i, (o, r) in enumerate(zip(ours, ref)):
+        assert_close(o, r, rtol=1e-4, atol=1e-5, name=f"output {i}")
