@@ -97,8 +97,9 @@ static OrtStatus* put_type_shape(Buf* b, const OrtTensorTypeAndShapeInfo* info) 
   return NULL;
 }
 
-/* value info: name, kind (1 tensor, 0 other), [type/shape], is_const, [data pointer and size] */
-static OrtStatus* put_value(Buf* b, const OrtValueInfo* vi, int with_const) {
+/* value info: name, kind (1 tensor, 0 other), [type/shape], is_const, [data pointer and size].
+ * Constant data is included up to const_limit bytes (0 when larger). */
+static OrtStatus* put_value(Buf* b, const OrtValueInfo* vi, size_t const_limit) {
   const char* name = NULL;
   if (!vi) { put_str(b, ""); return NULL; }  /* absent optional input */
   TRY(ORT(GetValueInfoName)(vi, &name));
@@ -118,12 +119,11 @@ static OrtStatus* put_value(Buf* b, const OrtValueInfo* vi, int with_const) {
   const OrtValue* value = NULL;
   const void* data = NULL;
   size_t nbytes = 0;
-  if (with_const) {
-    TRY(ORT(ValueInfo_GetInitializerValue)(vi, &value));
-    if (value) {
-      TRY(ORT(GetTensorSizeInBytes)(value, &nbytes));
-      if (nbytes) TRY(ORT(GetTensorMutableData)((OrtValue*)value, (void**)&data));
-    }
+  TRY(ORT(ValueInfo_GetInitializerValue)(vi, &value));
+  if (value) {
+    TRY(ORT(GetTensorSizeInBytes)(value, &nbytes));
+    if (nbytes > const_limit) nbytes = 0;
+    else if (nbytes) TRY(ORT(GetTensorMutableData)((OrtValue*)value, (void**)&data));
   }
   put_i64(b, (int64_t)(intptr_t)data);  /* valid during the callback only: Python copies it */
   put_i64(b, (int64_t)nbytes);
@@ -177,19 +177,19 @@ static OrtStatus* put_attr(Buf* b, const OrtOpAttr* attr) {
 typedef OrtStatus* (*CountFn)(const OrtNode*, size_t*);
 typedef OrtStatus* (*ValuesFn)(const OrtNode*, const OrtValueInfo**, size_t);
 
-static OrtStatus* put_node_values(Buf* b, const OrtNode* node, CountFn count, ValuesFn get) {
+static OrtStatus* put_node_values(Buf* b, const OrtNode* node, CountFn count, ValuesFn get, size_t const_limit) {
   size_t n = 0;
   TRY(count(node, &n));
   const OrtValueInfo** vis = calloc(n ? n : 1, sizeof *vis);
   if (!vis) return seamless_status(1, "out of memory");
   OrtStatus* st = n ? get(node, vis, n) : NULL;
   if (!st) put_i32(b, (int32_t)n);
-  for (size_t i = 0; !st && i < n; i++) st = put_value(b, vis[i], 0);
+  for (size_t i = 0; !st && i < n; i++) st = put_value(b, vis[i], const_limit);
   free(vis);
   return st;
 }
 
-static OrtStatus* put_node(Buf* b, const OrtNode* node) {
+static OrtStatus* put_node(Buf* b, const OrtNode* node, size_t const_limit) {
   const char *name = NULL, *op = NULL, *domain = NULL;
   int since = 0;
   size_t nattr = 0, nsub = 0;
@@ -201,8 +201,8 @@ static OrtStatus* put_node(Buf* b, const OrtNode* node) {
   put_str(b, op);
   put_str(b, domain);
   put_i32(b, since);
-  TRY(put_node_values(b, node, ORT(Node_GetNumInputs), ORT(Node_GetInputs)));
-  TRY(put_node_values(b, node, ORT(Node_GetNumOutputs), ORT(Node_GetOutputs)));
+  TRY(put_node_values(b, node, ORT(Node_GetNumInputs), ORT(Node_GetInputs), const_limit));
+  TRY(put_node_values(b, node, ORT(Node_GetNumOutputs), ORT(Node_GetOutputs), const_limit));
   TRY(ORT(Node_GetNumAttributes)(node, &nattr));
   const OrtOpAttr** attrs = calloc(nattr ? nattr : 1, sizeof *attrs);
   if (!attrs) return seamless_status(1, "out of memory");
@@ -219,14 +219,14 @@ static OrtStatus* put_node(Buf* b, const OrtNode* node) {
 typedef OrtStatus* (*GraphCountFn)(const OrtGraph*, size_t*);
 typedef OrtStatus* (*GraphValuesFn)(const OrtGraph*, const OrtValueInfo**, size_t);
 
-static OrtStatus* put_graph_values(Buf* b, const OrtGraph* g, GraphCountFn count, GraphValuesFn get, int with_const) {
+static OrtStatus* put_graph_values(Buf* b, const OrtGraph* g, GraphCountFn count, GraphValuesFn get, size_t const_limit) {
   size_t n = 0;
   TRY(count(g, &n));
   const OrtValueInfo** vis = calloc(n ? n : 1, sizeof *vis);
   if (!vis) return seamless_status(1, "out of memory");
   OrtStatus* st = n ? get(g, vis, n) : NULL;
   if (!st) put_i32(b, (int32_t)n);
-  for (size_t i = 0; !st && i < n; i++) st = put_value(b, vis[i], with_const);
+  for (size_t i = 0; !st && i < n; i++) st = put_value(b, vis[i], const_limit);
   free(vis);
   return st;
 }
@@ -240,9 +240,11 @@ static OrtStatus* graph_nodes(const OrtGraph* g, const OrtNode*** nodes, size_t*
   return st;
 }
 
-/* One walk of a graph: inputs, outputs, initializers (with data pointers when with_const),
- * nodes in topological order; optionally a fused node's own inputs/outputs first. */
-static OrtStatus* seamless_dump_graph(const OrtGraph* g, const OrtNode* fused, int with_const, char** out, size_t* out_len) {
+/* One walk of a graph: inputs, outputs, initializers (data pointers of constants up to
+ * const_limit bytes), nodes in topological order; optionally a fused node's own
+ * inputs/outputs first. */
+static OrtStatus* seamless_dump_graph(const OrtGraph* g, const OrtNode* fused, size_t const_limit, char** out,
+                                      size_t* out_len) {
   Buf b = {0};
   const OrtNode** nodes = NULL;
   size_t n = 0;
@@ -250,15 +252,15 @@ static OrtStatus* seamless_dump_graph(const OrtGraph* g, const OrtNode* fused, i
   *out = NULL;
   put_i32(&b, fused != NULL);
   if (fused) {
-    st = put_node_values(&b, fused, ORT(Node_GetNumInputs), ORT(Node_GetInputs));
-    if (!st) st = put_node_values(&b, fused, ORT(Node_GetNumOutputs), ORT(Node_GetOutputs));
+    st = put_node_values(&b, fused, ORT(Node_GetNumInputs), ORT(Node_GetInputs), 0);
+    if (!st) st = put_node_values(&b, fused, ORT(Node_GetNumOutputs), ORT(Node_GetOutputs), 0);
   }
-  if (!st) st = put_graph_values(&b, g, ORT(Graph_GetNumInputs), ORT(Graph_GetInputs), 0);
-  if (!st) st = put_graph_values(&b, g, ORT(Graph_GetNumOutputs), ORT(Graph_GetOutputs), 0);
-  if (!st) st = put_graph_values(&b, g, ORT(Graph_GetNumInitializers), ORT(Graph_GetInitializers), with_const);
+  if (!st) st = put_graph_values(&b, g, ORT(Graph_GetNumInputs), ORT(Graph_GetInputs), const_limit);
+  if (!st) st = put_graph_values(&b, g, ORT(Graph_GetNumOutputs), ORT(Graph_GetOutputs), const_limit);
+  if (!st) st = put_graph_values(&b, g, ORT(Graph_GetNumInitializers), ORT(Graph_GetInitializers), const_limit);
   if (!st) st = graph_nodes(g, &nodes, &n);
   if (!st) put_i32(&b, (int32_t)n);
-  for (size_t i = 0; !st && i < n; i++) st = put_node(&b, nodes[i]);
+  for (size_t i = 0; !st && i < n; i++) st = put_node(&b, nodes[i], const_limit);
   free(nodes);
   if (!st && b.oom) st = seamless_status(1, "out of memory while reading the graph");
   if (st) { free(b.data); return st; }

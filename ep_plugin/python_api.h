@@ -24,7 +24,7 @@ void seamless_release_status(OrtStatus* status);
 const char* seamless_status_message(OrtStatus* status);
 uint32_t seamless_api_version(void);
 OrtEpFactory* seamless_new_factory(void* handle, const char* name, const char* vendor, const char* version, int hw_type);
-OrtStatus* seamless_dump_graph(const OrtGraph* graph, const OrtNode* fused, int with_const, char** out, size_t* out_len);
+OrtStatus* seamless_dump_graph(const OrtGraph* graph, const OrtNode* fused, size_t const_limit, char** out, size_t* out_len);
 OrtStatus* seamless_fuse_nodes(const OrtGraph* graph, OrtEpGraphSupportInfo* info, const int32_t* idx, size_t count);
 OrtStatus* seamless_get_inputs(const OrtKernelContext* ctx, size_t n, void** data, int32_t* types, int32_t* ranks,
                                int64_t* dims, size_t max_rank);

@@ -71,6 +71,20 @@ def test_conv_opsets(opset):
     check("Conv", [data((1, 2, 5, 5)), data((2, 2, 3, 3))], {"pads": [1, 1, 1, 1]}, opset=opset, **CONV_TOL)
 
 
+# float16: ORT accumulates in float32 and rounds once, as the kernels do; allow float16 rounding.
+F16_TOL = {"rtol": 1e-3, "atol": 1e-3}
+
+
+def test_conv_f16():
+    check("Conv", [data((1, 4, 6, 6), np.float16), data((4, 2, 3, 3), np.float16), data(4, np.float16)],
+          {"group": 2, "pads": [1, 1, 1, 1]}, const=[1, 2], **F16_TOL)
+
+
+def test_conv_transpose_f16():
+    check("ConvTranspose", [data((1, 2, 4, 4), np.float16), data((2, 3, 3, 3), np.float16)], {"strides": [2, 2]},
+          const=[1], **F16_TOL)
+
+
 def test_conv_empty_batch():
     check("Conv", [data((0, 2, 5, 5)), data((2, 2, 3, 3))], const=[1])
 
@@ -117,6 +131,8 @@ POOL_CASES = [
     ((1, 2, 7, 7), {"kernel_shape": [3, 3], "strides": [2, 2], "ceil_mode": 1}),
     ((1, 2, 6, 6), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1], "ceil_mode": 1}),
     ((1, 2, 8, 8), {"kernel_shape": [2, 2], "strides": [3, 3], "ceil_mode": 1}),
+    # ceil_mode would start a last window inside the end padding: dropped.
+    ((1, 2, 5, 5), {"kernel_shape": [2, 2], "strides": [2, 2], "pads": [1, 1, 1, 1], "ceil_mode": 1}),
     ((1, 2, 7, 6), {"kernel_shape": [3, 3], "strides": [2, 2], "auto_pad": "SAME_UPPER"}),
     ((1, 2, 6, 6), {"kernel_shape": [2, 2], "auto_pad": "SAME_LOWER"}),
     ((1, 2, 7, 6), {"kernel_shape": [3, 3], "strides": [2, 2], "auto_pad": "VALID"}),
@@ -201,14 +217,22 @@ def test_batch_norm_training_mode_0():
     check("BatchNormalization", _bn_inputs((2, 3, 4)), {"training_mode": 0, "momentum": 0.8}, opset=15)
 
 
+def test_batch_norm_spatial_0():
+    # Opset 7-8 spatial=0: statistics per (C, *spatial) element.
+    c = (3, 2)
+    ins = [data((2, 3, 2)), data(c), data(c), data(c), (rng.random(c) + 0.5).astype(np.float32)]
+    check("BatchNormalization", ins, {"spatial": 0}, opset=7)
+
+
 def test_batch_norm_f16():
-    # float16 outputs: one rounding of a float32 result, compare at float16 precision.
-    check("BatchNormalization", _bn_inputs((2, 3, 4), np.float16), opset=15, rtol=1e-3, atol=1e-3)
+    check("BatchNormalization", _bn_inputs((2, 3, 4), np.float16), opset=15, **F16_TOL)
 
 
-def test_instance_norm():
-    check("InstanceNormalization", [data((2, 3, 4, 5)), data(3), data(3)], {"epsilon": 1e-3}, opset=6,
-          rtol=1e-4, atol=1e-5)  # variance summed in a different order than ORT
+@pytest.mark.parametrize("dtype,tol", [(np.float32, {"rtol": 1e-4, "atol": 1e-5}), (np.float16, F16_TOL)])
+def test_instance_norm(dtype, tol):
+    # float32: the variance is summed in a different order than ORT, hence 1e-4.
+    check("InstanceNormalization", [data((2, 3, 4, 5), dtype), data(3, dtype), data(3, dtype)], {"epsilon": 1e-3},
+          opset=6, **tol)
 
 
 @pytest.mark.parametrize("axis", [-1, 1, -2])
@@ -240,15 +264,23 @@ def test_group_norm(opset):
           opset=opset, rtol=1e-4, atol=1e-5)
 
 
+def test_group_norm_f16():
+    check("GroupNormalization", [data((1, 4, 5), np.float16), data(4, np.float16), data(4, np.float16)],
+          {"num_groups": 2}, opset=21, **F16_TOL)
+
+
 @pytest.mark.parametrize("size", [1, 3, 5])  # ORT rejects even sizes
 def test_lrn(size):
     check("LRN", [data((2, 5, 3, 3))], {"size": size, "alpha": 0.01, "beta": 0.6, "bias": 2.0}, opset=13)
 
 
+def test_lrn_f16():
+    check("LRN", [data((1, 4, 3, 3), np.float16)], {"size": 3}, **F16_TOL)
+
+
 # --- Resize --------------------------------------------------------------------------------
 
-COORD_MODES = ["half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners", "asymmetric",
-               "tf_half_pixel_for_nearest"]
+COORD_MODES = ["half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners", "asymmetric"]
 NEAREST_MODES = ["round_prefer_floor", "round_prefer_ceil", "floor", "ceil"]
 SCALES = [[1, 1, 2.0, 3.0], [1, 1, 0.5, 0.75], [1, 1, 1.7, 0.6]]
 
@@ -266,16 +298,19 @@ def _resize(x, scales=None, sizes=None, roi=None, attrs=None, opset=19, **tol):
 @pytest.mark.parametrize("nearest_mode", NEAREST_MODES)
 @pytest.mark.parametrize("coord", COORD_MODES)
 def test_resize_nearest(coord, nearest_mode, scales):
-    if coord == "tf_half_pixel_for_nearest":
-        opset = 13  # removed in opset 18
-    else:
-        opset = 19
     _resize(data((1, 2, 4, 5)), scales, attrs={"mode": "nearest", "coordinate_transformation_mode": coord,
-                                               "nearest_mode": nearest_mode}, opset=opset)
+                                               "nearest_mode": nearest_mode})
+
+
+@pytest.mark.parametrize("opset", [11, 13])
+@pytest.mark.parametrize("scales", SCALES)
+def test_resize_tf_half_pixel_for_nn(scales, opset):
+    _resize(data((1, 2, 4, 5)), scales, attrs={"coordinate_transformation_mode": "tf_half_pixel_for_nn"},
+            opset=opset)
 
 
 @pytest.mark.parametrize("scales", SCALES)
-@pytest.mark.parametrize("coord", COORD_MODES[:5])
+@pytest.mark.parametrize("coord", COORD_MODES)
 def test_resize_linear(coord, scales):
     _resize(data((1, 2, 4, 5)), scales, attrs={"mode": "linear", "coordinate_transformation_mode": coord})
 
@@ -314,6 +349,11 @@ def test_resize_nearest_ints(dtype):
 @pytest.mark.parametrize("xs,scales", [((4, 5), [2.0, 0.5]), ((1, 2, 3, 4, 5), [1, 1, 2, 1.5, 0.5])])
 def test_resize_linear_2d_3d(xs, scales):
     _resize(data(xs), scales, attrs={"mode": "linear"})
+
+
+@pytest.mark.parametrize("mode", ["nearest", "linear"])
+def test_resize_f16(mode):
+    _resize(data((1, 2, 3, 4), np.float16), [1, 1, 2, 1.5], attrs={"mode": mode}, **F16_TOL)
 
 
 def test_resize_11_sizes():

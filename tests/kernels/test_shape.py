@@ -110,9 +110,6 @@ def test_unsqueeze_scalar():
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("axis", [0, 1, -1])
 def test_concat(dtype, axis):
-    shapes = [[2, 3, 4]] * 3
-    for s, n in zip(shapes, (1, 2, 0)):
-        pass
     parts = []
     for n in (1, 2, 0):  # one empty part
         s = [2, 3, 4]
@@ -394,7 +391,7 @@ def test_pad_11(dtype, mode, pads):
 
 @pytest.mark.parametrize("mode", ["reflect", "edge", "wrap"])
 def test_pad_crop_then_pad(mode):
-    # Negative pads crop before the other side is padded: reflect may reach 2 past the cropped start only.
+    # Negative pads crop first, then the other side pads from the cropped tensor (as ORT does).
     check("Pad", [np.arange(4, dtype=np.float32), ints(-1, 2)], {"mode": mode}, opset=19)
 
 

@@ -13,12 +13,16 @@ LOG_WARNING, LOG_ERROR = 2, 3
 PARTITIONS: deque = deque(maxlen=64)
 
 
-def dump_graph(graph, fused_node=None, with_const=False):
+SMALL_CONSTANT = 1024  # bytes of constant data GetCapability reads (checks may look at small constants)
+ALL_CONSTANTS = 2**63 - 1
+
+
+def dump_graph(graph, fused_node=None, const_limit=SMALL_CONSTANT):
     """One C walk of an OrtGraph, parsed into our IR (constants copied while ORT's memory is valid)."""
     ffi, lib = bridge.ffi, bridge.lib
     out, out_len = ffi.new("char**"), ffi.new("size_t*")
     bridge.check(lib.seamless_dump_graph(graph, fused_node if fused_node is not None else ffi.NULL,
-                                         int(with_const), out, out_len))
+                                         const_limit, out, out_len))
     try:
         data = bytes(ffi.buffer(out[0], out_len[0]))
     finally:
@@ -54,7 +58,7 @@ class Ep:
     def compile(self, graph_ptr, fused_node_ptr) -> CompiledKernel:
         if self.option_error is not None:
             raise self.option_error
-        graph, inputs, outputs = dump_graph(graph_ptr, fused_node_ptr, with_const=True)
+        graph, inputs, outputs = dump_graph(graph_ptr, fused_node_ptr, ALL_CONSTANTS)
         return CompiledKernel(self.name, graph, inputs, outputs)
 
 

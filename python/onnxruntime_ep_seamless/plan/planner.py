@@ -101,7 +101,9 @@ class Plan:
 
 def as_output(array, dtype: np.dtype) -> np.ndarray:
     """A C-contiguous array of the declared output dtype (kernels may return numpy scalars)."""
-    out = np.ascontiguousarray(array)
+    out = np.asarray(array)  # not ascontiguousarray: it turns 0-d results into shape (1,)
+    if not out.flags.c_contiguous:
+        out = out.copy()
     if out.dtype != dtype:
         raise TypeError(f"kernel produced {out.dtype}, the graph declares {dtype}")
     return out

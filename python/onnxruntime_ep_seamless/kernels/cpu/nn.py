@@ -352,10 +352,10 @@ def _original_coords(mode, out_len, in_len, scale, roi_start, roi_end):
         adjustment = _F32(out_len) / (scale * _F32(in_len))
         offset = _F32(in_len) / _F32(2) * (_F32(1) - adjustment)
         # ORT finishes this one in double before rounding to float, which decides floor() near integers.
-        return (np.float64(offset) + (x + 0.5) / np.float64(scale) - 0.5).astype(_F32)
+        return (np.float64(offset) + (x.astype(np.float64) + 0.5) / np.float64(scale) - 0.5).astype(_F32)
     if mode == "pytorch_half_pixel":
         return (x + half) / scale - half if out_len > 1 else np.zeros(out_len, _F32)
-    if mode in ("tf_half_pixel_for_nearest", "tf_half_pixel_for_nn"):  # ORT knows only the second name
+    if mode == "tf_half_pixel_for_nn":  # opset 11 only
         return (x + half) / scale
     if mode == "align_corners":
         return np.zeros(out_len, _F32) if out_len == 1 else x * _F32(in_len - 1) / _F32(out_len - 1)
