@@ -290,28 +290,43 @@ static OrtStatus* seamless_fuse_nodes(const OrtGraph* g, OrtEpGraphSupportInfo* 
 }
 
 /* ---- per-run binding (hot path) ---------------------------------------------------- */
-/* All inputs of a fused node in one call: data pointer, element type, rank and dims. */
-static OrtStatus* seamless_get_inputs(const OrtKernelContext* ctx, size_t n, void** data, int32_t* types,
-                                      int32_t* ranks, int64_t* dims, size_t max_rank) {
+/* All inputs of a fused node in one call: data pointer, size in bytes, element type, rank, dims.
+ * The arrays hold the previous run's values on entry (they are per thread); changed[i] says
+ * whether input i differs from then, so Python rebuilds only the views that changed.
+ * Returns the number of changed inputs, or -1 with *status set. */
+static int seamless_get_inputs(const OrtKernelContext* ctx, size_t n, void** data, size_t* nbytes, int32_t* types,
+                               int32_t* ranks, int64_t* dims, size_t max_rank, uint8_t* changed, OrtStatus** status) {
+  int count = 0;
+  int64_t shape[64];
+  *status = NULL;
+  if (max_rank > 64) { *status = seamless_status(1, "max_rank above 64"); return -1; }
   for (size_t i = 0; i < n; i++) {
     const OrtValue* v = NULL;
     OrtTensorTypeAndShapeInfo* info = NULL;
-    TRY(ORT(KernelContext_GetInput)(ctx, i, &v));
-    if (!v) { data[i] = NULL; types[i] = 0; ranks[i] = -1; continue; }
-    TRY(ORT(GetTensorMutableData)((OrtValue*)v, &data[i]));
-    TRY(ORT(GetTensorTypeAndShape)(v, &info));
+    void* p = NULL;
+    size_t size = 0, r = 0;
     ONNXTensorElementDataType t = 0;
-    size_t r = 0;
-    OrtStatus* st = ORT(GetTensorElementType)(info, &t);
-    if (!st) st = ORT(GetDimensionsCount)(info, &r);
-    if (!st && r > max_rank) st = seamless_status(1, "input rank above the EP's limit");
-    if (!st) st = ORT(GetDimensions)(info, dims + i * max_rank, r);
-    ORT(ReleaseTensorTypeAndShapeInfo)(info);
-    if (st) return st;
-    types[i] = t;
-    ranks[i] = (int32_t)r;
+    OrtStatus* st = ORT(KernelContext_GetInput)(ctx, i, &v);
+    if (!st && v) st = ORT(GetTensorMutableData)((OrtValue*)v, &p);
+    if (!st && v) st = ORT(GetTensorSizeInBytes)(v, &size);
+    if (!st && v) st = ORT(GetTensorTypeAndShape)(v, &info);
+    if (!st && v) st = ORT(GetTensorElementType)(info, &t);
+    if (!st && v) st = ORT(GetDimensionsCount)(info, &r);
+    if (!st && v && r > max_rank) st = seamless_status(1, "input rank above the EP's limit");
+    if (!st && v) st = ORT(GetDimensions)(info, shape, r);
+    if (info) ORT(ReleaseTensorTypeAndShapeInfo)(info);
+    if (st) { *status = st; return -1; }
+    int32_t rank = v ? (int32_t)r : -1;
+    int64_t* d = dims + i * max_rank;
+    int same = data[i] == p && nbytes[i] == size && types[i] == t && ranks[i] == rank &&
+               (rank <= 0 || memcmp(d, shape, (size_t)rank * sizeof *d) == 0);
+    changed[i] = !same;
+    if (same) continue;
+    count++;
+    data[i] = p; nbytes[i] = size; types[i] = t; ranks[i] = rank;
+    if (rank > 0) memcpy(d, shape, (size_t)rank * sizeof *d);
   }
-  return NULL;
+  return count;
 }
 
 /* All outputs in one call: ORT allocates each with the given dims, then we copy the bytes. */

@@ -26,8 +26,8 @@ uint32_t seamless_api_version(void);
 OrtEpFactory* seamless_new_factory(void* handle, const char* name, const char* vendor, const char* version, int hw_type);
 OrtStatus* seamless_dump_graph(const OrtGraph* graph, const OrtNode* fused, size_t const_limit, char** out, size_t* out_len);
 OrtStatus* seamless_fuse_nodes(const OrtGraph* graph, OrtEpGraphSupportInfo* info, const int32_t* idx, size_t count);
-OrtStatus* seamless_get_inputs(const OrtKernelContext* ctx, size_t n, void** data, int32_t* types, int32_t* ranks,
-                               int64_t* dims, size_t max_rank);
+int seamless_get_inputs(const OrtKernelContext* ctx, size_t n, void** data, size_t* nbytes, int32_t* types,
+                        int32_t* ranks, int64_t* dims, size_t max_rank, uint8_t* changed, OrtStatus** status);
 OrtStatus* seamless_set_outputs(OrtKernelContext* ctx, size_t n, void* const* src, const int32_t* ranks,
                                 const int64_t* dims, size_t max_rank, const size_t* nbytes);
 void seamless_log(const OrtLogger* logger, int level, const char* msg);

@@ -127,6 +127,19 @@ def _smoke(ort, seamless):
     seamless.assert_ep_selected(sess)
 
 
+def cmd_bench(args) -> int:
+    from .bench import compare_latency, print_result
+    if args.what == "overhead":
+        model, dims, title = SMOKE_MODEL, {"n": 16}, "per-run overhead, one Add node [16] float32"
+    else:
+        model, title = args.what, f"latency of {os.path.basename(args.what)}"
+        dims = dict((k, int(v)) for k, v in (d.split("=") for d in args.dim))
+        title += "".join(f", {k}={v}" for k, v in dims.items())
+    result = compare_latency(model, lambda sess: random_feeds(sess, dims), args.runs, args.rounds, args.threads)
+    print_result(title, result, args.json)
+    return 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m onnxruntime_ep_seamless", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -140,6 +153,14 @@ def main(argv=None) -> int:
     p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE", help="provider option")
     p.add_argument("--runs", type=int, default=20)
     p.set_defaults(fn=cmd_run)
+    p = sub.add_parser("bench", help="latency of our EP vs stock ORT CPU in this process, alternating")
+    p.add_argument("what", help="'overhead' (one-node model) or a model path")
+    p.add_argument("--dim", action="append", default=[], metavar="NAME=SIZE", help="size of a symbolic dim")
+    p.add_argument("--runs", type=int, default=200, help="runs per round and EP")
+    p.add_argument("--rounds", type=int, default=7)
+    p.add_argument("--threads", type=int, default=1, help="intra-op threads for both EPs")
+    p.add_argument("--json", help="write the result as JSON here")
+    p.set_defaults(fn=cmd_bench)
     p = sub.add_parser("check", help="versions, library path, devices, a smoke test; says what is wrong")
     p.set_defaults(fn=cmd_check)
     args = parser.parse_args(argv)

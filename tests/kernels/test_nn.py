@@ -22,7 +22,8 @@ def check(op, inputs, attrs=None, opset=17, outputs=None, const=(), rtol=1e-5, a
         if a is None:
             specs.append(("", np.float32, None))
             continue
-        a = np.asarray(a)
+        a = np.array(a)
+        a.flags.writeable = False  # kernels must never write into their inputs
         specs.append((f"in{i}", a.dtype, a.shape))
         if i in const:
             inits.append(numpy_helper.from_array(a, f"in{i}"))
@@ -250,6 +251,12 @@ def test_layer_norm_f16():
     xs = (2, 3, 8)
     check("LayerNormalization", [data(xs, np.float16), data(8, np.float16), data(8, np.float16)], {},
           outputs=[np.float16, np.float32, np.float32], rtol=2e-3, atol=2e-3)
+
+
+def test_layer_norm_f64():
+    # Mean/InvStdDev take stash_type's float32 even for float64 inputs.
+    check("LayerNormalization", [data((3, 5), np.float64), data(5, np.float64)], {},
+          outputs=[np.float64, np.float32, np.float32])
 
 
 def test_layer_norm_y_only():

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import traceback
+import warnings
 
 ORT_FAIL = 1
 ffi = lib = None          # set by attach(): the cffi embedding module's ffi and lib
@@ -43,6 +44,9 @@ def attach(ffi_, lib_) -> None:
     """Bind the callbacks to the embedding module (runs once, from its init code)."""
     global ffi, lib
     ffi, lib = ffi_, lib_
+    # numpy warns on overflow, 0/0 etc.; ORT computes the same inf/nan silently. Ignore those
+    # warnings only where our kernels and plans raise them (np.errstate per run costs ~1 us).
+    warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"onnxruntime_ep_seamless\.")
     from .factory import Factory
 
     @ffi.def_extern()

@@ -30,37 +30,40 @@ class CompiledKernel:
         b = getattr(self._tls, "b", None)
         if b is None:
             ffi = bridge.ffi
-            b = self._tls.b = _Buffers(ffi, max(self.n_in, 1), max(self.n_out, 1))
+            b = self._tls.b = _Buffers(ffi, self.n_in, self.n_out)
         return b
+
+    @staticmethod
+    def _view(b, i: int):
+        rank = b.in_ranks[i]
+        if rank < 0:
+            return None  # absent optional input
+        dtype = ONNX_TO_NUMPY[b.in_types[i]]
+        shape = tuple(b.in_dims[i * MAX_RANK:i * MAX_RANK + rank])
+        nbytes = b.in_nbytes[i]
+        if not nbytes:
+            return np.empty(shape, dtype)
+        arr = np.frombuffer(bridge.ffi.buffer(b.in_data[i], nbytes), dtype).reshape(shape)
+        arr.flags.writeable = False  # inputs are the caller's memory: never written
+        return arr
 
     def compute(self, ctx) -> None:
         ffi, lib = bridge.ffi, bridge.lib
         b = self._buffers()
-        bridge.check(lib.seamless_get_inputs(ctx, self.n_in, b.in_data, b.in_types, b.in_ranks, b.in_dims, MAX_RANK))
-        args = []
-        for i in range(self.n_in):
-            rank = b.in_ranks[i]
-            if rank < 0:
-                args.append(None)
-                continue
-            dtype = ONNX_TO_NUMPY[b.in_types[i]]
-            shape = tuple(b.in_dims_np[i, :rank].tolist())
-            nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-            if nbytes:
-                arr = np.frombuffer(ffi.buffer(b.in_data[i], nbytes), dtype).reshape(shape)
-                arr.flags.writeable = False  # inputs are the caller's memory: never written
-            else:
-                arr = np.empty(shape, dtype)
-            args.append(arr)
-        results = self.plan.run(*args)
-        keep = []
-        for i, (value, dtype) in enumerate(zip(results, self.out_dtypes)):
-            arr = as_output(value, dtype)
-            if arr.ndim > MAX_RANK:
-                raise ValueError(f"output rank {arr.ndim} exceeds {MAX_RANK}")
-            keep.append(arr)
-            b.out_ranks[i] = arr.ndim
-            b.out_dims_np[i, :arr.ndim] = arr.shape
+        args = b.args
+        if lib.seamless_get_inputs(ctx, self.n_in, b.in_data, b.in_nbytes, b.in_types, b.in_ranks, b.in_dims,
+                                   MAX_RANK, b.changed, b.status):
+            bridge.check(b.status[0])
+            for i in range(self.n_in):
+                if b.changed[i]:  # new memory, type or shape since this thread's last run
+                    args[i] = self._view(b, i)
+        outputs = [as_output(v, t) for v, t in zip(self.plan.run(*args), self.out_dtypes)]  # alive until copied
+        for i, arr in enumerate(outputs):
+            ndim = arr.ndim
+            if ndim > MAX_RANK:
+                raise ValueError(f"output rank {ndim} exceeds {MAX_RANK}")
+            b.out_ranks[i] = ndim
+            b.out_dims[i * MAX_RANK:i * MAX_RANK + ndim] = arr.shape
             b.out_nbytes[i] = arr.nbytes
             b.out_data[i] = ffi.from_buffer(arr) if arr.nbytes else ffi.NULL
         bridge.check(lib.seamless_set_outputs(ctx, self.n_out, b.out_data, b.out_ranks, b.out_dims, MAX_RANK,
@@ -69,13 +72,17 @@ class CompiledKernel:
 
 class _Buffers:
     def __init__(self, ffi, n_in: int, n_out: int):
+        self.args = [None] * n_in        # input views of the last run on this thread
+        n_in, n_out = max(n_in, 1), max(n_out, 1)  # C arrays of at least one element
         self.in_data = ffi.new("void*[]", n_in)
+        self.in_nbytes = ffi.new("size_t[]", n_in)
         self.in_types = ffi.new("int32_t[]", n_in)
         self.in_ranks = ffi.new("int32_t[]", n_in)
         self.in_dims = ffi.new("int64_t[]", n_in * MAX_RANK)
-        self.in_dims_np = np.frombuffer(ffi.buffer(self.in_dims), np.int64).reshape(n_in, MAX_RANK)
+        self.in_ranks[0:n_in] = [-2] * n_in  # "never seen": the first run builds every view
+        self.changed = ffi.new("uint8_t[]", n_in)
+        self.status = ffi.new("OrtStatus**")
         self.out_data = ffi.new("void*[]", n_out)
         self.out_ranks = ffi.new("int32_t[]", n_out)
         self.out_dims = ffi.new("int64_t[]", n_out * MAX_RANK)
-        self.out_dims_np = np.frombuffer(ffi.buffer(self.out_dims), np.int64).reshape(n_out, MAX_RANK)
         self.out_nbytes = ffi.new("size_t[]", n_out)

@@ -14,6 +14,7 @@ from ..graph.ir import Graph
 from ..kernels.registry import lookup
 
 _plan_ids = itertools.count()
+GENERATED_MODULE = "onnxruntime_ep_seamless.plan.generated"  # __name__ of generated plans, for warning filters
 
 
 class KernelError(RuntimeError):
@@ -26,7 +27,7 @@ class Plan:
         self.output_names = list(output_names)
         self.nodes = graph.nodes
         self.filename = f"<seamless {label} #{next(_plan_ids)}>"
-        namespace: dict = {}
+        namespace: dict = {"__name__": GENERATED_MODULE}
         local: dict[str, str] = {}       # value name -> python expression
         for i, name in enumerate(self.input_names):
             local[name] = f"i{i}"
@@ -82,8 +83,7 @@ class Plan:
 
     def run(self, *inputs) -> tuple:
         try:
-            with np.errstate(all="ignore"):  # overflow to inf etc. is a result, as in ORT, not a warning
-                return self._run(*inputs)
+            return self._run(*inputs)
         except Exception as exc:  # name the node that failed
             node = self._failing_node(exc)
             where = f"node {node.label!r} ({node.key})" if node else "plan"
@@ -101,9 +101,9 @@ class Plan:
 
 def as_output(array, dtype: np.dtype) -> np.ndarray:
     """A C-contiguous array of the declared output dtype (kernels may return numpy scalars)."""
-    out = np.asarray(array)  # not ascontiguousarray: it turns 0-d results into shape (1,)
+    out = array if type(array) is np.ndarray else np.asarray(array)  # not ascontiguousarray: 0-d -> (1,)
     if not out.flags.c_contiguous:
         out = out.copy()
-    if out.dtype != dtype:
+    if out.dtype is not dtype and out.dtype != dtype:
         raise TypeError(f"kernel produced {out.dtype}, the graph declares {dtype}")
     return out

@@ -36,7 +36,7 @@ def _geometry(in_shape, kernel, strides, dilations, pads, auto_pad, ceil_mode=0)
         if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
             o = -(-n // s)
             total = max((o - 1) * s + span - n, 0)
-            b = total - total // 2 if auto_pad == "SAME_LOWER" else total // 2  # odd padding: extra at the end for UPPER
+            b = total - total // 2 if auto_pad == "SAME_LOWER" else total // 2  # UPPER: odd unit at the end
             e = total - b
         elif auto_pad == "VALID":
             b = e = 0
@@ -292,13 +292,14 @@ def _check_stash(node, graph):
 
 @kernel("LayerNormalization", since=17, types=FLOATS, check=_check_stash)
 def layer_normalization(X, Scale, B=None, *, axis=-1, epsilon=1e-5, stash_type=1):
-    st = ONNX_TO_NUMPY[stash_type]
+    st = ONNX_TO_NUMPY[stash_type]  # the type of Mean and InvStdDev
+    ct = np.promote_types(st, X.dtype)  # float64 inputs keep float64 arithmetic, as in ORT
     axis = axis + X.ndim if axis < 0 else axis
-    y, mean, inv_std = _normalize(X.astype(st), tuple(range(axis, X.ndim)), epsilon)
-    y = y * Scale.astype(st)
+    y, mean, inv_std = _normalize(X.astype(ct), tuple(range(axis, X.ndim)), epsilon)
+    y = y * Scale.astype(ct)
     if B is not None:
-        y += B.astype(st)
-    return (y.astype(X.dtype, copy=False), mean, inv_std)
+        y += B.astype(ct)
+    return (y.astype(X.dtype, copy=False), mean.astype(st, copy=False), inv_std.astype(st, copy=False))
 
 
 def _group_norm(X, num_groups, epsilon, stash):

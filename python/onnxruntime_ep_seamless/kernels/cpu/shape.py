@@ -46,7 +46,7 @@ def flatten(data, *, axis=1):
 
 
 def _squeeze(data, axes):
-    if axes is None:
+    if not axes:  # absent, or empty as ORT reads it: drop every 1
         return (np.squeeze(data),)
     return (np.squeeze(data, axis=tuple(axes)),)
 
