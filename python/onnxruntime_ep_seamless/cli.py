@@ -20,7 +20,8 @@ NUMPY_OF = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(
 
 
 def random_feeds(session, dims: dict[str, int], seed: int = 0) -> dict:
-    """Inputs for a session: symbolic dims from `dims` (default 1), ids in [0, 100), floats ~ N(0, 1)."""
+    """Inputs for a session: symbolic dims from `dims` (default 1), floats ~ N(0, 1), integers in
+    [0, 100) except masks (1) and token type ids (0), as transformer models expect."""
     rng = np.random.default_rng(seed)
     feeds = {}
     for inp in session.get_inputs():
@@ -29,7 +30,8 @@ def random_feeds(session, dims: dict[str, int], seed: int = 0) -> dict:
             raise SystemExit(f"input {inp.name!r} has type {inp.type}; pass it in an .npz file with --inputs")
         shape = [d if isinstance(d, int) and d >= 0 else dims.get(str(d), 1) for d in inp.shape]
         if np.issubdtype(dtype, np.integer):
-            feeds[inp.name] = rng.integers(0, 100, shape).astype(dtype)
+            low, high = (1, 2) if "mask" in inp.name else (0, 1) if "type" in inp.name else (0, 100)
+            feeds[inp.name] = rng.integers(low, high, shape).astype(dtype)
         elif dtype == np.bool_:
             feeds[inp.name] = rng.integers(0, 2, shape).astype(bool)
         else:
