@@ -507,12 +507,25 @@ static OrtEpFactory* seamless_new_factory(void* handle, const char* name, const 
 }
 
 /* ---- entry points (forwarded by the shim) -------------------------------------------- */
+/* cffi's start-up aborts the process when its own backend is missing: check first. */
+static int cffi_backend_missing(void) {
+  if (!Py_IsInitialized()) return 0;  /* a C host: cffi starts the interpreter itself */
+  PyGILState_STATE gil = PyGILState_Ensure();
+  PyObject* module = PyImport_ImportModule("_cffi_backend");
+  if (module) Py_DECREF(module); else PyErr_Clear();
+  PyGILState_Release(gil);
+  return module == NULL;
+}
+
 __attribute__((visibility("default")))
 OrtStatus* seamless_entry_create_ep_factories(const char* registered_name, const OrtApiBase* base, const OrtLogger* logger,
                                               OrtEpFactory** factories, size_t max_factories, size_t* num_factories) {
   *num_factories = 0;
   OrtStatus* st = negotiate(base);
   if (st || !g_api) return st;
+  if (cffi_backend_missing())
+    return seamless_status(1, "onnxruntime-ep-seamless: the Python package 'cffi' is not installed in this "
+                              "interpreter. Fix: pip install cffi");
   /* cffi reports a failed Python start-up by returning 0 from every extern "Python" call */
   if (!py_ready())
     return seamless_status(1, "onnxruntime-ep-seamless: the embedded Python layer failed to initialize "

@@ -12,8 +12,9 @@ if [ ! -x "$VENV/bin/python" ]; then
   python3 -m venv "$VENV"
   "$VENV/bin/python" -m pip install -q --upgrade pip
 fi
-"$VENV/bin/python" -m pip install -q --disable-pip-version-check -r tests/requirements.txt
-"$VENV/bin/python" -m pip install -q --disable-pip-version-check --force-reinstall --no-deps .
+PIP=("$VENV/bin/python" -m pip install -q --disable-pip-version-check)
+"${PIP[@]}" -r tests/requirements.txt .          # dependencies, ours included
+"${PIP[@]}" --force-reinstall --no-deps .        # and always this checkout's build
 "$VENV/bin/python" tests/material.py
 cd tests  # import the installed package, not the source tree
 exec "$VENV/bin/python" -m pytest -q -p no:cacheprovider "$@" .

@@ -172,6 +172,20 @@ def test_runtime_below_floor_is_refused_with_a_clear_error():
     assert code == 1 and ">= 1.23" in msg and "1.22.1" in msg and "pip install" in msg
 
 
+def test_missing_cffi_is_a_clear_error_not_a_crash():
+    out = run_python("""
+        import sys
+        sys.modules["_cffi_backend"] = None  # as if cffi were not installed
+        import onnxruntime_ep_seamless as seamless
+        try:
+            seamless.register()
+        except Exception as exc:
+            print(exc)
+        """)
+    assert out.returncode == 0, out.stderr
+    assert "'cffi' is not installed" in out.stdout and "pip install cffi" in out.stdout
+
+
 def test_four_threads_one_session_exact_results():
     out = run_python("""
         import threading, numpy as np, onnxruntime as ort, onnxruntime_ep_seamless as seamless

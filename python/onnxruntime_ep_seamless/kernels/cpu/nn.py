@@ -295,6 +295,13 @@ def layer_normalization(X, Scale, B=None, *, axis=-1, epsilon=1e-5, stash_type=1
     st = ONNX_TO_NUMPY[stash_type]  # the type of Mean and InvStdDev
     ct = np.promote_types(st, X.dtype)  # float64 inputs keep float64 arithmetic, as in ORT
     axis = axis + X.ndim if axis < 0 else axis
+    cols = int(np.prod(X.shape[axis:]))
+    if (ct == np.float32 and X.size and Scale.size == cols and (B is None or B.size == cols)
+            and Scale.dtype == np.float32 and (B is None or B.dtype == np.float32)):
+        from .native import layer_norm_trailing  # one native pass instead of several numpy ones
+        y, mean, inv_std = layer_norm_trailing(X, Scale, B, cols, epsilon)
+        stats = X.shape[:axis] + (1,) * (X.ndim - axis)
+        return y, mean.reshape(stats), inv_std.reshape(stats)
     y, mean, inv_std = _normalize(X.astype(ct), tuple(range(axis, X.ndim)), epsilon)
     y = y * Scale.astype(ct)
     if B is not None:

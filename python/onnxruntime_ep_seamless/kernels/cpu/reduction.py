@@ -157,6 +157,9 @@ def argmin(data, *, axis=0, keepdims=1, select_last_index=0):
 
 @_quiet
 def _softmax(x, axis):
+    if x.dtype == np.float32 and axis == x.ndim - 1 and x.size:
+        from .native import softmax_last_axis
+        return softmax_last_axis(x)
     shifted = x - np.max(x, axis=axis, keepdims=True)
     e = np.exp(shifted)
     return e / np.sum(e, axis=axis, keepdims=True)
