@@ -15,6 +15,12 @@ fi
 PIP=("$VENV/bin/python" -m pip install -q --disable-pip-version-check)
 "${PIP[@]}" -r tests/requirements.txt .          # dependencies, ours included
 "${PIP[@]}" --force-reinstall --no-deps .        # and always this checkout's build
+# the oldest onnxruntime we support, in its own small venv (tests/abi/test_oldest_runtime.py)
+OLD="$CACHE/venv-$(basename "$VENV" | cut -d- -f2)-ort1.23"
+[ -x "$OLD/bin/python" ] || python3 -m venv "$OLD"
+"$OLD/bin/python" -m pip install -q --disable-pip-version-check onnxruntime==1.23.2 .
+"$OLD/bin/python" -m pip install -q --disable-pip-version-check --force-reinstall --no-deps .
+export SEAMLESS_OLDEST_ORT_PYTHON="$OLD/bin/python"
 "$VENV/bin/python" tests/material.py
 cd tests  # import the installed package, not the source tree
 exec "$VENV/bin/python" -m pytest -q -p no:cacheprovider "$@" .

@@ -12,10 +12,11 @@ import os
 from dataclasses import dataclass, field
 
 __version__ = "0.1.0"
-__all__ = ["__version__", "get_library_path", "get_ep_name", "get_ep_names", "register", "unregister",
+__all__ = ["__version__", "DEMO_MODEL", "get_library_path", "get_ep_name", "get_ep_names", "register", "unregister",
            "get_devices", "session_options", "assert_ep_selected", "partition_report", "PartitionReport"]
 
 MIN_ONNXRUNTIME_VERSION = "1.23"
+DEMO_MODEL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "demo", "demo_model.onnx")
 _VARIANTS = {"cpu": ("SeamlessCPUExecutionProvider", "libonnxruntime_ep_seamless_cpu.so",
                      "onnxruntime_ep_seamless_cpu")}
 _registered: dict[str, str] = {}  # device -> library path registered by this process
@@ -71,7 +72,7 @@ def register(device: str = "cpu") -> str:
     except Exception as exc:
         if "already registered" not in str(exc):
             raise
-        found = {d.ep_metadata.get("library_path") for d in ort.get_ep_devices() if d.ep_name == ep_name}
+        found = {d.ep_metadata.get("library_path", path) for d in ort.get_ep_devices() if d.ep_name == ep_name}
         if found != {path}:
             raise RuntimeError(f"{registration_name!r} is already registered from {sorted(found)}, not {path}") from exc
     _registered[device] = path
@@ -90,7 +91,9 @@ def get_devices(device: str = "cpu") -> list:
     ort = _ort()
     path = register(device)
     ep_name = get_ep_name(device)
-    return [d for d in ort.get_ep_devices() if d.ep_name == ep_name and d.ep_metadata.get("library_path") == path]
+    # ORT >= 1.24 records the library path in the metadata; 1.23 does not
+    return [d for d in ort.get_ep_devices()
+            if d.ep_name == ep_name and d.ep_metadata.get("library_path", path) == path]
 
 
 def session_options(device: str = "cpu", base=None, **options):
@@ -125,16 +128,24 @@ class PartitionReport:
 
 def partition_report(session, device: str = "cpu") -> PartitionReport:
     """Which nodes of `session` ran on our EP, which elsewhere, and why we declined them."""
-    from .abi.ep import latest_partition
+    from .abi.ep import PARTITIONS, latest_partition
     ep_name = get_ep_name(device)
+    report = PartitionReport(ep_name)
     if not hasattr(session, "get_provider_graph_assignment_info"):
-        raise RuntimeError("partition_report needs onnxruntime >= 1.24 (get_provider_graph_assignment_info)")
+        # onnxruntime 1.23 cannot say where nodes ran: use our EP's most recent partitioning
+        if not PARTITIONS:
+            raise RuntimeError(f"{ep_name} has partitioned no graph in this process")
+        result = PARTITIONS[-1][1]
+        claimed = {i for group in result.groups for i in group}
+        report.ep_nodes = [result.nodes[i] for i in sorted(claimed)]
+        report.fallback_nodes = [(*n, "another EP") for i, n in enumerate(result.nodes) if i not in claimed]
+        report.declined = dict(result.declined)
+        return report
     try:
         subgraphs = session.get_provider_graph_assignment_info()
     except Exception as exc:
         raise RuntimeError("create the session with onnxruntime_ep_seamless.session_options(), or set "
                            "'session.record_ep_graph_assignment_info' to '1'") from exc
-    report = PartitionReport(ep_name)
     for sub in subgraphs:
         for node in sub.get_nodes():
             op = f"{node.domain}::{node.op_type}" if node.domain else node.op_type

@@ -10,9 +10,8 @@ import time
 
 import numpy as np
 
-from . import __version__
+from . import DEMO_MODEL, __version__
 
-DEMO_MODEL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "demo", "demo_model.onnx")
 SMOKE_MODEL = os.path.join(os.path.dirname(DEMO_MODEL), "add.onnx")
 NUMPY_OF = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(double)": np.float64,
             "tensor(int64)": np.int64, "tensor(int32)": np.int32, "tensor(int8)": np.int8,

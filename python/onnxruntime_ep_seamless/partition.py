@@ -18,7 +18,11 @@ from .kernels.registry import lookup
 class PartitionResult:
     groups: list[list[int]]                            # node indices per fused node, topological order
     declined: dict[tuple[str, str], str] = field(default_factory=dict)  # (node name, op) -> reason
-    total: int = 0
+    nodes: list[tuple[str, str]] = field(default_factory=list)          # (node name, op) by index
+
+    @property
+    def total(self) -> int:
+        return len(self.nodes)
 
     @property
     def claimed(self) -> int:
@@ -56,4 +60,4 @@ def partition(graph: Graph) -> PartitionResult:
         upstream.append(key)
         if supported[node.index]:
             groups.setdefault(key, []).append(node.index)
-    return PartitionResult(list(groups.values()), declined, len(graph.nodes))
+    return PartitionResult(list(groups.values()), declined, [(n.name, n.key) for n in graph.nodes])
