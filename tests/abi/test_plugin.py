@@ -250,3 +250,14 @@ def test_unregister_then_register_again():
         """)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "ok"
+
+
+@pytest.mark.skipif(tuple(map(int, ort.__version__.split(".")[:2])) < (1, 25),
+                    reason="plugin EPs are selectable by name from onnxruntime 1.25")
+def test_selectable_by_name_in_providers():
+    seamless.register()
+    sess = ort.InferenceSession(chain_model().SerializeToString(),
+                                providers=[("SeamlessCPUExecutionProvider", {}), "CPUExecutionProvider"])
+    assert sess.get_providers()[0] == "SeamlessCPUExecutionProvider"
+    (z,) = sess.run(None, {"x": np.ones((1, 16), np.float32), "y": np.ones(16, np.float32)})
+    np.testing.assert_array_equal(z, np.ones((1, 16), np.float32))
