@@ -343,6 +343,17 @@ static OrtStatus* seamless_set_outputs(OrtKernelContext* ctx, size_t n, void* co
   return NULL;
 }
 
+/* ---- threads --------------------------------------------------------------------------- */
+/* Runs fn(user, i) for i in [0, n) on the session's intra-op thread pool (native kernels get
+ * this function and the kernel context as a pair, so they stay independent of ORT). */
+static void seamless_parallel_for(void* ctx, void (*fn)(void*, size_t), size_t n, void* user) {
+  OrtStatus* st = ctx ? ORT(KernelContext_ParallelFor)((const OrtKernelContext*)ctx, fn, n, 0, user) : NULL;
+  if (!ctx || st) {
+    if (st) ORT(ReleaseStatus)(st);
+    for (size_t i = 0; i < n; i++) fn(user, i);
+  }
+}
+
 /* ---- logging ------------------------------------------------------------------------ */
 static void seamless_log(const OrtLogger* logger, int level, const char* msg) {
   if (!logger || !g_api) { fprintf(stderr, "%s\n", msg); return; }

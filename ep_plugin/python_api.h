@@ -30,6 +30,7 @@ int seamless_get_inputs(const OrtKernelContext* ctx, size_t n, void** data, size
                         int32_t* ranks, int64_t* dims, size_t max_rank, uint8_t* changed, OrtStatus** status);
 OrtStatus* seamless_set_outputs(OrtKernelContext* ctx, size_t n, void* const* src, const int32_t* ranks,
                                 const int64_t* dims, size_t max_rank, const size_t* nbytes);
+void seamless_parallel_for(void* ctx, void (*fn)(void*, size_t), size_t n, void* user);
 void seamless_log(const OrtLogger* logger, int level, const char* msg);
 void seamless_free(void* p);
 const char* seamless_module_path(void);

@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "parallel.h"
 #include "simd.h"
 
 /* e^x for x in [-87, 88]: x = k ln2 + r, |r| <= ln2/2, e^r by its degree-6 Taylor polynomial
@@ -40,24 +41,73 @@ static inline float seamless_erf1(float x) {
   return x != x ? x : y;  /* NaN stays NaN */
 }
 
-SEAMLESS_SIMD void seamless_erf_f32(const float* x, float* y, size_t n) {
-  for (size_t i = 0; i < n; i++) y[i] = seamless_erf1(x[i]);
+typedef struct { const float* x; float* y; size_t n, tasks; } UnaryJob;
+
+SEAMLESS_SIMD static void erf_task(void* user, size_t task) {
+  UnaryJob* job = user;
+  size_t begin, end;
+  seamless_task_range(job->n, job->tasks, task, &begin, &end);
+  for (size_t i = begin; i < end; i++) job->y[i] = seamless_erf1(job->x[i]);
+}
+
+void seamless_erf_f32(const float* x, float* y, size_t n, void* par_fn, void* par_ctx) {
+  UnaryJob job = {x, y, n, seamless_task_count(n, 1 << 15)};
+  seamless_run_tasks(par_fn, par_ctx, job.tasks, erf_task, &job);
 }
 
 void seamless_erf_f64(const double* x, double* y, size_t n) {
   for (size_t i = 0; i < n; i++) y[i] = erf(x[i]);
 }
 
-/* Softmax over the last axis of a [rows, cols] array, one pass for the max, one for exp and sum. */
-SEAMLESS_SIMD void seamless_softmax_f32(const float* x, float* y, size_t rows, size_t cols) {
-  for (size_t r = 0; r < rows; r++) {
-    const float* xr = x + r * cols;
-    float* yr = y + r * cols;
+/* GELU with erf: y = x/2 (1 + erf(x / sqrt 2)) */
+SEAMLESS_SIMD static void gelu_task(void* user, size_t task) {
+  UnaryJob* job = user;
+  size_t begin, end;
+  seamless_task_range(job->n, job->tasks, task, &begin, &end);
+  for (size_t i = begin; i < end; i++) {
+    float x = job->x[i];
+    job->y[i] = 0.5f * x * (1.0f + seamless_erf1(x * 0.70710678118654752f));
+  }
+}
+
+void seamless_gelu_f32(const float* x, float* y, size_t n, void* par_fn, void* par_ctx) {
+  UnaryJob job = {x, y, n, seamless_task_count(n, 1 << 15)};
+  seamless_run_tasks(par_fn, par_ctx, job.tasks, gelu_task, &job);
+}
+
+typedef struct { const float* x; float* y; size_t rows, cols, tasks; } RowJob;
+
+#define LANES 16  /* independent partial results, so reductions vectorize without -ffast-math */
+
+/* Softmax over the last axis of a [rows, cols] array: one pass for the max, one for exp and sum. */
+SEAMLESS_SIMD static void softmax_task(void* user, size_t task) {
+  RowJob* job = user;
+  size_t begin, end, cols = job->cols, body = cols / LANES * LANES;
+  seamless_task_range(job->rows, job->tasks, task, &begin, &end);
+  for (size_t r = begin; r < end; r++) {
+    const float* xr = job->x + r * cols;
+    float* yr = job->y + r * cols;
+    float lane[LANES];
+    for (int l = 0; l < LANES; l++) lane[l] = -INFINITY;
+    for (size_t c = 0; c < body; c += LANES)
+      for (int l = 0; l < LANES; l++) lane[l] = xr[c + l] > lane[l] ? xr[c + l] : lane[l];
     float m = -INFINITY;
-    for (size_t c = 0; c < cols; c++) m = xr[c] > m ? xr[c] : m;
+    for (int l = 0; l < LANES; l++) m = lane[l] > m ? lane[l] : m;
+    for (size_t c = body; c < cols; c++) m = xr[c] > m ? xr[c] : m;
+    for (size_t c = 0; c < cols; c++) yr[c] = seamless_expf(xr[c] - m);
+    for (int l = 0; l < LANES; l++) lane[l] = 0.0f;
+    for (size_t c = 0; c < body; c += LANES)
+      for (int l = 0; l < LANES; l++) lane[l] += yr[c + l];
     float sum = 0.0f;
-    for (size_t c = 0; c < cols; c++) { yr[c] = seamless_expf(xr[c] - m); sum += yr[c]; }
+    for (int l = 0; l < LANES; l++) sum += lane[l];
+    for (size_t c = body; c < cols; c++) sum += yr[c];
     float inv = 1.0f / sum;
     for (size_t c = 0; c < cols; c++) yr[c] *= inv;
   }
+}
+
+void seamless_softmax_f32(const float* x, float* y, size_t rows, size_t cols, void* par_fn, void* par_ctx) {
+  RowJob job = {x, y, rows, cols, seamless_task_count(rows * cols, 1 << 14)};
+  if (job.tasks > rows) job.tasks = rows ? rows : 1;
+  seamless_run_tasks(par_fn, par_ctx, job.tasks, softmax_task, &job);
 }

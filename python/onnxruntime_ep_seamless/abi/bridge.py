@@ -47,7 +47,9 @@ def attach(ffi_, lib_) -> None:
     # numpy warns on overflow, 0/0 etc.; ORT computes the same inf/nan silently. Ignore those
     # warnings only where our kernels and plans raise them (np.errstate per run costs ~1 us).
     warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"onnxruntime_ep_seamless\.")
+    from ..runtime import parallel
     from .factory import Factory
+    parallel.set_parallel_for(int(ffi.cast("uintptr_t", ffi.addressof(lib, "seamless_parallel_for"))))
 
     @ffi.def_extern()
     def py_ready():

@@ -5,8 +5,9 @@ import threading
 
 import numpy as np
 
-from ..graph.ir import ONNX_TO_NUMPY
+from ..graph.ir import ONNX_TO_NUMPY, PACKED_BITS, pack, unpack
 from ..plan.planner import Plan, as_output
+from ..runtime import parallel
 from . import bridge
 
 MAX_RANK = 16
@@ -43,6 +44,8 @@ class CompiledKernel:
         nbytes = b.in_nbytes[i]
         if not nbytes:
             return np.empty(shape, dtype)
+        if dtype in PACKED_BITS:  # sub-byte types (int4, ...) arrive packed: one element per byte for numpy
+            return unpack(np.frombuffer(bridge.ffi.buffer(b.in_data[i], nbytes), np.uint8), dtype, shape)
         arr = np.frombuffer(bridge.ffi.buffer(b.in_data[i], nbytes), dtype).reshape(shape)
         arr.flags.writeable = False  # inputs are the caller's memory: never written
         return arr
@@ -57,13 +60,19 @@ class CompiledKernel:
             for i in range(self.n_in):
                 if b.changed[i]:  # new memory, type or shape since this thread's last run
                     args[i] = self._view(b, i)
-        outputs = [as_output(v, t) for v, t in zip(self.plan.run(*args), self.out_dtypes)]  # alive until copied
+        parallel.enter(int(ffi.cast("uintptr_t", ctx)))  # native kernels may use ORT's intra-op pool
+        try:
+            outputs = [as_output(v, t) for v, t in zip(self.plan.run(*args), self.out_dtypes)]  # alive until copied
+        finally:
+            parallel.enter(0)
         for i, arr in enumerate(outputs):
             ndim = arr.ndim
             if ndim > MAX_RANK:
                 raise ValueError(f"output rank {ndim} exceeds {MAX_RANK}")
             b.out_ranks[i] = ndim
             b.out_dims[i * MAX_RANK:i * MAX_RANK + ndim] = arr.shape
+            if arr.dtype in PACKED_BITS:  # sub-byte types leave packed, as ORT holds them
+                arr = outputs[i] = pack(arr)
             b.out_nbytes[i] = arr.nbytes
             b.out_data[i] = ffi.from_buffer(arr) if arr.nbytes else ffi.NULL
         bridge.check(lib.seamless_set_outputs(ctx, self.n_out, b.out_data, b.out_ranks, b.out_dims, MAX_RANK,

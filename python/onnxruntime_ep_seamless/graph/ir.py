@@ -5,12 +5,26 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-# ONNX TensorProto.DataType -> numpy dtype, for the types the numpy executor can hold.
+# Element type (ORT's ONNXTensorElementDataType, what the graph walk reports) -> numpy dtype, for the
+# types the numpy executor can hold. It equals ONNX's TensorProto.DataType up to 23 (float4e2m1);
+# after that ORT numbers uint2, int2, float8e8m0 as 24, 25, 26 and TensorProto as 25, 26, 24.
 ONNX_TO_NUMPY = {
     1: np.dtype(np.float32), 2: np.dtype(np.uint8), 3: np.dtype(np.int8), 4: np.dtype(np.uint16),
     5: np.dtype(np.int16), 6: np.dtype(np.int32), 7: np.dtype(np.int64), 9: np.dtype(np.bool_),
     10: np.dtype(np.float16), 11: np.dtype(np.float64), 12: np.dtype(np.uint32), 13: np.dtype(np.uint64),
 }
+PACKED_BITS: dict = {}  # sub-byte dtype -> bits per element; ORT packs these, lowest bits first
+try:  # bfloat16, the 8-bit floats and the sub-byte types as ml_dtypes arrays (as onnx holds them);
+    import ml_dtypes  # without ml_dtypes nodes using them are declined
+    ONNX_TO_NUMPY.update({16: np.dtype(ml_dtypes.bfloat16), 17: np.dtype(ml_dtypes.float8_e4m3fn),
+                          18: np.dtype(ml_dtypes.float8_e4m3fnuz), 19: np.dtype(ml_dtypes.float8_e5m2),
+                          20: np.dtype(ml_dtypes.float8_e5m2fnuz), 21: np.dtype(ml_dtypes.uint4),
+                          22: np.dtype(ml_dtypes.int4), 23: np.dtype(ml_dtypes.float4_e2m1fn),
+                          24: np.dtype(ml_dtypes.uint2), 25: np.dtype(ml_dtypes.int2),
+                          26: np.dtype(ml_dtypes.float8_e8m0fnu)})
+    PACKED_BITS = {ONNX_TO_NUMPY[t]: bits for t, bits in ((21, 4), (22, 4), (23, 4), (24, 2), (25, 2))}
+except ImportError:
+    pass
 NUMPY_TO_ONNX = {v: k for k, v in ONNX_TO_NUMPY.items()}
 ONNX_TYPE_NAMES = {
     0: "undefined", 1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32", 7: "int64",
@@ -18,6 +32,29 @@ ONNX_TYPE_NAMES = {
     15: "complex128", 16: "bfloat16", 17: "float8e4m3fn", 18: "float8e4m3fnuz", 19: "float8e5m2",
     20: "float8e5m2fnuz", 21: "uint4", 22: "int4", 23: "float4e2m1", 24: "uint2", 25: "int2", 26: "float8e8m0",
 }
+_PROTO_TO_ORT = {24: 26, 25: 24, 26: 25}
+
+
+def attr_dtype(data_type: int) -> np.dtype | None:
+    """The numpy dtype of a TensorProto.DataType given in an attribute (Cast's `to`, ...), or None."""
+    return ONNX_TO_NUMPY.get(_PROTO_TO_ORT.get(data_type, data_type))
+
+
+def unpack(raw: np.ndarray, dtype: np.dtype, shape: tuple) -> np.ndarray:
+    """ORT's packed bytes of a sub-byte type (PACKED_BITS) as an array of one element per byte."""
+    bits = PACKED_BITS[dtype]
+    shifts = np.arange(0, 8, bits, dtype=np.uint8)
+    codes = (raw.reshape(-1, 1) >> shifts) & np.uint8((1 << bits) - 1)
+    return codes.reshape(-1)[:int(np.prod(shape))].view(dtype).reshape(shape)
+
+
+def pack(array: np.ndarray) -> np.ndarray:
+    """The inverse of unpack: the bytes ORT holds for a sub-byte array (uint8, ceil(n * bits / 8))."""
+    bits = PACKED_BITS[array.dtype]
+    per = 8 // bits
+    codes = np.zeros(-(-array.size // per) * per, np.uint8)
+    codes[:array.size] = array.reshape(-1).view(np.uint8) & np.uint8((1 << bits) - 1)
+    return np.bitwise_or.reduce(codes.reshape(-1, per) << np.arange(0, 8, bits, dtype=np.uint8), axis=1)
 
 # An attribute value the EP does not read (STRINGS, GRAPH): nodes carrying one are declined.
 UNREADABLE = type("Unreadable", (), {"__repr__": lambda self: "<unreadable attribute>"})()

@@ -10,9 +10,15 @@ import struct
 
 import numpy as np
 
-from .ir import ONNX_TO_NUMPY, UNREADABLE, Graph, Node, Value
+from .ir import ONNX_TO_NUMPY, PACKED_BITS, UNREADABLE, Graph, Node, Value, unpack
 
 ATTR_INT, ATTR_INTS, ATTR_FLOAT, ATTR_FLOATS, ATTR_STRING, ATTR_STRINGS, ATTR_GRAPH, ATTR_TENSOR = 1, 2, 3, 4, 5, 6, 7, 8
+
+
+def _array(data: bytes, dtype: np.dtype, shape: tuple) -> np.ndarray:
+    if dtype in PACKED_BITS:  # sub-byte types are packed
+        return unpack(np.frombuffer(data, np.uint8), dtype, shape)
+    return np.frombuffer(data, dtype=dtype).reshape(shape)
 
 
 class _Reader:
@@ -63,7 +69,7 @@ class _Reader:
             addr, nbytes = self.i64(), self.i64()
             dtype = ONNX_TO_NUMPY.get(elem)
             if addr and dtype is not None and shape is not None and all(isinstance(d, int) for d in shape):
-                const = np.frombuffer(self.copy_data(addr, nbytes), dtype=dtype).reshape(shape)
+                const = _array(self.copy_data(addr, nbytes), dtype, shape)
             elif nbytes == 0 and dtype is not None and shape is not None and addr == 0 and 0 in shape:
                 const = np.zeros(shape, dtype)
         known = values.get(name)
@@ -90,7 +96,7 @@ class _Reader:
             elem, shape = self.type_shape()
             data = self.raw(self.i64())
             dtype = ONNX_TO_NUMPY.get(elem)
-            return name, (np.frombuffer(data, dtype).reshape(shape).copy() if dtype is not None else UNREADABLE)
+            return name, (_array(data, dtype, shape).copy() if dtype is not None else UNREADABLE)
         return name, UNREADABLE
 
 

@@ -13,7 +13,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..graph.ir import UNREADABLE, Graph, Node
+from ..graph.ir import ONNX_TO_NUMPY, UNREADABLE, Graph, Node
 
 OPSET_MAX = 10_000
 
@@ -23,6 +23,9 @@ SIGNED = frozenset(map(np.dtype, (np.float16, np.float32, np.float64, np.int8, n
 NUMERIC = FLOATS | INTS
 BOOL = frozenset([np.dtype(np.bool_)])
 ALL = NUMERIC | BOOL
+# bfloat16, the float8 types and the 4-/2-bit types (ml_dtypes arrays; empty without ml_dtypes):
+# only the ops that merely convert or move data accept them.
+LOW_PRECISION = frozenset(ONNX_TO_NUMPY[t] for t in range(16, 27) if t in ONNX_TO_NUMPY)
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,9 @@ import itertools
 import numpy as np
 
 from ..graph.ir import Graph
+from ..kernels import constants
 from ..kernels.registry import lookup
+from .fusion import fuse
 
 _plan_ids = itertools.count()
 GENERATED_MODULE = "onnxruntime_ep_seamless.plan.generated"  # __name__ of generated plans, for warning filters
@@ -25,7 +27,7 @@ class Plan:
     def __init__(self, graph: Graph, input_names: list[str], output_names: list[str], label: str = "plan"):
         self.input_names = list(input_names)
         self.output_names = list(output_names)
-        self.nodes = graph.nodes
+        self.nodes = fuse(graph, self.output_names)
         self.filename = f"<seamless {label} #{next(_plan_ids)}>"
         namespace: dict = {"__name__": GENERATED_MODULE}
         local: dict[str, str] = {}       # value name -> python expression
@@ -35,6 +37,7 @@ class Plan:
             if name not in local:
                 local[name] = f"c{j}"
                 namespace[f"c{j}"] = graph.values[name].const
+                constants.mark(graph.values[name].const)
 
         last_use: dict[str, int] = {}
         for idx, node in enumerate(self.nodes):

@@ -9,8 +9,8 @@ import math
 
 import numpy as np
 
-from ..registry import ALL, BOOL, FLOATS, NUMERIC, SIGNED, kernel
-from ...graph.ir import ONNX_TO_NUMPY
+from ..registry import ALL, BOOL, FLOATS, LOW_PRECISION, NUMERIC, SIGNED, kernel
+from ...graph.ir import attr_dtype
 
 UNSIGNED = frozenset(map(np.dtype, (np.uint8, np.uint16, np.uint32, np.uint64)))
 _quiet = np.errstate(all="ignore")  # nan/inf/overflow are the values ONNX asks for, not errors
@@ -193,6 +193,23 @@ def cosh(x):
     return (np.cosh(x),)
 
 
+@kernel("Asinh", since=9, types=FLOATS)
+def asinh(x):
+    return (np.arcsinh(x),)
+
+
+@kernel("Acosh", since=9, types=FLOATS)
+@_quiet
+def acosh(x):
+    return (np.arccosh(x),)
+
+
+@kernel("Atanh", since=9, types=FLOATS)
+@_quiet
+def atanh(x):
+    return (np.arctanh(x),)
+
+
 @kernel("Floor", since=6, types=FLOATS)
 def floor(x):
     return (np.floor(x),)
@@ -315,6 +332,13 @@ def shrink(x, *, bias=0.0, lambd=0.5):
     return (y.astype(x.dtype, copy=False),)  # integer x with float bias computes wider
 
 
+@kernel("Swish", since=24, types=FLOATS)
+@_via_float32
+@_quiet
+def swish(x, *, alpha=1.0):
+    return (x * sigmoid(alpha * x)[0],)
+
+
 @kernel("Mish", since=18, types=FLOATS)
 @_via_float32
 @_quiet
@@ -425,29 +449,117 @@ def bit_shift(x, y, *, direction):
     return ((np.left_shift if direction == "LEFT" else np.right_shift)(x, y),)
 
 
+INTEGERS = frozenset(t for t in NUMERIC if t.kind in "iu")
+
+
+@kernel("BitwiseAnd", since=18, types=INTEGERS)
+def bitwise_and(a, b):
+    return (np.bitwise_and(a, b),)
+
+
+@kernel("BitwiseOr", since=18, types=INTEGERS)
+def bitwise_or(a, b):
+    return (np.bitwise_or(a, b),)
+
+
+@kernel("BitwiseXor", since=18, types=INTEGERS)
+def bitwise_xor(a, b):
+    return (np.bitwise_xor(a, b),)
+
+
+@kernel("BitwiseNot", since=18, types=INTEGERS)
+def bitwise_not(x):
+    return (np.invert(x),)
+
+
 # ---------------------------------------------------------------- casts and pass-through
 
 def _check_cast(node, graph):
     to = node.attrs.get("to")
-    if to not in ONNX_TO_NUMPY:
-        return f"Cast to ONNX type {to} is not representable in numpy"
+    if attr_dtype(to) is None:
+        return f"Cast to ONNX type {to} is not supported (strings and complex numbers are not held)"
     return None
 
 
-@kernel("Cast", since=6, types=ALL, check=_check_cast)
+_SATURATING = frozenset(attr_dtype(t) for t in (17, 18, 19, 20)) - {None}  # the float8 types but e8m0
+_E8M0 = attr_dtype(24)
+
+
+def _cast(x, dtype, saturate=1, round_mode="up"):
+    """x as `dtype`, with ONNX's rules for the float8 types (saturate, round_mode)."""
+    if x.dtype == dtype:
+        return x
+    if dtype in _SATURATING and saturate:
+        # out-of-range values (infinities too) become the type's largest finite value, with their sign
+        import ml_dtypes
+        info = ml_dtypes.finfo(dtype)
+        wide = x.astype(np.float64 if x.dtype == np.float64 else np.float32)
+        return np.clip(wide, float(info.min), float(info.max)).astype(dtype)
+    if dtype == _E8M0:
+        return _to_e8m0(x.astype(np.float32), saturate, round_mode)
+    if x.dtype in LOW_PRECISION and dtype in LOW_PRECISION:
+        return x.astype(np.float32).astype(dtype)  # between two ml_dtypes types, through float32
+    return x.astype(dtype)
+
+
+def _to_e8m0(x, saturate, round_mode):
+    """float32 -> float8e8m0 (a biased power-of-two exponent): the float32 exponent, rounded by the
+    mantissa as round_mode says ("up", "down", "nearest"); NaN and infinities become NaN (0xFF)."""
+    bits = x.view(np.uint32)
+    exponent = ((bits >> 23) & 0xFF).astype(np.uint16)
+    special = exponent == 0xFF
+    if round_mode == "nearest":
+        guard, rest = (bits & 0x400000) > 0, (bits & 0x3FFFFF) > 0
+        up = guard & (rest | (exponent > 0))
+    elif round_mode == "up":
+        up = (bits & 0x7FFFFF) > 0
+    else:  # "down"
+        up = np.zeros(x.shape, bool)
+    up &= ~special
+    if saturate:
+        up &= exponent != 0xFE  # never round past the largest value
+    exponent = np.where(special, 0xFF, exponent + up).astype(np.uint8)
+    return exponent.view(_E8M0)
+
+
+def _check_round_mode(node, graph):
+    mode = node.attrs.get("round_mode", "up")
+    return None if mode in ("up", "down", "nearest") else f"round_mode={mode!r} is not defined"
+
+
+def _check_cast_all(node, graph):
+    return _check_cast(node, graph) or _check_round_mode(node, graph)
+
+
+@kernel("Cast", since=6, types=ALL | LOW_PRECISION, check=_check_cast_all)
 @_quiet
-def cast(x, *, to, saturate=1):
-    # saturate only affects float8 targets, which are declined.
-    return (x.astype(ONNX_TO_NUMPY[to], copy=False),)
+def cast(x, *, to, saturate=1, round_mode="up"):
+    # saturate and round_mode only affect the float8 targets
+    return (_cast(x, attr_dtype(to), saturate, round_mode),)
 
 
-@kernel("CastLike", since=15, types=ALL)
+@kernel("CastLike", since=15, types=ALL | LOW_PRECISION, check=_check_round_mode)
 @_quiet
-def cast_like(x, target_type, *, saturate=1):
-    return (x.astype(target_type.dtype, copy=False),)
+def cast_like(x, target_type, *, saturate=1, round_mode="up"):
+    return (_cast(x, target_type.dtype, saturate, round_mode),)
 
 
-@kernel("Identity", since=1, types=ALL)
+def _check_bitcast(node, graph):
+    src, dst = graph.value(node.inputs[0]).dtype, attr_dtype(node.attrs.get("to"))
+    if dst is None or dst in LOW_PRECISION or src in LOW_PRECISION:
+        return f"BitCast to ONNX type {node.attrs.get('to')} is not supported"
+    if src is not None and src.itemsize != dst.itemsize:
+        return f"BitCast between {src} and {dst}: the bit widths differ"
+    return None
+
+
+@kernel("BitCast", since=26, types=ALL, check=_check_bitcast)
+def bit_cast(x, *, to):
+    # the same bits, read as another type of the same width
+    return ((x if x.flags.c_contiguous else x.copy()).view(attr_dtype(to)),)
+
+
+@kernel("Identity", since=1, types=ALL | LOW_PRECISION)
 def identity(x):
     return (x,)
 

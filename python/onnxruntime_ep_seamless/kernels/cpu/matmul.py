@@ -1,15 +1,40 @@
 """Matrix products: MatMul, Gemm, MatMulInteger, Einsum."""
 import numpy as np
 
+from .. import constants
 from ..registry import NUMERIC, kernel
 from .elementwise import _via_float32
 
 INT8S = frozenset(map(np.dtype, (np.int8, np.uint8)))
 
 
+F32 = np.dtype(np.float32)
+
+
+def _sgemm(a, b, bias=None, trans_b=False):
+    """float32 a (..., K) times a 2-D b via the native GEMM (b packed once when constant)."""
+    from . import native
+    n = b.shape[0] if trans_b else b.shape[1]
+    packed = native_packed(b, trans_b)
+    rows = int(np.prod(a.shape[:-1], dtype=np.int64))  # not -1: ambiguous when K == 0
+    y = native.sgemm(a.reshape(rows, a.shape[-1]), packed, n, bias)
+    return y.reshape(a.shape[:-1] + (n,))
+
+
+def native_packed(b, trans_b=False):
+    from . import native
+    return constants.derived(b, f"sgemm_b{int(trans_b)}", lambda w: native.pack_b(w, trans_b))
+
+
 @kernel("MatMul", since=1, types=NUMERIC)
 @_via_float32
 def matmul(a, b):
+    if a.dtype == F32 and b.dtype == F32 and a.ndim >= 2 and b.ndim >= 2:
+        # the native GEMM on ORT's thread pool: no BLAS threads competing with it
+        if b.ndim == 2:
+            return (_sgemm(a, b),)
+        from .native import sgemm_batched
+        return (sgemm_batched(a, b),)
     # numpy.matmul is ONNX MatMul: 1-D operands are promoted and the added axis dropped,
     # leading axes broadcast.
     return (np.matmul(a, b),)
@@ -19,7 +44,10 @@ def matmul(a, b):
 @_via_float32
 def gemm(a, b, c=None, *, alpha=1.0, beta=1.0, transA=0, transB=0):
     dtype = a.dtype
-    y = np.matmul(a.T if transA else a, b.T if transB else b)
+    if dtype == F32 and b.dtype == F32:
+        y = _sgemm(a.T if transA else a, b, trans_b=bool(transB))
+    else:
+        y = np.matmul(a.T if transA else a, b.T if transB else b)
     if alpha != 1.0:
         y = alpha * y
     if c is not None and beta != 0.0:  # beta=0 ignores C entirely (even NaN/inf in it)

@@ -1,21 +1,28 @@
 """Native CPU kernels (native/cpu/*.c) behind numpy-shaped functions."""
 import numpy as np
 
+from ...runtime import parallel
 from .. import _native_cpu_module
 
 ffi, lib = _native_cpu_module()
 
-_ERF = {np.dtype(np.float32): ("float*", lib.seamless_erf_f32), np.dtype(np.float64): ("double*", lib.seamless_erf_f64)}
+
+def _pool():
+    """(parallel_for, context) as void pointers: ORT's intra-op pool inside a Compute, else NULLs."""
+    fn, ctx = parallel.current()
+    return ffi.cast("void*", fn), ffi.cast("void*", ctx)
 
 
 def erf(x: np.ndarray) -> np.ndarray:
     x = np.asarray(x)
     if x.dtype == np.float16:  # computed in float32 and rounded, as ORT does
         return erf(x.astype(np.float32)).astype(np.float16)
-    ctype, fn = _ERF[x.dtype]
     x = np.ascontiguousarray(x)
     y = np.empty_like(x)
-    fn(ffi.cast(ctype, ffi.from_buffer(x)), ffi.cast(ctype, ffi.from_buffer(y)), x.size)
+    if x.dtype == np.float64:
+        lib.seamless_erf_f64(ffi.cast("double*", ffi.from_buffer(x)), ffi.cast("double*", ffi.from_buffer(y)), x.size)
+    else:
+        lib.seamless_erf_f32(_ptr(x), _ptr(y), x.size, *_pool())
     return y
 
 
@@ -28,7 +35,7 @@ def softmax_last_axis(x: np.ndarray) -> np.ndarray:
     x = np.ascontiguousarray(x)
     y = np.empty_like(x)
     cols = x.shape[-1]
-    lib.seamless_softmax_f32(_ptr(x), _ptr(y), x.size // cols, cols)
+    lib.seamless_softmax_f32(_ptr(x), _ptr(y), x.size // cols, cols, *_pool())
     return y
 
 
@@ -41,5 +48,48 @@ def layer_norm_trailing(x: np.ndarray, scale: np.ndarray, bias, cols: int, eps: 
     y = np.empty_like(x)
     mean, inv_std = np.empty(rows, np.float32), np.empty(rows, np.float32)
     lib.seamless_layernorm_f32(_ptr(x), _ptr(scale), ffi.NULL if bias is None else _ptr(bias), _ptr(y),
-                               _ptr(mean), _ptr(inv_std), rows, cols, eps)
+                               _ptr(mean), _ptr(inv_std), rows, cols, eps, *_pool())
     return y, mean, inv_std
+
+
+def pack_b(b: np.ndarray, trans_b: bool = False) -> np.ndarray:
+    """B (K x N, or N x K with trans_b) in the GEMM's panel layout."""
+    b = np.ascontiguousarray(b, dtype=np.float32)
+    n, k = b.shape if trans_b else b.shape[::-1]
+    packed = np.empty(lib.seamless_sgemm_packed_size(k, n), np.float32)
+    lib.seamless_sgemm_pack_b(_ptr(b), k, n, b.shape[1], int(trans_b), _ptr(packed))
+    return packed
+
+
+def sgemm(a: np.ndarray, packed: np.ndarray, n: int, bias=None) -> np.ndarray:
+    """a (M x K float32) times the packed B (K x n), plus bias (n,) if given."""
+    a = np.ascontiguousarray(a)
+    m, k = a.shape
+    c = np.empty((m, n), np.float32)
+    if m and n:
+        lib.seamless_sgemm(m, n, k, _ptr(a), k, _ptr(packed), ffi.NULL if bias is None else _ptr(bias),
+                           _ptr(c), n, *_pool())
+    return c
+
+
+def sgemm_batched(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """float32 matmul of (..., M, K) by (..., K, N) with broadcast batch dims."""
+    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    m, k = a.shape[-2:]
+    n = b.shape[-1]
+    items = int(np.prod(batch, dtype=np.int64))
+    a3 = np.ascontiguousarray(np.broadcast_to(a, batch + (m, k))).reshape(items, m, k)
+    b3 = np.ascontiguousarray(np.broadcast_to(b, batch + (k, n))).reshape(items, k, n)
+    c = np.empty((items, m, n), np.float32)
+    if c.size and lib.seamless_sgemm_batched(items, m, n, k, _ptr(a3), k, m * k, _ptr(b3), n, k * n, 0,
+                                             _ptr(c), n, m * n, *_pool()):
+        raise MemoryError("native GEMM: out of memory for packing scratch")
+    return c.reshape(batch + (m, n))
+
+
+def gelu(x: np.ndarray) -> np.ndarray:
+    """x/2 (1 + erf(x / sqrt 2)) for float32 x."""
+    x = np.ascontiguousarray(x)
+    y = np.empty_like(x)
+    lib.seamless_gelu_f32(_ptr(x), _ptr(y), x.size, *_pool())
+    return y

@@ -233,6 +233,43 @@ def average_pool(X, *, auto_pad="NOTSET", ceil_mode=0, count_include_pad=0, dila
     return ((total / divisor).astype(dtype, copy=False),)
 
 
+@kernel("LpPool", since=2, types=FLOATS)
+def lp_pool(X, *, auto_pad="NOTSET", ceil_mode=0, dilations=None, kernel_shape, p=2, pads=None, strides=None):
+    # (sum of |x|^p over the window)^(1/p); padding adds nothing
+    x = np.abs(_widen(X)) ** _compute_dtype(X.dtype).type(p)
+    xp, _, _, out, strides, dilations = _window_input(x, kernel_shape, strides, dilations, pads, auto_pad,
+                                                      ceil_mode, 0)
+    total = np.zeros(X.shape[:2] + tuple(out), dtype=x.dtype)
+    for offset in np.ndindex(*kernel_shape):
+        total += _tap(xp, offset, out, strides, dilations)
+    return ((total ** x.dtype.type(1 / p)).astype(X.dtype, copy=False),)
+
+
+@kernel("GlobalLpPool", since=2, types=FLOATS)
+def global_lp_pool(X, *, p=2):
+    x = np.abs(_widen(X)) ** _compute_dtype(X.dtype).type(p)
+    total = x.sum(axis=tuple(range(2, X.ndim)), keepdims=True)
+    return ((total ** x.dtype.type(1 / p)).astype(X.dtype, copy=False),)
+
+
+@kernel("MaxUnpool", since=9, types=FLOATS)
+def max_unpool(X, I, output_shape=None, *, kernel_shape, pads=None, strides=None):
+    # Scatter X to the flat positions I of the pooled-from shape, then pad to output_shape, as the
+    # spec's reference does.
+    nd = len(kernel_shape)
+    strides, pads = strides or [1] * nd, pads or [0] * (2 * nd)
+    inferred = X.shape[:2] + tuple((n - 1) * s - (pads[i] + pads[i + nd]) + k for i, (n, s, k) in
+                                   enumerate(zip(X.shape[2:], strides, kernel_shape)))
+    y = np.zeros(math.prod(inferred), dtype=X.dtype)
+    y[I.reshape(-1)] = X.reshape(-1)
+    y = y.reshape(inferred)
+    if output_shape is None:
+        return (y,)
+    out = np.zeros([int(d) for d in output_shape.reshape(-1)], dtype=X.dtype)
+    out[tuple(slice(0, d) for d in inferred)] = y
+    return (out,)
+
+
 @kernel("GlobalAveragePool", types=FLOATS)
 def global_average_pool(X):
     axes = tuple(range(2, X.ndim))
@@ -253,10 +290,10 @@ def _channel(v, rank):
 
 
 def _check_batch_norm(node, graph):
-    if node.attrs.get("training_mode", 0):
-        return "BatchNormalization training_mode=1 is not supported"
-    if len([o for o in node.outputs if o]) > 1:
-        return "BatchNormalization statistics outputs (training) are not supported"
+    if node.since_version < 14 and len([o for o in node.outputs if o]) > 1:
+        return "BatchNormalization statistics outputs before opset 14 are not supported"
+    if not node.attrs.get("training_mode", 0) and len([o for o in node.outputs if o]) > 1:
+        return "BatchNormalization running statistics need training_mode=1"
     return None
 
 
@@ -265,9 +302,35 @@ def batch_normalization(X, scale, B, input_mean, input_var, *, epsilon=1e-5, mom
                         training_mode=0):
     # spatial=0 (opset 7-8) gives scale etc. the shape (C, *spatial), which broadcasts the same way.
     ct = _compute_dtype(X.dtype)
+    if training_mode:  # normalize with the batch's statistics; also return the updated running ones
+        axes = (0,) + tuple(range(2, X.ndim))
+        mean, var = _widen(X).mean(axis=axes), _widen(X).var(axis=axes)
+        running_mean = input_mean.astype(ct) * ct.type(momentum) + mean * ct.type(1 - momentum)
+        running_var = input_var.astype(ct) * ct.type(momentum) + var * ct.type(1 - momentum)
+        (y,) = batch_normalization(X, scale, B, mean, var, epsilon=epsilon)
+        return y, running_mean.astype(input_mean.dtype), running_var.astype(input_var.dtype)
     a = scale.astype(ct) / np.sqrt(input_var.astype(ct) + ct.type(epsilon))
     b = B.astype(ct) - input_mean.astype(ct) * a
     return ((_widen(X) * _channel(a, X.ndim) + _channel(b, X.ndim)).astype(X.dtype, copy=False),)
+
+
+@kernel("LpNormalization", since=1, types=FLOATS)
+@np.errstate(all="ignore")
+def lp_normalization(x, *, axis=-1, p=2):
+    wide = _widen(x)
+    norm = np.sum(np.abs(wide) if p == 1 else wide * wide, axis=axis, keepdims=True)
+    norm = norm if p == 1 else np.sqrt(norm)
+    return (np.where(norm == 0, 0, wide / norm).astype(x.dtype, copy=False),)  # a zero vector stays zero
+
+
+@kernel("MeanVarianceNormalization", since=9, types=FLOATS)
+def mean_variance_normalization(X, *, axes=(0, 2, 3)):
+    # the spec's function body: (X - E[X]) / (sqrt(E[X^2] - E[X]^2) + 1e-9)
+    x = _widen(X)
+    axes = tuple(axes)
+    mean = x.mean(axis=axes, keepdims=True)
+    std = np.sqrt((x * x).mean(axis=axes, keepdims=True) - mean * mean)
+    return (((x - mean) / (std + x.dtype.type(1e-9))).astype(X.dtype, copy=False),)
 
 
 def _normalize(x, axes, epsilon):
@@ -365,8 +428,8 @@ def _original_coords(mode, out_len, in_len, scale, roi_start, roi_end):
         return (x + half) / scale - half if out_len > 1 else np.zeros(out_len, _F32)
     if mode == "tf_half_pixel_for_nn":  # opset 11 only
         return (x + half) / scale
-    if mode == "align_corners":
-        return np.zeros(out_len, _F32) if out_len == 1 else x * _F32(in_len - 1) / _F32(out_len - 1)
+    if mode == "align_corners":  # the unrounded output length in_len * scale, as ORT and the reference
+        return np.zeros(out_len, _F32) if out_len == 1 else x * _F32(in_len - 1) / (_F32(in_len) * scale - 1)
     if mode == "asymmetric":
         return x / scale
     # tf_crop_and_resize
@@ -390,7 +453,36 @@ def _nearest_index(coords, nearest_mode, scale):
     return np.ceil(coords) if scale < 1 else np.trunc(coords)
 
 
-def _resize_axis(x, axis, out_len, scale, mode, coordinate_mode, nearest_mode, roi, extrapolation_value):
+def _cubic(d, a):
+    """The cubic convolution kernel (Keys) with coefficient a, at distances d."""
+    d = np.abs(d)
+    near = ((a + 2) * d - (a + 3)) * d * d + 1
+    far = ((a * d - 5 * a) * d + 8 * a) * d - 4 * a
+    return np.where(d <= 1, near, np.where(d < 2, far, 0.0))
+
+
+def _filter_taps(coords, in_len, mode, scale, cubic_coeff_a, exclude_outside):
+    """(indices, weights), each [out_len, taps], of a linear or cubic filter centred on each coordinate.
+
+    With antialiasing (scale < 1 here) the filter is stretched by 1/scale, so that every input pixel
+    contributes; weights are normalized to sum to 1. Taps outside the input read the edge pixel, or
+    get weight 0 with exclude_outside."""
+    coords = coords.astype(np.float64)
+    support = (2 if mode == "cubic" else 1) / scale   # the filter's half-width in input pixels
+    start = int(np.floor(-support)) + 1
+    base = np.ceil(coords) - 1                       # the tap left of the coordinate (strictly)
+    taps = base[:, None] + start + np.arange(2 - 2 * start)
+    d = (taps - coords[:, None]) * scale
+    weights = _cubic(d, cubic_coeff_a) if mode == "cubic" else np.clip(1 - np.abs(d), 0, 1)
+    if exclude_outside:
+        weights = np.where((taps < 0) | (taps >= in_len), 0.0, weights)
+    total = weights.sum(axis=1, keepdims=True)
+    weights = weights / np.where(total == 0, 1, total)
+    return np.clip(taps, 0, in_len - 1).astype(np.intp), weights
+
+
+def _resize_axis(x, axis, out_len, scale, mode, coordinate_mode, nearest_mode, roi, extrapolation_value,
+                 antialias=0, cubic_coeff_a=-0.75, exclude_outside=0):
     in_len = x.shape[axis]
     coords = _original_coords(coordinate_mode, out_len, in_len, scale, *roi)
     if out_len == in_len and np.array_equal(coords, np.arange(in_len)):
@@ -399,6 +491,11 @@ def _resize_axis(x, axis, out_len, scale, mode, coordinate_mode, nearest_mode, r
     if mode == "nearest":
         idx = np.clip(_nearest_index(coords, nearest_mode, scale), 0, in_len - 1).astype(np.intp)
         y = np.take(x, idx, axis=axis)
+    elif mode == "cubic" or antialias and scale < 1:
+        idx, weights = _filter_taps(coords, in_len, mode, min(float(scale), 1.0) if antialias else 1.0,
+                                    cubic_coeff_a, exclude_outside)
+        shape = [-1 if i == axis else 1 for i in range(x.ndim)]
+        y = sum(np.take(x, idx[:, j], axis=axis) * weights[:, j].reshape(shape) for j in range(idx.shape[1]))
     else:  # linear: blend the two neighbours of the clamped coordinate
         c = np.clip(coords, 0, in_len - 1)
         lo = c.astype(np.intp)
@@ -412,7 +509,8 @@ def _resize_axis(x, axis, out_len, scale, mode, coordinate_mode, nearest_mode, r
 
 
 def _resize(X, roi, scales, sizes, *, axes=None, mode="nearest", coordinate_transformation_mode="half_pixel",
-            nearest_mode="round_prefer_floor", extrapolation_value=0.0, keep_aspect_ratio_policy="stretch"):
+            nearest_mode="round_prefer_floor", extrapolation_value=0.0, keep_aspect_ratio_policy="stretch",
+            **filter_options):
     rank = X.ndim
     axes = list(range(rank)) if axes is None else [a + rank if a < 0 else a for a in axes]
     in_shape = [X.shape[a] for a in axes]
@@ -436,19 +534,17 @@ def _resize(X, roi, scales, sizes, *, axes=None, mode="nearest", coordinate_tran
     y = X if mode == "nearest" else _widen(X)
     for j, a in enumerate(axes):
         y = _resize_axis(y, a, out_shape[j], scale[j], mode, coordinate_transformation_mode, nearest_mode,
-                         (roi[j], roi[j + len(axes)]), extrapolation_value)
+                         (roi[j], roi[j + len(axes)]), extrapolation_value, **filter_options)
     return (y.astype(X.dtype, copy=False),)
 
 
 def _check_resize(node, graph):
     mode = node.attrs.get("mode", "nearest")
-    if mode not in ("nearest", "linear"):
+    if mode not in ("nearest", "linear", "cubic"):
         return f"Resize mode={mode!r} not supported"
-    if node.attrs.get("antialias", 0):
-        return "Resize antialias=1 not supported"
     dtype = graph.value(node.inputs[0]).dtype
-    if mode == "linear" and dtype is not None and dtype not in FLOATS:
-        return "Resize linear mode supports float inputs only"
+    if mode != "nearest" and dtype is not None and dtype not in FLOATS:
+        return f"Resize {mode} mode supports float inputs only"
     return None
 
 
@@ -464,13 +560,13 @@ def resize_11(X, roi=None, scales=None, sizes=None, *, antialias=0, axes=None,
               coordinate_transformation_mode="half_pixel", cubic_coeff_a=-0.75, exclude_outside=0,
               extrapolation_value=0.0, keep_aspect_ratio_policy="stretch", mode="nearest",
               nearest_mode="round_prefer_floor"):
-    # cubic_coeff_a and exclude_outside only affect cubic mode and antialiasing, both declined.
     if scales is not None and scales.size == 0:  # an empty tensor stands for an absent input
         scales = None
     return _resize(X, None if roi is None else roi.tolist(), None if scales is None else scales.tolist(),
                    None if sizes is None else sizes.tolist(), axes=axes, mode=mode,
                    coordinate_transformation_mode=coordinate_transformation_mode, nearest_mode=nearest_mode,
-                   extrapolation_value=extrapolation_value, keep_aspect_ratio_policy=keep_aspect_ratio_policy)
+                   extrapolation_value=extrapolation_value, keep_aspect_ratio_policy=keep_aspect_ratio_policy,
+                   antialias=antialias, cubic_coeff_a=cubic_coeff_a, exclude_outside=exclude_outside)
 
 
 @kernel("Upsample", since=7, until=8, types=NUMERIC, check=_check_resize)

@@ -229,22 +229,34 @@ def hardmax_13(x, *, axis=-1):
     return (_along_axis(_hardmax, x, axis),)
 
 
-# ---------------------------------------------------------------- CumSum
+# ---------------------------------------------------------------- CumSum, CumProd
 
-@kernel("CumSum", since=11, types=NUMERIC)
-def cumsum(x, axis, *, exclusive=0, reverse=0):
+def _cumulative(fn, identity, x, axis, exclusive, reverse):
+    """Running sum or product along the axis, in the data type (like ORT); exclusive: element i
+    holds the result of the elements before i (the identity for the first)."""
     axis = int(np.asarray(axis).reshape(-1)[0]) % x.ndim
     y = np.flip(x, axis) if reverse else x
-    out = np.cumsum(y, axis=axis, dtype=x.dtype)  # running sum in the data type, like ORT
-    if exclusive:
-        # shift by one along the axis: element i holds the sum of elements before i
-        shifted = np.zeros_like(out)
+    out = fn(y, axis=axis, dtype=x.dtype)
+    if exclusive:  # shift by one along the axis
+        shifted = np.full_like(out, identity)
         dst = [slice(None)] * x.ndim
         src = [slice(None)] * x.ndim
         dst[axis], src[axis] = slice(1, None), slice(None, -1)
         shifted[tuple(dst)] = out[tuple(src)]
         out = shifted
-    return (np.flip(out, axis) if reverse else out,)
+    return np.flip(out, axis) if reverse else out
+
+
+@kernel("CumSum", since=11, types=NUMERIC)
+@_quiet
+def cumsum(x, axis, *, exclusive=0, reverse=0):
+    return (_cumulative(np.cumsum, 0, x, axis, exclusive, reverse),)
+
+
+@kernel("CumProd", since=26, types=NUMERIC)
+@_quiet
+def cumprod(x, axis, *, exclusive=0, reverse=0):
+    return (_cumulative(np.cumprod, 1, x, axis, exclusive, reverse),)
 
 
 # ---------------------------------------------------------------- TopK

@@ -334,3 +334,57 @@ def pad_2(data, *, pads, mode="constant", value=0.0):
 def pad_11(data, pads, constant_value=None, axes=None, *, mode="constant"):
     value = 0 if constant_value is None or constant_value.size == 0 else constant_value.reshape(-1)[0]
     return _pad(data, _ints(pads), mode, value, None if axes is None else _ints(axes))
+
+
+# --- Unique, ReverseSequence, TensorScatter ----------------------------------------------
+
+
+@kernel("Unique", since=11)
+def unique(X, *, axis=None, sorted=1, _num_outputs=1):
+    # Y, the first index of each unique value (or slice along axis), each input's index into Y, counts
+    flat = axis is None
+    values = X.reshape(-1) if flat else X
+    y, first, inverse, counts = np.unique(values, return_index=True, return_inverse=True, return_counts=True,
+                                          axis=None if flat else axis)
+    inverse = inverse.reshape(-1)
+    if not sorted:  # order of first occurrence
+        order = np.argsort(first, kind="stable")
+        rank = np.empty_like(order)
+        rank[order] = np.arange(order.size)
+        first, counts, inverse = first[order], counts[order], rank[inverse]
+        y = np.take(values, first, axis=0 if flat else axis)
+    return (y, first.astype(_INT64), inverse.astype(_INT64), counts.astype(_INT64))[:_num_outputs]
+
+
+@kernel("ReverseSequence", since=10)
+def reverse_sequence(input, sequence_lens, *, batch_axis=1, time_axis=0):
+    # reverse the first sequence_lens[b] steps along time_axis of every batch entry b
+    steps = np.arange(input.shape[time_axis]).reshape([-1 if a == time_axis else 1 for a in range(input.ndim)])
+    lens = sequence_lens.astype(_INT64).reshape([-1 if a == batch_axis else 1 for a in range(input.ndim)])
+    source = np.where(steps < lens, lens - 1 - steps, steps)
+    return (np.take_along_axis(input, np.broadcast_to(source, input.shape), axis=time_axis),)
+
+
+def _check_tensor_scatter(node, graph):
+    mode = node.attrs.get("mode", "linear")
+    return None if mode in ("linear", "circular") else f"TensorScatter mode={mode!r} is not defined"
+
+
+@kernel("TensorScatter", since=24, check=_check_tensor_scatter)
+def tensor_scatter(past_cache, update, write_indices=None, *, axis=-2, mode="linear"):
+    # write `update` into a copy of the cache along `axis`, at write_indices[b] for batch entry b
+    # (0 when absent); circular mode wraps around the cache length
+    axis = _axis(axis, past_cache.ndim)
+    out = past_cache.copy()
+    starts = np.zeros(past_cache.shape[0], _INT64) if write_indices is None else write_indices.astype(_INT64)
+    length, count = past_cache.shape[axis], update.shape[axis]
+    for b in range(past_cache.shape[0]):
+        positions = starts[b] + np.arange(count)
+        if mode == "circular":
+            positions %= length
+        index = [slice(None)] * past_cache.ndim
+        index[0], index[axis] = b, positions
+        src = [slice(None)] * past_cache.ndim
+        src[0] = b
+        out[tuple(index)] = update[tuple(src)]
+    return (out,)

@@ -1,0 +1,160 @@
+/* Single-precision GEMM: C[M,N] = A[M,K] . B[K,N] (+ bias[N]), B pre-packed into panels of
+ * 16 columns (zero-padded) so the inner loop reads it contiguously. Tiles of MR rows x 16
+ * columns are accumulated in registers; tiles are shared out on the caller's thread pool.
+ * Two builds of the tile kernel: AVX-512 (MR = 12, one zmm per row) and AVX2/FMA (MR = 6, two
+ * ymm per row, the classic 6x16 shape), chosen at run time; a plain C build for other CPUs. */
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "parallel.h"
+
+#define NR 16
+#define MR_MAX 12
+
+typedef float v16 __attribute__((vector_size(64), aligned(4)));  /* unaligned-safe loads */
+
+size_t seamless_sgemm_packed_size(size_t K, size_t N) { return ((N + NR - 1) / NR) * K * NR; }
+
+/* Pack B (K x N, row stride ldb; or, with trans_b, stored as N x K) into ceil(N/16) panels
+ * of K x 16 floats. */
+void seamless_sgemm_pack_b(const float* B, size_t K, size_t N, size_t ldb, int trans_b, float* packed) {
+  size_t panels = (N + NR - 1) / NR;
+  for (size_t p = 0; p < panels; p++) {
+    float* dst = packed + p * K * NR;
+    size_t n0 = p * NR, width = N - n0 < NR ? N - n0 : NR;
+    for (size_t k = 0; k < K; k++) {
+      for (size_t j = 0; j < width; j++) dst[k * NR + j] = trans_b ? B[(n0 + j) * ldb + k] : B[k * ldb + n0 + j];
+      for (size_t j = width; j < NR; j++) dst[k * NR + j] = 0.0f;
+    }
+  }
+}
+
+/* One MR x 16 tile over all of K: rows of A at stride lda, a packed B panel, results to out
+ * (MR rows of 16 at stride 16). */
+#define DEFINE_TILE(name, MR, attrs)                                                       \
+  attrs static void name(const float* a, size_t lda, const float* bp, size_t K, float* out) { \
+    v16 acc[MR];                                                                           \
+    for (int i = 0; i < MR; i++) acc[i] = (v16){0};                                        \
+    for (size_t k = 0; k < K; k++) {                                                       \
+      v16 b = *(const v16*)(bp + k * NR);                                                  \
+      _Pragma("GCC unroll 12") for (int i = 0; i < MR; i++) acc[i] += a[i * lda + k] * b;  \
+    }                                                                                      \
+    for (int i = 0; i < MR; i++) *(v16*)(out + i * NR) = acc[i];                           \
+  }
+
+#if defined(__x86_64__) && defined(__GNUC__)
+DEFINE_TILE(tile_avx512, 12, __attribute__((target("avx512f"))))
+DEFINE_TILE(row_avx512, 1, __attribute__((target("avx512f"))))
+DEFINE_TILE(tile_avx2, 6, __attribute__((target("avx2,fma"))))
+DEFINE_TILE(row_avx2, 1, __attribute__((target("avx2,fma"))))
+#endif
+DEFINE_TILE(tile_generic, 4, )
+DEFINE_TILE(row_generic, 1, )
+
+typedef void (*TileFn)(const float*, size_t, const float*, size_t, float*);
+
+typedef struct {
+  size_t M, N, K, lda, ldc, mr, m_blocks, tiles, tasks;
+  const float *A, *packed, *bias;
+  float* C;
+  TileFn tile, row;  /* mr rows at once; one row (for the last, short block) */
+  /* batched products: B unpacked (packed == NULL), items at these element strides */
+  const float* B;
+  size_t ldb, batch, stride_a, stride_b, stride_c;
+  int trans_b;
+  float* scratch;  /* K x 16 floats per task for packing B panels (batched products) */
+} GemmJob;
+
+static void pack_panel(const float* B, size_t K, size_t N, size_t ldb, int trans_b, size_t panel, float* dst) {
+  size_t n0 = panel * NR, width = N - n0 < NR ? N - n0 : NR;
+  for (size_t k = 0; k < K; k++) {
+    for (size_t j = 0; j < width; j++) dst[k * NR + j] = trans_b ? B[(n0 + j) * ldb + k] : B[k * ldb + n0 + j];
+    for (size_t j = width; j < NR; j++) dst[k * NR + j] = 0.0f;
+  }
+}
+
+static void gemm_task(void* user, size_t task) {
+  GemmJob* job = user;
+  float out[MR_MAX * NR];
+  float* panel_buf = job->scratch ? job->scratch + task * job->K * NR : NULL;
+  size_t begin, end, K = job->K, per_item = job->tiles, panels = per_item / job->m_blocks;
+  size_t packed_item = (size_t)-1, packed_panel = (size_t)-1;
+  seamless_task_range(per_item * job->batch, job->tasks, task, &begin, &end);
+  for (size_t t = begin; t < end; t++) {
+    size_t item = t / per_item, tile = t % per_item;
+    /* packed B: row blocks outer, so an A block stays in L1 across panels; unpacked B:
+     * panels outer, so each panel is packed once per task */
+    size_t panel = job->packed ? tile % panels : tile / job->m_blocks;
+    size_t m0 = (job->packed ? tile / panels : tile % job->m_blocks) * job->mr;
+    size_t rows = job->M - m0 < job->mr ? job->M - m0 : job->mr;
+    size_t n0 = panel * NR, width = job->N - n0 < NR ? job->N - n0 : NR;
+    const float* a = job->A + item * job->stride_a + m0 * job->lda;
+    const float* bp;
+    if (job->packed) {
+      bp = job->packed + panel * K * NR;
+    } else {
+      if (item != packed_item || panel != packed_panel)
+        pack_panel(job->B + item * job->stride_b, K, job->N, job->ldb, job->trans_b, panel, panel_buf);
+      packed_item = item;
+      packed_panel = panel;
+      bp = panel_buf;
+    }
+    if (rows == job->mr)
+      job->tile(a, job->lda, bp, K, out);
+    else
+      for (size_t i = 0; i < rows; i++) job->row(a + i * job->lda, job->lda, bp, K, out + i * NR);
+    for (size_t i = 0; i < rows; i++) {
+      float* c = job->C + item * job->stride_c + (m0 + i) * job->ldc + n0;
+      const float* o = out + i * NR;
+      if (job->bias)
+        for (size_t j = 0; j < width; j++) c[j] = o[j] + job->bias[n0 + j];
+      else
+        memcpy(c, o, width * sizeof(float));
+    }
+  }
+}
+
+static void choose_kernel(GemmJob* job) {
+  job->mr = 4; job->tile = tile_generic; job->row = row_generic;
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (__builtin_cpu_supports("avx512f")) { job->mr = 12; job->tile = tile_avx512; job->row = row_avx512; }
+  else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    job->mr = 6; job->tile = tile_avx2; job->row = row_avx2;
+  }
+#endif
+}
+
+/* Returns 0, or -1 when the packing scratch of a batched product cannot be allocated. */
+static int run_gemm(GemmJob* job, void* par_fn, void* par_ctx) {
+  choose_kernel(job);
+  if (!job->M || !job->N || !job->batch) return 0;
+  job->m_blocks = (job->M + job->mr - 1) / job->mr;
+  job->tiles = job->m_blocks * ((job->N + NR - 1) / NR);
+  size_t all = job->tiles * job->batch;
+  job->tasks = seamless_task_count(job->batch * job->M * job->N * (job->K ? job->K : 1), 1 << 18);
+  if (job->tasks > all) job->tasks = all;
+  if (!job->packed && !(job->scratch = malloc(job->tasks * (job->K ? job->K : 1) * NR * sizeof(float)))) return -1;
+  seamless_run_tasks(par_fn, par_ctx, job->tasks, gemm_task, job);
+  free(job->scratch);
+  return 0;
+}
+
+void seamless_sgemm(size_t M, size_t N, size_t K, const float* A, size_t lda, const float* packed,
+                    const float* bias, float* C, size_t ldc, void* par_fn, void* par_ctx) {
+  GemmJob job = {.M = M, .N = N, .K = K, .lda = lda, .ldc = ldc, .A = A, .packed = packed, .bias = bias,
+                 .C = C, .batch = 1};
+  run_gemm(&job, par_fn, par_ctx);
+}
+
+/* batch products C_i = A_i . B_i, items stride_a / stride_b / stride_c elements apart (a stride
+ * of 0 repeats one operand); B_i is K x N with row stride ldb, or N x K with trans_b. Returns
+ * 0, or -1 (nothing computed) when the packing scratch cannot be allocated. */
+int seamless_sgemm_batched(size_t batch, size_t M, size_t N, size_t K, const float* A, size_t lda, size_t stride_a,
+                           const float* B, size_t ldb, size_t stride_b, int trans_b, float* C, size_t ldc,
+                           size_t stride_c, void* par_fn, void* par_ctx) {
+  GemmJob job = {.M = M, .N = N, .K = K, .lda = lda, .ldc = ldc, .A = A, .C = C, .B = B, .ldb = ldb,
+                 .batch = batch, .stride_a = stride_a, .stride_b = stride_b, .stride_c = stride_c, .trans_b = trans_b};
+  return run_gemm(&job, par_fn, par_ctx);
+}

@@ -1,0 +1,431 @@
+/* MatMulNBits (com.microsoft): Y[M, N] = A[M, K] x dequant(B)[K, N] (+ bias), float32 A and Y.
+ *
+ * B is ORT's layout, used as is: [N, nb, blob] uint8 with nb = ceil(K / bs) blocks of bs values
+ * along K, blob = bs * bits / 8 bytes, low bits first; scales [N, nb]; zero points either packed
+ * uint8 [N, ceil(nb * bits / 8)] or float [N, nb] (default 2^(bits-1)).
+ *
+ * Two compute types, chosen as stock ORT (MLAS) chooses them:
+ * - int8 (accuracy_level 4): each block of A is quantized to int8 (scale = max|a| / 127,
+ *   q = round-half-even(a * (127 / max|a|)), as MLAS does); block dot products are exact int32
+ *   sums of q_a * q_b, scaled by scale_a * scale_b; the zero point enters as
+ *   - zp * scale_b * (scale_a * sum(q_a)). With AVX-512 VNNI (vpdpbusd: u8 x s8) or AVX2
+ *   (vpmaddubsw) a 64-value chunk of a row of B is one vector.
+ * - float: each block of B is dequantized ((q - zp) * scale) and multiplied in float32.
+ *
+ * Decode (M = 1) is a GEMV that streams B once; rows of A are processed in tiles of 4 so B is
+ * unpacked once per tile. Work is split over N into tasks for the caller's thread pool
+ * (parallel.h: ORT's intra-op pool inside the EP, serial otherwise).
+ */
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "parallel.h"
+#include "simd.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define MNB_X86 1
+#endif
+
+#define MNB_CHUNK 64 /* values of K per vector step */
+#define MNB_TILE 4   /* rows of A per pass over a row of B */
+
+typedef struct {
+  /* quantized A (int8 path) */
+  const int8_t* qa;      /* [M, kq]: each full 64-chunk in the order the B unpack yields (see below) */
+  const float* lane_sa;  /* [M, chunks, 16]: A block scale of each 32-bit lane of a chunk */
+  const float* sa;       /* [M, nb] */
+  const float* asum;     /* [M, nb]: sa * sum of the block's q_a */
+  size_t kq, chunks;
+  /* float A (float path) */
+  const float* a;
+  /* weights */
+  const uint8_t* b;
+  const float* scales;
+  const uint8_t* zp_u8;
+  const float* zp_f32;
+  const float* bias;
+  float* y;
+  size_t m, n, k, nb, bs, bits, blob, tasks;
+} MnbJob;
+
+/* Values of a block row of B, unpacked to uint8 (natural order). */
+static inline void mnb_unpack(const uint8_t* src, size_t bits, size_t count, uint8_t* dst) {
+  if (bits == 8) {
+    memcpy(dst, src, count);
+  } else if (bits == 4) {
+    for (size_t i = 0; i < count / 2; i++) {
+      dst[2 * i] = src[i] & 15;
+      dst[2 * i + 1] = src[i] >> 4;
+    }
+  } else {
+    for (size_t i = 0; i < count; i++) dst[i] = (src[i * bits / 8] >> ((i * bits) % 8)) & ((1 << bits) - 1);
+  }
+}
+
+static inline float mnb_zero_point(const MnbJob* job, size_t n, size_t blk) {
+  if (job->zp_f32) return job->zp_f32[n * job->nb + blk];
+  if (job->zp_u8) {
+    size_t per_row = (job->nb * job->bits + 7) / 8;
+    size_t bit = blk * job->bits;
+    return (float)((job->zp_u8[n * per_row + bit / 8] >> (bit % 8)) & ((1 << job->bits) - 1));
+  }
+  return (float)(1 << (job->bits - 1));
+}
+
+/* Block b of the int8 path: position of value i of the block inside qa's row. Full 64-chunks of a
+ * 4-bit row are stored "even values, then odd values" (the low nibbles of 32 bytes, then the high
+ * ones); 8-bit rows and the tail (values past the last full chunk) keep the natural order. */
+static inline size_t mnb_qa_pos(size_t bits, size_t chunks, size_t value) {
+  size_t c = value / MNB_CHUNK;
+  if (bits != 4 || c >= chunks) return value;
+  size_t v = value % MNB_CHUNK;
+  return c * MNB_CHUNK + (v & 1 ? 32 + v / 2 : v / 2);
+}
+
+/* ---- A quantization (int8 path) -------------------------------------------------------- */
+
+SEAMLESS_SIMD static void mnb_quantize_rows(const float* a, size_t m, size_t k, size_t bs, size_t nb, size_t bits,
+                                            int8_t* qa, size_t kq, size_t chunks, float* sa, float* asum,
+                                            float* lane_sa) {
+  int8_t* tmp = (int8_t*)malloc(bs);
+  for (size_t r = 0; r < m; r++) {
+    const float* ar = a + r * k;
+    int8_t* qr = qa + r * kq;
+    memset(qr, 0, kq);
+    for (size_t blk = 0; blk < nb; blk++) {
+      size_t begin = blk * bs, end = begin + bs < k ? begin + bs : k;
+      float amax = 0.0f;
+      for (size_t i = begin; i < end; i++) {
+        float v = fabsf(ar[i]);
+        amax = v > amax ? v : amax;
+      }
+      float scale = amax / 127.0f;
+      float inv = amax != 0.0f ? 127.0f / amax : 0.0f;
+      int32_t sum = 0;
+      for (size_t i = begin; i < begin + bs; i++) {
+        int32_t q = i < end ? (int32_t)rintf(ar[i] * inv) : 0;
+        tmp[i - begin] = (int8_t)q;
+        sum += q;
+      }
+      for (size_t i = 0; i < bs; i++) qr[mnb_qa_pos(bits, chunks, begin + i)] = tmp[i];
+      sa[r * nb + blk] = scale;
+      asum[r * nb + blk] = scale * (float)sum;
+    }
+    /* lane l of chunk c covers 4 bytes of the chunk: values 8(l%8).. (4-bit) or 4l.. (8-bit) */
+    for (size_t c = 0; c < chunks; c++)
+      for (size_t l = 0; l < 16; l++) {
+        size_t value = c * MNB_CHUNK + (bits == 4 ? 8 * (l % 8) : 4 * l);
+        lane_sa[(r * chunks + c) * 16 + l] = sa[r * nb + value / bs];
+      }
+  }
+  free(tmp);
+}
+
+/* ---- int8 GEMM: scalar reference (any bits, any x86 level) ------------------------------- */
+
+static void mnb_int8_rows_scalar(const MnbJob* job, size_t n0, size_t n1) {
+  uint8_t* w = (uint8_t*)malloc(job->bs);
+  for (size_t n = n0; n < n1; n++) {
+    const uint8_t* brow = job->b + n * job->nb * job->blob;
+    for (size_t r = 0; r < job->m; r++) {
+      float acc = 0.0f;
+      for (size_t blk = 0; blk < job->nb; blk++) {
+        mnb_unpack(brow + blk * job->blob, job->bits, job->bs, w);
+        int32_t dot = 0;
+        for (size_t i = 0; i < job->bs; i++)
+          dot += (int32_t)w[i] * job->qa[r * job->kq + mnb_qa_pos(job->bits, job->chunks, blk * job->bs + i)];
+        float sb = job->scales[n * job->nb + blk];
+        acc += (float)dot * (job->sa[r * job->nb + blk] * sb) -
+               mnb_zero_point(job, n, blk) * sb * job->asum[r * job->nb + blk];
+      }
+      job->y[r * job->n + n] = acc + (job->bias ? job->bias[n] : 0.0f);
+    }
+  }
+  free(w);
+}
+
+/* Blocks past the last full 64-chunk (only when bs < 64 and nb * bs is not a multiple of 64). */
+static float mnb_int8_tail(const MnbJob* job, size_t n, size_t r, const uint8_t* brow) {
+  uint8_t w[MNB_CHUNK];
+  float acc = 0.0f;
+  for (size_t blk = job->chunks * MNB_CHUNK / job->bs; blk < job->nb; blk++) {
+    mnb_unpack(brow + blk * job->blob, job->bits, job->bs, w);
+    const int8_t* q = job->qa + r * job->kq + blk * job->bs;
+    int32_t dot = 0;
+    for (size_t i = 0; i < job->bs; i++) dot += (int32_t)w[i] * q[i];
+    acc += (float)dot * (job->sa[r * job->nb + blk] * job->scales[n * job->nb + blk]);
+  }
+  return acc;
+}
+
+/* sum over blocks of zp * scale_b * asum: the zero-point term subtracted from the raw dot. */
+static float mnb_zp_term(const MnbJob* job, size_t n, size_t r) {
+  const float* sb = job->scales + n * job->nb;
+  const float* as = job->asum + r * job->nb;
+  float acc = 0.0f;
+  if (!job->zp_u8 && !job->zp_f32) {
+    for (size_t blk = 0; blk < job->nb; blk++) acc += sb[blk] * as[blk];
+    return acc * (float)(1 << (job->bits - 1));
+  }
+  for (size_t blk = 0; blk < job->nb; blk++) acc += mnb_zero_point(job, n, blk) * sb[blk] * as[blk];
+  return acc;
+}
+
+#ifdef MNB_X86
+/* lane -> block-within-chunk, for bs < 64 (the permutexvar index of the chunk's scales) */
+static inline void mnb_lane_blocks(size_t bits, size_t bs, int32_t idx[16]) {
+  for (int l = 0; l < 16; l++) idx[l] = (int32_t)((bits == 4 ? 8 * (l % 8) : 4 * l) / bs);
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) static void mnb_int8_rows_vnni(const MnbJob* job,
+                                                                                                size_t n0, size_t n1) {
+  const size_t chunks = job->chunks, bs = job->bs, nb = job->nb, kq = job->kq;
+  const size_t cstride = job->bits == 4 ? 32 : 64; /* bytes of B per chunk */
+  const __m256i low4 = _mm256_set1_epi8(15);
+  int32_t idx_arr[16];
+  mnb_lane_blocks(job->bits, bs, idx_arr);
+  const __m512i idx = _mm512_loadu_si512(idx_arr);
+  const size_t bpc = bs < MNB_CHUNK ? MNB_CHUNK / bs : 1; /* blocks per chunk */
+  const __mmask16 smask = (__mmask16)((1u << bpc) - 1);
+  for (size_t n = n0; n < n1; n++) {
+    const uint8_t* brow = job->b + n * nb * job->blob;
+    const float* sb = job->scales + n * nb;
+    for (size_t r0 = 0; r0 < job->m; r0 += MNB_TILE) {
+      const size_t rt = job->m - r0 < MNB_TILE ? job->m - r0 : MNB_TILE;
+      __m512 acc[MNB_TILE];
+      for (size_t t = 0; t < MNB_TILE; t++) acc[t] = _mm512_setzero_ps();
+      if (bs >= MNB_CHUNK) {
+        const size_t cpb = bs / MNB_CHUNK;
+        for (size_t blk = 0; blk < nb; blk++) {
+          __m512i dot[MNB_TILE];
+          for (size_t t = 0; t < MNB_TILE; t++) dot[t] = _mm512_setzero_si512();
+          for (size_t c = blk * cpb; c < (blk + 1) * cpb; c++) {
+            __m512i w;
+            if (job->bits == 4) {
+              __m256i raw = _mm256_loadu_si256((const __m256i*)(brow + c * cstride));
+              __m256i lo = _mm256_and_si256(raw, low4);
+              __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4);
+              w = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+            } else {
+              w = _mm512_loadu_si512(brow + c * cstride);
+            }
+            for (size_t t = 0; t < rt; t++)
+              dot[t] = _mm512_dpbusd_epi32(dot[t], w, _mm512_loadu_si512(job->qa + (r0 + t) * kq + c * MNB_CHUNK));
+          }
+          for (size_t t = 0; t < rt; t++) {
+            __m512 s = _mm512_set1_ps(job->sa[(r0 + t) * nb + blk] * sb[blk]);
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[t]), s, acc[t]);
+          }
+        }
+      } else {
+        for (size_t c = 0; c < chunks; c++) {
+          __m512i w;
+          if (job->bits == 4) {
+            __m256i raw = _mm256_loadu_si256((const __m256i*)(brow + c * cstride));
+            __m256i lo = _mm256_and_si256(raw, low4);
+            __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4);
+            w = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+          } else {
+            w = _mm512_loadu_si512(brow + c * cstride);
+          }
+          __m512 sbv = _mm512_permutexvar_ps(idx, _mm512_maskz_loadu_ps(smask, sb + c * bpc));
+          for (size_t t = 0; t < rt; t++) {
+            __m512i d = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w,
+                                            _mm512_loadu_si512(job->qa + (r0 + t) * kq + c * MNB_CHUNK));
+            __m512 s = _mm512_mul_ps(sbv, _mm512_loadu_ps(job->lane_sa + ((r0 + t) * chunks + c) * 16));
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), s, acc[t]);
+          }
+        }
+      }
+      for (size_t t = 0; t < rt; t++) {
+        size_t r = r0 + t;
+        float v = _mm512_reduce_add_ps(acc[t]) + mnb_int8_tail(job, n, r, brow) - mnb_zp_term(job, n, r);
+        job->y[r * job->n + n] = v + (job->bias ? job->bias[n] : 0.0f);
+      }
+    }
+  }
+}
+
+/* AVX2: the same chunk layout as two 256-bit halves (lanes 0-7: bytes 0-31, lanes 8-15: 32-63);
+ * u8 x s8 products via vpmaddubsw, whose int16 pair sums cannot saturate for 4-bit weights; 8-bit
+ * weights are split as (w & 127) + 128 * (w >> 7) to stay within int16. */
+__attribute__((target("avx2,fma"))) static inline __m256i mnb_dot_avx2(__m256i w, __m256i a, size_t bits) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  if (bits == 4) return _mm256_madd_epi16(_mm256_maddubs_epi16(w, a), ones);
+  __m256i lo7 = _mm256_and_si256(w, _mm256_set1_epi8(127));
+  __m256i top = _mm256_and_si256(_mm256_srli_epi16(w, 7), _mm256_set1_epi8(1));
+  __m256i d = _mm256_madd_epi16(_mm256_maddubs_epi16(lo7, a), ones);
+  __m256i e = _mm256_madd_epi16(_mm256_maddubs_epi16(top, a), ones);
+  return _mm256_add_epi32(d, _mm256_slli_epi32(e, 7));
+}
+
+__attribute__((target("avx2,fma"))) static void mnb_int8_rows_avx2(const MnbJob* job, size_t n0, size_t n1) {
+  const size_t chunks = job->chunks, bs = job->bs, nb = job->nb, kq = job->kq;
+  const size_t cstride = job->bits == 4 ? 32 : 64;
+  const __m256i low4 = _mm256_set1_epi8(15);
+  const size_t bpc = bs < MNB_CHUNK ? MNB_CHUNK / bs : 1;
+  int32_t idx_arr[16];
+  mnb_lane_blocks(job->bits, bs, idx_arr);
+  for (size_t n = n0; n < n1; n++) {
+    const uint8_t* brow = job->b + n * nb * job->blob;
+    const float* sb = job->scales + n * nb;
+    for (size_t r = 0; r < job->m; r++) {
+      __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+      const int8_t* qr = job->qa + r * kq;
+      for (size_t c = 0; c < chunks; c++) {
+        __m256i w0, w1;
+        if (job->bits == 4) {
+          __m256i raw = _mm256_loadu_si256((const __m256i*)(brow + c * cstride));
+          w0 = _mm256_and_si256(raw, low4);
+          w1 = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4);
+        } else {
+          w0 = _mm256_loadu_si256((const __m256i*)(brow + c * cstride));
+          w1 = _mm256_loadu_si256((const __m256i*)(brow + c * cstride + 32));
+        }
+        __m256i d0 = mnb_dot_avx2(w0, _mm256_loadu_si256((const __m256i*)(qr + c * MNB_CHUNK)), job->bits);
+        __m256i d1 = mnb_dot_avx2(w1, _mm256_loadu_si256((const __m256i*)(qr + c * MNB_CHUNK + 32)), job->bits);
+        float s[16];
+        const float* ls = job->lane_sa + (r * chunks + c) * 16;
+        size_t blk0 = c * MNB_CHUNK / bs;
+        for (int l = 0; l < 16; l++) s[l] = ls[l] * sb[bs >= MNB_CHUNK ? blk0 : c * bpc + (size_t)idx_arr[l]];
+        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d0), _mm256_loadu_ps(s), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d1), _mm256_loadu_ps(s + 8), acc1);
+      }
+      float lanes[8];
+      _mm256_storeu_ps(lanes, _mm256_add_ps(acc0, acc1));
+      float v = 0.0f;
+      for (int l = 0; l < 8; l++) v += lanes[l];
+      v += mnb_int8_tail(job, n, r, brow) - mnb_zp_term(job, n, r);
+      job->y[r * job->n + n] = v + (job->bias ? job->bias[n] : 0.0f);
+    }
+  }
+}
+#endif
+
+static int mnb_level(void) {
+#ifdef MNB_X86
+  static int level = -1;
+  if (level < 0) {
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni"))
+      level = 2;
+    else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+      level = 1;
+    else
+      level = 0;
+  }
+  return level;
+#else
+  return 0;
+#endif
+}
+
+static void mnb_int8_task(void* user, size_t task) {
+  const MnbJob* job = (const MnbJob*)user;
+  size_t n0, n1;
+  seamless_task_range(job->n, job->tasks, task, &n0, &n1);
+  int level = job->bits == 2 ? 0 : mnb_level();
+#ifdef MNB_X86
+  if (level == 2) { mnb_int8_rows_vnni(job, n0, n1); return; }
+  if (level == 1) { mnb_int8_rows_avx2(job, n0, n1); return; }
+#endif
+  mnb_int8_rows_scalar(job, n0, n1);
+}
+
+/* ---- float path ------------------------------------------------------------------------- */
+
+SEAMLESS_SIMD static void mnb_float_task(void* user, size_t task) {
+  const MnbJob* job = (const MnbJob*)user;
+  size_t n0, n1;
+  seamless_task_range(job->n, job->tasks, task, &n0, &n1);
+  const size_t bs = job->bs, nb = job->nb, k = job->k;
+  uint8_t* q = (uint8_t*)malloc(bs);
+  float* w = (float*)malloc(bs * sizeof(float));
+  float* acc = (float*)malloc(job->m * 16 * sizeof(float));
+  for (size_t n = n0; n < n1; n++) {
+    const uint8_t* brow = job->b + n * nb * job->blob;
+    memset(acc, 0, job->m * 16 * sizeof(float));
+    for (size_t blk = 0; blk < nb; blk++) {
+      float s = job->scales[n * nb + blk], z = mnb_zero_point(job, n, blk);
+      mnb_unpack(brow + blk * job->blob, job->bits, bs, q);
+      for (size_t i = 0; i < bs; i++) w[i] = ((float)q[i] - z) * s;
+      size_t begin = blk * bs, len = begin + bs <= k ? bs : k - begin;
+      for (size_t r = 0; r < job->m; r++) {
+        const float* ar = job->a + r * k + begin;
+        float* ac = acc + r * 16;
+        size_t i = 0;
+        for (; i + 16 <= len; i += 16)
+          for (size_t j = 0; j < 16; j++) ac[j] += ar[i + j] * w[i + j];
+        for (; i < len; i++) ac[i % 16] += ar[i] * w[i];
+      }
+    }
+    for (size_t r = 0; r < job->m; r++) {
+      float v = 0.0f;
+      for (size_t j = 0; j < 16; j++) v += acc[r * 16 + j];
+      job->y[r * job->n + n] = v + (job->bias ? job->bias[n] : 0.0f);
+    }
+  }
+  free(q);
+  free(w);
+  free(acc);
+}
+
+/* ---- entry point -------------------------------------------------------------------------- */
+
+/* Returns 0 on success, 1 for an unsupported configuration, 2 when out of memory. */
+int seamless_matmul_nbits_f32(const float* a, size_t m, size_t k, const uint8_t* b, const float* scales,
+                              const uint8_t* zp_u8, const float* zp_f32, const float* bias, float* y, size_t n,
+                              size_t bits, size_t bs, int int8, void* par_fn, void* par_ctx) {
+  if ((bits != 2 && bits != 4 && bits != 8) || bs < 16 || (bs & (bs - 1)) || bs * bits % 8) return 1;
+  if (m == 0 || n == 0) return 0;
+  MnbJob job;
+  memset(&job, 0, sizeof(job));
+  job.a = a;
+  job.b = b;
+  job.scales = scales;
+  job.zp_u8 = zp_u8;
+  job.zp_f32 = zp_f32;
+  job.bias = bias;
+  job.y = y;
+  job.m = m;
+  job.n = n;
+  job.k = k;
+  job.bs = bs;
+  job.bits = bits;
+  job.nb = (k + bs - 1) / bs;
+  job.blob = bs * bits / 8;
+  /* tasks of >= 16 output columns, at least ~32 KB of weights each */
+  size_t row_bytes = job.nb * job.blob + job.nb * 4;
+  size_t grain = (32768 / (row_bytes ? row_bytes : 1)) + 1;
+  job.tasks = seamless_task_count(n, grain < 16 ? 16 : grain);
+  if (!int8) {
+    seamless_run_tasks(par_fn, par_ctx, job.tasks, mnb_float_task, &job);
+    return 0;
+  }
+  job.chunks = (job.nb * bs) / MNB_CHUNK;
+  job.kq = ((job.nb * bs + MNB_CHUNK - 1) / MNB_CHUNK) * MNB_CHUNK;
+  int8_t* qa = (int8_t*)aligned_alloc(64, m * job.kq);
+  float* sa = (float*)malloc(m * job.nb * sizeof(float));
+  float* asum = (float*)malloc(m * job.nb * sizeof(float));
+  float* lane_sa = (float*)malloc((m * job.chunks * 16 + 1) * sizeof(float));
+  int rc = 2;
+  if (qa && sa && asum && lane_sa) {
+    mnb_quantize_rows(a, m, k, bs, job.nb, bits, qa, job.kq, job.chunks, sa, asum, lane_sa);
+    job.qa = qa;
+    job.sa = sa;
+    job.asum = asum;
+    job.lane_sa = lane_sa;
+    seamless_run_tasks(par_fn, par_ctx, job.tasks, mnb_int8_task, &job);
+    rc = 0;
+  }
+  free(qa);
+  free(sa);
+  free(asum);
+  free(lane_sa);
+  return rc;
+}

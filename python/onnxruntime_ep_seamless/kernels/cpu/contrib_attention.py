@@ -1,0 +1,416 @@
+"""Attention and rotary embeddings: com.microsoft GroupQueryAttention, MultiHeadAttention,
+RotaryEmbedding; ONNX Attention-23 and RotaryEmbedding-23.
+
+float32 only. Layout names: B batch, N query heads, Nkv key/value heads, S query length,
+T total (past + new) key length, H head size. Softmax and scores are float32, as in ORT's
+CPU EP; the GQA decode path (one query token) runs in native code (native/cpu/attention.c).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..registry import kernel
+from . import contrib_native as native
+
+F32 = np.dtype(np.float32)
+I64 = np.dtype(np.int64)
+
+
+def _softmax_rows(x):
+    """Softmax over the last axis (float32); -inf entries get probability 0."""
+    m = np.max(x, axis=-1, keepdims=True)
+    e = np.exp(x - m)
+    return e / np.sum(e, axis=-1, keepdims=True)
+
+
+def _softcap(x, softcap):
+    return np.float32(softcap) * np.tanh(x / np.float32(softcap)) if softcap > 0 else x
+
+
+# --- rotary embedding -------------------------------------------------------------------------
+
+
+def rotate(x, cos, sin, interleaved: bool):
+    """Rotary embedding of the first 2*cos.shape[-1] channels of x [..., H]; cos/sin broadcast
+    against x[..., :rot/2]. The remaining channels pass through."""
+    half = cos.shape[-1]
+    rot = 2 * half
+    xr = x[..., :rot]
+    if interleaved:
+        x1, x2 = xr[..., 0::2], xr[..., 1::2]
+    else:
+        x1, x2 = xr[..., :half], xr[..., half:]
+    real = x1 * cos - x2 * sin
+    imag = x1 * sin + x2 * cos
+    if interleaved:
+        out = np.stack([real, imag], axis=-1).reshape(xr.shape)
+    else:
+        out = np.concatenate([real, imag], axis=-1)
+    if rot < x.shape[-1]:
+        out = np.concatenate([out, x[..., rot:]], axis=-1)
+    return out
+
+
+def _check_float32(node, graph):
+    dt = graph.value(node.inputs[0]).dtype
+    if dt is not None and dt != F32:
+        return f"dtype {dt} not supported (float32 only)"
+    return None
+
+
+def _check_ms_rotary(node, graph):
+    reason = _check_float32(node, graph)
+    if reason:
+        return reason
+    if node.attrs.get("is_packed_batching", 0):
+        return "is_packed_batching=1 (ragged batches) not supported"
+    if node.attrs.get("scale", 1.0) != 1.0:
+        return f"scale={node.attrs['scale']} not supported (1.0 only)"
+    return None
+
+
+@kernel("RotaryEmbedding", domain="com.microsoft", check=_check_ms_rotary)
+def ms_rotary_embedding(input, position_ids, cos_cache, sin_cache, *, interleaved=0, num_heads=0,
+                        rotary_embedding_dim=0, is_packed_batching=0, scale=1.0):
+    """input (B, S, N*H) or (B, N, S, H); position_ids (1,) = start offset, or (B, S)."""
+    x = input
+    b = x.shape[0]
+    if x.ndim == 3:
+        s = x.shape[1]
+        if num_heads:
+            h = x.shape[2] // num_heads
+        else:
+            h = rotary_embedding_dim or 2 * cos_cache.shape[1]
+        x = x.reshape(b, s, -1, h)          # B S N H
+    else:
+        s = x.shape[2]
+        x = x.transpose(0, 2, 1, 3)          # B S N H
+    pos = position_ids.astype(I64)
+    if pos.ndim == 1:  # (1,): the position of the first token; the rest follow
+        pos = pos[0] + np.arange(s, dtype=I64)[None, :]
+    pos = np.broadcast_to(pos, (b, s))
+    rot_half = (rotary_embedding_dim or x.shape[-1]) // 2
+    cos = cos_cache[pos][..., None, :rot_half]  # B S 1 rot/2
+    sin = sin_cache[pos][..., None, :rot_half]
+    y = rotate(x, cos, sin, bool(interleaved))
+    y = y.reshape(input.shape) if input.ndim == 3 else y.transpose(0, 2, 1, 3)
+    return (np.ascontiguousarray(y, dtype=F32),)
+
+
+def _check_onnx_rotary(node, graph):
+    return _check_float32(node, graph)
+
+
+@kernel("RotaryEmbedding", since=23, check=_check_onnx_rotary)
+def rotary_embedding_23(X, cos_cache, sin_cache, position_ids=None, *, interleaved=0, num_heads=0,
+                        rotary_embedding_dim=0):
+    """X (B, N, S, H) or (B, S, N*H); caches (P, rot/2) with position_ids, else (B, S, rot/2)."""
+    if X.ndim == 4:
+        x = X.transpose(0, 2, 1, 3)  # B S N H
+    else:
+        if not num_heads:
+            raise ValueError("num_heads is required for 3-D input")
+        x = X.reshape(X.shape[0], X.shape[1], num_heads, -1)
+    rot = rotary_embedding_dim or x.shape[-1]
+    if position_ids is not None:
+        cos, sin = cos_cache[position_ids], sin_cache[position_ids]
+    else:
+        cos, sin = cos_cache, sin_cache
+    if cos.shape[-1] != rot // 2:
+        raise ValueError(f"cos/sin last dimension {cos.shape[-1]} != rotary_embedding_dim/2 = {rot // 2}")
+    y = rotate(x, cos[..., None, :], sin[..., None, :], bool(interleaved))
+    y = y.transpose(0, 2, 1, 3) if X.ndim == 4 else y.reshape(X.shape)
+    return (np.ascontiguousarray(y, dtype=F32),)
+
+
+# --- GroupQueryAttention ----------------------------------------------------------------------
+
+_GQA_UNSUPPORTED_INPUTS = {9: "position_ids", 10: "attention_bias", 12: "k_scale", 13: "v_scale",
+                           14: "q_norm_weight", 15: "k_norm_weight", 16: "query_seqlens"}
+
+
+def _check_gqa(node, graph):
+    reason = _check_float32(node, graph)
+    if reason:
+        return reason
+    a = node.attrs
+    for i, name in _GQA_UNSUPPORTED_INPUTS.items():
+        if len(node.inputs) > i and node.inputs[i]:
+            return f"input {name} not supported"
+    for name in ("kv_cache_bit_width", "k_quant_type", "v_quant_type"):
+        if name in a and a[name] not in ("NONE", b"NONE"):
+            return f"quantized KV cache ({name}={a[name]!r}) not supported"
+    if a.get("sliding_window_cache", 0):
+        return "sliding_window_cache=1 not supported"
+    if a.get("qk_output", 0):
+        return f"qk_output={a['qk_output']} not supported"
+    causal = a.get("causal", 1)
+    if causal not in (0, 1):
+        return f"causal={causal} (must be 0 or 1)"
+    if not causal and a.get("local_window_size", -1) != -1:
+        return "local_window_size with causal=0 is invalid"
+    nh, kvh = a.get("num_heads", 0), a.get("kv_num_heads", 0)
+    if nh <= 0 or kvh <= 0 or nh % kvh:
+        return f"num_heads={nh} must be a positive multiple of kv_num_heads={kvh}"
+    if a.get("do_rotary", 0) and not (len(node.inputs) > 8 and node.inputs[7] and node.inputs[8]):
+        return "do_rotary=1 needs cos_cache and sin_cache"
+    past = [node.inputs[i] if len(node.inputs) > i else "" for i in (3, 4)]
+    if bool(past[0]) != bool(past[1]):
+        return "past_key and past_value must be given together"
+    if past[0] and graph.value(past[0]).dtype not in (None, F32):
+        return f"KV cache of dtype {graph.value(past[0]).dtype} not supported (float32 only)"
+    return None
+
+
+def _gqa_positions(seqlens_k, b, s, first_prompt):
+    """Rotary position of each query token: 0.. for the first prompt, past_len.. afterwards."""
+    if first_prompt:
+        return np.broadcast_to(np.arange(s, dtype=I64), (b, s))
+    past = seqlens_k.astype(I64) + 1 - s
+    return past[:, None] + np.arange(s, dtype=I64)[None, :]
+
+
+@kernel("GroupQueryAttention", domain="com.microsoft", check=_check_gqa)
+def group_query_attention(query, key=None, value=None, past_key=None, past_value=None, seqlens_k=None,
+                          total_sequence_length=None, cos_cache=None, sin_cache=None, position_ids=None,
+                          attention_bias=None, head_sink=None, k_scale=None, v_scale=None, q_norm_weight=None,
+                          k_norm_weight=None, query_seqlens=None, *, num_heads, kv_num_heads, scale=0.0,
+                          softcap=0.0, local_window_size=-1, do_rotary=0, rotary_interleaved=0, smooth_softmax=-1,
+                          qk_output=0, causal=1, sliding_window_cache=0, kv_cache_bit_width=0, k_quant_type="NONE",
+                          v_quant_type="NONE", qk_norm_epsilon=1e-6, q_norm_epsilon=1e-6, k_norm_epsilon=1e-6):
+    b, s = query.shape[:2]
+    nkv = kv_num_heads
+    if key is None:  # packed QKV: (B, S, (N + 2 Nkv) H)
+        h = query.shape[2] // (num_heads + 2 * nkv)
+        q = query[:, :, :num_heads * h]
+        k = query[:, :, num_heads * h:(num_heads + nkv) * h]
+        v = query[:, :, (num_heads + nkv) * h:]
+    else:
+        h = query.shape[2] // num_heads
+        q, k, v = query, key, value
+    total = int(np.asarray(total_sequence_length).reshape(-1)[0])
+    seqlens = np.asarray(seqlens_k).reshape(-1).astype(np.int64)
+    past_buf = past_key.shape[2] if past_key is not None else 0
+    if s > 1 and s != total:
+        if b != 1:
+            raise ValueError("batch_size must be 1 when sequence_length > 1 and past context is given")
+        first_prompt = False
+    else:
+        first_prompt = s == total
+    present_len = max(total, past_buf)
+    q = q.reshape(b, s, num_heads, h)
+    k = k.reshape(b, s, nkv, h)
+    v = v.reshape(b, s, nkv, h)
+    if do_rotary:
+        pos = _gqa_positions(seqlens, b, s, first_prompt)
+        half = cos_cache.shape[1]
+        cos, sin = cos_cache[pos][:, :, None, :half], sin_cache[pos][:, :, None, :half]
+        q = rotate(q, cos, sin, bool(rotary_interleaved))
+        k = rotate(k, cos, sin, bool(rotary_interleaved))
+    q = np.ascontiguousarray(q.transpose(0, 2, 1, 3), dtype=F32)   # B N S H
+    k = np.ascontiguousarray(k.transpose(0, 2, 1, 3), dtype=F32)   # B Nkv S H
+    v = np.ascontiguousarray(v.transpose(0, 2, 1, 3), dtype=F32)
+    sm_scale = np.float32(scale if scale != 0.0 else 1.0 / np.sqrt(np.float32(h)))
+    smooth = smooth_softmax == 1 or head_sink is not None
+    sink = None
+    if smooth:
+        sink = np.zeros(num_heads, F32) if head_sink is None else head_sink.astype(F32).reshape(num_heads)
+    if native.has_gqa():
+        out, present_k, present_v = native.gqa(q, k, v, past_key, past_value, seqlens, first_prompt, present_len,
+                                               sm_scale, softcap, local_window_size, bool(causal), sink)
+        return out, present_k, present_v
+    present_k = np.zeros((b, nkv, present_len, h), F32)
+    present_v = np.zeros((b, nkv, present_len, h), F32)
+    out = np.empty((b, s, num_heads, h), F32)
+    group = num_heads // nkv
+    for bi in range(b):
+        t = int(seqlens[bi]) + 1
+        p = 0 if first_prompt else t - s
+        if p > 0:
+            present_k[bi, :, :p] = past_key[bi, :, :p]
+            present_v[bi, :, :p] = past_value[bi, :, :p]
+        present_k[bi, :, p:p + s] = k[bi]
+        present_v[bi, :, p:p + s] = v[bi]
+        kk, vv = present_k[bi, :, :t], present_v[bi, :, :t]                  # Nkv T H
+        qq = q[bi].reshape(nkv, group * s, h)
+        scores = np.matmul(qq, kk.transpose(0, 2, 1)) * sm_scale             # Nkv (g S) T
+        scores = _softcap(scores, softcap).reshape(nkv, group, s, t)
+        keys = np.arange(t)[None, :]
+        if causal:
+            causal_len = p + np.arange(s)[:, None] + 1                          # S 1
+            allowed = keys < causal_len
+            if local_window_size > 0:
+                allowed &= keys >= causal_len - local_window_size
+        else:
+            allowed = np.ones((s, t), bool)
+        scores = np.where(allowed, scores, np.float32(-np.inf))
+        if smooth:
+            sk = sink.reshape(nkv, group, 1, 1)
+            m = np.maximum(scores.max(axis=-1, keepdims=True), sk)
+            e = np.exp(scores - m)
+            probs = e / (e.sum(axis=-1, keepdims=True) + np.exp(sk - m))
+        else:
+            probs = _softmax_rows(scores)
+        o = np.matmul(probs.reshape(nkv, group * s, t), vv)                  # Nkv (g S) H
+        out[bi] = o.reshape(num_heads, s, h).transpose(1, 0, 2)
+    return out.reshape(b, s, num_heads * h), present_k, present_v
+
+
+# --- MultiHeadAttention -----------------------------------------------------------------------
+
+
+def _check_mha(node, graph):
+    reason = _check_float32(node, graph)
+    if reason:
+        return reason
+    ins = node.inputs + [""] * (10 - len(node.inputs))
+    q = graph.value(ins[0])
+    if q.shape is not None and len(q.shape) != 3:
+        return "packed QKV (5-D query) not supported"
+    if not ins[1] or not ins[2]:
+        return "key and value are required (packed QKV/KV not supported)"
+    for i in (1, 2):
+        shp = graph.value(ins[i]).shape
+        if shp is not None and len(shp) != 3:
+            return "key/value must be 3-D (packed KV and BNSH cross-attention keys not supported)"
+    if ins[8]:
+        return "past_sequence_length (shared KV buffer) not supported"
+    if ins[9]:
+        return "cache_indirection (beam search) not supported"
+    if bool(ins[6]) != bool(ins[7]):
+        return "past_key and past_value must be given together"
+    mask = graph.value(ins[4]) if ins[4] else None
+    if mask is not None and mask.shape is not None and len(mask.shape) not in (1, 2, 3):
+        return f"key_padding_mask of rank {len(mask.shape)} not supported"
+    if len(node.outputs) > 3 and node.outputs[3]:
+        return "output qk not supported"
+    return None
+
+
+@kernel("MultiHeadAttention", domain="com.microsoft", check=_check_mha)
+def multi_head_attention(query, key, value, bias=None, key_padding_mask=None, attention_bias=None, past_key=None,
+                         past_value=None, past_sequence_length=None, cache_indirection=None, *, num_heads,
+                         unidirectional=0, scale=0.0, mask_filter_value=-10000.0):
+    b, s, d = query.shape
+    l, dv = key.shape[1], value.shape[2]
+    h, hv = d // num_heads, dv // num_heads
+    if bias is not None:
+        query = query + bias[:d]
+        key = key + bias[d:2 * d]
+        value = value + bias[2 * d:]
+    q = query.reshape(b, s, num_heads, h).transpose(0, 2, 1, 3)
+    k = key.reshape(b, l, num_heads, h).transpose(0, 2, 1, 3)
+    v = value.reshape(b, l, num_heads, hv).transpose(0, 2, 1, 3)
+    p = 0
+    if past_key is not None:
+        p = past_key.shape[2]
+        k = np.concatenate([past_key, k], axis=2)
+        v = np.concatenate([past_value, v], axis=2)
+    t = p + l
+    sm_scale = np.float32(scale if scale != 0.0 else 1.0 / np.sqrt(np.float32(h)))
+    scores = np.matmul(q, k.transpose(0, 1, 3, 2)) * sm_scale                  # B N S T
+    fill = np.float32(mask_filter_value)
+    add = np.zeros((b, 1, s, t), F32)
+    if key_padding_mask is not None:
+        m = key_padding_mask
+        if m.ndim == 1 and m.shape[0] == b:          # right padding: valid lengths
+            keep = np.arange(t)[None, :] < m[:, None]
+            add = np.where(keep[:, None, None, :], add, fill)
+        elif m.ndim == 1:
+            raise ValueError(f"key_padding_mask of shape {m.shape} (left-padding/packed forms) not supported")
+        elif m.ndim == 2:                              # (B, L) or (B, T) raw 0/1 mask
+            if m.shape[1] == l and l != t:
+                m = np.concatenate([np.ones((b, p), m.dtype), m], axis=1)
+            add = np.where((m > 0)[:, None, None, :], add, fill)
+        else:                                          # (B, S, T)
+            add = np.where((m > 0)[:, None, :, :], add, fill)
+    if unidirectional and s > 1:
+        future = np.arange(t)[None, :] > (p + np.arange(s))[:, None]
+        add = np.where(future, fill, add)
+    if attention_bias is not None:
+        scores = scores + (attention_bias + add)
+    elif key_padding_mask is not None or (unidirectional and s > 1):
+        scores = scores + add
+    probs = _softmax_rows(scores)
+    out = np.matmul(probs, v).transpose(0, 2, 1, 3).reshape(b, s, num_heads * hv)
+    return (np.ascontiguousarray(out, dtype=F32), np.ascontiguousarray(k, dtype=F32),
+            np.ascontiguousarray(v, dtype=F32))
+
+
+# --- ONNX Attention (opset 23) ----------------------------------------------------------------
+
+
+def _check_attention_23(node, graph):
+    reason = _check_float32(node, graph)
+    if reason:
+        return reason
+    for i in (1, 2):
+        dt = graph.value(node.inputs[i]).dtype
+        if dt is not None and dt != F32:
+            return f"K/V dtype {dt} not supported (float32 only)"
+    sp = node.attrs.get("softmax_precision")
+    if sp not in (None, 1):
+        return f"softmax_precision={sp} not supported (float32 only)"
+    mode = node.attrs.get("qk_matmul_output_mode", 0)
+    if mode not in (0, 1, 2, 3):
+        return f"qk_matmul_output_mode={mode} invalid"
+    if len(node.inputs) > 3 and node.inputs[3]:
+        mdt = graph.value(node.inputs[3]).dtype
+        if mdt is not None and mdt not in (np.dtype(np.bool_), F32):
+            return f"attn_mask of dtype {mdt} not supported (bool or float32)"
+    return None
+
+
+@kernel("Attention", since=23, until=23, check=_check_attention_23)
+def attention_23(Q, K, V, attn_mask=None, past_key=None, past_value=None, *, is_causal=0, kv_num_heads=0,
+                 q_num_heads=0, qk_matmul_output_mode=0, scale=None, softcap=0.0, softmax_precision=1):
+    three_d = Q.ndim == 3
+    if three_d:
+        b, s = Q.shape[:2]
+        q = Q.reshape(b, s, q_num_heads, -1).transpose(0, 2, 1, 3)
+        k = K.reshape(b, K.shape[1], kv_num_heads, -1).transpose(0, 2, 1, 3)
+        v = V.reshape(b, V.shape[1], kv_num_heads, -1).transpose(0, 2, 1, 3)
+    else:
+        q, k, v = Q, K, V
+    b, nq, s, h = q.shape
+    nkv = k.shape[1]
+    p = 0
+    if past_key is not None:
+        p = past_key.shape[2]
+        k = np.concatenate([past_key, k], axis=2)
+        v = np.concatenate([past_value, v], axis=2)
+    present_k, present_v = k, v
+    t = k.shape[2]
+    if nq != nkv:  # grouped heads: query head i reads key/value head i // (nq / nkv)
+        k = np.repeat(k, nq // nkv, axis=1)
+        v = np.repeat(v, nq // nkv, axis=1)
+    sm_scale = np.float32(scale if scale is not None else 1.0 / np.sqrt(np.float32(h)))
+    qk = np.matmul(q, k.transpose(0, 1, 3, 2)) * sm_scale                     # B N S T
+    qk_out = qk
+    scores = _softcap(qk, softcap)
+    if qk_matmul_output_mode == 1:
+        qk_out = scores
+    bias = None
+    if attn_mask is not None:
+        bias = np.where(attn_mask, np.float32(0), np.float32(-np.inf)) if attn_mask.dtype == np.bool_ \
+            else attn_mask.astype(F32)
+    if is_causal:
+        future = np.arange(t)[None, :] > (p + np.arange(s))[:, None]
+        causal = np.where(future, np.float32(-np.inf), np.float32(0))
+        bias = causal if bias is None else bias + causal
+    if bias is not None:
+        scores = scores + bias
+    if qk_matmul_output_mode == 2:
+        qk_out = scores
+    m = np.max(scores, axis=-1, keepdims=True)
+    dead = np.isneginf(m)                      # fully masked row: zeros, not NaN
+    e = np.exp(scores - np.where(dead, np.float32(0), m))
+    denom = np.sum(e, axis=-1, keepdims=True)
+    probs = np.where(dead, np.float32(0), e / np.where(dead, np.float32(1), denom))
+    if qk_matmul_output_mode == 3:
+        qk_out = probs
+    out = np.matmul(probs, v)                                                   # B N S Hv
+    if three_d:
+        out = out.transpose(0, 2, 1, 3).reshape(b, s, -1)
+    return (np.ascontiguousarray(out, dtype=F32), np.ascontiguousarray(present_k, dtype=F32),
+            np.ascontiguousarray(present_v, dtype=F32), np.ascontiguousarray(qk_out, dtype=F32))

@@ -1,0 +1,87 @@
+"""Fusions chosen at plan time: a node pattern becomes one kernel call computing the same math.
+
+Fused nodes use the internal domain FUSED_DOMAIN; their kernels live in kernels/cpu/fused.py.
+A pattern is rewritten only when its intermediate values have no other reader and are not
+outputs of the partition.
+"""
+from __future__ import annotations
+
+import math
+from collections import Counter
+
+import numpy as np
+
+from ..graph.ir import Graph, Node
+
+FUSED_DOMAIN = "ai.seamless"
+F32 = np.dtype(np.float32)
+
+
+def fuse(graph: Graph, outputs: list[str]) -> list[Node]:
+    readers = Counter(name for node in graph.nodes for name in node.inputs if name)
+    outputs = set(outputs)
+    replaced: dict[int, Node | None] = {}  # node index -> fused node (first) or None (absorbed)
+
+    def const(name):
+        return graph.value(name).const if name else None
+
+    def private(node):
+        """Whether the node's only output is read by exactly one node and by nobody else."""
+        return len(node.outputs) == 1 and readers[node.outputs[0]] == 1 and node.outputs[0] not in outputs
+
+    def other(node, name):
+        """The input of a two-input node that is not `name`."""
+        a, b = node.inputs
+        return b if a == name else a
+
+    def scalar(name, value):
+        c = const(name)
+        return c is not None and c.size == 1 and c.dtype == F32 and abs(float(c.reshape(-1)[0]) - value) < 1e-6
+
+    by_input: dict[str, list[Node]] = {}
+    for node in graph.nodes:
+        for name in node.inputs:
+            by_input.setdefault(name, []).append(node)
+
+    def reader(node):
+        (out,) = node.outputs
+        return by_input[out][0]
+
+    for node in graph.nodes:
+        if node.index in replaced or node.domain:
+            continue
+        # MatMul(A, W) + b  ->  MatMulBias(A, W, b): the bias added while the GEMM stores its tile
+        if node.op_type == "MatMul" and private(node):
+            w, add = const(node.inputs[1]), reader(node)
+            if (w is not None and w.ndim == 2 and w.dtype == F32 and add.op_type == "Add" and not add.domain
+                    and graph.value(node.inputs[0]).dtype == F32):
+                b = const(other(add, node.outputs[0]))
+                if b is not None and b.dtype == F32 and b.shape == (w.shape[1],):
+                    replaced[node.index] = Node(add.name, "MatMulBias", FUSED_DOMAIN, 1,
+                                                [node.inputs[0], node.inputs[1], other(add, node.outputs[0])],
+                                                add.outputs, index=node.index)
+                    replaced[add.index] = None
+                    continue
+        # Div(x, sqrt 2) -> Erf -> Add 1 -> Mul x -> Mul 0.5  ->  Gelu(x), as torch exports it
+        if node.op_type == "Div" and scalar(node.inputs[1], math.sqrt(2)) and graph.value(node.inputs[0]).dtype == F32:
+            x, chain = node.inputs[0], [node]
+            for op, operand in (("Erf", None), ("Add", 1.0), ("Mul", node.inputs[0]), ("Mul", 0.5)):
+                prev = chain[-1]
+                if not private(prev):
+                    break
+                nxt = reader(prev)
+                if nxt.op_type != op or nxt.domain:
+                    break
+                if operand is not None:
+                    rest = other(nxt, prev.outputs[0])
+                    if not (rest == operand if isinstance(operand, str) else scalar(rest, operand)):
+                        break
+                chain.append(nxt)
+            if len(chain) == 5:
+                replaced[node.index] = Node(chain[-1].name, "GeluErf", FUSED_DOMAIN, 1, [x], chain[-1].outputs,
+                                            index=node.index)
+                for n in chain[1:]:
+                    replaced[n.index] = None
+    if not replaced:
+        return graph.nodes
+    return [replaced.get(n.index, n) for n in graph.nodes if replaced.get(n.index, n) is not None]

@@ -1,0 +1,316 @@
+"""Parity tests for attention and rotary ops (kernels/cpu/contrib_attention.py, native/cpu/attention.c)
+against stock ORT's CPU EP: com.microsoft GroupQueryAttention, MultiHeadAttention, RotaryEmbedding;
+ONNX Attention-23 and RotaryEmbedding-23. Every model runs entirely on our EP.
+
+Tolerances: scores are dot products over the head size and outputs weighted sums over up to
+T keys, accumulated in a different order than MLAS's GEMMs, and exp comes from libm or our
+polynomial instead of MLAS's: rtol 1e-5, atol 1e-5 on O(1) values. Rotary embeddings are two
+products and a sum per element: rtol 1e-6, atol 1e-6.
+"""
+import numpy as np
+import pytest
+from onnx import helper, numpy_helper
+
+from parity import assert_close, assert_parity, run_ours, single_node_model, stock_session
+
+rng = np.random.default_rng(11)
+MS = "com.microsoft"
+F32, I32, I64 = np.float32, np.int32, np.int64
+TOL = {"rtol": 1e-5, "atol": 1e-5}
+
+
+def data(*shape):
+    return rng.standard_normal(shape).astype(F32)
+
+
+def build(op, inputs, n_outputs, attrs, domain="", opset=17, const=()):
+    """inputs: list of (name, array | None); returns (model, feeds). Outputs out0..out{n-1}."""
+    specs, feeds, inits = [], {}, []
+    for name, a in inputs:
+        if a is None:
+            specs.append(("", F32, None))
+            continue
+        specs.append((name, a.dtype, a.shape))
+        if name in const:
+            inits.append(numpy_helper.from_array(a, name))
+        else:
+            feeds[name] = a
+    outs = [(f"out{i}", F32, None) for i in range(n_outputs)]
+    model = single_node_model(op, specs, outs, attrs, opset=opset, domain=domain, initializers=inits)
+    return model, feeds
+
+
+def rope_caches(max_pos, rot_dim, theta=10000.0):
+    inv = 1.0 / theta ** (np.arange(0, rot_dim, 2) / rot_dim)
+    ang = np.arange(max_pos)[:, None] * inv[None, :]
+    return np.cos(ang).astype(F32), np.sin(ang).astype(F32)
+
+
+# --- GroupQueryAttention ----------------------------------------------------------------------
+
+NH, KVH, H = 4, 2, 16
+
+
+def gqa_model_feeds(b, s, past, seqlens, total, packed=True, rotary=True, rot_dim=None, const_cache=True,
+                    heads=(NH, KVH, H), **attrs):
+    NH, KVH, H = heads
+    rot_dim = rot_dim or H
+    if packed:
+        qkv = [("query", data(b, s, (NH + 2 * KVH) * H)), ("key", None), ("value", None)]
+    else:
+        qkv = [("query", data(b, s, NH * H)), ("key", data(b, s, KVH * H)), ("value", data(b, s, KVH * H))]
+    inputs = qkv + [("past_key", data(b, KVH, past, H)), ("past_value", data(b, KVH, past, H)),
+                    ("seqlens_k", np.asarray(seqlens, I32)), ("total_sequence_length", np.array(total, I32))]
+    if rotary:
+        cos, sin = rope_caches(256, rot_dim)
+        inputs += [("cos_cache", cos), ("sin_cache", sin)]
+    a = {"num_heads": NH, "kv_num_heads": KVH, "do_rotary": int(rotary), **attrs}
+    return build("GroupQueryAttention", inputs, 3, a, domain=MS, const=("cos_cache", "sin_cache") if const_cache else ())
+
+
+GQA_SHAPES = {  # b, s, past buffer length, seqlens_k, total_sequence_length
+    "prompt": (1, 8, 0, [7], 8),
+    "prompt_batch": (2, 6, 0, [5, 5], 6),
+    "decode_growing": (1, 1, 9, [9], 10),
+    "decode_batch_growing": (3, 1, 5, [5, 5, 5], 6),
+    "decode_shared_buffer": (1, 1, 32, [12], 13),
+    "decode_shared_ragged": (2, 1, 32, [12, 20], 21),
+    "subsequent_prompt": (1, 4, 6, [9], 10),
+    "subsequent_prompt_shared": (1, 3, 24, [10], 11),
+    "single_token_prompt": (1, 1, 0, [0], 1),
+}
+
+
+@pytest.mark.parametrize("shape", list(GQA_SHAPES))
+@pytest.mark.parametrize("packed", [True, False])
+def test_gqa_shapes(shape, packed):
+    model, feeds = gqa_model_feeds(*GQA_SHAPES[shape], packed=packed)
+    assert_parity(model, feeds, **TOL)
+
+
+@pytest.mark.parametrize("attrs", [
+    {"rotary_interleaved": 1},
+    {"local_window_size": 3},
+    {"softcap": 2.0},
+    {"smooth_softmax": 1},
+    {"scale": 0.3},
+    {"softcap": 1.5, "local_window_size": 2, "rotary_interleaved": 1},
+    {"causal": 0},
+], ids=lambda a: "-".join(f"{k}={v}" for k, v in a.items()))
+@pytest.mark.parametrize("shape", ["prompt", "decode_growing", "decode_shared_ragged", "subsequent_prompt"])
+def test_gqa_attributes(attrs, shape):
+    model, feeds = gqa_model_feeds(*GQA_SHAPES[shape], **attrs)
+    assert_parity(model, feeds, **TOL)
+
+
+@pytest.mark.parametrize("shape", ["prompt", "decode_shared_ragged"])
+def test_gqa_without_rotary(shape):
+    model, feeds = gqa_model_feeds(*GQA_SHAPES[shape], rotary=False)
+    assert_parity(model, feeds, **TOL)
+
+
+@pytest.mark.parametrize("shape", ["prompt", "decode_growing"])
+@pytest.mark.parametrize("interleaved", [0, 1])
+def test_gqa_partial_rotary(shape, interleaved):
+    """Rotary on the first 16 of 32 channels (ORT needs cos_cache width a multiple of 8)."""
+    model, feeds = gqa_model_feeds(*GQA_SHAPES[shape], rot_dim=16, heads=(4, 2, 32), rotary_interleaved=interleaved)
+    assert_parity(model, feeds, **TOL)
+
+
+@pytest.mark.parametrize("shape", ["prompt", "decode_shared_ragged"])
+def test_gqa_head_sink(shape):
+    model, feeds = gqa_model_feeds(*GQA_SHAPES[shape])
+    sink = data(NH)
+    node = model.graph.node[0]
+    node.input.extend([""] * (11 - len(node.input)) + ["head_sink"])
+    model.graph.input.append(helper.make_tensor_value_info("head_sink", 1, [NH]))
+    feeds["head_sink"] = sink
+    assert_parity(model, feeds, **TOL)
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 130, [130], 131), (1, 16, 0, [15], 16), (2, 1, 200, [150, 199], 200)],
+                         ids=["decode", "prompt", "decode_shared_ragged"])
+def test_gqa_qwen_shapes(shape):
+    """The shapes of the Qwen2.5-0.5B decoder (14 query heads, 2 KV heads, head size 64)."""
+    model, feeds = gqa_model_feeds(*shape, heads=(14, 2, 64))
+    assert_parity(model, feeds, **TOL)
+
+
+def test_gqa_padded_prompt_valid_rows():
+    """A right-padded batch prompt: rows past seqlens_k[b] are unspecified, compare the rest."""
+    model, feeds = gqa_model_feeds(2, 6, 0, [5, 3], 6)
+    ref = stock_session(model).run(None, feeds)
+    ours = run_ours(model, feeds)
+    for b, valid in enumerate([6, 4]):
+        assert_close(ours[0][b, :valid], ref[0][b, :valid], name=f"output batch {b}", **TOL)
+        assert_close(ours[1][b, :, :valid], ref[1][b, :, :valid], name=f"present_key batch {b}", **TOL)
+        assert_close(ours[2][b, :, :valid], ref[2][b, :, :valid], name=f"present_value batch {b}", **TOL)
+
+
+def test_gqa_declines_quantized_cache_input():
+    import onnxruntime as ort
+
+    import onnxruntime_ep_seamless as seamless
+    model, feeds = gqa_model_feeds(*GQA_SHAPES["prompt"])
+    node = model.graph.node[0]
+    node.input.extend([""] * (14 - len(node.input)) + ["qn", "kn"])
+    model.graph.initializer.extend([numpy_helper.from_array(data(H), "qn"), numpy_helper.from_array(data(H), "kn")])
+    sess = ort.InferenceSession(model.SerializeToString(), seamless.session_options())
+    report = seamless.partition_report(sess)
+    assert any("q_norm_weight" in r for r in report.declined.values()), report
+
+
+# --- MultiHeadAttention -----------------------------------------------------------------------
+
+
+def mha(b, s, l, n=4, h=8, bias=False, mask=None, attn_bias=None, past=0, present=False, **attrs):
+    inputs = [("query", data(b, s, n * h)), ("key", data(b, l, n * h)), ("value", data(b, l, n * h)),
+              ("bias", data(3 * n * h) if bias else None)]
+    t = past + l
+    if mask == "2d":
+        m = np.ones((b, t), I32)
+        m[0, -2:] = 0
+        inputs.append(("key_padding_mask", m))
+    elif mask == "1d":
+        inputs.append(("key_padding_mask", np.array([t - 1] + [t] * (b - 1), I32)))
+    elif mask == "3d":
+        m = (rng.random((b, s, t)) > 0.3).astype(I32)
+        m[..., 0] = 1
+        inputs.append(("key_padding_mask", m))
+    else:
+        inputs.append(("key_padding_mask", None))
+    inputs.append(("attention_bias", data(*attn_bias[:2], s, t) if attn_bias else None))
+    if past:
+        inputs += [("past_key", data(b, n, past, h)), ("past_value", data(b, n, past, h))]
+    outs = 3 if (past or present) else 1
+    return build("MultiHeadAttention", inputs, outs, {"num_heads": n, **attrs}, domain=MS)
+
+
+@pytest.mark.parametrize("case", [
+    dict(b=2, s=5, l=5),
+    dict(b=2, s=5, l=5, bias=True),
+    dict(b=1, s=3, l=7),                                    # cross attention
+    dict(b=2, s=4, l=4, mask="2d"),
+    dict(b=2, s=4, l=4, mask="1d"),
+    dict(b=2, s=4, l=4, mask="3d"),
+    dict(b=2, s=4, l=4, attn_bias=(1, 4)),
+    dict(b=2, s=4, l=4, attn_bias=(2, 1), mask="2d"),
+    dict(b=1, s=4, l=4, unidirectional=1),
+    dict(b=2, s=1, l=1, past=6, unidirectional=1),
+    dict(b=2, s=3, l=3, past=5, unidirectional=1, mask="2d"),
+    dict(b=1, s=4, l=4, present=True),
+    dict(b=2, s=4, l=4, scale=0.2, mask_filter_value=-1000.0, mask="2d"),
+], ids=lambda c: ",".join(f"{k}={v}" for k, v in c.items()))
+def test_multi_head_attention(case):
+    model, feeds = mha(**case)
+    assert_parity(model, feeds, **TOL)
+
+
+# --- ONNX Attention-23 ------------------------------------------------------------------------
+
+
+def attention23(b, qn, kvn, s, l, h=8, three_d=False, past=0, mask=None, n_out=1, **attrs):
+    if three_d:
+        q, k, v = data(b, s, qn * h), data(b, l, kvn * h), data(b, l, kvn * h)
+        attrs.update(q_num_heads=qn, kv_num_heads=kvn)
+    else:
+        q, k, v = data(b, qn, s, h), data(b, kvn, l, h), data(b, kvn, l, h)
+    t = past + l
+    inputs = [("Q", q), ("K", k), ("V", v)]
+    if mask == "bool":
+        m = rng.random((s, t)) > 0.3
+        m[:, 0] = True
+        inputs.append(("attn_mask", m))
+    elif mask == "bool_dead_row":
+        m = rng.random((b, 1, s, t)) > 0.3
+        m[0, 0, 1, :] = False
+        inputs.append(("attn_mask", m))
+    elif mask == "float":
+        inputs.append(("attn_mask", data(b, qn, s, t)))
+    else:
+        inputs.append(("attn_mask", None))
+    if past:
+        inputs += [("past_key", data(b, kvn, past, h)), ("past_value", data(b, kvn, past, h))]
+        n_out = max(n_out, 3)
+    model, feeds = build("Attention", inputs, n_out, attrs, opset=23)
+    if n_out == 4 and not past:  # present outputs absent, qk output present
+        node = model.graph.node[0]
+        node.output[1] = node.output[2] = ""
+        del model.graph.output[1:3]
+    return model, feeds
+
+
+@pytest.mark.parametrize("case", [
+    dict(b=2, qn=4, kvn=4, s=5, l=5),
+    dict(b=2, qn=4, kvn=2, s=5, l=5),
+    dict(b=1, qn=6, kvn=1, s=3, l=7, three_d=True),
+    dict(b=2, qn=4, kvn=2, s=4, l=4, is_causal=1),
+    dict(b=1, qn=4, kvn=2, s=1, l=1, past=6, is_causal=1),
+    dict(b=1, qn=4, kvn=2, s=3, l=3, past=4, is_causal=1, three_d=True),
+    dict(b=2, qn=2, kvn=2, s=4, l=6, mask="bool"),
+    dict(b=2, qn=2, kvn=2, s=4, l=6, mask="bool_dead_row"),
+    dict(b=2, qn=2, kvn=2, s=4, l=6, mask="float", is_causal=1),
+    dict(b=2, qn=2, kvn=1, s=4, l=4, softcap=3.0, scale=0.5),
+    dict(b=1, qn=2, kvn=2, s=4, l=4, n_out=4),
+    dict(b=1, qn=2, kvn=2, s=4, l=4, n_out=4, softcap=2.0, qk_matmul_output_mode=1),
+    dict(b=1, qn=2, kvn=2, s=4, l=4, n_out=4, mask="float", qk_matmul_output_mode=2),
+    dict(b=1, qn=2, kvn=2, s=4, l=4, n_out=4, mask="bool", is_causal=1, qk_matmul_output_mode=3),
+], ids=lambda c: ",".join(f"{k}={v}" for k, v in c.items()))
+def test_attention_23(case):
+    model, feeds = attention23(**case)
+    assert_parity(model, feeds, **TOL)
+
+
+# --- RotaryEmbedding --------------------------------------------------------------------------
+
+ROT_TOL = {"rtol": 1e-6, "atol": 1e-6}
+
+
+@pytest.mark.parametrize("layout", ["3d", "4d"])
+@pytest.mark.parametrize("positions", ["offset", "per_token"])
+@pytest.mark.parametrize("interleaved", [0, 1])
+def test_ms_rotary_embedding(layout, positions, interleaved):
+    b, s, n, h = 2, 5, 3, 16
+    x = data(b, s, n * h) if layout == "3d" else data(b, n, s, h)
+    pos = np.array([7], I64) if positions == "offset" else rng.integers(0, 40, (b, s)).astype(I64)
+    cos, sin = rope_caches(64, h)
+    model, feeds = build("RotaryEmbedding", [("x", x), ("pos", pos), ("cos", cos), ("sin", sin)], 1,
+                         {"interleaved": interleaved}, domain=MS, const=("cos", "sin"))
+    assert_parity(model, feeds, **ROT_TOL)
+
+
+@pytest.mark.parametrize("interleaved", [0, 1])
+def test_ms_rotary_embedding_partial(interleaved):
+    b, s, n, h, rot = 1, 4, 2, 32, 16
+    cos, sin = rope_caches(32, rot)
+    model, feeds = build("RotaryEmbedding", [("x", data(b, s, n * h)), ("pos", np.array([3], I64)),
+                                             ("cos", cos), ("sin", sin)], 1,
+                         {"interleaved": interleaved, "num_heads": n, "rotary_embedding_dim": rot}, domain=MS)
+    assert_parity(model, feeds, **ROT_TOL)
+
+
+@pytest.mark.parametrize("case", [
+    dict(layout="4d", pos=True),
+    dict(layout="3d", pos=True),
+    dict(layout="4d", pos=False),
+    dict(layout="3d", pos=True, interleaved=1),
+    dict(layout="4d", pos=True, rot=8),
+    dict(layout="3d", pos=False, rot=8, interleaved=1),
+], ids=lambda c: ",".join(f"{k}={v}" for k, v in c.items()))
+def test_rotary_embedding_23(case):
+    b, s, n, h = 2, 5, 3, 16
+    rot = case.get("rot", h)
+    x = data(b, n, s, h) if case["layout"] == "4d" else data(b, s, n * h)
+    attrs = {"interleaved": case.get("interleaved", 0)}
+    if case["layout"] == "3d":
+        attrs["num_heads"] = n
+    if rot != h:
+        attrs["rotary_embedding_dim"] = rot
+    if case["pos"]:
+        cos, sin = rope_caches(64, rot)
+        inputs = [("x", x), ("cos", cos), ("sin", sin), ("pos", rng.integers(0, 64, (b, s)).astype(I64))]
+    else:
+        angles = rng.random((b, s, rot // 2)).astype(F32) * 6
+        inputs = [("x", x), ("cos", np.cos(angles)), ("sin", np.sin(angles))]
+    model, feeds = build("RotaryEmbedding", inputs, 1, attrs, opset=23)
+    assert_parity(model, feeds, **ROT_TOL)

@@ -1,0 +1,128 @@
+"""Parity tests for RMS/skip normalizations and GELU-family activations
+(kernels/cpu/contrib_normalization.py, contrib_activation.py) against stock ORT's CPU EP.
+
+Tolerances: the normalizations reduce over the hidden axis in a different order than ORT
+(sequential float32 sums there, pairwise or vectorized here): rtol 1e-5 / atol 1e-5 of O(1)
+outputs. FastGelu and QuickGelu go through MLAS's tanh/logistic approximations on stock ORT
+(a few ulp), numpy's libm here: rtol 1e-5, atol 1e-6. BiasGelu uses erf: same tolerance.
+"""
+import numpy as np
+import pytest
+from onnx import numpy_helper
+
+from parity import assert_parity, single_node_model
+
+rng = np.random.default_rng(3)
+MS = "com.microsoft"
+F32 = np.float32
+
+
+def data(*shape, scale=1.0):
+    return (rng.standard_normal(shape) * scale).astype(F32)
+
+
+def model_of(op, arrays, n_outputs, attrs=None, domain="", opset=17, const=(), out_dtypes=None):
+    """arrays: list of (name, array or None); names in `const` become initializers."""
+    specs, feeds, inits = [], {}, []
+    for name, a in arrays:
+        if a is None:
+            specs.append(("", F32, None))
+            continue
+        specs.append((name, a.dtype, a.shape))
+        if name in const:
+            inits.append(numpy_helper.from_array(a, name))
+        else:
+            feeds[name] = a
+    out_dtypes = out_dtypes or [F32] * n_outputs
+    outs = [(f"out{i}", dt, None) for i, dt in enumerate(out_dtypes) if dt is not None]
+    model = single_node_model(op, specs, outs, attrs, opset=opset, domain=domain, initializers=inits)
+    # absent optional outputs (None) stay empty names on the node, not graph outputs
+    del model.graph.node[0].output[:]
+    model.graph.node[0].output.extend(f"out{i}" if dt is not None else "" for i, dt in enumerate(out_dtypes))
+    return model, feeds
+
+
+NORM_TOL = {"rtol": 1e-5, "atol": 1e-5}
+
+
+@pytest.mark.parametrize("shape,axis", [((2, 5, 64), -1), ((3, 896), -1), ((2, 3, 4, 8), 2), ((1, 1, 256), -1)])
+def test_simplified_layer_normalization(shape, axis):
+    scale = data(*shape[axis:]) if axis != -1 else data(shape[-1])
+    model, feeds = model_of("SimplifiedLayerNormalization", [("x", data(*shape)), ("scale", scale)], 2,
+                            {"axis": axis, "epsilon": 1e-6}, const=("scale",))
+    assert_parity(model, feeds, **NORM_TOL)
+
+
+def test_simplified_layer_normalization_y_only():
+    model, feeds = model_of("SimplifiedLayerNormalization", [("x", data(4, 32)), ("scale", data(32))], 1,
+                            const=("scale",))
+    assert_parity(model, feeds, **NORM_TOL)
+
+
+@pytest.mark.parametrize("shape,axis", [((2, 5, 64), -1), ((2, 3, 4, 8), 1), ((7, 33), 0)])
+def test_rms_normalization_23(shape, axis):
+    scale = data(*shape[axis:])
+    model, feeds = model_of("RMSNormalization", [("x", data(*shape)), ("scale", scale)], 1,
+                            {"axis": axis, "epsilon": 1e-5}, opset=23)
+    assert_parity(model, feeds, **NORM_TOL)
+
+
+@pytest.mark.parametrize("skip_shape", ["full", "batch1", "2d"])
+@pytest.mark.parametrize("bias", [False, True])
+@pytest.mark.parametrize("outputs", ["all", "sum", "y"])
+def test_skip_simplified_layer_normalization(skip_shape, bias, outputs):
+    b, s, h = 2, 5, 64
+    skip = {"full": data(b, s, h), "batch1": data(1, s, h), "2d": data(s, h)}[skip_shape]
+    arrays = [("x", data(b, s, h)), ("skip", skip), ("gamma", data(h)), ("bias", data(h) if bias else None)]
+    out_dtypes = {"all": [F32, None, F32, F32], "sum": [F32, None, None, F32], "y": [F32]}[outputs]
+    model, feeds = model_of("SkipSimplifiedLayerNormalization", arrays, 4, {"epsilon": 1e-6}, domain=MS,
+                            const=("gamma", "bias"), out_dtypes=out_dtypes)
+    assert_parity(model, feeds, **NORM_TOL)
+
+
+def test_skip_simplified_layer_normalization_2d_input():
+    arrays = [("x", data(6, 128)), ("skip", data(6, 128)), ("gamma", data(128))]
+    model, feeds = model_of("SkipSimplifiedLayerNormalization", arrays, 4, domain=MS,
+                            out_dtypes=[F32, None, None, F32])
+    assert_parity(model, feeds, **NORM_TOL)
+
+
+@pytest.mark.parametrize("beta,bias", [(False, False), (True, False), (True, True), (False, True)])
+@pytest.mark.parametrize("outputs", ["y", "sum"])
+def test_skip_layer_normalization(beta, bias, outputs):
+    b, s, h = 2, 4, 48
+    arrays = [("x", data(b, s, h)), ("skip", data(b, s, h)), ("gamma", data(h)),
+              ("beta", data(h) if beta else None), ("bias", data(h) if bias else None)]
+    out_dtypes = {"y": [F32], "sum": [F32, None, None, F32]}[outputs]
+    model, feeds = model_of("SkipLayerNormalization", arrays, 4, {"epsilon": 1e-5}, domain=MS,
+                            out_dtypes=out_dtypes)
+    assert_parity(model, feeds, **NORM_TOL)
+
+
+ACT_TOL = {"rtol": 1e-5, "atol": 1e-6}
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_fast_gelu(bias):
+    arrays = [("x", data(2, 7, 64, scale=3.0)), ("bias", data(64) if bias else None)]
+    model, feeds = model_of("FastGelu", arrays, 1, domain=MS)
+    assert_parity(model, feeds, **ACT_TOL)
+
+
+@pytest.mark.parametrize("alpha", [None, 1.0, 1.702])
+def test_quick_gelu(alpha):
+    attrs = {} if alpha is None else {"alpha": alpha}
+    model, feeds = model_of("QuickGelu", [("x", data(3, 100, scale=4.0))], 1, attrs, domain=MS)
+    assert_parity(model, feeds, **ACT_TOL)
+
+
+def test_bias_gelu():
+    model, feeds = model_of("BiasGelu", [("a", data(2, 5, 96, scale=3.0)), ("b", data(96))], 1, domain=MS)
+    assert_parity(model, feeds, **ACT_TOL)
+
+
+@pytest.mark.parametrize("op", ["FastGelu", "QuickGelu"])
+def test_gelu_float16(op):
+    x = data(4, 64, scale=3.0).astype(np.float16)
+    model, feeds = model_of(op, [("x", x)], 1, domain=MS, out_dtypes=[np.float16])
+    assert_parity(model, feeds, rtol=1e-3, atol=1e-3)  # one float16 rounding of the float32 result

@@ -1,0 +1,166 @@
+"""Parity tests for com.microsoft MatMulNBits and GatherBlockQuantized
+(kernels/cpu/contrib_quantization.py, native/cpu/quant.c) against stock ORT's CPU EP.
+
+Every model here runs entirely on our EP (CPU fallback disabled). Tolerances: MatMulNBits sums
+up to K products of block-dequantized weights; with accuracy_level 4 both sides compute the same
+exact integer block dot products (MLAS's int8 path, which we reproduce) and differ only in the
+float order of the per-block scale products, otherwise both dequantize to float32 and differ by
+GEMM summation order: rtol 1e-5 with atol 2e-5 (outputs are O(1)) covers both.
+GatherBlockQuantized is exact ((q - zp) * scale, one rounding).
+"""
+import numpy as np
+import pytest
+from onnx import helper, numpy_helper
+
+from parity import assert_parity, single_node_model
+
+rng = np.random.default_rng(7)
+MS = "com.microsoft"
+TOL = {"rtol": 1e-5, "atol": 2e-5}
+
+
+def pack(q, bits):
+    """[..., n] values < 2**bits -> [..., n * bits / 8] uint8, low bits first."""
+    if bits == 8:
+        return q.astype(np.uint8)
+    per = 8 // bits
+    q = q.reshape(*q.shape[:-1], -1, per).astype(np.uint8)
+    out = np.zeros(q.shape[:-1], np.uint8)
+    for i in range(per):
+        out |= q[..., i] << (bits * i)
+    return out
+
+
+def matmul_nbits_case(a_shape, K, N, bits, block_size, zp_mode=None, accuracy_level=None, bias=False,
+                      const_b=True):
+    nb = -(-K // block_size)
+    q = rng.integers(0, 2 ** bits, (N, nb, block_size))
+    # weights of O(0.1) whatever the bit width, so outputs are O(1)
+    scales = ((rng.random((N, nb)) * 0.05 + 0.005) * 8 / 2 ** (bits - 1)).astype(np.float32)
+    arrays = {"B": pack(q, bits), "scales": scales}
+    names = ["A", "B", "scales"]
+    if zp_mode == "uint8":
+        zp = rng.integers(0, 2 ** bits, (N, nb))
+        per = 8 // bits
+        padded = np.zeros((N, -(-nb // per) * per), np.int64)
+        padded[:, :nb] = zp
+        arrays["zp"] = pack(padded, bits)
+        names.append("zp")
+    elif zp_mode == "float":
+        arrays["zp"] = (rng.random((N, nb)) * (2 ** bits - 1)).astype(np.float32)
+        names.append("zp")
+    if bias:
+        names += [""] * (5 - len(names)) + ["bias"]
+        arrays["bias"] = rng.standard_normal(N).astype(np.float32)
+    attrs = {"K": K, "N": N, "bits": bits, "block_size": block_size}
+    if accuracy_level is not None:
+        attrs["accuracy_level"] = accuracy_level
+    a = rng.standard_normal(a_shape).astype(np.float32)
+    inputs = [(n, arrays[n].dtype if n in arrays else np.float32, arrays[n].shape if n in arrays else a.shape)
+              for n in names]
+    inits = [numpy_helper.from_array(arrays[n], n) for n in names if n in arrays] if const_b else []
+    model = single_node_model("MatMulNBits", inputs, [("Y", np.float32, None)], attrs, domain=MS,
+                              initializers=inits)
+    feeds = {"A": a}
+    if not const_b:
+        feeds.update({n: arrays[n] for n in names if n in arrays})
+    return model, feeds
+
+
+@pytest.mark.parametrize("bits", [4, 8])
+@pytest.mark.parametrize("block_size", [16, 32, 64, 128, 256])
+@pytest.mark.parametrize("accuracy_level", [None, 4])
+@pytest.mark.parametrize("m", [1, 7])
+def test_matmul_nbits_blocks(bits, block_size, accuracy_level, m):
+    model, feeds = matmul_nbits_case((m, 512), 512, 96, bits, block_size, accuracy_level=accuracy_level)
+    assert_parity(model, feeds, **TOL)
+
+
+@pytest.mark.parametrize("bits,zp_mode", [(4, "uint8"), (4, "float"), (8, "uint8"), (2, None), (2, "uint8")])
+@pytest.mark.parametrize("accuracy_level", [0, 1, 4])
+def test_matmul_nbits_zero_points(bits, zp_mode, accuracy_level):
+    model, feeds = matmul_nbits_case((3, 256), 256, 40, bits, 32, zp_mode=zp_mode, accuracy_level=accuracy_level)
+    assert_parity(model, feeds, **TOL)
+
+
+@pytest.mark.parametrize("bits", [4, 8])
+@pytest.mark.parametrize("accuracy_level", [0, 4])
+@pytest.mark.parametrize("K,block_size", [(200, 16), (200, 32), (300, 128), (72, 64)])
+def test_matmul_nbits_ragged_k(bits, accuracy_level, K, block_size):
+    """K not a multiple of the block size (the last block is zero-padded)."""
+    model, feeds = matmul_nbits_case((2, 3, K), K, 33, bits, block_size, zp_mode="uint8",
+                                     accuracy_level=accuracy_level)
+    assert_parity(model, feeds, **TOL)
+
+
+@pytest.mark.parametrize("accuracy_level", [0, 4])
+def test_matmul_nbits_bias_3d(accuracy_level):
+    model, feeds = matmul_nbits_case((2, 5, 128), 128, 64, 4, 32, accuracy_level=accuracy_level, bias=True)
+    assert_parity(model, feeds, **TOL)
+
+
+def test_matmul_nbits_weights_as_inputs():
+    model, feeds = matmul_nbits_case((1, 256), 256, 64, 4, 64, zp_mode="uint8", accuracy_level=4, const_b=False)
+    assert_parity(model, feeds, **TOL)
+
+
+def test_matmul_nbits_large_n_decode():
+    """An lm_head-like GEMV: one row, many outputs (the native kernel splits N into tasks)."""
+    model, feeds = matmul_nbits_case((1, 1, 256), 256, 5000, 4, 32, accuracy_level=4)
+    assert_parity(model, feeds, **TOL)
+
+
+def test_matmul_nbits_declines_prepacked():
+    import onnxruntime_ep_seamless as seamless
+    import onnxruntime as ort
+    model, feeds = matmul_nbits_case((1, 64), 64, 16, 4, 32)
+    model.graph.node[0].attribute.append(helper.make_attribute("weight_prepacked", 1))
+    sess = ort.InferenceSession(model.SerializeToString(), seamless.session_options())
+    report = seamless.partition_report(sess)
+    assert any("weight_prepacked" in reason for reason in report.declined.values()), report
+
+
+# --- GatherBlockQuantized ---------------------------------------------------------------------
+
+
+def gbq_case(rows, cols, bits, block_size, zp, indices, quantize_axis=1):
+    nb = cols // block_size
+    q = rng.integers(0, 2 ** bits, (rows, cols))
+    scales = (rng.random((rows, nb)) * 0.1 + 0.01).astype(np.float32)
+    arrays = {"data": pack(q, bits), "scales": scales}
+    names = ["data", "indices", "scales"]
+    if zp:
+        zpv = rng.integers(0, 2 ** bits, (rows, nb))
+        per = 8 // bits
+        padded = np.zeros((rows, -(-nb // per) * per), np.int64)
+        padded[:, :nb] = zpv
+        arrays["zp"] = pack(padded, bits)
+        names.append("zp")
+    inputs = [(n, arrays[n].dtype, arrays[n].shape) if n in arrays else ("indices", indices.dtype, indices.shape)
+              for n in names]
+    inits = [numpy_helper.from_array(arrays[n], n) for n in names if n in arrays]
+    attrs = {"bits": bits, "block_size": block_size, "gather_axis": 0, "quantize_axis": quantize_axis}
+    model = single_node_model("GatherBlockQuantized", inputs, [("Y", np.float32, None)], attrs, domain=MS,
+                              initializers=inits)
+    return model, {"indices": indices}
+
+
+@pytest.mark.parametrize("bits", [4, 8])
+@pytest.mark.parametrize("block_size", [16, 32, 128])
+@pytest.mark.parametrize("zp", [False, True])
+def test_gather_block_quantized(bits, block_size, zp):
+    idx = np.array([[0, 5, 2], [63, 1, 1]], np.int64)
+    model, feeds = gbq_case(64, 256, bits, block_size, zp, idx)
+    assert_parity(model, feeds, rtol=0, atol=0)
+
+
+def test_gather_block_quantized_int32_negative_indices():
+    idx = np.array([3, -1, -64, 0], np.int32)
+    model, feeds = gbq_case(64, 128, 4, 32, False, idx)
+    assert_parity(model, feeds, rtol=0, atol=0)
+
+
+def test_gather_block_quantized_out_of_range_gives_zeros():
+    idx = np.array([[1, 64, -65]], np.int64)
+    model, feeds = gbq_case(64, 64, 4, 32, True, idx)
+    assert_parity(model, feeds, rtol=0, atol=0)
