@@ -46,8 +46,10 @@ void seamless_sgemm_pack_b(const float* B, size_t K, size_t N, size_t ldb, int t
 
 #if defined(__x86_64__) && defined(__GNUC__)
 DEFINE_TILE(tile_avx512, 12, __attribute__((target("avx512f"))))
+DEFINE_TILE(quad_avx512, 4, __attribute__((target("avx512f"))))
 DEFINE_TILE(row_avx512, 1, __attribute__((target("avx512f"))))
 DEFINE_TILE(tile_avx2, 6, __attribute__((target("avx2,fma"))))
+DEFINE_TILE(quad_avx2, 4, __attribute__((target("avx2,fma"))))
 DEFINE_TILE(row_avx2, 1, __attribute__((target("avx2,fma"))))
 #endif
 DEFINE_TILE(tile_generic, 4, )
@@ -59,7 +61,7 @@ typedef struct {
   size_t M, N, K, lda, ldc, mr, m_blocks, tiles, tasks;
   const float *A, *packed, *bias;
   float* C;
-  TileFn tile, row;  /* mr rows at once; one row (for the last, short block) */
+  TileFn tile, quad, row;  /* mr rows at once; the last, short block 4 rows and 1 row at a time */
   /* batched products: B unpacked (packed == NULL), items at these element strides */
   const float* B;
   size_t ldb, batch, stride_a, stride_b, stride_c;
@@ -104,7 +106,8 @@ static void gemm_task(void* user, size_t task) {
     if (rows == job->mr)
       job->tile(a, job->lda, bp, K, out);
     else
-      for (size_t i = 0; i < rows; i++) job->row(a + i * job->lda, job->lda, bp, K, out + i * NR);
+      for (size_t i = 0; i < rows; i += rows - i >= 4 ? 4 : 1)
+        (rows - i >= 4 ? job->quad : job->row)(a + i * job->lda, job->lda, bp, K, out + i * NR);
     for (size_t i = 0; i < rows; i++) {
       float* c = job->C + item * job->stride_c + (m0 + i) * job->ldc + n0;
       const float* o = out + i * NR;
@@ -117,11 +120,12 @@ static void gemm_task(void* user, size_t task) {
 }
 
 static void choose_kernel(GemmJob* job) {
-  job->mr = 4; job->tile = tile_generic; job->row = row_generic;
+  job->mr = 4; job->tile = job->quad = tile_generic; job->row = row_generic;
 #if defined(__x86_64__) && defined(__GNUC__)
-  if (__builtin_cpu_supports("avx512f")) { job->mr = 12; job->tile = tile_avx512; job->row = row_avx512; }
-  else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
-    job->mr = 6; job->tile = tile_avx2; job->row = row_avx2;
+  if (__builtin_cpu_supports("avx512f")) {
+    job->mr = 12; job->tile = tile_avx512; job->quad = quad_avx512; job->row = row_avx512;
+  } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    job->mr = 6; job->tile = tile_avx2; job->quad = quad_avx2; job->row = row_avx2;
   }
 #endif
 }

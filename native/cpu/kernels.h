@@ -15,3 +15,4 @@ int seamless_sgemm_batched(size_t batch, size_t M, size_t N, size_t K, const flo
 int seamless_matmul_nbits_f32(const float* a, size_t m, size_t k, const uint8_t* b, const float* scales,
                               const uint8_t* zp_u8, const float* zp_f32, const float* bias, float* y, size_t n,
                               size_t bits, size_t bs, int int8, void* par_fn, void* par_ctx);
+void seamless_matmul_nbits_set_isa(int level);

@@ -39,6 +39,8 @@ typedef struct {
   const float* lane_sa;  /* [M, chunks, 16]: A block scale of each 32-bit lane of a chunk */
   const float* sa;       /* [M, nb] */
   const float* asum;     /* [M, nb]: sa * sum of the block's q_a */
+  const int32_t* init;   /* default zero point only: [M, units, 16] = -zp * (lane sums of q_a), the starting
+                          * value of each unit's int32 lanes (unit: a chunk if bs < 64, else a block) */
   size_t kq, chunks;
   /* float A (float path) */
   const float* a;
@@ -90,7 +92,7 @@ static inline size_t mnb_qa_pos(size_t bits, size_t chunks, size_t value) {
 
 SEAMLESS_SIMD static void mnb_quantize_rows(const float* a, size_t m, size_t k, size_t bs, size_t nb, size_t bits,
                                             int8_t* qa, size_t kq, size_t chunks, float* sa, float* asum,
-                                            float* lane_sa) {
+                                            float* lane_sa, int32_t* init) {
   int8_t* tmp = (int8_t*)malloc(bs);
   for (size_t r = 0; r < m; r++) {
     const float* ar = a + r * k;
@@ -121,6 +123,17 @@ SEAMLESS_SIMD static void mnb_quantize_rows(const float* a, size_t m, size_t k, 
         size_t value = c * MNB_CHUNK + (bits == 4 ? 8 * (l % 8) : 4 * l);
         lane_sa[(r * chunks + c) * 16 + l] = sa[r * nb + value / bs];
       }
+    if (init) { /* the default zero point folded into each unit's starting lanes */
+      size_t cpu = bs >= MNB_CHUNK ? bs / MNB_CHUNK : 1, units = chunks / cpu;
+      int32_t zp = 1 << (bits - 1);
+      for (size_t u = 0; u < units; u++)
+        for (size_t l = 0; l < 16; l++) {
+          int32_t sum = 0;
+          for (size_t c = u * cpu; c < (u + 1) * cpu; c++)
+            for (size_t j = 0; j < 4; j++) sum += qr[c * MNB_CHUNK + 4 * l + j];
+          init[(r * units + u) * 16 + l] = -zp * sum;
+        }
+    }
   }
   free(tmp);
 }
@@ -163,16 +176,23 @@ static float mnb_int8_tail(const MnbJob* job, size_t n, size_t r, const uint8_t*
 }
 
 /* sum over blocks of zp * scale_b * asum: the zero-point term subtracted from the raw dot. */
-static float mnb_zp_term(const MnbJob* job, size_t n, size_t r) {
+SEAMLESS_SIMD static float mnb_zp_term(const MnbJob* job, size_t n, size_t r) {
   const float* sb = job->scales + n * job->nb;
   const float* as = job->asum + r * job->nb;
-  float acc = 0.0f;
+  float acc[8] = {0};
+  size_t blk = 0;
   if (!job->zp_u8 && !job->zp_f32) {
-    for (size_t blk = 0; blk < job->nb; blk++) acc += sb[blk] * as[blk];
-    return acc * (float)(1 << (job->bits - 1));
+    for (; blk + 8 <= job->nb; blk += 8)
+      for (size_t j = 0; j < 8; j++) acc[j] += sb[blk + j] * as[blk + j];
+    for (; blk < job->nb; blk++) acc[0] += sb[blk] * as[blk];
+    float v = 0.0f;
+    for (size_t j = 0; j < 8; j++) v += acc[j];
+    return v * (float)(1 << (job->bits - 1));
   }
-  for (size_t blk = 0; blk < job->nb; blk++) acc += mnb_zero_point(job, n, blk) * sb[blk] * as[blk];
-  return acc;
+  for (; blk < job->nb; blk++) acc[blk % 8] += mnb_zero_point(job, n, blk) * sb[blk] * as[blk];
+  float v = 0.0f;
+  for (size_t j = 0; j < 8; j++) v += acc[j];
+  return v;
 }
 
 #ifdef MNB_X86
@@ -181,16 +201,29 @@ static inline void mnb_lane_blocks(size_t bits, size_t bs, int32_t idx[16]) {
   for (int l = 0; l < 16; l++) idx[l] = (int32_t)((bits == 4 ? 8 * (l % 8) : 4 * l) / bs);
 }
 
+/* 64 weights of a row of B as one vector of uint8, in the order the int8 path stores A. */
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) static inline __m512i mnb_load_w512(
+    const uint8_t* p, size_t bits) {
+  if (bits == 8) return _mm512_loadu_si512(p);
+  /* 32 bytes in both halves; low nibbles in the first half, high nibbles in the second */
+  const __m512i shifts = _mm512_set_epi64(0x0004000400040004LL, 0x0004000400040004LL, 0x0004000400040004LL,
+                                          0x0004000400040004LL, 0, 0, 0, 0);
+  __m512i raw = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i*)p));
+  return _mm512_and_si512(_mm512_srlv_epi16(raw, shifts), _mm512_set1_epi8(15));
+}
+
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) static void mnb_int8_rows_vnni(const MnbJob* job,
                                                                                                 size_t n0, size_t n1) {
   const size_t chunks = job->chunks, bs = job->bs, nb = job->nb, kq = job->kq;
   const size_t cstride = job->bits == 4 ? 32 : 64; /* bytes of B per chunk */
-  const __m256i low4 = _mm256_set1_epi8(15);
   int32_t idx_arr[16];
   mnb_lane_blocks(job->bits, bs, idx_arr);
   const __m512i idx = _mm512_loadu_si512(idx_arr);
   const size_t bpc = bs < MNB_CHUNK ? MNB_CHUNK / bs : 1; /* blocks per chunk */
   const __mmask16 smask = (__mmask16)((1u << bpc) - 1);
+  const size_t cpb = bs >= MNB_CHUNK ? bs / MNB_CHUNK : 1;  /* chunks per block */
+  const size_t units = chunks / cpb;
+  const int32_t* init = job->init;
   for (size_t n = n0; n < n1; n++) {
     const uint8_t* brow = job->b + n * nb * job->blob;
     const float* sb = job->scales + n * nb;
@@ -199,20 +232,12 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) static void mnb_
       __m512 acc[MNB_TILE];
       for (size_t t = 0; t < MNB_TILE; t++) acc[t] = _mm512_setzero_ps();
       if (bs >= MNB_CHUNK) {
-        const size_t cpb = bs / MNB_CHUNK;
         for (size_t blk = 0; blk < nb; blk++) {
           __m512i dot[MNB_TILE];
-          for (size_t t = 0; t < MNB_TILE; t++) dot[t] = _mm512_setzero_si512();
+          for (size_t t = 0; t < rt; t++)
+            dot[t] = init ? _mm512_loadu_si512(init + ((r0 + t) * units + blk) * 16) : _mm512_setzero_si512();
           for (size_t c = blk * cpb; c < (blk + 1) * cpb; c++) {
-            __m512i w;
-            if (job->bits == 4) {
-              __m256i raw = _mm256_loadu_si256((const __m256i*)(brow + c * cstride));
-              __m256i lo = _mm256_and_si256(raw, low4);
-              __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4);
-              w = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-            } else {
-              w = _mm512_loadu_si512(brow + c * cstride);
-            }
+            __m512i w = mnb_load_w512(brow + c * cstride, job->bits);
             for (size_t t = 0; t < rt; t++)
               dot[t] = _mm512_dpbusd_epi32(dot[t], w, _mm512_loadu_si512(job->qa + (r0 + t) * kq + c * MNB_CHUNK));
           }
@@ -223,19 +248,11 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) static void mnb_
         }
       } else {
         for (size_t c = 0; c < chunks; c++) {
-          __m512i w;
-          if (job->bits == 4) {
-            __m256i raw = _mm256_loadu_si256((const __m256i*)(brow + c * cstride));
-            __m256i lo = _mm256_and_si256(raw, low4);
-            __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4);
-            w = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-          } else {
-            w = _mm512_loadu_si512(brow + c * cstride);
-          }
+          __m512i w = mnb_load_w512(brow + c * cstride, job->bits);
           __m512 sbv = _mm512_permutexvar_ps(idx, _mm512_maskz_loadu_ps(smask, sb + c * bpc));
           for (size_t t = 0; t < rt; t++) {
-            __m512i d = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w,
-                                            _mm512_loadu_si512(job->qa + (r0 + t) * kq + c * MNB_CHUNK));
+            __m512i d0 = init ? _mm512_loadu_si512(init + ((r0 + t) * units + c) * 16) : _mm512_setzero_si512();
+            __m512i d = _mm512_dpbusd_epi32(d0, w, _mm512_loadu_si512(job->qa + (r0 + t) * kq + c * MNB_CHUNK));
             __m512 s = _mm512_mul_ps(sbv, _mm512_loadu_ps(job->lane_sa + ((r0 + t) * chunks + c) * 16));
             acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), s, acc[t]);
           }
@@ -243,7 +260,9 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) static void mnb_
       }
       for (size_t t = 0; t < rt; t++) {
         size_t r = r0 + t;
-        float v = _mm512_reduce_add_ps(acc[t]) + mnb_int8_tail(job, n, r, brow) - mnb_zp_term(job, n, r);
+        float v = _mm512_reduce_add_ps(acc[t]);
+        if (chunks * MNB_CHUNK < nb * bs) v += mnb_int8_tail(job, n, r, brow);
+        if (!init || chunks * MNB_CHUNK < nb * bs) v -= mnb_zp_term(job, n, r);
         job->y[r * job->n + n] = v + (job->bias ? job->bias[n] : 0.0f);
       }
     }
@@ -306,6 +325,12 @@ __attribute__((target("avx2,fma"))) static void mnb_int8_rows_avx2(const MnbJob*
 }
 #endif
 
+static int mnb_forced_level = -1;
+
+/* Tests: force the int8 kernel's instruction set (0 scalar, 1 AVX2, 2 AVX-512 VNNI; -1 automatic).
+ * A level the CPU lacks falls back to automatic. */
+void seamless_matmul_nbits_set_isa(int level) { mnb_forced_level = level; }
+
 static int mnb_level(void) {
 #ifdef MNB_X86
   static int level = -1;
@@ -319,7 +344,7 @@ static int mnb_level(void) {
     else
       level = 0;
   }
-  return level;
+  return mnb_forced_level >= 0 && mnb_forced_level <= level ? mnb_forced_level : level;
 #else
   return 0;
 #endif

@@ -35,7 +35,12 @@ DEFAULT_DATA_VERSION = "1.21.0"  # the best fit for ORT 1.31+: max opset 26 (1.2
 RTOL, ATOL = 1e-3, 1e-7  # onnx's backend runner defaults
 
 # Per-case tolerances looser than onnx's, each with the reason. (name -> (rtol, atol, reason))
-TOLERANCES: dict[str, tuple[float, float, str]] = {}
+_FLOAT32_FFT = ("the expected values near 0 carry ~2e-7 of float32 rounding noise (the reference ran its "
+                "inverse FFT in complex64); we compute in float64, so atol 1e-7 is below the data's precision")
+TOLERANCES: dict[str, tuple[float, float, str]] = {
+    "test_dft_inverse": (RTOL, 1e-6, _FLOAT32_FFT),
+    "test_dft_inverse_opset19": (RTOL, 1e-6, _FLOAT32_FFT),
+}
 
 
 # --- the data -----------------------------------------------------------------------------

@@ -51,20 +51,18 @@ def matmul_nbits_supported(bits, zero_points) -> bool:
 
 
 def matmul_nbits(a2d, B, scales, zero_points, bias, bits, block_size, K, N, int8: bool) -> np.ndarray:
+    # every array handed to C is held in a local until the call returns
     a2d = _f32(a2d)
     m = a2d.shape[0]
     y = np.empty((m, N), F32)
     b = B if B.flags.c_contiguous else np.ascontiguousarray(B)
     scales = _f32(scales)
-    zp_u8 = zp_f32 = _NULL
-    if zero_points is not None:
-        if zero_points.dtype == U8:
-            zp_u8 = ffi.cast("uint8_t*", ffi.from_buffer(np.ascontiguousarray(zero_points)))
-        else:
-            zp_f32 = _fp(_f32(zero_points))
-    if bias is not None:
-        bias = _f32(bias)
-    rc = lib.seamless_matmul_nbits_f32(_fp(a2d), m, K, ffi.cast("uint8_t*", ffi.from_buffer(b)), _fp(scales),
+    zp = None if zero_points is None else (np.ascontiguousarray(zero_points) if zero_points.dtype == U8
+                                           else _f32(zero_points))
+    zp_u8 = ffi.from_buffer("uint8_t[]", zp) if zp is not None and zp.dtype == U8 else _NULL
+    zp_f32 = _fp(zp) if zp is not None and zp.dtype == F32 else _NULL
+    bias = None if bias is None else _f32(bias)
+    rc = lib.seamless_matmul_nbits_f32(_fp(a2d), m, K, ffi.from_buffer("uint8_t[]", b), _fp(scales),
                                        zp_u8, zp_f32, _optional_fp(bias), _fp(y), N, bits, block_size, int(int8),
                                        *_pool())
     if rc:

@@ -382,9 +382,5 @@ def tensor_scatter(past_cache, update, write_indices=None, *, axis=-2, mode="lin
         positions = starts[b] + np.arange(count)
         if mode == "circular":
             positions %= length
-        index = [slice(None)] * past_cache.ndim
-        index[0], index[axis] = b, positions
-        src = [slice(None)] * past_cache.ndim
-        src[0] = b
-        out[tuple(index)] = update[tuple(src)]
+        np.moveaxis(out[b], axis - 1, 0)[positions] = np.moveaxis(update[b], axis - 1, 0)  # views of out
     return (out,)
