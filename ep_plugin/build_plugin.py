@@ -1,15 +1,21 @@
 """Build the plugin libraries and native kernels into the package directory.
 
-Three shared objects, none linked against libpython:
-- libonnxruntime_ep_seamless_cpu.so  the shim ORT loads (exports only the two entry points)
-- _seamless_ep_cpu<EXT_SUFFIX>      the cffi embedding module: C glue + Python callbacks
-- _native_cpu<EXT_SUFFIX>           native CPU kernels (an ordinary cffi extension)
+Shared objects, none linked against libpython, per variant V (cpu, cuda):
+- libonnxruntime_ep_seamless_V.so  the shim ORT loads (exports only the two entry points)
+- _seamless_ep_V<EXT_SUFFIX>      the cffi embedding module: C glue + Python callbacks
+and
+- _native_cpu<EXT_SUFFIX>         native CPU kernels (an ordinary cffi extension)
+- _kernels_cuda.fatbin            CUDA kernels (native/cuda/*.cu) for sm_80, sm_90, sm_100 + PTX,
+                                  when nvcc is on PATH (SEAMLESS_REQUIRE_NVCC=1 makes it required)
+The CUDA variant's C glue loads the NVIDIA driver at run time: building it needs no CUDA.
 
 Usage: python ep_plugin/build_plugin.py [OUTPUT_PACKAGE_DIR]   (default: python/onnxruntime_ep_seamless)
 """
 from __future__ import annotations
 
 import os
+import platform
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -21,16 +27,42 @@ import cffi
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 NATIVE_CPU = ROOT / "native" / "cpu"
+NATIVE_CUDA = ROOT / "native" / "cuda"
 EXT_SUFFIX = sysconfig.get_config_var("EXT_SUFFIX")
-SHIM_NAME = "libonnxruntime_ep_seamless_cpu.so"
-EP_MODULE = "_seamless_ep_cpu"
+VARIANTS = ("cpu", "cuda")
 NATIVE_MODULE = "_native_cpu"
+CUDA_FATBIN = "_kernels_cuda.fatbin"
+CUDA_ARCHS = ("80", "90", "100")
+
+
+def shim_name(variant: str) -> str:
+    return f"libonnxruntime_ep_seamless_{variant}.so"
+
+
+def ep_module(variant: str) -> str:
+    return f"_seamless_ep_{variant}"
 
 CFLAGS = ["-shared", "-fPIC", "-O2", "-fvisibility=hidden", "-Wall", "-Wno-unused-function", "-Wl,-z,nodelete"]
 
-INIT_CODE = f"""
+
+def _glibc_x86_64() -> bool:
+    return platform.system() == "Linux" and platform.machine() == "x86_64" and platform.libc_ver()[0] == "glibc"
+
+
+# On glibc x86-64 every object is built to load on glibc 2.28 (the wheel's manylinux_2_28 tag):
+# old symbol versions (glibc_compat.h), and libdl/libpthread named explicitly because a glibc
+# older than 2.34 keeps dl* and pthread_* there. wheels/check_wheel.py verifies the result.
+COMPAT = [f"-include{HERE / 'glibc_compat.h'}"] if _glibc_x86_64() else []
+SYSLIBS = ["-Wl,--no-as-needed", "-l:libdl.so.2", "-l:libpthread.so.0", "-Wl,--as-needed"] if COMPAT else ["-ldl"]
+
+
+def _soname(name: str) -> str:
+    return f"-Wl,-soname,{name}"
+
+
+INIT_CODE = """
 import os
-from {EP_MODULE} import ffi, lib
+from {module} import ffi, lib
 here = os.path.dirname(ffi.string(lib.seamless_module_path()).decode())
 try:
     import onnxruntime_ep_seamless as pkg
@@ -42,7 +74,7 @@ if os.path.realpath(os.path.dirname(pkg.__file__)) != os.path.realpath(here):
     raise ImportError(f"onnxruntime_ep_seamless resolves to {{pkg.__file__}} but its plugin library is in {{here}}; "
                       "use one installation (check sys.path / PYTHONPATH)")
 from onnxruntime_ep_seamless.abi import bridge
-bridge.attach(ffi, lib)
+bridge.attach(ffi, lib, "{variant}")
 """
 
 
@@ -56,21 +88,47 @@ def _libpython_soname() -> str:
     return name if name.endswith(".so") or ".so." in name else ""
 
 
-def build_ep_module(out: Path, tmp: Path) -> None:
+def build_ep_module(out: Path, tmp: Path, variant: str) -> None:
+    module = ep_module(variant)
     ffi = cffi.FFI()
     ffi.embedding_api("")
-    ffi.cdef((HERE / "python_api.h").read_text())
-    ffi.embedding_init_code(INIT_CODE)
-    ffi.set_source(EP_MODULE, '#include "glue.c"\n')
-    c_file = tmp / f"{EP_MODULE}.c"
+    cdef = (HERE / "python_api.h").read_text()
+    if variant == "cuda":
+        cdef += (HERE / "python_api_cuda.h").read_text()
+    ffi.cdef(cdef)
+    ffi.embedding_init_code(INIT_CODE.format(module=module, variant=variant))
+    ffi.set_source(module, ("#define SEAMLESS_CUDA 1\n" if variant == "cuda" else "") + '#include "glue.c"\n')
+    c_file = tmp / f"{module}.c"
     ffi.emit_c_code(str(c_file))
     include = sysconfig.get_paths()["include"]
-    _gcc([*CFLAGS, f"-I{HERE}", f"-I{include}", str(c_file), "-o", str(out / f"{EP_MODULE}{EXT_SUFFIX}"), "-ldl"])
+    name = f"{module}{EXT_SUFFIX}"
+    _gcc([*CFLAGS, *COMPAT, _soname(name), f"-I{HERE}", f"-I{include}", str(c_file), "-o", str(out / name), *SYSLIBS])
 
 
-def build_shim(out: Path) -> None:
-    _gcc([*CFLAGS, f"-I{HERE}", f'-DSEAMLESS_MODULE_FILE="{EP_MODULE}{EXT_SUFFIX}"',
-          f'-DSEAMLESS_LIBPYTHON="{_libpython_soname()}"', str(HERE / "shim.c"), "-o", str(out / SHIM_NAME), "-ldl"])
+def build_shim(out: Path, variant: str) -> None:
+    _gcc([*CFLAGS, *COMPAT, _soname(shim_name(variant)), f"-I{HERE}",
+          f'-DSEAMLESS_MODULE_FILE="{ep_module(variant)}{EXT_SUFFIX}"',
+          f'-DSEAMLESS_LIBPYTHON="{_libpython_soname()}"', f'-DSEAMLESS_PY_VERSION="{sysconfig.get_python_version()}"',
+          str(HERE / "shim.c"), "-o", str(out / shim_name(variant)), *SYSLIBS])
+
+
+def build_cuda_kernels(out: Path) -> Path | None:
+    """native/cuda/*.cu into one fatbin; None (and a note) when nvcc is missing and not required."""
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        if os.environ.get("SEAMLESS_REQUIRE_NVCC") == "1":
+            raise RuntimeError("nvcc not found, but SEAMLESS_REQUIRE_NVCC=1")
+        print("note: nvcc not found: the CUDA kernels are not built (the CUDA EP will say so)", file=sys.stderr)
+        return None
+    sources = sorted(NATIVE_CUDA.glob("*.cu"))
+    with tempfile.TemporaryDirectory() as tmp:
+        unit = Path(tmp) / "kernels.cu"
+        unit.write_text("".join(f'#include "{p}"\n' for p in sources))
+        gencode = [f"-gencode=arch=compute_{a},code=sm_{a}" for a in CUDA_ARCHS]
+        gencode.append(f"-gencode=arch=compute_{CUDA_ARCHS[-1]},code=compute_{CUDA_ARCHS[-1]}")
+        target = out / CUDA_FATBIN
+        subprocess.run([nvcc, "-fatbin", "-O3", f"-I{NATIVE_CUDA}", *gencode, str(unit), "-o", str(target)], check=True)
+    return target
 
 
 def build_native_cpu(out: Path, tmp: Path) -> None:
@@ -82,16 +140,25 @@ def build_native_cpu(out: Path, tmp: Path) -> None:
     ffi.emit_c_code(str(c_file))
     include = sysconfig.get_paths()["include"]
     flags = [f for f in CFLAGS if f != "-O2"] + ["-O3"]
-    _gcc([*flags, f"-I{NATIVE_CPU}", f"-I{include}", str(c_file), "-o", str(out / f"{NATIVE_MODULE}{EXT_SUFFIX}"), "-lm"])
+    name = f"{NATIVE_MODULE}{EXT_SUFFIX}"
+    _gcc([*flags, *COMPAT, _soname(name), f"-I{NATIVE_CPU}", f"-I{include}", str(c_file), "-o", str(out / name), "-lm"])
 
 
-def build(out: Path) -> list[Path]:
+def build(out: Path, variants=VARIANTS) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
+    built = []
     with tempfile.TemporaryDirectory() as tmp:
-        build_ep_module(out, Path(tmp))
+        for variant in variants:
+            build_ep_module(out, Path(tmp), variant)
+            build_shim(out, variant)
+            built += [out / shim_name(variant), out / f"{ep_module(variant)}{EXT_SUFFIX}"]
         build_native_cpu(out, Path(tmp))
-    build_shim(out)
-    return [out / SHIM_NAME, out / f"{EP_MODULE}{EXT_SUFFIX}", out / f"{NATIVE_MODULE}{EXT_SUFFIX}"]
+    built.append(out / f"{NATIVE_MODULE}{EXT_SUFFIX}")
+    if "cuda" in variants:
+        fatbin = build_cuda_kernels(out)
+        if fatbin:
+            built.append(fatbin)
+    return built
 
 
 if __name__ == "__main__":

@@ -20,7 +20,9 @@
 #undef ORT_API
 #undef ORT_EP_API
 
-/* Every slot in ort_slots.def exists from API 23 on, our floor; newer slots will need a gate. */
+/* Every slot in ort_slots.def exists from API 23 on, our floor; newer slots will need a gate.
+ * The floor is also MIN_ONNXRUNTIME_VERSION in python/onnxruntime_ep_seamless/__init__.py
+ * (tests/abi/test_versions.py keeps the two equal; docs/versioning.md). */
 #define SEAMLESS_ORT_API_MIN 23
 #define SEAMLESS_ORT_API_MAX 27   /* the struct layouts in ort_types.h */
 
@@ -160,8 +162,11 @@ static OrtStatus* put_attr(Buf* b, const OrtOpAttr* attr) {
       size_t nbytes = 0;
       TRY(ORT(OpAttr_GetTensorAttributeAsOrtValue)(attr, &value));
       OrtStatus* st = ORT(GetTensorTypeAndShape)(value, &tsi);
+      ONNXTensorElementDataType elem = 0;
       if (!st) st = put_type_shape(b, tsi);
-      if (!st) st = ORT(GetTensorSizeInBytes)(value, &nbytes);
+      if (!st) st = ORT(GetTensorElementType)(tsi, &elem);
+      /* string tensors (8) have no flat bytes: send none, Python declines the node */
+      if (!st && elem != 8) st = ORT(GetTensorSizeInBytes)(value, &nbytes);
       if (!st && nbytes) st = ORT(GetTensorMutableData)(value, &data);
       if (!st) { put_i64(b, (int64_t)nbytes); buf_put(b, data, nbytes); }
       if (tsi) ORT(ReleaseTensorTypeAndShapeInfo)(tsi);
@@ -169,7 +174,18 @@ static OrtStatus* put_attr(Buf* b, const OrtOpAttr* attr) {
       if (st) return st;
       break;
     }
-    default: break;  /* STRINGS, GRAPH(S), others: name and type only; Python declines such nodes */
+    case 6: {  /* STRINGS: byte count then NUL-terminated strings back to back; -1 if ORT cannot read them */
+      OrtStatus* st = ORT(ReadOpAttr)(attr, type, NULL, 0, &size);
+      if (st) ORT(ReleaseStatus)(st);  /* a size query reports "buffer too small" */
+      char* tmp = malloc(size ? size : 1);
+      if (!tmp) return seamless_status(1, "out of memory reading an attribute");
+      st = size ? ORT(ReadOpAttr)(attr, type, tmp, size, &size) : NULL;
+      if (st) { ORT(ReleaseStatus)(st); put_i32(b, -1); }
+      else { put_i32(b, (int32_t)size); buf_put(b, tmp, size); }
+      free(tmp);
+      break;
+    }
+    default: break;  /* GRAPH(S), others: name and type only; Python declines such nodes */
   }
   return NULL;
 }
@@ -343,6 +359,19 @@ static OrtStatus* seamless_set_outputs(OrtKernelContext* ctx, size_t n, void* co
   return NULL;
 }
 
+/* Allocate every output with the given dims and return the data pointers (executors that write
+ * results in place, e.g. on a GPU). */
+static OrtStatus* seamless_get_outputs(OrtKernelContext* ctx, size_t n, const int32_t* ranks, const int64_t* dims,
+                                       size_t max_rank, void** data) {
+  for (size_t i = 0; i < n; i++) {
+    OrtValue* v = NULL;
+    data[i] = NULL;
+    TRY(ORT(KernelContext_GetOutput)(ctx, i, dims + i * max_rank, (size_t)ranks[i], &v));
+    if (v) TRY(ORT(GetTensorMutableData)(v, &data[i]));
+  }
+  return NULL;
+}
+
 /* ---- threads --------------------------------------------------------------------------- */
 /* Runs fn(user, i) for i in [0, n) on the session's intra-op thread pool (native kernels get
  * this function and the kernel context as a pair, so they stay independent of ORT). */
@@ -360,6 +389,10 @@ static void seamless_log(const OrtLogger* logger, int level, const char* msg) {
   OrtStatus* st = ORT(Logger_LogMessage)(logger, level, msg, "onnxruntime_ep_seamless", 0, "seamless");
   if (st) ORT(ReleaseStatus)(st);
 }
+
+#ifdef SEAMLESS_CUDA
+#include "cuda_ep.c"
+#endif
 
 /* ---- the structs handed to ORT ------------------------------------------------------ */
 typedef struct {
@@ -386,7 +419,7 @@ static OrtStatus* py_create_factories(const char* registered_name, const OrtLogg
                                       size_t max_factories, size_t* num_factories);
 static void py_release_handle(void* handle);
 static OrtStatus* py_create_ep(void* factory_handle, const char* const* keys, const char* const* values, size_t n,
-                               const OrtLogger* logger, void** ep_handle);
+                               int device_ordinal, const OrtLogger* logger, void** ep_handle);
 static OrtStatus* py_get_capability(void* ep_handle, const OrtGraph* graph, OrtEpGraphSupportInfo* info);
 static OrtStatus* py_compile(void* ep_handle, const OrtGraph* graph, const OrtNode* fused_node, void** kernel_handle);
 static OrtStatus* py_compute(void* kernel_handle, OrtKernelContext* ctx);
@@ -394,7 +427,11 @@ static OrtStatus* py_compute(void* kernel_handle, OrtKernelContext* ctx);
 static const char* factory_name(const OrtEpFactory* f) { return ((const SeamlessFactory*)f)->name; }
 static const char* factory_vendor(const OrtEpFactory* f) { return ((const SeamlessFactory*)f)->vendor; }
 static const char* factory_version(const OrtEpFactory* f) { return ((const SeamlessFactory*)f)->version; }
+#ifdef SEAMLESS_CUDA
+static uint32_t factory_vendor_id(const OrtEpFactory* f) { (void)f; return SEAMLESS_VENDOR_NVIDIA; }
+#else
 static uint32_t factory_vendor_id(const OrtEpFactory* f) { (void)f; return 0; }
+#endif
 static bool factory_is_stream_aware(const OrtEpFactory* f) { (void)f; return false; }
 static OrtStatus* factory_create_data_transfer(OrtEpFactory* f, OrtDataTransferImpl** out) { (void)f; *out = NULL; return NULL; }
 
@@ -463,8 +500,11 @@ static void ep_release_node_compute_infos(OrtEp* ep, OrtNodeComputeInfo** infos,
 static OrtStatus* factory_create_ep(OrtEpFactory* f, const OrtHardwareDevice* const* devices,
                                     const OrtKeyValuePairs* const* metadata, size_t num_devices,
                                     const OrtSessionOptions* options, const OrtLogger* logger, OrtEp** out) {
-  (void)devices; (void)metadata; (void)num_devices;
+  (void)devices;
   SeamlessFactory* self = (SeamlessFactory*)f;
+  int ordinal = -1;  /* the CUDA device of a GPU EP, from the metadata its OrtEpDevice carries */
+  const char* id = num_devices == 1 && metadata && metadata[0] ? ORT(GetKeyValue)(metadata[0], "cuda_device_id") : NULL;
+  if (id) ordinal = atoi(id);
   OrtKeyValuePairs* entries = NULL;
   const char* const* keys = NULL;
   const char* const* values = NULL;
@@ -473,7 +513,8 @@ static OrtStatus* factory_create_ep(OrtEpFactory* f, const OrtHardwareDevice* co
   TRY(ORT(GetSessionOptionsConfigEntries)(options, &entries));
   ORT(GetKeyValuePairs)(entries, &keys, &values, &n);
   SeamlessEp* ep = calloc(1, sizeof *ep);
-  OrtStatus* st = ep ? py_create_ep(self->handle, keys, values, n, logger, &ep->handle) : seamless_status(1, "out of memory");
+  OrtStatus* st = ep ? py_create_ep(self->handle, keys, values, n, ordinal, logger, &ep->handle)
+                     : seamless_status(1, "out of memory");
   ORT(ReleaseKeyValuePairs)(entries);
   if (st) { free(ep); return st; }
   ep->factory = self;
@@ -512,12 +553,50 @@ static OrtEpFactory* seamless_new_factory(void* handle, const char* name, const 
   f->base.ReleaseEp = factory_release_ep;
   f->base.GetVendorId = factory_vendor_id;
   f->base.GetVersion = factory_version;          /* required in practice: NULL crashes ORT */
+#ifdef SEAMLESS_CUDA
+  f->base.GetSupportedDevices = factory_cuda_devices;
+  f->base.CreateAllocator = factory_create_allocator;
+  f->base.ReleaseAllocator = factory_release_allocator;
+  f->base.CreateDataTransfer = factory_create_cuda_transfer;
+  f->base.IsStreamAware = factory_cuda_stream_aware;
+  f->base.CreateSyncStreamForDevice = factory_create_stream;
+#else
   f->base.CreateDataTransfer = factory_create_data_transfer;  /* likewise */
   f->base.IsStreamAware = factory_is_stream_aware;
+#endif
   return &f->base;
 }
 
 /* ---- entry points (forwarded by the shim) -------------------------------------------- */
+/* In a host without a running interpreter (a C/C++ program), start one before cffi would:
+ * cffi's own start-up (Py_InitializeEx) derives the prefix from `python3` on $PATH and aborts
+ * the process when that fails. Here `program` (the venv's python, found by the shim) points
+ * getpath at the right stdlib and site-packages, the host keeps its signal handlers, and a
+ * failure is returned as a message. The GIL is released afterwards: ORT calls the EP on any
+ * thread, and cffi's callbacks take it with PyGILState_Ensure. Py_Finalize is never called. */
+__attribute__((visibility("default")))
+const char* seamless_entry_boot_python(const char* program, char* err, size_t errlen) {
+  if (Py_IsInitialized()) return NULL;
+  PyConfig config;
+  PyConfig_InitPythonConfig(&config);
+  config.install_signal_handlers = 0;
+  config.parse_argv = 0;
+  PyStatus st = PyStatus_Ok();
+  if (program && *program) st = PyConfig_SetBytesString(&config, &config.program_name, program);
+  if (!PyStatus_Exception(st)) st = Py_InitializeFromConfig(&config);
+  PyConfig_Clear(&config);
+  if (PyStatus_Exception(st)) {
+    snprintf(err, errlen, "onnxruntime-ep-seamless: starting the embedded Python %d.%d as '%s' failed: %s%s%s. "
+             "Fix: set SEAMLESS_PYTHON to the python executable of the environment this package is installed in "
+             "(and check PYTHONHOME/PYTHONPATH).", PY_MAJOR_VERSION, PY_MINOR_VERSION,
+             program && *program ? program : "python3 (default)", st.func ? st.func : "", st.func ? ": " : "",
+             st.err_msg ? st.err_msg : (st.exitcode ? "the interpreter asked to exit" : "unknown error"));
+    return err;
+  }
+  PyEval_SaveThread();
+  return NULL;
+}
+
 /* cffi's start-up aborts the process when its own backend is missing: check first. */
 static int cffi_backend_missing(void) {
   if (!Py_IsInitialized()) return 0;  /* a C host: cffi starts the interpreter itself */

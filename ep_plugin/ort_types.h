@@ -128,3 +128,44 @@ struct OrtEpFactory {
   OrtStatus* (*InitGraphicsInterop)(OrtEpFactory* this_ptr, const OrtEpDevice* ep_device, const void* config);
   OrtStatus* (*DeinitGraphicsInterop)(OrtEpFactory* this_ptr, const OrtEpDevice* ep_device);
 };
+
+/* Structs a device EP implements for memory, copies and streams ([1.23] unless noted). */
+typedef struct OrtSyncStream OrtSyncStream;
+
+typedef struct OrtAllocator OrtAllocator;
+struct OrtAllocator {
+  uint32_t version;
+  void* (*Alloc)(OrtAllocator* this_ptr, size_t size);
+  void (*Free)(OrtAllocator* this_ptr, void* p);
+  const OrtMemoryInfo* (*Info)(const OrtAllocator* this_ptr);
+  void* (*Reserve)(OrtAllocator* this_ptr, size_t size);
+  OrtStatus* (*GetStats)(const OrtAllocator* this_ptr, OrtKeyValuePairs** out);
+  void* (*AllocOnStream)(OrtAllocator* this_ptr, size_t size, OrtSyncStream* stream);
+  OrtStatus* (*Shrink)(OrtAllocator* this_ptr);
+};
+
+struct OrtDataTransferImpl {
+  uint32_t ort_version_supported;
+  void (*Release)(OrtDataTransferImpl* this_ptr);
+  bool (*CanCopy)(const OrtDataTransferImpl* this_ptr, const OrtMemoryDevice* src, const OrtMemoryDevice* dst);
+  OrtStatus* (*CopyTensors)(OrtDataTransferImpl* this_ptr, const OrtValue** src, OrtValue** dst,
+                            OrtSyncStream** streams, size_t count);
+};
+
+typedef struct OrtSyncNotificationImpl OrtSyncNotificationImpl;
+struct OrtSyncNotificationImpl {
+  uint32_t ort_version_supported;
+  void (*Release)(OrtSyncNotificationImpl* this_ptr);
+  OrtStatus* (*Activate)(OrtSyncNotificationImpl* this_ptr);
+  OrtStatus* (*WaitOnDevice)(OrtSyncNotificationImpl* this_ptr, OrtSyncStream* consumer);
+  OrtStatus* (*WaitOnHost)(OrtSyncNotificationImpl* this_ptr);
+};
+
+struct OrtSyncStreamImpl {
+  uint32_t ort_version_supported;
+  void (*Release)(OrtSyncStreamImpl* this_ptr);
+  void* (*GetHandle)(OrtSyncStreamImpl* this_ptr);
+  OrtStatus* (*CreateNotification)(OrtSyncStreamImpl* this_ptr, OrtSyncNotificationImpl** out);
+  OrtStatus* (*Flush)(OrtSyncStreamImpl* this_ptr);
+  OrtStatus* (*OnSessionRunEnd)(OrtSyncStreamImpl* this_ptr);
+};

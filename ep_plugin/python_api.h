@@ -13,7 +13,7 @@ extern "Python" {
                                  size_t max_factories, size_t* num_factories);
   void py_release_handle(void* handle);
   OrtStatus* py_create_ep(void* factory_handle, const char* const* keys, const char* const* values, size_t n,
-                          const OrtLogger* logger, void** ep_handle);
+                          int device_ordinal, const OrtLogger* logger, void** ep_handle);
   OrtStatus* py_get_capability(void* ep_handle, const OrtGraph* graph, OrtEpGraphSupportInfo* info);
   OrtStatus* py_compile(void* ep_handle, const OrtGraph* graph, const OrtNode* fused_node, void** kernel_handle);
   OrtStatus* py_compute(void* kernel_handle, OrtKernelContext* ctx);
@@ -30,6 +30,8 @@ int seamless_get_inputs(const OrtKernelContext* ctx, size_t n, void** data, size
                         int32_t* ranks, int64_t* dims, size_t max_rank, uint8_t* changed, OrtStatus** status);
 OrtStatus* seamless_set_outputs(OrtKernelContext* ctx, size_t n, void* const* src, const int32_t* ranks,
                                 const int64_t* dims, size_t max_rank, const size_t* nbytes);
+OrtStatus* seamless_get_outputs(OrtKernelContext* ctx, size_t n, const int32_t* ranks, const int64_t* dims,
+                                size_t max_rank, void** data);
 void seamless_parallel_for(void* ctx, void (*fn)(void*, size_t), size_t n, void* user);
 void seamless_log(const OrtLogger* logger, int level, const char* msg);
 void seamless_free(void* p);

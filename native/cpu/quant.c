@@ -202,7 +202,7 @@ static inline void mnb_lane_blocks(size_t bits, size_t bs, int32_t idx[16]) {
 }
 
 /* 64 weights of a row of B as one vector of uint8, in the order the int8 path stores A. */
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) static inline __m512i mnb_load_w512(
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"), always_inline)) static inline __m512i mnb_load_w512(
     const uint8_t* p, size_t bits) {
   if (bits == 8) return _mm512_loadu_si512(p);
   /* 32 bytes in both halves; low nibbles in the first half, high nibbles in the second */
@@ -212,59 +212,109 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) static inline __
   return _mm512_and_si512(_mm512_srlv_epi16(raw, shifts), _mm512_set1_epi8(15));
 }
 
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) static void mnb_int8_rows_vnni(const MnbJob* job,
-                                                                                                size_t n0, size_t n1) {
+#define MNB_VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni")))
+
+/* Rows r0..r0+tile_rows-1 of A against tile_cols consecutive rows n0.. of B: tile_rows x tile_cols dot products. tile_rows and tile_cols are
+ * compile-time constants at every call site (always_inline), so accumulators stay in registers. */
+static inline __attribute__((always_inline)) MNB_VNNI void mnb_vnni_tile(const MnbJob* job, size_t n0, size_t r0,
+                                                                        const size_t tile_rows, const size_t tile_cols) {
   const size_t chunks = job->chunks, bs = job->bs, nb = job->nb, kq = job->kq;
   const size_t cstride = job->bits == 4 ? 32 : 64; /* bytes of B per chunk */
-  int32_t idx_arr[16];
-  mnb_lane_blocks(job->bits, bs, idx_arr);
-  const __m512i idx = _mm512_loadu_si512(idx_arr);
-  const size_t bpc = bs < MNB_CHUNK ? MNB_CHUNK / bs : 1; /* blocks per chunk */
-  const __mmask16 smask = (__mmask16)((1u << bpc) - 1);
-  const size_t cpb = bs >= MNB_CHUNK ? bs / MNB_CHUNK : 1;  /* chunks per block */
+  const size_t bpc = bs < MNB_CHUNK ? MNB_CHUNK / bs : 1;    /* blocks per chunk */
+  const size_t cpb = bs >= MNB_CHUNK ? bs / MNB_CHUNK : 1;   /* chunks per block */
   const size_t units = chunks / cpb;
   const int32_t* init = job->init;
-  for (size_t n = n0; n < n1; n++) {
-    const uint8_t* brow = job->b + n * nb * job->blob;
-    const float* sb = job->scales + n * nb;
-    for (size_t r0 = 0; r0 < job->m; r0 += MNB_TILE) {
-      const size_t rt = job->m - r0 < MNB_TILE ? job->m - r0 : MNB_TILE;
-      __m512 acc[MNB_TILE];
-      for (size_t t = 0; t < MNB_TILE; t++) acc[t] = _mm512_setzero_ps();
-      if (bs >= MNB_CHUNK) {
-        for (size_t blk = 0; blk < nb; blk++) {
-          __m512i dot[MNB_TILE];
-          for (size_t t = 0; t < rt; t++)
-            dot[t] = init ? _mm512_loadu_si512(init + ((r0 + t) * units + blk) * 16) : _mm512_setzero_si512();
-          for (size_t c = blk * cpb; c < (blk + 1) * cpb; c++) {
-            __m512i w = mnb_load_w512(brow + c * cstride, job->bits);
-            for (size_t t = 0; t < rt; t++)
-              dot[t] = _mm512_dpbusd_epi32(dot[t], w, _mm512_loadu_si512(job->qa + (r0 + t) * kq + c * MNB_CHUNK));
-          }
-          for (size_t t = 0; t < rt; t++) {
-            __m512 s = _mm512_set1_ps(job->sa[(r0 + t) * nb + blk] * sb[blk]);
-            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[t]), s, acc[t]);
-          }
-        }
-      } else {
-        for (size_t c = 0; c < chunks; c++) {
-          __m512i w = mnb_load_w512(brow + c * cstride, job->bits);
-          __m512 sbv = _mm512_permutexvar_ps(idx, _mm512_maskz_loadu_ps(smask, sb + c * bpc));
-          for (size_t t = 0; t < rt; t++) {
-            __m512i d0 = init ? _mm512_loadu_si512(init + ((r0 + t) * units + c) * 16) : _mm512_setzero_si512();
-            __m512i d = _mm512_dpbusd_epi32(d0, w, _mm512_loadu_si512(job->qa + (r0 + t) * kq + c * MNB_CHUNK));
-            __m512 s = _mm512_mul_ps(sbv, _mm512_loadu_ps(job->lane_sa + ((r0 + t) * chunks + c) * 16));
-            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), s, acc[t]);
-          }
+  const uint8_t* brow[4];
+  const float* sb[4];
+  for (size_t j = 0; j < tile_cols; j++) {
+    brow[j] = job->b + (n0 + j) * nb * job->blob;
+    sb[j] = job->scales + (n0 + j) * nb;
+  }
+  __m512 acc[MNB_TILE][4];
+  for (size_t t = 0; t < tile_rows; t++)
+    for (size_t j = 0; j < tile_cols; j++) acc[t][j] = _mm512_setzero_ps();
+  if (bs >= MNB_CHUNK) {
+    for (size_t blk = 0; blk < nb; blk++) {
+      __m512i dot[MNB_TILE][4];
+      for (size_t t = 0; t < tile_rows; t++) {
+        __m512i d0 = init ? _mm512_loadu_si512(init + ((r0 + t) * units + blk) * 16) : _mm512_setzero_si512();
+        for (size_t j = 0; j < tile_cols; j++) dot[t][j] = d0;
+      }
+      for (size_t c = blk * cpb; c < (blk + 1) * cpb; c++) {
+        __m512i w[4];
+        for (size_t j = 0; j < tile_cols; j++)
+          _mm_prefetch((const char*)(brow[j] + tile_cols * nb * job->blob + c * cstride), _MM_HINT_T0);
+        for (size_t j = 0; j < tile_cols; j++) w[j] = mnb_load_w512(brow[j] + c * cstride, job->bits);
+        for (size_t t = 0; t < tile_rows; t++) {
+          __m512i qa = _mm512_loadu_si512(job->qa + (r0 + t) * kq + c * MNB_CHUNK);
+          for (size_t j = 0; j < tile_cols; j++) dot[t][j] = _mm512_dpbusd_epi32(dot[t][j], w[j], qa);
         }
       }
-      for (size_t t = 0; t < rt; t++) {
-        size_t r = r0 + t;
-        float v = _mm512_reduce_add_ps(acc[t]);
-        if (chunks * MNB_CHUNK < nb * bs) v += mnb_int8_tail(job, n, r, brow);
-        if (!init || chunks * MNB_CHUNK < nb * bs) v -= mnb_zp_term(job, n, r);
-        job->y[r * job->n + n] = v + (job->bias ? job->bias[n] : 0.0f);
+      for (size_t t = 0; t < tile_rows; t++)
+        for (size_t j = 0; j < tile_cols; j++) {
+          __m512 s = _mm512_set1_ps(job->sa[(r0 + t) * nb + blk] * sb[j][blk]);
+          acc[t][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[t][j]), s, acc[t][j]);
+        }
+    }
+  } else {
+    int32_t idx_arr[16];
+    mnb_lane_blocks(job->bits, bs, idx_arr);
+    const __m512i idx = _mm512_loadu_si512(idx_arr);
+    const __mmask16 smask = (__mmask16)((1u << bpc) - 1);
+    const size_t row_bytes = nb * job->blob;
+    for (size_t c = 0; c < chunks; c++) {
+      __m512i w[4];
+      __m512 sbv[4];
+      /* the next rows of B, one pass ahead: several streams defeat the hardware prefetcher */
+      for (size_t j = 0; j < tile_cols; j++)
+        _mm_prefetch((const char*)(brow[j] + tile_cols * row_bytes + c * cstride), _MM_HINT_T0);
+      if (c % 8 == 0)
+        for (size_t j = 0; j < tile_cols; j++) _mm_prefetch((const char*)(sb[j] + tile_cols * nb + c * bpc), _MM_HINT_T0);
+      for (size_t j = 0; j < tile_cols; j++) {
+        w[j] = mnb_load_w512(brow[j] + c * cstride, job->bits);
+        sbv[j] = _mm512_permutexvar_ps(idx, _mm512_maskz_loadu_ps(smask, sb[j] + c * bpc));
       }
+      for (size_t t = 0; t < tile_rows; t++) {
+        __m512i d0 = init ? _mm512_loadu_si512(init + ((r0 + t) * units + c) * 16) : _mm512_setzero_si512();
+        __m512i qa = _mm512_loadu_si512(job->qa + (r0 + t) * kq + c * MNB_CHUNK);
+        __m512 las = _mm512_loadu_ps(job->lane_sa + ((r0 + t) * chunks + c) * 16);
+        for (size_t j = 0; j < tile_cols; j++) {
+          __m512i d = _mm512_dpbusd_epi32(d0, w[j], qa);
+          acc[t][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), _mm512_mul_ps(sbv[j], las), acc[t][j]);
+        }
+      }
+    }
+  }
+  for (size_t t = 0; t < tile_rows; t++)
+    for (size_t j = 0; j < tile_cols; j++) {
+      size_t r = r0 + t, n = n0 + j;
+      float v = _mm512_reduce_add_ps(acc[t][j]);
+      if (chunks * MNB_CHUNK < nb * bs) v += mnb_int8_tail(job, n, r, brow[j]);
+      if (!init) v -= mnb_zp_term(job, n, r);
+      job->y[r * job->n + n] = v + (job->bias ? job->bias[n] : 0.0f);
+    }
+}
+
+MNB_VNNI static void mnb_int8_rows_vnni(const MnbJob* job, size_t n0, size_t n1) {
+  size_t n = n0;
+  if (job->m == 1) /* decode: four rows of B per pass over the row of A */
+    for (; n + 4 <= n1; n += 4) mnb_vnni_tile(job, n, 0, 1, 4);
+  for (; n + 2 <= n1; n += 2) {
+    size_t r = 0;
+    for (; r + 4 <= job->m; r += 4) mnb_vnni_tile(job, n, r, 4, 2);
+    switch (job->m - r) {
+      case 3: mnb_vnni_tile(job, n, r, 3, 2); break;
+      case 2: mnb_vnni_tile(job, n, r, 2, 2); break;
+      case 1: mnb_vnni_tile(job, n, r, 1, 2); break;
+    }
+  }
+  for (; n < n1; n++) {
+    size_t r = 0;
+    for (; r + 4 <= job->m; r += 4) mnb_vnni_tile(job, n, r, 4, 1);
+    switch (job->m - r) {
+      case 3: mnb_vnni_tile(job, n, r, 3, 1); break;
+      case 2: mnb_vnni_tile(job, n, r, 2, 1); break;
+      case 1: mnb_vnni_tile(job, n, r, 1, 1); break;
     }
   }
 }
@@ -438,9 +488,13 @@ int seamless_matmul_nbits_f32(const float* a, size_t m, size_t k, const uint8_t*
   float* sa = (float*)malloc(m * job.nb * sizeof(float));
   float* asum = (float*)malloc(m * job.nb * sizeof(float));
   float* lane_sa = (float*)malloc((m * job.chunks * 16 + 1) * sizeof(float));
+  /* the VNNI kernel folds the default zero point into its int32 lanes (no tail blocks only) */
+  int fold = !zp_u8 && !zp_f32 && bits != 2 && mnb_level() == 2 && job.chunks * MNB_CHUNK == job.nb * bs;
+  int32_t* init = fold ? (int32_t*)malloc((m * job.chunks * 16 + 1) * sizeof(int32_t)) : NULL;
   int rc = 2;
-  if (qa && sa && asum && lane_sa) {
-    mnb_quantize_rows(a, m, k, bs, job.nb, bits, qa, job.kq, job.chunks, sa, asum, lane_sa);
+  if (qa && sa && asum && lane_sa && (init || !fold)) {
+    mnb_quantize_rows(a, m, k, bs, job.nb, bits, qa, job.kq, job.chunks, sa, asum, lane_sa, init);
+    job.init = init;
     job.qa = qa;
     job.sa = sa;
     job.asum = asum;
@@ -452,5 +506,6 @@ int seamless_matmul_nbits_f32(const float* a, size_t m, size_t k, const uint8_t*
   free(sa);
   free(asum);
   free(lane_sa);
+  free(init);
   return rc;
 }

@@ -18,7 +18,9 @@ __all__ = ["__version__", "DEMO_MODEL", "get_library_path", "get_ep_name", "get_
 MIN_ONNXRUNTIME_VERSION = "1.23"
 DEMO_MODEL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "demo", "demo_model.onnx")
 _VARIANTS = {"cpu": ("SeamlessCPUExecutionProvider", "libonnxruntime_ep_seamless_cpu.so",
-                     "onnxruntime_ep_seamless_cpu")}
+                     "onnxruntime_ep_seamless_cpu"),
+             "cuda": ("SeamlessCUDAExecutionProvider", "libonnxruntime_ep_seamless_cuda.so",
+                      "onnxruntime_ep_seamless_cuda")}
 _registered: dict[str, str] = {}  # device -> library path registered by this process
 
 
@@ -87,13 +89,22 @@ def unregister(device: str = "cpu") -> None:
 
 
 def get_devices(device: str = "cpu") -> list:
-    """The OrtEpDevice objects of our EP for `device` (registers first)."""
+    """The OrtEpDevice objects of our EP for `device` (registers first); for "cuda", one per GPU."""
     ort = _ort()
     path = register(device)
     ep_name = get_ep_name(device)
     # ORT >= 1.24 records the library path in the metadata; 1.23 does not
     return [d for d in ort.get_ep_devices()
             if d.ep_name == ep_name and d.ep_metadata.get("library_path", path) == path]
+
+
+def _no_device_reason(device: str) -> str:
+    if device == "cuda":
+        from .abi.bridge import NATIVES
+        native = NATIVES.get("cuda")
+        problem = native.ffi.string(native.lib.seamless_cuda_problem_text()).decode() if native else ""
+        return problem or "onnxruntime reported no NVIDIA GPU (vendor 0x10DE) on this machine"
+    return "onnxruntime reported no CPU device"
 
 
 def session_options(device: str = "cpu", base=None, **options):
@@ -104,7 +115,7 @@ def session_options(device: str = "cpu", base=None, **options):
     so = base if base is not None else ort.SessionOptions()
     devices = get_devices(device)
     if not devices:
-        raise RuntimeError(f"{get_ep_name(device)} offers no device on this machine")
+        raise RuntimeError(f"{get_ep_name(device)} offers no device on this machine: {_no_device_reason(device)}")
     so.add_provider_for_devices(devices, {k: str(int(v) if isinstance(v, bool) else v) for k, v in options.items()})
     so.add_session_config_entry("session.record_ep_graph_assignment_info", "1")
     return so

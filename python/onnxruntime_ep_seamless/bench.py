@@ -60,3 +60,183 @@ def print_result(title: str, r: dict, json_path: str | None) -> None:
     if json_path:
         with open(json_path, "w") as f:
             json.dump({"benchmark": title, **r}, f, indent=2)
+
+
+# --- decode: autoregressive LLM decoding (onnxruntime-genai model builder layout) ---------------
+
+
+class ProgressBar:
+    """A plain-text progress bar on a stream ('\\r'-updated on a terminal, a few lines otherwise)."""
+
+    def __init__(self, total: int, label: str, stream=None, width: int = 30):
+        import sys
+        self.total, self.label, self.width = max(total, 1), label, width
+        self.stream = stream or sys.stderr
+        self.tty = getattr(self.stream, "isatty", lambda: False)()
+        self.done = 0
+        self._last_decile = -1
+
+    def update(self, n: int = 1, note: str = "") -> None:
+        self.done = min(self.done + n, self.total)
+        filled = self.width * self.done // self.total
+        line = f"{self.label} [{'#' * filled}{'.' * (self.width - filled)}] {self.done}/{self.total} {note}"
+        if self.tty:
+            self.stream.write("\r" + line)
+            self.stream.flush()
+        elif self.done * 10 // self.total != self._last_decile:
+            self._last_decile = self.done * 10 // self.total
+            self.stream.write(line + "\n")
+            self.stream.flush()
+
+    def close(self) -> None:
+        if self.tty:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def _decoder_io(session, model_dir):
+    """Names and KV geometry of a builder-style decoder: (past names, present names, kv heads, head size)."""
+    import os
+    cfg = {}
+    path = os.path.join(model_dir, "genai_config.json")
+    if os.path.exists(path):
+        with open(path) as f:
+            cfg = json.load(f).get("model", {}).get("decoder", {})
+    past = [i for i in session.get_inputs() if i.name.startswith("past_key_values.")]
+    if not past:
+        raise SystemExit("bench decode: the model has no past_key_values.* inputs (not a builder-style decoder)")
+    shape = past[0].shape
+    heads = cfg.get("num_key_value_heads") or (shape[1] if isinstance(shape[1], int) else None)
+    head_size = cfg.get("head_size") or (shape[3] if isinstance(shape[3], int) else None)
+    if not heads or not head_size:
+        raise SystemExit("bench decode: cannot tell the KV heads / head size (no genai_config.json, symbolic dims)")
+    presents = {o.name for o in session.get_outputs()}
+    names = [(p.name, p.name.replace("past_key_values.", "present.")) for p in past]
+    missing = [n for _, n in names if n not in presents]
+    if missing:
+        raise SystemExit(f"bench decode: outputs {missing[:3]} missing (expected present.* for each past input)")
+    return names, int(heads), int(head_size)
+
+
+class _Decoder:
+    """One EP's greedy generation state: feeds present.* back as past_key_values.* each step."""
+
+    def __init__(self, session, names, heads, head_size, prompt):
+        self.session, self.names = session, names
+        self.inputs = {i.name for i in session.get_inputs()}
+        self.out_index = {o.name: k for k, o in enumerate(session.get_outputs())}
+        self.heads, self.head_size, self.prompt = heads, head_size, prompt
+
+    def _feeds(self, ids, total, past):
+        import numpy as np
+        feeds = {"input_ids": np.asarray(ids, np.int64).reshape(1, -1), **past}
+        if "attention_mask" in self.inputs:
+            feeds["attention_mask"] = np.ones((1, total), np.int64)
+        if "position_ids" in self.inputs:
+            feeds["position_ids"] = np.arange(total - len(ids), total, dtype=np.int64).reshape(1, -1)
+        return feeds
+
+    def prefill(self) -> float:
+        import numpy as np
+        past = {p: np.zeros((1, self.heads, 0, self.head_size), np.float32) for p, _ in self.names}
+        self.total = len(self.prompt)
+        return self._run(self._feeds(self.prompt, self.total, past))
+
+    def step(self) -> float:
+        self.total += 1
+        return self._run(self._feeds([self.token], self.total, self.past))
+
+    def _run(self, feeds) -> float:
+        import numpy as np
+        t0 = time.perf_counter()
+        out = self.session.run(None, feeds)
+        elapsed = time.perf_counter() - t0
+        self.token = int(np.argmax(out[self.out_index["logits"]][0, -1]))
+        self.past = {p: out[self.out_index[q]] for p, q in self.names}
+        return elapsed
+
+
+def decode_benchmark(model_dir: str, steps: int, prefill: int, threads: int, rounds: int = 3,
+                     progress: bool = True) -> dict:
+    """Greedy decoding of `steps` tokens after a `prefill`-token prompt on our EP and on stock ORT's
+    CPU EP, in this process: the two generations advance in lockstep (one step of ours, one step
+    of stock's), and the whole generation repeats `rounds` times (which EP goes first alternates).
+    ms/token is the mean decode-step time of a round; reported: the median over rounds."""
+    import os
+
+    import numpy as np
+    import onnxruntime as ort
+
+    import onnxruntime_ep_seamless as seamless
+    path = os.path.join(model_dir, "model.onnx") if os.path.isdir(model_dir) else model_dir
+    model_dir = os.path.dirname(path)
+
+    def options(so):
+        so.intra_op_num_threads = threads
+        return so
+
+    t0 = time.perf_counter()
+    ours = ort.InferenceSession(path, options(seamless.session_options()))
+    load_ours = time.perf_counter() - t0
+    report = seamless.assert_ep_selected(ours)
+    t0 = time.perf_counter()
+    stock = ort.InferenceSession(path, options(ort.SessionOptions()), providers=["CPUExecutionProvider"])
+    load_stock = time.perf_counter() - t0
+    names, heads, head_size = _decoder_io(stock, model_dir)
+    prompt = np.random.default_rng(0).integers(0, 1000, prefill)
+    peers = {"ours": _Decoder(ours, names, heads, head_size, prompt),
+             "stock": _Decoder(stock, names, heads, head_size, prompt)}
+    for dec in peers.values():  # warm-up: a prefill and a few steps each
+        dec.prefill()
+        for _ in range(min(steps, 4)):
+            dec.step()
+    bar = ProgressBar(rounds * steps, "decode", ) if progress else None
+    per_round = {k: [] for k in peers}
+    prefill_ms = {k: [] for k in peers}
+    tokens = {}
+    for r in range(rounds):
+        order = ["ours", "stock"] if r % 2 == 0 else ["stock", "ours"]
+        for k in order:
+            prefill_ms[k].append(peers[k].prefill() * 1e3)
+        times = {k: [] for k in peers}
+        gen = {k: [] for k in peers}
+        for _ in range(steps):
+            for k in order:
+                times[k].append(peers[k].step())
+                gen[k].append(peers[k].token)
+            if bar:
+                bar.update(1, f"round {r + 1}/{rounds}")
+        for k in peers:
+            per_round[k].append(statistics.mean(times[k]) * 1e3)
+        tokens = gen
+    if bar:
+        bar.close()
+    ms = {k: statistics.median(v) for k, v in per_round.items()}
+    same = sum(a == b for a, b in zip(tokens["ours"], tokens["stock"]))
+    return {
+        "model": path, "steps": steps, "prefill_tokens": prefill, "rounds": rounds, "intra_op_threads": threads,
+        "ours_ms_per_token": ms["ours"], "stock_ms_per_token": ms["stock"], "ratio": ms["ours"] / ms["stock"],
+        "ours_tokens_per_s": 1e3 / ms["ours"], "stock_tokens_per_s": 1e3 / ms["stock"],
+        "ours_ms_per_token_rounds": per_round["ours"], "stock_ms_per_token_rounds": per_round["stock"],
+        "ours_prefill_ms": statistics.median(prefill_ms["ours"]),
+        "stock_prefill_ms": statistics.median(prefill_ms["stock"]),
+        "ours_session_load_s": load_ours, "stock_session_load_s": load_stock,
+        "greedy_tokens_equal": f"{same}/{steps}",
+        "claimed_nodes": len(report.ep_nodes), "fallback_nodes": len(report.fallback_nodes),
+        "onnxruntime": ort.__version__, "numpy": np.__version__, "python": platform.python_version(),
+        "machine": f"{platform.machine()} {platform.processor() or ''}".strip(), "cpus": os.cpu_count(),
+    }
+
+
+def print_decode_result(r: dict, json_path: str | None) -> None:
+    print(f"decode {r['model']}: {r['prefill_tokens']}-token prefill, then {r['steps']} greedy steps, "
+          f"{r['rounds']} rounds, {r['intra_op_threads']} intra-op thread(s)")
+    print(f"  ours      {r['ours_ms_per_token']:8.2f} ms/token ({r['ours_tokens_per_s']:.1f} tokens/s), "
+          f"prefill {r['ours_prefill_ms']:.1f} ms")
+    print(f"  stock ORT {r['stock_ms_per_token']:8.2f} ms/token ({r['stock_tokens_per_s']:.1f} tokens/s), "
+          f"prefill {r['stock_prefill_ms']:.1f} ms")
+    print(f"  ratio ours/stock {r['ratio']:.2f}x   ({r['claimed_nodes']} nodes on our EP, {r['fallback_nodes']} "
+          f"elsewhere; greedy tokens equal {r['greedy_tokens_equal']}; onnxruntime {r['onnxruntime']})")
+    if json_path:
+        with open(json_path, "w") as f:
+            json.dump({"benchmark": "decode", **r}, f, indent=2)

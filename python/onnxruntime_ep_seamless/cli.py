@@ -1,4 +1,4 @@
-"""Command line: demo, run MODEL, check.   python -m onnxruntime_ep_seamless --help"""
+"""Command line: demo, run MODEL, check, bench, conformance, coverage.   python -m onnxruntime_ep_seamless --help"""
 from __future__ import annotations
 
 import argparse
@@ -129,6 +129,8 @@ def _smoke(ort, seamless):
 
 
 def cmd_bench(args) -> int:
+    if args.what == "decode":
+        return cmd_bench_decode(args)
     from .bench import compare_latency, print_result
     if args.what == "overhead":
         model, dims, title = SMOKE_MODEL, {"n": 16}, "per-run overhead, one Add node [16] float32"
@@ -155,7 +157,7 @@ def main(argv=None) -> int:
     p.add_argument("--runs", type=int, default=20)
     p.set_defaults(fn=cmd_run)
     p = sub.add_parser("bench", help="latency of our EP vs stock ORT CPU in this process, alternating")
-    p.add_argument("what", help="'overhead' (one-node model) or a model path")
+    p.add_argument("what", help="'overhead' (one-node model), 'decode' (LLM decoding, see below) or a model path")
     p.add_argument("--dim", action="append", default=[], metavar="NAME=SIZE", help="size of a symbolic dim")
     p.add_argument("--runs", type=int, default=200, help="runs per round and EP")
     p.add_argument("--rounds", type=int, default=7)
@@ -164,5 +166,75 @@ def main(argv=None) -> int:
     p.set_defaults(fn=cmd_bench)
     p = sub.add_parser("check", help="versions, library path, devices, a smoke test; says what is wrong")
     p.set_defaults(fn=cmd_check)
+    _add_conformance_commands(sub)
+    _add_decode_options(sub)
     args = parser.parse_args(argv)
     return args.fn(args)
+
+
+# --- conformance, coverage -------------------------------------------------------------------
+
+def _add_conformance_commands(sub) -> None:
+    from .conformance import DATA_VERSIONS, DEFAULT_DATA_VERSION
+    p = sub.add_parser("conformance", help="every ONNX backend node test through our EP (fallback disabled), "
+                                           "next to stock ORT: claimed / passed / failed / declined, per op")
+    p.add_argument("--data", choices=DATA_VERSIONS, default=DEFAULT_DATA_VERSION,
+                   help="the onnx release whose node-test data to run (downloaded once into the test cache)")
+    p.add_argument("--select", metavar="REGEX", help="only the cases whose name matches")
+    p.add_argument("--no-per-op", dest="per_op", action="store_false", help="totals and declined ops only")
+    p.add_argument("--list", choices=("failed", "declined", "passed", "all"), help="also list these cases")
+    p.set_defaults(fn=cmd_conformance)
+    p = sub.add_parser("coverage", help="the op x element-type table of the kernel registry")
+    p.add_argument("--markdown", action="store_true", help="as docs/op-coverage.md")
+    p.set_defaults(fn=cmd_coverage)
+
+
+def cmd_conformance(args) -> int:
+    try:
+        import onnx  # noqa: F401  (reads the test models and data)
+    except ImportError:
+        print("the conformance suite needs the onnx package to read the test data: pip install onnx", file=sys.stderr)
+        return 2
+    from . import conformance
+    node_dir = conformance.onnx_data_dir(args.data) / "node"
+    if not node_dir.is_dir():
+        print(f"downloading the onnx {args.data} wheel (its node-test data) into {conformance.cache_dir()} ...",
+              file=sys.stderr, flush=True)
+    results = conformance.run_suite(args.data, select=args.select, progress=conformance.ProgressBar(sys.stderr))
+    print(conformance.summary(results, per_op=args.per_op, title=f"ONNX node tests from onnx {args.data}, "
+                                                                   "our EP with CPU fallback disabled"))
+    if args.list:
+        print()
+        for r in results:
+            if args.list == "all" or r.status == args.list:
+                print(f"{r.status:8s} {r.name} ({r.op}){': ' + r.detail if r.detail else ''}")
+    return 1 if any(r.status == "failed" for r in results) else 0
+
+
+def cmd_coverage(args) -> int:
+    from .coverage import render
+    sys.stdout.write(render(markdown=args.markdown))
+    return 0
+
+
+# --- bench decode ----------------------------------------------------------------------------
+
+def _add_decode_options(sub) -> None:
+    p = sub.choices["bench"]
+    p.add_argument("model_dir", nargs="?", metavar="MODEL_DIR",
+                   help="with 'decode': an onnxruntime-genai model folder (model.onnx, genai_config.json)")
+    p.add_argument("--steps", type=int, default=128, help="decode: greedy steps after the prefill")
+    p.add_argument("--prefill", type=int, default=16, help="decode: prompt tokens")
+    p.add_argument("--decode-rounds", type=int, default=3, help="decode: whole generations per EP")
+    p.epilog = ("bench decode MODEL_DIR [--steps N] [--threads N] [--json F]: greedy LLM decoding, ms/token of "
+                "our EP and stock ORT's CPU EP, alternating step by step in this process")
+
+
+def cmd_bench_decode(args) -> int:
+    from .bench import decode_benchmark, print_decode_result
+    if not args.model_dir:
+        print("usage: python -m onnxruntime_ep_seamless bench decode MODEL_DIR [--steps N]", file=sys.stderr)
+        return 2
+    result = decode_benchmark(args.model_dir, args.steps, args.prefill, args.threads, args.decode_rounds)
+    print_decode_result(result, args.json)
+    return 0

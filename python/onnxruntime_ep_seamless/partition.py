@@ -36,12 +36,12 @@ class PartitionResult:
         return "\n".join(lines)
 
 
-def partition(graph: Graph) -> PartitionResult:
+def partition(graph: Graph, device: str = "cpu") -> PartitionResult:
     producer = {out: node.index for node in graph.nodes for out in node.outputs if out}
     supported: list[bool] = []
     declined: dict[tuple[str, str], str] = {}
     for node in graph.nodes:
-        kdef, reason = lookup(node, graph)
+        kdef, reason = lookup(node, graph, device)
         supported.append(kdef is not None)
         if kdef is None:
             declined[(node.name, node.key)] = reason

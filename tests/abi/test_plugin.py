@@ -8,7 +8,7 @@ import textwrap
 import numpy as np
 import onnxruntime as ort
 import pytest
-from onnx import helper
+from onnx import TensorProto, helper
 
 import onnxruntime_ep_seamless as seamless
 from onnxruntime_ep_seamless.kernels import registry
@@ -39,7 +39,7 @@ def test_public_api():
     path = seamless.get_library_path()
     assert os.path.isabs(path) and os.path.isfile(path)
     assert seamless.get_ep_name() == "SeamlessCPUExecutionProvider"
-    assert seamless.get_ep_names() == ["SeamlessCPUExecutionProvider"]
+    assert seamless.get_ep_names() == ["SeamlessCPUExecutionProvider", "SeamlessCUDAExecutionProvider"]
     assert seamless.register() == path
     assert seamless.register() == path  # idempotent
     with pytest.raises(ValueError, match="unknown device"):
@@ -85,44 +85,36 @@ def test_inputs_are_not_modified():
 
 
 def test_unsupported_node_runs_on_cpu_with_a_reason():
-    # Det has no kernel here: it must go to ORT's CPU EP and the report must say why.
-    nodes = [helper.make_node("Add", ["x", "x"], ["a"]), helper.make_node("Det", ["a"], ["d"]),
-             helper.make_node("Neg", ["d"], ["z"])]
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", 1, [2, 3, 3])],
-                              [helper.make_tensor_value_info("z", 1, [2])])
+    # string tensors cannot be held by the numpy executor: that Cast must go to ORT's CPU EP,
+    # and the report must say why
+    nodes = [helper.make_node("Add", ["x", "x"], ["a"]), helper.make_node("Cast", ["a"], ["s"], to=TensorProto.STRING),
+             helper.make_node("Neg", ["a"], ["z"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", 1, [2, 3])],
+                              [helper.make_tensor_value_info("s", TensorProto.STRING, [2, 3]),
+                               helper.make_tensor_value_info("z", 1, [2, 3])])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
-    assert registry.lookup(helper_node("Det"), _graph_with_float(("a", "d")))[0] is None
     sess = ort.InferenceSession(model.SerializeToString(), seamless.session_options())
-    x = np.random.default_rng(1).standard_normal((2, 3, 3)).astype(np.float32)
-    (z,) = sess.run(None, {"x": x})
-    np.testing.assert_allclose(z, -np.linalg.det(2 * x), rtol=1e-4)
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    s, z = sess.run(None, {"x": x})
+    np.testing.assert_array_equal(z, -2 * x)
+    assert s.shape == (2, 3) and float(s[1][2]) == 10.0  # the string Cast, computed by ORT's CPU EP
     report = seamless.partition_report(sess)
     assert sorted(op for _, op in report.ep_nodes) == ["Add", "Neg"]
-    assert [(op, ep) for _, op, ep in report.fallback_nodes] == [("Det", "CPUExecutionProvider")]
+    assert [(op, ep) for _, op, ep in report.fallback_nodes] == [("Cast", "CPUExecutionProvider")]
     (name, op, _), = report.fallback_nodes
-    assert "no kernel for Det" in report.declined[(name, op)]
-    assert "Det" in str(report)
+    assert "string" in report.declined[(name, op)]
+    assert "Cast" in str(report)
     # with fallback disabled the same model is refused, not silently run elsewhere
     with pytest.raises(Exception, match="CPU"):
         ep_session(model)
 
 
-def helper_node(op):
-    from onnxruntime_ep_seamless.graph.ir import Node
-    return Node("n", op, "", 17, ["a"], ["d"])
-
-
-def _graph_with_float(names):
-    from onnxruntime_ep_seamless.graph.ir import Graph, Value
-    return Graph([], {n: Value(n, 1, (2,)) for n in names}, [], [])
-
-
 def test_kernel_exception_names_ep_and_node(monkeypatch):
     def boom(x):
         raise ValueError("injected failure")
-    original = registry._REGISTRY[("", "Neg")]
+    original = registry._REGISTRY[("cpu", "", "Neg")]
     fake = registry.KernelDef("Neg", "", 1, registry.OPSET_MAX, boom, None, 0, None, frozenset(), False)
-    monkeypatch.setitem(registry._REGISTRY, ("", "Neg"), [fake] + original)
+    monkeypatch.setitem(registry._REGISTRY, ("cpu", "", "Neg"), [fake] + original)
     node = helper.make_node("Neg", ["x"], ["y"], name="my_neg")
     graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", 1, [2])],
                               [helper.make_tensor_value_info("y", 1, [2])])
@@ -189,7 +181,7 @@ def test_missing_cffi_is_a_clear_error_not_a_crash():
 def test_four_threads_one_session_exact_results():
     out = run_python("""
         import threading, numpy as np, onnxruntime as ort, onnxruntime_ep_seamless as seamless
-        from onnx import helper
+        from onnx import TensorProto, helper
         nodes = [helper.make_node("Mul", ["x", "y"], ["t"]), helper.make_node("Add", ["t", "x"], ["z"])]
         g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", 1, ["N", 8]),
                                             helper.make_tensor_value_info("y", 1, [8])],
@@ -218,7 +210,7 @@ def test_four_threads_one_session_exact_results():
 def test_exit_with_live_sessions_is_clean():
     out = run_python("""
         import numpy as np, onnxruntime as ort, onnxruntime_ep_seamless as seamless
-        from onnx import helper
+        from onnx import TensorProto, helper
         g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
                               [helper.make_tensor_value_info("x", 1, [2])], [helper.make_tensor_value_info("y", 1, [2])])
         m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=9).SerializeToString()
@@ -236,7 +228,7 @@ def test_exit_with_live_sessions_is_clean():
 def test_unregister_then_register_again():
     out = run_python("""
         import gc, numpy as np, onnxruntime as ort, onnxruntime_ep_seamless as seamless
-        from onnx import helper
+        from onnx import TensorProto, helper
         g = helper.make_graph([helper.make_node("Neg", ["x"], ["y"])], "g",
                               [helper.make_tensor_value_info("x", 1, [2])], [helper.make_tensor_value_info("y", 1, [2])])
         m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=9).SerializeToString()

@@ -126,3 +126,25 @@ def test_gelu_float16(op):
     x = data(4, 64, scale=3.0).astype(np.float16)
     model, feeds = model_of(op, [("x", x)], 1, domain=MS, out_dtypes=[np.float16])
     assert_parity(model, feeds, rtol=1e-3, atol=1e-3)  # one float16 rounding of the float32 result
+
+
+@pytest.mark.parametrize("op", ["simplified", "skip", "skip_bias_broadcast", "rms23"])
+def test_rms_numpy_reference_matches_native(op, monkeypatch):
+    """The numpy paths (readable references, used for float16/float64 and odd shapes) agree with
+    the native kernel; called directly, without ORT."""
+    from onnxruntime_ep_seamless.kernels.cpu import contrib_native, contrib_normalization as cn
+    x, g, g2 = data(3, 4, 96), data(96), data(4, 96)
+    calls = {
+        "simplified": lambda: cn.simplified_layer_normalization(x, g, epsilon=1e-6),
+        "skip": lambda: cn.skip_simplified_layer_normalization(x, x[::-1].copy(), g, epsilon=1e-6),
+        "skip_bias_broadcast": lambda: cn.skip_simplified_layer_normalization(x, skip_b, g, bias_b, epsilon=1e-6),
+        "rms23": lambda: cn.rms_normalization(x, g2, axis=1, epsilon=1e-5),
+    }
+    skip_b, bias_b = data(4, 96), data(96)
+    native_out = calls[op]()
+    monkeypatch.setattr(contrib_native, "has_rms_norm", lambda: False)
+    numpy_out = calls[op]()
+    for i, (a, b) in enumerate(zip(native_out, numpy_out)):
+        if i == 1 and op.startswith("skip"):
+            continue  # the unused "mean" output
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)

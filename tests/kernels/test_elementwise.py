@@ -448,7 +448,8 @@ def _lookup(op, attrs=None, in_types=(1,), opset=17, consts=None):
 
 
 def test_declines():
-    assert _lookup("Cast", {"to": TensorProto.BFLOAT16})[0] is None
+    assert _lookup("Cast", {"to": TensorProto.BFLOAT16})[0] is not None  # ml_dtypes arrays (conformance tests)
+    assert _lookup("Cast", {"to": TensorProto.COMPLEX64})[0] is None
     assert _lookup("Cast", {"to": TensorProto.STRING})[0] is None
     assert _lookup("Cast", {"to": TensorProto.INT8})[0] is not None
     assert _lookup("Mod", {"fmod": 0}, (1, 1))[0] is None           # float Mod needs fmod=1
@@ -460,3 +461,34 @@ def test_declines():
     assert _lookup("Relu", {"unknown": 1})[0] is None
     assert _lookup("Sqrt", {}, (6,))[0] is None                     # integer Sqrt is not ONNX
     assert _lookup("Add", {}, (1, 1), opset=6)[0] is None           # legacy broadcast attribute era
+
+
+# ---------------------------------------------------------------- inverse hyperbolics, Swish, bitwise, BitCast
+
+def test_inverse_hyperbolic():
+    parity("Asinh", rand((3, 4)), opset=9)
+    parity("Acosh", rand((3, 4), low=1.0, high=5.0), opset=9)
+    parity("Atanh", rand((3, 4), low=-0.99, high=0.99), opset=9)
+
+
+def test_swish():
+    parity("Swish", rand((3, 5)), opset=24)
+    parity("Swish", rand((3, 5)), attrs={"alpha": 1.702}, opset=24)
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int32, np.int64, np.uint64])
+def test_bitwise(dtype):
+    info = np.iinfo(dtype)
+    a = rng.integers(info.min, info.max, (2, 3, 4), endpoint=True, dtype=dtype)
+    b = rng.integers(info.min, info.max, (3, 4), endpoint=True, dtype=dtype)
+    for op in ("BitwiseAnd", "BitwiseOr", "BitwiseXor"):
+        parity(op, a, b, opset=18)
+    parity("BitwiseNot", a, opset=18)
+
+
+@pytest.mark.parametrize("src,to", [(np.float32, TensorProto.INT32), (np.int64, TensorProto.DOUBLE),
+                                    (np.uint16, TensorProto.INT16), (np.float16, TensorProto.UINT16)])
+def test_bitcast(src, to):
+    x = rand((2, 3), src, -100, 100)
+    parity("BitCast", x, attrs={"to": to}, out=numpy_helper.helper.tensor_dtype_to_np_dtype(to), opset=26)
+    parity("BitCast", np.asarray(x[0, 0]), attrs={"to": to}, out=numpy_helper.helper.tensor_dtype_to_np_dtype(to), opset=26)

@@ -377,3 +377,73 @@ def test_upsample(mode):
     check("Upsample", [data((1, 2, 3, 4))], {"mode": mode, "scales": [1.0, 1.0, 2.0, 1.5]}, opset=7)
     check("Upsample", [data((1, 2, 3, 4)), np.array([1, 1, 3, 2], np.float32)], {"mode": mode}, opset=9,
           const=[1])
+
+
+# --- Resize: cubic, antialiasing -------------------------------------------------------------
+
+@pytest.mark.parametrize("scales", SCALES)
+@pytest.mark.parametrize("coord", COORD_MODES)
+def test_resize_cubic(coord, scales):
+    _resize(data((1, 2, 4, 5)), scales=scales, attrs={"mode": "cubic", "coordinate_transformation_mode": coord},
+            rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("attrs", [{"cubic_coeff_a": -0.5}, {"exclude_outside": 1}])
+def test_resize_cubic_options(attrs):
+    _resize(data((1, 1, 5, 6)), scales=[1, 1, 1.6, 0.7], attrs={"mode": "cubic", **attrs}, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("mode", ["linear", "cubic"])
+@pytest.mark.parametrize("scales", [[1, 1, 0.6, 0.4], [1, 1, 0.5, 1.5]])
+def test_resize_antialias(mode, scales):
+    _resize(data((1, 2, 8, 9)), scales=scales, attrs={"mode": mode, "antialias": 1}, rtol=1e-4, atol=1e-5)
+
+
+# --- LpPool, MaxUnpool, normalizations ---------------------------------------------------------
+
+@pytest.mark.parametrize("attrs", [{"kernel_shape": [2, 2]}, {"kernel_shape": [3, 2], "strides": [2, 1],
+                                                             "pads": [1, 0, 1, 1], "p": 3},
+                                   {"kernel_shape": [2, 2], "auto_pad": "SAME_UPPER", "p": 1}])
+def test_lp_pool(attrs):
+    check("LpPool", [data((1, 3, 5, 6))], attrs, opset=18, rtol=1e-5, atol=1e-5)
+
+
+def test_global_lp_pool():
+    check("GlobalLpPool", [data((2, 3, 4, 5))], {"p": 3}, opset=2, rtol=1e-5, atol=1e-5)
+
+
+def test_max_unpool():
+    x = data((1, 2, 4, 4))
+    pooled, indices = np.zeros((1, 2, 2, 2), np.float32), np.zeros((1, 2, 2, 2), np.int64)
+    for c in range(2):
+        for i in range(2):
+            for j in range(2):
+                window = x[0, c, 2 * i:2 * i + 2, 2 * j:2 * j + 2]
+                k = int(np.argmax(window))
+                pooled[0, c, i, j] = window.flat[k]
+                indices[0, c, i, j] = c * 16 + (2 * i + k // 2) * 4 + 2 * j + k % 2
+    check("MaxUnpool", [pooled, indices], {"kernel_shape": [2, 2], "strides": [2, 2]}, opset=11)
+
+
+@pytest.mark.parametrize("p,axis", [(2, -1), (1, 0), (2, 1)])
+def test_lp_normalization(p, axis):
+    x = data((3, 4))
+    x[1] = 0  # a zero vector stays zero
+    check("LpNormalization", [x], {"p": p, "axis": axis}, opset=1)
+
+
+def test_mean_variance_normalization():
+    check("MeanVarianceNormalization", [data((2, 3, 4, 5))], opset=13, rtol=1e-5, atol=1e-5)
+    check("MeanVarianceNormalization", [data((2, 3, 4, 5))], {"axes": [1, 3]}, opset=13, rtol=1e-5, atol=1e-5)
+
+
+def test_batch_normalization_training_mode():
+    x, scale, bias = data((2, 3, 4, 5)), data((3,)), data((3,))
+    mean, var = data((3,)), np.abs(data((3,))) + 0.5
+    check("BatchNormalization", [x, scale, bias, mean, var], {"training_mode": 1, "momentum": 0.8}, opset=15,
+          outputs=[np.float32] * 3, rtol=1e-5, atol=1e-5)
+
+
+def test_det():
+    check("Det", [data((4, 4))], opset=11, rtol=1e-4, atol=1e-5)
+    check("Det", [data((2, 3, 3, 3))], opset=11, rtol=1e-4, atol=1e-5)

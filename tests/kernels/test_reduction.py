@@ -327,3 +327,14 @@ def test_topk_unsorted_same_set():
         ro, oo = np.argsort(ri, axis=-1), np.argsort(oi, axis=-1)
         assert_close(np.take_along_axis(oi, oo, -1), np.take_along_axis(ri, ro, -1), 0, 0, "indices")
         assert_close(np.take_along_axis(ov, oo, -1), np.take_along_axis(rv, ro, -1), 0, 0, "values")
+
+
+# ---------------------------------------------------------------- CumProd
+
+@pytest.mark.parametrize("exclusive", [0, 1])
+@pytest.mark.parametrize("reverse", [0, 1])
+@pytest.mark.parametrize("dtype", [np.float32, np.int32, np.int64])
+def test_cumprod(exclusive, reverse, dtype):
+    x = rand((3, 4), dtype, 0.5, 1.5) if np.dtype(dtype).kind == "f" else rng.integers(-3, 4, (3, 4)).astype(dtype)
+    for axis in (0, 1, -1):
+        parity("CumProd", x, np.array(axis, np.int64), attrs={"exclusive": exclusive, "reverse": reverse}, opset=26)

@@ -438,3 +438,29 @@ def test_pad_wrap_large():
 
 def test_pad_const_inputs():
     check("Pad", [data((2, 3)), ints(1, 1, 1, 1), np.array(-2.0, np.float32)], const=[1, 2], opset=18)
+
+
+# --- Unique, ReverseSequence, TensorScatter ---------------------------------------------------
+
+@pytest.mark.parametrize("sorted_", [0, 1])
+@pytest.mark.parametrize("axis", [None, 0, 1, -1])
+def test_unique(sorted_, axis):
+    x = rng.integers(0, 3, (4, 3)).astype(np.int64)
+    x[2] = x[0]  # a repeated row
+    attrs = {"sorted": sorted_} if axis is None else {"sorted": sorted_, "axis": axis}
+    check("Unique", [x], attrs, opset=11, outputs=[np.int64] * 4)
+    check("Unique", [x.astype(np.float32)], attrs, opset=11, outputs=[np.float32, np.int64])
+
+
+@pytest.mark.parametrize("batch_axis,time_axis", [(1, 0), (0, 1)])
+def test_reverse_sequence(batch_axis, time_axis):
+    x = data((4, 3, 2) if time_axis == 0 else (3, 4, 2))
+    check("ReverseSequence", [x, ints(4, 1, 3)], {"batch_axis": batch_axis, "time_axis": time_axis}, opset=10)
+
+
+@pytest.mark.parametrize("mode", ["linear", "circular"])
+def test_tensor_scatter(mode):
+    cache, update = data((2, 3, 6, 4)), data((2, 3, 2, 4))
+    check("TensorScatter", [cache, update, ints(1, 5) if mode == "circular" else ints(1, 4)], {"mode": mode},
+          opset=24)
+    check("TensorScatter", [cache, update], {"mode": mode}, opset=24)  # write at 0

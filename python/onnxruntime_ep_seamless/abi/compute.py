@@ -8,13 +8,13 @@ import numpy as np
 from ..graph.ir import ONNX_TO_NUMPY, PACKED_BITS, pack, unpack
 from ..plan.planner import Plan, as_output
 from ..runtime import parallel
-from . import bridge
 
 MAX_RANK = 16
 
 
 class CompiledKernel:
-    def __init__(self, ep_name: str, graph, input_names: list[str], output_names: list[str]):
+    def __init__(self, native, ep_name: str, graph, input_names: list[str], output_names: list[str]):
+        self.native = native
         self.ep_name = ep_name
         self.name = "+".join(sorted({n.op_type for n in graph.nodes}))[:80] if len(graph.nodes) > 1 else graph.nodes[0].label
         self.plan = Plan(graph, input_names, output_names, label=self.name)
@@ -30,12 +30,10 @@ class CompiledKernel:
     def _buffers(self):
         b = getattr(self._tls, "b", None)
         if b is None:
-            ffi = bridge.ffi
-            b = self._tls.b = _Buffers(ffi, self.n_in, self.n_out)
+            b = self._tls.b = _Buffers(self.native.ffi, self.n_in, self.n_out)
         return b
 
-    @staticmethod
-    def _view(b, i: int):
+    def _view(self, b, i: int):
         rank = b.in_ranks[i]
         if rank < 0:
             return None  # absent optional input
@@ -45,18 +43,18 @@ class CompiledKernel:
         if not nbytes:
             return np.empty(shape, dtype)
         if dtype in PACKED_BITS:  # sub-byte types (int4, ...) arrive packed: one element per byte for numpy
-            return unpack(np.frombuffer(bridge.ffi.buffer(b.in_data[i], nbytes), np.uint8), dtype, shape)
-        arr = np.frombuffer(bridge.ffi.buffer(b.in_data[i], nbytes), dtype).reshape(shape)
+            return unpack(np.frombuffer(self.native.ffi.buffer(b.in_data[i], nbytes), np.uint8), dtype, shape)
+        arr = np.frombuffer(self.native.ffi.buffer(b.in_data[i], nbytes), dtype).reshape(shape)
         arr.flags.writeable = False  # inputs are the caller's memory: never written
         return arr
 
     def compute(self, ctx) -> None:
-        ffi, lib = bridge.ffi, bridge.lib
+        ffi, lib, check = self.native.ffi, self.native.lib, self.native.check
         b = self._buffers()
         args = b.args
         if lib.seamless_get_inputs(ctx, self.n_in, b.in_data, b.in_nbytes, b.in_types, b.in_ranks, b.in_dims,
                                    MAX_RANK, b.changed, b.status):
-            bridge.check(b.status[0])
+            check(b.status[0])
             for i in range(self.n_in):
                 if b.changed[i]:  # new memory, type or shape since this thread's last run
                     args[i] = self._view(b, i)
@@ -75,7 +73,7 @@ class CompiledKernel:
                 arr = outputs[i] = pack(arr)
             b.out_nbytes[i] = arr.nbytes
             b.out_data[i] = ffi.from_buffer(arr) if arr.nbytes else ffi.NULL
-        bridge.check(lib.seamless_set_outputs(ctx, self.n_out, b.out_data, b.out_ranks, b.out_dims, MAX_RANK,
+        check(lib.seamless_set_outputs(ctx, self.n_out, b.out_data, b.out_ranks, b.out_dims, MAX_RANK,
                                               b.out_nbytes))
 
 

@@ -5,7 +5,6 @@ from collections import deque
 
 from ..graph.reader import read_graph
 from ..partition import PartitionResult, partition
-from . import bridge
 from .compute import CompiledKernel
 
 LOG_WARNING, LOG_ERROR = 2, 3
@@ -17,11 +16,11 @@ SMALL_CONSTANT = 1024  # bytes of constant data GetCapability reads (checks may 
 ALL_CONSTANTS = 2**63 - 1
 
 
-def dump_graph(graph, fused_node=None, const_limit=SMALL_CONSTANT):
+def dump_graph(native, graph, fused_node=None, const_limit=SMALL_CONSTANT):
     """One C walk of an OrtGraph, parsed into our IR (constants copied while ORT's memory is valid)."""
-    ffi, lib = bridge.ffi, bridge.lib
+    ffi, lib = native.ffi, native.lib
     out, out_len = ffi.new("char**"), ffi.new("size_t*")
-    bridge.check(lib.seamless_dump_graph(graph, fused_node if fused_node is not None else ffi.NULL,
+    native.check(lib.seamless_dump_graph(graph, fused_node if fused_node is not None else ffi.NULL,
                                          const_limit, out, out_len))
     try:
         data = bytes(ffi.buffer(out[0], out_len[0]))
@@ -31,19 +30,22 @@ def dump_graph(graph, fused_node=None, const_limit=SMALL_CONSTANT):
 
 
 class Ep:
-    def __init__(self, factory, options: dict, option_error: Exception | None, logger):
+    def __init__(self, factory, options: dict, option_error: Exception | None, logger, device_ordinal: int = -1):
         self.factory = factory       # the factory outlives every EP it made
+        self.native = factory.native
+        self.device = factory.native.variant
+        self.device_ordinal = device_ordinal
         self.name = factory.ep_name
         self.options = options
         self.option_error = option_error
         self.logger = logger
 
     def log(self, level: int, message: str) -> None:
-        bridge.lib.seamless_log(self.logger, level, message.encode("utf-8", "replace"))
+        self.native.lib.seamless_log(self.logger, level, message.encode("utf-8", "replace"))
 
     def get_capability(self, graph_ptr, support_info) -> None:
-        graph, _, _ = dump_graph(graph_ptr)
-        result = partition(graph)
+        graph, _, _ = dump_graph(self.native, graph_ptr)
+        result = partition(graph, self.device)
         if self.option_error is not None:
             if not result.groups:
                 self.log(LOG_ERROR, str(self.option_error))
@@ -52,14 +54,17 @@ class Ep:
         if self.options.get("log_partition"):
             self.log(LOG_WARNING, result.summary(self.name))
         for group in result.groups:
-            idx = bridge.ffi.new("int32_t[]", group)
-            bridge.check(bridge.lib.seamless_fuse_nodes(graph_ptr, support_info, idx, len(group)))
+            idx = self.native.ffi.new("int32_t[]", group)
+            self.native.check(self.native.lib.seamless_fuse_nodes(graph_ptr, support_info, idx, len(group)))
 
     def compile(self, graph_ptr, fused_node_ptr) -> CompiledKernel:
         if self.option_error is not None:
             raise self.option_error
-        graph, inputs, outputs = dump_graph(graph_ptr, fused_node_ptr, ALL_CONSTANTS)
-        return CompiledKernel(self.name, graph, inputs, outputs)
+        graph, inputs, outputs = dump_graph(self.native, graph_ptr, fused_node_ptr, ALL_CONSTANTS)
+        if self.device == "cuda":
+            from .cuda_compute import CudaKernel
+            return CudaKernel(self, graph, inputs, outputs)
+        return CompiledKernel(self.native, self.name, graph, inputs, outputs)
 
 
 def latest_partition(nodes: set[tuple[str, str]]) -> PartitionResult | None:

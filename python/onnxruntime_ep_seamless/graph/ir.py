@@ -56,7 +56,7 @@ def pack(array: np.ndarray) -> np.ndarray:
     codes[:array.size] = array.reshape(-1).view(np.uint8) & np.uint8((1 << bits) - 1)
     return np.bitwise_or.reduce(codes.reshape(-1, per) << np.arange(0, 8, bits, dtype=np.uint8), axis=1)
 
-# An attribute value the EP does not read (STRINGS, GRAPH): nodes carrying one are declined.
+# An attribute value the EP does not read (GRAPH, or strings ORT cannot give): nodes carrying one are declined.
 UNREADABLE = type("Unreadable", (), {"__repr__": lambda self: "<unreadable attribute>"})()
 
 

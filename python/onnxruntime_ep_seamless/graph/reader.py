@@ -92,6 +92,10 @@ class _Reader:
             return name, np.frombuffer(self.raw(self.i32()), np.float32).astype(float).tolist()
         if kind == ATTR_STRING:
             return name, self.raw(self.i32()).decode("utf-8", "replace")
+        if kind == ATTR_STRINGS:  # NUL-terminated strings back to back (a negative count: unreadable)
+            n = self.i32()
+            return name, ([s.decode("utf-8", "replace") for s in self.raw(n).split(b"\0")[:-1]] if n >= 0
+                          else UNREADABLE)
         if kind == ATTR_TENSOR:
             elem, shape = self.type_shape()
             data = self.raw(self.i64())

@@ -49,38 +49,38 @@ class KernelDef:
         return functools.partial(self.fn, **kwargs) if kwargs else self.fn
 
 
-_REGISTRY: dict[tuple[str, str], list[KernelDef]] = {}
+_REGISTRY: dict[tuple[str, str, str], list[KernelDef]] = {}  # (device, domain, op_type) -> kernels
 
 
 def kernel(op_type: str, *, domain: str = "", since: int = 1, until: int = OPSET_MAX,
-           types=None, type_input: int = 0, check: Callable | None = None):
-    """Register a kernel for opset versions [since, until] of (domain, op_type)."""
+           types=None, type_input: int = 0, check: Callable | None = None, device: str = "cpu"):
+    """Register a kernel for opset versions [since, until] of (domain, op_type) on `device`."""
     def register(fn):
         params = inspect.signature(fn).parameters.values()
         attr_names = frozenset(p.name for p in params if p.kind is p.KEYWORD_ONLY and not p.name.startswith("_"))
         wants = any(p.name == "_num_outputs" for p in params)
-        _REGISTRY.setdefault((domain, op_type), []).append(
+        _REGISTRY.setdefault((device, domain, op_type), []).append(
             KernelDef(op_type, domain, since, until, fn, types, type_input, check, attr_names, wants))
         return fn
     return register
 
 
-def all_kernels() -> list[KernelDef]:
-    _load_families()
-    return [k for defs in _REGISTRY.values() for k in defs]
+def all_kernels(device: str = "cpu") -> list[KernelDef]:
+    _load_families(device)
+    return [k for key, defs in _REGISTRY.items() if key[0] == device for k in defs]
 
 
-def lookup(node: Node, graph: Graph) -> tuple[KernelDef | None, str]:
-    """The kernel for a node, or None and the reason it is declined."""
-    _load_families()
-    defs = _REGISTRY.get((node.domain, node.op_type))
+def lookup(node: Node, graph: Graph, device: str = "cpu") -> tuple[KernelDef | None, str]:
+    """The kernel for a node on `device`, or None and the reason it is declined."""
+    _load_families(device)
+    defs = _REGISTRY.get((device, node.domain, node.op_type))
     if not defs:
         return None, f"no kernel for {node.key}"
     if node.has_subgraphs:
         return None, "control flow (subgraph attributes) is not supported"
     unreadable = [k for k, v in node.attrs.items() if v is UNREADABLE]
     if unreadable:
-        return None, f"attribute(s) {unreadable} have a type the EP does not read (strings list or graph)"
+        return None, f"attribute(s) {unreadable} have a type the EP does not read (a graph)"
     for name in node.inputs + node.outputs:
         if name:
             value = graph.value(name)
@@ -107,12 +107,11 @@ def lookup(node: Node, graph: Graph) -> tuple[KernelDef | None, str]:
     return kdef, ""
 
 
-_loaded = False
+_loaded: set[str] = set()
 
 
-def _load_families():
-    global _loaded
-    if not _loaded:
-        _loaded = True
-        from .cpu import load_all
-        load_all()
+def _load_families(device: str) -> None:
+    if device not in _loaded:
+        _loaded.add(device)
+        import importlib
+        importlib.import_module(f"{__package__}.{device}").load_all()

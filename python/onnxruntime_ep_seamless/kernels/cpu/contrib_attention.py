@@ -180,14 +180,7 @@ def group_query_attention(query, key=None, value=None, past_key=None, past_value
                           v_quant_type="NONE", qk_norm_epsilon=1e-6, q_norm_epsilon=1e-6, k_norm_epsilon=1e-6):
     b, s = query.shape[:2]
     nkv = kv_num_heads
-    if key is None:  # packed QKV: (B, S, (N + 2 Nkv) H)
-        h = query.shape[2] // (num_heads + 2 * nkv)
-        q = query[:, :, :num_heads * h]
-        k = query[:, :, num_heads * h:(num_heads + nkv) * h]
-        v = query[:, :, (num_heads + nkv) * h:]
-    else:
-        h = query.shape[2] // num_heads
-        q, k, v = query, key, value
+    h = query.shape[2] // (num_heads + 2 * nkv) if key is None else query.shape[2] // num_heads
     total = int(np.asarray(total_sequence_length).reshape(-1)[0])
     seqlens = np.asarray(seqlens_k).reshape(-1).astype(np.int64)
     past_buf = past_key.shape[2] if past_key is not None else 0
@@ -198,27 +191,40 @@ def group_query_attention(query, key=None, value=None, past_key=None, past_value
     else:
         first_prompt = s == total
     present_len = max(total, past_buf)
-    q = q.reshape(b, s, num_heads, h)
-    k = k.reshape(b, s, nkv, h)
-    v = v.reshape(b, s, nkv, h)
+    if seqlens.shape[0] != b or (seqlens.size and (seqlens.min() < 0 or seqlens.max() + 1 > present_len)):
+        raise ValueError(f"seqlens_k {seqlens.tolist()} does not fit batch {b} and total_sequence_length {total}")
+    if not first_prompt and seqlens.size and (seqlens.min() + 1 < s):
+        raise ValueError(f"seqlens_k {seqlens.tolist()} shorter than the {s} new tokens")
+    pos = _gqa_positions(seqlens, b, s, first_prompt) if do_rotary else None
     if do_rotary:
-        pos = _gqa_positions(seqlens, b, s, first_prompt)
         half = cos_cache.shape[1]
-        cos, sin = cos_cache[pos][:, :, None, :half], sin_cache[pos][:, :, None, :half]
-        q = rotate(q, cos, sin, bool(rotary_interleaved))
-        k = rotate(k, cos, sin, bool(rotary_interleaved))
-    q = np.ascontiguousarray(q.transpose(0, 2, 1, 3), dtype=F32)   # B N S H
-    k = np.ascontiguousarray(k.transpose(0, 2, 1, 3), dtype=F32)   # B Nkv S H
-    v = np.ascontiguousarray(v.transpose(0, 2, 1, 3), dtype=F32)
+        if half * 2 > h or half % 8:
+            raise ValueError(f"cos_cache dimension 1 ({half}) must be <= head_size / 2 and a multiple of 8")
     sm_scale = np.float32(scale if scale != 0.0 else 1.0 / np.sqrt(np.float32(h)))
     smooth = smooth_softmax == 1 or head_sink is not None
     sink = None
     if smooth:
         sink = np.zeros(num_heads, F32) if head_sink is None else head_sink.astype(F32).reshape(num_heads)
     if native.has_gqa():
-        out, present_k, present_v = native.gqa(q, k, v, past_key, past_value, seqlens, first_prompt, present_len,
-                                               sm_scale, softcap, local_window_size, bool(causal), sink)
-        return out, present_k, present_v
+        return native.gqa(query, key, value, past_key, past_value, seqlens, first_prompt, present_len, num_heads, nkv,
+                          h, sm_scale, softcap, local_window_size, causal, sink, cos_cache, sin_cache, pos,
+                          rotary_interleaved)
+    if key is None:  # packed QKV: (B, S, (N + 2 Nkv) H)
+        q = query[:, :, :num_heads * h]
+        k = query[:, :, num_heads * h:(num_heads + nkv) * h]
+        v = query[:, :, (num_heads + nkv) * h:]
+    else:
+        q, k, v = query, key, value
+    q = q.reshape(b, s, num_heads, h)
+    k = k.reshape(b, s, nkv, h)
+    v = v.reshape(b, s, nkv, h)
+    if do_rotary:
+        cos, sin = cos_cache[pos][:, :, None, :half], sin_cache[pos][:, :, None, :half]
+        q = rotate(q, cos, sin, bool(rotary_interleaved))
+        k = rotate(k, cos, sin, bool(rotary_interleaved))
+    q = np.ascontiguousarray(q.transpose(0, 2, 1, 3), dtype=F32)   # B N S H
+    k = np.ascontiguousarray(k.transpose(0, 2, 1, 3), dtype=F32)   # B Nkv S H
+    v = np.ascontiguousarray(v.transpose(0, 2, 1, 3), dtype=F32)
     present_k = np.zeros((b, nkv, present_len, h), F32)
     present_v = np.zeros((b, nkv, present_len, h), F32)
     out = np.empty((b, s, num_heads, h), F32)

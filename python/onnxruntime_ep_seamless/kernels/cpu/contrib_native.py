@@ -73,12 +73,78 @@ def matmul_nbits(a2d, B, scales, zero_points, bias, bits, block_size, K, N, int8
 # --- RMS normalization ------------------------------------------------------------------------
 
 
+_HAS_RMS = hasattr(lib, "seamless_skip_rmsnorm_f32")
+
+
 def has_rms_norm() -> bool:
-    return False
+    return _HAS_RMS
+
+
+def skip_rms_norm(x, skip, bias, gamma, eps, cols, want_sum=False):
+    """RMS norm over the trailing `cols` elements of float32 x (after adding skip and bias):
+    returns (y, inv_rms per row) or, with want_sum, (y, inv_rms, x + skip + bias)."""
+    x = _f32(x)
+    rows = x.size // cols
+    y = np.empty(x.shape, F32)
+    inv = np.empty(rows, F32)
+    s = np.empty(x.shape, F32) if want_sum else None
+    skip = None if skip is None else _f32(skip)
+    bias = None if bias is None else _f32(bias)
+    gamma = _f32(gamma)
+    lib.seamless_skip_rmsnorm_f32(_fp(x), _optional_fp(skip), 0 if skip is None else skip.size // cols,
+                                  _optional_fp(bias), _fp(gamma), _fp(y), _optional_fp(s), _fp(inv), rows, cols,
+                                  float(eps), *_pool())
+    return (y, inv, s) if want_sum else (y, inv)
 
 
 # --- GroupQueryAttention ----------------------------------------------------------------------
 
+_HAS_GQA = hasattr(lib, "seamless_gqa_f32")
+I64 = np.dtype(np.int64)
+
 
 def has_gqa() -> bool:
-    return False
+    return _HAS_GQA
+
+
+def gqa(query, key, value, past_key, past_value, seqlens, first_prompt, present_len, num_heads, kv_num_heads, h,
+        scale, softcap, window, causal, sink, cos_cache, sin_cache, positions, interleaved):
+    """Native GroupQueryAttention. query: (B, S, N*H) or packed (B, S, (N + 2 Nkv) H) with key=None;
+    positions: int64 (B, S) rotary positions or None. Returns (output, present_key, present_value)."""
+    query = _f32(query)
+    b, s = query.shape[:2]
+    if key is None:
+        q_row = k_row = v_row = query.shape[2]
+        base = ffi.from_buffer("float[]", query)
+        qp, kp, vp = base, base + num_heads * h, base + (num_heads + kv_num_heads) * h
+    else:
+        key, value = _f32(key), _f32(value)
+        q_row, k_row, v_row = query.shape[2], key.shape[2], value.shape[2]
+        qp, kp, vp = _fp(query), _fp(key), _fp(value)
+    past_len = 0
+    pk = pv = _NULL
+    if past_key is not None:
+        past_key, past_value = _f32(past_key), _f32(past_value)
+        past_len = past_key.shape[2]
+        pk, pv = _fp(past_key), _fp(past_value)
+    out = np.empty((b, s, num_heads * h), F32)
+    present_k = np.empty((b, kv_num_heads, present_len, h), F32)
+    present_v = np.empty((b, kv_num_heads, present_len, h), F32)
+    seqlens = np.ascontiguousarray(seqlens, dtype=I64)
+    cos = sin = pos = _NULL
+    half = 0
+    if positions is not None:
+        cos_cache, sin_cache = _f32(cos_cache), _f32(sin_cache)
+        positions = np.ascontiguousarray(positions, dtype=I64)
+        if positions.size and (positions.min() < 0 or positions.max() >= cos_cache.shape[0]):
+            raise ValueError(f"rotary position {positions.max()} outside cos_cache ({cos_cache.shape[0]} rows)")
+        cos, sin, pos = _fp(cos_cache), _fp(sin_cache), ffi.from_buffer("int64_t[]", positions)
+        half = cos_cache.shape[1]
+    sink = None if sink is None else _f32(sink)
+    rc = lib.seamless_gqa_f32(qp, kp, vp, q_row, k_row, v_row, pk, pv, past_len, _fp(present_k), _fp(present_v),
+                              present_len, _fp(out), ffi.from_buffer("int64_t[]", seqlens), int(first_prompt), b, s,
+                              num_heads, kv_num_heads, h, cos, sin, half, int(interleaved), pos, float(scale),
+                              float(softcap), int(window), int(causal), _optional_fp(sink), *_pool())
+    if rc:
+        raise MemoryError("GroupQueryAttention native kernel: out of memory")
+    return out, present_k, present_v

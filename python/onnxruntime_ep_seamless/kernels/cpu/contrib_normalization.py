@@ -74,7 +74,8 @@ def _skip_sum(input, skip, bias, ct):
 @kernel("SkipSimplifiedLayerNormalization", domain="com.microsoft", check=_check_skip)
 def skip_simplified_layer_normalization(input, skip, gamma, bias=None, *, epsilon=1e-12):
     hidden = input.shape[-1]
-    if input.dtype == F32 and native.has_rms_norm() and input.size and skip.dtype == F32 and skip.size == input.size:
+    if (input.dtype == F32 and native.has_rms_norm() and input.size and skip.dtype == F32 and skip.shape[-1] == hidden
+            and input.size % skip.size == 0 and gamma.size == hidden and (bias is None or bias.size == hidden)):
         y, inv, s = native.skip_rms_norm(input, skip, bias, gamma, epsilon, hidden, want_sum=True)
         lead = input.shape[:-1] + (1,)
         return y, np.zeros(lead, F32), inv.reshape(lead), s

@@ -428,8 +428,8 @@ def _original_coords(mode, out_len, in_len, scale, roi_start, roi_end):
         return (x + half) / scale - half if out_len > 1 else np.zeros(out_len, _F32)
     if mode == "tf_half_pixel_for_nn":  # opset 11 only
         return (x + half) / scale
-    if mode == "align_corners":  # the unrounded output length in_len * scale, as ORT and the reference
-        return np.zeros(out_len, _F32) if out_len == 1 else x * _F32(in_len - 1) / (_F32(in_len) * scale - 1)
+    if mode == "align_corners":
+        return np.zeros(out_len, _F32) if out_len == 1 else x * _F32(in_len - 1) / _F32(out_len - 1)
     if mode == "asymmetric":
         return x / scale
     # tf_crop_and_resize

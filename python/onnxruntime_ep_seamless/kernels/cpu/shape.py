@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 from ..registry import ALL, kernel
-from ...graph.ir import ONNX_TO_NUMPY
+from ...graph.ir import ONNX_TO_NUMPY, attr_dtype
 
 _INT64 = np.dtype(np.int64)
 
@@ -191,7 +191,16 @@ def constant_of_shape(shape, *, value=None):
     return (np.full(_ints(shape), value.reshape(-1)[0], dtype=value.dtype),)
 
 
-@kernel("Range", since=11)
+@kernel("Range", since=27)
+def range_27(start, limit, delta, *, stash_type=1):
+    # float16 and bfloat16 ranges are computed in stash_type (float32 or float64) and rounded once
+    if start.dtype.itemsize == 2 and start.dtype.kind not in "iu":
+        wide = attr_dtype(stash_type)
+        return (range_(start.astype(wide), limit.astype(wide), delta.astype(wide))[0].astype(start.dtype),)
+    return range_(start, limit, delta)
+
+
+@kernel("Range", since=11, until=26)
 def range_(start, limit, delta):
     start, limit, delta = (np.asarray(v).reshape(()) for v in (start, limit, delta))
     n = max(math.ceil(float(limit - start) / float(delta)), 0)

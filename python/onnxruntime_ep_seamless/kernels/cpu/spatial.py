@@ -82,7 +82,7 @@ def grid_sample(X, grid, *, align_corners=0, mode="linear", padding_mode="zeros"
         low, high = (_F32(0), _F32(length - 1)) if align_corners else (_F32(-0.5), _F32(length - 0.5))
         if mode == "nearest":
             coord = np.rint(coord)
-        if padding_mode == "border":
+        if padding_mode == "border" and mode != "cubic":  # cubic clamps each tap's index instead, as ORT
             coord = np.clip(coord, 0, length - 1)
         elif padding_mode == "reflection":
             coord = _reflect(coord, low, high)
@@ -137,3 +137,52 @@ def col2im(input, image_shape, block_shape, *, dilations=None, pads=None, stride
                        zip(offset, dilations, blocks, strides))
         padded[(Ellipsis,) + window] += cols[(slice(None), slice(None)) + offset]
     return (padded[(Ellipsis,) + tuple(slice(pads[k], pads[k] + i) for k, i in enumerate(image))],)
+
+
+# --- DeformConv ---------------------------------------------------------------------------
+
+def _check_deform_conv(node, graph):
+    rank = graph.value(node.inputs[0]).shape
+    if rank is not None and len(rank) != 4:
+        return "DeformConv is implemented for 2-D images (N, C, H, W) only"
+    return None
+
+
+@kernel("DeformConv", since=19, types=FLOATS, check=_check_deform_conv)
+def deform_conv(X, W, offset, B=None, mask=None, *, dilations=None, group=1, kernel_shape=None, offset_group=1,
+                pads=None, strides=None):
+    # A convolution whose taps are displaced by `offset` (per output position and tap), sampled
+    # bilinearly (zero outside the image), and weighted by `mask`.
+    x = _widen(X)
+    n, c, height, width = x.shape
+    kh, kw = W.shape[2:]
+    sh, sw = strides or (1, 1)
+    dh, dw = dilations or (1, 1)
+    top, left = (pads or (0, 0, 0, 0))[:2]
+    oh, ow = offset.shape[2:]
+    off = offset.astype(x.dtype).reshape(n, offset_group, kh, kw, 2, oh, ow)
+    weight = np.ones((n, offset_group, kh, kw, oh, ow), x.dtype) if mask is None \
+        else mask.astype(x.dtype).reshape(n, offset_group, kh, kw, oh, ow)
+    # sampling positions [n, offset_group, kh, kw, oh, ow]
+    rows = (np.arange(oh) * sh - top)[:, None] + (np.arange(kh) * dh)[:, None, None, None]
+    cols = (np.arange(ow) * sw - left)[None, :] + (np.arange(kw) * dw)[None, :, None, None]
+    py, px = rows + off[:, :, :, :, 0], cols + off[:, :, :, :, 1]
+    per_group = c // offset_group
+    samples = np.zeros((n, offset_group, per_group, kh, kw, oh, ow), x.dtype)
+    planes = x.reshape(n, offset_group, per_group, height * width)
+    y0, x0 = np.floor(py), np.floor(px)
+    for dy in (0, 1):
+        for dx in (0, 1):
+            yi, xi = y0 + dy, x0 + dx
+            w = (1 - np.abs(py - yi)) * (1 - np.abs(px - xi))
+            inside = (yi >= 0) & (yi < height) & (xi >= 0) & (xi < width)
+            flat = (np.clip(yi, 0, height - 1) * width + np.clip(xi, 0, width - 1)).astype(np.intp)
+            # gather each channel of the offset group at the flat positions
+            values = np.take_along_axis(planes, flat.reshape(n, offset_group, 1, -1), axis=3)
+            samples += values.reshape(samples.shape) * (w * inside * weight)[:, :, None]
+    columns = samples.reshape(n, group, (c // group) * kh * kw, oh * ow)
+    y = np.matmul(W.astype(x.dtype).reshape(group, W.shape[0] // group, -1), columns)
+    y = y.reshape(n, W.shape[0], oh, ow)
+    if B is not None:
+        y = y + B.astype(x.dtype).reshape(-1, 1, 1)
+    return (y.astype(X.dtype, copy=False),)

@@ -1,0 +1,390 @@
+/* onnxruntime-ep-seamless, CUDA variant: devices, memory, copies and streams for ORT, on the
+ * CUDA driver API loaded at run time (cuda_driver.h). Included by glue.c when SEAMLESS_CUDA.
+ * Memory: device (DEFAULT) and pinned host (HOST_ACCESSIBLE) memory infos per GPU; one caching
+ * allocator per kind and GPU, so steady-state runs allocate nothing from the driver. */
+#include <pthread.h>
+
+#include "cuda_driver.h"
+
+#define SEAMLESS_VENDOR_NVIDIA 0x10DE
+#define SEAMLESS_MAX_GPUS 64
+#define MEM_DEFAULT 0
+#define MEM_HOST_ACCESSIBLE 5
+#define DEVICE_GPU 1
+
+static struct {
+#define SEAMLESS_CUDA_FIELD(ret, symbol, field, params) ret (*field) params;
+  SEAMLESS_CUDA_FUNCTIONS(SEAMLESS_CUDA_FIELD)
+#undef SEAMLESS_CUDA_FIELD
+} cu;
+static char cu_problem[512];  /* why CUDA is unusable, or "" */
+static int cu_device_count;
+static CUcontext cu_contexts[SEAMLESS_MAX_GPUS];
+
+/* Load libcuda.so.1 and start the driver once; "" when usable, else the reason. */
+static const char* seamless_cuda_problem(void) {
+  static int tried;
+  if (tried) return cu_problem;
+  tried = 1;
+  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!lib) {
+    snprintf(cu_problem, sizeof cu_problem, "the NVIDIA driver library libcuda.so.1 cannot be loaded (%s); "
+             "install the NVIDIA driver on this machine", dlerror());
+    return cu_problem;
+  }
+#define SEAMLESS_CUDA_RESOLVE(ret, symbol, field, params)                                            \
+  if (!(cu.field = (ret(*) params)dlsym(lib, #symbol))) {                                          \
+    snprintf(cu_problem, sizeof cu_problem, "libcuda.so.1 lacks %s: the NVIDIA driver is too old", #symbol); \
+    return cu_problem;                                                                             \
+  }
+  SEAMLESS_CUDA_FUNCTIONS(SEAMLESS_CUDA_RESOLVE)
+#undef SEAMLESS_CUDA_RESOLVE
+  CUresult r = cu.init(0);
+  if (!r) r = cu.device_count(&cu_device_count);
+  if (r) {
+    const char* text = "unknown error";
+    cu.error_string(r, &text);
+    snprintf(cu_problem, sizeof cu_problem, "the CUDA driver failed to start (error %d: %s)", r, text);
+  } else if (cu_device_count == 0) {
+    snprintf(cu_problem, sizeof cu_problem, "the CUDA driver reports no GPU");
+  }
+  if (cu_device_count > SEAMLESS_MAX_GPUS) cu_device_count = SEAMLESS_MAX_GPUS;
+  return cu_problem;
+}
+
+static OrtStatus* cuda_status(CUresult r, const char* what) {
+  const char* text = "unknown error";
+  char msg[512];
+  if (cu.error_string) cu.error_string(r, &text);
+  snprintf(msg, sizeof msg, "SeamlessCUDAExecutionProvider: %s failed: CUDA error %d (%s)", what, r, text);
+  return seamless_status(1, msg);
+}
+#define CU_TRY(call, what) do { CUresult r_ = (call); if (r_) return cuda_status(r_, what); } while (0)
+
+/* Make GPU `ordinal`'s primary context current on this thread. */
+static OrtStatus* seamless_cuda_use(int ordinal) {
+  if (*seamless_cuda_problem()) return seamless_status(1, cu_problem);
+  if (ordinal < 0 || ordinal >= cu_device_count) return seamless_status(2, "SeamlessCUDAExecutionProvider: no such GPU");
+  if (!cu_contexts[ordinal]) {
+    CUdevice dev;
+    CU_TRY(cu.device_get(&dev, ordinal), "cuDeviceGet");
+    CU_TRY(cu.primary_ctx_retain(&cu_contexts[ordinal], dev), "cuDevicePrimaryCtxRetain");
+  }
+  CU_TRY(cu.ctx_set_current(cu_contexts[ordinal]), "cuCtxSetCurrent");
+  return NULL;
+}
+
+/* ---- caching allocator ------------------------------------------------------------------ */
+typedef struct Block { struct Block* next; void* ptr; size_t size; } Block;
+typedef struct {
+  OrtAllocator base;
+  const OrtMemoryInfo* info;
+  int ordinal, pinned;
+  pthread_mutex_t lock;
+  Block* free_blocks;  /* freed blocks kept for reuse */
+  Block* used_blocks;  /* blocks handed out, to know their sizes */
+} SeamlessAllocator;
+
+static SeamlessAllocator* g_allocators[SEAMLESS_MAX_GPUS][2];  /* [ordinal][pinned] */
+
+static size_t round_size(size_t n) { return n < 256 ? 256 : (n + 255) & ~(size_t)255; }
+
+static void* allocator_alloc(OrtAllocator* self, size_t size) {
+  SeamlessAllocator* a = (SeamlessAllocator*)self;
+  size = round_size(size);
+  pthread_mutex_lock(&a->lock);
+  Block **link = &a->free_blocks, *b = NULL;
+  for (; *link; link = &(*link)->next)
+    if ((*link)->size >= size && (*link)->size <= 2 * size) { b = *link; *link = b->next; break; }
+  pthread_mutex_unlock(&a->lock);
+  if (!b) {
+    b = calloc(1, sizeof *b);
+    if (!b) return NULL;
+    OrtStatus* st = seamless_cuda_use(a->ordinal);
+    if (st) { ORT(ReleaseStatus)(st); free(b); return NULL; }
+    CUdeviceptr p = 0;
+    CUresult r = a->pinned ? cu.mem_host_alloc(&b->ptr, size, 0) : cu.mem_alloc(&p, size);
+    if (r) { free(b); return NULL; }
+    if (!a->pinned) b->ptr = (void*)(uintptr_t)p;
+    b->size = size;
+  }
+  pthread_mutex_lock(&a->lock);
+  b->next = a->used_blocks;
+  a->used_blocks = b;
+  pthread_mutex_unlock(&a->lock);
+  return b->ptr;
+}
+
+static void allocator_free(OrtAllocator* self, void* p) {
+  SeamlessAllocator* a = (SeamlessAllocator*)self;
+  if (!p) return;
+  pthread_mutex_lock(&a->lock);
+  for (Block** link = &a->used_blocks; *link; link = &(*link)->next)
+    if ((*link)->ptr == p) {
+      Block* b = *link;
+      *link = b->next;
+      b->next = a->free_blocks;
+      a->free_blocks = b;
+      break;
+    }
+  pthread_mutex_unlock(&a->lock);
+}
+
+static const OrtMemoryInfo* allocator_info(const OrtAllocator* self) { return ((const SeamlessAllocator*)self)->info; }
+
+/* The allocator of one GPU and memory kind (created on first use; lives for the process, like the
+ * driver's primary contexts: tensors from it may outlive sessions). */
+static SeamlessAllocator* seamless_cuda_allocator(int ordinal, int pinned, const OrtMemoryInfo* info) {
+  static pthread_mutex_t create = PTHREAD_MUTEX_INITIALIZER;
+  if (ordinal < 0 || ordinal >= SEAMLESS_MAX_GPUS) return NULL;
+  pthread_mutex_lock(&create);
+  SeamlessAllocator* a = g_allocators[ordinal][pinned];
+  if (!a && (a = calloc(1, sizeof *a))) {
+    a->base.version = SEAMLESS_ORT_API_MAX;
+    a->base.Alloc = allocator_alloc;
+    a->base.Free = allocator_free;
+    a->base.Info = allocator_info;
+    a->ordinal = ordinal;
+    a->pinned = pinned;
+    pthread_mutex_init(&a->lock, NULL);
+    g_allocators[ordinal][pinned] = a;
+  }
+  if (a && info && !a->info) a->info = info;
+  pthread_mutex_unlock(&create);
+  return a;
+}
+
+/* Device scratch for the Python executor, from the same cache as ORT's outputs. */
+static OrtStatus* seamless_cuda_alloc(int ordinal, size_t size, void** out) {
+  SeamlessAllocator* a = seamless_cuda_allocator(ordinal, 0, NULL);
+  *out = a ? allocator_alloc(&a->base, size) : NULL;
+  return *out ? NULL : seamless_status(1, "SeamlessCUDAExecutionProvider: out of GPU memory");
+}
+
+static void seamless_cuda_free(int ordinal, void* p) {
+  SeamlessAllocator* a = seamless_cuda_allocator(ordinal, 0, NULL);
+  if (a) allocator_free(&a->base, p);
+}
+
+/* ---- data transfer ------------------------------------------------------------------------ */
+static int is_our_gpu(const OrtMemoryDevice* d) {
+  return ORT_EP(MemoryDevice_GetDeviceType)(d) == DEVICE_GPU &&
+         ORT_EP(MemoryDevice_GetVendorId)(d) == SEAMLESS_VENDOR_NVIDIA;
+}
+static int is_host(const OrtMemoryDevice* d) {
+  return ORT_EP(MemoryDevice_GetDeviceType)(d) == 0 || ORT_EP(MemoryDevice_GetMemoryType)(d) == MEM_HOST_ACCESSIBLE;
+}
+
+static void transfer_release(OrtDataTransferImpl* self) { (void)self; }  /* one static instance: ORT releases it twice */
+
+static bool transfer_can_copy(const OrtDataTransferImpl* self, const OrtMemoryDevice* src, const OrtMemoryDevice* dst) {
+  (void)self;
+  return (is_our_gpu(src) && (is_our_gpu(dst) || ORT_EP(MemoryDevice_GetDeviceType)(dst) == 0)) ||
+         (is_our_gpu(dst) && ORT_EP(MemoryDevice_GetDeviceType)(src) == 0);
+}
+
+static OrtStatus* transfer_copy(OrtDataTransferImpl* self, const OrtValue** src, OrtValue** dst, OrtSyncStream** streams,
+                                size_t count) {
+  (void)self;
+  for (size_t i = 0; i < count; i++) {
+    size_t nbytes = 0;
+    void *from = NULL, *to = NULL;
+    TRY(ORT(GetTensorSizeInBytes)(src[i], &nbytes));
+    if (!nbytes) continue;
+    TRY(ORT(GetTensorMutableData)((OrtValue*)src[i], &from));
+    TRY(ORT(GetTensorMutableData)(dst[i], &to));
+    const OrtMemoryDevice* sd = ORT_EP(Value_GetMemoryDevice)(src[i]);
+    const OrtMemoryDevice* dd = ORT_EP(Value_GetMemoryDevice)(dst[i]);
+    const OrtMemoryDevice* gpu = is_our_gpu(sd) ? sd : dd;
+    TRY(seamless_cuda_use((int)ORT_EP(MemoryDevice_GetDeviceId)(gpu)));
+    CUstream stream = streams && streams[i] ? (CUstream)ORT(SyncStream_GetHandle)(streams[i]) : NULL;
+    /* unified addressing: the driver infers the direction from the pointers */
+    if (stream) {
+      CU_TRY(cu.memcpy_async((CUdeviceptr)(uintptr_t)to, (CUdeviceptr)(uintptr_t)from, nbytes, stream), "cuMemcpyAsync");
+      if (is_host(dd) && !is_our_gpu(dd)) CU_TRY(cu.stream_synchronize(stream), "cuStreamSynchronize");
+    } else {
+      CU_TRY(cu.memcpy((CUdeviceptr)(uintptr_t)to, (CUdeviceptr)(uintptr_t)from, nbytes), "cuMemcpy");
+    }
+  }
+  return NULL;
+}
+
+static OrtDataTransferImpl g_transfer = {SEAMLESS_ORT_API_MAX, transfer_release, transfer_can_copy, transfer_copy};
+
+/* ---- streams and notifications -------------------------------------------------------------- */
+typedef struct { OrtSyncNotificationImpl base; CUevent event; CUstream stream; } SeamlessNotification;
+typedef struct { OrtSyncStreamImpl base; CUstream stream; int ordinal; } SeamlessStream;
+
+static void notification_release(OrtSyncNotificationImpl* self) {
+  SeamlessNotification* n = (SeamlessNotification*)self;
+  if (n->event) cu.event_destroy(n->event);
+  free(n);
+}
+static OrtStatus* notification_activate(OrtSyncNotificationImpl* self) {
+  SeamlessNotification* n = (SeamlessNotification*)self;
+  CU_TRY(cu.event_record(n->event, n->stream), "cuEventRecord");
+  return NULL;
+}
+static OrtStatus* notification_wait_on_device(OrtSyncNotificationImpl* self, OrtSyncStream* consumer) {
+  SeamlessNotification* n = (SeamlessNotification*)self;
+  CUstream other = consumer ? (CUstream)ORT(SyncStream_GetHandle)(consumer) : NULL;
+  if (other) CU_TRY(cu.stream_wait_event(other, n->event, 0), "cuStreamWaitEvent");
+  else CU_TRY(cu.event_synchronize(n->event), "cuEventSynchronize");
+  return NULL;
+}
+static OrtStatus* notification_wait_on_host(OrtSyncNotificationImpl* self) {
+  CU_TRY(cu.event_synchronize(((SeamlessNotification*)self)->event), "cuEventSynchronize");
+  return NULL;
+}
+
+static void stream_release(OrtSyncStreamImpl* self) {
+  SeamlessStream* s = (SeamlessStream*)self;
+  if (s->stream) cu.stream_destroy(s->stream);
+  free(s);
+}
+static void* stream_handle(OrtSyncStreamImpl* self) { return ((SeamlessStream*)self)->stream; }
+static OrtStatus* stream_create_notification(OrtSyncStreamImpl* self, OrtSyncNotificationImpl** out) {
+  SeamlessStream* s = (SeamlessStream*)self;
+  SeamlessNotification* n = calloc(1, sizeof *n);
+  if (!n) return seamless_status(1, "out of memory");
+  TRY(seamless_cuda_use(s->ordinal));
+  CUresult r = cu.event_create(&n->event, CU_EVENT_DISABLE_TIMING);
+  if (r) { free(n); return cuda_status(r, "cuEventCreate"); }
+  n->stream = s->stream;
+  n->base.ort_version_supported = SEAMLESS_ORT_API_MAX;
+  n->base.Release = notification_release;
+  n->base.Activate = notification_activate;
+  n->base.WaitOnDevice = notification_wait_on_device;
+  n->base.WaitOnHost = notification_wait_on_host;
+  *out = &n->base;
+  return NULL;
+}
+static OrtStatus* stream_flush(OrtSyncStreamImpl* self) { (void)self; return NULL; }
+/* Finish the run's work before ORT hands results back (outputs may be read on the host). */
+static OrtStatus* stream_on_run_end(OrtSyncStreamImpl* self) {
+  CU_TRY(cu.stream_synchronize(((SeamlessStream*)self)->stream), "cuStreamSynchronize");
+  return NULL;
+}
+
+static OrtStatus* factory_create_stream(OrtEpFactory* f, const OrtMemoryDevice* device,
+                                        const OrtKeyValuePairs* options, OrtSyncStreamImpl** out) {
+  (void)f; (void)options;
+  *out = NULL;
+  if (!is_our_gpu(device) || ORT_EP(MemoryDevice_GetMemoryType)(device) != MEM_DEFAULT) return NULL;
+  SeamlessStream* s = calloc(1, sizeof *s);
+  if (!s) return seamless_status(1, "out of memory");
+  s->ordinal = (int)ORT_EP(MemoryDevice_GetDeviceId)(device);
+  OrtStatus* st = seamless_cuda_use(s->ordinal);
+  CUresult r = st ? 0 : cu.stream_create(&s->stream, CU_STREAM_NON_BLOCKING);
+  if (st || r) { free(s); return st ? st : cuda_status(r, "cuStreamCreate"); }
+  s->base.ort_version_supported = SEAMLESS_ORT_API_MAX;
+  s->base.Release = stream_release;
+  s->base.GetHandle = stream_handle;
+  s->base.CreateNotification = stream_create_notification;
+  s->base.Flush = stream_flush;
+  s->base.OnSessionRunEnd = stream_on_run_end;
+  *out = &s->base;
+  return NULL;
+}
+
+/* ---- the factory's device-facing members --------------------------------------------------- */
+static OrtStatus* factory_create_allocator(OrtEpFactory* f, const OrtMemoryInfo* info, const OrtKeyValuePairs* options,
+                                           OrtAllocator** out) {
+  (void)f; (void)options;
+  const OrtMemoryDevice* d = ORT_EP(MemoryInfo_GetMemoryDevice)(info);
+  int pinned = ORT_EP(MemoryDevice_GetMemoryType)(d) == MEM_HOST_ACCESSIBLE;
+  SeamlessAllocator* a = seamless_cuda_allocator((int)ORT_EP(MemoryDevice_GetDeviceId)(d), pinned, info);
+  *out = a ? &a->base : NULL;
+  return a ? NULL : seamless_status(1, "SeamlessCUDAExecutionProvider: cannot create an allocator");
+}
+static void factory_release_allocator(OrtEpFactory* f, OrtAllocator* a) { (void)f; (void)a; }  /* process lifetime */
+static OrtStatus* factory_create_cuda_transfer(OrtEpFactory* f, OrtDataTransferImpl** out) {
+  (void)f;
+  *out = &g_transfer;
+  return NULL;
+}
+static bool factory_cuda_stream_aware(const OrtEpFactory* f) { (void)f; return true; }
+
+/* Memory infos live as long as the process: ORT keeps the pointers given to EpDevice_AddAllocatorInfo. */
+static OrtMemoryInfo* g_memory_infos[SEAMLESS_MAX_GPUS][2];
+
+/* One OrtEpDevice per NVIDIA GPU ORT found, matched to CUDA ordinals in order. */
+static OrtStatus* factory_cuda_devices(OrtEpFactory* f, const OrtHardwareDevice* const* devices, size_t n,
+                                       OrtEpDevice** ep_devices, size_t max, size_t* num) {
+  *num = 0;
+  if (*seamless_cuda_problem()) return NULL;  /* no usable GPU: offer no device; register() says why */
+  int ordinal = 0;
+  for (size_t i = 0; i < n && *num < max && ordinal < cu_device_count; i++) {
+    if (ORT(HardwareDevice_Type)(devices[i]) != DEVICE_GPU ||
+        ORT(HardwareDevice_VendorId)(devices[i]) != SEAMLESS_VENDOR_NVIDIA)
+      continue;
+    CUdevice dev;
+    int major = 0, minor = 0;
+    char name[256] = "", text[64];
+    CU_TRY(cu.device_get(&dev, ordinal), "cuDeviceGet");
+    cu.device_name(name, sizeof name, dev);
+    cu.device_attribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
+    cu.device_attribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
+    for (int pinned = 0; pinned < 2; pinned++)
+      if (!g_memory_infos[ordinal][pinned])
+        TRY(ORT(CreateMemoryInfo_V2)(pinned ? "SeamlessCUDA_Pinned" : "SeamlessCUDA", DEVICE_GPU, SEAMLESS_VENDOR_NVIDIA,
+                                     ordinal, pinned ? MEM_HOST_ACCESSIBLE : MEM_DEFAULT, 0, 0 /* device allocator */,
+                                     &g_memory_infos[ordinal][pinned]));
+    OrtKeyValuePairs* meta = NULL;
+    ORT(CreateKeyValuePairs)(&meta);
+    snprintf(text, sizeof text, "%d", ordinal);
+    ORT(AddKeyValuePair)(meta, "cuda_device_id", text);
+    ORT(AddKeyValuePair)(meta, "cuda_device_name", name);
+    snprintf(text, sizeof text, "%d.%d", major, minor);
+    ORT(AddKeyValuePair)(meta, "cuda_compute_capability", text);
+    OrtEpDevice* d = NULL;
+    OrtStatus* st = ORT_EP(CreateEpDevice)(f, devices[i], meta, NULL, &d);
+    ORT(ReleaseKeyValuePairs)(meta);
+    if (!st) st = ORT_EP(EpDevice_AddAllocatorInfo)(d, g_memory_infos[ordinal][0]);
+    if (!st) st = ORT_EP(EpDevice_AddAllocatorInfo)(d, g_memory_infos[ordinal][1]);
+    if (st) {
+      if (d) ORT_EP(ReleaseEpDevice)(d);
+      for (size_t j = 0; j < *num; j++) ORT_EP(ReleaseEpDevice)(ep_devices[j]);
+      *num = 0;
+      return st;
+    }
+    ep_devices[(*num)++] = d;
+    ordinal++;
+  }
+  return NULL;
+}
+
+/* ---- for the Python executor ---------------------------------------------------------------- */
+static const char* seamless_cuda_problem_text(void) { return seamless_cuda_problem(); }
+
+static OrtStatus* seamless_compute_stream(const OrtKernelContext* ctx, void** stream) {
+  return ORT(KernelContext_GetGPUComputeStream)(ctx, stream);
+}
+
+static OrtStatus* seamless_cuda_load_module(int ordinal, const void* image, void** module) {
+  TRY(seamless_cuda_use(ordinal));
+  CU_TRY(cu.module_load_data((CUmodule*)module, image), "cuModuleLoadData");
+  return NULL;
+}
+
+static OrtStatus* seamless_cuda_function(void* module, const char* name, void** fn) {
+  CU_TRY(cu.module_get_function((CUfunction*)fn, (CUmodule)module, name), "cuModuleGetFunction");
+  return NULL;
+}
+
+static OrtStatus* seamless_cuda_launch(void* fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                                       unsigned bz, unsigned shared, void* stream, void** args) {
+  CU_TRY(cu.launch_kernel((CUfunction)fn, gx, gy, gz, bx, by, bz, shared, (CUstream)stream, args, NULL), "cuLaunchKernel");
+  return NULL;
+}
+
+static OrtStatus* seamless_cuda_copy(void* dst, const void* src, size_t nbytes, void* stream) {
+  CU_TRY(cu.memcpy_async((CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)src, nbytes, (CUstream)stream),
+         "cuMemcpyAsync");
+  return NULL;
+}
+
+static OrtStatus* seamless_cuda_sync(void* stream) {
+  CU_TRY(cu.stream_synchronize((CUstream)stream), "cuStreamSynchronize");
+  return NULL;
+}

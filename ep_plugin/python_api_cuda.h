@@ -1,0 +1,11 @@
+/* The CUDA variant's additional C functions (appended to python_api.h for that module). */
+const char* seamless_cuda_problem_text(void);
+OrtStatus* seamless_compute_stream(const OrtKernelContext* ctx, void** stream);
+OrtStatus* seamless_cuda_alloc(int ordinal, size_t size, void** out);
+void seamless_cuda_free(int ordinal, void* p);
+OrtStatus* seamless_cuda_load_module(int ordinal, const void* image, void** module);
+OrtStatus* seamless_cuda_function(void* module, const char* name, void** fn);
+OrtStatus* seamless_cuda_launch(void* fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                                unsigned bz, unsigned shared, void* stream, void** args);
+OrtStatus* seamless_cuda_copy(void* dst, const void* src, size_t nbytes, void* stream);
+OrtStatus* seamless_cuda_sync(void* stream);

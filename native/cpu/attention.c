@@ -1,0 +1,249 @@
+/* GroupQueryAttention (com.microsoft), float32, in one call: rotary embedding of the new query and
+ * key rows, the present KV cache (past rows + new rows, zeros elsewhere, as ORT's CPU EP writes it
+ * into a fresh buffer), and causal (optionally windowed, soft-capped, smooth/sink) softmax attention.
+ *
+ * Layouts: query/key/value rows are tokens [B, S, *] with a row stride in elements (packed QKV:
+ * one input, key and value at offsets); head i of a row starts at i * H. Caches are BNSH
+ * [B, Nkv, L, H]. The output is [B, S, N * H].
+ *
+ * Per batch entry b: T = seqlens_k[b] + 1 keys; the new rows go to cache rows [P, P + S) with
+ * P = 0 for the first prompt, else T - S; query s attends keys [lo, P + s] (lo > 0 only with a
+ * local window of W keys: lo = P + s + 1 - W), clipped to T.
+ *
+ * Two passes on the caller's thread pool: (1) rotate the new rows and build the present cache,
+ * one task per (b, kv head); (2) attention, one task per (b, query head, block of query rows).
+ */
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "parallel.h"
+#include "simd.h"
+
+#define GQA_LANES 16
+
+typedef struct {
+  const float *q, *k, *v;
+  size_t q_row, k_row, v_row;
+  const float *past_k, *past_v;
+  size_t past_len;
+  float *present_k, *present_v;
+  size_t present_len;
+  float* out;
+  float* qrot; /* [B, N, S, H] rotated (or copied) query rows */
+  const int64_t* seqlens;
+  int first_prompt;
+  size_t b, s, nh, nkv, h;
+  const float *cos, *sin;
+  size_t half;
+  int interleaved;
+  const int64_t* pos; /* [B, S] rotary positions, NULL: no rotary */
+  float scale, softcap;
+  int64_t window;
+  int causal;
+  const float* sink; /* [N] or NULL */
+  size_t s_blocks;   /* query-row blocks per (b, head) in pass 2 */
+} GqaJob;
+
+/* e^x for x <= 0 (softmax arguments after subtracting the max): x = k ln2 + r, e^r by a degree-6
+ * polynomial, 2^k through the exponent bits; accurate to ~2 ulp, flushes to 0 below -87. */
+static inline float gqa_exp(float x) {
+  if (x < -87.0f) return 0.0f;
+  float k = rintf(x * 1.44269504088896341f);
+  float r = x - k * 0.693145751953125f;
+  r = r - k * 1.428606765330187e-06f;
+  float p = 1.0f / 720.0f;
+  p = p * r + 1.0f / 120.0f;
+  p = p * r + 1.0f / 24.0f;
+  p = p * r + 1.0f / 6.0f;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  union { uint32_t u; float f; } two_k;
+  two_k.u = (uint32_t)((int32_t)k + 127) << 23;
+  return p * two_k.f;
+}
+
+/* dst[0:H] = rotary(src[0:H]) at position pos (or a copy without rotary). */
+static inline void gqa_rotate(const GqaJob* job, const float* src, float* dst, int64_t pos) {
+  size_t h = job->h;
+  if (!job->pos) {
+    memcpy(dst, src, h * sizeof(float));
+    return;
+  }
+  size_t half = job->half;
+  const float* c = job->cos + pos * half;
+  const float* sn = job->sin + pos * half;
+  if (job->interleaved) {
+    for (size_t i = 0; i < half; i++) {
+      float x1 = src[2 * i], x2 = src[2 * i + 1];
+      dst[2 * i] = x1 * c[i] - x2 * sn[i];
+      dst[2 * i + 1] = x1 * sn[i] + x2 * c[i];
+    }
+  } else {
+    for (size_t i = 0; i < half; i++) {
+      float x1 = src[i], x2 = src[i + half];
+      dst[i] = x1 * c[i] - x2 * sn[i];
+      dst[i + half] = x1 * sn[i] + x2 * c[i];
+    }
+  }
+  if (2 * half < h) memcpy(dst + 2 * half, src + 2 * half, (h - 2 * half) * sizeof(float));
+}
+
+static inline size_t gqa_past_rows(const GqaJob* job, size_t bi) {
+  size_t t = (size_t)job->seqlens[bi] + 1;
+  return job->first_prompt ? 0 : t - job->s;
+}
+
+/* Pass 1: task = (b, kv head): present rows for that head, and the rotated query rows of its group. */
+SEAMLESS_SIMD static void gqa_prepare_task(void* user, size_t task) {
+  const GqaJob* job = (const GqaJob*)user;
+  size_t bi = task / job->nkv, kh = task % job->nkv;
+  size_t h = job->h, s = job->s, L = job->present_len;
+  size_t p = gqa_past_rows(job, bi);
+  size_t group = job->nh / job->nkv;
+  for (int which = 0; which < 2; which++) {
+    float* dst = (which ? job->present_v : job->present_k) + (bi * job->nkv + kh) * L * h;
+    const float* past = which ? job->past_v : job->past_k;
+    if (p && past) memcpy(dst, past + (bi * job->nkv + kh) * job->past_len * h, p * h * sizeof(float));
+    const float* src = which ? job->v : job->k;
+    size_t row = which ? job->v_row : job->k_row;
+    for (size_t si = 0; si < s && p + si < L; si++) {
+      const float* x = src + (bi * s + si) * row + kh * h;
+      float* y = dst + (p + si) * h;
+      if (which)
+        memcpy(y, x, h * sizeof(float));
+      else
+        gqa_rotate(job, x, y, job->pos ? job->pos[bi * s + si] : 0);
+    }
+    if (p + s < L) memset(dst + (p + s) * h, 0, (L - p - s) * h * sizeof(float));
+  }
+  for (size_t g = 0; g < group; g++) {
+    size_t head = kh * group + g;
+    for (size_t si = 0; si < s; si++)
+      gqa_rotate(job, job->q + (bi * s + si) * job->q_row + head * h,
+                 job->qrot + ((bi * job->nh + head) * s + si) * h, job->pos ? job->pos[bi * s + si] : 0);
+  }
+}
+
+static inline float gqa_dot(const float* a, const float* b, size_t n) {
+  float acc[GQA_LANES] = {0};
+  size_t i = 0;
+  for (; i + GQA_LANES <= n; i += GQA_LANES)
+    for (size_t j = 0; j < GQA_LANES; j++) acc[j] += a[i + j] * b[i + j];
+  for (; i < n; i++) acc[0] += a[i] * b[i];
+  float v = 0.0f;
+  for (size_t j = 0; j < GQA_LANES; j++) v += acc[j];
+  return v;
+}
+
+/* Pass 2: task = (b, query head, block of query rows). */
+SEAMLESS_SIMD static void gqa_attend_task(void* user, size_t task) {
+  const GqaJob* job = (const GqaJob*)user;
+  size_t blk = task % job->s_blocks, rest = task / job->s_blocks;
+  size_t head = rest % job->nh, bi = rest / job->nh;
+  size_t h = job->h, s = job->s, L = job->present_len;
+  size_t kh = head / (job->nh / job->nkv);
+  size_t t = (size_t)job->seqlens[bi] + 1;
+  size_t p = gqa_past_rows(job, bi);
+  if (t > L) t = L;
+  const float* kc = job->present_k + (bi * job->nkv + kh) * L * h;
+  const float* vc = job->present_v + (bi * job->nkv + kh) * L * h;
+  float* scores = (float*)malloc((t ? t : 1) * sizeof(float));
+  float* acc = (float*)malloc(h * sizeof(float));
+  size_t s0 = s * blk / job->s_blocks, s1 = s * (blk + 1) / job->s_blocks;
+  for (size_t si = s0; si < s1; si++) {
+    float* o = job->out + (bi * s + si) * job->nh * h + head * h;
+    const float* q = job->qrot + ((bi * job->nh + head) * s + si) * h;
+    size_t lo = 0, hi = t;
+    if (job->causal) {
+      size_t causal_len = p + si + 1;
+      hi = causal_len < t ? causal_len : t;
+      if (job->window > 0 && causal_len > (size_t)job->window) lo = causal_len - (size_t)job->window;
+    }
+    if (lo >= hi) {
+      memset(o, 0, h * sizeof(float));
+      continue;
+    }
+    float m = -INFINITY;
+    for (size_t j = lo; j < hi; j++) {
+      float x = gqa_dot(q, kc + j * h, h) * job->scale;
+      if (job->softcap > 0.0f) x = job->softcap * tanhf(x / job->softcap);
+      scores[j] = x;
+      m = x > m ? x : m;
+    }
+    float sink = 0.0f;
+    if (job->sink) {
+      sink = job->sink[head];
+      m = sink > m ? sink : m;
+    }
+    float sum = 0.0f;
+    for (size_t j = lo; j < hi; j++) {
+      float e = gqa_exp(scores[j] - m);
+      scores[j] = e;
+      sum += e;
+    }
+    if (job->sink) sum += gqa_exp(sink - m);
+    float inv = 1.0f / sum;
+    memset(acc, 0, h * sizeof(float));
+    for (size_t j = lo; j < hi; j++) {
+      float w = scores[j] * inv;
+      const float* vr = vc + j * h;
+      for (size_t d = 0; d < h; d++) acc[d] += w * vr[d];
+    }
+    memcpy(o, acc, h * sizeof(float));
+  }
+  free(scores);
+  free(acc);
+}
+
+/* Returns 0, or 2 when out of memory. */
+int seamless_gqa_f32(const float* q, const float* k, const float* v, size_t q_row, size_t k_row, size_t v_row,
+                     const float* past_k, const float* past_v, size_t past_len, float* present_k, float* present_v,
+                     size_t present_len, float* out, const int64_t* seqlens, int first_prompt, size_t b, size_t s,
+                     size_t nh, size_t nkv, size_t h, const float* cos_cache, const float* sin_cache, size_t half,
+                     int interleaved, const int64_t* pos, float scale, float softcap, int64_t window, int causal,
+                     const float* sink, void* par_fn, void* par_ctx) {
+  GqaJob job;
+  memset(&job, 0, sizeof(job));
+  job.q = q;
+  job.k = k;
+  job.v = v;
+  job.q_row = q_row;
+  job.k_row = k_row;
+  job.v_row = v_row;
+  job.past_k = past_k;
+  job.past_v = past_v;
+  job.past_len = past_len;
+  job.present_k = present_k;
+  job.present_v = present_v;
+  job.present_len = present_len;
+  job.out = out;
+  job.seqlens = seqlens;
+  job.first_prompt = first_prompt;
+  job.b = b;
+  job.s = s;
+  job.nh = nh;
+  job.nkv = nkv;
+  job.h = h;
+  job.cos = cos_cache;
+  job.sin = sin_cache;
+  job.half = half;
+  job.interleaved = interleaved;
+  job.pos = pos;
+  job.scale = scale;
+  job.softcap = softcap;
+  job.window = window;
+  job.causal = causal;
+  job.sink = sink;
+  job.qrot = (float*)malloc((b * nh * s * h + 1) * sizeof(float));
+  if (!job.qrot) return 2;
+  seamless_run_tasks(par_fn, par_ctx, b * nkv, gqa_prepare_task, &job);
+  /* query rows per task: all of them when decoding, blocks of ~16 in a prompt */
+  job.s_blocks = s > 16 ? (s + 15) / 16 : 1;
+  seamless_run_tasks(par_fn, par_ctx, b * nh * job.s_blocks, gqa_attend_task, &job);
+  free(job.qrot);
+  return 0;
+}

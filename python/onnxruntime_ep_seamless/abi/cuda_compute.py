@@ -1,0 +1,84 @@
+"""A fused node compiled for the CUDA EP: constants uploaded once, kernels launched on ORT's stream.
+
+Values live in device memory from the CUDA runtime's cache (no driver allocation in steady
+state); the partition's outputs are copied device-to-device into the tensors ORT allocates.
+"""
+from __future__ import annotations
+
+import threading
+
+from ..graph.ir import ONNX_TO_NUMPY
+from ..kernels.registry import lookup
+from ..runtime.cuda import CudaRuntime, DeviceTensor
+from .compute import MAX_RANK, _Buffers
+
+
+class CudaKernel:
+    def __init__(self, ep, graph, input_names: list[str], output_names: list[str]):
+        self.native, self.ep_name = ep.native, ep.name
+        if ep.device_ordinal < 0:
+            raise RuntimeError("the CUDA EP was created without a CUDA device")
+        self.rt = CudaRuntime.get(ep.native, ep.device_ordinal)
+        self.name = "+".join(sorted({n.op_type for n in graph.nodes}))[:80] if len(graph.nodes) > 1 else graph.nodes[0].label
+        self.input_names, self.output_names = input_names, output_names
+        self.steps = []
+        for node in graph.nodes:
+            kdef, reason = lookup(node, graph, "cuda")
+            if kdef is None:
+                raise ValueError(f"node {node.label!r} ({node.key}) cannot be planned: {reason}")
+            self.steps.append((node, kdef.build(node)))
+        self.constants = {name: self.rt.upload(v.const) for name, v in graph.values.items()
+                          if v.const is not None and name not in input_names}
+        self.out_dtypes = [graph.value(n).dtype for n in output_names]
+        self._tls = threading.local()
+
+    def compute(self, ctx) -> None:
+        ffi, lib, check, rt = self.native.ffi, self.native.lib, self.native.check, self.rt
+        b = getattr(self._tls, "b", None)
+        if b is None:
+            b = self._tls.b = _Buffers(ffi, len(self.input_names), len(self.output_names))
+        stream_out = ffi.new("void**")
+        check(lib.seamless_compute_stream(ctx, stream_out))
+        stream = stream_out[0]
+        if lib.seamless_get_inputs(ctx, len(self.input_names), b.in_data, b.in_nbytes, b.in_types, b.in_ranks,
+                                   b.in_dims, MAX_RANK, b.changed, b.status) < 0:
+            check(b.status[0])
+        values: dict[str, DeviceTensor] = dict(self.constants)
+        for i, name in enumerate(self.input_names):
+            rank = b.in_ranks[i]
+            if rank >= 0:
+                values[name] = DeviceTensor(int(ffi.cast("uintptr_t", b.in_data[i])),
+                                            tuple(b.in_dims[i * MAX_RANK:i * MAX_RANK + rank]),
+                                            ONNX_TO_NUMPY[b.in_types[i]])
+        scratch = []
+        try:
+            for node, fn in self.steps:
+                args = [values.get(n) if n else None for n in node.inputs]
+                outs = fn(rt, stream, *args)
+                for name, t in zip(node.outputs, outs):
+                    if name:
+                        values[name] = t
+                        scratch.append(t)
+            results = [values[n] for n in self.output_names]
+            for i, (t, dtype) in enumerate(zip(results, self.out_dtypes)):
+                if t.dtype != dtype:
+                    raise TypeError(f"output {self.output_names[i]!r}: kernel produced {t.dtype}, graph declares {dtype}")
+                b.out_ranks[i] = len(t.shape)
+                b.out_dims[i * MAX_RANK:i * MAX_RANK + len(t.shape)] = t.shape
+            check(lib.seamless_get_outputs(ctx, len(results), b.out_ranks, b.out_dims, MAX_RANK, b.out_data))
+            for i, t in enumerate(results):
+                rt.copy(int(ffi.cast("uintptr_t", b.out_data[i])), t.ptr, t.nbytes, stream)
+        finally:
+            # back to the cache: later work on this stream is ordered after this run's kernels
+            _release(rt, scratch, [values[n] for n in self.input_names if n in values], self.constants)
+
+
+def _release(rt, scratch, inputs, constants):
+    """Free what kernels allocated; aliases (same address as an input, a constant or an earlier
+    value) are not allocations."""
+    foreign = {t.ptr for t in inputs} | {t.ptr for t in constants.values()}
+    freed = set()
+    for t in scratch:
+        if t.ptr and t.ptr not in foreign and t.ptr not in freed:
+            freed.add(t.ptr)
+            rt.free(t)

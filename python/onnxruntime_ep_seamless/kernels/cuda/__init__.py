@@ -1,0 +1,13 @@
+"""CUDA kernels, one module per op family; each is a host function that launches device code.
+
+A CUDA kernel function takes the runtime and the stream first, then DeviceTensors (None for an
+absent optional input), ONNX attributes as keyword-only parameters; it returns a tuple of
+DeviceTensors it allocated with rt.alloc (or aliases of its inputs for metadata-only ops).
+"""
+import importlib
+import pkgutil
+
+
+def load_all():
+    for info in pkgutil.iter_modules(__path__):
+        importlib.import_module(f"{__name__}.{info.name}")

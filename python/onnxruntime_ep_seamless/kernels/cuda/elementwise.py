@@ -1,0 +1,48 @@
+"""Elementwise ops on CUDA (native/cuda/elementwise.cu), float32 and float16."""
+import numpy as np
+
+from ...runtime.cuda import DeviceTensor, broadcast_struct
+from ..registry import kernel
+
+GPU_FLOATS = frozenset(map(np.dtype, (np.float16, np.float32)))
+SUFFIX = {np.dtype(np.float32): "f32", np.dtype(np.float16): "f16"}
+BINARY = {"Add": 0, "Sub": 1, "Mul": 2, "Div": 3, "Pow": 4}
+UNARY = {"Relu": (0, 6), "Sigmoid": (1, 6), "Tanh": (2, 6), "Exp": (3, 6), "Log": (4, 6), "Neg": (5, 6),
+         "Abs": (6, 6), "Sqrt": (7, 6), "Erf": (8, 9), "Reciprocal": (9, 6)}
+
+
+def _binary(code):
+    def run(rt, stream, a, b):
+        if a.dtype != b.dtype:
+            raise TypeError(f"operands of different types {a.dtype} and {b.dtype}")
+        y = rt.alloc(np.broadcast_shapes(a.shape, b.shape), a.dtype)
+        rt.launch(f"seamless_binary_{SUFFIX[a.dtype]}", y.size, stream, ("int", code), ("int64", y.size),
+                  ("ptr", a.ptr), ("ptr", b.ptr), ("ptr", y.ptr), ("bytes", broadcast_struct(y.shape, a.shape, b.shape)))
+        return (y,)
+    return run
+
+
+def _unary(code):
+    def run(rt, stream, x):
+        y = rt.alloc(x.shape, x.dtype)
+        rt.launch(f"seamless_unary_{SUFFIX[x.dtype]}", y.size, stream, ("int", code), ("int64", y.size),
+                  ("ptr", x.ptr), ("ptr", y.ptr))
+        return (y,)
+    return run
+
+
+for _op, _code in BINARY.items():
+    kernel(_op, since=7, types=GPU_FLOATS, device="cuda")(_binary(_code))
+for _op, (_code, _since) in UNARY.items():
+    kernel(_op, since=_since, types=GPU_FLOATS, device="cuda")(_unary(_code))
+
+
+@kernel("Gelu", since=20, types=GPU_FLOATS, device="cuda", check=lambda n, g: None if n.attrs.get(
+        "approximate", "none") == "none" else "only approximate='none'")
+def gelu(rt, stream, x, *, approximate="none"):
+    return _unary(10)(rt, stream, x)
+
+
+@kernel("Identity", since=1, device="cuda")
+def identity(rt, stream, x):
+    return (DeviceTensor(x.ptr, x.shape, x.dtype),)

@@ -1,0 +1,126 @@
+"""The CUDA variant on an NVIDIA GPU (skipped without one): devices, memory, copies, streams,
+IO binding with the plain onnxruntime wheel, and parity of the CUDA kernels with stock ORT CPU."""
+import numpy as np
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import onnxruntime_ep_seamless as seamless
+from parity import assert_close, stock_session
+
+EP = "SeamlessCUDAExecutionProvider"
+
+
+def _devices():
+    try:
+        return seamless.get_devices("cuda"), ""
+    except Exception as exc:  # no library built, no driver...
+        return [], str(exc)
+
+
+DEVICES, PROBLEM = _devices()
+needs_gpu = pytest.mark.skipif(not DEVICES, reason=f"no NVIDIA GPU for the CUDA EP ({PROBLEM or 'none found'})")
+
+
+def cuda_session(model):
+    so = seamless.session_options(device="cuda")
+    so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
+    return ort.InferenceSession(model.SerializeToString(), so)
+
+
+def run_on_cuda(model, feeds):
+    sess = cuda_session(model)
+    report = seamless.assert_ep_selected(sess, device="cuda")
+    assert not report.fallback_nodes, report
+    return sess.run(None, feeds)
+
+
+def model_of(nodes, inputs, outputs, inits=()):
+    graph = helper.make_graph(nodes, "g", inputs, outputs, initializer=list(inits))
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+
+
+def test_without_gpu_the_error_says_why():
+    if DEVICES:
+        pytest.skip("this machine has a GPU")
+    with pytest.raises(RuntimeError, match="SeamlessCUDAExecutionProvider offers no device"):
+        seamless.session_options(device="cuda")
+
+
+@needs_gpu
+def test_one_device_per_gpu_with_its_memory():
+    for d in DEVICES:
+        assert d.ep_name == EP and d.device.vendor_id == 0x10DE
+        assert d.ep_metadata["cuda_device_name"] and "." in d.ep_metadata["cuda_compute_capability"]
+        info = d.memory_info(ort.OrtDeviceMemoryType.DEFAULT)
+        assert info is not None
+
+
+@needs_gpu
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("op", ["Add", "Sub", "Mul", "Div"])
+def test_binary_broadcast_parity(op, dtype):
+    t = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    model = model_of([helper.make_node(op, ["a", "b"], ["y"])],
+                     [helper.make_tensor_value_info("a", t, [2, 3, 4]), helper.make_tensor_value_info("b", t, [4])],
+                     [helper.make_tensor_value_info("y", t, [2, 3, 4])])
+    rng = np.random.default_rng(0)
+    feeds = {"a": rng.standard_normal((2, 3, 4)).astype(dtype), "b": (rng.random(4) + 0.5).astype(dtype)}
+    (ours,) = run_on_cuda(model, feeds)
+    (ref,) = stock_session(model).run(None, feeds)
+    # float16: computed in float32 and rounded once, as ORT's CPU EP does; one ulp of slack for Div
+    assert_close(ours, ref, rtol=1e-6 if dtype == np.float32 else 1e-3, atol=0)
+
+
+@needs_gpu
+def test_unary_chain_and_reshapes_parity():
+    shape = numpy_helper.from_array(np.array([3, -1], np.int64), "shape")
+    nodes = [helper.make_node("Exp", ["x"], ["e"]), helper.make_node("Tanh", ["e"], ["t"]),
+             helper.make_node("Reshape", ["t", "shape"], ["r"]), helper.make_node("Sigmoid", ["r"], ["s"]),
+             helper.make_node("Neg", ["s"], ["n"]), helper.make_node("Relu", ["n"], ["y"]),
+             helper.make_node("Sqrt", ["s"], ["q"])]
+    model = model_of(nodes, [helper.make_tensor_value_info("x", 1, [2, 6])],
+                     [helper.make_tensor_value_info("y", 1, [3, 4]), helper.make_tensor_value_info("q", 1, [3, 4])],
+                     [shape])
+    feeds = {"x": np.random.default_rng(1).standard_normal((2, 6)).astype(np.float32)}
+    ours = run_on_cuda(model, feeds)
+    ref = stock_session(model).run(None, feeds)
+    for o, r in zip(ours, ref):
+        assert_close(o, r, rtol=1e-5, atol=1e-6)  # CUDA's expf/tanhf differ from MLAS by a few ulps
+
+
+@needs_gpu
+def test_io_binding_on_gpu_with_plain_onnxruntime():
+    model = model_of([helper.make_node("Mul", ["x", "x"], ["y"])], [helper.make_tensor_value_info("x", 1, ["n"])],
+                     [helper.make_tensor_value_info("y", 1, ["n"])])
+    sess = cuda_session(model)
+    mem = DEVICES[0].memory_info(ort.OrtDeviceMemoryType.DEFAULT)
+    x = np.arange(1000, dtype=np.float32) / 100
+    x_gpu = ort.OrtValue.ortvalue_from_shape_and_type(x.shape, np.float32, memory_info=mem)
+    x_gpu.update_inplace(x)
+    y_gpu = ort.OrtValue.ortvalue_from_shape_and_type(x.shape, np.float32, memory_info=mem)
+    binding = sess.io_binding()
+    binding.bind_ortvalue_input("x", x_gpu)
+    binding.bind_ortvalue_output("y", y_gpu)
+    sess.run_with_iobinding(binding)
+    np.testing.assert_array_equal(y_gpu.numpy(), x * x)
+    assert "cuda" in y_gpu.device_name().lower()
+
+
+@needs_gpu
+def test_outputs_chain_between_runs_without_host_copies():
+    model = model_of([helper.make_node("Add", ["x", "one"], ["y"])], [helper.make_tensor_value_info("x", 1, [4])],
+                     [helper.make_tensor_value_info("y", 1, [4])],
+                     [numpy_helper.from_array(np.ones(4, np.float32), "one")])
+    sess = cuda_session(model)
+    mem = DEVICES[0].memory_info(ort.OrtDeviceMemoryType.DEFAULT)
+    value = ort.OrtValue.ortvalue_from_shape_and_type((4,), np.float32, memory_info=mem)
+    value.update_inplace(np.zeros(4, np.float32))
+    for _ in range(10):
+        binding = sess.io_binding()
+        binding.bind_ortvalue_input("x", value)
+        binding.bind_ortvalue_output("y", ort.OrtValue.ortvalue_from_shape_and_type((4,), np.float32,
+                                                                                     memory_info=mem))
+        sess.run_with_iobinding(binding)
+        value = binding.get_outputs()[0]
+    np.testing.assert_array_equal(value.numpy(), np.full(4, 10, np.float32))
