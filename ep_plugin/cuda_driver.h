@@ -46,3 +46,21 @@ typedef unsigned long long CUdeviceptr;
   X(CUresult, cuModuleGetFunction, module_get_function, (CUfunction* fn, CUmodule module, const char* name)) \
   X(CUresult, cuLaunchKernel, launch_kernel, (CUfunction fn, unsigned int gx, unsigned int gy, unsigned int gz, \
     unsigned int bx, unsigned int by, unsigned int bz, unsigned int shared, CUstream stream, void** params, void** extra))
+
+/* cuBLAS (libcublas.so.13, from NVIDIA's runtime wheel or the CUDA toolkit), our declarations. */
+typedef struct cublasContext* cublasHandle_t;
+typedef int cublasStatus_t;          /* 0 = CUBLAS_STATUS_SUCCESS */
+#define CUBLAS_OP_N 0
+#define CUBLAS_OP_T 1
+#define CUDA_R_32F 0
+#define CUDA_R_16F 2
+#define CUBLAS_COMPUTE_32F 68
+#define CUBLAS_GEMM_DEFAULT (-1)
+
+#define SEAMLESS_CUBLAS_FUNCTIONS(X)                                                                 \
+  X(cublasStatus_t, cublasCreate_v2, create, (cublasHandle_t* handle))                               \
+  X(cublasStatus_t, cublasSetStream_v2, set_stream, (cublasHandle_t handle, CUstream stream))        \
+  X(cublasStatus_t, cublasGemmStridedBatchedEx, gemm_strided_batched,                               \
+    (cublasHandle_t handle, int transa, int transb, int m, int n, int k, const void* alpha, const void* A, \
+     int a_type, int lda, long long stride_a, const void* B, int b_type, int ldb, long long stride_b, \
+     const void* beta, void* C, int c_type, int ldc, long long stride_c, int batch, int compute_type, int algo))

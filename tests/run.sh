@@ -15,12 +15,21 @@ fi
 PIP=("$VENV/bin/python" -m pip install -q --disable-pip-version-check)
 "${PIP[@]}" -r tests/requirements.txt .          # dependencies, ours included
 "${PIP[@]}" --force-reinstall --no-deps .        # and always this checkout's build
-# the oldest onnxruntime we support, in its own small venv (tests/abi/test_oldest_runtime.py)
-OLD="$CACHE/venv-$(basename "$VENV" | cut -d- -f2)-ort1.23"
-[ -x "$OLD/bin/python" ] || python3 -m venv "$OLD"
-"$OLD/bin/python" -m pip install -q --disable-pip-version-check onnxruntime==1.23.2 .
-"$OLD/bin/python" -m pip install -q --disable-pip-version-check --force-reinstall --no-deps .
-export SEAMLESS_OLDEST_ORT_PYTHON="$OLD/bin/python"
+# the CPU wheel, built and checked once per run (wheels/build.sh): installed in the runtime-matrix
+# venvs below, and installed afresh by tests/wheels/test_wheel.py (wheels/smoke.sh)
+SEAMLESS_WHEEL="$(PYTHON="$VENV/bin/python" bash wheels/build.sh "$CACHE/dist" | tail -n 1)"
+export SEAMLESS_WHEEL
+# the light runtime matrix (tests/abi/test_oldest_runtime.py): the oldest supported onnxruntime and
+# the first with session-level graph capture, each in its own small venv; the newest is $VENV's
+PYVER="$(basename "$VENV" | cut -d- -f2)"
+for ORT in 1.23.2 1.26.0; do
+  MATRIX="$CACHE/venv-$PYVER-ort${ORT%.*}"
+  [ -x "$MATRIX/bin/python" ] || python3 -m venv "$MATRIX"
+  "$MATRIX/bin/python" -m pip install -q --disable-pip-version-check "onnxruntime==$ORT" "$SEAMLESS_WHEEL"
+  "$MATRIX/bin/python" -m pip install -q --disable-pip-version-check --force-reinstall --no-deps "$SEAMLESS_WHEEL"
+done
+export SEAMLESS_OLDEST_ORT_PYTHON="$CACHE/venv-$PYVER-ort1.23/bin/python"
+export SEAMLESS_ORT126_PYTHON="$CACHE/venv-$PYVER-ort1.26/bin/python"
 "$VENV/bin/python" tests/material.py
 cd tests  # import the installed package, not the source tree
 exec "$VENV/bin/python" -m pytest -q -p no:cacheprovider "$@" .

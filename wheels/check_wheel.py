@@ -22,6 +22,7 @@ import sysconfig
 import zipfile
 from io import BytesIO
 
+from elftools.common.exceptions import ELFError
 from elftools.elf.dynamic import DynamicSection
 from elftools.elf.elffile import ELFFile
 from elftools.elf.gnuversions import GNUVerNeedSection
@@ -73,9 +74,9 @@ def check(wheel_path: str, raw_path: str | None, plat: str) -> list[str]:
     with zipfile.ZipFile(wheel_path) as zf:
         infos = zf.infolist()
         names = [i.filename for i in infos]
-        for info in infos:
-            if stat.S_ISLNK(info.external_attr >> 16):
-                problems.append(f"{info.filename} is a symlink")
+        links = {i.filename for i in infos if stat.S_ISLNK(i.external_attr >> 16)}
+        for link in sorted(links):
+            problems.append(f"{link} is a symlink")
         dupes = {n for n in names if names.count(n) > 1}
         if dupes:
             problems.append(f"duplicate entries: {sorted(dupes)}")
@@ -90,9 +91,13 @@ def check(wheel_path: str, raw_path: str | None, plat: str) -> list[str]:
         cuda = [n for n in names if "cuda" in n.lower() and not n.endswith((".py", "/"))]
         if cuda:
             problems.append(f"CUDA binaries in the CPU distribution: {cuda}")
-        for lib in sorted(libraries):
-            facts = elf_facts(zf.read(lib))
+        for lib in sorted(libraries - links):
             base = lib.rsplit("/", 1)[-1]
+            try:
+                facts = elf_facts(zf.read(lib))
+            except ELFError as exc:
+                problems.append(f"{base}: not a readable ELF file ({exc})")
+                continue
             bad = [n for n in facts["needed"] if n not in ALLOWED_NEEDED]
             if bad:
                 problems.append(f"{base}: links {bad} (only {sorted(ALLOWED_NEEDED)} are allowed)")

@@ -25,7 +25,6 @@ unset PYTHONPATH PYTHONHOME SEAMLESS_PYTHON SEAMLESS_LIBPYTHON VIRTUAL_ENV
 "$PYTHON" -m venv "$WORK/venv"
 PY="$WORK/venv/bin/python"
 PIP=("$PY" -m pip install -q --disable-pip-version-check)
-"${PIP[@]}" --upgrade pip
 
 CC_BIN="$(command -v cc || command -v gcc || true)"
 if [ -n "$CC_BIN" ]; then

@@ -33,13 +33,14 @@ typedef struct {
   size_t present_len;
   float* out;
   float* qrot; /* [B, N, S, H] rotated (or copied) query rows */
-  const int64_t* seqlens;
+  const int32_t* seqlens;
   int first_prompt;
   size_t b, s, nh, nkv, h;
   const float *cos, *sin;
   size_t half;
   int interleaved;
-  const int64_t* pos; /* [B, S] rotary positions, NULL: no rotary */
+  const int64_t* pos; /* [B, S] rotary positions, or NULL: derived (GQA's rule, see gqa_position) */
+  int rotary;         /* half > 0 */
   float scale, softcap;
   int64_t window;
   int causal;
@@ -66,10 +67,21 @@ static inline float gqa_exp(float x) {
   return p * two_k.f;
 }
 
+static inline size_t gqa_past_rows(const GqaJob* job, size_t bi) {
+  size_t t = (size_t)job->seqlens[bi] + 1;
+  return job->first_prompt ? 0 : t - job->s;
+}
+
+/* Rotary position of query row si of batch entry bi: si in the first prompt, else past + si. */
+static inline int64_t gqa_position(const GqaJob* job, size_t bi, size_t si) {
+  if (job->pos) return job->pos[bi * job->s + si];
+  return (int64_t)(gqa_past_rows(job, bi) + si);
+}
+
 /* dst[0:H] = rotary(src[0:H]) at position pos (or a copy without rotary). */
 static inline void gqa_rotate(const GqaJob* job, const float* src, float* dst, int64_t pos) {
   size_t h = job->h;
-  if (!job->pos) {
+  if (!job->rotary) {
     memcpy(dst, src, h * sizeof(float));
     return;
   }
@@ -92,11 +104,6 @@ static inline void gqa_rotate(const GqaJob* job, const float* src, float* dst, i
   if (2 * half < h) memcpy(dst + 2 * half, src + 2 * half, (h - 2 * half) * sizeof(float));
 }
 
-static inline size_t gqa_past_rows(const GqaJob* job, size_t bi) {
-  size_t t = (size_t)job->seqlens[bi] + 1;
-  return job->first_prompt ? 0 : t - job->s;
-}
-
 /* Pass 1: task = (b, kv head): present rows for that head, and the rotated query rows of its group. */
 SEAMLESS_SIMD static void gqa_prepare_task(void* user, size_t task) {
   const GqaJob* job = (const GqaJob*)user;
@@ -116,7 +123,7 @@ SEAMLESS_SIMD static void gqa_prepare_task(void* user, size_t task) {
       if (which)
         memcpy(y, x, h * sizeof(float));
       else
-        gqa_rotate(job, x, y, job->pos ? job->pos[bi * s + si] : 0);
+        gqa_rotate(job, x, y, gqa_position(job, bi, si));
     }
     if (p + s < L) memset(dst + (p + s) * h, 0, (L - p - s) * h * sizeof(float));
   }
@@ -124,7 +131,7 @@ SEAMLESS_SIMD static void gqa_prepare_task(void* user, size_t task) {
     size_t head = kh * group + g;
     for (size_t si = 0; si < s; si++)
       gqa_rotate(job, job->q + (bi * s + si) * job->q_row + head * h,
-                 job->qrot + ((bi * job->nh + head) * s + si) * h, job->pos ? job->pos[bi * s + si] : 0);
+                 job->qrot + ((bi * job->nh + head) * s + si) * h, gqa_position(job, bi, si));
   }
 }
 
@@ -202,7 +209,7 @@ SEAMLESS_SIMD static void gqa_attend_task(void* user, size_t task) {
 /* Returns 0, or 2 when out of memory. */
 int seamless_gqa_f32(const float* q, const float* k, const float* v, size_t q_row, size_t k_row, size_t v_row,
                      const float* past_k, const float* past_v, size_t past_len, float* present_k, float* present_v,
-                     size_t present_len, float* out, const int64_t* seqlens, int first_prompt, size_t b, size_t s,
+                     size_t present_len, float* out, const int32_t* seqlens, int first_prompt, size_t b, size_t s,
                      size_t nh, size_t nkv, size_t h, const float* cos_cache, const float* sin_cache, size_t half,
                      int interleaved, const int64_t* pos, float scale, float softcap, int64_t window, int causal,
                      const float* sink, void* par_fn, void* par_ctx) {
@@ -233,6 +240,7 @@ int seamless_gqa_f32(const float* q, const float* k, const float* v, size_t q_ro
   job.half = half;
   job.interleaved = interleaved;
   job.pos = pos;
+  job.rotary = half > 0;
   job.scale = scale;
   job.softcap = softcap;
   job.window = window;

@@ -19,7 +19,7 @@ void seamless_matmul_nbits_set_isa(int level);
 /* attention.c: GroupQueryAttention (rotary, present cache, softmax attention); returns 0, or 2 (out of memory) */
 int seamless_gqa_f32(const float* q, const float* k, const float* v, size_t q_row, size_t k_row, size_t v_row,
                      const float* past_k, const float* past_v, size_t past_len, float* present_k, float* present_v,
-                     size_t present_len, float* out, const int64_t* seqlens, int first_prompt, size_t b, size_t s,
+                     size_t present_len, float* out, const int32_t* seqlens, int first_prompt, size_t b, size_t s,
                      size_t nh, size_t nkv, size_t h, const float* cos_cache, const float* sin_cache, size_t half,
                      int interleaved, const int64_t* pos, float scale, float softcap, int64_t window, int causal,
                      const float* sink, void* par_fn, void* par_ctx);

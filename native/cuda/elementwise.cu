@@ -14,7 +14,7 @@ struct Broadcast {            // output dims and, per operand, its strides in el
 
 enum BinaryOp { ADD = 0, SUB = 1, MUL = 2, DIV = 3, POW = 4, MAX_ = 5, MIN_ = 6 };
 enum UnaryOp { RELU = 0, SIGMOID = 1, TANH = 2, EXP = 3, LOG = 4, NEG = 5, ABS = 6, SQRT = 7, ERF = 8,
-               RECIPROCAL = 9, GELU = 10, SILU = 11 };
+               RECIPROCAL = 9, GELU = 10, SILU = 11, SIN = 12, COS = 13 };
 
 __device__ __forceinline__ float binary(int op, float a, float b) {
   switch (op) {
@@ -41,6 +41,8 @@ __device__ __forceinline__ float unary(int op, float x) {
     case ERF: return erff(x);
     case RECIPROCAL: return 1.0f / x;
     case GELU: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+    case SIN: return sinf(x);
+    case COS: return cosf(x);
     default: return x / (1.0f + expf(-x));  // SILU
   }
 }
@@ -78,3 +80,29 @@ extern "C" __global__ void seamless_binary_f16(int op, int64_t n, const __half* 
 }
 extern "C" __global__ void seamless_unary_f32(int op, int64_t n, const float* x, float* y) { unary_body(op, n, x, y); }
 extern "C" __global__ void seamless_unary_f16(int op, int64_t n, const __half* x, __half* y) { unary_body(op, n, x, y); }
+
+// Where(cond, a, b) with broadcasting: the Broadcast strides of `a` and `b`, plus the condition's.
+struct Broadcast3 {
+  Broadcast ab;
+  int64_t c_strides[SEAMLESS_MAX_DIMS];
+};
+
+template <typename T>
+__device__ void where_body(int64_t n, const bool* c, const T* a, const T* b, T* y, const Broadcast3& s) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    int64_t rest = i, ia = 0, ib = 0, ic = 0;
+    for (int d = s.ab.rank - 1; d >= 0; d--) {
+      int64_t k = rest % s.ab.dims[d];
+      rest /= s.ab.dims[d];
+      ia += k * s.ab.a_strides[d];
+      ib += k * s.ab.b_strides[d];
+      ic += k * s.c_strides[d];
+    }
+    y[i] = c[ic] ? a[ia] : b[ib];
+  }
+}
+
+extern "C" __global__ void seamless_where_f32(int64_t n, const bool* c, const float* a, const float* b, float* y,
+                                              Broadcast3 s) { where_body(n, c, a, b, y, s); }
+extern "C" __global__ void seamless_where_f16(int64_t n, const bool* c, const __half* a, const __half* b, __half* y,
+                                              Broadcast3 s) { where_body(n, c, a, b, y, s); }

@@ -190,9 +190,8 @@ def _add_conformance_commands(sub) -> None:
 
 
 def cmd_conformance(args) -> int:
-    try:
-        import onnx  # noqa: F401  (reads the test models and data)
-    except ImportError:
+    import importlib.util
+    if importlib.util.find_spec("onnx") is None:  # it reads the test models and data
         print("the conformance suite needs the onnx package to read the test data: pip install onnx", file=sys.stderr)
         return 2
     from . import conformance

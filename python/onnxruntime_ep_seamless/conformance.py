@@ -6,12 +6,12 @@ outputs) is run twice in this process:
 - stock ORT's CPU EP: its outcome is the yardstick (`stock`: passed / failed / error);
 - our EP with `session.disable_cpu_ep_fallback=1`: if ORT cannot give every node to our EP,
   session creation fails and the case is *declined*, with our partitioner's reasons; otherwise
-  it runs and is *passed* or *failed* (claimed and wrong, or claimed and erroring). A case ORT
-  rejects before partitioning (IR/opset it does not know), or whose data is known wrong
-  (BAD_DATA), is *invalid*; one whose every node ORT
-  turns into a constant at load (a lone Constant) is *empty*: no node reaches any EP. When ORT's
-  optimizer folds a graph away that still has nodes (Shape of a static input), the case is run
-  again with optimizations off, so that our kernels see the nodes.
+  it runs and is *passed* or *failed* (claimed and wrong, or claimed and erroring, or our
+  GetCapability failed). A case ORT rejects before partitioning (an op or IR it does not know),
+  or whose data is known wrong (BAD_DATA), is *invalid*; one whose every node ORT turns into a
+  constant at load (a lone Constant) is *empty*: no node reaches any EP. When ORT's optimizer
+  folds away a graph that has nodes (Shape of a static input), the case runs again with
+  optimizations off, so that our kernels see the nodes.
 
 Outputs are compared like onnx's backend runner: same dtype and shape, values within
 rtol=1e-3, atol=1e-7 (NaNs equal); integers, booleans and strings exactly.
@@ -313,7 +313,7 @@ def ep_session(model_bytes: bytes, optimize: bool = True):
     so = seamless.session_options()
     so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
     so.intra_op_num_threads = 1
-    so.log_severity_level = 4  # ORT logs the declined (fallback-disabled) session as an ERROR: the report says it
+    so.log_severity_level = 4  # ORT logs each declined (fallback-disabled) session as an error; the report has it
     if not optimize:
         so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     return ort.InferenceSession(model_bytes, so)
@@ -392,7 +392,7 @@ def run_case(case: Case, make_ep_session=ep_session, make_stock_session=stock_se
                 return result
     except Exception as exc:
         mine = _partitions_since(PARTITIONS, last)
-        declined = {op: reason for result in mine for (_, op), reason in result.declined.items()
+        declined = {op: reason for partitioning in mine for (_, op), reason in partitioning.declined.items()
                     if not op.startswith(f"{seamless.get_ep_name()}::")}  # our own fused nodes, seen again
         if declined:
             result.status = "declined"
@@ -495,12 +495,13 @@ def summary(results: list[Result], per_op: bool = True, title: str = "") -> str:
             rows[r.op]["stock"] += r.stock == "passed"
         width = max(len(op) for op in rows)
         lines.append("")
-        lines.append(f"{'op':<{width}}  cases  passed  failed  declined  other  stock-passed")
+        lines.append(f"{'op':<{width}}  cases  claimed  passed  failed  declined  other  stock-passed")
         for op in sorted(rows):
             c = rows[op]
             total = sum(c[s] for s in STATUSES)
-            lines.append(f"{op:<{width}}  {total:5d}  {c['passed']:6d}  {c['failed']:6d}  {c['declined']:8d}  "
-                         f"{c['empty'] + c['invalid']:5d}  {c['stock']:12d}")
+            lines.append(f"{op:<{width}}  {total:5d}  {c['passed'] + c['failed']:7d}  {c['passed']:6d}  "
+                         f"{c['failed']:6d}  {c['declined']:8d}  {c['empty'] + c['invalid']:5d}  {c['stock']:12d}")
+        lines.append("(other: empty or invalid cases; stock-passed: cases stock ORT's CPU EP passes)")
     return "\n".join(lines)
 
 

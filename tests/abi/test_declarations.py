@@ -10,6 +10,8 @@ What is checked
     ``OrtApi`` at byte offset ``8*slot`` (``ORT_EP_API``: of ``OrtEpApi``), and its return type and
     parameters have the same shape as the official function pointer.  The ``since`` column is
     checked for plausibility without the headers (never above our API floor, never decreasing).
+  * ``tests/c_host/host_slots.def`` (the OrtApi slots the C host test program calls, with the extra
+    types of ``tests/c_host/host_types.h``): checked exactly like ``ort_slots.def``.
 
 Where the official headers come from
   Debian's ``libonnxruntime-dev`` 1.27.1+dfsg-1 (``experimental``, API 27), pinned by size and sha256
@@ -46,6 +48,9 @@ cffi = pytest.importorskip("cffi")
 REPO = Path(__file__).resolve().parents[2]
 TYPES_H = REPO / "ep_plugin" / "ort_types.h"
 SLOTS_DEF = REPO / "ep_plugin" / "ort_slots.def"
+HOST_SLOTS_DEF = REPO / "tests" / "c_host" / "host_slots.def"
+HOST_TYPES_H = REPO / "tests" / "c_host" / "host_types.h"
+DEF_FILES = {SLOTS_DEF: (TYPES_H,), HOST_SLOTS_DEF: (TYPES_H, HOST_TYPES_H)}  # .def -> the types it uses
 
 # Pinned source of the official headers (ABI reference, section 2).
 DEB_PACKAGE = "libonnxruntime-dev"
@@ -90,9 +95,9 @@ _SLOT_LINE = re.compile(
 
 
 @functools.lru_cache(maxsize=None)
-def parse_slots_def() -> tuple[dict, ...]:
-    """Every entry of ort_slots.def; any non-comment line that does not parse fails loudly."""
-    text = SLOTS_DEF.read_text(encoding="utf-8")
+def parse_slots_def(path: Path = SLOTS_DEF) -> tuple[dict, ...]:
+    """Every entry of a slots .def file; any non-comment line that does not parse fails loudly."""
+    text = path.read_text(encoding="utf-8")
     text = re.sub(r"/\*.*?\*/", lambda m: "\n" * m.group(0).count("\n"), text, flags=re.S)
     entries = []
     for lineno, line in enumerate(text.splitlines(), 1):
@@ -101,7 +106,7 @@ def parse_slots_def() -> tuple[dict, ...]:
             continue
         m = _SLOT_LINE.match(line)
         if m is None:
-            raise AssertionError(f"{SLOTS_DEF.name}:{lineno}: cannot parse line: {line!r}")
+            raise AssertionError(f"{path.name}:{lineno}: cannot parse line: {line!r}")
         entries.append(
             dict(
                 lineno=lineno,
@@ -116,8 +121,8 @@ def parse_slots_def() -> tuple[dict, ...]:
     return tuple(entries)
 
 
-def _entries(table: str) -> list[dict]:
-    return [e for e in parse_slots_def() if e["table"] == table]
+def _entries(table: str, path: Path = SLOTS_DEF) -> list[dict]:
+    return [e for e in parse_slots_def(path) if e["table"] == table]
 
 
 def _struct_names_with_body(ffi) -> list[str]:
@@ -134,19 +139,20 @@ def our_types_ffi():
 
 
 @functools.lru_cache(maxsize=None)
-def our_ffi():
-    """ort_types.h plus one function-pointer typedef per ort_slots.def entry (so cffi also parses those)."""
+def our_ffi(path: Path = SLOTS_DEF):
+    """The .def file's headers plus one function-pointer typedef per entry (so cffi also parses those)."""
     ffi = cffi.FFI()
-    ffi.cdef(TYPES_H.read_text(encoding="utf-8"))
+    for header in DEF_FILES[path]:
+        ffi.cdef(header.read_text(encoding="utf-8"))
     lines = []
-    for e in parse_slots_def():
+    for e in parse_slots_def(path):
         lines.append(f"typedef {e['ret']} (*_ort_slot_{e['table']}_{e['name']}){e['params']};")
     ffi.cdef("\n".join(lines))
     return ffi
 
 
-def our_slot_type(table: str, name: str):
-    return our_ffi().typeof(f"_ort_slot_{table}_{name}")
+def our_slot_type(table: str, name: str, path: Path = SLOTS_DEF):
+    return our_ffi(path).typeof(f"_ort_slot_{table}_{name}")
 
 
 def _our_defined_structs() -> list[str]:
@@ -403,6 +409,18 @@ def test_slots_def_parses_without_duplicates():
     our_ffi()  # return types and parameter lists parse as C with our types
 
 
+def test_host_slots_def_parses_without_duplicates():
+    """The C host's slots: OrtApi only, no duplicates, all present at API 23 (the version it asks for)."""
+    code = re.sub(r"/\*.*?\*/", "", HOST_TYPES_H.read_text(encoding="utf-8"), flags=re.S)
+    assert "#" not in code, "host_types.h must be preprocessor-free"
+    rows = parse_slots_def(HOST_SLOTS_DEF)
+    assert rows and {e["table"] for e in rows} == {"OrtApi"}
+    slots, names = [e["slot"] for e in rows], [e["name"] for e in rows]
+    assert len(set(slots)) == len(slots) and len(set(names)) == len(names)
+    assert all(1 <= e["since"] <= API_FLOOR for e in rows)
+    our_ffi(HOST_SLOTS_DEF)
+
+
 def test_since_versions_plausible():
     """No slot newer than our API floor is listed without a gate, and `since` never decreases with slot
     number (tables are append-only, so a later slot cannot be older than an earlier one)."""
@@ -499,14 +517,18 @@ def test_scalar_typedef_sizes(official):
     assert not problems, "\n".join(problems)
 
 
+_DEF_PARAMS = [pytest.param(path, id=path.name) for path in DEF_FILES]
+
+
 @pytest.mark.parametrize("table", sorted(TABLES.values()))
-def test_slot_indices(official, table: str):
-    """ort_slots.def: slot == offsetof(official table, Name) / 8, for every entry."""
+@pytest.mark.parametrize("def_file", _DEF_PARAMS)
+def test_slot_indices(official, table: str, def_file: Path):
+    """ort_slots.def / host_slots.def: slot == offsetof(official table, Name) / 8, for every entry."""
     members = dict(official.typeof(f"struct {table}").fields)
     nslots = official.sizeof(table) // POINTER_SIZE
     problems = []
-    for e in _entries(table):
-        where = f"{SLOTS_DEF.name}:{e['lineno']} {table}[{e['slot']}] {e['name']}"
+    for e in _entries(table, def_file):
+        where = f"{def_file.name}:{e['lineno']} {table}[{e['slot']}] {e['name']}"
         if e["name"] not in members:
             problems.append(f"{where}: no member {e['name']} in the official {table}")
             continue
@@ -519,18 +541,20 @@ def test_slot_indices(official, table: str):
 
 
 @pytest.mark.parametrize("table", sorted(TABLES.values()))
-def test_slot_signatures(official, table: str):
-    """ort_slots.def: return type and parameters have the official shape (arity, sizes, pointer levels)."""
+@pytest.mark.parametrize("def_file", _DEF_PARAMS)
+def test_slot_signatures(official, table: str, def_file: Path):
+    """ort_slots.def / host_slots.def: return type and parameters have the official shape (arity, sizes,
+    pointer levels)."""
     members = dict(official.typeof(f"struct {table}").fields)
     problems = []
-    for e in _entries(table):
+    for e in _entries(table, def_file):
         if e["name"] not in members:
             continue  # reported by test_slot_indices
-        ours_t, theirs_t = our_slot_type(table, e["name"]), members[e["name"]].type
+        ours_t, theirs_t = our_slot_type(table, e["name"], def_file), members[e["name"]].type
         ours, theirs = _fn_shape(ours_t), _fn_shape(theirs_t)
         if ours != theirs:
             problems.append(
-                f"{SLOTS_DEF.name}:{e['lineno']} {e['name']}:\n    ours     {ours_t.cname} {ours}\n"
+                f"{def_file.name}:{e['lineno']} {e['name']}:\n    ours     {ours_t.cname} {ours}\n"
                 f"    official {theirs_t.cname} {theirs}"
             )
     assert not problems, "\n".join(problems)

@@ -25,7 +25,7 @@ needs_gpu = pytest.mark.skipif(not DEVICES, reason=f"no NVIDIA GPU for the CUDA 
 def cuda_session(model):
     so = seamless.session_options(device="cuda")
     so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
-    return ort.InferenceSession(model.SerializeToString(), so)
+    return ort.InferenceSession(model.SerializeToString() if hasattr(model, "SerializeToString") else model, so)
 
 
 def run_on_cuda(model, feeds):

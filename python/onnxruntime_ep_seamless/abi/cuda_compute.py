@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import threading
 
+import numpy as np
+
 from ..graph.ir import ONNX_TO_NUMPY
 from ..kernels.registry import lookup
 from ..runtime.cuda import CudaRuntime, DeviceTensor
@@ -26,7 +28,7 @@ class CudaKernel:
             kdef, reason = lookup(node, graph, "cuda")
             if kdef is None:
                 raise ValueError(f"node {node.label!r} ({node.key}) cannot be planned: {reason}")
-            self.steps.append((node, kdef.build(node)))
+            self.steps.append((node, kdef.build(node), kdef.device == "cuda"))
         self.constants = {name: self.rt.upload(v.const) for name, v in graph.values.items()
                           if v.const is not None and name not in input_names}
         self.out_dtypes = [graph.value(n).dtype for n in output_names]
@@ -52,9 +54,20 @@ class CudaKernel:
                                             ONNX_TO_NUMPY[b.in_types[i]])
         scratch = []
         try:
-            for node, fn in self.steps:
+            def on_gpu_value(name):
+                t = values[name]
+                if not t.ptr and t.nbytes:  # a host value a GPU kernel reads: upload once
+                    t = values[name] = rt.device(t, stream)
+                    scratch.append(t)
+                return t
+
+            for node, fn, on_gpu in self.steps:
                 args = [values.get(n) if n else None for n in node.inputs]
-                outs = fn(rt, stream, *args)
+                if on_gpu:
+                    outs = fn(rt, stream, *[on_gpu_value(n) if n else None for n in node.inputs])
+                else:  # integer shape/mask arithmetic: the CPU kernel, on the host
+                    outs = [DeviceTensor(0, np.shape(v), np.asarray(v).dtype, np.asarray(v))
+                            for v in fn(*[rt.to_host(a, stream) if a is not None else None for a in args])]
                 for name, t in zip(node.outputs, outs):
                     if name:
                         values[name] = t
@@ -66,7 +79,8 @@ class CudaKernel:
                 b.out_ranks[i] = len(t.shape)
                 b.out_dims[i * MAX_RANK:i * MAX_RANK + len(t.shape)] = t.shape
             check(lib.seamless_get_outputs(ctx, len(results), b.out_ranks, b.out_dims, MAX_RANK, b.out_data))
-            for i, t in enumerate(results):
+            for i, name in enumerate(self.output_names):
+                t = on_gpu_value(name)
                 rt.copy(int(ffi.cast("uintptr_t", b.out_data[i])), t.ptr, t.nbytes, stream)
         finally:
             # back to the cache: later work on this stream is ordered after this run's kernels

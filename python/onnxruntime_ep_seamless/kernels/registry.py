@@ -40,6 +40,7 @@ class KernelDef:
     check: Callable | None       # check(node, graph) -> reason string or None
     attr_names: frozenset
     wants_num_outputs: bool
+    device: str = "cpu"
 
     def build(self, node: Node) -> Callable:
         """The callable the plan invokes: fn with the node's attributes bound."""
@@ -60,7 +61,7 @@ def kernel(op_type: str, *, domain: str = "", since: int = 1, until: int = OPSET
         attr_names = frozenset(p.name for p in params if p.kind is p.KEYWORD_ONLY and not p.name.startswith("_"))
         wants = any(p.name == "_num_outputs" for p in params)
         _REGISTRY.setdefault((device, domain, op_type), []).append(
-            KernelDef(op_type, domain, since, until, fn, types, type_input, check, attr_names, wants))
+            KernelDef(op_type, domain, since, until, fn, types, type_input, check, attr_names, wants, device))
         return fn
     return register
 
@@ -71,7 +72,22 @@ def all_kernels(device: str = "cpu") -> list[KernelDef]:
 
 
 def lookup(node: Node, graph: Graph, device: str = "cpu") -> tuple[KernelDef | None, str]:
-    """The kernel for a node on `device`, or None and the reason it is declined."""
+    """The kernel for a node on `device`, or None and the reason it is declined.
+
+    On "cuda", a node without a CUDA kernel whose inputs are all integer or boolean (shape and
+    mask arithmetic: small tensors) gets its CPU kernel, run on the host inside the partition."""
+    kdef, reason = _lookup(node, graph, device)
+    if kdef is None and device == "cuda":
+        ints = [graph.value(n).dtype for n in node.inputs if n]
+        if ints and all(t is not None and (t.kind in "biu") for t in ints):
+            host, host_reason = _lookup(node, graph, "cpu")
+            if host is not None:
+                return host, ""
+            reason += f"; on the host: {host_reason}"
+    return kdef, reason
+
+
+def _lookup(node: Node, graph: Graph, device: str) -> tuple[KernelDef | None, str]:
     _load_families(device)
     defs = _REGISTRY.get((device, node.domain, node.op_type))
     if not defs:

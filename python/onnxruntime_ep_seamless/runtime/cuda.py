@@ -18,10 +18,12 @@ MAX_DIMS = 8  # native/cuda/elementwise.cu SEAMLESS_MAX_DIMS
 
 @dataclass
 class DeviceTensor:
-    ptr: int                 # device address
+    """A value of the CUDA executor: on the GPU (ptr), on the host (host: constants and small
+    integer values computed there), or both."""
+    ptr: int                 # device address, 0 when not (yet) on the GPU
     shape: tuple
     dtype: np.dtype
-    host: np.ndarray | None = None  # the value on the host too, for constants
+    host: np.ndarray | None = None
 
     @property
     def size(self) -> int:
@@ -49,6 +51,7 @@ class CudaRuntime:
     def __init__(self, native, ordinal: int):
         self.native, self.ordinal = native, ordinal
         self.ffi, self.lib = native.ffi, native.lib
+        _preload_cublas()
         if not os.path.isfile(FATBIN):
             raise RuntimeError(f"the CUDA kernels were not built ({FATBIN} is missing): reinstall the package on a "
                                "machine with nvcc (CUDA 13) on PATH")
@@ -96,6 +99,54 @@ class CudaRuntime:
             self.native.check(self.lib.seamless_cuda_sync(self.ffi.NULL))
         return t
 
+    def device(self, t: DeviceTensor, stream) -> DeviceTensor:
+        """t on the GPU (uploading a host value on the stream; the copy is staged at once)."""
+        if t.ptr or t.nbytes == 0:
+            return t
+        host = np.ascontiguousarray(t.host)
+        d = self.alloc(t.shape, t.dtype)
+        self.native.check(self.lib.seamless_cuda_copy(self.ffi.cast("void*", d.ptr), self.ffi.from_buffer(host),
+                                                      d.nbytes, stream))
+        d.host = host
+        return d
+
+    def to_host(self, t: DeviceTensor, stream) -> np.ndarray:
+        """t's value on the host; reading a GPU value waits for the stream (a host seam)."""
+        if t.host is None:
+            host = np.empty(t.shape, t.dtype)
+            if t.nbytes:
+                self.native.check(self.lib.seamless_cuda_copy(self.ffi.from_buffer(host), self.ffi.cast("void*", t.ptr),
+                                                              t.nbytes, stream))
+                self.native.check(self.lib.seamless_cuda_sync(stream))
+            t.host = host
+        return t.host
+
+    def gemm(self, stream, a: DeviceTensor, b: DeviceTensor, c: DeviceTensor, m: int, n: int, k: int,
+             batch: int = 1, stride_a: int = 0, stride_b: int = 0, trans_a: bool = False, trans_b: bool = False):
+        """Row-major c = a . b through cuBLAS (float32 or float16, float32 accumulation)."""
+        dtype = 10 if a.dtype == np.float16 else 1
+        self.native.check(self.lib.seamless_cublas_gemm(
+            self.ordinal, stream, dtype, int(trans_a), int(trans_b), m, n, k, self.ffi.cast("void*", a.ptr), stride_a,
+            self.ffi.cast("void*", b.ptr), stride_b, self.ffi.cast("void*", c.ptr), m * n, batch))
+
+    def strided_copy(self, stream, x: DeviceTensor, y: DeviceTensor, dims, src_strides, dst_strides,
+                     src_offset: int = 0, dst_offset: int = 0) -> None:
+        """y[dst_offset + c . dst_strides] = x[src_offset + c . src_strides] over the box `dims`."""
+        rank = len(dims)
+        if rank > MAX_DIMS:
+            raise ValueError(f"rank {rank} above the CUDA kernels' limit of {MAX_DIMS}")
+        n = int(np.prod(dims, dtype=np.int64))
+        pad = [0] * (MAX_DIMS - rank)
+        s = struct.pack(f"<{3 * MAX_DIMS + 2}qi4x", *list(dims), *pad, *list(src_strides), *pad, *list(dst_strides),
+                        *pad, src_offset, dst_offset, rank)
+        self.launch(f"seamless_copy_{x.dtype.itemsize}", n, stream, ("int64", n), ("ptr", x.ptr), ("ptr", y.ptr),
+                    ("bytes", s))
+
+    def launch_rows(self, name: str, rows: int, stream, *args) -> None:
+        """One block of 256 threads per row."""
+        if rows:
+            self._launch(name, rows, 256, stream, args)
+
     def copy(self, dst: int, src: int, nbytes: int, stream) -> None:
         if nbytes:
             self.native.check(self.lib.seamless_cuda_copy(self.ffi.cast("void*", dst), self.ffi.cast("void*", src),
@@ -105,6 +156,10 @@ class CudaRuntime:
         """A 1-D grid-stride kernel over n elements; args are ("int"|"int64"|"ptr"|"bytes", value)."""
         if n == 0:
             return
+        block = 256
+        self._launch(name, min((n + block - 1) // block, 65535), block, stream, args)
+
+    def _launch(self, name: str, grid: int, block: int, stream, args) -> None:
         ffi = self.ffi
         keep = []
         for kind, value in args:
@@ -114,28 +169,58 @@ class CudaRuntime:
                 keep.append(ffi.new("int64_t*", value))
             elif kind == "ptr":
                 keep.append(ffi.new("void**", ffi.cast("void*", value)))
+            elif kind == "float":
+                keep.append(ffi.new("float*", value))
             else:
                 keep.append(ffi.new("char[]", value))
         params = ffi.new("void*[]", [ffi.cast("void*", k) for k in keep])
-        block = 256
-        grid = min((n + block - 1) // block, 65535)
         self.native.check(self.lib.seamless_cuda_launch(self.function(name), grid, 1, 1, block, 1, 1, 0, stream, params))
+
+
+def contiguous_strides(shape) -> list[int]:
+    out, step = [0] * len(shape), 1
+    for d in range(len(shape) - 1, -1, -1):
+        out[d] = step
+        step *= shape[d]
+    return out
+
+
+def _preload_cublas() -> None:
+    """Load cuBLAS from NVIDIA's wheel (nvidia/cu13/lib) if installed, so the C glue finds it by name."""
+    import ctypes
+    import sys
+    for base in sys.path:
+        for sub in ("nvidia/cu13/lib", "nvidia/cublas/lib"):
+            lib = os.path.join(base, sub, "libcublas.so.13")
+            if os.path.isfile(lib):
+                try:
+                    ctypes.CDLL(os.path.join(base, sub, "libcublasLt.so.13"), mode=ctypes.RTLD_GLOBAL)
+                    ctypes.CDLL(lib, mode=ctypes.RTLD_GLOBAL)
+                    return
+                except OSError:
+                    continue
+
+
+def _operand_strides(out_shape, shape) -> list[int]:
+    """Element strides of an operand broadcast to out_shape (0 on broadcast axes), padded to MAX_DIMS."""
+    rank = len(out_shape)
+    if rank > MAX_DIMS:
+        raise ValueError(f"rank {rank} above the CUDA kernels' limit of {MAX_DIMS}")
+    shape = (1,) * (rank - len(shape)) + tuple(shape)
+    out, step = [0] * rank, 1
+    for d in range(rank - 1, -1, -1):
+        out[d] = 0 if shape[d] == 1 and out_shape[d] != 1 else step
+        step *= shape[d]
+    return out + [0] * (MAX_DIMS - rank)
 
 
 def broadcast_struct(out_shape, a_shape, b_shape) -> bytes:
     """native/cuda/elementwise.cu's Broadcast for operands of these shapes (numpy rules)."""
-    rank = len(out_shape)
-    if rank > MAX_DIMS:
-        raise ValueError(f"rank {rank} above the CUDA kernels' limit of {MAX_DIMS}")
+    dims = list(out_shape) + [0] * (MAX_DIMS - len(out_shape))
+    return struct.pack(f"<{3 * MAX_DIMS}qi4x", *dims, *_operand_strides(out_shape, a_shape),
+                       *_operand_strides(out_shape, b_shape), len(out_shape))
 
-    def strides(shape):
-        shape = (1,) * (rank - len(shape)) + tuple(shape)
-        out, step = [0] * rank, 1
-        for d in range(rank - 1, -1, -1):
-            out[d] = 0 if shape[d] == 1 and out_shape[d] != 1 else step
-            step *= shape[d]
-        return out
 
-    pad = [0] * (MAX_DIMS - rank)
-    return struct.pack(f"<{3 * MAX_DIMS}qi4x", *(list(out_shape) + pad), *(strides(a_shape) + pad),
-                       *(strides(b_shape) + pad), rank)
+def broadcast_strides(out_shape, shape) -> bytes:
+    """One more operand's strides (Where's condition), to append to a Broadcast."""
+    return struct.pack(f"<{MAX_DIMS}q", *_operand_strides(out_shape, shape))

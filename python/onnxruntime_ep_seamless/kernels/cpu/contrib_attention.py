@@ -182,7 +182,7 @@ def group_query_attention(query, key=None, value=None, past_key=None, past_value
     nkv = kv_num_heads
     h = query.shape[2] // (num_heads + 2 * nkv) if key is None else query.shape[2] // num_heads
     total = int(np.asarray(total_sequence_length).reshape(-1)[0])
-    seqlens = np.asarray(seqlens_k).reshape(-1).astype(np.int64)
+    lens = np.asarray(seqlens_k).reshape(-1).tolist()
     past_buf = past_key.shape[2] if past_key is not None else 0
     if s > 1 and s != total:
         if b != 1:
@@ -191,24 +191,29 @@ def group_query_attention(query, key=None, value=None, past_key=None, past_value
     else:
         first_prompt = s == total
     present_len = max(total, past_buf)
-    if seqlens.shape[0] != b or (seqlens.size and (seqlens.min() < 0 or seqlens.max() + 1 > present_len)):
-        raise ValueError(f"seqlens_k {seqlens.tolist()} does not fit batch {b} and total_sequence_length {total}")
-    if not first_prompt and seqlens.size and (seqlens.min() + 1 < s):
-        raise ValueError(f"seqlens_k {seqlens.tolist()} shorter than the {s} new tokens")
-    pos = _gqa_positions(seqlens, b, s, first_prompt) if do_rotary else None
+    if len(lens) != b or min(lens) < 0 or max(lens) + 1 > present_len:
+        raise ValueError(f"seqlens_k {lens} does not fit batch {b} and total_sequence_length {total}")
+    if not first_prompt and min(lens) + 1 < s:
+        raise ValueError(f"seqlens_k {lens} shorter than the {s} new tokens")
     if do_rotary:
         half = cos_cache.shape[1]
         if half * 2 > h or half % 8:
             raise ValueError(f"cos_cache dimension 1 ({half}) must be <= head_size / 2 and a multiple of 8")
-    sm_scale = np.float32(scale if scale != 0.0 else 1.0 / np.sqrt(np.float32(h)))
-    smooth = smooth_softmax == 1 or head_sink is not None
+        last = s - 1 if first_prompt else max(lens)
+        if last >= cos_cache.shape[0]:
+            raise ValueError(f"position {last} is past the {cos_cache.shape[0]} rows of cos_cache")
+    sm_scale = float(scale) if scale != 0.0 else 1.0 / float(np.sqrt(np.float32(h)))
     sink = None
-    if smooth:
+    if smooth_softmax == 1 or head_sink is not None:
         sink = np.zeros(num_heads, F32) if head_sink is None else head_sink.astype(F32).reshape(num_heads)
     if native.has_gqa():
-        return native.gqa(query, key, value, past_key, past_value, seqlens, first_prompt, present_len, num_heads, nkv,
-                          h, sm_scale, softcap, local_window_size, causal, sink, cos_cache, sin_cache, pos,
-                          rotary_interleaved)
+        return native.gqa(query, key, value, past_key, past_value, seqlens_k, first_prompt, present_len, num_heads,
+                          nkv, h, sm_scale, softcap, local_window_size, causal, sink,
+                          cos_cache if do_rotary else None, sin_cache, rotary_interleaved)
+    seqlens = np.asarray(lens, np.int64)
+    sm_scale = np.float32(sm_scale)
+    smooth = sink is not None
+    pos = _gqa_positions(seqlens, b, s, first_prompt) if do_rotary else None
     if key is None:  # packed QKV: (B, S, (N + 2 Nkv) H)
         q = query[:, :, :num_heads * h]
         k = query[:, :, num_heads * h:(num_heads + nkv) * h]

@@ -5,6 +5,8 @@ the EP's Compute (runtime/parallel.py), and run serially when called directly.
 """
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from .. import _native_cpu_module
@@ -20,12 +22,18 @@ except ImportError:  # a build without the thread-pool bridge: serial
     _parallel = None
 
 
+_last_pool = [None, (_NULL, _NULL)]
+
+
 def _pool():
     """(parallel_for, context) as void pointers: ORT's intra-op pool inside a Compute, else NULLs."""
     if _parallel is None:
         return _NULL, _NULL
-    fn, ctx = _parallel.current()
-    return ffi.cast("void*", fn), ffi.cast("void*", ctx)
+    key = _parallel.current()
+    if key != _last_pool[0]:  # the context changes per Compute call, not per kernel
+        _last_pool[1] = (ffi.cast("void*", key[0]), ffi.cast("void*", key[1]))
+        _last_pool[0] = key
+    return _last_pool[1]
 
 
 def _f32(a):
@@ -43,28 +51,59 @@ def _optional_fp(a):
 
 # --- MatMulNBits ------------------------------------------------------------------------------
 
-_HAS_MNB = hasattr(lib, "seamless_matmul_nbits_f32")
+HAS_MATMUL_NBITS = hasattr(lib, "seamless_matmul_nbits_f32")  # 4- and 8-bit weights
 
 
-def matmul_nbits_supported(bits, zero_points) -> bool:
-    return _HAS_MNB and bits in (4, 8) and (zero_points is None or zero_points.dtype in (U8, F32))
+class _Weights:
+    """Raw pointers to a MatMulNBits node's weight-side inputs (B, scales, zero points, bias),
+    resolved once per set of arrays. Holds weak references only: the plan owns the arrays."""
+    __slots__ = ("refs", "args")
+
+    def __init__(self, arrays, args):
+        self.refs = [weakref.ref(a) if a is not None else None for a in arrays]
+        self.args = args
+
+    def valid(self, arrays) -> bool:
+        return all((r is None and a is None) or (r is not None and r() is a) for r, a in zip(self.refs, arrays))
+
+
+_WEIGHTS: dict = {}
+
+
+def _address(a, ctype):
+    return ffi.cast(ctype, a.__array_interface__["data"][0])
+
+
+def _weights(B, scales, zero_points, bias):
+    arrays = (B, scales, zero_points, bias)
+    key = tuple(map(id, arrays))
+    w = _WEIGHTS.get(key)
+    if w is not None and w.valid(arrays):
+        return w.args
+    fixed = [B if B.flags.c_contiguous else np.ascontiguousarray(B), _f32(scales),
+             None if zero_points is None else (np.ascontiguousarray(zero_points) if zero_points.dtype == U8
+                                               else _f32(zero_points)),
+             None if bias is None else _f32(bias)]
+    zp = fixed[2]
+    args = (_address(fixed[0], "uint8_t*"), _address(fixed[1], "float*"),
+            _address(zp, "uint8_t*") if zp is not None and zp.dtype == U8 else _NULL,
+            _address(zp, "float*") if zp is not None and zp.dtype == F32 else _NULL,
+            _NULL if fixed[3] is None else _address(fixed[3], "float*"))
+    if any(f is not a for f, a in zip(fixed, arrays)):
+        return args + (fixed,)  # converted copies: not cacheable, the caller keeps them alive
+    if len(_WEIGHTS) > 4096:
+        _WEIGHTS.clear()
+    _WEIGHTS[key] = _Weights(arrays, args)
+    return args
 
 
 def matmul_nbits(a2d, B, scales, zero_points, bias, bits, block_size, K, N, int8: bool) -> np.ndarray:
-    # every array handed to C is held in a local until the call returns
     a2d = _f32(a2d)
     m = a2d.shape[0]
     y = np.empty((m, N), F32)
-    b = B if B.flags.c_contiguous else np.ascontiguousarray(B)
-    scales = _f32(scales)
-    zp = None if zero_points is None else (np.ascontiguousarray(zero_points) if zero_points.dtype == U8
-                                           else _f32(zero_points))
-    zp_u8 = ffi.from_buffer("uint8_t[]", zp) if zp is not None and zp.dtype == U8 else _NULL
-    zp_f32 = _fp(zp) if zp is not None and zp.dtype == F32 else _NULL
-    bias = None if bias is None else _f32(bias)
-    rc = lib.seamless_matmul_nbits_f32(_fp(a2d), m, K, ffi.from_buffer("uint8_t[]", b), _fp(scales),
-                                       zp_u8, zp_f32, _optional_fp(bias), _fp(y), N, bits, block_size, int(int8),
-                                       *_pool())
+    w = _weights(B, scales, zero_points, bias)  # (b, scales, zp_u8, zp_f32, bias[, arrays to keep alive])
+    rc = lib.seamless_matmul_nbits_f32(ffi.from_buffer("float[]", a2d), m, K, w[0], w[1], w[2], w[3], w[4],
+                                       ffi.from_buffer("float[]", y), N, bits, block_size, int8, *_pool())
     if rc:
         raise (MemoryError if rc == 2 else ValueError)(f"MatMulNBits native kernel failed (code {rc})")
     return y
@@ -100,17 +139,18 @@ def skip_rms_norm(x, skip, bias, gamma, eps, cols, want_sum=False):
 # --- GroupQueryAttention ----------------------------------------------------------------------
 
 _HAS_GQA = hasattr(lib, "seamless_gqa_f32")
-I64 = np.dtype(np.int64)
+I32 = np.dtype(np.int32)
 
 
 def has_gqa() -> bool:
     return _HAS_GQA
 
 
-def gqa(query, key, value, past_key, past_value, seqlens, first_prompt, present_len, num_heads, kv_num_heads, h,
-        scale, softcap, window, causal, sink, cos_cache, sin_cache, positions, interleaved):
-    """Native GroupQueryAttention. query: (B, S, N*H) or packed (B, S, (N + 2 Nkv) H) with key=None;
-    positions: int64 (B, S) rotary positions or None. Returns (output, present_key, present_value)."""
+def gqa(query, key, value, past_key, past_value, seqlens_k, first_prompt, present_len, num_heads, kv_num_heads, h,
+        scale, softcap, window, causal, sink, cos_cache, sin_cache, interleaved):
+    """Native GroupQueryAttention. query: (B, S, N*H), or packed (B, S, (N + 2 Nkv) H) with key None;
+    cos_cache None: no rotary (positions follow GQA's rule, computed in C).
+    Returns (output, present_key, present_value)."""
     query = _f32(query)
     b, s = query.shape[:2]
     if key is None:
@@ -130,20 +170,18 @@ def gqa(query, key, value, past_key, past_value, seqlens, first_prompt, present_
     out = np.empty((b, s, num_heads * h), F32)
     present_k = np.empty((b, kv_num_heads, present_len, h), F32)
     present_v = np.empty((b, kv_num_heads, present_len, h), F32)
-    seqlens = np.ascontiguousarray(seqlens, dtype=I64)
-    cos = sin = pos = _NULL
+    seqlens = seqlens_k if seqlens_k.dtype == I32 and seqlens_k.flags.c_contiguous else \
+        np.ascontiguousarray(seqlens_k, dtype=I32)
+    cos = sin = _NULL
     half = 0
-    if positions is not None:
+    if cos_cache is not None:
         cos_cache, sin_cache = _f32(cos_cache), _f32(sin_cache)
-        positions = np.ascontiguousarray(positions, dtype=I64)
-        if positions.size and (positions.min() < 0 or positions.max() >= cos_cache.shape[0]):
-            raise ValueError(f"rotary position {positions.max()} outside cos_cache ({cos_cache.shape[0]} rows)")
-        cos, sin, pos = _fp(cos_cache), _fp(sin_cache), ffi.from_buffer("int64_t[]", positions)
+        cos, sin = _fp(cos_cache), _fp(sin_cache)
         half = cos_cache.shape[1]
     sink = None if sink is None else _f32(sink)
     rc = lib.seamless_gqa_f32(qp, kp, vp, q_row, k_row, v_row, pk, pv, past_len, _fp(present_k), _fp(present_v),
-                              present_len, _fp(out), ffi.from_buffer("int64_t[]", seqlens), int(first_prompt), b, s,
-                              num_heads, kv_num_heads, h, cos, sin, half, int(interleaved), pos, float(scale),
+                              present_len, _fp(out), ffi.from_buffer("int32_t[]", seqlens), int(first_prompt), b, s,
+                              num_heads, kv_num_heads, h, cos, sin, half, int(interleaved), _NULL, scale,
                               float(softcap), int(window), int(causal), _optional_fp(sink), *_pool())
     if rc:
         raise MemoryError("GroupQueryAttention native kernel: out of memory")

@@ -114,11 +114,6 @@ def _matmul_nbits_numpy(a2d, B, scales, zero_points, bits, block_size, K, N, int
     return np.einsum("mnb,mb,nb->mn", dots, sa, scales.reshape(N, nb).astype(np.float32), dtype=np.float32)
 
 
-def _uses_int8(accuracy_level, zero_points) -> bool:
-    """Stock ORT's choice of compute type (MLAS CompInt8 vs CompFp32)."""
-    return accuracy_level == 4 and (zero_points is None or zero_points.dtype == np.uint8)
-
-
 @kernel("MatMulNBits", domain="com.microsoft", check=_check_matmul_nbits)
 def matmul_nbits(A, B, scales, zero_points=None, g_idx=None, bias=None, *, K, N, bits=4, block_size,
                  accuracy_level=0, weight_prepacked=0):
@@ -128,11 +123,12 @@ def matmul_nbits(A, B, scales, zero_points=None, g_idx=None, bias=None, *, K, N,
         return (y + bias if bias is not None else y,)
     if A.shape[-1] != K:
         raise ValueError(f"A has {A.shape[-1]} columns, K={K}")
-    a2d = A.reshape(-1, K)
-    int8 = _uses_int8(accuracy_level, zero_points)
-    if native.matmul_nbits_supported(bits, zero_points):
-        y = native.matmul_nbits(a2d, B, scales, zero_points, bias, bits, block_size, K, N, int8)
+    # stock ORT's compute type: MLAS CompInt8 or CompFp32 (see the module docstring)
+    int8 = accuracy_level == 4 and (zero_points is None or zero_points.dtype == np.uint8)
+    if bits != 2 and native.HAS_MATMUL_NBITS:
+        y = native.matmul_nbits(A.reshape(-1, K), B, scales, zero_points, bias, bits, block_size, K, N, int8)
         return (y.reshape(*lead, N),)
+    a2d = A.reshape(-1, K)
     y = _matmul_nbits_numpy(a2d, B, scales, zero_points, bits, block_size, K, N, int8)
     if bias is not None:
         y = y + bias

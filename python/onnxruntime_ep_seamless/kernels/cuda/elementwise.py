@@ -1,14 +1,14 @@
 """Elementwise ops on CUDA (native/cuda/elementwise.cu), float32 and float16."""
 import numpy as np
 
-from ...runtime.cuda import DeviceTensor, broadcast_struct
+from ...runtime.cuda import DeviceTensor, broadcast_struct, broadcast_strides
 from ..registry import kernel
 
 GPU_FLOATS = frozenset(map(np.dtype, (np.float16, np.float32)))
 SUFFIX = {np.dtype(np.float32): "f32", np.dtype(np.float16): "f16"}
 BINARY = {"Add": 0, "Sub": 1, "Mul": 2, "Div": 3, "Pow": 4}
 UNARY = {"Relu": (0, 6), "Sigmoid": (1, 6), "Tanh": (2, 6), "Exp": (3, 6), "Log": (4, 6), "Neg": (5, 6),
-         "Abs": (6, 6), "Sqrt": (7, 6), "Erf": (8, 9), "Reciprocal": (9, 6)}
+         "Abs": (6, 6), "Sqrt": (7, 6), "Erf": (8, 9), "Reciprocal": (9, 6), "Sin": (12, 7), "Cos": (13, 7)}
 
 
 def _binary(code):
@@ -46,3 +46,13 @@ def gelu(rt, stream, x, *, approximate="none"):
 @kernel("Identity", since=1, device="cuda")
 def identity(rt, stream, x):
     return (DeviceTensor(x.ptr, x.shape, x.dtype),)
+
+
+@kernel("Where", since=9, types=frozenset([np.dtype(np.bool_)]), device="cuda",
+        check=lambda n, g: None if g.value(n.inputs[1]).dtype in GPU_FLOATS else "CUDA Where selects float16/float32")
+def where(rt, stream, cond, a, b):
+    y = rt.alloc(np.broadcast_shapes(cond.shape, a.shape, b.shape), a.dtype)
+    s = broadcast_struct(y.shape, a.shape, b.shape) + broadcast_strides(y.shape, cond.shape)
+    rt.launch(f"seamless_where_{SUFFIX[a.dtype]}", y.size, stream, ("int64", y.size), ("ptr", cond.ptr),
+              ("ptr", a.ptr), ("ptr", b.ptr), ("ptr", y.ptr), ("bytes", s))
+    return (y,)

@@ -1,48 +1,144 @@
-"""Metadata-only shape ops on CUDA: the output aliases the input's memory with a new shape.
-
-Shapes must be known on the host: the shape inputs have to be constant initializers (a shape
-computed on the GPU would need a host seam; such nodes are declined).
-"""
+"""Shape and data-movement ops on CUDA. Shape arguments are read on the host (constants and
+values computed there are free; a value computed on the GPU costs a host seam). Reshape-like
+ops alias their input; Transpose, Concat, Slice and Expand are one strided-copy launch each."""
 import numpy as np
 
-from ...runtime.cuda import DeviceTensor
+from ...runtime.cuda import DeviceTensor, contiguous_strides
 from ..registry import kernel
 
 
-def _constant_input(index, what):
-    def check(node, graph):
-        if len(node.inputs) > index and node.inputs[index] and graph.value(node.inputs[index]).const is None:
-            return f"{what} must be a constant initializer on CUDA (not computed at run time)"
-        return None
-    return check
+def _ints(rt, stream, t):
+    return [int(v) for v in np.asarray(rt.to_host(t, stream)).reshape(-1)]
 
 
-@kernel("Reshape", since=5, device="cuda", check=_constant_input(1, "the shape"))
+@kernel("Reshape", since=5, device="cuda")
 def reshape(rt, stream, data, shape, *, allowzero=0):
-    dims = [int(d) for d in rt.host(shape)]
+    dims = _ints(rt, stream, shape)
     dims = [data.shape[i] if d == 0 and not allowzero else d for i, d in enumerate(dims)]
     out = np.empty(data.shape, np.bool_).reshape(dims).shape  # numpy resolves -1 and checks the size
-    return (DeviceTensor(data.ptr, out, data.dtype),)
+    return (DeviceTensor(data.ptr, out, data.dtype, None if data.host is None else data.host.reshape(out)),)
 
 
 @kernel("Flatten", since=1, device="cuda")
 def flatten(rt, stream, x, *, axis=1):
     axis = axis + len(x.shape) if axis < 0 else axis
     outer = int(np.prod(x.shape[:axis], dtype=np.int64))
-    return (DeviceTensor(x.ptr, (outer, x.size // outer if outer else 0), x.dtype),)
+    inner = int(np.prod(x.shape[axis:], dtype=np.int64))
+    return (DeviceTensor(x.ptr, (outer, inner), x.dtype),)
 
 
-@kernel("Unsqueeze", since=13, device="cuda", check=_constant_input(1, "axes"))
+def _unsqueezed(shape, axes):
+    rank = len(shape) + len(axes)
+    out = list(shape)
+    for a in sorted(a % rank for a in axes):
+        out.insert(a, 1)
+    return tuple(out)
+
+
+@kernel("Unsqueeze", since=13, device="cuda")
 def unsqueeze(rt, stream, x, axes):
-    rank = len(x.shape) + len(rt.host(axes))
-    shape = list(x.shape)
-    for a in sorted(int(a) % rank for a in rt.host(axes)):
-        shape.insert(a, 1)
-    return (DeviceTensor(x.ptr, tuple(shape), x.dtype),)
+    return (DeviceTensor(x.ptr, _unsqueezed(x.shape, _ints(rt, stream, axes)), x.dtype),)
 
 
-@kernel("Squeeze", since=13, device="cuda", check=_constant_input(1, "axes"))
+@kernel("Unsqueeze", since=1, until=12, device="cuda")
+def unsqueeze_1(rt, stream, x, *, axes):
+    return (DeviceTensor(x.ptr, _unsqueezed(x.shape, axes), x.dtype),)
+
+
+def _squeezed(shape, axes):
+    drop = {a % len(shape) for a in axes} if axes else {i for i, d in enumerate(shape) if d == 1}
+    return tuple(d for i, d in enumerate(shape) if i not in drop)
+
+
+@kernel("Squeeze", since=13, device="cuda")
 def squeeze(rt, stream, x, axes=None):
-    drop = {int(a) % len(x.shape) for a in rt.host(axes)} if axes is not None else {
-        i for i, d in enumerate(x.shape) if d == 1}
-    return (DeviceTensor(x.ptr, tuple(d for i, d in enumerate(x.shape) if i not in drop), x.dtype),)
+    return (DeviceTensor(x.ptr, _squeezed(x.shape, _ints(rt, stream, axes) if axes is not None else []), x.dtype),)
+
+
+@kernel("Squeeze", since=1, until=12, device="cuda")
+def squeeze_1(rt, stream, x, *, axes=()):
+    return (DeviceTensor(x.ptr, _squeezed(x.shape, list(axes)), x.dtype),)
+
+
+@kernel("Transpose", since=1, device="cuda")
+def transpose(rt, stream, x, *, perm=None):
+    perm = list(perm) if perm is not None else list(range(len(x.shape)))[::-1]
+    y = rt.alloc(tuple(x.shape[p] for p in perm), x.dtype)
+    src = contiguous_strides(x.shape)
+    rt.strided_copy(stream, x, y, y.shape, [src[p] for p in perm], contiguous_strides(y.shape))
+    return (y,)
+
+
+@kernel("Concat", since=4, device="cuda")
+def concat(rt, stream, *inputs, axis):
+    axis = axis % len(inputs[0].shape)
+    shape = list(inputs[0].shape)
+    shape[axis] = sum(t.shape[axis] for t in inputs)
+    y = rt.alloc(shape, inputs[0].dtype)
+    dst, offset = contiguous_strides(y.shape), 0
+    for t in inputs:
+        if t.size:
+            rt.strided_copy(stream, t, y, t.shape, contiguous_strides(t.shape), dst, 0, offset * dst[axis])
+        offset += t.shape[axis]
+    return (y,)
+
+
+@kernel("Expand", since=8, device="cuda")
+def expand(rt, stream, x, shape):
+    out = tuple(np.broadcast_shapes(x.shape, tuple(_ints(rt, stream, shape))))
+    y = rt.alloc(out, x.dtype)
+    aligned = (1,) * (len(out) - len(x.shape)) + x.shape
+    src = contiguous_strides(aligned)
+    rt.strided_copy(stream, x, y, out, [0 if aligned[d] == 1 and out[d] != 1 else src[d] for d in range(len(out))],
+                    contiguous_strides(out))
+    return (y,)
+
+
+@kernel("Slice", since=10, device="cuda")
+def slice_(rt, stream, x, starts, ends, axes=None, steps=None):
+    rank = len(x.shape)
+    axes = _ints(rt, stream, axes) if axes is not None else list(range(len(_ints(rt, stream, starts))))
+    steps = _ints(rt, stream, steps) if steps is not None else [1] * len(axes)
+    begin, step, out = [0] * rank, [1] * rank, list(x.shape)
+    for a, s, e, k in zip(axes, _ints(rt, stream, starts), _ints(rt, stream, ends), steps):
+        a %= rank
+        rng = range(x.shape[a])[slice(s, e, k)]  # Python's slice clamping is ONNX's
+        begin[a], step[a], out[a] = (rng.start if len(rng) else 0), k, len(rng)
+    y = rt.alloc(out, x.dtype)
+    src = contiguous_strides(x.shape)
+    if y.size:
+        rt.strided_copy(stream, x, y, out, [src[d] * step[d] for d in range(rank)], contiguous_strides(out),
+                        sum(begin[d] * src[d] for d in range(rank)))
+    return (y,)
+
+
+def _check_gather(node, graph):
+    idx = graph.value(node.inputs[1]).dtype
+    return None if idx == np.int64 else f"indices of type {idx}: the CUDA Gather takes int64"
+
+
+@kernel("Gather", since=1, device="cuda", check=_check_gather)
+def gather(rt, stream, data, indices, *, axis=0):
+    axis %= len(data.shape)
+    n = data.shape[axis]
+    outer = int(np.prod(data.shape[:axis], dtype=np.int64))
+    inner = int(np.prod(data.shape[axis + 1:], dtype=np.int64))
+    y = rt.alloc(data.shape[:axis] + indices.shape + data.shape[axis + 1:], data.dtype)
+    m = indices.size
+    if data.dtype.itemsize not in (2, 4, 8):
+        raise TypeError(f"CUDA Gather of {data.dtype}")
+    rt.launch(f"seamless_gather_{data.dtype.itemsize}", y.size, stream, ("int64", y.size), ("ptr", data.ptr),
+              ("ptr", indices.ptr), ("ptr", y.ptr), ("int64", n), ("int64", m), ("int64", inner))
+    return (y,)
+
+
+@kernel("Shape", since=1, device="cuda")
+def shape(rt, stream, x, *, start=0, end=None):
+    dims = np.array(x.shape[start:end], np.int64)  # known on the host: no device work
+    return (DeviceTensor(0, dims.shape, dims.dtype, dims),)
+
+
+@kernel("Size", since=1, device="cuda")
+def size(rt, stream, x):
+    value = np.array(x.size, np.int64)
+    return (DeviceTensor(0, (), value.dtype, value),)

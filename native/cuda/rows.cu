@@ -1,0 +1,91 @@
+// Row-wise kernels over the last axis, one block of 256 threads per row: Softmax and
+// LayerNormalization (float32 statistics for float16 data, as ORT does).
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+__device__ __forceinline__ float to_f(float v) { return v; }
+__device__ __forceinline__ float to_f(__half v) { return __half2float(v); }
+__device__ __forceinline__ void put(float* p, float v) { *p = v; }
+__device__ __forceinline__ void put(__half* p, float v) { *p = __float2half(v); }
+
+// Block-wide reduction (sum or max) of one value per thread; every thread gets the result.
+__device__ float block_reduce(float v, bool is_max) {
+  __shared__ float partial[32];
+  for (int off = 16; off > 0; off >>= 1) {
+    float o = __shfl_xor_sync(0xffffffff, v, off);
+    v = is_max ? fmaxf(v, o) : v + o;
+  }
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  __syncthreads();
+  if (lane == 0) partial[warp] = v;
+  __syncthreads();
+  int warps = (blockDim.x + 31) >> 5;
+  v = threadIdx.x < warps ? partial[threadIdx.x] : (is_max ? -INFINITY : 0.0f);
+  if (warp == 0)
+    for (int off = 16; off > 0; off >>= 1) {
+      float o = __shfl_xor_sync(0xffffffff, v, off);
+      v = is_max ? fmaxf(v, o) : v + o;
+    }
+  if (threadIdx.x == 0) partial[0] = v;
+  __syncthreads();
+  return partial[0];
+}
+
+template <typename T>
+__device__ void softmax_row(const T* x, T* y, int64_t cols) {
+  const T* xr = x + blockIdx.x * cols;
+  T* yr = y + blockIdx.x * cols;
+  float m = -INFINITY;
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) m = fmaxf(m, to_f(xr[c]));
+  m = block_reduce(m, true);
+  float sum = 0.0f;
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) sum += expf(to_f(xr[c]) - m);
+  float inv = 1.0f / block_reduce(sum, false);
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) put(&yr[c], expf(to_f(xr[c]) - m) * inv);
+}
+
+template <typename T>
+__device__ void layernorm_row(const T* x, const T* scale, const T* bias, T* y, int64_t cols, float eps) {
+  const T* xr = x + blockIdx.x * cols;
+  T* yr = y + blockIdx.x * cols;
+  float sum = 0.0f;
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) sum += to_f(xr[c]);
+  float mean = block_reduce(sum, false) / cols;
+  float sq = 0.0f;
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) { float d = to_f(xr[c]) - mean; sq += d * d; }
+  float inv = rsqrtf(block_reduce(sq, false) / cols + eps);
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+    float v = (to_f(xr[c]) - mean) * inv * to_f(scale[c]);
+    put(&yr[c], bias ? v + to_f(bias[c]) : v);
+  }
+}
+
+extern "C" __global__ void seamless_softmax_f32(const float* x, float* y, int64_t cols) { softmax_row(x, y, cols); }
+extern "C" __global__ void seamless_softmax_f16(const __half* x, __half* y, int64_t cols) { softmax_row(x, y, cols); }
+extern "C" __global__ void seamless_layernorm_f32(const float* x, const float* s, const float* b, float* y, int64_t cols,
+                                                  float eps) { layernorm_row(x, s, b, y, cols, eps); }
+extern "C" __global__ void seamless_layernorm_f16(const __half* x, const __half* s, const __half* b, __half* y,
+                                                  int64_t cols, float eps) { layernorm_row(x, s, b, y, cols, eps); }
+
+// Mean over the last axis (ReduceMean of a row), float32 accumulation.
+template <typename T>
+__device__ void mean_row(const T* x, T* y, int64_t cols) {
+  const T* xr = x + blockIdx.x * cols;
+  float sum = 0.0f;
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) sum += to_f(xr[c]);
+  sum = block_reduce(sum, false);
+  if (threadIdx.x == 0) put(&y[blockIdx.x], sum / cols);
+}
+
+extern "C" __global__ void seamless_mean_f32(const float* x, float* y, int64_t cols) { mean_row(x, y, cols); }
+extern "C" __global__ void seamless_mean_f16(const __half* x, __half* y, int64_t cols) { mean_row(x, y, cols); }
+
+// Cast between float32 and float16.
+extern "C" __global__ void seamless_cast_f32_f16(int64_t n, const float* x, __half* y) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+    y[i] = __float2half(x[i]);
+}
+extern "C" __global__ void seamless_cast_f16_f32(int64_t n, const __half* x, float* y) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+    y[i] = __half2float(x[i]);
+}

@@ -1,0 +1,59 @@
+"""Matrix products on CUDA through cuBLAS (float32 and float16, float32 accumulation)."""
+import numpy as np
+
+from ...runtime.cuda import contiguous_strides
+from ..registry import kernel
+from .elementwise import GPU_FLOATS, _binary
+
+
+def _materialize(rt, stream, t, batch):
+    """t broadcast to the batch dims, contiguous (a copy only when it actually broadcasts)."""
+    target = tuple(batch) + t.shape[-2:]
+    if t.shape == target:
+        return t, False
+    aligned = (1,) * (len(target) - len(t.shape)) + t.shape
+    src = contiguous_strides(aligned)
+    y = rt.alloc(target, t.dtype)
+    rt.strided_copy(stream, t, y, target, [0 if aligned[d] == 1 and target[d] != 1 else src[d]
+                                           for d in range(len(target))], contiguous_strides(target))
+    return y, True
+
+
+@kernel("MatMul", since=1, types=GPU_FLOATS, device="cuda",
+        check=lambda n, g: None if all(len(g.value(i).shape or ()) >= 2 for i in n.inputs) else "1-D operands")
+def matmul(rt, stream, a, b):
+    k, n = b.shape[-2], b.shape[-1]
+    if len(b.shape) == 2:  # (..., K) x (K, N): one GEMM over all rows
+        m = int(np.prod(a.shape[:-1], dtype=np.int64))
+        y = rt.alloc(a.shape[:-1] + (n,), a.dtype)
+        if y.size:
+            rt.gemm(stream, a, b, y, m, n, k)
+        return (y,)
+    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    a2, a_copy = _materialize(rt, stream, a, batch)
+    b2, b_copy = _materialize(rt, stream, b, batch)
+    m = a.shape[-2]
+    y = rt.alloc(tuple(batch) + (m, n), a.dtype)
+    count = int(np.prod(batch, dtype=np.int64))
+    if y.size:
+        rt.gemm(stream, a2, b2, y, m, n, k, batch=count, stride_a=m * k, stride_b=k * n)
+    for t, copied in ((a2, a_copy), (b2, b_copy)):
+        if copied:
+            rt.free(t)  # stream-ordered: the GEMM above is queued before any reuse
+    return (y,)
+
+
+@kernel("Gemm", since=7, types=GPU_FLOATS, device="cuda",
+        check=lambda n, g: None if n.attrs.get("alpha", 1.0) == 1.0 and n.attrs.get("beta", 1.0) == 1.0
+        and not n.attrs.get("transA", 0) else "alpha/beta other than 1 or transA")
+def gemm(rt, stream, a, b, c=None, *, alpha=1.0, beta=1.0, transA=0, transB=0):
+    m, k = a.shape
+    n = b.shape[0] if transB else b.shape[1]
+    y = rt.alloc((m, n), a.dtype)
+    if y.size:
+        rt.gemm(stream, a, b, y, m, n, k, trans_b=bool(transB))
+    if c is None:
+        return (y,)
+    (z,) = _binary(0)(rt, stream, y, c)
+    rt.free(y)
+    return (z,)
