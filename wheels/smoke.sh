@@ -12,10 +12,10 @@
 # Exits non-zero on the first failure; the last line is "smoke: OK ..." on success.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+[ $# -eq 1 ] && [ -f "$1" ] || { echo "usage: bash wheels/smoke.sh WHEEL (an existing .whl)" >&2; exit 2; }
 WHEEL="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
 PYTHON="${PYTHON:-python3}"
 ORT_VERSIONS="${ORT_VERSIONS:-1.23.2 1.32.0}"
-[ -f "$WHEEL" ] || { echo "smoke: no wheel at $WHEEL" >&2; exit 2; }
 
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/seamless-smoke.XXXXXX")"
 trap 'rm -rf "$WORK"' EXIT

@@ -27,3 +27,5 @@ int seamless_gqa_f32(const float* q, const float* k, const float* v, size_t q_ro
 void seamless_skip_rmsnorm_f32(const float* x, const float* skip, size_t skip_rows, const float* bias,
                                const float* gamma, float* y, float* sum_out, float* inv_out, size_t rows, size_t cols,
                                float eps, void* par_fn, void* par_ctx);
+void seamless_gather_block_quantized_f32(const uint8_t* data, size_t rows, size_t cols, const int64_t* idx, size_t n,
+                                         const float* scales, const uint8_t* zp, size_t bits, size_t bs, float* out);

@@ -32,6 +32,7 @@
 
 #define MNB_CHUNK 64 /* values of K per vector step */
 #define MNB_TILE 4   /* rows of A per pass over a row of B */
+#define MNB_AHEAD 2  /* software prefetch distance, in tiles of rows of B */
 
 typedef struct {
   /* quantized A (int8 path) */
@@ -224,6 +225,7 @@ static inline __attribute__((always_inline)) MNB_VNNI void mnb_vnni_tile(const M
   const size_t cpb = bs >= MNB_CHUNK ? bs / MNB_CHUNK : 1;   /* chunks per block */
   const size_t units = chunks / cpb;
   const int32_t* init = job->init;
+  const size_t row_bytes = nb * job->blob;
   const uint8_t* brow[4];
   const float* sb[4];
   for (size_t j = 0; j < tile_cols; j++) {
@@ -242,14 +244,16 @@ static inline __attribute__((always_inline)) MNB_VNNI void mnb_vnni_tile(const M
       }
       for (size_t c = blk * cpb; c < (blk + 1) * cpb; c++) {
         __m512i w[4];
-        for (size_t j = 0; j < tile_cols; j++)
-          _mm_prefetch((const char*)(brow[j] + tile_cols * nb * job->blob + c * cstride), _MM_HINT_T0);
+        const char* ahead = (const char*)(brow[0] + MNB_AHEAD * tile_cols * row_bytes) + c * tile_cols * cstride;
+        for (size_t o = 0; o < tile_cols * cstride; o += 64) _mm_prefetch(ahead + o, _MM_HINT_T0);
         for (size_t j = 0; j < tile_cols; j++) w[j] = mnb_load_w512(brow[j] + c * cstride, job->bits);
         for (size_t t = 0; t < tile_rows; t++) {
           __m512i qa = _mm512_loadu_si512(job->qa + (r0 + t) * kq + c * MNB_CHUNK);
           for (size_t j = 0; j < tile_cols; j++) dot[t][j] = _mm512_dpbusd_epi32(dot[t][j], w[j], qa);
         }
       }
+      if (blk % 4 == 0) /* 16 bytes of the tile's scales per block */
+        _mm_prefetch((const char*)(sb[0] + MNB_AHEAD * tile_cols * nb + blk * tile_cols), _MM_HINT_T0);
       for (size_t t = 0; t < tile_rows; t++)
         for (size_t j = 0; j < tile_cols; j++) {
           __m512 s = _mm512_set1_ps(job->sa[(r0 + t) * nb + blk] * sb[j][blk]);
@@ -261,15 +265,15 @@ static inline __attribute__((always_inline)) MNB_VNNI void mnb_vnni_tile(const M
     mnb_lane_blocks(job->bits, bs, idx_arr);
     const __m512i idx = _mm512_loadu_si512(idx_arr);
     const __mmask16 smask = (__mmask16)((1u << bpc) - 1);
-    const size_t row_bytes = nb * job->blob;
+    const size_t sstep = tile_cols * bpc * sizeof(float); /* bytes of the tile's scales per chunk */
     for (size_t c = 0; c < chunks; c++) {
       __m512i w[4];
       __m512 sbv[4];
-      /* the next rows of B, one pass ahead: several streams defeat the hardware prefetcher */
-      for (size_t j = 0; j < tile_cols; j++)
-        _mm_prefetch((const char*)(brow[j] + tile_cols * row_bytes + c * cstride), _MM_HINT_T0);
-      if (c % 8 == 0)
-        for (size_t j = 0; j < tile_cols; j++) _mm_prefetch((const char*)(sb[j] + tile_cols * nb + c * bpc), _MM_HINT_T0);
+      /* two tiles ahead: a tile's rows of B (and of scales) are contiguous, stream through them */
+      const char* ahead = (const char*)(brow[0] + MNB_AHEAD * tile_cols * row_bytes) + c * tile_cols * cstride;
+      for (size_t o = 0; o < tile_cols * cstride; o += 64) _mm_prefetch(ahead + o, _MM_HINT_T0);
+      if ((c * sstep) % 64 < sstep)
+        _mm_prefetch((const char*)(sb[0] + MNB_AHEAD * tile_cols * nb) + c * sstep, _MM_HINT_T0);
       for (size_t j = 0; j < tile_cols; j++) {
         w[j] = mnb_load_w512(brow[j] + c * cstride, job->bits);
         sbv[j] = _mm512_permutexvar_ps(idx, _mm512_maskz_loadu_ps(smask, sb[j] + c * bpc));
@@ -508,4 +512,36 @@ int seamless_matmul_nbits_f32(const float* a, size_t m, size_t k, const uint8_t*
   free(lane_sa);
   free(init);
   return rc;
+}
+
+/* ---- GatherBlockQuantized: rows of a 2-D block-quantized uint8 table ------------------------ */
+
+/* out[i, :] = (q(data[idx[i], :]) - zp) * scale for i < n; the table has `rows` rows of `cols`
+ * logical values, quantized along the row in blocks of bs (scales [rows, cols / bs], packed
+ * zero points [rows, ceil(cols / bs * bits / 8)] or NULL: 2^(bits-1)). Negative indices count
+ * from the end; out-of-range indices give zero rows. */
+void seamless_gather_block_quantized_f32(const uint8_t* data, size_t rows, size_t cols, const int64_t* idx, size_t n,
+                                         const float* scales, const uint8_t* zp, size_t bits, size_t bs, float* out) {
+  const size_t row_bytes = cols * bits / 8, nb = (cols + bs - 1) / bs, zp_row = (nb * bits + 7) / 8;
+  uint8_t* q = (uint8_t*)malloc(cols + 8);
+  for (size_t i = 0; i < n; i++) {
+    int64_t r = idx[i] < 0 ? idx[i] + (int64_t)rows : idx[i];
+    float* o = out + i * cols;
+    if (r < 0 || r >= (int64_t)rows || !q) {
+      memset(o, 0, cols * sizeof(float));
+      continue;
+    }
+    mnb_unpack(data + (size_t)r * row_bytes, bits, cols, q);
+    for (size_t blk = 0; blk < nb; blk++) {
+      float s = scales[(size_t)r * nb + blk];
+      float z = (float)(1 << (bits - 1));
+      if (zp) {
+        size_t bit = blk * bits;
+        z = (float)((zp[(size_t)r * zp_row + bit / 8] >> (bit % 8)) & ((1 << bits) - 1));
+      }
+      size_t end = (blk + 1) * bs < cols ? (blk + 1) * bs : cols;
+      for (size_t c = blk * bs; c < end; c++) o[c] = ((float)q[c] - z) * s;
+    }
+  }
+  free(q);
 }

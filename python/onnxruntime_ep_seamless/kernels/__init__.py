@@ -1,4 +1,11 @@
 """Kernels by family; `registry` maps ONNX nodes to them."""
+import numpy as np
+
+
+def c_order(array) -> np.ndarray:
+    """A C-contiguous array of the same shape (np.ascontiguousarray would turn 0-d into 1-d)."""
+    array = np.asarray(array)
+    return array if array.flags.c_contiguous else array.copy()
 
 
 def _native_cpu_module():

@@ -74,17 +74,16 @@ def all_kernels(device: str = "cpu") -> list[KernelDef]:
 def lookup(node: Node, graph: Graph, device: str = "cpu") -> tuple[KernelDef | None, str]:
     """The kernel for a node on `device`, or None and the reason it is declined.
 
-    On "cuda", a node without a CUDA kernel whose inputs are all integer or boolean (shape and
-    mask arithmetic: small tensors) gets its CPU kernel, run on the host inside the partition."""
-    kdef, reason = _lookup(node, graph, device)
-    if kdef is None and device == "cuda":
+    On "cuda", a node whose inputs are all integer or boolean (shape and mask arithmetic: small
+    tensors) gets its CPU kernel, run on the host inside the partition: its results are then
+    known on the host, where shape arguments are read, without waiting for the GPU."""
+    if device == "cuda":
         ints = [graph.value(n).dtype for n in node.inputs if n]
-        if ints and all(t is not None and (t.kind in "biu") for t in ints):
+        if ints and all(t is not None and t.kind in "biu" for t in ints):
             host, host_reason = _lookup(node, graph, "cpu")
             if host is not None:
                 return host, ""
-            reason += f"; on the host: {host_reason}"
-    return kdef, reason
+    return _lookup(node, graph, device)
 
 
 def _lookup(node: Node, graph: Graph, device: str) -> tuple[KernelDef | None, str]:

@@ -11,7 +11,7 @@ import itertools
 import numpy as np
 
 from ..graph.ir import Graph
-from ..kernels import constants
+from ..kernels import c_order, constants
 from ..kernels.registry import lookup
 from .fusion import fuse
 
@@ -104,9 +104,7 @@ class Plan:
 
 def as_output(array, dtype: np.dtype) -> np.ndarray:
     """A C-contiguous array of the declared output dtype (kernels may return numpy scalars)."""
-    out = array if type(array) is np.ndarray else np.asarray(array)  # not ascontiguousarray: 0-d -> (1,)
-    if not out.flags.c_contiguous:
-        out = out.copy()
+    out = array if type(array) is np.ndarray and array.flags.c_contiguous else c_order(array)
     if out.dtype is not dtype and out.dtype != dtype:
         raise TypeError(f"kernel produced {out.dtype}, the graph declares {dtype}")
     return out

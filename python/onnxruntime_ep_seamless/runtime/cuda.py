@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..kernels import c_order
+
 FATBIN = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "_kernels_cuda.fatbin")
 MAX_DIMS = 8  # native/cuda/elementwise.cu SEAMLESS_MAX_DIMS
 
@@ -90,7 +92,7 @@ class CudaRuntime:
 
     def upload(self, array: np.ndarray) -> DeviceTensor:
         """A constant to the GPU, synchronously (at Compile); it keeps its host copy."""
-        array = np.ascontiguousarray(array)
+        array = c_order(array)
         t = self.alloc(array.shape, array.dtype)
         t.host = array
         if t.nbytes:
@@ -103,7 +105,7 @@ class CudaRuntime:
         """t on the GPU (uploading a host value on the stream; the copy is staged at once)."""
         if t.ptr or t.nbytes == 0:
             return t
-        host = np.ascontiguousarray(t.host)
+        host = c_order(t.host)
         d = self.alloc(t.shape, t.dtype)
         self.native.check(self.lib.seamless_cuda_copy(self.ffi.cast("void*", d.ptr), self.ffi.from_buffer(host),
                                                       d.nbytes, stream))
@@ -136,9 +138,11 @@ class CudaRuntime:
         if rank > MAX_DIMS:
             raise ValueError(f"rank {rank} above the CUDA kernels' limit of {MAX_DIMS}")
         n = int(np.prod(dims, dtype=np.int64))
+        if not len(src_strides) == len(dst_strides) == rank:
+            raise ValueError(f"strided copy of dims {tuple(dims)} with strides {list(src_strides)}, {list(dst_strides)}")
         pad = [0] * (MAX_DIMS - rank)
-        s = struct.pack(f"<{3 * MAX_DIMS + 2}qi4x", *list(dims), *pad, *list(src_strides), *pad, *list(dst_strides),
-                        *pad, src_offset, dst_offset, rank)
+        s = struct.pack(f"<{3 * MAX_DIMS + 2}qi4x", *dims, *pad, *src_strides, *pad, *dst_strides, *pad,
+                        int(src_offset), int(dst_offset), rank)
         self.launch(f"seamless_copy_{x.dtype.itemsize}", n, stream, ("int64", n), ("ptr", x.ptr), ("ptr", y.ptr),
                     ("bytes", s))
 

@@ -2,7 +2,7 @@
 import numpy as np
 
 from ...runtime import parallel
-from .. import _native_cpu_module
+from .. import _native_cpu_module, c_order
 
 ffi, lib = _native_cpu_module()
 
@@ -17,7 +17,7 @@ def erf(x: np.ndarray) -> np.ndarray:
     x = np.asarray(x)
     if x.dtype == np.float16:  # computed in float32 and rounded, as ORT does
         return erf(x.astype(np.float32)).astype(np.float16)
-    x = np.ascontiguousarray(x)
+    x = c_order(x)
     y = np.empty_like(x)
     if x.dtype == np.float64:
         lib.seamless_erf_f64(ffi.cast("double*", ffi.from_buffer(x)), ffi.cast("double*", ffi.from_buffer(y)), x.size)
@@ -32,7 +32,7 @@ def _ptr(a: np.ndarray):
 
 def softmax_last_axis(x: np.ndarray) -> np.ndarray:
     """Softmax over the last axis of a float32 array."""
-    x = np.ascontiguousarray(x)
+    x = c_order(x)
     y = np.empty_like(x)
     cols = x.shape[-1]
     lib.seamless_softmax_f32(_ptr(x), _ptr(y), x.size // cols, cols, *_pool())
@@ -41,9 +41,9 @@ def softmax_last_axis(x: np.ndarray) -> np.ndarray:
 
 def layer_norm_trailing(x: np.ndarray, scale: np.ndarray, bias, cols: int, eps: float):
     """LayerNormalization over the trailing `cols` elements of float32 x; returns (y, mean, inv_std)."""
-    x = np.ascontiguousarray(x)
-    scale = np.ascontiguousarray(scale, dtype=np.float32)
-    bias = None if bias is None else np.ascontiguousarray(bias, dtype=np.float32)
+    x = c_order(x)
+    scale = c_order(np.asarray(scale, dtype=np.float32))
+    bias = None if bias is None else c_order(np.asarray(bias, dtype=np.float32))
     rows = x.size // cols
     y = np.empty_like(x)
     mean, inv_std = np.empty(rows, np.float32), np.empty(rows, np.float32)
@@ -54,7 +54,7 @@ def layer_norm_trailing(x: np.ndarray, scale: np.ndarray, bias, cols: int, eps: 
 
 def pack_b(b: np.ndarray, trans_b: bool = False) -> np.ndarray:
     """B (K x N, or N x K with trans_b) in the GEMM's panel layout."""
-    b = np.ascontiguousarray(b, dtype=np.float32)
+    b = c_order(np.asarray(b, dtype=np.float32))
     n, k = b.shape if trans_b else b.shape[::-1]
     packed = np.empty(lib.seamless_sgemm_packed_size(k, n), np.float32)
     lib.seamless_sgemm_pack_b(_ptr(b), k, n, b.shape[1], int(trans_b), _ptr(packed))
@@ -63,7 +63,7 @@ def pack_b(b: np.ndarray, trans_b: bool = False) -> np.ndarray:
 
 def sgemm(a: np.ndarray, packed: np.ndarray, n: int, bias=None) -> np.ndarray:
     """a (M x K float32) times the packed B (K x n), plus bias (n,) if given."""
-    a = np.ascontiguousarray(a)
+    a = c_order(a)
     m, k = a.shape
     c = np.empty((m, n), np.float32)
     if m and n:
@@ -78,8 +78,8 @@ def sgemm_batched(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     m, k = a.shape[-2:]
     n = b.shape[-1]
     items = int(np.prod(batch, dtype=np.int64))
-    a3 = np.ascontiguousarray(np.broadcast_to(a, batch + (m, k))).reshape(items, m, k)
-    b3 = np.ascontiguousarray(np.broadcast_to(b, batch + (k, n))).reshape(items, k, n)
+    a3 = c_order(np.broadcast_to(a, batch + (m, k))).reshape(items, m, k)
+    b3 = c_order(np.broadcast_to(b, batch + (k, n))).reshape(items, k, n)
     c = np.empty((items, m, n), np.float32)
     if c.size and lib.seamless_sgemm_batched(items, m, n, k, _ptr(a3), k, m * k, _ptr(b3), n, k * n, 0,
                                              _ptr(c), n, m * n, *_pool()):
@@ -89,7 +89,7 @@ def sgemm_batched(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def gelu(x: np.ndarray) -> np.ndarray:
     """x/2 (1 + erf(x / sqrt 2)) for float32 x."""
-    x = np.ascontiguousarray(x)
+    x = c_order(x)
     y = np.empty_like(x)
     lib.seamless_gelu_f32(_ptr(x), _ptr(y), x.size, *_pool())
     return y
