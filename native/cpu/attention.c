@@ -146,8 +146,83 @@ static inline float gqa_dot(const float* a, const float* b, size_t n) {
   return v;
 }
 
+/* One query row against keys [lo, hi): softmax(q . k * scale [softcapped], with the sink) . v.
+ * scores: scratch of >= hi floats. Generic version (auto-vectorized per target clone). */
+SEAMLESS_SIMD static void gqa_attend_row(const GqaJob* job, const float* q, const float* kc, const float* vc,
+                                         size_t lo, size_t hi, const float* sink, float* scores, float* o) {
+  size_t h = job->h;
+  float m = -INFINITY;
+  for (size_t j = lo; j < hi; j++) {
+    float x = gqa_dot(q, kc + j * h, h) * job->scale;
+    if (job->softcap > 0.0f) x = job->softcap * tanhf(x / job->softcap);
+    scores[j] = x;
+    m = x > m ? x : m;
+  }
+  if (sink) m = *sink > m ? *sink : m;
+  for (size_t j = lo; j < hi; j++) scores[j] = gqa_exp(scores[j] - m);
+  float sum = 0.0f;
+  for (size_t j = lo; j < hi; j++) sum += scores[j];
+  if (sink) sum += gqa_exp(*sink - m);
+  float inv = 1.0f / sum;
+  for (size_t d = 0; d < h; d++) o[d] = 0.0f;
+  for (size_t j = lo; j < hi; j++) {
+    float w = scores[j] * inv;
+    const float* vr = vc + j * h;
+    for (size_t d = 0; d < h; d++) o[d] += w * vr[d];
+  }
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define GQA_AVX512 __attribute__((target("avx512f")))
+
+/* The same for head sizes that are multiples of 16 up to 256: q, the output and each key/value
+ * row are h/16 vectors; the output accumulates in registers. */
+GQA_AVX512 static void gqa_attend_row_avx512(const GqaJob* job, const float* q, const float* kc, const float* vc,
+                                             size_t lo, size_t hi, const float* sink, float* scores, float* o) {
+  const size_t h = job->h, nv = h / 16;
+  __m512 qv[16], acc[16];
+  for (size_t v = 0; v < nv; v++) qv[v] = _mm512_loadu_ps(q + 16 * v);
+  float m = -INFINITY;
+  for (size_t j = lo; j < hi; j++) {
+    const float* kr = kc + j * h;
+    __m512 a = _mm512_mul_ps(qv[0], _mm512_loadu_ps(kr));
+    for (size_t v = 1; v < nv; v++) a = _mm512_fmadd_ps(qv[v], _mm512_loadu_ps(kr + 16 * v), a);
+    float x = _mm512_reduce_add_ps(a) * job->scale;
+    if (job->softcap > 0.0f) x = job->softcap * tanhf(x / job->softcap);
+    scores[j] = x;
+    m = x > m ? x : m;
+  }
+  if (sink) m = *sink > m ? *sink : m;
+  float sum = 0.0f;
+  for (size_t j = lo; j < hi; j++) {
+    float e = gqa_exp(scores[j] - m);
+    scores[j] = e;
+    sum += e;
+  }
+  if (sink) sum += gqa_exp(*sink - m);
+  const float inv = 1.0f / sum;
+  for (size_t v = 0; v < nv; v++) acc[v] = _mm512_setzero_ps();
+  for (size_t j = lo; j < hi; j++) {
+    const __m512 w = _mm512_set1_ps(scores[j] * inv);
+    const float* vr = vc + j * h;
+    for (size_t v = 0; v < nv; v++) acc[v] = _mm512_fmadd_ps(w, _mm512_loadu_ps(vr + 16 * v), acc[v]);
+  }
+  for (size_t v = 0; v < nv; v++) _mm512_storeu_ps(o + 16 * v, acc[v]);
+}
+
+static int gqa_has_avx512(void) {
+  static int has = -1;
+  if (has < 0) {
+    __builtin_cpu_init();
+    has = __builtin_cpu_supports("avx512f") ? 1 : 0;
+  }
+  return has;
+}
+#endif
+
 /* Pass 2: task = (b, query head, block of query rows). */
-SEAMLESS_SIMD static void gqa_attend_task(void* user, size_t task) {
+static void gqa_attend_task(void* user, size_t task) {
   const GqaJob* job = (const GqaJob*)user;
   size_t blk = task % job->s_blocks, rest = task / job->s_blocks;
   size_t head = rest % job->nh, bi = rest / job->nh;
@@ -158,8 +233,14 @@ SEAMLESS_SIMD static void gqa_attend_task(void* user, size_t task) {
   if (t > L) t = L;
   const float* kc = job->present_k + (bi * job->nkv + kh) * L * h;
   const float* vc = job->present_v + (bi * job->nkv + kh) * L * h;
-  float* scores = (float*)malloc((t ? t : 1) * sizeof(float));
-  float* acc = (float*)malloc(h * sizeof(float));
+  float stack_scores[1024];
+  float* scores = t <= 1024 ? stack_scores : (float*)malloc(t * sizeof(float));
+  if (!scores) return;
+  const float* sink = job->sink ? job->sink + head : NULL;
+  int fast = 0;
+#if defined(__x86_64__) && defined(__GNUC__)
+  fast = h % 16 == 0 && h <= 256 && gqa_has_avx512();
+#endif
   size_t s0 = s * blk / job->s_blocks, s1 = s * (blk + 1) / job->s_blocks;
   for (size_t si = s0; si < s1; si++) {
     float* o = job->out + (bi * s + si) * job->nh * h + head * h;
@@ -174,36 +255,15 @@ SEAMLESS_SIMD static void gqa_attend_task(void* user, size_t task) {
       memset(o, 0, h * sizeof(float));
       continue;
     }
-    float m = -INFINITY;
-    for (size_t j = lo; j < hi; j++) {
-      float x = gqa_dot(q, kc + j * h, h) * job->scale;
-      if (job->softcap > 0.0f) x = job->softcap * tanhf(x / job->softcap);
-      scores[j] = x;
-      m = x > m ? x : m;
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (fast) {
+      gqa_attend_row_avx512(job, q, kc, vc, lo, hi, sink, scores, o);
+      continue;
     }
-    float sink = 0.0f;
-    if (job->sink) {
-      sink = job->sink[head];
-      m = sink > m ? sink : m;
-    }
-    float sum = 0.0f;
-    for (size_t j = lo; j < hi; j++) {
-      float e = gqa_exp(scores[j] - m);
-      scores[j] = e;
-      sum += e;
-    }
-    if (job->sink) sum += gqa_exp(sink - m);
-    float inv = 1.0f / sum;
-    memset(acc, 0, h * sizeof(float));
-    for (size_t j = lo; j < hi; j++) {
-      float w = scores[j] * inv;
-      const float* vr = vc + j * h;
-      for (size_t d = 0; d < h; d++) acc[d] += w * vr[d];
-    }
-    memcpy(o, acc, h * sizeof(float));
+#endif
+    gqa_attend_row(job, q, kc, vc, lo, hi, sink, scores, o);
   }
-  free(scores);
-  free(acc);
+  if (scores != stack_scores) free(scores);
 }
 
 /* Returns 0, or 2 when out of memory. */
@@ -248,6 +308,9 @@ int seamless_gqa_f32(const float* q, const float* k, const float* v, size_t q_ro
   job.sink = sink;
   job.qrot = (float*)malloc((b * nh * s * h + 1) * sizeof(float));
   if (!job.qrot) return 2;
+  /* small problems (a decode step over a short cache) run on this thread: a pool dispatch costs more */
+  size_t work = b * nh * s * (present_len + s) * h;
+  if (work < (1u << 18)) par_fn = par_ctx = NULL;
   seamless_run_tasks(par_fn, par_ctx, b * nkv, gqa_prepare_task, &job);
   /* query rows per task: all of them when decoding, blocks of ~16 in a prompt */
   job.s_blocks = s > 16 ? (s + 15) / 16 : 1;

@@ -94,8 +94,15 @@ def get_devices(device: str = "cpu") -> list:
     path = register(device)
     ep_name = get_ep_name(device)
     # ORT >= 1.24 records the library path in the metadata; 1.23 does not
-    return [d for d in ort.get_ep_devices()
-            if d.ep_name == ep_name and d.ep_metadata.get("library_path", path) == path]
+    devices = [d for d in ort.get_ep_devices()
+               if d.ep_name == ep_name and d.ep_metadata.get("library_path", path) == path]
+    if devices and device == "cuda":
+        from .abi.bridge import NATIVES
+        lib = NATIVES["cuda"].lib
+        problem = NATIVES["cuda"].ffi.string(lib.seamless_cublas_problem_text()).decode()
+        if problem:
+            raise RuntimeError(f"{ep_name}: {problem}")
+    return devices
 
 
 def _no_device_reason(device: str) -> str:
@@ -116,6 +123,12 @@ def session_options(device: str = "cpu", base=None, **options):
     devices = get_devices(device)
     if not devices:
         raise RuntimeError(f"{get_ep_name(device)} offers no device on this machine: {_no_device_reason(device)}")
+    if options.get("device_id") is not None:  # one GPU of several
+        devices = [d for d in devices if d.ep_metadata.get("cuda_device_id") == str(options["device_id"])]
+        if not devices:
+            raise RuntimeError(f"{get_ep_name(device)} has no GPU {options['device_id']} on this machine")
+    elif device == "cuda":
+        devices = devices[:1]  # one session, one GPU: the first unless device_id says otherwise
     so.add_provider_for_devices(devices, {k: str(int(v) if isinstance(v, bool) else v) for k, v in options.items()})
     so.add_session_config_entry("session.record_ep_graph_assignment_info", "1")
     return so

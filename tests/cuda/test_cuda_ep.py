@@ -124,3 +124,27 @@ def test_outputs_chain_between_runs_without_host_copies():
         sess.run_with_iobinding(binding)
         value = binding.get_outputs()[0]
     np.testing.assert_array_equal(value.numpy(), np.full(4, 10, np.float32))
+
+
+@needs_gpu
+def test_each_gpu_by_device_id_gives_exact_results():
+    model = model_of([helper.make_node("Mul", ["x", "x"], ["y"])], [helper.make_tensor_value_info("x", 1, ["n"])],
+                     [helper.make_tensor_value_info("y", 1, ["n"])])
+    x = np.arange(257, dtype=np.float32) / 7
+    for d in DEVICES:
+        gpu = int(d.ep_metadata["cuda_device_id"])
+        so = seamless.session_options(device="cuda", device_id=gpu)
+        so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
+        sess = ort.InferenceSession(model.SerializeToString(), so)
+        (y,) = sess.run(None, {"x": x})
+        np.testing.assert_array_equal(y, x * x)
+
+
+@needs_gpu
+def test_device_id_that_contradicts_the_device_is_an_error():
+    so = ort.SessionOptions()
+    so.add_provider_for_devices(DEVICES[:1], {"device_id": str(len(DEVICES))})
+    model = model_of([helper.make_node("Neg", ["x"], ["y"])], [helper.make_tensor_value_info("x", 1, [2])],
+                     [helper.make_tensor_value_info("y", 1, [2])])
+    with pytest.raises(Exception, match="device_id"):
+        ort.InferenceSession(model.SerializeToString(), so)

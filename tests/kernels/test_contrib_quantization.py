@@ -196,3 +196,36 @@ def test_native_int8_isa_levels(isa, bits, block_size, zp, m, k):
     finally:
         contrib_native.lib.seamless_matmul_nbits_set_isa(-1)
     np.testing.assert_allclose(y, ref, rtol=1e-5, atol=2e-5)
+
+
+def test_gather_block_quantized_declines_quantize_axis_0():
+    """ORT rejects uint8 data quantized along a non-last axis; we decline it with a reason."""
+    import onnxruntime as ort
+
+    import onnxruntime_ep_seamless as seamless
+    rows, cols, bs = 64, 24, 16
+    data = rng.integers(0, 256, (rows, cols)).astype(np.uint8)
+    scales = (rng.random((rows // bs, cols)) * 0.1).astype(np.float32)
+    inputs = [("data", np.uint8, data.shape), ("indices", np.int64, (1,)), ("scales", np.float32, scales.shape)]
+    inits = [numpy_helper.from_array(data, "data"), numpy_helper.from_array(scales, "scales")]
+    model = single_node_model("GatherBlockQuantized", inputs, [("Y", np.float32, None)],
+                              {"bits": 8, "block_size": bs, "gather_axis": 0, "quantize_axis": 0}, domain=MS,
+                              initializers=inits)
+    sess = ort.InferenceSession(model.SerializeToString(), seamless.session_options())
+    report = seamless.partition_report(sess)
+    assert any("quantize_axis" in r for r in report.declined.values()), report
+
+
+@pytest.mark.parametrize("bits,zp", [(4, False), (4, True), (8, True)])
+def test_gather_block_quantized_numpy_reference_matches_native(bits, zp, monkeypatch):
+    from onnxruntime_ep_seamless.kernels.cpu import contrib_native, contrib_quantization as cq
+    rows, cols, bs = 50, 128, 32
+    q = rng.integers(0, 2 ** bits, (rows, cols))
+    data, scales = pack(q, bits), rng.random((rows, cols // bs)).astype(np.float32)
+    zero_points = pack(rng.integers(0, 2 ** bits, (rows, cols // bs)), bits) if zp else None
+    idx = np.array([[1, -1, 49, 50, -51, 7]], np.int64)
+    kw = dict(bits=bits, block_size=bs, quantize_axis=1)
+    (native_out,) = cq.gather_block_quantized(data, idx, scales, zero_points, **kw)
+    monkeypatch.setattr(contrib_native, "HAS_GATHER_BLOCK_QUANTIZED", False)
+    (numpy_out,) = cq.gather_block_quantized(data, idx, scales, zero_points, **kw)
+    np.testing.assert_array_equal(native_out, numpy_out)

@@ -53,6 +53,9 @@ def attach(ffi, lib, variant: str = "cpu") -> None:
     from .factory import Factory
     if variant == "cpu":
         parallel.set_parallel_for(int(ffi.cast("uintptr_t", ffi.addressof(lib, "seamless_parallel_for"))))
+    else:  # before ORT asks for devices: cuBLAS from NVIDIA's wheel, if installed
+        from ..runtime.cuda import preload_cublas
+        preload_cublas()
     from_handle = ffi.from_handle
 
     @ffi.def_extern()

@@ -38,6 +38,14 @@ class Ep:
         self.name = factory.ep_name
         self.options = options
         self.option_error = option_error
+        wanted = options.get("device_id")
+        if option_error is None and self.device == "cuda" and device_ordinal < 0:
+            self.option_error = ValueError(f"{self.name} runs a session on exactly one GPU: pass one of its OrtEpDevices "
+                                           "(session_options(device='cuda') does)")
+        elif option_error is None and wanted is not None and wanted != device_ordinal:
+            self.option_error = ValueError(f"{self.name}: option device_id={wanted} but the session was given GPU "
+                                           f"{device_ordinal}; pass that GPU's OrtEpDevice (session_options(device="
+                                           f"'cuda', device_id={wanted}) does)")
         self.logger = logger
 
     def log(self, level: int, message: str) -> None:

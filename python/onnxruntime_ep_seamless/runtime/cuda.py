@@ -53,7 +53,6 @@ class CudaRuntime:
     def __init__(self, native, ordinal: int):
         self.native, self.ordinal = native, ordinal
         self.ffi, self.lib = native.ffi, native.lib
-        _preload_cublas()
         if not os.path.isfile(FATBIN):
             raise RuntimeError(f"the CUDA kernels were not built ({FATBIN} is missing): reinstall the package on a "
                                "machine with nvcc (CUDA 13) on PATH")
@@ -189,7 +188,7 @@ def contiguous_strides(shape) -> list[int]:
     return out
 
 
-def _preload_cublas() -> None:
+def preload_cublas() -> None:
     """Load cuBLAS from NVIDIA's wheel (nvidia/cu13/lib) if installed, so the C glue finds it by name."""
     import ctypes
     import sys

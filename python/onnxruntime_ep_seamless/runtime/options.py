@@ -26,12 +26,24 @@ class Option:
     parse: Callable[[str], object]
     env: str | None
     doc: str
+    variants: tuple = ("cpu", "cuda")  # the EPs that accept it
+
+
+def _ordinal(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise ValueError(f"expected a GPU number >= 0, got {text!r}")
+    return value
 
 
 OPTIONS = {
     "log_partition": Option("log_partition", False, _flag, "SEAMLESS_LOG_PARTITION",
                             "1: log, per graph, the claimed node count and every declined op with its reason "
                             "(at WARNING severity so ORT's default logger shows it)."),
+    "device_id": Option("device_id", None, _ordinal, None,
+                        "CUDA EP: the GPU (CUDA ordinal) to run on. `session_options(device='cuda', device_id=N)` "
+                        "picks that GPU's device; given with ORT's own API it must name the device passed.",
+                        ("cuda",)),
 }
 
 
@@ -47,11 +59,13 @@ def parse_options(ep_name: str, entries: dict[str, str]) -> dict[str, object]:
 
 
 def validate(ep_name: str, given: dict[str, object]) -> dict[str, object]:
-    unknown = sorted(set(given) - set(OPTIONS))
+    variant = "cuda" if "cuda" in ep_name.lower() else "cpu"
+    valid = {key: opt for key, opt in OPTIONS.items() if variant in opt.variants}
+    unknown = sorted(set(given) - set(valid))
     if unknown:
-        raise OptionError(f"{ep_name}: unknown provider option(s) {unknown}; valid options: {sorted(OPTIONS)}")
+        raise OptionError(f"{ep_name}: unknown provider option(s) {unknown}; valid options: {sorted(valid)}")
     result = {}
-    for key, opt in OPTIONS.items():
+    for key, opt in valid.items():
         if key in given:
             text, source = str(given[key]), f"option {key!r}"
         elif opt.env and opt.env in os.environ:

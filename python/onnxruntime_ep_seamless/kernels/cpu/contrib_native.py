@@ -109,6 +109,25 @@ def matmul_nbits(a2d, B, scales, zero_points, bias, bits, block_size, K, N, int8
     return y
 
 
+HAS_GATHER_BLOCK_QUANTIZED = hasattr(lib, "seamless_gather_block_quantized_f32")
+
+
+def gather_block_quantized(data, indices, scales, zero_points, bits, block_size) -> np.ndarray:
+    """Rows of a 2-D uint8 table quantized along its rows (gather_axis 0, quantize_axis 1)."""
+    rows = data.shape[0]
+    cols = data.shape[1] * (8 // bits)
+    idx = np.ascontiguousarray(indices, dtype=np.int64)
+    out = np.empty((*idx.shape, cols), F32)
+    data = np.ascontiguousarray(data)
+    scales = _f32(scales)
+    zp = None if zero_points is None else np.ascontiguousarray(zero_points)
+    lib.seamless_gather_block_quantized_f32(ffi.from_buffer("uint8_t[]", data), rows, cols,
+                                            ffi.from_buffer("int64_t[]", idx), idx.size, _fp(scales),
+                                            _NULL if zp is None else ffi.from_buffer("uint8_t[]", zp), bits,
+                                            block_size, _fp(out))
+    return out
+
+
 # --- RMS normalization ------------------------------------------------------------------------
 
 

@@ -159,8 +159,8 @@ def _check_gather_block_quantized(node, graph):
     g, q = g + rank if g < 0 else g, q + rank if q < 0 else q
     if g != 0:
         return f"gather_axis={g} not supported for uint8 data (must be 0)"
-    if bits < 8 and q != rank - 1:
-        return f"quantize_axis={q} with packed {bits}-bit data not supported (must be the last axis)"
+    if q != rank - 1:
+        return f"quantize_axis={q} not supported for uint8 data (must be the last axis, as in ORT)"
     return None
 
 
@@ -169,6 +169,9 @@ def gather_block_quantized(data, indices, scales, zero_points=None, *, bits=4, b
                            gather_axis=0):
     rank = data.ndim
     qaxis = quantize_axis + rank if quantize_axis < 0 else quantize_axis
+    if rank == 2 and qaxis == 1 and native.HAS_GATHER_BLOCK_QUANTIZED and scales.dtype == F32 and \
+            (data.shape[1] * (8 // bits)) % block_size == 0:
+        return (native.gather_block_quantized(data, indices, scales, zero_points, bits, block_size),)
     per = 8 // bits
     shape = list(data.shape)
     shape[-1] *= per  # the logical (unpacked) shape
