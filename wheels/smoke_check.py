@@ -12,6 +12,11 @@ from onnxruntime_ep_seamless.cli import random_feeds
 package_dir = os.path.dirname(os.path.abspath(seamless.__file__))
 assert os.path.basename(os.path.dirname(package_dir)) == "site-packages", f"not the installed package: {package_dir}"
 assert os.path.dirname(seamless.get_library_path()) == package_dir
+try:  # the CPU distribution says so when asked for another variant
+    seamless.get_library_path("cuda")
+    raise AssertionError("the CPU wheel carries a CUDA library")
+except FileNotFoundError as exc:
+    assert "CPU distribution" in str(exc), exc
 
 so = seamless.session_options()
 so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")

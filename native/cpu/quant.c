@@ -45,6 +45,7 @@ typedef struct {
   size_t kq, chunks;
   /* float A (float path) */
   const float* a;
+  const float* a_perm;   /* [M, kq]: A with each full 64-chunk in the int8 path's order (AVX-512 float path) */
   /* weights */
   const uint8_t* b;
   const float* scales;
@@ -418,14 +419,13 @@ static void mnb_int8_task(void* user, size_t task) {
 
 /* ---- float path ------------------------------------------------------------------------- */
 
-SEAMLESS_SIMD static void mnb_float_task(void* user, size_t task) {
-  const MnbJob* job = (const MnbJob*)user;
-  size_t n0, n1;
-  seamless_task_range(job->n, job->tasks, task, &n0, &n1);
+/* Generic: dequantize a block, then multiply-accumulate (auto-vectorized per target clone). */
+SEAMLESS_SIMD static void mnb_float_rows_generic(const MnbJob* job, size_t n0, size_t n1) {
   const size_t bs = job->bs, nb = job->nb, k = job->k;
   uint8_t* q = (uint8_t*)malloc(bs);
   float* w = (float*)malloc(bs * sizeof(float));
   float* acc = (float*)malloc(job->m * 16 * sizeof(float));
+  if (!q || !w || !acc) goto done;
   for (size_t n = n0; n < n1; n++) {
     const uint8_t* brow = job->b + n * nb * job->blob;
     memset(acc, 0, job->m * 16 * sizeof(float));
@@ -449,9 +449,100 @@ SEAMLESS_SIMD static void mnb_float_task(void* user, size_t task) {
       job->y[r * job->n + n] = v + (job->bias ? job->bias[n] : 0.0f);
     }
   }
+done:
   free(q);
   free(w);
   free(acc);
+}
+
+#ifdef MNB_X86
+/* AVX-512: a 64-value chunk of a row of B dequantized into 4 vectors (4-bit: the order of the
+ * int8 path, even values then odd, which job->a_perm matches), FMA with up to 4 rows of A. */
+__attribute__((target("avx512f,avx512bw,avx512vl"))) static void mnb_float_rows_avx512(const MnbJob* job, size_t n0,
+                                                                                          size_t n1) {
+  const size_t bs = job->bs, nb = job->nb, chunks = job->chunks, kq = job->kq;
+  const size_t cstride = job->bits == 4 ? 32 : 64;
+  const __m256i low4 = _mm256_set1_epi8(15);
+  const size_t row_bytes = nb * job->blob;
+  const __m512 iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i upper16 = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 16, 16, 16, 16, 16, 16, 16, 16);
+  for (size_t n = n0; n < n1; n++) {
+    const uint8_t* brow = job->b + n * row_bytes;
+    const float* sb = job->scales + n * nb;
+    for (size_t r0 = 0; r0 < job->m; r0 += MNB_TILE) {
+      const size_t rt = job->m - r0 < MNB_TILE ? job->m - r0 : MNB_TILE;
+      __m512 acc[MNB_TILE];
+      for (size_t t = 0; t < MNB_TILE; t++) acc[t] = _mm512_setzero_ps();
+      for (size_t c = 0; c < chunks; c++) {
+        _mm_prefetch((const char*)(brow + MNB_AHEAD * row_bytes + c * cstride), _MM_HINT_T0);
+        __m128i piece[4];
+        if (job->bits == 4) {
+          __m256i raw = _mm256_loadu_si256((const __m256i*)(brow + c * cstride));
+          __m256i lo = _mm256_and_si256(raw, low4), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4);
+          piece[0] = _mm256_castsi256_si128(lo);
+          piece[1] = _mm256_extracti128_si256(lo, 1);
+          piece[2] = _mm256_castsi256_si128(hi);
+          piece[3] = _mm256_extracti128_si256(hi, 1);
+        } else {
+          for (int v = 0; v < 4; v++) piece[v] = _mm_loadu_si128((const __m128i*)(brow + c * cstride + 16 * v));
+        }
+        /* dequantization: (q - zp) * scale; 4-bit values through a 16-entry table per block */
+        const size_t blk0 = c * MNB_CHUNK / bs, nbc = bs < MNB_CHUNK ? MNB_CHUNK / bs : 1;
+        __m512 table[4], scale[4], shift[4];
+        for (size_t i = 0; i < nbc; i++) {
+          float sc = sb[blk0 + i], z = mnb_zero_point(job, n, blk0 + i);
+          scale[i] = _mm512_set1_ps(sc);
+          shift[i] = _mm512_set1_ps(-z * sc);
+          if (job->bits == 4) table[i] = _mm512_fmadd_ps(iota, scale[i], shift[i]);
+        }
+        __m512 w[4];
+        for (int v = 0; v < 4; v++) {
+          /* the value (within the chunk) of this vector's first lane: 4-bit pieces hold bytes
+           * 0-15 / 16-31 of the low, then the high nibbles: values 0, 32 (even), 1, 33 (odd) */
+          size_t first = job->bits == 4 ? (size_t)(v % 2) * 32 + (size_t)(v / 2) : (size_t)v * 16;
+          size_t i = first / bs; /* block within the chunk */
+          __m512i qi = _mm512_cvtepu8_epi32(piece[v]);
+          if (job->bits == 8)
+            w[v] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(qi), scale[i], shift[i]);
+          else if (bs == 16) /* lanes 8-15 (values 16 and up) are the next block */
+            w[v] = _mm512_permutex2var_ps(table[i], _mm512_or_si512(qi, upper16), table[i + 1]);
+          else
+            w[v] = _mm512_permutexvar_ps(qi, table[i]);
+        }
+        for (size_t t = 0; t < rt; t++) {
+          const float* ar = job->a_perm + (r0 + t) * kq + c * MNB_CHUNK;
+          for (int v = 0; v < 4; v++) acc[t] = _mm512_fmadd_ps(_mm512_loadu_ps(ar + 16 * v), w[v], acc[t]);
+        }
+      }
+      for (size_t t = 0; t < rt; t++) {
+        size_t r = r0 + t;
+        float v = _mm512_reduce_add_ps(acc[t]);
+        /* blocks past the last full chunk */
+        for (size_t blk = chunks * MNB_CHUNK / bs; blk < nb; blk++) {
+          uint8_t q[MNB_CHUNK];
+          mnb_unpack(brow + blk * job->blob, job->bits, bs, q);
+          float s = sb[blk], z = mnb_zero_point(job, n, blk);
+          size_t end = (blk + 1) * bs < job->k ? (blk + 1) * bs : job->k;
+          for (size_t i = blk * bs; i < end; i++) v += job->a[r * job->k + i] * (((float)q[i - blk * bs] - z) * s);
+        }
+        job->y[r * job->n + n] = v + (job->bias ? job->bias[n] : 0.0f);
+      }
+    }
+  }
+}
+#endif
+
+static void mnb_float_task(void* user, size_t task) {
+  const MnbJob* job = (const MnbJob*)user;
+  size_t n0, n1;
+  seamless_task_range(job->n, job->tasks, task, &n0, &n1);
+#ifdef MNB_X86
+  if (job->a_perm && job->bits != 2 && mnb_level() == 2) {
+    mnb_float_rows_avx512(job, n0, n1);
+    return;
+  }
+#endif
+  mnb_float_rows_generic(job, n0, n1);
 }
 
 /* ---- entry point -------------------------------------------------------------------------- */
@@ -482,12 +573,24 @@ int seamless_matmul_nbits_f32(const float* a, size_t m, size_t k, const uint8_t*
   size_t row_bytes = job.nb * job.blob + job.nb * 4;
   size_t grain = (32768 / (row_bytes ? row_bytes : 1)) + 1;
   job.tasks = seamless_task_count(n, grain < 16 ? 16 : grain);
-  if (!int8) {
-    seamless_run_tasks(par_fn, par_ctx, job.tasks, mnb_float_task, &job);
-    return 0;
-  }
   job.chunks = (job.nb * bs) / MNB_CHUNK;
   job.kq = ((job.nb * bs + MNB_CHUNK - 1) / MNB_CHUNK) * MNB_CHUNK;
+  if (!int8) {
+    float* a_perm = NULL;
+    if (bits != 2 && mnb_level() == 2) {
+      a_perm = (float*)malloc((m * job.kq + 1) * sizeof(float));
+      if (!a_perm) return 2;
+      for (size_t r = 0; r < m; r++) {
+        float* pr = a_perm + r * job.kq;
+        memset(pr, 0, job.kq * sizeof(float));
+        for (size_t i = 0; i < k; i++) pr[mnb_qa_pos(bits, job.chunks, i)] = a[r * k + i];
+      }
+    }
+    job.a_perm = a_perm;
+    seamless_run_tasks(par_fn, par_ctx, job.tasks, mnb_float_task, &job);
+    free(a_perm);
+    return 0;
+  }
   int8_t* qa = (int8_t*)aligned_alloc(64, m * job.kq);
   float* sa = (float*)malloc(m * job.nb * sizeof(float));
   float* asum = (float*)malloc(m * job.nb * sizeof(float));

@@ -11,10 +11,12 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-__version__ = "0.1.0"
+__version__ = "0.1.0"  # semver, the only place it is written (pyproject.toml reads it; docs/versioning.md)
 __all__ = ["__version__", "DEMO_MODEL", "get_library_path", "get_ep_name", "get_ep_names", "register", "unregister",
            "get_devices", "session_options", "assert_ep_selected", "partition_report", "PartitionReport"]
 
+# The oldest supported onnxruntime, enforced by register(); the C library enforces the same floor
+# (SEAMLESS_ORT_API_MIN in ep_plugin/glue.c; tests/abi/test_versions.py keeps them equal).
 MIN_ONNXRUNTIME_VERSION = "1.23"
 DEMO_MODEL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "demo", "demo_model.onnx")
 _VARIANTS = {"cpu": ("SeamlessCPUExecutionProvider", "libonnxruntime_ep_seamless_cpu.so",
@@ -36,6 +38,11 @@ def get_library_path(device: str = "cpu") -> str:
     _, filename, _ = _variant(device)
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), filename)
     if not os.path.isfile(path):
+        cpu_path = os.path.join(os.path.dirname(path), _VARIANTS["cpu"][1])
+        if device.lower() != "cpu" and os.path.isfile(cpu_path):  # the CPU wheel (wheels/build.sh)
+            raise FileNotFoundError(f"this installation is the CPU distribution of onnxruntime-ep-seamless: it has no "
+                                    f"{device!r} library ({filename}). No wheel with the {device!r} variant is published "
+                                    "yet; build it from a checkout with `pip install .`")
         raise FileNotFoundError(f"plugin library not found at {path}; the package was not built "
                                 "(reinstall with `pip install onnxruntime-ep-seamless`, or `pip install .` in a checkout)")
     return path

@@ -198,3 +198,20 @@ def test_fp32_matches_transformers(arch):
     with torch.no_grad():
         ref = hf(torch.tensor(ids[None], dtype=torch.int64)).logits.numpy()
     assert_close(out[0], ref, rtol=0, atol=1e-4, name="logits vs transformers")
+
+
+def test_bench_decode_command(tmp_path, capsys):
+    """`python -m onnxruntime_ep_seamless bench decode MODEL_DIR`: both EPs, ratio, JSON."""
+    import json
+
+    from onnxruntime_ep_seamless.cli import main
+    model_dir = str(material.genai_model_dir("qwen2", "int4"))
+    model_path(*("qwen2", "int4"))
+    out = tmp_path / "decode.json"
+    assert main(["bench", "decode", model_dir, "--steps", "4", "--decode-rounds", "1", "--json", str(out)]) == 0
+    printed = capsys.readouterr()
+    assert "ms/token" in printed.out and "ratio ours/stock" in printed.out
+    assert "decode [" in printed.err  # the progress bar
+    result = json.loads(out.read_text())
+    assert result["benchmark"] == "decode" and result["steps"] == 4 and result["fallback_nodes"] == 0
+    assert result["ours_ms_per_token"] > 0 and result["stock_ms_per_token"] > 0
