@@ -34,6 +34,7 @@ typedef unsigned long long CUdeviceptr;
   X(CUresult, cuMemFreeHost, mem_free_host, (void* ptr))                                            \
   X(CUresult, cuMemcpy, memcpy, (CUdeviceptr dst, CUdeviceptr src, size_t size))                    \
   X(CUresult, cuMemcpyAsync, memcpy_async, (CUdeviceptr dst, CUdeviceptr src, size_t size, CUstream stream)) \
+  X(CUresult, cuMemsetD8Async, memset_async, (CUdeviceptr dst, unsigned char value, size_t size, CUstream stream)) \
   X(CUresult, cuStreamCreate, stream_create, (CUstream* stream, unsigned int flags))                \
   X(CUresult, cuStreamDestroy_v2, stream_destroy, (CUstream stream))                                \
   X(CUresult, cuStreamSynchronize, stream_synchronize, (CUstream stream))                           \

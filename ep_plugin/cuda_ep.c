@@ -384,6 +384,11 @@ static OrtStatus* seamless_cuda_copy(void* dst, const void* src, size_t nbytes, 
   return NULL;
 }
 
+static OrtStatus* seamless_cuda_zero(void* dst, size_t nbytes, void* stream) {
+  CU_TRY(cu.memset_async((CUdeviceptr)(uintptr_t)dst, 0, nbytes, (CUstream)stream), "cuMemsetD8Async");
+  return NULL;
+}
+
 static OrtStatus* seamless_cuda_sync(void* stream) {
   CU_TRY(cu.stream_synchronize((CUstream)stream), "cuStreamSynchronize");
   return NULL;

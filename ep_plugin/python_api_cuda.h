@@ -8,6 +8,7 @@ OrtStatus* seamless_cuda_function(void* module, const char* name, void** fn);
 OrtStatus* seamless_cuda_launch(void* fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                                 unsigned bz, unsigned shared, void* stream, void** args);
 OrtStatus* seamless_cuda_copy(void* dst, const void* src, size_t nbytes, void* stream);
+OrtStatus* seamless_cuda_zero(void* dst, size_t nbytes, void* stream);
 OrtStatus* seamless_cuda_sync(void* stream);
 const char* seamless_cublas_problem_text(void);
 OrtStatus* seamless_cublas_gemm(int ordinal, void* stream, int dtype, int trans_a, int trans_b, int m, int n, int k,

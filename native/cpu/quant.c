@@ -32,7 +32,8 @@
 
 #define MNB_CHUNK 64 /* values of K per vector step */
 #define MNB_TILE 4   /* rows of A per pass over a row of B */
-#define MNB_AHEAD 2  /* software prefetch distance, in tiles of rows of B */
+#define MNB_AHEAD 2  /* software prefetch distance, in tiles of rows of B ... */
+#define MNB_AHEAD_BYTES 8192 /* ... or 1 tile when a tile is larger than this (L1 stays for A) */
 
 typedef struct {
   /* quantized A (int8 path) */
@@ -95,46 +96,66 @@ static inline size_t mnb_qa_pos(size_t bits, size_t chunks, size_t value) {
 SEAMLESS_SIMD static void mnb_quantize_rows(const float* a, size_t m, size_t k, size_t bs, size_t nb, size_t bits,
                                             int8_t* qa, size_t kq, size_t chunks, float* sa, float* asum,
                                             float* lane_sa, int32_t* init) {
-  int8_t* tmp = (int8_t*)malloc(bs);
+  int8_t* tmp = (int8_t*)malloc(kq);
+  if (!tmp) return;
+  const int shift = __builtin_ctzl(bs);
   for (size_t r = 0; r < m; r++) {
     const float* ar = a + r * k;
     int8_t* qr = qa + r * kq;
-    memset(qr, 0, kq);
+    /* natural order into tmp, one block at a time (vectorizable loops, no divisions) */
     for (size_t blk = 0; blk < nb; blk++) {
-      size_t begin = blk * bs, end = begin + bs < k ? begin + bs : k;
+      size_t begin = blk * bs, len = begin + bs <= k ? bs : k - begin;
+      const float* x = ar + begin;
       float amax = 0.0f;
-      for (size_t i = begin; i < end; i++) {
-        float v = fabsf(ar[i]);
+      for (size_t i = 0; i < len; i++) {
+        float v = fabsf(x[i]);
         amax = v > amax ? v : amax;
       }
       float scale = amax / 127.0f;
       float inv = amax != 0.0f ? 127.0f / amax : 0.0f;
+      int8_t* t = tmp + begin;
       int32_t sum = 0;
-      for (size_t i = begin; i < begin + bs; i++) {
-        int32_t q = i < end ? (int32_t)rintf(ar[i] * inv) : 0;
-        tmp[i - begin] = (int8_t)q;
+      for (size_t i = 0; i < len; i++) {
+        int32_t q = (int32_t)rintf(x[i] * inv);
+        t[i] = (int8_t)q;
         sum += q;
       }
-      for (size_t i = 0; i < bs; i++) qr[mnb_qa_pos(bits, chunks, begin + i)] = tmp[i];
+      for (size_t i = len; i < bs; i++) t[i] = 0;
       sa[r * nb + blk] = scale;
       asum[r * nb + blk] = scale * (float)sum;
+    }
+    memset(tmp + nb * bs, 0, kq - nb * bs);
+    /* stored order: 4-bit full chunks as even values, then odd ones */
+    if (bits == 4) {
+      for (size_t c = 0; c < chunks; c++) {
+        const int8_t* src = tmp + c * MNB_CHUNK;
+        int8_t* dst = qr + c * MNB_CHUNK;
+        for (size_t p = 0; p < MNB_CHUNK / 2; p++) {
+          dst[p] = src[2 * p];
+          dst[MNB_CHUNK / 2 + p] = src[2 * p + 1];
+        }
+      }
+      memcpy(qr + chunks * MNB_CHUNK, tmp + chunks * MNB_CHUNK, kq - chunks * MNB_CHUNK);
+    } else {
+      memcpy(qr, tmp, kq);
     }
     /* lane l of chunk c covers 4 bytes of the chunk: values 8(l%8).. (4-bit) or 4l.. (8-bit) */
     for (size_t c = 0; c < chunks; c++)
       for (size_t l = 0; l < 16; l++) {
         size_t value = c * MNB_CHUNK + (bits == 4 ? 8 * (l % 8) : 4 * l);
-        lane_sa[(r * chunks + c) * 16 + l] = sa[r * nb + value / bs];
+        lane_sa[(r * chunks + c) * 16 + l] = sa[r * nb + (value >> shift)];
       }
     if (init) { /* the default zero point folded into each unit's starting lanes */
       size_t cpu = bs >= MNB_CHUNK ? bs / MNB_CHUNK : 1, units = chunks / cpu;
       int32_t zp = 1 << (bits - 1);
-      for (size_t u = 0; u < units; u++)
-        for (size_t l = 0; l < 16; l++) {
-          int32_t sum = 0;
-          for (size_t c = u * cpu; c < (u + 1) * cpu; c++)
-            for (size_t j = 0; j < 4; j++) sum += qr[c * MNB_CHUNK + 4 * l + j];
-          init[(r * units + u) * 16 + l] = -zp * sum;
-        }
+      for (size_t u = 0; u < units; u++) {
+        int32_t lanes[16] = {0};
+        for (size_t c = u * cpu; c < (u + 1) * cpu; c++)
+          for (size_t l = 0; l < 16; l++)
+            lanes[l] += qr[c * MNB_CHUNK + 4 * l] + qr[c * MNB_CHUNK + 4 * l + 1] + qr[c * MNB_CHUNK + 4 * l + 2] +
+                        qr[c * MNB_CHUNK + 4 * l + 3];
+        for (size_t l = 0; l < 16; l++) init[(r * units + u) * 16 + l] = -zp * lanes[l];
+      }
     }
   }
   free(tmp);
@@ -229,6 +250,7 @@ static inline __attribute__((always_inline)) MNB_VNNI void mnb_vnni_tile(const M
   const size_t row_bytes = nb * job->blob;
   const uint8_t* brow[4];
   const float* sb[4];
+  const size_t ahead_tiles = tile_cols * row_bytes > MNB_AHEAD_BYTES ? 1 : MNB_AHEAD;
   for (size_t j = 0; j < tile_cols; j++) {
     brow[j] = job->b + (n0 + j) * nb * job->blob;
     sb[j] = job->scales + (n0 + j) * nb;
@@ -245,7 +267,7 @@ static inline __attribute__((always_inline)) MNB_VNNI void mnb_vnni_tile(const M
       }
       for (size_t c = blk * cpb; c < (blk + 1) * cpb; c++) {
         __m512i w[4];
-        const char* ahead = (const char*)(brow[0] + MNB_AHEAD * tile_cols * row_bytes) + c * tile_cols * cstride;
+        const char* ahead = (const char*)(brow[0] + ahead_tiles * tile_cols * row_bytes) + c * tile_cols * cstride;
         for (size_t o = 0; o < tile_cols * cstride; o += 64) _mm_prefetch(ahead + o, _MM_HINT_T0);
         for (size_t j = 0; j < tile_cols; j++) w[j] = mnb_load_w512(brow[j] + c * cstride, job->bits);
         for (size_t t = 0; t < tile_rows; t++) {
@@ -254,7 +276,7 @@ static inline __attribute__((always_inline)) MNB_VNNI void mnb_vnni_tile(const M
         }
       }
       if (blk % 4 == 0) /* 16 bytes of the tile's scales per block */
-        _mm_prefetch((const char*)(sb[0] + MNB_AHEAD * tile_cols * nb + blk * tile_cols), _MM_HINT_T0);
+        _mm_prefetch((const char*)(sb[0] + ahead_tiles * tile_cols * nb + blk * tile_cols), _MM_HINT_T0);
       for (size_t t = 0; t < tile_rows; t++)
         for (size_t j = 0; j < tile_cols; j++) {
           __m512 s = _mm512_set1_ps(job->sa[(r0 + t) * nb + blk] * sb[j][blk]);
@@ -271,10 +293,10 @@ static inline __attribute__((always_inline)) MNB_VNNI void mnb_vnni_tile(const M
       __m512i w[4];
       __m512 sbv[4];
       /* two tiles ahead: a tile's rows of B (and of scales) are contiguous, stream through them */
-      const char* ahead = (const char*)(brow[0] + MNB_AHEAD * tile_cols * row_bytes) + c * tile_cols * cstride;
+      const char* ahead = (const char*)(brow[0] + ahead_tiles * tile_cols * row_bytes) + c * tile_cols * cstride;
       for (size_t o = 0; o < tile_cols * cstride; o += 64) _mm_prefetch(ahead + o, _MM_HINT_T0);
       if ((c * sstep) % 64 < sstep)
-        _mm_prefetch((const char*)(sb[0] + MNB_AHEAD * tile_cols * nb) + c * sstep, _MM_HINT_T0);
+        _mm_prefetch((const char*)(sb[0] + ahead_tiles * tile_cols * nb) + c * sstep, _MM_HINT_T0);
       for (size_t j = 0; j < tile_cols; j++) {
         w[j] = mnb_load_w512(brow[j] + c * cstride, job->bits);
         sbv[j] = _mm512_permutexvar_ps(idx, _mm512_maskz_loadu_ps(smask, sb[j] + c * bpc));
@@ -456,77 +478,90 @@ done:
 }
 
 #ifdef MNB_X86
-/* AVX-512: a 64-value chunk of a row of B dequantized into 4 vectors (4-bit: the order of the
- * int8 path, even values then odd, which job->a_perm matches), FMA with up to 4 rows of A. */
-__attribute__((target("avx512f,avx512bw,avx512vl"))) static void mnb_float_rows_avx512(const MnbJob* job, size_t n0,
-                                                                                          size_t n1) {
+#define MNB_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl")))
+
+/* AVX-512: a 64-value chunk of row n of B dequantized into 4 vectors (4-bit: in the int8 path's
+ * order, even values then odd, which job->a_perm matches), FMA with rows r0..r0+tile_rows-1 of A
+ * (tile_rows is a constant at each call site, so the accumulators stay in registers). */
+static inline __attribute__((always_inline)) MNB_AVX512 void mnb_float_tile(const MnbJob* job, size_t n, size_t r0,
+                                                                          const size_t tile_rows) {
   const size_t bs = job->bs, nb = job->nb, chunks = job->chunks, kq = job->kq;
   const size_t cstride = job->bits == 4 ? 32 : 64;
-  const __m256i low4 = _mm256_set1_epi8(15);
   const size_t row_bytes = nb * job->blob;
+  const int bs_shift = __builtin_ctzl(bs);
+  const __m256i low4 = _mm256_set1_epi8(15);
   const __m512 iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   const __m512i upper16 = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 16, 16, 16, 16, 16, 16, 16, 16);
+  const uint8_t* brow = job->b + n * row_bytes;
+  const float* sb = job->scales + n * nb;
+  __m512 acc[MNB_TILE][2]; /* two accumulators per row: independent FMA chains */
+  for (size_t t = 0; t < tile_rows; t++) acc[t][0] = acc[t][1] = _mm512_setzero_ps();
+  for (size_t c = 0; c < chunks; c++) {
+    _mm_prefetch((const char*)(brow + MNB_AHEAD * row_bytes + c * cstride), _MM_HINT_T0);
+    __m128i piece[4];
+    if (job->bits == 4) {
+      __m256i raw = _mm256_loadu_si256((const __m256i*)(brow + c * cstride));
+      __m256i lo = _mm256_and_si256(raw, low4), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4);
+      piece[0] = _mm256_castsi256_si128(lo);
+      piece[1] = _mm256_extracti128_si256(lo, 1);
+      piece[2] = _mm256_castsi256_si128(hi);
+      piece[3] = _mm256_extracti128_si256(hi, 1);
+    } else {
+      for (int v = 0; v < 4; v++) piece[v] = _mm_loadu_si128((const __m128i*)(brow + c * cstride + 16 * v));
+    }
+    /* dequantization: (q - zp) * scale; 4-bit values through a 16-entry table per block */
+    const size_t blk0 = (c * MNB_CHUNK) >> bs_shift, nbc = bs < MNB_CHUNK ? MNB_CHUNK >> bs_shift : 1;
+    __m512 table[4], scale[4], shift[4];
+    for (size_t i = 0; i < nbc; i++) {
+      float sc = sb[blk0 + i], z = mnb_zero_point(job, n, blk0 + i);
+      scale[i] = _mm512_set1_ps(sc);
+      shift[i] = _mm512_set1_ps(-z * sc);
+      if (job->bits == 4) table[i] = _mm512_fmadd_ps(iota, scale[i], shift[i]);
+    }
+    __m512 w[4];
+    for (int v = 0; v < 4; v++) {
+      /* the value (within the chunk) of this vector's first lane: 4-bit pieces hold bytes
+       * 0-15 / 16-31 of the low, then the high nibbles: values 0, 32 (even), 1, 33 (odd) */
+      size_t first = job->bits == 4 ? (size_t)(v % 2) * 32 + (size_t)(v / 2) : (size_t)v * 16;
+      size_t i = first >> bs_shift; /* block within the chunk */
+      __m512i qi = _mm512_cvtepu8_epi32(piece[v]);
+      if (job->bits == 8)
+        w[v] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(qi), scale[i], shift[i]);
+      else if (bs == 16) /* lanes 8-15 (values 16 and up) are the next block */
+        w[v] = _mm512_permutex2var_ps(table[i], _mm512_or_si512(qi, upper16), table[i + 1]);
+      else
+        w[v] = _mm512_permutexvar_ps(qi, table[i]);
+    }
+    for (size_t t = 0; t < tile_rows; t++) {
+      const float* ar = job->a_perm + (r0 + t) * kq + c * MNB_CHUNK;
+      acc[t][0] = _mm512_fmadd_ps(_mm512_loadu_ps(ar), w[0], acc[t][0]);
+      acc[t][1] = _mm512_fmadd_ps(_mm512_loadu_ps(ar + 16), w[1], acc[t][1]);
+      acc[t][0] = _mm512_fmadd_ps(_mm512_loadu_ps(ar + 32), w[2], acc[t][0]);
+      acc[t][1] = _mm512_fmadd_ps(_mm512_loadu_ps(ar + 48), w[3], acc[t][1]);
+    }
+  }
+  for (size_t t = 0; t < tile_rows; t++) {
+    size_t r = r0 + t;
+    float v = _mm512_reduce_add_ps(_mm512_add_ps(acc[t][0], acc[t][1]));
+    for (size_t blk = (chunks * MNB_CHUNK) >> bs_shift; blk < nb; blk++) { /* blocks past the last full chunk */
+      uint8_t q[MNB_CHUNK];
+      mnb_unpack(brow + blk * job->blob, job->bits, bs, q);
+      float sc = sb[blk], z = mnb_zero_point(job, n, blk);
+      size_t end = (blk + 1) * bs < job->k ? (blk + 1) * bs : job->k;
+      for (size_t i = blk * bs; i < end; i++) v += job->a[r * job->k + i] * (((float)q[i - blk * bs] - z) * sc);
+    }
+    job->y[r * job->n + n] = v + (job->bias ? job->bias[n] : 0.0f);
+  }
+}
+
+MNB_AVX512 static void mnb_float_rows_avx512(const MnbJob* job, size_t n0, size_t n1) {
   for (size_t n = n0; n < n1; n++) {
-    const uint8_t* brow = job->b + n * row_bytes;
-    const float* sb = job->scales + n * nb;
-    for (size_t r0 = 0; r0 < job->m; r0 += MNB_TILE) {
-      const size_t rt = job->m - r0 < MNB_TILE ? job->m - r0 : MNB_TILE;
-      __m512 acc[MNB_TILE];
-      for (size_t t = 0; t < MNB_TILE; t++) acc[t] = _mm512_setzero_ps();
-      for (size_t c = 0; c < chunks; c++) {
-        _mm_prefetch((const char*)(brow + MNB_AHEAD * row_bytes + c * cstride), _MM_HINT_T0);
-        __m128i piece[4];
-        if (job->bits == 4) {
-          __m256i raw = _mm256_loadu_si256((const __m256i*)(brow + c * cstride));
-          __m256i lo = _mm256_and_si256(raw, low4), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4);
-          piece[0] = _mm256_castsi256_si128(lo);
-          piece[1] = _mm256_extracti128_si256(lo, 1);
-          piece[2] = _mm256_castsi256_si128(hi);
-          piece[3] = _mm256_extracti128_si256(hi, 1);
-        } else {
-          for (int v = 0; v < 4; v++) piece[v] = _mm_loadu_si128((const __m128i*)(brow + c * cstride + 16 * v));
-        }
-        /* dequantization: (q - zp) * scale; 4-bit values through a 16-entry table per block */
-        const size_t blk0 = c * MNB_CHUNK / bs, nbc = bs < MNB_CHUNK ? MNB_CHUNK / bs : 1;
-        __m512 table[4], scale[4], shift[4];
-        for (size_t i = 0; i < nbc; i++) {
-          float sc = sb[blk0 + i], z = mnb_zero_point(job, n, blk0 + i);
-          scale[i] = _mm512_set1_ps(sc);
-          shift[i] = _mm512_set1_ps(-z * sc);
-          if (job->bits == 4) table[i] = _mm512_fmadd_ps(iota, scale[i], shift[i]);
-        }
-        __m512 w[4];
-        for (int v = 0; v < 4; v++) {
-          /* the value (within the chunk) of this vector's first lane: 4-bit pieces hold bytes
-           * 0-15 / 16-31 of the low, then the high nibbles: values 0, 32 (even), 1, 33 (odd) */
-          size_t first = job->bits == 4 ? (size_t)(v % 2) * 32 + (size_t)(v / 2) : (size_t)v * 16;
-          size_t i = first / bs; /* block within the chunk */
-          __m512i qi = _mm512_cvtepu8_epi32(piece[v]);
-          if (job->bits == 8)
-            w[v] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(qi), scale[i], shift[i]);
-          else if (bs == 16) /* lanes 8-15 (values 16 and up) are the next block */
-            w[v] = _mm512_permutex2var_ps(table[i], _mm512_or_si512(qi, upper16), table[i + 1]);
-          else
-            w[v] = _mm512_permutexvar_ps(qi, table[i]);
-        }
-        for (size_t t = 0; t < rt; t++) {
-          const float* ar = job->a_perm + (r0 + t) * kq + c * MNB_CHUNK;
-          for (int v = 0; v < 4; v++) acc[t] = _mm512_fmadd_ps(_mm512_loadu_ps(ar + 16 * v), w[v], acc[t]);
-        }
-      }
-      for (size_t t = 0; t < rt; t++) {
-        size_t r = r0 + t;
-        float v = _mm512_reduce_add_ps(acc[t]);
-        /* blocks past the last full chunk */
-        for (size_t blk = chunks * MNB_CHUNK / bs; blk < nb; blk++) {
-          uint8_t q[MNB_CHUNK];
-          mnb_unpack(brow + blk * job->blob, job->bits, bs, q);
-          float s = sb[blk], z = mnb_zero_point(job, n, blk);
-          size_t end = (blk + 1) * bs < job->k ? (blk + 1) * bs : job->k;
-          for (size_t i = blk * bs; i < end; i++) v += job->a[r * job->k + i] * (((float)q[i - blk * bs] - z) * s);
-        }
-        job->y[r * job->n + n] = v + (job->bias ? job->bias[n] : 0.0f);
-      }
+    size_t r = 0;
+    for (; r + 4 <= job->m; r += 4) mnb_float_tile(job, n, r, 4);
+    switch (job->m - r) {
+      case 3: mnb_float_tile(job, n, r, 3); break;
+      case 2: mnb_float_tile(job, n, r, 2); break;
+      case 1: mnb_float_tile(job, n, r, 1); break;
     }
   }
 }

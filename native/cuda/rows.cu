@@ -89,3 +89,32 @@ extern "C" __global__ void seamless_cast_f16_f32(int64_t n, const __half* x, flo
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
     y[i] = __half2float(x[i]);
 }
+
+// RMS normalisation of a row, optionally of x + skip (+ bias) first (SkipSimplifiedLayerNormalization),
+// writing that sum too when sum_out is given: y = v / sqrt(mean(v^2) + eps) * scale.
+template <typename T>
+__device__ void rmsnorm_row(const T* x, const T* skip, const T* bias, const T* scale, T* y, T* sum_out, int64_t cols,
+                            float eps) {
+  extern __shared__ float row[];
+  const T* xr = x + blockIdx.x * cols;
+  float sq = 0.0f;
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+    float v = to_f(xr[c]);
+    if (skip) v += to_f(skip[blockIdx.x * cols + c]);
+    if (bias) v += to_f(bias[c]);
+    if (sum_out) put(&sum_out[blockIdx.x * cols + c], v);
+    row[c] = v;
+    sq += v * v;
+  }
+  float inv = rsqrtf(block_reduce(sq, false) / cols + eps);
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) put(&y[blockIdx.x * cols + c], row[c] * inv * to_f(scale[c]));
+}
+
+extern "C" __global__ void seamless_rmsnorm_f32(const float* x, const float* skip, const float* bias, const float* scale,
+                                                float* y, float* sum_out, int64_t cols, float eps) {
+  rmsnorm_row(x, skip, bias, scale, y, sum_out, cols, eps);
+}
+extern "C" __global__ void seamless_rmsnorm_f16(const __half* x, const __half* skip, const __half* bias,
+                                                const __half* scale, __half* y, __half* sum_out, int64_t cols, float eps) {
+  rmsnorm_row(x, skip, bias, scale, y, sum_out, cols, eps);
+}

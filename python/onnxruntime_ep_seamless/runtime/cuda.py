@@ -145,10 +145,14 @@ class CudaRuntime:
         self.launch(f"seamless_copy_{x.dtype.itemsize}", n, stream, ("int64", n), ("ptr", x.ptr), ("ptr", y.ptr),
                     ("bytes", s))
 
-    def launch_rows(self, name: str, rows: int, stream, *args) -> None:
-        """One block of 256 threads per row."""
+    def launch_rows(self, name: str, rows: int, stream, *args, shared: int = 0) -> None:
+        """One block of 256 threads per row (`shared` bytes of dynamic shared memory each)."""
         if rows:
-            self._launch(name, rows, 256, stream, args)
+            self._launch(name, rows, 256, stream, args, shared)
+
+    def zero(self, t: DeviceTensor, stream) -> None:
+        if t.nbytes:
+            self.native.check(self.lib.seamless_cuda_zero(self.ffi.cast("void*", t.ptr), t.nbytes, stream))
 
     def copy(self, dst: int, src: int, nbytes: int, stream) -> None:
         if nbytes:
@@ -162,7 +166,7 @@ class CudaRuntime:
         block = 256
         self._launch(name, min((n + block - 1) // block, 65535), block, stream, args)
 
-    def _launch(self, name: str, grid: int, block: int, stream, args) -> None:
+    def _launch(self, name: str, grid: int, block: int, stream, args, shared: int = 0) -> None:
         ffi = self.ffi
         keep = []
         for kind, value in args:
@@ -177,7 +181,8 @@ class CudaRuntime:
             else:
                 keep.append(ffi.new("char[]", value))
         params = ffi.new("void*[]", [ffi.cast("void*", k) for k in keep])
-        self.native.check(self.lib.seamless_cuda_launch(self.function(name), grid, 1, 1, block, 1, 1, 0, stream, params))
+        self.native.check(self.lib.seamless_cuda_launch(self.function(name), grid, 1, 1, block, 1, 1, shared, stream,
+                                                        params))
 
 
 def contiguous_strides(shape) -> list[int]:

@@ -130,9 +130,14 @@ _GQA_UNSUPPORTED_INPUTS = {9: "position_ids", 10: "attention_bias", 12: "k_scale
 
 
 def _check_gqa(node, graph):
-    reason = _check_float32(node, graph)
-    if reason:
-        return reason
+    past = node.inputs[3] if len(node.inputs) > 3 else ""
+    if past and graph.value(past).dtype not in (None, F32):
+        return f"KV cache of dtype {graph.value(past).dtype} not supported (float32 only)"
+    return _check_float32(node, graph) or gqa_config_problem(node, graph)
+
+
+def gqa_config_problem(node, graph):
+    """Why this GroupQueryAttention configuration is not implemented (element types aside), or None."""
     a = node.attrs
     for i, name in _GQA_UNSUPPORTED_INPUTS.items():
         if len(node.inputs) > i and node.inputs[i]:
@@ -157,8 +162,6 @@ def _check_gqa(node, graph):
     past = [node.inputs[i] if len(node.inputs) > i else "" for i in (3, 4)]
     if bool(past[0]) != bool(past[1]):
         return "past_key and past_value must be given together"
-    if past[0] and graph.value(past[0]).dtype not in (None, F32):
-        return f"KV cache of dtype {graph.value(past[0]).dtype} not supported (float32 only)"
     return None
 
 
@@ -168,6 +171,36 @@ def _gqa_positions(seqlens_k, b, s, first_prompt):
         return np.broadcast_to(np.arange(s, dtype=I64), (b, s))
     past = seqlens_k.astype(I64) + 1 - s
     return past[:, None] + np.arange(s, dtype=I64)[None, :]
+
+
+def gqa_layout(query_shape, packed: bool, past_shape, seqlens_k, total_sequence_length, num_heads: int,
+               kv_num_heads: int, cos_shape):
+    """Head size, whether this is the first prompt, the present length and seqlens_k as a list,
+    with the run-time checks ORT makes (shared by the CPU and CUDA kernels)."""
+    b, s = query_shape[:2]
+    h = query_shape[2] // (num_heads + 2 * kv_num_heads) if packed else query_shape[2] // num_heads
+    total = int(np.asarray(total_sequence_length).reshape(-1)[0])
+    lens = np.asarray(seqlens_k).reshape(-1).tolist()
+    past_buf = past_shape[2] if past_shape is not None else 0
+    if s > 1 and s != total:
+        if b != 1:
+            raise ValueError("batch_size must be 1 when sequence_length > 1 and past context is given")
+        first_prompt = False
+    else:
+        first_prompt = s == total
+    present_len = max(total, past_buf)
+    if len(lens) != b or min(lens) < 0 or max(lens) + 1 > present_len:
+        raise ValueError(f"seqlens_k {lens} does not fit batch {b} and total_sequence_length {total}")
+    if not first_prompt and min(lens) + 1 < s:
+        raise ValueError(f"seqlens_k {lens} shorter than the {s} new tokens")
+    if cos_shape is not None:
+        half = cos_shape[1]
+        if half * 2 > h or half % 8:
+            raise ValueError(f"cos_cache dimension 1 ({half}) must be <= head_size / 2 and a multiple of 8")
+        last = s - 1 if first_prompt else max(lens)
+        if last >= cos_shape[0]:
+            raise ValueError(f"position {last} is past the {cos_shape[0]} rows of cos_cache")
+    return h, first_prompt, present_len, lens
 
 
 @kernel("GroupQueryAttention", domain="com.microsoft", check=_check_gqa)
@@ -180,28 +213,10 @@ def group_query_attention(query, key=None, value=None, past_key=None, past_value
                           v_quant_type="NONE", qk_norm_epsilon=1e-6, q_norm_epsilon=1e-6, k_norm_epsilon=1e-6):
     b, s = query.shape[:2]
     nkv = kv_num_heads
-    h = query.shape[2] // (num_heads + 2 * nkv) if key is None else query.shape[2] // num_heads
-    total = int(np.asarray(total_sequence_length).reshape(-1)[0])
-    lens = np.asarray(seqlens_k).reshape(-1).tolist()
-    past_buf = past_key.shape[2] if past_key is not None else 0
-    if s > 1 and s != total:
-        if b != 1:
-            raise ValueError("batch_size must be 1 when sequence_length > 1 and past context is given")
-        first_prompt = False
-    else:
-        first_prompt = s == total
-    present_len = max(total, past_buf)
-    if len(lens) != b or min(lens) < 0 or max(lens) + 1 > present_len:
-        raise ValueError(f"seqlens_k {lens} does not fit batch {b} and total_sequence_length {total}")
-    if not first_prompt and min(lens) + 1 < s:
-        raise ValueError(f"seqlens_k {lens} shorter than the {s} new tokens")
-    if do_rotary:
-        half = cos_cache.shape[1]
-        if half * 2 > h or half % 8:
-            raise ValueError(f"cos_cache dimension 1 ({half}) must be <= head_size / 2 and a multiple of 8")
-        last = s - 1 if first_prompt else max(lens)
-        if last >= cos_cache.shape[0]:
-            raise ValueError(f"position {last} is past the {cos_cache.shape[0]} rows of cos_cache")
+    h, first_prompt, present_len, lens = gqa_layout(query.shape, key is None, past_key.shape if past_key is not None
+                                                    else None, seqlens_k, total_sequence_length, num_heads, nkv,
+                                                    cos_cache.shape if do_rotary else None)
+    half = cos_cache.shape[1] if do_rotary else 0
     sm_scale = float(scale) if scale != 0.0 else 1.0 / float(np.sqrt(np.float32(h)))
     sink = None
     if smooth_softmax == 1 or head_sink is not None:

@@ -1,0 +1,157 @@
+// GroupQueryAttention (com.microsoft) on CUDA, float32 and float16 (float32 arithmetic).
+// Step 1 (gqa_prepare): rotary on the new tokens' q and k, q to [B, N, S, H], k and v appended to
+// the present buffers [B, Nkv, L, H] at each batch's past length p[b].
+// Step 2 (gqa_attend): one block per (batch, head, query token): scores against the t[b] cached
+// keys, causal / local-window mask, softcap, softmax (optionally with a sink: smooth softmax),
+// then the weighted sum of values into out [B, S, N * H].
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+__device__ __forceinline__ float ld(const float* p) { return *p; }
+__device__ __forceinline__ float ld(const __half* p) { return __half2float(*p); }
+__device__ __forceinline__ void st(float* p, float v) { *p = v; }
+__device__ __forceinline__ void st(__half* p, float v) { *p = __float2half(v); }
+
+struct GqaShape {
+  int32_t batch, seq, heads, kv_heads, head_size, present_len, rot_half, do_rotary, interleaved, packed;
+};
+
+// One thread per (b, i, head in q..k..v, d); q/k rotated with cos/sin rows at position p[b] + i.
+template <typename T>
+__device__ void prepare(const T* q_in, const T* k_in, const T* v_in, const T* cos, const T* sin, const int32_t* past,
+                        T* q_out, T* k_out, T* v_out, GqaShape g) {
+  int64_t heads_all = g.heads + 2 * g.kv_heads;
+  int64_t n = (int64_t)g.batch * g.seq * heads_all * g.head_size;
+  for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; t < n; t += (int64_t)gridDim.x * blockDim.x) {
+    int d = t % g.head_size;
+    int64_t r = t / g.head_size;
+    int h = r % heads_all;
+    r /= heads_all;
+    int i = r % g.seq, b = r / g.seq;
+    const T* src;
+    int64_t base;  // start of this head's row in the source
+    if (g.packed) {
+      src = q_in;
+      base = ((int64_t)(b * g.seq + i) * heads_all + h) * g.head_size;
+    } else if (h < g.heads) {
+      src = q_in;
+      base = ((int64_t)(b * g.seq + i) * g.heads + h) * g.head_size;
+    } else if (h < g.heads + g.kv_heads) {
+      src = k_in;
+      base = ((int64_t)(b * g.seq + i) * g.kv_heads + (h - g.heads)) * g.head_size;
+    } else {
+      src = v_in;
+      base = ((int64_t)(b * g.seq + i) * g.kv_heads + (h - g.heads - g.kv_heads)) * g.head_size;
+    }
+    float x = ld(src + base + d);
+    int pos = past[b] + i;
+    bool is_v = h >= g.heads + g.kv_heads;
+    if (g.do_rotary && !is_v && d < 2 * g.rot_half) {
+      int j = g.interleaved ? d / 2 : d % g.rot_half;  // the frequency of this dimension
+      float c = ld(cos + (int64_t)pos * g.rot_half + j), s = ld(sin + (int64_t)pos * g.rot_half + j);
+      float other;
+      if (g.interleaved) {
+        other = ld(src + base + (d ^ 1));
+        x = (d & 1) ? x * c + other * s : x * c - other * s;
+      } else {
+        other = ld(src + base + (d < g.rot_half ? d + g.rot_half : d - g.rot_half));
+        x = d < g.rot_half ? x * c - other * s : x * c + other * s;
+      }
+    }
+    if (h < g.heads) {
+      st(q_out + (((int64_t)b * g.heads + h) * g.seq + i) * g.head_size + d, x);
+    } else {
+      int kh = is_v ? h - g.heads - g.kv_heads : h - g.heads;
+      T* dst = is_v ? v_out : k_out;
+      st(dst + (((int64_t)b * g.kv_heads + kh) * g.present_len + pos) * g.head_size + d, x);
+    }
+  }
+}
+
+__device__ float reduce(float v, bool is_max, float* shared) {
+  for (int off = 16; off > 0; off >>= 1) {
+    float o = __shfl_xor_sync(0xffffffff, v, off);
+    v = is_max ? fmaxf(v, o) : v + o;
+  }
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  __syncthreads();
+  if (lane == 0) shared[warp] = v;
+  __syncthreads();
+  int warps = (blockDim.x + 31) >> 5;
+  v = threadIdx.x < warps ? shared[threadIdx.x] : (is_max ? -INFINITY : 0.0f);
+  if (warp == 0)
+    for (int off = 16; off > 0; off >>= 1) {
+      float o = __shfl_xor_sync(0xffffffff, v, off);
+      v = is_max ? fmaxf(v, o) : v + o;
+    }
+  if (threadIdx.x == 0) shared[0] = v;
+  __syncthreads();
+  return shared[0];
+}
+
+struct AttendParams {
+  float scale, softcap;
+  int32_t local_window, causal, smooth;
+};
+
+// grid: batch * heads * seq blocks; dynamic shared memory: present_len + head_size floats.
+template <typename T>
+__device__ void attend(const T* q, const T* k, const T* v, const int32_t* past, const int32_t* total, const float* sink,
+                       T* out, GqaShape g, AttendParams a) {
+  extern __shared__ float smem[];
+  __shared__ float red[32];
+  float* scores = smem;
+  float* qrow = smem + g.present_len;
+  int i = blockIdx.x % g.seq, h = (blockIdx.x / g.seq) % g.heads, b = blockIdx.x / (g.seq * g.heads);
+  int kh = h / (g.heads / g.kv_heads);
+  int t = total[b], limit = a.causal ? past[b] + i + 1 : t;  // keys [lo, limit) are visible
+  int lo = a.causal && a.local_window > 0 && limit - a.local_window > 0 ? limit - a.local_window : 0;
+  const T* qp = q + (((int64_t)b * g.heads + h) * g.seq + i) * g.head_size;
+  for (int d = threadIdx.x; d < g.head_size; d += blockDim.x) qrow[d] = ld(qp + d);
+  __syncthreads();
+  const T* kb = k + ((int64_t)b * g.kv_heads + kh) * g.present_len * g.head_size;
+  const T* vb = v + ((int64_t)b * g.kv_heads + kh) * g.present_len * g.head_size;
+  float m = -INFINITY;
+  for (int j = threadIdx.x; j < t; j += blockDim.x) {
+    float s = -INFINITY;
+    if (j >= lo && j < limit) {
+      s = 0.0f;
+      for (int d = 0; d < g.head_size; d++) s += qrow[d] * ld(kb + (int64_t)j * g.head_size + d);
+      s *= a.scale;
+      if (a.softcap > 0.0f) s = a.softcap * tanhf(s / a.softcap);
+    }
+    scores[j] = s;
+    m = fmaxf(m, s);
+  }
+  m = reduce(m, true, red);
+  float sink_logit = a.smooth ? sink[h] : -INFINITY;
+  if (a.smooth) m = fmaxf(m, sink_logit);
+  float sum = 0.0f;
+  for (int j = threadIdx.x; j < t; j += blockDim.x) {
+    float e = scores[j] == -INFINITY ? 0.0f : expf(scores[j] - m);
+    scores[j] = e;
+    sum += e;
+  }
+  sum = reduce(sum, false, red);
+  if (a.smooth) sum += expf(sink_logit - m);
+  float inv = 1.0f / sum;
+  T* o = out + (((int64_t)b * g.seq + i) * g.heads + h) * g.head_size;
+  for (int d = threadIdx.x; d < g.head_size; d += blockDim.x) {
+    float acc = 0.0f;
+    for (int j = lo; j < limit && j < t; j++) acc += scores[j] * ld(vb + (int64_t)j * g.head_size + d);
+    st(o + d, acc * inv);
+  }
+}
+
+extern "C" __global__ void seamless_gqa_prepare_f32(const float* q, const float* k, const float* v, const float* cos,
+                                                    const float* sin, const int32_t* past, float* qo, float* ko,
+                                                    float* vo, GqaShape g) { prepare(q, k, v, cos, sin, past, qo, ko, vo, g); }
+extern "C" __global__ void seamless_gqa_prepare_f16(const __half* q, const __half* k, const __half* v, const __half* cos,
+                                                    const __half* sin, const int32_t* past, __half* qo, __half* ko,
+                                                    __half* vo, GqaShape g) { prepare(q, k, v, cos, sin, past, qo, ko, vo, g); }
+extern "C" __global__ void seamless_gqa_attend_f32(const float* q, const float* k, const float* v, const int32_t* past,
+                                                   const int32_t* total, const float* sink, float* out, GqaShape g,
+                                                   AttendParams a) { attend(q, k, v, past, total, sink, out, g, a); }
+extern "C" __global__ void seamless_gqa_attend_f16(const __half* q, const __half* k, const __half* v, const int32_t* past,
+                                                   const int32_t* total, const float* sink, __half* out, GqaShape g,
+                                                   AttendParams a) { attend(q, k, v, past, total, sink, out, g, a); }

@@ -1,0 +1,118 @@
+"""ORT's com.microsoft LLM ops on CUDA: GroupQueryAttention (native/cuda/attention.cu) and the
+RMS normalisations SimplifiedLayerNormalization / SkipSimplifiedLayerNormalization (rows.cu).
+Semantics and run-time checks are shared with the CPU kernels (kernels/cpu/contrib_attention.py)."""
+import struct
+
+import numpy as np
+
+from ..cpu.contrib_attention import gqa_config_problem, gqa_layout
+from ..registry import kernel
+from .elementwise import GPU_FLOATS, SUFFIX
+
+MAX_SHARED = 48 * 1024  # default dynamic shared memory per block
+
+
+def _check_gqa(node, graph):
+    kv = [graph.value(n).dtype for n in node.inputs[3:5] if n]
+    if any(t != graph.value(node.inputs[0]).dtype for t in kv):
+        return "KV cache of another type than the query"
+    return gqa_config_problem(node, graph)
+
+
+@kernel("GroupQueryAttention", domain="com.microsoft", types=GPU_FLOATS, device="cuda", check=_check_gqa)
+def group_query_attention(rt, stream, query, key=None, value=None, past_key=None, past_value=None, seqlens_k=None,
+                          total_sequence_length=None, cos_cache=None, sin_cache=None, position_ids=None,
+                          attention_bias=None, head_sink=None, k_scale=None, v_scale=None, q_norm_weight=None,
+                          k_norm_weight=None, query_seqlens=None, *, num_heads, kv_num_heads, scale=0.0,
+                          softcap=0.0, local_window_size=-1, do_rotary=0, rotary_interleaved=0, smooth_softmax=-1,
+                          qk_output=0, causal=1, sliding_window_cache=0, kv_cache_bit_width=0, k_quant_type="NONE",
+                          v_quant_type="NONE", qk_norm_epsilon=1e-6, q_norm_epsilon=1e-6, k_norm_epsilon=1e-6):
+    b, s = query.shape[:2]
+    lens = rt.to_host(seqlens_k, stream)
+    h, first_prompt, present_len, lens = gqa_layout(
+        query.shape, key is None, past_key.shape if past_key is not None else None, lens,
+        rt.to_host(total_sequence_length, stream), num_heads, kv_num_heads, cos_cache.shape if do_rotary else None)
+    if (present_len + h) * 4 > MAX_SHARED:
+        raise ValueError(f"CUDA GroupQueryAttention handles up to {MAX_SHARED // 4 - h} cached tokens, got {present_len}")
+    past = np.array([0 if first_prompt else n + 1 - s for n in lens], np.int32)
+    total = np.array([n + 1 for n in lens], np.int32)
+    dtype = query.dtype
+    q = rt.alloc((b, num_heads, s, h), dtype)
+    pk = rt.alloc((b, kv_num_heads, present_len, h), dtype)
+    pv = rt.alloc((b, kv_num_heads, present_len, h), dtype)
+    out = rt.alloc((b, s, num_heads * h), dtype)
+    for present, old in ((pk, past_key), (pv, past_value)):
+        rt.zero(present, stream)  # as ORT: positions past each sequence's end stay 0
+        for bi, keep in enumerate(past if old is not None else ()):
+            if keep:  # the first p[b] cached positions of batch b
+                buf = old.shape[2]
+                rt.strided_copy(stream, old, present, (kv_num_heads, int(keep), h), [buf * h, h, 1],
+                                [present_len * h, h, 1], bi * kv_num_heads * buf * h, bi * kv_num_heads * present_len * h)
+    sink = None
+    if smooth_softmax == 1 or head_sink is not None:
+        host_sink = (np.zeros(num_heads, np.float32) if head_sink is None
+                     else rt.to_host(head_sink, stream).astype(np.float32).reshape(num_heads))
+        sink = rt.device(_host(host_sink), stream)
+    past_d, total_d = rt.device(_host(past), stream), rt.device(_host(total), stream)
+    half = cos_cache.shape[1] if do_rotary else 0
+    shape = struct.pack("<10i", b, s, num_heads, kv_num_heads, h, present_len, half, int(bool(do_rotary)),
+                        int(bool(rotary_interleaved)), int(key is None))
+    n = b * s * (num_heads + 2 * kv_num_heads) * h
+    rt.launch(f"seamless_gqa_prepare_{SUFFIX[dtype]}", n, stream, ("ptr", query.ptr),
+              ("ptr", key.ptr if key is not None else 0), ("ptr", value.ptr if value is not None else 0),
+              ("ptr", cos_cache.ptr if do_rotary else 0), ("ptr", sin_cache.ptr if do_rotary else 0),
+              ("ptr", past_d.ptr), ("ptr", q.ptr), ("ptr", pk.ptr), ("ptr", pv.ptr), ("bytes", shape))
+    sm_scale = float(scale) if scale != 0.0 else 1.0 / float(np.sqrt(np.float32(h)))
+    params = struct.pack("<ffiii", sm_scale, float(softcap), int(local_window_size), int(causal), int(sink is not None))
+    rt.launch_rows(f"seamless_gqa_attend_{SUFFIX[dtype]}", b * num_heads * s, stream, ("ptr", q.ptr), ("ptr", pk.ptr),
+                   ("ptr", pv.ptr), ("ptr", past_d.ptr), ("ptr", total_d.ptr), ("ptr", sink.ptr if sink else 0),
+                   ("ptr", out.ptr), ("bytes", shape), ("bytes", params), shared=(present_len + h) * 4)
+    for t in [q, past_d, total_d] + ([sink] if sink else []):
+        rt.free(t)  # stream-ordered: reused only by later work on this stream
+    return out, pk, pv
+
+
+def _host(array):
+    from ...runtime.cuda import DeviceTensor
+    return DeviceTensor(0, array.shape, array.dtype, array)
+
+
+def _rms(rt, stream, x, skip, bias, scale, epsilon, want_sum):
+    cols = x.shape[-1]
+    if scale.size != cols or (bias is not None and bias.size != cols) or (skip is not None and skip.shape != x.shape):
+        raise ValueError("CUDA RMS normalisation needs scale/bias of the last axis' size and skip of x's shape")
+    if cols * 4 > MAX_SHARED:
+        raise ValueError(f"CUDA RMS normalisation handles rows of up to {MAX_SHARED // 4} elements")
+    y = rt.alloc(x.shape, x.dtype)
+    total = rt.alloc(x.shape, x.dtype) if want_sum else None
+    rt.launch_rows(f"seamless_rmsnorm_{SUFFIX[x.dtype]}", x.size // cols if cols else 0, stream, ("ptr", x.ptr),
+                   ("ptr", skip.ptr if skip is not None else 0), ("ptr", bias.ptr if bias is not None else 0),
+                   ("ptr", scale.ptr), ("ptr", y.ptr), ("ptr", total.ptr if total is not None else 0),
+                   ("int64", cols), ("float", float(epsilon)), shared=cols * 4)
+    return y, total
+
+
+def _last_axis_only(node, graph):
+    shape = graph.value(node.inputs[0]).shape
+    axis = node.attrs.get("axis", -1)
+    if len(node.outputs) > 1 and any(node.outputs[1:]):
+        return "inv_std_var output not produced on CUDA"
+    return None if axis == -1 or (shape is not None and axis == len(shape) - 1) else "last axis only on CUDA"
+
+
+@kernel("SimplifiedLayerNormalization", types=GPU_FLOATS, device="cuda", check=_last_axis_only)
+def simplified_layer_norm(rt, stream, x, scale, *, axis=-1, epsilon=1e-5, stash_type=1):
+    return (_rms(rt, stream, x, None, None, scale, epsilon, False)[0],)
+
+
+def _check_skip(node, graph):
+    if len(node.outputs) > 1 and any(node.outputs[1:3]):
+        return "mean / inv_std_var outputs not produced on CUDA"
+    return None
+
+
+@kernel("SkipSimplifiedLayerNormalization", domain="com.microsoft", types=GPU_FLOATS, device="cuda",
+        check=_check_skip)
+def skip_simplified_layer_norm(rt, stream, x, skip, gamma, bias=None, *, epsilon=1e-5, _num_outputs=1):
+    y, total = _rms(rt, stream, x, skip, bias, gamma, epsilon, _num_outputs >= 4)
+    return (y, None, None, total) if total is not None else (y,)

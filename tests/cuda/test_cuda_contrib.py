@@ -1,0 +1,54 @@
+"""ORT's LLM contrib ops on the CUDA EP (skipped without a GPU), against stock ORT's CPU EP."""
+import numpy as np
+import pytest
+
+from kernels.test_contrib_attention import GQA_SHAPES, gqa_model_feeds
+from kernels.test_contrib_normalization import data, model_of
+from parity import assert_close, stock_session
+from test_cuda_ep import DEVICES, PROBLEM, run_on_cuda
+
+pytestmark = pytest.mark.skipif(not DEVICES, reason=f"no NVIDIA GPU for the CUDA EP ({PROBLEM or 'none found'})")
+TOL = {"rtol": 1e-4, "atol": 1e-5}  # float32 dot products in another summation order than ORT's CPU kernels
+
+
+def check(model, feeds):
+    ours = run_on_cuda(model, feeds)
+    ref = stock_session(model).run(None, feeds)
+    for i, (o, r) in enumerate(zip(ours, ref)):
+        assert_close(o, r, name=f"output {i}", **TOL)
+
+
+@pytest.mark.parametrize("shape", list(GQA_SHAPES))
+@pytest.mark.parametrize("packed", [True, False])
+def test_gqa_shapes(shape, packed):
+    check(*gqa_model_feeds(*GQA_SHAPES[shape], packed=packed))
+
+
+@pytest.mark.parametrize("attrs", [{"rotary_interleaved": 1}, {"local_window_size": 3}, {"softcap": 2.0},
+                                   {"smooth_softmax": 1}, {"scale": 0.3}])
+@pytest.mark.parametrize("shape", ["prompt", "decode_growing", "decode_shared_ragged", "subsequent_prompt"])
+def test_gqa_attributes(attrs, shape):
+    check(*gqa_model_feeds(*GQA_SHAPES[shape], **attrs))
+
+
+@pytest.mark.parametrize("shape", ["prompt", "decode_growing"])
+def test_gqa_partial_rotary_and_no_rotary(shape):
+    check(*gqa_model_feeds(*GQA_SHAPES[shape], rot_dim=16, heads=(4, 2, 32)))
+    check(*gqa_model_feeds(*GQA_SHAPES[shape], rotary=False))
+
+
+@pytest.mark.parametrize("shape", [(2, 5, 64), (3, 896)])
+def test_simplified_layer_normalization(shape):
+    check(*model_of("SimplifiedLayerNormalization", [("x", data(*shape)), ("scale", data(shape[-1]))], 1,
+                    {"epsilon": 1e-6}))
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_skip_simplified_layer_normalization(bias):
+    arrays = [("x", data(2, 5, 64)), ("skip", data(2, 5, 64)), ("gamma", data(64))]
+    if bias:
+        arrays.append(("bias", data(64)))
+    f32 = np.float32
+    check(*model_of("SkipSimplifiedLayerNormalization", arrays, 4, {"epsilon": 1e-6}, domain="com.microsoft",
+                    out_dtypes=[f32, None, None, f32]))  # y and the input+skip(+bias) sum
+    check(*model_of("SkipSimplifiedLayerNormalization", arrays, 1, {"epsilon": 1e-6}, domain="com.microsoft"))
