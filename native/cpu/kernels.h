@@ -29,3 +29,5 @@ void seamless_skip_rmsnorm_f32(const float* x, const float* skip, size_t skip_ro
                                float eps, void* par_fn, void* par_ctx);
 void seamless_gather_block_quantized_f32(const uint8_t* data, size_t rows, size_t cols, const int64_t* idx, size_t n,
                                          const float* scales, const uint8_t* zp, size_t bits, size_t bs, float* out);
+/* activation.c: QuickGelu x * sigmoid(alpha x) */
+void seamless_quick_gelu_f32(const float* x, float* y, size_t n, float alpha, void* par_fn, void* par_ctx);

@@ -4,13 +4,7 @@
 // Step 2 (gqa_attend): one block per (batch, head, query token): scores against the t[b] cached
 // keys, causal / local-window mask, softcap, softmax (optionally with a sink: smooth softmax),
 // then the weighted sum of values into out [B, S, N * H].
-#include <cuda_fp16.h>
-#include <stdint.h>
-
-__device__ __forceinline__ float ld(const float* p) { return *p; }
-__device__ __forceinline__ float ld(const __half* p) { return __half2float(*p); }
-__device__ __forceinline__ void st(float* p, float v) { *p = v; }
-__device__ __forceinline__ void st(__half* p, float v) { *p = __float2half(v); }
+#include "common.cuh"
 
 struct GqaShape {
   int32_t batch, seq, heads, kv_heads, head_size, present_len, rot_half, do_rotary, interleaved, packed;
@@ -68,27 +62,6 @@ __device__ void prepare(const T* q_in, const T* k_in, const T* v_in, const T* co
   }
 }
 
-__device__ float reduce(float v, bool is_max, float* shared) {
-  for (int off = 16; off > 0; off >>= 1) {
-    float o = __shfl_xor_sync(0xffffffff, v, off);
-    v = is_max ? fmaxf(v, o) : v + o;
-  }
-  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  __syncthreads();
-  if (lane == 0) shared[warp] = v;
-  __syncthreads();
-  int warps = (blockDim.x + 31) >> 5;
-  v = threadIdx.x < warps ? shared[threadIdx.x] : (is_max ? -INFINITY : 0.0f);
-  if (warp == 0)
-    for (int off = 16; off > 0; off >>= 1) {
-      float o = __shfl_xor_sync(0xffffffff, v, off);
-      v = is_max ? fmaxf(v, o) : v + o;
-    }
-  if (threadIdx.x == 0) shared[0] = v;
-  __syncthreads();
-  return shared[0];
-}
-
 struct AttendParams {
   float scale, softcap;
   int32_t local_window, causal, smooth;
@@ -99,7 +72,6 @@ template <typename T>
 __device__ void attend(const T* q, const T* k, const T* v, const int32_t* past, const int32_t* total, const float* sink,
                        T* out, GqaShape g, AttendParams a) {
   extern __shared__ float smem[];
-  __shared__ float red[32];
   float* scores = smem;
   float* qrow = smem + g.present_len;
   int i = blockIdx.x % g.seq, h = (blockIdx.x / g.seq) % g.heads, b = blockIdx.x / (g.seq * g.heads);
@@ -123,7 +95,7 @@ __device__ void attend(const T* q, const T* k, const T* v, const int32_t* past, 
     scores[j] = s;
     m = fmaxf(m, s);
   }
-  m = reduce(m, true, red);
+  m = block_reduce(m, true);
   float sink_logit = a.smooth ? sink[h] : -INFINITY;
   if (a.smooth) m = fmaxf(m, sink_logit);
   float sum = 0.0f;
@@ -132,7 +104,7 @@ __device__ void attend(const T* q, const T* k, const T* v, const int32_t* past, 
     scores[j] = e;
     sum += e;
   }
-  sum = reduce(sum, false, red);
+  sum = block_reduce(sum, false);
   if (a.smooth) sum += expf(sink_logit - m);
   float inv = 1.0f / sum;
   T* o = out + (((int64_t)b * g.seq + i) * g.heads + h) * g.head_size;

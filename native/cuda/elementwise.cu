@@ -1,7 +1,6 @@
 // Elementwise CUDA kernels: binary ops with ONNX (numpy) broadcasting and unary ops, float32
 // and float16 (computed in float32). Shapes travel as a Broadcast struct of up to 8 dims.
-#include <cuda_fp16.h>
-#include <stdint.h>
+#include "common.cuh"
 
 #define SEAMLESS_MAX_DIMS 8
 
@@ -47,11 +46,6 @@ __device__ __forceinline__ float unary(int op, float x) {
   }
 }
 
-__device__ __forceinline__ float load(const float* p, int64_t i) { return p[i]; }
-__device__ __forceinline__ float load(const __half* p, int64_t i) { return __half2float(p[i]); }
-__device__ __forceinline__ void store(float* p, int64_t i, float v) { p[i] = v; }
-__device__ __forceinline__ void store(__half* p, int64_t i, float v) { p[i] = __float2half(v); }
-
 template <typename T>
 __device__ void binary_body(int op, int64_t n, const T* a, const T* b, T* y, const Broadcast& s) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
@@ -62,14 +56,14 @@ __device__ void binary_body(int op, int64_t n, const T* a, const T* b, T* y, con
       ia += c * s.a_strides[d];
       ib += c * s.b_strides[d];
     }
-    store(y, i, binary(op, load(a, ia), load(b, ib)));
+    st(y + i, binary(op, ld(a + ia), ld(b + ib)));
   }
 }
 
 template <typename T>
 __device__ void unary_body(int op, int64_t n, const T* x, T* y) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-    store(y, i, unary(op, load(x, i)));
+    st(y + i, unary(op, ld(x + i)));
 }
 
 extern "C" __global__ void seamless_binary_f32(int op, int64_t n, const float* a, const float* b, float* y, Broadcast s) {

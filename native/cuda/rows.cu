@@ -1,47 +1,18 @@
 // Row-wise kernels over the last axis, one block of 256 threads per row: Softmax and
 // LayerNormalization (float32 statistics for float16 data, as ORT does).
-#include <cuda_fp16.h>
-#include <stdint.h>
-
-__device__ __forceinline__ float to_f(float v) { return v; }
-__device__ __forceinline__ float to_f(__half v) { return __half2float(v); }
-__device__ __forceinline__ void put(float* p, float v) { *p = v; }
-__device__ __forceinline__ void put(__half* p, float v) { *p = __float2half(v); }
-
-// Block-wide reduction (sum or max) of one value per thread; every thread gets the result.
-__device__ float block_reduce(float v, bool is_max) {
-  __shared__ float partial[32];
-  for (int off = 16; off > 0; off >>= 1) {
-    float o = __shfl_xor_sync(0xffffffff, v, off);
-    v = is_max ? fmaxf(v, o) : v + o;
-  }
-  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  __syncthreads();
-  if (lane == 0) partial[warp] = v;
-  __syncthreads();
-  int warps = (blockDim.x + 31) >> 5;
-  v = threadIdx.x < warps ? partial[threadIdx.x] : (is_max ? -INFINITY : 0.0f);
-  if (warp == 0)
-    for (int off = 16; off > 0; off >>= 1) {
-      float o = __shfl_xor_sync(0xffffffff, v, off);
-      v = is_max ? fmaxf(v, o) : v + o;
-    }
-  if (threadIdx.x == 0) partial[0] = v;
-  __syncthreads();
-  return partial[0];
-}
+#include "common.cuh"
 
 template <typename T>
 __device__ void softmax_row(const T* x, T* y, int64_t cols) {
   const T* xr = x + blockIdx.x * cols;
   T* yr = y + blockIdx.x * cols;
   float m = -INFINITY;
-  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) m = fmaxf(m, to_f(xr[c]));
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) m = fmaxf(m, ld(xr + (c)));
   m = block_reduce(m, true);
   float sum = 0.0f;
-  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) sum += expf(to_f(xr[c]) - m);
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) sum += expf(ld(xr + (c)) - m);
   float inv = 1.0f / block_reduce(sum, false);
-  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) put(&yr[c], expf(to_f(xr[c]) - m) * inv);
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) st(yr + (c), expf(ld(xr + (c)) - m) * inv);
 }
 
 template <typename T>
@@ -49,14 +20,14 @@ __device__ void layernorm_row(const T* x, const T* scale, const T* bias, T* y, i
   const T* xr = x + blockIdx.x * cols;
   T* yr = y + blockIdx.x * cols;
   float sum = 0.0f;
-  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) sum += to_f(xr[c]);
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) sum += ld(xr + (c));
   float mean = block_reduce(sum, false) / cols;
   float sq = 0.0f;
-  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) { float d = to_f(xr[c]) - mean; sq += d * d; }
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) { float d = ld(xr + (c)) - mean; sq += d * d; }
   float inv = rsqrtf(block_reduce(sq, false) / cols + eps);
   for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
-    float v = (to_f(xr[c]) - mean) * inv * to_f(scale[c]);
-    put(&yr[c], bias ? v + to_f(bias[c]) : v);
+    float v = (ld(xr + (c)) - mean) * inv * ld(scale + (c));
+    st(yr + (c), bias ? v + ld(bias + (c)) : v);
   }
 }
 
@@ -72,9 +43,9 @@ template <typename T>
 __device__ void mean_row(const T* x, T* y, int64_t cols) {
   const T* xr = x + blockIdx.x * cols;
   float sum = 0.0f;
-  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) sum += to_f(xr[c]);
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) sum += ld(xr + (c));
   sum = block_reduce(sum, false);
-  if (threadIdx.x == 0) put(&y[blockIdx.x], sum / cols);
+  if (threadIdx.x == 0) st(y + (blockIdx.x), sum / cols);
 }
 
 extern "C" __global__ void seamless_mean_f32(const float* x, float* y, int64_t cols) { mean_row(x, y, cols); }
@@ -99,15 +70,15 @@ __device__ void rmsnorm_row(const T* x, const T* skip, const T* bias, const T* s
   const T* xr = x + blockIdx.x * cols;
   float sq = 0.0f;
   for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
-    float v = to_f(xr[c]);
-    if (skip) v += to_f(skip[blockIdx.x * cols + c]);
-    if (bias) v += to_f(bias[c]);
-    if (sum_out) put(&sum_out[blockIdx.x * cols + c], v);
+    float v = ld(xr + (c));
+    if (skip) v += ld(skip + (blockIdx.x * cols + c));
+    if (bias) v += ld(bias + (c));
+    if (sum_out) st(sum_out + (blockIdx.x * cols + c), v);
     row[c] = v;
     sq += v * v;
   }
   float inv = rsqrtf(block_reduce(sq, false) / cols + eps);
-  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) put(&y[blockIdx.x * cols + c], row[c] * inv * to_f(scale[c]));
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) st(y + (blockIdx.x * cols + c), row[c] * inv * ld(scale + (c)));
 }
 
 extern "C" __global__ void seamless_rmsnorm_f32(const float* x, const float* skip, const float* bias, const float* scale,

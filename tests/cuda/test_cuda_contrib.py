@@ -52,3 +52,17 @@ def test_skip_simplified_layer_normalization(bias):
     check(*model_of("SkipSimplifiedLayerNormalization", arrays, 4, {"epsilon": 1e-6}, domain="com.microsoft",
                     out_dtypes=[f32, None, None, f32]))  # y and the input+skip(+bias) sum
     check(*model_of("SkipSimplifiedLayerNormalization", arrays, 1, {"epsilon": 1e-6}, domain="com.microsoft"))
+
+
+@pytest.mark.parametrize("bits", [4, 8])
+@pytest.mark.parametrize("block_size", [16, 32, 128])
+@pytest.mark.parametrize("m", [1, 7])
+def test_matmul_nbits(bits, block_size, m):
+    from kernels.test_contrib_quantization import matmul_nbits_case
+    check(*matmul_nbits_case((m, 256), 256, 96, bits, block_size))
+
+
+@pytest.mark.parametrize("bits", [4, 8])
+def test_matmul_nbits_zero_points_bias_ragged_k(bits):
+    from kernels.test_contrib_quantization import matmul_nbits_case
+    check(*matmul_nbits_case((3, 200), 200, 40, bits, 32, zp_mode="uint8", bias=True))

@@ -148,3 +148,13 @@ def test_rms_numpy_reference_matches_native(op, monkeypatch):
         if i == 1 and op.startswith("skip"):
             continue  # the unused "mean" output
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("op", ["SkipSimplifiedLayerNormalization", "SkipLayerNormalization"])
+def test_skip_normalization_float16(op):
+    """float16 computes in float32 and rounds once: within a float16 ulp or two of stock."""
+    h = 64
+    arrays = [("x", data(2, 3, h).astype(np.float16)), ("skip", data(2, 3, h).astype(np.float16)),
+              ("gamma", data(h).astype(np.float16))]
+    model, feeds = model_of(op, arrays, 4, domain=MS, out_dtypes=[np.float16, None, None, np.float16])
+    assert_parity(model, feeds, rtol=2e-3, atol=2e-3)

@@ -363,17 +363,16 @@ def multi_head_attention(query, key, value, bias=None, key_padding_mask=None, at
             np.ascontiguousarray(v, dtype=F32))
 
 
-# --- ONNX Attention (opset 23) ----------------------------------------------------------------
+# --- ONNX Attention (opsets 23-24) -----------------------------------------------------------
+
+F16 = np.dtype(np.float16)
 
 
-def _check_attention_23(node, graph):
-    reason = _check_float32(node, graph)
-    if reason:
-        return reason
-    for i in (1, 2):
+def _check_attention(node, graph):
+    for i in (0, 1, 2):
         dt = graph.value(node.inputs[i]).dtype
-        if dt is not None and dt != F32:
-            return f"K/V dtype {dt} not supported (float32 only)"
+        if dt is not None and dt not in (F32, F16):
+            return f"dtype {dt} not supported (float32, float16)"
     sp = node.attrs.get("softmax_precision")
     if sp not in (None, 1):
         return f"softmax_precision={sp} not supported (float32 only)"
@@ -382,14 +381,20 @@ def _check_attention_23(node, graph):
         return f"qk_matmul_output_mode={mode} invalid"
     if len(node.inputs) > 3 and node.inputs[3]:
         mdt = graph.value(node.inputs[3]).dtype
-        if mdt is not None and mdt not in (np.dtype(np.bool_), F32):
-            return f"attn_mask of dtype {mdt} not supported (bool or float32)"
+        if mdt is not None and mdt not in (np.dtype(np.bool_), F32, F16):
+            return f"attn_mask of dtype {mdt} not supported (bool, float32, float16)"
     return None
 
 
-@kernel("Attention", since=23, until=23, check=_check_attention_23)
-def attention_23(Q, K, V, attn_mask=None, past_key=None, past_value=None, *, is_causal=0, kv_num_heads=0,
-                 q_num_heads=0, qk_matmul_output_mode=0, scale=None, softcap=0.0, softmax_precision=1):
+@kernel("Attention", since=23, until=24, check=_check_attention)
+def attention(Q, K, V, attn_mask=None, past_key=None, past_value=None, nonpad_kv_seqlen=None, *, is_causal=0,
+              kv_num_heads=0, q_num_heads=0, qk_matmul_output_mode=0, scale=None, softcap=0.0, softmax_precision=1):
+    """ONNX Attention; float16 computes in float32 and rounds the outputs once. Opset 24 adds
+    nonpad_kv_seqlen (keys past it are padding) and masks shorter than the keys (padded with -inf)."""
+    out_dtype = Q.dtype
+    Q, K, V = (x.astype(F32, copy=False) for x in (Q, K, V))
+    if past_key is not None:
+        past_key, past_value = past_key.astype(F32, copy=False), past_value.astype(F32, copy=False)
     three_d = Q.ndim == 3
     if three_d:
         b, s = Q.shape[:2]
@@ -420,9 +425,21 @@ def attention_23(Q, K, V, attn_mask=None, past_key=None, past_value=None, *, is_
     if attn_mask is not None:
         bias = np.where(attn_mask, np.float32(0), np.float32(-np.inf)) if attn_mask.dtype == np.bool_ \
             else attn_mask.astype(F32)
+        if bias.shape[-1] < t:  # opset 24: a shorter mask is padded with -inf
+            pad = np.full(bias.shape[:-1] + (t - bias.shape[-1],), -np.inf, F32)
+            bias = np.concatenate([bias, pad], axis=-1)
+    keys = np.arange(t)
+    if nonpad_kv_seqlen is not None:  # opset 24: keys past each batch entry's length are padding
+        valid = np.asarray(nonpad_kv_seqlen).reshape(b, 1)
+        pad = np.where(keys[None, :] < valid, np.float32(0), np.float32(-np.inf)).reshape(b, 1, 1, t)
+        bias = pad if bias is None else bias + pad
     if is_causal:
-        future = np.arange(t)[None, :] > (p + np.arange(s))[:, None]
-        causal = np.where(future, np.float32(-np.inf), np.float32(0))
+        # bottom-right aligned: query i sees keys j <= i + offset (past length, or for an external
+        # cache given by nonpad_kv_seqlen, its valid length minus the query length)
+        offset = (np.asarray(nonpad_kv_seqlen).reshape(b, 1, 1) - s) if nonpad_kv_seqlen is not None and p == 0 \
+            else np.full((1, 1, 1), p)
+        future = keys[None, None, :] > (offset + np.arange(s)[None, :, None])
+        causal = np.where(future, np.float32(-np.inf), np.float32(0))[:, None]   # B|1 1 S T
         bias = causal if bias is None else bias + causal
     if bias is not None:
         scores = scores + bias
@@ -438,5 +455,5 @@ def attention_23(Q, K, V, attn_mask=None, past_key=None, past_value=None, *, is_
     out = np.matmul(probs, v)                                                   # B N S Hv
     if three_d:
         out = out.transpose(0, 2, 1, 3).reshape(b, s, -1)
-    return (np.ascontiguousarray(out, dtype=F32), np.ascontiguousarray(present_k, dtype=F32),
-            np.ascontiguousarray(present_v, dtype=F32), np.ascontiguousarray(qk_out, dtype=F32))
+    cast = lambda x: np.ascontiguousarray(x, dtype=out_dtype)
+    return cast(out), cast(present_k), cast(present_v), cast(qk_out)

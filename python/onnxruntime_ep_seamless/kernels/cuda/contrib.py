@@ -116,3 +116,28 @@ def _check_skip(node, graph):
 def skip_simplified_layer_norm(rt, stream, x, skip, gamma, bias=None, *, epsilon=1e-5, _num_outputs=1):
     y, total = _rms(rt, stream, x, skip, bias, gamma, epsilon, _num_outputs >= 4)
     return (y, None, None, total) if total is not None else (y,)
+
+
+def _check_nbits(node, graph):
+    a = node.attrs
+    if a.get("bits", 4) not in (4, 8):
+        return f"bits={a.get('bits')}: 4 and 8 only"
+    if len(node.inputs) > 3 and node.inputs[3] and graph.value(node.inputs[3]).dtype != np.uint8:
+        return "zero points of a float type: uint8 only on CUDA"
+    if len(node.inputs) > 4 and node.inputs[4]:
+        return "g_idx not supported"
+    if a.get("weight_prepacked", 0):
+        return "prepacked weights not supported"
+    return None
+
+
+@kernel("MatMulNBits", domain="com.microsoft", types=GPU_FLOATS, device="cuda", check=_check_nbits)
+def matmul_nbits(rt, stream, a, b, scales, zero_points=None, g_idx=None, bias=None, *, K, N, block_size, bits=4,
+                 accuracy_level=0, weight_prepacked=0):
+    m = a.size // K if K else 0
+    y = rt.alloc(a.shape[:-1] + (N,), a.dtype)
+    rt.launch_rows(f"seamless_matmul_nbits_{SUFFIX[a.dtype]}", m * N, stream, ("ptr", a.ptr), ("ptr", b.ptr),
+                   ("ptr", scales.ptr), ("ptr", zero_points.ptr if zero_points is not None else 0),
+                   ("ptr", bias.ptr if bias is not None else 0), ("ptr", y.ptr),
+                   ("bytes", struct.pack("<5i", m, N, K, block_size, bits)))
+    return (y,)

@@ -1,0 +1,37 @@
+// MatMulNBits (com.microsoft) on CUDA: y[m, n] = sum_k a[m, k] * (q[n, k] - zp[n, k / block]) * scale[n, k / block]
+// with 4- or 8-bit q packed per column in blocks along K (two 4-bit values a byte, low nibble
+// first), uint8 zero points (4-bit ones packed two a byte; default 8 or 128). One block of
+// threads per output element, dequantizing on the fly (a reference kernel, not a tuned one).
+#include "common.cuh"
+
+struct NBits {
+  int32_t m, n, k, block, bits;
+};
+
+template <typename T>
+__device__ void matmul_nbits(const T* a, const uint8_t* b, const T* scales, const uint8_t* zp, const T* bias, T* y,
+                             NBits p) {
+  int n = blockIdx.x % p.n, m = blockIdx.x / p.n;
+  int blocks = (p.k + p.block - 1) / p.block, blob = p.block * p.bits / 8;
+  float acc = 0.0f;
+  for (int k = threadIdx.x; k < p.k; k += blockDim.x) {
+    int blk = k / p.block, at = k % p.block;
+    const uint8_t* col = b + ((int64_t)n * blocks + blk) * blob;
+    int q = p.bits == 4 ? (col[at / 2] >> ((at & 1) * 4)) & 15 : col[at];
+    int z = p.bits == 4 ? 8 : 128;
+    if (zp) z = p.bits == 4 ? (zp[(int64_t)n * ((blocks + 1) / 2) + blk / 2] >> ((blk & 1) * 4)) & 15
+                            : zp[(int64_t)n * blocks + blk];
+    acc += ld(a + (int64_t)m * p.k + k) * (float)(q - z) * ld(scales + (int64_t)n * blocks + blk);
+  }
+  acc = block_reduce(acc, false);
+  if (threadIdx.x == 0) st(y + (int64_t)m * p.n + n, bias ? acc + ld(bias + n) : acc);
+}
+
+extern "C" __global__ void seamless_matmul_nbits_f32(const float* a, const uint8_t* b, const float* s, const uint8_t* zp,
+                                                     const float* bias, float* y, NBits p) {
+  matmul_nbits(a, b, s, zp, bias, y, p);
+}
+extern "C" __global__ void seamless_matmul_nbits_f16(const __half* a, const uint8_t* b, const __half* s,
+                                                     const uint8_t* zp, const __half* bias, __half* y, NBits p) {
+  matmul_nbits(a, b, s, zp, bias, y, p);
+}
