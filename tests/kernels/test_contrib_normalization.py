@@ -158,3 +158,16 @@ def test_skip_normalization_float16(op):
               ("gamma", data(h).astype(np.float16))]
     model, feeds = model_of(op, arrays, 4, domain=MS, out_dtypes=[np.float16, None, None, np.float16])
     assert_parity(model, feeds, rtol=2e-3, atol=2e-3)
+
+
+def test_quick_gelu_native_accuracy(monkeypatch):
+    """The native QuickGelu (polynomial exp) against float64 math and the numpy path, over a wide range."""
+    from onnxruntime_ep_seamless.kernels.cpu import contrib_activation as ca, contrib_native
+    x = np.concatenate([np.linspace(-120, 120, 20001), data(1000, scale=3.0).astype(np.float64)]).astype(F32)
+    (y,) = ca.quick_gelu(x, alpha=1.702)
+    z = (np.float32(1.702) * x).astype(np.float64)  # alpha * x rounds to float32 on every path
+    ref = x.astype(np.float64) / (1 + np.exp(-z))
+    np.testing.assert_allclose(y, ref, rtol=5e-7, atol=1e-30)  # below 1e-30 the exp argument is clamped
+    monkeypatch.setattr(contrib_native, "HAS_QUICK_GELU", False)
+    (y_numpy,) = ca.quick_gelu(x, alpha=1.702)
+    np.testing.assert_allclose(y, y_numpy, rtol=1e-6, atol=1e-30)

@@ -25,6 +25,7 @@ class CompiledKernel:
             if dtype is None:
                 raise TypeError(f"output {name!r} has an element type the EP cannot produce")
             self.out_dtypes.append(dtype)
+        self.packed_outputs = any(t in PACKED_BITS for t in self.out_dtypes)
         self._tls = threading.local()  # per-thread C buffers: Compute may run on several threads at once
 
     def _buffers(self):
@@ -58,18 +59,19 @@ class CompiledKernel:
             for i in range(self.n_in):
                 if b.changed[i]:  # new memory, type or shape since this thread's last run
                     args[i] = self._view(b, i)
-        parallel.enter(int(ffi.cast("uintptr_t", ctx)))  # native kernels may use ORT's intra-op pool
+        tls = parallel.state
+        tls.context = ctx  # native kernels may use ORT's intra-op pool
         try:
             outputs = [as_output(v, t) for v, t in zip(self.plan.run(*args), self.out_dtypes)]  # alive until copied
         finally:
-            parallel.enter(0)
+            tls.context = None
         for i, arr in enumerate(outputs):
             ndim = arr.ndim
             if ndim > MAX_RANK:
                 raise ValueError(f"output rank {ndim} exceeds {MAX_RANK}")
             b.out_ranks[i] = ndim
             b.out_dims[i * MAX_RANK:i * MAX_RANK + ndim] = arr.shape
-            if arr.dtype in PACKED_BITS:  # sub-byte types leave packed, as ORT holds them
+            if self.packed_outputs and arr.dtype in PACKED_BITS:  # sub-byte types leave packed, as ORT holds them
                 arr = outputs[i] = pack(arr)
             b.out_nbytes[i] = arr.nbytes
             b.out_data[i] = ffi.from_buffer(arr) if arr.nbytes else ffi.NULL

@@ -1,11 +1,12 @@
 """The thread pool native kernels may use: ORT's intra-op pool of the node being computed.
 
-Compute records (parallel_for address, kernel context address) for its thread; native
-kernels read it. Outside a Compute (kernels called directly) both are 0: run serially.
+Compute sets `state.context` (the OrtKernelContext pointer, a cdata) for its thread while its
+plan runs; native kernels read it with current(). Outside a Compute (kernels called directly)
+it is None: run serially.
 """
 import threading
 
-_state = threading.local()
+state = threading.local()
 _parallel_for = 0  # address of the C glue's seamless_parallel_for, set when the EP loads
 
 
@@ -14,11 +15,7 @@ def set_parallel_for(address: int) -> None:
     _parallel_for = address
 
 
-def enter(context_address: int) -> None:
-    _state.context = context_address
-
-
-def current() -> tuple[int, int]:
-    """(parallel_for, context) for this thread, or (0, 0)."""
-    ctx = getattr(_state, "context", 0)
-    return (_parallel_for, ctx) if ctx else (0, 0)
+def current():
+    """(parallel_for address, context pointer) for this thread, or (0, 0)."""
+    ctx = getattr(state, "context", None)
+    return (_parallel_for, ctx) if ctx is not None else (0, 0)

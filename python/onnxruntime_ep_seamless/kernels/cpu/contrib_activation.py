@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..registry import kernel
-from . import native
+from . import contrib_native, native
 
 F32 = np.dtype(np.float32)
 FLOATS = frozenset(map(np.dtype, (np.float16, np.float32)))
@@ -29,9 +29,12 @@ def fast_gelu(X, bias=None):
 @kernel("QuickGelu", domain="com.microsoft", types=FLOATS)
 def quick_gelu(X, *, alpha=1.702):
     """x * sigmoid(alpha * x)."""
+    if X.dtype == F32 and contrib_native.HAS_QUICK_GELU and X.size:
+        return (contrib_native.quick_gelu(X, alpha),)
     x = _f32(X)
     z = x * np.float32(alpha)
-    y = x / (np.float32(1) + np.exp(-z))
+    e = np.exp(-np.abs(z))  # never overflows: sigmoid(z) = 1 / (1 + e) for z >= 0, e / (1 + e) below
+    y = x * np.where(z >= 0, np.float32(1), e) / (np.float32(1) + e)
     return (y.astype(X.dtype, copy=False),)
 
 

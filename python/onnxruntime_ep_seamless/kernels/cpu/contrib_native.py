@@ -128,6 +128,16 @@ def gather_block_quantized(data, indices, scales, zero_points, bits, block_size)
     return out
 
 
+HAS_QUICK_GELU = hasattr(lib, "seamless_quick_gelu_f32")
+
+
+def quick_gelu(x, alpha: float) -> np.ndarray:
+    x = _f32(x)
+    y = np.empty(x.shape, F32)
+    lib.seamless_quick_gelu_f32(_fp(x), _fp(y), x.size, float(alpha), *_pool())
+    return y
+
+
 # --- RMS normalization ------------------------------------------------------------------------
 
 
