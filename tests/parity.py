@@ -81,3 +81,44 @@ def single_node_model(op_type, inputs, outputs, attrs=None, opset=17, domain="",
     if domain:
         imports.append(helper.make_opsetid(domain, 1))
     return helper.make_model(graph, opset_imports=imports, ir_version=9)
+
+
+class Const:
+    """An input given to the model as an initializer (a constant) instead of a feed."""
+
+    def __init__(self, array):
+        self.array = np.asarray(array)
+
+
+def node_model(op, inputs, attrs=None, opset=17, outputs=None, const=(), symbolic=False, domain=""):
+    """A one-node model and its feeds. inputs: arrays, Const (initializer) or None (absent optional
+    input); positions in `const` become initializers too. outputs: output dtypes (default: the first
+    input's). symbolic: input dims as symbols, so ORT cannot fold e.g. Shape into a constant.
+    Fed arrays are read-only: kernels must never write into their inputs."""
+    from onnx import numpy_helper
+    specs, feeds, inits = [], {}, []
+    for i, a in enumerate(inputs):
+        if a is None:
+            specs.append(("", np.float32, None))
+            continue
+        constant = isinstance(a, Const) or i in const
+        a = np.array(a.array if isinstance(a, Const) else a)
+        a.flags.writeable = False
+        specs.append((f"in{i}", a.dtype, [f"in{i}_{d}" for d in range(a.ndim)] if symbolic else a.shape))
+        if constant:
+            inits.append(numpy_helper.from_array(a, f"in{i}"))
+        else:
+            feeds[f"in{i}"] = a
+    if outputs is None:
+        first = next(a for a in inputs if a is not None)
+        outputs = [np.asarray(first.array if isinstance(first, Const) else first).dtype]
+    model = single_node_model(op, specs, [(f"out{j}", dt, None) for j, dt in enumerate(outputs)], attrs,
+                              opset=opset, domain=domain, initializers=inits)
+    return model, feeds
+
+
+def check_node(op, inputs, attrs=None, opset=17, outputs=None, const=(), rtol=1e-5, atol=1e-6, symbolic=False,
+               domain=""):
+    """One-node parity: node_model() run on stock ORT and on our EP (every node on our EP)."""
+    model, feeds = node_model(op, inputs, attrs, opset, outputs, const, symbolic, domain)
+    return assert_parity(model, feeds, rtol=rtol, atol=atol)

@@ -229,3 +229,11 @@ def test_gather_block_quantized_numpy_reference_matches_native(bits, zp, monkeyp
     monkeypatch.setattr(contrib_native, "HAS_GATHER_BLOCK_QUANTIZED", False)
     (numpy_out,) = cq.gather_block_quantized(data, idx, scales, zero_points, **kw)
     np.testing.assert_array_equal(native_out, numpy_out)
+
+
+def test_matmul_nbits_wrong_weight_size_is_an_error():
+    from onnxruntime_ep_seamless.kernels.cpu import contrib_quantization as cq
+    a = rng.standard_normal((1, 64)).astype(np.float32)
+    B = np.zeros((16, 2, 15), np.uint8)  # 16 bytes per block expected
+    with pytest.raises(ValueError, match="B has"):
+        cq.matmul_nbits(a, B, np.ones((16, 2), np.float32), K=64, N=16, bits=4, block_size=32, accuracy_level=4)

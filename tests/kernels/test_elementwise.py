@@ -5,38 +5,16 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from onnx import TensorProto, numpy_helper
 
-from parity import assert_parity, single_node_model
+from parity import Const, check_node
 
 rng = np.random.default_rng(0)
 F16_RTOL = 1e-3  # float16 has an 11-bit mantissa: one rounding is ~5e-4 relative
 
 
-class Const:
-    """An input passed as an initializer rather than fed."""
-    def __init__(self, array):
-        self.array = np.asarray(array)
-
-
 def parity(op, *args, out=None, attrs=None, opset=17, rtol=1e-5, atol=1e-6):
-    """Run a one-node model on stock ORT and ours. args: arrays (fed), Const (initializer) or None
-    (absent optional input). out: output dtype(s); default the first input's dtype."""
-    inputs, feeds, inits = [], {}, []
-    for i, a in enumerate(args):
-        if a is None:
-            inputs.append(("", None, None))
-            continue
-        name = f"in{i}"
-        arr = a.array if isinstance(a, Const) else a
-        inputs.append((name, arr.dtype, arr.shape))
-        if isinstance(a, Const):
-            inits.append(numpy_helper.from_array(arr, name))
-        else:
-            feeds[name] = arr
-    first = next(a for a in args if a is not None)
-    outs = out if isinstance(out, list) else [out or (first.array if isinstance(first, Const) else first).dtype]
-    model = single_node_model(op, inputs, [(f"out{j}", d, None) for j, d in enumerate(outs)],
-                              attrs, opset=opset, initializers=inits)
-    return assert_parity(model, feeds, rtol=rtol, atol=atol)
+    """One-node parity (tests/parity.py check_node); out: output dtype(s), default the first input's."""
+    return check_node(op, list(args), attrs, opset, out if isinstance(out, list) or out is None else [out],
+                      rtol=rtol, atol=atol)
 
 
 def rand(shape, dtype=np.float32, low=-3.0, high=3.0):

@@ -1,38 +1,18 @@
 """Parity of MatMul, Gemm, MatMulInteger and Einsum with stock ORT."""
 import numpy as np
 import pytest
-from onnx import numpy_helper
 
-from parity import assert_parity, single_node_model
+from parity import Const, check_node
 
 rng = np.random.default_rng(2)
 RTOL, ATOL = 1e-5, 1e-5  # BLAS and MLAS sum in different orders; small K keeps that within 1e-5
 F16 = dict(rtol=2e-3, atol=2e-3)  # float16 output rounding (11-bit mantissa) after a float32 dot product
 
 
-class Const:
-    """An input passed as an initializer rather than fed."""
-    def __init__(self, array):
-        self.array = np.asarray(array)
-
-
 def parity(op, *args, out=None, attrs=None, opset=17, rtol=RTOL, atol=ATOL):
-    inputs, feeds, inits = [], {}, []
-    for i, a in enumerate(args):
-        if a is None:
-            inputs.append(("", None, None))
-            continue
-        name = f"in{i}"
-        arr = a.array if isinstance(a, Const) else a
-        inputs.append((name, arr.dtype, arr.shape))
-        if isinstance(a, Const):
-            inits.append(numpy_helper.from_array(arr, name))
-        else:
-            feeds[name] = arr
-    first = args[0].array if isinstance(args[0], Const) else args[0]
-    model = single_node_model(op, inputs, [("out", out or first.dtype, None)], attrs, opset=opset,
-                              initializers=inits)
-    return assert_parity(model, feeds, rtol=rtol, atol=atol)
+    """One-node parity (tests/parity.py check_node); out: output dtype(s), default the first input's."""
+    return check_node(op, list(args), attrs, opset, out if isinstance(out, list) or out is None else [out],
+                      rtol=rtol, atol=atol)
 
 
 def rand(shape, dtype=np.float32, low=-1.0, high=1.0):

@@ -5,35 +5,15 @@ direct/Winograd-free GEMM tiling), so they are compared with rtol 1e-4 instead o
 """
 import numpy as np
 import pytest
-from onnx import numpy_helper
 
-from parity import assert_parity, single_node_model
+from parity import check_node
 
 rng = np.random.default_rng(1)
 I64 = np.int64
 CONV_TOL = {"rtol": 1e-4, "atol": 1e-5}
 
 
-def check(op, inputs, attrs=None, opset=17, outputs=None, const=(), rtol=1e-5, atol=1e-6):
-    """One-node parity check. inputs: arrays (None = absent optional input); inputs whose
-    position is in `const` become initializers. outputs: output dtypes (default: input 0's)."""
-    specs, feeds, inits = [], {}, []
-    for i, a in enumerate(inputs):
-        if a is None:
-            specs.append(("", np.float32, None))
-            continue
-        a = np.array(a)
-        a.flags.writeable = False  # kernels must never write into their inputs
-        specs.append((f"in{i}", a.dtype, a.shape))
-        if i in const:
-            inits.append(numpy_helper.from_array(a, f"in{i}"))
-        else:
-            feeds[f"in{i}"] = a
-    if outputs is None:
-        outputs = [np.asarray(inputs[0]).dtype]
-    outs = [(f"out{i}", dt, None) for i, dt in enumerate(outputs)]
-    model = single_node_model(op, specs, outs, attrs, opset=opset, initializers=inits)
-    return assert_parity(model, feeds, rtol=rtol, atol=atol)
+check = check_node
 
 
 def data(shape, dtype=np.float32):

@@ -2,27 +2,14 @@
 shapes QDQ models use: constant scales and zero points, per tensor, per axis and blocked."""
 import numpy as np
 import pytest
-from onnx import numpy_helper
 
-from parity import assert_parity, single_node_model
+from parity import check_node
 
 rng = np.random.default_rng(7)
 
 
 def check(op, inputs, out_dtypes, attrs=None, opset=21, const=()):
-    specs, feeds, inits = [], {}, []
-    for i, a in enumerate(inputs):
-        if a is None:
-            specs.append(("", np.float32, None))
-            continue
-        a = np.asarray(a)
-        specs.append((f"in{i}", a.dtype, a.shape))
-        if i in const:
-            inits.append(numpy_helper.from_array(a, f"in{i}"))
-        else:
-            feeds[f"in{i}"] = a
-    outs = [(f"out{i}", dt, None) for i, dt in enumerate(out_dtypes)]
-    return assert_parity(single_node_model(op, specs, outs, attrs, opset=opset, initializers=inits), feeds)
+    return check_node(op, inputs, attrs, opset, out_dtypes, const)
 
 
 @pytest.mark.parametrize("zp_dtype", [np.uint8, np.int8, np.uint16, np.int16])

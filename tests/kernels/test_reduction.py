@@ -1,9 +1,8 @@
 """Parity of the reduction kernels (Reduce*, ArgMax/ArgMin, Softmax family, CumSum, TopK) with stock ORT."""
 import numpy as np
 import pytest
-from onnx import numpy_helper
 
-from parity import assert_close, assert_parity, run_ours, single_node_model, stock_session
+from parity import Const, assert_close, assert_parity, node_model, run_ours, stock_session
 
 rng = np.random.default_rng(1)
 RTOL, ATOL = 1e-4, 1e-5
@@ -13,31 +12,9 @@ REDUCE_OPS = ["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd",
               "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare"]
 
 
-class Const:
-    """An input passed as an initializer rather than fed."""
-    def __init__(self, array):
-        self.array = np.asarray(array)
-
-
 def build(op, *args, out=None, attrs=None, opset=17):
-    """A one-node model and its feeds. args: arrays (fed), Const (initializer), None (absent input)."""
-    inputs, feeds, inits = [], {}, []
-    for i, a in enumerate(args):
-        if a is None:
-            inputs.append(("", None, None))
-            continue
-        name = f"in{i}"
-        arr = a.array if isinstance(a, Const) else a
-        inputs.append((name, arr.dtype, arr.shape))
-        if isinstance(a, Const):
-            inits.append(numpy_helper.from_array(arr, name))
-        else:
-            feeds[name] = arr
-    first = args[0].array if isinstance(args[0], Const) else args[0]
-    outs = out if isinstance(out, list) else [out or first.dtype]
-    model = single_node_model(op, inputs, [(f"out{j}", d, None) for j, d in enumerate(outs)],
-                              attrs, opset=opset, initializers=inits)
-    return model, feeds
+    """A one-node model and its feeds (tests/parity.py node_model)."""
+    return node_model(op, list(args), attrs, opset, out if isinstance(out, list) or out is None else [out])
 
 
 def parity(op, *args, out=None, attrs=None, opset=17, rtol=RTOL, atol=ATOL):

@@ -5,33 +5,13 @@ from hypothesis import given, settings, strategies as st
 from onnx import TensorProto, numpy_helper
 
 import parity
-from parity import assert_parity, single_node_model
+from parity import check_node, assert_parity, single_node_model
 
 rng = np.random.default_rng(0)
 I64 = np.int64
 
 
-def check(op, inputs, attrs=None, opset=17, outputs=None, const=(), rtol=1e-5, atol=1e-6, symbolic=False):
-    """One-node parity check. inputs: arrays (None = absent optional input); inputs whose
-    position is in `const` become initializers. outputs: output dtypes (default: input 0's).
-    symbolic: declare input dims as symbols, so that ORT cannot fold e.g. Shape into a constant."""
-    specs, feeds, inits = [], {}, []
-    for i, a in enumerate(inputs):
-        if a is None:
-            specs.append(("", np.float32, None))
-            continue
-        a = np.array(a)
-        a.flags.writeable = False  # kernels must never write into their inputs
-        specs.append((f"in{i}", a.dtype, [f"in{i}_{d}" for d in range(a.ndim)] if symbolic else a.shape))
-        if i in const:
-            inits.append(numpy_helper.from_array(a, f"in{i}"))
-        else:
-            feeds[f"in{i}"] = a
-    if outputs is None:
-        outputs = [np.asarray(inputs[0]).dtype]
-    outs = [(f"out{i}", dt, None) for i, dt in enumerate(outputs)]
-    model = single_node_model(op, specs, outs, attrs, opset=opset, initializers=inits)
-    return assert_parity(model, feeds, rtol=rtol, atol=atol)
+check = check_node
 
 
 def ints(*v):

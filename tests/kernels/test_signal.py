@@ -2,28 +2,16 @@
 Our transforms run in float64; ORT's in float32, so values near 0 differ by ~1e-5 (atol)."""
 import numpy as np
 import pytest
-from onnx import TensorProto, numpy_helper
+from onnx import TensorProto
 
-from parity import assert_parity, single_node_model
+from parity import check_node
 
 rng = np.random.default_rng(3)
 FFT_TOL = {"rtol": 1e-4, "atol": 1e-4}
 
 
 def check(op, inputs, out_dtype=np.float32, attrs=None, opset=20, const=(), **tol):
-    specs, feeds, inits = [], {}, []
-    for i, a in enumerate(inputs):
-        if a is None:
-            specs.append(("", np.float32, None))
-            continue
-        a = np.asarray(a)
-        specs.append((f"in{i}", a.dtype, a.shape))
-        if i in const:
-            inits.append(numpy_helper.from_array(a, f"in{i}"))
-        else:
-            feeds[f"in{i}"] = a
-    model = single_node_model(op, specs, [("out", out_dtype, None)], attrs, opset=opset, initializers=inits)
-    return assert_parity(model, feeds, **(tol or {"rtol": 1e-5, "atol": 1e-6}))
+    return check_node(op, inputs, attrs, opset, [out_dtype], const, **(tol or {"rtol": 1e-5, "atol": 1e-6}))
 
 
 @pytest.mark.parametrize("complex_input", [False, True])

@@ -2,28 +2,14 @@
 NonMaxSuppression (kernels/cpu/detection.py) with stock ORT."""
 import numpy as np
 import pytest
-from onnx import numpy_helper
 
-from parity import assert_parity, single_node_model
+from parity import check_node
 
 rng = np.random.default_rng(5)
 
 
 def check(op, inputs, out_dtypes, attrs=None, opset=22, const=(), rtol=1e-5, atol=1e-5):
-    specs, feeds, inits = [], {}, []
-    for i, a in enumerate(inputs):
-        if a is None:
-            specs.append(("", np.float32, None))
-            continue
-        a = np.asarray(a)
-        specs.append((f"in{i}", a.dtype, a.shape))
-        if i in const:
-            inits.append(numpy_helper.from_array(a, f"in{i}"))
-        else:
-            feeds[f"in{i}"] = a
-    outs = [(f"out{i}", dt, None) for i, dt in enumerate(out_dtypes)]
-    model = single_node_model(op, specs, outs, attrs, opset=opset, initializers=inits)
-    return assert_parity(model, feeds, rtol=rtol, atol=atol)
+    return check_node(op, inputs, attrs, opset, out_dtypes, const, rtol, atol)
 
 
 @pytest.mark.parametrize("mode", ["nearest", "linear", "cubic"])

@@ -216,6 +216,8 @@ def group_query_attention(query, key=None, value=None, past_key=None, past_value
     h, first_prompt, present_len, lens = gqa_layout(query.shape, key is None, past_key.shape if past_key is not None
                                                     else None, seqlens_k, total_sequence_length, num_heads, nkv,
                                                     cos_cache.shape if do_rotary else None)
+    if past_key is None and not first_prompt:
+        raise ValueError("past_key/past_value are required after the first prompt")
     half = cos_cache.shape[1] if do_rotary else 0
     sm_scale = float(scale) if scale != 0.0 else 1.0 / float(np.sqrt(np.float32(h)))
     sink = None

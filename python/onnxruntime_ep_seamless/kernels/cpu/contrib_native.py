@@ -74,12 +74,26 @@ def _address(a, ctype):
     return ffi.cast(ctype, a.__array_interface__["data"][0])
 
 
-def _weights(B, scales, zero_points, bias):
+def _check_weights(B, scales, zero_points, bias, bits, block_size, K, N):
+    """Sizes the kernel will read (a wrong shape must be an error, never an out-of-bounds read)."""
+    nb = -(-K // block_size)
+    want = {"B": (B, N * nb * block_size * bits // 8), "scales": (scales, N * nb),
+            "zero_points": (zero_points, N * (-(-nb * bits // 8)) if zero_points is not None and
+                            zero_points.dtype == U8 else N * nb),
+            "bias": (bias, N)}
+    for name, (a, size) in want.items():
+        if a is not None and a.size != size:
+            raise ValueError(f"MatMulNBits: {name} has {a.size} elements, expected {size} (K={K}, N={N}, "
+                             f"bits={bits}, block_size={block_size})")
+
+
+def _weights(B, scales, zero_points, bias, bits, block_size, K, N):
     arrays = (B, scales, zero_points, bias)
-    key = tuple(map(id, arrays))
+    key = (*map(id, arrays), bits, block_size, K, N)
     w = _WEIGHTS.get(key)
     if w is not None and w.valid(arrays):
         return w.args
+    _check_weights(B, scales, zero_points, bias, bits, block_size, K, N)
     fixed = [B if B.flags.c_contiguous else np.ascontiguousarray(B), _f32(scales),
              None if zero_points is None else (np.ascontiguousarray(zero_points) if zero_points.dtype == U8
                                                else _f32(zero_points)),
@@ -101,7 +115,7 @@ def matmul_nbits(a2d, B, scales, zero_points, bias, bits, block_size, K, N, int8
     a2d = _f32(a2d)
     m = a2d.shape[0]
     y = np.empty((m, N), F32)
-    w = _weights(B, scales, zero_points, bias)  # (b, scales, zp_u8, zp_f32, bias[, arrays to keep alive])
+    w = _weights(B, scales, zero_points, bias, bits, block_size, K, N)  # pointers[, arrays to keep alive]
     rc = lib.seamless_matmul_nbits_f32(ffi.from_buffer("float[]", a2d), m, K, w[0], w[1], w[2], w[3], w[4],
                                        ffi.from_buffer("float[]", y), N, bits, block_size, int8, *_pool())
     if rc:
@@ -116,6 +130,9 @@ def gather_block_quantized(data, indices, scales, zero_points, bits, block_size)
     """Rows of a 2-D uint8 table quantized along its rows (gather_axis 0, quantize_axis 1)."""
     rows = data.shape[0]
     cols = data.shape[1] * (8 // bits)
+    nb = cols // block_size
+    if scales.size != rows * nb or (zero_points is not None and zero_points.size != rows * (-(-nb * bits // 8))):
+        raise ValueError(f"GatherBlockQuantized: scales {scales.shape} / zero points do not match data {data.shape}")
     idx = np.ascontiguousarray(indices, dtype=np.int64)
     out = np.empty((*idx.shape, cols), F32)
     data = np.ascontiguousarray(data)
@@ -183,11 +200,16 @@ def gqa(query, key, value, past_key, past_value, seqlens_k, first_prompt, presen
     query = _f32(query)
     b, s = query.shape[:2]
     if key is None:
+        if query.shape[2] < (num_heads + 2 * kv_num_heads) * h:
+            raise ValueError(f"GroupQueryAttention: packed QKV width {query.shape[2]} too small")
         q_row = k_row = v_row = query.shape[2]
         base = ffi.from_buffer("float[]", query)
         qp, kp, vp = base, base + num_heads * h, base + (num_heads + kv_num_heads) * h
     else:
         key, value = _f32(key), _f32(value)
+        if key.shape[:2] != (b, s) or value.shape[:2] != (b, s) or min(key.shape[2], value.shape[2]) < kv_num_heads * h:
+            raise ValueError(f"GroupQueryAttention: key {key.shape} / value {value.shape} do not match query "
+                             f"{query.shape} with {kv_num_heads} KV heads of size {h}")
         q_row, k_row, v_row = query.shape[2], key.shape[2], value.shape[2]
         qp, kp, vp = _fp(query), _fp(key), _fp(value)
     past_len = 0
@@ -195,6 +217,10 @@ def gqa(query, key, value, past_key, past_value, seqlens_k, first_prompt, presen
     if past_key is not None:
         past_key, past_value = _f32(past_key), _f32(past_value)
         past_len = past_key.shape[2]
+        want = (b, kv_num_heads, past_len, h)
+        if past_key.shape != want or past_value.shape != want:
+            raise ValueError(f"GroupQueryAttention: past_key {past_key.shape} / past_value {past_value.shape}, "
+                             f"expected {want}")
         pk, pv = _fp(past_key), _fp(past_value)
     out = np.empty((b, s, num_heads * h), F32)
     present_k = np.empty((b, kv_num_heads, present_len, h), F32)
@@ -205,6 +231,8 @@ def gqa(query, key, value, past_key, past_value, seqlens_k, first_prompt, presen
     half = 0
     if cos_cache is not None:
         cos_cache, sin_cache = _f32(cos_cache), _f32(sin_cache)
+        if cos_cache.ndim != 2 or sin_cache.shape != cos_cache.shape:
+            raise ValueError(f"GroupQueryAttention: cos_cache {cos_cache.shape} / sin_cache {sin_cache.shape}")
         cos, sin = _fp(cos_cache), _fp(sin_cache)
         half = cos_cache.shape[1]
     sink = None if sink is None else _f32(sink)
