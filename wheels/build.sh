@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Build the onnxruntime-ep-seamless wheel (the CPU distribution) for the running CPython and tag
-# it manylinux_2_28_x86_64.
+# Build an onnxruntime-ep-seamless wheel for the running CPython and tag it manylinux_2_28_x86_64:
+# FLAVOR=cpu (default) the CPU distribution `onnxruntime-ep-seamless`; FLAVOR=cu13 the superset
+# `onnxruntime-ep-seamless-cu13` (CPU + CUDA variant + CUDA kernels; needs nvcc from CUDA 13; depends
+# on nvidia-cublas).
 #
 #   bash wheels/build.sh [OUTDIR]          (default: dist/)   PYTHON=python3.12 picks another CPython
 #
@@ -17,6 +19,12 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 OUT="$(mkdir -p "${1:-$ROOT/dist}" && cd "${1:-$ROOT/dist}" && pwd)"
 PYTHON="${PYTHON:-python3}"
+FLAVOR="${FLAVOR:-cpu}"
+case "$FLAVOR" in
+  cpu) VARIANTS=cpu ;;
+  cu13) VARIANTS=cpu,cuda ;;
+  *) echo "wheels/build.sh: FLAVOR must be cpu or cu13, not $FLAVOR" >&2; exit 1 ;;
+esac
 PLAT=manylinux_2_28_x86_64
 PYVER="$("$PYTHON" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
 CACHE="${SEAMLESS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/onnxruntime-ep-seamless}"
@@ -49,12 +57,24 @@ else  # not a git checkout (e.g. an sdist): everything but build outputs and env
      --exclude='*.egg-info' -cf - .) | tar -xf - -C "$WORK/src"
 fi
 
-SEAMLESS_VARIANTS=cpu "$TOOLS/bin/python" -m pip wheel -q --disable-pip-version-check --no-deps \
+if [ "$FLAVOR" = cu13 ]; then  # the same package under the CUDA distribution's name and dependencies
+  "$PYTHON" - "$WORK/src/pyproject.toml" <<'PY'
+import re, sys
+path = sys.argv[1]
+text = open(path).read()
+text = text.replace('name = "onnxruntime-ep-seamless"', 'name = "onnxruntime-ep-seamless-cu13"', 1)
+text = re.sub(r'^dependencies = \[(.*)\]$', lambda m: f'dependencies = [{m.group(1)}, "nvidia-cublas>=13,<14"]', text,
+              count=1, flags=re.M)
+open(path, "w").write(text)
+PY
+fi
+SEAMLESS_VARIANTS="$VARIANTS" SEAMLESS_REQUIRE_NVCC=$([ "$FLAVOR" = cu13 ] && echo 1 || echo 0) \
+  "$TOOLS/bin/python" -m pip wheel -q --disable-pip-version-check --no-deps \
   --no-build-isolation -w "$WORK/raw" "$WORK/src"
 RAW="$(ls "$WORK"/raw/*.whl)"
 "$TOOLS/bin/auditwheel" show "$RAW"
 "$TOOLS/bin/auditwheel" repair --plat "$PLAT" --only-plat -w "$WORK/repaired" "$RAW"
 REPAIRED="$(ls "$WORK"/repaired/*.whl)"
-"$TOOLS/bin/python" "$ROOT/wheels/check_wheel.py" "$REPAIRED" --raw "$RAW" --plat "$PLAT"
+"$TOOLS/bin/python" "$ROOT/wheels/check_wheel.py" "$REPAIRED" --raw "$RAW" --plat "$PLAT" --flavor "$FLAVOR"
 cp "$REPAIRED" "$OUT/"
 echo "$OUT/$(basename "$REPAIRED")"

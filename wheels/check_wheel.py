@@ -28,13 +28,19 @@ from elftools.elf.elffile import ELFFile
 from elftools.elf.gnuversions import GNUVerNeedSection
 
 PKG = "onnxruntime_ep_seamless"
-ALLOWED_NEEDED = {"libc.so.6", "libm.so.6", "libdl.so.2", "libpthread.so.0"}
+ALLOWED_NEEDED = {"libc.so.6", "libm.so.6", "libdl.so.2", "libpthread.so.0", "ld-linux-x86-64.so.2"}  # all glibc
 SHIM_EXPORTS = {"CreateEpFactories", "ReleaseEpFactory"}
 
 
-def expected_libraries() -> set[str]:
+DISTRIBUTIONS = {"cpu": PKG, "cu13": f"{PKG}_cu13"}  # flavor -> wheel file name prefix
+
+
+def expected_libraries(flavor: str = "cpu") -> set[str]:
     ext = sysconfig.get_config_var("EXT_SUFFIX")
-    return {f"{PKG}/libonnxruntime_ep_seamless_cpu.so", f"{PKG}/_seamless_ep_cpu{ext}", f"{PKG}/_native_cpu{ext}"}
+    libs = {f"{PKG}/libonnxruntime_ep_seamless_cpu.so", f"{PKG}/_seamless_ep_cpu{ext}", f"{PKG}/_native_cpu{ext}"}
+    if flavor == "cu13":
+        libs |= {f"{PKG}/libonnxruntime_ep_seamless_cuda.so", f"{PKG}/_seamless_ep_cuda{ext}"}
+    return libs
 
 
 def elf_facts(data: bytes) -> dict:
@@ -63,13 +69,14 @@ def elf_facts(data: bytes) -> dict:
     return facts
 
 
-def check(wheel_path: str, raw_path: str | None, plat: str) -> list[str]:
+def check(wheel_path: str, raw_path: str | None, plat: str, flavor: str = "cpu") -> list[str]:
     problems = []
     name = wheel_path.rsplit("/", 1)[-1]
     cp = "cp%d%d" % sys.version_info[:2]
-    m = re.fullmatch(rf"{PKG}-([0-9][^-]*)-{cp}-{cp}-{re.escape(plat)}\.whl", name)
+    dist = DISTRIBUTIONS[flavor]
+    m = re.fullmatch(rf"{dist}-([0-9][^-]*)-{cp}-{cp}-{re.escape(plat)}\.whl", name)
     if not m:
-        problems.append(f"file name {name!r} is not {PKG}-<version>-{cp}-{cp}-{plat}.whl")
+        problems.append(f"file name {name!r} is not {dist}-<version>-{cp}-{cp}-{plat}.whl")
     glibc_max = tuple(int(p) for p in re.match(r"manylinux_(\d+)_(\d+)_", plat).groups())
     with zipfile.ZipFile(wheel_path) as zf:
         infos = zf.infolist()
@@ -81,16 +88,18 @@ def check(wheel_path: str, raw_path: str | None, plat: str) -> list[str]:
         if dupes:
             problems.append(f"duplicate entries: {sorted(dupes)}")
         libraries = {n for n in names if n.endswith(".so") or ".so." in n}
-        missing = expected_libraries() - libraries
+        missing = expected_libraries(flavor) - libraries
         if missing:
             problems.append(f"missing libraries: {sorted(missing)}")
-        extra = libraries - expected_libraries()
+        extra = libraries - expected_libraries(flavor)
         if extra:
             problems.append(f"unexpected shared objects (grafted or from another variant): {sorted(extra)}")
-        # the Python package is the same in every variant; the CUDA libraries and kernels are not
+        # the Python package is the same in every flavor; the CUDA libraries and kernels are not
         cuda = [n for n in names if "cuda" in n.lower() and not n.endswith((".py", "/"))]
-        if cuda:
+        if flavor == "cpu" and cuda:
             problems.append(f"CUDA binaries in the CPU distribution: {cuda}")
+        if flavor == "cu13" and f"{PKG}/_kernels_cuda.fatbin" not in names:
+            problems.append("the CUDA kernels (_kernels_cuda.fatbin) are missing")
         for lib in sorted(libraries - links):
             base = lib.rsplit("/", 1)[-1]
             try:
@@ -117,6 +126,8 @@ def check(wheel_path: str, raw_path: str | None, plat: str) -> list[str]:
         requires = [line for line in metadata.splitlines() if line.startswith("Requires-Dist:")]
         if any(re.match(r"Requires-Dist:\s*onnxruntime", r, re.I) and "extra ==" not in r for r in requires):
             problems.append(f"depends on onnxruntime ({requires}): users keep their own flavour")
+        if flavor == "cu13" and not any(re.match(r"Requires-Dist:\s*nvidia-cublas", r) for r in requires):
+            problems.append(f"the CUDA distribution does not depend on nvidia-cublas ({requires})")
         if raw_path:
             with zipfile.ZipFile(raw_path) as raw:
                 raw_names = {i.filename for i in raw.infolist() if not i.filename.endswith("/")}
@@ -137,8 +148,9 @@ def main() -> int:
     parser.add_argument("wheel")
     parser.add_argument("--raw", help="the wheel before auditwheel repair")
     parser.add_argument("--plat", default="manylinux_2_28_x86_64")
+    parser.add_argument("--flavor", choices=sorted(DISTRIBUTIONS), default="cpu")
     args = parser.parse_args()
-    problems = check(args.wheel, args.raw, args.plat)
+    problems = check(args.wheel, args.raw, args.plat, args.flavor)
     for p in problems:
         print(f"check_wheel: PROBLEM: {p}", file=sys.stderr)
     if problems:

@@ -66,9 +66,30 @@ def _ort():
     return ort
 
 
+DISTRIBUTIONS = ("onnxruntime-ep-seamless", "onnxruntime-ep-seamless-cu13")
+
+
+def _warn_if_both_installed() -> None:
+    """Both distributions install this one package: whichever was installed last won."""
+    from importlib import metadata
+    found = []
+    for name in DISTRIBUTIONS:
+        try:
+            found.append(f"{name} {metadata.version(name)}")
+        except metadata.PackageNotFoundError:
+            pass
+    if len(found) > 1:
+        import warnings
+        warnings.warn(f"both {' and '.join(found)} are installed; they share the package onnxruntime_ep_seamless, so "
+                      f"the files of whichever was installed last are in use. Fix: pip uninstall one of them "
+                      f"(keep {DISTRIBUTIONS[1]} for GPUs), then reinstall the other.", RuntimeWarning, stacklevel=3)
+
+
 def register(device: str = "cpu") -> str:
     """Register the plugin library with onnxruntime (idempotent); returns the library path."""
     ort = _ort()
+    if not _registered:
+        _warn_if_both_installed()
     ep_name, _, registration_name = _variant(device)
     path = get_library_path(device)
     previous = _registered.get(device)

@@ -111,21 +111,43 @@ def cmd_check(args) -> int:
             print("smoke test: one Add node ran on SeamlessCPUExecutionProvider with CPU fallback disabled")
         except Exception as exc:  # report, don't crash: this command exists to diagnose
             problems.append(f"{type(exc).__name__}: {exc}")
+        _check_cuda(ort, seamless)
     for p in problems:
         print(f"PROBLEM: {p}")
     print("OK" if not problems else f"{len(problems)} problem(s)")
     return 1 if problems else 0
 
 
-def _smoke(ort, seamless):
-    so = seamless.session_options()
+def _check_cuda(ort, seamless) -> None:
+    """The CUDA variant, where this installation has it: its GPUs and a smoke test, or why not
+    (information, not a problem: the CPU EP works without it)."""
+    try:
+        seamless.get_library_path("cuda")
+    except (FileNotFoundError, ValueError):
+        print("CUDA variant: not in this installation (onnxruntime-ep-seamless-cu13 has it)")
+        return
+    try:
+        gpus = seamless.get_devices("cuda")
+        if not gpus:
+            seamless.session_options(device="cuda")  # raises with the reason
+        for d in gpus:
+            print(f"CUDA device: {d.ep_metadata.get('cuda_device_name')} (GPU {d.ep_metadata.get('cuda_device_id')}, "
+                  f"compute capability {d.ep_metadata.get('cuda_compute_capability')})")
+        _smoke(ort, seamless, "cuda")
+        print("CUDA smoke test: one Add node ran on SeamlessCUDAExecutionProvider with CPU fallback disabled")
+    except Exception as exc:
+        print(f"CUDA variant: not usable here: {exc}")
+
+
+def _smoke(ort, seamless, device: str = "cpu"):
+    so = seamless.session_options(device=device)
     so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
     sess = ort.InferenceSession(SMOKE_MODEL, so)
     x = np.arange(4, dtype=np.float32)
     (y,) = sess.run(None, {"x": x, "y": x})
     if not np.array_equal(y, x + x):
         raise RuntimeError(f"smoke test gave {y}, expected {x + x}")
-    seamless.assert_ep_selected(sess)
+    seamless.assert_ep_selected(sess, device)
 
 
 def cmd_bench(args) -> int:

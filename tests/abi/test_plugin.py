@@ -253,3 +253,10 @@ def test_selectable_by_name_in_providers():
     assert sess.get_providers()[0] == "SeamlessCPUExecutionProvider"
     (z,) = sess.run(None, {"x": np.ones((1, 16), np.float32), "y": np.ones(16, np.float32)})
     np.testing.assert_array_equal(z, np.ones((1, 16), np.float32))
+
+
+def test_both_distributions_installed_warns(monkeypatch):
+    from importlib import metadata
+    monkeypatch.setattr(metadata, "version", lambda name: "0.1.0")  # as if both were installed
+    with pytest.warns(RuntimeWarning, match="both onnxruntime-ep-seamless 0.1.0 and onnxruntime-ep-seamless-cu13"):
+        seamless._warn_if_both_installed()

@@ -6,6 +6,7 @@ the wheel is built here into a temporary folder. Needs the package index (pip in
 and onnxruntime into the fresh venv; pip's cache keeps that fast).
 """
 import os
+import shutil
 import re
 import subprocess
 import sys
@@ -95,3 +96,21 @@ def test_clean_room_install_oldest_and_newest_onnxruntime(wheel):
         assert section.count("\nOK\n") >= 1  # `check`
         if "C host skipped" not in section:
             assert "runs on 2 threads: exact" in section  # the C program, with no environment at all
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc (CUDA 13) not on PATH: the cu13 wheel needs it")
+def test_cu13_wheel_builds_with_both_variants(tmp_path):
+    """The CUDA distribution: CPU and CUDA libraries, the CUDA kernels, a dependency on cuBLAS's
+    wheel, the same checks as the CPU wheel (wheels/check_wheel.py --flavor cu13)."""
+    proc = subprocess.run(["bash", str(ROOT / "wheels" / "build.sh"), str(tmp_path)], capture_output=True, text=True,
+                          timeout=900, env={**_env(), "FLAVOR": "cu13"})
+    assert proc.returncode == 0, _tail(proc)
+    assert "check_wheel: OK" in proc.stdout, _tail(proc)
+    built = Path(proc.stdout.strip().splitlines()[-1])
+    assert re.fullmatch(rf"onnxruntime_ep_seamless_cu13-[0-9.]+-{CP}-{CP}-manylinux_2_28_x86_64\.whl", built.name)
+    with zipfile.ZipFile(built) as zf:
+        names = set(zf.namelist())
+        metadata = zf.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
+    assert {"onnxruntime_ep_seamless/libonnxruntime_ep_seamless_cuda.so",
+            "onnxruntime_ep_seamless/_kernels_cuda.fatbin"} <= names
+    assert "Requires-Dist: nvidia-cublas" in metadata

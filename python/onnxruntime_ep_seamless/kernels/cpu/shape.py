@@ -94,6 +94,9 @@ def split_13(data, split=None, *, axis=0, num_outputs=None, _num_outputs):
     return _split(data, None if split is None else _ints(split), axis, _num_outputs)
 
 
+_END_OF_AXIS = (2**31 - 1, 2**63 - 1)  # INT32_MAX, INT64_MAX
+
+
 def _slice(data, starts, ends, axes, steps):
     index = [slice(None)] * data.ndim
     axes = range(len(starts)) if axes is None else axes
@@ -102,6 +105,8 @@ def _slice(data, starts, ends, axes, steps):
         axis = _axis(axis, data.ndim)
         dim = data.shape[axis]
         start = start + dim if start < 0 else start
+        if end in _END_OF_AXIS:  # as ORT: "to the end" in the step's direction (numpy's None),
+            end = dim if step > 0 else -dim - 1  # also when counting down
         end = end + dim if end < 0 else end
         if step > 0:
             start, end = min(max(start, 0), dim), min(max(end, 0), dim)

@@ -1,0 +1,106 @@
+"""Parity tests for com.microsoft EmbedLayerNormalization and Attention (kernels/cpu/contrib_bert.py)
+against stock ORT's CPU EP.
+
+Tolerances: float32 layer norms and attention reduce in a different order than ORT's MLAS
+(rtol/atol 1e-5 of O(1) outputs). float16: ORT rounds intermediate results (the QKV projection,
+scores or probabilities) to float16 where we keep float32 and round once, so outputs of magnitude
+~1 differ by a few float16 ulp (2^-10 relative): rtol/atol 4e-3.
+"""
+import numpy as np
+import pytest
+
+from parity import Const, check_node
+
+rng = np.random.default_rng(7)
+MS = "com.microsoft"
+F32, F16, I32 = np.float32, np.float16, np.int32
+TOL = {F32: dict(rtol=1e-5, atol=1e-5), F16: dict(rtol=4e-3, atol=4e-3)}
+
+
+def data(*shape, scale=1.0, dtype=F32):
+    return (rng.standard_normal(shape) * scale).astype(dtype)
+
+
+def embed_inputs(b, s, h=16, vocab=30, dtype=F32, segments=True, mask=True, position_ids=None):
+    ids = rng.integers(0, vocab, (b, s)).astype(I32)
+    seg = rng.integers(0, 2, (b, s)).astype(I32) if segments else None
+    m = None
+    if mask:
+        m = np.ones((b, s), I32)
+        m[0, s // 2:] = 0  # right padding in the first row
+    return [ids, seg, Const(data(vocab, h, dtype=dtype)), Const(data(max(s, 8) + 2, h, dtype=dtype)),
+            Const(data(2, h, dtype=dtype)) if segments else None, Const(1 + data(h, scale=0.1, dtype=dtype)),
+            Const(data(h, scale=0.1, dtype=dtype)), m, position_ids]
+
+
+@pytest.mark.parametrize("dtype", [F32, F16])
+@pytest.mark.parametrize("b,s", [(2, 7), (1, 1), (3, 4)])
+def test_embed_layer_normalization(dtype, b, s):
+    check_node("EmbedLayerNormalization", embed_inputs(b, s, dtype=dtype), dict(epsilon=1e-12), domain=MS,
+               outputs=[dtype, I32, dtype], **TOL[dtype])
+
+
+def test_embed_layer_normalization_no_segment_no_mask():
+    # without a mask, mask_index is all zeros
+    check_node("EmbedLayerNormalization", embed_inputs(2, 5, segments=False, mask=False), dict(epsilon=1e-5),
+               domain=MS, outputs=[F32, I32], **TOL[F32])
+
+
+def test_embed_layer_normalization_position_ids():
+    pos = np.array([[3, 1, 0, 2, 5], [0, 1, 2, 3, 4]], I32)
+    check_node("EmbedLayerNormalization", embed_inputs(2, 5, position_ids=pos), domain=MS,
+               outputs=[F32, I32, F32], **TOL[F32])
+
+
+def attention_inputs(b, s, hidden=32, dtype=F32, mask=None, past=0, heads=4, bias=True):
+    x = data(b, s, hidden, dtype=dtype)
+    w = Const(data(hidden, 3 * hidden, scale=hidden ** -0.5, dtype=dtype))
+    bb = Const(data(3 * hidden, scale=0.1, dtype=dtype)) if bias else None
+    pst = data(2, b, heads, past, hidden // heads, dtype=dtype) if past else None
+    return [x, w, bb, mask, pst]
+
+
+@pytest.mark.parametrize("dtype", [F32, F16])
+def test_attention_mask_end_positions(dtype):
+    # the ORT optimizer's BERT form: 1-D mask_index (B,) of valid lengths, from EmbedLayerNormalization
+    check_node("Attention", attention_inputs(3, 6, dtype=dtype, mask=np.array([6, 2, 4], I32)),
+               dict(num_heads=4), domain=MS, **TOL[dtype])
+
+
+def test_attention_no_mask_no_bias():
+    check_node("Attention", attention_inputs(2, 5, bias=False)[:2], dict(num_heads=2), domain=MS, **TOL[F32])
+
+
+def test_attention_mask_end_and_start():
+    check_node("Attention", attention_inputs(2, 6, mask=np.array([5, 6, 1, 0], I32)), dict(num_heads=4),
+               domain=MS, **TOL[F32])
+
+
+@pytest.mark.parametrize("shape", ["2d", "3d"])
+def test_attention_raw_mask(shape):
+    b, s = 2, 5
+    m = (rng.random((b, s, s) if shape == "3d" else (b, s)) > 0.3).astype(I32)
+    m[..., 0] = 1
+    check_node("Attention", attention_inputs(b, s, mask=m), dict(num_heads=4, mask_filter_value=-1e4), domain=MS,
+               **TOL[F32])
+
+
+@pytest.mark.parametrize("dtype", [F32, F16])
+def test_attention_past_unidirectional(dtype):
+    # GPT-2 form: causal with a past state; present = past + new keys/values
+    check_node("Attention", attention_inputs(2, 3, dtype=dtype, past=4), dict(num_heads=4, unidirectional=1),
+               domain=MS, outputs=[dtype, dtype], **TOL[dtype])
+
+
+def test_attention_qkv_hidden_sizes_and_scale():
+    hidden = 32
+    x = data(2, 4, hidden)
+    w = Const(data(hidden, 16 + 16 + 24, scale=0.2))
+    check_node("Attention", [x, w, Const(data(56, scale=0.1))],
+               dict(num_heads=4, qkv_hidden_sizes=[16, 16, 24], scale=0.3), domain=MS, **TOL[F32])
+
+
+def test_attention_bias_input():
+    b, s, n = 2, 4, 4
+    inputs = attention_inputs(b, s, heads=n) + [data(b, n, s, s)]
+    check_node("Attention", inputs, dict(num_heads=n), domain=MS, **TOL[F32])
