@@ -548,19 +548,19 @@ static OrtEpFactory* seamless_new_factory(void* handle, const char* name, const 
   f->base.ort_version_supported = SEAMLESS_ORT_API_MAX;
   f->base.GetName = factory_name;
   f->base.GetVendor = factory_vendor;
-  f->base.GetSupportedDevices = factory_get_supported_devices;
   f->base.CreateEp = factory_create_ep;
   f->base.ReleaseEp = factory_release_ep;
   f->base.GetVendorId = factory_vendor_id;
   f->base.GetVersion = factory_version;          /* required in practice: NULL crashes ORT */
 #ifdef SEAMLESS_CUDA
-  f->base.GetSupportedDevices = factory_cuda_devices;
+  f->base.GetSupportedDevices = factory_cuda_devices;  /* one device per NVIDIA GPU */
   f->base.CreateAllocator = factory_create_allocator;
   f->base.ReleaseAllocator = factory_release_allocator;
   f->base.CreateDataTransfer = factory_create_cuda_transfer;
   f->base.IsStreamAware = factory_cuda_stream_aware;
   f->base.CreateSyncStreamForDevice = factory_create_stream;
 #else
+  f->base.GetSupportedDevices = factory_get_supported_devices;
   f->base.CreateDataTransfer = factory_create_data_transfer;  /* likewise */
   f->base.IsStreamAware = factory_is_stream_aware;
 #endif

@@ -194,12 +194,12 @@ GQA_AVX512 static void gqa_attend_row_avx512(const GqaJob* job, const float* q, 
     m = x > m ? x : m;
   }
   if (sink) m = *sink > m ? *sink : m;
-  float sum = 0.0f;
-  for (size_t j = lo; j < hi; j++) {
-    float e = gqa_exp(scores[j] - m);
-    scores[j] = e;
-    sum += e;
-  }
+  for (size_t j = lo; j < hi; j++) scores[j] = gqa_exp(scores[j] - m); /* vectorizes: no reduction */
+  __m512 vsum = _mm512_setzero_ps();
+  size_t j = lo;
+  for (; j + 16 <= hi; j += 16) vsum = _mm512_add_ps(vsum, _mm512_loadu_ps(scores + j));
+  float sum = _mm512_reduce_add_ps(vsum);
+  for (; j < hi; j++) sum += scores[j];
   if (sink) sum += gqa_exp(*sink - m);
   const float inv = 1.0f / sum;
   for (size_t v = 0; v < nv; v++) acc[v] = _mm512_setzero_ps();
