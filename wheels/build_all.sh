@@ -10,6 +10,9 @@ OUT="${1:-$ROOT/dist}"
 built=0
 for minor in 10 11 12 13; do
   py="$(command -v "python3.$minor" || true)"
+  if [ -n "$py" ] && ! "$py" -c "import venv" 2>/dev/null; then  # e.g. a pyenv shim for another version
+    py="$(ls -d "$(pyenv root 2>/dev/null || echo /nonexistent)"/versions/3."$minor".*/bin/python3."$minor" 2>/dev/null | tail -n 1)"
+  fi
   if [ -z "$py" ] || ! "$py" -c "import venv" 2>/dev/null; then
     echo "build_all: python3.$minor not found: skipped" >&2
     continue

@@ -9,10 +9,19 @@ INT8S = frozenset(map(np.dtype, (np.int8, np.uint8)))
 
 
 F32 = np.dtype(np.float32)
+NATIVE_MIN_MACS = 1 << 16  # below this, a call to numpy costs less than the native GEMM's set-up
+
+
+def _large(a, b) -> bool:
+    return a.size * b.shape[-1] >= NATIVE_MIN_MACS
 
 
 def _sgemm(a, b, bias=None, trans_b=False):
-    """float32 a (..., K) times a 2-D b via the native GEMM (b packed once when constant)."""
+    """float32 a (..., K) times a 2-D b: the native GEMM (b packed once when constant) for large
+    products, numpy for small ones."""
+    if not _large(a, b.T if trans_b else b):
+        y = np.matmul(a, b.T if trans_b else b)
+        return y + bias if bias is not None else y
     from . import native
     n = b.shape[0] if trans_b else b.shape[1]
     packed = native_packed(b, trans_b)
@@ -33,8 +42,9 @@ def matmul(a, b):
         # the native GEMM on ORT's thread pool: no BLAS threads competing with it
         if b.ndim == 2:
             return (_sgemm(a, b),)
-        from .native import sgemm_batched
-        return (sgemm_batched(a, b),)
+        if _large(a, b):
+            from .native import sgemm_batched
+            return (sgemm_batched(a, b),)
     # numpy.matmul is ONNX MatMul: 1-D operands are promoted and the added axis dropped,
     # leading axes broadcast.
     return (np.matmul(a, b),)
