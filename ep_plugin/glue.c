@@ -607,6 +607,22 @@ static int cffi_backend_missing(void) {
   return module == NULL;
 }
 
+/* cffi's embedding start-up on Python 3.8-3.11 uses PyCapsule_Type.tp_version_tag as a spin lock
+ * that must read 0, and aborts the process otherwise; any earlier attribute lookup on a capsule
+ * object (torch makes some) assigns that tag. Resetting it the official way (PyType_Modified; the
+ * next lookup assigns a new one) while this thread holds the GIL, so no other thread can set it
+ * again before cffi locks, lets the Python layer start. Returns py_ready(). */
+static int start_python_layer(void) {
+  if (!Py_IsInitialized()) return py_ready();  /* a C host: cffi starts a fresh interpreter */
+  PyGILState_STATE gil = PyGILState_Ensure();
+#if PY_VERSION_HEX >= 0x03080000 && PY_VERSION_HEX < 0x030C0000
+  if (PyCapsule_Type.tp_version_tag) PyType_Modified(&PyCapsule_Type);
+#endif
+  int ready = py_ready();
+  PyGILState_Release(gil);
+  return ready;
+}
+
 __attribute__((visibility("default")))
 OrtStatus* seamless_entry_create_ep_factories(const char* registered_name, const OrtApiBase* base, const OrtLogger* logger,
                                               OrtEpFactory** factories, size_t max_factories, size_t* num_factories) {
@@ -617,7 +633,7 @@ OrtStatus* seamless_entry_create_ep_factories(const char* registered_name, const
     return seamless_status(1, "onnxruntime-ep-seamless: the Python package 'cffi' is not installed in this "
                               "interpreter. Fix: pip install cffi");
   /* cffi reports a failed Python start-up by returning 0 from every extern "Python" call */
-  if (!py_ready())
+  if (!start_python_layer())
     return seamless_status(1, "onnxruntime-ep-seamless: the embedded Python layer failed to initialize "
                               "(the traceback is on stderr). Fix: reinstall the package with its dependencies "
                               "(pip install --force-reinstall onnxruntime-ep-seamless).");

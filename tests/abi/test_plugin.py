@@ -260,3 +260,17 @@ def test_both_distributions_installed_warns(monkeypatch):
     monkeypatch.setattr(metadata, "version", lambda name: "0.1.0")  # as if both were installed
     with pytest.warns(RuntimeWarning, match="both onnxruntime-ep-seamless 0.1.0 and onnxruntime-ep-seamless-cu13"):
         seamless._warn_if_both_installed()
+
+
+def test_registers_after_capsule_lookups():
+    """cffi's start-up on Python <= 3.11 aborted the process when a capsule's type had been looked
+    up before (torch does that at import); the library resets that state first."""
+    out = run_python("""
+        import datetime
+        getattr(datetime.datetime_CAPI, "anything", None)  # a type-attribute lookup on PyCapsule
+        import onnxruntime_ep_seamless as seamless
+        seamless.register("cpu"); seamless.register("cuda")
+        print("ok")
+        """)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"
