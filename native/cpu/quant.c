@@ -55,6 +55,7 @@ typedef struct {
   const float* bias;
   float* y;
   size_t m, n, k, nb, bs, bits, blob, tasks;
+  int32_t lane_block[16]; /* int8 path, bs < 64: the block (within its chunk) of each 32-bit lane */
 } MnbJob;
 
 /* Values of a block row of B, unpacked to uint8 (natural order). */
@@ -287,9 +288,7 @@ static inline __attribute__((always_inline)) MNB_VNNI void mnb_vnni_tile(const M
         }
     }
   } else {
-    int32_t idx_arr[16];
-    mnb_lane_blocks(job->bits, bs, idx_arr);
-    const __m512i idx = _mm512_loadu_si512(idx_arr);
+    const __m512i idx = _mm512_loadu_si512(job->lane_block);
     const __mmask16 smask = (__mmask16)((1u << bpc) - 1);
     const size_t sstep = tile_cols * bpc * sizeof(float); /* bytes of the tile's scales per chunk */
     for (size_t c = 0; c < chunks; c++) {
@@ -628,6 +627,9 @@ int seamless_matmul_nbits_f32(const float* a, size_t m, size_t k, const uint8_t*
   job.tasks = seamless_task_count(n, grain < 16 ? 16 : grain);
   job.chunks = (job.nb * bs) / MNB_CHUNK;
   job.kq = ((job.nb * bs + MNB_CHUNK - 1) / MNB_CHUNK) * MNB_CHUNK;
+#ifdef MNB_X86
+  mnb_lane_blocks(bits, bs, job.lane_block);
+#endif
   if (!int8) {
     float* a_perm = NULL;
     if (bits != 2 && mnb_level() == 2) {

@@ -148,3 +148,18 @@ def test_device_id_that_contradicts_the_device_is_an_error():
                      [helper.make_tensor_value_info("y", 1, [2])])
     with pytest.raises(Exception, match="device_id"):
         ort.InferenceSession(model.SerializeToString(), so)
+
+
+@needs_gpu
+@pytest.mark.parametrize("starts,ends,steps", [([0], [2**63 - 1], [-1]), ([-1], [-6], [-1]), ([1], [3], [1]),
+                                               ([4], [0], [-2])])
+def test_slice_parity(starts, ends, steps):
+    inits = [numpy_helper.from_array(np.array(v, np.int64), n) for n, v in
+             (("starts", starts), ("ends", ends), ("axes", [1]), ("steps", steps))]
+    model = model_of([helper.make_node("Slice", ["x", "starts", "ends", "axes", "steps"], ["y"])],
+                     [helper.make_tensor_value_info("x", 1, [2, 5])], [helper.make_tensor_value_info("y", 1, None)],
+                     inits)
+    feeds = {"x": np.arange(10, dtype=np.float32).reshape(2, 5)}
+    (ours,) = run_on_cuda(model, feeds)
+    (ref,) = stock_session(model).run(None, feeds)
+    np.testing.assert_array_equal(ours, ref)

@@ -97,23 +97,27 @@ def split_13(data, split=None, *, axis=0, num_outputs=None, _num_outputs):
 _END_OF_AXIS = (2**31 - 1, 2**63 - 1)  # INT32_MAX, INT64_MAX
 
 
+def axis_slice(start: int, end: int, step: int, dim: int) -> slice:
+    """ONNX Slice's start/end/step on an axis of length dim, clamped as ORT does, as a Python slice."""
+    start = start + dim if start < 0 else start
+    if end in _END_OF_AXIS:  # as ORT: "to the end" in the step's direction (numpy's None),
+        end = dim if step > 0 else -dim - 1  # also when counting down
+    end = end + dim if end < 0 else end
+    if step > 0:
+        start, end = min(max(start, 0), dim), min(max(end, 0), dim)
+    else:  # counting down: clamp to [-1, dim-1], where -1 means "through index 0"
+        start, end = min(max(start, 0), dim - 1), min(max(end, -1), dim - 1)
+        end = None if end < 0 else end
+    return slice(start, end, step)
+
+
 def _slice(data, starts, ends, axes, steps):
     index = [slice(None)] * data.ndim
     axes = range(len(starts)) if axes is None else axes
     steps = [1] * len(starts) if steps is None else steps
     for start, end, axis, step in zip(starts, ends, axes, steps):
         axis = _axis(axis, data.ndim)
-        dim = data.shape[axis]
-        start = start + dim if start < 0 else start
-        if end in _END_OF_AXIS:  # as ORT: "to the end" in the step's direction (numpy's None),
-            end = dim if step > 0 else -dim - 1  # also when counting down
-        end = end + dim if end < 0 else end
-        if step > 0:
-            start, end = min(max(start, 0), dim), min(max(end, 0), dim)
-        else:  # counting down: clamp to [-1, dim-1], where -1 means "through index 0"
-            start, end = min(max(start, 0), dim - 1), min(max(end, -1), dim - 1)
-            end = None if end < 0 else end
-        index[axis] = slice(start, end, step)
+        index[axis] = axis_slice(start, end, step, data.shape[axis])
     return (data[tuple(index)],)
 
 

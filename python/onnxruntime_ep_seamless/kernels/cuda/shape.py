@@ -4,6 +4,7 @@ ops alias their input; Transpose, Concat, Slice and Expand are one strided-copy 
 import numpy as np
 
 from ...runtime.cuda import DeviceTensor, contiguous_strides
+from ..cpu.shape import axis_slice
 from ..registry import kernel
 
 
@@ -102,7 +103,7 @@ def slice_(rt, stream, x, starts, ends, axes=None, steps=None):
     begin, step, out = [0] * rank, [1] * rank, list(x.shape)
     for a, s, e, k in zip(axes, _ints(rt, stream, starts), _ints(rt, stream, ends), steps):
         a %= rank
-        rng = range(x.shape[a])[slice(s, e, k)]  # Python's slice clamping is ONNX's
+        rng = range(x.shape[a])[axis_slice(s, e, k, x.shape[a])]
         begin[a], step[a], out[a] = (rng.start if len(rng) else 0), k, len(rng)
     y = rt.alloc(out, x.dtype)
     src = contiguous_strides(x.shape)
