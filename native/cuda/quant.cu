@@ -35,3 +35,37 @@ extern "C" __global__ void seamless_matmul_nbits_f16(const __half* a, const uint
                                                      const uint8_t* zp, const __half* bias, __half* y, NBits p) {
   matmul_nbits(a, b, s, zp, bias, y, p);
 }
+
+// GatherBlockQuantized (com.microsoft), 2-D data of packed 4- or 8-bit values quantized along
+// its rows in blocks: y[i, j] = (q[idx[i], j] - zp[idx[i], j / block]) * scale[idx[i], j / block];
+// an index out of range gives a row of zeros.
+struct GatherQ {
+  int64_t rows, width, indices;  // data rows, unpacked row length, number of indices
+  int32_t block, bits;
+};
+
+template <typename T>
+__device__ void gather_block_quantized(const uint8_t* data, const int64_t* idx, const T* scales, const uint8_t* zp,
+                                       T* y, GatherQ g) {
+  int64_t n = g.indices * g.width, blocks = (g.width + g.block - 1) / g.block;
+  int64_t packed = g.width * g.bits / 8;
+  for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; t < n; t += (int64_t)gridDim.x * blockDim.x) {
+    int64_t i = t / g.width, j = t % g.width, r = idx[i];
+    r = r < 0 ? r + g.rows : r;
+    if (r < 0 || r >= g.rows) { st(y + t, 0.0f); continue; }
+    int q = g.bits == 4 ? (data[r * packed + j / 2] >> ((j & 1) * 4)) & 15 : data[r * packed + j];
+    int64_t blk = j / g.block;
+    int z = g.bits == 4 ? 8 : 128;
+    if (zp) z = g.bits == 4 ? (zp[r * ((blocks + 1) / 2) + blk / 2] >> ((blk & 1) * 4)) & 15 : zp[r * blocks + blk];
+    st(y + t, (float)(q - z) * ld(scales + r * blocks + blk));
+  }
+}
+
+extern "C" __global__ void seamless_gather_block_quantized_f32(const uint8_t* d, const int64_t* idx, const float* s,
+                                                               const uint8_t* zp, float* y, GatherQ g) {
+  gather_block_quantized(d, idx, s, zp, y, g);
+}
+extern "C" __global__ void seamless_gather_block_quantized_f16(const uint8_t* d, const int64_t* idx, const __half* s,
+                                                               const uint8_t* zp, __half* y, GatherQ g) {
+  gather_block_quantized(d, idx, s, zp, y, g);
+}

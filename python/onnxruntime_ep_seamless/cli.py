@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import statistics
@@ -153,6 +154,8 @@ def _smoke(ort, seamless, device: str = "cpu"):
 def cmd_bench(args) -> int:
     if args.what == "decode":
         return cmd_bench_decode(args)
+    if args.what == "decode-gpu":
+        return cmd_bench_gpu(args)
     from .bench import compare_latency, print_result
     if args.what == "overhead":
         model, dims, title = SMOKE_MODEL, {"n": 16}, "per-run overhead, one Add node [16] float32"
@@ -162,6 +165,22 @@ def cmd_bench(args) -> int:
         title += "".join(f", {k}={v}" for k, v in dims.items())
     result = compare_latency(model, lambda sess: random_feeds(sess, dims), args.runs, args.rounds, args.threads)
     print_result(title, result, args.json)
+    return 0
+
+
+def cmd_bench_gpu(args) -> int:
+    from .bench_gpu import compare, run_one
+    if not args.model_dir:
+        print("usage: python -m onnxruntime_ep_seamless bench decode-gpu MODEL_DIR [--ep both]", file=sys.stderr)
+        return 2
+    if args.ep == "both":
+        compare(args.model_dir, args.steps, args.prefill, args.decode_rounds, args.peer_pythonpath, args.json)
+        return 0
+    result = run_one(args.model_dir, args.ep, args.steps, args.prefill, args.decode_rounds)
+    print(json.dumps(result) if args.json == "-" else result)
+    if args.json and args.json != "-":
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=2)
     return 0
 
 
@@ -247,8 +266,13 @@ def _add_decode_options(sub) -> None:
     p.add_argument("--steps", type=int, default=128, help="decode: greedy steps after the prefill")
     p.add_argument("--prefill", type=int, default=16, help="decode: prompt tokens")
     p.add_argument("--decode-rounds", type=int, default=3, help="decode: whole generations per EP")
+    p.add_argument("--ep", choices=["both", "seamless", "ort-cuda"], default="both",
+                   help="decode-gpu: which EP (both: each in its own process, and the ratio)")
+    p.add_argument("--peer-pythonpath", help="decode-gpu: a folder with onnxruntime-gpu, put first for ORT's CUDA EP")
     p.epilog = ("bench decode MODEL_DIR [--steps N] [--threads N] [--json F]: greedy LLM decoding, ms/token of "
-                "our EP and stock ORT's CPU EP, alternating step by step in this process")
+                "our EP and stock ORT's CPU EP in this process, alternating whole generations. "
+                "bench decode-gpu MODEL_DIR [--ep both] [--peer-pythonpath DIR]: the same on an NVIDIA GPU, our CUDA "
+                "EP against ORT's CUDA EP from onnxruntime-gpu, each in its own process")
 
 
 def cmd_bench_decode(args) -> int:

@@ -66,3 +66,9 @@ def test_matmul_nbits(bits, block_size, m):
 def test_matmul_nbits_zero_points_bias_ragged_k(bits):
     from kernels.test_contrib_quantization import matmul_nbits_case
     check(*matmul_nbits_case((3, 200), 200, 40, bits, 32, zp_mode="uint8", bias=True))
+
+
+@pytest.mark.parametrize("bits,zp", [(4, False), (4, True), (8, True)])
+def test_gather_block_quantized(bits, zp):
+    from kernels.test_contrib_quantization import gbq_case
+    check(*gbq_case(50, 64, bits, 32, zp, np.array([[0, 49], [-1, 7]], np.int64)))

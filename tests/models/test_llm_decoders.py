@@ -215,3 +215,25 @@ def test_bench_decode_command(tmp_path, capsys):
     result = json.loads(out.read_text())
     assert result["benchmark"] == "decode" and result["steps"] == 4 and result["fallback_nodes"] == 0
     assert result["ours_ms_per_token"] > 0 and result["stock_ms_per_token"] > 0
+
+
+def test_concurrent_runs_of_one_session():
+    """Compute on several threads at once (ORT allows concurrent Run calls): native kernels use
+    each call's own kernel context and thread pool; results equal the sequential ones."""
+    import threading
+    ours, _ = sessions("qwen2", "int4")
+    inputs = [step_feeds(prompt(10 + i), PREFILL, empty_past(ours)) for i in range(4)]
+    want = [ours.run(None, f)[0] for f in inputs]
+    got = [None] * len(inputs)
+
+    def work(i):
+        for _ in range(3):
+            got[i] = ours.run(None, inputs[i])[0]
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(inputs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for i, (a, b) in enumerate(zip(got, want)):
+        np.testing.assert_array_equal(a, b, err_msg=f"thread {i}")

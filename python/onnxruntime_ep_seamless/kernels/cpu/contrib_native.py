@@ -5,6 +5,7 @@ the EP's Compute (runtime/parallel.py), and run serially when called directly.
 """
 from __future__ import annotations
 
+import threading
 import weakref
 
 import numpy as np
@@ -22,18 +23,19 @@ except ImportError:  # a build without the thread-pool bridge: serial
     _parallel = None
 
 
-_last_pool = [None, (_NULL, _NULL)]
+_tls = threading.local()  # per thread: the last (parallel_for, context) and their casts
 
 
 def _pool():
-    """(parallel_for, context) as void pointers: ORT's intra-op pool inside a Compute, else NULLs."""
+    """(parallel_for, context) as void pointers: ORT's intra-op pool inside a Compute, else NULLs.
+    Compute may run on several threads at once, each with its own kernel context."""
     if _parallel is None:
         return _NULL, _NULL
     key = _parallel.current()
-    if key != _last_pool[0]:  # the context changes per Compute call, not per kernel
-        _last_pool[1] = (ffi.cast("void*", key[0]), ffi.cast("void*", key[1]))
-        _last_pool[0] = key
-    return _last_pool[1]
+    last = getattr(_tls, "pool", None)
+    if last is None or last[0] != key:  # the context changes per Compute call, not per kernel
+        last = _tls.pool = (key, (ffi.cast("void*", key[0]), ffi.cast("void*", key[1])))
+    return last[1]
 
 
 def _f32(a):

@@ -141,3 +141,30 @@ def matmul_nbits(rt, stream, a, b, scales, zero_points=None, g_idx=None, bias=No
                    ("ptr", bias.ptr if bias is not None else 0), ("ptr", y.ptr),
                    ("bytes", struct.pack("<5i", m, N, K, block_size, bits)))
     return (y,)
+
+
+def _check_gather_bq(node, graph):
+    data, a = graph.value(node.inputs[0]), node.attrs
+    if data.dtype != np.uint8 or data.shape is None or len(data.shape) != 2:
+        return "2-D uint8 data only on CUDA"
+    if a.get("bits", 4) not in (4, 8) or a.get("gather_axis", 0) not in (0, -2) or a.get("quantize_axis", 1) not in (1, -1):
+        return "bits 4/8, gather_axis 0 and quantize_axis 1 only on CUDA"
+    if graph.value(node.inputs[2]).dtype not in GPU_FLOATS:
+        return "float16/float32 scales only on CUDA"
+    if len(node.inputs) > 3 and node.inputs[3] and graph.value(node.inputs[3]).dtype != np.uint8:
+        return "uint8 zero points only on CUDA"
+    if graph.value(node.inputs[1]).dtype != np.int64:
+        return "int64 indices only on CUDA"
+    return None
+
+
+@kernel("GatherBlockQuantized", domain="com.microsoft", types=frozenset([np.dtype(np.uint8)]), device="cuda",
+        check=_check_gather_bq)
+def gather_block_quantized(rt, stream, data, indices, scales, zero_points=None, *, bits=4, block_size=128,
+                           quantize_axis=1, gather_axis=0):
+    width = data.shape[1] * 8 // bits
+    y = rt.alloc(indices.shape + (width,), scales.dtype)
+    rt.launch(f"seamless_gather_block_quantized_{SUFFIX[scales.dtype]}", y.size, stream, ("ptr", data.ptr),
+              ("ptr", indices.ptr), ("ptr", scales.ptr), ("ptr", zero_points.ptr if zero_points is not None else 0),
+              ("ptr", y.ptr), ("bytes", struct.pack("<3q2i", data.shape[0], width, indices.size, block_size, bits)))
+    return (y,)
