@@ -57,6 +57,7 @@ def attach(ffi, lib, variant: str = "cpu") -> None:
         from ..runtime.cuda import preload_cublas
         preload_cublas()
     from_handle = ffi.from_handle
+    live = _live  # module globals may already be None when ORT releases objects at interpreter exit
 
     @ffi.def_extern()
     def py_ready():
@@ -76,7 +77,7 @@ def attach(ffi, lib, variant: str = "cpu") -> None:
 
     @ffi.def_extern()
     def py_release_handle(handle):
-        _live.pop(int(ffi.cast("uintptr_t", handle)), None)
+        live.pop(int(ffi.cast("uintptr_t", handle)), None)
 
     @ffi.def_extern()
     def py_create_ep(factory_handle, keys, values, n, device_ordinal, logger, ep_handle):

@@ -1,6 +1,7 @@
 """Fusions chosen at plan time: a node pattern becomes one kernel call computing the same math.
 
-Fused nodes use the internal domain FUSED_DOMAIN; their kernels live in kernels/cpu/fused.py.
+Fused nodes use the internal domain FUSED_DOMAIN (kernels in kernels/cpu/fused.py) or an ORT op
+with the same semantics (com.microsoft QuickGelu for SiLU, MatMulNBits with its bias input).
 A pattern is rewritten only when its intermediate values have no other reader and are not
 outputs of the partition.
 """
@@ -48,10 +49,10 @@ def fuse(graph: Graph, outputs: list[str]) -> list[Node]:
         return by_input[out][0]
 
     for node in graph.nodes:
-        if node.index in replaced or node.domain:
+        if node.index in replaced:
             continue
         # MatMul(A, W) + b  ->  MatMulBias(A, W, b): the bias added while the GEMM stores its tile
-        if node.op_type == "MatMul" and private(node):
+        if node.op_type == "MatMul" and not node.domain and private(node):
             w, add = const(node.inputs[1]), reader(node)
             if (w is not None and w.ndim == 2 and w.dtype == F32 and add.op_type == "Add" and not add.domain
                     and graph.value(node.inputs[0]).dtype == F32):
@@ -62,8 +63,28 @@ def fuse(graph: Graph, outputs: list[str]) -> list[Node]:
                                                 add.outputs, index=node.index)
                     replaced[add.index] = None
                     continue
+        # Sigmoid(x) * x  ->  com.microsoft QuickGelu(x, alpha=1): SiLU in one native pass
+        if node.op_type == "Sigmoid" and not node.domain and private(node) and graph.value(node.inputs[0]).dtype == F32:
+            mul = reader(node)
+            if mul.op_type == "Mul" and not mul.domain and other(mul, node.outputs[0]) == node.inputs[0]:
+                replaced[node.index] = Node(mul.name, "QuickGelu", "com.microsoft", 1, [node.inputs[0]], mul.outputs,
+                                            {"alpha": 1.0}, index=node.index)
+                replaced[mul.index] = None
+                continue
+        # MatMulNBits(...) + b  ->  MatMulNBits(..., bias=b): the bias added as the product is stored
+        if node.op_type == "MatMulNBits" and node.domain == "com.microsoft" and private(node) and \
+                (len(node.inputs) < 6 or not node.inputs[5]):
+            add = reader(node)
+            if add.op_type == "Add" and not add.domain:
+                b = const(other(add, node.outputs[0]))
+                if b is not None and b.dtype == F32 and b.shape == (node.attrs.get("N"),):
+                    inputs = (node.inputs + [""] * 5)[:5] + [other(add, node.outputs[0])]
+                    replaced[node.index] = Node(add.name, node.op_type, node.domain, node.since_version, inputs,
+                                                add.outputs, dict(node.attrs), index=node.index)
+                    replaced[add.index] = None
+                    continue
         # Div(x, sqrt 2) -> Erf -> Add 1 -> Mul x -> Mul 0.5  ->  Gelu(x), as torch exports it
-        if node.op_type == "Div" and scalar(node.inputs[1], math.sqrt(2)) and graph.value(node.inputs[0]).dtype == F32:
+        if node.op_type == "Div" and not node.domain and scalar(node.inputs[1], math.sqrt(2)) and graph.value(node.inputs[0]).dtype == F32:
             x, chain = node.inputs[0], [node]
             for op, operand in (("Erf", None), ("Add", 1.0), ("Mul", node.inputs[0]), ("Mul", 0.5)):
                 prev = chain[-1]
