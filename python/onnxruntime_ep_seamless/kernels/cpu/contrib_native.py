@@ -5,7 +5,6 @@ the EP's Compute (runtime/parallel.py), and run serially when called directly.
 """
 from __future__ import annotations
 
-import threading
 import weakref
 
 import numpy as np
@@ -17,25 +16,7 @@ F32 = np.dtype(np.float32)
 U8 = np.dtype(np.uint8)
 _NULL = ffi.NULL
 
-try:
-    from ...runtime import parallel as _parallel
-except ImportError:  # a build without the thread-pool bridge: serial
-    _parallel = None
-
-
-_tls = threading.local()  # per thread: the last (parallel_for, context) and their casts
-
-
-def _pool():
-    """(parallel_for, context) as void pointers: ORT's intra-op pool inside a Compute, else NULLs.
-    Compute may run on several threads at once, each with its own kernel context."""
-    if _parallel is None:
-        return _NULL, _NULL
-    key = _parallel.current()
-    last = getattr(_tls, "pool", None)
-    if last is None or last[0] != key:  # the context changes per Compute call, not per kernel
-        last = _tls.pool = (key, (ffi.cast("void*", key[0]), ffi.cast("void*", key[1])))
-    return last[1]
+from .native import _pool  # ORT's intra-op pool inside a Compute, serial otherwise
 
 
 def _f32(a):
