@@ -7,24 +7,9 @@
 #include <stdint.h>
 
 #include "parallel.h"
+#include "fastmath.h"
 #include "simd.h"
 
-static inline float act_exp_neg(float x) { /* e^x for x <= 0 */
-  x = x < -87.0f ? -87.0f : x;
-  float k = rintf(x * 1.44269504088896341f);
-  float r = x - k * 0.693145751953125f;
-  r = r - k * 1.428606765330187e-06f;
-  float p = 1.0f / 720.0f;
-  p = p * r + 1.0f / 120.0f;
-  p = p * r + 1.0f / 24.0f;
-  p = p * r + 1.0f / 6.0f;
-  p = p * r + 0.5f;
-  p = p * r + 1.0f;
-  p = p * r + 1.0f;
-  union { uint32_t u; float f; } two_k;
-  two_k.u = (uint32_t)((int32_t)k + 127) << 23;
-  return p * two_k.f;
-}
 
 typedef struct { const float* x; float* y; size_t n, tasks; float alpha; } QuickGeluJob;
 
@@ -35,7 +20,7 @@ SEAMLESS_SIMD static void quick_gelu_task(void* user, size_t task) {
   const float a = job->alpha;
   for (size_t i = begin; i < end; i++) {
     float x = job->x[i], z = a * x;
-    float e = act_exp_neg(z < 0.0f ? z : -z); /* e^-|z| */
+    float e = seamless_expf(z < 0.0f ? z : -z); /* e^-|z| */
     float sig = z >= 0.0f ? 1.0f / (1.0f + e) : e / (1.0f + e);
     job->y[i] = x * sig;
   }

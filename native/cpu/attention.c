@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fastmath.h"
 #include "parallel.h"
 #include "simd.h"
 
@@ -48,24 +49,6 @@ typedef struct {
   size_t s_blocks;   /* query-row blocks per (b, head) in pass 2 */
 } GqaJob;
 
-/* e^x for x <= 0 (softmax arguments after subtracting the max): x = k ln2 + r, e^r by a degree-6
- * polynomial, 2^k through the exponent bits; accurate to ~2 ulp, flushes to 0 below -87. */
-static inline float gqa_exp(float x) {
-  if (x < -87.0f) return 0.0f;
-  float k = rintf(x * 1.44269504088896341f);
-  float r = x - k * 0.693145751953125f;
-  r = r - k * 1.428606765330187e-06f;
-  float p = 1.0f / 720.0f;
-  p = p * r + 1.0f / 120.0f;
-  p = p * r + 1.0f / 24.0f;
-  p = p * r + 1.0f / 6.0f;
-  p = p * r + 0.5f;
-  p = p * r + 1.0f;
-  p = p * r + 1.0f;
-  union { uint32_t u; float f; } two_k;
-  two_k.u = (uint32_t)((int32_t)k + 127) << 23;
-  return p * two_k.f;
-}
 
 static inline size_t gqa_past_rows(const GqaJob* job, size_t bi) {
   size_t t = (size_t)job->seqlens[bi] + 1;
@@ -159,10 +142,10 @@ SEAMLESS_SIMD static void gqa_attend_row(const GqaJob* job, const float* q, cons
     m = x > m ? x : m;
   }
   if (sink) m = *sink > m ? *sink : m;
-  for (size_t j = lo; j < hi; j++) scores[j] = gqa_exp(scores[j] - m);
+  for (size_t j = lo; j < hi; j++) scores[j] = seamless_expf(scores[j] - m);
   float sum = 0.0f;
   for (size_t j = lo; j < hi; j++) sum += scores[j];
-  if (sink) sum += gqa_exp(*sink - m);
+  if (sink) sum += seamless_expf(*sink - m);
   float inv = 1.0f / sum;
   for (size_t d = 0; d < h; d++) o[d] = 0.0f;
   for (size_t j = lo; j < hi; j++) {
@@ -194,13 +177,13 @@ GQA_AVX512 static void gqa_attend_row_avx512(const GqaJob* job, const float* q, 
     m = x > m ? x : m;
   }
   if (sink) m = *sink > m ? *sink : m;
-  for (size_t j = lo; j < hi; j++) scores[j] = gqa_exp(scores[j] - m); /* vectorizes: no reduction */
+  for (size_t j = lo; j < hi; j++) scores[j] = seamless_expf(scores[j] - m); /* vectorizes: no reduction */
   __m512 vsum = _mm512_setzero_ps();
   size_t j = lo;
   for (; j + 16 <= hi; j += 16) vsum = _mm512_add_ps(vsum, _mm512_loadu_ps(scores + j));
   float sum = _mm512_reduce_add_ps(vsum);
   for (; j < hi; j++) sum += scores[j];
-  if (sink) sum += gqa_exp(*sink - m);
+  if (sink) sum += seamless_expf(*sink - m);
   const float inv = 1.0f / sum;
   for (size_t v = 0; v < nv; v++) acc[v] = _mm512_setzero_ps();
   for (size_t j = lo; j < hi; j++) {
