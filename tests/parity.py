@@ -67,7 +67,8 @@ def assert_parity(model: onnx.ModelProto, feeds: dict, rtol=1e-5, atol=1e-6):
 
 
 def single_node_model(op_type, inputs, outputs, attrs=None, opset=17, domain="", initializers=()):
-    """inputs/outputs: list of (name, numpy dtype, shape); a one-node model."""
+    """inputs/outputs: list of (name, numpy dtype, shape); a one-node model. An empty name is an
+    absent optional input or output: it stays an empty slot on the node, not a graph value."""
     from onnx import helper
     tp = lambda dt: helper.np_dtype_to_tensor_dtype(np.dtype(dt))
     node = helper.make_node(op_type, [i[0] for i in inputs], [o[0] for o in outputs], domain=domain, **(attrs or {}))
@@ -75,7 +76,7 @@ def single_node_model(op_type, inputs, outputs, attrs=None, opset=17, domain="",
     graph = helper.make_graph(
         [node], op_type.lower(),
         [helper.make_tensor_value_info(n, tp(d), s) for n, d, s in inputs if n and n not in inits],
-        [helper.make_tensor_value_info(n, tp(d), s) for n, d, s in outputs],
+        [helper.make_tensor_value_info(n, tp(d), s) for n, d, s in outputs if n],
         initializer=list(initializers))
     imports = [helper.make_opsetid("", opset)]
     if domain:
@@ -90,31 +91,38 @@ class Const:
         self.array = np.asarray(array)
 
 
-def node_model(op, inputs, attrs=None, opset=17, outputs=None, const=(), symbolic=False, domain=""):
-    """A one-node model and its feeds. inputs: arrays, Const (initializer) or None (absent optional
-    input); positions in `const` become initializers too. outputs: output dtypes (default: the first
-    input's). symbolic: input dims as symbols, so ORT cannot fold e.g. Shape into a constant.
-    Fed arrays are read-only: kernels must never write into their inputs."""
+def named_node_model(op, inputs, outputs, attrs=None, opset=17, domain="", const=(), symbolic=False):
+    """A one-node model and its feeds. inputs: (name, array or None) pairs, None an absent optional
+    input; names in `const` become initializers. outputs: dtypes of out0, out1, ...; None leaves that
+    optional output absent. symbolic: input dims as symbols, so ORT cannot fold e.g. Shape into a
+    constant. Fed arrays are read-only: kernels must never write into their inputs."""
     from onnx import numpy_helper
     specs, feeds, inits = [], {}, []
-    for i, a in enumerate(inputs):
+    for name, a in inputs:
         if a is None:
             specs.append(("", np.float32, None))
             continue
-        constant = isinstance(a, Const) or i in const
-        a = np.array(a.array if isinstance(a, Const) else a)
+        a = np.array(a)
         a.flags.writeable = False
-        specs.append((f"in{i}", a.dtype, [f"in{i}_{d}" for d in range(a.ndim)] if symbolic else a.shape))
-        if constant:
-            inits.append(numpy_helper.from_array(a, f"in{i}"))
+        specs.append((name, a.dtype, [f"{name}_{d}" for d in range(a.ndim)] if symbolic else a.shape))
+        if name in const:
+            inits.append(numpy_helper.from_array(a, name))
         else:
-            feeds[f"in{i}"] = a
-    if outputs is None:
-        first = next(a for a in inputs if a is not None)
-        outputs = [np.asarray(first.array if isinstance(first, Const) else first).dtype]
-    model = single_node_model(op, specs, [(f"out{j}", dt, None) for j, dt in enumerate(outputs)], attrs,
-                              opset=opset, domain=domain, initializers=inits)
+            feeds[name] = a
+    outs = [(f"out{j}" if dt is not None else "", dt or np.float32, None) for j, dt in enumerate(outputs)]
+    model = single_node_model(op, specs, outs, attrs, opset=opset, domain=domain, initializers=inits)
     return model, feeds
+
+
+def node_model(op, inputs, attrs=None, opset=17, outputs=None, const=(), symbolic=False, domain=""):
+    """named_node_model with inputs in0, in1, ... given as arrays, Const (initializer) or None;
+    positions in `const` become initializers too. outputs default to the first input's dtype."""
+    named = [(f"in{i}", a.array if isinstance(a, Const) else a) for i, a in enumerate(inputs)]
+    consts = {f"in{i}" for i, a in enumerate(inputs) if isinstance(a, Const) or i in const}
+    if outputs is None:
+        outputs = [np.asarray(next(a for _, a in named if a is not None)).dtype]
+    return named_node_model(op, named, outputs, attrs, opset=opset, domain=domain, const=consts,
+                            symbolic=symbolic)
 
 
 def check_node(op, inputs, attrs=None, opset=17, outputs=None, const=(), rtol=1e-5, atol=1e-6, symbolic=False,

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from onnx import helper, numpy_helper
 
-from parity import assert_close, assert_parity, run_ours, single_node_model, stock_session
+from parity import assert_close, assert_parity, named_node_model, run_ours, stock_session
 
 rng = np.random.default_rng(11)
 MS = "com.microsoft"
@@ -24,20 +24,7 @@ def data(*shape):
 
 
 def build(op, inputs, n_outputs, attrs, domain="", opset=17, const=()):
-    """inputs: list of (name, array | None); returns (model, feeds). Outputs out0..out{n-1}."""
-    specs, feeds, inits = [], {}, []
-    for name, a in inputs:
-        if a is None:
-            specs.append(("", F32, None))
-            continue
-        specs.append((name, a.dtype, a.shape))
-        if name in const:
-            inits.append(numpy_helper.from_array(a, name))
-        else:
-            feeds[name] = a
-    outs = [(f"out{i}", F32, None) for i in range(n_outputs)]
-    model = single_node_model(op, specs, outs, attrs, opset=opset, domain=domain, initializers=inits)
-    return model, feeds
+    return named_node_model(op, inputs, [F32] * n_outputs, attrs, opset, domain, const)
 
 
 def rope_caches(max_pos, rot_dim, theta=10000.0):

@@ -8,9 +8,8 @@ outputs. FastGelu and QuickGelu go through MLAS's tanh/logistic approximations o
 """
 import numpy as np
 import pytest
-from onnx import numpy_helper
 
-from parity import assert_parity, single_node_model
+from parity import assert_parity, named_node_model
 
 rng = np.random.default_rng(3)
 MS = "com.microsoft"
@@ -22,24 +21,7 @@ def data(*shape, scale=1.0):
 
 
 def model_of(op, arrays, n_outputs, attrs=None, domain="", opset=17, const=(), out_dtypes=None):
-    """arrays: list of (name, array or None); names in `const` become initializers."""
-    specs, feeds, inits = [], {}, []
-    for name, a in arrays:
-        if a is None:
-            specs.append(("", F32, None))
-            continue
-        specs.append((name, a.dtype, a.shape))
-        if name in const:
-            inits.append(numpy_helper.from_array(a, name))
-        else:
-            feeds[name] = a
-    out_dtypes = out_dtypes or [F32] * n_outputs
-    outs = [(f"out{i}", dt, None) for i, dt in enumerate(out_dtypes) if dt is not None]
-    model = single_node_model(op, specs, outs, attrs, opset=opset, domain=domain, initializers=inits)
-    # absent optional outputs (None) stay empty names on the node, not graph outputs
-    del model.graph.node[0].output[:]
-    model.graph.node[0].output.extend(f"out{i}" if dt is not None else "" for i, dt in enumerate(out_dtypes))
-    return model, feeds
+    return named_node_model(op, arrays, out_dtypes or [F32] * n_outputs, attrs, opset, domain, const)
 
 
 NORM_TOL = {"rtol": 1e-5, "atol": 1e-5}
