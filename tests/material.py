@@ -287,16 +287,16 @@ def _random_checkpoint(arch: str, config: dict, out: Path, seed: int = 0) -> Non
     _train_tokenizer(out)
 
 
-def _run_builder(checkpoint: Path, out: Path, precision: str) -> None:
+def _run_builder(checkpoint: Path, out: Path, precision: str, ep: str = "cpu") -> None:
     import os
     import subprocess
     import sys
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
     proc = subprocess.run([sys.executable, "-m", "onnxruntime_genai.models.builder", "-i", str(checkpoint), "-o",
-                           str(out), "-p", precision, "-e", "cpu", "-c", str(out.parent / ".builder-cache")],
+                           str(out), "-p", precision, "-e", ep, "-c", str(out.parent / ".builder-cache")],
                           env=env, capture_output=True, text=True)
     if proc.returncode:
-        raise RuntimeError(f"the model builder failed ({precision}, {checkpoint}):\n{proc.stderr[-4000:]}")
+        raise RuntimeError(f"the model builder failed ({precision}, -e {ep}, {checkpoint}):\n{proc.stderr[-4000:]}")
 
 
 def prepare_genai_decoders() -> None:
@@ -315,6 +315,31 @@ def prepare_genai_decoders() -> None:
     (root / ".done").touch()
 
 
+# The builder's `-e cuda` decoders (float16 activations and KV) for tests/cuda/test_cuda_models.py, on a
+# vocabulary of 1024 so the folder is small enough to carry to a GPU machine, with the same checkpoint's
+# fp32 CPU build as the oracle for near-tied greedy tokens.
+GENAI_CUDA_SMALL = {**GENAI_TINY, "vocab_size": 1024}
+GENAI_CUDA_BUILDS = (("fp16", "cuda"), ("int4", "cuda"), ("fp32", "cpu"))
+
+
+def genai_small_dir(precision: str, ep: str) -> Path:
+    return CACHE / "genai-decoders" / f"qwen2-small-{precision}-{ep}"
+
+
+def prepare_genai_cuda_decoders() -> None:
+    root = CACHE / "genai-decoders"
+    if (root / ".done-small").exists():
+        return
+    checkpoint = root / "checkpoint-qwen2-small"
+    if not (checkpoint / "model.safetensors").exists() or not (checkpoint / "tokenizer.json").exists():
+        _random_checkpoint("qwen2", GENAI_CUDA_SMALL, checkpoint)
+    for precision, ep in GENAI_CUDA_BUILDS:
+        out = genai_small_dir(precision, ep)
+        if not (out / "model.onnx").exists():
+            _run_builder(checkpoint, out, precision, ep)
+    (root / ".done-small").touch()
+
+
 def prepare_qwen05b_int4() -> None:
     """The Qwen2.5-0.5B-shaped int4 CPU decoder (random weights, ~320 MB) for `bench decode`.
     Not part of main(): CI does not build it. Run `python tests/material.py --qwen05b`."""
@@ -331,7 +356,8 @@ def prepare_qwen05b_int4() -> None:
 
 
 def main() -> None:
-    for step in (prepare_node_data, prepare_minilm, prepare_tiny_llama, prepare_genai_decoders):
+    for step in (prepare_node_data, prepare_minilm, prepare_tiny_llama, prepare_genai_decoders,
+                 prepare_genai_cuda_decoders):
         print(f"test material: {step.__name__[8:]} ...", flush=True)
         step()
     print(f"test material ready in {CACHE}")
