@@ -13,7 +13,7 @@ struct Broadcast {            // output dims and, per operand, its strides in el
 
 enum BinaryOp { ADD = 0, SUB = 1, MUL = 2, DIV = 3, POW = 4, MAX_ = 5, MIN_ = 6 };
 enum UnaryOp { RELU = 0, SIGMOID = 1, TANH = 2, EXP = 3, LOG = 4, NEG = 5, ABS = 6, SQRT = 7, ERF = 8,
-               RECIPROCAL = 9, GELU = 10, SILU = 11, SIN = 12, COS = 13 };
+               RECIPROCAL = 9, SIN = 10, COS = 11 };
 
 __device__ __forceinline__ float binary(int op, float a, float b) {
   switch (op) {
@@ -39,10 +39,8 @@ __device__ __forceinline__ float unary(int op, float x) {
     case SQRT: return sqrtf(x);
     case ERF: return erff(x);
     case RECIPROCAL: return 1.0f / x;
-    case GELU: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
     case SIN: return sinf(x);
-    case COS: return cosf(x);
-    default: return x / (1.0f + expf(-x));  // SILU
+    default: return cosf(x);  // COS
   }
 }
 
@@ -74,6 +72,35 @@ extern "C" __global__ void seamless_binary_f16(int op, int64_t n, const __half* 
 }
 extern "C" __global__ void seamless_unary_f32(int op, int64_t n, const float* x, float* y) { unary_body(op, n, x, y); }
 extern "C" __global__ void seamless_unary_f16(int op, int64_t n, const __half* x, __half* y) { unary_body(op, n, x, y); }
+
+// The Gelu family with an optional bias over the last axis (com.microsoft FastGelu, QuickGelu,
+// BiasGelu; ONNX Gelu with approximate="tanh"): y = act(x + bias[i % bias_len]).
+enum Activation { FAST_GELU = 0, QUICK_GELU = 1, ERF_GELU = 2 };
+
+__device__ __forceinline__ float activation(int op, float v, float alpha) {
+  switch (op) {
+    case FAST_GELU: return 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
+    case QUICK_GELU: return v / (1.0f + expf(-alpha * v));
+    default: return 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
+  }
+}
+
+template <typename T>
+__device__ void activation_body(int op, int64_t n, const T* x, const T* bias, int64_t bias_len, float alpha, T* y) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    float v = ld(x + i) + (bias ? ld(bias + i % bias_len) : 0.0f);
+    st(y + i, activation(op, v, alpha));
+  }
+}
+
+extern "C" __global__ void seamless_activation_f32(int op, int64_t n, const float* x, const float* bias,
+                                                   int64_t bias_len, float alpha, float* y) {
+  activation_body(op, n, x, bias, bias_len, alpha, y);
+}
+extern "C" __global__ void seamless_activation_f16(int op, int64_t n, const __half* x, const __half* bias,
+                                                   int64_t bias_len, float alpha, __half* y) {
+  activation_body(op, n, x, bias, bias_len, alpha, y);
+}
 
 // Where(cond, a, b) with broadcasting: the Broadcast strides of `a` and `b`, plus the condition's.
 struct Broadcast3 {

@@ -11,11 +11,11 @@ pytestmark = pytest.mark.skipif(not DEVICES, reason=f"no NVIDIA GPU for the CUDA
 TOL = {"rtol": 1e-4, "atol": 1e-5}  # float32 dot products in another summation order than ORT's CPU kernels
 
 
-def check(model, feeds):
+def check(model, feeds, **tol):
     ours = run_on_cuda(model, feeds)
     ref = stock_session(model).run(None, feeds)
     for i, (o, r) in enumerate(zip(ours, ref)):
-        assert_close(o, r, name=f"output {i}", **TOL)
+        assert_close(o, r, name=f"output {i}", **(tol or TOL))
 
 
 @pytest.mark.parametrize("shape", list(GQA_SHAPES))
@@ -72,3 +72,42 @@ def test_matmul_nbits_zero_points_bias_ragged_k(bits):
 def test_gather_block_quantized(bits, zp):
     from kernels.test_contrib_quantization import gbq_case
     check(*gbq_case(50, 64, bits, 32, zp, np.array([[0, 49], [-1, 7]], np.int64)))
+
+
+# --- the Gelus: tanh and erf from CUDA's libdevice, not MLAS's approximations: a few float32 ulps
+ACT_TOL = {"rtol": 1e-5, "atol": 1e-6}
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_fast_gelu(bias):
+    arrays = [("x", data(2, 7, 64, scale=3.0))] + ([("bias", data(64))] if bias else [])
+    check(*model_of("FastGelu", arrays, 1, domain="com.microsoft"), **ACT_TOL)
+
+
+@pytest.mark.parametrize("alpha", [None, 1.0, 1.702])
+def test_quick_gelu(alpha):
+    check(*model_of("QuickGelu", [("x", data(3, 100, scale=4.0))], 1, {} if alpha is None else {"alpha": alpha},
+                    domain="com.microsoft"), **ACT_TOL)
+
+
+def test_bias_gelu():
+    check(*model_of("BiasGelu", [("a", data(2, 5, 96, scale=3.0)), ("b", data(96))], 1, domain="com.microsoft"),
+          **ACT_TOL)
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_20(approximate):
+    check(*model_of("Gelu", [("x", data(4, 33, scale=3.0))], 1, {"approximate": approximate}, opset=20), **ACT_TOL)
+
+
+@pytest.mark.parametrize("op", ["FastGelu", "QuickGelu"])
+def test_gelu_float16(op):
+    x = data(4, 64, scale=3.0).astype(np.float16)
+    # computed in float32 and rounded once on both sides: one float16 ulp
+    check(*model_of(op, [("x", x)], 1, domain="com.microsoft", out_dtypes=[np.float16]), rtol=1e-3, atol=1e-3)
+
+
+def test_fast_gelu_bias_of_the_wrong_length_is_a_clear_error():
+    model, feeds = model_of("FastGelu", [("x", data(2, 8)), ("bias", data(3))], 1, domain="com.microsoft")
+    with pytest.raises(Exception, match="bias must be 1-D with the input's last dimension"):
+        run_on_cuda(model, feeds)

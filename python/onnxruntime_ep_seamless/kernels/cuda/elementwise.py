@@ -8,7 +8,7 @@ GPU_FLOATS = frozenset(map(np.dtype, (np.float16, np.float32)))
 SUFFIX = {np.dtype(np.float32): "f32", np.dtype(np.float16): "f16"}
 BINARY = {"Add": 0, "Sub": 1, "Mul": 2, "Div": 3, "Pow": 4}
 UNARY = {"Relu": (0, 6), "Sigmoid": (1, 6), "Tanh": (2, 6), "Exp": (3, 6), "Log": (4, 6), "Neg": (5, 6),
-         "Abs": (6, 6), "Sqrt": (7, 6), "Erf": (8, 9), "Reciprocal": (9, 6), "Sin": (12, 7), "Cos": (13, 7)}
+         "Abs": (6, 6), "Sqrt": (7, 6), "Erf": (8, 9), "Reciprocal": (9, 6), "Sin": (10, 7), "Cos": (11, 7)}
 
 
 def _binary(code):
@@ -37,10 +37,38 @@ for _op, (_code, _since) in UNARY.items():
     kernel(_op, since=_since, types=GPU_FLOATS, device="cuda")(_unary(_code))
 
 
-@kernel("Gelu", since=20, types=GPU_FLOATS, device="cuda", check=lambda n, g: None if n.attrs.get(
-        "approximate", "none") == "none" else "only approximate='none'")
+def _activation(rt, stream, code, x, bias=None, alpha=0.0):
+    if bias is not None and (len(bias.shape) != 1 or bias.shape[0] != x.shape[-1] or bias.dtype != x.dtype):
+        raise ValueError(f"the bias must be 1-D with the input's last dimension ({x.shape[-1]}) and type "
+                         f"({x.dtype}); got shape {bias.shape}, {bias.dtype}")
+    y = rt.alloc(x.shape, x.dtype)
+    rt.launch(f"seamless_activation_{SUFFIX[x.dtype]}", y.size, stream, ("int", code), ("int64", y.size),
+              ("ptr", x.ptr), ("ptr", bias.ptr if bias is not None else 0),
+              ("int64", bias.size if bias is not None else 1), ("float", alpha), ("ptr", y.ptr))
+    return (y,)
+
+
+FAST_GELU, QUICK_GELU, ERF_GELU = 0, 1, 2  # native/cuda/elementwise.cu Activation
+
+
+@kernel("Gelu", since=20, types=GPU_FLOATS, device="cuda")
 def gelu(rt, stream, x, *, approximate="none"):
-    return _unary(10)(rt, stream, x)
+    return _activation(rt, stream, FAST_GELU if approximate == "tanh" else ERF_GELU, x)
+
+
+@kernel("FastGelu", domain="com.microsoft", types=GPU_FLOATS, device="cuda")
+def fast_gelu(rt, stream, x, bias=None):
+    return _activation(rt, stream, FAST_GELU, x, bias)
+
+
+@kernel("QuickGelu", domain="com.microsoft", types=GPU_FLOATS, device="cuda")
+def quick_gelu(rt, stream, x, *, alpha=1.702):
+    return _activation(rt, stream, QUICK_GELU, x, alpha=alpha)
+
+
+@kernel("BiasGelu", domain="com.microsoft", types=GPU_FLOATS, device="cuda")
+def bias_gelu(rt, stream, a, b):
+    return _activation(rt, stream, ERF_GELU, a, b)
 
 
 @kernel("Identity", since=1, device="cuda")
