@@ -61,31 +61,40 @@ extern "C" __global__ void seamless_cast_f16_f32(int64_t n, const __half* x, flo
     y[i] = __half2float(x[i]);
 }
 
-// RMS normalisation of a row, optionally of x + skip (+ bias) first (SkipSimplifiedLayerNormalization),
-// writing that sum too when sum_out is given: y = v / sqrt(mean(v^2) + eps) * scale.
+// Layer or RMS normalisation of a row, optionally of x + skip (+ bias) first (the Skip*LayerNormalization
+// ops), writing that sum too when sum_out is given: y = (v - mean) / sqrt(mean((v - mean)^2) + eps) * scale
+// (+ beta), with mean 0 for RMS (`simplified`). The row stays in shared memory between the passes.
 template <typename T>
-__device__ void rmsnorm_row(const T* x, const T* skip, const T* bias, const T* scale, T* y, T* sum_out, int64_t cols,
-                            float eps) {
+__device__ void skip_norm_row(const T* x, const T* skip, const T* bias, const T* scale, const T* beta, T* y,
+                              T* sum_out, int64_t cols, float eps, int simplified) {
   extern __shared__ float row[];
-  const T* xr = x + blockIdx.x * cols;
-  float sq = 0.0f;
+  const int64_t base = blockIdx.x * cols;
+  float sum = 0.0f;
   for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
-    float v = ld(xr + (c));
-    if (skip) v += ld(skip + (blockIdx.x * cols + c));
+    float v = ld(x + (base + c));
+    if (skip) v += ld(skip + (base + c));
     if (bias) v += ld(bias + (c));
-    if (sum_out) st(sum_out + (blockIdx.x * cols + c), v);
+    if (sum_out) st(sum_out + (base + c), v);
     row[c] = v;
-    sq += v * v;
+    sum += v;
   }
+  float mean = simplified ? 0.0f : block_reduce(sum, false) / cols;
+  float sq = 0.0f;
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) { float d = row[c] - mean; sq += d * d; }
   float inv = rsqrtf(block_reduce(sq, false) / cols + eps);
-  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) st(y + (blockIdx.x * cols + c), row[c] * inv * ld(scale + (c)));
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+    float v = (row[c] - mean) * inv * ld(scale + (c));
+    st(y + (base + c), beta ? v + ld(beta + (c)) : v);
+  }
 }
 
-extern "C" __global__ void seamless_rmsnorm_f32(const float* x, const float* skip, const float* bias, const float* scale,
-                                                float* y, float* sum_out, int64_t cols, float eps) {
-  rmsnorm_row(x, skip, bias, scale, y, sum_out, cols, eps);
+extern "C" __global__ void seamless_skip_norm_f32(const float* x, const float* skip, const float* bias,
+                                                  const float* scale, const float* beta, float* y, float* sum_out,
+                                                  int64_t cols, float eps, int simplified) {
+  skip_norm_row(x, skip, bias, scale, beta, y, sum_out, cols, eps, simplified);
 }
-extern "C" __global__ void seamless_rmsnorm_f16(const __half* x, const __half* skip, const __half* bias,
-                                                const __half* scale, __half* y, __half* sum_out, int64_t cols, float eps) {
-  rmsnorm_row(x, skip, bias, scale, y, sum_out, cols, eps);
+extern "C" __global__ void seamless_skip_norm_f16(const __half* x, const __half* skip, const __half* bias,
+                                                  const __half* scale, const __half* beta, __half* y, __half* sum_out,
+                                                  int64_t cols, float eps, int simplified) {
+  skip_norm_row(x, skip, bias, scale, beta, y, sum_out, cols, eps, simplified);
 }

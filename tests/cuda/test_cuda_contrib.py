@@ -111,3 +111,16 @@ def test_fast_gelu_bias_of_the_wrong_length_is_a_clear_error():
     model, feeds = model_of("FastGelu", [("x", data(2, 8)), ("bias", data(3))], 1, domain="com.microsoft")
     with pytest.raises(Exception, match="bias must be 1-D with the input's last dimension"):
         run_on_cuda(model, feeds)
+
+
+@pytest.mark.parametrize("beta,bias", [(False, False), (True, False), (True, True)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_skip_layer_normalization(beta, bias, dtype):
+    h = 48
+    arrays = [("x", data(2, 4, h)), ("skip", data(2, 4, h)), ("gamma", data(h)), ("beta", data(h) if beta else None),
+              ("bias", data(h) if bias else None)]
+    arrays = [(n, None if a is None else a.astype(dtype)) for n, a in arrays]
+    model, feeds = model_of("SkipLayerNormalization", arrays, 4, {"epsilon": 1e-5}, domain="com.microsoft",
+                            out_dtypes=[dtype, None, None, dtype])
+    # float16: float32 statistics on both sides, then one rounding of values up to ~6: a float16 ulp
+    check(model, feeds, **(TOL if dtype == np.float32 else {"rtol": 1e-3, "atol": 4e-3}))

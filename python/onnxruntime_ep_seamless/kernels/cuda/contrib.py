@@ -77,18 +77,18 @@ def _host(array):
     return DeviceTensor(0, array.shape, array.dtype, array)
 
 
-def _rms(rt, stream, x, skip, bias, scale, epsilon, want_sum):
+def _skip_norm(rt, stream, x, skip, bias, scale, beta, epsilon, want_sum, simplified):
     cols = x.shape[-1]
-    if scale.size != cols or (bias is not None and bias.size != cols) or (skip is not None and skip.shape != x.shape):
-        raise ValueError("CUDA RMS normalisation needs scale/bias of the last axis' size and skip of x's shape")
+    if any(v is not None and v.size != cols for v in (scale, bias, beta)) or (skip is not None and skip.shape != x.shape):
+        raise ValueError("CUDA layer normalisation needs scale/beta/bias of the last axis' size and skip of x's shape")
     if cols * 4 > MAX_SHARED:
-        raise ValueError(f"CUDA RMS normalisation handles rows of up to {MAX_SHARED // 4} elements")
+        raise ValueError(f"CUDA layer normalisation handles rows of up to {MAX_SHARED // 4} elements")
     y = rt.alloc(x.shape, x.dtype)
     total = rt.alloc(x.shape, x.dtype) if want_sum else None
-    rt.launch_rows(f"seamless_rmsnorm_{SUFFIX[x.dtype]}", x.size // cols if cols else 0, stream, ("ptr", x.ptr),
-                   ("ptr", skip.ptr if skip is not None else 0), ("ptr", bias.ptr if bias is not None else 0),
-                   ("ptr", scale.ptr), ("ptr", y.ptr), ("ptr", total.ptr if total is not None else 0),
-                   ("int64", cols), ("float", float(epsilon)), shared=cols * 4)
+    ptr = lambda v: ("ptr", v.ptr if v is not None else 0)
+    rt.launch_rows(f"seamless_skip_norm_{SUFFIX[x.dtype]}", x.size // cols if cols else 0, stream, ptr(x), ptr(skip),
+                   ptr(bias), ptr(scale), ptr(beta), ptr(y), ptr(total), ("int64", cols), ("float", float(epsilon)),
+                   ("int", int(simplified)), shared=cols * 4)
     return y, total
 
 
@@ -102,7 +102,7 @@ def _last_axis_only(node, graph):
 
 @kernel("SimplifiedLayerNormalization", types=GPU_FLOATS, device="cuda", check=_last_axis_only)
 def simplified_layer_norm(rt, stream, x, scale, *, axis=-1, epsilon=1e-5, stash_type=1):
-    return (_rms(rt, stream, x, None, None, scale, epsilon, False)[0],)
+    return (_skip_norm(rt, stream, x, None, None, scale, None, epsilon, False, True)[0],)
 
 
 def _check_skip(node, graph):
@@ -114,7 +114,13 @@ def _check_skip(node, graph):
 @kernel("SkipSimplifiedLayerNormalization", domain="com.microsoft", types=GPU_FLOATS, device="cuda",
         check=_check_skip)
 def skip_simplified_layer_norm(rt, stream, x, skip, gamma, bias=None, *, epsilon=1e-5, _num_outputs=1):
-    y, total = _rms(rt, stream, x, skip, bias, gamma, epsilon, _num_outputs >= 4)
+    y, total = _skip_norm(rt, stream, x, skip, bias, gamma, None, epsilon, _num_outputs >= 4, True)
+    return (y, None, None, total) if total is not None else (y,)
+
+
+@kernel("SkipLayerNormalization", domain="com.microsoft", types=GPU_FLOATS, device="cuda", check=_check_skip)
+def skip_layer_norm(rt, stream, x, skip, gamma, beta=None, bias=None, *, epsilon=1e-12, _num_outputs=1):
+    y, total = _skip_norm(rt, stream, x, skip, bias, gamma, beta, epsilon, _num_outputs >= 4, False)
     return (y, None, None, total) if total is not None else (y,)
 
 
