@@ -1,4 +1,4 @@
-// GroupQueryAttention (com.microsoft) on CUDA, float32 and float16 (float32 arithmetic).
+// GroupQueryAttention and RotaryEmbedding (com.microsoft) on CUDA, float32 and float16 (float32 arithmetic).
 // Step 1 (gqa_prepare): rotary on the new tokens' q and k, q to [B, N, S, H], k and v appended to
 // the present buffers [B, Nkv, L, H] at each batch's past length p[b].
 // Step 2 (gqa_attend): one block per (batch, head, query token): scores against the t[b] cached
@@ -9,6 +9,20 @@
 struct GqaShape {
   int32_t batch, seq, heads, kv_heads, head_size, present_len, rot_half, do_rotary, interleaved, packed;
 };
+
+// Channel d (< 2 * rot_half) of one head's row after rotary embedding with its position's cos/sin rows.
+template <typename T>
+__device__ __forceinline__ float rotate(const T* row, int d, const T* cos_row, const T* sin_row, int rot_half,
+                                        bool interleaved) {
+  int j = interleaved ? d / 2 : d % rot_half;  // the frequency of this channel
+  float x = ld(row + d), c = ld(cos_row + j), s = ld(sin_row + j);
+  if (interleaved) {
+    float other = ld(row + (d ^ 1));
+    return (d & 1) ? x * c + other * s : x * c - other * s;
+  }
+  float other = ld(row + (d < rot_half ? d + rot_half : d - rot_half));
+  return d < rot_half ? x * c - other * s : x * c + other * s;
+}
 
 // One thread per (b, i, head in q..k..v, d); q/k rotated with cos/sin rows at position p[b] + i.
 template <typename T>
@@ -40,18 +54,9 @@ __device__ void prepare(const T* q_in, const T* k_in, const T* v_in, const T* co
     float x = ld(src + base + d);
     int pos = past[b] + i;
     bool is_v = h >= g.heads + g.kv_heads;
-    if (g.do_rotary && !is_v && d < 2 * g.rot_half) {
-      int j = g.interleaved ? d / 2 : d % g.rot_half;  // the frequency of this dimension
-      float c = ld(cos + (int64_t)pos * g.rot_half + j), s = ld(sin + (int64_t)pos * g.rot_half + j);
-      float other;
-      if (g.interleaved) {
-        other = ld(src + base + (d ^ 1));
-        x = (d & 1) ? x * c + other * s : x * c - other * s;
-      } else {
-        other = ld(src + base + (d < g.rot_half ? d + g.rot_half : d - g.rot_half));
-        x = d < g.rot_half ? x * c - other * s : x * c + other * s;
-      }
-    }
+    if (g.do_rotary && !is_v && d < 2 * g.rot_half)
+      x = rotate(src + base, d, cos + (int64_t)pos * g.rot_half, sin + (int64_t)pos * g.rot_half, g.rot_half,
+                 g.interleaved);
     if (h < g.heads) {
       st(q_out + (((int64_t)b * g.heads + h) * g.seq + i) * g.head_size + d, x);
     } else {
@@ -127,3 +132,27 @@ extern "C" __global__ void seamless_gqa_attend_f32(const float* q, const float* 
 extern "C" __global__ void seamless_gqa_attend_f16(const __half* q, const __half* k, const __half* v, const int32_t* past,
                                                    const int32_t* total, const float* sink, __half* out, GqaShape g,
                                                    AttendParams a) { attend(q, k, v, past, total, sink, out, g, a); }
+
+// RotaryEmbedding (com.microsoft): x viewed as [B, S, N, H] (or [B, N, S, H] when bnsh), token (b, s)
+// at position pos[b * S + s]; cos/sin rows of width cache_half; channels from 2 * rot_half on pass through.
+struct RotaryShape {
+  int32_t batch, seq, heads, head_size, rot_half, cache_half, interleaved, bnsh;
+};
+
+template <typename T>
+__device__ void rotary(int64_t n, const T* x, const int32_t* pos, const T* cos, const T* sin, T* y, RotaryShape g) {
+  for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; t < n; t += (int64_t)gridDim.x * blockDim.x) {
+    int d = t % g.head_size;
+    int64_t r = t / g.head_size;
+    int64_t b = r / ((int64_t)g.seq * g.heads), s = g.bnsh ? r % g.seq : (r / g.heads) % g.seq;
+    int64_t p = pos[b * g.seq + s];
+    st(y + t, d < 2 * g.rot_half ? rotate(x + (t - d), d, cos + p * g.cache_half, sin + p * g.cache_half, g.rot_half,
+                                          g.interleaved)
+                                 : ld(x + t));
+  }
+}
+
+extern "C" __global__ void seamless_rotary_f32(int64_t n, const float* x, const int32_t* pos, const float* cos,
+                                               const float* sin, float* y, RotaryShape g) { rotary(n, x, pos, cos, sin, y, g); }
+extern "C" __global__ void seamless_rotary_f16(int64_t n, const __half* x, const int32_t* pos, const __half* cos,
+                                               const __half* sin, __half* y, RotaryShape g) { rotary(n, x, pos, cos, sin, y, g); }

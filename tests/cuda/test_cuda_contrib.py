@@ -124,3 +124,41 @@ def test_skip_layer_normalization(beta, bias, dtype):
                             out_dtypes=[dtype, None, None, dtype])
     # float16: float32 statistics on both sides, then one rounding of values up to ~6: a float16 ulp
     check(model, feeds, **(TOL if dtype == np.float32 else {"rtol": 1e-3, "atol": 4e-3}))
+
+
+# --- RotaryEmbedding: two products and a sum per element, the same on both sides
+@pytest.mark.parametrize("layout", ["3d", "4d"])
+@pytest.mark.parametrize("positions", ["offset", "per_token"])
+@pytest.mark.parametrize("interleaved", [0, 1])
+def test_rotary_embedding(layout, positions, interleaved):
+    from kernels.test_contrib_attention import build, rope_caches
+    b, s, n, h = 2, 5, 3, 16
+    x = data(b, s, n * h) if layout == "3d" else data(b, n, s, h)
+    pos = np.array([7], np.int64) if positions == "offset" else np.random.default_rng(2).integers(0, 40, (b, s))
+    cos, sin = rope_caches(64, h)
+    check(*build("RotaryEmbedding", [("x", x), ("pos", pos), ("cos", cos), ("sin", sin)], 1,
+                 {"interleaved": interleaved}, domain="com.microsoft", const=("cos", "sin")), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("interleaved", [0, 1])
+def test_rotary_embedding_partial(dtype, interleaved):
+    from kernels.test_contrib_attention import build, rope_caches
+    b, s, n, h, rot = 1, 4, 2, 32, 16
+    cos, sin = (c.astype(dtype) for c in rope_caches(32, rot))
+    model, feeds = build("RotaryEmbedding", [("x", data(b, s, n * h).astype(dtype)), ("pos", np.array([3], np.int64)),
+                                             ("cos", cos), ("sin", sin)], 1,
+                         {"interleaved": interleaved, "num_heads": n, "rotary_embedding_dim": rot},
+                         domain="com.microsoft")
+    model.graph.output[0].type.tensor_type.elem_type = 1 if dtype == np.float32 else 10
+    # float16: float32 arithmetic and one rounding on both sides
+    check(model, feeds, **({"rtol": 1e-6, "atol": 1e-6} if dtype == np.float32 else {"rtol": 1e-3, "atol": 1e-3}))
+
+
+def test_rotary_embedding_position_outside_the_cache_is_a_clear_error():
+    from kernels.test_contrib_attention import build, rope_caches
+    cos, sin = rope_caches(8, 16)
+    model, feeds = build("RotaryEmbedding", [("x", data(1, 2, 16)), ("pos", np.array([7], np.int64)), ("cos", cos),
+                                             ("sin", sin)], 1, {}, domain="com.microsoft")
+    with pytest.raises(Exception, match=r"positions 7..8 outside the cos/sin caches' 8 rows"):
+        run_on_cuda(model, feeds)

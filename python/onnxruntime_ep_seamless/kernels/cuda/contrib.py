@@ -72,6 +72,46 @@ def group_query_attention(rt, stream, query, key=None, value=None, past_key=None
     return out, pk, pv
 
 
+def _check_rotary(node, graph):
+    a = node.attrs
+    if a.get("is_packed_batching", 0):
+        return "is_packed_batching=1 (ragged batches) not supported"
+    if a.get("scale", 1.0) != 1.0:
+        return f"scale={a['scale']} not supported (1.0 only)"
+    if any(graph.value(name).dtype != graph.value(node.inputs[0]).dtype for name in node.inputs[2:4]):
+        return "cos/sin caches of another type than the input"
+    return None
+
+
+@kernel("RotaryEmbedding", domain="com.microsoft", types=GPU_FLOATS, device="cuda", check=_check_rotary)
+def rotary_embedding(rt, stream, x, position_ids, cos_cache, sin_cache, *, interleaved=0, num_heads=0,
+                     rotary_embedding_dim=0, is_packed_batching=0, scale=1.0):
+    """x (B, S, N*H) or (B, N, S, H); position_ids (1,) = the first token's position, or (B, S)."""
+    b = x.shape[0]
+    if len(x.shape) == 3:
+        s = x.shape[1]
+        h = x.shape[2] // num_heads if num_heads else (rotary_embedding_dim or 2 * cos_cache.shape[1])
+        n = x.shape[2] // h
+    else:
+        n, s, h = x.shape[1:]
+    rot_half = (rotary_embedding_dim or h) // 2
+    if rot_half > cos_cache.shape[1] or 2 * rot_half > h:
+        raise ValueError(f"RotaryEmbedding: rotary dimension {2 * rot_half} needs cos/sin caches of width "
+                         f"{rot_half} (got {cos_cache.shape[1]}) and a head size of at least that (got {h})")
+    pos = rt.to_host(position_ids, stream).astype(np.int64)
+    pos = np.broadcast_to(pos[0] + np.arange(s) if pos.ndim == 1 else pos, (b, s))
+    if pos.size and (pos.min() < 0 or pos.max() >= cos_cache.shape[0]):
+        raise ValueError(f"RotaryEmbedding: positions {pos.min()}..{pos.max()} outside the cos/sin caches' "
+                         f"{cos_cache.shape[0]} rows")
+    pos_d = rt.device(_host(np.ascontiguousarray(pos, np.int32)), stream)
+    y = rt.alloc(x.shape, x.dtype)
+    shape = struct.pack("<8i", b, s, n, h, rot_half, cos_cache.shape[1], int(bool(interleaved)), int(len(x.shape) == 4))
+    rt.launch(f"seamless_rotary_{SUFFIX[x.dtype]}", y.size, stream, ("int64", y.size), ("ptr", x.ptr),
+              ("ptr", pos_d.ptr), ("ptr", cos_cache.ptr), ("ptr", sin_cache.ptr), ("ptr", y.ptr), ("bytes", shape))
+    rt.free(pos_d)  # stream-ordered
+    return (y,)
+
+
 def _host(array):
     from ...runtime.cuda import DeviceTensor
     return DeviceTensor(0, array.shape, array.dtype, array)
