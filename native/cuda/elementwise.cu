@@ -13,7 +13,7 @@ struct Broadcast {            // output dims and, per operand, its strides in el
 
 enum BinaryOp { ADD = 0, SUB = 1, MUL = 2, DIV = 3, POW = 4, MAX_ = 5, MIN_ = 6 };
 enum UnaryOp { RELU = 0, SIGMOID = 1, TANH = 2, EXP = 3, LOG = 4, NEG = 5, ABS = 6, SQRT = 7, ERF = 8,
-               RECIPROCAL = 9, SIN = 10, COS = 11 };
+               RECIPROCAL = 9, SIN = 10, COS = 11, FLOOR = 12, CEIL = 13, ROUND = 14, SOFTPLUS = 15 };
 
 __device__ __forceinline__ float binary(int op, float a, float b) {
   switch (op) {
@@ -22,8 +22,8 @@ __device__ __forceinline__ float binary(int op, float a, float b) {
     case MUL: return a * b;
     case DIV: return a / b;
     case POW: return powf(a, b);
-    case MAX_: return fmaxf(a, b);
-    default: return fminf(a, b);
+    case MAX_: return a != a || b != b ? a + b : fmaxf(a, b);  // NaN propagates, as ONNX Max/Min
+    default: return a != a || b != b ? a + b : fminf(a, b);
   }
 }
 
@@ -40,7 +40,11 @@ __device__ __forceinline__ float unary(int op, float x) {
     case ERF: return erff(x);
     case RECIPROCAL: return 1.0f / x;
     case SIN: return sinf(x);
-    default: return cosf(x);  // COS
+    case COS: return cosf(x);
+    case FLOOR: return floorf(x);
+    case CEIL: return ceilf(x);
+    case ROUND: return rintf(x);  // halves to even, as ONNX Round
+    default: return x > 20.0f ? x : log1pf(expf(x));  // SOFTPLUS (the identity past float32 precision)
   }
 }
 

@@ -6,9 +6,10 @@ from ..registry import kernel
 
 GPU_FLOATS = frozenset(map(np.dtype, (np.float16, np.float32)))
 SUFFIX = {np.dtype(np.float32): "f32", np.dtype(np.float16): "f16"}
-BINARY = {"Add": 0, "Sub": 1, "Mul": 2, "Div": 3, "Pow": 4}
+BINARY = {"Add": 0, "Sub": 1, "Mul": 2, "Div": 3, "Pow": 4}  # and Max 5, Min 6 below
 UNARY = {"Relu": (0, 6), "Sigmoid": (1, 6), "Tanh": (2, 6), "Exp": (3, 6), "Log": (4, 6), "Neg": (5, 6),
-         "Abs": (6, 6), "Sqrt": (7, 6), "Erf": (8, 9), "Reciprocal": (9, 6), "Sin": (10, 7), "Cos": (11, 7)}
+         "Abs": (6, 6), "Sqrt": (7, 6), "Erf": (8, 9), "Reciprocal": (9, 6), "Sin": (10, 7), "Cos": (11, 7),
+         "Floor": (12, 6), "Ceil": (13, 6), "Round": (14, 11), "Softplus": (15, 1)}
 
 
 def _binary(code):
@@ -33,6 +34,9 @@ def _unary(code):
 
 for _op, _code in BINARY.items():
     kernel(_op, since=7, types=GPU_FLOATS, device="cuda")(_binary(_code))
+for _op, _code in {"Max": 5, "Min": 6}.items():  # variadic in ONNX; two inputs here
+    kernel(_op, since=8, types=GPU_FLOATS, device="cuda",
+           check=lambda n, g: None if len(n.inputs) == 2 else "two inputs only on CUDA")(_binary(_code))
 for _op, (_code, _since) in UNARY.items():
     kernel(_op, since=_since, types=GPU_FLOATS, device="cuda")(_unary(_code))
 
