@@ -131,28 +131,17 @@ def test_skip_layer_normalization(beta, bias, dtype):
 @pytest.mark.parametrize("positions", ["offset", "per_token"])
 @pytest.mark.parametrize("interleaved", [0, 1])
 def test_rotary_embedding(layout, positions, interleaved):
-    from kernels.test_contrib_attention import build, rope_caches
-    b, s, n, h = 2, 5, 3, 16
-    x = data(b, s, n * h) if layout == "3d" else data(b, n, s, h)
-    pos = np.array([7], np.int64) if positions == "offset" else np.random.default_rng(2).integers(0, 40, (b, s))
-    cos, sin = rope_caches(64, h)
-    check(*build("RotaryEmbedding", [("x", x), ("pos", pos), ("cos", cos), ("sin", sin)], 1,
-                 {"interleaved": interleaved}, domain="com.microsoft", const=("cos", "sin")), rtol=1e-6, atol=1e-6)
+    from kernels.test_contrib_attention import ms_rotary_case
+    check(*ms_rotary_case(layout, positions, interleaved), rtol=1e-6, atol=1e-6)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
 @pytest.mark.parametrize("interleaved", [0, 1])
 def test_rotary_embedding_partial(dtype, interleaved):
-    from kernels.test_contrib_attention import build, rope_caches
-    b, s, n, h, rot = 1, 4, 2, 32, 16
-    cos, sin = (c.astype(dtype) for c in rope_caches(32, rot))
-    model, feeds = build("RotaryEmbedding", [("x", data(b, s, n * h).astype(dtype)), ("pos", np.array([3], np.int64)),
-                                             ("cos", cos), ("sin", sin)], 1,
-                         {"interleaved": interleaved, "num_heads": n, "rotary_embedding_dim": rot},
-                         domain="com.microsoft")
-    model.graph.output[0].type.tensor_type.elem_type = 1 if dtype == np.float32 else 10
+    from kernels.test_contrib_attention import ms_rotary_partial_case
     # float16: float32 arithmetic and one rounding on both sides
-    check(model, feeds, **({"rtol": 1e-6, "atol": 1e-6} if dtype == np.float32 else {"rtol": 1e-3, "atol": 1e-3}))
+    check(*ms_rotary_partial_case(interleaved, dtype),
+          **({"rtol": 1e-6, "atol": 1e-6} if dtype == np.float32 else {"rtol": 1e-3, "atol": 1e-3}))
 
 
 def test_rotary_embedding_position_outside_the_cache_is_a_clear_error():

@@ -51,31 +51,6 @@ def test_tiny_llama(export, batch, seq, past):
         assert_close(o, r, RTOL, ATOL, f"output {i}")
 
 
-def decoder_prompt(path, dtype, prompt=8):
-    """A random prompt and an empty KV cache of `dtype` for a builder decoder."""
-    import onnx
-    model = onnx.load(path, load_external_data=False)
-    keys = [i for i in model.graph.input if i.name.endswith(".key")]
-    heads, head_size = keys[0].type.tensor_type.shape.dim[1].dim_value, 64
-    ids = np.random.default_rng(0).integers(0, 1000, (1, prompt)).astype(np.int64)
-    past = {f"past_key_values.{i}.{kv}": np.zeros((1, heads, 0, head_size), dtype)
-            for i in range(len(keys)) for kv in ("key", "value")}
-    return ids, past
-
-
-def greedy(session, ids, past, steps):
-    """`steps` greedy tokens, each step feeding the present KV back; the tokens and each step's logits."""
-    names = [o.name for o in session.get_outputs()]
-    tokens, logits, total = [], [], ids.shape[1]
-    for _ in range(steps):
-        out = session.run(None, {"input_ids": ids, "attention_mask": np.ones((1, total), np.int64), **past})
-        logits.append(out[0][0, -1].astype(np.float32))
-        tokens.append(int(np.argmax(logits[-1])))
-        past = {n.replace("present", "past_key_values"): v for n, v in zip(names[1:], out[1:])}
-        ids, total = np.array([[tokens[-1]]], np.int64), total + 1
-    return tokens, logits
-
-
 GREEDY_STEPS = 32
 
 
@@ -85,15 +60,17 @@ def test_builder_qwen2_cuda_greedy_tokens(precision):
     steps on our CUDA EP give stock ORT CPU's tokens running the same file. Where the two first differ,
     the fp32 build of the same checkpoint, fed the shared prefix, must see a near-tie between them."""
     import onnxruntime_ep_seamless as seamless
+    from models.test_llm_decoders import greedy
     from test_cuda_ep import cuda_session
     name = f"qwen2-small-{precision}-cuda"
     path = model_path(f"{name}/model.onnx", material.genai_small_dir(precision, "cuda") / "model.onnx")
-    ids, past = decoder_prompt(path, np.float16)
+    ids = np.random.default_rng(0).integers(0, 1000, 8)
     ours_session = cuda_session(path)
     report = seamless.assert_ep_selected(ours_session, device="cuda")
     assert not report.fallback_nodes, report
-    ours, ours_logits = greedy(ours_session, ids, past, GREEDY_STEPS)
-    ref, ref_logits = greedy(stock_session(path), ids, past, GREEDY_STEPS)
+    ours, ours_logits = greedy(ours_session, ids, GREEDY_STEPS)
+    ref, ref_logits = greedy(stock_session(path), ids, GREEDY_STEPS)
+    ours_logits, ref_logits = ([v.astype(np.float32) for v in logits] for logits in (ours_logits, ref_logits))
     same = next((k for k in range(GREEDY_STEPS) if ours[k] != ref[k]), GREEDY_STEPS)
     for k in range(min(same + 1, GREEDY_STEPS)):  # same context up to the first difference
         # float16 activations: the two EPs differ by a few float16 ulps of the logits' scale
@@ -102,9 +79,7 @@ def test_builder_qwen2_cuda_greedy_tokens(precision):
     if same == GREEDY_STEPS:
         return
     oracle_path = model_path("qwen2-small-fp32-cpu/model.onnx", material.genai_small_dir("fp32", "cpu") / "model.onnx")
-    prefix = np.concatenate([ids, np.array([ref[:same]], np.int64)], axis=1)
-    _, fp32_past = decoder_prompt(oracle_path, np.float32)
-    oracle = greedy(stock_session(oracle_path), prefix, fp32_past, 1)[1][0]
+    oracle = greedy(stock_session(oracle_path), np.concatenate([ids, ref[:same]]), 0)[1][0]
     a, b = ours[same], ref[same]
     # the reduced-precision model moves logits away from fp32 by `drift`; a tie is a gap within that
     drift = float(np.max(np.abs(ref_logits[same][[a, b]] - oracle[[a, b]])))

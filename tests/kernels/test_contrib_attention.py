@@ -253,27 +253,38 @@ def test_attention_23(case):
 ROT_TOL = {"rtol": 1e-6, "atol": 1e-6}
 
 
-@pytest.mark.parametrize("layout", ["3d", "4d"])
-@pytest.mark.parametrize("positions", ["offset", "per_token"])
-@pytest.mark.parametrize("interleaved", [0, 1])
-def test_ms_rotary_embedding(layout, positions, interleaved):
+def ms_rotary_case(layout, positions, interleaved):
+    """com.microsoft RotaryEmbedding over 3 heads of 16: x (B, S, N*H) or (B, N, S, H); positions an
+    offset (1,) or per token (B, S); caches as initializers."""
     b, s, n, h = 2, 5, 3, 16
     x = data(b, s, n * h) if layout == "3d" else data(b, n, s, h)
     pos = np.array([7], I64) if positions == "offset" else rng.integers(0, 40, (b, s)).astype(I64)
     cos, sin = rope_caches(64, h)
-    model, feeds = build("RotaryEmbedding", [("x", x), ("pos", pos), ("cos", cos), ("sin", sin)], 1,
-                         {"interleaved": interleaved}, domain=MS, const=("cos", "sin"))
-    assert_parity(model, feeds, **ROT_TOL)
+    return build("RotaryEmbedding", [("x", x), ("pos", pos), ("cos", cos), ("sin", sin)], 1,
+                 {"interleaved": interleaved}, domain=MS, const=("cos", "sin"))
+
+
+def ms_rotary_partial_case(interleaved, dtype=F32):
+    """Rotary on the first 16 of 32 channels, positions from offset 3; x and caches of `dtype`."""
+    b, s, n, h, rot = 1, 4, 2, 32, 16
+    cos, sin = (c.astype(dtype) for c in rope_caches(32, rot))
+    model, feeds = build("RotaryEmbedding", [("x", data(b, s, n * h).astype(dtype)), ("pos", np.array([3], I64)),
+                                             ("cos", cos), ("sin", sin)], 1,
+                         {"interleaved": interleaved, "num_heads": n, "rotary_embedding_dim": rot}, domain=MS)
+    model.graph.output[0].type.tensor_type.elem_type = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    return model, feeds
+
+
+@pytest.mark.parametrize("layout", ["3d", "4d"])
+@pytest.mark.parametrize("positions", ["offset", "per_token"])
+@pytest.mark.parametrize("interleaved", [0, 1])
+def test_ms_rotary_embedding(layout, positions, interleaved):
+    assert_parity(*ms_rotary_case(layout, positions, interleaved), **ROT_TOL)
 
 
 @pytest.mark.parametrize("interleaved", [0, 1])
 def test_ms_rotary_embedding_partial(interleaved):
-    b, s, n, h, rot = 1, 4, 2, 32, 16
-    cos, sin = rope_caches(32, rot)
-    model, feeds = build("RotaryEmbedding", [("x", data(b, s, n * h)), ("pos", np.array([3], I64)),
-                                             ("cos", cos), ("sin", sin)], 1,
-                         {"interleaved": interleaved, "num_heads": n, "rotary_embedding_dim": rot}, domain=MS)
-    assert_parity(model, feeds, **ROT_TOL)
+    assert_parity(*ms_rotary_partial_case(interleaved), **ROT_TOL)
 
 
 @pytest.mark.parametrize("case", [

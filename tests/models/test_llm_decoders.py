@@ -75,12 +75,14 @@ def layer_count(sess):
     return sum(1 for i in sess.get_inputs() if i.name.startswith("past_key_values.") and i.name.endswith(".key"))
 
 
+HEAD_SIZE = 64  # hidden 256 / 4 heads in every test decoder; the builder leaves this dim symbolic
+
+
 def empty_past(sess, batch=1, length=0):
-    feeds = {}
-    for i in sess.get_inputs():
-        if i.name.startswith("past_key_values."):
-            feeds[i.name] = np.zeros((batch, 2, length, 64), np.float32)
-    return feeds
+    """Zero KV inputs with the session's KV head count and type (float32 or float16)."""
+    dtypes = {"tensor(float)": np.float32, "tensor(float16)": np.float16}
+    return {i.name: np.zeros((batch, i.shape[1], length, HEAD_SIZE), dtypes[i.type])
+            for i in sess.get_inputs() if i.name.startswith("past_key_values.")}
 
 
 def step_feeds(tokens, total, past):
@@ -116,6 +118,23 @@ def greedy(sess, prompt_ids, steps, forced=None):
     return tokens, logits
 
 
+def assert_steps_match(ours, stock, ids, precision, steps, max_len=0):
+    """Prefill, then `steps - 1` decode steps on stock's greedy tokens: logits and every KV output
+    match stock's. max_len > 0: max-length past/present buffers (shared-buffer style)."""
+    feeds = step_feeds(ids, len(ids), empty_past(stock, length=max_len))
+    for step in range(steps):
+        got, want = ours.run(None, feeds), stock.run(None, feeds)
+        if max_len:
+            assert got[1].shape[2] == max_len
+        for out, a, b in zip(stock.get_outputs(), got, want):
+            if out.name == "logits":
+                assert_logits_close(a, b, precision, f"step {step} logits")
+            else:
+                assert_close(a, b, rtol=0, atol=CACHE_TOL[precision], name=f"step {step} {out.name}")
+        token = int(np.argmax(want[0][0, -1]))
+        feeds = step_feeds([token], len(ids) + step + 1, presents_as_past(stock, want))
+
+
 @pytest.mark.parametrize("arch,precision", MODELS)
 def test_fully_claimed(arch, precision):
     ours, _ = sessions(arch, precision)
@@ -129,18 +148,7 @@ def test_fully_claimed(arch, precision):
 @pytest.mark.parametrize("arch,precision", MODELS)
 def test_prefill_and_decode_parity(arch, precision):
     """Logits and the whole KV cache after a 16-token prefill and two decode steps."""
-    ours, stock = sessions(arch, precision)
-    ids = prompt(1)
-    feeds = step_feeds(ids, PREFILL, empty_past(stock))
-    for step in range(3):
-        got, want = ours.run(None, feeds), stock.run(None, feeds)
-        for out, a, b in zip(stock.get_outputs(), got, want):
-            if out.name == "logits":
-                assert_logits_close(a, b, precision, f"step {step} logits")
-            else:
-                assert_close(a, b, rtol=0, atol=CACHE_TOL[precision], name=f"step {step} {out.name}")
-        token = int(np.argmax(want[0][0, -1]))
-        feeds = step_feeds([token], PREFILL + step + 1, presents_as_past(stock, want))
+    assert_steps_match(*sessions(arch, precision), prompt(1), precision, steps=3)
 
 
 @pytest.mark.parametrize("arch,precision", MODELS)
@@ -166,20 +174,7 @@ def test_greedy_decode_matches_stock(arch, precision):
 def test_shared_max_length_kv_buffers(arch, precision):
     """past_present_share_buffer style (what onnxruntime-genai does): past/present are
     max-length buffers, the attention mask says how much of them is valid."""
-    ours, stock = sessions(arch, precision)
-    max_len = 64
-    ids = prompt(3)
-    feeds = step_feeds(ids, PREFILL, empty_past(stock, length=max_len))
-    for step in range(4):
-        got, want = ours.run(None, feeds), stock.run(None, feeds)
-        assert got[1].shape[2] == max_len
-        for out, a, b in zip(stock.get_outputs(), got, want):
-            if out.name == "logits":
-                assert_logits_close(a, b, precision, f"step {step} logits")
-            else:
-                assert_close(a, b, rtol=0, atol=CACHE_TOL[precision], name=f"step {step} {out.name}")
-        token = int(np.argmax(want[0][0, -1]))
-        feeds = step_feeds([token], PREFILL + step + 1, presents_as_past(stock, want))
+    assert_steps_match(*sessions(arch, precision), prompt(3), precision, steps=4, max_len=64)
 
 
 @pytest.mark.parametrize("arch", material.GENAI_ARCHS)
