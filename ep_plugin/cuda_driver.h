@@ -55,6 +55,7 @@ typedef int cublasStatus_t;          /* 0 = CUBLAS_STATUS_SUCCESS */
 #define CUBLAS_OP_T 1
 #define CUDA_R_32F 0
 #define CUDA_R_16F 2
+#define CUDA_R_16BF 14
 #define CUBLAS_COMPUTE_32F 68
 #define CUBLAS_GEMM_DEFAULT (-1)
 

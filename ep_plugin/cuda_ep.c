@@ -432,7 +432,7 @@ static const char* seamless_cublas_problem_text(void) { return seamless_cublas_p
  * column-major terms that is C^T = B^T . A^T. One handle per thread and GPU. */
 static OrtStatus* seamless_cublas_gemm(int ordinal, void* stream, int dtype, int trans_a, int trans_b, int m, int n,
                                        int k, const void* a, long long stride_a, const void* b, long long stride_b,
-                                       void* c, long long stride_c, int batch) {
+                                       void* c, long long stride_c, int batch, float alpha) {
   static __thread cublasHandle_t handles[SEAMLESS_MAX_GPUS];
   if (*seamless_cublas_problem()) return seamless_status(1, cublas_problem);
   TRY(seamless_cuda_use(ordinal));
@@ -443,8 +443,8 @@ static OrtStatus* seamless_cublas_gemm(int ordinal, void* stream, int dtype, int
     return seamless_status(1, msg);
   }
   cublas.set_stream(handles[ordinal], (CUstream)stream);
-  int type = dtype == 10 ? CUDA_R_16F : CUDA_R_32F;
-  float alpha = 1.0f, beta = 0.0f;
+  int type = dtype == 10 ? CUDA_R_16F : dtype == 16 ? CUDA_R_16BF : CUDA_R_32F;  // ONNX element type codes
+  float beta = 0.0f;
   st = cublas.gemm_strided_batched(handles[ordinal], trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
                                    n, m, k, &alpha, b, type, trans_b ? k : n, stride_b, a, type, trans_a ? m : k, stride_a,
                                    &beta, c, type, n, stride_c, batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);

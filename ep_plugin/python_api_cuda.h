@@ -13,4 +13,4 @@ OrtStatus* seamless_cuda_sync(void* stream);
 const char* seamless_cublas_problem_text(void);
 OrtStatus* seamless_cublas_gemm(int ordinal, void* stream, int dtype, int trans_a, int trans_b, int m, int n, int k,
                                 const void* a, long long stride_a, const void* b, long long stride_b, void* c,
-                                long long stride_c, int batch);
+                                long long stride_c, int batch, float alpha);

@@ -1,4 +1,7 @@
-// GroupQueryAttention and RotaryEmbedding (com.microsoft) on CUDA, float32 and float16 (float32 arithmetic).
+// GroupQueryAttention and RotaryEmbedding (com.microsoft) on CUDA, float types (float32 arithmetic).
+// Lengths and positions are read from device memory (seqlens_k, position_ids): nothing waits for
+// the host, and out-of-range values are clamped to the buffers instead of read past them.
+// Step 0 (gqa_copy_past): present = the first p[b] cached tokens of past, zeros after them.
 // Step 1 (gqa_prepare): rotary on the new tokens' q and k, q to [B, N, S, H], k and v appended to
 // the present buffers [B, Nkv, L, H] at each batch's past length p[b].
 // Step 2 (gqa_attend): one block per (batch, head, query token): scores against the t[b] cached
@@ -8,7 +11,37 @@
 
 struct GqaShape {
   int32_t batch, seq, heads, kv_heads, head_size, present_len, rot_half, do_rotary, interleaved, packed;
+  int32_t first_prompt, cos_rows, past_buf;
 };
+
+// Of batch b: the cached tokens before this run's first new token, and the tokens visible after it.
+__device__ __forceinline__ int past_len(const int32_t* seqlens, int b, const GqaShape& g) {
+  int p = g.first_prompt ? 0 : seqlens[b] + 1 - g.seq;
+  return max(0, min(p, g.present_len - g.seq));
+}
+__device__ __forceinline__ int total_len(const int32_t* seqlens, int b, const GqaShape& g) {
+  return max(0, min(seqlens[b] + 1, g.present_len));
+}
+
+template <typename T>
+__device__ void copy_past(const T* past_k, const T* past_v, T* pk, T* pv, const int32_t* seqlens, GqaShape g) {
+  int64_t n = (int64_t)g.batch * g.kv_heads * g.present_len * g.head_size;
+  GRID_LOOP(t, n) {
+    int d = t % g.head_size;
+    int64_t r = t / g.head_size;
+    int pos = r % g.present_len;
+    r /= g.present_len;  // b * kv_heads + kv head
+    int b = r / g.kv_heads;
+    if (past_k && pos < past_len(seqlens, b, g) && pos < g.past_buf) {
+      int64_t src = (r * g.past_buf + pos) * g.head_size + d;
+      pk[t] = past_k[src];
+      pv[t] = past_v[src];
+    } else {
+      st(pk + t, 0.0f);
+      st(pv + t, 0.0f);
+    }
+  }
+}
 
 // Channel d (< 2 * rot_half) of one head's row after rotary embedding with its position's cos/sin rows.
 template <typename T>
@@ -26,8 +59,8 @@ __device__ __forceinline__ float rotate(const T* row, int d, const T* cos_row, c
 
 // One thread per (b, i, head in q..k..v, d); q/k rotated with cos/sin rows at position p[b] + i.
 template <typename T>
-__device__ void prepare(const T* q_in, const T* k_in, const T* v_in, const T* cos, const T* sin, const int32_t* past,
-                        T* q_out, T* k_out, T* v_out, GqaShape g) {
+__device__ void prepare(const T* q_in, const T* k_in, const T* v_in, const T* cos, const T* sin,
+                        const int32_t* seqlens, T* q_out, T* k_out, T* v_out, GqaShape g) {
   int64_t heads_all = g.heads + 2 * g.kv_heads;
   int64_t n = (int64_t)g.batch * g.seq * heads_all * g.head_size;
   for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; t < n; t += (int64_t)gridDim.x * blockDim.x) {
@@ -52,11 +85,13 @@ __device__ void prepare(const T* q_in, const T* k_in, const T* v_in, const T* co
       base = ((int64_t)(b * g.seq + i) * g.kv_heads + (h - g.heads - g.kv_heads)) * g.head_size;
     }
     float x = ld(src + base + d);
-    int pos = past[b] + i;
+    int pos = past_len(seqlens, b, g) + i;
     bool is_v = h >= g.heads + g.kv_heads;
-    if (g.do_rotary && !is_v && d < 2 * g.rot_half)
-      x = rotate(src + base, d, cos + (int64_t)pos * g.rot_half, sin + (int64_t)pos * g.rot_half, g.rot_half,
+    if (g.do_rotary && !is_v && d < 2 * g.rot_half) {
+      int row = min(pos, g.cos_rows - 1);
+      x = rotate(src + base, d, cos + (int64_t)row * g.rot_half, sin + (int64_t)row * g.rot_half, g.rot_half,
                  g.interleaved);
+    }
     if (h < g.heads) {
       st(q_out + (((int64_t)b * g.heads + h) * g.seq + i) * g.head_size + d, x);
     } else {
@@ -74,14 +109,14 @@ struct AttendParams {
 
 // grid: batch * heads * seq blocks; dynamic shared memory: present_len + head_size floats.
 template <typename T>
-__device__ void attend(const T* q, const T* k, const T* v, const int32_t* past, const int32_t* total, const float* sink,
-                       T* out, GqaShape g, AttendParams a) {
+__device__ void attend(const T* q, const T* k, const T* v, const int32_t* seqlens, const float* sink, T* out,
+                       GqaShape g, AttendParams a) {
   extern __shared__ float smem[];
   float* scores = smem;
   float* qrow = smem + g.present_len;
   int i = blockIdx.x % g.seq, h = (blockIdx.x / g.seq) % g.heads, b = blockIdx.x / (g.seq * g.heads);
   int kh = h / (g.heads / g.kv_heads);
-  int t = total[b], limit = a.causal ? past[b] + i + 1 : t;  // keys [lo, limit) are visible
+  int t = total_len(seqlens, b, g), limit = a.causal ? past_len(seqlens, b, g) + i + 1 : t;  // keys [lo, limit) visible
   int lo = a.causal && a.local_window > 0 && limit - a.local_window > 0 ? limit - a.local_window : 0;
   const T* qp = q + (((int64_t)b * g.heads + h) * g.seq + i) * g.head_size;
   for (int d = threadIdx.x; d < g.head_size; d += blockDim.x) qrow[d] = ld(qp + d);
@@ -120,39 +155,45 @@ __device__ void attend(const T* q, const T* k, const T* v, const int32_t* past, 
   }
 }
 
-extern "C" __global__ void seamless_gqa_prepare_f32(const float* q, const float* k, const float* v, const float* cos,
-                                                    const float* sin, const int32_t* past, float* qo, float* ko,
-                                                    float* vo, GqaShape g) { prepare(q, k, v, cos, sin, past, qo, ko, vo, g); }
-extern "C" __global__ void seamless_gqa_prepare_f16(const __half* q, const __half* k, const __half* v, const __half* cos,
-                                                    const __half* sin, const int32_t* past, __half* qo, __half* ko,
-                                                    __half* vo, GqaShape g) { prepare(q, k, v, cos, sin, past, qo, ko, vo, g); }
-extern "C" __global__ void seamless_gqa_attend_f32(const float* q, const float* k, const float* v, const int32_t* past,
-                                                   const int32_t* total, const float* sink, float* out, GqaShape g,
-                                                   AttendParams a) { attend(q, k, v, past, total, sink, out, g, a); }
-extern "C" __global__ void seamless_gqa_attend_f16(const __half* q, const __half* k, const __half* v, const int32_t* past,
-                                                   const int32_t* total, const float* sink, __half* out, GqaShape g,
-                                                   AttendParams a) { attend(q, k, v, past, total, sink, out, g, a); }
+#define GQA(S, T)                                                                                              \
+  extern "C" __global__ void seamless_gqa_copy_past_##S(const T* past_k, const T* past_v, T* pk, T* pv,               \
+                                                        const int32_t* seqlens, GqaShape g) {                          \
+    copy_past(past_k, past_v, pk, pv, seqlens, g);                                                                      \
+  }                                                                                                                     \
+  extern "C" __global__ void seamless_gqa_prepare_##S(const T* q, const T* k, const T* v, const T* cos, const T* sin,  \
+                                                      const int32_t* seqlens, T* qo, T* ko, T* vo, GqaShape g) {       \
+    prepare(q, k, v, cos, sin, seqlens, qo, ko, vo, g);                                                                 \
+  }                                                                                                                     \
+  extern "C" __global__ void seamless_gqa_attend_##S(const T* q, const T* k, const T* v, const int32_t* seqlens,       \
+                                                     const float* sink, T* out, GqaShape g, AttendParams a) {           \
+    attend(q, k, v, seqlens, sink, out, g, a);                                                                          \
+  }
+FOR_FLOATS(GQA)
 
 // RotaryEmbedding (com.microsoft): x viewed as [B, S, N, H] (or [B, N, S, H] when bnsh), token (b, s)
-// at position pos[b * S + s]; cos/sin rows of width cache_half; channels from 2 * rot_half on pass through.
+// at position pos[b * S + s] (or pos[0] + s when one position is given); cos/sin rows of width
+// cache_half; channels from 2 * rot_half on pass through.
 struct RotaryShape {
-  int32_t batch, seq, heads, head_size, rot_half, cache_half, interleaved, bnsh;
+  int32_t batch, seq, heads, head_size, rot_half, cache_half, interleaved, bnsh, first_only, cache_rows;
 };
 
 template <typename T>
-__device__ void rotary(int64_t n, const T* x, const int32_t* pos, const T* cos, const T* sin, T* y, RotaryShape g) {
+__device__ void rotary(int64_t n, const T* x, const int64_t* pos, const T* cos, const T* sin, T* y, RotaryShape g) {
   for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; t < n; t += (int64_t)gridDim.x * blockDim.x) {
     int d = t % g.head_size;
     int64_t r = t / g.head_size;
     int64_t b = r / ((int64_t)g.seq * g.heads), s = g.bnsh ? r % g.seq : (r / g.heads) % g.seq;
-    int64_t p = pos[b * g.seq + s];
+    int64_t p = g.first_only ? pos[0] + s : pos[b * g.seq + s];
+    p = p < 0 ? 0 : p >= g.cache_rows ? g.cache_rows - 1 : p;
     st(y + t, d < 2 * g.rot_half ? rotate(x + (t - d), d, cos + p * g.cache_half, sin + p * g.cache_half, g.rot_half,
                                           g.interleaved)
                                  : ld(x + t));
   }
 }
 
-extern "C" __global__ void seamless_rotary_f32(int64_t n, const float* x, const int32_t* pos, const float* cos,
-                                               const float* sin, float* y, RotaryShape g) { rotary(n, x, pos, cos, sin, y, g); }
-extern "C" __global__ void seamless_rotary_f16(int64_t n, const __half* x, const int32_t* pos, const __half* cos,
-                                               const __half* sin, __half* y, RotaryShape g) { rotary(n, x, pos, cos, sin, y, g); }
+#define ROTARY(S, T)                                                                                  \
+  extern "C" __global__ void seamless_rotary_##S(int64_t n, const T* x, const int64_t* pos, const T* cos, const T* sin, \
+                                                 T* y, RotaryShape g) {                                          \
+    rotary(n, x, pos, cos, sin, y, g);                                                                           \
+  }
+FOR_FLOATS(ROTARY)

@@ -1,12 +1,24 @@
-// Shared device helpers: float32 views of float32/float16 values, block-wide reductions.
+// Shared device helpers: float32 views of float32/float16/bfloat16 values, block-wide reductions,
+// the grid-stride loop.
 #pragma once
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <stdint.h>
 
 __device__ __forceinline__ float ld(const float* p) { return *p; }
 __device__ __forceinline__ float ld(const __half* p) { return __half2float(*p); }
+__device__ __forceinline__ float ld(const __nv_bfloat16* p) { return __bfloat162float(*p); }
 __device__ __forceinline__ void st(float* p, float v) { *p = v; }
 __device__ __forceinline__ void st(__half* p, float v) { *p = __float2half(v); }
+__device__ __forceinline__ void st(__nv_bfloat16* p, float v) { *p = __float2bfloat16(v); }
+
+// for (i over [0, n)) spread over the whole grid
+#define GRID_LOOP(i, n) \
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
+
+// X-macro over the float types with their kernel-name suffixes: define M(S, T) to emit one
+// extern "C" kernel named ..._##S for element type T, then FOR_FLOATS(M).
+#define FOR_FLOATS(M) M(f32, float) M(f16, __half) M(bf16, __nv_bfloat16)
 
 // Sum or max of one value per thread over the block; every thread gets the result.
 __device__ __forceinline__ float block_reduce(float v, bool is_max) {

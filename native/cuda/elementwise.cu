@@ -1,5 +1,9 @@
-// Elementwise CUDA kernels: binary ops with ONNX (numpy) broadcasting and unary ops, float32
-// and float16 (computed in float32). Shapes travel as a Broadcast struct of up to 8 dims.
+// Elementwise CUDA kernels with ONNX (numpy) broadcasting: arithmetic, comparisons and logic on
+// two operands, unary functions (with up to two float parameters), Where, casts. Float types
+// compute in float32 and round once; int32/int64 compute in their own type. Shapes travel as a
+// Broadcast struct of up to 8 dims.
+#include <type_traits>
+
 #include "common.cuh"
 
 #define SEAMLESS_MAX_DIMS 8
@@ -11,9 +15,30 @@ struct Broadcast {            // output dims and, per operand, its strides in el
   int32_t rank;
 };
 
-enum BinaryOp { ADD = 0, SUB = 1, MUL = 2, DIV = 3, POW = 4, MAX_ = 5, MIN_ = 6 };
-enum UnaryOp { RELU = 0, SIGMOID = 1, TANH = 2, EXP = 3, LOG = 4, NEG = 5, ABS = 6, SQRT = 7, ERF = 8,
-               RECIPROCAL = 9, SIN = 10, COS = 11, FLOOR = 12, CEIL = 13, ROUND = 14, SOFTPLUS = 15 };
+// Element i of the output: the operands' offsets.
+__device__ __forceinline__ void operand_offsets(int64_t i, const Broadcast& s, int64_t& ia, int64_t& ib) {
+  int64_t rest = i;
+  ia = ib = 0;
+  for (int d = s.rank - 1; d >= 0; d--) {
+    int64_t c = rest % s.dims[d];
+    rest /= s.dims[d];
+    ia += c * s.a_strides[d];
+    ib += c * s.b_strides[d];
+  }
+}
+
+// The arithmetic type of an element type: float for the float types, the type itself for ints.
+template <typename T> struct Arith { typedef float type; };
+template <> struct Arith<int32_t> { typedef int32_t type; };
+template <> struct Arith<int64_t> { typedef int64_t type; };
+template <typename T> __device__ __forceinline__ typename Arith<T>::type get(const T* p) { return ld(p); }
+__device__ __forceinline__ int32_t get(const int32_t* p) { return *p; }
+__device__ __forceinline__ int64_t get(const int64_t* p) { return *p; }
+template <typename T> __device__ __forceinline__ void put(T* p, typename Arith<T>::type v) { st(p, v); }
+__device__ __forceinline__ void put(int32_t* p, int32_t v) { *p = v; }
+__device__ __forceinline__ void put(int64_t* p, int64_t v) { *p = v; }
+
+enum BinaryOp { ADD = 0, SUB = 1, MUL = 2, DIV = 3, POW = 4, MAX_ = 5, MIN_ = 6, MOD = 7, FMOD = 8, PRELU = 9 };
 
 __device__ __forceinline__ float binary(int op, float a, float b) {
   switch (op) {
@@ -23,11 +48,95 @@ __device__ __forceinline__ float binary(int op, float a, float b) {
     case DIV: return a / b;
     case POW: return powf(a, b);
     case MAX_: return a != a || b != b ? a + b : fmaxf(a, b);  // NaN propagates, as ONNX Max/Min
-    default: return a != a || b != b ? a + b : fminf(a, b);
+    case MIN_: return a != a || b != b ? a + b : fminf(a, b);
+    case MOD: {  // the sign of the divisor, as Python's %
+      float r = fmodf(a, b);
+      return r != 0.0f && ((r < 0.0f) != (b < 0.0f)) ? r + b : r;
+    }
+    case FMOD: return fmodf(a, b);
+    default: return a < 0.0f ? a * b : a;  // PRELU, b the slope
   }
 }
 
-__device__ __forceinline__ float unary(int op, float x) {
+template <typename I>
+__device__ __forceinline__ I binary(int op, I a, I b) {  // int32/int64; division by zero gives 0, not a trap
+  switch (op) {
+    case ADD: return a + b;
+    case SUB: return a - b;
+    case MUL: return a * b;
+    case DIV: return b ? a / b : 0;  // truncation, as ORT's CPU kernels
+    case MAX_: return a > b ? a : b;
+    case MIN_: return a < b ? a : b;
+    case MOD: {
+      if (!b) return 0;
+      I r = a % b;
+      return r != 0 && ((r < 0) != (b < 0)) ? r + b : r;
+    }
+    case FMOD: return b ? a % b : 0;
+    default: return a < 0 ? a * b : a;
+  }
+}
+
+template <typename T>
+__device__ void binary_body(int op, int64_t n, const T* a, const T* b, T* y, const Broadcast& s) {
+  GRID_LOOP(i, n) {
+    int64_t ia, ib;
+    operand_offsets(i, s, ia, ib);
+    put(y + i, binary(op, get(a + ia), get(b + ib)));
+  }
+}
+
+enum CompareOp { EQUAL = 0, LESS = 1, LESS_EQUAL = 2, GREATER = 3, GREATER_EQUAL = 4 };
+
+template <typename T>
+__device__ void compare_body(int op, int64_t n, const T* a, const T* b, bool* y, const Broadcast& s) {
+  GRID_LOOP(i, n) {
+    int64_t ia, ib;
+    operand_offsets(i, s, ia, ib);
+    auto x = get(a + ia), z = get(b + ib);
+    bool r;
+    switch (op) {
+      case EQUAL: r = x == z; break;
+      case LESS: r = x < z; break;
+      case LESS_EQUAL: r = x <= z; break;
+      case GREATER: r = x > z; break;
+      default: r = x >= z;
+    }
+    y[i] = r;
+  }
+}
+
+#define BINARY(S, T)                                                                                        \
+  extern "C" __global__ void seamless_binary_##S(int op, int64_t n, const T* a, const T* b, T* y, Broadcast s) { \
+    binary_body(op, n, a, b, y, s);                                                                         \
+  }                                                                                                         \
+  extern "C" __global__ void seamless_compare_##S(int op, int64_t n, const T* a, const T* b, bool* y,       \
+                                                  Broadcast s) {                                            \
+    compare_body(op, n, a, b, y, s);                                                                        \
+  }
+FOR_FLOATS(BINARY)
+BINARY(i32, int32_t)
+BINARY(i64, int64_t)
+
+enum LogicOp { AND = 0, OR = 1, XOR = 2, NOT = 3 };
+
+extern "C" __global__ void seamless_logic(int op, int64_t n, const bool* a, const bool* b, bool* y, Broadcast s) {
+  GRID_LOOP(i, n) {
+    int64_t ia, ib;
+    operand_offsets(i, s, ia, ib);
+    bool x = a[ia];
+    y[i] = op == NOT ? !x : op == AND ? x && b[ib] : op == OR ? x || b[ib] : x != b[ib];
+  }
+}
+
+enum UnaryOp { RELU = 0, SIGMOID = 1, TANH = 2, EXP = 3, LOG = 4, NEG = 5, ABS = 6, SQRT = 7, ERF = 8,
+               RECIPROCAL = 9, SIN = 10, COS = 11, FLOOR = 12, CEIL = 13, ROUND = 14, SOFTPLUS = 15,
+               LEAKY_RELU = 16, HARD_SIGMOID = 17, HARD_SWISH = 18, ELU = 19, SELU = 20, CELU = 21, CLIP = 22,
+               THRESHOLDED_RELU = 23, SIGN = 24, SOFTSIGN = 25, MISH = 26, TAN = 27, ASIN = 28, ACOS = 29, ATAN = 30,
+               SINH = 31, COSH = 32, ASINH = 33, ACOSH = 34, ATANH = 35, DIV_BY = 36, MUL_BY = 37 };
+
+// p, q: the op's parameters (alpha/beta, gamma, clip bounds, a divisor)
+__device__ __forceinline__ float unary(int op, float x, float p, float q) {
   switch (op) {
     case RELU: return x > 0.0f ? x : 0.0f;
     case SIGMOID: return 1.0f / (1.0f + expf(-x));
@@ -44,41 +153,58 @@ __device__ __forceinline__ float unary(int op, float x) {
     case FLOOR: return floorf(x);
     case CEIL: return ceilf(x);
     case ROUND: return rintf(x);  // halves to even, as ONNX Round
-    default: return x > 20.0f ? x : log1pf(expf(x));  // SOFTPLUS (the identity past float32 precision)
+    case SOFTPLUS: return x > 20.0f ? x : log1pf(expf(x));  // the identity past float32 precision
+    case LEAKY_RELU: return x < 0.0f ? p * x : x;
+    case HARD_SIGMOID: return fmaxf(0.0f, fminf(1.0f, p * x + q));
+    case HARD_SWISH: return x * fmaxf(0.0f, fminf(1.0f, x / 6.0f + 0.5f));
+    case ELU: return x < 0.0f ? p * (expf(x) - 1.0f) : x;
+    case SELU: return x <= 0.0f ? q * (p * expf(x) - p) : q * x;
+    case CELU: return fmaxf(0.0f, x) + fminf(0.0f, p * (expf(x / p) - 1.0f));
+    case CLIP: return x != x ? x : fminf(fmaxf(x, p), q);
+    case THRESHOLDED_RELU: return x > p ? x : 0.0f;
+    case SIGN: return x > 0.0f ? 1.0f : x < 0.0f ? -1.0f : x;
+    case SOFTSIGN: return x / (1.0f + fabsf(x));
+    case MISH: return x * tanhf(x > 20.0f ? x : log1pf(expf(x)));
+    case TAN: return tanf(x);
+    case ASIN: return asinf(x);
+    case ACOS: return acosf(x);
+    case ATAN: return atanf(x);
+    case SINH: return sinhf(x);
+    case COSH: return coshf(x);
+    case ASINH: return asinhf(x);
+    case ACOSH: return acoshf(x);
+    case ATANH: return atanhf(x);
+    case DIV_BY: return x / p;
+    default: return x * p;  // MUL_BY
+  }
+}
+
+template <typename I>
+__device__ __forceinline__ I unary(int op, I x, float p, float q) {  // the int subset: Neg, Abs, Sign, Relu, Clip
+  switch (op) {
+    case NEG: return -x;
+    case ABS: return x < 0 ? -x : x;
+    case SIGN: return (x > 0) - (x < 0);
+    case RELU: return x > 0 ? x : 0;
+    default: return x < (I)p ? (I)p : x > (I)q ? (I)q : x;  // CLIP (bounds exact up to 2^24)
   }
 }
 
 template <typename T>
-__device__ void binary_body(int op, int64_t n, const T* a, const T* b, T* y, const Broadcast& s) {
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-    int64_t rest = i, ia = 0, ib = 0;
-    for (int d = s.rank - 1; d >= 0; d--) {
-      int64_t c = rest % s.dims[d];
-      rest /= s.dims[d];
-      ia += c * s.a_strides[d];
-      ib += c * s.b_strides[d];
-    }
-    st(y + i, binary(op, ld(a + ia), ld(b + ib)));
+__device__ void unary_body(int op, int64_t n, const T* x, T* y, float p, float q) {
+  GRID_LOOP(i, n) put(y + i, unary(op, get(x + i), p, q));
+}
+
+#define UNARY(S, T)                                                                                            \
+  extern "C" __global__ void seamless_unary_##S(int op, int64_t n, const T* x, T* y, float p, float q) {       \
+    unary_body(op, n, x, y, p, q);                                                                             \
   }
-}
-
-template <typename T>
-__device__ void unary_body(int op, int64_t n, const T* x, T* y) {
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-    st(y + i, unary(op, ld(x + i)));
-}
-
-extern "C" __global__ void seamless_binary_f32(int op, int64_t n, const float* a, const float* b, float* y, Broadcast s) {
-  binary_body(op, n, a, b, y, s);
-}
-extern "C" __global__ void seamless_binary_f16(int op, int64_t n, const __half* a, const __half* b, __half* y, Broadcast s) {
-  binary_body(op, n, a, b, y, s);
-}
-extern "C" __global__ void seamless_unary_f32(int op, int64_t n, const float* x, float* y) { unary_body(op, n, x, y); }
-extern "C" __global__ void seamless_unary_f16(int op, int64_t n, const __half* x, __half* y) { unary_body(op, n, x, y); }
+FOR_FLOATS(UNARY)
+UNARY(i32, int32_t)
+UNARY(i64, int64_t)
 
 // The Gelu family with an optional bias over the last axis (com.microsoft FastGelu, QuickGelu,
-// BiasGelu; ONNX Gelu with approximate="tanh"): y = act(x + bias[i % bias_len]).
+// BiasGelu; ONNX Gelu): y = act(x + bias[i % bias_len]).
 enum Activation { FAST_GELU = 0, QUICK_GELU = 1, ERF_GELU = 2 };
 
 __device__ __forceinline__ float activation(int op, float v, float alpha) {
@@ -91,22 +217,21 @@ __device__ __forceinline__ float activation(int op, float v, float alpha) {
 
 template <typename T>
 __device__ void activation_body(int op, int64_t n, const T* x, const T* bias, int64_t bias_len, float alpha, T* y) {
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+  GRID_LOOP(i, n) {
     float v = ld(x + i) + (bias ? ld(bias + i % bias_len) : 0.0f);
     st(y + i, activation(op, v, alpha));
   }
 }
 
-extern "C" __global__ void seamless_activation_f32(int op, int64_t n, const float* x, const float* bias,
-                                                   int64_t bias_len, float alpha, float* y) {
-  activation_body(op, n, x, bias, bias_len, alpha, y);
-}
-extern "C" __global__ void seamless_activation_f16(int op, int64_t n, const __half* x, const __half* bias,
-                                                   int64_t bias_len, float alpha, __half* y) {
-  activation_body(op, n, x, bias, bias_len, alpha, y);
-}
+#define ACTIVATION(S, T)                                                                                     \
+  extern "C" __global__ void seamless_activation_##S(int op, int64_t n, const T* x, const T* bias,          \
+                                                     int64_t bias_len, float alpha, T* y) {                 \
+    activation_body(op, n, x, bias, bias_len, alpha, y);                                                    \
+  }
+FOR_FLOATS(ACTIVATION)
 
-// Where(cond, a, b) with broadcasting: the Broadcast strides of `a` and `b`, plus the condition's.
+// Where(cond, a, b) with broadcasting, any element type by size: the Broadcast strides of `a` and
+// `b`, plus the condition's.
 struct Broadcast3 {
   Broadcast ab;
   int64_t c_strides[SEAMLESS_MAX_DIMS];
@@ -114,20 +239,60 @@ struct Broadcast3 {
 
 template <typename T>
 __device__ void where_body(int64_t n, const bool* c, const T* a, const T* b, T* y, const Broadcast3& s) {
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-    int64_t rest = i, ia = 0, ib = 0, ic = 0;
+  GRID_LOOP(i, n) {
+    int64_t ia, ib, ic = 0, rest = i;
+    operand_offsets(i, s.ab, ia, ib);
     for (int d = s.ab.rank - 1; d >= 0; d--) {
-      int64_t k = rest % s.ab.dims[d];
+      ic += (rest % s.ab.dims[d]) * s.c_strides[d];
       rest /= s.ab.dims[d];
-      ia += k * s.ab.a_strides[d];
-      ib += k * s.ab.b_strides[d];
-      ic += k * s.c_strides[d];
     }
     y[i] = c[ic] ? a[ia] : b[ib];
   }
 }
 
-extern "C" __global__ void seamless_where_f32(int64_t n, const bool* c, const float* a, const float* b, float* y,
-                                              Broadcast3 s) { where_body(n, c, a, b, y, s); }
-extern "C" __global__ void seamless_where_f16(int64_t n, const bool* c, const __half* a, const __half* b, __half* y,
-                                              Broadcast3 s) { where_body(n, c, a, b, y, s); }
+#define WHERE(S, T)                                                                                            \
+  extern "C" __global__ void seamless_where_##S(int64_t n, const bool* c, const T* a, const T* b, T* y,        \
+                                                Broadcast3 s) {                                                \
+    where_body(n, c, a, b, y, s);                                                                              \
+  }
+WHERE(1, uint8_t)
+WHERE(2, uint16_t)
+WHERE(4, uint32_t)
+WHERE(8, uint64_t)
+
+// Cast between float32/16, bfloat16, float64, int8/uint8/int32/int64 and bool: float to int
+// truncates (as C, like ORT's CPU EP), anything to bool is "!= 0", bool is 0 or 1.
+template <typename T> __device__ __forceinline__ double as_double(const T* p) { return (double)*p; }
+__device__ __forceinline__ double as_double(const __half* p) { return (double)__half2float(*p); }
+__device__ __forceinline__ double as_double(const __nv_bfloat16* p) { return (double)__bfloat162float(*p); }
+template <typename T> __device__ __forceinline__ void from_double(T* p, double v) { *p = (T)v; }
+__device__ __forceinline__ void from_double(bool* p, double v) { *p = v != 0.0; }
+__device__ __forceinline__ void from_double(__half* p, double v) { *p = __double2half(v); }
+__device__ __forceinline__ void from_double(__nv_bfloat16* p, double v) { *p = __double2bfloat16(v); }
+__device__ __forceinline__ void from_double(float* p, double v) { *p = (float)v; }
+
+template <typename S, typename D>
+__device__ void cast_body(int64_t n, const S* x, D* y) {
+  GRID_LOOP(i, n) {
+    if constexpr (std::is_integral<S>::value && std::is_integral<D>::value && !std::is_same<D, bool>::value)
+      y[i] = (D)x[i];  // int to int wraps, as static_cast (double would lose int64 digits)
+    else
+      from_double(y + i, as_double(x + i));
+  }
+}
+
+#define CAST(SS, ST, DS, DT)                                                                             \
+  extern "C" __global__ void seamless_cast_##SS##_##DS(int64_t n, const ST* x, DT* y) { cast_body(n, x, y); }
+#define CAST_FROM(SS, ST)                                                                                \
+  CAST(SS, ST, f32, float) CAST(SS, ST, f16, __half) CAST(SS, ST, bf16, __nv_bfloat16) CAST(SS, ST, f64, double) \
+  CAST(SS, ST, i8, int8_t) CAST(SS, ST, u8, uint8_t) CAST(SS, ST, i32, int32_t) CAST(SS, ST, i64, int64_t)        \
+  CAST(SS, ST, b, bool)
+CAST_FROM(f32, float)
+CAST_FROM(f16, __half)
+CAST_FROM(bf16, __nv_bfloat16)
+CAST_FROM(f64, double)
+CAST_FROM(i8, int8_t)
+CAST_FROM(u8, uint8_t)
+CAST_FROM(i32, int32_t)
+CAST_FROM(i64, int64_t)
+CAST_FROM(b, bool)

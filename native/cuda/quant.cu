@@ -27,14 +27,12 @@ __device__ void matmul_nbits(const T* a, const uint8_t* b, const T* scales, cons
   if (threadIdx.x == 0) st(y + (int64_t)m * p.n + n, bias ? acc + ld(bias + n) : acc);
 }
 
-extern "C" __global__ void seamless_matmul_nbits_f32(const float* a, const uint8_t* b, const float* s, const uint8_t* zp,
-                                                     const float* bias, float* y, NBits p) {
-  matmul_nbits(a, b, s, zp, bias, y, p);
-}
-extern "C" __global__ void seamless_matmul_nbits_f16(const __half* a, const uint8_t* b, const __half* s,
-                                                     const uint8_t* zp, const __half* bias, __half* y, NBits p) {
-  matmul_nbits(a, b, s, zp, bias, y, p);
-}
+#define NBITS(S, T)                                                                                          \
+  extern "C" __global__ void seamless_matmul_nbits_##S(const T* a, const uint8_t* b, const T* s, const uint8_t* zp, \
+                                                       const T* bias, T* y, NBits p) {                               \
+    matmul_nbits(a, b, s, zp, bias, y, p);                                                                           \
+  }
+FOR_FLOATS(NBITS)
 
 // GatherBlockQuantized (com.microsoft), 2-D data of packed 4- or 8-bit values quantized along
 // its rows in blocks: y[i, j] = (q[idx[i], j] - zp[idx[i], j / block]) * scale[idx[i], j / block];
@@ -61,11 +59,9 @@ __device__ void gather_block_quantized(const uint8_t* data, const int64_t* idx, 
   }
 }
 
-extern "C" __global__ void seamless_gather_block_quantized_f32(const uint8_t* d, const int64_t* idx, const float* s,
-                                                               const uint8_t* zp, float* y, GatherQ g) {
-  gather_block_quantized(d, idx, s, zp, y, g);
-}
-extern "C" __global__ void seamless_gather_block_quantized_f16(const uint8_t* d, const int64_t* idx, const __half* s,
-                                                               const uint8_t* zp, __half* y, GatherQ g) {
-  gather_block_quantized(d, idx, s, zp, y, g);
-}
+#define GATHER_BLOCK_QUANTIZED(S, T)                                                                        \
+  extern "C" __global__ void seamless_gather_block_quantized_##S(const uint8_t* d, const int64_t* idx, const T* s, \
+                                                                 const uint8_t* zp, T* y, GatherQ g) {              \
+    gather_block_quantized(d, idx, s, zp, y, g);                                                                    \
+  }
+FOR_FLOATS(GATHER_BLOCK_QUANTIZED)

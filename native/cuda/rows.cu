@@ -1,9 +1,9 @@
-// Row-wise kernels over the last axis, one block of 256 threads per row: Softmax and
-// LayerNormalization (float32 statistics for float16 data, as ORT does).
+// Row-wise kernels over the last axis, one block of 256 threads per row: Softmax, LogSoftmax and
+// the layer norms (float32 statistics for float16/bfloat16 data, as ORT does).
 #include "common.cuh"
 
 template <typename T>
-__device__ void softmax_row(const T* x, T* y, int64_t cols) {
+__device__ void softmax_row(const T* x, T* y, int64_t cols, int log) {
   const T* xr = x + blockIdx.x * cols;
   T* yr = y + blockIdx.x * cols;
   float m = -INFINITY;
@@ -11,8 +11,10 @@ __device__ void softmax_row(const T* x, T* y, int64_t cols) {
   m = block_reduce(m, true);
   float sum = 0.0f;
   for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) sum += expf(ld(xr + (c)) - m);
-  float inv = 1.0f / block_reduce(sum, false);
-  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) st(yr + (c), expf(ld(xr + (c)) - m) * inv);
+  sum = block_reduce(sum, false);
+  float inv = 1.0f / sum, log_sum = logf(sum);
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x)
+    st(yr + (c), log ? ld(xr + (c)) - m - log_sum : expf(ld(xr + (c)) - m) * inv);
 }
 
 template <typename T>
@@ -31,35 +33,15 @@ __device__ void layernorm_row(const T* x, const T* scale, const T* bias, T* y, i
   }
 }
 
-extern "C" __global__ void seamless_softmax_f32(const float* x, float* y, int64_t cols) { softmax_row(x, y, cols); }
-extern "C" __global__ void seamless_softmax_f16(const __half* x, __half* y, int64_t cols) { softmax_row(x, y, cols); }
-extern "C" __global__ void seamless_layernorm_f32(const float* x, const float* s, const float* b, float* y, int64_t cols,
-                                                  float eps) { layernorm_row(x, s, b, y, cols, eps); }
-extern "C" __global__ void seamless_layernorm_f16(const __half* x, const __half* s, const __half* b, __half* y,
-                                                  int64_t cols, float eps) { layernorm_row(x, s, b, y, cols, eps); }
-
-// Mean over the last axis (ReduceMean of a row), float32 accumulation.
-template <typename T>
-__device__ void mean_row(const T* x, T* y, int64_t cols) {
-  const T* xr = x + blockIdx.x * cols;
-  float sum = 0.0f;
-  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) sum += ld(xr + (c));
-  sum = block_reduce(sum, false);
-  if (threadIdx.x == 0) st(y + (blockIdx.x), sum / cols);
-}
-
-extern "C" __global__ void seamless_mean_f32(const float* x, float* y, int64_t cols) { mean_row(x, y, cols); }
-extern "C" __global__ void seamless_mean_f16(const __half* x, __half* y, int64_t cols) { mean_row(x, y, cols); }
-
-// Cast between float32 and float16.
-extern "C" __global__ void seamless_cast_f32_f16(int64_t n, const float* x, __half* y) {
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-    y[i] = __float2half(x[i]);
-}
-extern "C" __global__ void seamless_cast_f16_f32(int64_t n, const __half* x, float* y) {
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-    y[i] = __half2float(x[i]);
-}
+#define SOFTMAX_LAYERNORM(S, T)                                                                           \
+  extern "C" __global__ void seamless_softmax_##S(const T* x, T* y, int64_t cols, int log) {             \
+    softmax_row(x, y, cols, log);                                                                        \
+  }                                                                                                      \
+  extern "C" __global__ void seamless_layernorm_##S(const T* x, const T* s, const T* b, T* y, int64_t cols, \
+                                                    float eps) {                                         \
+    layernorm_row(x, s, b, y, cols, eps);                                                                \
+  }
+FOR_FLOATS(SOFTMAX_LAYERNORM)
 
 // Layer or RMS normalisation of a row, optionally of x + skip (+ bias) first (the Skip*LayerNormalization
 // ops), writing that sum too when sum_out is given: y = (v - mean) / sqrt(mean((v - mean)^2) + eps) * scale
@@ -88,13 +70,10 @@ __device__ void skip_norm_row(const T* x, const T* skip, const T* bias, const T*
   }
 }
 
-extern "C" __global__ void seamless_skip_norm_f32(const float* x, const float* skip, const float* bias,
-                                                  const float* scale, const float* beta, float* y, float* sum_out,
-                                                  int64_t cols, float eps, int simplified) {
-  skip_norm_row(x, skip, bias, scale, beta, y, sum_out, cols, eps, simplified);
-}
-extern "C" __global__ void seamless_skip_norm_f16(const __half* x, const __half* skip, const __half* bias,
-                                                  const __half* scale, const __half* beta, __half* y, __half* sum_out,
-                                                  int64_t cols, float eps, int simplified) {
-  skip_norm_row(x, skip, bias, scale, beta, y, sum_out, cols, eps, simplified);
-}
+#define SKIP_NORM(S, T)                                                                                       \
+  extern "C" __global__ void seamless_skip_norm_##S(const T* x, const T* skip, const T* bias, const T* scale,   \
+                                                    const T* beta, T* y, T* sum_out, int64_t cols, float eps, \
+                                                    int simplified) {                                         \
+    skip_norm_row(x, skip, bias, scale, beta, y, sum_out, cols, eps, simplified);                            \
+  }
+FOR_FLOATS(SKIP_NORM)

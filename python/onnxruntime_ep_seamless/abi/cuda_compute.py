@@ -15,6 +15,10 @@ from ..runtime.cuda import CudaRuntime, DeviceTensor
 from .compute import MAX_RANK, _Buffers
 
 
+# CUDA kernels whose results are host values (shapes, sizes, constants)
+HOST_RESULTS = frozenset({"Shape", "Size", "Constant"})
+
+
 class CudaKernel:
     def __init__(self, ep, graph, input_names: list[str], output_names: list[str]):
         self.native, self.ep_name = ep.native, ep.name
@@ -23,14 +27,21 @@ class CudaKernel:
         self.rt = CudaRuntime.get(ep.native, ep.device_ordinal)
         self.name = "+".join(sorted({n.op_type for n in graph.nodes}))[:80] if len(graph.nodes) > 1 else graph.nodes[0].label
         self.input_names, self.output_names = input_names, output_names
+        self.constants = {name: self.rt.upload(v.const) for name, v in graph.values.items()
+                          if v.const is not None and name not in input_names}
         self.steps = []
+        on_host = set(self.constants)  # values known on the host: constants and what host kernels compute
         for node in graph.nodes:
             kdef, reason = lookup(node, graph, "cuda")
             if kdef is None:
                 raise ValueError(f"node {node.label!r} ({node.key}) cannot be planned: {reason}")
+            if kdef.device != "cuda" and not all(n in on_host for n in node.inputs if n):
+                # integer work on a GPU value: its CUDA kernel where there is one (no host seam)
+                gpu, _ = lookup(node, graph, "cuda", host_rule=False)
+                kdef = gpu or kdef
+            if kdef.device != "cuda" or node.op_type in HOST_RESULTS:
+                on_host.update(n for n in node.outputs if n)
             self.steps.append((node, kdef.build(node), kdef.device == "cuda"))
-        self.constants = {name: self.rt.upload(v.const) for name, v in graph.values.items()
-                          if v.const is not None and name not in input_names}
         self.out_dtypes = [graph.value(n).dtype for n in output_names]
         self._tls = threading.local()
 

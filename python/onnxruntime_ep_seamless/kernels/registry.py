@@ -71,13 +71,14 @@ def all_kernels(device: str = "cpu") -> list[KernelDef]:
     return [k for key, defs in _REGISTRY.items() if key[0] == device for k in defs]
 
 
-def lookup(node: Node, graph: Graph, device: str = "cpu") -> tuple[KernelDef | None, str]:
+def lookup(node: Node, graph: Graph, device: str = "cpu", host_rule: bool = True) -> tuple[KernelDef | None, str]:
     """The kernel for a node on `device`, or None and the reason it is declined.
 
-    On "cuda", a node whose inputs are all integer or boolean (shape and mask arithmetic: small
-    tensors) gets its CPU kernel, run on the host inside the partition: its results are then
-    known on the host, where shape arguments are read, without waiting for the GPU."""
-    if device == "cuda":
+    On "cuda" (with host_rule), a node whose inputs are all integer or boolean (shape and mask
+    arithmetic: small tensors) gets its CPU kernel, run on the host inside the partition: its
+    results are then known on the host, where shape arguments are read, without waiting for the
+    GPU. The CUDA executor asks again without host_rule when such a node reads a GPU value."""
+    if device == "cuda" and host_rule:
         ints = [graph.value(n).dtype for n in node.inputs if n]
         if ints and all(t is not None and t.kind in "biu" for t in ints):
             host, host_reason = _lookup(node, graph, "cpu")

@@ -123,12 +123,13 @@ class CudaRuntime:
         return t.host
 
     def gemm(self, stream, a: DeviceTensor, b: DeviceTensor, c: DeviceTensor, m: int, n: int, k: int,
-             batch: int = 1, stride_a: int = 0, stride_b: int = 0, trans_a: bool = False, trans_b: bool = False):
-        """Row-major c = a . b through cuBLAS (float32 or float16, float32 accumulation)."""
-        dtype = 10 if a.dtype == np.float16 else 1
+             batch: int = 1, stride_a: int = 0, stride_b: int = 0, trans_a: bool = False, trans_b: bool = False,
+             alpha: float = 1.0):
+        """Row-major c = alpha * a . b through cuBLAS (float32, float16 or bfloat16; float32 accumulation)."""
+        dtype = {"float16": 10, "bfloat16": 16}.get(a.dtype.name, 1)  # ONNX element type codes
         self.native.check(self.lib.seamless_cublas_gemm(
             self.ordinal, stream, dtype, int(trans_a), int(trans_b), m, n, k, self.ffi.cast("void*", a.ptr), stride_a,
-            self.ffi.cast("void*", b.ptr), stride_b, self.ffi.cast("void*", c.ptr), m * n, batch))
+            self.ffi.cast("void*", b.ptr), stride_b, self.ffi.cast("void*", c.ptr), m * n, batch, alpha))
 
     def strided_copy(self, stream, x: DeviceTensor, y: DeviceTensor, dims, src_strides, dst_strides,
                      src_offset: int = 0, dst_offset: int = 0) -> None:

@@ -176,11 +176,12 @@ def _gqa_positions(seqlens_k, b, s, first_prompt):
 def gqa_layout(query_shape, packed: bool, past_shape, seqlens_k, total_sequence_length, num_heads: int,
                kv_num_heads: int, cos_shape):
     """Head size, whether this is the first prompt, the present length and seqlens_k as a list,
-    with the run-time checks ORT makes (shared by the CPU and CUDA kernels)."""
+    with the run-time checks ORT makes (shared by the CPU and CUDA kernels). seqlens_k None: its
+    values are not known on the host (the CUDA kernels read them on the GPU), only shapes are checked."""
     b, s = query_shape[:2]
     h = query_shape[2] // (num_heads + 2 * kv_num_heads) if packed else query_shape[2] // num_heads
     total = int(np.asarray(total_sequence_length).reshape(-1)[0])
-    lens = np.asarray(seqlens_k).reshape(-1).tolist()
+    lens = None if seqlens_k is None else np.asarray(seqlens_k).reshape(-1).tolist()
     past_buf = past_shape[2] if past_shape is not None else 0
     if s > 1 and s != total:
         if b != 1:
@@ -189,15 +190,16 @@ def gqa_layout(query_shape, packed: bool, past_shape, seqlens_k, total_sequence_
     else:
         first_prompt = s == total
     present_len = max(total, past_buf)
-    if len(lens) != b or min(lens) < 0 or max(lens) + 1 > present_len:
-        raise ValueError(f"seqlens_k {lens} does not fit batch {b} and total_sequence_length {total}")
-    if not first_prompt and min(lens) + 1 < s:
-        raise ValueError(f"seqlens_k {lens} shorter than the {s} new tokens")
+    if lens is not None:
+        if len(lens) != b or min(lens) < 0 or max(lens) + 1 > present_len:
+            raise ValueError(f"seqlens_k {lens} does not fit batch {b} and total_sequence_length {total}")
+        if not first_prompt and min(lens) + 1 < s:
+            raise ValueError(f"seqlens_k {lens} shorter than the {s} new tokens")
     if cos_shape is not None:
         half = cos_shape[1]
         if half * 2 > h or half % 8:
             raise ValueError(f"cos_cache dimension 1 ({half}) must be <= head_size / 2 and a multiple of 8")
-        last = s - 1 if first_prompt else max(lens)
+        last = s - 1 if first_prompt else max(lens) if lens is not None else total - 1
         if last >= cos_shape[0]:
             raise ValueError(f"position {last} is past the {cos_shape[0]} rows of cos_cache")
     return h, first_prompt, present_len, lens

@@ -16,6 +16,8 @@ def _check_gqa(node, graph):
     kv = [graph.value(n).dtype for n in node.inputs[3:5] if n]
     if any(t != graph.value(node.inputs[0]).dtype for t in kv):
         return "KV cache of another type than the query"
+    if graph.value(node.inputs[5]).dtype != np.int32:
+        return "seqlens_k must be int32"
     return gqa_config_problem(node, graph)
 
 
@@ -28,46 +30,46 @@ def group_query_attention(rt, stream, query, key=None, value=None, past_key=None
                           qk_output=0, causal=1, sliding_window_cache=0, kv_cache_bit_width=0, k_quant_type="NONE",
                           v_quant_type="NONE", qk_norm_epsilon=1e-6, q_norm_epsilon=1e-6, k_norm_epsilon=1e-6):
     b, s = query.shape[:2]
-    lens = rt.to_host(seqlens_k, stream)
-    h, first_prompt, present_len, lens = gqa_layout(
-        query.shape, key is None, past_key.shape if past_key is not None else None, lens,
+    if seqlens_k.shape != (b,):
+        raise ValueError(f"seqlens_k of shape {seqlens_k.shape}; expected ({b},)")
+    # seqlens_k's values are checked when known on the host; on the GPU the kernels clamp them
+    h, first_prompt, present_len, _ = gqa_layout(
+        query.shape, key is None, past_key.shape if past_key is not None else None, seqlens_k.host,
         rt.to_host(total_sequence_length, stream), num_heads, kv_num_heads, cos_cache.shape if do_rotary else None)
     if (present_len + h) * 4 > MAX_SHARED:
         raise ValueError(f"CUDA GroupQueryAttention handles up to {MAX_SHARED // 4 - h} cached tokens, got {present_len}")
-    past = np.array([0 if first_prompt else n + 1 - s for n in lens], np.int32)
-    total = np.array([n + 1 for n in lens], np.int32)
     dtype = query.dtype
     q = rt.alloc((b, num_heads, s, h), dtype)
     pk = rt.alloc((b, kv_num_heads, present_len, h), dtype)
     pv = rt.alloc((b, kv_num_heads, present_len, h), dtype)
     out = rt.alloc((b, s, num_heads * h), dtype)
-    for present, old in ((pk, past_key), (pv, past_value)):
-        rt.zero(present, stream)  # as ORT: positions past each sequence's end stay 0
-        for bi, keep in enumerate(past if old is not None else ()):
-            if keep:  # the first p[b] cached positions of batch b
-                buf = old.shape[2]
-                rt.strided_copy(stream, old, present, (kv_num_heads, int(keep), h), [buf * h, h, 1],
-                                [present_len * h, h, 1], bi * kv_num_heads * buf * h, bi * kv_num_heads * present_len * h)
     sink = None
     if smooth_softmax == 1 or head_sink is not None:
-        host_sink = (np.zeros(num_heads, np.float32) if head_sink is None
-                     else rt.to_host(head_sink, stream).astype(np.float32).reshape(num_heads))
-        sink = rt.device(_host(host_sink), stream)
-    past_d, total_d = rt.device(_host(past), stream), rt.device(_host(total), stream)
+        sink = rt.alloc((num_heads,), np.float32)
+        if head_sink is None:
+            rt.zero(sink, stream)
+        else:
+            rt.launch(f"seamless_cast_{SUFFIX[head_sink.dtype]}_f32", num_heads, stream, ("int64", num_heads),
+                      ("ptr", head_sink.ptr), ("ptr", sink.ptr))
     half = cos_cache.shape[1] if do_rotary else 0
-    shape = struct.pack("<10i", b, s, num_heads, kv_num_heads, h, present_len, half, int(bool(do_rotary)),
-                        int(bool(rotary_interleaved)), int(key is None))
+    shape = struct.pack("<13i", b, s, num_heads, kv_num_heads, h, present_len, half, int(bool(do_rotary)),
+                        int(bool(rotary_interleaved)), int(key is None), int(first_prompt),
+                        cos_cache.shape[0] if do_rotary else 0, past_key.shape[2] if past_key is not None else 0)
+    suffix = SUFFIX[dtype]
+    rt.launch(f"seamless_gqa_copy_past_{suffix}", pk.size, stream,
+              ("ptr", past_key.ptr if past_key is not None else 0), ("ptr", past_value.ptr if past_value is not None else 0),
+              ("ptr", pk.ptr), ("ptr", pv.ptr), ("ptr", seqlens_k.ptr), ("bytes", shape))
     n = b * s * (num_heads + 2 * kv_num_heads) * h
-    rt.launch(f"seamless_gqa_prepare_{SUFFIX[dtype]}", n, stream, ("ptr", query.ptr),
+    rt.launch(f"seamless_gqa_prepare_{suffix}", n, stream, ("ptr", query.ptr),
               ("ptr", key.ptr if key is not None else 0), ("ptr", value.ptr if value is not None else 0),
               ("ptr", cos_cache.ptr if do_rotary else 0), ("ptr", sin_cache.ptr if do_rotary else 0),
-              ("ptr", past_d.ptr), ("ptr", q.ptr), ("ptr", pk.ptr), ("ptr", pv.ptr), ("bytes", shape))
+              ("ptr", seqlens_k.ptr), ("ptr", q.ptr), ("ptr", pk.ptr), ("ptr", pv.ptr), ("bytes", shape))
     sm_scale = float(scale) if scale != 0.0 else 1.0 / float(np.sqrt(np.float32(h)))
     params = struct.pack("<ffiii", sm_scale, float(softcap), int(local_window_size), int(causal), int(sink is not None))
-    rt.launch_rows(f"seamless_gqa_attend_{SUFFIX[dtype]}", b * num_heads * s, stream, ("ptr", q.ptr), ("ptr", pk.ptr),
-                   ("ptr", pv.ptr), ("ptr", past_d.ptr), ("ptr", total_d.ptr), ("ptr", sink.ptr if sink else 0),
+    rt.launch_rows(f"seamless_gqa_attend_{suffix}", b * num_heads * s, stream, ("ptr", q.ptr), ("ptr", pk.ptr),
+                   ("ptr", pv.ptr), ("ptr", seqlens_k.ptr), ("ptr", sink.ptr if sink else 0),
                    ("ptr", out.ptr), ("bytes", shape), ("bytes", params), shared=(present_len + h) * 4)
-    for t in [q, past_d, total_d] + ([sink] if sink else []):
+    for t in [q] + ([sink] if sink else []):
         rt.free(t)  # stream-ordered: reused only by later work on this stream
     return out, pk, pv
 
@@ -80,6 +82,8 @@ def _check_rotary(node, graph):
         return f"scale={a['scale']} not supported (1.0 only)"
     if any(graph.value(name).dtype != graph.value(node.inputs[0]).dtype for name in node.inputs[2:4]):
         return "cos/sin caches of another type than the input"
+    if graph.value(node.inputs[1]).dtype != np.int64:
+        return "position_ids must be int64"
     return None
 
 
@@ -98,23 +102,21 @@ def rotary_embedding(rt, stream, x, position_ids, cos_cache, sin_cache, *, inter
     if rot_half > cos_cache.shape[1] or 2 * rot_half > h:
         raise ValueError(f"RotaryEmbedding: rotary dimension {2 * rot_half} needs cos/sin caches of width "
                          f"{rot_half} (got {cos_cache.shape[1]}) and a head size of at least that (got {h})")
-    pos = rt.to_host(position_ids, stream).astype(np.int64)
-    pos = np.broadcast_to(pos[0] + np.arange(s) if pos.ndim == 1 else pos, (b, s))
-    if pos.size and (pos.min() < 0 or pos.max() >= cos_cache.shape[0]):
-        raise ValueError(f"RotaryEmbedding: positions {pos.min()}..{pos.max()} outside the cos/sin caches' "
-                         f"{cos_cache.shape[0]} rows")
-    pos_d = rt.device(_host(np.ascontiguousarray(pos, np.int32)), stream)
+    first_only = position_ids.size == 1  # the first token's position; the others follow
+    if not first_only and position_ids.shape != (b, s):
+        raise ValueError(f"RotaryEmbedding: position_ids of shape {position_ids.shape}; expected (1,) or {(b, s)}")
+    if position_ids.host is not None:  # checked when known on the host; on the GPU the kernel clamps
+        pos = position_ids.host.reshape(-1)
+        pos = pos[0] + np.arange(s) if first_only else pos
+        if pos.size and (pos.min() < 0 or pos.max() >= cos_cache.shape[0]):
+            raise ValueError(f"RotaryEmbedding: positions {pos.min()}..{pos.max()} outside the cos/sin caches' "
+                             f"{cos_cache.shape[0]} rows")
     y = rt.alloc(x.shape, x.dtype)
-    shape = struct.pack("<8i", b, s, n, h, rot_half, cos_cache.shape[1], int(bool(interleaved)), int(len(x.shape) == 4))
+    shape = struct.pack("<10i", b, s, n, h, rot_half, cos_cache.shape[1], int(bool(interleaved)), int(len(x.shape) == 4),
+                        int(first_only), cos_cache.shape[0])
     rt.launch(f"seamless_rotary_{SUFFIX[x.dtype]}", y.size, stream, ("int64", y.size), ("ptr", x.ptr),
-              ("ptr", pos_d.ptr), ("ptr", cos_cache.ptr), ("ptr", sin_cache.ptr), ("ptr", y.ptr), ("bytes", shape))
-    rt.free(pos_d)  # stream-ordered
+              ("ptr", position_ids.ptr), ("ptr", cos_cache.ptr), ("ptr", sin_cache.ptr), ("ptr", y.ptr), ("bytes", shape))
     return (y,)
-
-
-def _host(array):
-    from ...runtime.cuda import DeviceTensor
-    return DeviceTensor(0, array.shape, array.dtype, array)
 
 
 def _skip_norm(rt, stream, x, skip, bias, scale, beta, epsilon, want_sum, simplified):

@@ -1,44 +1,182 @@
-"""Elementwise ops on CUDA (native/cuda/elementwise.cu), float32 and float16."""
+"""Elementwise ops on CUDA (native/cuda/elementwise.cu): arithmetic, comparisons, logic, unary
+functions, Where, Cast. Float types compute in float32 and round once; int32/int64 in their type."""
+import inspect
+
 import numpy as np
 
+from ...graph.ir import ONNX_TO_NUMPY
 from ...runtime.cuda import DeviceTensor, broadcast_struct, broadcast_strides
-from ..registry import kernel
+from ..registry import BOOL, kernel
 
-GPU_FLOATS = frozenset(map(np.dtype, (np.float16, np.float32)))
-SUFFIX = {np.dtype(np.float32): "f32", np.dtype(np.float16): "f16"}
-BINARY = {"Add": 0, "Sub": 1, "Mul": 2, "Div": 3, "Pow": 4}  # and Max 5, Min 6 below
-UNARY = {"Relu": (0, 6), "Sigmoid": (1, 6), "Tanh": (2, 6), "Exp": (3, 6), "Log": (4, 6), "Neg": (5, 6),
-         "Abs": (6, 6), "Sqrt": (7, 6), "Erf": (8, 9), "Reciprocal": (9, 6), "Sin": (10, 7), "Cos": (11, 7),
-         "Floor": (12, 6), "Ceil": (13, 6), "Round": (14, 11), "Softplus": (15, 1)}
+# kernel-name suffix of each element type a CUDA kernel is built for
+SUFFIX = {np.dtype(np.float32): "f32", np.dtype(np.float16): "f16", np.dtype(np.float64): "f64",
+          np.dtype(np.int8): "i8", np.dtype(np.uint8): "u8", np.dtype(np.int32): "i32", np.dtype(np.int64): "i64",
+          np.dtype(np.bool_): "b"}
+if 16 in ONNX_TO_NUMPY:  # bfloat16, when ml_dtypes is installed
+    SUFFIX[ONNX_TO_NUMPY[16]] = "bf16"
+GPU_FLOATS = frozenset(t for t, s in SUFFIX.items() if s in ("f32", "f16", "bf16"))
+GPU_INTS = frozenset(map(np.dtype, (np.int32, np.int64)))
+ARITHMETIC = GPU_FLOATS | GPU_INTS
+
+ADD, SUB, MUL, DIV, POW, MAX, MIN, MOD, FMOD, PRELU = range(10)  # BinaryOp
+BINARY = {"Add": (ADD, 7, ARITHMETIC), "Sub": (SUB, 7, ARITHMETIC), "Mul": (MUL, 7, ARITHMETIC),
+          "Div": (DIV, 7, ARITHMETIC), "Pow": (POW, 7, GPU_FLOATS), "PRelu": (PRELU, 7, ARITHMETIC)}
+COMPARE = {"Equal": (0, 7), "Less": (1, 7), "LessOrEqual": (2, 12), "Greater": (3, 7), "GreaterOrEqual": (4, 12)}
+LOGIC = {"And": 0, "Or": 1, "Xor": 2}
+NOT = 3
+# op -> (UnaryOp code, since, parameters as (attribute, default) pairs); float types
+UNARY = {"Relu": (0, 6, ()), "Sigmoid": (1, 6, ()), "Tanh": (2, 6, ()), "Exp": (3, 6, ()), "Log": (4, 6, ()),
+         "Neg": (5, 6, ()), "Abs": (6, 6, ()), "Sqrt": (7, 6, ()), "Erf": (8, 9, ()), "Reciprocal": (9, 6, ()),
+         "Sin": (10, 7, ()), "Cos": (11, 7, ()), "Floor": (12, 6, ()), "Ceil": (13, 6, ()), "Round": (14, 11, ()),
+         "Softplus": (15, 1, ()), "LeakyRelu": (16, 6, (("alpha", 0.01),)),
+         "HardSigmoid": (17, 6, (("alpha", 0.2), ("beta", 0.5))), "HardSwish": (18, 14, ()),
+         "Elu": (19, 6, (("alpha", 1.0),)),
+         "Selu": (20, 6, (("alpha", 1.67326319217681884765625), ("gamma", 1.05070102214813232421875))),
+         "Celu": (21, 12, (("alpha", 1.0),)), "ThresholdedRelu": (23, 10, (("alpha", 1.0),)), "Sign": (24, 9, ()),
+         "Softsign": (25, 1, ()), "Mish": (26, 18, ()), "Tan": (27, 7, ()), "Asin": (28, 7, ()),
+         "Acos": (29, 7, ()), "Atan": (30, 7, ()), "Sinh": (31, 9, ()), "Cosh": (32, 9, ()), "Asinh": (33, 9, ()),
+         "Acosh": (34, 9, ()), "Atanh": (35, 9, ())}
+INT_UNARY = ("Neg", "Abs", "Sign", "Relu")  # the ops whose kernel also takes int32/int64
+CLIP, DIV_BY, MUL_BY = 22, 36, 37
 
 
-def _binary(code):
+def _same_types(node, graph):
+    types = {graph.value(n).dtype for n in node.inputs if n}
+    return None if len(types) == 1 else f"operands of different types ({', '.join(sorted(map(str, types)))})"
+
+
+def binary(rt, stream, code, a, b):
+    y = rt.alloc(np.broadcast_shapes(a.shape, b.shape), a.dtype)
+    rt.launch(f"seamless_binary_{SUFFIX[a.dtype]}", y.size, stream, ("int", code), ("int64", y.size),
+              ("ptr", a.ptr), ("ptr", b.ptr), ("ptr", y.ptr), ("bytes", broadcast_struct(y.shape, a.shape, b.shape)))
+    return y
+
+
+def unary(rt, stream, code, x, p=0.0, q=0.0):
+    y = rt.alloc(x.shape, x.dtype)
+    rt.launch(f"seamless_unary_{SUFFIX[x.dtype]}", y.size, stream, ("int", code), ("int64", y.size),
+              ("ptr", x.ptr), ("ptr", y.ptr), ("float", p), ("float", q))
+    return y
+
+
+def _binary_kernel(code):
     def run(rt, stream, a, b):
-        if a.dtype != b.dtype:
-            raise TypeError(f"operands of different types {a.dtype} and {b.dtype}")
-        y = rt.alloc(np.broadcast_shapes(a.shape, b.shape), a.dtype)
-        rt.launch(f"seamless_binary_{SUFFIX[a.dtype]}", y.size, stream, ("int", code), ("int64", y.size),
+        return (binary(rt, stream, code, a, b),)
+    return run
+
+
+for _op, (_code, _since, _types) in BINARY.items():
+    kernel(_op, since=_since, types=_types, device="cuda", check=_same_types)(_binary_kernel(_code))
+
+
+@kernel("Mod", since=10, types=ARITHMETIC, device="cuda",
+        check=lambda n, g: _same_types(n, g) or (None if n.attrs.get("fmod", 0) or g.value(n.inputs[0]).dtype
+                                                 in GPU_INTS else "float Mod needs fmod=1"))
+def mod(rt, stream, a, b, *, fmod=0):
+    return (binary(rt, stream, FMOD if fmod else MOD, a, b),)
+
+
+def _variadic(code, mean=False):
+    def run(rt, stream, *inputs):
+        y = inputs[0]
+        for x in inputs[1:]:
+            z = binary(rt, stream, code, y, x)
+            if y is not inputs[0]:
+                rt.free(y)  # stream-ordered: the launch reading it is already queued
+            y = z
+        if mean:
+            z = unary(rt, stream, DIV_BY, y, float(len(inputs)))
+            if y is not inputs[0]:
+                rt.free(y)
+            y = z
+        elif y is inputs[0]:
+            y = DeviceTensor(y.ptr, y.shape, y.dtype)  # one input: an alias
+        return (y,)
+    return run
+
+
+for _op, _code, _types, _mean in (("Max", MAX, ARITHMETIC, False), ("Min", MIN, ARITHMETIC, False),
+                                  ("Sum", ADD, GPU_FLOATS, False), ("Mean", ADD, GPU_FLOATS, True)):
+    kernel(_op, since=8 if _op in ("Max", "Min") else 6, types=_types, device="cuda", check=_same_types)(
+        _variadic(_code, _mean))
+
+
+def _compare_kernel(code):
+    def run(rt, stream, a, b):
+        y = rt.alloc(np.broadcast_shapes(a.shape, b.shape), np.bool_)
+        rt.launch(f"seamless_compare_{SUFFIX[a.dtype]}", y.size, stream, ("int", code), ("int64", y.size),
                   ("ptr", a.ptr), ("ptr", b.ptr), ("ptr", y.ptr), ("bytes", broadcast_struct(y.shape, a.shape, b.shape)))
         return (y,)
     return run
 
 
-def _unary(code):
-    def run(rt, stream, x):
-        y = rt.alloc(x.shape, x.dtype)
-        rt.launch(f"seamless_unary_{SUFFIX[x.dtype]}", y.size, stream, ("int", code), ("int64", y.size),
-                  ("ptr", x.ptr), ("ptr", y.ptr))
-        return (y,)
+for _op, (_code, _since) in COMPARE.items():
+    kernel(_op, since=_since, types=ARITHMETIC, device="cuda", check=_same_types)(_compare_kernel(_code))
+
+
+def _logic(rt, stream, code, a, b):
+    y = rt.alloc(np.broadcast_shapes(a.shape, b.shape), np.bool_)
+    rt.launch("seamless_logic", y.size, stream, ("int", code), ("int64", y.size), ("ptr", a.ptr), ("ptr", b.ptr),
+              ("ptr", y.ptr), ("bytes", broadcast_struct(y.shape, a.shape, b.shape)))
+    return (y,)
+
+
+def _logic_kernel(code):
+    def run(rt, stream, a, b):
+        return _logic(rt, stream, code, a, b)
     return run
 
 
-for _op, _code in BINARY.items():
-    kernel(_op, since=7, types=GPU_FLOATS, device="cuda")(_binary(_code))
-for _op, _code in {"Max": 5, "Min": 6}.items():  # variadic in ONNX; two inputs here
-    kernel(_op, since=8, types=GPU_FLOATS, device="cuda",
-           check=lambda n, g: None if len(n.inputs) == 2 else "two inputs only on CUDA")(_binary(_code))
-for _op, (_code, _since) in UNARY.items():
-    kernel(_op, since=_since, types=GPU_FLOATS, device="cuda")(_unary(_code))
+for _op, _code in LOGIC.items():
+    kernel(_op, since=7, types=BOOL, device="cuda")(_logic_kernel(_code))
+
+
+@kernel("Not", since=1, types=BOOL, device="cuda")
+def not_(rt, stream, x):
+    return _logic(rt, stream, NOT, x, x)
+
+
+def _unary_kernel(code, params):
+    def run(rt, stream, x, **attrs):
+        values = [float(attrs.get(name, default)) for name, default in params] + [0.0, 0.0]
+        return (unary(rt, stream, code, x, values[0], values[1]),)
+    # the registry binds the attributes the function declares as keyword-only parameters
+    P = inspect.Parameter
+    run.__signature__ = inspect.Signature([P(p, P.POSITIONAL_OR_KEYWORD) for p in ("rt", "stream", "x")] +
+                                          [P(name, P.KEYWORD_ONLY, default=d) for name, d in params])
+    return run
+
+
+for _op, (_code, _since, _params) in UNARY.items():
+    kernel(_op, since=_since, types=ARITHMETIC if _op in INT_UNARY else GPU_FLOATS, device="cuda")(
+        _unary_kernel(_code, _params))
+
+
+@kernel("Clip", since=6, until=10, types=GPU_FLOATS, device="cuda")
+def clip_6(rt, stream, x, *, min=-np.inf, max=np.inf):
+    return (unary(rt, stream, CLIP, x, float(min), float(max)),)
+
+
+def _check_clip(node, graph):
+    dtype = graph.value(node.inputs[0]).dtype
+    if dtype in GPU_INTS:
+        for name in node.inputs[1:]:
+            if name and graph.value(name).const is not None and abs(int(graph.value(name).const)) >= 2 ** 24:
+                return "int Clip bounds beyond 2^24 (the kernel takes them as float32)"
+    return None
+
+
+@kernel("Clip", since=11, types=ARITHMETIC, device="cuda", check=_check_clip)
+def clip_11(rt, stream, x, min=None, max=None):
+    # the bounds are scalars read on the host (constants in real models)
+    lo = float(rt.to_host(min, stream)) if min is not None else -np.inf
+    hi = float(rt.to_host(max, stream)) if max is not None else np.inf
+    if x.dtype in GPU_INTS:
+        info = np.iinfo(x.dtype)
+        lo, hi = np.clip(lo, info.min, info.max), np.clip(hi, info.min, info.max)
+    if lo > hi:  # min is applied first: everything becomes max
+        lo = hi
+    return (unary(rt, stream, CLIP, x, lo, hi),)
 
 
 def _activation(rt, stream, code, x, bias=None, alpha=0.0):
@@ -77,14 +215,42 @@ def bias_gelu(rt, stream, a, b):
 
 @kernel("Identity", since=1, device="cuda")
 def identity(rt, stream, x):
-    return (DeviceTensor(x.ptr, x.shape, x.dtype),)
+    return (DeviceTensor(x.ptr, x.shape, x.dtype, x.host),)
 
 
-@kernel("Where", since=9, types=frozenset([np.dtype(np.bool_)]), device="cuda",
-        check=lambda n, g: None if g.value(n.inputs[1]).dtype in GPU_FLOATS else "CUDA Where selects float16/float32")
+@kernel("Where", since=9, types=BOOL, device="cuda",
+        check=lambda n, g: None if g.value(n.inputs[1]).dtype.itemsize in (1, 2, 4, 8) else "element size")
 def where(rt, stream, cond, a, b):
     y = rt.alloc(np.broadcast_shapes(cond.shape, a.shape, b.shape), a.dtype)
     s = broadcast_struct(y.shape, a.shape, b.shape) + broadcast_strides(y.shape, cond.shape)
-    rt.launch(f"seamless_where_{SUFFIX[a.dtype]}", y.size, stream, ("int64", y.size), ("ptr", cond.ptr),
+    rt.launch(f"seamless_where_{a.dtype.itemsize}", y.size, stream, ("int64", y.size), ("ptr", cond.ptr),
               ("ptr", a.ptr), ("ptr", b.ptr), ("ptr", y.ptr), ("bytes", s))
     return (y,)
+
+
+def cast_to(rt, stream, x, target):
+    """x as `target` (a new tensor; x itself when the type is already target)."""
+    if target == x.dtype:
+        return x
+    y = rt.alloc(x.shape, target)
+    rt.launch(f"seamless_cast_{SUFFIX[x.dtype]}_{SUFFIX[target]}", y.size, stream, ("int64", y.size), ("ptr", x.ptr),
+              ("ptr", y.ptr))
+    return y
+
+
+def _check_cast(node, graph):
+    target = ONNX_TO_NUMPY.get(node.attrs.get("to"))
+    return None if target in SUFFIX else f"CUDA Cast to ONNX type {node.attrs.get('to')}"
+
+
+@kernel("Cast", since=6, types=frozenset(SUFFIX), device="cuda", check=_check_cast)
+def cast(rt, stream, x, *, to, saturate=1, round_mode="up"):
+    y = cast_to(rt, stream, x, ONNX_TO_NUMPY[to])
+    return (y if y is not x else DeviceTensor(x.ptr, x.shape, x.dtype, x.host),)
+
+
+@kernel("CastLike", since=15, types=frozenset(SUFFIX), device="cuda",
+        check=lambda n, g: None if g.value(n.inputs[1]).dtype in SUFFIX else "CUDA CastLike to this type")
+def cast_like(rt, stream, x, target_type, *, saturate=1, round_mode="up"):
+    y = cast_to(rt, stream, x, target_type.dtype)
+    return (y if y is not x else DeviceTensor(x.ptr, x.shape, x.dtype, x.host),)

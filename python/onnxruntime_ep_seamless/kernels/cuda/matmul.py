@@ -3,7 +3,7 @@ import numpy as np
 
 from ...runtime.cuda import contiguous_strides
 from ..registry import kernel
-from .elementwise import GPU_FLOATS, _binary
+from .elementwise import ADD, GPU_FLOATS, MUL_BY, binary, unary
 
 
 def _materialize(rt, stream, t, batch):
@@ -26,8 +26,7 @@ def matmul(rt, stream, a, b):
     if len(b.shape) == 2:  # (..., K) x (K, N): one GEMM over all rows
         m = int(np.prod(a.shape[:-1], dtype=np.int64))
         y = rt.alloc(a.shape[:-1] + (n,), a.dtype)
-        if y.size:
-            rt.gemm(stream, a, b, y, m, n, k)
+        _product(rt, stream, a, b, y, m, n, k)
         return (y,)
     batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     a2, a_copy = _materialize(rt, stream, a, batch)
@@ -35,25 +34,31 @@ def matmul(rt, stream, a, b):
     m = a.shape[-2]
     y = rt.alloc(tuple(batch) + (m, n), a.dtype)
     count = int(np.prod(batch, dtype=np.int64))
-    if y.size:
-        rt.gemm(stream, a2, b2, y, m, n, k, batch=count, stride_a=m * k, stride_b=k * n)
+    _product(rt, stream, a2, b2, y, m, n, k, batch=count, stride_a=m * k, stride_b=k * n)
     for t, copied in ((a2, a_copy), (b2, b_copy)):
         if copied:
             rt.free(t)  # stream-ordered: the GEMM above is queued before any reuse
     return (y,)
 
 
-@kernel("Gemm", since=7, types=GPU_FLOATS, device="cuda",
-        check=lambda n, g: None if n.attrs.get("alpha", 1.0) == 1.0 and n.attrs.get("beta", 1.0) == 1.0
-        and not n.attrs.get("transA", 0) else "alpha/beta other than 1 or transA")
+def _product(rt, stream, a, b, y, m, n, k, **how):
+    if k == 0:  # an empty sum
+        rt.zero(y, stream)
+    elif y.size:
+        rt.gemm(stream, a, b, y, m, n, k, **how)
+
+
+@kernel("Gemm", since=7, types=GPU_FLOATS, device="cuda")
 def gemm(rt, stream, a, b, c=None, *, alpha=1.0, beta=1.0, transA=0, transB=0):
-    m, k = a.shape
+    m, k = a.shape[::-1] if transA else a.shape
     n = b.shape[0] if transB else b.shape[1]
     y = rt.alloc((m, n), a.dtype)
-    if y.size:
-        rt.gemm(stream, a, b, y, m, n, k, trans_b=bool(transB))
-    if c is None:
+    _product(rt, stream, a, b, y, m, n, k, trans_a=bool(transA), trans_b=bool(transB), alpha=float(alpha))
+    if c is None or beta == 0:
         return (y,)
-    (z,) = _binary(0)(rt, stream, y, c)
-    rt.free(y)
+    scaled = c if beta == 1 else unary(rt, stream, MUL_BY, c, float(beta))
+    z = binary(rt, stream, ADD, y, scaled)
+    for t in (y, scaled):
+        if t is not c:
+            rt.free(t)  # stream-ordered
     return (z,)

@@ -1,0 +1,80 @@
+"""Reductions on CUDA (native/cuda/reduce.cu) over any axes; the axes are read on the host."""
+import struct
+
+import numpy as np
+
+from ...runtime.cuda import MAX_DIMS, DeviceTensor, contiguous_strides
+from ..registry import kernel
+from .elementwise import GPU_FLOATS, GPU_INTS, SUFFIX
+from .shape import _ints
+
+# op -> (ReduceOp code, opset where axes became an input, whether int32/int64 are supported)
+REDUCE = {"ReduceSum": (0, 13, True), "ReduceMean": (1, 18, True), "ReduceMax": (2, 18, True),
+          "ReduceMin": (3, 18, True), "ReduceProd": (4, 18, True), "ReduceSumSquare": (5, 18, True),
+          "ReduceL1": (6, 18, True), "ReduceL2": (7, 18, False), "ReduceLogSum": (8, 18, False),
+          "ReduceLogSumExp": (9, 18, False)}
+BLOCK_FROM = 64  # reduce with a block of threads per output from this many elements on
+
+
+def reduce(rt, stream, code, x, axes, keepdims):
+    """x reduced over `axes` (empty: all) with ReduceOp `code`."""
+    rank = len(x.shape)
+    if rank > MAX_DIMS:
+        raise ValueError(f"rank {rank} above the CUDA kernels' limit of {MAX_DIMS}")
+    axes = sorted({a % rank for a in axes}) if len(axes) else list(range(rank))
+    strides = contiguous_strides(x.shape)
+    kept = [d for d in range(rank) if d not in axes]
+    out_shape = tuple(1 if d in axes else x.shape[d] for d in range(rank)) if keepdims else \
+        tuple(x.shape[d] for d in kept)
+    y = rt.alloc(out_shape, x.dtype)
+    count = int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
+    if count == 0 and y.size:
+        raise ValueError(f"{x.shape} reduced over the empty axes {axes}: declined on CUDA")
+
+    def dims_strides(ds):
+        pad = [0] * (MAX_DIMS - len(ds))
+        return [x.shape[d] for d in ds] + pad, [strides[d] for d in ds] + pad
+
+    kd, ks = dims_strides(kept)
+    rd, rs = dims_strides(axes)
+    r = struct.pack(f"<{4 * MAX_DIMS + 1}q2i", *kd, *ks, *rd, *rs, count, len(kept), len(axes))
+    suffix = SUFFIX[x.dtype]
+    if x.dtype in GPU_FLOATS and count >= BLOCK_FROM:
+        rt.launch_rows(f"seamless_reduce_block_{suffix}", y.size, stream, ("int", code), ("ptr", x.ptr),
+                       ("ptr", y.ptr), ("bytes", r))
+    else:
+        rt.launch(f"seamless_reduce_thread_{suffix}", y.size, stream, ("int", code), ("int64", y.size),
+                  ("ptr", x.ptr), ("ptr", y.ptr), ("bytes", r))
+    return y
+
+
+def _register(op, code, axes_input_since, ints):
+    types = GPU_FLOATS | GPU_INTS if ints else GPU_FLOATS
+
+    @kernel(op, since=1, until=axes_input_since - 1, types=types, device="cuda")
+    def with_axes_attribute(rt, stream, x, *, axes=(), keepdims=1):
+        return (reduce(rt, stream, code, x, list(axes or ()), keepdims),)
+
+    @kernel(op, since=axes_input_since, types=types, device="cuda",
+            check=lambda n, g: None if n.attrs.get("noop_with_empty_axes", 0) == 0 or op in ("ReduceSum", "ReduceMean",
+                                                                                             "ReduceMax", "ReduceMin")
+            else "noop_with_empty_axes on an op with an elementwise part")
+    def with_axes_input(rt, stream, x, axes=None, *, keepdims=1, noop_with_empty_axes=0):
+        axes = _ints(rt, stream, axes) if axes is not None else []
+        if noop_with_empty_axes and not axes:  # a copy of the input
+            return (DeviceTensor(x.ptr, x.shape, x.dtype, x.host),)
+        return (reduce(rt, stream, code, x, axes, keepdims),)
+
+
+for _op, (_code, _since, _ints_too) in REDUCE.items():
+    _register(_op, _code, _since, _ints_too)
+
+
+def _global_pool(code):
+    def run(rt, stream, x):
+        return (reduce(rt, stream, code, x, list(range(2, len(x.shape))), True),)
+    return run
+
+
+kernel("GlobalAveragePool", since=1, types=GPU_FLOATS, device="cuda")(_global_pool(REDUCE["ReduceMean"][0]))
+kernel("GlobalMaxPool", since=1, types=GPU_FLOATS, device="cuda")(_global_pool(REDUCE["ReduceMax"][0]))
