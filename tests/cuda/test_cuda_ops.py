@@ -1,0 +1,283 @@
+"""Plain ONNX ops on the CUDA EP (skipped without a GPU), against stock ORT's CPU EP: the elementwise
+family in every type it takes (float32/16, bfloat16, int32/64, bool), casts, reductions, softmax
+axes, Gemm. Integer inputs fed to a session live on the GPU, so they exercise the integer kernels."""
+import numpy as np
+import pytest
+from onnx import TensorProto, helper
+
+from onnxruntime_ep_seamless.kernels.cuda.elementwise import UNARY
+from parity import Const, assert_close, node_model, stock_session
+from test_cuda_ep import DEVICES, PROBLEM, run_on_cuda
+
+pytestmark = pytest.mark.skipif(not DEVICES, reason=f"no NVIDIA GPU for the CUDA EP ({PROBLEM or 'none found'})")
+F32, F16, I32, I64 = np.float32, np.float16, np.int32, np.int64
+BF16 = TensorProto.BFLOAT16
+
+
+def check(op, inputs, attrs=None, opset=17, outputs=None, rtol=1e-5, atol=1e-6, exact=False):
+    model, feeds = node_model(op, inputs, attrs, opset, outputs)
+    ours = run_on_cuda(model, feeds)
+    ref = stock_session(model).run(None, feeds)
+    for i, (o, r) in enumerate(zip(ours, ref)):
+        assert o.dtype == r.dtype and o.shape == r.shape, (o.dtype, o.shape, r.dtype, r.shape)
+        if exact:
+            np.testing.assert_array_equal(o, r, err_msg=f"output {i}")
+        else:
+            assert_close(o, r, rtol, atol, f"output {i}")
+    return ours
+
+
+def through_bf16(op, arrays, attrs=None, opset=17):
+    """op run in bfloat16 on our EP (float32 inputs cast to bfloat16 and the result back, all on the
+    GPU) against stock ORT's float32 op on the bfloat16-rounded inputs, rounded to bfloat16: the
+    stock CPU EP has almost no bfloat16 kernels. Returns (ours, reference) as float32."""
+    names = [f"x{i}" for i in range(len(arrays))]
+    nodes = [helper.make_node("Cast", [n], [n + "_b"], to=BF16) for n in names]
+    nodes += [helper.make_node(op, [n + "_b" for n in names], ["y_b"], **(attrs or {})),
+              helper.make_node("Cast", ["y_b"], ["y"], to=TensorProto.FLOAT)]
+    inputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, a.shape) for n, a in zip(names, arrays)]
+    model = helper.make_model(helper.make_graph(nodes, "bf16", inputs, [helper.make_tensor_value_info("y", 1, None)]),
+                              opset_imports=[helper.make_opsetid("", opset)], ir_version=9)
+    feeds = dict(zip(names, arrays))
+    (ours,) = run_on_cuda(model, feeds)
+    rounded = [_bf16(a) for a in arrays]
+    f32 = helper.make_model(helper.make_graph([helper.make_node(op, names, ["y"], **(attrs or {}))], "f32", inputs,
+                                              [helper.make_tensor_value_info("y", 1, None)]),
+                            opset_imports=[helper.make_opsetid("", opset)], ir_version=9)
+    (ref,) = stock_session(f32).run(None, dict(zip(names, rounded)))
+    return ours, _bf16(ref)
+
+
+def _bf16(a):
+    import ml_dtypes
+    return np.asarray(a, np.float32).astype(ml_dtypes.bfloat16).astype(np.float32)
+
+
+BF16_TOL = {"rtol": 8e-3, "atol": 8e-3}  # one bfloat16 ulp (2^-8 relative) from rounding at different points
+
+# each op's domain, where the default uniform(-3, 3) is outside it or hits a pole
+UNARY_DOMAIN = {"Log": (0.05, 4), "Sqrt": (0, 4), "Acosh": (1.05, 4), "Atanh": (-0.95, 0.95), "Asin": (-1, 1),
+                "Acos": (-1, 1), "Tan": (-1.4, 1.4), "Reciprocal": (0.1, 4)}
+
+
+def unary_input(op, rng, n=64):
+    lo, hi = UNARY_DOMAIN.get(op, (-3, 3))
+    x = rng.uniform(lo, hi, n)
+    if op == "Round":
+        x[:5] = [0.5, 1.5, 2.5, -0.5, -2.5]  # halves go to even
+    if op == "Softplus":
+        x[:2] = [-30, 30]
+    return x.reshape(4, n // 4)
+
+
+@pytest.mark.parametrize("dtype", [F32, F16])
+@pytest.mark.parametrize("op", sorted(UNARY))
+def test_unary(op, dtype):
+    if op == "Celu" and dtype != F32:
+        pytest.skip("ONNX's Celu takes float32 only")
+    x = unary_input(op, np.random.default_rng(5)).astype(dtype)
+    opset = max(17, UNARY[op][1])
+    if dtype == F32:
+        check(op, [x], opset=opset, rtol=1e-5, atol=1e-6)  # CUDA's libdevice vs MLAS/libm: a few ulps
+        return
+    # stock ORT CPU lacks float16 kernels for several of these: float32 on the same inputs, rounded
+    model, feeds = node_model(op, [x], opset=opset)
+    (ours,) = run_on_cuda(model, feeds)
+    model, feeds = node_model(op, [x.astype(F32)], opset=opset)
+    (ref,) = stock_session(model).run(None, feeds)
+    assert_close(ours, ref.astype(F16), rtol=1e-3, atol=1e-3)  # one float16 rounding
+
+
+@pytest.mark.parametrize("op", sorted(set(UNARY) - {"Celu"}))  # ONNX's Celu takes float32 only
+def test_unary_bfloat16(op):
+    x = unary_input(op, np.random.default_rng(5)).astype(F32)
+    ours, ref = through_bf16(op, [x], opset=22)  # ONNX allows bfloat16 in most of these from opset 22
+    assert_close(ours, ref, name=op, **BF16_TOL)
+
+
+@pytest.mark.parametrize("op,attrs", [("LeakyRelu", {"alpha": 0.3}), ("HardSigmoid", {"alpha": 0.3, "beta": 0.4}),
+                                      ("Elu", {"alpha": 0.7}), ("Selu", {"alpha": 1.5, "gamma": 1.1}),
+                                      ("Celu", {"alpha": 2.0}), ("ThresholdedRelu", {"alpha": 0.5})])
+def test_unary_attributes(op, attrs):
+    x = np.random.default_rng(2).uniform(-3, 3, (3, 7)).astype(F32)
+    check(op, [x], attrs)
+
+
+@pytest.mark.parametrize("dtype", [I32, I64])
+@pytest.mark.parametrize("op", ["Neg", "Abs", "Sign", "Relu"])
+def test_unary_int(op, dtype):
+    x = np.array([[-7, 0, 3], [2**20, -2**20, 1]], dtype)
+    if op == "Relu":  # stock ORT CPU has no integer Relu: numpy is the reference
+        model, feeds = node_model(op, [x])
+        np.testing.assert_array_equal(run_on_cuda(model, feeds)[0], np.maximum(x, 0))
+        return
+    check(op, [x], exact=True)
+
+
+@pytest.mark.parametrize("dtype", [I32, I64])
+@pytest.mark.parametrize("op", ["Add", "Sub", "Mul", "Div", "Max", "Min"])
+def test_binary_int_broadcast(op, dtype):
+    rng = np.random.default_rng(3)
+    a = rng.integers(-1000, 1000, (2, 3, 4)).astype(dtype)
+    b = rng.integers(1, 50, (4,)).astype(dtype) * np.array([1, -1, 1, -1], dtype)  # no zero divisors
+    check(op, [a, b], exact=True)
+
+
+@pytest.mark.parametrize("dtype,fmod", [(I32, 0), (I64, 0), (I64, 1), (F32, 1), (F16, 1)])
+def test_mod(dtype, fmod):
+    a = np.array([[-7, 7, -8, 9], [5, -5, 0, 13]], dtype)
+    b = np.array([3, -3, 5, -4], dtype)
+    check("Mod", [a, b], {"fmod": fmod}, exact=dtype in (I32, I64))
+
+
+@pytest.mark.parametrize("dtype", [F32, F16])
+def test_variadic_sum_mean_max_min(dtype):
+    rng = np.random.default_rng(4)
+    xs = [rng.standard_normal(s).astype(dtype) for s in [(2, 3), (3,), (1, 3)]]
+    for op in ("Sum", "Mean", "Max", "Min"):
+        check(op, xs, rtol=1e-6 if dtype == F32 else 1e-3, atol=0)
+    check("Sum", xs[:1], exact=True)  # one input: a copy
+
+
+def test_prelu_and_pow():
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((2, 3, 4)).astype(F32)
+    check("PRelu", [x, rng.uniform(0, 1, (3, 1)).astype(F32)])
+    check("Pow", [np.abs(x) + 0.1, np.array(1.7, F32)])
+
+
+@pytest.mark.parametrize("dtype", [F32, F16, I32, I64])
+@pytest.mark.parametrize("op", ["Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual"])
+def test_compare(op, dtype):
+    a = np.array([[1, 2, 3, 4], [4, 3, 2, 1]], dtype)
+    check(op, [a, np.array([2, 2, 4, 1], dtype)], outputs=[np.bool_], exact=True)
+
+
+@pytest.mark.parametrize("op", ["And", "Or", "Xor"])
+def test_logic(op):
+    a = np.array([[True, False], [True, True], [False, False]])
+    check(op, [a, np.array([True, False])], exact=True)
+    check("Not", [a], exact=True)
+
+
+CAST_TYPES = [F32, F16, np.float64, np.int8, np.uint8, I32, I64, np.bool_]
+
+
+@pytest.mark.parametrize("src", CAST_TYPES)
+@pytest.mark.parametrize("dst", CAST_TYPES)
+def test_cast(src, dst):
+    # values every type holds; float sources have fractions, which casts to int truncate
+    x = np.array([[0, 1, 2.75, 100.5], [3.25, 0, 7, 126]], np.float64)
+    if src in (np.int8, np.uint8, I32, I64):
+        x = np.floor(x)
+    if src is np.bool_:
+        x = x > 1
+    check("Cast", [x.astype(src)], {"to": helper.np_dtype_to_tensor_dtype(np.dtype(dst))}, outputs=[dst], exact=True)
+
+
+def test_cast_through_bfloat16_rounds_to_nearest_even():
+    x = np.array([1.0, 1.00390625, 1.01171875, -3.3, 65504.0, 1e-3], F32)  # halfway cases and ordinary values
+    ours, ref = through_bf16("Identity", [x])
+    np.testing.assert_array_equal(ours, ref)
+
+
+@pytest.mark.parametrize("dtype", [F32, F16, I64, np.bool_])
+def test_where_any_type(dtype):
+    cond = np.array([[True, False, True], [False, False, True]])
+    a = np.arange(6).reshape(2, 3).astype(dtype)
+    b = np.array([5, 0, 1]).astype(dtype)
+    if dtype is np.bool_:  # stock ORT CPU has no bool Where: numpy is the reference
+        model, feeds = node_model("Where", [cond, a, b])
+        np.testing.assert_array_equal(run_on_cuda(model, feeds)[0], np.where(cond, a, b))
+        return
+    check("Where", [cond, a, b], outputs=[np.dtype(dtype)], exact=True)
+
+
+def test_clip():
+    x = np.random.default_rng(8).uniform(-3, 3, (4, 5)).astype(F32)
+    check("Clip", [x, Const(np.array(-1.0, F32)), Const(np.array(0.5, F32))], exact=True)
+    check("Clip", [x, Const(np.array(-1.0, F32))], exact=True)
+    check("Clip", [x], {"min": -0.5, "max": 2.0}, opset=10, exact=True)
+    check("Clip", [np.array([-9, -1, 0, 4, 99], I64), Const(np.array(-2, I64)), Const(np.array(5, I64))], exact=True)
+
+
+REDUCE_FLOAT = ["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceSumSquare", "ReduceL1",
+                "ReduceL2", "ReduceLogSum", "ReduceLogSumExp"]
+
+
+@pytest.mark.parametrize("axes,keepdims", [([1], 1), ([0, 2], 0), ([-1], 0), (None, 1), ([1, 2], 1)])
+@pytest.mark.parametrize("op", REDUCE_FLOAT)
+def test_reduce(op, axes, keepdims):
+    rng = np.random.default_rng(9)
+    # the block kernel (>= 64 elements per output) and the thread kernel (fewer) both run
+    for shape in [(3, 5, 4), (2, 70, 3)]:
+        x = rng.uniform(0.5, 1.5, shape).astype(F32)
+        inputs = [x] + ([Const(np.array(axes, I64))] if axes is not None else [])
+        check(op, inputs, {"keepdims": keepdims}, opset=18, rtol=2e-5, atol=1e-6)  # float32 sums in another order
+        check(op, [x], {"keepdims": keepdims, **({"axes": axes} if axes is not None else {})}, opset=11, rtol=2e-5,
+              atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [I32, I64])
+@pytest.mark.parametrize("op", ["ReduceSum", "ReduceMax", "ReduceMin", "ReduceMean"])
+def test_reduce_int(op, dtype):
+    x = np.random.default_rng(10).integers(-50, 50, (3, 6)).astype(dtype)
+    check(op, [x, Const(np.array([1], I64))], {"keepdims": 0}, opset=18, exact=True)
+
+
+def test_reduce_float16_and_noop():
+    x = np.random.default_rng(11).uniform(-1, 1, (4, 100)).astype(F16)
+    check("ReduceMean", [x, Const(np.array([-1], I64))], opset=18, rtol=1e-3, atol=1e-3)  # float32 accumulation
+    check("ReduceSum", [x, Const(np.zeros(0, I64))], {"noop_with_empty_axes": 1}, opset=18, exact=True)
+
+
+@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
+@pytest.mark.parametrize("axis,opset", [(-1, 13), (1, 13), (0, 13), (1, 11), (2, 11)])
+def test_softmax_axes(op, axis, opset):
+    x = np.random.default_rng(12).standard_normal((3, 4, 5)).astype(F32)
+    check(op, [x], {"axis": axis}, opset=opset, rtol=1e-5, atol=1e-6)
+
+
+def test_softmax_bfloat16():
+    x = np.random.default_rng(13).standard_normal((3, 40)).astype(F32)
+    ours, ref = through_bf16("Softmax", [x])
+    assert_close(ours, ref, **BF16_TOL)
+
+
+@pytest.mark.parametrize("attrs", [{}, {"transA": 1}, {"transB": 1, "alpha": 0.5}, {"beta": 2.0},
+                                   {"transA": 1, "transB": 1, "alpha": 1.5, "beta": 0.0}])
+def test_gemm(attrs):
+    rng = np.random.default_rng(14)
+    a = rng.standard_normal((6, 4) if attrs.get("transA") else (4, 6)).astype(F32)
+    b = rng.standard_normal((5, 6) if attrs.get("transB") else (6, 5)).astype(F32)
+    check("Gemm", [a, b, rng.standard_normal((5,)).astype(F32)], attrs, rtol=1e-5, atol=1e-5)
+
+
+def test_matmul_bfloat16():
+    rng = np.random.default_rng(15)
+    ours, ref = through_bf16("MatMul", [rng.standard_normal((2, 5, 16)).astype(F32),
+                                        rng.standard_normal((16, 8)).astype(F32)])
+    # bfloat16 products summed in float32 by cuBLAS, rounded once; the reference rounds once too
+    assert_close(ours, ref, rtol=1.6e-2, atol=1.6e-2)
+
+
+def test_layer_normalization_over_two_axes():
+    rng = np.random.default_rng(16)
+    x = rng.standard_normal((2, 3, 4, 5)).astype(F32)
+    check("LayerNormalization", [x, rng.standard_normal((4, 5)).astype(F32), rng.standard_normal((4, 5)).astype(F32)],
+          {"axis": -2}, rtol=1e-5, atol=1e-5)
+
+
+def test_mask_arithmetic_on_the_gpu():
+    """The builder's attention-mask chain (ReduceSum, Sub, Cast to int32) on a mask fed to the
+    session, which lives on the GPU: the integer kernels compute it there."""
+    nodes = [helper.make_node("ReduceSum", ["mask", "one"], ["n"], keepdims=0),
+             helper.make_node("Sub", ["n", "one"], ["m"]),
+             helper.make_node("Cast", ["m"], ["seqlens"], to=TensorProto.INT32)]
+    one = helper.make_tensor("one", TensorProto.INT64, [1], [1])
+    model = helper.make_model(helper.make_graph(nodes, "mask", [helper.make_tensor_value_info("mask", 7, [2, 6])],
+                                                [helper.make_tensor_value_info("seqlens", 6, [2])], [one]),
+                              opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+    feeds = {"mask": np.array([[1, 1, 1, 1, 0, 0], [1, 1, 1, 1, 1, 1]], I64)}
+    (ours,) = run_on_cuda(model, feeds)
+    np.testing.assert_array_equal(ours, np.array([3, 5], I32))
