@@ -171,7 +171,7 @@ __device__ void attend(const T* q, const T* k, const T* v, const int32_t* seqlen
 FOR_FLOATS(GQA)
 
 // RotaryEmbedding (com.microsoft): x viewed as [B, S, N, H] (or [B, N, S, H] when bnsh), token (b, s)
-// at position pos[b * S + s] (or pos[0] + s when one position is given); cos/sin rows of width
+// at position pos[b * S + s] (pos[0] + s when one position is given, b * S + s when none); cos/sin rows of width
 // cache_half; channels from 2 * rot_half on pass through.
 struct RotaryShape {
   int32_t batch, seq, heads, head_size, rot_half, cache_half, interleaved, bnsh, first_only, cache_rows;
@@ -183,7 +183,7 @@ __device__ void rotary(int64_t n, const T* x, const int64_t* pos, const T* cos, 
     int d = t % g.head_size;
     int64_t r = t / g.head_size;
     int64_t b = r / ((int64_t)g.seq * g.heads), s = g.bnsh ? r % g.seq : (r / g.heads) % g.seq;
-    int64_t p = g.first_only ? pos[0] + s : pos[b * g.seq + s];
+    int64_t p = !pos ? b * g.seq + s : g.first_only ? pos[0] + s : pos[b * g.seq + s];  // no pos: a row per token
     p = p < 0 ? 0 : p >= g.cache_rows ? g.cache_rows - 1 : p;
     st(y + t, d < 2 * g.rot_half ? rotate(x + (t - d), d, cos + p * g.cache_half, sin + p * g.cache_half, g.rot_half,
                                           g.interleaved)

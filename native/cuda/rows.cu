@@ -3,7 +3,7 @@
 #include "common.cuh"
 
 template <typename T>
-__device__ void softmax_row(const T* x, T* y, int64_t cols, int log) {
+__device__ void softmax_row(const T* x, T* y, int64_t cols, int flags) {  // flags: 1 log, 2 zero masked rows
   const T* xr = x + blockIdx.x * cols;
   T* yr = y + blockIdx.x * cols;
   float m = -INFINITY;
@@ -13,8 +13,9 @@ __device__ void softmax_row(const T* x, T* y, int64_t cols, int log) {
   for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) sum += expf(ld(xr + (c)) - m);
   sum = block_reduce(sum, false);
   float inv = 1.0f / sum, log_sum = logf(sum);
+  bool zero = (flags & 2) && m == -INFINITY;  // every key masked: zeros (Attention), not NaN
   for (int64_t c = threadIdx.x; c < cols; c += blockDim.x)
-    st(yr + (c), log ? ld(xr + (c)) - m - log_sum : expf(ld(xr + (c)) - m) * inv);
+    st(yr + (c), zero ? 0.0f : (flags & 1) ? ld(xr + (c)) - m - log_sum : expf(ld(xr + (c)) - m) * inv);
 }
 
 template <typename T>
@@ -34,8 +35,8 @@ __device__ void layernorm_row(const T* x, const T* scale, const T* bias, T* y, i
 }
 
 #define SOFTMAX_LAYERNORM(S, T)                                                                           \
-  extern "C" __global__ void seamless_softmax_##S(const T* x, T* y, int64_t cols, int log) {             \
-    softmax_row(x, y, cols, log);                                                                        \
+  extern "C" __global__ void seamless_softmax_##S(const T* x, T* y, int64_t cols, int flags) {           \
+    softmax_row(x, y, cols, flags);                                                                      \
   }                                                                                                      \
   extern "C" __global__ void seamless_layernorm_##S(const T* x, const T* s, const T* b, T* y, int64_t cols, \
                                                     float eps) {                                         \

@@ -2,7 +2,8 @@
 import numpy as np
 import pytest
 
-from kernels.test_contrib_attention import GQA_SHAPES, gqa_model_feeds
+from kernels.test_contrib_attention import (ATTENTION23_CASES, CASE_ID, GQA_SHAPES, ROTARY23_CASES, attention23,
+                                            gqa_model_feeds, rotary23_case)
 from kernels.test_contrib_normalization import data, model_of
 from parity import assert_close, stock_session
 from test_cuda_ep import DEVICES, PROBLEM, run_on_cuda
@@ -144,10 +145,43 @@ def test_rotary_embedding_partial(dtype, interleaved):
           **({"rtol": 1e-6, "atol": 1e-6} if dtype == np.float32 else {"rtol": 1e-3, "atol": 1e-3}))
 
 
-def test_rotary_embedding_position_outside_the_cache_is_a_clear_error():
+def test_rotary_embedding_position_outside_the_cache():
+    """Positions known on the host are checked: a clear error. Positions that live on the GPU (a
+    feed) are read there without waiting for the host, and clamped to the cache's last row."""
     from kernels.test_contrib_attention import build, rope_caches
     cos, sin = rope_caches(8, 16)
-    model, feeds = build("RotaryEmbedding", [("x", data(1, 2, 16)), ("pos", np.array([7], np.int64)), ("cos", cos),
-                                             ("sin", sin)], 1, {}, domain="com.microsoft")
+    inputs = [("x", data(1, 2, 16)), ("pos", np.array([7], np.int64)), ("cos", cos), ("sin", sin)]
+    model, feeds = build("RotaryEmbedding", inputs, 1, {}, domain="com.microsoft", const=("pos", "cos", "sin"))
     with pytest.raises(Exception, match=r"positions 7..8 outside the cos/sin caches' 8 rows"):
         run_on_cuda(model, feeds)
+    model, feeds = build("RotaryEmbedding", inputs, 1, {}, domain="com.microsoft", const=("cos", "sin"))
+    (ours,) = run_on_cuda(model, feeds)
+    clamped = dict(feeds, pos=np.array([[7, 7]], np.int64))
+    (ref,) = stock_session(model).run(None, clamped)
+    assert_close(ours, ref, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("case", ROTARY23_CASES, ids=CASE_ID)
+def test_rotary_embedding_23(case):
+    check(*rotary23_case(**case), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("case", ATTENTION23_CASES, ids=CASE_ID)
+def test_attention_23(case):
+    check(*attention23(**case))
+
+
+@pytest.mark.parametrize("three_d", [False, True])
+def test_attention_23_float16(three_d):
+    model, feeds = attention23(b=2, qn=4, kvn=2, s=3, l=5, three_d=three_d, is_causal=1)
+    feeds = {k: v.astype(np.float16) for k, v in feeds.items()}
+    for vi in list(model.graph.input) + list(model.graph.output):
+        vi.type.tensor_type.elem_type = 10
+    check(model, feeds, rtol=2e-3, atol=2e-3)  # float32 inside on both sides, outputs rounded once
+
+
+@pytest.mark.parametrize("shape,axis", [((2, 5, 64), -1), ((2, 3, 4, 8), -2)])
+def test_rms_normalization_23(shape, axis):
+    scale = data(*shape[axis:])
+    check(*model_of("RMSNormalization", [("x", data(*shape)), ("scale", scale)], 1, {"axis": axis, "epsilon": 1e-5},
+                    opset=23))

@@ -227,7 +227,7 @@ def attention23(b, qn, kvn, s, l, h=8, three_d=False, past=0, mask=None, n_out=1
     return model, feeds
 
 
-@pytest.mark.parametrize("case", [
+ATTENTION23_CASES = [
     dict(b=2, qn=4, kvn=4, s=5, l=5),
     dict(b=2, qn=4, kvn=2, s=5, l=5),
     dict(b=1, qn=6, kvn=1, s=3, l=7, three_d=True),
@@ -242,7 +242,11 @@ def attention23(b, qn, kvn, s, l, h=8, three_d=False, past=0, mask=None, n_out=1
     dict(b=1, qn=2, kvn=2, s=4, l=4, n_out=4, softcap=2.0, qk_matmul_output_mode=1),
     dict(b=1, qn=2, kvn=2, s=4, l=4, n_out=4, mask="float", qk_matmul_output_mode=2),
     dict(b=1, qn=2, kvn=2, s=4, l=4, n_out=4, mask="bool", is_causal=1, qk_matmul_output_mode=3),
-], ids=lambda c: ",".join(f"{k}={v}" for k, v in c.items()))
+]
+CASE_ID = lambda c: ",".join(f"{k}={v}" for k, v in c.items())
+
+
+@pytest.mark.parametrize("case", ATTENTION23_CASES, ids=CASE_ID)
 def test_attention_23(case):
     model, feeds = attention23(**case)
     assert_parity(model, feeds, **TOL)
@@ -287,31 +291,38 @@ def test_ms_rotary_embedding_partial(interleaved):
     assert_parity(*ms_rotary_partial_case(interleaved), **ROT_TOL)
 
 
-@pytest.mark.parametrize("case", [
+ROTARY23_CASES = [
     dict(layout="4d", pos=True),
     dict(layout="3d", pos=True),
     dict(layout="4d", pos=False),
     dict(layout="3d", pos=True, interleaved=1),
     dict(layout="4d", pos=True, rot=8),
     dict(layout="3d", pos=False, rot=8, interleaved=1),
-], ids=lambda c: ",".join(f"{k}={v}" for k, v in c.items()))
-def test_rotary_embedding_23(case):
+]
+
+
+def rotary23_case(layout, pos, rot=16, interleaved=0):
+    """ONNX RotaryEmbedding over 3 heads of 16: x 4-D or 3-D; cos/sin indexed by position_ids, or
+    given per token (B, S, rot/2) without them."""
     b, s, n, h = 2, 5, 3, 16
-    rot = case.get("rot", h)
-    x = data(b, n, s, h) if case["layout"] == "4d" else data(b, s, n * h)
-    attrs = {"interleaved": case.get("interleaved", 0)}
-    if case["layout"] == "3d":
+    x = data(b, n, s, h) if layout == "4d" else data(b, s, n * h)
+    attrs = {"interleaved": interleaved}
+    if layout == "3d":
         attrs["num_heads"] = n
     if rot != h:
         attrs["rotary_embedding_dim"] = rot
-    if case["pos"]:
+    if pos:
         cos, sin = rope_caches(64, rot)
         inputs = [("x", x), ("cos", cos), ("sin", sin), ("pos", rng.integers(0, 64, (b, s)).astype(I64))]
     else:
         angles = rng.random((b, s, rot // 2)).astype(F32) * 6
         inputs = [("x", x), ("cos", np.cos(angles)), ("sin", np.sin(angles))]
-    model, feeds = build("RotaryEmbedding", inputs, 1, attrs, opset=23)
-    assert_parity(model, feeds, **ROT_TOL)
+    return build("RotaryEmbedding", inputs, 1, attrs, opset=23)
+
+
+@pytest.mark.parametrize("case", ROTARY23_CASES, ids=CASE_ID)
+def test_rotary_embedding_23(case):
+    assert_parity(*rotary23_case(**case), **ROT_TOL)
 
 
 @pytest.mark.parametrize("shape", ["prompt", "decode_shared_ragged", "subsequent_prompt"])

@@ -80,9 +80,10 @@ class CudaKernel:
                     outs = [DeviceTensor(0, np.shape(v), np.asarray(v).dtype, np.asarray(v))
                             for v in fn(*[rt.to_host(a, stream) if a is not None else None for a in args])]
                 for name, t in zip(node.outputs, outs):
-                    if name:
-                        values[name] = t
-                        scratch.append(t)
+                    if t is not None:
+                        scratch.append(t)  # freed after the run even when the node leaves it unnamed
+                        if name:
+                            values[name] = t
             results = [values[n] for n in self.output_names]
             for i, (t, dtype) in enumerate(zip(results, self.out_dtypes)):
                 if t.dtype != dtype:

@@ -1,5 +1,5 @@
-"""ORT's com.microsoft LLM ops on CUDA: GroupQueryAttention (native/cuda/attention.cu) and the
-RMS normalisations SimplifiedLayerNormalization / SkipSimplifiedLayerNormalization (rows.cu).
+"""The LLM ops on CUDA: com.microsoft GroupQueryAttention and RotaryEmbedding (native/cuda/attention.cu),
+ONNX RotaryEmbedding-23, the skip/RMS normalisations (rows.cu), MatMulNBits and GatherBlockQuantized (quant.cu).
 Semantics and run-time checks are shared with the CPU kernels (kernels/cpu/contrib_attention.py)."""
 import struct
 
@@ -102,27 +102,66 @@ def rotary_embedding(rt, stream, x, position_ids, cos_cache, sin_cache, *, inter
     if rot_half > cos_cache.shape[1] or 2 * rot_half > h:
         raise ValueError(f"RotaryEmbedding: rotary dimension {2 * rot_half} needs cos/sin caches of width "
                          f"{rot_half} (got {cos_cache.shape[1]}) and a head size of at least that (got {h})")
-    first_only = position_ids.size == 1  # the first token's position; the others follow
-    if not first_only and position_ids.shape != (b, s):
+    return (_rotate(rt, stream, x, position_ids, cos_cache, sin_cache, b, s, n, h, rot_half, interleaved),)
+
+
+def _rotate(rt, stream, x, position_ids, cos_cache, sin_cache, b, s, n, h, rot_half, interleaved):
+    """x (B, S, N*H) or (B, N, S, H) with rotary embedding; position_ids (1,) (the first token's
+    position), (B, S), or None (the caches have a row per token)."""
+    first_only = position_ids is not None and position_ids.size == 1  # the others follow
+    if position_ids is not None and not first_only and position_ids.shape != (b, s):
         raise ValueError(f"RotaryEmbedding: position_ids of shape {position_ids.shape}; expected (1,) or {(b, s)}")
-    if position_ids.host is not None:  # checked when known on the host; on the GPU the kernel clamps
+    rows = cos_cache.shape[0] if position_ids is not None else b * s
+    if position_ids is None and cos_cache.size != b * s * cos_cache.shape[-1]:
+        raise ValueError(f"RotaryEmbedding without position_ids needs caches of shape {(b, s, rot_half)}, "
+                         f"got {cos_cache.shape}")
+    if position_ids is not None and position_ids.host is not None:  # checked when known on the host; else clamped
         pos = position_ids.host.reshape(-1)
         pos = pos[0] + np.arange(s) if first_only else pos
-        if pos.size and (pos.min() < 0 or pos.max() >= cos_cache.shape[0]):
+        if pos.size and (pos.min() < 0 or pos.max() >= rows):
             raise ValueError(f"RotaryEmbedding: positions {pos.min()}..{pos.max()} outside the cos/sin caches' "
-                             f"{cos_cache.shape[0]} rows")
+                             f"{rows} rows")
     y = rt.alloc(x.shape, x.dtype)
-    shape = struct.pack("<10i", b, s, n, h, rot_half, cos_cache.shape[1], int(bool(interleaved)), int(len(x.shape) == 4),
-                        int(first_only), cos_cache.shape[0])
+    shape = struct.pack("<10i", b, s, n, h, rot_half, cos_cache.shape[-1], int(bool(interleaved)), int(len(x.shape) == 4),
+                        int(first_only), rows)
     rt.launch(f"seamless_rotary_{SUFFIX[x.dtype]}", y.size, stream, ("int64", y.size), ("ptr", x.ptr),
-              ("ptr", position_ids.ptr), ("ptr", cos_cache.ptr), ("ptr", sin_cache.ptr), ("ptr", y.ptr), ("bytes", shape))
-    return (y,)
+              ("ptr", position_ids.ptr if position_ids is not None else 0), ("ptr", cos_cache.ptr),
+              ("ptr", sin_cache.ptr), ("ptr", y.ptr), ("bytes", shape))
+    return y
 
 
-def _skip_norm(rt, stream, x, skip, bias, scale, beta, epsilon, want_sum, simplified):
-    cols = x.shape[-1]
+def _check_rotary_23(node, graph):
+    if any(graph.value(name).dtype != graph.value(node.inputs[0]).dtype for name in node.inputs[1:3]):
+        return "cos/sin caches of another type than the input"
+    if len(node.inputs) > 3 and node.inputs[3] and graph.value(node.inputs[3]).dtype != np.int64:
+        return "position_ids must be int64"
+    return None
+
+
+@kernel("RotaryEmbedding", since=23, types=GPU_FLOATS, device="cuda", check=_check_rotary_23)
+def rotary_embedding_23(rt, stream, x, cos_cache, sin_cache, position_ids=None, *, interleaved=0, num_heads=0,
+                        rotary_embedding_dim=0):
+    """ONNX RotaryEmbedding: x (B, N, S, H) or (B, S, N*H) with num_heads; caches (P, rot/2) with
+    position_ids (B, S), else (B, S, rot/2)."""
+    if len(x.shape) == 4:
+        b, n, s, h = x.shape
+    elif num_heads:
+        b, s = x.shape[:2]
+        n, h = num_heads, x.shape[2] // num_heads
+    else:
+        raise ValueError("RotaryEmbedding: num_heads is required for 3-D input")
+    rot_half = (rotary_embedding_dim or h) // 2
+    if cos_cache.shape[-1] != rot_half:
+        raise ValueError(f"cos/sin last dimension {cos_cache.shape[-1]} != rotary_embedding_dim/2 = {rot_half}")
+    return (_rotate(rt, stream, x, position_ids, cos_cache, sin_cache, b, s, n, h, rot_half, interleaved),)
+
+
+def _skip_norm(rt, stream, x, skip, bias, scale, beta, epsilon, want_sum, simplified, axis=-1):
+    axis %= len(x.shape)
+    cols = int(np.prod(x.shape[axis:], dtype=np.int64))  # normalised over the axes from `axis` on
     if any(v is not None and v.size != cols for v in (scale, bias, beta)) or (skip is not None and skip.shape != x.shape):
-        raise ValueError("CUDA layer normalisation needs scale/beta/bias of the last axis' size and skip of x's shape")
+        raise ValueError(f"CUDA layer normalisation needs scale/beta/bias of shape {x.shape[axis:]} and skip of "
+                         f"x's shape {x.shape}")
     if cols * 4 > MAX_SHARED:
         raise ValueError(f"CUDA layer normalisation handles rows of up to {MAX_SHARED // 4} elements")
     y = rt.alloc(x.shape, x.dtype)
@@ -134,17 +173,22 @@ def _skip_norm(rt, stream, x, skip, bias, scale, beta, epsilon, want_sum, simpli
     return y, total
 
 
-def _last_axis_only(node, graph):
-    shape = graph.value(node.inputs[0]).shape
-    axis = node.attrs.get("axis", -1)
+def _check_rms(node, graph):
     if len(node.outputs) > 1 and any(node.outputs[1:]):
         return "inv_std_var output not produced on CUDA"
-    return None if axis == -1 or (shape is not None and axis == len(shape) - 1) else "last axis only on CUDA"
+    if graph.value(node.inputs[1]).dtype != graph.value(node.inputs[0]).dtype:
+        return "scale of another type than the input"
+    return None
 
 
-@kernel("SimplifiedLayerNormalization", types=GPU_FLOATS, device="cuda", check=_last_axis_only)
+@kernel("SimplifiedLayerNormalization", types=GPU_FLOATS, device="cuda", check=_check_rms)
 def simplified_layer_norm(rt, stream, x, scale, *, axis=-1, epsilon=1e-5, stash_type=1):
-    return (_skip_norm(rt, stream, x, None, None, scale, None, epsilon, False, True)[0],)
+    return (_skip_norm(rt, stream, x, None, None, scale, None, epsilon, False, True, axis)[0],)
+
+
+@kernel("RMSNormalization", since=23, types=GPU_FLOATS, device="cuda", check=_check_rms)
+def rms_normalization(rt, stream, x, scale, *, axis=-1, epsilon=1e-5, stash_type=1):
+    return (_skip_norm(rt, stream, x, None, None, scale, None, epsilon, False, True, axis)[0],)
 
 
 def _check_skip(node, graph):

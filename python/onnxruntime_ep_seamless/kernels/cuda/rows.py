@@ -1,56 +1,52 @@
 """Row-wise ops on CUDA: Softmax, LogSoftmax, LayerNormalization."""
 import numpy as np
 
-from ...runtime.cuda import contiguous_strides
 from ..registry import kernel
 from .elementwise import GPU_FLOATS, SUFFIX
+from .shape import permuted
 
 
-def _softmax_rows(rt, stream, x, rows, cols, log):
+LOG, ZERO_MASKED_ROWS = 1, 2  # native/cuda/rows.cu softmax flags
+
+
+def softmax_rows(rt, stream, x, rows, cols, flags):
     y = rt.alloc(x.shape, x.dtype)
     rt.launch_rows(f"seamless_softmax_{SUFFIX[x.dtype]}", rows if cols else 0, stream, ("ptr", x.ptr), ("ptr", y.ptr),
-                   ("int64", cols), ("int", int(log)))
+                   ("int64", cols), ("int", flags))
     return y
 
 
-def _softmax_13(log):
+def _softmax_13(flags):
     def run(rt, stream, x, *, axis=-1):
         """Softmax along one axis: the row kernel, with the axis moved last and back when it is not."""
         rank = len(x.shape)
         axis %= max(rank, 1)
         cols = x.shape[axis] if rank else 1
         if rank == 0 or axis == rank - 1:
-            return (_softmax_rows(rt, stream, x, x.size // cols if cols else 0, cols, log),)
+            return (softmax_rows(rt, stream, x, x.size // cols if cols else 0, cols, flags),)
         perm = [d for d in range(rank) if d != axis] + [axis]
         inverse = list(np.argsort(perm))
-        moved = _permuted(rt, stream, x, perm)
-        out = _softmax_rows(rt, stream, moved, moved.size // cols if cols else 0, cols, log)
-        y = _permuted(rt, stream, out, inverse)
+        moved = permuted(rt, stream, x, perm)
+        out = softmax_rows(rt, stream, moved, moved.size // cols if cols else 0, cols, flags)
+        y = permuted(rt, stream, out, inverse)
         rt.free(moved)
         rt.free(out)
         return (y,)
     return run
 
 
-def _softmax_1(log):
+def _softmax_1(flags):
     def run(rt, stream, x, *, axis=1):
         """Opsets 1-12: the input as 2-D [prod(shape[:axis]), prod(shape[axis:])], rows normalised."""
         axis %= max(len(x.shape), 1)
         cols = int(np.prod(x.shape[axis:], dtype=np.int64))
-        return (_softmax_rows(rt, stream, x, x.size // cols if cols else 0, cols, log),)
+        return (softmax_rows(rt, stream, x, x.size // cols if cols else 0, cols, flags),)
     return run
 
 
-def _permuted(rt, stream, x, perm):
-    y = rt.alloc(tuple(x.shape[p] for p in perm), x.dtype)
-    src = contiguous_strides(x.shape)
-    rt.strided_copy(stream, x, y, y.shape, [src[p] for p in perm], contiguous_strides(y.shape))
-    return y
-
-
-for _op, _log in (("Softmax", False), ("LogSoftmax", True)):
-    kernel(_op, since=1, until=12, types=GPU_FLOATS, device="cuda")(_softmax_1(_log))
-    kernel(_op, since=13, types=GPU_FLOATS, device="cuda")(_softmax_13(_log))
+for _op, _flags in (("Softmax", 0), ("LogSoftmax", LOG)):
+    kernel(_op, since=1, until=12, types=GPU_FLOATS, device="cuda")(_softmax_1(_flags))
+    kernel(_op, since=13, types=GPU_FLOATS, device="cuda")(_softmax_13(_flags))
 
 
 def _check_layernorm(node, graph):

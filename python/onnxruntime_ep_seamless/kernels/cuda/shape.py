@@ -61,13 +61,17 @@ def squeeze_1(rt, stream, x, *, axes=()):
     return (DeviceTensor(x.ptr, _squeezed(x.shape, list(axes)), x.dtype),)
 
 
-@kernel("Transpose", since=1, device="cuda")
-def transpose(rt, stream, x, *, perm=None):
-    perm = list(perm) if perm is not None else list(range(len(x.shape)))[::-1]
+def permuted(rt, stream, x, perm):
+    """x with its axes in the order `perm` (a copy)."""
     y = rt.alloc(tuple(x.shape[p] for p in perm), x.dtype)
     src = contiguous_strides(x.shape)
     rt.strided_copy(stream, x, y, y.shape, [src[p] for p in perm], contiguous_strides(y.shape))
-    return (y,)
+    return y
+
+
+@kernel("Transpose", since=1, device="cuda")
+def transpose(rt, stream, x, *, perm=None):
+    return (permuted(rt, stream, x, list(perm) if perm is not None else list(range(len(x.shape)))[::-1]),)
 
 
 @kernel("Concat", since=4, device="cuda")
