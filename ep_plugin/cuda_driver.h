@@ -3,6 +3,7 @@
  * a machine without a GPU or driver gets a clear error, not a loader failure). */
 #pragma once
 #include <stddef.h>
+#include <stdint.h>
 
 typedef int CUresult;               /* 0 = CUDA_SUCCESS */
 typedef int CUdevice;
@@ -48,21 +49,53 @@ typedef unsigned long long CUdeviceptr;
   X(CUresult, cuLaunchKernel, launch_kernel, (CUfunction fn, unsigned int gx, unsigned int gy, unsigned int gz, \
     unsigned int bx, unsigned int by, unsigned int bz, unsigned int shared, CUstream stream, void** params, void** extra))
 
-/* cuBLAS (libcublas.so.13, from NVIDIA's runtime wheel or the CUDA toolkit), our declarations. */
-typedef struct cublasContext* cublasHandle_t;
+/* cuBLASLt (libcublasLt.so.13, from NVIDIA's cuBLAS wheel or the CUDA toolkit), our declarations. */
+typedef struct cublasLtContext* cublasLtHandle_t;
+typedef struct cublasLtMatmulDescOpaque* cublasLtMatmulDesc_t;         /* opaque to us */
+typedef struct cublasLtMatrixLayoutOpaque* cublasLtMatrixLayout_t;
+typedef struct cublasLtMatmulPreferenceOpaque* cublasLtMatmulPreference_t;
 typedef int cublasStatus_t;          /* 0 = CUBLAS_STATUS_SUCCESS */
+typedef struct { uint64_t data[8]; } cublasLtMatmulAlgo_t;
+typedef struct {
+  cublasLtMatmulAlgo_t algo;
+  size_t workspace_size;
+  cublasStatus_t state;
+  float waves_count;
+  int reserved[4];
+} cublasLtMatmulHeuristicResult_t;
 #define CUBLAS_OP_N 0
 #define CUBLAS_OP_T 1
 #define CUDA_R_32F 0
 #define CUDA_R_16F 2
 #define CUDA_R_16BF 14
 #define CUBLAS_COMPUTE_32F 68
-#define CUBLAS_GEMM_DEFAULT (-1)
+#define CUBLASLT_MATMUL_DESC_TRANSA 3                 /* int32 */
+#define CUBLASLT_MATMUL_DESC_TRANSB 4                 /* int32 */
+#define CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT 5          /* int32 */
+#define CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET 6 /* int64, in elements */
+#define CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES 1    /* uint64 */
 
-#define SEAMLESS_CUBLAS_FUNCTIONS(X)                                                                 \
-  X(cublasStatus_t, cublasCreate_v2, create, (cublasHandle_t* handle))                               \
-  X(cublasStatus_t, cublasSetStream_v2, set_stream, (cublasHandle_t handle, CUstream stream))        \
-  X(cublasStatus_t, cublasGemmStridedBatchedEx, gemm_strided_batched,                               \
-    (cublasHandle_t handle, int transa, int transb, int m, int n, int k, const void* alpha, const void* A, \
-     int a_type, int lda, long long stride_a, const void* B, int b_type, int ldb, long long stride_b, \
-     const void* beta, void* C, int c_type, int ldc, long long stride_c, int batch, int compute_type, int algo))
+#define SEAMLESS_CUBLASLT_FUNCTIONS(X)                                                               \
+  X(cublasStatus_t, cublasLtCreate, create, (cublasLtHandle_t* handle))                              \
+  X(cublasStatus_t, cublasLtMatmulDescCreate, desc_create, (cublasLtMatmulDesc_t* desc, int compute, int scale)) \
+  X(cublasStatus_t, cublasLtMatmulDescSetAttribute, desc_set,                                        \
+    (cublasLtMatmulDesc_t desc, int attr, const void* buf, size_t size))                            \
+  X(cublasStatus_t, cublasLtMatmulDescDestroy, desc_destroy, (cublasLtMatmulDesc_t desc))            \
+  X(cublasStatus_t, cublasLtMatrixLayoutCreate, layout_create,                                       \
+    (cublasLtMatrixLayout_t* layout, int type, uint64_t rows, uint64_t cols, int64_t ld))            \
+  X(cublasStatus_t, cublasLtMatrixLayoutSetAttribute, layout_set,                                    \
+    (cublasLtMatrixLayout_t layout, int attr, const void* buf, size_t size))                        \
+  X(cublasStatus_t, cublasLtMatrixLayoutDestroy, layout_destroy, (cublasLtMatrixLayout_t layout))    \
+  X(cublasStatus_t, cublasLtMatmulPreferenceCreate, pref_create, (cublasLtMatmulPreference_t* pref)) \
+  X(cublasStatus_t, cublasLtMatmulPreferenceSetAttribute, pref_set,                                  \
+    (cublasLtMatmulPreference_t pref, int attr, const void* buf, size_t size))                      \
+  X(cublasStatus_t, cublasLtMatmulPreferenceDestroy, pref_destroy, (cublasLtMatmulPreference_t pref)) \
+  X(cublasStatus_t, cublasLtMatmulAlgoGetHeuristic, heuristic,                                       \
+    (cublasLtHandle_t handle, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b, \
+     cublasLtMatrixLayout_t c, cublasLtMatrixLayout_t d, cublasLtMatmulPreference_t pref, int requested,     \
+     cublasLtMatmulHeuristicResult_t* results, int* returned))                                        \
+  X(cublasStatus_t, cublasLtMatmul, matmul,                                                          \
+    (cublasLtHandle_t handle, cublasLtMatmulDesc_t desc, const void* alpha, const void* A, cublasLtMatrixLayout_t a, \
+     const void* B, cublasLtMatrixLayout_t b, const void* beta, const void* C, cublasLtMatrixLayout_t c, void* D,   \
+     cublasLtMatrixLayout_t d, const cublasLtMatmulAlgo_t* algo, void* workspace, size_t workspace_size,          \
+     CUstream stream))

@@ -394,62 +394,132 @@ static OrtStatus* seamless_cuda_sync(void* stream) {
   return NULL;
 }
 
-/* ---- cuBLAS ------------------------------------------------------------------------------- */
+/* ---- cuBLASLt ----------------------------------------------------------------------------- */
 static struct {
-#define SEAMLESS_CUBLAS_FIELD(ret, symbol, field, params) ret (*field) params;
-  SEAMLESS_CUBLAS_FUNCTIONS(SEAMLESS_CUBLAS_FIELD)
-#undef SEAMLESS_CUBLAS_FIELD
-} cublas;
+#define SEAMLESS_CUBLASLT_FIELD(ret, symbol, field, params) ret (*field) params;
+  SEAMLESS_CUBLASLT_FUNCTIONS(SEAMLESS_CUBLASLT_FIELD)
+#undef SEAMLESS_CUBLASLT_FIELD
+} lt;
 static char cublas_problem[1024];
 
-/* Load cuBLAS once: SEAMLESS_CUBLAS names the library, else the loader's search path (Python
+/* Load cuBLASLt once: SEAMLESS_CUBLASLT names the library, else the loader's search path (Python
  * preloads it from NVIDIA's wheel before registering; see runtime/cuda.py). */
 static const char* seamless_cublas_problem(void) {
   static int tried;
   if (tried) return cublas_problem;
   tried = 1;
-  const char* name = getenv("SEAMLESS_CUBLAS");
-  void* lib = dlopen(name && *name ? name : "libcublas.so.13", RTLD_NOW | RTLD_LOCAL);
+  const char* name = getenv("SEAMLESS_CUBLASLT");
+  void* lib = dlopen(name && *name ? name : "libcublasLt.so.13", RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
-    snprintf(cublas_problem, sizeof cublas_problem, "cuBLAS (libcublas.so.13) cannot be loaded (%s). Fix: pip install "
-             "'nvidia-cublas>=13,<14' (or install the CUDA 13 toolkit's libraries)", dlerror());
+    snprintf(cublas_problem, sizeof cublas_problem, "cuBLASLt (libcublasLt.so.13) cannot be loaded (%s). Fix: pip "
+             "install 'nvidia-cublas>=13,<14' (or install the CUDA 13 toolkit's libraries)", dlerror());
     return cublas_problem;
   }
-#define SEAMLESS_CUBLAS_RESOLVE(ret, symbol, field, params)                                          \
-  if (!(cublas.field = (ret(*) params)dlsym(lib, #symbol))) {                                      \
-    snprintf(cublas_problem, sizeof cublas_problem, "libcublas.so.13 lacks %s", #symbol);          \
+#define SEAMLESS_CUBLASLT_RESOLVE(ret, symbol, field, params)                                        \
+  if (!(lt.field = (ret(*) params)dlsym(lib, #symbol))) {                                          \
+    snprintf(cublas_problem, sizeof cublas_problem, "libcublasLt.so.13 lacks %s", #symbol);        \
     return cublas_problem;                                                                         \
   }
-  SEAMLESS_CUBLAS_FUNCTIONS(SEAMLESS_CUBLAS_RESOLVE)
-#undef SEAMLESS_CUBLAS_RESOLVE
+  SEAMLESS_CUBLASLT_FUNCTIONS(SEAMLESS_CUBLASLT_RESOLVE)
+#undef SEAMLESS_CUBLASLT_RESOLVE
   return cublas_problem;
 }
 
 static const char* seamless_cublas_problem_text(void) { return seamless_cublas_problem(); }
 
-/* Row-major C[b] = A[b] . B[b] (A: m x k, or k x m with trans_a; B: k x n, or n x k with trans_b),
- * float32 or float16 (dtype: ONNX numbering 1 or 10) with float32 accumulation. In cuBLAS's
- * column-major terms that is C^T = B^T . A^T. One handle per thread and GPU. */
+/* One GEMM shape's cuBLASLt plan: descriptors and the heuristic's algorithm, made once. */
+typedef struct {
+  long long key[11];
+  cublasLtMatmulDesc_t desc;
+  cublasLtMatrixLayout_t a, b, c;
+  cublasLtMatmulAlgo_t algo;
+} GemmPlan;
+
+#define SEAMLESS_GEMM_PLANS 512                    /* per thread; the oldest is replaced beyond that */
+#define SEAMLESS_GEMM_WORKSPACE (32u << 20)        /* bytes, per thread and GPU, allocated once */
+
+static void gemm_plan_destroy(GemmPlan* p) {
+  if (p->desc) lt.desc_destroy(p->desc);
+  if (p->a) lt.layout_destroy(p->a);
+  if (p->b) lt.layout_destroy(p->b);
+  if (p->c) lt.layout_destroy(p->c);
+  memset(p, 0, sizeof *p);
+}
+
+static cublasStatus_t layout(cublasLtMatrixLayout_t* out, int type, uint64_t rows, uint64_t cols, int batch,
+                             long long stride) {
+  cublasStatus_t st = lt.layout_create(out, type, rows, cols, (int64_t)rows);
+  int32_t count = batch;
+  int64_t offset = stride;
+  if (!st && batch > 1) st = lt.layout_set(*out, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count);
+  if (!st && batch > 1) st = lt.layout_set(*out, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &offset, sizeof offset);
+  return st;
+}
+
+/* Row-major C[b] = alpha A[b] . B[b] (A: m x k, or k x m with trans_a; B: k x n, or n x k with
+ * trans_b), float32, float16 or bfloat16 (dtype: ONNX numbering 1, 10, 16), float32 accumulation.
+ * In cuBLASLt's column-major terms that is C^T = B^T . A^T: B is the first operand. */
 static OrtStatus* seamless_cublas_gemm(int ordinal, void* stream, int dtype, int trans_a, int trans_b, int m, int n,
                                        int k, const void* a, long long stride_a, const void* b, long long stride_b,
                                        void* c, long long stride_c, int batch, float alpha) {
-  static __thread cublasHandle_t handles[SEAMLESS_MAX_GPUS];
+  static __thread cublasLtHandle_t handle;
+  static __thread void* workspace[SEAMLESS_MAX_GPUS];
+  static __thread GemmPlan plans[SEAMLESS_GEMM_PLANS];
+  static __thread int next_victim;
   if (*seamless_cublas_problem()) return seamless_status(1, cublas_problem);
   TRY(seamless_cuda_use(ordinal));
-  char msg[160];
-  cublasStatus_t st;
-  if (!handles[ordinal] && (st = cublas.create(&handles[ordinal]))) {
-    snprintf(msg, sizeof msg, "SeamlessCUDAExecutionProvider: cublasCreate failed (status %d)", st);
+  char msg[200];
+  cublasStatus_t st = 0;
+  if (!handle && (st = lt.create(&handle))) {
+    snprintf(msg, sizeof msg, "SeamlessCUDAExecutionProvider: cublasLtCreate failed (status %d)", st);
     return seamless_status(1, msg);
   }
-  cublas.set_stream(handles[ordinal], (CUstream)stream);
-  int type = dtype == 10 ? CUDA_R_16F : dtype == 16 ? CUDA_R_16BF : CUDA_R_32F;  // ONNX element type codes
+  if (!workspace[ordinal]) TRY(seamless_cuda_alloc(ordinal, SEAMLESS_GEMM_WORKSPACE, &workspace[ordinal]));
+  long long key[11] = {ordinal + 1, dtype, trans_a, trans_b, m, n, k, stride_a, stride_b, stride_c, batch};
+  GemmPlan* plan = NULL;
+  for (int i = 0; i < SEAMLESS_GEMM_PLANS && plans[i].desc; i++)
+    if (!memcmp(plans[i].key, key, sizeof key)) { plan = &plans[i]; break; }
+  if (!plan) {
+    int free_slot = -1;
+    for (int i = 0; i < SEAMLESS_GEMM_PLANS; i++)
+      if (!plans[i].desc) { free_slot = i; break; }
+    if (free_slot < 0) {
+      free_slot = next_victim;
+      next_victim = (next_victim + 1) % SEAMLESS_GEMM_PLANS;
+      gemm_plan_destroy(&plans[free_slot]);
+    }
+    plan = &plans[free_slot];
+    int type = dtype == 10 ? CUDA_R_16F : dtype == 16 ? CUDA_R_16BF : CUDA_R_32F;
+    int32_t op_first = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, op_second = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+    uint64_t ws = SEAMLESS_GEMM_WORKSPACE;
+    cublasLtMatmulPreference_t pref = NULL;
+    cublasLtMatmulHeuristicResult_t found;
+    int returned = 0;
+    if (!st) st = lt.desc_create(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+    if (!st) st = lt.desc_set(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_first, sizeof op_first);
+    if (!st) st = lt.desc_set(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_second, sizeof op_second);
+    /* column-major as stored: B^T is n x k (k x n when transposed), A^T k x m (m x k), C^T n x m */
+    if (!st) st = layout(&plan->a, type, trans_b ? k : n, trans_b ? n : k, batch, stride_b);
+    if (!st) st = layout(&plan->b, type, trans_a ? m : k, trans_a ? k : m, batch, stride_a);
+    if (!st) st = layout(&plan->c, type, n, m, batch, stride_c);
+    if (!st) st = lt.pref_create(&pref);
+    if (!st) st = lt.pref_set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+    if (!st) st = lt.heuristic(handle, plan->desc, plan->a, plan->b, plan->c, plan->c, pref, 1, &found, &returned);
+    if (pref) lt.pref_destroy(pref);
+    if (st || returned < 1) {
+      gemm_plan_destroy(plan);
+      snprintf(msg, sizeof msg, "SeamlessCUDAExecutionProvider: cuBLASLt has no algorithm for a %dx%dx%d GEMM "
+               "(batch %d, ONNX type %d; status %d)", m, n, k, batch, dtype, st);
+      return seamless_status(1, msg);
+    }
+    plan->algo = found.algo;
+    memcpy(plan->key, key, sizeof key);
+  }
   float beta = 0.0f;
-  st = cublas.gemm_strided_batched(handles[ordinal], trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                   n, m, k, &alpha, b, type, trans_b ? k : n, stride_b, a, type, trans_a ? m : k, stride_a,
-                                   &beta, c, type, n, stride_c, batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  st = lt.matmul(handle, plan->desc, &alpha, b, plan->a, a, plan->b, &beta, c, plan->c, c, plan->c, &plan->algo,
+                 workspace[ordinal], SEAMLESS_GEMM_WORKSPACE, (CUstream)stream);
   if (st) {
-    snprintf(msg, sizeof msg, "SeamlessCUDAExecutionProvider: cublasGemmStridedBatchedEx failed (status %d)", st);
+    snprintf(msg, sizeof msg, "SeamlessCUDAExecutionProvider: cublasLtMatmul failed (status %d)", st);
     return seamless_status(1, msg);
   }
   return NULL;

@@ -16,7 +16,7 @@ from .compute import MAX_RANK, _Buffers
 
 
 # CUDA kernels whose results are host values (shapes, sizes, constants)
-HOST_RESULTS = frozenset({"Shape", "Size", "Constant"})
+HOST_RESULTS = frozenset({"Shape", "Size", "Constant", "Range"})
 
 
 class CudaKernel:

@@ -125,7 +125,7 @@ class CudaRuntime:
     def gemm(self, stream, a: DeviceTensor, b: DeviceTensor, c: DeviceTensor, m: int, n: int, k: int,
              batch: int = 1, stride_a: int = 0, stride_b: int = 0, trans_a: bool = False, trans_b: bool = False,
              alpha: float = 1.0):
-        """Row-major c = alpha * a . b through cuBLAS (float32, float16 or bfloat16; float32 accumulation)."""
+        """Row-major c = alpha * a . b through cuBLASLt (float32, float16 or bfloat16; float32 accumulation)."""
         dtype = {"float16": 10, "bfloat16": 16}.get(a.dtype.name, 1)  # ONNX element type codes
         self.native.check(self.lib.seamless_cublas_gemm(
             self.ordinal, stream, dtype, int(trans_a), int(trans_b), m, n, k, self.ffi.cast("void*", a.ptr), stride_a,
@@ -195,15 +195,14 @@ def contiguous_strides(shape) -> list[int]:
 
 
 def preload_cublas() -> None:
-    """Load cuBLAS from NVIDIA's wheel (nvidia/cu13/lib) if installed, so the C glue finds it by name."""
+    """Load cuBLASLt from NVIDIA's wheel (nvidia/cu13/lib) if installed, so the C glue finds it by name."""
     import ctypes
     import sys
     for base in sys.path:
         for sub in ("nvidia/cu13/lib", "nvidia/cublas/lib"):
-            lib = os.path.join(base, sub, "libcublas.so.13")
+            lib = os.path.join(base, sub, "libcublasLt.so.13")
             if os.path.isfile(lib):
                 try:
-                    ctypes.CDLL(os.path.join(base, sub, "libcublasLt.so.13"), mode=ctypes.RTLD_GLOBAL)
                     ctypes.CDLL(lib, mode=ctypes.RTLD_GLOBAL)
                     return
                 except OSError:

@@ -1,0 +1,348 @@
+// Indexing ops: Tile (ranks the strided copy cannot view), GatherElements, GatherND, ScatterND,
+// ScatterElements, Trilu, CumSum, and one row-selection kernel for TopK / ArgMax / ArgMin.
+// Data movement works on raw element bits by size (1/2/4/8 bytes), so it serves every element
+// type; arithmetic (CumSum, scatter reductions, comparisons) is per type: float types compute in
+// float32 and round once, int32/int64 in their own type. Shapes travel as packed structs of up to
+// 8 dims (their layout is mirrored by struct.pack in kernels/cuda/indexing.py). An index out of
+// range reads a zero or is skipped instead of touching memory outside the tensor (ORT fails the
+// run; the GPU cannot report it without a host synchronisation).
+#include "common.cuh"
+
+namespace indexing {
+
+// ---- per-type arithmetic: the float types through common.cuh's float32 views (ld/st), the int types
+// as they are (the non-template overloads win for them)
+template <typename T>
+__device__ __forceinline__ float load(const T* p) { return ld(p); }
+__device__ __forceinline__ int32_t load(const int32_t* p) { return *p; }
+__device__ __forceinline__ int64_t load(const int64_t* p) { return *p; }
+template <typename T>
+__device__ __forceinline__ void store(T* p, float v) { st(p, v); }
+__device__ __forceinline__ void store(int32_t* p, int32_t v) { *p = v; }
+__device__ __forceinline__ void store(int64_t* p, int64_t v) { *p = v; }
+
+__device__ __forceinline__ bool is_nan(float v) { return v != v; }
+__device__ __forceinline__ bool is_nan(int64_t) { return false; }
+__device__ __forceinline__ bool is_nan(int32_t) { return false; }
+
+__device__ __forceinline__ int64_t wrap_index(int64_t i, int64_t dim) { return i < 0 ? i + dim : i; }
+
+// ---- Tile beyond what a strided copy can view: y[c] = x[c % in_dims], per axis
+struct TileShape {
+  int64_t out_dims[8];
+  int64_t in_dims[8];
+  int32_t rank;
+};
+
+template <typename T>
+__device__ void tile(int64_t n, const T* x, T* y, const TileShape& s) {
+  GRID_LOOP(t, n) {
+    int64_t rest = t, src = 0, in_stride = 1;
+    for (int d = s.rank - 1; d >= 0; d--) {
+      src += (rest % s.out_dims[d]) % s.in_dims[d] * in_stride;
+      rest /= s.out_dims[d];
+      in_stride *= s.in_dims[d];
+    }
+    y[t] = x[src];
+  }
+}
+
+// ---- GatherElements / ScatterElements: the index tensor has the rank of the data; element c of it
+// addresses data[c with c[axis] replaced by the index].
+struct AxisIndex {
+  int64_t dims[8];          // the index tensor's (= the output's for Gather, the updates' for Scatter)
+  int64_t data_strides[8];  // the data's, in elements
+  int64_t axis_dim;         // data.shape[axis]: negative indices count from its end
+  int32_t rank, axis;
+};
+
+// Data offset addressed by element t of the index tensor; -1 when the index is out of range.
+template <typename I>
+__device__ __forceinline__ int64_t axis_index_offset(int64_t t, const I* idx, const AxisIndex& s) {
+  int64_t rest = t, offset = 0;
+  for (int d = s.rank - 1; d >= 0; d--) {
+    int64_t c = rest % s.dims[d];
+    rest /= s.dims[d];
+    if (d == s.axis) {
+      c = wrap_index((int64_t)idx[t], s.axis_dim);
+      if (c < 0 || c >= s.axis_dim) return -1;
+    }
+    offset += c * s.data_strides[d];
+  }
+  return offset;
+}
+
+template <typename T, typename I>
+__device__ void gather_elements(int64_t n, const T* x, const I* idx, T* y, const AxisIndex& s) {
+  GRID_LOOP(t, n) {
+    int64_t src = axis_index_offset(t, idx, s);
+    y[t] = src < 0 ? T(0) : x[src];
+  }
+}
+
+// ---- GatherND / ScatterND: each index tuple (k values) addresses a slice of `slice` contiguous elements
+// in data; for GatherND with batch_dims, tuple g belongs to batch g / per_batch.
+struct NdIndex {
+  int64_t dims[8];       // the data dims the k index values address
+  int64_t strides[8];    // their strides in data, in elements
+  int64_t slice;         // elements per addressed slice
+  int64_t per_batch;     // index tuples per batch
+  int64_t batch_stride;  // data elements per batch (0 without batch dims)
+  int32_t k;
+};
+
+// Data offset of element t of the gathered / scattered slices; -1 when an index is out of range.
+__device__ __forceinline__ int64_t nd_offset(int64_t t, const int64_t* idx, const NdIndex& s) {
+  int64_t g = t / s.slice;
+  int64_t offset = g / s.per_batch * s.batch_stride + t % s.slice;
+  const int64_t* tuple = idx + g * s.k;
+  for (int j = 0; j < s.k; j++) {
+    int64_t c = wrap_index(tuple[j], s.dims[j]);
+    if (c < 0 || c >= s.dims[j]) return -1;
+    offset += c * s.strides[j];
+  }
+  return offset;
+}
+
+template <typename T>
+__device__ void gather_nd(int64_t n, const T* x, const int64_t* idx, T* y, const NdIndex& s) {
+  GRID_LOOP(t, n) {
+    int64_t src = nd_offset(t, idx, s);
+    y[t] = src < 0 ? T(0) : x[src];
+  }
+}
+
+// ---- scatter reductions: y[offset] = y[offset] (op) update, atomically, since several updates may
+// address one element (the order among them is open: float add/mul may round differently than ORT's
+// sequential loop).
+enum Reduction { REDUCE_ADD = 1, REDUCE_MUL = 2, REDUCE_MAX = 3, REDUCE_MIN = 4 };
+
+template <typename A>
+__device__ __forceinline__ A reduce(int op, A a, A b) {
+  switch (op) {
+    case REDUCE_ADD: return a + b;
+    case REDUCE_MUL: return a * b;
+    case REDUCE_MAX: return a > b ? a : b;
+    default: return a < b ? a : b;
+  }
+}
+
+template <int Size> struct Bits;  // the unsigned type atomicCAS swaps for an element of Size bytes
+template <> struct Bits<2> { using type = unsigned short; };
+template <> struct Bits<4> { using type = unsigned int; };
+template <> struct Bits<8> { using type = unsigned long long; };
+
+template <typename T>
+__device__ void atomic_reduce(T* p, const T* update, int op) {
+  using U = typename Bits<sizeof(T)>::type;
+  U* word = reinterpret_cast<U*>(p);
+  U seen = *word, expected;
+  do {
+    expected = seen;
+    T current, next;
+    memcpy(&current, &expected, sizeof(T));
+    store(&next, reduce(op, load(&current), load(update)));
+    U bits;
+    memcpy(&bits, &next, sizeof(T));
+    seen = atomicCAS(word, expected, bits);
+  } while (seen != expected);
+}
+
+template <typename T>
+__device__ void scatter_nd(int64_t n, const T* updates, const int64_t* idx, T* y, const NdIndex& s) {
+  GRID_LOOP(t, n) {
+    int64_t dst = nd_offset(t, idx, s);
+    if (dst >= 0) y[dst] = updates[t];
+  }
+}
+
+template <typename T>
+__device__ void scatter_nd_reduce(int64_t n, const T* updates, const int64_t* idx, T* y, const NdIndex& s, int op) {
+  GRID_LOOP(t, n) {
+    int64_t dst = nd_offset(t, idx, s);
+    if (dst >= 0) atomic_reduce(y + dst, updates + t, op);
+  }
+}
+
+template <typename T, typename I>
+__device__ void scatter_elements(int64_t n, const T* updates, const I* idx, T* y, const AxisIndex& s) {
+  GRID_LOOP(t, n) {
+    int64_t dst = axis_index_offset(t, idx, s);
+    if (dst >= 0) y[dst] = updates[t];
+  }
+}
+
+template <typename T, typename I>
+__device__ void scatter_elements_reduce(int64_t n, const T* updates, const I* idx, T* y, const AxisIndex& s, int op) {
+  GRID_LOOP(t, n) {
+    int64_t dst = axis_index_offset(t, idx, s);
+    if (dst >= 0) atomic_reduce(y + dst, updates + t, op);
+  }
+}
+
+// ---- Trilu over the last two axes [rows, cols]: keep element (i, j) when j - i >= k (upper) or
+// j - i <= k (lower), else zero (all-zero bits are zero in every type).
+template <typename T>
+__device__ void trilu(int64_t n, const T* x, T* y, int64_t rows, int64_t cols, int64_t k, int upper) {
+  GRID_LOOP(t, n) {
+    int64_t j = t % cols, i = t / cols % rows;
+    bool keep = upper ? j - i >= k : j - i <= k;
+    y[t] = keep ? x[t] : T(0);
+  }
+}
+
+// ---- CumSum of x viewed as [outer, n, inner]: one thread per (outer, inner) lane runs along the axis.
+template <typename T>
+__device__ void cumsum(int64_t lanes, const T* x, T* y, int64_t n, int64_t inner, int exclusive, int reverse) {
+  GRID_LOOP(lane, lanes) {
+    int64_t base = lane / inner * n * inner + lane % inner;
+    decltype(load(x)) acc = 0;
+    for (int64_t j = 0; j < n; j++) {
+      int64_t at = base + (reverse ? n - 1 - j : j) * inner;
+      decltype(acc) v = load(x + at);
+      if (!exclusive) acc += v;
+      store(y + at, acc);
+      if (exclusive) acc += v;
+    }
+  }
+}
+
+// ---- TopK / ArgMax / ArgMin: x viewed as [outer, n, inner], one block of SELECT_THREADS threads
+// per (outer, inner) lane. The output order is a total order: by value (descending when largest;
+// NaN above every number), then by index (ascending; descending with prefer_last, ArgMax's
+// select_last_index). Pass p picks the first element strictly after pass p-1's pick, so k passes
+// give the first k elements in order without scratch memory.
+#define SELECT_THREADS 256  // kernels/cuda/indexing.py launches them with launch_rows (256 threads)
+
+template <typename K>
+__device__ __forceinline__ bool comes_before(K a, int64_t ia, K b, int64_t ib, bool largest, bool prefer_last) {
+  bool nan_a = is_nan(a), nan_b = is_nan(b);
+  if (nan_a != nan_b) return largest ? nan_a : nan_b;
+  if (!nan_a && a != b) return largest ? a > b : a < b;
+  return prefer_last ? ia > ib : ia < ib;
+}
+
+// The block's first (value, index) pair in the order; index -1 is "none". Every thread gets it.
+template <typename K>
+__device__ void block_first(K& value, int64_t& index, bool largest, bool prefer_last) {
+  __shared__ K values[SELECT_THREADS];
+  __shared__ int64_t indices[SELECT_THREADS];
+  int tid = threadIdx.x;
+  values[tid] = value;
+  indices[tid] = index;
+  __syncthreads();
+  for (int half = SELECT_THREADS / 2; half > 0; half /= 2) {
+    if (tid < half) {
+      K other = values[tid + half];
+      int64_t other_index = indices[tid + half];
+      if (other_index >= 0 &&
+          (indices[tid] < 0 || comes_before(other, other_index, values[tid], indices[tid], largest, prefer_last))) {
+        values[tid] = other;
+        indices[tid] = other_index;
+      }
+    }
+    __syncthreads();
+  }
+  value = values[0];
+  index = indices[0];
+  __syncthreads();  // everyone has read the result before the next call overwrites it
+}
+
+// values may be null (ArgMax/ArgMin want only the indices).
+template <typename T>
+__device__ void select_row(const T* x, T* values, int64_t* indices, int64_t n, int64_t inner, int64_t k, int largest,
+                           int prefer_last) {
+  using K = decltype(load(x));
+  int64_t lane = blockIdx.x, outer = lane / inner, in = lane % inner;
+  const T* row = x + outer * n * inner + in;
+  K previous = 0;
+  int64_t previous_index = -1;
+  for (int64_t p = 0; p < k; p++) {
+    K best = 0;
+    int64_t best_index = -1;
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+      K v = load(row + j * inner);
+      if (previous_index >= 0 && !comes_before(previous, previous_index, v, j, largest, prefer_last)) continue;
+      if (best_index < 0 || comes_before(v, j, best, best_index, largest, prefer_last)) {
+        best = v;
+        best_index = j;
+      }
+    }
+    block_first(best, best_index, largest, prefer_last);
+    if (threadIdx.x == 0) {
+      int64_t out = (outer * k + p) * inner + in;
+      if (values) values[out] = row[best_index * inner];
+      indices[out] = best_index;
+    }
+    previous = best;
+    previous_index = best_index;
+  }
+}
+
+}  // namespace indexing
+
+// ---- the kernels (helpers qualified: every native/cuda/*.cu shares one translation unit)
+// data movement by element size (raw bits), arithmetic per type
+#define INDEXING_FOR_SIZES(M) M(1, uint8_t) M(2, uint16_t) M(4, uint32_t) M(8, uint64_t)
+#define INDEXING_FOR_NUMBERS(M) FOR_FLOATS(M) M(i32, int32_t) M(i64, int64_t)
+
+#define INDEXING_MOVE(S, T)                                                                                    \
+  extern "C" __global__ void seamless_tile_##S(int64_t n, const T* x, T* y, indexing::TileShape s) {          \
+    indexing::tile(n, x, y, s);                                                                                \
+  }                                                                                                            \
+  extern "C" __global__ void seamless_gather_elements_##S##_i32(int64_t n, const T* x, const int32_t* idx, T* y, \
+                                                                indexing::AxisIndex s) {                       \
+    indexing::gather_elements(n, x, idx, y, s);                                                                \
+  }                                                                                                            \
+  extern "C" __global__ void seamless_gather_elements_##S##_i64(int64_t n, const T* x, const int64_t* idx, T* y, \
+                                                                indexing::AxisIndex s) {                       \
+    indexing::gather_elements(n, x, idx, y, s);                                                                \
+  }                                                                                                            \
+  extern "C" __global__ void seamless_gather_nd_##S(int64_t n, const T* x, const int64_t* idx, T* y,           \
+                                                    indexing::NdIndex s) {                                     \
+    indexing::gather_nd(n, x, idx, y, s);                                                                      \
+  }                                                                                                            \
+  extern "C" __global__ void seamless_scatter_nd_##S(int64_t n, const T* updates, const int64_t* idx, T* y,    \
+                                                     indexing::NdIndex s) {                                    \
+    indexing::scatter_nd(n, updates, idx, y, s);                                                               \
+  }                                                                                                            \
+  extern "C" __global__ void seamless_scatter_elements_##S##_i32(int64_t n, const T* updates, const int32_t* idx, \
+                                                                 T* y, indexing::AxisIndex s) {                \
+    indexing::scatter_elements(n, updates, idx, y, s);                                                         \
+  }                                                                                                            \
+  extern "C" __global__ void seamless_scatter_elements_##S##_i64(int64_t n, const T* updates, const int64_t* idx, \
+                                                                 T* y, indexing::AxisIndex s) {                \
+    indexing::scatter_elements(n, updates, idx, y, s);                                                         \
+  }                                                                                                            \
+  extern "C" __global__ void seamless_trilu_##S(int64_t n, const T* x, T* y, int64_t rows, int64_t cols,       \
+                                                int64_t k, int upper) {                                        \
+    indexing::trilu(n, x, y, rows, cols, k, upper);                                                            \
+  }
+INDEXING_FOR_SIZES(INDEXING_MOVE)
+#undef INDEXING_MOVE
+
+#define INDEXING_ARITH(S, T)                                                                                   \
+  extern "C" __global__ void seamless_scatter_nd_reduce_##S(int64_t n, const T* updates, const int64_t* idx,   \
+                                                            T* y, indexing::NdIndex s, int op) {               \
+    indexing::scatter_nd_reduce(n, updates, idx, y, s, op);                                                    \
+  }                                                                                                            \
+  extern "C" __global__ void seamless_scatter_elements_reduce_##S##_i32(                                       \
+      int64_t n, const T* updates, const int32_t* idx, T* y, indexing::AxisIndex s, int op) {                  \
+    indexing::scatter_elements_reduce(n, updates, idx, y, s, op);                                              \
+  }                                                                                                            \
+  extern "C" __global__ void seamless_scatter_elements_reduce_##S##_i64(                                       \
+      int64_t n, const T* updates, const int64_t* idx, T* y, indexing::AxisIndex s, int op) {                  \
+    indexing::scatter_elements_reduce(n, updates, idx, y, s, op);                                              \
+  }                                                                                                            \
+  extern "C" __global__ void seamless_cumsum_##S(int64_t lanes, const T* x, T* y, int64_t n, int64_t inner,    \
+                                                 int exclusive, int reverse) {                                 \
+    indexing::cumsum(lanes, x, y, n, inner, exclusive, reverse);                                               \
+  }                                                                                                            \
+  extern "C" __global__ void seamless_select_##S(const T* x, T* values, int64_t* indices, int64_t n,           \
+                                                 int64_t inner, int64_t k, int largest, int prefer_last) {     \
+    indexing::select_row(x, values, indices, n, inner, k, largest, prefer_last);                               \
+  }
+INDEXING_FOR_NUMBERS(INDEXING_ARITH)
+#undef INDEXING_ARITH
+#undef INDEXING_FOR_SIZES
+#undef INDEXING_FOR_NUMBERS

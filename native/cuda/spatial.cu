@@ -1,0 +1,340 @@
+// Convolution, pooling, normalisation, Resize and Pad kernels on (N, C, *spatial) tensors.
+// Float types compute in float32 and store once; pure data movement (im2col, Pad) goes by element size.
+#include <float.h>
+
+#include "common.cuh"
+
+// Helpers live in a namespace: every .cu file is compiled as one translation unit.
+namespace spatial {
+
+// Sliding-window geometry over up to 3 spatial dims; fewer dims are padded in front with unit dims
+// (in = out = kernel = stride = dilation = 1, pads 0), so every kernel loops over exactly 3.
+struct Window {
+  int64_t in[3], out[3], kernel[3], stride[3], dilation[3], pad_begin[3], pad_end[3];
+};
+
+__device__ __forceinline__ int64_t prod3(const int64_t d[3]) { return d[0] * d[1] * d[2]; }
+
+// Flat index i (last dim fastest) -> coordinates over dims d.
+__device__ __forceinline__ void unravel3(int64_t i, const int64_t d[3], int64_t c[3]) {
+  c[2] = i % d[2];
+  i /= d[2];
+  c[1] = i % d[1];
+  c[0] = i / d[1];
+}
+
+// --- Conv: im2col ------------------------------------------------------------------------------
+// cols[p][k][l] = x[p][o_l * stride - pad_begin + k * dilation] (0 outside the input), for every
+// (image, channel) plane p, kernel tap k and output position l: per image a (C * K, L) matrix whose row
+// order matches W's (M, C / group, *kernel) layout, so each group's GEMM is W_g (M_g, C_g * K) . cols_g.
+template <typename T>
+__device__ void im2col(int64_t total, const T* x, T* cols, Window w) {
+  const int64_t L = prod3(w.out), K = prod3(w.kernel), plane = prod3(w.in);
+  GRID_LOOP(i, total) {
+    int64_t o[3], k[3];
+    unravel3(i % L, w.out, o);
+    unravel3((i / L) % K, w.kernel, k);
+    const int64_t p = i / (L * K);
+    int64_t src = 0;
+    bool inside = true;
+    for (int d = 0; d < 3; d++) {
+      int64_t c = o[d] * w.stride[d] - w.pad_begin[d] + k[d] * w.dilation[d];
+      inside = inside && c >= 0 && c < w.in[d];
+      src = src * w.in[d] + c;
+    }
+    cols[i] = inside ? x[p * plane + src] : T(0);  // all-zero bits: +0.0 in every float type
+  }
+}
+
+// y[i] += bias[(i / inner) % channels]: Conv's bias after the GEMM (whose float16/bfloat16 output is
+// already rounded: the one place a result rounds twice).
+template <typename T>
+__device__ void add_channel_bias(int64_t n, T* y, const T* bias, int64_t channels, int64_t inner) {
+  GRID_LOOP(i, n) st(y + i, ld(y + i) + ld(bias + (i / inner) % channels));
+}
+
+// --- ConvTranspose: col2im as a gather ----------------------------------------------------------
+// cols holds, per image, W^T . x: (M, K, L_in), each input pixel's contribution to a kernel-sized patch.
+// Output position o (full coordinate f = o + pad_begin) receives tap k of input pixel j wherever
+// f = j * stride + k * dilation; each output element sums its own taps, so no atomics are needed.
+// w.in is the ConvTranspose input's spatial shape, w.out the output's.
+template <typename T>
+__device__ void col2im(int64_t total, const T* cols, const T* bias, T* y, int64_t channels, Window w) {
+  const int64_t plane_out = prod3(w.out), K = prod3(w.kernel), L = prod3(w.in);
+  GRID_LOOP(i, total) {
+    int64_t o[3];
+    unravel3(i % plane_out, w.out, o);
+    const int64_t nm = i / plane_out;  // image * channels + output channel
+    const T* patch = cols + nm * K * L;
+    float acc = 0.0f;
+    for (int64_t k0 = 0; k0 < w.kernel[0]; k0++) {
+      int64_t t0 = o[0] + w.pad_begin[0] - k0 * w.dilation[0];
+      if (t0 < 0 || t0 % w.stride[0]) continue;
+      int64_t j0 = t0 / w.stride[0];
+      if (j0 >= w.in[0]) continue;
+      for (int64_t k1 = 0; k1 < w.kernel[1]; k1++) {
+        int64_t t1 = o[1] + w.pad_begin[1] - k1 * w.dilation[1];
+        if (t1 < 0 || t1 % w.stride[1]) continue;
+        int64_t j1 = t1 / w.stride[1];
+        if (j1 >= w.in[1]) continue;
+        for (int64_t k2 = 0; k2 < w.kernel[2]; k2++) {
+          int64_t t2 = o[2] + w.pad_begin[2] - k2 * w.dilation[2];
+          if (t2 < 0 || t2 % w.stride[2]) continue;
+          int64_t j2 = t2 / w.stride[2];
+          if (j2 >= w.in[2]) continue;
+          int64_t tap = (k0 * w.kernel[1] + k1) * w.kernel[2] + k2;
+          acc += ld(patch + tap * L + (j0 * w.in[1] + j1) * w.in[2] + j2);
+        }
+      }
+    }
+    if (bias) acc += ld(bias + nm % channels);
+    st(y + i, acc);
+  }
+}
+
+// --- MaxPool / AveragePool ----------------------------------------------------------------------
+enum PoolMode { POOL_MAX = 0, POOL_AVERAGE = 1, POOL_AVERAGE_WITH_PADS = 2 };
+
+// One output element per thread over its window. Taps outside the input never contribute to the value;
+// AveragePool divides by the taps inside the input, or (count_include_pad) inside the input and its
+// explicit pads: taps added by ceil_mode past the end pads never count, as in ORT.
+template <typename T>
+__device__ void pool(int64_t total, const T* x, T* y, int mode, Window w) {
+  const int64_t plane_out = prod3(w.out), plane_in = prod3(w.in);
+  GRID_LOOP(i, total) {
+    int64_t o[3];
+    unravel3(i % plane_out, w.out, o);
+    const T* xp = x + (i / plane_out) * plane_in;
+    float best = -FLT_MAX, sum = 0.0f;  // ORT starts its max at the lowest finite value
+    int64_t inside = 0, counted = 0;
+    int64_t start[3];
+    for (int d = 0; d < 3; d++) start[d] = o[d] * w.stride[d] - w.pad_begin[d];
+    for (int64_t k0 = 0; k0 < w.kernel[0]; k0++) {
+      int64_t c0 = start[0] + k0 * w.dilation[0];
+      for (int64_t k1 = 0; k1 < w.kernel[1]; k1++) {
+        int64_t c1 = start[1] + k1 * w.dilation[1];
+        for (int64_t k2 = 0; k2 < w.kernel[2]; k2++) {
+          int64_t c2 = start[2] + k2 * w.dilation[2];
+          // taps start at or after -pad_begin, so only the end of the padded extent needs a test
+          counted += c0 < w.in[0] + w.pad_end[0] && c1 < w.in[1] + w.pad_end[1] && c2 < w.in[2] + w.pad_end[2];
+          if (c0 < 0 || c0 >= w.in[0] || c1 < 0 || c1 >= w.in[1] || c2 < 0 || c2 >= w.in[2]) continue;
+          float v = ld(xp + (c0 * w.in[1] + c1) * w.in[2] + c2);
+          best = v > best ? v : best;  // a NaN input never replaces the running max
+          sum += v;
+          inside++;
+        }
+      }
+    }
+    if (mode == POOL_MAX)
+      st(y + i, best);
+    else
+      st(y + i, inside ? sum / (float)(mode == POOL_AVERAGE_WITH_PADS ? counted : inside) : 0.0f);
+  }
+}
+
+// --- normalisation ------------------------------------------------------------------------------
+// BatchNormalization (inference): y = x * a + b with a = scale / sqrt(var + eps), b = B - mean * a, as
+// ORT folds it. Parameter p of element i is (i / div) % count: per channel (div = spatial size,
+// count = C), or per (channel, position) for opset 7-8's spatial=0 (div = 1, count = C * spatial size).
+template <typename T>
+__device__ void batch_norm(int64_t n, const T* x, const T* scale, const T* bias, const T* mean, const T* var, T* y,
+                           int64_t div, int64_t count, float eps) {
+  GRID_LOOP(i, n) {
+    int64_t p = (i / div) % count;
+    float a = 1.0f / sqrtf(ld(var + p) + eps) * ld(scale + p);
+    float b = ld(bias + p) - ld(mean + p) * a;
+    st(y + i, ld(x + i) * a + b);
+  }
+}
+
+// InstanceNormalization: one block per (image, channel) plane of `cols` elements; the mean, then the
+// variance around it (two passes, as ORT), then y = (x - mean) * scale / sqrt(var + eps) + B.
+template <typename T>
+__device__ void instance_norm_row(const T* x, const T* scale, const T* bias, T* y, int64_t channels, int64_t cols,
+                                  float eps) {
+  const int64_t base = blockIdx.x * cols;
+  const int64_t c = blockIdx.x % channels;
+  float sum = 0.0f;
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) sum += ld(x + base + j);
+  const float mean = block_reduce(sum, false) / cols;
+  float sq = 0.0f;
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+    float d = ld(x + base + j) - mean;
+    sq += d * d;
+  }
+  const float a = ld(scale + c) / sqrtf(block_reduce(sq, false) / cols + eps);
+  const float b = ld(bias + c);
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) st(y + base + j, (ld(x + base + j) - mean) * a + b);
+}
+
+// LRN across channels: y = x * (bias + alpha / size * sum of x^2 over channels
+// [c - floor((size - 1) / 2), c + ceil((size - 1) / 2)])^-beta.
+template <typename T>
+__device__ void lrn(int64_t n, const T* x, T* y, int64_t channels, int64_t inner, int64_t size, float alpha_over_size,
+                    float beta, float bias) {
+  GRID_LOOP(i, n) {
+    const int64_t c = (i / inner) % channels;
+    const T* channel0 = x + (i - c * inner);  // this position in channel 0 of the image
+    const int64_t before = (size - 1) / 2, after = size - 1 - before;
+    const int64_t lo = c - before < 0 ? 0 : c - before;
+    const int64_t hi = c + after > channels - 1 ? channels - 1 : c + after;
+    float sum = 0.0f;
+    for (int64_t j = lo; j <= hi; j++) {
+      float v = ld(channel0 + j * inner);
+      sum += v * v;
+    }
+    st(y + i, ld(x + i) * powf(bias + alpha_over_size * sum, -beta));
+  }
+}
+
+// --- Resize (nearest, linear) -------------------------------------------------------------------
+constexpr int kResizeMaxDims = 8;
+
+// Per-axis tables computed on the host (the same float32 coordinate arithmetic as the CPU kernel):
+// for output coordinate j of axis d, entry t = table_offset[d] + j gives the two input positions
+// lo[t], hi[t] and the weight of hi, weight[t]. Nearest mode uses lo only.
+struct ResizeAxes {
+  int64_t in_strides[kResizeMaxDims];
+  int64_t out_dims[kResizeMaxDims];
+  int64_t table_offset[kResizeMaxDims];
+  int32_t rank;
+  int32_t blended;  // bit d: axis d blends lo and hi (linear mode with some nonzero weight)
+};
+
+template <typename T>
+__device__ void resize(int64_t n, const T* x, T* y, const int64_t* lo, const int64_t* hi, const float* weight,
+                       ResizeAxes r) {
+  GRID_LOOP(i, n) {
+    int64_t lo_off[kResizeMaxDims], hi_off[kResizeMaxDims];
+    float w[kResizeMaxDims];
+    int64_t rest = i;
+    for (int d = r.rank - 1; d >= 0; d--) {
+      int64_t t = r.table_offset[d] + rest % r.out_dims[d];
+      rest /= r.out_dims[d];
+      lo_off[d] = lo[t] * r.in_strides[d];
+      hi_off[d] = hi[t] * r.in_strides[d];
+      w[d] = weight[t];
+    }
+    // every corner of the blended axes: each subset `s` of them takes hi there and lo elsewhere
+    float acc = 0.0f;
+    for (int s = r.blended;; s = (s - 1) & r.blended) {
+      float f = 1.0f;
+      int64_t off = 0;
+      for (int d = 0; d < r.rank; d++) {
+        bool use_hi = (s >> d) & 1;
+        off += use_hi ? hi_off[d] : lo_off[d];
+        if ((r.blended >> d) & 1) f *= use_hi ? w[d] : 1.0f - w[d];
+      }
+      acc += f * ld(x + off);
+      if (s == 0) break;
+    }
+    st(y + i, acc);
+  }
+}
+
+}  // namespace spatial
+
+extern "C" __global__ void seamless_im2col_2(int64_t total, const uint16_t* x, uint16_t* cols, spatial::Window w) {
+  spatial::im2col(total, x, cols, w);
+}
+extern "C" __global__ void seamless_im2col_4(int64_t total, const uint32_t* x, uint32_t* cols, spatial::Window w) {
+  spatial::im2col(total, x, cols, w);
+}
+
+#define SPATIAL_KERNELS(S, T)                                                                                          \
+  extern "C" __global__ void seamless_conv_bias_##S(int64_t n, T* y, const T* bias, int64_t channels,                  \
+                                                    int64_t inner) {                                                   \
+    spatial::add_channel_bias(n, y, bias, channels, inner);                                                            \
+  }                                                                                                                    \
+  extern "C" __global__ void seamless_col2im_##S(int64_t total, const T* cols, const T* bias, T* y, int64_t channels,  \
+                                                 spatial::Window w) {                                                  \
+    spatial::col2im(total, cols, bias, y, channels, w);                                                                \
+  }                                                                                                                    \
+  extern "C" __global__ void seamless_pool_##S(int64_t total, const T* x, T* y, int mode, spatial::Window w) {         \
+    spatial::pool(total, x, y, mode, w);                                                                               \
+  }                                                                                                                    \
+  extern "C" __global__ void seamless_batch_norm_##S(int64_t n, const T* x, const T* scale, const T* bias,             \
+                                                     const T* mean, const T* var, T* y, int64_t div, int64_t count,    \
+                                                     float eps) {                                                      \
+    spatial::batch_norm(n, x, scale, bias, mean, var, y, div, count, eps);                                             \
+  }                                                                                                                    \
+  extern "C" __global__ void seamless_instance_norm_##S(const T* x, const T* scale, const T* bias, T* y,               \
+                                                        int64_t channels, int64_t cols, float eps) {                   \
+    spatial::instance_norm_row(x, scale, bias, y, channels, cols, eps);                                                \
+  }                                                                                                                    \
+  extern "C" __global__ void seamless_lrn_##S(int64_t n, const T* x, T* y, int64_t channels, int64_t inner,            \
+                                              int64_t size, float alpha_over_size, float beta, float bias) {           \
+    spatial::lrn(n, x, y, channels, inner, size, alpha_over_size, beta, bias);                                         \
+  }                                                                                                                    \
+  extern "C" __global__ void seamless_resize_##S(int64_t n, const T* x, T* y, const int64_t* lo, const int64_t* hi,    \
+                                                 const float* weight, spatial::ResizeAxes r) {                         \
+    spatial::resize(n, x, y, lo, hi, weight, r);                                                                       \
+  }
+FOR_FLOATS(SPATIAL_KERNELS)
+#undef SPATIAL_KERNELS
+
+namespace spatial {
+
+// --- Pad ----------------------------------------------------------------------------------------
+constexpr int kPadMaxDims = 8;
+enum PadMode { PAD_CONSTANT = 0, PAD_REFLECT = 1, PAD_EDGE = 2, PAD_WRAP = 3 };
+
+// Negative pads crop first (as ORT): along axis d the cropped input is x[lo[d], lo[d] + len[d]), and
+// output coordinate o maps to r = o - shift[d] in it (shift = the positive begin pad); r outside
+// [0, len) is padding, filled by `mode`.
+struct PadGeometry {
+  int64_t out_dims[kPadMaxDims];
+  int64_t in_strides[kPadMaxDims];
+  int64_t shift[kPadMaxDims];
+  int64_t lo[kPadMaxDims];
+  int64_t len[kPadMaxDims];
+  int32_t rank;
+  int32_t mode;
+};
+
+// `value` carries the constant's bit pattern in its low bytes.
+template <typename T>
+__device__ void pad(int64_t n, const T* x, T* y, int64_t value, PadGeometry g) {
+  GRID_LOOP(i, n) {
+    int64_t rest = i, src = 0;
+    bool fill = false;
+    for (int d = g.rank - 1; d >= 0; d--) {
+      const int64_t len = g.len[d];
+      int64_t r = rest % g.out_dims[d] - g.shift[d];
+      rest /= g.out_dims[d];
+      if (r < 0 || r >= len) {
+        if (g.mode == PAD_CONSTANT) {
+          fill = true;
+          break;
+        } else if (g.mode == PAD_EDGE) {
+          r = r < 0 ? 0 : len - 1;
+        } else if (g.mode == PAD_WRAP) {
+          r = ((r % len) + len) % len;
+        } else {  // reflect (mirror without repeating the edge), any number of bounces; one element repeats
+          const int64_t period = 2 * (len - 1);
+          if (period == 0) {
+            r = 0;
+          } else {
+            r = ((r % period) + period) % period;
+            if (r >= len) r = period - r;
+          }
+        }
+      }
+      src += (g.lo[d] + r) * g.in_strides[d];
+    }
+    y[i] = fill ? (T)value : x[src];
+  }
+}
+
+}  // namespace spatial
+
+// by element size: any element type
+#define SPATIAL_PAD(B, U)                                                                                              \
+  extern "C" __global__ void seamless_pad_##B(int64_t n, const U* x, U* y, int64_t value, spatial::PadGeometry g) {    \
+    spatial::pad(n, x, y, value, g);                                                                                   \
+  }
+SPATIAL_PAD(1, uint8_t)
+SPATIAL_PAD(2, uint16_t)
+SPATIAL_PAD(4, uint32_t)
+SPATIAL_PAD(8, uint64_t)
+#undef SPATIAL_PAD

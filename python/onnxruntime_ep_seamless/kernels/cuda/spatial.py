@@ -1,0 +1,395 @@
+"""Convolution, pooling, normalization, Resize and Pad on CUDA (native/cuda/spatial.cu), NCHW.
+
+Conv is im2col + cuBLAS GEMM (groups as a batched GEMM); ConvTranspose is a GEMM then col2im as
+a gather over kernel taps. Window geometry, Resize coordinates and their rounding come from the
+CPU kernels' host helpers (kernels/cpu/nn.py), so both devices agree on shapes and sampling.
+Float types compute in float32 and round once (Conv's bias aside: it is added to the GEMM's
+rounded output; ConvTranspose sums rounded GEMM columns); Pad moves elements of any type by size.
+"""
+import math
+import struct
+
+import numpy as np
+
+from ...graph.ir import PACKED_BITS
+from ...runtime.cuda import MAX_DIMS, DeviceTensor, contiguous_strides
+from ..cpu.nn import _conv_transpose_geometry, _geometry, _nearest_index, _original_coords
+from ..registry import kernel
+from .elementwise import GPU_FLOATS, SUFFIX
+from .shape import _ints
+
+SCRATCH_BYTES = 1 << 28  # im2col/col2im column buffers above this are split into chunks of images
+POOL_MAX, POOL_AVERAGE, POOL_AVERAGE_WITH_PADS = 0, 1, 2  # spatial.cu PoolMode
+PAD_MODES = {"constant": 0, "reflect": 1, "edge": 2, "wrap": 3}  # spatial.cu PadMode
+_F32 = np.float32
+
+
+def _at(t: DeviceTensor, elements: int) -> DeviceTensor:
+    """A view of t starting `elements` elements in (for GEMM operands and chunked launches)."""
+    return DeviceTensor(t.ptr + elements * t.dtype.itemsize, t.shape, t.dtype)
+
+
+def _window(in_shape, out_shape, kernel, strides, dilations, begin, end) -> bytes:
+    """spatial.cu's Window, padded in front to 3 spatial dims with unit dims."""
+    lead = 3 - len(in_shape)
+    fields = []
+    for values, unit in ((in_shape, 1), (out_shape, 1), (kernel, 1), (strides, 1), (dilations, 1), (begin, 0),
+                         (end, 0)):
+        fields += [unit] * lead + [int(v) for v in values]
+    return struct.pack("<21q", *fields)
+
+
+def _spatial_rank(shape):
+    if not 3 <= len(shape) <= 5:
+        raise ValueError(f"input of shape {shape}: CUDA convolutions and pools take 1 to 3 spatial dims")
+
+
+def _check_spatial(node, graph):
+    shape = graph.value(node.inputs[0]).shape
+    if shape is not None and not 3 <= len(shape) <= 5:
+        return f"{len(shape) - 2} spatial dims (CUDA takes 1 to 3)"
+    return None
+
+
+def _chunk(images, bytes_per_image):
+    """Images per column buffer: all when they fit in SCRATCH_BYTES, else as many as fit (at least one)."""
+    return max(1, min(images, SCRATCH_BYTES // max(bytes_per_image, 1)))
+
+
+# --- Conv / ConvTranspose -----------------------------------------------------------------
+
+
+@kernel("Conv", since=1, types=GPU_FLOATS, device="cuda", check=_check_spatial)
+def conv(rt, stream, x, w, b=None, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pads=None,
+         strides=None):
+    _spatial_rank(x.shape)
+    nd = len(x.shape) - 2
+    n, c = x.shape[:2]
+    m, kernel = w.shape[0], w.shape[2:]
+    strides, dilations = list(strides or [1] * nd), list(dilations or [1] * nd)
+    begin, end, out = _geometry(x.shape[2:], kernel, strides, dilations, pads, auto_pad)
+    y = rt.alloc((n, m) + tuple(out), x.dtype)
+    if not y.size:
+        return (y,)
+    mg, taps, length = m // group, math.prod(kernel), math.prod(out)
+    depth = c // group * taps                       # GEMM depth of one group: its channels x kernel taps
+    cols_per_image = c * taps * length               # im2col of one image: (C * taps, L)
+    # a 1x1 kernel with unit strides and no padding reads x as it is: x is its own im2col
+    direct = taps == 1 and all(s == 1 for s in strides) and not any(begin) and not any(end)
+    chunk = n if direct else _chunk(n, cols_per_image * x.dtype.itemsize)
+    cols = None if direct else rt.alloc((chunk, c * taps, length), x.dtype)
+    window = _window(x.shape[2:], out, kernel, strides, dilations, begin, end)
+    in_per_image = c * math.prod(x.shape[2:])
+    for first in range(0, n, chunk):
+        count = min(chunk, n - first)
+        if direct:
+            src = _at(x, first * in_per_image)
+        else:
+            total = count * cols_per_image
+            rt.launch(f"seamless_im2col_{x.dtype.itemsize}", total, stream, ("int64", total),
+                      ("ptr", _at(x, first * in_per_image).ptr), ("ptr", cols.ptr), ("bytes", window))
+            src = cols
+        if group == 1:  # one GEMM for the chunk: the same W against each image's columns
+            rt.gemm(stream, w, src, _at(y, first * m * length), m, length, depth, batch=count, stride_a=0,
+                    stride_b=cols_per_image)
+        else:  # per image, the groups as a batch: W_g (M/g, depth) . cols_g (depth, L)
+            for i in range(count):
+                rt.gemm(stream, w, _at(src, i * cols_per_image), _at(y, (first + i) * m * length), mg, length, depth,
+                        batch=group, stride_a=mg * depth, stride_b=depth * length)
+    if cols is not None:
+        rt.free(cols)  # stream-ordered: the GEMMs reading it are queued
+    if b is not None:
+        rt.launch(f"seamless_conv_bias_{SUFFIX[x.dtype]}", y.size, stream, ("int64", y.size), ("ptr", y.ptr),
+                  ("ptr", b.ptr), ("int64", m), ("int64", length))
+    return (y,)
+
+
+@kernel("ConvTranspose", since=1, types=GPU_FLOATS, device="cuda", check=_check_spatial)
+def conv_transpose(rt, stream, x, w, b=None, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None,
+                   output_padding=None, output_shape=None, pads=None, strides=None):
+    _spatial_rank(x.shape)
+    nd = len(x.shape) - 2
+    n, c = x.shape[:2]
+    in_shape, kernel = x.shape[2:], w.shape[2:]
+    cg, mg = c // group, w.shape[1]
+    m = mg * group
+    strides, dilations = list(strides or [1] * nd), list(dilations or [1] * nd)
+    begin, out = _conv_transpose_geometry(in_shape, kernel, strides, dilations, pads, auto_pad, output_padding,
+                                          output_shape)
+    y = rt.alloc((n, m) + tuple(out), x.dtype)
+    if not y.size:
+        return (y,)
+    taps, length, out_plane = math.prod(kernel), math.prod(in_shape), math.prod(out)
+    cols_per_image = m * taps * length               # per image W^T . x: (M * taps, L_in)
+    chunk = _chunk(n, cols_per_image * x.dtype.itemsize)
+    cols = rt.alloc((chunk, m * taps, length), x.dtype)
+    if cg == 0 or length == 0:
+        rt.zero(cols, stream)                        # nothing to multiply: no contributions, bias only
+    window = _window(in_shape, out, kernel, strides, dilations, begin, [0] * nd)
+    for first in range(0, n, chunk):
+        count = min(chunk, n - first)
+        # W is (C, M/g, *kernel): group g's rows read as (C/g, M/g * taps) give W_g^T with trans_a
+        if cg and length:
+            if group == 1:
+                rt.gemm(stream, w, _at(x, first * c * length), cols, m * taps, length, c, batch=count, stride_a=0,
+                        stride_b=c * length, trans_a=True)
+            else:
+                for i in range(count):
+                    rt.gemm(stream, w, _at(x, (first + i) * c * length), _at(cols, i * cols_per_image), mg * taps,
+                            length, cg, batch=group, stride_a=cg * mg * taps, stride_b=cg * length, trans_a=True)
+        total = count * m * out_plane
+        rt.launch(f"seamless_col2im_{SUFFIX[x.dtype]}", total, stream, ("int64", total), ("ptr", cols.ptr),
+                  ("ptr", b.ptr if b is not None else 0), ("ptr", _at(y, first * m * out_plane).ptr), ("int64", m),
+                  ("bytes", window))
+    rt.free(cols)
+    return (y,)
+
+
+# --- pooling ------------------------------------------------------------------------------
+
+
+def _pool(rt, stream, x, mode, kernel_shape, strides, dilations, pads, auto_pad, ceil_mode):
+    _spatial_rank(x.shape)
+    nd = len(x.shape) - 2
+    strides, dilations = list(strides or [1] * nd), list(dilations or [1] * nd)
+    begin, end, out = _geometry(x.shape[2:], kernel_shape, strides, dilations, pads, auto_pad, ceil_mode)
+    y = rt.alloc(x.shape[:2] + tuple(out), x.dtype)
+    rt.launch(f"seamless_pool_{SUFFIX[x.dtype]}", y.size, stream, ("int64", y.size), ("ptr", x.ptr), ("ptr", y.ptr),
+              ("int", mode), ("bytes", _window(x.shape[2:], out, kernel_shape, strides, dilations, begin, end)))
+    return (y,)
+
+
+def _check_max_pool(node, graph):
+    if len(node.outputs) > 1 and node.outputs[1]:
+        return "MaxPool's Indices output is not produced on CUDA"
+    return _check_spatial(node, graph)
+
+
+@kernel("MaxPool", since=1, types=GPU_FLOATS, device="cuda", check=_check_max_pool)
+def max_pool(rt, stream, x, *, auto_pad="NOTSET", ceil_mode=0, dilations=None, kernel_shape, pads=None,
+             storage_order=0, strides=None):
+    return _pool(rt, stream, x, POOL_MAX, kernel_shape, strides, dilations, pads, auto_pad, ceil_mode)
+
+
+@kernel("AveragePool", since=1, types=GPU_FLOATS, device="cuda", check=_check_spatial)
+def average_pool(rt, stream, x, *, auto_pad="NOTSET", ceil_mode=0, count_include_pad=0, dilations=None,
+                 kernel_shape, pads=None, strides=None):
+    mode = POOL_AVERAGE_WITH_PADS if count_include_pad else POOL_AVERAGE
+    return _pool(rt, stream, x, mode, kernel_shape, strides, dilations, pads, auto_pad, ceil_mode)
+
+
+# --- normalization ------------------------------------------------------------------------
+
+
+def _check_batch_norm(node, graph):
+    if node.attrs.get("training_mode", 0):
+        return "BatchNormalization training_mode=1 is not supported on CUDA (inference only)"
+    if len([o for o in node.outputs if o]) > 1:
+        return "BatchNormalization's running statistics outputs are not produced on CUDA"
+    dtype = graph.value(node.inputs[0]).dtype
+    if any(graph.value(n).dtype != dtype for n in node.inputs[1:5] if n):
+        return "BatchNormalization parameters of another type than X"
+    return None
+
+
+@kernel("BatchNormalization", since=7, types=GPU_FLOATS, device="cuda", check=_check_batch_norm)
+def batch_normalization(rt, stream, x, scale, b, mean, var, *, epsilon=1e-5, momentum=0.9, spatial=1,
+                        training_mode=0):
+    c = x.shape[1]
+    inner = math.prod(x.shape[2:])
+    # per channel, or (opset 7-8, spatial=0) per channel and position: parameters of shape (C, *spatial)
+    div, count = (inner, c) if scale.size == c else (1, c * inner)
+    if any(t.size != count for t in (scale, b, mean, var)):
+        raise ValueError(f"BatchNormalization parameters of shapes {[t.shape for t in (scale, b, mean, var)]} for "
+                         f"an input of shape {x.shape}")
+    y = rt.alloc(x.shape, x.dtype)
+    rt.launch(f"seamless_batch_norm_{SUFFIX[x.dtype]}", y.size, stream, ("int64", y.size), ("ptr", x.ptr),
+              ("ptr", scale.ptr), ("ptr", b.ptr), ("ptr", mean.ptr), ("ptr", var.ptr), ("ptr", y.ptr),
+              ("int64", div), ("int64", count), ("float", float(epsilon)))
+    return (y,)
+
+
+@kernel("InstanceNormalization", since=6, types=GPU_FLOATS, device="cuda")
+def instance_normalization(rt, stream, x, scale, b, *, epsilon=1e-5):
+    c = x.shape[1]
+    cols = math.prod(x.shape[2:])
+    if scale.size != c or b.size != c:
+        raise ValueError(f"InstanceNormalization scale/B of sizes {scale.size}, {b.size} for {c} channels")
+    y = rt.alloc(x.shape, x.dtype)
+    if y.size:
+        rt.launch_rows(f"seamless_instance_norm_{SUFFIX[x.dtype]}", x.shape[0] * c, stream, ("ptr", x.ptr),
+                       ("ptr", scale.ptr), ("ptr", b.ptr), ("ptr", y.ptr), ("int64", c), ("int64", cols),
+                       ("float", float(epsilon)))
+    return (y,)
+
+
+@kernel("LRN", since=1, types=GPU_FLOATS, device="cuda")
+def lrn(rt, stream, x, *, alpha=1e-4, beta=0.75, bias=1.0, size):
+    y = rt.alloc(x.shape, x.dtype)
+    alpha_over_size = float(_F32(alpha) / _F32(size))  # float32, as ORT computes it
+    rt.launch(f"seamless_lrn_{SUFFIX[x.dtype]}", y.size, stream, ("int64", y.size), ("ptr", x.ptr), ("ptr", y.ptr),
+              ("int64", x.shape[1]), ("int64", math.prod(x.shape[2:])), ("int64", size), ("float", alpha_over_size),
+              ("float", float(beta)), ("float", float(bias)))
+    return (y,)
+
+
+# --- Resize -------------------------------------------------------------------------------
+
+
+def _check_resize(node, graph):
+    a = node.attrs
+    mode = a.get("mode", "nearest")
+    if mode not in ("nearest", "linear"):
+        return f"Resize mode={mode!r} not supported on CUDA (nearest and linear are)"
+    if a.get("coordinate_transformation_mode") == "tf_crop_and_resize":
+        return "Resize coordinate_transformation_mode='tf_crop_and_resize' not supported on CUDA"
+    if a.get("antialias", 0):
+        return "Resize antialias=1 not supported on CUDA"
+    if a.get("exclude_outside", 0):
+        return "Resize exclude_outside=1 not supported on CUDA"
+    if a.get("keep_aspect_ratio_policy", "stretch") != "stretch":
+        return f"Resize keep_aspect_ratio_policy={a['keep_aspect_ratio_policy']!r} not supported on CUDA"
+    shape = graph.value(node.inputs[0]).shape
+    if shape is not None and len(shape) > MAX_DIMS:
+        return f"rank {len(shape)} above the CUDA kernels' limit of {MAX_DIMS}"
+    if "axes" in a:
+        rank = len(shape) if shape is not None else None
+        if rank is None or [ax + rank if ax < 0 else ax for ax in a["axes"]] != list(range(rank)):
+            return "Resize axes other than all axes in order are not supported on CUDA"
+    return None
+
+
+def _resize(rt, stream, x, scales, sizes, mode, coordinate_mode, nearest_mode):
+    """x resized over all axes; scales/sizes are host values. Output shape and scales as in the CPU
+    kernel (float32); each axis' sampling positions and weights become tables the kernel reads."""
+    rank = len(x.shape)
+    if rank > MAX_DIMS:
+        raise ValueError(f"rank {rank} above the CUDA kernels' limit of {MAX_DIMS}")
+    if sizes is not None:
+        out_shape = [int(s) for s in sizes]
+        scale = [_F32(o) / _F32(i) for o, i in zip(out_shape, x.shape)]
+    elif scales is not None:
+        scale = [_F32(s) for s in scales]
+        out_shape = [int(np.floor(s * _F32(i))) for s, i in zip(scale, x.shape)]
+    else:
+        raise ValueError("Resize needs scales or sizes")
+    if len(out_shape) != rank:
+        raise ValueError(f"Resize of a rank-{rank} input with {len(out_shape)} scales/sizes")
+    y = rt.alloc(out_shape, x.dtype)
+    if not y.size:
+        return (y,)
+    lo, hi, weight, offsets, blended = [], [], [], [], 0
+    for d, (n_in, n_out, s) in enumerate(zip(x.shape, out_shape, scale)):
+        offsets.append(sum(len(t) for t in lo))
+        coords = _original_coords(coordinate_mode, n_out, n_in, s, 0.0, 1.0)
+        if mode == "nearest":
+            index = np.clip(_nearest_index(coords, nearest_mode, s), 0, n_in - 1).astype(np.int64)
+            lo.append(index)
+            hi.append(index)
+            weight.append(np.zeros(n_out, _F32))
+        else:  # linear: the two neighbours of the clamped coordinate, as the CPU kernel
+            clamped = np.clip(coords, 0, n_in - 1)
+            left = clamped.astype(np.int64)
+            w = (clamped - left).astype(_F32)
+            lo.append(left)
+            hi.append(np.minimum(left + 1, n_in - 1))
+            weight.append(w)
+            if w.any():
+                blended |= 1 << d
+    index_table = np.concatenate(lo + hi)
+    weight_table = np.concatenate(weight)
+    positions = len(weight_table)
+    index_d = rt.device(DeviceTensor(0, index_table.shape, index_table.dtype, index_table), stream)
+    weight_d = rt.device(DeviceTensor(0, weight_table.shape, weight_table.dtype, weight_table), stream)
+    pad = [0] * (MAX_DIMS - rank)
+    axes = struct.pack(f"<{3 * MAX_DIMS}q2i", *contiguous_strides(x.shape), *pad, *out_shape, *pad, *offsets, *pad,
+                       rank, blended)
+    rt.launch(f"seamless_resize_{SUFFIX[x.dtype]}", y.size, stream, ("int64", y.size), ("ptr", x.ptr), ("ptr", y.ptr),
+              ("ptr", index_d.ptr), ("ptr", _at(index_d, positions).ptr), ("ptr", weight_d.ptr), ("bytes", axes))
+    rt.free(index_d)  # stream-ordered: the launch reading them is queued
+    rt.free(weight_d)
+    return (y,)
+
+
+def _floats(rt, stream, t):
+    """A float (scales) input's values on the host; None when absent or empty (an absent input)."""
+    if t is None or t.size == 0:
+        return None
+    return [float(v) for v in np.asarray(rt.to_host(t, stream)).reshape(-1)]
+
+
+@kernel("Resize", since=10, until=10, types=GPU_FLOATS, device="cuda", check=_check_resize)
+def resize_10(rt, stream, x, scales, *, mode="nearest"):
+    # Upsample-9 generalized: asymmetric coordinates, ORT's "simple" nearest rounding
+    return _resize(rt, stream, x, _floats(rt, stream, scales), None, mode, "asymmetric", "simple")
+
+
+@kernel("Resize", since=11, types=GPU_FLOATS, device="cuda", check=_check_resize)
+def resize_11(rt, stream, x, roi=None, scales=None, sizes=None, *, antialias=0, axes=None,
+              coordinate_transformation_mode="half_pixel", cubic_coeff_a=-0.75, exclude_outside=0,
+              extrapolation_value=0.0, keep_aspect_ratio_policy="stretch", mode="nearest",
+              nearest_mode="round_prefer_floor"):
+    # roi only matters to tf_crop_and_resize (declined)
+    sizes = _ints(rt, stream, sizes) if sizes is not None and sizes.size else None
+    return _resize(rt, stream, x, _floats(rt, stream, scales), sizes, mode, coordinate_transformation_mode,
+                   nearest_mode)
+
+
+# --- Pad ----------------------------------------------------------------------------------
+
+
+def _check_pad(node, graph):
+    mode = node.attrs.get("mode", "constant")
+    if mode not in PAD_MODES:
+        return f"Pad mode={mode!r} not supported"
+    dtype = graph.value(node.inputs[0]).dtype
+    if dtype in PACKED_BITS or dtype.kind == "O" or dtype.itemsize not in (1, 2, 4, 8):
+        return f"Pad of {dtype} elements not supported on CUDA"
+    shape = graph.value(node.inputs[0]).shape
+    if shape is not None and len(shape) > MAX_DIMS:
+        return f"rank {len(shape)} above the CUDA kernels' limit of {MAX_DIMS}"
+    return None
+
+
+def _pad(rt, stream, x, pads, mode, value, axes=None):
+    rank = len(x.shape)
+    if rank > MAX_DIMS:
+        raise ValueError(f"rank {rank} above the CUDA kernels' limit of {MAX_DIMS}")
+    axes = list(range(rank)) if axes is None else [a + rank if a < 0 else a for a in axes]
+    if len(pads) != 2 * len(axes):
+        raise ValueError(f"Pad with {len(pads)} pads for {len(axes)} axes")
+    begin, end = [0] * rank, [0] * rank
+    for i, a in enumerate(axes):
+        begin[a], end[a] = pads[i], pads[i + len(axes)]
+    out = [d + b + e for d, b, e in zip(x.shape, begin, end)]
+    if any(o < 0 for o in out):
+        raise ValueError(f"Pad of shape {x.shape} by {pads} crops past the input")
+    # negative pads crop first: the cropped input starts at `lo` and has `length` elements per axis
+    lo = [max(-b, 0) for b in begin]
+    length = [d - max(-b, 0) - max(-e, 0) for d, b, e in zip(x.shape, begin, end)]
+    if mode != "constant" and any(n <= 0 < o for n, o in zip(length, out)):
+        raise ValueError(f"Pad mode={mode!r} cannot pad an empty axis (shape {x.shape}, pads {pads})")
+    y = rt.alloc(out, x.dtype)
+    size = x.dtype.itemsize
+    bits = int(np.asarray([value]).astype(x.dtype).view(f"<u{size}")[0])  # the constant's bytes, as int64
+    bits = bits - (1 << 64) if bits >= 1 << 63 else bits
+    pad = [0] * (MAX_DIMS - rank)
+    geometry = struct.pack(f"<{5 * MAX_DIMS}q2i", *out, *pad, *contiguous_strides(x.shape), *pad,
+                           *[max(b, 0) for b in begin], *pad, *lo, *pad, *length, *pad, rank, PAD_MODES[mode])
+    rt.launch(f"seamless_pad_{size}", y.size, stream, ("int64", y.size), ("ptr", x.ptr), ("ptr", y.ptr),
+              ("int64", bits), ("bytes", geometry))
+    return (y,)
+
+
+@kernel("Pad", since=2, until=10, device="cuda", check=_check_pad)
+def pad_2(rt, stream, data, *, pads, mode="constant", value=0.0):
+    return _pad(rt, stream, data, list(pads), mode, value)
+
+
+@kernel("Pad", since=11, device="cuda", check=_check_pad)
+def pad_11(rt, stream, data, pads, constant_value=None, axes=None, *, mode="constant"):
+    value = 0
+    if constant_value is not None and constant_value.size:
+        value = np.asarray(rt.to_host(constant_value, stream)).reshape(-1)[0]
+    return _pad(rt, stream, data, _ints(rt, stream, pads), mode, value,
+                None if axes is None else _ints(rt, stream, axes))
