@@ -60,6 +60,8 @@ def unpack(dest: Path) -> None:
     folder = dest / "material" / "minilm"
     weights = np.load(folder / "weights_f16.npz")
     for name in MINILM:
+        if not (folder / name).exists():
+            continue
         model = onnx.load(str(folder / name))
         for init in model.graph.initializer:
             if init.doc_string in weights:

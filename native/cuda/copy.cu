@@ -42,6 +42,8 @@ __device__ void gather(int64_t total, const T* x, const int64_t* idx, T* y, int6
   }
 }
 
+extern "C" __global__ void seamless_gather_1(int64_t total, const uint8_t* x, const int64_t* idx, uint8_t* y, int64_t n,
+                                             int64_t m, int64_t inner) { gather(total, x, idx, y, n, m, inner); }
 extern "C" __global__ void seamless_gather_2(int64_t total, const uint16_t* x, const int64_t* idx, uint16_t* y, int64_t n,
                                              int64_t m, int64_t inner) { gather(total, x, idx, y, n, m, inner); }
 extern "C" __global__ void seamless_gather_4(int64_t total, const uint32_t* x, const int64_t* idx, uint32_t* y, int64_t n,

@@ -156,8 +156,9 @@ def test_rotary_embedding_position_outside_the_cache():
         run_on_cuda(model, feeds)
     model, feeds = build("RotaryEmbedding", inputs, 1, {}, domain="com.microsoft", const=("cos", "sin"))
     (ours,) = run_on_cuda(model, feeds)
-    clamped = dict(feeds, pos=np.array([[7, 7]], np.int64))
-    (ref,) = stock_session(model).run(None, clamped)
+    clamped = [("pos", np.array([[7, 7]], np.int64)) if n == "pos" else (n, a) for n, a in inputs]
+    (ref,) = stock_session(build("RotaryEmbedding", clamped, 1, {}, domain="com.microsoft")[0]).run(None, feeds | {
+        "pos": clamped[1][1]})
     assert_close(ours, ref, rtol=1e-6, atol=1e-6)
 
 

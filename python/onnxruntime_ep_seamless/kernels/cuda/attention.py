@@ -61,8 +61,9 @@ def attention(rt, stream, Q, K, V, attn_mask=None, past_key=None, past_value=Non
         else:
             mask = keep(cast_to(rt, stream, attn_mask, F32)) if attn_mask.dtype != F32 else attn_mask
             scores = keep(binary(rt, stream, ADD, scores, mask))
-    if is_causal:  # bottom-right aligned: query i sees keys j <= i + (t - s)
-        future = np.arange(t)[None, :] > (t - s + np.arange(s))[:, None]
+    if is_causal:  # query i sees keys j <= i + the past length
+        past = past_key.shape[2] if past_key is not None else 0
+        future = np.arange(t)[None, :] > (past + np.arange(s))[:, None]
         causal = np.where(future, np.float32(-np.inf), np.float32(0))
         scores = keep(binary(rt, stream, ADD, scores, keep(rt.device(_host(causal), stream))))
     if qk_matmul_output_mode == 2:

@@ -78,6 +78,14 @@ def mod(rt, stream, a, b, *, fmod=0):
 
 def _variadic(code, mean=False):
     def run(rt, stream, *inputs):
+        dtype = inputs[0].dtype
+        if code == ADD and dtype != np.float32 and len(inputs) > 2:  # sums of 16-bit floats: float32 partial sums
+            wide = [cast_to(rt, stream, x, np.dtype(np.float32)) for x in inputs]
+            (total,) = run(rt, stream, *wide)
+            y = cast_to(rt, stream, total, dtype)
+            for x in wide + [total]:
+                rt.free(x)  # stream-ordered: the launches reading them are queued
+            return (y,)
         y = inputs[0]
         for x in inputs[1:]:
             z = binary(rt, stream, code, y, x)

@@ -130,7 +130,7 @@ def gather(rt, stream, data, indices, *, axis=0):
     inner = int(np.prod(data.shape[axis + 1:], dtype=np.int64))
     y = rt.alloc(data.shape[:axis] + indices.shape + data.shape[axis + 1:], data.dtype)
     m = indices.size
-    if data.dtype.itemsize not in (2, 4, 8):
+    if data.dtype.itemsize not in (1, 2, 4, 8):
         raise TypeError(f"CUDA Gather of {data.dtype}")
     rt.launch(f"seamless_gather_{data.dtype.itemsize}", y.size, stream, ("int64", y.size), ("ptr", data.ptr),
               ("ptr", indices.ptr), ("ptr", y.ptr), ("int64", n), ("int64", m), ("int64", inner))
