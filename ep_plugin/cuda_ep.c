@@ -89,6 +89,9 @@ static SeamlessAllocator* g_allocators[SEAMLESS_MAX_GPUS][2];  /* [ordinal][pinn
 
 static size_t round_size(size_t n) { return n < 256 ? 256 : (n + 255) & ~(size_t)255; }
 
+static long long g_device_allocations;  /* driver allocations of GPU memory, ever: a steady state adds none */
+static long long seamless_cuda_device_allocations(void) { return __atomic_load_n(&g_device_allocations, __ATOMIC_RELAXED); }
+
 static void* allocator_alloc(OrtAllocator* self, size_t size) {
   SeamlessAllocator* a = (SeamlessAllocator*)self;
   size = round_size(size);
@@ -105,7 +108,10 @@ static void* allocator_alloc(OrtAllocator* self, size_t size) {
     CUdeviceptr p = 0;
     CUresult r = a->pinned ? cu.mem_host_alloc(&b->ptr, size, 0) : cu.mem_alloc(&p, size);
     if (r) { free(b); return NULL; }
-    if (!a->pinned) b->ptr = (void*)(uintptr_t)p;
+    if (!a->pinned) {
+      b->ptr = (void*)(uintptr_t)p;
+      __atomic_add_fetch(&g_device_allocations, 1, __ATOMIC_RELAXED);
+    }
     b->size = size;
   }
   pthread_mutex_lock(&a->lock);

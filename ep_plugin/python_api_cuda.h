@@ -3,6 +3,7 @@ const char* seamless_cuda_problem_text(void);
 OrtStatus* seamless_compute_stream(const OrtKernelContext* ctx, void** stream);
 OrtStatus* seamless_cuda_alloc(int ordinal, size_t size, void** out);
 void seamless_cuda_free(int ordinal, void* p);
+long long seamless_cuda_device_allocations(void);
 OrtStatus* seamless_cuda_load_module(int ordinal, const void* image, void** module);
 OrtStatus* seamless_cuda_function(void* module, const char* name, void** fn);
 OrtStatus* seamless_cuda_launch(void* fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,

@@ -157,8 +157,8 @@ def test_rotary_embedding_position_outside_the_cache():
     model, feeds = build("RotaryEmbedding", inputs, 1, {}, domain="com.microsoft", const=("cos", "sin"))
     (ours,) = run_on_cuda(model, feeds)
     clamped = [("pos", np.array([[7, 7]], np.int64)) if n == "pos" else (n, a) for n, a in inputs]
-    (ref,) = stock_session(build("RotaryEmbedding", clamped, 1, {}, domain="com.microsoft")[0]).run(None, feeds | {
-        "pos": clamped[1][1]})
+    reference, ref_feeds = build("RotaryEmbedding", clamped, 1, {}, domain="com.microsoft", const=("cos", "sin"))
+    (ref,) = stock_session(reference).run(None, ref_feeds)
     assert_close(ours, ref, rtol=1e-6, atol=1e-6)
 
 
@@ -186,3 +186,68 @@ def test_rms_normalization_23(shape, axis):
     scale = data(*shape[axis:])
     check(*model_of("RMSNormalization", [("x", data(*shape)), ("scale", scale)], 1, {"axis": axis, "epsilon": 1e-5},
                     opset=23))
+
+
+# --- bfloat16: stock ORT CPU has no bfloat16 kernels for these ops. The model is run in bfloat16 on our
+# EP (float inputs cast to bfloat16 on the GPU, outputs cast back) and compared with stock's float32
+# model on the same bfloat16-rounded inputs and weights.
+def as_bfloat16(model, feeds):
+    """(the model in bfloat16 with float32 ends, the float32 reference model, feeds rounded to bfloat16)."""
+    import ml_dtypes
+    from onnx import TensorProto, helper, numpy_helper
+    rounded = lambda a: a.astype(ml_dtypes.bfloat16).astype(np.float32) if a.dtype == np.float32 else a
+    ours, ref = onnx_copy(model), onnx_copy(model)
+    for init in ref.graph.initializer:
+        init.CopyFrom(numpy_helper.from_array(rounded(numpy_helper.to_array(init)), init.name))
+    graph = ours.graph
+    floats = {i.name for i in graph.input if i.type.tensor_type.elem_type == TensorProto.FLOAT}
+    floats |= {i.name for i in graph.initializer if i.data_type == TensorProto.FLOAT}
+    casts = [helper.make_node("Cast", [n], [n + "_bf16"], to=TensorProto.BFLOAT16) for n in sorted(floats)]
+    backs = []
+    for node in graph.node:
+        node.input[:] = [n + "_bf16" if n in floats else n for n in node.input]
+        for i, n in enumerate(node.output):
+            if n:
+                node.output[i] = n + "_bf16"
+                backs.append(helper.make_node("Cast", [n + "_bf16"], [n], to=TensorProto.FLOAT))
+    nodes = casts + list(graph.node) + backs
+    del graph.node[:]
+    graph.node.extend(nodes)
+    return ours, ref, {k: rounded(v) for k, v in feeds.items()}
+
+
+def onnx_copy(model):
+    import onnx
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    return copy
+
+
+def check_bfloat16(model, feeds, rtol, atol):
+    import ml_dtypes
+    ours_model, ref_model, rounded = as_bfloat16(model, feeds)
+    ours = run_on_cuda(ours_model, rounded)
+    ref = stock_session(ref_model).run(None, rounded)
+    for i, (o, r) in enumerate(zip(ours, ref)):
+        assert_close(o, r.astype(ml_dtypes.bfloat16).astype(np.float32), name=f"output {i}", rtol=rtol, atol=atol)
+
+
+# bfloat16 keeps 8 bits: one rounding is 2^-8 = 0.4 % relative; attention rounds the rotated keys and the
+# cached values once more before the products (the reference keeps them in float32): 2 % relative/absolute.
+@pytest.mark.parametrize("shape", ["prompt", "decode_growing", "decode_shared_ragged"])
+def test_gqa_bfloat16(shape):
+    check_bfloat16(*gqa_model_feeds(*GQA_SHAPES[shape]), rtol=2e-2, atol=2e-2)
+
+
+def test_matmul_nbits_bfloat16():
+    from kernels.test_contrib_quantization import matmul_nbits_case
+    # the products of bfloat16 activations and dequantized weights sum in float32, rounded once
+    check_bfloat16(*matmul_nbits_case((7, 64), 64, 24, 4, 32), rtol=1e-2, atol=1e-2)
+
+
+def test_skip_simplified_layer_norm_and_rotary_bfloat16():
+    from kernels.test_contrib_attention import ms_rotary_case
+    arrays = [("x", data(2, 5, 64)), ("skip", data(2, 5, 64)), ("gamma", data(64))]
+    check_bfloat16(*model_of("SkipSimplifiedLayerNormalization", arrays, 1, {"epsilon": 1e-6}, domain="com.microsoft"),
+                   rtol=1e-2, atol=1e-2)  # float32 statistics, one rounding of the output
+    check_bfloat16(*ms_rotary_case("3d", "per_token", 0), rtol=1e-2, atol=1e-2)

@@ -95,3 +95,29 @@ def test_builder_qwen2_cuda_greedy_tokens(precision):
     scale = float(np.max(np.abs(ref_logits[same])))
     assert abs(oracle[a] - oracle[b]) <= 2 * drift + 2e-2 * scale, (
         f"step {same}: ours {a}, stock {b}; fp32 logits {oracle[a]:.4f} vs {oracle[b]:.4f} (not a near-tie)")
+
+
+@pytest.mark.parametrize("precision", ["fp16", "int4"])
+@pytest.mark.parametrize("max_len", [0, 64])  # growing KV, and max-length (shared-buffer style) KV
+def test_builder_decode_step_steady_state(precision, max_len):
+    """A decode step repeated with the same inputs reaches a steady state that allocates no GPU
+    memory from the driver and reads no GPU value on the host (nothing waits for the stream)."""
+    from models.test_llm_decoders import empty_past, presents_as_past, step_feeds
+    from onnxruntime_ep_seamless.abi.bridge import NATIVES
+    from onnxruntime_ep_seamless.runtime.cuda import CudaRuntime
+    from test_cuda_ep import cuda_session
+    session = cuda_session(model_path(material.genai_small_dir(precision, "cuda") / "model.onnx"))
+    ids = np.random.default_rng(0).integers(0, 1000, 8)
+    out = session.run(None, step_feeds(ids, len(ids), empty_past(session, length=max_len)))
+    feeds = step_feeds([int(np.argmax(out[0][0, -1]))], len(ids) + 1, presents_as_past(session, out))
+    first = session.run(None, feeds)
+    for _ in range(3):  # warm-up: the scratch cache fills
+        session.run(None, feeds)
+    runtime, lib = CudaRuntime._instances[0], NATIVES["cuda"].lib  # the first GPU: the session's
+    reads, allocations = runtime.host_reads, lib.seamless_cuda_device_allocations()
+    for _ in range(3):
+        again = session.run(None, feeds)
+    assert runtime.host_reads == reads, f"{runtime.host_reads - reads} host reads in 3 steady-state steps"
+    assert lib.seamless_cuda_device_allocations() == allocations, "driver allocations in the steady state"
+    for a, b in zip(first, again):
+        np.testing.assert_array_equal(a, b)  # and the same results every time

@@ -62,6 +62,7 @@ class CudaRuntime:
         native.check(self.lib.seamless_cuda_load_module(ordinal, self._image, module))
         self._module = module[0]
         self._functions: dict[str, object] = {}
+        self.host_reads = 0  # GPU values read on the host (each waits for the stream): a steady state adds none
 
     def function(self, name: str):
         fn = self._functions.get(name)
@@ -115,6 +116,7 @@ class CudaRuntime:
         """t's value on the host; reading a GPU value waits for the stream (a host seam)."""
         if t.host is None:
             host = np.empty(t.shape, t.dtype)
+            self.host_reads += 1
             if t.nbytes:
                 self.native.check(self.lib.seamless_cuda_copy(self.ffi.from_buffer(host), self.ffi.cast("void*", t.ptr),
                                                               t.nbytes, stream))
