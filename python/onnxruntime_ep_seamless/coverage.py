@@ -66,8 +66,9 @@ def render(markdown: bool = False) -> str:
                  "## SeamlessCPUExecutionProvider", "", f"{len(table)} ops. {_NOTE}", ""] + md_table(table)
         lines += ["", "## SeamlessCUDAExecutionProvider (preview)", "",
                   f"{len(cuda)} ops with CUDA kernels. A node whose inputs are all integer or boolean (shape and "
-                  "mask arithmetic) runs on the host inside the partition with the CPU kernel above, so it is "
-                  "claimed too. See [cuda.md](cuda.md).", ""] + md_table(cuda)
+                  "mask arithmetic) is claimed too when the CPU EP has it: it runs on the host with the CPU kernel "
+                  "above when its inputs are known there, else on the GPU where a CUDA kernel takes its types. "
+                  "See [cuda.md](cuda.md).", ""] + md_table(cuda)
         return "\n".join(lines) + "\n"
     widths = [max(len(headers[0]), *(len(r[0]) for r in table)), max(len(headers[1]), *(len(r[1]) for r in table))]
     widths += [max(len(h), 1) for h, _ in _COLUMNS]
