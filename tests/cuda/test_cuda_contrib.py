@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from kernels.test_contrib_attention import (ATTENTION23_CASES, CASE_ID, GQA_SHAPES, ROTARY23_CASES, attention23,
-                                            gqa_model_feeds, rotary23_case)
+                                            attention23_float16, gqa_model_feeds, rotary23_case)
 from kernels.test_contrib_normalization import data, model_of
 from parity import assert_close, stock_session
 from test_cuda_ep import DEVICES, PROBLEM, run_on_cuda
@@ -174,11 +174,7 @@ def test_attention_23(case):
 
 @pytest.mark.parametrize("three_d", [False, True])
 def test_attention_23_float16(three_d):
-    model, feeds = attention23(b=2, qn=4, kvn=2, s=3, l=5, three_d=three_d, is_causal=1)
-    feeds = {k: v.astype(np.float16) for k, v in feeds.items()}
-    for vi in list(model.graph.input) + list(model.graph.output):
-        vi.type.tensor_type.elem_type = 10
-    check(model, feeds, rtol=2e-3, atol=2e-3)  # float32 inside on both sides, outputs rounded once
+    check(*attention23_float16(three_d), rtol=2e-3, atol=2e-3)  # float32 inside on both sides, rounded once
 
 
 @pytest.mark.parametrize("shape,axis", [((2, 5, 64), -1), ((2, 3, 4, 8), -2)])

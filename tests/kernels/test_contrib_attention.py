@@ -346,11 +346,16 @@ def test_gqa_numpy_reference_matches_native(shape, attrs, monkeypatch):
         np.testing.assert_allclose(a, b, **TOL)
 
 
-@pytest.mark.parametrize("three_d", [False, True])
-def test_attention_23_float16(three_d):
-    """float16 computes in float32 and rounds the outputs once."""
+def attention23_float16(three_d):
+    """A causal grouped-head Attention-23 case in float16."""
     model, feeds = attention23(b=2, qn=4, kvn=2, s=3, l=5, three_d=three_d, is_causal=1)
     feeds = {k: v.astype(np.float16) for k, v in feeds.items()}
     for vi in list(model.graph.input) + list(model.graph.output):
         vi.type.tensor_type.elem_type = 10
-    assert_parity(model, feeds, rtol=2e-3, atol=2e-3)
+    return model, feeds
+
+
+@pytest.mark.parametrize("three_d", [False, True])
+def test_attention_23_float16(three_d):
+    """float16 computes in float32 and rounds the outputs once."""
+    assert_parity(*attention23_float16(three_d), rtol=2e-3, atol=2e-3)
