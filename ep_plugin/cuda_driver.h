@@ -13,11 +13,14 @@ typedef struct CUevent_st* CUevent;
 typedef struct CUmod_st* CUmodule;
 typedef struct CUfunc_st* CUfunction;
 typedef unsigned long long CUdeviceptr;
+typedef struct CUgraph_st* CUgraph;
+typedef struct CUgraphExec_st* CUgraphExec;
 
 #define CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR 75
 #define CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR 76
 #define CU_STREAM_NON_BLOCKING 1
 #define CU_EVENT_DISABLE_TIMING 2
+#define CU_STREAM_CAPTURE_MODE_RELAXED 2  /* the capturing thread may still call cuMemAlloc */
 
 /* X(return, symbol, field, parameters) */
 #define SEAMLESS_CUDA_FUNCTIONS(X)                                                                  \
@@ -47,7 +50,13 @@ typedef unsigned long long CUdeviceptr;
   X(CUresult, cuModuleLoadData, module_load_data, (CUmodule* module, const void* image))            \
   X(CUresult, cuModuleGetFunction, module_get_function, (CUfunction* fn, CUmodule module, const char* name)) \
   X(CUresult, cuLaunchKernel, launch_kernel, (CUfunction fn, unsigned int gx, unsigned int gy, unsigned int gz, \
-    unsigned int bx, unsigned int by, unsigned int bz, unsigned int shared, CUstream stream, void** params, void** extra))
+    unsigned int bx, unsigned int by, unsigned int bz, unsigned int shared, CUstream stream, void** params, void** extra)) \
+  X(CUresult, cuStreamBeginCapture_v2, stream_begin_capture, (CUstream stream, int mode))             \
+  X(CUresult, cuStreamEndCapture, stream_end_capture, (CUstream stream, CUgraph* graph))            \
+  X(CUresult, cuGraphInstantiateWithFlags, graph_instantiate, (CUgraphExec* exec, CUgraph graph, unsigned long long flags)) \
+  X(CUresult, cuGraphLaunch, graph_launch, (CUgraphExec exec, CUstream stream))                     \
+  X(CUresult, cuGraphExecDestroy, graph_exec_destroy, (CUgraphExec exec))                           \
+  X(CUresult, cuGraphDestroy, graph_destroy, (CUgraph graph))
 
 /* cuBLASLt (libcublasLt.so.13, from NVIDIA's cuBLAS wheel or the CUDA toolkit), our declarations. */
 typedef struct cublasLtContext* cublasLtHandle_t;

@@ -160,6 +160,8 @@ static SeamlessAllocator* seamless_cuda_allocator(int ordinal, int pinned, const
   return a;
 }
 
+#include "cuda_capture.c"
+
 /* Device scratch for the Python executor, from the same cache as ORT's outputs. */
 static OrtStatus* seamless_cuda_alloc(int ordinal, size_t size, void** out) {
   SeamlessAllocator* a = seamless_cuda_allocator(ordinal, 0, NULL);
@@ -168,6 +170,7 @@ static OrtStatus* seamless_cuda_alloc(int ordinal, size_t size, void** out) {
 }
 
 static void seamless_cuda_free(int ordinal, void* p) {
+  if (capture_retain(p, 0)) return;  /* a graph being captured keeps it */
   SeamlessAllocator* a = seamless_cuda_allocator(ordinal, 0, NULL);
   if (a) allocator_free(&a->base, p);
 }
@@ -268,6 +271,7 @@ static OrtStatus* stream_create_notification(OrtSyncStreamImpl* self, OrtSyncNot
 static OrtStatus* stream_flush(OrtSyncStreamImpl* self) { (void)self; return NULL; }
 /* Finish the run's work before ORT hands results back (outputs may be read on the host). */
 static OrtStatus* stream_on_run_end(OrtSyncStreamImpl* self) {
+  if (tl_state == 2 && tl_stream == ((SeamlessStream*)self)->stream) return NULL;  /* still capturing */
   CU_TRY(cu.stream_synchronize(((SeamlessStream*)self)->stream), "cuStreamSynchronize");
   return NULL;
 }

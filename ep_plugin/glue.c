@@ -406,7 +406,12 @@ typedef struct {
   OrtEp base;
   void* handle;                 /* the Python EP object */
   SeamlessFactory* factory;
+  void* capture;                /* CUDA: graph-capture state when enable_cuda_graph=1, else NULL */
 } SeamlessEp;
+
+#ifdef SEAMLESS_CUDA
+static SeamlessCapture* capture_of(const OrtEp* ep) { return (SeamlessCapture*)((const SeamlessEp*)ep)->capture; }
+#endif
 
 typedef struct {
   OrtNodeComputeInfo base;
@@ -419,7 +424,7 @@ static OrtStatus* py_create_factories(const char* registered_name, const OrtLogg
                                       size_t max_factories, size_t* num_factories);
 static void py_release_handle(void* handle);
 static OrtStatus* py_create_ep(void* factory_handle, const char* const* keys, const char* const* values, size_t n,
-                               int device_ordinal, const OrtLogger* logger, void** ep_handle);
+                               int device_ordinal, const OrtLogger* logger, void** ep_handle, int* graph_capture);
 static OrtStatus* py_get_capability(void* ep_handle, const OrtGraph* graph, OrtEpGraphSupportInfo* info);
 static OrtStatus* py_compile(void* ep_handle, const OrtGraph* graph, const OrtNode* fused_node, void** kernel_handle);
 static OrtStatus* py_compute(void* kernel_handle, OrtKernelContext* ctx);
@@ -460,7 +465,11 @@ static OrtStatus* info_create_state(OrtNodeComputeInfo* info, OrtNodeComputeCont
 }
 static OrtStatus* info_compute(OrtNodeComputeInfo* info, void* state, OrtKernelContext* ctx) {
   (void)state;
-  return py_compute(((SeamlessComputeInfo*)info)->handle, ctx);
+  OrtStatus* st = py_compute(((SeamlessComputeInfo*)info)->handle, ctx);
+#ifdef SEAMLESS_CUDA
+  if (st) capture_abort();
+#endif
+  return st;
 }
 static void info_release_state(OrtNodeComputeInfo* info, void* state) { (void)info; (void)state; }
 
@@ -513,10 +522,29 @@ static OrtStatus* factory_create_ep(OrtEpFactory* f, const OrtHardwareDevice* co
   TRY(ORT(GetSessionOptionsConfigEntries)(options, &entries));
   ORT(GetKeyValuePairs)(entries, &keys, &values, &n);
   SeamlessEp* ep = calloc(1, sizeof *ep);
-  OrtStatus* st = ep ? py_create_ep(self->handle, keys, values, n, ordinal, logger, &ep->handle)
+  int graph_capture = 0;
+  OrtStatus* st = ep ? py_create_ep(self->handle, keys, values, n, ordinal, logger, &ep->handle, &graph_capture)
                      : seamless_status(1, "out of memory");
   ORT(ReleaseKeyValuePairs)(entries);
   if (st) { free(ep); return st; }
+#ifdef SEAMLESS_CUDA
+  if (graph_capture) {  /* ORT's session capture hooks: slots of API 26 (ReleaseCapturedGraph: 27) */
+    if (g_api_version < 26 || !(ep->capture = capture_new(ordinal))) {
+      py_release_handle(ep->handle);
+      free(ep);
+      return seamless_status(1, g_api_version < 26 ? "SeamlessCUDAExecutionProvider: enable_cuda_graph=1 needs "
+                                                     "onnxruntime >= 1.26 (session graph capture); upgrade onnxruntime"
+                                                   : "out of memory");
+    }
+    ep->base.OnRunStart = capture_on_run_start;
+    ep->base.OnRunEnd = capture_on_run_end;
+    ep->base.IsGraphCaptureEnabled = capture_enabled;
+    ep->base.IsGraphCaptured = capture_is_captured;
+    ep->base.ReplayGraph = capture_replay;
+    ep->base.GetGraphCaptureNodeAssignmentPolicy = capture_policy;
+    if (g_api_version >= 27) ep->base.ReleaseCapturedGraph = capture_release_graph;
+  }
+#endif
   ep->factory = self;
   ep->base.ort_version_supported = SEAMLESS_ORT_API_MAX;
   ep->base.GetName = ep_name;
@@ -532,6 +560,9 @@ static void factory_release_ep(OrtEpFactory* f, OrtEp* ep) {
   (void)f;
   if (!ep) return;
   py_release_handle(((SeamlessEp*)ep)->handle);
+#ifdef SEAMLESS_CUDA
+  capture_release(capture_of(ep));
+#endif
   free(ep);
 }
 

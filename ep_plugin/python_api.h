@@ -13,7 +13,7 @@ extern "Python" {
                                  size_t max_factories, size_t* num_factories);
   void py_release_handle(void* handle);
   OrtStatus* py_create_ep(void* factory_handle, const char* const* keys, const char* const* values, size_t n,
-                          int device_ordinal, const OrtLogger* logger, void** ep_handle);
+                          int device_ordinal, const OrtLogger* logger, void** ep_handle, int* graph_capture);
   OrtStatus* py_get_capability(void* ep_handle, const OrtGraph* graph, OrtEpGraphSupportInfo* info);
   OrtStatus* py_compile(void* ep_handle, const OrtGraph* graph, const OrtNode* fused_node, void** kernel_handle);
   OrtStatus* py_compute(void* kernel_handle, OrtKernelContext* ctx);

@@ -15,3 +15,6 @@ const char* seamless_cublas_problem_text(void);
 OrtStatus* seamless_cublas_gemm(int ordinal, void* stream, int dtype, int trans_a, int trans_b, int m, int n, int k,
                                 const void* a, long long stride_a, const void* b, long long stride_b, void* c,
                                 long long stride_c, int batch, float alpha);
+OrtStatus* seamless_cuda_upload(int ordinal, void* dst, const void* src, size_t nbytes, void* stream);
+OrtStatus* seamless_capture_begin(void* stream);
+int seamless_capturing(void);

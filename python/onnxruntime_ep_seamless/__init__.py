@@ -143,7 +143,7 @@ def _no_device_reason(device: str) -> str:
 
 
 def session_options(device: str = "cpu", base=None, **options):
-    """SessionOptions with our EP added (options are validated; see docs/options.md)."""
+    """SessionOptions with our EP added (options are validated; the README lists them)."""
     ort = _ort()
     from .runtime.options import validate
     validate(get_ep_name(device), options)

@@ -80,10 +80,11 @@ def attach(ffi, lib, variant: str = "cpu") -> None:
         live.pop(int(ffi.cast("uintptr_t", handle)), None)
 
     @ffi.def_extern()
-    def py_create_ep(factory_handle, keys, values, n, device_ordinal, logger, ep_handle):
+    def py_create_ep(factory_handle, keys, values, n, device_ordinal, logger, ep_handle, graph_capture):
         try:
             entries = {ffi.string(keys[i]).decode(): ffi.string(values[i]).decode() for i in range(n)}
             ep = from_handle(factory_handle).create_ep(entries, device_ordinal, logger)
+            graph_capture[0] = int(bool(ep.options.get("enable_cuda_graph")) and ep.option_error is None)
             ep_handle[0] = native.new_handle(ep)
             return ffi.NULL
         except Exception as exc:

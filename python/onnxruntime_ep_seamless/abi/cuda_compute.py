@@ -20,6 +20,7 @@ HOST_RESULTS = frozenset({"Shape", "Size", "Constant", "Range"})
 
 
 class CudaKernel:
+    compute_calls = 0  # of every CUDA fused node: a replayed CUDA graph makes none
     def __init__(self, ep, graph, input_names: list[str], output_names: list[str]):
         self.native, self.ep_name = ep.native, ep.name
         if ep.device_ordinal < 0:
@@ -53,6 +54,8 @@ class CudaKernel:
         stream_out = ffi.new("void**")
         check(lib.seamless_compute_stream(ctx, stream_out))
         stream = stream_out[0]
+        check(lib.seamless_capture_begin(stream))  # a session graph capture starts on this stream
+        CudaKernel.compute_calls += 1
         if lib.seamless_get_inputs(ctx, len(self.input_names), b.in_data, b.in_nbytes, b.in_types, b.in_ranks,
                                    b.in_dims, MAX_RANK, b.changed, b.status) < 0:
             check(b.status[0])

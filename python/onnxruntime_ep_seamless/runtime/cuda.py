@@ -107,14 +107,17 @@ class CudaRuntime:
             return t
         host = c_order(t.host)
         d = self.alloc(t.shape, t.dtype)
-        self.native.check(self.lib.seamless_cuda_copy(self.ffi.cast("void*", d.ptr), self.ffi.from_buffer(host),
-                                                      d.nbytes, stream))
+        self.native.check(self.lib.seamless_cuda_upload(self.ordinal, self.ffi.cast("void*", d.ptr),
+                                                        self.ffi.from_buffer(host), d.nbytes, stream))
         d.host = host
         return d
 
     def to_host(self, t: DeviceTensor, stream) -> np.ndarray:
         """t's value on the host; reading a GPU value waits for the stream (a host seam)."""
         if t.host is None:
+            if self.lib.seamless_capturing():
+                raise RuntimeError(f"a GPU value of shape {t.shape} is needed on the host, which a CUDA graph cannot "
+                                   "capture: run this model without enable_cuda_graph")
             host = np.empty(t.shape, t.dtype)
             self.host_reads += 1
             if t.nbytes:

@@ -44,6 +44,12 @@ OPTIONS = {
                         "CUDA EP: the GPU (CUDA ordinal) to run on. `session_options(device='cuda', device_id=N)` "
                         "picks that GPU's device; given with ORT's own API it must name the device passed.",
                         ("cuda",)),
+    "enable_cuda_graph": Option("enable_cuda_graph", False, _flag, None,
+                                "CUDA EP, onnxruntime >= 1.26: 1 captures the whole session run as a CUDA graph after "
+                                "two warm-up runs and replays it from then on (ORT's session graph capture). Inputs and "
+                                "outputs must stay at the same GPU addresses (IO binding to OrtValues updated in "
+                                "place) and keep their shapes; run option gpu_graph_id selects one of several graphs "
+                                "(-1: this run is not captured).", ("cuda",)),
 }
 
 

@@ -1,0 +1,206 @@
+/* onnxruntime-ep-seamless, CUDA variant: ORT's session graph capture (ORT >= 1.26, option
+ * enable_cuda_graph=1). ORT repeats a run until IsGraphCaptured: after SEAMLESS_WARMUP_RUNS
+ * warm-ups of a graph id (run option gpu_graph_id), the next run is captured on the stream of its
+ * first Compute and launched once (captured work does not run); later runs only ReplayGraph.
+ * Replays reuse the capture's addresses, so GPU memory freed while capturing, and the pinned
+ * copies of host data uploaded then, belong to the graph until it is released. Included by
+ * cuda_ep.c. */
+
+#define SEAMLESS_MAX_GRAPHS 32
+#define SEAMLESS_WARMUP_RUNS 2
+#define GRAPH_POLICY_ALLOW_CPU_FOR_SHAPES 1
+
+typedef struct Retained { struct Retained* next; void* ptr; int pinned; } Retained;
+
+typedef struct {
+  int used, id, runs;
+  CUgraphExec exec;
+  CUstream stream;
+  Retained* memory;
+} CapturedGraph;
+
+typedef struct {
+  int ordinal;
+  pthread_mutex_t lock;
+  CapturedGraph graphs[SEAMLESS_MAX_GRAPHS];
+} SeamlessCapture;
+
+/* The run on this thread: its graph while warming up or capturing; state 1 = capture begins at
+ * the first Compute, 2 = capturing on tl_stream. */
+static __thread CapturedGraph* tl_graph;
+static __thread int tl_state;
+static __thread CUstream tl_stream;
+
+static SeamlessCapture* capture_new(int ordinal) {
+  SeamlessCapture* c = calloc(1, sizeof *c);
+  if (c) {
+    c->ordinal = ordinal;
+    pthread_mutex_init(&c->lock, NULL);
+  }
+  return c;
+}
+
+static void graph_release(SeamlessCapture* c, CapturedGraph* g) {
+  if (g->exec) cu.graph_exec_destroy(g->exec);
+  for (Retained* r = g->memory; r;) {
+    Retained* next = r->next;
+    SeamlessAllocator* a = seamless_cuda_allocator(c->ordinal, r->pinned, NULL);
+    if (a) allocator_free(&a->base, r->ptr);
+    free(r);
+    r = next;
+  }
+  memset(g, 0, sizeof *g);
+}
+
+static void capture_release(SeamlessCapture* c) {
+  if (!c) return;
+  for (int i = 0; i < SEAMLESS_MAX_GRAPHS; i++)
+    if (c->graphs[i].used) graph_release(c, &c->graphs[i]);
+  pthread_mutex_destroy(&c->lock);
+  free(c);
+}
+
+/* The graph of annotation id `id` (made when `add`), or NULL. */
+static CapturedGraph* graph_of(SeamlessCapture* c, int id, int add) {
+  CapturedGraph* found = NULL;
+  pthread_mutex_lock(&c->lock);
+  for (int i = 0; i < SEAMLESS_MAX_GRAPHS && !found; i++)
+    if (c->graphs[i].used && c->graphs[i].id == id) found = &c->graphs[i];
+  for (int i = 0; i < SEAMLESS_MAX_GRAPHS && !found && add; i++)
+    if (!c->graphs[i].used) {
+      found = &c->graphs[i];
+      found->used = 1;
+      found->id = id;
+    }
+  pthread_mutex_unlock(&c->lock);
+  return found;
+}
+
+static SeamlessCapture* capture_of(const OrtEp* ep);  /* glue.c: the EP's capture state */
+
+static OrtStatus* capture_on_run_start(OrtEp* ep, const OrtRunOptions* options) {
+  const char* text = ORT(GetRunConfigEntry)(options, "gpu_graph_id");
+  int id = text ? atoi(text) : 0;
+  tl_graph = NULL;
+  tl_state = 0;
+  if (id == -1) return NULL;  /* this run is neither captured nor replayed */
+  CapturedGraph* g = graph_of(capture_of(ep), id, 1);
+  if (!g) return seamless_status(1, "SeamlessCUDAExecutionProvider: more than 32 CUDA graphs (gpu_graph_id values) "
+                                    "in one session; release some with InferenceSession.release_captured_graph");
+  tl_graph = g;
+  if (++g->runs > SEAMLESS_WARMUP_RUNS) tl_state = 1;
+  return NULL;
+}
+
+/* At each Compute: begin the pending capture on the Compute's stream. */
+static OrtStatus* seamless_capture_begin(void* stream) {
+  if (tl_state == 1) {
+    CU_TRY(cu.stream_begin_capture((CUstream)stream, CU_STREAM_CAPTURE_MODE_RELAXED), "cuStreamBeginCapture");
+    tl_state = 2;
+    tl_stream = (CUstream)stream;
+  } else if (tl_state == 2 && (CUstream)stream != tl_stream) {
+    return seamless_status(1, "SeamlessCUDAExecutionProvider: CUDA graph capture needs every partition of the "
+                              "session on one stream");
+  }
+  return NULL;
+}
+
+static int seamless_capturing(void) { return tl_state == 2; }
+
+static OrtStatus* capture_on_run_end(OrtEp* ep, const OrtRunOptions* options, bool sync_stream) {
+  (void)ep; (void)options; (void)sync_stream;
+  CapturedGraph* g = tl_graph;
+  int state = tl_state;
+  tl_graph = NULL;
+  tl_state = 0;
+  if (state == 1)
+    return seamless_status(1, "SeamlessCUDAExecutionProvider: enable_cuda_graph=1 but no node of the session ran "
+                              "on this EP, so there is nothing to capture");
+  if (state != 2) return NULL;
+  CUgraph graph = NULL;
+  CU_TRY(cu.stream_end_capture(tl_stream, &graph), "cuStreamEndCapture (a node of the session cannot be captured)");
+  CUresult r = cu.graph_instantiate(&g->exec, graph, 0);
+  cu.graph_destroy(graph);
+  if (r) { g->exec = NULL; return cuda_status(r, "cuGraphInstantiate"); }
+  g->stream = tl_stream;
+  CU_TRY(cu.graph_launch(g->exec, g->stream), "cuGraphLaunch");  /* the capture run's own results */
+  CU_TRY(cu.stream_synchronize(g->stream), "cuStreamSynchronize");
+  return NULL;
+}
+
+/* A Compute failed while capturing: end the capture (the stream must not stay capturing) and
+ * forget what was captured, so a later run may warm up and try again. */
+static void capture_abort(void) {
+  if (tl_state != 2) return;
+  CUgraph graph = NULL;
+  if (!cu.stream_end_capture(tl_stream, &graph) && graph) cu.graph_destroy(graph);
+  tl_state = 0;
+}
+
+static bool capture_enabled(const OrtEp* ep) { (void)ep; return true; }
+
+static bool capture_is_captured(const OrtEp* ep, int id) {
+  CapturedGraph* g = graph_of(capture_of(ep), id, 0);
+  return g && g->exec;
+}
+
+static OrtStatus* capture_replay(OrtEp* ep, int id) {
+  SeamlessCapture* c = capture_of(ep);
+  CapturedGraph* g = graph_of(c, id, 0);
+  if (!g || !g->exec) return seamless_status(1, "SeamlessCUDAExecutionProvider: no captured CUDA graph for this id");
+  TRY(seamless_cuda_use(c->ordinal));
+  CU_TRY(cu.graph_launch(g->exec, g->stream), "cuGraphLaunch");
+  CU_TRY(cu.stream_synchronize(g->stream), "cuStreamSynchronize");  /* the run's outputs are ready when it returns */
+  return NULL;
+}
+
+static OrtGraphCaptureNodeAssignmentPolicy capture_policy(const OrtEp* ep) {
+  (void)ep;
+  return (OrtGraphCaptureNodeAssignmentPolicy)GRAPH_POLICY_ALLOW_CPU_FOR_SHAPES;
+}
+
+static OrtStatus* capture_release_graph(OrtEp* ep, int id) {
+  SeamlessCapture* c = capture_of(ep);
+  CapturedGraph* g = graph_of(c, id, 0);
+  if (g) {
+    pthread_mutex_lock(&c->lock);
+    graph_release(c, g);
+    pthread_mutex_unlock(&c->lock);
+  }
+  return NULL;
+}
+
+/* While capturing, memory the run frees stays with the graph (replays use it again). */
+static int capture_retain(void* ptr, int pinned) {
+  if (tl_state != 2 || !tl_graph || !ptr) return 0;
+  Retained* r = calloc(1, sizeof *r);
+  if (!r) return 0;
+  r->ptr = ptr;
+  r->pinned = pinned;
+  r->next = tl_graph->memory;
+  tl_graph->memory = r;
+  return 1;
+}
+
+/* Host data to the GPU on a stream. While capturing, through a pinned copy the graph keeps: a
+ * replay copies the same bytes again (host data of a run depends only on the shapes, which a
+ * graph fixes). */
+static OrtStatus* seamless_cuda_upload(int ordinal, void* dst, const void* src, size_t nbytes, void* stream) {
+  if (!nbytes) return NULL;
+  if (tl_state != 2) {
+    CU_TRY(cu.memcpy_async((CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)src, nbytes, (CUstream)stream),
+           "cuMemcpyAsync");
+    return NULL;
+  }
+  SeamlessAllocator* a = seamless_cuda_allocator(ordinal, 1, NULL);
+  void* staging = a ? allocator_alloc(&a->base, nbytes) : NULL;
+  if (!staging) return seamless_status(1, "SeamlessCUDAExecutionProvider: out of pinned host memory");
+  memcpy(staging, src, nbytes);
+  if (!capture_retain(staging, 1)) {
+    allocator_free(&a->base, staging);
+    return seamless_status(1, "out of memory");
+  }
+  CU_TRY(cu.memcpy_async((CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)staging, nbytes, (CUstream)stream),
+         "cuMemcpyAsync");
+  return NULL;
+}

@@ -1,0 +1,170 @@
+"""ORT's session graph capture on the CUDA EP (enable_cuda_graph=1, onnxruntime >= 1.26; skipped
+without a GPU): runs after the warm-ups replay one CUDA graph (no Compute call reaches Python), and
+outputs are byte-identical to the same session without capture."""
+import numpy as np
+import onnxruntime as ort
+import pytest
+from onnx import helper, numpy_helper
+
+import material
+import onnxruntime_ep_seamless as seamless
+from onnxruntime_ep_seamless.abi.cuda_compute import CudaKernel
+from test_cuda_ep import DEVICES, PROBLEM, model_of
+
+pytestmark = [pytest.mark.skipif(not DEVICES, reason=f"no NVIDIA GPU for the CUDA EP ({PROBLEM or 'none found'})"),
+              pytest.mark.skipif(tuple(map(int, ort.__version__.split(".")[:2])) < (1, 26),
+                                 reason="session graph capture needs onnxruntime >= 1.26")]
+
+
+def session(model, capture):
+    so = seamless.session_options(device="cuda", enable_cuda_graph=int(capture))
+    so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
+    sess = ort.InferenceSession(model.SerializeToString() if hasattr(model, "SerializeToString") else model, so)
+    report = seamless.assert_ep_selected(sess, device="cuda")
+    assert not report.fallback_nodes, report
+    return sess
+
+
+def on_gpu(array):
+    mem = DEVICES[0].memory_info(ort.OrtDeviceMemoryType.DEFAULT)
+    value = ort.OrtValue.ortvalue_from_shape_and_type(array.shape, array.dtype, memory_info=mem)
+    value.update_inplace(np.ascontiguousarray(array))
+    return value
+
+
+def run_options(graph_id=None):
+    options = ort.RunOptions()
+    if graph_id is not None:
+        options.add_run_config_entry("gpu_graph_id", str(graph_id))
+    return options
+
+
+def mlp():
+    rng = np.random.default_rng(0)
+    w = numpy_helper.from_array(rng.standard_normal((16, 32)).astype(np.float32), "w")
+    b = numpy_helper.from_array(rng.standard_normal(32).astype(np.float32), "b")
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Add", ["h", "b"], ["a"]),
+             helper.make_node("Gelu", ["a"], ["g"], approximate="tanh"), helper.make_node("Softmax", ["g"], ["y"])]
+    model = model_of(nodes, [helper.make_tensor_value_info("x", 1, [4, 16])],
+                     [helper.make_tensor_value_info("y", 1, [4, 32])], [w, b])
+    model.opset_import[0].version = 20
+    return model
+
+
+def test_replays_after_warm_up_and_match_eager():
+    model = mlp()
+    captured, eager = session(model, True), session(model, False)
+    rng = np.random.default_rng(1)
+    x, y = on_gpu(np.zeros((4, 16), np.float32)), on_gpu(np.zeros((4, 32), np.float32))
+    binding = captured.io_binding()
+    binding.bind_ortvalue_input("x", x)
+    binding.bind_ortvalue_output("y", y)
+    for step in range(6):
+        value = rng.standard_normal((4, 16)).astype(np.float32)
+        x.update_inplace(value)  # the same address, new contents
+        calls = CudaKernel.compute_calls
+        captured.run_with_iobinding(binding, run_options())
+        if step == 0:
+            assert CudaKernel.compute_calls - calls == 3  # two warm-ups and the captured run, inside one Run
+        else:
+            assert CudaKernel.compute_calls == calls  # replayed: Python is not involved
+        (expected,) = eager.run(None, {"x": value})
+        np.testing.assert_array_equal(y.numpy(), expected)  # the same kernels in the same order
+
+
+def test_graph_ids_and_uncaptured_runs():
+    model = mlp()
+    sess = session(model, True)
+    x, y = on_gpu(np.ones((4, 16), np.float32)), on_gpu(np.zeros((4, 32), np.float32))
+    binding = sess.io_binding()
+    binding.bind_ortvalue_input("x", x)
+    binding.bind_ortvalue_output("y", y)
+    sess.run_with_iobinding(binding, run_options(1))
+    first = y.numpy()
+    calls = CudaKernel.compute_calls
+    sess.run_with_iobinding(binding, run_options(-1))  # -1: neither captured nor replayed
+    assert CudaKernel.compute_calls == calls + 1
+    sess.run_with_iobinding(binding, run_options(1))
+    assert CudaKernel.compute_calls == calls + 1
+    np.testing.assert_array_equal(y.numpy(), first)
+    if hasattr(sess, "release_captured_graph"):  # onnxruntime >= 1.27
+        sess.release_captured_graph(1)
+        sess.run_with_iobinding(binding, run_options(1))  # captured again
+        assert CudaKernel.compute_calls == calls + 4
+        np.testing.assert_array_equal(y.numpy(), first)
+
+
+def test_a_host_read_is_a_clear_error():
+    # the shape of a Reshape computed on the GPU (from a float input) must be read on the host
+    nodes = [helper.make_node("Cast", ["s"], ["shape"], to=7), helper.make_node("Reshape", ["x", "shape"], ["y"])]
+    model = model_of(nodes, [helper.make_tensor_value_info("x", 1, [2, 3]), helper.make_tensor_value_info("s", 1, [2])],
+                     [helper.make_tensor_value_info("y", 1, None)])
+    sess = session(model, True)
+    binding = sess.io_binding()
+    binding.bind_ortvalue_input("x", on_gpu(np.ones((2, 3), np.float32)))
+    binding.bind_ortvalue_input("s", on_gpu(np.array([3, 2], np.float32)))
+    binding.bind_output("y", "cpu")
+    with pytest.raises(Exception, match="cannot capture: run this model without enable_cuda_graph"):
+        sess.run_with_iobinding(binding, run_options())
+
+
+def test_invalid_option_value_is_a_clear_error():
+    with pytest.raises(Exception, match="enable_cuda_graph"):
+        so = seamless.session_options(device="cuda", enable_cuda_graph="maybe")
+        ort.InferenceSession(mlp().SerializeToString(), so)
+
+
+@pytest.mark.parametrize("precision", ["fp16", "int4"])
+def test_builder_decode_with_shared_kv_buffers(precision):
+    """The builder's `-e cuda` decoder in the static-shape mode (KV buffers of the maximum length shared
+    by past and present, a full-length attention mask, IO binding): prefill uncaptured (gpu_graph_id
+    -1), then 16 decode steps; every step's logits and KV are byte-identical to the same session
+    without capture, and every captured step after the first is a replay."""
+    from models.test_llm_decoders import HEAD_SIZE
+    path = material.genai_small_dir(precision, "cuda") / "model.onnx"
+    if not path.exists():
+        pytest.skip(f"{path} not prepared (python tests/material.py)")
+    max_len, prompt = 48, np.random.default_rng(0).integers(0, 1000, 8)
+    results = []
+    for capture in (True, False):
+        sess = session(str(path), capture)
+        kv_names = [i.name for i in sess.get_inputs() if i.name.startswith("past_key_values.")]
+        kv_type = {"tensor(float16)": np.float16, "tensor(float)": np.float32}[sess.get_inputs()[-1].type]
+        kv = {n: on_gpu(np.zeros((1, sess.get_inputs()[[i.name for i in sess.get_inputs()].index(n)].shape[1],
+                                  max_len, HEAD_SIZE), kv_type)) for n in kv_names}
+        vocab = sess.get_outputs()[0].shape[-1]
+        logits_dtype = {"tensor(float16)": np.float16, "tensor(float)": np.float32}[sess.get_outputs()[0].type]
+
+        def bind(ids, mask):
+            binding = sess.io_binding()
+            binding.bind_ortvalue_input("input_ids", ids)
+            binding.bind_ortvalue_input("attention_mask", mask)
+            for n, value in kv.items():
+                binding.bind_ortvalue_input(n, value)
+                binding.bind_ortvalue_output(n.replace("past_key_values.", "present."), value)  # shared buffer
+            logits = on_gpu(np.zeros((1, ids.shape()[1], vocab), logits_dtype))
+            binding.bind_ortvalue_output("logits", logits)
+            return binding, logits
+
+        binding, logits = bind(on_gpu(prompt.reshape(1, -1).astype(np.int64)), on_gpu(np.ones((1, len(prompt)),
+                                                                                               np.int64)))
+        sess.run_with_iobinding(binding, run_options(-1))  # prefill: another shape, not captured
+        token = int(np.argmax(logits.numpy()[0, -1]))
+        ids, mask = on_gpu(np.array([[token]], np.int64)), on_gpu(np.zeros((1, max_len), np.int64))
+        binding, logits = bind(ids, mask)
+        steps = []
+        for step in range(16):
+            total = len(prompt) + step + 1
+            ids.update_inplace(np.array([[token]], np.int64))
+            mask.update_inplace((np.arange(max_len) < total).astype(np.int64).reshape(1, -1))
+            calls = CudaKernel.compute_calls
+            sess.run_with_iobinding(binding, run_options())
+            if capture and step > 0:
+                assert CudaKernel.compute_calls == calls, f"step {step} was not a replay"
+            out = logits.numpy()
+            steps.append([out] + [v.numpy() for v in kv.values()])
+            token = int(np.argmax(out[0, -1]))
+        results.append(steps)
+    for step, (with_capture, without) in enumerate(zip(*results)):
+        for a, b in zip(with_capture, without):
+            np.testing.assert_array_equal(a, b, err_msg=f"step {step}")
