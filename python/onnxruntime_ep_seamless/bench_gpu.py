@@ -1,10 +1,15 @@
 """GPU decode benchmark: one EP per process (our CUDA EP, or ORT's CUDA EP from onnxruntime-gpu).
 
-Both peers run the same loop: a prompt, then greedy decode steps with the KV cache growing
-(present fed back as past) through plain `session.run` with host arrays, so both pay the same
-host<->device copies. ms/token is the median decode-step time of a round, then the median over
-rounds. `compare` runs both peers as subprocesses (each with its own onnxruntime) and prints the
-ratio.
+Both peers run the same loop, a prompt then greedy decode steps, in one of two modes:
+- growing: the KV cache grows (present fed back as past) through plain `session.run` with host
+  arrays, so both pay the same host<->device copies; no capture;
+- graph: the static-shape mode onnxruntime-genai uses with CUDA graphs: KV buffers of the maximum
+  length shared by past and present, a full-length attention mask, IO binding to GPU OrtValues
+  updated in place, and the EP's session graph capture (`enable_cuda_graph=1`); the prompt runs
+  uncaptured (run option gpu_graph_id=-1), each decode step replays the captured graph. The next
+  token is the argmax of the logits copied to the host (the same for both).
+ms/token is the median decode-step time of a round, then the median over rounds. `compare` runs
+both peers as subprocesses (each with its own onnxruntime) and prints the ratio.
 """
 from __future__ import annotations
 
@@ -18,30 +23,44 @@ import time
 import numpy as np
 
 
-def _session(model: str, ep: str):
+def _session(model: str, ep: str, graph: bool = False):
     import onnxruntime as ort
     if ep == "seamless":
         import onnxruntime_ep_seamless as seamless
-        so = seamless.session_options(device="cuda")
+        so = seamless.session_options(device="cuda", **({"enable_cuda_graph": 1} if graph else {}))
         so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
         sess = ort.InferenceSession(model, so)
         report = seamless.assert_ep_selected(sess, device="cuda")
         return sess, {"claimed_nodes": len(report.ep_nodes), "fallback_nodes": len(report.fallback_nodes)}
-    sess = ort.InferenceSession(model, providers=[("CUDAExecutionProvider", {"device_id": "0"})])
+    options = {"device_id": "0", **({"enable_cuda_graph": "1"} if graph else {})}
+    sess = ort.InferenceSession(model, providers=[("CUDAExecutionProvider", options)])
     if sess.get_providers()[0] != "CUDAExecutionProvider":
         raise SystemExit(f"ORT's CUDA EP is not available here (providers: {sess.get_providers()})")
     return sess, {}
 
 
-def run_one(model_dir: str, ep: str, steps: int, prompt: int, rounds: int) -> dict:
-    import onnxruntime as ort
-    model = os.path.join(model_dir, "model.onnx")
-    sess, facts = _session(model, ep)
+def _kv_layout(sess):
     past = [i for i in sess.get_inputs() if i.name.startswith("past_key_values.")]
     dtype = np.float16 if "float16" in past[0].type else np.float32
     heads, head_size = past[0].shape[1], past[0].shape[3]
-    heads = heads if isinstance(heads, int) else 2
-    head_size = head_size if isinstance(head_size, int) else 64
+    return past, dtype, heads if isinstance(heads, int) else 2, head_size if isinstance(head_size, int) else 64
+
+
+def run_one(model_dir: str, ep: str, steps: int, prompt: int, rounds: int, mode: str = "growing") -> dict:
+    import onnxruntime as ort
+    model = os.path.join(model_dir, "model.onnx")
+    sess, facts = _session(model, ep, graph=mode == "graph")
+    if mode == "graph":
+        per_round = _graph_rounds(sess, ep, steps, prompt, rounds)
+    else:
+        per_round = _growing_rounds(sess, steps, prompt, rounds)
+    ms = statistics.median(per_round) * 1e3
+    return {"ep": ep, "mode": mode, "model": model_dir, "ms_per_token": ms, "tokens_per_s": 1e3 / ms,
+            "steps": steps, "prompt": prompt, "rounds": rounds, "onnxruntime": ort.__version__, **facts}
+
+
+def _growing_rounds(sess, steps, prompt, rounds):
+    past, dtype, heads, head_size = _kv_layout(sess)
     outs = [o.name for o in sess.get_outputs()]
     rng = np.random.default_rng(0)
     per_round = []
@@ -59,13 +78,64 @@ def run_one(model_dir: str, ep: str, steps: int, prompt: int, rounds: int) -> di
             ids = np.array([[int(np.argmax(res[0][0, -1]))]], np.int64)
             total += 1
         per_round.append(statistics.median(times))
-    ms = statistics.median(per_round) * 1e3
-    return {"ep": ep, "model": model_dir, "ms_per_token": ms, "tokens_per_s": 1e3 / ms, "steps": steps,
-            "prompt": prompt, "rounds": rounds, "onnxruntime": ort.__version__, **facts}
+    return per_round
+
+
+def _graph_rounds(sess, ep, steps, prompt, rounds):
+    import onnxruntime as ort
+    past, dtype, heads, head_size = _kv_layout(sess)
+    max_len = prompt + steps + 1
+    if ep == "seamless":
+        import onnxruntime_ep_seamless as seamless
+        memory = seamless.get_devices("cuda")[0].memory_info(ort.OrtDeviceMemoryType.DEFAULT)
+        gpu = lambda a: _filled(ort.OrtValue.ortvalue_from_shape_and_type(a.shape, a.dtype, memory_info=memory), a)
+    else:
+        gpu = lambda a: ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(a), "cuda", 0)
+    kv = {i.name: gpu(np.zeros((1, heads, max_len, head_size), dtype)) for i in past}
+    vocab = sess.get_outputs()[0].shape[-1]
+    logits_dtype = np.float16 if "float16" in sess.get_outputs()[0].type else np.float32
+
+    def binding(ids, mask, logits):
+        b = sess.io_binding()
+        b.bind_ortvalue_input("input_ids", ids)
+        b.bind_ortvalue_input("attention_mask", mask)
+        for name, value in kv.items():
+            b.bind_ortvalue_input(name, value)
+            b.bind_ortvalue_output(name.replace("past_key_values", "present"), value)  # one buffer
+        b.bind_ortvalue_output("logits", logits)
+        return b
+
+    uncaptured, replayed = ort.RunOptions(), ort.RunOptions()
+    uncaptured.add_run_config_entry("gpu_graph_id", "-1")
+    step_ids, step_mask = gpu(np.zeros((1, 1), np.int64)), gpu(np.zeros((1, max_len), np.int64))
+    step_logits = gpu(np.zeros((1, 1, vocab), logits_dtype))
+    step = binding(step_ids, step_mask, step_logits)  # the same addresses every step: the graph's
+    rng = np.random.default_rng(0)
+    per_round = []
+    for _ in range(rounds):
+        prompt_logits = gpu(np.zeros((1, prompt, vocab), logits_dtype))
+        sess.run_with_iobinding(binding(gpu(rng.integers(0, 1000, (1, prompt)).astype(np.int64)),
+                                        gpu(np.ones((1, prompt), np.int64)), prompt_logits), uncaptured)
+        token, total, times = int(np.argmax(prompt_logits.numpy()[0, -1])), prompt, []
+        for _ in range(steps):
+            total += 1
+            t0 = time.perf_counter()
+            step_ids.update_inplace(np.array([[token]], np.int64))
+            step_mask.update_inplace((np.arange(max_len) < total).astype(np.int64).reshape(1, -1))
+            sess.run_with_iobinding(step, replayed)
+            token = int(np.argmax(step_logits.numpy()[0, -1]))
+            times.append(time.perf_counter() - t0)
+        per_round.append(statistics.median(times))
+    return per_round
+
+
+def _filled(value, array):
+    value.update_inplace(np.ascontiguousarray(array))
+    return value
 
 
 def compare(model_dir: str, steps: int, prompt: int, rounds: int, peer_pythonpath: str | None,
-            json_path: str | None) -> dict:
+            json_path: str | None, mode: str = "growing") -> dict:
     """Both peers, each in its own process; peer_pythonpath puts onnxruntime-gpu first for ORT's EP."""
     results = {}
     for ep in ("seamless", "ort-cuda"):
@@ -73,7 +143,8 @@ def compare(model_dir: str, steps: int, prompt: int, rounds: int, peer_pythonpat
         if ep == "ort-cuda" and peer_pythonpath:
             env["PYTHONPATH"] = peer_pythonpath + os.pathsep + env.get("PYTHONPATH", "")
         cmd = [sys.executable, "-m", "onnxruntime_ep_seamless", "bench", "decode-gpu", model_dir, "--ep", ep,
-               "--steps", str(steps), "--prefill", str(prompt), "--decode-rounds", str(rounds), "--json", "-"]
+               "--steps", str(steps), "--prefill", str(prompt), "--decode-rounds", str(rounds), "--mode", mode,
+               "--json", "-"]
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
         if proc.returncode:
             raise SystemExit(f"{ep} failed:\n{proc.stderr[-3000:]}")
@@ -82,8 +153,10 @@ def compare(model_dir: str, steps: int, prompt: int, rounds: int, peer_pythonpat
     summary = {"ratio_ms_per_token": ours / peer, **results}
     print(f"decode on GPU, {os.path.basename(model_dir.rstrip('/'))}: ours {ours:.3f} ms/token, "
           f"ORT CUDA EP {peer:.3f} ms/token ({results['ort-cuda']['onnxruntime']}), ratio {ours / peer:.2f}x "
-          f"({steps} steps after a {prompt}-token prompt, median of {rounds} rounds, growing KV through "
-          f"session.run with host arrays; our EP: {results['seamless'].get('claimed_nodes')} nodes, eager, no capture)")
+          f"({steps} steps after a {prompt}-token prompt, median of {rounds} rounds, " + (
+              "growing KV through session.run with host arrays, no capture" if mode == "growing" else
+              "shared max-length KV, IO binding, CUDA graphs (enable_cuda_graph=1) on both") +
+          f"; our EP: {results['seamless'].get('claimed_nodes')} nodes)")
     if json_path:
         with open(json_path, "w") as f:
             json.dump(summary, f, indent=2)

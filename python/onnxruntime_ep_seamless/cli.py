@@ -174,9 +174,10 @@ def cmd_bench_gpu(args) -> int:
         print("usage: python -m onnxruntime_ep_seamless bench decode-gpu MODEL_DIR [--ep both]", file=sys.stderr)
         return 2
     if args.ep == "both":
-        compare(args.model_dir, args.steps, args.prefill, args.decode_rounds, args.peer_pythonpath, args.json)
+        compare(args.model_dir, args.steps, args.prefill, args.decode_rounds, args.peer_pythonpath, args.json,
+                args.mode)
         return 0
-    result = run_one(args.model_dir, args.ep, args.steps, args.prefill, args.decode_rounds)
+    result = run_one(args.model_dir, args.ep, args.steps, args.prefill, args.decode_rounds, args.mode)
     print(json.dumps(result) if args.json == "-" else result)
     if args.json and args.json != "-":
         with open(args.json, "w") as f:
@@ -269,6 +270,9 @@ def _add_decode_options(sub) -> None:
     p.add_argument("--ep", choices=["both", "seamless", "ort-cuda"], default="both",
                    help="decode-gpu: which EP (both: each in its own process, and the ratio)")
     p.add_argument("--peer-pythonpath", help="decode-gpu: a folder with onnxruntime-gpu, put first for ORT's CUDA EP")
+    p.add_argument("--mode", choices=["growing", "graph"], default="growing",
+                   help="decode-gpu: growing KV through session.run (no capture), or shared max-length KV buffers "
+                        "with IO binding and each EP's CUDA graph capture (enable_cuda_graph=1)")
     p.epilog = ("bench decode MODEL_DIR [--steps N] [--threads N] [--json F]: greedy LLM decoding, ms/token of "
                 "our EP and stock ORT's CPU EP in this process, alternating whole generations. "
                 "bench decode-gpu MODEL_DIR [--ep both] [--peer-pythonpath DIR]: the same on an NVIDIA GPU, our CUDA "
