@@ -1,30 +1,49 @@
 // MatMulNBits (com.microsoft) on CUDA: y[m, n] = sum_k a[m, k] * (q[n, k] - zp[n, k / block]) * scale[n, k / block]
 // with 4- or 8-bit q packed per column in blocks along K (two 4-bit values a byte, low nibble
-// first), uint8 zero points (4-bit ones packed two a byte; default 8 or 128). One block of
-// threads per output element, dequantizing on the fly (a reference kernel, not a tuned one).
+// first), uint8 zero points (4-bit ones packed two a byte; default 8 or 128). A warp per output
+// element, 8 columns per 256-thread block: each lane takes 8 consecutive k at a time (one 32-bit
+// word of 4-bit weights, two of 8-bit ones; a block of K holds whole groups of 8, block >= 16),
+// dequantizes on the fly and the warp sums its lanes: a GEMV reads each weight once.
 #include "common.cuh"
 
 struct NBits {
   int32_t m, n, k, block, bits;
 };
 
+#define NBITS_COLUMNS 8  // warps, and output columns, per block
+
 template <typename T>
 __device__ void matmul_nbits(const T* a, const uint8_t* b, const T* scales, const uint8_t* zp, const T* bias, T* y,
                              NBits p) {
-  int n = blockIdx.x % p.n, m = blockIdx.x / p.n;
+  int col_blocks = (p.n + NBITS_COLUMNS - 1) / NBITS_COLUMNS;
+  int m = blockIdx.x / col_blocks, lane = threadIdx.x & 31;
+  int n = (blockIdx.x % col_blocks) * NBITS_COLUMNS + (threadIdx.x >> 5);
+  if (n >= p.n) return;  // a whole warp: no shuffle below is left half-done
   int blocks = (p.k + p.block - 1) / p.block, blob = p.block * p.bits / 8;
+  const T* row = a + (int64_t)m * p.k;
+  const uint8_t* column = b + (int64_t)n * blocks * blob;
   float acc = 0.0f;
-  for (int k = threadIdx.x; k < p.k; k += blockDim.x) {
-    int blk = k / p.block, at = k % p.block;
-    const uint8_t* col = b + ((int64_t)n * blocks + blk) * blob;
-    int q = p.bits == 4 ? (col[at / 2] >> ((at & 1) * 4)) & 15 : col[at];
+  for (int k0 = lane * 8; k0 < p.k; k0 += 32 * 8) {
+    int blk = k0 / p.block, at = k0 % p.block;
     int z = p.bits == 4 ? 8 : 128;
     if (zp) z = p.bits == 4 ? (zp[(int64_t)n * ((blocks + 1) / 2) + blk / 2] >> ((blk & 1) * 4)) & 15
                             : zp[(int64_t)n * blocks + blk];
-    acc += ld(a + (int64_t)m * p.k + k) * (float)(q - z) * ld(scales + (int64_t)n * blocks + blk);
+    const uint8_t* packed = column + (int64_t)blk * blob + at * p.bits / 8;
+    uint32_t words[2];
+    words[0] = *(const uint32_t*)packed;
+    words[1] = p.bits == 8 ? *(const uint32_t*)(packed + 4) : 0;
+    int count = p.k - k0 < 8 ? p.k - k0 : 8;  // a last, partial group of K
+    float dot = 0.0f, sum = 0.0f;
+    for (int j = 0; j < count; j++) {
+      int q = p.bits == 4 ? (words[0] >> (4 * j)) & 15 : (words[j >> 2] >> (8 * (j & 3))) & 255;
+      float x = ld(row + k0 + j);
+      dot += x * (float)q;
+      sum += x;
+    }
+    acc += (dot - (float)z * sum) * ld(scales + (int64_t)n * blocks + blk);
   }
-  acc = block_reduce(acc, false);
-  if (threadIdx.x == 0) st(y + (int64_t)m * p.n + n, bias ? acc + ld(bias + n) : acc);
+  for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffff, acc, off);
+  if (lane == 0) st(y + (int64_t)m * p.n + n, bias ? acc + ld(bias + n) : acc);
 }
 
 #define NBITS(S, T)                                                                                          \

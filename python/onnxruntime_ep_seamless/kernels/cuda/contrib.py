@@ -220,6 +220,9 @@ def _check_nbits(node, graph):
         return "g_idx not supported"
     if a.get("weight_prepacked", 0):
         return "prepacked weights not supported"
+    block = a.get("block_size", 0)
+    if block < 16 or block & (block - 1):
+        return f"block_size={block}: a power of 2 of at least 16 (the spec's)"
     return None
 
 
@@ -228,7 +231,8 @@ def matmul_nbits(rt, stream, a, b, scales, zero_points=None, g_idx=None, bias=No
                  accuracy_level=0, weight_prepacked=0):
     m = a.size // K if K else 0
     y = rt.alloc(a.shape[:-1] + (N,), a.dtype)
-    rt.launch_rows(f"seamless_matmul_nbits_{SUFFIX[a.dtype]}", m * N, stream, ("ptr", a.ptr), ("ptr", b.ptr),
+    columns = 8  # native/cuda/quant.cu NBITS_COLUMNS: one block of 8 warps per 8 output columns of a row
+    rt.launch_rows(f"seamless_matmul_nbits_{SUFFIX[a.dtype]}", m * -(-N // columns), stream, ("ptr", a.ptr), ("ptr", b.ptr),
                    ("ptr", scales.ptr), ("ptr", zero_points.ptr if zero_points is not None else 0),
                    ("ptr", bias.ptr if bias is not None else 0), ("ptr", y.ptr),
                    ("bytes", struct.pack("<5i", m, N, K, block_size, bits)))
