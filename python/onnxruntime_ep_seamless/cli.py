@@ -1,4 +1,4 @@
-"""Command line: demo, run MODEL, check, bench, conformance, coverage.   python -m onnxruntime_ep_seamless --help"""
+"""Command line: demo, run MODEL, check, bench, conformance, coverage, capture-report.   python -m onnxruntime_ep_seamless --help"""
 from __future__ import annotations
 
 import argparse
@@ -229,6 +229,12 @@ def _add_conformance_commands(sub) -> None:
     p = sub.add_parser("coverage", help="the op x element-type table of the kernel registry")
     p.add_argument("--markdown", action="store_true", help="as docs/op-coverage.md")
     p.set_defaults(fn=cmd_coverage)
+    p = sub.add_parser("capture-report", help="CUDA EP: partitions, CUDA-graph segments and seams of MODEL "
+                                              "(no GPU needed)")
+    p.add_argument("model", help="an .onnx file")
+    p.add_argument("--png", metavar="FILE", help="also draw a timeline: a column per node, green on the GPU, grey "
+                                                 "on the host, red a seam")
+    p.set_defaults(fn=cmd_capture_report)
 
 
 def cmd_conformance(args) -> int:
@@ -250,6 +256,19 @@ def cmd_conformance(args) -> int:
             if args.list == "all" or r.status == args.list:
                 print(f"{r.status:8s} {r.name} ({r.op}){': ' + r.detail if r.detail else ''}")
     return 1 if any(r.status == "failed" for r in results) else 0
+
+
+def cmd_capture_report(args) -> int:
+    import onnx
+
+    from .capture_report import analyse, render, write_png
+    from .graph.onnx_import import import_model
+    parts, declined = analyse(import_model(onnx.load(args.model)))
+    print(render(parts, declined))
+    if args.png:
+        write_png(parts, args.png)
+        print(f"timeline: {args.png}")
+    return 0
 
 
 def cmd_coverage(args) -> int:

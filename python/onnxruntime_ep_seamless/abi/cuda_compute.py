@@ -6,21 +6,66 @@ state); the partition's outputs are copied device-to-device into the tensors ORT
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 
 import numpy as np
 
-from ..graph.ir import ONNX_TO_NUMPY
-from ..kernels.registry import lookup
+from ..graph.ir import ONNX_TO_NUMPY, Node
+from ..kernels.registry import KernelDef, lookup
 from ..runtime.cuda import CudaRuntime, DeviceTensor
 from .compute import MAX_RANK, _Buffers
+from .ep import LOG_WARNING
 
 
 # CUDA kernels whose results are host values (shapes, sizes, constants)
 HOST_RESULTS = frozenset({"Shape", "Size", "Constant", "Range"})
 
 
+@dataclass
+class Step:
+    node: Node
+    kdef: KernelDef
+    on_gpu: bool
+    seam: str  # why the host must wait for the GPU before this step; "" when it need not
+
+
+def place(graph, input_names) -> list[Step]:
+    """Where each node of a fused graph runs, and its seams. Values known on the host are the
+    constants and what host kernels compute; integer work runs there when all its inputs are, else
+    with its CUDA kernel where there is one. A seam is a step that needs a GPU value on the host:
+    a host kernel reading one, or a CUDA kernel's host input (a shape, axes, k…) computed on the GPU."""
+    on_host = {name for name, v in graph.values.items() if v.const is not None and name not in input_names}
+    steps = []
+    for node in graph.nodes:
+        kdef, reason = lookup(node, graph, "cuda")
+        if kdef is None:
+            raise ValueError(f"node {node.label!r} ({node.key}) cannot be planned: {reason}")
+        if kdef.device != "cuda" and not all(n in on_host for n in node.inputs if n):
+            kdef = lookup(node, graph, "cuda", host_rule=False)[0] or kdef
+        on_gpu = kdef.device == "cuda"
+        wanted = node.inputs if not on_gpu else [node.inputs[i] for i in kdef.host_inputs if i < len(node.inputs)]
+        read = [n for n in wanted if n and n not in on_host]
+        seam = (f"reads {', '.join(read)} on the host " + ("(no CUDA kernel takes these types)" if not on_gpu else
+                                                            "(a shape-like input computed on the GPU)")) if read else ""
+        if not on_gpu or node.op_type in HOST_RESULTS:
+            on_host.update(n for n in node.outputs if n)
+        steps.append(Step(node, kdef, on_gpu, seam))
+    return steps
+
+
+def capture_summary(steps: list[Step], name: str) -> str:
+    """One line per partition (segments of GPU work between seams), then each seam."""
+    seams = [s for s in steps if s.seam]
+    gpu = sum(s.on_gpu for s in steps)
+    lines = [f"{name}: {len(steps)} nodes ({gpu} on the GPU), {len(seams) + 1 if gpu else 0} segment(s), "
+             f"{len(seams)} seam(s)"]
+    lines += [f"  seam at {s.node.label!r} ({s.node.key}): {s.seam}" for s in seams]
+    return "\n".join(lines)
+
+
 class CudaKernel:
     compute_calls = 0  # of every CUDA fused node: a replayed CUDA graph makes none
+
     def __init__(self, ep, graph, input_names: list[str], output_names: list[str]):
         self.native, self.ep_name = ep.native, ep.name
         if ep.device_ordinal < 0:
@@ -30,19 +75,10 @@ class CudaKernel:
         self.input_names, self.output_names = input_names, output_names
         self.constants = {name: self.rt.upload(v.const) for name, v in graph.values.items()
                           if v.const is not None and name not in input_names}
-        self.steps = []
-        on_host = set(self.constants)  # values known on the host: constants and what host kernels compute
-        for node in graph.nodes:
-            kdef, reason = lookup(node, graph, "cuda")
-            if kdef is None:
-                raise ValueError(f"node {node.label!r} ({node.key}) cannot be planned: {reason}")
-            if kdef.device != "cuda" and not all(n in on_host for n in node.inputs if n):
-                # integer work on a GPU value: its CUDA kernel where there is one (no host seam)
-                gpu, _ = lookup(node, graph, "cuda", host_rule=False)
-                kdef = gpu or kdef
-            if kdef.device != "cuda" or node.op_type in HOST_RESULTS:
-                on_host.update(n for n in node.outputs if n)
-            self.steps.append((node, kdef.build(node), kdef.device == "cuda"))
+        placed = place(graph, input_names)
+        if ep.options.get("log_capture"):
+            ep.log(LOG_WARNING, capture_summary(placed, f"{ep.name} fused node {self.name!r}"))
+        self.steps = [(s.node, s.kdef.build(s.node), s.on_gpu, frozenset(s.kdef.host_inputs)) for s in placed]
         self.out_dtypes = [graph.value(n).dtype for n in output_names]
         self._tls = threading.local()
 
@@ -75,13 +111,13 @@ class CudaKernel:
                     scratch.append(t)
                 return t
 
-            for node, fn, on_gpu in self.steps:
-                args = [values.get(n) if n else None for n in node.inputs]
-                if on_gpu:
-                    outs = fn(rt, stream, *[on_gpu_value(n) if n else None for n in node.inputs])
+            for node, fn, on_gpu, host_inputs in self.steps:
+                if on_gpu:  # host inputs (shapes, axes…) are read where they are, the rest must be on the GPU
+                    outs = fn(rt, stream, *[None if not n else values[n] if i in host_inputs else on_gpu_value(n)
+                                            for i, n in enumerate(node.inputs)])
                 else:  # integer shape/mask arithmetic: the CPU kernel, on the host
                     outs = [DeviceTensor(0, np.shape(v), np.asarray(v).dtype, np.asarray(v))
-                            for v in fn(*[rt.to_host(a, stream) if a is not None else None for a in args])]
+                            for v in fn(*[rt.to_host(values[n], stream) if n else None for n in node.inputs])]
                 for name, t in zip(node.outputs, outs):
                     if t is not None:
                         scratch.append(t)  # freed after the run even when the node leaves it unnamed

@@ -41,6 +41,7 @@ class KernelDef:
     attr_names: frozenset
     wants_num_outputs: bool
     device: str = "cpu"
+    host_inputs: tuple = ()      # CUDA: inputs the kernel reads on the host (shapes, axes, sizes, k…)
 
     def build(self, node: Node) -> Callable:
         """The callable the plan invokes: fn with the node's attributes bound."""
@@ -54,14 +55,18 @@ _REGISTRY: dict[tuple[str, str, str], list[KernelDef]] = {}  # (device, domain, 
 
 
 def kernel(op_type: str, *, domain: str = "", since: int = 1, until: int = OPSET_MAX,
-           types=None, type_input: int = 0, check: Callable | None = None, device: str = "cpu"):
-    """Register a kernel for opset versions [since, until] of (domain, op_type) on `device`."""
+           types=None, type_input: int = 0, check: Callable | None = None, device: str = "cpu",
+           host_inputs: tuple = ()):
+    """Register a kernel for opset versions [since, until] of (domain, op_type) on `device`.
+    host_inputs (CUDA): positions of the inputs the kernel reads on the host; the executor does
+    not upload them, and one computed on the GPU is a seam (the host waits for the stream)."""
     def register(fn):
         params = inspect.signature(fn).parameters.values()
         attr_names = frozenset(p.name for p in params if p.kind is p.KEYWORD_ONLY and not p.name.startswith("_"))
         wants = any(p.name == "_num_outputs" for p in params)
         _REGISTRY.setdefault((device, domain, op_type), []).append(
-            KernelDef(op_type, domain, since, until, fn, types, type_input, check, attr_names, wants, device))
+            KernelDef(op_type, domain, since, until, fn, types, type_input, check, attr_names, wants, device,
+                      tuple(host_inputs)))
         return fn
     return register
 

@@ -44,6 +44,9 @@ OPTIONS = {
                         "CUDA EP: the GPU (CUDA ordinal) to run on. `session_options(device='cuda', device_id=N)` "
                         "picks that GPU's device; given with ORT's own API it must name the device passed.",
                         ("cuda",)),
+    "log_capture": Option("log_capture", False, _flag, "SEAMLESS_LOG_CAPTURE",
+                          "CUDA EP: 1 logs, per compiled partition, its segments of GPU work and every seam (a node "
+                          "that makes the host wait for the GPU) with the op, the node and the reason.", ("cuda",)),
     "enable_cuda_graph": Option("enable_cuda_graph", False, _flag, None,
                                 "CUDA EP, onnxruntime >= 1.26: 1 captures the whole session run as a CUDA graph after "
                                 "two warm-up runs and replays it from then on (ORT's session graph capture). Inputs and "

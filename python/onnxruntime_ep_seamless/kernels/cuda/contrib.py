@@ -21,7 +21,8 @@ def _check_gqa(node, graph):
     return gqa_config_problem(node, graph)
 
 
-@kernel("GroupQueryAttention", domain="com.microsoft", types=GPU_FLOATS, device="cuda", check=_check_gqa)
+@kernel("GroupQueryAttention", domain="com.microsoft", types=GPU_FLOATS, device="cuda", check=_check_gqa,
+        host_inputs=(6,))
 def group_query_attention(rt, stream, query, key=None, value=None, past_key=None, past_value=None, seqlens_k=None,
                           total_sequence_length=None, cos_cache=None, sin_cache=None, position_ids=None,
                           attention_bias=None, head_sink=None, k_scale=None, v_scale=None, q_norm_weight=None,

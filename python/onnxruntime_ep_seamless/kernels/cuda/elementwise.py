@@ -174,7 +174,7 @@ def _check_clip(node, graph):
     return None
 
 
-@kernel("Clip", since=11, types=ARITHMETIC, device="cuda", check=_check_clip)
+@kernel("Clip", since=11, types=ARITHMETIC, device="cuda", check=_check_clip, host_inputs=(1, 2))
 def clip_11(rt, stream, x, min=None, max=None):
     # the bounds are scalars read on the host (constants in real models)
     lo = float(rt.to_host(min, stream)) if min is not None else -np.inf

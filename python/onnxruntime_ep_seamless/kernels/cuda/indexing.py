@@ -79,12 +79,12 @@ def split_2(rt, stream, x, *, axis=0, split=None, _num_outputs):
     return _split_copies(rt, stream, x, axis, split, _num_outputs)
 
 
-@kernel("Split", since=13, types=MOVABLE, device="cuda")
+@kernel("Split", since=13, types=MOVABLE, device="cuda", host_inputs=(1,))
 def split_13(rt, stream, x, split=None, *, axis=0, num_outputs=None, _num_outputs):
     return _split_copies(rt, stream, x, axis, None if split is None else _ints(rt, stream, split), _num_outputs)
 
 
-@kernel("Tile", since=6, types=MOVABLE, device="cuda")
+@kernel("Tile", since=6, types=MOVABLE, device="cuda", host_inputs=(1,))
 def tile(rt, stream, x, repeats):
     reps = _ints(rt, stream, repeats)
     rank = len(x.shape)
@@ -198,7 +198,7 @@ def scatter(rt, stream, data, indices, updates, *, axis=0):
 # --- Trilu, CumSum ----------------------------------------------------------------------
 
 
-@kernel("Trilu", since=14, types=MOVABLE, device="cuda")
+@kernel("Trilu", since=14, types=MOVABLE, device="cuda", host_inputs=(1,))
 def trilu(rt, stream, x, k=None, *, upper=1):
     k = 0 if k is None else _ints(rt, stream, k)[0]
     y = rt.alloc(x.shape, x.dtype)
@@ -208,7 +208,7 @@ def trilu(rt, stream, x, k=None, *, upper=1):
     return (y,)
 
 
-@kernel("CumSum", since=11, types=NUMBERS, device="cuda")
+@kernel("CumSum", since=11, types=NUMBERS, device="cuda", host_inputs=(1,))
 def cumsum(rt, stream, x, axis, *, exclusive=0, reverse=0):
     axis = _ints(rt, stream, axis)[0] % len(x.shape)
     outer, n, inner = _axis_view(x.shape, axis)
@@ -251,12 +251,12 @@ def top_k_1(rt, stream, x, *, k, axis=-1):
     return _top_k(rt, stream, x, k, axis, largest=True)
 
 
-@kernel("TopK", since=10, until=10, types=NUMBERS, device="cuda")
+@kernel("TopK", since=10, until=10, types=NUMBERS, device="cuda", host_inputs=(1,))
 def top_k_10(rt, stream, x, k, *, axis=-1):
     return _top_k(rt, stream, x, _ints(rt, stream, k)[0], axis, largest=True)
 
 
-@kernel("TopK", since=11, types=NUMBERS, device="cuda")
+@kernel("TopK", since=11, types=NUMBERS, device="cuda", host_inputs=(1,))
 def top_k_11(rt, stream, x, k, *, axis=-1, largest=1, sorted=1):
     return _top_k(rt, stream, x, _ints(rt, stream, k)[0], axis, largest)
 
@@ -299,7 +299,7 @@ def dropout_10(rt, stream, x, *, ratio=0.5, _num_outputs=1):
     return (_same(x), _host_value(np.zeros(x.shape, np.bool_)))[:_num_outputs]
 
 
-@kernel("Dropout", since=12, types=HOST_FLOATS, device="cuda", check=_check_dropout_12)
+@kernel("Dropout", since=12, types=HOST_FLOATS, device="cuda", check=_check_dropout_12, host_inputs=(1, 2))
 def dropout_12(rt, stream, x, ratio=None, training_mode=None, *, seed=0, _num_outputs=1):
     # training_mode is a constant False (see the check): y is x, the mask all True
     return (_same(x), _host_value(np.ones(x.shape, np.bool_)))[:_num_outputs]
@@ -312,13 +312,13 @@ def constant(rt, stream, *, value=None, value_float=None, value_floats=None, val
     return (_host_value(array),)
 
 
-@kernel("Range", since=11, until=26, types=HOST_FLOATS, device="cuda")
+@kernel("Range", since=11, until=26, types=HOST_FLOATS, device="cuda", host_inputs=(0, 1, 2))
 def range_11(rt, stream, start, limit, delta):
     (array,) = cpu_range(*(rt.to_host(t, stream) for t in (start, limit, delta)))
     return (_host_value(array),)
 
 
-@kernel("Range", since=27, types=HOST_FLOATS, device="cuda")
+@kernel("Range", since=27, types=HOST_FLOATS, device="cuda", host_inputs=(0, 1, 2))
 def range_27(rt, stream, start, limit, delta, *, stash_type=1):
     (array,) = cpu_range_27(*(rt.to_host(t, stream) for t in (start, limit, delta)), stash_type=stash_type)
     return (_host_value(array),)

@@ -58,7 +58,7 @@ def _register(op, code, axes_input_since, ints):
     @kernel(op, since=axes_input_since, types=types, device="cuda",
             check=lambda n, g: None if n.attrs.get("noop_with_empty_axes", 0) == 0 or op in ("ReduceSum", "ReduceMean",
                                                                                              "ReduceMax", "ReduceMin")
-            else "noop_with_empty_axes on an op with an elementwise part")
+            else "noop_with_empty_axes on an op with an elementwise part", host_inputs=(1,))
     def with_axes_input(rt, stream, x, axes=None, *, keepdims=1, noop_with_empty_axes=0):
         axes = _ints(rt, stream, axes) if axes is not None else []
         if noop_with_empty_axes and not axes:  # a copy of the input

@@ -12,7 +12,7 @@ def _ints(rt, stream, t):
     return [int(v) for v in np.asarray(rt.to_host(t, stream)).reshape(-1)]
 
 
-@kernel("Reshape", since=5, device="cuda")
+@kernel("Reshape", since=5, device="cuda", host_inputs=(1,))
 def reshape(rt, stream, data, shape, *, allowzero=0):
     dims = _ints(rt, stream, shape)
     dims = [data.shape[i] if d == 0 and not allowzero else d for i, d in enumerate(dims)]
@@ -36,7 +36,7 @@ def _unsqueezed(shape, axes):
     return tuple(out)
 
 
-@kernel("Unsqueeze", since=13, device="cuda")
+@kernel("Unsqueeze", since=13, device="cuda", host_inputs=(1,))
 def unsqueeze(rt, stream, x, axes):
     return (DeviceTensor(x.ptr, _unsqueezed(x.shape, _ints(rt, stream, axes)), x.dtype),)
 
@@ -51,7 +51,7 @@ def _squeezed(shape, axes):
     return tuple(d for i, d in enumerate(shape) if i not in drop)
 
 
-@kernel("Squeeze", since=13, device="cuda")
+@kernel("Squeeze", since=13, device="cuda", host_inputs=(1,))
 def squeeze(rt, stream, x, axes=None):
     return (DeviceTensor(x.ptr, _squeezed(x.shape, _ints(rt, stream, axes) if axes is not None else []), x.dtype),)
 
@@ -88,7 +88,7 @@ def concat(rt, stream, *inputs, axis):
     return (y,)
 
 
-@kernel("Expand", since=8, device="cuda")
+@kernel("Expand", since=8, device="cuda", host_inputs=(1,))
 def expand(rt, stream, x, shape):
     out = tuple(np.broadcast_shapes(x.shape, tuple(_ints(rt, stream, shape))))
     y = rt.alloc(out, x.dtype)
@@ -99,7 +99,7 @@ def expand(rt, stream, x, shape):
     return (y,)
 
 
-@kernel("Slice", since=10, device="cuda")
+@kernel("Slice", since=10, device="cuda", host_inputs=(1, 2, 3, 4))
 def slice_(rt, stream, x, starts, ends, axes=None, steps=None):
     rank = len(x.shape)
     axes = _ints(rt, stream, axes) if axes is not None else list(range(len(_ints(rt, stream, starts))))

@@ -318,13 +318,13 @@ def _floats(rt, stream, t):
     return [float(v) for v in np.asarray(rt.to_host(t, stream)).reshape(-1)]
 
 
-@kernel("Resize", since=10, until=10, types=GPU_FLOATS, device="cuda", check=_check_resize)
+@kernel("Resize", since=10, until=10, types=GPU_FLOATS, device="cuda", check=_check_resize, host_inputs=(1,))
 def resize_10(rt, stream, x, scales, *, mode="nearest"):
     # Upsample-9 generalized: asymmetric coordinates, ORT's "simple" nearest rounding
     return _resize(rt, stream, x, _floats(rt, stream, scales), None, mode, "asymmetric", "simple")
 
 
-@kernel("Resize", since=11, types=GPU_FLOATS, device="cuda", check=_check_resize)
+@kernel("Resize", since=11, types=GPU_FLOATS, device="cuda", check=_check_resize, host_inputs=(1, 2, 3))
 def resize_11(rt, stream, x, roi=None, scales=None, sizes=None, *, antialias=0, axes=None,
               coordinate_transformation_mode="half_pixel", cubic_coeff_a=-0.75, exclude_outside=0,
               extrapolation_value=0.0, keep_aspect_ratio_policy="stretch", mode="nearest",
@@ -386,7 +386,7 @@ def pad_2(rt, stream, data, *, pads, mode="constant", value=0.0):
     return _pad(rt, stream, data, list(pads), mode, value)
 
 
-@kernel("Pad", since=11, device="cuda", check=_check_pad)
+@kernel("Pad", since=11, device="cuda", check=_check_pad, host_inputs=(1, 2, 3))
 def pad_11(rt, stream, data, pads, constant_value=None, axes=None, *, mode="constant"):
     value = 0
     if constant_value is not None and constant_value.size:

@@ -1,0 +1,50 @@
+"""ONNX models (onnx.ModelProto) into our IR without ORT: for tools that analyse a model file
+(capture-report) and for tests that run the planner directly. Shapes and types come from onnx's
+shape inference, not ORT's, and ORT's graph optimisations have not run."""
+import onnx
+from onnx import numpy_helper
+
+from .ir import Graph, Node, Value
+
+
+def _attr(a: onnx.AttributeProto):
+    t = a.type
+    if t == onnx.AttributeProto.INT:
+        return int(a.i)
+    if t == onnx.AttributeProto.FLOAT:
+        return float(a.f)
+    if t == onnx.AttributeProto.STRING:
+        return a.s.decode()
+    if t == onnx.AttributeProto.INTS:
+        return [int(x) for x in a.ints]
+    if t == onnx.AttributeProto.FLOATS:
+        return [float(x) for x in a.floats]
+    if t == onnx.AttributeProto.STRINGS:
+        return [s.decode() for s in a.strings]
+    if t == onnx.AttributeProto.TENSOR:
+        return numpy_helper.to_array(a.t)
+    raise NotImplementedError(f"attribute type {t}")
+
+
+def import_model(model: onnx.ModelProto) -> Graph:
+    model = onnx.shape_inference.infer_shapes(model)
+    g = model.graph
+    opsets = {o.domain if o.domain != "ai.onnx" else "": o.version for o in model.opset_import}
+    values = {}
+    for vi in list(g.input) + list(g.output) + list(g.value_info):
+        tt = vi.type.tensor_type
+        shape = None
+        if tt.HasField("shape"):
+            shape = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tt.shape.dim)
+        values[vi.name] = Value(vi.name, tt.elem_type, shape)
+    for init in g.initializer:
+        arr = numpy_helper.to_array(init)
+        values[init.name] = Value(init.name, init.data_type, arr.shape, arr)
+    nodes = [Node(n.name or f"node{i}", n.op_type, n.domain if n.domain != "ai.onnx" else "",
+                  opsets.get(n.domain if n.domain != "ai.onnx" else "", 1), list(n.input), list(n.output),
+                  {a.name: _attr(a) for a in n.attribute},
+                  any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in n.attribute), i)
+             for i, n in enumerate(g.node)]
+    inits = {i.name for i in g.initializer}
+    return Graph(nodes, values, [i.name for i in g.input if i.name not in inits], [o.name for o in g.output],
+                 sorted(inits))

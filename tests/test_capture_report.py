@@ -1,0 +1,87 @@
+"""Where the CUDA EP places nodes and where capture would have to stop (seams), without a GPU:
+abi/cuda_compute.place and `python -m onnxruntime_ep_seamless capture-report`."""
+import struct
+import subprocess
+import sys
+import zlib
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import material
+from onnxruntime_ep_seamless.capture_report import analyse, render
+from onnxruntime_ep_seamless.graph.onnx_import import import_model
+
+
+def model(nodes, inputs, outputs, inits=(), opset=17):
+    graph = helper.make_graph(nodes, "g", inputs, outputs, initializer=list(inits))
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=9)
+
+
+def seams(onnx_model):
+    parts, declined = analyse(import_model(onnx_model))
+    return [(s.node.op_type, s.seam) for p in parts for s in p.steps if s.seam], parts, declined
+
+
+def test_builder_decoder_is_one_segment():
+    path = material.genai_small_dir("int4", "cuda") / "model.onnx"
+    if not path.exists():
+        pytest.skip(f"{path} not prepared (python tests/material.py)")
+    import onnx
+    found, parts, declined = seams(onnx.load(str(path)))
+    assert not found and not declined and len(parts) == 1 and parts[0].segments == 1
+
+
+def test_shape_computed_on_the_gpu_is_a_seam():
+    nodes = [helper.make_node("Cast", ["s"], ["shape"], to=TensorProto.INT64),
+             helper.make_node("Reshape", ["x", "shape"], ["y"])]
+    found, parts, _ = seams(model(nodes, [helper.make_tensor_value_info("x", 1, [2, 3]),
+                                          helper.make_tensor_value_info("s", 1, [2])],
+                                  [helper.make_tensor_value_info("y", 1, None)]))
+    assert found == [("Reshape", "reads shape on the host (a shape-like input computed on the GPU)")]
+    assert parts[0].segments == 2
+
+
+def test_shape_from_constants_and_shapes_is_no_seam():
+    shape = numpy_helper.from_array(np.array([3, -1], np.int64), "shape")
+    nodes = [helper.make_node("Shape", ["x"], ["dims"]), helper.make_node("Reshape", ["x", "dims"], ["a"]),
+             helper.make_node("Reshape", ["a", "shape"], ["y"])]
+    found, parts, _ = seams(model(nodes, [helper.make_tensor_value_info("x", 1, [2, 3])],
+                                  [helper.make_tensor_value_info("y", 1, None)], [shape]))
+    assert not found and parts[0].segments == 1
+
+
+def test_data_dependent_op_on_gpu_values_is_a_seam_or_a_boundary():
+    # NonZero of an integer tensor that lives on the GPU: the host kernel must read it (a seam)
+    nodes = [helper.make_node("NonZero", ["m"], ["idx"])]
+    found, _, _ = seams(model(nodes, [helper.make_tensor_value_info("m", TensorProto.INT64, [4])],
+                              [helper.make_tensor_value_info("idx", TensorProto.INT64, None)]))
+    assert found == [("NonZero", "reads m on the host (no CUDA kernel takes these types)")]
+    # of a float tensor: no kernel on our EP, so ORT runs it between two partitions
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("NonZero", ["r"], ["idx"]),
+             helper.make_node("Cast", ["idx"], ["f"], to=1), helper.make_node("Neg", ["f"], ["y"])]
+    found, parts, declined = seams(model(nodes, [helper.make_tensor_value_info("x", 1, [4])],
+                                         [helper.make_tensor_value_info("y", 1, None)]))
+    assert len(parts) == 2 and [op for (_, op) in declined] == ["NonZero"]
+    assert "total: 2 partition(s), 2 segment(s) per run" in render(parts, declined)
+
+
+def test_cli_prints_the_report_and_draws_the_timeline(tmp_path):
+    nodes = [helper.make_node("Cast", ["s"], ["shape"], to=TensorProto.INT64),
+             helper.make_node("Reshape", ["x", "shape"], ["y"])]
+    path = tmp_path / "m.onnx"
+    path.write_bytes(model(nodes, [helper.make_tensor_value_info("x", 1, [2, 3]),
+                                   helper.make_tensor_value_info("s", 1, [2])],
+                           [helper.make_tensor_value_info("y", 1, None)]).SerializeToString())
+    png = tmp_path / "t.png"
+    out = subprocess.run([sys.executable, "-m", "onnxruntime_ep_seamless", "capture-report", str(path), "--png",
+                          str(png)], capture_output=True, text=True, check=True).stdout
+    assert "seam at" in out and "Reshape" in out and "2 segment(s)" in out
+    data = png.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = struct.unpack(">II", data[16:24])
+    assert width == 2 * 4 and height == 14  # two nodes of 4 pixels, one partition row
+    pixels = zlib.decompress(data[data.index(b"IDAT") + 4:data.index(b"IEND") - 8])
+    first_row = pixels[1:1 + 3 * width]
+    assert first_row[:3] == bytes((46, 160, 67)) and first_row[12:15] == bytes((214, 39, 40))  # GPU, then the seam
