@@ -117,7 +117,7 @@ class CudaKernel:
                                             for i, n in enumerate(node.inputs)])
                 else:  # integer shape/mask arithmetic: the CPU kernel, on the host
                     outs = [DeviceTensor(0, np.shape(v), np.asarray(v).dtype, np.asarray(v))
-                            for v in fn(*[rt.to_host(values[n], stream) if n else None for n in node.inputs])]
+                            for v in fn(*[rt.to_host(values[n], stream) if n in values else None for n in node.inputs])]
                 for name, t in zip(node.outputs, outs):
                     if t is not None:
                         scratch.append(t)  # freed after the run even when the node leaves it unnamed
