@@ -40,11 +40,11 @@ static SeamlessCapture* capture_new(int ordinal) {
   return c;
 }
 
-static void graph_release(SeamlessCapture* c, CapturedGraph* g) {
+static void graph_release(int ordinal, CapturedGraph* g) {
   if (g->exec) cu.graph_exec_destroy(g->exec);
   for (Retained* r = g->memory; r;) {
     Retained* next = r->next;
-    SeamlessAllocator* a = seamless_cuda_allocator(c->ordinal, r->pinned, NULL);
+    SeamlessAllocator* a = seamless_cuda_allocator(ordinal, r->pinned, NULL);
     if (a) allocator_free(&a->base, r->ptr);
     free(r);
     r = next;
@@ -55,7 +55,7 @@ static void graph_release(SeamlessCapture* c, CapturedGraph* g) {
 static void capture_release(SeamlessCapture* c) {
   if (!c) return;
   for (int i = 0; i < SEAMLESS_MAX_GRAPHS; i++)
-    if (c->graphs[i].used) graph_release(c, &c->graphs[i]);
+    if (c->graphs[i].used) graph_release(c->ordinal, &c->graphs[i]);
   pthread_mutex_destroy(&c->lock);
   free(c);
 }
@@ -164,7 +164,7 @@ static OrtStatus* capture_release_graph(OrtEp* ep, int id) {
   CapturedGraph* g = graph_of(c, id, 0);
   if (g) {
     pthread_mutex_lock(&c->lock);
-    graph_release(c, g);
+    graph_release(c->ordinal, g);
     pthread_mutex_unlock(&c->lock);
   }
   return NULL;
@@ -203,4 +203,50 @@ static OrtStatus* seamless_cuda_upload(int ordinal, void* dst, const void* src, 
   CU_TRY(cu.memcpy_async((CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)staging, nbytes, (CUstream)stream),
          "cuMemcpyAsync");
   return NULL;
+}
+
+/* ---- segment capture inside a compiled node (option capture=auto) ----------------------------
+ * The executor captures one Compute's launches when it has seen the same input shapes a few times
+ * and replays them for those shapes; the graph object is the executor's (an opaque handle). */
+static OrtStatus* seamless_segment_begin(void* stream, void** out) {
+  *out = NULL;
+  if (tl_state) return seamless_status(1, "SeamlessCUDAExecutionProvider: a capture is already under way");
+  CapturedGraph* g = calloc(1, sizeof *g);
+  if (!g) return seamless_status(1, "out of memory");
+  CUresult r = cu.stream_begin_capture((CUstream)stream, CU_STREAM_CAPTURE_MODE_RELAXED);
+  if (r) { free(g); return cuda_status(r, "cuStreamBeginCapture"); }
+  g->used = 1;
+  tl_graph = g;
+  tl_state = 2;
+  tl_stream = (CUstream)stream;
+  *out = g;
+  return NULL;
+}
+
+/* End the capture begun by seamless_segment_begin; with `keep`, instantiate it, else drop it (a
+ * failed Compute). Memory retained while capturing stays with the handle either way. */
+static OrtStatus* seamless_segment_end(void* graph, int keep) {
+  CapturedGraph* g = graph;
+  CUgraph captured = NULL;
+  tl_state = 0;
+  tl_graph = NULL;
+  CUresult r = cu.stream_end_capture(tl_stream, &captured);
+  if (!r && keep) r = cu.graph_instantiate(&g->exec, captured, 0);
+  if (captured) cu.graph_destroy(captured);
+  if (r && keep) { g->exec = NULL; return cuda_status(r, "cuStreamEndCapture / cuGraphInstantiate"); }
+  g->stream = tl_stream;
+  return NULL;
+}
+
+static OrtStatus* seamless_segment_launch(void* graph, void* stream) {
+  CU_TRY(cu.graph_launch(((CapturedGraph*)graph)->exec, (CUstream)stream), "cuGraphLaunch");
+  return NULL;
+}
+
+static void seamless_segment_release(int ordinal, void* graph) {
+  if (!graph) return;
+  OrtStatus* st = seamless_cuda_use(ordinal);  /* the graph's context, on whichever thread releases it */
+  if (st) ORT(ReleaseStatus)(st);
+  graph_release(ordinal, graph);
+  free(graph);
 }

@@ -18,3 +18,7 @@ OrtStatus* seamless_cublas_gemm(int ordinal, void* stream, int dtype, int trans_
 OrtStatus* seamless_cuda_upload(int ordinal, void* dst, const void* src, size_t nbytes, void* stream);
 OrtStatus* seamless_capture_begin(void* stream);
 int seamless_capturing(void);
+OrtStatus* seamless_segment_begin(void* stream, void** out);
+OrtStatus* seamless_segment_end(void* graph, int keep);
+OrtStatus* seamless_segment_launch(void* graph, void* stream);
+void seamless_segment_release(int ordinal, void* graph);

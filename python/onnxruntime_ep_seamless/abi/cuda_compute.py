@@ -6,6 +6,7 @@ state); the partition's outputs are copied device-to-device into the tensors ORT
 from __future__ import annotations
 
 import threading
+from collections import Counter, OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
@@ -63,8 +64,23 @@ def capture_summary(steps: list[Step], name: str) -> str:
     return "\n".join(lines)
 
 
+WARMUP_RUNS = 2    # capture=auto: runs with the same input shapes before they are captured
+MAX_SEGMENTS = 8   # captured input shapes per compiled node; the least recently used is dropped
+
+
+@dataclass
+class Segment:
+    """A captured Compute for one set of input shapes: replays copy ORT's inputs into `inputs`,
+    launch the graph, and copy `outputs` into ORT's outputs."""
+    graph: object      # the C handle (cuda_capture.c)
+    stream: object     # replayed only on the stream it was captured on (its buffers are reused)
+    inputs: dict       # input name -> the DeviceTensor the graph reads
+    outputs: list      # DeviceTensors the graph leaves the results in
+
+
 class CudaKernel:
-    compute_calls = 0  # of every CUDA fused node: a replayed CUDA graph makes none
+    compute_calls = 0      # of every CUDA fused node: a replayed session graph makes none
+    segment_replays = 0    # Computes answered by replaying a captured segment (capture=auto)
 
     def __init__(self, ep, graph, input_names: list[str], output_names: list[str]):
         self.native, self.ep_name = ep.native, ep.name
@@ -81,9 +97,15 @@ class CudaKernel:
         self.steps = [(s.node, s.kdef.build(s.node), s.on_gpu, frozenset(s.kdef.host_inputs)) for s in placed]
         self.out_dtypes = [graph.value(n).dtype for n in output_names]
         self._tls = threading.local()
+        # capture=auto: a node without seams is captured whole, per set of input shapes
+        self.capture = (ep.options.get("capture") == "auto" and not ep.options.get("enable_cuda_graph")
+                        and not any(s.seam for s in placed))
+        self.segments: OrderedDict = OrderedDict()
+        self.seen: Counter = Counter()
+        self._lock = threading.Lock()
 
     def compute(self, ctx) -> None:
-        ffi, lib, check, rt = self.native.ffi, self.native.lib, self.native.check, self.rt
+        ffi, lib, check = self.native.ffi, self.native.lib, self.native.check
         b = getattr(self._tls, "b", None)
         if b is None:
             b = self._tls.b = _Buffers(ffi, len(self.input_names), len(self.output_names))
@@ -95,47 +117,125 @@ class CudaKernel:
         if lib.seamless_get_inputs(ctx, len(self.input_names), b.in_data, b.in_nbytes, b.in_types, b.in_ranks,
                                    b.in_dims, MAX_RANK, b.changed, b.status) < 0:
             check(b.status[0])
-        values: dict[str, DeviceTensor] = dict(self.constants)
+        inputs: dict[str, DeviceTensor] = {}
         for i, name in enumerate(self.input_names):
             rank = b.in_ranks[i]
             if rank >= 0:
-                values[name] = DeviceTensor(int(ffi.cast("uintptr_t", b.in_data[i])),
+                inputs[name] = DeviceTensor(int(ffi.cast("uintptr_t", b.in_data[i])),
                                             tuple(b.in_dims[i * MAX_RANK:i * MAX_RANK + rank]),
                                             ONNX_TO_NUMPY[b.in_types[i]])
+        if self.capture and not lib.seamless_capturing():
+            key = tuple((n, inputs[n].shape, inputs[n].dtype.str) for n in self.input_names if n in inputs)
+            with self._lock:
+                segment = self.segments.get(key)
+                if segment is not None:
+                    self.segments.move_to_end(key)
+                if len(self.seen) > 4096:  # shapes that keep changing (a growing KV cache) are never captured
+                    self.seen.clear()
+                self.seen[key] += 1
+                due = segment is None and self.seen[key] > WARMUP_RUNS
+            if segment is not None and segment.stream == stream:
+                return self._replay(segment, inputs, ctx, b, stream)
+            if due:
+                try:
+                    return self._capture(key, inputs, ctx, b, stream)
+                except Exception:  # not capturable after all (or a bad input): this node runs eagerly from now on
+                    self.capture = False
         scratch = []
         try:
-            def on_gpu_value(name):
-                t = values[name]
-                if not t.ptr and t.nbytes:  # a host value a GPU kernel reads: upload once
-                    t = values[name] = rt.device(t, stream)
-                    scratch.append(t)
-                return t
-
-            for node, fn, on_gpu, host_inputs in self.steps:
-                if on_gpu:  # host inputs (shapes, axes…) are read where they are, the rest must be on the GPU
-                    outs = fn(rt, stream, *[None if not n else values[n] if i in host_inputs else on_gpu_value(n)
-                                            for i, n in enumerate(node.inputs)])
-                else:  # integer shape/mask arithmetic: the CPU kernel, on the host
-                    outs = [DeviceTensor(0, np.shape(v), np.asarray(v).dtype, np.asarray(v))
-                            for v in fn(*[rt.to_host(values[n], stream) if n in values else None for n in node.inputs])]
-                for name, t in zip(node.outputs, outs):
-                    if t is not None:
-                        scratch.append(t)  # freed after the run even when the node leaves it unnamed
-                        if name:
-                            values[name] = t
-            results = [values[n] for n in self.output_names]
-            for i, (t, dtype) in enumerate(zip(results, self.out_dtypes)):
-                if t.dtype != dtype:
-                    raise TypeError(f"output {self.output_names[i]!r}: kernel produced {t.dtype}, graph declares {dtype}")
-                b.out_ranks[i] = len(t.shape)
-                b.out_dims[i * MAX_RANK:i * MAX_RANK + len(t.shape)] = t.shape
-            check(lib.seamless_get_outputs(ctx, len(results), b.out_ranks, b.out_dims, MAX_RANK, b.out_data))
-            for i, name in enumerate(self.output_names):
-                t = on_gpu_value(name)
-                rt.copy(int(ffi.cast("uintptr_t", b.out_data[i])), t.ptr, t.nbytes, stream)
+            results = self._run(dict(self.constants, **inputs), stream, scratch)
+            self._write_outputs(ctx, b, results, stream)
         finally:
             # back to the cache: later work on this stream is ordered after this run's kernels
-            _release(rt, scratch, [values[n] for n in self.input_names if n in values], self.constants)
+            _release(self.rt, scratch, list(inputs.values()), self.constants)
+
+    def _run(self, values: dict, stream, scratch: list) -> list[DeviceTensor]:
+        """Every step on `values` (constants and inputs); the outputs, on the GPU. What kernels
+        allocate is appended to `scratch`."""
+        rt = self.rt
+
+        def on_gpu_value(name):
+            t = values[name]
+            if not t.ptr and t.nbytes:  # a host value a GPU kernel reads: upload once
+                t = values[name] = rt.device(t, stream)
+                scratch.append(t)
+            return t
+
+        for node, fn, on_gpu, host_inputs in self.steps:
+            if on_gpu:  # host inputs (shapes, axes…) are read where they are, the rest must be on the GPU
+                outs = fn(rt, stream, *[None if not n else values[n] if i in host_inputs else on_gpu_value(n)
+                                        for i, n in enumerate(node.inputs)])
+            else:  # integer shape/mask arithmetic: the CPU kernel, on the host
+                outs = [DeviceTensor(0, np.shape(v), np.asarray(v).dtype, np.asarray(v))
+                        for v in fn(*[rt.to_host(values[n], stream) if n in values else None for n in node.inputs])]
+            for name, t in zip(node.outputs, outs):
+                if t is not None:
+                    scratch.append(t)  # freed after the run even when the node leaves it unnamed
+                    if name:
+                        values[name] = t
+        results = [on_gpu_value(n) for n in self.output_names]
+        for name, t, dtype in zip(self.output_names, results, self.out_dtypes):
+            if t.dtype != dtype:
+                raise TypeError(f"output {name!r}: kernel produced {t.dtype}, graph declares {dtype}")
+        return results
+
+    def _write_outputs(self, ctx, b, results: list[DeviceTensor], stream) -> None:
+        ffi = self.native.ffi
+        for i, t in enumerate(results):
+            b.out_ranks[i] = len(t.shape)
+            b.out_dims[i * MAX_RANK:i * MAX_RANK + len(t.shape)] = t.shape
+        self.native.check(self.native.lib.seamless_get_outputs(ctx, len(results), b.out_ranks, b.out_dims, MAX_RANK,
+                                                               b.out_data))
+        for i, t in enumerate(results):
+            self.rt.copy(int(ffi.cast("uintptr_t", b.out_data[i])), t.ptr, t.nbytes, stream)
+
+    def _capture(self, key, inputs: dict, ctx, b, stream) -> None:
+        """Capture this Compute's launches for these input shapes, then run them as a replay does."""
+        ffi, lib, rt = self.native.ffi, self.native.lib, self.rt
+        stable = {}
+        for name, t in inputs.items():  # the graph reads its own copies of the inputs
+            stable[name] = rt.alloc(t.shape, t.dtype)
+            rt.copy(stable[name].ptr, t.ptr, t.nbytes, stream)
+        handle = ffi.new("void**")
+        self.native.check(lib.seamless_segment_begin(stream, handle))
+        graph, scratch = handle[0], []
+        try:
+            results = self._run(dict(self.constants, **stable), stream, scratch)
+            _release(rt, scratch, list(stable.values()), self.constants)  # kept by the graph: replays reuse them
+            self.native.check(lib.seamless_segment_end(graph, 1))
+        except BaseException:
+            if lib.seamless_capturing():
+                lib.seamless_segment_end(graph, 0)
+            lib.seamless_segment_release(rt.ordinal, graph)
+            for t in stable.values():
+                rt.free(t)
+            raise
+        segment = Segment(graph, stream, stable, results)
+        with self._lock:
+            self.segments[key] = segment
+            while len(self.segments) > MAX_SEGMENTS:
+                self._drop(self.segments.popitem(last=False)[1])
+        self._replay(segment, inputs, ctx, b, stream, copy_inputs=False)
+
+    def _replay(self, segment: Segment, inputs: dict, ctx, b, stream, copy_inputs: bool = True) -> None:
+        if copy_inputs:
+            for name, t in inputs.items():
+                self.rt.copy(segment.inputs[name].ptr, t.ptr, t.nbytes, stream)
+        self.native.check(self.native.lib.seamless_segment_launch(segment.graph, stream))
+        self._write_outputs(ctx, b, segment.outputs, stream)
+        CudaKernel.segment_replays += 1
+
+    def _drop(self, segment: Segment) -> None:
+        self.native.lib.seamless_segment_release(self.rt.ordinal, segment.graph)
+        for t in segment.inputs.values():
+            self.rt.free(t)
+
+    def __del__(self):
+        try:
+            for segment in getattr(self, "segments", {}).values():
+                self._drop(segment)
+        except Exception:  # interpreter shutdown: the process releases the GPU anyway
+            pass
 
 
 def _release(rt, scratch, inputs, constants):

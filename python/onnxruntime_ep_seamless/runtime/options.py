@@ -29,6 +29,13 @@ class Option:
     variants: tuple = ("cpu", "cuda")  # the EPs that accept it
 
 
+def _capture_mode(text: str) -> str:
+    value = text.strip().lower()
+    if value not in ("auto", "off"):
+        raise ValueError(f"expected auto or off, got {text!r}")
+    return value
+
+
 def _ordinal(text: str) -> int:
     value = int(text)
     if value < 0:
@@ -47,6 +54,11 @@ OPTIONS = {
     "log_capture": Option("log_capture", False, _flag, "SEAMLESS_LOG_CAPTURE",
                           "CUDA EP: 1 logs, per compiled partition, its segments of GPU work and every seam (a node "
                           "that makes the host wait for the GPU) with the op, the node and the reason.", ("cuda",)),
+    "capture": Option("capture", "off", _capture_mode, "SEAMLESS_CAPTURE",
+                      "CUDA EP, experimental: auto captures a compiled partition without seams as a CUDA graph "
+                      "once it has run 2 times with the same input shapes, and replays it for those shapes (no "
+                      "IO binding needed; inputs and outputs are copied in and out). off: every run is eager.",
+                      ("cuda",)),
     "enable_cuda_graph": Option("enable_cuda_graph", False, _flag, None,
                                 "CUDA EP, onnxruntime >= 1.26: 1 captures the whole session run as a CUDA graph after "
                                 "two warm-up runs and replays it from then on (ORT's session graph capture). Inputs and "
