@@ -13,6 +13,7 @@ both peers as subprocesses (each with its own onnxruntime) and prints the ratio.
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import statistics
@@ -95,16 +96,7 @@ def _graph_rounds(sess, ep, steps, prompt, rounds):
     vocab = sess.get_outputs()[0].shape[-1]
     logits_dtype = np.float16 if "float16" in sess.get_outputs()[0].type else np.float32
 
-    def binding(ids, mask, logits):
-        b = sess.io_binding()
-        b.bind_ortvalue_input("input_ids", ids)
-        b.bind_ortvalue_input("attention_mask", mask)
-        for name, value in kv.items():
-            b.bind_ortvalue_input(name, value)
-            b.bind_ortvalue_output(name.replace("past_key_values", "present"), value)  # one buffer
-        b.bind_ortvalue_output("logits", logits)
-        return b
-
+    binding = functools.partial(shared_kv_binding, sess, kv)
     uncaptured, replayed = ort.RunOptions(), ort.RunOptions()
     uncaptured.add_run_config_entry("gpu_graph_id", "-1")
     step_ids, step_mask = gpu(np.zeros((1, 1), np.int64)), gpu(np.zeros((1, max_len), np.int64))
@@ -127,6 +119,19 @@ def _graph_rounds(sess, ep, steps, prompt, rounds):
             times.append(time.perf_counter() - t0)
         per_round.append(statistics.median(times))
     return per_round
+
+
+def shared_kv_binding(sess, kv: dict, ids, mask, logits):
+    """IO binding of a decoder step (GPU OrtValues): the ids, mask and logits, and each KV buffer in
+    `kv` (by past input name) bound as both its past input and its present output."""
+    b = sess.io_binding()
+    b.bind_ortvalue_input("input_ids", ids)
+    b.bind_ortvalue_input("attention_mask", mask)
+    for name, value in kv.items():
+        b.bind_ortvalue_input(name, value)
+        b.bind_ortvalue_output(name.replace("past_key_values", "present"), value)  # one buffer
+    b.bind_ortvalue_output("logits", logits)
+    return b
 
 
 def _filled(value, array):

@@ -9,6 +9,7 @@ from onnx import helper, numpy_helper
 import material
 import onnxruntime_ep_seamless as seamless
 from onnxruntime_ep_seamless.abi.cuda_compute import CudaKernel
+from onnxruntime_ep_seamless.bench_gpu import shared_kv_binding
 from test_cuda_ep import DEVICES, PROBLEM, model_of
 
 pytestmark = [pytest.mark.skipif(not DEVICES, reason=f"no NVIDIA GPU for the CUDA EP ({PROBLEM or 'none found'})"),
@@ -136,15 +137,8 @@ def test_builder_decode_with_shared_kv_buffers(precision):
         logits_dtype = {"tensor(float16)": np.float16, "tensor(float)": np.float32}[sess.get_outputs()[0].type]
 
         def bind(ids, mask):
-            binding = sess.io_binding()
-            binding.bind_ortvalue_input("input_ids", ids)
-            binding.bind_ortvalue_input("attention_mask", mask)
-            for n, value in kv.items():
-                binding.bind_ortvalue_input(n, value)
-                binding.bind_ortvalue_output(n.replace("past_key_values.", "present."), value)  # shared buffer
             logits = on_gpu(np.zeros((1, ids.shape()[1], vocab), logits_dtype))
-            binding.bind_ortvalue_output("logits", logits)
-            return binding, logits
+            return shared_kv_binding(sess, kv, ids, mask, logits), logits
 
         binding, logits = bind(on_gpu(prompt.reshape(1, -1).astype(np.int64)), on_gpu(np.ones((1, len(prompt)),
                                                                                                np.int64)))
