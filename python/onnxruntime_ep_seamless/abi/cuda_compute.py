@@ -166,8 +166,8 @@ class CudaKernel:
                 outs = fn(rt, stream, *[None if not n else values[n] if i in host_inputs else on_gpu_value(n)
                                         for i, n in enumerate(node.inputs)])
             else:  # integer shape/mask arithmetic: the CPU kernel, on the host
-                outs = [DeviceTensor(0, np.shape(v), np.asarray(v).dtype, np.asarray(v))
-                        for v in fn(*[rt.to_host(values[n], stream) if n in values else None for n in node.inputs])]
+                host_args = [rt.to_host(values[n], stream) if n in values else None for n in node.inputs]
+                outs = [DeviceTensor.on_host(v) for v in fn(*host_args)]
             for name, t in zip(node.outputs, outs):
                 if t is not None:
                     scratch.append(t)  # freed after the run even when the node leaves it unnamed

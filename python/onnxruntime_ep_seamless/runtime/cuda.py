@@ -27,6 +27,12 @@ class DeviceTensor:
     dtype: np.dtype
     host: np.ndarray | None = None
 
+    @classmethod
+    def on_host(cls, array) -> "DeviceTensor":
+        """A value known only on the host (uploaded when a GPU kernel needs it)."""
+        array = np.asarray(array)
+        return cls(0, array.shape, array.dtype, array)
+
     @property
     def size(self) -> int:
         return int(np.prod(self.shape, dtype=np.int64))

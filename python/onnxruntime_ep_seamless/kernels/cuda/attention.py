@@ -3,6 +3,7 @@ Q K^T and P V, broadcast adds for the masks, the softmax row kernel. float16/bfl
 compute in float32 and round the outputs once, as the CPU kernel (kernels/cpu/contrib_attention.py)."""
 import numpy as np
 
+from ...runtime.cuda import DeviceTensor
 from ..cpu.contrib_attention import _check_attention
 from ..registry import kernel
 from .elementwise import ADD, DIV_BY, GPU_FLOATS, MUL_BY, binary, cast_to, unary, where
@@ -32,7 +33,7 @@ def attention(rt, stream, Q, K, V, attn_mask=None, past_key=None, past_value=Non
     three_d = len(Q.shape) == 3
     if three_d:  # (B, S, N*H) -> (B, N, S, H)
         def heads(x, n):
-            view = type(x)(x.ptr, (x.shape[0], x.shape[1], n, x.shape[2] // n), x.dtype)
+            view = DeviceTensor(x.ptr, (x.shape[0], x.shape[1], n, x.shape[2] // n), x.dtype)
             return keep(permuted(rt, stream, view, [0, 2, 1, 3]))
         q, k, v = heads(Q, q_num_heads), heads(K, kv_num_heads), heads(V, kv_num_heads)
     else:
@@ -65,7 +66,7 @@ def attention(rt, stream, Q, K, V, attn_mask=None, past_key=None, past_value=Non
         past = past_key.shape[2] if past_key is not None else 0
         future = np.arange(t)[None, :] > (past + np.arange(s))[:, None]
         causal = np.where(future, np.float32(-np.inf), np.float32(0))
-        scores = keep(binary(rt, stream, ADD, scores, keep(rt.device(_host(causal), stream))))
+        scores = keep(binary(rt, stream, ADD, scores, keep(rt.device(DeviceTensor.on_host(causal), stream))))
     if qk_matmul_output_mode == 2:
         qk_out = scores
     probs = keep(softmax_rows(rt, stream, scores, b * nq * s, t, ZERO_MASKED_ROWS))
@@ -78,7 +79,7 @@ def attention(rt, stream, Q, K, V, attn_mask=None, past_key=None, past_value=Non
         rt.zero(out, stream)
     if three_d:
         moved = keep(permuted(rt, stream, out, [0, 2, 1, 3]))
-        out = type(moved)(moved.ptr, (b, s, nq * hv), F32)
+        out = DeviceTensor(moved.ptr, (b, s, nq * hv), F32)
     results = [cast_to(rt, stream, out, Q.dtype), present_k, present_v]
     if _num_outputs > 3:
         results.append(cast_to(rt, stream, qk_out, Q.dtype))
@@ -99,10 +100,5 @@ def _repeat_heads(rt, stream, x, group):
     return y
 
 
-def _host(array):
-    from ...runtime.cuda import DeviceTensor
-    return DeviceTensor(0, array.shape, array.dtype, array)
-
-
 def _scalar(rt, stream, value):
-    return rt.device(_host(np.array(value, np.float32)), stream)
+    return rt.device(DeviceTensor.on_host(np.array(value, np.float32)), stream)

@@ -35,11 +35,6 @@ HOST_FLOATS = FLOATS | _BF16  # Dropout and Range: no device arithmetic
 REDUCTIONS = {"add": 1, "mul": 2, "max": 3, "min": 4}  # native/cuda/indexing.cu Reduction
 
 
-def _host_value(array) -> DeviceTensor:
-    array = np.asarray(array)
-    return DeviceTensor(0, array.shape, array.dtype, array)
-
-
 def _axis_view(shape, axis):
     """(outer, n, inner): shape viewed as 3-D around `axis`."""
     return int(np.prod(shape[:axis], dtype=np.int64)), shape[axis], int(np.prod(shape[axis + 1:], dtype=np.int64))
@@ -291,34 +286,34 @@ def _same(x):
 @kernel("Dropout", since=7, until=9, types=HOST_FLOATS, device="cuda")
 def dropout_7(rt, stream, x, *, ratio=0.5, _num_outputs=1):
     # inference: y is x; the mask (of x's type before opset 10) is zeros, as ORT and the CPU kernel write
-    return (_same(x), _host_value(np.zeros(x.shape, x.dtype)))[:_num_outputs]
+    return (_same(x), DeviceTensor.on_host(np.zeros(x.shape, x.dtype)))[:_num_outputs]
 
 
 @kernel("Dropout", since=10, until=11, types=HOST_FLOATS, device="cuda")
 def dropout_10(rt, stream, x, *, ratio=0.5, _num_outputs=1):
-    return (_same(x), _host_value(np.zeros(x.shape, np.bool_)))[:_num_outputs]
+    return (_same(x), DeviceTensor.on_host(np.zeros(x.shape, np.bool_)))[:_num_outputs]
 
 
 @kernel("Dropout", since=12, types=HOST_FLOATS, device="cuda", check=_check_dropout_12, host_inputs=(1, 2))
 def dropout_12(rt, stream, x, ratio=None, training_mode=None, *, seed=0, _num_outputs=1):
     # training_mode is a constant False (see the check): y is x, the mask all True
-    return (_same(x), _host_value(np.ones(x.shape, np.bool_)))[:_num_outputs]
+    return (_same(x), DeviceTensor.on_host(np.ones(x.shape, np.bool_)))[:_num_outputs]
 
 
 @kernel("Constant", device="cuda", check=_check_constant)
 def constant(rt, stream, *, value=None, value_float=None, value_floats=None, value_int=None, value_ints=None):
     (array,) = cpu_constant(value=value, value_float=value_float, value_floats=value_floats, value_int=value_int,
                             value_ints=value_ints)
-    return (_host_value(array),)
+    return (DeviceTensor.on_host(array),)
 
 
 @kernel("Range", since=11, until=26, types=HOST_FLOATS, device="cuda", host_inputs=(0, 1, 2))
 def range_11(rt, stream, start, limit, delta):
     (array,) = cpu_range(*(rt.to_host(t, stream) for t in (start, limit, delta)))
-    return (_host_value(array),)
+    return (DeviceTensor.on_host(array),)
 
 
 @kernel("Range", since=27, types=HOST_FLOATS, device="cuda", host_inputs=(0, 1, 2))
 def range_27(rt, stream, start, limit, delta, *, stash_type=1):
     (array,) = cpu_range_27(*(rt.to_host(t, stream) for t in (start, limit, delta)), stash_type=stash_type)
-    return (_host_value(array),)
+    return (DeviceTensor.on_host(array),)

@@ -299,8 +299,8 @@ def _resize(rt, stream, x, scales, sizes, mode, coordinate_mode, nearest_mode):
     index_table = np.concatenate(lo + hi)
     weight_table = np.concatenate(weight)
     positions = len(weight_table)
-    index_d = rt.device(DeviceTensor(0, index_table.shape, index_table.dtype, index_table), stream)
-    weight_d = rt.device(DeviceTensor(0, weight_table.shape, weight_table.dtype, weight_table), stream)
+    index_d = rt.device(DeviceTensor.on_host(index_table), stream)
+    weight_d = rt.device(DeviceTensor.on_host(weight_table), stream)
     pad = [0] * (MAX_DIMS - rank)
     axes = struct.pack(f"<{3 * MAX_DIMS}q2i", *contiguous_strides(x.shape), *pad, *out_shape, *pad, *offsets, *pad,
                        rank, blended)
