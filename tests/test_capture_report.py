@@ -85,3 +85,30 @@ def test_cli_prints_the_report_and_draws_the_timeline(tmp_path):
     pixels = zlib.decompress(data[data.index(b"IDAT") + 4:data.index(b"IEND") - 8])
     first_row = pixels[1:1 + 3 * width]
     assert first_row[:3] == bytes((46, 160, 67)) and first_row[12:15] == bytes((214, 39, 40))  # GPU, then the seam
+
+
+def test_growing_symbols_come_from_the_kv_cache():
+    from onnxruntime_ep_seamless.abi.cuda_compute import growing_symbols
+    nodes = [helper.make_node("Concat", ["past_key", "k"], ["present_key"], axis=2),
+             helper.make_node("Relu", ["q"], ["y"])]
+    onnx_model = model(nodes, [helper.make_tensor_value_info("past_key", 1, [1, 2, "past", 4]),
+                               helper.make_tensor_value_info("k", 1, [1, 2, "seq", 4]),
+                               helper.make_tensor_value_info("q", 1, [1, "seq", 8])],
+                       [helper.make_tensor_value_info("present_key", 1, [1, 2, "total", 4]),
+                        helper.make_tensor_value_info("y", 1, [1, "seq", 8])])
+    graph = import_model(onnx_model)
+    assert growing_symbols(graph) == {"past", "total"}
+    parts, _ = analyse(graph)
+    assert [(s.node.op_type, s.grows) for s in parts[0].steps] == [("Concat", True), ("Relu", False)]
+    assert "1 GPU node(s) with shapes that grow with the KV length, 0 of them device-indexed (Concat)" in \
+        render(parts, {})
+
+
+def test_builder_decoder_growing_work_is_attention_and_the_mask_sum():
+    path = material.genai_small_dir("int4", "cuda") / "model.onnx"
+    if not path.exists():
+        pytest.skip(f"{path} not prepared (python tests/material.py)")
+    import onnx
+    parts, declined = analyse(import_model(onnx.load(str(path))))
+    growing = {s.node.op_type: s.kdef.capture for s in parts[0].steps if s.grows and s.on_gpu}
+    assert growing.get("GroupQueryAttention") == "device-indexed" and growing.get("ReduceSum") == "static"

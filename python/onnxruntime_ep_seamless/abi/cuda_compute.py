@@ -5,6 +5,7 @@ state); the partition's outputs are copied device-to-device into the tensors ORT
 """
 from __future__ import annotations
 
+import re
 import threading
 from collections import Counter, OrderedDict
 from dataclasses import dataclass
@@ -27,7 +28,25 @@ class Step:
     node: Node
     kdef: KernelDef
     on_gpu: bool
-    seam: str  # why the host must wait for the GPU before this step; "" when it need not
+    seam: str    # why the host must wait for the GPU before this step; "" when it need not
+    grows: bool  # a shape of the step depends on a growing symbol (the KV length)
+
+
+KV_NAME = re.compile(r"past|present", re.IGNORECASE)
+SYMBOL = re.compile(r"[A-Za-z_]\w*")
+
+
+def growing_symbols(graph) -> set[str]:
+    """The symbols that grow from one decode step to the next: a plain symbol on the sequence axis
+    (2) of a KV cache (a rank-4 value named past*/present*). A dim grows when its expression uses
+    one (an attention mask's total length, `past + seq`); batch, query length and heads stay pinned."""
+    return {v.shape[2] for name, v in graph.values.items()
+            if KV_NAME.search(name) and v.shape is not None and len(v.shape) == 4 and isinstance(v.shape[2], str)
+            and SYMBOL.fullmatch(v.shape[2])}
+
+
+def _grows(dims, growing) -> bool:
+    return any(isinstance(d, str) and not growing.isdisjoint(SYMBOL.findall(d)) for d in dims or ())
 
 
 def place(graph, input_names) -> list[Step]:
@@ -36,6 +55,7 @@ def place(graph, input_names) -> list[Step]:
     with its CUDA kernel where there is one. A seam is a step that needs a GPU value on the host:
     a host kernel reading one, or a CUDA kernel's host input (a shape, axes, k…) computed on the GPU."""
     on_host = {name for name, v in graph.values.items() if v.const is not None and name not in input_names}
+    growing = growing_symbols(graph)
     steps = []
     for node in graph.nodes:
         kdef, reason = lookup(node, graph, "cuda")
@@ -50,7 +70,8 @@ def place(graph, input_names) -> list[Step]:
                                                             "(a shape-like input computed on the GPU)")) if read else ""
         if not on_gpu or node.op_type in HOST_RESULTS:
             on_host.update(n for n in node.outputs if n)
-        steps.append(Step(node, kdef, on_gpu, seam))
+        grows = bool(growing) and any(_grows(graph.value(n).shape, growing) for n in node.inputs + node.outputs if n)
+        steps.append(Step(node, kdef, on_gpu, seam, grows))
     return steps
 
 
@@ -60,6 +81,11 @@ def capture_summary(steps: list[Step], name: str) -> str:
     gpu = sum(s.on_gpu for s in steps)
     lines = [f"{name}: {len(steps)} nodes ({gpu} on the GPU), {len(seams) + 1 if gpu else 0} segment(s), "
              f"{len(seams)} seam(s)"]
+    growing = [s for s in steps if s.grows and s.on_gpu and s.node.op_type not in HOST_RESULTS]
+    if growing:  # what a capture across decode steps would have to launch for a maximum length
+        indexed = sum(s.kdef.capture == "device-indexed" for s in growing)
+        lines.append(f"  {len(growing)} GPU node(s) with shapes that grow with the KV length, {indexed} of them "
+                     f"device-indexed ({', '.join(sorted({s.node.op_type for s in growing}))})")
     lines += [f"  seam at {s.node.label!r} ({s.node.key}): {s.seam}" for s in seams]
     return "\n".join(lines)
 

@@ -42,6 +42,8 @@ class KernelDef:
     wants_num_outputs: bool
     device: str = "cpu"
     host_inputs: tuple = ()      # CUDA: inputs the kernel reads on the host (shapes, axes, sizes, k…)
+    capture: str = "static"      # CUDA: "static" (launches fixed by the shapes), "device-indexed" (reads
+                                 # lengths/positions from GPU memory); host kernels are "host"
 
     def build(self, node: Node) -> Callable:
         """The callable the plan invokes: fn with the node's attributes bound."""
@@ -56,7 +58,7 @@ _REGISTRY: dict[tuple[str, str, str], list[KernelDef]] = {}  # (device, domain, 
 
 def kernel(op_type: str, *, domain: str = "", since: int = 1, until: int = OPSET_MAX,
            types=None, type_input: int = 0, check: Callable | None = None, device: str = "cpu",
-           host_inputs: tuple = ()):
+           host_inputs: tuple = (), capture: str | None = None):
     """Register a kernel for opset versions [since, until] of (domain, op_type) on `device`.
     host_inputs (CUDA): positions of the inputs the kernel reads on the host; the executor does
     not upload them, and one computed on the GPU is a seam (the host waits for the stream)."""
@@ -66,7 +68,7 @@ def kernel(op_type: str, *, domain: str = "", since: int = 1, until: int = OPSET
         wants = any(p.name == "_num_outputs" for p in params)
         _REGISTRY.setdefault((device, domain, op_type), []).append(
             KernelDef(op_type, domain, since, until, fn, types, type_input, check, attr_names, wants, device,
-                      tuple(host_inputs)))
+                      tuple(host_inputs), capture or ("host" if device == "cpu" else "static")))
         return fn
     return register
 

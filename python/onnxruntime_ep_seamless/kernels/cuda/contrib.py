@@ -22,7 +22,7 @@ def _check_gqa(node, graph):
 
 
 @kernel("GroupQueryAttention", domain="com.microsoft", types=GPU_FLOATS, device="cuda", check=_check_gqa,
-        host_inputs=(6,))
+        host_inputs=(6,), capture="device-indexed")
 def group_query_attention(rt, stream, query, key=None, value=None, past_key=None, past_value=None, seqlens_k=None,
                           total_sequence_length=None, cos_cache=None, sin_cache=None, position_ids=None,
                           attention_bias=None, head_sink=None, k_scale=None, v_scale=None, q_norm_weight=None,
@@ -88,7 +88,8 @@ def _check_rotary(node, graph):
     return None
 
 
-@kernel("RotaryEmbedding", domain="com.microsoft", types=GPU_FLOATS, device="cuda", check=_check_rotary)
+@kernel("RotaryEmbedding", domain="com.microsoft", types=GPU_FLOATS, device="cuda", check=_check_rotary,
+        capture="device-indexed")
 def rotary_embedding(rt, stream, x, position_ids, cos_cache, sin_cache, *, interleaved=0, num_heads=0,
                      rotary_embedding_dim=0, is_packed_batching=0, scale=1.0):
     """x (B, S, N*H) or (B, N, S, H); position_ids (1,) = the first token's position, or (B, S)."""
@@ -139,7 +140,8 @@ def _check_rotary_23(node, graph):
     return None
 
 
-@kernel("RotaryEmbedding", since=23, types=GPU_FLOATS, device="cuda", check=_check_rotary_23)
+@kernel("RotaryEmbedding", since=23, types=GPU_FLOATS, device="cuda", check=_check_rotary_23,
+        capture="device-indexed")
 def rotary_embedding_23(rt, stream, x, cos_cache, sin_cache, position_ids=None, *, interleaved=0, num_heads=0,
                         rotary_embedding_dim=0):
     """ONNX RotaryEmbedding: x (B, N, S, H) or (B, S, N*H) with num_heads; caches (P, rot/2) with
