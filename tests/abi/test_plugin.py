@@ -144,6 +144,18 @@ def test_bad_option_value():
         seamless.session_options(log_partition="maybe")
 
 
+def test_cuda_only_options_are_validated_without_a_gpu():
+    from onnxruntime_ep_seamless.runtime.options import OptionError, validate
+    cuda = "SeamlessCUDAExecutionProvider"
+    assert validate(cuda, {"capture": "AUTO", "enable_cuda_graph": "1", "log_capture": "0"}) == {
+        "log_partition": False, "device_id": None, "log_capture": False, "capture": "auto", "enable_cuda_graph": True}
+    for key, value in (("capture", "on"), ("enable_cuda_graph", "maybe")):
+        with pytest.raises(OptionError, match=key):
+            validate(cuda, {key: value})
+    with pytest.raises(OptionError, match="unknown provider option.*enable_cuda_graph"):
+        validate("SeamlessCPUExecutionProvider", {"enable_cuda_graph": "1"})  # the CPU EP has no CUDA graphs
+
+
 def test_runtime_below_floor_is_refused_with_a_clear_error():
     """Drive the library's entry with a fake ORT 1.22 and capture the status message it creates."""
     messages = []
