@@ -9,7 +9,9 @@ Both peers run the same loop, a prompt then greedy decode steps, in one of two m
   uncaptured (run option gpu_graph_id=-1), each decode step replays the captured graph. The next
   token is the argmax of the logits copied to the host (the same for both).
 ms/token is the median decode-step time of a round, then the median over rounds. `compare` runs
-both peers as subprocesses (each with its own onnxruntime) and prints the ratio.
+both peers as subprocesses (each with its own onnxruntime) and prints the ratio; given the
+checkpoint the model was built from, PyTorch eager (transformers' model and KV cache, float16)
+runs the same loop as a third peer.
 """
 from __future__ import annotations
 
@@ -139,17 +141,42 @@ def _filled(value, array):
     return value
 
 
+def run_torch(checkpoint: str, steps: int, prompt: int, rounds: int, dtype: str = "float16",
+              device: str = "cuda") -> dict:
+    """PyTorch eager on the checkpoint the ONNX model was built from: transformers' model with its
+    own KV cache, the same prompt/greedy loop (the host reads each token, as in the ONNX loops)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+    model = AutoModelForCausalLM.from_pretrained(checkpoint, dtype=getattr(torch, dtype)).to(device).eval()
+    rng = np.random.default_rng(0)
+    per_round = []
+    with torch.inference_mode():
+        for _ in range(rounds):
+            out = model(input_ids=torch.tensor(rng.integers(0, 1000, (1, prompt)), device=device), use_cache=True)
+            token, times = int(out.logits[0, -1].argmax()), []
+            for _ in range(steps):
+                t0 = time.perf_counter()
+                out = model(input_ids=torch.tensor([[token]], device=device), past_key_values=out.past_key_values,
+                            use_cache=True)
+                token = int(out.logits[0, -1].argmax())
+                times.append(time.perf_counter() - t0)
+            per_round.append(statistics.median(times))
+    ms = statistics.median(per_round) * 1e3
+    return {"ep": "torch", "mode": "eager", "model": checkpoint, "ms_per_token": ms, "tokens_per_s": 1e3 / ms,
+            "steps": steps, "prompt": prompt, "rounds": rounds, "torch": torch.__version__, "dtype": dtype}
+
+
 def compare(model_dir: str, steps: int, prompt: int, rounds: int, peer_pythonpath: str | None,
-            json_path: str | None, mode: str = "growing") -> dict:
-    """Both peers, each in its own process; peer_pythonpath puts onnxruntime-gpu first for ORT's EP."""
+            json_path: str | None, mode: str = "growing", torch_checkpoint: str | None = None) -> dict:
+    """The peers, each in its own process; peer_pythonpath puts onnxruntime-gpu first for ORT's EP."""
     results = {}
-    for ep in ("seamless", "ort-cuda"):
+    for ep in ("seamless", "ort-cuda") + (("torch",) if torch_checkpoint else ()):
         env = dict(os.environ)
         if ep == "ort-cuda" and peer_pythonpath:
             env["PYTHONPATH"] = peer_pythonpath + os.pathsep + env.get("PYTHONPATH", "")
         cmd = [sys.executable, "-m", "onnxruntime_ep_seamless", "bench", "decode-gpu", model_dir, "--ep", ep,
                "--steps", str(steps), "--prefill", str(prompt), "--decode-rounds", str(rounds), "--mode", mode,
-               "--json", "-"]
+               "--json", "-"] + (["--torch-checkpoint", torch_checkpoint] if ep == "torch" else [])
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
         if proc.returncode:
             raise SystemExit(f"{ep} failed:\n{proc.stderr[-3000:]}")
@@ -162,6 +189,11 @@ def compare(model_dir: str, steps: int, prompt: int, rounds: int, peer_pythonpat
               "growing KV through session.run with host arrays, no capture" if mode == "growing" else
               "shared max-length KV, IO binding, CUDA graphs (enable_cuda_graph=1) on both") +
           f"; our EP: {results['seamless'].get('claimed_nodes')} nodes)")
+    if torch_checkpoint:
+        torch_ms = results["torch"]["ms_per_token"]
+        summary["ratio_to_torch"] = ours / torch_ms
+        print(f"  PyTorch {results['torch']['torch']} eager, {results['torch']['dtype']}: {torch_ms:.3f} ms/token, "
+              f"ours/PyTorch {ours / torch_ms:.2f}x")
     if json_path:
         with open(json_path, "w") as f:
             json.dump(summary, f, indent=2)

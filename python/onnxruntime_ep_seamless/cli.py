@@ -169,15 +169,22 @@ def cmd_bench(args) -> int:
 
 
 def cmd_bench_gpu(args) -> int:
-    from .bench_gpu import compare, run_one
-    if not args.model_dir:
+    from .bench_gpu import compare, run_one, run_torch
+    if not args.model_dir and args.ep != "torch":
         print("usage: python -m onnxruntime_ep_seamless bench decode-gpu MODEL_DIR [--ep both]", file=sys.stderr)
         return 2
     if args.ep == "both":
         compare(args.model_dir, args.steps, args.prefill, args.decode_rounds, args.peer_pythonpath, args.json,
-                args.mode)
+                args.mode, args.torch_checkpoint)
         return 0
-    result = run_one(args.model_dir, args.ep, args.steps, args.prefill, args.decode_rounds, args.mode)
+    if args.ep == "torch":
+        if not args.torch_checkpoint:
+            print("--ep torch needs --torch-checkpoint DIR (the checkpoint the model was built from)", file=sys.stderr)
+            return 2
+        result = run_torch(args.torch_checkpoint, args.steps, args.prefill, args.decode_rounds, args.torch_dtype,
+                           args.torch_device)
+    else:
+        result = run_one(args.model_dir, args.ep, args.steps, args.prefill, args.decode_rounds, args.mode)
     print(json.dumps(result) if args.json == "-" else result)
     if args.json and args.json != "-":
         with open(args.json, "w") as f:
@@ -286,8 +293,13 @@ def _add_decode_options(sub) -> None:
     p.add_argument("--steps", type=int, default=128, help="decode: greedy steps after the prefill")
     p.add_argument("--prefill", type=int, default=16, help="decode: prompt tokens")
     p.add_argument("--decode-rounds", type=int, default=3, help="decode: whole generations per EP")
-    p.add_argument("--ep", choices=["both", "seamless", "ort-cuda"], default="both",
-                   help="decode-gpu: which EP (both: each in its own process, and the ratio)")
+    p.add_argument("--ep", choices=["both", "seamless", "ort-cuda", "torch"], default="both",
+                   help="decode-gpu: which peer (both: each in its own process, and the ratio; torch: PyTorch eager)")
+    p.add_argument("--torch-checkpoint", metavar="DIR",
+                   help="decode-gpu: the Hugging Face checkpoint the model was built from; adds PyTorch eager as a peer")
+    p.add_argument("--torch-dtype", default="float16", choices=["float16", "bfloat16", "float32"],
+                   help="decode-gpu --ep torch: the weights' type")
+    p.add_argument("--torch-device", default="cuda", help="decode-gpu --ep torch: the torch device")
     p.add_argument("--peer-pythonpath", help="decode-gpu: a folder with onnxruntime-gpu, put first for ORT's CUDA EP")
     p.add_argument("--mode", choices=["growing", "graph"], default="growing",
                    help="decode-gpu: growing KV through session.run (no capture), or shared max-length KV buffers "
