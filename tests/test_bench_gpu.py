@@ -6,6 +6,7 @@ import material
 from onnxruntime_ep_seamless.bench_gpu import run_torch
 
 
+@pytest.mark.filterwarnings("ignore:.*past_key_values.*:FutureWarning")  # transformers renames it; both work
 def test_torch_peer_decodes_greedily_and_reports_ms_per_token():
     checkpoint = material.genai_small_dir("fp16", "cuda").parent / "checkpoint-qwen2-small"
     if not (checkpoint / "model.safetensors").exists():
