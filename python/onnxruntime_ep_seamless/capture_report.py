@@ -12,7 +12,7 @@ import struct
 import zlib
 from dataclasses import dataclass
 
-from .abi.cuda_compute import Step, capture_summary, place
+from .abi.cuda_compute import Step, capture_summary, place, segments
 from .graph.ir import Graph
 from .partition import partition
 
@@ -26,7 +26,7 @@ class PartitionSteps:
 
     @property
     def segments(self) -> int:
-        return sum(1 for s in self.steps if s.seam) + 1 if any(s.on_gpu for s in self.steps) else 0
+        return segments(self.steps)
 
 
 def analyse(graph: Graph) -> tuple[list[PartitionSteps], dict]:

@@ -10,7 +10,6 @@ import threading
 from collections import Counter, OrderedDict
 from dataclasses import dataclass
 
-import numpy as np
 
 from ..graph.ir import ONNX_TO_NUMPY, Node
 from ..kernels.registry import KernelDef, lookup
@@ -75,12 +74,16 @@ def place(graph, input_names) -> list[Step]:
     return steps
 
 
+def segments(steps: list[Step]) -> int:
+    """Segments of GPU work a partition splits into: each seam starts another."""
+    return sum(1 for s in steps if s.seam) + 1 if any(s.on_gpu for s in steps) else 0
+
+
 def capture_summary(steps: list[Step], name: str) -> str:
     """One line per partition (segments of GPU work between seams), then each seam."""
     seams = [s for s in steps if s.seam]
     gpu = sum(s.on_gpu for s in steps)
-    lines = [f"{name}: {len(steps)} nodes ({gpu} on the GPU), {len(seams) + 1 if gpu else 0} segment(s), "
-             f"{len(seams)} seam(s)"]
+    lines = [f"{name}: {len(steps)} nodes ({gpu} on the GPU), {segments(steps)} segment(s), {len(seams)} seam(s)"]
     growing = [s for s in steps if s.grows and s.on_gpu and s.node.op_type not in HOST_RESULTS]
     if growing:  # what a capture across decode steps would have to launch for a maximum length
         indexed = sum(s.kdef.capture == "device-indexed" for s in growing)

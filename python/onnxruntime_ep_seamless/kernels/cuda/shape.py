@@ -126,7 +126,6 @@ def _check_gather(node, graph):
 def gather(rt, stream, data, indices, *, axis=0):
     axis %= len(data.shape)
     n = data.shape[axis]
-    outer = int(np.prod(data.shape[:axis], dtype=np.int64))
     inner = int(np.prod(data.shape[axis + 1:], dtype=np.int64))
     y = rt.alloc(data.shape[:axis] + indices.shape + data.shape[axis + 1:], data.dtype)
     m = indices.size
