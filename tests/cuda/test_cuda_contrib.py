@@ -6,7 +6,7 @@ from kernels.test_contrib_attention import (ATTENTION23_CASES, CASE_ID, GQA_SHAP
                                             attention23_float16, gqa_model_feeds, rotary23_case)
 from kernels.test_contrib_normalization import data, model_of
 from parity import assert_close, stock_session
-from test_cuda_ep import DEVICES, PROBLEM, run_on_cuda
+from test_cuda_ep import DEVICES, PROBLEM, in_bfloat16, run_on_cuda
 
 pytestmark = pytest.mark.skipif(not DEVICES, reason=f"no NVIDIA GPU for the CUDA EP ({PROBLEM or 'none found'})")
 TOL = {"rtol": 1e-4, "atol": 1e-5}  # float32 dot products in another summation order than ORT's CPU kernels
@@ -188,35 +188,16 @@ def test_rms_normalization_23(shape, axis):
 # EP (float inputs cast to bfloat16 on the GPU, outputs cast back) and compared with stock's float32
 # model on the same bfloat16-rounded inputs and weights.
 def as_bfloat16(model, feeds):
-    """(the model in bfloat16 with float32 ends, the float32 reference model, feeds rounded to bfloat16)."""
+    """(the model in bfloat16 with float32 ends, the float32 reference model with its weights rounded to
+    bfloat16, feeds rounded to bfloat16)."""
     import ml_dtypes
-    from onnx import TensorProto, helper, numpy_helper
+    from onnx import ModelProto, numpy_helper
     rounded = lambda a: a.astype(ml_dtypes.bfloat16).astype(np.float32) if a.dtype == np.float32 else a
-    ours, ref = onnx_copy(model), onnx_copy(model)
+    ref = ModelProto()
+    ref.CopyFrom(model)
     for init in ref.graph.initializer:
         init.CopyFrom(numpy_helper.from_array(rounded(numpy_helper.to_array(init)), init.name))
-    graph = ours.graph
-    floats = {i.name for i in graph.input if i.type.tensor_type.elem_type == TensorProto.FLOAT}
-    floats |= {i.name for i in graph.initializer if i.data_type == TensorProto.FLOAT}
-    casts = [helper.make_node("Cast", [n], [n + "_bf16"], to=TensorProto.BFLOAT16) for n in sorted(floats)]
-    backs = []
-    for node in graph.node:
-        node.input[:] = [n + "_bf16" if n in floats else n for n in node.input]
-        for i, n in enumerate(node.output):
-            if n:
-                node.output[i] = n + "_bf16"
-                backs.append(helper.make_node("Cast", [n + "_bf16"], [n], to=TensorProto.FLOAT))
-    nodes = casts + list(graph.node) + backs
-    del graph.node[:]
-    graph.node.extend(nodes)
-    return ours, ref, {k: rounded(v) for k, v in feeds.items()}
-
-
-def onnx_copy(model):
-    import onnx
-    copy = onnx.ModelProto()
-    copy.CopyFrom(model)
-    return copy
+    return in_bfloat16(model), ref, {k: rounded(v) for k, v in feeds.items()}
 
 
 def check_bfloat16(model, feeds, rtol, atol):

@@ -3,7 +3,7 @@ IO binding with the plain onnxruntime wheel, and parity of the CUDA kernels with
 import numpy as np
 import onnxruntime as ort
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper, numpy_helper
 
 import onnxruntime_ep_seamless as seamless
 from parity import assert_close, stock_session
@@ -33,6 +33,32 @@ def run_on_cuda(model, feeds):
     report = seamless.assert_ep_selected(sess, device="cuda")
     assert not report.fallback_nodes, report
     return sess.run(None, feeds)
+
+
+def in_bfloat16(model, names=None):
+    """A copy of a float32 model whose nodes compute in bfloat16 on our EP (ORT's Python API takes no
+    bfloat16 arrays): the float32 graph inputs and initializers (or only `names`) are cast to
+    bfloat16 on the GPU where the nodes read them, and each float32 graph output is cast back."""
+    from onnx import ModelProto, TensorProto
+    copy = ModelProto()
+    copy.CopyFrom(model)
+    graph = copy.graph
+    if names is None:
+        names = {i.name for i in graph.input if i.type.tensor_type.elem_type == TensorProto.FLOAT}
+        names |= {i.name for i in graph.initializer if i.data_type == TensorProto.FLOAT}
+    outputs = {o.name for o in graph.output if o.type.tensor_type.elem_type == TensorProto.FLOAT}
+    before = [helper.make_node("Cast", [n], [n + "_bf16"], to=TensorProto.BFLOAT16) for n in sorted(names)]
+    after = []
+    for node in graph.node:
+        node.input[:] = [n + "_bf16" if n in names else n for n in node.input]
+        for i, n in enumerate(node.output):
+            if n in outputs:
+                node.output[i] = n + "_bf16"
+                after.append(helper.make_node("Cast", [n + "_bf16"], [n], to=TensorProto.FLOAT))
+    nodes = before + list(graph.node) + after
+    del graph.node[:]
+    graph.node.extend(nodes)
+    return copy
 
 
 def model_of(nodes, inputs, outputs, inits=()):

@@ -4,12 +4,11 @@ Dropout, Constant, Range. Data movement and selection must match exactly in ever
 take. Data are small integers (exact in every type, with ties for the selections) unless a case says
 otherwise. Integer inputs fed to a session live on the GPU, so integer data exercises the kernels too."""
 import numpy as np
-import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from parity import Const, assert_close, node_model, stock_session
-from test_cuda_ep import DEVICES, PROBLEM, run_on_cuda
+from test_cuda_ep import DEVICES, PROBLEM, in_bfloat16, run_on_cuda
 
 pytestmark = pytest.mark.skipif(not DEVICES, reason=f"no NVIDIA GPU for the CUDA EP ({PROBLEM or 'none found'})")
 F32, F16, F64, I32, I64 = np.float32, np.float16, np.float64, np.int32, np.int64
@@ -54,22 +53,7 @@ def check_bfloat16(op, inputs, attrs=None, opset=18, outputs=None):
     same values; they are small integers, exact in bfloat16, which data movement and selection only
     move (and CumSum adds exactly in float32, rounding once), so the results must agree bit for bit."""
     model, feeds = node_model(op, inputs, attrs, opset, outputs)
-    bf16 = onnx.ModelProto()
-    bf16.CopyFrom(model)
-    graph, node = bf16.graph, bf16.graph.node[0]
-    before, after = [], []
-    for j, name in enumerate(node.input):
-        if name in feeds and feeds[name].dtype == F32:
-            node.input[j] = name + "_bf16"
-            before.append(helper.make_node("Cast", [name], [name + "_bf16"], to=TensorProto.BFLOAT16))
-    float_outputs = {o.name for o in graph.output if o.type.tensor_type.elem_type == TensorProto.FLOAT}
-    for j, name in enumerate(node.output):
-        if name in float_outputs:
-            node.output[j] = name + "_bf16"
-            after.append(helper.make_node("Cast", [name + "_bf16"], [name], to=TensorProto.FLOAT))
-    nodes = before + list(graph.node) + after
-    del graph.node[:]
-    graph.node.extend(nodes)
+    bf16 = in_bfloat16(model, {name for name, a in feeds.items() if a.dtype == F32})
     ours = run_on_cuda(bf16, feeds)
     ref = stock_session(model).run(None, feeds)
     for i, (o, r) in enumerate(zip(ours, ref)):

@@ -7,7 +7,7 @@ from onnx import TensorProto, helper
 
 from onnxruntime_ep_seamless.kernels.cuda.elementwise import UNARY
 from parity import Const, assert_close, node_model, stock_session
-from test_cuda_ep import DEVICES, PROBLEM, run_on_cuda
+from test_cuda_ep import DEVICES, PROBLEM, in_bfloat16, run_on_cuda
 
 pytestmark = pytest.mark.skipif(not DEVICES, reason=f"no NVIDIA GPU for the CUDA EP ({PROBLEM or 'none found'})")
 F32, F16, I32, I64 = np.float32, np.float16, np.int32, np.int64
@@ -31,20 +31,9 @@ def through_bf16(op, arrays, attrs=None, opset=17):
     """op run in bfloat16 on our EP (float32 inputs cast to bfloat16 and the result back, all on the
     GPU) against stock ORT's float32 op on the bfloat16-rounded inputs, rounded to bfloat16: the
     stock CPU EP has almost no bfloat16 kernels. Returns (ours, reference) as float32."""
-    names = [f"x{i}" for i in range(len(arrays))]
-    nodes = [helper.make_node("Cast", [n], [n + "_b"], to=BF16) for n in names]
-    nodes += [helper.make_node(op, [n + "_b" for n in names], ["y_b"], **(attrs or {})),
-              helper.make_node("Cast", ["y_b"], ["y"], to=TensorProto.FLOAT)]
-    inputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, a.shape) for n, a in zip(names, arrays)]
-    model = helper.make_model(helper.make_graph(nodes, "bf16", inputs, [helper.make_tensor_value_info("y", 1, None)]),
-                              opset_imports=[helper.make_opsetid("", opset)], ir_version=9)
-    feeds = dict(zip(names, arrays))
-    (ours,) = run_on_cuda(model, feeds)
-    rounded = [_bf16(a) for a in arrays]
-    f32 = helper.make_model(helper.make_graph([helper.make_node(op, names, ["y"], **(attrs or {}))], "f32", inputs,
-                                              [helper.make_tensor_value_info("y", 1, None)]),
-                            opset_imports=[helper.make_opsetid("", opset)], ir_version=9)
-    (ref,) = stock_session(f32).run(None, dict(zip(names, rounded)))
+    model, feeds = node_model(op, arrays, attrs, opset)
+    (ours,) = run_on_cuda(in_bfloat16(model), feeds)
+    (ref,) = stock_session(model).run(None, {k: _bf16(v) for k, v in feeds.items()})
     return ours, _bf16(ref)
 
 

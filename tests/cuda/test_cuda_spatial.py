@@ -9,11 +9,11 @@ Window geometries and Resize modes reuse the CPU kernels' parity cases (tests/ke
 import ml_dtypes
 import numpy as np
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto
 
 from kernels.test_nn import (CONV_CASES, CONV_T_CASES, COORD_MODES, NEAREST_MODES, POOL_CASES, SCALES)
 from parity import Const, assert_close, node_model, stock_session
-from test_cuda_ep import DEVICES, PROBLEM, run_on_cuda
+from test_cuda_ep import DEVICES, PROBLEM, in_bfloat16, run_on_cuda
 
 needs_gpu = pytest.mark.skipif(not DEVICES, reason=f"no NVIDIA GPU for the CUDA EP ({PROBLEM or 'none found'})")
 F32, F16, I64 = np.dtype(np.float32), np.dtype(np.float16), np.dtype(np.int64)
@@ -38,31 +38,6 @@ def _rounded(a, dtype):
     return a.astype(dtype).astype(F32)
 
 
-def _bf16_model(op, inputs, floats, attrs, opset, const):
-    """op in bfloat16 on our EP, fed float32: the float inputs Cast to bfloat16 (on the GPU), the
-    result Cast back (numpy feeds of bfloat16 are awkward for ORT's Python API)."""
-    nodes, graph_inputs, inits, names, feeds = [], [], [], [], {}
-    for i, a in enumerate(inputs):
-        if a is None:
-            names.append("")
-            continue
-        name = f"in{i}"
-        if i in const:
-            inits.append(numpy_helper.from_array(a, name))
-        else:
-            graph_inputs.append(helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape))
-            feeds[name] = a
-        if i in floats:
-            nodes.append(helper.make_node("Cast", [name], [name + "_bf16"], to=TensorProto.BFLOAT16))
-            name += "_bf16"
-        names.append(name)
-    nodes += [helper.make_node(op, names, ["y_bf16"], **(attrs or {})),
-              helper.make_node("Cast", ["y_bf16"], ["y"], to=TensorProto.FLOAT)]
-    graph = helper.make_graph(nodes, op.lower(), graph_inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT,
-                                                                                              None)], inits)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=9), feeds
-
-
 def check(op, inputs, attrs=None, *, dtype=F32, opset=17, const=(), keep=(), tol=None, exact=False):
     """op on our CUDA EP with its float32 inputs (all but positions `keep`: Resize's roi/scales) as
     `dtype`, against stock ORT's float32 op on the same rounded inputs. exact: a selection or copy
@@ -74,7 +49,8 @@ def check(op, inputs, attrs=None, *, dtype=F32, opset=17, const=(), keep=(), tol
     dtype = np.dtype(dtype)
     floats = {i for i, a in enumerate(inputs) if a is not None and a.dtype == F32 and i not in keep}
     if dtype == BF16:  # bfloat16 entered the spec's type lists of these ops by opset 22
-        model, feeds = _bf16_model(op, inputs, floats, attrs, max(opset, 22), set(const))
+        model, feeds = node_model(op, inputs, attrs, max(opset, 22), const=const)
+        model = in_bfloat16(model, {f"in{i}" for i in floats})
     else:
         model, feeds = node_model(op, [a.astype(dtype) if i in floats else a for i, a in enumerate(inputs)], attrs,
                                   opset, const=const)
