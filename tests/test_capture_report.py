@@ -88,7 +88,7 @@ def test_cli_prints_the_report_and_draws_the_timeline(tmp_path):
 
 
 def test_growing_symbols_come_from_the_kv_cache():
-    from onnxruntime_ep_seamless.abi.cuda_compute import growing_symbols
+    from onnxruntime_ep_seamless.abi.cuda_capture import growing_symbols
     nodes = [helper.make_node("Concat", ["past_key", "k"], ["present_key"], axis=2),
              helper.make_node("Relu", ["q"], ["y"])]
     onnx_model = model(nodes, [helper.make_tensor_value_info("past_key", 1, [1, 2, "past", 4]),
@@ -112,3 +112,53 @@ def test_builder_decoder_growing_work_is_attention_and_the_mask_sum():
     parts, declined = analyse(import_model(onnx.load(str(path))))
     growing = {s.node.op_type: s.kdef.capture for s in parts[0].steps if s.grows and s.on_gpu}
     assert growing.get("GroupQueryAttention") == "device-indexed" and growing.get("ReduceSum") == "static"
+    assert parts[0].padding_problem == ""  # capture=auto pads the KV and mask to a capacity
+    assert "one graph per capacity serves every KV length" in render(parts, declined)
+
+
+def gqa_decoder(mask_rule=("ReduceSum", {}), extra=()):
+    """A one-layer GroupQueryAttention step as the builder writes it: seqlens_k from the mask's sum,
+    total_sequence_length from its shape."""
+    one = numpy_helper.from_array(np.array([1], np.int64), "one")
+    axis1 = numpy_helper.from_array(np.array(1, np.int64), "axis1")
+    op, attrs = mask_rule
+    nodes = [helper.make_node(op, ["attention_mask", "one"], ["sum"], keepdims=0, **attrs),
+             helper.make_node("Sub", ["sum", "one"], ["sub"]),
+             helper.make_node("Cast", ["sub"], ["seqlens_k"], to=TensorProto.INT32),
+             helper.make_node("Shape", ["attention_mask"], ["mask_shape"]),
+             helper.make_node("Gather", ["mask_shape", "axis1"], ["total"]),
+             helper.make_node("Cast", ["total"], ["total32"], to=TensorProto.INT32),
+             helper.make_node("GroupQueryAttention", ["qkv", "", "", "past_key", "past_value", "seqlens_k", "total32"],
+                              ["out", "present_key", "present_value"], domain="com.microsoft", num_heads=2,
+                              kv_num_heads=1), *extra]
+    kv = lambda name, length: helper.make_tensor_value_info(name, TensorProto.FLOAT16, ["batch", 1, length, 8])
+    onnx_model = model(nodes, [helper.make_tensor_value_info("qkv", TensorProto.FLOAT16, ["batch", "seq", 32]),
+                               helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["batch", "total"]),
+                               kv("past_key", "past"), kv("past_value", "past")],
+                       [helper.make_tensor_value_info("out", TensorProto.FLOAT16, ["batch", "seq", 16]),
+                        kv("present_key", "total"), kv("present_value", "total")], [one, axis1])
+    onnx_model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+    return onnx_model
+
+
+def test_padding_plan_of_a_gqa_decoder():
+    from onnxruntime_ep_seamless.abi.cuda_capture import padding
+    graph = import_model(gqa_decoder())
+    parts, _ = analyse(graph)
+    plan, why = padding(graph, parts[0].steps, graph.inputs, graph.outputs)
+    assert why == "" and plan.inputs == {"attention_mask": 1, "past_key": 2, "past_value": 2}
+    # an unpadded present is as long as the longer of past and mask: ORT gets that shape
+    sources = (("past_key", 2), ("past_value", 2), ("attention_mask", 1))
+    assert plan.outputs == {"present_key": (2, sources), "present_value": (2, sources)}
+
+
+@pytest.mark.parametrize("change, op", [
+    (dict(mask_rule=("ReduceMax", {})), "ReduceMax"),  # the max of a mask padded with zeros is still right, but no rule says so
+    (dict(extra=[helper.make_node("Concat", ["present_key", "present_key"], ["twice"], axis=2)]), "Concat"),
+])
+def test_padding_declines_what_padding_would_change(change, op):
+    from onnxruntime_ep_seamless.abi.cuda_capture import padding
+    graph = import_model(gqa_decoder(**change))
+    parts, _ = analyse(graph)
+    plan, why = padding(graph, parts[0].steps, graph.inputs, graph.outputs)
+    assert plan is None and f"({op}): no rule for a padded input" in why

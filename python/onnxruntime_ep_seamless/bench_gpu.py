@@ -2,16 +2,17 @@
 
 Both peers run the same loop, a prompt then greedy decode steps, in one of two modes:
 - growing: the KV cache grows (present fed back as past) through plain `session.run` with host
-  arrays, so both pay the same host<->device copies; no capture;
+  arrays, so both pay the same host<->device copies; ORT's CUDA EP runs eagerly, ours with its
+  `capture` option (auto: level A, graphs captured inside its partitions; off: eager);
 - graph: the static-shape mode onnxruntime-genai uses with CUDA graphs: KV buffers of the maximum
   length shared by past and present, a full-length attention mask, IO binding to GPU OrtValues
   updated in place, and the EP's session graph capture (`enable_cuda_graph=1`); the prompt runs
   uncaptured (run option gpu_graph_id=-1), each decode step replays the captured graph. The next
   token is the argmax of the logits copied to the host (the same for both).
 ms/token is the median decode-step time of a round, then the median over rounds. `compare` runs
-both peers as subprocesses (each with its own onnxruntime) and prints the ratio; given the
-checkpoint the model was built from, PyTorch eager (transformers' model and KV cache, float16)
-runs the same loop as a third peer.
+every configuration in CONFIGS as a subprocess (each with its own onnxruntime) and prints the
+speed-ups; given the checkpoint the model was built from, PyTorch eager (transformers' model and
+KV cache, float16) runs the growing loop as another peer.
 """
 from __future__ import annotations
 
@@ -26,11 +27,11 @@ import time
 import numpy as np
 
 
-def _session(model: str, ep: str, graph: bool = False):
+def _session(model: str, ep: str, graph: bool = False, capture: str = "auto"):
     import onnxruntime as ort
     if ep == "seamless":
         import onnxruntime_ep_seamless as seamless
-        so = seamless.session_options(device="cuda", **({"enable_cuda_graph": 1} if graph else {}))
+        so = seamless.session_options(device="cuda", capture=capture, **({"enable_cuda_graph": 1} if graph else {}))
         so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
         sess = ort.InferenceSession(model, so)
         report = seamless.assert_ep_selected(sess, device="cuda")
@@ -49,10 +50,13 @@ def _kv_layout(sess):
     return past, dtype, heads if isinstance(heads, int) else 2, head_size if isinstance(head_size, int) else 64
 
 
-def run_one(model_dir: str, ep: str, steps: int, prompt: int, rounds: int, mode: str = "growing") -> dict:
+def run_one(model_dir: str, ep: str, steps: int, prompt: int, rounds: int, mode: str = "growing",
+            capture: str = "auto") -> dict:
     import onnxruntime as ort
     model = os.path.join(model_dir, "model.onnx")
-    sess, facts = _session(model, ep, graph=mode == "graph")
+    sess, facts = _session(model, ep, graph=mode == "graph", capture=capture)
+    if ep == "seamless":
+        facts["capture"] = "enable_cuda_graph=1" if mode == "graph" else capture
     if mode == "graph":
         per_round = _graph_rounds(sess, ep, steps, prompt, rounds)
     else:
@@ -166,35 +170,72 @@ def run_torch(checkpoint: str, steps: int, prompt: int, rounds: int, dtype: str 
             "steps": steps, "prompt": prompt, "rounds": rounds, "torch": torch.__version__, "dtype": dtype}
 
 
+# What `compare` runs, each in its own process: (label, ep, mode, our capture option)
+CONFIGS = [
+    ("ours, capture=auto (level A)", "seamless", "growing", "auto"),
+    ("ours, eager", "seamless", "growing", "off"),
+    ("ours, enable_cuda_graph=1 (level B)", "seamless", "graph", "off"),
+    ("ORT CUDA EP, eager", "ort-cuda", "growing", None),
+    ("ORT CUDA EP, enable_cuda_graph=1", "ort-cuda", "graph", None),
+]
+
+
 def compare(model_dir: str, steps: int, prompt: int, rounds: int, peer_pythonpath: str | None,
-            json_path: str | None, mode: str = "growing", torch_checkpoint: str | None = None) -> dict:
-    """The peers, each in its own process; peer_pythonpath puts onnxruntime-gpu first for ORT's EP."""
-    results = {}
-    for ep in ("seamless", "ort-cuda") + (("torch",) if torch_checkpoint else ()):
+            json_path: str | None, torch_checkpoint: str | None = None, chart_path: str | None = None) -> dict:
+    """Every configuration in CONFIGS (and PyTorch eager given the checkpoint the model was built
+    from), each in its own process; peer_pythonpath puts onnxruntime-gpu first for ORT's EP."""
+    runs = {}
+    configs = CONFIGS + ([("PyTorch eager", "torch", "growing", None)] if torch_checkpoint else [])
+    for label, ep, mode, capture in configs:
         env = dict(os.environ)
         if ep == "ort-cuda" and peer_pythonpath:
             env["PYTHONPATH"] = peer_pythonpath + os.pathsep + env.get("PYTHONPATH", "")
         cmd = [sys.executable, "-m", "onnxruntime_ep_seamless", "bench", "decode-gpu", model_dir, "--ep", ep,
                "--steps", str(steps), "--prefill", str(prompt), "--decode-rounds", str(rounds), "--mode", mode,
-               "--json", "-"] + (["--torch-checkpoint", torch_checkpoint] if ep == "torch" else [])
+               "--json", "-"] + (["--capture", capture] if capture else []) + \
+            (["--torch-checkpoint", torch_checkpoint] if ep == "torch" else [])
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
         if proc.returncode:
-            raise SystemExit(f"{ep} failed:\n{proc.stderr[-3000:]}")
-        results[ep] = json.loads(proc.stdout.strip().splitlines()[-1])
-    ours, peer = results["seamless"]["ms_per_token"], results["ort-cuda"]["ms_per_token"]
-    summary = {"ratio_ms_per_token": ours / peer, **results}
-    print(f"decode on GPU, {os.path.basename(model_dir.rstrip('/'))}: ours {ours:.3f} ms/token, "
-          f"ORT CUDA EP {peer:.3f} ms/token ({results['ort-cuda']['onnxruntime']}), ratio {ours / peer:.2f}x "
-          f"({steps} steps after a {prompt}-token prompt, median of {rounds} rounds, " + (
-              "growing KV through session.run with host arrays, no capture" if mode == "growing" else
-              "shared max-length KV, IO binding, CUDA graphs (enable_cuda_graph=1) on both") +
-          f"; our EP: {results['seamless'].get('claimed_nodes')} nodes)")
+            raise SystemExit(f"{label} failed:\n{proc.stderr[-3000:]}")
+        runs[label] = json.loads(proc.stdout.strip().splitlines()[-1])
+    ms = {label: r["ms_per_token"] for label, r in runs.items()}
+    ours_a, ours_b = CONFIGS[0][0], CONFIGS[2][0]
+    ort_eager, ort_graph = CONFIGS[3][0], CONFIGS[4][0]
+    ratios = {  # speed-ups (tokens/s ours / tokens/s peer): above 1 we are faster
+        "level A / ORT eager (same loop)": ms[ort_eager] / ms[ours_a],
+        "level B / ORT graph (same loop)": ms[ort_graph] / ms[ours_b],
+        "level A / ORT graph": ms[ort_graph] / ms[ours_a],
+    }
     if torch_checkpoint:
-        torch_ms = results["torch"]["ms_per_token"]
-        summary["ratio_to_torch"] = ours / torch_ms
-        print(f"  PyTorch {results['torch']['torch']} eager, {results['torch']['dtype']}: {torch_ms:.3f} ms/token, "
-              f"ours/PyTorch {ours / torch_ms:.2f}x")
+        ratios["level A / PyTorch eager"] = ms["PyTorch eager"] / ms[ours_a]
+    summary = {"model": model_dir, "steps": steps, "prompt": prompt, "rounds": rounds,
+               "onnxruntime_gpu": runs[ort_eager]["onnxruntime"], "speedups": ratios, "runs": runs}
+    name = os.path.basename(model_dir.rstrip("/"))
+    print(f"decode on GPU, {name}: {steps} steps after a {prompt}-token prompt, median of {rounds} rounds")
+    for label, r in runs.items():
+        print(f"  {label:40s} {r['ms_per_token']:8.3f} ms/token {r['tokens_per_s']:8.1f} tokens/s")
+    for label, x in ratios.items():
+        print(f"  speed-up {label}: {x:.2f}x")
     if json_path:
         with open(json_path, "w") as f:
             json.dump(summary, f, indent=2)
+    if chart_path:
+        write_chart(summary, name, chart_path)
     return summary
+
+
+def write_chart(summary: dict, title: str, path: str) -> None:
+    """Tokens/s of each configuration as horizontal bars (matplotlib)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    labels = list(summary["runs"])
+    speeds = [summary["runs"][k]["tokens_per_s"] for k in labels]
+    fig, ax = plt.subplots(figsize=(8, 0.5 * len(labels) + 1.2))
+    ax.barh(labels[::-1], speeds[::-1], color=["#2e7d32" if k.startswith("ours") else "#9e9e9e" for k in labels][::-1])
+    for y, v in enumerate(speeds[::-1]):
+        ax.text(v, y, f" {v:.0f}", va="center")
+    ax.set_xlabel("tokens/s (higher is better)")
+    ax.set_title(f"{title}: greedy decode, {summary['steps']} tokens")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)

@@ -12,7 +12,7 @@ import struct
 import zlib
 from dataclasses import dataclass
 
-from .abi.cuda_compute import Step, capture_summary, place, segments
+from .abi.cuda_capture import Step, capture_summary, padding, place, segments
 from .graph.ir import Graph
 from .partition import partition
 
@@ -23,6 +23,7 @@ GPU, HOST, SEAM = (46, 160, 67), (160, 160, 160), (214, 39, 40)  # colours in th
 class PartitionSteps:
     name: str
     steps: list[Step]
+    padding_problem: str  # why growing axes cannot be padded ("" when they can)
 
     @property
     def segments(self) -> int:
@@ -38,13 +39,18 @@ def analyse(graph: Graph) -> tuple[list[PartitionSteps], dict]:
         produced = {o for n in nodes for o in n.outputs if o}
         inputs = sorted({i for n in nodes for i in n.inputs
                          if i and i not in produced and graph.value(i).const is None})
-        sub = Graph(nodes, graph.values, inputs, [])
-        parts.append(PartitionSteps(f"partition {number} ({len(nodes)} nodes)", place(sub, inputs)))
+        members = set(group)
+        used_after = {i for k, n in enumerate(graph.nodes) if k not in members for i in n.inputs} | set(graph.outputs)
+        outputs = sorted(o for o in produced if o in used_after)
+        sub = Graph(nodes, graph.values, inputs, outputs)
+        steps = place(sub, inputs)
+        parts.append(PartitionSteps(f"partition {number} ({len(nodes)} nodes)", steps,
+                                    padding(sub, steps, inputs, outputs)[1]))
     return parts, result.declined
 
 
 def render(parts: list[PartitionSteps], declined: dict) -> str:
-    lines = [capture_summary(p.steps, p.name) for p in parts]
+    lines = [capture_summary(p.steps, p.name, p.padding_problem) for p in parts]
     total = sum(p.segments for p in parts)
     lines.append(f"total: {len(parts)} partition(s), {total} segment(s) per run")
     for (name, op), reason in sorted(declined.items()):

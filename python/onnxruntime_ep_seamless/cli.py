@@ -175,7 +175,7 @@ def cmd_bench_gpu(args) -> int:
         return 2
     if args.ep == "both":
         compare(args.model_dir, args.steps, args.prefill, args.decode_rounds, args.peer_pythonpath, args.json,
-                args.mode, args.torch_checkpoint)
+                args.torch_checkpoint, args.chart)
         return 0
     if args.ep == "torch":
         if not args.torch_checkpoint:
@@ -184,7 +184,7 @@ def cmd_bench_gpu(args) -> int:
         result = run_torch(args.torch_checkpoint, args.steps, args.prefill, args.decode_rounds, args.torch_dtype,
                            args.torch_device)
     else:
-        result = run_one(args.model_dir, args.ep, args.steps, args.prefill, args.decode_rounds, args.mode)
+        result = run_one(args.model_dir, args.ep, args.steps, args.prefill, args.decode_rounds, args.mode, args.capture)
     print(json.dumps(result) if args.json == "-" else result)
     if args.json and args.json != "-":
         with open(args.json, "w") as f:
@@ -294,7 +294,11 @@ def _add_decode_options(sub) -> None:
     p.add_argument("--prefill", type=int, default=16, help="decode: prompt tokens")
     p.add_argument("--decode-rounds", type=int, default=3, help="decode: whole generations per EP")
     p.add_argument("--ep", choices=["both", "seamless", "ort-cuda", "torch"], default="both",
-                   help="decode-gpu: which peer (both: each in its own process, and the ratio; torch: PyTorch eager)")
+                   help="decode-gpu: which peer (both: our EP in each capture mode, ORT's CUDA EP eager and with its "
+                        "CUDA graph, and PyTorch given --torch-checkpoint, each in its own process, with speed-ups)")
+    p.add_argument("--capture", choices=["auto", "off"], default="auto",
+                   help="decode-gpu --ep seamless --mode growing: our EP's capture option")
+    p.add_argument("--chart", metavar="PNG", help="decode-gpu --ep both: a bar chart of tokens/s (needs matplotlib)")
     p.add_argument("--torch-checkpoint", metavar="DIR",
                    help="decode-gpu: the Hugging Face checkpoint the model was built from; adds PyTorch eager as a peer")
     p.add_argument("--torch-dtype", default="float16", choices=["float16", "bfloat16", "float32"],
@@ -302,12 +306,13 @@ def _add_decode_options(sub) -> None:
     p.add_argument("--torch-device", default="cuda", help="decode-gpu --ep torch: the torch device")
     p.add_argument("--peer-pythonpath", help="decode-gpu: a folder with onnxruntime-gpu, put first for ORT's CUDA EP")
     p.add_argument("--mode", choices=["growing", "graph"], default="growing",
-                   help="decode-gpu: growing KV through session.run (no capture), or shared max-length KV buffers "
-                        "with IO binding and each EP's CUDA graph capture (enable_cuda_graph=1)")
+                   help="decode-gpu, one peer: growing KV through session.run (our EP: --capture), or shared "
+                        "max-length KV buffers with IO binding and the EP's CUDA graph capture (enable_cuda_graph=1)")
     p.epilog = ("bench decode MODEL_DIR [--steps N] [--threads N] [--json F]: greedy LLM decoding, ms/token of "
                 "our EP and stock ORT's CPU EP in this process, alternating whole generations. "
-                "bench decode-gpu MODEL_DIR [--ep both] [--peer-pythonpath DIR]: the same on an NVIDIA GPU, our CUDA "
-                "EP against ORT's CUDA EP from onnxruntime-gpu, each in its own process")
+                "bench decode-gpu MODEL_DIR [--ep both] [--peer-pythonpath DIR] [--json F] [--chart PNG]: the same on "
+                "an NVIDIA GPU, our CUDA EP (capture=auto, eager, enable_cuda_graph=1) against ORT's CUDA EP from "
+                "onnxruntime-gpu (eager, enable_cuda_graph=1), each in its own process")
 
 
 def cmd_bench_decode(args) -> int:

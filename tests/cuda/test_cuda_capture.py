@@ -210,6 +210,22 @@ def test_auto_capture_skips_a_partition_with_a_seam():
     assert CudaKernel.segment_replays == before
 
 
+def test_auto_capture_leaves_a_data_dependent_op_eager():
+    # NonZero of a mask computed on the GPU: its output shape depends on the data, so the host
+    # must read the mask (a seam) and the partition is never captured; every run is right
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Cast", ["r"], ["m"], to=7),
+             helper.make_node("NonZero", ["m"], ["idx"])]
+    model = model_of(nodes, [helper.make_tensor_value_info("x", 1, [6])],
+                     [helper.make_tensor_value_info("idx", 7, None)])
+    sess = auto_session(model)
+    before = CudaKernel.segment_replays
+    for run in range(5):
+        x = np.array([1, -1, 2, -2, 3, -3], np.float32) * (1 if run % 2 else -1)
+        (idx,) = sess.run(None, {"x": x})
+        np.testing.assert_array_equal(idx, np.nonzero(np.maximum(x, 0).astype(np.int64)))
+    assert CudaKernel.segment_replays == before
+
+
 @pytest.mark.parametrize("precision", ["fp16", "int4"])
 def test_auto_capture_builder_decode_with_static_shapes(precision):
     """The builder decoder fed host arrays of fixed shapes (max-length KV and mask): decode steps are
@@ -239,3 +255,62 @@ def test_auto_capture_builder_decode_with_static_shapes(precision):
     for step, (a, b) in enumerate(zip(*runs)):
         for x, y in zip(a, b):
             np.testing.assert_array_equal(x, y, err_msg=f"step {step}")
+
+
+def decode(sess, prompts, steps):
+    """Greedy decoding of a batch of equal-length prompts with plain session.run on host arrays,
+    each step's present fed back as past (the KV cache grows by one token a step); every step's
+    outputs and how many captured segments it launched."""
+    from models.test_llm_decoders import empty_past, presents_as_past
+    batch, length = prompts.shape
+    out = sess.run(None, {"input_ids": prompts.astype(np.int64), "attention_mask": np.ones((batch, length), np.int64),
+                          **empty_past(sess, batch=batch)})
+    results, launches = [], []
+    for step in range(steps):
+        tokens = np.argmax(out[0][:, -1], axis=-1).reshape(batch, 1).astype(np.int64)
+        before = CudaKernel.segment_replays
+        out = sess.run(None, {"input_ids": tokens, "attention_mask": np.ones((batch, length + step + 1), np.int64),
+                              **presents_as_past(sess, out)})
+        launches.append(CudaKernel.segment_replays - before)
+        results.append(out)
+    return results, launches
+
+
+def assert_same_steps(got, want):
+    for step, (a, b) in enumerate(zip(got, want)):
+        for x, y in zip(a, b):
+            np.testing.assert_array_equal(x, y, err_msg=f"step {step}")
+
+
+@pytest.mark.parametrize("precision", ["fp16", "int4"])
+def test_auto_capture_builder_decode_with_growing_kv(precision):
+    """The builder decoder as most users run it: host arrays, present fed back as past, so every
+    decode step has new shapes. The KV cache and mask are padded to a capacity (64, then 128): one
+    captured graph per capacity, launched once per step after two eager steps; logits and every
+    present byte-identical to eager over 64 steps."""
+    path = material.genai_small_dir(precision, "cuda") / "model.onnx"
+    if not path.exists():
+        pytest.skip(f"{path} not prepared (python tests/material.py)")
+    prompts = np.random.default_rng(0).integers(0, 1000, (1, 8))
+    got, launches = decode(auto_session(str(path)), prompts, 64)
+    want, eager = decode(auto_session(str(path), "off"), prompts, 64)
+    assert_same_steps(got, want)
+    assert not any(eager)
+    # totals 9..64 use capacity 64, 65..72 capacity 128: two eager steps at each, then one segment a step
+    assert launches == [0, 0] + [1] * 54 + [0, 0] + [1] * 6
+
+
+def test_auto_capture_recaptures_when_the_batch_changes():
+    """Bindings of pinned shapes (batch 1, batch 2, prefill vs decode) each get their own graphs,
+    and going back to one already captured launches it at once: all byte-identical to eager."""
+    path = material.genai_small_dir("fp16", "cuda") / "model.onnx"
+    if not path.exists():
+        pytest.skip(f"{path} not prepared (python tests/material.py)")
+    rng = np.random.default_rng(1)
+    one, two = rng.integers(0, 1000, (1, 6)), rng.integers(0, 1000, (2, 6))
+    ours, eager = auto_session(str(path)), auto_session(str(path), "off")
+    runs = [(one, 8), (two, 8), (one, 8)]
+    for number, (prompts, steps) in enumerate(runs):
+        got, launches = decode(ours, prompts, steps)
+        assert_same_steps(got, decode(eager, prompts, steps)[0])
+        assert launches == ([0, 0] + [1] * 6 if number < 2 else [1] * 8), (number, launches)

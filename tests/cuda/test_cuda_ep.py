@@ -22,8 +22,8 @@ DEVICES, PROBLEM = _devices()
 needs_gpu = pytest.mark.skipif(not DEVICES, reason=f"no NVIDIA GPU for the CUDA EP ({PROBLEM or 'none found'})")
 
 
-def cuda_session(model):
-    so = seamless.session_options(device="cuda")
+def cuda_session(model, **options):
+    so = seamless.session_options(device="cuda", **options)
     so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
     return ort.InferenceSession(model.SerializeToString() if hasattr(model, "SerializeToString") else model, so)
 

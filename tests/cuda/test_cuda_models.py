@@ -99,14 +99,15 @@ def test_builder_qwen2_cuda_greedy_tokens(precision):
 
 @pytest.mark.parametrize("precision", ["fp16", "int4"])
 @pytest.mark.parametrize("max_len", [0, 64])  # growing KV, and max-length (shared-buffer style) KV
-def test_builder_decode_step_steady_state(precision, max_len):
+@pytest.mark.parametrize("capture", ["off", "auto"])  # eager launches, and the captured graph
+def test_builder_decode_step_steady_state(precision, max_len, capture):
     """A decode step repeated with the same inputs reaches a steady state that allocates no GPU
     memory from the driver and reads no GPU value on the host (nothing waits for the stream)."""
     from models.test_llm_decoders import empty_past, presents_as_past, step_feeds
     from onnxruntime_ep_seamless.abi.bridge import NATIVES
     from onnxruntime_ep_seamless.runtime.cuda import CudaRuntime
     from test_cuda_ep import cuda_session
-    session = cuda_session(model_path(material.genai_small_dir(precision, "cuda") / "model.onnx"))
+    session = cuda_session(model_path(material.genai_small_dir(precision, "cuda") / "model.onnx"), capture=capture)
     ids = np.random.default_rng(0).integers(0, 1000, 8)
     out = session.run(None, step_feeds(ids, len(ids), empty_past(session, length=max_len)))
     feeds = step_feeds([int(np.argmax(out[0][0, -1]))], len(ids) + 1, presents_as_past(session, out))

@@ -5,111 +5,52 @@ state); the partition's outputs are copied device-to-device into the tensors ORT
 """
 from __future__ import annotations
 
-import re
 import threading
 from collections import Counter, OrderedDict
 from dataclasses import dataclass
 
+import numpy as np
 
-from ..graph.ir import ONNX_TO_NUMPY, Node
-from ..kernels.registry import KernelDef, lookup
+from ..graph.ir import ONNX_TO_NUMPY
 from ..runtime.cuda import CudaRuntime, DeviceTensor
+from .cuda_capture import capture_summary, padding, place
 from .compute import MAX_RANK, _Buffers
 from .ep import LOG_WARNING
 
 
-# CUDA kernels whose results are host values (shapes, sizes, constants)
-HOST_RESULTS = frozenset({"Shape", "Size", "Constant", "Range"})
-
-
-@dataclass
-class Step:
-    node: Node
-    kdef: KernelDef
-    on_gpu: bool
-    seam: str    # why the host must wait for the GPU before this step; "" when it need not
-    grows: bool  # a shape of the step depends on a growing symbol (the KV length)
-
-
-KV_NAME = re.compile(r"past|present", re.IGNORECASE)
-SYMBOL = re.compile(r"[A-Za-z_]\w*")
-
-
-def growing_symbols(graph) -> set[str]:
-    """The symbols that grow from one decode step to the next: a plain symbol on the sequence axis
-    (2) of a KV cache (a rank-4 value named past*/present*). A dim grows when its expression uses
-    one (an attention mask's total length, `past + seq`); batch, query length and heads stay pinned."""
-    return {v.shape[2] for name, v in graph.values.items()
-            if KV_NAME.search(name) and v.shape is not None and len(v.shape) == 4 and isinstance(v.shape[2], str)
-            and SYMBOL.fullmatch(v.shape[2])}
-
-
-def _grows(dims, growing) -> bool:
-    return any(isinstance(d, str) and not growing.isdisjoint(SYMBOL.findall(d)) for d in dims or ())
-
-
-def place(graph, input_names) -> list[Step]:
-    """Where each node of a fused graph runs, and its seams. Values known on the host are the
-    constants and what host kernels compute; integer work runs there when all its inputs are, else
-    with its CUDA kernel where there is one. A seam is a step that needs a GPU value on the host:
-    a host kernel reading one, or a CUDA kernel's host input (a shape, axes, k…) computed on the GPU."""
-    on_host = {name for name, v in graph.values.items() if v.const is not None and name not in input_names}
-    growing = growing_symbols(graph)
-    steps = []
-    for node in graph.nodes:
-        kdef, reason = lookup(node, graph, "cuda")
-        if kdef is None:
-            raise ValueError(f"node {node.label!r} ({node.key}) cannot be planned: {reason}")
-        if kdef.device != "cuda" and not all(n in on_host for n in node.inputs if n):
-            kdef = lookup(node, graph, "cuda", host_rule=False)[0] or kdef
-        on_gpu = kdef.device == "cuda"
-        wanted = node.inputs if not on_gpu else [node.inputs[i] for i in kdef.host_inputs if i < len(node.inputs)]
-        read = [n for n in wanted if n and n not in on_host]
-        seam = (f"reads {', '.join(read)} on the host " + ("(no CUDA kernel takes these types)" if not on_gpu else
-                                                            "(a shape-like input computed on the GPU)")) if read else ""
-        if not on_gpu or node.op_type in HOST_RESULTS:
-            on_host.update(n for n in node.outputs if n)
-        grows = bool(growing) and any(_grows(graph.value(n).shape, growing) for n in node.inputs + node.outputs if n)
-        steps.append(Step(node, kdef, on_gpu, seam, grows))
-    return steps
-
-
-def segments(steps: list[Step]) -> int:
-    """Segments of GPU work a partition splits into: each seam starts another."""
-    return sum(1 for s in steps if s.seam) + 1 if any(s.on_gpu for s in steps) else 0
-
-
-def capture_summary(steps: list[Step], name: str) -> str:
-    """One line per partition (segments of GPU work between seams), then each seam."""
-    seams = [s for s in steps if s.seam]
-    gpu = sum(s.on_gpu for s in steps)
-    lines = [f"{name}: {len(steps)} nodes ({gpu} on the GPU), {segments(steps)} segment(s), {len(seams)} seam(s)"]
-    growing = [s for s in steps if s.grows and s.on_gpu and s.node.op_type not in HOST_RESULTS]
-    if growing:  # what a capture across decode steps would have to launch for a maximum length
-        indexed = sum(s.kdef.capture == "device-indexed" for s in growing)
-        lines.append(f"  {len(growing)} GPU node(s) with shapes that grow with the KV length, {indexed} of them "
-                     f"device-indexed ({', '.join(sorted({s.node.op_type for s in growing}))})")
-    lines += [f"  seam at {s.node.label!r} ({s.node.key}): {s.seam}" for s in seams]
-    return "\n".join(lines)
-
-
-WARMUP_RUNS = 2    # capture=auto: runs with the same input shapes before they are captured
-MAX_SEGMENTS = 8   # captured input shapes per compiled node; the least recently used is dropped
+WARMUP_RUNS = 2     # capture=auto: eager runs of a binding before it is captured
+MAX_SEGMENTS = 8    # captured bindings per compiled node; the least recently used is dropped
+MIN_CAPACITY = 64   # padded KV capacities are powers of two from here: a generation recaptures a few times
+STAGE_ENTRY = 6     # int64 fields of a staging-table entry (native/cuda/copy.cu StageCopy)
 
 
 @dataclass
 class Segment:
-    """A captured Compute for one set of input shapes: replays copy ORT's inputs into `inputs`,
-    launch the graph, and copy `outputs` into ORT's outputs."""
-    graph: object      # the C handle (cuda_capture.c)
-    stream: object     # replayed only on the stream it was captured on (its buffers are reused)
-    inputs: dict       # input name -> the DeviceTensor the graph reads
-    outputs: list      # DeviceTensors the graph leaves the results in
+    """A captured Compute for one binding of the input shapes (with growing axes padded to
+    `capacity` when the partition allows it). The graph copies ORT's inputs into `inputs`, runs the
+    partition, and copies `outputs` into ORT's outputs, as the staging table tells it: the table is
+    rewritten before each launch, so new addresses and lengths need no recapture."""
+    graph: object          # the C handle (cuda_capture.c)
+    stream: object         # replayed only on the stream it was captured on (its buffers are reused)
+    capacity: int          # the padded length of growing axes; 0: nothing padded
+    inputs: list           # DeviceTensors the graph reads, one per staged input
+    outputs: list          # DeviceTensors the graph leaves the results in
+    table: DeviceTensor    # [staged inputs + outputs, STAGE_ENTRY] int64 on the GPU
+    host_table: np.ndarray  # its host copy: src, dst, rows, width, src pitch, dst pitch (bytes)
+    in_pos: np.ndarray     # the staged inputs' positions among the node's inputs
+    in_length: np.ndarray  # per staged input: index in the run's dims of its padded length (else of a 1)
+    in_unit: np.ndarray    # bytes per unit of that length
+    out_length: np.ndarray  # [outputs, k]: indices in the run's dims of the input lengths whose largest it has
+    out_unit: np.ndarray
+    out_ranks: np.ndarray
+    out_dims: np.ndarray   # [outputs * MAX_RANK]; padded axes rewritten per run
+    out_axis: np.ndarray   # indices in out_dims of the padded axes
+    out_padded: np.ndarray  # the outputs they belong to
 
 
 class CudaKernel:
     compute_calls = 0      # of every CUDA fused node: a replayed session graph makes none
-    segment_replays = 0    # Computes answered by replaying a captured segment (capture=auto)
+    segment_replays = 0    # Computes answered by launching a captured segment (capture=auto)
 
     def __init__(self, ep, graph, input_names: list[str], output_names: list[str]):
         self.native, self.ep_name = ep.native, ep.name
@@ -121,23 +62,36 @@ class CudaKernel:
         self.constants = {name: self.rt.upload(v.const) for name, v in graph.values.items()
                           if v.const is not None and name not in input_names}
         placed = place(graph, input_names)
+        self.padding, why_not = padding(graph, placed, input_names, output_names)
         if ep.options.get("log_capture"):
-            ep.log(LOG_WARNING, capture_summary(placed, f"{ep.name} fused node {self.name!r}"))
+            ep.log(LOG_WARNING, capture_summary(placed, f"{ep.name} fused node {self.name!r}", why_not))
         self.steps = [(s.node, s.kdef.build(s.node), s.on_gpu, frozenset(s.kdef.host_inputs)) for s in placed]
         self.out_dtypes = [graph.value(n).dtype for n in output_names]
         self._tls = threading.local()
-        # capture=auto: a node without seams is captured whole, per set of input shapes
+        # capture=auto: a node without seams is captured whole, per binding of its input shapes
         self.capture = (ep.options.get("capture") == "auto" and not ep.options.get("enable_cuda_graph")
                         and not any(s.seam for s in placed))
+        if self.padding:  # where the padded inputs' lengths are in a run's dims
+            self.grow_at = np.array([input_names.index(n) * MAX_RANK + a for n, a in self.padding.inputs.items()])
         self.segments: OrderedDict = OrderedDict()
         self.seen: Counter = Counter()
+        self.failed: set = set()  # bindings whose capture failed: they run eagerly
         self._lock = threading.Lock()
+
+    def _buffers(self):
+        b = getattr(self._tls, "b", None)
+        if b is None:
+            ffi, n_in, n_out = self.native.ffi, len(self.input_names), len(self.output_names)
+            b = self._tls.b = _Buffers(ffi, n_in, n_out)
+            b.np_in_data = np.frombuffer(ffi.buffer(b.in_data), np.int64)[:n_in]
+            b.np_in_dims = np.frombuffer(ffi.buffer(b.in_dims), np.int64)[:n_in * MAX_RANK]
+            b.np_out_data = np.frombuffer(ffi.buffer(b.out_data), np.int64)[:n_out]
+            b.dims_and_one = np.ones(n_in * MAX_RANK + 1, np.int64)  # [-1]: the length of what is not padded
+        return b
 
     def compute(self, ctx) -> None:
         ffi, lib, check = self.native.ffi, self.native.lib, self.native.check
-        b = getattr(self._tls, "b", None)
-        if b is None:
-            b = self._tls.b = _Buffers(ffi, len(self.input_names), len(self.output_names))
+        b = self._buffers()
         stream_out = ffi.new("void**")
         check(lib.seamless_compute_stream(ctx, stream_out))
         stream = stream_out[0]
@@ -146,30 +100,27 @@ class CudaKernel:
         if lib.seamless_get_inputs(ctx, len(self.input_names), b.in_data, b.in_nbytes, b.in_types, b.in_ranks,
                                    b.in_dims, MAX_RANK, b.changed, b.status) < 0:
             check(b.status[0])
-        inputs: dict[str, DeviceTensor] = {}
-        for i, name in enumerate(self.input_names):
-            rank = b.in_ranks[i]
-            if rank >= 0:
-                inputs[name] = DeviceTensor(int(ffi.cast("uintptr_t", b.in_data[i])),
-                                            tuple(b.in_dims[i * MAX_RANK:i * MAX_RANK + rank]),
-                                            ONNX_TO_NUMPY[b.in_types[i]])
+        inputs = None
         if self.capture and not lib.seamless_capturing():
-            key = tuple((n, inputs[n].shape, inputs[n].dtype.str) for n in self.input_names if n in inputs)
+            key, capacity = self._binding(b)
             with self._lock:
                 segment = self.segments.get(key)
                 if segment is not None:
                     self.segments.move_to_end(key)
-                if len(self.seen) > 4096:  # shapes that keep changing (a growing KV cache) are never captured
+                if len(self.seen) > 4096:  # shapes that keep changing (an unpadded growing KV) are never captured
                     self.seen.clear()
                 self.seen[key] += 1
-                due = segment is None and self.seen[key] > WARMUP_RUNS
+                due = segment is None and self.seen[key] > WARMUP_RUNS and key not in self.failed
             if segment is not None and segment.stream == stream:
-                return self._replay(segment, inputs, ctx, b, stream)
+                return self._launch(segment, ctx, b, stream)
             if due:
+                inputs = self._inputs(b)
                 try:
-                    return self._capture(key, inputs, ctx, b, stream)
-                except Exception:  # not capturable after all (or a bad input): this node runs eagerly from now on
-                    self.capture = False
+                    return self._capture(key, capacity, inputs, ctx, b, stream)
+                except Exception:  # not capturable after all (or a bad input): this binding runs eagerly
+                    with self._lock:
+                        self.failed.add(key)
+        inputs = inputs or self._inputs(b)
         scratch = []
         try:
             results = self._run(dict(self.constants, **inputs), stream, scratch)
@@ -177,6 +128,29 @@ class CudaKernel:
         finally:
             # back to the cache: later work on this stream is ordered after this run's kernels
             _release(self.rt, scratch, list(inputs.values()), self.constants)
+
+    def _inputs(self, b) -> dict[str, DeviceTensor]:
+        inputs = {}
+        for i, name in enumerate(self.input_names):
+            rank = b.in_ranks[i]
+            if rank >= 0:
+                inputs[name] = DeviceTensor(int(b.np_in_data[i]), tuple(b.in_dims[i * MAX_RANK:i * MAX_RANK + rank]),
+                                            ONNX_TO_NUMPY[b.in_types[i]])
+        return inputs
+
+    def _binding(self, b) -> tuple[tuple, int]:
+        """This run's segment key: the input shapes and types, growing lengths replaced by the
+        capacity they are padded to (0 when the partition is not padded)."""
+        ffi, dims = self.native.ffi, b.np_in_dims
+        capacity = 0
+        if self.padding:
+            need = int(dims[self.grow_at].max())  # an output's length is that of one of these
+            capacity = max(MIN_CAPACITY, 1 << max(need - 1, 0).bit_length())
+            dims = dims.copy()
+            dims[self.grow_at] = capacity
+        n = len(self.input_names)
+        return (capacity, dims.tobytes(), bytes(ffi.buffer(b.in_ranks, 4 * n)), bytes(ffi.buffer(b.in_types, 4 * n))), \
+            capacity
 
     def _run(self, values: dict, stream, scratch: list) -> list[DeviceTensor]:
         """Every step on `values` (constants and inputs); the outputs, on the GPU. What kernels
@@ -218,45 +192,111 @@ class CudaKernel:
         for i, t in enumerate(results):
             self.rt.copy(int(ffi.cast("uintptr_t", b.out_data[i])), t.ptr, t.nbytes, stream)
 
-    def _capture(self, key, inputs: dict, ctx, b, stream) -> None:
-        """Capture this Compute's launches for these input shapes, then run them as a replay does."""
+    def _capture(self, key, capacity: int, inputs: dict, ctx, b, stream) -> None:
+        """Capture this Compute for the binding `key` (staging, partition, staging), then launch it."""
         ffi, lib, rt = self.native.ffi, self.native.lib, self.rt
+        names = list(inputs)
+        padded = self.padding.inputs if capacity else {}
         stable = {}
-        for name, t in inputs.items():  # the graph reads its own copies of the inputs
-            stable[name] = rt.alloc(t.shape, t.dtype)
-            rt.copy(stable[name].ptr, t.ptr, t.nbytes, stream)
+        for name, t in inputs.items():  # the graph reads its own (padded) copies of the inputs
+            shape = list(t.shape)
+            if name in padded:
+                shape[padded[name]] = capacity
+            stable[name] = rt.alloc(shape, t.dtype)
+        table = rt.alloc((len(names) + len(self.output_names), STAGE_ENTRY), np.int64)
         handle = ffi.new("void**")
         self.native.check(lib.seamless_segment_begin(stream, handle))
         graph, scratch = handle[0], []
         try:
+            rt.stage(table, 0, len(names), stream)
             results = self._run(dict(self.constants, **stable), stream, scratch)
-            _release(rt, scratch, list(stable.values()), self.constants)  # kept by the graph: replays reuse them
+            rt.stage(table, len(names), len(results), stream)
+            _release(rt, scratch, list(stable.values()), self.constants)  # kept by the graph: launches reuse them
             self.native.check(lib.seamless_segment_end(graph, 1))
+            segment = self._segment(graph, stream, capacity, names, stable, results, table)
         except BaseException:
             if lib.seamless_capturing():
                 lib.seamless_segment_end(graph, 0)
             lib.seamless_segment_release(rt.ordinal, graph)
-            for t in stable.values():
+            for t in list(stable.values()) + [table]:
                 rt.free(t)
             raise
-        segment = Segment(graph, stream, stable, results)
         with self._lock:
             self.segments[key] = segment
             while len(self.segments) > MAX_SEGMENTS:
                 self._drop(self.segments.popitem(last=False)[1])
-        self._replay(segment, inputs, ctx, b, stream, copy_inputs=False)
+        self._launch(segment, ctx, b, stream)
 
-    def _replay(self, segment: Segment, inputs: dict, ctx, b, stream, copy_inputs: bool = True) -> None:
-        if copy_inputs:
-            for name, t in inputs.items():
-                self.rt.copy(segment.inputs[name].ptr, t.ptr, t.nbytes, stream)
-        self.native.check(self.native.lib.seamless_segment_launch(segment.graph, stream))
-        self._write_outputs(ctx, b, segment.outputs, stream)
+    def _segment(self, graph, stream, capacity, names, stable, results, table) -> Segment:
+        """The staging plan of a captured run: what each launch rewrites in the table."""
+        no_length = len(self.input_names) * MAX_RANK  # dims_and_one[-1]: 1
+        padded_in = self.padding.inputs if capacity else {}
+        padded_out = self.padding.outputs if capacity else {}
+        host = np.zeros((len(names) + len(results), STAGE_ENTRY), np.int64)
+        in_length, in_unit = [], []
+        for k, name in enumerate(names):
+            t, axis = stable[name], padded_in.get(name)
+            if axis is None:
+                rows, unit, length = 1, t.nbytes, no_length
+            else:
+                rows, unit = int(np.prod(t.shape[:axis])), int(np.prod(t.shape[axis + 1:])) * t.dtype.itemsize
+                length = self.input_names.index(name) * MAX_RANK + axis
+            host[k, 1:3], host[k, 5] = (t.ptr, rows), unit * (capacity if axis is not None else 1)
+            in_length.append(length)
+            in_unit.append(unit)
+        out_length, out_unit, out_axis, out_padded = [], [], [], []
+        out_dims = np.zeros(len(results) * MAX_RANK, np.int64)
+        for j, (name, t) in enumerate(zip(self.output_names, results)):
+            out_dims[j * MAX_RANK:j * MAX_RANK + len(t.shape)] = t.shape
+            row = host[len(names) + j]
+            if name not in padded_out:
+                row[0], row[2], row[4] = t.ptr, 1, t.nbytes
+                out_length.append([no_length])
+                out_unit.append(t.nbytes)
+                continue
+            axis, sources = padded_out[name]
+            if t.shape[axis] != capacity:
+                raise ValueError(f"output {name!r} of shape {t.shape} is not padded to the capacity {capacity}")
+            unit = int(np.prod(t.shape[axis + 1:])) * t.dtype.itemsize
+            row[0], row[2], row[4] = t.ptr, int(np.prod(t.shape[:axis])), unit * capacity
+            out_length.append([self.input_names.index(n) * MAX_RANK + a for n, a in sources])
+            out_unit.append(unit)
+            out_axis.append(j * MAX_RANK + axis)
+            out_padded.append(j)
+        array = lambda v, t=np.int64: np.array(v, t)
+        k = max(len(i) for i in out_length)
+        out_length = [i + i[:1] * (k - len(i)) for i in out_length]  # repeated: the largest is the same
+        return Segment(graph, stream, capacity, [stable[n] for n in names], results, table, host,
+                       array([self.input_names.index(n) for n in names]), array(in_length), array(in_unit),
+                       array(out_length).reshape(len(results), k), array(out_unit),
+                       array([len(t.shape) for t in results], np.int32), out_dims, array(out_axis), array(out_padded))
+
+    def _launch(self, s: Segment, ctx, b, stream) -> None:
+        """Rewrite the staging table for this run's addresses and lengths, then launch the graph."""
+        ffi, lib = self.native.ffi, self.native.lib
+        n_in = len(s.in_pos)
+        dims = b.dims_and_one
+        dims[:-1] = b.np_in_dims
+        host = s.host_table
+        host[:n_in, 0] = b.np_in_data[s.in_pos]
+        host[:n_in, 3] = host[:n_in, 4] = s.in_unit * dims[s.in_length]
+        lengths = dims[s.out_length].max(axis=1)
+        if s.capacity and lengths.max() > s.capacity:
+            raise RuntimeError(f"an output length {lengths.max()} above the captured capacity {s.capacity}")
+        s.out_dims[s.out_axis] = lengths[s.out_padded]
+        ffi.memmove(b.out_ranks, ffi.from_buffer(s.out_ranks), s.out_ranks.nbytes)
+        ffi.memmove(b.out_dims, ffi.from_buffer(s.out_dims), s.out_dims.nbytes)
+        self.native.check(lib.seamless_get_outputs(ctx, len(self.output_names), b.out_ranks, b.out_dims, MAX_RANK,
+                                                   b.out_data))
+        host[n_in:, 1] = b.np_out_data
+        host[n_in:, 3] = host[n_in:, 5] = s.out_unit * lengths
+        self.rt.copy(s.table.ptr, int(ffi.cast("uintptr_t", ffi.from_buffer(host))), host.nbytes, stream)
+        self.native.check(lib.seamless_segment_launch(s.graph, stream))
         CudaKernel.segment_replays += 1
 
     def _drop(self, segment: Segment) -> None:
         self.native.lib.seamless_segment_release(self.rt.ordinal, segment.graph)
-        for t in segment.inputs.values():
+        for t in segment.inputs + [segment.table]:
             self.rt.free(t)
 
     def __del__(self):

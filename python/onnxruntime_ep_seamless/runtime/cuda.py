@@ -162,6 +162,12 @@ class CudaRuntime:
         if rows:
             self._launch(name, rows, 256, stream, args, shared)
 
+    def stage(self, table: DeviceTensor, first: int, count: int, stream) -> None:
+        """The staging copies of table entries [first, first + count) (native/cuda/copy.cu)."""
+        if count:
+            entry = table.nbytes // table.shape[0]
+            self._launch("seamless_stage", (16, count), 256, stream, [("ptr", table.ptr + first * entry)])
+
     def zero(self, t: DeviceTensor, stream) -> None:
         if t.nbytes:
             self.native.check(self.lib.seamless_cuda_zero(self.ffi.cast("void*", t.ptr), t.nbytes, stream))
@@ -178,8 +184,10 @@ class CudaRuntime:
         block = 256
         self._launch(name, min((n + block - 1) // block, 65535), block, stream, args)
 
-    def _launch(self, name: str, grid: int, block: int, stream, args, shared: int = 0) -> None:
+    def _launch(self, name: str, grid, block: int, stream, args, shared: int = 0) -> None:
+        """grid: blocks, or (x, y) blocks."""
         ffi = self.ffi
+        gx, gy = grid if isinstance(grid, tuple) else (grid, 1)
         keep = []
         for kind, value in args:
             if kind == "int":
@@ -193,7 +201,7 @@ class CudaRuntime:
             else:
                 keep.append(ffi.new("char[]", value))
         params = ffi.new("void*[]", [ffi.cast("void*", k) for k in keep])
-        self.native.check(self.lib.seamless_cuda_launch(self.function(name), grid, 1, 1, block, 1, 1, shared, stream,
+        self.native.check(self.lib.seamless_cuda_launch(self.function(name), gx, gy, 1, block, 1, 1, shared, stream,
                                                         params))
 
 

@@ -54,10 +54,12 @@ OPTIONS = {
     "log_capture": Option("log_capture", False, _flag, "SEAMLESS_LOG_CAPTURE",
                           "CUDA EP: 1 logs, per compiled partition, its segments of GPU work and every seam (a node "
                           "that makes the host wait for the GPU) with the op, the node and the reason.", ("cuda",)),
-    "capture": Option("capture", "off", _capture_mode, "SEAMLESS_CAPTURE",
-                      "CUDA EP, experimental: auto captures a compiled partition without seams as a CUDA graph "
-                      "once it has run 2 times with the same input shapes, and replays it for those shapes (no "
-                      "IO binding needed; inputs and outputs are copied in and out). off: every run is eager.",
+    "capture": Option("capture", "auto", _capture_mode, "SEAMLESS_CAPTURE",
+                      "CUDA EP: auto captures a compiled partition without seams as a CUDA graph once it has run "
+                      "2 times with the same input shapes, and launches the graph for those shapes from then on "
+                      "(no IO binding needed: the graph copies inputs and outputs at each run's addresses). A "
+                      "decoder whose KV cache grows (present fed back as past) runs padded to a capacity (powers "
+                      "of two from 64), one graph per capacity. off: every run is eager.",
                       ("cuda",)),
     "enable_cuda_graph": Option("enable_cuda_graph", False, _flag, None,
                                 "CUDA EP, onnxruntime >= 1.26: 1 captures the whole session run as a CUDA graph after "

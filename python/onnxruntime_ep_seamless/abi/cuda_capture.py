@@ -1,0 +1,206 @@
+"""What a compiled CUDA partition can capture as CUDA graphs, decided at Compile: where each node
+runs and its seams (`place`), the symbols that grow from one decode step to the next
+(`growing_symbols`), and whether the partition may run with its growing axes padded to a
+capacity (`padding`), so that one captured graph serves every KV length up to that capacity.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..graph.ir import Node
+from ..kernels.registry import KernelDef, lookup
+
+
+# CUDA kernels whose results are host values (shapes, sizes, constants)
+HOST_RESULTS = frozenset({"Shape", "Size", "Constant", "Range"})
+
+
+@dataclass
+class Step:
+    node: Node
+    kdef: KernelDef
+    on_gpu: bool
+    seam: str    # why the host must wait for the GPU before this step; "" when it need not
+    grows: bool  # a shape of the step depends on a growing symbol (the KV length)
+
+
+KV_NAME = re.compile(r"past|present", re.IGNORECASE)
+SYMBOL = re.compile(r"[A-Za-z_]\w*")
+
+
+def growing_symbols(graph) -> set[str]:
+    """The symbols that grow from one decode step to the next: a plain symbol on the sequence axis
+    (2) of a KV cache (a rank-4 value named past*/present*). A dim grows when its expression uses
+    one (an attention mask's total length, `past + seq`); batch, query length and heads stay pinned."""
+    return {v.shape[2] for name, v in graph.values.items()
+            if KV_NAME.search(name) and v.shape is not None and len(v.shape) == 4 and isinstance(v.shape[2], str)
+            and SYMBOL.fullmatch(v.shape[2])}
+
+
+def _grows(dims, growing) -> bool:
+    return any(isinstance(d, str) and not growing.isdisjoint(SYMBOL.findall(d)) for d in dims or ())
+
+
+def place(graph, input_names) -> list[Step]:
+    """Where each node of a fused graph runs, and its seams. Values known on the host are the
+    constants and what host kernels compute; integer work runs there when all its inputs are, else
+    with its CUDA kernel where there is one. A seam is a step that needs a GPU value on the host:
+    a host kernel reading one, or a CUDA kernel's host input (a shape, axes, k…) computed on the GPU."""
+    on_host = {name for name, v in graph.values.items() if v.const is not None and name not in input_names}
+    growing = growing_symbols(graph)
+    steps = []
+    for node in graph.nodes:
+        kdef, reason = lookup(node, graph, "cuda")
+        if kdef is None:
+            raise ValueError(f"node {node.label!r} ({node.key}) cannot be planned: {reason}")
+        if kdef.device != "cuda" and not all(n in on_host for n in node.inputs if n):
+            kdef = lookup(node, graph, "cuda", host_rule=False)[0] or kdef
+        on_gpu = kdef.device == "cuda"
+        wanted = node.inputs if not on_gpu else [node.inputs[i] for i in kdef.host_inputs if i < len(node.inputs)]
+        read = [n for n in wanted if n and n not in on_host]
+        seam = (f"reads {', '.join(read)} on the host " + ("(no CUDA kernel takes these types)" if not on_gpu else
+                                                            "(a shape-like input computed on the GPU)")) if read else ""
+        if not on_gpu or node.op_type in HOST_RESULTS:
+            on_host.update(n for n in node.outputs if n)
+        grows = bool(growing) and any(_grows(graph.value(n).shape, growing) for n in node.inputs + node.outputs if n)
+        steps.append(Step(node, kdef, on_gpu, seam, grows))
+    return steps
+
+
+def segments(steps: list[Step]) -> int:
+    """Segments of GPU work a partition splits into: each seam starts another."""
+    return sum(1 for s in steps if s.seam) + 1 if any(s.on_gpu for s in steps) else 0
+
+
+def capture_summary(steps: list[Step], name: str, padding_problem: str = "") -> str:
+    """One line per partition (segments of GPU work between seams), then each seam. padding_problem:
+    why the growing axes cannot be padded to a capacity ("" when they can)."""
+    seams = [s for s in steps if s.seam]
+    gpu = sum(s.on_gpu for s in steps)
+    lines = [f"{name}: {len(steps)} nodes ({gpu} on the GPU), {segments(steps)} segment(s), {len(seams)} seam(s)"]
+    growing = [s for s in steps if s.grows and s.on_gpu and s.node.op_type not in HOST_RESULTS]
+    if growing:  # what a capture across decode steps would have to launch for a maximum length
+        indexed = sum(s.kdef.capture == "device-indexed" for s in growing)
+        lines.append(f"  {len(growing)} GPU node(s) with shapes that grow with the KV length, {indexed} of them "
+                     f"device-indexed ({', '.join(sorted({s.node.op_type for s in growing}))})")
+        lines.append("  capture=auto: one graph per capacity serves every KV length up to it (growing axes padded)"
+                     if not padding_problem else f"  capture=auto: a graph per KV length, not padded: {padding_problem}")
+    lines += [f"  seam at {s.node.label!r} ({s.node.key}): {s.seam}" for s in seams]
+    return "\n".join(lines)
+
+
+
+
+# --- padding: one graph for every KV length up to a capacity ---------------------------------------
+
+@dataclass
+class Padding:
+    """A partition whose growing axes may be padded with zeros to a capacity. inputs: each growing
+    input's padded axis; outputs: each growing output's padded axis and the (input, axis) pairs
+    whose largest length is its length in an unpadded run."""
+    inputs: dict
+    outputs: dict
+
+
+LENGTH_OPS = frozenset({"Cast", "Squeeze", "Unsqueeze", "Identity"})  # keep a host length as it is
+
+
+def _growing_axes(name, graph, growing) -> list[int]:
+    return [i for i, d in enumerate(graph.value(name).shape or ()) if _grows([d], growing)]
+
+
+def padding(graph, steps: list[Step], input_names, output_names) -> tuple[Padding | None, str]:
+    """Whether running the partition with its growing axes padded with zeros gives the same outputs
+    (up to their unpadded lengths) as running it unpadded, by a rule for every op that touches a
+    padded value; else None and the first reason. Rules: an integer ReduceSum over the padded axis
+    (an attention mask's length) is exact; Cast keeps zeros; the Shape of a padded value gives the
+    capacity, which only GroupQueryAttention's total_sequence_length may take (its present length
+    becomes the capacity, and every length it uses comes from seqlens_k on the GPU); its past KV may
+    be padded, its present KV is, with the unpadded length max(past, total_sequence_length)."""
+    growing = growing_symbols(graph)
+    if not growing:
+        return None, "no growing (KV) axes"
+    constants = {n.outputs[0]: np.asarray(n.attrs["value"]) for n in graph.nodes
+                 if n.op_type == "Constant" and "value" in n.attrs}
+    # value -> (padded axis, the (input, axis) pairs whose largest length it has unpadded)
+    padded: dict[str, tuple[int, tuple]] = {}
+    # host value computed from a padded length -> ("shape", axis, sources) for a Shape, ("length",
+    # sources) for its padded dim, or None where the computation hides which length it is
+    lengths: dict[str, tuple | None] = {}
+    for name in input_names:
+        axes = _growing_axes(name, graph, growing)
+        if len(axes) > 1:
+            return None, f"input {name!r} grows on more than one axis"
+        if axes:
+            padded[name] = (axes[0], ((name, axes[0]),))
+    for s in steps:
+        node = s.node
+        touched = [i for i, n in enumerate(node.inputs) if n in padded or n in lengths]
+        if not touched:
+            if s.grows and any(_growing_axes(n, graph, growing) for n in node.outputs if n):
+                return None, f"{node.label!r} ({node.op_type}) makes a growing value from fixed ones"
+            continue
+        const = lambda i: (graph.value(node.inputs[i]).const if graph.value(node.inputs[i]).const is not None
+                           else constants.get(node.inputs[i])) if i < len(node.inputs) and node.inputs[i] else None
+        why = _pad_rule(node, graph, touched, padded, lengths, const)
+        if why:
+            return None, f"{node.label!r} ({node.op_type}): {why}"
+    outputs = {}
+    for name in output_names:
+        if name in lengths:
+            return None, f"output {name!r} is computed from a padded length"
+        if name in padded:
+            outputs[name] = padded[name]
+        elif _growing_axes(name, graph, growing):
+            return None, f"output {name!r} grows but is not a padded value"
+    return Padding({n: padded[n][0] for n in input_names if n in padded}, outputs), ""
+
+
+def _pad_rule(node: Node, graph, touched, padded, lengths, const) -> str:
+    ins, outs = node.inputs, node.outputs
+    if node.op_type == "Shape" and ins[0] in padded and not node.attrs.get("start") and "end" not in node.attrs:
+        axis, sources = padded[ins[0]]
+        shape = graph.value(ins[0]).shape
+        lengths[outs[0]] = ("shape", axis, sources, len(shape)) if shape is not None else None
+        return ""
+    if node.op_type == "Gather" and touched == [0] and (lengths[ins[0]] or ("",))[0] == "shape":
+        _, axis, sources, rank = lengths[ins[0]]
+        index = const(1)
+        if index is None or index.ndim:
+            lengths[outs[0]] = None
+        elif int(index) % rank == axis:
+            lengths[outs[0]] = ("length", sources)
+        return ""  # another dim of a padded value (the batch) is pinned: not a length
+    if node.op_type in LENGTH_OPS and touched == [0] and ins[0] in lengths:
+        lengths[outs[0]] = lengths[ins[0]]
+        return ""
+    if node.op_type == "Cast" and ins[0] in padded:
+        padded[outs[0]] = padded[ins[0]]
+        return ""
+    if node.op_type == "ReduceSum" and touched == [0] and ins[0] in padded:
+        value = graph.value(ins[0])
+        if not np.issubdtype(value.dtype, np.integer):
+            return "a float sum over a padded axis would change its rounding"
+        axes, rank = const(1), len(value.shape)
+        if axes is None or padded[ins[0]][0] not in {int(a) % rank for a in np.asarray(axes).reshape(-1)}:
+            return "does not sum over the padded axis"
+        return ""
+    if node.op_type == "GroupQueryAttention" and node.domain == "com.microsoft":
+        sources = ()
+        for i in touched:
+            if i in (3, 4) and ins[i] in padded and padded[ins[i]][0] == 2:
+                sources += padded[ins[i]][1]
+            elif i == 6 and (lengths.get(ins[i]) or ("",))[0] == "length":
+                sources += lengths[ins[i]][1]
+            else:
+                return f"input {i} ({ins[i]!r}) is padded or a length of unknown origin"
+        if 6 not in touched:
+            return "total_sequence_length does not come from a padded length"
+        for o in outs[1:3]:
+            if o:
+                padded[o] = (2, tuple(dict.fromkeys(sources)))
+        return ""
+    return "no rule for a padded input"
