@@ -107,13 +107,16 @@ struct AttendParams {
   int32_t local_window, causal, smooth;
 };
 
-// grid: batch * heads * seq blocks; dynamic shared memory: present_len + head_size floats.
+// grid: batch * heads * seq blocks; dynamic shared memory: present_len + head_size + max(blockDim, head_size)
+// floats. Threads score keys (a 16-byte load per 8 channels when head_size % 8 == 0), then split the
+// weighted sum of values over groups of keys, summed in a fixed order.
 template <typename T>
 __device__ void attend(const T* q, const T* k, const T* v, const int32_t* seqlens, const float* sink, T* out,
                        GqaShape g, AttendParams a) {
   extern __shared__ float smem[];
   float* scores = smem;
   float* qrow = smem + g.present_len;
+  float* part = qrow + g.head_size;
   int i = blockIdx.x % g.seq, h = (blockIdx.x / g.seq) % g.heads, b = blockIdx.x / (g.seq * g.heads);
   int kh = h / (g.heads / g.kv_heads);
   int t = total_len(seqlens, b, g), limit = a.causal ? past_len(seqlens, b, g) + i + 1 : t;  // keys [lo, limit) visible
@@ -123,12 +126,22 @@ __device__ void attend(const T* q, const T* k, const T* v, const int32_t* seqlen
   __syncthreads();
   const T* kb = k + ((int64_t)b * g.kv_heads + kh) * g.present_len * g.head_size;
   const T* vb = v + ((int64_t)b * g.kv_heads + kh) * g.present_len * g.head_size;
+  bool wide = g.head_size % 8 == 0;
   float m = -INFINITY;
   for (int j = threadIdx.x; j < t; j += blockDim.x) {
     float s = -INFINITY;
     if (j >= lo && j < limit) {
       s = 0.0f;
-      for (int d = 0; d < g.head_size; d++) s += qrow[d] * ld(kb + (int64_t)j * g.head_size + d);
+      const T* key = kb + (int64_t)j * g.head_size;
+      if (wide) {
+        for (int d = 0; d < g.head_size; d += 8) {
+          float x[8];
+          load8(key + d, x);
+          for (int e = 0; e < 8; e++) s += qrow[d + e] * x[e];
+        }
+      } else {
+        for (int d = 0; d < g.head_size; d++) s += qrow[d] * ld(key + d);
+      }
       s *= a.scale;
       if (a.softcap > 0.0f) s = a.softcap * tanhf(s / a.softcap);
     }
@@ -147,10 +160,20 @@ __device__ void attend(const T* q, const T* k, const T* v, const int32_t* seqlen
   sum = block_reduce(sum, false);
   if (a.smooth) sum += expf(sink_logit - m);
   float inv = 1.0f / sum;
+  // groups of head_size threads each sum every groups-th key's value
+  int groups = blockDim.x >= g.head_size ? blockDim.x / g.head_size : 1, group = threadIdx.x / g.head_size;
+  int end = limit < t ? limit : t;
+  if (group < groups)
+    for (int d = threadIdx.x % g.head_size; d < g.head_size; d += blockDim.x) {
+      float acc = 0.0f;
+      for (int j = lo + group; j < end; j += groups) acc += scores[j] * ld(vb + (int64_t)j * g.head_size + d);
+      part[group * g.head_size + d] = acc;
+    }
+  __syncthreads();
   T* o = out + (((int64_t)b * g.seq + i) * g.heads + h) * g.head_size;
   for (int d = threadIdx.x; d < g.head_size; d += blockDim.x) {
     float acc = 0.0f;
-    for (int j = lo; j < limit && j < t; j++) acc += scores[j] * ld(vb + (int64_t)j * g.head_size + d);
+    for (int r = 0; r < groups; r++) acc += part[r * g.head_size + d];
     st(o + d, acc * inv);
   }
 }

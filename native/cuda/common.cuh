@@ -12,6 +12,30 @@ __device__ __forceinline__ void st(float* p, float v) { *p = v; }
 __device__ __forceinline__ void st(__half* p, float v) { *p = __float2half(v); }
 __device__ __forceinline__ void st(__nv_bfloat16* p, float v) { *p = __float2bfloat16(v); }
 
+// Eight consecutive values as float32 from one 16-byte load (two for float32); p 16-byte aligned.
+__device__ __forceinline__ void load8(const float* p, float* x) {
+  float4 a = ((const float4*)p)[0], b = ((const float4*)p)[1];
+  x[0] = a.x; x[1] = a.y; x[2] = a.z; x[3] = a.w; x[4] = b.x; x[5] = b.y; x[6] = b.z; x[7] = b.w;
+}
+__device__ __forceinline__ void load8(const __half* p, float* x) {
+  uint4 v = *(const uint4*)p;
+  const __half2* h = (const __half2*)&v;
+  for (int i = 0; i < 4; i++) {
+    float2 f = __half22float2(h[i]);
+    x[2 * i] = f.x;
+    x[2 * i + 1] = f.y;
+  }
+}
+__device__ __forceinline__ void load8(const __nv_bfloat16* p, float* x) {
+  uint4 v = *(const uint4*)p;
+  const __nv_bfloat162* h = (const __nv_bfloat162*)&v;
+  for (int i = 0; i < 4; i++) {
+    float2 f = __bfloat1622float2(h[i]);
+    x[2 * i] = f.x;
+    x[2 * i + 1] = f.y;
+  }
+}
+
 // for (i over [0, n)) spread over the whole grid
 #define GRID_LOOP(i, n) \
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)

@@ -51,19 +51,37 @@ def _kv_layout(sess):
 
 
 def run_one(model_dir: str, ep: str, steps: int, prompt: int, rounds: int, mode: str = "growing",
-            capture: str = "auto") -> dict:
+            capture: str = "auto", profile: bool = False) -> dict:
     import onnxruntime as ort
     model = os.path.join(model_dir, "model.onnx")
     sess, facts = _session(model, ep, graph=mode == "graph", capture=capture)
     if ep == "seamless":
         facts["capture"] = "enable_cuda_graph=1" if mode == "graph" else capture
-    if mode == "graph":
-        per_round = _graph_rounds(sess, ep, steps, prompt, rounds)
-    else:
-        per_round = _growing_rounds(sess, steps, prompt, rounds)
+    loop = functools.partial(_graph_rounds, sess, ep) if mode == "graph" else functools.partial(_growing_rounds, sess)
+    per_round = loop(steps, prompt, rounds)
+    if profile:
+        facts["kernels"] = kernel_profile(lambda: loop(steps, prompt, 1), steps)
     ms = statistics.median(per_round) * 1e3
     return {"ep": ep, "mode": mode, "model": model_dir, "ms_per_token": ms, "tokens_per_s": 1e3 / ms,
             "steps": steps, "prompt": prompt, "rounds": rounds, "onnxruntime": ort.__version__, **facts}
+
+
+def kernel_profile(generate, steps: int, top: int = 25) -> dict:
+    """GPU time per decode step by kernel name over one more generation, from CUPTI through
+    torch.profiler (it sees every kernel of the process, ours launched by the driver API and those
+    inside CUDA graphs included); the prompt's kernels are in the totals too."""
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        generate()
+    kernels = []
+    for e in prof.key_averages():
+        us = getattr(e, "device_time_total", None) or getattr(e, "cuda_time_total", 0)
+        if us > 0:
+            kernels.append((us / steps, e.count / steps, e.key))
+    kernels.sort(reverse=True)
+    return {"gpu_us_per_step": sum(k[0] for k in kernels), "launches_per_step": sum(k[1] for k in kernels),
+            "top": [{"kernel": name[:120], "us_per_step": round(us, 2), "per_step": round(n, 2)}
+                    for us, n, name in kernels[:top]]}
 
 
 def _growing_rounds(sess, steps, prompt, rounds):

@@ -184,7 +184,8 @@ def cmd_bench_gpu(args) -> int:
         result = run_torch(args.torch_checkpoint, args.steps, args.prefill, args.decode_rounds, args.torch_dtype,
                            args.torch_device)
     else:
-        result = run_one(args.model_dir, args.ep, args.steps, args.prefill, args.decode_rounds, args.mode, args.capture)
+        result = run_one(args.model_dir, args.ep, args.steps, args.prefill, args.decode_rounds, args.mode, args.capture,
+                         args.profile)
     print(json.dumps(result) if args.json == "-" else result)
     if args.json and args.json != "-":
         with open(args.json, "w") as f:
@@ -298,6 +299,8 @@ def _add_decode_options(sub) -> None:
                         "CUDA graph, and PyTorch given --torch-checkpoint, each in its own process, with speed-ups)")
     p.add_argument("--capture", choices=["auto", "off"], default="auto",
                    help="decode-gpu --ep seamless --mode growing: our EP's capture option")
+    p.add_argument("--profile", action="store_true",
+                   help="decode-gpu, one peer: GPU time per step by kernel (torch.profiler, CUPTI) in the JSON")
     p.add_argument("--chart", metavar="PNG", help="decode-gpu --ep both: a bar chart of tokens/s (needs matplotlib)")
     p.add_argument("--torch-checkpoint", metavar="DIR",
                    help="decode-gpu: the Hugging Face checkpoint the model was built from; adds PyTorch eager as a peer")

@@ -69,6 +69,14 @@ def test_matmul_nbits_zero_points_bias_ragged_k(bits):
     check(*matmul_nbits_case((3, 200), 200, 40, bits, 32, zp_mode="uint8", bias=True))
 
 
+@pytest.mark.parametrize("block_size", [32, 128])
+def test_matmul_nbits_wide_path_over_several_steps(block_size):
+    # 4 bits, K a multiple of 32: 32 k per lane and step; K = 2112 takes a warp three steps, the last
+    # partial (and with block_size 128, the last block of K is half full)
+    from kernels.test_contrib_quantization import matmul_nbits_case
+    check(*matmul_nbits_case((2, 2112), 2112, 24, 4, block_size, zp_mode="uint8", bias=True))
+
+
 @pytest.mark.parametrize("bits,zp", [(4, False), (4, True), (8, True)])
 def test_gather_block_quantized(bits, zp):
     from kernels.test_contrib_quantization import gbq_case

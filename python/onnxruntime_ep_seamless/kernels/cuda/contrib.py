@@ -10,6 +10,7 @@ from ..registry import kernel
 from .elementwise import GPU_FLOATS, SUFFIX
 
 MAX_SHARED = 48 * 1024  # default dynamic shared memory per block
+ATTEND_THREADS = 256    # runtime/cuda.py launch_rows
 
 
 def _check_gqa(node, graph):
@@ -37,8 +38,10 @@ def group_query_attention(rt, stream, query, key=None, value=None, past_key=None
     h, first_prompt, present_len, _ = gqa_layout(
         query.shape, key is None, past_key.shape if past_key is not None else None, seqlens_k.host,
         rt.to_host(total_sequence_length, stream), num_heads, kv_num_heads, cos_cache.shape if do_rotary else None)
-    if (present_len + h) * 4 > MAX_SHARED:
-        raise ValueError(f"CUDA GroupQueryAttention handles up to {MAX_SHARED // 4 - h} cached tokens, got {present_len}")
+    shared = (present_len + h + max(ATTEND_THREADS, h)) * 4  # native/cuda/attention.cu attend
+    if shared > MAX_SHARED:
+        raise ValueError(f"CUDA GroupQueryAttention handles up to {MAX_SHARED // 4 - h - max(ATTEND_THREADS, h)} "
+                         f"cached tokens, got {present_len}")
     dtype = query.dtype
     q = rt.alloc((b, num_heads, s, h), dtype)
     pk = rt.alloc((b, kv_num_heads, present_len, h), dtype)
@@ -69,7 +72,7 @@ def group_query_attention(rt, stream, query, key=None, value=None, past_key=None
     params = struct.pack("<ffiii", sm_scale, float(softcap), int(local_window_size), int(causal), int(sink is not None))
     rt.launch_rows(f"seamless_gqa_attend_{suffix}", b * num_heads * s, stream, ("ptr", q.ptr), ("ptr", pk.ptr),
                    ("ptr", pv.ptr), ("ptr", seqlens_k.ptr), ("ptr", sink.ptr if sink else 0),
-                   ("ptr", out.ptr), ("bytes", shape), ("bytes", params), shared=(present_len + h) * 4)
+                   ("ptr", out.ptr), ("bytes", shape), ("bytes", params), shared=shared)
     for t in [q] + ([sink] if sink else []):
         rt.free(t)  # stream-ordered: reused only by later work on this stream
     return out, pk, pv
@@ -235,7 +238,9 @@ def matmul_nbits(rt, stream, a, b, scales, zero_points=None, g_idx=None, bias=No
     m = a.size // K if K else 0
     y = rt.alloc(a.shape[:-1] + (N,), a.dtype)
     columns = 8  # native/cuda/quant.cu NBITS_COLUMNS: one block of 8 warps per 8 output columns of a row
-    rt.launch_rows(f"seamless_matmul_nbits_{SUFFIX[a.dtype]}", m * -(-N // columns), stream, ("ptr", a.ptr), ("ptr", b.ptr),
+    fast = bits == 4 and K % 32 == 0 and block_size % 32 == 0 and (a.ptr | b.ptr) % 16 == 0
+    name = "seamless_matmul_nbits4_x32_" if fast else "seamless_matmul_nbits_"
+    rt.launch_rows(name + SUFFIX[a.dtype], m * -(-N // columns), stream, ("ptr", a.ptr), ("ptr", b.ptr),
                    ("ptr", scales.ptr), ("ptr", zero_points.ptr if zero_points is not None else 0),
                    ("ptr", bias.ptr if bias is not None else 0), ("ptr", y.ptr),
                    ("bytes", struct.pack("<5i", m, N, K, block_size, bits)))
