@@ -1,5 +1,5 @@
 """Where the CUDA EP places nodes and where capture would have to stop (seams), without a GPU:
-abi/cuda_compute.place and `python -m onnxruntime_ep_seamless capture-report`."""
+abi/cuda_capture (place, padding) and `python -m onnxruntime_ep_seamless capture-report`."""
 import struct
 import subprocess
 import sys

@@ -1,7 +1,7 @@
 """`capture-report MODEL`: how the CUDA EP would split a model for CUDA-graph capture, without a GPU.
 
 The model file is partitioned as the CUDA EP partitions it (nodes it declines run on another EP
-and end a partition), each partition is placed as at Compile (abi/cuda_compute.place), and the
+and end a partition), each partition is placed as at Compile (abi/cuda_capture.place), and the
 seams (steps where the host must wait for a GPU value) split its GPU work into segments. ORT
 rewrites graphs before an EP sees them, so a session can differ slightly from the file; option
 `log_capture=1` reports what a session really compiled.

@@ -1,7 +1,10 @@
 """A fused node compiled for the CUDA EP: constants uploaded once, kernels launched on ORT's stream.
 
 Values live in device memory from the CUDA runtime's cache (no driver allocation in steady
-state); the partition's outputs are copied device-to-device into the tensors ORT allocates.
+state); the partition's outputs are copied device-to-device into the tensors ORT allocates. With
+capture=auto a node without seams is captured as a CUDA graph per binding of its input shapes
+(growing KV axes padded to a capacity where abi/cuda_capture.padding allows it) and launched from
+then on, staging inputs and outputs by a table rewritten per run.
 """
 from __future__ import annotations
 
