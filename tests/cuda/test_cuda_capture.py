@@ -314,3 +314,36 @@ def test_auto_capture_recaptures_when_the_batch_changes():
         got, launches = decode(ours, prompts, steps)
         assert_same_steps(got, decode(eager, prompts, steps)[0])
         assert launches == ([0, 0] + [1] * 6 if number < 2 else [1] * 8), (number, launches)
+
+
+@pytest.mark.parametrize("export", [name for name, *_ in material.TINY_DECODERS])
+def test_auto_capture_torch_export_stays_exact(export):
+    """A torch export whose KV cache grows by Concat has no padding rule (its attention is
+    MatMul/Softmax over the growing axis): under capture=auto its decode steps, new shapes each
+    step, run eagerly, byte-identical to capture=off; a step repeated with the same shapes is
+    captured on the third run and launched, still byte-identical."""
+    from models.test_real_models import llama_feeds
+    from test_cuda_models import model_path
+    path = model_path(material.tiny_llama_dir() / export)
+    runs = []
+    for capture in ("auto", "off"):
+        sess = auto_session(path, capture)
+        out = sess.run(None, llama_feeds(1, 4, 0))
+        names = [o.name for o in sess.get_outputs()]
+        steps, launches = [], []
+        for step in range(6):
+            total = 5 + step
+            feeds = {"input_ids": np.argmax(out[0][:, -1], axis=-1).reshape(1, 1).astype(np.int64),
+                     "attention_mask": np.ones((1, total), np.int64),
+                     "position_ids": np.array([[total - 1]], np.int64),
+                     **{n.replace("present", "past"): v for n, v in zip(names[1:], out[1:])}}
+            before = CudaKernel.segment_replays
+            out = sess.run(None, feeds)
+            launches.append(CudaKernel.segment_replays - before)
+            steps.append(out)
+        repeated = [sess.run(None, feeds) for _ in range(3)]  # the last step's shapes again
+        runs.append((steps, repeated, launches, CudaKernel.segment_replays - before))
+    (steps, repeated, launches, replays), (eager_steps, eager_repeated, _, _) = runs
+    assert_same_steps(steps + repeated, eager_steps + eager_repeated)
+    assert launches == [0] * 6  # growing shapes: eager
+    assert replays == 2  # the repeated step: eager once more (its third run), then captured and launched twice
