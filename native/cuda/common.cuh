@@ -17,24 +17,20 @@ __device__ __forceinline__ void load8(const float* p, float* x) {
   float4 a = ((const float4*)p)[0], b = ((const float4*)p)[1];
   x[0] = a.x; x[1] = a.y; x[2] = a.z; x[3] = a.w; x[4] = b.x; x[5] = b.y; x[6] = b.z; x[7] = b.w;
 }
-__device__ __forceinline__ void load8(const __half* p, float* x) {
+__device__ __forceinline__ float2 pair(__half2 h) { return __half22float2(h); }
+__device__ __forceinline__ float2 pair(__nv_bfloat162 h) { return __bfloat1622float2(h); }
+template <typename P>  // __half2 or __nv_bfloat162
+__device__ __forceinline__ void load8_pairs(const void* p, float* x) {
   uint4 v = *(const uint4*)p;
-  const __half2* h = (const __half2*)&v;
+  const P* h = (const P*)&v;
   for (int i = 0; i < 4; i++) {
-    float2 f = __half22float2(h[i]);
+    float2 f = pair(h[i]);
     x[2 * i] = f.x;
     x[2 * i + 1] = f.y;
   }
 }
-__device__ __forceinline__ void load8(const __nv_bfloat16* p, float* x) {
-  uint4 v = *(const uint4*)p;
-  const __nv_bfloat162* h = (const __nv_bfloat162*)&v;
-  for (int i = 0; i < 4; i++) {
-    float2 f = __bfloat1622float2(h[i]);
-    x[2 * i] = f.x;
-    x[2 * i + 1] = f.y;
-  }
-}
+__device__ __forceinline__ void load8(const __half* p, float* x) { load8_pairs<__half2>(p, x); }
+__device__ __forceinline__ void load8(const __nv_bfloat16* p, float* x) { load8_pairs<__nv_bfloat162>(p, x); }
 
 // for (i over [0, n)) spread over the whole grid
 #define GRID_LOOP(i, n) \
