@@ -56,7 +56,7 @@ class CudaKernel:
     segment_replays = 0    # Computes answered by launching a captured segment (capture=auto)
 
     def __init__(self, ep, graph, input_names: list[str], output_names: list[str]):
-        self.native, self.ep_name = ep.native, ep.name
+        self.native, self.ep_name, self.logger = ep.native, ep.name, ep.logger  # not ep: no reference cycle
         if ep.device_ordinal < 0:
             raise RuntimeError("the CUDA EP was created without a CUDA device")
         self.rt = CudaRuntime.get(ep.native, ep.device_ordinal)
@@ -66,7 +66,8 @@ class CudaKernel:
                           if v.const is not None and name not in input_names}
         placed = place(graph, input_names)
         self.padding, why_not = padding(graph, placed, input_names, output_names)
-        if ep.options.get("log_capture"):
+        self.log_capture = ep.options.get("log_capture")
+        if self.log_capture:
             ep.log(LOG_WARNING, capture_summary(placed, f"{ep.name} fused node {self.name!r}", why_not))
         self.steps = [(s.node, s.kdef.build(s.node), s.on_gpu, frozenset(s.kdef.host_inputs)) for s in placed]
         self.out_dtypes = [graph.value(n).dtype for n in output_names]
@@ -106,23 +107,26 @@ class CudaKernel:
         inputs = None
         if self.capture and not lib.seamless_capturing():
             key, capacity = self._binding(b)
-            with self._lock:
+            with self._lock:  # held while launching: another thread may not drop the segment or rewrite its table
                 segment = self.segments.get(key)
                 if segment is not None:
                     self.segments.move_to_end(key)
                 if len(self.seen) > 4096:  # shapes that keep changing (an unpadded growing KV) are never captured
                     self.seen.clear()
                 self.seen[key] += 1
+                if segment is not None and segment.stream == stream:
+                    return self._launch(segment, ctx, b, stream)
                 due = segment is None and self.seen[key] > WARMUP_RUNS and key not in self.failed
-            if segment is not None and segment.stream == stream:
-                return self._launch(segment, ctx, b, stream)
             if due:
                 inputs = self._inputs(b)
                 try:
                     return self._capture(key, capacity, inputs, ctx, b, stream)
-                except Exception:  # not capturable after all (or a bad input): this binding runs eagerly
+                except Exception as e:  # not capturable after all (or a bad input): this binding runs eagerly
                     with self._lock:
                         self.failed.add(key)
+                    if self.log_capture:  # some bindings are expected not to capture (a batched prompt in a padded KV)
+                        self._warn(f"{self.ep_name} fused node {self.name!r}: capture=auto could not capture inputs "
+                                   f"of shapes {[t.shape for t in inputs.values()]}, which run eagerly from now on: {e}")
         inputs = inputs or self._inputs(b)
         scratch = []
         try:
@@ -228,7 +232,7 @@ class CudaKernel:
             self.segments[key] = segment
             while len(self.segments) > MAX_SEGMENTS:
                 self._drop(self.segments.popitem(last=False)[1])
-        self._launch(segment, ctx, b, stream)
+            self._launch(segment, ctx, b, stream)
 
     def _segment(self, graph, stream, capacity, names, stable, results, table) -> Segment:
         """The staging plan of a captured run: what each launch rewrites in the table."""
@@ -275,7 +279,8 @@ class CudaKernel:
                        array([len(t.shape) for t in results], np.int32), out_dims, array(out_axis), array(out_padded))
 
     def _launch(self, s: Segment, ctx, b, stream) -> None:
-        """Rewrite the staging table for this run's addresses and lengths, then launch the graph."""
+        """Rewrite the staging table for this run's addresses and lengths, then launch the graph
+        (with self._lock held)."""
         ffi, lib = self.native.ffi, self.native.lib
         n_in = len(s.in_pos)
         dims = b.dims_and_one
@@ -296,6 +301,12 @@ class CudaKernel:
         self.rt.copy(s.table.ptr, int(ffi.cast("uintptr_t", ffi.from_buffer(host))), host.nbytes, stream)
         self.native.check(lib.seamless_segment_launch(s.graph, stream))
         CudaKernel.segment_replays += 1
+
+    def _warn(self, message: str) -> None:
+        try:
+            self.native.lib.seamless_log(self.logger, LOG_WARNING, message.encode("utf-8", "replace"))
+        except Exception:  # a log that fails must not fail the run
+            pass
 
     def _drop(self, segment: Segment) -> None:
         self.native.lib.seamless_segment_release(self.rt.ordinal, segment.graph)

@@ -53,7 +53,9 @@ OPTIONS = {
                         ("cuda",)),
     "log_capture": Option("log_capture", False, _flag, "SEAMLESS_LOG_CAPTURE",
                           "CUDA EP: 1 logs, per compiled partition, its segments of GPU work and every seam (a node "
-                          "that makes the host wait for the GPU) with the op, the node and the reason.", ("cuda",)),
+                          "that makes the host wait for the GPU) with the op, the node and the reason, whether a growing "
+                          "KV cache can be padded for capture=auto (or why not), and each binding of input shapes "
+                          "that capture=auto could not capture, with the reason.", ("cuda",)),
     "capture": Option("capture", "auto", _capture_mode, "SEAMLESS_CAPTURE",
                       "CUDA EP: auto captures a compiled partition without seams as a CUDA graph once it has run "
                       "2 times with the same input shapes, and launches the graph for those shapes from then on "
