@@ -162,3 +162,24 @@ def test_padding_declines_what_padding_would_change(change, op):
     parts, _ = analyse(graph)
     plan, why = padding(graph, parts[0].steps, graph.inputs, graph.outputs)
     assert plan is None and f"({op}): no rule for a padded input" in why
+
+
+def test_padding_tells_the_batch_from_the_length():
+    # the mask's dim 0 (the batch) is pinned and may be used anywhere; its dim 1 is the padded length
+    from onnxruntime_ep_seamless.abi.cuda_capture import padding
+    scalars = [numpy_helper.from_array(np.array(v, np.int64), name) for v, name in ((0, "zero"), (1, "step"))]
+    batch = [helper.make_node("Shape", ["attention_mask"], ["mask_shape0"]),
+             helper.make_node("Gather", ["mask_shape0", "zero"], ["batch"]),
+             helper.make_node("Range", ["zero", "batch", "step"], ["rows"])]  # no rule would take a length
+    onnx_model = gqa_decoder(extra=batch)
+    onnx_model.graph.initializer.extend(scalars)
+    graph = import_model(onnx_model)
+    parts, _ = analyse(graph)
+    plan, why = padding(graph, parts[0].steps, graph.inputs, graph.outputs)
+    assert why == "" and plan is not None
+    # a float sum over the padded axis would round differently with more (zero) terms: declined
+    graph = import_model(gqa_decoder(extra=[helper.make_node("Cast", ["attention_mask"], ["maskf"], to=1),
+                                            helper.make_node("ReduceSum", ["maskf", "one"], ["fsum"])]))
+    parts, _ = analyse(graph)
+    plan, why = padding(graph, parts[0].steps, graph.inputs, graph.outputs)
+    assert plan is None and "a float sum over a padded axis" in why
