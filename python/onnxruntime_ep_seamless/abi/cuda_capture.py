@@ -92,8 +92,6 @@ def capture_summary(steps: list[Step], name: str, padding_problem: str = "") -> 
     return "\n".join(lines)
 
 
-
-
 # --- padding: one graph for every KV length up to a capacity ---------------------------------------
 
 @dataclass

@@ -37,7 +37,6 @@ class Segment:
     stream: object         # replayed only on the stream it was captured on (its buffers are reused)
     capacity: int          # the padded length of growing axes; 0: nothing padded
     inputs: list           # DeviceTensors the graph reads, one per staged input
-    outputs: list          # DeviceTensors the graph leaves the results in
     table: DeviceTensor    # [staged inputs + outputs, STAGE_ENTRY] int64 on the GPU
     host_table: np.ndarray  # its host copy: src, dst, rows, width, src pitch, dst pitch (bytes)
     in_pos: np.ndarray     # the staged inputs' positions among the node's inputs
@@ -156,8 +155,7 @@ class CudaKernel:
             dims = dims.copy()
             dims[self.grow_at] = capacity
         n = len(self.input_names)
-        return (capacity, dims.tobytes(), bytes(ffi.buffer(b.in_ranks, 4 * n)), bytes(ffi.buffer(b.in_types, 4 * n))), \
-            capacity
+        return (dims.tobytes(), bytes(ffi.buffer(b.in_ranks, 4 * n)), bytes(ffi.buffer(b.in_types, 4 * n))), capacity
 
     def _run(self, values: dict, stream, scratch: list) -> list[DeviceTensor]:
         """Every step on `values` (constants and inputs); the outputs, on the GPU. What kernels
@@ -273,7 +271,7 @@ class CudaKernel:
         array = lambda v, t=np.int64: np.array(v, t)
         k = max(len(i) for i in out_length)
         out_length = [i + i[:1] * (k - len(i)) for i in out_length]  # repeated: the largest is the same
-        return Segment(graph, stream, capacity, [stable[n] for n in names], results, table, host,
+        return Segment(graph, stream, capacity, [stable[n] for n in names], table, host,
                        array([self.input_names.index(n) for n in names]), array(in_length), array(in_unit),
                        array(out_length).reshape(len(results), k), array(out_unit),
                        array([len(t.shape) for t in results], np.int32), out_dims, array(out_axis), array(out_padded))

@@ -8,6 +8,7 @@ import numpy as np
 from ..cpu.contrib_attention import gqa_config_problem, gqa_layout
 from ..registry import kernel
 from .elementwise import GPU_FLOATS, SUFFIX
+from .rows import norm_check
 
 MAX_SHARED = 48 * 1024  # default dynamic shared memory per block
 ATTEND_THREADS = 256    # runtime/cuda.py launch_rows
@@ -179,12 +180,7 @@ def _skip_norm(rt, stream, x, skip, bias, scale, beta, epsilon, want_sum, simpli
     return y, total
 
 
-def _check_rms(node, graph):
-    if len(node.outputs) > 1 and any(node.outputs[1:]):
-        return "inv_std_var output not produced on CUDA"
-    if graph.value(node.inputs[1]).dtype != graph.value(node.inputs[0]).dtype:
-        return "scale of another type than the input"
-    return None
+_check_rms = norm_check("inv_std_var output not produced on CUDA")
 
 
 @kernel("SimplifiedLayerNormalization", types=GPU_FLOATS, device="cuda", check=_check_rms)

@@ -49,12 +49,18 @@ for _op, _flags in (("Softmax", 0), ("LogSoftmax", LOG)):
     kernel(_op, since=13, types=GPU_FLOATS, device="cuda")(_softmax_13(_flags))
 
 
-def _check_layernorm(node, graph):
-    if len(node.outputs) > 1 and any(node.outputs[1:]):
-        return "Mean/InvStdDev outputs are not produced on CUDA"
-    if graph.value(node.inputs[1]).dtype != graph.value(node.inputs[0]).dtype:
-        return "scale of another type than the input"
-    return None
+def norm_check(extra_outputs: str):
+    """The check of a normalisation whose extra outputs (named in the message) CUDA does not produce."""
+    def check(node, graph):
+        if len(node.outputs) > 1 and any(node.outputs[1:]):
+            return extra_outputs
+        if graph.value(node.inputs[1]).dtype != graph.value(node.inputs[0]).dtype:
+            return "scale of another type than the input"
+        return None
+    return check
+
+
+_check_layernorm = norm_check("Mean/InvStdDev outputs are not produced on CUDA")
 
 
 @kernel("LayerNormalization", since=17, types=GPU_FLOATS, device="cuda", check=_check_layernorm)
