@@ -1,9 +1,9 @@
 // GroupQueryAttention and RotaryEmbedding (com.microsoft) on CUDA, float types (float32 arithmetic).
 // Lengths and positions are read from device memory (seqlens_k, position_ids): nothing waits for
 // the host, and out-of-range values are clamped to the buffers instead of read past them.
-// Step 0 (gqa_copy_past): present = the first p[b] cached tokens of past, zeros after them.
-// Step 1 (gqa_prepare): rotary on the new tokens' q and k, q to [B, N, S, H], k and v appended to
-// the present buffers [B, Nkv, L, H] at each batch's past length p[b].
+// Step 1 (gqa_prepare), one thread per element of the present buffers [B, Nkv, L, H] and of the new
+// tokens: present = the first p[b] cached tokens of past, the new tokens' k and v (after rotary) at
+// p[b] on, zeros after them; q (after rotary) to [B, N, S, H].
 // Step 2 (gqa_attend): one block per (batch, head, query token): scores against the t[b] cached
 // keys, causal / local-window mask, softcap, softmax (optionally with a sink: smooth softmax),
 // then the weighted sum of values into out [B, S, N * H].
@@ -23,23 +23,24 @@ __device__ __forceinline__ int total_len(const int32_t* seqlens, int b, const Gq
   return max(0, min(seqlens[b] + 1, g.present_len));
 }
 
+// Element t of the present buffers from the past: a cached token's, or zero after them (the new
+// tokens' positions are left to prepare_new).
 template <typename T>
-__device__ void copy_past(const T* past_k, const T* past_v, T* pk, T* pv, const int32_t* seqlens, GqaShape g) {
-  int64_t n = (int64_t)g.batch * g.kv_heads * g.present_len * g.head_size;
-  GRID_LOOP(t, n) {
-    int d = t % g.head_size;
-    int64_t r = t / g.head_size;
-    int pos = r % g.present_len;
-    r /= g.present_len;  // b * kv_heads + kv head
-    int b = r / g.kv_heads;
-    if (past_k && pos < past_len(seqlens, b, g) && pos < g.past_buf) {
-      int64_t src = (r * g.past_buf + pos) * g.head_size + d;
-      pk[t] = past_k[src];
-      pv[t] = past_v[src];
-    } else {
-      st(pk + t, 0.0f);
-      st(pv + t, 0.0f);
-    }
+__device__ __forceinline__ void copy_past(int64_t t, const T* past_k, const T* past_v, T* pk, T* pv,
+                                          const int32_t* seqlens, const GqaShape& g) {
+  int d = t % g.head_size;
+  int64_t r = t / g.head_size;
+  int pos = r % g.present_len;
+  r /= g.present_len;  // b * kv_heads + kv head
+  int b = r / g.kv_heads, p = past_len(seqlens, b, g);
+  if (pos >= p && pos < p + g.seq) return;
+  if (past_k && pos < p && pos < g.past_buf) {
+    int64_t src = (r * g.past_buf + pos) * g.head_size + d;
+    pk[t] = past_k[src];
+    pv[t] = past_v[src];
+  } else {
+    st(pk + t, 0.0f);
+    st(pv + t, 0.0f);
   }
 }
 
@@ -57,48 +58,60 @@ __device__ __forceinline__ float rotate(const T* row, int d, const T* cos_row, c
   return d < rot_half ? x * c - other * s : x * c + other * s;
 }
 
-// One thread per (b, i, head in q..k..v, d); q/k rotated with cos/sin rows at position p[b] + i.
+// Element t of the new tokens, over (b, i, head in q..k..v, d): q/k rotated with cos/sin rows at
+// position p[b] + i; q to q_out, k and v to the present buffers at that position.
 template <typename T>
-__device__ void prepare(const T* q_in, const T* k_in, const T* v_in, const T* cos, const T* sin,
-                        const int32_t* seqlens, T* q_out, T* k_out, T* v_out, GqaShape g) {
+__device__ __forceinline__ void prepare_new(int64_t t, const T* q_in, const T* k_in, const T* v_in, const T* cos,
+                                            const T* sin, const int32_t* seqlens, T* q_out, T* k_out, T* v_out,
+                                            const GqaShape& g) {
   int64_t heads_all = g.heads + 2 * g.kv_heads;
-  int64_t n = (int64_t)g.batch * g.seq * heads_all * g.head_size;
-  for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; t < n; t += (int64_t)gridDim.x * blockDim.x) {
-    int d = t % g.head_size;
-    int64_t r = t / g.head_size;
-    int h = r % heads_all;
-    r /= heads_all;
-    int i = r % g.seq, b = r / g.seq;
-    const T* src;
-    int64_t base;  // start of this head's row in the source
-    if (g.packed) {
-      src = q_in;
-      base = ((int64_t)(b * g.seq + i) * heads_all + h) * g.head_size;
-    } else if (h < g.heads) {
-      src = q_in;
-      base = ((int64_t)(b * g.seq + i) * g.heads + h) * g.head_size;
-    } else if (h < g.heads + g.kv_heads) {
-      src = k_in;
-      base = ((int64_t)(b * g.seq + i) * g.kv_heads + (h - g.heads)) * g.head_size;
-    } else {
-      src = v_in;
-      base = ((int64_t)(b * g.seq + i) * g.kv_heads + (h - g.heads - g.kv_heads)) * g.head_size;
-    }
-    float x = ld(src + base + d);
-    int pos = past_len(seqlens, b, g) + i;
-    bool is_v = h >= g.heads + g.kv_heads;
-    if (g.do_rotary && !is_v && d < 2 * g.rot_half) {
-      int row = min(pos, g.cos_rows - 1);
-      x = rotate(src + base, d, cos + (int64_t)row * g.rot_half, sin + (int64_t)row * g.rot_half, g.rot_half,
-                 g.interleaved);
-    }
-    if (h < g.heads) {
-      st(q_out + (((int64_t)b * g.heads + h) * g.seq + i) * g.head_size + d, x);
-    } else {
-      int kh = is_v ? h - g.heads - g.kv_heads : h - g.heads;
-      T* dst = is_v ? v_out : k_out;
-      st(dst + (((int64_t)b * g.kv_heads + kh) * g.present_len + pos) * g.head_size + d, x);
-    }
+  int d = t % g.head_size;
+  int64_t r = t / g.head_size;
+  int h = r % heads_all;
+  r /= heads_all;
+  int i = r % g.seq, b = r / g.seq;
+  const T* src;
+  int64_t base;  // start of this head's row in the source
+  if (g.packed) {
+    src = q_in;
+    base = ((int64_t)(b * g.seq + i) * heads_all + h) * g.head_size;
+  } else if (h < g.heads) {
+    src = q_in;
+    base = ((int64_t)(b * g.seq + i) * g.heads + h) * g.head_size;
+  } else if (h < g.heads + g.kv_heads) {
+    src = k_in;
+    base = ((int64_t)(b * g.seq + i) * g.kv_heads + (h - g.heads)) * g.head_size;
+  } else {
+    src = v_in;
+    base = ((int64_t)(b * g.seq + i) * g.kv_heads + (h - g.heads - g.kv_heads)) * g.head_size;
+  }
+  float x = ld(src + base + d);
+  int pos = past_len(seqlens, b, g) + i;
+  bool is_v = h >= g.heads + g.kv_heads;
+  if (g.do_rotary && !is_v && d < 2 * g.rot_half) {
+    int row = min(pos, g.cos_rows - 1);
+    x = rotate(src + base, d, cos + (int64_t)row * g.rot_half, sin + (int64_t)row * g.rot_half, g.rot_half,
+               g.interleaved);
+  }
+  if (h < g.heads) {
+    st(q_out + (((int64_t)b * g.heads + h) * g.seq + i) * g.head_size + d, x);
+  } else {
+    int kh = is_v ? h - g.heads - g.kv_heads : h - g.heads;
+    T* dst = is_v ? v_out : k_out;
+    st(dst + (((int64_t)b * g.kv_heads + kh) * g.present_len + pos) * g.head_size + d, x);
+  }
+}
+
+template <typename T>
+__device__ void prepare(const T* past_k, const T* past_v, const T* q_in, const T* k_in, const T* v_in, const T* cos,
+                        const T* sin, const int32_t* seqlens, T* q_out, T* k_out, T* v_out, GqaShape g) {
+  int64_t copies = (int64_t)g.batch * g.kv_heads * g.present_len * g.head_size;
+  int64_t n = copies + (int64_t)g.batch * g.seq * (g.heads + 2 * g.kv_heads) * g.head_size;
+  GRID_LOOP(t, n) {
+    if (t < copies)
+      copy_past(t, past_k, past_v, k_out, v_out, seqlens, g);
+    else
+      prepare_new(t - copies, q_in, k_in, v_in, cos, sin, seqlens, q_out, k_out, v_out, g);
   }
 }
 
@@ -179,13 +192,10 @@ __device__ void attend(const T* q, const T* k, const T* v, const int32_t* seqlen
 }
 
 #define GQA(S, T)                                                                                              \
-  extern "C" __global__ void seamless_gqa_copy_past_##S(const T* past_k, const T* past_v, T* pk, T* pv,               \
-                                                        const int32_t* seqlens, GqaShape g) {                          \
-    copy_past(past_k, past_v, pk, pv, seqlens, g);                                                                      \
-  }                                                                                                                     \
-  extern "C" __global__ void seamless_gqa_prepare_##S(const T* q, const T* k, const T* v, const T* cos, const T* sin,  \
-                                                      const int32_t* seqlens, T* qo, T* ko, T* vo, GqaShape g) {       \
-    prepare(q, k, v, cos, sin, seqlens, qo, ko, vo, g);                                                                 \
+  extern "C" __global__ void seamless_gqa_prepare_##S(const T* past_k, const T* past_v, const T* q, const T* k,       \
+                                                      const T* v, const T* cos, const T* sin, const int32_t* seqlens,   \
+                                                      T* qo, T* ko, T* vo, GqaShape g) {                                \
+    prepare(past_k, past_v, q, k, v, cos, sin, seqlens, qo, ko, vo, g);                                                 \
   }                                                                                                                     \
   extern "C" __global__ void seamless_gqa_attend_##S(const T* q, const T* k, const T* v, const int32_t* seqlens,       \
                                                      const float* sink, T* out, GqaShape g, AttendParams a) {           \

@@ -32,6 +32,25 @@ __device__ __forceinline__ void load8_pairs(const void* p, float* x) {
 __device__ __forceinline__ void load8(const __half* p, float* x) { load8_pairs<__half2>(p, x); }
 __device__ __forceinline__ void load8(const __nv_bfloat16* p, float* x) { load8_pairs<__nv_bfloat162>(p, x); }
 
+// Eight float32 values stored with one 16-byte store (two for float32), rounded to the type; p 16-byte aligned.
+__device__ __forceinline__ void store8(float* p, const float* x) {
+  ((float4*)p)[0] = make_float4(x[0], x[1], x[2], x[3]);
+  ((float4*)p)[1] = make_float4(x[4], x[5], x[6], x[7]);
+}
+__device__ __forceinline__ __half2 to_pair(float a, float b, __half2*) { return __floats2half2_rn(a, b); }
+__device__ __forceinline__ __nv_bfloat162 to_pair(float a, float b, __nv_bfloat162*) {
+  return __floats2bfloat162_rn(a, b);
+}
+template <typename P>
+__device__ __forceinline__ void store8_pairs(void* p, const float* x) {
+  uint4 v;
+  P* h = (P*)&v;
+  for (int i = 0; i < 4; i++) h[i] = to_pair(x[2 * i], x[2 * i + 1], (P*)nullptr);
+  *(uint4*)p = v;
+}
+__device__ __forceinline__ void store8(__half* p, const float* x) { store8_pairs<__half2>(p, x); }
+__device__ __forceinline__ void store8(__nv_bfloat16* p, const float* x) { store8_pairs<__nv_bfloat162>(p, x); }
+
 // for (i over [0, n)) spread over the whole grid
 #define GRID_LOOP(i, n) \
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)

@@ -43,7 +43,7 @@ def analyse(graph: Graph) -> tuple[list[PartitionSteps], dict]:
         used_after = {i for k, n in enumerate(graph.nodes) if k not in members for i in n.inputs} | set(graph.outputs)
         outputs = sorted(o for o in produced if o in used_after)
         sub = Graph(nodes, graph.values, inputs, outputs)
-        steps = place(sub, inputs)
+        steps = place(sub, inputs, outputs)
         parts.append(PartitionSteps(f"partition {number} ({len(nodes)} nodes)", steps,
                                     padding(sub, steps, inputs, outputs)[1]))
     return parts, result.declined

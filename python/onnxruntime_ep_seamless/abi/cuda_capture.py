@@ -12,6 +12,7 @@ import numpy as np
 
 from ..graph.ir import Node
 from ..kernels.registry import KernelDef, lookup
+from ..plan.fusion import fuse
 
 
 # CUDA kernels whose results are host values (shapes, sizes, constants)
@@ -44,15 +45,16 @@ def _grows(dims, growing) -> bool:
     return any(isinstance(d, str) and not growing.isdisjoint(SYMBOL.findall(d)) for d in dims or ())
 
 
-def place(graph, input_names) -> list[Step]:
-    """Where each node of a fused graph runs, and its seams. Values known on the host are the
-    constants and what host kernels compute; integer work runs there when all its inputs are, else
-    with its CUDA kernel where there is one. A seam is a step that needs a GPU value on the host:
-    a host kernel reading one, or a CUDA kernel's host input (a shape, axes, k…) computed on the GPU."""
+def place(graph, input_names, output_names) -> list[Step]:
+    """Where each node of a fused graph runs (after plan/fusion.py's CUDA fusions), and its seams.
+    Values known on the host are the constants and what host kernels compute; integer work runs
+    there when all its inputs are, else with its CUDA kernel where there is one. A seam is a step
+    that needs a GPU value on the host: a host kernel reading one, or a CUDA kernel's host input (a
+    shape, axes, k…) computed on the GPU."""
     on_host = {name for name, v in graph.values.items() if v.const is not None and name not in input_names}
     growing = growing_symbols(graph)
     steps = []
-    for node in graph.nodes:
+    for node in fuse(graph, output_names, "cuda"):
         kdef, reason = lookup(node, graph, "cuda")
         if kdef is None:
             raise ValueError(f"node {node.label!r} ({node.key}) cannot be planned: {reason}")

@@ -63,7 +63,7 @@ class CudaKernel:
         self.input_names, self.output_names = input_names, output_names
         self.constants = {name: self.rt.upload(v.const) for name, v in graph.values.items()
                           if v.const is not None and name not in input_names}
-        placed = place(graph, input_names)
+        placed = place(graph, input_names, output_names)
         self.padding, why_not = padding(graph, placed, input_names, output_names)
         self.log_capture = ep.options.get("log_capture")
         if self.log_capture:

@@ -3,7 +3,7 @@
 Fused nodes use the internal domain FUSED_DOMAIN (kernels in kernels/cpu/fused.py) or an ORT op
 with the same semantics (com.microsoft QuickGelu for SiLU, MatMulNBits with its bias input).
 A pattern is rewritten only when its intermediate values have no other reader and are not
-outputs of the partition.
+outputs of the partition, and the device has a kernel for the fused node (float32 only on the CPU).
 """
 from __future__ import annotations
 
@@ -13,18 +13,26 @@ from collections import Counter
 import numpy as np
 
 from ..graph.ir import Graph, Node
+from ..kernels.registry import lookup
 
 FUSED_DOMAIN = "ai.seamless"
 F32 = np.dtype(np.float32)
 
 
-def fuse(graph: Graph, outputs: list[str]) -> list[Node]:
+def fuse(graph: Graph, outputs: list[str], device: str = "cpu") -> list[Node]:
     readers = Counter(name for node in graph.nodes for name in node.inputs if name)
     outputs = set(outputs)
     replaced: dict[int, Node | None] = {}  # node index -> fused node (first) or None (absorbed)
 
     def const(name):
         return graph.value(name).const if name else None
+
+    def fused_float(name):  # the CPU's fused kernels are float32; on CUDA the kernel lookup decides
+        return device != "cpu" or graph.value(name).dtype == F32
+
+    def runs(node):
+        """Whether the device has a kernel for a fused node."""
+        return lookup(node, graph, device)[0] is not None
 
     def private(node):
         """Whether the node's only output is read by exactly one node and by nobody else."""
@@ -48,43 +56,49 @@ def fuse(graph: Graph, outputs: list[str]) -> list[Node]:
         (out,) = node.outputs
         return by_input[out][0]
 
+    def take(fused, absorbed):
+        """Replace the pattern by `fused` where the device runs it; whether it did."""
+        if not runs(fused):
+            return False
+        replaced[fused.index] = fused
+        for n in absorbed:
+            replaced[n.index] = None
+        return True
+
     for node in graph.nodes:
         if node.index in replaced:
             continue
         # MatMul(A, W) + b  ->  MatMulBias(A, W, b): the bias added while the GEMM stores its tile
-        if node.op_type == "MatMul" and not node.domain and private(node):
+        if node.op_type == "MatMul" and not node.domain and private(node) and fused_float(node.inputs[0]):
             w, add = const(node.inputs[1]), reader(node)
-            if (w is not None and w.ndim == 2 and w.dtype == F32 and add.op_type == "Add" and not add.domain
-                    and graph.value(node.inputs[0]).dtype == F32):
+            if w is not None and w.ndim == 2 and w.dtype == graph.value(node.inputs[0]).dtype and \
+                    add.op_type == "Add" and not add.domain:
                 b = const(other(add, node.outputs[0]))
-                if b is not None and b.dtype == F32 and b.shape == (w.shape[1],):
-                    replaced[node.index] = Node(add.name, "MatMulBias", FUSED_DOMAIN, 1,
-                                                [node.inputs[0], node.inputs[1], other(add, node.outputs[0])],
-                                                add.outputs, index=node.index)
-                    replaced[add.index] = None
+                if b is not None and b.dtype == w.dtype and b.shape == (w.shape[1],) and \
+                        take(Node(add.name, "MatMulBias", FUSED_DOMAIN, 1,
+                                  [node.inputs[0], node.inputs[1], other(add, node.outputs[0])], add.outputs,
+                                  index=node.index), [add]):
                     continue
         # Sigmoid(x) * x  ->  com.microsoft QuickGelu(x, alpha=1): SiLU in one native pass
-        if node.op_type == "Sigmoid" and not node.domain and private(node) and graph.value(node.inputs[0]).dtype == F32:
+        if node.op_type == "Sigmoid" and not node.domain and private(node) and fused_float(node.inputs[0]):
             mul = reader(node)
-            if mul.op_type == "Mul" and not mul.domain and other(mul, node.outputs[0]) == node.inputs[0]:
-                replaced[node.index] = Node(mul.name, "QuickGelu", "com.microsoft", 1, [node.inputs[0]], mul.outputs,
-                                            {"alpha": 1.0}, index=node.index)
-                replaced[mul.index] = None
+            if mul.op_type == "Mul" and not mul.domain and other(mul, node.outputs[0]) == node.inputs[0] and \
+                    take(Node(mul.name, "QuickGelu", "com.microsoft", 1, [node.inputs[0]], mul.outputs,
+                              {"alpha": 1.0}, index=node.index), [mul]):
                 continue
         # MatMulNBits(...) + b  ->  MatMulNBits(..., bias=b): the bias added as the product is stored
         if node.op_type == "MatMulNBits" and node.domain == "com.microsoft" and private(node) and \
-                (len(node.inputs) < 6 or not node.inputs[5]):
+                (len(node.inputs) < 6 or not node.inputs[5]) and fused_float(node.inputs[0]):
             add = reader(node)
             if add.op_type == "Add" and not add.domain:
                 b = const(other(add, node.outputs[0]))
-                if b is not None and b.dtype == F32 and b.shape == (node.attrs.get("N"),):
-                    inputs = (node.inputs + [""] * 5)[:5] + [other(add, node.outputs[0])]
-                    replaced[node.index] = Node(add.name, node.op_type, node.domain, node.since_version, inputs,
-                                                add.outputs, dict(node.attrs), index=node.index)
-                    replaced[add.index] = None
+                if b is not None and b.dtype == graph.value(node.inputs[0]).dtype and b.shape == (node.attrs.get("N"),) \
+                        and take(Node(add.name, node.op_type, node.domain, node.since_version,
+                                      (node.inputs + [""] * 5)[:5] + [other(add, node.outputs[0])], add.outputs,
+                                      dict(node.attrs), index=node.index), [add]):
                     continue
         # Div(x, sqrt 2) -> Erf -> Add 1 -> Mul x -> Mul 0.5  ->  Gelu(x), as torch exports it
-        if node.op_type == "Div" and not node.domain and scalar(node.inputs[1], math.sqrt(2)) and graph.value(node.inputs[0]).dtype == F32:
+        if node.op_type == "Div" and not node.domain and scalar(node.inputs[1], math.sqrt(2)) and fused_float(node.inputs[0]):
             x, chain = node.inputs[0], [node]
             for op, operand in (("Erf", None), ("Add", 1.0), ("Mul", node.inputs[0]), ("Mul", 0.5)):
                 prev = chain[-1]
@@ -99,10 +113,8 @@ def fuse(graph: Graph, outputs: list[str]) -> list[Node]:
                         break
                 chain.append(nxt)
             if len(chain) == 5:
-                replaced[node.index] = Node(chain[-1].name, "GeluErf", FUSED_DOMAIN, 1, [x], chain[-1].outputs,
-                                            index=node.index)
-                for n in chain[1:]:
-                    replaced[n.index] = None
+                take(Node(chain[-1].name, "GeluErf", FUSED_DOMAIN, 1, [x], chain[-1].outputs, index=node.index),
+                     chain[1:])
     if not replaced:
         return graph.nodes
     return [replaced.get(n.index, n) for n in graph.nodes if replaced.get(n.index, n) is not None]

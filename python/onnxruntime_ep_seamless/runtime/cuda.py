@@ -157,10 +157,10 @@ class CudaRuntime:
         self.launch(f"seamless_copy_{x.dtype.itemsize}", n, stream, ("int64", n), ("ptr", x.ptr), ("ptr", y.ptr),
                     ("bytes", s))
 
-    def launch_rows(self, name: str, rows: int, stream, *args, shared: int = 0) -> None:
-        """One block of 256 threads per row (`shared` bytes of dynamic shared memory each)."""
+    def launch_rows(self, name: str, rows: int, stream, *args, shared: int = 0, threads: int = 256) -> None:
+        """One block of `threads` threads per row (`shared` bytes of dynamic shared memory each)."""
         if rows:
-            self._launch(name, rows, 256, stream, args, shared)
+            self._launch(name, rows, threads, stream, args, shared)
 
     def stage(self, table: DeviceTensor, first: int, count: int, stream) -> None:
         """The staging copies of table entries [first, first + count) (native/cuda/copy.cu)."""

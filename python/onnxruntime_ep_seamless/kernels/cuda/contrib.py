@@ -61,12 +61,10 @@ def group_query_attention(rt, stream, query, key=None, value=None, past_key=None
                         int(bool(rotary_interleaved)), int(key is None), int(first_prompt),
                         cos_cache.shape[0] if do_rotary else 0, past_key.shape[2] if past_key is not None else 0)
     suffix = SUFFIX[dtype]
-    rt.launch(f"seamless_gqa_copy_past_{suffix}", pk.size, stream,
+    n = pk.size + b * s * (num_heads + 2 * kv_num_heads) * h  # the present buffers, then the new tokens
+    rt.launch(f"seamless_gqa_prepare_{suffix}", n, stream,
               ("ptr", past_key.ptr if past_key is not None else 0), ("ptr", past_value.ptr if past_value is not None else 0),
-              ("ptr", pk.ptr), ("ptr", pv.ptr), ("ptr", seqlens_k.ptr), ("bytes", shape))
-    n = b * s * (num_heads + 2 * kv_num_heads) * h
-    rt.launch(f"seamless_gqa_prepare_{suffix}", n, stream, ("ptr", query.ptr),
-              ("ptr", key.ptr if key is not None else 0), ("ptr", value.ptr if value is not None else 0),
+              ("ptr", query.ptr), ("ptr", key.ptr if key is not None else 0), ("ptr", value.ptr if value is not None else 0),
               ("ptr", cos_cache.ptr if do_rotary else 0), ("ptr", sin_cache.ptr if do_rotary else 0),
               ("ptr", seqlens_k.ptr), ("ptr", q.ptr), ("ptr", pk.ptr), ("ptr", pv.ptr), ("bytes", shape))
     sm_scale = float(scale) if scale != 0.0 else 1.0 / float(np.sqrt(np.float32(h)))
@@ -169,14 +167,20 @@ def _skip_norm(rt, stream, x, skip, bias, scale, beta, epsilon, want_sum, simpli
     if any(v is not None and v.size != cols for v in (scale, bias, beta)) or (skip is not None and skip.shape != x.shape):
         raise ValueError(f"CUDA layer normalisation needs scale/beta/bias of shape {x.shape[axis:]} and skip of "
                          f"x's shape {x.shape}")
-    if cols * 4 > MAX_SHARED:
-        raise ValueError(f"CUDA layer normalisation handles rows of up to {MAX_SHARED // 4} elements")
     y = rt.alloc(x.shape, x.dtype)
     total = rt.alloc(x.shape, x.dtype) if want_sum else None
+    # rows.cu: eight values a thread in registers where the row and every pointer allow it, else the
+    # row in shared memory
+    tensors = [t for t in (x, skip, bias, scale, beta, y, total) if t is not None]
+    in_registers = cols % 8 == 0 and cols <= 8 * 1024 and all(t.ptr % 16 == 0 for t in tensors)
+    if not in_registers and cols * 4 > MAX_SHARED:
+        raise ValueError(f"CUDA layer normalisation handles rows of up to {MAX_SHARED // 4} elements "
+                         f"(or {8 * 1024} in multiples of 8)")
+    launch = dict(threads=-(-cols // 256) * 32) if in_registers else dict(shared=cols * 4)
     ptr = lambda v: ("ptr", v.ptr if v is not None else 0)
-    rt.launch_rows(f"seamless_skip_norm_{SUFFIX[x.dtype]}", x.size // cols if cols else 0, stream, ptr(x), ptr(skip),
-                   ptr(bias), ptr(scale), ptr(beta), ptr(y), ptr(total), ("int64", cols), ("float", float(epsilon)),
-                   ("int", int(simplified)), shared=cols * 4)
+    rt.launch_rows(f"seamless_skip_norm{'8' if in_registers else ''}_{SUFFIX[x.dtype]}", x.size // cols if cols else 0,
+                   stream, ptr(x), ptr(skip), ptr(bias), ptr(scale), ptr(beta), ptr(y), ptr(total), ("int64", cols),
+                   ("float", float(epsilon)), ("int", int(simplified)), **launch)
     return y, total
 
 
