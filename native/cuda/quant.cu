@@ -12,15 +12,11 @@ struct NBits {
 
 #define NBITS_COLUMNS 8  // warps, and output columns, per block
 
+// The warp's dot product of a row of activations with column n of the weights (every lane gets it).
 template <typename T>
-__device__ void matmul_nbits(const T* a, const uint8_t* b, const T* scales, const uint8_t* zp, const T* bias, T* y,
-                             NBits p) {
-  int col_blocks = (p.n + NBITS_COLUMNS - 1) / NBITS_COLUMNS;
-  int m = blockIdx.x / col_blocks, lane = threadIdx.x & 31;
-  int n = (blockIdx.x % col_blocks) * NBITS_COLUMNS + (threadIdx.x >> 5);
-  if (n >= p.n) return;  // a whole warp: no shuffle below is left half-done
+__device__ float nbits_dot(const T* row, const uint8_t* b, const T* scales, const uint8_t* zp, int n, int lane,
+                           const NBits& p) {
   int blocks = (p.k + p.block - 1) / p.block, blob = p.block * p.bits / 8;
-  const T* row = a + (int64_t)m * p.k;
   const uint8_t* column = b + (int64_t)n * blocks * blob;
   float acc = 0.0f;
   for (int k0 = lane * 8; k0 < p.k; k0 += 32 * 8) {
@@ -43,21 +39,16 @@ __device__ void matmul_nbits(const T* a, const uint8_t* b, const T* scales, cons
     acc += (dot - (float)z * sum) * ld(scales + (int64_t)n * blocks + blk);
   }
   for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffff, acc, off);
-  if (lane == 0) st(y + (int64_t)m * p.n + n, bias ? acc + ld(bias + n) : acc);
+  return acc;
 }
 
 // The common case, 4 bits with K and block_size multiples of 32 (and 16-byte aligned rows): each
 // lane takes 32 consecutive k at a time, one 16-byte load of weights and four of the activations,
 // so a warp reads 512 bytes of a column per step and most columns in one or a few steps.
 template <typename T>
-__device__ void matmul_nbits4_x32(const T* a, const uint8_t* b, const T* scales, const uint8_t* zp, const T* bias,
-                                  T* y, NBits p) {
-  int col_blocks = (p.n + NBITS_COLUMNS - 1) / NBITS_COLUMNS;
-  int m = blockIdx.x / col_blocks, lane = threadIdx.x & 31;
-  int n = (blockIdx.x % col_blocks) * NBITS_COLUMNS + (threadIdx.x >> 5);
-  if (n >= p.n) return;
+__device__ float nbits4_x32_dot(const T* row, const uint8_t* b, const T* scales, const uint8_t* zp, int n, int lane,
+                                const NBits& p) {
   int blocks = (p.k + p.block - 1) / p.block, blob = p.block / 2;  // the last block may be partial
-  const T* row = a + (int64_t)m * p.k;
   const uint8_t* column = b + (int64_t)n * blocks * blob;
   float acc = 0.0f;
   for (int k0 = lane * 32; k0 < p.k; k0 += 32 * 32) {
@@ -80,17 +71,59 @@ __device__ void matmul_nbits4_x32(const T* a, const uint8_t* b, const T* scales,
     acc += (dot - z * sum) * s;
   }
   for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffff, acc, off);
+  return acc;
+}
+
+template <typename T, bool X32>
+__device__ __forceinline__ float column_dot(const T* row, const uint8_t* b, const T* scales, const uint8_t* zp, int n,
+                                            int lane, const NBits& p) {
+  return X32 ? nbits4_x32_dot(row, b, scales, zp, n, lane, p) : nbits_dot(row, b, scales, zp, n, lane, p);
+}
+
+// y = a . W (+ bias): a warp per output element (m, n).
+template <typename T, bool X32>
+__device__ void matmul_nbits(const T* a, const uint8_t* b, const T* scales, const uint8_t* zp, const T* bias, T* y,
+                             NBits p) {
+  int col_blocks = (p.n + NBITS_COLUMNS - 1) / NBITS_COLUMNS;
+  int m = blockIdx.x / col_blocks, lane = threadIdx.x & 31;
+  int n = (blockIdx.x % col_blocks) * NBITS_COLUMNS + (threadIdx.x >> 5);
+  if (n >= p.n) return;  // a whole warp: no shuffle is left half-done
+  float acc = column_dot<T, X32>(a + (int64_t)m * p.k, b, scales, zp, n, lane, p);
   if (lane == 0) st(y + (int64_t)m * p.n + n, bias ? acc + ld(bias + n) : acc);
 }
 
-#define NBITS(S, T)                                                                                          \
-  extern "C" __global__ void seamless_matmul_nbits_##S(const T* a, const uint8_t* b, const T* s, const uint8_t* zp, \
-                                                       const T* bias, T* y, NBits p) {                               \
-    matmul_nbits(a, b, s, zp, bias, y, p);                                                                           \
-  }                                                                                                                  \
-  extern "C" __global__ void seamless_matmul_nbits4_x32_##S(const T* a, const uint8_t* b, const T* s,              \
-                                                            const uint8_t* zp, const T* bias, T* y, NBits p) {      \
-    matmul_nbits4_x32(a, b, s, zp, bias, y, p);                                                                      \
+// y = silu(a . Wg) * (a . Wu), the SwiGLU of two MatMulNBits of one input (plan/fusion.py's
+// MatMulNBitsSwiGLU): the warp computes both columns n, rounded once.
+template <typename T, bool X32>
+__device__ void matmul_nbits_swiglu(const T* a, const uint8_t* bg, const T* sg, const uint8_t* zg, const uint8_t* bu,
+                                    const T* su, const uint8_t* zu, T* y, NBits p) {
+  int col_blocks = (p.n + NBITS_COLUMNS - 1) / NBITS_COLUMNS;
+  int m = blockIdx.x / col_blocks, lane = threadIdx.x & 31;
+  int n = (blockIdx.x % col_blocks) * NBITS_COLUMNS + (threadIdx.x >> 5);
+  if (n >= p.n) return;
+  const T* row = a + (int64_t)m * p.k;
+  float g = column_dot<T, X32>(row, bg, sg, zg, n, lane, p), u = column_dot<T, X32>(row, bu, su, zu, n, lane, p);
+  if (lane == 0) st(y + (int64_t)m * p.n + n, g / (1.0f + expf(-g)) * u);
+}
+
+#define NBITS(S, T)                                                                                            \
+  extern "C" __global__ void seamless_matmul_nbits_##S(const T* a, const uint8_t* b, const T* s, const uint8_t* zp,   \
+                                                       const T* bias, T* y, NBits p) {                                 \
+    matmul_nbits<T, false>(a, b, s, zp, bias, y, p);                                                                   \
+  }                                                                                                                    \
+  extern "C" __global__ void seamless_matmul_nbits4_x32_##S(const T* a, const uint8_t* b, const T* s,                \
+                                                            const uint8_t* zp, const T* bias, T* y, NBits p) {        \
+    matmul_nbits<T, true>(a, b, s, zp, bias, y, p);                                                                    \
+  }                                                                                                                    \
+  extern "C" __global__ void seamless_matmul_nbits_swiglu_##S(const T* a, const uint8_t* bg, const T* sg,            \
+                                                              const uint8_t* zg, const uint8_t* bu, const T* su,      \
+                                                              const uint8_t* zu, T* y, NBits p) {                     \
+    matmul_nbits_swiglu<T, false>(a, bg, sg, zg, bu, su, zu, y, p);                                                    \
+  }                                                                                                                    \
+  extern "C" __global__ void seamless_matmul_nbits4_x32_swiglu_##S(const T* a, const uint8_t* bg, const T* sg,       \
+                                                                   const uint8_t* zg, const uint8_t* bu, const T* su, \
+                                                                   const uint8_t* zu, T* y, NBits p) {                \
+    matmul_nbits_swiglu<T, true>(a, bg, sg, zg, bu, su, zu, y, p);                                                     \
   }
 FOR_FLOATS(NBITS)
 

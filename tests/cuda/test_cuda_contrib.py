@@ -79,6 +79,18 @@ def test_matmul_nbits_wide_path_over_several_steps(block_size):
     check(*matmul_nbits_case((2, 2112), 2112, 24, 4, block_size, zp_mode="uint8", bias=True))
 
 
+# plan/fusion.py's MatMulNBitsSwiGLU (tests/kernels/test_fusion.py: this model becomes that one node)
+@pytest.mark.parametrize("K,block_size,zero_points,dtype", [(2112, 128, True, np.float32), (200, 16, True, np.float32),
+                                                            (256, 32, False, np.float16)])
+def test_swiglu_of_two_matmul_nbits(K, block_size, zero_points, dtype):
+    from kernels.test_contrib_quantization import swiglu_nbits_model
+    model, feeds = swiglu_nbits_model(K, 40, block_size, zero_points, dtype)
+    # float32: products of two K-term sums up to ~3000 summed in another order (stock ORT's CPU result is within
+    # 4.4e-5 relative of a float64 reference here). float16: the reference rounds the gate, its sigmoid, the
+    # SiLU and the product (8e-4 relative, 0.03 absolute from float64 at values up to 73); ours rounds once
+    check(model, feeds, **({"rtol": 3e-4, "atol": 1e-3} if dtype == np.float32 else {"rtol": 5e-3, "atol": 5e-2}))
+
+
 @pytest.mark.parametrize("bits,zp", [(4, False), (4, True), (8, True)])
 def test_gather_block_quantized(bits, zp):
     from kernels.test_contrib_quantization import gbq_case

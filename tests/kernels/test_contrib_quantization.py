@@ -237,3 +237,37 @@ def test_matmul_nbits_wrong_weight_size_is_an_error():
     B = np.zeros((16, 2, 15), np.uint8)  # 16 bytes per block expected
     with pytest.raises(ValueError, match="B has"):
         cq.matmul_nbits(a, B, np.ones((16, 2), np.float32), K=64, N=16, bits=4, block_size=32, accuracy_level=4)
+
+
+def swiglu_nbits_model(K, N, block_size, zero_points=False, dtype=np.float32, m=3, silu="sigmoid", gate_out=False):
+    """An LLM MLP's gate: Mul(silu(MatMulNBits(A, gate)), MatMulNBits(A, up)), 4-bit, silu as
+    Sigmoid(g) * g or QuickGelu(g); gate_out: the gate's product is a graph output too. (model, feeds)"""
+    nb = -(-K // block_size)
+    weights, names = [], {}
+    for w in ("gate", "up"):
+        q = pack(rng.integers(0, 16, (N, nb, block_size)), 4)
+        scales = ((rng.random((N, nb)) * 0.05 + 0.005) * 2).astype(dtype)
+        weights += [numpy_helper.from_array(q, f"{w}_q"), numpy_helper.from_array(scales, f"{w}_scales")]
+        names[w] = [f"{w}_q", f"{w}_scales"]
+        if zero_points:
+            zp = np.zeros((N, -(-nb // 2) * 2), np.int64)
+            zp[:, :nb] = rng.integers(0, 16, (N, nb))
+            weights.append(numpy_helper.from_array(pack(zp, 4), f"{w}_zp"))
+            names[w].append(f"{w}_zp")
+    attrs = {"K": K, "N": N, "bits": 4, "block_size": block_size}
+    nodes = [helper.make_node("MatMulNBits", ["A"] + names["gate"], ["g"], domain=MS, **attrs),
+             helper.make_node("MatMulNBits", ["A"] + names["up"], ["u"], domain=MS, **attrs)]
+    if silu == "sigmoid":
+        nodes += [helper.make_node("Sigmoid", ["g"], ["s"]), helper.make_node("Mul", ["g", "s"], ["silu"])]
+    else:
+        nodes.append(helper.make_node("QuickGelu", ["g"], ["silu"], domain=MS, alpha=1.0))
+    nodes.append(helper.make_node("Mul", ["silu", "u"], ["Y"]))
+    t = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    outputs = [helper.make_tensor_value_info("Y", t, [m, N])] + \
+        ([helper.make_tensor_value_info("g", t, [m, N])] if gate_out else [])
+    typed = [helper.make_tensor_value_info(n, t, [m, N]) for n in ("s", "silu", "u") + (() if gate_out else ("g",))]
+    graph = helper.make_graph(nodes, "swiglu", [helper.make_tensor_value_info("A", t, [m, K])], outputs,
+                              initializer=weights, value_info=typed)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)],
+                              ir_version=9)
+    return model, {"A": rng.standard_normal((m, K)).astype(dtype)}

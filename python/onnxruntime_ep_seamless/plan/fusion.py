@@ -56,6 +56,41 @@ def fuse(graph: Graph, outputs: list[str], device: str = "cpu") -> list[Node]:
         (out,) = node.outputs
         return by_input[out][0]
 
+    producer = {out: node for node in graph.nodes for out in node.outputs if out}
+    nbits_attrs = ("K", "N", "block_size", "bits", "accuracy_level")
+
+    def plain_nbits(node):  # a MatMulNBits without bias or g_idx
+        return node.op_type == "MatMulNBits" and node.domain == "com.microsoft" and not any(node.inputs[4:])
+
+    def swiglu(gate):
+        """(fused node, absorbed nodes) when `gate` is the gate of silu(gate) * up, both plain
+        MatMulNBits of one input alike; else None."""
+        g = gate.outputs[0]
+        if not plain_nbits(gate) or g in outputs:
+            return None
+        users = by_input.get(g, [])
+        sigmoid = [n for n in users if n.op_type == "Sigmoid" and not n.domain]
+        if len(users) == readers[g] == 2 and sigmoid and private(sigmoid[0]) and reader(sigmoid[0]) in users:
+            silu = [sigmoid[0], reader(sigmoid[0])]  # Sigmoid(g) * g
+            if silu[1].op_type != "Mul" or silu[1].domain or other(silu[1], sigmoid[0].outputs[0]) != g:
+                return None
+        elif len(users) == readers[g] == 1 and users[0].op_type == "QuickGelu" and users[0].attrs.get("alpha") == 1.0:
+            silu = users
+        else:
+            return None
+        if not private(silu[-1]) or reader(silu[-1]).op_type != "Mul" or reader(silu[-1]).domain:
+            return None
+        final = reader(silu[-1])
+        up = producer.get(other(final, silu[-1].outputs[0]))
+        zero = lambda n: n.inputs[3] if len(n.inputs) > 3 else ""
+        if up is None or up.index in replaced or not plain_nbits(up) or not private(up) or \
+                up.inputs[0] != gate.inputs[0] or bool(zero(gate)) != bool(zero(up)) or \
+                any(gate.attrs.get(k) != up.attrs.get(k) for k in nbits_attrs):
+            return None
+        return Node(final.name, "MatMulNBitsSwiGLU", FUSED_DOMAIN, 1,
+                    gate.inputs[:3] + [zero(gate)] + up.inputs[1:3] + [zero(up)], final.outputs,
+                    {k: gate.attrs[k] for k in nbits_attrs if k in gate.attrs}, index=gate.index), [up] + silu + [final]
+
     def take(fused, absorbed):
         """Replace the pattern by `fused` where the device runs it; whether it did."""
         if not runs(fused):
@@ -85,6 +120,12 @@ def fuse(graph: Graph, outputs: list[str], device: str = "cpu") -> list[Node]:
             if mul.op_type == "Mul" and not mul.domain and other(mul, node.outputs[0]) == node.inputs[0] and \
                     take(Node(mul.name, "QuickGelu", "com.microsoft", 1, [node.inputs[0]], mul.outputs,
                               {"alpha": 1.0}, index=node.index), [mul]):
+                continue
+        # silu(MatMulNBits(A, gate)) * MatMulNBits(A, up)  ->  MatMulNBitsSwiGLU(A, gate, up): an LLM's MLP
+        # gate in one launch reading A once (CUDA)
+        if node.op_type == "MatMulNBits" and len(node.outputs) == 1:
+            gated = swiglu(node)
+            if gated and take(*gated):
                 continue
         # MatMulNBits(...) + b  ->  MatMulNBits(..., bias=b): the bias added as the product is stored
         if node.op_type == "MatMulNBits" and node.domain == "com.microsoft" and private(node) and \

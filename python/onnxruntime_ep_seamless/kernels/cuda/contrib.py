@@ -1,10 +1,13 @@
 """The LLM ops on CUDA: com.microsoft GroupQueryAttention and RotaryEmbedding (native/cuda/attention.cu),
-ONNX RotaryEmbedding-23, the skip/RMS normalisations (rows.cu), MatMulNBits and GatherBlockQuantized (quant.cu).
+ONNX RotaryEmbedding-23, the skip/RMS normalisations (rows.cu), MatMulNBits (and the SwiGLU of two, fused),
+GatherBlockQuantized (quant.cu).
 Semantics and run-time checks are shared with the CPU kernels (kernels/cpu/contrib_attention.py)."""
 import struct
 
 import numpy as np
 
+from ...graph.ir import Node
+from ...plan.fusion import FUSED_DOMAIN
 from ..cpu.contrib_attention import gqa_config_problem, gqa_layout
 from ..registry import kernel
 from .elementwise import GPU_FLOATS, SUFFIX
@@ -235,16 +238,36 @@ def _check_nbits(node, graph):
 @kernel("MatMulNBits", domain="com.microsoft", types=GPU_FLOATS, device="cuda", check=_check_nbits)
 def matmul_nbits(rt, stream, a, b, scales, zero_points=None, g_idx=None, bias=None, *, K, N, block_size, bits=4,
                  accuracy_level=0, weight_prepacked=0):
+    return (_nbits(rt, stream, "", a, [b, scales, zero_points, bias], K, N, block_size, bits),)
+
+
+def _check_swiglu(node, graph):
+    """The gate's MatMulNBits must pass MatMulNBits' check (plan/fusion.py makes both alike)."""
+    return _check_nbits(Node(node.name, "MatMulNBits", "com.microsoft", 1, node.inputs[:4], node.outputs,
+                             node.attrs), graph)
+
+
+@kernel("MatMulNBitsSwiGLU", domain=FUSED_DOMAIN, types=GPU_FLOATS, device="cuda", check=_check_swiglu)
+def matmul_nbits_swiglu(rt, stream, a, gate, gate_scales, gate_zero_points, up, up_scales, up_zero_points, *, K, N,
+                        block_size, bits=4, accuracy_level=0):
+    """silu(MatMulNBits(a, gate...)) * MatMulNBits(a, up...) in one pass (plan/fusion.py)."""
+    return (_nbits(rt, stream, "_swiglu", a, [gate, gate_scales, gate_zero_points, up, up_scales, up_zero_points],
+                   K, N, block_size, bits),)
+
+
+def _nbits(rt, stream, variant, a, weights, K, N, block_size, bits):
+    """native/cuda/quant.cu's MatMulNBits kernels: one block of 8 warps per 8 output columns of a row,
+    the 4-bit path with 32 k a lane where K, the block size and the addresses allow."""
     m = a.size // K if K else 0
     y = rt.alloc(a.shape[:-1] + (N,), a.dtype)
-    columns = 8  # native/cuda/quant.cu NBITS_COLUMNS: one block of 8 warps per 8 output columns of a row
-    fast = bits == 4 and K % 32 == 0 and block_size % 32 == 0 and (a.ptr | b.ptr) % 16 == 0
-    name = "seamless_matmul_nbits4_x32_" if fast else "seamless_matmul_nbits_"
-    rt.launch_rows(name + SUFFIX[a.dtype], m * -(-N // columns), stream, ("ptr", a.ptr), ("ptr", b.ptr),
-                   ("ptr", scales.ptr), ("ptr", zero_points.ptr if zero_points is not None else 0),
-                   ("ptr", bias.ptr if bias is not None else 0), ("ptr", y.ptr),
+    columns = 8  # quant.cu NBITS_COLUMNS
+    packed = [weights[0]] + ([weights[3]] if variant else [])
+    fast = bits == 4 and K % 32 == 0 and block_size % 32 == 0 and all(t.ptr % 16 == 0 for t in [a] + packed)
+    name = ("seamless_matmul_nbits4_x32" if fast else "seamless_matmul_nbits") + variant + "_" + SUFFIX[a.dtype]
+    rt.launch_rows(name, m * -(-N // columns), stream, ("ptr", a.ptr),
+                   *[("ptr", t.ptr if t is not None else 0) for t in weights], ("ptr", y.ptr),
                    ("bytes", struct.pack("<5i", m, N, K, block_size, bits)))
-    return (y,)
+    return y
 
 
 def _check_gather_bq(node, graph):
