@@ -120,7 +120,7 @@ struct AttendParams {
   int32_t local_window, causal, smooth;
 };
 
-// grid: batch * heads * seq blocks; dynamic shared memory: present_len + head_size + max(blockDim, head_size)
+// grid: batch * heads * seq blocks; dynamic shared memory: present_len + head_size + max(blockDim, 8 * head_size)
 // floats. Threads score keys (a 16-byte load per 8 channels when head_size % 8 == 0), then split the
 // weighted sum of values over groups of keys, summed in a fixed order.
 template <typename T>
@@ -173,20 +173,38 @@ __device__ void attend(const T* q, const T* k, const T* v, const int32_t* seqlen
   sum = block_reduce(sum, false);
   if (a.smooth) sum += expf(sink_logit - m);
   float inv = 1.0f / sum;
-  // groups of head_size threads each sum every groups-th key's value
-  int groups = blockDim.x >= g.head_size ? blockDim.x / g.head_size : 1, group = threadIdx.x / g.head_size;
-  int end = limit < t ? limit : t;
-  if (group < groups)
-    for (int d = threadIdx.x % g.head_size; d < g.head_size; d += blockDim.x) {
-      float acc = 0.0f;
-      for (int j = lo + group; j < end; j += groups) acc += scores[j] * ld(vb + (int64_t)j * g.head_size + d);
-      part[group * g.head_size + d] = acc;
+  int end = limit < t ? limit : t, parts;
+  if (wide && 32 % (g.head_size / 8) == 0) {
+    // groups of head_size / 8 lanes (8 channels each, 16-byte loads) sum every groups-th key's value;
+    // a warp's groups are added by shuffles, then the warps' sums in warp order
+    int lanes = g.head_size / 8, groups = blockDim.x / lanes, group = threadIdx.x / lanes;
+    int c = (threadIdx.x % lanes) * 8;
+    float acc[8] = {};
+    for (int j = lo + group; j < end; j += groups) {
+      float x[8];
+      load8(vb + (int64_t)j * g.head_size + c, x);
+      for (int e = 0; e < 8; e++) acc[e] += scores[j] * x[e];
     }
+    for (int off = lanes; off < 32; off <<= 1)
+      for (int e = 0; e < 8; e++) acc[e] += __shfl_xor_sync(0xffffffff, acc[e], off);
+    if ((threadIdx.x & 31) < lanes)
+      for (int e = 0; e < 8; e++) part[(threadIdx.x >> 5) * g.head_size + c + e] = acc[e];
+    parts = blockDim.x >> 5;
+  } else {  // groups of head_size threads each sum every groups-th key's value
+    int groups = blockDim.x >= g.head_size ? blockDim.x / g.head_size : 1, group = threadIdx.x / g.head_size;
+    if (group < groups)
+      for (int d = threadIdx.x % g.head_size; d < g.head_size; d += blockDim.x) {
+        float acc = 0.0f;
+        for (int j = lo + group; j < end; j += groups) acc += scores[j] * ld(vb + (int64_t)j * g.head_size + d);
+        part[group * g.head_size + d] = acc;
+      }
+    parts = groups;
+  }
   __syncthreads();
   T* o = out + (((int64_t)b * g.seq + i) * g.heads + h) * g.head_size;
   for (int d = threadIdx.x; d < g.head_size; d += blockDim.x) {
     float acc = 0.0f;
-    for (int r = 0; r < groups; r++) acc += part[r * g.head_size + d];
+    for (int r = 0; r < parts; r++) acc += part[r * g.head_size + d];
     st(o + d, acc * inv);
   }
 }

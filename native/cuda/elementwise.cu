@@ -230,6 +230,23 @@ __device__ void activation_body(int op, int64_t n, const T* x, const T* bias, in
   }
 FOR_FLOATS(ACTIVATION)
 
+// y[r, j] = silu(x[r, j]) * x[r, n + j] over rows of 2n: the SwiGLU of a [gate | up] product
+// (plan/fusion.py's MatMulSwiGLU).
+template <typename T>
+__device__ void swiglu_body(int64_t count, int64_t n, const T* x, T* y) {
+  GRID_LOOP(i, count) {
+    const T* row = x + (i / n) * 2 * n;
+    float g = ld(row + i % n);
+    st(y + i, g / (1.0f + expf(-g)) * ld(row + n + i % n));
+  }
+}
+
+#define SWIGLU(S, T)                                                                                    \
+  extern "C" __global__ void seamless_swiglu_##S(int64_t count, int64_t n, const T* x, T* y) {         \
+    swiglu_body(count, n, x, y);                                                                       \
+  }
+FOR_FLOATS(SWIGLU)
+
 // Where(cond, a, b) with broadcasting, any element type by size: the Broadcast strides of `a` and
 // `b`, plus the condition's.
 struct Broadcast3 {

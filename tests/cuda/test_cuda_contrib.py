@@ -39,6 +39,14 @@ def test_gqa_partial_rotary_and_no_rotary(shape):
 
 
 # rows of a multiple of 8 up to 8192 are normalised in registers, others in shared memory
+# attention.cu's value sums: 16-byte loads in groups of head_size / 8 lanes where that divides a warp
+# (16, 32, 64, 128), else a thread per channel (24; ORT takes multiples of 8 only)
+@pytest.mark.parametrize("head_size", [24, 64, 128])
+@pytest.mark.parametrize("shape", ["prompt", "decode_shared_ragged", "subsequent_prompt"])
+def test_gqa_head_sizes(head_size, shape):
+    check(*gqa_model_feeds(*GQA_SHAPES[shape], heads=(4, 2, head_size)))
+
+
 @pytest.mark.parametrize("shape", [(2, 5, 64), (3, 896), (2, 3, 30), (2, 9000)])
 def test_simplified_layer_normalization(shape):
     check(*model_of("SimplifiedLayerNormalization", [("x", data(*shape)), ("scale", data(shape[-1]))], 1,
@@ -72,11 +80,12 @@ def test_matmul_nbits_zero_points_bias_ragged_k(bits):
 
 
 @pytest.mark.parametrize("block_size", [32, 128])
-def test_matmul_nbits_wide_path_over_several_steps(block_size):
-    # 4 bits, K a multiple of 32: 32 k per lane and step; K = 2112 takes a warp three steps, the last
-    # partial (and with block_size 128, the last block of K is half full)
+@pytest.mark.parametrize("K", [2112, 1088])
+def test_matmul_nbits_wide_path_over_several_warps(block_size, K):
+    # 4 bits, K a multiple of 32: 32 k per lane, K spread over 4 (2112) or 2 (1088) warps a column, the
+    # last pass partial (and with block_size 128, the last block of K is half full)
     from kernels.test_contrib_quantization import matmul_nbits_case
-    check(*matmul_nbits_case((2, 2112), 2112, 24, 4, block_size, zp_mode="uint8", bias=True))
+    check(*matmul_nbits_case((2, K), K, 24, 4, block_size, zp_mode="uint8", bias=True))
 
 
 # plan/fusion.py's MatMulNBitsSwiGLU (tests/kernels/test_fusion.py: this model becomes that one node)
@@ -89,6 +98,16 @@ def test_swiglu_of_two_matmul_nbits(K, block_size, zero_points, dtype):
     # 4.4e-5 relative of a float64 reference here). float16: the reference rounds the gate, its sigmoid, the
     # SiLU and the product (8e-4 relative, 0.03 absolute from float64 at values up to 73); ours rounds once
     check(model, feeds, **({"rtol": 3e-4, "atol": 1e-3} if dtype == np.float32 else {"rtol": 5e-3, "atol": 5e-2}))
+
+
+# plan/fusion.py's MatMulSwiGLU: one GEMM by [gate | up], then silu(gate) * up in one pass
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_swiglu_of_two_matmuls(dtype):
+    from kernels.test_contrib_quantization import swiglu_nbits_model
+    model, feeds = swiglu_nbits_model(96, 40, 32, dtype=dtype, m=5, matmul=True)
+    # float32: GEMMs summed in another order (values up to ~10); float16: the reference rounds the gate,
+    # its sigmoid, the SiLU and the product, ours the GEMM's outputs and the result
+    check(model, feeds, **({"rtol": 1e-4, "atol": 1e-4} if dtype == np.float32 else {"rtol": 4e-3, "atol": 1e-2}))
 
 
 @pytest.mark.parametrize("bits,zp", [(4, False), (4, True), (8, True)])

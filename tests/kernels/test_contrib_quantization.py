@@ -239,12 +239,17 @@ def test_matmul_nbits_wrong_weight_size_is_an_error():
         cq.matmul_nbits(a, B, np.ones((16, 2), np.float32), K=64, N=16, bits=4, block_size=32, accuracy_level=4)
 
 
-def swiglu_nbits_model(K, N, block_size, zero_points=False, dtype=np.float32, m=3, silu="sigmoid", gate_out=False):
-    """An LLM MLP's gate: Mul(silu(MatMulNBits(A, gate)), MatMulNBits(A, up)), 4-bit, silu as
-    Sigmoid(g) * g or QuickGelu(g); gate_out: the gate's product is a graph output too. (model, feeds)"""
+def swiglu_nbits_model(K, N, block_size, zero_points=False, dtype=np.float32, m=3, silu="sigmoid", gate_out=False,
+                       matmul=False):
+    """An LLM MLP's gate: Mul(silu(MatMulNBits(A, gate)), MatMulNBits(A, up)), 4-bit (or with matmul,
+    MatMuls by float matrices), silu as Sigmoid(g) * g or QuickGelu(g); gate_out: the gate's product is
+    a graph output too. (model, feeds)"""
     nb = -(-K // block_size)
     weights, names = [], {}
-    for w in ("gate", "up"):
+    for w in ("gate", "up") if matmul else ():
+        weights.append(numpy_helper.from_array((rng.standard_normal((K, N)) * 0.2).astype(dtype), f"{w}_w"))
+        names[w] = [f"{w}_w"]
+    for w in () if matmul else ("gate", "up"):
         q = pack(rng.integers(0, 16, (N, nb, block_size)), 4)
         scales = ((rng.random((N, nb)) * 0.05 + 0.005) * 2).astype(dtype)
         weights += [numpy_helper.from_array(q, f"{w}_q"), numpy_helper.from_array(scales, f"{w}_scales")]
@@ -255,8 +260,9 @@ def swiglu_nbits_model(K, N, block_size, zero_points=False, dtype=np.float32, m=
             weights.append(numpy_helper.from_array(pack(zp, 4), f"{w}_zp"))
             names[w].append(f"{w}_zp")
     attrs = {"K": K, "N": N, "bits": 4, "block_size": block_size}
-    nodes = [helper.make_node("MatMulNBits", ["A"] + names["gate"], ["g"], domain=MS, **attrs),
-             helper.make_node("MatMulNBits", ["A"] + names["up"], ["u"], domain=MS, **attrs)]
+    op = (lambda w, out: helper.make_node("MatMul", ["A"] + names[w], [out])) if matmul else \
+        (lambda w, out: helper.make_node("MatMulNBits", ["A"] + names[w], [out], domain=MS, **attrs))
+    nodes = [op("gate", "g"), op("up", "u")]
     if silu == "sigmoid":
         nodes += [helper.make_node("Sigmoid", ["g"], ["s"]), helper.make_node("Mul", ["g", "s"], ["silu"])]
     else:

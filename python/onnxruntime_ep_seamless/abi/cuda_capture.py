@@ -51,10 +51,11 @@ def place(graph, input_names, output_names) -> list[Step]:
     there when all its inputs are, else with its CUDA kernel where there is one. A seam is a step
     that needs a GPU value on the host: a host kernel reading one, or a CUDA kernel's host input (a
     shape, axes, k…) computed on the GPU."""
+    nodes = fuse(graph, output_names, "cuda")  # may add constants (a fused node's joined weights)
     on_host = {name for name, v in graph.values.items() if v.const is not None and name not in input_names}
     growing = growing_symbols(graph)
     steps = []
-    for node in fuse(graph, output_names, "cuda"):
+    for node in nodes:
         kdef, reason = lookup(node, graph, "cuda")
         if kdef is None:
             raise ValueError(f"node {node.label!r} ({node.key}) cannot be planned: {reason}")

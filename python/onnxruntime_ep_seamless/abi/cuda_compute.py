@@ -61,9 +61,10 @@ class CudaKernel:
         self.rt = CudaRuntime.get(ep.native, ep.device_ordinal)
         self.name = "+".join(sorted({n.op_type for n in graph.nodes}))[:80] if len(graph.nodes) > 1 else graph.nodes[0].label
         self.input_names, self.output_names = input_names, output_names
-        self.constants = {name: self.rt.upload(v.const) for name, v in graph.values.items()
-                          if v.const is not None and name not in input_names}
         placed = place(graph, input_names, output_names)
+        read = {name for s in placed for name in s.node.inputs}  # not the weights a fusion replaced
+        self.constants = {name: self.rt.upload(v.const) for name, v in graph.values.items()
+                          if v.const is not None and name not in input_names and name in read}
         self.padding, why_not = padding(graph, placed, input_names, output_names)
         self.log_capture = ep.options.get("log_capture")
         if self.log_capture:

@@ -12,7 +12,7 @@ from collections import Counter
 
 import numpy as np
 
-from ..graph.ir import Graph, Node
+from ..graph.ir import Graph, Node, Value
 from ..kernels.registry import lookup
 
 FUSED_DOMAIN = "ai.seamless"
@@ -57,16 +57,23 @@ def fuse(graph: Graph, outputs: list[str], device: str = "cpu") -> list[Node]:
         return by_input[out][0]
 
     producer = {out: node for node in graph.nodes for out in node.outputs if out}
+    joined: dict[str, tuple[str, str]] = {}  # MatMulSwiGLU's [gate | up] value -> the two weights
     nbits_attrs = ("K", "N", "block_size", "bits", "accuracy_level")
 
     def plain_nbits(node):  # a MatMulNBits without bias or g_idx
         return node.op_type == "MatMulNBits" and node.domain == "com.microsoft" and not any(node.inputs[4:])
 
+    def const_matmul(node):  # an ONNX MatMul by a constant matrix
+        return node.op_type == "MatMul" and not node.domain and const(node.inputs[1]) is not None and \
+            const(node.inputs[1]).ndim == 2
+
     def swiglu(gate):
         """(fused node, absorbed nodes) when `gate` is the gate of silu(gate) * up, both plain
-        MatMulNBits of one input alike; else None."""
+        MatMulNBits alike or MatMuls by constant matrices alike, of one input; else None. For
+        MatMuls the fused node reads [gate | up] as one matrix: a value added to the graph, its
+        data set by the caller once the device takes the node (concat_weights)."""
         g = gate.outputs[0]
-        if not plain_nbits(gate) or g in outputs:
+        if not (plain_nbits(gate) or const_matmul(gate)) or g in outputs:
             return None
         users = by_input.get(g, [])
         sigmoid = [n for n in users if n.op_type == "Sigmoid" and not n.domain]
@@ -82,14 +89,33 @@ def fuse(graph: Graph, outputs: list[str], device: str = "cpu") -> list[Node]:
             return None
         final = reader(silu[-1])
         up = producer.get(other(final, silu[-1].outputs[0]))
+        if up is None or up.index in replaced or not private(up) or up.inputs[0] != gate.inputs[0]:
+            return None
+        absorbed = [up] + silu + [final]
+        if const_matmul(gate):
+            wg, wu = const(gate.inputs[1]), const(up.inputs[1]) if const_matmul(up) else None
+            if wu is None or wu.shape != wg.shape or wu.dtype != wg.dtype:
+                return None
+            both = f"{gate.inputs[1]}|{up.inputs[1]}"
+            joined[both] = (gate.inputs[1], up.inputs[1])
+            graph.values[both] = Value(both, graph.value(gate.inputs[1]).elem_type, (wg.shape[0], 2 * wg.shape[1]))
+            return Node(final.name, "MatMulSwiGLU", FUSED_DOMAIN, 1, [gate.inputs[0], both], final.outputs,
+                        index=gate.index), absorbed
         zero = lambda n: n.inputs[3] if len(n.inputs) > 3 else ""
-        if up is None or up.index in replaced or not plain_nbits(up) or not private(up) or \
-                up.inputs[0] != gate.inputs[0] or bool(zero(gate)) != bool(zero(up)) or \
+        if not plain_nbits(up) or bool(zero(gate)) != bool(zero(up)) or \
                 any(gate.attrs.get(k) != up.attrs.get(k) for k in nbits_attrs):
             return None
         return Node(final.name, "MatMulNBitsSwiGLU", FUSED_DOMAIN, 1,
                     gate.inputs[:3] + [zero(gate)] + up.inputs[1:3] + [zero(up)], final.outputs,
-                    {k: gate.attrs[k] for k in nbits_attrs if k in gate.attrs}, index=gate.index), [up] + silu + [final]
+                    {k: gate.attrs[k] for k in nbits_attrs if k in gate.attrs}, index=gate.index), absorbed
+
+    def concat_weights(fused, taken):
+        """A MatMulSwiGLU's [gate | up] matrix: its data where the device took the node, else gone."""
+        gate_up = fused.inputs[1]
+        if not taken:
+            del graph.values[gate_up]
+        else:
+            graph.values[gate_up].const = np.concatenate([const(name) for name in joined[gate_up]], axis=1)
 
     def take(fused, absorbed):
         """Replace the pattern by `fused` where the device runs it; whether it did."""
@@ -121,11 +147,14 @@ def fuse(graph: Graph, outputs: list[str], device: str = "cpu") -> list[Node]:
                     take(Node(mul.name, "QuickGelu", "com.microsoft", 1, [node.inputs[0]], mul.outputs,
                               {"alpha": 1.0}, index=node.index), [mul]):
                 continue
-        # silu(MatMulNBits(A, gate)) * MatMulNBits(A, up)  ->  MatMulNBitsSwiGLU(A, gate, up): an LLM's MLP
-        # gate in one launch reading A once (CUDA)
-        if node.op_type == "MatMulNBits" and len(node.outputs) == 1:
+        # silu(MatMulNBits(A, gate)) * MatMulNBits(A, up)  ->  MatMulNBitsSwiGLU(A, gate, up), and the same
+        # of two MatMuls -> MatMulSwiGLU(A, [gate | up]): an LLM's MLP gate in one pass over A (CUDA)
+        if node.op_type in ("MatMulNBits", "MatMul") and len(node.outputs) == 1:
             gated = swiglu(node)
-            if gated and take(*gated):
+            taken = bool(gated) and take(*gated)
+            if gated and gated[0].op_type == "MatMulSwiGLU":
+                concat_weights(gated[0], taken)
+            if taken:
                 continue
         # MatMulNBits(...) + b  ->  MatMulNBits(..., bias=b): the bias added as the product is stored
         if node.op_type == "MatMulNBits" and node.domain == "com.microsoft" and private(node) and \

@@ -42,9 +42,9 @@ def group_query_attention(rt, stream, query, key=None, value=None, past_key=None
     h, first_prompt, present_len, _ = gqa_layout(
         query.shape, key is None, past_key.shape if past_key is not None else None, seqlens_k.host,
         rt.to_host(total_sequence_length, stream), num_heads, kv_num_heads, cos_cache.shape if do_rotary else None)
-    shared = (present_len + h + max(ATTEND_THREADS, h)) * 4  # native/cuda/attention.cu attend
+    shared = (present_len + h + max(ATTEND_THREADS, 8 * h)) * 4  # native/cuda/attention.cu attend
     if shared > MAX_SHARED:
-        raise ValueError(f"CUDA GroupQueryAttention handles up to {MAX_SHARED // 4 - h - max(ATTEND_THREADS, h)} "
+        raise ValueError(f"CUDA GroupQueryAttention handles up to {MAX_SHARED // 4 - h - max(ATTEND_THREADS, 8 * h)} "
                          f"cached tokens, got {present_len}")
     dtype = query.dtype
     q = rt.alloc((b, num_heads, s, h), dtype)
@@ -256,17 +256,18 @@ def matmul_nbits_swiglu(rt, stream, a, gate, gate_scales, gate_zero_points, up, 
 
 
 def _nbits(rt, stream, variant, a, weights, K, N, block_size, bits):
-    """native/cuda/quant.cu's MatMulNBits kernels: one block of 8 warps per 8 output columns of a row,
-    the 4-bit path with 32 k a lane where K, the block size and the addresses allow."""
+    """native/cuda/quant.cu's MatMulNBits kernels, 256-thread blocks: a warp per output column, or on
+    the 4-bit path (K, the block size and the addresses allow it) `split` warps per column for a long K."""
     m = a.size // K if K else 0
     y = rt.alloc(a.shape[:-1] + (N,), a.dtype)
-    columns = 8  # quant.cu NBITS_COLUMNS
     packed = [weights[0]] + ([weights[3]] if variant else [])
     fast = bits == 4 and K % 32 == 0 and block_size % 32 == 0 and all(t.ptr % 16 == 0 for t in [a] + packed)
+    split = min(8, 1 << max(0, -(-K // 1024) - 1).bit_length()) if fast else 1  # 1024 k: a warp's one pass
+    columns = 8 // split  # quant.cu NBITS_COLUMNS warps a block
     name = ("seamless_matmul_nbits4_x32" if fast else "seamless_matmul_nbits") + variant + "_" + SUFFIX[a.dtype]
     rt.launch_rows(name, m * -(-N // columns), stream, ("ptr", a.ptr),
                    *[("ptr", t.ptr if t is not None else 0) for t in weights], ("ptr", y.ptr),
-                   ("bytes", struct.pack("<5i", m, N, K, block_size, bits)))
+                   ("bytes", struct.pack("<6i", m, N, K, block_size, bits, split)))
     return y
 
 

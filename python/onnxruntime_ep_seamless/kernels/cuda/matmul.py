@@ -1,9 +1,11 @@
-"""Matrix products on CUDA through cuBLAS (float32 and float16, float32 accumulation)."""
+"""Matrix products on CUDA through cuBLAS (float32, float16, bfloat16; float32 accumulation), and the
+fused SwiGLU of two."""
 import numpy as np
 
+from ...plan.fusion import FUSED_DOMAIN
 from ...runtime.cuda import contiguous_strides
 from ..registry import kernel
-from .elementwise import ADD, GPU_FLOATS, MUL_BY, binary, unary
+from .elementwise import ADD, GPU_FLOATS, MUL_BY, SUFFIX, binary, unary
 
 
 def _materialize(rt, stream, t, batch):
@@ -46,6 +48,21 @@ def _product(rt, stream, a, b, y, m, n, k, **how):
         rt.zero(y, stream)
     elif y.size:
         rt.gemm(stream, a, b, y, m, n, k, **how)
+
+
+@kernel("MatMulSwiGLU", domain=FUSED_DOMAIN, types=GPU_FLOATS, device="cuda")
+def matmul_swiglu(rt, stream, a, gate_up):
+    """silu(a . Wg) * (a . Wu) with gate_up = [Wg | Wu] (plan/fusion.py): one GEMM, then one pass."""
+    k, both = gate_up.shape
+    m = int(np.prod(a.shape[:-1], dtype=np.int64))
+    product = rt.alloc(a.shape[:-1] + (both,), a.dtype)
+    _product(rt, stream, a, gate_up, product, m, both, k)
+    y = rt.alloc(a.shape[:-1] + (both // 2,), a.dtype)
+    if y.size:
+        rt.launch(f"seamless_swiglu_{SUFFIX[a.dtype]}", y.size, stream, ("int64", y.size), ("int64", both // 2),
+                  ("ptr", product.ptr), ("ptr", y.ptr))
+    rt.free(product)  # stream-ordered: reused only by later work
+    return (y,)
 
 
 @kernel("Gemm", since=7, types=GPU_FLOATS, device="cuda")
