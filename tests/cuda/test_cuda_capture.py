@@ -226,6 +226,28 @@ def test_auto_capture_leaves_a_data_dependent_op_eager():
     assert CudaKernel.segment_replays == before
 
 
+def test_log_capture_reports_segments_seams_and_bindings(capfd):
+    """log_capture=1: at Compile, each partition's segments and every seam with its node, op and
+    reason (ORT's log, stderr); at run time, a binding that could not be captured."""
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Cast", ["r"], ["m"], to=7),
+             helper.make_node("NonZero", ["m"], ["idx"])]
+    model = model_of(nodes, [helper.make_tensor_value_info("x", 1, [6])],
+                     [helper.make_tensor_value_info("idx", 7, None)])
+    so = seamless.session_options(device="cuda", log_capture=1)
+    sess = ort.InferenceSession(model.SerializeToString(), so)
+    sess.run(None, {"x": np.ones(6, np.float32)})
+    err = capfd.readouterr().err
+    assert "3 nodes (2 on the GPU), 2 segment(s), 1 seam(s)" in err, err
+    assert "seam at " in err and "(NonZero)" in err and "reads m on the host" in err, err
+    path = material.genai_small_dir("fp16", "cuda") / "model.onnx"
+    if not path.exists():
+        pytest.skip(f"{path} not prepared (python tests/material.py)")
+    so = seamless.session_options(device="cuda", log_capture=1)
+    ort.InferenceSession(str(path), so)
+    err = capfd.readouterr().err
+    assert "1 segment(s), 0 seam(s)" in err and "one graph per capacity serves every KV length" in err, err
+
+
 @pytest.mark.parametrize("precision", ["fp16", "int4"])
 def test_auto_capture_builder_decode_with_static_shapes(precision):
     """The builder decoder fed host arrays of fixed shapes (max-length KV and mask): decode steps are

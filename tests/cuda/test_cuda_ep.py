@@ -170,6 +170,29 @@ def test_outputs_chain_between_runs_without_host_copies():
 
 
 @needs_gpu
+def test_small_and_large_outputs_reach_ort():
+    """A partition's outputs are copied into ORT's tensors, the small ones by one staging launch,
+    one of 4 MiB and more by the copy engines; an odd byte count and an empty output too."""
+    nodes = [helper.make_node("Relu", ["x"], ["big"]), helper.make_node("Neg", ["w"], ["small"]),
+             helper.make_node("Cast", ["w"], ["odd"], to=10), helper.make_node("Relu", ["e"], ["empty"])]
+    f32 = lambda n, shape: helper.make_tensor_value_info(n, 1, shape)
+    model = model_of(nodes, [f32("x", [1100, 1024]), f32("w", [3, 5]), f32("e", [0, 4])],
+                     [f32("big", [1100, 1024]), f32("small", [3, 5]), helper.make_tensor_value_info("odd", 10, [3, 5]),
+                      f32("empty", [0, 4])])
+    rng = np.random.default_rng(4)
+    feeds = {"x": rng.standard_normal((1100, 1024)).astype(np.float32),
+             "w": rng.standard_normal((3, 5)).astype(np.float32), "e": np.zeros((0, 4), np.float32)}
+    sess = cuda_session(model)
+    assert not seamless.assert_ep_selected(sess, device="cuda").fallback_nodes
+    for _ in range(4):  # eager twice, then captured (capture=auto) and launched
+        big, small, odd, empty = sess.run(None, feeds)
+        np.testing.assert_array_equal(big, np.maximum(feeds["x"], 0))
+        np.testing.assert_array_equal(small, -feeds["w"])
+        np.testing.assert_array_equal(odd, feeds["w"].astype(np.float16))
+        assert empty.shape == (0, 4)
+
+
+@needs_gpu
 def test_each_gpu_by_device_id_gives_exact_results():
     model = model_of([helper.make_node("Mul", ["x", "x"], ["y"])], [helper.make_tensor_value_info("x", 1, ["n"])],
                      [helper.make_tensor_value_info("y", 1, ["n"])])

@@ -25,6 +25,7 @@ WARMUP_RUNS = 2     # capture=auto: eager runs of a binding before it is capture
 MAX_SEGMENTS = 8    # captured bindings per compiled node; the least recently used is dropped
 MIN_CAPACITY = 64   # padded KV capacities are powers of two from here: a generation recaptures a few times
 STAGE_ENTRY = 6     # int64 fields of a staging-table entry (native/cuda/copy.cu StageCopy)
+STAGE_LIMIT = 1 << 22  # outputs from 4 MiB on are copied by cuMemcpyAsync, not the staging kernel
 
 
 @dataclass
@@ -189,14 +190,27 @@ class CudaKernel:
         return results
 
     def _write_outputs(self, ctx, b, results: list[DeviceTensor], stream) -> None:
-        ffi = self.native.ffi
+        """Copy the results into the tensors ORT allocates: the small ones by one staging launch (its
+        table uploaded on the stream; under session capture the graph keeps the table), large ones
+        by the copy engines."""
         for i, t in enumerate(results):
             b.out_ranks[i] = len(t.shape)
             b.out_dims[i * MAX_RANK:i * MAX_RANK + len(t.shape)] = t.shape
         self.native.check(self.native.lib.seamless_get_outputs(ctx, len(results), b.out_ranks, b.out_dims, MAX_RANK,
                                                                b.out_data))
+        small = [i for i, t in enumerate(results) if t.nbytes < STAGE_LIMIT]
         for i, t in enumerate(results):
-            self.rt.copy(int(ffi.cast("uintptr_t", b.out_data[i])), t.ptr, t.nbytes, stream)
+            if t.nbytes >= STAGE_LIMIT:
+                self.rt.copy(int(b.np_out_data[i]), t.ptr, t.nbytes, stream)
+        if small:
+            table = np.empty((len(small), STAGE_ENTRY), np.int64)
+            table[:, 0] = [results[i].ptr for i in small]
+            table[:, 1] = b.np_out_data[small]
+            table[:, 2] = 1
+            table[:, 3:] = np.array([results[i].nbytes for i in small])[:, None]  # width and both pitches
+            staged = self.rt.device(DeviceTensor.on_host(table), stream)
+            self.rt.stage(staged, 0, len(small), stream, largest=int(table[:, 3].max()))
+            self.rt.free(staged)  # stream-ordered
 
     def _capture(self, key, capacity: int, inputs: dict, ctx, b, stream) -> None:
         """Capture this Compute for the binding `key` (staging, partition, staging), then launch it."""
@@ -214,9 +228,10 @@ class CudaKernel:
         self.native.check(lib.seamless_segment_begin(stream, handle))
         graph, scratch = handle[0], []
         try:
-            rt.stage(table, 0, len(names), stream)
+            largest = max([t.nbytes for t in stable.values()] or [0])
+            rt.stage(table, 0, len(names), stream, largest)
             results = self._run(dict(self.constants, **stable), stream, scratch)
-            rt.stage(table, len(names), len(results), stream)
+            rt.stage(table, len(names), len(results), stream, max([t.nbytes for t in results] or [0]))
             _release(rt, scratch, list(stable.values()), self.constants)  # kept by the graph: launches reuse them
             self.native.check(lib.seamless_segment_end(graph, 1))
             segment = self._segment(graph, stream, capacity, names, stable, results, table)

@@ -162,11 +162,13 @@ class CudaRuntime:
         if rows:
             self._launch(name, rows, threads, stream, args, shared)
 
-    def stage(self, table: DeviceTensor, first: int, count: int, stream) -> None:
-        """The staging copies of table entries [first, first + count) (native/cuda/copy.cu)."""
+    def stage(self, table: DeviceTensor, first: int, count: int, stream, largest: int = 0) -> None:
+        """The staging copies of table entries [first, first + count) (native/cuda/copy.cu), with
+        blocks enough for the `largest` copy's bytes (16 a thread per pass, up to 8 passes)."""
         if count:
             entry = table.nbytes // table.shape[0]
-            self._launch("seamless_stage", (16, count), 256, stream, [("ptr", table.ptr + first * entry)])
+            blocks = min(1024, max(16, -(-largest // (256 * 16 * 8))))
+            self._launch("seamless_stage", (blocks, count), 256, stream, [("ptr", table.ptr + first * entry)])
 
     def zero(self, t: DeviceTensor, stream) -> None:
         if t.nbytes:
