@@ -112,25 +112,25 @@ __device__ void matmul_nbits4_x32(const T* a, const uint8_t* b0, const T* s0, co
   st(y + (int64_t)m * p.n + n, v);
 }
 
-#define NBITS(S, T)                                                                                            \
+#define NBITS(S, T)                                                                                                   \
   extern "C" __global__ void seamless_matmul_nbits_##S(const T* a, const uint8_t* b, const T* s, const uint8_t* zp,   \
-                                                       const T* bias, T* y, NBits p) {                                 \
-    matmul_nbits<T>(a, b, s, zp, nullptr, nullptr, nullptr, bias, y, p);                                                 \
-  }                                                                                                                    \
-  extern "C" __global__ void seamless_matmul_nbits4_x32_##S(const T* a, const uint8_t* b, const T* s,                \
+                                                       const T* bias, T* y, NBits p) {                                \
+    matmul_nbits<T>(a, b, s, zp, nullptr, nullptr, nullptr, bias, y, p);                                              \
+  }                                                                                                                   \
+  extern "C" __global__ void seamless_matmul_nbits4_x32_##S(const T* a, const uint8_t* b, const T* s,                 \
                                                             const uint8_t* zp, const T* bias, T* y, NBits p) {        \
-    matmul_nbits4_x32<T, 1>(a, b, s, zp, nullptr, nullptr, nullptr, bias, y, p);                                       \
-  }                                                                                                                    \
-  extern "C" __global__ void seamless_matmul_nbits_swiglu_##S(const T* a, const uint8_t* bg, const T* sg,            \
+    matmul_nbits4_x32<T, 1>(a, b, s, zp, nullptr, nullptr, nullptr, bias, y, p);                                      \
+  }                                                                                                                   \
+  extern "C" __global__ void seamless_matmul_nbits_swiglu_##S(const T* a, const uint8_t* bg, const T* sg,             \
                                                               const uint8_t* zg, const uint8_t* bu, const T* su,      \
                                                               const uint8_t* zu, T* y, NBits p) {                     \
-    matmul_nbits<T>(a, bg, sg, zg, bu, su, zu, nullptr, y, p);                                                           \
-  }                                                                                                                    \
-  extern "C" __global__ void seamless_matmul_nbits4_x32_swiglu_##S(const T* a, const uint8_t* bg, const T* sg,       \
+    matmul_nbits<T>(a, bg, sg, zg, bu, su, zu, nullptr, y, p);                                                        \
+  }                                                                                                                   \
+  extern "C" __global__ void seamless_matmul_nbits4_x32_swiglu_##S(const T* a, const uint8_t* bg, const T* sg,        \
                                                                    const uint8_t* zg, const uint8_t* bu, const T* su, \
                                                                    const uint8_t* zu, T* y, NBits p) {                \
-    matmul_nbits4_x32<T, 2>(a, bg, sg, zg, bu, su, zu, nullptr, y, p);                                                 \
-  }
+    matmul_nbits4_x32<T, 2>(a, bg, sg, zg, bu, su, zu, nullptr, y, p);                                                \
+  }                                                                                                                   \
 FOR_FLOATS(NBITS)
 
 // GatherBlockQuantized (com.microsoft), 2-D data of packed 4- or 8-bit values quantized along
