@@ -47,6 +47,13 @@ def test_gqa_head_sizes(head_size, shape):
     check(*gqa_model_feeds(*GQA_SHAPES[shape], heads=(4, 2, head_size)))
 
 
+def test_gqa_context_beyond_shared_memory_is_a_clear_error():
+    # a query's scores live in shared memory (docs/cuda.md): 11712 cached tokens at head size 64
+    model, feeds = gqa_model_feeds(1, 1, 11712, [11712], 11713, rotary=False, heads=(4, 2, 64))
+    with pytest.raises(Exception, match="handles up to 11712 cached tokens, got 11713"):
+        run_on_cuda(model, feeds)
+
+
 @pytest.mark.parametrize("shape", [(2, 5, 64), (3, 896), (2, 3, 30), (2, 9000)])
 def test_simplified_layer_normalization(shape):
     check(*model_of("SimplifiedLayerNormalization", [("x", data(*shape)), ("scale", data(shape[-1]))], 1,
