@@ -130,7 +130,7 @@ __device__ void matmul_nbits4_x32(const T* a, const uint8_t* b0, const T* s0, co
                                                                    const uint8_t* zg, const uint8_t* bu, const T* su, \
                                                                    const uint8_t* zu, T* y, NBits p) {                \
     matmul_nbits4_x32<T, 2>(a, bg, sg, zg, bu, su, zu, nullptr, y, p);                                                \
-  }                                                                                                                   \
+  }
 FOR_FLOATS(NBITS)
 
 // GatherBlockQuantized (com.microsoft), 2-D data of packed 4- or 8-bit values quantized along
