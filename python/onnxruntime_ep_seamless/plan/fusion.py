@@ -30,10 +30,6 @@ def fuse(graph: Graph, outputs: list[str], device: str = "cpu") -> list[Node]:
     def fused_float(name):  # the CPU's fused kernels are float32; on CUDA the kernel lookup decides
         return device != "cpu" or graph.value(name).dtype == F32
 
-    def runs(node):
-        """Whether the device has a kernel for a fused node."""
-        return lookup(node, graph, device)[0] is not None
-
     def private(node):
         """Whether the node's only output is read by exactly one node and by nobody else."""
         return len(node.outputs) == 1 and readers[node.outputs[0]] == 1 and node.outputs[0] not in outputs
@@ -57,7 +53,6 @@ def fuse(graph: Graph, outputs: list[str], device: str = "cpu") -> list[Node]:
         return by_input[out][0]
 
     producer = {out: node for node in graph.nodes for out in node.outputs if out}
-    joined: dict[str, tuple[str, str]] = {}  # MatMulSwiGLU's [gate | up] value -> the two weights
     nbits_attrs = ("K", "N", "block_size", "bits", "accuracy_level")
 
     def plain_nbits(node):  # a MatMulNBits without bias or g_idx
@@ -67,64 +62,58 @@ def fuse(graph: Graph, outputs: list[str], device: str = "cpu") -> list[Node]:
         return node.op_type == "MatMul" and not node.domain and const(node.inputs[1]) is not None and \
             const(node.inputs[1]).ndim == 2
 
-    def swiglu(gate):
-        """(fused node, absorbed nodes) when `gate` is the gate of silu(gate) * up, both plain
-        MatMulNBits alike or MatMuls by constant matrices alike, of one input; else None. For
-        MatMuls the fused node reads [gate | up] as one matrix: a value added to the graph, its
-        data set by the caller once the device takes the node (concat_weights)."""
-        g = gate.outputs[0]
-        if not (plain_nbits(gate) or const_matmul(gate)) or g in outputs:
-            return None
-        users = by_input.get(g, [])
-        sigmoid = [n for n in users if n.op_type == "Sigmoid" and not n.domain]
-        if len(users) == readers[g] == 2 and sigmoid and private(sigmoid[0]) and reader(sigmoid[0]) in users:
-            silu = [sigmoid[0], reader(sigmoid[0])]  # Sigmoid(g) * g
-            if silu[1].op_type != "Mul" or silu[1].domain or other(silu[1], sigmoid[0].outputs[0]) != g:
-                return None
-        elif len(users) == readers[g] == 1 and users[0].op_type == "QuickGelu" and users[0].attrs.get("alpha") == 1.0:
-            silu = users
-        else:
-            return None
-        if not private(silu[-1]) or reader(silu[-1]).op_type != "Mul" or reader(silu[-1]).domain:
-            return None
-        final = reader(silu[-1])
-        up = producer.get(other(final, silu[-1].outputs[0]))
-        if up is None or up.index in replaced or not private(up) or up.inputs[0] != gate.inputs[0]:
-            return None
-        absorbed = [up] + silu + [final]
-        if const_matmul(gate):
-            wg, wu = const(gate.inputs[1]), const(up.inputs[1]) if const_matmul(up) else None
-            if wu is None or wu.shape != wg.shape or wu.dtype != wg.dtype:
-                return None
-            both = f"{gate.inputs[1]}|{up.inputs[1]}"
-            joined[both] = (gate.inputs[1], up.inputs[1])
-            graph.values[both] = Value(both, graph.value(gate.inputs[1]).elem_type, (wg.shape[0], 2 * wg.shape[1]))
-            return Node(final.name, "MatMulSwiGLU", FUSED_DOMAIN, 1, [gate.inputs[0], both], final.outputs,
-                        index=gate.index), absorbed
-        zero = lambda n: n.inputs[3] if len(n.inputs) > 3 else ""
-        if not plain_nbits(up) or bool(zero(gate)) != bool(zero(up)) or \
-                any(gate.attrs.get(k) != up.attrs.get(k) for k in nbits_attrs):
-            return None
-        return Node(final.name, "MatMulNBitsSwiGLU", FUSED_DOMAIN, 1,
-                    gate.inputs[:3] + [zero(gate)] + up.inputs[1:3] + [zero(up)], final.outputs,
-                    {k: gate.attrs[k] for k in nbits_attrs if k in gate.attrs}, index=gate.index), absorbed
-
-    def concat_weights(fused, taken):
-        """A MatMulSwiGLU's [gate | up] matrix: its data where the device took the node, else gone."""
-        gate_up = fused.inputs[1]
-        if not taken:
-            del graph.values[gate_up]
-        else:
-            graph.values[gate_up].const = np.concatenate([const(name) for name in joined[gate_up]], axis=1)
-
     def take(fused, absorbed):
         """Replace the pattern by `fused` where the device runs it; whether it did."""
-        if not runs(fused):
+        if lookup(fused, graph, device)[0] is None:  # no kernel for it on the device
             return False
         replaced[fused.index] = fused
         for n in absorbed:
             replaced[n.index] = None
         return True
+
+    def swiglu(gate):
+        """Fuse silu(gate) * up where `gate` and `up` are plain MatMulNBits alike or MatMuls by
+        constant matrices alike, of one input; whether it did. For MatMuls the fused node reads
+        [gate | up] as one matrix, a constant added to the graph."""
+        g = gate.outputs[0]
+        if not (plain_nbits(gate) or const_matmul(gate)) or g in outputs:
+            return False
+        users = by_input.get(g, [])
+        sigmoid = [n for n in users if n.op_type == "Sigmoid" and not n.domain]
+        if len(users) == readers[g] == 2 and sigmoid and private(sigmoid[0]) and reader(sigmoid[0]) in users:
+            silu = [sigmoid[0], reader(sigmoid[0])]  # Sigmoid(g) * g
+            if silu[1].op_type != "Mul" or silu[1].domain or other(silu[1], sigmoid[0].outputs[0]) != g:
+                return False
+        elif len(users) == readers[g] == 1 and users[0].op_type == "QuickGelu" and users[0].attrs.get("alpha") == 1.0:
+            silu = users
+        else:
+            return False
+        if not private(silu[-1]) or reader(silu[-1]).op_type != "Mul" or reader(silu[-1]).domain:
+            return False
+        final = reader(silu[-1])
+        up = producer.get(other(final, silu[-1].outputs[0]))
+        if up is None or up.index in replaced or not private(up) or up.inputs[0] != gate.inputs[0]:
+            return False
+        absorbed = [up] + silu + [final]
+        if const_matmul(gate):
+            wg, wu = const(gate.inputs[1]), const(up.inputs[1]) if const_matmul(up) else None
+            if wu is None or wu.shape != wg.shape or wu.dtype != wg.dtype:
+                return False
+            both = f"{gate.inputs[1]}|{up.inputs[1]}"  # typed first: the kernel lookup reads it
+            graph.values[both] = Value(both, graph.value(gate.inputs[1]).elem_type, (wg.shape[0], 2 * wg.shape[1]))
+            if take(Node(final.name, "MatMulSwiGLU", FUSED_DOMAIN, 1, [gate.inputs[0], both], final.outputs,
+                         index=gate.index), absorbed):
+                graph.values[both].const = np.concatenate([wg, wu], axis=1)
+                return True
+            del graph.values[both]
+            return False
+        zero = lambda n: n.inputs[3] if len(n.inputs) > 3 else ""
+        if not plain_nbits(up) or bool(zero(gate)) != bool(zero(up)) or \
+                any(gate.attrs.get(k) != up.attrs.get(k) for k in nbits_attrs):
+            return False
+        return take(Node(final.name, "MatMulNBitsSwiGLU", FUSED_DOMAIN, 1,
+                         gate.inputs[:3] + [zero(gate)] + up.inputs[1:3] + [zero(up)], final.outputs,
+                         {k: gate.attrs[k] for k in nbits_attrs if k in gate.attrs}, index=gate.index), absorbed)
 
     for node in graph.nodes:
         if node.index in replaced:
@@ -149,13 +138,8 @@ def fuse(graph: Graph, outputs: list[str], device: str = "cpu") -> list[Node]:
                 continue
         # silu(MatMulNBits(A, gate)) * MatMulNBits(A, up)  ->  MatMulNBitsSwiGLU(A, gate, up), and the same
         # of two MatMuls -> MatMulSwiGLU(A, [gate | up]): an LLM's MLP gate in one pass over A (CUDA)
-        if node.op_type in ("MatMulNBits", "MatMul") and len(node.outputs) == 1:
-            gated = swiglu(node)
-            taken = bool(gated) and take(*gated)
-            if gated and gated[0].op_type == "MatMulSwiGLU":
-                concat_weights(gated[0], taken)
-            if taken:
-                continue
+        if node.op_type in ("MatMulNBits", "MatMul") and len(node.outputs) == 1 and swiglu(node):
+            continue
         # MatMulNBits(...) + b  ->  MatMulNBits(..., bias=b): the bias added as the product is stored
         if node.op_type == "MatMulNBits" and node.domain == "com.microsoft" and private(node) and \
                 (len(node.inputs) < 6 or not node.inputs[5]) and fused_float(node.inputs[0]):
