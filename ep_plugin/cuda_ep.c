@@ -87,7 +87,14 @@ typedef struct {
 
 static SeamlessAllocator* g_allocators[SEAMLESS_MAX_GPUS][2];  /* [ordinal][pinned] */
 
-static size_t round_size(size_t n) { return n < 256 ? 256 : (n + 255) & ~(size_t)255; }
+/* Size classes a quarter of a power of two apart (from 256 bytes; at most 2 MiB apart): a tensor
+ * that grows a little each run, like a decoder's KV cache, reuses its block for many runs instead
+ * of leaving one block of every length it had in the cache. */
+static size_t round_size(size_t n) {
+  size_t step = 256;
+  while (step < (2u << 20) && step * 8 < n) step *= 2;
+  return (n + step - 1) & ~(step - 1);
+}
 
 static long long g_device_allocations;  /* driver allocations of GPU memory, ever: a steady state adds none */
 static long long seamless_cuda_device_allocations(void) { return __atomic_load_n(&g_device_allocations, __ATOMIC_RELAXED); }
@@ -192,30 +199,146 @@ static bool transfer_can_copy(const OrtDataTransferImpl* self, const OrtMemoryDe
          (is_our_gpu(dst) && ORT_EP(MemoryDevice_GetDeviceType)(src) == 0);
 }
 
+/* ---- batched copies between pageable host memory and the GPU ----------------------------------
+ * ORT hands over a run's input copies, and its output copies, as one batch each. From pageable
+ * memory every cuMemcpyAsync pays the driver's staging, device-to-host a wait too (~9 and ~16 us a
+ * tensor on the H200's host: a decoder's 50 KV tensors cost more than its GPU step). A batch is
+ * packed into one pinned buffer instead, moved by one copy and scattered (or gathered) on the GPU by
+ * the staging kernel (native/cuda/copy.cu), with one wait for a device-to-host batch. */
+#define BATCH_TENSOR_LIMIT (4u << 20)  /* bytes: a larger tensor goes by its own copy */
+#define BATCH_ALIGN 256
+
+typedef struct { uint64_t src, dst; int64_t rows, width, src_pitch, dst_pitch; } StageCopy; /* copy.cu's */
+typedef struct Bounce { struct Bounce* next; uint8_t* host; CUdeviceptr dev; size_t size; CUevent done; } Bounce;
+
+static CUfunction g_stage[SEAMLESS_MAX_GPUS];  /* the staging kernel, once the kernels are loaded */
+static Bounce* g_bounces[SEAMLESS_MAX_GPUS];   /* idle bounce buffers per GPU */
+static pthread_mutex_t g_bounce_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static size_t align_up(size_t n) { return (n + BATCH_ALIGN - 1) & ~(size_t)(BATCH_ALIGN - 1); }
+
+/* An idle bounce buffer of at least `size` bytes on GPU `ordinal` (the current context's), its
+ * last batch finished. */
+static OrtStatus* bounce_acquire(int ordinal, size_t size, Bounce** out) {
+  pthread_mutex_lock(&g_bounce_lock);
+  Bounce* b = g_bounces[ordinal];
+  if (b) g_bounces[ordinal] = b->next;
+  pthread_mutex_unlock(&g_bounce_lock);
+  if (!b && !(b = calloc(1, sizeof *b))) return seamless_status(1, "out of memory");
+  *out = b;
+  if (b->done) CU_TRY(cu.event_synchronize(b->done), "cuEventSynchronize");
+  else CU_TRY(cu.event_create(&b->done, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
+  if (b->size >= size) return NULL;
+  if (b->host) cu.mem_free_host(b->host);
+  if (b->dev) cu.mem_free(b->dev);
+  b->host = NULL, b->dev = 0, b->size = 0;
+  size_t want = 1u << 20;
+  while (want < size) want *= 2;
+  CU_TRY(cu.mem_host_alloc((void**)&b->host, want, 0), "cuMemHostAlloc");
+  CU_TRY(cu.mem_alloc(&b->dev, want), "cuMemAlloc");
+  __atomic_add_fetch(&g_device_allocations, 1, __ATOMIC_RELAXED);
+  b->size = want;
+  return NULL;
+}
+
+/* Back to the idle list; its next user waits for what `stream` has queued on it so far. */
+static void bounce_release(int ordinal, Bounce* b, CUstream stream) {
+  if (b->done && cu.event_record(b->done, stream)) cu.event_synchronize(b->done);
+  pthread_mutex_lock(&g_bounce_lock);
+  b->next = g_bounces[ordinal];
+  g_bounces[ordinal] = b;
+  pthread_mutex_unlock(&g_bounce_lock);
+}
+
+/* Copy n tensors between pageable host memory and GPU `ordinal` on `stream` through one bounce
+ * buffer: to_gpu[i] says the direction of each. Returns once host destinations are written. */
+static OrtStatus* batch_copy(int ordinal, CUstream stream, void** to, void** from, const size_t* nbytes,
+                             const int* to_gpu, size_t n) {
+  size_t table = align_up(n * sizeof(StageCopy)), total = table, largest = 0;
+  for (size_t i = 0; i < n; i++) total += align_up(nbytes[i]), largest = nbytes[i] > largest ? nbytes[i] : largest;
+  Bounce* b = NULL;
+  OrtStatus* st = bounce_acquire(ordinal, total, &b);
+  if (st) {
+    if (b) bounce_release(ordinal, b, stream);
+    return st;
+  }
+  StageCopy* entries = (StageCopy*)b->host;
+  int any_to_host = 0, any_to_gpu = 0;
+  for (size_t i = 0, at = table; i < n; at += align_up(nbytes[i]), i++) {
+    CUdeviceptr bounce = b->dev + at;
+    entries[i] = (StageCopy){to_gpu[i] ? bounce : (uint64_t)(uintptr_t)from[i],
+                             to_gpu[i] ? (uint64_t)(uintptr_t)to[i] : bounce, 1, (int64_t)nbytes[i],
+                             (int64_t)nbytes[i], (int64_t)nbytes[i]};
+    if (to_gpu[i]) memcpy(b->host + at, from[i], nbytes[i]), any_to_gpu = 1;
+    else any_to_host = 1;
+  }
+  CUdeviceptr dev_table = b->dev;
+  void* args[] = {&dev_table};
+  unsigned blocks = (unsigned)(largest / (256 * 16 * 8) + 1);
+  blocks = blocks < 16 ? 16 : blocks > 1024 ? 1024 : blocks;
+  /* the table, and the host data when some copies go to the GPU */
+  CUresult r = cu.memcpy_async(b->dev, (CUdeviceptr)(uintptr_t)b->host, any_to_gpu ? total : table, stream);
+  const char* what = "cuMemcpyAsync";
+  if (!r) r = cu.launch_kernel(g_stage[ordinal], blocks, (unsigned)n, 1, 256, 1, 1, 0, stream, args, NULL), what = "cuLaunchKernel";
+  if (!r && any_to_host)
+    r = cu.memcpy_async((CUdeviceptr)(uintptr_t)(b->host + table), b->dev + table, total - table, stream),
+    what = "cuMemcpyAsync";
+  if (!r && any_to_host) r = cu.stream_synchronize(stream), what = "cuStreamSynchronize";
+  if (!r)
+    for (size_t i = 0, at = table; i < n; at += align_up(nbytes[i]), i++)
+      if (!to_gpu[i]) memcpy(to[i], b->host + at, nbytes[i]);
+  bounce_release(ordinal, b, stream);
+  return r ? cuda_status(r, what) : NULL;
+}
+
 static OrtStatus* transfer_copy(OrtDataTransferImpl* self, const OrtValue** src, OrtValue** dst, OrtSyncStream** streams,
                                 size_t count) {
   (void)self;
-  for (size_t i = 0; i < count; i++) {
+  /* the batch: copies between pageable host memory and one GPU on one stream, outside a capture */
+  void **to = calloc(count + 1, sizeof *to), **from = calloc(count + 1, sizeof *from);
+  size_t* sizes = calloc(count + 1, sizeof *sizes);
+  int* to_gpu = calloc(count + 1, sizeof *to_gpu);
+  size_t batched = 0;
+  int batch_ordinal = -1;
+  CUstream batch_stream = NULL;
+  OrtStatus* st = to && from && sizes && to_gpu ? NULL : seamless_status(1, "out of memory");
+  for (size_t i = 0; !st && i < count; i++) {
     size_t nbytes = 0;
-    void *from = NULL, *to = NULL;
-    TRY(ORT(GetTensorSizeInBytes)(src[i], &nbytes));
-    if (!nbytes) continue;
-    TRY(ORT(GetTensorMutableData)((OrtValue*)src[i], &from));
-    TRY(ORT(GetTensorMutableData)(dst[i], &to));
+    void *from_i = NULL, *to_i = NULL;
+    if ((st = ORT(GetTensorSizeInBytes)(src[i], &nbytes)) || !nbytes) continue;
+    if ((st = ORT(GetTensorMutableData)((OrtValue*)src[i], &from_i))) break;
+    if ((st = ORT(GetTensorMutableData)(dst[i], &to_i))) break;
     const OrtMemoryDevice* sd = ORT_EP(Value_GetMemoryDevice)(src[i]);
     const OrtMemoryDevice* dd = ORT_EP(Value_GetMemoryDevice)(dst[i]);
     const OrtMemoryDevice* gpu = is_our_gpu(sd) ? sd : dd;
-    TRY(seamless_cuda_use((int)ORT_EP(MemoryDevice_GetDeviceId)(gpu)));
+    int ordinal = (int)ORT_EP(MemoryDevice_GetDeviceId)(gpu);
+    if ((st = seamless_cuda_use(ordinal))) break;
     CUstream stream = streams && streams[i] ? (CUstream)ORT(SyncStream_GetHandle)(streams[i]) : NULL;
+    int pageable = ORT_EP(MemoryDevice_GetDeviceType)(is_our_gpu(sd) ? dd : sd) == 0;
+    CUfunction stage = __atomic_load_n(&g_stage[ordinal], __ATOMIC_ACQUIRE);
+    if (stream && pageable && stage && nbytes <= BATCH_TENSOR_LIMIT && !(tl_state == 2 && tl_stream == stream) &&
+        (batch_ordinal < 0 || (ordinal == batch_ordinal && stream == batch_stream))) {
+      batch_ordinal = ordinal, batch_stream = stream;
+      to[batched] = to_i, from[batched] = from_i, sizes[batched] = nbytes, to_gpu[batched++] = is_our_gpu(dd);
+      continue;
+    }
     /* unified addressing: the driver infers the direction from the pointers */
-    if (stream) {
-      CU_TRY(cu.memcpy_async((CUdeviceptr)(uintptr_t)to, (CUdeviceptr)(uintptr_t)from, nbytes, stream), "cuMemcpyAsync");
-      if (is_host(dd) && !is_our_gpu(dd)) CU_TRY(cu.stream_synchronize(stream), "cuStreamSynchronize");
-    } else {
-      CU_TRY(cu.memcpy((CUdeviceptr)(uintptr_t)to, (CUdeviceptr)(uintptr_t)from, nbytes), "cuMemcpy");
+    CUresult r = stream ? cu.memcpy_async((CUdeviceptr)(uintptr_t)to_i, (CUdeviceptr)(uintptr_t)from_i, nbytes, stream)
+                        : cu.memcpy((CUdeviceptr)(uintptr_t)to_i, (CUdeviceptr)(uintptr_t)from_i, nbytes);
+    if (!r && stream && is_host(dd) && !is_our_gpu(dd)) r = cu.stream_synchronize(stream);
+    if (r) st = cuda_status(r, stream ? "cuMemcpyAsync" : "cuMemcpy");
+  }
+  if (!st && batched) {
+    st = seamless_cuda_use(batch_ordinal);
+    if (!st) st = batched > 1 ? batch_copy(batch_ordinal, batch_stream, to, from, sizes, to_gpu, batched) : NULL;
+    if (!st && batched == 1) {  /* one tensor: its own copy is as cheap */
+      CUresult r = cu.memcpy_async((CUdeviceptr)(uintptr_t)to[0], (CUdeviceptr)(uintptr_t)from[0], sizes[0], batch_stream);
+      if (!r && !to_gpu[0]) r = cu.stream_synchronize(batch_stream);
+      if (r) st = cuda_status(r, "cuMemcpyAsync");
     }
   }
-  return NULL;
+  free(to), free(from), free(sizes), free(to_gpu);
+  return st;
 }
 
 static OrtDataTransferImpl g_transfer = {SEAMLESS_ORT_API_MAX, transfer_release, transfer_can_copy, transfer_copy};
@@ -374,6 +497,9 @@ static OrtStatus* seamless_compute_stream(const OrtKernelContext* ctx, void** st
 static OrtStatus* seamless_cuda_load_module(int ordinal, const void* image, void** module) {
   TRY(seamless_cuda_use(ordinal));
   CU_TRY(cu.module_load_data((CUmodule*)module, image), "cuModuleLoadData");
+  CUfunction stage = NULL;  /* for batched transfers (transfer_copy) */
+  if (!cu.module_get_function(&stage, (CUmodule)*module, "seamless_stage"))
+    __atomic_store_n(&g_stage[ordinal], stage, __ATOMIC_RELEASE);
   return NULL;
 }
 

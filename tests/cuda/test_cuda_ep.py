@@ -193,6 +193,41 @@ def test_small_and_large_outputs_reach_ort():
 
 
 @needs_gpu
+def test_many_host_inputs_and_outputs_in_one_batch_from_several_threads():
+    """ORT copies a run's host inputs, and its outputs, as one batch each: those up to 4 MiB go
+    through one pinned bounce buffer and the staging kernel, a larger one by its own copy. Sizes from
+    one byte to above the limit, several dtypes, and four threads sharing the bounce buffers."""
+    import threading
+    kinds = [(np.float32, 1, "Neg"), (np.float16, 10, "Neg"), (bool, 9, "Not"), (np.int64, 7, "Neg"),
+             (np.int32, 6, "Neg")]
+    sizes = [1, 3, 7, 16, 17, 255, 4096, 18432, 300001, (4 << 20) // 4 + 5]  # the last is above the limit as float32
+    names = [(f"x{i}", *kinds[i % len(kinds)], n) for i, n in enumerate(sizes * 2)]
+    model = model_of([helper.make_node(op, [n], ["y" + n[1:]]) for n, _, _, op, _ in names],
+                     [helper.make_tensor_value_info(n, proto, [k]) for n, _, proto, _, k in names],
+                     [helper.make_tensor_value_info("y" + n[1:], proto, [k]) for n, _, proto, _, k in names])
+    sess = cuda_session(model, capture="off")
+    assert not seamless.assert_ep_selected(sess, device="cuda").fallback_nodes
+    failures = []
+
+    def work(seed):
+        rng = np.random.default_rng(seed)
+        try:
+            for _ in range(6):
+                feeds = {n: rng.integers(-100, 100, k).astype(t) for n, t, _, _, k in names}
+                for (n, t, _, _, _), y in zip(names, sess.run(None, feeds)):
+                    np.testing.assert_array_equal(y, ~feeds[n] if t is bool else -feeds[n], err_msg=n)
+        except Exception as e:  # reported by the main thread
+            failures.append(e)
+
+    threads = [threading.Thread(target=work, args=(seed,)) for seed in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not failures, failures[0]
+
+
+@needs_gpu
 def test_each_gpu_by_device_id_gives_exact_results():
     model = model_of([helper.make_node("Mul", ["x", "x"], ["y"])], [helper.make_tensor_value_info("x", 1, ["n"])],
                      [helper.make_tensor_value_info("y", 1, ["n"])])

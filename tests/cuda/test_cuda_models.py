@@ -122,3 +122,23 @@ def test_builder_decode_step_steady_state(precision, max_len, capture):
     assert lib.seamless_cuda_device_allocations() == allocations, "driver allocations in the steady state"
     for a, b in zip(first, again):
         np.testing.assert_array_equal(a, b)  # and the same results every time
+
+
+def test_growing_kv_reuses_device_memory():
+    """Fed back as past, each step's present tensors are a little longer than the last: the caching
+    allocator's size classes let them reuse the blocks freed a step before for several steps (an
+    exact-size cache would take a new block from the driver for every present of every step)."""
+    from models.test_llm_decoders import empty_past, presents_as_past, step_feeds
+    from onnxruntime_ep_seamless.abi.bridge import NATIVES
+    from test_cuda_ep import cuda_session
+    session = cuda_session(model_path(material.genai_small_dir("fp16", "cuda") / "model.onnx"), capture="off")
+    ids = list(np.random.default_rng(0).integers(0, 1000, 40))
+    out = session.run(None, step_feeds(ids, len(ids), empty_past(session)))
+    presents, lib, allocations = len(out) - 1, NATIVES["cuda"].lib, None
+    for step in range(20):
+        if step == 4:
+            allocations = lib.seamless_cuda_device_allocations()
+        ids.append(int(np.argmax(out[0][0, -1])))
+        out = session.run(None, step_feeds(ids[-1:], len(ids), presents_as_past(session, out)))
+    new = lib.seamless_cuda_device_allocations() - allocations
+    assert new < 16 * presents / 2, f"{new} driver allocations in 16 growing steps of {presents} presents"
