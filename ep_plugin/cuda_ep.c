@@ -208,7 +208,7 @@ static bool transfer_can_copy(const OrtDataTransferImpl* self, const OrtMemoryDe
 #define BATCH_TENSOR_LIMIT (4u << 20)  /* bytes: a larger tensor goes by its own copy */
 #define BATCH_ALIGN 256
 
-typedef struct { uint64_t src, dst; int64_t rows, width, src_pitch, dst_pitch; } StageCopy; /* copy.cu's */
+typedef struct { uint64_t src, dst; int64_t rows, width, src_pitch, dst_pitch, lead; } StageCopy; /* copy.cu's */
 typedef struct Bounce { struct Bounce* next; uint8_t* host; CUdeviceptr dev; size_t size; CUevent done; } Bounce;
 
 static CUfunction g_stage[SEAMLESS_MAX_GPUS];  /* the staging kernel, once the kernels are loaded */
@@ -268,7 +268,7 @@ static OrtStatus* batch_copy(int ordinal, CUstream stream, void** to, void** fro
     CUdeviceptr bounce = b->dev + at;
     entries[i] = (StageCopy){to_gpu[i] ? bounce : (uint64_t)(uintptr_t)from[i],
                              to_gpu[i] ? (uint64_t)(uintptr_t)to[i] : bounce, 1, (int64_t)nbytes[i],
-                             (int64_t)nbytes[i], (int64_t)nbytes[i]};
+                             (int64_t)nbytes[i], (int64_t)nbytes[i], 0};
     if (to_gpu[i]) memcpy(b->host + at, from[i], nbytes[i]), any_to_gpu = 1;
     else any_to_host = 1;
   }

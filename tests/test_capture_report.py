@@ -183,3 +183,29 @@ def test_padding_tells_the_batch_from_the_length():
     parts, _ = analyse(graph)
     plan, why = padding(graph, parts[0].steps, graph.inputs, graph.outputs)
     assert plan is None and "a float sum over a padded axis" in why
+
+
+@pytest.mark.parametrize("export", [name for name, *_ in material.TINY_DECODERS])
+def test_torch_export_is_padded_at_the_start(export):
+    """A torch export's KV cache grows by Concat and its mask is built from shapes: no end-padding
+    rule covers it, so capture=auto pads every growing input at its start (checked at run time)."""
+    path = material.tiny_llama_dir() / export
+    if not path.exists():
+        pytest.skip(f"{path} not prepared (python tests/material.py)")
+    import onnx
+    parts, declined = analyse(import_model(onnx.load(str(path))))
+    assert not declined and len(parts) == 1 and parts[0].segments == 1
+    plan = parts[0].padding
+    kv = {f"past_{i}_{kv}": 2 for i in range(material.LLAMA_LAYERS) for kv in ("key", "value")}
+    assert plan.left and plan.inputs == {"attention_mask": 1, **kv}
+    assert set(plan.outputs) == {n.replace("past", "present") for n in kv}
+    assert "padded at their start" in render(parts, declined)
+
+
+def test_builder_decoder_is_padded_at_the_end():
+    path = material.genai_small_dir("int4", "cuda") / "model.onnx"
+    if not path.exists():
+        pytest.skip(f"{path} not prepared (python tests/material.py)")
+    import onnx
+    parts, _ = analyse(import_model(onnx.load(str(path))))
+    assert parts[0].padding is not None and not parts[0].padding.left

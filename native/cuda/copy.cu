@@ -52,23 +52,25 @@ extern "C" __global__ void seamless_gather_8(int64_t total, const uint64_t* x, c
                                              int64_t m, int64_t inner) { gather(total, x, idx, y, n, m, inner); }
 
 // Staging of a captured segment (capture=auto): one block row (blockIdx.y) per table entry, each
-// copying `rows` rows of `width` bytes from src (rows src_pitch apart) to dst (rows dst_pitch apart)
-// and zeroing the rest of each dst row. The table is rewritten before every launch, so a CUDA graph
-// serves inputs and outputs at new addresses and KV lengths padded to the captured capacity.
+// copying `rows` rows of `width` bytes from src (rows src_pitch apart) to dst (rows dst_pitch apart),
+// `lead` bytes into each dst row, and zeroing the rest of each dst row (before and after). The table
+// is rewritten before every launch, so a CUDA graph serves inputs and outputs at new addresses and
+// KV lengths padded to the captured capacity (at the end, or with lead, at the start).
 struct StageCopy {
   const uint8_t* src;
   uint8_t* dst;
-  int64_t rows, width, src_pitch, dst_pitch;
+  int64_t rows, width, src_pitch, dst_pitch, lead;
 };
 
 template <typename U>
 __device__ void stage_rows(const StageCopy& c) {
   int64_t w = c.width / sizeof(U), dp = c.dst_pitch / sizeof(U), sp = c.src_pitch / sizeof(U), n = c.rows * dp;
+  int64_t lead = c.lead / sizeof(U);
   const U* src = (const U*)c.src;
   U* dst = (U*)c.dst;
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-    int64_t r = i / dp, j = i % dp;
-    if (j < w) {
+    int64_t r = i / dp, j = i % dp - lead;
+    if (j >= 0 && j < w) {
       dst[i] = src[r * sp + j];
     } else {
       dst[i] = U{};
@@ -78,7 +80,7 @@ __device__ void stage_rows(const StageCopy& c) {
 
 extern "C" __global__ void seamless_stage(const StageCopy* table) {
   StageCopy c = table[blockIdx.y];
-  if ((((uintptr_t)c.src | (uintptr_t)c.dst | c.width | c.src_pitch | c.dst_pitch) & 15) == 0) {
+  if ((((uintptr_t)c.src | (uintptr_t)c.dst | c.width | c.src_pitch | c.dst_pitch | c.lead) & 15) == 0) {
     stage_rows<uint4>(c);
   } else {
     stage_rows<uint8_t>(c);

@@ -12,7 +12,7 @@ import struct
 import zlib
 from dataclasses import dataclass
 
-from .abi.cuda_capture import Step, capture_summary, padding, place, segments
+from .abi.cuda_capture import Padding, Step, capture_summary, choose_padding, place, segments
 from .graph.ir import Graph
 from .partition import partition
 
@@ -23,7 +23,8 @@ GPU, HOST, SEAM = (46, 160, 67), (160, 160, 160), (214, 39, 40)  # colours in th
 class PartitionSteps:
     name: str
     steps: list[Step]
-    padding_problem: str  # why growing axes cannot be padded ("" when they can)
+    padding: Padding | None  # how capture=auto pads the growing axes (None: it does not)
+    padding_problem: str  # why they cannot be padded at their end ("" when they can)
 
     @property
     def segments(self) -> int:
@@ -45,12 +46,12 @@ def analyse(graph: Graph) -> tuple[list[PartitionSteps], dict]:
         sub = Graph(nodes, graph.values, inputs, outputs)
         steps = place(sub, inputs, outputs)
         parts.append(PartitionSteps(f"partition {number} ({len(nodes)} nodes)", steps,
-                                    padding(sub, steps, inputs, outputs)[1]))
+                                    *choose_padding(sub, steps, inputs, outputs)))
     return parts, result.declined
 
 
 def render(parts: list[PartitionSteps], declined: dict) -> str:
-    lines = [capture_summary(p.steps, p.name, p.padding_problem) for p in parts]
+    lines = [capture_summary(p.steps, p.name, p.padding, p.padding_problem) for p in parts]
     total = sum(p.segments for p in parts)
     lines.append(f"total: {len(parts)} partition(s), {total} segment(s) per run")
     for (name, op), reason in sorted(declined.items()):

@@ -338,34 +338,67 @@ def test_auto_capture_recaptures_when_the_batch_changes():
         assert launches == ([0, 0] + [1] * 6 if number < 2 else [1] * 8), (number, launches)
 
 
-@pytest.mark.parametrize("export", [name for name, *_ in material.TINY_DECODERS])
-def test_auto_capture_torch_export_stays_exact(export):
-    """A torch export whose KV cache grows by Concat has no padding rule (its attention is
-    MatMul/Softmax over the growing axis): under capture=auto its decode steps, new shapes each
-    step, run eagerly, byte-identical to capture=off; a step repeated with the same shapes is
-    captured on the third run and launched, still byte-identical."""
+def torch_decode(sess, steps):
+    """Greedy decoding of a torch export (input_ids, attention_mask, position_ids, past_*) from a
+    4-token prompt with plain session.run, present fed back as past; every step's outputs and how
+    many captured segments it launched."""
     from models.test_real_models import llama_feeds
+    out = sess.run(None, llama_feeds(1, 4, 0))
+    names = [o.name for o in sess.get_outputs()]
+    results, launches = [], []
+    for step in range(steps):
+        total = 5 + step
+        feeds = {"input_ids": np.argmax(out[0][:, -1], axis=-1).reshape(1, 1).astype(np.int64),
+                 "attention_mask": np.ones((1, total), np.int64), "position_ids": np.array([[total - 1]], np.int64),
+                 **{n.replace("present", "past"): v for n, v in zip(names[1:], out[1:])}}
+        before = CudaKernel.segment_replays
+        out = sess.run(None, feeds)
+        launches.append(CudaKernel.segment_replays - before)
+        results.append(out)
+    return results, launches
+
+
+@pytest.mark.parametrize("export", [name for name, *_ in material.TINY_DECODERS])
+def test_auto_capture_torch_export_decode_with_growing_kv(export):
+    """A torch export whose KV cache grows by Concat, attention by MatMul/Softmax or Attention over
+    it: its KV and mask are padded at their start to a capacity (64, then 128), like a left-padded
+    batch. Per capacity two eager steps, one checked against a padded run, then one segment a step;
+    logits and every present byte-identical to capture=off over 64 steps."""
     from test_cuda_models import model_path
     path = model_path(material.tiny_llama_dir() / export)
-    runs = []
-    for capture in ("auto", "off"):
-        sess = auto_session(path, capture)
-        out = sess.run(None, llama_feeds(1, 4, 0))
-        names = [o.name for o in sess.get_outputs()]
-        steps, launches = [], []
-        for step in range(6):
-            total = 5 + step
-            feeds = {"input_ids": np.argmax(out[0][:, -1], axis=-1).reshape(1, 1).astype(np.int64),
-                     "attention_mask": np.ones((1, total), np.int64),
-                     "position_ids": np.array([[total - 1]], np.int64),
-                     **{n.replace("present", "past"): v for n, v in zip(names[1:], out[1:])}}
-            before = CudaKernel.segment_replays
-            out = sess.run(None, feeds)
-            launches.append(CudaKernel.segment_replays - before)
-            steps.append(out)
-        repeated = [sess.run(None, feeds) for _ in range(3)]  # the last step's shapes again
-        runs.append((steps, repeated, launches, CudaKernel.segment_replays - before))
-    (steps, repeated, launches, replays), (eager_steps, eager_repeated, _, _) = runs
-    assert_same_steps(steps + repeated, eager_steps + eager_repeated)
-    assert launches == [0] * 6  # growing shapes: eager
-    assert replays == 2  # the repeated step: eager once more (its third run), then captured and launched twice
+    got, launches = torch_decode(auto_session(path), 64)
+    want, eager = torch_decode(auto_session(path, "off"), 64)
+    assert_same_steps(got, want)
+    assert not any(eager)
+    # totals 5..64 use capacity 64, 65..68 capacity 128
+    assert launches == [0, 0, 0] + [1] * 57 + [0, 0, 0, 1]
+
+
+def test_auto_capture_left_padding_declined_when_the_padded_run_differs(capfd):
+    """A node whose output depends on the KV cache's length from its shape (not from the mask) is
+    not left-padded: the check finds the padded run's output different, the node runs eagerly, and
+    every output is what capture=off gives."""
+    kv = lambda name, length: helper.make_tensor_value_info(name, 1, [1, 2, length, 4])
+    axis2 = numpy_helper.from_array(np.array(2, np.int64), "axis2")
+    nodes = [helper.make_node("Concat", ["past", "new"], ["present"], axis=2),
+             helper.make_node("Shape", ["past"], ["shape"]), helper.make_node("Gather", ["shape", "axis2"], ["length"]),
+             helper.make_node("Cast", ["length"], ["lengthf"], to=1), helper.make_node("Mul", ["new", "lengthf"], ["y"])]
+    model = model_of(nodes, [kv("past", "past_len"), kv("new", 1),
+                             helper.make_tensor_value_info("attention_mask", 7, [1, "total_len"])],
+                     [kv("present", "total_len"), kv("y", 1)], [axis2])
+    so = seamless.session_options(device="cuda", capture="auto", log_capture=1)
+    so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
+    ours, eager = ort.InferenceSession(model.SerializeToString(), so), auto_session(model, "off")
+    rng = np.random.default_rng(5)
+    past = np.zeros((1, 2, 0, 4), np.float32)
+    before = CudaKernel.segment_replays
+    for step in range(8):
+        feeds = {"past": past, "new": rng.standard_normal((1, 2, 1, 4)).astype(np.float32),
+                 "attention_mask": np.ones((1, step + 1), np.int64)}
+        got, want = ours.run(None, feeds), eager.run(None, feeds)
+        for a, b in zip(got, want):
+            np.testing.assert_array_equal(a, b)
+        np.testing.assert_array_equal(got[1], feeds["new"] * step)
+        past = got[0]
+    assert CudaKernel.segment_replays == before
+    assert "not captured, padding off: output 'y' of the padded run differs" in capfd.readouterr().err

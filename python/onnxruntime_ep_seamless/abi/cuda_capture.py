@@ -29,6 +29,7 @@ class Step:
 
 
 KV_NAME = re.compile(r"past|present", re.IGNORECASE)
+MASK_NAME = re.compile(r"attention_mask", re.IGNORECASE)
 SYMBOL = re.compile(r"[A-Za-z_]\w*")
 
 
@@ -78,9 +79,9 @@ def segments(steps: list[Step]) -> int:
     return sum(1 for s in steps if s.seam) + 1 if any(s.on_gpu for s in steps) else 0
 
 
-def capture_summary(steps: list[Step], name: str, padding_problem: str = "") -> str:
-    """One line per partition (segments of GPU work between seams), then each seam. padding_problem:
-    why the growing axes cannot be padded to a capacity ("" when they can)."""
+def capture_summary(steps: list[Step], name: str, plan: "Padding | None" = None, padding_problem: str = "") -> str:
+    """One line per partition (segments of GPU work between seams), then each seam. plan and
+    padding_problem: what choose_padding said."""
     seams = [s for s in steps if s.seam]
     gpu = sum(s.on_gpu for s in steps)
     lines = [f"{name}: {len(steps)} nodes ({gpu} on the GPU), {segments(steps)} segment(s), {len(seams)} seam(s)"]
@@ -89,8 +90,14 @@ def capture_summary(steps: list[Step], name: str, padding_problem: str = "") -> 
         indexed = sum(s.kdef.capture == "device-indexed" for s in growing)
         lines.append(f"  {len(growing)} GPU node(s) with shapes that grow with the KV length, {indexed} of them "
                      f"device-indexed ({', '.join(sorted({s.node.op_type for s in growing}))})")
-        lines.append("  capture=auto: one graph per capacity serves every KV length up to it (growing axes padded)"
-                     if not padding_problem else f"  capture=auto: a graph per KV length, not padded: {padding_problem}")
+        if plan is None:
+            lines.append(f"  capture=auto: a graph per KV length, not padded: {padding_problem}")
+        elif plan.left:
+            lines.append("  capture=auto: one graph per capacity serves every KV length up to it (growing axes padded at "
+                         "their start; each binding's padded run checked against the unpadded one before capture; "
+                         f"not padded at their end: {padding_problem})")
+        else:
+            lines.append("  capture=auto: one graph per capacity serves every KV length up to it (growing axes padded)")
     lines += [f"  seam at {s.node.label!r} ({s.node.key}): {s.seam}" for s in seams]
     return "\n".join(lines)
 
@@ -101,9 +108,45 @@ def capture_summary(steps: list[Step], name: str, padding_problem: str = "") -> 
 class Padding:
     """A partition whose growing axes may be padded with zeros to a capacity. inputs: each growing
     input's padded axis; outputs: each growing output's padded axis and the (input, axis) pairs
-    whose largest length is its length in an unpadded run."""
+    whose largest length is its length in an unpadded run. left: padded at the start of the axes,
+    every growing input by the same amount, and an output's unpadded part is its end (left_padding)."""
     inputs: dict
     outputs: dict
+    left: bool = False
+
+
+def choose_padding(graph, steps: list[Step], input_names, output_names) -> tuple[Padding | None, str]:
+    """Padding at the end of the growing axes where padding's rules prove it exact, else at their
+    start where left_padding allows it (checked at run time); the plan, and why not at the end."""
+    plan, why = padding(graph, steps, input_names, output_names)
+    if plan is None and growing_symbols(graph):
+        plan = left_padding(graph, input_names, output_names)
+    return plan, why
+
+
+def left_padding(graph, input_names, output_names) -> Padding | None:
+    """Padding at the start of the growing axes, by the same amount for every growing input, for
+    attention no rule of `padding` covers (a torch export: the KV cache grown by Concat, attention
+    by MatMul and Softmax or Attention over it). The padded run sees a longer history whose first
+    positions the zero-padded attention mask hides, as in a left-padded batch for generation; each
+    growing output's last positions are the unpadded output, and the kernels over the padded axis
+    sum from its end (products.cu, rows.cu), so they are the same bytes. Whether a model really
+    computes so (positions from its inputs, not from its shapes) is checked at run time: each
+    binding's first padded run is compared with the unpadded run before it is captured."""
+    growing = growing_symbols(graph)
+    inputs, outputs = {}, {}
+    for names, plan in ((input_names, inputs), (output_names, outputs)):
+        for name in names:
+            axes = _growing_axes(name, graph, growing)
+            shape = graph.value(name).shape
+            if not axes and plan is inputs and MASK_NAME.search(name) and shape and len(shape) == 2 \
+                    and not isinstance(shape[1], int):
+                axes = [1]  # a mask's total length, under a symbol of its own (torch.export names each input's)
+            if len(axes) > 1:
+                return None
+            if axes:
+                plan[name] = axes[0] if plan is inputs else (axes[0], ())
+    return Padding(inputs, outputs, left=True) if inputs else None
 
 
 LENGTH_OPS = frozenset({"Cast", "Squeeze", "Unsqueeze", "Identity"})  # keep a host length as it is

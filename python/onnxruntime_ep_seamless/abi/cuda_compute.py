@@ -3,8 +3,9 @@
 Values live in device memory from the CUDA runtime's cache (no driver allocation in steady
 state); the partition's outputs are copied device-to-device into the tensors ORT allocates. With
 capture=auto a node without seams is captured as a CUDA graph per binding of its input shapes
-(growing KV axes padded to a capacity where abi/cuda_capture.padding allows it) and launched from
-then on, staging inputs and outputs by a table rewritten per run.
+(growing KV axes padded to a capacity where abi/cuda_capture.choose_padding allows it: at their end,
+or at their start once a padded run matched the unpadded one) and launched from then on, staging
+inputs and outputs by a table rewritten per run.
 """
 from __future__ import annotations
 
@@ -15,8 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..graph.ir import ONNX_TO_NUMPY
-from ..runtime.cuda import CudaRuntime, DeviceTensor
-from .cuda_capture import capture_summary, padding, place
+from ..runtime.cuda import CudaRuntime, DeviceTensor, contiguous_strides
+from .cuda_capture import capture_summary, choose_padding, place
 from .compute import MAX_RANK, _Buffers
 from .ep import LOG_WARNING
 
@@ -24,7 +25,7 @@ from .ep import LOG_WARNING
 WARMUP_RUNS = 2     # capture=auto: eager runs of a binding before it is captured
 MAX_SEGMENTS = 8    # captured bindings per compiled node; the least recently used is dropped
 MIN_CAPACITY = 64   # padded KV capacities are powers of two from here: a generation recaptures a few times
-STAGE_ENTRY = 6     # int64 fields of a staging-table entry (native/cuda/copy.cu StageCopy)
+STAGE_ENTRY = 7     # int64 fields of a staging-table entry (native/cuda/copy.cu StageCopy)
 STAGE_LIMIT = 1 << 22  # outputs from 4 MiB on are copied by cuMemcpyAsync, not the staging kernel
 
 
@@ -39,7 +40,7 @@ class Segment:
     capacity: int          # the padded length of growing axes; 0: nothing padded
     inputs: list           # DeviceTensors the graph reads, one per staged input
     table: DeviceTensor    # [staged inputs + outputs, STAGE_ENTRY] int64 on the GPU
-    host_table: np.ndarray  # its host copy: src, dst, rows, width, src pitch, dst pitch (bytes)
+    host_table: np.ndarray  # its host copy: src, dst, rows, width, src pitch, dst pitch, lead (bytes)
     in_pos: np.ndarray     # the staged inputs' positions among the node's inputs
     in_length: np.ndarray  # per staged input: index in the run's dims of its padded length (else of a 1)
     in_unit: np.ndarray    # bytes per unit of that length
@@ -49,6 +50,10 @@ class Segment:
     out_dims: np.ndarray   # [outputs * MAX_RANK]; padded axes rewritten per run
     out_axis: np.ndarray   # indices in out_dims of the padded axes
     out_padded: np.ndarray  # the outputs they belong to
+    # padded at the start (Padding.left): per run, the padding is capacity - the longest growing input
+    in_lead: np.ndarray    # per staged input: bytes of its zero lead per unit of padding (0: not padded)
+    out_full: np.ndarray   # per output: its captured length on the padded axis (0 when not padded)
+    out_src: np.ndarray    # per output: the captured buffer (its unpadded part starts later by the padding)
 
 
 class CudaKernel:
@@ -66,10 +71,10 @@ class CudaKernel:
         read = {name for s in placed for name in s.node.inputs}  # not the weights a fusion replaced
         self.constants = {name: self.rt.upload(v.const) for name, v in graph.values.items()
                           if v.const is not None and name not in input_names and name in read}
-        self.padding, why_not = padding(graph, placed, input_names, output_names)
+        self.padding, why_not = choose_padding(graph, placed, input_names, output_names)
         self.log_capture = ep.options.get("log_capture")
         if self.log_capture:
-            ep.log(LOG_WARNING, capture_summary(placed, f"{ep.name} fused node {self.name!r}", why_not))
+            ep.log(LOG_WARNING, capture_summary(placed, f"{ep.name} fused node {self.name!r}", self.padding, why_not))
         self.steps = [(s.node, s.kdef.build(s.node), s.on_gpu, frozenset(s.kdef.host_inputs)) for s in placed]
         self.out_dtypes = [graph.value(n).dtype for n in output_names]
         self._tls = threading.local()
@@ -81,6 +86,7 @@ class CudaKernel:
         self.segments: OrderedDict = OrderedDict()
         self.seen: Counter = Counter()
         self.failed: set = set()  # bindings whose capture failed: they run eagerly
+        self.checked: set = set()  # left-padded bindings whose padded run matched the unpadded one
         self._lock = threading.Lock()
 
     def _buffers(self):
@@ -120,6 +126,8 @@ class CudaKernel:
                 due = segment is None and self.seen[key] > WARMUP_RUNS and key not in self.failed
             if due:
                 inputs = self._inputs(b)
+                if capacity and getattr(self.padding, "left", False) and key not in self.checked:
+                    return self._check_left_padding(key, capacity, inputs, ctx, b, stream)
                 try:
                     return self._capture(key, capacity, inputs, ctx, b, stream)
                 except Exception as e:  # not capturable after all (or a bad input): this binding runs eagerly
@@ -149,13 +157,14 @@ class CudaKernel:
     def _binding(self, b) -> tuple[tuple, int]:
         """This run's segment key: the input shapes and types, growing lengths replaced by the
         capacity they are padded to (0 when the partition is not padded)."""
-        ffi, dims = self.native.ffi, b.np_in_dims
+        ffi, dims, plan = self.native.ffi, b.np_in_dims, self.padding
         capacity = 0
-        if self.padding:
-            need = int(dims[self.grow_at].max())  # an output's length is that of one of these
+        if plan:
+            lengths = dims[self.grow_at]
+            need = int(lengths.max())  # an output's length is that of one of these
             capacity = max(MIN_CAPACITY, 1 << max(need - 1, 0).bit_length())
             dims = dims.copy()
-            dims[self.grow_at] = capacity
+            dims[self.grow_at] = lengths + (capacity - need) if plan.left else capacity
         n = len(self.input_names)
         return (dims.tobytes(), bytes(ffi.buffer(b.in_ranks, 4 * n)), bytes(ffi.buffer(b.in_types, 4 * n))), capacity
 
@@ -203,11 +212,11 @@ class CudaKernel:
             if t.nbytes >= STAGE_LIMIT:
                 self.rt.copy(int(b.np_out_data[i]), t.ptr, t.nbytes, stream)
         if small:
-            table = np.empty((len(small), STAGE_ENTRY), np.int64)
+            table = np.zeros((len(small), STAGE_ENTRY), np.int64)
             table[:, 0] = [results[i].ptr for i in small]
             table[:, 1] = b.np_out_data[small]
             table[:, 2] = 1
-            table[:, 3:] = np.array([results[i].nbytes for i in small])[:, None]  # width and both pitches
+            table[:, 3:6] = np.array([results[i].nbytes for i in small])[:, None]  # width and both pitches
             staged = self.rt.device(DeviceTensor.on_host(table), stream)
             self.rt.stage(staged, 0, len(small), stream, largest=int(table[:, 3].max()))
             self.rt.free(staged)  # stream-ordered
@@ -216,13 +225,8 @@ class CudaKernel:
         """Capture this Compute for the binding `key` (staging, partition, staging), then launch it."""
         ffi, lib, rt = self.native.ffi, self.native.lib, self.rt
         names = list(inputs)
-        padded = self.padding.inputs if capacity else {}
-        stable = {}
-        for name, t in inputs.items():  # the graph reads its own (padded) copies of the inputs
-            shape = list(t.shape)
-            if name in padded:
-                shape[padded[name]] = capacity
-            stable[name] = rt.alloc(shape, t.dtype)
+        stable = {name: rt.alloc(self._padded_shape(name, t, capacity, b), t.dtype)  # the graph's own copies
+                  for name, t in inputs.items()}
         table = rt.alloc((len(names) + len(self.output_names), STAGE_ENTRY), np.int64)
         handle = ffi.new("void**")
         self.native.check(lib.seamless_segment_begin(stream, handle))
@@ -248,24 +252,90 @@ class CudaKernel:
                 self._drop(self.segments.popitem(last=False)[1])
             self._launch(segment, ctx, b, stream)
 
+    def _padded_shape(self, name, t: DeviceTensor, capacity: int, b) -> list:
+        """The shape of input `name` padded for a run (b: its buffers) with this capacity."""
+        shape = list(t.shape)
+        axis = self.padding.inputs.get(name) if capacity else None
+        if axis is not None:
+            shape[axis] = shape[axis] + self._lead(capacity, b.np_in_dims) if self.padding.left else capacity
+        return shape
+
+    def _lead(self, capacity: int, dims) -> int:
+        """Left padding: positions added at the start of every growing input's axis in this run."""
+        return capacity - int(dims[self.grow_at].max())
+
+    def _check_left_padding(self, key, capacity: int, inputs: dict, ctx, b, stream) -> None:
+        """A left-padded binding's first run after warm-up: unpadded (ORT gets these outputs) and
+        padded, compared byte for byte. Equal: the binding is captured on its next run; different
+        (the model computes positions from its shapes, say): padding is off for this node."""
+        rt, scratch = self.rt, []
+        try:
+            results = self._run(dict(self.constants, **inputs), stream, scratch)
+            try:
+                problem = self._padded_difference(inputs, results, capacity, b, stream, scratch)
+            except Exception as e:  # the padded shapes do not fit the model: as good as a difference
+                problem = f"the padded run failed: {e}"
+            self._write_outputs(ctx, b, results, stream)
+        finally:
+            _release(rt, scratch, list(inputs.values()), self.constants)
+        with self._lock:
+            if problem:
+                self.padding = None
+            else:
+                self.checked.add(key)
+        if self.log_capture:
+            self._warn(f"{self.ep_name} fused node {self.name!r}: capture=auto, growing axes padded at their start to "
+                       f"{capacity}: " + (f"not captured, padding off: {problem}" if problem else
+                                          "the padded run matches the unpadded one; captured from the next run"))
+
+    def _padded_difference(self, inputs: dict, results: list, capacity: int, b, stream, scratch: list) -> str:
+        """Run the node on its inputs padded at their start; how its outputs differ from `results`
+        (those of the unpadded run), "" when they are the same bytes."""
+        rt, values = self.rt, {}
+        lead = self._lead(capacity, b.np_in_dims)
+        for name, t in inputs.items():
+            axis = self.padding.inputs.get(name)
+            if axis is None:
+                values[name] = t
+                continue
+            y = rt.alloc(self._padded_shape(name, t, capacity, b), t.dtype)
+            scratch.append(y)
+            rt.zero(y, stream)
+            if t.nbytes:
+                strides = contiguous_strides(y.shape)
+                rt.strided_copy(stream, t, y, t.shape, contiguous_strides(t.shape), strides,
+                                dst_offset=lead * strides[axis])
+            values[name] = y
+        padded = self._run(dict(self.constants, **values), stream, scratch)
+        for name, want, got in zip(self.output_names, results, padded):
+            want, got = rt.to_host(want, stream), rt.to_host(got, stream)
+            if name in self.padding.outputs:
+                axis = self.padding.outputs[name][0]
+                got = got[(slice(None),) * axis + (slice(lead, None),)]
+            if got.shape != want.shape or got.tobytes() != want.tobytes():
+                return f"output {name!r} of the padded run differs from the unpadded run's"
+        return ""
+
     def _segment(self, graph, stream, capacity, names, stable, results, table) -> Segment:
         """The staging plan of a captured run: what each launch rewrites in the table."""
         no_length = len(self.input_names) * MAX_RANK  # dims_and_one[-1]: 1
         padded_in = self.padding.inputs if capacity else {}
         padded_out = self.padding.outputs if capacity else {}
+        left = bool(capacity) and self.padding.left
         host = np.zeros((len(names) + len(results), STAGE_ENTRY), np.int64)
-        in_length, in_unit = [], []
+        in_length, in_unit, in_lead = [], [], []
         for k, name in enumerate(names):
             t, axis = stable[name], padded_in.get(name)
             if axis is None:
-                rows, unit, length = 1, t.nbytes, no_length
+                rows, unit, length, full = 1, t.nbytes, no_length, 1
             else:
                 rows, unit = int(np.prod(t.shape[:axis])), int(np.prod(t.shape[axis + 1:])) * t.dtype.itemsize
-                length = self.input_names.index(name) * MAX_RANK + axis
-            host[k, 1:3], host[k, 5] = (t.ptr, rows), unit * (capacity if axis is not None else 1)
+                length, full = self.input_names.index(name) * MAX_RANK + axis, t.shape[axis]
+            host[k, 1:3], host[k, 5] = (t.ptr, rows), unit * full
             in_length.append(length)
             in_unit.append(unit)
-        out_length, out_unit, out_axis, out_padded = [], [], [], []
+            in_lead.append(unit if left and axis is not None else 0)
+        out_length, out_unit, out_axis, out_padded, out_full = [], [], [], [], []
         out_dims = np.zeros(len(results) * MAX_RANK, np.int64)
         for j, (name, t) in enumerate(zip(self.output_names, results)):
             out_dims[j * MAX_RANK:j * MAX_RANK + len(t.shape)] = t.shape
@@ -274,23 +344,26 @@ class CudaKernel:
                 row[0], row[2], row[4] = t.ptr, 1, t.nbytes
                 out_length.append([no_length])
                 out_unit.append(t.nbytes)
+                out_full.append(0)
                 continue
             axis, sources = padded_out[name]
-            if t.shape[axis] != capacity:
+            if not left and t.shape[axis] != capacity:
                 raise ValueError(f"output {name!r} of shape {t.shape} is not padded to the capacity {capacity}")
             unit = int(np.prod(t.shape[axis + 1:])) * t.dtype.itemsize
-            row[0], row[2], row[4] = t.ptr, int(np.prod(t.shape[:axis])), unit * capacity
-            out_length.append([self.input_names.index(n) * MAX_RANK + a for n, a in sources])
+            row[0], row[2], row[4] = t.ptr, int(np.prod(t.shape[:axis])), unit * t.shape[axis]
+            out_length.append([self.input_names.index(n) * MAX_RANK + a for n, a in sources] or [no_length])
             out_unit.append(unit)
             out_axis.append(j * MAX_RANK + axis)
             out_padded.append(j)
+            out_full.append(t.shape[axis])
         array = lambda v, t=np.int64: np.array(v, t)
         k = max(len(i) for i in out_length)
         out_length = [i + i[:1] * (k - len(i)) for i in out_length]  # repeated: the largest is the same
         return Segment(graph, stream, capacity, [stable[n] for n in names], table, host,
                        array([self.input_names.index(n) for n in names]), array(in_length), array(in_unit),
                        array(out_length).reshape(len(results), k), array(out_unit),
-                       array([len(t.shape) for t in results], np.int32), out_dims, array(out_axis), array(out_padded))
+                       array([len(t.shape) for t in results], np.int32), out_dims, array(out_axis), array(out_padded),
+                       array(in_lead) if left else None, array(out_full), host[len(names):, 0].copy())
 
     def _launch(self, s: Segment, ctx, b, stream) -> None:
         """Rewrite the staging table for this run's addresses and lengths, then launch the graph
@@ -302,9 +375,18 @@ class CudaKernel:
         host = s.host_table
         host[:n_in, 0] = b.np_in_data[s.in_pos]
         host[:n_in, 3] = host[:n_in, 4] = s.in_unit * dims[s.in_length]
-        lengths = dims[s.out_length].max(axis=1)
-        if s.capacity and lengths.max() > s.capacity:
-            raise RuntimeError(f"an output length {lengths.max()} above the captured capacity {s.capacity}")
+        if s.in_lead is not None:  # padded at the start: every growing input by `lead`, outputs from there on
+            lead = self._lead(s.capacity, b.np_in_dims)
+            host[:n_in, 6] = s.in_lead * lead
+            padded = s.out_full > 0
+            lengths = np.where(padded, s.out_full - lead, 1)
+            host[n_in:, 0] = s.out_src + s.out_unit * lead * padded
+            if lead < 0 or lengths.min() < 0:
+                raise RuntimeError(f"growing inputs longer than the captured capacity {s.capacity}")
+        else:
+            lengths = dims[s.out_length].max(axis=1)
+            if s.capacity and lengths.max() > s.capacity:
+                raise RuntimeError(f"an output length {lengths.max()} above the captured capacity {s.capacity}")
         s.out_dims[s.out_axis] = lengths[s.out_padded]
         ffi.memmove(b.out_ranks, ffi.from_buffer(s.out_ranks), s.out_ranks.nbytes)
         ffi.memmove(b.out_dims, ffi.from_buffer(s.out_dims), s.out_dims.nbytes)

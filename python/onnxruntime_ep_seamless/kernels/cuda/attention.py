@@ -1,12 +1,13 @@
-"""ONNX Attention (opsets 23-24) on CUDA, composed of our kernels: batched cuBLAS products for
-Q K^T and P V, broadcast adds for the masks, the softmax row kernel. float16/bfloat16 inputs
-compute in float32 and round the outputs once, as the CPU kernel (kernels/cpu/contrib_attention.py)."""
+"""ONNX Attention (opsets 23-24) on CUDA, composed of our kernels: batched products for Q K^T and
+P V (matmul.batched_product), broadcast adds for the masks, the softmax row kernel. float16/bfloat16
+inputs compute in float32 and round the outputs once, as the CPU kernel (kernels/cpu/contrib_attention.py)."""
 import numpy as np
 
 from ...runtime.cuda import DeviceTensor
 from ..cpu.contrib_attention import _check_attention
 from ..registry import kernel
 from .elementwise import ADD, DIV_BY, GPU_FLOATS, MUL_BY, binary, cast_to, unary, where
+from .matmul import batched_product
 from .rows import ZERO_MASKED_ROWS, softmax_rows
 from .shape import concat, permuted
 
@@ -48,7 +49,7 @@ def attention(rt, stream, Q, K, V, attn_mask=None, past_key=None, past_value=Non
         k, v = (keep(_repeat_heads(rt, stream, x, nq // nkv)) for x in (k, v))
     sm_scale = float(scale) if scale is not None else 1.0 / float(np.sqrt(np.float32(h)))
     scores = keep(rt.alloc((b, nq, s, t), F32))
-    rt.gemm(stream, q, k, scores, s, t, h, batch=b * nq, stride_a=s * h, stride_b=t * h, trans_b=True, alpha=sm_scale)
+    batched_product(rt, stream, q, k, scores, s, t, h, b * nq, s * h, t * h, trans_b=True, alpha=sm_scale)
     qk_out = scores
     if softcap:
         scores = keep(unary(rt, stream, MUL_BY, keep(unary(rt, stream, TANH, keep(unary(
@@ -74,7 +75,7 @@ def attention(rt, stream, Q, K, V, attn_mask=None, past_key=None, past_value=Non
         qk_out = probs
     out = keep(rt.alloc((b, nq, s, hv), F32))
     if t:
-        rt.gemm(stream, probs, v, out, s, hv, t, batch=b * nq, stride_a=s * t, stride_b=t * hv)
+        batched_product(rt, stream, probs, v, out, s, hv, t, b * nq, s * t, t * hv)
     else:
         rt.zero(out, stream)
     if three_d:

@@ -1,5 +1,5 @@
-"""Matrix products on CUDA through cuBLAS (float32, float16, bfloat16; float32 accumulation), and the
-fused SwiGLU of two."""
+"""Matrix products on CUDA (float32, float16, bfloat16; float32 accumulation) through cuBLASLt, batched
+ones with few rows through our kernel (native/cuda/products.cu), and the fused SwiGLU of two."""
 import numpy as np
 
 from ...plan.fusion import FUSED_DOMAIN
@@ -36,7 +36,7 @@ def matmul(rt, stream, a, b):
     m = a.shape[-2]
     y = rt.alloc(tuple(batch) + (m, n), a.dtype)
     count = int(np.prod(batch, dtype=np.int64))
-    _product(rt, stream, a2, b2, y, m, n, k, batch=count, stride_a=m * k, stride_b=k * n)
+    batched_product(rt, stream, a2, b2, y, m, n, k, count, m * k, k * n)
     for t, copied in ((a2, a_copy), (b2, b_copy)):
         if copied:
             rt.free(t)  # stream-ordered: the GEMM above is queued before any reuse
@@ -48,6 +48,24 @@ def _product(rt, stream, a, b, y, m, n, k, **how):
         rt.zero(y, stream)
     elif y.size:
         rt.gemm(stream, a, b, y, m, n, k, **how)
+
+
+SMALL_ROWS = 4  # batched products with at most this many rows: native/cuda/products.cu
+
+
+def batched_product(rt, stream, a, b, y, m, n, k, batch, stride_a, stride_b, trans_b=False, alpha=1.0):
+    """y = alpha * a . b (b transposed when trans_b) for `batch` pairs. With few rows (a decode step's
+    attention) by our kernel, whose sums do not depend on n and are the same for a k padded at its
+    start with zeros: capture=auto's left-padded KV gives the bytes of the unpadded run."""
+    if y.size == 0:
+        return
+    if m > SMALL_ROWS:
+        rt.gemm(stream, a, b, y, m, n, k, batch=batch, stride_a=stride_a, stride_b=stride_b, trans_b=trans_b,
+                alpha=alpha)
+        return
+    rt.launch(f"seamless_product_rows_{SUFFIX[a.dtype]}", y.size * 32, stream, ("ptr", a.ptr), ("ptr", b.ptr),
+              ("ptr", y.ptr), ("int64", batch), ("int64", m), ("int64", n), ("int64", k), ("int64", stride_a),
+              ("int64", stride_b), ("int", int(trans_b)), ("float", alpha))
 
 
 @kernel("MatMulSwiGLU", domain=FUSED_DOMAIN, types=GPU_FLOATS, device="cuda")
