@@ -26,3 +26,27 @@ def test_torch_peer_decodes_greedily_and_reports_ms_per_token():
     result = run_torch(str(checkpoint), steps=3, prompt=4, rounds=2, dtype="float32", device="cpu")
     assert result["ep"] == "torch" and result["steps"] == 3 and result["rounds"] == 2
     assert 0 < result["ms_per_token"] and result["tokens_per_s"] == pytest.approx(1e3 / result["ms_per_token"])
+
+
+def test_compare_takes_the_median_of_processes_run_in_turn(monkeypatch, capsys):
+    """--processes N: every configuration's process runs N times, one configuration after the
+    other in each turn, and its ms/token is the median of the N (here from a fake subprocess)."""
+    import json
+    import subprocess
+    from onnxruntime_ep_seamless import bench_gpu
+    order, times = [], {"seamless": iter([3.0, 1.0, 2.0]), "ort-cuda": iter([4.0, 6.0, 5.0])}
+
+    def fake_run(cmd, **kwargs):
+        ep, mode = cmd[cmd.index("--ep") + 1], cmd[cmd.index("--mode") + 1]
+        order.append(ep)
+        ms = next(times[ep]) if mode == "graph" else 10.0
+        return subprocess.CompletedProcess(cmd, 0, json.dumps({"ms_per_token": ms, "tokens_per_s": 1e3 / ms,
+                                                                "onnxruntime": "x"}) + "\n", "")
+
+    monkeypatch.setattr(bench_gpu.subprocess, "run", fake_run)
+    summary = bench_gpu.compare("m", 8, 4, 1, None, None, processes=3)
+    assert order == [ep for _, ep, _, _ in bench_gpu.CONFIGS] * 3
+    ours, ort = summary["runs"]["ours, enable_cuda_graph=1 (level B)"], summary["runs"]["ORT CUDA EP, enable_cuda_graph=1"]
+    assert ours["ms_per_token_by_process"] == [3.0, 1.0, 2.0] and ours["ms_per_token"] == 2.0
+    assert ort["ms_per_token"] == 5.0 and summary["speedups"]["level B / ORT graph (same loop)"] == 2.5
+    assert "of 3 processes each" in capsys.readouterr().out

@@ -209,12 +209,15 @@ CONFIGS = [
 
 
 def compare(model_dir: str, steps: int, prompt: int, rounds: int, peer_pythonpath: str | None,
-            json_path: str | None, torch_checkpoint: str | None = None, chart_path: str | None = None) -> dict:
+            json_path: str | None, torch_checkpoint: str | None = None, chart_path: str | None = None,
+            processes: int = 1) -> dict:
     """Every configuration in CONFIGS (and PyTorch eager given the checkpoint the model was built
-    from), each in its own process; peer_pythonpath puts onnxruntime-gpu first for ORT's EP."""
-    runs = {}
+    from), each in its own process, `processes` times in turn (the host's speed varies between
+    processes): a configuration's ms/token is the median of its processes'. peer_pythonpath puts
+    onnxruntime-gpu first for ORT's EP."""
+    samples: dict[str, list] = {}
     configs = CONFIGS + ([("PyTorch eager", "torch", "growing", None)] if torch_checkpoint else [])
-    for label, ep, mode, capture in configs:
+    for label, ep, mode, capture in configs * processes:
         env = dict(os.environ)
         if ep == "ort-cuda" and peer_pythonpath:
             env["PYTHONPATH"] = peer_pythonpath + os.pathsep + env.get("PYTHONPATH", "")
@@ -225,7 +228,12 @@ def compare(model_dir: str, steps: int, prompt: int, rounds: int, peer_pythonpat
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
         if proc.returncode:
             raise SystemExit(f"{label} failed:\n{proc.stderr[-3000:]}")
-        runs[label] = json.loads(proc.stdout.strip().splitlines()[-1])
+        samples.setdefault(label, []).append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    runs = {}
+    for label, results in samples.items():
+        median = statistics.median(r["ms_per_token"] for r in results)
+        runs[label] = dict(results[0], ms_per_token=median, tokens_per_s=1e3 / median,
+                           ms_per_token_by_process=[r["ms_per_token"] for r in results])
     ms = {label: r["ms_per_token"] for label, r in runs.items()}
     ours_a, ours_b = CONFIGS[0][0], CONFIGS[2][0]
     ort_eager, ort_graph = CONFIGS[3][0], CONFIGS[4][0]
@@ -236,10 +244,11 @@ def compare(model_dir: str, steps: int, prompt: int, rounds: int, peer_pythonpat
     }
     if torch_checkpoint:
         ratios["level A / PyTorch eager"] = ms["PyTorch eager"] / ms[ours_a]
-    summary = {"model": model_dir, "steps": steps, "prompt": prompt, "rounds": rounds,
+    summary = {"model": model_dir, "steps": steps, "prompt": prompt, "rounds": rounds, "processes": processes,
                "onnxruntime_gpu": runs[ort_eager]["onnxruntime"], "speedups": ratios, "runs": runs}
     name = os.path.basename(model_dir.rstrip("/"))
-    print(f"decode on GPU, {name}: {steps} steps after a {prompt}-token prompt, median of {rounds} rounds")
+    print(f"decode on GPU, {name}: {steps} steps after a {prompt}-token prompt, median of {rounds} rounds"
+          + (f" and of {processes} processes each" if processes > 1 else ""))
     for label, r in runs.items():
         print(f"  {label:40s} {r['ms_per_token']:8.3f} ms/token {r['tokens_per_s']:8.1f} tokens/s")
     for label, x in ratios.items():

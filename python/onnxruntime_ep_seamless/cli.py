@@ -175,7 +175,7 @@ def cmd_bench_gpu(args) -> int:
         return 2
     if args.ep == "both":
         compare(args.model_dir, args.steps, args.prefill, args.decode_rounds, args.peer_pythonpath, args.json,
-                args.torch_checkpoint, args.chart)
+                args.torch_checkpoint, args.chart, args.processes)
         return 0
     if args.ep == "torch":
         if not args.torch_checkpoint:
@@ -301,6 +301,9 @@ def _add_decode_options(sub) -> None:
                    help="decode-gpu --ep seamless --mode growing: our EP's capture option")
     p.add_argument("--profile", action="store_true",
                    help="decode-gpu, one peer: GPU time per step by kernel (torch.profiler, CUPTI) in the JSON")
+    p.add_argument("--processes", type=int, default=1,
+                   help="decode-gpu --ep both: run every configuration's process this many times, in turn; "
+                        "ms/token is the median (the host's speed varies between processes)")
     p.add_argument("--chart", metavar="PNG", help="decode-gpu --ep both: a bar chart of tokens/s (needs matplotlib)")
     p.add_argument("--torch-checkpoint", metavar="DIR",
                    help="decode-gpu: the Hugging Face checkpoint the model was built from; adds PyTorch eager as a peer")
