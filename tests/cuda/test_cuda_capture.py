@@ -322,6 +322,45 @@ def test_auto_capture_builder_decode_with_growing_kv(precision):
     assert launches == [0, 0] + [1] * 54 + [0, 0] + [1] * 6
 
 
+@pytest.mark.parametrize("capture", ["auto", "off"])
+def test_builder_decode_with_growing_kv_on_the_gpu(capture):
+    """The KV cache kept on the GPU between steps through IO binding: each step's presents are
+    OrtValues in our device memory, bound as the next step's past; only ids, mask and logits cross
+    to the host. Logits byte-identical to the host-array loop with capture=off over 24 steps; with
+    capture=auto one launch a step after two eager steps."""
+    from models.test_llm_decoders import empty_past
+    path = material.genai_small_dir("fp16", "cuda") / "model.onnx"
+    if not path.exists():
+        pytest.skip(f"{path} not prepared (python tests/material.py)")
+    prompts = np.random.default_rng(0).integers(0, 1000, (1, 8))
+    want, _ = decode(auto_session(str(path), "off"), prompts, 24)
+    sess = auto_session(str(path), capture)
+    memory = DEVICES[0].memory_info(ort.OrtDeviceMemoryType.DEFAULT)
+    past, tokens, total, launches = empty_past(sess), prompts, prompts.shape[1], []
+    kv = {name: value.shape for name, value in past.items()}  # (batch, kv heads, 0, head size)
+    dtype = next(iter(past.values())).dtype
+    for step in range(25):
+        binding = sess.io_binding()
+        binding.bind_cpu_input("input_ids", tokens.astype(np.int64))
+        binding.bind_cpu_input("attention_mask", np.ones((1, total), np.int64))
+        for name, value in past.items():  # host arrays for the prompt, then the GPU OrtValues of the last step
+            (binding.bind_cpu_input if isinstance(value, np.ndarray) else binding.bind_ortvalue_input)(name, value)
+        binding.bind_output("logits", "cpu")
+        presents = {}
+        for name, (batch, heads, _, head_size) in kv.items():
+            presents[name] = ort.OrtValue.ortvalue_from_shape_and_type((batch, heads, total, head_size), dtype,
+                                                                       memory_info=memory)
+            binding.bind_ortvalue_output(name.replace("past_key_values.", "present."), presents[name])
+        before = CudaKernel.segment_replays
+        sess.run_with_iobinding(binding)
+        launches.append(CudaKernel.segment_replays - before)
+        logits = binding.get_outputs()[0].numpy()
+        if step:
+            np.testing.assert_array_equal(logits, want[step - 1][0], err_msg=f"step {step}")
+        tokens, past, total = np.argmax(logits[:, -1], axis=-1).reshape(1, 1), presents, total + 1
+    assert launches == ([0, 0, 0] + [1] * 22 if capture == "auto" else [0] * 25)
+
+
 def test_auto_capture_recaptures_when_the_batch_changes():
     """Bindings of pinned shapes (batch 1, batch 2, prefill vs decode) each get their own graphs,
     and going back to one already captured launches it at once: all byte-identical to eager."""
