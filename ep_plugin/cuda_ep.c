@@ -201,8 +201,8 @@ static bool transfer_can_copy(const OrtDataTransferImpl* self, const OrtMemoryDe
 
 /* ---- batched copies between pageable host memory and the GPU ----------------------------------
  * ORT hands over a run's input copies, and its output copies, as one batch each. From pageable
- * memory every cuMemcpyAsync pays the driver's staging, device-to-host a wait too (~9 and ~16 us a
- * tensor on the H200's host: a decoder's 50 KV tensors cost more than its GPU step). A batch is
+ * memory every cuMemcpyAsync pays the driver's staging, device-to-host a wait too: for a decoder's
+ * ~50 KV tensors each way that took longer than its GPU step (docs/benchmarks/gpu.md). A batch is
  * packed into one pinned buffer instead, moved by one copy and scattered (or gathered) on the GPU by
  * the staging kernel (native/cuda/copy.cu), with one wait for a device-to-host batch. */
 #define BATCH_TENSOR_LIMIT (4u << 20)  /* bytes: a larger tensor goes by its own copy */

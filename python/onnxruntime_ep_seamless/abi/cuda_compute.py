@@ -155,8 +155,9 @@ class CudaKernel:
         return inputs
 
     def _binding(self, b) -> tuple[tuple, int]:
-        """This run's segment key: the input shapes and types, growing lengths replaced by the
-        capacity they are padded to (0 when the partition is not padded)."""
+        """This run's segment key: the input shapes and types, growing lengths replaced by their
+        padded lengths (the capacity; padded at the start, each length plus the same lead); and the
+        capacity (0 when the partition is not padded)."""
         ffi, dims, plan = self.native.ffi, b.np_in_dims, self.padding
         capacity = 0
         if plan:
