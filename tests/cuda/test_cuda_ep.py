@@ -196,7 +196,8 @@ def test_small_and_large_outputs_reach_ort():
 def test_many_host_inputs_and_outputs_in_one_batch_from_several_threads():
     """ORT copies a run's host inputs, and its outputs, as one batch each: those up to 4 MiB go
     through one pinned bounce buffer and the staging kernel, a larger one by its own copy. Sizes from
-    one byte to above the limit, several dtypes, and four threads sharing the bounce buffers."""
+    one byte to above the limit, several dtypes, and four threads sharing the bounce buffers (of
+    every GPU the machine has)."""
     import threading
     kinds = [(np.float32, 1, "Neg"), (np.float16, 10, "Neg"), (bool, 9, "Not"), (np.int64, 7, "Neg"),
              (np.int32, 6, "Neg")]
@@ -205,12 +206,12 @@ def test_many_host_inputs_and_outputs_in_one_batch_from_several_threads():
     model = model_of([helper.make_node(op, [n], ["y" + n[1:]]) for n, _, _, op, _ in names],
                      [helper.make_tensor_value_info(n, proto, [k]) for n, _, proto, _, k in names],
                      [helper.make_tensor_value_info("y" + n[1:], proto, [k]) for n, _, proto, _, k in names])
-    sess = cuda_session(model, capture="off")
-    assert not seamless.assert_ep_selected(sess, device="cuda").fallback_nodes
+    sessions = [cuda_session(model, capture="off", device_id=int(d.ep_metadata["cuda_device_id"])) for d in DEVICES]
+    assert not seamless.assert_ep_selected(sessions[0], device="cuda").fallback_nodes
     failures = []
 
-    def work(seed):
-        rng = np.random.default_rng(seed)
+    def work(seed):  # on each GPU in turn: every GPU has its own bounce buffers
+        rng, sess = np.random.default_rng(seed), sessions[seed % len(sessions)]
         try:
             for _ in range(6):
                 feeds = {n: rng.integers(-100, 100, k).astype(t) for n, t, _, _, k in names}
