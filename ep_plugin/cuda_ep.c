@@ -206,6 +206,8 @@ static bool transfer_can_copy(const OrtDataTransferImpl* self, const OrtMemoryDe
  * packed into one pinned buffer instead, moved by one copy and scattered (or gathered) on the GPU by
  * the staging kernel (native/cuda/copy.cu), with one wait for a device-to-host batch. */
 #define BATCH_TENSOR_LIMIT (4u << 20)  /* bytes: a larger tensor goes by its own copy */
+#define BATCH_BYTES (60u << 20)        /* bytes of tensors in a batch (with the table, bounce buffers stay */
+#define BATCH_COUNT 65535              /* at 64 MiB) and tensors (the staging kernel's grid rows): more go one by one */
 #define BATCH_ALIGN 256
 
 typedef struct { uint64_t src, dst; int64_t rows, width, src_pitch, dst_pitch, lead; } StageCopy; /* copy.cu's */
@@ -298,7 +300,7 @@ static OrtStatus* transfer_copy(OrtDataTransferImpl* self, const OrtValue** src,
   void **to = calloc(count + 1, sizeof *to), **from = calloc(count + 1, sizeof *from);
   size_t* sizes = calloc(count + 1, sizeof *sizes);
   int* to_gpu = calloc(count + 1, sizeof *to_gpu);
-  size_t batched = 0;
+  size_t batched = 0, batch_bytes = 0;
   int batch_ordinal = -1;
   CUstream batch_stream = NULL;
   OrtStatus* st = to && from && sizes && to_gpu ? NULL : seamless_status(1, "out of memory");
@@ -317,8 +319,9 @@ static OrtStatus* transfer_copy(OrtDataTransferImpl* self, const OrtValue** src,
     int pageable = ORT_EP(MemoryDevice_GetDeviceType)(is_our_gpu(sd) ? dd : sd) == 0;
     CUfunction stage = __atomic_load_n(&g_stage[ordinal], __ATOMIC_ACQUIRE);
     if (stream && pageable && stage && nbytes <= BATCH_TENSOR_LIMIT && !(tl_state == 2 && tl_stream == stream) &&
-        (batch_ordinal < 0 || (ordinal == batch_ordinal && stream == batch_stream))) {
-      batch_ordinal = ordinal, batch_stream = stream;
+        (batch_ordinal < 0 || (ordinal == batch_ordinal && stream == batch_stream)) && batched < BATCH_COUNT &&
+        batch_bytes + align_up(nbytes) <= BATCH_BYTES) {
+      batch_ordinal = ordinal, batch_stream = stream, batch_bytes += align_up(nbytes);
       to[batched] = to_i, from[batched] = from_i, sizes[batched] = nbytes, to_gpu[batched++] = is_our_gpu(dd);
       continue;
     }
