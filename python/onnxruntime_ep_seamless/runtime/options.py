@@ -61,7 +61,9 @@ OPTIONS = {
                       "2 times with the same input shapes, and launches the graph for those shapes from then on "
                       "(no IO binding needed: the graph copies inputs and outputs at each run's addresses). A "
                       "decoder whose KV cache grows (present fed back as past) runs padded to a capacity (powers "
-                      "of two from 64), one graph per capacity. off: every run is eager.",
+                      "of two from 64), one graph per capacity: at the end of the KV axis where every op on it "
+                      "allows that, else (torch exports) at its start, once a padded run matched the unpadded one "
+                      "byte for byte. off: every run is eager.",
                       ("cuda",)),
     "enable_cuda_graph": Option("enable_cuda_graph", False, _flag, None,
                                 "CUDA EP, onnxruntime >= 1.26: 1 captures the whole session run as a CUDA graph after "
