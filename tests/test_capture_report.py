@@ -209,3 +209,27 @@ def test_builder_decoder_is_padded_at_the_end():
     import onnx
     parts, _ = analyse(import_model(onnx.load(str(path))))
     assert parts[0].padding is not None and not parts[0].padding.left
+
+
+@pytest.mark.parametrize("export", [name for name, *_ in material.TINY_DECODERS])
+def test_torch_export_left_padded_computes_the_same_on_stock_ort(export):
+    """The premise of padding at the start, on stock ORT's CPU EP: a decode step with the past KV and
+    the mask preceded by zeros (a longer, masked history) gives the unpadded step's logits and
+    presents that end with the unpadded presents (to float32 rounding: the CPU kernels block their
+    sums differently for other lengths; our CUDA kernels make them the same bytes, tests/cuda)."""
+    path = material.tiny_llama_dir() / export
+    if not path.exists():
+        pytest.skip(f"{path} not prepared (python tests/material.py)")
+    import onnxruntime as ort
+    from models.test_real_models import llama_feeds
+    sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    feeds, lead = llama_feeds(1, 1, 6, seed=3), 57
+    padded = {name: np.concatenate([np.zeros(v.shape[:2] + (lead,) + v.shape[3:], v.dtype), v], axis=2)
+              if name.startswith("past") else v for name, v in feeds.items()}
+    padded["attention_mask"] = np.concatenate([np.zeros((1, lead), np.int64), feeds["attention_mask"]], axis=1)
+    want, got = sess.run(None, feeds), sess.run(None, padded)
+    for a, b in zip(got, want):  # logits, and presents from the second layer on, carry that rounding
+        np.testing.assert_allclose(a[:, :, lead:] if a.ndim == 4 else a, b, rtol=1e-5, atol=1e-5)
+    names = [o.name for o in sess.get_outputs()]
+    for name, a in zip(names[1:], got[1:]):  # the history itself is copied
+        np.testing.assert_array_equal(a[:, :, :lead + 6], padded[name.replace("present", "past")])

@@ -415,8 +415,8 @@ def test_auto_capture_torch_export_decode_with_growing_kv(export):
 
 def test_auto_capture_left_padding_declined_when_the_padded_run_differs(capfd):
     """A node whose output depends on the KV cache's length from its shape (not from the mask) is
-    not left-padded: the check finds the padded run's output different, the node runs eagerly, and
-    every output is what capture=off gives."""
+    not captured padded: the check finds the padded run's output different, the binding runs
+    eagerly, and every output is what capture=off gives."""
     kv = lambda name, length: helper.make_tensor_value_info(name, 1, [1, 2, length, 4])
     axis2 = numpy_helper.from_array(np.array(2, np.int64), "axis2")
     nodes = [helper.make_node("Concat", ["past", "new"], ["present"], axis=2),
@@ -440,4 +440,4 @@ def test_auto_capture_left_padding_declined_when_the_padded_run_differs(capfd):
         np.testing.assert_array_equal(got[1], feeds["new"] * step)
         past = got[0]
     assert CudaKernel.segment_replays == before
-    assert "not captured, padding off: output 'y' of the padded run differs" in capfd.readouterr().err
+    assert "not captured, they run eagerly: output 'y' of the padded run differs" in capfd.readouterr().err

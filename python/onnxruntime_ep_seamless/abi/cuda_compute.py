@@ -126,7 +126,7 @@ class CudaKernel:
                 due = segment is None and self.seen[key] > WARMUP_RUNS and key not in self.failed
             if due:
                 inputs = self._inputs(b)
-                if capacity and getattr(self.padding, "left", False) and key not in self.checked:
+                if capacity and self.padding.left and key not in self.checked:
                     return self._check_left_padding(key, capacity, inputs, ctx, b, stream)
                 try:
                     return self._capture(key, capacity, inputs, ctx, b, stream)
@@ -268,7 +268,8 @@ class CudaKernel:
     def _check_left_padding(self, key, capacity: int, inputs: dict, ctx, b, stream) -> None:
         """A left-padded binding's first run after warm-up: unpadded (ORT gets these outputs) and
         padded, compared byte for byte. Equal: the binding is captured on its next run; different
-        (the model computes positions from its shapes, say): padding is off for this node."""
+        (the model computes positions from its shapes, or a prompt's products went through cuBLASLt,
+        whose sums depend on the length): the binding runs eagerly from now on."""
         rt, scratch = self.rt, []
         try:
             results = self._run(dict(self.constants, **inputs), stream, scratch)
@@ -280,14 +281,13 @@ class CudaKernel:
         finally:
             _release(rt, scratch, list(inputs.values()), self.constants)
         with self._lock:
-            if problem:
-                self.padding = None
-            else:
-                self.checked.add(key)
+            (self.failed if problem else self.checked).add(key)
         if self.log_capture:
-            self._warn(f"{self.ep_name} fused node {self.name!r}: capture=auto, growing axes padded at their start to "
-                       f"{capacity}: " + (f"not captured, padding off: {problem}" if problem else
-                                          "the padded run matches the unpadded one; captured from the next run"))
+            shapes = [t.shape for t in inputs.values()]
+            self._warn(f"{self.ep_name} fused node {self.name!r}: capture=auto, inputs of shapes {shapes} padded at "
+                       f"their start to {capacity}: " + (f"not captured, they run eagerly: {problem}" if problem else
+                                                         "the padded run matches the unpadded one; captured from the "
+                                                         "next run"))
 
     def _padded_difference(self, inputs: dict, results: list, capacity: int, b, stream, scratch: list) -> str:
         """Run the node on its inputs padded at their start; how its outputs differ from `results`
