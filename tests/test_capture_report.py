@@ -233,3 +233,35 @@ def test_torch_export_left_padded_computes_the_same_on_stock_ort(export):
     names = [o.name for o in sess.get_outputs()]
     for name, a in zip(names[1:], got[1:]):  # the history itself is copied
         np.testing.assert_array_equal(a[:, :, :lead + 6], padded[name.replace("present", "past")])
+
+
+def concat_decoder(past_shape=("batch", 2, "past", 4)):
+    """A KV cache grown by Concat, with an attention mask under a symbol of its own (as torch.export
+    names each input's), and a MatMul over the grown axis: no end-padding rule covers it."""
+    kv = lambda name, shape: helper.make_tensor_value_info(name, TensorProto.FLOAT, list(shape))
+    nodes = [helper.make_node("Concat", ["past_key", "new"], ["present_key"], axis=2),
+             helper.make_node("Transpose", ["present_key"], ["keys_t"], perm=[0, 1, 3, 2]),
+             helper.make_node("MatMul", ["new", "keys_t"], ["scores"])]
+    return model(nodes, [kv("past_key", past_shape), kv("new", ("batch", 2, 1, 4)),
+                         helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["batch", "s53"])],
+                 [kv("present_key", ("batch", 2, "past + 1", 4)), kv("scores", ("batch", 2, 1, "past + 1"))])
+
+
+def test_padding_at_the_start_plan():
+    from onnxruntime_ep_seamless.abi.cuda_capture import choose_padding
+    graph = import_model(concat_decoder())
+    parts, _ = analyse(graph)
+    inputs = ["attention_mask", "new", "past_key"]
+    plan, why = choose_padding(graph, parts[0].steps, inputs, ["present_key", "scores"])
+    assert "no rule for a padded input" in why  # not at the end ...
+    # ... but at the start: the KV on its length axis, the mask (its own symbol) on its axis 1
+    assert plan.left and plan.inputs == {"past_key": 2, "attention_mask": 1}
+    assert plan.outputs == {"present_key": (2, ()), "scores": (3, ())}
+
+
+def test_padding_at_the_start_declines_an_input_growing_on_two_axes():
+    from onnxruntime_ep_seamless.abi.cuda_capture import choose_padding
+    graph = import_model(concat_decoder(past_shape=("batch", 2, "past", "past")))
+    parts, _ = analyse(graph)
+    plan, why = choose_padding(graph, parts[0].steps, ["attention_mask", "new", "past_key"], ["present_key", "scores"])
+    assert plan is None and "grows on more than one axis" in why
