@@ -7,6 +7,8 @@
 
 typedef int CUresult;               /* 0 = CUDA_SUCCESS */
 typedef int CUdevice;
+typedef int CUdevice_attribute;     /* enums in cuda.h, of int's size (tests/abi/test_cuda_declarations.py) */
+typedef int CUstreamCaptureMode;
 typedef struct CUctx_st* CUcontext;
 typedef struct CUstream_st* CUstream;
 typedef struct CUevent_st* CUevent;
@@ -29,7 +31,7 @@ typedef struct CUgraphExec_st* CUgraphExec;
   X(CUresult, cuDeviceGetCount, device_count, (int* count))                                         \
   X(CUresult, cuDeviceGet, device_get, (CUdevice* device, int ordinal))                             \
   X(CUresult, cuDeviceGetName, device_name, (char* name, int len, CUdevice device))                 \
-  X(CUresult, cuDeviceGetAttribute, device_attribute, (int* value, int attribute, CUdevice device)) \
+  X(CUresult, cuDeviceGetAttribute, device_attribute, (int* value, CUdevice_attribute attribute, CUdevice device)) \
   X(CUresult, cuDevicePrimaryCtxRetain, primary_ctx_retain, (CUcontext* ctx, CUdevice device))      \
   X(CUresult, cuCtxSetCurrent, ctx_set_current, (CUcontext ctx))                                    \
   X(CUresult, cuMemAlloc_v2, mem_alloc, (CUdeviceptr* ptr, size_t size))                            \
@@ -51,7 +53,7 @@ typedef struct CUgraphExec_st* CUgraphExec;
   X(CUresult, cuModuleGetFunction, module_get_function, (CUfunction* fn, CUmodule module, const char* name)) \
   X(CUresult, cuLaunchKernel, launch_kernel, (CUfunction fn, unsigned int gx, unsigned int gy, unsigned int gz, \
     unsigned int bx, unsigned int by, unsigned int bz, unsigned int shared, CUstream stream, void** params, void** extra)) \
-  X(CUresult, cuStreamBeginCapture_v2, stream_begin_capture, (CUstream stream, int mode))             \
+  X(CUresult, cuStreamBeginCapture_v2, stream_begin_capture, (CUstream stream, CUstreamCaptureMode mode))             \
   X(CUresult, cuStreamEndCapture, stream_end_capture, (CUstream stream, CUgraph* graph))            \
   X(CUresult, cuGraphInstantiateWithFlags, graph_instantiate, (CUgraphExec* exec, CUgraph graph, unsigned long long flags)) \
   X(CUresult, cuGraphLaunch, graph_launch, (CUgraphExec exec, CUstream stream))                     \
