@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 HEADER = Path(__file__).resolve().parents[2] / "ep_plugin" / "cuda_driver.h"
-pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None,
-                                reason="nvcc (and its cuda.h) not on PATH (tests/run.sh installs CUDA 13.0's from PyPI)")
+pytestmark = [pytest.mark.skipif(shutil.which("nvcc") is None,
+                                 reason="nvcc (and its cuda.h) not on PATH (tests/run.sh installs CUDA 13.0's from PyPI)"),
+              pytest.mark.skipif(shutil.which("g++") is None, reason="no g++ for nvcc's host compilation")]
 
 
 def functions_macro(text: str) -> str:
