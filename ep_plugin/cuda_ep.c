@@ -293,6 +293,14 @@ static OrtStatus* batch_copy(int ordinal, CUstream stream, void** to, void** fro
   return r ? cuda_status(r, what) : NULL;
 }
 
+/* One copy on its own (unified addressing: the driver infers the direction from the pointers);
+ * returns once a host destination is written. */
+static CUresult copy_one(void* to, const void* from, size_t nbytes, CUstream stream, int to_host) {
+  if (!stream) return cu.memcpy((CUdeviceptr)(uintptr_t)to, (CUdeviceptr)(uintptr_t)from, nbytes);
+  CUresult r = cu.memcpy_async((CUdeviceptr)(uintptr_t)to, (CUdeviceptr)(uintptr_t)from, nbytes, stream);
+  return !r && to_host ? cu.stream_synchronize(stream) : r;
+}
+
 static OrtStatus* transfer_copy(OrtDataTransferImpl* self, const OrtValue** src, OrtValue** dst, OrtSyncStream** streams,
                                 size_t count) {
   (void)self;
@@ -325,20 +333,14 @@ static OrtStatus* transfer_copy(OrtDataTransferImpl* self, const OrtValue** src,
       to[batched] = to_i, from[batched] = from_i, sizes[batched] = nbytes, to_gpu[batched++] = is_our_gpu(dd);
       continue;
     }
-    /* unified addressing: the driver infers the direction from the pointers */
-    CUresult r = stream ? cu.memcpy_async((CUdeviceptr)(uintptr_t)to_i, (CUdeviceptr)(uintptr_t)from_i, nbytes, stream)
-                        : cu.memcpy((CUdeviceptr)(uintptr_t)to_i, (CUdeviceptr)(uintptr_t)from_i, nbytes);
-    if (!r && stream && is_host(dd) && !is_our_gpu(dd)) r = cu.stream_synchronize(stream);
+    CUresult r = copy_one(to_i, from_i, nbytes, stream, is_host(dd) && !is_our_gpu(dd));
     if (r) st = cuda_status(r, stream ? "cuMemcpyAsync" : "cuMemcpy");
   }
   if (!st && batched) {
     st = seamless_cuda_use(batch_ordinal);
     if (!st) st = batched > 1 ? batch_copy(batch_ordinal, batch_stream, to, from, sizes, to_gpu, batched) : NULL;
-    if (!st && batched == 1) {  /* one tensor: its own copy is as cheap */
-      CUresult r = cu.memcpy_async((CUdeviceptr)(uintptr_t)to[0], (CUdeviceptr)(uintptr_t)from[0], sizes[0], batch_stream);
-      if (!r && !to_gpu[0]) r = cu.stream_synchronize(batch_stream);
-      if (r) st = cuda_status(r, "cuMemcpyAsync");
-    }
+    CUresult r = !st && batched == 1 ? copy_one(to[0], from[0], sizes[0], batch_stream, !to_gpu[0]) : 0;
+    if (r) st = cuda_status(r, "cuMemcpyAsync");  /* one tensor: its own copy is as cheap */
   }
   free(to), free(from), free(sizes), free(to_gpu);
   return st;
