@@ -23,6 +23,25 @@ typedef struct CUgraphExec_st* CUgraphExec;
 #define CU_STREAM_NON_BLOCKING 1
 #define CU_EVENT_DISABLE_TIMING 2
 #define CU_STREAM_CAPTURE_MODE_RELAXED 2  /* the capturing thread may still call cuMemAlloc */
+#define CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION 6
+
+/* cuLaunchKernelEx's configuration, with the one attribute we set (programmatic dependent launch) */
+typedef int CUlaunchAttributeID;
+typedef union {
+  char pad[64];
+  int programmaticStreamSerializationAllowed;
+} CUlaunchAttributeValue;
+typedef struct {
+  CUlaunchAttributeID id;
+  char pad[8 - sizeof(CUlaunchAttributeID)];
+  CUlaunchAttributeValue value;
+} CUlaunchAttribute;
+typedef struct {
+  unsigned int gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes;
+  CUstream hStream;
+  CUlaunchAttribute* attrs;
+  unsigned int numAttrs;
+} CUlaunchConfig;
 
 /* X(return, symbol, field, parameters) */
 #define SEAMLESS_CUDA_FUNCTIONS(X)                                                                  \
@@ -53,6 +72,8 @@ typedef struct CUgraphExec_st* CUgraphExec;
   X(CUresult, cuModuleGetFunction, module_get_function, (CUfunction* fn, CUmodule module, const char* name)) \
   X(CUresult, cuLaunchKernel, launch_kernel, (CUfunction fn, unsigned int gx, unsigned int gy, unsigned int gz, \
     unsigned int bx, unsigned int by, unsigned int bz, unsigned int shared, CUstream stream, void** params, void** extra)) \
+  X(CUresult, cuLaunchKernelEx, launch_kernel_ex, (const CUlaunchConfig* config, CUfunction fn, void** params,       \
+    void** extra))                                                                                  \
   X(CUresult, cuStreamBeginCapture_v2, stream_begin_capture, (CUstream stream, CUstreamCaptureMode mode))             \
   X(CUresult, cuStreamEndCapture, stream_end_capture, (CUstream stream, CUgraph* graph))            \
   X(CUresult, cuGraphInstantiateWithFlags, graph_instantiate, (CUgraphExec* exec, CUgraph graph, unsigned long long flags)) \

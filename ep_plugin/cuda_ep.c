@@ -513,10 +513,34 @@ static OrtStatus* seamless_cuda_function(void* module, const char* name, void** 
   return NULL;
 }
 
+/* dependent: launched with programmatic dependent launch (sm_90+; runtime/cuda.py decides), so it
+ * may start while the kernel before it finishes: every kernel waits for that at its start
+ * (native/cuda/common.cuh dependent_launch) and lets the next one start right away. */
 static OrtStatus* seamless_cuda_launch(void* fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
-                                       unsigned bz, unsigned shared, void* stream, void** args) {
-  CU_TRY(cu.launch_kernel((CUfunction)fn, gx, gy, gz, bx, by, bz, shared, (CUstream)stream, args, NULL), "cuLaunchKernel");
+                                       unsigned bz, unsigned shared, void* stream, void** args, int dependent) {
+  if (!dependent) {
+    CU_TRY(cu.launch_kernel((CUfunction)fn, gx, gy, gz, bx, by, bz, shared, (CUstream)stream, args, NULL),
+           "cuLaunchKernel");
+    return NULL;
+  }
+  CUlaunchAttribute attribute = {.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION};
+  attribute.value.programmaticStreamSerializationAllowed = 1;
+  CUlaunchConfig config = {gx, gy, gz, bx, by, bz, shared, (CUstream)stream, &attribute, 1};
+  CU_TRY(cu.launch_kernel_ex(&config, (CUfunction)fn, args, NULL), "cuLaunchKernelEx");
   return NULL;
+}
+
+/* Whether GPU `ordinal` takes programmatic dependent launches (compute capability 9.0 and up). */
+static int seamless_cuda_dependent_launch(int ordinal) {
+  CUdevice dev;
+  int major = 0;
+  OrtStatus* st = seamless_cuda_use(ordinal);
+  if (st) {
+    ORT(ReleaseStatus)(st);
+    return 0;
+  }
+  return !cu.device_get(&dev, ordinal) && !cu.device_attribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev) &&
+         major >= 9;
 }
 
 static OrtStatus* seamless_cuda_copy(void* dst, const void* src, size_t nbytes, void* stream) {

@@ -7,7 +7,8 @@ long long seamless_cuda_device_allocations(void);
 OrtStatus* seamless_cuda_load_module(int ordinal, const void* image, void** module);
 OrtStatus* seamless_cuda_function(void* module, const char* name, void** fn);
 OrtStatus* seamless_cuda_launch(void* fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
-                                unsigned bz, unsigned shared, void* stream, void** args);
+                                unsigned bz, unsigned shared, void* stream, void** args, int dependent);
+int seamless_cuda_dependent_launch(int ordinal);
 OrtStatus* seamless_cuda_copy(void* dst, const void* src, size_t nbytes, void* stream);
 OrtStatus* seamless_cuda_zero(void* dst, size_t nbytes, void* stream);
 OrtStatus* seamless_cuda_sync(void* stream);

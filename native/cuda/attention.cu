@@ -212,11 +212,11 @@ __device__ void attend(const T* q, const T* k, const T* v, const int32_t* seqlen
 #define GQA(S, T)                                                                                              \
   extern "C" __global__ void seamless_gqa_prepare_##S(const T* past_k, const T* past_v, const T* q, const T* k,       \
                                                       const T* v, const T* cos, const T* sin, const int32_t* seqlens,   \
-                                                      T* qo, T* ko, T* vo, GqaShape g) {                                \
+                                                      T* qo, T* ko, T* vo, GqaShape g) { dependent_launch();            \
     prepare(past_k, past_v, q, k, v, cos, sin, seqlens, qo, ko, vo, g);                                                 \
   }                                                                                                                     \
   extern "C" __global__ void seamless_gqa_attend_##S(const T* q, const T* k, const T* v, const int32_t* seqlens,       \
-                                                     const float* sink, T* out, GqaShape g, AttendParams a) {           \
+                                                     const float* sink, T* out, GqaShape g, AttendParams a) { dependent_launch(); \
     attend(q, k, v, seqlens, sink, out, g, a);                                                                          \
   }
 FOR_FLOATS(GQA)
@@ -244,7 +244,7 @@ __device__ void rotary(int64_t n, const T* x, const int64_t* pos, const T* cos, 
 
 #define ROTARY(S, T)                                                                                  \
   extern "C" __global__ void seamless_rotary_##S(int64_t n, const T* x, const int64_t* pos, const T* cos, const T* sin, \
-                                                 T* y, RotaryShape g) {                                          \
+                                                 T* y, RotaryShape g) { dependent_launch();                      \
     rotary(n, x, pos, cos, sin, y, g);                                                                           \
   }
 FOR_FLOATS(ROTARY)

@@ -5,6 +5,17 @@
 #include <cuda_fp16.h>
 #include <stdint.h>
 
+// Programmatic dependent launch (sm_90 and up; runtime/cuda.py launches every kernel with it there):
+// the next kernel may launch as soon as this one has started, and this one waits for the kernel
+// before it to finish, and its writes to be visible, before it reads anything. Every kernel's first
+// statement (tests/cuda/test_kernels_compile.py checks).
+__device__ __forceinline__ void dependent_launch() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
 __device__ __forceinline__ float ld(const float* p) { return *p; }
 __device__ __forceinline__ float ld(const __half* p) { return __half2float(*p); }
 __device__ __forceinline__ float ld(const __nv_bfloat16* p) { return __bfloat162float(*p); }

@@ -25,10 +25,10 @@ __device__ void strided_copy(int64_t n, const T* x, T* y, const Strided& s) {
   }
 }
 
-extern "C" __global__ void seamless_copy_1(int64_t n, const uint8_t* x, uint8_t* y, Strided s) { strided_copy(n, x, y, s); }
-extern "C" __global__ void seamless_copy_2(int64_t n, const uint16_t* x, uint16_t* y, Strided s) { strided_copy(n, x, y, s); }
-extern "C" __global__ void seamless_copy_4(int64_t n, const uint32_t* x, uint32_t* y, Strided s) { strided_copy(n, x, y, s); }
-extern "C" __global__ void seamless_copy_8(int64_t n, const uint64_t* x, uint64_t* y, Strided s) { strided_copy(n, x, y, s); }
+extern "C" __global__ void seamless_copy_1(int64_t n, const uint8_t* x, uint8_t* y, Strided s) { dependent_launch(); strided_copy(n, x, y, s); }
+extern "C" __global__ void seamless_copy_2(int64_t n, const uint16_t* x, uint16_t* y, Strided s) { dependent_launch(); strided_copy(n, x, y, s); }
+extern "C" __global__ void seamless_copy_4(int64_t n, const uint32_t* x, uint32_t* y, Strided s) { dependent_launch(); strided_copy(n, x, y, s); }
+extern "C" __global__ void seamless_copy_8(int64_t n, const uint64_t* x, uint64_t* y, Strided s) { dependent_launch(); strided_copy(n, x, y, s); }
 
 // Gather along an axis: x viewed as [outer, n, inner], indices (int64, negative from the end)
 // as [m]; y[o, j, i] = x[o, idx[j], i].
@@ -43,13 +43,13 @@ __device__ void gather(int64_t total, const T* x, const int64_t* idx, T* y, int6
 }
 
 extern "C" __global__ void seamless_gather_1(int64_t total, const uint8_t* x, const int64_t* idx, uint8_t* y, int64_t n,
-                                             int64_t m, int64_t inner) { gather(total, x, idx, y, n, m, inner); }
+                                             int64_t m, int64_t inner) { dependent_launch(); gather(total, x, idx, y, n, m, inner); }
 extern "C" __global__ void seamless_gather_2(int64_t total, const uint16_t* x, const int64_t* idx, uint16_t* y, int64_t n,
-                                             int64_t m, int64_t inner) { gather(total, x, idx, y, n, m, inner); }
+                                             int64_t m, int64_t inner) { dependent_launch(); gather(total, x, idx, y, n, m, inner); }
 extern "C" __global__ void seamless_gather_4(int64_t total, const uint32_t* x, const int64_t* idx, uint32_t* y, int64_t n,
-                                             int64_t m, int64_t inner) { gather(total, x, idx, y, n, m, inner); }
+                                             int64_t m, int64_t inner) { dependent_launch(); gather(total, x, idx, y, n, m, inner); }
 extern "C" __global__ void seamless_gather_8(int64_t total, const uint64_t* x, const int64_t* idx, uint64_t* y, int64_t n,
-                                             int64_t m, int64_t inner) { gather(total, x, idx, y, n, m, inner); }
+                                             int64_t m, int64_t inner) { dependent_launch(); gather(total, x, idx, y, n, m, inner); }
 
 // Staging of a captured segment (capture=auto): one block row (blockIdx.y) per table entry, each
 // copying `rows` rows of `width` bytes from src (rows src_pitch apart) to dst (rows dst_pitch apart),
@@ -78,7 +78,7 @@ __device__ void stage_rows(const StageCopy& c) {
   }
 }
 
-extern "C" __global__ void seamless_stage(const StageCopy* table) {
+extern "C" __global__ void seamless_stage(const StageCopy* table) { dependent_launch();
   StageCopy c = table[blockIdx.y];
   if ((((uintptr_t)c.src | (uintptr_t)c.dst | c.width | c.src_pitch | c.dst_pitch | c.lead) & 15) == 0) {
     stage_rows<uint4>(c);

@@ -107,11 +107,11 @@ __device__ void compare_body(int op, int64_t n, const T* a, const T* b, bool* y,
 }
 
 #define BINARY(S, T)                                                                                        \
-  extern "C" __global__ void seamless_binary_##S(int op, int64_t n, const T* a, const T* b, T* y, Broadcast s) { \
+  extern "C" __global__ void seamless_binary_##S(int op, int64_t n, const T* a, const T* b, T* y, Broadcast s) { dependent_launch(); \
     binary_body(op, n, a, b, y, s);                                                                         \
   }                                                                                                         \
   extern "C" __global__ void seamless_compare_##S(int op, int64_t n, const T* a, const T* b, bool* y,       \
-                                                  Broadcast s) {                                            \
+                                                  Broadcast s) { dependent_launch();                        \
     compare_body(op, n, a, b, y, s);                                                                        \
   }
 FOR_FLOATS(BINARY)
@@ -120,7 +120,7 @@ BINARY(i64, int64_t)
 
 enum LogicOp { AND = 0, OR = 1, XOR = 2, NOT = 3 };
 
-extern "C" __global__ void seamless_logic(int op, int64_t n, const bool* a, const bool* b, bool* y, Broadcast s) {
+extern "C" __global__ void seamless_logic(int op, int64_t n, const bool* a, const bool* b, bool* y, Broadcast s) { dependent_launch();
   GRID_LOOP(i, n) {
     int64_t ia, ib;
     operand_offsets(i, s, ia, ib);
@@ -196,7 +196,7 @@ __device__ void unary_body(int op, int64_t n, const T* x, T* y, float p, float q
 }
 
 #define UNARY(S, T)                                                                                            \
-  extern "C" __global__ void seamless_unary_##S(int op, int64_t n, const T* x, T* y, float p, float q) {       \
+  extern "C" __global__ void seamless_unary_##S(int op, int64_t n, const T* x, T* y, float p, float q) { dependent_launch(); \
     unary_body(op, n, x, y, p, q);                                                                             \
   }
 FOR_FLOATS(UNARY)
@@ -225,7 +225,7 @@ __device__ void activation_body(int op, int64_t n, const T* x, const T* bias, in
 
 #define ACTIVATION(S, T)                                                                                     \
   extern "C" __global__ void seamless_activation_##S(int op, int64_t n, const T* x, const T* bias,          \
-                                                     int64_t bias_len, float alpha, T* y) {                 \
+                                                     int64_t bias_len, float alpha, T* y) { dependent_launch(); \
     activation_body(op, n, x, bias, bias_len, alpha, y);                                                    \
   }
 FOR_FLOATS(ACTIVATION)
@@ -242,7 +242,7 @@ __device__ void swiglu_body(int64_t count, int64_t n, const T* x, T* y) {
 }
 
 #define SWIGLU(S, T)                                                                                    \
-  extern "C" __global__ void seamless_swiglu_##S(int64_t count, int64_t n, const T* x, T* y) {         \
+  extern "C" __global__ void seamless_swiglu_##S(int64_t count, int64_t n, const T* x, T* y) { dependent_launch(); \
     swiglu_body(count, n, x, y);                                                                       \
   }
 FOR_FLOATS(SWIGLU)
@@ -269,7 +269,7 @@ __device__ void where_body(int64_t n, const bool* c, const T* a, const T* b, T* 
 
 #define WHERE(S, T)                                                                                            \
   extern "C" __global__ void seamless_where_##S(int64_t n, const bool* c, const T* a, const T* b, T* y,        \
-                                                Broadcast3 s) {                                                \
+                                                Broadcast3 s) { dependent_launch();                            \
     where_body(n, c, a, b, y, s);                                                                              \
   }
 WHERE(1, uint8_t)
@@ -299,7 +299,7 @@ __device__ void cast_body(int64_t n, const S* x, D* y) {
 }
 
 #define CAST(SS, ST, DS, DT)                                                                             \
-  extern "C" __global__ void seamless_cast_##SS##_##DS(int64_t n, const ST* x, DT* y) { cast_body(n, x, y); }
+  extern "C" __global__ void seamless_cast_##SS##_##DS(int64_t n, const ST* x, DT* y) { dependent_launch(); cast_body(n, x, y); }
 #define CAST_FROM(SS, ST)                                                                                \
   CAST(SS, ST, f32, float) CAST(SS, ST, f16, __half) CAST(SS, ST, bf16, __nv_bfloat16) CAST(SS, ST, f64, double) \
   CAST(SS, ST, i8, int8_t) CAST(SS, ST, u8, uint8_t) CAST(SS, ST, i32, int32_t) CAST(SS, ST, i64, int64_t)        \

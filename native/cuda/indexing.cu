@@ -287,35 +287,35 @@ __device__ void select_row(const T* x, T* values, int64_t* indices, int64_t n, i
 #define INDEXING_FOR_NUMBERS(M) FOR_FLOATS(M) M(i32, int32_t) M(i64, int64_t)
 
 #define INDEXING_MOVE(S, T)                                                                                    \
-  extern "C" __global__ void seamless_tile_##S(int64_t n, const T* x, T* y, indexing::TileShape s) {          \
+  extern "C" __global__ void seamless_tile_##S(int64_t n, const T* x, T* y, indexing::TileShape s) { dependent_launch(); \
     indexing::tile(n, x, y, s);                                                                                \
   }                                                                                                            \
   extern "C" __global__ void seamless_gather_elements_##S##_i32(int64_t n, const T* x, const int32_t* idx, T* y, \
-                                                                indexing::AxisIndex s) {                       \
+                                                                indexing::AxisIndex s) { dependent_launch();   \
     indexing::gather_elements(n, x, idx, y, s);                                                                \
   }                                                                                                            \
   extern "C" __global__ void seamless_gather_elements_##S##_i64(int64_t n, const T* x, const int64_t* idx, T* y, \
-                                                                indexing::AxisIndex s) {                       \
+                                                                indexing::AxisIndex s) { dependent_launch();   \
     indexing::gather_elements(n, x, idx, y, s);                                                                \
   }                                                                                                            \
   extern "C" __global__ void seamless_gather_nd_##S(int64_t n, const T* x, const int64_t* idx, T* y,           \
-                                                    indexing::NdIndex s) {                                     \
+                                                    indexing::NdIndex s) { dependent_launch();                 \
     indexing::gather_nd(n, x, idx, y, s);                                                                      \
   }                                                                                                            \
   extern "C" __global__ void seamless_scatter_nd_##S(int64_t n, const T* updates, const int64_t* idx, T* y,    \
-                                                     indexing::NdIndex s) {                                    \
+                                                     indexing::NdIndex s) { dependent_launch();                \
     indexing::scatter_nd(n, updates, idx, y, s);                                                               \
   }                                                                                                            \
   extern "C" __global__ void seamless_scatter_elements_##S##_i32(int64_t n, const T* updates, const int32_t* idx, \
-                                                                 T* y, indexing::AxisIndex s) {                \
+                                                                 T* y, indexing::AxisIndex s) { dependent_launch(); \
     indexing::scatter_elements(n, updates, idx, y, s);                                                         \
   }                                                                                                            \
   extern "C" __global__ void seamless_scatter_elements_##S##_i64(int64_t n, const T* updates, const int64_t* idx, \
-                                                                 T* y, indexing::AxisIndex s) {                \
+                                                                 T* y, indexing::AxisIndex s) { dependent_launch(); \
     indexing::scatter_elements(n, updates, idx, y, s);                                                         \
   }                                                                                                            \
   extern "C" __global__ void seamless_trilu_##S(int64_t n, const T* x, T* y, int64_t rows, int64_t cols,       \
-                                                int64_t k, int upper) {                                        \
+                                                int64_t k, int upper) { dependent_launch();                    \
     indexing::trilu(n, x, y, rows, cols, k, upper);                                                            \
   }
 INDEXING_FOR_SIZES(INDEXING_MOVE)
@@ -323,23 +323,23 @@ INDEXING_FOR_SIZES(INDEXING_MOVE)
 
 #define INDEXING_ARITH(S, T)                                                                                   \
   extern "C" __global__ void seamless_scatter_nd_reduce_##S(int64_t n, const T* updates, const int64_t* idx,   \
-                                                            T* y, indexing::NdIndex s, int op) {               \
+                                                            T* y, indexing::NdIndex s, int op) { dependent_launch(); \
     indexing::scatter_nd_reduce(n, updates, idx, y, s, op);                                                    \
   }                                                                                                            \
   extern "C" __global__ void seamless_scatter_elements_reduce_##S##_i32(                                       \
-      int64_t n, const T* updates, const int32_t* idx, T* y, indexing::AxisIndex s, int op) {                  \
+      int64_t n, const T* updates, const int32_t* idx, T* y, indexing::AxisIndex s, int op) { dependent_launch(); \
     indexing::scatter_elements_reduce(n, updates, idx, y, s, op);                                              \
   }                                                                                                            \
   extern "C" __global__ void seamless_scatter_elements_reduce_##S##_i64(                                       \
-      int64_t n, const T* updates, const int64_t* idx, T* y, indexing::AxisIndex s, int op) {                  \
+      int64_t n, const T* updates, const int64_t* idx, T* y, indexing::AxisIndex s, int op) { dependent_launch(); \
     indexing::scatter_elements_reduce(n, updates, idx, y, s, op);                                              \
   }                                                                                                            \
   extern "C" __global__ void seamless_cumsum_##S(int64_t lanes, const T* x, T* y, int64_t n, int64_t inner,    \
-                                                 int exclusive, int reverse) {                                 \
+                                                 int exclusive, int reverse) { dependent_launch();             \
     indexing::cumsum(lanes, x, y, n, inner, exclusive, reverse);                                               \
   }                                                                                                            \
   extern "C" __global__ void seamless_select_##S(const T* x, T* values, int64_t* indices, int64_t n,           \
-                                                 int64_t inner, int64_t k, int largest, int prefer_last) {     \
+                                                 int64_t inner, int64_t k, int largest, int prefer_last) { dependent_launch(); \
     indexing::select_row(x, values, indices, n, inner, k, largest, prefer_last);                               \
   }
 INDEXING_FOR_NUMBERS(INDEXING_ARITH)

@@ -25,7 +25,7 @@ __device__ void product_rows(const T* a, const T* b, T* y, int64_t batch, int64_
 #define PRODUCT_ROWS(S, T)                                                                                      \
   extern "C" __global__ void seamless_product_rows_##S(const T* a, const T* b, T* y, int64_t batch, int64_t m,  \
                                                        int64_t n, int64_t k, int64_t stride_a, int64_t stride_b, \
-                                                       int trans_b, float alpha) {                               \
+                                                       int trans_b, float alpha) { dependent_launch();           \
     product_rows(a, b, y, batch, m, n, k, stride_a, stride_b, trans_b, alpha);                                 \
   }
 FOR_FLOATS(PRODUCT_ROWS)

@@ -114,21 +114,21 @@ __device__ void matmul_nbits4_x32(const T* a, const uint8_t* b0, const T* s0, co
 
 #define NBITS(S, T)                                                                                                   \
   extern "C" __global__ void seamless_matmul_nbits_##S(const T* a, const uint8_t* b, const T* s, const uint8_t* zp,   \
-                                                       const T* bias, T* y, NBits p) {                                \
+                                                       const T* bias, T* y, NBits p) { dependent_launch();            \
     matmul_nbits<T>(a, b, s, zp, nullptr, nullptr, nullptr, bias, y, p);                                              \
   }                                                                                                                   \
   extern "C" __global__ void seamless_matmul_nbits4_x32_##S(const T* a, const uint8_t* b, const T* s,                 \
-                                                            const uint8_t* zp, const T* bias, T* y, NBits p) {        \
+                                                            const uint8_t* zp, const T* bias, T* y, NBits p) { dependent_launch(); \
     matmul_nbits4_x32<T, 1>(a, b, s, zp, nullptr, nullptr, nullptr, bias, y, p);                                      \
   }                                                                                                                   \
   extern "C" __global__ void seamless_matmul_nbits_swiglu_##S(const T* a, const uint8_t* bg, const T* sg,             \
                                                               const uint8_t* zg, const uint8_t* bu, const T* su,      \
-                                                              const uint8_t* zu, T* y, NBits p) {                     \
+                                                              const uint8_t* zu, T* y, NBits p) { dependent_launch(); \
     matmul_nbits<T>(a, bg, sg, zg, bu, su, zu, nullptr, y, p);                                                        \
   }                                                                                                                   \
   extern "C" __global__ void seamless_matmul_nbits4_x32_swiglu_##S(const T* a, const uint8_t* bg, const T* sg,        \
                                                                    const uint8_t* zg, const uint8_t* bu, const T* su, \
-                                                                   const uint8_t* zu, T* y, NBits p) {                \
+                                                                   const uint8_t* zu, T* y, NBits p) { dependent_launch(); \
     matmul_nbits4_x32<T, 2>(a, bg, sg, zg, bu, su, zu, nullptr, y, p);                                                \
   }
 FOR_FLOATS(NBITS)
@@ -160,7 +160,7 @@ __device__ void gather_block_quantized(const uint8_t* data, const int64_t* idx, 
 
 #define GATHER_BLOCK_QUANTIZED(S, T)                                                                        \
   extern "C" __global__ void seamless_gather_block_quantized_##S(const uint8_t* d, const int64_t* idx, const T* s, \
-                                                                 const uint8_t* zp, T* y, GatherQ g) {              \
+                                                                 const uint8_t* zp, T* y, GatherQ g) { dependent_launch(); \
     gather_block_quantized(d, idx, s, zp, y, g);                                                                    \
   }
 FOR_FLOATS(GATHER_BLOCK_QUANTIZED)

@@ -116,10 +116,10 @@ __device__ void reduce_thread(int op, int64_t n, const T* x, T* y, Reduce r) {
 }
 
 #define REDUCE(S, T)                                                                                  \
-  extern "C" __global__ void seamless_reduce_block_##S(int op, const T* x, T* y, Reduce r) {          \
+  extern "C" __global__ void seamless_reduce_block_##S(int op, const T* x, T* y, Reduce r) { dependent_launch(); \
     reduce_block(op, x, y, r);                                                                        \
   }                                                                                                   \
-  extern "C" __global__ void seamless_reduce_thread_##S(int op, int64_t n, const T* x, T* y, Reduce r) { \
+  extern "C" __global__ void seamless_reduce_thread_##S(int op, int64_t n, const T* x, T* y, Reduce r) { dependent_launch(); \
     reduce_thread(op, n, x, y, r);                                                                    \
   }
 FOR_FLOATS(REDUCE)
@@ -140,9 +140,9 @@ __device__ void reduce_int(int op, int64_t n, const I* x, I* y, Reduce r, int64_
   }
 }
 
-extern "C" __global__ void seamless_reduce_thread_i32(int op, int64_t n, const int32_t* x, int32_t* y, Reduce r) {
+extern "C" __global__ void seamless_reduce_thread_i32(int op, int64_t n, const int32_t* x, int32_t* y, Reduce r) { dependent_launch();
   reduce_int(op, n, x, y, r, INT32_MIN, INT32_MAX);
 }
-extern "C" __global__ void seamless_reduce_thread_i64(int op, int64_t n, const int64_t* x, int64_t* y, Reduce r) {
+extern "C" __global__ void seamless_reduce_thread_i64(int op, int64_t n, const int64_t* x, int64_t* y, Reduce r) { dependent_launch();
   reduce_int(op, n, x, y, r, INT64_MIN, INT64_MAX);
 }

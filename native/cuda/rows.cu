@@ -37,11 +37,11 @@ __device__ void layernorm_row(const T* x, const T* scale, const T* bias, T* y, i
 }
 
 #define SOFTMAX_LAYERNORM(S, T)                                                                           \
-  extern "C" __global__ void seamless_softmax_##S(const T* x, T* y, int64_t cols, int flags) {           \
+  extern "C" __global__ void seamless_softmax_##S(const T* x, T* y, int64_t cols, int flags) { dependent_launch(); \
     softmax_row(x, y, cols, flags);                                                                      \
   }                                                                                                      \
   extern "C" __global__ void seamless_layernorm_##S(const T* x, const T* s, const T* b, T* y, int64_t cols, \
-                                                    float eps) {                                         \
+                                                    float eps) { dependent_launch();                     \
     layernorm_row(x, s, b, y, cols, eps);                                                                \
   }
 FOR_FLOATS(SOFTMAX_LAYERNORM)
@@ -104,12 +104,12 @@ __device__ void skip_norm_row8(const T* x, const T* skip, const T* bias, const T
 #define SKIP_NORM(S, T)                                                                                        \
   extern "C" __global__ void seamless_skip_norm_##S(const T* x, const T* skip, const T* bias, const T* scale,    \
                                                     const T* beta, T* y, T* sum_out, int64_t cols, float eps,  \
-                                                    int simplified) {                                          \
+                                                    int simplified) { dependent_launch();                      \
     skip_norm_row(x, skip, bias, scale, beta, y, sum_out, cols, eps, simplified);                             \
   }                                                                                                            \
   extern "C" __global__ void seamless_skip_norm8_##S(const T* x, const T* skip, const T* bias, const T* scale,   \
                                                      const T* beta, T* y, T* sum_out, int64_t cols, float eps, \
-                                                     int simplified) {                                         \
+                                                     int simplified) { dependent_launch();                     \
     skip_norm_row8(x, skip, bias, scale, beta, y, sum_out, cols, eps, simplified);                            \
   }
 FOR_FLOATS(SKIP_NORM)

@@ -234,40 +234,40 @@ __device__ void resize(int64_t n, const T* x, T* y, const int64_t* lo, const int
 
 }  // namespace spatial
 
-extern "C" __global__ void seamless_im2col_2(int64_t total, const uint16_t* x, uint16_t* cols, spatial::Window w) {
+extern "C" __global__ void seamless_im2col_2(int64_t total, const uint16_t* x, uint16_t* cols, spatial::Window w) { dependent_launch();
   spatial::im2col(total, x, cols, w);
 }
-extern "C" __global__ void seamless_im2col_4(int64_t total, const uint32_t* x, uint32_t* cols, spatial::Window w) {
+extern "C" __global__ void seamless_im2col_4(int64_t total, const uint32_t* x, uint32_t* cols, spatial::Window w) { dependent_launch();
   spatial::im2col(total, x, cols, w);
 }
 
 #define SPATIAL_KERNELS(S, T)                                                                                          \
   extern "C" __global__ void seamless_conv_bias_##S(int64_t n, T* y, const T* bias, int64_t channels,                  \
-                                                    int64_t inner) {                                                   \
+                                                    int64_t inner) { dependent_launch();                               \
     spatial::add_channel_bias(n, y, bias, channels, inner);                                                            \
   }                                                                                                                    \
   extern "C" __global__ void seamless_col2im_##S(int64_t total, const T* cols, const T* bias, T* y, int64_t channels,  \
-                                                 spatial::Window w) {                                                  \
+                                                 spatial::Window w) { dependent_launch();                              \
     spatial::col2im(total, cols, bias, y, channels, w);                                                                \
   }                                                                                                                    \
-  extern "C" __global__ void seamless_pool_##S(int64_t total, const T* x, T* y, int mode, spatial::Window w) {         \
+  extern "C" __global__ void seamless_pool_##S(int64_t total, const T* x, T* y, int mode, spatial::Window w) { dependent_launch(); \
     spatial::pool(total, x, y, mode, w);                                                                               \
   }                                                                                                                    \
   extern "C" __global__ void seamless_batch_norm_##S(int64_t n, const T* x, const T* scale, const T* bias,             \
                                                      const T* mean, const T* var, T* y, int64_t div, int64_t count,    \
-                                                     float eps) {                                                      \
+                                                     float eps) { dependent_launch();                                  \
     spatial::batch_norm(n, x, scale, bias, mean, var, y, div, count, eps);                                             \
   }                                                                                                                    \
   extern "C" __global__ void seamless_instance_norm_##S(const T* x, const T* scale, const T* bias, T* y,               \
-                                                        int64_t channels, int64_t cols, float eps) {                   \
+                                                        int64_t channels, int64_t cols, float eps) { dependent_launch(); \
     spatial::instance_norm_row(x, scale, bias, y, channels, cols, eps);                                                \
   }                                                                                                                    \
   extern "C" __global__ void seamless_lrn_##S(int64_t n, const T* x, T* y, int64_t channels, int64_t inner,            \
-                                              int64_t size, float alpha_over_size, float beta, float bias) {           \
+                                              int64_t size, float alpha_over_size, float beta, float bias) { dependent_launch(); \
     spatial::lrn(n, x, y, channels, inner, size, alpha_over_size, beta, bias);                                         \
   }                                                                                                                    \
   extern "C" __global__ void seamless_resize_##S(int64_t n, const T* x, T* y, const int64_t* lo, const int64_t* hi,    \
-                                                 const float* weight, spatial::ResizeAxes r) {                         \
+                                                 const float* weight, spatial::ResizeAxes r) { dependent_launch();     \
     spatial::resize(n, x, y, lo, hi, weight, r);                                                                       \
   }
 FOR_FLOATS(SPATIAL_KERNELS)
@@ -330,7 +330,7 @@ __device__ void pad(int64_t n, const T* x, T* y, int64_t value, PadGeometry g) {
 
 // by element size: any element type
 #define SPATIAL_PAD(B, U)                                                                                              \
-  extern "C" __global__ void seamless_pad_##B(int64_t n, const U* x, U* y, int64_t value, spatial::PadGeometry g) {    \
+  extern "C" __global__ void seamless_pad_##B(int64_t n, const U* x, U* y, int64_t value, spatial::PadGeometry g) { dependent_launch(); \
     spatial::pad(n, x, y, value, g);                                                                                   \
   }
 SPATIAL_PAD(1, uint8_t)

@@ -1,8 +1,9 @@
 """Our declarations of the CUDA driver API subset (ep_plugin/cuda_driver.h) against NVIDIA's cuda.h,
 where nvcc (which brings it) is on PATH (tests/run.sh installs it from PyPI): every function of
 SEAMLESS_CUDA_FUNCTIONS has the official type (result and parameters; cuda.h's enums we declare as
-int under their official names), every CU_ constant our header #defines has the official value, and
-our scalar and handle typedefs are the official ones. Checked by nvcc compiling a host C++ file of
+int under their official names), every CU_ constant our header #defines has the official value, our
+scalar and handle typedefs are the official ones, and our structs and unions have the official size
+and every member the official offset. Checked by nvcc compiling a host C++ file of
 static_asserts made from our header here; nothing from cuda.h enters the repository."""
 import re
 import shutil
@@ -30,7 +31,7 @@ def functions_macro(text: str) -> str:
 
 def checks(text: str) -> str:
     """A C++ file of static_asserts of our declarations against cuda.h."""
-    lines = ["#include <cuda.h>", "#include <type_traits>", functions_macro(text),
+    lines = ["#include <cuda.h>", "#include <cstddef>", "#include <type_traits>", functions_macro(text),
              "#define SEAMLESS_CHECK(ret, symbol, field, params) static_assert(std::is_same<decltype(symbol), "
              "ret params>::value, #symbol \" differs from cuda.h\");",
              "SEAMLESS_CUDA_FUNCTIONS(SEAMLESS_CHECK)"]
@@ -39,7 +40,24 @@ def checks(text: str) -> str:
     for typed, name in re.findall(r"^typedef ([\w ]+\*?) (CU\w+);", text, re.M):
         lines.append(f"static_assert(std::is_same<{name}, {typed}>::value || (std::is_enum<{name}>::value && "
                      f'sizeof({name}) == sizeof({typed})), "{name} differs from cuda.h");')
+    for kind, body, name in re.findall(r"^typedef (struct|union) \{(.*?)\} (CU\w+);", text, re.M | re.S):
+        ours = f"Ours_{name}"  # our layout under another name, its member types cuda.h's
+        lines.append(f"{kind} {ours} {{{body}}};")
+        lines.append(f'static_assert(sizeof({ours}) == sizeof({name}), "{name} size differs from cuda.h");')
+        for member in members(body):
+            lines.append(f"static_assert(offsetof({ours}, {member}) == offsetof({name}, {member}), "
+                         f'"{name}::{member} differs from cuda.h");')
     return "\n".join(lines) + "\n"
+
+
+def members(body: str) -> list[str]:
+    """The member names of a struct or union body (declarations separated by ';', names by ',')."""
+    names = []
+    for declaration in body.split(";"):
+        declaration = re.sub(r"\[.*?\]", "", declaration.strip())
+        if declaration:
+            names += [re.findall(r"\w+", part)[-1] for part in declaration.split(",")]
+    return names
 
 
 def compile_checks(source: str, tmp_path: Path) -> subprocess.CompletedProcess:
@@ -63,6 +81,8 @@ def test_a_wrong_declaration_fails_the_check(tmp_path):
     constant, are each reported by name."""
     text = HEADER.read_text().replace("cuInit, init, (unsigned int flags)", "cuInit, init, (int flags)")
     text = text.replace("#define CU_EVENT_DISABLE_TIMING 2", "#define CU_EVENT_DISABLE_TIMING 4")
+    text = text.replace("  CUstream hStream;\n  CUlaunchAttribute* attrs;", "  CUlaunchAttribute* attrs;\n  CUstream hStream;")
     result = compile_checks(checks(text), tmp_path)
     assert result.returncode != 0
-    assert "cuInit differs from cuda.h" in result.stderr and "CU_EVENT_DISABLE_TIMING differs" in result.stderr
+    for problem in ("cuInit differs from cuda.h", "CU_EVENT_DISABLE_TIMING differs", "CUlaunchConfig::hStream differs"):
+        assert problem in result.stderr, problem

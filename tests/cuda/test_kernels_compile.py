@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None,
-                                reason="nvcc not on PATH (tests/run.sh installs CUDA 13.0's from PyPI)")
+SOURCES = sorted((ROOT / "native" / "cuda").glob("*.cu"))
+KERNEL = re.compile(r'extern "C" __global__ void (\w+)')
 
 
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not on PATH (tests/run.sh installs CUDA 13.0's from PyPI)")
 def test_every_kernel_compiles_for_every_shipped_architecture(tmp_path, monkeypatch):
     sys.path.insert(0, str(ROOT / "ep_plugin"))
     try:
@@ -22,11 +23,23 @@ def test_every_kernel_compiles_for_every_shipped_architecture(tmp_path, monkeypa
     monkeypatch.setenv("SEAMLESS_REQUIRE_NVCC", "1")
     fatbin = build_plugin.build_cuda_kernels(tmp_path).read_bytes()
     # the loader finds kernels by their unmangled names (extern "C"): each must be in the image
-    sources = sorted((ROOT / "native" / "cuda").glob("*.cu"))
-    kernels = {name for p in sources for name in re.findall(r'extern "C" __global__ void (\w+)', p.read_text())}
+    kernels = {name for p in SOURCES for name in KERNEL.findall(p.read_text())}
     assert len(kernels) >= 30, sorted(kernels)
     missing = sorted(k for k in kernels if k.encode() not in fatbin)
     assert not missing, f"kernels missing from the fatbin: {missing}"
     # one SASS image per shipped architecture: each names its "sm_NN" (a PTX-only target does not)
     for arch in build_plugin.CUDA_ARCHS:
         assert f"sm_{arch}".encode() in fatbin, f"no image for sm_{arch}"
+
+
+def test_every_kernel_first_waits_for_the_kernel_before_it():
+    """On sm_90 and up every kernel is launched with programmatic dependent launch (it may start
+    while the kernel before it runs): its first statement must be common.cuh's dependent_launch()."""
+    missing = []
+    for path in SOURCES:
+        text = path.read_text()
+        for match in KERNEL.finditer(text):
+            body = text[text.index("{", match.end()) + 1:]
+            if not body.lstrip(" \\\n").startswith("dependent_launch();"):
+                missing.append(f"{path.name}: {match.group(1)}")
+    assert len(missing) == 0 and sum(len(KERNEL.findall(p.read_text())) for p in SOURCES) >= 30, missing

@@ -68,6 +68,9 @@ class CudaRuntime:
         native.check(self.lib.seamless_cuda_load_module(ordinal, self._image, module))
         self._module = module[0]
         self._functions: dict[str, object] = {}
+        # programmatic dependent launch where the GPU has it (SEAMLESS_DEPENDENT_LAUNCH=0: never)
+        self.dependent = int(os.environ.get("SEAMLESS_DEPENDENT_LAUNCH", "1") != "0"
+                             and self.lib.seamless_cuda_dependent_launch(ordinal))
         self.host_reads = 0  # GPU values read on the host (each waits for the stream): a steady state adds none
 
     def function(self, name: str):
@@ -204,7 +207,7 @@ class CudaRuntime:
                 keep.append(ffi.new("char[]", value))
         params = ffi.new("void*[]", [ffi.cast("void*", k) for k in keep])
         self.native.check(self.lib.seamless_cuda_launch(self.function(name), gx, gy, 1, block, 1, 1, shared, stream,
-                                                        params))
+                                                        params, self.dependent))
 
 
 def contiguous_strides(shape) -> list[int]:
