@@ -6,15 +6,27 @@
 #include <stdint.h>
 
 // Programmatic dependent launch (sm_90 and up; runtime/cuda.py launches every kernel with it there):
-// the next kernel may launch as soon as this one has started, and this one waits for the kernel
-// before it to finish, and its writes to be visible, before it reads anything. Every kernel's first
-// statement (tests/cuda/test_kernels_compile.py checks).
-__device__ __forceinline__ void dependent_launch() {
+// the next kernel may launch as soon as this one has started (let_next_launch), and this one waits
+// for the kernel before it to finish, and its writes to be visible (wait_for_previous), before it
+// reads or writes any tensor. Every kernel's first statement is dependent_launch(), both at once,
+// or let_next_launch() when the device function it calls waits itself after fetching constants
+// (tests/cuda/test_kernels_compile.py checks).
+__device__ __forceinline__ void let_next_launch() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void wait_for_previous() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
 }
+__device__ __forceinline__ void dependent_launch() {
+  let_next_launch();
+  wait_for_previous();
+}
+// Fetch the 128-byte line holding p into L2 without waiting for it (a constant: weights).
+__device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
 
 __device__ __forceinline__ float ld(const float* p) { return *p; }
 __device__ __forceinline__ float ld(const __half* p) { return __half2float(*p); }

@@ -72,8 +72,17 @@ __device__ void matmul_nbits4_x32(const T* a, const uint8_t* b0, const T* s0, co
   const T* scales[2] = {s0, s1};
   const uint8_t* zp[2] = {z0, z1};
   float acc[W] = {};
+  int blocks = (p.k + p.block - 1) / p.block, blob = p.block / 2;  // the last block may be partial
+  // The weights are constants: this lane's go to L2 before waiting for the kernel before (with a
+  // dependent launch that overlaps its tail), so the loop below finds them there.
+  for (int k0 = (lane + 32 * slice) * 32; n < p.n && k0 < p.k; k0 += 32 * 32 * p.split)
+    for (int w = 0; w < W; w++) {
+      int blk = k0 / p.block;
+      prefetch_l2(b[w] + ((int64_t)n * blocks + blk) * blob + (k0 % p.block) / 2);
+      prefetch_l2(scales[w] + (int64_t)n * blocks + blk);
+    }
+  wait_for_previous();
   if (n < p.n) {
-    int blocks = (p.k + p.block - 1) / p.block, blob = p.block / 2;  // the last block may be partial
     const T* row = a + (int64_t)m * p.k;
     for (int k0 = (lane + 32 * slice) * 32; k0 < p.k; k0 += 32 * 32 * p.split) {
       int blk = k0 / p.block;
@@ -118,7 +127,7 @@ __device__ void matmul_nbits4_x32(const T* a, const uint8_t* b0, const T* s0, co
     matmul_nbits<T>(a, b, s, zp, nullptr, nullptr, nullptr, bias, y, p);                                              \
   }                                                                                                                   \
   extern "C" __global__ void seamless_matmul_nbits4_x32_##S(const T* a, const uint8_t* b, const T* s,                 \
-                                                            const uint8_t* zp, const T* bias, T* y, NBits p) { dependent_launch(); \
+                                                            const uint8_t* zp, const T* bias, T* y, NBits p) { let_next_launch(); \
     matmul_nbits4_x32<T, 1>(a, b, s, zp, nullptr, nullptr, nullptr, bias, y, p);                                      \
   }                                                                                                                   \
   extern "C" __global__ void seamless_matmul_nbits_swiglu_##S(const T* a, const uint8_t* bg, const T* sg,             \
@@ -128,7 +137,7 @@ __device__ void matmul_nbits4_x32(const T* a, const uint8_t* b0, const T* s0, co
   }                                                                                                                   \
   extern "C" __global__ void seamless_matmul_nbits4_x32_swiglu_##S(const T* a, const uint8_t* bg, const T* sg,        \
                                                                    const uint8_t* zg, const uint8_t* bu, const T* su, \
-                                                                   const uint8_t* zu, T* y, NBits p) { dependent_launch(); \
+                                                                   const uint8_t* zu, T* y, NBits p) { let_next_launch(); \
     matmul_nbits4_x32<T, 2>(a, bg, sg, zg, bu, su, zu, nullptr, y, p);                                                \
   }
 FOR_FLOATS(NBITS)

@@ -1,7 +1,7 @@
 // Reductions over any set of axes (ReduceSum/Mean/Max/Min/Prod/SumSquare/R_L1/R_L2/LogSum/LogSumExp).
 // The host splits the input's axes into kept ones (which index the output) and reduced ones;
 // each output element walks its reduced elements. Floats accumulate in float32 (one block per
-// output when there are many elements to reduce); int32/int64 in their own type, a thread per output.
+// output when there are many elements to reduce); int32/int64 in their own type.
 #include "common.cuh"
 
 struct Reduce {
@@ -124,25 +124,50 @@ __device__ void reduce_thread(int op, int64_t n, const T* x, T* y, Reduce r) {
   }
 FOR_FLOATS(REDUCE)
 
-// int32/int64: Sum, Mean (truncating), Max, Min, Prod, SumSquare, R_L1, in the type itself.
+// int32/int64: Sum, Mean (truncating), Max, Min, Prod, SumSquare, R_L1, in the type itself (wrapping:
+// any order of the partial results gives the same value).
 template <typename I>
-__device__ void reduce_int(int op, int64_t n, const I* x, I* y, Reduce r, int64_t lo, int64_t hi) {
+__device__ I partial_int(int op, const I* base, const Reduce& r, int64_t start, int64_t step, I lo, I hi) {
+  int red_op = op == R_MAX || op == R_MIN || op == R_PROD ? op : R_SUM;
+  I acc = (I)identity_int(red_op, lo, hi);
+  for (int64_t j = start; j < r.count; j += step) {
+    I v = base[offset_of(j, r.reduced_dims, r.reduced_strides, r.reduced_rank)];
+    acc = combine<I>(red_op, acc, op == R_SUM_SQUARE ? v * v : op == R_L1 && v < 0 ? -v : v);
+  }
+  return acc;
+}
+
+template <typename I>
+__device__ void reduce_int_thread(int op, int64_t n, const I* x, I* y, Reduce r, I lo, I hi) {
   GRID_LOOP(i, n) {
-    const I* base = x + offset_of(i, r.kept_dims, r.kept_strides, r.kept_rank);
-    int red_op = op == R_MAX || op == R_MIN || op == R_PROD ? op : R_SUM;
-    I acc = (I)identity_int(red_op, lo, hi);
-    for (int64_t j = 0; j < r.count; j++) {
-      I v = base[offset_of(j, r.reduced_dims, r.reduced_strides, r.reduced_rank)];
-      v = op == R_SUM_SQUARE ? v * v : op == R_L1 && v < 0 ? -v : v;
-      acc = red_op == R_MAX ? (v > acc ? v : acc) : red_op == R_MIN ? (v < acc ? v : acc) : red_op == R_PROD ? acc * v : acc + v;
-    }
+    I acc = partial_int(op, x + offset_of(i, r.kept_dims, r.kept_strides, r.kept_rank), r, 0, 1, lo, hi);
     y[i] = op == R_MEAN && r.count ? acc / (I)r.count : acc;
   }
 }
 
-extern "C" __global__ void seamless_reduce_thread_i32(int op, int64_t n, const int32_t* x, int32_t* y, Reduce r) { dependent_launch();
-  reduce_int(op, n, x, y, r, INT32_MIN, INT32_MAX);
+// One block per output element (a mask's sum over a long sequence: one thread alone took ~16 us).
+template <typename I>
+__device__ void reduce_int_block(int op, const I* x, I* y, Reduce r, I lo, I hi) {
+  __shared__ I part[32];
+  int red_op = op == R_MAX || op == R_MIN || op == R_PROD ? op : R_SUM;
+  const I* base = x + offset_of(blockIdx.x, r.kept_dims, r.kept_strides, r.kept_rank);
+  I acc = partial_int(op, base, r, threadIdx.x, blockDim.x, lo, hi);
+  for (int off = 16; off > 0; off >>= 1) acc = combine<I>(red_op, acc, __shfl_xor_sync(0xffffffff, acc, off));
+  if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = acc;
+  __syncthreads();
+  if (threadIdx.x) return;
+  for (int w = 1; w < (int)(blockDim.x + 31) >> 5; w++) acc = combine<I>(red_op, acc, part[w]);
+  y[blockIdx.x] = op == R_MEAN && r.count ? acc / (I)r.count : acc;
 }
-extern "C" __global__ void seamless_reduce_thread_i64(int op, int64_t n, const int64_t* x, int64_t* y, Reduce r) { dependent_launch();
-  reduce_int(op, n, x, y, r, INT64_MIN, INT64_MAX);
-}
+
+#define REDUCE_INT(S, I, LO, HI)                                                                                  \
+  extern "C" __global__ void seamless_reduce_thread_##S(int op, int64_t n, const I* x, I* y, Reduce r) {         \
+    dependent_launch();                                                                                           \
+    reduce_int_thread<I>(op, n, x, y, r, LO, HI);                                                                 \
+  }                                                                                                               \
+  extern "C" __global__ void seamless_reduce_block_##S(int op, const I* x, I* y, Reduce r) {                     \
+    dependent_launch();                                                                                           \
+    reduce_int_block<I>(op, x, y, r, LO, HI);                                                                     \
+  }
+REDUCE_INT(i32, int32_t, INT32_MIN, INT32_MAX)
+REDUCE_INT(i64, int64_t, INT64_MIN, INT64_MAX)
