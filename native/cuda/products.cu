@@ -29,3 +29,72 @@ __device__ void product_rows(const T* a, const T* b, T* y, int64_t batch, int64_
     product_rows(a, b, y, batch, m, n, k, stride_a, stride_b, trans_b, alpha);                                 \
   }
 FOR_FLOATS(PRODUCT_ROWS)
+
+// Products of few rows (m <= 4: a decode step's projections) with a constant weight matrix stored
+// transposed, as a linear layer stores it: w (n, k) row-major, plan/fusion.py's Linear and
+// MatMulSwiGLU. y[r, j] = sum_i a[r, i] * w[j, i] (+ bias[j]), or in the _swiglu kernel (w holding 2n
+// rows, the gate's, then the up projection's) y[r, j] = silu(a.w[j]) * a.w[n + j]. `split` warps (1, 2, 4
+// or 8) share an output column: lanes take 8 consecutive k at a time (16-byte loads; k a multiple of
+// 8), the warps every (split * 256)-th, summed in a fixed order (lanes by a butterfly, then the
+// warps in order). A column's weights are fetched to L2 before waiting for the kernel before (a
+// dependent launch overlaps that with its tail).
+#define LINEAR_ROWS 4
+#define LINEAR_WARPS 8
+struct Linear {
+  int32_t m, n, k, split;
+};
+
+template <typename T, int W>  // W: 1, or 2 matrices (SwiGLU); compile-time, so the sums stay in registers
+__device__ void linear(const T* a, const T* w, const T* bias, T* y, Linear p) {
+  __shared__ float part[LINEAR_WARPS][LINEAR_ROWS][W];
+  int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, slice = warp % p.split;
+  int64_t n = (int64_t)blockIdx.x * (LINEAR_WARPS / p.split) + warp / p.split;
+  bool active = n < p.n;
+  for (int k0 = (lane + 32 * slice) * 8; active && k0 < p.k; k0 += 256 * p.split)
+    if ((lane & 7) == 0)  // 8 lanes a 128-byte line
+#pragma unroll
+      for (int q = 0; q < W; q++) prefetch_l2(w + (n + q * p.n) * p.k + k0);
+  wait_for_previous();
+  float acc[LINEAR_ROWS][W] = {};
+  for (int k0 = (lane + 32 * slice) * 8; active && k0 < p.k; k0 += 256 * p.split) {
+    float x[8], v[W][8];
+#pragma unroll
+    for (int q = 0; q < W; q++) load8(w + (n + q * p.n) * p.k + k0, v[q]);
+#pragma unroll
+    for (int r = 0; r < LINEAR_ROWS; r++) {
+      if (r < p.m) {
+        load8(a + (int64_t)r * p.k + k0, x);
+#pragma unroll
+        for (int q = 0; q < W; q++)
+#pragma unroll
+          for (int j = 0; j < 8; j++) acc[r][q] += x[j] * v[q][j];
+      }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < LINEAR_ROWS; r++)
+#pragma unroll
+    for (int q = 0; q < W; q++) {
+      for (int off = 16; off > 0; off >>= 1) acc[r][q] += __shfl_xor_sync(0xffffffff, acc[r][q], off);
+      if (lane == 0) part[warp][r][q] = acc[r][q];
+    }
+  if (p.split > 1) __syncthreads();
+  if (lane || slice || !active) return;
+  for (int r = 0; r < p.m; r++) {
+    float s[W] = {};
+    for (int q = 0; q < W; q++)
+      for (int i = 0; i < p.split; i++) s[q] += part[warp + i][r][q];
+    st(y + (int64_t)r * p.n + n, W == 2 ? s[0] / (1.0f + expf(-s[0])) * s[W - 1] : bias ? s[0] + ld(bias + n) : s[0]);
+  }
+}
+
+#define LINEAR(S, T)                                                                                               \
+  extern "C" __global__ void seamless_linear_##S(const T* a, const T* w, const T* bias, T* y, Linear p) {           \
+    let_next_launch();                                                                                             \
+    linear<T, 1>(a, w, bias, y, p);                                                                                \
+  }                                                                                                                \
+  extern "C" __global__ void seamless_linear_swiglu_##S(const T* a, const T* w, const T* bias, T* y, Linear p) {    \
+    let_next_launch();                                                                                             \
+    linear<T, 2>(a, w, bias, y, p);                                                                                \
+  }
+FOR_FLOATS(LINEAR)

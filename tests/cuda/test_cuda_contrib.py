@@ -107,11 +107,13 @@ def test_swiglu_of_two_matmul_nbits(K, block_size, zero_points, dtype):
     check(model, feeds, **({"rtol": 3e-4, "atol": 1e-3} if dtype == np.float32 else {"rtol": 5e-3, "atol": 5e-2}))
 
 
-# plan/fusion.py's MatMulSwiGLU: one GEMM by [gate | up], then silu(gate) * up in one pass
+# plan/fusion.py's MatMulSwiGLU: few rows in one pass of products.cu's Linear kernel, more by one GEMM
+# by [gate | up], then silu(gate) * up in one pass
+@pytest.mark.parametrize("m", [1, 5])
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
-def test_swiglu_of_two_matmuls(dtype):
+def test_swiglu_of_two_matmuls(dtype, m):
     from kernels.test_contrib_quantization import swiglu_nbits_model
-    model, feeds = swiglu_nbits_model(96, 40, 32, dtype=dtype, m=5, matmul=True)
+    model, feeds = swiglu_nbits_model(96, 40, 32, dtype=dtype, m=m, matmul=True)
     # float32: GEMMs summed in another order (values up to ~10); float16: the reference rounds the gate,
     # its sigmoid, the SiLU and the product, ours the GEMM's outputs and the result
     check(model, feeds, **({"rtol": 1e-4, "atol": 1e-4} if dtype == np.float32 else {"rtol": 4e-3, "atol": 1e-2}))

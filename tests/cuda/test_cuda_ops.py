@@ -3,7 +3,7 @@ family in every type it takes (float32/16, bfloat16, int32/64, bool), casts, red
 axes, Gemm. Integer inputs fed to a session live on the GPU, so they exercise the integer kernels."""
 import numpy as np
 import pytest
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
 from onnxruntime_ep_seamless.kernels.cuda.elementwise import UNARY
 from parity import Const, assert_close, node_model, stock_session
@@ -248,6 +248,62 @@ def test_matmul_bfloat16():
                                         rng.standard_normal((16, 8)).astype(F32)])
     # bfloat16 products summed in float32 by cuBLAS, rounded once; the reference rounds once too
     assert_close(ours, ref, rtol=1.6e-2, atol=1.6e-2)
+
+
+# A MatMul by a constant runs as plan/fusion.py's Linear (the weights transposed): with few rows (a
+# decode step's projections) products.cu's kernel when k comes by eights (1, 2, 4 or 8 warps a column
+# as k grows), else cuBLASLt. float32: sums in another order than ORT's; float16: both sum in float32
+# and round once, so at most one float16 ulp (9.8e-4 relative) apart.
+FEW_ROWS_TOL = {F32: {"rtol": 1e-4, "atol": 1e-4}, F16: {"rtol": 2e-3, "atol": 1e-3}}
+
+
+@pytest.mark.parametrize("m", [1, 4, 5])
+@pytest.mark.parametrize("k,n", [(896, 1152), (40, 9), (264, 16), (4864, 16), (2056, 24), (33, 12)])
+@pytest.mark.parametrize("dtype", [F32, F16])
+def test_matmul_by_a_constant(m, k, n, dtype):
+    rng = np.random.default_rng(m * k + n)
+    w = (rng.standard_normal((k, n)) * 0.1).astype(dtype)
+    check("MatMul", [rng.standard_normal((1, m, k)).astype(dtype), Const(w)], **FEW_ROWS_TOL[dtype])
+
+
+@pytest.mark.parametrize("m", [1, 5])
+@pytest.mark.parametrize("dtype", [F32, F16])
+def test_matmul_by_a_constant_plus_bias(m, dtype):
+    """MatMul by a constant, then Add of a constant bias: one Linear node with its bias on CUDA."""
+    rng = np.random.default_rng(m)
+    w, bias = (rng.standard_normal((64, 1152)) * 0.1).astype(dtype), rng.standard_normal(1152).astype(dtype)
+    t = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    model = helper.make_model(helper.make_graph(
+        [helper.make_node("MatMul", ["a", "w"], ["p"]), helper.make_node("Add", ["bias", "p"], ["y"])], "bias",
+        [helper.make_tensor_value_info("a", t, [m, 64])], [helper.make_tensor_value_info("y", t, [m, 1152])],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(bias, "bias")]),
+        opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+    feeds = {"a": rng.standard_normal((m, 64)).astype(dtype)}
+    (ours,) = run_on_cuda(model, feeds)
+    (ref,) = stock_session(model).run(None, feeds)
+    # float16: ORT rounds the product, then the sum with the bias; ours (m = 1) rounds once
+    assert_close(ours, ref, **(FEW_ROWS_TOL[F32] if dtype == F32 else {"rtol": 4e-3, "atol": 4e-3}))
+
+
+def test_matmul_by_a_constant_bfloat16():
+    rng = np.random.default_rng(17)
+    ours, ref = through_bf16("MatMul", [rng.standard_normal((3, 40)).astype(F32),
+                                        Const(rng.standard_normal((40, 24)).astype(F32))])
+    # float32 sums rounded once to bfloat16 by both: one bfloat16 ulp (7.8e-3 relative) apart at most
+    assert_close(ours, ref, rtol=1.6e-2, atol=1.6e-2)
+
+
+def test_integer_reductions_over_long_axes():
+    """int32/int64 reductions of many elements an output (or of 48 into few outputs) take reduce.cu's
+    block path: exact."""
+    rng = np.random.default_rng(18)
+    for dtype in (I32, I64):
+        x = rng.integers(-1000, 1000, (3, 3000)).astype(dtype)
+        for op in ("ReduceSum", "ReduceMax", "ReduceMin", "ReduceSumSquare"):
+            check(op, [x], {"axes": [1], "keepdims": 0}, opset=11, exact=True)
+        check("ReduceProd", [np.where(x > 0, 1, -1).astype(dtype)], {"axes": [1]}, opset=11, exact=True)
+        check("ReduceMean", [x.reshape(3, 50, 60)], {"axes": [0, 2]}, opset=11, exact=True)
+        check("ReduceSum", [x[:, :48]], {"axes": [1]}, opset=11, exact=True)
 
 
 def test_layer_normalization_over_two_axes():

@@ -21,9 +21,10 @@ def test_swiglu_of_two_matmuls_is_one_node_on_cuda(silu, dtype, matmul):
     graph = import_model(model)
     nodes = fuse(graph, graph.outputs, "cuda")
     assert [n.op_type for n in nodes] == ["MatMulSwiGLU" if matmul else "MatMulNBitsSwiGLU"]
-    if matmul:  # one [gate | up] matrix
+    if matmul:  # one [gate | up] matrix, transposed (as linear layers store theirs)
         gate_up = graph.value(nodes[0].inputs[1]).const
-        np.testing.assert_array_equal(gate_up, np.concatenate([graph.value("gate_w").const, graph.value("up_w").const], 1))
+        np.testing.assert_array_equal(gate_up, np.concatenate([graph.value("gate_w").const, graph.value("up_w").const], 1).T)
+        assert gate_up.flags.c_contiguous and graph.value(nodes[0].inputs[1]).shape == gate_up.shape
 
 
 def test_swiglu_is_not_fused_where_no_kernel_runs_it_or_a_part_is_read_elsewhere():
@@ -38,3 +39,40 @@ def test_swiglu_is_not_fused_where_no_kernel_runs_it_or_a_part_is_read_elsewhere
     model, _ = swiglu_nbits_model(64, 16, 32)
     model.graph.node[1].attribute[-1].i = 16  # up's block_size differs from the gate's
     assert "MatMulNBitsSwiGLU" not in fused_ops(model, "cuda")
+
+
+def _projections(bias_readers=1, tied=False, weight_input=False):
+    """y = MatMul(a, w) + b, and z = MatMul(a, w or v): (model, w, v, b)."""
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(3)
+    w, v, b = (rng.standard_normal(s).astype(np.float16) for s in ((8, 16), (8, 16), (16,)))
+    nodes = [helper.make_node("MatMul", ["a", "w"], ["p"]), helper.make_node("Add", ["p", "b"], ["y"]),
+             helper.make_node("MatMul", ["a", "w" if tied else "v"], ["z"])]
+    outputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT16, None) for n in ["y", "z"] + ["p"] * (bias_readers > 1)]
+    inits = [numpy_helper.from_array(x, n) for x, n in ((w, "w"), (v, "v"), (b, "b")) if not (weight_input and n == "w")]
+    inputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT16, s) for n, s in [("a", [1, 8])] + [("w", [8, 16])] * weight_input]
+    model = helper.make_model(helper.make_graph(nodes, "p", inputs, outputs, inits),
+                              opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+    return model, w, v, b
+
+
+def test_products_by_constants_are_linear_layers_on_cuda():
+    model, w, v, b = _projections()
+    graph = import_model(model)
+    nodes = fuse(graph, graph.outputs, "cuda")
+    assert [(n.op_type, n.inputs, n.outputs) for n in nodes] == [("Linear", ["a", "w.T", "b"], ["y"]),
+                                                                  ("Linear", ["a", "v.T"], ["z"])]
+    np.testing.assert_array_equal(graph.value("w.T").const, w.T)
+    np.testing.assert_array_equal(graph.value("v.T").const, v.T)
+    assert graph.value("w.T").shape == (16, 8) and graph.value("w.T").const.flags.c_contiguous
+    assert fused_ops(model, "cpu") == ["MatMul", "Add", "MatMul"]  # no Linear kernel on the CPU
+
+
+def test_linear_layers_share_a_tied_weight_and_keep_a_product_read_elsewhere():
+    model, w, _, _ = _projections(bias_readers=2, tied=True)  # p is an output too: the Add stays
+    graph = import_model(model)
+    nodes = fuse(graph, graph.outputs, "cuda")
+    assert [(n.op_type, n.inputs) for n in nodes] == [("Linear", ["a", "w.T"]), ("Add", ["p", "b"]),
+                                                      ("Linear", ["a", "w.T"])]
+    model, *_ = _projections(weight_input=True)  # w fed at run time: a plain MatMul
+    assert fused_ops(model, "cuda") == ["MatMul", "Add", "Linear"]

@@ -71,6 +71,19 @@ def fuse(graph: Graph, outputs: list[str], device: str = "cpu") -> list[Node]:
             replaced[n.index] = None
         return True
 
+    def transposed(name, matrix, shape, like, fused, absorbed):
+        """take(fused, absorbed) where fused reads the constant `name`: matrix() (K, N) stored transposed,
+        `shape` (N, K), as a linear layer stores it, so that a decode step's product reads each output's
+        weights in one run (native/cuda/products.cu). Typed like `like` first: the kernel lookup reads it."""
+        if name in graph.values:  # one matrix read by several products (tied weights)
+            return take(fused, absorbed)
+        graph.values[name] = Value(name, graph.value(like).elem_type, shape)
+        if take(fused, absorbed):
+            graph.values[name].const = np.ascontiguousarray(matrix().T)
+            return True
+        del graph.values[name]
+        return False
+
     def swiglu(gate):
         """Fuse silu(gate) * up where `gate` and `up` are plain MatMulNBits alike or MatMuls by
         constant matrices alike, of one input; whether it did. For MatMuls the fused node reads
@@ -99,14 +112,11 @@ def fuse(graph: Graph, outputs: list[str], device: str = "cpu") -> list[Node]:
             wg, wu = const(gate.inputs[1]), const(up.inputs[1]) if const_matmul(up) else None
             if wu is None or wu.shape != wg.shape or wu.dtype != wg.dtype:
                 return False
-            both = f"{gate.inputs[1]}|{up.inputs[1]}"  # typed first: the kernel lookup reads it
-            graph.values[both] = Value(both, graph.value(gate.inputs[1]).elem_type, (wg.shape[0], 2 * wg.shape[1]))
-            if take(Node(final.name, "MatMulSwiGLU", FUSED_DOMAIN, 1, [gate.inputs[0], both], final.outputs,
-                         index=gate.index), absorbed):
-                graph.values[both].const = np.concatenate([wg, wu], axis=1)
-                return True
-            del graph.values[both]
-            return False
+            both = f"{gate.inputs[1]}|{up.inputs[1]}"
+            return transposed(both, lambda: np.concatenate([wg, wu], axis=1), (2 * wg.shape[1], wg.shape[0]),
+                              gate.inputs[1], Node(
+                final.name, "MatMulSwiGLU", FUSED_DOMAIN, 1, [gate.inputs[0], both], final.outputs, index=gate.index),
+                absorbed)
         zero = lambda n: n.inputs[3] if len(n.inputs) > 3 else ""
         if not plain_nbits(up) or bool(zero(gate)) != bool(zero(up)) or \
                 any(gate.attrs.get(k) != up.attrs.get(k) for k in nbits_attrs):
@@ -169,6 +179,20 @@ def fuse(graph: Graph, outputs: list[str], device: str = "cpu") -> list[Node]:
             if len(chain) == 5:
                 take(Node(chain[-1].name, "GeluErf", FUSED_DOMAIN, 1, [x], chain[-1].outputs, index=node.index),
                      chain[1:])
+    for node in graph.nodes if device != "cpu" else ():
+        # what remains of MatMul(A, W) [+ b], W and b constants  ->  Linear(A, W.T [, b]) (CUDA)
+        if node.index in replaced or not const_matmul(node) or const(node.inputs[1]).dtype != \
+                graph.value(node.inputs[0]).dtype:
+            continue
+        add, bias = reader(node) if private(node) else None, []
+        if add is not None and add.op_type == "Add" and not add.domain and add.index not in replaced:
+            b = const(other(add, node.outputs[0]))
+            if b is not None and b.dtype == const(node.inputs[1]).dtype and b.shape == (const(node.inputs[1]).shape[1],):
+                bias = [other(add, node.outputs[0])]
+        last, w = add if bias else node, node.inputs[1]
+        fused = Node(last.name, "Linear", FUSED_DOMAIN, 1, [node.inputs[0], f"{w}.T"] + bias, last.outputs,
+                     index=node.index)
+        transposed(f"{w}.T", lambda: const(w), const(w).shape[::-1], w, fused, [add] if bias else [])
     if not replaced:
         return graph.nodes
     return [replaced.get(n.index, n) for n in graph.nodes if replaced.get(n.index, n) is not None]

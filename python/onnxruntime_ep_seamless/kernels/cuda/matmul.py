@@ -1,5 +1,7 @@
-"""Matrix products on CUDA (float32, float16, bfloat16; float32 accumulation) through cuBLASLt, batched
-ones with few rows through our kernel (native/cuda/products.cu), and the fused SwiGLU of two."""
+"""Matrix products on CUDA (float32, float16, bfloat16; float32 accumulation) through cuBLASLt, those with
+few rows through our kernels (native/cuda/products.cu), and plan/fusion.py's Linear and SwiGLU."""
+import struct
+
 import numpy as np
 
 from ...plan.fusion import FUSED_DOMAIN
@@ -50,7 +52,7 @@ def _product(rt, stream, a, b, y, m, n, k, **how):
         rt.gemm(stream, a, b, y, m, n, k, **how)
 
 
-SMALL_ROWS = 4  # batched products with at most this many rows: native/cuda/products.cu
+SMALL_ROWS = 4  # products with at most this many rows: native/cuda/products.cu
 
 
 def batched_product(rt, stream, a, b, y, m, n, k, batch, stride_a, stride_b, trans_b=False, alpha=1.0):
@@ -68,14 +70,46 @@ def batched_product(rt, stream, a, b, y, m, n, k, batch, stride_a, stride_b, tra
               ("int64", stride_b), ("int", int(trans_b)), ("float", alpha))
 
 
+def _linear(rt, stream, a, w, y, m, n, k, bias=None, swiglu=False):
+    """y = a . w.T (+ bias), or silu(a . w[:n].T) * (a . w[n:].T), by products.cu when a has at most SMALL_ROWS
+    rows and k comes by eights (16-byte loads); else False and nothing is done."""
+    if not (0 < m <= SMALL_ROWS and k % 8 == 0 and k and a.ptr % 16 == 0 and w.ptr % 16 == 0):
+        return False
+    split = min(8, 1 << (-(-k // 256) - 1).bit_length())  # warps a column: a warp's one pass takes 256 k
+    name = f"seamless_linear{'_swiglu' if swiglu else ''}_{SUFFIX[a.dtype]}"
+    rt.launch_rows(name, -(-n // (8 // split)), stream, ("ptr", a.ptr), ("ptr", w.ptr),
+                   ("ptr", bias.ptr if bias is not None else 0), ("ptr", y.ptr), ("bytes", struct.pack("<4i", m, n, k, split)))
+    return True
+
+
+@kernel("Linear", domain=FUSED_DOMAIN, types=GPU_FLOATS, device="cuda")
+def linear(rt, stream, a, w, bias=None):
+    """a . w.T (+ bias): a MatMul by a constant (K, N) matrix, given transposed (N, K) by plan/fusion.py as a
+    linear layer stores it, so that a decode step's product reads each output's weights in one run."""
+    n, k = w.shape
+    m = int(np.prod(a.shape[:-1], dtype=np.int64))
+    y = rt.alloc(a.shape[:-1] + (n,), a.dtype)
+    if _linear(rt, stream, a, w, y, m, n, k, bias=bias):
+        return (y,)
+    _product(rt, stream, a, w, y, m, n, k, trans_b=True)
+    if bias is None:
+        return (y,)
+    z = binary(rt, stream, ADD, y, bias)
+    rt.free(y)  # stream-ordered
+    return (z,)
+
+
 @kernel("MatMulSwiGLU", domain=FUSED_DOMAIN, types=GPU_FLOATS, device="cuda")
 def matmul_swiglu(rt, stream, a, gate_up):
-    """silu(a . Wg) * (a . Wu) with gate_up = [Wg | Wu] (plan/fusion.py): one GEMM, then one pass."""
-    k, both = gate_up.shape
+    """silu(a . Wg) * (a . Wu) with gate_up = [Wg | Wu] transposed, (2N, K) (plan/fusion.py): few rows in one
+    pass, else one GEMM and one pass over its product."""
+    both, k = gate_up.shape
     m = int(np.prod(a.shape[:-1], dtype=np.int64))
-    product = rt.alloc(a.shape[:-1] + (both,), a.dtype)
-    _product(rt, stream, a, gate_up, product, m, both, k)
     y = rt.alloc(a.shape[:-1] + (both // 2,), a.dtype)
+    if _linear(rt, stream, a, gate_up, y, m, both // 2, k, swiglu=True):
+        return (y,)
+    product = rt.alloc(a.shape[:-1] + (both,), a.dtype)
+    _product(rt, stream, a, gate_up, product, m, both, k, trans_b=True)
     if y.size:
         rt.launch(f"seamless_swiglu_{SUFFIX[a.dtype]}", y.size, stream, ("int64", y.size), ("int64", both // 2),
                   ("ptr", product.ptr), ("ptr", y.ptr))
