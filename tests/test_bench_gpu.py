@@ -50,3 +50,24 @@ def test_compare_takes_the_median_of_processes_run_in_turn(monkeypatch, capsys):
     assert ours["ms_per_token_by_process"] == [3.0, 1.0, 2.0] and ours["ms_per_token"] == 2.0
     assert ort["ms_per_token"] == 5.0 and summary["speedups"]["level B / ORT graph (same loop)"] == 2.5
     assert "of 3 processes each" in capsys.readouterr().out
+
+
+def test_compare_runs_one_loop_given_a_mode(monkeypatch):
+    """--ep both --mode graph: only the graph-mode configurations (ours level B, ORT's CUDA graph),
+    and only the speed-up between them."""
+    import json
+    import subprocess
+    from onnxruntime_ep_seamless import bench_gpu
+    modes = []
+
+    def fake_run(cmd, **kwargs):
+        modes.append(cmd[cmd.index("--mode") + 1])
+        ms = 2.0 if cmd[cmd.index("--ep") + 1] == "seamless" else 3.0
+        return subprocess.CompletedProcess(cmd, 0, json.dumps({"ms_per_token": ms, "tokens_per_s": 1e3 / ms,
+                                                                "onnxruntime": "x"}) + "\n", "")
+
+    monkeypatch.setattr(bench_gpu.subprocess, "run", fake_run)
+    summary = bench_gpu.compare("m", 8, 4, 1, None, None, torch_checkpoint="ck", processes=2, mode="graph")
+    assert modes == ["graph"] * 4 and list(summary["runs"]) == ["ours, enable_cuda_graph=1 (level B)",
+                                                                "ORT CUDA EP, enable_cuda_graph=1"]
+    assert summary["speedups"] == {"level B / ORT graph (same loop)": 1.5}

@@ -210,13 +210,14 @@ CONFIGS = [
 
 def compare(model_dir: str, steps: int, prompt: int, rounds: int, peer_pythonpath: str | None,
             json_path: str | None, torch_checkpoint: str | None = None, chart_path: str | None = None,
-            processes: int = 1) -> dict:
+            processes: int = 1, mode: str | None = None) -> dict:
     """Every configuration in CONFIGS (and PyTorch eager given the checkpoint the model was built
-    from), each in its own process, `processes` times in turn (the host's speed varies between
-    processes): a configuration's ms/token is the median of its processes'. peer_pythonpath puts
-    onnxruntime-gpu first for ORT's EP."""
+    from), or those of one loop (`mode`), each in its own process, `processes` times in turn (the
+    host's speed varies between processes): a configuration's ms/token is the median of its
+    processes'. peer_pythonpath puts onnxruntime-gpu first for ORT's EP."""
     samples: dict[str, list] = {}
     configs = CONFIGS + ([("PyTorch eager", "torch", "growing", None)] if torch_checkpoint else [])
+    configs = [c for c in configs if mode in (None, c[2])]
     for label, ep, mode, capture in configs * processes:
         env = dict(os.environ)
         if ep == "ort-cuda" and peer_pythonpath:
@@ -237,15 +238,13 @@ def compare(model_dir: str, steps: int, prompt: int, rounds: int, peer_pythonpat
     ms = {label: r["ms_per_token"] for label, r in runs.items()}
     ours_a, ours_b = CONFIGS[0][0], CONFIGS[2][0]
     ort_eager, ort_graph = CONFIGS[3][0], CONFIGS[4][0]
-    ratios = {  # speed-ups (tokens/s ours / tokens/s peer): above 1 we are faster
-        "level A / ORT eager (same loop)": ms[ort_eager] / ms[ours_a],
-        "level B / ORT graph (same loop)": ms[ort_graph] / ms[ours_b],
-        "level A / ORT graph": ms[ort_graph] / ms[ours_a],
-    }
-    if torch_checkpoint:
-        ratios["level A / PyTorch eager"] = ms["PyTorch eager"] / ms[ours_a]
+    pairs = {"level A / ORT eager (same loop)": (ours_a, ort_eager), "level B / ORT graph (same loop)": (ours_b, ort_graph),
+             "level A / ORT graph": (ours_a, ort_graph), "level A / PyTorch eager": (ours_a, "PyTorch eager")}
+    # speed-ups (tokens/s ours / tokens/s peer) of the configurations that ran: above 1 we are faster
+    ratios = {name: ms[peer] / ms[ours] for name, (ours, peer) in pairs.items() if ours in ms and peer in ms}
+    ort = next(runs[label] for label in (ort_eager, ort_graph) if label in runs)
     summary = {"model": model_dir, "steps": steps, "prompt": prompt, "rounds": rounds, "processes": processes,
-               "onnxruntime_gpu": runs[ort_eager]["onnxruntime"], "speedups": ratios, "runs": runs}
+               "onnxruntime_gpu": ort["onnxruntime"], "speedups": ratios, "runs": runs}
     name = os.path.basename(model_dir.rstrip("/"))
     print(f"decode on GPU, {name}: {steps} steps after a {prompt}-token prompt, median of {rounds} rounds"
           + (f" and of {processes} processes each" if processes > 1 else ""))

@@ -175,7 +175,7 @@ def cmd_bench_gpu(args) -> int:
         return 2
     if args.ep == "both":
         compare(args.model_dir, args.steps, args.prefill, args.decode_rounds, args.peer_pythonpath, args.json,
-                args.torch_checkpoint, args.chart, args.processes)
+                args.torch_checkpoint, args.chart, args.processes, args.mode)
         return 0
     if args.ep == "torch":
         if not args.torch_checkpoint:
@@ -184,8 +184,8 @@ def cmd_bench_gpu(args) -> int:
         result = run_torch(args.torch_checkpoint, args.steps, args.prefill, args.decode_rounds, args.torch_dtype,
                            args.torch_device)
     else:
-        result = run_one(args.model_dir, args.ep, args.steps, args.prefill, args.decode_rounds, args.mode, args.capture,
-                         args.profile)
+        result = run_one(args.model_dir, args.ep, args.steps, args.prefill, args.decode_rounds, args.mode or "growing",
+                         args.capture, args.profile)
     print(json.dumps(result) if args.json == "-" else result)
     if args.json and args.json != "-":
         with open(args.json, "w") as f:
@@ -311,9 +311,10 @@ def _add_decode_options(sub) -> None:
                    help="decode-gpu --ep torch: the weights' type")
     p.add_argument("--torch-device", default="cuda", help="decode-gpu --ep torch: the torch device")
     p.add_argument("--peer-pythonpath", help="decode-gpu: a folder with onnxruntime-gpu, put first for ORT's CUDA EP")
-    p.add_argument("--mode", choices=["growing", "graph"], default="growing",
-                   help="decode-gpu, one peer: growing KV through session.run (our EP: --capture), or shared "
-                        "max-length KV buffers with IO binding and the EP's CUDA graph capture (enable_cuda_graph=1)")
+    p.add_argument("--mode", choices=["growing", "graph"],
+                   help="decode-gpu: growing KV through session.run (our EP: --capture; one peer's default), or shared "
+                        "max-length KV buffers with IO binding and the EP's CUDA graph capture (enable_cuda_graph=1); "
+                        "with --ep both only the configurations of that loop (default: both loops)")
     p.epilog = ("bench decode MODEL_DIR [--steps N] [--threads N] [--json F]: greedy LLM decoding, ms/token of "
                 "our EP and stock ORT's CPU EP in this process, alternating whole generations. "
                 "bench decode-gpu MODEL_DIR [--ep both] [--peer-pythonpath DIR] [--json F] [--chart PNG]: the same on "
