@@ -7,7 +7,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from onnxruntime_ep_seamless.kernels.cuda.elementwise import UNARY
 from parity import Const, assert_close, node_model, stock_session
-from test_cuda_ep import DEVICES, PROBLEM, in_bfloat16, run_on_cuda
+from test_cuda_ep import DEVICES, PROBLEM, cuda_session, in_bfloat16, run_on_cuda
 
 pytestmark = pytest.mark.skipif(not DEVICES, reason=f"no NVIDIA GPU for the CUDA EP ({PROBLEM or 'none found'})")
 F32, F16, I32, I64 = np.float32, np.float16, np.int32, np.int64
@@ -283,6 +283,22 @@ def test_matmul_by_a_constant_plus_bias(m, dtype):
     (ref,) = stock_session(model).run(None, feeds)
     # float16: ORT rounds the product, then the sum with the bias; ours (m = 1) rounds once
     assert_close(ours, ref, **(FEW_ROWS_TOL[F32] if dtype == F32 else {"rtol": 4e-3, "atol": 4e-3}))
+
+
+@pytest.mark.parametrize("const", [False, True])
+def test_matmul_of_mismatched_widths_is_a_clear_error(const):
+    """Symbolic dims let a wrong width reach the EP: an error naming the shapes before any launch (a
+    GEMM would read past the operands), and the session runs right feeds afterwards."""
+    rng = np.random.default_rng(19)
+    w = rng.standard_normal((8, 16)).astype(F32)
+    model, _ = node_model("MatMul", [rng.standard_normal((2, 8)).astype(F32), Const(w) if const else w],
+                          symbolic=True)
+    sess = cuda_session(model)
+    bad = {"in0": np.ones((2, 5), F32)} | ({} if const else {"in1": w})
+    with pytest.raises(Exception, match=r"last dimension must be 8"):
+        sess.run(None, bad)
+    good = {"in0": np.ones((3, 8), F32)} | ({} if const else {"in1": w})
+    np.testing.assert_allclose(sess.run(None, good)[0], good["in0"] @ w, rtol=1e-5, atol=1e-5)
 
 
 def test_matmul_by_a_constant_bfloat16():

@@ -76,3 +76,13 @@ def test_linear_layers_share_a_tied_weight_and_keep_a_product_read_elsewhere():
                                                       ("Linear", ["a", "w.T"])]
     model, *_ = _projections(weight_input=True)  # w fed at run time: a plain MatMul
     assert fused_ops(model, "cuda") == ["MatMul", "Add", "Linear"]
+
+
+def test_linear_layers_weights_take_a_name_the_model_does_not_use():
+    from onnx import numpy_helper
+    model, w, v, _ = _projections()
+    model.graph.initializer.append(numpy_helper.from_array(np.zeros(3, np.float16), "w.T"))  # the model's own
+    graph = import_model(model)
+    nodes = fuse(graph, graph.outputs, "cuda")
+    assert nodes[0].inputs[1] == "w.T'" and graph.value("w.T").const.shape == (3,)
+    np.testing.assert_array_equal(graph.value("w.T'").const, w.T)

@@ -71,15 +71,22 @@ def fuse(graph: Graph, outputs: list[str], device: str = "cpu") -> list[Node]:
             replaced[n.index] = None
         return True
 
-    def transposed(name, matrix, shape, like, fused, absorbed):
-        """take(fused, absorbed) where fused reads the constant `name`: matrix() (K, N) stored transposed,
-        `shape` (N, K), as a linear layer stores it, so that a decode step's product reads each output's
-        weights in one run (native/cuda/products.cu). Typed like `like` first: the kernel lookup reads it."""
-        if name in graph.values:  # one matrix read by several products (tied weights)
-            return take(fused, absorbed)
+    made: dict[tuple, str] = {}  # the constants this fusion added, by the weights they hold
+
+    def transposed(key, matrix, shape, like, fused, absorbed):
+        """take(fused(name), absorbed) where the fused node reads a constant added here: matrix() (K, N)
+        of the weights named in `key`, stored transposed, `shape` (N, K), as a linear layer stores it, so
+        that a decode step's product reads each output's weights in one run (native/cuda/products.cu).
+        Typed like `like` before the kernel lookup reads it; one constant for weights read twice (tied)."""
+        if key in made:
+            return take(fused(made[key]), absorbed)
+        name = "|".join(key) + ".T"
+        while name in graph.values:  # a name of the model's own
+            name += "'"
         graph.values[name] = Value(name, graph.value(like).elem_type, shape)
-        if take(fused, absorbed):
+        if take(fused(name), absorbed):
             graph.values[name].const = np.ascontiguousarray(matrix().T)
+            made[key] = name
             return True
         del graph.values[name]
         return False
@@ -112,11 +119,10 @@ def fuse(graph: Graph, outputs: list[str], device: str = "cpu") -> list[Node]:
             wg, wu = const(gate.inputs[1]), const(up.inputs[1]) if const_matmul(up) else None
             if wu is None or wu.shape != wg.shape or wu.dtype != wg.dtype:
                 return False
-            both = f"{gate.inputs[1]}|{up.inputs[1]}"
-            return transposed(both, lambda: np.concatenate([wg, wu], axis=1), (2 * wg.shape[1], wg.shape[0]),
-                              gate.inputs[1], Node(
-                final.name, "MatMulSwiGLU", FUSED_DOMAIN, 1, [gate.inputs[0], both], final.outputs, index=gate.index),
-                absorbed)
+            return transposed((gate.inputs[1], up.inputs[1]), lambda: np.concatenate([wg, wu], axis=1),
+                              (2 * wg.shape[1], wg.shape[0]), gate.inputs[1],
+                              lambda both: Node(final.name, "MatMulSwiGLU", FUSED_DOMAIN, 1, [gate.inputs[0], both],
+                                                final.outputs, index=gate.index), absorbed)
         zero = lambda n: n.inputs[3] if len(n.inputs) > 3 else ""
         if not plain_nbits(up) or bool(zero(gate)) != bool(zero(up)) or \
                 any(gate.attrs.get(k) != up.attrs.get(k) for k in nbits_attrs):
@@ -190,9 +196,9 @@ def fuse(graph: Graph, outputs: list[str], device: str = "cpu") -> list[Node]:
             if b is not None and b.dtype == const(node.inputs[1]).dtype and b.shape == (const(node.inputs[1]).shape[1],):
                 bias = [other(add, node.outputs[0])]
         last, w = add if bias else node, node.inputs[1]
-        fused = Node(last.name, "Linear", FUSED_DOMAIN, 1, [node.inputs[0], f"{w}.T"] + bias, last.outputs,
-                     index=node.index)
-        transposed(f"{w}.T", lambda: const(w), const(w).shape[::-1], w, fused, [add] if bias else [])
+        transposed((w,), lambda: const(w), const(w).shape[::-1], w,
+                   lambda wt: Node(last.name, "Linear", FUSED_DOMAIN, 1, [node.inputs[0], wt] + bias, last.outputs,
+                                   index=node.index), [add] if bias else [])
     if not replaced:
         return graph.nodes
     return [replaced.get(n.index, n) for n in graph.nodes if replaced.get(n.index, n) is not None]

@@ -10,6 +10,14 @@ from ..registry import kernel
 from .elementwise import ADD, GPU_FLOATS, MUL_BY, SUFFIX, binary, unary
 
 
+def _rows(op, a, k):
+    """The rows of a (..., k) operand; a clear error, before any launch, when its last dim is not k."""
+    if len(a.shape) == 0 or a.shape[-1] != k:
+        raise ValueError(f"{op}: the first operand has shape {a.shape}, its last dimension must be {k} "
+                         "(the second operand's K); feed a tensor of that width")
+    return int(np.prod(a.shape[:-1], dtype=np.int64))
+
+
 def _materialize(rt, stream, t, batch):
     """t broadcast to the batch dims, contiguous (a copy only when it actually broadcasts)."""
     target = tuple(batch) + t.shape[-2:]
@@ -27,8 +35,8 @@ def _materialize(rt, stream, t, batch):
         check=lambda n, g: None if all(len(g.value(i).shape or ()) >= 2 for i in n.inputs) else "1-D operands")
 def matmul(rt, stream, a, b):
     k, n = b.shape[-2], b.shape[-1]
+    m = _rows("MatMul", a, k)
     if len(b.shape) == 2:  # (..., K) x (K, N): one GEMM over all rows
-        m = int(np.prod(a.shape[:-1], dtype=np.int64))
         y = rt.alloc(a.shape[:-1] + (n,), a.dtype)
         _product(rt, stream, a, b, y, m, n, k)
         return (y,)
@@ -87,7 +95,7 @@ def linear(rt, stream, a, w, bias=None):
     """a . w.T (+ bias): a MatMul by a constant (K, N) matrix, given transposed (N, K) by plan/fusion.py as a
     linear layer stores it, so that a decode step's product reads each output's weights in one run."""
     n, k = w.shape
-    m = int(np.prod(a.shape[:-1], dtype=np.int64))
+    m = _rows("MatMul", a, k)
     y = rt.alloc(a.shape[:-1] + (n,), a.dtype)
     if _linear(rt, stream, a, w, y, m, n, k, bias=bias):
         return (y,)
@@ -104,7 +112,7 @@ def matmul_swiglu(rt, stream, a, gate_up):
     """silu(a . Wg) * (a . Wu) with gate_up = [Wg | Wu] transposed, (2N, K) (plan/fusion.py): few rows in one
     pass, else one GEMM and one pass over its product."""
     both, k = gate_up.shape
-    m = int(np.prod(a.shape[:-1], dtype=np.int64))
+    m = _rows("MatMul", a, k)
     y = rt.alloc(a.shape[:-1] + (both // 2,), a.dtype)
     if _linear(rt, stream, a, gate_up, y, m, both // 2, k, swiglu=True):
         return (y,)
@@ -120,7 +128,10 @@ def matmul_swiglu(rt, stream, a, gate_up):
 @kernel("Gemm", since=7, types=GPU_FLOATS, device="cuda")
 def gemm(rt, stream, a, b, c=None, *, alpha=1.0, beta=1.0, transA=0, transB=0):
     m, k = a.shape[::-1] if transA else a.shape
-    n = b.shape[0] if transB else b.shape[1]
+    n, kb = b.shape if transB else b.shape[::-1]
+    if kb != k:
+        raise ValueError(f"Gemm: A {a.shape} (transA={transA}) and B {b.shape} (transB={transB}) do not share K "
+                         f"({k} against {kb}); feed operands whose inner dimensions agree")
     y = rt.alloc((m, n), a.dtype)
     _product(rt, stream, a, b, y, m, n, k, trans_a=bool(transA), trans_b=bool(transB), alpha=float(alpha))
     if c is None or beta == 0:
