@@ -127,7 +127,9 @@ def build_cuda_kernels(out: Path) -> Path | None:
         gencode = [f"-gencode=arch=compute_{a},code=sm_{a}" for a in CUDA_ARCHS]
         gencode.append(f"-gencode=arch=compute_{CUDA_ARCHS[-1]},code=compute_{CUDA_ARCHS[-1]}")
         target = out / CUDA_FATBIN
-        subprocess.run([nvcc, "-fatbin", "-O3", f"-I{NATIVE_CUDA}", *gencode, str(unit), "-o", str(target)], check=True)
+        # --threads 0: the architectures compiled in parallel, one job a core (the same fatbin)
+        subprocess.run([nvcc, "-fatbin", "-O3", "--threads", "0", f"-I{NATIVE_CUDA}", *gencode, str(unit), "-o",
+                        str(target)], check=True)
     return target
 
 
