@@ -71,3 +71,18 @@ def test_compare_runs_one_loop_given_a_mode(monkeypatch):
     assert modes == ["graph"] * 4 and list(summary["runs"]) == ["ours, enable_cuda_graph=1 (level B)",
                                                                 "ORT CUDA EP, enable_cuda_graph=1"]
     assert summary["speedups"] == {"level B / ORT graph (same loop)": 1.5}
+
+
+def test_kernel_shapes_groups_a_traces_kernels_by_launch_grid():
+    """--profile's `shapes`: one row per kernel and grid (a decode step's lm_head apart from its
+    layers' products), times per step and per launch; memcpys and host events are not kernels."""
+    from onnxruntime_ep_seamless.bench_gpu import kernel_shapes
+    k = lambda grid, dur: {"ph": "X", "cat": "kernel", "name": "seamless_linear_f16", "dur": dur,
+                           "args": {"grid": grid, "block": [256, 1, 1]}}
+    events = [k([576, 1, 1], 4.0), k([576, 1, 1], 6.0), k([75968, 1, 1], 90.0),
+              {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy DtoH", "dur": 50.0},
+              {"ph": "X", "cat": "cpu_op", "name": "aten::empty", "dur": 1.0}]
+    rows = kernel_shapes(events, steps=2)
+    assert [(r["grid"], r["us_per_step"], r["per_step"], r["us_per_launch"]) for r in rows] == \
+        [([75968, 1, 1], 45.0, 0.5, 90.0), ([576, 1, 1], 5.0, 1.0, 5.0)]
+    assert rows[0]["kernel"] == "seamless_linear_f16" and rows[0]["block"] == [256, 1, 1]

@@ -79,7 +79,9 @@ def run_one(model_dir: str, ep: str, steps: int, prompt: int, rounds: int, mode:
 def kernel_profile(generate, steps: int, top: int = 25) -> dict:
     """GPU time per decode step by kernel name over one more generation, from CUPTI through
     torch.profiler (it sees every kernel of the process, ours launched by the driver API and those
-    inside CUDA graphs included); the prompt's kernels are in the totals too."""
+    inside CUDA graphs included); the prompt's kernels are in the totals too. `shapes`: the same by
+    kernel and launch grid (which product of a step: the lm_head's grid is not a layer's)."""
+    import tempfile
     from torch.profiler import ProfilerActivity, profile
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         generate()
@@ -89,9 +91,28 @@ def kernel_profile(generate, steps: int, top: int = 25) -> dict:
         if us > 0:
             kernels.append((us / steps, e.count / steps, e.key))
     kernels.sort(reverse=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        prof.export_chrome_trace(os.path.join(tmp, "trace.json"))
+        with open(os.path.join(tmp, "trace.json")) as f:
+            events = json.load(f).get("traceEvents", [])
     return {"gpu_us_per_step": sum(k[0] for k in kernels), "launches_per_step": sum(k[1] for k in kernels),
             "top": [{"kernel": name[:120], "us_per_step": round(us, 2), "per_step": round(n, 2)}
-                    for us, n, name in kernels[:top]]}
+                    for us, n, name in kernels[:top]],
+            "shapes": kernel_shapes(events, steps, top)}
+
+
+def kernel_shapes(events: list, steps: int, top: int = 25) -> list:
+    """Kernels of a chrome trace grouped by name and launch grid and block: GPU us per step, launches
+    per step, and us per launch, the largest first."""
+    groups: dict[tuple, list] = {}
+    for e in events:
+        if e.get("cat") == "kernel" and e.get("ph") == "X":
+            args = e.get("args", {})
+            key = (e.get("name", "?"), tuple(args.get("grid", ())), tuple(args.get("block", ())))
+            groups.setdefault(key, []).append(float(e.get("dur", 0)))
+    rows = sorted(((sum(d), len(d), key) for key, d in groups.items()), reverse=True)[:top]
+    return [{"kernel": name[:120], "grid": list(grid), "block": list(block), "us_per_step": round(us / steps, 2),
+             "per_step": round(n / steps, 2), "us_per_launch": round(us / n, 2)} for us, n, (name, grid, block) in rows]
 
 
 def _growing_rounds(sess, steps, prompt, rounds):
