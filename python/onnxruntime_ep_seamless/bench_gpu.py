@@ -239,12 +239,12 @@ def compare(model_dir: str, steps: int, prompt: int, rounds: int, peer_pythonpat
     samples: dict[str, list] = {}
     configs = CONFIGS + ([("PyTorch eager", "torch", "growing", None)] if torch_checkpoint else [])
     configs = [c for c in configs if mode in (None, c[2])]
-    for label, ep, mode, capture in configs * processes:
+    for label, ep, loop, capture in configs * processes:
         env = dict(os.environ)
         if ep == "ort-cuda" and peer_pythonpath:
             env["PYTHONPATH"] = peer_pythonpath + os.pathsep + env.get("PYTHONPATH", "")
         cmd = [sys.executable, "-m", "onnxruntime_ep_seamless", "bench", "decode-gpu", model_dir, "--ep", ep,
-               "--steps", str(steps), "--prefill", str(prompt), "--decode-rounds", str(rounds), "--mode", mode,
+               "--steps", str(steps), "--prefill", str(prompt), "--decode-rounds", str(rounds), "--mode", loop,
                "--json", "-"] + (["--capture", capture] if capture else []) + \
             (["--torch-checkpoint", torch_checkpoint] if ep == "torch" else [])
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
