@@ -52,6 +52,18 @@ def fuse(graph: Graph, outputs: list[str], device: str = "cpu") -> list[Node]:
         (out,) = node.outputs
         return by_input[out][0]
 
+    def bias_add(node, n, dtype):
+        """(the Add, its bias) when the node's product is read only by an Add of a constant bias of shape
+        (n,) and type dtype, else (None, None)."""
+        if not private(node):
+            return None, None
+        add = reader(node)
+        if add.op_type != "Add" or add.domain or add.index in replaced:
+            return None, None
+        b = const(other(add, node.outputs[0]))
+        return (add, other(add, node.outputs[0])) if b is not None and b.dtype == dtype and b.shape == (n,) else \
+            (None, None)
+
     producer = {out: node for node in graph.nodes for out in node.outputs if out}
     nbits_attrs = ("K", "N", "block_size", "bits", "accuracy_level")
 
@@ -135,16 +147,13 @@ def fuse(graph: Graph, outputs: list[str], device: str = "cpu") -> list[Node]:
         if node.index in replaced:
             continue
         # MatMul(A, W) + b  ->  MatMulBias(A, W, b): the bias added while the GEMM stores its tile
-        if node.op_type == "MatMul" and not node.domain and private(node) and fused_float(node.inputs[0]):
-            w, add = const(node.inputs[1]), reader(node)
-            if w is not None and w.ndim == 2 and w.dtype == graph.value(node.inputs[0]).dtype and \
-                    add.op_type == "Add" and not add.domain:
-                b = const(other(add, node.outputs[0]))
-                if b is not None and b.dtype == w.dtype and b.shape == (w.shape[1],) and \
-                        take(Node(add.name, "MatMulBias", FUSED_DOMAIN, 1,
-                                  [node.inputs[0], node.inputs[1], other(add, node.outputs[0])], add.outputs,
-                                  index=node.index), [add]):
-                    continue
+        if const_matmul(node) and fused_float(node.inputs[0]) and \
+                const(node.inputs[1]).dtype == graph.value(node.inputs[0]).dtype:
+            w = const(node.inputs[1])
+            add, bias = bias_add(node, w.shape[1], w.dtype)
+            if add is not None and take(Node(add.name, "MatMulBias", FUSED_DOMAIN, 1, [node.inputs[0], node.inputs[1], bias],
+                                             add.outputs, index=node.index), [add]):
+                continue
         # Sigmoid(x) * x  ->  com.microsoft QuickGelu(x, alpha=1): SiLU in one native pass
         if node.op_type == "Sigmoid" and not node.domain and private(node) and fused_float(node.inputs[0]):
             mul = reader(node)
@@ -157,16 +166,13 @@ def fuse(graph: Graph, outputs: list[str], device: str = "cpu") -> list[Node]:
         if node.op_type in ("MatMulNBits", "MatMul") and len(node.outputs) == 1 and swiglu(node):
             continue
         # MatMulNBits(...) + b  ->  MatMulNBits(..., bias=b): the bias added as the product is stored
-        if node.op_type == "MatMulNBits" and node.domain == "com.microsoft" and private(node) and \
+        if node.op_type == "MatMulNBits" and node.domain == "com.microsoft" and \
                 (len(node.inputs) < 6 or not node.inputs[5]) and fused_float(node.inputs[0]):
-            add = reader(node)
-            if add.op_type == "Add" and not add.domain:
-                b = const(other(add, node.outputs[0]))
-                if b is not None and b.dtype == graph.value(node.inputs[0]).dtype and b.shape == (node.attrs.get("N"),) \
-                        and take(Node(add.name, node.op_type, node.domain, node.since_version,
-                                      (node.inputs + [""] * 5)[:5] + [other(add, node.outputs[0])], add.outputs,
-                                      dict(node.attrs), index=node.index), [add]):
-                    continue
+            add, bias = bias_add(node, node.attrs.get("N"), graph.value(node.inputs[0]).dtype)
+            if add is not None and take(Node(add.name, node.op_type, node.domain, node.since_version,
+                                             (node.inputs + [""] * 5)[:5] + [bias], add.outputs, dict(node.attrs),
+                                             index=node.index), [add]):
+                continue
         # Div(x, sqrt 2) -> Erf -> Add 1 -> Mul x -> Mul 0.5  ->  Gelu(x), as torch exports it
         if node.op_type == "Div" and not node.domain and scalar(node.inputs[1], math.sqrt(2)) and fused_float(node.inputs[0]):
             x, chain = node.inputs[0], [node]
@@ -187,18 +193,15 @@ def fuse(graph: Graph, outputs: list[str], device: str = "cpu") -> list[Node]:
                      chain[1:])
     for node in graph.nodes if device != "cpu" else ():
         # what remains of MatMul(A, W) [+ b], W and b constants  ->  Linear(A, W.T [, b]) (CUDA)
-        if node.index in replaced or not const_matmul(node) or const(node.inputs[1]).dtype != \
-                graph.value(node.inputs[0]).dtype:
+        if node.index in replaced or not const_matmul(node) or \
+                const(node.inputs[1]).dtype != graph.value(node.inputs[0]).dtype:
             continue
-        add, bias = reader(node) if private(node) else None, []
-        if add is not None and add.op_type == "Add" and not add.domain and add.index not in replaced:
-            b = const(other(add, node.outputs[0]))
-            if b is not None and b.dtype == const(node.inputs[1]).dtype and b.shape == (const(node.inputs[1]).shape[1],):
-                bias = [other(add, node.outputs[0])]
-        last, w = add if bias else node, node.inputs[1]
+        w = node.inputs[1]
+        add, bias = bias_add(node, const(w).shape[1], const(w).dtype)
+        last = add if add is not None else node
         transposed((w,), lambda: const(w), const(w).shape[::-1], w,
-                   lambda wt: Node(last.name, "Linear", FUSED_DOMAIN, 1, [node.inputs[0], wt] + bias, last.outputs,
-                                   index=node.index), [add] if bias else [])
+                   lambda wt: Node(last.name, "Linear", FUSED_DOMAIN, 1, [node.inputs[0], wt] + ([bias] if bias else []),
+                                   last.outputs, index=node.index), [add] if add is not None else [])
     if not replaced:
         return graph.nodes
     return [replaced.get(n.index, n) for n in graph.nodes if replaced.get(n.index, n) is not None]
