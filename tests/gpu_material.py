@@ -58,6 +58,9 @@ def unpack(dest: Path) -> None:
     import onnx
     from onnx import numpy_helper
     folder = dest / "material" / "minilm"
+    if not (folder / "weights_f16.npz").exists():
+        print(f"{folder}: no MiniLM material; its tests will skip")
+        return
     weights = np.load(folder / "weights_f16.npz")
     for name in MINILM:
         if not (folder / name).exists():
