@@ -18,6 +18,17 @@ def _rows(op, a, k):
     return int(np.prod(a.shape[:-1], dtype=np.int64))
 
 
+def column_split(n, passes, enough):
+    """Warps sharing each of n output columns in products.cu / quant.cu's GEMVs: a power of 2 up to 8 and
+    up to the `passes` a lone warp would make over K, but no more once n * split reaches `enough` warps -
+    beyond that, smaller blocks only queue (measured on the H200: a 151936-column lm_head ran 2x faster
+    with 1 warp a column than with 4; docs/benchmarks/gpu.md)."""
+    split = 1
+    while split < 8 and split < passes and n * split < enough:
+        split *= 2
+    return split
+
+
 def _materialize(rt, stream, t, batch):
     """t broadcast to the batch dims, contiguous (a copy only when it actually broadcasts)."""
     target = tuple(batch) + t.shape[-2:]
@@ -83,7 +94,7 @@ def _linear(rt, stream, a, w, y, m, n, k, bias=None, swiglu=False):
     rows and k comes by eights (16-byte loads); else False and nothing is done."""
     if not (0 < m <= SMALL_ROWS and k % 8 == 0 and k and a.ptr % 16 == 0 and w.ptr % 16 == 0):
         return False
-    split = min(8, 1 << (-(-k // 256) - 1).bit_length())  # warps a column: a warp's one pass takes 256 k
+    split = column_split(n, -(-k // 256), 4096)  # a warp's one pass takes 256 k
     name = f"seamless_linear{'_swiglu' if swiglu else ''}_{SUFFIX[a.dtype]}"
     rt.launch_rows(name, -(-n // (8 // split)), stream, ("ptr", a.ptr), ("ptr", w.ptr),
                    ("ptr", bias.ptr if bias is not None else 0), ("ptr", y.ptr), ("bytes", struct.pack("<4i", m, n, k, split)))
