@@ -60,31 +60,29 @@ __device__ void matmul_nbits(const T* a, const uint8_t* b, const T* scales, cons
 // The common case, 4 bits with K and block_size multiples of 32 (and 16-byte aligned rows): lanes
 // take chunks of 32 consecutive k (one 16-byte load of weights per matrix, four of activations
 // shared by the W matrices), chunk c by lane c % 32 of warp (c / 32) % split of the column's
-// warps; a long K is so spread over up to 8 warps, summed in a fixed order. With C = 2 (many
-// columns) a warp takes two neighbouring columns, their loads in flight together; each column's
-// sums are the same as with C = 1.
-template <typename T, int W, int C>
+// warps; a long K is so spread over up to 8 warps, summed in a fixed order.
+template <typename T, int W>
 __device__ void matmul_nbits4_x32(const T* a, const uint8_t* b0, const T* s0, const uint8_t* z0, const uint8_t* b1,
                                   const T* s1, const uint8_t* z1, const T* bias, T* y, NBits p) {
-  __shared__ float part[NBITS_COLUMNS][W * C];
-  int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, cols = NBITS_COLUMNS / p.split * C;
+  __shared__ float part[NBITS_COLUMNS][W];
+  int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, cols = NBITS_COLUMNS / p.split;
   int col_blocks = (p.n + cols - 1) / cols;
-  int m = blockIdx.x / col_blocks, n0 = (blockIdx.x % col_blocks) * cols + warp / p.split * C, slice = warp % p.split;
+  int m = blockIdx.x / col_blocks, n = (blockIdx.x % col_blocks) * cols + warp / p.split, slice = warp % p.split;
   const uint8_t* b[2] = {b0, b1};
   const T* scales[2] = {s0, s1};
   const uint8_t* zp[2] = {z0, z1};
-  float acc[W * C] = {};
+  float acc[W] = {};
   int blocks = (p.k + p.block - 1) / p.block, blob = p.block / 2;  // the last block may be partial
   // The weights are constants: this lane's go to L2 before waiting for the kernel before (with a
   // dependent launch that overlaps its tail), so the loop below finds them there.
-  for (int k0 = (lane + 32 * slice) * 32; n0 < p.n && k0 < p.k; k0 += 32 * 32 * p.split)
-    for (int i = 0; i < W * C; i++) {
-      int blk = k0 / p.block, n = min(n0 + i % C, p.n - 1);
-      prefetch_l2(b[i / C] + ((int64_t)n * blocks + blk) * blob + (k0 % p.block) / 2);
-      prefetch_l2(scales[i / C] + (int64_t)n * blocks + blk);
+  for (int k0 = (lane + 32 * slice) * 32; n < p.n && k0 < p.k; k0 += 32 * 32 * p.split)
+    for (int w = 0; w < W; w++) {
+      int blk = k0 / p.block;
+      prefetch_l2(b[w] + ((int64_t)n * blocks + blk) * blob + (k0 % p.block) / 2);
+      prefetch_l2(scales[w] + (int64_t)n * blocks + blk);
     }
   wait_for_previous();
-  if (n0 < p.n) {
+  if (n < p.n) {
     const T* row = a + (int64_t)m * p.k;
     for (int k0 = (lane + 32 * slice) * 32; k0 < p.k; k0 += 32 * 32 * p.split) {
       int blk = k0 / p.block;
@@ -94,36 +92,33 @@ __device__ void matmul_nbits4_x32(const T* a, const uint8_t* b0, const T* s0, co
 #pragma unroll
       for (int j = 0; j < 32; j++) sum += x[j];
 #pragma unroll
-      for (int i = 0; i < W * C; i++) {  // matrix i / C, column n0 + i % C (the last column again past the end)
-        int w = i / C, n = min(n0 + i % C, p.n - 1);
+      for (int w = 0; w < W; w++) {
         uint4 packed = *(const uint4*)(b[w] + ((int64_t)n * blocks + blk) * blob + (k0 % p.block) / 2);
         float z = zp[w] ? (float)((zp[w][(int64_t)n * ((blocks + 1) / 2) + blk / 2] >> ((blk & 1) * 4)) & 15) : 8.0f;
         const uint32_t* words = (const uint32_t*)&packed;
         float dot = 0.0f;
 #pragma unroll
         for (int j = 0; j < 32; j++) dot += x[j] * (float)((words[j / 8] >> (4 * (j % 8))) & 15);
-        acc[i] += (dot - z * sum) * ld(scales[w] + (int64_t)n * blocks + blk);
+        acc[w] += (dot - z * sum) * ld(scales[w] + (int64_t)n * blocks + blk);
       }
     }
 #pragma unroll
-    for (int i = 0; i < W * C; i++)
-      for (int off = 16; off > 0; off >>= 1) acc[i] += __shfl_xor_sync(0xffffffff, acc[i], off);
+    for (int w = 0; w < W; w++)
+      for (int off = 16; off > 0; off >>= 1) acc[w] += __shfl_xor_sync(0xffffffff, acc[w], off);
   }
   if (p.split > 1) {  // the column's warps add up their parts, in warp order
     if (lane == 0)
-      for (int i = 0; i < W * C; i++) part[warp][i] = acc[i];
+      for (int w = 0; w < W; w++) part[warp][w] = acc[w];
     __syncthreads();
     if (slice) return;
-    for (int i = 0; i < W * C; i++) {
-      acc[i] = part[warp][i];
-      for (int r = 1; r < p.split; r++) acc[i] += part[warp + r][i];
+    for (int w = 0; w < W; w++) {
+      acc[w] = part[warp][w];
+      for (int r = 1; r < p.split; r++) acc[w] += part[warp + r][w];
     }
   }
-  if (lane) return;
-  for (int c = 0; c < C && n0 + c < p.n; c++) {
-    float v = W == 2 ? acc[c] / (1.0f + expf(-acc[c])) * acc[C + c] : bias ? acc[c] + ld(bias + n0 + c) : acc[c];
-    st(y + (int64_t)m * p.n + n0 + c, v);
-  }
+  if (lane || n >= p.n) return;
+  float v = W == 2 ? acc[0] / (1.0f + expf(-acc[0])) * acc[W - 1] : bias ? acc[0] + ld(bias + n) : acc[0];
+  st(y + (int64_t)m * p.n + n, v);
 }
 
 #define NBITS(S, T)                                                                                                   \
@@ -131,23 +126,19 @@ __device__ void matmul_nbits4_x32(const T* a, const uint8_t* b0, const T* s0, co
                                                        const T* bias, T* y, NBits p) { dependent_launch();            \
     matmul_nbits<T>(a, b, s, zp, nullptr, nullptr, nullptr, bias, y, p);                                              \
   }                                                                                                                   \
+  extern "C" __global__ void seamless_matmul_nbits4_x32_##S(const T* a, const uint8_t* b, const T* s,                 \
+                                                            const uint8_t* zp, const T* bias, T* y, NBits p) { let_next_launch(); \
+    matmul_nbits4_x32<T, 1>(a, b, s, zp, nullptr, nullptr, nullptr, bias, y, p);                                      \
+  }                                                                                                                   \
   extern "C" __global__ void seamless_matmul_nbits_swiglu_##S(const T* a, const uint8_t* bg, const T* sg,             \
                                                               const uint8_t* zg, const uint8_t* bu, const T* su,      \
                                                               const uint8_t* zu, T* y, NBits p) { dependent_launch(); \
     matmul_nbits<T>(a, bg, sg, zg, bu, su, zu, nullptr, y, p);                                                        \
   }                                                                                                                   \
-  NBITS4(S, T, , 1) NBITS4(S, T, _wide, 2)
-#define NBITS4(S, T, WIDE, C)                                                                                         \
-  extern "C" __global__ void seamless_matmul_nbits4_x32##WIDE##_##S(const T* a, const uint8_t* b, const T* s,         \
-                                                                    const uint8_t* zp, const T* bias, T* y, NBits p) { \
-    let_next_launch();                                                                                                \
-    matmul_nbits4_x32<T, 1, C>(a, b, s, zp, nullptr, nullptr, nullptr, bias, y, p);                                   \
-  }                                                                                                                   \
-  extern "C" __global__ void seamless_matmul_nbits4_x32##WIDE##_swiglu_##S(                                         \
-      const T* a, const uint8_t* bg, const T* sg, const uint8_t* zg, const uint8_t* bu, const T* su, const uint8_t* zu, \
-      T* y, NBits p) {                                                                                                \
-    let_next_launch();                                                                                                \
-    matmul_nbits4_x32<T, 2, C>(a, bg, sg, zg, bu, su, zu, nullptr, y, p);                                             \
+  extern "C" __global__ void seamless_matmul_nbits4_x32_swiglu_##S(const T* a, const uint8_t* bg, const T* sg,        \
+                                                                   const uint8_t* zg, const uint8_t* bu, const T* su, \
+                                                                   const uint8_t* zu, T* y, NBits p) { let_next_launch(); \
+    matmul_nbits4_x32<T, 2>(a, bg, sg, zg, bu, su, zu, nullptr, y, p);                                                \
   }
 FOR_FLOATS(NBITS)
 

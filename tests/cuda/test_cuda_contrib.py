@@ -95,21 +95,12 @@ def test_matmul_nbits_wide_path_over_several_warps(block_size, K):
     check(*matmul_nbits_case((2, K), K, 24, 4, block_size, zp_mode="uint8", bias=True))
 
 
-@pytest.mark.parametrize("m", [1, 3])
-def test_matmul_nbits_two_columns_a_warp(m):
-    # N >= contrib.WIDE_N: a warp takes two columns; N odd, so the last warp's second column is past the end
-    from kernels.test_contrib_quantization import matmul_nbits_case
-    check(*matmul_nbits_case((m, 64), 64, 4097, 4, 32, zp_mode="uint8", bias=True))
-
-
 # plan/fusion.py's MatMulNBitsSwiGLU (tests/kernels/test_fusion.py: this model becomes that one node)
-@pytest.mark.parametrize("K,N,block_size,zero_points,dtype", [(2112, 40, 128, True, np.float32),
-                                                              (200, 40, 16, True, np.float32),
-                                                              (256, 40, 32, False, np.float16),
-                                                              (64, 4097, 32, True, np.float32)])  # two columns a warp
-def test_swiglu_of_two_matmul_nbits(K, N, block_size, zero_points, dtype):
+@pytest.mark.parametrize("K,block_size,zero_points,dtype", [(2112, 128, True, np.float32), (200, 16, True, np.float32),
+                                                            (256, 32, False, np.float16)])
+def test_swiglu_of_two_matmul_nbits(K, block_size, zero_points, dtype):
     from kernels.test_contrib_quantization import swiglu_nbits_model
-    model, feeds = swiglu_nbits_model(K, N, block_size, zero_points, dtype)
+    model, feeds = swiglu_nbits_model(K, 40, block_size, zero_points, dtype)
     # float32: products of two K-term sums up to ~3000 summed in another order (stock ORT's CPU result is within
     # 4.4e-5 relative of a float64 reference here). float16: the reference rounds the gate, its sigmoid, the
     # SiLU and the product (8e-4 relative, 0.03 absolute from float64 at values up to 73); ours rounds once

@@ -256,22 +256,16 @@ def matmul_nbits_swiglu(rt, stream, a, gate, gate_scales, gate_zero_points, up, 
                    K, N, block_size, bits),)
 
 
-WIDE_N = 4096  # from this many columns a warp takes 2 (the H200's lm_head: 71 -> 53 us)
-
-
 def _nbits(rt, stream, variant, a, weights, K, N, block_size, bits):
     """native/cuda/quant.cu's MatMulNBits kernels, 256-thread blocks: a warp per output column, or on
-    the 4-bit path (K, the block size and the addresses allow it) `split` warps per column for a long K, or,
-    with many columns and one warp each, two columns a warp."""
+    the 4-bit path (K, the block size and the addresses allow it) `split` warps per column for a long K."""
     m = a.size // K if K else 0
     y = rt.alloc(a.shape[:-1] + (N,), a.dtype)
     packed = [weights[0]] + ([weights[3]] if variant else [])
     fast = bits == 4 and K % 32 == 0 and block_size % 32 == 0 and all(t.ptr % 16 == 0 for t in [a] + packed)
     split = column_split(N, -(-K // 1024), 2048) if fast else 1  # 1024 k: a warp's one pass
-    wide = fast and split == 1 and N >= WIDE_N
-    columns = 8 // split * (2 if wide else 1)  # quant.cu: NBITS_COLUMNS warps a block, 2 columns a warp if wide
-    name = ("seamless_matmul_nbits4_x32" + ("_wide" if wide else "") if fast else "seamless_matmul_nbits") + \
-        variant + "_" + SUFFIX[a.dtype]
+    columns = 8 // split  # quant.cu NBITS_COLUMNS warps a block
+    name = ("seamless_matmul_nbits4_x32" if fast else "seamless_matmul_nbits") + variant + "_" + SUFFIX[a.dtype]
     rt.launch_rows(name, m * -(-N // columns), stream, ("ptr", a.ptr),
                    *[("ptr", t.ptr if t is not None else 0) for t in weights], ("ptr", y.ptr),
                    ("bytes", struct.pack("<6i", m, N, K, block_size, bits, split)))
