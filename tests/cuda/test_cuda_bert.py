@@ -1,9 +1,13 @@
-"""com.microsoft EmbedLayerNormalization and Attention on the CUDA EP (kernels/cuda/bert.py; skipped
-without a GPU), against stock ORT's CPU EP, with the CPU parity tests' cases and tolerances
-(tests/kernels/test_contrib_bert.py: float16 intermediates rounded by ORT where we keep float32)."""
+"""com.microsoft EmbedLayerNormalization, Attention and MultiHeadAttention on the CUDA EP
+(kernels/cuda/bert.py; skipped without a GPU), against stock ORT's CPU EP, with the CPU parity
+tests' cases and tolerances (tests/kernels/test_contrib_bert.py, test_contrib_attention.py: float16
+intermediates rounded by ORT where we keep float32)."""
 import numpy as np
 import pytest
 
+from kernels.test_contrib_attention import MHA_CASES, MHA_ID
+from kernels.test_contrib_attention import TOL as MHA_TOL
+from kernels.test_contrib_attention import mha
 from kernels.test_contrib_bert import F16, F32, I32, MS, TOL, attention_inputs, data, embed_inputs, rng
 from parity import Const, node_model
 from test_cuda_contrib import check
@@ -60,3 +64,8 @@ def test_attention_qkv_hidden_sizes_scale_and_bias_input():
     bert_check("Attention", [data(2, 4, hidden), Const(data(hidden, 56, scale=0.2)), Const(data(56, scale=0.1))],
                dict(num_heads=4, qkv_hidden_sizes=[16, 16, 24], scale=0.3), **TOL[F32])
     bert_check("Attention", attention_inputs(2, 4, heads=4) + [data(2, 4, 4, 4)], dict(num_heads=4), **TOL[F32])
+
+
+@pytest.mark.parametrize("case", MHA_CASES, ids=MHA_ID)
+def test_multi_head_attention(case):
+    check(*mha(**case), **MHA_TOL)
