@@ -95,3 +95,26 @@ def test_compress():
     for axis in (0, 1, None):
         cond = np.array([True, False, True][:2 if axis == 0 else 3], np.bool_)
         check("Compress", [x, cond], {} if axis is None else {"axis": axis}, opset=11, exact=True)
+
+
+# 8-bit linear quantization: per tensor, per axis, blocked (opset 21, a partial last block); exact,
+# both sides computing x / scale in float32 and rounding halves to even
+QUANT_CASES = {
+    "tensor": (np.float32(0.05), np.uint8(128), {}),
+    "axis": (np.array([0.02, 0.1, 0.07], F32), np.array([-3, 0, 5], np.int8), {"axis": 0}),
+    "blocked": (np.array([[0.03, 0.2], [0.11, 0.05], [0.08, 0.01]], F32), np.array([[1, -2], [0, 3], [-1, 0]], np.int8),
+                {"axis": 1, "block_size": 3}),
+}
+
+
+@pytest.mark.parametrize("case", list(QUANT_CASES))
+@pytest.mark.parametrize("dtype", [F32, F16])
+def test_quantize_and_dequantize_linear(case, dtype):
+    scale, zero, attrs = QUANT_CASES[case]
+    x = (rng.standard_normal((3, 5)) * 2).astype(dtype)
+    x[0, :3] = [0.025, -0.075, 0.125]  # halves of the scale: rounding to even
+    scale = np.asarray(scale).astype(dtype)
+    check("QuantizeLinear", [x, scale, np.asarray(zero)], attrs, opset=21, outputs=[np.asarray(zero).dtype], exact=True)
+    q = rng.integers(-100, 100, (3, 5)).astype(np.asarray(zero).dtype)
+    check("DequantizeLinear", [q, scale, np.asarray(zero)], attrs, opset=21, outputs=[dtype], exact=dtype == F32,
+          rtol=1e-3, atol=1e-3)

@@ -1,13 +1,15 @@
 """Ops on CUDA composed of our other kernels (no device code of their own): IsNaN, IsInf, Swish,
-Shrink, Hardmax, OneHot, DepthToSpace, SpaceToDepth, and the normalisations GroupNormalization,
-MeanVarianceNormalization, LpNormalization, GlobalLpPool. Float16/bfloat16 normalisations compute in
+Shrink, Hardmax, OneHot, DepthToSpace, SpaceToDepth, the normalisations GroupNormalization,
+MeanVarianceNormalization, LpNormalization, GlobalLpPool, and 8-bit QuantizeLinear /
+DequantizeLinear (per tensor, per axis, blocked). Float16/bfloat16 normalisations compute in
 float32 and round once at the end, as the CPU kernels do (kernels/cpu/nn.py)."""
 import numpy as np
 
+from ...graph.ir import ONNX_TO_NUMPY
 from ...runtime.cuda import DeviceTensor
 from ..registry import kernel
-from .elementwise import (ADD, COMPARE, DIV, GPU_FLOATS, GPU_INTS, LOGIC, MUL, NOT, QUICK_GELU, SUB, UNARY, _activation,
-                          _logic, binary, cast_to, compare, device_scalar, unary, where)
+from .elementwise import (ADD, CLIP, COMPARE, DIV, GPU_FLOATS, GPU_INTS, LOGIC, MUL, NOT, QUICK_GELU, SUB, UNARY,
+                          _activation, _logic, binary, cast_to, compare, device_scalar, unary, where)
 from .indexing import _arg
 from .reduce import reduce
 from .shape import permuted
@@ -224,3 +226,67 @@ def global_lp_pool(rt, stream, x, *, p=2):
     s = Scratch(rt, x)
     y = s(reduce(rt, stream, L1 if p == 1 else L2, s(cast_to(rt, stream, x, F32)), list(range(2, len(x.shape))), 1))
     return s.done(cast_to(rt, stream, y, x.dtype))
+
+
+# ---------------------------------------------------------------- linear quantization (8-bit)
+
+INT8S = frozenset(map(np.dtype, (np.int8, np.uint8)))
+ROUND = UNARY["Round"][0]  # halves to even, as the spec
+
+
+def _broadcastable(rt, stream, s, value, shape, axis, block_size):
+    """A scale or zero point shaped to broadcast against x: a scalar, a vector along `axis`, or with
+    block_size a tensor of x's shape whose `axis` is in blocks, each value repeated over its block."""
+    if len(value.shape) == 0 or value.size == 1 and not block_size:
+        return DeviceTensor(value.ptr, (), value.dtype)
+    axis %= len(shape)
+    if not block_size:
+        return DeviceTensor(value.ptr, tuple(value.size if d == axis else 1 for d in range(len(shape))), value.dtype)
+    blocks = value.shape[axis]
+    if blocks * block_size < shape[axis] or len(value.shape) != len(shape):
+        raise ValueError(f"blocked quantization parameters of shape {value.shape} for x {shape}, block_size {block_size}")
+    outer, inner = int(np.prod(value.shape[:axis], dtype=np.int64)), int(np.prod(value.shape[axis + 1:], dtype=np.int64))
+    repeated = s(rt.alloc((outer, blocks, block_size, inner), value.dtype))  # each value over its block
+    rt.strided_copy(stream, value, repeated, repeated.shape, (blocks * inner, inner, 0, 1),
+                    (blocks * block_size * inner, block_size * inner, inner, 1))
+    y = s(rt.alloc(tuple(shape[axis] if d == axis else value.shape[d] for d in range(len(shape))), value.dtype))
+    rt.strided_copy(stream, repeated, y, (outer, shape[axis], inner), (blocks * block_size * inner, inner, 1),
+                    (shape[axis] * inner, inner, 1))
+    return y
+
+
+def _check_quantize(node, graph):
+    if node.attrs.get("precision", 0) not in (0, 1):
+        return f"precision={node.attrs['precision']} not supported (float32 arithmetic only)"
+    out = graph.value(node.outputs[0]).dtype
+    return None if out in INT8S else f"quantizing to {out} on CUDA (int8 and uint8 are)"
+
+
+@kernel("QuantizeLinear", since=10, types=GPU_FLOATS, device="cuda", check=_check_quantize)
+def quantize_linear(rt, stream, x, y_scale, y_zero_point=None, *, axis=1, block_size=0, output_dtype=0, precision=0,
+                    saturate=1):
+    """round_half_even(x / scale) + zero point, saturated to the 8-bit type, in float32."""
+    out = y_zero_point.dtype if y_zero_point is not None else \
+        (ONNX_TO_NUMPY[output_dtype] if output_dtype else np.dtype(np.uint8))
+    s = Scratch(rt, x, y_scale, y_zero_point)
+    scale = s(cast_to(rt, stream, _broadcastable(rt, stream, s, y_scale, x.shape, axis, block_size), F32))
+    q = s(unary(rt, stream, ROUND, s(binary(rt, stream, DIV, s(cast_to(rt, stream, x, F32)), scale))))
+    if y_zero_point is not None:
+        zero = _broadcastable(rt, stream, s, y_zero_point, x.shape, axis, block_size)
+        q = s(binary(rt, stream, ADD, q, s(cast_to(rt, stream, zero, F32))))
+    info = np.iinfo(out)
+    return s.done(cast_to(rt, stream, s(unary(rt, stream, CLIP, q, float(info.min), float(info.max))), out))
+
+
+@kernel("DequantizeLinear", since=10, types=INT8S | {np.dtype(np.int32)}, device="cuda",
+        check=lambda n, g: None if g.value(n.inputs[1]).dtype in GPU_FLOATS else "scale of a type CUDA lacks")
+def dequantize_linear(rt, stream, x, x_scale, x_zero_point=None, *, axis=1, block_size=0, output_dtype=0):
+    """(x - zero point) * scale in float32, as the scale's type (or output_dtype)."""
+    s = Scratch(rt, x, x_scale, x_zero_point)
+    wide = s(cast_to(rt, stream, x, F32))
+    if x_zero_point is not None:
+        zero = _broadcastable(rt, stream, s, x_zero_point, x.shape, axis, block_size)
+        wide = s(binary(rt, stream, SUB, wide, s(cast_to(rt, stream, zero, F32))))
+    scale = s(cast_to(rt, stream, _broadcastable(rt, stream, s, x_scale, x.shape, axis, block_size), F32))
+    y = s(binary(rt, stream, MUL, wide, scale))
+    return s.done(cast_to(rt, stream, y, ONNX_TO_NUMPY[output_dtype] if output_dtype else x_scale.dtype))
