@@ -17,7 +17,7 @@ from .shape import permuted
 F32 = np.dtype(np.float32)
 EQUAL, LESS, GREATER = COMPARE["Equal"][0], COMPARE["Less"][0], COMPARE["Greater"][0]
 SQRT = UNARY["Sqrt"][0]
-MEAN, SUM_SQUARE, L1, L2 = 1, 5, 6, 7  # ReduceOp
+MEAN, L1, L2 = 1, 6, 7  # ReduceOp
 
 
 class Scratch:
