@@ -8,10 +8,11 @@ import pytest
 from kernels.test_contrib_attention import MHA_CASES, MHA_ID
 from kernels.test_contrib_attention import TOL as MHA_TOL
 from kernels.test_contrib_attention import mha
-from kernels.test_contrib_bert import F16, F32, I32, MS, TOL, attention_inputs, data, embed_inputs, rng
-from parity import Const, node_model
+from kernels.test_contrib_bert import (F16, F32, I32, MS, TOL, attention_inputs, attention_without_bias, data,
+                                      embed_inputs, rng)
+from parity import Const, assert_close, node_model, stock_session
 from test_cuda_contrib import check
-from test_cuda_ep import DEVICES, PROBLEM
+from test_cuda_ep import DEVICES, PROBLEM, run_on_cuda
 
 pytestmark = pytest.mark.skipif(not DEVICES, reason=f"no NVIDIA GPU for the CUDA EP ({PROBLEM or 'none found'})")
 
@@ -41,7 +42,9 @@ def test_attention_mask_end_positions(dtype):
 
 
 def test_attention_no_mask_no_bias_and_end_and_start():
-    bert_check("Attention", attention_inputs(2, 5, bias=False)[:2], dict(num_heads=2), **TOL[F32])
+    model, zero_bias, feeds = attention_without_bias()  # stock ORT's reference given a zero bias (its docstring)
+    (ours,), (ref,) = run_on_cuda(model, feeds), stock_session(zero_bias).run(None, feeds)
+    assert_close(ours, ref, **TOL[F32])
     bert_check("Attention", attention_inputs(2, 6, mask=np.array([5, 6, 1, 0], I32)), dict(num_heads=4), **TOL[F32])
 
 
