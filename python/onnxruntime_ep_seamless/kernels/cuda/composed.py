@@ -87,7 +87,8 @@ def _hardmax(rt, stream, x, axis):
     n = x.shape[axis]
     classes = s(rt.device(DeviceTensor.on_host(np.arange(n, dtype=np.int64).reshape((n,) + (1,) * (len(x.shape) - axis - 1))),
                           stream))
-    return s.done(cast_to(rt, stream, s(compare(rt, stream, EQUAL, index, classes)), x.dtype))
+    (y,) = s.done(cast_to(rt, stream, s(compare(rt, stream, EQUAL, index, classes)), x.dtype))
+    return y
 
 
 @kernel("Hardmax", since=13, types=GPU_FLOATS, device="cuda")
