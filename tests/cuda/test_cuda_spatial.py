@@ -233,6 +233,15 @@ def _resize(x, scales=None, sizes=None, attrs=None, opset=19, **kw):
 
 
 @needs_gpu
+@pytest.mark.parametrize("mode", ["nearest", "linear"])
+def test_upsample(mode):  # Resize-10's sampling with the scales as an attribute (7) or an input (9)
+    check("Upsample", [data(1, 2, 3, 4)], {"mode": mode, "scales": [1.0, 1.0, 2.0, 1.5]}, opset=7,
+          exact=mode == "nearest")
+    check("Upsample", [data(1, 2, 3, 4), np.array([1, 1, 3, 2], F32)], {"mode": mode}, opset=9, const=[1], keep=[1],
+          exact=mode == "nearest")
+
+
+@needs_gpu
 @pytest.mark.parametrize("nearest_mode", NEAREST_MODES)
 @pytest.mark.parametrize("coord", COORD_MODES)
 def test_resize_nearest(coord, nearest_mode):

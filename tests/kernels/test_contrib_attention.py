@@ -173,7 +173,7 @@ def mha(b, s, l, n=4, h=8, bias=False, mask=None, attn_bias=None, past=0, presen
     return build("MultiHeadAttention", inputs, outs, {"num_heads": n, **attrs}, domain=MS)
 
 
-@pytest.mark.parametrize("case", [
+MHA_CASES = [
     dict(b=2, s=5, l=5),
     dict(b=2, s=5, l=5, bias=True),
     dict(b=1, s=3, l=7),                                    # cross attention
@@ -187,7 +187,11 @@ def mha(b, s, l, n=4, h=8, bias=False, mask=None, attn_bias=None, past=0, presen
     dict(b=2, s=3, l=3, past=5, unidirectional=1, mask="2d"),
     dict(b=1, s=4, l=4, present=True),
     dict(b=2, s=4, l=4, scale=0.2, mask_filter_value=-1000.0, mask="2d"),
-], ids=lambda c: ",".join(f"{k}={v}" for k, v in c.items()))
+]
+MHA_ID = lambda c: ",".join(f"{k}={v}" for k, v in c.items())
+
+
+@pytest.mark.parametrize("case", MHA_CASES, ids=MHA_ID)
 def test_multi_head_attention(case):
     model, feeds = mha(**case)
     assert_parity(model, feeds, **TOL)

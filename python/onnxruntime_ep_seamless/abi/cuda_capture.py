@@ -16,7 +16,7 @@ from ..plan.fusion import fuse
 
 
 # CUDA kernels whose results are host values (shapes, sizes, constants)
-HOST_RESULTS = frozenset({"Shape", "Size", "Constant", "Range"})
+HOST_RESULTS = frozenset({"Shape", "Size", "Constant", "Range", "EyeLike"})
 
 
 @dataclass

@@ -6,7 +6,7 @@ import numpy as np
 from ...runtime.cuda import DeviceTensor
 from ..cpu.contrib_attention import _check_attention
 from ..registry import kernel
-from .elementwise import ADD, DIV_BY, GPU_FLOATS, MUL_BY, binary, cast_to, unary, where
+from .elementwise import ADD, DIV_BY, GPU_FLOATS, MUL_BY, binary, cast_to, device_scalar, unary, where
 from .matmul import batched_product
 from .rows import ZERO_MASKED_ROWS, softmax_rows
 from .shape import concat, permuted
@@ -59,7 +59,7 @@ def attention(rt, stream, Q, K, V, attn_mask=None, past_key=None, past_value=Non
         if attn_mask.shape[-1] != t:
             raise ValueError(f"attn_mask's last dimension {attn_mask.shape[-1]} differs from the {t} keys")
         if attn_mask.dtype == np.bool_:  # True: attend; False: -inf
-            scores = keep(where(rt, stream, attn_mask, scores, keep(_scalar(rt, stream, -np.inf)))[0])
+            scores = keep(where(rt, stream, attn_mask, scores, keep(device_scalar(rt, stream, -np.inf)))[0])
         else:
             mask = keep(cast_to(rt, stream, attn_mask, F32)) if attn_mask.dtype != F32 else attn_mask
             scores = keep(binary(rt, stream, ADD, scores, mask))
@@ -99,7 +99,3 @@ def _repeat_heads(rt, stream, x, group):
     rt.strided_copy(stream, x, y, (b, n, group, t * h), [n * t * h, t * h, 0, 1], [n * group * t * h, group * t * h,
                                                                                    t * h, 1])
     return y
-
-
-def _scalar(rt, stream, value):
-    return rt.device(DeviceTensor.on_host(np.array(value, np.float32)), stream)

@@ -52,6 +52,11 @@ def binary(rt, stream, code, a, b):
     return y
 
 
+def device_scalar(rt, stream, value, dtype=np.float32):
+    """A 0-d tensor of `value` on the GPU (copied on the stream), to broadcast against others."""
+    return rt.device(DeviceTensor.on_host(np.array(value, dtype)), stream)
+
+
 def unary(rt, stream, code, x, p=0.0, q=0.0):
     y = rt.alloc(x.shape, x.dtype)
     rt.launch(f"seamless_unary_{SUFFIX[x.dtype]}", y.size, stream, ("int", code), ("int64", y.size),
@@ -109,12 +114,16 @@ for _op, _code, _types, _mean in (("Max", MAX, ARITHMETIC, False), ("Min", MIN, 
         _variadic(_code, _mean))
 
 
+def compare(rt, stream, code, a, b):
+    y = rt.alloc(np.broadcast_shapes(a.shape, b.shape), np.bool_)
+    rt.launch(f"seamless_compare_{SUFFIX[a.dtype]}", y.size, stream, ("int", code), ("int64", y.size),
+              ("ptr", a.ptr), ("ptr", b.ptr), ("ptr", y.ptr), ("bytes", broadcast_struct(y.shape, a.shape, b.shape)))
+    return y
+
+
 def _compare_kernel(code):
     def run(rt, stream, a, b):
-        y = rt.alloc(np.broadcast_shapes(a.shape, b.shape), np.bool_)
-        rt.launch(f"seamless_compare_{SUFFIX[a.dtype]}", y.size, stream, ("int", code), ("int64", y.size),
-                  ("ptr", a.ptr), ("ptr", b.ptr), ("ptr", y.ptr), ("bytes", broadcast_struct(y.shape, a.shape, b.shape)))
-        return (y,)
+        return (compare(rt, stream, code, a, b),)
     return run
 
 

@@ -4,8 +4,9 @@ Data movement (Split, Tile, GatherElements, GatherND, ScatterND, ScatterElements
 elements by size, so it takes every element type of whole bytes; arithmetic (CumSum, TopK,
 ArgMax/ArgMin, scatter reductions) takes the GPU float types and int32/int64. Sizes, k, axes and
 repeats are read on the host (rt.to_host: free for constants and host-computed values); Constant,
-Range and Dropout's mask are computed on the host and returned as host values, uploaded by the
-executor only if a GPU kernel or a graph output needs them. Opset ranges, attributes and semantics
+Range, EyeLike and Dropout's mask are computed on the host and returned as host values, uploaded by
+the executor only if a GPU kernel or a graph output needs them; Compress reads its condition on the
+host (the output's shape depends on it: a seam). Opset ranges, attributes and semantics
 are the CPU kernels' (kernels/cpu/shape.py, reduction.py, elementwise.py), whose host-side helpers
 (Split's part sizes, Constant, Range, the checks) are reused here."""
 import struct
@@ -17,11 +18,12 @@ from ...runtime.cuda import MAX_DIMS, DeviceTensor, contiguous_strides
 from ..cpu.elementwise import _check_dropout_12
 from ..cpu.shape import _check_constant, _check_reduction, _split
 from ..cpu.shape import constant as cpu_constant
+from ..cpu.shape import eye_like as cpu_eye_like
 from ..cpu.shape import range_ as cpu_range
 from ..cpu.shape import range_27 as cpu_range_27
 from ..registry import ALL, FLOATS, LOW_PRECISION, kernel
 from .elementwise import SUFFIX
-from .shape import _ints
+from .shape import _ints, gather
 
 # whole-byte element types (ORT packs the 4- and 2-bit ones two or four to a byte)
 MOVABLE = frozenset((ALL | LOW_PRECISION).difference(PACKED_BITS))
@@ -317,3 +319,25 @@ def range_11(rt, stream, start, limit, delta):
 def range_27(rt, stream, start, limit, delta, *, stash_type=1):
     (array,) = cpu_range_27(*(rt.to_host(t, stream) for t in (start, limit, delta)), stash_type=stash_type)
     return (DeviceTensor.on_host(array),)
+
+
+@kernel("EyeLike", since=9, types=MOVABLE, device="cuda")
+def eye_like(rt, stream, x, *, dtype=None, k=0):
+    # a function of x's shape alone: computed on the host (uploaded only where a GPU kernel reads it)
+    if len(x.shape) != 2:
+        raise ValueError(f"EyeLike takes a 2-D input, got shape {x.shape}")
+    (array,) = cpu_eye_like(np.empty(x.shape, x.dtype), dtype=dtype, k=k)
+    return (DeviceTensor.on_host(array),)
+
+
+@kernel("Compress", since=9, types=MOVABLE, device="cuda", host_inputs=(1,))
+def compress(rt, stream, x, condition, *, axis=None):
+    """The condition is read on the host (the output's shape depends on it), then one Gather."""
+    data = x if axis is not None else DeviceTensor(x.ptr, (x.size,), x.dtype)
+    axis = 0 if axis is None else axis % len(x.shape)
+    keep = np.asarray(rt.to_host(condition, stream)).reshape(-1)[:data.shape[axis]]  # as ORT: entries past the end ignored
+    index = rt.device(DeviceTensor.on_host(np.flatnonzero(keep).astype(np.int64)), stream)
+    (y,) = gather(rt, stream, data, index, axis=axis)
+    if index.ptr:
+        rt.free(index)  # stream-ordered
+    return (y,)

@@ -324,6 +324,16 @@ def resize_10(rt, stream, x, scales, *, mode="nearest"):
     return _resize(rt, stream, x, _floats(rt, stream, scales), None, mode, "asymmetric", "simple")
 
 
+@kernel("Upsample", since=7, until=8, types=GPU_FLOATS, device="cuda", check=_check_resize)
+def upsample_7(rt, stream, x, *, mode="nearest", scales):
+    return _resize(rt, stream, x, [float(v) for v in scales], None, mode, "asymmetric", "simple")
+
+
+@kernel("Upsample", since=9, until=9, types=GPU_FLOATS, device="cuda", check=_check_resize, host_inputs=(1,))
+def upsample_9(rt, stream, x, scales, *, mode="nearest"):
+    return resize_10(rt, stream, x, scales, mode=mode)
+
+
 @kernel("Resize", since=11, types=GPU_FLOATS, device="cuda", check=_check_resize, host_inputs=(1, 2, 3))
 def resize_11(rt, stream, x, roi=None, scales=None, sizes=None, *, antialias=0, axes=None,
               coordinate_transformation_mode="half_pixel", cubic_coeff_a=-0.75, exclude_outside=0,

@@ -1,0 +1,193 @@
+"""Fused ops of ORT's transformer optimizer (com.microsoft EmbedLayerNormalization, Attention and
+MultiHeadAttention) on CUDA, composed of our kernels: Gather, broadcast arithmetic, the
+LayerNormalization row kernel, a cuBLASLt GEMM and the ONNX Attention composition (attention.py).
+float16 computes in float32 and rounds each output once, ORT's float16 QKV projection included;
+masks as in the CPU kernels (kernels/cpu/contrib_bert.py, contrib_attention.py: masked keys get
+mask_filter_value, not -inf)."""
+import numpy as np
+
+from ...runtime.cuda import DeviceTensor
+from ..cpu.contrib_attention import _check_mha
+from ..cpu.contrib_bert import FLOATS, _check_embed, _check_ms_attention
+from ..registry import kernel
+from .attention import attention
+from .composed import Scratch
+from .elementwise import ADD, COMPARE, LOGIC, _logic, binary, cast_to, compare, device_scalar, where
+from .reduce import reduce
+from .rows import layer_norm
+from .shape import concat, gather, permuted
+
+F32, F16, I32, I64 = (np.dtype(t) for t in (np.float32, np.float16, np.int32, np.int64))
+EQUAL, LESS, LESS_OR_EQUAL, GREATER, GREATER_OR_EQUAL = (COMPARE[op][0] for op in ("Equal", "Less", "LessOrEqual",
+                                                                                    "Greater", "GreaterOrEqual"))
+SUM = 0  # ReduceOp
+
+
+@kernel("EmbedLayerNormalization", domain="com.microsoft", types=FLOATS, type_input=2, device="cuda",
+        check=_check_embed)
+def embed_layer_normalization(rt, stream, input_ids, segment_ids, word_embedding, position_embedding,
+                              segment_embedding=None, gamma=None, beta=None, mask=None, position_ids=None, *,
+                              epsilon=1e-12, mask_index_type=1, _num_outputs=2):
+    """LayerNorm(word[ids] + position[position_ids or 0..S-1] + segment[segment_ids]); mask_index (B,) int32
+    counts mask == 1 per row (zeros without a mask); embedding_sum is the sum before normalising.
+    Out-of-range ids read zero rows (docs/cuda.md: GPU values are not read back to be checked)."""
+    b, s = input_ids.shape
+    dtype = word_embedding.dtype
+    sc = Scratch(rt, input_ids, segment_ids, word_embedding, position_embedding, segment_embedding, gamma, beta, mask,
+                 position_ids)
+
+    def rows(table, ids):  # table[ids] in float32
+        return sc(cast_to(rt, stream, sc(gather(rt, stream, table, sc(cast_to(rt, stream, ids, I64)), axis=0)[0]), F32))
+
+    if position_ids is None:
+        positions = sc(rt.device(DeviceTensor.on_host(np.arange(s, dtype=np.int64)), stream))
+    else:
+        positions = DeviceTensor(position_ids.ptr, (position_ids.size // s, s), position_ids.dtype)
+    emb = sc(binary(rt, stream, ADD, rows(word_embedding, input_ids), rows(position_embedding, positions)))
+    if segment_ids is not None and segment_embedding is not None:
+        emb = sc(binary(rt, stream, ADD, emb, rows(segment_embedding, segment_ids)))
+    scale, shift = (sc(cast_to(rt, stream, t, F32)) if t is not None else None for t in (gamma, beta))
+    (y,) = layer_norm(rt, stream, emb, scale, shift, epsilon=epsilon)
+    results = [cast_to(rt, stream, sc(y), dtype)]
+    if mask is not None:
+        ones = sc(cast_to(rt, stream, sc(compare(rt, stream, EQUAL, mask, sc(device_scalar(rt, stream, 1, mask.dtype)))),
+                          I32))
+        results.append(reduce(rt, stream, SUM, DeviceTensor(ones.ptr, (b, mask.size // b), I32), [1], 0))
+    else:
+        count = rt.alloc((b,), I32)
+        rt.zero(count, stream)
+        results.append(count)
+    if _num_outputs > 2:
+        results.append(cast_to(rt, stream, emb, dtype))
+    return sc.done(*results[:max(_num_outputs, 1)])
+
+
+def _heads(rt, stream, qkv, b, s, width, offset, n, h):
+    """Columns [offset, offset + n * h) of the (B*S, width) projections as (B, N, S, h)."""
+    y = rt.alloc((b, n, s, h), qkv.dtype)
+    rt.strided_copy(stream, qkv, y, (b, n, s, h), (s * width, h, width, 1), (n * s * h, s * h, h, 1), offset, 0)
+    return y
+
+
+def _mask_add(rt, stream, sc, mask_index, b, s, t, past, unidirectional, attention_bias, fill):
+    """The float32 additive mask of the scores (broadcast against (B, N, S, T)), or None."""
+    zero, filled = sc(device_scalar(rt, stream, 0.0)), sc(device_scalar(rt, stream, fill))
+    add = None
+    if mask_index is not None:
+        m = mask_index
+        if len(m.shape) == 1:  # (B,) end positions, or (2B,) end then start positions
+            if m.shape[0] not in (b, 2 * b):
+                raise ValueError(f"mask_index of shape {m.shape} for batch {b}")
+            keys = sc(rt.device(DeviceTensor.on_host(np.arange(t, dtype=np.int32).reshape(1, t)), stream))
+            masked = sc(compare(rt, stream, GREATER_OR_EQUAL, keys, DeviceTensor(m.ptr, (b, 1), m.dtype)))
+            if m.shape[0] == 2 * b:
+                start = DeviceTensor(m.ptr + b * m.dtype.itemsize, (b, 1), m.dtype)
+                masked = sc(_logic(rt, stream, LOGIC["Or"], masked, sc(compare(rt, stream, LESS, keys, start)))[0])
+            add = sc(where(rt, stream, masked, filled, zero)[0])
+            add = DeviceTensor(add.ptr, (b, 1, 1, t), F32)
+        else:  # (B, T) or (B, S, T) raw mask: nonzero attends
+            keep = sc(compare(rt, stream, GREATER, m, sc(device_scalar(rt, stream, 0, m.dtype))))
+            add = sc(where(rt, stream, keep, zero, filled)[0])
+            add = DeviceTensor(add.ptr, (b, 1, 1, t) if len(m.shape) == 2 else (b, 1, s, t), F32)
+    if unidirectional:
+        future = np.arange(t)[None, :] > (past + np.arange(s))[:, None]
+        causal = sc(rt.device(DeviceTensor.on_host(np.where(future, np.float32(fill), np.float32(0))), stream))
+        add = causal if add is None else sc(binary(rt, stream, ADD, add, causal))
+    if attention_bias is not None:
+        bias = sc(cast_to(rt, stream, attention_bias, F32))
+        add = bias if add is None else sc(binary(rt, stream, ADD, add, bias))
+    return add
+
+
+@kernel("Attention", domain="com.microsoft", types=FLOATS, device="cuda", check=_check_ms_attention)
+def ms_attention(rt, stream, input, weights, bias=None, mask_index=None, past=None, attention_bias=None,
+                 past_sequence_length=None, *, num_heads, qkv_hidden_sizes=None, unidirectional=0,
+                 mask_filter_value=-10000.0, scale=0.0, do_rotary=0, rotary_embedding_dim=0,
+                 past_present_share_buffer=0, _num_outputs=1):
+    """softmax(Q K^T * scale + mask) V with [Q K V] = input @ weights + bias; present (2, B, N, T, H)."""
+    dtype = input.dtype
+    b, s, hidden = input.shape
+    width = weights.shape[1]
+    if weights.shape[0] != hidden:
+        raise ValueError(f"Attention: weights of shape {weights.shape} for an input of hidden size {hidden}")
+    dq, dk, dv = (width // 3,) * 3 if qkv_hidden_sizes is None else (int(v) for v in qkv_hidden_sizes)
+    n = num_heads
+    sc = Scratch(rt, input, weights, bias, mask_index, past, attention_bias)
+    qkv = sc(rt.alloc((b * s, width), F32))
+    rt.gemm(stream, sc(cast_to(rt, stream, input, F32)), sc(cast_to(rt, stream, weights, F32)), qkv, b * s, width,
+            hidden)
+    if bias is not None:
+        qkv = sc(binary(rt, stream, ADD, qkv, sc(cast_to(rt, stream, bias, F32))))
+    if dtype == F16:  # ORT holds the projections in float16
+        qkv = sc(cast_to(rt, stream, sc(cast_to(rt, stream, qkv, F16)), F32))
+    q = sc(_heads(rt, stream, qkv, b, s, width, 0, n, dq // n))
+    k = sc(_heads(rt, stream, qkv, b, s, width, dq, n, dk // n))
+    v = sc(_heads(rt, stream, qkv, b, s, width, dq + dk, n, dv // n))
+    p, past_k, past_v = 0, None, None
+    if past is not None:
+        _, _, _, p, h = past.shape
+        half = b * n * p * h
+        past_k = sc(cast_to(rt, stream, DeviceTensor(past.ptr, (b, n, p, h), dtype), F32))
+        past_v = sc(cast_to(rt, stream, DeviceTensor(past.ptr + half * dtype.itemsize, (b, n, p, h), dtype), F32))
+    add = _mask_add(rt, stream, sc, mask_index, b, s, p + s, p, unidirectional, attention_bias, mask_filter_value)
+    out, present_k, present_v = (sc(t) for t in attention(rt, stream, q, k, v, add, past_k, past_v,
+                                                          scale=scale if scale != 0.0 else None, _num_outputs=3))
+    moved = sc(permuted(rt, stream, out, [0, 2, 1, 3]))  # (B, N, S, hv) -> (B, S, N * hv)
+    results = [cast_to(rt, stream, DeviceTensor(moved.ptr, (b, s, dv), F32), dtype)]
+    if _num_outputs > 1:
+        if present_k.shape != present_v.shape:
+            raise ValueError("Attention: a present state needs keys and values of one size (qkv_hidden_sizes)")
+        present = rt.alloc((2,) + present_k.shape, dtype)
+        for i, x in enumerate((present_k, present_v)):
+            cast = sc(cast_to(rt, stream, x, dtype))
+            rt.copy(present.ptr + i * cast.nbytes, cast.ptr, cast.nbytes, stream)
+        results.append(present)
+    return sc.done(*results)
+
+
+@kernel("MultiHeadAttention", domain="com.microsoft", types=frozenset([F32]), device="cuda", check=_check_mha)
+def multi_head_attention(rt, stream, query, key, value, bias=None, key_padding_mask=None, attention_bias=None,
+                         past_key=None, past_value=None, past_sequence_length=None, cache_indirection=None, *,
+                         num_heads, unidirectional=0, scale=0.0, mask_filter_value=-10000.0, _num_outputs=1):
+    """Separate 3-D query, key and value (+ bias); present = past ++ new keys/values, (B, N, T, H)."""
+    b, s, d = query.shape
+    length, dv = key.shape[1], value.shape[2]
+    n = num_heads
+    sc = Scratch(rt, query, key, value, bias, key_padding_mask, attention_bias, past_key, past_value)
+
+    def heads(x, offset, width, rows):  # (x + bias[offset:offset + width]) as (B, N, rows, width / N)
+        if bias is not None:
+            x = sc(binary(rt, stream, ADD, x, DeviceTensor(bias.ptr + offset * F32.itemsize, (width,), F32)))
+        return sc(permuted(rt, stream, DeviceTensor(x.ptr, (b, rows, n, width // n), F32), [0, 2, 1, 3]))
+
+    q, k, v = heads(query, 0, d, s), heads(key, d, d, length), heads(value, 2 * d, dv, length)
+    p = past_key.shape[2] if past_key is not None else 0
+    t = p + length
+    fill, zero = sc(device_scalar(rt, stream, mask_filter_value)), sc(device_scalar(rt, stream, 0.0))
+    masked = None  # (broadcast against (B, 1, S, T)) keys masked with mask_filter_value
+    if key_padding_mask is not None:
+        m = key_padding_mask
+        if len(m.shape) == 1:  # right padding: valid lengths
+            if m.shape[0] != b:
+                raise ValueError(f"key_padding_mask of shape {m.shape} (left-padding/packed forms) not supported")
+            keys = sc(rt.device(DeviceTensor.on_host(np.arange(t, dtype=m.dtype).reshape(1, t)), stream))
+            masked = sc(compare(rt, stream, GREATER_OR_EQUAL, keys, DeviceTensor(m.ptr, (b, 1), m.dtype)))
+            masked = DeviceTensor(masked.ptr, (b, 1, 1, t), np.dtype(np.bool_))
+        else:  # (B, L) or (B, T) raw 0/1 mask (the past's keys kept), or (B, S, T)
+            if len(m.shape) == 2 and m.shape[1] == length and length != t:
+                ones = sc(rt.device(DeviceTensor.on_host(np.ones((b, p), m.dtype)), stream))
+                m = sc(concat(rt, stream, ones, m, axis=1)[0])
+            masked = sc(compare(rt, stream, LESS_OR_EQUAL, m, sc(device_scalar(rt, stream, 0, m.dtype))))
+            masked = DeviceTensor(masked.ptr, (b, 1, 1, t) if len(m.shape) == 2 else (b, 1, s, t), np.dtype(np.bool_))
+    if unidirectional and s > 1:
+        future = np.arange(t)[None, :] > (p + np.arange(s))[:, None]
+        future = sc(rt.device(DeviceTensor.on_host(future), stream))
+        masked = future if masked is None else sc(_logic(rt, stream, LOGIC["Or"], masked, future)[0])
+    add = sc(where(rt, stream, masked, fill, zero)[0]) if masked is not None else None
+    if attention_bias is not None:
+        add = attention_bias if add is None else sc(binary(rt, stream, ADD, attention_bias, add))
+    out, present_k, present_v = (sc(x) for x in attention(rt, stream, q, k, v, add, past_key, past_value,
+                                                          scale=scale if scale != 0.0 else None, _num_outputs=3))
+    moved = sc(permuted(rt, stream, out, [0, 2, 1, 3]))  # (B, N, S, hv) -> (B, S, N * hv)
+    results = [DeviceTensor(moved.ptr, (b, s, dv), F32), present_k, present_v]
+    return sc.done(*results[:max(_num_outputs, 1)])

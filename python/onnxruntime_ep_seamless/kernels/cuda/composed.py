@@ -1,0 +1,293 @@
+"""Ops on CUDA composed of our other kernels (no device code of their own): IsNaN, IsInf, Swish,
+Shrink, Hardmax, OneHot, DepthToSpace, SpaceToDepth, the normalisations GroupNormalization,
+MeanVarianceNormalization, LpNormalization, GlobalLpPool, and 8-bit QuantizeLinear /
+DequantizeLinear (per tensor, per axis, blocked). Float16/bfloat16 normalisations compute in
+float32 and round once at the end, as the CPU kernels do (kernels/cpu/nn.py)."""
+import numpy as np
+
+from ...graph.ir import ONNX_TO_NUMPY
+from ...runtime.cuda import DeviceTensor
+from ..registry import kernel
+from .elementwise import (ADD, CLIP, COMPARE, DIV, GPU_FLOATS, GPU_INTS, LOGIC, MUL, NOT, QUICK_GELU, SUB, UNARY,
+                          _activation, _logic, binary, cast_to, compare, device_scalar, unary, where)
+from .indexing import _arg
+from .reduce import reduce
+from .shape import permuted
+
+F32 = np.dtype(np.float32)
+EQUAL, LESS, GREATER = COMPARE["Equal"][0], COMPARE["Less"][0], COMPARE["Greater"][0]
+SQRT = UNARY["Sqrt"][0]
+MEAN, L1, L2 = 1, 6, 7  # ReduceOp
+
+
+class Scratch:
+    """Intermediate tensors of one composition, freed (stream-ordered) when it returns its results."""
+
+    def __init__(self, rt, *inputs):
+        self.rt, self.made, self.inputs = rt, [], {t.ptr for t in inputs if t is not None}
+
+    def __call__(self, t):
+        self.made.append(t)
+        return t
+
+    def done(self, *results):
+        keep = {r.ptr for r in results} | self.inputs
+        for t in {t.ptr: t for t in self.made}.values():
+            if t.ptr not in keep:
+                self.rt.free(t)
+        return results
+
+
+# ---------------------------------------------------------------- elementwise
+
+
+@kernel("IsNaN", since=9, types=GPU_FLOATS, device="cuda")
+def isnan(rt, stream, x):
+    s = Scratch(rt, x)
+    same = s(compare(rt, stream, EQUAL, x, x))  # false only for NaN
+    return s.done(_logic(rt, stream, NOT, same, same)[0])
+
+
+@kernel("IsInf", since=10, types=GPU_FLOATS, device="cuda")
+def isinf(rt, stream, x, *, detect_negative=1, detect_positive=1):
+    s = Scratch(rt, x)
+    found = [s(compare(rt, stream, EQUAL, x, s(device_scalar(rt, stream, sign * np.inf, x.dtype))))
+             for sign, wanted in ((1, detect_positive), (-1, detect_negative)) if wanted]
+    if not found:
+        y = rt.alloc(x.shape, np.bool_)
+        rt.zero(y, stream)
+        return s.done(y)
+    return s.done(found[0] if len(found) == 1 else _logic(rt, stream, LOGIC["Or"], *found)[0])
+
+
+@kernel("Swish", since=24, types=GPU_FLOATS, device="cuda")
+def swish(rt, stream, x, *, alpha=1.0):
+    return _activation(rt, stream, QUICK_GELU, x, alpha=alpha)  # x * sigmoid(alpha * x)
+
+
+@kernel("Shrink", since=9, types=GPU_FLOATS, device="cuda")
+def shrink(rt, stream, x, *, bias=0.0, lambd=0.5):
+    s = Scratch(rt, x)
+    const = lambda v: s(device_scalar(rt, stream, v, x.dtype))
+    low, high = const(-lambd), const(lambd)
+    inner = s(where(rt, stream, s(compare(rt, stream, GREATER, x, high)), s(binary(rt, stream, SUB, x, const(bias))),
+                    const(0.0))[0])
+    return s.done(where(rt, stream, s(compare(rt, stream, LESS, x, low)), s(binary(rt, stream, ADD, x, const(bias))),
+                        inner)[0])
+
+
+# ---------------------------------------------------------------- one-hot
+
+
+def _hardmax(rt, stream, x, axis):
+    """1 at the first maximum along `axis`, 0 elsewhere."""
+    s = Scratch(rt, x)
+    (index,) = _arg(rt, stream, x, axis, 1, 0, 1)
+    s(index)
+    n = x.shape[axis]
+    classes = s(rt.device(DeviceTensor.on_host(np.arange(n, dtype=np.int64).reshape((n,) + (1,) * (len(x.shape) - axis - 1))),
+                          stream))
+    (y,) = s.done(cast_to(rt, stream, s(compare(rt, stream, EQUAL, index, classes)), x.dtype))
+    return y
+
+
+@kernel("Hardmax", since=13, types=GPU_FLOATS, device="cuda")
+def hardmax_13(rt, stream, x, *, axis=-1):
+    return (_hardmax(rt, stream, x, axis % len(x.shape)),)
+
+
+@kernel("Hardmax", since=1, until=12, types=GPU_FLOATS, device="cuda")
+def hardmax_1(rt, stream, x, *, axis=1):
+    axis %= len(x.shape)  # the input as a matrix of rows from `axis` on
+    rows = int(np.prod(x.shape[:axis], dtype=np.int64))
+    y = _hardmax(rt, stream, DeviceTensor(x.ptr, (rows, x.size // max(rows, 1)), x.dtype), 1)
+    return (DeviceTensor(y.ptr, x.shape, y.dtype),)
+
+
+@kernel("OneHot", since=9, types=GPU_INTS, device="cuda", host_inputs=(1,))
+def one_hot(rt, stream, indices, depth, values, *, axis=-1):
+    depth = int(np.asarray(rt.to_host(depth, stream)).reshape(-1)[0])
+    if values.size != 2:
+        raise ValueError(f"OneHot: values must hold [off, on], got shape {values.shape}")
+    s = Scratch(rt, indices, values)
+    rank = len(indices.shape) + 1
+    axis = axis + rank if axis < 0 else axis
+    if not 0 <= axis < rank:
+        raise ValueError(f"OneHot: axis out of range for output rank {rank}")
+    idx = s(cast_to(rt, stream, indices, np.dtype(np.int64)))
+    # negative indices count from the end; others out of range match no class ("off")
+    idx = s(where(rt, stream, s(compare(rt, stream, LESS, idx, s(device_scalar(rt, stream, 0, idx.dtype)))),
+                  s(binary(rt, stream, ADD, idx, s(device_scalar(rt, stream, depth, idx.dtype)))), idx)[0])
+    shape = indices.shape[:axis] + (1,) + indices.shape[axis:]
+    classes = np.arange(depth, dtype=np.int64).reshape((depth,) + (1,) * (rank - axis - 1))
+    hot = s(compare(rt, stream, EQUAL, DeviceTensor(idx.ptr, shape, idx.dtype),
+                    s(rt.device(DeviceTensor.on_host(classes), stream))))
+    off = DeviceTensor(values.ptr, (), values.dtype)
+    on = DeviceTensor(values.ptr + values.dtype.itemsize, (), values.dtype)
+    return s.done(where(rt, stream, hot, on, off)[0])
+
+
+# ---------------------------------------------------------------- data movement
+
+
+@kernel("DepthToSpace", since=1, device="cuda")
+def depth_to_space(rt, stream, x, *, blocksize, mode="DCR"):
+    b, c, h, w = _blocks(x, blocksize, c_divisible=True)
+    bs, rest = blocksize, c // blocksize ** 2
+    view, perm = ((b, bs, bs, rest, h, w), (0, 3, 4, 1, 5, 2)) if mode == "DCR" else \
+        ((b, rest, bs, bs, h, w), (0, 1, 4, 2, 5, 3))
+    y = permuted(rt, stream, DeviceTensor(x.ptr, view, x.dtype), perm)
+    return (DeviceTensor(y.ptr, (b, rest, h * bs, w * bs), x.dtype),)
+
+
+@kernel("SpaceToDepth", since=1, device="cuda")
+def space_to_depth(rt, stream, x, *, blocksize):
+    b, c, h, w = _blocks(x, blocksize, c_divisible=False)
+    bs = blocksize
+    y = permuted(rt, stream, DeviceTensor(x.ptr, (b, c, h // bs, bs, w // bs, bs), x.dtype), (0, 3, 5, 1, 2, 4))
+    return (DeviceTensor(y.ptr, (b, c * bs * bs, h // bs, w // bs), x.dtype),)
+
+
+def _blocks(x, bs, c_divisible):
+    if len(x.shape) != 4 or bs < 1:
+        raise ValueError(f"a 4-D input and a positive blocksize are needed, got shape {x.shape} and {bs}")
+    b, c, h, w = x.shape
+    if (c % (bs * bs) if c_divisible else h % bs or w % bs):
+        raise ValueError(f"shape {x.shape} does not divide into blocks of {bs}")
+    return b, c, h, w
+
+
+# ---------------------------------------------------------------- normalisations (float32 inside)
+
+
+def _standardize(rt, stream, s, x, axes, epsilon):
+    """(x - mean) / sqrt(var + epsilon) over `axes` of a float32 x."""
+    mean = s(reduce(rt, stream, MEAN, x, axes, 1))
+    centered = s(binary(rt, stream, SUB, x, mean))
+    var = s(reduce(rt, stream, MEAN, s(binary(rt, stream, MUL, centered, centered)), axes, 1))
+    std = s(unary(rt, stream, SQRT, s(binary(rt, stream, ADD, var, s(device_scalar(rt, stream, epsilon, F32))))))
+    return s(binary(rt, stream, DIV, centered, std))
+
+
+def _group_norm(rt, stream, x, scale, bias, epsilon, num_groups, per_channel):
+    n, c = x.shape[0], x.shape[1]
+    if c % num_groups:
+        raise ValueError(f"GroupNormalization: {c} channels do not divide into {num_groups} groups")
+    s = Scratch(rt, x, scale, bias)
+    xf = s(cast_to(rt, stream, x, F32))
+    y = _standardize(rt, stream, s, DeviceTensor(xf.ptr, (n, num_groups, x.size // max(n * num_groups, 1)), F32),
+                     [2], epsilon)
+    # scale and bias per group (opset 18) on the groups' view, or per channel (21) on the input's
+    view = (n, num_groups, y.shape[2]) if not per_channel else (n, c, x.size // max(n * c, 1))
+    y = DeviceTensor(y.ptr, view, F32)
+    sc, bi = (DeviceTensor(s(cast_to(rt, stream, t, F32)).ptr, (view[1], 1), F32) for t in (scale, bias))
+    y = s(binary(rt, stream, ADD, s(binary(rt, stream, MUL, y, sc)), bi))
+    return s.done(cast_to(rt, stream, DeviceTensor(y.ptr, x.shape, F32), x.dtype))
+
+
+@kernel("GroupNormalization", since=18, until=20, types=GPU_FLOATS, device="cuda")
+def group_normalization_18(rt, stream, x, scale, bias, *, epsilon=1e-5, num_groups):
+    return _group_norm(rt, stream, x, scale, bias, epsilon, num_groups, per_channel=False)
+
+
+@kernel("GroupNormalization", since=21, types=GPU_FLOATS, device="cuda",
+        check=lambda n, g: None if n.attrs.get("stash_type", 1) == 1 else "stash_type other than float32")
+def group_normalization_21(rt, stream, x, scale, bias, *, epsilon=1e-5, num_groups, stash_type=1):
+    return _group_norm(rt, stream, x, scale, bias, epsilon, num_groups, per_channel=True)
+
+
+@kernel("MeanVarianceNormalization", since=9, types=GPU_FLOATS, device="cuda")
+def mean_variance_normalization(rt, stream, x, *, axes=(0, 2, 3)):
+    # the spec's function body: (X - E[X]) / (sqrt(E[X^2] - E[X]^2) + 1e-9)
+    s = Scratch(rt, x)
+    xf = s(cast_to(rt, stream, x, F32))
+    axes = [a % len(x.shape) for a in axes]
+    mean = s(reduce(rt, stream, MEAN, xf, axes, 1))
+    var = s(binary(rt, stream, SUB, s(reduce(rt, stream, MEAN, s(binary(rt, stream, MUL, xf, xf)), axes, 1)),
+                   s(binary(rt, stream, MUL, mean, mean))))
+    std = s(binary(rt, stream, ADD, s(unary(rt, stream, SQRT, var)), s(device_scalar(rt, stream, 1e-9, F32))))
+    y = s(binary(rt, stream, DIV, s(binary(rt, stream, SUB, xf, mean)), std))
+    return s.done(cast_to(rt, stream, y, x.dtype))
+
+
+@kernel("LpNormalization", since=1, types=GPU_FLOATS, device="cuda",
+        check=lambda n, g: None if n.attrs.get("p", 2) in (1, 2) else f"p={n.attrs.get('p')} (1 or 2)")
+def lp_normalization(rt, stream, x, *, axis=-1, p=2):
+    s = Scratch(rt, x)
+    xf = s(cast_to(rt, stream, x, F32))
+    norm = s(reduce(rt, stream, L1 if p == 1 else L2, xf, [axis % len(x.shape)], 1))
+    zero = s(device_scalar(rt, stream, 0.0, F32))
+    y = s(where(rt, stream, s(compare(rt, stream, EQUAL, norm, zero)), zero, s(binary(rt, stream, DIV, xf, norm)))[0])
+    return s.done(cast_to(rt, stream, y, x.dtype))  # a zero vector stays zero
+
+
+@kernel("GlobalLpPool", since=2, types=GPU_FLOATS, device="cuda",
+        check=lambda n, g: None if n.attrs.get("p", 2) in (1, 2) else f"p={n.attrs.get('p')} (1 or 2)")
+def global_lp_pool(rt, stream, x, *, p=2):
+    s = Scratch(rt, x)
+    y = s(reduce(rt, stream, L1 if p == 1 else L2, s(cast_to(rt, stream, x, F32)), list(range(2, len(x.shape))), 1))
+    return s.done(cast_to(rt, stream, y, x.dtype))
+
+
+# ---------------------------------------------------------------- linear quantization (8-bit)
+
+INT8S = frozenset(map(np.dtype, (np.int8, np.uint8)))
+ROUND = UNARY["Round"][0]  # halves to even, as the spec
+
+
+def _broadcastable(rt, stream, s, value, shape, axis, block_size):
+    """A scale or zero point shaped to broadcast against x: a scalar, a vector along `axis`, or with
+    block_size a tensor of x's shape whose `axis` is in blocks, each value repeated over its block."""
+    if len(value.shape) == 0 or value.size == 1 and not block_size:
+        return DeviceTensor(value.ptr, (), value.dtype)
+    axis %= len(shape)
+    if not block_size:
+        return DeviceTensor(value.ptr, tuple(value.size if d == axis else 1 for d in range(len(shape))), value.dtype)
+    blocks = value.shape[axis]
+    if blocks * block_size < shape[axis] or len(value.shape) != len(shape):
+        raise ValueError(f"blocked quantization parameters of shape {value.shape} for x {shape}, block_size {block_size}")
+    outer, inner = int(np.prod(value.shape[:axis], dtype=np.int64)), int(np.prod(value.shape[axis + 1:], dtype=np.int64))
+    repeated = s(rt.alloc((outer, blocks, block_size, inner), value.dtype))  # each value over its block
+    rt.strided_copy(stream, value, repeated, repeated.shape, (blocks * inner, inner, 0, 1),
+                    (blocks * block_size * inner, block_size * inner, inner, 1))
+    y = s(rt.alloc(tuple(shape[axis] if d == axis else value.shape[d] for d in range(len(shape))), value.dtype))
+    rt.strided_copy(stream, repeated, y, (outer, shape[axis], inner), (blocks * block_size * inner, inner, 1),
+                    (shape[axis] * inner, inner, 1))
+    return y
+
+
+def _check_quantize(node, graph):
+    if node.attrs.get("precision", 0) not in (0, 1):
+        return f"precision={node.attrs['precision']} not supported (float32 arithmetic only)"
+    out = graph.value(node.outputs[0]).dtype
+    return None if out in INT8S else f"quantizing to {out} on CUDA (int8 and uint8 are)"
+
+
+@kernel("QuantizeLinear", since=10, types=GPU_FLOATS, device="cuda", check=_check_quantize)
+def quantize_linear(rt, stream, x, y_scale, y_zero_point=None, *, axis=1, block_size=0, output_dtype=0, precision=0,
+                    saturate=1):
+    """round_half_even(x / scale) + zero point, saturated to the 8-bit type, in float32."""
+    out = y_zero_point.dtype if y_zero_point is not None else \
+        (ONNX_TO_NUMPY[output_dtype] if output_dtype else np.dtype(np.uint8))
+    s = Scratch(rt, x, y_scale, y_zero_point)
+    scale = s(cast_to(rt, stream, _broadcastable(rt, stream, s, y_scale, x.shape, axis, block_size), F32))
+    q = s(unary(rt, stream, ROUND, s(binary(rt, stream, DIV, s(cast_to(rt, stream, x, F32)), scale))))
+    if y_zero_point is not None:
+        zero = _broadcastable(rt, stream, s, y_zero_point, x.shape, axis, block_size)
+        q = s(binary(rt, stream, ADD, q, s(cast_to(rt, stream, zero, F32))))
+    info = np.iinfo(out)
+    return s.done(cast_to(rt, stream, s(unary(rt, stream, CLIP, q, float(info.min), float(info.max))), out))
+
+
+@kernel("DequantizeLinear", since=10, types=INT8S | {np.dtype(np.int32)}, device="cuda",
+        check=lambda n, g: None if g.value(n.inputs[1]).dtype in GPU_FLOATS else "scale of a type CUDA lacks")
+def dequantize_linear(rt, stream, x, x_scale, x_zero_point=None, *, axis=1, block_size=0, output_dtype=0):
+    """(x - zero point) * scale in float32, as the scale's type (or output_dtype)."""
+    s = Scratch(rt, x, x_scale, x_zero_point)
+    wide = s(cast_to(rt, stream, x, F32))
+    if x_zero_point is not None:
+        zero = _broadcastable(rt, stream, s, x_zero_point, x.shape, axis, block_size)
+        wide = s(binary(rt, stream, SUB, wide, s(cast_to(rt, stream, zero, F32))))
+    scale = s(cast_to(rt, stream, _broadcastable(rt, stream, s, x_scale, x.shape, axis, block_size), F32))
+    y = s(binary(rt, stream, MUL, wide, scale))
+    return s.done(cast_to(rt, stream, y, ONNX_TO_NUMPY[output_dtype] if output_dtype else x_scale.dtype))

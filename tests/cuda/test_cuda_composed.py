@@ -1,0 +1,120 @@
+"""kernels/cuda/composed.py's ops (skipped without a GPU), against stock ORT's CPU EP, every node on our EP."""
+import numpy as np
+import pytest
+
+from test_cuda_ep import DEVICES, PROBLEM
+from test_cuda_ops import F16, F32, I32, I64, check, through_bf16
+
+pytestmark = pytest.mark.skipif(not DEVICES, reason=f"no NVIDIA GPU for the CUDA EP ({PROBLEM or 'none found'})")
+rng = np.random.default_rng(23)
+# float16 normalisations: both compute in float32 and round once; sums in another order (1 ulp)
+F16_TOL = {"rtol": 2e-3, "atol": 2e-3}
+
+
+def special(dtype):
+    return np.array([[0.0, np.nan, np.inf, -np.inf, -2.5], [6.0e4, -0.0, 3.0, np.nan, -np.inf]], F32).astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", [F32, F16])
+def test_is_nan_and_is_inf(dtype):
+    x = special(dtype)
+    check("IsNaN", [x], opset=13, outputs=[np.bool_], exact=True)
+    for attrs in ({}, {"detect_negative": 0}, {"detect_positive": 0}, {"detect_negative": 0, "detect_positive": 0}):
+        check("IsInf", [x], attrs, opset=20, outputs=[np.bool_], exact=True)
+
+
+@pytest.mark.parametrize("alpha", [1.0, 1.702])
+def test_swish(alpha):
+    check("Swish", [rng.standard_normal((3, 7)).astype(F32)], {"alpha": alpha}, opset=24, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("attrs", [{}, {"lambd": 1.0, "bias": 0.5}])
+def test_shrink(attrs):
+    check("Shrink", [rng.standard_normal((4, 6)).astype(F32) * 2], attrs, opset=9, exact=True)
+
+
+@pytest.mark.parametrize("opset,axis", [(13, -1), (13, 0), (11, 1), (11, 0)])
+def test_hardmax(opset, axis):
+    x = rng.integers(0, 4, (3, 4, 5)).astype(F32)  # ties: the first maximum wins
+    check("Hardmax", [x], {"axis": axis}, opset=opset, exact=True)
+
+
+def test_hardmax_bfloat16():
+    ours, ref = through_bf16("Hardmax", [rng.standard_normal((4, 9)).astype(F32)], {"axis": -1}, opset=13)
+    np.testing.assert_array_equal(ours, ref)
+
+
+@pytest.mark.parametrize("axis", [-1, 0, 1])
+@pytest.mark.parametrize("itype,depth", [(I64, np.array([4], I64)), (I32, np.array([4.0], F32))])  # as ORT registers
+def test_one_hot(axis, itype, depth):
+    indices = np.array([[0, 3, -1], [5, -4, 2]], itype)  # 5 and -4 are out of range for depth 4: all "off"
+    check("OneHot", [indices, depth, np.array([-1.5, 2.0], F32)], {"axis": axis}, opset=11, outputs=[F32], exact=True)
+
+
+@pytest.mark.parametrize("mode", ["DCR", "CRD"])
+def test_depth_to_space(mode):
+    check("DepthToSpace", [rng.standard_normal((2, 8, 3, 5)).astype(F32)], {"blocksize": 2, "mode": mode}, opset=13,
+          exact=True)
+
+
+def test_space_to_depth():
+    check("SpaceToDepth", [rng.standard_normal((2, 3, 4, 6)).astype(F16)], {"blocksize": 2}, opset=13, exact=True)
+
+
+@pytest.mark.parametrize("opset", [18, 21])
+@pytest.mark.parametrize("dtype", [F32, F16])
+def test_group_normalization(opset, dtype):
+    param = 6 if opset >= 21 else 3  # opset 18 scales per group, 21 per channel
+    x = rng.standard_normal((2, 6, 3, 4)).astype(dtype)
+    check("GroupNormalization", [x, rng.standard_normal(param).astype(dtype), rng.standard_normal(param).astype(dtype)],
+          {"num_groups": 3, "epsilon": 1e-3}, opset=opset, **({"rtol": 1e-4, "atol": 1e-5} if dtype == F32 else F16_TOL))
+
+
+@pytest.mark.parametrize("axes", [(0, 2, 3), (1,)])
+def test_mean_variance_normalization(axes):
+    check("MeanVarianceNormalization", [rng.standard_normal((2, 3, 4, 5)).astype(F32)], {"axes": list(axes)}, opset=13,
+          rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("p", [1, 2])
+def test_lp_normalization_and_global_lp_pool(p):
+    x = rng.standard_normal((2, 3, 4, 5)).astype(F32)
+    x[0, :, 0, 0] = 0  # a zero vector (along axis 1) stays zero
+    check("LpNormalization", [x], {"p": p, "axis": 1}, opset=13, rtol=1e-5, atol=1e-6)
+    check("GlobalLpPool", [x], {"p": p}, opset=13, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("k", [0, 1, -2])
+def test_eye_like(k):
+    check("EyeLike", [rng.standard_normal((3, 5)).astype(F32)], {"k": k}, opset=9, exact=True)
+    check("EyeLike", [rng.standard_normal((4, 2)).astype(F16)], {"k": k, "dtype": 7}, opset=9, outputs=[I64], exact=True)
+
+
+def test_compress():
+    x = np.array([[0.0, 1.5, 0.0], [-2.0, 0.0, 3.0]], F32)
+    for axis in (0, 1, None):
+        cond = np.array([True, False, True][:2 if axis == 0 else 3], np.bool_)
+        check("Compress", [x, cond], {} if axis is None else {"axis": axis}, opset=11, exact=True)
+
+
+# 8-bit linear quantization: per tensor, per axis, blocked (opset 21, a partial last block); exact,
+# both sides computing x / scale in float32 and rounding halves to even
+QUANT_CASES = {
+    "tensor": (np.float32(0.05), np.uint8(128), {}),
+    "axis": (np.array([0.02, 0.1, 0.07], F32), np.array([-3, 0, 5], np.int8), {"axis": 0}),
+    "blocked": (np.array([[0.03, 0.2], [0.11, 0.05], [0.08, 0.01]], F32), np.array([[1, -2], [0, 3], [-1, 0]], np.int8),
+                {"axis": 1, "block_size": 3}),
+}
+
+
+@pytest.mark.parametrize("case", list(QUANT_CASES))
+@pytest.mark.parametrize("dtype", [F32, F16])
+def test_quantize_and_dequantize_linear(case, dtype):
+    scale, zero, attrs = QUANT_CASES[case]
+    x = (rng.standard_normal((3, 5)) * 2).astype(dtype)
+    x[0, :3] = [0.025, -0.075, 0.125]  # halves of the scale: rounding to even
+    scale = np.asarray(scale).astype(dtype)
+    check("QuantizeLinear", [x, scale, np.asarray(zero)], attrs, opset=21, outputs=[np.asarray(zero).dtype], exact=True)
+    q = rng.integers(-100, 100, (3, 5)).astype(np.asarray(zero).dtype)
+    check("DequantizeLinear", [q, scale, np.asarray(zero)], attrs, opset=21, outputs=[dtype], exact=dtype == F32,
+          rtol=1e-3, atol=1e-3)
