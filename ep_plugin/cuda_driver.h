@@ -98,9 +98,11 @@ typedef struct {
 #define CUBLAS_OP_N 0
 #define CUBLAS_OP_T 1
 #define CUDA_R_32F 0
+#define CUDA_R_64F 1
 #define CUDA_R_16F 2
 #define CUDA_R_16BF 14
 #define CUBLAS_COMPUTE_32F 68
+#define CUBLAS_COMPUTE_64F 70
 #define CUBLASLT_MATMUL_DESC_TRANSA 3                 /* int32 */
 #define CUBLASLT_MATMUL_DESC_TRANSB 4                 /* int32 */
 #define CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT 5          /* int32 */

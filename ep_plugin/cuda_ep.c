@@ -622,7 +622,8 @@ static cublasStatus_t layout(cublasLtMatrixLayout_t* out, int type, uint64_t row
 }
 
 /* Row-major C[b] = alpha A[b] . B[b] (A: m x k, or k x m with trans_a; B: k x n, or n x k with
- * trans_b), float32, float16 or bfloat16 (dtype: ONNX numbering 1, 10, 16), float32 accumulation.
+ * trans_b), float32, float16 or bfloat16 (dtype: ONNX numbering 1, 10, 16) with float32 accumulation,
+ * or float64 (11) throughout (MatMulInteger's exact integer sums).
  * In cuBLASLt's column-major terms that is C^T = B^T . A^T: B is the first operand. */
 static OrtStatus* seamless_cublas_gemm(int ordinal, void* stream, int dtype, int trans_a, int trans_b, int m, int n,
                                        int k, const void* a, long long stride_a, const void* b, long long stride_b,
@@ -654,13 +655,14 @@ static OrtStatus* seamless_cublas_gemm(int ordinal, void* stream, int dtype, int
       gemm_plan_destroy(&plans[free_slot]);
     }
     plan = &plans[free_slot];
-    int type = dtype == 10 ? CUDA_R_16F : dtype == 16 ? CUDA_R_16BF : CUDA_R_32F;
+    int type = dtype == 10 ? CUDA_R_16F : dtype == 16 ? CUDA_R_16BF : dtype == 11 ? CUDA_R_64F : CUDA_R_32F;
     int32_t op_first = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, op_second = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
     uint64_t ws = SEAMLESS_GEMM_WORKSPACE;
     cublasLtMatmulPreference_t pref = NULL;
     cublasLtMatmulHeuristicResult_t found;
     int returned = 0;
-    if (!st) st = lt.desc_create(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+    if (!st) st = dtype == 11 ? lt.desc_create(&plan->desc, CUBLAS_COMPUTE_64F, CUDA_R_64F)
+                              : lt.desc_create(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F);
     if (!st) st = lt.desc_set(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_first, sizeof op_first);
     if (!st) st = lt.desc_set(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_second, sizeof op_second);
     /* column-major as stored: B^T is n x k (k x n when transposed), A^T k x m (m x k), C^T n x m */
@@ -681,7 +683,9 @@ static OrtStatus* seamless_cublas_gemm(int ordinal, void* stream, int dtype, int
     memcpy(plan->key, key, sizeof key);
   }
   float beta = 0.0f;
-  st = lt.matmul(handle, plan->desc, &alpha, b, plan->a, a, plan->b, &beta, c, plan->c, c, plan->c, &plan->algo,
+  double alpha64 = alpha, beta64 = 0.0;  /* the scale type is the compute type's */
+  st = lt.matmul(handle, plan->desc, dtype == 11 ? (const void*)&alpha64 : &alpha, b, plan->a, a, plan->b,
+                 dtype == 11 ? (const void*)&beta64 : &beta, c, plan->c, c, plan->c, &plan->algo,
                  workspace[ordinal], SEAMLESS_GEMM_WORKSPACE, (CUstream)stream);
   if (st) {
     snprintf(msg, sizeof msg, "SeamlessCUDAExecutionProvider: cublasLtMatmul failed (status %d)", st);

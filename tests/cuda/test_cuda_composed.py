@@ -2,7 +2,8 @@
 import numpy as np
 import pytest
 
-from test_cuda_ep import DEVICES, PROBLEM
+from parity import node_model
+from test_cuda_ep import DEVICES, PROBLEM, run_on_cuda
 from test_cuda_ops import F16, F32, I32, I64, check, through_bf16
 
 pytestmark = pytest.mark.skipif(not DEVICES, reason=f"no NVIDIA GPU for the CUDA EP ({PROBLEM or 'none found'})")
@@ -118,3 +119,29 @@ def test_quantize_and_dequantize_linear(case, dtype):
     q = rng.integers(-100, 100, (3, 5)).astype(np.asarray(zero).dtype)
     check("DequantizeLinear", [q, scale, np.asarray(zero)], attrs, opset=21, outputs=[dtype], exact=dtype == F32,
           rtol=1e-3, atol=1e-3)
+
+
+def test_dynamic_quantize_linear():
+    # exact: both sides compute the range, scale and zero point in float32 and round halves to even
+    x = rng.standard_normal((3, 5)).astype(F32)
+    for v in (x, np.abs(x), np.zeros((2, 3), F32)):  # a minimum clamped to 0; an all-zero input (scale 0)
+        check("DynamicQuantizeLinear", [v], opset=11, outputs=[np.uint8, F32, np.uint8], exact=True)
+
+
+@pytest.mark.parametrize("ta,tb", [(np.uint8, np.uint8), (np.uint8, np.int8), (np.int8, np.int8), (np.int8, np.uint8)])
+def test_matmul_integer(ta, tb):
+    def ints(shape, t):
+        info = np.iinfo(t)
+        return rng.integers(info.min, info.max, shape, endpoint=True).astype(t)
+    a, b = ints((3, 4, 70), ta), ints((70, 5), tb)
+    outputs = [np.int32]
+    check("MatMulInteger", [a, b], opset=10, outputs=outputs, exact=True)
+    check("MatMulInteger", [a, b, np.array(7, ta), np.array(3, tb)], outputs=outputs, exact=True)
+    check("MatMulInteger", [a, b, np.array(7, ta), ints((5,), tb)], outputs=outputs, exact=True)  # per column of b
+    check("MatMulInteger", [ints((2, 3, 70), ta), ints((2, 70, 5), tb)], outputs=outputs, exact=True)  # batched
+    # per row of a: the spec allows it, stock ORT's CPU kernel does not; the exact integer product instead
+    za, zb = ints((4,), ta), np.array(3, tb)
+    model, feeds = node_model("MatMulInteger", [a, b, za, zb], None, 10, outputs)
+    (ours,) = run_on_cuda(model, feeds)
+    wide = (a.astype(np.int64) - za.astype(np.int64)[:, None]) @ (b.astype(np.int64) - np.int64(zb))
+    np.testing.assert_array_equal(ours, wide.astype(np.int32))

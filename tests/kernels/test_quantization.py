@@ -56,6 +56,7 @@ def test_dynamic_quantize_linear():
     x = rng.standard_normal((3, 5)).astype(np.float32)
     check("DynamicQuantizeLinear", [x], [np.uint8, np.float32, np.uint8], opset=11)
     check("DynamicQuantizeLinear", [np.abs(x)], [np.uint8, np.float32, np.uint8], opset=11)  # min clamps to 0
+    check("DynamicQuantizeLinear", [np.zeros((2, 3), np.float32)], [np.uint8, np.float32, np.uint8], opset=11)
 
 
 @pytest.mark.parametrize("dtype", [np.uint8, np.int8])

@@ -139,8 +139,9 @@ class CudaRuntime:
     def gemm(self, stream, a: DeviceTensor, b: DeviceTensor, c: DeviceTensor, m: int, n: int, k: int,
              batch: int = 1, stride_a: int = 0, stride_b: int = 0, trans_a: bool = False, trans_b: bool = False,
              alpha: float = 1.0):
-        """Row-major c = alpha * a . b through cuBLASLt (float32, float16 or bfloat16; float32 accumulation)."""
-        dtype = {"float16": 10, "bfloat16": 16}.get(a.dtype.name, 1)  # ONNX element type codes
+        """Row-major c = alpha * a . b through cuBLASLt (float32, float16 or bfloat16 with float32 accumulation;
+        float64 throughout)."""
+        dtype = {"float16": 10, "bfloat16": 16, "float64": 11}.get(a.dtype.name, 1)  # ONNX element type codes
         self.native.check(self.lib.seamless_cublas_gemm(
             self.ordinal, stream, dtype, int(trans_a), int(trans_b), m, n, k, self.ffi.cast("void*", a.ptr), stride_a,
             self.ffi.cast("void*", b.ptr), stride_b, self.ffi.cast("void*", c.ptr), m * n, batch, alpha))

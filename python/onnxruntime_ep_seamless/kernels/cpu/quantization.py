@@ -93,11 +93,12 @@ def dequantize_linear(x, x_scale, x_zero_point=None, *, axis=1, block_size=0, ou
 
 @kernel("DynamicQuantizeLinear", since=11, types={_F32})
 def dynamic_quantize_linear(x):
-    # uint8 over [min(x, 0), max(x, 0)]: the range always includes 0, so 0 is exactly representable
+    # uint8 over [min(x, 0), max(x, 0)]: the range always includes 0, so 0 is exactly representable;
+    # an all-zero x gets scale 1 (stock ORT's choice; the spec's formula would divide by 0)
     low, high = x.min(initial=0), x.max(initial=0)
-    scale = (high - low) / np.float32(255)
-    zero_point = np.clip(np.rint(-low / scale), 0, 255) if scale else np.float32(0)
-    y = _quantize(x, scale if scale else np.float32(1), zero_point, np.dtype(np.uint8))
+    scale = (high - low) / np.float32(255) if high != low else np.float32(1)
+    zero_point = np.clip(np.rint(-low / scale), 0, 255)
+    y = _quantize(x, scale, zero_point, np.dtype(np.uint8))
     return y, np.asarray(scale, _F32), np.asarray(zero_point, np.uint8)
 
 

@@ -1,23 +1,25 @@
 """Ops on CUDA composed of our other kernels (no device code of their own): IsNaN, IsInf, Swish,
 Shrink, Hardmax, OneHot, DepthToSpace, SpaceToDepth, the normalisations GroupNormalization,
-MeanVarianceNormalization, LpNormalization, GlobalLpPool, and 8-bit QuantizeLinear /
-DequantizeLinear (per tensor, per axis, blocked). Float16/bfloat16 normalisations compute in
+MeanVarianceNormalization, LpNormalization, GlobalLpPool, 8-bit QuantizeLinear /
+DequantizeLinear (per tensor, per axis, blocked), DynamicQuantizeLinear and MatMulInteger. Float16/bfloat16 normalisations compute in
 float32 and round once at the end, as the CPU kernels do (kernels/cpu/nn.py)."""
 import numpy as np
 
 from ...graph.ir import ONNX_TO_NUMPY
 from ...runtime.cuda import DeviceTensor
 from ..registry import kernel
-from .elementwise import (ADD, CLIP, COMPARE, DIV, GPU_FLOATS, GPU_INTS, LOGIC, MUL, NOT, QUICK_GELU, SUB, UNARY,
-                          _activation, _logic, binary, cast_to, compare, device_scalar, unary, where)
+from .elementwise import (ADD, CLIP, COMPARE, DIV, GPU_FLOATS, GPU_INTS, LOGIC, MAX, MIN, MUL, NOT, QUICK_GELU, SUB,
+                          UNARY, _activation, _logic, binary, cast_to, compare, device_scalar, unary, where)
 from .indexing import _arg
-from .reduce import reduce
+from .matmul import matmul
+from .reduce import REDUCE, reduce
 from .shape import permuted
 
-F32 = np.dtype(np.float32)
+F32, F64, I32, U8 = (np.dtype(t) for t in (np.float32, np.float64, np.int32, np.uint8))
 EQUAL, LESS, GREATER = COMPARE["Equal"][0], COMPARE["Less"][0], COMPARE["Greater"][0]
 SQRT = UNARY["Sqrt"][0]
-MEAN, L1, L2 = 1, 6, 7  # ReduceOp
+MEAN, L1, L2, MIN_OF, MAX_OF = (REDUCE[op][0] for op in ("ReduceMean", "ReduceL1", "ReduceL2", "ReduceMin",
+                                                         "ReduceMax"))
 
 
 class Scratch:
@@ -291,3 +293,47 @@ def dequantize_linear(rt, stream, x, x_scale, x_zero_point=None, *, axis=1, bloc
     scale = s(cast_to(rt, stream, _broadcastable(rt, stream, s, x_scale, x.shape, axis, block_size), F32))
     y = s(binary(rt, stream, MUL, wide, scale))
     return s.done(cast_to(rt, stream, y, ONNX_TO_NUMPY[output_dtype] if output_dtype else x_scale.dtype))
+
+
+@kernel("DynamicQuantizeLinear", since=11, types=frozenset([F32]), device="cuda")
+def dynamic_quantize_linear(rt, stream, x):
+    """uint8 over [min(x, 0), max(x, 0)], scale (high - low) / 255 and zero point round(-low / scale),
+    all on the GPU (an all-zero x gets scale 1, stock ORT's choice, zero point 0 and zeros)."""
+    s = Scratch(rt, x)
+    everything = list(range(len(x.shape)))
+    zero = s(device_scalar(rt, stream, 0.0))
+    low = s(binary(rt, stream, MIN, s(reduce(rt, stream, MIN_OF, x, everything, 0)), zero))
+    high = s(binary(rt, stream, MAX, s(reduce(rt, stream, MAX_OF, x, everything, 0)), zero))
+    spread = s(binary(rt, stream, DIV, s(binary(rt, stream, SUB, high, low)), s(device_scalar(rt, stream, 255.0))))
+    scale = where(rt, stream, s(compare(rt, stream, EQUAL, high, low)), s(device_scalar(rt, stream, 1.0)), spread)[0]
+    point = s(unary(rt, stream, ROUND, s(binary(rt, stream, DIV, s(binary(rt, stream, SUB, zero, low)), scale))))
+    point = cast_to(rt, stream, s(unary(rt, stream, CLIP, point, 0.0, 255.0)), U8)
+    (y,) = quantize_linear(rt, stream, x, scale, point)
+    return s.done(y, scale, point)
+
+
+
+def _check_matmul_integer(node, graph):
+    if any(len(graph.value(i).shape or ()) < 2 for i in node.inputs[:2]):
+        return "1-D operands"
+    zero = node.inputs[2] if len(node.inputs) > 2 else ""
+    shape = graph.value(zero).shape if zero else ()
+    return None if shape is None or len(shape) <= 1 else "a zero point of rank above 1 (the spec's are scalars or vectors)"
+
+
+@kernel("MatMulInteger", since=10, types=INT8S, device="cuda", check=_check_matmul_integer)
+def matmul_integer(rt, stream, a, b, a_zero_point=None, b_zero_point=None):
+    """(a - a_zero_point) . (b - b_zero_point) as int32 (a's zero point per row or one, b's per column or
+    one), by a float64 GEMM: the products are below 2^16, so the sums are exact."""
+    s = Scratch(rt, a, b, a_zero_point, b_zero_point)
+
+    def centered(x, zero, per_row):
+        wide = s(cast_to(rt, stream, x, I32))
+        if zero is not None:
+            if per_row and zero.size > 1:
+                zero = DeviceTensor(zero.ptr, (zero.size, 1), zero.dtype)
+            wide = s(binary(rt, stream, SUB, wide, s(cast_to(rt, stream, zero, I32))))
+        return s(cast_to(rt, stream, wide, F64))
+
+    (y,) = matmul(rt, stream, centered(a, a_zero_point, True), centered(b, b_zero_point, False))
+    return s.done(cast_to(rt, stream, s(y), I32))

@@ -80,7 +80,7 @@ def batched_product(rt, stream, a, b, y, m, n, k, batch, stride_a, stride_b, tra
     start with zeros: capture=auto's left-padded KV gives the bytes of the unpadded run."""
     if y.size == 0:
         return
-    if m > SMALL_ROWS:
+    if m > SMALL_ROWS or a.dtype == np.float64:  # products.cu has no float64 kernel (MatMulInteger's)
         rt.gemm(stream, a, b, y, m, n, k, batch=batch, stride_a=stride_a, stride_b=stride_b, trans_b=trans_b,
                 alpha=alpha)
         return
