@@ -38,7 +38,8 @@ template <typename T> __device__ __forceinline__ void put(T* p, typename Arith<T
 __device__ __forceinline__ void put(int32_t* p, int32_t v) { *p = v; }
 __device__ __forceinline__ void put(int64_t* p, int64_t v) { *p = v; }
 
-enum BinaryOp { ADD = 0, SUB = 1, MUL = 2, DIV = 3, POW = 4, MAX_ = 5, MIN_ = 6, MOD = 7, FMOD = 8, PRELU = 9 };
+enum BinaryOp { ADD = 0, SUB = 1, MUL = 2, DIV = 3, POW = 4, MAX_ = 5, MIN_ = 6, MOD = 7, FMOD = 8, PRELU = 9,
+                BIT_AND = 10, BIT_OR = 11, BIT_XOR = 12 };  // the bitwise ones: int32/int64 only
 
 __device__ __forceinline__ float binary(int op, float a, float b) {
   switch (op) {
@@ -73,6 +74,9 @@ __device__ __forceinline__ I binary(int op, I a, I b) {  // int32/int64; divisio
       return r != 0 && ((r < 0) != (b < 0)) ? r + b : r;
     }
     case FMOD: return b ? a % b : 0;
+    case BIT_AND: return a & b;
+    case BIT_OR: return a | b;
+    case BIT_XOR: return a ^ b;
     default: return a < 0 ? a * b : a;
   }
 }
@@ -133,7 +137,8 @@ enum UnaryOp { RELU = 0, SIGMOID = 1, TANH = 2, EXP = 3, LOG = 4, NEG = 5, ABS =
                RECIPROCAL = 9, SIN = 10, COS = 11, FLOOR = 12, CEIL = 13, ROUND = 14, SOFTPLUS = 15,
                LEAKY_RELU = 16, HARD_SIGMOID = 17, HARD_SWISH = 18, ELU = 19, SELU = 20, CELU = 21, CLIP = 22,
                THRESHOLDED_RELU = 23, SIGN = 24, SOFTSIGN = 25, MISH = 26, TAN = 27, ASIN = 28, ACOS = 29, ATAN = 30,
-               SINH = 31, COSH = 32, ASINH = 33, ACOSH = 34, ATANH = 35, DIV_BY = 36, MUL_BY = 37 };
+               SINH = 31, COSH = 32, ASINH = 33, ACOSH = 34, ATANH = 35, DIV_BY = 36, MUL_BY = 37,
+               BIT_NOT = 38 };  // BIT_NOT: int32/int64 only
 
 // p, q: the op's parameters (alpha/beta, gamma, clip bounds, a divisor)
 __device__ __forceinline__ float unary(int op, float x, float p, float q) {
@@ -180,9 +185,10 @@ __device__ __forceinline__ float unary(int op, float x, float p, float q) {
 }
 
 template <typename I>
-__device__ __forceinline__ I unary(int op, I x, float p, float q) {  // the int subset: Neg, Abs, Sign, Relu, Clip
+__device__ __forceinline__ I unary(int op, I x, float p, float q) {  // the int subset: Neg, Abs, Sign, Relu, Clip, ~
   switch (op) {
     case NEG: return -x;
+    case BIT_NOT: return ~x;
     case ABS: return x < 0 ? -x : x;
     case SIGN: return (x > 0) - (x < 0);
     case RELU: return x > 0 ? x : 0;

@@ -93,11 +93,12 @@ __device__ void col2im(int64_t total, const T* cols, const T* bias, T* y, int64_
 }
 
 // --- MaxPool / AveragePool ----------------------------------------------------------------------
-enum PoolMode { POOL_MAX = 0, POOL_AVERAGE = 1, POOL_AVERAGE_WITH_PADS = 2 };
+enum PoolMode { POOL_MAX = 0, POOL_AVERAGE = 1, POOL_AVERAGE_WITH_PADS = 2, POOL_SUM = 3 };
 
 // One output element per thread over its window. Taps outside the input never contribute to the value;
 // AveragePool divides by the taps inside the input, or (count_include_pad) inside the input and its
-// explicit pads: taps added by ceil_mode past the end pads never count, as in ORT.
+// explicit pads: taps added by ceil_mode past the end pads never count, as in ORT. POOL_SUM: the
+// plain sum (LpPool's, of |x|^p).
 template <typename T>
 __device__ void pool(int64_t total, const T* x, T* y, int mode, Window w) {
   const int64_t plane_out = prod3(w.out), plane_in = prod3(w.in);
@@ -127,6 +128,8 @@ __device__ void pool(int64_t total, const T* x, T* y, int mode, Window w) {
     }
     if (mode == POOL_MAX)
       st(y + i, best);
+    else if (mode == POOL_SUM)
+      st(y + i, sum);
     else
       st(y + i, inside ? sum / (float)(mode == POOL_AVERAGE_WITH_PADS ? counted : inside) : 0.0f);
   }

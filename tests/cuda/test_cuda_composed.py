@@ -2,6 +2,8 @@
 import numpy as np
 import pytest
 
+from kernels.test_matmul import EQUATIONS as EINSUM_EQUATIONS
+from kernels.test_nn import LP_POOL_CASES
 from parity import node_model
 from test_cuda_ep import DEVICES, PROBLEM, run_on_cuda
 from test_cuda_ops import F16, F32, I32, I64, check, through_bf16
@@ -145,3 +147,28 @@ def test_matmul_integer(ta, tb):
     (ours,) = run_on_cuda(model, feeds)
     wide = (a.astype(np.int64) - za.astype(np.int64)[:, None]) @ (b.astype(np.int64) - np.int64(zb))
     np.testing.assert_array_equal(ours, wide.astype(np.int32))
+
+
+# Einsum: the CPU parity equations (implicit outputs, diagonals, ellipses, three operands) and a few
+# more (a broadcast 1, a diagonal beside a product, a label kept across operands, an empty K).
+# float32: products summed in another order than ORT's (1e-4); float16: ORT rounds each pairwise
+# product to float16 where we keep float32 and round once
+EINSUM_MORE = [("ij,j->i", [(3, 1), (4,)]), ("iij,jk->ik", [(3, 3, 2), (2, 4)]), ("ab,ab,ab->a", [(2, 3)] * 3),
+               ("ij,jk->ik", [(2, 0), (0, 3)])]
+
+
+@pytest.mark.parametrize("equation,shapes", EINSUM_EQUATIONS + EINSUM_MORE)
+@pytest.mark.parametrize("dtype", [F32, F16])
+def test_einsum(equation, shapes, dtype):
+    inputs = [rng.standard_normal(shape).astype(dtype) for shape in shapes]
+    check("Einsum", inputs, {"equation": equation}, opset=12, outputs=[dtype],
+          **({"rtol": 1e-4, "atol": 1e-5} if dtype == F32 else {"rtol": 4e-3, "atol": 4e-3}))
+
+
+# LpPool: |x|^p summed over windows by the pool kernel's sum mode, then the p-th root; float32 powf
+# against numpy's (an ulp or two)
+@pytest.mark.parametrize("attrs", LP_POOL_CASES)
+@pytest.mark.parametrize("dtype", [F32, F16])
+def test_lp_pool(attrs, dtype):
+    check("LpPool", [rng.standard_normal((1, 3, 5, 6)).astype(dtype)], attrs, opset=18,
+          **({"rtol": 1e-5, "atol": 1e-5} if dtype == F32 else F16_TOL))

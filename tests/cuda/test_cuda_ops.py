@@ -112,6 +112,16 @@ def test_binary_int_broadcast(op, dtype):
     check(op, [a, b], exact=True)
 
 
+@pytest.mark.parametrize("dtype", [I32, I64])
+def test_bitwise(dtype):
+    rng = np.random.default_rng(5)
+    info = np.iinfo(dtype)
+    a = rng.integers(info.min, info.max, (3, 4), endpoint=True).astype(dtype)
+    for op in ("BitwiseAnd", "BitwiseOr", "BitwiseXor"):
+        check(op, [a, rng.integers(info.min, info.max, (4,), endpoint=True).astype(dtype)], opset=18, exact=True)
+    check("BitwiseNot", [a], opset=18, exact=True)
+
+
 @pytest.mark.parametrize("dtype,fmod", [(I32, 0), (I64, 0), (I64, 1), (F32, 1), (F16, 1)])
 def test_mod(dtype, fmod):
     a = np.array([[-7, 7, -8, 9], [5, -5, 0, 13]], dtype)

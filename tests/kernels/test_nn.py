@@ -381,9 +381,12 @@ def test_resize_antialias(mode, scales):
 
 # --- LpPool, MaxUnpool, normalizations ---------------------------------------------------------
 
-@pytest.mark.parametrize("attrs", [{"kernel_shape": [2, 2]}, {"kernel_shape": [3, 2], "strides": [2, 1],
-                                                             "pads": [1, 0, 1, 1], "p": 3},
-                                   {"kernel_shape": [2, 2], "auto_pad": "SAME_UPPER", "p": 1}])
+LP_POOL_CASES = [{"kernel_shape": [2, 2]}, {"kernel_shape": [3, 2], "strides": [2, 1], "pads": [1, 0, 1, 1], "p": 3},
+                 {"kernel_shape": [2, 2], "auto_pad": "SAME_UPPER", "p": 1},
+                 {"kernel_shape": [2, 3], "strides": [2, 2], "ceil_mode": 1, "dilations": [1, 2]}]
+
+
+@pytest.mark.parametrize("attrs", LP_POOL_CASES)
 def test_lp_pool(attrs):
     check("LpPool", [data((1, 3, 5, 6))], attrs, opset=18, rtol=1e-5, atol=1e-5)
 

@@ -1,23 +1,25 @@
 """Ops on CUDA composed of our other kernels (no device code of their own): IsNaN, IsInf, Swish,
 Shrink, Hardmax, OneHot, DepthToSpace, SpaceToDepth, the normalisations GroupNormalization,
-MeanVarianceNormalization, LpNormalization, GlobalLpPool, 8-bit QuantizeLinear /
-DequantizeLinear (per tensor, per axis, blocked), DynamicQuantizeLinear and MatMulInteger. Float16/bfloat16 normalisations compute in
-float32 and round once at the end, as the CPU kernels do (kernels/cpu/nn.py)."""
+MeanVarianceNormalization, LpNormalization, GlobalLpPool, LpPool, 8-bit QuantizeLinear /
+DequantizeLinear (per tensor, per axis, blocked), DynamicQuantizeLinear, MatMulInteger and Einsum.
+Float16/bfloat16 normalisations compute in float32 and round once at the end, as the CPU kernels do
+(kernels/cpu/nn.py)."""
 import numpy as np
 
 from ...graph.ir import ONNX_TO_NUMPY
-from ...runtime.cuda import DeviceTensor
+from ...runtime.cuda import MAX_DIMS, DeviceTensor, contiguous_strides
 from ..registry import kernel
-from .elementwise import (ADD, CLIP, COMPARE, DIV, GPU_FLOATS, GPU_INTS, LOGIC, MAX, MIN, MUL, NOT, QUICK_GELU, SUB,
-                          UNARY, _activation, _logic, binary, cast_to, compare, device_scalar, unary, where)
+from .elementwise import (ADD, CLIP, COMPARE, DIV, GPU_FLOATS, GPU_INTS, LOGIC, MAX, MIN, MUL, NOT, POW, QUICK_GELU,
+                          SUB, UNARY, _activation, _logic, binary, cast_to, compare, device_scalar, unary, where)
 from .indexing import _arg
-from .matmul import matmul
+from .matmul import _product, batched_product, matmul
 from .reduce import REDUCE, reduce
 from .shape import permuted
+from .spatial import POOL_SUM, _check_spatial, _pool
 
 F32, F64, I32, U8 = (np.dtype(t) for t in (np.float32, np.float64, np.int32, np.uint8))
 EQUAL, LESS, GREATER = COMPARE["Equal"][0], COMPARE["Less"][0], COMPARE["Greater"][0]
-SQRT = UNARY["Sqrt"][0]
+SQRT, ABS = UNARY["Sqrt"][0], UNARY["Abs"][0]
 MEAN, L1, L2, MIN_OF, MAX_OF = (REDUCE[op][0] for op in ("ReduceMean", "ReduceL1", "ReduceL2", "ReduceMin",
                                                          "ReduceMax"))
 
@@ -231,6 +233,17 @@ def global_lp_pool(rt, stream, x, *, p=2):
     return s.done(cast_to(rt, stream, y, x.dtype))
 
 
+@kernel("LpPool", since=2, types=GPU_FLOATS, device="cuda", check=_check_spatial)
+def lp_pool(rt, stream, x, *, auto_pad="NOTSET", ceil_mode=0, dilations=None, kernel_shape, p=2, pads=None,
+            strides=None):
+    """(sum of |x|^p over the window)^(1/p) in float32; padding adds nothing."""
+    s = Scratch(rt, x)
+    exponent, root = (s(device_scalar(rt, stream, v)) for v in (float(p), 1.0 / p))
+    powered = s(binary(rt, stream, POW, s(unary(rt, stream, ABS, s(cast_to(rt, stream, x, F32)))), exponent))
+    (total,) = _pool(rt, stream, powered, POOL_SUM, kernel_shape, strides, dilations, pads, auto_pad, ceil_mode)
+    return s.done(cast_to(rt, stream, s(binary(rt, stream, POW, s(total), root)), x.dtype))
+
+
 # ---------------------------------------------------------------- linear quantization (8-bit)
 
 INT8S = frozenset(map(np.dtype, (np.int8, np.uint8)))
@@ -337,3 +350,104 @@ def matmul_integer(rt, stream, a, b, a_zero_point=None, b_zero_point=None):
 
     (y,) = matmul(rt, stream, centered(a, a_zero_point, True), centered(b, b_zero_point, False))
     return s.done(cast_to(rt, stream, s(y), I32))
+
+
+# ---------------------------------------------------------------- Einsum
+
+ELLIPSIS_LABELS = "0123456789"  # internal labels of the dims "..." stands for (ONNX labels are letters)
+
+
+def _einsum_labels(equation, ranks):
+    """Each operand's labels (one character a dim, "..." spelled out) and the output's: with no "->",
+    the ellipsis dims then the letters used once, sorted (numpy's implicit form)."""
+    lhs, arrow, rhs = equation.replace(" ", "").partition("->")
+    terms = lhs.split(",")
+    if len(terms) != len(ranks):
+        raise ValueError(f"Einsum equation {equation!r} names {len(terms)} operands, the node has {len(ranks)}")
+    spans = [rank - (len(t) - 3) for t, rank in zip(terms, ranks) if "..." in t]
+    dots = ELLIPSIS_LABELS[:max(spans, default=0)]
+    labels = []
+    for t, rank in zip(terms, ranks):
+        lab = t.replace("...", dots[len(dots) - (rank - (len(t) - 3)):]) if "..." in t else t
+        if len(lab) != rank or not all(c.isalpha() or c in dots for c in lab):
+            raise ValueError(f"Einsum term {t!r} does not fit an operand of rank {rank}")
+        labels.append(lab)
+    if arrow:
+        out = rhs.replace("...", dots)
+    else:
+        letters = "".join(labels)
+        out = dots + "".join(sorted(c for c in set(letters) if c.isalpha() and letters.count(c) == 1))
+    if set(out) - set("".join(labels)) or len(set(out)) != len(out):
+        raise ValueError(f"Einsum output {out!r} names a label twice or one no operand has")
+    return labels, out
+
+
+def _check_einsum(node, graph):
+    try:
+        labels, _ = _einsum_labels(node.attrs.get("equation", ""), [len(graph.value(i).shape or ()) for i in node.inputs])
+    except ValueError as e:
+        return str(e)
+    return None if all(len(lab) <= MAX_DIMS for lab in labels) else f"an operand of rank above {MAX_DIMS}"
+
+
+@kernel("Einsum", since=12, types=GPU_FLOATS, device="cuda", check=_check_einsum)
+def einsum(rt, stream, *inputs, equation):
+    """Operands taken pairwise, left to right, in float32: a repeated label's diagonal taken by strides,
+    labels used nowhere later summed out, the rest arranged as [batch, free, contracted] x
+    [batch, contracted, free] for one batched GEMM; the result summed and ordered as the output."""
+    labels, out = _einsum_labels(equation, [len(x.shape) for x in inputs])
+    size = {}
+    for lab, x in zip(labels, inputs):
+        for c, d in zip(lab, x.shape):  # equal sizes, or 1 broadcast
+            if size.get(c, 1) == 1:
+                size[c] = d
+            elif d not in (1, size[c]):
+                raise ValueError(f"Einsum: label {c!r} is {size[c]} in one operand and {d} in another")
+    s = Scratch(rt, *inputs)
+
+    def arranged(x, lab, order):
+        """x's dims in `order` at their full sizes (diagonals of repeated labels, broadcasting of 1s), a view
+        when nothing moves."""
+        strides = contiguous_strides(x.shape)
+        step = {c: 0 for c in order}
+        for c, d, st in zip(lab, x.shape, strides):
+            step[c] += st if d != 1 else 0
+        dims = [size[c] for c in order]
+        if lab == "".join(order) and all(x.shape[i] == dims[i] for i in range(len(dims))):
+            return x
+        y = s(rt.alloc(tuple(dims), x.dtype))
+        rt.strided_copy(stream, x, y, dims, [step[c] for c in order], contiguous_strides(dims))
+        return y
+
+    def summed(x, lab, keep):
+        x = arranged(x, lab, list(dict.fromkeys(lab)))  # one dim a label
+        lab = "".join(dict.fromkeys(lab))
+        axes = [i for i, c in enumerate(lab) if c not in keep]
+        if not axes:
+            return x, lab
+        return s(reduce(rt, stream, REDUCE["ReduceSum"][0], x, axes, 0)), "".join(c for c in lab if c in keep)
+
+    operands = [(s(cast_to(rt, stream, x, F32)) if x.dtype != F32 else x, lab) for x, lab in zip(inputs, labels)]
+    x, lab = operands[0]
+    for i, (z, zlab) in enumerate(operands[1:], 1):
+        later = set(out).union(*(set(l) for _, l in operands[i + 1:]))
+        x, lab = summed(x, lab, later | set(zlab))
+        z, zlab = summed(z, zlab, later | set(lab))
+        batch = [c for c in lab if c in zlab and c in later]
+        contracted = [c for c in lab if c in zlab and c not in later]
+        left, right = [c for c in lab if c not in zlab], [c for c in zlab if c not in lab]
+        a, b = arranged(x, lab, batch + left + contracted), arranged(z, zlab, batch + contracted + right)
+        count, m, k, n = (int(np.prod([size[c] for c in g], dtype=np.int64)) for g in (batch, left, contracted, right))
+        y = s(rt.alloc(tuple(size[c] for c in batch + left + right), F32))
+        if count == 1:
+            _product(rt, stream, a, b, y, m, n, k)
+        elif k == 0:
+            rt.zero(y, stream)
+        else:
+            batched_product(rt, stream, a, b, y, m, n, k, count, m * k, k * n)
+        x, lab = y, "".join(batch + left + right)
+    x, lab = summed(x, lab, set(out))
+    result = cast_to(rt, stream, arranged(x, lab, list(out)), inputs[0].dtype)
+    if any(result is t for t in inputs):
+        result = DeviceTensor(result.ptr, result.shape, result.dtype)  # an alias of the input
+    return s.done(result)

@@ -18,9 +18,11 @@ GPU_FLOATS = frozenset(t for t, s in SUFFIX.items() if s in ("f32", "f16", "bf16
 GPU_INTS = frozenset(map(np.dtype, (np.int32, np.int64)))
 ARITHMETIC = GPU_FLOATS | GPU_INTS
 
-ADD, SUB, MUL, DIV, POW, MAX, MIN, MOD, FMOD, PRELU = range(10)  # BinaryOp
+ADD, SUB, MUL, DIV, POW, MAX, MIN, MOD, FMOD, PRELU, BIT_AND, BIT_OR, BIT_XOR = range(13)  # BinaryOp
 BINARY = {"Add": (ADD, 7, ARITHMETIC), "Sub": (SUB, 7, ARITHMETIC), "Mul": (MUL, 7, ARITHMETIC),
-          "Div": (DIV, 7, ARITHMETIC), "Pow": (POW, 7, GPU_FLOATS), "PRelu": (PRELU, 7, ARITHMETIC)}
+          "Div": (DIV, 7, ARITHMETIC), "Pow": (POW, 7, GPU_FLOATS), "PRelu": (PRELU, 7, ARITHMETIC),
+          "BitwiseAnd": (BIT_AND, 18, GPU_INTS), "BitwiseOr": (BIT_OR, 18, GPU_INTS),
+          "BitwiseXor": (BIT_XOR, 18, GPU_INTS)}
 COMPARE = {"Equal": (0, 7), "Less": (1, 7), "LessOrEqual": (2, 12), "Greater": (3, 7), "GreaterOrEqual": (4, 12)}
 LOGIC = {"And": 0, "Or": 1, "Xor": 2}
 NOT = 3
@@ -37,7 +39,7 @@ UNARY = {"Relu": (0, 6, ()), "Sigmoid": (1, 6, ()), "Tanh": (2, 6, ()), "Exp": (
          "Acos": (29, 7, ()), "Atan": (30, 7, ()), "Sinh": (31, 9, ()), "Cosh": (32, 9, ()), "Asinh": (33, 9, ()),
          "Acosh": (34, 9, ()), "Atanh": (35, 9, ())}
 INT_UNARY = ("Neg", "Abs", "Sign", "Relu")  # the ops whose kernel also takes int32/int64
-CLIP, DIV_BY, MUL_BY = 22, 36, 37
+CLIP, DIV_BY, MUL_BY, BIT_NOT = 22, 36, 37, 38
 
 
 def _same_types(node, graph):
@@ -167,6 +169,11 @@ def _unary_kernel(code, params):
 for _op, (_code, _since, _params) in UNARY.items():
     kernel(_op, since=_since, types=ARITHMETIC if _op in INT_UNARY else GPU_FLOATS, device="cuda")(
         _unary_kernel(_code, _params))
+
+
+@kernel("BitwiseNot", since=18, types=GPU_INTS, device="cuda")
+def bitwise_not(rt, stream, x):
+    return (unary(rt, stream, BIT_NOT, x),)
 
 
 @kernel("Clip", since=6, until=10, types=GPU_FLOATS, device="cuda")

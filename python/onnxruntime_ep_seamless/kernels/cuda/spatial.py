@@ -19,7 +19,7 @@ from .elementwise import GPU_FLOATS, SUFFIX
 from .shape import _ints
 
 SCRATCH_BYTES = 1 << 28  # im2col/col2im column buffers above this are split into chunks of images
-POOL_MAX, POOL_AVERAGE, POOL_AVERAGE_WITH_PADS = 0, 1, 2  # spatial.cu PoolMode
+POOL_MAX, POOL_AVERAGE, POOL_AVERAGE_WITH_PADS, POOL_SUM = 0, 1, 2, 3  # spatial.cu PoolMode
 PAD_MODES = {"constant": 0, "reflect": 1, "edge": 2, "wrap": 3}  # spatial.cu PadMode
 _F32 = np.float32
 
