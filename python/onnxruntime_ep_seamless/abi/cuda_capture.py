@@ -15,8 +15,8 @@ from ..kernels.registry import KernelDef, lookup
 from ..plan.fusion import fuse
 
 
-# CUDA kernels whose results are host values (shapes, sizes, constants)
-HOST_RESULTS = frozenset({"Shape", "Size", "Constant", "Range", "EyeLike"})
+# CUDA kernels whose results are host values (shapes, sizes, constants; kernels/cuda/host.py's data-dependent ops)
+HOST_RESULTS = frozenset({"Shape", "Size", "Constant", "Range", "EyeLike", "NonZero", "Unique", "NonMaxSuppression"})
 
 
 @dataclass

@@ -1,0 +1,34 @@
+"""Ops whose output shape depends on the data (NonZero, Unique, NonMaxSuppression), computed on the
+host inside a CUDA partition by the CPU kernels: their GPU inputs are read back (a seam: the host
+waits for the stream; under session capture a clear error), their outputs are host values, uploaded
+when a GPU kernel reads them. The partition stays whole: ORT inserts no copies or CPU nodes."""
+import inspect
+
+import numpy as np
+
+from ...runtime.cuda import DeviceTensor
+from ..cpu.detection import non_max_suppression
+from ..cpu.shape import non_zero, unique
+from ..registry import kernel
+
+F32, F16 = np.dtype(np.float32), np.dtype(np.float16)
+
+
+def _on_host(cpu_kernel):
+    """A CUDA kernel running `cpu_kernel` on its inputs' host values (same attributes)."""
+    def run(rt, stream, *inputs, **attrs):
+        outputs = cpu_kernel(*[None if x is None else rt.to_host(x, stream) for x in inputs], **attrs)
+        return tuple(DeviceTensor.on_host(y) for y in outputs)
+    signature = inspect.signature(cpu_kernel)
+    P = inspect.Parameter
+    run.__signature__ = signature.replace(parameters=[P("rt", P.POSITIONAL_OR_KEYWORD),
+                                                      P("stream", P.POSITIONAL_OR_KEYWORD),
+                                                      *signature.parameters.values()])
+    return run
+
+
+# integer and bool inputs already run on the host by the registry's host rule
+kernel("NonZero", since=9, types=frozenset([F32, F16]), device="cuda", host_inputs=(0,))(_on_host(non_zero))
+kernel("Unique", since=11, types=frozenset([F32]), device="cuda", host_inputs=(0,))(_on_host(unique))
+kernel("NonMaxSuppression", since=10, types=frozenset([F32]), device="cuda", host_inputs=(0, 1, 2, 3, 4))(
+    _on_host(non_max_suppression))
