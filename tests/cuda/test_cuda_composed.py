@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 
 from kernels.test_matmul import EQUATIONS as EINSUM_EQUATIONS
-from kernels.test_nn import LP_POOL_CASES
-from parity import node_model
+from kernels.test_nn import LP_POOL_CASES, max_pool_with_indices
+from parity import Const, node_model
 from test_cuda_ep import DEVICES, PROBLEM, run_on_cuda
 from test_cuda_ops import F16, F32, I32, I64, check, through_bf16
 
@@ -172,3 +172,26 @@ def test_einsum(equation, shapes, dtype):
 def test_lp_pool(attrs, dtype):
     check("LpPool", [rng.standard_normal((1, 3, 5, 6)).astype(dtype)], attrs, opset=18,
           **({"rtol": 1e-5, "atol": 1e-5} if dtype == F32 else F16_TOL))
+
+
+# index-tensor data movement: exact (elements are moved, never computed)
+@pytest.mark.parametrize("batch_axis,time_axis", [(1, 0), (0, 1)])
+def test_reverse_sequence(batch_axis, time_axis):
+    x = rng.standard_normal((4, 3, 2) if time_axis == 0 else (3, 4, 2)).astype(F32)
+    check("ReverseSequence", [x, np.array([4, 1, 3], I64)], {"batch_axis": batch_axis, "time_axis": time_axis},
+          opset=10, exact=True)
+
+
+@pytest.mark.parametrize("mode,starts", [("linear", [1, 4]), ("circular", [5, 2]), ("linear", None)])
+@pytest.mark.parametrize("dtype", [F32, F16])
+def test_tensor_scatter(mode, starts, dtype):
+    cache, update = (rng.standard_normal(shape).astype(dtype) for shape in ((2, 3, 6, 4), (2, 3, 2, 4)))
+    inputs = [cache, update] + ([] if starts is None else [np.array(starts, I64)])
+    check("TensorScatter", inputs, {"mode": mode}, opset=24, exact=True)
+
+
+@pytest.mark.parametrize("output_shape", [None, [1, 2, 5, 5]])
+def test_max_unpool(output_shape):
+    pooled, indices = max_pool_with_indices()
+    inputs = [pooled, indices] + ([] if output_shape is None else [Const(np.array(output_shape, I64))])
+    check("MaxUnpool", inputs, {"kernel_shape": [2, 2], "strides": [2, 2]}, opset=11, exact=True)

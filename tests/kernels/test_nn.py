@@ -395,7 +395,8 @@ def test_global_lp_pool():
     check("GlobalLpPool", [data((2, 3, 4, 5))], {"p": 3}, opset=2, rtol=1e-5, atol=1e-5)
 
 
-def test_max_unpool():
+def max_pool_with_indices():
+    """A 2x2 / stride 2 MaxPool of a (1, 2, 4, 4) input and its flat Indices output."""
     x = data((1, 2, 4, 4))
     pooled, indices = np.zeros((1, 2, 2, 2), np.float32), np.zeros((1, 2, 2, 2), np.int64)
     for c in range(2):
@@ -405,7 +406,11 @@ def test_max_unpool():
                 k = int(np.argmax(window))
                 pooled[0, c, i, j] = window.flat[k]
                 indices[0, c, i, j] = c * 16 + (2 * i + k // 2) * 4 + 2 * j + k % 2
-    check("MaxUnpool", [pooled, indices], {"kernel_shape": [2, 2], "strides": [2, 2]}, opset=11)
+    return pooled, indices
+
+
+def test_max_unpool():
+    check("MaxUnpool", list(max_pool_with_indices()), {"kernel_shape": [2, 2], "strides": [2, 2]}, opset=11)
 
 
 @pytest.mark.parametrize("p,axis", [(2, -1), (1, 0), (2, 1)])

@@ -1,23 +1,23 @@
 """Ops on CUDA composed of our other kernels (no device code of their own): IsNaN, IsInf, Swish,
 Shrink, Hardmax, OneHot, DepthToSpace, SpaceToDepth, the normalisations GroupNormalization,
 MeanVarianceNormalization, LpNormalization, GlobalLpPool, LpPool, 8-bit QuantizeLinear /
-DequantizeLinear (per tensor, per axis, blocked), DynamicQuantizeLinear, MatMulInteger and Einsum.
-Float16/bfloat16 normalisations compute in float32 and round once at the end, as the CPU kernels do
+DequantizeLinear (per tensor, per axis, blocked), DynamicQuantizeLinear, MatMulInteger, Einsum,
+ReverseSequence, TensorScatter and MaxUnpool. Float16/bfloat16 normalisations compute in float32 and round once at the end, as the CPU kernels do
 (kernels/cpu/nn.py)."""
 import numpy as np
 
 from ...graph.ir import ONNX_TO_NUMPY
 from ...runtime.cuda import MAX_DIMS, DeviceTensor, contiguous_strides
 from ..registry import kernel
-from .elementwise import (ADD, CLIP, COMPARE, DIV, GPU_FLOATS, GPU_INTS, LOGIC, MAX, MIN, MUL, NOT, POW, QUICK_GELU,
-                          SUB, UNARY, _activation, _logic, binary, cast_to, compare, device_scalar, unary, where)
-from .indexing import _arg
+from .elementwise import (ADD, CLIP, COMPARE, DIV, GPU_FLOATS, GPU_INTS, LOGIC, MAX, MIN, MOD, MUL, NOT, POW,
+                          QUICK_GELU, SUB, UNARY, _activation, _logic, binary, cast_to, compare, device_scalar, unary, where)
+from .indexing import MOVABLE, _arg, gather_elements, scatter_elements
 from .matmul import _product, batched_product, matmul
 from .reduce import REDUCE, reduce
 from .shape import permuted
 from .spatial import POOL_SUM, _check_spatial, _pool
 
-F32, F64, I32, U8 = (np.dtype(t) for t in (np.float32, np.float64, np.int32, np.uint8))
+F32, F64, I32, I64, U8 = (np.dtype(t) for t in (np.float32, np.float64, np.int32, np.int64, np.uint8))
 EQUAL, LESS, GREATER = COMPARE["Equal"][0], COMPARE["Less"][0], COMPARE["Greater"][0]
 SQRT, ABS = UNARY["Sqrt"][0], UNARY["Abs"][0]
 MEAN, L1, L2, MIN_OF, MAX_OF = (REDUCE[op][0] for op in ("ReduceMean", "ReduceL1", "ReduceL2", "ReduceMin",
@@ -451,3 +451,81 @@ def einsum(rt, stream, *inputs, equation):
     if any(result is t for t in inputs):
         result = DeviceTensor(result.ptr, result.shape, result.dtype)  # an alias of the input
     return s.done(result)
+
+
+# ---------------------------------------------------------------- data movement by index tensors
+
+
+def _along(rt, stream, s, values, axis, rank):
+    """A host int64 vector as a device tensor shaped to broadcast along `axis` of a rank-`rank` tensor."""
+    shape = tuple(-1 if d == axis else 1 for d in range(rank))
+    return s(rt.device(DeviceTensor.on_host(np.asarray(values, np.int64).reshape(shape)), stream))
+
+
+def _expanded(rt, stream, s, t, shape):
+    """t (broadcastable to shape) materialized at shape."""
+    src = contiguous_strides(t.shape)
+    strides = [0 if t.shape[d] == 1 and shape[d] != 1 else src[d] for d in range(len(shape))]
+    y = s(rt.alloc(tuple(shape), t.dtype))
+    rt.strided_copy(stream, t, y, shape, strides, contiguous_strides(shape))
+    return y
+
+
+@kernel("ReverseSequence", since=10, types=MOVABLE, device="cuda")
+def reverse_sequence(rt, stream, x, sequence_lens, *, batch_axis=1, time_axis=0):
+    """The first sequence_lens[b] steps along time_axis reversed for each batch entry b: a source step
+    per element computed on the GPU (the lengths stay there), then GatherElements."""
+    s = Scratch(rt, x, sequence_lens)
+    rank = len(x.shape)
+    steps = _along(rt, stream, s, np.arange(x.shape[time_axis]), time_axis, rank)
+    along_batch = tuple(x.shape[batch_axis] if d == batch_axis else 1 for d in range(rank))
+    lens = s(cast_to(rt, stream, DeviceTensor(sequence_lens.ptr, along_batch, sequence_lens.dtype), I64))
+    back = s(binary(rt, stream, SUB, s(binary(rt, stream, SUB, lens, s(device_scalar(rt, stream, 1, I64)))), steps))
+    source = s(where(rt, stream, s(compare(rt, stream, LESS, steps, lens)), back, steps)[0])
+    return s.done(*gather_elements(rt, stream, x, _expanded(rt, stream, s, source, x.shape), axis=time_axis))
+
+
+@kernel("TensorScatter", since=24, types=MOVABLE, device="cuda",
+        check=lambda n, g: None if n.attrs.get("mode", "linear") in ("linear", "circular") else "mode not defined")
+def tensor_scatter(rt, stream, past_cache, update, write_indices=None, *, axis=-2, mode="linear"):
+    """update written into a copy of the cache along `axis` from write_indices[b] (0 without), wrapping
+    in circular mode: positions computed on the GPU, then ScatterElements (positions past the cache
+    are skipped, never written outside it)."""
+    s = Scratch(rt, past_cache, update, write_indices)
+    rank = len(past_cache.shape)
+    axis %= rank
+    steps = _along(rt, stream, s, np.arange(update.shape[axis]), axis, rank)
+    if write_indices is not None:
+        starts = s(cast_to(rt, stream, DeviceTensor(write_indices.ptr, (past_cache.shape[0],) + (1,) * (rank - 1),
+                                                    write_indices.dtype), I64))
+        steps = s(binary(rt, stream, ADD, steps, starts))
+    if mode == "circular":
+        steps = s(binary(rt, stream, MOD, steps, s(device_scalar(rt, stream, past_cache.shape[axis], I64))))
+    return s.done(*scatter_elements(rt, stream, past_cache, _expanded(rt, stream, s, steps, update.shape), update,
+                                    axis=axis))
+
+
+@kernel("MaxUnpool", since=9, types=MOVABLE, device="cuda", host_inputs=(2,))
+def max_unpool(rt, stream, x, indices, output_shape=None, *, kernel_shape, pads=None, strides=None):
+    """x scattered to the flat positions `indices` of the pooled-from shape (zeros elsewhere), then
+    placed at the start of output_shape, as the spec's reference does."""
+    nd = len(kernel_shape)
+    strides, pads = strides or [1] * nd, pads or [0] * (2 * nd)
+    inferred = x.shape[:2] + tuple((n - 1) * st - (pads[i] + pads[i + nd]) + k for i, (n, st, k) in
+                                   enumerate(zip(x.shape[2:], strides, kernel_shape)))
+    s = Scratch(rt, x, indices)
+    flat = s(rt.alloc((int(np.prod(inferred, dtype=np.int64)),), x.dtype))
+    rt.zero(flat, stream)
+    (y,) = scatter_elements(rt, stream, flat, DeviceTensor(indices.ptr, (indices.size,), indices.dtype),
+                            DeviceTensor(x.ptr, (x.size,), x.dtype), axis=0)
+    y = DeviceTensor(y.ptr, inferred, y.dtype)
+    if output_shape is None:
+        return s.done(y)
+    s(y)
+    shape = tuple(int(d) for d in rt.to_host(output_shape, stream).reshape(-1))
+    if len(shape) != len(inferred) or any(o < i for o, i in zip(shape, inferred)):
+        raise ValueError(f"MaxUnpool: output_shape {shape} is smaller than the unpooled shape {inferred}")
+    out = rt.alloc(shape, x.dtype)
+    rt.zero(out, stream)
+    rt.strided_copy(stream, y, out, inferred, contiguous_strides(inferred), contiguous_strides(shape))
+    return s.done(out)
