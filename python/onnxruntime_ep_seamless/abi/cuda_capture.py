@@ -15,8 +15,10 @@ from ..kernels.registry import KernelDef, lookup
 from ..plan.fusion import fuse
 
 
-# CUDA kernels whose results are host values (shapes, sizes, constants; kernels/cuda/host.py's data-dependent ops)
-HOST_RESULTS = frozenset({"Shape", "Size", "Constant", "Range", "EyeLike", "NonZero", "Unique", "NonMaxSuppression"})
+# CUDA kernels whose output shape depends on the data: they run on the host (kernels/cuda/host.py)
+DATA_DEPENDENT = frozenset({"NonZero", "Unique", "NonMaxSuppression"})
+# CUDA kernels whose results are host values (shapes, sizes, constants, the data-dependent ops')
+HOST_RESULTS = frozenset({"Shape", "Size", "Constant", "Range", "EyeLike"}) | DATA_DEPENDENT
 
 
 @dataclass
@@ -65,8 +67,9 @@ def place(graph, input_names, output_names) -> list[Step]:
         on_gpu = kdef.device == "cuda"
         wanted = node.inputs if not on_gpu else [node.inputs[i] for i in kdef.host_inputs if i < len(node.inputs)]
         read = [n for n in wanted if n and n not in on_host]
-        seam = (f"reads {', '.join(read)} on the host " + ("(no CUDA kernel takes these types)" if not on_gpu else
-                                                            "(a shape-like input computed on the GPU)")) if read else ""
+        why = ("no CUDA kernel takes these types" if not on_gpu else "its output shape depends on the data"
+               if node.op_type in DATA_DEPENDENT else "a shape-like input computed on the GPU")
+        seam = f"reads {', '.join(read)} on the host ({why})" if read else ""
         if not on_gpu or node.op_type in HOST_RESULTS:
             on_host.update(n for n in node.outputs if n)
         grows = bool(growing) and any(_grows(graph.value(n).shape, growing) for n in node.inputs + node.outputs if n)

@@ -252,24 +252,28 @@ def global_lp_pool(X, *, p=2):
     return ((total ** x.dtype.type(1 / p)).astype(X.dtype, copy=False),)
 
 
-@kernel("MaxUnpool", since=9, types=FLOATS)
-def max_unpool(X, I, output_shape=None, *, kernel_shape, pads=None, strides=None):
-    # Scatter X to the flat positions I of the output: the pooled-from shape, or output_shape when
-    # given (I then indexes its flat layout, as stock ORT reads it)
-    shape = _unpooled_shape(X.shape, kernel_shape, strides, pads, output_shape)
-    y = np.zeros(math.prod(shape), dtype=X.dtype)
-    y[I.reshape(-1)] = X.reshape(-1)
-    return (y.reshape(shape),)
-
-
-def _unpooled_shape(x_shape, kernel_shape, strides, pads, output_shape):
-    """MaxUnpool's output shape: output_shape when given, else the shape the pooling came from."""
-    if output_shape is not None:
-        return tuple(int(d) for d in np.asarray(output_shape).reshape(-1))
+def pooled_from(x_shape, kernel_shape, strides, pads):
+    """The shape a pooling with these attributes made x_shape from (MaxUnpool's output without output_shape)."""
     nd = len(kernel_shape)
     strides, pads = strides or [1] * nd, pads or [0] * (2 * nd)
     return tuple(x_shape[:2]) + tuple((n - 1) * s - (pads[i] + pads[i + nd]) + k for i, (n, s, k) in
                                       enumerate(zip(x_shape[2:], strides, kernel_shape)))
+
+
+@kernel("MaxUnpool", since=9, types=FLOATS)
+def max_unpool(X, I, output_shape=None, *, kernel_shape, pads=None, strides=None):
+    # Scatter X to the flat positions I of the pooled-from shape, then pad to output_shape, as the
+    # spec's reference and ONNX's node test do (stock ORT reads I in output_shape's flat layout and
+    # fails that test: docs/user-guide.md)
+    inferred = pooled_from(X.shape, kernel_shape, strides, pads)
+    y = np.zeros(math.prod(inferred), dtype=X.dtype)
+    y[I.reshape(-1)] = X.reshape(-1)
+    y = y.reshape(inferred)
+    if output_shape is None:
+        return (y,)
+    out = np.zeros([int(d) for d in output_shape.reshape(-1)], dtype=X.dtype)
+    out[tuple(slice(0, d) for d in inferred)] = y
+    return (out,)
 
 
 @kernel("GlobalAveragePool", types=FLOATS)

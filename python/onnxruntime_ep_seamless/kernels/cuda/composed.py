@@ -7,7 +7,7 @@ ReverseSequence, TensorScatter and MaxUnpool. Float16/bfloat16 normalisations co
 import numpy as np
 
 from ...graph.ir import ONNX_TO_NUMPY
-from ..cpu.nn import _unpooled_shape
+from ..cpu.nn import pooled_from
 from ...runtime.cuda import MAX_DIMS, DeviceTensor, contiguous_strides
 from ..registry import kernel
 from .elementwise import (ADD, CLIP, COMPARE, DIV, GPU_FLOATS, GPU_INTS, LOGIC, MAX, MIN, MOD, MUL, NOT, POW,
@@ -508,13 +508,22 @@ def tensor_scatter(rt, stream, past_cache, update, write_indices=None, *, axis=-
 
 @kernel("MaxUnpool", since=9, types=MOVABLE, device="cuda", host_inputs=(2,))
 def max_unpool(rt, stream, x, indices, output_shape=None, *, kernel_shape, pads=None, strides=None):
-    """x scattered to the flat positions `indices` of the output (zeros elsewhere): the pooled-from
-    shape, or output_shape when given (kernels/cpu/nn.py)."""
-    host_shape = None if output_shape is None else rt.to_host(output_shape, stream)
-    shape = _unpooled_shape(x.shape, kernel_shape, strides, pads, host_shape)
+    """x scattered to the flat positions `indices` of the pooled-from shape (zeros elsewhere), then
+    placed at the start of output_shape, as the spec's reference does (kernels/cpu/nn.py)."""
+    inferred = pooled_from(x.shape, kernel_shape, strides, pads)
     s = Scratch(rt, x, indices)
-    flat = s(rt.alloc((int(np.prod(shape, dtype=np.int64)),), x.dtype))
+    flat = s(rt.alloc((int(np.prod(inferred, dtype=np.int64)),), x.dtype))
     rt.zero(flat, stream)
     (y,) = scatter_elements(rt, stream, flat, DeviceTensor(indices.ptr, (indices.size,), indices.dtype),
                             DeviceTensor(x.ptr, (x.size,), x.dtype), axis=0)
-    return s.done(DeviceTensor(y.ptr, shape, y.dtype))
+    y = DeviceTensor(y.ptr, inferred, y.dtype)
+    if output_shape is None:
+        return s.done(y)
+    s(y)
+    shape = tuple(int(d) for d in rt.to_host(output_shape, stream).reshape(-1))
+    if len(shape) != len(inferred) or any(o < i for o, i in zip(shape, inferred)):
+        raise ValueError(f"MaxUnpool: output_shape {shape} is smaller than the unpooled shape {inferred}")
+    out = rt.alloc(shape, x.dtype)
+    rt.zero(out, stream)
+    rt.strided_copy(stream, y, out, inferred, contiguous_strides(inferred), contiguous_strides(shape))
+    return s.done(out)
