@@ -15,10 +15,9 @@ from ..kernels.registry import KernelDef, lookup
 from ..plan.fusion import fuse
 
 
-# CUDA kernels whose output shape depends on the data: they run on the host (kernels/cuda/host.py)
-DATA_DEPENDENT = frozenset({"NonZero", "Unique", "NonMaxSuppression"})
-# CUDA kernels whose results are host values (shapes, sizes, constants, the data-dependent ops')
-HOST_RESULTS = frozenset({"Shape", "Size", "Constant", "Range", "EyeLike"}) | DATA_DEPENDENT
+# CUDA kernels whose results are host values (shapes, sizes, constants; and those of capture class
+# "host": kernels/cuda/host.py's, whose output shape depends on the data)
+HOST_RESULTS = frozenset({"Shape", "Size", "Constant", "Range", "EyeLike"})
 
 
 @dataclass
@@ -67,10 +66,11 @@ def place(graph, input_names, output_names) -> list[Step]:
         on_gpu = kdef.device == "cuda"
         wanted = node.inputs if not on_gpu else [node.inputs[i] for i in kdef.host_inputs if i < len(node.inputs)]
         read = [n for n in wanted if n and n not in on_host]
+        on_host_kernel = on_gpu and kdef.capture == "host"
         why = ("no CUDA kernel takes these types" if not on_gpu else "its output shape depends on the data"
-               if node.op_type in DATA_DEPENDENT else "a shape-like input computed on the GPU")
+               if on_host_kernel else "a shape-like input computed on the GPU")
         seam = f"reads {', '.join(read)} on the host ({why})" if read else ""
-        if not on_gpu or node.op_type in HOST_RESULTS:
+        if not on_gpu or on_host_kernel or node.op_type in HOST_RESULTS:
             on_host.update(n for n in node.outputs if n)
         grows = bool(growing) and any(_grows(graph.value(n).shape, growing) for n in node.inputs + node.outputs if n)
         steps.append(Step(node, kdef, on_gpu, seam, grows))

@@ -43,7 +43,8 @@ class KernelDef:
     device: str = "cpu"
     host_inputs: tuple = ()      # CUDA: inputs the kernel reads on the host (shapes, axes, sizes, k…)
     capture: str = "static"      # CUDA: "static" (launches fixed by the shapes), "device-indexed" (reads
-                                 # lengths/positions from GPU memory); host kernels are "host"
+                                 # lengths/positions from GPU memory), "host" (computes on the host: CPU
+                                 # kernels, and kernels/cuda/host.py's data-dependent ops)
 
     def build(self, node: Node) -> Callable:
         """The callable the plan invokes: fn with the node's attributes bound."""

@@ -27,8 +27,10 @@ def _on_host(cpu_kernel):
     return run
 
 
-# integer and bool inputs already run on the host by the registry's host rule
-kernel("NonZero", since=9, types=frozenset([F32, F16]), device="cuda", host_inputs=(0,))(_on_host(non_zero))
-kernel("Unique", since=11, types=frozenset([F32]), device="cuda", host_inputs=(0,))(_on_host(unique))
-kernel("NonMaxSuppression", since=10, types=frozenset([F32]), device="cuda", host_inputs=(0, 1, 2, 3, 4))(
-    _on_host(non_max_suppression))
+# integer and bool inputs already run on the host by the registry's host rule; capture class "host":
+# abi/cuda_capture.py takes their outputs as host values
+kernel("NonZero", since=9, types=frozenset([F32, F16]), device="cuda", host_inputs=(0,), capture="host")(
+    _on_host(non_zero))
+kernel("Unique", since=11, types=frozenset([F32]), device="cuda", host_inputs=(0,), capture="host")(_on_host(unique))
+kernel("NonMaxSuppression", since=10, types=frozenset([F32]), device="cuda", host_inputs=(0, 1, 2, 3, 4),
+       capture="host")(_on_host(non_max_suppression))
