@@ -2,16 +2,17 @@
 Shrink, Hardmax, OneHot, DepthToSpace, SpaceToDepth, the normalisations GroupNormalization,
 MeanVarianceNormalization, LpNormalization, GlobalLpPool, LpPool, 8-bit QuantizeLinear /
 DequantizeLinear (per tensor, per axis, blocked), DynamicQuantizeLinear, MatMulInteger, Einsum,
-ReverseSequence, TensorScatter and MaxUnpool. Float16/bfloat16 normalisations compute in float32 and round once at the end, as the CPU kernels do
-(kernels/cpu/nn.py)."""
+ReverseSequence, TensorScatter and MaxUnpool. Float16/bfloat16 normalisations compute in float32 and
+round once at the end, as the CPU kernels do (kernels/cpu/nn.py)."""
 import numpy as np
 
 from ...graph.ir import ONNX_TO_NUMPY
-from ..cpu.nn import pooled_from
 from ...runtime.cuda import MAX_DIMS, DeviceTensor, contiguous_strides
+from ..cpu.nn import pooled_from
 from ..registry import kernel
 from .elementwise import (ADD, CLIP, COMPARE, DIV, GPU_FLOATS, GPU_INTS, LOGIC, MAX, MIN, MOD, MUL, NOT, POW,
-                          QUICK_GELU, SUB, UNARY, _activation, _logic, binary, cast_to, compare, device_scalar, unary, where)
+                          QUICK_GELU, SUB, UNARY, _activation, _logic, binary, cast_to, compare, device_scalar, unary,
+                          where)
 from .indexing import MOVABLE, _arg, gather_elements, scatter_elements
 from .matmul import _product, batched_product, matmul
 from .reduce import REDUCE, reduce
@@ -332,7 +333,8 @@ def _check_matmul_integer(node, graph):
         return "1-D operands"
     zero = node.inputs[2] if len(node.inputs) > 2 else ""
     shape = graph.value(zero).shape if zero else ()
-    return None if shape is None or len(shape) <= 1 else "a zero point of rank above 1 (the spec's are scalars or vectors)"
+    return None if shape is None or len(shape) <= 1 else \
+        "a zero point of rank above 1 (the spec's are scalars or vectors)"
 
 
 @kernel("MatMulInteger", since=10, types=INT8S, device="cuda", check=_check_matmul_integer)
@@ -385,7 +387,8 @@ def _einsum_labels(equation, ranks):
 
 def _check_einsum(node, graph):
     try:
-        labels, _ = _einsum_labels(node.attrs.get("equation", ""), [len(graph.value(i).shape or ()) for i in node.inputs])
+        ranks = [len(graph.value(i).shape or ()) for i in node.inputs]
+        labels, _ = _einsum_labels(node.attrs.get("equation", ""), ranks)
     except ValueError as e:
         return str(e)
     return None if all(len(lab) <= MAX_DIMS for lab in labels) else f"an operand of rank above {MAX_DIMS}"
