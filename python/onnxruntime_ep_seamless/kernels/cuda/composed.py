@@ -16,7 +16,7 @@ from .elementwise import (ADD, CLIP, COMPARE, DIV, GPU_FLOATS, GPU_INTS, LOGIC, 
 from .indexing import MOVABLE, _arg, gather_elements, scatter_elements
 from .matmul import _product, batched_product, matmul
 from .reduce import REDUCE, reduce
-from .shape import permuted
+from .shape import broadcast_to, permuted
 from .spatial import POOL_SUM, _check_spatial, _pool
 
 F32, F64, I32, I64, U8 = (np.dtype(t) for t in (np.float32, np.float64, np.int32, np.int64, np.uint8))
@@ -466,15 +466,6 @@ def _along(rt, stream, s, values, axis, rank):
     return s(rt.device(DeviceTensor.on_host(np.asarray(values, np.int64).reshape(shape)), stream))
 
 
-def _expanded(rt, stream, s, t, shape):
-    """t (broadcastable to shape) materialized at shape."""
-    src = contiguous_strides(t.shape)
-    strides = [0 if t.shape[d] == 1 and shape[d] != 1 else src[d] for d in range(len(shape))]
-    y = s(rt.alloc(tuple(shape), t.dtype))
-    rt.strided_copy(stream, t, y, shape, strides, contiguous_strides(shape))
-    return y
-
-
 @kernel("ReverseSequence", since=10, types=MOVABLE, device="cuda")
 def reverse_sequence(rt, stream, x, sequence_lens, *, batch_axis=1, time_axis=0):
     """The first sequence_lens[b] steps along time_axis reversed for each batch entry b: a source step
@@ -486,7 +477,7 @@ def reverse_sequence(rt, stream, x, sequence_lens, *, batch_axis=1, time_axis=0)
     lens = s(cast_to(rt, stream, DeviceTensor(sequence_lens.ptr, along_batch, sequence_lens.dtype), I64))
     back = s(binary(rt, stream, SUB, s(binary(rt, stream, SUB, lens, s(device_scalar(rt, stream, 1, I64)))), steps))
     source = s(where(rt, stream, s(compare(rt, stream, LESS, steps, lens)), back, steps)[0])
-    return s.done(*gather_elements(rt, stream, x, _expanded(rt, stream, s, source, x.shape), axis=time_axis))
+    return s.done(*gather_elements(rt, stream, x, s(broadcast_to(rt, stream, source, x.shape)), axis=time_axis))
 
 
 @kernel("TensorScatter", since=24, types=MOVABLE, device="cuda",
@@ -505,7 +496,7 @@ def tensor_scatter(rt, stream, past_cache, update, write_indices=None, *, axis=-
         steps = s(binary(rt, stream, ADD, steps, starts))
     if mode == "circular":
         steps = s(binary(rt, stream, MOD, steps, s(device_scalar(rt, stream, past_cache.shape[axis], I64))))
-    return s.done(*scatter_elements(rt, stream, past_cache, _expanded(rt, stream, s, steps, update.shape), update,
+    return s.done(*scatter_elements(rt, stream, past_cache, s(broadcast_to(rt, stream, steps, update.shape)), update,
                                     axis=axis))
 
 

@@ -5,9 +5,9 @@ import struct
 import numpy as np
 
 from ...plan.fusion import FUSED_DOMAIN
-from ...runtime.cuda import contiguous_strides
 from ..registry import kernel
 from .elementwise import ADD, GPU_FLOATS, MUL_BY, SUFFIX, binary, unary
+from .shape import broadcast_to
 
 
 def _rows(op, a, k):
@@ -34,12 +34,7 @@ def _materialize(rt, stream, t, batch):
     target = tuple(batch) + t.shape[-2:]
     if t.shape == target:
         return t, False
-    aligned = (1,) * (len(target) - len(t.shape)) + t.shape
-    src = contiguous_strides(aligned)
-    y = rt.alloc(target, t.dtype)
-    rt.strided_copy(stream, t, y, target, [0 if aligned[d] == 1 and target[d] != 1 else src[d]
-                                           for d in range(len(target))], contiguous_strides(target))
-    return y, True
+    return broadcast_to(rt, stream, t, target), True
 
 
 @kernel("MatMul", since=1, types=GPU_FLOATS, device="cuda",

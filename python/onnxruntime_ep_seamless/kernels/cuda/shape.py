@@ -88,15 +88,20 @@ def concat(rt, stream, *inputs, axis):
     return (y,)
 
 
-@kernel("Expand", since=8, device="cuda", host_inputs=(1,))
-def expand(rt, stream, x, shape):
-    out = tuple(np.broadcast_shapes(x.shape, tuple(_ints(rt, stream, shape))))
+def broadcast_to(rt, stream, x, out):
+    """x broadcast to the shape `out` (numpy's rules), a new contiguous tensor."""
+    out = tuple(out)
     y = rt.alloc(out, x.dtype)
-    aligned = (1,) * (len(out) - len(x.shape)) + x.shape
+    aligned = (1,) * (len(out) - len(x.shape)) + tuple(x.shape)
     src = contiguous_strides(aligned)
     rt.strided_copy(stream, x, y, out, [0 if aligned[d] == 1 and out[d] != 1 else src[d] for d in range(len(out))],
                     contiguous_strides(out))
-    return (y,)
+    return y
+
+
+@kernel("Expand", since=8, device="cuda", host_inputs=(1,))
+def expand(rt, stream, x, shape):
+    return (broadcast_to(rt, stream, x, np.broadcast_shapes(x.shape, tuple(_ints(rt, stream, shape)))),)
 
 
 @kernel("Slice", since=10, device="cuda", host_inputs=(1, 2, 3, 4))
