@@ -10,8 +10,13 @@ GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
 TOL = {"rtol": 1e-5, "atol": 1e-5}
 
 
-def run(op, direction="forward", seq_lens=False, initial=False, peepholes=False, layout=0, outputs=3, **attrs):
-    """layout=1 (batch first) has no stock ORT kernel: the conformance suite covers it."""
+def run(op, direction="forward", **how):
+    assert_parity(*rnn_case(op, direction, **how), **TOL)
+
+
+def rnn_case(op, direction="forward", seq_lens=False, initial=False, peepholes=False, layout=0, outputs=3, **attrs):
+    """(model, feeds) of one layer. layout=1 (batch first) has no stock ORT kernel: the conformance
+    suite covers it."""
     seq, batch, inp, hidden = 4, 3, 5, 6
     dirs = 2 if direction == "bidirectional" else 1
     g = GATES[op]
@@ -35,7 +40,7 @@ def run(op, direction="forward", seq_lens=False, initial=False, peepholes=False,
     out_names = ["Y", "Y_h", "Y_c"][:min(outputs, 3 if op == "LSTM" else 2)]
     model = single_node_model(op, specs, [(n, np.float32, None) for n in out_names],
                               {"hidden_size": hidden, "direction": direction, "layout": layout, **attrs}, opset=14)
-    assert_parity(model, {n: ins[n] for n in order if n in ins}, **TOL)
+    return model, {n: ins[n] for n in order if n in ins}
 
 
 @pytest.mark.parametrize("op", ["RNN", "GRU", "LSTM"])
