@@ -191,18 +191,20 @@ __device__ void trilu(int64_t n, const T* x, T* y, int64_t rows, int64_t cols, i
   }
 }
 
-// ---- CumSum of x viewed as [outer, n, inner]: one thread per (outer, inner) lane runs along the axis.
+// ---- CumSum (or with product, CumProd) of x viewed as [outer, n, inner]: one thread per (outer,
+// inner) lane runs along the axis.
 template <typename T>
-__device__ void cumsum(int64_t lanes, const T* x, T* y, int64_t n, int64_t inner, int exclusive, int reverse) {
+__device__ void cumulative(int64_t lanes, const T* x, T* y, int64_t n, int64_t inner, int exclusive, int reverse,
+                           int product) {
   GRID_LOOP(lane, lanes) {
     int64_t base = lane / inner * n * inner + lane % inner;
-    decltype(load(x)) acc = 0;
+    decltype(load(x)) acc = product ? 1 : 0;
     for (int64_t j = 0; j < n; j++) {
       int64_t at = base + (reverse ? n - 1 - j : j) * inner;
       decltype(acc) v = load(x + at);
-      if (!exclusive) acc += v;
+      if (!exclusive) acc = product ? acc * v : acc + v;
       store(y + at, acc);
-      if (exclusive) acc += v;
+      if (exclusive) acc = product ? acc * v : acc + v;
     }
   }
 }
@@ -334,9 +336,9 @@ INDEXING_FOR_SIZES(INDEXING_MOVE)
       int64_t n, const T* updates, const int64_t* idx, T* y, indexing::AxisIndex s, int op) { dependent_launch(); \
     indexing::scatter_elements_reduce(n, updates, idx, y, s, op);                                              \
   }                                                                                                            \
-  extern "C" __global__ void seamless_cumsum_##S(int64_t lanes, const T* x, T* y, int64_t n, int64_t inner,    \
-                                                 int exclusive, int reverse) { dependent_launch();             \
-    indexing::cumsum(lanes, x, y, n, inner, exclusive, reverse);                                               \
+  extern "C" __global__ void seamless_cumulative_##S(int64_t lanes, const T* x, T* y, int64_t n, int64_t inner,\
+                                                     int exclusive, int reverse, int product) { dependent_launch(); \
+    indexing::cumulative(lanes, x, y, n, inner, exclusive, reverse, product);                                  \
   }                                                                                                            \
   extern "C" __global__ void seamless_select_##S(const T* x, T* values, int64_t* indices, int64_t n,           \
                                                  int64_t inner, int64_t k, int largest, int prefer_last) { dependent_launch(); \

@@ -205,17 +205,26 @@ def trilu(rt, stream, x, k=None, *, upper=1):
     return (y,)
 
 
-@kernel("CumSum", since=11, types=NUMBERS, device="cuda", host_inputs=(1,))
-def cumsum(rt, stream, x, axis, *, exclusive=0, reverse=0):
+def _cumulative(rt, stream, x, axis, exclusive, reverse, product):
     axis = _ints(rt, stream, axis)[0] % len(x.shape)
     outer, n, inner = _axis_view(x.shape, axis)
     y = rt.alloc(x.shape, x.dtype)
     if y.size:
         lanes = outer * inner
-        rt.launch(f"seamless_cumsum_{NUMBER_SUFFIX[x.dtype]}", lanes, stream, ("int64", lanes), ("ptr", x.ptr),
+        rt.launch(f"seamless_cumulative_{NUMBER_SUFFIX[x.dtype]}", lanes, stream, ("int64", lanes), ("ptr", x.ptr),
                   ("ptr", y.ptr), ("int64", n), ("int64", inner), ("int", int(bool(exclusive))),
-                  ("int", int(bool(reverse))))
+                  ("int", int(bool(reverse))), ("int", int(product)))
     return (y,)
+
+
+@kernel("CumSum", since=11, types=NUMBERS, device="cuda", host_inputs=(1,))
+def cumsum(rt, stream, x, axis, *, exclusive=0, reverse=0):
+    return _cumulative(rt, stream, x, axis, exclusive, reverse, product=False)
+
+
+@kernel("CumProd", since=26, types=NUMBERS, device="cuda", host_inputs=(1,))
+def cumprod(rt, stream, x, axis, *, exclusive=0, reverse=0):
+    return _cumulative(rt, stream, x, axis, exclusive, reverse, product=True)
 
 
 # --- TopK, ArgMax, ArgMin: one selection kernel, a block per lane along the axis ---------
