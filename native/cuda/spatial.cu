@@ -243,6 +243,9 @@ extern "C" __global__ void seamless_im2col_2(int64_t total, const uint16_t* x, u
 extern "C" __global__ void seamless_im2col_4(int64_t total, const uint32_t* x, uint32_t* cols, spatial::Window w) { dependent_launch();
   spatial::im2col(total, x, cols, w);
 }
+extern "C" __global__ void seamless_im2col_8(int64_t total, const uint64_t* x, uint64_t* cols, spatial::Window w) { dependent_launch();
+  spatial::im2col(total, x, cols, w);  // float64: ConvInteger's exact sums
+}
 
 #define SPATIAL_KERNELS(S, T)                                                                                          \
   extern "C" __global__ void seamless_conv_bias_##S(int64_t n, T* y, const T* bias, int64_t channels,                  \

@@ -4,6 +4,7 @@ import pytest
 
 from kernels.test_matmul import EQUATIONS as EINSUM_EQUATIONS
 from kernels.test_nn import LP_POOL_CASES, max_pool_with_indices
+from onnxruntime_ep_seamless.kernels.cpu.quantization import conv_integer as cpu_conv_integer
 from parity import Const, node_model
 from test_cuda_ep import DEVICES, PROBLEM, run_on_cuda
 from test_cuda_ops import F16, F32, I32, I64, check, through_bf16
@@ -200,3 +201,19 @@ def test_max_unpool():
     spec = np.zeros((1, 2, 5, 5), F32)
     spec[:, :, :4, :4] = np.bincount(indices.reshape(-1), pooled.reshape(-1), 32).reshape(1, 2, 4, 4)
     np.testing.assert_array_equal(ours, spec)
+
+
+def test_conv_integer():
+    # exact: a float64 Conv of the centered values (tests/kernels/test_quantization.py's case, and
+    # without zero points)
+    x = rng.integers(0, 255, (1, 4, 6, 6), endpoint=True).astype(np.uint8)
+    w = rng.integers(-128, 127, (6, 2, 3, 3), endpoint=True).astype(np.int8)
+    attrs = {"group": 2, "pads": [1, 1, 1, 1], "strides": [2, 1]}
+    for zeros in ([np.array(128, np.uint8), np.array(0, np.int8)], []):
+        check("ConvInteger", [x, Const(w), *map(Const, zeros)], attrs, opset=10, outputs=[I32], exact=True)
+    # a weight zero point per output channel: the spec allows it, stock ORT's CPU kernel does not; the
+    # reference is the CPU EP's float64 convolution (exact integers)
+    zeros = [np.array(3, np.uint8), np.arange(6, dtype=np.int8)]
+    model, feeds = node_model("ConvInteger", [x, Const(w), *map(Const, zeros)], attrs, 10, [I32])
+    (ours,) = run_on_cuda(model, feeds)
+    np.testing.assert_array_equal(ours, cpu_conv_integer(x, w, *zeros, **attrs)[0])

@@ -17,7 +17,7 @@ from .indexing import MOVABLE, _arg, gather_elements, scatter_elements
 from .matmul import _product, batched_product, matmul
 from .reduce import REDUCE, reduce
 from .shape import broadcast_to, permuted
-from .spatial import POOL_SUM, _check_spatial, _pool
+from .spatial import POOL_SUM, _check_spatial, _pool, conv
 
 F32, F64, I32, I64, U8 = (np.dtype(t) for t in (np.float32, np.float64, np.int32, np.int64, np.uint8))
 EQUAL, LESS, GREATER = COMPARE["Equal"][0], COMPARE["Less"][0], COMPARE["Greater"][0]
@@ -342,16 +342,34 @@ def matmul_integer(rt, stream, a, b, a_zero_point=None, b_zero_point=None):
     """(a - a_zero_point) . (b - b_zero_point) as int32 (a's zero point per row or one, b's per column or
     one), by a float64 GEMM: the products are below 2^16, so the sums are exact."""
     s = Scratch(rt, a, b, a_zero_point, b_zero_point)
+    rows = None if a_zero_point is None else (a_zero_point.size, 1)
+    a, b = _centered(rt, stream, s, a, a_zero_point, rows), _centered(rt, stream, s, b, b_zero_point)
+    (y,) = matmul(rt, stream, a, b)
+    return s.done(cast_to(rt, stream, s(y), I32))
 
-    def centered(x, zero, per_row):
-        wide = s(cast_to(rt, stream, x, I32))
-        if zero is not None:
-            if per_row and zero.size > 1:
-                zero = DeviceTensor(zero.ptr, (zero.size, 1), zero.dtype)
-            wide = s(binary(rt, stream, SUB, wide, s(cast_to(rt, stream, zero, I32))))
-        return s(cast_to(rt, stream, wide, F64))
 
-    (y,) = matmul(rt, stream, centered(a, a_zero_point, True), centered(b, b_zero_point, False))
+def _centered(rt, stream, s, x, zero, vector_shape=None):
+    """x - zero as float64 (exact for 8-bit integers); a zero point of several values viewed as
+    vector_shape (when given) to broadcast along its axis."""
+    wide = s(cast_to(rt, stream, x, I32))
+    if zero is not None:
+        if zero.size > 1 and vector_shape:
+            zero = DeviceTensor(zero.ptr, vector_shape, zero.dtype)
+        wide = s(binary(rt, stream, SUB, wide, s(cast_to(rt, stream, zero, I32))))
+    return s(cast_to(rt, stream, wide, F64))
+
+
+@kernel("ConvInteger", since=10, types=INT8S, device="cuda", check=_check_spatial)
+def conv_integer(rt, stream, x, w, x_zero_point=None, w_zero_point=None, *, auto_pad="NOTSET", dilations=None,
+                 group=1, kernel_shape=None, pads=None, strides=None):
+    """(x - x_zero_point) * (w - w_zero_point) convolved as int32 (w's zero point one or per output
+    channel), by the float64 Conv (im2col and a cuBLASLt GEMM): exact; padding adds zeros after
+    centering, as padding x with its zero point."""
+    s = Scratch(rt, x, w, x_zero_point, w_zero_point)
+    channels = None if w_zero_point is None else (w_zero_point.size,) + (1,) * (len(w.shape) - 1)
+    x, w = _centered(rt, stream, s, x, x_zero_point), _centered(rt, stream, s, w, w_zero_point, channels)
+    (y,) = conv(rt, stream, x, w, auto_pad=auto_pad, dilations=dilations, group=group, kernel_shape=kernel_shape,
+                pads=pads, strides=strides)
     return s.done(cast_to(rt, stream, s(y), I32))
 
 
