@@ -3,7 +3,8 @@
 // first), uint8 zero points (4-bit ones packed two a byte; default 8 or 128); and the SwiGLU of two
 // of them over one input, y = silu(a . Wg) * (a . Wu) (plan/fusion.py's MatMulNBitsSwiGLU). Weights
 // are dequantized on the fly and read once: a GEMV. 256-thread blocks; the generic path gives each
-// output column a warp (lanes take 8 consecutive k at a time), the 4-bit path below takes 32.
+// output column a warp (lanes take 8 consecutive k at a time), the 4-bit path below takes 32 (float32
+// and bfloat16), and float16's 4-bit path runs on tensor cores (matmul_nbits4_mma).
 #include "common.cuh"
 
 struct NBits {
@@ -121,26 +122,170 @@ __device__ void matmul_nbits4_x32(const T* a, const uint8_t* b0, const T* s0, co
   st(y + (int64_t)m * p.n + n, v);
 }
 
+// The float16 4-bit path (K and block_size multiples of 32, 16-byte aligned rows) on tensor cores:
+// mma.sync m16n8k16, float32 accumulation, a warp per 8 output columns, 128 k (4 groups of 32) a
+// step. Lane l loads group g = l % 4's 32 k of column l / 4 (one 16-byte load) as the mma's B,
+// (q - z) in half: exact, 1024 + q from the 0x6400 exponent (x16 for the odd nibbles, undone by
+// the fma). A holds the activations of group g in row g only (lanes 0, 5, 10, 15 load them), so
+// D[g][c] is column c's dot over group g's 32 k alone, inside one quantization block: scaled
+// apart, as the dequantized product. The pairs of A and B hold the same k (nibbles j and j + 4 of
+// a word): the order of a dot product's terms is free. `split` warps share a column's chunks.
+#define MMA_CHUNK 128  // k a warp takes a step
+
+__device__ __forceinline__ uint32_t h2_bits(__half2 h) { return *(uint32_t*)&h; }
+__device__ __forceinline__ __half2 bits_h2(uint32_t u) { return *(__half2*)&u; }
+
+// Eight nibbles (k 0..7 of a word, low first) as four half2 of q - z: (0, 4), (1, 5), (2, 6), (3, 7).
+__device__ __forceinline__ void nibble_pairs(uint32_t w, __half2 minus_low, __half2 minus_high, uint32_t* out) {
+  const uint32_t magic = 0x64006400;  // half 1024: its unit is 1, so 1024 + q is exact
+  const __half2 sixteenth = __float2half2_rn(0.0625f);
+  uint32_t w8 = w >> 8;
+  out[0] = h2_bits(__hadd2(bits_h2((w & 0x000F000F) | magic), minus_low));
+  out[1] = h2_bits(__hfma2(bits_h2((w & 0x00F000F0) | magic), sixteenth, minus_high));
+  out[2] = h2_bits(__hadd2(bits_h2((w8 & 0x000F000F) | magic), minus_low));
+  out[3] = h2_bits(__hfma2(bits_h2((w8 & 0x00F000F0) | magic), sixteenth, minus_high));
+}
+
+// Eight halves (k 0..7) as the pairs nibble_pairs makes: (0, 4), (1, 5), (2, 6), (3, 7).
+__device__ __forceinline__ void half_pairs(const uint32_t* x, uint32_t* out) {
+  out[0] = __byte_perm(x[0], x[2], 0x5410);
+  out[1] = __byte_perm(x[0], x[2], 0x7632);
+  out[2] = __byte_perm(x[1], x[3], 0x5410);
+  out[3] = __byte_perm(x[1], x[3], 0x7632);
+}
+
+__device__ __forceinline__ void mma_16816(float* d, const uint32_t* a, const uint32_t* b) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// One chunk's loads: this lane's 16 bytes of weights per matrix, and (row-g lanes) its 32 activations.
+template <int W>
+struct MmaChunk {
+  uint4 w[W], x[4];
+};
+
+template <int W>
+__device__ void matmul_nbits4_mma(const __half* a, const uint8_t* b0, const __half* s0, const uint8_t* z0,
+                                  const uint8_t* b1, const __half* s1, const uint8_t* z1, const __half* bias,
+                                  __half* y, NBits p) {
+  __shared__ float part[NBITS_COLUMNS][8][W];
+  int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane & 3, tiles_per_block = NBITS_COLUMNS / p.split;
+  int tile_blocks = (p.n + 8 * tiles_per_block - 1) / (8 * tiles_per_block);
+  int m = blockIdx.x / tile_blocks, slice = warp % p.split;
+  int first = ((blockIdx.x % tile_blocks) * tiles_per_block + warp / p.split) * 8;  // the warp's first column
+  int n = first + (lane >> 2), chunks = (p.k + MMA_CHUNK - 1) / MMA_CHUNK;
+  int blocks = (p.k + p.block - 1) / p.block, blob = p.block / 2;
+  bool row_lane = (lane >> 2) == g, column = n < p.n;
+  const uint8_t* b[2] = {b0, b1};
+  const __half* scales[2] = {s0, s1};
+  const uint8_t* zp[2] = {z0, z1};
+  const __half* row = a + (int64_t)m * p.k;
+  for (int c = slice; column && c < chunks; c += p.split)  // weights to L2 while the kernel before ends
+    for (int w = 0; w < W; w++) prefetch_l2(b[w] + (int64_t)n * blocks * blob + (c * MMA_CHUNK + g * 32) / 2);
+  wait_for_previous();
+  float acc[W][2] = {};
+  for (int c0 = slice; c0 < chunks; c0 += 2 * p.split) {
+    MmaChunk<W> in[2];
+    for (int u = 0; u < 2; u++) {  // both chunks' loads before either's arithmetic
+      int k0 = (c0 + u * p.split) * MMA_CHUNK + g * 32;
+      bool inside = c0 + u * p.split < chunks && k0 < p.k;
+      for (int w = 0; w < W; w++)
+        in[u].w[w] = inside && column ? *(const uint4*)(b[w] + (int64_t)n * blocks * blob + k0 / 2) : make_uint4(0, 0, 0, 0);
+      for (int q = 0; q < 4; q++)
+        in[u].x[q] = inside && row_lane ? ((const uint4*)(row + k0))[q] : make_uint4(0, 0, 0, 0);
+    }
+    for (int u = 0; u < 2; u++) {
+      int c = c0 + u * p.split, k0 = c * MMA_CHUNK + g * 32;
+      if (c >= chunks) break;
+      uint32_t xa[16];
+      for (int q = 0; q < 4; q++) half_pairs((const uint32_t*)&in[u].x[q], xa + 4 * q);
+      for (int w = 0; w < W; w++) {
+        int blk = k0 / p.block;
+        float z = zp[w] && column ? (float)((zp[w][(int64_t)n * ((blocks + 1) / 2) + blk / 2] >> ((blk & 1) * 4)) & 15) : 8.0f;
+        __half2 minus_low = __float2half2_rn(-1024.0f - z), minus_high = __float2half2_rn(-64.0f - z);
+        uint32_t wb[16];
+        const uint32_t* words = (const uint32_t*)&in[u].w[w];
+        for (int q = 0; q < 4; q++) nibble_pairs(words[q], minus_low, minus_high, wb + 4 * q);
+        float d[4] = {};
+        for (int i = 0; i < 8; i++) {
+          uint32_t fa[4] = {xa[2 * i], 0u, xa[2 * i + 1], 0u}, fb[2] = {wb[2 * i], wb[2 * i + 1]};
+          mma_16816(d, fa, fb);
+        }
+        // d[0], d[1]: group lane / 4's dot of columns first + 2 g, + 1 (lanes 16..31: rows 4..7, zeros)
+        int kg = c * MMA_CHUNK + (lane >> 2) * 32;
+        for (int j = 0; j < 2; j++) {
+          int col = first + 2 * g + j;
+          if (lane < 16 && kg < p.k && col < p.n) acc[w][j] += d[j] * __half2float(scales[w][(int64_t)col * blocks + kg / p.block]);
+        }
+      }
+    }
+  }
+  for (int w = 0; w < W; w++)  // the four groups' lanes (g, g + 4, g + 8, g + 12), in a fixed order
+    for (int j = 0; j < 2; j++)
+      for (int off = 4; off < 16; off <<= 1) acc[w][j] += __shfl_xor_sync(0xffffffff, acc[w][j], off);
+  if (p.split > 1) {  // the column's warps add up their parts, in warp order
+    if (lane < 4)
+      for (int w = 0; w < W; w++)
+        for (int j = 0; j < 2; j++) part[warp][2 * lane + j][w] = acc[w][j];
+    __syncthreads();
+    if (slice || lane >= 4) return;
+    for (int w = 0; w < W; w++)
+      for (int j = 0; j < 2; j++) {
+        acc[w][j] = part[warp][2 * lane + j][w];
+        for (int r = 1; r < p.split; r++) acc[w][j] += part[warp + r][2 * lane + j][w];
+      }
+  }
+  if (lane >= 4) return;
+  for (int j = 0; j < 2; j++) {
+    int col = first + 2 * lane + j;
+    if (col >= p.n) continue;
+    float v = W == 2 ? acc[0][j] / (1.0f + expf(-acc[0][j])) * acc[W - 1][j]
+                     : bias ? acc[0][j] + __half2float(bias[col]) : acc[0][j];
+    y[(int64_t)m * p.n + col] = __float2half(v);
+  }
+}
+
+extern "C" __global__ void seamless_matmul_nbits4_mma_f16(const __half* a, const uint8_t* b, const __half* s,
+                                                          const uint8_t* zp, const __half* bias, __half* y, NBits p) {
+  let_next_launch();
+  matmul_nbits4_mma<1>(a, b, s, zp, nullptr, nullptr, nullptr, bias, y, p);
+}
+extern "C" __global__ void seamless_matmul_nbits4_mma_swiglu_f16(const __half* a, const uint8_t* bg, const __half* sg,
+                                                                 const uint8_t* zg, const uint8_t* bu, const __half* su,
+                                                                 const uint8_t* zu, __half* y, NBits p) {
+  let_next_launch();
+  matmul_nbits4_mma<2>(a, bg, sg, zg, bu, su, zu, nullptr, y, p);
+}
+
 #define NBITS(S, T)                                                                                                   \
   extern "C" __global__ void seamless_matmul_nbits_##S(const T* a, const uint8_t* b, const T* s, const uint8_t* zp,   \
                                                        const T* bias, T* y, NBits p) { dependent_launch();            \
     matmul_nbits<T>(a, b, s, zp, nullptr, nullptr, nullptr, bias, y, p);                                              \
   }                                                                                                                   \
-  extern "C" __global__ void seamless_matmul_nbits4_x32_##S(const T* a, const uint8_t* b, const T* s,                 \
-                                                            const uint8_t* zp, const T* bias, T* y, NBits p) { let_next_launch(); \
-    matmul_nbits4_x32<T, 1>(a, b, s, zp, nullptr, nullptr, nullptr, bias, y, p);                                      \
-  }                                                                                                                   \
   extern "C" __global__ void seamless_matmul_nbits_swiglu_##S(const T* a, const uint8_t* bg, const T* sg,             \
                                                               const uint8_t* zg, const uint8_t* bu, const T* su,      \
                                                               const uint8_t* zu, T* y, NBits p) { dependent_launch(); \
     matmul_nbits<T>(a, bg, sg, zg, bu, su, zu, nullptr, y, p);                                                        \
+  }
+FOR_FLOATS(NBITS)
+
+// float32 and bfloat16 (float16 takes the tensor-core path below)
+#define NBITS4_X32(S, T)                                                                                              \
+  extern "C" __global__ void seamless_matmul_nbits4_x32_##S(const T* a, const uint8_t* b, const T* s,                 \
+                                                            const uint8_t* zp, const T* bias, T* y, NBits p) { let_next_launch(); \
+    matmul_nbits4_x32<T, 1>(a, b, s, zp, nullptr, nullptr, nullptr, bias, y, p);                                      \
   }                                                                                                                   \
   extern "C" __global__ void seamless_matmul_nbits4_x32_swiglu_##S(const T* a, const uint8_t* bg, const T* sg,        \
                                                                    const uint8_t* zg, const uint8_t* bu, const T* su, \
                                                                    const uint8_t* zu, T* y, NBits p) { let_next_launch(); \
     matmul_nbits4_x32<T, 2>(a, bg, sg, zg, bu, su, zu, nullptr, y, p);                                                \
   }
-FOR_FLOATS(NBITS)
+NBITS4_X32(f32, float)
+NBITS4_X32(bf16, __nv_bfloat16)
 
 // GatherBlockQuantized (com.microsoft), 2-D data of packed 4- or 8-bit values quantized along
 // its rows in blocks: y[i, j] = (q[idx[i], j] - zp[idx[i], j / block]) * scale[idx[i], j / block];

@@ -32,11 +32,11 @@ def pack(q, bits):
 
 
 def matmul_nbits_case(a_shape, K, N, bits, block_size, zp_mode=None, accuracy_level=None, bias=False,
-                      const_b=True):
+                      const_b=True, dtype=np.float32):
     nb = -(-K // block_size)
     q = rng.integers(0, 2 ** bits, (N, nb, block_size))
     # weights of O(0.1) whatever the bit width, so outputs are O(1)
-    scales = ((rng.random((N, nb)) * 0.05 + 0.005) * 8 / 2 ** (bits - 1)).astype(np.float32)
+    scales = ((rng.random((N, nb)) * 0.05 + 0.005) * 8 / 2 ** (bits - 1)).astype(dtype)
     arrays = {"B": pack(q, bits), "scales": scales}
     names = ["A", "B", "scales"]
     if zp_mode == "uint8":
@@ -51,15 +51,15 @@ def matmul_nbits_case(a_shape, K, N, bits, block_size, zp_mode=None, accuracy_le
         names.append("zp")
     if bias:
         names += [""] * (5 - len(names)) + ["bias"]
-        arrays["bias"] = rng.standard_normal(N).astype(np.float32)
+        arrays["bias"] = rng.standard_normal(N).astype(dtype)
     attrs = {"K": K, "N": N, "bits": bits, "block_size": block_size}
     if accuracy_level is not None:
         attrs["accuracy_level"] = accuracy_level
-    a = rng.standard_normal(a_shape).astype(np.float32)
-    inputs = [(n, arrays[n].dtype if n in arrays else np.float32, arrays[n].shape if n in arrays else a.shape)
+    a = rng.standard_normal(a_shape).astype(dtype)
+    inputs = [(n, arrays[n].dtype if n in arrays else dtype, arrays[n].shape if n in arrays else a.shape)
               for n in names]
     inits = [numpy_helper.from_array(arrays[n], n) for n in names if n in arrays] if const_b else []
-    model = single_node_model("MatMulNBits", inputs, [("Y", np.float32, None)], attrs, domain=MS,
+    model = single_node_model("MatMulNBits", inputs, [("Y", dtype, None)], attrs, domain=MS,
                               initializers=inits)
     feeds = {"A": a}
     if not const_b:
