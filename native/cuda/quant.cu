@@ -9,7 +9,8 @@
 
 struct NBits {
   int32_t m, n, k, block, bits;
-  int32_t split;  // 4-bit path: warps per output column, a power of 2 up to 8 (1 on the generic path)
+  int32_t split;     // 4-bit path: warps per output column, a power of 2 up to 8 (1 on the generic path)
+  int32_t constant;  // the weights are constants (no kernel before writes them): may load before waiting
 };
 
 #define NBITS_COLUMNS 8  // warps, and output columns, per block
@@ -162,10 +163,12 @@ __device__ __forceinline__ void mma_16816(float* d, const uint32_t* a, const uin
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
-// One chunk's loads: this lane's 16 bytes of weights per matrix, and (row-g lanes) its 32 activations.
+// One chunk's loads: per matrix this lane's 16 bytes of weights, their zero point, and the scales of the two
+// dot products it gets from the mma; (row-g lanes) its 32 activations.
 template <int W>
 struct MmaChunk {
   uint4 w[W], x[4];
+  float z[W], scale[W][2];
 };
 
 template <int W>
@@ -184,44 +187,60 @@ __device__ void matmul_nbits4_mma(const __half* a, const uint8_t* b0, const __ha
   const __half* scales[2] = {s0, s1};
   const uint8_t* zp[2] = {z0, z1};
   const __half* row = a + (int64_t)m * p.k;
-  for (int c = slice; column && c < chunks; c += p.split)  // weights to L2 while the kernel before ends
-    for (int w = 0; w < W; w++) prefetch_l2(b[w] + (int64_t)n * blocks * blob + (c * MMA_CHUNK + g * 32) / 2);
-  wait_for_previous();
-  float acc[W][2] = {};
-  for (int c0 = slice; c0 < chunks; c0 += 2 * p.split) {
-    MmaChunk<W> in[2];
-    for (int u = 0; u < 2; u++) {  // both chunks' loads before either's arithmetic
-      int k0 = (c0 + u * p.split) * MMA_CHUNK + g * 32;
-      bool inside = c0 + u * p.split < chunks && k0 < p.k;
-      for (int w = 0; w < W; w++)
-        in[u].w[w] = inside && column ? *(const uint4*)(b[w] + (int64_t)n * blocks * blob + k0 / 2) : make_uint4(0, 0, 0, 0);
-      for (int q = 0; q < 4; q++)
-        in[u].x[q] = inside && row_lane ? ((const uint4*)(row + k0))[q] : make_uint4(0, 0, 0, 0);
-    }
-    for (int u = 0; u < 2; u++) {
-      int c = c0 + u * p.split, k0 = c * MMA_CHUNK + g * 32;
-      if (c >= chunks) break;
-      uint32_t xa[16];
-      for (int q = 0; q < 4; q++) half_pairs((const uint32_t*)&in[u].x[q], xa + 4 * q);
-      for (int w = 0; w < W; w++) {
-        int blk = k0 / p.block;
-        float z = zp[w] && column ? (float)((zp[w][(int64_t)n * ((blocks + 1) / 2) + blk / 2] >> ((blk & 1) * 4)) & 15) : 8.0f;
-        __half2 minus_low = __float2half2_rn(-1024.0f - z), minus_high = __float2half2_rn(-64.0f - z);
-        uint32_t wb[16];
-        const uint32_t* words = (const uint32_t*)&in[u].w[w];
-        for (int q = 0; q < 4; q++) nibble_pairs(words[q], minus_low, minus_high, wb + 4 * q);
-        float d[4] = {};
-        for (int i = 0; i < 8; i++) {
-          uint32_t fa[4] = {xa[2 * i], 0u, xa[2 * i + 1], 0u}, fb[2] = {wb[2 * i], wb[2 * i + 1]};
-          mma_16816(d, fa, fb);
-        }
-        // d[0], d[1]: group lane / 4's dot of columns first + 2 g, + 1 (lanes 16..31: rows 4..7, zeros)
-        int kg = c * MMA_CHUNK + (lane >> 2) * 32;
-        for (int j = 0; j < 2; j++) {
-          int col = first + 2 * g + j;
-          if (lane < 16 && kg < p.k && col < p.n) acc[w][j] += d[j] * __half2float(scales[w][(int64_t)col * blocks + kg / p.block]);
-        }
+  // The constants of chunk c: weights and zero points of column n at k0, and the scales of the dot
+  // products this lane gets: columns first + 2 g (+ 1), group lane / 4's block (lanes 16..31 get none).
+  auto constants = [&](int c, MmaChunk<W>& in) {
+    int k0 = c * MMA_CHUNK + g * 32, blk = k0 / p.block, kd = c * MMA_CHUNK + (lane >> 2) * 32;
+    for (int w = 0; w < W; w++) {
+      bool mine = c < chunks && k0 < p.k && column;
+      in.w[w] = mine ? *(const uint4*)(b[w] + (int64_t)n * blocks * blob + k0 / 2) : make_uint4(0, 0, 0, 0);
+      in.z[w] = mine && zp[w] ? (float)((zp[w][(int64_t)n * ((blocks + 1) / 2) + blk / 2] >> ((blk & 1) * 4)) & 15) : 8.0f;
+      for (int j = 0; j < 2; j++) {
+        int col = first + 2 * g + j;
+        in.scale[w][j] = c < chunks && lane < 16 && kd < p.k && col < p.n
+                             ? __half2float(scales[w][(int64_t)col * blocks + kd / p.block]) : 0.0f;
       }
+    }
+  };
+  auto activations = [&](int c, MmaChunk<W>& in) {
+    int k0 = c * MMA_CHUNK + g * 32;
+    for (int q = 0; q < 4; q++)
+      in.x[q] = c < chunks && k0 < p.k && row_lane ? ((const uint4*)(row + k0))[q] : make_uint4(0, 0, 0, 0);
+  };
+  float acc[W][2] = {};
+  auto accumulate = [&](const MmaChunk<W>& in) {
+    uint32_t xa[16];
+    for (int q = 0; q < 4; q++) half_pairs((const uint32_t*)&in.x[q], xa + 4 * q);
+    for (int w = 0; w < W; w++) {
+      __half2 minus_low = __float2half2_rn(-1024.0f - in.z[w]), minus_high = __float2half2_rn(-64.0f - in.z[w]);
+      uint32_t wb[16];
+      const uint32_t* words = (const uint32_t*)&in.w[w];
+      for (int q = 0; q < 4; q++) nibble_pairs(words[q], minus_low, minus_high, wb + 4 * q);
+      float d[2][4] = {};  // two chains of mmas, for their latency
+      for (int i = 0; i < 8; i++) {
+        uint32_t fa[4] = {xa[2 * i], 0u, xa[2 * i + 1], 0u}, fb[2] = {wb[2 * i], wb[2 * i + 1]};
+        mma_16816(d[i & 1], fa, fb);
+      }
+      for (int j = 0; j < 2; j++) acc[w][j] += (d[0][j] + d[1][j]) * in.scale[w][j];
+    }
+  };
+  // Constant weights: the first two chunks' load before waiting for the kernel before (overlapping its
+  // end), the rest go to L2.
+  MmaChunk<W> in[2];
+  if (!p.constant) wait_for_previous();
+  constants(slice, in[0]);
+  constants(slice + p.split, in[1]);
+  for (int c = slice + 2 * p.split; p.constant && column && c < chunks; c += p.split)
+    for (int w = 0; w < W; w++) prefetch_l2(b[w] + (int64_t)n * blocks * blob + (c * MMA_CHUNK + g * 32) / 2);
+  if (p.constant) wait_for_previous();
+  for (int c = slice; c < chunks; c += 2 * p.split) {
+    activations(c, in[0]);
+    activations(c + p.split, in[1]);
+    accumulate(in[0]);
+    accumulate(in[1]);
+    if (c + 2 * p.split < chunks) {
+      constants(c + 2 * p.split, in[0]);
+      constants(c + 3 * p.split, in[1]);
     }
   }
   for (int w = 0; w < W; w++)  // the four groups' lanes (g, g + 4, g + 8, g + 12), in a fixed order

@@ -95,18 +95,21 @@ def test_matmul_nbits_wide_path_over_several_warps(block_size, K):
     check(*matmul_nbits_case((2, K), K, 24, 4, block_size, zp_mode="uint8", bias=True))
 
 
-# float16 4-bit on tensor cores (quant.cu's mma path): warps sharing a column's K (split 8 at K 2112, 2 at 896,
-# 1 at 16392 columns), columns not a multiple of 8, a last 128-k chunk partial (224) or alone (128), blocks of 32-128
-@pytest.mark.parametrize("m,K,N,block_size,zp_mode,bias", [(1, 2112, 37, 128, "uint8", True), (3, 224, 40, 32, None, False),
-                                                           (1, 896, 1152, 32, "uint8", False),
-                                                           (2, 4864, 24, 64, "uint8", True),
-                                                           (1, 128, 16392, 32, "uint8", True)])
-def test_matmul_nbits_float16(m, K, N, block_size, zp_mode, bias):
+# float16 4-bit on tensor cores (quant.cu's mma path): warps sharing a column's K (split 8 at K 2112, 4 at 896,
+# 1 at 16392 columns), columns not a multiple of 8, a last 128-k chunk partial (224) or alone (128), blocks of 32-128;
+# weights that are inputs, not constants, are read only after the kernel before (const_b=False)
+@pytest.mark.parametrize("m,K,N,block_size,zp_mode,bias,const_b", [(1, 2112, 37, 128, "uint8", True, True),
+                                                                   (3, 224, 40, 32, None, False, True),
+                                                                   (1, 896, 1152, 32, "uint8", False, True),
+                                                                   (2, 4864, 24, 64, "uint8", True, True),
+                                                                   (1, 128, 16392, 32, "uint8", True, True),
+                                                                   (1, 896, 40, 32, "uint8", False, False)])
+def test_matmul_nbits_float16(m, K, N, block_size, zp_mode, bias, const_b):
     from kernels.test_contrib_quantization import matmul_nbits_case
     # stock's output is the float32 sum rounded to float16 (checked against float64 here), ours a float32
     # sum in another order rounded once: at most one float16 step apart (9.8e-4 relative)
-    check(*matmul_nbits_case((m, K), K, N, 4, block_size, zp_mode=zp_mode, bias=bias, dtype=np.float16),
-          rtol=1e-3, atol=1e-3)
+    check(*matmul_nbits_case((m, K), K, N, 4, block_size, zp_mode=zp_mode, bias=bias, const_b=const_b,
+                             dtype=np.float16), rtol=1e-3, atol=1e-3)
 
 
 # plan/fusion.py's MatMulNBitsSwiGLU (tests/kernels/test_fusion.py: this model becomes that one node)

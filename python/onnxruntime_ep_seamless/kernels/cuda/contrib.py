@@ -263,6 +263,8 @@ def _nbits(rt, stream, variant, a, weights, K, N, block_size, bits):
     m = a.size // K if K else 0
     y = rt.alloc(a.shape[:-1] + (N,), a.dtype)
     packed = [weights[0]] + ([weights[3]] if variant else [])
+    # constants (host copies: uploaded at Compile or before this launch) may be read before the kernel before ends
+    constant = int(all(t.host is not None for t in (weights if variant else weights[:3]) if t is not None))
     fast = bits == 4 and K % 32 == 0 and block_size % 32 == 0 and all(t.ptr % 16 == 0 for t in [a] + packed)
     if fast and a.dtype == np.float16:  # 8 columns a warp, two 128-k chunks a pass
         split = column_split(-(-N // 8), -(-K // 256), 2048)
@@ -273,7 +275,7 @@ def _nbits(rt, stream, variant, a, weights, K, N, block_size, bits):
         per_block = 8 // split  # quant.cu NBITS_COLUMNS warps a block
     rt.launch_rows(name, m * -(-N // per_block), stream, ("ptr", a.ptr),
                    *[("ptr", t.ptr if t is not None else 0) for t in weights], ("ptr", y.ptr),
-                   ("bytes", struct.pack("<6i", m, N, K, block_size, bits, split)))
+                   ("bytes", struct.pack("<7i", m, N, K, block_size, bits, split, constant)))
     return y
 
 
