@@ -3,14 +3,13 @@
 // first), uint8 zero points (4-bit ones packed two a byte; default 8 or 128); and the SwiGLU of two
 // of them over one input, y = silu(a . Wg) * (a . Wu) (plan/fusion.py's MatMulNBitsSwiGLU). Weights
 // are dequantized on the fly and read once: a GEMV. 256-thread blocks; the generic path gives each
-// output column a warp (lanes take 8 consecutive k at a time), the 4-bit path below takes 32 (float32
-// and bfloat16), and float16's 4-bit path runs on tensor cores (matmul_nbits4_mma).
+// output column a warp (lanes take 8 consecutive k at a time), the 4-bit path below takes 32, and for
+// many float16 columns (an LM head) a 4-bit path on tensor cores takes 8 columns a warp.
 #include "common.cuh"
 
 struct NBits {
   int32_t m, n, k, block, bits;
-  int32_t split;     // 4-bit path: warps per output column, a power of 2 up to 8 (1 on the generic path)
-  int32_t constant;  // the weights are constants (no kernel before writes them): may load before waiting
+  int32_t split;  // 4-bit path: warps per output column, a power of 2 up to 8 (1 on the generic path)
 };
 
 #define NBITS_COLUMNS 8  // warps, and output columns, per block
@@ -123,14 +122,14 @@ __device__ void matmul_nbits4_x32(const T* a, const uint8_t* b0, const T* s0, co
   st(y + (int64_t)m * p.n + n, v);
 }
 
-// The float16 4-bit path (K and block_size multiples of 32, 16-byte aligned rows) on tensor cores:
-// mma.sync m16n8k16, float32 accumulation, a warp per 8 output columns, 128 k (4 groups of 32) a
-// step. Lane l loads group g = l % 4's 32 k of column l / 4 (one 16-byte load) as the mma's B,
-// (q - z) in half: exact, 1024 + q from the 0x6400 exponent (x16 for the odd nibbles, undone by
-// the fma). A holds the activations of group g in row g only (lanes 0, 5, 10, 15 load them), so
-// D[g][c] is column c's dot over group g's 32 k alone, inside one quantization block: scaled
-// apart, as the dequantized product. The pairs of A and B hold the same k (nibbles j and j + 4 of
-// a word): the order of a dot product's terms is free. `split` warps share a column's chunks.
+// Float16 4-bit products with many columns (an LM head) on tensor cores (K and block_size multiples of
+// 32, 16-byte aligned rows): mma.sync m16n8k16, float32 accumulation, a warp per 8 output columns,
+// 128 k (4 groups of 32) a step. Lane l loads group g = l % 4's 32 k of column l / 4 (one 16-byte
+// load) as the mma's B, (q - z) in half: exact, 1024 + q from the 0x6400 exponent (x16 for the odd
+// nibbles, undone by the fma). A holds the activations of group g in row g only (lanes 0, 5, 10, 15
+// load them), so D[g][c] is column c's dot over group g's 32 k alone, inside one quantization
+// block: scaled apart, as the dequantized product. The pairs of A and B hold the same k (nibbles j
+// and j + 4 of a word): the order of a dot product's terms is free.
 #define MMA_CHUNK 128  // k a warp takes a step
 
 __device__ __forceinline__ uint32_t h2_bits(__half2 h) { return *(uint32_t*)&h; }
@@ -171,41 +170,49 @@ struct MmaChunk {
   float z[W], scale[W][2];
 };
 
+// The block size as a shift (a power of 2) and the blocks of columns a row of activations takes, from the
+// host; constant: the weights are constants (no kernel before writes them), read before waiting for it.
+struct NBitsMma {
+  int32_t m, n, k, block_shift, tile_blocks, constant;
+};
+
 template <int W>
 __device__ void matmul_nbits4_mma(const __half* a, const uint8_t* b0, const __half* s0, const uint8_t* z0,
                                   const uint8_t* b1, const __half* s1, const uint8_t* z1, const __half* bias,
-                                  __half* y, NBits p) {
-  __shared__ float part[NBITS_COLUMNS][8][W];
-  int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane & 3, tiles_per_block = NBITS_COLUMNS / p.split;
-  int tile_blocks = (p.n + 8 * tiles_per_block - 1) / (8 * tiles_per_block);
-  int m = blockIdx.x / tile_blocks, slice = warp % p.split;
-  int first = ((blockIdx.x % tile_blocks) * tiles_per_block + warp / p.split) * 8;  // the warp's first column
+                                  __half* y, NBitsMma p) {
+  int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane & 3, m = blockIdx.x / p.tile_blocks;
+  int first = ((blockIdx.x - m * p.tile_blocks) * NBITS_COLUMNS + warp) * 8;  // the warp's first column
   int n = first + (lane >> 2), chunks = (p.k + MMA_CHUNK - 1) / MMA_CHUNK;
-  int blocks = (p.k + p.block - 1) / p.block, blob = p.block / 2;
+  int blocks = (p.k + (1 << p.block_shift) - 1) >> p.block_shift;
+  int64_t column_bytes = (int64_t)blocks << (p.block_shift - 1), zp_column = (blocks + 1) >> 1;
   bool row_lane = (lane >> 2) == g, column = n < p.n;
+  int nc = min(n, p.n - 1);  // addresses stay inside the tensors; what is outside is masked
   const uint8_t* b[2] = {b0, b1};
   const __half* scales[2] = {s0, s1};
   const uint8_t* zp[2] = {z0, z1};
   const __half* row = a + (int64_t)m * p.k;
-  // The constants of chunk c: weights and zero points of column n at k0, and the scales of the dot
-  // products this lane gets: columns first + 2 g (+ 1), group lane / 4's block (lanes 16..31 get none).
+  // The constants of chunk c: weights and zero point of column n at k0, and the scales of the dot
+  // products this lane gets: columns first + 2 g (+ 1), group lane / 4's block (lanes 16..31: none).
   auto constants = [&](int c, MmaChunk<W>& in) {
-    int k0 = c * MMA_CHUNK + g * 32, blk = k0 / p.block, kd = c * MMA_CHUNK + (lane >> 2) * 32;
+    int k0 = c * MMA_CHUNK + g * 32, kd = c * MMA_CHUNK + ((lane >> 2) & 3) * 32;
+    bool mine = column && c < chunks && k0 < p.k, mine_d = lane < 16 && c < chunks && kd < p.k;
+    int kc = min(k0, p.k - 32), blk = kc >> p.block_shift, blk_d = min(kd, p.k - 1) >> p.block_shift;
     for (int w = 0; w < W; w++) {
-      bool mine = c < chunks && k0 < p.k && column;
-      in.w[w] = mine ? *(const uint4*)(b[w] + (int64_t)n * blocks * blob + k0 / 2) : make_uint4(0, 0, 0, 0);
-      in.z[w] = mine && zp[w] ? (float)((zp[w][(int64_t)n * ((blocks + 1) / 2) + blk / 2] >> ((blk & 1) * 4)) & 15) : 8.0f;
+      uint4 v = *(const uint4*)(b[w] + nc * column_bytes + kc / 2);
+      in.w[w] = mine ? v : make_uint4(0, 0, 0, 0);
+      int z = zp[w] ? (zp[w][nc * zp_column + (blk >> 1)] >> ((blk & 1) * 4)) & 15 : 8;
+      in.z[w] = mine ? (float)z : 8.0f;
       for (int j = 0; j < 2; j++) {
         int col = first + 2 * g + j;
-        in.scale[w][j] = c < chunks && lane < 16 && kd < p.k && col < p.n
-                             ? __half2float(scales[w][(int64_t)col * blocks + kd / p.block]) : 0.0f;
+        float sc = __half2float(scales[w][(int64_t)min(col, p.n - 1) * blocks + blk_d]);
+        in.scale[w][j] = mine_d && col < p.n ? sc : 0.0f;
       }
     }
   };
   auto activations = [&](int c, MmaChunk<W>& in) {
     int k0 = c * MMA_CHUNK + g * 32;
-    for (int q = 0; q < 4; q++)
-      in.x[q] = c < chunks && k0 < p.k && row_lane ? ((const uint4*)(row + k0))[q] : make_uint4(0, 0, 0, 0);
+    bool mine = row_lane && c < chunks && k0 < p.k;
+    for (int q = 0; q < 4; q++) in.x[q] = mine ? ((const uint4*)(row + k0))[q] : make_uint4(0, 0, 0, 0);
   };
   float acc[W][2] = {};
   auto accumulate = [&](const MmaChunk<W>& in) {
@@ -228,36 +235,24 @@ __device__ void matmul_nbits4_mma(const __half* a, const uint8_t* b0, const __ha
   // end), the rest go to L2.
   MmaChunk<W> in[2];
   if (!p.constant) wait_for_previous();
-  constants(slice, in[0]);
-  constants(slice + p.split, in[1]);
-  for (int c = slice + 2 * p.split; p.constant && column && c < chunks; c += p.split)
-    for (int w = 0; w < W; w++) prefetch_l2(b[w] + (int64_t)n * blocks * blob + (c * MMA_CHUNK + g * 32) / 2);
+  constants(0, in[0]);
+  constants(1, in[1]);
+  for (int c = 2; p.constant && column && c < chunks; c++)
+    for (int w = 0; w < W; w++) prefetch_l2(b[w] + nc * column_bytes + (c * MMA_CHUNK + g * 32) / 2);
   if (p.constant) wait_for_previous();
-  for (int c = slice; c < chunks; c += 2 * p.split) {
+  for (int c = 0; c < chunks; c += 2) {
     activations(c, in[0]);
-    activations(c + p.split, in[1]);
+    activations(c + 1, in[1]);
     accumulate(in[0]);
     accumulate(in[1]);
-    if (c + 2 * p.split < chunks) {
-      constants(c + 2 * p.split, in[0]);
-      constants(c + 3 * p.split, in[1]);
+    if (c + 2 < chunks) {
+      constants(c + 2, in[0]);
+      constants(c + 3, in[1]);
     }
   }
   for (int w = 0; w < W; w++)  // the four groups' lanes (g, g + 4, g + 8, g + 12), in a fixed order
     for (int j = 0; j < 2; j++)
       for (int off = 4; off < 16; off <<= 1) acc[w][j] += __shfl_xor_sync(0xffffffff, acc[w][j], off);
-  if (p.split > 1) {  // the column's warps add up their parts, in warp order
-    if (lane < 4)
-      for (int w = 0; w < W; w++)
-        for (int j = 0; j < 2; j++) part[warp][2 * lane + j][w] = acc[w][j];
-    __syncthreads();
-    if (slice || lane >= 4) return;
-    for (int w = 0; w < W; w++)
-      for (int j = 0; j < 2; j++) {
-        acc[w][j] = part[warp][2 * lane + j][w];
-        for (int r = 1; r < p.split; r++) acc[w][j] += part[warp + r][2 * lane + j][w];
-      }
-  }
   if (lane >= 4) return;
   for (int j = 0; j < 2; j++) {
     int col = first + 2 * lane + j;
@@ -269,13 +264,13 @@ __device__ void matmul_nbits4_mma(const __half* a, const uint8_t* b0, const __ha
 }
 
 extern "C" __global__ void seamless_matmul_nbits4_mma_f16(const __half* a, const uint8_t* b, const __half* s,
-                                                          const uint8_t* zp, const __half* bias, __half* y, NBits p) {
+                                                          const uint8_t* zp, const __half* bias, __half* y, NBitsMma p) {
   let_next_launch();
   matmul_nbits4_mma<1>(a, b, s, zp, nullptr, nullptr, nullptr, bias, y, p);
 }
 extern "C" __global__ void seamless_matmul_nbits4_mma_swiglu_f16(const __half* a, const uint8_t* bg, const __half* sg,
                                                                  const uint8_t* zg, const uint8_t* bu, const __half* su,
-                                                                 const uint8_t* zu, __half* y, NBits p) {
+                                                                 const uint8_t* zu, __half* y, NBitsMma p) {
   let_next_launch();
   matmul_nbits4_mma<2>(a, bg, sg, zg, bu, su, zu, nullptr, y, p);
 }
@@ -292,7 +287,6 @@ extern "C" __global__ void seamless_matmul_nbits4_mma_swiglu_f16(const __half* a
   }
 FOR_FLOATS(NBITS)
 
-// float32 and bfloat16 (float16 takes the tensor-core path below)
 #define NBITS4_X32(S, T)                                                                                              \
   extern "C" __global__ void seamless_matmul_nbits4_x32_##S(const T* a, const uint8_t* b, const T* s,                 \
                                                             const uint8_t* zp, const T* bias, T* y, NBits p) { let_next_launch(); \
@@ -303,8 +297,7 @@ FOR_FLOATS(NBITS)
                                                                    const uint8_t* zu, T* y, NBits p) { let_next_launch(); \
     matmul_nbits4_x32<T, 2>(a, bg, sg, zg, bu, su, zu, nullptr, y, p);                                                \
   }
-NBITS4_X32(f32, float)
-NBITS4_X32(bf16, __nv_bfloat16)
+FOR_FLOATS(NBITS4_X32)
 
 // GatherBlockQuantized (com.microsoft), 2-D data of packed 4- or 8-bit values quantized along
 // its rows in blocks: y[i, j] = (q[idx[i], j] - zp[idx[i], j / block]) * scale[idx[i], j / block];

@@ -95,15 +95,15 @@ def test_matmul_nbits_wide_path_over_several_warps(block_size, K):
     check(*matmul_nbits_case((2, K), K, 24, 4, block_size, zp_mode="uint8", bias=True))
 
 
-# float16 4-bit on tensor cores (quant.cu's mma path): warps sharing a column's K (split 8 at K 2112, 4 at 896,
-# 1 at 16392 columns), columns not a multiple of 8, a last 128-k chunk partial (224) or alone (128), blocks of 32-128;
-# weights that are inputs, not constants, are read only after the kernel before (const_b=False)
+# float16 4-bit: a warp a column (split 4 at K 2112, 1 at 896), columns not a multiple of 8; from 16384 columns on
+# tensor cores (quant.cu's mma path): a last 128-k chunk partial or alone (224, 128), weights that are inputs, not
+# constants (const_b=False: read only after the kernel before)
 @pytest.mark.parametrize("m,K,N,block_size,zp_mode,bias,const_b", [(1, 2112, 37, 128, "uint8", True, True),
-                                                                   (3, 224, 40, 32, None, False, True),
                                                                    (1, 896, 1152, 32, "uint8", False, True),
-                                                                   (2, 4864, 24, 64, "uint8", True, True),
+                                                                   (3, 224, 16392, 32, None, False, True),
                                                                    (1, 128, 16392, 32, "uint8", True, True),
-                                                                   (1, 896, 40, 32, "uint8", False, False)])
+                                                                   (2, 1024, 16400, 64, "uint8", True, True),
+                                                                   (1, 256, 16392, 32, "uint8", False, False)])
 def test_matmul_nbits_float16(m, K, N, block_size, zp_mode, bias, const_b):
     from kernels.test_contrib_quantization import matmul_nbits_case
     # stock's output is the float32 sum rounded to float16 (checked against float64 here), ours a float32
@@ -113,11 +113,13 @@ def test_matmul_nbits_float16(m, K, N, block_size, zp_mode, bias, const_b):
 
 
 # plan/fusion.py's MatMulNBitsSwiGLU (tests/kernels/test_fusion.py: this model becomes that one node)
-@pytest.mark.parametrize("K,block_size,zero_points,dtype", [(2112, 128, True, np.float32), (200, 16, True, np.float32),
-                                                            (256, 32, False, np.float16), (2112, 64, True, np.float16)])
-def test_swiglu_of_two_matmul_nbits(K, block_size, zero_points, dtype):
+@pytest.mark.parametrize("K,N,block_size,zero_points,dtype", [(2112, 40, 128, True, np.float32),
+                                                              (200, 40, 16, True, np.float32),
+                                                              (256, 40, 32, False, np.float16),
+                                                              (256, 16392, 32, True, np.float16)])
+def test_swiglu_of_two_matmul_nbits(K, N, block_size, zero_points, dtype):
     from kernels.test_contrib_quantization import swiglu_nbits_model
-    model, feeds = swiglu_nbits_model(K, 40, block_size, zero_points, dtype)
+    model, feeds = swiglu_nbits_model(K, N, block_size, zero_points, dtype)
     # float32: products of two K-term sums up to ~3000 summed in another order (stock ORT's CPU result is within
     # 4.4e-5 relative of a float64 reference here). float16: the reference rounds the gate, its sigmoid, the
     # SiLU and the product (8e-4 relative, 0.03 absolute from float64 at values up to 73); ours rounds once

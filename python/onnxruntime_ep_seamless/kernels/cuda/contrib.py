@@ -256,26 +256,34 @@ def matmul_nbits_swiglu(rt, stream, a, gate, gate_scales, gate_zero_points, up, 
                    K, N, block_size, bits),)
 
 
+# Columns from which float16 4-bit products take the tensor-core kernel: measured on the H200
+# (docs/benchmarks/gpu.md), it ran a 151936-column LM head in 63 us against 90, but the decoder's
+# 896..9728-column projections 1.6-2x slower than a warp a column (fewer warps resident: 110 registers).
+MMA_COLUMNS = 16384
+
+
 def _nbits(rt, stream, variant, a, weights, K, N, block_size, bits):
-    """native/cuda/quant.cu's MatMulNBits kernels, 256-thread blocks, one activation row a block row: float16
-    4-bit on tensor cores (a warp per 8 columns), other 4-bit a warp per column, `split` warps sharing a
-    column's K where it is long (K, the block size and the addresses allowing), else the generic path."""
+    """native/cuda/quant.cu's MatMulNBits kernels, 256-thread blocks, a block row per row of activations:
+    4-bit (K, the block size and the addresses allowing) a warp per column, `split` warps sharing a long K,
+    or in float16 with columns enough, 8 columns a warp on tensor cores; else the generic path."""
     m = a.size // K if K else 0
     y = rt.alloc(a.shape[:-1] + (N,), a.dtype)
     packed = [weights[0]] + ([weights[3]] if variant else [])
-    # constants (host copies: uploaded at Compile or before this launch) may be read before the kernel before ends
-    constant = int(all(t.host is not None for t in (weights if variant else weights[:3]) if t is not None))
     fast = bits == 4 and K % 32 == 0 and block_size % 32 == 0 and all(t.ptr % 16 == 0 for t in [a] + packed)
-    if fast and a.dtype == np.float16:  # 8 columns a warp, two 128-k chunks a pass
-        split = column_split(-(-N // 8), -(-K // 256), 2048)
-        name, per_block = "seamless_matmul_nbits4_mma" + variant + "_f16", 8 * (8 // split)
-    else:
-        split = column_split(N, -(-K // 1024), 2048) if fast else 1  # 1024 k: a warp's one pass
-        name = ("seamless_matmul_nbits4_x32" if fast else "seamless_matmul_nbits") + variant + "_" + SUFFIX[a.dtype]
-        per_block = 8 // split  # quant.cu NBITS_COLUMNS warps a block
-    rt.launch_rows(name, m * -(-N // per_block), stream, ("ptr", a.ptr),
+    if fast and a.dtype == np.float16 and N >= MMA_COLUMNS:
+        # constants (host copies: uploaded at Compile or before this launch) may be read before the kernel before ends
+        constant = int(all(t.host is not None for t in (weights if variant else weights[:3]) if t is not None))
+        tile_blocks = -(-N // 64)  # 8 warps of 8 columns
+        rt.launch_rows("seamless_matmul_nbits4_mma" + variant + "_f16", m * tile_blocks, stream, ("ptr", a.ptr),
+                       *[("ptr", t.ptr if t is not None else 0) for t in weights], ("ptr", y.ptr),
+                       ("bytes", struct.pack("<6i", m, N, K, block_size.bit_length() - 1, tile_blocks, constant)))
+        return y
+    split = column_split(N, -(-K // 1024), 2048) if fast else 1  # 1024 k: a warp's one pass
+    columns = 8 // split  # quant.cu NBITS_COLUMNS warps a block
+    name = ("seamless_matmul_nbits4_x32" if fast else "seamless_matmul_nbits") + variant + "_" + SUFFIX[a.dtype]
+    rt.launch_rows(name, m * -(-N // columns), stream, ("ptr", a.ptr),
                    *[("ptr", t.ptr if t is not None else 0) for t in weights], ("ptr", y.ptr),
-                   ("bytes", struct.pack("<7i", m, N, K, block_size, bits, split, constant)))
+                   ("bytes", struct.pack("<6i", m, N, K, block_size, bits, split)))
     return y
 
 
