@@ -5,7 +5,7 @@ import pytest
 from kernels.test_matmul import EQUATIONS as EINSUM_EQUATIONS
 from kernels.test_nn import LP_POOL_CASES, max_pool_with_indices
 from onnxruntime_ep_seamless.kernels.cpu.quantization import conv_integer as cpu_conv_integer
-from parity import Const, node_model
+from parity import Const, assert_close, node_model, stock_session
 from test_cuda_ep import DEVICES, PROBLEM, run_on_cuda
 from test_cuda_ops import F16, F32, I32, I64, check, through_bf16
 
@@ -217,3 +217,23 @@ def test_conv_integer():
     model, feeds = node_model("ConvInteger", [x, Const(w), *map(Const, zeros)], attrs, 10, [I32])
     (ours,) = run_on_cuda(model, feeds)
     np.testing.assert_array_equal(ours, cpu_conv_integer(x, w, *zeros, **attrs)[0])
+
+
+@pytest.mark.parametrize("align_corners", [0, 1])
+@pytest.mark.parametrize("size", [[2, 3, 4, 5], [1, 2, 3, 4, 5], [3, 1, 1, 6]])
+def test_affine_grid(align_corners, size):
+    nd = len(size) - 2
+    theta = rng.standard_normal((size[0], nd, nd + 1)).astype(F32)
+    # stock: float64 sums of nd + 1 terms rounded once; ours: float32 sums (a few float32 steps at values ~3)
+    check("AffineGrid", [theta, Const(np.array(size, I64))], {"align_corners": align_corners}, opset=20,
+          rtol=1e-6, atol=2e-6)
+
+
+def test_affine_grid_float16():
+    # against stock's float32 grid of the same theta: ours rounds the base points and the result to float16
+    theta, size = rng.standard_normal((2, 2, 3)).astype(F16), Const(np.array([2, 3, 4, 5], I64))
+    (ours,) = run_on_cuda(*node_model("AffineGrid", [theta, size], {}, 20))
+    model, feeds = node_model("AffineGrid", [theta.astype(F32), size], {}, 20)
+    (ref,) = stock_session(model).run(None, feeds)
+    assert ours.dtype == F16
+    assert_close(ours.astype(F32), ref, 2e-3, 4e-3, "grid")

@@ -100,10 +100,9 @@ def grid_sample(X, grid, *, align_corners=0, mode="linear", padding_mode="zeros"
 
 # --- AffineGrid ---------------------------------------------------------------------------
 
-@kernel("AffineGrid", since=20, types=FLOATS)
-def affine_grid(theta, size, *, align_corners=0):
-    dims = [int(d) for d in size.reshape(-1)[2:]]
-    # the normalized pixel centres (or corners) along each axis, x (the last axis) first
+def affine_base(dims, align_corners):
+    """AffineGrid's points before the transform, (prod(dims), nd + 1) float64: the normalized pixel
+    centres (or corners) x, y[, z] (the last axis first), then 1."""
     axes = []
     for length in dims:
         if align_corners:
@@ -111,8 +110,13 @@ def affine_grid(theta, size, *, align_corners=0):
         else:
             axes.append((np.arange(length) * 2 + 1) / length - 1)
     mesh = np.meshgrid(*axes, indexing="ij")
-    base = np.stack(list(mesh[::-1]) + [np.ones(dims)], axis=-1)      # (*dims, nd + 1): x, y[, z], 1
-    grid = base.reshape(-1, len(dims) + 1) @ np.swapaxes(theta.astype(np.float64), 1, 2)
+    return np.stack(list(mesh[::-1]) + [np.ones(dims)], axis=-1).reshape(-1, len(dims) + 1)
+
+
+@kernel("AffineGrid", since=20, types=FLOATS)
+def affine_grid(theta, size, *, align_corners=0):
+    dims = [int(d) for d in size.reshape(-1)[2:]]
+    grid = affine_base(dims, align_corners) @ np.swapaxes(theta.astype(np.float64), 1, 2)
     return (grid.reshape((theta.shape[0],) + tuple(dims) + (len(dims),)).astype(theta.dtype),)
 
 

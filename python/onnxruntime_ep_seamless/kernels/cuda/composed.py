@@ -2,13 +2,14 @@
 Shrink, Hardmax, OneHot, DepthToSpace, SpaceToDepth, the normalisations GroupNormalization,
 MeanVarianceNormalization, LpNormalization, GlobalLpPool, LpPool, 8-bit QuantizeLinear /
 DequantizeLinear (per tensor, per axis, blocked), DynamicQuantizeLinear, MatMulInteger, Einsum,
-ReverseSequence, TensorScatter and MaxUnpool. Float16/bfloat16 normalisations compute in float32 and
+ReverseSequence, TensorScatter, MaxUnpool and AffineGrid. Float16/bfloat16 normalisations compute in float32 and
 round once at the end, as the CPU kernels do (kernels/cpu/nn.py)."""
 import numpy as np
 
 from ...graph.ir import ONNX_TO_NUMPY
 from ...runtime.cuda import MAX_DIMS, DeviceTensor, contiguous_strides
 from ..cpu.nn import pooled_from
+from ..cpu.spatial import affine_base
 from ..registry import kernel
 from .elementwise import (ADD, CLIP, COMPARE, DIV, GPU_FLOATS, GPU_INTS, LOGIC, MAX, MIN, MOD, MUL, NOT, POW,
                           QUICK_GELU, SUB, UNARY, _activation, _logic, binary, cast_to, compare, device_scalar, unary,
@@ -539,3 +540,19 @@ def max_unpool(rt, stream, x, indices, output_shape=None, *, kernel_shape, pads=
     rt.zero(out, stream)
     rt.strided_copy(stream, y, out, inferred, contiguous_strides(inferred), contiguous_strides(shape))
     return s.done(out)
+
+
+@kernel("AffineGrid", since=20, types=GPU_FLOATS, device="cuda", host_inputs=(1,))
+def affine_grid(rt, stream, theta, size, *, align_corners=0):
+    """The base points (kernels/cpu/spatial.py's, made on the host for the size) times each batch's
+    theta transposed: one batched product, the base shared by every batch (stride 0)."""
+    dims = [int(d) for d in rt.to_host(size, stream).reshape(-1)[2:]]
+    nd, batch = len(dims), theta.shape[0]
+    if theta.shape[1:] != (nd, nd + 1):
+        raise ValueError(f"AffineGrid: theta of shape {theta.shape} for a {nd}-D size: ({batch}, {nd}, {nd + 1}) expected")
+    s = Scratch(rt, theta, size)
+    base = s(rt.device(DeviceTensor.on_host(affine_base(dims, align_corners).astype(theta.dtype)), stream))
+    points = int(np.prod(dims, dtype=np.int64))
+    y = rt.alloc((batch,) + tuple(dims) + (nd,), theta.dtype)
+    batched_product(rt, stream, base, theta, y, points, nd, nd + 1, batch, 0, nd * (nd + 1), trans_b=True)
+    return s.done(y)
