@@ -37,7 +37,7 @@ def test_grid_sample_opset16_names():
 
 
 @pytest.mark.parametrize("align_corners", [0, 1])
-@pytest.mark.parametrize("size", [[2, 3, 4, 5], [1, 2, 3, 4, 5]])
+@pytest.mark.parametrize("size", [[2, 3, 4, 5], [1, 2, 3, 4, 5], [3, 1, 1, 6]])
 def test_affine_grid(align_corners, size):
     nd = len(size) - 2
     theta = rng.standard_normal((size[0], nd, nd + 1)).astype(np.float32)

@@ -102,11 +102,12 @@ def grid_sample(X, grid, *, align_corners=0, mode="linear", padding_mode="zeros"
 
 def affine_base(dims, align_corners):
     """AffineGrid's points before the transform, (prod(dims), nd + 1) float64: the normalized pixel
-    centres (or corners) x, y[, z] (the last axis first), then 1."""
+    centres (or corners) x, y[, z] (the last axis first), then 1. With align_corners an axis of length
+    1 is at 1, as stock ORT places it (the spec's reference divides by zero there; PyTorch says 0)."""
     axes = []
     for length in dims:
         if align_corners:
-            axes.append(np.linspace(-1, 1, length) if length > 1 else np.array([-1.0]))
+            axes.append(np.linspace(-1, 1, length) if length > 1 else np.ones(1))
         else:
             axes.append((np.arange(length) * 2 + 1) / length - 1)
     mesh = np.meshgrid(*axes, indexing="ij")
