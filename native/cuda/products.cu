@@ -98,3 +98,42 @@ __device__ void linear(const T* a, const T* w, const T* bias, T* y, Linear p) {
     linear<T, 2>(a, w, bias, y, p);                                                                                \
   }
 FOR_FLOATS(LINEAR)
+
+// Det: the determinant of each trailing n x n matrix by LU with partial pivoting in float64, a thread
+// per matrix, in place in `work` (batch * n * n doubles, filled here from x).
+template <typename T>
+__device__ void determinant(int64_t batch, int n, const T* x, double* work, T* y) {
+  GRID_LOOP(b, batch) {
+    double* a = work + b * n * n;
+    for (int i = 0; i < n * n; i++) a[i] = ld(x + b * n * n + i);
+    double d = 1.0;
+    for (int c = 0; c < n && d != 0.0; c++) {
+      int p = c;
+      for (int r = c + 1; r < n; r++)
+        if (fabs(a[r * n + c]) > fabs(a[p * n + c])) p = r;
+      if (p != c) {
+        for (int k = c; k < n; k++) {
+          double t = a[c * n + k];
+          a[c * n + k] = a[p * n + k];
+          a[p * n + k] = t;
+        }
+        d = -d;
+      }
+      double pivot = a[c * n + c];
+      d *= pivot;
+      if (pivot == 0.0) break;  // singular
+      for (int r = c + 1; r < n; r++) {
+        double f = a[r * n + c] / pivot;
+        for (int k = c + 1; k < n; k++) a[r * n + k] -= f * a[c * n + k];
+      }
+    }
+    st(y + b, (float)d);
+  }
+}
+
+#define DETERMINANT(S, T)                                                                                 \
+  extern "C" __global__ void seamless_det_##S(int64_t batch, int n, const T* x, double* work, T* y) {   \
+    dependent_launch();                                                                                   \
+    determinant<T>(batch, n, x, work, y);                                                                 \
+  }
+FOR_FLOATS(DETERMINANT)

@@ -330,3 +330,27 @@ __device__ void gather_block_quantized(const uint8_t* data, const int64_t* idx, 
     gather_block_quantized(d, idx, s, zp, y, g);                                                                    \
   }
 FOR_FLOATS(GATHER_BLOCK_QUANTIZED)
+
+// QLinearMatMul / QLinearConv's requantization, as the CPU kernels (the spec's reference) do it in float64:
+// y = saturate(round_half_even((acc + bias[channel]) * multiplier) + zero point), acc the exact integer
+// sums (float64), the multiplier float32 (one per element), an optional int32 bias per channel
+// ((i / spatial) % channels) and a one-value zero point, both read on the GPU.
+template <typename T, int LOW, int HIGH>
+__device__ void requantize(int64_t n, const double* acc, const float* multiplier, const int32_t* bias,
+                           int64_t channels, int64_t spatial, const T* zp, T* y) {
+  double z = zp ? (double)zp[0] : 0.0;
+  GRID_LOOP(i, n) {
+    double sum = acc[i] + (bias ? (double)bias[(i / spatial) % channels] : 0.0);
+    y[i] = (T)fmin(fmax(rint(sum * (double)multiplier[i]) + z, (double)LOW), (double)HIGH);
+  }
+}
+
+#define REQUANTIZE(S, T, LOW, HIGH)                                                                           \
+  extern "C" __global__ void seamless_requantize_##S(int64_t n, const double* acc, const float* multiplier,    \
+                                                     const int32_t* bias, int64_t channels, int64_t spatial,    \
+                                                     const T* zp, T* y) {                                       \
+    dependent_launch();                                                                                       \
+    requantize<T, LOW, HIGH>(n, acc, multiplier, bias, channels, spatial, zp, y);                              \
+  }
+REQUANTIZE(i8, int8_t, -128, 127)
+REQUANTIZE(u8, uint8_t, 0, 255)

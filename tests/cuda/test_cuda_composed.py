@@ -237,3 +237,28 @@ def test_affine_grid_float16():
     (ref,) = stock_session(model).run(None, feeds)
     assert ours.dtype == F16
     assert_close(ours.astype(F32), ref, 2e-3, 4e-3, "grid")
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+@pytest.mark.parametrize("per_column", [False, True])
+def test_qlinear_matmul(dtype, per_column):
+    # exact integer sums, requantized in float64 (these products land on no rounding half, where stock's
+    # float32 product could differ: docs/user-guide.md)
+    info = np.iinfo(dtype)
+    a = rng.integers(info.min, info.max, (2, 3, 8)).astype(dtype)
+    b = rng.integers(info.min, info.max, (8, 4)).astype(dtype)
+    b_scale, b_zero = ((rng.uniform(0.005, 0.02, 4).astype(F32), rng.integers(0, 5, 4).astype(dtype)) if per_column
+                       else (np.array(0.01, F32), np.array(2, dtype)))
+    inputs = [a, np.array(0.02, F32), np.array(3, dtype), b, b_scale, b_zero, np.array(0.5, F32), np.array(1, dtype)]
+    check("QLinearMatMul", [x if i in (0, 3) else Const(x) for i, x in enumerate(inputs)], opset=21, exact=True)
+
+
+def test_qlinear_conv():
+    x = rng.integers(0, 255, (1, 4, 6, 6)).astype(np.uint8)
+    w = rng.integers(-128, 127, (6, 2, 3, 3)).astype(np.int8)
+    w_scale = rng.uniform(0.001, 0.01, 6).astype(F32)  # per output channel
+    bias = rng.integers(-500, 500, 6).astype(I32)
+    consts = [np.array(0.05, F32), np.array(128, np.uint8), w, w_scale, np.zeros(6, np.int8), np.array(0.2, F32),
+              np.array(120, np.uint8), bias]
+    check("QLinearConv", [x] + [Const(c) for c in consts], {"group": 2, "pads": [1, 1, 1, 1], "strides": [2, 1]},
+          opset=10, exact=True)

@@ -1,12 +1,13 @@
 """kernels/cuda/host.py: ops whose output shape depends on the data (NonZero, Unique,
-NonMaxSuppression) on float inputs, computed on the host inside the CUDA partition (skipped without a
-GPU), against stock ORT's CPU EP (test_cuda_capture.py: such a partition is left eager by capture=auto)."""
+NonMaxSuppression) on float inputs, and MelWeightMatrix and TfIdfVectorizer, computed on the host inside
+the CUDA partition (skipped without a GPU), against stock ORT's CPU EP (test_cuda_capture.py: such a
+partition is left eager by capture=auto)."""
 import numpy as np
 import pytest
 
 from parity import Const
 from test_cuda_ep import DEVICES, PROBLEM
-from test_cuda_ops import F16, F32, I64, check
+from test_cuda_ops import F16, F32, I32, I64, check
 
 pytestmark = pytest.mark.skipif(not DEVICES, reason=f"no NVIDIA GPU for the CUDA EP ({PROBLEM or 'none found'})")
 rng = np.random.default_rng(31)
@@ -38,3 +39,21 @@ def test_non_max_suppression(center_point_box):
     check("NonMaxSuppression", [boxes, scores, *limits], {"center_point_box": center_point_box}, opset=11,
           outputs=[I64], exact=True)
 
+
+@pytest.mark.parametrize("edges_on_gpu", [False, True])
+def test_mel_weight_matrix(edges_on_gpu):
+    # the edges a graph input (on the GPU: read back) or constants (nothing to read)
+    edges = [np.array(100, F32), np.array(3000, F32)]
+    sizes = [Const(np.array(v, I64)) for v in (8, 64, 8000)]
+    check("MelWeightMatrix", sizes + (edges if edges_on_gpu else [Const(e) for e in edges]), opset=17,
+          outputs=[F32], rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("mode", ["TF", "IDF", "TFIDF"])
+def test_tfidf_vectorizer(mode):
+    # 1- and 2-grams, skips up to 1, weights; the token ids a graph input (on the GPU: read back)
+    x = np.array([[1, 1, 3, 3, 3, 7], [8, 6, 7, 5, 6, 8]], I32)
+    attrs = {"mode": mode, "min_gram_length": 1, "max_gram_length": 2, "max_skip_count": 1,
+             "ngram_counts": [0, 4], "ngram_indexes": [0, 1, 2, 3, 4, 5, 6],
+             "pool_int64s": [2, 3, 5, 4, 5, 6, 7, 8, 6, 7], "weights": [1.0, 0.5, 2.0, 1.0, 0.25, 1.5, 3.0]}
+    check("TfIdfVectorizer", [x], attrs, opset=9, outputs=[F32], exact=True)

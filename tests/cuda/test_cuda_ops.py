@@ -4,6 +4,7 @@ axes, Gemm. Integer inputs fed to a session live on the GPU, so they exercise th
 import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+from onnxruntime.capi.onnxruntime_pybind11_state import Fail, InvalidGraph, NotImplemented as OrtNotImplemented
 
 from onnxruntime_ep_seamless.kernels.cuda.elementwise import UNARY
 from parity import Const, assert_close, node_model, stock_session
@@ -25,6 +26,16 @@ def check(op, inputs, attrs=None, opset=17, outputs=None, rtol=1e-5, atol=1e-6, 
         else:
             assert_close(o, r, rtol, atol, f"output {i}")
     return ours
+
+
+def skip_unless_stock_has(op, model):
+    """Skips the test where stock ORT has no kernel for `model`'s op (an opset newer than it)."""
+    try:
+        stock_session(model)
+    except (Fail, InvalidGraph, OrtNotImplemented) as e:
+        if op not in str(e) and "opset" not in str(e).lower():
+            raise
+        pytest.skip(f"stock ORT lacks {op}: {str(e)[:80]}")
 
 
 def through_bf16(op, arrays, attrs=None, opset=17):
@@ -352,3 +363,32 @@ def test_mask_arithmetic_on_the_gpu():
     feeds = {"mask": np.array([[1, 1, 1, 1, 0, 0], [1, 1, 1, 1, 1, 1]], I64)}
     (ours,) = run_on_cuda(model, feeds)
     np.testing.assert_array_equal(ours, np.array([3, 5], I32))
+
+
+@pytest.mark.parametrize("x,to", [(np.array([[1.5, -2.0, np.inf]], F32), TensorProto.INT32),
+                                  (np.array([0.25, -3.0], F16), TensorProto.INT16),
+                                  (np.array([7, -1], I64), TensorProto.DOUBLE)])
+def test_bit_cast(x, to):
+    # an alias of the input's bytes (opset 26): exact
+    model, _ = node_model("BitCast", [x], {"to": to}, 26, [helper.tensor_dtype_to_np_dtype(to)])
+    skip_unless_stock_has("BitCast", model)
+    check("BitCast", [x], {"to": to}, opset=26, outputs=[helper.tensor_dtype_to_np_dtype(to)], exact=True)
+
+
+@pytest.mark.parametrize("shape", [(4, 4), (3, 5, 5), (2, 1, 1), (2, 2, 6, 6)])
+def test_det(shape):
+    # ours: LU in float64, rounded once; stock: float32 LU (both ~1e-6 relative from exact here)
+    x = np.random.default_rng(5).standard_normal(shape).astype(F32)
+    if shape[-1] > 1:
+        x[0, ..., 1, :] = x[0, ..., 0, :]  # a singular matrix: 0 (stock's float32 LU leaves ~1e-7)
+    check("Det", [x], opset=11, rtol=1e-4, atol=1e-5)
+
+
+def test_det_float16():
+    # against stock's float32 determinant of the same values, rounded to float16
+    x = np.random.default_rng(6).standard_normal((3, 4, 4)).astype(F16)
+    (ours,) = run_on_cuda(*node_model("Det", [x], None, 11))
+    model, feeds = node_model("Det", [x.astype(F32)], None, 11)
+    (ref,) = stock_session(model).run(None, feeds)
+    assert ours.dtype == F16
+    assert_close(ours, ref.astype(F16), 2e-3, 2e-3, "det")

@@ -16,7 +16,7 @@ from ..plan.fusion import fuse
 
 
 # CUDA kernels whose results are host values (shapes, sizes, constants; and those of capture class
-# "host": kernels/cuda/host.py's, whose output shape depends on the data)
+# "host": kernels/cuda/host.py's, computed on the host)
 HOST_RESULTS = frozenset({"Shape", "Size", "Constant", "Range", "EyeLike"})
 
 
@@ -67,7 +67,7 @@ def place(graph, input_names, output_names) -> list[Step]:
         wanted = node.inputs if not on_gpu else [node.inputs[i] for i in kdef.host_inputs if i < len(node.inputs)]
         read = [n for n in wanted if n and n not in on_host]
         on_host_kernel = on_gpu and kdef.capture == "host"
-        why = ("no CUDA kernel takes these types" if not on_gpu else "its output shape depends on the data"
+        why = ("no CUDA kernel takes these types" if not on_gpu else "the op runs on the host: kernels/cuda/host.py"
                if on_host_kernel else "a shape-like input computed on the GPU")
         seam = f"reads {', '.join(read)} on the host ({why})" if read else ""
         if not on_gpu or on_host_kernel or node.op_type in HOST_RESULTS:

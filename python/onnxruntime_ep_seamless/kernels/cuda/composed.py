@@ -1,7 +1,9 @@
-"""Ops on CUDA composed of our other kernels (no device code of their own): IsNaN, IsInf, Swish,
+"""Ops on CUDA composed of our other kernels (no device code of their own but QLinear*'s requantization,
+quant.cu's): IsNaN, IsInf, Swish,
 Shrink, Hardmax, OneHot, DepthToSpace, SpaceToDepth, the normalisations GroupNormalization,
 MeanVarianceNormalization, LpNormalization, GlobalLpPool, LpPool, 8-bit QuantizeLinear /
-DequantizeLinear (per tensor, per axis, blocked), DynamicQuantizeLinear, MatMulInteger, Einsum,
+DequantizeLinear (per tensor, per axis, blocked), DynamicQuantizeLinear, MatMulInteger, ConvInteger,
+QLinearMatMul and QLinearConv (exact integer sums, requantized in float64 by quant.cu), Einsum,
 ReverseSequence, TensorScatter, MaxUnpool and AffineGrid. Float16/bfloat16 normalisations compute in float32 and
 round once at the end, as the CPU kernels do (kernels/cpu/nn.py)."""
 import numpy as np
@@ -372,6 +374,58 @@ def conv_integer(rt, stream, x, w, x_zero_point=None, w_zero_point=None, *, auto
     (y,) = conv(rt, stream, x, w, auto_pad=auto_pad, dilations=dilations, group=group, kernel_shape=kernel_shape,
                 pads=pads, strides=strides)
     return s.done(cast_to(rt, stream, s(y), I32))
+
+
+def _requantize(rt, stream, s, acc, multiplier, y_zero_point, bias=None):
+    """quant.cu's requantization of the float64 sums acc by the float32 multiplier (broadcast to acc)."""
+    multiplier = s(broadcast_to(rt, stream, multiplier, acc.shape)) if multiplier.shape != acc.shape else multiplier
+    y_zero_point = s(rt.device(y_zero_point, stream))
+    bias = None if bias is None else s(rt.device(bias, stream))
+    y = rt.alloc(acc.shape, y_zero_point.dtype)
+    channels, spatial = (acc.shape[1], int(np.prod(acc.shape[2:], dtype=np.int64))) if bias is not None else (1, 1)
+    rt.launch(f"seamless_requantize_{'u8' if y_zero_point.dtype == U8 else 'i8'}", y.size, stream, ("int64", y.size),
+              ("ptr", acc.ptr), ("ptr", multiplier.ptr), ("ptr", bias.ptr if bias is not None else 0),
+              ("int64", channels), ("int64", spatial), ("ptr", y_zero_point.ptr), ("ptr", y.ptr))
+    return y
+
+
+def _scale_vector(rt, stream, s, t, shape):
+    """A scale on the GPU, of several values viewed as shape (to broadcast along its axis), one value as a scalar."""
+    t = s(rt.device(t, stream))
+    return DeviceTensor(t.ptr, shape if t.size > 1 else (), t.dtype)
+
+
+@kernel("QLinearMatMul", since=10, types=INT8S, device="cuda", check=_check_matmul_integer)
+def qlinear_matmul(rt, stream, a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point):
+    """MatMulInteger's exact sums, requantized in float64 by a_scale * b_scale / y_scale (float32, a's
+    scale per row or one, b's per column or one), as the CPU kernel."""
+    s = Scratch(rt, a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point)
+    rows = None if a_zero_point is None else (a_zero_point.size, 1)
+    a2, b2 = _centered(rt, stream, s, a, a_zero_point, rows), _centered(rt, stream, s, b, b_zero_point)
+    (acc,) = matmul(rt, stream, a2, b2)
+    s(acc)
+    scales = s(binary(rt, stream, MUL, _scale_vector(rt, stream, s, a_scale, (a_scale.size, 1)),
+                      _scale_vector(rt, stream, s, b_scale, b_scale.shape)))
+    multiplier = s(binary(rt, stream, DIV, scales, _scale_vector(rt, stream, s, y_scale, ())))
+    return s.done(_requantize(rt, stream, s, acc, multiplier, y_zero_point))
+
+
+@kernel("QLinearConv", since=10, types=INT8S, device="cuda", check=_check_spatial)
+def qlinear_conv(rt, stream, x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, B=None, *,
+                 auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pads=None, strides=None):
+    """ConvInteger's exact sums plus the int32 bias, requantized in float64 by x_scale * w_scale / y_scale
+    (float32, w's scale per output channel or one), as the CPU kernel."""
+    s = Scratch(rt, x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, B)
+    channels = None if w_zero_point is None else (w_zero_point.size,) + (1,) * (len(w.shape) - 1)
+    x2, w2 = _centered(rt, stream, s, x, x_zero_point), _centered(rt, stream, s, w, w_zero_point, channels)
+    (acc,) = conv(rt, stream, x2, w2, auto_pad=auto_pad, dilations=dilations, group=group,
+                  kernel_shape=kernel_shape, pads=pads, strides=strides)
+    s(acc)
+    per_channel = (w_scale.size,) + (1,) * (len(acc.shape) - 2)
+    scales = s(binary(rt, stream, MUL, _scale_vector(rt, stream, s, x_scale, ()),
+                      _scale_vector(rt, stream, s, w_scale, per_channel)))
+    multiplier = s(binary(rt, stream, DIV, scales, _scale_vector(rt, stream, s, y_scale, ())))
+    return s.done(_requantize(rt, stream, s, acc, multiplier, y_zero_point, B))
 
 
 # ---------------------------------------------------------------- Einsum

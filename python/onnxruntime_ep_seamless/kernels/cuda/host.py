@@ -1,14 +1,18 @@
-"""Ops whose output shape depends on the data (NonZero, Unique, NonMaxSuppression), computed on the
-host inside a CUDA partition by the CPU kernels: their GPU inputs are read back (a seam: the host
-waits for the stream; under session capture a clear error), their outputs are host values, uploaded
-when a GPU kernel reads them. The partition stays whole: ORT inserts no copies or CPU nodes."""
+"""Ops computed on the host inside a CUDA partition by the CPU kernels: those whose output shape
+depends on the data (NonZero, Unique, NonMaxSuppression), and two whose inputs are mostly sizes or
+token ids (MelWeightMatrix, TfIdfVectorizer; ORT's CUDA EP has neither). Their GPU inputs are read
+back (a seam: the host waits for the stream; under session capture a clear error; constant inputs
+cost nothing), their outputs are host values, uploaded when a GPU kernel reads them. The partition
+stays whole: ORT inserts no copies or CPU nodes."""
 import inspect
 
 import numpy as np
 
 from ...runtime.cuda import DeviceTensor
 from ..cpu.detection import non_max_suppression
+from ..cpu.ml import _INT_IDS, _check_tfidf, tfidf_vectorizer
 from ..cpu.shape import non_zero, unique
+from ..cpu.signal import _SIZES, mel_weight_matrix
 from ..registry import kernel
 
 F32, F16 = np.dtype(np.float32), np.dtype(np.float16)
@@ -34,3 +38,7 @@ kernel("NonZero", since=9, types=frozenset([F32, F16]), device="cuda", host_inpu
 kernel("Unique", since=11, types=frozenset([F32]), device="cuda", host_inputs=(0,), capture="host")(_on_host(unique))
 kernel("NonMaxSuppression", since=10, types=frozenset([F32]), device="cuda", host_inputs=(0, 1, 2, 3, 4),
        capture="host")(_on_host(non_max_suppression))
+kernel("MelWeightMatrix", since=17, types=_SIZES, device="cuda", host_inputs=(0, 1, 2, 3, 4), capture="host")(
+    _on_host(mel_weight_matrix))
+kernel("TfIdfVectorizer", since=9, types=_INT_IDS, device="cuda", host_inputs=(0,), capture="host",
+       check=_check_tfidf)(_on_host(tfidf_vectorizer))

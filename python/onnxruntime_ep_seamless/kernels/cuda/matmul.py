@@ -1,5 +1,5 @@
 """Matrix products on CUDA (float32, float16, bfloat16; float32 accumulation) through cuBLASLt, those with
-few rows through our kernels (native/cuda/products.cu), and plan/fusion.py's Linear and SwiGLU."""
+few rows through our kernels (native/cuda/products.cu), plan/fusion.py's Linear and SwiGLU, and Det."""
 import struct
 
 import numpy as np
@@ -148,3 +148,18 @@ def gemm(rt, stream, a, b, c=None, *, alpha=1.0, beta=1.0, transA=0, transB=0):
         if t is not c:
             rt.free(t)  # stream-ordered
     return (z,)
+
+
+@kernel("Det", since=11, types=GPU_FLOATS, device="cuda")
+def det(rt, stream, x):
+    """Each trailing square matrix's determinant: products.cu's LU in float64, a thread a matrix."""
+    if len(x.shape) < 2 or x.shape[-1] != x.shape[-2]:
+        raise ValueError(f"Det: the input has shape {x.shape}; its last two dimensions must be equal (square "
+                         "matrices)")
+    n, batch = x.shape[-1], int(np.prod(x.shape[:-2], dtype=np.int64))
+    y = rt.alloc(x.shape[:-2], x.dtype)
+    work = rt.alloc((batch, n, n), np.dtype(np.float64))
+    rt.launch(f"seamless_det_{SUFFIX[x.dtype]}", batch, stream, ("int64", batch), ("int", n), ("ptr", x.ptr),
+              ("ptr", work.ptr), ("ptr", y.ptr))
+    rt.free(work)  # stream-ordered
+    return (y,)

@@ -1,11 +1,13 @@
 """Shape and data-movement ops on CUDA. Shape arguments are read on the host (constants and
 values computed there are free; a value computed on the GPU costs a host seam). Reshape-like
-ops alias their input; Transpose, Concat, Slice and Expand are one strided-copy launch each."""
+ops and BitCast alias their input; Transpose, Concat, Slice and Expand are one strided-copy launch each."""
 import numpy as np
 
+from ...graph.ir import attr_dtype
 from ...runtime.cuda import DeviceTensor, contiguous_strides
+from ..cpu.elementwise import _check_bitcast
 from ..cpu.shape import axis_slice
-from ..registry import kernel
+from ..registry import ALL, kernel
 
 
 def _ints(rt, stream, t):
@@ -18,6 +20,13 @@ def reshape(rt, stream, data, shape, *, allowzero=0):
     dims = [data.shape[i] if d == 0 and not allowzero else d for i, d in enumerate(dims)]
     out = np.empty(data.shape, np.bool_).reshape(dims).shape  # numpy resolves -1 and checks the size
     return (DeviceTensor(data.ptr, out, data.dtype, None if data.host is None else data.host.reshape(out)),)
+
+
+@kernel("BitCast", since=26, types=ALL, device="cuda", check=_check_bitcast)
+def bit_cast(rt, stream, x, *, to):
+    """The same bytes read as another type of the same width: an alias."""
+    dtype = attr_dtype(to)
+    return (DeviceTensor(x.ptr, x.shape, dtype, None if x.host is None else np.ascontiguousarray(x.host).view(dtype)),)
 
 
 @kernel("Flatten", since=1, device="cuda")
