@@ -40,13 +40,11 @@ def test_non_max_suppression(center_point_box):
           outputs=[I64], exact=True)
 
 
-@pytest.mark.parametrize("edges_on_gpu", [False, True])
-def test_mel_weight_matrix(edges_on_gpu):
-    # the edges a graph input (on the GPU: read back) or constants (nothing to read)
-    edges = [np.array(100, F32), np.array(3000, F32)]
+def test_mel_weight_matrix():
+    # the edges a graph input (on the GPU: read back); with every input a constant ORT folds the node away
     sizes = [Const(np.array(v, I64)) for v in (8, 64, 8000)]
-    check("MelWeightMatrix", sizes + (edges if edges_on_gpu else [Const(e) for e in edges]), opset=17,
-          outputs=[F32], rtol=1e-6, atol=1e-7)
+    check("MelWeightMatrix", sizes + [np.array(100, F32), np.array(3000, F32)], opset=17, outputs=[F32],
+          rtol=1e-6, atol=1e-7)
 
 
 @pytest.mark.parametrize("mode", ["TF", "IDF", "TFIDF"])

@@ -331,16 +331,19 @@ def dynamic_quantize_linear(rt, stream, x):
 
 
 
-def _check_matmul_integer(node, graph):
-    if any(len(graph.value(i).shape or ()) < 2 for i in node.inputs[:2]):
-        return "1-D operands"
-    zero = node.inputs[2] if len(node.inputs) > 2 else ""
-    shape = graph.value(zero).shape if zero else ()
-    return None if shape is None or len(shape) <= 1 else \
-        "a zero point of rank above 1 (the spec's are scalars or vectors)"
+def _check_integer_product(operands, a_zero):
+    """MatMulInteger's and QLinearMatMul's check, given the positions of A, B and A's zero point."""
+    def check(node, graph):
+        if any(len(graph.value(node.inputs[i]).shape or ()) < 2 for i in operands):
+            return "1-D operands"
+        zero = node.inputs[a_zero] if len(node.inputs) > a_zero else ""
+        shape = graph.value(zero).shape if zero else ()
+        return None if shape is None or len(shape) <= 1 else \
+            "a zero point of rank above 1 (the spec's are scalars or vectors)"
+    return check
 
 
-@kernel("MatMulInteger", since=10, types=INT8S, device="cuda", check=_check_matmul_integer)
+@kernel("MatMulInteger", since=10, types=INT8S, device="cuda", check=_check_integer_product((0, 1), 2))
 def matmul_integer(rt, stream, a, b, a_zero_point=None, b_zero_point=None):
     """(a - a_zero_point) . (b - b_zero_point) as int32 (a's zero point per row or one, b's per column or
     one), by a float64 GEMM: the products are below 2^16, so the sums are exact."""
@@ -395,7 +398,7 @@ def _scale_vector(rt, stream, s, t, shape):
     return DeviceTensor(t.ptr, shape if t.size > 1 else (), t.dtype)
 
 
-@kernel("QLinearMatMul", since=10, types=INT8S, device="cuda", check=_check_matmul_integer)
+@kernel("QLinearMatMul", since=10, types=INT8S, device="cuda", check=_check_integer_product((0, 3), 2))
 def qlinear_matmul(rt, stream, a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point):
     """MatMulInteger's exact sums, requantized in float64 by a_scale * b_scale / y_scale (float32, a's
     scale per row or one, b's per column or one), as the CPU kernel."""
