@@ -103,7 +103,8 @@ def grid_sample(X, grid, *, align_corners=0, mode="linear", padding_mode="zeros"
 def affine_base(dims, align_corners):
     """AffineGrid's points before the transform, (prod(dims), nd + 1) float64: the normalized pixel
     centres (or corners) x, y[, z] (the last axis first), then 1. With align_corners an axis of length
-    1 is at 1, as stock ORT places it (the spec's reference divides by zero there; PyTorch says 0)."""
+    1 is at 1, as stock ORT places it (undefined in the spec: its reference divides by zero and lands
+    at -1; PyTorch says 0)."""
     axes = []
     for length in dims:
         if align_corners:
