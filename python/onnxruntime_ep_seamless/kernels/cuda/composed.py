@@ -606,7 +606,8 @@ def affine_grid(rt, stream, theta, size, *, align_corners=0):
     dims = [int(d) for d in rt.to_host(size, stream).reshape(-1)[2:]]
     nd, batch = len(dims), theta.shape[0]
     if theta.shape[1:] != (nd, nd + 1):
-        raise ValueError(f"AffineGrid: theta of shape {theta.shape} for a {nd}-D size: ({batch}, {nd}, {nd + 1}) expected")
+        raise ValueError(f"AffineGrid: theta of shape {theta.shape} for a {nd}-D size: "
+                         f"({batch}, {nd}, {nd + 1}) expected")
     s = Scratch(rt, theta, size)
     base = s(rt.device(DeviceTensor.on_host(affine_base(dims, align_corners).astype(theta.dtype)), stream))
     points = int(np.prod(dims, dtype=np.int64))
