@@ -256,8 +256,9 @@ ROUND = UNARY["Round"][0]  # halves to even, as the spec
 
 
 def _broadcastable(rt, stream, s, value, shape, axis, block_size):
-    """A scale or zero point shaped to broadcast against x: a scalar, a vector along `axis`, or with
-    block_size a tensor of x's shape whose `axis` is in blocks, each value repeated over its block."""
+    """A scale or zero point (on the GPU) shaped to broadcast against x: a scalar, a vector along `axis`, or
+    with block_size a tensor of x's shape whose `axis` is in blocks, each value repeated over its block."""
+    value = s(rt.device(value, stream))
     if len(value.shape) == 0 or value.size == 1 and not block_size:
         return DeviceTensor(value.ptr, (), value.dtype)
     axis %= len(shape)
@@ -392,12 +393,6 @@ def _requantize(rt, stream, s, acc, multiplier, y_zero_point, bias=None):
     return y
 
 
-def _scale_vector(rt, stream, s, t, shape):
-    """A scale on the GPU, of several values viewed as shape (to broadcast along its axis), one value as a scalar."""
-    t = s(rt.device(t, stream))
-    return DeviceTensor(t.ptr, shape if t.size > 1 else (), t.dtype)
-
-
 @kernel("QLinearMatMul", since=10, types=INT8S, device="cuda", check=_check_integer_product((0, 3), 2))
 def qlinear_matmul(rt, stream, a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point):
     """MatMulInteger's exact sums, requantized in float64 by a_scale * b_scale / y_scale (float32, a's
@@ -407,9 +402,9 @@ def qlinear_matmul(rt, stream, a, a_scale, a_zero_point, b, b_scale, b_zero_poin
     a2, b2 = _centered(rt, stream, s, a, a_zero_point, rows), _centered(rt, stream, s, b, b_zero_point)
     (acc,) = matmul(rt, stream, a2, b2)
     s(acc)
-    scales = s(binary(rt, stream, MUL, _scale_vector(rt, stream, s, a_scale, (a_scale.size, 1)),
-                      _scale_vector(rt, stream, s, b_scale, b_scale.shape)))
-    multiplier = s(binary(rt, stream, DIV, scales, _scale_vector(rt, stream, s, y_scale, ())))
+    along = lambda scale, axis: _broadcastable(rt, stream, s, scale, acc.shape, axis, 0)
+    scales = s(binary(rt, stream, MUL, along(a_scale, -2), along(b_scale, -1)))
+    multiplier = s(binary(rt, stream, DIV, scales, along(y_scale, -1)))
     return s.done(_requantize(rt, stream, s, acc, multiplier, y_zero_point))
 
 
@@ -424,10 +419,9 @@ def qlinear_conv(rt, stream, x, x_scale, x_zero_point, w, w_scale, w_zero_point,
     (acc,) = conv(rt, stream, x2, w2, auto_pad=auto_pad, dilations=dilations, group=group,
                   kernel_shape=kernel_shape, pads=pads, strides=strides)
     s(acc)
-    per_channel = (w_scale.size,) + (1,) * (len(acc.shape) - 2)
-    scales = s(binary(rt, stream, MUL, _scale_vector(rt, stream, s, x_scale, ()),
-                      _scale_vector(rt, stream, s, w_scale, per_channel)))
-    multiplier = s(binary(rt, stream, DIV, scales, _scale_vector(rt, stream, s, y_scale, ())))
+    along = lambda scale: _broadcastable(rt, stream, s, scale, acc.shape, 1, 0)  # per output channel, or one
+    scales = s(binary(rt, stream, MUL, along(x_scale), along(w_scale)))
+    multiplier = s(binary(rt, stream, DIV, scales, along(y_scale)))
     return s.done(_requantize(rt, stream, s, acc, multiplier, y_zero_point, B))
 
 
