@@ -397,3 +397,24 @@ def test_declines_what_the_cuda_kernels_do_not_cover():
                   {"exclude_outside": 1}, {"keep_aspect_ratio_policy": "not_larger"}, {"axes": [2, 3]}):
         assert _lookup("Resize", attrs, shapes=resize, types=(1, 1, 1)) is not None, attrs
     assert _lookup("Pad", {"mode": "constant"}, shapes=((2, 3), (4,)), types=(TensorProto.INT4, 7)) is not None
+
+
+# --- Col2Im ---------------------------------------------------------------------------------
+
+
+@needs_gpu
+@pytest.mark.parametrize("dtype", [F32, F16])
+@pytest.mark.parametrize("image,block,attrs", [([5, 6], [2, 3], {}),
+                                               ([5, 6], [2, 3], {"pads": [1, 0, 1, 2], "strides": [2, 1],
+                                                                 "dilations": [1, 2]}),
+                                               ([4, 3, 5], [2, 1, 2], {"strides": [1, 2, 1]})])
+def test_col2im(image, block, attrs, dtype):
+    # up to 6 overlapping columns summed a block offset at a time (float16: each add rounded, as the CPU EP's);
+    # not 3-D with dilations, where stock ORT departs from the spec's reference (docs/user-guide.md)
+    nd = len(image)
+    pads, strides = attrs.get("pads", [0] * 2 * nd), attrs.get("strides", [1] * nd)
+    dilations = attrs.get("dilations", [1] * nd)
+    blocks = [(i + pads[k] + pads[k + nd] - d * (b - 1) - 1) // s + 1
+              for k, (i, b, d, s) in enumerate(zip(image, block, dilations, strides))]
+    x = data(2, 3 * int(np.prod(block)), int(np.prod(blocks)))
+    check("Col2Im", [x, ints(*image), ints(*block)], attrs, dtype=dtype, opset=18, const=(1, 2), tol=SUM_TOL)

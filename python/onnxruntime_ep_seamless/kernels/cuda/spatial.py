@@ -5,6 +5,7 @@ a gather over kernel taps. Window geometry, Resize coordinates and their roundin
 CPU kernels' host helpers (kernels/cpu/nn.py), so both devices agree on shapes and sampling.
 Float types compute in float32 and round once (Conv's bias aside: it is added to the GEMM's
 rounded output; ConvTranspose sums rounded GEMM columns); Pad moves elements of any type by size.
+Col2Im adds each block offset's columns into the image by a strided copy and an Add.
 """
 import math
 import struct
@@ -15,7 +16,7 @@ from ...graph.ir import PACKED_BITS
 from ...runtime.cuda import MAX_DIMS, DeviceTensor, contiguous_strides
 from ..cpu.nn import _conv_transpose_geometry, _geometry, _nearest_index, _original_coords
 from ..registry import kernel
-from .elementwise import GPU_FLOATS, SUFFIX
+from .elementwise import ADD, GPU_FLOATS, SUFFIX, binary
 from .shape import _ints
 
 SCRATCH_BYTES = 1 << 28  # im2col/col2im column buffers above this are split into chunks of images
@@ -403,3 +404,43 @@ def pad_11(rt, stream, data, pads, constant_value=None, axes=None, *, mode="cons
         value = np.asarray(rt.to_host(constant_value, stream)).reshape(-1)[0]
     return _pad(rt, stream, data, _ints(rt, stream, pads), mode, value,
                 None if axes is None else _ints(rt, stream, axes))
+
+
+@kernel("Col2Im", since=18, types=GPU_FLOATS, device="cuda", host_inputs=(1, 2))
+def col2im(rt, stream, input, image_shape, block_shape, *, dilations=None, pads=None, strides=None):
+    """Each block element's column values added at its places in the padded image, one block offset
+    after another as kernels/cpu/spatial.py's loop (a strided copy into a zeroed image, then an Add:
+    the CPU EP's sums, in its order), then the padding cropped."""
+    image, block = _ints(rt, stream, image_shape), _ints(rt, stream, block_shape)
+    nd = len(image)
+    dilations, strides, pads = dilations or [1] * nd, strides or [1] * nd, pads or [0] * (2 * nd)
+    per_block = math.prod(block)
+    if len(input.shape) != 3 or not per_block or input.shape[1] % per_block:
+        raise ValueError(f"Col2Im: input {input.shape} for block {block}: [N, C * {per_block}, L] expected")
+    n, c = input.shape[0], input.shape[1] // per_block
+    blocks = [(i + pads[k] + pads[k + nd] - d * (b - 1) - 1) // s + 1
+              for k, (i, b, d, s) in enumerate(zip(image, block, dilations, strides))]
+    if math.prod(blocks) != input.shape[2]:
+        raise ValueError(f"Col2Im: {input.shape[2]} columns, but image {image}, block {block}, pads {pads}, "
+                         f"strides {strides} and dilations {dilations} make {math.prod(blocks)}")
+    padded_shape = (n, c) + tuple(i + pads[k] + pads[k + nd] for k, i in enumerate(image))
+    cols = contiguous_strides((n, c) + tuple(block) + tuple(blocks))
+    image_strides = contiguous_strides(padded_shape)
+    total, part = rt.alloc(padded_shape, input.dtype), rt.alloc(padded_shape, input.dtype)
+    rt.zero(total, stream)
+    for offset in np.ndindex(*block):
+        rt.zero(part, stream)
+        rt.strided_copy(stream, input, part, (n, c) + tuple(blocks),
+                        cols[:2] + [cols[2 + nd + k] for k in range(nd)],
+                        image_strides[:2] + [strides[k] * image_strides[2 + k] for k in range(nd)],
+                        sum(o * cols[2 + k] for k, o in enumerate(offset)),
+                        sum(o * dilations[k] * image_strides[2 + k] for k, o in enumerate(offset)))
+        added = binary(rt, stream, ADD, total, part)
+        rt.free(total)
+        total = added
+    y = rt.alloc((n, c) + tuple(image), input.dtype)
+    rt.strided_copy(stream, total, y, y.shape, image_strides, contiguous_strides(y.shape),
+                    sum(pads[k] * image_strides[2 + k] for k in range(nd)))
+    rt.free(total)
+    rt.free(part)
+    return (y,)
