@@ -418,3 +418,33 @@ def test_col2im(image, block, attrs, dtype):
               for k, (i, b, d, s) in enumerate(zip(image, block, dilations, strides))]
     x = data(2, 3 * int(np.prod(block)), int(np.prod(blocks)))
     check("Col2Im", [x, ints(*image), ints(*block)], attrs, dtype=dtype, opset=18, const=(1, 2), tol=SUM_TOL)
+
+
+# --- GridSample -------------------------------------------------------------------------------
+
+
+@needs_gpu
+@pytest.mark.parametrize("mode", ["nearest", "linear", "cubic"])
+@pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("align_corners", [0, 1])
+def test_grid_sample_2d(mode, padding_mode, align_corners):
+    # some grid points outside the image; float32 taps summed in the CPU kernel's order (stock: its own)
+    grid = rng.uniform(-1.4, 1.4, (2, 4, 7, 2)).astype(F32)
+    check("GridSample", [data(2, 3, 5, 6), grid], {"mode": mode, "padding_mode": padding_mode,
+                                                    "align_corners": align_corners}, opset=20, tol=CONV_TOL)
+
+
+@needs_gpu
+@pytest.mark.parametrize("mode", ["nearest", "linear"])
+@pytest.mark.parametrize("dtype", [F32, F16])
+def test_grid_sample_3d(mode, dtype):
+    grid = rng.uniform(-1.2, 1.2, (1, 2, 3, 4, 3)).astype(F32)
+    check("GridSample", [data(1, 2, 3, 4, 5), grid], {"mode": mode, "padding_mode": "border"}, dtype=dtype,
+          opset=20, tol=SUM_TOL)
+
+
+@needs_gpu
+def test_grid_sample_opset16_names():
+    grid = rng.uniform(-1, 1, (1, 3, 3, 2)).astype(F32)
+    check("GridSample", [data(1, 1, 4, 4), grid], {"mode": "bicubic"}, opset=16, tol=CONV_TOL)
+    check("GridSample", [data(1, 1, 4, 4), grid], {}, opset=16, tol=SUM_TOL)  # bilinear by default

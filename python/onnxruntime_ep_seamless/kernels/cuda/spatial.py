@@ -5,7 +5,8 @@ a gather over kernel taps. Window geometry, Resize coordinates and their roundin
 CPU kernels' host helpers (kernels/cpu/nn.py), so both devices agree on shapes and sampling.
 Float types compute in float32 and round once (Conv's bias aside: it is added to the GEMM's
 rounded output; ConvTranspose sums rounded GEMM columns); Pad moves elements of any type by size.
-Col2Im adds each block offset's columns into the image by a strided copy and an Add.
+Col2Im adds each block offset's columns into the image by a strided copy and an Add; GridSample sums
+its taps per output element as the CPU kernel (spatial.cu's grid_sample).
 """
 import math
 import struct
@@ -15,6 +16,7 @@ import numpy as np
 from ...graph.ir import PACKED_BITS
 from ...runtime.cuda import MAX_DIMS, DeviceTensor, contiguous_strides
 from ..cpu.nn import _conv_transpose_geometry, _geometry, _nearest_index, _original_coords
+from ..cpu.spatial import _check_grid_sample as _cpu_check_grid_sample
 from ..registry import kernel
 from .elementwise import ADD, GPU_FLOATS, SUFFIX, binary
 from .shape import _ints
@@ -443,4 +445,34 @@ def col2im(rt, stream, input, image_shape, block_shape, *, dilations=None, pads=
                     sum(pads[k] * image_strides[2 + k] for k in range(nd)))
     rt.free(total)
     rt.free(part)
+    return (y,)
+
+
+def _check_grid_sample(node, graph):
+    problem = _cpu_check_grid_sample(node, graph)
+    if problem:
+        return problem
+    x, grid = graph.value(node.inputs[0]), graph.value(node.inputs[1])
+    if x.dtype != grid.dtype:
+        return f"a {grid.dtype} grid for {x.dtype} data: the same type only on CUDA"
+    if x.shape is not None and not 3 <= len(x.shape) <= 5:
+        return f"{len(x.shape)}-D data: 1 to 3 spatial axes on CUDA"
+    return None
+
+
+@kernel("GridSample", since=16, types=GPU_FLOATS, device="cuda", check=_check_grid_sample)
+def grid_sample(rt, stream, X, grid, *, align_corners=0, mode="linear", padding_mode="zeros"):
+    """spatial.cu's grid_sample: a thread per output element, its taps in the CPU kernel's order."""
+    mode = {"bilinear": "linear", "bicubic": "cubic"}.get(mode, mode)  # opset 16 names
+    n, c, *dims = X.shape
+    nd = len(dims)
+    if len(grid.shape) != nd + 2 or grid.shape[0] != n or grid.shape[-1] != nd:
+        raise ValueError(f"GridSample: a grid of shape {grid.shape} for data {X.shape}: ({n}, *out, {nd}) expected")
+    out = tuple(grid.shape[1:-1])
+    y = rt.alloc((n, c) + out, X.dtype)
+    shape = struct.pack("<3q4i3i4x", n, c, math.prod(out), nd, *(dims + [1] * (3 - nd)),
+                        ("nearest", "linear", "cubic").index(mode), ("zeros", "border", "reflection").index(padding_mode),
+                        int(bool(align_corners)))
+    rt.launch(f"seamless_grid_sample_{SUFFIX[X.dtype]}", y.size, stream, ("ptr", X.ptr), ("ptr", grid.ptr),
+              ("ptr", y.ptr), ("bytes", shape))
     return (y,)
