@@ -442,3 +442,49 @@ __device__ void sample(const T* x, const T* grid, T* y, Shape s) {
     grid_sample::sample<T>(x, grid, y, s);                                                                   \
   }
 FOR_FLOATS(GRID_SAMPLE)
+
+// DeformConv's columns, as kernels/cpu/spatial.py: for every (n, c, tap ky, kx, output y, x) the input
+// sampled bilinearly (zero outside) at the tap's place plus its offset, times the mask; laid out
+// [n, c, kh, kw, oh, ow], which is [n, group, c / group * kh * kw, oh * ow] for the GEMM by W.
+namespace deform {
+
+struct Shape {
+  int64_t n, c, height, width, oh, ow;
+  int32_t kh, kw, stride_h, stride_w, dilation_h, dilation_w, top, left, offset_groups;
+};
+
+template <typename T>
+__device__ void columns(const T* x, const T* offset, const T* mask, float* out, Shape s) {
+  int64_t taps = (int64_t)s.kh * s.kw, plane = s.oh * s.ow;
+  GRID_LOOP(i, s.n * s.c * taps * plane) {
+    int64_t ox = i % s.ow, oy = (i / s.ow) % s.oh, tap = (i / plane) % taps, ch = (i / (plane * taps)) % s.c;
+    int64_t b = i / (plane * taps * s.c);
+    int64_t og = ch / (s.c / s.offset_groups), ky = tap / s.kw, kx = tap % s.kw;
+    int64_t at = ((b * s.offset_groups + og) * taps + tap) * 2 * plane + oy * s.ow + ox;  // offset [n, og, tap, 2, oh, ow]
+    float py = (float)(oy * s.stride_h - s.top + ky * s.dilation_h) + ld(offset + at);
+    float px = (float)(ox * s.stride_w - s.left + kx * s.dilation_w) + ld(offset + at + plane);
+    float m = mask ? ld(mask + ((b * s.offset_groups + og) * taps + tap) * plane + oy * s.ow + ox) : 1.0f;
+    float y0 = floorf(py), x0 = floorf(px), acc = 0.0f;
+    const T* image = x + (b * s.c + ch) * s.height * s.width;
+    for (int dy = 0; dy < 2; dy++)
+      for (int dx = 0; dx < 2; dx++) {
+        float yi = y0 + dy, xi = x0 + dx;
+        float w = (1.0f - fabsf(py - yi)) * (1.0f - fabsf(px - xi));
+        bool inside = yi >= 0.0f && yi < (float)s.height && xi >= 0.0f && xi < (float)s.width;
+        int64_t row = (int64_t)fminf(fmaxf(yi, 0.0f), (float)(s.height - 1));
+        int64_t col = (int64_t)fminf(fmaxf(xi, 0.0f), (float)(s.width - 1));
+        acc += ld(image + row * s.width + col) * (inside ? w * m : 0.0f);
+      }
+    out[i] = acc;
+  }
+}
+
+}  // namespace deform
+
+#define DEFORM_COLUMNS(S, T)                                                                                   \
+  extern "C" __global__ void seamless_deform_columns_##S(const T* x, const T* offset, const T* mask, float* out, \
+                                                         deform::Shape s) {                                     \
+    dependent_launch();                                                                                        \
+    deform::columns<T>(x, offset, mask, out, s);                                                               \
+  }
+FOR_FLOATS(DEFORM_COLUMNS)

@@ -448,3 +448,21 @@ def test_grid_sample_opset16_names():
     grid = rng.uniform(-1, 1, (1, 3, 3, 2)).astype(F32)
     check("GridSample", [data(1, 1, 4, 4), grid], {"mode": "bicubic"}, opset=16, tol=CONV_TOL)
     check("GridSample", [data(1, 1, 4, 4), grid], {}, opset=16, tol=SUM_TOL)  # bilinear by default
+
+
+# --- DeformConv -------------------------------------------------------------------------------
+
+
+@needs_gpu
+@pytest.mark.parametrize("case", ["groups_mask_bias", "strided"])
+def test_deform_conv(case):
+    from test_cuda_ops import skip_unless_stock_has
+    og, attrs = (2, {"group": 2, "offset_group": 2, "pads": [1, 1, 1, 1]}) if case == "groups_mask_bias" else \
+        (1, {"strides": [2, 1]})
+    w = data(4, 2 if case == "groups_mask_bias" else 4, 3, 3)
+    out = (6, 6) if case == "groups_mask_bias" else (2, 4)
+    inputs = [data(1, 4, 6, 6), w, data(1, og * 2 * 9, *out)]
+    if case == "groups_mask_bias":
+        inputs += [data(4), rng.uniform(0, 1, (1, og * 9, *out)).astype(F32)]
+    skip_unless_stock_has("DeformConv", node_model("DeformConv", inputs, attrs, 19)[0])
+    check("DeformConv", inputs, attrs, opset=19, tol=CONV_TOL)

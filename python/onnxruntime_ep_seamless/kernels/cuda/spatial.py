@@ -6,7 +6,8 @@ CPU kernels' host helpers (kernels/cpu/nn.py), so both devices agree on shapes a
 Float types compute in float32 and round once (Conv's bias aside: it is added to the GEMM's
 rounded output; ConvTranspose sums rounded GEMM columns); Pad moves elements of any type by size.
 Col2Im adds each block offset's columns into the image by a strided copy and an Add; GridSample sums
-its taps per output element as the CPU kernel (spatial.cu's grid_sample).
+its taps per output element as the CPU kernel (spatial.cu's grid_sample); DeformConv samples its
+columns bilinearly (spatial.cu's deform) for a GEMM by W.
 """
 import math
 import struct
@@ -16,15 +17,17 @@ import numpy as np
 from ...graph.ir import PACKED_BITS
 from ...runtime.cuda import MAX_DIMS, DeviceTensor, contiguous_strides
 from ..cpu.nn import _conv_transpose_geometry, _geometry, _nearest_index, _original_coords
-from ..cpu.spatial import _check_grid_sample as _cpu_check_grid_sample
+from ..cpu.spatial import _check_deform_conv, _check_grid_sample as _cpu_check_grid_sample
 from ..registry import kernel
-from .elementwise import ADD, GPU_FLOATS, SUFFIX, binary
+from .elementwise import ADD, GPU_FLOATS, SUFFIX, binary, cast_to
+from .matmul import batched_product
 from .shape import _ints
 
 SCRATCH_BYTES = 1 << 28  # im2col/col2im column buffers above this are split into chunks of images
 POOL_MAX, POOL_AVERAGE, POOL_AVERAGE_WITH_PADS, POOL_SUM = 0, 1, 2, 3  # spatial.cu PoolMode
 PAD_MODES = {"constant": 0, "reflect": 1, "edge": 2, "wrap": 3}  # spatial.cu PadMode
 _F32 = np.float32
+F32 = np.dtype(_F32)
 
 
 def _at(t: DeviceTensor, elements: int) -> DeviceTensor:
@@ -475,4 +478,48 @@ def grid_sample(rt, stream, X, grid, *, align_corners=0, mode="linear", padding_
                         int(bool(align_corners)))
     rt.launch(f"seamless_grid_sample_{SUFFIX[X.dtype]}", y.size, stream, ("ptr", X.ptr), ("ptr", grid.ptr),
               ("ptr", y.ptr), ("bytes", shape))
+    return (y,)
+
+
+@kernel("DeformConv", since=19, types=GPU_FLOATS, device="cuda", check=_check_deform_conv)
+def deform_conv(rt, stream, X, W, offset, B=None, mask=None, *, dilations=None, group=1, kernel_shape=None,
+                offset_group=1, pads=None, strides=None):
+    """spatial.cu's deform columns (float32), then per image one batched GEMM by W's groups, the bias added."""
+    n, c, height, width = X.shape
+    out_channels, per_group, kh, kw = W.shape
+    oh, ow = offset.shape[2:] if len(offset.shape) == 4 else (0, 0)
+    problem = ("channels" if c % group or c % offset_group or out_channels % group or per_group * group != c else
+               "offset" if tuple(offset.shape) != (n, offset_group * 2 * kh * kw, oh, ow) else
+               "mask" if mask is not None and tuple(mask.shape) != (n, offset_group * kh * kw, oh, ow) else "")
+    if problem:
+        raise ValueError(f"DeformConv: X {X.shape}, W {W.shape}, offset {offset.shape}, mask "
+                         f"{None if mask is None else mask.shape}, group {group}, offset_group {offset_group}: the "
+                         f"{problem} shapes disagree (see the ONNX spec)")
+    sh, sw = strides or (1, 1)
+    dh, dw = dilations or (1, 1)
+    top, left = (pads or (0, 0, 0, 0))[:2]
+    columns = rt.alloc((n, c, kh, kw, oh, ow), F32)
+    rt.launch(f"seamless_deform_columns_{SUFFIX[X.dtype]}", columns.size, stream, ("ptr", X.ptr), ("ptr", offset.ptr),
+              ("ptr", mask.ptr if mask is not None else 0), ("ptr", columns.ptr),
+              ("bytes", struct.pack("<6q9i4x", n, c, height, width, oh, ow, kh, kw, sh, sw, dh, dw, top, left,
+                                    offset_group)))
+    weights = W if W.dtype == F32 else cast_to(rt, stream, W, F32)
+    y = rt.alloc((n, out_channels, oh, ow), F32)
+    k, plane, per_out = per_group * kh * kw, oh * ow, out_channels // group
+    for b in range(n):  # W's groups times this image's groups of columns
+        batched_product(rt, stream, weights, DeviceTensor(columns.ptr + b * c * kh * kw * plane * 4, (group, k, plane), F32),
+                        DeviceTensor(y.ptr + b * out_channels * plane * 4, (group, per_out, plane), F32),
+                        per_out, plane, k, group, per_out * k, k * plane)
+    if B is not None:
+        bias = B if B.dtype == F32 else cast_to(rt, stream, B, F32)
+        biased = binary(rt, stream, ADD, y, DeviceTensor(bias.ptr, (out_channels, 1, 1), F32))
+        for t in (y,) + ((bias,) if bias is not B else ()):
+            rt.free(t)
+        y = biased
+    for t in (columns,) + ((weights,) if weights is not W else ()):
+        rt.free(t)  # stream-ordered
+    if X.dtype != F32:
+        narrow = cast_to(rt, stream, y, X.dtype)
+        rt.free(y)
+        y = narrow
     return (y,)
