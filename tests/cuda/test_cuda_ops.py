@@ -15,8 +15,8 @@ F32, F16, I32, I64 = np.float32, np.float16, np.int32, np.int64
 BF16 = TensorProto.BFLOAT16
 
 
-def check(op, inputs, attrs=None, opset=17, outputs=None, rtol=1e-5, atol=1e-6, exact=False):
-    model, feeds = node_model(op, inputs, attrs, opset, outputs)
+def check(op, inputs, attrs=None, opset=17, outputs=None, rtol=1e-5, atol=1e-6, exact=False, domain=""):
+    model, feeds = node_model(op, inputs, attrs, opset, outputs, domain=domain)
     ours = run_on_cuda(model, feeds)
     ref = stock_session(model).run(None, feeds)
     for i, (o, r) in enumerate(zip(ours, ref)):
