@@ -616,12 +616,12 @@ def affine_grid(rt, stream, theta, size, *, align_corners=0):
 ML = "ai.onnx.ml"
 
 
-@kernel("Binarizer", domain=ML, types=GPU_FLOATS, device="cuda")
+@kernel("Binarizer", domain=ML, types=frozenset([np.dtype(np.float32)]), device="cuda")
 def binarizer(rt, stream, x, *, threshold=0.0):
-    """1 where x > threshold, else 0, in x's type (the threshold in x's type, as the CPU kernel's compare;
-    integer inputs run on the host)."""
+    """1 where x > threshold, else 0, in float32 (the schema's other types, double and integers, stay on
+    the CPU EP; float16 is not in the schema)."""
     s = Scratch(rt, x)
-    above = s(compare(rt, stream, GREATER, x, s(device_scalar(rt, stream, np.array(threshold).astype(x.dtype), x.dtype))))
+    above = s(compare(rt, stream, GREATER, x, s(device_scalar(rt, stream, np.array(threshold, x.dtype), x.dtype))))
     return s.done(cast_to(rt, stream, above, x.dtype))
 
 
