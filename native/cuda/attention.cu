@@ -248,3 +248,72 @@ __device__ void rotary(int64_t n, const T* x, const int64_t* pos, const T* cos, 
     rotary(n, x, pos, cos, sin, y, g);                                                                           \
   }
 FOR_FLOATS(ROTARY)
+
+// LinearAttention (ONNX opset 27), as kernels/cpu/linear_attention.py: a block per (batch, KV head) runs
+// the token-by-token recurrence on its state S [d_k, d_v] (float32, in `state`, past_state's values or
+// zeros at the start): per token S *= exp(g) (gated), v = beta * (v - S^T k) (delta), S += k v^T, and
+// each of the KV head's query heads gets scale * q^T S. Shared memory: k, v and the group's q rows.
+namespace linear_attention {
+
+struct Shape {
+  int32_t batch, tokens, q_heads, kv_heads, d_k, d_v;
+  int32_t gated, delta, decay_per_key, beta_per_head;  // decay [B, T, H_kv (* d_k)], beta [B, T, H_kv or 1]
+  float scale;
+};
+
+template <typename T>
+__device__ void run(const T* q, const T* k, const T* v, const T* past, const T* decay, const T* beta, T* out,
+                    float* state, Shape s) {
+  extern __shared__ float smem[];
+  int group = s.q_heads / s.kv_heads, h = blockIdx.x % s.kv_heads, b = blockIdx.x / s.kv_heads;
+  float* kk = smem;
+  float* vv = kk + s.d_k;
+  float* qq = vv + s.d_v;
+  float* S = state + ((int64_t)b * s.kv_heads + h) * s.d_k * s.d_v;
+  int64_t cells = (int64_t)s.d_k * s.d_v;
+  for (int64_t e = threadIdx.x; e < cells; e += blockDim.x)
+    S[e] = past ? ld(past + ((int64_t)b * s.kv_heads + h) * cells + e) : 0.0f;
+  for (int t = 0; t < s.tokens; t++) {
+    int64_t row = (int64_t)b * s.tokens + t;
+    for (int d = threadIdx.x; d < s.d_k; d += blockDim.x) kk[d] = ld(k + (row * s.kv_heads + h) * s.d_k + d);
+    for (int m = threadIdx.x; m < s.d_v; m += blockDim.x) vv[m] = ld(v + (row * s.kv_heads + h) * s.d_v + m);
+    for (int e = threadIdx.x; e < group * s.d_k; e += blockDim.x)
+      qq[e] = ld(q + (row * s.q_heads + h * group) * s.d_k + e);
+    __syncthreads();
+    if (s.gated)
+      for (int64_t e = threadIdx.x; e < cells; e += blockDim.x) {
+        int64_t g = s.decay_per_key ? (row * s.kv_heads + h) * s.d_k + e / s.d_v : row * s.kv_heads + h;
+        S[e] = S[e] * expf(ld(decay + g));
+      }
+    __syncthreads();
+    if (s.delta) {
+      float rate = ld(beta + row * (s.beta_per_head ? s.kv_heads : 1) + (s.beta_per_head ? h : 0));
+      for (int m = threadIdx.x; m < s.d_v; m += blockDim.x) {
+        float u = 0.0f;
+        for (int d = 0; d < s.d_k; d++) u += S[(int64_t)d * s.d_v + m] * kk[d];
+        vv[m] = rate * (vv[m] - u);
+      }
+      __syncthreads();
+    }
+    for (int64_t e = threadIdx.x; e < cells; e += blockDim.x) S[e] = S[e] + kk[e / s.d_v] * vv[e % s.d_v];
+    __syncthreads();
+    for (int e = threadIdx.x; e < group * s.d_v; e += blockDim.x) {
+      int j = e / s.d_v, m = e % s.d_v;
+      float o = 0.0f;
+      for (int d = 0; d < s.d_k; d++) o += qq[j * s.d_k + d] * S[(int64_t)d * s.d_v + m];
+      st(out + (row * s.q_heads + h * group + j) * s.d_v + m, s.scale * o);
+    }
+    __syncthreads();
+  }
+}
+
+}  // namespace linear_attention
+
+#define LINEAR_ATTENTION(S_, T)                                                                                 \
+  extern "C" __global__ void seamless_linear_attention_##S_(const T* q, const T* k, const T* v, const T* past,    \
+                                                            const T* decay, const T* beta, T* out, float* state, \
+                                                            linear_attention::Shape s) {                        \
+    dependent_launch();                                                                                         \
+    linear_attention::run<T>(q, k, v, past, decay, beta, out, state, s);                                        \
+  }
+FOR_FLOATS(LINEAR_ATTENTION)

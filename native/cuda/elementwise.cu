@@ -31,15 +31,26 @@ __device__ __forceinline__ void operand_offsets(int64_t i, const Broadcast& s, i
 template <typename T> struct Arith { typedef float type; };
 template <> struct Arith<int32_t> { typedef int32_t type; };
 template <> struct Arith<int64_t> { typedef int64_t type; };
+template <> struct Arith<uint8_t> { typedef uint8_t type; };  // the unsigned types: BitShift's
+template <> struct Arith<uint16_t> { typedef uint16_t type; };
+template <> struct Arith<uint32_t> { typedef uint32_t type; };
+template <> struct Arith<uint64_t> { typedef uint64_t type; };
 template <typename T> __device__ __forceinline__ typename Arith<T>::type get(const T* p) { return ld(p); }
-__device__ __forceinline__ int32_t get(const int32_t* p) { return *p; }
-__device__ __forceinline__ int64_t get(const int64_t* p) { return *p; }
+#define INT_ACCESS(T)                                                 \
+  __device__ __forceinline__ T get(const T* p) { return *p; }        \
+  __device__ __forceinline__ void put(T* p, T v) { *p = v; }
 template <typename T> __device__ __forceinline__ void put(T* p, typename Arith<T>::type v) { st(p, v); }
-__device__ __forceinline__ void put(int32_t* p, int32_t v) { *p = v; }
-__device__ __forceinline__ void put(int64_t* p, int64_t v) { *p = v; }
+INT_ACCESS(int32_t)
+INT_ACCESS(int64_t)
+INT_ACCESS(uint8_t)
+INT_ACCESS(uint16_t)
+INT_ACCESS(uint32_t)
+INT_ACCESS(uint64_t)
+#undef INT_ACCESS
 
 enum BinaryOp { ADD = 0, SUB = 1, MUL = 2, DIV = 3, POW = 4, MAX_ = 5, MIN_ = 6, MOD = 7, FMOD = 8, PRELU = 9,
-                BIT_AND = 10, BIT_OR = 11, BIT_XOR = 12 };  // the bitwise ones: int32/int64 only
+                BIT_AND = 10, BIT_OR = 11, BIT_XOR = 12,  // the bitwise ones: integers only
+                SHIFT_LEFT = 13, SHIFT_RIGHT = 14 };      // BitShift: unsigned only
 
 __device__ __forceinline__ float binary(int op, float a, float b) {
   switch (op) {
@@ -60,8 +71,15 @@ __device__ __forceinline__ float binary(int op, float a, float b) {
 }
 
 template <typename I>
-__device__ __forceinline__ I binary(int op, I a, I b) {  // int32/int64; division by zero gives 0, not a trap
+__device__ __forceinline__ bool negative(I x) {  // false for the unsigned types, without comparing them to 0
+  if constexpr (std::is_signed<I>::value) return x < 0; else return false;
+}
+
+template <typename I>
+__device__ __forceinline__ I binary(int op, I a, I b) {  // integers; division by zero gives 0, not a trap
   switch (op) {
+    case SHIFT_LEFT: return (uint64_t)b >= 8 * sizeof(I) ? (I)0 : (I)(a << b);  // shifted out: 0, as numpy
+    case SHIFT_RIGHT: return (uint64_t)b >= 8 * sizeof(I) ? (I)0 : (I)(a >> b);
     case ADD: return a + b;
     case SUB: return a - b;
     case MUL: return a * b;
@@ -71,13 +89,13 @@ __device__ __forceinline__ I binary(int op, I a, I b) {  // int32/int64; divisio
     case MOD: {
       if (!b) return 0;
       I r = a % b;
-      return r != 0 && ((r < 0) != (b < 0)) ? r + b : r;
+      return r != 0 && (negative(r) != negative(b)) ? r + b : r;
     }
     case FMOD: return b ? a % b : 0;
     case BIT_AND: return a & b;
     case BIT_OR: return a | b;
     case BIT_XOR: return a ^ b;
-    default: return a < 0 ? a * b : a;
+    default: return negative(a) ? a * b : a;
   }
 }
 
@@ -121,6 +139,10 @@ __device__ void compare_body(int op, int64_t n, const T* a, const T* b, bool* y,
 FOR_FLOATS(BINARY)
 BINARY(i32, int32_t)
 BINARY(i64, int64_t)
+BINARY(u8, uint8_t)
+BINARY(u16, uint16_t)
+BINARY(u32, uint32_t)
+BINARY(u64, uint64_t)
 
 enum LogicOp { AND = 0, OR = 1, XOR = 2, NOT = 3 };
 

@@ -344,3 +344,147 @@ SPATIAL_PAD(2, uint16_t)
 SPATIAL_PAD(4, uint32_t)
 SPATIAL_PAD(8, uint64_t)
 #undef SPATIAL_PAD
+
+// GridSample (1 to 3 spatial dims), as kernels/cpu/spatial.py: a thread per output element sums its
+// taps (1, 2 or 4 per axis: nearest, linear, cubic with a = -0.75) in the CPU kernel's order, the grid's
+// coordinates in float32 (the grid lists the innermost axis first); padding zeros (taps outside count
+// 0), border (coordinates clamped; cubic clamps each tap instead) or reflection (coordinates and taps
+// reflected off [low, high], any number of bounces).
+namespace grid_sample {
+
+struct Shape {
+  int64_t n, c, points;  // batch, channels, output points per image
+  int32_t nd, dims[3];   // spatial axes and their lengths
+  int32_t mode, padding, align;  // mode 0 nearest, 1 linear, 2 cubic; padding 0 zeros, 1 border, 2 reflection
+};
+
+__device__ float reflect(float x, float low, float high) {
+  float span = __fsub_rn(high, low);
+  if (span <= 0.0f) return low;
+  if (x >= low && x <= high) return x;
+  bool below = x < low;
+  float dx = below ? __fsub_rn(low, x) : __fsub_rn(x, high);
+  float bounces = floorf(__fdiv_rn(dx, span));
+  float r = __fsub_rn(dx, __fmul_rn(bounces, span));
+  bool even = fmodf(bounces, 2.0f) == 0.0f;
+  return below ? (even ? __fadd_rn(low, r) : __fsub_rn(high, r)) : (even ? __fsub_rn(high, r) : __fadd_rn(low, r));
+}
+
+__device__ float cubic(float d) {  // Keys' kernel, a = -0.75, as kernels/cpu/nn.py's _cubic in float32
+  const float a = -0.75f;
+  d = fabsf(d);
+  if (d <= 1.0f) return __fadd_rn(__fmul_rn(__fmul_rn(__fsub_rn(__fmul_rn(a + 2.0f, d), a + 3.0f), d), d), 1.0f);
+  if (d < 2.0f)
+    return __fsub_rn(__fmul_rn(__fadd_rn(__fmul_rn(__fsub_rn(__fmul_rn(a, d), 5.0f * a), d), 8.0f * a), d), 4.0f * a);
+  return 0.0f;
+}
+
+// One axis' taps of the coordinate g in [-1, 1]: indices (clamped), weights and whether inside.
+__device__ int taps(float g, int length, const Shape& s, int* index, float* weight, bool* inside) {
+  float coord = s.align ? __fmul_rn(__fdiv_rn(__fadd_rn(g, 1.0f), 2.0f), (float)(length - 1))
+                        : __fdiv_rn(__fsub_rn(__fmul_rn(__fadd_rn(g, 1.0f), (float)length), 1.0f), 2.0f);
+  float low = s.align ? 0.0f : -0.5f, high = s.align ? (float)(length - 1) : __fsub_rn((float)length, 0.5f);
+  if (s.mode == 0) coord = rintf(coord);
+  if (s.padding == 1 && s.mode != 2) coord = fminf(fmaxf(coord, 0.0f), (float)(length - 1));
+  else if (s.padding == 2) coord = reflect(coord, low, high);
+  int count = s.mode == 0 ? 1 : s.mode == 1 ? 2 : 4;
+  float x0 = floorf(coord);
+  for (int k = 0; k < count; k++) {
+    float at = s.mode == 0 ? rintf(coord) : s.mode == 1 ? x0 + k : x0 + (k - 1);
+    weight[k] = s.mode == 0 ? 1.0f : s.mode == 1 ? (k ? __fsub_rn(coord, x0) : __fsub_rn(1.0f, __fsub_rn(coord, x0)))
+                                   : cubic(__fsub_rn(at, coord));
+    if (s.padding == 0) {
+      inside[k] = at >= 0.0f && at < (float)length;
+    } else {
+      if (s.padding == 2) at = truncf(reflect(at, low, high));
+      inside[k] = true;
+    }
+    index[k] = (int)fminf(fmaxf(at, 0.0f), (float)(length - 1));
+  }
+  return count;
+}
+
+template <typename T>
+__device__ void sample(const T* x, const T* grid, T* y, Shape s) {
+  GRID_LOOP(o, s.n * s.c * s.points) {
+    int64_t point = o % s.points, ch = (o / s.points) % s.c, b = o / (s.points * s.c);
+    const T* g = grid + (b * s.points + point) * s.nd;
+    int index[3][4], count[3] = {1, 1, 1};
+    float weight[3][4] = {{1.0f}, {1.0f}, {1.0f}};
+    bool inside[3][4] = {{true}, {true}, {true}};
+    int64_t size = 1;
+    for (int i = 0; i < s.nd; i++) {
+      count[i] = taps(ld(g + s.nd - 1 - i), s.dims[i], s, index[i], weight[i], inside[i]);
+      size *= s.dims[i];
+    }
+    for (int i = s.nd; i < 3; i++) index[i][0] = 0;
+    const T* image = x + (b * s.c + ch) * size;
+    float acc = 0.0f;
+    for (int k0 = 0; k0 < count[0]; k0++)
+      for (int k1 = 0; k1 < count[1]; k1++)
+        for (int k2 = 0; k2 < count[2]; k2++) {
+          float w = __fmul_rn(__fmul_rn(weight[0][k0], s.nd > 1 ? weight[1][k1] : 1.0f), s.nd > 2 ? weight[2][k2] : 1.0f);
+          bool in = inside[0][k0] && (s.nd < 2 || inside[1][k1]) && (s.nd < 3 || inside[2][k2]);
+          int64_t at = index[0][k0];
+          if (s.nd > 1) at = at * s.dims[1] + index[1][k1];
+          if (s.nd > 2) at = at * s.dims[2] + index[2][k2];
+          acc = __fadd_rn(acc, __fmul_rn(in ? w : 0.0f, ld(image + at)));
+        }
+    st(y + o, acc);
+  }
+}
+
+}  // namespace grid_sample
+
+#define GRID_SAMPLE(S, T)                                                                                    \
+  extern "C" __global__ void seamless_grid_sample_##S(const T* x, const T* grid, T* y, grid_sample::Shape s) { \
+    dependent_launch();                                                                                      \
+    grid_sample::sample<T>(x, grid, y, s);                                                                   \
+  }
+FOR_FLOATS(GRID_SAMPLE)
+
+// DeformConv's columns, as kernels/cpu/spatial.py: for every (n, c, tap ky, kx, output y, x) the input
+// sampled bilinearly (zero outside) at the tap's place plus its offset, times the mask; laid out
+// [n, c, kh, kw, oh, ow], which is [n, group, c / group * kh * kw, oh * ow] for the GEMM by W.
+namespace deform {
+
+struct Shape {
+  int64_t n, c, height, width, oh, ow;
+  int32_t kh, kw, stride_h, stride_w, dilation_h, dilation_w, top, left, offset_groups;
+};
+
+template <typename T>
+__device__ void columns(const T* x, const T* offset, const T* mask, float* out, Shape s) {
+  int64_t taps = (int64_t)s.kh * s.kw, plane = s.oh * s.ow;
+  GRID_LOOP(i, s.n * s.c * taps * plane) {
+    int64_t ox = i % s.ow, oy = (i / s.ow) % s.oh, tap = (i / plane) % taps, ch = (i / (plane * taps)) % s.c;
+    int64_t b = i / (plane * taps * s.c);
+    int64_t og = ch / (s.c / s.offset_groups), ky = tap / s.kw, kx = tap % s.kw;
+    int64_t at = ((b * s.offset_groups + og) * taps + tap) * 2 * plane + oy * s.ow + ox;  // offset [n, og, tap, 2, oh, ow]
+    float py = (float)(oy * s.stride_h - s.top + ky * s.dilation_h) + ld(offset + at);
+    float px = (float)(ox * s.stride_w - s.left + kx * s.dilation_w) + ld(offset + at + plane);
+    float m = mask ? ld(mask + ((b * s.offset_groups + og) * taps + tap) * plane + oy * s.ow + ox) : 1.0f;
+    float y0 = floorf(py), x0 = floorf(px), acc = 0.0f;
+    const T* image = x + (b * s.c + ch) * s.height * s.width;
+    for (int dy = 0; dy < 2; dy++)
+      for (int dx = 0; dx < 2; dx++) {
+        float yi = y0 + dy, xi = x0 + dx;
+        float w = (1.0f - fabsf(py - yi)) * (1.0f - fabsf(px - xi));
+        bool inside = yi >= 0.0f && yi < (float)s.height && xi >= 0.0f && xi < (float)s.width;
+        int64_t row = (int64_t)fminf(fmaxf(yi, 0.0f), (float)(s.height - 1));
+        int64_t col = (int64_t)fminf(fmaxf(xi, 0.0f), (float)(s.width - 1));
+        acc += ld(image + row * s.width + col) * (inside ? w * m : 0.0f);
+      }
+    out[i] = acc;
+  }
+}
+
+}  // namespace deform
+
+#define DEFORM_COLUMNS(S, T)                                                                                   \
+  extern "C" __global__ void seamless_deform_columns_##S(const T* x, const T* offset, const T* mask, float* out, \
+                                                         deform::Shape s) {                                     \
+    dependent_launch();                                                                                        \
+    deform::columns<T>(x, offset, mask, out, s);                                                               \
+  }
+FOR_FLOATS(DEFORM_COLUMNS)

@@ -262,3 +262,15 @@ def test_qlinear_conv():
               np.array(120, np.uint8), bias]
     check("QLinearConv", [x] + [Const(c) for c in consts], {"group": 2, "pads": [1, 1, 1, 1], "strides": [2, 1]},
           opset=10, exact=True)
+
+
+def test_binarizer():
+    x = rng.standard_normal((4, 5)).astype(F32)
+    x[0, :2] = 0.25  # at the threshold: not above it
+    check("Binarizer", [x], {"threshold": 0.25}, domain="ai.onnx.ml", exact=True)
+
+
+@pytest.mark.parametrize("x_shape,indices", [((3, 5), [0, 4, 2]), ((2, 3, 4), [[1], [3]]), ((6,), [5, 0])])
+def test_array_feature_extractor(x_shape, indices):
+    x = rng.standard_normal(x_shape).astype(F32)
+    check("ArrayFeatureExtractor", [x, np.array(indices, I64)], domain="ai.onnx.ml", exact=True)

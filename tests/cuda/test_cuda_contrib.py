@@ -5,7 +5,7 @@ import pytest
 from kernels.test_contrib_attention import (ATTENTION23_CASES, CASE_ID, GQA_SHAPES, ROTARY23_CASES, attention23,
                                             attention23_float16, gqa_model_feeds, rotary23_case)
 from kernels.test_contrib_normalization import data, model_of
-from parity import assert_close, stock_session
+from parity import assert_close, node_model, run_ours, stock_session
 from test_cuda_ep import DEVICES, PROBLEM, in_bfloat16, run_on_cuda
 
 pytestmark = pytest.mark.skipif(not DEVICES, reason=f"no NVIDIA GPU for the CUDA EP ({PROBLEM or 'none found'})")
@@ -297,3 +297,30 @@ def test_skip_simplified_layer_norm_and_rotary_bfloat16():
     check_bfloat16(*model_of("SkipSimplifiedLayerNormalization", arrays, 1, {"epsilon": 1e-6}, domain="com.microsoft"),
                    rtol=1e-2, atol=1e-2)  # float32 statistics, one rounding of the output
     check_bfloat16(*ms_rotary_case("3d", "per_token", 0), rtol=1e-2, atol=1e-2)
+
+
+@pytest.mark.parametrize("rule,per_key_decay,past", [("gated_delta", False, True), ("gated_delta", True, False),
+                                                     ("linear", False, False), ("delta", False, True),
+                                                     ("gated", True, True)])
+def test_linear_attention(rule, per_key_decay, past):
+    # opset 27, newer than stock ORT: against our CPU EP (the spec's token-by-token recurrence in float32);
+    # float32 sums of 8 terms in another order
+    rng = np.random.default_rng(17)
+    b, t, q_heads, kv_heads, d_k, d_v = 2, 5, 4, 2, 8, 6
+    f32 = np.float32
+    inputs = [(rng.standard_normal((b, t, heads * d)) * 0.5).astype(f32)
+              for heads, d in ((q_heads, d_k), (kv_heads, d_k), (kv_heads, d_v))]
+    inputs.append(rng.standard_normal((b, kv_heads, d_k, d_v)).astype(f32) if past else None)
+    inputs.append(-rng.uniform(0, 0.5, (b, t, kv_heads * (d_k if per_key_decay else 1))).astype(f32)
+                  if "gated" in rule else None)
+    inputs.append(rng.uniform(0, 1, (b, t, kv_heads)).astype(f32) if "delta" in rule else None)
+    model, feeds = node_model("LinearAttention", inputs, {"kv_num_heads": kv_heads, "q_num_heads": q_heads,
+                                                          "update_rule": rule}, 27, [f32, f32])
+    try:
+        ref = run_ours(model, feeds)
+    except Exception as e:  # an onnxruntime older than opset 27 refuses the model
+        if "opset" not in str(e).lower() and "LinearAttention" not in str(e):
+            raise
+        pytest.skip(f"this onnxruntime does not take opset 27: {str(e)[:80]}")
+    for i, (o, r) in enumerate(zip(run_on_cuda(model, feeds), ref)):
+        assert_close(o, r, 1e-5, 1e-5, f"output {i}")

@@ -55,3 +55,27 @@ def test_tfidf_vectorizer(mode):
              "ngram_counts": [0, 4], "ngram_indexes": [0, 1, 2, 3, 4, 5, 6],
              "pool_int64s": [2, 3, 5, 4, 5, 6, 7, 8, 6, 7], "weights": [1.0, 0.5, 2.0, 1.0, 0.25, 1.5, 3.0]}
     check("TfIdfVectorizer", [x], attrs, opset=9, outputs=[F32], exact=True)
+
+
+def test_tree_ensemble():
+    # a tree of two splits over x's first two features (ai.onnx.ml opset 5), x a graph input (on the GPU):
+    # weights 1, 2, 3, 1, 2 (every leaf; -0.2 on a split)
+    from onnx import TensorProto, helper, numpy_helper
+    from test_cuda_ep import run_on_cuda
+    from parity import stock_session
+    tensor = numpy_helper.from_array
+    node = helper.make_node(
+        "TreeEnsemble", ["x"], ["y"], domain="ai.onnx.ml", aggregate_function=1, n_targets=1, tree_roots=[0],
+        nodes_featureids=[0, 1], nodes_modes=tensor(np.array([0, 0], np.uint8)),
+        nodes_splits=tensor(np.array([0.5, -0.2], F32)), nodes_truenodeids=[0, 1], nodes_trueleafs=[1, 1],
+        nodes_falsenodeids=[1, 2], nodes_falseleafs=[0, 1], leaf_targetids=[0, 0, 0],
+        leaf_weights=tensor(np.array([1.0, 2.0, 3.0], F32)))
+    graph = helper.make_graph([node], "tree", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [5, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [5, 1])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid("ai.onnx.ml", 5)],
+                              ir_version=10)
+    x = rng.standard_normal((5, 3)).astype(F32)
+    x[:, 0], x[:, 1] = [0.2, 0.9, 1.5, -1.0, 0.7], [0.0, -0.5, 0.3, 2.0, -0.2]  # every leaf, a split's value
+    feeds = {"x": x}
+    (ours,) = run_on_cuda(model, feeds)
+    np.testing.assert_array_equal(ours, stock_session(model).run(None, feeds)[0])

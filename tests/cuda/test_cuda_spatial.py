@@ -397,3 +397,72 @@ def test_declines_what_the_cuda_kernels_do_not_cover():
                   {"exclude_outside": 1}, {"keep_aspect_ratio_policy": "not_larger"}, {"axes": [2, 3]}):
         assert _lookup("Resize", attrs, shapes=resize, types=(1, 1, 1)) is not None, attrs
     assert _lookup("Pad", {"mode": "constant"}, shapes=((2, 3), (4,)), types=(TensorProto.INT4, 7)) is not None
+
+
+# --- Col2Im ---------------------------------------------------------------------------------
+
+
+@needs_gpu
+@pytest.mark.parametrize("dtype", [F32, F16])
+@pytest.mark.parametrize("image,block,attrs", [([5, 6], [2, 3], {}),
+                                               ([5, 6], [2, 3], {"pads": [1, 0, 1, 2], "strides": [2, 1],
+                                                                 "dilations": [1, 2]}),
+                                               ([4, 3, 5], [2, 1, 2], {"strides": [1, 2, 1]})])
+def test_col2im(image, block, attrs, dtype):
+    # up to 6 overlapping columns summed a block offset at a time (float16: each add rounded, as the CPU EP's);
+    # not 3-D with dilations, where stock ORT departs from the spec's reference (docs/user-guide.md)
+    nd = len(image)
+    pads, strides = attrs.get("pads", [0] * 2 * nd), attrs.get("strides", [1] * nd)
+    dilations = attrs.get("dilations", [1] * nd)
+    blocks = [(i + pads[k] + pads[k + nd] - d * (b - 1) - 1) // s + 1
+              for k, (i, b, d, s) in enumerate(zip(image, block, dilations, strides))]
+    x = data(2, 3 * int(np.prod(block)), int(np.prod(blocks)))
+    check("Col2Im", [x, ints(*image), ints(*block)], attrs, dtype=dtype, opset=18, const=(1, 2), tol=SUM_TOL)
+
+
+# --- GridSample -------------------------------------------------------------------------------
+
+
+@needs_gpu
+@pytest.mark.parametrize("mode", ["nearest", "linear", "cubic"])
+@pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("align_corners", [0, 1])
+def test_grid_sample_2d(mode, padding_mode, align_corners):
+    # some grid points outside the image; float32 taps summed in the CPU kernel's order (stock: its own)
+    grid = rng.uniform(-1.4, 1.4, (2, 4, 7, 2)).astype(F32)
+    check("GridSample", [data(2, 3, 5, 6), grid], {"mode": mode, "padding_mode": padding_mode,
+                                                    "align_corners": align_corners}, opset=20, tol=CONV_TOL)
+
+
+@needs_gpu
+@pytest.mark.parametrize("mode", ["nearest", "linear"])
+@pytest.mark.parametrize("dtype", [F32, F16])
+def test_grid_sample_3d(mode, dtype):
+    grid = rng.uniform(-1.2, 1.2, (1, 2, 3, 4, 3)).astype(F32)
+    check("GridSample", [data(1, 2, 3, 4, 5), grid], {"mode": mode, "padding_mode": "border"}, dtype=dtype,
+          opset=20, tol=SUM_TOL)
+
+
+@needs_gpu
+def test_grid_sample_opset16_names():
+    grid = rng.uniform(-1, 1, (1, 3, 3, 2)).astype(F32)
+    check("GridSample", [data(1, 1, 4, 4), grid], {"mode": "bicubic"}, opset=16, tol=CONV_TOL)
+    check("GridSample", [data(1, 1, 4, 4), grid], {}, opset=16, tol=SUM_TOL)  # bilinear by default
+
+
+# --- DeformConv -------------------------------------------------------------------------------
+
+
+@needs_gpu
+@pytest.mark.parametrize("case", ["groups_mask_bias", "strided"])
+def test_deform_conv(case):
+    from test_cuda_ops import skip_unless_stock_has
+    og, attrs = (2, {"group": 2, "offset_group": 2, "pads": [1, 1, 1, 1]}) if case == "groups_mask_bias" else \
+        (1, {"strides": [2, 1]})
+    w = data(4, 2 if case == "groups_mask_bias" else 4, 3, 3)
+    out = (6, 6) if case == "groups_mask_bias" else (2, 4)
+    inputs = [data(1, 4, 6, 6), w, data(1, og * 2 * 9, *out)]
+    if case == "groups_mask_bias":
+        inputs += [data(4), rng.uniform(0, 1, (1, og * 9, *out)).astype(F32)]
+    skip_unless_stock_has("DeformConv", node_model("DeformConv", inputs, attrs, 19)[0])
+    check("DeformConv", inputs, attrs, opset=19, tol=CONV_TOL)

@@ -1,12 +1,16 @@
 """ONNX Attention (opsets 23-24) on CUDA, composed of our kernels: batched products for Q K^T and
 P V (matmul.batched_product), broadcast adds for the masks, the softmax row kernel. float16/bfloat16
-inputs compute in float32 and round the outputs once, as the CPU kernel (kernels/cpu/contrib_attention.py)."""
+inputs compute in float32 and round the outputs once, as the CPU kernel (kernels/cpu/contrib_attention.py).
+LinearAttention (opset 27): attention.cu's recurrence, a block per (batch, KV head)."""
+import struct
+
 import numpy as np
 
 from ...runtime.cuda import DeviceTensor
 from ..cpu.contrib_attention import _check_attention
+from ..cpu.linear_attention import _check as _check_linear_attention
 from ..registry import kernel
-from .elementwise import ADD, DIV_BY, GPU_FLOATS, MUL_BY, binary, cast_to, device_scalar, unary, where
+from .elementwise import ADD, DIV_BY, GPU_FLOATS, MUL_BY, SUFFIX, binary, cast_to, device_scalar, unary, where
 from .matmul import batched_product
 from .rows import ZERO_MASKED_ROWS, softmax_rows
 from .shape import concat, permuted
@@ -99,3 +103,34 @@ def _repeat_heads(rt, stream, x, group):
     rt.strided_copy(stream, x, y, (b, n, group, t * h), [n * t * h, t * h, 0, 1], [n * group * t * h, group * t * h,
                                                                                    t * h, 1])
     return y
+
+
+@kernel("LinearAttention", since=27, types=GPU_FLOATS, device="cuda", check=_check_linear_attention)
+def linear_attention(rt, stream, query, key, value, past_state=None, decay=None, beta=None, *, chunk_size=64,
+                     kv_num_heads, q_num_heads, scale=0.0, update_rule="gated_delta"):
+    """The token-by-token recurrence (chunk_size only tunes chunked implementations), its state in float32."""
+    b, t, width = query.shape
+    d_k, d_v = width // q_num_heads, value.shape[-1] // kv_num_heads
+    gated, delta = update_rule in ("gated", "gated_delta"), update_rule in ("delta", "gated_delta")
+    problem = ("heads" if q_num_heads % kv_num_heads or width % q_num_heads else
+               "decay" if gated and (decay is None or decay.shape[-1] not in (kv_num_heads, kv_num_heads * d_k)) else
+               "beta" if delta and (beta is None or beta.shape[-1] not in (kv_num_heads, 1)) else
+               "past_state" if past_state is not None and tuple(past_state.shape) != (b, kv_num_heads, d_k, d_v) else "")
+    if problem:
+        raise ValueError(f"LinearAttention ({update_rule}): query {query.shape}, key {key.shape}, value {value.shape}, "
+                         f"q_num_heads {q_num_heads}, kv_num_heads {kv_num_heads}: the {problem} input or attribute "
+                         "does not fit (see the ONNX spec)")
+    out = rt.alloc((b, t, q_num_heads * d_v), query.dtype)
+    state = rt.alloc((b, kv_num_heads, d_k, d_v), F32)
+    shape = struct.pack("<10if", b, t, q_num_heads, kv_num_heads, d_k, d_v, int(gated), int(delta),
+                        int(gated and decay.shape[-1] != kv_num_heads), int(delta and beta.shape[-1] != 1),
+                        float(np.float32(scale) if scale else np.float32(1 / np.sqrt(d_k))))
+    shared = 4 * (d_k + d_v + (q_num_heads // kv_num_heads) * d_k)
+    rt.launch_rows(f"seamless_linear_attention_{SUFFIX[query.dtype]}", b * kv_num_heads, stream, ("ptr", query.ptr),
+                   ("ptr", key.ptr), ("ptr", value.ptr), ("ptr", past_state.ptr if past_state is not None else 0),
+                   ("ptr", decay.ptr if gated else 0), ("ptr", beta.ptr if delta else 0), ("ptr", out.ptr),
+                   ("ptr", state.ptr), ("bytes", shape), shared=shared)
+    present = cast_to(rt, stream, state, query.dtype if past_state is None else past_state.dtype)
+    if present is not state:
+        rt.free(state)  # stream-ordered
+    return out, present

@@ -4,7 +4,8 @@ Shrink, Hardmax, OneHot, DepthToSpace, SpaceToDepth, the normalisations GroupNor
 MeanVarianceNormalization, LpNormalization, GlobalLpPool, LpPool, 8-bit QuantizeLinear /
 DequantizeLinear (per tensor, per axis, blocked), DynamicQuantizeLinear, MatMulInteger, ConvInteger,
 QLinearMatMul and QLinearConv (exact integer sums, requantized in float64 by quant.cu), Einsum,
-ReverseSequence, TensorScatter, MaxUnpool and AffineGrid. Float16/bfloat16 normalisations compute in float32 and
+ReverseSequence, TensorScatter, MaxUnpool, AffineGrid, and ai.onnx.ml's Binarizer and ArrayFeatureExtractor.
+Float16/bfloat16 normalisations compute in float32 and
 round once at the end, as the CPU kernels do (kernels/cpu/nn.py)."""
 import numpy as np
 
@@ -19,7 +20,7 @@ from .elementwise import (ADD, CLIP, COMPARE, DIV, GPU_FLOATS, GPU_INTS, LOGIC, 
 from .indexing import MOVABLE, _arg, gather_elements, scatter_elements
 from .matmul import _product, batched_product, matmul
 from .reduce import REDUCE, reduce
-from .shape import broadcast_to, permuted
+from .shape import broadcast_to, gather, permuted
 from .spatial import POOL_SUM, _check_spatial, _pool, conv
 
 F32, F64, I32, I64, U8 = (np.dtype(t) for t in (np.float32, np.float64, np.int32, np.int64, np.uint8))
@@ -608,3 +609,26 @@ def affine_grid(rt, stream, theta, size, *, align_corners=0):
     y = rt.alloc((batch,) + tuple(dims) + (nd,), theta.dtype)
     batched_product(rt, stream, base, theta, y, points, nd, nd + 1, batch, 0, nd * (nd + 1), trans_b=True)
     return s.done(y)
+
+
+# ---------------------------------------------------------------- ai.onnx.ml
+
+ML = "ai.onnx.ml"
+
+
+@kernel("Binarizer", domain=ML, types=frozenset([np.dtype(np.float32)]), device="cuda")
+def binarizer(rt, stream, x, *, threshold=0.0):
+    """1 where x > threshold, else 0, in float32 (the schema's other types, double and integers, stay on
+    the CPU EP; float16 is not in the schema)."""
+    s = Scratch(rt, x)
+    above = s(compare(rt, stream, GREATER, x, s(device_scalar(rt, stream, np.array(threshold, x.dtype), x.dtype))))
+    return s.done(cast_to(rt, stream, above, x.dtype))
+
+
+@kernel("ArrayFeatureExtractor", domain=ML, types=MOVABLE, device="cuda",
+        check=lambda n, g: None if g.value(n.inputs[1]).dtype == I64 else "int64 indices only on CUDA")
+def array_feature_extractor(rt, stream, x, indices):
+    """The elements `indices` of x's last axis (Gather); a vector x gives a one-row matrix, as ORT."""
+    flat = DeviceTensor(indices.ptr, (indices.size,), indices.dtype)
+    (y,) = gather(rt, stream, x, flat, axis=len(x.shape) - 1)
+    return (DeviceTensor(y.ptr, (1, indices.size) if len(x.shape) == 1 else y.shape, y.dtype),)

@@ -6,19 +6,20 @@ import numpy as np
 
 from ...graph.ir import ONNX_TO_NUMPY
 from ...runtime.cuda import DeviceTensor, broadcast_struct, broadcast_strides
+from ..cpu.elementwise import UNSIGNED, _check_bitshift
 from ..registry import BOOL, kernel
 
 # kernel-name suffix of each element type a CUDA kernel is built for
 SUFFIX = {np.dtype(np.float32): "f32", np.dtype(np.float16): "f16", np.dtype(np.float64): "f64",
           np.dtype(np.int8): "i8", np.dtype(np.uint8): "u8", np.dtype(np.int32): "i32", np.dtype(np.int64): "i64",
-          np.dtype(np.bool_): "b"}
+          np.dtype(np.uint16): "u16", np.dtype(np.uint32): "u32", np.dtype(np.uint64): "u64", np.dtype(np.bool_): "b"}
 if 16 in ONNX_TO_NUMPY:  # bfloat16, when ml_dtypes is installed
     SUFFIX[ONNX_TO_NUMPY[16]] = "bf16"
 GPU_FLOATS = frozenset(t for t, s in SUFFIX.items() if s in ("f32", "f16", "bf16"))
 GPU_INTS = frozenset(map(np.dtype, (np.int32, np.int64)))
 ARITHMETIC = GPU_FLOATS | GPU_INTS
 
-ADD, SUB, MUL, DIV, POW, MAX, MIN, MOD, FMOD, PRELU, BIT_AND, BIT_OR, BIT_XOR = range(13)  # BinaryOp
+ADD, SUB, MUL, DIV, POW, MAX, MIN, MOD, FMOD, PRELU, BIT_AND, BIT_OR, BIT_XOR, SHIFT_LEFT, SHIFT_RIGHT = range(15)
 BINARY = {"Add": (ADD, 7, ARITHMETIC), "Sub": (SUB, 7, ARITHMETIC), "Mul": (MUL, 7, ARITHMETIC),
           "Div": (DIV, 7, ARITHMETIC), "Pow": (POW, 7, GPU_FLOATS), "PRelu": (PRELU, 7, ARITHMETIC),
           "BitwiseAnd": (BIT_AND, 18, GPU_INTS), "BitwiseOr": (BIT_OR, 18, GPU_INTS),
@@ -74,6 +75,13 @@ def _binary_kernel(code):
 
 for _op, (_code, _since, _types) in BINARY.items():
     kernel(_op, since=_since, types=_types, device="cuda", check=_same_types)(_binary_kernel(_code))
+
+
+@kernel("BitShift", since=11, types=UNSIGNED, device="cuda",
+        check=lambda n, g: _same_types(n, g) or _check_bitshift(n, g))
+def bit_shift(rt, stream, x, y, *, direction):
+    """x shifted by y bits (bits shifted out give 0, as numpy and the CPU EP)."""
+    return (binary(rt, stream, SHIFT_LEFT if direction == "LEFT" else SHIFT_RIGHT, x, y),)
 
 
 @kernel("Mod", since=10, types=ARITHMETIC, device="cuda",

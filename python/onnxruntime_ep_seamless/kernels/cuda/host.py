@@ -1,6 +1,7 @@
 """Ops computed on the host inside a CUDA partition by the CPU kernels: those whose output shape
-depends on the data (NonZero, Unique, NonMaxSuppression), and two whose inputs are mostly sizes or
-token ids (MelWeightMatrix, TfIdfVectorizer; ORT's CUDA EP has neither). Their GPU inputs are read
+depends on the data (NonZero, Unique, NonMaxSuppression), two whose inputs are mostly sizes or
+token ids (MelWeightMatrix, TfIdfVectorizer) and ai.onnx.ml's TreeEnsemble (ORT's CUDA EP has none of
+the three: tree walks are branchy host work). Their GPU inputs are read
 back (a seam: the host waits for the stream; under session capture a clear error; constant inputs
 cost nothing), their outputs are host values, uploaded when a GPU kernel reads them. The partition
 stays whole: ORT inserts no copies or CPU nodes."""
@@ -10,7 +11,7 @@ import numpy as np
 
 from ...runtime.cuda import DeviceTensor
 from ..cpu.detection import non_max_suppression
-from ..cpu.ml import _INT_IDS, _check_tfidf, tfidf_vectorizer
+from ..cpu.ml import ML, _INT_IDS, _check_tfidf, _check_tree_ensemble, tfidf_vectorizer, tree_ensemble
 from ..cpu.shape import non_zero, unique
 from ..cpu.signal import _SIZES, mel_weight_matrix
 from ..registry import kernel
@@ -42,3 +43,5 @@ kernel("MelWeightMatrix", since=17, types=_SIZES, device="cuda", host_inputs=(0,
     _on_host(mel_weight_matrix))
 kernel("TfIdfVectorizer", since=9, types=_INT_IDS, device="cuda", host_inputs=(0,), capture="host",
        check=_check_tfidf)(_on_host(tfidf_vectorizer))
+kernel("TreeEnsemble", domain=ML, since=5, types=frozenset([F32, F16]), device="cuda", host_inputs=(0,), capture="host",
+       check=_check_tree_ensemble)(_on_host(tree_ensemble))

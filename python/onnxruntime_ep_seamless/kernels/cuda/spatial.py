@@ -5,6 +5,9 @@ a gather over kernel taps. Window geometry, Resize coordinates and their roundin
 CPU kernels' host helpers (kernels/cpu/nn.py), so both devices agree on shapes and sampling.
 Float types compute in float32 and round once (Conv's bias aside: it is added to the GEMM's
 rounded output; ConvTranspose sums rounded GEMM columns); Pad moves elements of any type by size.
+Col2Im adds each block offset's columns into the image by a strided copy and an Add; GridSample sums
+its taps per output element as the CPU kernel (spatial.cu's grid_sample); DeformConv samples its
+columns bilinearly (spatial.cu's deform) for a GEMM by W.
 """
 import math
 import struct
@@ -14,14 +17,17 @@ import numpy as np
 from ...graph.ir import PACKED_BITS
 from ...runtime.cuda import MAX_DIMS, DeviceTensor, contiguous_strides
 from ..cpu.nn import _conv_transpose_geometry, _geometry, _nearest_index, _original_coords
+from ..cpu.spatial import _check_deform_conv, _check_grid_sample as _cpu_check_grid_sample
 from ..registry import kernel
-from .elementwise import GPU_FLOATS, SUFFIX
+from .elementwise import ADD, GPU_FLOATS, SUFFIX, binary, cast_to
+from .matmul import batched_product
 from .shape import _ints
 
 SCRATCH_BYTES = 1 << 28  # im2col/col2im column buffers above this are split into chunks of images
 POOL_MAX, POOL_AVERAGE, POOL_AVERAGE_WITH_PADS, POOL_SUM = 0, 1, 2, 3  # spatial.cu PoolMode
 PAD_MODES = {"constant": 0, "reflect": 1, "edge": 2, "wrap": 3}  # spatial.cu PadMode
 _F32 = np.float32
+F32 = np.dtype(_F32)
 
 
 def _at(t: DeviceTensor, elements: int) -> DeviceTensor:
@@ -403,3 +409,117 @@ def pad_11(rt, stream, data, pads, constant_value=None, axes=None, *, mode="cons
         value = np.asarray(rt.to_host(constant_value, stream)).reshape(-1)[0]
     return _pad(rt, stream, data, _ints(rt, stream, pads), mode, value,
                 None if axes is None else _ints(rt, stream, axes))
+
+
+@kernel("Col2Im", since=18, types=GPU_FLOATS, device="cuda", host_inputs=(1, 2))
+def col2im(rt, stream, input, image_shape, block_shape, *, dilations=None, pads=None, strides=None):
+    """Each block element's column values added at its places in the padded image, one block offset
+    after another as kernels/cpu/spatial.py's loop (a strided copy into a zeroed image, then an Add:
+    the CPU EP's sums, in its order), then the padding cropped."""
+    image, block = _ints(rt, stream, image_shape), _ints(rt, stream, block_shape)
+    nd = len(image)
+    dilations, strides, pads = dilations or [1] * nd, strides or [1] * nd, pads or [0] * (2 * nd)
+    per_block = math.prod(block)
+    if len(input.shape) != 3 or not per_block or input.shape[1] % per_block:
+        raise ValueError(f"Col2Im: input {input.shape} for block {block}: [N, C * {per_block}, L] expected")
+    n, c = input.shape[0], input.shape[1] // per_block
+    blocks = [(i + pads[k] + pads[k + nd] - d * (b - 1) - 1) // s + 1
+              for k, (i, b, d, s) in enumerate(zip(image, block, dilations, strides))]
+    if math.prod(blocks) != input.shape[2]:
+        raise ValueError(f"Col2Im: {input.shape[2]} columns, but image {image}, block {block}, pads {pads}, "
+                         f"strides {strides} and dilations {dilations} make {math.prod(blocks)}")
+    padded_shape = (n, c) + tuple(i + pads[k] + pads[k + nd] for k, i in enumerate(image))
+    cols = contiguous_strides((n, c) + tuple(block) + tuple(blocks))
+    image_strides = contiguous_strides(padded_shape)
+    total, part = rt.alloc(padded_shape, input.dtype), rt.alloc(padded_shape, input.dtype)
+    rt.zero(total, stream)
+    for offset in np.ndindex(*block):
+        rt.zero(part, stream)
+        rt.strided_copy(stream, input, part, (n, c) + tuple(blocks),
+                        cols[:2] + [cols[2 + nd + k] for k in range(nd)],
+                        image_strides[:2] + [strides[k] * image_strides[2 + k] for k in range(nd)],
+                        sum(o * cols[2 + k] for k, o in enumerate(offset)),
+                        sum(o * dilations[k] * image_strides[2 + k] for k, o in enumerate(offset)))
+        added = binary(rt, stream, ADD, total, part)
+        rt.free(total)
+        total = added
+    y = rt.alloc((n, c) + tuple(image), input.dtype)
+    rt.strided_copy(stream, total, y, y.shape, image_strides, contiguous_strides(y.shape),
+                    sum(pads[k] * image_strides[2 + k] for k in range(nd)))
+    rt.free(total)
+    rt.free(part)
+    return (y,)
+
+
+def _check_grid_sample(node, graph):
+    problem = _cpu_check_grid_sample(node, graph)
+    if problem:
+        return problem
+    x, grid = graph.value(node.inputs[0]), graph.value(node.inputs[1])
+    if x.dtype != grid.dtype:
+        return f"a {grid.dtype} grid for {x.dtype} data: the same type only on CUDA"
+    if x.shape is not None and not 3 <= len(x.shape) <= 5:
+        return f"{len(x.shape)}-D data: 1 to 3 spatial axes on CUDA"
+    return None
+
+
+@kernel("GridSample", since=16, types=GPU_FLOATS, device="cuda", check=_check_grid_sample)
+def grid_sample(rt, stream, X, grid, *, align_corners=0, mode="linear", padding_mode="zeros"):
+    """spatial.cu's grid_sample: a thread per output element, its taps in the CPU kernel's order."""
+    mode = {"bilinear": "linear", "bicubic": "cubic"}.get(mode, mode)  # opset 16 names
+    n, c, *dims = X.shape
+    nd = len(dims)
+    if len(grid.shape) != nd + 2 or grid.shape[0] != n or grid.shape[-1] != nd:
+        raise ValueError(f"GridSample: a grid of shape {grid.shape} for data {X.shape}: ({n}, *out, {nd}) expected")
+    out = tuple(grid.shape[1:-1])
+    y = rt.alloc((n, c) + out, X.dtype)
+    shape = struct.pack("<3q4i3i4x", n, c, math.prod(out), nd, *(dims + [1] * (3 - nd)),
+                        ("nearest", "linear", "cubic").index(mode), ("zeros", "border", "reflection").index(padding_mode),
+                        int(bool(align_corners)))
+    rt.launch(f"seamless_grid_sample_{SUFFIX[X.dtype]}", y.size, stream, ("ptr", X.ptr), ("ptr", grid.ptr),
+              ("ptr", y.ptr), ("bytes", shape))
+    return (y,)
+
+
+@kernel("DeformConv", since=19, types=GPU_FLOATS, device="cuda", check=_check_deform_conv)
+def deform_conv(rt, stream, X, W, offset, B=None, mask=None, *, dilations=None, group=1, kernel_shape=None,
+                offset_group=1, pads=None, strides=None):
+    """spatial.cu's deform columns (float32), then per image one batched GEMM by W's groups, the bias added."""
+    n, c, height, width = X.shape
+    out_channels, per_group, kh, kw = W.shape
+    oh, ow = offset.shape[2:] if len(offset.shape) == 4 else (0, 0)
+    problem = ("channels" if c % group or c % offset_group or out_channels % group or per_group * group != c else
+               "offset" if tuple(offset.shape) != (n, offset_group * 2 * kh * kw, oh, ow) else
+               "mask" if mask is not None and tuple(mask.shape) != (n, offset_group * kh * kw, oh, ow) else "")
+    if problem:
+        raise ValueError(f"DeformConv: X {X.shape}, W {W.shape}, offset {offset.shape}, mask "
+                         f"{None if mask is None else mask.shape}, group {group}, offset_group {offset_group}: the "
+                         f"{problem} shapes disagree (see the ONNX spec)")
+    sh, sw = strides or (1, 1)
+    dh, dw = dilations or (1, 1)
+    top, left = (pads or (0, 0, 0, 0))[:2]
+    columns = rt.alloc((n, c, kh, kw, oh, ow), F32)
+    rt.launch(f"seamless_deform_columns_{SUFFIX[X.dtype]}", columns.size, stream, ("ptr", X.ptr), ("ptr", offset.ptr),
+              ("ptr", mask.ptr if mask is not None else 0), ("ptr", columns.ptr),
+              ("bytes", struct.pack("<6q9i4x", n, c, height, width, oh, ow, kh, kw, sh, sw, dh, dw, top, left,
+                                    offset_group)))
+    weights = W if W.dtype == F32 else cast_to(rt, stream, W, F32)
+    y = rt.alloc((n, out_channels, oh, ow), F32)
+    k, plane, per_out = per_group * kh * kw, oh * ow, out_channels // group
+    for b in range(n):  # W's groups times this image's groups of columns
+        batched_product(rt, stream, weights, DeviceTensor(columns.ptr + b * c * kh * kw * plane * 4, (group, k, plane), F32),
+                        DeviceTensor(y.ptr + b * out_channels * plane * 4, (group, per_out, plane), F32),
+                        per_out, plane, k, group, per_out * k, k * plane)
+    if B is not None:
+        bias = B if B.dtype == F32 else cast_to(rt, stream, B, F32)
+        biased = binary(rt, stream, ADD, y, DeviceTensor(bias.ptr, (out_channels, 1, 1), F32))
+        for t in (y,) + ((bias,) if bias is not B else ()):
+            rt.free(t)
+        y = biased
+    for t in (columns,) + ((weights,) if weights is not W else ()):
+        rt.free(t)  # stream-ordered
+    if X.dtype != F32:
+        narrow = cast_to(rt, stream, y, X.dtype)
+        rt.free(y)
+        y = narrow
+    return (y,)
