@@ -66,27 +66,31 @@ template <typename T, int W>
 __device__ void matmul_nbits4_x32(const T* a, const uint8_t* b0, const T* s0, const uint8_t* z0, const uint8_t* b1,
                                   const T* s1, const uint8_t* z1, const T* bias, T* y, NBits p) {
   __shared__ float part[NBITS_COLUMNS][W];
-  int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, cols = NBITS_COLUMNS / p.split;
+  // block_size and split are powers of 2: shifts and masks, not divisions (the set-up is a good part of a
+  // warp's instructions when it makes one pass)
+  int block_shift = __ffs(p.block) - 1, split_shift = __ffs(p.split) - 1;
+  int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, cols = NBITS_COLUMNS >> split_shift;
   int col_blocks = (p.n + cols - 1) / cols;
-  int m = blockIdx.x / col_blocks, n = (blockIdx.x % col_blocks) * cols + warp / p.split, slice = warp % p.split;
+  int m = blockIdx.x / col_blocks, slice = warp & (p.split - 1);
+  int n = (blockIdx.x - m * col_blocks) * cols + (warp >> split_shift);
   const uint8_t* b[2] = {b0, b1};
   const T* scales[2] = {s0, s1};
   const uint8_t* zp[2] = {z0, z1};
   float acc[W] = {};
-  int blocks = (p.k + p.block - 1) / p.block, blob = p.block / 2;  // the last block may be partial
+  int blocks = (p.k + p.block - 1) >> block_shift;  // the last block may be partial
+  int64_t column = (int64_t)n * blocks * (p.block / 2);  // byte k / 2 of a column is k's (a block is p.block / 2 bytes)
   // The weights are constants: this lane's go to L2 before waiting for the kernel before (with a
   // dependent launch that overlaps its tail), so the loop below finds them there.
   for (int k0 = (lane + 32 * slice) * 32; n < p.n && k0 < p.k; k0 += 32 * 32 * p.split)
     for (int w = 0; w < W; w++) {
-      int blk = k0 / p.block;
-      prefetch_l2(b[w] + ((int64_t)n * blocks + blk) * blob + (k0 % p.block) / 2);
-      prefetch_l2(scales[w] + (int64_t)n * blocks + blk);
+      prefetch_l2(b[w] + column + k0 / 2);
+      prefetch_l2(scales[w] + (int64_t)n * blocks + (k0 >> block_shift));
     }
   wait_for_previous();
   if (n < p.n) {
     const T* row = a + (int64_t)m * p.k;
     for (int k0 = (lane + 32 * slice) * 32; k0 < p.k; k0 += 32 * 32 * p.split) {
-      int blk = k0 / p.block;
+      int blk = k0 >> block_shift;
       float x[32], sum = 0.0f;
 #pragma unroll
       for (int q = 0; q < 4; q++) load8(row + k0 + 8 * q, x + 8 * q);
@@ -94,8 +98,8 @@ __device__ void matmul_nbits4_x32(const T* a, const uint8_t* b0, const T* s0, co
       for (int j = 0; j < 32; j++) sum += x[j];
 #pragma unroll
       for (int w = 0; w < W; w++) {
-        uint4 packed = *(const uint4*)(b[w] + ((int64_t)n * blocks + blk) * blob + (k0 % p.block) / 2);
-        float z = zp[w] ? (float)((zp[w][(int64_t)n * ((blocks + 1) / 2) + blk / 2] >> ((blk & 1) * 4)) & 15) : 8.0f;
+        uint4 packed = *(const uint4*)(b[w] + column + k0 / 2);
+        float z = zp[w] ? (float)((zp[w][(int64_t)n * ((blocks + 1) >> 1) + (blk >> 1)] >> ((blk & 1) * 4)) & 15) : 8.0f;
         const uint32_t* words = (const uint32_t*)&packed;
         float dot = 0.0f;
 #pragma unroll
