@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from parity import Const, assert_close, node_model, stock_session
+from parity import Const, node_model, stock_session
 from test_cuda_ep import DEVICES, PROBLEM, in_bfloat16, run_on_cuda
-from test_cuda_ops import skip_unless_stock_has
+from test_cuda_ops import check as ops_check, skip_unless_stock_has
 
 pytestmark = pytest.mark.skipif(not DEVICES, reason=f"no NVIDIA GPU for the CUDA EP ({PROBLEM or 'none found'})")
 F32, F16, F64, I32, I64 = np.float32, np.float16, np.float64, np.int32, np.int64
@@ -28,24 +28,8 @@ def indices(shape, dim, seed=1, dtype=I64):
 
 
 def check(op, inputs, attrs=None, opset=18, outputs=None, tol=None, ref_in_float32=False):
-    """Ours vs stock ORT CPU on one node: exact, or assert_close with tol. ref_in_float32: the reference
-    is stock's op on the float16 inputs as float32, rounded back (where stock lacks the float16 kernel)."""
-    model, feeds = node_model(op, inputs, attrs, opset, outputs)
-    ours = run_on_cuda(model, feeds)
-    if ref_in_float32:
-        wide = [a.astype(F32) if isinstance(a, np.ndarray) and a.dtype == F16 else a for a in inputs]
-        model, wide_feeds = node_model(op, wide, attrs, opset, [F32 if o is F16 else o for o in outputs or [F16]])
-        ref = [r.astype(F16) if r.dtype == F32 else r for r in stock_session(model).run(None, wide_feeds)]
-    else:
-        ref = stock_session(model).run(None, feeds)
-    assert len(ours) == len(ref)
-    for i, (o, r) in enumerate(zip(ours, ref)):
-        if tol:
-            assert_close(o, r, name=f"output {i}", **tol)
-        else:
-            assert o.dtype == r.dtype and o.shape == r.shape, (i, o.dtype, o.shape, r.dtype, r.shape)
-            np.testing.assert_array_equal(o, r, err_msg=f"output {i}")
-    return ours
+    """Exact unless a tolerance is given: test_cuda_ops.check at this file's opset."""
+    return ops_check(op, inputs, attrs, opset, outputs, **(tol or {}), exact=not tol, ref_in_float32=ref_in_float32)
 
 
 def check_bfloat16(op, inputs, attrs=None, opset=18, outputs=None):
