@@ -104,3 +104,58 @@ __device__ __forceinline__ float block_reduce(float v, bool is_max) {
   __syncthreads();
   return partial[0];
 }
+
+// Layer or RMS normalisation (`simplified`: mean 0) of the 8 values of a row at column c (`at` in x),
+// the row of `cols` values spread over a block's threads by eights (rows.cu's skip_norm_row8, and the
+// GEMVs' norm prologue below: the same arithmetic, so the same bits): v = x (+ skip) (+ bias), written
+// to sum_out when given; then (v - mean) * rsqrt(mean((v - mean)^2) + eps) * scale (+ beta) into v.
+// Every thread of the block calls it; whether this one's values lie in the row.
+template <typename T>
+__device__ bool norm8(const T* x, const T* skip, const T* bias, const T* scale, const T* beta, T* sum_out,
+                      int64_t at, int64_t c, int64_t cols, float eps, bool simplified, float* v) {
+  const bool live = c < cols;
+  float t[8];
+  for (int i = 0; i < 8; i++) v[i] = 0.0f;
+  if (live) {
+    load8(x + at, v);
+    if (skip) { load8(skip + at, t); for (int i = 0; i < 8; i++) v[i] += t[i]; }
+    if (bias) { load8(bias + c, t); for (int i = 0; i < 8; i++) v[i] += t[i]; }
+    if (sum_out) store8(sum_out + at, v);
+  }
+  float sum = 0.0f;
+  for (int i = 0; i < 8; i++) sum += v[i];
+  float mean = simplified ? 0.0f : block_reduce(sum, false) / cols;
+  float sq = 0.0f;
+  if (live)
+    for (int i = 0; i < 8; i++) sq += (v[i] - mean) * (v[i] - mean);
+  float inv = rsqrtf(block_reduce(sq, false) / cols + eps);
+  if (!live) return false;
+  load8(scale + c, t);
+  for (int i = 0; i < 8; i++) v[i] = (v[i] - mean) * inv * t[i];
+  if (beta) { load8(beta + c, t); for (int i = 0; i < 8; i++) v[i] += t[i]; }
+  return true;
+}
+
+// An RMS normalisation the GEMVs apply to their activations first (plan/fusion.py's NormedProduct):
+// row r of the activations is RMSNorm(x + skip + bias) * gamma, x [rows, k]; `sum` (x + skip + bias) is
+// written by the first block of the grid's row.
+template <typename T>
+struct RowNorm {
+  const T *x, *skip, *bias, *gamma;
+  T* sum;
+  float eps;
+};
+#define NORM_MAX_K (8 * 256)  // one 8-value group a thread of a 256-thread block
+
+// Rows [first, first + count) of the normalised activations into shared memory `out` (count * k values, in
+// T as the norm's own output), then a barrier. k % 8 == 0, k <= NORM_MAX_K; every thread calls it.
+template <typename T>
+__device__ void norm_rows_to_shared(const RowNorm<T>& r, int64_t first, int count, int k, bool write_sum, T* out) {
+  for (int i = 0; i < count; i++) {
+    float v[8];
+    int64_t c = threadIdx.x * 8, at = (first + i) * k + c;
+    if (norm8(r.x, r.skip, r.bias, r.gamma, (const T*)nullptr, write_sum ? r.sum : nullptr, at, c, k, r.eps, true, v))
+      store8(out + i * k + c, v);
+  }
+  __syncthreads();
+}

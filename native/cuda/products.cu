@@ -37,15 +37,17 @@ FOR_FLOATS(PRODUCT_ROWS)
 // or 8) share an output column: lanes take 8 consecutive k at a time (16-byte loads; k a multiple of
 // 8), the warps every (split * 256)-th, summed in a fixed order (lanes by a butterfly, then the
 // warps in order). A column's weights are fetched to L2 before waiting for the kernel before (a
-// dependent launch overlaps that with its tail).
+// dependent launch overlaps that with its tail). The _norm kernels take the rows RMS-normalised by
+// each block first (common.cuh's RowNorm: plan/fusion.py's NormedProduct).
 #define LINEAR_ROWS 4
 #define LINEAR_WARPS 8
 struct Linear {
   int32_t m, n, k, split;
 };
 
-template <typename T, int W>  // W: 1, or 2 matrices (SwiGLU); compile-time, so the sums stay in registers
-__device__ void linear(const T* a, const T* w, const T* bias, T* y, Linear p) {
+// W: 1, or 2 matrices (SwiGLU), compile-time so the sums stay in registers; NORM: the rows are `norm`'s
+template <typename T, int W, bool NORM>
+__device__ void linear(const T* a, const T* w, const T* bias, T* y, Linear p, RowNorm<T> norm) {
   __shared__ float part[LINEAR_WARPS][LINEAR_ROWS][W];
   int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, slice = warp % p.split;
   int64_t n = (int64_t)blockIdx.x * (LINEAR_WARPS / p.split) + warp / p.split;
@@ -55,6 +57,11 @@ __device__ void linear(const T* a, const T* w, const T* bias, T* y, Linear p) {
 #pragma unroll
       for (int q = 0; q < W; q++) prefetch_l2(w + (n + q * p.n) * p.k + k0);
   wait_for_previous();
+  if (NORM) {  // the rows normalised into shared memory first
+    extern __shared__ __align__(16) unsigned char normed[];
+    norm_rows_to_shared(norm, 0, p.m, p.k, blockIdx.x == 0, (T*)normed);
+    a = (const T*)normed;
+  }
   float acc[LINEAR_ROWS][W] = {};
   for (int k0 = (lane + 32 * slice) * 8; active && k0 < p.k; k0 += 256 * p.split) {
     float x[8], v[W][8];
@@ -91,11 +98,20 @@ __device__ void linear(const T* a, const T* w, const T* bias, T* y, Linear p) {
 #define LINEAR(S, T)                                                                                               \
   extern "C" __global__ void seamless_linear_##S(const T* a, const T* w, const T* bias, T* y, Linear p) {           \
     let_next_launch();                                                                                             \
-    linear<T, 1>(a, w, bias, y, p);                                                                                \
+    linear<T, 1, false>(a, w, bias, y, p, RowNorm<T>{});                                                           \
   }                                                                                                                \
   extern "C" __global__ void seamless_linear_swiglu_##S(const T* a, const T* w, const T* bias, T* y, Linear p) {    \
     let_next_launch();                                                                                             \
-    linear<T, 2>(a, w, bias, y, p);                                                                                \
+    linear<T, 2, false>(a, w, bias, y, p, RowNorm<T>{});                                                           \
+  }                                                                                                                \
+  extern "C" __global__ void seamless_linear_norm_##S(const T* w, const T* bias, T* y, Linear p, RowNorm<T> norm) { \
+    let_next_launch();                                                                                             \
+    linear<T, 1, true>(nullptr, w, bias, y, p, norm);                                                              \
+  }                                                                                                                \
+  extern "C" __global__ void seamless_linear_swiglu_norm_##S(const T* w, const T* bias, T* y, Linear p,            \
+                                                             RowNorm<T> norm) {                                    \
+    let_next_launch();                                                                                             \
+    linear<T, 2, true>(nullptr, w, bias, y, p, norm);                                                              \
   }
 FOR_FLOATS(LINEAR)
 

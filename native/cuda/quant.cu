@@ -62,9 +62,10 @@ __device__ void matmul_nbits(const T* a, const uint8_t* b, const T* scales, cons
 // take chunks of 32 consecutive k (one 16-byte load of weights per matrix, four of activations
 // shared by the W matrices), chunk c by lane c % 32 of warp (c / 32) % split of the column's
 // warps; a long K is so spread over up to 8 warps, summed in a fixed order.
-template <typename T, int W>
+// The _norm kernels take the row RMS-normalised by each block first (common.cuh's RowNorm).
+template <typename T, int W, bool NORM>  // NORM: the activations are `norm`'s rows (`a` unused)
 __device__ void matmul_nbits4_x32(const T* a, const uint8_t* b0, const T* s0, const uint8_t* z0, const uint8_t* b1,
-                                  const T* s1, const uint8_t* z1, const T* bias, T* y, NBits p) {
+                                  const T* s1, const uint8_t* z1, const T* bias, T* y, NBits p, RowNorm<T> norm) {
   __shared__ float part[NBITS_COLUMNS][W];
   // block_size and split are powers of 2: shifts and masks, not divisions (the set-up is a good part of a
   // warp's instructions when it makes one pass)
@@ -87,8 +88,13 @@ __device__ void matmul_nbits4_x32(const T* a, const uint8_t* b0, const T* s0, co
       prefetch_l2(scales[w] + (int64_t)n * blocks + (k0 >> block_shift));
     }
   wait_for_previous();
+  const T* row = a + (int64_t)m * p.k;
+  if (NORM) {  // the block's row normalised into shared memory first
+    extern __shared__ __align__(16) unsigned char normed[];
+    norm_rows_to_shared(norm, m, 1, p.k, blockIdx.x == m * col_blocks, (T*)normed);
+    row = (const T*)normed;
+  }
   if (n < p.n) {
-    const T* row = a + (int64_t)m * p.k;
     for (int k0 = (lane + 32 * slice) * 32; k0 < p.k; k0 += 32 * 32 * p.split) {
       int blk = k0 >> block_shift;
       float x[32], sum = 0.0f;
@@ -294,12 +300,22 @@ FOR_FLOATS(NBITS)
 #define NBITS4_X32(S, T)                                                                                              \
   extern "C" __global__ void seamless_matmul_nbits4_x32_##S(const T* a, const uint8_t* b, const T* s,                 \
                                                             const uint8_t* zp, const T* bias, T* y, NBits p) { let_next_launch(); \
-    matmul_nbits4_x32<T, 1>(a, b, s, zp, nullptr, nullptr, nullptr, bias, y, p);                                      \
+    matmul_nbits4_x32<T, 1, false>(a, b, s, zp, nullptr, nullptr, nullptr, bias, y, p, RowNorm<T>{});                 \
   }                                                                                                                   \
   extern "C" __global__ void seamless_matmul_nbits4_x32_swiglu_##S(const T* a, const uint8_t* bg, const T* sg,        \
                                                                    const uint8_t* zg, const uint8_t* bu, const T* su, \
                                                                    const uint8_t* zu, T* y, NBits p) { let_next_launch(); \
-    matmul_nbits4_x32<T, 2>(a, bg, sg, zg, bu, su, zu, nullptr, y, p);                                                \
+    matmul_nbits4_x32<T, 2, false>(a, bg, sg, zg, bu, su, zu, nullptr, y, p, RowNorm<T>{});                           \
+  }                                                                                                                   \
+  extern "C" __global__ void seamless_matmul_nbits4_x32_norm_##S(const uint8_t* b, const T* s, const uint8_t* zp,     \
+                                                                 const T* bias, T* y, NBits p, RowNorm<T> norm) { let_next_launch(); \
+    matmul_nbits4_x32<T, 1, true>(nullptr, b, s, zp, nullptr, nullptr, nullptr, bias, y, p, norm);                   \
+  }                                                                                                                   \
+  extern "C" __global__ void seamless_matmul_nbits4_x32_swiglu_norm_##S(const uint8_t* bg, const T* sg,               \
+                                                                        const uint8_t* zg, const uint8_t* bu, const T* su, \
+                                                                        const uint8_t* zu, T* y, NBits p, RowNorm<T> norm) { \
+    let_next_launch();                                                                                                \
+    matmul_nbits4_x32<T, 2, true>(nullptr, bg, sg, zg, bu, su, zu, nullptr, y, p, norm);                              \
   }
 FOR_FLOATS(NBITS4_X32)
 

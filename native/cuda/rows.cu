@@ -79,26 +79,8 @@ template <typename T>
 __device__ void skip_norm_row8(const T* x, const T* skip, const T* bias, const T* scale, const T* beta, T* y,
                                T* sum_out, int64_t cols, float eps, int simplified) {
   const int64_t c = threadIdx.x * 8, at = blockIdx.x * cols + c;
-  const bool live = c < cols;
-  float v[8] = {}, t[8];
-  if (live) {
-    load8(x + at, v);
-    if (skip) { load8(skip + at, t); for (int i = 0; i < 8; i++) v[i] += t[i]; }
-    if (bias) { load8(bias + c, t); for (int i = 0; i < 8; i++) v[i] += t[i]; }
-    if (sum_out) store8(sum_out + at, v);
-  }
-  float sum = 0.0f;
-  for (int i = 0; i < 8; i++) sum += v[i];
-  float mean = simplified ? 0.0f : block_reduce(sum, false) / cols;
-  float sq = 0.0f;
-  if (live)
-    for (int i = 0; i < 8; i++) sq += (v[i] - mean) * (v[i] - mean);
-  float inv = rsqrtf(block_reduce(sq, false) / cols + eps);
-  if (!live) return;
-  load8(scale + c, t);
-  for (int i = 0; i < 8; i++) v[i] = (v[i] - mean) * inv * t[i];
-  if (beta) { load8(beta + c, t); for (int i = 0; i < 8; i++) v[i] += t[i]; }
-  store8(y + at, v);
+  float v[8];
+  if (norm8(x, skip, bias, scale, beta, sum_out, at, c, cols, eps, simplified, v)) store8(y + at, v);
 }
 
 #define SKIP_NORM(S, T)                                                                                        \

@@ -138,6 +138,30 @@ def test_swiglu_of_two_matmuls(dtype, m):
     check(model, feeds, **({"rtol": 1e-4, "atol": 1e-4} if dtype == np.float32 else {"rtol": 4e-3, "atol": 1e-2}))
 
 
+# plan/fusion.py's NormedProduct: a decode step's GEMV normalises its rows itself (MatMulNBits' 4-bit
+# warp-a-column kernel; Linear's up to 4 rows; K <= 2048), else the norm kernel runs first (5 rows of a
+# MatMul, K = 2112). Both run the norm kernel's arithmetic: bitwise the unfused plan's outputs (the norm's
+# output made a graph output keeps the nodes apart), and stock's within test_swiglu_of_two_matmul_nbits'
+# tolerances (float16: the products' sums in another order, rounded once; SwiGLU's reference rounds more).
+@pytest.mark.parametrize("norm", ["skip", "simple"])
+@pytest.mark.parametrize("product", ["nbits", "nbits_swiglu", "matmul", "matmul_swiglu"])
+@pytest.mark.parametrize("dtype,m,K", [(np.float16, 1, 896), (np.float32, 2, 64), (np.float16, 5, 64),
+                                       (np.float16, 1, 2112)])
+def test_rms_norm_in_the_product(product, norm, dtype, m, K):
+    import copy
+    from onnx import helper
+    from kernels.test_contrib_quantization import normed_product_model
+    model, feeds = normed_product_model(product, norm, K=K, N=40, m=m, dtype=dtype)
+    ours = run_on_cuda(model, feeds)
+    apart = copy.deepcopy(model)
+    apart.graph.output.append(helper.make_tensor_value_info("A", helper.np_dtype_to_tensor_dtype(np.dtype(dtype)), None))
+    for i, (fused, unfused) in enumerate(zip(ours, run_on_cuda(apart, feeds))):
+        np.testing.assert_array_equal(fused, unfused, err_msg=f"output {i}")
+    for i, (o, r) in enumerate(zip(ours, stock_session(model).run(None, feeds))):
+        assert_close(o, r, name=f"output {i}", **({"rtol": 3e-4, "atol": 1e-3} if dtype == np.float32 else
+                                                  {"rtol": 5e-3, "atol": 5e-2}))
+
+
 @pytest.mark.parametrize("bits,zp", [(4, False), (4, True), (8, True)])
 def test_gather_block_quantized(bits, zp):
     from kernels.test_contrib_quantization import gbq_case

@@ -277,3 +277,35 @@ def swiglu_nbits_model(K, N, block_size, zero_points=False, dtype=np.float32, m=
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)],
                               ir_version=9)
     return model, {"A": rng.standard_normal((m, K)).astype(dtype)}
+
+
+def normed_product_model(product, norm="skip", K=64, N=40, m=1, dtype=np.float16, block_size=32):
+    """An LLM's RMS norm feeding a product: SkipSimplifiedLayerNormalization(X, S, gamma) with its sum output R
+    (norm="skip") or SimplifiedLayerNormalization(X, gamma) ("simple"), read only by "nbits" (MatMulNBits),
+    "matmul" (MatMul by a constant), or the SwiGLU of two ("nbits_swiglu", "matmul_swiglu"). (model, feeds)"""
+    matmul = product.startswith("matmul")
+    model, _ = swiglu_nbits_model(K, N, block_size, True, dtype, m, matmul=matmul)
+    g = model.graph
+    if not product.endswith("swiglu"):  # the gate's product alone, as Y
+        keep = [n for n in g.node if "gate_w" in n.input or "gate_q" in n.input]
+        keep[0].output[0] = "Y"
+        del g.node[:]
+        g.node.extend(keep)
+        del g.value_info[:]
+        names = {n for n in keep[0].input}
+        kept = [t for t in g.initializer if t.name in names]
+        del g.initializer[:]
+        g.initializer.extend(kept)
+    t = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    g.initializer.append(numpy_helper.from_array((rng.random(K) + 0.5).astype(dtype), "gamma"))
+    if norm == "skip":
+        g.node.insert(0, helper.make_node("SkipSimplifiedLayerNormalization", ["X", "S", "gamma"], ["A", "", "", "R"],
+                                          domain=MS, epsilon=1e-6))
+        g.output.append(helper.make_tensor_value_info("R", t, [m, K]))
+    else:
+        g.node.insert(0, helper.make_node("SimplifiedLayerNormalization", ["X", "gamma"], ["A"], epsilon=1e-6, axis=-1))
+    g.value_info.append(helper.make_tensor_value_info("A", t, [m, K]))
+    del g.input[:]
+    g.input.extend(helper.make_tensor_value_info(n, t, [m, K]) for n in ("X", "S")[:2 if norm == "skip" else 1])
+    feeds = {n: rng.standard_normal((m, K)).astype(dtype) for n in ("X", "S")[:2 if norm == "skip" else 1]}
+    return model, feeds

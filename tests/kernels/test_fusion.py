@@ -3,7 +3,7 @@ where it runs: the CPU parity tests, tests/cuda/test_cuda_contrib.py)."""
 import numpy as np
 import pytest
 
-from kernels.test_contrib_quantization import swiglu_nbits_model
+from kernels.test_contrib_quantization import normed_product_model, swiglu_nbits_model
 from onnxruntime_ep_seamless.graph.onnx_import import import_model
 from onnxruntime_ep_seamless.plan.fusion import fuse
 
@@ -86,3 +86,23 @@ def test_linear_layers_weights_take_a_name_the_model_does_not_use():
     nodes = fuse(graph, graph.outputs, "cuda")
     assert nodes[0].inputs[1] == "w.T'" and graph.value("w.T").const.shape == (3,)
     np.testing.assert_array_equal(graph.value("w.T'").const, w.T)
+
+
+@pytest.mark.parametrize("norm", ["skip", "simple"])
+@pytest.mark.parametrize("product,fused", [("nbits", "MatMulNBits"), ("nbits_swiglu", "MatMulNBitsSwiGLU"),
+                                           ("matmul", "Linear"), ("matmul_swiglu", "MatMulSwiGLU")])
+def test_an_rms_norm_read_by_one_product_is_its_prologue_on_cuda(product, fused, norm):
+    model, _ = normed_product_model(product, norm)
+    graph = import_model(model)
+    (node,) = fuse(graph, graph.outputs, "cuda")
+    assert (node.op_type, node.attrs["product"], node.attrs["epsilon"]) == ("NormedProduct", fused, pytest.approx(1e-6))
+    assert node.inputs[:4] == (["X", "S", "gamma", ""] if norm == "skip" else ["X", "", "gamma", ""])
+    assert node.outputs == (["Y", "R"] if norm == "skip" else ["Y"])
+    assert "SimplifiedLayerNormalization" in fused_ops(model, "cpu")[0]  # the CPU keeps the norm
+
+
+def test_an_rms_norm_read_elsewhere_stays_apart():
+    from onnx import helper
+    model, _ = normed_product_model("nbits")
+    model.graph.output.append(helper.make_tensor_value_info("A", model.graph.output[0].type.tensor_type.elem_type, None))
+    assert fused_ops(model, "cuda") == ["SkipSimplifiedLayerNormalization", "MatMulNBits"]

@@ -202,6 +202,52 @@ def fuse(graph: Graph, outputs: list[str], device: str = "cpu") -> list[Node]:
         transposed((w,), lambda: const(w), const(w).shape[::-1], w,
                    lambda wt: Node(last.name, "Linear", FUSED_DOMAIN, 1, [node.inputs[0], wt] + ([bias] if bias else []),
                                    last.outputs, index=node.index), [add] if add is not None else [])
-    if not replaced:
-        return graph.nodes
-    return [replaced.get(n.index, n) for n in graph.nodes if replaced.get(n.index, n) is not None]
+    nodes = [replaced.get(n.index, n) for n in graph.nodes if replaced.get(n.index, n) is not None]
+    return nodes if device == "cpu" else _norms_into_products(graph, nodes, outputs, device)
+
+
+# the RMS norms a product can apply to its activations itself (the kernel's epsilon default), and those products
+NORMS = {("com.microsoft", "SkipSimplifiedLayerNormalization"): 1e-12, ("", "SimplifiedLayerNormalization"): 1e-5}
+NORMED_PRODUCTS = {"MatMulNBits": "com.microsoft", "MatMulNBitsSwiGLU": FUSED_DOMAIN, "Linear": FUSED_DOMAIN,
+                   "MatMulSwiGLU": FUSED_DOMAIN}
+
+
+def _norms_into_products(graph: Graph, nodes: list[Node], outputs: set, device: str) -> list[Node]:
+    """A (Skip)SimplifiedLayerNormalization over the last axis whose output only one product reads (as its
+    activations) -> NormedProduct(x, skip, gamma, bias, the product's other inputs) at the product's place,
+    with the norm's x + skip + bias output when it has one: a decode step's GEMV normalises its rows itself
+    (kernels/cuda/contrib.py), one launch instead of two."""
+    readers: dict[str, list[int]] = {}
+    for i, node in enumerate(nodes):
+        for name in node.inputs:
+            if name:
+                readers.setdefault(name, []).append(i)
+    dropped, fused_at = set(), {}
+    for i, norm in enumerate(nodes):
+        default = NORMS.get((norm.domain, norm.op_type))
+        if default is None or any(norm.outputs[1:3]) or norm.outputs[0] in outputs:
+            continue
+        if norm.op_type == "SimplifiedLayerNormalization" and \
+                norm.attrs.get("axis", -1) not in (-1, len(graph.value(norm.inputs[0]).shape or ()) - 1):
+            continue
+        users = readers.get(norm.outputs[0], [])
+        if len(users) != 1 or users[0] in fused_at:
+            continue
+        j = users[0]
+        product = nodes[j]
+        if NORMED_PRODUCTS.get(product.op_type) != product.domain or product.inputs.count(norm.outputs[0]) != 1 or \
+                product.inputs[0] != norm.outputs[0]:
+            continue
+        total = norm.outputs[3] if len(norm.outputs) > 3 else ""
+        if total and any(k < j for k in readers.get(total, [])):  # read before the product runs
+            continue
+        x, skip, gamma, bias = ((norm.inputs + [""] * 4)[:4] if norm.domain else
+                                (norm.inputs[0], "", norm.inputs[1], ""))
+        fused = Node(product.name, "NormedProduct", FUSED_DOMAIN, 1, [x, skip, gamma, bias] + product.inputs[1:],
+                     product.outputs + ([total] if total else []),
+                     {**product.attrs, "product": product.op_type, "epsilon": norm.attrs.get("epsilon", default)},
+                     index=product.index)
+        if lookup(fused, graph, device)[0] is not None:
+            dropped.add(i)
+            fused_at[j] = fused
+    return [fused_at.get(i, n) for i, n in enumerate(nodes) if i not in dropped]

@@ -7,7 +7,7 @@ import struct
 import numpy as np
 
 from ...graph.ir import Node
-from ...plan.fusion import FUSED_DOMAIN
+from ...plan.fusion import FUSED_DOMAIN, NORMED_PRODUCTS
 from ..cpu.contrib_attention import gqa_config_problem, gqa_layout
 from ..registry import kernel
 from .elementwise import GPU_FLOATS, SUFFIX
@@ -209,7 +209,7 @@ def _check_skip(node, graph):
 
 @kernel("SkipSimplifiedLayerNormalization", domain="com.microsoft", types=GPU_FLOATS, device="cuda",
         check=_check_skip)
-def skip_simplified_layer_norm(rt, stream, x, skip, gamma, bias=None, *, epsilon=1e-5, _num_outputs=1):
+def skip_simplified_layer_norm(rt, stream, x, skip, gamma, bias=None, *, epsilon=1e-12, _num_outputs=1):
     y, total = _skip_norm(rt, stream, x, skip, bias, gamma, None, epsilon, _num_outputs >= 4, True)
     return (y, None, None, total) if total is not None else (y,)
 
@@ -238,8 +238,8 @@ def _check_nbits(node, graph):
 
 @kernel("MatMulNBits", domain="com.microsoft", types=GPU_FLOATS, device="cuda", check=_check_nbits)
 def matmul_nbits(rt, stream, a, b, scales, zero_points=None, g_idx=None, bias=None, *, K, N, block_size, bits=4,
-                 accuracy_level=0, weight_prepacked=0):
-    return (_nbits(rt, stream, "", a, [b, scales, zero_points, bias], K, N, block_size, bits),)
+                 accuracy_level=0, weight_prepacked=0, _norm=None):
+    return (_nbits(rt, stream, "", a, [b, scales, zero_points, bias], K, N, block_size, bits, _norm),)
 
 
 def _check_swiglu(node, graph):
@@ -250,10 +250,72 @@ def _check_swiglu(node, graph):
 
 @kernel("MatMulNBitsSwiGLU", domain=FUSED_DOMAIN, types=GPU_FLOATS, device="cuda", check=_check_swiglu)
 def matmul_nbits_swiglu(rt, stream, a, gate, gate_scales, gate_zero_points, up, up_scales, up_zero_points, *, K, N,
-                        block_size, bits=4, accuracy_level=0):
+                        block_size, bits=4, accuracy_level=0, _norm=None):
     """silu(MatMulNBits(a, gate...)) * MatMulNBits(a, up...) in one pass (plan/fusion.py)."""
     return (_nbits(rt, stream, "_swiglu", a, [gate, gate_scales, gate_zero_points, up, up_scales, up_zero_points],
-                   K, N, block_size, bits),)
+                   K, N, block_size, bits, _norm),)
+
+
+class RowNorm:
+    """An RMS normalisation still to be applied to a product's activations, RMSNorm(x + skip + bias) * gamma
+    (plan/fusion.py's NormedProduct): by the product's GEMV kernel itself where it fits (common.cuh's
+    RowNorm: the same arithmetic as the norm kernel), else by the norm kernel first (`apply`). `sum`: x + skip
+    + bias, made when wanted."""
+
+    def __init__(self, x, skip, bias, gamma, epsilon, want_sum):
+        self.x, self.skip, self.bias, self.gamma, self.epsilon, self.want_sum = x, skip, bias, gamma, epsilon, want_sum
+        self.sum = None
+
+    def fits(self, k) -> bool:
+        """Whether a GEMV can normalise rows of k activations itself (one 8-value group a thread; 16-byte loads)."""
+        tensors = [t for t in (self.x, self.skip, self.bias, self.gamma) if t is not None]
+        return (k % 8 == 0 and 0 < k <= NORM_MAX_K and self.x.shape[-1] == k and self.gamma.size == k
+                and (self.bias is None or self.bias.size == k) and (self.skip is None or self.skip.shape == self.x.shape)
+                and all(t.ptr % 16 == 0 for t in tensors))
+
+    def argument(self, rt):
+        """The kernels' RowNorm argument (allocating the sum)."""
+        if self.want_sum:
+            self.sum = rt.alloc(self.x.shape, self.x.dtype)
+        ptr = lambda t: t.ptr if t is not None else 0
+        return ("bytes", struct.pack("<5Qf4x", self.x.ptr, ptr(self.skip), ptr(self.bias), self.gamma.ptr,
+                                     ptr(self.sum), float(self.epsilon)))
+
+    def apply(self, rt, stream):
+        """The normalised activations, by the norm kernel (the caller frees them)."""
+        y, self.sum = _skip_norm(rt, stream, self.x, self.skip, self.bias, self.gamma, None, self.epsilon,
+                                 self.want_sum, True)
+        return y
+
+
+NORM_MAX_K = 8 * 256  # common.cuh
+
+
+def _check_normed(node, graph):
+    """The product's own check (plan/fusion.py's NormedProduct keeps its inputs after the norm's four)."""
+    from ..registry import lookup
+    attrs = {k: v for k, v in node.attrs.items() if k not in ("product", "epsilon")}
+    inner = Node(node.name, node.attrs.get("product", ""), NORMED_PRODUCTS.get(node.attrs.get("product"), "?"), 1,
+                 node.inputs[:1] + node.inputs[4:], node.outputs[:1], attrs)
+    kdef, reason = lookup(inner, graph, "cuda", host_rule=False)
+    return None if kdef is not None else reason
+
+
+@kernel("NormedProduct", domain=FUSED_DOMAIN, types=GPU_FLOATS, device="cuda", check=_check_normed)
+def normed_product(rt, stream, x, skip, gamma, norm_bias, *weights, product, epsilon=1e-5, K=0, N=0, block_size=0,
+                   bits=4, accuracy_level=0, _num_outputs=1):
+    """A product (plan/fusion.py's NORMED_PRODUCTS) of RMSNorm(x + skip + norm_bias) * gamma, and x + skip + norm_bias as a second
+    output when the node has one: plan/fusion.py's fusion of a (Skip)SimplifiedLayerNormalization into the
+    product reading it, so that a decode step's GEMV normalises its rows itself (one launch, not two)."""
+    from .matmul import linear, matmul_swiglu
+    norm = RowNorm(x, skip, norm_bias, gamma, epsilon, _num_outputs > 1)
+    nbits = dict(K=K, N=N, block_size=block_size, bits=bits, accuracy_level=accuracy_level)
+    run = {"MatMulNBits": lambda: matmul_nbits(rt, stream, x, *weights, **nbits, _norm=norm),
+           "MatMulNBitsSwiGLU": lambda: matmul_nbits_swiglu(rt, stream, x, *weights, **nbits, _norm=norm),
+           "Linear": lambda: linear(rt, stream, x, *weights, _norm=norm),
+           "MatMulSwiGLU": lambda: matmul_swiglu(rt, stream, x, *weights, _norm=norm)}[product]
+    (y,) = run()
+    return (y, norm.sum) if norm.want_sum else (y,)
 
 
 # Columns from which float16 4-bit products take the tensor-core kernel: measured on the H200
@@ -262,16 +324,23 @@ def matmul_nbits_swiglu(rt, stream, a, gate, gate_scales, gate_zero_points, up, 
 MMA_COLUMNS = 16384
 
 
-def _nbits(rt, stream, variant, a, weights, K, N, block_size, bits):
+def _nbits(rt, stream, variant, a, weights, K, N, block_size, bits, norm=None):
     """native/cuda/quant.cu's MatMulNBits kernels, 256-thread blocks, a block row per row of activations:
     4-bit (K, the block size and the addresses allowing) a warp per column, `split` warps sharing a long K,
-    or in float16 with columns enough, 8 columns a warp on tensor cores; else the generic path."""
+    or in float16 with columns enough, 8 columns a warp on tensor cores; else the generic path. `norm` (a
+    RowNorm) is applied to a first: by the warp-a-column kernel itself where it fits, else before."""
     m = a.size // K if K else 0
-    y = rt.alloc(a.shape[:-1] + (N,), a.dtype)
     packed = [weights[0]] + ([weights[3]] if variant else [])
     fast = bits == 4 and K % 32 == 0 and block_size % 32 == 0 and all(t.ptr % 16 == 0 for t in [a] + packed)
+    mma = fast and a.dtype == np.float16 and N >= MMA_COLUMNS
+    if norm is not None and (mma or not fast or not norm.fits(K)):  # the norm kernel first
+        normed = norm.apply(rt, stream)
+        y = _nbits(rt, stream, variant, normed, weights, K, N, block_size, bits)
+        rt.free(normed)  # stream-ordered
+        return y
+    y = rt.alloc(a.shape[:-1] + (N,), a.dtype)
     tensors = [("ptr", a.ptr), *[("ptr", t.ptr if t is not None else 0) for t in weights], ("ptr", y.ptr)]
-    if fast and a.dtype == np.float16 and N >= MMA_COLUMNS:
+    if mma:
         # constants (host copies: uploaded at Compile or before this launch) may be read before the kernel before ends
         constant = int(all(t.host is not None for t in (weights if variant else weights[:3]) if t is not None))
         tile_blocks = -(-N // 64)  # 8 warps of 8 columns
@@ -280,8 +349,10 @@ def _nbits(rt, stream, variant, a, weights, K, N, block_size, bits):
         return y
     split = column_split(N, -(-K // 1024), 2048) if fast else 1  # 1024 k: a warp's one pass
     columns = 8 // split  # quant.cu NBITS_COLUMNS warps a block
-    name = ("seamless_matmul_nbits4_x32" if fast else "seamless_matmul_nbits") + variant + "_" + SUFFIX[a.dtype]
-    rt.launch_rows(name, m * -(-N // columns), stream, *tensors, ("bytes", struct.pack("<6i", m, N, K, block_size, bits, split)))
+    name = ("seamless_matmul_nbits4_x32" if fast else "seamless_matmul_nbits") + variant + ("_norm" if norm else "")
+    rt.launch_rows(name + "_" + SUFFIX[a.dtype], m * -(-N // columns), stream, *(tensors[1:] if norm else tensors),
+                   ("bytes", struct.pack("<6i", m, N, K, block_size, bits, split)), *([norm.argument(rt)] if norm else []),
+                   shared=K * a.dtype.itemsize if norm else 0)
     return y
 
 

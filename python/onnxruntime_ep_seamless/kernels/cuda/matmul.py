@@ -84,50 +84,62 @@ def batched_product(rt, stream, a, b, y, m, n, k, batch, stride_a, stride_b, tra
               ("int64", stride_b), ("int", int(trans_b)), ("float", alpha))
 
 
-def _linear(rt, stream, a, w, y, m, n, k, bias=None, swiglu=False):
+def _linear(rt, stream, a, w, y, m, n, k, bias=None, swiglu=False, norm=None):
     """y = a . w.T (+ bias), or silu(a . w[:n].T) * (a . w[n:].T), by products.cu when a has at most SMALL_ROWS
-    rows and k comes by eights (16-byte loads); else False and nothing is done."""
+    rows and k comes by eights (16-byte loads); else False and nothing is done. With `norm` (contrib.RowNorm)
+    the kernel normalises a's rows itself, where the norm fits; else False."""
     if not (0 < m <= SMALL_ROWS and k % 8 == 0 and k and a.ptr % 16 == 0 and w.ptr % 16 == 0):
         return False
+    if norm is not None and not norm.fits(k):
+        return False
     split = column_split(n, -(-k // 256), 4096)  # a warp's one pass takes 256 k
-    name = f"seamless_linear{'_swiglu' if swiglu else ''}_{SUFFIX[a.dtype]}"
-    rt.launch_rows(name, -(-n // (8 // split)), stream, ("ptr", a.ptr), ("ptr", w.ptr),
-                   ("ptr", bias.ptr if bias is not None else 0), ("ptr", y.ptr), ("bytes", struct.pack("<4i", m, n, k, split)))
+    name = f"seamless_linear{'_swiglu' if swiglu else ''}{'_norm' if norm else ''}_{SUFFIX[a.dtype]}"
+    rows = [norm.argument(rt)] if norm else []
+    rt.launch_rows(name, -(-n // (8 // split)), stream, *([] if norm else [("ptr", a.ptr)]), ("ptr", w.ptr),
+                   ("ptr", bias.ptr if bias is not None else 0), ("ptr", y.ptr), ("bytes", struct.pack("<4i", m, n, k, split)),
+                   *rows, shared=m * k * a.dtype.itemsize if norm else 0)
     return True
 
 
 @kernel("Linear", domain=FUSED_DOMAIN, types=GPU_FLOATS, device="cuda")
-def linear(rt, stream, a, w, bias=None):
+def linear(rt, stream, a, w, bias=None, *, _norm=None):
     """a . w.T (+ bias): a MatMul by a constant (K, N) matrix, given transposed (N, K) by plan/fusion.py as a
-    linear layer stores it, so that a decode step's product reads each output's weights in one run."""
+    linear layer stores it, so that a decode step's product reads each output's weights in one run.
+    _norm: a contrib.RowNorm to apply to a first (contrib.normed_product)."""
     n, k = w.shape
     m = _rows("MatMul", a, k)
     y = rt.alloc(a.shape[:-1] + (n,), a.dtype)
-    if _linear(rt, stream, a, w, y, m, n, k, bias=bias):
+    if _linear(rt, stream, a, w, y, m, n, k, bias=bias, norm=_norm):
         return (y,)
+    a = _norm.apply(rt, stream) if _norm else a
     _product(rt, stream, a, w, y, m, n, k, trans_b=True)
-    if bias is None:
-        return (y,)
-    z = binary(rt, stream, ADD, y, bias)
-    rt.free(y)  # stream-ordered
-    return (z,)
+    if bias is not None:
+        z = binary(rt, stream, ADD, y, bias)
+        rt.free(y)  # stream-ordered
+        y = z
+    if _norm:
+        rt.free(a)
+    return (y,)
 
 
 @kernel("MatMulSwiGLU", domain=FUSED_DOMAIN, types=GPU_FLOATS, device="cuda")
-def matmul_swiglu(rt, stream, a, gate_up):
+def matmul_swiglu(rt, stream, a, gate_up, *, _norm=None):
     """silu(a . Wg) * (a . Wu) with gate_up = [Wg | Wu] transposed, (2N, K) (plan/fusion.py): few rows in one
-    pass, else one GEMM and one pass over its product."""
+    pass, else one GEMM and one pass over its product. _norm: as Linear's."""
     both, k = gate_up.shape
     m = _rows("MatMul", a, k)
     y = rt.alloc(a.shape[:-1] + (both // 2,), a.dtype)
-    if _linear(rt, stream, a, gate_up, y, m, both // 2, k, swiglu=True):
+    if _linear(rt, stream, a, gate_up, y, m, both // 2, k, swiglu=True, norm=_norm):
         return (y,)
+    a = _norm.apply(rt, stream) if _norm else a
     product = rt.alloc(a.shape[:-1] + (both,), a.dtype)
     _product(rt, stream, a, gate_up, product, m, both, k, trans_b=True)
     if y.size:
         rt.launch(f"seamless_swiglu_{SUFFIX[a.dtype]}", y.size, stream, ("int64", y.size), ("int64", both // 2),
                   ("ptr", product.ptr), ("ptr", y.ptr))
     rt.free(product)  # stream-ordered: reused only by later work
+    if _norm:
+        rt.free(a)
     return (y,)
 
 
