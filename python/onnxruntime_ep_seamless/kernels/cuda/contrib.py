@@ -266,10 +266,13 @@ class RowNorm:
         self.x, self.skip, self.bias, self.gamma, self.epsilon, self.want_sum = x, skip, bias, gamma, epsilon, want_sum
         self.sum = None
 
-    def fits(self, k) -> bool:
-        """Whether a GEMV can normalise rows of k activations itself (one 8-value group a thread; 16-byte loads)."""
+    def fits(self, k, blocks) -> bool:
+        """Whether a GEMV of `blocks` blocks can normalise rows of k activations itself (one 8-value group a
+        thread; 16-byte loads). Each block normalises its rows again: beyond NORM_MAX_BLOCKS that costs more
+        than the norm kernel (the float16 LM head's 18992 blocks: 76 -> 116 us on the H200)."""
         tensors = [t for t in (self.x, self.skip, self.bias, self.gamma) if t is not None]
-        return (k % 8 == 0 and 0 < k <= NORM_MAX_K and self.x.shape[-1] == k and self.gamma.size == k
+        return (k % 8 == 0 and 0 < k <= NORM_MAX_K and blocks <= NORM_MAX_BLOCKS and self.x.shape[-1] == k
+                and self.gamma.size == k
                 and (self.bias is None or self.bias.size == k) and (self.skip is None or self.skip.shape == self.x.shape)
                 and all(t.ptr % 16 == 0 for t in tensors))
 
@@ -289,6 +292,7 @@ class RowNorm:
 
 
 NORM_MAX_K = 8 * 256  # common.cuh
+NORM_MAX_BLOCKS = 4096
 
 
 def _check_normed(node, graph):
@@ -333,22 +337,22 @@ def _nbits(rt, stream, variant, a, weights, K, N, block_size, bits, norm=None):
     packed = [weights[0]] + ([weights[3]] if variant else [])
     fast = bits == 4 and K % 32 == 0 and block_size % 32 == 0 and all(t.ptr % 16 == 0 for t in [a] + packed)
     mma = fast and a.dtype == np.float16 and N >= MMA_COLUMNS
-    if norm is not None and (mma or not fast or not norm.fits(K)):  # the norm kernel first
-        normed = norm.apply(rt, stream)
+    # constants (host copies: uploaded at Compile or before this launch) may be read before the kernel before ends
+    constant = all(t.host is not None for t in (weights if variant else weights[:3]) if t is not None)
+    split = column_split(N, -(-K // 1024), 2048) if fast else 1  # 1024 k: a warp's one pass
+    columns = 8 // split  # quant.cu NBITS_COLUMNS warps a block
+    if norm is not None and (mma or not fast or not constant or not norm.fits(K, m * -(-N // columns))):
+        normed = norm.apply(rt, stream)  # the norm kernel first
         y = _nbits(rt, stream, variant, normed, weights, K, N, block_size, bits)
         rt.free(normed)  # stream-ordered
         return y
     y = rt.alloc(a.shape[:-1] + (N,), a.dtype)
     tensors = [("ptr", a.ptr), *[("ptr", t.ptr if t is not None else 0) for t in weights], ("ptr", y.ptr)]
     if mma:
-        # constants (host copies: uploaded at Compile or before this launch) may be read before the kernel before ends
-        constant = int(all(t.host is not None for t in (weights if variant else weights[:3]) if t is not None))
         tile_blocks = -(-N // 64)  # 8 warps of 8 columns
         rt.launch_rows("seamless_matmul_nbits4_mma" + variant + "_f16", m * tile_blocks, stream, *tensors,
-                       ("bytes", struct.pack("<6i", m, N, K, block_size.bit_length() - 1, tile_blocks, constant)))
+                       ("bytes", struct.pack("<6i", m, N, K, block_size.bit_length() - 1, tile_blocks, int(constant))))
         return y
-    split = column_split(N, -(-K // 1024), 2048) if fast else 1  # 1024 k: a warp's one pass
-    columns = 8 // split  # quant.cu NBITS_COLUMNS warps a block
     name = ("seamless_matmul_nbits4_x32" if fast else "seamless_matmul_nbits") + variant + ("_norm" if norm else "")
     rt.launch_rows(name + "_" + SUFFIX[a.dtype], m * -(-N // columns), stream, *(tensors[1:] if norm else tensors),
                    ("bytes", struct.pack("<6i", m, N, K, block_size, bits, split)), *([norm.argument(rt)] if norm else []),

@@ -90,9 +90,9 @@ def _linear(rt, stream, a, w, y, m, n, k, bias=None, swiglu=False, norm=None):
     the kernel normalises a's rows itself, where the norm fits; else False."""
     if not (0 < m <= SMALL_ROWS and k % 8 == 0 and k and a.ptr % 16 == 0 and w.ptr % 16 == 0):
         return False
-    if norm is not None and not norm.fits(k):
-        return False
     split = column_split(n, -(-k // 256), 4096)  # a warp's one pass takes 256 k
+    if norm is not None and not norm.fits(k, -(-n // (8 // split))):
+        return False
     name = f"seamless_linear{'_swiglu' if swiglu else ''}{'_norm' if norm else ''}_{SUFFIX[a.dtype]}"
     rows = [norm.argument(rt)] if norm else []
     rt.launch_rows(name, -(-n // (8 // split)), stream, *([] if norm else [("ptr", a.ptr)]), ("ptr", w.ptr),
