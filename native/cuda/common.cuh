@@ -35,44 +35,25 @@ __device__ __forceinline__ void st(float* p, float v) { *p = v; }
 __device__ __forceinline__ void st(__half* p, float v) { *p = __float2half(v); }
 __device__ __forceinline__ void st(__nv_bfloat16* p, float v) { *p = __float2bfloat16(v); }
 
-// Eight consecutive values of T as raw registers: fetch8 issues the 16-byte load (two for float32;
-// p 16-byte aligned) and unpack8 converts them to float32 later, so that the load can be in flight
-// meanwhile (warps issue in order: the first use of a loaded value waits for it).
-template <typename T>
-struct Raw8 {
-  uint4 v[sizeof(T) / 2];
-};
-template <typename T>
-__device__ __forceinline__ Raw8<T> fetch8(const T* p) {
-  Raw8<T> r;
-#pragma unroll
-  for (int i = 0; i < (int)(sizeof(T) / 2); i++) r.v[i] = ((const uint4*)p)[i];
-  return r;
-}
-__device__ __forceinline__ void unpack8(const Raw8<float>& r, float* x) {
-  const float* f = (const float*)r.v;
-#pragma unroll
-  for (int i = 0; i < 8; i++) x[i] = f[i];
+// Eight consecutive values as float32 from one 16-byte load (two for float32); p 16-byte aligned.
+__device__ __forceinline__ void load8(const float* p, float* x) {
+  float4 a = ((const float4*)p)[0], b = ((const float4*)p)[1];
+  x[0] = a.x; x[1] = a.y; x[2] = a.z; x[3] = a.w; x[4] = b.x; x[5] = b.y; x[6] = b.z; x[7] = b.w;
 }
 __device__ __forceinline__ float2 pair(__half2 h) { return __half22float2(h); }
 __device__ __forceinline__ float2 pair(__nv_bfloat162 h) { return __bfloat1622float2(h); }
 template <typename P>  // __half2 or __nv_bfloat162
-__device__ __forceinline__ void unpack8_pairs(const uint4& v, float* x) {
+__device__ __forceinline__ void load8_pairs(const void* p, float* x) {
+  uint4 v = *(const uint4*)p;
   const P* h = (const P*)&v;
-#pragma unroll
   for (int i = 0; i < 4; i++) {
     float2 f = pair(h[i]);
     x[2 * i] = f.x;
     x[2 * i + 1] = f.y;
   }
 }
-__device__ __forceinline__ void unpack8(const Raw8<__half>& r, float* x) { unpack8_pairs<__half2>(r.v[0], x); }
-__device__ __forceinline__ void unpack8(const Raw8<__nv_bfloat16>& r, float* x) {
-  unpack8_pairs<__nv_bfloat162>(r.v[0], x);
-}
-// Eight consecutive values as float32 from one 16-byte load (two for float32); p 16-byte aligned.
-template <typename T>
-__device__ __forceinline__ void load8(const T* p, float* x) { unpack8(fetch8(p), x); }
+__device__ __forceinline__ void load8(const __half* p, float* x) { load8_pairs<__half2>(p, x); }
+__device__ __forceinline__ void load8(const __nv_bfloat16* p, float* x) { load8_pairs<__nv_bfloat162>(p, x); }
 
 // Eight float32 values stored with one 16-byte store (two for float32), rounded to the type; p 16-byte aligned.
 __device__ __forceinline__ void store8(float* p, const float* x) {

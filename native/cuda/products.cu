@@ -52,12 +52,7 @@ __device__ void linear(const T* a, const T* w, const T* bias, T* y, Linear p, Ro
   int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, slice = warp % p.split;
   int64_t n = (int64_t)blockIdx.x * (LINEAR_WARPS / p.split) + warp / p.split;
   bool active = n < p.n;
-  const int first = (lane + 32 * slice) * 8, step = 256 * p.split;
-  Raw8<T> ahead[W];  // with a norm prologue, the first pass's weights load while the block normalises
-  if (NORM && active && first < p.k)
-#pragma unroll
-    for (int q = 0; q < W; q++) ahead[q] = fetch8(w + (n + q * p.n) * p.k + first);
-  for (int k0 = first; active && k0 < p.k; k0 += step)
+  for (int k0 = (lane + 32 * slice) * 8; active && k0 < p.k; k0 += 256 * p.split)
     if ((lane & 7) == 0)  // 8 lanes a 128-byte line
 #pragma unroll
       for (int q = 0; q < W; q++) prefetch_l2(w + (n + q * p.n) * p.k + k0);
@@ -68,10 +63,10 @@ __device__ void linear(const T* a, const T* w, const T* bias, T* y, Linear p, Ro
     a = (const T*)normed;
   }
   float acc[LINEAR_ROWS][W] = {};
-  for (int k0 = first; active && k0 < p.k; k0 += step) {
+  for (int k0 = (lane + 32 * slice) * 8; active && k0 < p.k; k0 += 256 * p.split) {
     float x[8], v[W][8];
 #pragma unroll
-    for (int q = 0; q < W; q++) unpack8(NORM && k0 == first ? ahead[q] : fetch8(w + (n + q * p.n) * p.k + k0), v[q]);
+    for (int q = 0; q < W; q++) load8(w + (n + q * p.n) * p.k + k0, v[q]);
 #pragma unroll
     for (int r = 0; r < LINEAR_ROWS; r++) {
       if (r < p.m) {

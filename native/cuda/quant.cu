@@ -63,13 +63,6 @@ __device__ void matmul_nbits(const T* a, const uint8_t* b, const T* scales, cons
 // shared by the W matrices), chunk c by lane c % 32 of warp (c / 32) % split of the column's
 // warps; a long K is so spread over up to 8 warps, summed in a fixed order.
 // The _norm kernels take the row RMS-normalised by each block first (common.cuh's RowNorm).
-template <typename T, int W>
-struct Chunk4 {  // a lane's 32 k of each of W 4-bit matrices
-  uint4 packed[W];
-  T scale[W];
-  uint8_t zbyte[W];
-};
-
 template <typename T, int W, bool NORM>  // NORM: the activations are `norm`'s rows (`a` unused)
 __device__ void matmul_nbits4_x32(const T* a, const uint8_t* b0, const T* s0, const uint8_t* z0, const uint8_t* b1,
                                   const T* s1, const uint8_t* z1, const T* bias, T* y, NBits p, RowNorm<T> norm) {
@@ -87,24 +80,9 @@ __device__ void matmul_nbits4_x32(const T* a, const uint8_t* b0, const T* s0, co
   float acc[W] = {};
   int blocks = (p.k + p.block - 1) >> block_shift;  // the last block may be partial
   int64_t column = (int64_t)n * blocks * (p.block / 2);  // byte k / 2 of a column is k's (a block is p.block / 2 bytes)
-  const int first = (lane + 32 * slice) * 32, step = 32 * 32 * p.split;
-  auto fetch = [&](int k0) {  // the chunk's weights of each matrix, their block's scale and zero-point byte
-    Chunk4<T, W> c;
-    int blk = k0 >> block_shift;
-#pragma unroll
-    for (int w = 0; w < W; w++) {
-      c.packed[w] = *(const uint4*)(b[w] + column + k0 / 2);
-      c.scale[w] = scales[w][(int64_t)n * blocks + blk];
-      c.zbyte[w] = zp[w] ? zp[w][(int64_t)n * ((blocks + 1) >> 1) + (blk >> 1)] : 0x88;  // default zero point 8
-    }
-    return c;
-  };
   // The weights are constants: this lane's go to L2 before waiting for the kernel before (with a
-  // dependent launch that overlaps its tail), so the loop below finds them there; with a norm
-  // prologue the first chunk's go to registers, loading while the block normalises its row.
-  Chunk4<T, W> ahead;
-  if (NORM && n < p.n && first < p.k) ahead = fetch(first);
-  for (int k0 = first; n < p.n && k0 < p.k; k0 += step)
+  // dependent launch that overlaps its tail), so the loop below finds them there.
+  for (int k0 = (lane + 32 * slice) * 32; n < p.n && k0 < p.k; k0 += 32 * 32 * p.split)
     for (int w = 0; w < W; w++) {
       prefetch_l2(b[w] + column + k0 / 2);
       prefetch_l2(scales[w] + (int64_t)n * blocks + (k0 >> block_shift));
@@ -117,8 +95,7 @@ __device__ void matmul_nbits4_x32(const T* a, const uint8_t* b0, const T* s0, co
     row = (const T*)normed;
   }
   if (n < p.n) {
-    for (int k0 = first; k0 < p.k; k0 += step) {
-      Chunk4<T, W> c = NORM && k0 == first ? ahead : fetch(k0);
+    for (int k0 = (lane + 32 * slice) * 32; k0 < p.k; k0 += 32 * 32 * p.split) {
       int blk = k0 >> block_shift;
       float x[32], sum = 0.0f;
 #pragma unroll
@@ -127,12 +104,13 @@ __device__ void matmul_nbits4_x32(const T* a, const uint8_t* b0, const T* s0, co
       for (int j = 0; j < 32; j++) sum += x[j];
 #pragma unroll
       for (int w = 0; w < W; w++) {
-        float z = (float)((c.zbyte[w] >> ((blk & 1) * 4)) & 15);
-        const uint32_t* words = (const uint32_t*)&c.packed[w];
+        uint4 packed = *(const uint4*)(b[w] + column + k0 / 2);
+        float z = zp[w] ? (float)((zp[w][(int64_t)n * ((blocks + 1) >> 1) + (blk >> 1)] >> ((blk & 1) * 4)) & 15) : 8.0f;
+        const uint32_t* words = (const uint32_t*)&packed;
         float dot = 0.0f;
 #pragma unroll
         for (int j = 0; j < 32; j++) dot += x[j] * (float)((words[j / 8] >> (4 * (j % 8))) & 15);
-        acc[w] += (dot - z * sum) * ld(&c.scale[w]);
+        acc[w] += (dot - z * sum) * ld(scales[w] + (int64_t)n * blocks + blk);
       }
     }
 #pragma unroll

@@ -337,11 +337,9 @@ def _nbits(rt, stream, variant, a, weights, K, N, block_size, bits, norm=None):
     packed = [weights[0]] + ([weights[3]] if variant else [])
     fast = bits == 4 and K % 32 == 0 and block_size % 32 == 0 and all(t.ptr % 16 == 0 for t in [a] + packed)
     mma = fast and a.dtype == np.float16 and N >= MMA_COLUMNS
-    # constants (host copies: uploaded at Compile or before this launch) may be read before the kernel before ends
-    constant = all(t.host is not None for t in (weights if variant else weights[:3]) if t is not None)
     split = column_split(N, -(-K // 1024), 2048) if fast else 1  # 1024 k: a warp's one pass
     columns = 8 // split  # quant.cu NBITS_COLUMNS warps a block
-    if norm is not None and (mma or not fast or not constant or not norm.fits(K, m * -(-N // columns))):
+    if norm is not None and (mma or not fast or not norm.fits(K, m * -(-N // columns))):
         normed = norm.apply(rt, stream)  # the norm kernel first
         y = _nbits(rt, stream, variant, normed, weights, K, N, block_size, bits)
         rt.free(normed)  # stream-ordered
@@ -349,9 +347,11 @@ def _nbits(rt, stream, variant, a, weights, K, N, block_size, bits, norm=None):
     y = rt.alloc(a.shape[:-1] + (N,), a.dtype)
     tensors = [("ptr", a.ptr), *[("ptr", t.ptr if t is not None else 0) for t in weights], ("ptr", y.ptr)]
     if mma:
+        # constants (host copies: uploaded at Compile or before this launch) may be read before the kernel before ends
+        constant = int(all(t.host is not None for t in (weights if variant else weights[:3]) if t is not None))
         tile_blocks = -(-N // 64)  # 8 warps of 8 columns
         rt.launch_rows("seamless_matmul_nbits4_mma" + variant + "_f16", m * tile_blocks, stream, *tensors,
-                       ("bytes", struct.pack("<6i", m, N, K, block_size.bit_length() - 1, tile_blocks, int(constant))))
+                       ("bytes", struct.pack("<6i", m, N, K, block_size.bit_length() - 1, tile_blocks, constant)))
         return y
     name = ("seamless_matmul_nbits4_x32" if fast else "seamless_matmul_nbits") + variant + ("_norm" if norm else "")
     rt.launch_rows(name + "_" + SUFFIX[a.dtype], m * -(-N // columns), stream, *(tensors[1:] if norm else tensors),

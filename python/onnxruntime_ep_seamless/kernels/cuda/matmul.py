@@ -67,6 +67,8 @@ def _product(rt, stream, a, b, y, m, n, k, **how):
 
 
 SMALL_ROWS = 4  # products with at most this many rows: native/cuda/products.cu
+WIDE = 65536  # from this many columns on cuBLASLt streams the weights faster (H200, a float16 LM head of
+              # 151936 x 896: 63 us against products.cu's 76; docs/benchmarks/gpu.md)
 
 
 def batched_product(rt, stream, a, b, y, m, n, k, batch, stride_a, stride_b, trans_b=False, alpha=1.0):
@@ -86,9 +88,9 @@ def batched_product(rt, stream, a, b, y, m, n, k, batch, stride_a, stride_b, tra
 
 def _linear(rt, stream, a, w, y, m, n, k, bias=None, swiglu=False, norm=None):
     """y = a . w.T (+ bias), or silu(a . w[:n].T) * (a . w[n:].T), by products.cu when a has at most SMALL_ROWS
-    rows and k comes by eights (16-byte loads); else False and nothing is done. With `norm` (contrib.RowNorm)
+    rows, n is below WIDE and k comes by eights (16-byte loads); else False and nothing is done. With `norm` (contrib.RowNorm)
     the kernel normalises a's rows itself, where the norm fits; else False."""
-    if not (0 < m <= SMALL_ROWS and k % 8 == 0 and k and a.ptr % 16 == 0 and w.ptr % 16 == 0):
+    if not (0 < m <= SMALL_ROWS and n < WIDE and k % 8 == 0 and k and a.ptr % 16 == 0 and w.ptr % 16 == 0):
         return False
     split = column_split(n, -(-k // 256), 4096)  # a warp's one pass takes 256 k
     if norm is not None and not norm.fits(k, -(-n // (8 // split))):
@@ -111,15 +113,24 @@ def linear(rt, stream, a, w, bias=None, *, _norm=None):
     y = rt.alloc(a.shape[:-1] + (n,), a.dtype)
     if _linear(rt, stream, a, w, y, m, n, k, bias=bias, norm=_norm):
         return (y,)
-    a = _norm.apply(rt, stream) if _norm else a
+    if _norm is not None:
+        rt.free(y)
+        return _after_norm(linear, rt, stream, _norm, w, bias)
     _product(rt, stream, a, w, y, m, n, k, trans_b=True)
-    if bias is not None:
-        z = binary(rt, stream, ADD, y, bias)
-        rt.free(y)  # stream-ordered
-        y = z
-    if _norm:
-        rt.free(a)
-    return (y,)
+    if bias is None:
+        return (y,)
+    z = binary(rt, stream, ADD, y, bias)
+    rt.free(y)  # stream-ordered
+    return (z,)
+
+
+def _after_norm(product, rt, stream, norm, *weights):
+    """product(the normalised activations, *weights) with the norm (contrib.RowNorm) by its own kernel first,
+    where the product's GEMV could not apply it."""
+    normed = norm.apply(rt, stream)
+    out = product(rt, stream, normed, *weights)
+    rt.free(normed)  # stream-ordered
+    return out
 
 
 @kernel("MatMulSwiGLU", domain=FUSED_DOMAIN, types=GPU_FLOATS, device="cuda")
@@ -131,15 +142,15 @@ def matmul_swiglu(rt, stream, a, gate_up, *, _norm=None):
     y = rt.alloc(a.shape[:-1] + (both // 2,), a.dtype)
     if _linear(rt, stream, a, gate_up, y, m, both // 2, k, swiglu=True, norm=_norm):
         return (y,)
-    a = _norm.apply(rt, stream) if _norm else a
+    if _norm is not None:
+        rt.free(y)
+        return _after_norm(matmul_swiglu, rt, stream, _norm, gate_up)
     product = rt.alloc(a.shape[:-1] + (both,), a.dtype)
     _product(rt, stream, a, gate_up, product, m, both, k, trans_b=True)
     if y.size:
         rt.launch(f"seamless_swiglu_{SUFFIX[a.dtype]}", y.size, stream, ("int64", y.size), ("int64", both // 2),
                   ("ptr", product.ptr), ("ptr", y.ptr))
     rt.free(product)  # stream-ordered: reused only by later work
-    if _norm:
-        rt.free(a)
     return (y,)
 
 
