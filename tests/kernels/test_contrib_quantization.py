@@ -289,6 +289,8 @@ def normed_product_model(product, norm="skip", K=64, N=40, m=1, dtype=np.float16
     if not product.endswith("swiglu"):  # the gate's product alone, as Y
         keep = [n for n in g.node if "gate_w" in n.input or "gate_q" in n.input]
         keep[0].output[0] = "Y"
+        if not matmul:  # as ORT shows the node to an EP: with every attribute's default
+            keep[0].attribute.append(helper.make_attribute("weight_prepacked", 0))
         del g.node[:]
         g.node.extend(keep)
         del g.value_info[:]

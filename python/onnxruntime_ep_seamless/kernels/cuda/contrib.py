@@ -307,14 +307,15 @@ def _check_normed(node, graph):
 
 @kernel("NormedProduct", domain=FUSED_DOMAIN, types=GPU_FLOATS, device="cuda", check=_check_normed)
 def normed_product(rt, stream, x, skip, gamma, norm_bias, *weights, product, epsilon=1e-5, K=0, N=0, block_size=0,
-                   bits=4, accuracy_level=0, _num_outputs=1):
+                   bits=4, accuracy_level=0, weight_prepacked=0, _num_outputs=1):
     """A product (plan/fusion.py's NORMED_PRODUCTS) of RMSNorm(x + skip + norm_bias) * gamma, and x + skip + norm_bias as a second
     output when the node has one: plan/fusion.py's fusion of a (Skip)SimplifiedLayerNormalization into the
     product reading it, so that a decode step's GEMV normalises its rows itself (one launch, not two)."""
     from .matmul import linear, matmul_swiglu
     norm = RowNorm(x, skip, norm_bias, gamma, epsilon, _num_outputs > 1)
     nbits = dict(K=K, N=N, block_size=block_size, bits=bits, accuracy_level=accuracy_level)
-    run = {"MatMulNBits": lambda: matmul_nbits(rt, stream, x, *weights, **nbits, _norm=norm),
+    run = {"MatMulNBits": lambda: matmul_nbits(rt, stream, x, *weights, **nbits, weight_prepacked=weight_prepacked,
+                                               _norm=norm),
            "MatMulNBitsSwiGLU": lambda: matmul_nbits_swiglu(rt, stream, x, *weights, **nbits, _norm=norm),
            "Linear": lambda: linear(rt, stream, x, *weights, _norm=norm),
            "MatMulSwiGLU": lambda: matmul_swiglu(rt, stream, x, *weights, _norm=norm)}[product]
