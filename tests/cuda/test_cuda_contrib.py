@@ -154,7 +154,8 @@ def test_rms_norm_in_the_product(product, norm, dtype, m, K):
     model, feeds = normed_product_model(product, norm, K=K, N=40, m=m, dtype=dtype)
     ours = run_on_cuda(model, feeds)
     apart = copy.deepcopy(model)
-    apart.graph.output.append(helper.make_tensor_value_info("A", helper.np_dtype_to_tensor_dtype(np.dtype(dtype)), None))
+    elem = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    apart.graph.output.append(helper.make_tensor_value_info("A", elem, None))
     for i, (fused, unfused) in enumerate(zip(ours, run_on_cuda(apart, feeds))):
         np.testing.assert_array_equal(fused, unfused, err_msg=f"output {i}")
     for i, (o, r) in enumerate(zip(ours, stock_session(model).run(None, feeds))):

@@ -104,5 +104,6 @@ def test_an_rms_norm_read_by_one_product_is_its_prologue_on_cuda(product, fused,
 def test_an_rms_norm_read_elsewhere_stays_apart():
     from onnx import helper
     model, _ = normed_product_model("nbits")
-    model.graph.output.append(helper.make_tensor_value_info("A", model.graph.output[0].type.tensor_type.elem_type, None))
+    elem = model.graph.output[0].type.tensor_type.elem_type
+    model.graph.output.append(helper.make_tensor_value_info("A", elem, None))  # the norm's output read elsewhere
     assert fused_ops(model, "cuda") == ["SkipSimplifiedLayerNormalization", "MatMulNBits"]

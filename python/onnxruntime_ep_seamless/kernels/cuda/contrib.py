@@ -272,9 +272,8 @@ class RowNorm:
         than the norm kernel (the float16 LM head's 18992 blocks: 76 -> 116 us on the H200)."""
         tensors = [t for t in (self.x, self.skip, self.bias, self.gamma) if t is not None]
         return (k % 8 == 0 and 0 < k <= NORM_MAX_K and blocks <= NORM_MAX_BLOCKS and self.x.shape[-1] == k
-                and self.gamma.size == k
-                and (self.bias is None or self.bias.size == k) and (self.skip is None or self.skip.shape == self.x.shape)
-                and all(t.ptr % 16 == 0 for t in tensors))
+                and self.gamma.size == k and (self.bias is None or self.bias.size == k)
+                and (self.skip is None or self.skip.shape == self.x.shape) and all(t.ptr % 16 == 0 for t in tensors))
 
     def argument(self, rt):
         """The kernels' RowNorm argument (allocating the sum)."""
@@ -308,9 +307,10 @@ def _check_normed(node, graph):
 @kernel("NormedProduct", domain=FUSED_DOMAIN, types=GPU_FLOATS, device="cuda", check=_check_normed)
 def normed_product(rt, stream, x, skip, gamma, norm_bias, *weights, product, epsilon=1e-5, K=0, N=0, block_size=0,
                    bits=4, accuracy_level=0, weight_prepacked=0, _num_outputs=1):
-    """A product (plan/fusion.py's NORMED_PRODUCTS) of RMSNorm(x + skip + norm_bias) * gamma, and x + skip + norm_bias as a second
-    output when the node has one: plan/fusion.py's fusion of a (Skip)SimplifiedLayerNormalization into the
-    product reading it, so that a decode step's GEMV normalises its rows itself (one launch, not two)."""
+    """A product (plan/fusion.py's NORMED_PRODUCTS) of RMSNorm(x + skip + norm_bias) * gamma, and x + skip +
+    norm_bias as a second output when the node has one: plan/fusion.py's fusion of a
+    (Skip)SimplifiedLayerNormalization into the product reading it, so that a decode step's GEMV normalises its
+    rows itself (one launch, not two)."""
     from .matmul import linear, matmul_swiglu
     norm = RowNorm(x, skip, norm_bias, gamma, epsilon, _num_outputs > 1)
     nbits = dict(K=K, N=N, block_size=block_size, bits=bits, accuracy_level=accuracy_level)
@@ -355,9 +355,12 @@ def _nbits(rt, stream, variant, a, weights, K, N, block_size, bits, norm=None):
                        ("bytes", struct.pack("<6i", m, N, K, block_size.bit_length() - 1, tile_blocks, constant)))
         return y
     name = ("seamless_matmul_nbits4_x32" if fast else "seamless_matmul_nbits") + variant + ("_norm" if norm else "")
-    rt.launch_rows(name + "_" + SUFFIX[a.dtype], m * -(-N // columns), stream, *(tensors[1:] if norm else tensors),
-                   ("bytes", struct.pack("<6i", m, N, K, block_size, bits, split)), *([norm.argument(rt)] if norm else []),
-                   shared=K * a.dtype.itemsize if norm else 0)
+    shape = ("bytes", struct.pack("<6i", m, N, K, block_size, bits, split))
+    if norm:  # the activations are the norm's (its x is in its argument)
+        rt.launch_rows(name + "_" + SUFFIX[a.dtype], m * -(-N // columns), stream, *tensors[1:], shape,
+                       norm.argument(rt), shared=K * a.dtype.itemsize)
+    else:
+        rt.launch_rows(name + "_" + SUFFIX[a.dtype], m * -(-N // columns), stream, *tensors, shape)
     return y
 
 

@@ -88,18 +88,20 @@ def batched_product(rt, stream, a, b, y, m, n, k, batch, stride_a, stride_b, tra
 
 def _linear(rt, stream, a, w, y, m, n, k, bias=None, swiglu=False, norm=None):
     """y = a . w.T (+ bias), or silu(a . w[:n].T) * (a . w[n:].T), by products.cu when a has at most SMALL_ROWS
-    rows, n is below WIDE and k comes by eights (16-byte loads); else False and nothing is done. With `norm` (contrib.RowNorm)
-    the kernel normalises a's rows itself, where the norm fits; else False."""
+    rows, n is below WIDE and k comes by eights (16-byte loads); else False and nothing is done. With `norm`
+    (contrib.RowNorm) the kernel normalises a's rows itself, where the norm fits; else False."""
     if not (0 < m <= SMALL_ROWS and n < WIDE and k % 8 == 0 and k and a.ptr % 16 == 0 and w.ptr % 16 == 0):
         return False
     split = column_split(n, -(-k // 256), 4096)  # a warp's one pass takes 256 k
     if norm is not None and not norm.fits(k, -(-n // (8 // split))):
         return False
     name = f"seamless_linear{'_swiglu' if swiglu else ''}{'_norm' if norm else ''}_{SUFFIX[a.dtype]}"
-    rows = [norm.argument(rt)] if norm else []
-    rt.launch_rows(name, -(-n // (8 // split)), stream, *([] if norm else [("ptr", a.ptr)]), ("ptr", w.ptr),
-                   ("ptr", bias.ptr if bias is not None else 0), ("ptr", y.ptr), ("bytes", struct.pack("<4i", m, n, k, split)),
-                   *rows, shared=m * k * a.dtype.itemsize if norm else 0)
+    args = [("ptr", w.ptr), ("ptr", bias.ptr if bias is not None else 0), ("ptr", y.ptr),
+            ("bytes", struct.pack("<4i", m, n, k, split))]
+    if norm:  # the rows are the norm's (its x is in its argument)
+        rt.launch_rows(name, -(-n // (8 // split)), stream, *args, norm.argument(rt), shared=m * k * a.dtype.itemsize)
+    else:
+        rt.launch_rows(name, -(-n // (8 // split)), stream, ("ptr", a.ptr), *args)
     return True
 
 
