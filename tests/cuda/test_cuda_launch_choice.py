@@ -1,0 +1,95 @@
+"""Which kernels the CUDA EP launches for a fused norm + product (plan/fusion.py's NormedProduct) and for
+wide products, decided on the host: checked without a GPU (a recording runtime stands in for
+runtime/cuda.py), so CI guards the choices; what the kernels compute is tests/cuda/test_cuda_contrib.py's
+(on a GPU)."""
+import numpy as np
+import pytest
+
+from onnxruntime_ep_seamless.kernels.cuda.contrib import normed_product
+from onnxruntime_ep_seamless.kernels.cuda.matmul import linear
+from onnxruntime_ep_seamless.runtime.cuda import DeviceTensor
+
+F16 = np.dtype(np.float16)
+
+
+class Recorder:
+    """runtime/cuda.py's allocation and launch calls, recorded: `launches` names each kernel launched
+    (cuBLASLt's GEMM as "gemm") with its keyword arguments (dynamic shared memory)."""
+
+    def __init__(self):
+        self.top, self.launches = 4096, []
+
+    def alloc(self, shape, dtype):
+        dtype = np.dtype(dtype)
+        ptr, self.top = self.top, self.top + (int(np.prod(shape)) * dtype.itemsize + 255) // 256 * 256
+        return DeviceTensor(ptr, tuple(shape), dtype)
+
+    def constant(self, shape, dtype=F16):  # a model's weight: with its host copy
+        t = self.alloc(shape, dtype)
+        return DeviceTensor(t.ptr, t.shape, t.dtype, np.zeros(1, dtype))
+
+    def free(self, t):
+        pass
+
+    def launch_rows(self, name, rows, stream, *args, **kw):
+        self.launches.append((name, rows, kw))
+
+    def launch(self, name, n, stream, *args):
+        self.launches.append((name, n, {}))
+
+    def gemm(self, stream, *args, **how):
+        self.launches.append(("gemm", 0, {}))
+
+
+def run(product, m, k, n, want_sum=True):
+    """normed_product on activations (1, m, k) with a skip input: the runtime's launches and the outputs."""
+    rt = Recorder()
+    x, skip, gamma = rt.alloc((1, m, k), F16), rt.alloc((1, m, k), F16), rt.constant((k,))
+    if product.startswith("MatMulNBits"):
+        q, scales = rt.constant((n, k // 32, 16), np.uint8), rt.constant((n * k // 32,))
+        weights = ([q, scales, None, None, rt.constant((n,))] if product == "MatMulNBits" else
+                   [q, scales, None, q, scales, None])
+        attrs = dict(K=k, N=n, block_size=32, bits=4)
+    else:
+        weights, attrs = [rt.constant((2 * n if product == "MatMulSwiGLU" else n, k))], {}
+    out = normed_product(rt, None, x, skip, gamma, None, *weights, product=product, epsilon=1e-6,
+                         _num_outputs=2 if want_sum else 1, **attrs)
+    return rt.launches, out
+
+
+NBITS = {"MatMulNBits": "seamless_matmul_nbits4_x32", "MatMulNBitsSwiGLU": "seamless_matmul_nbits4_x32_swiglu",
+         "Linear": "seamless_linear", "MatMulSwiGLU": "seamless_linear_swiglu"}
+
+
+@pytest.mark.parametrize("product", list(NBITS))
+@pytest.mark.parametrize("m", [1, 4])
+def test_a_decode_step_normalises_inside_the_product(product, m):
+    launches, (y, total) = run(product, m, 896, 1152)
+    rows = 1 if product.startswith("MatMulNBits") else m  # a block's rows: one (a grid row each), or all
+    assert [(name, kw) for name, _, kw in launches] == [(NBITS[product] + "_norm_f16", {"shared": 896 * 2 * rows})]
+    assert y.shape == (1, m, 1152) and total.shape == (1, m, 896)  # the residual sum, written by the kernel
+    launches, out = run(product, m, 896, 1152, want_sum=False)
+    assert len(launches) == 1 and len(out) == 1
+
+
+@pytest.mark.parametrize("product,m,k,n,then", [
+    ("MatMulNBits", 1, 2112, 1152, "seamless_matmul_nbits4_x32_f16"),         # K above 2048 (8 a thread)
+    ("MatMulNBitsSwiGLU", 8, 896, 4864, "seamless_matmul_nbits4_x32_swiglu_f16"),  # 8 x 608 blocks: above 4096
+    ("MatMulNBits", 1, 896, 151936, "seamless_matmul_nbits4_mma_f16"),       # the tensor-core LM head
+    ("Linear", 5, 896, 1152, "gemm"),                                        # more rows than the GEMV takes
+    ("Linear", 1, 2112, 1152, "seamless_linear_f16"),
+    ("Linear", 1, 896, 40000, "seamless_linear_f16"),                        # 5000 blocks
+    ("MatMulSwiGLU", 1, 2112, 1152, "seamless_linear_swiglu_f16"),
+])
+def test_the_norm_kernel_runs_first_where_the_product_cannot_take_it(product, m, k, n, then):
+    launches, (y, total) = run(product, m, k, n)
+    names = [name for name, _, _ in launches]
+    assert names[:2] == ["seamless_skip_norm8_f16", then], names
+    assert y.shape[-1] == n and total.shape == (1, m, k)
+
+
+def test_products_of_65536_columns_and_more_go_to_cublas():
+    rt = Recorder()
+    linear(rt, None, rt.alloc((1, 1, 896), F16), rt.constant((65536, 896)))
+    linear(rt, None, rt.alloc((1, 1, 896), F16), rt.constant((65535, 896)))
+    assert [name for name, _, _ in rt.launches] == ["gemm", "seamless_linear_f16"]
