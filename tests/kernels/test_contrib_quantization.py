@@ -294,8 +294,7 @@ def normed_product_model(product, norm="skip", K=64, N=40, m=1, dtype=np.float16
         del g.node[:]
         g.node.extend(keep)
         del g.value_info[:]
-        names = {n for n in keep[0].input}
-        kept = [t for t in g.initializer if t.name in names]
+        kept = [t for t in g.initializer if t.name in set(keep[0].input)]
         del g.initializer[:]
         g.initializer.extend(kept)
     t = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
@@ -307,7 +306,7 @@ def normed_product_model(product, norm="skip", K=64, N=40, m=1, dtype=np.float16
     else:
         g.node.insert(0, helper.make_node("SimplifiedLayerNormalization", ["X", "gamma"], ["A"], epsilon=1e-6, axis=-1))
     g.value_info.append(helper.make_tensor_value_info("A", t, [m, K]))
+    inputs = ["X", "S"] if norm == "skip" else ["X"]
     del g.input[:]
-    g.input.extend(helper.make_tensor_value_info(n, t, [m, K]) for n in ("X", "S")[:2 if norm == "skip" else 1])
-    feeds = {n: rng.standard_normal((m, K)).astype(dtype) for n in ("X", "S")[:2 if norm == "skip" else 1]}
-    return model, feeds
+    g.input.extend(helper.make_tensor_value_info(n, t, [m, K]) for n in inputs)
+    return model, {n: rng.standard_normal((m, K)).astype(dtype) for n in inputs}

@@ -231,7 +231,7 @@ def _norms_into_products(graph: Graph, nodes: list[Node], outputs: set, device: 
                 norm.attrs.get("axis", -1) not in (-1, len(graph.value(norm.inputs[0]).shape or ()) - 1):
             continue
         users = readers.get(norm.outputs[0], [])
-        if len(users) != 1 or users[0] in fused_at:
+        if len(users) != 1:
             continue
         j = users[0]
         product = nodes[j]

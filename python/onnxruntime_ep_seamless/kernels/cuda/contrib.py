@@ -9,7 +9,7 @@ import numpy as np
 from ...graph.ir import Node
 from ...plan.fusion import FUSED_DOMAIN, NORMED_PRODUCTS
 from ..cpu.contrib_attention import gqa_config_problem, gqa_layout
-from ..registry import kernel
+from ..registry import kernel, lookup
 from .elementwise import GPU_FLOATS, SUFFIX
 from .matmul import column_split
 from .rows import norm_check
@@ -296,7 +296,6 @@ NORM_MAX_BLOCKS = 4096
 
 def _check_normed(node, graph):
     """The product's own check (plan/fusion.py's NormedProduct keeps its inputs after the norm's four)."""
-    from ..registry import lookup
     attrs = {k: v for k, v in node.attrs.items() if k not in ("product", "epsilon")}
     inner = Node(node.name, node.attrs.get("product", ""), NORMED_PRODUCTS.get(node.attrs.get("product"), "?"), 1,
                  node.inputs[:1] + node.inputs[4:], node.outputs[:1], attrs)
