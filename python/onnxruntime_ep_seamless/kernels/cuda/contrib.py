@@ -11,7 +11,7 @@ from ...plan.fusion import FUSED_DOMAIN, NORMED_PRODUCTS
 from ..cpu.contrib_attention import gqa_config_problem, gqa_layout
 from ..registry import kernel, lookup
 from .elementwise import GPU_FLOATS, SUFFIX
-from .matmul import column_split
+from .matmul import _after_norm, column_split, linear, matmul_swiglu
 from .rows import norm_check
 
 MAX_SHARED = 48 * 1024  # default dynamic shared memory per block
@@ -310,7 +310,6 @@ def normed_product(rt, stream, x, skip, gamma, norm_bias, *weights, product, eps
     norm_bias as a second output when the node has one: plan/fusion.py's fusion of a
     (Skip)SimplifiedLayerNormalization into the product reading it, so that a decode step's GEMV normalises its
     rows itself (one launch, not two)."""
-    from .matmul import linear, matmul_swiglu
     norm = RowNorm(x, skip, norm_bias, gamma, epsilon, _num_outputs > 1)
     nbits = dict(K=K, N=N, block_size=block_size, bits=bits, accuracy_level=accuracy_level)
     run = {"MatMulNBits": lambda: matmul_nbits(rt, stream, x, *weights, **nbits, weight_prepacked=weight_prepacked,
@@ -340,10 +339,8 @@ def _nbits(rt, stream, variant, a, weights, K, N, block_size, bits, norm=None):
     split = column_split(N, -(-K // 1024), 2048) if fast else 1  # 1024 k: a warp's one pass
     columns = 8 // split  # quant.cu NBITS_COLUMNS warps a block
     if norm is not None and (mma or not fast or not norm.fits(K, m * -(-N // columns))):
-        normed = norm.apply(rt, stream)  # the norm kernel first
-        y = _nbits(rt, stream, variant, normed, weights, K, N, block_size, bits)
-        rt.free(normed)  # stream-ordered
-        return y
+        return _after_norm(lambda rt, stream, normed: _nbits(rt, stream, variant, normed, weights, K, N, block_size,
+                                                             bits), rt, stream, norm)
     y = rt.alloc(a.shape[:-1] + (N,), a.dtype)
     tensors = [("ptr", a.ptr), *[("ptr", t.ptr if t is not None else 0) for t in weights], ("ptr", y.ptr)]
     if mma:
