@@ -143,7 +143,7 @@ def test_swiglu_of_two_matmuls(dtype, m):
 # MatMul, K = 2112). Both run the norm kernel's arithmetic: bitwise the unfused plan's outputs (the norm's
 # output made a graph output keeps the nodes apart), and stock's within test_swiglu_of_two_matmul_nbits'
 # tolerances (float16: the products' sums in another order, rounded once; SwiGLU's reference rounds more).
-@pytest.mark.parametrize("norm", ["skip", "simple"])
+@pytest.mark.parametrize("norm", ["skip", "simple", "rms"])
 @pytest.mark.parametrize("product", ["nbits", "nbits_swiglu", "matmul", "matmul_swiglu"])
 @pytest.mark.parametrize("dtype,m,K", [(np.float16, 1, 896), (np.float32, 2, 64), (np.float16, 5, 64),
                                        (np.float16, 1, 2112)])

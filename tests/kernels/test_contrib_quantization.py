@@ -281,7 +281,7 @@ def swiglu_nbits_model(K, N, block_size, zero_points=False, dtype=np.float32, m=
 
 def normed_product_model(product, norm="skip", K=64, N=40, m=1, dtype=np.float16, block_size=32):
     """An LLM's RMS norm feeding a product: SkipSimplifiedLayerNormalization(X, S, gamma) with its sum output R
-    (norm="skip") or SimplifiedLayerNormalization(X, gamma) ("simple"), read only by "nbits" (MatMulNBits),
+    (norm="skip"), SimplifiedLayerNormalization(X, gamma) ("simple") or RMSNormalization ("rms"), read only by "nbits" (MatMulNBits),
     "matmul" (MatMul by a constant), or the SwiGLU of two ("nbits_swiglu", "matmul_swiglu"). (model, feeds)"""
     matmul = product.startswith("matmul")
     model, _ = swiglu_nbits_model(K, N, block_size, True, dtype, m, matmul=matmul)
@@ -303,8 +303,11 @@ def normed_product_model(product, norm="skip", K=64, N=40, m=1, dtype=np.float16
         g.node.insert(0, helper.make_node("SkipSimplifiedLayerNormalization", ["X", "S", "gamma"], ["A", "", "", "R"],
                                           domain=MS, epsilon=1e-6))
         g.output.append(helper.make_tensor_value_info("R", t, [m, K]))
-    else:
-        g.node.insert(0, helper.make_node("SimplifiedLayerNormalization", ["X", "gamma"], ["A"], epsilon=1e-6, axis=-1))
+    else:  # SimplifiedLayerNormalization, or ONNX's RMSNormalization (opset 23, torch's exports)
+        op = "RMSNormalization" if norm == "rms" else "SimplifiedLayerNormalization"
+        g.node.insert(0, helper.make_node(op, ["X", "gamma"], ["A"], epsilon=1e-6, axis=-1))
+        if norm == "rms":
+            model.opset_import[0].version = 23
     g.value_info.append(helper.make_tensor_value_info("A", t, [m, K]))
     inputs = ["X", "S"] if norm == "skip" else ["X"]
     del g.input[:]

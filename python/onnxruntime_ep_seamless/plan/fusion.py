@@ -207,16 +207,17 @@ def fuse(graph: Graph, outputs: list[str], device: str = "cpu") -> list[Node]:
 
 
 # the RMS norms a product can apply to its activations itself (the kernel's epsilon default), and those products
-NORMS = {("com.microsoft", "SkipSimplifiedLayerNormalization"): 1e-12, ("", "SimplifiedLayerNormalization"): 1e-5}
+NORMS = {("com.microsoft", "SkipSimplifiedLayerNormalization"): 1e-12, ("", "SimplifiedLayerNormalization"): 1e-5,
+         ("", "RMSNormalization"): 1e-5}
 NORMED_PRODUCTS = {"MatMulNBits": "com.microsoft", "MatMulNBitsSwiGLU": FUSED_DOMAIN, "Linear": FUSED_DOMAIN,
                    "MatMulSwiGLU": FUSED_DOMAIN}
 
 
 def _norms_into_products(graph: Graph, nodes: list[Node], outputs: set, device: str) -> list[Node]:
-    """A (Skip)SimplifiedLayerNormalization over the last axis whose output only one product reads (as its
-    activations) -> NormedProduct(x, skip, gamma, bias, the product's other inputs) at the product's place,
-    with the norm's x + skip + bias output when it has one: a decode step's GEMV normalises its rows itself
-    (kernels/cuda/contrib.py), one launch instead of two."""
+    """A (Skip)SimplifiedLayerNormalization or RMSNormalization over the last axis whose output only one
+    product reads (as its activations) -> NormedProduct(x, skip, gamma, bias, the product's other inputs) at
+    the product's place, with the norm's x + skip + bias output when it has one: a decode step's GEMV
+    normalises its rows itself (kernels/cuda/contrib.py), one launch instead of two."""
     readers: dict[str, list[int]] = {}
     for i, node in enumerate(nodes):
         for name in node.inputs:
@@ -227,7 +228,7 @@ def _norms_into_products(graph: Graph, nodes: list[Node], outputs: set, device: 
         default = NORMS.get((norm.domain, norm.op_type))
         if default is None or any(norm.outputs[1:3]) or norm.outputs[0] in outputs:
             continue
-        if norm.op_type == "SimplifiedLayerNormalization" and \
+        if not norm.domain and \
                 norm.attrs.get("axis", -1) not in (-1, len(graph.value(norm.inputs[0]).shape or ()) - 1):
             continue
         users = readers.get(norm.outputs[0], [])
