@@ -7,6 +7,7 @@
 // Step 2 (gqa_attend): one block per (batch, head, query token): scores against the t[b] cached
 // keys, causal / local-window mask, softcap, softmax (optionally with a sink: smooth softmax),
 // then the weighted sum of values into out [B, S, N * H].
+// A decode step (one new token) does both in one launch split over keys (gqa_decode, below).
 #include "common.cuh"
 
 struct GqaShape {
@@ -58,8 +59,65 @@ __device__ __forceinline__ float rotate(const T* row, int d, const T* cos_row, c
   return d < rot_half ? x * c - other * s : x * c + other * s;
 }
 
-// Element t of the new tokens, over (b, i, head in q..k..v, d): q/k rotated with cos/sin rows at
-// position p[b] + i; q to q_out, k and v to the present buffers at that position.
+// The row of head h (numbered q..k..v) of new token (b, i) in the inputs.
+template <typename T>
+__device__ __forceinline__ const T* new_row(const T* q_in, const T* k_in, const T* v_in, int b, int i, int h,
+                                            const GqaShape& g) {
+  int64_t token = (int64_t)b * g.seq + i;
+  if (g.packed) return q_in + (token * (g.heads + 2 * g.kv_heads) + h) * g.head_size;
+  if (h < g.heads) return q_in + (token * g.heads + h) * g.head_size;
+  if (h < g.heads + g.kv_heads) return k_in + (token * g.kv_heads + h - g.heads) * g.head_size;
+  return v_in + (token * g.kv_heads + h - g.heads - g.kv_heads) * g.head_size;
+}
+
+// Channel d of head h (numbered q..k..v) of new token (b, i), q and k rotated at position pos.
+template <typename T>
+__device__ __forceinline__ float new_value(const T* q_in, const T* k_in, const T* v_in, const T* cos, const T* sin,
+                                           int b, int i, int h, int d, int pos, const GqaShape& g) {
+  const T* row = new_row(q_in, k_in, v_in, b, i, h, g);
+  if (g.do_rotary && h < g.heads + g.kv_heads && d < 2 * g.rot_half) {
+    int r = min(pos, g.cos_rows - 1);
+    return rotate(row, d, cos + (int64_t)r * g.rot_half, sin + (int64_t)r * g.rot_half, g.rot_half, g.interleaved);
+  }
+  return ld(row + d);
+}
+
+// Channels [c0, c0 + 8) of a row after rotary embedding with the cos/sin rows (cos_row null: none), as
+// rotate() computes them; every load issued before the first use. rot_half % 8 == 0 (gqa_layout checks),
+// so the 8 channels are all rotated or none.
+template <typename T>
+__device__ __forceinline__ void rotated8(const T* row, int c0, const T* cos_row, const T* sin_row, int rot_half,
+                                         bool interleaved, float* y) {
+  load8(row + c0, y);
+  if (!cos_row || c0 >= 2 * rot_half) return;
+  float other[8], c[8], s[8];
+  if (interleaved) {
+    for (int e = 0; e < 8; e++) {
+      c[e] = ld(cos_row + (c0 + e) / 2);
+      s[e] = ld(sin_row + (c0 + e) / 2);
+    }
+    for (int e = 0; e < 8; e++) other[e] = y[e ^ 1];
+  } else {
+    load8(row + (c0 < rot_half ? c0 + rot_half : c0 - rot_half), other);
+    load8(cos_row + c0 % rot_half, c);
+    load8(sin_row + c0 % rot_half, s);
+  }
+  for (int e = 0; e < 8; e++) {
+    bool first = interleaved ? !(e & 1) : c0 < rot_half;  // x * c - other * s, else x * c + other * s
+    y[e] = first ? y[e] * c[e] - other[e] * s[e] : y[e] * c[e] + other[e] * s[e];
+  }
+}
+
+// v rounded to T, as a tensor of T holds it.
+template <typename T>
+__device__ __forceinline__ float rounded(float v) {
+  T r;
+  st(&r, v);
+  return ld(&r);
+}
+
+// Element t of the new tokens, over (b, i, head in q..k..v, d): q to q_out, k and v to the present
+// buffers at position p[b] + i.
 template <typename T>
 __device__ __forceinline__ void prepare_new(int64_t t, const T* q_in, const T* k_in, const T* v_in, const T* cos,
                                             const T* sin, const int32_t* seqlens, T* q_out, T* k_out, T* v_out,
@@ -70,32 +128,12 @@ __device__ __forceinline__ void prepare_new(int64_t t, const T* q_in, const T* k
   int h = r % heads_all;
   r /= heads_all;
   int i = r % g.seq, b = r / g.seq;
-  const T* src;
-  int64_t base;  // start of this head's row in the source
-  if (g.packed) {
-    src = q_in;
-    base = ((int64_t)(b * g.seq + i) * heads_all + h) * g.head_size;
-  } else if (h < g.heads) {
-    src = q_in;
-    base = ((int64_t)(b * g.seq + i) * g.heads + h) * g.head_size;
-  } else if (h < g.heads + g.kv_heads) {
-    src = k_in;
-    base = ((int64_t)(b * g.seq + i) * g.kv_heads + (h - g.heads)) * g.head_size;
-  } else {
-    src = v_in;
-    base = ((int64_t)(b * g.seq + i) * g.kv_heads + (h - g.heads - g.kv_heads)) * g.head_size;
-  }
-  float x = ld(src + base + d);
   int pos = past_len(seqlens, b, g) + i;
-  bool is_v = h >= g.heads + g.kv_heads;
-  if (g.do_rotary && !is_v && d < 2 * g.rot_half) {
-    int row = min(pos, g.cos_rows - 1);
-    x = rotate(src + base, d, cos + (int64_t)row * g.rot_half, sin + (int64_t)row * g.rot_half, g.rot_half,
-               g.interleaved);
-  }
+  float x = new_value(q_in, k_in, v_in, cos, sin, b, i, h, d, pos, g);
   if (h < g.heads) {
     st(q_out + (((int64_t)b * g.heads + h) * g.seq + i) * g.head_size + d, x);
   } else {
+    bool is_v = h >= g.heads + g.kv_heads;
     int kh = is_v ? h - g.heads - g.kv_heads : h - g.heads;
     T* dst = is_v ? v_out : k_out;
     st(dst + (((int64_t)b * g.kv_heads + kh) * g.present_len + pos) * g.head_size + d, x);
@@ -209,6 +247,138 @@ __device__ void attend(const T* q, const T* k, const T* v, const int32_t* seqlen
   }
 }
 
+// A decode step (one new token a batch row) in one launch, split over keys (flash decoding) where the
+// context is long: grid (splits, batch * heads) of DECODE_THREADS threads; a present row to each
+// head_size / 8 lanes (8 channels a lane), DECODE_PASSES rows a lane group, so a block takes up to
+// DECODE_PASSES * DECODE_THREADS * 8 / head_size rows. Each thread makes its q channels (rotated, rounded
+// to T) and loads its rows' k and v: past row j (j < p), the new token's at p (k rotated), zeros after,
+// all loads at once; the blocks of each KV head's first query head write them to the present buffers.
+// Scores, softmax and weighted values stay in registers but for one max and one sum across warps.
+// With several splits, each block leaves (max, sum, weighted values) in `partial`, and the block of
+// (b, head) that finishes last (counted in `counters`, which it sets back to zero) combines them in
+// order into out; a single split combines its own the same way.
+#define DECODE_THREADS 256
+#define DECODE_PASSES 8
+template <typename T>
+__device__ void decode(const T* past_k, const T* past_v, const T* q_in, const T* k_in, const T* v_in, const T* cos,
+                       const T* sin, const int32_t* seqlens, const float* sink, T* pk, T* pv, T* out, float* partial,
+                       unsigned* counters, GqaShape g, AttendParams a) {
+  constexpr int warps = DECODE_THREADS / 32;
+  __shared__ float wmax[warps], wsum[warps], wacc[warps * 256], own[2 + 256];
+  __shared__ bool last;
+  const int H = g.head_size, lanes = H / 8, per_pass = DECODE_THREADS / lanes, group = g.heads / g.kv_heads;
+  const int warp = threadIdx.x / 32, c0 = threadIdx.x % lanes * 8;
+  const int bq = blockIdx.y, b = bq / g.heads, qh = bq % g.heads, kh = qh / group;
+  const int split = blockIdx.x, splits = gridDim.x, first = split * per_pass * DECODE_PASSES + threadIdx.x / lanes;
+  const int p = past_len(seqlens, b, g), t = total_len(seqlens, b, g), limit = a.causal ? p + 1 : t;
+  const int lo = a.causal && a.local_window > 0 && limit - a.local_window > 0 ? limit - a.local_window : 0;
+  const int r = min(p, g.cos_rows - 1);
+  const T* cos_row = g.do_rotary ? cos + (int64_t)r * g.rot_half : nullptr;
+  const T* sin_row = g.do_rotary ? sin + (int64_t)r * g.rot_half : nullptr;
+  const int64_t kv = (int64_t)b * g.kv_heads + kh;
+  float q[8], kx[DECODE_PASSES][8], vx[DECODE_PASSES][8];
+  rotated8(new_row(q_in, k_in, v_in, b, 0, qh, g), c0, cos_row, sin_row, g.rot_half, g.interleaved, q);
+#pragma unroll
+  for (int i = 0; i < DECODE_PASSES; i++) {
+    int j = first + i * per_pass;
+    if (j < g.present_len && j == p) {
+      rotated8(new_row(q_in, k_in, v_in, b, 0, g.heads + kh, g), c0, cos_row, sin_row, g.rot_half, g.interleaved,
+               kx[i]);
+      load8(new_row(q_in, k_in, v_in, b, 0, g.heads + g.kv_heads + kh, g) + c0, vx[i]);
+      for (int e = 0; e < 8; e++) kx[i][e] = rounded<T>(kx[i][e]);
+    } else if (j < g.present_len && past_k && j < p && j < g.past_buf) {
+      load8(past_k + (kv * g.past_buf + j) * H + c0, kx[i]);
+      load8(past_v + (kv * g.past_buf + j) * H + c0, vx[i]);
+    } else {
+      for (int e = 0; e < 8; e++) kx[i][e] = vx[i][e] = 0.0f;
+    }
+  }
+  for (int e = 0; e < 8; e++) q[e] = rounded<T>(q[e]);
+  if (qh % group == 0)
+#pragma unroll
+    for (int i = 0; i < DECODE_PASSES; i++) {
+      int j = first + i * per_pass;
+      if (j < g.present_len) {
+        store8(pk + (kv * g.present_len + j) * H + c0, kx[i]);
+        store8(pv + (kv * g.present_len + j) * H + c0, vx[i]);
+      }
+    }
+  float s[DECODE_PASSES], m = -INFINITY;
+#pragma unroll
+  for (int i = 0; i < DECODE_PASSES; i++) {
+    float v = 0.0f;
+    for (int e = 0; e < 8; e++) v += q[e] * kx[i][e];
+    for (int off = 1; off < lanes; off <<= 1) v += __shfl_xor_sync(0xffffffff, v, off);
+    v *= a.scale;
+    if (a.softcap > 0.0f) v = a.softcap * tanhf(v / a.softcap);
+    int j = first + i * per_pass;
+    s[i] = j >= lo && j < limit && j < t ? v : -INFINITY;
+    m = fmaxf(m, s[i]);
+  }
+  for (int off = lanes; off < 32; off <<= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, off));
+  if (threadIdx.x % 32 == 0) wmax[warp] = m;
+  __syncthreads();
+  m = -INFINITY;
+  for (int w = 0; w < warps; w++) m = fmaxf(m, wmax[w]);
+  float l = 0.0f, acc[8] = {};
+#pragma unroll
+  for (int i = 0; i < DECODE_PASSES; i++) {
+    float e = s[i] == -INFINITY ? 0.0f : expf(s[i] - m);
+    l += e;
+    for (int c = 0; c < 8; c++) acc[c] += e * vx[i][c];
+  }
+  for (int off = lanes; off < 32; off <<= 1) {
+    l += __shfl_xor_sync(0xffffffff, l, off);
+    for (int c = 0; c < 8; c++) acc[c] += __shfl_xor_sync(0xffffffff, acc[c], off);
+  }
+  if (threadIdx.x % 32 < lanes) {
+    for (int c = 0; c < 8; c++) wacc[warp * H + c0 + c] = acc[c];
+    if (c0 == 0) wsum[warp] = l;
+  }
+  __syncthreads();
+  float* mine = splits == 1 ? own : partial + ((int64_t)bq * splits + split) * (H + 2);  // max, sum, values
+  for (int d = threadIdx.x; d < H; d += DECODE_THREADS) {
+    float o = 0.0f;
+    for (int w = 0; w < warps; w++) o += wacc[w * H + d];
+    mine[2 + d] = o;
+  }
+  if (threadIdx.x == 0) {
+    float total = 0.0f;
+    for (int w = 0; w < warps; w++) total += wsum[w];
+    mine[0] = m;
+    mine[1] = total;
+  }
+  __syncthreads();
+  const float* all = own;
+  if (splits > 1) {  // one thread's fence and count, as a grid sync does
+    if (threadIdx.x == 0) {
+      __threadfence();
+      last = atomicAdd(counters + bq, 1u) == (unsigned)splits - 1;
+      if (last) {
+        counters[bq] = 0;  // every block of (b, head) has counted: ready for the next launch
+        __threadfence();   // the other blocks' partials before our reads
+      }
+    }
+    __syncthreads();
+    if (!last) return;
+    all = partial + (int64_t)bq * splits * (H + 2);
+  }
+  auto at = [&](int64_t i) { return splits == 1 ? all[i] : __ldcg(all + i); };  // L2: written by other blocks
+  for (int d = threadIdx.x; d < H; d += DECODE_THREADS) {
+    float mx = a.smooth ? sink[qh] : -INFINITY;
+#pragma unroll 8
+    for (int c = 0; c < splits; c++) mx = fmaxf(mx, at(c * (H + 2)));
+    float sum = a.smooth ? expf(sink[qh] - mx) : 0.0f, o = 0.0f;
+#pragma unroll 8
+    for (int c = 0; c < splits; c++) {
+      float w = expf(at(c * (H + 2)) - mx);
+      sum += at(c * (H + 2) + 1) * w;
+      o += at(c * (H + 2) + 2 + d) * w;
+    }
+    st(out + ((int64_t)b * g.heads + qh) * H + d, o * (1.0f / sum));
+  }
+}
+
 #define GQA(S, T)                                                                                              \
   extern "C" __global__ void seamless_gqa_prepare_##S(const T* past_k, const T* past_v, const T* q, const T* k,       \
                                                       const T* v, const T* cos, const T* sin, const int32_t* seqlens,   \
@@ -218,6 +388,13 @@ __device__ void attend(const T* q, const T* k, const T* v, const int32_t* seqlen
   extern "C" __global__ void seamless_gqa_attend_##S(const T* q, const T* k, const T* v, const int32_t* seqlens,       \
                                                      const float* sink, T* out, GqaShape g, AttendParams a) { dependent_launch(); \
     attend(q, k, v, seqlens, sink, out, g, a);                                                                          \
+  }                                                                                                                     \
+  extern "C" __global__ void seamless_gqa_decode_##S(const T* past_k, const T* past_v, const T* q, const T* k,         \
+                                                     const T* v, const T* cos, const T* sin, const int32_t* seqlens,    \
+                                                     const float* sink, T* pk, T* pv, T* out, float* partial,           \
+                                                     unsigned* counters, GqaShape g, AttendParams a) {                  \
+    dependent_launch();                                                                                                 \
+    decode(past_k, past_v, q, k, v, cos, sin, seqlens, sink, pk, pv, out, partial, counters, g, a);                     \
   }
 FOR_FLOATS(GQA)
 

@@ -47,10 +47,23 @@ def test_gqa_head_sizes(head_size, shape):
     check(*gqa_model_feeds(*GQA_SHAPES[shape], heads=(4, 2, head_size)))
 
 
-def test_gqa_context_beyond_shared_memory_is_a_clear_error():
-    # a query's scores live in shared memory (docs/cuda.md): 11712 cached tokens at head size 64
-    model, feeds = gqa_model_feeds(1, 1, 11712, [11712], 11713, rotary=False, heads=(4, 2, 64))
-    with pytest.raises(Exception, match="handles up to 11712 cached tokens, got 11713"):
+# a decode step is one launch (attention.cu gqa_decode), split over keys from 256 rows at head size 64:
+# ragged batch rows (one row's splits all past its length), a KV buffer longer than the context
+@pytest.mark.parametrize("heads", [(14, 2, 64), (16, 2, 128), (8, 8, 32), (16, 1, 64)])
+@pytest.mark.parametrize("b,past,seqlens,rotary", [(1, 200, [150], True), (3, 40, [39, 0, 20], True),
+                                                   (2, 700, [699, 300], False)])
+def test_gqa_decode_in_one_launch(heads, b, past, seqlens, rotary):
+    check(*gqa_model_feeds(b, 1, past, seqlens, max(seqlens) + 1, heads=heads, rotary=rotary))
+
+
+def test_gqa_decode_beyond_a_prompts_context_limit():
+    check(*gqa_model_feeds(1, 1, 12000, [11990], 11991, rotary=False, heads=(14, 2, 64)))
+
+
+def test_gqa_prompt_context_beyond_shared_memory_is_a_clear_error():
+    # a prompt's query row keeps its scores in shared memory (docs/cuda.md): 11712 cached tokens at head size 64
+    model, feeds = gqa_model_feeds(1, 2, 11712, [11712], 11713, rotary=False, heads=(4, 2, 64))
+    with pytest.raises(Exception, match="handles up to 11712 cached tokens for 2 new tokens of head size 64, got 11713"):
         run_on_cuda(model, feeds)
 
 

@@ -1,11 +1,11 @@
-"""Which kernels the CUDA EP launches for a fused norm + product (plan/fusion.py's NormedProduct) and for
-wide products, decided on the host: checked without a GPU (a recording runtime stands in for
+"""Which kernels the CUDA EP launches for a fused norm + product (plan/fusion.py's NormedProduct), for
+wide products and for GroupQueryAttention, decided on the host: checked without a GPU (a recording runtime stands in for
 runtime/cuda.py), so CI guards the choices; what the kernels compute is tests/cuda/test_cuda_contrib.py's
 (on a GPU)."""
 import numpy as np
 import pytest
 
-from onnxruntime_ep_seamless.kernels.cuda.contrib import normed_product
+from onnxruntime_ep_seamless.kernels.cuda.contrib import group_query_attention, normed_product
 from onnxruntime_ep_seamless.kernels.cuda.matmul import linear
 from onnxruntime_ep_seamless.runtime.cuda import DeviceTensor
 
@@ -39,6 +39,13 @@ class Recorder:
 
     def gemm(self, stream, *args, **how):
         self.launches.append(("gemm", 0, {}))
+
+    def counters(self, n, stream):
+        return self.alloc((n,), np.uint32)
+
+    @staticmethod
+    def to_host(t, stream):
+        return t.host
 
 
 def run(product, m, k, n, want_sum=True):
@@ -93,3 +100,39 @@ def test_products_of_65536_columns_and_more_go_to_cublas():
     linear(rt, None, rt.alloc((1, 1, 896), F16), rt.constant((65536, 896)))
     linear(rt, None, rt.alloc((1, 1, 896), F16), rt.constant((65535, 896)))
     assert [name for name, _, _ in rt.launches] == ["gemm", "seamless_linear_f16"]
+
+
+def gqa(s, heads, kv_heads, head_size, past, seqlens):
+    """group_query_attention of s new tokens (packed q|k|v, rotary) on a KV buffer of `past` rows: its
+    launches (name, grid, keyword arguments)."""
+    rt, b = Recorder(), len(seqlens)
+    ints = lambda v: DeviceTensor(1, np.shape(v), np.dtype(np.int32), np.asarray(v, np.int32))
+    query = rt.alloc((b, s, (heads + 2 * kv_heads) * head_size), F16)
+    kv = [rt.alloc((b, kv_heads, past, head_size), F16) for _ in range(2)]
+    cos, sin = rt.constant((32768, head_size // 2)), rt.constant((32768, head_size // 2))
+    out, pk, pv = group_query_attention(rt, None, query, None, None, *kv, ints(seqlens), ints(max(seqlens) + 1), cos,
+                                        sin, num_heads=heads, kv_num_heads=kv_heads, do_rotary=1)
+    assert out.shape == (b, s, heads * head_size) and pk.shape == pv.shape == (b, kv_heads, max(past, s), head_size)
+    return rt.launches
+
+
+def test_a_decode_step_of_attention_is_one_launch_split_over_keys():
+    # a block per query head and 8 rows a group of head_size / 8 lanes: 256 rows at head size 64
+    assert gqa(1, 14, 2, 64, 145, [100]) == [("seamless_gqa_decode_f16", (1, 14), {"threads": 256})]
+    assert gqa(1, 14, 2, 64, 256, [255])[0][1] == (1, 14)
+    assert gqa(1, 32, 8, 128, 4096, [4000, 17])[0][:2] == ("seamless_gqa_decode_f16", (32, 64))
+    assert gqa(1, 16, 1, 64, 145, [100])[0][:2] == ("seamless_gqa_decode_f16", (1, 16))  # any heads a KV head
+    # no shared-memory bound on the context, unlike a prompt's attention (a row of scores a block)
+    assert gqa(1, 14, 2, 64, 20000, [19999])[0][:2] == ("seamless_gqa_decode_f16", (79, 14))
+    with pytest.raises(ValueError, match="handles up to 11712 cached tokens for 2 new tokens"):
+        gqa(2, 14, 2, 64, 20000, [19999])
+
+
+@pytest.mark.parametrize("s,head_size", [
+    (4, 64),    # a prompt
+    (1, 48),    # 6 lanes a row do not divide a warp
+    (1, 512),   # nor do 64
+])
+def test_other_attention_shapes_prepare_then_attend(s, head_size):
+    names = [name for name, _, _ in gqa(s, 4, 2, head_size, 64, [40])]
+    assert names == ["seamless_gqa_prepare_f16", "seamless_gqa_attend_f16"]

@@ -72,6 +72,7 @@ class CudaRuntime:
         self.dependent = int(os.environ.get("SEAMLESS_DEPENDENT_LAUNCH", "1") != "0"
                              and self.lib.seamless_cuda_dependent_launch(ordinal))
         self.host_reads = 0  # GPU values read on the host (each waits for the stream): a steady state adds none
+        self._counters: dict = {}  # stream -> [its counters, zeroed outside a capture] (see counters)
 
     def function(self, name: str):
         fn = self._functions.get(name)
@@ -88,6 +89,23 @@ class CudaRuntime:
             self.native.check(self.lib.seamless_cuda_alloc(self.ordinal, t.nbytes, out))
             t.ptr = int(self.ffi.cast("uintptr_t", out[0]))
         return t
+
+    def counters(self, n: int, stream) -> DeviceTensor:
+        """n uint32 counters of this stream, zero whenever a kernel on it starts: a kernel that counts
+        with them sets them back to zero before it ends (native/cuda/attention.cu gqa_decode). Kept
+        for good: captured graphs refer to them. Made while a graph is captured, they are zeroed in the
+        graph and again by the stream's next eager use."""
+        key, capturing = int(self.ffi.cast("uintptr_t", stream)), bool(self.lib.seamless_capturing())
+        with self._lock:
+            entry = self._counters.get(key)
+            if entry is None or entry[0].size < n:
+                entry = self._counters[key] = [self.alloc((max(n, 1024),), np.uint32), False]
+                self.zero(entry[0], stream)
+                entry[1] = not capturing
+            elif not entry[1] and not capturing:
+                self.zero(entry[0], stream)
+                entry[1] = True
+        return entry[0]
 
     def free(self, t: DeviceTensor) -> None:
         if t.ptr:
@@ -161,8 +179,9 @@ class CudaRuntime:
         self.launch(f"seamless_copy_{x.dtype.itemsize}", n, stream, ("int64", n), ("ptr", x.ptr), ("ptr", y.ptr),
                     ("bytes", s))
 
-    def launch_rows(self, name: str, rows: int, stream, *args, shared: int = 0, threads: int = 256) -> None:
-        """One block of `threads` threads per row (`shared` bytes of dynamic shared memory each)."""
+    def launch_rows(self, name: str, rows, stream, *args, shared: int = 0, threads: int = 256) -> None:
+        """One block of `threads` threads per row (`shared` bytes of dynamic shared memory each); rows:
+        a count, or (x, y) blocks."""
         if rows:
             self._launch(name, rows, threads, stream, args, shared)
 

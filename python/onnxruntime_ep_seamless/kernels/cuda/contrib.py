@@ -16,6 +16,16 @@ from .rows import norm_check
 
 MAX_SHARED = 48 * 1024  # default dynamic shared memory per block
 ATTEND_THREADS = 256    # runtime/cuda.py launch_rows
+DECODE_THREADS = 256    # native/cuda/attention.cu gqa_decode: a present row to each head_size / 8 of them,
+DECODE_PASSES = 8       # this many rows each
+
+
+def _decode_rows(s, h) -> int:
+    """The present rows one block of gqa_decode (a decode step in one launch) takes; 0 when it does not
+    take this shape (a prompt, a head size whose eighths do not divide a warp)."""
+    if s != 1 or h % 8 or 32 % (h // 8):
+        return 0
+    return DECODE_PASSES * DECODE_THREADS // (h // 8)
 
 
 def _check_gqa(node, graph):
@@ -43,12 +53,14 @@ def group_query_attention(rt, stream, query, key=None, value=None, past_key=None
     h, first_prompt, present_len, _ = gqa_layout(
         query.shape, key is None, past_key.shape if past_key is not None else None, seqlens_k.host,
         rt.to_host(total_sequence_length, stream), num_heads, kv_num_heads, cos_cache.shape if do_rotary else None)
+    rows = (query, key, value, past_key, past_value, cos_cache, sin_cache)  # read 16 bytes at a time by gqa_decode
+    decode_rows = all(t.ptr % 16 == 0 for t in rows if t is not None) and _decode_rows(s, h)
     shared = (present_len + h + max(ATTEND_THREADS, 8 * h)) * 4  # native/cuda/attention.cu attend
-    if shared > MAX_SHARED:
+    if not decode_rows and shared > MAX_SHARED:
         raise ValueError(f"CUDA GroupQueryAttention handles up to {MAX_SHARED // 4 - h - max(ATTEND_THREADS, 8 * h)} "
-                         f"cached tokens, got {present_len}")
+                         f"cached tokens for {s} new tokens of head size {h}, got {present_len} (a decode step of one "
+                         f"token has no such limit where the head size is 8, 16, 32, 64, 128 or 256)")
     dtype = query.dtype
-    q = rt.alloc((b, num_heads, s, h), dtype)
     pk = rt.alloc((b, kv_num_heads, present_len, h), dtype)
     pv = rt.alloc((b, kv_num_heads, present_len, h), dtype)
     out = rt.alloc((b, s, num_heads * h), dtype)
@@ -65,18 +77,30 @@ def group_query_attention(rt, stream, query, key=None, value=None, past_key=None
                         int(bool(rotary_interleaved)), int(key is None), int(first_prompt),
                         cos_cache.shape[0] if do_rotary else 0, past_key.shape[2] if past_key is not None else 0)
     suffix = SUFFIX[dtype]
-    n = pk.size + b * s * (num_heads + 2 * kv_num_heads) * h  # the present buffers, then the new tokens
-    rt.launch(f"seamless_gqa_prepare_{suffix}", n, stream,
-              ("ptr", past_key.ptr if past_key is not None else 0), ("ptr", past_value.ptr if past_value is not None else 0),
-              ("ptr", query.ptr), ("ptr", key.ptr if key is not None else 0), ("ptr", value.ptr if value is not None else 0),
-              ("ptr", cos_cache.ptr if do_rotary else 0), ("ptr", sin_cache.ptr if do_rotary else 0),
-              ("ptr", seqlens_k.ptr), ("ptr", q.ptr), ("ptr", pk.ptr), ("ptr", pv.ptr), ("bytes", shape))
     sm_scale = float(scale) if scale != 0.0 else 1.0 / float(np.sqrt(np.float32(h)))
     params = struct.pack("<ffiii", sm_scale, float(softcap), int(local_window_size), int(causal), int(sink is not None))
-    rt.launch_rows(f"seamless_gqa_attend_{suffix}", b * num_heads * s, stream, ("ptr", q.ptr), ("ptr", pk.ptr),
-                   ("ptr", pv.ptr), ("ptr", seqlens_k.ptr), ("ptr", sink.ptr if sink else 0),
-                   ("ptr", out.ptr), ("bytes", shape), ("bytes", params), shared=shared)
-    for t in [q] + ([sink] if sink else []):
+    qkv = [("ptr", query.ptr), ("ptr", key.ptr if key is not None else 0), ("ptr", value.ptr if value is not None else 0),
+           ("ptr", cos_cache.ptr if do_rotary else 0), ("ptr", sin_cache.ptr if do_rotary else 0), ("ptr", seqlens_k.ptr)]
+    past = [("ptr", past_key.ptr if past_key is not None else 0), ("ptr", past_value.ptr if past_value is not None else 0)]
+    scratch = [sink] if sink else []
+    if decode_rows:  # one launch, split over keys where the context is long
+        splits = -(-present_len // decode_rows)
+        partial = rt.alloc((b * num_heads * splits * (h + 2),), np.float32)
+        scratch.append(partial)
+        rt.launch_rows(f"seamless_gqa_decode_{suffix}", (splits, b * num_heads), stream, *past, *qkv,
+                       ("ptr", sink.ptr if sink else 0), ("ptr", pk.ptr), ("ptr", pv.ptr), ("ptr", out.ptr),
+                       ("ptr", partial.ptr), ("ptr", rt.counters(b * num_heads, stream).ptr), ("bytes", shape),
+                       ("bytes", params), threads=DECODE_THREADS)
+    else:  # the present buffers and q, then a block per query row
+        q = rt.alloc((b, num_heads, s, h), dtype)
+        scratch.append(q)
+        n = pk.size + b * s * (num_heads + 2 * kv_num_heads) * h  # the present buffers, then the new tokens
+        rt.launch(f"seamless_gqa_prepare_{suffix}", n, stream, *past, *qkv, ("ptr", q.ptr), ("ptr", pk.ptr),
+                  ("ptr", pv.ptr), ("bytes", shape))
+        rt.launch_rows(f"seamless_gqa_attend_{suffix}", b * num_heads * s, stream, ("ptr", q.ptr), ("ptr", pk.ptr),
+                       ("ptr", pv.ptr), ("ptr", seqlens_k.ptr), ("ptr", sink.ptr if sink else 0),
+                       ("ptr", out.ptr), ("bytes", shape), ("bytes", params), shared=shared)
+    for t in scratch:
         rt.free(t)  # stream-ordered: reused only by later work on this stream
     return out, pk, pv
 
