@@ -251,8 +251,9 @@ __device__ void attend(const T* q, const T* k, const T* v, const int32_t* seqlen
 // context is long: grid (splits, batch * heads) of DECODE_THREADS threads; a present row to each
 // head_size / 8 lanes (8 channels a lane), DECODE_PASSES rows a lane group, so a block takes up to
 // DECODE_PASSES * DECODE_THREADS * 8 / head_size rows. Each thread makes its q channels (rotated, rounded
-// to T) and loads its rows' k and v: past row j (j < p), the new token's at p (k rotated), zeros after,
-// all loads at once; the blocks of each KV head's first query head write them to the present buffers.
+// to T), the new token's k (rotated) and v, and loads its rows' k and v: past row j (j < p), the new
+// token's at p, zeros after, all loads at once; the blocks of each KV head's first query head write
+// them to the present buffers.
 // Scores, softmax and weighted values stay in registers but for one max and one sum across warps.
 // With several splits, each block leaves (max, sum, weighted values) in `partial`, and the block of
 // (b, head) that finishes last (counted in `counters`, which it sets back to zero) combines them in
@@ -276,24 +277,32 @@ __device__ void decode(const T* past_k, const T* past_v, const T* q_in, const T*
   const T* cos_row = g.do_rotary ? cos + (int64_t)r * g.rot_half : nullptr;
   const T* sin_row = g.do_rotary ? sin + (int64_t)r * g.rot_half : nullptr;
   const int64_t kv = (int64_t)b * g.kv_heads + kh;
-  float q[8], kx[DECODE_PASSES][8], vx[DECODE_PASSES][8];
+  // the new token's q, k and v channels (every thread: one copy of the code, L1 hits), then the rows
+  float q[8], knew[8], vnew[8], kx[DECODE_PASSES][8], vx[DECODE_PASSES][8];
   rotated8(new_row(q_in, k_in, v_in, b, 0, qh, g), c0, cos_row, sin_row, g.rot_half, g.interleaved, q);
+  rotated8(new_row(q_in, k_in, v_in, b, 0, g.heads + kh, g), c0, cos_row, sin_row, g.rot_half, g.interleaved, knew);
+  load8(new_row(q_in, k_in, v_in, b, 0, g.heads + g.kv_heads + kh, g) + c0, vnew);
 #pragma unroll
   for (int i = 0; i < DECODE_PASSES; i++) {
     int j = first + i * per_pass;
-    if (j < g.present_len && j == p) {
-      rotated8(new_row(q_in, k_in, v_in, b, 0, g.heads + kh, g), c0, cos_row, sin_row, g.rot_half, g.interleaved,
-               kx[i]);
-      load8(new_row(q_in, k_in, v_in, b, 0, g.heads + g.kv_heads + kh, g) + c0, vx[i]);
-      for (int e = 0; e < 8; e++) kx[i][e] = rounded<T>(kx[i][e]);
-    } else if (j < g.present_len && past_k && j < p && j < g.past_buf) {
+    if (j < g.present_len && past_k && j < p && j < g.past_buf) {
       load8(past_k + (kv * g.past_buf + j) * H + c0, kx[i]);
       load8(past_v + (kv * g.past_buf + j) * H + c0, vx[i]);
     } else {
       for (int e = 0; e < 8; e++) kx[i][e] = vx[i][e] = 0.0f;
     }
   }
-  for (int e = 0; e < 8; e++) q[e] = rounded<T>(q[e]);
+  for (int e = 0; e < 8; e++) {
+    q[e] = rounded<T>(q[e]);
+    knew[e] = rounded<T>(knew[e]);
+  }
+#pragma unroll
+  for (int i = 0; i < DECODE_PASSES; i++)
+    if (first + i * per_pass == p)
+      for (int e = 0; e < 8; e++) {
+        kx[i][e] = knew[e];
+        vx[i][e] = vnew[e];
+      }
   if (qh % group == 0)
 #pragma unroll
     for (int i = 0; i < DECODE_PASSES; i++) {
