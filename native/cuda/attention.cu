@@ -249,8 +249,8 @@ __device__ void attend(const T* q, const T* k, const T* v, const int32_t* seqlen
 
 // A decode step (one new token a batch row) in one launch, split over keys (flash decoding) where the
 // context is long: grid (splits, batch * heads) of DECODE_THREADS threads; a present row to each
-// head_size / 8 lanes (8 channels a lane), DECODE_PASSES rows a lane group, so a block takes up to
-// DECODE_PASSES * DECODE_THREADS * 8 / head_size rows. Each thread makes its q channels (rotated, rounded
+// head_size / 8 lanes (8 channels a lane), PASSES (4 or 8) rows a lane group, so a block takes up to
+// PASSES * DECODE_THREADS * 8 / head_size rows. Each thread makes its q channels (rotated, rounded
 // to T), the new token's k (rotated) and v, and loads its rows' k and v: past row j (j < p), the new
 // token's at p, zeros after, all loads at once; the blocks of each KV head's first query head write
 // them to the present buffers.
@@ -259,8 +259,7 @@ __device__ void attend(const T* q, const T* k, const T* v, const int32_t* seqlen
 // (b, head) that finishes last (counted in `counters`, which it sets back to zero) combines them in
 // order into out; a single split combines its own the same way.
 #define DECODE_THREADS 256
-#define DECODE_PASSES 8
-template <typename T>
+template <typename T, int PASSES>
 __device__ void decode(const T* past_k, const T* past_v, const T* q_in, const T* k_in, const T* v_in, const T* cos,
                        const T* sin, const int32_t* seqlens, const float* sink, T* pk, T* pv, T* out, float* partial,
                        unsigned* counters, GqaShape g, AttendParams a) {
@@ -270,7 +269,7 @@ __device__ void decode(const T* past_k, const T* past_v, const T* q_in, const T*
   const int H = g.head_size, lanes = H / 8, per_pass = DECODE_THREADS / lanes, group = g.heads / g.kv_heads;
   const int warp = threadIdx.x / 32, c0 = threadIdx.x % lanes * 8;
   const int bq = blockIdx.y, b = bq / g.heads, qh = bq % g.heads, kh = qh / group;
-  const int split = blockIdx.x, splits = gridDim.x, first = split * per_pass * DECODE_PASSES + threadIdx.x / lanes;
+  const int split = blockIdx.x, splits = gridDim.x, first = split * per_pass * PASSES + threadIdx.x / lanes;
   const int p = past_len(seqlens, b, g), t = total_len(seqlens, b, g), limit = a.causal ? p + 1 : t;
   const int lo = a.causal && a.local_window > 0 && limit - a.local_window > 0 ? limit - a.local_window : 0;
   const int r = min(p, g.cos_rows - 1);
@@ -278,12 +277,12 @@ __device__ void decode(const T* past_k, const T* past_v, const T* q_in, const T*
   const T* sin_row = g.do_rotary ? sin + (int64_t)r * g.rot_half : nullptr;
   const int64_t kv = (int64_t)b * g.kv_heads + kh;
   // the new token's q, k and v channels (every thread: one copy of the code, L1 hits), then the rows
-  float q[8], knew[8], vnew[8], kx[DECODE_PASSES][8], vx[DECODE_PASSES][8];
+  float q[8], knew[8], vnew[8], kx[PASSES][8], vx[PASSES][8];
   rotated8(new_row(q_in, k_in, v_in, b, 0, qh, g), c0, cos_row, sin_row, g.rot_half, g.interleaved, q);
   rotated8(new_row(q_in, k_in, v_in, b, 0, g.heads + kh, g), c0, cos_row, sin_row, g.rot_half, g.interleaved, knew);
   load8(new_row(q_in, k_in, v_in, b, 0, g.heads + g.kv_heads + kh, g) + c0, vnew);
 #pragma unroll
-  for (int i = 0; i < DECODE_PASSES; i++) {
+  for (int i = 0; i < PASSES; i++) {
     int j = first + i * per_pass;
     if (j < g.present_len && past_k && j < p && j < g.past_buf) {
       load8(past_k + (kv * g.past_buf + j) * H + c0, kx[i]);
@@ -297,7 +296,7 @@ __device__ void decode(const T* past_k, const T* past_v, const T* q_in, const T*
     knew[e] = rounded<T>(knew[e]);
   }
 #pragma unroll
-  for (int i = 0; i < DECODE_PASSES; i++)
+  for (int i = 0; i < PASSES; i++)
     if (first + i * per_pass == p)
       for (int e = 0; e < 8; e++) {
         kx[i][e] = knew[e];
@@ -305,16 +304,16 @@ __device__ void decode(const T* past_k, const T* past_v, const T* q_in, const T*
       }
   if (qh % group == 0)
 #pragma unroll
-    for (int i = 0; i < DECODE_PASSES; i++) {
+    for (int i = 0; i < PASSES; i++) {
       int j = first + i * per_pass;
       if (j < g.present_len) {
         store8(pk + (kv * g.present_len + j) * H + c0, kx[i]);
         store8(pv + (kv * g.present_len + j) * H + c0, vx[i]);
       }
     }
-  float s[DECODE_PASSES], m = -INFINITY;
+  float s[PASSES], m = -INFINITY;
 #pragma unroll
-  for (int i = 0; i < DECODE_PASSES; i++) {
+  for (int i = 0; i < PASSES; i++) {
     float v = 0.0f;
     for (int e = 0; e < 8; e++) v += q[e] * kx[i][e];
     for (int off = 1; off < lanes; off <<= 1) v += __shfl_xor_sync(0xffffffff, v, off);
@@ -331,7 +330,7 @@ __device__ void decode(const T* past_k, const T* past_v, const T* q_in, const T*
   for (int w = 0; w < warps; w++) m = fmaxf(m, wmax[w]);
   float l = 0.0f, acc[8] = {};
 #pragma unroll
-  for (int i = 0; i < DECODE_PASSES; i++) {
+  for (int i = 0; i < PASSES; i++) {
     float e = s[i] == -INFINITY ? 0.0f : expf(s[i] - m);
     l += e;
     for (int c = 0; c < 8; c++) acc[c] += e * vx[i][c];
@@ -398,12 +397,19 @@ __device__ void decode(const T* past_k, const T* past_v, const T* q_in, const T*
                                                      const float* sink, T* out, GqaShape g, AttendParams a) { dependent_launch(); \
     attend(q, k, v, seqlens, sink, out, g, a);                                                                          \
   }                                                                                                                     \
-  extern "C" __global__ void seamless_gqa_decode_##S(const T* past_k, const T* past_v, const T* q, const T* k,         \
-                                                     const T* v, const T* cos, const T* sin, const int32_t* seqlens,    \
-                                                     const float* sink, T* pk, T* pv, T* out, float* partial,           \
-                                                     unsigned* counters, GqaShape g, AttendParams a) {                  \
+  extern "C" __global__ void seamless_gqa_decode_p4_##S(const T* past_k, const T* past_v, const T* q, const T* k,      \
+                                                        const T* v, const T* cos, const T* sin, const int32_t* seqlens, \
+                                                        const float* sink, T* pk, T* pv, T* out, float* partial,        \
+                                                        unsigned* counters, GqaShape g, AttendParams a) {               \
     dependent_launch();                                                                                                 \
-    decode(past_k, past_v, q, k, v, cos, sin, seqlens, sink, pk, pv, out, partial, counters, g, a);                     \
+    decode<T, 4>(past_k, past_v, q, k, v, cos, sin, seqlens, sink, pk, pv, out, partial, counters, g, a);               \
+  }                                                                                                                     \
+  extern "C" __global__ void seamless_gqa_decode_p8_##S(const T* past_k, const T* past_v, const T* q, const T* k,      \
+                                                        const T* v, const T* cos, const T* sin, const int32_t* seqlens, \
+                                                        const float* sink, T* pk, T* pv, T* out, float* partial,        \
+                                                        unsigned* counters, GqaShape g, AttendParams a) {               \
+    dependent_launch();                                                                                                 \
+    decode<T, 8>(past_k, past_v, q, k, v, cos, sin, seqlens, sink, pk, pv, out, partial, counters, g, a);               \
   }
 FOR_FLOATS(GQA)
 

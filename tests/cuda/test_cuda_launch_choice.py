@@ -117,13 +117,16 @@ def gqa(s, heads, kv_heads, head_size, past, seqlens):
 
 
 def test_a_decode_step_of_attention_is_one_launch_split_over_keys():
-    # a block per query head and 8 rows a group of head_size / 8 lanes: 256 rows at head size 64
-    assert gqa(1, 14, 2, 64, 145, [100]) == [("seamless_gqa_decode_f16", (1, 14), {"threads": 256})]
-    assert gqa(1, 14, 2, 64, 256, [255])[0][1] == (1, 14)
-    assert gqa(1, 32, 8, 128, 4096, [4000, 17])[0][:2] == ("seamless_gqa_decode_f16", (32, 64))
-    assert gqa(1, 16, 1, 64, 145, [100])[0][:2] == ("seamless_gqa_decode_f16", (1, 16))  # any heads a KV head
+    # a block per query head and 4 rows a group of head_size / 8 lanes (128 rows at head size 64), or 8
+    # where that makes one block of two
+    assert gqa(1, 14, 2, 64, 145, [100]) == [("seamless_gqa_decode_p8_f16", (1, 14), {"threads": 256})]
+    assert gqa(1, 14, 2, 64, 256, [255])[0][:2] == ("seamless_gqa_decode_p8_f16", (1, 14))
+    assert gqa(1, 14, 2, 64, 128, [100])[0][:2] == ("seamless_gqa_decode_p4_f16", (1, 14))
+    assert gqa(1, 14, 2, 64, 257, [255])[0][:2] == ("seamless_gqa_decode_p4_f16", (3, 14))
+    assert gqa(1, 32, 8, 128, 4096, [4000, 17])[0][:2] == ("seamless_gqa_decode_p4_f16", (64, 64))
+    assert gqa(1, 16, 1, 64, 100, [99])[0][:2] == ("seamless_gqa_decode_p4_f16", (1, 16))  # any heads a KV head
     # no shared-memory bound on the context, unlike a prompt's attention (a row of scores a block)
-    assert gqa(1, 14, 2, 64, 20000, [19999])[0][:2] == ("seamless_gqa_decode_f16", (79, 14))
+    assert gqa(1, 14, 2, 64, 20000, [19999])[0][:2] == ("seamless_gqa_decode_p4_f16", (157, 14))
     with pytest.raises(ValueError, match="handles up to 11712 cached tokens for 2 new tokens"):
         gqa(2, 14, 2, 64, 20000, [19999])
 

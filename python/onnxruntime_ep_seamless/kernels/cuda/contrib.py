@@ -16,16 +16,17 @@ from .rows import norm_check
 
 MAX_SHARED = 48 * 1024  # default dynamic shared memory per block
 ATTEND_THREADS = 256    # runtime/cuda.py launch_rows
-DECODE_THREADS = 256    # native/cuda/attention.cu gqa_decode: a present row to each head_size / 8 of them,
-DECODE_PASSES = 8       # this many rows each
+DECODE_THREADS = 256    # native/cuda/attention.cu gqa_decode: a present row to each head_size / 8 of them
 
 
-def _decode_rows(s, h) -> int:
-    """The present rows one block of gqa_decode (a decode step in one launch) takes; 0 when it does not
+def _decode_passes(s, h, present_len) -> int:
+    """Rows a lane group of gqa_decode (a decode step in one launch) takes: 4, or 8 where that makes one block
+    of what 4 would split in two (measured on the H200: docs/benchmarks/gpu.md); 0 when gqa_decode does not
     take this shape (a prompt, a head size whose eighths do not divide a warp)."""
     if s != 1 or h % 8 or 32 % (h // 8):
         return 0
-    return DECODE_PASSES * DECODE_THREADS // (h // 8)
+    rows4 = 4 * DECODE_THREADS // (h // 8)
+    return 8 if rows4 < present_len <= 2 * rows4 else 4
 
 
 def _check_gqa(node, graph):
@@ -54,9 +55,9 @@ def group_query_attention(rt, stream, query, key=None, value=None, past_key=None
         query.shape, key is None, past_key.shape if past_key is not None else None, seqlens_k.host,
         rt.to_host(total_sequence_length, stream), num_heads, kv_num_heads, cos_cache.shape if do_rotary else None)
     rows = (query, key, value, past_key, past_value, cos_cache, sin_cache)  # read 16 bytes at a time by gqa_decode
-    decode_rows = all(t.ptr % 16 == 0 for t in rows if t is not None) and _decode_rows(s, h)
+    passes = all(t.ptr % 16 == 0 for t in rows if t is not None) and _decode_passes(s, h, present_len)
     shared = (present_len + h + max(ATTEND_THREADS, 8 * h)) * 4  # native/cuda/attention.cu attend
-    if not decode_rows and shared > MAX_SHARED:
+    if not passes and shared > MAX_SHARED:
         raise ValueError(f"CUDA GroupQueryAttention handles up to {MAX_SHARED // 4 - h - max(ATTEND_THREADS, 8 * h)} "
                          f"cached tokens for {s} new tokens of head size {h}, got {present_len} (a decode step of one "
                          f"token has no such limit where the head size is 8, 16, 32, 64, 128 or 256)")
@@ -83,11 +84,11 @@ def group_query_attention(rt, stream, query, key=None, value=None, past_key=None
            ("ptr", cos_cache.ptr if do_rotary else 0), ("ptr", sin_cache.ptr if do_rotary else 0), ("ptr", seqlens_k.ptr)]
     past = [("ptr", past_key.ptr if past_key is not None else 0), ("ptr", past_value.ptr if past_value is not None else 0)]
     scratch = [sink] if sink else []
-    if decode_rows:  # one launch, split over keys where the context is long
-        splits = -(-present_len // decode_rows)
+    if passes:  # one launch, split over keys where the context is long
+        splits = -(-present_len // (passes * DECODE_THREADS // (h // 8)))
         partial = rt.alloc((b * num_heads * splits * (h + 2),), np.float32)
         scratch.append(partial)
-        rt.launch_rows(f"seamless_gqa_decode_{suffix}", (splits, b * num_heads), stream, *past, *qkv,
+        rt.launch_rows(f"seamless_gqa_decode_p{passes}_{suffix}", (splits, b * num_heads), stream, *past, *qkv,
                        ("ptr", sink.ptr if sink else 0), ("ptr", pk.ptr), ("ptr", pv.ptr), ("ptr", out.ptr),
                        ("ptr", partial.ptr), ("ptr", rt.counters(b * num_heads, stream).ptr), ("bytes", shape),
                        ("bytes", params), threads=DECODE_THREADS)
