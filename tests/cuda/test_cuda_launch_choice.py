@@ -2,12 +2,15 @@
 wide products and for GroupQueryAttention, decided on the host: checked without a GPU (a recording runtime stands in for
 runtime/cuda.py), so CI guards the choices; what the kernels compute is tests/cuda/test_cuda_contrib.py's
 (on a GPU)."""
+import struct
+
+import cffi
 import numpy as np
 import pytest
 
 from onnxruntime_ep_seamless.kernels.cuda.contrib import group_query_attention, normed_product
 from onnxruntime_ep_seamless.kernels.cuda.matmul import linear
-from onnxruntime_ep_seamless.runtime.cuda import DeviceTensor
+from onnxruntime_ep_seamless.runtime.cuda import CudaRuntime, DeviceTensor
 
 F16 = np.dtype(np.float16)
 
@@ -17,7 +20,7 @@ class Recorder:
     (cuBLASLt's GEMM as "gemm") with its keyword arguments (dynamic shared memory)."""
 
     def __init__(self):
-        self.top, self.launches = 4096, []
+        self.top, self.launches, self.args = 4096, [], []
 
     def alloc(self, shape, dtype):
         dtype = np.dtype(dtype)
@@ -33,6 +36,7 @@ class Recorder:
 
     def launch_rows(self, name, rows, stream, *args, **kw):
         self.launches.append((name, rows, kw))
+        self.args.append(args)
 
     def launch(self, name, n, stream, *args):
         self.launches.append((name, n, {}))
@@ -102,13 +106,15 @@ def test_products_of_65536_columns_and_more_go_to_cublas():
     assert [name for name, _, _ in rt.launches] == ["gemm", "seamless_linear_f16"]
 
 
-def gqa(s, heads, kv_heads, head_size, past, seqlens):
-    """group_query_attention of s new tokens (packed q|k|v, rotary) on a KV buffer of `past` rows: its
-    launches (name, grid, keyword arguments)."""
-    rt, b = Recorder(), len(seqlens)
+def gqa(s, heads, kv_heads, head_size, past, seqlens, settled=False, recorder=None):
+    """group_query_attention of s new tokens (packed q|k|v, rotary) on a KV buffer of `past` rows (settled: a
+    run's input): its launches (name, grid, keyword arguments)."""
+    rt, b = recorder or Recorder(), len(seqlens)
     ints = lambda v: DeviceTensor(1, np.shape(v), np.dtype(np.int32), np.asarray(v, np.int32))
     query = rt.alloc((b, s, (heads + 2 * kv_heads) * head_size), F16)
     kv = [rt.alloc((b, kv_heads, past, head_size), F16) for _ in range(2)]
+    for t in kv:
+        t.settled = settled
     cos, sin = rt.constant((32768, head_size // 2)), rt.constant((32768, head_size // 2))
     out, pk, pv = group_query_attention(rt, None, query, None, None, *kv, ints(seqlens), ints(max(seqlens) + 1), cos,
                                         sin, num_heads=heads, kv_num_heads=kv_heads, do_rotary=1)
@@ -129,6 +135,36 @@ def test_a_decode_step_of_attention_is_one_launch_split_over_keys():
     assert gqa(1, 14, 2, 64, 20000, [19999])[0][:2] == ("seamless_gqa_decode_p4_f16", (157, 14))
     with pytest.raises(ValueError, match="handles up to 11712 cached tokens for 2 new tokens"):
         gqa(2, 14, 2, 64, 20000, [19999])
+
+
+@pytest.mark.parametrize("settled", [False, True])
+def test_a_decode_step_reads_a_settled_past_before_waiting_for_the_kernel_before(settled):
+    # AttendParams.early: only a past that no launch of this run writes (a run's input) may be read early
+    rt = Recorder()
+    gqa(1, 14, 2, 64, 145, [100], settled=settled, recorder=rt)
+    kind, params = rt.args[-1][-1]
+    assert kind == "bytes" and struct.unpack("<ffiiii", params)[5] == int(settled)
+
+
+def test_a_run_with_settled_inputs_starts_with_a_launch_that_waits_for_all_work_before_it():
+    # runtime/cuda.py begin_run: the next launch on that stream (only) is not a dependent launch
+    ffi = cffi.FFI()
+    seen = []
+
+    class Lib:
+        @staticmethod
+        def seamless_cuda_launch(fn, gx, gy, gz, bx, by, bz, shared, stream, params, dependent):
+            seen.append((int(ffi.cast("uintptr_t", stream)), dependent))
+
+    rt = CudaRuntime.__new__(CudaRuntime)
+    rt.ffi, rt.lib, rt.dependent, rt._barriers = ffi, Lib, 1, set()
+    rt.native = type("Native", (), {"check": staticmethod(lambda status: None)})
+    rt.function = lambda name: None
+    one, two = ffi.cast("void*", 16), ffi.cast("void*", 32)
+    rt.begin_run(one)
+    for stream in (two, one, one):
+        rt.launch("seamless_cast_f16_f32", 1, stream, ("int64", 1))
+    assert seen == [(32, 1), (16, 0), (16, 1)]
 
 
 @pytest.mark.parametrize("s,head_size", [

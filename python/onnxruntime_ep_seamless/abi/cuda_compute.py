@@ -151,7 +151,7 @@ class CudaKernel:
             rank = b.in_ranks[i]
             if rank >= 0:
                 inputs[name] = DeviceTensor(int(b.np_in_data[i]), tuple(b.in_dims[i * MAX_RANK:i * MAX_RANK + rank]),
-                                            ONNX_TO_NUMPY[b.in_types[i]])
+                                            ONNX_TO_NUMPY[b.in_types[i]], settled=True)
         return inputs
 
     def _binding(self, b) -> tuple[tuple, int]:
@@ -173,6 +173,8 @@ class CudaKernel:
         """Every step on `values` (constants and inputs); the outputs, on the GPU. What kernels
         allocate is appended to `scratch`."""
         rt = self.rt
+        if any(t.settled for t in values.values()):
+            rt.begin_run(stream)
 
         def on_gpu_value(name):
             t = values[name]

@@ -26,6 +26,9 @@ class DeviceTensor:
     shape: tuple
     dtype: np.dtype
     host: np.ndarray | None = None
+    # written before this run's first launch, which waits for all work before it (CudaRuntime.begin_run), and
+    # not by a launch of the run: a kernel may read it before waiting for the kernel before (a run's inputs)
+    settled: bool = False
 
     @classmethod
     def on_host(cls, array) -> "DeviceTensor":
@@ -73,6 +76,7 @@ class CudaRuntime:
                              and self.lib.seamless_cuda_dependent_launch(ordinal))
         self.host_reads = 0  # GPU values read on the host (each waits for the stream): a steady state adds none
         self._counters: dict = {}  # stream -> [its counters, zeroed outside a capture] (see counters)
+        self._barriers: set = set()  # streams whose next launch waits for all work before it (begin_run)
 
     def function(self, name: str):
         fn = self._functions.get(name)
@@ -202,6 +206,12 @@ class CudaRuntime:
             self.native.check(self.lib.seamless_cuda_copy(self.ffi.cast("void*", dst), self.ffi.cast("void*", src),
                                                           nbytes, stream))
 
+    def begin_run(self, stream) -> None:
+        """The next launch on `stream` is not a dependent launch: it starts once all work before it is done, and
+        so does every later kernel, which may then read the run's inputs (DeviceTensor.settled) before waiting
+        for the kernel before it."""
+        self._barriers.add(int(self.ffi.cast("uintptr_t", stream)))
+
     def launch(self, name: str, n: int, stream, *args) -> None:
         """A 1-D grid-stride kernel over n elements; args are ("int"|"int64"|"ptr"|"bytes", value)."""
         if n == 0:
@@ -226,8 +236,13 @@ class CudaRuntime:
             else:
                 keep.append(ffi.new("char[]", value))
         params = ffi.new("void*[]", [ffi.cast("void*", k) for k in keep])
+        dependent = self.dependent
+        if self._barriers:
+            key = int(ffi.cast("uintptr_t", stream))
+            dependent = dependent and key not in self._barriers
+            self._barriers.discard(key)
         self.native.check(self.lib.seamless_cuda_launch(self.function(name), gx, gy, 1, block, 1, 1, shared, stream,
-                                                        params, self.dependent))
+                                                        params, dependent))
 
 
 def contiguous_strides(shape) -> list[int]:

@@ -79,7 +79,10 @@ def group_query_attention(rt, stream, query, key=None, value=None, past_key=None
                         cos_cache.shape[0] if do_rotary else 0, past_key.shape[2] if past_key is not None else 0)
     suffix = SUFFIX[dtype]
     sm_scale = float(scale) if scale != 0.0 else 1.0 / float(np.sqrt(np.float32(h)))
-    params = struct.pack("<ffiii", sm_scale, float(softcap), int(local_window_size), int(causal), int(sink is not None))
+    # the past read before waiting for the kernel before where no launch of this run writes it (DeviceTensor.settled)
+    early = past_key is not None and past_key.settled and past_value is not None and past_value.settled
+    params = struct.pack("<ffiiii", sm_scale, float(softcap), int(local_window_size), int(causal), int(sink is not None),
+                         int(early))
     qkv = [("ptr", query.ptr), ("ptr", key.ptr if key is not None else 0), ("ptr", value.ptr if value is not None else 0),
            ("ptr", cos_cache.ptr if do_rotary else 0), ("ptr", sin_cache.ptr if do_rotary else 0), ("ptr", seqlens_k.ptr)]
     past = [("ptr", past_key.ptr if past_key is not None else 0), ("ptr", past_value.ptr if past_value is not None else 0)]
