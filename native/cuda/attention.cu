@@ -268,14 +268,16 @@ __device__ void attend(const T* q, const T* k, const T* v, const int32_t* seqlen
 // (b, head) that finishes last (counted in `counters`, which it sets back to zero) combines them in
 // order into out; a single split combines its own the same way.
 #define DECODE_THREADS 256
-// A thread's past rows first + i * per_pass below `end` (zeros from there on), its 8 channels from c0.
+// A thread's past rows first + i * per_pass below `end` (zeros from there on), its 8 channels from c0; a pass
+// whose rows all lie past `end` for the whole warp (its first row warp_row + i * per_pass) skips its loads.
 template <typename T, int PASSES>
-__device__ __forceinline__ void past_rows(const T* past_k, const T* past_v, int64_t kv, int first, int per_pass, int end,
-                                          const GqaShape& g, int c0, float (*kx)[8], float (*vx)[8]) {
+__device__ __forceinline__ void past_rows(const T* past_k, const T* past_v, int64_t kv, int first, int warp_row,
+                                          int per_pass, int end, const GqaShape& g, int c0, float (*kx)[8],
+                                          float (*vx)[8]) {
 #pragma unroll
   for (int i = 0; i < PASSES; i++) {
     int j = first + i * per_pass;
-    if (past_k && j < end) {
+    if (past_k && warp_row + i * per_pass < end && j < end) {
       load8(past_k + (kv * g.past_buf + j) * g.head_size + c0, kx[i]);
       load8(past_v + (kv * g.past_buf + j) * g.head_size + c0, vx[i]);
     } else {
@@ -295,12 +297,15 @@ __device__ void decode(const T* past_k, const T* past_v, const T* q_in, const T*
   const int warp = threadIdx.x / 32, c0 = threadIdx.x % lanes * 8;
   const int bq = blockIdx.y, b = bq / g.heads, qh = bq % g.heads, kh = qh / group;
   const int split = blockIdx.x, splits = gridDim.x, first = split * per_pass * PASSES + threadIdx.x / lanes;
+  const int warp_row = first - threadIdx.x % 32 / lanes;  // the warp's first row: its passes skip or not together
+  // a pass of the warp with rows in the present buffers (rows past them are neither stored nor seen: skipped)
+  auto live = [&](int i) { return warp_row + i * per_pass < g.present_len; };
   const int64_t kv = (int64_t)b * g.kv_heads + kh;
   float q[8], knew[8], vnew[8], kx[PASSES][8], vx[PASSES][8];
   // Where no kernel of this run writes the past, a single split loads its rows before waiting for the kernel
   // before, without the past length (rows at or past it are replaced below): 0.8 us a layer of 25 on the H200.
   const bool early = a.early && splits == 1;
-  if (early) past_rows<T, PASSES>(past_k, past_v, kv, first, per_pass, min(g.present_len, g.past_buf), g, c0, kx, vx);
+  if (early) past_rows<T, PASSES>(past_k, past_v, kv, first, warp_row, per_pass, min(g.present_len, g.past_buf), g, c0, kx, vx);
   wait_for_previous();
   const int p = past_len(seqlens, b, g);
   const auto [t, limit, lo] = visible(seqlens, b, 0, g, a);
@@ -311,7 +316,7 @@ __device__ void decode(const T* past_k, const T* past_v, const T* q_in, const T*
   rotated8(new_row(q_in, k_in, v_in, b, 0, qh, g), c0, cos_row, sin_row, g.rot_half, g.interleaved, q);
   rotated8(new_row(q_in, k_in, v_in, b, 0, g.heads + kh, g), c0, cos_row, sin_row, g.rot_half, g.interleaved, knew);
   load8(new_row(q_in, k_in, v_in, b, 0, g.heads + g.kv_heads + kh, g) + c0, vnew);
-  if (!early) past_rows<T, PASSES>(past_k, past_v, kv, first, per_pass, min(min(g.present_len, g.past_buf), p), g, c0, kx, vx);
+  if (!early) past_rows<T, PASSES>(past_k, past_v, kv, first, warp_row, per_pass, min(min(g.present_len, g.past_buf), p), g, c0, kx, vx);
   for (int e = 0; e < 8; e++) {
     q[e] = rounded<T>(q[e]);
     knew[e] = rounded<T>(knew[e]);
@@ -319,7 +324,7 @@ __device__ void decode(const T* past_k, const T* past_v, const T* q_in, const T*
 #pragma unroll
   for (int i = 0; i < PASSES; i++) {
     int j = first + i * per_pass;
-    if (j >= p)  // the new token's row, then zeros
+    if (live(i) && j >= p)  // the new token's row, then zeros
       for (int e = 0; e < 8; e++) {
         kx[i][e] = j == p ? knew[e] : 0.0f;
         vx[i][e] = j == p ? vnew[e] : 0.0f;
@@ -329,7 +334,7 @@ __device__ void decode(const T* past_k, const T* past_v, const T* q_in, const T*
 #pragma unroll
     for (int i = 0; i < PASSES; i++) {
       int j = first + i * per_pass;
-      if (j < g.present_len) {
+      if (live(i) && j < g.present_len) {
         store8(pk + (kv * g.present_len + j) * H + c0, kx[i]);
         store8(pv + (kv * g.present_len + j) * H + c0, vx[i]);
       }
@@ -337,6 +342,8 @@ __device__ void decode(const T* past_k, const T* past_v, const T* q_in, const T*
   float s[PASSES], m = -INFINITY;
 #pragma unroll
   for (int i = 0; i < PASSES; i++) {
+    s[i] = -INFINITY;
+    if (!live(i)) continue;
     float v = 0.0f;
     for (int e = 0; e < 8; e++) v += q[e] * kx[i][e];
     for (int off = 1; off < lanes; off <<= 1) v += __shfl_xor_sync(0xffffffff, v, off);
@@ -354,6 +361,7 @@ __device__ void decode(const T* past_k, const T* past_v, const T* q_in, const T*
   float l = 0.0f, acc[8] = {};
 #pragma unroll
   for (int i = 0; i < PASSES; i++) {
+    if (!live(i)) continue;  // e would be 0: adding nothing
     float e = s[i] == -INFINITY ? 0.0f : expf(s[i] - m);
     l += e;
     for (int c = 0; c < 8; c++) acc[c] += e * vx[i][c];
@@ -367,6 +375,17 @@ __device__ void decode(const T* past_k, const T* past_v, const T* q_in, const T*
     if (c0 == 0) wsum[warp] = l;
   }
   __syncthreads();
+  if (splits == 1 && !a.smooth) {  // nothing to combine: the general path's weight would be exp(0), the same bits
+    for (int d = threadIdx.x; d < H; d += DECODE_THREADS) {
+      float o = 0.0f, total = 0.0f;
+      for (int w = 0; w < warps; w++) {
+        o += wacc[w * H + d];
+        total += wsum[w];
+      }
+      st(out + ((int64_t)b * g.heads + qh) * H + d, o * (1.0f / total));
+    }
+    return;
+  }
   float* mine = splits == 1 ? own : partial + ((int64_t)bq * splits + split) * (H + 2);  // max, sum, values
   for (int d = threadIdx.x; d < H; d += DECODE_THREADS) {
     float o = 0.0f;

@@ -91,7 +91,7 @@ __device__ void matmul_nbits4_x32(const T* a, const uint8_t* b0, const T* s0, co
   const T* row = a + (int64_t)m * p.k;
   if (NORM) {  // the block's row normalised into shared memory first
     extern __shared__ __align__(16) unsigned char normed[];
-    norm_rows_to_shared(norm, m, 1, p.k, blockIdx.x == m * col_blocks, (T*)normed);
+    norm_rows_to_shared<T, true>(norm, m, 1, p.k, blockIdx.x == m * col_blocks, (T*)normed);
     row = (const T*)normed;
   }
   if (n < p.n) {
