@@ -429,6 +429,15 @@ __device__ void decode(const T* past_k, const T* past_v, const T* q_in, const T*
   }
 }
 
+// gqa_decode with PASSES rows a lane group: kernels seamless_gqa_decode_p4_* and _p8_*
+#define GQA_DECODE(S, T, PASSES)                                                                              \
+  extern "C" __global__ void seamless_gqa_decode_p##PASSES##_##S(                                            \
+      const T* past_k, const T* past_v, const T* q, const T* k, const T* v, const T* cos, const T* sin,       \
+      const int32_t* seqlens, const float* sink, T* pk, T* pv, T* out, float* partial, unsigned* counters,    \
+      GqaShape g, AttendParams a) {                                                                          \
+    let_next_launch();                                                                                       \
+    decode<T, PASSES>(past_k, past_v, q, k, v, cos, sin, seqlens, sink, pk, pv, out, partial, counters, g, a); \
+  }
 #define GQA(S, T)                                                                                              \
   extern "C" __global__ void seamless_gqa_prepare_##S(const T* past_k, const T* past_v, const T* q, const T* k,       \
                                                       const T* v, const T* cos, const T* sin, const int32_t* seqlens,   \
@@ -439,20 +448,7 @@ __device__ void decode(const T* past_k, const T* past_v, const T* q_in, const T*
                                                      const float* sink, T* out, GqaShape g, AttendParams a) { dependent_launch(); \
     attend(q, k, v, seqlens, sink, out, g, a);                                                                          \
   }                                                                                                                     \
-  extern "C" __global__ void seamless_gqa_decode_p4_##S(const T* past_k, const T* past_v, const T* q, const T* k,      \
-                                                        const T* v, const T* cos, const T* sin, const int32_t* seqlens, \
-                                                        const float* sink, T* pk, T* pv, T* out, float* partial,        \
-                                                        unsigned* counters, GqaShape g, AttendParams a) {               \
-    let_next_launch();                                                                                                  \
-    decode<T, 4>(past_k, past_v, q, k, v, cos, sin, seqlens, sink, pk, pv, out, partial, counters, g, a);               \
-  }                                                                                                                     \
-  extern "C" __global__ void seamless_gqa_decode_p8_##S(const T* past_k, const T* past_v, const T* q, const T* k,      \
-                                                        const T* v, const T* cos, const T* sin, const int32_t* seqlens, \
-                                                        const float* sink, T* pk, T* pv, T* out, float* partial,        \
-                                                        unsigned* counters, GqaShape g, AttendParams a) {               \
-    let_next_launch();                                                                                                  \
-    decode<T, 8>(past_k, past_v, q, k, v, cos, sin, seqlens, sink, pk, pv, out, partial, counters, g, a);               \
-  }
+  GQA_DECODE(S, T, 4) GQA_DECODE(S, T, 8)
 FOR_FLOATS(GQA)
 
 // RotaryEmbedding (com.microsoft): x viewed as [B, S, N, H] (or [B, N, S, H] when bnsh), token (b, s)
