@@ -163,7 +163,8 @@ struct AttendParams {
 struct Visible {
   int t, limit, lo;
 };
-__device__ __forceinline__ Visible visible(const int32_t* seqlens, int b, int i, const GqaShape& g, const AttendParams& a) {
+__device__ __forceinline__ Visible visible(const int32_t* seqlens, int b, int i, const GqaShape& g,
+                                           const AttendParams& a) {
   int t = total_len(seqlens, b, g), limit = a.causal ? past_len(seqlens, b, g) + i + 1 : t;
   return {t, limit, a.causal && a.local_window > 0 && limit - a.local_window > 0 ? limit - a.local_window : 0};
 }
@@ -303,9 +304,10 @@ __device__ void decode(const T* past_k, const T* past_v, const T* q_in, const T*
   const int64_t kv = (int64_t)b * g.kv_heads + kh;
   float q[8], knew[8], vnew[8], kx[PASSES][8], vx[PASSES][8];
   // Where no kernel of this run writes the past, a single split loads its rows before waiting for the kernel
-  // before, without the past length (rows at or past it are replaced below): 0.8 us a layer of 25 on the H200.
+  // before, without the past length (rows at or past it are replaced below): an int4 layer 22.8 -> 20.8 us.
   const bool early = a.early && splits == 1;
-  if (early) past_rows<T, PASSES>(past_k, past_v, kv, first, warp_row, per_pass, min(g.present_len, g.past_buf), g, c0, kx, vx);
+  if (early)
+    past_rows<T, PASSES>(past_k, past_v, kv, first, warp_row, per_pass, min(g.present_len, g.past_buf), g, c0, kx, vx);
   wait_for_previous();
   const int p = past_len(seqlens, b, g);
   const auto [t, limit, lo] = visible(seqlens, b, 0, g, a);
@@ -316,7 +318,9 @@ __device__ void decode(const T* past_k, const T* past_v, const T* q_in, const T*
   rotated8(new_row(q_in, k_in, v_in, b, 0, qh, g), c0, cos_row, sin_row, g.rot_half, g.interleaved, q);
   rotated8(new_row(q_in, k_in, v_in, b, 0, g.heads + kh, g), c0, cos_row, sin_row, g.rot_half, g.interleaved, knew);
   load8(new_row(q_in, k_in, v_in, b, 0, g.heads + g.kv_heads + kh, g) + c0, vnew);
-  if (!early) past_rows<T, PASSES>(past_k, past_v, kv, first, warp_row, per_pass, min(min(g.present_len, g.past_buf), p), g, c0, kx, vx);
+  if (!early)
+    past_rows<T, PASSES>(past_k, past_v, kv, first, warp_row, per_pass, min(min(g.present_len, g.past_buf), p), g, c0,
+                         kx, vx);
   for (int e = 0; e < 8; e++) {
     q[e] = rounded<T>(q[e]);
     knew[e] = rounded<T>(knew[e]);
@@ -430,13 +434,14 @@ __device__ void decode(const T* past_k, const T* past_v, const T* q_in, const T*
 }
 
 // gqa_decode with PASSES rows a lane group: kernels seamless_gqa_decode_p4_* and _p8_*
-#define GQA_DECODE(S, T, PASSES)                                                                              \
-  extern "C" __global__ void seamless_gqa_decode_p##PASSES##_##S(                                            \
-      const T* past_k, const T* past_v, const T* q, const T* k, const T* v, const T* cos, const T* sin,       \
-      const int32_t* seqlens, const float* sink, T* pk, T* pv, T* out, float* partial, unsigned* counters,    \
-      GqaShape g, AttendParams a) {                                                                          \
-    let_next_launch();                                                                                       \
-    decode<T, PASSES>(past_k, past_v, q, k, v, cos, sin, seqlens, sink, pk, pv, out, partial, counters, g, a); \
+#define GQA_DECODE(S, T, PASSES)                                                                             \
+  extern "C" __global__ void seamless_gqa_decode_p##PASSES##_##S(                                           \
+      const T* past_k, const T* past_v, const T* q, const T* k, const T* v, const T* cos, const T* sin,      \
+      const int32_t* seqlens, const float* sink, T* pk, T* pv, T* out, float* partial, unsigned* counters,   \
+      GqaShape g, AttendParams a) {                                                                         \
+    let_next_launch();                                                                                      \
+    decode<T, PASSES>(past_k, past_v, q, k, v, cos, sin, seqlens, sink, pk, pv, out, partial, counters, g,  \
+                      a);                                                                                   \
   }
 #define GQA(S, T)                                                                                              \
   extern "C" __global__ void seamless_gqa_prepare_##S(const T* past_k, const T* past_v, const T* q, const T* k,       \

@@ -159,7 +159,8 @@ __device__ void norm_rows_to_shared(const RowNorm<T>& r, int64_t first, int coun
   for (int i = 0; i < count; i++) {
     float v[8];
     int64_t c = threadIdx.x * 8, at = (first + i) * k + c;
-    if (norm8<T, EARLY_SCALE>(r.x, r.skip, r.bias, r.gamma, (const T*)nullptr, write_sum ? r.sum : nullptr, at, c, k, r.eps, true, v))
+    if (norm8<T, EARLY_SCALE>(r.x, r.skip, r.bias, r.gamma, (const T*)nullptr, write_sum ? r.sum : nullptr, at, c, k,
+                              r.eps, true, v))
       store8(out + i * k + c, v);
   }
   __syncthreads();
