@@ -267,7 +267,7 @@ __device__ void attend(const T* q, const T* k, const T* v, const int32_t* seqlen
 // Scores, softmax and weighted values stay in registers but for one max and one sum across warps.
 // With several splits, each block leaves (max, sum, weighted values) in `partial`, and the block of
 // (b, head) that finishes last (counted in `counters`, which it sets back to zero) combines them in
-// order into out; a single split combines its own the same way.
+// order into out; a single split combines its own the same way where a sink is given (else its weight is 1).
 #define DECODE_THREADS 256
 // A thread's past rows first + i * per_pass below `end` (zeros from there on), its 8 channels from c0; a pass
 // whose rows all lie past `end` for the whole warp (its first row warp_row + i * per_pass) skips its loads.
