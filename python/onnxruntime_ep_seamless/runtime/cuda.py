@@ -99,7 +99,7 @@ class CudaRuntime:
         with them sets them back to zero before it ends (native/cuda/attention.cu gqa_decode). Kept
         for good: captured graphs refer to them. Made while a graph is captured, they are zeroed in the
         graph and again by the stream's next eager use."""
-        key, capturing = int(self.ffi.cast("uintptr_t", stream)), bool(self.lib.seamless_capturing())
+        key, capturing = self._stream_key(stream), bool(self.lib.seamless_capturing())
         with self._lock:
             entry = self._counters.get(key)
             if entry is None or entry[0].size < n:
@@ -206,11 +206,15 @@ class CudaRuntime:
             self.native.check(self.lib.seamless_cuda_copy(self.ffi.cast("void*", dst), self.ffi.cast("void*", src),
                                                           nbytes, stream))
 
+    def _stream_key(self, stream) -> int:
+        """A stream (a cffi pointer) as a dictionary key: its address."""
+        return int(self.ffi.cast("uintptr_t", stream))
+
     def begin_run(self, stream) -> None:
         """The next launch on `stream` is not a dependent launch: it starts once all work before it is done, and
         so does every later kernel, which may then read the run's inputs (DeviceTensor.settled) before waiting
         for the kernel before it."""
-        self._barriers.add(int(self.ffi.cast("uintptr_t", stream)))
+        self._barriers.add(self._stream_key(stream))
 
     def launch(self, name: str, n: int, stream, *args) -> None:
         """A 1-D grid-stride kernel over n elements; args are ("int"|"int64"|"ptr"|"bytes", value)."""
@@ -238,7 +242,7 @@ class CudaRuntime:
         params = ffi.new("void*[]", [ffi.cast("void*", k) for k in keep])
         dependent = self.dependent
         if self._barriers:
-            key = int(ffi.cast("uintptr_t", stream))
+            key = self._stream_key(stream)
             dependent = dependent and key not in self._barriers
             self._barriers.discard(key)
         self.native.check(self.lib.seamless_cuda_launch(self.function(name), gx, gy, 1, block, 1, 1, shared, stream,
