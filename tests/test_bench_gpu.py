@@ -18,6 +18,50 @@ def test_greedy_token_is_numpys_argmax(dtype):
         assert greedy_token(row) == int(np.argmax(row)), row[:8]
 
 
+def _decoder_like(folder):
+    """logits = x + bias (the bias in an external data file) and one present output, as the builder names them."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    bias = numpy_helper.from_array(np.random.default_rng(0).standard_normal(50).astype(np.float32), "bias")
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["x", "bias"], ["logits"]), helper.make_node("Identity", ["x"], ["present.0.key"])],
+        "decoder", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 50])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, 3, 50]),
+         helper.make_tensor_value_info("present.0.key", TensorProto.FLOAT, [1, 3, 50])], [bias])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.save(model, str(folder / "model.onnx"), save_as_external_data=True, location="model.onnx.data",
+              size_threshold=0)
+    return folder / "model.onnx", numpy_helper.to_array(bias)
+
+
+def test_device_argmax_model_appends_next_token_and_leaves_the_model_alone(tmp_path):
+    import onnxruntime as ort
+    from onnxruntime_ep_seamless.bench_gpu import with_device_argmax
+    path, bias = _decoder_like(tmp_path)
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    so = ort.SessionOptions()
+    so.add_session_config_entry("session.model_external_initializers_file_folder_path", str(tmp_path))
+    sess = ort.InferenceSession(with_device_argmax(str(path)), so, providers=["CPUExecutionProvider"])
+    x = np.random.default_rng(1).standard_normal((1, 3, 50)).astype(np.float32)
+    logits, present, token = sess.run(None, {"x": x})
+    np.testing.assert_array_equal(logits, x + bias)
+    assert [o.name for o in sess.get_outputs()] == ["logits", "present.0.key", "next_token"]
+    np.testing.assert_array_equal(token, np.argmax(x + bias, axis=-1)[..., None])
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+
+
+def test_device_argmax_model_rejects_a_model_without_logits_first(tmp_path):
+    import onnx
+    from onnxruntime_ep_seamless.bench_gpu import with_device_argmax
+    path, _ = _decoder_like(tmp_path)
+    model = onnx.load(str(path), load_external_data=False)
+    model.graph.output[0].name = "scores"
+    model.graph.node[0].output[0] = "scores"
+    onnx.save(model, str(tmp_path / "other.onnx"))
+    with pytest.raises(ValueError, match="first output to be 'logits'"):
+        with_device_argmax(str(tmp_path / "other.onnx"))
+
+
 @pytest.mark.filterwarnings("ignore:.*past_key_values.*:FutureWarning")  # transformers renames it; both work
 def test_torch_peer_decodes_greedily_and_reports_ms_per_token():
     checkpoint = material.genai_small_dir("fp16", "cuda").parent / "checkpoint-qwen2-small"

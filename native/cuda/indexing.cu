@@ -250,6 +250,24 @@ __device__ void block_first(K& value, int64_t& index, bool largest, bool prefer_
   __syncthreads();  // everyone has read the result before the next call overwrites it
 }
 
+// The first (value, index) of row[begin, end) strictly after (previous, previous_index) in the order (index -1:
+// no bound; best_index -1: none), over the block.
+template <typename T, typename K>
+__device__ void block_first_in(const T* row, int64_t inner, int64_t begin, int64_t end, K previous,
+                               int64_t previous_index, bool largest, bool prefer_last, K& best, int64_t& best_index) {
+  best = 0;
+  best_index = -1;
+  for (int64_t j = begin + threadIdx.x; j < end; j += blockDim.x) {
+    K v = load(row + j * inner);
+    if (previous_index >= 0 && !comes_before(previous, previous_index, v, j, largest, prefer_last)) continue;
+    if (best_index < 0 || comes_before(v, j, best, best_index, largest, prefer_last)) {
+      best = v;
+      best_index = j;
+    }
+  }
+  block_first(best, best_index, largest, prefer_last);
+}
+
 // values may be null (ArgMax/ArgMin want only the indices).
 template <typename T>
 __device__ void select_row(const T* x, T* values, int64_t* indices, int64_t n, int64_t inner, int64_t k, int largest,
@@ -260,17 +278,9 @@ __device__ void select_row(const T* x, T* values, int64_t* indices, int64_t n, i
   K previous = 0;
   int64_t previous_index = -1;
   for (int64_t p = 0; p < k; p++) {
-    K best = 0;
-    int64_t best_index = -1;
-    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
-      K v = load(row + j * inner);
-      if (previous_index >= 0 && !comes_before(previous, previous_index, v, j, largest, prefer_last)) continue;
-      if (best_index < 0 || comes_before(v, j, best, best_index, largest, prefer_last)) {
-        best = v;
-        best_index = j;
-      }
-    }
-    block_first(best, best_index, largest, prefer_last);
+    K best;
+    int64_t best_index;
+    block_first_in(row, inner, 0, n, previous, previous_index, largest, prefer_last, best, best_index);
     if (threadIdx.x == 0) {
       int64_t out = (outer * k + p) * inner + in;
       if (values) values[out] = row[best_index * inner];
@@ -279,6 +289,46 @@ __device__ void select_row(const T* x, T* values, int64_t* indices, int64_t n, i
     previous = best;
     previous_index = best_index;
   }
+}
+
+// k = 1 over a long axis in two launches: block (c, lane) writes the first of chunk c of its lane to the
+// partials [lane, chunks]; select_combine then picks the first of a lane's partials (the order is total,
+// so the pick is the one-block kernel's).
+template <typename T>
+__device__ void select_chunk(const T* x, T* part_values, int64_t* part_indices, int64_t n, int64_t inner,
+                             int64_t chunk, int largest, int prefer_last) {
+  using K = decltype(load(x));
+  int64_t lane = blockIdx.y, outer = lane / inner, in = lane % inner, begin = blockIdx.x * chunk;
+  const T* row = x + outer * n * inner + in;
+  K best;
+  int64_t best_index;
+  block_first_in(row, inner, begin, begin + chunk < n ? begin + chunk : n, K(0), -1, largest, prefer_last, best,
+                 best_index);
+  if (threadIdx.x == 0) {
+    int64_t at = lane * gridDim.x + blockIdx.x;
+    part_indices[at] = best_index;
+    if (best_index >= 0) part_values[at] = row[best_index * inner];
+  }
+}
+
+template <typename T>
+__device__ void select_combine(const T* part_values, const int64_t* part_indices, int64_t* indices, int64_t chunks,
+                               int largest, int prefer_last) {
+  using K = decltype(load(part_values));
+  int64_t lane = blockIdx.x;
+  K best = 0;
+  int64_t best_index = -1;
+  for (int64_t c = threadIdx.x; c < chunks; c += blockDim.x) {
+    int64_t at = lane * chunks + c, i = part_indices[at];
+    if (i < 0) continue;
+    K v = load(part_values + at);
+    if (best_index < 0 || comes_before(v, i, best, best_index, largest, prefer_last)) {
+      best = v;
+      best_index = i;
+    }
+  }
+  block_first(best, best_index, largest, prefer_last);
+  if (threadIdx.x == 0) indices[lane] = best_index;
 }
 
 }  // namespace indexing
@@ -343,6 +393,16 @@ INDEXING_FOR_SIZES(INDEXING_MOVE)
   extern "C" __global__ void seamless_select_##S(const T* x, T* values, int64_t* indices, int64_t n,           \
                                                  int64_t inner, int64_t k, int largest, int prefer_last) { dependent_launch(); \
     indexing::select_row(x, values, indices, n, inner, k, largest, prefer_last);                               \
+  }                                                                                                            \
+  extern "C" __global__ void seamless_select_chunk_##S(const T* x, T* part_values, int64_t* part_indices,       \
+                                                       int64_t n, int64_t inner, int64_t chunk, int largest,   \
+                                                       int prefer_last) { dependent_launch();                  \
+    indexing::select_chunk(x, part_values, part_indices, n, inner, chunk, largest, prefer_last);               \
+  }                                                                                                            \
+  extern "C" __global__ void seamless_select_combine_##S(const T* part_values, const int64_t* part_indices,     \
+                                                         int64_t* indices, int64_t chunks, int largest,        \
+                                                         int prefer_last) { dependent_launch();                \
+    indexing::select_combine(part_values, part_indices, indices, chunks, largest, prefer_last);                \
   }
 INDEXING_FOR_NUMBERS(INDEXING_ARITH)
 #undef INDEXING_ARITH

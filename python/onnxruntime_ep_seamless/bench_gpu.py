@@ -7,8 +7,10 @@ Both peers run the same loop, a prompt then greedy decode steps, in one of two m
 - graph: the static-shape mode onnxruntime-genai uses with CUDA graphs: KV buffers of the maximum
   length shared by past and present, a full-length attention mask, IO binding to GPU OrtValues
   updated in place, and the EP's session graph capture (`enable_cuda_graph=1`); the prompt runs
-  uncaptured (run option gpu_graph_id=-1), each decode step replays the captured graph. The next
-  token is the argmax of the logits copied to the host (the same for both, `greedy_token`).
+  uncaptured (run option gpu_graph_id=-1), each decode step replays the captured graph.
+The next token (`token`): `host`, the argmax of the logits copied to the host (`greedy_token`); or
+`device`, an ArgMax node appended to the model (`with_device_argmax`: the EP under test runs it) so a
+step copies one int64 to the host, as PyTorch's loop and onnxruntime-genai's do.
 ms/token is the median decode-step time of a round, then the median over rounds. `compare` runs
 every configuration in CONFIGS as a subprocess (each with its own onnxruntime) and prints the
 speed-ups; given the checkpoint the model was built from, PyTorch eager (transformers' model and
@@ -27,20 +29,42 @@ import time
 import numpy as np
 
 
-def _session(model: str, ep: str, graph: bool = False, capture: str = "auto"):
+def _session(model_dir: str, ep: str, graph: bool = False, capture: str = "auto", token: str = "host"):
     import onnxruntime as ort
+    path = os.path.join(model_dir, "model.onnx")
+    model = with_device_argmax(path) if token == "device" else path
     if ep == "seamless":
         import onnxruntime_ep_seamless as seamless
         so = seamless.session_options(device="cuda", capture=capture, **({"enable_cuda_graph": 1} if graph else {}))
         so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
+    else:
+        so = ort.SessionOptions()
+    if token == "device":  # a model given as bytes finds its external weights here
+        so.add_session_config_entry("session.model_external_initializers_file_folder_path", model_dir)
+    if ep == "seamless":
         sess = ort.InferenceSession(model, so)
         report = seamless.assert_ep_selected(sess, device="cuda")
         return sess, {"claimed_nodes": len(report.ep_nodes), "fallback_nodes": len(report.fallback_nodes)}
     options = {"device_id": "0", **({"enable_cuda_graph": "1"} if graph else {})}
-    sess = ort.InferenceSession(model, providers=[("CUDAExecutionProvider", options)])
+    sess = ort.InferenceSession(model, so, providers=[("CUDAExecutionProvider", options)])
     if sess.get_providers()[0] != "CUDAExecutionProvider":
         raise SystemExit(f"ORT's CUDA EP is not available here (providers: {sess.get_providers()})")
     return sess, {}
+
+
+def with_device_argmax(path: str) -> bytes:
+    """The model at `path` (its external weights left where they are) with one more output, `next_token` =
+    ArgMax(logits, axis=-1, keepdims=1): int64 [batch, sequence, 1], the greedy token of each position."""
+    import onnx
+    model = onnx.load(path, load_external_data=False)
+    logits = model.graph.output[0].name
+    if logits != "logits" or any(o.name == "next_token" for o in model.graph.output):
+        raise ValueError(f"{path}: expected the first output to be 'logits' and no output 'next_token' "
+                         "(a decoder as onnxruntime-genai's model builder writes it)")
+    model.graph.node.append(onnx.helper.make_node("ArgMax", [logits], ["next_token"], name="bench_next_token",
+                                                  axis=-1, keepdims=1))
+    model.graph.output.append(onnx.helper.make_tensor_value_info("next_token", onnx.TensorProto.INT64, None))
+    return model.SerializeToString()
 
 
 def greedy_token(logits: np.ndarray) -> int:
@@ -61,14 +85,16 @@ def _kv_layout(sess):
 
 
 def run_one(model_dir: str, ep: str, steps: int, prompt: int, rounds: int, mode: str = "growing",
-            capture: str = "auto", profile: bool = False) -> dict:
+            capture: str = "auto", profile: bool = False, token: str = "host") -> dict:
     import onnxruntime as ort
-    model = os.path.join(model_dir, "model.onnx")
-    sess, facts = _session(model, ep, graph=mode == "graph", capture=capture)
+    sess, facts = _session(model_dir, ep, graph=mode == "graph", capture=capture, token=token)
     if ep == "seamless":
         facts["capture"] = "enable_cuda_graph=1" if mode == "graph" else capture
-    loop = functools.partial(_graph_rounds, sess, ep) if mode == "graph" else functools.partial(_growing_rounds, sess)
-    per_round = loop(steps, prompt, rounds)
+    facts["token"] = token
+    device_token = token == "device"
+    loop = functools.partial(_graph_rounds, sess, ep, device_token) if mode == "graph" else \
+        functools.partial(_growing_rounds, sess, device_token)
+    per_round, facts["tokens"] = loop(steps, prompt, rounds)
     if profile:
         facts["kernels"] = kernel_profile(lambda: loop(steps, prompt, 1), steps)
     ms = statistics.median(per_round) * 1e3
@@ -115,29 +141,33 @@ def kernel_shapes(events: list, steps: int, top: int = 25) -> list:
              "per_step": round(n / steps, 2), "us_per_launch": round(us / n, 2)} for us, n, (name, grid, block) in rows]
 
 
-def _growing_rounds(sess, steps, prompt, rounds):
+def _growing_rounds(sess, device_token, steps, prompt, rounds):
     past, dtype, heads, head_size = _kv_layout(sess)
-    outs = [o.name for o in sess.get_outputs()]
+    # the first fetched output gives the token: the logits (host argmax) or next_token (not the logits then)
+    outs = [o.name for o in sess.get_outputs() if o.name.startswith("present")]
+    outs = ["next_token" if device_token else "logits"] + outs
+    token_of = (lambda out: int(out[0, -1, 0])) if device_token else (lambda out: greedy_token(out[0, -1]))
     rng = np.random.default_rng(0)
     per_round = []
     for _ in range(rounds):
         kv = {i.name: np.zeros((1, heads, 0, head_size), dtype) for i in past}
         ids = rng.integers(0, 1000, (1, prompt)).astype(np.int64)
-        total, times = prompt, []
+        total, times, tokens = prompt, [], []
         for step in range(steps + 1):
             feeds = {"input_ids": ids, "attention_mask": np.ones((1, total), np.int64), **kv}
             t0 = time.perf_counter()
-            res = sess.run(None, feeds)
+            res = sess.run(outs, feeds)
             if step:  # step 0 is the prompt
                 times.append(time.perf_counter() - t0)
             kv = {n.replace("present", "past_key_values"): v for n, v in zip(outs[1:], res[1:])}
-            ids = np.array([[greedy_token(res[0][0, -1])]], np.int64)
+            tokens.append(token_of(res[0]))
+            ids = np.array([tokens[-1:]], np.int64)
             total += 1
         per_round.append(statistics.median(times))
-    return per_round
+    return per_round, tokens  # the last round's tokens
 
 
-def _graph_rounds(sess, ep, steps, prompt, rounds):
+def _graph_rounds(sess, ep, device_token, steps, prompt, rounds):
     import onnxruntime as ort
     past, dtype, heads, head_size = _kv_layout(sess)
     max_len = prompt + steps + 1
@@ -151,34 +181,37 @@ def _graph_rounds(sess, ep, steps, prompt, rounds):
     vocab = sess.get_outputs()[0].shape[-1]
     logits_dtype = np.float16 if "float16" in sess.get_outputs()[0].type else np.float32
 
+    tokens = lambda n: gpu(np.zeros((1, n, 1), np.int64)) if device_token else None
+    token_of = (lambda out: int(out[1].numpy()[0, -1, 0])) if device_token else \
+        (lambda out: greedy_token(out[0].numpy()[0, -1]))  # out: (logits, next_token)
     binding = functools.partial(shared_kv_binding, sess, kv)
     uncaptured, replayed = ort.RunOptions(), ort.RunOptions()
     uncaptured.add_run_config_entry("gpu_graph_id", "-1")
     step_ids, step_mask = gpu(np.zeros((1, 1), np.int64)), gpu(np.zeros((1, max_len), np.int64))
-    step_logits = gpu(np.zeros((1, 1, vocab), logits_dtype))
-    step = binding(step_ids, step_mask, step_logits)  # the same addresses every step: the graph's
+    step_out = gpu(np.zeros((1, 1, vocab), logits_dtype)), tokens(1)
+    step = binding(step_ids, step_mask, *step_out)  # the same addresses every step: the graph's
     rng = np.random.default_rng(0)
     per_round = []
     for _ in range(rounds):
-        prompt_logits = gpu(np.zeros((1, prompt, vocab), logits_dtype))
+        prompt_out = gpu(np.zeros((1, prompt, vocab), logits_dtype)), tokens(prompt)
         sess.run_with_iobinding(binding(gpu(rng.integers(0, 1000, (1, prompt)).astype(np.int64)),
-                                        gpu(np.ones((1, prompt), np.int64)), prompt_logits), uncaptured)
-        token, total, times = greedy_token(prompt_logits.numpy()[0, -1]), prompt, []
+                                        gpu(np.ones((1, prompt), np.int64)), *prompt_out), uncaptured)
+        tokens, total, times = [token_of(prompt_out)], prompt, []
         for _ in range(steps):
             total += 1
             t0 = time.perf_counter()
-            step_ids.update_inplace(np.array([[token]], np.int64))
+            step_ids.update_inplace(np.array([tokens[-1:]], np.int64))
             step_mask.update_inplace((np.arange(max_len) < total).astype(np.int64).reshape(1, -1))
             sess.run_with_iobinding(step, replayed)
-            token = greedy_token(step_logits.numpy()[0, -1])
+            tokens.append(token_of(step_out))
             times.append(time.perf_counter() - t0)
         per_round.append(statistics.median(times))
-    return per_round
+    return per_round, tokens  # the last round's tokens
 
 
-def shared_kv_binding(sess, kv: dict, ids, mask, logits):
-    """IO binding of a decoder step (GPU OrtValues): the ids, mask and logits, and each KV buffer in
-    `kv` (by past input name) bound as both its past input and its present output."""
+def shared_kv_binding(sess, kv: dict, ids, mask, logits, next_token=None):
+    """IO binding of a decoder step (GPU OrtValues): the ids, mask and logits (and next_token, given), and
+    each KV buffer in `kv` (by past input name) bound as both its past input and its present output."""
     b = sess.io_binding()
     b.bind_ortvalue_input("input_ids", ids)
     b.bind_ortvalue_input("attention_mask", mask)
@@ -186,6 +219,8 @@ def shared_kv_binding(sess, kv: dict, ids, mask, logits):
         b.bind_ortvalue_input(name, value)
         b.bind_ortvalue_output(name.replace("past_key_values", "present"), value)  # one buffer
     b.bind_ortvalue_output("logits", logits)
+    if next_token is not None:
+        b.bind_ortvalue_output("next_token", next_token)
     return b
 
 
@@ -231,11 +266,12 @@ CONFIGS = [
 
 def compare(model_dir: str, steps: int, prompt: int, rounds: int, peer_pythonpath: str | None,
             json_path: str | None, torch_checkpoint: str | None = None, chart_path: str | None = None,
-            processes: int = 1, mode: str | None = None) -> dict:
+            processes: int = 1, mode: str | None = None, token: str = "host") -> dict:
     """Every configuration in CONFIGS (and PyTorch eager given the checkpoint the model was built
     from), or those of one loop (`mode`), each in its own process, `processes` times in turn (the
     host's speed varies between processes): a configuration's ms/token is the median of its
-    processes'. peer_pythonpath puts onnxruntime-gpu first for ORT's EP."""
+    processes'. peer_pythonpath puts onnxruntime-gpu first for ORT's EP; `token` picks where the ONNX loops
+    choose the next token (PyTorch's loop takes the argmax on the device either way)."""
     samples: dict[str, list] = {}
     configs = CONFIGS + ([("PyTorch eager", "torch", "growing", None)] if torch_checkpoint else [])
     configs = [c for c in configs if mode in (None, c[2])]
@@ -245,7 +281,7 @@ def compare(model_dir: str, steps: int, prompt: int, rounds: int, peer_pythonpat
             env["PYTHONPATH"] = peer_pythonpath + os.pathsep + env.get("PYTHONPATH", "")
         cmd = [sys.executable, "-m", "onnxruntime_ep_seamless", "bench", "decode-gpu", model_dir, "--ep", ep,
                "--steps", str(steps), "--prefill", str(prompt), "--decode-rounds", str(rounds), "--mode", loop,
-               "--json", "-"] + (["--capture", capture] if capture else []) + \
+               "--token", token, "--json", "-"] + (["--capture", capture] if capture else []) + \
             (["--torch-checkpoint", torch_checkpoint] if ep == "torch" else [])
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
         if proc.returncode:
@@ -264,11 +300,11 @@ def compare(model_dir: str, steps: int, prompt: int, rounds: int, peer_pythonpat
     # speed-ups (tokens/s ours / tokens/s peer) of the configurations that ran: above 1 we are faster
     ratios = {name: ms[peer] / ms[ours] for name, (ours, peer) in pairs.items() if ours in ms and peer in ms}
     ort = next(runs[label] for label in (ort_eager, ort_graph) if label in runs)
-    summary = {"model": model_dir, "steps": steps, "prompt": prompt, "rounds": rounds, "processes": processes,
+    summary = {"model": model_dir, "steps": steps, "prompt": prompt, "rounds": rounds, "processes": processes, "token": token,
                "onnxruntime_gpu": ort["onnxruntime"], "speedups": ratios, "runs": runs}
     name = os.path.basename(model_dir.rstrip("/"))
-    print(f"decode on GPU, {name}: {steps} steps after a {prompt}-token prompt, median of {rounds} rounds"
-          + (f" and of {processes} processes each" if processes > 1 else ""))
+    print(f"decode on GPU, {name}: {steps} steps after a {prompt}-token prompt, the next token chosen on the {token}, "
+          f"median of {rounds} rounds" + (f" and of {processes} processes each" if processes > 1 else ""))
     for label, r in runs.items():
         print(f"  {label:40s} {r['ms_per_token']:8.3f} ms/token {r['tokens_per_s']:8.1f} tokens/s")
     for label, x in ratios.items():

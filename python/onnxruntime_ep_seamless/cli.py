@@ -175,7 +175,7 @@ def cmd_bench_gpu(args) -> int:
         return 2
     if args.ep == "both":
         compare(args.model_dir, args.steps, args.prefill, args.decode_rounds, args.peer_pythonpath, args.json,
-                args.torch_checkpoint, args.chart, args.processes, args.mode)
+                args.torch_checkpoint, args.chart, args.processes, args.mode, args.token)
         return 0
     if args.ep == "torch":
         if not args.torch_checkpoint:
@@ -185,7 +185,7 @@ def cmd_bench_gpu(args) -> int:
                            args.torch_device)
     else:
         result = run_one(args.model_dir, args.ep, args.steps, args.prefill, args.decode_rounds, args.mode or "growing",
-                         args.capture, args.profile)
+                         args.capture, args.profile, args.token)
     print(json.dumps(result) if args.json == "-" else result)
     if args.json and args.json != "-":
         with open(args.json, "w") as f:
@@ -312,6 +312,10 @@ def _add_decode_options(sub) -> None:
                    help="decode-gpu --ep torch: the weights' type")
     p.add_argument("--torch-device", default="cuda", help="decode-gpu --ep torch: the torch device")
     p.add_argument("--peer-pythonpath", help="decode-gpu: a folder with onnxruntime-gpu, put first for ORT's CUDA EP")
+    p.add_argument("--token", choices=["host", "device"], default="host",
+                   help="decode-gpu: where the ONNX loops choose the next token: host (the logits copied to the host, "
+                        "numpy's argmax) or device (an ArgMax node appended to the model, run by the EP under test; "
+                        "one int64 copied a step, as PyTorch's loop and onnxruntime-genai do)")
     p.add_argument("--mode", choices=["growing", "graph"],
                    help="decode-gpu: growing KV through session.run (our EP: --capture; one peer's default), or shared "
                         "max-length KV buffers with IO binding and the EP's CUDA graph capture (enable_cuda_graph=1); "

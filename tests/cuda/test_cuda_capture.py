@@ -164,6 +164,21 @@ def test_builder_decode_with_shared_kv_buffers(precision):
             np.testing.assert_array_equal(a, b, err_msg=f"step {step}")
 
 
+@pytest.mark.parametrize("mode", ["graph", "growing"])
+@pytest.mark.parametrize("precision", ["fp16", "int4"])
+def test_bench_token_on_the_device_is_the_hosts_argmax(precision, mode):
+    """`bench decode-gpu --token device`: the ArgMax appended to the builder's decoder runs on our EP with
+    the rest (run_one's session disables the CPU fallback and asserts every node) and its tokens are the
+    host's argmax of the logits, step for step, in both loops."""
+    from onnxruntime_ep_seamless.bench_gpu import run_one
+    model_dir = material.genai_small_dir(precision, "cuda")
+    if not (model_dir / "model.onnx").exists():
+        pytest.skip(f"{model_dir} not prepared (python tests/material.py)")
+    host, device = (run_one(str(model_dir), "seamless", 24, 8, 1, mode=mode, token=t) for t in ("host", "device"))
+    assert device["fallback_nodes"] == 0 and device["claimed_nodes"] == host["claimed_nodes"] + 1
+    assert len(host["tokens"]) == 25 and device["tokens"] == host["tokens"]
+
+
 # --- capture=auto: a compiled partition without seams, captured per set of input shapes ----------
 
 def auto_session(model, capture="auto"):

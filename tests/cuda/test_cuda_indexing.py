@@ -312,6 +312,18 @@ def test_argmax_argmin_types(op, dtype):
     check(op, [data((3, 7), dtype, 0, 4)], {"keepdims": 0}, opset=11, outputs=[I64])
 
 
+@pytest.mark.parametrize("select_last_index", [0, 1])
+@pytest.mark.parametrize("op", ["ArgMax", "ArgMin"])
+@pytest.mark.parametrize("dtype,shape,axis", [(F16, (2, 151936), -1), (F32, (1, 1, 5000), 2), (I64, (3, 4097, 2), 1)])
+def test_argmax_argmin_over_a_long_axis(op, dtype, shape, axis, select_last_index):
+    """A long axis is split over blocks (indexing.SELECT_CHUNK) and combined: still the first (or last) index
+    of the extreme, with ties across chunks (values 0..3), and the one-block path's answers."""
+    attrs = {"axis": axis, "select_last_index": select_last_index}
+    check(op, [data(shape, dtype, 0, 4)], attrs, opset=13, outputs=[I64])
+    x = np.random.default_rng(3).standard_normal(shape).astype(dtype) if dtype != I64 else data(shape, dtype, -10**6, 10**6)
+    check(op, [x], attrs, opset=13, outputs=[I64])
+
+
 def test_argmax_bfloat16():
     check_bfloat16("ArgMax", [data((5, 9), low=0, high=4)], {"axis": 1, "select_last_index": 1}, opset=13,
                    outputs=[I64])

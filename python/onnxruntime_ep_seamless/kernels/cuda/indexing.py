@@ -227,7 +227,11 @@ def cumprod(rt, stream, x, axis, *, exclusive=0, reverse=0):
     return _cumulative(rt, stream, x, axis, exclusive, reverse, product=True)
 
 
-# --- TopK, ArgMax, ArgMin: one selection kernel, a block per lane along the axis ---------
+# --- TopK, ArgMax, ArgMin: one selection kernel, a block per lane along the axis (a long axis of
+# ArgMax/ArgMin: a block per chunk, then one a lane to combine) ---------
+
+
+SELECT_CHUNK = 1024  # ArgMax/ArgMin over a long axis: elements a block (4 a thread), e.g. a vocabulary's logits
 
 
 def _select(rt, stream, x, axis, k, largest, prefer_last, values: bool):
@@ -240,8 +244,20 @@ def _select(rt, stream, x, axis, k, largest, prefer_last, values: bool):
     shape = x.shape[:axis] + (k,) + x.shape[axis + 1:]
     out = rt.alloc(shape, x.dtype) if values else None
     indices = rt.alloc(shape, np.int64)
-    if indices.size:
-        rt.launch_rows(f"seamless_select_{NUMBER_SUFFIX[x.dtype]}", outer * inner, stream, ("ptr", x.ptr),
+    lanes = outer * inner
+    if k == 1 and not values and n >= 2 * SELECT_CHUNK and lanes <= 65535:  # a long axis: chunks, then a combine
+        chunks = -(-n // SELECT_CHUNK)
+        part_values, part_indices = rt.alloc((lanes * chunks,), x.dtype), rt.alloc((lanes * chunks,), np.int64)
+        flags = (("int", int(bool(largest))), ("int", int(bool(prefer_last))))
+        rt.launch_rows(f"seamless_select_chunk_{NUMBER_SUFFIX[x.dtype]}", (chunks, lanes), stream, ("ptr", x.ptr),
+                       ("ptr", part_values.ptr), ("ptr", part_indices.ptr), ("int64", n), ("int64", inner),
+                       ("int64", SELECT_CHUNK), *flags)
+        rt.launch_rows(f"seamless_select_combine_{NUMBER_SUFFIX[x.dtype]}", lanes, stream, ("ptr", part_values.ptr),
+                       ("ptr", part_indices.ptr), ("ptr", indices.ptr), ("int64", chunks), *flags)
+        rt.free(part_values)  # stream-ordered: reused only by later work on this stream
+        rt.free(part_indices)
+    elif indices.size:
+        rt.launch_rows(f"seamless_select_{NUMBER_SUFFIX[x.dtype]}", lanes, stream, ("ptr", x.ptr),
                        ("ptr", out.ptr if values else 0), ("ptr", indices.ptr), ("int64", n), ("int64", inner),
                        ("int64", k), ("int", int(bool(largest))), ("int", int(bool(prefer_last))))
     return out, indices
