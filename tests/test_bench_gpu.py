@@ -62,6 +62,21 @@ def test_device_argmax_model_rejects_a_model_without_logits_first(tmp_path):
         with_device_argmax(str(tmp_path / "other.onnx"))
 
 
+def test_growing_loops_on_the_cpu_and_the_device_loops_guard():
+    """The growing loop on stock ORT's CPU EP gives steps + 1 greedy tokens; its growing-device variant
+    refuses presents that come back in host memory (it would time host copies of the KV cache)."""
+    import onnxruntime as ort
+    from onnxruntime_ep_seamless.bench_gpu import _growing_rounds
+    path = material.genai_small_dir("fp32", "cpu") / "model.onnx"
+    if not path.exists():
+        pytest.skip(f"{path} not prepared (python tests/material.py)")
+    sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    per_round, tokens = _growing_rounds(sess, False, False, 3, 4, 2)
+    assert len(per_round) == 2 and len(tokens) == 4 and all(0 <= t < 1024 for t in tokens)
+    with pytest.raises(RuntimeError, match="came back in host memory"):
+        _growing_rounds(sess, False, True, 3, 4, 1)
+
+
 @pytest.mark.filterwarnings("ignore:.*past_key_values.*:FutureWarning")  # transformers renames it; both work
 def test_torch_peer_decodes_greedily_and_reports_ms_per_token():
     checkpoint = material.genai_small_dir("fp16", "cuda").parent / "checkpoint-qwen2-small"

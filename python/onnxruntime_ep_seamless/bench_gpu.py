@@ -1,9 +1,11 @@
 """GPU decode benchmark: one EP per process (our CUDA EP, or ORT's CUDA EP from onnxruntime-gpu).
 
-Both peers run the same loop, a prompt then greedy decode steps, in one of two modes:
+Both peers run the same loop, a prompt then greedy decode steps, in one of three modes:
 - growing: the KV cache grows (present fed back as past) through plain `session.run` with host
   arrays, so both pay the same host<->device copies; ORT's CUDA EP runs eagerly, ours with its
   `capture` option (auto: level A, graphs captured inside its partitions; off: eager);
+- growing-device: the same, but `session.run_with_ort_values`: the present OrtValues, where the EP
+  left them (on the GPU, asserted), are fed back as past; ids and mask from the host;
 - graph: the static-shape mode onnxruntime-genai uses with CUDA graphs: KV buffers of the maximum
   length shared by past and present, a full-length attention mask, IO binding to GPU OrtValues
   updated in place, and the EP's session graph capture (`enable_cuda_graph=1`); the prompt runs
@@ -93,7 +95,7 @@ def run_one(model_dir: str, ep: str, steps: int, prompt: int, rounds: int, mode:
     facts["token"] = token
     device_token = token == "device"
     loop = functools.partial(_graph_rounds, sess, ep, device_token) if mode == "graph" else \
-        functools.partial(_growing_rounds, sess, device_token)
+        functools.partial(_growing_rounds, sess, device_token, mode == "growing-device")
     per_round, facts["tokens"] = loop(steps, prompt, rounds)
     if profile:
         facts["kernels"] = kernel_profile(lambda: loop(steps, prompt, 1), steps)
@@ -141,26 +143,36 @@ def kernel_shapes(events: list, steps: int, top: int = 25) -> list:
              "per_step": round(n / steps, 2), "us_per_launch": round(us / n, 2)} for us, n, (name, grid, block) in rows]
 
 
-def _growing_rounds(sess, device_token, steps, prompt, rounds):
+def _growing_rounds(sess, device_token, on_device, steps, prompt, rounds):
+    import onnxruntime as ort
     past, dtype, heads, head_size = _kv_layout(sess)
     # the first fetched output gives the token: the logits (host argmax) or next_token (not the logits then)
     outs = [o.name for o in sess.get_outputs() if o.name.startswith("present")]
     outs = ["next_token" if device_token else "logits"] + outs
     token_of = (lambda out: int(out[0, -1, 0])) if device_token else (lambda out: greedy_token(out[0, -1]))
+    if on_device:  # OrtValues in and out: the presents stay where the EP wrote them
+        value = ort.OrtValue.ortvalue_from_numpy
+        run = lambda feeds: sess.run_with_ort_values(outs, {k: v if isinstance(v, ort.OrtValue) else value(v)
+                                                            for k, v in feeds.items()})
+        host = lambda out: out.numpy()
+    else:
+        run, value, host = functools.partial(sess.run, outs), lambda a: a, lambda a: a
     rng = np.random.default_rng(0)
     per_round = []
     for _ in range(rounds):
-        kv = {i.name: np.zeros((1, heads, 0, head_size), dtype) for i in past}
+        kv = {i.name: value(np.zeros((1, heads, 0, head_size), dtype)) for i in past}
         ids = rng.integers(0, 1000, (1, prompt)).astype(np.int64)
         total, times, tokens = prompt, [], []
         for step in range(steps + 1):
             feeds = {"input_ids": ids, "attention_mask": np.ones((1, total), np.int64), **kv}
             t0 = time.perf_counter()
-            res = sess.run(outs, feeds)
+            res = run(feeds)
+            tokens.append(token_of(host(res[0])))
             if step:  # step 0 is the prompt
                 times.append(time.perf_counter() - t0)
+            elif on_device and res[1].device_name().lower() == "cpu":
+                raise RuntimeError(f"{outs[1]} came back in host memory: the growing-device loop would copy the KV cache")
             kv = {n.replace("present", "past_key_values"): v for n, v in zip(outs[1:], res[1:])}
-            tokens.append(token_of(res[0]))
             ids = np.array([tokens[-1:]], np.int64)
             total += 1
         per_round.append(statistics.median(times))
@@ -181,19 +193,19 @@ def _graph_rounds(sess, ep, device_token, steps, prompt, rounds):
     vocab = sess.get_outputs()[0].shape[-1]
     logits_dtype = np.float16 if "float16" in sess.get_outputs()[0].type else np.float32
 
-    tokens = lambda n: gpu(np.zeros((1, n, 1), np.int64)) if device_token else None
+    token_buffer = lambda n: gpu(np.zeros((1, n, 1), np.int64)) if device_token else None
     token_of = (lambda out: int(out[1].numpy()[0, -1, 0])) if device_token else \
         (lambda out: greedy_token(out[0].numpy()[0, -1]))  # out: (logits, next_token)
     binding = functools.partial(shared_kv_binding, sess, kv)
     uncaptured, replayed = ort.RunOptions(), ort.RunOptions()
     uncaptured.add_run_config_entry("gpu_graph_id", "-1")
     step_ids, step_mask = gpu(np.zeros((1, 1), np.int64)), gpu(np.zeros((1, max_len), np.int64))
-    step_out = gpu(np.zeros((1, 1, vocab), logits_dtype)), tokens(1)
+    step_out = gpu(np.zeros((1, 1, vocab), logits_dtype)), token_buffer(1)
     step = binding(step_ids, step_mask, *step_out)  # the same addresses every step: the graph's
     rng = np.random.default_rng(0)
     per_round = []
     for _ in range(rounds):
-        prompt_out = gpu(np.zeros((1, prompt, vocab), logits_dtype)), tokens(prompt)
+        prompt_out = gpu(np.zeros((1, prompt, vocab), logits_dtype)), token_buffer(prompt)
         sess.run_with_iobinding(binding(gpu(rng.integers(0, 1000, (1, prompt)).astype(np.int64)),
                                         gpu(np.ones((1, prompt), np.int64)), *prompt_out), uncaptured)
         tokens, total, times = [token_of(prompt_out)], prompt, []
@@ -261,6 +273,8 @@ CONFIGS = [
     ("ours, enable_cuda_graph=1 (level B)", "seamless", "graph", "off"),
     ("ORT CUDA EP, eager", "ort-cuda", "growing", None),
     ("ORT CUDA EP, enable_cuda_graph=1", "ort-cuda", "graph", None),
+    ("ours, capture=auto (level A), KV on the GPU", "seamless", "growing-device", "auto"),
+    ("ORT CUDA EP, eager, KV on the GPU", "ort-cuda", "growing-device", None),
 ]
 
 
@@ -293,13 +307,14 @@ def compare(model_dir: str, steps: int, prompt: int, rounds: int, peer_pythonpat
         runs[label] = dict(results[0], ms_per_token=median, tokens_per_s=1e3 / median,
                            ms_per_token_by_process=[r["ms_per_token"] for r in results])
     ms = {label: r["ms_per_token"] for label, r in runs.items()}
-    ours_a, ours_b = CONFIGS[0][0], CONFIGS[2][0]
-    ort_eager, ort_graph = CONFIGS[3][0], CONFIGS[4][0]
+    (ours_a, ours_b, ort_eager, ort_graph, ours_a_gpu, ort_eager_gpu) = (CONFIGS[i][0] for i in (0, 2, 3, 4, 5, 6))
     pairs = {"level A / ORT eager (same loop)": (ours_a, ort_eager), "level B / ORT graph (same loop)": (ours_b, ort_graph),
-             "level A / ORT graph": (ours_a, ort_graph), "level A / PyTorch eager": (ours_a, "PyTorch eager")}
+             "level A / ORT eager, KV on the GPU (same loop)": (ours_a_gpu, ort_eager_gpu),
+             "level A / ORT graph": (ours_a, ort_graph), "level A, KV on the GPU / ORT graph": (ours_a_gpu, ort_graph),
+             "level A / PyTorch eager": (ours_a, "PyTorch eager")}
     # speed-ups (tokens/s ours / tokens/s peer) of the configurations that ran: above 1 we are faster
     ratios = {name: ms[peer] / ms[ours] for name, (ours, peer) in pairs.items() if ours in ms and peer in ms}
-    ort = next(runs[label] for label in (ort_eager, ort_graph) if label in runs)
+    ort = next(runs[label] for label in (ort_eager, ort_graph, ort_eager_gpu) if label in runs)
     summary = {"model": model_dir, "steps": steps, "prompt": prompt, "rounds": rounds, "processes": processes, "token": token,
                "onnxruntime_gpu": ort["onnxruntime"], "speedups": ratios, "runs": runs}
     name = os.path.basename(model_dir.rstrip("/"))

@@ -316,10 +316,11 @@ def _add_decode_options(sub) -> None:
                    help="decode-gpu: where the ONNX loops choose the next token: host (the logits copied to the host, "
                         "numpy's argmax) or device (an ArgMax node appended to the model, run by the EP under test; "
                         "one int64 copied a step, as PyTorch's loop and onnxruntime-genai do)")
-    p.add_argument("--mode", choices=["growing", "graph"],
-                   help="decode-gpu: growing KV through session.run (our EP: --capture; one peer's default), or shared "
+    p.add_argument("--mode", choices=["growing", "growing-device", "graph"],
+                   help="decode-gpu: growing KV through session.run (our EP: --capture; one peer's default), the same "
+                        "with OrtValues through run_with_ort_values (the KV cache stays on the GPU), or shared "
                         "max-length KV buffers with IO binding and the EP's CUDA graph capture (enable_cuda_graph=1); "
-                        "with --ep both only the configurations of that loop (default: both loops)")
+                        "with --ep both only the configurations of that loop (default: every loop)")
     p.epilog = ("bench decode MODEL_DIR [--steps N] [--threads N] [--json F]: greedy LLM decoding, ms/token of "
                 "our EP and stock ORT's CPU EP in this process, alternating whole generations. "
                 "bench decode-gpu MODEL_DIR [--ep both] [--peer-pythonpath DIR] [--json F] [--chart PNG]: the same on "

@@ -164,12 +164,13 @@ def test_builder_decode_with_shared_kv_buffers(precision):
             np.testing.assert_array_equal(a, b, err_msg=f"step {step}")
 
 
-@pytest.mark.parametrize("mode", ["graph", "growing"])
+@pytest.mark.parametrize("mode", ["graph", "growing", "growing-device"])
 @pytest.mark.parametrize("precision", ["fp16", "int4"])
 def test_bench_token_on_the_device_is_the_hosts_argmax(precision, mode):
     """`bench decode-gpu --token device`: the ArgMax appended to the builder's decoder runs on our EP with
     the rest (run_one's session disables the CPU fallback and asserts every node) and its tokens are the
-    host's argmax of the logits, step for step, in both loops."""
+    host's argmax of the logits, step for step, in every loop (growing-device asserts the presents it
+    feeds back are on the GPU)."""
     from onnxruntime_ep_seamless.bench_gpu import run_one
     model_dir = material.genai_small_dir(precision, "cuda")
     if not (model_dir / "model.onnx").exists():
