@@ -4,8 +4,9 @@ Both peers run the same loop, a prompt then greedy decode steps, in one of three
 - growing: the KV cache grows (present fed back as past) through plain `session.run` with host
   arrays, so both pay the same host<->device copies; ORT's CUDA EP runs eagerly, ours with its
   `capture` option (auto: level A, graphs captured inside its partitions; off: eager);
-- growing-device: the same, but `session.run_with_ort_values`: the present OrtValues, where the EP
-  left them (on the GPU, asserted), are fed back as past; ids and mask from the host;
+- growing-device: the same, but through IO binding: ORT allocates every output on the GPU
+  (`bind_output(name, "cuda")`) and the present OrtValues are bound as the next step's past; ids
+  and mask from the host;
 - graph: the static-shape mode onnxruntime-genai uses with CUDA graphs: KV buffers of the maximum
   length shared by past and present, a full-length attention mask, IO binding to GPU OrtValues
   updated in place, and the EP's session graph capture (`enable_cuda_graph=1`); the prompt runs
@@ -144,23 +145,17 @@ def kernel_shapes(events: list, steps: int, top: int = 25) -> list:
 
 
 def _growing_rounds(sess, device_token, on_device, steps, prompt, rounds):
-    import onnxruntime as ort
     past, dtype, heads, head_size = _kv_layout(sess)
     # the first fetched output gives the token: the logits (host argmax) or next_token (not the logits then)
     outs = [o.name for o in sess.get_outputs() if o.name.startswith("present")]
     outs = ["next_token" if device_token else "logits"] + outs
     token_of = (lambda out: int(out[0, -1, 0])) if device_token else (lambda out: greedy_token(out[0, -1]))
-    if on_device:  # OrtValues in and out: the presents stay where the EP wrote them
-        value = ort.OrtValue.ortvalue_from_numpy
-        run = lambda feeds: sess.run_with_ort_values(outs, {k: v if isinstance(v, ort.OrtValue) else value(v)
-                                                            for k, v in feeds.items()})
-        host = lambda out: out.numpy()
-    else:
-        run, value, host = functools.partial(sess.run, outs), lambda a: a, lambda a: a
+    run, host = (functools.partial(_run_on_device, sess, outs), lambda out: out.numpy()) if on_device else \
+        (functools.partial(sess.run, outs), lambda out: out)
     rng = np.random.default_rng(0)
     per_round = []
     for _ in range(rounds):
-        kv = {i.name: value(np.zeros((1, heads, 0, head_size), dtype)) for i in past}
+        kv = {i.name: np.zeros((1, heads, 0, head_size), dtype) for i in past}
         ids = rng.integers(0, 1000, (1, prompt)).astype(np.int64)
         total, times, tokens = prompt, [], []
         for step in range(steps + 1):
@@ -171,12 +166,26 @@ def _growing_rounds(sess, device_token, on_device, steps, prompt, rounds):
             if step:  # step 0 is the prompt
                 times.append(time.perf_counter() - t0)
             elif on_device and res[1].device_name().lower() == "cpu":
-                raise RuntimeError(f"{outs[1]} came back in host memory: the growing-device loop would copy the KV cache")
+                raise RuntimeError(f"{outs[1]} came back in host memory: the growing-device loop would time host "
+                                   "copies of the KV cache")
             kv = {n.replace("present", "past_key_values"): v for n, v in zip(outs[1:], res[1:])}
             ids = np.array([tokens[-1:]], np.int64)
             total += 1
         per_round.append(statistics.median(times))
     return per_round, tokens  # the last round's tokens
+
+
+def _run_on_device(sess, outs, feeds):
+    """One run of the growing-device loop: arrays from the host, OrtValues (the last presents) bound as
+    they are, every output in `outs` allocated by ORT on the GPU; the outputs' OrtValues."""
+    import onnxruntime as ort
+    b = sess.io_binding()
+    for name, v in feeds.items():
+        b.bind_ortvalue_input(name, v) if isinstance(v, ort.OrtValue) else b.bind_cpu_input(name, v)
+    for name in outs:
+        b.bind_output(name, "cuda", 0)
+    sess.run_with_iobinding(b)
+    return b.get_outputs()
 
 
 def _graph_rounds(sess, ep, device_token, steps, prompt, rounds):
