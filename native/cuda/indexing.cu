@@ -291,37 +291,37 @@ __device__ void select_row(const T* x, T* values, int64_t* indices, int64_t n, i
   }
 }
 
-// k = 1 over a long axis in two launches: block (c, lane) writes the first of chunk c of its lane to the
-// partials [lane, chunks]; select_combine then picks the first of a lane's partials (the order is total,
-// so the pick is the one-block kernel's).
+// k = 1 over a long axis: block (c, lane) writes the index of the first of chunk c of its lane to the
+// partials [lane, chunks]; the lane's last block to finish (counted in `counters`, which it sets back to
+// zero) picks the first of those elements (the order is total, so the pick is the one-block kernel's).
 template <typename T>
-__device__ void select_chunk(const T* x, T* part_values, int64_t* part_indices, int64_t n, int64_t inner,
-                             int64_t chunk, int largest, int prefer_last) {
+__device__ void select_chunk(const T* x, int64_t* partials, int64_t* indices, unsigned* counters, int64_t n,
+                             int64_t inner, int64_t chunk, int largest, int prefer_last) {
   using K = decltype(load(x));
+  __shared__ bool last;
   int64_t lane = blockIdx.y, outer = lane / inner, in = lane % inner, begin = blockIdx.x * chunk;
   const T* row = x + outer * n * inner + in;
   K best;
   int64_t best_index;
   block_first_in(row, inner, begin, begin + chunk < n ? begin + chunk : n, K(0), -1, largest, prefer_last, best,
                  best_index);
+  int64_t chunks = gridDim.x, first = lane * chunks;
   if (threadIdx.x == 0) {
-    int64_t at = lane * gridDim.x + blockIdx.x;
-    part_indices[at] = best_index;
-    if (best_index >= 0) part_values[at] = row[best_index * inner];
+    partials[first + blockIdx.x] = best_index;
+    __threadfence();
+    last = atomicAdd(counters + lane, 1u) == (unsigned)chunks - 1;
+    if (last) {
+      counters[lane] = 0;  // every block of the lane has counted: ready for the next launch
+      __threadfence();     // the other blocks' partials before our reads
+    }
   }
-}
-
-template <typename T>
-__device__ void select_combine(const T* part_values, const int64_t* part_indices, int64_t* indices, int64_t chunks,
-                               int largest, int prefer_last) {
-  using K = decltype(load(part_values));
-  int64_t lane = blockIdx.x;
-  K best = 0;
-  int64_t best_index = -1;
+  __syncthreads();
+  if (!last) return;
+  best_index = -1;
   for (int64_t c = threadIdx.x; c < chunks; c += blockDim.x) {
-    int64_t at = lane * chunks + c, i = part_indices[at];
+    int64_t i = __ldcg(partials + first + c);  // L2: written by other blocks
     if (i < 0) continue;
-    K v = load(part_values + at);
+    K v = load(row + i * inner);
     if (best_index < 0 || comes_before(v, i, best, best_index, largest, prefer_last)) {
       best = v;
       best_index = i;
@@ -394,15 +394,10 @@ INDEXING_FOR_SIZES(INDEXING_MOVE)
                                                  int64_t inner, int64_t k, int largest, int prefer_last) { dependent_launch(); \
     indexing::select_row(x, values, indices, n, inner, k, largest, prefer_last);                               \
   }                                                                                                            \
-  extern "C" __global__ void seamless_select_chunk_##S(const T* x, T* part_values, int64_t* part_indices,       \
-                                                       int64_t n, int64_t inner, int64_t chunk, int largest,   \
-                                                       int prefer_last) { dependent_launch();                  \
-    indexing::select_chunk(x, part_values, part_indices, n, inner, chunk, largest, prefer_last);               \
-  }                                                                                                            \
-  extern "C" __global__ void seamless_select_combine_##S(const T* part_values, const int64_t* part_indices,     \
-                                                         int64_t* indices, int64_t chunks, int largest,        \
-                                                         int prefer_last) { dependent_launch();                \
-    indexing::select_combine(part_values, part_indices, indices, chunks, largest, prefer_last);                \
+  extern "C" __global__ void seamless_select_chunk_##S(const T* x, int64_t* partials, int64_t* indices,          \
+                                                       unsigned* counters, int64_t n, int64_t inner, int64_t chunk, \
+                                                       int largest, int prefer_last) { dependent_launch();     \
+    indexing::select_chunk(x, partials, indices, counters, n, inner, chunk, largest, prefer_last);             \
   }
 INDEXING_FOR_NUMBERS(INDEXING_ARITH)
 #undef INDEXING_ARITH

@@ -228,7 +228,7 @@ def cumprod(rt, stream, x, axis, *, exclusive=0, reverse=0):
 
 
 # --- TopK, ArgMax, ArgMin: one selection kernel, a block per lane along the axis (a long axis of
-# ArgMax/ArgMin: a block per chunk, then one a lane to combine) ---------
+# ArgMax/ArgMin: a block per chunk, the lane's last to finish combining) ---------
 
 
 SELECT_CHUNK = 1024  # ArgMax/ArgMin over a long axis: elements a block (4 a thread), e.g. a vocabulary's logits
@@ -245,17 +245,14 @@ def _select(rt, stream, x, axis, k, largest, prefer_last, values: bool):
     out = rt.alloc(shape, x.dtype) if values else None
     indices = rt.alloc(shape, np.int64)
     lanes = outer * inner
-    if k == 1 and not values and n >= 2 * SELECT_CHUNK and lanes <= 65535:  # a long axis: chunks, then a combine
+    if k == 1 and not values and n >= 2 * SELECT_CHUNK and lanes <= 65535:  # a long axis: a block a chunk
         chunks = -(-n // SELECT_CHUNK)
-        part_values, part_indices = rt.alloc((lanes * chunks,), x.dtype), rt.alloc((lanes * chunks,), np.int64)
-        flags = (("int", int(bool(largest))), ("int", int(bool(prefer_last))))
+        partials = rt.alloc((lanes * chunks,), np.int64)
         rt.launch_rows(f"seamless_select_chunk_{NUMBER_SUFFIX[x.dtype]}", (chunks, lanes), stream, ("ptr", x.ptr),
-                       ("ptr", part_values.ptr), ("ptr", part_indices.ptr), ("int64", n), ("int64", inner),
-                       ("int64", SELECT_CHUNK), *flags)
-        rt.launch_rows(f"seamless_select_combine_{NUMBER_SUFFIX[x.dtype]}", lanes, stream, ("ptr", part_values.ptr),
-                       ("ptr", part_indices.ptr), ("ptr", indices.ptr), ("int64", chunks), *flags)
-        rt.free(part_values)  # stream-ordered: reused only by later work on this stream
-        rt.free(part_indices)
+                       ("ptr", partials.ptr), ("ptr", indices.ptr), ("ptr", rt.counters(lanes, stream).ptr),
+                       ("int64", n), ("int64", inner), ("int64", SELECT_CHUNK), ("int", int(bool(largest))),
+                       ("int", int(bool(prefer_last))))
+        rt.free(partials)  # stream-ordered: reused only by later work on this stream
     elif indices.size:
         rt.launch_rows(f"seamless_select_{NUMBER_SUFFIX[x.dtype]}", lanes, stream, ("ptr", x.ptr),
                        ("ptr", out.ptr if values else 0), ("ptr", indices.ptr), ("int64", n), ("int64", inner),
