@@ -224,29 +224,29 @@ __device__ __forceinline__ bool comes_before(K a, int64_t ia, K b, int64_t ib, b
   return prefer_last ? ia > ib : ia < ib;
 }
 
-// The block's first (value, index) pair in the order; index -1 is "none". Every thread gets it.
+// The block's first (value, index) pair in the order; index -1 is "none". Every thread gets it. The order
+// is total over valid indices, so the pick does not depend on the order of the merges: across each warp
+// by shuffles, then across the warps' picks.
 template <typename K>
 __device__ void block_first(K& value, int64_t& index, bool largest, bool prefer_last) {
-  __shared__ K values[SELECT_THREADS];
-  __shared__ int64_t indices[SELECT_THREADS];
-  int tid = threadIdx.x;
-  values[tid] = value;
-  indices[tid] = index;
-  __syncthreads();
-  for (int half = SELECT_THREADS / 2; half > 0; half /= 2) {
-    if (tid < half) {
-      K other = values[tid + half];
-      int64_t other_index = indices[tid + half];
-      if (other_index >= 0 &&
-          (indices[tid] < 0 || comes_before(other, other_index, values[tid], indices[tid], largest, prefer_last))) {
-        values[tid] = other;
-        indices[tid] = other_index;
-      }
+  __shared__ K values[SELECT_THREADS / 32];
+  __shared__ int64_t indices[SELECT_THREADS / 32];
+  auto merge = [&](K other, int64_t other_index) {
+    if (other_index >= 0 && (index < 0 || comes_before(other, other_index, value, index, largest, prefer_last))) {
+      value = other;
+      index = other_index;
     }
-    __syncthreads();
+  };
+  for (int offset = 16; offset > 0; offset /= 2)
+    merge(__shfl_xor_sync(0xffffffffu, value, offset), __shfl_xor_sync(0xffffffffu, index, offset));
+  if ((threadIdx.x & 31) == 0) {
+    values[threadIdx.x / 32] = value;
+    indices[threadIdx.x / 32] = index;
   }
+  __syncthreads();
   value = values[0];
   index = indices[0];
+  for (int w = 1; w < SELECT_THREADS / 32; w++) merge(values[w], indices[w]);
   __syncthreads();  // everyone has read the result before the next call overwrites it
 }
 
