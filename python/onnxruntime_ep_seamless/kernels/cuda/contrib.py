@@ -25,8 +25,13 @@ def _decode_passes(s, h, present_len) -> int:
     take this shape (a prompt, a head size whose eighths do not divide a warp)."""
     if s != 1 or h % 8 or 32 % (h // 8):
         return 0
-    rows4 = 4 * DECODE_THREADS // (h // 8)
+    rows4 = _decode_rows(4, h)
     return 8 if rows4 < present_len <= 2 * rows4 else 4
+
+
+def _decode_rows(passes, h) -> int:
+    """Present rows one gqa_decode block takes: `passes` a lane group of head_size / 8 threads."""
+    return passes * DECODE_THREADS // (h // 8)
 
 
 def _check_gqa(node, graph):
@@ -88,7 +93,7 @@ def group_query_attention(rt, stream, query, key=None, value=None, past_key=None
     past = [("ptr", past_key.ptr if past_key is not None else 0), ("ptr", past_value.ptr if past_value is not None else 0)]
     scratch = [sink] if sink else []
     if passes:  # one launch, split over keys where the context is long
-        splits = -(-present_len // (passes * DECODE_THREADS // (h // 8)))
+        splits = -(-present_len // _decode_rows(passes, h))
         partial = rt.alloc((b * num_heads * splits * (h + 2),), np.float32)
         scratch.append(partial)
         rt.launch_rows(f"seamless_gqa_decode_p{passes}_{suffix}", (splits, b * num_heads), stream, *past, *qkv,
