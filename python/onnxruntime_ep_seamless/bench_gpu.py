@@ -181,7 +181,10 @@ def _run_on_device(sess, outs, feeds):
     import onnxruntime as ort
     b = sess.io_binding()
     for name, v in feeds.items():
-        b.bind_ortvalue_input(name, v) if isinstance(v, ort.OrtValue) else b.bind_cpu_input(name, v)
+        if isinstance(v, ort.OrtValue):
+            b.bind_ortvalue_input(name, v)
+        else:
+            b.bind_cpu_input(name, v)
     for name in outs:
         b.bind_output(name, "cuda", 0)
     sess.run_with_iobinding(b)
@@ -324,8 +327,8 @@ def compare(model_dir: str, steps: int, prompt: int, rounds: int, peer_pythonpat
     # speed-ups (tokens/s ours / tokens/s peer) of the configurations that ran: above 1 we are faster
     ratios = {name: ms[peer] / ms[ours] for name, (ours, peer) in pairs.items() if ours in ms and peer in ms}
     ort = next(runs[label] for label in (ort_eager, ort_graph, ort_eager_gpu) if label in runs)
-    summary = {"model": model_dir, "steps": steps, "prompt": prompt, "rounds": rounds, "processes": processes, "token": token,
-               "onnxruntime_gpu": ort["onnxruntime"], "speedups": ratios, "runs": runs}
+    summary = {"model": model_dir, "steps": steps, "prompt": prompt, "rounds": rounds, "processes": processes,
+               "token": token, "onnxruntime_gpu": ort["onnxruntime"], "speedups": ratios, "runs": runs}
     name = os.path.basename(model_dir.rstrip("/"))
     print(f"decode on GPU, {name}: {steps} steps after a {prompt}-token prompt, the next token chosen on the {token}, "
           f"median of {rounds} rounds" + (f" and of {processes} processes each" if processes > 1 else ""))

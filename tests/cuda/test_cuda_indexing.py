@@ -320,7 +320,8 @@ def test_argmax_argmin_over_a_long_axis(op, dtype, shape, axis, select_last_inde
     of the extreme, with ties across chunks (values 0..3), and the one-block path's answers."""
     attrs = {"axis": axis, "select_last_index": select_last_index}
     check(op, [data(shape, dtype, 0, 4)], attrs, opset=13, outputs=[I64])
-    x = np.random.default_rng(3).standard_normal(shape).astype(dtype) if dtype != I64 else data(shape, dtype, -10**6, 10**6)
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal(shape).astype(dtype) if dtype != I64 else data(shape, dtype, -10**6, 10**6)
     check(op, [x], attrs, opset=13, outputs=[I64])
 
 
