@@ -324,8 +324,9 @@ def _add_decode_options(sub) -> None:
     p.epilog = ("bench decode MODEL_DIR [--steps N] [--threads N] [--json F]: greedy LLM decoding, ms/token of "
                 "our EP and stock ORT's CPU EP in this process, alternating whole generations. "
                 "bench decode-gpu MODEL_DIR [--ep both] [--peer-pythonpath DIR] [--json F] [--chart PNG]: the same on "
-                "an NVIDIA GPU, our CUDA EP (capture=auto, eager, enable_cuda_graph=1) against ORT's CUDA EP from "
-                "onnxruntime-gpu (eager, enable_cuda_graph=1), each in its own process")
+                "an NVIDIA GPU, our CUDA EP (capture=auto, eager, enable_cuda_graph=1, capture=auto with the KV cache on "
+                "the GPU) against ORT's CUDA EP from onnxruntime-gpu (eager, enable_cuda_graph=1, eager with the KV cache "
+                "on the GPU), each in its own process; --token device picks the tokens on the GPU")
 
 
 def cmd_bench_decode(args) -> int:
