@@ -224,6 +224,15 @@ __device__ __forceinline__ bool comes_before(K a, int64_t ia, K b, int64_t ib, b
   return prefer_last ? ia > ib : ia < ib;
 }
 
+// (value, index) becomes (v, i) where i comes first in the order (index -1: none yet).
+template <typename K>
+__device__ __forceinline__ void keep_first(K& value, int64_t& index, K v, int64_t i, bool largest, bool prefer_last) {
+  if (index < 0 || comes_before(v, i, value, index, largest, prefer_last)) {
+    value = v;
+    index = i;
+  }
+}
+
 // The block's first (value, index) pair in the order; index -1 is "none". Every thread gets it. The order
 // is total over valid indices, so the pick does not depend on the order of the merges: across each warp
 // by shuffles, then across the warps' picks.
@@ -232,10 +241,7 @@ __device__ void block_first(K& value, int64_t& index, bool largest, bool prefer_
   __shared__ K values[SELECT_THREADS / 32];
   __shared__ int64_t indices[SELECT_THREADS / 32];
   auto merge = [&](K other, int64_t other_index) {
-    if (other_index >= 0 && (index < 0 || comes_before(other, other_index, value, index, largest, prefer_last))) {
-      value = other;
-      index = other_index;
-    }
+    if (other_index >= 0) keep_first(value, index, other, other_index, largest, prefer_last);
   };
   for (int offset = 16; offset > 0; offset /= 2)
     merge(__shfl_xor_sync(0xffffffffu, value, offset), __shfl_xor_sync(0xffffffffu, index, offset));
@@ -259,11 +265,8 @@ __device__ void block_first_in(const T* row, int64_t inner, int64_t begin, int64
   best_index = -1;
   for (int64_t j = begin + threadIdx.x; j < end; j += blockDim.x) {
     K v = load(row + j * inner);
-    if (previous_index >= 0 && !comes_before(previous, previous_index, v, j, largest, prefer_last)) continue;
-    if (best_index < 0 || comes_before(v, j, best, best_index, largest, prefer_last)) {
-      best = v;
-      best_index = j;
-    }
+    if (previous_index < 0 || comes_before(previous, previous_index, v, j, largest, prefer_last))
+      keep_first(best, best_index, v, j, largest, prefer_last);
   }
   block_first(best, best_index, largest, prefer_last);
 }
@@ -320,12 +323,7 @@ __device__ void select_chunk(const T* x, int64_t* partials, int64_t* indices, un
   best_index = -1;
   for (int64_t c = threadIdx.x; c < chunks; c += blockDim.x) {
     int64_t i = __ldcg(partials + first + c);  // L2: written by other blocks
-    if (i < 0) continue;
-    K v = load(row + i * inner);
-    if (best_index < 0 || comes_before(v, i, best, best_index, largest, prefer_last)) {
-      best = v;
-      best_index = i;
-    }
+    if (i >= 0) keep_first(best, best_index, load(row + i * inner), i, largest, prefer_last);
   }
   block_first(best, best_index, largest, prefer_last);
   if (threadIdx.x == 0) indices[lane] = best_index;
