@@ -63,7 +63,7 @@ def test_device_argmax_model_rejects_a_model_without_logits_first(tmp_path):
 
 
 def test_growing_loops_on_the_cpu_and_the_device_loops_guard():
-    """The growing loop on stock ORT's CPU EP gives steps + 1 greedy tokens and times its run calls apart;
+    """The growing loop on stock ORT's CPU EP gives steps + 1 greedy tokens and times its prompt and run calls apart;
     its growing-device variant refuses presents that come back in host memory (it would time host copies
     of the KV cache)."""
     import onnxruntime as ort
@@ -72,9 +72,9 @@ def test_growing_loops_on_the_cpu_and_the_device_loops_guard():
     if not path.exists():
         pytest.skip(f"{path} not prepared (python tests/material.py)")
     sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    per_round, tokens, run_rounds = _growing_rounds(sess, False, False, 3, 4, 2)
-    assert len(per_round) == 2 and len(tokens) == 4 and all(0 <= t < 1024 for t in tokens)
-    assert all(0 < run <= step for run, step in zip(run_rounds, per_round))  # the run call is part of a step
+    r = _growing_rounds(sess, False, False, 3, 4, 2)
+    assert len(r["step"]) == len(r["prompt"]) == 2 and len(r["tokens"]) == 4 and all(0 <= t < 1024 for t in r["tokens"])
+    assert all(0 < run <= step for run, step in zip(r["run"], r["step"]))  # the run call is part of a step
     with pytest.raises(RuntimeError, match="came back in host memory"):
         _growing_rounds(sess, False, True, 3, 4, 1)
 
@@ -103,14 +103,15 @@ def test_compare_takes_the_median_of_processes_run_in_turn(monkeypatch, capsys):
         order.append(ep)
         ms = next(times[ep]) if mode == "graph" else 10.0
         return subprocess.CompletedProcess(cmd, 0, json.dumps({"ms_per_token": ms, "tokens_per_s": 1e3 / ms,
-                                                                "run_ms_per_token": ms / 2, "onnxruntime": "x"}) + "\n", "")
+                                                                "run_ms_per_token": ms / 2, "prompt_ms": ms * 10,
+                                                                "onnxruntime": "x"}) + "\n", "")
 
     monkeypatch.setattr(bench_gpu.subprocess, "run", fake_run)
     summary = bench_gpu.compare("m", 8, 4, 1, None, None, processes=3)
     assert order == [ep for _, ep, _, _ in bench_gpu.CONFIGS] * 3
     ours, ort = summary["runs"]["ours, enable_cuda_graph=1 (level B)"], summary["runs"]["ORT CUDA EP, enable_cuda_graph=1"]
     assert ours["ms_per_token_by_process"] == [3.0, 1.0, 2.0] and ours["ms_per_token"] == 2.0
-    assert ours["run_ms_per_token"] == 1.0  # the median of the processes' run calls too
+    assert ours["run_ms_per_token"] == 1.0 and ours["prompt_ms"] == 20.0  # medians of the processes' too
     assert ort["ms_per_token"] == 5.0 and summary["speedups"]["level B / ORT graph (same loop)"] == 2.5
     assert "of 3 processes each" in capsys.readouterr().out
 

@@ -320,6 +320,33 @@ FOR_FLOATS(NBITS)
   }
 FOR_FLOATS(NBITS4_X32)
 
+// A prompt's MatMulNBits weights dequantized into w (n, k) of the activations' type, 8 k a thread (a block_size
+// of 16 or more never splits them), each (q - zp) * scale rounded once: the product is then one GEMM (the
+// GEMVs above, a grid row per row of activations, would read the weights once a row).
+template <typename T>
+__device__ void dequantize_nbits(const uint8_t* b, const T* scales, const uint8_t* zp, T* w, NBits p) {
+  int blocks = (p.k + p.block - 1) / p.block, blob = p.block * p.bits / 8, groups = (p.k + 7) / 8;
+  GRID_LOOP(i, (int64_t)p.n * groups) {
+    int64_t n = i / groups;
+    int k0 = (int)(i - n * groups) * 8, blk = k0 / p.block, at = k0 % p.block;
+    int z = p.bits == 4 ? 8 : 128;
+    if (zp) z = p.bits == 4 ? (zp[n * ((blocks + 1) / 2) + blk / 2] >> ((blk & 1) * 4)) & 15 : zp[n * blocks + blk];
+    float scale = ld(scales + n * blocks + blk);
+    const uint8_t* packed = b + (n * blocks + blk) * blob + at * p.bits / 8;
+    for (int j = 0; j < 8 && k0 + j < p.k; j++) {
+      int q = p.bits == 4 ? (packed[j / 2] >> ((j & 1) * 4)) & 15 : packed[j];
+      st(w + n * p.k + k0 + j, (float)(q - z) * scale);
+    }
+  }
+}
+
+#define DEQUANTIZE_NBITS(S, T)                                                                             \
+  extern "C" __global__ void seamless_dequantize_nbits_##S(const uint8_t* b, const T* s, const uint8_t* zp, \
+                                                           T* w, NBits p) { dependent_launch();             \
+    dequantize_nbits(b, s, zp, w, p);                                                                       \
+  }
+FOR_FLOATS(DEQUANTIZE_NBITS)
+
 // GatherBlockQuantized (com.microsoft), 2-D data of packed 4- or 8-bit values quantized along
 // its rows in blocks: y[i, j] = (q[idx[i], j] - zp[idx[i], j / block]) * scale[idx[i], j / block];
 // an index out of range gives a row of zeros.

@@ -97,12 +97,15 @@ def run_one(model_dir: str, ep: str, steps: int, prompt: int, rounds: int, mode:
     device_token = token == "device"
     loop = functools.partial(_graph_rounds, sess, ep, device_token) if mode == "graph" else \
         functools.partial(_growing_rounds, sess, device_token, mode == "growing-device")
-    per_round, facts["tokens"], run_rounds = loop(steps, prompt, rounds)
-    # the session's run call alone (what the loop's bindings, feeds and token reads add is the rest)
-    facts["run_ms_per_token"] = statistics.median(run_rounds) * 1e3
+    r = loop(steps, prompt, rounds)
+    facts["tokens"] = r["tokens"]  # the last round's
+    # the session's run call alone (what the loop's bindings, feeds and token reads add is the rest), and the
+    # prompt's step: its run and its token (the time to the first token)
+    facts["run_ms_per_token"] = statistics.median(r["run"]) * 1e3
+    facts["prompt_ms"] = statistics.median(r["prompt"]) * 1e3
     if profile:
         facts["kernels"] = kernel_profile(lambda: loop(steps, prompt, 1), steps)
-    ms = statistics.median(per_round) * 1e3
+    ms = statistics.median(r["step"]) * 1e3
     return {"ep": ep, "mode": mode, "model": model_dir, "ms_per_token": ms, "tokens_per_s": 1e3 / ms,
             "steps": steps, "prompt": prompt, "rounds": rounds, "onnxruntime": ort.__version__, **facts}
 
@@ -156,7 +159,7 @@ def _growing_rounds(sess, device_token, on_device, steps, prompt, rounds):
     run, host = (functools.partial(_run_on_device, sess, outs, run_times), lambda out: out.numpy()) if on_device \
         else (functools.partial(_timed, run_times, sess.run, outs), lambda out: out)
     rng = np.random.default_rng(0)
-    per_round, run_rounds = [], []
+    r = {"step": [], "run": [], "prompt": []}  # seconds: a round's median step, run call; its prompt's step
     for _ in range(rounds):
         kv = {i.name: np.zeros((1, heads, 0, head_size), dtype) for i in past}
         ids = rng.integers(0, 1000, (1, prompt)).astype(np.int64)
@@ -167,17 +170,16 @@ def _growing_rounds(sess, device_token, on_device, steps, prompt, rounds):
             t0 = time.perf_counter()
             res = run(feeds)
             tokens.append(token_of(host(res[0])))
-            if step:  # step 0 is the prompt
-                times.append(time.perf_counter() - t0)
-            elif on_device and res[1].device_name().lower() == "cpu":
+            (times if step else r["prompt"]).append(time.perf_counter() - t0)  # step 0 is the prompt
+            if not step and on_device and res[1].device_name().lower() == "cpu":
                 raise RuntimeError(f"{outs[1]} came back in host memory: the growing-device loop would time host "
                                    "copies of the KV cache")
             kv = {n.replace("present", "past_key_values"): v for n, v in zip(outs[1:], res[1:])}
             ids = np.array([tokens[-1:]], np.int64)
             total += 1
-        per_round.append(statistics.median(times))
-        run_rounds.append(statistics.median(run_times[1:]))  # [0]: the prompt
-    return per_round, tokens, run_rounds  # tokens: the last round's
+        r["step"].append(statistics.median(times))
+        r["run"].append(statistics.median(run_times[1:]))  # [0]: the prompt
+    return dict(r, tokens=tokens)  # the last round's tokens
 
 
 def _timed(seconds: list, fn, *args):
@@ -228,12 +230,15 @@ def _graph_rounds(sess, ep, device_token, steps, prompt, rounds):
     step_out = gpu(np.zeros((1, 1, vocab), logits_dtype)), token_buffer(1)
     step = binding(step_ids, step_mask, *step_out)  # the same addresses every step: the graph's
     rng = np.random.default_rng(0)
-    per_round, run_rounds = [], []
+    r = {"step": [], "run": [], "prompt": []}  # seconds: a round's median step, run call; its prompt's step
     for _ in range(rounds):
         prompt_out = gpu(np.zeros((1, prompt, vocab), logits_dtype)), token_buffer(prompt)
-        sess.run_with_iobinding(binding(gpu(rng.integers(0, 1000, (1, prompt)).astype(np.int64)),
-                                        gpu(np.ones((1, prompt), np.int64)), *prompt_out), uncaptured)
+        prompt_binding = binding(gpu(rng.integers(0, 1000, (1, prompt)).astype(np.int64)),
+                                 gpu(np.ones((1, prompt), np.int64)), *prompt_out)
+        t0 = time.perf_counter()
+        sess.run_with_iobinding(prompt_binding, uncaptured)
         tokens, total, times, run_times = [token_of(prompt_out)], prompt, [], []
+        r["prompt"].append(time.perf_counter() - t0)
         for _ in range(steps):
             total += 1
             t0 = time.perf_counter()
@@ -242,9 +247,9 @@ def _graph_rounds(sess, ep, device_token, steps, prompt, rounds):
             _timed(run_times, sess.run_with_iobinding, step, replayed)
             tokens.append(token_of(step_out))
             times.append(time.perf_counter() - t0)
-        per_round.append(statistics.median(times))
-        run_rounds.append(statistics.median(run_times))
-    return per_round, tokens, run_rounds  # tokens: the last round's
+        r["step"].append(statistics.median(times))
+        r["run"].append(statistics.median(run_times))
+    return dict(r, tokens=tokens)  # the last round's tokens
 
 
 def shared_kv_binding(sess, kv: dict, ids, mask, logits, next_token=None):
@@ -332,8 +337,9 @@ def compare(model_dir: str, steps: int, prompt: int, rounds: int, peer_pythonpat
         median = statistics.median(r["ms_per_token"] for r in results)
         runs[label] = dict(results[0], ms_per_token=median, tokens_per_s=1e3 / median,
                            ms_per_token_by_process=[r["ms_per_token"] for r in results])
-        if "run_ms_per_token" in results[0]:  # the ONNX loops': the session's run call alone
-            runs[label]["run_ms_per_token"] = statistics.median(r["run_ms_per_token"] for r in results)
+        for key in ("run_ms_per_token", "prompt_ms"):  # the ONNX loops' (the run call alone; the prompt's step)
+            if key in results[0]:
+                runs[label][key] = statistics.median(r[key] for r in results)
     ms = {label: r["ms_per_token"] for label, r in runs.items()}
     (ours_a, ours_b, ort_eager, ort_graph, ours_a_gpu, ort_eager_gpu) = (CONFIGS[i][0] for i in (0, 2, 3, 4, 5, 6))
     pairs = {"level A / ORT eager (same loop)": (ours_a, ort_eager), "level B / ORT graph (same loop)": (ours_b, ort_graph),
@@ -349,7 +355,7 @@ def compare(model_dir: str, steps: int, prompt: int, rounds: int, peer_pythonpat
     print(f"decode on GPU, {name}: {steps} steps after a {prompt}-token prompt, the next token chosen on the {token}, "
           f"median of {rounds} rounds" + (f" and of {processes} processes each" if processes > 1 else ""))
     for label, r in runs.items():
-        run = f" (its run call {r['run_ms_per_token']:.3f})" if "run_ms_per_token" in r else ""
+        run = f" (its run call {r['run_ms_per_token']:.3f}; prompt {r['prompt_ms']:.1f} ms)" if "prompt_ms" in r else ""
         print(f"  {label:40s} {r['ms_per_token']:8.3f} ms/token {r['tokens_per_s']:8.1f} tokens/s{run}")
     for label, x in ratios.items():
         print(f"  speed-up {label}: {x:.2f}x")

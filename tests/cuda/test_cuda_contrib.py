@@ -125,14 +125,31 @@ def test_matmul_nbits_float16(m, K, N, block_size, zp_mode, bias, const_b):
                              dtype=np.float16), rtol=1e-3, atol=1e-3)
 
 
+# A prompt (more rows than contrib.py's GEMVs take, SMALL_ROWS): the weights dequantized once, one GEMM. float32
+# cases: 4-bit block 16, 8-bit with zero points, bias and a partial last block (K 200), 4-bit K 2112 (TOL: the
+# same float32 products, summed in another order). float16: each weight rounded to float16 once (2^-11 relative,
+# ~2e-3 absolute over 2112 terms), the product and the bias add each rounded (an ulp at 16..32 is 0.016): a
+# numpy model of that path is 0.031 from stock at outputs up to 32, hence atol 4e-2.
+@pytest.mark.parametrize("m,K,N,bits,block_size,zp_mode,bias,dtype", [(7, 256, 96, 4, 16, None, False, np.float32),
+                                                                      (6, 200, 40, 8, 32, "uint8", True, np.float32),
+                                                                      (5, 2112, 24, 4, 128, "uint8", True, np.float32),
+                                                                      (8, 2112, 37, 4, 128, "uint8", True, np.float16),
+                                                                      (9, 224, 16392, 4, 32, None, False, np.float16)])
+def test_matmul_nbits_prompt(m, K, N, bits, block_size, zp_mode, bias, dtype):
+    from kernels.test_contrib_quantization import matmul_nbits_case
+    model, feeds = matmul_nbits_case((m, K), K, N, bits, block_size, zp_mode=zp_mode, bias=bias, dtype=dtype)
+    check(model, feeds, **({"rtol": 1e-3, "atol": 4e-2} if dtype == np.float16 else TOL))
+
+
 # plan/fusion.py's MatMulNBitsSwiGLU (tests/kernels/test_fusion.py: this model becomes that one node)
 @pytest.mark.parametrize("K,N,block_size,zero_points,dtype", [(2112, 40, 128, True, np.float32),
                                                               (200, 40, 16, True, np.float32),
                                                               (256, 40, 32, False, np.float16),
                                                               (256, 16392, 32, True, np.float16)])
-def test_swiglu_of_two_matmul_nbits(K, N, block_size, zero_points, dtype):
+@pytest.mark.parametrize("m", [3, 6])  # 6: a prompt's, one GEMM on the dequantized gate | up
+def test_swiglu_of_two_matmul_nbits(K, N, block_size, zero_points, dtype, m):
     from kernels.test_contrib_quantization import swiglu_nbits_model
-    model, feeds = swiglu_nbits_model(K, N, block_size, zero_points, dtype)
+    model, feeds = swiglu_nbits_model(K, N, block_size, zero_points, dtype, m=m)
     # float32: products of two K-term sums up to ~3000 summed in another order (stock ORT's CPU result is within
     # 4.4e-5 relative of a float64 reference here). float16: the reference rounds the gate, its sigmoid, the
     # SiLU and the product (8e-4 relative, 0.03 absolute from float64 at values up to 73); ours rounds once

@@ -85,7 +85,7 @@ def test_a_decode_step_normalises_inside_the_product(product, m):
 
 @pytest.mark.parametrize("product,m,k,n,then", [
     ("MatMulNBits", 1, 2112, 1152, "seamless_matmul_nbits4_x32_f16"),         # K above 2048 (8 a thread)
-    ("MatMulNBitsSwiGLU", 8, 896, 4864, "seamless_matmul_nbits4_x32_swiglu_f16"),  # 8 x 608 blocks: above 4096
+    ("MatMulNBitsSwiGLU", 8, 896, 4864, "seamless_dequantize_nbits_f16"),    # a prompt's: one GEMM
     ("MatMulNBits", 1, 896, 151936, "seamless_matmul_nbits4_mma_f16"),       # the tensor-core LM head
     ("Linear", 5, 896, 1152, "gemm"),                                        # more rows than the GEMV takes
     ("Linear", 1, 2112, 1152, "seamless_linear_f16"),
@@ -97,6 +97,30 @@ def test_the_norm_kernel_runs_first_where_the_product_cannot_take_it(product, m,
     names = [name for name, _, _ in launches]
     assert names[:2] == ["seamless_skip_norm8_f16", then], names
     assert y.shape[-1] == n and total.shape == (1, m, k)
+
+
+@pytest.mark.parametrize("product,bias", [("MatMulNBits", False), ("MatMulNBits", True), ("MatMulNBitsSwiGLU", False)])
+@pytest.mark.parametrize("m", [4, 5])
+def test_a_prompts_nbits_product_is_one_gemm_on_dequantized_weights(product, bias, m):
+    """Up to SMALL_ROWS rows the GEMV (weights read once a row); more: the weights dequantized (each matrix of a
+    SwiGLU into its half of one scratch matrix), one GEMM, then the SwiGLU or the bias."""
+    from onnxruntime_ep_seamless.kernels.cuda.contrib import matmul_nbits, matmul_nbits_swiglu
+    rt, k, n = Recorder(), 896, 1152
+    q, scales = rt.constant((n, k // 32, 16), np.uint8), rt.constant((n * k // 32,))
+    a = rt.alloc((1, m, k), F16)
+    if product == "MatMulNBits":
+        (y,) = matmul_nbits(rt, None, a, q, scales, None, None, rt.constant((n,)) if bias else None, K=k, N=n,
+                            block_size=32)
+    else:
+        (y,) = matmul_nbits_swiglu(rt, None, a, q, scales, None, q, scales, None, K=k, N=n, block_size=32)
+    names = [name for name, _, _ in rt.launches]
+    if m == 4:
+        assert names == ["seamless_matmul_nbits4_x32" + ("_swiglu" if product != "MatMulNBits" else "") + "_f16"]
+    else:
+        tail = {"MatMulNBitsSwiGLU": ["seamless_swiglu_f16"]}.get(product, ["seamless_binary_f16"] if bias else [])
+        mats = 2 if product == "MatMulNBitsSwiGLU" else 1
+        assert names == ["seamless_dequantize_nbits_f16"] * mats + ["gemm"] + tail, names
+    assert y.shape == (1, m, n)
 
 
 def test_products_of_65536_columns_and_more_go_to_cublas():

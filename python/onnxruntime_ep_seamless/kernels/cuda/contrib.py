@@ -10,8 +10,8 @@ from ...graph.ir import Node
 from ...plan.fusion import FUSED_DOMAIN, NORMED_PRODUCTS
 from ..cpu.contrib_attention import gqa_config_problem, gqa_layout
 from ..registry import kernel, lookup
-from .elementwise import GPU_FLOATS, SUFFIX
-from .matmul import _after_norm, column_split, linear, matmul_swiglu
+from .elementwise import ADD, GPU_FLOATS, SUFFIX, binary
+from .matmul import SMALL_ROWS, _after_norm, _product, column_split, linear, matmul_swiglu
 from .rows import norm_check
 
 MAX_SHARED = 48 * 1024  # default dynamic shared memory per block
@@ -363,17 +363,21 @@ MMA_COLUMNS = 16384
 def _nbits(rt, stream, variant, a, weights, K, N, block_size, bits, norm=None):
     """native/cuda/quant.cu's MatMulNBits kernels, 256-thread blocks, a block row per row of activations:
     4-bit (K, the block size and the addresses allowing) a warp per column, `split` warps sharing a long K,
-    or in float16 with columns enough, 8 columns a warp on tensor cores; else the generic path. `norm` (a
-    RowNorm) is applied to a first: by the warp-a-column kernel itself where it fits, else before."""
+    or in float16 with columns enough, 8 columns a warp on tensor cores; else the generic path. More than
+    SMALL_ROWS rows (a prompt): one GEMM on the dequantized weights (_nbits_gemm). `norm` (a RowNorm) is
+    applied to a first: by the warp-a-column kernel itself where it fits, else before."""
     m = a.size // K if K else 0
     packed = [weights[0]] + ([weights[3]] if variant else [])
+    prompt = m > SMALL_ROWS  # the GEMVs would read the weights once a row: one GEMM instead
     fast = bits == 4 and K % 32 == 0 and block_size % 32 == 0 and all(t.ptr % 16 == 0 for t in [a] + packed)
     mma = fast and a.dtype == np.float16 and N >= MMA_COLUMNS
     split = column_split(N, -(-K // 1024), 2048) if fast else 1  # 1024 k: a warp's one pass
     columns = 8 // split  # quant.cu NBITS_COLUMNS warps a block
-    if norm is not None and (mma or not fast or not norm.fits(K, m * -(-N // columns))):
+    if norm is not None and (prompt or mma or not fast or not norm.fits(K, m * -(-N // columns))):
         return _after_norm(lambda rt, stream, normed: _nbits(rt, stream, variant, normed, weights, K, N, block_size,
                                                              bits), rt, stream, norm)
+    if prompt:
+        return _nbits_gemm(rt, stream, variant, a, weights, K, N, block_size, bits)
     y = rt.alloc(a.shape[:-1] + (N,), a.dtype)
     tensors = [("ptr", a.ptr), *[("ptr", t.ptr if t is not None else 0) for t in weights], ("ptr", y.ptr)]
     if mma:
@@ -390,6 +394,35 @@ def _nbits(rt, stream, variant, a, weights, K, N, block_size, bits, norm=None):
                        norm.argument(rt), shared=K * a.dtype.itemsize)
     else:
         rt.launch_rows(name + "_" + SUFFIX[a.dtype], m * -(-N // columns), stream, *tensors, shape)
+    return y
+
+
+def _nbits_gemm(rt, stream, variant, a, weights, K, N, block_size, bits):
+    """A prompt's MatMulNBits (or the SwiGLU of two): the weights dequantized into one (N, or 2N: gate then up,
+    K) matrix of a's type by quant.cu, one cuBLASLt GEMM, then the SwiGLU or the bias. Each weight is rounded
+    once to a's type (as ORT's CUDA EP does for prompts); the matrix is scratch, freed stream-ordered."""
+    mats = 2 if variant else 1
+    w = rt.alloc((mats * N, K), a.dtype)
+    shape = ("bytes", struct.pack("<6i", 0, N, K, block_size, bits, 1))
+    for i in range(mats):
+        packed, scales, zero_points = weights[3 * i:3 * i + 3]
+        rt.launch(f"seamless_dequantize_nbits_{SUFFIX[a.dtype]}", N * -(-K // 8), stream, ("ptr", packed.ptr),
+                  ("ptr", scales.ptr), ("ptr", zero_points.ptr if zero_points is not None else 0),
+                  ("ptr", w.ptr + i * N * K * a.dtype.itemsize), shape)
+    m = a.size // K
+    product = rt.alloc(a.shape[:-1] + (mats * N,), a.dtype)
+    _product(rt, stream, a, w, product, m, mats * N, K, trans_b=True)
+    rt.free(w)  # stream-ordered
+    if variant:
+        y = rt.alloc(a.shape[:-1] + (N,), a.dtype)
+        if y.size:
+            rt.launch(f"seamless_swiglu_{SUFFIX[a.dtype]}", y.size, stream, ("int64", y.size), ("int64", N),
+                      ("ptr", product.ptr), ("ptr", y.ptr))
+    elif weights[3] is not None:  # the bias
+        y = binary(rt, stream, ADD, product, weights[3])
+    else:
+        return product
+    rt.free(product)  # stream-ordered
     return y
 
 
