@@ -152,8 +152,12 @@ def test_swiglu_of_two_matmul_nbits(K, N, block_size, zero_points, dtype, m):
     model, feeds = swiglu_nbits_model(K, N, block_size, zero_points, dtype, m=m)
     # float32: products of two K-term sums up to ~3000 summed in another order (stock ORT's CPU result is within
     # 4.4e-5 relative of a float64 reference here). float16: the reference rounds the gate, its sigmoid, the
-    # SiLU and the product (8e-4 relative, 0.03 absolute from float64 at values up to 73); ours rounds once
-    check(model, feeds, **({"rtol": 3e-4, "atol": 1e-3} if dtype == np.float32 else {"rtol": 5e-3, "atol": 5e-2}))
+    # SiLU and the product (8e-4 relative, 0.03 absolute from float64 at values up to 73); ours rounds once. A
+    # prompt's GEMM rounds the gate and up products to float16 as the reference does, from weights rounded to
+    # float16: where the two round a gate to neighbouring float16 values the output moves by |up| times that
+    # ulp (up to ~34 x 0.0039 at gates of 4..8; seen: 0.068), hence atol 0.15 there.
+    tol = {"rtol": 3e-4, "atol": 1e-3} if dtype == np.float32 else {"rtol": 5e-3, "atol": 5e-2 if m <= 4 else 0.15}
+    check(model, feeds, **tol)
 
 
 # plan/fusion.py's MatMulSwiGLU: few rows in one pass of products.cu's Linear kernel, more by one GEMM
