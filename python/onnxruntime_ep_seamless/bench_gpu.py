@@ -14,7 +14,9 @@ Both peers run the same loop, a prompt then greedy decode steps, in one of three
 The next token (`token`): `host`, the argmax of the logits copied to the host (`greedy_token`); or
 `device`, an ArgMax node appended to the model (`with_device_argmax`: the EP under test runs it) so a
 step copies one int64 to the host, as PyTorch's loop and onnxruntime-genai's do.
-ms/token is the median decode-step time of a round, then the median over rounds. `compare` runs
+ms/token is the median decode-step time of a round, then the median over rounds; run_ms_per_token the
+same of the session's run call alone (the rest of a step is the loop's bindings, feeds and token read), and
+prompt_ms the prompt's step (its run and its token: the time to the first token). `compare` runs
 every configuration in CONFIGS as a subprocess (each with its own onnxruntime) and prints the
 speed-ups; given the checkpoint the model was built from, PyTorch eager (transformers' model and
 KV cache, float16) runs the growing loop as another peer.

@@ -326,7 +326,9 @@ def _add_decode_options(sub) -> None:
                 "bench decode-gpu MODEL_DIR [--ep both] [--peer-pythonpath DIR] [--json F] [--chart PNG]: the same on "
                 "an NVIDIA GPU, our CUDA EP (capture=auto, eager, enable_cuda_graph=1, capture=auto with the KV cache on "
                 "the GPU) against ORT's CUDA EP from onnxruntime-gpu (eager, enable_cuda_graph=1, eager with the KV cache "
-                "on the GPU), each in its own process; --token device picks the tokens on the GPU")
+                "on the GPU), each in its own process; --token device picks the tokens on the GPU. Each result has "
+                "ms_per_token, run_ms_per_token (the session's run call alone) and prompt_ms (the time to the first "
+                "token)")
 
 
 def cmd_bench_decode(args) -> int:
