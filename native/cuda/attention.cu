@@ -257,6 +257,101 @@ __device__ void attend(const T* q, const T* k, const T* v, const int32_t* seqlen
   }
 }
 
+// A prompt's attention in tiles (where attend's softcap, local window and sink are not asked; float16 and
+// bfloat16, head size 64 or 128): a block per (batch, head, ATTEND_TILE query tokens) takes the keys
+// ATTEND_TILE at a time through shared memory, so each key and value is read once a tile rather than once
+// a query, with an online softmax (float32: outputs within rounding of attend's, not its bits), and has no
+// context limit. 256 threads: a query row to 8 threads (row r = tid / 8), which take keys tid % 8 + 8 j
+// (j < 4) and channel pairs 2 (tid % 8) + 16 e; shared rows padded by one word against bank conflicts.
+#define ATTEND_TILE 32
+__device__ __forceinline__ float2 pair_at(const __half* p) { return pair(*(const __half2*)p); }
+__device__ __forceinline__ float2 pair_at(const __nv_bfloat16* p) { return pair(*(const __nv_bfloat162*)p); }
+
+template <typename T, int H>
+__device__ void attend_tiles(const T* q, const T* k, const T* v, const int32_t* seqlens, T* out, GqaShape g,
+                             AttendParams a) {
+  __shared__ __align__(16) T qs[ATTEND_TILE][H + 2], ks[ATTEND_TILE][H + 2], vs[ATTEND_TILE][H + 2];
+  __shared__ float ps[ATTEND_TILE][ATTEND_TILE + 1];
+  const int tiles = (g.seq + ATTEND_TILE - 1) / ATTEND_TILE, tile = blockIdx.x % tiles;
+  const int h = (blockIdx.x / tiles) % g.heads, b = blockIdx.x / (tiles * g.heads), kh = h / (g.heads / g.kv_heads);
+  const int r = threadIdx.x / 8, lane = threadIdx.x % 8, i0 = tile * ATTEND_TILE, i = i0 + r;
+  const Visible mine = visible(seqlens, b, min(i, g.seq - 1), g, a);
+  const Visible last = visible(seqlens, b, min(i0 + ATTEND_TILE, g.seq) - 1, g, a);  // sees the most keys
+  const int end = i < g.seq ? min(mine.limit, mine.t) : 0, keys = min(last.limit, last.t);
+  const T* qb = q + ((int64_t)b * g.heads + h) * g.seq * H;
+  const T* kb = k + ((int64_t)b * g.kv_heads + kh) * g.present_len * H;
+  const T* vb = v + ((int64_t)b * g.kv_heads + kh) * g.present_len * H;
+  for (int x = threadIdx.x; x < ATTEND_TILE * H / 2; x += blockDim.x) {  // channel pairs, a word each
+    int row = x / (H / 2), d = x % (H / 2) * 2;
+    *(uint32_t*)&qs[row][d] = i0 + row < g.seq ? *(const uint32_t*)(qb + (int64_t)(i0 + row) * H + d) : 0u;
+  }
+  float m = -INFINITY, l = 0.0f, acc[H / 8] = {};
+  for (int k0 = 0; k0 < keys; k0 += ATTEND_TILE) {
+    __syncthreads();  // the tiles before are read (the first time: q written)
+    for (int x = threadIdx.x; x < ATTEND_TILE * H / 2; x += blockDim.x) {
+      int row = x / (H / 2), d = x % (H / 2) * 2;
+      bool in = k0 + row < keys;
+      *(uint32_t*)&ks[row][d] = in ? *(const uint32_t*)(kb + (int64_t)(k0 + row) * H + d) : 0u;
+      *(uint32_t*)&vs[row][d] = in ? *(const uint32_t*)(vb + (int64_t)(k0 + row) * H + d) : 0u;
+    }
+    __syncthreads();
+    float s[ATTEND_TILE / 8], top = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < ATTEND_TILE / 8; j++) {
+      int c = lane + 8 * j;
+      float dot = 0.0f;
+#pragma unroll 8
+      for (int d = 0; d < H; d += 2) {
+        float2 x = pair_at(&qs[r][d]), y = pair_at(&ks[c][d]);
+        dot += x.x * y.x;
+        dot += x.y * y.y;
+      }
+      s[j] = k0 + c < end ? dot * a.scale : -INFINITY;
+      top = fmaxf(top, s[j]);
+    }
+    for (int off = 1; off < 8; off <<= 1) top = fmaxf(top, __shfl_xor_sync(0xffffffff, top, off));
+    float now = fmaxf(m, top), scale = now == -INFINITY ? 1.0f : expf(m - now), sum = 0.0f;
+#pragma unroll
+    for (int j = 0; j < ATTEND_TILE / 8; j++) {
+      float e = s[j] == -INFINITY ? 0.0f : expf(s[j] - now);
+      ps[r][lane + 8 * j] = e;
+      sum += e;
+    }
+    for (int off = 1; off < 8; off <<= 1) sum += __shfl_xor_sync(0xffffffff, sum, off);
+    l = l * scale + sum;
+    m = now;
+    __syncwarp();  // row r's weights, written by its 8 threads (one warp)
+#pragma unroll
+    for (int e = 0; e < H / 8; e++) acc[e] *= scale;
+    for (int c = 0; c < ATTEND_TILE; c++) {
+      float w = ps[r][c];
+#pragma unroll
+      for (int e = 0; e < H / 16; e++) {
+        float2 y = pair_at(&vs[c][2 * lane + 16 * e]);
+        acc[2 * e] += w * y.x;
+        acc[2 * e + 1] += w * y.y;
+      }
+    }
+  }
+  if (i >= g.seq) return;
+  T* o = out + (((int64_t)b * g.seq + i) * g.heads + h) * H;
+  float inv = 1.0f / l;
+#pragma unroll
+  for (int e = 0; e < H / 16; e++) {
+    st(o + 2 * lane + 16 * e, acc[2 * e] * inv);
+    st(o + 2 * lane + 16 * e + 1, acc[2 * e + 1] * inv);
+  }
+}
+
+#define GQA_ATTEND_TILES(S, T, H)                                                                             \
+  extern "C" __global__ void seamless_gqa_attend_tiles_h##H##_##S(const T* q, const T* k, const T* v,        \
+                                                                  const int32_t* seqlens, T* out, GqaShape g, \
+                                                                  AttendParams a) { dependent_launch();      \
+    attend_tiles<T, H>(q, k, v, seqlens, out, g, a);                                                          \
+  }
+GQA_ATTEND_TILES(f16, __half, 64) GQA_ATTEND_TILES(f16, __half, 128)
+GQA_ATTEND_TILES(bf16, __nv_bfloat16, 64) GQA_ATTEND_TILES(bf16, __nv_bfloat16, 128)
+
 // A decode step (one new token a batch row) in one launch, split over keys (flash decoding) where the
 // context is long: grid (splits, batch * heads) of DECODE_THREADS threads; a present row to each
 // head_size / 8 lanes (8 channels a lane), PASSES (4 or 8) rows a lane group, so a block takes up to

@@ -60,6 +60,38 @@ def test_gqa_decode_beyond_a_prompts_context_limit():
     check(*gqa_model_feeds(1, 1, 12000, [11990], 11991, rotary=False, heads=(14, 2, 64)))
 
 
+def gqa_float16(model, feeds):
+    """The float32 GQA case in float16: its float inputs, outputs, caches and feeds."""
+    from onnx import numpy_helper
+    for vi in list(model.graph.input) + list(model.graph.output):
+        if vi.type.tensor_type.elem_type == 1:
+            vi.type.tensor_type.elem_type = 10
+    for init in model.graph.initializer:
+        a = numpy_helper.to_array(init)
+        if a.dtype == np.float32:
+            init.CopyFrom(numpy_helper.from_array(a.astype(np.float16), init.name))
+    return model, {k: v.astype(np.float16) if v.dtype == np.float32 else v for k, v in feeds.items()}
+
+
+# A float16 prompt of head size 64 or 128 attends in tiles of 32 queries (attention.cu attend_tiles): tiles
+# partial and whole, batches, a prompt after cached tokens, no rotary; 14 query heads on 2 KV heads. Ours and
+# stock compute in float32 from the same float16 inputs and round once (stock: its own order): 2e-3.
+@pytest.mark.parametrize("b,s,past,seqlens,total,heads,rotary", [(1, 40, 0, [39], 40, (14, 2, 64), True),
+                                                                 (2, 70, 0, [69, 69], 70, (14, 2, 64), True),
+                                                                 (1, 33, 0, [32], 33, (4, 2, 128), True),
+                                                                 (1, 37, 24, [60], 61, (14, 2, 64), True),
+                                                                 (1, 64, 0, [63], 64, (4, 1, 64), False)])
+def test_gqa_float16_prompt_in_tiles(b, s, past, seqlens, total, heads, rotary):
+    check(*gqa_float16(*gqa_model_feeds(b, s, past, seqlens, total, heads=heads, rotary=rotary)), rtol=2e-3,
+          atol=2e-3)
+
+
+def test_gqa_float16_prompt_beyond_a_query_blocks_context_limit():
+    # a KV buffer of 11800 tokens fails a block a query (below: more than 11712); tiles of queries have no limit
+    check(*gqa_float16(*gqa_model_feeds(1, 2, 11800, [11712], 11713, rotary=False, heads=(4, 2, 64))), rtol=2e-3,
+          atol=2e-3)
+
+
 def test_gqa_prompt_context_beyond_shared_memory_is_a_clear_error():
     # a prompt's query row keeps its scores in shared memory (docs/cuda.md): 11712 cached tokens at head size 64
     model, feeds = gqa_model_feeds(1, 2, 11712, [11712], 11713, rotary=False, heads=(4, 2, 64))
@@ -342,6 +374,10 @@ def check_bfloat16(model, feeds, rtol, atol):
 @pytest.mark.parametrize("shape", ["prompt", "decode_growing", "decode_shared_ragged"])
 def test_gqa_bfloat16(shape):
     check_bfloat16(*gqa_model_feeds(*GQA_SHAPES[shape]), rtol=2e-2, atol=2e-2)
+
+
+def test_gqa_bfloat16_prompt_in_tiles():
+    check_bfloat16(*gqa_model_feeds(2, 45, 0, [44, 44], 45, heads=(4, 2, 64)), rtol=2e-2, atol=2e-2)
 
 
 def test_matmul_nbits_bfloat16():

@@ -155,10 +155,10 @@ def test_a_decode_step_of_attention_is_one_launch_split_over_keys():
     assert gqa(1, 14, 2, 64, 257, [255])[0][:2] == ("seamless_gqa_decode_p4_f16", (3, 14))
     assert gqa(1, 32, 8, 128, 4096, [4000, 17])[0][:2] == ("seamless_gqa_decode_p4_f16", (64, 64))
     assert gqa(1, 16, 1, 64, 100, [99])[0][:2] == ("seamless_gqa_decode_p4_f16", (1, 16))  # any heads a KV head
-    # no shared-memory bound on the context, unlike a prompt's attention (a row of scores a block)
+    # no shared-memory bound on the context, unlike a prompt's attention a block a query (a row of scores)
     assert gqa(1, 14, 2, 64, 20000, [19999])[0][:2] == ("seamless_gqa_decode_p4_f16", (157, 14))
-    with pytest.raises(ValueError, match="handles up to 11712 cached tokens for 2 new tokens"):
-        gqa(2, 14, 2, 64, 20000, [19999])
+    with pytest.raises(ValueError, match="handles up to 11424 cached tokens for 2 new tokens of head size 96"):
+        gqa(2, 14, 2, 96, 20000, [19999])
 
 
 @pytest.mark.parametrize("settled", [False, True])
@@ -192,10 +192,18 @@ def test_a_run_with_settled_inputs_starts_with_a_launch_that_waits_for_all_work_
 
 
 @pytest.mark.parametrize("s,head_size", [
-    (4, 64),    # a prompt
+    (4, 96),    # a prompt of a head size the tiles do not take
     (1, 48),    # 6 lanes a row do not divide a warp
     (1, 512),   # nor do 64
 ])
 def test_other_attention_shapes_prepare_then_attend(s, head_size):
     names = [name for name, _, _ in gqa(s, 4, 2, head_size, 64, [40])]
     assert names == ["seamless_gqa_prepare_f16", "seamless_gqa_attend_f16"]
+
+
+@pytest.mark.parametrize("s,head_size,past", [(4, 64, 64), (40, 128, 64), (2, 64, 20000)])
+def test_a_float16_prompt_attends_in_tiles_of_32_queries(s, head_size, past):
+    # a block per (batch, head, 32 query tokens), the keys through shared memory 32 at a time: no context limit
+    launches = gqa(s, 4, 2, head_size, past, [past - 1])
+    assert [(name, grid) for name, grid, _ in launches] == [
+        ("seamless_gqa_prepare_f16", launches[0][1]), (f"seamless_gqa_attend_tiles_h{head_size}_f16", 4 * -(-s // 32))]

@@ -17,6 +17,7 @@ from .rows import norm_check
 MAX_SHARED = 48 * 1024  # default dynamic shared memory per block
 ATTEND_THREADS = 256    # runtime/cuda.py launch_rows
 DECODE_THREADS = 256    # native/cuda/attention.cu gqa_decode: a present row to each head_size / 8 of them
+ATTEND_TILE = 32        # native/cuda/attention.cu attend_tiles: query tokens a block
 
 
 def _decode_passes(s, h, present_len) -> int:
@@ -61,17 +62,22 @@ def group_query_attention(rt, stream, query, key=None, value=None, past_key=None
         rt.to_host(total_sequence_length, stream), num_heads, kv_num_heads, cos_cache.shape if do_rotary else None)
     rows = (query, key, value, past_key, past_value, cos_cache, sin_cache)  # read 16 bytes at a time by gqa_decode
     passes = all(t.ptr % 16 == 0 for t in rows if t is not None) and _decode_passes(s, h, present_len)
+    smooth = smooth_softmax == 1 or head_sink is not None
+    # a prompt in tiles of queries (attention.cu attend_tiles), else a block a query with its scores in shared memory
+    tiles = not passes and SUFFIX[query.dtype] in ("f16", "bf16") and h in (64, 128) and softcap == 0.0 and \
+        local_window_size <= 0 and not smooth
     shared = (present_len + h + max(ATTEND_THREADS, 8 * h)) * 4  # native/cuda/attention.cu attend
-    if not passes and shared > MAX_SHARED:
+    if not passes and not tiles and shared > MAX_SHARED:
         raise ValueError(f"CUDA GroupQueryAttention handles up to {MAX_SHARED // 4 - h - max(ATTEND_THREADS, 8 * h)} "
                          f"cached tokens for {s} new tokens of head size {h}, got {present_len} (a decode step of one "
-                         f"token has no such limit where the head size is 8, 16, 32, 64, 128 or 256)")
+                         f"token has no such limit where the head size is 8, 16, 32, 64, 128 or 256, nor a float16 or "
+                         f"bfloat16 prompt of head size 64 or 128 without softcap, local window or sink)")
     dtype = query.dtype
     pk = rt.alloc((b, kv_num_heads, present_len, h), dtype)
     pv = rt.alloc((b, kv_num_heads, present_len, h), dtype)
     out = rt.alloc((b, s, num_heads * h), dtype)
     sink = None
-    if smooth_softmax == 1 or head_sink is not None:
+    if smooth:
         sink = rt.alloc((num_heads,), np.float32)
         if head_sink is None:
             rt.zero(sink, stream)
@@ -100,15 +106,20 @@ def group_query_attention(rt, stream, query, key=None, value=None, past_key=None
                        ("ptr", sink.ptr if sink else 0), ("ptr", pk.ptr), ("ptr", pv.ptr), ("ptr", out.ptr),
                        ("ptr", partial.ptr), ("ptr", rt.counters(b * num_heads, stream).ptr), ("bytes", shape),
                        ("bytes", params), threads=DECODE_THREADS)
-    else:  # the present buffers and q, then a block per query row
+    else:  # the present buffers and q, then a block per query row or per tile of them
         q = rt.alloc((b, num_heads, s, h), dtype)
         scratch.append(q)
         n = pk.size + b * s * (num_heads + 2 * kv_num_heads) * h  # the present buffers, then the new tokens
         rt.launch(f"seamless_gqa_prepare_{suffix}", n, stream, *past, *qkv, ("ptr", q.ptr), ("ptr", pk.ptr),
                   ("ptr", pv.ptr), ("bytes", shape))
-        rt.launch_rows(f"seamless_gqa_attend_{suffix}", b * num_heads * s, stream, ("ptr", q.ptr), ("ptr", pk.ptr),
-                       ("ptr", pv.ptr), ("ptr", seqlens_k.ptr), ("ptr", sink.ptr if sink else 0),
-                       ("ptr", out.ptr), ("bytes", shape), ("bytes", params), shared=shared)
+        if tiles:
+            rt.launch_rows(f"seamless_gqa_attend_tiles_h{h}_{suffix}", b * num_heads * -(-s // ATTEND_TILE), stream,
+                           ("ptr", q.ptr), ("ptr", pk.ptr), ("ptr", pv.ptr), ("ptr", seqlens_k.ptr), ("ptr", out.ptr),
+                           ("bytes", shape), ("bytes", params))
+        else:
+            rt.launch_rows(f"seamless_gqa_attend_{suffix}", b * num_heads * s, stream, ("ptr", q.ptr), ("ptr", pk.ptr),
+                           ("ptr", pv.ptr), ("ptr", seqlens_k.ptr), ("ptr", sink.ptr if sink else 0),
+                           ("ptr", out.ptr), ("bytes", shape), ("bytes", params), shared=shared)
     for t in scratch:
         rt.free(t)  # stream-ordered: reused only by later work on this stream
     return out, pk, pv
