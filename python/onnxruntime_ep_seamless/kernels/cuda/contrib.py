@@ -11,7 +11,7 @@ from ...plan.fusion import FUSED_DOMAIN, NORMED_PRODUCTS
 from ..cpu.contrib_attention import gqa_config_problem, gqa_layout
 from ..registry import kernel, lookup
 from .elementwise import ADD, GPU_FLOATS, SUFFIX, binary
-from .matmul import SMALL_ROWS, _after_norm, _product, column_split, linear, matmul_swiglu
+from .matmul import SMALL_ROWS, _after_norm, _product, column_split, linear, matmul_swiglu, swiglu_of_product
 from .rows import norm_check
 
 MAX_SHARED = 48 * 1024  # default dynamic shared memory per block
@@ -426,9 +426,7 @@ def _nbits_gemm(rt, stream, variant, a, weights, K, N, block_size, bits):
     rt.free(w)  # stream-ordered
     if variant:
         y = rt.alloc(a.shape[:-1] + (N,), a.dtype)
-        if y.size:
-            rt.launch(f"seamless_swiglu_{SUFFIX[a.dtype]}", y.size, stream, ("int64", y.size), ("int64", N),
-                      ("ptr", product.ptr), ("ptr", y.ptr))
+        swiglu_of_product(rt, stream, product, y)
     elif weights[3] is not None:  # the bias
         y = binary(rt, stream, ADD, product, weights[3])
     else:

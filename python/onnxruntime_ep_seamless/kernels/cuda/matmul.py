@@ -149,11 +149,16 @@ def matmul_swiglu(rt, stream, a, gate_up, *, _norm=None):
         return _after_norm(matmul_swiglu, rt, stream, _norm, gate_up)
     product = rt.alloc(a.shape[:-1] + (both,), a.dtype)
     _product(rt, stream, a, gate_up, product, m, both, k, trans_b=True)
-    if y.size:
-        rt.launch(f"seamless_swiglu_{SUFFIX[a.dtype]}", y.size, stream, ("int64", y.size), ("int64", both // 2),
-                  ("ptr", product.ptr), ("ptr", y.ptr))
+    swiglu_of_product(rt, stream, product, y)
     rt.free(product)  # stream-ordered: reused only by later work
     return (y,)
+
+
+def swiglu_of_product(rt, stream, product, y):
+    """y = silu(gate) * up from a product's rows [gate | up] (its last axis twice y's): elementwise.cu swiglu."""
+    if y.size:
+        rt.launch(f"seamless_swiglu_{SUFFIX[y.dtype]}", y.size, stream, ("int64", y.size), ("int64", y.shape[-1]),
+                  ("ptr", product.ptr), ("ptr", y.ptr))
 
 
 @kernel("Gemm", since=7, types=GPU_FLOATS, device="cuda")
