@@ -27,6 +27,13 @@ __device__ __forceinline__ void dependent_launch() {
 }
 // Fetch the 128-byte line holding p into L2 without waiting for it (a constant: weights).
 __device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
+// 16 bytes from global to shared memory without holding registers (sm_80 and up), and the wait for this thread's
+// own such copies.
+__device__ __forceinline__ void copy16_to_shared(void* dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"((unsigned)__cvta_generic_to_shared(dst)), "l"(src)
+               : "memory");
+}
+__device__ __forceinline__ void wait_copies_to_shared() { asm volatile("cp.async.wait_all;" ::: "memory"); }
 
 __device__ __forceinline__ float ld(const float* p) { return *p; }
 __device__ __forceinline__ float ld(const __half* p) { return __half2float(*p); }

@@ -36,37 +36,49 @@ FOR_FLOATS(PRODUCT_ROWS)
 // rows, the gate's, then the up projection's) y[r, j] = silu(a.w[j]) * a.w[n + j]. `split` warps (1, 2, 4
 // or 8) share an output column: lanes take 8 consecutive k at a time (16-byte loads; k a multiple of
 // 8), the warps every (split * 256)-th, summed in a fixed order (lanes by a butterfly, then the
-// warps in order). A column's weights are fetched to L2 before waiting for the kernel before (a
-// dependent launch overlaps that with its tail). The _norm kernels take the rows RMS-normalised by
-// each block first (common.cuh's RowNorm: plan/fusion.py's NormedProduct).
+// warps in order). A column's weights are constants: before waiting for the kernel before (a dependent
+// launch overlaps that with its tail) each lane copies its own to shared memory (`staged`, 16-bit types
+// where they fit), so that after the wait only the activations are read from memory; else they are
+// fetched to L2. The _norm kernels take the rows RMS-normalised by each block first (common.cuh's
+// RowNorm: plan/fusion.py's NormedProduct), in shared memory before the staged weights.
 #define LINEAR_ROWS 4
 #define LINEAR_WARPS 8
 struct Linear {
   int32_t m, n, k, split;
+  int32_t staged;  // the weights go through shared memory (matmul.py's _linear decides)
 };
 
 // W: 1, or 2 matrices (SwiGLU), compile-time so the sums stay in registers; NORM: the rows are `norm`'s
 template <typename T, int W, bool NORM>
 __device__ void linear(const T* a, const T* w, const T* bias, T* y, Linear p, RowNorm<T> norm) {
   __shared__ float part[LINEAR_WARPS][LINEAR_ROWS][W];
+  extern __shared__ __align__(16) unsigned char dynamic[];  // [normed rows] [staged weights]
   int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, slice = warp % p.split;
   int64_t n = (int64_t)blockIdx.x * (LINEAR_WARPS / p.split) + warp / p.split;
-  bool active = n < p.n;
-  for (int k0 = (lane + 32 * slice) * 8; active && k0 < p.k; k0 += 256 * p.split)
-    if ((lane & 7) == 0)  // 8 lanes a 128-byte line
+  bool active = n < p.n, staged = sizeof(T) == 2 && p.staged;
+  const int step = 256 * p.split;
+  // this lane's 16 bytes of matrix q in pass r: staged[(r * W + q) * 32], the warp's lanes side by side
+  uint4* own = (uint4*)(dynamic + (NORM ? (p.m * p.k * sizeof(T) + 15) / 16 * 16 : 0)) +
+               (int64_t)warp * ((p.k + step - 1) / step) * W * 32 + lane;
+  for (int k0 = (lane + 32 * slice) * 8, r = 0; active && k0 < p.k; k0 += step, r++)
 #pragma unroll
-      for (int q = 0; q < W; q++) prefetch_l2(w + (n + q * p.n) * p.k + k0);
+    for (int q = 0; q < W; q++) {
+      if (staged)
+        copy16_to_shared(own + (r * W + q) * 32, w + (n + q * p.n) * p.k + k0);
+      else if ((lane & 7) == 0)  // 8 lanes a 128-byte line
+        prefetch_l2(w + (n + q * p.n) * p.k + k0);
+    }
   wait_for_previous();
   if (NORM) {  // the rows normalised into shared memory first
-    extern __shared__ __align__(16) unsigned char normed[];
-    norm_rows_to_shared(norm, 0, p.m, p.k, blockIdx.x == 0, (T*)normed);
-    a = (const T*)normed;
+    norm_rows_to_shared(norm, 0, p.m, p.k, blockIdx.x == 0, (T*)dynamic);
+    a = (const T*)dynamic;
   }
+  if (staged) wait_copies_to_shared();  // a lane reads only its own copies
   float acc[LINEAR_ROWS][W] = {};
-  for (int k0 = (lane + 32 * slice) * 8; active && k0 < p.k; k0 += 256 * p.split) {
+  for (int k0 = (lane + 32 * slice) * 8, r = 0; active && k0 < p.k; k0 += step, r++) {
     float x[8], v[W][8];
 #pragma unroll
-    for (int q = 0; q < W; q++) load8(w + (n + q * p.n) * p.k + k0, v[q]);
+    for (int q = 0; q < W; q++) load8(staged ? (const T*)(own + (r * W + q) * 32) : w + (n + q * p.n) * p.k + k0, v[q]);
 #pragma unroll
     for (int r = 0; r < LINEAR_ROWS; r++) {
       if (r < p.m) {

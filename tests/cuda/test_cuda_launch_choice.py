@@ -77,7 +77,10 @@ NBITS = {"MatMulNBits": "seamless_matmul_nbits4_x32", "MatMulNBitsSwiGLU": "seam
 def test_a_decode_step_normalises_inside_the_product(product, m):
     launches, (y, total) = run(product, m, 896, 1152)
     rows = 1 if product.startswith("MatMulNBits") else m  # a block's rows: one (a grid row each), or all
-    assert [(name, kw) for name, _, kw in launches] == [(NBITS[product] + "_norm_f16", {"shared": 896 * 2 * rows})]
+    # products.cu's Linear also stages its weights there: 8 warps, 16 bytes a lane a matrix (split 4: one pass)
+    staged = 0 if product.startswith("MatMulNBits") else 8 * 512 * (2 if product == "MatMulSwiGLU" else 1)
+    assert [(name, kw) for name, _, kw in launches] == [(NBITS[product] + "_norm_f16",
+                                                         {"shared": 896 * 2 * rows + staged})]
     assert y.shape == (1, m, 1152) and total.shape == (1, m, 896)  # the residual sum, written by the kernel
     launches, out = run(product, m, 896, 1152, want_sum=False)
     assert len(launches) == 1 and len(out) == 1
@@ -121,6 +124,18 @@ def test_a_prompts_nbits_product_is_one_gemm_on_dequantized_weights(product, bia
         mats = 2 if product == "MatMulNBitsSwiGLU" else 1
         assert names == ["seamless_dequantize_nbits_f16"] * mats + ["gemm"] + tail, names
     assert y.shape == (1, m, n)
+
+
+@pytest.mark.parametrize("k,n,staged", [(896, 9728, 8 * 4 * 512), (4864, 896, 8 * 3 * 512), (8192, 4096, 0)])
+def test_a_linear_layers_weights_go_through_shared_memory_where_they_fit(k, n, staged):
+    """products.cu's Linear copies a lane's weights to shared memory before waiting for the kernel before
+    (passes over k x 16 bytes a lane, 8 warps), up to STAGED_MAX bytes a block; else it reads them after."""
+    import struct
+    rt = Recorder()
+    linear(rt, None, rt.alloc((1, 1, k), F16), rt.constant((n, k)))
+    [(name, _, kw)], [args] = rt.launches, rt.args
+    packed = next(v for kind, v in args if kind == "bytes")
+    assert struct.unpack("<5i", packed)[4] == int(staged > 0) and kw == {"shared": staged}
 
 
 def test_products_of_65536_columns_and_more_go_to_cublas():

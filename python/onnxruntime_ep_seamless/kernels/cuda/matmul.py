@@ -67,6 +67,7 @@ def _product(rt, stream, a, b, y, m, n, k, **how):
 
 
 SMALL_ROWS = 4  # products with at most this many rows: native/cuda/products.cu
+STAGED_MAX = 48 * 1024  # products.cu's Linear: shared memory a block may take without opting in (weights staged)
 WIDE = 65536  # from this many columns on cuBLASLt streams the weights faster (H200, a float16 LM head of
               # 151936 x 896: 63 us against products.cu's 76; docs/benchmarks/gpu.md)
 
@@ -96,12 +97,17 @@ def _linear(rt, stream, a, w, y, m, n, k, bias=None, swiglu=False, norm=None):
     if norm is not None and not norm.fits(k, -(-n // (8 // split))):
         return False
     name = f"seamless_linear{'_swiglu' if swiglu else ''}{'_norm' if norm else ''}_{SUFFIX[a.dtype]}"
+    normed = -(-m * k * a.dtype.itemsize // 16) * 16 if norm else 0
+    # the weights through shared memory: 16 bytes a lane for each pass over k and matrix, 8 warps
+    staged = 8 * -(-k // (256 * split)) * (2 if swiglu else 1) * 512
+    stage = a.dtype.itemsize == 2 and normed + staged <= STAGED_MAX
     args = [("ptr", w.ptr), ("ptr", bias.ptr if bias is not None else 0), ("ptr", y.ptr),
-            ("bytes", struct.pack("<4i", m, n, k, split))]
+            ("bytes", struct.pack("<5i", m, n, k, split, int(stage)))]
+    shared = normed + (staged if stage else 0)
     if norm:  # the rows are the norm's (its x is in its argument)
-        rt.launch_rows(name, -(-n // (8 // split)), stream, *args, norm.argument(rt), shared=m * k * a.dtype.itemsize)
+        rt.launch_rows(name, -(-n // (8 // split)), stream, *args, norm.argument(rt), shared=shared)
     else:
-        rt.launch_rows(name, -(-n // (8 // split)), stream, ("ptr", a.ptr), *args)
+        rt.launch_rows(name, -(-n // (8 // split)), stream, ("ptr", a.ptr), *args, shared=shared)
     return True
 
 
