@@ -156,13 +156,18 @@ __device__ void matmul_nbits4_x32(const T* a, const uint8_t* b0, const T* s0, co
 }
 
 // Float16 4-bit products with many columns (an LM head) on tensor cores (K and block_size multiples of
-// 32, 16-byte aligned rows): mma.sync m16n8k16, float32 accumulation, a warp per 8 output columns,
-// 128 k (4 groups of 32) a step. Lane l loads group g = l % 4's 32 k of column l / 4 (one 16-byte
-// load) as the mma's B, (q - z) in half: exact, 1024 + q from the 0x6400 exponent (x16 for the odd
-// nibbles, undone by the fma). A holds the activations of group g in row g only (lanes 0, 5, 10, 15
-// load them), so D[g][c] is column c's dot over group g's 32 k alone, inside one quantization
-// block: scaled apart, as the dequantized product. The pairs of A and B hold the same k (nibbles j
-// and j + 4 of a word): the order of a dot product's terms is free.
+// 32, 16-byte aligned rows, constant weights, sm_90): mma.sync m16n8k16, float32 accumulation, a warp per
+// 8 output columns (a tile), 128 k (4 groups of 32) a step (a chunk). Lane l takes group g = l % 4's 32 k of
+// column l / 4 (16 bytes) as the mma's B, (q - z) in half: exact, 1024 + q from the 0x6400 exponent (x16
+// for the odd nibbles, undone by the fma). A holds the activations of group g in row g only (lanes 0, 5,
+// 10, 15 load them), so D[g][c] is column c's dot over group g's 32 k alone, inside one quantization
+// block: scaled apart, as the dequantized product. The pairs of A and B hold the same k (nibbles j and
+// j + 4 of a word): the order of a dot product's terms is free.
+// The weights are laid out once by contrib.py's nbits4_tiles, tile by tile, chunk by chunk, matrix by
+// matrix (TILE_CHUNK bytes: the 32 lanes' 16 bytes of weights, 16 lanes' two scales, 32 zero points), so a
+// warp's chunks are one run of memory: it streams its tiles (every stride-th) by TMA bulk copies into a
+// ring of two slots in shared memory, the next copy in flight while it computes (the H200's int4 LM head:
+// 46.8 -> 36 us against 16-byte loads into registers).
 #define MMA_CHUNK 128  // k a warp takes a step
 
 __device__ __forceinline__ uint32_t h2_bits(__half2 h) { return *(uint32_t*)&h; }
@@ -195,118 +200,120 @@ __device__ __forceinline__ void mma_16816(float* d, const uint32_t* a, const uin
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
-// One chunk's loads: per matrix this lane's 16 bytes of weights, their zero point, and the scales of the two
-// dot products it gets from the mma; (row-g lanes) its 32 activations.
-template <int W>
-struct MmaChunk {
-  uint4 w[W], x[4];
-  float z[W], scale[W][2];
+#define TILE_CHUNK 608   // bytes of a chunk of one matrix in nbits4_tiles' layout
+#define TILE_WARPS 4     // warps a block
+#define TILE_SLOT 4864   // bytes of a ring slot: 8 chunks of one matrix, 4 of two
+#define TILE_ROWS 4      // rows of activations at most (contrib.py SMALL_ROWS)
+
+struct NBitsTiles {
+  int32_t m, n, k, chunks;
 };
 
-// The block size as a shift (a power of 2) and the blocks of columns a row of activations takes, from the
-// host; constant: the weights are constants (no kernel before writes them), read before waiting for it.
-struct NBitsMma {
-  int32_t m, n, k, block_shift, tile_blocks, constant;
-};
+__device__ __forceinline__ unsigned shared_address(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
 
 template <int W>
-__device__ void matmul_nbits4_mma(const __half* a, const uint8_t* b0, const __half* s0, const uint8_t* z0,
-                                  const uint8_t* b1, const __half* s1, const uint8_t* z1, const __half* bias,
-                                  __half* y, NBitsMma p) {
-  int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane & 3, m = blockIdx.x / p.tile_blocks;
-  int first = ((blockIdx.x - m * p.tile_blocks) * NBITS_COLUMNS + warp) * 8;  // the warp's first column
-  int n = first + (lane >> 2), chunks = (p.k + MMA_CHUNK - 1) / MMA_CHUNK;
-  int blocks = (p.k + (1 << p.block_shift) - 1) >> p.block_shift;
-  int64_t column_bytes = (int64_t)blocks << (p.block_shift - 1), zp_column = (blocks + 1) >> 1;
-  bool row_lane = (lane >> 2) == g, column = n < p.n;
-  int nc = min(n, p.n - 1);  // addresses stay inside the tensors; what is outside is masked
-  const uint8_t* b[2] = {b0, b1};
-  const __half* scales[2] = {s0, s1};
-  const uint8_t* zp[2] = {z0, z1};
-  const __half* row = a + (int64_t)m * p.k;
-  // The constants of chunk c: weights and zero point of column n at k0, and the scales of the dot
-  // products this lane gets: columns first + 2 g (+ 1), group lane / 4's block (lanes 16..31: none).
-  auto constants = [&](int c, MmaChunk<W>& in) {
-    int k0 = c * MMA_CHUNK + g * 32, kd = c * MMA_CHUNK + ((lane >> 2) & 3) * 32;
-    bool mine = column && c < chunks && k0 < p.k, mine_d = lane < 16 && c < chunks && kd < p.k;
-    int kc = min(k0, p.k - 32), blk = kc >> p.block_shift, blk_d = min(kd, p.k - 1) >> p.block_shift;
-    for (int w = 0; w < W; w++) {
-      uint4 v = *(const uint4*)(b[w] + nc * column_bytes + kc / 2);
-      in.w[w] = mine ? v : make_uint4(0, 0, 0, 0);
-      int z = zp[w] ? (zp[w][nc * zp_column + (blk >> 1)] >> ((blk & 1) * 4)) & 15 : 8;
-      in.z[w] = mine ? (float)z : 8.0f;
-      for (int j = 0; j < 2; j++) {
-        int col = first + 2 * g + j;
-        float sc = __half2float(scales[w][(int64_t)min(col, p.n - 1) * blocks + blk_d]);
-        in.scale[w][j] = mine_d && col < p.n ? sc : 0.0f;
+__device__ void matmul_nbits4_tiles(const __half* a, const uint8_t* tiles, const __half* bias, __half* y,
+                                    NBitsTiles p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  extern __shared__ __align__(128) unsigned char ring[];
+  __shared__ uint64_t bars[TILE_WARPS][2];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane & 3;
+  const int per_copy = 8 / W, copies = (p.chunks + per_copy - 1) / per_copy;  // a tile's copies
+  const int64_t record = (int64_t)p.chunks * W * TILE_CHUNK;
+  const int count = (p.n + 7) / 8, stride = gridDim.x * TILE_WARPS, t0 = blockIdx.x * TILE_WARPS + warp;
+  const int items = t0 < count ? ((count - 1 - t0) / stride + 1) * copies : 0;  // (tile, copy) pairs
+  unsigned char* slots = ring + warp * 2 * TILE_SLOT;
+  uint64_t* bar = bars[warp];
+  auto fetch = [&](int i) {  // lane 0: item i into slot i % 2, its barrier told the bytes
+    int t = t0 + i / copies * stride, c0 = i % copies * per_copy;
+    unsigned bytes = min(per_copy, p.chunks - c0) * W * TILE_CHUNK;
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(shared_address(&bar[i & 1])),
+                 "r"(bytes) : "memory");
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                 ::"r"(shared_address(slots + (i & 1) * TILE_SLOT)), "l"(tiles + t * record + (int64_t)c0 * W * TILE_CHUNK),
+                 "r"(bytes), "r"(shared_address(&bar[i & 1])) : "memory");
+  };
+  if (lane == 0) {  // the weights are constants: the first copies start before waiting for the kernel before
+    for (int i = 0; i < 2; i++)
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(shared_address(&bar[i])) : "memory");
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    for (int i = 0; i < 2 && i < items; i++) fetch(i);
+  }
+  __syncwarp();
+  wait_for_previous();
+  const bool row_lane = (lane >> 2) == g;
+  float acc[TILE_ROWS][W][2] = {};
+  for (int i = 0; i < items; i++) {
+    asm volatile("{\n .reg .pred done;\n WAIT%=:\n mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+                 " @!done bra WAIT%=;\n}" ::"r"(shared_address(&bar[i & 1])), "r"((i >> 1) & 1) : "memory");
+    const unsigned char* slot = slots + (i & 1) * TILE_SLOT;
+    const int t = t0 + i / copies * stride, c0 = i % copies * per_copy;
+    for (int cc = 0; cc < min(per_copy, p.chunks - c0); cc++) {
+      const int c = c0 + cc, k0 = c * MMA_CHUNK + g * 32;
+      uint32_t wb[W][16];
+      float scale[W][2];
+      for (int w = 0; w < W; w++) {
+        const unsigned char* at = slot + (cc * W + w) * TILE_CHUNK;
+        uint4 v = ((const uint4*)at)[lane];
+        __half2 s2 = ((const __half2*)(at + 512))[lane & 15];
+        float z = at[576 + lane];
+        __half2 minus_low = __float2half2_rn(-1024.0f - z), minus_high = __float2half2_rn(-64.0f - z);
+        for (int q = 0; q < 4; q++) nibble_pairs(((const uint32_t*)&v)[q], minus_low, minus_high, wb[w] + 4 * q);
+        scale[w][0] = lane < 16 ? __low2float(s2) : 0.0f;  // lanes 16..31 hold rows of D that A leaves empty
+        scale[w][1] = lane < 16 ? __high2float(s2) : 0.0f;
+      }
+#pragma unroll
+      for (int r = 0; r < TILE_ROWS; r++) {
+        if (r >= p.m) break;
+        uint4 x[4];
+        const bool mine = row_lane && k0 < p.k;
+        for (int q = 0; q < 4; q++) x[q] = mine ? ((const uint4*)(a + (int64_t)r * p.k + k0))[q] : make_uint4(0, 0, 0, 0);
+        uint32_t xa[16];
+        for (int q = 0; q < 4; q++) half_pairs((const uint32_t*)&x[q], xa + 4 * q);
+        for (int w = 0; w < W; w++) {
+          float d[2][4] = {};  // two chains of mmas, for their latency
+          for (int j = 0; j < 8; j++) {
+            uint32_t fa[4] = {xa[2 * j], 0u, xa[2 * j + 1], 0u}, fb[2] = {wb[w][2 * j], wb[w][2 * j + 1]};
+            mma_16816(d[j & 1], fa, fb);
+          }
+          for (int j = 0; j < 2; j++) acc[r][w][j] += (d[0][j] + d[1][j]) * scale[w][j];
+        }
       }
     }
-  };
-  auto activations = [&](int c, MmaChunk<W>& in) {
-    int k0 = c * MMA_CHUNK + g * 32;
-    bool mine = row_lane && c < chunks && k0 < p.k;
-    for (int q = 0; q < 4; q++) in.x[q] = mine ? ((const uint4*)(row + k0))[q] : make_uint4(0, 0, 0, 0);
-  };
-  float acc[W][2] = {};
-  auto accumulate = [&](const MmaChunk<W>& in) {
-    uint32_t xa[16];
-    for (int q = 0; q < 4; q++) half_pairs((const uint32_t*)&in.x[q], xa + 4 * q);
-    for (int w = 0; w < W; w++) {
-      __half2 minus_low = __float2half2_rn(-1024.0f - in.z[w]), minus_high = __float2half2_rn(-64.0f - in.z[w]);
-      uint32_t wb[16];
-      const uint32_t* words = (const uint32_t*)&in.w[w];
-      for (int q = 0; q < 4; q++) nibble_pairs(words[q], minus_low, minus_high, wb + 4 * q);
-      float d[2][4] = {};  // two chains of mmas, for their latency
-      for (int i = 0; i < 8; i++) {
-        uint32_t fa[4] = {xa[2 * i], 0u, xa[2 * i + 1], 0u}, fb[2] = {wb[2 * i], wb[2 * i + 1]};
-        mma_16816(d[i & 1], fa, fb);
-      }
-      for (int j = 0; j < 2; j++) acc[w][j] += (d[0][j] + d[1][j]) * in.scale[w][j];
+    __syncwarp();  // every lane has read the slot: the item after next may go into it
+    if (lane == 0 && i + 2 < items) {
+      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+      fetch(i + 2);
     }
-  };
-  // DEPTH chunks in flight a warp: 4 for one matrix (the H200's int4 lm_head: 46.8 us against 48.5 with 2;
-  // 8 was slower, 108 registers), 2 for SwiGLU's two (registers). Constant weights: the first DEPTH chunks'
-  // load before waiting for the kernel before (overlapping its end), the rest go to L2.
-  constexpr int DEPTH = W == 1 ? 4 : 2;
-  MmaChunk<W> in[DEPTH];
-  if (!p.constant) wait_for_previous();
+    if (i % copies != copies - 1) continue;
 #pragma unroll
-  for (int i = 0; i < DEPTH; i++) constants(i, in[i]);
-  for (int c = DEPTH; p.constant && column && c < chunks; c++)
-    for (int w = 0; w < W; w++) prefetch_l2(b[w] + nc * column_bytes + (c * MMA_CHUNK + g * 32) / 2);
-  if (p.constant) wait_for_previous();
-  for (int c = 0; c < chunks; c += DEPTH) {
-#pragma unroll
-    for (int i = 0; i < DEPTH; i++) activations(c + i, in[i]);
-#pragma unroll
-    for (int i = 0; i < DEPTH; i++) accumulate(in[i]);
-    if (c + DEPTH < chunks)
-#pragma unroll
-      for (int i = 0; i < DEPTH; i++) constants(c + DEPTH + i, in[i]);
+    for (int r = 0; r < TILE_ROWS; r++) {  // the tile's last chunk: its outputs, row by row
+      if (r >= p.m) break;
+      for (int w = 0; w < W; w++)  // the four groups' lanes (g, g + 4, g + 8, g + 12), in a fixed order
+        for (int j = 0; j < 2; j++) {
+          for (int off = 4; off < 16; off <<= 1) acc[r][w][j] += __shfl_xor_sync(0xffffffff, acc[r][w][j], off);
+        }
+      for (int j = 0; lane < 4 && j < 2; j++) {
+        int col = t * 8 + 2 * lane + j;
+        float v = W == 2 ? acc[r][0][j] / (1.0f + expf(-acc[r][0][j])) * acc[r][W - 1][j]
+                         : bias ? acc[r][0][j] + __half2float(bias[col]) : acc[r][0][j];
+        if (col < p.n) y[(int64_t)r * p.n + col] = __float2half(v);
+      }
+      for (int w = 0; w < W; w++) acc[r][w][0] = acc[r][w][1] = 0.0f;
+    }
   }
-  for (int w = 0; w < W; w++)  // the four groups' lanes (g, g + 4, g + 8, g + 12), in a fixed order
-    for (int j = 0; j < 2; j++)
-      for (int off = 4; off < 16; off <<= 1) acc[w][j] += __shfl_xor_sync(0xffffffff, acc[w][j], off);
-  if (lane >= 4) return;
-  for (int j = 0; j < 2; j++) {
-    int col = first + 2 * lane + j;
-    if (col >= p.n) continue;
-    float v = W == 2 ? acc[0][j] / (1.0f + expf(-acc[0][j])) * acc[W - 1][j]
-                     : bias ? acc[0][j] + __half2float(bias[col]) : acc[0][j];
-    y[(int64_t)m * p.n + col] = __float2half(v);
-  }
+#endif
 }
 
-extern "C" __global__ void seamless_matmul_nbits4_mma_f16(const __half* a, const uint8_t* b, const __half* s,
-                                                          const uint8_t* zp, const __half* bias, __half* y, NBitsMma p) {
+extern "C" __global__ void __launch_bounds__(TILE_WARPS * 32) seamless_matmul_nbits4_tiles_f16(
+    const __half* a, const uint8_t* tiles, const __half* bias, __half* y, NBitsTiles p) {
   let_next_launch();
-  matmul_nbits4_mma<1>(a, b, s, zp, nullptr, nullptr, nullptr, bias, y, p);
+  matmul_nbits4_tiles<1>(a, tiles, bias, y, p);
 }
-extern "C" __global__ void seamless_matmul_nbits4_mma_swiglu_f16(const __half* a, const uint8_t* bg, const __half* sg,
-                                                                 const uint8_t* zg, const uint8_t* bu, const __half* su,
-                                                                 const uint8_t* zu, __half* y, NBitsMma p) {
+extern "C" __global__ void __launch_bounds__(TILE_WARPS * 32) seamless_matmul_nbits4_tiles_swiglu_f16(
+    const __half* a, const uint8_t* tiles, __half* y, NBitsTiles p) {
   let_next_launch();
-  matmul_nbits4_mma<2>(a, bg, sg, zg, bu, su, zu, nullptr, y, p);
+  matmul_nbits4_tiles<2>(a, tiles, nullptr, y, p);
 }
 
 #define NBITS(S, T)                                                                                                   \

@@ -141,8 +141,8 @@ def test_matmul_nbits_wide_path_over_several_warps(block_size, K):
 
 
 # float16 4-bit: a warp a column (split 4 at K 2112, 1 at 896), columns not a multiple of 8; from 16384 columns on
-# tensor cores (quant.cu's mma path): a last 128-k chunk partial or alone (224, 128), weights that are inputs, not
-# constants (const_b=False: read only after the kernel before)
+# tensor cores (quant.cu's tiles path, constant weights laid out once): a last 128-k chunk partial or alone (224,
+# 128), rows 1..3, block sizes 32 and 64; weights that are inputs, not constants (const_b=False: a warp a column)
 @pytest.mark.parametrize("m,K,N,block_size,zp_mode,bias,const_b", [(1, 2112, 37, 128, "uint8", True, True),
                                                                    (1, 896, 1152, 32, "uint8", False, True),
                                                                    (3, 224, 16392, 32, None, False, True),

@@ -19,6 +19,9 @@ class Recorder:
     """runtime/cuda.py's allocation and launch calls, recorded: `launches` names each kernel launched
     (cuBLASLt's GEMM as "gemm") with its keyword arguments (dynamic shared memory)."""
 
+    hopper = True  # sm_90: the tensor-core LM head kernel
+    lib = type("Lib", (), {"seamless_capturing": staticmethod(lambda: 0)})
+
     def __init__(self):
         self.top, self.launches, self.args = 4096, [], []
 
@@ -29,7 +32,11 @@ class Recorder:
 
     def constant(self, shape, dtype=F16):  # a model's weight: with its host copy
         t = self.alloc(shape, dtype)
-        return DeviceTensor(t.ptr, t.shape, t.dtype, np.zeros(1, dtype))
+        return DeviceTensor(t.ptr, t.shape, t.dtype, np.zeros(shape, dtype))
+
+    def upload(self, array):
+        t = self.alloc(array.shape, array.dtype)
+        return DeviceTensor(t.ptr, t.shape, t.dtype, array)
 
     def free(self, t):
         pass
@@ -89,7 +96,7 @@ def test_a_decode_step_normalises_inside_the_product(product, m):
 @pytest.mark.parametrize("product,m,k,n,then", [
     ("MatMulNBits", 1, 2112, 1152, "seamless_matmul_nbits4_x32_f16"),         # K above 2048 (8 a thread)
     ("MatMulNBitsSwiGLU", 8, 896, 4864, "seamless_dequantize_nbits_f16"),    # a prompt's: one GEMM
-    ("MatMulNBits", 1, 896, 151936, "seamless_matmul_nbits4_mma_f16"),       # the tensor-core LM head
+    ("MatMulNBits", 1, 896, 16392, "seamless_matmul_nbits4_tiles_f16"),      # the tensor-core LM head
     ("Linear", 5, 896, 1152, "gemm"),                                        # more rows than the GEMV takes
     ("Linear", 1, 2112, 1152, "seamless_linear_f16"),
     ("Linear", 1, 896, 40000, "seamless_linear_f16"),                        # 5000 blocks
@@ -222,3 +229,37 @@ def test_a_float16_prompt_attends_in_tiles_of_32_queries(s, head_size, past):
     launches = gqa(s, 4, 2, head_size, past, [past - 1])
     assert [(name, grid) for name, grid, _ in launches] == [
         ("seamless_gqa_prepare_f16", launches[0][1]), (f"seamless_gqa_attend_tiles_h{head_size}_f16", 4 * -(-s // 32))]
+
+
+@pytest.mark.parametrize("K,N,block_size,zero_points,matrices", [(896, 40, 32, False, 1), (224, 19, 32, True, 1),
+                                                                  (1024, 16, 64, True, 2), (2112, 24, 128, True, 1)])
+def test_the_tensor_core_layout_gives_each_lane_its_weights_scales_and_zero_points(K, N, block_size, zero_points,
+                                                                                   matrices):
+    """contrib.nbits4_tiles, read back lane by lane as quant.cu's tiles kernel reads it, is the dequantized matrix:
+    lane l's 16 bytes are column l / 4's 32 k of group l % 4; lane l < 16's scale pair is for columns 2 (l % 4) and
+    + 1 of group l / 4; lane l's zero point is its column's. Past N and K: zeros, scale 0."""
+    from onnxruntime_ep_seamless.kernels.cuda.contrib import TILE_CHUNK, nbits4_tiles
+    rng, blocks = np.random.default_rng(0), -(-K // block_size)
+    weights, dense = [], []
+    for _ in range(matrices):
+        q = rng.integers(0, 16, (N, blocks * block_size)).astype(np.uint8)
+        scales = rng.standard_normal(N * blocks).astype(np.float16)
+        z = rng.integers(0, 16, (N, blocks + blocks % 2)).astype(np.uint8) if zero_points else None
+        weights += [(q[:, 0::2] | q[:, 1::2] << 4).reshape(N, blocks, -1), scales,
+                    (z[:, 0::2] | z[:, 1::2] << 4).reshape(-1) if zero_points else None]
+        zz = np.repeat(z[:, :blocks], block_size, 1).astype(np.float32) if zero_points else 8.0
+        dense.append((q - zz) * np.repeat(scales.reshape(N, blocks).astype(np.float32), block_size, 1))
+    tiles, chunks = -(-N // 8), -(-K // 128)
+    rec = nbits4_tiles(weights, K, N, block_size).reshape(tiles, chunks, matrices, TILE_CHUNK)
+    for w in range(matrices):
+        got = np.zeros((tiles * 8, chunks * 128), np.float32)
+        for t in range(tiles):
+            for c in range(chunks):
+                lanes, pairs = rec[t, c, w, :512].reshape(32, 16), rec[t, c, w, 512:576].view(np.float16).reshape(16, 2)
+                for lane in range(32):
+                    col, g = lane >> 2, lane & 3
+                    q = np.stack([lanes[lane] & 15, lanes[lane] >> 4], 1).reshape(-1).astype(np.float32)
+                    scale = pairs[g * 4 + col // 2, col % 2].astype(np.float32)
+                    got[t * 8 + col, c * 128 + g * 32:c * 128 + g * 32 + 32] = (q - rec[t, c, w, 576 + lane]) * scale
+        np.testing.assert_allclose(got[:N, :K], dense[w][:, :K], rtol=1e-6, atol=1e-6)
+        assert not got[N:].any() and not got[:, K:].any()

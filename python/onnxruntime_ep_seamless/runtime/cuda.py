@@ -29,6 +29,7 @@ class DeviceTensor:
     # written before this run's first launch, which waits for all work before it (CudaRuntime.begin_run), and
     # not by a launch of the run: a kernel may read it before waiting for the kernel before (a run's inputs)
     settled: bool = False
+    derived: dict | None = None  # a constant's other layouts on the GPU, made once by kernels (contrib._tiles)
 
     @classmethod
     def on_host(cls, array) -> "DeviceTensor":
@@ -71,9 +72,9 @@ class CudaRuntime:
         native.check(self.lib.seamless_cuda_load_module(ordinal, self._image, module))
         self._module = module[0]
         self._functions: dict[str, object] = {}
-        # programmatic dependent launch where the GPU has it (SEAMLESS_DEPENDENT_LAUNCH=0: never)
-        self.dependent = int(os.environ.get("SEAMLESS_DEPENDENT_LAUNCH", "1") != "0"
-                             and self.lib.seamless_cuda_dependent_launch(ordinal))
+        # compute capability 9.0 and up: programmatic dependent launch (SEAMLESS_DEPENDENT_LAUNCH=0: never), TMA
+        self.hopper = bool(self.lib.seamless_cuda_dependent_launch(ordinal))
+        self.dependent = int(os.environ.get("SEAMLESS_DEPENDENT_LAUNCH", "1") != "0" and self.hopper)
         self.host_reads = 0  # GPU values read on the host (each waits for the stream): a steady state adds none
         self._counters: dict = {}  # stream -> [its counters, zeroed outside a capture] (see counters)
         self._barriers: set = set()  # streams whose next launch waits for all work before it (begin_run)

@@ -369,6 +369,50 @@ def normed_product(rt, stream, x, skip, gamma, norm_bias, *weights, product, eps
 # (docs/benchmarks/gpu.md), it ran a 151936-column LM head in 63 us against 90, but the decoder's
 # 896..9728-column projections 1.6-2x slower than a warp a column (fewer warps resident: 110 registers).
 MMA_COLUMNS = 16384
+TILE_WARPS, TILE_SLOT, TILE_CHUNK = 4, 4864, 608  # quant.cu
+TILE_BLOCKS = 528  # the tensor-core kernel's grid: its warps stride over the tiles (the H200: 4 blocks an SM)
+
+
+def nbits4_tiles(weights, K, N, block_size) -> np.ndarray:
+    """quant.cu's tensor-core layout of 4-bit weights (one matrix: packed, scales, zero points; or a SwiGLU's
+    two): per tile of 8 columns, per chunk of 128 k, per matrix TILE_CHUNK bytes: lane l's 16 bytes (column l / 4,
+    k group l % 4), then lane l < 16's two scales (columns 2 (l % 4) + 0 / 1, group l / 4), then lane l's zero
+    point (8 without them). Columns past N and k past K are zeros (scale 0: they add nothing)."""
+    tiles, chunks, blocks = -(-N // 8), -(-K // 128), -(-K // block_size)
+    groups = np.arange(chunks * 4) * 32  # the first k of each group of 32
+    in_k = groups < K
+    block_of = np.minimum(groups, K - 1) // block_size
+    mats = []
+    for packed, scales, zero_points in (weights[i:i + 3] for i in range(0, len(weights), 3)):
+        w = np.zeros((tiles * 8, chunks * 64), np.uint8)
+        w[:N, :K // 2] = packed.reshape(N, -1)[:, :K // 2]
+        w = w.reshape(tiles, 8, chunks, 4, 16).transpose(0, 2, 1, 3, 4).reshape(tiles, chunks, 512)
+        sc = np.zeros((tiles * 8, chunks * 4), np.float16)
+        sc[:N] = np.where(in_k, scales.reshape(N, blocks)[:, block_of], 0)
+        sc = sc.reshape(tiles, 4, 2, chunks, 4).transpose(0, 3, 4, 1, 2).reshape(tiles, chunks, 32).view(np.uint8)
+        z = np.full((tiles * 8, chunks * 4), 8, np.uint8)
+        if zero_points is not None:
+            zp = zero_points.reshape(N, -1)
+            z[:N] = (zp[:, block_of // 2] >> ((block_of % 2) * 4).astype(np.uint8)) & 15
+        z = z.reshape(tiles, 8, chunks, 4).transpose(0, 2, 1, 3).reshape(tiles, chunks, 32)
+        mats.append(np.concatenate([w, sc, z], axis=2))
+    return np.ascontiguousarray(np.stack(mats, axis=2)).reshape(-1)
+
+
+def _tiles(rt, weights, K, N, block_size):
+    """The weights in nbits4_tiles' layout on the GPU, made once (on the host, from the constants' host
+    copies) and kept with the first of them; None where they are not all constants, or while a CUDA graph is
+    captured (an upload waits for the GPU)."""
+    packed = weights[::3]
+    key = ("nbits4_tiles", K, N, block_size) + tuple(t.ptr for t in packed[1:])
+    cached = (packed[0].derived or {}).get(key)
+    if cached is not None:
+        return cached
+    if any(t is not None and t.host is None for t in weights) or rt.lib.seamless_capturing():
+        return None
+    tiles = rt.upload(nbits4_tiles([None if t is None else t.host for t in weights], K, N, block_size))
+    packed[0].derived = {**(packed[0].derived or {}), key: tiles}
+    return tiles
 
 
 def _nbits(rt, stream, variant, a, weights, K, N, block_size, bits, norm=None):
@@ -381,7 +425,9 @@ def _nbits(rt, stream, variant, a, weights, K, N, block_size, bits, norm=None):
     packed = [weights[0]] + ([weights[3]] if variant else [])
     prompt = m > SMALL_ROWS  # the GEMVs would read the weights once a row: one GEMM instead
     fast = bits == 4 and K % 32 == 0 and block_size % 32 == 0 and all(t.ptr % 16 == 0 for t in [a] + packed)
-    mma = fast and a.dtype == np.float16 and N >= MMA_COLUMNS
+    matrices = weights if variant else weights[:3]
+    mma = (fast and a.dtype == np.float16 and N >= MMA_COLUMNS and rt.hopper and not prompt
+           and all(t is None or t.host is not None for t in matrices))  # constants: laid out once for it
     split = column_split(N, -(-K // 1024), 2048) if fast else 1  # 1024 k: a warp's one pass
     columns = 8 // split  # quant.cu NBITS_COLUMNS warps a block
     if norm is not None and (prompt or mma or not fast or not norm.fits(K, m * -(-N // columns))):
@@ -390,14 +436,15 @@ def _nbits(rt, stream, variant, a, weights, K, N, block_size, bits, norm=None):
     if prompt:
         return _nbits_gemm(rt, stream, variant, a, weights, K, N, block_size, bits)
     y = rt.alloc(a.shape[:-1] + (N,), a.dtype)
-    tensors = [("ptr", a.ptr), *[("ptr", t.ptr if t is not None else 0) for t in weights], ("ptr", y.ptr)]
-    if mma:
-        # constants (host copies: uploaded at Compile or before this launch) may be read before the kernel before ends
-        constant = int(all(t.host is not None for t in (weights if variant else weights[:3]) if t is not None))
-        tile_blocks = -(-N // 64)  # 8 warps of 8 columns
-        rt.launch_rows("seamless_matmul_nbits4_mma" + variant + "_f16", m * tile_blocks, stream, *tensors,
-                       ("bytes", struct.pack("<6i", m, N, K, block_size.bit_length() - 1, tile_blocks, constant)))
+    tiles = _tiles(rt, matrices, K, N, block_size) if mma else None
+    if tiles is not None:
+        bias = [] if variant else [("ptr", weights[3].ptr if weights[3] is not None else 0)]
+        rt.launch_rows("seamless_matmul_nbits4_tiles" + variant + "_f16", min(-(-N // (8 * TILE_WARPS)), TILE_BLOCKS),
+                       stream, ("ptr", a.ptr), ("ptr", tiles.ptr), *bias, ("ptr", y.ptr),
+                       ("bytes", struct.pack("<4i", m, N, K, -(-K // 128))), threads=TILE_WARPS * 32,
+                       shared=2 * TILE_WARPS * TILE_SLOT)
         return y
+    tensors = [("ptr", a.ptr), *[("ptr", t.ptr if t is not None else 0) for t in weights], ("ptr", y.ptr)]
     name = ("seamless_matmul_nbits4_x32" if fast else "seamless_matmul_nbits") + variant + ("_norm" if norm else "")
     shape = ("bytes", struct.pack("<6i", m, N, K, block_size, bits, split))
     if norm:  # the activations are the norm's (its x is in its argument)
