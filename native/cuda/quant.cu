@@ -14,6 +14,13 @@ struct NBits {
 
 #define NBITS_COLUMNS 8  // warps, and output columns, per block
 
+// The zero point of row (or column) r's block blk: uint8, 4-bit ones packed two a byte (low nibble first);
+// without them the middle of the range (8, or 128 for 8 bits).
+__device__ __forceinline__ int zero_point(const uint8_t* zp, int64_t r, int64_t blk, int64_t blocks, int bits) {
+  if (!zp) return bits == 4 ? 8 : 128;
+  return bits == 4 ? (zp[r * ((blocks + 1) / 2) + blk / 2] >> ((blk & 1) * 4)) & 15 : zp[r * blocks + blk];
+}
+
 // The warp's dot product of a row of activations with column n of the weights (every lane gets it).
 template <typename T>
 __device__ float nbits_dot(const T* row, const uint8_t* b, const T* scales, const uint8_t* zp, int n, int lane,
@@ -23,9 +30,7 @@ __device__ float nbits_dot(const T* row, const uint8_t* b, const T* scales, cons
   float acc = 0.0f;
   for (int k0 = lane * 8; k0 < p.k; k0 += 32 * 8) {
     int blk = k0 / p.block, at = k0 % p.block;
-    int z = p.bits == 4 ? 8 : 128;
-    if (zp) z = p.bits == 4 ? (zp[(int64_t)n * ((blocks + 1) / 2) + blk / 2] >> ((blk & 1) * 4)) & 15
-                            : zp[(int64_t)n * blocks + blk];
+    int z = zero_point(zp, n, blk, blocks, p.bits);
     const uint8_t* packed = column + (int64_t)blk * blob + at * p.bits / 8;
     uint32_t words[2];
     words[0] = *(const uint32_t*)packed;
@@ -82,17 +87,15 @@ __device__ void matmul_nbits4_x32(const T* a, const uint8_t* b0, const T* s0, co
   int64_t column = (int64_t)n * blocks * (p.block / 2);  // byte k / 2 of a column is k's (a block is p.block / 2 bytes)
   // The weights are constants, read before waiting for the kernel before (a dependent launch overlaps that
   // with its tail): this lane's first pass into registers, the later passes' to L2.
-  const int first = (lane + 32 * slice) * 32, zp_column = (blocks + 1) >> 1;
-  auto zero_point = [&](int w, int blk) {
-    return zp[w] ? (float)((zp[w][(int64_t)n * zp_column + (blk >> 1)] >> ((blk & 1) * 4)) & 15) : 8.0f;
-  };
+  const int first = (lane + 32 * slice) * 32;
+  auto zero = [&](int w, int blk) { return (float)zero_point(zp[w], n, blk, blocks, 4); };
   uint4 packed0[W];
   float z0_[W], scale0[W];
   if (n < p.n && first < p.k)
 #pragma unroll
     for (int w = 0; w < W; w++) {
       packed0[w] = *(const uint4*)(b[w] + column + first / 2);
-      z0_[w] = zero_point(w, first >> block_shift);
+      z0_[w] = zero(w, first >> block_shift);
       scale0[w] = ld(scales[w] + (int64_t)n * blocks + (first >> block_shift));
     }
   for (int k0 = first + 32 * 32 * p.split; n < p.n && k0 < p.k; k0 += 32 * 32 * p.split)
@@ -131,7 +134,7 @@ __device__ void matmul_nbits4_x32(const T* a, const uint8_t* b0, const T* s0, co
 #pragma unroll
       for (int w = 0; w < W; w++) {
         packed[w] = *(const uint4*)(b[w] + column + k0 / 2);
-        z[w] = zero_point(w, blk);
+        z[w] = zero(w, blk);
         scale[w] = ld(scales[w] + (int64_t)n * blocks + blk);
       }
       pass(k0, packed, z, scale);
@@ -360,8 +363,7 @@ __device__ void dequantize_nbits(const uint8_t* b, const T* scales, const uint8_
   GRID_LOOP(i, (int64_t)p.n * groups) {
     int64_t n = i / groups;
     int k0 = (int)(i - n * groups) * 8, blk = k0 / p.block, at = k0 % p.block;
-    int z = p.bits == 4 ? 8 : 128;
-    if (zp) z = p.bits == 4 ? (zp[n * ((blocks + 1) / 2) + blk / 2] >> ((blk & 1) * 4)) & 15 : zp[n * blocks + blk];
+    int z = zero_point(zp, n, blk, blocks, p.bits);
     float scale = ld(scales + n * blocks + blk);
     const uint8_t* packed = b + (n * blocks + blk) * blob + at * p.bits / 8;
     for (int j = 0; j < 8 && k0 + j < p.k; j++) {
@@ -397,8 +399,7 @@ __device__ void gather_block_quantized(const uint8_t* data, const int64_t* idx, 
     if (r < 0 || r >= g.rows) { st(y + t, 0.0f); continue; }
     int q = g.bits == 4 ? (data[r * packed + j / 2] >> ((j & 1) * 4)) & 15 : data[r * packed + j];
     int64_t blk = j / g.block;
-    int z = g.bits == 4 ? 8 : 128;
-    if (zp) z = g.bits == 4 ? (zp[r * ((blocks + 1) / 2) + blk / 2] >> ((blk & 1) * 4)) & 15 : zp[r * blocks + blk];
+    int z = zero_point(zp, r, blk, blocks, g.bits);
     st(y + t, (float)(q - z) * ld(scales + r * blocks + blk));
   }
 }
