@@ -365,8 +365,8 @@ def normed_product(rt, stream, x, skip, gamma, norm_bias, *weights, product, eps
     return (y, norm.sum) if norm.want_sum else (y,)
 
 
-# Columns from which float16 4-bit products take the tensor-core kernel: measured on the H200
-# (docs/benchmarks/gpu.md), it ran a 151936-column LM head in 63 us against 90, but the decoder's
+# Columns from which float16 4-bit products take the tensor-core kernel: measured on the H200 with its first
+# version (docs/benchmarks/gpu.md), it ran a 151936-column LM head in 63 us against 90, but the decoder's
 # 896..9728-column projections 1.6-2x slower than a warp a column (fewer warps resident: 110 registers).
 MMA_COLUMNS = 16384
 TILE_WARPS, TILE_SLOT, TILE_CHUNK = 4, 4864, 608  # quant.cu
@@ -418,7 +418,9 @@ def _tiles(rt, weights, K, N, block_size):
 def _nbits(rt, stream, variant, a, weights, K, N, block_size, bits, norm=None):
     """native/cuda/quant.cu's MatMulNBits kernels, 256-thread blocks, a block row per row of activations:
     4-bit (K, the block size and the addresses allowing) a warp per column, `split` warps sharing a long K,
-    or in float16 with columns enough, 8 columns a warp on tensor cores; else the generic path. More than
+    or in float16 with columns enough and constant weights on sm_90, 8 columns a warp on tensor cores
+    (TILE_BLOCKS blocks of TILE_WARPS warps, every row at once, the weights in nbits4_tiles' layout); else
+    the generic path. More than
     SMALL_ROWS rows (a prompt): one GEMM on the dequantized weights (_nbits_gemm). `norm` (a RowNorm) is
     applied to a first: by the warp-a-column kernel itself where it fits, else before."""
     m = a.size // K if K else 0
