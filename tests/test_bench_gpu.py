@@ -113,7 +113,10 @@ def test_compare_takes_the_median_of_processes_run_in_turn(monkeypatch, capsys):
     assert ours["ms_per_token_by_process"] == [3.0, 1.0, 2.0] and ours["ms_per_token"] == 2.0
     assert ours["run_ms_per_token"] == 1.0 and ours["prompt_ms"] == 20.0  # medians of the processes' too
     assert ort["ms_per_token"] == 5.0 and summary["speedups"]["level B / ORT graph (same loop)"] == 2.5
-    assert "of 3 processes each" in capsys.readouterr().out
+    assert ours["run_ms_per_token_by_process"] == [1.5, 0.5, 1.0]
+    assert summary["speedups"]["level B / ORT graph, the run call alone"] == 2.5  # medians 2.5 / 1.0
+    out = capsys.readouterr().out
+    assert "of 3 processes each" in out and "[processes 1.000-3.000]" in out
 
 
 def test_compare_runs_one_loop_given_a_mode(monkeypatch):

@@ -17,8 +17,9 @@ step copies one int64 to the host, as PyTorch's loop and onnxruntime-genai's do.
 ms/token is the median decode-step time of a round, then the median over rounds; run_ms_per_token the
 same of the session's run call alone (the rest of a step is the loop's bindings, feeds and token read), and
 prompt_ms the prompt's step (its run and its token: the time to the first token). `compare` runs
-every configuration in CONFIGS as a subprocess (each with its own onnxruntime) and prints the
-speed-ups; given the checkpoint the model was built from, PyTorch eager (transformers' model and
+every configuration in CONFIGS as a subprocess (each with its own onnxruntime), `processes` times in
+turn, and prints the medians, each configuration's spread over its processes and the speed-ups (for
+graph mode also of the run call alone); given the checkpoint the model was built from, PyTorch eager (transformers' model and
 KV cache, float16) runs the growing loop as another peer.
 """
 from __future__ import annotations
@@ -342,6 +343,8 @@ def compare(model_dir: str, steps: int, prompt: int, rounds: int, peer_pythonpat
         for key in ("run_ms_per_token", "prompt_ms"):  # the ONNX loops' (the run call alone; the prompt's step)
             if key in results[0]:
                 runs[label][key] = statistics.median(r[key] for r in results)
+        if "run_ms_per_token" in results[0]:
+            runs[label]["run_ms_per_token_by_process"] = [r["run_ms_per_token"] for r in results]
     ms = {label: r["ms_per_token"] for label, r in runs.items()}
     (ours_a, ours_b, ort_eager, ort_graph, ours_a_gpu, ort_eager_gpu) = (CONFIGS[i][0] for i in (0, 2, 3, 4, 5, 6))
     pairs = {"level A / ORT eager (same loop)": (ours_a, ort_eager), "level B / ORT graph (same loop)": (ours_b, ort_graph),
@@ -350,6 +353,9 @@ def compare(model_dir: str, steps: int, prompt: int, rounds: int, peer_pythonpat
              "level A / PyTorch eager": (ours_a, "PyTorch eager")}
     # speed-ups (tokens/s ours / tokens/s peer) of the configurations that ran: above 1 we are faster
     ratios = {name: ms[peer] / ms[ours] for name, (ours, peer) in pairs.items() if ours in ms and peer in ms}
+    if all("run_ms_per_token" in runs.get(label, {}) for label in (ours_b, ort_graph)):  # what the EPs do of a step
+        ratios["level B / ORT graph, the run call alone"] = (runs[ort_graph]["run_ms_per_token"]
+                                                             / runs[ours_b]["run_ms_per_token"])
     ort = next(runs[label] for label in (ort_eager, ort_graph, ort_eager_gpu) if label in runs)
     summary = {"model": model_dir, "steps": steps, "prompt": prompt, "rounds": rounds, "processes": processes,
                "token": token, "onnxruntime_gpu": ort["onnxruntime"], "speedups": ratios, "runs": runs}
@@ -358,7 +364,9 @@ def compare(model_dir: str, steps: int, prompt: int, rounds: int, peer_pythonpat
           f"median of {rounds} rounds" + (f" and of {processes} processes each" if processes > 1 else ""))
     for label, r in runs.items():
         run = f" (its run call {r['run_ms_per_token']:.3f}; prompt {r['prompt_ms']:.1f} ms)" if "prompt_ms" in r else ""
-        print(f"  {label:40s} {r['ms_per_token']:8.3f} ms/token {r['tokens_per_s']:8.1f} tokens/s{run}")
+        each = r["ms_per_token_by_process"]  # the host's speed varies between processes: their spread
+        spread = f" [processes {min(each):.3f}-{max(each):.3f}]" if len(each) > 1 else ""
+        print(f"  {label:40s} {r['ms_per_token']:8.3f} ms/token {r['tokens_per_s']:8.1f} tokens/s{run}{spread}")
     for label, x in ratios.items():
         print(f"  speed-up {label}: {x:.2f}x")
     if json_path:
