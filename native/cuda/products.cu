@@ -57,14 +57,14 @@ __device__ void linear(const T* a, const T* w, const T* bias, T* y, Linear p, Ro
   int64_t n = (int64_t)blockIdx.x * (LINEAR_WARPS / p.split) + warp / p.split;
   bool active = n < p.n, staged = sizeof(T) == 2 && p.staged;
   const int step = 256 * p.split;
-  // this lane's 16 bytes of matrix q in pass r: staged[(r * W + q) * 32], the warp's lanes side by side
+  // this lane's 16 bytes of matrix q in a pass: own[(pass * W + q) * 32], the warp's lanes side by side
   uint4* own = (uint4*)(dynamic + (NORM ? (p.m * p.k * sizeof(T) + 15) / 16 * 16 : 0)) +
                (int64_t)warp * ((p.k + step - 1) / step) * W * 32 + lane;
-  for (int k0 = (lane + 32 * slice) * 8, r = 0; active && k0 < p.k; k0 += step, r++)
+  for (int k0 = (lane + 32 * slice) * 8, pass = 0; active && k0 < p.k; k0 += step, pass++)
 #pragma unroll
     for (int q = 0; q < W; q++) {
       if (staged)
-        copy16_to_shared(own + (r * W + q) * 32, w + (n + q * p.n) * p.k + k0);
+        copy16_to_shared(own + (pass * W + q) * 32, w + (n + q * p.n) * p.k + k0);
       else if ((lane & 7) == 0)  // 8 lanes a 128-byte line
         prefetch_l2(w + (n + q * p.n) * p.k + k0);
     }
@@ -75,10 +75,11 @@ __device__ void linear(const T* a, const T* w, const T* bias, T* y, Linear p, Ro
   }
   if (staged) wait_copies_to_shared();  // a lane reads only its own copies
   float acc[LINEAR_ROWS][W] = {};
-  for (int k0 = (lane + 32 * slice) * 8, r = 0; active && k0 < p.k; k0 += step, r++) {
+  for (int k0 = (lane + 32 * slice) * 8, pass = 0; active && k0 < p.k; k0 += step, pass++) {
     float x[8], v[W][8];
 #pragma unroll
-    for (int q = 0; q < W; q++) load8(staged ? (const T*)(own + (r * W + q) * 32) : w + (n + q * p.n) * p.k + k0, v[q]);
+    for (int q = 0; q < W; q++)
+      load8(staged ? (const T*)(own + (pass * W + q) * 32) : w + (n + q * p.n) * p.k + k0, v[q]);
 #pragma unroll
     for (int r = 0; r < LINEAR_ROWS; r++) {
       if (r < p.m) {
