@@ -90,12 +90,12 @@ __device__ void matmul_nbits4_x32(const T* a, const uint8_t* b0, const T* s0, co
   const int first = (lane + 32 * slice) * 32;
   auto zero = [&](int w, int blk) { return (float)zero_point(zp[w], n, blk, blocks, 4); };
   uint4 packed0[W];
-  float z0_[W], scale0[W];
+  float zero0[W], scale0[W];
   if (n < p.n && first < p.k)
 #pragma unroll
     for (int w = 0; w < W; w++) {
       packed0[w] = *(const uint4*)(b[w] + column + first / 2);
-      z0_[w] = zero(w, first >> block_shift);
+      zero0[w] = zero(w, first >> block_shift);
       scale0[w] = ld(scales[w] + (int64_t)n * blocks + (first >> block_shift));
     }
   for (int k0 = first + 32 * 32 * p.split; n < p.n && k0 < p.k; k0 += 32 * 32 * p.split)
@@ -126,7 +126,7 @@ __device__ void matmul_nbits4_x32(const T* a, const uint8_t* b0, const T* s0, co
         acc[w] += (dot - z[w] * sum) * scale[w];
       }
     };
-    if (first < p.k) pass(first, packed0, z0_, scale0);
+    if (first < p.k) pass(first, packed0, zero0, scale0);
     for (int k0 = first + 32 * 32 * p.split; k0 < p.k; k0 += 32 * 32 * p.split) {
       int blk = k0 >> block_shift;
       uint4 packed[W];
