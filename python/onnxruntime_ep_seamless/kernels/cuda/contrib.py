@@ -3,6 +3,7 @@ ONNX RotaryEmbedding-23, the skip/RMS normalisations (rows.cu), MatMulNBits (and
 GatherBlockQuantized (quant.cu).
 Semantics and run-time checks are shared with the CPU kernels (kernels/cpu/contrib_attention.py)."""
 import struct
+import threading
 
 import numpy as np
 
@@ -399,6 +400,9 @@ def nbits4_tiles(weights, K, N, block_size) -> np.ndarray:
     return np.ascontiguousarray(np.stack(mats, axis=2)).reshape(-1)
 
 
+_TILES_LOCK = threading.Lock()
+
+
 def _tiles(rt, weights, K, N, block_size):
     """The weights in nbits4_tiles' layout on the GPU, made once (on the host, from the constants' host
     copies) and kept with the first of them; None where they are not all constants, or while a CUDA graph is
@@ -410,9 +414,12 @@ def _tiles(rt, weights, K, N, block_size):
         return cached
     if any(t is not None and t.host is None for t in weights) or rt.lib.seamless_capturing():
         return None
-    tiles = rt.upload(nbits4_tiles([None if t is None else t.host for t in weights], K, N, block_size))
-    packed[0].derived = {**(packed[0].derived or {}), key: tiles}
-    return tiles
+    with _TILES_LOCK:  # two threads' first runs: one layout
+        cached = (packed[0].derived or {}).get(key)
+        if cached is None:
+            cached = rt.upload(nbits4_tiles([None if t is None else t.host for t in weights], K, N, block_size))
+            packed[0].derived = {**(packed[0].derived or {}), key: cached}
+    return cached
 
 
 def _nbits(rt, stream, variant, a, weights, K, N, block_size, bits, norm=None):
