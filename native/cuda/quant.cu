@@ -88,16 +88,18 @@ __device__ void matmul_nbits4_x32(const T* a, const uint8_t* b0, const T* s0, co
   // The weights are constants, read before waiting for the kernel before (a dependent launch overlaps that
   // with its tail): this lane's first pass into registers, the later passes' to L2.
   const int first = (lane + 32 * slice) * 32;
-  auto zero = [&](int w, int blk) { return (float)zero_point(zp[w], n, blk, blocks, 4); };
-  uint4 packed0[W];
-  float zero0[W], scale0[W];
-  if (n < p.n && first < p.k)
+  auto constants = [&](int k0, uint4* packed, float* z, float* scale) {  // a pass's, of each matrix
+    int blk = k0 >> block_shift;
 #pragma unroll
     for (int w = 0; w < W; w++) {
-      packed0[w] = *(const uint4*)(b[w] + column + first / 2);
-      zero0[w] = zero(w, first >> block_shift);
-      scale0[w] = ld(scales[w] + (int64_t)n * blocks + (first >> block_shift));
+      packed[w] = *(const uint4*)(b[w] + column + k0 / 2);
+      z[w] = (float)zero_point(zp[w], n, blk, blocks, 4);
+      scale[w] = ld(scales[w] + (int64_t)n * blocks + blk);
     }
+  };
+  uint4 packed0[W];
+  float zero0[W], scale0[W];
+  if (n < p.n && first < p.k) constants(first, packed0, zero0, scale0);
   for (int k0 = first + 32 * 32 * p.split; n < p.n && k0 < p.k; k0 += 32 * 32 * p.split)
     for (int w = 0; w < W; w++) {
       prefetch_l2(b[w] + column + k0 / 2);
@@ -128,15 +130,9 @@ __device__ void matmul_nbits4_x32(const T* a, const uint8_t* b0, const T* s0, co
     };
     if (first < p.k) pass(first, packed0, zero0, scale0);
     for (int k0 = first + 32 * 32 * p.split; k0 < p.k; k0 += 32 * 32 * p.split) {
-      int blk = k0 >> block_shift;
       uint4 packed[W];
       float z[W], scale[W];
-#pragma unroll
-      for (int w = 0; w < W; w++) {
-        packed[w] = *(const uint4*)(b[w] + column + k0 / 2);
-        z[w] = zero(w, blk);
-        scale[w] = ld(scales[w] + (int64_t)n * blocks + blk);
-      }
+      constants(k0, packed, z, scale);
       pass(k0, packed, z, scale);
     }
 #pragma unroll
