@@ -53,6 +53,7 @@ typedef struct {
   X(CUresult, cuDeviceGetAttribute, device_attribute, (int* value, CUdevice_attribute attribute, CUdevice device)) \
   X(CUresult, cuDevicePrimaryCtxRetain, primary_ctx_retain, (CUcontext* ctx, CUdevice device))      \
   X(CUresult, cuCtxSetCurrent, ctx_set_current, (CUcontext ctx))                                    \
+  X(CUresult, cuCtxSynchronize, ctx_synchronize, (void))                                            \
   X(CUresult, cuMemAlloc_v2, mem_alloc, (CUdeviceptr* ptr, size_t size))                            \
   X(CUresult, cuMemFree_v2, mem_free, (CUdeviceptr ptr))                                            \
   X(CUresult, cuMemHostAlloc, mem_host_alloc, (void** ptr, size_t size, unsigned int flags))        \

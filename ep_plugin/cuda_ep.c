@@ -98,6 +98,8 @@ static size_t round_size(size_t n) {
 
 static long long g_device_allocations;  /* driver allocations of GPU memory, ever: a steady state adds none */
 static long long seamless_cuda_device_allocations(void) { return __atomic_load_n(&g_device_allocations, __ATOMIC_RELAXED); }
+static long long g_device_bytes_in_use;  /* GPU memory handed out by the caching allocators and not given back */
+static long long seamless_cuda_device_bytes_in_use(void) { return __atomic_load_n(&g_device_bytes_in_use, __ATOMIC_RELAXED); }
 
 static void* allocator_alloc(OrtAllocator* self, size_t size) {
   SeamlessAllocator* a = (SeamlessAllocator*)self;
@@ -125,6 +127,7 @@ static void* allocator_alloc(OrtAllocator* self, size_t size) {
   b->next = a->used_blocks;
   a->used_blocks = b;
   pthread_mutex_unlock(&a->lock);
+  if (!a->pinned) __atomic_add_fetch(&g_device_bytes_in_use, (long long)b->size, __ATOMIC_RELAXED);
   return b->ptr;
 }
 
@@ -138,6 +141,7 @@ static void allocator_free(OrtAllocator* self, void* p) {
       *link = b->next;
       b->next = a->free_blocks;
       a->free_blocks = b;
+      if (!a->pinned) __atomic_sub_fetch(&g_device_bytes_in_use, (long long)b->size, __ATOMIC_RELAXED);
       break;
     }
   pthread_mutex_unlock(&a->lock);
@@ -541,6 +545,14 @@ static int seamless_cuda_dependent_launch(int ordinal) {
   }
   return !cu.device_get(&dev, ordinal) && !cu.device_attribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev) &&
          major >= 9;
+}
+
+/* Every stream of GPU `ordinal` finished: a compiled node's release waits so before its memory is reused. */
+static OrtStatus* seamless_cuda_device_sync(int ordinal) {
+  OrtStatus* st = seamless_cuda_use(ordinal);
+  if (st) return st;
+  CU_TRY(cu.ctx_synchronize(), "cuCtxSynchronize");
+  return NULL;
 }
 
 static OrtStatus* seamless_cuda_copy(void* dst, const void* src, size_t nbytes, void* stream) {

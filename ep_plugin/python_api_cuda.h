@@ -4,6 +4,7 @@ OrtStatus* seamless_compute_stream(const OrtKernelContext* ctx, void** stream);
 OrtStatus* seamless_cuda_alloc(int ordinal, size_t size, void** out);
 void seamless_cuda_free(int ordinal, void* p);
 long long seamless_cuda_device_allocations(void);
+long long seamless_cuda_device_bytes_in_use(void);
 OrtStatus* seamless_cuda_load_module(int ordinal, const void* image, void** module);
 OrtStatus* seamless_cuda_function(void* module, const char* name, void** fn);
 OrtStatus* seamless_cuda_launch(void* fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
@@ -12,6 +13,7 @@ int seamless_cuda_dependent_launch(int ordinal);
 OrtStatus* seamless_cuda_copy(void* dst, const void* src, size_t nbytes, void* stream);
 OrtStatus* seamless_cuda_zero(void* dst, size_t nbytes, void* stream);
 OrtStatus* seamless_cuda_sync(void* stream);
+OrtStatus* seamless_cuda_device_sync(int ordinal);
 const char* seamless_cublas_problem_text(void);
 OrtStatus* seamless_cublas_gemm(int ordinal, void* stream, int dtype, int trans_a, int trans_b, int m, int n, int k,
                                 const void* a, long long stride_a, const void* b, long long stride_b, void* c,

@@ -142,3 +142,28 @@ def test_growing_kv_reuses_device_memory():
         out = session.run(None, step_feeds(ids[-1:], len(ids), presents_as_past(session, out)))
     new = lib.seamless_cuda_device_allocations() - allocations
     assert new < 16 * presents / 2, f"{new} driver allocations in 16 growing steps of {presents} presents"
+
+
+@pytest.mark.parametrize("precision", ["fp16", "int4"])
+def test_released_sessions_give_their_gpu_memory_back(precision):
+    """ORT releasing a session releases its compiled nodes, which give their weights (and the layouts kernels
+    made of them) back to the caching allocator once the GPU is done with them: after each session of one
+    model is created, run and released, the memory in use is what it was before, but for less than a quarter
+    of the model's weights (the counters of each session's stream, runtime/cuda.py CudaRuntime.counters, are
+    kept for good; a leak keeps all the weights)."""
+    import gc
+    from models.test_llm_decoders import empty_past, step_feeds
+    from onnxruntime_ep_seamless.abi.bridge import NATIVES
+    from test_cuda_ep import cuda_session
+    folder = material.genai_small_dir(precision, "cuda")
+    path, lib = model_path(folder / "model.onnx"), NATIVES["cuda"].lib
+    weights = (folder / "model.onnx.data").stat().st_size
+    ids, in_use = list(np.random.default_rng(0).integers(0, 1000, 8)), [lib.seamless_cuda_device_bytes_in_use()]
+    for _ in range(3):
+        session = cuda_session(path, capture="off")
+        session.run(None, step_feeds(ids, len(ids), empty_past(session)))
+        del session
+        gc.collect()
+        in_use.append(lib.seamless_cuda_device_bytes_in_use())
+    kept = np.diff(in_use).tolist()
+    assert max(kept) < weights / 4, f"bytes each session kept in use after its release: {kept}; weights {weights}"

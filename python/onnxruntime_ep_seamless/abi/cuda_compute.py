@@ -416,8 +416,23 @@ class CudaKernel:
         try:
             for segment in getattr(self, "segments", {}).values():
                 self._drop(segment)
+            self._release_constants()
         except Exception:  # interpreter shutdown: the process releases the GPU anyway
             pass
+
+    def _release_constants(self) -> None:
+        """The node's weights, and the layouts kernels made of them (DeviceTensor.derived), back to the
+        allocator's cache once every run that may read them has finished on the GPU: a released session's
+        memory serves the next one."""
+        constants = getattr(self, "constants", None)
+        if not constants:
+            return
+        self.native.check(self.native.lib.seamless_cuda_device_sync(self.rt.ordinal))
+        for t in constants.values():
+            for derived in (t.derived or {}).values():
+                self.rt.free(derived)
+            self.rt.free(t)
+        constants.clear()
 
 
 def _release(rt, scratch, inputs, constants):
