@@ -364,20 +364,29 @@ GQA_ATTEND_TILES(bf16, __nv_bfloat16, 64) GQA_ATTEND_TILES(bf16, __nv_bfloat16, 
 // (b, head) that finishes last (counted in `counters`, which it sets back to zero) combines them in
 // order into out; a single split combines its own the same way where a sink is given (else its weight is 1).
 #define DECODE_THREADS 256
+// Eight channels of a row as stored (16 bytes, 32 for float32): past rows stay so in registers until used,
+// half the registers of float32 copies for 16-bit types, so a block fits on an SM beside the kernel before.
+template <typename T>
+struct Row8 {
+  uint4 w[sizeof(T) / 2];
+};
+template <typename T>
+__device__ __forceinline__ void floats8(const Row8<T>& r, float* x) { load8((const T*)r.w, x); }
+
 // A thread's past rows first + i * per_pass below `end` (zeros from there on), its 8 channels from c0; a pass
 // whose rows all lie past `end` for the whole warp (its first row warp_row + i * per_pass) skips its loads.
 template <typename T, int PASSES>
 __device__ __forceinline__ void past_rows(const T* past_k, const T* past_v, int64_t kv, int first, int warp_row,
-                                          int per_pass, int end, const GqaShape& g, int c0, float (*kx)[8],
-                                          float (*vx)[8]) {
+                                          int per_pass, int end, const GqaShape& g, int c0, Row8<T>* kx,
+                                          Row8<T>* vx) {
 #pragma unroll
   for (int i = 0; i < PASSES; i++) {
     int j = first + i * per_pass;
     if (past_k && warp_row + i * per_pass < end && j < end) {
-      load8(past_k + (kv * g.past_buf + j) * g.head_size + c0, kx[i]);
-      load8(past_v + (kv * g.past_buf + j) * g.head_size + c0, vx[i]);
+      kx[i] = *(const Row8<T>*)(past_k + (kv * g.past_buf + j) * g.head_size + c0);
+      vx[i] = *(const Row8<T>*)(past_v + (kv * g.past_buf + j) * g.head_size + c0);
     } else {
-      for (int e = 0; e < 8; e++) kx[i][e] = vx[i][e] = 0.0f;
+      kx[i] = vx[i] = Row8<T>{};
     }
   }
 }
@@ -397,7 +406,8 @@ __device__ void decode(const T* past_k, const T* past_v, const T* q_in, const T*
   // a pass of the warp with rows in the present buffers (rows past them are neither stored nor seen: skipped)
   auto live = [&](int i) { return warp_row + i * per_pass < g.present_len; };
   const int64_t kv = (int64_t)b * g.kv_heads + kh;
-  float q[8], knew[8], vnew[8], kx[PASSES][8], vx[PASSES][8];
+  float q[8], knew[8];
+  Row8<T> kx[PASSES], vx[PASSES];
   // Where no kernel of this run writes the past, a single split loads its rows before waiting for the kernel
   // before, without the past length (rows at or past it are replaced below): an int4 layer 22.8 -> 20.8 us.
   const bool early = a.early && splits == 1;
@@ -412,30 +422,28 @@ __device__ void decode(const T* past_k, const T* past_v, const T* q_in, const T*
   // the new token's q, k and v channels (every thread: one copy of the code, L1 hits), then the rows
   rotated8(new_row(q_in, k_in, v_in, b, 0, qh, g), c0, cos_row, sin_row, g.rot_half, g.interleaved, q);
   rotated8(new_row(q_in, k_in, v_in, b, 0, g.heads + kh, g), c0, cos_row, sin_row, g.rot_half, g.interleaved, knew);
-  load8(new_row(q_in, k_in, v_in, b, 0, g.heads + g.kv_heads + kh, g) + c0, vnew);
+  const Row8<T> vnew = *(const Row8<T>*)(new_row(q_in, k_in, v_in, b, 0, g.heads + g.kv_heads + kh, g) + c0);
   if (!early)
     past_rows<T, PASSES>(past_k, past_v, kv, first, warp_row, per_pass, min(min(g.present_len, g.past_buf), p), g, c0,
                          kx, vx);
-  for (int e = 0; e < 8; e++) {
-    q[e] = rounded<T>(q[e]);
-    knew[e] = rounded<T>(knew[e]);
-  }
+  for (int e = 0; e < 8; e++) q[e] = rounded<T>(q[e]);
+  Row8<T> kround;
+  store8((T*)kround.w, knew);
 #pragma unroll
   for (int i = 0; i < PASSES; i++) {
     int j = first + i * per_pass;
-    if (live(i) && j >= p)  // the new token's row, then zeros
-      for (int e = 0; e < 8; e++) {
-        kx[i][e] = j == p ? knew[e] : 0.0f;
-        vx[i][e] = j == p ? vnew[e] : 0.0f;
-      }
+    if (live(i) && j >= p) {  // the new token's row, then zeros
+      kx[i] = j == p ? kround : Row8<T>{};
+      vx[i] = j == p ? vnew : Row8<T>{};
+    }
   }
   if (qh % group == 0)
 #pragma unroll
     for (int i = 0; i < PASSES; i++) {
       int j = first + i * per_pass;
       if (live(i) && j < g.present_len) {
-        store8(pk + (kv * g.present_len + j) * H + c0, kx[i]);
-        store8(pv + (kv * g.present_len + j) * H + c0, vx[i]);
+        *(Row8<T>*)(pk + (kv * g.present_len + j) * H + c0) = kx[i];
+        *(Row8<T>*)(pv + (kv * g.present_len + j) * H + c0) = vx[i];
       }
     }
   float s[PASSES], m = -INFINITY;
@@ -443,8 +451,9 @@ __device__ void decode(const T* past_k, const T* past_v, const T* q_in, const T*
   for (int i = 0; i < PASSES; i++) {
     s[i] = -INFINITY;
     if (!live(i)) continue;
-    float v = 0.0f;
-    for (int e = 0; e < 8; e++) v += q[e] * kx[i][e];
+    float v = 0.0f, k[8];
+    floats8(kx[i], k);
+    for (int e = 0; e < 8; e++) v += q[e] * k[e];
     for (int off = 1; off < lanes; off <<= 1) v += __shfl_xor_sync(0xffffffff, v, off);
     v *= a.scale;
     if (a.softcap > 0.0f) v = a.softcap * tanhf(v / a.softcap);
@@ -461,9 +470,10 @@ __device__ void decode(const T* past_k, const T* past_v, const T* q_in, const T*
 #pragma unroll
   for (int i = 0; i < PASSES; i++) {
     if (!live(i)) continue;  // e would be 0: adding nothing
-    float e = s[i] == -INFINITY ? 0.0f : expf(s[i] - m);
+    float e = s[i] == -INFINITY ? 0.0f : expf(s[i] - m), v[8];
+    floats8(vx[i], v);
     l += e;
-    for (int c = 0; c < 8; c++) acc[c] += e * vx[i][c];
+    for (int c = 0; c < 8; c++) acc[c] += e * v[c];
   }
   for (int off = lanes; off < 32; off <<= 1) {
     l += __shfl_xor_sync(0xffffffff, l, off);
