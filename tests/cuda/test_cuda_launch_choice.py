@@ -84,8 +84,9 @@ NBITS = {"MatMulNBits": "seamless_matmul_nbits4_x32", "MatMulNBitsSwiGLU": "seam
 def test_a_decode_step_normalises_inside_the_product(product, m):
     launches, (y, total) = run(product, m, 896, 1152)
     rows = 1 if product.startswith("MatMulNBits") else m  # a block's rows: one (a grid row each), or all
-    # products.cu's Linear also stages its weights there: 8 warps, 16 bytes a lane a matrix (split 4: one pass)
-    staged = 0 if product.startswith("MatMulNBits") else 8 * 512 * (2 if product == "MatMulSwiGLU" else 1)
+    # products.cu's Linear also stages its weights there: 8 warps, 16 bytes a lane a matrix and pass over k
+    # (256 k a pass: a normed product of 1152 columns is split 1, each warp takes all 4 passes)
+    staged = 0 if product.startswith("MatMulNBits") else 8 * 512 * 4 * (2 if product == "MatMulSwiGLU" else 1)
     assert [(name, kw) for name, _, kw in launches] == [(NBITS[product] + "_norm_f16",
                                                          {"shared": 896 * 2 * rows + staged})]
     assert y.shape == (1, m, 1152) and total.shape == (1, m, 896)  # the residual sum, written by the kernel

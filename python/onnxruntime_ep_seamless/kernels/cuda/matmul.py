@@ -93,7 +93,10 @@ def _linear(rt, stream, a, w, y, m, n, k, bias=None, swiglu=False, norm=None):
     (contrib.RowNorm) the kernel normalises a's rows itself, where the norm fits; else False."""
     if not (0 < m <= SMALL_ROWS and n < WIDE and k % 8 == 0 and k and a.ptr % 16 == 0 and w.ptr % 16 == 0):
         return False
-    split = column_split(n, -(-k // 256), 4096)  # a warp's one pass takes 256 k
+    # a warp's one pass takes 256 k; with a norm every block normalises the rows again, so warps only
+    # split columns up to ~1024 (8 an SM): a float16 decode layer's q|k|v 1152 x 896 at split 1 rather than
+    # 4: 21.07 -> 20.31 us a layer on the H200 (docs/benchmarks/gpu.md, eleventh session)
+    split = column_split(n, -(-k // 256), 1024 if norm is not None else 4096)
     if norm is not None and not norm.fits(k, -(-n // (8 // split))):
         return False
     name = f"seamless_linear{'_swiglu' if swiglu else ''}{'_norm' if norm else ''}_{SUFFIX[a.dtype]}"
