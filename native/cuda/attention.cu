@@ -377,28 +377,30 @@ __device__ __forceinline__ void floats8(const Row8<T>& r, float* x) { load8((con
 // whose rows all lie past `end` for the whole warp (its first row warp_row + i * per_pass) skips its loads.
 template <typename T, int PASSES>
 __device__ __forceinline__ void past_rows(const T* past_k, const T* past_v, int64_t kv, int first, int warp_row,
-                                          int per_pass, int end, const GqaShape& g, int c0, Row8<T>* kx,
+                                          int per_pass, int end, const GqaShape& g, int H, int c0, Row8<T>* kx,
                                           Row8<T>* vx) {
 #pragma unroll
   for (int i = 0; i < PASSES; i++) {
     int j = first + i * per_pass;
     if (past_k && warp_row + i * per_pass < end && j < end) {
-      kx[i] = *(const Row8<T>*)(past_k + (kv * g.past_buf + j) * g.head_size + c0);
-      vx[i] = *(const Row8<T>*)(past_v + (kv * g.past_buf + j) * g.head_size + c0);
+      kx[i] = *(const Row8<T>*)(past_k + (kv * g.past_buf + j) * H + c0);
+      vx[i] = *(const Row8<T>*)(past_v + (kv * g.past_buf + j) * H + c0);
     } else {
       kx[i] = vx[i] = Row8<T>{};
     }
   }
 }
 
-template <typename T, int PASSES>
+// HS: the head size where known at compile time (the common 64 and 128: indexing and the lane reductions fold to
+// constants), else 0 and g.head_size.
+template <typename T, int PASSES, int HS>
 __device__ void decode(const T* past_k, const T* past_v, const T* q_in, const T* k_in, const T* v_in, const T* cos,
                        const T* sin, const int32_t* seqlens, const float* sink, T* pk, T* pv, T* out, float* partial,
                        unsigned* counters, GqaShape g, AttendParams a) {
   constexpr int warps = DECODE_THREADS / 32;
   __shared__ float wmax[warps], wsum[warps], wacc[warps * 256], own[2 + 256];
   __shared__ bool last;
-  const int H = g.head_size, lanes = H / 8, per_pass = DECODE_THREADS / lanes, group = g.heads / g.kv_heads;
+  const int H = HS ? HS : g.head_size, lanes = H / 8, per_pass = DECODE_THREADS / lanes, group = g.heads / g.kv_heads;
   const int warp = threadIdx.x / 32, c0 = threadIdx.x % lanes * 8;
   const int bq = blockIdx.y, b = bq / g.heads, qh = bq % g.heads, kh = qh / group;
   const int split = blockIdx.x, splits = gridDim.x, first = split * per_pass * PASSES + threadIdx.x / lanes;
@@ -412,7 +414,7 @@ __device__ void decode(const T* past_k, const T* past_v, const T* q_in, const T*
   // before, without the past length (rows at or past it are replaced below): an int4 layer 22.8 -> 20.8 us.
   const bool early = a.early && splits == 1;
   if (early)
-    past_rows<T, PASSES>(past_k, past_v, kv, first, warp_row, per_pass, min(g.present_len, g.past_buf), g, c0, kx, vx);
+    past_rows<T, PASSES>(past_k, past_v, kv, first, warp_row, per_pass, min(g.present_len, g.past_buf), g, H, c0, kx, vx);
   wait_for_previous();
   const int p = past_len(seqlens, b, g);
   const auto [t, limit, lo] = visible(seqlens, b, 0, g, a);
@@ -424,7 +426,7 @@ __device__ void decode(const T* past_k, const T* past_v, const T* q_in, const T*
   rotated8(new_row(q_in, k_in, v_in, b, 0, g.heads + kh, g), c0, cos_row, sin_row, g.rot_half, g.interleaved, knew);
   const Row8<T> vnew = *(const Row8<T>*)(new_row(q_in, k_in, v_in, b, 0, g.heads + g.kv_heads + kh, g) + c0);
   if (!early)
-    past_rows<T, PASSES>(past_k, past_v, kv, first, warp_row, per_pass, min(min(g.present_len, g.past_buf), p), g, c0,
+    past_rows<T, PASSES>(past_k, past_v, kv, first, warp_row, per_pass, min(min(g.present_len, g.past_buf), p), g, H, c0,
                          kx, vx);
   for (int e = 0; e < 8; e++) q[e] = rounded<T>(q[e]);
   Row8<T> kround;
@@ -538,16 +540,19 @@ __device__ void decode(const T* past_k, const T* past_v, const T* q_in, const T*
   }
 }
 
-// gqa_decode with PASSES rows a lane group: kernels seamless_gqa_decode_p4_* and _p8_*
-#define GQA_DECODE(S, T, PASSES)                                                                             \
-  extern "C" __global__ void seamless_gqa_decode_p##PASSES##_##S(                                           \
+// gqa_decode with PASSES rows a lane group: kernels seamless_gqa_decode_p4_* and _p8_* (any head size), and
+// seamless_gqa_decode_p4_h64_*, ... for head sizes 64 and 128 of 16-bit types
+#define GQA_DECODE_KERNEL(S, T, PASSES, HNAME, HS)                                                           \
+  extern "C" __global__ void seamless_gqa_decode_p##PASSES##HNAME##_##S(                                     \
       const T* past_k, const T* past_v, const T* q, const T* k, const T* v, const T* cos, const T* sin,      \
       const int32_t* seqlens, const float* sink, T* pk, T* pv, T* out, float* partial, unsigned* counters,   \
       GqaShape g, AttendParams a) {                                                                         \
     let_next_launch();                                                                                      \
-    decode<T, PASSES>(past_k, past_v, q, k, v, cos, sin, seqlens, sink, pk, pv, out, partial, counters, g,  \
-                      a);                                                                                   \
+    decode<T, PASSES, HS>(past_k, past_v, q, k, v, cos, sin, seqlens, sink, pk, pv, out, partial, counters, \
+                          g, a);                                                                            \
   }
+#define GQA_DECODE(S, T, PASSES) GQA_DECODE_KERNEL(S, T, PASSES, , 0)
+#define GQA_DECODE_H(S, T, HS) GQA_DECODE_KERNEL(S, T, 4, _h##HS, HS) GQA_DECODE_KERNEL(S, T, 8, _h##HS, HS)
 #define GQA(S, T)                                                                                              \
   extern "C" __global__ void seamless_gqa_prepare_##S(const T* past_k, const T* past_v, const T* q, const T* k,       \
                                                       const T* v, const T* cos, const T* sin, const int32_t* seqlens,   \
@@ -560,6 +565,8 @@ __device__ void decode(const T* past_k, const T* past_v, const T* q_in, const T*
   }                                                                                                                     \
   GQA_DECODE(S, T, 4) GQA_DECODE(S, T, 8)
 FOR_FLOATS(GQA)
+GQA_DECODE_H(f16, __half, 64) GQA_DECODE_H(f16, __half, 128)
+GQA_DECODE_H(bf16, __nv_bfloat16, 64) GQA_DECODE_H(bf16, __nv_bfloat16, 128)
 
 // RotaryEmbedding (com.microsoft): x viewed as [B, S, N, H] (or [B, N, S, H] when bnsh), token (b, s)
 // at position pos[b * S + s] (pos[0] + s when one position is given, b * S + s when none); cos/sin rows of width

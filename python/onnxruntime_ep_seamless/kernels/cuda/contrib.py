@@ -18,6 +18,7 @@ from .rows import norm_check
 MAX_SHARED = 48 * 1024  # default dynamic shared memory per block
 ATTEND_THREADS = 256    # runtime/cuda.py launch_rows
 DECODE_THREADS = 256    # native/cuda/attention.cu gqa_decode: a present row to each head_size / 8 of them
+DECODE_HEAD_SIZES = (64, 128)  # gqa_decode compiled for these (16-bit types): an int4 layer 17.6 -> 16.9 us (H200)
 ATTEND_TILE = 32        # native/cuda/attention.cu attend_tiles: query tokens a block
 
 
@@ -103,7 +104,8 @@ def group_query_attention(rt, stream, query, key=None, value=None, past_key=None
         splits = -(-present_len // _decode_rows(passes, h))
         partial = rt.alloc((b * num_heads * splits * (h + 2),), np.float32)
         scratch.append(partial)
-        rt.launch_rows(f"seamless_gqa_decode_p{passes}_{suffix}", (splits, b * num_heads), stream, *past, *qkv,
+        known = f"_h{h}" if h in DECODE_HEAD_SIZES and suffix in ("f16", "bf16") else ""  # compiled for that size
+        rt.launch_rows(f"seamless_gqa_decode_p{passes}{known}_{suffix}", (splits, b * num_heads), stream, *past, *qkv,
                        ("ptr", sink.ptr if sink else 0), ("ptr", pk.ptr), ("ptr", pv.ptr), ("ptr", out.ptr),
                        ("ptr", partial.ptr), ("ptr", rt.counters(b * num_heads, stream).ptr), ("bytes", shape),
                        ("bytes", params), threads=DECODE_THREADS)
