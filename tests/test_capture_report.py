@@ -117,6 +117,18 @@ def test_builder_decoder_growing_work_is_attention_and_the_mask_sum():
     assert "one graph per capacity serves every KV length" in render(parts, declined)
 
 
+@pytest.mark.parametrize("precision,projection", [("int4", "MatMulNBits"), ("fp16", "Linear")])
+def test_builder_decoder_attention_knows_what_reads_it(precision, projection):
+    # registry PLAN_FACTS "_readers": the decode attention's launch order depends on it (kernels/cuda/contrib.py)
+    path = material.genai_small_dir(precision, "cuda") / "model.onnx"
+    if not path.exists():
+        pytest.skip(f"{path} not prepared (python tests/material.py)")
+    import onnx
+    parts, _ = analyse(import_model(onnx.load(str(path))))
+    readers = {s.readers for s in parts[0].steps if s.node.op_type == "GroupQueryAttention"}
+    assert readers == {(projection,)}
+
+
 def gqa_decoder(mask_rule=("ReduceSum", {}), extra=()):
     """A one-layer GroupQueryAttention step as the builder writes it: seqlens_k from the mask's sum,
     total_sequence_length from its shape."""

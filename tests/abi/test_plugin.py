@@ -113,7 +113,7 @@ def test_kernel_exception_names_ep_and_node(monkeypatch):
     def boom(x):
         raise ValueError("injected failure")
     original = registry._REGISTRY[("cpu", "", "Neg")]
-    fake = registry.KernelDef("Neg", "", 1, registry.OPSET_MAX, boom, None, 0, None, frozenset(), False, "cpu")
+    fake = registry.KernelDef("Neg", "", 1, registry.OPSET_MAX, boom, None, 0, None, frozenset(), frozenset(), "cpu")
     monkeypatch.setitem(registry._REGISTRY, ("cpu", "", "Neg"), [fake] + original)
     node = helper.make_node("Neg", ["x"], ["y"], name="my_neg")
     graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", 1, [2])],

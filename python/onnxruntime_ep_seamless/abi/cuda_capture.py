@@ -27,6 +27,7 @@ class Step:
     on_gpu: bool
     seam: str    # why the host must wait for the GPU before this step; "" when it need not
     grows: bool  # a shape of the step depends on a growing symbol (the KV length)
+    readers: tuple = ()  # the op types of the steps that read its first output
 
 
 KV_NAME = re.compile(r"past|present", re.IGNORECASE)
@@ -74,6 +75,9 @@ def place(graph, input_names, output_names) -> list[Step]:
             on_host.update(n for n in node.outputs if n)
         grows = bool(growing) and any(_grows(graph.value(n).shape, growing) for n in node.inputs + node.outputs if n)
         steps.append(Step(node, kdef, on_gpu, seam, grows))
+    for step in steps:
+        first = step.node.outputs[0] if step.node.outputs else ""
+        step.readers = tuple(s.node.op_type for s in steps if first and first in s.node.inputs)
     return steps
 
 

@@ -75,7 +75,7 @@ class CudaKernel:
         self.log_capture = ep.options.get("log_capture")
         if self.log_capture:
             ep.log(LOG_WARNING, capture_summary(placed, f"{ep.name} fused node {self.name!r}", self.padding, why_not))
-        self.steps = [(s.node, s.kdef.build(s.node), s.on_gpu, frozenset(s.kdef.host_inputs)) for s in placed]
+        self.steps = [(s.node, s.kdef.build(s.node, s.readers), s.on_gpu, frozenset(s.kdef.host_inputs)) for s in placed]
         self.out_dtypes = [graph.value(n).dtype for n in output_names]
         self._tls = threading.local()
         # capture=auto: a node without seams is captured whole, per binding of its input shapes

@@ -39,19 +39,25 @@ class KernelDef:
     type_input: int
     check: Callable | None       # check(node, graph) -> reason string or None
     attr_names: frozenset
-    wants_num_outputs: bool
+    facts: frozenset             # keyword-only parameters named in PLAN_FACTS: what the planner binds besides attributes
     device: str = "cpu"
     host_inputs: tuple = ()      # CUDA: inputs the kernel reads on the host (shapes, axes, sizes, k…)
     capture: str = "static"      # CUDA: "static" (launches fixed by the shapes), "device-indexed" (reads
                                  # lengths/positions from GPU memory), "host" (computes on the host: CPU
                                  # kernels, and kernels/cuda/host.py's data-dependent ops)
 
-    def build(self, node: Node) -> Callable:
-        """The callable the plan invokes: fn with the node's attributes bound."""
+    def build(self, node: Node, readers: tuple = ()) -> Callable:
+        """The callable the plan invokes: fn with the node's attributes bound, and the facts it asks for.
+        readers: the op types that read the node's first output (where the planner knows them)."""
         kwargs = {k: v for k, v in node.attrs.items() if k in self.attr_names}
-        if self.wants_num_outputs:
-            kwargs["_num_outputs"] = len(node.outputs)
+        facts = {"_num_outputs": len(node.outputs), "_readers": tuple(readers)}
+        kwargs.update((k, facts[k]) for k in self.facts)
         return functools.partial(self.fn, **kwargs) if kwargs else self.fn
+
+
+# what a kernel may ask the planner for by a keyword-only parameter of that name: the node's number of outputs,
+# the op types reading its first output (a launch-order hint: kernels/cuda/contrib.py's decode attention)
+PLAN_FACTS = frozenset({"_num_outputs", "_readers"})
 
 
 _REGISTRY: dict[tuple[str, str, str], list[KernelDef]] = {}  # (device, domain, op_type) -> kernels
@@ -66,9 +72,9 @@ def kernel(op_type: str, *, domain: str = "", since: int = 1, until: int = OPSET
     def register(fn):
         params = inspect.signature(fn).parameters.values()
         attr_names = frozenset(p.name for p in params if p.kind is p.KEYWORD_ONLY and not p.name.startswith("_"))
-        wants = any(p.name == "_num_outputs" for p in params)
+        facts = frozenset(p.name for p in params if p.name in PLAN_FACTS)
         _REGISTRY.setdefault((device, domain, op_type), []).append(
-            KernelDef(op_type, domain, since, until, fn, types, type_input, check, attr_names, wants, device,
+            KernelDef(op_type, domain, since, until, fn, types, type_input, check, attr_names, facts, device,
                       tuple(host_inputs), capture or ("host" if device == "cpu" else "static")))
         return fn
     return register

@@ -54,7 +54,8 @@ def group_query_attention(rt, stream, query, key=None, value=None, past_key=None
                           k_norm_weight=None, query_seqlens=None, *, num_heads, kv_num_heads, scale=0.0,
                           softcap=0.0, local_window_size=-1, do_rotary=0, rotary_interleaved=0, smooth_softmax=-1,
                           qk_output=0, causal=1, sliding_window_cache=0, kv_cache_bit_width=0, k_quant_type="NONE",
-                          v_quant_type="NONE", qk_norm_epsilon=1e-6, q_norm_epsilon=1e-6, k_norm_epsilon=1e-6):
+                          v_quant_type="NONE", qk_norm_epsilon=1e-6, q_norm_epsilon=1e-6, k_norm_epsilon=1e-6,
+                          _readers=()):
     b, s = query.shape[:2]
     if seqlens_k.shape != (b,):
         raise ValueError(f"seqlens_k of shape {seqlens_k.shape}; expected ({b},)")
@@ -94,8 +95,11 @@ def group_query_attention(rt, stream, query, key=None, value=None, past_key=None
     sm_scale = float(scale) if scale != 0.0 else 1.0 / float(np.sqrt(np.float32(h)))
     # the past read before waiting for the kernel before where no launch of this run writes it (DeviceTensor.settled)
     early = past_key is not None and past_key.settled and past_value is not None and past_value.settled
-    params = struct.pack("<ffiiii", sm_scale, float(softcap), int(local_window_size), int(causal), int(sink is not None),
-                         int(early))
+    # a decode step lets the next kernel launch once its blocks have their inputs where that kernel is a quantized
+    # projection (its few weights need little time to stream into L2 ahead), else at once (attention.cu decode)
+    late_launch = bool(_readers) and all(op == "MatMulNBits" for op in _readers)
+    params = struct.pack("<ffiiiii", sm_scale, float(softcap), int(local_window_size), int(causal), int(sink is not None),
+                         int(early), int(late_launch))
     qkv = [("ptr", query.ptr), ("ptr", key.ptr if key is not None else 0), ("ptr", value.ptr if value is not None else 0),
            ("ptr", cos_cache.ptr if do_rotary else 0), ("ptr", sin_cache.ptr if do_rotary else 0), ("ptr", seqlens_k.ptr)]
     past = [("ptr", past_key.ptr if past_key is not None else 0), ("ptr", past_value.ptr if past_value is not None else 0)]
