@@ -366,6 +366,7 @@ static OrtStatus* seamless_get_outputs(OrtKernelContext* ctx, size_t n, const in
   for (size_t i = 0; i < n; i++) {
     OrtValue* v = NULL;
     data[i] = NULL;
+    if (ranks[i] < 0) continue;  /* not asked for this time (ORT keeps an output it made: asking again returns it) */
     TRY(ORT(KernelContext_GetOutput)(ctx, i, dims + i * max_rank, (size_t)ranks[i], &v));
     if (v) TRY(ORT(GetTensorMutableData)(v, &data[i]));
   }

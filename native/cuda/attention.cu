@@ -158,6 +158,7 @@ struct AttendParams {
   int32_t local_window, causal, smooth;
   int32_t early;  // gqa_decode: no kernel of this run writes the past (the host knows): read it before waiting
   int32_t late_launch;  // gqa_decode: the next kernel launches once a block has its inputs, not at its start
+  int32_t in_place;     // gqa_decode: the present buffers are the past's: only the new token's row is written
 };
 
 // The keys new token i of batch b sees: [lo, limit), and none from t (the tokens there are) on.
@@ -449,7 +450,7 @@ __device__ void decode(const T* past_k, const T* past_v, const T* q_in, const T*
 #pragma unroll
     for (int i = 0; i < PASSES; i++) {
       int j = first + i * per_pass;
-      if (live(i) && j < g.present_len) {
+      if (live(i) && j < g.present_len && (!a.in_place || j == p)) {
         *(Row8<T>*)(pk + (kv * g.present_len + j) * H + c0) = kx[i];
         *(Row8<T>*)(pv + (kv * g.present_len + j) * H + c0) = vx[i];
       }

@@ -164,6 +164,53 @@ def test_builder_decode_with_shared_kv_buffers(precision):
             np.testing.assert_array_equal(a, b, err_msg=f"step {step}")
 
 
+@pytest.mark.parametrize("precision", ["fp16", "int4"])
+def test_shared_kv_buffers_are_written_in_place(precision):
+    """Each present bound to its past's own buffer (the shared-KV loop, no capture): a decode step writes only
+    its new row there, so rows past it keep what they held; its logits and rows are those of the same loop
+    with each present bound to a buffer of its own (written whole, the past it read left as it was)."""
+    path = material.genai_small_dir(precision, "cuda") / "model.onnx"
+    if not path.exists():
+        pytest.skip(f"{path} not prepared (python tests/material.py)")
+    max_len, prompt, held = 40, np.random.default_rng(0).integers(0, 1000, 8), 3.0
+    sess = session(str(path), False)
+    shapes = {i.name: (1, i.shape[1], max_len, i.shape[3]) for i in sess.get_inputs() if i.name.startswith("past_")}
+    kv_type = {"tensor(float16)": np.float16, "tensor(float)": np.float32}[sess.get_inputs()[-1].type]
+    logits_type = {"tensor(float16)": np.float16, "tensor(float)": np.float32}[sess.get_outputs()[0].type]
+    vocab = sess.get_outputs()[0].shape[-1]
+    shared = {n: on_gpu(np.zeros(shape, kv_type)) for n, shape in shapes.items()}
+    logits = on_gpu(np.zeros((1, len(prompt), vocab), logits_type))
+    sess.run_with_iobinding(shared_kv_binding(sess, shared, on_gpu(prompt.reshape(1, -1).astype(np.int64)),
+                                              on_gpu(np.ones((1, len(prompt)), np.int64)), logits))
+    for value in shared.values():  # the rows no token has yet: a value the kernels never write
+        rows = value.numpy()
+        rows[:, :, len(prompt):] = held
+        value.update_inplace(rows)
+    own = {n: on_gpu(v.numpy()) for n, v in shared.items()}
+    token = int(np.argmax(logits.numpy()[0, -1]))
+    for step in range(12):
+        total = len(prompt) + step + 1
+        ids, mask = on_gpu(np.array([[token]], np.int64)), on_gpu((np.arange(max_len) < total).astype(np.int64)[None])
+        logits = on_gpu(np.zeros((1, 1, vocab), logits_type))
+        sess.run_with_iobinding(shared_kv_binding(sess, shared, ids, mask, logits))
+        binding, presents = sess.io_binding(), {n: on_gpu(np.zeros(shape, kv_type)) for n, shape in shapes.items()}
+        own_logits, pasts = on_gpu(np.zeros((1, 1, vocab), logits_type)), {n: v.numpy() for n, v in own.items()}
+        binding.bind_ortvalue_input("input_ids", ids)
+        binding.bind_ortvalue_input("attention_mask", mask)
+        binding.bind_ortvalue_output("logits", own_logits)
+        for name in shapes:
+            binding.bind_ortvalue_input(name, own[name])
+            binding.bind_ortvalue_output(name.replace("past_key_values", "present"), presents[name])
+        sess.run_with_iobinding(binding)
+        np.testing.assert_array_equal(logits.numpy(), own_logits.numpy(), err_msg=f"step {step}")
+        for name in shapes:
+            in_place, whole = shared[name].numpy(), presents[name].numpy()
+            np.testing.assert_array_equal(in_place[:, :, :total], whole[:, :, :total], err_msg=f"{name}, step {step}")
+            assert (in_place[:, :, total:] == held).all() and not whole[:, :, total:].any(), (name, step)
+            np.testing.assert_array_equal(own[name].numpy(), pasts[name])  # the past it read, untouched
+        own, token = presents, int(np.argmax(logits.numpy()[0, -1]))
+
+
 @pytest.mark.parametrize("mode", ["graph", "growing", "growing-device"])
 @pytest.mark.parametrize("precision", ["fp16", "int4"])
 def test_bench_token_on_the_device_is_the_hosts_argmax(precision, mode):

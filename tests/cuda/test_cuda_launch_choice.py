@@ -153,9 +153,10 @@ def test_products_of_65536_columns_and_more_go_to_cublas():
     assert [name for name, _, _ in rt.launches] == ["gemm", "seamless_linear_f16"]
 
 
-def gqa(s, heads, kv_heads, head_size, past, seqlens, settled=False, recorder=None, readers=()):
+def gqa(s, heads, kv_heads, head_size, past, seqlens, settled=False, recorder=None, readers=(), present=None):
     """group_query_attention of s new tokens (packed q|k|v, rotary) on a KV buffer of `past` rows (settled: a
-    run's input; readers: the ops reading its output): its launches (name, grid, keyword arguments)."""
+    run's input; readers: the ops reading its output; present(kv): the (key, value) buffers ORT holds for its
+    present outputs, given the past's): its launches (name, grid, keyword arguments)."""
     rt, b = recorder or Recorder(), len(seqlens)
     ints = lambda v: DeviceTensor(1, np.shape(v), np.dtype(np.int32), np.asarray(v, np.int32))
     query = rt.alloc((b, s, (heads + 2 * kv_heads) * head_size), F16)
@@ -163,8 +164,12 @@ def gqa(s, heads, kv_heads, head_size, past, seqlens, settled=False, recorder=No
     for t in kv:
         t.settled = settled
     cos, sin = rt.constant((32768, head_size // 2)), rt.constant((32768, head_size // 2))
+    buffers = present(kv) if present else None
     out, pk, pv = group_query_attention(rt, None, query, None, None, *kv, ints(seqlens), ints(max(seqlens) + 1), cos,
-                                        sin, num_heads=heads, kv_num_heads=kv_heads, do_rotary=1, _readers=readers)
+                                        sin, num_heads=heads, kv_num_heads=kv_heads, do_rotary=1, _readers=readers,
+                                        _output_buffer=buffers and (lambda i, shape, dtype: buffers[i - 1]))
+    if buffers:
+        assert (pk, pv) == buffers  # written where ORT holds them: nothing copied after the run
     assert out.shape == (b, s, heads * head_size) and pk.shape == pv.shape == (b, kv_heads, max(past, s), head_size)
     return rt.launches
 
@@ -191,7 +196,16 @@ def test_a_decode_step_reads_a_settled_past_before_waiting_for_the_kernel_before
     rt = Recorder()
     gqa(1, 14, 2, 64, 145, [100], settled=settled, recorder=rt)
     kind, params = rt.args[-1][-1]
-    assert kind == "bytes" and struct.unpack("<ffiiiii", params)[5] == int(settled)
+    assert kind == "bytes" and struct.unpack("<ffiiiiii", params)[5] == int(settled)
+
+
+@pytest.mark.parametrize("shared", [True, False])
+def test_a_decode_step_writes_only_its_new_row_where_the_present_is_the_pasts_buffer(shared):
+    # AttendParams.in_place: the caller bound past and present to one buffer (else the whole present is written)
+    rt = Recorder()
+    other = lambda kv: tuple(rt.alloc(t.shape, t.dtype) for t in kv)
+    gqa(1, 14, 2, 64, 145, [100], recorder=rt, present=(lambda kv: tuple(kv)) if shared else other)
+    assert struct.unpack("<ffiiiiii", rt.args[-1][-1][1])[7] == int(shared)
 
 
 @pytest.mark.parametrize("readers,late", [(("MatMulNBits",), 1), (("MatMul",), 0), (("MatMulNBits", "Add"), 0), ((), 0)])
@@ -199,7 +213,7 @@ def test_a_decode_step_lets_a_quantized_projection_launch_once_it_has_its_inputs
     # AttendParams.late_launch: the next kernel's few weights need little time in L2 ahead of its wait
     rt = Recorder()
     gqa(1, 14, 2, 64, 145, [100], recorder=rt, readers=readers)
-    assert struct.unpack("<ffiiiii", rt.args[-1][-1][1])[6] == late
+    assert struct.unpack("<ffiiiiii", rt.args[-1][-1][1])[6] == late
 
 
 def test_a_run_with_settled_inputs_starts_with_a_launch_that_waits_for_all_work_before_it():

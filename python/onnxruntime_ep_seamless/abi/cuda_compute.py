@@ -9,6 +9,7 @@ inputs and outputs by a table rewritten per run.
 """
 from __future__ import annotations
 
+import functools
 import threading
 from collections import Counter, OrderedDict
 from dataclasses import dataclass
@@ -75,7 +76,10 @@ class CudaKernel:
         self.log_capture = ep.options.get("log_capture")
         if self.log_capture:
             ep.log(LOG_WARNING, capture_summary(placed, f"{ep.name} fused node {self.name!r}", self.padding, why_not))
-        self.steps = [(s.node, s.kdef.build(s.node, s.readers), s.on_gpu, frozenset(s.kdef.host_inputs)) for s in placed]
+        position = {name: j for j, name in enumerate(output_names)}
+        self.steps = [(s.node, s.kdef.build(s.node, s.readers, functools.partial(
+                           self._output_buffer, [position.get(n) for n in s.node.outputs])),
+                       s.on_gpu, frozenset(s.kdef.host_inputs)) for s in placed]
         self.out_dtypes = [graph.value(n).dtype for n in output_names]
         self._tls = threading.local()
         # capture=auto: a node without seams is captured whole, per binding of its input shapes
@@ -137,13 +141,34 @@ class CudaKernel:
                         self._warn(f"{self.ep_name} fused node {self.name!r}: capture=auto could not capture inputs "
                                    f"of shapes {[t.shape for t in inputs.values()]}, which run eagerly from now on: {e}")
         inputs = inputs or self._inputs(b)
-        scratch = []
+        scratch, ort_outputs = [], []
+        self._tls.run = (ctx, b, ort_outputs)  # kernels may write outputs into ORT's tensors (_output_buffer)
         try:
             results = self._run(dict(self.constants, **inputs), stream, scratch)
             self._write_outputs(ctx, b, results, stream)
         finally:
+            self._tls.run = None
             # back to the cache: later work on this stream is ordered after this run's kernels
-            _release(self.rt, scratch, list(inputs.values()), self.constants)
+            _release(self.rt, scratch, list(inputs.values()) + ort_outputs, self.constants)
+
+    def _output_buffer(self, positions: list, i: int, shape: tuple, dtype) -> DeviceTensor | None:
+        """ORT's tensor for output i of a node (positions: each output's index among the partition's
+        outputs, or None), asked of ORT now with that shape, where the node's output is one of the
+        partition's and this run writes ORT's outputs itself (not a captured segment's staging); else None."""
+        run = getattr(self._tls, "run", None)
+        j = positions[i] if i < len(positions) else None
+        if run is None or j is None or not all(shape):
+            return None
+        ctx, b, ort_outputs = run
+        for k in range(j):
+            b.out_ranks[k] = -1  # only output j is asked for
+        b.out_ranks[j] = len(shape)
+        b.out_dims[j * MAX_RANK:j * MAX_RANK + len(shape)] = shape
+        self.native.check(self.native.lib.seamless_get_outputs(ctx, j + 1, b.out_ranks, b.out_dims, MAX_RANK,
+                                                               b.out_data))
+        t = DeviceTensor(int(b.np_out_data[j]), tuple(shape), np.dtype(dtype))
+        ort_outputs.append(t)
+        return t
 
     def _inputs(self, b) -> dict[str, DeviceTensor]:
         inputs = {}
@@ -210,10 +235,11 @@ class CudaKernel:
             b.out_dims[i * MAX_RANK:i * MAX_RANK + len(t.shape)] = t.shape
         self.native.check(self.native.lib.seamless_get_outputs(ctx, len(results), b.out_ranks, b.out_dims, MAX_RANK,
                                                                b.out_data))
-        small = [i for i, t in enumerate(results) if t.nbytes < STAGE_LIMIT]
-        for i, t in enumerate(results):
-            if t.nbytes >= STAGE_LIMIT:
-                self.rt.copy(int(b.np_out_data[i]), t.ptr, t.nbytes, stream)
+        copied = [i for i, t in enumerate(results) if t.ptr != int(b.np_out_data[i])]  # not already in ORT's tensor
+        small = [i for i in copied if results[i].nbytes < STAGE_LIMIT]
+        for i in copied:
+            if results[i].nbytes >= STAGE_LIMIT:
+                self.rt.copy(int(b.np_out_data[i]), results[i].ptr, results[i].nbytes, stream)
         if small:
             table = np.zeros((len(small), STAGE_ENTRY), np.int64)
             table[:, 0] = [results[i].ptr for i in small]

@@ -46,18 +46,21 @@ class KernelDef:
                                  # lengths/positions from GPU memory), "host" (computes on the host: CPU
                                  # kernels, and kernels/cuda/host.py's data-dependent ops)
 
-    def build(self, node: Node, readers: tuple = ()) -> Callable:
+    def build(self, node: Node, readers: tuple = (), output_buffer: Callable | None = None) -> Callable:
         """The callable the plan invokes: fn with the node's attributes bound, and the facts it asks for.
-        readers: the op types that read the node's first output (where the planner knows them)."""
+        readers: the op types that read the node's first output; output_buffer(i, shape, dtype): where the
+        run's caller wants the node's output i, or None (where the planner knows them)."""
         kwargs = {k: v for k, v in node.attrs.items() if k in self.attr_names}
-        facts = {"_num_outputs": len(node.outputs), "_readers": tuple(readers)}
+        facts = {"_num_outputs": len(node.outputs), "_readers": tuple(readers), "_output_buffer": output_buffer}
         kwargs.update((k, facts[k]) for k in self.facts)
         return functools.partial(self.fn, **kwargs) if kwargs else self.fn
 
 
 # what a kernel may ask the planner for by a keyword-only parameter of that name: the node's number of outputs,
-# the op types reading its first output (a launch-order hint: kernels/cuda/contrib.py's decode attention)
-PLAN_FACTS = frozenset({"_num_outputs", "_readers"})
+# the op types reading its first output (a launch-order hint), a function giving the buffer ORT holds for an
+# output of the node (kernels/cuda/contrib.py's GroupQueryAttention writes its present KV there, in place where
+# that is the past's buffer)
+PLAN_FACTS = frozenset({"_num_outputs", "_readers", "_output_buffer"})
 
 
 _REGISTRY: dict[tuple[str, str, str], list[KernelDef]] = {}  # (device, domain, op_type) -> kernels

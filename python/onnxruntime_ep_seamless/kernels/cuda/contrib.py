@@ -55,7 +55,7 @@ def group_query_attention(rt, stream, query, key=None, value=None, past_key=None
                           softcap=0.0, local_window_size=-1, do_rotary=0, rotary_interleaved=0, smooth_softmax=-1,
                           qk_output=0, causal=1, sliding_window_cache=0, kv_cache_bit_width=0, k_quant_type="NONE",
                           v_quant_type="NONE", qk_norm_epsilon=1e-6, q_norm_epsilon=1e-6, k_norm_epsilon=1e-6,
-                          _readers=()):
+                          _readers=(), _output_buffer=None):
     b, s = query.shape[:2]
     if seqlens_k.shape != (b,):
         raise ValueError(f"seqlens_k of shape {seqlens_k.shape}; expected ({b},)")
@@ -76,8 +76,11 @@ def group_query_attention(rt, stream, query, key=None, value=None, past_key=None
                          f"token has no such limit where the head size is 8, 16, 32, 64, 128 or 256, nor a float16 or "
                          f"bfloat16 prompt of head size 64 or 128 without softcap, local window or sink)")
     dtype = query.dtype
-    pk = rt.alloc((b, kv_num_heads, present_len, h), dtype)
-    pv = rt.alloc((b, kv_num_heads, present_len, h), dtype)
+    kv_shape = (b, kv_num_heads, present_len, h)
+    # the present KV straight into ORT's outputs where the caller takes them (no copy after the run)
+    pk, pv = ((_output_buffer and _output_buffer(i, kv_shape, dtype)) or rt.alloc(kv_shape, dtype) for i in (1, 2))
+    # ... and where those are the past's own buffers (bound as one by the caller), a decode step writes only its new row
+    in_place = past_key is not None and past_key.shape == kv_shape and (pk.ptr, pv.ptr) == (past_key.ptr, past_value.ptr)
     out = rt.alloc((b, s, num_heads * h), dtype)
     sink = None
     if smooth:
@@ -98,8 +101,8 @@ def group_query_attention(rt, stream, query, key=None, value=None, past_key=None
     # a decode step lets the next kernel launch once its blocks have their inputs where that kernel is a quantized
     # projection (its few weights need little time to stream into L2 ahead), else at once (attention.cu decode)
     late_launch = bool(_readers) and all(op == "MatMulNBits" for op in _readers)
-    params = struct.pack("<ffiiiii", sm_scale, float(softcap), int(local_window_size), int(causal), int(sink is not None),
-                         int(early), int(late_launch))
+    params = struct.pack("<ffiiiiii", sm_scale, float(softcap), int(local_window_size), int(causal),
+                         int(sink is not None), int(early), int(late_launch), int(in_place))
     qkv = [("ptr", query.ptr), ("ptr", key.ptr if key is not None else 0), ("ptr", value.ptr if value is not None else 0),
            ("ptr", cos_cache.ptr if do_rotary else 0), ("ptr", sin_cache.ptr if do_rotary else 0), ("ptr", seqlens_k.ptr)]
     past = [("ptr", past_key.ptr if past_key is not None else 0), ("ptr", past_value.ptr if past_value is not None else 0)]
