@@ -169,12 +169,13 @@ def test_shared_kv_buffers_are_written_in_place(precision):
     """Each present bound to its past's own buffer (the shared-KV loop, no capture): a decode step writes only
     its new row there, so rows past it keep what they held; its logits and rows are those of the same loop
     with each present bound to a buffer of its own (written whole, the past it read left as it was)."""
+    from models.test_llm_decoders import HEAD_SIZE
     path = material.genai_small_dir(precision, "cuda") / "model.onnx"
     if not path.exists():
         pytest.skip(f"{path} not prepared (python tests/material.py)")
     max_len, prompt, held = 40, np.random.default_rng(0).integers(0, 1000, 8), 3.0
     sess = session(str(path), False)
-    shapes = {i.name: (1, i.shape[1], max_len, i.shape[3]) for i in sess.get_inputs() if i.name.startswith("past_")}
+    shapes = {i.name: (1, i.shape[1], max_len, HEAD_SIZE) for i in sess.get_inputs() if i.name.startswith("past_")}
     kv_type = {"tensor(float16)": np.float16, "tensor(float)": np.float32}[sess.get_inputs()[-1].type]
     logits_type = {"tensor(float16)": np.float16, "tensor(float)": np.float32}[sess.get_outputs()[0].type]
     vocab = sess.get_outputs()[0].shape[-1]
