@@ -166,15 +166,17 @@ def test_builder_decode_with_shared_kv_buffers(precision):
 
 @pytest.mark.parametrize("precision", ["fp16", "int4"])
 def test_shared_kv_buffers_are_written_in_place(precision):
-    """Each present bound to its past's own buffer (the shared-KV loop, no capture): a decode step writes only
-    its new row there, so rows past it keep what they held; its logits and rows are those of the same loop
-    with each present bound to a buffer of its own (written whole, the past it read left as it was)."""
+    """Each present bound to its past's own buffer (the shared-KV loop, eager: capture=auto's graphs copy whole
+    presents out): a decode step writes only its new row there, so rows past it keep what they held; its
+    logits and rows are those of the same loop with each present bound to a buffer of its own (written whole,
+    the past it read left as it was)."""
     from models.test_llm_decoders import HEAD_SIZE
     path = material.genai_small_dir(precision, "cuda") / "model.onnx"
     if not path.exists():
         pytest.skip(f"{path} not prepared (python tests/material.py)")
     max_len, prompt, held = 40, np.random.default_rng(0).integers(0, 1000, 8), 3.0
-    sess = session(str(path), False)
+    sess = auto_session(str(path), "off")
+    assert not seamless.assert_ep_selected(sess, device="cuda").fallback_nodes
     shapes = {i.name: (1, i.shape[1], max_len, HEAD_SIZE) for i in sess.get_inputs() if i.name.startswith("past_")}
     kv_type = {"tensor(float16)": np.float16, "tensor(float)": np.float32}[sess.get_inputs()[-1].type]
     logits_type = {"tensor(float16)": np.float16, "tensor(float)": np.float32}[sess.get_outputs()[0].type]
