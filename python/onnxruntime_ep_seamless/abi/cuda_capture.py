@@ -75,9 +75,12 @@ def place(graph, input_names, output_names) -> list[Step]:
             on_host.update(n for n in node.outputs if n)
         grows = bool(growing) and any(_grows(graph.value(n).shape, growing) for n in node.inputs + node.outputs if n)
         steps.append(Step(node, kdef, on_gpu, seam, grows))
+    readers: dict[str, list[str]] = {}
     for step in steps:
-        first = step.node.outputs[0] if step.node.outputs else ""
-        step.readers = tuple(s.node.op_type for s in steps if first and first in s.node.inputs)
+        for name in dict.fromkeys(n for n in step.node.inputs if n):
+            readers.setdefault(name, []).append(step.node.op_type)
+    for step in steps:
+        step.readers = tuple(readers.get(step.node.outputs[0], ())) if step.node.outputs else ()
     return steps
 
 
