@@ -436,9 +436,8 @@ def _nbits(rt, stream, variant, a, weights, K, N, block_size, bits, norm=None):
     4-bit (K, the block size and the addresses allowing) a warp per column, `split` warps sharing a long K,
     or in float16 with columns enough and constant weights on sm_90, 8 columns a warp on tensor cores
     (TILE_BLOCKS blocks of TILE_WARPS warps, every row at once, the weights in nbits4_tiles' layout); else
-    the generic path. More than
-    SMALL_ROWS rows (a prompt): one GEMM on the dequantized weights (_nbits_gemm). `norm` (a RowNorm) is
-    applied to a first: by the warp-a-column kernel itself where it fits, else before."""
+    the generic path. More than SMALL_ROWS rows (a prompt): one GEMM on the dequantized weights (_nbits_gemm).
+    `norm` (a RowNorm) is applied to a first: by the warp-a-column kernel itself where it fits, else before."""
     m = a.size // K if K else 0
     packed = [weights[0]] + ([weights[3]] if variant else [])
     prompt = m > SMALL_ROWS  # the GEMVs would read the weights once a row: one GEMM instead
