@@ -171,3 +171,30 @@ __device__ void reduce_int_block(int op, const I* x, I* y, Reduce r, I lo, I hi)
   }
 REDUCE_INT(i32, int32_t, INT32_MIN, INT32_MAX)
 REDUCE_INT(i64, int64_t, INT64_MIN, INT64_MAX)
+
+// plan/fusion.py's ReduceSumSubCast: per row of x (its last axis), the sum less `offset` in x's type (wrapping),
+// converted to y's type: a decoder's seqlens_k from its attention mask in one launch, not three. A block a row.
+template <typename I, typename O>
+__device__ void row_sum_sub(const I* x, O* y, int64_t n, I offset) {
+  __shared__ I part[32];
+  const I* row = x + blockIdx.x * n;
+  I acc = 0;
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) acc += row[j];
+  for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffff, acc, off);
+  if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = acc;
+  __syncthreads();
+  if (threadIdx.x) return;
+  for (int w = 1; w < (int)(blockDim.x + 31) >> 5; w++) acc += part[w];
+  y[blockIdx.x] = (O)(I)(acc - offset);
+}
+
+#define ROW_SUM_SUB(S, I, SO, O)                                                                                \
+  extern "C" __global__ void seamless_row_sum_sub_##S##_##SO(const I* x, O* y, int64_t n, I offset) {          \
+    dependent_launch();                                                                                       \
+    row_sum_sub<I, O>(x, y, n, offset);                                                                       \
+  }
+ROW_SUM_SUB(i32, int32_t, i32, int32_t)
+ROW_SUM_SUB(i32, int32_t, i64, int64_t)
+ROW_SUM_SUB(i64, int64_t, i32, int32_t)
+ROW_SUM_SUB(i64, int64_t, i64, int64_t)
+#undef ROW_SUM_SUB

@@ -214,6 +214,41 @@ def test_shared_kv_buffers_are_written_in_place(precision):
         own, token = presents, int(np.argmax(logits.numpy()[0, -1]))
 
 
+@pytest.mark.parametrize("precision", ["fp16", "int4"])
+def test_a_decode_steps_outputs_are_written_where_ort_holds_them(precision, monkeypatch):
+    """A decode step of the builder's decoder with the bench's ArgMax (eager): the LM head (a normed Linear or
+    MatMulNBits), the ArgMax and the attention write the logits, next_token and presents into ORT's tensors,
+    so the run copies no output afterwards; next_token is the argmax of those logits."""
+    from models.test_llm_decoders import HEAD_SIZE
+    from onnxruntime_ep_seamless.bench_gpu import greedy_token, with_device_argmax
+    from onnxruntime_ep_seamless.runtime.cuda import CudaRuntime
+    model_dir = material.genai_small_dir(precision, "cuda")
+    if not (model_dir / "model.onnx").exists():
+        pytest.skip(f"{model_dir} not prepared (python tests/material.py)")
+    so = seamless.session_options(device="cuda", capture="off")
+    so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
+    so.add_session_config_entry("session.model_external_initializers_file_folder_path", str(model_dir))
+    sess = ort.InferenceSession(with_device_argmax(str(model_dir / "model.onnx")), so)
+    assert not seamless.assert_ep_selected(sess, device="cuda").fallback_nodes
+    max_len, prompt = 16, np.arange(1, 5)
+    types = {"tensor(float16)": np.float16, "tensor(float)": np.float32}
+    kv = {i.name: on_gpu(np.zeros((1, i.shape[1], max_len, HEAD_SIZE), types[i.type]))
+          for i in sess.get_inputs() if i.name.startswith("past_")}
+    logits_type, vocab = types[sess.get_outputs()[0].type], sess.get_outputs()[0].shape[-1]
+    sess.run_with_iobinding(shared_kv_binding(sess, kv, on_gpu(prompt.reshape(1, -1)), on_gpu(np.ones((1, 4), np.int64)),
+                                              on_gpu(np.zeros((1, 4, vocab), logits_type)), on_gpu(np.zeros((1, 4, 1), np.int64))))
+    copies = []
+    for name in ("copy", "stage"):  # the two ways CudaKernel._write_outputs copies an output
+        original = getattr(CudaRuntime, name)
+        monkeypatch.setattr(CudaRuntime, name, lambda self, *args, name=name, original=original, **kw:
+                            (copies.append(name), original(self, *args, **kw))[1])
+    logits, token = on_gpu(np.zeros((1, 1, vocab), logits_type)), on_gpu(np.zeros((1, 1, 1), np.int64))
+    sess.run_with_iobinding(shared_kv_binding(sess, kv, on_gpu(np.array([[7]])),
+                                              on_gpu((np.arange(max_len) < 5).astype(np.int64)[None]), logits, token))
+    assert copies == []
+    assert int(token.numpy()[0, 0, 0]) == greedy_token(logits.numpy()[0, -1])
+
+
 @pytest.mark.parametrize("mode", ["graph", "growing", "growing-device"])
 @pytest.mark.parametrize("precision", ["fp16", "int4"])
 def test_bench_token_on_the_device_is_the_hosts_argmax(precision, mode):

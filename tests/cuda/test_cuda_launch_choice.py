@@ -13,6 +13,7 @@ from onnxruntime_ep_seamless.kernels.cuda.matmul import linear
 from onnxruntime_ep_seamless.runtime.cuda import CudaRuntime, DeviceTensor
 
 F16 = np.dtype(np.float16)
+ORT_TENSOR = 1 << 40  # an address the recorder never allocates: ORT's output tensor offered to a kernel
 
 
 class Recorder:
@@ -39,7 +40,9 @@ class Recorder:
         return DeviceTensor(t.ptr, t.shape, t.dtype, array)
 
     def free(self, t):
-        pass
+        assert t.ptr != ORT_TENSOR, "a kernel freed ORT's output tensor"
+
+    output = CudaRuntime.output
 
     def launch_rows(self, name, rows, stream, *args, **kw):
         self.launches.append((name, rows, kw))
@@ -59,7 +62,7 @@ class Recorder:
         return t.host
 
 
-def run(product, m, k, n, want_sum=True):
+def run(product, m, k, n, want_sum=True, output_buffer=None):
     """normed_product on activations (1, m, k) with a skip input: the runtime's launches and the outputs."""
     rt = Recorder()
     x, skip, gamma = rt.alloc((1, m, k), F16), rt.alloc((1, m, k), F16), rt.constant((k,))
@@ -71,8 +74,44 @@ def run(product, m, k, n, want_sum=True):
     else:
         weights, attrs = [rt.constant((2 * n if product == "MatMulSwiGLU" else n, k))], {}
     out = normed_product(rt, None, x, skip, gamma, None, *weights, product=product, epsilon=1e-6,
-                         _num_outputs=2 if want_sum else 1, **attrs)
+                         _num_outputs=2 if want_sum else 1, _output_buffer=output_buffer, **attrs)
     return rt.launches, out
+
+
+def offer(asked):
+    """A kernel's _output_buffer (registry.PLAN_FACTS) offering ORT_TENSOR, each request appended to `asked`."""
+    return lambda i, shape, dtype: asked.append((i, shape, np.dtype(dtype))) or DeviceTensor(ORT_TENSOR, shape, dtype)
+
+
+# the products that end a decoder (its LM head) write into ORT's output tensor: by their GEMV, the tensor-core
+# kernel or cuBLAS, the norm inside or before; a prompt's GEMM of dequantized weights keeps its own product
+@pytest.mark.parametrize("product,m,k,n,direct", [
+    ("MatMulNBits", 1, 896, 1152, True), ("MatMulNBits", 1, 896, 16392, True), ("MatMulNBits", 1, 2112, 1152, True),
+    ("MatMulNBits", 8, 896, 1152, False), ("Linear", 1, 896, 1152, True), ("Linear", 1, 896, 151936, True),
+    ("Linear", 5, 896, 1152, True)])
+def test_a_products_result_goes_into_the_output_tensor_offered(product, m, k, n, direct):
+    asked = []
+    _, (y,) = run(product, m, k, n, want_sum=False, output_buffer=offer(asked))
+    assert (y.ptr == ORT_TENSOR) == direct and y.shape == (1, m, n)
+    assert asked == ([(0, (1, m, n), F16)] if direct else [])
+
+
+def test_a_linear_layers_bias_after_cublas_is_added_into_memory_of_its_own():
+    rt, asked = Recorder(), []
+    (y,) = linear(rt, None, rt.alloc((1, 5, 64), F16), rt.constant((40, 64)), rt.constant((40,)),
+                  _output_buffer=offer(asked))
+    assert [name for name, _, _ in rt.launches] == ["gemm", "seamless_binary_f16"] and y.ptr != ORT_TENSOR
+    assert asked == []
+
+
+@pytest.mark.parametrize("keepdims", [0, 1])
+def test_argmax_writes_into_the_output_tensor_offered(keepdims):
+    from onnxruntime_ep_seamless.kernels.cuda.indexing import argmax
+    rt, asked = Recorder(), []
+    (y,) = argmax(rt, None, rt.alloc((1, 1, 151936), F16), axis=-1, keepdims=keepdims, _output_buffer=offer(asked))
+    shape = (1, 1, 1) if keepdims else (1, 1)
+    assert y.ptr == ORT_TENSOR and y.shape == shape and asked == [(0, shape, np.dtype(np.int64))]
+    assert [name for name, _, _ in rt.launches] == ["seamless_select_chunk_f16"]
 
 
 NBITS = {"MatMulNBits": "seamless_matmul_nbits4_x32", "MatMulNBitsSwiGLU": "seamless_matmul_nbits4_x32_swiglu",

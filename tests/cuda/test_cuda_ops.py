@@ -418,3 +418,16 @@ def test_bit_shift_past_the_width(dtype):
     for direction, shift in (("LEFT", np.left_shift), ("RIGHT", np.right_shift)):
         (ours,) = run_on_cuda(*node_model("BitShift", [x, y], {"direction": direction}, 11))
         np.testing.assert_array_equal(ours, shift(x, y))
+
+
+# plan/fusion.py's ReduceSumSubCast (tests/kernels/test_fusion.py: which patterns fuse): a decoder's seqlens_k in
+# one launch, exact; int64 sums beyond int32's range keep their low 32 bits in the cast, as ORT's Cast does
+@pytest.mark.parametrize("dtype,opset,keepdims,to", [(I64, 13, 0, np.int32), (I32, 11, 1, np.int64), (I64, 18, 1, np.int64)])
+def test_a_mask_sum_less_one_cast_in_one_launch(dtype, opset, keepdims, to):
+    from kernels.test_fusion import mask_lengths_model
+    model, mask = mask_lengths_model(dtype, opset, keepdims, to=to)
+    big = np.random.default_rng(6).integers(0, 1 << 40 if dtype == I64 else 1 << 20, mask.shape).astype(dtype)
+    for x in (mask, big):
+        (ours,), (ref,) = run_on_cuda(model, {"mask": x}), stock_session(model).run(None, {"mask": x})
+        assert ours.dtype == ref.dtype and ours.shape == ref.shape
+        np.testing.assert_array_equal(ours, ref)

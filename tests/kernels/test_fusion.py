@@ -107,3 +107,46 @@ def test_an_rms_norm_read_elsewhere_stays_apart():
     elem = model.graph.output[0].type.tensor_type.elem_type
     model.graph.output.append(helper.make_tensor_value_info("A", elem, None))  # the norm's output read elsewhere
     assert fused_ops(model, "cuda") == ["SkipSimplifiedLayerNormalization", "MatMulNBits"]
+
+
+
+def _elem(dtype):
+    from onnx import helper
+    return helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+
+
+def mask_lengths_model(dtype=np.int64, opset=13, keepdims=0, axis=1, offset=(1,), to=np.int32, sub_read=False):
+    """Cast(ReduceSum(mask over `axis`) - offset, to) as onnxruntime-genai's builder writes a decoder's
+    seqlens_k; sub_read: the difference is an output too. (model, a 0/1 mask of shape (3, 37))."""
+    from onnx import helper, numpy_helper
+    axes = numpy_helper.from_array(np.array([axis], np.int64), "axes")
+    off = numpy_helper.from_array(np.array(offset, dtype), "offset")
+    reduce = helper.make_node("ReduceSum", ["mask", "axes"] if opset >= 13 else ["mask"], ["total"], keepdims=keepdims,
+                              **({} if opset >= 13 else {"axes": [axis]}))
+    nodes = [reduce, helper.make_node("Sub", ["total", "offset"], ["less"]),
+             helper.make_node("Cast", ["less"], ["lengths"], to=_elem(to))]
+    outputs = [helper.make_tensor_value_info("lengths", _elem(to), None)]
+    outputs += [helper.make_tensor_value_info("less", _elem(dtype), None)] * sub_read
+    graph = helper.make_graph(nodes, "lengths", [helper.make_tensor_value_info("mask", _elem(dtype), [3, 37])], outputs,
+                              [axes, off] if opset >= 13 else [off])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=9)
+    mask = (np.random.default_rng(5).random((3, 37)) < 0.8).astype(dtype)
+    return model, mask
+
+
+@pytest.mark.parametrize("dtype,opset,keepdims,axis,to", [(np.int64, 13, 0, 1, np.int32), (np.int32, 11, 1, -1, np.int64),
+                                                          (np.int64, 18, 1, 1, np.int64)])
+def test_a_mask_sum_less_one_cast_is_one_node_on_cuda(dtype, opset, keepdims, axis, to):
+    model, _ = mask_lengths_model(dtype, opset, keepdims, axis, to=to)
+    graph = import_model(model)
+    (node,) = fuse(graph, graph.outputs, "cuda")
+    assert (node.op_type, node.inputs, node.outputs) == ("ReduceSumSubCast", ["mask"], ["lengths"])
+    assert node.attrs == {"offset": 1, "to": _elem(to), "keepdims": keepdims}
+    assert fused_ops(model, "cpu") == ["ReduceSum", "Sub", "Cast"]
+
+
+@pytest.mark.parametrize("change", ["sub_read", "axis 0", "offset of two", "float mask"])
+def test_a_mask_sum_stays_apart_where_the_pattern_differs(change):
+    model, _ = mask_lengths_model(np.float32 if change == "float mask" else np.int64, axis=0 if change == "axis 0" else 1,
+                                  offset=(1, 2) if change == "offset of two" else (1,), sub_read=change == "sub_read")
+    assert fused_ops(model, "cuda") == ["ReduceSum", "Sub", "Cast"]

@@ -170,7 +170,7 @@ def padding(graph, steps: list[Step], input_names, output_names) -> tuple[Paddin
     """Whether running the partition with its growing axes padded with zeros gives the same outputs
     (up to their unpadded lengths) as running it unpadded, by a rule for every op that touches a
     padded value; else None and the first reason. Rules: an integer ReduceSum over the padded axis
-    (an attention mask's length) is exact; Cast keeps zeros; the Shape of a padded value gives the
+    (an attention mask's length; also fused with a Sub and Cast, ReduceSumSubCast) is exact; Cast keeps zeros; the Shape of a padded value gives the
     capacity, which only GroupQueryAttention's total_sequence_length may take (its present length
     becomes the capacity, and every length it uses comes from seqlens_k on the GPU); its past KV may
     be padded, its present KV is, with the unpadded length max(past, total_sequence_length)."""
@@ -242,6 +242,8 @@ def _pad_rule(node: Node, graph, touched, padded, lengths, const) -> str:
         if axes is None or padded[ins[0]][0] not in {int(a) % rank for a in np.asarray(axes).reshape(-1)}:
             return "does not sum over the padded axis"
         return ""
+    if node.op_type == "ReduceSumSubCast" and touched == [0] and ins[0] in padded:  # plan/fusion.py's integer sum
+        return "" if padded[ins[0]][0] == len(graph.value(ins[0]).shape) - 1 else "does not sum over the padded axis"
     if node.op_type == "GroupQueryAttention" and node.domain == "com.microsoft":
         sources = ()
         for i in touched:

@@ -160,8 +160,7 @@ class CudaKernel:
         if run is None or j is None or not all(shape):
             return None
         ctx, b, ort_outputs = run
-        for k in range(j):
-            b.out_ranks[k] = -1  # only output j is asked for
+        b.out_ranks[0:j] = [-1] * j  # only output j is asked for
         b.out_ranks[j] = len(shape)
         b.out_dims[j * MAX_RANK:j * MAX_RANK + len(shape)] = shape
         self.native.check(self.native.lib.seamless_get_outputs(ctx, j + 1, b.out_ranks, b.out_dims, MAX_RANK,

@@ -17,6 +17,7 @@ from ..kernels.registry import lookup
 
 FUSED_DOMAIN = "ai.seamless"
 F32 = np.dtype(np.float32)
+INTS = frozenset(map(np.dtype, (np.int32, np.int64)))
 
 
 def fuse(graph: Graph, outputs: list[str], device: str = "cpu") -> list[Node]:
@@ -143,8 +144,32 @@ def fuse(graph: Graph, outputs: list[str], device: str = "cpu") -> list[Node]:
                          gate.inputs[:3] + [zero(gate)] + up.inputs[1:3] + [zero(up)], final.outputs,
                          {k: gate.attrs[k] for k in nbits_attrs if k in gate.attrs}, index=gate.index), absorbed)
 
+    def row_sum_sub_cast(node):
+        """Fuse Cast(ReduceSum(x over its last axis) - c) of an integer x, c a constant scalar of its type (a
+        decoder's seqlens_k from its attention mask); whether it did."""
+        x = graph.value(node.inputs[0])
+        rank, keepdims = len(x.shape or ()), node.attrs.get("keepdims", 1)
+        axes = const(node.inputs[1]) if len(node.inputs) > 1 and node.inputs[1] else node.attrs.get("axes")
+        if x.dtype not in INTS or not rank or axes is None or [int(a) % rank for a in np.ravel(axes)] != [rank - 1] \
+                or not private(node):
+            return False
+        sub = reader(node)
+        if sub.op_type != "Sub" or sub.domain or sub.inputs[0] != node.outputs[0] or not private(sub):
+            return False
+        c = const(sub.inputs[1])
+        if c is None or c.size != 1 or c.dtype != x.dtype or c.ndim > rank - 1 + bool(keepdims):  # no broadcast up
+            return False
+        cast = reader(sub)
+        return cast.op_type == "Cast" and not cast.domain and take(
+            Node(cast.name, "ReduceSumSubCast", FUSED_DOMAIN, 1, node.inputs[:1], cast.outputs,
+                 {"offset": int(c.reshape(-1)[0]), "to": cast.attrs.get("to"), "keepdims": keepdims},
+                 index=node.index), [sub, cast])
+
     for node in graph.nodes:
         if node.index in replaced:
+            continue
+        # Cast(ReduceSum(mask, last axis) - 1)  ->  ReduceSumSubCast(mask): seqlens_k in one launch (CUDA)
+        if node.op_type == "ReduceSum" and not node.domain and device != "cpu" and row_sum_sub_cast(node):
             continue
         # MatMul(A, W) + b  ->  MatMulBias(A, W, b): the bias added while the GEMM stores its tile
         if const_matmul(node) and fused_float(node.inputs[0]) and \

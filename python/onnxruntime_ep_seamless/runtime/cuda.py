@@ -112,6 +112,12 @@ class CudaRuntime:
                 entry[1] = True
         return entry[0]
 
+    def output(self, where, i: int, shape: tuple, dtype) -> DeviceTensor:
+        """Memory for a kernel's output i: ORT's tensor for it where the plan offers one (`where`: the kernel's
+        _output_buffer, registry.PLAN_FACTS), so that no copy follows the run; else new memory. The kernel
+        must not free it."""
+        return (where and where(i, shape, dtype)) or self.alloc(shape, dtype)
+
     def free(self, t: DeviceTensor) -> None:
         if t.ptr:
             self.lib.seamless_cuda_free(self.ordinal, self.ffi.cast("void*", t.ptr))

@@ -78,7 +78,7 @@ def group_query_attention(rt, stream, query, key=None, value=None, past_key=None
     dtype = query.dtype
     kv_shape = (b, kv_num_heads, present_len, h)
     # the present KV straight into ORT's outputs where the caller takes them (no copy after the run)
-    pk, pv = ((_output_buffer and _output_buffer(i, kv_shape, dtype)) or rt.alloc(kv_shape, dtype) for i in (1, 2))
+    pk, pv = (rt.output(_output_buffer, i, kv_shape, dtype) for i in (1, 2))
     # ... and where those are the past's own buffers (bound as one by the caller), a decode step writes only its new row
     in_place = past_key is not None and past_key.shape == kv_shape and (pk.ptr, pv.ptr) == (past_key.ptr, past_value.ptr)
     out = rt.alloc((b, s, num_heads * h), dtype)
@@ -292,8 +292,8 @@ def _check_nbits(node, graph):
 
 @kernel("MatMulNBits", domain="com.microsoft", types=GPU_FLOATS, device="cuda", check=_check_nbits)
 def matmul_nbits(rt, stream, a, b, scales, zero_points=None, g_idx=None, bias=None, *, K, N, block_size, bits=4,
-                 accuracy_level=0, weight_prepacked=0, _norm=None):
-    return (_nbits(rt, stream, "", a, [b, scales, zero_points, bias], K, N, block_size, bits, _norm),)
+                 accuracy_level=0, weight_prepacked=0, _norm=None, _output_buffer=None):
+    return (_nbits(rt, stream, "", a, [b, scales, zero_points, bias], K, N, block_size, bits, _norm, _output_buffer),)
 
 
 def _check_swiglu(node, graph):
@@ -359,7 +359,7 @@ def _check_normed(node, graph):
 
 @kernel("NormedProduct", domain=FUSED_DOMAIN, types=GPU_FLOATS, device="cuda", check=_check_normed)
 def normed_product(rt, stream, x, skip, gamma, norm_bias, *weights, product, epsilon=1e-5, K=0, N=0, block_size=0,
-                   bits=4, accuracy_level=0, weight_prepacked=0, _num_outputs=1):
+                   bits=4, accuracy_level=0, weight_prepacked=0, _num_outputs=1, _output_buffer=None):
     """A product (plan/fusion.py's NORMED_PRODUCTS) of RMSNorm(x + skip + norm_bias) * gamma, and x + skip +
     norm_bias as a second output when the node has one: plan/fusion.py's fusion of a
     (Skip)SimplifiedLayerNormalization into the product reading it, so that a decode step's GEMV normalises its
@@ -367,9 +367,9 @@ def normed_product(rt, stream, x, skip, gamma, norm_bias, *weights, product, eps
     norm = RowNorm(x, skip, norm_bias, gamma, epsilon, _num_outputs > 1)
     nbits = dict(K=K, N=N, block_size=block_size, bits=bits, accuracy_level=accuracy_level)
     run = {"MatMulNBits": lambda: matmul_nbits(rt, stream, x, *weights, **nbits, weight_prepacked=weight_prepacked,
-                                               _norm=norm),
+                                               _norm=norm, _output_buffer=_output_buffer),
            "MatMulNBitsSwiGLU": lambda: matmul_nbits_swiglu(rt, stream, x, *weights, **nbits, _norm=norm),
-           "Linear": lambda: linear(rt, stream, x, *weights, _norm=norm),
+           "Linear": lambda: linear(rt, stream, x, *weights, _norm=norm, _output_buffer=_output_buffer),
            "MatMulSwiGLU": lambda: matmul_swiglu(rt, stream, x, *weights, _norm=norm)}[product]
     (y,) = run()
     return (y, norm.sum) if norm.want_sum else (y,)
@@ -431,13 +431,14 @@ def _tiles(rt, weights, K, N, block_size):
     return cached
 
 
-def _nbits(rt, stream, variant, a, weights, K, N, block_size, bits, norm=None):
+def _nbits(rt, stream, variant, a, weights, K, N, block_size, bits, norm=None, output_buffer=None):
     """native/cuda/quant.cu's MatMulNBits kernels, 256-thread blocks, a block row per row of activations:
     4-bit (K, the block size and the addresses allowing) a warp per column, `split` warps sharing a long K,
     or in float16 with columns enough and constant weights on sm_90, 8 columns a warp on tensor cores
     (TILE_BLOCKS blocks of TILE_WARPS warps, every row at once, the weights in nbits4_tiles' layout); else
     the generic path. More than SMALL_ROWS rows (a prompt): one GEMM on the dequantized weights (_nbits_gemm).
-    `norm` (a RowNorm) is applied to a first: by the warp-a-column kernel itself where it fits, else before."""
+    `norm` (a RowNorm) is applied to a first: by the warp-a-column kernel itself where it fits, else before.
+    output_buffer: the kernel's _output_buffer, where its GEMVs may write (rt.output)."""
     m = a.size // K if K else 0
     packed = [weights[0]] + ([weights[3]] if variant else [])
     prompt = m > SMALL_ROWS  # the GEMVs would read the weights once a row: one GEMM instead
@@ -449,10 +450,10 @@ def _nbits(rt, stream, variant, a, weights, K, N, block_size, bits, norm=None):
     columns = 8 // split  # quant.cu NBITS_COLUMNS warps a block
     if norm is not None and (prompt or mma or not fast or not norm.fits(K, m * -(-N // columns))):
         return _after_norm(lambda rt, stream, normed: _nbits(rt, stream, variant, normed, weights, K, N, block_size,
-                                                             bits), rt, stream, norm)
+                                                             bits, output_buffer=output_buffer), rt, stream, norm)
     if prompt:
         return _nbits_gemm(rt, stream, variant, a, weights, K, N, block_size, bits)
-    y = rt.alloc(a.shape[:-1] + (N,), a.dtype)
+    y = rt.output(output_buffer, 0, a.shape[:-1] + (N,), a.dtype)
     tiles = _tiles(rt, matrices, K, N, block_size) if mma else None
     if tiles is not None:
         bias = [] if variant else [("ptr", weights[3].ptr if weights[3] is not None else 0)]

@@ -234,16 +234,17 @@ def cumprod(rt, stream, x, axis, *, exclusive=0, reverse=0):
 SELECT_CHUNK = 1024  # ArgMax/ArgMin over a long axis: elements a block (4 a thread), e.g. a vocabulary's logits
 
 
-def _select(rt, stream, x, axis, k, largest, prefer_last, values: bool):
+def _select(rt, stream, x, axis, k, largest, prefer_last, values: bool, indices=None):
     """The first k elements along the axis in the order (value, descending when largest; then index,
-    ascending unless prefer_last): (values or None, int64 indices), the axis of length k."""
+    ascending unless prefer_last): (values or None, int64 indices), the axis of length k (written into
+    `indices` when given)."""
     axis %= len(x.shape)
     outer, n, inner = _axis_view(x.shape, axis)
     if not 0 <= k <= n:
         raise ValueError(f"k={k} is outside [0, {n}] for axis {axis} of shape {x.shape}")
     shape = x.shape[:axis] + (k,) + x.shape[axis + 1:]
     out = rt.alloc(shape, x.dtype) if values else None
-    indices = rt.alloc(shape, np.int64)
+    indices = rt.alloc(shape, np.int64) if indices is None else indices
     lanes = outer * inner
     if k == 1 and not values and n >= 2 * SELECT_CHUNK and lanes <= 65535:  # a long axis: a block a chunk
         chunks = -(-n // SELECT_CHUNK)
@@ -280,24 +281,23 @@ def top_k_11(rt, stream, x, k, *, axis=-1, largest=1, sorted=1):
     return _top_k(rt, stream, x, _ints(rt, stream, k)[0], axis, largest)
 
 
-def _arg(rt, stream, x, axis, keepdims, select_last_index, largest):
+def _arg(rt, stream, x, axis, keepdims, select_last_index, largest, output_buffer):
     axis %= len(x.shape)
     if x.shape[axis] == 0:
         raise ValueError(f"ArgMax/ArgMin over an empty axis {axis} of shape {x.shape}")
-    _, indices = _select(rt, stream, x, axis, 1, largest, select_last_index, values=False)
-    if not keepdims:  # the same memory without the axis of length 1
-        indices = DeviceTensor(indices.ptr, x.shape[:axis] + x.shape[axis + 1:], indices.dtype)
+    indices = rt.output(output_buffer, 0, x.shape[:axis] + (1,) * bool(keepdims) + x.shape[axis + 1:], np.int64)
+    _select(rt, stream, x, axis, 1, largest, select_last_index, values=False, indices=indices)
     return (indices,)
 
 
 @kernel("ArgMax", since=1, types=NUMBERS, device="cuda")
-def argmax(rt, stream, x, *, axis=0, keepdims=1, select_last_index=0):
-    return _arg(rt, stream, x, axis, keepdims, select_last_index, largest=True)
+def argmax(rt, stream, x, *, axis=0, keepdims=1, select_last_index=0, _output_buffer=None):
+    return _arg(rt, stream, x, axis, keepdims, select_last_index, True, _output_buffer)
 
 
 @kernel("ArgMin", since=1, types=NUMBERS, device="cuda")
-def argmin(rt, stream, x, *, axis=0, keepdims=1, select_last_index=0):
-    return _arg(rt, stream, x, axis, keepdims, select_last_index, largest=False)
+def argmin(rt, stream, x, *, axis=0, keepdims=1, select_last_index=0, _output_buffer=None):
+    return _arg(rt, stream, x, axis, keepdims, select_last_index, False, _output_buffer)
 
 
 # --- Dropout (inference), Constant, Range: no device work ---------------------------------

@@ -87,18 +87,21 @@ def batched_product(rt, stream, a, b, y, m, n, k, batch, stride_a, stride_b, tra
               ("int64", stride_b), ("int", int(trans_b)), ("float", alpha))
 
 
-def _linear(rt, stream, a, w, y, m, n, k, bias=None, swiglu=False, norm=None):
-    """y = a . w.T (+ bias), or silu(a . w[:n].T) * (a . w[n:].T), by products.cu when a has at most SMALL_ROWS
-    rows, n is below WIDE and k comes by eights (16-byte loads); else False and nothing is done. With `norm`
-    (contrib.RowNorm) the kernel normalises a's rows itself, where the norm fits; else False."""
+def _linear_split(a, w, m, n, k, norm=None) -> int:
+    """How many warps products.cu's GEMV splits a column over for y = a . w.T, or 0 where it does not apply:
+    it takes a with at most SMALL_ROWS rows, n below WIDE and k by eights (16-byte loads); with `norm`
+    (contrib.RowNorm) it normalises a's rows itself, where the norm fits."""
     if not (0 < m <= SMALL_ROWS and n < WIDE and k % 8 == 0 and k and a.ptr % 16 == 0 and w.ptr % 16 == 0):
-        return False
+        return 0
     # a warp's one pass takes 256 k; with a norm every block normalises the rows again, so warps only
     # split columns up to ~1024 (8 an SM): a float16 decode layer's q|k|v 1152 x 896 at split 1 rather than
     # 4: 21.07 -> 20.31 us a layer on the H200 (docs/benchmarks/gpu.md, eleventh session)
     split = column_split(n, -(-k // 256), 1024 if norm is not None else 4096)
-    if norm is not None and not norm.fits(k, -(-n // (8 // split))):
-        return False
+    return 0 if norm is not None and not norm.fits(k, -(-n // (8 // split))) else split
+
+
+def _linear(rt, stream, a, w, y, m, n, k, split, bias=None, swiglu=False, norm=None) -> None:
+    """y = a . w.T (+ bias), or silu(a . w[:n].T) * (a . w[n:].T), by products.cu (split: _linear_split's)."""
     name = f"seamless_linear{'_swiglu' if swiglu else ''}{'_norm' if norm else ''}_{SUFFIX[a.dtype]}"
     normed = -(-m * k * a.dtype.itemsize // 16) * 16 if norm else 0
     # the weights through shared memory: 16 bytes a lane for each pass over k and matrix, 8 warps
@@ -111,22 +114,24 @@ def _linear(rt, stream, a, w, y, m, n, k, bias=None, swiglu=False, norm=None):
         rt.launch_rows(name, -(-n // (8 // split)), stream, *args, norm.argument(rt), shared=shared)
     else:
         rt.launch_rows(name, -(-n // (8 // split)), stream, ("ptr", a.ptr), *args, shared=shared)
-    return True
 
 
 @kernel("Linear", domain=FUSED_DOMAIN, types=GPU_FLOATS, device="cuda")
-def linear(rt, stream, a, w, bias=None, *, _norm=None):
+def linear(rt, stream, a, w, bias=None, *, _norm=None, _output_buffer=None):
     """a . w.T (+ bias): a MatMul by a constant (K, N) matrix, given transposed (N, K) by plan/fusion.py as a
     linear layer stores it, so that a decode step's product reads each output's weights in one run.
     _norm: a contrib.RowNorm to apply to a first (contrib.normed_product)."""
     n, k = w.shape
     m = _rows("MatMul", a, k)
-    y = rt.alloc(a.shape[:-1] + (n,), a.dtype)
-    if _linear(rt, stream, a, w, y, m, n, k, bias=bias, norm=_norm):
+    shape = a.shape[:-1] + (n,)
+    split = _linear_split(a, w, m, n, k, _norm)
+    if _norm is not None and not split:
+        return _after_norm(linear, rt, stream, _norm, w, bias, _output_buffer=_output_buffer)
+    # ORT's output tensor where y is the result (a bias after cuBLAS's product is added into new memory)
+    y = rt.output(_output_buffer if split or bias is None else None, 0, shape, a.dtype)
+    if split:
+        _linear(rt, stream, a, w, y, m, n, k, split, bias=bias, norm=_norm)
         return (y,)
-    if _norm is not None:
-        rt.free(y)
-        return _after_norm(linear, rt, stream, _norm, w, bias)
     _product(rt, stream, a, w, y, m, n, k, trans_b=True)
     if bias is None:
         return (y,)
@@ -135,11 +140,11 @@ def linear(rt, stream, a, w, bias=None, *, _norm=None):
     return (z,)
 
 
-def _after_norm(product, rt, stream, norm, *weights):
-    """product(the normalised activations, *weights) with the norm (contrib.RowNorm) by its own kernel first,
-    where the product's GEMV could not apply it."""
+def _after_norm(product, rt, stream, norm, *weights, **options):
+    """product(the normalised activations, *weights, **options) with the norm (contrib.RowNorm) by its own
+    kernel first, where the product's GEMV could not apply it."""
     normed = norm.apply(rt, stream)
-    out = product(rt, stream, normed, *weights)
+    out = product(rt, stream, normed, *weights, **options)
     rt.free(normed)  # stream-ordered
     return out
 
@@ -150,12 +155,13 @@ def matmul_swiglu(rt, stream, a, gate_up, *, _norm=None):
     pass, else one GEMM and one pass over its product. _norm: as Linear's."""
     both, k = gate_up.shape
     m = _rows("MatMul", a, k)
-    y = rt.alloc(a.shape[:-1] + (both // 2,), a.dtype)
-    if _linear(rt, stream, a, gate_up, y, m, both // 2, k, swiglu=True, norm=_norm):
-        return (y,)
-    if _norm is not None:
-        rt.free(y)
+    split = _linear_split(a, gate_up, m, both // 2, k, _norm)
+    if _norm is not None and not split:
         return _after_norm(matmul_swiglu, rt, stream, _norm, gate_up)
+    y = rt.alloc(a.shape[:-1] + (both // 2,), a.dtype)
+    if split:
+        _linear(rt, stream, a, gate_up, y, m, both // 2, k, split, swiglu=True, norm=_norm)
+        return (y,)
     product = rt.alloc(a.shape[:-1] + (both,), a.dtype)
     _product(rt, stream, a, gate_up, product, m, both, k, trans_b=True)
     swiglu_of_product(rt, stream, product, y)

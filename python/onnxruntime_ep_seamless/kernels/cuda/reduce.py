@@ -3,6 +3,8 @@ import struct
 
 import numpy as np
 
+from ...graph.ir import ONNX_TO_NUMPY
+from ...plan.fusion import FUSED_DOMAIN
 from ...runtime.cuda import MAX_DIMS, DeviceTensor, contiguous_strides
 from ..registry import kernel
 from .elementwise import GPU_FLOATS, GPU_INTS, SUFFIX
@@ -69,6 +71,18 @@ def _register(op, code, axes_input_since, ints):
 
 for _op, (_code, _since, _ints_too) in REDUCE.items():
     _register(_op, _code, _since, _ints_too)
+
+
+@kernel("ReduceSumSubCast", domain=FUSED_DOMAIN, types=GPU_INTS, device="cuda",
+        check=lambda n, g: None if n.attrs.get("to") in (6, 7) else "a cast to int32 or int64 only")
+def reduce_sum_sub_cast(rt, stream, x, *, offset, to, keepdims):
+    """plan/fusion.py's Cast(ReduceSum(x over its last axis) - offset, to) in one launch (a decoder's seqlens_k
+    from its attention mask), the sum and difference wrapping in x's type as the three ops do."""
+    dtype = ONNX_TO_NUMPY[to]
+    y = rt.alloc(x.shape[:-1] + (1,) * bool(keepdims), dtype)
+    rt.launch_rows(f"seamless_row_sum_sub_{SUFFIX[x.dtype]}_{SUFFIX[dtype]}", y.size, stream, ("ptr", x.ptr),
+                   ("ptr", y.ptr), ("int64", x.shape[-1]), ("int64" if x.dtype == np.int64 else "int", offset))
+    return (y,)
 
 
 def _global_pool(code):
