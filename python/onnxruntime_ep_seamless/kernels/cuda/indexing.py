@@ -281,7 +281,7 @@ def top_k_11(rt, stream, x, k, *, axis=-1, largest=1, sorted=1):
     return _top_k(rt, stream, x, _ints(rt, stream, k)[0], axis, largest)
 
 
-def _arg(rt, stream, x, axis, keepdims, select_last_index, largest, output_buffer):
+def _arg(rt, stream, x, axis, keepdims, select_last_index, largest, output_buffer=None):
     axis %= len(x.shape)
     if x.shape[axis] == 0:
         raise ValueError(f"ArgMax/ArgMin over an empty axis {axis} of shape {x.shape}")
