@@ -299,6 +299,35 @@ def test_auto_capture_keeps_one_graph_per_shape():
     assert CudaKernel.segment_replays - before == 8  # each shape: 2 eager runs, then captured and replayed
 
 
+def test_a_session_collected_during_a_capture_is_released_after_it(monkeypatch):
+    """A session the garbage collector frees while another one captures (the collector runs inside our Compute,
+    in Python): its compiled nodes' release, which waits for the whole device, waits for the capture's end
+    instead; the capture holds and replays."""
+    import gc
+    from onnxruntime_ep_seamless.abi import cuda_compute
+    model, x = mlp(), np.random.default_rng(4).standard_normal((4, 16)).astype(np.float32)
+    run, release, released = CudaKernel._run, CudaKernel._release, []  # released: whether capturing then
+    monkeypatch.setattr(CudaKernel, "_run", lambda self, *args: (self.native.lib.seamless_capturing() and gc.collect(),
+                                                                 run(self, *args))[1])
+    monkeypatch.setattr(CudaKernel, "_release", lambda self: (released.append(bool(self.native.lib.seamless_capturing())),
+                                                              release(self))[1])
+    old = auto_session(model, "off")
+    old.run(None, {"x": x})
+    ours, eager = auto_session(model), auto_session(model, "off")
+    cycle = [old]
+    cycle.append(cycle)
+    gc.disable()  # from here the only collection is the one inside the capture
+    try:
+        del old, cycle  # only the collector frees it now
+        before = CudaKernel.segment_replays
+        for _ in range(5):
+            np.testing.assert_array_equal(ours.run(None, {"x": x})[0], eager.run(None, {"x": x})[0])
+    finally:
+        gc.enable()
+    assert CudaKernel.segment_replays - before == 3  # run 3 captured and launched, 4 and 5 replayed
+    assert released == [False] and not cuda_compute._UNRELEASED  # the old node, released after the capture
+
+
 def test_auto_capture_skips_a_partition_with_a_seam():
     nodes = [helper.make_node("Cast", ["s"], ["shape"], to=7), helper.make_node("Reshape", ["x", "shape"], ["y"])]
     model = model_of(nodes, [helper.make_tensor_value_info("x", 1, [2, 3]), helper.make_tensor_value_info("s", 1, [2])],

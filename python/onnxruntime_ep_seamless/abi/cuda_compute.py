@@ -57,6 +57,10 @@ class Segment:
     out_src: np.ndarray    # per output: the captured buffer (its unpadded part starts later by the padding)
 
 
+# compiled nodes the garbage collector found while their thread captured a CUDA graph (CudaKernel.__del__)
+_UNRELEASED: list = []
+
+
 class CudaKernel:
     compute_calls = 0      # of every CUDA fused node: a replayed session graph makes none
     segment_replays = 0    # Computes answered by launching a captured segment (capture=auto)
@@ -110,6 +114,8 @@ class CudaKernel:
         stream_out = ffi.new("void**")
         check(lib.seamless_compute_stream(ctx, stream_out))
         stream = stream_out[0]
+        while _UNRELEASED and not lib.seamless_capturing():
+            _UNRELEASED.pop()._release()
         check(lib.seamless_capture_begin(stream))  # a session graph capture starts on this stream
         CudaKernel.compute_calls += 1
         if lib.seamless_get_inputs(ctx, len(self.input_names), b.in_data, b.in_nbytes, b.in_types, b.in_ranks,
@@ -439,11 +445,17 @@ class CudaKernel:
 
     def __del__(self):
         try:
-            for segment in getattr(self, "segments", {}).values():
-                self._drop(segment)
-            self._release_constants()
+            if self.native.lib.seamless_capturing():  # collected during a capture: the release's device sync would end it
+                _UNRELEASED.append(self)  # released by this thread's next Compute outside a capture
+                return
+            self._release()
         except Exception:  # interpreter shutdown: the process releases the GPU anyway
             pass
+
+    def _release(self) -> None:
+        for segment in getattr(self, "segments", {}).values():
+            self._drop(segment)
+        self._release_constants()
 
     def _release_constants(self) -> None:
         """The node's weights, and the layouts kernels made of them (DeviceTensor.derived), back to the
