@@ -101,7 +101,7 @@ def test_growing_symbols_come_from_the_kv_cache():
     assert growing_symbols(graph) == {"past", "total"}
     parts, _ = analyse(graph)
     assert [(s.node.op_type, s.grows) for s in parts[0].steps] == [("Concat", True), ("Relu", False)]
-    assert "1 GPU node(s) with shapes that grow with the KV length, 0 of them device-indexed (Concat)" in \
+    assert "1 GPU node(s) with shapes that grow with the KV length (Concat), 0 of them device-indexed" in \
         render(parts, {})
 
 

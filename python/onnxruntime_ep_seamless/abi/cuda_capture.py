@@ -98,8 +98,8 @@ def capture_summary(steps: list[Step], name: str, plan: "Padding | None" = None,
     growing = [s for s in steps if s.grows and s.on_gpu and s.node.op_type not in HOST_RESULTS]
     if growing:  # what a capture across decode steps would have to launch for a maximum length
         indexed = sum(s.kdef.capture == "device-indexed" for s in growing)
-        lines.append(f"  {len(growing)} GPU node(s) with shapes that grow with the KV length, {indexed} of them "
-                     f"device-indexed ({', '.join(sorted({s.node.op_type for s in growing}))})")
+        lines.append(f"  {len(growing)} GPU node(s) with shapes that grow with the KV length "
+                     f"({', '.join(sorted({s.node.op_type for s in growing}))}), {indexed} of them device-indexed")
         if plan is None:
             lines.append(f"  capture=auto: a graph per KV length, not padded: {padding_problem}")
         elif plan.left:
