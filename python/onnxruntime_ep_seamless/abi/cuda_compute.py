@@ -114,8 +114,8 @@ class CudaKernel:
         stream_out = ffi.new("void**")
         check(lib.seamless_compute_stream(ctx, stream_out))
         stream = stream_out[0]
-        while _UNRELEASED and not lib.seamless_capturing():
-            _UNRELEASED.pop()._release()
+        if _UNRELEASED and not lib.seamless_capturing():
+            _release_collected()
         check(lib.seamless_capture_begin(stream))  # a session graph capture starts on this stream
         CudaKernel.compute_calls += 1
         if lib.seamless_get_inputs(ctx, len(self.input_names), b.in_data, b.in_nbytes, b.in_types, b.in_ranks,
@@ -470,6 +470,16 @@ class CudaKernel:
                 self.rt.free(derived)
             self.rt.free(t)
         constants.clear()
+
+
+def _release_collected() -> None:
+    """Release the nodes CudaKernel.__del__ left in _UNRELEASED (another thread may be taking them too)."""
+    while True:
+        try:
+            node = _UNRELEASED.pop()
+        except IndexError:
+            return
+        node._release()
 
 
 def _release(rt, scratch, inputs, constants):
