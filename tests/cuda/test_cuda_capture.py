@@ -306,11 +306,11 @@ def test_a_session_collected_during_a_capture_is_released_after_it(monkeypatch):
     import gc
     from onnxruntime_ep_seamless.abi import cuda_compute
     model, x = mlp(), np.random.default_rng(4).standard_normal((4, 16)).astype(np.float32)
-    run, release, released = CudaKernel._run, CudaKernel._release, []  # released: whether capturing then
+    run, release, released = CudaKernel._run, CudaKernel._release_memory, []  # released: whether capturing then
     monkeypatch.setattr(CudaKernel, "_run", lambda self, *args: (self.native.lib.seamless_capturing() and gc.collect(),
                                                                  run(self, *args))[1])
-    monkeypatch.setattr(CudaKernel, "_release", lambda self: (released.append(bool(self.native.lib.seamless_capturing())),
-                                                              release(self))[1])
+    monkeypatch.setattr(CudaKernel, "_release_memory", lambda self: (
+        released.append(bool(self.native.lib.seamless_capturing())), release(self))[1])
     old = auto_session(model, "off")
     old.run(None, {"x": x})
     ours, eager = auto_session(model), auto_session(model, "off")

@@ -170,8 +170,9 @@ def padding(graph, steps: list[Step], input_names, output_names) -> tuple[Paddin
     """Whether running the partition with its growing axes padded with zeros gives the same outputs
     (up to their unpadded lengths) as running it unpadded, by a rule for every op that touches a
     padded value; else None and the first reason. Rules: an integer ReduceSum over the padded axis
-    (an attention mask's length; also fused with a Sub and Cast, ReduceSumSubCast) is exact; Cast keeps zeros; the Shape of a padded value gives the
-    capacity, which only GroupQueryAttention's total_sequence_length may take (its present length
+    (an attention mask's length; also fused with a Sub and Cast, ReduceSumSubCast) is exact; Cast keeps
+    zeros; the Shape of a padded value gives the capacity, which only GroupQueryAttention's
+    total_sequence_length may take (its present length
     becomes the capacity, and every length it uses comes from seqlens_k on the GPU); its past KV may
     be padded, its present KV is, with the unpadded length max(past, total_sequence_length)."""
     growing = growing_symbols(graph)

@@ -445,14 +445,14 @@ class CudaKernel:
 
     def __del__(self):
         try:
-            if self.native.lib.seamless_capturing():  # collected during a capture: the release's device sync would end it
+            if self.native.lib.seamless_capturing():  # in a capture: the release's device sync would end it
                 _UNRELEASED.append(self)  # released by this thread's next Compute outside a capture
                 return
-            self._release()
+            self._release_memory()
         except Exception:  # interpreter shutdown: the process releases the GPU anyway
             pass
 
-    def _release(self) -> None:
+    def _release_memory(self) -> None:
         for segment in getattr(self, "segments", {}).values():
             self._drop(segment)
         self._release_constants()
@@ -479,7 +479,7 @@ def _release_collected() -> None:
             node = _UNRELEASED.pop()
         except IndexError:
             return
-        node._release()
+        node._release_memory()
 
 
 def _release(rt, scratch, inputs, constants):
