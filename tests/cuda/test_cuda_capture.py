@@ -1,6 +1,8 @@
 """ORT's session graph capture on the CUDA EP (enable_cuda_graph=1, onnxruntime >= 1.26; skipped
 without a GPU): runs after the warm-ups replay one CUDA graph (no Compute call reaches Python), and
 outputs are byte-identical to the same session without capture."""
+import types
+
 import numpy as np
 import onnxruntime as ort
 import pytest
@@ -10,6 +12,7 @@ import material
 import onnxruntime_ep_seamless as seamless
 from onnxruntime_ep_seamless.abi.cuda_compute import CudaKernel
 from onnxruntime_ep_seamless.bench_gpu import shared_kv_binding
+from onnxruntime_ep_seamless.runtime.cuda import CudaRuntime
 from test_cuda_ep import DEVICES, PROBLEM, model_of
 
 pytestmark = [pytest.mark.skipif(not DEVICES, reason=f"no NVIDIA GPU for the CUDA EP ({PROBLEM or 'none found'})"),
@@ -284,6 +287,39 @@ def test_auto_capture_replays_repeated_shapes_with_plain_run():
         (want,) = eager.run(None, {"x": x})
         np.testing.assert_array_equal(got, want)  # the same kernels in the same order
     assert CudaKernel.segment_replays - before == 4  # runs 3-6: captured at the third, replayed after
+
+
+def test_a_replay_starts_the_gpu_before_asking_ort_for_the_outputs(monkeypatch):
+    """A captured run launches its graph first; ORT's outputs are asked for, and the results staged into
+    them, while the GPU runs it (that host time would otherwise add to every step)."""
+    order, launch, stage = [], CudaKernel._launch, CudaRuntime.stage
+
+    class Lib:
+        def __init__(self, lib):
+            self.lib = lib
+
+        def __getattr__(self, name):
+            fn = getattr(self.lib, name)
+            return (lambda *a: order.append(name) or fn(*a)) if name in ("seamless_segment_launch",
+                                                                         "seamless_get_outputs") else fn
+
+    def recorded_launch(self, *args):
+        native = self.native
+        self.native = types.SimpleNamespace(ffi=native.ffi, lib=Lib(native.lib), check=native.check)
+        try:
+            return launch(self, *args)
+        finally:
+            self.native = native
+
+    monkeypatch.setattr(CudaKernel, "_launch", recorded_launch)
+    monkeypatch.setattr(CudaRuntime, "stage", lambda self, *a, **k: order.append("stage") or stage(self, *a, **k))
+    model = mlp()
+    ours, eager = auto_session(model), auto_session(model, "off")
+    x = np.random.default_rng(4).standard_normal((4, 16)).astype(np.float32)
+    (want,) = eager.run(None, {"x": x})  # its staging launch is not recorded below
+    for run in range(4):
+        np.testing.assert_array_equal(ours.run(None, {"x": x})[0], want)
+    assert order[-3:] == ["seamless_segment_launch", "seamless_get_outputs", "stage"], order
 
 
 def test_auto_capture_keeps_one_graph_per_shape():

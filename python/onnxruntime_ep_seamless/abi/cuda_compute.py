@@ -33,9 +33,9 @@ STAGE_LIMIT = 1 << 22  # outputs from 4 MiB on are copied by cuMemcpyAsync, not 
 @dataclass
 class Segment:
     """A captured Compute for one binding of the input shapes (with growing axes padded to
-    `capacity` when the partition allows it). The graph copies ORT's inputs into `inputs`, runs the
-    partition, and copies `outputs` into ORT's outputs, as the staging table tells it: the table is
-    rewritten before each launch, so new addresses and lengths need no recapture."""
+    `capacity` when the partition allows it). The graph copies ORT's inputs into `inputs` and runs the
+    partition; a staging launch after it copies the results into ORT's outputs, as the staging table
+    tells both: the table is rewritten at each launch, so new addresses and lengths need no recapture."""
     graph: object          # the C handle (cuda_capture.c)
     stream: object         # replayed only on the stream it was captured on (its buffers are reused)
     capacity: int          # the padded length of growing axes; 0: nothing padded
@@ -55,6 +55,7 @@ class Segment:
     in_lead: np.ndarray    # per staged input: bytes of its zero lead per unit of padding (0: not padded)
     out_full: np.ndarray   # per output: its captured length on the padded axis (0 when not padded)
     out_src: np.ndarray    # per output: the captured buffer (its unpadded part starts later by the padding)
+    out_largest: int       # bytes of the largest captured output (the staging launch's blocks)
 
 
 # compiled nodes the garbage collector found while their thread captured a CUDA graph (CudaKernel.__del__)
@@ -256,7 +257,7 @@ class CudaKernel:
             self.rt.free(staged)  # stream-ordered
 
     def _capture(self, key, capacity: int, inputs: dict, ctx, b, stream) -> None:
-        """Capture this Compute for the binding `key` (staging, partition, staging), then launch it."""
+        """Capture this Compute for the binding `key` (the inputs' staging and the partition), then launch it."""
         ffi, lib, rt = self.native.ffi, self.native.lib, self.rt
         names = list(inputs)
         stable = {name: rt.alloc(self._padded_shape(name, t, capacity, b), t.dtype)  # the graph's own copies
@@ -269,7 +270,6 @@ class CudaKernel:
             largest = max([t.nbytes for t in stable.values()] or [0])
             rt.stage(table, 0, len(names), stream, largest)
             results = self._run(dict(self.constants, **stable), stream, scratch)
-            rt.stage(table, len(names), len(results), stream, max([t.nbytes for t in results] or [0]))
             _release(rt, scratch, list(stable.values()), self.constants)  # kept by the graph: launches reuse them
             self.native.check(lib.seamless_segment_end(graph, 1))
             segment = self._segment(graph, stream, capacity, names, stable, results, table)
@@ -397,13 +397,15 @@ class CudaKernel:
                        array([self.input_names.index(n) for n in names]), array(in_length), array(in_unit),
                        array(out_length).reshape(len(results), k), array(out_unit),
                        array([len(t.shape) for t in results], np.int32), out_dims, array(out_axis), array(out_padded),
-                       array(in_lead) if left else None, array(out_full), host[len(names):, 0].copy())
+                       array(in_lead) if left else None, array(out_full), host[len(names):, 0].copy(),
+                       max([t.nbytes for t in results] or [0]))
 
     def _launch(self, s: Segment, ctx, b, stream) -> None:
-        """Rewrite the staging table for this run's addresses and lengths, then launch the graph
-        (with self._lock held)."""
+        """Launch the captured run for this run's addresses and lengths (with self._lock held): the
+        table's input entries first, so that the GPU starts while the host asks ORT for the outputs;
+        then their entries, and the staging launch that copies the results into them."""
         ffi, lib = self.native.ffi, self.native.lib
-        n_in = len(s.in_pos)
+        n_in, row = len(s.in_pos), s.host_table.itemsize * STAGE_ENTRY
         dims = b.dims_and_one
         dims[:-1] = b.np_in_dims
         host = s.host_table
@@ -414,13 +416,17 @@ class CudaKernel:
             host[:n_in, 6] = s.in_lead * lead
             padded = s.out_full > 0
             lengths = np.where(padded, s.out_full - lead, 1)
-            host[n_in:, 0] = s.out_src + s.out_unit * lead * padded
             if lead < 0 or lengths.min() < 0:
                 raise RuntimeError(f"growing inputs longer than the captured capacity {s.capacity}")
+            host[n_in:, 0] = s.out_src + s.out_unit * lead * padded
         else:
             lengths = dims[s.out_length].max(axis=1)
             if s.capacity and lengths.max() > s.capacity:
                 raise RuntimeError(f"an output length {lengths.max()} above the captured capacity {s.capacity}")
+        host_ptr = int(ffi.cast("uintptr_t", ffi.from_buffer(host)))
+        self.rt.copy(s.table.ptr, host_ptr, n_in * row, stream)  # pageable: the driver takes the bytes now
+        self.native.check(lib.seamless_segment_launch(s.graph, stream))
+        CudaKernel.segment_replays += 1
         s.out_dims[s.out_axis] = lengths[s.out_padded]
         ffi.memmove(b.out_ranks, ffi.from_buffer(s.out_ranks), s.out_ranks.nbytes)
         ffi.memmove(b.out_dims, ffi.from_buffer(s.out_dims), s.out_dims.nbytes)
@@ -428,9 +434,8 @@ class CudaKernel:
                                                    b.out_data))
         host[n_in:, 1] = b.np_out_data
         host[n_in:, 3] = host[n_in:, 5] = s.out_unit * lengths
-        self.rt.copy(s.table.ptr, int(ffi.cast("uintptr_t", ffi.from_buffer(host))), host.nbytes, stream)
-        self.native.check(lib.seamless_segment_launch(s.graph, stream))
-        CudaKernel.segment_replays += 1
+        self.rt.copy(s.table.ptr + n_in * row, host_ptr + n_in * row, (len(host) - n_in) * row, stream)
+        self.rt.stage(s.table, n_in, len(host) - n_in, stream, s.out_largest)
 
     def _warn(self, message: str) -> None:
         try:
