@@ -10,6 +10,7 @@ inputs and outputs by a table rewritten per run.
 from __future__ import annotations
 
 import functools
+import math
 import threading
 from collections import Counter, OrderedDict
 from dataclasses import dataclass
@@ -363,7 +364,7 @@ class CudaKernel:
             if axis is None:
                 rows, unit, length, full = 1, t.nbytes, no_length, 1
             else:
-                rows, unit = int(np.prod(t.shape[:axis])), int(np.prod(t.shape[axis + 1:])) * t.dtype.itemsize
+                rows, unit = math.prod(t.shape[:axis]), math.prod(t.shape[axis + 1:]) * t.dtype.itemsize
                 length, full = self.input_names.index(name) * MAX_RANK + axis, t.shape[axis]
             host[k, 1:3], host[k, 5] = (t.ptr, rows), unit * full
             in_length.append(length)
@@ -383,8 +384,8 @@ class CudaKernel:
             axis, sources = padded_out[name]
             if not left and t.shape[axis] != capacity:
                 raise ValueError(f"output {name!r} of shape {t.shape} is not padded to the capacity {capacity}")
-            unit = int(np.prod(t.shape[axis + 1:])) * t.dtype.itemsize
-            row[0], row[2], row[4] = t.ptr, int(np.prod(t.shape[:axis])), unit * t.shape[axis]
+            unit = math.prod(t.shape[axis + 1:]) * t.dtype.itemsize
+            row[0], row[2], row[4] = t.ptr, math.prod(t.shape[:axis]), unit * t.shape[axis]
             out_length.append([self.input_names.index(n) * MAX_RANK + a for n, a in sources] or [no_length])
             out_unit.append(unit)
             out_axis.append(j * MAX_RANK + axis)

@@ -5,6 +5,7 @@ time); kernels come from _kernels_cuda.fatbin, built from native/cuda/*.cu by nv
 """
 from __future__ import annotations
 
+import math
 import os
 import struct
 import threading
@@ -39,7 +40,7 @@ class DeviceTensor:
 
     @property
     def size(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
+        return math.prod(self.shape)
 
     @property
     def nbytes(self) -> int:
@@ -181,7 +182,7 @@ class CudaRuntime:
         rank = len(dims)
         if rank > MAX_DIMS:
             raise ValueError(f"rank {rank} above the CUDA kernels' limit of {MAX_DIMS}")
-        n = int(np.prod(dims, dtype=np.int64))
+        n = math.prod(dims)
         if not len(src_strides) == len(dst_strides) == rank:
             raise ValueError(f"strided copy of dims {tuple(dims)} with strides {list(src_strides)}, {list(dst_strides)}")
         pad = [0] * (MAX_DIMS - rank)

@@ -7,6 +7,8 @@ QLinearMatMul and QLinearConv (exact integer sums, requantized in float64 by qua
 ReverseSequence, TensorScatter, MaxUnpool, AffineGrid, and ai.onnx.ml's Binarizer and ArrayFeatureExtractor.
 Float16/bfloat16 normalisations compute in float32 and
 round once at the end, as the CPU kernels do (kernels/cpu/nn.py)."""
+import math
+
 import numpy as np
 
 from ...graph.ir import ONNX_TO_NUMPY
@@ -109,7 +111,7 @@ def hardmax_13(rt, stream, x, *, axis=-1):
 @kernel("Hardmax", since=1, until=12, types=GPU_FLOATS, device="cuda")
 def hardmax_1(rt, stream, x, *, axis=1):
     axis %= len(x.shape)  # the input as a matrix of rows from `axis` on
-    rows = int(np.prod(x.shape[:axis], dtype=np.int64))
+    rows = math.prod(x.shape[:axis])
     y = _hardmax(rt, stream, DeviceTensor(x.ptr, (rows, x.size // max(rows, 1)), x.dtype), 1)
     return (DeviceTensor(y.ptr, x.shape, y.dtype),)
 
@@ -268,7 +270,7 @@ def _broadcastable(rt, stream, s, value, shape, axis, block_size):
     blocks = value.shape[axis]
     if blocks * block_size < shape[axis] or len(value.shape) != len(shape):
         raise ValueError(f"blocked quantization parameters of shape {value.shape} for x {shape}, block_size {block_size}")
-    outer, inner = int(np.prod(value.shape[:axis], dtype=np.int64)), int(np.prod(value.shape[axis + 1:], dtype=np.int64))
+    outer, inner = math.prod(value.shape[:axis]), math.prod(value.shape[axis + 1:])
     repeated = s(rt.alloc((outer, blocks, block_size, inner), value.dtype))  # each value over its block
     rt.strided_copy(stream, value, repeated, repeated.shape, (blocks * inner, inner, 0, 1),
                     (blocks * block_size * inner, block_size * inner, inner, 1))
@@ -387,7 +389,7 @@ def _requantize(rt, stream, s, acc, multiplier, y_zero_point, bias=None):
     y_zero_point = s(rt.device(y_zero_point, stream))
     bias = None if bias is None else s(rt.device(bias, stream))
     y = rt.alloc(acc.shape, y_zero_point.dtype)
-    channels, spatial = (acc.shape[1], int(np.prod(acc.shape[2:], dtype=np.int64))) if bias is not None else (1, 1)
+    channels, spatial = (acc.shape[1], math.prod(acc.shape[2:])) if bias is not None else (1, 1)
     rt.launch(f"seamless_requantize_{'u8' if y_zero_point.dtype == U8 else 'i8'}", y.size, stream, ("int64", y.size),
               ("ptr", acc.ptr), ("ptr", multiplier.ptr), ("ptr", bias.ptr if bias is not None else 0),
               ("int64", channels), ("int64", spatial), ("ptr", y_zero_point.ptr), ("ptr", y.ptr))
@@ -512,7 +514,7 @@ def einsum(rt, stream, *inputs, equation):
         contracted = [c for c in lab if c in zlab and c not in later]
         left, right = [c for c in lab if c not in zlab], [c for c in zlab if c not in lab]
         a, b = arranged(x, lab, batch + left + contracted), arranged(z, zlab, batch + contracted + right)
-        count, m, k, n = (int(np.prod([size[c] for c in g], dtype=np.int64)) for g in (batch, left, contracted, right))
+        count, m, k, n = (math.prod([size[c] for c in g]) for g in (batch, left, contracted, right))
         y = s(rt.alloc(tuple(size[c] for c in batch + left + right), F32))
         if count == 1:
             _product(rt, stream, a, b, y, m, n, k)
@@ -577,7 +579,7 @@ def max_unpool(rt, stream, x, indices, output_shape=None, *, kernel_shape, pads=
     placed at the start of output_shape, as the spec's reference does (kernels/cpu/nn.py)."""
     inferred = pooled_from(x.shape, kernel_shape, strides, pads)
     s = Scratch(rt, x, indices)
-    flat = s(rt.alloc((int(np.prod(inferred, dtype=np.int64)),), x.dtype))
+    flat = s(rt.alloc((math.prod(inferred),), x.dtype))
     rt.zero(flat, stream)
     (y,) = scatter_elements(rt, stream, flat, DeviceTensor(indices.ptr, (indices.size,), indices.dtype),
                             DeviceTensor(x.ptr, (x.size,), x.dtype), axis=0)
@@ -605,7 +607,7 @@ def affine_grid(rt, stream, theta, size, *, align_corners=0):
                          f"({batch}, {nd}, {nd + 1}) expected")
     s = Scratch(rt, theta, size)
     base = s(rt.device(DeviceTensor.on_host(affine_base(dims, align_corners).astype(theta.dtype)), stream))
-    points = int(np.prod(dims, dtype=np.int64))
+    points = math.prod(dims)
     y = rt.alloc((batch,) + tuple(dims) + (nd,), theta.dtype)
     batched_product(rt, stream, base, theta, y, points, nd, nd + 1, batch, 0, nd * (nd + 1), trans_b=True)
     return s.done(y)

@@ -2,6 +2,7 @@
 ONNX RotaryEmbedding-23, the skip/RMS normalisations (rows.cu), MatMulNBits (and the SwiGLU of two, fused),
 GatherBlockQuantized (quant.cu).
 Semantics and run-time checks are shared with the CPU kernels (kernels/cpu/contrib_attention.py)."""
+import math
 import struct
 import threading
 
@@ -221,7 +222,7 @@ def rotary_embedding_23(rt, stream, x, cos_cache, sin_cache, position_ids=None, 
 
 def _skip_norm(rt, stream, x, skip, bias, scale, beta, epsilon, want_sum, simplified, axis=-1):
     axis %= len(x.shape)
-    cols = int(np.prod(x.shape[axis:], dtype=np.int64))  # normalised over the axes from `axis` on
+    cols = math.prod(x.shape[axis:])  # normalised over the axes from `axis` on
     if any(v is not None and v.size != cols for v in (scale, bias, beta)) or (skip is not None and skip.shape != x.shape):
         raise ValueError(f"CUDA layer normalisation needs scale/beta/bias of shape {x.shape[axis:]} and skip of "
                          f"x's shape {x.shape}")

@@ -9,6 +9,7 @@ the executor only if a GPU kernel or a graph output needs them; Compress reads i
 host (the output's shape depends on it: a seam). Opset ranges, attributes and semantics
 are the CPU kernels' (kernels/cpu/shape.py, reduction.py, elementwise.py), whose host-side helpers
 (Split's part sizes, Constant, Range, the checks) are reused here."""
+import math
 import struct
 
 import numpy as np
@@ -39,7 +40,7 @@ REDUCTIONS = {"add": 1, "mul": 2, "max": 3, "min": 4}  # native/cuda/indexing.cu
 
 def _axis_view(shape, axis):
     """(outer, n, inner): shape viewed as 3-D around `axis`."""
-    return int(np.prod(shape[:axis], dtype=np.int64)), shape[axis], int(np.prod(shape[axis + 1:], dtype=np.int64))
+    return math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1:])
 
 
 def _padded(values):
@@ -120,7 +121,7 @@ def _nd_index(data_shape, first, k, per_batch, batch_stride) -> bytes:
     """native/cuda/indexing.cu NdIndex: k index values address data axes first .. first + k."""
     if first + k > len(data_shape):
         raise ValueError(f"{k} index values for data of rank {len(data_shape)} (batch_dims {first})")
-    slice_size = int(np.prod(data_shape[first + k:], dtype=np.int64))
+    slice_size = math.prod(data_shape[first + k:])
     return struct.pack(f"<{2 * MAX_DIMS + 3}qi4x", *_padded(data_shape[first:first + k]),
                        *_padded(contiguous_strides(data_shape)[first:first + k]), slice_size, max(per_batch, 1),
                        batch_stride, k)
@@ -141,8 +142,8 @@ def gather_nd(rt, stream, data, indices, *, batch_dims=0):
     b, k = batch_dims, indices.shape[-1]
     y = rt.alloc(indices.shape[:-1] + data.shape[b + k:], data.dtype)
     if y.size:
-        per_batch = int(np.prod(indices.shape[b:-1], dtype=np.int64))  # index tuples per batch
-        batch_stride = int(np.prod(data.shape[b:], dtype=np.int64))
+        per_batch = math.prod(indices.shape[b:-1])  # index tuples per batch
+        batch_stride = math.prod(data.shape[b:])
         rt.launch(f"seamless_gather_nd_{data.dtype.itemsize}", y.size, stream, ("int64", y.size), ("ptr", data.ptr),
                   ("ptr", indices.ptr), ("ptr", y.ptr), ("bytes", _nd_index(data.shape, b, k, per_batch, batch_stride)))
     return (y,)
@@ -169,7 +170,7 @@ def _scatter_target(rt, stream, data, reduction):
 @kernel("ScatterND", since=11, types=MOVABLE, device="cuda", check=_check_scatter)
 def scatter_nd(rt, stream, data, indices, updates, *, reduction="none"):
     k = indices.shape[-1]
-    shape = _nd_index(data.shape, 0, k, int(np.prod(indices.shape[:-1], dtype=np.int64)), 0)
+    shape = _nd_index(data.shape, 0, k, math.prod(indices.shape[:-1]), 0)
     y, variant, extra = _scatter_target(rt, stream, data, reduction)
     rt.launch(f"seamless_scatter_nd_{variant}", updates.size, stream, ("int64", updates.size), ("ptr", updates.ptr),
               ("ptr", indices.ptr), ("ptr", y.ptr), ("bytes", shape), *extra)

@@ -1,5 +1,6 @@
 """Matrix products on CUDA (float32, float16, bfloat16; float32 accumulation) through cuBLASLt, those with
 few rows through our kernels (native/cuda/products.cu), plan/fusion.py's Linear and SwiGLU, and Det."""
+import math
 import struct
 
 import numpy as np
@@ -15,7 +16,7 @@ def _rows(op, a, k):
     if len(a.shape) == 0 or a.shape[-1] != k:
         raise ValueError(f"{op}: the first operand has shape {a.shape}, its last dimension must be {k} "
                          "(the second operand's K); feed a tensor of that width")
-    return int(np.prod(a.shape[:-1], dtype=np.int64))
+    return math.prod(a.shape[:-1])
 
 
 def column_split(n, passes, enough):
@@ -51,7 +52,7 @@ def matmul(rt, stream, a, b):
     b2, b_copy = _materialize(rt, stream, b, batch)
     m = a.shape[-2]
     y = rt.alloc(tuple(batch) + (m, n), a.dtype)
-    count = int(np.prod(batch, dtype=np.int64))
+    count = math.prod(batch)
     batched_product(rt, stream, a2, b2, y, m, n, k, count, m * k, k * n)
     for t, copied in ((a2, a_copy), (b2, b_copy)):
         if copied:
@@ -201,7 +202,7 @@ def det(rt, stream, x):
     if len(x.shape) < 2 or x.shape[-1] != x.shape[-2]:
         raise ValueError(f"Det: the input has shape {x.shape}; its last two dimensions must be equal (square "
                          "matrices)")
-    n, batch = x.shape[-1], int(np.prod(x.shape[:-2], dtype=np.int64))
+    n, batch = x.shape[-1], math.prod(x.shape[:-2])
     y = rt.alloc(x.shape[:-2], x.dtype)
     work = rt.alloc((batch, n, n), np.dtype(np.float64))
     rt.launch(f"seamless_det_{SUFFIX[x.dtype]}", batch, stream, ("int64", batch), ("int", n), ("ptr", x.ptr),

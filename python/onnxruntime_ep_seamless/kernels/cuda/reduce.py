@@ -1,4 +1,5 @@
 """Reductions on CUDA (native/cuda/reduce.cu) over any axes; the axes are read on the host."""
+import math
 import struct
 
 import numpy as np
@@ -30,7 +31,7 @@ def reduce(rt, stream, code, x, axes, keepdims):
     out_shape = tuple(1 if d in axes else x.shape[d] for d in range(rank)) if keepdims else \
         tuple(x.shape[d] for d in kept)
     y = rt.alloc(out_shape, x.dtype)
-    count = int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
+    count = math.prod([x.shape[a] for a in axes])
     if count == 0 and y.size:
         raise ValueError(f"{x.shape} reduced over the empty axes {axes}: declined on CUDA")
 

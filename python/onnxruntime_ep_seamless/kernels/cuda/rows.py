@@ -1,4 +1,6 @@
 """Row-wise ops on CUDA: Softmax, LogSoftmax, LayerNormalization."""
+import math
+
 import numpy as np
 
 from ..registry import kernel
@@ -39,7 +41,7 @@ def _softmax_1(flags):
     def run(rt, stream, x, *, axis=1):
         """Opsets 1-12: the input as 2-D [prod(shape[:axis]), prod(shape[axis:])], rows normalised."""
         axis %= max(len(x.shape), 1)
-        cols = int(np.prod(x.shape[axis:], dtype=np.int64))
+        cols = math.prod(x.shape[axis:])
         return (softmax_rows(rt, stream, x, x.size // cols if cols else 0, cols, flags),)
     return run
 
@@ -65,7 +67,7 @@ _check_layernorm = norm_check("Mean/InvStdDev outputs are not produced on CUDA")
 
 @kernel("LayerNormalization", since=17, types=GPU_FLOATS, device="cuda", check=_check_layernorm)
 def layer_norm(rt, stream, x, scale, bias=None, *, axis=-1, epsilon=1e-5, stash_type=1):
-    cols = int(np.prod(x.shape[axis:], dtype=np.int64))  # normalised over the axes from `axis` on
+    cols = math.prod(x.shape[axis:])  # normalised over the axes from `axis` on
     if scale.size != cols or (bias is not None and bias.size != cols):
         raise ValueError(f"CUDA LayerNormalization needs scale and bias of shape {x.shape[axis:]} "
                          f"(the axes from {axis} on); got {scale.shape}, {None if bias is None else bias.shape}")

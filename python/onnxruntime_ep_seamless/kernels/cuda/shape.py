@@ -1,6 +1,8 @@
 """Shape and data-movement ops on CUDA. Shape arguments are read on the host (constants and
 values computed there are free; a value computed on the GPU costs a host seam). Reshape-like
 ops and BitCast alias their input; Transpose, Concat, Slice and Expand are one strided-copy launch each."""
+import math
+
 import numpy as np
 
 from ...graph.ir import attr_dtype
@@ -32,8 +34,8 @@ def bit_cast(rt, stream, x, *, to):
 @kernel("Flatten", since=1, device="cuda")
 def flatten(rt, stream, x, *, axis=1):
     axis = axis + len(x.shape) if axis < 0 else axis
-    outer = int(np.prod(x.shape[:axis], dtype=np.int64))
-    inner = int(np.prod(x.shape[axis:], dtype=np.int64))
+    outer = math.prod(x.shape[:axis])
+    inner = math.prod(x.shape[axis:])
     return (DeviceTensor(x.ptr, (outer, inner), x.dtype),)
 
 
@@ -140,7 +142,7 @@ def _check_gather(node, graph):
 def gather(rt, stream, data, indices, *, axis=0):
     axis %= len(data.shape)
     n = data.shape[axis]
-    inner = int(np.prod(data.shape[axis + 1:], dtype=np.int64))
+    inner = math.prod(data.shape[axis + 1:])
     y = rt.alloc(data.shape[:axis] + indices.shape + data.shape[axis + 1:], data.dtype)
     m = indices.size
     if data.dtype.itemsize not in (1, 2, 4, 8):

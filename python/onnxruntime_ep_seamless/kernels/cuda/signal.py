@@ -3,6 +3,8 @@ by a matrix of cosines and sines made on the host in float64 for the transform's
 width and the direction, rounded to float32 (O(n^2) work a transform, no FFT; float32 sums). STFT frames
 the signal by one strided copy (overlapping reads), weights the frames by the window, then the same GEMM.
 Complex tensors are real ones with a trailing axis of 2 (real, imaginary); a trailing 1 is a real signal."""
+import math
+
 import numpy as np
 
 from ..registry import kernel
@@ -67,7 +69,7 @@ def _transform(rt, stream, x, axis, length, inverse, onesided):
     matrix = rt.device(DeviceTensor.on_host(dft_matrix(samples, width, length, inverse, onesided).astype(F32)), stream)
     out_width = 1 if inverse and onesided else 2
     bins = matrix.shape[1] // out_width
-    rows = int(np.prod(moved.shape[:-2], dtype=np.int64))
+    rows = math.prod(moved.shape[:-2])
     y = rt.alloc(moved.shape[:-2] + (bins, out_width), F32)
     _product(rt, stream, wide, matrix, y, rows, bins * out_width, samples * width)
     for t in {id(t): t for t in (matrix, wide, moved) if t is not x and t is not y}.values():
