@@ -1,6 +1,7 @@
 """ORT's session graph capture on the CUDA EP (enable_cuda_graph=1, onnxruntime >= 1.26; skipped
 without a GPU): runs after the warm-ups replay one CUDA graph (no Compute call reaches Python), and
 outputs are byte-identical to the same session without capture."""
+import struct
 import types
 
 import numpy as np
@@ -491,6 +492,24 @@ def test_auto_capture_builder_decode_with_growing_kv(precision):
     assert not any(eager)
     # totals 9..64 use capacity 64, 65..72 capacity 128: two eager steps at each, then one segment a step
     assert launches == [0, 0] + [1] * 54 + [0, 0] + [1] * 6
+
+
+def test_a_captured_decode_step_reads_the_staged_past_before_its_wait(monkeypatch):
+    """A graph stages its inputs before the run's first launch, a plain one, so that the decode attention may
+    read the past KV before waiting for the kernel before it (AttendParams.early), as in an eager run."""
+    path = material.genai_small_dir("int4", "cuda") / "model.onnx"
+    if not path.exists():
+        pytest.skip(f"{path} not prepared (python tests/material.py)")
+    early, launch_rows = [], CudaRuntime.launch_rows
+
+    def recorded(self, name, rows, stream, *args, **kw):
+        if name.startswith("seamless_gqa_decode") and self.lib.seamless_capturing():
+            early.append(struct.unpack("<ffiiiiii", args[-1][1])[5])
+        return launch_rows(self, name, rows, stream, *args, **kw)
+
+    monkeypatch.setattr(CudaRuntime, "launch_rows", recorded)
+    _, launches = decode(auto_session(str(path)), np.random.default_rng(0).integers(0, 1000, (1, 8)), 4)
+    assert launches == [0, 0, 1, 1] and early and all(early), early
 
 
 @pytest.mark.parametrize("capture", ["auto", "off"])

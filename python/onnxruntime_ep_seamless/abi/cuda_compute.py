@@ -263,6 +263,8 @@ class CudaKernel:
         names = list(inputs)
         stable = {name: rt.alloc(self._padded_shape(name, t, capacity, b), t.dtype)  # the graph's own copies
                   for name, t in inputs.items()}
+        for t in stable.values():  # staged before the run's first launch, a plain one: kernels may read them early
+            t.settled = True
         table = rt.alloc((len(names) + len(self.output_names), STAGE_ENTRY), np.int64)
         handle = ffi.new("void**")
         self.native.check(lib.seamless_segment_begin(stream, handle))
