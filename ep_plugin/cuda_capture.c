@@ -185,10 +185,10 @@ static int capture_retain(void* ptr, int pinned) {
 /* Host data to the GPU on a stream. While capturing, through a pinned copy the graph keeps: a
  * replay copies the same bytes again (host data of a run depends only on the shapes, which a
  * graph fixes). */
-static OrtStatus* seamless_cuda_upload(int ordinal, void* dst, const void* src, size_t nbytes, void* stream) {
+static OrtStatus* seamless_cuda_upload(int ordinal, uintptr_t dst, const void* src, size_t nbytes, void* stream) {
   if (!nbytes) return NULL;
   if (tl_state != 2) {
-    CU_TRY(cu.memcpy_async((CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)src, nbytes, (CUstream)stream),
+    CU_TRY(cu.memcpy_async((CUdeviceptr)dst, (CUdeviceptr)(uintptr_t)src, nbytes, (CUstream)stream),
            "cuMemcpyAsync");
     return NULL;
   }
@@ -200,7 +200,7 @@ static OrtStatus* seamless_cuda_upload(int ordinal, void* dst, const void* src, 
     allocator_free(&a->base, staging);
     return seamless_status(1, "out of memory");
   }
-  CU_TRY(cu.memcpy_async((CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)staging, nbytes, (CUstream)stream),
+  CU_TRY(cu.memcpy_async((CUdeviceptr)dst, (CUdeviceptr)(uintptr_t)staging, nbytes, (CUstream)stream),
          "cuMemcpyAsync");
   return NULL;
 }

@@ -173,17 +173,17 @@ static SeamlessAllocator* seamless_cuda_allocator(int ordinal, int pinned, const
 
 #include "cuda_capture.c"
 
-/* Device scratch for the Python executor, from the same cache as ORT's outputs. */
-static OrtStatus* seamless_cuda_alloc(int ordinal, size_t size, void** out) {
+/* Device scratch for the Python executor, from the same cache as ORT's outputs. Addresses cross to
+ * Python as integers (uintptr_t), which cffi passes without building pointer objects; 0: out of memory. */
+static uintptr_t seamless_cuda_alloc(int ordinal, size_t size) {
   SeamlessAllocator* a = seamless_cuda_allocator(ordinal, 0, NULL);
-  *out = a ? allocator_alloc(&a->base, size) : NULL;
-  return *out ? NULL : seamless_status(1, "SeamlessCUDAExecutionProvider: out of GPU memory");
+  return a ? (uintptr_t)allocator_alloc(&a->base, size) : 0;
 }
 
-static void seamless_cuda_free(int ordinal, void* p) {
-  if (capture_retain(p, 0)) return;  /* a graph being captured keeps it */
+static void seamless_cuda_free(int ordinal, uintptr_t p) {
+  if (capture_retain((void*)p, 0)) return;  /* a graph being captured keeps it */
   SeamlessAllocator* a = seamless_cuda_allocator(ordinal, 0, NULL);
-  if (a) allocator_free(&a->base, p);
+  if (a) allocator_free(&a->base, (void*)p);
 }
 
 /* ---- data transfer ------------------------------------------------------------------------ */
@@ -520,16 +520,24 @@ static OrtStatus* seamless_cuda_function(void* module, const char* name, void** 
 /* dependent: launched with programmatic dependent launch (sm_90+; runtime/cuda.py decides), so it
  * may start while the kernel before it finishes: every kernel waits for that at its start
  * (native/cuda/common.cuh dependent_launch) and lets the next one start right away. */
-static OrtStatus* seamless_cuda_launch(void* fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
-                                       unsigned bz, unsigned shared, void* stream, void** args, int dependent) {
+/* A kernel on a (gx, gy) grid of 1-D blocks. Its `count` arguments arrive packed in one buffer, argument i
+ * at byte `offsets[i]`: Python packs them with one struct call instead of a cffi object each. */
+#define SEAMLESS_MAX_KERNEL_ARGS 32
+static OrtStatus* seamless_cuda_launch(void* fn, unsigned gx, unsigned gy, unsigned block, unsigned shared,
+                                       void* stream, const char* packed, const int32_t* offsets, int count,
+                                       int dependent) {
+  void* args[SEAMLESS_MAX_KERNEL_ARGS];
+  if (count < 0 || count > SEAMLESS_MAX_KERNEL_ARGS)
+    return seamless_status(1, "SeamlessCUDAExecutionProvider: a kernel launch with more than 32 arguments");
+  for (int i = 0; i < count; i++) args[i] = (void*)(packed + offsets[i]);
   if (!dependent) {
-    CU_TRY(cu.launch_kernel((CUfunction)fn, gx, gy, gz, bx, by, bz, shared, (CUstream)stream, args, NULL),
+    CU_TRY(cu.launch_kernel((CUfunction)fn, gx, gy, 1, block, 1, 1, shared, (CUstream)stream, args, NULL),
            "cuLaunchKernel");
     return NULL;
   }
   CUlaunchAttribute attribute = {.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION};
   attribute.value.programmaticStreamSerializationAllowed = 1;
-  CUlaunchConfig config = {gx, gy, gz, bx, by, bz, shared, (CUstream)stream, &attribute, 1};
+  CUlaunchConfig config = {gx, gy, 1, block, 1, 1, shared, (CUstream)stream, &attribute, 1};
   CU_TRY(cu.launch_kernel_ex(&config, (CUfunction)fn, args, NULL), "cuLaunchKernelEx");
   return NULL;
 }
@@ -555,14 +563,14 @@ static OrtStatus* seamless_cuda_device_sync(int ordinal) {
   return NULL;
 }
 
-static OrtStatus* seamless_cuda_copy(void* dst, const void* src, size_t nbytes, void* stream) {
-  CU_TRY(cu.memcpy_async((CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)src, nbytes, (CUstream)stream),
+static OrtStatus* seamless_cuda_copy(uintptr_t dst, uintptr_t src, size_t nbytes, void* stream) {
+  CU_TRY(cu.memcpy_async((CUdeviceptr)dst, (CUdeviceptr)src, nbytes, (CUstream)stream),
          "cuMemcpyAsync");
   return NULL;
 }
 
-static OrtStatus* seamless_cuda_zero(void* dst, size_t nbytes, void* stream) {
-  CU_TRY(cu.memset_async((CUdeviceptr)(uintptr_t)dst, 0, nbytes, (CUstream)stream), "cuMemsetD8Async");
+static OrtStatus* seamless_cuda_zero(uintptr_t dst, size_t nbytes, void* stream) {
+  CU_TRY(cu.memset_async((CUdeviceptr)dst, 0, nbytes, (CUstream)stream), "cuMemsetD8Async");
   return NULL;
 }
 
@@ -638,8 +646,8 @@ static cublasStatus_t layout(cublasLtMatrixLayout_t* out, int type, uint64_t row
  * or float64 (11) throughout (MatMulInteger's exact integer sums).
  * In cuBLASLt's column-major terms that is C^T = B^T . A^T: B is the first operand. */
 static OrtStatus* seamless_cublas_gemm(int ordinal, void* stream, int dtype, int trans_a, int trans_b, int m, int n,
-                                       int k, const void* a, long long stride_a, const void* b, long long stride_b,
-                                       void* c, long long stride_c, int batch, float alpha) {
+                                       int k, uintptr_t a, long long stride_a, uintptr_t b, long long stride_b,
+                                       uintptr_t c, long long stride_c, int batch, float alpha) {
   static __thread cublasLtHandle_t handle;
   static __thread void* workspace[SEAMLESS_MAX_GPUS];
   static __thread GemmPlan plans[SEAMLESS_GEMM_PLANS];
@@ -652,7 +660,8 @@ static OrtStatus* seamless_cublas_gemm(int ordinal, void* stream, int dtype, int
     snprintf(msg, sizeof msg, "SeamlessCUDAExecutionProvider: cublasLtCreate failed (status %d)", st);
     return seamless_status(1, msg);
   }
-  if (!workspace[ordinal]) TRY(seamless_cuda_alloc(ordinal, SEAMLESS_GEMM_WORKSPACE, &workspace[ordinal]));
+  if (!workspace[ordinal] && !(workspace[ordinal] = (void*)seamless_cuda_alloc(ordinal, SEAMLESS_GEMM_WORKSPACE)))
+    return seamless_status(1, "SeamlessCUDAExecutionProvider: out of GPU memory (cuBLASLt's workspace)");
   long long key[11] = {ordinal + 1, dtype, trans_a, trans_b, m, n, k, stride_a, stride_b, stride_c, batch};
   GemmPlan* plan = NULL;
   for (int i = 0; i < SEAMLESS_GEMM_PLANS && plans[i].desc; i++)
@@ -696,8 +705,9 @@ static OrtStatus* seamless_cublas_gemm(int ordinal, void* stream, int dtype, int
   }
   float beta = 0.0f;
   double alpha64 = alpha, beta64 = 0.0;  /* the scale type is the compute type's */
-  st = lt.matmul(handle, plan->desc, dtype == 11 ? (const void*)&alpha64 : &alpha, b, plan->a, a, plan->b,
-                 dtype == 11 ? (const void*)&beta64 : &beta, c, plan->c, c, plan->c, &plan->algo,
+  st = lt.matmul(handle, plan->desc, dtype == 11 ? (const void*)&alpha64 : &alpha, (const void*)b, plan->a,
+                 (const void*)a, plan->b, dtype == 11 ? (const void*)&beta64 : &beta, (void*)c, plan->c, (void*)c,
+                 plan->c, &plan->algo,
                  workspace[ordinal], SEAMLESS_GEMM_WORKSPACE, (CUstream)stream);
   if (st) {
     snprintf(msg, sizeof msg, "SeamlessCUDAExecutionProvider: cublasLtMatmul failed (status %d)", st);

@@ -262,11 +262,11 @@ def test_a_run_with_settled_inputs_starts_with_a_launch_that_waits_for_all_work_
 
     class Lib:
         @staticmethod
-        def seamless_cuda_launch(fn, gx, gy, gz, bx, by, bz, shared, stream, params, dependent):
+        def seamless_cuda_launch(fn, gx, gy, block, shared, stream, packed, offsets, count, dependent):
             seen.append((int(ffi.cast("uintptr_t", stream)), dependent))
 
     rt = CudaRuntime.__new__(CudaRuntime)
-    rt.ffi, rt.lib, rt.dependent, rt._barriers = ffi, Lib, 1, set()
+    rt.ffi, rt.lib, rt.dependent, rt._barriers, rt._layouts = ffi, Lib, 1, set(), {}
     rt.native = type("Native", (), {"check": staticmethod(lambda status: None)})
     rt.function = lambda name: None
     one, two = ffi.cast("void*", 16), ffi.cast("void*", 32)
@@ -274,6 +274,33 @@ def test_a_run_with_settled_inputs_starts_with_a_launch_that_waits_for_all_work_
     for stream in (two, one, one):
         rt.launch("seamless_cast_f16_f32", 1, stream, ("int64", 1))
     assert seen == [(32, 1), (16, 0), (16, 1)]
+
+
+def test_kernel_arguments_are_packed_at_their_c_alignment_into_one_buffer():
+    # runtime/cuda.py _launch: seamless_cuda_launch reads argument i at byte offsets[i] of one packed buffer
+    ffi, seen = cffi.FFI(), []
+
+    class Lib:
+        @staticmethod
+        def seamless_cuda_launch(fn, gx, gy, block, shared, stream, packed, offsets, count, dependent):
+            seen.append(((gx, gy, block, shared), bytes(packed), [offsets[i] for i in range(count)]))
+
+    rt = CudaRuntime.__new__(CudaRuntime)
+    rt.ffi, rt.lib, rt.dependent, rt._barriers, rt._layouts = ffi, Lib, 0, set(), {}
+    rt.native = type("Native", (), {"check": staticmethod(lambda status: None)})
+    rt.function = lambda name: None
+    shape = struct.pack("<5i", 7, 8, 9, 10, 11)  # a struct of 20 bytes, at a multiple of 8
+    args = [("int", -3), ("bytes", shape), ("ptr", 0xDEAD0000BEEF), ("float", 0.5), ("int64", -(1 << 40))]
+    rt.launch_rows("k", (5, 2), None, *args, shared=96, threads=128)
+    rt.launch_rows("k", (5, 2), None, *args, shared=96, threads=128)  # the same kinds: the cached layout
+    (grid, packed, offsets), again = seen
+    assert grid == (5, 2, 128, 96) and again == seen[0]
+    assert offsets == [0, 8, 32, 40, 48]
+    assert struct.unpack_from("<i", packed, 0)[0] == -3
+    assert packed[8:28] == shape
+    assert struct.unpack_from("<Q", packed, 32)[0] == 0xDEAD0000BEEF
+    assert struct.unpack_from("<f", packed, 40)[0] == 0.5
+    assert struct.unpack_from("<q", packed, 48)[0] == -(1 << 40)
 
 
 @pytest.mark.parametrize("s,head_size", [

@@ -426,7 +426,7 @@ class CudaKernel:
             lengths = dims[s.out_length].max(axis=1)
             if s.capacity and lengths.max() > s.capacity:
                 raise RuntimeError(f"an output length {lengths.max()} above the captured capacity {s.capacity}")
-        host_ptr = int(ffi.cast("uintptr_t", ffi.from_buffer(host)))
+        host_ptr = self.rt.address(host)
         self.rt.copy(s.table.ptr, host_ptr, n_in * row, stream)  # pageable: the driver takes the bytes now
         self.native.check(lib.seamless_segment_launch(s.graph, stream))
         CudaKernel.segment_replays += 1

@@ -13,8 +13,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..graph.ir import ONNX_TO_NUMPY
 from ..kernels import c_order
 
+# seamless_cublas_gemm's operand types (ONNX element type codes) by numpy dtype; any other: float32 (1)
+_GEMM_TYPES = {ONNX_TO_NUMPY[code]: code for code in (10, 11, 16) if code in ONNX_TO_NUMPY}
 FATBIN = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "_kernels_cuda.fatbin")
 MAX_DIMS = 8  # native/cuda/elementwise.cu SEAMLESS_MAX_DIMS
 
@@ -79,6 +82,7 @@ class CudaRuntime:
         self.host_reads = 0  # GPU values read on the host (each waits for the stream): a steady state adds none
         self._counters: dict = {}  # stream -> [its counters, zeroed outside a capture] (see counters)
         self._barriers: set = set()  # streams whose next launch waits for all work before it (begin_run)
+        self._layouts: dict = {}  # kernel argument kinds -> _ArgLayout
 
     def function(self, name: str):
         fn = self._functions.get(name)
@@ -89,11 +93,12 @@ class CudaRuntime:
         return fn
 
     def alloc(self, shape, dtype) -> DeviceTensor:
-        t = DeviceTensor(0, tuple(int(d) for d in shape), np.dtype(dtype))
+        t = DeviceTensor(0, tuple(map(int, shape)), np.dtype(dtype))
         if t.nbytes:
-            out = self.ffi.new("void**")
-            self.native.check(self.lib.seamless_cuda_alloc(self.ordinal, t.nbytes, out))
-            t.ptr = int(self.ffi.cast("uintptr_t", out[0]))
+            t.ptr = self.lib.seamless_cuda_alloc(self.ordinal, t.nbytes)
+            if not t.ptr:
+                raise MemoryError(f"SeamlessCUDAExecutionProvider: out of GPU memory for a tensor of shape {t.shape} "
+                                  f"({t.dtype}, {t.nbytes} bytes): free GPU memory or run a smaller model or batch")
         return t
 
     def counters(self, n: int, stream) -> DeviceTensor:
@@ -121,7 +126,7 @@ class CudaRuntime:
 
     def free(self, t: DeviceTensor) -> None:
         if t.ptr:
-            self.lib.seamless_cuda_free(self.ordinal, self.ffi.cast("void*", t.ptr))
+            self.lib.seamless_cuda_free(self.ordinal, t.ptr)
 
     @staticmethod
     def host(t: DeviceTensor) -> np.ndarray:
@@ -135,8 +140,7 @@ class CudaRuntime:
         t = self.alloc(array.shape, array.dtype)
         t.host = array
         if t.nbytes:
-            self.native.check(self.lib.seamless_cuda_copy(self.ffi.cast("void*", t.ptr), self.ffi.from_buffer(array),
-                                                          t.nbytes, self.ffi.NULL))
+            self.native.check(self.lib.seamless_cuda_copy(t.ptr, self.address(array), t.nbytes, self.ffi.NULL))
             self.native.check(self.lib.seamless_cuda_sync(self.ffi.NULL))
         return t
 
@@ -146,8 +150,8 @@ class CudaRuntime:
             return t
         host = c_order(t.host)
         d = self.alloc(t.shape, t.dtype)
-        self.native.check(self.lib.seamless_cuda_upload(self.ordinal, self.ffi.cast("void*", d.ptr),
-                                                        self.ffi.from_buffer(host), d.nbytes, stream))
+        self.native.check(self.lib.seamless_cuda_upload(self.ordinal, d.ptr, self.ffi.from_buffer(host), d.nbytes,
+                                                        stream))
         d.host = host
         return d
 
@@ -160,8 +164,7 @@ class CudaRuntime:
             host = np.empty(t.shape, t.dtype)
             self.host_reads += 1
             if t.nbytes:
-                self.native.check(self.lib.seamless_cuda_copy(self.ffi.from_buffer(host), self.ffi.cast("void*", t.ptr),
-                                                              t.nbytes, stream))
+                self.native.check(self.lib.seamless_cuda_copy(self.address(host), t.ptr, t.nbytes, stream))
                 self.native.check(self.lib.seamless_cuda_sync(stream))
             t.host = host
         return t.host
@@ -171,10 +174,10 @@ class CudaRuntime:
              alpha: float = 1.0):
         """Row-major c = alpha * a . b through cuBLASLt (float32, float16 or bfloat16 with float32 accumulation;
         float64 throughout)."""
-        dtype = {"float16": 10, "bfloat16": 16, "float64": 11}.get(a.dtype.name, 1)  # ONNX element type codes
+        dtype = _GEMM_TYPES.get(a.dtype, 1)
         self.native.check(self.lib.seamless_cublas_gemm(
-            self.ordinal, stream, dtype, int(trans_a), int(trans_b), m, n, k, self.ffi.cast("void*", a.ptr), stride_a,
-            self.ffi.cast("void*", b.ptr), stride_b, self.ffi.cast("void*", c.ptr), m * n, batch, alpha))
+            self.ordinal, stream, dtype, int(trans_a), int(trans_b), m, n, k, a.ptr, stride_a, b.ptr, stride_b, c.ptr,
+            m * n, batch, alpha))
 
     def strided_copy(self, stream, x: DeviceTensor, y: DeviceTensor, dims, src_strides, dst_strides,
                      src_offset: int = 0, dst_offset: int = 0) -> None:
@@ -207,12 +210,11 @@ class CudaRuntime:
 
     def zero(self, t: DeviceTensor, stream) -> None:
         if t.nbytes:
-            self.native.check(self.lib.seamless_cuda_zero(self.ffi.cast("void*", t.ptr), t.nbytes, stream))
+            self.native.check(self.lib.seamless_cuda_zero(t.ptr, t.nbytes, stream))
 
     def copy(self, dst: int, src: int, nbytes: int, stream) -> None:
         if nbytes:
-            self.native.check(self.lib.seamless_cuda_copy(self.ffi.cast("void*", dst), self.ffi.cast("void*", src),
-                                                          nbytes, stream))
+            self.native.check(self.lib.seamless_cuda_copy(dst, src, nbytes, stream))
 
     def _stream_key(self, stream) -> int:
         """A stream (a cffi pointer) as a dictionary key: its address."""
@@ -233,28 +235,42 @@ class CudaRuntime:
 
     def _launch(self, name: str, grid, block: int, stream, args, shared: int = 0) -> None:
         """grid: blocks, or (x, y) blocks."""
-        ffi = self.ffi
         gx, gy = grid if isinstance(grid, tuple) else (grid, 1)
-        keep = []
-        for kind, value in args:
-            if kind == "int":
-                keep.append(ffi.new("int32_t*", value))
-            elif kind == "int64":
-                keep.append(ffi.new("int64_t*", value))
-            elif kind == "ptr":
-                keep.append(ffi.new("void**", ffi.cast("void*", value)))
-            elif kind == "float":
-                keep.append(ffi.new("float*", value))
-            else:
-                keep.append(ffi.new("char[]", value))
-        params = ffi.new("void*[]", [ffi.cast("void*", k) for k in keep])
+        kinds = tuple(len(value) if kind == "bytes" else kind for kind, value in args)
+        layout = self._layouts.get(kinds)
+        if layout is None:
+            layout = self._layouts[kinds] = _ArgLayout(kinds, self.ffi)
         dependent = self.dependent
         if self._barriers:
             key = self._stream_key(stream)
             dependent = dependent and key not in self._barriers
             self._barriers.discard(key)
-        self.native.check(self.lib.seamless_cuda_launch(self.function(name), gx, gy, 1, block, 1, 1, shared, stream,
-                                                        params, dependent))
+        self.native.check(self.lib.seamless_cuda_launch(self.function(name), gx, gy, block, shared, stream,
+                                                        layout.pack(*[value for _, value in args]), layout.offsets,
+                                                        len(kinds), dependent))
+
+    def address(self, array: np.ndarray) -> int:
+        """The host address of a C-contiguous array's data."""
+        return int(self.ffi.cast("uintptr_t", self.ffi.from_buffer(array)))
+
+
+class _ArgLayout:
+    """How one list of kernel argument kinds ("int", "int64", "ptr", "float", or a struct's byte count) is
+    packed into one buffer for seamless_cuda_launch: each at its C alignment (a struct's at 8)."""
+
+    CODES = {"int": "i", "int64": "q", "ptr": "Q", "float": "f"}
+
+    def __init__(self, kinds: tuple, ffi):
+        fmt, offsets, end = "<", [], 0
+        for kind in kinds:
+            code = f"{kind}s" if isinstance(kind, int) else self.CODES[kind]
+            size = struct.calcsize("<" + code)
+            pad = -end % (8 if isinstance(kind, int) else size)
+            fmt, end = fmt + "x" * pad + code, end + pad
+            offsets.append(end)
+            end += size
+        self.pack = struct.Struct(fmt).pack
+        self.offsets = ffi.new("int32_t[]", offsets or [0])
 
 
 def contiguous_strides(shape) -> list[int]:
