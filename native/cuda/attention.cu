@@ -259,96 +259,146 @@ __device__ void attend(const T* q, const T* k, const T* v, const int32_t* seqlen
   }
 }
 
-// A prompt's attention in tiles (where attend's softcap, local window and sink are not asked; float16 and
-// bfloat16, head size 64 or 128): a block per (batch, head, ATTEND_TILE query tokens) takes the keys
-// ATTEND_TILE at a time through shared memory, so each key and value is read once a tile rather than once
-// a query, with an online softmax (float32: outputs within rounding of attend's, not its bits), and has no
-// context limit. 256 threads: a query row to 8 threads (row r = tid / 8), which take keys tid % 8 + 8 j
-// (j < 4) and channel pairs 2 (tid % 8) + 16 e; shared rows padded by one word against bank conflicts.
-#define ATTEND_TILE 32
-__device__ __forceinline__ float2 pair_at(const __half* p) { return pair(*(const __half2*)p); }
-__device__ __forceinline__ float2 pair_at(const __nv_bfloat16* p) { return pair(*(const __nv_bfloat162*)p); }
+// A prompt's attention on tensor cores (where attend's softcap, local window and sink are not asked; float16 and
+// bfloat16, head size 64 or 128, 16-byte aligned rows), flash-attention style: a block per (batch, head,
+// ATTEND_TILE query tokens), a warp per 16 of them, their q in registers; keys and values come through shared
+// memory a tile of KEYS at a time (cp.async, the next tile's copies issued before the current one's products).
+// Per tile, q . k^T and then p . v by mma.sync m16n8k16 with float32 sums, an online softmax in float32 (the
+// weights p rounded once to T for their product with v, as flash kernels do): outputs within rounding of
+// attend's, not its bits; no context limit. Fragment layouts are the PTX ISA's: lane t holds rows t / 4 and
+// t / 4 + 8 of a 16-row tile and columns 2 (t % 4), +1 (and +8) of it.
+#define ATTEND_TILE 64
+__device__ __forceinline__ uint32_t pack_pair(float lo, float hi, const __half*) {
+  __half2 p = __floats2half2_rn(lo, hi);
+  return *(uint32_t*)&p;
+}
+__device__ __forceinline__ uint32_t pack_pair(float lo, float hi, const __nv_bfloat16*) {
+  __nv_bfloat162 p = __floats2bfloat162_rn(lo, hi);
+  return *(uint32_t*)&p;
+}
 
 template <typename T, int H>
 __device__ void attend_tiles(const T* q, const T* k, const T* v, const int32_t* seqlens, T* out, GqaShape g,
                              AttendParams a) {
-  __shared__ __align__(16) T qs[ATTEND_TILE][H + 2], ks[ATTEND_TILE][H + 2], vs[ATTEND_TILE][H + 2];
-  __shared__ float ps[ATTEND_TILE][ATTEND_TILE + 1];
+  constexpr int KEYS = H == 64 ? 64 : 32, STRIDE = H + 8;  // two tiles of keys and values fit 48 KiB; padded rows
+  __shared__ __align__(16) T ks[2][KEYS][STRIDE], vs[2][KEYS][STRIDE];  // (16-byte aligned, on distinct banks)
   const int tiles = (g.seq + ATTEND_TILE - 1) / ATTEND_TILE, tile = blockIdx.x % tiles;
   const int h = (blockIdx.x / tiles) % g.heads, b = blockIdx.x / (tiles * g.heads), kh = h / (g.heads / g.kv_heads);
-  const int r = threadIdx.x / 8, lane = threadIdx.x % 8, i0 = tile * ATTEND_TILE, i = i0 + r;
-  const Visible mine = visible(seqlens, b, min(i, g.seq - 1), g, a);
-  const Visible last = visible(seqlens, b, min(i0 + ATTEND_TILE, g.seq) - 1, g, a);  // sees the most keys
-  const int end = i < g.seq ? min(mine.limit, mine.t) : 0, keys = min(last.limit, last.t);
+  const int lane = threadIdx.x % 32, row = lane / 4, quad = lane % 4;
+  const int i0 = tile * ATTEND_TILE + threadIdx.x / 32 * 16;  // this warp's first query token
+  int end[2];  // keys its two rows see (0 past the prompt)
+  for (int r = 0; r < 2; r++) {
+    int i = i0 + row + 8 * r;
+    Visible w = visible(seqlens, b, min(i, g.seq - 1), g, a);
+    end[r] = i < g.seq ? min(w.limit, w.t) : 0;
+  }
+  const Visible last = visible(seqlens, b, min(tile * ATTEND_TILE + ATTEND_TILE, g.seq) - 1, g, a);
+  const Visible warp_last = visible(seqlens, b, min(i0 + 15, g.seq - 1), g, a);
+  const int keys = min(last.limit, last.t), warp_keys = i0 < g.seq ? min(warp_last.limit, warp_last.t) : 0;
   const T* qb = q + ((int64_t)b * g.heads + h) * g.seq * H;
   const T* kb = k + ((int64_t)b * g.kv_heads + kh) * g.present_len * H;
   const T* vb = v + ((int64_t)b * g.kv_heads + kh) * g.present_len * H;
-  for (int x = threadIdx.x; x < ATTEND_TILE * H / 2; x += blockDim.x) {  // channel pairs, a word each
-    int row = x / (H / 2), d = x % (H / 2) * 2;
-    *(uint32_t*)&qs[row][d] = i0 + row < g.seq ? *(const uint32_t*)(qb + (int64_t)(i0 + row) * H + d) : 0u;
-  }
-  float m = -INFINITY, l = 0.0f, acc[H / 8] = {};
-  for (int k0 = 0; k0 < keys; k0 += ATTEND_TILE) {
-    __syncthreads();  // the tiles before are read (the first time: q written)
-    for (int x = threadIdx.x; x < ATTEND_TILE * H / 2; x += blockDim.x) {
-      int row = x / (H / 2), d = x % (H / 2) * 2;
-      bool in = k0 + row < keys;
-      *(uint32_t*)&ks[row][d] = in ? *(const uint32_t*)(kb + (int64_t)(k0 + row) * H + d) : 0u;
-      *(uint32_t*)&vs[row][d] = in ? *(const uint32_t*)(vb + (int64_t)(k0 + row) * H + d) : 0u;
+  uint32_t qf[H / 16][4];  // a fragments of q: rows row, row + 8; channels 16 c + 2 quad, +8
+  for (int c = 0; c < H / 16; c++)
+    for (int e = 0; e < 4; e++) {
+      int i = i0 + row + 8 * (e & 1), d = 16 * c + 2 * quad + 8 * (e >> 1);
+      qf[c][e] = i < g.seq ? *(const uint32_t*)(qb + (int64_t)i * H + d) : 0u;
     }
-    __syncthreads();
-    float s[ATTEND_TILE / 8], top = -INFINITY;
-#pragma unroll
-    for (int j = 0; j < ATTEND_TILE / 8; j++) {
-      int c = lane + 8 * j;
-      float dot = 0.0f;
-#pragma unroll 8
-      for (int d = 0; d < H; d += 2) {
-        float2 x = pair_at(&qs[r][d]), y = pair_at(&ks[c][d]);
-        dot += x.x * y.x;
-        dot += x.y * y.y;
-      }
-      s[j] = k0 + c < end ? dot * a.scale : -INFINITY;
-      top = fmaxf(top, s[j]);
-    }
-    for (int off = 1; off < 8; off <<= 1) top = fmaxf(top, __shfl_xor_sync(0xffffffff, top, off));
-    float now = fmaxf(m, top), scale = now == -INFINITY ? 1.0f : expf(m - now), sum = 0.0f;
-#pragma unroll
-    for (int j = 0; j < ATTEND_TILE / 8; j++) {
-      float e = s[j] == -INFINITY ? 0.0f : expf(s[j] - now);
-      ps[r][lane + 8 * j] = e;
-      sum += e;
-    }
-    for (int off = 1; off < 8; off <<= 1) sum += __shfl_xor_sync(0xffffffff, sum, off);
-    l = l * scale + sum;
-    m = now;
-    __syncwarp();  // row r's weights, written by its 8 threads (one warp)
-#pragma unroll
-    for (int e = 0; e < H / 8; e++) acc[e] *= scale;
-    for (int c = 0; c < ATTEND_TILE; c++) {
-      float w = ps[r][c];
-#pragma unroll
-      for (int e = 0; e < H / 16; e++) {
-        float2 y = pair_at(&vs[c][2 * lane + 16 * e]);
-        acc[2 * e] += w * y.x;
-        acc[2 * e + 1] += w * y.y;
+  const bool aligned = (((uintptr_t)k | (uintptr_t)v) & 15) == 0;  // else (ORT's odd buffers) a value at a time
+  auto fetch = [&](int buffer, int k0) {  // a tile of keys and values, zeros past the last key any row sees
+    for (int x = threadIdx.x; x < KEYS * H / 8; x += blockDim.x) {
+      int r = x / (H / 8), d = x % (H / 8) * 8;
+      if (k0 + r < keys && aligned) {
+        copy16_to_shared(&ks[buffer][r][d], kb + (int64_t)(k0 + r) * H + d);
+        copy16_to_shared(&vs[buffer][r][d], vb + (int64_t)(k0 + r) * H + d);
+      } else if (k0 + r < keys) {
+        for (int e = 0; e < 8; e++) {
+          ks[buffer][r][d + e] = kb[(int64_t)(k0 + r) * H + d + e];
+          vs[buffer][r][d + e] = vb[(int64_t)(k0 + r) * H + d + e];
+        }
+      } else {
+        *(uint4*)&ks[buffer][r][d] = make_uint4(0u, 0u, 0u, 0u);
+        *(uint4*)&vs[buffer][r][d] = make_uint4(0u, 0u, 0u, 0u);
       }
     }
-  }
-  if (i >= g.seq) return;
-  T* o = out + (((int64_t)b * g.seq + i) * g.heads + h) * H;
-  float inv = 1.0f / l;
+  };
+  const float scale = a.scale * 1.4426950408889634f;  // scores in log2 units: exp2f
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}, o[H / 8][4] = {};
+  if (keys > 0) fetch(0, 0);
+  for (int k0 = 0, t = 0; k0 < keys; k0 += KEYS, t ^= 1) {
+    wait_copies_to_shared();
+    __syncthreads();  // tile t in shared memory; every warp done with the other buffer
+    if (k0 + KEYS < keys) fetch(t ^ 1, k0 + KEYS);
+    if (k0 >= warp_keys) continue;  // none of this warp's rows sees these keys
+    float s[KEYS / 8][4];
+    for (int n = 0; n < KEYS / 8; n++) {
+      s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
 #pragma unroll
-  for (int e = 0; e < H / 16; e++) {
-    st(o + 2 * lane + 16 * e, acc[2 * e] * inv);
-    st(o + 2 * lane + 16 * e + 1, acc[2 * e + 1] * inv);
+      for (int c = 0; c < H / 16; c++) {
+        const T* key = &ks[t][8 * n + row][16 * c + 2 * quad];
+        uint32_t kf[2] = {*(const uint32_t*)key, *(const uint32_t*)(key + 8)};
+        mma_16816<T>(s[n], qf[c], kf);
+      }
+    }
+    float top[2] = {-INFINITY, -INFINITY};
+    for (int n = 0; n < KEYS / 8; n++)
+      for (int e = 0; e < 4; e++) {
+        int r = e >> 1;
+        s[n][e] = k0 + 8 * n + 2 * quad + (e & 1) < end[r] ? s[n][e] * scale : -INFINITY;
+        top[r] = fmaxf(top[r], s[n][e]);
+      }
+    float corr[2];
+    for (int r = 0; r < 2; r++) {  // a row's 4 lanes agree on its maximum
+      top[r] = fmaxf(top[r], __shfl_xor_sync(0xffffffff, top[r], 1));
+      top[r] = fmaxf(top[r], __shfl_xor_sync(0xffffffff, top[r], 2));
+      float now = fmaxf(m[r], top[r]);
+      corr[r] = now == -INFINITY ? 1.0f : exp2f(m[r] - now);
+      m[r] = now;
+      l[r] *= corr[r];  // this lane's share of the row's sum
+    }
+    for (int n = 0; n < KEYS / 8; n++)
+      for (int e = 0; e < 4; e++) {
+        int r = e >> 1;
+        s[n][e] = s[n][e] == -INFINITY ? 0.0f : exp2f(s[n][e] - m[r]);
+        l[r] += s[n][e];
+      }
+    for (int j = 0; j < H / 8; j++) {
+      o[j][0] *= corr[0];
+      o[j][1] *= corr[0];
+      o[j][2] *= corr[1];
+      o[j][3] *= corr[1];
+    }
+#pragma unroll
+    for (int kk = 0; kk < KEYS / 16; kk++) {  // p's a fragments are two n tiles of the scores' accumulators
+      const T* tag = nullptr;
+      uint32_t pf[4] = {pack_pair(s[2 * kk][0], s[2 * kk][1], tag), pack_pair(s[2 * kk][2], s[2 * kk][3], tag),
+                        pack_pair(s[2 * kk + 1][0], s[2 * kk + 1][1], tag),
+                        pack_pair(s[2 * kk + 1][2], s[2 * kk + 1][3], tag)};
+#pragma unroll
+      for (int jj = 0; jj < H / 16; jj++) {  // v's b fragments for channels 16 jj.. and 16 jj + 8..
+        uint32_t vf[4];
+        load_matrices_transposed(vf, &vs[t][16 * kk + lane % 8 + (lane / 8) % 2 * 8][16 * jj + lane / 16 * 8]);
+        mma_16816<T>(o[2 * jj], pf, vf);
+        mma_16816<T>(o[2 * jj + 1], pf, vf + 2);
+      }
+    }
+  }
+  for (int r = 0; r < 2; r++) {
+    l[r] += __shfl_xor_sync(0xffffffff, l[r], 1);
+    l[r] += __shfl_xor_sync(0xffffffff, l[r], 2);
+    int i = i0 + row + 8 * r;
+    if (i >= g.seq) continue;
+    T* out_row = out + (((int64_t)b * g.seq + i) * g.heads + h) * H;
+    float inv = 1.0f / l[r];
+    for (int j = 0; j < H / 8; j++)
+      *(uint32_t*)(out_row + 8 * j + 2 * quad) = pack_pair(o[j][2 * r] * inv, o[j][2 * r + 1] * inv, out_row);
   }
 }
 
 #define GQA_ATTEND_TILES(S, T, H)                                                                             \
-  extern "C" __global__ void seamless_gqa_attend_tiles_h##H##_##S(const T* q, const T* k, const T* v,        \
-                                                                  const int32_t* seqlens, T* out, GqaShape g, \
-                                                                  AttendParams a) { dependent_launch();      \
+  extern "C" __global__ void __launch_bounds__(128) seamless_gqa_attend_tiles_h##H##_##S(                      \
+      const T* q, const T* k, const T* v, const int32_t* seqlens, T* out, GqaShape g, AttendParams a) {        \
+    dependent_launch();                                                                                       \
     attend_tiles<T, H>(q, k, v, seqlens, out, g, a);                                                          \
   }
 GQA_ATTEND_TILES(f16, __half, 64) GQA_ATTEND_TILES(f16, __half, 128)

@@ -191,14 +191,6 @@ __device__ __forceinline__ void half_pairs(const uint32_t* x, uint32_t* out) {
   out[3] = __byte_perm(x[1], x[3], 0x7632);
 }
 
-__device__ __forceinline__ void mma_16816(float* d, const uint32_t* a, const uint32_t* b) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
-
 #define TILE_CHUNK 608   // bytes of a chunk of one matrix in nbits4_tiles' layout
 #define TILE_WARPS 4     // warps a block
 #define TILE_SLOT 4864   // bytes of a ring slot: 8 chunks of one matrix, 4 of two
@@ -208,7 +200,6 @@ struct NBitsTiles {
   int32_t m, n, k, chunks;
 };
 
-__device__ __forceinline__ unsigned shared_address(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
 
 template <int W>
 __device__ void matmul_nbits4_tiles(const __half* a, const uint8_t* tiles, const __half* bias, __half* y,
@@ -273,7 +264,7 @@ __device__ void matmul_nbits4_tiles(const __half* a, const uint8_t* tiles, const
           float d[2][4] = {};  // two chains of mmas, for their latency
           for (int j = 0; j < 8; j++) {
             uint32_t fa[4] = {xa[2 * j], 0u, xa[2 * j + 1], 0u}, fb[2] = {wb[w][2 * j], wb[w][2 * j + 1]};
-            mma_16816(d[j & 1], fa, fb);
+            mma_16816<__half>(d[j & 1], fa, fb);
           }
           for (int j = 0; j < 2; j++) acc[r][w][j] += (d[0][j] + d[1][j]) * scale[w][j];
         }

@@ -314,11 +314,11 @@ def test_other_attention_shapes_prepare_then_attend(s, head_size):
 
 
 @pytest.mark.parametrize("s,head_size,past", [(4, 64, 64), (40, 128, 64), (2, 64, 20000)])
-def test_a_float16_prompt_attends_in_tiles_of_32_queries(s, head_size, past):
-    # a block per (batch, head, 32 query tokens), the keys through shared memory 32 at a time: no context limit
+def test_a_float16_prompt_attends_in_tiles_of_64_queries(s, head_size, past):
+    # a block per (batch, head, 64 query tokens) on tensor cores, the keys through shared memory: no context limit
     launches = gqa(s, 4, 2, head_size, past, [past - 1])
     assert [(name, grid) for name, grid, _ in launches] == [
-        ("seamless_gqa_prepare_f16", launches[0][1]), (f"seamless_gqa_attend_tiles_h{head_size}_f16", 4 * -(-s // 32))]
+        ("seamless_gqa_prepare_f16", launches[0][1]), (f"seamless_gqa_attend_tiles_h{head_size}_f16", 4 * -(-s // 64))]
 
 
 @pytest.mark.parametrize("K,N,block_size,zero_points,matrices", [(896, 40, 32, False, 1), (224, 19, 32, True, 1),

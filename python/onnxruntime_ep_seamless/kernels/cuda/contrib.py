@@ -20,7 +20,7 @@ MAX_SHARED = 48 * 1024  # default dynamic shared memory per block
 ATTEND_THREADS = 256    # runtime/cuda.py launch_rows
 DECODE_THREADS = 256    # native/cuda/attention.cu gqa_decode: a present row to each head_size / 8 of them
 DECODE_HEAD_SIZES = (64, 128)  # gqa_decode compiled for these (16-bit types): an int4 layer 17.6 -> 16.9 us (H200)
-ATTEND_TILE = 32        # native/cuda/attention.cu attend_tiles: query tokens a block
+ATTEND_TILE = 64        # native/cuda/attention.cu attend_tiles: query tokens a block (a warp per 16)
 
 
 def _decode_passes(s, h, present_len) -> int:
@@ -126,7 +126,7 @@ def group_query_attention(rt, stream, query, key=None, value=None, past_key=None
         if tiles:
             rt.launch_rows(f"seamless_gqa_attend_tiles_h{h}_{suffix}", b * num_heads * -(-s // ATTEND_TILE), stream,
                            ("ptr", q.ptr), ("ptr", pk.ptr), ("ptr", pv.ptr), ("ptr", seqlens_k.ptr), ("ptr", out.ptr),
-                           ("bytes", shape), ("bytes", params))
+                           ("bytes", shape), ("bytes", params), threads=ATTEND_TILE * 2)  # a warp per 16 queries
         else:
             rt.launch_rows(f"seamless_gqa_attend_{suffix}", b * num_heads * s, stream, ("ptr", q.ptr), ("ptr", pk.ptr),
                            ("ptr", pv.ptr), ("ptr", seqlens_k.ptr), ("ptr", sink.ptr if sink else 0),
