@@ -40,22 +40,17 @@ __device__ __forceinline__ unsigned shared_address(const void* p) { return (unsi
 // b: 2), float32 sums, in the PTX ISA's fragment layouts.
 template <typename T>
 __device__ __forceinline__ void mma_16816(float* d, const uint32_t* a, const uint32_t* b);
-template <>
-__device__ __forceinline__ void mma_16816<__half>(float* d, const uint32_t* a, const uint32_t* b) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
-template <>
-__device__ __forceinline__ void mma_16816<__nv_bfloat16>(float* d, const uint32_t* a, const uint32_t* b) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
+#define SEAMLESS_MMA_16816(T, TYPE)                                                                       \
+  template <>                                                                                             \
+  __device__ __forceinline__ void mma_16816<T>(float* d, const uint32_t* a, const uint32_t* b) {          \
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." TYPE "." TYPE ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, " \
+                 "{%8,%9}, {%0,%1,%2,%3};"                                                                \
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])                                         \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));                   \
+  }
+SEAMLESS_MMA_16816(__half, "f16")
+SEAMLESS_MMA_16816(__nv_bfloat16, "bf16")
+#undef SEAMLESS_MMA_16816
 // Four 8x8 matrices of 16-bit values from shared memory, transposed: lanes 8m..8m+7 give the row addresses of
 // matrix m (16 bytes each), and lane t gets rows 2 (t % 4) and 2 (t % 4) + 1 of column t / 4 of matrix m in r[m].
 __device__ __forceinline__ void load_matrices_transposed(uint32_t* r, const void* row) {
