@@ -24,13 +24,12 @@ ATTEND_TILE = 64        # native/cuda/attention.cu attend_tiles: query tokens a 
 
 
 def _decode_passes(s, h, present_len) -> int:
-    """Rows a lane group of gqa_decode (a decode step in one launch) takes: 4, or 8 where that makes one block
-    of what 4 would split in two (measured on the H200: docs/benchmarks/gpu.md); 0 when gqa_decode does not
-    take this shape (a prompt, a head size whose eighths do not divide a warp)."""
+    """Rows a lane group of gqa_decode (a decode step in one launch) takes: 4 where that is one block, else 8:
+    half the blocks (after 4000 tokens a step's run call 5-10 % shorter on the H200: docs/benchmarks/gpu.md); 0
+    when gqa_decode does not take this shape (a prompt, a head size whose eighths do not divide a warp)."""
     if s != 1 or h % 8 or 32 % (h // 8):
         return 0
-    rows4 = _decode_rows(4, h)
-    return 8 if rows4 < present_len <= 2 * rows4 else 4
+    return 8 if present_len > _decode_rows(4, h) else 4
 
 
 def _decode_rows(passes, h) -> int:
