@@ -1,8 +1,10 @@
 """The CUDA executor's Python without a GPU: every call into the CUDA plugin's C glue (`lib.seamless_*`) is
 faked, so CI (CPU only) plans and runs onnxruntime-genai's CUDA decoders through abi/cuda_compute.py and every
-kernel's host side (shapes, kernel choices, argument packing, scratch memory) for a prompt and a decode step.
-What the kernels compute is the GPU tests' (tests/cuda/test_cuda_models.py)."""
+kernel's host side (shapes, kernel choices, argument packing, scratch memory) for a prompt and a decode step,
+and level A's capture and replays with their staging tables. What the kernels compute is the GPU tests'
+(tests/cuda/test_cuda_models.py, test_cuda_capture.py)."""
 import cffi
+import numpy as np
 import onnx
 import pytest
 
@@ -12,6 +14,8 @@ from onnxruntime_ep_seamless.graph.onnx_import import import_model
 from onnxruntime_ep_seamless.runtime import cuda as runtime_cuda
 
 ffi = cffi.FFI()
+ffi.cdef("typedef struct OrtStatus OrtStatus;")
+ONNX_TYPES = {np.dtype(np.int64): 7, np.dtype(np.float16): 10}
 
 
 class FakeGlue:
@@ -19,6 +23,7 @@ class FakeGlue:
 
     def __init__(self):
         self.top, self.live, self.names, self.launches = 1 << 32, set(), {}, []
+        self.capturing, self.feed, self.outputs, self.copies = 0, None, None, []
 
     def seamless_cuda_alloc(self, ordinal, size):
         ptr, self.top = self.top, self.top + (size + 255) // 256 * 256
@@ -41,7 +46,42 @@ class FakeGlue:
         return 1  # sm_90: the kernels a Hopper GPU gets
 
     def seamless_capturing(self):
+        return self.capturing
+
+    def seamless_segment_begin(self, stream, handle):
+        self.capturing, handle[0] = 1, ffi.cast("void*", 99)
+        return ffi.NULL
+
+    def seamless_segment_end(self, graph, keep):
+        self.capturing = 0
+        return ffi.NULL
+
+    def seamless_segment_launch(self, graph, stream):
+        self.launches.append("segment")
+        return ffi.NULL
+
+    def seamless_compute_stream(self, ctx, out):
+        out[0] = ffi.cast("void*", 7)
+        return ffi.NULL
+
+    def seamless_get_inputs(self, ctx, n, data, nbytes, types, ranks, dims, max_rank, changed, status):
+        for i, (ptr, shape, dtype) in enumerate(self.feed):  # what ORT's inputs would be
+            data[i], types[i], ranks[i] = ffi.cast("void*", ptr), ONNX_TYPES[dtype], len(shape)
+            for axis, size in enumerate(shape):
+                dims[i * max_rank + axis] = size
         return 0
+
+    def seamless_get_outputs(self, ctx, n, ranks, dims, max_rank, data):
+        for i in range(n):  # ORT's output tensors: their shapes recorded, an address each
+            if ranks[i] >= 0:
+                self.outputs[i] = tuple(dims[i * max_rank + a] for a in range(ranks[i]))
+                data[i] = ffi.cast("void*", (1 << 44) + (i << 24))
+        return ffi.NULL
+
+    def seamless_cuda_copy(self, dst, src, nbytes, stream):
+        if self.top > dst >= 1 << 32 and src >= 1 << 45:  # host memory into our allocation: a staging table's rows
+            self.copies.append(np.frombuffer(bytes(ffi.buffer(ffi.cast("char*", src), nbytes)), np.int64))
+        return ffi.NULL
 
     def __getattr__(self, name):  # module loads, copies, zeroing, syncs, cuBLASLt: nothing to do
         if not name.startswith("seamless_"):
@@ -103,6 +143,41 @@ def test_a_builder_decoder_runs_its_prompt_and_a_decode_step_through_the_cuda_ex
             rt.free(t)
         assert glue.live == _kept(kernel)  # what a run allocates is freed after it
     assert rt.host_reads == 0  # no GPU value was read back on the host
+
+
+def test_level_a_captures_a_decode_step_and_replays_it_with_this_runs_addresses_and_lengths(monkeypatch):
+    # capture=auto: two eager runs of a binding, then its capture; every later run of the binding only rewrites the
+    # staging table (abi/cuda_compute.py _launch): the inputs' addresses and lengths, the outputs' where ORT holds them
+    graph = import_model(onnx.load(str(genai_small_dir("fp16", "cuda") / "model.onnx")))
+    monkeypatch.setattr(runtime_cuda, "FATBIN", __file__)
+    monkeypatch.setattr(runtime_cuda.CudaRuntime, "_instances", {})
+    ep = FakeEp({"capture": "auto"})
+    kernel = cuda_compute.CudaKernel(ep, graph, list(graph.inputs), list(graph.outputs))
+    glue, replays = ep.native.lib, cuda_compute.CudaKernel.segment_replays
+    assert kernel.padding is not None and not kernel.padding.left  # the KV axes padded at their end
+    key, present = graph.inputs.index("past_key_values.0.key"), graph.outputs.index("present.0.key")
+    for past in range(8, 14):
+        fed = 1 << 36 | past << 20  # another address every run
+        glue.feed = [(fed + i * 4096, {"input_ids": (1, 1), "attention_mask": (1, past + 1)}.get(n, (1, 2, past, 64)),
+                      np.dtype(graph.value(n).dtype)) for i, n in enumerate(graph.inputs)]
+        glue.outputs, glue.launches, glue.copies = [None] * len(graph.outputs), [], []
+        kernel.compute(None)
+        assert glue.outputs[present] == (1, 2, past + 1, 64)  # ORT's present tensor: this run's length, not 64
+        if past < 10:  # warm-up: every kernel launched from Python
+            assert "segment" not in glue.launches and len(glue.launches) > 10
+            continue
+        # captured at the third run, replayed after: one graph launch and the outputs' staging
+        if past > 10:
+            assert glue.launches == ["segment", "seamless_stage"]
+        assert glue.launches[-2:] == ["segment", "seamless_stage"]
+        inputs, outputs = (rows.reshape(-1, cuda_compute.STAGE_ENTRY) for rows in glue.copies)
+        unit = 64 * 2  # bytes a position of a KV row (head size 64, float16)
+        # src, rows, width, src pitch, dst pitch: this run's past into the graph's buffer of capacity 64
+        assert list(inputs[key, [0, 2, 3, 4, 5]]) == [fed + key * 4096, 2, unit * past, unit * past, unit * 64]
+        # the graph's present (capacity 64) into ORT's tensor of this run's length
+        assert list(outputs[present, [1, 2, 3, 4, 5]]) == [(1 << 44) + (present << 24), 2, unit * (past + 1),
+                                                           unit * 64, unit * (past + 1)]
+    assert cuda_compute.CudaKernel.segment_replays - replays == 4  # runs 3-6
 
 
 def _kept(kernel) -> set:
