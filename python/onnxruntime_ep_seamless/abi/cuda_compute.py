@@ -107,15 +107,17 @@ class CudaKernel:
             b.np_in_data = np.frombuffer(ffi.buffer(b.in_data), np.int64)[:n_in]
             b.np_in_dims = np.frombuffer(ffi.buffer(b.in_dims), np.int64)[:n_in * MAX_RANK]
             b.np_out_data = np.frombuffer(ffi.buffer(b.out_data), np.int64)[:n_out]
+            b.np_out_ranks = np.frombuffer(ffi.buffer(b.out_ranks), np.int32)[:n_out]
+            b.np_out_dims = np.frombuffer(ffi.buffer(b.out_dims), np.int64)[:n_out * MAX_RANK]
+            b.stream = ffi.new("void**")
             b.dims_and_one = np.ones(n_in * MAX_RANK + 1, np.int64)  # [-1]: the length of what is not padded
         return b
 
     def compute(self, ctx) -> None:
         ffi, lib, check = self.native.ffi, self.native.lib, self.native.check
         b = self._buffers()
-        stream_out = ffi.new("void**")
-        check(lib.seamless_compute_stream(ctx, stream_out))
-        stream = stream_out[0]
+        check(lib.seamless_compute_stream(ctx, b.stream))
+        stream = b.stream[0]
         if _UNRELEASED and not lib.seamless_capturing():
             _release_collected()
         check(lib.seamless_capture_begin(stream))  # a session graph capture starts on this stream
@@ -431,8 +433,8 @@ class CudaKernel:
         self.native.check(lib.seamless_segment_launch(s.graph, stream))
         CudaKernel.segment_replays += 1
         s.out_dims[s.out_axis] = lengths[s.out_padded]
-        ffi.memmove(b.out_ranks, ffi.from_buffer(s.out_ranks), s.out_ranks.nbytes)
-        ffi.memmove(b.out_dims, ffi.from_buffer(s.out_dims), s.out_dims.nbytes)
+        b.np_out_ranks[:] = s.out_ranks
+        b.np_out_dims[:] = s.out_dims
         self.native.check(lib.seamless_get_outputs(ctx, len(self.output_names), b.out_ranks, b.out_dims, MAX_RANK,
                                                    b.out_data))
         host[n_in:, 1] = b.np_out_data
