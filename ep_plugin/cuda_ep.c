@@ -517,11 +517,11 @@ static OrtStatus* seamless_cuda_function(void* module, const char* name, void** 
   return NULL;
 }
 
-/* dependent: launched with programmatic dependent launch (sm_90+; runtime/cuda.py decides), so it
+/* A kernel on a (gx, gy) grid of 1-D blocks. Its `count` arguments arrive packed in one buffer, argument i
+ * at byte `offsets[i]`: Python packs them with one struct call instead of a cffi object each.
+ * dependent: launched with programmatic dependent launch (sm_90+; runtime/cuda.py decides), so it
  * may start while the kernel before it finishes: every kernel waits for that at its start
  * (native/cuda/common.cuh dependent_launch) and lets the next one start right away. */
-/* A kernel on a (gx, gy) grid of 1-D blocks. Its `count` arguments arrive packed in one buffer, argument i
- * at byte `offsets[i]`: Python packs them with one struct call instead of a cffi object each. */
 #define SEAMLESS_MAX_KERNEL_ARGS 32
 static OrtStatus* seamless_cuda_launch(void* fn, unsigned gx, unsigned gy, unsigned block, unsigned shared,
                                        void* stream, const char* packed, const int32_t* offsets, int count,

@@ -200,7 +200,6 @@ struct NBitsTiles {
   int32_t m, n, k, chunks;
 };
 
-
 template <int W>
 __device__ void matmul_nbits4_tiles(const __half* a, const uint8_t* tiles, const __half* bias, __half* y,
                                     NBitsTiles p) {

@@ -409,7 +409,7 @@ class CudaKernel:
         """Launch the captured run for this run's addresses and lengths (with self._lock held): the
         table's input entries first, so that the GPU starts while the host asks ORT for the outputs;
         then their entries, and the staging launch that copies the results into them."""
-        ffi, lib = self.native.ffi, self.native.lib
+        lib = self.native.lib
         n_in, row = len(s.in_pos), s.host_table.itemsize * STAGE_ENTRY
         dims = b.dims_and_one
         dims[:-1] = b.np_in_dims
