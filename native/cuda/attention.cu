@@ -260,7 +260,7 @@ __device__ void attend(const T* q, const T* k, const T* v, const int32_t* seqlen
 }
 
 // A prompt's attention on tensor cores (where attend's softcap, local window and sink are not asked; float16 and
-// bfloat16, head size 64 or 128, 16-byte aligned rows), flash-attention style: a block per (batch, head,
+// bfloat16, head size 64 or 128), flash-attention style: a block per (batch, head,
 // ATTEND_TILE query tokens), a warp per 16 of them, their q in registers; keys and values come through shared
 // memory a tile of KEYS at a time (cp.async, the next tile's copies issued before the current one's products).
 // Per tile, q . k^T and then p . v by mma.sync m16n8k16 with float32 sums, an online softmax in float32 (the
