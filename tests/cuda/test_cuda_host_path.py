@@ -34,7 +34,7 @@ class FakeGlue:
         self.live.discard(ptr)
 
     def seamless_cuda_function(self, module, name, out):
-        self.names[len(self.names) + 1] = ffi.string(name).decode() if not isinstance(name, bytes) else name.decode()
+        self.names[len(self.names) + 1] = name.decode()  # runtime/cuda.py passes the name's bytes
         out[0] = ffi.cast("void*", len(self.names))
         return ffi.NULL
 
