@@ -16,7 +16,7 @@ import numpy as np
 
 import material
 
-MINILM = ("minilm_op17.onnx", "minilm_dynamo_op18.onnx", "minilm_dynamo_op23.onnx")
+MINILM = ("minilm_op17.onnx", "minilm_dynamo_op23.onnx")  # tests/material.py's exports
 TOKENIZER = ("config.json", "special_tokens_map.json", "tokenizer.json", "tokenizer_config.json", "vocab.txt")
 SMALL_DECODERS = (("fp16", "cuda"), ("int4", "cuda"), ("fp32", "cpu"))
 
