@@ -78,8 +78,14 @@ class FakeGlue:
                 data[i] = ffi.cast("void*", (1 << 44) + (i << 24))
         return ffi.NULL
 
+    def device(self, address) -> bool:
+        """A fake device address: our allocations, ORT's inputs (`feed`) or its outputs (seamless_get_outputs)."""
+        return 1 << 32 <= address < self.top or 1 << 36 <= address < 1 << 37 or 1 << 44 <= address < 1 << 45
+
     def seamless_cuda_copy(self, dst, src, nbytes, stream):
-        if self.top > dst >= 1 << 32 and src >= 1 << 45:  # host memory into our allocation: a staging table's rows
+        # host memory into our allocation: a staging table's rows (a host address may lie anywhere outside the
+        # fake ranges: below 4 GiB where Python's heap is not position-independent, as on the H200's host)
+        if 1 << 32 <= dst < self.top and not self.device(src):
             self.copies.append(np.frombuffer(bytes(ffi.buffer(ffi.cast("char*", src), nbytes)), np.int64))
         return ffi.NULL
 
