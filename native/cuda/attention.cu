@@ -140,11 +140,66 @@ __device__ __forceinline__ void prepare_new(int64_t t, const T* q_in, const T* k
   }
 }
 
+// Eight values' bits from src to dst (zeros where src is null); both 16-byte aligned.
+template <typename T>
+__device__ __forceinline__ void copy8(T* dst, const T* src) {
+  for (int i = 0; i < (int)sizeof(T) / 2; i++) ((uint4*)dst)[i] = src ? ((const uint4*)src)[i] : make_uint4(0, 0, 0, 0);
+}
+
+// copy_past and prepare_new for elements [t, t + 8) of one row (head_size and rot_half multiples of 8, rows
+// 16-byte aligned): the same values, with one index computation and 16-byte accesses for the eight.
+template <typename T>
+__device__ __forceinline__ void copy_past8(int64_t t, const T* past_k, const T* past_v, T* pk, T* pv,
+                                           const int32_t* seqlens, const GqaShape& g) {
+  int64_t r = t / g.head_size;
+  int d = t - r * g.head_size, pos = r % g.present_len;
+  r /= g.present_len;
+  int b = r / g.kv_heads, p = past_len(seqlens, b, g);
+  if (pos >= p && pos < p + g.seq) return;
+  bool cached = past_k && pos < p && pos < g.past_buf;
+  int64_t src = (r * g.past_buf + pos) * g.head_size + d;
+  copy8(pk + t, cached ? past_k + src : nullptr);
+  copy8(pv + t, cached ? past_v + src : nullptr);
+}
+template <typename T>
+__device__ __forceinline__ void prepare_new8(int64_t t, const T* q_in, const T* k_in, const T* v_in, const T* cos,
+                                             const T* sin, const int32_t* seqlens, T* q_out, T* k_out, T* v_out,
+                                             const GqaShape& g) {
+  int64_t heads_all = g.heads + 2 * g.kv_heads, r = t / g.head_size;
+  int d = t - r * g.head_size, h = r % heads_all;
+  r /= heads_all;
+  int i = r % g.seq, b = r / g.seq, pos = past_len(seqlens, b, g) + i;
+  const T* row = new_row(q_in, k_in, v_in, b, i, h, g);
+  bool rotary = g.do_rotary && h < g.heads + g.kv_heads;
+  int64_t at = (int64_t)min(pos, g.cos_rows - 1) * g.rot_half;
+  float y[8];
+  rotated8(row, d, rotary ? cos + at : nullptr, rotary ? sin + at : nullptr, g.rot_half, g.interleaved, y);
+  if (h < g.heads) {
+    store8(q_out + (((int64_t)b * g.heads + h) * g.seq + i) * g.head_size + d, y);
+  } else {
+    bool is_v = h >= g.heads + g.kv_heads;
+    int kh = is_v ? h - g.heads - g.kv_heads : h - g.heads;
+    store8((is_v ? v_out : k_out) + (((int64_t)b * g.kv_heads + kh) * g.present_len + pos) * g.head_size + d, y);
+  }
+}
+
+// wide: eight elements a thread (kernels/cuda/contrib.py decides: head_size and rot_half multiples of 8,
+// every row 16-byte aligned); a 4000-token prompt's 24 calls took 1.33 ms element by element.
 template <typename T>
 __device__ void prepare(const T* past_k, const T* past_v, const T* q_in, const T* k_in, const T* v_in, const T* cos,
-                        const T* sin, const int32_t* seqlens, T* q_out, T* k_out, T* v_out, GqaShape g) {
+                        const T* sin, const int32_t* seqlens, T* q_out, T* k_out, T* v_out, GqaShape g, int wide) {
   int64_t copies = (int64_t)g.batch * g.kv_heads * g.present_len * g.head_size;
   int64_t n = copies + (int64_t)g.batch * g.seq * (g.heads + 2 * g.kv_heads) * g.head_size;
+  if (wide) {
+    GRID_LOOP(t8, n / 8) {
+      int64_t t = t8 * 8;
+      if (t < copies)
+        copy_past8(t, past_k, past_v, k_out, v_out, seqlens, g);
+      else
+        prepare_new8(t - copies, q_in, k_in, v_in, cos, sin, seqlens, q_out, k_out, v_out, g);
+    }
+    return;
+  }
   GRID_LOOP(t, n) {
     if (t < copies)
       copy_past(t, past_k, past_v, k_out, v_out, seqlens, g);
@@ -619,8 +674,8 @@ __device__ void decode(const T* past_k, const T* past_v, const T* q_in, const T*
 #define GQA(S, T)                                                                                              \
   extern "C" __global__ void seamless_gqa_prepare_##S(const T* past_k, const T* past_v, const T* q, const T* k,       \
                                                       const T* v, const T* cos, const T* sin, const int32_t* seqlens,   \
-                                                      T* qo, T* ko, T* vo, GqaShape g) { dependent_launch();            \
-    prepare(past_k, past_v, q, k, v, cos, sin, seqlens, qo, ko, vo, g);                                                 \
+                                                      T* qo, T* ko, T* vo, GqaShape g, int wide) { dependent_launch();  \
+    prepare(past_k, past_v, q, k, v, cos, sin, seqlens, qo, ko, vo, g, wide);                                           \
   }                                                                                                                     \
   extern "C" __global__ void seamless_gqa_attend_##S(const T* q, const T* k, const T* v, const int32_t* seqlens,       \
                                                      const float* sink, T* out, GqaShape g, AttendParams a) { dependent_launch(); \

@@ -329,6 +329,27 @@ __device__ void select_chunk(const T* x, int64_t* partials, int64_t* indices, un
   if (threadIdx.x == 0) indices[lane] = best_index;
 }
 
+// k = 1 over contiguous rows (inner 1) starting 16-byte aligned, n a multiple of 16 bytes: a block a row,
+// 16-byte loads (a prompt's ArgMax over all its rows of logits, where the chunked kernel's blocks cost more
+// than their reads).
+template <typename T>
+__device__ void select_rows16(const T* x, int64_t* indices, int64_t n, int largest, int prefer_last) {
+  constexpr int PER = 16 / sizeof(T);
+  using K = decltype(load(x));
+  const T* row = x + blockIdx.x * n;
+  K best = 0;
+  int64_t best_index = -1;
+#pragma unroll 2
+  for (int64_t j = threadIdx.x * PER; j < n; j += SELECT_THREADS * PER) {
+    uint4 v = *(const uint4*)(row + j);
+    const T* e = (const T*)&v;
+#pragma unroll
+    for (int i = 0; i < PER; i++) keep_first(best, best_index, load(e + i), j + i, largest, prefer_last);
+  }
+  block_first(best, best_index, largest, prefer_last);
+  if (threadIdx.x == 0) indices[blockIdx.x] = best_index;
+}
+
 }  // namespace indexing
 
 // ---- the kernels (helpers qualified: every native/cuda/*.cu shares one translation unit)
@@ -396,6 +417,10 @@ INDEXING_FOR_SIZES(INDEXING_MOVE)
                                                        unsigned* counters, int64_t n, int64_t inner, int64_t chunk, \
                                                        int largest, int prefer_last) { dependent_launch();     \
     indexing::select_chunk(x, partials, indices, counters, n, inner, chunk, largest, prefer_last);             \
+  }                                                                                                            \
+  extern "C" __global__ void seamless_select_rows16_##S(const T* x, int64_t* indices, int64_t n, int largest,    \
+                                                        int prefer_last) { dependent_launch();                  \
+    indexing::select_rows16(x, indices, n, largest, prefer_last);                                              \
   }
 INDEXING_FOR_NUMBERS(INDEXING_ARITH)
 #undef INDEXING_ARITH

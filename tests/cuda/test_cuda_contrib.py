@@ -38,6 +38,15 @@ def test_gqa_partial_rotary_and_no_rotary(shape):
     check(*gqa_model_feeds(*GQA_SHAPES[shape], rotary=False))
 
 
+@pytest.mark.parametrize("shape", ["prompt", "subsequent_prompt"])
+def test_gqa_prompt_element_by_element(shape, monkeypatch):
+    # attention.cu prepare's general path (rows not in whole 16-byte groups): ORT's GQA allows none such, so forced
+    from onnxruntime_ep_seamless.kernels.cuda import contrib
+    monkeypatch.setattr(contrib, "_prepare_wide", lambda *args: False)
+    check(*gqa_model_feeds(*GQA_SHAPES[shape]))
+    check(*gqa_model_feeds(*GQA_SHAPES[shape], rot_dim=16, heads=(4, 2, 32), rotary_interleaved=1))
+
+
 # rows of a multiple of 8 up to 8192 are normalised in registers, others in shared memory
 # attention.cu's value sums: 16-byte loads in groups of head_size / 8 lanes where that divides a warp
 # (16, 32, 64, 128), else a thread per channel (48; ORT's GQA takes multiples of 16 only)
@@ -198,11 +207,11 @@ def test_swiglu_of_two_matmul_nbits(K, N, block_size, zero_points, dtype, m):
 
 # plan/fusion.py's MatMulSwiGLU: few rows in one pass of products.cu's Linear kernel, more by one GEMM
 # by [gate | up], then silu(gate) * up in one pass
-@pytest.mark.parametrize("m", [1, 5])
+@pytest.mark.parametrize("m,N", [(1, 40), (5, 40), (5, 36)])  # 5 rows, N = 36: the SwiGLU a column a thread
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
-def test_swiglu_of_two_matmuls(dtype, m):
+def test_swiglu_of_two_matmuls(dtype, m, N):
     from kernels.test_contrib_quantization import swiglu_nbits_model
-    model, feeds = swiglu_nbits_model(96, 40, 32, dtype=dtype, m=m, matmul=True)
+    model, feeds = swiglu_nbits_model(96, N, 32, dtype=dtype, m=m, matmul=True)
     # float32: GEMMs summed in another order (values up to ~10); float16: the reference rounds the gate,
     # its sigmoid, the SiLU and the product, ours the GEMM's outputs and the result
     check(model, feeds, **({"rtol": 1e-4, "atol": 1e-4} if dtype == np.float32 else {"rtol": 4e-3, "atol": 1e-2}))

@@ -314,10 +314,13 @@ def test_argmax_argmin_types(op, dtype):
 
 @pytest.mark.parametrize("select_last_index", [0, 1])
 @pytest.mark.parametrize("op", ["ArgMax", "ArgMin"])
-@pytest.mark.parametrize("dtype,shape,axis", [(F16, (2, 151936), -1), (F32, (1, 1, 5000), 2), (I64, (3, 4097, 2), 1)])
+@pytest.mark.parametrize("dtype,shape,axis", [(F16, (2, 151936), -1), (F32, (1, 1, 5000), 2), (I64, (3, 4097, 2), 1),
+                                               (F16, (300, 4096), -1), (F32, (260, 1000), 1), (I64, (2, 128, 70), 2),
+                                               (F16, (300, 4097), -1)])
 def test_argmax_argmin_over_a_long_axis(op, dtype, shape, axis, select_last_index):
     """A long axis is split over blocks (indexing.SELECT_CHUNK) and combined: still the first (or last) index
-    of the extreme, with ties across chunks (values 0..3), and the one-block path's answers."""
+    of the extreme, with ties across chunks (values 0..3), and the one-block path's answers. Many contiguous
+    rows of whole 16-byte groups (indexing.ROWS16_LANES and more) take a block a row; 4097 halves do not."""
     attrs = {"axis": axis, "select_last_index": select_last_index}
     check(op, [data(shape, dtype, 0, 4)], attrs, opset=13, outputs=[I64])
     rng = np.random.default_rng(3)

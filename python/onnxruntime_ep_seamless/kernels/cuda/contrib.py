@@ -23,6 +23,11 @@ DECODE_HEAD_SIZES = (64, 128)  # gqa_decode compiled for these (16-bit types): a
 ATTEND_TILE = 64        # native/cuda/attention.cu attend_tiles: query tokens a block (a warp per 16)
 
 
+def _prepare_wide(head_size, rot_half, tensors) -> bool:
+    """attention.cu prepare takes eight elements a thread where every row is whole 16-byte groups."""
+    return head_size % 8 == 0 and rot_half % 8 == 0 and all(t.ptr % 16 == 0 for t in tensors if t is not None)
+
+
 def _decode_passes(s, h, present_len) -> int:
     """Rows a lane group of gqa_decode (a decode step in one launch) takes: 4 where that is one block, else 8:
     half the blocks (after 4000 tokens a step's run call 5-10 % shorter on the H200: docs/benchmarks/gpu.md); 0
@@ -120,8 +125,9 @@ def group_query_attention(rt, stream, query, key=None, value=None, past_key=None
         q = rt.alloc((b, num_heads, s, h), dtype)
         scratch.append(q)
         n = pk.size + b * s * (num_heads + 2 * kv_num_heads) * h  # the present buffers, then the new tokens
-        rt.launch(f"seamless_gqa_prepare_{suffix}", n, stream, *past, *qkv, ("ptr", q.ptr), ("ptr", pk.ptr),
-                  ("ptr", pv.ptr), ("bytes", shape))
+        wide = _prepare_wide(h, half, (*rows, q, pk, pv))
+        rt.launch(f"seamless_gqa_prepare_{suffix}", n // 8 if wide else n, stream, *past, *qkv, ("ptr", q.ptr),
+                  ("ptr", pk.ptr), ("ptr", pv.ptr), ("bytes", shape), ("int", int(wide)))
         if tiles:
             rt.launch_rows(f"seamless_gqa_attend_tiles_h{h}_{suffix}", b * num_heads * -(-s // ATTEND_TILE), stream,
                            ("ptr", q.ptr), ("ptr", pk.ptr), ("ptr", pv.ptr), ("ptr", seqlens_k.ptr), ("ptr", out.ptr),

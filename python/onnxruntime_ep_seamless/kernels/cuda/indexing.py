@@ -229,10 +229,12 @@ def cumprod(rt, stream, x, axis, *, exclusive=0, reverse=0):
 
 
 # --- TopK, ArgMax, ArgMin: one selection kernel, a block per lane along the axis (a long axis of
-# ArgMax/ArgMin: a block per chunk, the lane's last to finish combining) ---------
+# ArgMax/ArgMin: a block per chunk, the lane's last to finish combining; many contiguous rows: a block a
+# row with 16-byte loads) ---------
 
 
 SELECT_CHUNK = 1024  # ArgMax/ArgMin over a long axis: elements a block (4 a thread), e.g. a vocabulary's logits
+ROWS16_LANES = 256   # ArgMax/ArgMin over this many contiguous rows and more: enough blocks to fill the GPU by rows
 
 
 def _select(rt, stream, x, axis, k, largest, prefer_last, values: bool, indices=None):
@@ -247,7 +249,11 @@ def _select(rt, stream, x, axis, k, largest, prefer_last, values: bool, indices=
     out = rt.alloc(shape, x.dtype) if values else None
     indices = rt.alloc(shape, np.int64) if indices is None else indices
     lanes = outer * inner
-    if k == 1 and not values and n >= 2 * SELECT_CHUNK and lanes <= 65535:  # a long axis: a block a chunk
+    row_bytes = n * x.dtype.itemsize
+    if k == 1 and not values and inner == 1 and lanes >= ROWS16_LANES and row_bytes % 16 == 0 and x.ptr % 16 == 0:
+        rt.launch_rows(f"seamless_select_rows16_{NUMBER_SUFFIX[x.dtype]}", lanes, stream, ("ptr", x.ptr),
+                       ("ptr", indices.ptr), ("int64", n), ("int", int(bool(largest))), ("int", int(bool(prefer_last))))
+    elif k == 1 and not values and n >= 2 * SELECT_CHUNK and lanes <= 65535:  # a long axis: a block a chunk
         chunks = -(-n // SELECT_CHUNK)
         partials = rt.alloc((lanes * chunks,), np.int64)
         rt.launch_rows(f"seamless_select_chunk_{NUMBER_SUFFIX[x.dtype]}", (chunks, lanes), stream, ("ptr", x.ptr),
