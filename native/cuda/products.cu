@@ -108,6 +108,62 @@ __device__ void linear(const T* a, const T* w, const T* bias, T* y, Linear p, Ro
   }
 }
 
+// The same products of 16-bit types on tensor cores where K is short (kernels/cuda/matmul.py decides: K a multiple of
+// 32 up to LINEAR_WARPS * 4 * 32; a decode layer's q|k|v, o and gate|up, not its down projection, whose long K
+// makes each warp's chain of products long). A block takes 8 columns (of each of W matrices), its warps every
+// LINEAR_WARPS-th chunk of 32 k. Lane t stages 16 bytes of column t / 4 at k = chunk * 32 + (t % 4) * 8 (before
+// the wait, as above) and holds row t / 4's activations at those k in A (rows >= m zero): two mma.sync m16n8k16
+// a chunk and matrix, float32 sums (a dot product's terms may be paired in any order; A and B agree). The warps'
+// sums are added in order. Fewer instructions than a warp a column: 20.55 -> 19.61 us a float16 decode layer of
+// Qwen2.5-0.5B in a chain of dependent launches on the H200 (docs/benchmarks/gpu.md, sixteenth session).
+template <typename T, int W, bool NORM>
+__device__ void linear_tc(const T* a, const T* w, const T* bias, T* y, Linear p, RowNorm<T> norm) {
+  __shared__ float part[LINEAR_WARPS][W][LINEAR_ROWS][8];
+  extern __shared__ __align__(16) unsigned char dynamic[];  // [normed rows] [staged weights]
+  int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane & 3, row = lane >> 2;
+  int64_t n = (int64_t)blockIdx.x * 8 + row;  // this lane's column of B
+  bool live = n < p.n;
+  int chunks = p.k / 32, most = (chunks + LINEAR_WARPS - 1) / LINEAR_WARPS;
+  uint4* own = (uint4*)(dynamic + (NORM ? (p.m * p.k * sizeof(T) + 15) / 16 * 16 : 0)) +
+               (int64_t)warp * most * W * 32 + lane;
+  for (int c = warp, i = 0; live && c < chunks; c += LINEAR_WARPS, i++)
+#pragma unroll
+    for (int q = 0; q < W; q++) copy16_to_shared(own + (i * W + q) * 32, w + (n + q * p.n) * p.k + c * 32 + g * 8);
+  wait_for_previous();
+  if (NORM) {
+    norm_rows_to_shared(norm, 0, p.m, p.k, blockIdx.x == 0, (T*)dynamic);
+    a = (const T*)dynamic;
+  }
+  wait_copies_to_shared();  // a lane reads only its own copies
+  float d[W][4] = {};
+  for (int c = warp, i = 0; c < chunks; c += LINEAR_WARPS, i++) {
+    uint4 x = make_uint4(0, 0, 0, 0);
+    if (row < p.m) x = *(const uint4*)(a + (int64_t)row * p.k + c * 32 + g * 8);
+    uint32_t a1[4] = {x.x, 0, x.y, 0}, a2[4] = {x.z, 0, x.w, 0};  // k 0-3 and 4-7 of the lane's 8
+#pragma unroll
+    for (int q = 0; q < W; q++) {
+      uint4 b = live ? own[(i * W + q) * 32] : make_uint4(0, 0, 0, 0);
+      uint32_t b1[2] = {b.x, b.y}, b2[2] = {b.z, b.w};
+      mma_16816<T>(d[q], a1, b1);
+      mma_16816<T>(d[q], a2, b2);
+    }
+  }
+  if (row < p.m)  // D row t / 4, columns 2 (t % 4) and 2 (t % 4) + 1
+#pragma unroll
+    for (int q = 0; q < W; q++) {
+      part[warp][q][row][2 * g] = d[q][0];
+      part[warp][q][row][2 * g + 1] = d[q][1];
+    }
+  __syncthreads();
+  int r = threadIdx.x / 8, col = threadIdx.x % 8;
+  int64_t o = (int64_t)blockIdx.x * 8 + col;
+  if (r >= p.m || o >= p.n) return;
+  float s[W] = {};
+  for (int q = 0; q < W; q++)
+    for (int v = 0; v < LINEAR_WARPS; v++) s[q] += part[v][q][r][col];
+  st(y + (int64_t)r * p.n + o, W == 2 ? s[0] / (1.0f + expf(-s[0])) * s[W - 1] : bias ? s[0] + ld(bias + o) : s[0]);
+}
+
 #define LINEAR(S, T)                                                                                               \
   extern "C" __global__ void seamless_linear_##S(const T* a, const T* w, const T* bias, T* y, Linear p) {           \
     let_next_launch();                                                                                             \
@@ -127,6 +183,27 @@ __device__ void linear(const T* a, const T* w, const T* bias, T* y, Linear p, Ro
     linear<T, 2, true>(nullptr, w, bias, y, p, norm);                                                              \
   }
 FOR_FLOATS(LINEAR)
+#define LINEAR_TC(S, T)                                                                                            \
+  extern "C" __global__ void seamless_linear_tc_##S(const T* a, const T* w, const T* bias, T* y, Linear p) {        \
+    let_next_launch();                                                                                             \
+    linear_tc<T, 1, false>(a, w, bias, y, p, RowNorm<T>{});                                                        \
+  }                                                                                                                \
+  extern "C" __global__ void seamless_linear_tc_swiglu_##S(const T* a, const T* w, const T* bias, T* y, Linear p) { \
+    let_next_launch();                                                                                             \
+    linear_tc<T, 2, false>(a, w, bias, y, p, RowNorm<T>{});                                                        \
+  }                                                                                                                \
+  extern "C" __global__ void seamless_linear_tc_norm_##S(const T* w, const T* bias, T* y, Linear p,                \
+                                                         RowNorm<T> norm) {                                        \
+    let_next_launch();                                                                                             \
+    linear_tc<T, 1, true>(nullptr, w, bias, y, p, norm);                                                           \
+  }                                                                                                                \
+  extern "C" __global__ void seamless_linear_tc_swiglu_norm_##S(const T* w, const T* bias, T* y, Linear p,         \
+                                                                RowNorm<T> norm) {                                 \
+    let_next_launch();                                                                                             \
+    linear_tc<T, 2, true>(nullptr, w, bias, y, p, norm);                                                           \
+  }
+LINEAR_TC(f16, __half)
+LINEAR_TC(bf16, __nv_bfloat16)
 
 // Det: the determinant of each trailing n x n matrix by LU with partial pivoting in float64, a thread
 // per matrix, in place in `work` (batch * n * n doubles, filled here from x).

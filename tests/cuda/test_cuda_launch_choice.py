@@ -115,7 +115,7 @@ def test_argmax_writes_into_the_output_tensor_offered(keepdims):
 
 
 NBITS = {"MatMulNBits": "seamless_matmul_nbits4_x32", "MatMulNBitsSwiGLU": "seamless_matmul_nbits4_x32_swiglu",
-         "Linear": "seamless_linear", "MatMulSwiGLU": "seamless_linear_swiglu"}
+         "Linear": "seamless_linear_tc", "MatMulSwiGLU": "seamless_linear_tc_swiglu"}
 
 
 @pytest.mark.parametrize("product", list(NBITS))
@@ -123,8 +123,8 @@ NBITS = {"MatMulNBits": "seamless_matmul_nbits4_x32", "MatMulNBitsSwiGLU": "seam
 def test_a_decode_step_normalises_inside_the_product(product, m):
     launches, (y, total) = run(product, m, 896, 1152)
     rows = 1 if product.startswith("MatMulNBits") else m  # a block's rows: one (a grid row each), or all
-    # products.cu's Linear also stages its weights there: 8 warps, 16 bytes a lane a matrix and pass over k
-    # (256 k a pass: a normed product of 1152 columns is split 1, each warp takes all 4 passes)
+    # products.cu's Linear (on tensor cores at this K) also stages its weights there: 8 warps, 16 bytes a lane a
+    # matrix for each of its 4 chunks of 32 k (every 8th of the 28)
     staged = 0 if product.startswith("MatMulNBits") else 8 * 512 * 4 * (2 if product == "MatMulSwiGLU" else 1)
     assert [(name, kw) for name, _, kw in launches] == [(NBITS[product] + "_norm_f16",
                                                          {"shared": 896 * 2 * rows + staged})]
@@ -139,7 +139,7 @@ def test_a_decode_step_normalises_inside_the_product(product, m):
     ("MatMulNBits", 1, 896, 16392, "seamless_matmul_nbits4_tiles_f16"),      # the tensor-core LM head
     ("Linear", 5, 896, 1152, "gemm"),                                        # more rows than the GEMV takes
     ("Linear", 1, 2112, 1152, "seamless_linear_f16"),
-    ("Linear", 1, 896, 40000, "seamless_linear_f16"),                        # 5000 blocks
+    ("Linear", 1, 896, 40000, "seamless_linear_tc_f16"),                     # 5000 blocks
     ("MatMulSwiGLU", 1, 2112, 1152, "seamless_linear_swiglu_f16"),
 ])
 def test_the_norm_kernel_runs_first_where_the_product_cannot_take_it(product, m, k, n, then):
@@ -147,6 +147,20 @@ def test_the_norm_kernel_runs_first_where_the_product_cannot_take_it(product, m,
     names = [name for name, _, _ in launches]
     assert names[:2] == ["seamless_skip_norm8_f16", then], names
     assert y.shape[-1] == n and total.shape == (1, m, k)
+
+
+@pytest.mark.parametrize("dtype,k,name,blocks,shared", [
+    (np.float16, 896, "seamless_linear_tc_f16", 144, 8 * 4 * 512),   # tensor cores: 8 columns a block
+    (np.float16, 1024, "seamless_linear_tc_f16", 144, 8 * 4 * 512),
+    (np.float16, 904, "seamless_linear_f16", 576, 8 * 1 * 512),       # K not in chunks of 32: a warp a column,
+    (np.float16, 1056, "seamless_linear_f16", 576, 8 * 2 * 512),      # or K past TC_MAX_K (split over 4 warps)
+    (np.float32, 896, "seamless_linear_f32", 576, 0),                 # float32: no tensor cores, nothing staged
+])
+def test_a_linear_layer_takes_tensor_cores_where_k_is_short(dtype, k, name, blocks, shared):
+    rt = Recorder()
+    a, w = rt.alloc((1, 1, k), dtype), rt.constant((1152, k), dtype)
+    (y,) = linear(rt, None, a, w)
+    assert rt.launches == [(name, blocks, {"shared": shared})] and y.shape == (1, 1, 1152)
 
 
 @pytest.mark.parametrize("product,bias", [("MatMulNBits", False), ("MatMulNBits", True), ("MatMulNBitsSwiGLU", False)])
@@ -189,7 +203,7 @@ def test_products_of_65536_columns_and_more_go_to_cublas():
     rt = Recorder()
     linear(rt, None, rt.alloc((1, 1, 896), F16), rt.constant((65536, 896)))
     linear(rt, None, rt.alloc((1, 1, 896), F16), rt.constant((65535, 896)))
-    assert [name for name, _, _ in rt.launches] == ["gemm", "seamless_linear_f16"]
+    assert [name for name, _, _ in rt.launches] == ["gemm", "seamless_linear_tc_f16"]
 
 
 def gqa(s, heads, kv_heads, head_size, past, seqlens, settled=False, recorder=None, readers=(), present=None):

@@ -283,18 +283,45 @@ def test_matmul_bfloat16():
 
 # A MatMul by a constant runs as plan/fusion.py's Linear (the weights transposed): with few rows (a
 # decode step's projections) products.cu's kernel when k comes by eights (1, 2, 4 or 8 warps a column
-# as k grows, 1 from 4096 columns: (520, 4100) makes a lone warp take 3 passes), else cuBLASLt. float32: sums in another order than ORT's; float16: both sum in float32
-# and round once, so at most one float16 ulp (9.8e-4 relative) apart.
+# as k grows, 1 from 4096 columns: (520, 4100) makes a lone warp take 3 passes; 16-bit types with k in
+# chunks of 32 up to 1024: tensor cores, 8 columns a block), else cuBLASLt. float32: sums in another
+# order than ORT's; float16: both sum in float32 and round once, so at most one float16 ulp (9.8e-4
+# relative) apart.
 FEW_ROWS_TOL = {F32: {"rtol": 1e-4, "atol": 1e-4}, F16: {"rtol": 2e-3, "atol": 1e-3}}
 
 
 @pytest.mark.parametrize("m", [1, 4, 5])
-@pytest.mark.parametrize("k,n", [(896, 1152), (40, 9), (264, 16), (4864, 16), (2056, 24), (33, 12), (520, 4100)])
+@pytest.mark.parametrize("k,n", [(896, 1152), (40, 9), (264, 16), (4864, 16), (2056, 24), (33, 12), (520, 4100),
+                                 (1024, 20), (96, 12)])  # 16-bit, K in chunks of 32 up to 1024: tensor cores
 @pytest.mark.parametrize("dtype", [F32, F16])
 def test_matmul_by_a_constant(m, k, n, dtype):
     rng = np.random.default_rng(m * k + n)
     w = (rng.standard_normal((k, n)) * 0.1).astype(dtype)
     check("MatMul", [rng.standard_normal((1, m, k)).astype(dtype), Const(w)], **FEW_ROWS_TOL[dtype])
+
+
+@pytest.mark.parametrize("m,k,n", [(1, 896, 40), (3, 96, 20), (2, 2056, 24)])
+def test_matmul_by_a_bfloat16_constant(m, k, n):
+    """A bfloat16 Linear of few rows: products.cu's tensor-core kernel (K in chunks of 32 up to 1024), else a warp
+    a column. The reference is stock ORT's float32 MatMul of the same bfloat16 values."""
+    import ml_dtypes
+    rng = np.random.default_rng(k + n)
+    w = (rng.standard_normal((k, n)) * 0.1).astype(ml_dtypes.bfloat16)
+    bf16 = helper.make_tensor("w", TensorProto.BFLOAT16, [k, n], w.view(np.uint16).tobytes(), raw=True)
+    nodes = [helper.make_node("Cast", ["a"], ["a16"], to=TensorProto.BFLOAT16),
+             helper.make_node("MatMul", ["a16", "w"], ["p"]),
+             helper.make_node("Cast", ["p"], ["y"], to=TensorProto.FLOAT)]
+    io = ([helper.make_tensor_value_info("a", TensorProto.FLOAT, [m, k])],
+          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [m, n])])
+    model = helper.make_model(helper.make_graph(nodes, "bf16", *io, [bf16]),
+                              opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+    ref_model = helper.make_model(helper.make_graph([helper.make_node("MatMul", ["a", "w"], ["y"])], "f32", *io,
+                                                    [numpy_helper.from_array(w.astype(F32), "w")]),
+                                  opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+    feeds = {"a": rng.standard_normal((m, k)).astype(ml_dtypes.bfloat16).astype(F32)}  # exact in bfloat16
+    (ours,) = run_on_cuda(model, feeds)
+    (ref,) = stock_session(ref_model).run(None, feeds)
+    assert_close(ours, ref, rtol=1.6e-2, atol=1.6e-2)  # float32 sums of the same products, rounded to bfloat16 once
 
 
 @pytest.mark.parametrize("m", [1, 5])

@@ -101,11 +101,20 @@ def _linear_split(a, w, m, n, k, norm=None) -> int:
     return 0 if norm is not None and not norm.fits(k, -(-n // (8 // split))) else split
 
 
+TC_MAX_K = 8 * 4 * 32  # products.cu linear_tc: K up to 4 chunks of 32 for each of a block's 8 warps
+
+
 def _linear(rt, stream, a, w, y, m, n, k, split, bias=None, swiglu=False, norm=None) -> None:
-    """y = a . w.T (+ bias), or silu(a . w[:n].T) * (a . w[n:].T), by products.cu (split: _linear_split's)."""
-    name = f"seamless_linear{'_swiglu' if swiglu else ''}{'_norm' if norm else ''}_{SUFFIX[a.dtype]}"
+    """y = a . w.T (+ bias), or silu(a . w[:n].T) * (a . w[n:].T), by products.cu (split: _linear_split's): on
+    tensor cores (linear_tc, 8 columns a block) for 16-bit types where K is a multiple of 32 up to TC_MAX_K,
+    else a warp a column split over `split` warps."""
+    tc = a.dtype.itemsize == 2 and k % 32 == 0 and k <= TC_MAX_K
+    name = f"seamless_linear{'_tc' if tc else ''}{'_swiglu' if swiglu else ''}{'_norm' if norm else ''}_{SUFFIX[a.dtype]}"
     normed = -(-m * k * a.dtype.itemsize // 16) * 16 if norm else 0
-    # the weights through shared memory: 16 bytes a lane for each pass over k and matrix, 8 warps
+    # the weights through shared memory: 16 bytes a lane for each pass over k (256 k a warp's pass; linear_tc: its
+    # chunks of 32 k, every 8th a warp's) and matrix, 8 warps; with tc at most 32 KB, and 8 KB of normed rows
+    if tc:
+        split = 1
     staged = 8 * -(-k // (256 * split)) * (2 if swiglu else 1) * 512
     stage = a.dtype.itemsize == 2 and normed + staged <= STAGED_MAX
     args = [("ptr", w.ptr), ("ptr", bias.ptr if bias is not None else 0), ("ptr", y.ptr),
