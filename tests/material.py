@@ -250,8 +250,11 @@ def genai_model_dir(arch: str, precision: str) -> Path:
     return CACHE / "genai-decoders" / f"{arch}-{precision}-cpu"
 
 
-def qwen05b_int4_dir() -> Path:
-    return CACHE / "qwen2.5-0.5b-shaped" / "int4-cpu"
+QWEN05B_BUILDS = ("int4-cpu", "int4-cuda", "fp16-cuda")  # the builder's -p and -e
+
+
+def qwen05b_dir(build: str = "int4-cpu") -> Path:
+    return CACHE / "qwen2.5-0.5b-shaped" / build
 
 
 def _train_tokenizer(out: Path) -> None:
@@ -340,19 +343,25 @@ def prepare_genai_cuda_decoders() -> None:
     (root / ".done-small").touch()
 
 
-def prepare_qwen05b_int4() -> None:
-    """The Qwen2.5-0.5B-shaped int4 CPU decoder (random weights, ~320 MB) for `bench decode`.
-    Not part of main(): CI does not build it. Run `python tests/material.py --qwen05b`."""
+def prepare_qwen05b(builds=("int4-cpu",)) -> None:
+    """Qwen2.5-0.5B-shaped decoders (random weights, one checkpoint for all) for `bench decode` (int4-cpu, ~320 MB)
+    and `bench decode-gpu` (int4-cuda, fp16-cuda). Not part of main(): CI does not build them. Run
+    `python tests/material.py --qwen05b [BUILD ...]` (BUILD from QWEN05B_BUILDS; int4-cpu by default)."""
     import shutil
-    out = qwen05b_int4_dir()
-    if (out / ".done").exists():
+    todo = [b for b in builds if not (qwen05b_dir(b) / ".done").exists()]
+    unknown = sorted(set(todo) - set(QWEN05B_BUILDS))
+    if unknown:
+        raise ValueError(f"unknown Qwen2.5-0.5B-shaped build(s) {unknown}: choose from {QWEN05B_BUILDS}")
+    if not todo:
         return
-    checkpoint = out.parent / "checkpoint"  # 1.98 GB of float32 weights, removed after the build
+    checkpoint = qwen05b_dir().parent / "checkpoint"  # 1.98 GB of float32 weights, removed after the builds
     if not (checkpoint / "model.safetensors").exists() or not (checkpoint / "tokenizer.json").exists():
         _random_checkpoint("qwen2", QWEN05B, checkpoint)
-    _run_builder(checkpoint, out, "int4")
+    for build in todo:
+        precision, ep = build.split("-")
+        _run_builder(checkpoint, qwen05b_dir(build), precision, ep)
+        (qwen05b_dir(build) / ".done").touch()
     shutil.rmtree(checkpoint, ignore_errors=True)
-    (out / ".done").touch()
 
 
 def main() -> None:
@@ -365,8 +374,10 @@ def main() -> None:
 
 if __name__ == "__main__":
     import sys
-    if "--qwen05b" in sys.argv[1:]:  # the benchmark model only (large; never built by default)
-        prepare_qwen05b_int4()
-        print(f"Qwen2.5-0.5B-shaped int4 decoder ready in {qwen05b_int4_dir()}")
+    if "--qwen05b" in sys.argv[1:]:  # the benchmark models only (large; never built by default)
+        builds = [a for a in sys.argv[sys.argv.index("--qwen05b") + 1:] if not a.startswith("-")] or ["int4-cpu"]
+        prepare_qwen05b(builds)
+        for build in builds:
+            print(f"Qwen2.5-0.5B-shaped decoder ready in {qwen05b_dir(build)}")
     else:
         main()

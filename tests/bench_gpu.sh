@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The GPU decode benchmark on a GPU machine without network, from a checkout carried there with:
+#   WHEELS    a folder with cp312 wheels of what the machine lacks (cffi, pycparser, onnxruntime-genai for the
+#             model builder; see ../shared/tools/offline-wheels.sh), installed into /tmp/site
+#   PEER      a folder with onnxruntime-gpu installed (`pip install --target PEER onnxruntime_gpu-*.whl`): ORT's
+#             CUDA EP, run in its own processes with PEER first on PYTHONPATH
+#   BUILD     int4-cuda or fp16-cuda: the Qwen2.5-0.5B-shaped decoder (random weights) built there by
+#             tests/material.py into $SEAMLESS_CACHE (default /tmp/seamless-bench), once
+# Usage there: bash tests/bench_gpu.sh WHEELS PEER BUILD [bench decode-gpu arguments, e.g. --mode graph --token device]
+set -eo pipefail
+wheels=$1 peer=$2 build=$3
+shift 3 || { echo "usage: bash tests/bench_gpu.sh WHEELS PEER BUILD [bench decode-gpu args]" >&2; exit 2; }
+python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site "$wheels"/*.whl
+export PYTHONPATH=/tmp/site
+python3 -m pip install -q --no-build-isolation --no-deps .
+export SEAMLESS_CACHE=${SEAMLESS_CACHE:-/tmp/seamless-bench}
+PYTHONPATH=/tmp/site:tests python3 tests/material.py --qwen05b "$build"
+# ORT's CUDA EP loads CUDA 13 and cuDNN from NVIDIA's wheels where the machine's Python has them
+nvidia=$(python3 -c 'import nvidia, os; print(os.path.dirname(nvidia.__file__) if nvidia.__file__ else list(nvidia.__path__)[0])' 2>/dev/null || true)
+for lib in "$nvidia"/cu13/lib "$nvidia"/cudnn/lib; do [ -d "$lib" ] && LD_LIBRARY_PATH=$lib:$LD_LIBRARY_PATH; done
+export LD_LIBRARY_PATH
+cd /tmp  # the installed package, not the checkout's python/
+python3 -m onnxruntime_ep_seamless bench decode-gpu "$SEAMLESS_CACHE/material/qwen2.5-0.5b-shaped/$build" \
+  --peer-pythonpath "$(cd "$peer" && pwd)" "$@"
