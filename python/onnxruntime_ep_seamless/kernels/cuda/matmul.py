@@ -109,7 +109,8 @@ def _linear(rt, stream, a, w, y, m, n, k, split, bias=None, swiglu=False, norm=N
     tensor cores (linear_tc, 8 columns a block) for 16-bit types where K is a multiple of 32 up to TC_MAX_K,
     else a warp a column split over `split` warps."""
     tc = a.dtype.itemsize == 2 and k % 32 == 0 and k <= TC_MAX_K
-    name = f"seamless_linear{'_tc' if tc else ''}{'_swiglu' if swiglu else ''}{'_norm' if norm else ''}_{SUFFIX[a.dtype]}"
+    kind = ("_tc" if tc else "") + ("_swiglu" if swiglu else "") + ("_norm" if norm else "")
+    name = f"seamless_linear{kind}_{SUFFIX[a.dtype]}"
     normed = -(-m * k * a.dtype.itemsize // 16) * 16 if norm else 0
     # the weights through shared memory: 16 bytes a lane for each pass over k (256 k a warp's pass; linear_tc: its
     # chunks of 32 k, every 8th a warp's) and matrix, 8 warps; with tc at most 32 KB, and 8 KB of normed rows
