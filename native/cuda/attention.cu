@@ -16,9 +16,12 @@ struct GqaShape {
 };
 
 // Of batch b: the cached tokens before this run's first new token, and the tokens visible after it.
-__device__ __forceinline__ int past_len(const int32_t* seqlens, int b, const GqaShape& g) {
-  int p = g.first_prompt ? 0 : seqlens[b] + 1 - g.seq;
+__device__ __forceinline__ int past_of(int seqlen, const GqaShape& g) {  // from batch b's seqlens_k value
+  int p = g.first_prompt ? 0 : seqlen + 1 - g.seq;
   return max(0, min(p, g.present_len - g.seq));
+}
+__device__ __forceinline__ int past_len(const int32_t* seqlens, int b, const GqaShape& g) {
+  return past_of(seqlens[b], g);
 }
 __device__ __forceinline__ int total_len(const int32_t* seqlens, int b, const GqaShape& g) {
   return max(0, min(seqlens[b] + 1, g.present_len));
@@ -82,26 +85,38 @@ __device__ __forceinline__ float new_value(const T* q_in, const T* k_in, const T
   return ld(row + d);
 }
 
-// Channels [c0, c0 + 8) of a row after rotary embedding with the cos/sin rows (cos_row null: none), as
-// rotate() computes them; every load issued before the first use. rot_half % 8 == 0 (gqa_layout checks),
-// so the 8 channels are all rotated or none.
+// The cos and sin factors of channels [c0, c0 + 8) (c0 < 2 * rot_half) from a position's cos/sin rows.
 template <typename T>
-__device__ __forceinline__ void rotated8(const T* row, int c0, const T* cos_row, const T* sin_row, int rot_half,
-                                         bool interleaved, float* y) {
-  load8(row + c0, y);
-  if (!cos_row || c0 >= 2 * rot_half) return;
-  float other[8], c[8], s[8];
+__device__ __forceinline__ void rotary_factors8(int c0, const T* cos_row, const T* sin_row, int rot_half,
+                                                bool interleaved, float* c, float* s) {
   if (interleaved) {
     for (int e = 0; e < 8; e++) {
       c[e] = ld(cos_row + (c0 + e) / 2);
       s[e] = ld(sin_row + (c0 + e) / 2);
     }
-    for (int e = 0; e < 8; e++) other[e] = y[e ^ 1];
   } else {
-    load8(row + (c0 < rot_half ? c0 + rot_half : c0 - rot_half), other);
     load8(cos_row + c0 % rot_half, c);
     load8(sin_row + c0 % rot_half, s);
   }
+}
+
+// Channels [c0, c0 + 8) of a row after rotary embedding with the cos/sin rows (cos_row null: none), as
+// rotate() computes them; every load issued before the first use. rot_half % 8 == 0 (gqa_layout checks),
+// so the 8 channels are all rotated or none. `factors`: the rows' factors of these channels, loaded already.
+template <typename T>
+__device__ __forceinline__ void rotated8(const T* row, int c0, const T* cos_row, const T* sin_row, int rot_half,
+                                         bool interleaved, float* y, const float* factors = nullptr) {
+  load8(row + c0, y);
+  if (!cos_row || c0 >= 2 * rot_half) return;
+  float other[8], c[8], s[8];
+  if (interleaved)
+    for (int e = 0; e < 8; e++) other[e] = y[e ^ 1];
+  else
+    load8(row + (c0 < rot_half ? c0 + rot_half : c0 - rot_half), other);
+  if (factors)
+    for (int e = 0; e < 8; e++) c[e] = factors[e], s[e] = factors[8 + e];
+  else
+    rotary_factors8(c0, cos_row, sin_row, rot_half, interleaved, c, s);
   for (int e = 0; e < 8; e++) {
     bool first = interleaved ? !(e & 1) : c0 < rot_half;  // x * c - other * s, else x * c + other * s
     y[e] = first ? y[e] * c[e] - other[e] * s[e] : y[e] * c[e] + other[e] * s[e];
@@ -526,15 +541,25 @@ __device__ void decode(const T* past_k, const T* past_v, const T* q_in, const T*
   const bool early = a.early && splits == 1;
   if (early)
     past_rows<T, PASSES>(past_k, past_v, kv, first, warp_row, per_pass, min(g.present_len, g.past_buf), g, H, c0, kx, vx);
+  // The position's rotary factors for the past length seqlens_k says before the wait: an earlier kernel of the run
+  // wrote it (L2, not L1), nearly always long finished; checked after the wait, and fetched again where it changed.
+  const bool rotates = g.do_rotary && c0 < 2 * g.rot_half;
+  const int guess = rotates ? min(past_of(__ldcg(seqlens + b), g), g.cos_rows - 1) : 0;
+  float factors[16];  // cos, then sin
+  if (rotates)
+    rotary_factors8(c0, cos + (int64_t)guess * g.rot_half, sin + (int64_t)guess * g.rot_half, g.rot_half,
+                    g.interleaved, factors, factors + 8);
   wait_for_previous();
   const int p = past_len(seqlens, b, g);
   const auto [t, limit, lo] = visible(seqlens, b, 0, g, a);
   const int r = min(p, g.cos_rows - 1);
   const T* cos_row = g.do_rotary ? cos + (int64_t)r * g.rot_half : nullptr;
   const T* sin_row = g.do_rotary ? sin + (int64_t)r * g.rot_half : nullptr;
+  if (rotates && r != guess) rotary_factors8(c0, cos_row, sin_row, g.rot_half, g.interleaved, factors, factors + 8);
   // the new token's q, k and v channels (every thread: one copy of the code, L1 hits), then the rows
-  rotated8(new_row(q_in, k_in, v_in, b, 0, qh, g), c0, cos_row, sin_row, g.rot_half, g.interleaved, q);
-  rotated8(new_row(q_in, k_in, v_in, b, 0, g.heads + kh, g), c0, cos_row, sin_row, g.rot_half, g.interleaved, knew);
+  rotated8(new_row(q_in, k_in, v_in, b, 0, qh, g), c0, cos_row, sin_row, g.rot_half, g.interleaved, q, factors);
+  rotated8(new_row(q_in, k_in, v_in, b, 0, g.heads + kh, g), c0, cos_row, sin_row, g.rot_half, g.interleaved, knew,
+           factors);
   const Row8<T> vnew = *(const Row8<T>*)(new_row(q_in, k_in, v_in, b, 0, g.heads + g.kv_heads + kh, g) + c0);
   if (!early)
     past_rows<T, PASSES>(past_k, past_v, kv, first, warp_row, per_pass, min(min(g.present_len, g.past_buf), p), g, H, c0,

@@ -68,6 +68,8 @@ __device__ void linear(const T* a, const T* w, const T* bias, T* y, Linear p, Ro
       else if ((lane & 7) == 0)  // 8 lanes a 128-byte line
         prefetch_l2(w + (n + q * p.n) * p.k + k0);
     }
+  // the bias is a constant too (plan/fusion.py: an Add of an initializer): its load not after the sums
+  const float b0 = W == 1 && bias && active && !lane && !slice ? ld(bias + n) : 0.0f;
   wait_for_previous();
   if (NORM) {  // the rows normalised into shared memory first
     norm_rows_to_shared(norm, 0, p.m, p.k, blockIdx.x == 0, (T*)dynamic);
@@ -104,7 +106,7 @@ __device__ void linear(const T* a, const T* w, const T* bias, T* y, Linear p, Ro
     float s[W] = {};
     for (int q = 0; q < W; q++)
       for (int i = 0; i < p.split; i++) s[q] += part[warp + i][r][q];
-    st(y + (int64_t)r * p.n + n, W == 2 ? s[0] / (1.0f + expf(-s[0])) * s[W - 1] : bias ? s[0] + ld(bias + n) : s[0]);
+    st(y + (int64_t)r * p.n + n, W == 2 ? s[0] / (1.0f + expf(-s[0])) * s[W - 1] : bias ? s[0] + b0 : s[0]);
   }
 }
 
@@ -129,9 +131,12 @@ __device__ void linear_tc(const T* a, const T* w, const T* bias, T* y, Linear p,
   for (int c = warp, i = 0; live && c < chunks; c += LINEAR_WARPS, i++)
 #pragma unroll
     for (int q = 0; q < W; q++) copy16_to_shared(own + (i * W + q) * 32, w + (n + q * p.n) * p.k + c * 32 + g * 8);
+  float b0 = 0.0f;  // the bias of the output this thread stores (below): a constant, loaded before the wait
+  if (W == 1 && bias && threadIdx.x / 8 < p.m && blockIdx.x * 8 + threadIdx.x % 8 < p.n)
+    b0 = ld(bias + blockIdx.x * 8 + threadIdx.x % 8);
   wait_for_previous();
-  if (NORM) {
-    norm_rows_to_shared(norm, 0, p.m, p.k, blockIdx.x == 0, (T*)dynamic);
+  if (NORM) {  // one matrix (q|k|v): gamma loaded with the rows (46 registers); two (gate|up): after the sums, in 41
+    norm_rows_to_shared<T, W == 1>(norm, 0, p.m, p.k, blockIdx.x == 0, (T*)dynamic);
     a = (const T*)dynamic;
   }
   wait_copies_to_shared();  // a lane reads only its own copies
@@ -161,7 +166,7 @@ __device__ void linear_tc(const T* a, const T* w, const T* bias, T* y, Linear p,
   float s[W] = {};
   for (int q = 0; q < W; q++)
     for (int v = 0; v < LINEAR_WARPS; v++) s[q] += part[v][q][r][col];
-  st(y + (int64_t)r * p.n + o, W == 2 ? s[0] / (1.0f + expf(-s[0])) * s[W - 1] : bias ? s[0] + ld(bias + o) : s[0]);
+  st(y + (int64_t)r * p.n + o, W == 2 ? s[0] / (1.0f + expf(-s[0])) * s[W - 1] : bias ? s[0] + b0 : s[0]);
 }
 
 #define LINEAR(S, T)                                                                                               \

@@ -105,6 +105,9 @@ __device__ void matmul_nbits4_x32(const T* a, const uint8_t* b0, const T* s0, co
       prefetch_l2(b[w] + column + k0 / 2);
       prefetch_l2(scales[w] + (int64_t)n * blocks + (k0 >> block_shift));
     }
+  // the bias (plan/fusion.py: an initializer) of the output this lane stores (below), a constant as well; in
+  // the _norm kernels (a decode layer's q|k|v), whose prologue leaves the registers (the plain ones took 4 more)
+  const float bias0 = NORM && W == 1 && bias && !lane && !slice && n < p.n ? ld(bias + n) : 0.0f;
   wait_for_previous();
   const T* row = a + (int64_t)m * p.k;
   if (NORM) {  // the block's row normalised into shared memory first
@@ -150,7 +153,8 @@ __device__ void matmul_nbits4_x32(const T* a, const uint8_t* b0, const T* s0, co
     }
   }
   if (lane || n >= p.n) return;
-  float v = W == 2 ? acc[0] / (1.0f + expf(-acc[0])) * acc[W - 1] : bias ? acc[0] + ld(bias + n) : acc[0];
+  float v = W == 2 ? acc[0] / (1.0f + expf(-acc[0])) * acc[W - 1]
+            : NORM ? acc[0] + bias0 : bias ? acc[0] + ld(bias + n) : acc[0];
   st(y + (int64_t)m * p.n + n, v);
 }
 
