@@ -9,6 +9,7 @@ typedef int CUresult;               /* 0 = CUDA_SUCCESS */
 typedef int CUdevice;
 typedef int CUdevice_attribute;     /* enums in cuda.h, of int's size (tests/abi/test_cuda_declarations.py) */
 typedef int CUstreamCaptureMode;
+typedef int CUfunction_attribute;
 typedef struct CUctx_st* CUcontext;
 typedef struct CUstream_st* CUstream;
 typedef struct CUevent_st* CUevent;
@@ -24,6 +25,7 @@ typedef struct CUgraphExec_st* CUgraphExec;
 #define CU_EVENT_DISABLE_TIMING 2
 #define CU_STREAM_CAPTURE_MODE_RELAXED 2  /* the capturing thread may still call cuMemAlloc */
 #define CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION 6
+#define CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES 8  /* above 48 KiB a kernel must opt in */
 
 /* cuLaunchKernelEx's configuration, with the one attribute we set (programmatic dependent launch) */
 typedef int CUlaunchAttributeID;
@@ -71,6 +73,7 @@ typedef struct {
   X(CUresult, cuEventDestroy_v2, event_destroy, (CUevent event))                                    \
   X(CUresult, cuModuleLoadData, module_load_data, (CUmodule* module, const void* image))            \
   X(CUresult, cuModuleGetFunction, module_get_function, (CUfunction* fn, CUmodule module, const char* name)) \
+  X(CUresult, cuFuncSetAttribute, func_set_attribute, (CUfunction fn, CUfunction_attribute attribute, int value)) \
   X(CUresult, cuLaunchKernel, launch_kernel, (CUfunction fn, unsigned int gx, unsigned int gy, unsigned int gz, \
     unsigned int bx, unsigned int by, unsigned int bz, unsigned int shared, CUstream stream, void** params, void** extra)) \
   X(CUresult, cuLaunchKernelEx, launch_kernel_ex, (const CUlaunchConfig* config, CUfunction fn, void** params,       \

@@ -517,6 +517,13 @@ static OrtStatus* seamless_cuda_function(void* module, const char* name, void** 
   return NULL;
 }
 
+/* Lets fn's launches take up to `bytes` of dynamic shared memory (beyond 48 KiB a kernel must opt in). */
+static OrtStatus* seamless_cuda_allow_shared(void* fn, int bytes) {
+  CU_TRY(cu.func_set_attribute((CUfunction)fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes),
+         "cuFuncSetAttribute (dynamic shared memory)");
+  return NULL;
+}
+
 /* A kernel on a (gx, gy) grid of 1-D blocks. Its `count` arguments arrive packed in one buffer, argument i
  * at byte `offsets[i]`: Python packs them with one struct call instead of a cffi object each.
  * dependent: launched with programmatic dependent launch (sm_90+; runtime/cuda.py decides), so it

@@ -7,6 +7,7 @@ long long seamless_cuda_device_allocations(void);
 long long seamless_cuda_device_bytes_in_use(void);
 OrtStatus* seamless_cuda_load_module(int ordinal, const void* image, void** module);
 OrtStatus* seamless_cuda_function(void* module, const char* name, void** fn);
+OrtStatus* seamless_cuda_allow_shared(void* fn, int bytes);
 OrtStatus* seamless_cuda_launch(void* fn, unsigned gx, unsigned gy, unsigned block, unsigned shared, void* stream,
                                 const char* packed, const int32_t* offsets, int count, int dependent);
 int seamless_cuda_dependent_launch(int ordinal);

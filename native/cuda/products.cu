@@ -112,61 +112,71 @@ __device__ void linear(const T* a, const T* w, const T* bias, T* y, Linear p, Ro
 
 // The same products of 16-bit types on tensor cores where K is short (kernels/cuda/matmul.py decides: K a multiple of
 // 32 up to LINEAR_WARPS * 4 * 32; a decode layer's q|k|v, o and gate|up, not its down projection, whose long K
-// makes each warp's chain of products long). A block takes 8 columns (of each of W matrices), its warps every
-// LINEAR_WARPS-th chunk of 32 k. Lane t stages 16 bytes of column t / 4 at k = chunk * 32 + (t % 4) * 8 (before
-// the wait, as above) and holds row t / 4's activations at those k in A (rows >= m zero): two mma.sync m16n8k16
-// a chunk and matrix, float32 sums (a dot product's terms may be paired in any order; A and B agree). The warps'
-// sums are added in order. Fewer instructions than a warp a column: 20.55 -> 19.61 us a float16 decode layer of
-// Qwen2.5-0.5B in a chain of dependent launches on the H200 (docs/benchmarks/gpu.md, sixteenth session).
-template <typename T, int W, bool NORM>
+// makes each warp's chain of products long). A block takes G groups of 8 columns (of each of W matrices), its warps
+// every LINEAR_WARPS-th chunk of 32 k. Lane t stages 16 bytes of column t / 4 of each group at k = chunk * 32 +
+// (t % 4) * 8 (before the wait, as above) and holds row t / 4's activations at those k in A (rows >= m zero): two
+// mma.sync m16n8k16 a chunk, group and matrix, float32 sums (a dot product's terms may be paired in any order; A and B
+// agree). The warps' sums are added in order. Fewer instructions than a warp a column: 20.55 -> 19.61 us a float16
+// decode layer of Qwen2.5-0.5B in a chain of dependent launches on the H200; 16 columns a block (G = 2) for o and
+// gate|up leave SM slots for the next kernel to stage its weights early: 21.07 -> 19.25 us with the down projection's
+// 4 warps a column (docs/benchmarks/gpu.md, sixteenth and eighteenth sessions).
+template <typename T, int W, bool NORM, int G>
 __device__ void linear_tc(const T* a, const T* w, const T* bias, T* y, Linear p, RowNorm<T> norm) {
-  __shared__ float part[LINEAR_WARPS][W][LINEAR_ROWS][8];
+  __shared__ float part[LINEAR_WARPS][G][W][LINEAR_ROWS][8];
   extern __shared__ __align__(16) unsigned char dynamic[];  // [normed rows] [staged weights]
   int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane & 3, row = lane >> 2;
-  int64_t n = (int64_t)blockIdx.x * 8 + row;  // this lane's column of B
-  bool live = n < p.n;
+  int64_t first = (int64_t)blockIdx.x * 8 * G;  // the block's first column
+  int left = p.n - first;                       // columns from there on (n < matmul.py's WIDE)
   int chunks = p.k / 32, most = (chunks + LINEAR_WARPS - 1) / LINEAR_WARPS;
   uint4* own = (uint4*)(dynamic + (NORM ? (p.m * p.k * sizeof(T) + 15) / 16 * 16 : 0)) +
-               (int64_t)warp * most * W * 32 + lane;
-  for (int c = warp, i = 0; live && c < chunks; c += LINEAR_WARPS, i++)
+               (int64_t)warp * most * G * W * 32 + lane;
+  for (int c = warp, i = 0; c < chunks; c += LINEAR_WARPS, i++)
 #pragma unroll
-    for (int q = 0; q < W; q++) copy16_to_shared(own + (i * W + q) * 32, w + (n + q * p.n) * p.k + c * 32 + g * 8);
+    for (int e = 0; e < G; e++)
+#pragma unroll
+      for (int q = 0; q < W; q++)  // this lane's column of B in group e: first + e * 8 + row
+        if (e * 8 + row < left)
+          copy16_to_shared(own + ((i * G + e) * W + q) * 32,
+                           w + (first + e * 8 + row + q * p.n) * p.k + c * 32 + g * 8);
   float b0 = 0.0f;  // the bias of the output this thread stores (below): a constant, loaded before the wait
-  if (W == 1 && bias && threadIdx.x / 8 < p.m && blockIdx.x * 8 + threadIdx.x % 8 < p.n)
-    b0 = ld(bias + blockIdx.x * 8 + threadIdx.x % 8);
+  if (W == 1 && bias && threadIdx.x / (8 * G) < p.m && threadIdx.x % (8 * G) < left)
+    b0 = ld(bias + first + threadIdx.x % (8 * G));
   wait_for_previous();
-  if (NORM) {  // one matrix (q|k|v): gamma loaded with the rows (46 registers); two (gate|up): after the sums, in 41
+  if (NORM) {  // one matrix (q|k|v): gamma loaded with the rows (46 registers); two (gate|up): after the sums, in 48
     norm_rows_to_shared<T, W == 1>(norm, 0, p.m, p.k, blockIdx.x == 0, (T*)dynamic);
     a = (const T*)dynamic;
   }
   wait_copies_to_shared();  // a lane reads only its own copies
-  float d[W][4] = {};
+  float d[G][W][4] = {};
   for (int c = warp, i = 0; c < chunks; c += LINEAR_WARPS, i++) {
     uint4 x = make_uint4(0, 0, 0, 0);
     if (row < p.m) x = *(const uint4*)(a + (int64_t)row * p.k + c * 32 + g * 8);
     uint32_t a1[4] = {x.x, 0, x.y, 0}, a2[4] = {x.z, 0, x.w, 0};  // k 0-3 and 4-7 of the lane's 8
 #pragma unroll
-    for (int q = 0; q < W; q++) {
-      uint4 b = live ? own[(i * W + q) * 32] : make_uint4(0, 0, 0, 0);
-      uint32_t b1[2] = {b.x, b.y}, b2[2] = {b.z, b.w};
-      mma_16816<T>(d[q], a1, b1);
-      mma_16816<T>(d[q], a2, b2);
-    }
+    for (int e = 0; e < G; e++)
+#pragma unroll
+      for (int q = 0; q < W; q++) {
+        uint4 b = e * 8 + row < left ? own[((i * G + e) * W + q) * 32] : make_uint4(0, 0, 0, 0);
+        uint32_t b1[2] = {b.x, b.y}, b2[2] = {b.z, b.w};
+        mma_16816<T>(d[e][q], a1, b1);
+        mma_16816<T>(d[e][q], a2, b2);
+      }
   }
   if (row < p.m)  // D row t / 4, columns 2 (t % 4) and 2 (t % 4) + 1
 #pragma unroll
-    for (int q = 0; q < W; q++) {
-      part[warp][q][row][2 * g] = d[q][0];
-      part[warp][q][row][2 * g + 1] = d[q][1];
-    }
+    for (int e = 0; e < G; e++)
+#pragma unroll
+      for (int q = 0; q < W; q++) {
+        part[warp][e][q][row][2 * g] = d[e][q][0];
+        part[warp][e][q][row][2 * g + 1] = d[e][q][1];
+      }
   __syncthreads();
-  int r = threadIdx.x / 8, col = threadIdx.x % 8;
-  int64_t o = (int64_t)blockIdx.x * 8 + col;
-  if (r >= p.m || o >= p.n) return;
+  int r = threadIdx.x / (8 * G), col = threadIdx.x % (8 * G);
+  if (r >= p.m || col >= left) return;
   float s[W] = {};
   for (int q = 0; q < W; q++)
-    for (int v = 0; v < LINEAR_WARPS; v++) s[q] += part[v][q][r][col];
-  st(y + (int64_t)r * p.n + o, W == 2 ? s[0] / (1.0f + expf(-s[0])) * s[W - 1] : bias ? s[0] + b0 : s[0]);
+    for (int v = 0; v < LINEAR_WARPS; v++) s[q] += part[v][col / 8][q][r][col % 8];
+  st(y + (int64_t)r * p.n + first + col, W == 2 ? s[0] / (1.0f + expf(-s[0])) * s[W - 1] : bias ? s[0] + b0 : s[0]);
 }
 
 #define LINEAR(S, T)                                                                                               \
@@ -188,24 +198,27 @@ __device__ void linear_tc(const T* a, const T* w, const T* bias, T* y, Linear p,
     linear<T, 2, true>(nullptr, w, bias, y, p, norm);                                                              \
   }
 FOR_FLOATS(LINEAR)
+// linear_tc's kernels as matmul.py takes them: 8 columns a block for the normed one-matrix product (q|k|v), 16 for
+// the others (_tc16)
 #define LINEAR_TC(S, T)                                                                                            \
-  extern "C" __global__ void seamless_linear_tc_##S(const T* a, const T* w, const T* bias, T* y, Linear p) {        \
-    let_next_launch();                                                                                             \
-    linear_tc<T, 1, false>(a, w, bias, y, p, RowNorm<T>{});                                                        \
-  }                                                                                                                \
-  extern "C" __global__ void seamless_linear_tc_swiglu_##S(const T* a, const T* w, const T* bias, T* y, Linear p) { \
-    let_next_launch();                                                                                             \
-    linear_tc<T, 2, false>(a, w, bias, y, p, RowNorm<T>{});                                                        \
-  }                                                                                                                \
   extern "C" __global__ void seamless_linear_tc_norm_##S(const T* w, const T* bias, T* y, Linear p,                \
                                                          RowNorm<T> norm) {                                        \
     let_next_launch();                                                                                             \
-    linear_tc<T, 1, true>(nullptr, w, bias, y, p, norm);                                                           \
+    linear_tc<T, 1, true, 1>(nullptr, w, bias, y, p, norm);                                                        \
   }                                                                                                                \
-  extern "C" __global__ void seamless_linear_tc_swiglu_norm_##S(const T* w, const T* bias, T* y, Linear p,         \
-                                                                RowNorm<T> norm) {                                 \
+  extern "C" __global__ void seamless_linear_tc16_##S(const T* a, const T* w, const T* bias, T* y, Linear p) {      \
     let_next_launch();                                                                                             \
-    linear_tc<T, 2, true>(nullptr, w, bias, y, p, norm);                                                           \
+    linear_tc<T, 1, false, 2>(a, w, bias, y, p, RowNorm<T>{});                                                     \
+  }                                                                                                                \
+  extern "C" __global__ void seamless_linear_tc16_swiglu_##S(const T* a, const T* w, const T* bias, T* y,          \
+                                                             Linear p) {                                           \
+    let_next_launch();                                                                                             \
+    linear_tc<T, 2, false, 2>(a, w, bias, y, p, RowNorm<T>{});                                                     \
+  }                                                                                                                \
+  extern "C" __global__ void seamless_linear_tc16_swiglu_norm_##S(const T* w, const T* bias, T* y, Linear p,       \
+                                                                  RowNorm<T> norm) {                               \
+    let_next_launch();                                                                                             \
+    linear_tc<T, 2, true, 2>(nullptr, w, bias, y, p, norm);                                                        \
   }
 LINEAR_TC(f16, __half)
 LINEAR_TC(bf16, __nv_bfloat16)

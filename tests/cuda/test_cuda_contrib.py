@@ -207,7 +207,8 @@ def test_swiglu_of_two_matmul_nbits(K, N, block_size, zero_points, dtype, m):
 
 # plan/fusion.py's MatMulSwiGLU: few rows in one pass of products.cu's Linear kernel, more by one GEMM
 # by [gate | up], then silu(gate) * up in one pass
-@pytest.mark.parametrize("m,N", [(1, 40), (5, 40), (5, 36)])  # 5 rows, N = 36: the SwiGLU a column a thread
+# 1 or 4 rows: tensor cores, 16 columns a block (N = 40: the last block's second 8 past N)
+@pytest.mark.parametrize("m,N", [(1, 40), (4, 40), (5, 40), (5, 36)])  # 5 rows, N = 36: the SwiGLU a column a thread
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
 def test_swiglu_of_two_matmuls(dtype, m, N):
     from kernels.test_contrib_quantization import swiglu_nbits_model

@@ -42,6 +42,10 @@ class FakeGlue:
         self.launches.append(self.names[int(ffi.cast("uintptr_t", fn))])
         return ffi.NULL
 
+    def seamless_cuda_allow_shared(self, fn, nbytes):
+        self.launches.append(("allow_shared", self.names[int(ffi.cast("uintptr_t", fn))], nbytes))
+        return ffi.NULL
+
     def seamless_cuda_dependent_launch(self, ordinal):
         return 1  # sm_90: the kernels a Hopper GPU gets
 
@@ -149,6 +153,17 @@ def test_a_builder_decoder_runs_its_prompt_and_a_decode_step_through_the_cuda_ex
             rt.free(t)
         assert glue.live == _kept(kernel)  # what a run allocates is freed after it
     assert rt.host_reads == 0  # no GPU value was read back on the host
+
+
+def test_a_kernel_opts_in_to_more_than_48_kib_of_dynamic_shared_memory_once(monkeypatch):
+    """Past 48 KiB a kernel's launch fails unless its function allows that much (cuFuncSetAttribute): the runtime
+    allows it at the first launch that needs it and again only for more (products.cu's 16-column linear_tc)."""
+    monkeypatch.setattr(runtime_cuda, "FATBIN", __file__)
+    rt = runtime_cuda.CudaRuntime(FakeNative(), 0)
+    for name, shared in [("a", 48 * 1024), ("b", 67 * 1024), ("b", 67 * 1024), ("b", 60 * 1024), ("b", 70 * 1024)]:
+        rt.launch_rows(name, 1, ffi.cast("void*", 7), shared=shared)
+    assert rt.native.lib.launches == ["a", ("allow_shared", "b", 67 * 1024), "b", "b", "b",
+                                      ("allow_shared", "b", 70 * 1024), "b"]
 
 
 def test_level_a_captures_a_decode_step_and_replays_it_with_this_runs_addresses_and_lengths(monkeypatch):

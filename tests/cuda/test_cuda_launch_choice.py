@@ -115,7 +115,7 @@ def test_argmax_writes_into_the_output_tensor_offered(keepdims):
 
 
 NBITS = {"MatMulNBits": "seamless_matmul_nbits4_x32", "MatMulNBitsSwiGLU": "seamless_matmul_nbits4_x32_swiglu",
-         "Linear": "seamless_linear_tc", "MatMulSwiGLU": "seamless_linear_tc_swiglu"}
+         "Linear": "seamless_linear_tc", "MatMulSwiGLU": "seamless_linear_tc16_swiglu"}
 
 
 @pytest.mark.parametrize("product", list(NBITS))
@@ -124,8 +124,8 @@ def test_a_decode_step_normalises_inside_the_product(product, m):
     launches, (y, total) = run(product, m, 896, 1152)
     rows = 1 if product.startswith("MatMulNBits") else m  # a block's rows: one (a grid row each), or all
     # products.cu's Linear (on tensor cores at this K) also stages its weights there: 8 warps, 16 bytes a lane a
-    # matrix for each of its 4 chunks of 32 k (every 8th of the 28)
-    staged = 0 if product.startswith("MatMulNBits") else 8 * 512 * 4 * (2 if product == "MatMulSwiGLU" else 1)
+    # matrix and group of 8 columns (the SwiGLU's 2 a block) for each of its 4 chunks of 32 k (every 8th of the 28)
+    staged = 0 if product.startswith("MatMulNBits") else 8 * 512 * 4 * (2 * 2 if product == "MatMulSwiGLU" else 1)
     assert [(name, kw) for name, _, kw in launches] == [(NBITS[product] + "_norm_f16",
                                                          {"shared": 896 * 2 * rows + staged})]
     assert y.shape == (1, m, 1152) and total.shape == (1, m, 896)  # the residual sum, written by the kernel
@@ -139,7 +139,7 @@ def test_a_decode_step_normalises_inside_the_product(product, m):
     ("MatMulNBits", 1, 896, 16392, "seamless_matmul_nbits4_tiles_f16"),      # the tensor-core LM head
     ("Linear", 5, 896, 1152, "gemm"),                                        # more rows than the GEMV takes
     ("Linear", 1, 2112, 1152, "seamless_linear_f16"),
-    ("Linear", 1, 896, 40000, "seamless_linear_tc_f16"),                     # 5000 blocks
+    ("Linear", 1, 896, 40000, "seamless_linear_tc16_f16"),                   # 2500 blocks
     ("MatMulSwiGLU", 1, 2112, 1152, "seamless_linear_swiglu_f16"),
 ])
 def test_the_norm_kernel_runs_first_where_the_product_cannot_take_it(product, m, k, n, then):
@@ -150,11 +150,11 @@ def test_the_norm_kernel_runs_first_where_the_product_cannot_take_it(product, m,
 
 
 @pytest.mark.parametrize("dtype,k,name,blocks,shared", [
-    (np.float16, 896, "seamless_linear_tc_f16", 144, 8 * 4 * 512),   # tensor cores: 8 columns a block
-    (np.float16, 1024, "seamless_linear_tc_f16", 144, 8 * 4 * 512),
-    (np.float16, 904, "seamless_linear_f16", 576, 8 * 1 * 512),       # K not in chunks of 32: a warp a column,
-    (np.float16, 1056, "seamless_linear_f16", 576, 8 * 2 * 512),      # or K past TC_MAX_K (split over 4 warps)
-    (np.float32, 896, "seamless_linear_f32", 576, 0),                 # float32: no tensor cores, nothing staged
+    (np.float16, 896, "seamless_linear_tc16_f16", 72, 8 * 4 * 2 * 512),  # tensor cores: 16 columns a block
+    (np.float16, 1024, "seamless_linear_tc16_f16", 72, 8 * 4 * 2 * 512),
+    (np.float16, 904, "seamless_linear_f16", 288, 8 * 2 * 512),           # K not in chunks of 32: a warp a column,
+    (np.float16, 1056, "seamless_linear_f16", 288, 8 * 3 * 512),          # or K past TC_MAX_K (split over 2 warps)
+    (np.float32, 896, "seamless_linear_f32", 288, 0),                     # float32: no tensor cores, nothing staged
 ])
 def test_a_linear_layer_takes_tensor_cores_where_k_is_short(dtype, k, name, blocks, shared):
     rt = Recorder()
@@ -187,7 +187,7 @@ def test_a_prompts_nbits_product_is_one_gemm_on_dequantized_weights(product, bia
     assert y.shape == (1, m, n)
 
 
-@pytest.mark.parametrize("k,n,staged", [(896, 9728, 8 * 4 * 512), (4864, 896, 8 * 3 * 512), (8192, 4096, 0)])
+@pytest.mark.parametrize("k,n,staged", [(896, 9728, 8 * 4 * 2 * 512), (4864, 896, 8 * 5 * 512), (8192, 4096, 0)])
 def test_a_linear_layers_weights_go_through_shared_memory_where_they_fit(k, n, staged):
     """products.cu's Linear copies a lane's weights to shared memory before waiting for the kernel before
     (passes over k x 16 bytes a lane, 8 warps), up to STAGED_MAX bytes a block; else it reads them after."""
@@ -203,7 +203,7 @@ def test_products_of_65536_columns_and_more_go_to_cublas():
     rt = Recorder()
     linear(rt, None, rt.alloc((1, 1, 896), F16), rt.constant((65536, 896)))
     linear(rt, None, rt.alloc((1, 1, 896), F16), rt.constant((65535, 896)))
-    assert [name for name, _, _ in rt.launches] == ["gemm", "seamless_linear_tc_f16"]
+    assert [name for name, _, _ in rt.launches] == ["gemm", "seamless_linear_tc16_f16"]
 
 
 def gqa(s, heads, kv_heads, head_size, past, seqlens, settled=False, recorder=None, readers=(), present=None):
@@ -280,7 +280,7 @@ def test_a_run_with_settled_inputs_starts_with_a_launch_that_waits_for_all_work_
             seen.append((int(ffi.cast("uintptr_t", stream)), dependent))
 
     rt = CudaRuntime.__new__(CudaRuntime)
-    rt.ffi, rt.lib, rt.dependent, rt._barriers, rt._layouts = ffi, Lib, 1, set(), {}
+    rt.ffi, rt.lib, rt.dependent, rt._barriers, rt._layouts, rt._shared = ffi, Lib, 1, set(), {}, {}
     rt.native = type("Native", (), {"check": staticmethod(lambda status: None)})
     rt.function = lambda name: None
     one, two = ffi.cast("void*", 16), ffi.cast("void*", 32)
@@ -300,7 +300,7 @@ def test_kernel_arguments_are_packed_at_their_c_alignment_into_one_buffer():
             seen.append(((gx, gy, block, shared), bytes(packed), [offsets[i] for i in range(count)]))
 
     rt = CudaRuntime.__new__(CudaRuntime)
-    rt.ffi, rt.lib, rt.dependent, rt._barriers, rt._layouts = ffi, Lib, 0, set(), {}
+    rt.ffi, rt.lib, rt.dependent, rt._barriers, rt._layouts, rt._shared = ffi, Lib, 0, set(), {}, {}
     rt.native = type("Native", (), {"check": staticmethod(lambda status: None)})
     rt.function = lambda name: None
     shape = struct.pack("<5i", 7, 8, 9, 10, 11)  # a struct of 20 bytes, at a multiple of 8

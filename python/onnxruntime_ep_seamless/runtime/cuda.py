@@ -20,6 +20,7 @@ from ..kernels import c_order
 _GEMM_TYPES = {ONNX_TO_NUMPY[code]: code for code in (10, 11, 16) if code in ONNX_TO_NUMPY}
 FATBIN = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "_kernels_cuda.fatbin")
 MAX_DIMS = 8  # native/cuda/elementwise.cu SEAMLESS_MAX_DIMS
+SHARED_DEFAULT = 48 * 1024  # dynamic shared memory a kernel may take without opting in (seamless_cuda_allow_shared)
 
 
 @dataclass
@@ -83,6 +84,7 @@ class CudaRuntime:
         self._counters: dict = {}  # stream -> [its counters, zeroed outside a capture] (see counters)
         self._barriers: set = set()  # streams whose next launch waits for all work before it (begin_run)
         self._layouts: dict = {}  # kernel argument kinds -> _ArgLayout
+        self._shared: dict[str, int] = {}  # kernel -> the dynamic shared memory it was allowed beyond SHARED_DEFAULT
 
     def function(self, name: str):
         fn = self._functions.get(name)
@@ -240,12 +242,16 @@ class CudaRuntime:
         layout = self._layouts.get(kinds)
         if layout is None:
             layout = self._layouts[kinds] = _ArgLayout(kinds, self.ffi)
+        fn = self.function(name)
+        if shared > max(SHARED_DEFAULT, self._shared.get(name, 0)):
+            self.native.check(self.lib.seamless_cuda_allow_shared(fn, shared))
+            self._shared[name] = shared
         dependent = self.dependent
         if self._barriers:
             key = self._stream_key(stream)
             dependent = dependent and key not in self._barriers
             self._barriers.discard(key)
-        self.native.check(self.lib.seamless_cuda_launch(self.function(name), gx, gy, block, shared, stream,
+        self.native.check(self.lib.seamless_cuda_launch(fn, gx, gy, block, shared, stream,
                                                         layout.pack(*[value for _, value in args]), layout.offsets,
                                                         len(kinds), dependent))
 

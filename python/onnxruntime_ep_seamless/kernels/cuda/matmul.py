@@ -96,8 +96,10 @@ def _linear_split(a, w, m, n, k, norm=None) -> int:
         return 0
     # a warp's one pass takes 256 k; with a norm every block normalises the rows again, so warps only
     # split columns up to ~1024 (8 an SM): a float16 decode layer's q|k|v 1152 x 896 at split 1 rather than
-    # 4: 21.07 -> 20.31 us a layer on the H200 (docs/benchmarks/gpu.md, eleventh session)
-    split = column_split(n, -(-k // 256), 1024 if norm is not None else 4096)
+    # 4: 21.07 -> 20.31 us a layer on the H200 (docs/benchmarks/gpu.md, eleventh session); else up to ~2048: its
+    # down projection 896 x 4864 at 4 rather than 8 leaves SM slots beside the gate|up blocks before it (with them
+    # 16 columns a block, 21.07 -> 19.62 us a layer; eighteenth session)
+    split = column_split(n, -(-k // 256), 1024 if norm is not None else 2048)
     return 0 if norm is not None and not norm.fits(k, -(-n // (8 // split))) else split
 
 
@@ -106,25 +108,30 @@ TC_MAX_K = 8 * 4 * 32  # products.cu linear_tc: K up to 4 chunks of 32 for each 
 
 def _linear(rt, stream, a, w, y, m, n, k, split, bias=None, swiglu=False, norm=None) -> None:
     """y = a . w.T (+ bias), or silu(a . w[:n].T) * (a . w[n:].T), by products.cu (split: _linear_split's): on
-    tensor cores (linear_tc, 8 columns a block) for 16-bit types where K is a multiple of 32 up to TC_MAX_K,
-    else a warp a column split over `split` warps."""
+    tensor cores (linear_tc) for 16-bit types where K is a multiple of 32 up to TC_MAX_K, else a warp a column split
+    over `split` warps."""
     tc = a.dtype.itemsize == 2 and k % 32 == 0 and k <= TC_MAX_K
-    kind = ("_tc" if tc else "") + ("_swiglu" if swiglu else "") + ("_norm" if norm else "")
+    # linear_tc's column groups of 8 a block: 2 (_tc16) but for the normed one-matrix product (q|k|v), where 1
+    # measured faster (H200, a float16 decode layer of Qwen2.5-0.5B: docs/benchmarks/gpu.md, eighteenth session)
+    groups = (1 if norm and not swiglu else 2) if tc else 1
+    kind = ("_tc" if groups == 1 else "_tc16") if tc else ""
+    kind += ("_swiglu" if swiglu else "") + ("_norm" if norm else "")
     name = f"seamless_linear{kind}_{SUFFIX[a.dtype]}"
     normed = -(-m * k * a.dtype.itemsize // 16) * 16 if norm else 0
     # the weights through shared memory: 16 bytes a lane for each pass over k (256 k a warp's pass; linear_tc: its
-    # chunks of 32 k, every 8th a warp's) and matrix, 8 warps; with tc at most 32 KB, and 8 KB of normed rows
+    # chunks of 32 k, every 8th a warp's), column group and matrix, 8 warps; linear_tc always stages (up to 64 KiB)
     if tc:
         split = 1
-    staged = 8 * -(-k // (256 * split)) * (2 if swiglu else 1) * 512
-    stage = a.dtype.itemsize == 2 and normed + staged <= STAGED_MAX
+    staged = 8 * -(-k // (256 * split)) * (2 if swiglu else 1) * groups * 512
+    stage = tc or (a.dtype.itemsize == 2 and normed + staged <= STAGED_MAX)
     args = [("ptr", w.ptr), ("ptr", bias.ptr if bias is not None else 0), ("ptr", y.ptr),
             ("bytes", struct.pack("<5i", m, n, k, split, int(stage)))]
     shared = normed + (staged if stage else 0)
+    blocks = -(-n // (8 * groups)) if tc else -(-n // (8 // split))
     if norm:  # the rows are the norm's (its x is in its argument)
-        rt.launch_rows(name, -(-n // (8 // split)), stream, *args, norm.argument(rt), shared=shared)
+        rt.launch_rows(name, blocks, stream, *args, norm.argument(rt), shared=shared)
     else:
-        rt.launch_rows(name, -(-n // (8 // split)), stream, ("ptr", a.ptr), *args, shared=shared)
+        rt.launch_rows(name, blocks, stream, ("ptr", a.ptr), *args, shared=shared)
 
 
 @kernel("Linear", domain=FUSED_DOMAIN, types=GPU_FLOATS, device="cuda")
