@@ -153,3 +153,24 @@ def test_kernel_shapes_groups_a_traces_kernels_by_launch_grid():
     assert [(r["grid"], r["us_per_step"], r["per_step"], r["us_per_launch"]) for r in rows] == \
         [([75968, 1, 1], 45.0, 0.5, 90.0), ([576, 1, 1], 5.0, 1.0, 5.0)]
     assert rows[0]["kernel"] == "seamless_linear_f16" and rows[0]["block"] == [256, 1, 1]
+
+
+def test_in_place_costs_splits_a_trace_into_steps_and_charges_each_kernel_what_it_adds_to_the_end():
+    """--profile's `in_place`: with dependent launches a kernel starts before the one before it ends, so its own
+    duration is not its cost; its cost is how far it moves the step's end. Steps are split at host gaps, and only
+    those of the count covering the most kernels (the replays, not the prompt or an eager run's lone launches) kept."""
+    from onnxruntime_ep_seamless.bench_gpu import in_place_costs
+    k = lambda ts, dur, name, grid=(1, 1, 1), cat="kernel": {"ph": "X", "cat": cat, "name": name, "ts": ts,
+                                                             "dur": dur, "args": {"grid": list(grid)}}
+    step = lambda t0: [k(t0, 10.0, "a"), k(t0 + 5, 10.0, "b"), k(t0 + 6, 2.0, "c"), k(t0 + 16, 4.0, "b", (2, 1, 1)),
+                       k(t0 + 21, 1.0, "Memcpy DtoH", (), "gpu_memcpy")]
+    prompt = [k(0.0, 50.0, "gemm"), k(49.0, 30.0, "a")]
+    eager = [k(1000.0 + 40 * i, 2.0, "a") for i in range(4)]  # launches from Python, apart: more groups, fewer kernels
+    events = prompt + step(200.0) + step(300.0) + eager + [{"ph": "X", "cat": "cpu_op", "name": "aten::empty",
+                                                             "ts": 5.0, "dur": 1000.0}]
+    costs = in_place_costs(events)
+    assert (costs["steps"], costs["kernels_a_step"], costs["span_us"]) == (2, 5, 22.0)
+    assert [(r["kernel"], r["grid"], r["us_per_step"]) for r in costs["by_kernel"]] == [
+        ("a", [1, 1, 1], 10.0), ("b", [1, 1, 1], 5.0), ("b", [2, 1, 1], 5.0), ("Memcpy DtoH", [], 2.0),
+        ("c", [1, 1, 1], 0.0)]
+    assert in_place_costs([]) is None

@@ -98,16 +98,19 @@ def run_one(model_dir: str, ep: str, steps: int, prompt: int, rounds: int, mode:
         facts["capture"] = "enable_cuda_graph=1" if mode == "graph" else capture
     facts["token"] = token
     device_token = token == "device"
-    loop = functools.partial(_graph_rounds, sess, ep, device_token) if mode == "graph" else \
-        functools.partial(_growing_rounds, sess, device_token, mode == "growing-device")
-    r = loop(steps, prompt, rounds)
+    loop_of = lambda s: functools.partial(_graph_rounds, s, ep, device_token) if mode == "graph" else \
+        functools.partial(_growing_rounds, s, device_token, mode == "growing-device")
+    r = loop_of(sess)(steps, prompt, rounds)
     facts["tokens"] = r["tokens"]  # the last round's
     # the session's run call alone (what the loop's bindings, feeds and token reads add is the rest), and the
     # prompt's step: its run and its token (the time to the first token)
     facts["run_ms_per_token"] = statistics.median(r["run"]) * 1e3
     facts["prompt_ms"] = statistics.median(r["prompt"]) * 1e3
+    # profiled in a session of its own: a graph mode loop binds new buffers, which a graph captured before cannot
+    # take, and CUPTI reported none of the kernels of a graph captured before profiling began (H200, torch 2.9)
     if profile:
-        facts["kernels"] = kernel_profile(lambda: loop(steps, prompt, 1), steps)
+        again, _ = _session(model_dir, ep, graph=mode == "graph", capture=capture, token=token)
+        facts["kernels"] = kernel_profile(lambda: loop_of(again)(steps, prompt, 1), steps)
     ms = statistics.median(r["step"]) * 1e3
     return {"ep": ep, "mode": mode, "model": model_dir, "ms_per_token": ms, "tokens_per_s": 1e3 / ms,
             "steps": steps, "prompt": prompt, "rounds": rounds, "onnxruntime": ort.__version__, **facts}
@@ -135,7 +138,42 @@ def kernel_profile(generate, steps: int, top: int = 25) -> dict:
     return {"gpu_us_per_step": sum(k[0] for k in kernels), "launches_per_step": sum(k[1] for k in kernels),
             "top": [{"kernel": name[:120], "us_per_step": round(us, 2), "per_step": round(n, 2)}
                     for us, n, name in kernels[:top]],
-            "shapes": kernel_shapes(events, steps, top)}
+            "shapes": kernel_shapes(events, steps, top), "in_place": in_place_costs(events, top=top)}
+
+
+def in_place_costs(events: list, gap_us: float = 15.0, top: int = 25) -> dict | None:
+    """What each kernel of a decode step costs where dependent launches overlap a kernel's start with the one
+    before (its own duration then includes that wait): the trace's kernels and copies split into steps at host
+    gaps over gap_us, the steps of the count that covers the most kernels kept (the replays; an eager run's launches
+    from Python come apart), and per step its GPU span (first start to last end) and, by kernel and grid, how far each moves the step's end (its end minus the latest end before
+    it, in order of start), the median over steps."""
+    work = sorted((float(e["ts"]), float(e["dur"]), e.get("name", "?"), tuple(e.get("args", {}).get("grid", ())))
+                  for e in events if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"))
+    groups, end = [], None
+    for start, dur, name, grid in work:
+        if end is None or start - end > gap_us:
+            groups.append([])
+            end = start + dur
+        groups[-1].append((start, dur, name, grid))
+        end = max(end, start + dur)
+    if not groups:
+        return None
+    sizes = [len(g) for g in groups]  # eager runs give many short groups: the replays' count covers most kernels
+    count = max(set(sizes), key=lambda n: n * sizes.count(n))
+    steps = [g for g in groups if len(g) == count]
+    costs: dict = {}
+    for g in steps:
+        latest, per = g[0][0], {}
+        for start, dur, name, grid in g:
+            per[name, grid] = per.get((name, grid), 0.0) + max(0.0, start + dur - latest)
+            latest = max(latest, start + dur)
+        for key, us in per.items():
+            costs.setdefault(key, []).append(us)
+    rows = sorted(((statistics.median(v), key) for key, v in costs.items()), key=lambda r: (-r[0], r[1]))[:top]
+    return {"steps": len(steps), "kernels_a_step": count,
+            "span_us": round(statistics.median(max(s + d for s, d, _, _ in g) - g[0][0] for g in steps), 2),
+            "by_kernel": [{"kernel": name[:120], "grid": list(grid), "us_per_step": round(us, 2)}
+                          for us, (name, grid) in rows]}
 
 
 def kernel_shapes(events: list, steps: int, top: int = 25) -> list:

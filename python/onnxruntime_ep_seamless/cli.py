@@ -300,8 +300,9 @@ def _add_decode_options(sub) -> None:
     p.add_argument("--capture", choices=["auto", "off"], default="auto",
                    help="decode-gpu --ep seamless --mode growing or growing-device: our EP's capture option")
     p.add_argument("--profile", action="store_true",
-                   help="decode-gpu, one peer: GPU time per step by kernel, and by kernel and launch grid "
-                        "(torch.profiler, CUPTI) in the JSON")
+                   help="decode-gpu, one peer: GPU time per step by kernel, by kernel and launch grid, and each "
+                        "kernel's cost in place (how far it moves a decode step's end: dependent launches overlap "
+                        "kernels) with the step's GPU span (torch.profiler, CUPTI) in the JSON")
     p.add_argument("--processes", type=int, default=1,
                    help="decode-gpu --ep both: run every configuration's process this many times, in turn; "
                         "ms/token is the median (the host's speed varies between processes)")
