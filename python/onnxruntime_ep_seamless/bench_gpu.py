@@ -144,9 +144,10 @@ def kernel_profile(generate, steps: int, top: int = 25) -> dict:
 def in_place_costs(events: list, gap_us: float = 15.0, top: int = 25) -> dict | None:
     """What each kernel of a decode step costs where dependent launches overlap a kernel's start with the one
     before (its own duration then includes that wait): the trace's kernels and copies split into steps at host
-    gaps over gap_us, the steps of the count that covers the most kernels kept (the replays; an eager run's launches
-    from Python come apart), and per step its GPU span (first start to last end) and, by kernel and grid, how far each moves the step's end (its end minus the latest end before
-    it, in order of start), the median over steps."""
+    gaps over gap_us, the steps of the count that covers the most kernels kept (the replays; an eager run's
+    launches from Python come apart), and per step its GPU span (first start to last end) and, by kernel and
+    grid, how far each moves the step's end (its end minus the latest end before it, in order of start), the
+    median over steps."""
     work = sorted((float(e["ts"]), float(e["dur"]), e.get("name", "?"), tuple(e.get("args", {}).get("grid", ())))
                   for e in events if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"))
     groups, end = [], None
