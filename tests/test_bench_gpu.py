@@ -162,8 +162,12 @@ def test_in_place_costs_splits_a_trace_into_steps_and_charges_each_kernel_what_i
     from onnxruntime_ep_seamless.bench_gpu import in_place_costs
     k = lambda ts, dur, name, grid=(1, 1, 1), cat="kernel": {"ph": "X", "cat": cat, "name": name, "ts": ts,
                                                              "dur": dur, "args": {"grid": list(grid)}}
-    step = lambda t0: [k(t0, 10.0, "a"), k(t0 + 5, 10.0, "b"), k(t0 + 6, 2.0, "c"), k(t0 + 16, 4.0, "b", (2, 1, 1)),
-                       k(t0 + 21, 1.0, "Memcpy DtoH", (), "gpu_memcpy")]
+    copy = lambda ts, name: k(ts, 1.0, name, (), "gpu_memcpy")
+    # the loop's copies to and from the host are left out (near the kernels or not: the host's speed), the graph's
+    # own device copies counted
+    step = lambda t0: [copy(t0 - 3, "Memcpy HtoD (Pageable -> Device)"), k(t0, 10.0, "a"), k(t0 + 5, 10.0, "b"),
+                       k(t0 + 6, 2.0, "c"), k(t0 + 16, 4.0, "b", (2, 1, 1)),
+                       copy(t0 + 21, "Memcpy DtoD (Device -> Device)"), copy(t0 + 24, "Memcpy DtoH (Device -> Pageable)")]
     prompt = [k(0.0, 50.0, "gemm"), k(49.0, 30.0, "a")]
     eager = [k(1000.0 + 40 * i, 2.0, "a") for i in range(4)]  # launches from Python, apart: more groups, fewer kernels
     events = prompt + step(200.0) + step(300.0) + eager + [{"ph": "X", "cat": "cpu_op", "name": "aten::empty",
@@ -171,6 +175,6 @@ def test_in_place_costs_splits_a_trace_into_steps_and_charges_each_kernel_what_i
     costs = in_place_costs(events)
     assert (costs["steps"], costs["kernels_a_step"], costs["span_us"]) == (2, 5, 22.0)
     assert [(r["kernel"], r["grid"], r["us_per_step"]) for r in costs["by_kernel"]] == [
-        ("a", [1, 1, 1], 10.0), ("b", [1, 1, 1], 5.0), ("b", [2, 1, 1], 5.0), ("Memcpy DtoH", [], 2.0),
-        ("c", [1, 1, 1], 0.0)]
+        ("a", [1, 1, 1], 10.0), ("b", [1, 1, 1], 5.0), ("b", [2, 1, 1], 5.0),
+        ("Memcpy DtoD (Device -> Device)", [], 2.0), ("c", [1, 1, 1], 0.0)]
     assert in_place_costs([]) is None

@@ -143,13 +143,16 @@ def kernel_profile(generate, steps: int, top: int = 25) -> dict:
 
 def in_place_costs(events: list, gap_us: float = 15.0, top: int = 25) -> dict | None:
     """What each kernel of a decode step costs where dependent launches overlap a kernel's start with the one
-    before (its own duration then includes that wait): the trace's kernels and copies split into steps at host
-    gaps over gap_us, the steps of the count that covers the most kernels kept (the replays; an eager run's
+    before (its own duration then includes that wait): the trace's kernels and device copies split into steps at
+    host gaps over gap_us, the steps of the count that covers the most kernels kept (the replays; an eager run's
     launches from Python come apart), and per step its GPU span (first start to last end) and, by kernel and
     grid, how far each moves the step's end (its end minus the latest end before it, in order of start), the
-    median over steps."""
+    median over steps. Copies to or from the host (the loop's feeds and token: `top` has them) are left out:
+    whether they fall within gap_us of a step's kernels depends on the host's speed, which made steps of two
+    counts and spans not comparable between leases (H200, nineteenth session)."""
     work = sorted((float(e["ts"]), float(e["dur"]), e.get("name", "?"), tuple(e.get("args", {}).get("grid", ())))
-                  for e in events if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"))
+                  for e in events if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")
+                  and not any(way in e.get("name", "") for way in ("HtoD", "DtoH")))
     groups, end = [], None
     for start, dur, name, grid in work:
         if end is None or start - end > gap_us:
