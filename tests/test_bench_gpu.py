@@ -163,8 +163,8 @@ def test_in_place_costs_splits_a_trace_into_steps_and_charges_each_kernel_what_i
     k = lambda ts, dur, name, grid=(1, 1, 1), cat="kernel": {"ph": "X", "cat": cat, "name": name, "ts": ts,
                                                              "dur": dur, "args": {"grid": list(grid)}}
     copy = lambda ts, name: k(ts, 1.0, name, (), "gpu_memcpy")
-    # the loop's copies to and from the host are left out (near the kernels or not: the host's speed), the graph's
-    # own device copies counted
+    # the loop's copies to and from pageable memory are left out (near the kernels or not: the host's speed), the
+    # graph's own copies counted
     step = lambda t0: [copy(t0 - 3, "Memcpy HtoD (Pageable -> Device)"), k(t0, 10.0, "a"), k(t0 + 5, 10.0, "b"),
                        k(t0 + 6, 2.0, "c"), k(t0 + 16, 4.0, "b", (2, 1, 1)),
                        copy(t0 + 21, "Memcpy DtoD (Device -> Device)"), copy(t0 + 24, "Memcpy DtoH (Device -> Pageable)")]

@@ -147,12 +147,13 @@ def in_place_costs(events: list, gap_us: float = 15.0, top: int = 25) -> dict | 
     host gaps over gap_us, the steps of the count that covers the most kernels kept (the replays; an eager run's
     launches from Python come apart), and per step its GPU span (first start to last end) and, by kernel and
     grid, how far each moves the step's end (its end minus the latest end before it, in order of start), the
-    median over steps. Copies to or from the host (the loop's feeds and token: `top` has them) are left out:
-    whether they fall within gap_us of a step's kernels depends on the host's speed, which made steps of two
-    counts and spans not comparable between leases (H200, nineteenth session)."""
+    median over steps. Copies to or from pageable host memory (the loop's feeds and token, `top` has them; a
+    captured graph's copies are pinned) are left out: whether they fall within gap_us of a step's kernels depends
+    on the host's speed, which made steps of two counts and spans not comparable between leases (H200, nineteenth
+    session)."""
     work = sorted((float(e["ts"]), float(e["dur"]), e.get("name", "?"), tuple(e.get("args", {}).get("grid", ())))
                   for e in events if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")
-                  and not any(way in e.get("name", "") for way in ("HtoD", "DtoH")))
+                  and "Pageable" not in e.get("name", ""))
     groups, end = [], None
     for start, dur, name, grid in work:
         if end is None or start - end > gap_us:
