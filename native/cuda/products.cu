@@ -43,14 +43,71 @@ FOR_FLOATS(PRODUCT_ROWS)
 // RowNorm: plan/fusion.py's NormedProduct), in shared memory before the staged weights.
 #define LINEAR_ROWS 4
 #define LINEAR_WARPS 8
+#define LINEAR_ROW_PASSES 8  // linear_row: passes over k at most
+#define LINEAR_TC_CHUNKS 4  // linear_tc: chunks of 32 k a warp takes at most (matmul.py TC_MAX_K)
 struct Linear {
   int32_t m, n, k, split;
   int32_t staged;  // the weights go through shared memory (matmul.py's _linear decides)
 };
 
+// One row of 16-bit activations from memory with staged weights (a decode step's down projection): the same
+// products and sums as linear's below in straight-line code, every pass's activations loaded at once while the
+// weights' copies land. Its blocks mostly start only as the kernel before ends (that one's blocks hold the shared
+// memory), so all of a block's work is on the step's path: a float16 decode layer of Qwen2.5-0.5B 0.6 us faster
+// than by linear's loops (H200, docs/benchmarks/gpu.md, nineteenth session).
+template <typename T, int W>
+__device__ void linear_row(const T* a, const T* w, const T* bias, T* y, Linear p) {
+  __shared__ float part[LINEAR_WARPS][W];
+  extern __shared__ __align__(16) unsigned char dynamic[];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, slice = warp % p.split;
+  const int64_t n = (int64_t)blockIdx.x * (LINEAR_WARPS / p.split) + warp / p.split;
+  const bool active = n < p.n;
+  const int step = 256 * p.split, k0 = (lane + 32 * slice) * 8;
+  uint4* own = (uint4*)dynamic + (int64_t)warp * ((p.k + step - 1) / step) * W * 32 + lane;
+#pragma unroll
+  for (int i = 0; i < LINEAR_ROW_PASSES; i++)
+#pragma unroll
+    for (int q = 0; q < W; q++)
+      if (active && k0 + i * step < p.k)
+        copy16_to_shared(own + (i * W + q) * 32, w + (n + q * p.n) * p.k + k0 + i * step);
+  const float b0 = W == 1 && bias && active && !lane && !slice ? ld(bias + n) : 0.0f;
+  wait_for_previous();
+  uint4 x[LINEAR_ROW_PASSES];
+#pragma unroll
+  for (int i = 0; i < LINEAR_ROW_PASSES; i++)
+    x[i] = k0 + i * step < p.k ? *(const uint4*)(a + k0 + i * step) : make_uint4(0, 0, 0, 0);
+  wait_copies_to_shared();
+  float acc[W] = {};
+#pragma unroll
+  for (int i = 0; i < LINEAR_ROW_PASSES; i++)
+    if (active && k0 + i * step < p.k) {
+      float xf[8], v[8];
+      load8((const T*)&x[i], xf);
+#pragma unroll
+      for (int q = 0; q < W; q++) {
+        load8((const T*)(own + (i * W + q) * 32), v);
+#pragma unroll
+        for (int j = 0; j < 8; j++) acc[q] += xf[j] * v[j];
+      }
+    }
+#pragma unroll
+  for (int q = 0; q < W; q++) {
+    for (int off = 16; off > 0; off >>= 1) acc[q] += __shfl_xor_sync(0xffffffff, acc[q], off);
+    if (lane == 0) part[warp][q] = acc[q];
+  }
+  if (p.split > 1) __syncthreads();
+  if (lane || slice || !active) return;
+  float s[W] = {};
+  for (int q = 0; q < W; q++)
+    for (int i = 0; i < p.split; i++) s[q] += part[warp + i][q];
+  st(y + n, W == 2 ? s[0] / (1.0f + expf(-s[0])) * s[W - 1] : bias ? s[0] + b0 : s[0]);
+}
+
 // W: 1, or 2 matrices (SwiGLU), compile-time so the sums stay in registers; NORM: the rows are `norm`'s
 template <typename T, int W, bool NORM>
 __device__ void linear(const T* a, const T* w, const T* bias, T* y, Linear p, RowNorm<T> norm) {
+  if constexpr (!NORM && sizeof(T) == 2)
+    if (p.m == 1 && p.staged && p.k <= LINEAR_ROW_PASSES * 256 * p.split) return linear_row<T, W>(a, w, bias, y, p);
   __shared__ float part[LINEAR_WARPS][LINEAR_ROWS][W];
   extern __shared__ __align__(16) unsigned char dynamic[];  // [normed rows] [staged weights]
   int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, slice = warp % p.split;
@@ -94,12 +151,14 @@ __device__ void linear(const T* a, const T* w, const T* bias, T* y, Linear p, Ro
     }
   }
 #pragma unroll
-  for (int r = 0; r < LINEAR_ROWS; r++)
+  for (int r = 0; r < LINEAR_ROWS; r++) {
+    if (r == p.m) break;  // no sums of absent rows (a decode step's one row: 5 shuffles, not 20)
 #pragma unroll
     for (int q = 0; q < W; q++) {
       for (int off = 16; off > 0; off >>= 1) acc[r][q] += __shfl_xor_sync(0xffffffff, acc[r][q], off);
       if (lane == 0) part[warp][r][q] = acc[r][q];
     }
+  }
   if (p.split > 1) __syncthreads();
   if (lane || slice || !active) return;
   for (int r = 0; r < p.m; r++) {
@@ -146,11 +205,21 @@ __device__ void linear_tc(const T* a, const T* w, const T* bias, T* y, Linear p,
     norm_rows_to_shared<T, W == 1>(norm, 0, p.m, p.k, blockIdx.x == 0, (T*)dynamic);
     a = (const T*)dynamic;
   }
+  // the activations of all the warp's chunks at once, before the weights' copies are waited for, not a round trip a
+  // chunk after them (q|k|v, o and gate|up together 0.4 us a float16 decode layer of Qwen2.5-0.5B, H200,
+  // docs/benchmarks/gpu.md, nineteenth session)
+  uint4 xs[LINEAR_TC_CHUNKS];
+#pragma unroll
+  for (int i = 0; i < LINEAR_TC_CHUNKS; i++) {
+    int c = warp + i * LINEAR_WARPS;
+    xs[i] = row < p.m && c < chunks ? *(const uint4*)(a + (int64_t)row * p.k + c * 32 + g * 8) : make_uint4(0, 0, 0, 0);
+  }
   wait_copies_to_shared();  // a lane reads only its own copies
   float d[G][W][4] = {};
-  for (int c = warp, i = 0; c < chunks; c += LINEAR_WARPS, i++) {
-    uint4 x = make_uint4(0, 0, 0, 0);
-    if (row < p.m) x = *(const uint4*)(a + (int64_t)row * p.k + c * 32 + g * 8);
+#pragma unroll
+  for (int i = 0; i < LINEAR_TC_CHUNKS; i++) {
+    if (warp + i * LINEAR_WARPS >= chunks) break;
+    const uint4 x = xs[i];
     uint32_t a1[4] = {x.x, 0, x.y, 0}, a2[4] = {x.z, 0, x.w, 0};  // k 0-3 and 4-7 of the lane's 8
 #pragma unroll
     for (int e = 0; e < G; e++)

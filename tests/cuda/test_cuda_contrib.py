@@ -218,6 +218,49 @@ def test_swiglu_of_two_matmuls(dtype, m, N):
     check(model, feeds, **({"rtol": 1e-4, "atol": 1e-4} if dtype == np.float32 else {"rtol": 4e-3, "atol": 1e-2}))
 
 
+# products.cu linear_row: one float16 row of a product by a constant too long for tensor cores (K > TC_MAX_K), its
+# weights staged, up to 8 passes over K, in straight-line code with the same sums in the same order as linear's loop
+# over passes, which takes two rows: bitwise the two-row run's first row (and within rounding of float64). (K, N):
+# Qwen2.5-0.5B's down projection (4 warps a column, 5 passes); a last pass part-filled; 8 passes; 9 (the loop: a
+# control). The SwiGLU's 64 KiB at K = 16384 are not staged: the loop again.
+@pytest.mark.parametrize("K,N", [(4864, 896), (2112, 40), (16384, 24), (16640, 24)])
+@pytest.mark.parametrize("product", ["matmul", "matmul_bias", "matmul_swiglu"])
+def test_one_rows_product_is_the_row_loops(product, K, N):
+    from onnx import helper, numpy_helper
+    from kernels.test_contrib_quantization import swiglu_nbits_model
+    rng = np.random.default_rng(K + N)
+    if product == "matmul_swiglu":
+        model, feeds = swiglu_nbits_model(K, N, 32, dtype=np.float16, m=1, matmul=True)
+        g, u = (numpy_helper.to_array(t).astype(np.float64) for t in model.graph.initializer)
+        for v in [*model.graph.input, *model.graph.output, *model.graph.value_info]:
+            v.type.tensor_type.shape.dim[0].dim_param = "m"  # one row or two
+    else:
+        w, b = (rng.standard_normal((K, N)) * 0.05).astype(np.float16), rng.standard_normal(N).astype(np.float16)
+        bias = product == "matmul_bias"
+        nodes = [helper.make_node("MatMul", ["A", "w"], ["P" if bias else "Y"])]
+        nodes += [helper.make_node("Add", ["P", "b"], ["Y"])] if bias else []
+        t = helper.np_dtype_to_tensor_dtype(np.dtype(np.float16))
+        graph = helper.make_graph(nodes, "product", [helper.make_tensor_value_info("A", t, ["m", K])],
+                                  [helper.make_tensor_value_info("Y", t, ["m", N])],
+                                  initializer=[numpy_helper.from_array(w, "w")] + ([numpy_helper.from_array(b, "b")]
+                                                                                 if bias else []))
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+        feeds = {"A": rng.standard_normal((1, K)).astype(np.float16)}
+    a = feeds["A"]
+    (one,) = run_on_cuda(model, feeds)
+    (two,) = run_on_cuda(model, {"A": np.concatenate([a, a])})
+    np.testing.assert_array_equal(one[0], two[0])
+    np.testing.assert_array_equal(two[0], two[1])
+    x = a.astype(np.float64)
+    if product == "matmul_swiglu":
+        gate = x @ g
+        want = gate / (1 + np.exp(-gate)) * (x @ u)
+    else:
+        want = x @ w.astype(np.float64) + (b if bias else 0)
+    # a float16 rounding of float32 sums
+    np.testing.assert_allclose(one.astype(np.float64), want, rtol=2e-3, atol=2e-3 * np.abs(want).max())
+
+
 # plan/fusion.py's NormedProduct: a decode step's GEMV normalises its rows itself (MatMulNBits' 4-bit
 # warp-a-column kernel; Linear's up to 4 rows; K <= 2048), else the norm kernel runs first (5 rows of a
 # MatMul, K = 2112). Both run the norm kernel's arithmetic: bitwise the unfused plan's outputs (the norm's
