@@ -43,7 +43,7 @@ FOR_FLOATS(PRODUCT_ROWS)
 // RowNorm: plan/fusion.py's NormedProduct), in shared memory before the staged weights.
 #define LINEAR_ROWS 4
 #define LINEAR_WARPS 8
-#define LINEAR_ROW_PASSES 8  // linear_row: passes over k at most
+#define LINEAR_ROW_PASSES 5  // linear_row: passes over k at most (its activations' registers: 8 took 60 a thread)
 #define LINEAR_TC_CHUNKS 4  // linear_tc: chunks of 32 k a warp takes at most (matmul.py TC_MAX_K)
 struct Linear {
   int32_t m, n, k, split;
@@ -53,8 +53,9 @@ struct Linear {
 // One row of 16-bit activations from memory with staged weights (a decode step's down projection): the same
 // products and sums as linear's below in straight-line code, every pass's activations loaded at once while the
 // weights' copies land. Its blocks mostly start only as the kernel before ends (that one's blocks hold the shared
-// memory), so all of a block's work is on the step's path: a float16 decode layer of Qwen2.5-0.5B 0.6 us faster
-// than by linear's loops (H200, docs/benchmarks/gpu.md, nineteenth session).
+// memory), so all of a block's work is on the step's path. Up to 5 passes (46 registers; 8 took 60, so fewer of the
+// next kernel's blocks fitted beside its own to stage early): the float16 Qwen2.5-0.5B step's GPU time 519 -> 493 us
+// against linear's loops (H200, docs/benchmarks/gpu.md, twentieth session).
 template <typename T, int W>
 __device__ void linear_row(const T* a, const T* w, const T* bias, T* y, Linear p) {
   __shared__ float part[LINEAR_WARPS][W];
