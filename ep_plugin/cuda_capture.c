@@ -17,7 +17,19 @@ typedef struct {
   CUgraphExec exec;
   CUstream stream;
   Retained* memory;
+  CUevent began, ended;  /* replay timing's, made at the first timed replay */
 } CapturedGraph;
+
+/* Replay timing (bench decode-gpu): while on, each ReplayGraph records its graph's GPU time, from an event
+ * before the launch to one after, so a step's GPU time is known apart from the host's share of the run call.
+ * Off by default: the records and the read cost the run call host time. */
+#define REPLAY_TIMES 65536
+static struct {
+  pthread_mutex_t lock;
+  int on;
+  size_t count;  /* replays timed since timing began; the first REPLAY_TIMES are kept */
+  float us[REPLAY_TIMES];
+} g_replay_timing = {PTHREAD_MUTEX_INITIALIZER, 0, 0, {0}};
 
 typedef struct {
   int ordinal;
@@ -42,6 +54,8 @@ static SeamlessCapture* capture_new(int ordinal) {
 
 static void graph_release(int ordinal, CapturedGraph* g) {
   if (g->exec) cu.graph_exec_destroy(g->exec);
+  if (g->began) cu.event_destroy(g->began);
+  if (g->ended) cu.event_destroy(g->ended);
   for (Retained* r = g->memory; r;) {
     Retained* next = r->next;
     SeamlessAllocator* a = seamless_cuda_allocator(ordinal, r->pinned, NULL);
@@ -149,9 +163,44 @@ static OrtStatus* capture_replay(OrtEp* ep, int id) {
   CapturedGraph* g = graph_of(c, id, 0);
   if (!g || !g->exec) return seamless_status(1, "SeamlessCUDAExecutionProvider: no captured CUDA graph for this id");
   TRY(seamless_cuda_use(c->ordinal));
+  int timed = __atomic_load_n(&g_replay_timing.on, __ATOMIC_RELAXED);
+  if (timed && !g->ended) {
+    CU_TRY(g->began ? 0 : cu.event_create(&g->began, 0), "cuEventCreate");
+    CU_TRY(cu.event_create(&g->ended, 0), "cuEventCreate");
+  }
+  if (timed) CU_TRY(cu.event_record(g->began, g->stream), "cuEventRecord");
   CU_TRY(cu.graph_launch(g->exec, g->stream), "cuGraphLaunch");
+  if (timed) CU_TRY(cu.event_record(g->ended, g->stream), "cuEventRecord");
   CU_TRY(cu.stream_synchronize(g->stream), "cuStreamSynchronize");  /* the run's outputs are ready when it returns */
+  if (timed) {
+    float ms = 0;
+    CU_TRY(cu.event_elapsed(&ms, g->began, g->ended), "cuEventElapsedTime");
+    pthread_mutex_lock(&g_replay_timing.lock);
+    if (g_replay_timing.count < REPLAY_TIMES) g_replay_timing.us[g_replay_timing.count] = ms * 1e3f;
+    g_replay_timing.count++;
+    pthread_mutex_unlock(&g_replay_timing.lock);
+  }
   return NULL;
+}
+
+/* Replay timing on (from no replays timed) or off; returns how many replays were timed. */
+static size_t seamless_replay_timing(int on) {
+  pthread_mutex_lock(&g_replay_timing.lock);
+  if (on) g_replay_timing.count = 0;
+  __atomic_store_n(&g_replay_timing.on, on, __ATOMIC_RELAXED);
+  size_t count = g_replay_timing.count;
+  pthread_mutex_unlock(&g_replay_timing.lock);
+  return count;
+}
+
+/* The GPU times (microseconds) of the first `max` replays timed, in order; returns how many were written. */
+static size_t seamless_replay_times(float* out, size_t max) {
+  pthread_mutex_lock(&g_replay_timing.lock);
+  size_t n = g_replay_timing.count < REPLAY_TIMES ? g_replay_timing.count : REPLAY_TIMES;
+  n = n < max ? n : max;
+  memcpy(out, g_replay_timing.us, n * sizeof *out);
+  pthread_mutex_unlock(&g_replay_timing.lock);
+  return n;
 }
 
 static OrtGraphCaptureNodeAssignmentPolicy capture_policy(const OrtEp* ep) {

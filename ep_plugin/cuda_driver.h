@@ -71,6 +71,7 @@ typedef struct {
   X(CUresult, cuEventRecord, event_record, (CUevent event, CUstream stream))                        \
   X(CUresult, cuEventSynchronize, event_synchronize, (CUevent event))                               \
   X(CUresult, cuEventDestroy_v2, event_destroy, (CUevent event))                                    \
+  X(CUresult, cuEventElapsedTime, event_elapsed, (float* ms, CUevent start, CUevent end))           \
   X(CUresult, cuModuleLoadData, module_load_data, (CUmodule* module, const void* image))            \
   X(CUresult, cuModuleGetFunction, module_get_function, (CUfunction* fn, CUmodule module, const char* name)) \
   X(CUresult, cuFuncSetAttribute, func_set_attribute, (CUfunction fn, CUfunction_attribute attribute, int value)) \

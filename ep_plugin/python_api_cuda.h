@@ -26,3 +26,5 @@ OrtStatus* seamless_segment_begin(void* stream, void** out);
 OrtStatus* seamless_segment_end(void* graph, int keep);
 OrtStatus* seamless_segment_launch(void* graph, void* stream);
 void seamless_segment_release(int ordinal, void* graph);
+size_t seamless_replay_timing(int on);
+size_t seamless_replay_times(float* out, size_t max);

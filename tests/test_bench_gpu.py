@@ -102,9 +102,10 @@ def test_compare_takes_the_median_of_processes_run_in_turn(monkeypatch, capsys):
         ep, mode = cmd[cmd.index("--ep") + 1], cmd[cmd.index("--mode") + 1]
         order.append(ep)
         ms = next(times[ep]) if mode == "graph" else 10.0
+        gpu = {"gpu_ms_per_token": ms / 4} if (ep, mode) == ("seamless", "graph") else {}  # ours replayed
         return subprocess.CompletedProcess(cmd, 0, json.dumps({"ms_per_token": ms, "tokens_per_s": 1e3 / ms,
                                                                 "run_ms_per_token": ms / 2, "prompt_ms": ms * 10,
-                                                                "onnxruntime": "x"}) + "\n", "")
+                                                                "onnxruntime": "x", **gpu}) + "\n", "")
 
     monkeypatch.setattr(bench_gpu.subprocess, "run", fake_run)
     summary = bench_gpu.compare("m", 8, 4, 1, None, None, processes=3)
@@ -112,11 +113,13 @@ def test_compare_takes_the_median_of_processes_run_in_turn(monkeypatch, capsys):
     ours, ort = summary["runs"]["ours, enable_cuda_graph=1 (level B)"], summary["runs"]["ORT CUDA EP, enable_cuda_graph=1"]
     assert ours["ms_per_token_by_process"] == [3.0, 1.0, 2.0] and ours["ms_per_token"] == 2.0
     assert ours["run_ms_per_token"] == 1.0 and ours["prompt_ms"] == 20.0  # medians of the processes' too
+    assert ours["gpu_ms_per_token"] == 0.5 and "gpu_ms_per_token" not in ort
     assert ort["ms_per_token"] == 5.0 and summary["speedups"]["level B / ORT graph (same loop)"] == 2.5
     assert ours["run_ms_per_token_by_process"] == [1.5, 0.5, 1.0]
     assert summary["speedups"]["level B / ORT graph, the run call alone"] == 2.5  # medians 2.5 / 1.0
     out = capsys.readouterr().out
     assert "of 3 processes each" in out and "[processes 1.000-3.000]" in out
+    assert "(its run call 1.000; GPU 0.500; prompt 20.0 ms)" in out
 
 
 def test_compare_runs_one_loop_given_a_mode(monkeypatch):

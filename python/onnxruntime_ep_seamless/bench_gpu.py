@@ -15,8 +15,10 @@ The next token (`token`): `host`, the argmax of the logits copied to the host (`
 `device`, an ArgMax node appended to the model (`with_device_argmax`: the EP under test runs it) so a
 step copies one int64 to the host, as PyTorch's loop and onnxruntime-genai's do.
 ms/token is the median decode-step time of a round, then the median over rounds; run_ms_per_token the
-same of the session's run call alone (the rest of a step is the loop's bindings, feeds and token read), and
-prompt_ms the prompt's step (its run and its token: the time to the first token). `compare` runs
+same of the session's run call alone (the rest of a step is the loop's bindings, feeds and token read),
+prompt_ms the prompt's step (its run and its token: the time to the first token), and for ours in graph
+mode gpu_ms_per_token the median GPU time of a replayed step (one more round, timed by events around each
+replay in the EP: the run call's GPU share, apart from the host's). `compare` runs
 every configuration in CONFIGS as a subprocess (each with its own onnxruntime), `processes` times in
 turn, and prints the medians, each configuration's spread over its processes and the speed-ups (for
 graph mode also of the run call alone); given the checkpoint the model was built from, PyTorch eager (transformers' model and
@@ -106,6 +108,8 @@ def run_one(model_dir: str, ep: str, steps: int, prompt: int, rounds: int, mode:
     # prompt's step: its run and its token (the time to the first token)
     facts["run_ms_per_token"] = statistics.median(r["run"]) * 1e3
     facts["prompt_ms"] = statistics.median(r["prompt"]) * 1e3
+    if r.get("replay_gpu"):  # ours in graph mode: a replay's GPU time (the run call's GPU share)
+        facts["gpu_ms_per_token"] = statistics.median(r["replay_gpu"]) * 1e3
     # profiled in a session of its own: a graph mode loop binds new buffers, which a graph captured before cannot
     # take, and CUPTI reported none of the kernels of a graph captured before profiling began (H200, torch 2.9)
     if profile:
@@ -276,8 +280,8 @@ def _graph_rounds(sess, ep, device_token, steps, prompt, rounds):
     step_out = gpu(np.zeros((1, 1, vocab), logits_dtype)), token_buffer(1)
     step = binding(step_ids, step_mask, *step_out)  # the same addresses every step: the graph's
     rng = np.random.default_rng(0)
-    r = {"step": [], "run": [], "prompt": []}  # seconds: a round's median step, run call; its prompt's step
-    for _ in range(rounds):
+
+    def decode_round(r):  # r: seconds, a round's median step and run call, and its prompt's step
         prompt_out = gpu(np.zeros((1, prompt, vocab), logits_dtype)), token_buffer(prompt)
         prompt_binding = binding(gpu(rng.integers(0, 1000, (1, prompt)).astype(np.int64)),
                                  gpu(np.ones((1, prompt), np.int64)), *prompt_out)
@@ -295,7 +299,28 @@ def _graph_rounds(sess, ep, device_token, steps, prompt, rounds):
             times.append(time.perf_counter() - t0)
         r["step"].append(statistics.median(times))
         r["run"].append(statistics.median(run_times))
+        return tokens
+
+    r = {"step": [], "run": [], "prompt": []}
+    for _ in range(rounds):
+        tokens = decode_round(r)
+    if ep == "seamless":  # one more round, its replays timed on the GPU (the timing's host cost kept out of r)
+        replay_timing(True)
+        decode_round({"step": [], "run": [], "prompt": []})
+        r["replay_gpu"] = replay_timing(False)
     return dict(r, tokens=tokens)  # the last round's tokens
+
+
+def replay_timing(on: bool) -> list[float]:
+    """Our EP's replay timing (ep_plugin/cuda_capture.c): on, each level B replay records its graph's GPU time;
+    off, the times recorded since (seconds, in order)."""
+    from .abi.bridge import NATIVES
+    native = NATIVES["cuda"]
+    count = native.lib.seamless_replay_timing(int(on))
+    if on:
+        return []
+    times = native.ffi.new("float[]", count)
+    return [us * 1e-6 for us in times[0:native.lib.seamless_replay_times(times, count)]]
 
 
 def shared_kv_binding(sess, kv: dict, ids, mask, logits, next_token=None):
@@ -383,7 +408,8 @@ def compare(model_dir: str, steps: int, prompt: int, rounds: int, peer_pythonpat
         median = statistics.median(r["ms_per_token"] for r in results)
         runs[label] = dict(results[0], ms_per_token=median, tokens_per_s=1e3 / median,
                            ms_per_token_by_process=[r["ms_per_token"] for r in results])
-        for key in ("run_ms_per_token", "prompt_ms"):  # the ONNX loops' (the run call alone; the prompt's step)
+        for key in ("run_ms_per_token", "prompt_ms", "gpu_ms_per_token"):  # the ONNX loops' (the run call alone; the
+            # prompt's step) and ours in graph mode (a replay's GPU time)
             if key in results[0]:
                 runs[label][key] = statistics.median(r[key] for r in results)
         if "run_ms_per_token" in results[0]:
@@ -406,7 +432,8 @@ def compare(model_dir: str, steps: int, prompt: int, rounds: int, peer_pythonpat
     print(f"decode on GPU, {name}: {steps} steps after a {prompt}-token prompt, the next token chosen on the {token}, "
           f"median of {rounds} rounds" + (f" and of {processes} processes each" if processes > 1 else ""))
     for label, r in runs.items():
-        run = f" (its run call {r['run_ms_per_token']:.3f}; prompt {r['prompt_ms']:.1f} ms)" if "prompt_ms" in r else ""
+        gpu = f"; GPU {r['gpu_ms_per_token']:.3f}" if "gpu_ms_per_token" in r else ""
+        run = f" (its run call {r['run_ms_per_token']:.3f}{gpu}; prompt {r['prompt_ms']:.1f} ms)" if "prompt_ms" in r else ""
         each = r["ms_per_token_by_process"]  # the host's speed varies between processes: their spread
         spread = f" [processes {min(each):.3f}-{max(each):.3f}]" if len(each) > 1 else ""
         print(f"  {label:40s} {r['ms_per_token']:8.3f} ms/token {r['tokens_per_s']:8.1f} tokens/s{run}{spread}")

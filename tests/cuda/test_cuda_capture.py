@@ -2,6 +2,7 @@
 without a GPU): runs after the warm-ups replay one CUDA graph (no Compute call reaches Python), and
 outputs are byte-identical to the same session without capture."""
 import struct
+import time
 import types
 
 import numpy as np
@@ -253,6 +254,29 @@ def test_a_decode_steps_outputs_are_written_where_ort_holds_them(precision, monk
     assert int(token.numpy()[0, 0, 0]) == greedy_token(logits.numpy()[0, -1])
 
 
+def test_replay_timing_records_each_replays_gpu_time():
+    """bench decode-gpu's gpu_ms_per_token: while timing is on, one GPU time a replay, above 0 and within its
+    run call; none once it is off, and a new timing starts from none."""
+    from onnxruntime_ep_seamless.bench_gpu import replay_timing
+    sess = session(mlp(), True)
+    x, y = on_gpu(np.ones((4, 16), np.float32)), on_gpu(np.zeros((4, 32), np.float32))
+    binding = sess.io_binding()
+    binding.bind_ortvalue_input("x", x)
+    binding.bind_ortvalue_output("y", y)
+    sess.run_with_iobinding(binding, run_options())  # the warm-ups and the capture: no replay
+    replay_timing(True)
+    walls = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        sess.run_with_iobinding(binding, run_options())
+        walls.append(time.perf_counter() - t0)
+    times = replay_timing(False)
+    sess.run_with_iobinding(binding, run_options())
+    assert len(times) == 5 and all(0 < t <= wall for t, wall in zip(times, walls)), (times, walls)
+    replay_timing(True)
+    assert replay_timing(False) == []
+
+
 @pytest.mark.parametrize("mode", ["graph", "growing", "growing-device"])
 @pytest.mark.parametrize("precision", ["fp16", "int4"])
 def test_bench_token_on_the_device_is_the_hosts_argmax(precision, mode):
@@ -267,6 +291,8 @@ def test_bench_token_on_the_device_is_the_hosts_argmax(precision, mode):
     host, device = (run_one(str(model_dir), "seamless", 24, 8, 1, mode=mode, token=t) for t in ("host", "device"))
     assert device["fallback_nodes"] == 0 and device["claimed_nodes"] == host["claimed_nodes"] + 1
     assert len(host["tokens"]) == 25 and device["tokens"] == host["tokens"]
+    if mode == "graph":  # a replayed step's GPU time, a share of its run call
+        assert 0 < device["gpu_ms_per_token"] < device["run_ms_per_token"]
 
 
 # --- capture=auto: a compiled partition without seams, captured per set of input shapes ----------
