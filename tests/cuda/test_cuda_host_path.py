@@ -155,15 +155,17 @@ def test_a_builder_decoder_runs_its_prompt_and_a_decode_step_through_the_cuda_ex
     assert rt.host_reads == 0  # no GPU value was read back on the host
 
 
-def test_a_kernel_opts_in_to_more_than_48_kib_of_dynamic_shared_memory_once(monkeypatch):
-    """Past 48 KiB a kernel's launch fails unless its function allows that much (cuFuncSetAttribute): the runtime
-    allows it at the first launch that needs it and again only for more (products.cu's 16-column linear_tc)."""
+def test_a_kernel_opts_in_to_its_dynamic_shared_memory_once(monkeypatch):
+    """Without opting in (cuFuncSetAttribute) a kernel's static and dynamic shared memory share 48 KiB: products.cu's
+    linear with 48 KiB of weights staged beside its static partials failed to launch. The runtime allows a kernel's
+    dynamic shared memory at its first launch with some, and again only for more (the 16-column linear_tc's 67 KiB)."""
     monkeypatch.setattr(runtime_cuda, "FATBIN", __file__)
     rt = runtime_cuda.CudaRuntime(FakeNative(), 0)
-    for name, shared in [("a", 48 * 1024), ("b", 67 * 1024), ("b", 67 * 1024), ("b", 60 * 1024), ("b", 70 * 1024)]:
+    for name, shared in [("a", 48 * 1024), ("b", 67 * 1024), ("b", 67 * 1024), ("b", 60 * 1024), ("b", 70 * 1024),
+                         ("c", 0)]:
         rt.launch_rows(name, 1, ffi.cast("void*", 7), shared=shared)
-    assert rt.native.lib.launches == ["a", ("allow_shared", "b", 67 * 1024), "b", "b", "b",
-                                      ("allow_shared", "b", 70 * 1024), "b"]
+    assert rt.native.lib.launches == [("allow_shared", "a", 48 * 1024), "a", ("allow_shared", "b", 67 * 1024), "b",
+                                      "b", "b", ("allow_shared", "b", 70 * 1024), "b", "c"]
 
 
 def test_level_a_captures_a_decode_step_and_replays_it_with_this_runs_addresses_and_lengths(monkeypatch):

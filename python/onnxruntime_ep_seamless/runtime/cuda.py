@@ -20,7 +20,6 @@ from ..kernels import c_order
 _GEMM_TYPES = {ONNX_TO_NUMPY[code]: code for code in (10, 11, 16) if code in ONNX_TO_NUMPY}
 FATBIN = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "_kernels_cuda.fatbin")
 MAX_DIMS = 8  # native/cuda/elementwise.cu SEAMLESS_MAX_DIMS
-SHARED_DEFAULT = 48 * 1024  # dynamic shared memory a kernel may take without opting in (seamless_cuda_allow_shared)
 
 
 @dataclass
@@ -84,7 +83,7 @@ class CudaRuntime:
         self._counters: dict = {}  # stream -> [its counters, zeroed outside a capture] (see counters)
         self._barriers: set = set()  # streams whose next launch waits for all work before it (begin_run)
         self._layouts: dict = {}  # kernel argument kinds -> _ArgLayout
-        self._shared: dict[str, int] = {}  # kernel -> the dynamic shared memory it was allowed beyond SHARED_DEFAULT
+        self._shared: dict[str, int] = {}  # kernel -> the dynamic shared memory it was allowed (cuFuncSetAttribute)
 
     def function(self, name: str):
         fn = self._functions.get(name)
@@ -243,7 +242,9 @@ class CudaRuntime:
         if layout is None:
             layout = self._layouts[kinds] = _ArgLayout(kinds, self.ffi)
         fn = self.function(name)
-        if shared > max(SHARED_DEFAULT, self._shared.get(name, 0)):
+        # without opting in, a kernel's static and dynamic shared memory share 48 KiB, and its static size is the
+        # compiler's: so every kernel with dynamic shared memory opts in to its size (once, and again for more)
+        if shared > self._shared.get(name, 0):
             self.native.check(self.lib.seamless_cuda_allow_shared(fn, shared))
             self._shared[name] = shared
         dependent = self.dependent

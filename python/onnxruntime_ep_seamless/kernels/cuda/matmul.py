@@ -68,7 +68,7 @@ def _product(rt, stream, a, b, y, m, n, k, **how):
 
 
 SMALL_ROWS = 4  # products with at most this many rows: native/cuda/products.cu
-STAGED_MAX = 48 * 1024  # products.cu's Linear: shared memory a block may take without opting in (weights staged)
+STAGED_MAX = 48 * 1024  # products.cu's Linear: the most shared memory a block takes to stage its weights
 WIDE = 65536  # from this many columns on cuBLASLt streams the weights faster (H200, a float16 LM head of
               # 151936 x 896: 63 us against products.cu's 76; docs/benchmarks/gpu.md)
 
