@@ -433,7 +433,8 @@ def compare(model_dir: str, steps: int, prompt: int, rounds: int, peer_pythonpat
           f"median of {rounds} rounds" + (f" and of {processes} processes each" if processes > 1 else ""))
     for label, r in runs.items():
         gpu = f"; GPU {r['gpu_ms_per_token']:.3f}" if "gpu_ms_per_token" in r else ""
-        run = f" (its run call {r['run_ms_per_token']:.3f}{gpu}; prompt {r['prompt_ms']:.1f} ms)" if "prompt_ms" in r else ""
+        run = f" (its run call {r['run_ms_per_token']:.3f}{gpu}; prompt {r['prompt_ms']:.1f} ms)" \
+            if "prompt_ms" in r else ""
         each = r["ms_per_token_by_process"]  # the host's speed varies between processes: their spread
         spread = f" [processes {min(each):.3f}-{max(each):.3f}]" if len(each) > 1 else ""
         print(f"  {label:40s} {r['ms_per_token']:8.3f} ms/token {r['tokens_per_s']:8.1f} tokens/s{run}{spread}")

@@ -329,7 +329,8 @@ def _add_decode_options(sub) -> None:
                 "the GPU) against ORT's CUDA EP from onnxruntime-gpu (eager, enable_cuda_graph=1, eager with the KV cache "
                 "on the GPU), each in its own process; --token device picks the tokens on the GPU. Each result has "
                 "ms_per_token, run_ms_per_token (the session's run call alone) and prompt_ms (the time to the first "
-                "token), ours with enable_cuda_graph=1 also gpu_ms_per_token (a replayed step's GPU time); --processes N runs each configuration N times in turn and reports medians and the spread")
+                "token), ours with enable_cuda_graph=1 also gpu_ms_per_token (a replayed step's GPU time); "
+                "--processes N runs each configuration N times in turn and reports medians and the spread")
 
 
 def cmd_bench_decode(args) -> int:
