@@ -25,7 +25,7 @@ typedef struct CUgraphExec_st* CUgraphExec;
 #define CU_EVENT_DISABLE_TIMING 2
 #define CU_STREAM_CAPTURE_MODE_RELAXED 2  /* the capturing thread may still call cuMemAlloc */
 #define CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION 6
-#define CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES 8  /* above 48 KiB a kernel must opt in */
+#define CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES 8  /* static + dynamic above 48 KiB: opt in */
 
 /* cuLaunchKernelEx's configuration, with the one attribute we set (programmatic dependent launch) */
 typedef int CUlaunchAttributeID;

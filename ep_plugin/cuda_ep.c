@@ -517,7 +517,7 @@ static OrtStatus* seamless_cuda_function(void* module, const char* name, void** 
   return NULL;
 }
 
-/* Lets fn's launches take up to `bytes` of dynamic shared memory (beyond 48 KiB a kernel must opt in). */
+/* Lets fn's launches take up to `bytes` of dynamic shared memory (without it, static and dynamic share 48 KiB). */
 static OrtStatus* seamless_cuda_allow_shared(void* fn, int bytes) {
   CU_TRY(cu.func_set_attribute((CUfunction)fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes),
          "cuFuncSetAttribute (dynamic shared memory)");
