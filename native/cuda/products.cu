@@ -180,8 +180,38 @@ __device__ void linear(const T* a, const T* w, const T* bias, T* y, Linear p, Ro
 // decode layer of Qwen2.5-0.5B in a chain of dependent launches on the H200; 16 columns a block (G = 2) for o and
 // gate|up leave SM slots for the next kernel to stage its weights early: 21.07 -> 19.25 us with the down projection's
 // 4 warps a column (docs/benchmarks/gpu.md, sixteenth and eighteenth sessions).
-template <typename T, int W, bool NORM, int G>
-__device__ void linear_tc(const T* a, const T* w, const T* bias, T* y, Linear p, RowNorm<T> norm) {
+// The ArgMax of each row of a product's output, picked as the product is stored (plan/fusion.py's LinearArgMax: a
+// greedy decoder's LM head and its next token, not a second pass over the logits after the product has drained).
+// ArgMax's order (indexing.cu's comes_before: the value as stored, NaN above every number, -0 equal to +0; ties to
+// the lower index, the higher with prefer_last) as one 64-bit key, so each block raises a row's key by one atomicMax
+// it does not wait for; the kernel after (seamless_linear_picked) turns the keys into indices and sets them back to
+// zero (runtime/cuda.py's counters). A float16 Qwen2.5-0.5B step's GPU time on the H200: 494.8 -> 493.5 us against
+// the ArgMax kernel after cuBLASLt's LM head; 496.8 -> 515.5 where each block counted itself done with a returning
+// atomic (the last one writing the indices): blocks then wait on the atomics queued at one address.
+struct Pick {
+  unsigned long long* keys;
+  int prefer_last;
+};
+
+__device__ __forceinline__ unsigned long long pick_key(float v, int64_t i, int prefer_last) {
+  unsigned u = __float_as_uint(v == 0.0f ? 0.0f : v);
+  u = v != v ? 0xffffffffu : u >> 31 ? ~u : u | 0x80000000u;  // ordered as the floats are; 0 is "none"
+  return (unsigned long long)u << 32 | (prefer_last ? (unsigned)i : ~(unsigned)i);
+}
+
+// Every thread of the block calls it, `key` that of its output (0: none); a row's 8 G outputs lie in 8 G
+// consecutive lanes.
+template <int G>
+__device__ void pick_rows(Pick pick, int m, int r, int col, unsigned long long key) {
+  for (int off = 4 * G; off > 0; off >>= 1) {
+    unsigned long long other = __shfl_xor_sync(0xffffffffu, key, off);
+    key = other > key ? other : key;
+  }
+  if (col == 0 && r < m && key > __ldcg(pick.keys + r)) atomicMax(pick.keys + r, key);  // keys only rise
+}
+
+template <typename T, int W, bool NORM, int G, bool PICK = false>
+__device__ void linear_tc(const T* a, const T* w, const T* bias, T* y, Linear p, RowNorm<T> norm, Pick pick = {}) {
   __shared__ float part[LINEAR_WARPS][G][W][LINEAR_ROWS][8];
   extern __shared__ __align__(16) unsigned char dynamic[];  // [normed rows] [staged weights]
   int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane & 3, row = lane >> 2;
@@ -242,23 +272,29 @@ __device__ void linear_tc(const T* a, const T* w, const T* bias, T* y, Linear p,
       }
   __syncthreads();
   int r = threadIdx.x / (8 * G), col = threadIdx.x % (8 * G);
-  if (r >= p.m || col >= left) return;
-  float s[W] = {};
-  for (int q = 0; q < W; q++)
-    for (int v = 0; v < LINEAR_WARPS; v++) s[q] += part[v][col / 8][q][r][col % 8];
-  st(y + (int64_t)r * p.n + first + col, W == 2 ? s[0] / (1.0f + expf(-s[0])) * s[W - 1] : bias ? s[0] + b0 : s[0]);
+  unsigned long long key = 0;
+  if (r < p.m && col < left) {
+    float s[W] = {};
+    for (int q = 0; q < W; q++)
+      for (int v = 0; v < LINEAR_WARPS; v++) s[q] += part[v][col / 8][q][r][col % 8];
+    T out;
+    st(&out, W == 2 ? s[0] / (1.0f + expf(-s[0])) * s[W - 1] : bias ? s[0] + b0 : s[0]);
+    y[(int64_t)r * p.n + first + col] = out;
+    if (PICK) key = pick_key(ld(&out), first + col, pick.prefer_last);
+  }
+  if constexpr (PICK) pick_rows<G>(pick, p.m, r, col, key);
 }
 
 #define LINEAR(S, T)                                                                                               \
-  extern "C" __global__ void seamless_linear_##S(const T* a, const T* w, const T* bias, T* y, Linear p) {           \
+  extern "C" __global__ void seamless_linear_##S(const T* a, const T* w, const T* bias, T* y, Linear p) {          \
     let_next_launch();                                                                                             \
     linear<T, 1, false>(a, w, bias, y, p, RowNorm<T>{});                                                           \
   }                                                                                                                \
-  extern "C" __global__ void seamless_linear_swiglu_##S(const T* a, const T* w, const T* bias, T* y, Linear p) {    \
+  extern "C" __global__ void seamless_linear_swiglu_##S(const T* a, const T* w, const T* bias, T* y, Linear p) {   \
     let_next_launch();                                                                                             \
     linear<T, 2, false>(a, w, bias, y, p, RowNorm<T>{});                                                           \
   }                                                                                                                \
-  extern "C" __global__ void seamless_linear_norm_##S(const T* w, const T* bias, T* y, Linear p, RowNorm<T> norm) { \
+  extern "C" __global__ void seamless_linear_norm_##S(const T* w, const T* bias, T* y, Linear p, RowNorm<T> norm) {\
     let_next_launch();                                                                                             \
     linear<T, 1, true>(nullptr, w, bias, y, p, norm);                                                              \
   }                                                                                                                \
@@ -268,17 +304,22 @@ __device__ void linear_tc(const T* a, const T* w, const T* bias, T* y, Linear p,
     linear<T, 2, true>(nullptr, w, bias, y, p, norm);                                                              \
   }
 FOR_FLOATS(LINEAR)
-// linear_tc's kernels as matmul.py takes them: 8 columns a block for the normed one-matrix product (q|k|v), 16 for
-// the others (_tc16)
+// linear_tc's kernels as matmul.py takes them: 8 columns a block for one matrix (q|k|v with its norm, o), 16 for
+// gate|up and LinearArgMax's (_tc16)
 #define LINEAR_TC(S, T)                                                                                            \
   extern "C" __global__ void seamless_linear_tc_norm_##S(const T* w, const T* bias, T* y, Linear p,                \
                                                          RowNorm<T> norm) {                                        \
     let_next_launch();                                                                                             \
     linear_tc<T, 1, true, 1>(nullptr, w, bias, y, p, norm);                                                        \
   }                                                                                                                \
-  extern "C" __global__ void seamless_linear_tc16_##S(const T* a, const T* w, const T* bias, T* y, Linear p) {      \
+  extern "C" __global__ void seamless_linear_tc_##S(const T* a, const T* w, const T* bias, T* y, Linear p) {       \
     let_next_launch();                                                                                             \
-    linear_tc<T, 1, false, 2>(a, w, bias, y, p, RowNorm<T>{});                                                     \
+    linear_tc<T, 1, false, 1>(a, w, bias, y, p, RowNorm<T>{});                                                     \
+  }                                                                                                                \
+  extern "C" __global__ void seamless_linear_tc16_argmax_##S(const T* a, const T* w, const T* bias, T* y, Linear p,\
+                                                             unsigned long long* keys, int prefer_last) {          \
+    let_next_launch();                                                                                             \
+    linear_tc<T, 1, false, 2, true>(a, w, bias, y, p, RowNorm<T>{}, Pick{keys, prefer_last});                      \
   }                                                                                                                \
   extern "C" __global__ void seamless_linear_tc16_swiglu_##S(const T* a, const T* w, const T* bias, T* y,          \
                                                              Linear p) {                                           \
@@ -292,6 +333,16 @@ FOR_FLOATS(LINEAR)
   }
 LINEAR_TC(f16, __half)
 LINEAR_TC(bf16, __nv_bfloat16)
+
+// LinearArgMax's indices from the keys its product raised (pick_rows), the keys back to zero.
+extern "C" __global__ void seamless_linear_picked(unsigned long long* keys, int64_t* indices, int m, int prefer_last) {
+  dependent_launch();
+  if (threadIdx.x < m) {
+    unsigned low = (unsigned)keys[threadIdx.x];
+    keys[threadIdx.x] = 0;
+    indices[threadIdx.x] = prefer_last ? low : ~low;
+  }
+}
 
 // Det: the determinant of each trailing n x n matrix by LU with partial pivoting in float64, a thread
 // per matrix, in place in `work` (batch * n * n doubles, filled here from x).

@@ -2,11 +2,13 @@
 import numpy as np
 import pytest
 
+import onnxruntime_ep_seamless as seamless
+
 from kernels.test_contrib_attention import (ATTENTION23_CASES, CASE_ID, GQA_SHAPES, ROTARY23_CASES, attention23,
                                             attention23_float16, gqa_model_feeds, rotary23_case)
 from kernels.test_contrib_normalization import data, model_of
 from parity import assert_close, node_model, run_ours, stock_session
-from test_cuda_ep import DEVICES, PROBLEM, in_bfloat16, run_on_cuda
+from test_cuda_ep import DEVICES, PROBLEM, cuda_session, in_bfloat16, run_on_cuda
 
 pytestmark = pytest.mark.skipif(not DEVICES, reason=f"no NVIDIA GPU for the CUDA EP ({PROBLEM or 'none found'})")
 TOL = {"rtol": 1e-4, "atol": 1e-5}  # float32 dot products in another summation order than ORT's CPU kernels
@@ -259,6 +261,57 @@ def test_one_rows_product_is_the_row_loops(product, K, N):
         want = x @ w.astype(np.float64) + (b if bias else 0)
     # a float16 rounding of float32 sums
     np.testing.assert_allclose(one.astype(np.float64), want, rtol=2e-3, atol=2e-3 * np.abs(want).max())
+
+
+# plan/fusion.py's LinearArgMax: a product by a constant and the ArgMax of its last axis (a greedy decoder's LM head
+# and next token). Up to 4 rows products.cu's linear_tc picks each row's ArgMax as it stores the product (a 64-bit key
+# a row raised by each block; a one-block kernel after it writes the indices and resets the keys): the index must be
+# ArgMax's of the logits as stored, in its order: ties (a column repeated in another block, or all equal) to the lower
+# index, the higher with select_last_index; NaN above every number. Two runs a session: the second's picks must not
+# see the first's keys. The last of K's 64 activations is 1, so the weights' last row acts as a bias (an Add after
+# the MatMul would be ORT's Gemm before our EP sees it). N = 151936: an LM head's 9496 blocks; 1000: the last block
+# part-filled; 5 rows: Linear, then the ArgMax kernel.
+@pytest.mark.parametrize("N", [1000, 151936])
+@pytest.mark.parametrize("m", [1, 4, 5])
+@pytest.mark.parametrize("case", ["random", "tie", "equal", "nan"])
+@pytest.mark.parametrize("last", [0, 1])
+def test_a_products_argmax_is_picked_as_it_is_stored(N, m, case, last, monkeypatch):
+    from onnx import helper, numpy_helper
+    from onnxruntime_ep_seamless.runtime.cuda import CudaRuntime
+    launched, launch_rows = [], CudaRuntime.launch_rows
+    monkeypatch.setattr(CudaRuntime, "launch_rows", lambda self, name, *args, **kw:
+                        (launched.append(name), launch_rows(self, name, *args, **kw))[1])
+    rng, K = np.random.default_rng(N + m), 64
+    w = (rng.standard_normal((K, N)) * 0.1).astype(np.float16)
+    if case == "tie":  # column 7 again at N - 3, both far above the rest
+        w[:, N - 3], w[-1, [7, N - 3]] = w[:, 7], 30
+    elif case == "equal":
+        w[:] = 0
+    elif case == "nan":
+        w[-1, [N // 2, 3, N - 2]] = np.nan
+    t = helper.np_dtype_to_tensor_dtype(np.dtype(np.float16))
+    nodes = [helper.make_node("MatMul", ["A", "w"], ["Y"]),
+             helper.make_node("ArgMax", ["Y"], ["I"], axis=-1, keepdims=1, select_last_index=last)]
+    graph = helper.make_graph(nodes, "pick", [helper.make_tensor_value_info("A", t, ["m", K])],
+                              [helper.make_tensor_value_info("Y", t, ["m", N]),
+                               helper.make_tensor_value_info("I", helper.np_dtype_to_tensor_dtype(np.dtype(np.int64)),
+                                                             ["m", 1])],
+                              [numpy_helper.from_array(w, "w")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+    sess = cuda_session(model)
+    assert not seamless.assert_ep_selected(sess, device="cuda").fallback_nodes
+    want = {"tie": N - 3 if last else 7, "equal": N - 1 if last else 0, "nan": N - 2 if last else 3}.get(case)
+    for _ in range(2):
+        a = rng.standard_normal((m, K)).astype(np.float16)
+        a[:, -1] = 1
+        y, i = sess.run(None, {"A": a})
+        first = np.argmax(y[:, ::-1], axis=1) if last else np.argmax(y, axis=1)  # numpy's: NaN first too
+        np.testing.assert_array_equal(i[:, 0], N - 1 - first if last else first)
+        if want is not None:
+            assert (i == want).all(), (i, want)
+        ref = a.astype(np.float64) @ w.astype(np.float64)
+        np.testing.assert_allclose(y.astype(np.float64), ref, rtol=2e-3, atol=2e-3 * np.nanmax(np.abs(ref)))
+    assert ("seamless_linear_tc16_argmax_f16" in launched) == (m <= 4), launched
 
 
 # plan/fusion.py's NormedProduct: a decode step's GEMV normalises its rows itself (MatMulNBits' 4-bit

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from onnxruntime_ep_seamless.kernels.cuda.contrib import group_query_attention, normed_product
-from onnxruntime_ep_seamless.kernels.cuda.matmul import linear
+from onnxruntime_ep_seamless.kernels.cuda.matmul import linear, linear_argmax
 from onnxruntime_ep_seamless.runtime.cuda import CudaRuntime, DeviceTensor
 
 F16 = np.dtype(np.float16)
@@ -114,6 +114,28 @@ def test_argmax_writes_into_the_output_tensor_offered(keepdims):
     assert [name for name, _, _ in rt.launches] == ["seamless_select_chunk_f16"]
 
 
+# LinearArgMax: up to 4 rows on tensor cores the product's launch picks its rows' ArgMax as it stores them, at any
+# width (16 columns a block), and a one-block kernel writes the indices; else Linear's own choice, then the ArgMax
+# kernel
+@pytest.mark.parametrize("m,k,n,names", [
+    (1, 896, 151936, ["seamless_linear_tc16_argmax_f16", "seamless_linear_picked"]),  # an LM head, its next token
+    (4, 1024, 40, ["seamless_linear_tc16_argmax_f16", "seamless_linear_picked"]),
+    (5, 896, 151936, ["gemm", "seamless_select_chunk_f16"]),                 # a prompt's rows
+    (1, 2112, 151936, ["gemm", "seamless_select_chunk_f16"]),                # K past TC_MAX_K
+    (1, 904, 40, ["seamless_linear_f16", "seamless_select_f16"])])          # K not in chunks of 32
+def test_a_products_argmax_is_picked_in_its_launch_where_tensor_cores_take_it(m, k, n, names):
+    rt, asked = Recorder(), []
+    y, i = linear_argmax(rt, None, rt.alloc((1, m, k), F16), rt.constant((n, k)), keepdims=1, select_last_index=1,
+                         _output_buffer=offer(asked))
+    assert [name for name, _, _ in rt.launches] == names
+    assert y.ptr == i.ptr == ORT_TENSOR and (y.shape, i.shape) == ((1, m, n), (1, m, 1))
+    assert asked == [(0, (1, m, n), F16), (1, (1, m, 1), np.dtype(np.int64))]
+    if len(names) == 2 and names[1] == "seamless_linear_picked":
+        (name, blocks, kw), args = rt.launches[0], rt.args[0]
+        assert blocks == -(-n // 16) and kw == {"shared": 8 * -(-k // 256) * 2 * 512}
+        assert args[-1] == ("int", 1)  # prefer_last: select_last_index
+
+
 NBITS = {"MatMulNBits": "seamless_matmul_nbits4_x32", "MatMulNBitsSwiGLU": "seamless_matmul_nbits4_x32_swiglu",
          "Linear": "seamless_linear_tc", "MatMulSwiGLU": "seamless_linear_tc16_swiglu"}
 
@@ -139,7 +161,7 @@ def test_a_decode_step_normalises_inside_the_product(product, m):
     ("MatMulNBits", 1, 896, 16392, "seamless_matmul_nbits4_tiles_f16"),      # the tensor-core LM head
     ("Linear", 5, 896, 1152, "gemm"),                                        # more rows than the GEMV takes
     ("Linear", 1, 2112, 1152, "seamless_linear_f16"),
-    ("Linear", 1, 896, 40000, "seamless_linear_tc16_f16"),                   # 2500 blocks
+    ("Linear", 1, 896, 40000, "seamless_linear_tc_f16"),                     # 5000 blocks
     ("MatMulSwiGLU", 1, 2112, 1152, "seamless_linear_swiglu_f16"),
 ])
 def test_the_norm_kernel_runs_first_where_the_product_cannot_take_it(product, m, k, n, then):
@@ -150,8 +172,8 @@ def test_the_norm_kernel_runs_first_where_the_product_cannot_take_it(product, m,
 
 
 @pytest.mark.parametrize("dtype,k,name,blocks,shared", [
-    (np.float16, 896, "seamless_linear_tc16_f16", 72, 8 * 4 * 2 * 512),  # tensor cores: 16 columns a block
-    (np.float16, 1024, "seamless_linear_tc16_f16", 72, 8 * 4 * 2 * 512),
+    (np.float16, 896, "seamless_linear_tc_f16", 144, 8 * 4 * 512),     # tensor cores: 8 columns a block
+    (np.float16, 1024, "seamless_linear_tc_f16", 144, 8 * 4 * 512),
     (np.float16, 904, "seamless_linear_f16", 288, 8 * 2 * 512),           # K not in chunks of 32: a warp a column,
     (np.float16, 1056, "seamless_linear_f16", 288, 8 * 3 * 512),          # or K past TC_MAX_K (split over 2 warps)
     (np.float32, 896, "seamless_linear_f32", 288, 0),                     # float32: no tensor cores, nothing staged
@@ -187,7 +209,7 @@ def test_a_prompts_nbits_product_is_one_gemm_on_dequantized_weights(product, bia
     assert y.shape == (1, m, n)
 
 
-@pytest.mark.parametrize("k,n,staged", [(896, 9728, 8 * 4 * 2 * 512), (4864, 896, 8 * 5 * 512), (8192, 4096, 0)])
+@pytest.mark.parametrize("k,n,staged", [(896, 9728, 8 * 4 * 512), (4864, 896, 8 * 5 * 512), (8192, 4096, 0)])
 def test_a_linear_layers_weights_go_through_shared_memory_where_they_fit(k, n, staged):
     """products.cu's Linear copies a lane's weights to shared memory before waiting for the kernel before
     (passes over k x 16 bytes a lane, 8 warps), up to STAGED_MAX bytes a block; else it reads them after."""
@@ -203,7 +225,7 @@ def test_products_of_65536_columns_and_more_go_to_cublas():
     rt = Recorder()
     linear(rt, None, rt.alloc((1, 1, 896), F16), rt.constant((65536, 896)))
     linear(rt, None, rt.alloc((1, 1, 896), F16), rt.constant((65535, 896)))
-    assert [name for name, _, _ in rt.launches] == ["gemm", "seamless_linear_tc16_f16"]
+    assert [name for name, _, _ in rt.launches] == ["gemm", "seamless_linear_tc_f16"]
 
 
 def gqa(s, heads, kv_heads, head_size, past, seqlens, settled=False, recorder=None, readers=(), present=None):

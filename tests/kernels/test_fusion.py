@@ -78,6 +78,35 @@ def test_linear_layers_share_a_tied_weight_and_keep_a_product_read_elsewhere():
     assert fused_ops(model, "cuda") == ["MatMul", "Add", "Linear"]
 
 
+def _product_argmax(axis=-1, **attrs):
+    """y = MatMul(a, w) + b (a float16 (2, 3, 8) by (8, 16)) and ArgMax(y, axis, **attrs), both outputs."""
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(5)
+    w, b = rng.standard_normal((8, 16)).astype(np.float16), rng.standard_normal(16).astype(np.float16)
+    nodes = [helper.make_node("MatMul", ["a", "w"], ["p"]), helper.make_node("Add", ["p", "b"], ["y"]),
+             helper.make_node("ArgMax", ["y"], ["i"], axis=axis, **attrs)]
+    graph = helper.make_graph(nodes, "pick", [helper.make_tensor_value_info("a", TensorProto.FLOAT16, [2, 3, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT16, [2, 3, 16]),
+                               helper.make_tensor_value_info("i", TensorProto.INT64, None)],
+                              [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+
+
+@pytest.mark.parametrize("axis", [-1, 2])
+def test_a_products_argmax_over_its_last_axis_is_one_node_on_cuda(axis):
+    graph = import_model(_product_argmax(axis, keepdims=0, select_last_index=1))
+    (node,) = fuse(graph, graph.outputs, "cuda")
+    assert (node.op_type, node.inputs, node.outputs, node.attrs) == (
+        "LinearArgMax", ["a", "w.T", "b"], ["y", "i"], {"keepdims": 0, "select_last_index": 1})
+    graph = import_model(_product_argmax())
+    assert fuse(graph, graph.outputs, "cuda")[0].attrs == {"keepdims": 1, "select_last_index": 0}  # ONNX's defaults
+
+
+def test_an_argmax_over_another_axis_or_on_the_cpu_stays_apart():
+    assert fused_ops(_product_argmax(axis=1), "cuda") == ["Linear", "ArgMax"]
+    assert fused_ops(_product_argmax(), "cpu") == ["MatMul", "Add", "ArgMax"]
+
+
 def test_linear_layers_weights_take_a_name_the_model_does_not_use():
     from onnx import numpy_helper
     model, w, v, _ = _projections()

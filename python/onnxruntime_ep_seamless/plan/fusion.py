@@ -216,17 +216,33 @@ def fuse(graph: Graph, outputs: list[str], device: str = "cpu") -> list[Node]:
             if len(chain) == 5:
                 take(Node(chain[-1].name, "GeluErf", FUSED_DOMAIN, 1, [x], chain[-1].outputs, index=node.index),
                      chain[1:])
+
+    def argmax_of(y):
+        """The ArgMax over the last axis of y that reads it, if one does."""
+        rank = len(graph.value(y).shape or ())
+        for n in by_input.get(y, []):
+            if n.op_type == "ArgMax" and not n.domain and n.inputs[0] == y and n.index not in replaced and rank and \
+                    n.attrs.get("axis", 0) % rank == rank - 1:
+                return n
+        return None
+
     for node in graph.nodes if device != "cpu" else ():
-        # what remains of MatMul(A, W) [+ b], W and b constants  ->  Linear(A, W.T [, b]) (CUDA)
+        # what remains of MatMul(A, W) [+ b], W and b constants  ->  Linear(A, W.T [, b]) (CUDA), and with an
+        # ArgMax of its last axis (a greedy decoder's LM head and next token) -> LinearArgMax: one launch
         if node.index in replaced or not const_matmul(node) or \
                 const(node.inputs[1]).dtype != graph.value(node.inputs[0]).dtype:
             continue
         w = node.inputs[1]
         add, bias = bias_add(node, const(w).shape[1], const(w).dtype)
         last = add if add is not None else node
+        op, outs, attrs, absorbed = "Linear", list(last.outputs), {}, [add] if add is not None else []
+        pick = argmax_of(last.outputs[0])
+        if pick is not None:
+            op, outs, absorbed = "LinearArgMax", outs + pick.outputs, absorbed + [pick]
+            attrs = {"keepdims": pick.attrs.get("keepdims", 1), "select_last_index": pick.attrs.get("select_last_index", 0)}
         transposed((w,), lambda: const(w), const(w).shape[::-1], w,
-                   lambda wt: Node(last.name, "Linear", FUSED_DOMAIN, 1, [node.inputs[0], wt] + ([bias] if bias else []),
-                                   last.outputs, index=node.index), [add] if add is not None else [])
+                   lambda wt: Node(last.name, op, FUSED_DOMAIN, 1, [node.inputs[0], wt] + ([bias] if bias else []),
+                                   outs, attrs, index=node.index), absorbed)
     nodes = [replaced.get(n.index, n) for n in graph.nodes if replaced.get(n.index, n) is not None]
     return nodes if device == "cpu" else _norms_into_products(graph, nodes, outputs, device)
 

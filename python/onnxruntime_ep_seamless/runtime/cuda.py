@@ -103,10 +103,11 @@ class CudaRuntime:
         return t
 
     def counters(self, n: int, stream) -> DeviceTensor:
-        """n uint32 counters of this stream, zero whenever a kernel on it starts: a kernel that counts
-        with them sets them back to zero before it ends (attention.cu gqa_decode, indexing.cu select_chunk). Kept
-        for good: captured graphs refer to them. Made while a graph is captured, they are zeroed in the
-        graph and again by the stream's next eager use."""
+        """n uint32 counters of this stream, zero whenever a kernel on it starts: a kernel that counts with them
+        sets them back to zero before it ends (attention.cu gqa_decode, indexing.cu select_chunk; LinearArgMax's
+        keys: products.cu's seamless_linear_picked, the kernel after its product). Kept for good: captured graphs
+        refer to them. Made while a graph is captured, they are zeroed in the graph and again by the stream's next
+        eager use."""
         key, capturing = self._stream_key(stream), bool(self.lib.seamless_capturing())
         with self._lock:
             entry = self._counters.get(key)

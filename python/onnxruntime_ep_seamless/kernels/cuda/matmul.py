@@ -1,5 +1,5 @@
 """Matrix products on CUDA (float32, float16, bfloat16; float32 accumulation) through cuBLASLt, those with
-few rows through our kernels (native/cuda/products.cu), plan/fusion.py's Linear and SwiGLU, and Det."""
+few rows through our kernels (native/cuda/products.cu), plan/fusion.py's Linear, LinearArgMax and SwiGLU, and Det."""
 import math
 import struct
 
@@ -8,6 +8,7 @@ import numpy as np
 from ...plan.fusion import FUSED_DOMAIN
 from ..registry import kernel
 from .elementwise import ADD, GPU_FLOATS, MUL_BY, SUFFIX, binary, unary
+from .indexing import _arg
 from .shape import broadcast_to
 
 
@@ -106,16 +107,23 @@ def _linear_split(a, w, m, n, k, norm=None) -> int:
 TC_MAX_K = 8 * 4 * 32  # products.cu linear_tc: K up to 4 chunks of 32 for each of a block's 8 warps
 
 
-def _linear(rt, stream, a, w, y, m, n, k, split, bias=None, swiglu=False, norm=None) -> None:
+def _tensor_cores(a, k) -> bool:
+    """Whether products.cu's linear_tc takes a product of K = k (16-bit types, K in chunks of 32 up to TC_MAX_K)."""
+    return a.dtype.itemsize == 2 and k % 32 == 0 and 0 < k <= TC_MAX_K
+
+
+def _linear(rt, stream, a, w, y, m, n, k, split, bias=None, swiglu=False, norm=None, pick=None) -> None:
     """y = a . w.T (+ bias), or silu(a . w[:n].T) * (a . w[n:].T), by products.cu (split: _linear_split's): on
     tensor cores (linear_tc) for 16-bit types where K is a multiple of 32 up to TC_MAX_K, else a warp a column split
-    over `split` warps."""
-    tc = a.dtype.itemsize == 2 and k % 32 == 0 and k <= TC_MAX_K
-    # linear_tc's column groups of 8 a block: 2 (_tc16) but for the normed one-matrix product (q|k|v), where 1
-    # measured faster (H200, a float16 decode layer of Qwen2.5-0.5B: docs/benchmarks/gpu.md, eighteenth session)
-    groups = (1 if norm and not swiglu else 2) if tc else 1
+    over `split` warps. pick: (indices, prefer_last), the ArgMax of y's rows written into indices as well (linear_tc
+    only)."""
+    tc = _tensor_cores(a, k)
+    # linear_tc's column groups of 8 a block: 2 (_tc16) for gate|up and LinearArgMax's, 1 for one matrix (q|k|v
+    # with its norm, o): o at 1 took a float16 Qwen2.5-0.5B step's GPU time 494.8 -> 491.3 us on the H200
+    # (docs/benchmarks/gpu.md, eighteenth and twenty-first sessions)
+    groups = 2 if tc and (swiglu or pick) else 1
     kind = ("_tc" if groups == 1 else "_tc16") if tc else ""
-    kind += ("_swiglu" if swiglu else "") + ("_norm" if norm else "")
+    kind += ("_swiglu" if swiglu else "") + ("_norm" if norm else "") + ("_argmax" if pick else "")
     name = f"seamless_linear{kind}_{SUFFIX[a.dtype]}"
     normed = -(-m * k * a.dtype.itemsize // 16) * 16 if norm else 0
     # the weights through shared memory: 16 bytes a lane for each pass over k (256 k a warp's pass; linear_tc: its
@@ -128,10 +136,17 @@ def _linear(rt, stream, a, w, y, m, n, k, split, bias=None, swiglu=False, norm=N
             ("bytes", struct.pack("<5i", m, n, k, split, int(stage)))]
     shared = normed + (staged if stage else 0)
     blocks = -(-n // (8 * groups)) if tc else -(-n // (8 // split))
+    if pick:  # the rows' ArgMax keys (products.cu's Pick)
+        indices, prefer_last = pick
+        keys = rt.counters(2 * m, stream)
+        args += [("ptr", keys.ptr), ("int", int(prefer_last))]
     if norm:  # the rows are the norm's (its x is in its argument)
         rt.launch_rows(name, blocks, stream, *args, norm.argument(rt), shared=shared)
     else:
         rt.launch_rows(name, blocks, stream, ("ptr", a.ptr), *args, shared=shared)
+    if pick:  # the keys into indices, and back to zero
+        rt.launch_rows("seamless_linear_picked", 1, stream, ("ptr", keys.ptr), ("ptr", indices.ptr), ("int", m),
+                       ("int", int(prefer_last)), threads=32)
 
 
 @kernel("Linear", domain=FUSED_DOMAIN, types=GPU_FLOATS, device="cuda")
@@ -156,6 +171,24 @@ def linear(rt, stream, a, w, bias=None, *, _norm=None, _output_buffer=None):
     z = binary(rt, stream, ADD, y, bias)
     rt.free(y)  # stream-ordered
     return (z,)
+
+
+@kernel("LinearArgMax", domain=FUSED_DOMAIN, types=GPU_FLOATS, device="cuda")
+def linear_argmax(rt, stream, a, w, bias=None, *, keepdims=1, select_last_index=0, _output_buffer=None):
+    """Linear's a . w.T (+ bias) and the ArgMax of its last axis (plan/fusion.py: a greedy decoder's LM head and
+    its next token): with at most SMALL_ROWS rows on tensor cores, products.cu's linear_tc picks each row's ArgMax
+    as it stores the product (at any width), a one-block kernel after it writes the indices; else Linear, then
+    ArgMax."""
+    n, k = w.shape
+    m = _rows("MatMul", a, k)
+    if not (0 < m <= SMALL_ROWS and 0 < n < 2 ** 31 and _tensor_cores(a, k) and a.ptr % 16 == 0 and w.ptr % 16 == 0):
+        (y,) = linear(rt, stream, a, w, bias, _output_buffer=_output_buffer)
+        second = _output_buffer and (lambda i, shape, dtype: _output_buffer(i + 1, shape, dtype))
+        return y, _arg(rt, stream, y, -1, keepdims, select_last_index, True, second)[0]
+    y = rt.output(_output_buffer, 0, a.shape[:-1] + (n,), a.dtype)
+    indices = rt.output(_output_buffer, 1, a.shape[:-1] + (1,) * bool(keepdims), np.int64)
+    _linear(rt, stream, a, w, y, m, n, k, 1, bias=bias, pick=(indices, select_last_index))
+    return y, indices
 
 
 def _after_norm(product, rt, stream, norm, *weights, **options):
