@@ -319,7 +319,7 @@ def test_auto_capture_replays_repeated_shapes_with_plain_run():
 def test_a_replay_starts_the_gpu_before_asking_ort_for_the_outputs(monkeypatch):
     """A captured run launches its graph first; ORT's outputs are asked for, and the results staged into
     them, while the GPU runs it (that host time would otherwise add to every step)."""
-    order, launch, stage = [], CudaKernel._launch, CudaRuntime.stage
+    order, launch, launch_prepared = [], CudaKernel._launch, CudaRuntime.launch_prepared
 
     class Lib:
         def __init__(self, lib):
@@ -339,14 +339,15 @@ def test_a_replay_starts_the_gpu_before_asking_ort_for_the_outputs(monkeypatch):
             self.native = native
 
     monkeypatch.setattr(CudaKernel, "_launch", recorded_launch)
-    monkeypatch.setattr(CudaRuntime, "stage", lambda self, *a, **k: order.append("stage") or stage(self, *a, **k))
+    monkeypatch.setattr(CudaRuntime, "launch_prepared",  # the outputs' staging launch, prepared at the capture
+                        lambda self, *a: order.append("staging") or launch_prepared(self, *a))
     model = mlp()
     ours, eager = auto_session(model), auto_session(model, "off")
     x = np.random.default_rng(4).standard_normal((4, 16)).astype(np.float32)
     (want,) = eager.run(None, {"x": x})  # its staging launch is not recorded below
     for run in range(4):
         np.testing.assert_array_equal(ours.run(None, {"x": x})[0], want)
-    assert order[-3:] == ["seamless_segment_launch", "seamless_get_outputs", "stage"], order
+    assert order[-3:] == ["seamless_segment_launch", "seamless_get_outputs", "staging"], order
 
 
 def test_auto_capture_keeps_one_graph_per_shape():

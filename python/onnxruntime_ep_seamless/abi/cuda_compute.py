@@ -56,7 +56,8 @@ class Segment:
     in_lead: np.ndarray    # per staged input: bytes of its zero lead per unit of padding (0: not padded)
     out_full: np.ndarray   # per output: its captured length on the padded axis (0 when not padded)
     out_src: np.ndarray    # per output: the captured buffer (its unpadded part starts later by the padding)
-    out_largest: int       # bytes of the largest captured output (the staging launch's blocks)
+    host_address: int      # host_table's, for the copies into `table`
+    staging: tuple         # the outputs' staging launch, prepared once (CudaRuntime.staging; () without outputs)
 
 
 # compiled nodes the garbage collector found while their thread captured a CUDA graph (CudaKernel.__del__)
@@ -398,12 +399,13 @@ class CudaKernel:
         array = lambda v, t=np.int64: np.array(v, t)
         k = max(len(i) for i in out_length)
         out_length = [i + i[:1] * (k - len(i)) for i in out_length]  # repeated: the largest is the same
+        largest = max([t.nbytes for t in results] or [0])
         return Segment(graph, stream, capacity, [stable[n] for n in names], table, host,
                        array([self.input_names.index(n) for n in names]), array(in_length), array(in_unit),
                        array(out_length).reshape(len(results), k), array(out_unit),
                        array([len(t.shape) for t in results], np.int32), out_dims, array(out_axis), array(out_padded),
                        array(in_lead) if left else None, array(out_full), host[len(names):, 0].copy(),
-                       max([t.nbytes for t in results] or [0]))
+                       self.rt.address(host), self.rt.staging(table, len(names), len(results), largest) if results else ())
 
     def _launch(self, s: Segment, ctx, b, stream) -> None:
         """Launch the captured run for this run's addresses and lengths (with self._lock held): the
@@ -428,7 +430,7 @@ class CudaKernel:
             lengths = dims[s.out_length].max(axis=1)
             if s.capacity and lengths.max() > s.capacity:
                 raise RuntimeError(f"an output length {lengths.max()} above the captured capacity {s.capacity}")
-        host_ptr = self.rt.address(host)
+        host_ptr = s.host_address
         self.rt.copy(s.table.ptr, host_ptr, n_in * row, stream)  # pageable: the driver takes the bytes now
         self.native.check(lib.seamless_segment_launch(s.graph, stream))
         CudaKernel.segment_replays += 1
@@ -440,7 +442,8 @@ class CudaKernel:
         host[n_in:, 1] = b.np_out_data
         host[n_in:, 3] = host[n_in:, 5] = s.out_unit * lengths
         self.rt.copy(s.table.ptr + n_in * row, host_ptr + n_in * row, (len(host) - n_in) * row, stream)
-        self.rt.stage(s.table, n_in, len(host) - n_in, stream, s.out_largest)
+        if s.staging:
+            self.rt.launch_prepared(s.staging, stream)
 
     def _warn(self, message: str) -> None:
         try:

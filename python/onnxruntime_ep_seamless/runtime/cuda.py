@@ -206,9 +206,14 @@ class CudaRuntime:
         """The staging copies of table entries [first, first + count) (native/cuda/copy.cu), with
         blocks enough for the `largest` copy's bytes (16 a thread per pass, up to 8 passes)."""
         if count:
-            entry = table.nbytes // table.shape[0]
-            blocks = min(1024, max(16, -(-largest // (256 * 16 * 8))))
-            self._launch("seamless_stage", (blocks, count), 256, stream, [("ptr", table.ptr + first * entry)])
+            self.launch_prepared(self.staging(table, first, count, largest), stream)
+
+    def staging(self, table: DeviceTensor, first: int, count: int, largest: int) -> tuple:
+        """stage()'s launch prepared for launch_prepared (count > 0): a captured segment's, the same every replay."""
+        entry = table.nbytes // table.shape[0]
+        blocks = min(1024, max(16, -(-largest // (256 * 16 * 8))))
+        return self._launch("seamless_stage", (blocks, count), 256, None, [("ptr", table.ptr + first * entry)],
+                            prepare=True)
 
     def zero(self, t: DeviceTensor, stream) -> None:
         if t.nbytes:
@@ -235,8 +240,9 @@ class CudaRuntime:
         block = 256
         self._launch(name, min((n + block - 1) // block, 65535), block, stream, args)
 
-    def _launch(self, name: str, grid, block: int, stream, args, shared: int = 0) -> None:
-        """grid: blocks, or (x, y) blocks."""
+    def _launch(self, name: str, grid, block: int, stream, args, shared: int = 0, prepare: bool = False):
+        """grid: blocks, or (x, y) blocks. prepare: not launched; its arguments to seamless_cuda_launch but for the
+        stream and whether it is dependent returned instead, for launch_prepared."""
         gx, gy = grid if isinstance(grid, tuple) else (grid, 1)
         kinds = tuple(len(value) if kind == "bytes" else kind for kind, value in args)
         layout = self._layouts.get(kinds)
@@ -248,14 +254,26 @@ class CudaRuntime:
         if shared > self._shared.get(name, 0):
             self.native.check(self.lib.seamless_cuda_allow_shared(fn, shared))
             self._shared[name] = shared
-        dependent = self.dependent
-        if self._barriers:
-            key = self._stream_key(stream)
-            dependent = dependent and key not in self._barriers
-            self._barriers.discard(key)
-        self.native.check(self.lib.seamless_cuda_launch(fn, gx, gy, block, shared, stream,
-                                                        layout.pack(*[value for _, value in args]), layout.offsets,
+        packed = layout.pack(*[value for _, value in args])
+        if prepare:
+            return fn, gx, gy, block, shared, packed, layout.offsets, len(kinds)
+        dependent = self._dependent(stream) if self._barriers else self.dependent
+        self.native.check(self.lib.seamless_cuda_launch(fn, gx, gy, block, shared, stream, packed, layout.offsets,
                                                         len(kinds), dependent))
+
+    def launch_prepared(self, prepared: tuple, stream) -> None:
+        """A launch _launch(..., prepare=True) returned, on `stream`."""
+        fn, gx, gy, block, shared, packed, offsets, count = prepared
+        dependent = self._dependent(stream) if self._barriers else self.dependent
+        self.native.check(self.lib.seamless_cuda_launch(fn, gx, gy, block, shared, stream, packed, offsets, count,
+                                                        dependent))
+
+    def _dependent(self, stream) -> int:
+        """Whether a launch on `stream` now is a dependent launch: not the first after begin_run's barrier."""
+        key = self._stream_key(stream)
+        dependent = self.dependent and key not in self._barriers
+        self._barriers.discard(key)
+        return dependent
 
     def address(self, array: np.ndarray) -> int:
         """The host address of a C-contiguous array's data."""
