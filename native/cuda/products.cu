@@ -286,15 +286,15 @@ __device__ void linear_tc(const T* a, const T* w, const T* bias, T* y, Linear p,
 }
 
 #define LINEAR(S, T)                                                                                               \
-  extern "C" __global__ void seamless_linear_##S(const T* a, const T* w, const T* bias, T* y, Linear p) {          \
+  extern "C" __global__ void seamless_linear_##S(const T* a, const T* w, const T* bias, T* y, Linear p) {           \
     let_next_launch();                                                                                             \
     linear<T, 1, false>(a, w, bias, y, p, RowNorm<T>{});                                                           \
   }                                                                                                                \
-  extern "C" __global__ void seamless_linear_swiglu_##S(const T* a, const T* w, const T* bias, T* y, Linear p) {   \
+  extern "C" __global__ void seamless_linear_swiglu_##S(const T* a, const T* w, const T* bias, T* y, Linear p) {    \
     let_next_launch();                                                                                             \
     linear<T, 2, false>(a, w, bias, y, p, RowNorm<T>{});                                                           \
   }                                                                                                                \
-  extern "C" __global__ void seamless_linear_norm_##S(const T* w, const T* bias, T* y, Linear p, RowNorm<T> norm) {\
+  extern "C" __global__ void seamless_linear_norm_##S(const T* w, const T* bias, T* y, Linear p, RowNorm<T> norm) { \
     let_next_launch();                                                                                             \
     linear<T, 1, true>(nullptr, w, bias, y, p, norm);                                                              \
   }                                                                                                                \

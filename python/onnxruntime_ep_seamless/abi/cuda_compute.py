@@ -405,7 +405,8 @@ class CudaKernel:
                        array(out_length).reshape(len(results), k), array(out_unit),
                        array([len(t.shape) for t in results], np.int32), out_dims, array(out_axis), array(out_padded),
                        array(in_lead) if left else None, array(out_full), host[len(names):, 0].copy(),
-                       self.rt.address(host), self.rt.staging(table, len(names), len(results), largest) if results else ())
+                       self.rt.address(host),
+                       self.rt.staging(table, len(names), len(results), largest) if results else ())
 
     def _launch(self, s: Segment, ctx, b, stream) -> None:
         """Launch the captured run for this run's addresses and lengths (with self._lock held): the

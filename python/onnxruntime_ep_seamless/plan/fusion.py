@@ -239,7 +239,8 @@ def fuse(graph: Graph, outputs: list[str], device: str = "cpu") -> list[Node]:
         pick = argmax_of(last.outputs[0])
         if pick is not None:
             op, outs, absorbed = "LinearArgMax", outs + pick.outputs, absorbed + [pick]
-            attrs = {"keepdims": pick.attrs.get("keepdims", 1), "select_last_index": pick.attrs.get("select_last_index", 0)}
+            attrs = {"keepdims": pick.attrs.get("keepdims", 1),
+                     "select_last_index": pick.attrs.get("select_last_index", 0)}
         transposed((w,), lambda: const(w), const(w).shape[::-1], w,
                    lambda wt: Node(last.name, op, FUSED_DOMAIN, 1, [node.inputs[0], wt] + ([bias] if bias else []),
                                    outs, attrs, index=node.index), absorbed)
