@@ -136,6 +136,14 @@ def test_a_products_argmax_is_picked_in_its_launch_where_tensor_cores_take_it(m,
         assert args[-1] == ("int", 1)  # prefer_last: select_last_index
 
 
+def test_a_products_argmax_takes_its_bias_in_the_same_launch():
+    rt = Recorder()
+    a, w, bias = rt.alloc((1, 1, 896), F16), rt.constant((151936, 896)), rt.constant((151936,))
+    linear_argmax(rt, None, a, w, bias)
+    assert [name for name, _, _ in rt.launches] == ["seamless_linear_tc16_argmax_f16", "seamless_linear_picked"]
+    assert rt.args[0][:3] == (("ptr", a.ptr), ("ptr", w.ptr), ("ptr", bias.ptr))
+
+
 NBITS = {"MatMulNBits": "seamless_matmul_nbits4_x32", "MatMulNBitsSwiGLU": "seamless_matmul_nbits4_x32_swiglu",
          "Linear": "seamless_linear_tc", "MatMulSwiGLU": "seamless_linear_tc16_swiglu"}
 
