@@ -170,16 +170,6 @@ __device__ void linear(const T* a, const T* w, const T* bias, T* y, Linear p, Ro
   }
 }
 
-// The same products of 16-bit types on tensor cores where K is short (kernels/cuda/matmul.py decides: K a multiple of
-// 32 up to LINEAR_WARPS * 4 * 32; a decode layer's q|k|v, o and gate|up, not its down projection, whose long K
-// makes each warp's chain of products long). A block takes G groups of 8 columns (of each of W matrices), its warps
-// every LINEAR_WARPS-th chunk of 32 k. Lane t stages 16 bytes of column t / 4 of each group at k = chunk * 32 +
-// (t % 4) * 8 (before the wait, as above) and holds row t / 4's activations at those k in A (rows >= m zero): two
-// mma.sync m16n8k16 a chunk, group and matrix, float32 sums (a dot product's terms may be paired in any order; A and B
-// agree). The warps' sums are added in order. Fewer instructions than a warp a column: 20.55 -> 19.61 us a float16
-// decode layer of Qwen2.5-0.5B in a chain of dependent launches on the H200; 16 columns a block (G = 2) for o and
-// gate|up leave SM slots for the next kernel to stage its weights early: 21.07 -> 19.25 us with the down projection's
-// 4 warps a column (docs/benchmarks/gpu.md, sixteenth and eighteenth sessions).
 // The ArgMax of each row of a product's output, picked as the product is stored (plan/fusion.py's LinearArgMax: a
 // greedy decoder's LM head and its next token, not a second pass over the logits after the product has drained).
 // ArgMax's order (indexing.cu's comes_before: the value as stored, NaN above every number, -0 equal to +0; ties to
@@ -210,13 +200,24 @@ __device__ void pick_rows(Pick pick, int m, int r, int col, unsigned long long k
   if (col == 0 && r < m && key > __ldcg(pick.keys + r)) atomicMax(pick.keys + r, key);  // keys only rise
 }
 
+// The same products of 16-bit types on tensor cores where K is short (kernels/cuda/matmul.py decides: K a multiple of
+// 32 up to LINEAR_WARPS * 4 * 32; a decode layer's q|k|v, o and gate|up, not its down projection, whose long K
+// makes each warp's chain of products long). A block takes G groups of 8 columns (of each of W matrices), its warps
+// every LINEAR_WARPS-th chunk of 32 k. Lane t stages 16 bytes of column t / 4 of each group at k = chunk * 32 +
+// (t % 4) * 8 (before the wait, as linear does) and holds row t / 4's activations at those k in A (rows >= m zero): two
+// mma.sync m16n8k16 a chunk, group and matrix, float32 sums (a dot product's terms may be paired in any order; A and B
+// agree). The warps' sums are added in order. Fewer instructions than a warp a column: 20.55 -> 19.61 us a float16
+// decode layer of Qwen2.5-0.5B in a chain of dependent launches on the H200; 16 columns a block (G = 2) for gate|up
+// leave SM slots for the next kernel to stage its weights early (that harness: 21.07 -> 19.25 us a layer with o at 16
+// too, but by the real step's GPU time o is ~3 us faster at 8; docs/benchmarks/gpu.md, sixteenth, eighteenth and
+// twenty-first sessions).
 template <typename T, int W, bool NORM, int G, bool PICK = false>
 __device__ void linear_tc(const T* a, const T* w, const T* bias, T* y, Linear p, RowNorm<T> norm, Pick pick = {}) {
   __shared__ float part[LINEAR_WARPS][G][W][LINEAR_ROWS][8];
   extern __shared__ __align__(16) unsigned char dynamic[];  // [normed rows] [staged weights]
   int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane & 3, row = lane >> 2;
   int64_t first = (int64_t)blockIdx.x * 8 * G;  // the block's first column
-  int left = p.n - first;                       // columns from there on (n < matmul.py's WIDE)
+  int left = p.n - first;                       // columns from there on (matmul.py: n < 2^31)
   int chunks = p.k / 32, most = (chunks + LINEAR_WARPS - 1) / LINEAR_WARPS;
   uint4* own = (uint4*)(dynamic + (NORM ? (p.m * p.k * sizeof(T) + 15) / 16 * 16 : 0)) +
                (int64_t)warp * most * G * W * 32 + lane;
