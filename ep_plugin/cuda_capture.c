@@ -287,11 +287,6 @@ static OrtStatus* seamless_segment_end(void* graph, int keep) {
   return NULL;
 }
 
-static OrtStatus* seamless_segment_launch(void* graph, void* stream) {
-  CU_TRY(cu.graph_launch(((CapturedGraph*)graph)->exec, (CUstream)stream), "cuGraphLaunch");
-  return NULL;
-}
-
 static void seamless_segment_release(int ordinal, void* graph) {
   if (!graph) return;
   OrtStatus* st = seamless_cuda_use(ordinal);  /* the graph's context, on whichever thread releases it */

@@ -722,3 +722,5 @@ static OrtStatus* seamless_cublas_gemm(int ordinal, void* stream, int dtype, int
   }
   return NULL;
 }
+
+#include "cuda_replay.c"

@@ -417,6 +417,7 @@ static SeamlessCapture* capture_of(const OrtEp* ep) { return (SeamlessCapture*)(
 typedef struct {
   OrtNodeComputeInfo base;
   void* handle;                 /* the Python compiled kernel */
+  void* replay;                 /* CUDA, capture=auto: its SeamlessReplayer (cuda_replay.c), else NULL */
 } SeamlessComputeInfo;
 
 /* Python callbacks (extern "Python" in the cdef). */
@@ -427,7 +428,8 @@ static void py_release_handle(void* handle);
 static OrtStatus* py_create_ep(void* factory_handle, const char* const* keys, const char* const* values, size_t n,
                                int device_ordinal, const OrtLogger* logger, void** ep_handle, int* graph_capture);
 static OrtStatus* py_get_capability(void* ep_handle, const OrtGraph* graph, OrtEpGraphSupportInfo* info);
-static OrtStatus* py_compile(void* ep_handle, const OrtGraph* graph, const OrtNode* fused_node, void** kernel_handle);
+static OrtStatus* py_compile(void* ep_handle, const OrtGraph* graph, const OrtNode* fused_node, void** kernel_handle,
+                             void** replay);
 static OrtStatus* py_compute(void* kernel_handle, OrtKernelContext* ctx);
 
 static const char* factory_name(const OrtEpFactory* f) { return ((const SeamlessFactory*)f)->name; }
@@ -466,11 +468,16 @@ static OrtStatus* info_create_state(OrtNodeComputeInfo* info, OrtNodeComputeCont
 }
 static OrtStatus* info_compute(OrtNodeComputeInfo* info, void* state, OrtKernelContext* ctx) {
   (void)state;
-  OrtStatus* st = py_compute(((SeamlessComputeInfo*)info)->handle, ctx);
+  SeamlessComputeInfo* self = (SeamlessComputeInfo*)info;
 #ifdef SEAMLESS_CUDA
+  int done = 0;
+  OrtStatus* st = self->replay ? replay_compute(self->replay, ctx, &done) : NULL;
+  if (!st && !done) st = py_compute(self->handle, ctx);
   if (st) capture_abort();
-#endif
   return st;
+#else
+  return py_compute(self->handle, ctx);
+#endif
 }
 static void info_release_state(OrtNodeComputeInfo* info, void* state) { (void)info; (void)state; }
 
@@ -487,7 +494,7 @@ static OrtStatus* ep_compile(OrtEp* ep, const OrtGraph** graphs, const OrtNode**
   for (size_t i = 0; i < count; i++) {
     SeamlessComputeInfo* info = calloc(1, sizeof *info);
     if (!info) return seamless_status(1, "out of memory");
-    OrtStatus* st = py_compile(((SeamlessEp*)ep)->handle, graphs[i], fused_nodes[i], &info->handle);
+    OrtStatus* st = py_compile(((SeamlessEp*)ep)->handle, graphs[i], fused_nodes[i], &info->handle, &info->replay);
     if (st) {
       free(info);
       for (size_t j = 0; j < i; j++) { release_compute_info(infos[j]); infos[j] = NULL; }

@@ -15,7 +15,8 @@ extern "Python" {
   OrtStatus* py_create_ep(void* factory_handle, const char* const* keys, const char* const* values, size_t n,
                           int device_ordinal, const OrtLogger* logger, void** ep_handle, int* graph_capture);
   OrtStatus* py_get_capability(void* ep_handle, const OrtGraph* graph, OrtEpGraphSupportInfo* info);
-  OrtStatus* py_compile(void* ep_handle, const OrtGraph* graph, const OrtNode* fused_node, void** kernel_handle);
+  OrtStatus* py_compile(void* ep_handle, const OrtGraph* graph, const OrtNode* fused_node, void** kernel_handle,
+                        void** replay);
   OrtStatus* py_compute(void* kernel_handle, OrtKernelContext* ctx);
 }
 

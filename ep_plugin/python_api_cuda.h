@@ -24,7 +24,40 @@ OrtStatus* seamless_capture_begin(void* stream);
 int seamless_capturing(void);
 OrtStatus* seamless_segment_begin(void* stream, void** out);
 OrtStatus* seamless_segment_end(void* graph, int keep);
-OrtStatus* seamless_segment_launch(void* graph, void* stream);
 void seamless_segment_release(int ordinal, void* graph);
 size_t seamless_replay_timing(int on);
 size_t seamless_replay_times(float* out, size_t max);
+typedef struct SeamlessReplayer SeamlessReplayer;
+typedef struct {
+  void* graph;
+  void* stream;
+  int64_t capacity, n_dims;
+  int32_t n_in, n_out, k, n_axis, n_grow, max_rank;
+  int64_t* host;
+  uint64_t table;
+  const int64_t *in_pos, *in_length, *in_unit, *in_lead;
+  const int64_t *out_length, *out_unit, *out_full, *out_src, *out_axis, *out_padded, *grow_at;
+  const int32_t* out_ranks;
+  int64_t *out_dims, *lengths;
+  void** out_data;
+  void* fn;
+  uint32_t gx, gy, block, shared;
+  const char* packed;
+  const int32_t* offsets;
+  int32_t count, dependent;
+  const uint8_t* key;
+  uint64_t used;
+} SeamlessSegment;
+SeamlessReplayer* seamless_replayer_new(int n_in, int max_rank, const int64_t* grow_at, int n_grow, int left,
+                                        int64_t min_capacity);
+void seamless_replayer_free(SeamlessReplayer* r);
+size_t seamless_replay_key_size(const SeamlessReplayer* r);
+int64_t seamless_replay_key(const SeamlessReplayer* r, const int64_t* dims, const int32_t* ranks, const int32_t* types,
+                            uint8_t* key);
+int seamless_replay_add(SeamlessReplayer* r, SeamlessSegment* s);
+void seamless_replay_remove(SeamlessReplayer* r, SeamlessSegment* s);
+int seamless_segment_inputs(SeamlessSegment* s, const int64_t* dims, void* const* data);
+void seamless_segment_outputs(SeamlessSegment* s);
+OrtStatus* seamless_segment_replay(SeamlessReplayer* r, SeamlessSegment* s, OrtKernelContext* ctx, void* stream,
+                                   const int64_t* dims, void* const* data);
+long long seamless_segment_replays(void);

@@ -3,7 +3,6 @@ without a GPU): runs after the warm-ups replay one CUDA graph (no Compute call r
 outputs are byte-identical to the same session without capture."""
 import struct
 import time
-import types
 
 import numpy as np
 import onnxruntime as ort
@@ -12,7 +11,7 @@ from onnx import helper, numpy_helper
 
 import material
 import onnxruntime_ep_seamless as seamless
-from onnxruntime_ep_seamless.abi.cuda_compute import CudaKernel
+from onnxruntime_ep_seamless.abi.cuda_compute import CudaKernel, segment_replays
 from onnxruntime_ep_seamless.bench_gpu import shared_kv_binding
 from onnxruntime_ep_seamless.runtime.cuda import CudaRuntime
 from test_cuda_ep import DEVICES, PROBLEM, model_of
@@ -307,47 +306,30 @@ def test_auto_capture_replays_repeated_shapes_with_plain_run():
     model = mlp()
     ours, eager = auto_session(model), auto_session(model, "off")
     rng = np.random.default_rng(2)
-    before = CudaKernel.segment_replays
+    before = segment_replays()
     for run in range(6):
         x = rng.standard_normal((4, 16)).astype(np.float32)
         (got,) = ours.run(None, {"x": x})
         (want,) = eager.run(None, {"x": x})
         np.testing.assert_array_equal(got, want)  # the same kernels in the same order
-    assert CudaKernel.segment_replays - before == 4  # runs 3-6: captured at the third, replayed after
+    assert segment_replays() - before == 4  # runs 3-6: captured at the third, replayed after
 
 
-def test_a_replay_starts_the_gpu_before_asking_ort_for_the_outputs(monkeypatch):
-    """A captured run launches its graph first; ORT's outputs are asked for, and the results staged into
-    them, while the GPU runs it (that host time would otherwise add to every step)."""
-    order, launch, launch_prepared = [], CudaKernel._launch, CudaRuntime.launch_prepared
-
-    class Lib:
-        def __init__(self, lib):
-            self.lib = lib
-
-        def __getattr__(self, name):
-            fn = getattr(self.lib, name)
-            return (lambda *a: order.append(name) or fn(*a)) if name in ("seamless_segment_launch",
-                                                                         "seamless_get_outputs") else fn
-
-    def recorded_launch(self, *args):
-        native = self.native
-        self.native = types.SimpleNamespace(ffi=native.ffi, lib=Lib(native.lib), check=native.check)
-        try:
-            return launch(self, *args)
-        finally:
-            self.native = native
-
-    monkeypatch.setattr(CudaKernel, "_launch", recorded_launch)
-    monkeypatch.setattr(CudaRuntime, "launch_prepared",  # the outputs' staging launch, prepared at the capture
-                        lambda self, *a: order.append("staging") or launch_prepared(self, *a))
+def test_a_captured_binding_is_replayed_without_python():
+    """After its capture, a binding's runs are answered by the C glue (ep_plugin/cuda_replay.c): no Compute
+    reaches Python, each launches the captured segment with this run's input and outputs, and the results are
+    those of the session without capture."""
     model = mlp()
     ours, eager = auto_session(model), auto_session(model, "off")
-    x = np.random.default_rng(4).standard_normal((4, 16)).astype(np.float32)
-    (want,) = eager.run(None, {"x": x})  # its staging launch is not recorded below
+    rng = np.random.default_rng(4)
+    for run in range(3):  # two eager runs, then the capture (from Python)
+        ours.run(None, {"x": rng.standard_normal((4, 16)).astype(np.float32)})
+    calls, before = CudaKernel.compute_calls, segment_replays()
     for run in range(4):
-        np.testing.assert_array_equal(ours.run(None, {"x": x})[0], want)
-    assert order[-3:] == ["seamless_segment_launch", "seamless_get_outputs", "staging"], order
+        x = rng.standard_normal((4, 16)).astype(np.float32)
+        np.testing.assert_array_equal(ours.run(None, {"x": x})[0], eager.run(None, {"x": x})[0])
+    assert segment_replays() - before == 4
+    assert CudaKernel.compute_calls == calls + 4  # the eager session's four runs, none of ours
 
 
 def test_auto_capture_keeps_one_graph_per_shape():
@@ -356,11 +338,11 @@ def test_auto_capture_keeps_one_graph_per_shape():
     model = model_of(nodes, [helper.make_tensor_value_info("x", 1, ["n", 8])],
                      [helper.make_tensor_value_info("y", 1, ["n", 8])])
     ours, eager = auto_session(model), auto_session(model, "off")
-    before = CudaKernel.segment_replays
+    before = segment_replays()
     for run in range(12):
         x = rng.standard_normal((1 + run % 2, 8)).astype(np.float32)  # two shapes, alternating
         np.testing.assert_array_equal(ours.run(None, {"x": x})[0], eager.run(None, {"x": x})[0])
-    assert CudaKernel.segment_replays - before == 8  # each shape: 2 eager runs, then captured and replayed
+    assert segment_replays() - before == 8  # each shape: 2 eager runs, then captured and replayed
 
 
 def test_a_session_collected_during_a_capture_is_released_after_it(monkeypatch):
@@ -383,12 +365,12 @@ def test_a_session_collected_during_a_capture_is_released_after_it(monkeypatch):
     gc.disable()  # from here the only collection is the one inside the capture
     try:
         del old, cycle  # only the collector frees it now
-        before = CudaKernel.segment_replays
+        before = segment_replays()
         for _ in range(5):
             np.testing.assert_array_equal(ours.run(None, {"x": x})[0], eager.run(None, {"x": x})[0])
     finally:
         gc.enable()
-    assert CudaKernel.segment_replays - before == 3  # run 3 captured and launched, 4 and 5 replayed
+    assert segment_replays() - before == 3  # run 3 captured and launched, 4 and 5 replayed
     # the old node (and any other garbage of earlier tests) released once the capture had ended
     assert released and not any(released) and not cuda_compute._UNRELEASED
 
@@ -398,11 +380,11 @@ def test_auto_capture_skips_a_partition_with_a_seam():
     model = model_of(nodes, [helper.make_tensor_value_info("x", 1, [2, 3]), helper.make_tensor_value_info("s", 1, [2])],
                      [helper.make_tensor_value_info("y", 1, None)])
     sess = auto_session(model)
-    before = CudaKernel.segment_replays
+    before = segment_replays()
     for _ in range(4):
         (y,) = sess.run(None, {"x": np.arange(6, dtype=np.float32).reshape(2, 3), "s": np.array([3, 2], np.float32)})
         np.testing.assert_array_equal(y, np.arange(6, dtype=np.float32).reshape(3, 2))
-    assert CudaKernel.segment_replays == before
+    assert segment_replays() == before
 
 
 @pytest.mark.parametrize("mask", ["int64", "float"])
@@ -417,12 +399,12 @@ def test_auto_capture_leaves_a_data_dependent_op_eager(mask):
     model = model_of(nodes, [helper.make_tensor_value_info("x", 1, [6])],
                      [helper.make_tensor_value_info("idx", 7, None)])
     sess = auto_session(model)
-    before = CudaKernel.segment_replays
+    before = segment_replays()
     for run in range(5):
         x = np.array([1, -1, 2, -2, 3, -3], np.float32) * (1 if run % 2 else -1)
         (idx,) = sess.run(None, {"x": x})
         np.testing.assert_array_equal(idx, np.nonzero(np.maximum(x, 0).astype(np.int64)))
-    assert CudaKernel.segment_replays == before
+    assert segment_replays() == before
 
 
 def test_log_capture_reports_segments_seams_and_bindings(capfd):
@@ -462,7 +444,7 @@ def test_auto_capture_builder_decode_with_static_shapes(precision):
         out = sess.run(None, {"input_ids": prompt.reshape(1, -1).astype(np.int64),
                               "attention_mask": np.ones((1, len(prompt)), np.int64),
                               **empty_past(sess, length=max_len)})
-        before, steps = CudaKernel.segment_replays, []
+        before, steps = segment_replays(), []
         for step in range(64):
             total = len(prompt) + step + 1
             feeds = {"input_ids": np.array([[int(np.argmax(out[0][0, -1]))]], np.int64),
@@ -471,7 +453,7 @@ def test_auto_capture_builder_decode_with_static_shapes(precision):
             out = sess.run(None, feeds)
             steps.append(out)
         if capture == "auto":
-            assert CudaKernel.segment_replays - before == 62  # steps 3-64
+            assert segment_replays() - before == 62  # steps 3-64
         runs.append(steps)
     for step, (a, b) in enumerate(zip(*runs)):
         for x, y in zip(a, b):
@@ -489,10 +471,10 @@ def decode(sess, prompts, steps):
     results, launches = [], []
     for step in range(steps):
         tokens = np.argmax(out[0][:, -1], axis=-1).reshape(batch, 1).astype(np.int64)
-        before = CudaKernel.segment_replays
+        before = segment_replays()
         out = sess.run(None, {"input_ids": tokens, "attention_mask": np.ones((batch, length + step + 1), np.int64),
                               **presents_as_past(sess, out)})
-        launches.append(CudaKernel.segment_replays - before)
+        launches.append(segment_replays() - before)
         results.append(out)
     return results, launches
 
@@ -568,9 +550,9 @@ def test_builder_decode_with_growing_kv_on_the_gpu(capture):
             presents[name] = ort.OrtValue.ortvalue_from_shape_and_type((batch, heads, total, head_size), dtype,
                                                                        memory_info=memory)
             binding.bind_ortvalue_output(name.replace("past_key_values.", "present."), presents[name])
-        before = CudaKernel.segment_replays
+        before = segment_replays()
         sess.run_with_iobinding(binding)
-        launches.append(CudaKernel.segment_replays - before)
+        launches.append(segment_replays() - before)
         logits = binding.get_outputs()[0].numpy()
         if step:
             np.testing.assert_array_equal(logits, want[step - 1][0], err_msg=f"step {step}")
@@ -607,9 +589,9 @@ def torch_decode(sess, steps, prompt=4):
         feeds = {"input_ids": np.argmax(out[0][:, -1], axis=-1).reshape(1, 1).astype(np.int64),
                  "attention_mask": np.ones((1, total), np.int64), "position_ids": np.array([[total - 1]], np.int64),
                  **{n.replace("present", "past"): v for n, v in zip(names[1:], out[1:])}}
-        before = CudaKernel.segment_replays
+        before = segment_replays()
         out = sess.run(None, feeds)
-        launches.append(CudaKernel.segment_replays - before)
+        launches.append(segment_replays() - before)
         results.append(out)
     return results, launches
 
@@ -660,7 +642,7 @@ def test_auto_capture_left_padding_declined_when_the_padded_run_differs(capfd):
     ours, eager = ort.InferenceSession(model.SerializeToString(), so), auto_session(model, "off")
     rng = np.random.default_rng(5)
     past = np.zeros((1, 2, 0, 4), np.float32)
-    before = CudaKernel.segment_replays
+    before = segment_replays()
     for step in range(8):
         feeds = {"past": past, "new": rng.standard_normal((1, 2, 1, 4)).astype(np.float32),
                  "attention_mask": np.ones((1, step + 1), np.int64)}
@@ -669,5 +651,5 @@ def test_auto_capture_left_padding_declined_when_the_padded_run_differs(capfd):
             np.testing.assert_array_equal(a, b)
         np.testing.assert_array_equal(got[1], feeds["new"] * step)
         past = got[0]
-    assert CudaKernel.segment_replays == before
+    assert segment_replays() == before
     assert "not captured, they run eagerly: output 'y' of the padded run differs" in capfd.readouterr().err

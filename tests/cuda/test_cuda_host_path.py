@@ -2,19 +2,23 @@
 faked, so CI (CPU only) plans and runs onnxruntime-genai's CUDA decoders through abi/cuda_compute.py and every
 kernel's host side (shapes, kernel choices, argument packing, scratch memory) for a prompt and a decode step,
 and level A's capture and replays with their staging tables. What the kernels compute is the GPU tests'
-(tests/cuda/test_cuda_models.py, test_cuda_capture.py)."""
-import cffi
+(tests/cuda/test_cuda_models.py, test_cuda_capture.py). The arithmetic of level A's replay plans is the real
+glue's (ep_plugin/cuda_replay.c: the CUDA plugin loads without a GPU)."""
 import numpy as np
 import onnx
 import pytest
 
+import onnxruntime_ep_seamless as seamless
 from material import genai_small_dir
 from onnxruntime_ep_seamless.abi import cuda_compute
+from onnxruntime_ep_seamless.abi.bridge import NATIVES
 from onnxruntime_ep_seamless.graph.onnx_import import import_model
 from onnxruntime_ep_seamless.runtime import cuda as runtime_cuda
 
-ffi = cffi.FFI()
-ffi.cdef("typedef struct OrtStatus OrtStatus;")
+seamless.register("cuda")
+ffi, REAL = NATIVES["cuda"].ffi, NATIVES["cuda"].lib
+PLAN = ("seamless_replayer_new", "seamless_replayer_free", "seamless_replay_key_size", "seamless_replay_key",
+        "seamless_replay_add", "seamless_replay_remove")  # no driver calls: the real glue's
 ONNX_TYPES = {np.dtype(np.int64): 7, np.dtype(np.float16): 10}
 
 
@@ -23,7 +27,7 @@ class FakeGlue:
 
     def __init__(self):
         self.top, self.live, self.names, self.launches = 1 << 32, set(), {}, []
-        self.capturing, self.feed, self.outputs, self.copies = 0, None, None, []
+        self.capturing, self.feed, self.outputs, self.copies, self.replays = 0, None, None, [], 0
 
     def seamless_cuda_alloc(self, ordinal, size):
         ptr, self.top = self.top, self.top + (size + 255) // 256 * 256
@@ -60,9 +64,18 @@ class FakeGlue:
         self.capturing = 0
         return ffi.NULL
 
-    def seamless_segment_launch(self, graph, stream):
+    def seamless_segment_replay(self, replayer, s, ctx, stream, dims, data):
+        """cuda_replay.c's replay_locked with its driver calls recorded; the table's arithmetic is the real glue's."""
+        assert REAL.seamless_segment_inputs(s, dims, data) == 0
+        row, host = 8 * cuda_compute.STAGE_ENTRY, int(ffi.cast("uintptr_t", s.host))
+        self.seamless_cuda_copy(s.table, host, s.n_in * row, stream)
         self.launches.append("segment")
-        return ffi.NULL
+        self.replays += 1
+        self.seamless_get_outputs(ctx, s.n_out, s.out_ranks, s.out_dims, s.max_rank, s.out_data)
+        REAL.seamless_segment_outputs(s)
+        self.seamless_cuda_copy(s.table + s.n_in * row, host + s.n_in * row, s.n_out * row, stream)
+        return self.seamless_cuda_launch(s.fn, s.gx, s.gy, s.block, s.shared, stream, s.packed, s.offsets, s.count,
+                                         s.dependent)
 
     def seamless_compute_stream(self, ctx, out):
         out[0] = ffi.cast("void*", 7)
@@ -94,6 +107,8 @@ class FakeGlue:
         return ffi.NULL
 
     def __getattr__(self, name):  # module loads, copies, zeroing, syncs, cuBLASLt: nothing to do
+        if name in PLAN:
+            return getattr(REAL, name)
         if not name.startswith("seamless_"):
             raise AttributeError(name)
         return lambda *args: ffi.NULL
@@ -176,7 +191,7 @@ def test_level_a_captures_a_decode_step_and_replays_it_with_this_runs_addresses_
     monkeypatch.setattr(runtime_cuda.CudaRuntime, "_instances", {})
     ep = FakeEp({"capture": "auto"})
     kernel = cuda_compute.CudaKernel(ep, graph, list(graph.inputs), list(graph.outputs))
-    glue, replays = ep.native.lib, cuda_compute.CudaKernel.segment_replays
+    glue = ep.native.lib
     assert kernel.padding is not None and not kernel.padding.left  # the KV axes padded at their end
     key, present = graph.inputs.index("past_key_values.0.key"), graph.outputs.index("present.0.key")
     for past in range(8, 14):
@@ -200,7 +215,7 @@ def test_level_a_captures_a_decode_step_and_replays_it_with_this_runs_addresses_
         # the graph's present (capacity 64) into ORT's tensor of this run's length
         assert list(outputs[present, [1, 2, 3, 4, 5]]) == [(1 << 44) + (present << 24), 2, unit * (past + 1),
                                                            unit * 64, unit * (past + 1)]
-    assert cuda_compute.CudaKernel.segment_replays - replays == 4  # runs 3-6
+    assert glue.replays == 4  # runs 3-6
 
 
 def _kept(kernel) -> set:

@@ -100,10 +100,12 @@ def attach(ffi, lib, variant: str = "cpu") -> None:
             return native.error_status(exc, f"{ep.name}: GetCapability: ")
 
     @ffi.def_extern()
-    def py_compile(ep_handle, graph, fused_node, kernel_handle):
+    def py_compile(ep_handle, graph, fused_node, kernel_handle, replay):
         ep = from_handle(ep_handle)
         try:
-            kernel_handle[0] = native.new_handle(ep.compile(graph, fused_node))
+            kernel = ep.compile(graph, fused_node)
+            kernel_handle[0] = native.new_handle(kernel)
+            replay[0] = getattr(kernel, "replayer", None) or ffi.NULL  # C answers its captured bindings' Computes
             return ffi.NULL
         except Exception as exc:
             return native.error_status(exc, f"{ep.name}: Compile: ")

@@ -5,14 +5,15 @@ state); the partition's outputs are copied device-to-device into the tensors ORT
 capture=auto a node without seams is captured as a CUDA graph per binding of its input shapes
 (growing KV axes padded to a capacity where abi/cuda_capture.choose_padding allows it: at their end,
 or at their start once a padded run matched the unpadded one) and launched from then on, staging
-inputs and outputs by a table rewritten per run.
+inputs and outputs by a table rewritten per run. Each captured segment's plan is registered with
+the C glue (ep_plugin/cuda_replay.c), which answers the binding's later Computes without Python.
 """
 from __future__ import annotations
 
 import functools
 import math
 import threading
-from collections import Counter, OrderedDict
+from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
@@ -56,17 +57,22 @@ class Segment:
     in_lead: np.ndarray    # per staged input: bytes of its zero lead per unit of padding (0: not padded)
     out_full: np.ndarray   # per output: its captured length on the padded axis (0 when not padded)
     out_src: np.ndarray    # per output: the captured buffer (its unpadded part starts later by the padding)
-    host_address: int      # host_table's, for the copies into `table`
-    staging: tuple         # the outputs' staging launch, prepared once (CudaRuntime.staging; () without outputs)
+    plan: object = None    # the C glue's SeamlessSegment over these arrays (_plan); what it points at is in `kept`
+    kept: list = None
 
 
 # compiled nodes the garbage collector found while their thread captured a CUDA graph (CudaKernel.__del__)
 _UNRELEASED: list = []
 
 
+def segment_replays() -> int:
+    """Captured segments launched in this process (capture=auto), by the C glue or from Python."""
+    from .bridge import NATIVES
+    return int(NATIVES["cuda"].lib.seamless_segment_replays())
+
+
 class CudaKernel:
-    compute_calls = 0      # of every CUDA fused node: a replayed session graph makes none
-    segment_replays = 0    # Computes answered by launching a captured segment (capture=auto)
+    compute_calls = 0      # Python Computes of every CUDA fused node: replays (session or segment) make none
 
     def __init__(self, ep, graph, input_names: list[str], output_names: list[str]):
         self.native, self.ep_name, self.logger = ep.native, ep.name, ep.logger  # not ep: no reference cycle
@@ -92,9 +98,18 @@ class CudaKernel:
         # capture=auto: a node without seams is captured whole, per binding of its input shapes
         self.capture = (ep.options.get("capture") == "auto" and not ep.options.get("enable_cuda_graph")
                         and not any(s.seam for s in placed))
-        if self.padding:  # where the padded inputs' lengths are in a run's dims
-            self.grow_at = np.array([input_names.index(n) * MAX_RANK + a for n, a in self.padding.inputs.items()])
-        self.segments: OrderedDict = OrderedDict()
+        self.replayer = None  # the C glue's SeamlessReplayer: launches captured segments for later Computes
+        if self.capture:
+            ffi, lib = self.native.ffi, self.native.lib
+            grow_at = np.array([input_names.index(n) * MAX_RANK + a for n, a in self.padding.inputs.items()]
+                               if self.padding else [], np.int64)  # where a run's dims hold the padded lengths
+            self.replayer = lib.seamless_replayer_new(len(input_names), MAX_RANK, ffi.from_buffer("int64_t[]", grow_at),
+                                                      len(grow_at), int(bool(self.padding and self.padding.left)),
+                                                      MIN_CAPACITY)
+            if self.replayer == ffi.NULL:
+                raise MemoryError("out of host memory for the capture's replayer")
+            self.grow_at = grow_at
+        self.segments: dict = {}
         self.seen: Counter = Counter()
         self.failed: set = set()  # bindings whose capture failed: they run eagerly
         self.checked: set = set()  # left-padded bindings whose padded run matched the unpadded one
@@ -108,10 +123,9 @@ class CudaKernel:
             b.np_in_data = np.frombuffer(ffi.buffer(b.in_data), np.int64)[:n_in]
             b.np_in_dims = np.frombuffer(ffi.buffer(b.in_dims), np.int64)[:n_in * MAX_RANK]
             b.np_out_data = np.frombuffer(ffi.buffer(b.out_data), np.int64)[:n_out]
-            b.np_out_ranks = np.frombuffer(ffi.buffer(b.out_ranks), np.int32)[:n_out]
-            b.np_out_dims = np.frombuffer(ffi.buffer(b.out_dims), np.int64)[:n_out * MAX_RANK]
             b.stream = ffi.new("void**")
-            b.dims_and_one = np.ones(n_in * MAX_RANK + 1, np.int64)  # [-1]: the length of what is not padded
+            if self.replayer is not None:
+                b.key = ffi.new("uint8_t[]", self.native.lib.seamless_replay_key_size(self.replayer))
         return b
 
     def compute(self, ctx) -> None:
@@ -131,8 +145,6 @@ class CudaKernel:
             key, capacity = self._binding(b)
             with self._lock:  # held while launching: another thread may not drop the segment or rewrite its table
                 segment = self.segments.get(key)
-                if segment is not None:
-                    self.segments.move_to_end(key)
                 if len(self.seen) > 4096:  # shapes that keep changing (an unpadded growing KV) are never captured
                     self.seen.clear()
                 self.seen[key] += 1
@@ -189,20 +201,11 @@ class CudaKernel:
                                             ONNX_TO_NUMPY[b.in_types[i]], settled=True)
         return inputs
 
-    def _binding(self, b) -> tuple[tuple, int]:
-        """This run's segment key: the input shapes and types, growing lengths replaced by their
-        padded lengths (the capacity; padded at the start, each length plus the same lead); and the
-        capacity (0 when the partition is not padded)."""
-        ffi, dims, plan = self.native.ffi, b.np_in_dims, self.padding
-        capacity = 0
-        if plan:
-            lengths = dims[self.grow_at]
-            need = int(lengths.max())  # an output's length is that of one of these
-            capacity = max(MIN_CAPACITY, 1 << max(need - 1, 0).bit_length())
-            dims = dims.copy()
-            dims[self.grow_at] = lengths + (capacity - need) if plan.left else capacity
-        n = len(self.input_names)
-        return (dims.tobytes(), bytes(ffi.buffer(b.in_ranks, 4 * n)), bytes(ffi.buffer(b.in_types, 4 * n))), capacity
+    def _binding(self, b) -> tuple[bytes, int]:
+        """This run's segment key, as the C glue computes it (seamless_replay_key: the input shapes and
+        types, growing lengths replaced by their padded lengths), and the capacity (0: not padded)."""
+        capacity = self.native.lib.seamless_replay_key(self.replayer, b.in_dims, b.in_ranks, b.in_types, b.key)
+        return bytes(self.native.ffi.buffer(b.key)), int(capacity)
 
     def _run(self, values: dict, stream, scratch: list) -> list[DeviceTensor]:
         """Every step on `values` (constants and inputs); the outputs, on the GPU. What kernels
@@ -279,6 +282,7 @@ class CudaKernel:
             _release(rt, scratch, list(stable.values()), self.constants)  # kept by the graph: launches reuse them
             self.native.check(lib.seamless_segment_end(graph, 1))
             segment = self._segment(graph, stream, capacity, names, stable, results, table)
+            self._plan(segment, key, results)
         except BaseException:
             if lib.seamless_capturing():
                 lib.seamless_segment_end(graph, 0)
@@ -287,9 +291,11 @@ class CudaKernel:
                 rt.free(t)
             raise
         with self._lock:
+            while len(self.segments) >= MAX_SEGMENTS:  # the least recently launched goes
+                self._drop(self.segments.pop(min(self.segments, key=lambda k: self.segments[k].plan.used)))
             self.segments[key] = segment
-            while len(self.segments) > MAX_SEGMENTS:
-                self._drop(self.segments.popitem(last=False)[1])
+            if lib.seamless_replay_add(self.replayer, segment.plan) < 0:
+                raise RuntimeError("more captured segments than the C glue holds")  # cannot happen: dropped above
             self._launch(segment, ctx, b, stream)
 
     def _padded_shape(self, name, t: DeviceTensor, capacity: int, b) -> list:
@@ -358,7 +364,7 @@ class CudaKernel:
 
     def _segment(self, graph, stream, capacity, names, stable, results, table) -> Segment:
         """The staging plan of a captured run: what each launch rewrites in the table."""
-        no_length = len(self.input_names) * MAX_RANK  # dims_and_one[-1]: 1
+        no_length = len(self.input_names) * MAX_RANK  # past a run's dims: a length of 1 (cuda_replay.c dim_at)
         padded_in = self.padding.inputs if capacity else {}
         padded_out = self.padding.outputs if capacity else {}
         left = bool(capacity) and self.padding.left
@@ -399,52 +405,46 @@ class CudaKernel:
         array = lambda v, t=np.int64: np.array(v, t)
         k = max(len(i) for i in out_length)
         out_length = [i + i[:1] * (k - len(i)) for i in out_length]  # repeated: the largest is the same
-        largest = max([t.nbytes for t in results] or [0])
         return Segment(graph, stream, capacity, [stable[n] for n in names], table, host,
                        array([self.input_names.index(n) for n in names]), array(in_length), array(in_unit),
                        array(out_length).reshape(len(results), k), array(out_unit),
                        array([len(t.shape) for t in results], np.int32), out_dims, array(out_axis), array(out_padded),
-                       array(in_lead) if left else None, array(out_full), host[len(names):, 0].copy(),
-                       self.rt.address(host),
-                       self.rt.staging(table, len(names), len(results), largest) if results else ())
+                       array(in_lead) if left else None, array(out_full), host[len(names):, 0].copy())
+
+    def _plan(self, s: Segment, key: bytes, results: list) -> None:
+        """The C glue's SeamlessSegment for s (ep_plugin/cuda_replay.c): pointers into s's arrays, the
+        outputs' staging launch prepared once; s.kept holds what they point at."""
+        ffi, rt = self.native.ffi, self.rt
+        p, lengths = ffi.new("SeamlessSegment*"), np.zeros(len(results), np.int64)
+        out_data = ffi.new("void*[]", 1 + len(results))  # ORT's outputs of a run
+        s.plan, s.kept = p, [lengths, out_data]
+
+        def view(array, ctype="int64_t[]"):
+            s.kept.append(ffi.from_buffer(ctype, array))
+            return s.kept[-1]
+
+        p.graph, p.stream, p.capacity, p.n_dims = s.graph, s.stream, s.capacity, len(self.input_names) * MAX_RANK
+        p.n_in, p.n_out, p.k, p.n_axis = len(s.in_pos), len(results), s.out_length.shape[1], len(s.out_axis)
+        p.n_grow, p.max_rank = (len(self.grow_at) if s.capacity else 0), MAX_RANK
+        p.host, p.table = view(s.host_table), s.table.ptr
+        p.in_pos, p.in_length, p.in_unit = view(s.in_pos), view(s.in_length), view(s.in_unit)
+        p.in_lead = view(s.in_lead) if s.in_lead is not None else ffi.NULL
+        p.out_length, p.out_unit, p.out_full = view(s.out_length), view(s.out_unit), view(s.out_full)
+        p.out_src, p.out_axis, p.out_padded = view(s.out_src), view(s.out_axis), view(s.out_padded)
+        p.grow_at = view(self.grow_at) if s.capacity else ffi.NULL
+        p.out_ranks, p.out_dims, p.lengths = view(s.out_ranks, "int32_t[]"), view(s.out_dims), view(lengths)
+        p.out_data = out_data
+        if results:
+            largest = max(t.nbytes for t in results)
+            fn, p.gx, p.gy, p.block, p.shared, packed, offsets, p.count = rt.staging(s.table, p.n_in, p.n_out, largest)
+            p.fn, p.packed, p.offsets, p.dependent = fn, view(packed, "char[]"), offsets, int(rt.dependent)
+            s.kept.append(offsets)
+        p.key = view(key, "uint8_t[]")
 
     def _launch(self, s: Segment, ctx, b, stream) -> None:
-        """Launch the captured run for this run's addresses and lengths (with self._lock held): the
-        table's input entries first, so that the GPU starts while the host asks ORT for the outputs;
-        then their entries, and the staging launch that copies the results into them."""
-        lib = self.native.lib
-        n_in, row = len(s.in_pos), s.host_table.itemsize * STAGE_ENTRY
-        dims = b.dims_and_one
-        dims[:-1] = b.np_in_dims
-        host = s.host_table
-        host[:n_in, 0] = b.np_in_data[s.in_pos]
-        host[:n_in, 3] = host[:n_in, 4] = s.in_unit * dims[s.in_length]
-        if s.in_lead is not None:  # padded at the start: every growing input by `lead`, outputs from there on
-            lead = self._lead(s.capacity, b.np_in_dims)
-            host[:n_in, 6] = s.in_lead * lead
-            padded = s.out_full > 0
-            lengths = np.where(padded, s.out_full - lead, 1)
-            if lead < 0 or lengths.min() < 0:
-                raise RuntimeError(f"growing inputs longer than the captured capacity {s.capacity}")
-            host[n_in:, 0] = s.out_src + s.out_unit * lead * padded
-        else:
-            lengths = dims[s.out_length].max(axis=1)
-            if s.capacity and lengths.max() > s.capacity:
-                raise RuntimeError(f"an output length {lengths.max()} above the captured capacity {s.capacity}")
-        host_ptr = s.host_address
-        self.rt.copy(s.table.ptr, host_ptr, n_in * row, stream)  # pageable: the driver takes the bytes now
-        self.native.check(lib.seamless_segment_launch(s.graph, stream))
-        CudaKernel.segment_replays += 1
-        s.out_dims[s.out_axis] = lengths[s.out_padded]
-        b.np_out_ranks[:] = s.out_ranks
-        b.np_out_dims[:] = s.out_dims
-        self.native.check(lib.seamless_get_outputs(ctx, len(self.output_names), b.out_ranks, b.out_dims, MAX_RANK,
-                                                   b.out_data))
-        host[n_in:, 1] = b.np_out_data
-        host[n_in:, 3] = host[n_in:, 5] = s.out_unit * lengths
-        self.rt.copy(s.table.ptr + n_in * row, host_ptr + n_in * row, (len(host) - n_in) * row, stream)
-        if s.staging:
-            self.rt.launch_prepared(s.staging, stream)
+        """Launch segment s for this run (with self._lock held), as the C glue does for later runs."""
+        self.native.check(self.native.lib.seamless_segment_replay(self.replayer, s.plan, ctx, stream, b.in_dims,
+                                                                  b.in_data))
 
     def _warn(self, message: str) -> None:
         try:
@@ -453,6 +453,7 @@ class CudaKernel:
             pass
 
     def _drop(self, segment: Segment) -> None:
+        self.native.lib.seamless_replay_remove(self.replayer, segment.plan)  # no Compute launches it from now on
         self.native.lib.seamless_segment_release(self.rt.ordinal, segment.graph)
         for t in segment.inputs + [segment.table]:
             self.rt.free(t)
@@ -469,6 +470,9 @@ class CudaKernel:
     def _release_memory(self) -> None:
         for segment in getattr(self, "segments", {}).values():
             self._drop(segment)
+        if getattr(self, "replayer", None) is not None:
+            self.native.lib.seamless_replayer_free(self.replayer)
+            self.replayer = None
         self._release_constants()
 
     def _release_constants(self) -> None:
