@@ -67,16 +67,16 @@ def test_growing_loops_on_the_cpu_and_the_device_loops_guard():
     its growing-device variant refuses presents that come back in host memory (it would time host copies
     of the KV cache)."""
     import onnxruntime as ort
-    from onnxruntime_ep_seamless.bench_gpu import _growing_device_rounds, _growing_rounds
+    from onnxruntime_ep_seamless.bench_gpu import _growing_rounds
     path = material.genai_small_dir("fp32", "cpu") / "model.onnx"
     if not path.exists():
         pytest.skip(f"{path} not prepared (python tests/material.py)")
     sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    r = _growing_rounds(sess, False, 3, 4, 2)
+    r = _growing_rounds(sess, False, False, 3, 4, 2)
     assert len(r["step"]) == len(r["prompt"]) == 2 and len(r["tokens"]) == 4 and all(0 <= t < 1024 for t in r["tokens"])
     assert all(0 < run <= step for run, step in zip(r["run"], r["step"]))  # the run call is part of a step
     with pytest.raises(RuntimeError, match="came back in host memory"):
-        _growing_device_rounds(sess, False, 3, 4, 1)
+        _growing_rounds(sess, False, True, 3, 4, 1)
 
 
 @pytest.mark.filterwarnings("ignore:.*past_key_values.*:FutureWarning")  # transformers renames it; both work

@@ -6,8 +6,7 @@ Both peers run the same loop, a prompt then greedy decode steps, in one of three
   `capture` option (auto: level A, graphs captured inside its partitions; off: eager);
 - growing-device: the same, but through IO binding: ORT allocates every output on the GPU
   (`bind_output(name, "cuda")`) and the present OrtValues are bound as the next step's past; ids
-  and mask from the host. A step binds the presents it made, and the next step's outputs, before it
-  reads its token: the host binds while the GPU runs, as a loop that feeds its presents back would;
+  and mask from the host;
 - graph: the static-shape mode onnxruntime-genai uses with CUDA graphs: KV buffers of the maximum
   length shared by past and present, a full-length attention mask, IO binding to GPU OrtValues
   updated in place, and the EP's session graph capture (`enable_cuda_graph=1`); the prompt runs
@@ -15,8 +14,7 @@ Both peers run the same loop, a prompt then greedy decode steps, in one of three
 The next token (`token`): `host`, the argmax of the logits copied to the host (`greedy_token`); or
 `device`, an ArgMax node appended to the model (`with_device_argmax`: the EP under test runs it) so a
 step copies one int64 to the host, as PyTorch's loop and onnxruntime-genai's do.
-ms/token is the median decode-step time of a round (growing-device: from one token read to the next),
-then the median over rounds; run_ms_per_token the
+ms/token is the median decode-step time of a round, then the median over rounds; run_ms_per_token the
 same of the session's run call alone (the rest of a step is the loop's bindings, feeds and token read),
 prompt_ms the prompt's step (its run and its token: the time to the first token), and for ours in graph
 mode gpu_ms_per_token the median GPU time of a replayed step (one more round, timed by events around each
@@ -102,9 +100,8 @@ def run_one(model_dir: str, ep: str, steps: int, prompt: int, rounds: int, mode:
         facts["capture"] = "enable_cuda_graph=1" if mode == "graph" else capture
     facts["token"] = token
     device_token = token == "device"
-    loops = {"graph": functools.partial(_graph_rounds, ep=ep), "growing-device": _growing_device_rounds,
-             "growing": _growing_rounds}
-    loop_of = lambda s: functools.partial(loops[mode], s, device_token)
+    loop_of = lambda s: functools.partial(_graph_rounds, s, ep, device_token) if mode == "graph" else \
+        functools.partial(_growing_rounds, s, device_token, mode == "growing-device")
     r = loop_of(sess)(steps, prompt, rounds)
     facts["tokens"] = r["tokens"]  # the last round's
     # the session's run call alone (what the loop's bindings, feeds and token reads add is the rest), and the
@@ -202,84 +199,37 @@ def kernel_shapes(events: list, steps: int, top: int = 25) -> list:
              "per_step": round(n / steps, 2), "us_per_launch": round(us / n, 2)} for us, n, (name, grid, block) in rows]
 
 
-def _growing_rounds(sess, device_token, steps, prompt, rounds):
-    """The growing loop: host arrays in and out of plain session.run, the presents fed back as pasts."""
+def _growing_rounds(sess, device_token, on_device, steps, prompt, rounds):
     past, dtype, heads, head_size = _kv_layout(sess)
-    outs = _fetched(sess, device_token)
+    # the first fetched output gives the token: the logits (host argmax) or next_token (not the logits then)
+    outs = [o.name for o in sess.get_outputs() if o.name.startswith("present")]
+    outs = ["next_token" if device_token else "logits"] + outs
     token_of = (lambda out: int(out[0, -1, 0])) if device_token else (lambda out: greedy_token(out[0, -1]))
+    run_times = []
+    run, host = (functools.partial(_run_on_device, sess, outs, run_times), lambda out: out.numpy()) if on_device \
+        else (functools.partial(_timed, run_times, sess.run, outs), lambda out: out)
     rng = np.random.default_rng(0)
     r = {"step": [], "run": [], "prompt": []}  # seconds: a round's median step, run call; its prompt's step
     for _ in range(rounds):
         kv = {i.name: np.zeros((1, heads, 0, head_size), dtype) for i in past}
         ids = rng.integers(0, 1000, (1, prompt)).astype(np.int64)
-        total, times, tokens, run_times = prompt, [], [], []
+        total, times, tokens = prompt, [], []
+        run_times.clear()
         for step in range(steps + 1):
             feeds = {"input_ids": ids, "attention_mask": np.ones((1, total), np.int64), **kv}
             t0 = time.perf_counter()
-            res = _timed(run_times, sess.run, outs, feeds)
-            tokens.append(token_of(res[0]))
+            res = run(feeds)
+            tokens.append(token_of(host(res[0])))
             (times if step else r["prompt"]).append(time.perf_counter() - t0)  # step 0 is the prompt
+            if not step and on_device and res[1].device_name().lower() == "cpu":
+                raise RuntimeError(f"{outs[1]} came back in host memory: the growing-device loop would time host "
+                                   "copies of the KV cache")
             kv = {n.replace("present", "past_key_values"): v for n, v in zip(outs[1:], res[1:])}
             ids = np.array([tokens[-1:]], np.int64)
             total += 1
         r["step"].append(statistics.median(times))
         r["run"].append(statistics.median(run_times[1:]))  # [0]: the prompt
     return dict(r, tokens=tokens)  # the last round's tokens
-
-
-def _growing_device_rounds(sess, device_token, steps, prompt, rounds):
-    """The growing-device loop: the presents stay on the GPU (ORT allocates every output there) and are bound as
-    the next step's pasts, with the ids and the mask from the host. After a run the next binding takes its
-    presents and outputs first, while the GPU runs; then the token is read and its ids bound. A step's time
-    runs from one token read to the next."""
-    past, dtype, heads, head_size = _kv_layout(sess)
-    outs = _fetched(sess, device_token)
-    token_of = (lambda out: int(out.numpy()[0, -1, 0])) if device_token else \
-        (lambda out: greedy_token(out.numpy()[0, -1]))
-    rng = np.random.default_rng(0)
-    r = {"step": [], "run": [], "prompt": []}
-
-    def binding(kv: dict):  # the pasts (host arrays, or the OrtValues of the last presents) and the outputs
-        b = sess.io_binding()
-        for name, v in kv.items():
-            if isinstance(v, np.ndarray):
-                b.bind_cpu_input(name, v)
-            else:
-                b.bind_ortvalue_input(name, v)
-        for name in outs:
-            b.bind_output(name, "cuda", 0)
-        return b
-
-    for _ in range(rounds):
-        b = binding({i.name: np.zeros((1, heads, 0, head_size), dtype) for i in past})
-        ids = rng.integers(0, 1000, (1, prompt)).astype(np.int64)
-        total, times, tokens, run_times = prompt, [], [], []
-        t0 = time.perf_counter()
-        for step in range(steps + 1):
-            b.bind_cpu_input("input_ids", ids)
-            b.bind_cpu_input("attention_mask", np.ones((1, total), np.int64))
-            _timed(run_times, sess.run_with_iobinding, b)
-            res = b.get_outputs()
-            if not step and res[1].device_name().lower() == "cpu":
-                raise RuntimeError(f"{outs[1]} came back in host memory: the growing-device loop would time host "
-                                   "copies of the KV cache")
-            if step < steps:
-                b = binding({n.replace("present", "past_key_values"): v for n, v in zip(outs[1:], res[1:])})
-            tokens.append(token_of(res[0]))
-            t1 = time.perf_counter()
-            (times if step else r["prompt"]).append(t1 - t0)  # step 0 is the prompt
-            t0 = t1
-            ids = np.array([tokens[-1:]], np.int64)
-            total += 1
-        r["step"].append(statistics.median(times))
-        r["run"].append(statistics.median(run_times[1:]))
-    return dict(r, tokens=tokens)
-
-
-def _fetched(sess, device_token) -> list[str]:
-    """What a growing loop fetches: the token's output (the logits for a host argmax, else next_token), the presents."""
-    return ["next_token" if device_token else "logits"] + [o.name for o in sess.get_outputs()
-                                                           if o.name.startswith("present")]
 
 
 def _timed(seconds: list, fn, *args):
@@ -290,7 +240,23 @@ def _timed(seconds: list, fn, *args):
     return result
 
 
-def _graph_rounds(sess, device_token, steps, prompt, rounds, *, ep):
+def _run_on_device(sess, outs, run_times, feeds):
+    """One run of the growing-device loop: arrays from the host, OrtValues (the last presents) bound as
+    they are, every output in `outs` allocated by ORT on the GPU; the outputs' OrtValues."""
+    import onnxruntime as ort
+    b = sess.io_binding()
+    for name, v in feeds.items():
+        if isinstance(v, ort.OrtValue):
+            b.bind_ortvalue_input(name, v)
+        else:
+            b.bind_cpu_input(name, v)
+    for name in outs:
+        b.bind_output(name, "cuda", 0)
+    _timed(run_times, sess.run_with_iobinding, b)
+    return b.get_outputs()
+
+
+def _graph_rounds(sess, ep, device_token, steps, prompt, rounds):
     import onnxruntime as ort
     past, dtype, heads, head_size = _kv_layout(sess)
     max_len = prompt + steps + 1
