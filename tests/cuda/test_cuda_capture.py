@@ -292,6 +292,8 @@ def test_bench_token_on_the_device_is_the_hosts_argmax(precision, mode):
     assert len(host["tokens"]) == 25 and device["tokens"] == host["tokens"]
     if mode == "graph":  # a replayed step's GPU time, a share of its run call
         assert 0 < device["gpu_ms_per_token"] < device["run_ms_per_token"]
+    if mode == "growing-device":  # the presents it binds as pasts are those the plain loop feeds back
+        assert device["tokens"] == run_one(str(model_dir), "seamless", 24, 8, 1, mode="growing", token="device")["tokens"]
 
 
 # --- capture=auto: a compiled partition without seams, captured per set of input shapes ----------
