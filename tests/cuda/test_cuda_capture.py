@@ -347,6 +347,32 @@ def test_auto_capture_keeps_one_graph_per_shape():
     assert segment_replays() - before == 8  # each shape: 2 eager runs, then captured and replayed
 
 
+def test_auto_capture_drops_the_least_recently_launched_binding():
+    """Up to 8 captured bindings a partition (cuda_compute.MAX_SEGMENTS): a ninth capture drops the one launched
+    least recently (launches by the C glue count), whose next run goes to Python and captures it again; the
+    others keep replaying without Python, and every run gives the session's without capture."""
+    rng = np.random.default_rng(5)
+    nodes = [helper.make_node("Softmax", ["x"], ["s"], axis=-1), helper.make_node("Mul", ["s", "x"], ["y"])]
+    model = model_of(nodes, [helper.make_tensor_value_info("x", 1, ["n", 8])],
+                     [helper.make_tensor_value_info("y", 1, ["n", 8])])
+    ours, eager = auto_session(model), auto_session(model, "off")
+    xs = {n: rng.standard_normal((n, 8)).astype(np.float32) for n in range(1, 10)}
+    want = {n: eager.run(None, {"x": x})[0] for n, x in xs.items()}
+
+    def run(n):  # whether the run entered Python, and whether it launched a captured segment
+        calls, launched = CudaKernel.compute_calls, segment_replays()
+        np.testing.assert_array_equal(ours.run(None, {"x": xs[n]})[0], want[n])
+        return CudaKernel.compute_calls - calls, segment_replays() - launched
+
+    for n in range(1, 9):
+        assert [run(n) for _ in range(3)] == [(1, 0), (1, 0), (1, 1)]  # two eager runs, then captured and launched
+    assert run(1) == (0, 1)  # replayed in C: binding 2 is now the least recently launched
+    assert [run(9) for _ in range(3)] == [(1, 0), (1, 0), (1, 1)]  # the ninth capture drops binding 2
+    assert run(1) == (0, 1) and run(9) == (0, 1) and run(8) == (0, 1)
+    assert run(2) == (1, 1)  # dropped: Python captures it again (seen often enough) and launches it
+    assert run(2) == (0, 1)
+
+
 def test_a_session_collected_during_a_capture_is_released_after_it(monkeypatch):
     """A session the garbage collector frees while another one captures (the collector runs inside our Compute,
     in Python): its compiled nodes' release, which waits for the whole device, waits for the capture's end
