@@ -297,6 +297,8 @@ class CudaKernel:
             if lib.seamless_replay_add(self.replayer, segment.plan) < 0:
                 raise RuntimeError("more captured segments than the C glue holds")  # cannot happen: dropped above
             self._launch(segment, ctx, b, stream)
+        if _UNRELEASED:  # collected while capturing: the binding's later runs may never enter Python again
+            _release_collected()
 
     def _padded_shape(self, name, t: DeviceTensor, capacity: int, b) -> list:
         """The shape of input `name` padded for a run (b: its buffers) with this capacity."""
@@ -461,7 +463,7 @@ class CudaKernel:
     def __del__(self):
         try:
             if self.native.lib.seamless_capturing():  # in a capture: the release's device sync would end it
-                _UNRELEASED.append(self)  # released by this thread's next Compute outside a capture
+                _UNRELEASED.append(self)  # released after the capture, or by the next Compute in Python
                 return
             self._release_memory()
         except Exception:  # interpreter shutdown: the process releases the GPU anyway
