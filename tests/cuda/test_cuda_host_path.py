@@ -224,3 +224,39 @@ def _kept(kernel) -> set:
     constants = kernel.constants.values()
     return ({t.ptr for t in constants if t.ptr} | {d.ptr for t in constants for d in (t.derived or {}).values()}
             | {entry[0].ptr for entry in kernel.rt._counters.values()})
+
+
+@pytest.mark.parametrize("left", [0, 1])
+def test_the_replay_key_takes_growing_lengths_at_their_capacity(left):
+    """cuda_replay.c's binding key: the inputs' dims (zero past each rank, whatever the buffer held there), growing
+    lengths replaced by the capacity, a power of two from 64 (padded at the start: each length plus the same lead),
+    then ranks and types; the capacity returned. Keys of runs that share a capacity are equal."""
+    grow_at = np.array([1 * 4 + 2, 2 * 4 + 2], np.int64)  # inputs 1 and 2 grow on axis 2 (max_rank 4)
+    replayer = REAL.seamless_replayer_new(3, 4, ffi.from_buffer("int64_t[]", grow_at), 2, left, 64)
+    try:
+        size = REAL.seamless_replay_key_size(replayer)
+        assert size == 3 * 4 * 8 + 2 * 3 * 4
+
+        def key(lengths, stale=-7):
+            dims = np.full(3 * 4, stale, np.int64)  # what lies past a rank must not matter
+            dims[0:2] = (1, 1)
+            for i, length in zip((1, 2), lengths):
+                dims[i * 4:i * 4 + 4] = (1, 2, length, 64)
+            ranks, types = np.array([2, 4, 4], np.int32), np.array([7, 10, 10], np.int32)
+            out = ffi.new("uint8_t[]", size)
+            capacity = REAL.seamless_replay_key(replayer, ffi.from_buffer("int64_t[]", dims),
+                                                ffi.from_buffer("int32_t[]", ranks), ffi.from_buffer("int32_t[]", types),
+                                                out)
+            raw = bytes(ffi.buffer(out))
+            return capacity, np.frombuffer(raw[:96], np.int64).reshape(3, 4), raw[96:]
+
+        capacity, dims, tail = key((70, 71))
+        assert capacity == 128
+        assert dims[0].tolist() == [1, 1, 0, 0]  # zero past the rank
+        assert dims[1].tolist() == [1, 2, 127 if left else 128, 64] and dims[2].tolist() == [1, 2, 128, 64]
+        assert tail == np.array([2, 4, 4, 7, 10, 10], np.int32).tobytes()
+        assert key((0, 0))[0] == key((64, 1))[0] == 64 and key((65, 65), stale=9)[0] == 128
+        same = key((100, 100), stale=3)  # another length below the same capacity: the same key
+        assert same[0] == 128 and same[1].tobytes() == key((120, 120))[1].tobytes()
+    finally:
+        REAL.seamless_replayer_free(replayer)
