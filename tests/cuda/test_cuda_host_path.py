@@ -244,9 +244,9 @@ def test_the_replay_key_takes_growing_lengths_at_their_capacity(left):
                 dims[i * 4:i * 4 + 4] = (1, 2, length, 64)
             ranks, types = np.array([2, 4, 4], np.int32), np.array([7, 10, 10], np.int32)
             out = ffi.new("uint8_t[]", size)
-            capacity = REAL.seamless_replay_key(replayer, ffi.from_buffer("int64_t[]", dims),
-                                                ffi.from_buffer("int32_t[]", ranks), ffi.from_buffer("int32_t[]", types),
-                                                out)
+            view = ffi.from_buffer
+            capacity = REAL.seamless_replay_key(replayer, view("int64_t[]", dims), view("int32_t[]", ranks),
+                                                view("int32_t[]", types), out)
             raw = bytes(ffi.buffer(out))
             return capacity, np.frombuffer(raw[:96], np.int64).reshape(3, 4), raw[96:]
 
