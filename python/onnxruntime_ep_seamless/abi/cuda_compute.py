@@ -437,8 +437,8 @@ class CudaKernel:
         p.out_ranks, p.out_dims, p.lengths = view(s.out_ranks, "int32_t[]"), view(s.out_dims), view(lengths)
         p.out_data = out_data
         if results:
-            largest = max(t.nbytes for t in results)
-            fn, p.gx, p.gy, p.block, p.shared, packed, offsets, p.count = rt.staging(s.table, p.n_in, p.n_out, largest)
+            staging = rt.staging(s.table, p.n_in, p.n_out, max(t.nbytes for t in results), prepare=True)
+            fn, p.gx, p.gy, p.block, p.shared, packed, offsets, p.count = staging
             p.fn, p.packed, p.offsets, p.dependent = fn, view(packed, "char[]"), offsets, int(rt.dependent)
             s.kept.append(offsets)
         p.key = view(key, "uint8_t[]")

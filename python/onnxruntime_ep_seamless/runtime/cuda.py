@@ -206,14 +206,15 @@ class CudaRuntime:
         """The staging copies of table entries [first, first + count) (native/cuda/copy.cu), with
         blocks enough for the `largest` copy's bytes (16 a thread per pass, up to 8 passes)."""
         if count:
-            self.launch_prepared(self.staging(table, first, count, largest), stream)
+            self.staging(table, first, count, largest, stream)
 
-    def staging(self, table: DeviceTensor, first: int, count: int, largest: int) -> tuple:
-        """stage()'s launch prepared for launch_prepared (count > 0): a captured segment's, the same every replay."""
+    def staging(self, table: DeviceTensor, first: int, count: int, largest: int, stream=None, prepare: bool = False):
+        """stage()'s launch; with prepare, not launched but returned for the C glue (a captured segment's staging,
+        the same every replay: ep_plugin/cuda_replay.c)."""
         entry = table.nbytes // table.shape[0]
         blocks = min(1024, max(16, -(-largest // (256 * 16 * 8))))
-        return self._launch("seamless_stage", (blocks, count), 256, None, [("ptr", table.ptr + first * entry)],
-                            prepare=True)
+        return self._launch("seamless_stage", (blocks, count), 256, stream, [("ptr", table.ptr + first * entry)],
+                            prepare=prepare)
 
     def zero(self, t: DeviceTensor, stream) -> None:
         if t.nbytes:
@@ -242,7 +243,7 @@ class CudaRuntime:
 
     def _launch(self, name: str, grid, block: int, stream, args, shared: int = 0, prepare: bool = False):
         """grid: blocks, or (x, y) blocks. prepare: not launched; its arguments to seamless_cuda_launch but for the
-        stream and whether it is dependent returned instead, for launch_prepared."""
+        stream and whether it is dependent returned instead (for cuda_replay.c's SeamlessSegment)."""
         gx, gy = grid if isinstance(grid, tuple) else (grid, 1)
         kinds = tuple(len(value) if kind == "bytes" else kind for kind, value in args)
         layout = self._layouts.get(kinds)
@@ -260,13 +261,6 @@ class CudaRuntime:
         dependent = self._dependent(stream) if self._barriers else self.dependent
         self.native.check(self.lib.seamless_cuda_launch(fn, gx, gy, block, shared, stream, packed, layout.offsets,
                                                         len(kinds), dependent))
-
-    def launch_prepared(self, prepared: tuple, stream) -> None:
-        """A launch _launch(..., prepare=True) returned, on `stream`."""
-        fn, gx, gy, block, shared, packed, offsets, count = prepared
-        dependent = self._dependent(stream) if self._barriers else self.dependent
-        self.native.check(self.lib.seamless_cuda_launch(fn, gx, gy, block, shared, stream, packed, offsets, count,
-                                                        dependent))
 
     def _dependent(self, stream) -> int:
         """Whether a launch on `stream` now is a dependent launch: not the first after begin_run's barrier."""
