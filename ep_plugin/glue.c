@@ -694,3 +694,5 @@ static const char* seamless_module_path(void) {
   static Dl_info info;
   return dladdr((void*)seamless_module_path, &info) ? info.dli_fname : "";
 }
+
+#include "host_decode.c"

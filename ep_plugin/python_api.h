@@ -37,3 +37,33 @@ void seamless_parallel_for(void* ctx, void (*fn)(void*, size_t), size_t n, void*
 void seamless_log(const OrtLogger* logger, int level, const char* msg);
 void seamless_free(void* p);
 const char* seamless_module_path(void);
+
+/* bench's C decode loop (host_decode.c) */
+typedef struct {
+  const char* ep;
+  const char* const* ep_keys;
+  const char* const* ep_values;
+  size_t ep_options;
+  const char* const* config_keys;
+  const char* const* config_values;
+  size_t configs;
+  const void* model;
+  size_t model_bytes;
+  const char* const* kv_names;
+  size_t kv_count;
+  int32_t kv_type;
+  int64_t kv_heads, head_size;
+  int kv_on_device;
+  const int64_t* prompts;
+  int64_t prompt_len;
+  int32_t steps, rounds;
+} SeamlessDecodeLoop;
+typedef struct {
+  int64_t* tokens;
+  double* prompt_s;
+  double* step_s;
+  double* run_s;
+  char* error;
+  size_t error_len;
+} SeamlessDecodeTimes;
+int seamless_host_decode(const SeamlessDecodeLoop* loop, const SeamlessDecodeTimes* out);

@@ -109,7 +109,7 @@ def test_compare_takes_the_median_of_processes_run_in_turn(monkeypatch, capsys):
 
     monkeypatch.setattr(bench_gpu.subprocess, "run", fake_run)
     summary = bench_gpu.compare("m", 8, 4, 1, None, None, processes=3)
-    assert order == [ep for _, ep, _, _ in bench_gpu.CONFIGS] * 3
+    assert order == [ep for _, ep, loop, _ in bench_gpu.CONFIGS if loop != "growing-c"] * 3  # the C loop: token device
     ours, ort = summary["runs"]["ours, enable_cuda_graph=1 (level B)"], summary["runs"]["ORT CUDA EP, enable_cuda_graph=1"]
     assert ours["ms_per_token_by_process"] == [3.0, 1.0, 2.0] and ours["ms_per_token"] == 2.0
     assert ours["run_ms_per_token"] == 1.0 and ours["prompt_ms"] == 20.0  # medians of the processes' too
@@ -181,3 +181,41 @@ def test_in_place_costs_splits_a_trace_into_steps_and_charges_each_kernel_what_i
         ("a", [1, 1, 1], 10.0), ("b", [1, 1, 1], 5.0), ("b", [2, 1, 1], 5.0),
         ("Memcpy DtoD (Device -> Device)", [], 2.0), ("c", [1, 1, 1], 0.0)]
     assert in_place_costs([]) is None
+
+
+def test_the_c_decode_loop_gives_the_python_loops_tokens():
+    """bench's growing-c mode drives ep_plugin/host_decode.c: the growing loop in C through ORT's C API. On the
+    CPU, with our CPU EP (CPU fallback disabled: every node on it, or no session) and with ORT's CPU EP, it gives
+    the tokens of the Python loop on ORT's CPU EP, round by round, and times each prompt, step and run call."""
+    import onnxruntime as ort
+    from onnxruntime_ep_seamless.bench_gpu import _growing_rounds, host_decode, with_device_argmax
+    folder = material.genai_small_dir("fp32", "cpu")
+    if not (folder / "model.onnx").exists():
+        pytest.skip(f"{folder} not prepared (python tests/material.py)")
+    so = ort.SessionOptions()
+    so.add_session_config_entry("session.model_external_initializers_file_folder_path", str(folder))
+    sess = ort.InferenceSession(with_device_argmax(str(folder / "model.onnx")), so, providers=["CPUExecutionProvider"])
+    python = _growing_rounds(sess, True, False, 5, 4, 2)
+    rng = np.random.default_rng(0)  # _growing_rounds' prompts
+    prompts = [rng.integers(0, 1000, (1, 4)).astype(np.int64) for _ in range(2)]
+    ours = host_decode(str(folder), "SeamlessCPUExecutionProvider", {}, {"session.disable_cpu_ep_fallback": "1"},
+                       prompts, 5, kv_on_device=False, variant="cpu")
+    stock = host_decode(str(folder), "", {}, {}, prompts, 5, kv_on_device=False, variant="cpu")
+    assert ours["tokens"] == stock["tokens"] == python["tokens"] and len(ours["tokens"]) == 6
+    assert ours["rounds_tokens"] == stock["rounds_tokens"] and ours["rounds_tokens"][0] != ours["rounds_tokens"][1]
+    for r in (ours, stock):
+        assert len(r["step"]) == len(r["run"]) == len(r["prompt"]) == 2
+        assert all(0 < run <= step for run, step in zip(r["run"], r["step"])) and all(p > 0 for p in r["prompt"])
+
+
+def test_the_c_decode_loop_reports_what_it_cannot_run():
+    from onnxruntime_ep_seamless.bench_gpu import host_decode
+    folder = material.genai_small_dir("fp32", "cpu")
+    if not (folder / "model.onnx").exists():
+        pytest.skip(f"{folder} not prepared (python tests/material.py)")
+    prompts = [np.arange(4, dtype=np.int64).reshape(1, 4)]
+    with pytest.raises(RuntimeError, match="no EP device of NoSuchExecutionProvider is registered"):
+        host_decode(str(folder), "NoSuchExecutionProvider", {}, {}, prompts, 2, kv_on_device=False, variant="cpu")
+    with pytest.raises(RuntimeError, match="CreateSessionFromArray: .*unknown provider option.*no_such_option"):
+        host_decode(str(folder), "SeamlessCPUExecutionProvider", {"no_such_option": "1"}, {}, prompts, 2,
+                    kv_on_device=False, variant="cpu")

@@ -1,12 +1,15 @@
 """GPU decode benchmark: one EP per process (our CUDA EP, or ORT's CUDA EP from onnxruntime-gpu).
 
-Both peers run the same loop, a prompt then greedy decode steps, in one of three modes:
+Both peers run the same loop, a prompt then greedy decode steps, in one of four modes:
 - growing: the KV cache grows (present fed back as past) through plain `session.run` with host
   arrays, so both pay the same host<->device copies; ORT's CUDA EP runs eagerly, ours with its
   `capture` option (auto: level A, graphs captured inside its partitions; off: eager);
 - growing-device: the same, but through IO binding: ORT allocates every output on the GPU
   (`bind_output(name, "cuda")`) and the present OrtValues are bound as the next step's past; ids
   and mask from the host;
+- growing-c: the growing-device loop driven from C (ep_plugin/host_decode.c, through the ORT C API of
+  this process's onnxruntime), so its bindings cost what a C or C++ application pays; the token comes
+  from next_token (--token device only);
 - graph: the static-shape mode onnxruntime-genai uses with CUDA graphs: KV buffers of the maximum
   length shared by past and present, a full-length attention mask, IO binding to GPU OrtValues
   updated in place, and the EP's session graph capture (`enable_cuda_graph=1`); the prompt runs
@@ -95,6 +98,17 @@ def _kv_layout(sess):
 def run_one(model_dir: str, ep: str, steps: int, prompt: int, rounds: int, mode: str = "growing",
             capture: str = "auto", profile: bool = False, token: str = "host") -> dict:
     import onnxruntime as ort
+    if mode == "growing-c":
+        if token != "device" or profile:
+            raise SystemExit("--mode growing-c reads each token from the model's next_token and runs no profile: "
+                             "give --token device, without --profile")
+        r = _growing_c_rounds(model_dir, ep, capture, steps, prompt, rounds)
+        ms = statistics.median(r["step"]) * 1e3
+        return {"ep": ep, "mode": mode, "model": model_dir, "ms_per_token": ms, "tokens_per_s": 1e3 / ms,
+                "steps": steps, "prompt": prompt, "rounds": rounds, "onnxruntime": ort.__version__,
+                **({"capture": capture} if ep == "seamless" else {}), "token": token, "tokens": r["tokens"],
+                "run_ms_per_token": statistics.median(r["run"]) * 1e3,
+                "prompt_ms": statistics.median(r["prompt"]) * 1e3}
     sess, facts = _session(model_dir, ep, graph=mode == "graph", capture=capture, token=token)
     if ep == "seamless":
         facts["capture"] = "enable_cuda_graph=1" if mode == "graph" else capture
@@ -230,6 +244,76 @@ def _growing_rounds(sess, device_token, on_device, steps, prompt, rounds):
         r["step"].append(statistics.median(times))
         r["run"].append(statistics.median(run_times[1:]))  # [0]: the prompt
     return dict(r, tokens=tokens)  # the last round's tokens
+
+
+def _growing_c_rounds(model_dir: str, ep: str, capture: str, steps: int, prompt: int, rounds: int) -> dict:
+    """The growing-device loop driven from C (ep_plugin/host_decode.c): the same prompts, bindings and
+    token, each ORT call a plain C call, as a C or C++ application feeding presents back makes them."""
+    import onnxruntime_ep_seamless as seamless
+    from .runtime.options import validate
+    ep_name, options = ("CUDAExecutionProvider", {"device_id": "0"}) if ep == "ort-cuda" else \
+        (seamless.get_ep_name("cuda"), {"capture": capture})
+    configs = {}
+    if ep == "seamless":
+        validate(ep_name, options)
+        configs["session.disable_cpu_ep_fallback"] = "1"  # every node on our EP, or no session
+    rng = np.random.default_rng(0)  # the prompts of _growing_rounds
+    prompts = [rng.integers(0, 1000, (1, prompt)).astype(np.int64) for _ in range(rounds)]
+    return host_decode(model_dir, ep_name, options, configs, prompts, steps, kv_on_device=True, variant="cuda")
+
+
+def host_decode(model_dir: str, ep_name: str, options: dict, configs: dict, prompts: list, steps: int,
+                kv_on_device: bool, variant: str) -> dict:
+    """Runs ep_plugin/host_decode.c's loop on the decoder in `model_dir` (onnxruntime-genai's builder's: its
+    model.onnx with next_token, as with_device_argmax makes it, and genai_config.json for the KV shape) in a
+    session of EP `ep_name` ("": ORT's CPU EP) with `options` and session `configs`, one round per prompt,
+    through the ORT this process's onnxruntime is (our `variant` library registered with it). Returns
+    _growing_rounds' dict: each round's median step and run call, its prompt's step, the last round's tokens
+    (and every round's, `rounds_tokens`)."""
+    import onnx
+    import onnxruntime_ep_seamless as seamless
+    seamless.register(variant)  # the loop calls ORT through the API table ORT gave our library
+    from .abi.bridge import NATIVES
+    ffi, lib = NATIVES[variant].ffi, NATIVES[variant].lib
+    model = with_device_argmax(os.path.join(model_dir, "model.onnx"))
+    configs = {**configs, "session.model_external_initializers_file_folder_path": model_dir}  # its weights
+    past = [i for i in onnx.load_from_string(model).graph.input if i.name.startswith("past_key_values.")]
+    with open(os.path.join(model_dir, "genai_config.json")) as f:
+        decoder = json.load(f)["model"]["decoder"]  # the KV's head size is a symbol in the model
+    keep = []  # every cdata the loop reads, alive until it returns
+
+    def strings(items):
+        items = list(items)
+        keep.extend(ffi.new("char[]", x.encode()) for x in items)
+        array = ffi.new("char*[]", keep[len(keep) - len(items):] or [ffi.NULL])
+        keep.append(array)
+        return array
+
+    rounds, prompt_len = len(prompts), prompts[0].size
+    loop = ffi.new("SeamlessDecodeLoop*")
+    loop.ep = strings([ep_name])[0]
+    loop.ep_keys, loop.ep_values, loop.ep_options = strings(options), strings(map(str, options.values())), len(options)
+    loop.config_keys, loop.config_values, loop.configs = strings(configs), strings(configs.values()), len(configs)
+    model_buffer = ffi.from_buffer(model)
+    loop.model, loop.model_bytes = model_buffer, len(model)
+    loop.kv_names = strings([p.name for p in past] + [p.name.replace("past_key_values", "present") for p in past])
+    loop.kv_count, loop.kv_type = len(past), past[0].type.tensor_type.elem_type
+    loop.kv_heads, loop.head_size = decoder["num_key_value_heads"], decoder["head_size"]
+    loop.kv_on_device = int(kv_on_device)
+    prompt_ids = np.ascontiguousarray(np.concatenate([p.ravel() for p in prompts]), np.int64)
+    loop.prompts, loop.prompt_len = ffi.from_buffer("int64_t[]", prompt_ids), prompt_len
+    loop.steps, loop.rounds = steps, rounds
+    tokens = np.zeros((rounds, steps + 1), np.int64)
+    prompt_s, step_s, run_s = np.zeros(rounds), np.zeros((rounds, steps)), np.zeros((rounds, steps))
+    error = ffi.new("char[]", 4096)
+    out = ffi.new("SeamlessDecodeTimes*")
+    out.tokens, out.prompt_s = ffi.from_buffer("int64_t[]", tokens), ffi.from_buffer("double[]", prompt_s)
+    out.step_s, out.run_s = ffi.from_buffer("double[]", step_s), ffi.from_buffer("double[]", run_s)
+    out.error, out.error_len = error, 4096
+    if lib.seamless_host_decode(loop, out):
+        raise RuntimeError(f"the C decode loop failed: {ffi.string(error).decode('utf-8', 'replace')}")
+    return {"step": list(np.median(step_s, axis=1)), "run": list(np.median(run_s, axis=1)), "prompt": list(prompt_s),
+            "tokens": tokens[-1].tolist(), "rounds_tokens": tokens.tolist()}
 
 
 def _timed(seconds: list, fn, *args):
@@ -377,6 +461,8 @@ CONFIGS = [
     ("ORT CUDA EP, enable_cuda_graph=1", "ort-cuda", "graph", None),
     ("ours, capture=auto (level A), KV on the GPU", "seamless", "growing-device", "auto"),
     ("ORT CUDA EP, eager, KV on the GPU", "ort-cuda", "growing-device", None),
+    ("ours, capture=auto (level A), KV on the GPU, C loop", "seamless", "growing-c", "auto"),
+    ("ORT CUDA EP, eager, KV on the GPU, C loop", "ort-cuda", "growing-c", None),
 ]
 
 
@@ -390,7 +476,9 @@ def compare(model_dir: str, steps: int, prompt: int, rounds: int, peer_pythonpat
     choose the next token (PyTorch's loop takes the argmax on the device either way)."""
     samples: dict[str, list] = {}
     configs = CONFIGS + ([("PyTorch eager", "torch", "growing", None)] if torch_checkpoint else [])
-    configs = [c for c in configs if mode in (None, c[2])]
+    configs = [c for c in configs if mode in (None, c[2]) and (c[2] != "growing-c" or token == "device")]
+    if not configs:
+        raise SystemExit("--mode growing-c reads each token from the model's next_token: give --token device")
     for label, ep, loop, capture in configs * processes:
         env = dict(os.environ)
         if ep == "ort-cuda" and peer_pythonpath:
@@ -415,10 +503,14 @@ def compare(model_dir: str, steps: int, prompt: int, rounds: int, peer_pythonpat
         if "run_ms_per_token" in results[0]:
             runs[label]["run_ms_per_token_by_process"] = [r["run_ms_per_token"] for r in results]
     ms = {label: r["ms_per_token"] for label, r in runs.items()}
-    (ours_a, ours_b, ort_eager, ort_graph, ours_a_gpu, ort_eager_gpu) = (CONFIGS[i][0] for i in (0, 2, 3, 4, 5, 6))
+    (ours_a, ours_b, ort_eager, ort_graph, ours_a_gpu, ort_eager_gpu, ours_a_c, ort_eager_c) = \
+        (CONFIGS[i][0] for i in (0, 2, 3, 4, 5, 6, 7, 8))
     pairs = {"level A / ORT eager (same loop)": (ours_a, ort_eager), "level B / ORT graph (same loop)": (ours_b, ort_graph),
              "level A / ORT eager, KV on the GPU (same loop)": (ours_a_gpu, ort_eager_gpu),
+             "level A / ORT eager, KV on the GPU, C loop (same loop)": (ours_a_c, ort_eager_c),
              "level A / ORT graph": (ours_a, ort_graph), "level A, KV on the GPU / ORT graph": (ours_a_gpu, ort_graph),
+             "level A, KV on the GPU, C loop / ORT graph": (ours_a_c, ort_graph),
+             "level A, KV on the GPU, C loop / level B": (ours_a_c, ours_b),
              "level A / PyTorch eager": (ours_a, "PyTorch eager")}
     # speed-ups (tokens/s ours / tokens/s peer) of the configurations that ran: above 1 we are faster
     ratios = {name: ms[peer] / ms[ours] for name, (ours, peer) in pairs.items() if ours in ms and peer in ms}
@@ -437,7 +529,7 @@ def compare(model_dir: str, steps: int, prompt: int, rounds: int, peer_pythonpat
             if "prompt_ms" in r else ""
         each = r["ms_per_token_by_process"]  # the host's speed varies between processes: their spread
         spread = f" [processes {min(each):.3f}-{max(each):.3f}]" if len(each) > 1 else ""
-        print(f"  {label:40s} {r['ms_per_token']:8.3f} ms/token {r['tokens_per_s']:8.1f} tokens/s{run}{spread}")
+        print(f"  {label:52s} {r['ms_per_token']:8.3f} ms/token {r['tokens_per_s']:8.1f} tokens/s{run}{spread}")
     for label, x in ratios.items():
         print(f"  speed-up {label}: {x:.2f}x")
     if json_path:

@@ -298,7 +298,7 @@ def _add_decode_options(sub) -> None:
                    help="decode-gpu: which peer (both: our EP in each capture mode, ORT's CUDA EP eager and with its "
                         "CUDA graph, and PyTorch given --torch-checkpoint, each in its own process, with speed-ups)")
     p.add_argument("--capture", choices=["auto", "off"], default="auto",
-                   help="decode-gpu --ep seamless --mode growing or growing-device: our EP's capture option")
+                   help="decode-gpu --ep seamless --mode growing, growing-device or growing-c: our EP's capture option")
     p.add_argument("--profile", action="store_true",
                    help="decode-gpu, one peer: GPU time per step by kernel, by kernel and launch grid, and each "
                         "kernel's cost in place (how far it moves a decode step's end: dependent launches overlap "
@@ -317,9 +317,10 @@ def _add_decode_options(sub) -> None:
                    help="decode-gpu: where the ONNX loops choose the next token: host (the logits copied to the host, "
                         "numpy's argmax) or device (an ArgMax node appended to the model, run by the EP under test; "
                         "one int64 copied a step, as PyTorch's loop and onnxruntime-genai do)")
-    p.add_argument("--mode", choices=["growing", "growing-device", "graph"],
+    p.add_argument("--mode", choices=["growing", "growing-device", "growing-c", "graph"],
                    help="decode-gpu: growing KV through session.run (our EP: --capture; one peer's default), the same "
-                        "through IO binding with every output on the GPU (the KV cache stays there), or shared "
+                        "through IO binding with every output on the GPU (the KV cache stays there), that loop driven "
+                        "from C through ORT's C API (growing-c, --token device), or shared "
                         "max-length KV buffers with IO binding and the EP's CUDA graph capture (enable_cuda_graph=1); "
                         "with --ep both only the configurations of that loop (default: every loop)")
     p.epilog = ("bench decode MODEL_DIR [--steps N] [--threads N] [--json F]: greedy LLM decoding, ms/token of "

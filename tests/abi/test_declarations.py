@@ -10,8 +10,9 @@ What is checked
     ``OrtApi`` at byte offset ``8*slot`` (``ORT_EP_API``: of ``OrtEpApi``), and its return type and
     parameters have the same shape as the official function pointer.  The ``since`` column is
     checked for plausibility without the headers (never above our API floor, never decreasing).
-  * ``tests/c_host/host_slots.def`` (the OrtApi slots the C host test program calls, with the extra
-    types of ``tests/c_host/host_types.h``): checked exactly like ``ort_slots.def``.
+  * ``ep_plugin/host_slots.def`` (the OrtApi slots an application calls: the C host test program and
+    bench's C decode loop, with the extra types of ``ep_plugin/host_types.h``): checked exactly like
+    ``ort_slots.def``.
 
 Where the official headers come from
   Debian's ``libonnxruntime-dev`` 1.27.1+dfsg-1 (``experimental``, API 27), pinned by size and sha256
@@ -48,8 +49,8 @@ cffi = pytest.importorskip("cffi")
 REPO = Path(__file__).resolve().parents[2]
 TYPES_H = REPO / "ep_plugin" / "ort_types.h"
 SLOTS_DEF = REPO / "ep_plugin" / "ort_slots.def"
-HOST_SLOTS_DEF = REPO / "tests" / "c_host" / "host_slots.def"
-HOST_TYPES_H = REPO / "tests" / "c_host" / "host_types.h"
+HOST_SLOTS_DEF = REPO / "ep_plugin" / "host_slots.def"
+HOST_TYPES_H = REPO / "ep_plugin" / "host_types.h"
 DEF_FILES = {SLOTS_DEF: (TYPES_H,), HOST_SLOTS_DEF: (TYPES_H, HOST_TYPES_H)}  # .def -> the types it uses
 
 # Pinned source of the official headers (ABI reference, section 2).

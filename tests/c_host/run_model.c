@@ -3,8 +3,8 @@
  *   run_model LIBONNXRUNTIME PLUGIN_LIBRARY MODEL [RUNS]
  *
  * LIBONNXRUNTIME is the libonnxruntime.so.1.* of an onnxruntime wheel (dlopen'ed here, no
- * linking, no ORT headers: our own declarations by slot index in host_slots.def, types from
- * ep_plugin/ort_types.h). MODEL is demo/add.onnx (z = x + y, float, one symbolic dim).
+ * linking, no ORT headers: our own declarations by slot index in ep_plugin/host_slots.def, types from
+ * ep_plugin/ort_types.h and host_types.h). MODEL is demo/add.onnx (z = x + y, float, one symbolic dim).
  * Creates an env, registers the plugin, picks its device, disables CPU fallback, creates a
  * session, runs it RUNS times on the main thread and RUNS times on a second thread at once,
  * checks every output exactly, releases everything, unregisters, prints OK.
