@@ -137,7 +137,7 @@ def test_compare_runs_one_loop_given_a_mode(monkeypatch):
                                                                 "onnxruntime": "x"}) + "\n", "")
 
     monkeypatch.setattr(bench_gpu.subprocess, "run", fake_run)
-    summary = bench_gpu.compare("m", 8, 4, 1, None, None, torch_checkpoint="ck", processes=2, mode="graph")
+    summary = bench_gpu.compare("m", 8, 4, 1, None, None, torch_checkpoint="ck", processes=2, modes=["graph"])
     assert modes == ["graph"] * 4 and list(summary["runs"]) == ["ours, enable_cuda_graph=1 (level B)",
                                                                 "ORT CUDA EP, enable_cuda_graph=1"]
     assert summary["speedups"] == {"level B / ORT graph (same loop)": 1.5}

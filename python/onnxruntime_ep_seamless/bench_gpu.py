@@ -468,15 +468,15 @@ CONFIGS = [
 
 def compare(model_dir: str, steps: int, prompt: int, rounds: int, peer_pythonpath: str | None,
             json_path: str | None, torch_checkpoint: str | None = None, chart_path: str | None = None,
-            processes: int = 1, mode: str | None = None, token: str = "host") -> dict:
+            processes: int = 1, modes: list | None = None, token: str = "host") -> dict:
     """Every configuration in CONFIGS (and PyTorch eager given the checkpoint the model was built
-    from), or those of one loop (`mode`), each in its own process, `processes` times in turn (the
+    from), or those of the loops in `modes`, each in its own process, `processes` times in turn (the
     host's speed varies between processes): a configuration's ms/token is the median of its
     processes'. peer_pythonpath puts onnxruntime-gpu first for ORT's EP; `token` picks where the ONNX loops
     choose the next token (PyTorch's loop takes the argmax on the device either way)."""
     samples: dict[str, list] = {}
     configs = CONFIGS + ([("PyTorch eager", "torch", "growing", None)] if torch_checkpoint else [])
-    configs = [c for c in configs if mode in (None, c[2]) and (c[2] != "growing-c" or token == "device")]
+    configs = [c for c in configs if (not modes or c[2] in modes) and (c[2] != "growing-c" or token == "device")]
     if not configs:
         raise SystemExit("--mode growing-c reads each token from the model's next_token: give --token device")
     for label, ep, loop, capture in configs * processes:

@@ -184,7 +184,11 @@ def cmd_bench_gpu(args) -> int:
         result = run_torch(args.torch_checkpoint, args.steps, args.prefill, args.decode_rounds, args.torch_dtype,
                            args.torch_device)
     else:
-        result = run_one(args.model_dir, args.ep, args.steps, args.prefill, args.decode_rounds, args.mode or "growing",
+        if args.mode and len(args.mode) > 1:
+            print("one peer runs one loop: give --mode once (several with --ep both)", file=sys.stderr)
+            return 2
+        result = run_one(args.model_dir, args.ep, args.steps, args.prefill, args.decode_rounds,
+                         args.mode[0] if args.mode else "growing",
                          args.capture, args.profile, args.token)
     print(json.dumps(result) if args.json == "-" else result)
     if args.json and args.json != "-":
@@ -317,12 +321,12 @@ def _add_decode_options(sub) -> None:
                    help="decode-gpu: where the ONNX loops choose the next token: host (the logits copied to the host, "
                         "numpy's argmax) or device (an ArgMax node appended to the model, run by the EP under test; "
                         "one int64 copied a step, as PyTorch's loop and onnxruntime-genai do)")
-    p.add_argument("--mode", choices=["growing", "growing-device", "growing-c", "graph"],
+    p.add_argument("--mode", choices=["growing", "growing-device", "growing-c", "graph"], action="append",
                    help="decode-gpu: growing KV through session.run (our EP: --capture; one peer's default), the same "
                         "through IO binding with every output on the GPU (the KV cache stays there), that loop driven "
                         "from C through ORT's C API (growing-c, --token device), or shared "
                         "max-length KV buffers with IO binding and the EP's CUDA graph capture (enable_cuda_graph=1); "
-                        "with --ep both only the configurations of that loop (default: every loop)")
+                        "with --ep both only the configurations of the loops given (repeat --mode; default: every loop)")
     p.epilog = ("bench decode MODEL_DIR [--steps N] [--threads N] [--json F]: greedy LLM decoding, ms/token of "
                 "our EP and stock ORT's CPU EP in this process, alternating whole generations. "
                 "bench decode-gpu MODEL_DIR [--ep both] [--peer-pythonpath DIR] [--json F] [--chart PNG]: the same on "

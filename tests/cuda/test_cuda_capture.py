@@ -296,6 +296,23 @@ def test_bench_token_on_the_device_is_the_hosts_argmax(precision, mode):
         assert device["tokens"] == run_one(str(model_dir), "seamless", 24, 8, 1, mode="growing", token="device")["tokens"]
 
 
+@pytest.mark.parametrize("precision", ["fp16", "int4"])
+def test_the_c_decode_loop_replays_each_step_without_python(precision):
+    """`bench decode-gpu --mode growing-c`: the growing-device loop driven from C through ORT's C API
+    (ep_plugin/host_decode.c) gives the Python loop's tokens, and once a step's binding is captured no
+    Compute reaches Python: the prompt and two eager steps, the capture, then one C replay a step."""
+    from onnxruntime_ep_seamless.bench_gpu import run_one
+    model_dir = material.genai_small_dir(precision, "cuda")
+    if not (model_dir / "model.onnx").exists():
+        pytest.skip(f"{model_dir} not prepared (python tests/material.py)")
+    python = run_one(str(model_dir), "seamless", 24, 8, 1, mode="growing-device", token="device")
+    calls, before = CudaKernel.compute_calls, segment_replays()
+    c = run_one(str(model_dir), "seamless", 24, 8, 1, mode="growing-c", token="device")
+    assert c["tokens"] == python["tokens"] and len(c["tokens"]) == 25
+    assert (CudaKernel.compute_calls - calls, segment_replays() - before) == (4, 22)  # steps 0-3; 3-24
+    assert 0 < c["run_ms_per_token"] <= c["ms_per_token"]
+
+
 # --- capture=auto: a compiled partition without seams, captured per set of input shapes ----------
 
 def auto_session(model, capture="auto"):
