@@ -143,13 +143,11 @@ static int seamless_host_decode(const SeamlessDecodeLoop* loop, const SeamlessDe
       OrtValue *ids_value = NULL, *mask_value = NULL, **values = NULL;
       size_t count = 0;
       const int64_t ids_shape[2] = {1, n}, mask_shape[2] = {1, total};
-      HOST(ClearBoundInputs)(binding);
-      HOST(ClearBoundOutputs)(binding);
       OrtStatus* st = HOST(CreateTensorWithDataAsOrtValue)(cpu, ids, (size_t)n * sizeof *ids, ids_shape, 2,
                                                            7 /* INT64 */, &ids_value);
       if (!st) st = HOST(CreateTensorWithDataAsOrtValue)(cpu, mask, (size_t)total * sizeof *mask, mask_shape, 2,
                                                          7, &mask_value);
-      if (!st) st = HOST(BindInput)(binding, "input_ids", ids_value);
+      if (!st) st = HOST(BindInput)(binding, "input_ids", ids_value);  /* binding a name again replaces it */
       if (!st) st = HOST(BindInput)(binding, "attention_mask", mask_value);
       for (size_t i = 0; !st && i < nkv; i++) st = HOST(BindInput)(binding, loop->kv_names[i], pasts[i]);
       if (!st) st = HOST(BindOutputToDevice)(binding, "next_token", cpu);
