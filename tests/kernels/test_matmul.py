@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from parity import Const, check_node
+from parity import S8_UNSATURATED, Const, check_node, run_ours, single_node_model
 
 rng = np.random.default_rng(2)
 RTOL, ATOL = 1e-5, 1e-5  # BLAS and MLAS sum in different orders; small K keeps that within 1e-5
@@ -101,12 +101,24 @@ def test_gemm_types_and_constants():
                                    (np.int8, np.uint8)])
 def test_matmul_integer(ta, tb):
     lo_a, hi_a = (0, 255) if ta == np.uint8 else (-128, 127)
-    lo_b, hi_b = (0, 255) if tb == np.uint8 else (-128, 127)
+    lo_b, hi_b = (0, 255) if tb == np.uint8 else S8_UNSATURATED if ta == np.uint8 else (-128, 127)
     a, b = rand((3, 4, 6), ta, lo_a, hi_a), rand((6, 5), tb, lo_b, hi_b)
     parity("MatMulInteger", a, b, out=np.int32, opset=10)
     parity("MatMulInteger", a, b, np.array(7, ta), np.array(3, tb), out=np.int32)
     parity("MatMulInteger", a, b, None, rand((5,), tb, lo_b, hi_b), out=np.int32)   # per-column B
     parity("MatMulInteger", a, b, Const(np.array([12], ta)), None, out=np.int32)
+
+
+def test_matmul_integer_is_exact_over_the_full_range():
+    """uint8 x int8 at the extremes, where stock ORT's AVX2 kernel saturates (tests/parity.py): ours is the
+    exact int32 product, as the spec defines it."""
+    a = np.concatenate([np.full((2, 6), 255, np.uint8), rand((3, 6), np.uint8, 0, 255)])
+    b = np.concatenate([np.full((6, 2), -128, np.int8), np.full((6, 1), 127, np.int8), rand((6, 2), np.int8, -128, 127)],
+                       axis=1)
+    model = single_node_model("MatMulInteger", [("a", np.uint8, a.shape), ("b", np.int8, b.shape)],
+                              [("y", np.int32, None)], opset=10)
+    (y,) = run_ours(model, {"a": a, "b": b})
+    np.testing.assert_array_equal(y, a.astype(np.int32) @ b.astype(np.int32))
 
 
 def test_matmul_integer_1d():
