@@ -13,13 +13,15 @@
 
 #include "host_types.h"
 
-#define ORT_API(slot, since, name, ret, params) typedef ret (*host_##name##_fn) params; enum { HOST_SLOT_##name = slot };
+#define ORT_API(slot, since, name, ret, params) \
+  typedef ret (*host_##name##_fn) params; enum { HOST_SLOT_##name = slot };
 #include "host_slots.def"
 #undef ORT_API
 #define HOST(name) ((host_##name##_fn)g_api[HOST_SLOT_##name])
 
 typedef struct {
-  const char* ep;                  /* an EP device's EP name; "CUDAExecutionProvider": ORT's, by its CUDA options; "": ORT's CPU EP */
+  const char* ep;                  /* an EP device's EP name; "CUDAExecutionProvider": ORT's, by its CUDA
+                                      options; "": ORT's CPU EP */
   const char* const* ep_keys;      /* the EP's options */
   const char* const* ep_values;
   size_t ep_options;
@@ -84,7 +86,8 @@ static OrtStatus* host_add_ep(const SeamlessDecodeLoop* loop, OrtEnv* env, OrtSe
   }
   if (st) return st;
   char msg[256];
-  snprintf(msg, sizeof msg, "no EP device of %s is registered with this ORT: register its library first", loop->ep);
+  snprintf(msg, sizeof msg, "ORT lists no EP device of %s: register its library first, on a machine with its device",
+           loop->ep);
   return seamless_status(2 /* INVALID_ARGUMENT */, msg);
 }
 
@@ -151,7 +154,8 @@ static int seamless_host_decode(const SeamlessDecodeLoop* loop, const SeamlessDe
       if (!st) st = HOST(BindInput)(binding, "attention_mask", mask_value);
       for (size_t i = 0; !st && i < nkv; i++) st = HOST(BindInput)(binding, loop->kv_names[i], pasts[i]);
       if (!st) st = HOST(BindOutputToDevice)(binding, "next_token", cpu);
-      for (size_t i = 0; !st && i < nkv; i++) st = HOST(BindOutputToDevice)(binding, loop->kv_names[nkv + i], kv_memory);
+      for (size_t i = 0; !st && i < nkv; i++)
+        st = HOST(BindOutputToDevice)(binding, loop->kv_names[nkv + i], kv_memory);
       double t1 = host_now();
       if (!st) st = HOST(RunWithBinding)(session, NULL, binding);
       double t2 = host_now();

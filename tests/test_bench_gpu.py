@@ -214,7 +214,7 @@ def test_the_c_decode_loop_reports_what_it_cannot_run():
     if not (folder / "model.onnx").exists():
         pytest.skip(f"{folder} not prepared (python tests/material.py)")
     prompts = [np.arange(4, dtype=np.int64).reshape(1, 4)]
-    with pytest.raises(RuntimeError, match="no EP device of NoSuchExecutionProvider is registered"):
+    with pytest.raises(RuntimeError, match="ORT lists no EP device of NoSuchExecutionProvider: register its library"):
         host_decode(str(folder), "NoSuchExecutionProvider", {}, {}, prompts, 2, kv_on_device=False, variant="cpu")
     with pytest.raises(RuntimeError, match="CreateSessionFromArray: .*unknown provider option.*no_such_option"):
         host_decode(str(folder), "SeamlessCPUExecutionProvider", {"no_such_option": "1"}, {}, prompts, 2,
