@@ -219,3 +219,13 @@ def test_the_c_decode_loop_reports_what_it_cannot_run():
     with pytest.raises(RuntimeError, match="CreateSessionFromArray: .*unknown provider option.*no_such_option"):
         host_decode(str(folder), "SeamlessCPUExecutionProvider", {"no_such_option": "1"}, {}, prompts, 2,
                     kv_on_device=False, variant="cpu")
+
+
+def test_one_peer_runs_one_loop_and_the_c_loop_needs_the_device_token(capsys):
+    from onnxruntime_ep_seamless.cli import main
+    assert main(["bench", "decode-gpu", "m", "--ep", "seamless", "--mode", "graph", "--mode", "growing-c"]) == 2
+    assert "one peer runs one loop" in capsys.readouterr().err
+    with pytest.raises(SystemExit, match="give --token device"):
+        main(["bench", "decode-gpu", "m", "--ep", "seamless", "--mode", "growing-c"])
+    with pytest.raises(SystemExit, match="give --token device"):
+        main(["bench", "decode-gpu", "m", "--ep", "both", "--mode", "growing-c"])
