@@ -1,6 +1,8 @@
 """The GPU decode benchmark's host pieces, exercised on the CPU: the greedy token of float16 logits,
 and the PyTorch peer with the small Qwen2 checkpoint the CUDA test decoders are built from (the GPU
 runs use the same code with device "cuda")."""
+import itertools
+
 import numpy as np
 import pytest
 
@@ -188,7 +190,7 @@ def test_the_c_decode_loop_gives_the_python_loops_tokens():
     CPU, with our CPU EP (CPU fallback disabled: every node on it, or no session) and with ORT's CPU EP, it gives
     the tokens of the Python loop on ORT's CPU EP, round by round, and times each prompt, step and run call."""
     import onnxruntime as ort
-    from onnxruntime_ep_seamless.bench_gpu import _growing_rounds, host_decode, with_device_argmax
+    from onnxruntime_ep_seamless.bench_gpu import _growing_rounds, bench_prompts, host_decode, with_device_argmax
     folder = material.genai_small_dir("fp32", "cpu")
     if not (folder / "model.onnx").exists():
         pytest.skip(f"{folder} not prepared (python tests/material.py)")
@@ -196,8 +198,7 @@ def test_the_c_decode_loop_gives_the_python_loops_tokens():
     so.add_session_config_entry("session.model_external_initializers_file_folder_path", str(folder))
     sess = ort.InferenceSession(with_device_argmax(str(folder / "model.onnx")), so, providers=["CPUExecutionProvider"])
     python = _growing_rounds(sess, True, False, 5, 4, 2)
-    rng = np.random.default_rng(0)  # _growing_rounds' prompts
-    prompts = [rng.integers(0, 1000, (1, 4)).astype(np.int64) for _ in range(2)]
+    prompts = list(itertools.islice(bench_prompts(4), 2))  # _growing_rounds'
     ours = host_decode(str(folder), "SeamlessCPUExecutionProvider", {}, {"session.disable_cpu_ep_fallback": "1"},
                        prompts, 5, kv_on_device=False, variant="cpu")
     stock = host_decode(str(folder), "", {}, {}, prompts, 5, kv_on_device=False, variant="cpu")

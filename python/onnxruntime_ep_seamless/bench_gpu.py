@@ -30,6 +30,7 @@ KV cache, float16) runs the growing loop as another peer.
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import os
 import statistics
@@ -86,6 +87,13 @@ def greedy_token(logits: np.ndarray) -> int:
         return int(np.argmax(logits))
     bits = logits.view(np.int16)
     return int(np.argmax(bits ^ ((bits >> 15) & np.int16(0x7FFF))))
+
+
+def bench_prompts(length: int):
+    """The prompts the loops decode, round after round (every peer and loop the same token ids)."""
+    rng = np.random.default_rng(0)
+    while True:
+        yield rng.integers(0, 1000, (1, length)).astype(np.int64)
 
 
 def _kv_layout(sess):
@@ -222,11 +230,11 @@ def _growing_rounds(sess, device_token, on_device, steps, prompt, rounds):
     run_times = []
     run, host = (functools.partial(_run_on_device, sess, outs, run_times), lambda out: out.numpy()) if on_device \
         else (functools.partial(_timed, run_times, sess.run, outs), lambda out: out)
-    rng = np.random.default_rng(0)
+    prompts = bench_prompts(prompt)
     r = {"step": [], "run": [], "prompt": []}  # seconds: a round's median step, run call; its prompt's step
     for _ in range(rounds):
         kv = {i.name: np.zeros((1, heads, 0, head_size), dtype) for i in past}
-        ids = rng.integers(0, 1000, (1, prompt)).astype(np.int64)
+        ids = next(prompts)
         total, times, tokens = prompt, [], []
         run_times.clear()
         for step in range(steps + 1):
@@ -257,8 +265,7 @@ def _growing_c_rounds(model_dir: str, ep: str, capture: str, steps: int, prompt:
     if ep == "seamless":
         validate(ep_name, options)
         configs["session.disable_cpu_ep_fallback"] = "1"  # every node on our EP, or no session
-    rng = np.random.default_rng(0)  # the prompts of _growing_rounds
-    prompts = [rng.integers(0, 1000, (1, prompt)).astype(np.int64) for _ in range(rounds)]
+    prompts = list(itertools.islice(bench_prompts(prompt), rounds))
     return host_decode(model_dir, ep_name, options, configs, prompts, steps, kv_on_device=True, variant="cuda")
 
 
@@ -363,11 +370,11 @@ def _graph_rounds(sess, ep, device_token, steps, prompt, rounds):
     step_ids, step_mask = gpu(np.zeros((1, 1), np.int64)), gpu(np.zeros((1, max_len), np.int64))
     step_out = gpu(np.zeros((1, 1, vocab), logits_dtype)), token_buffer(1)
     step = binding(step_ids, step_mask, *step_out)  # the same addresses every step: the graph's
-    rng = np.random.default_rng(0)
+    prompts = bench_prompts(prompt)
 
     def decode_round(r):  # r: seconds, a round's median step and run call, and its prompt's step
         prompt_out = gpu(np.zeros((1, prompt, vocab), logits_dtype)), token_buffer(prompt)
-        prompt_binding = binding(gpu(rng.integers(0, 1000, (1, prompt)).astype(np.int64)),
+        prompt_binding = binding(gpu(next(prompts)),
                                  gpu(np.ones((1, prompt), np.int64)), *prompt_out)
         t0 = time.perf_counter()
         sess.run_with_iobinding(prompt_binding, uncaptured)
@@ -434,11 +441,11 @@ def run_torch(checkpoint: str, steps: int, prompt: int, rounds: int, dtype: str 
     import torch
     from transformers import AutoModelForCausalLM
     model = AutoModelForCausalLM.from_pretrained(checkpoint, dtype=getattr(torch, dtype)).to(device).eval()
-    rng = np.random.default_rng(0)
+    prompts = bench_prompts(prompt)
     per_round = []
     with torch.inference_mode():
         for _ in range(rounds):
-            out = model(input_ids=torch.tensor(rng.integers(0, 1000, (1, prompt)), device=device), use_cache=True)
+            out = model(input_ids=torch.tensor(next(prompts), device=device), use_cache=True)
             token, times = int(out.logits[0, -1].argmax()), []
             for _ in range(steps):
                 t0 = time.perf_counter()
