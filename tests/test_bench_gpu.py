@@ -74,11 +74,11 @@ def test_growing_loops_on_the_cpu_and_the_device_loops_guard():
     if not path.exists():
         pytest.skip(f"{path} not prepared (python tests/material.py)")
     sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    r = _growing_rounds(sess, False, False, 3, 4, 2)
+    r = _growing_rounds(sess, str(path.parent), False, False, 3, 4, 2)
     assert len(r["step"]) == len(r["prompt"]) == 2 and len(r["tokens"]) == 4 and all(0 <= t < 1024 for t in r["tokens"])
     assert all(0 < run <= step for run, step in zip(r["run"], r["step"]))  # the run call is part of a step
     with pytest.raises(RuntimeError, match="came back in host memory"):
-        _growing_rounds(sess, False, True, 3, 4, 1)
+        _growing_rounds(sess, str(path.parent), False, True, 3, 4, 1)
 
 
 @pytest.mark.filterwarnings("ignore:.*past_key_values.*:FutureWarning")  # transformers renames it; both work
@@ -197,7 +197,7 @@ def test_the_c_decode_loop_gives_the_python_loops_tokens():
     so = ort.SessionOptions()
     so.add_session_config_entry("session.model_external_initializers_file_folder_path", str(folder))
     sess = ort.InferenceSession(with_device_argmax(str(folder / "model.onnx")), so, providers=["CPUExecutionProvider"])
-    python = _growing_rounds(sess, True, False, 5, 4, 2)
+    python = _growing_rounds(sess, str(folder), True, False, 5, 4, 2)
     prompts = list(itertools.islice(bench_prompts(4), 2))  # _growing_rounds'
     ours = host_decode(str(folder), "SeamlessCPUExecutionProvider", {}, {"session.disable_cpu_ep_fallback": "1"},
                        prompts, 5, kv_on_device=False, variant="cpu")
@@ -230,3 +230,14 @@ def test_one_peer_runs_one_loop_and_the_c_loop_needs_the_device_token(capsys):
         main(["bench", "decode-gpu", "m", "--ep", "seamless", "--mode", "growing-c"])
     with pytest.raises(SystemExit, match="give --token device"):
         main(["bench", "decode-gpu", "m", "--ep", "both", "--mode", "growing-c"])
+
+
+def test_kv_geometry_from_the_config_else_static_dims(tmp_path):
+    import json
+    from onnxruntime_ep_seamless.bench import kv_geometry
+    assert kv_geometry(str(tmp_path), ["batch", 2, "past", 64]) == (2, 64)
+    with pytest.raises(SystemExit, match="no genai_config.json in .* and symbolic dims"):
+        kv_geometry(str(tmp_path), ["batch", 2, "past", "kv_cache_dim"])
+    (tmp_path / "genai_config.json").write_text(json.dumps({"model": {"decoder": {"num_key_value_heads": 4,
+                                                                                   "head_size": 128}}}))
+    assert kv_geometry(str(tmp_path), ["batch", 2, "past", "kv_cache_dim"]) == (4, 128)

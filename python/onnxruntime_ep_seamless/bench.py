@@ -94,28 +94,35 @@ class ProgressBar:
             self.stream.flush()
 
 
-def _decoder_io(session, model_dir):
-    """Names and KV geometry of a builder-style decoder: (past names, present names, kv heads, head size)."""
+def kv_geometry(model_dir: str, past_shape) -> tuple[int, int]:
+    """(KV heads, head size) of a builder-style decoder: from its genai_config.json, else from the static dims
+    of a past input's shape (batch, heads, length, head size)."""
     import os
     cfg = {}
     path = os.path.join(model_dir, "genai_config.json")
     if os.path.exists(path):
         with open(path) as f:
             cfg = json.load(f).get("model", {}).get("decoder", {})
+    heads = cfg.get("num_key_value_heads") or (past_shape[1] if isinstance(past_shape[1], int) else None)
+    head_size = cfg.get("head_size") or (past_shape[3] if isinstance(past_shape[3], int) else None)
+    if not heads or not head_size:
+        raise SystemExit(f"cannot tell the decoder's KV heads / head size: no genai_config.json in {model_dir} "
+                         "and symbolic dims in its past inputs")
+    return int(heads), int(head_size)
+
+
+def _decoder_io(session, model_dir):
+    """Names and KV geometry of a builder-style decoder: (past names, present names, kv heads, head size)."""
     past = [i for i in session.get_inputs() if i.name.startswith("past_key_values.")]
     if not past:
         raise SystemExit("bench decode: the model has no past_key_values.* inputs (not a builder-style decoder)")
-    shape = past[0].shape
-    heads = cfg.get("num_key_value_heads") or (shape[1] if isinstance(shape[1], int) else None)
-    head_size = cfg.get("head_size") or (shape[3] if isinstance(shape[3], int) else None)
-    if not heads or not head_size:
-        raise SystemExit("bench decode: cannot tell the KV heads / head size (no genai_config.json, symbolic dims)")
+    heads, head_size = kv_geometry(model_dir, past[0].shape)
     presents = {o.name for o in session.get_outputs()}
     names = [(p.name, p.name.replace("past_key_values.", "present.")) for p in past]
     missing = [n for _, n in names if n not in presents]
     if missing:
         raise SystemExit(f"bench decode: outputs {missing[:3]} missing (expected present.* for each past input)")
-    return names, int(heads), int(head_size)
+    return names, heads, head_size
 
 
 class _Decoder:

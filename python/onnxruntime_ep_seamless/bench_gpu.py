@@ -96,11 +96,11 @@ def bench_prompts(length: int):
         yield rng.integers(0, 1000, (1, length)).astype(np.int64)
 
 
-def _kv_layout(sess):
+def _kv_layout(sess, model_dir: str):
+    from .bench import kv_geometry
     past = [i for i in sess.get_inputs() if i.name.startswith("past_key_values.")]
     dtype = np.float16 if "float16" in past[0].type else np.float32
-    heads, head_size = past[0].shape[1], past[0].shape[3]
-    return past, dtype, heads if isinstance(heads, int) else 2, head_size if isinstance(head_size, int) else 64
+    return past, dtype, *kv_geometry(model_dir, past[0].shape)
 
 
 def run_one(model_dir: str, ep: str, steps: int, prompt: int, rounds: int, mode: str = "growing",
@@ -122,8 +122,8 @@ def run_one(model_dir: str, ep: str, steps: int, prompt: int, rounds: int, mode:
         facts["capture"] = "enable_cuda_graph=1" if mode == "graph" else capture
     facts["token"] = token
     device_token = token == "device"
-    loop_of = lambda s: functools.partial(_graph_rounds, s, ep, device_token) if mode == "graph" else \
-        functools.partial(_growing_rounds, s, device_token, mode == "growing-device")
+    loop_of = lambda s: functools.partial(_graph_rounds, s, model_dir, ep, device_token) if mode == "graph" else \
+        functools.partial(_growing_rounds, s, model_dir, device_token, mode == "growing-device")
     r = loop_of(sess)(steps, prompt, rounds)
     facts["tokens"] = r["tokens"]  # the last round's
     # the session's run call alone (what the loop's bindings, feeds and token reads add is the rest), and the
@@ -221,8 +221,8 @@ def kernel_shapes(events: list, steps: int, top: int = 25) -> list:
              "per_step": round(n / steps, 2), "us_per_launch": round(us / n, 2)} for us, n, (name, grid, block) in rows]
 
 
-def _growing_rounds(sess, device_token, on_device, steps, prompt, rounds):
-    past, dtype, heads, head_size = _kv_layout(sess)
+def _growing_rounds(sess, model_dir, device_token, on_device, steps, prompt, rounds):
+    past, dtype, heads, head_size = _kv_layout(sess, model_dir)
     # the first fetched output gives the token: the logits (host argmax) or next_token (not the logits then)
     outs = [o.name for o in sess.get_outputs() if o.name.startswith("present")]
     outs = ["next_token" if device_token else "logits"] + outs
@@ -272,21 +272,21 @@ def _growing_c_rounds(model_dir: str, ep: str, capture: str, steps: int, prompt:
 def host_decode(model_dir: str, ep_name: str, options: dict, configs: dict, prompts: list, steps: int,
                 kv_on_device: bool, variant: str) -> dict:
     """Runs ep_plugin/host_decode.c's loop on the decoder in `model_dir` (onnxruntime-genai's builder's: its
-    model.onnx with next_token, as with_device_argmax makes it, and genai_config.json for the KV shape) in a
+    model.onnx with next_token, as with_device_argmax makes it; the KV shape by kv_geometry) in a
     session of EP `ep_name` ("": ORT's CPU EP) with `options` and session `configs`, one round per prompt,
     through the ORT this process's onnxruntime is (our `variant` library registered with it). Returns
     _growing_rounds' dict: each round's median step and run call, its prompt's step, the last round's tokens
     (and every round's, `rounds_tokens`)."""
     import onnx
     import onnxruntime_ep_seamless as seamless
+    from .bench import kv_geometry
     seamless.register(variant)  # the loop calls ORT through the API table ORT gave our library
     from .abi.bridge import NATIVES
     ffi, lib = NATIVES[variant].ffi, NATIVES[variant].lib
     model = with_device_argmax(os.path.join(model_dir, "model.onnx"))
     configs = {**configs, "session.model_external_initializers_file_folder_path": model_dir}  # its weights
     past = [i for i in onnx.load_from_string(model).graph.input if i.name.startswith("past_key_values.")]
-    with open(os.path.join(model_dir, "genai_config.json")) as f:
-        decoder = json.load(f)["model"]["decoder"]  # the KV's head size is a symbol in the model
+    heads, head_size = kv_geometry(model_dir, [d.dim_param or d.dim_value for d in past[0].type.tensor_type.shape.dim])
     keep = []  # every cdata the loop reads, alive until it returns
 
     def strings(items):
@@ -305,7 +305,7 @@ def host_decode(model_dir: str, ep_name: str, options: dict, configs: dict, prom
     loop.model, loop.model_bytes = model_buffer, len(model)
     loop.kv_names = strings([p.name for p in past] + [p.name.replace("past_key_values", "present") for p in past])
     loop.kv_count, loop.kv_type = len(past), past[0].type.tensor_type.elem_type
-    loop.kv_heads, loop.head_size = decoder["num_key_value_heads"], decoder["head_size"]
+    loop.kv_heads, loop.head_size = heads, head_size
     loop.kv_on_device = int(kv_on_device)
     prompt_ids = np.ascontiguousarray(np.concatenate([p.ravel() for p in prompts]), np.int64)
     loop.prompts, loop.prompt_len = ffi.from_buffer("int64_t[]", prompt_ids), prompt_len
@@ -347,9 +347,9 @@ def _run_on_device(sess, outs, run_times, feeds):
     return b.get_outputs()
 
 
-def _graph_rounds(sess, ep, device_token, steps, prompt, rounds):
+def _graph_rounds(sess, model_dir, ep, device_token, steps, prompt, rounds):
     import onnxruntime as ort
-    past, dtype, heads, head_size = _kv_layout(sess)
+    past, dtype, heads, head_size = _kv_layout(sess, model_dir)
     max_len = prompt + steps + 1
     if ep == "seamless":
         import onnxruntime_ep_seamless as seamless
