@@ -241,3 +241,16 @@ def test_kv_geometry_from_the_config_else_static_dims(tmp_path):
     (tmp_path / "genai_config.json").write_text(json.dumps({"model": {"decoder": {"num_key_value_heads": 4,
                                                                                    "head_size": 128}}}))
     assert kv_geometry(str(tmp_path), ["batch", 2, "past", "kv_cache_dim"]) == (4, 128)
+
+
+def test_the_c_loops_result_has_the_python_loops_fields(monkeypatch):
+    """run_one reports the C loop (its rounds faked here; the H200 runs the real one) with the same fields and
+    medians as the other loops."""
+    from onnxruntime_ep_seamless import bench_gpu
+    fake = {"step": [3e-3, 1e-3, 2e-3], "run": [2e-3, 5e-4, 1e-3], "prompt": [9e-3, 7e-3, 8e-3], "tokens": [5, 6]}
+    monkeypatch.setattr(bench_gpu, "_growing_c_rounds", lambda *args: fake)
+    r = bench_gpu.run_one("m", "seamless", 1, 4, 3, mode="growing-c", capture="auto", token="device")
+    assert r["ms_per_token"] == pytest.approx(2.0) and r["run_ms_per_token"] == pytest.approx(1.0)
+    assert r["prompt_ms"] == pytest.approx(8.0) and r["tokens"] == [5, 6] and r["tokens_per_s"] == pytest.approx(500)
+    assert (r["mode"], r["capture"], r["token"]) == ("growing-c", "auto", "device") and "gpu_ms_per_token" not in r
+    assert "capture" not in bench_gpu.run_one("m", "ort-cuda", 1, 4, 3, mode="growing-c", token="device")

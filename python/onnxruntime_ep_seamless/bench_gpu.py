@@ -111,20 +111,16 @@ def run_one(model_dir: str, ep: str, steps: int, prompt: int, rounds: int, mode:
             raise SystemExit("--mode growing-c reads each token from the model's next_token and runs no profile: "
                              "give --token device, without --profile")
         r = _growing_c_rounds(model_dir, ep, capture, steps, prompt, rounds)
-        ms = statistics.median(r["step"]) * 1e3
-        return {"ep": ep, "mode": mode, "model": model_dir, "ms_per_token": ms, "tokens_per_s": 1e3 / ms,
-                "steps": steps, "prompt": prompt, "rounds": rounds, "onnxruntime": ort.__version__,
-                **({"capture": capture} if ep == "seamless" else {}), "token": token, "tokens": r["tokens"],
-                "run_ms_per_token": statistics.median(r["run"]) * 1e3,
-                "prompt_ms": statistics.median(r["prompt"]) * 1e3}
-    sess, facts = _session(model_dir, ep, graph=mode == "graph", capture=capture, token=token)
-    if ep == "seamless":
-        facts["capture"] = "enable_cuda_graph=1" if mode == "graph" else capture
+        facts = {"capture": capture} if ep == "seamless" else {}
+    else:
+        sess, facts = _session(model_dir, ep, graph=mode == "graph", capture=capture, token=token)
+        if ep == "seamless":
+            facts["capture"] = "enable_cuda_graph=1" if mode == "graph" else capture
+        device_token = token == "device"
+        loop_of = lambda s: functools.partial(_graph_rounds, s, model_dir, ep, device_token) if mode == "graph" \
+            else functools.partial(_growing_rounds, s, model_dir, device_token, mode == "growing-device")
+        r = loop_of(sess)(steps, prompt, rounds)
     facts["token"] = token
-    device_token = token == "device"
-    loop_of = lambda s: functools.partial(_graph_rounds, s, model_dir, ep, device_token) if mode == "graph" else \
-        functools.partial(_growing_rounds, s, model_dir, device_token, mode == "growing-device")
-    r = loop_of(sess)(steps, prompt, rounds)
     facts["tokens"] = r["tokens"]  # the last round's
     # the session's run call alone (what the loop's bindings, feeds and token reads add is the rest), and the
     # prompt's step: its run and its token (the time to the first token)
