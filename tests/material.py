@@ -343,25 +343,36 @@ def prepare_genai_cuda_decoders() -> None:
     (root / ".done-small").touch()
 
 
+def qwen05b_checkpoint() -> Path:
+    """The float32 checkpoint the Qwen2.5-0.5B-shaped decoders are built from (1.98 GB): PyTorch eager's model in
+    `bench decode-gpu --torch-checkpoint`. Kept only when the build `checkpoint` is asked for."""
+    return qwen05b_dir().parent / "checkpoint"
+
+
 def prepare_qwen05b(builds=("int4-cpu",)) -> None:
     """Qwen2.5-0.5B-shaped decoders (random weights, one checkpoint for all) for `bench decode` (int4-cpu, ~320 MB)
-    and `bench decode-gpu` (int4-cuda, fp16-cuda). Not part of main(): CI does not build them. Run
-    `python tests/material.py --qwen05b [BUILD ...]` (BUILD from QWEN05B_BUILDS; int4-cpu by default)."""
+    and `bench decode-gpu` (int4-cuda, fp16-cuda), and with `checkpoint` the checkpoint kept for PyTorch. Not part
+    of main(): CI does not build them. Run `python tests/material.py --qwen05b [BUILD ...]` (BUILD from
+    QWEN05B_BUILDS; int4-cpu by default)."""
     import shutil
-    todo = [b for b in builds if not (qwen05b_dir(b) / ".done").exists()]
+    keep = "checkpoint" in builds
+    todo = [b for b in builds if b != "checkpoint" and not (qwen05b_dir(b) / ".done").exists()]
     unknown = sorted(set(todo) - set(QWEN05B_BUILDS))
     if unknown:
-        raise ValueError(f"unknown Qwen2.5-0.5B-shaped build(s) {unknown}: choose from {QWEN05B_BUILDS}")
-    if not todo:
+        raise ValueError(f"unknown Qwen2.5-0.5B-shaped build(s) {unknown}: choose from {QWEN05B_BUILDS} "
+                         "or checkpoint")
+    checkpoint = qwen05b_checkpoint()
+    ready = (checkpoint / "model.safetensors").exists() and (checkpoint / "tokenizer.json").exists()
+    if not todo and (ready or not keep):
         return
-    checkpoint = qwen05b_dir().parent / "checkpoint"  # 1.98 GB of float32 weights, removed after the builds
-    if not (checkpoint / "model.safetensors").exists() or not (checkpoint / "tokenizer.json").exists():
+    if not ready:
         _random_checkpoint("qwen2", QWEN05B, checkpoint)
     for build in todo:
         precision, ep = build.split("-")
         _run_builder(checkpoint, qwen05b_dir(build), precision, ep)
         (qwen05b_dir(build) / ".done").touch()
-    shutil.rmtree(checkpoint, ignore_errors=True)
+    if not keep:
+        shutil.rmtree(checkpoint, ignore_errors=True)
 
 
 def main() -> None:
@@ -378,6 +389,7 @@ if __name__ == "__main__":
         builds = [a for a in sys.argv[sys.argv.index("--qwen05b") + 1:] if not a.startswith("-")] or ["int4-cpu"]
         prepare_qwen05b(builds)
         for build in builds:
-            print(f"Qwen2.5-0.5B-shaped decoder ready in {qwen05b_dir(build)}")
+            print(f"Qwen2.5-0.5B-shaped {build} ready in "
+                  f"{qwen05b_checkpoint() if build == 'checkpoint' else qwen05b_dir(build)}")
     else:
         main()
