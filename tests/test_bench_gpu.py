@@ -30,7 +30,7 @@ def _decoder_like(folder):
         "decoder", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 50])],
         [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, 3, 50]),
          helper.make_tensor_value_info("present.0.key", TensorProto.FLOAT, [1, 3, 50])], [bias])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
     onnx.save(model, str(folder / "model.onnx"), save_as_external_data=True, location="model.onnx.data",
               size_threshold=0)
     return folder / "model.onnx", numpy_helper.to_array(bias)
