@@ -7,6 +7,8 @@
 #   BUILD     int4-cuda or fp16-cuda: the Qwen2.5-0.5B-shaped decoder (random weights) built there by
 #             tests/material.py into $SEAMLESS_CACHE (default /tmp/seamless-bench), once
 # Usage there: bash tests/bench_gpu.sh WHEELS PEER BUILD [bench decode-gpu arguments, e.g. --mode graph --token device]
+# With --torch-checkpoint the float32 checkpoint the model is built from is kept too, for PyTorch eager: pass
+# --torch-checkpoint /tmp/seamless-bench/material/qwen2.5-0.5b-shaped/checkpoint (under SEAMLESS_CACHE when set).
 set -eo pipefail
 wheels=$1 peer=$2 build=$3
 shift 3 || { echo "usage: bash tests/bench_gpu.sh WHEELS PEER BUILD [bench decode-gpu args]" >&2; exit 2; }
@@ -14,7 +16,8 @@ python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /
 export PYTHONPATH=/tmp/site
 python3 -m pip install -q --no-build-isolation --no-deps .
 export SEAMLESS_CACHE=${SEAMLESS_CACHE:-/tmp/seamless-bench}
-PYTHONPATH=/tmp/site:tests python3 tests/material.py --qwen05b "$build"
+keep=; [[ " $* " == *" --torch-checkpoint "* ]] && keep=checkpoint
+PYTHONPATH=/tmp/site:tests python3 tests/material.py --qwen05b "$build" $keep
 # ORT's CUDA EP loads CUDA 13 and cuDNN from NVIDIA's wheels where the machine's Python has them
 nvidia=$(python3 -c 'import nvidia, os; print(os.path.dirname(nvidia.__file__) if nvidia.__file__ else list(nvidia.__path__)[0])' 2>/dev/null || true)
 for lib in "$nvidia"/cu13/lib "$nvidia"/cudnn/lib; do [ -d "$lib" ] && LD_LIBRARY_PATH=$lib:$LD_LIBRARY_PATH; done
