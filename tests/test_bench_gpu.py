@@ -232,6 +232,24 @@ def test_one_peer_runs_one_loop_and_the_c_loop_needs_the_device_token(capsys):
         main(["bench", "decode-gpu", "m", "--ep", "both", "--mode", "growing-c"])
 
 
+def test_the_chart_draws_each_configurations_tokens_per_second(tmp_path):
+    from onnxruntime_ep_seamless.bench_gpu import write_chart
+    summary = {"steps": 128, "runs": {"ours, enable_cuda_graph=1 (level B)": {"tokens_per_s": 1980.3},
+                                      "ORT CUDA EP, enable_cuda_graph=1": {"tokens_per_s": 891.3}}}
+    write_chart(summary, "int4-cuda", str(tmp_path / "c.png"))
+    assert (tmp_path / "c.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_chart_without_matplotlib_is_refused_before_any_run(monkeypatch):
+    import sys
+    from onnxruntime_ep_seamless import bench_gpu
+    from onnxruntime_ep_seamless.cli import main
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    monkeypatch.setattr(bench_gpu, "compare", lambda *a, **k: pytest.fail("the runs started"))
+    with pytest.raises(SystemExit, match="bench decode-gpu --chart draws with matplotlib, which is not installed"):
+        main(["bench", "decode-gpu", "m", "--ep", "both", "--chart", "c.png"])
+
+
 def test_kv_geometry_from_the_config_else_static_dims(tmp_path):
     import json
     from onnxruntime_ep_seamless.bench import kv_geometry

@@ -3,14 +3,13 @@ abi/cuda_capture (place, padding) and `python -m onnxruntime_ep_seamless capture
 import struct
 import subprocess
 import sys
-import zlib
 
 import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import material
-from onnxruntime_ep_seamless.capture_report import analyse, render
+from onnxruntime_ep_seamless.capture_report import analyse, render, timeline
 from onnxruntime_ep_seamless.graph.onnx_import import import_model
 
 
@@ -68,24 +67,41 @@ def test_data_dependent_op_on_gpu_values_is_a_seam_or_a_boundary():
     assert "total: 1 partition(s), 2 segment(s) per run" in render(parts, declined)
 
 
+def reshape_by_a_gpu_shape():
+    nodes = [helper.make_node("Cast", ["s"], ["shape"], to=TensorProto.INT64, name="to_shape"),
+             helper.make_node("Reshape", ["x", "shape"], ["y"], name="reshape")]
+    return model(nodes, [helper.make_tensor_value_info("x", 1, [2, 3]), helper.make_tensor_value_info("s", 1, [2])],
+                 [helper.make_tensor_value_info("y", 1, None)])
+
+
+def test_the_timeline_shows_segments_and_each_seams_node_and_reason():
+    parts, _ = analyse(import_model(reshape_by_a_gpu_shape()))
+    (row,) = timeline(parts)
+    assert row.kinds == ["GPU", "seam"] and row.ops == ["Cast", "Reshape"]
+    assert row.segments == [(0, 1), (1, 2)]  # the seam starts the second segment
+    assert row.seams == [(1, "'reshape' (Reshape): reads shape on the host (a shape-like input computed on the GPU)")]
+
+
 def test_cli_prints_the_report_and_draws_the_timeline(tmp_path):
-    nodes = [helper.make_node("Cast", ["s"], ["shape"], to=TensorProto.INT64),
-             helper.make_node("Reshape", ["x", "shape"], ["y"])]
-    path = tmp_path / "m.onnx"
-    path.write_bytes(model(nodes, [helper.make_tensor_value_info("x", 1, [2, 3]),
-                                   helper.make_tensor_value_info("s", 1, [2])],
-                           [helper.make_tensor_value_info("y", 1, None)]).SerializeToString())
-    png = tmp_path / "t.png"
+    path, png = tmp_path / "m.onnx", tmp_path / "t.png"
+    path.write_bytes(reshape_by_a_gpu_shape().SerializeToString())
     out = subprocess.run([sys.executable, "-m", "onnxruntime_ep_seamless", "capture-report", str(path), "--png",
                           str(png)], capture_output=True, text=True, check=True).stdout
-    assert "seam at" in out and "Reshape" in out and "2 segment(s)" in out
+    assert "seam at" in out and "Reshape" in out and "2 segment(s)" in out and f"timeline: {png}" in out
     data = png.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     width, height = struct.unpack(">II", data[16:24])
-    assert width == 2 * 4 and height == 14  # two nodes of 4 pixels, one partition row
-    pixels = zlib.decompress(data[data.index(b"IDAT") + 4:data.index(b"IEND") - 8])
-    first_row = pixels[1:1 + 3 * width]
-    assert first_row[:3] == bytes((46, 160, 67)) and first_row[12:15] == bytes((214, 39, 40))  # GPU, then the seam
+    assert width >= 800 and height >= 250  # a figure, with its seams' list under it
+
+
+def test_cli_says_the_timeline_needs_matplotlib(tmp_path):
+    path = tmp_path / "m.onnx"
+    path.write_bytes(reshape_by_a_gpu_shape().SerializeToString())
+    code = ("import sys; sys.modules['matplotlib'] = None; from onnxruntime_ep_seamless.cli import main; "
+            f"sys.exit(main(['capture-report', {str(path)!r}, '--png', {str(tmp_path / 't.png')!r}]))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 1 and not (tmp_path / "t.png").exists()
+    assert "capture-report --png draws with matplotlib, which is not installed: pip install matplotlib" in proc.stderr
 
 
 def test_growing_symbols_come_from_the_kv_cache():

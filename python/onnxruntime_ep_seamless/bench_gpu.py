@@ -545,9 +545,8 @@ def compare(model_dir: str, steps: int, prompt: int, rounds: int, peer_pythonpat
 
 def write_chart(summary: dict, title: str, path: str) -> None:
     """Tokens/s of each configuration as horizontal bars (matplotlib)."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from .plotting import pyplot
+    plt = pyplot("bench decode-gpu --chart")
     labels = list(summary["runs"])
     speeds = [summary["runs"][k]["tokens_per_s"] for k in labels]
     fig, ax = plt.subplots(figsize=(8, 0.5 * len(labels) + 1.2))

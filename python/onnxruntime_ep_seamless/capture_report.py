@@ -8,15 +8,13 @@ rewrites graphs before an EP sees them, so a session can differ slightly from th
 """
 from __future__ import annotations
 
-import struct
-import zlib
 from dataclasses import dataclass
 
 from .abi.cuda_capture import Padding, Step, capture_summary, choose_padding, place, segments
 from .graph.ir import Graph
 from .partition import partition
 
-GPU, HOST, SEAM = (46, 160, 67), (160, 160, 160), (214, 39, 40)  # colours in the picture
+COLOURS = {"GPU": "#2ea043", "host": "#a0a0a0", "seam": "#d62728"}  # the timeline's, by where a node runs
 
 
 @dataclass
@@ -59,21 +57,70 @@ def render(parts: list[PartitionSteps], declined: dict) -> str:
     return "\n".join(lines)
 
 
-def write_png(parts: list[PartitionSteps], path: str, cell: int = 4, row: int = 14) -> None:
-    """A timeline per partition: one column per node, green on the GPU, grey on the host, red a seam."""
-    width = max([len(p.steps) for p in parts] + [1]) * cell
-    pixels = []
+@dataclass
+class TimelineRow:
+    name: str
+    kinds: list[str]             # per node in execution order: "GPU", "host" or "seam" (COLOURS' keys)
+    ops: list[str]               # per node: its op type
+    segments: list[tuple]        # (first node, end) of each segment of GPU work: a seam starts the next
+    seams: list[tuple]           # (node index, "'name' (op): why the host waits there")
+
+
+def timeline(parts: list[PartitionSteps]) -> list[TimelineRow]:
+    """What the picture shows of each partition."""
+    rows = []
     for p in parts:
-        colours = [SEAM if s.seam else GPU if s.on_gpu else HOST for s in p.steps]
-        line = b"".join(bytes(c) * (cell - 1) + b"\xff\xff\xff" for c in colours)
-        line += b"\xff" * (3 * width - len(line))
-        pixels += [line] * (row - 2) + [b"\xff" * 3 * width] * 2
-    height = max(len(pixels), 1)
-    raw = b"".join(b"\x00" + line for line in pixels) or b"\x00" + b"\xff" * 3 * width
+        kinds = ["seam" if s.seam else "GPU" if s.on_gpu else "host" for s in p.steps]
+        starts = [0] + [i for i, s in enumerate(p.steps) if s.seam and i]
+        spans = list(zip(starts, starts[1:] + [len(p.steps)])) if p.segments else []
+        seams = [(i, f"{s.node.label!r} ({s.node.op_type}): {s.seam}") for i, s in enumerate(p.steps) if s.seam]
+        rows.append(TimelineRow(p.name, kinds, [s.node.op_type for s in p.steps], spans, seams))
+    return rows
 
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
 
-    with open(path, "wb") as f:
-        f.write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
-                + chunk(b"IDAT", zlib.compress(raw, 9)) + chunk(b"IEND", b""))
+def write_png(parts: list[PartitionSteps], path: str, title: str = "model", notes_shown: int = 30,
+              labelled: int = 48) -> None:
+    """A timeline per partition (matplotlib): its nodes in execution order coloured by where they run (their op
+    types under them when no partition has more than `labelled`), its segments bracketed above them, and each
+    seam numbered, with its node and reason listed below."""
+    from .plotting import pyplot
+    plt = pyplot("capture-report --png")
+    from matplotlib.patches import Patch
+    from matplotlib.ticker import MaxNLocator
+    rows = timeline(parts)
+    longest = max([len(r.kinds) for r in rows] + [1])
+    pitch = 2.0 if longest <= labelled else 1.0  # data units a partition takes, its op types' room included
+    notes = [note for r in rows for _, note in r.seams]
+    listed = [f"{n}. {note}" for n, note in enumerate(notes[:notes_shown], 1)]
+    if len(notes) > notes_shown:
+        listed.append(f"... and {len(notes) - notes_shown} more (the printed report lists every seam)")
+    fig, ax = plt.subplots(figsize=(min(max(8.0, 0.05 * longest + 3), 20.0),
+                                    1.6 + pitch * len(rows) + 0.2 * len(listed)))
+    number = 0
+    for k, r in enumerate(rows):
+        y = pitch * (len(rows) - 1 - k)
+        for kind, colour in COLOURS.items():
+            ax.broken_barh([(i, 0.9) for i, x in enumerate(r.kinds) if x == kind], (y, 0.5), facecolors=colour)
+        for n, (a, b) in enumerate(r.segments, 1):
+            ax.plot([a, b - 0.1], [y + 0.62] * 2, color="black", linewidth=1)
+            ax.text((a + b) / 2, y + 0.66, f"segment {n}", ha="center", va="bottom", fontsize=7)
+        for i, _ in r.seams:
+            number += 1
+            ax.text(i + 0.45, y + 0.25, str(number), ha="center", va="center", fontsize=8, color="white",
+                    fontweight="bold")
+        if pitch > 1:
+            for i, op in enumerate(r.ops):
+                ax.text(i + 0.45, y - 0.05, op, ha="center", va="top", rotation=90, fontsize=6)
+    ax.set_yticks([pitch * (len(rows) - 1 - k) + 0.25 for k in range(len(rows))], [r.name for r in rows])
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlim(0, longest)
+    ax.set_ylim(-pitch + 0.6, pitch * (len(rows) - 1) + 1.2)
+    ax.set_xlabel("nodes in execution order (after the EP's fusions)")
+    ax.set_title(f"{title}: {sum(len(r.segments) for r in rows)} segment(s), {len(notes)} seam(s)")
+    ax.legend(handles=[Patch(color=c, label=k) for k, c in COLOURS.items()], loc="upper right", fontsize=7, ncol=3)
+    below = (0.2 * len(listed) + 0.1) / fig.get_figheight() if listed else 0  # the seams' list, under the axes
+    if listed:
+        fig.text(0.01, 0.01, "\n".join(listed), fontsize=7, va="bottom")
+    fig.tight_layout(rect=(0, below, 1, 1))
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

@@ -174,6 +174,9 @@ def cmd_bench_gpu(args) -> int:
         print("usage: python -m onnxruntime_ep_seamless bench decode-gpu MODEL_DIR [--ep both]", file=sys.stderr)
         return 2
     if args.ep == "both":
+        if args.chart:  # before the runs, not after them
+            from .plotting import pyplot
+            pyplot("bench decode-gpu --chart")
         compare(args.model_dir, args.steps, args.prefill, args.decode_rounds, args.peer_pythonpath, args.json,
                 args.torch_checkpoint, args.chart, args.processes, args.mode, args.token)
         return 0
@@ -244,8 +247,9 @@ def _add_conformance_commands(sub) -> None:
     p = sub.add_parser("capture-report", help="CUDA EP: partitions, CUDA-graph segments and seams of MODEL "
                                               "(no GPU needed)")
     p.add_argument("model", help="an .onnx file")
-    p.add_argument("--png", metavar="FILE", help="also draw a timeline: a column per node, green on the GPU, grey "
-                                                 "on the host, red a seam")
+    p.add_argument("--png", metavar="FILE", help="also draw a timeline of each partition: its nodes in order (on the "
+                                                 "GPU, on the host, seams), its segments, each seam's node and reason "
+                                                 "(needs matplotlib)")
     p.set_defaults(fn=cmd_capture_report)
 
 
@@ -275,10 +279,13 @@ def cmd_capture_report(args) -> int:
 
     from .capture_report import analyse, render, write_png
     from .graph.onnx_import import import_model
+    if args.png:  # before the report, not after it
+        from .plotting import pyplot
+        pyplot("capture-report --png")
     parts, declined = analyse(import_model(onnx.load(args.model)))
     print(render(parts, declined))
     if args.png:
-        write_png(parts, args.png)
+        write_png(parts, args.png, os.path.basename(args.model))
         print(f"timeline: {args.png}")
     return 0
 
