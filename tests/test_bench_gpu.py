@@ -250,6 +250,15 @@ def test_a_chart_without_matplotlib_is_refused_before_any_run(monkeypatch):
         main(["bench", "decode-gpu", "m", "--ep", "both", "--chart", "c.png"])
 
 
+def test_the_device_token_without_onnx_is_a_clear_error():
+    import subprocess
+    import sys
+    code = ("import sys; sys.modules['onnx'] = None; from onnxruntime_ep_seamless.cli import main; "
+            "sys.exit(main(['bench', 'decode-gpu', 'm', '--ep', 'seamless', '--token', 'device']))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 2 and "--token device (it adds an ArgMax to the model) needs the onnx package" in proc.stderr
+
+
 def test_kv_geometry_from_the_config_else_static_dims(tmp_path):
     import json
     from onnxruntime_ep_seamless.bench import kv_geometry

@@ -104,6 +104,17 @@ def test_cli_says_the_timeline_needs_matplotlib(tmp_path):
     assert "capture-report --png draws with matplotlib, which is not installed: pip install matplotlib" in proc.stderr
 
 
+def test_cli_says_what_it_cannot_read(tmp_path):
+    code = ("import sys; sys.modules['onnx'] = None; from onnxruntime_ep_seamless.cli import main; "
+            f"sys.exit(main(['capture-report', {str(tmp_path / 'm.onnx')!r}]))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 2 and "capture-report (it reads the model file) needs the onnx package: pip install onnx" \
+        in proc.stderr
+    proc = subprocess.run([sys.executable, "-m", "onnxruntime_ep_seamless", "capture-report", str(tmp_path / "no.onnx")],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2 and f"capture-report: no model file {str(tmp_path / 'no.onnx')!r}" in proc.stderr
+
+
 def test_growing_symbols_come_from_the_kv_cache():
     from onnxruntime_ep_seamless.abi.cuda_capture import growing_symbols
     nodes = [helper.make_node("Concat", ["past_key", "k"], ["present_key"], axis=2),

@@ -173,6 +173,9 @@ def cmd_bench_gpu(args) -> int:
     if not args.model_dir and args.ep != "torch":
         print("usage: python -m onnxruntime_ep_seamless bench decode-gpu MODEL_DIR [--ep both]", file=sys.stderr)
         return 2
+    if args.token == "device" and args.ep != "torch" and \
+            not _has_onnx("--token device (it adds an ArgMax to the model)"):
+        return 2
     if args.ep == "both":
         if args.chart:  # before the runs, not after them
             from .plotting import pyplot
@@ -253,10 +256,18 @@ def _add_conformance_commands(sub) -> None:
     p.set_defaults(fn=cmd_capture_report)
 
 
+def _has_onnx(what: str) -> bool:
+    """Whether the onnx package (not a dependency of ours) is there; if not, says on stderr that `what` needs it."""
+    try:
+        import onnx  # noqa: F401
+    except ImportError:
+        print(f"{what} needs the onnx package: pip install onnx", file=sys.stderr)
+        return False
+    return True
+
+
 def cmd_conformance(args) -> int:
-    import importlib.util
-    if importlib.util.find_spec("onnx") is None:  # it reads the test models and data
-        print("the conformance suite needs the onnx package to read the test data: pip install onnx", file=sys.stderr)
+    if not _has_onnx("the conformance suite (it reads the test models and data)"):
         return 2
     from . import conformance
     node_dir = conformance.onnx_data_dir(args.data) / "node"
@@ -275,6 +286,11 @@ def cmd_conformance(args) -> int:
 
 
 def cmd_capture_report(args) -> int:
+    if not _has_onnx("capture-report (it reads the model file)"):
+        return 2
+    if not os.path.isfile(args.model):
+        print(f"capture-report: no model file {args.model!r}", file=sys.stderr)
+        return 2
     import onnx
 
     from .capture_report import analyse, render, write_png
