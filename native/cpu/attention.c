@@ -249,13 +249,19 @@ static void gqa_attend_task(void* user, size_t task) {
   if (scores != stack_scores) free(scores);
 }
 
-/* Returns 0, or 2 when out of memory. */
+/* Returns 0, 2 when out of memory, 3 when a batch entry's keys do not fit the buffers (nothing is touched). */
 int seamless_gqa_f32(const float* q, const float* k, const float* v, size_t q_row, size_t k_row, size_t v_row,
                      const float* past_k, const float* past_v, size_t past_len, float* present_k, float* present_v,
                      size_t present_len, float* out, const int32_t* seqlens, int first_prompt, size_t b, size_t s,
                      size_t nh, size_t nkv, size_t h, const float* cos_cache, const float* sin_cache, size_t half,
                      int interleaved, const int64_t* pos, float scale, float softcap, int64_t window, int causal,
                      const float* sink, void* par_fn, void* par_ctx) {
+  for (size_t bi = 0; bi < b; bi++) { /* T keys: the past's rows, then the S new ones, within both buffers */
+    int64_t t = (int64_t)seqlens[bi] + 1;
+    if (t < (first_prompt ? 1 : (int64_t)s) || (size_t)t > present_len || s > present_len ||
+        (!first_prompt && (size_t)t - s > (past_k ? past_len : 0)))
+      return 3;
+  }
   GqaJob job;
   memset(&job, 0, sizeof(job));
   job.q = q;

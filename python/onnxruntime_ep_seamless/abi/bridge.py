@@ -3,7 +3,8 @@
 Each plugin library (one per variant: cpu, cuda) has its own cffi embedding module; attach()
 binds the callbacks to one of them and wraps its ffi/lib in a Native object that the
 factory, EPs and kernels of that variant carry. Each callback finds its object from a handle,
-calls one method and turns any exception into an OrtStatus (ORT_FAIL, never ORT_EP_FAIL,
+calls one method and turns any exception into an OrtStatus (ORT_FAIL, or the code a kernel check gives,
+kernels/checks.py; never ORT_EP_FAIL,
 which makes onnxruntime's Python wrapper silently rebuild the session on its CPU EP).
 No ABI detail lives outside abi/.
 """
@@ -13,7 +14,8 @@ import os
 import traceback
 import warnings
 
-ORT_FAIL = 1
+from ..kernels.checks import status_code
+
 _live: dict[int, tuple] = {}  # handle address -> (object, handle): what ORT holds, kept alive
 NATIVES: dict = {}            # variant -> Native, for the variants loaded in this process
 
@@ -40,7 +42,7 @@ class Native:
         text = f"{prefix}{type(exc).__name__}: {exc}"
         if os.environ.get("SEAMLESS_TRACEBACK") == "1":
             text += "\n" + "".join(traceback.format_exception(exc))
-        return self.lib.seamless_status(ORT_FAIL, text.encode("utf-8", "replace"))
+        return self.lib.seamless_status(status_code(exc), text.encode("utf-8", "replace"))
 
 
 def attach(ffi, lib, variant: str = "cpu") -> None:

@@ -6,10 +6,11 @@ import threading
 import numpy as np
 
 from ..graph.ir import ONNX_TO_NUMPY, PACKED_BITS, pack, unpack
+from ..kernels.registry import NUMPY_MAX_RANK
 from ..plan.planner import Plan, as_output
 from ..runtime import parallel
 
-MAX_RANK = 16
+MAX_RANK = NUMPY_MAX_RANK  # input/output ranks the C glue passes: as many as a numpy array holds
 
 
 class CompiledKernel:

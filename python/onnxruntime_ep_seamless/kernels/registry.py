@@ -16,6 +16,7 @@ import numpy as np
 from ..graph.ir import ONNX_TO_NUMPY, UNREADABLE, Graph, Node
 
 OPSET_MAX = 10_000
+NUMPY_MAX_RANK = 64 if int(np.__version__.split(".")[0]) >= 2 else 32
 
 FLOATS = frozenset(map(np.dtype, (np.float16, np.float32, np.float64)))
 INTS = frozenset(map(np.dtype, (np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64)))
@@ -45,11 +46,14 @@ class KernelDef:
     capture: str = "static"      # CUDA: "static" (launches fixed by the shapes), "device-indexed" (reads
                                  # lengths/positions from GPU memory), "host" (computes on the host: CPU
                                  # kernels, and kernels/cuda/host.py's data-dependent ops)
+    validate: Callable | None = None  # validate(node) raises at Compile for attributes stock refuses at load
 
     def build(self, node: Node, readers: tuple = (), output_buffer: Callable | None = None) -> Callable:
         """The callable the plan invokes: fn with the node's attributes bound, and the facts it asks for.
         readers: the op types that read the node's first output; output_buffer(i, shape, dtype): where the
         run's caller wants the node's output i, or None (where the planner knows them)."""
+        if self.validate is not None:
+            self.validate(node)
         kwargs = {k: v for k, v in node.attrs.items() if k in self.attr_names}
         facts = {"_num_outputs": len(node.outputs), "_readers": tuple(readers), "_output_buffer": output_buffer}
         kwargs.update((k, facts[k]) for k in self.facts)
@@ -68,17 +72,18 @@ _REGISTRY: dict[tuple[str, str, str], list[KernelDef]] = {}  # (device, domain, 
 
 def kernel(op_type: str, *, domain: str = "", since: int = 1, until: int = OPSET_MAX,
            types=None, type_input: int = 0, check: Callable | None = None, device: str = "cpu",
-           host_inputs: tuple = (), capture: str | None = None):
+           host_inputs: tuple = (), capture: str | None = None, validate: Callable | None = None):
     """Register a kernel for opset versions [since, until] of (domain, op_type) on `device`.
     host_inputs (CUDA): positions of the inputs the kernel reads on the host; the executor does
-    not upload them, and one computed on the GPU is a seam (the host waits for the stream)."""
+    not upload them, and one computed on the GPU is a seam (the host waits for the stream).
+    validate(node): raises at Compile where stock ORT refuses the node's attributes when it loads the model."""
     def register(fn):
         params = inspect.signature(fn).parameters.values()
         attr_names = frozenset(p.name for p in params if p.kind is p.KEYWORD_ONLY and not p.name.startswith("_"))
         facts = frozenset(p.name for p in params if p.name in PLAN_FACTS)
         _REGISTRY.setdefault((device, domain, op_type), []).append(
             KernelDef(op_type, domain, since, until, fn, types, type_input, check, attr_names, facts, device,
-                      tuple(host_inputs), capture or ("host" if device == "cpu" else "static")))
+                      tuple(host_inputs), capture or ("host" if device == "cpu" else "static"), validate))
         return fn
     return register
 
@@ -119,6 +124,8 @@ def _lookup(node: Node, graph: Graph, device: str) -> tuple[KernelDef | None, st
             value = graph.value(name)
             if value.dtype is None:
                 return None, f"{name!r} has element type {value.type_name}, which the numpy executor cannot hold"
+            if value.shape is not None and len(value.shape) > NUMPY_MAX_RANK:
+                return None, f"{name!r} has rank {len(value.shape)}; numpy arrays hold at most {NUMPY_MAX_RANK}"
     matching = [d for d in defs if d.since <= node.since_version <= d.until]
     if not matching:
         ranges = ", ".join(f"{d.since}-{d.until if d.until < OPSET_MAX else ''}" for d in defs)

@@ -16,6 +16,7 @@ from ..graph.ir import Graph, Node, Value
 from ..kernels.registry import lookup
 
 FUSED_DOMAIN = "ai.seamless"
+F16 = np.dtype(np.float16)
 F32 = np.dtype(np.float32)
 INTS = frozenset(map(np.dtype, (np.int32, np.int64)))
 
@@ -172,7 +173,8 @@ def fuse(graph: Graph, outputs: list[str], device: str = "cpu") -> list[Node]:
         if node.op_type == "ReduceSum" and not node.domain and device != "cpu" and row_sum_sub_cast(node):
             continue
         # MatMul(A, W) + b  ->  MatMulBias(A, W, b): the bias added while the GEMM stores its tile
-        if const_matmul(node) and fused_float(node.inputs[0]) and \
+        # (float16 too on the CPU: stock ORT fuses the pair and rounds the product plus bias once)
+        if const_matmul(node) and (fused_float(node.inputs[0]) or graph.value(node.inputs[0]).dtype == F16) and \
                 const(node.inputs[1]).dtype == graph.value(node.inputs[0]).dtype:
             w = const(node.inputs[1])
             add, bias = bias_add(node, w.shape[1], w.dtype)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..checks import InvalidArgument
 from ..registry import kernel
 from . import contrib_native as native
 
@@ -89,12 +90,21 @@ def ms_rotary_embedding(input, position_ids, cos_cache, sin_cache, *, interleave
     if pos.ndim == 1:  # (1,): the position of the first token; the rest follow
         pos = pos[0] + np.arange(s, dtype=I64)[None, :]
     pos = np.broadcast_to(pos, (b, s))
+    _check_positions(pos, cos_cache.shape[0])
     rot_half = (rotary_embedding_dim or x.shape[-1]) // 2
     cos = cos_cache[pos][..., None, :rot_half]  # B S 1 rot/2
     sin = sin_cache[pos][..., None, :rot_half]
     y = rotate(x, cos, sin, bool(interleaved))
     y = y.reshape(input.shape) if input.ndim == 3 else y.transpose(0, 2, 1, 3)
     return (np.ascontiguousarray(y, dtype=F32),)
+
+
+def _check_positions(positions, rows: int) -> None:
+    """Every position a row of the cos/sin caches (numpy would wrap a negative one)."""
+    flat = np.asarray(positions).reshape(-1)
+    bad = np.flatnonzero((flat < 0) | (flat >= rows))
+    if bad.size:
+        raise InvalidArgument(f"position_ids value {flat[bad[0]]} at index {bad[0]} is out of range [0, {rows})")
 
 
 def _check_onnx_rotary(node, graph):
@@ -113,6 +123,7 @@ def rotary_embedding_23(X, cos_cache, sin_cache, position_ids=None, *, interleav
         x = X.reshape(X.shape[0], X.shape[1], num_heads, -1)
     rot = rotary_embedding_dim or x.shape[-1]
     if position_ids is not None:
+        _check_positions(position_ids, cos_cache.shape[0])
         cos, sin = cos_cache[position_ids], sin_cache[position_ids]
     else:
         cos, sin = cos_cache, sin_cache
@@ -190,11 +201,19 @@ def gqa_layout(query_shape, packed: bool, past_shape, seqlens_k, total_sequence_
     else:
         first_prompt = s == total
     present_len = max(total, past_buf)
+    if total != past_buf + s and total > past_buf:  # what the present buffer is allocated for
+        raise InvalidArgument(f"total_sequence_length must equal past_sequence_length + kv_sequence_length for a "
+                              f"dynamic cache, or be no greater than past_sequence_length for a static cache. Got "
+                              f"total_sequence_length={total}, past_sequence_length={past_buf}, "
+                              f"kv_sequence_length={s}.")
     if lens is not None:
-        if len(lens) != b or min(lens) < 0 or max(lens) + 1 > present_len:
-            raise ValueError(f"seqlens_k {lens} does not fit batch {b} and total_sequence_length {total}")
+        if len(lens) != b:
+            raise InvalidArgument(f"seqlens_k must be shape (batch_size): {len(lens)} values for batch {b}")
+        for i, n in enumerate(lens):
+            if not 0 <= n < total:
+                raise InvalidArgument(f"seqlens_k[{i}] = {n} is out of range [0, {total})")
         if not first_prompt and min(lens) + 1 < s:
-            raise ValueError(f"seqlens_k {lens} shorter than the {s} new tokens")
+            raise InvalidArgument(f"seqlens_k {lens} shorter than the {s} new tokens")
     if cos_shape is not None:
         half = cos_shape[1]
         if half * 2 > h or half % 8:

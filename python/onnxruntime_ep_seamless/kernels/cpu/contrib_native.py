@@ -97,6 +97,8 @@ def _weights(B, scales, zero_points, bias, bits, block_size, K, N):
 def matmul_nbits(a2d, B, scales, zero_points, bias, bits, block_size, K, N, int8: bool) -> np.ndarray:
     a2d = _f32(a2d)
     m = a2d.shape[0]
+    if a2d.ndim != 2 or a2d.shape[1] != K:
+        raise ValueError(f"MatMul dimension mismatch: A {a2d.shape}, K={K}")
     y = np.empty((m, N), F32)
     w = _weights(B, scales, zero_points, bias, bits, block_size, K, N)  # pointers[, arrays to keep alive]
     rc = lib.seamless_matmul_nbits_f32(ffi.from_buffer("float[]", a2d), m, K, w[0], w[1], w[2], w[3], w[4],
@@ -113,7 +115,7 @@ def gather_block_quantized(data, indices, scales, zero_points, bits, block_size)
     """Rows of a 2-D uint8 table quantized along its rows (gather_axis 0, quantize_axis 1)."""
     rows = data.shape[0]
     cols = data.shape[1] * (8 // bits)
-    nb = cols // block_size
+    nb = -(-cols // block_size)  # the C kernel's block count: a partial last block has a scale too
     if scales.size != rows * nb or (zero_points is not None and zero_points.size != rows * (-(-nb * bits // 8))):
         raise ValueError(f"GatherBlockQuantized: scales {scales.shape} / zero points do not match data {data.shape}")
     idx = np.ascontiguousarray(indices, dtype=np.int64)
@@ -158,6 +160,11 @@ def skip_rms_norm(x, skip, bias, gamma, eps, cols, want_sum=False):
     s = np.empty(x.shape, F32) if want_sum else None
     skip = None if skip is None else _f32(skip)
     bias = None if bias is None else _f32(bias)
+    # the extents the C kernel reads: whole rows of x and skip (skip broadcast over x's rows), one gamma/bias row
+    if (cols <= 0 or x.size % cols or gamma.size != cols or (bias is not None and bias.size != cols) or
+            (skip is not None and (skip.size == 0 or skip.size % cols or x.size % skip.size))):
+        raise ValueError(f"RMS norm over {cols}: x {x.shape}, skip {None if skip is None else skip.shape}, gamma "
+                         f"{gamma.shape}, bias {None if bias is None else bias.shape} do not fit")
     gamma = _f32(gamma)
     lib.seamless_skip_rmsnorm_f32(_fp(x), _optional_fp(skip), 0 if skip is None else skip.size // cols,
                                   _optional_fp(bias), _fp(gamma), _fp(y), _optional_fp(s), _fp(inv), rows, cols,
@@ -224,5 +231,6 @@ def gqa(query, key, value, past_key, past_value, seqlens_k, first_prompt, presen
                               num_heads, kv_num_heads, h, cos, sin, half, int(interleaved), _NULL, scale,
                               float(softcap), int(window), int(causal), _optional_fp(sink), *_pool())
     if rc:
-        raise MemoryError("GroupQueryAttention native kernel: out of memory")
+        raise (MemoryError if rc == 2 else ValueError)(f"GroupQueryAttention native kernel failed (code {rc}: "
+                                                       f"{'out of memory' if rc == 2 else 'seqlens_k out of range'})")
     return out, present_k, present_v

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..checks import InvalidArgument
 from ..registry import kernel
 from ...graph.ir import ONNX_TO_NUMPY
 from . import contrib_native as native
@@ -64,6 +65,20 @@ def _check_skip(node, graph):
     return None
 
 
+def _check_skip_shapes(input, skip, **vectors) -> None:
+    """Stock's checks: input (B, S, H) or (S, H); skip as input, or (1, S, H) / (S, H); gamma, beta, bias (H,)."""
+    if input.ndim not in (2, 3):
+        raise InvalidArgument(f"input is expected to have 3 or 2 dimensions, got {input.ndim}")
+    if skip.shape != input.shape and (skip.ndim < 2 or skip.shape[-2:] != input.shape[-2:] or
+                                      (skip.ndim == 3 and skip.shape[0] != 1) or skip.ndim > 3):
+        raise InvalidArgument(f"last two dimensions of skip needs to be same as input: skip {skip.shape}, input "
+                              f"{input.shape}")
+    for name, v in vectors.items():
+        if v is not None and (v.ndim != 1 or v.shape[0] != input.shape[-1]):
+            raise InvalidArgument(f"{name} is expected to have 1 dimension of the input's hidden size "
+                                  f"{input.shape[-1]}, got {v.shape}")
+
+
 def _skip_sum(input, skip, bias, ct):
     s = input.astype(ct) + skip.astype(ct)  # skip broadcasts: (B, S, H), (1, S, H) or (S, H)
     if bias is not None:
@@ -73,6 +88,7 @@ def _skip_sum(input, skip, bias, ct):
 
 @kernel("SkipSimplifiedLayerNormalization", domain="com.microsoft", check=_check_skip)
 def skip_simplified_layer_normalization(input, skip, gamma, bias=None, *, epsilon=1e-12):
+    _check_skip_shapes(input, skip, gamma=gamma, bias=bias)
     hidden = input.shape[-1]
     if (input.dtype == F32 and native.has_rms_norm() and input.size and skip.dtype == F32 and skip.shape[-1] == hidden
             and input.size % skip.size == 0 and gamma.size == hidden and (bias is None or bias.size == hidden)):
@@ -87,6 +103,7 @@ def skip_simplified_layer_normalization(input, skip, gamma, bias=None, *, epsilo
 
 @kernel("SkipLayerNormalization", domain="com.microsoft", check=_check_skip)
 def skip_layer_normalization(input, skip, gamma, beta=None, bias=None, *, epsilon=1e-12):
+    _check_skip_shapes(input, skip, gamma=gamma, beta=beta, bias=bias)
     s = _skip_sum(input, skip, bias, np.float32)
     hidden = s.shape[-1]
     mean = s.sum(axis=-1, keepdims=True) / np.float32(hidden)

@@ -49,8 +49,14 @@ def mul(a, b):
 @_quiet
 def div(a, b):
     if a.dtype.kind in "iu":
+        _no_integer_zero(b, "division")
         return (_trunc_divide(a, b),)
     return (a / b,)
+
+
+def _no_integer_zero(b, what):
+    if not b.all():  # stock ORT refuses what C would trap on
+        raise ValueError(f"Integer {what} by zero")
 
 
 def _trunc_divide(a, b):
@@ -89,6 +95,8 @@ def _check_mod(node, graph):
 @_quiet
 def mod(a, b, *, fmod=0):
     # fmod=1: C fmod, result has the dividend's sign; fmod=0: Python %, result has the divisor's sign.
+    if a.dtype.kind in "iu":
+        _no_integer_zero(b, "modulo")
     return (np.fmod(a, b) if fmod else np.mod(a, b),)
 
 

@@ -3,11 +3,15 @@ import numpy as np
 
 from ...plan.fusion import FUSED_DOMAIN
 from ..registry import kernel
+from .elementwise import _via_float32
+from .matmul import _sgemm, check_inner_dims
 
 
 @kernel("MatMulBias", domain=FUSED_DOMAIN)
+@_via_float32
 def matmul_bias(a, w, bias):
-    from .matmul import _sgemm
+    # float16: the product and the bias added in float32, rounded once (ORT's fused Gemm)
+    check_inner_dims(a, w)
     return (_sgemm(a, w, bias=np.ascontiguousarray(bias)),)
 
 

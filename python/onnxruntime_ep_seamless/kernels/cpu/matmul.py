@@ -2,6 +2,7 @@
 import numpy as np
 
 from .. import constants
+from ..checks import InvalidArgument
 from ..registry import NUMERIC, kernel
 from .elementwise import _via_float32
 
@@ -35,9 +36,19 @@ def native_packed(b, trans_b=False):
     return constants.derived(b, f"sgemm_b{int(trans_b)}", lambda w: native.pack_b(w, trans_b))
 
 
+def check_inner_dims(a, b, op="MatMul") -> None:
+    """ONNX MatMul's operands agree on K (1-D operands promoted as numpy does); before any native GEMM reads."""
+    if a.ndim == 0 or b.ndim == 0:
+        raise ValueError(f"{op}: scalar operands are not allowed, got shapes {a.shape} and {b.shape}")
+    k_b = b.shape[0] if b.ndim == 1 else b.shape[-2]
+    if a.shape[-1] != k_b:
+        raise ValueError(f"{op} dimension mismatch: A {a.shape}, B {b.shape}")
+
+
 @kernel("MatMul", since=1, types=NUMERIC)
 @_via_float32
 def matmul(a, b):
+    check_inner_dims(a, b)
     if a.dtype == F32 and b.dtype == F32 and a.ndim >= 2 and b.ndim >= 2:
         # the native GEMM on ORT's thread pool: no BLAS threads competing with it
         if b.ndim == 2:
@@ -54,6 +65,16 @@ def matmul(a, b):
 @_via_float32
 def gemm(a, b, c=None, *, alpha=1.0, beta=1.0, transA=0, transB=0):
     dtype = a.dtype
+    if a.ndim != 2 or b.ndim != 2:
+        raise InvalidArgument(f"Gemm: A and B must be 2-D, got shapes {a.shape} and {b.shape}")
+    (m, k), (k_b, n) = a.shape[::-1] if transA else a.shape, b.shape[::-1] if transB else b.shape
+    if k != k_b:
+        raise InvalidArgument(f"GEMM: Dimension mismatch, W: {b.shape} K: {k} N:{n}")
+    if c is not None and beta != 0.0:
+        try:
+            np.broadcast_shapes(c.shape, (m, n))
+        except ValueError:
+            raise InvalidArgument(f"Gemm: Invalid bias shape for broadcast: {c.shape} to {(m, n)}") from None
     if dtype == F32 and b.dtype == F32:
         y = _sgemm(a.T if transA else a, b, trans_b=bool(transB))
     else:
@@ -67,6 +88,7 @@ def gemm(a, b, c=None, *, alpha=1.0, beta=1.0, transA=0, transB=0):
 
 @kernel("MatMulInteger", since=10, types=INT8S)
 def matmul_integer(a, b, a_zero_point=None, b_zero_point=None):
+    check_inner_dims(a, b, "MatMulInteger")
     a = a.astype(np.int32)
     b = b.astype(np.int32)
     if a_zero_point is not None:
@@ -84,4 +106,7 @@ def matmul_integer(a, b, a_zero_point=None, b_zero_point=None):
 @_via_float32
 def einsum(*inputs, equation):
     # ONNX allows spaces in the equation; implicit output (no "->") orders letters like numpy.
-    return (np.einsum(equation.replace(" ", ""), *inputs, optimize=len(inputs) > 1),)
+    try:
+        return (np.einsum(equation.replace(" ", ""), *inputs, optimize=len(inputs) > 1),)
+    except ValueError as exc:  # operands that do not fit the equation
+        raise InvalidArgument(f"Einsum operands {[a.shape for a in inputs]} do not fit {equation!r}: {exc}") from exc

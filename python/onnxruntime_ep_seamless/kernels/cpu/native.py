@@ -30,9 +30,22 @@ def _ptr(a: np.ndarray):
     return ffi.cast("float*", ffi.from_buffer(a))
 
 
+def _require(ok: bool, what: str) -> None:
+    """The wrappers' last line of defence: the C kernels trust the extents they are given."""
+    if not ok:
+        raise ValueError(f"native kernel: {what}")
+
+
+def _f32_array(a, size: int, what: str) -> np.ndarray:
+    a = c_order(np.asarray(a, dtype=np.float32))
+    _require(a.size == size, f"{what} has {a.size} elements, expected {size}")
+    return a
+
+
 def softmax_last_axis(x: np.ndarray) -> np.ndarray:
     """Softmax over the last axis of a float32 array."""
     x = c_order(x)
+    _require(x.dtype == np.float32 and x.ndim >= 1, f"softmax of {x.dtype} {x.shape}")
     y = np.empty_like(x)
     cols = x.shape[-1]
     lib.seamless_softmax_f32(_ptr(x), _ptr(y), x.size // cols, cols, *_pool())
@@ -42,8 +55,9 @@ def softmax_last_axis(x: np.ndarray) -> np.ndarray:
 def layer_norm_trailing(x: np.ndarray, scale: np.ndarray, bias, cols: int, eps: float):
     """LayerNormalization over the trailing `cols` elements of float32 x; returns (y, mean, inv_std)."""
     x = c_order(x)
-    scale = c_order(np.asarray(scale, dtype=np.float32))
-    bias = None if bias is None else c_order(np.asarray(bias, dtype=np.float32))
+    _require(x.dtype == np.float32 and cols > 0 and x.size % cols == 0, f"layer norm of {x.shape} over {cols}")
+    scale = _f32_array(scale, cols, "scale")
+    bias = None if bias is None else _f32_array(bias, cols, "bias")
     rows = x.size // cols
     y = np.empty_like(x)
     mean, inv_std = np.empty(rows, np.float32), np.empty(rows, np.float32)
@@ -65,6 +79,10 @@ def sgemm(a: np.ndarray, packed: np.ndarray, n: int, bias=None) -> np.ndarray:
     """a (M x K float32) times the packed B (K x n), plus bias (n,) if given."""
     a = c_order(a)
     m, k = a.shape
+    _require(a.dtype == np.float32 and packed.dtype == np.float32, "sgemm operands must be float32")
+    _require(packed.size == lib.seamless_sgemm_packed_size(k, n), f"packed B does not hold {k} x {n}")
+    if bias is not None:
+        bias = _f32_array(bias, n, "bias")
     c = np.empty((m, n), np.float32)
     if m and n:
         lib.seamless_sgemm(m, n, k, _ptr(a), k, _ptr(packed), ffi.NULL if bias is None else _ptr(bias),
@@ -77,6 +95,7 @@ def sgemm_batched(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     m, k = a.shape[-2:]
     n = b.shape[-1]
+    _require(b.shape[-2] == k and a.dtype == b.dtype == np.float32, f"sgemm of {a.shape} by {b.shape}")
     items = int(np.prod(batch, dtype=np.int64))
     a3 = c_order(np.broadcast_to(a, batch + (m, k))).reshape(items, m, k)
     b3 = c_order(np.broadcast_to(b, batch + (k, n))).reshape(items, k, n)

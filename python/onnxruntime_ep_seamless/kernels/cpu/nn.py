@@ -7,6 +7,8 @@ import math
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from .. import checks
+from ..checks import InvalidArgument
 from ..registry import FLOATS, NUMERIC, kernel
 from ...graph.ir import ONNX_TO_NUMPY
 
@@ -307,6 +309,10 @@ def _check_batch_norm(node, graph):
 def batch_normalization(X, scale, B, input_mean, input_var, *, epsilon=1e-5, momentum=0.9, spatial=1,
                         training_mode=0):
     # spatial=0 (opset 7-8) gives scale etc. the shape (C, *spatial), which broadcasts the same way.
+    if X.ndim < 2:
+        raise InvalidArgument(f"Invalid input X: NumDimensions() < 2, shape {X.shape}")
+    if spatial:
+        _per_channel(X, scale=scale, B=B, mean=input_mean, var=input_var)
     ct = _compute_dtype(X.dtype)
     if training_mode:  # normalize with the batch's statistics; also return the updated running ones
         axes = (0,) + tuple(range(2, X.ndim))
@@ -318,6 +324,14 @@ def batch_normalization(X, scale, B, input_mean, input_var, *, epsilon=1e-5, mom
     a = scale.astype(ct) / np.sqrt(input_var.astype(ct) + ct.type(epsilon))
     b = B.astype(ct) - input_mean.astype(ct) * a
     return ((_widen(X) * _channel(a, X.ndim) + _channel(b, X.ndim)).astype(X.dtype, copy=False),)
+
+
+def _per_channel(X, **params) -> None:
+    """Per-channel parameters (scale, bias, statistics) hold one value per channel of X (N, C, ...)."""
+    for name, v in params.items():
+        if v is not None and (v.ndim != 1 or v.shape[0] != X.shape[1]):
+            raise InvalidArgument(f"Invalid input {name}: shape {v.shape} != ({X.shape[1]},), the channels of X "
+                                  f"{X.shape}")
 
 
 @kernel("LpNormalization", since=1, types=FLOATS)
@@ -349,6 +363,9 @@ def _normalize(x, axes, epsilon):
 
 @kernel("InstanceNormalization", since=6, types=FLOATS)
 def instance_normalization(X, scale, B, *, epsilon=1e-5):
+    if X.ndim < 3:
+        raise InvalidArgument(f"Invalid input data: number of dimensions is less than 3: {X.ndim}")
+    _per_channel(X, scale=scale, B=B)
     y, _, _ = _normalize(_widen(X), tuple(range(2, X.ndim)), epsilon)
     y = y * _channel(_widen(scale), X.ndim) + _channel(_widen(B), X.ndim)
     return (y.astype(X.dtype, copy=False),)
@@ -363,8 +380,13 @@ def _check_stash(node, graph):
 def layer_normalization(X, Scale, B=None, *, axis=-1, epsilon=1e-5, stash_type=1):
     st = ONNX_TO_NUMPY[stash_type]  # the type of Mean and InvStdDev
     ct = np.promote_types(st, X.dtype)  # float64 inputs keep float64 arithmetic, as in ORT
-    axis = axis + X.ndim if axis < 0 else axis
+    axis = checks.axis(axis, X.ndim)
     cols = int(np.prod(X.shape[axis:]))
+    for v in (Scale, B):
+        if v is not None and (v.ndim > X.ndim - axis or _broadcasts_to(v.shape, X.shape[axis:]) is None):
+            raise InvalidArgument(
+                f"Scale and (optional) bias must match X.shape[axis:] or be NumPy-broadcastable to it. X.shape="
+                f"{X.shape} scale.shape={Scale.shape} bias.shape={None if B is None else B.shape} and axis={axis}")
     if (ct == np.float32 and X.size and Scale.size == cols and (B is None or B.size == cols)
             and Scale.dtype == np.float32 and (B is None or B.dtype == np.float32)):
         from .native import layer_norm_trailing  # one native pass instead of several numpy ones
@@ -376,6 +398,13 @@ def layer_normalization(X, Scale, B=None, *, axis=-1, epsilon=1e-5, stash_type=1
     if B is not None:
         y += B.astype(ct)
     return (y.astype(X.dtype, copy=False), mean.astype(st, copy=False), inv_std.astype(st, copy=False))
+
+
+def _broadcasts_to(shape, target):
+    try:
+        return None if np.broadcast_shapes(shape, target) != tuple(target) else target
+    except ValueError:
+        return None
 
 
 def _group_norm(X, num_groups, epsilon, stash):

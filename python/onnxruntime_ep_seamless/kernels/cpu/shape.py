@@ -7,6 +7,8 @@ import math
 
 import numpy as np
 
+from .. import checks
+from ..checks import InvalidArgument
 from ..registry import ALL, kernel
 from ...graph.ir import ONNX_TO_NUMPY, attr_dtype
 
@@ -19,14 +21,27 @@ def _ints(t):
 
 
 def _axis(axis, rank):
-    return axis + rank if axis < 0 else axis
+    return checks.axis(axis, rank)
 
 
 # --- layout -----------------------------------------------------------------------------
 
 
-@kernel("Transpose")
+def _check_perm(node):
+    perm = node.attrs.get("perm")
+    if perm is not None:
+        seen = set()
+        for p in perm:
+            if not 0 <= p < len(perm) or p in seen:
+                raise ValueError(f"Attribute perm of Transpose has an invalid value. Value {p} is "
+                                 f"{'repeated' if p in seen else 'outside range'}.")
+            seen.add(p)
+
+
+@kernel("Transpose", validate=_check_perm)
 def transpose(data, *, perm=None):
+    if perm is not None and len(perm) != data.ndim:
+        raise InvalidArgument(f"perm size: {len(perm)} does not match input rank: {data.ndim}")
     return (np.transpose(data, perm),)
 
 
@@ -40,7 +55,9 @@ def reshape(data, shape, *, allowzero=0):
 
 @kernel("Flatten")
 def flatten(data, *, axis=1):
-    axis = _axis(axis, data.ndim)
+    if not -data.ndim <= axis <= data.ndim:  # axis may equal the rank
+        raise ValueError(f"axis {axis} is not in valid range [{-data.ndim},{data.ndim}]")
+    axis = axis + data.ndim if axis < 0 else axis
     outer = math.prod(data.shape[:axis])
     return (np.reshape(data, (outer, math.prod(data.shape[axis:]))),)
 
@@ -48,6 +65,10 @@ def flatten(data, *, axis=1):
 def _squeeze(data, axes):
     if not axes:  # absent, or empty as ORT reads it: drop every 1
         return (np.squeeze(data),)
+    axes = set(checks.axes(axes, data.ndim, unique=False))  # a repeated axis is one axis, as in ORT
+    bad = [a for a in sorted(axes) if data.shape[a] != 1]
+    if bad:
+        raise ValueError(f"Dimension of input {bad[0]} must be 1 instead of {data.shape[bad[0]]}. shape={data.shape}")
     return (np.squeeze(data, axis=tuple(axes)),)
 
 
@@ -63,20 +84,34 @@ def squeeze_13(data, axes=None):
 
 @kernel("Unsqueeze", until=12)
 def unsqueeze_1(data, *, axes):
-    return (np.expand_dims(data, tuple(axes)),)  # numpy resolves negative axes against the output rank too
+    return _unsqueeze(data, axes)
+
+
+def _unsqueeze(data, axes):
+    # negative axes count from the end of the output
+    checks.axes(axes, data.ndim + len(axes), error=InvalidArgument)
+    return (np.expand_dims(data, tuple(axes)),)
 
 
 @kernel("Unsqueeze", since=13)
 def unsqueeze_13(data, axes):
-    return (np.expand_dims(data, tuple(_ints(axes))),)
+    return _unsqueeze(data, _ints(axes))
 
 
 @kernel("Concat")
 def concat(*inputs, axis=1):  # axis defaulted to 1 in opset 1 only; required since 4
-    return (np.concatenate(inputs, axis=axis),)
+    return (np.concatenate(inputs, axis=checks.axis(axis, inputs[0].ndim)),)
 
 
 def _split(data, split, axis, n):
+    axis = _axis(axis, data.ndim)
+    if split is not None:
+        if any(v < 0 for v in split):
+            raise ValueError("Invalid value in 'split' input. All values must be >= 0.")
+        if len(split) != n or sum(split) != data.shape[axis]:
+            raise ValueError(f"Cannot split using values in 'split' attribute. Axis={axis} Input shape={data.shape} "
+                             f"NumOutputs={n} Num entries in 'split' (must equal number of outputs) was {len(split)} "
+                             f"Sum of sizes in 'split' (must equal size of selected axis) was {sum(split)}")
     if split is None:  # equal parts; the last one is smaller when not divisible (num_outputs, opset 18)
         size = -(-data.shape[axis] // n)
         split = [min(size, max(data.shape[axis] - i * size, 0)) for i in range(n)]
@@ -113,10 +148,22 @@ def axis_slice(start: int, end: int, step: int, dim: int) -> slice:
 
 def _slice(data, starts, ends, axes, steps):
     index = [slice(None)] * data.ndim
+    if len(starts) != len(ends):
+        raise ValueError("Starts and ends shape mismatch")
+    if axes is not None and len(axes) != len(starts):
+        raise ValueError("Starts and axes shape mismatch")
+    if steps is not None and len(steps) != len(starts):
+        raise ValueError("Starts and steps shape mismatch")
     axes = range(len(starts)) if axes is None else axes
+    if any(not -data.ndim <= a < data.ndim for a in axes):
+        raise InvalidArgument("'axes' has an axis outside of the tensor dimension count")
+    axes = [a + data.ndim if a < 0 else a for a in axes]
+    if len(set(axes)) != len(axes):
+        raise InvalidArgument("'axes' has duplicates")
     steps = [1] * len(starts) if steps is None else steps
+    if 0 in steps:
+        raise InvalidArgument("'step' value cannot be 0")
     for start, end, axis, step in zip(starts, ends, axes, steps):
-        axis = _axis(axis, data.ndim)
         index[axis] = axis_slice(start, end, step, data.shape[axis])
     return (data[tuple(index)],)
 
@@ -134,18 +181,30 @@ def slice_10(data, starts, ends, axes=None, steps=None):
 
 @kernel("Expand", since=8)
 def expand(data, shape):
-    return (np.broadcast_to(data, np.broadcast_shapes(data.shape, tuple(_ints(shape)))),)
+    try:
+        target = np.broadcast_shapes(data.shape, tuple(_ints(shape)))
+    except ValueError:
+        raise InvalidArgument(f"invalid expand shape: {data.shape} to {_ints(shape)}") from None
+    return (np.broadcast_to(data, target),)
 
 
 @kernel("Tile", since=6)
 def tile(data, repeats):
-    return (np.tile(data, _ints(repeats)),)
+    repeats = _ints(repeats)
+    if len(repeats) != data.ndim:
+        raise InvalidArgument("'repeat' input tensor must have the same length as the 'input' tensor")
+    if any(r < 0 for r in repeats):
+        raise InvalidArgument(f"Tile repeat value must be non-negative, got: {min(repeats)}")
+    return (np.tile(data, repeats),)
 
 
 @kernel("DepthToSpace")
 def depth_to_space(data, *, blocksize, mode="DCR"):
+    _check_4d(data, "DepthToSpace")
     b, c, h, w = data.shape
     bs = blocksize
+    if c % (bs * bs):
+        raise InvalidArgument("DepthToSpace requires input depth to be a multiple of (block_size * block_size)")
     if mode == "DCR":
         tmp = data.reshape(b, bs, bs, c // bs**2, h, w).transpose(0, 3, 4, 1, 5, 2)
     else:  # CRD
@@ -155,10 +214,20 @@ def depth_to_space(data, *, blocksize, mode="DCR"):
 
 @kernel("SpaceToDepth")
 def space_to_depth(data, *, blocksize):
+    _check_4d(data, "SpaceToDepth")
     b, c, h, w = data.shape
     bs = blocksize
+    if h % bs:
+        raise InvalidArgument("SpaceToDepth requires input height to be a multiple of block_size")
+    if w % bs:
+        raise InvalidArgument("SpaceToDepth requires input width to be a multiple of block_size")
     tmp = data.reshape(b, c, h // bs, bs, w // bs, bs).transpose(0, 3, 5, 1, 2, 4)
     return (tmp.reshape(b, c * bs * bs, h // bs, w // bs),)
+
+
+def _check_4d(data, op):
+    if data.ndim != 4:
+        raise InvalidArgument(f"{op} requires a 4-D input, got shape {data.shape}")
 
 
 # --- shape queries and constants --------------------------------------------------------
@@ -212,7 +281,12 @@ def range_27(start, limit, delta, *, stash_type=1):
 @kernel("Range", since=11, until=26)
 def range_(start, limit, delta):
     start, limit, delta = (np.asarray(v).reshape(()) for v in (start, limit, delta))
-    n = max(math.ceil(float(limit - start) / float(delta)), 0)
+    if delta == 0:
+        raise InvalidArgument("delta in Range operator can not be zero!")
+    if start.dtype.kind == "f":
+        n = max(math.ceil((float(limit) - float(start)) / float(delta)), 0)
+    else:  # in Python integers: limit - start may overflow the element type
+        n = max(-((int(start) - int(limit)) // int(delta)), 0)
     if start.dtype.kind == "f":  # value i is start + delta added i times in T, as the spec's loop does
         steps = np.full(n, delta, dtype=start.dtype)
         if n:
@@ -223,6 +297,8 @@ def range_(start, limit, delta):
 
 @kernel("EyeLike", since=9)
 def eye_like(data, *, dtype=None, k=0):
+    if data.ndim != 2:
+        raise InvalidArgument("EyeLike : Input tensor dimension is not 2")
     out_dtype = data.dtype if dtype is None else ONNX_TO_NUMPY[dtype]
     return (np.eye(data.shape[0], data.shape[1], k=k, dtype=out_dtype),)
 
@@ -236,6 +312,8 @@ def trilu(data, k=None, *, upper=1):
 @kernel("OneHot", since=9)
 def one_hot(indices, depth, values, *, axis=-1):
     depth = int(np.asarray(depth).reshape(-1)[0])
+    if depth < 0:
+        raise InvalidArgument("Depth is negative.")
     idx = np.asarray(indices).astype(np.int64)
     idx = np.where(idx < 0, idx + depth, idx)  # negative indices count from the end; others out of range stay "off"
     axis = _axis(axis, idx.ndim + 1)
@@ -254,12 +332,21 @@ def non_zero(data):
 
 @kernel("Gather")
 def gather(data, indices, *, axis=0):
+    axis = _axis(axis, data.ndim)
+    checks.index_range(indices, data.shape[axis])
     return (np.take(data, indices, axis=axis),)
 
 
 @kernel("GatherElements", since=11)
 def gather_elements(data, indices, *, axis=0):
-    return (np.take_along_axis(data, indices, axis=axis),)
+    axis = _axis(axis, data.ndim)
+    if indices.ndim != data.ndim:
+        raise ValueError(f"GatherElements op: Data and indices must have the same rank, got {data.ndim} and "
+                         f"{indices.ndim}")
+    size = data.shape[axis]
+    if indices.size and (int(indices.min()) < -size or int(indices.max()) >= size):
+        raise ValueError("GatherElements op: Out of range value in index tensor")
+    return (np.take_along_axis(data, np.where(indices < 0, indices + size, indices), axis=axis),)
 
 
 @kernel("GatherND", since=11)
@@ -267,11 +354,24 @@ def gather_nd(data, indices, *, batch_dims=0):
     batch = data.shape[:batch_dims]
     nb = math.prod(batch)
     k = indices.shape[-1]
+    if k > data.ndim - batch_dims:
+        raise InvalidArgument(f"last dimension of indices ({k}) must not be larger than the rank of data "
+                              f"({data.ndim}) minus batch_dims ({batch_dims})")
+    _nd_index_range(indices, data.shape[batch_dims:batch_dims + k], "index")
     flat_data = data.reshape((nb,) + data.shape[batch_dims:])
     flat_idx = indices.reshape(nb, -1, k)
     b = np.arange(nb).reshape(nb, 1)
     out = flat_data[(b,) + tuple(flat_idx[..., j] for j in range(k))]
     return (out.reshape(batch + indices.shape[batch_dims:-1] + data.shape[batch_dims + k:]),)
+
+
+def _nd_index_range(indices, dims, word):
+    """Each index tuple (last axis of indices) within dims, negative ones counting from the end."""
+    for j, size in enumerate(dims):
+        column = indices[..., j]
+        if column.size and (int(column.min()) < -size or int(column.max()) >= size):
+            bad = int(column.min()) if int(column.min()) < -size else int(column.max())
+            raise InvalidArgument(f"invalid {word} found, {word} = {bad}")
 
 
 _SCATTER_UFUNCS = {"add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.minimum}
@@ -294,6 +394,14 @@ def _check_reduction(node, graph):
 @kernel("ScatterND", since=11, check=_check_reduction)
 def scatter_nd(data, indices, updates, *, reduction="none"):
     k = indices.shape[-1]
+    if k > data.ndim:
+        raise InvalidArgument(f"last dimension of indices ({k}) must not be larger than the rank of data "
+                              f"({data.ndim})")
+    if updates.shape != indices.shape[:-1] + data.shape[k:]:
+        raise InvalidArgument("updates tensor should have shape equal to indices.shape[:-1] + "
+                              f"data.shape[indices.shape[-1]:]. updates shape: {updates.shape}, indices shape: "
+                              f"{indices.shape}, data shape: {data.shape}")
+    _nd_index_range(indices, data.shape[:k], "indice")
     index = tuple(np.moveaxis(indices, -1, 0)[:k])
     return _scatter(data, index, updates, reduction)
 
@@ -301,6 +409,12 @@ def scatter_nd(data, indices, updates, *, reduction="none"):
 @kernel("ScatterElements", since=11, check=_check_reduction)
 def scatter_elements(data, indices, updates, *, axis=0, reduction="none"):
     axis = _axis(axis, data.ndim)
+    if indices.shape != updates.shape:
+        raise InvalidArgument(f"Indices and updates must have the same shape: {indices.shape} and {updates.shape}")
+    if indices.ndim != data.ndim or any(i > d for a, (i, d) in enumerate(zip(indices.shape, data.shape))
+                                       if a != axis):
+        raise InvalidArgument(f"Indices {indices.shape} do not fit data {data.shape} on the axes other than {axis}")
+    checks.index_range(indices, data.shape[axis])
     index = list(np.indices(indices.shape, sparse=True))
     index[axis] = np.where(indices < 0, indices + data.shape[axis], indices)
     return _scatter(data, tuple(index), updates, reduction)
@@ -324,9 +438,21 @@ def compress(data, condition, *, axis=None):
 def _pad(data, pads, mode, value, axes=None):
     rank = data.ndim
     axes = list(range(rank)) if axes is None else [_axis(a, rank) for a in axes]
+    if len(pads) != 2 * len(axes):
+        raise ValueError(f"Pads tensor size should be equal to twice the input dimension count: {len(pads)} pads "
+                         f"for {len(axes)} axes")
     begin, end = [0] * rank, [0] * rank
     for i, a in enumerate(axes):
         begin[a], end[a] = pads[i], pads[i + len(axes)]
+    for a in range(rank):
+        if data.shape[a] + begin[a] + end[a] < 0:
+            raise ValueError(f"Pads {begin[a]}, {end[a]} crop more than the {data.shape[a]} entries of axis {a}")
+        if mode == "reflect" and max(begin[a], end[a]) > 0 and max(begin[a], end[a]) >= data.shape[a]:
+            side, width = ("pre", begin[a]) if begin[a] >= data.shape[a] else ("post", end[a])
+            raise InvalidArgument(f"Pad reflect: {side}-pad ({width}) exceeds maximum allowed "
+                                  f"({data.shape[a] - 1}) for axis {a}. Input shape:{data.shape}")
+        if mode in ("edge", "wrap") and data.shape[a] == 0 and (begin[a] > 0 or end[a] > 0):
+            raise InvalidArgument(f"Pad {mode}: cannot pad axis {a} of length 0")
     # Negative pads crop, applied before padding (as ORT does).
     crop = tuple(slice(-min(b, 0), data.shape[a] - (-min(e, 0))) for a, (b, e) in enumerate(zip(begin, end)))
     data = data[crop]

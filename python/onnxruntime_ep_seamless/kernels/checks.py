@@ -1,0 +1,53 @@
+"""Run-time checks shared by the kernels (CPU and CUDA), with stock ORT's outcomes.
+
+A check raises before any kernel touches memory. Its exception's `status_code` is the OrtErrorCode
+the EP returns (abi/bridge.py): InvalidArgument where stock ORT's CPU kernel answers INVALID_ARGUMENT;
+any other exception is ORT_FAIL, as stock's failed enforcements are.
+"""
+from __future__ import annotations
+
+ORT_FAIL, ORT_INVALID_ARGUMENT = 1, 2
+
+
+class InvalidArgument(ValueError):
+    """The input is at fault, and stock ORT says INVALID_ARGUMENT."""
+    status_code = ORT_INVALID_ARGUMENT
+
+
+def status_code(exc: BaseException) -> int:
+    """The OrtErrorCode for an exception: the first status_code along its chain of causes."""
+    seen = 0
+    while exc is not None and seen < 16:
+        code = getattr(exc, "status_code", None)
+        if code is not None:
+            return code
+        exc, seen = exc.__cause__, seen + 1
+    return ORT_FAIL
+
+
+def axis(value: int, rank: int, what: str = "axis") -> int:
+    """A possibly negative axis in [0, rank); out of range fails as stock's HandleNegativeAxis does."""
+    value = int(value)
+    if not -rank <= value < rank:
+        raise ValueError(f"{what} {value} is not in valid range [{-rank},{rank - 1}]")
+    return value + rank if value < 0 else value
+
+
+def axes(values, rank: int, what: str = "axes", unique: bool = True, error=ValueError) -> list[int]:
+    """Axes normalised to [0, rank); duplicates refused when unique (error: the exception class)."""
+    result = [axis(v, rank, what) for v in values]
+    if unique and len(set(result)) != len(result):
+        raise error(f"'{what}' has a duplicate axis: {list(values)}")
+    return result
+
+
+def index_range(indices, size: int, what: str = "indices") -> None:
+    """Every index in [-size, size), as Gather/Scatter* demand (INVALID_ARGUMENT otherwise)."""
+    import numpy as np
+    indices = np.asarray(indices)
+    if indices.size:
+        lo, hi = int(indices.min()), int(indices.max())
+        if lo < -size or hi >= size:
+            bad = lo if lo < -size else hi
+            raise InvalidArgument(f"{what} element out of data bounds, idx={bad} must be within the inclusive "
+                                  f"range [{-size},{size - 1}]")

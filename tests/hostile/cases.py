@@ -1,0 +1,539 @@
+"""Invalid (and valid-but-tricky) inputs: each case a model and its feeds, run on stock ORT's CPU EP and on
+ours (fallback disabled) by tests/hostile/test_invalid_inputs.py. Input dims are symbols (or the rank is
+unknown), so ORT's load-time checks cannot catch what only the run's data shows: the kernels must.
+
+A case is a function returning (serialized model, feeds); CASES maps its name to it.
+"""
+import numpy as np
+from onnx import TensorProto, helper, numpy_helper
+
+F32, F16, I32, I64, U8, I8, BOOL = (np.dtype(t) for t in (np.float32, np.float16, np.int32, np.int64, np.uint8,
+                                                           np.int8, np.bool_))
+CASES = {}
+
+
+class Const:
+    """An input given as an initializer."""
+
+    def __init__(self, array):
+        self.array = np.asarray(array)
+
+
+def _elem(dtype) -> int:
+    return helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+
+
+def model(nodes, inputs: dict, outputs: dict, opset=17, unranked=(), ms=False):
+    """inputs: name -> array or Const; outputs: name -> dtype. Fed inputs get symbolic dims, or no shape
+    at all where named in `unranked` (True: all of them)."""
+    feeds, inits, infos = {}, [], []
+    for name, a in inputs.items():
+        if isinstance(a, Const):
+            inits.append(numpy_helper.from_array(a.array, name))
+            continue
+        a = np.array(a)
+        a.flags.writeable = False
+        feeds[name] = a
+        shape = None if (unranked is True or name in unranked) else [f"{name}_{d}" for d in range(a.ndim)]
+        infos.append(helper.make_tensor_value_info(name, _elem(a.dtype), shape))
+    outs = [helper.make_tensor_value_info(n, _elem(t), None) for n, t in outputs.items()]
+    graph = helper.make_graph(nodes, "g", infos, outs, initializer=inits)
+    imports = [helper.make_opsetid("", opset)] + ([helper.make_opsetid("com.microsoft", 1)] if ms else [])
+    return helper.make_model(graph, opset_imports=imports, ir_version=9).SerializeToString(), feeds
+
+
+def one(op, inputs, attrs=None, out=None, opset=17, unranked=(), domain=""):
+    """A one-node model: inputs a list (None: absent), fed as x0, x1, ... or Const; out: one dtype or a list."""
+    names = [f"x{i}" if a is not None else "" for i, a in enumerate(inputs)]
+    outs = out if isinstance(out, list) else [out if out is not None else
+                                             np.asarray(next(a for a in inputs if a is not None).array
+                                                        if isinstance(inputs[0], Const) else inputs[0]).dtype]
+    out_names = {f"y{j}": t for j, t in enumerate(outs)}
+    node = helper.make_node(op, names, list(out_names), domain=domain, **(attrs or {}))
+    unranked = True if unranked is True else {f"x{i}" for i in unranked}
+    return model([node], {n: a for n, a in zip(names, inputs) if n}, out_names, opset, unranked,
+                 ms=domain == "com.microsoft")
+
+
+def case(fn):
+    CASES[fn.__name__] = fn
+    return fn
+
+
+def rnd(*shape, dtype=F32, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape).astype(dtype)
+
+
+# --- 1. extents the native kernels derive from inputs -------------------------------------------------------
+
+@case
+def matmul_k_larger_native():   # a's K > the constant B's K: the native GEMM would read past packed B
+    return one("MatMul", [rnd(64, 512), Const(rnd(256, 256))])
+
+
+@case
+def matmul_k_smaller_native():
+    return one("MatMul", [rnd(64, 128), Const(rnd(256, 256))])
+
+
+@case
+def matmul_k_mismatch_fed():
+    return one("MatMul", [rnd(64, 300), rnd(256, 256)])
+
+
+@case
+def matmul_k_mismatch_batched():
+    return one("MatMul", [rnd(4, 64, 300), rnd(4, 256, 256)])
+
+
+@case
+def gemm_k_mismatch_transb():
+    return one("Gemm", [rnd(64, 300), Const(rnd(256, 256)), Const(rnd(256))], {"transB": 1})
+
+
+@case
+def gemm_c_unbroadcastable():
+    return one("Gemm", [rnd(64, 256), Const(rnd(256, 128)), rnd(3, 128)])
+
+
+@case
+def matmul_add_k_mismatch():    # MatMul + Add fuse into one bias GEMM
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["t"]), helper.make_node("Add", ["t", "b"], ["y"])]
+    return model(nodes, {"x": rnd(64, 600), "w": Const(rnd(512, 256)), "b": Const(rnd(256))}, {"y": F32})
+
+
+@case
+def matmul_add_f16():           # valid: one rounding of the product plus bias, as stock
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["t"]), helper.make_node("Add", ["t", "b"], ["y"])]
+    return model(nodes, {"x": rnd(64, 256, dtype=F16), "w": Const(rnd(256, 512, dtype=F16, seed=1)),
+                         "b": Const(rnd(512, dtype=F16, seed=2))}, {"y": F16})
+
+
+@case
+def matmul_add_f16_3d():        # 3-D activations: ORT leaves MatMul + Add to the EP, our planner fuses them
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["t"]), helper.make_node("Add", ["t", "b"], ["y"])]
+    return model(nodes, {"x": rnd(2, 32, 256, dtype=F16), "w": Const(rnd(256, 512, dtype=F16, seed=1)),
+                         "b": Const(rnd(512, dtype=F16, seed=2))}, {"y": F16})
+
+
+@case
+def matmul_add_k_mismatch_3d():
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["t"]), helper.make_node("Add", ["t", "b"], ["y"])]
+    return model(nodes, {"x": rnd(2, 64, 600), "w": Const(rnd(512, 256)), "b": Const(rnd(256))}, {"y": F32})
+
+
+@case
+def matmul_integer_k_mismatch():
+    return one("MatMulInteger", [np.ones((8, 40), U8), np.ones((32, 8), I8)], out=I32)
+
+
+def _gqa(past_len, seqlens, total, s=1):
+    b, n, h = len(seqlens), 2, 8
+    attrs = {"num_heads": n, "kv_num_heads": n}
+    ins = [rnd(b, s, n * h), rnd(b, s, n * h, seed=1), rnd(b, s, n * h, seed=2), rnd(b, n, past_len, h, seed=3),
+           rnd(b, n, past_len, h, seed=4), np.array(seqlens, I32), np.array([total], I32)]
+    return one("GroupQueryAttention", ins, attrs, out=[F32, F32, F32], domain="com.microsoft")
+
+
+@case
+def gqa_seqlens_beyond_past():
+    return _gqa(4, [9], 5)
+
+
+@case
+def gqa_total_length_huge():
+    return _gqa(4, [4], 200000)
+
+
+@case
+def gqa_seqlens_negative():
+    return _gqa(4, [-3], 5)
+
+
+@case
+def gqa_valid_decode():
+    return _gqa(4, [4], 5)
+
+
+@case
+def gather_index_out_of_range():
+    return one("Gather", [rnd(5, 3), np.array([1, 5], I64)])
+
+
+@case
+def gather_negative_index_out_of_range():
+    return one("Gather", [rnd(5, 3), np.array([-6], I64)])
+
+
+@case
+def gather_elements_out_of_range():
+    return one("GatherElements", [rnd(3, 3), np.array([[0, 3]], I64)], {"axis": 1})
+
+
+@case
+def gather_nd_out_of_range():
+    return one("GatherND", [rnd(3, 3), np.array([[0, 3]], I64)])
+
+
+@case
+def scatter_elements_negative_out_of_range():
+    return one("ScatterElements", [rnd(3, 3), np.array([[-4]], I64), rnd(1, 1)], {"axis": 0})
+
+
+@case
+def scatter_elements_out_of_range():
+    return one("ScatterElements", [rnd(3, 3), np.array([[3]], I64), rnd(1, 1)], {"axis": 0})
+
+
+@case
+def scatter_nd_out_of_range():
+    return one("ScatterND", [rnd(3, 3), np.array([[3]], I64), rnd(1, 3)])
+
+
+@case
+def scatter_nd_updates_broadcast():
+    return one("ScatterND", [rnd(3, 3), np.array([[0], [1]], I64), rnd(1, 3)])
+
+
+@case
+def embedding_gather_block_quantized_index():
+    data = np.zeros((4, 8), U8)
+    scales = np.ones((4, 1), F32)
+    return one("GatherBlockQuantized", [Const(data), np.array([[4]], I64), Const(scales)],
+               {"block_size": 16, "quantize_axis": 1}, out=F32, domain="com.microsoft")
+
+
+@case
+def matmul_nbits_k_mismatch():
+    k, n, bs = 32, 8, 16
+    w = np.zeros((n, k // bs, bs // 2), U8)
+    scales = np.ones((n * (k // bs),), F32)
+    return one("MatMulNBits", [rnd(2, 48), Const(w), Const(scales)], {"K": k, "N": n, "bits": 4, "block_size": bs},
+               out=F32, domain="com.microsoft")
+
+
+# --- 2. run-time checks stock ORT makes -------------------------------------------------------------------
+
+@case
+def softmax_axis_out_of_range():
+    return one("Softmax", [rnd(2, 3)], {"axis": 5}, unranked=True, opset=13)
+
+
+@case
+def reduce_sum_axis_out_of_range():
+    return one("ReduceSum", [rnd(2, 3), np.array([4], I64)], unranked=True, opset=13)
+
+
+@case
+def reduce_max_axis_out_of_range():
+    return one("ReduceMax", [rnd(2, 3)], {"axes": [-3]}, unranked=True, opset=13)
+
+
+@case
+def cumsum_axis_out_of_range():
+    return one("CumSum", [rnd(2, 3), np.array(2, I64)], opset=14)
+
+
+@case
+def flatten_axis_out_of_range():
+    return one("Flatten", [rnd(2, 3)], {"axis": 4}, unranked=True, opset=13)
+
+
+@case
+def layernorm_axis_out_of_range():
+    return one("LayerNormalization", [rnd(2, 3), Const(np.ones(3, F32))], {"axis": 3}, unranked=True)
+
+
+@case
+def split_sizes_do_not_sum():
+    return one("Split", [rnd(6, 2), np.array([2, 2], I64)], out=[F32, F32], opset=13)
+
+
+@case
+def split_sizes_negative():
+    return one("Split", [rnd(6, 2), np.array([8, -2], I64)], out=[F32, F32], opset=13)
+
+
+@case
+def tile_repeats_length_mismatch():
+    return one("Tile", [rnd(2, 3), np.array([2], I64)])
+
+
+@case
+def tile_repeats_negative():
+    return one("Tile", [rnd(2, 3), np.array([2, -1], I64)])
+
+
+@case
+def slice_lengths_mismatch():
+    return one("Slice", [rnd(4, 4), np.array([0, 1], I64), np.array([2], I64)])
+
+
+@case
+def slice_duplicate_axes():
+    return one("Slice", [rnd(4, 4), np.array([0, 1], I64), np.array([2, 3], I64), np.array([0, 0], I64)])
+
+
+@case
+def slice_axis_out_of_range():
+    return one("Slice", [rnd(4, 4), np.array([0], I64), np.array([2], I64), np.array([2], I64)])
+
+
+@case
+def slice_step_zero():
+    return one("Slice", [rnd(4, 4), np.array([0], I64), np.array([2], I64), np.array([0], I64),
+                         np.array([0], I64)])
+
+
+@case
+def pad_length_mismatch():
+    return one("Pad", [rnd(2, 3), np.array([1, 1, 1], I64)])
+
+
+@case
+def pad_reflect_wider_than_axis():
+    return one("Pad", [rnd(2, 3), np.array([0, 4, 0, 0], I64)], {"mode": "reflect"})
+
+
+@case
+def pad_negative_beyond_axis():
+    return one("Pad", [rnd(2, 3), np.array([0, -4, 0, 0], I64)])
+
+
+@case
+def div_int_by_zero():
+    return one("Div", [np.array([1, 2, 3], I32), np.array([1, 0, 1], I32)])
+
+
+@case
+def mod_int_by_zero():
+    return one("Mod", [np.array([1, 2, 3], I64), np.array([1, 0, 1], I64)])
+
+
+@case
+def onehot_negative_depth():
+    return one("OneHot", [np.array([0, 1], I64), np.array(-2, I64), np.array([0, 1], F32)], out=F32)
+
+
+@case
+def maxpool_kernel_larger_than_input():
+    return one("MaxPool", [rnd(1, 1, 2, 2)], {"kernel_shape": [3, 3]})
+
+
+@case
+def averagepool_kernel_larger_than_input():
+    return one("AveragePool", [rnd(1, 1, 2, 2)], {"kernel_shape": [3, 3]})
+
+
+@case
+def reshape_wrong_count():
+    return one("Reshape", [rnd(2, 3), np.array([4, 2], I64)])
+
+
+@case
+def reshape_two_inferred():
+    return one("Reshape", [rnd(2, 3), np.array([-1, -1], I64)])
+
+
+@case
+def expand_incompatible():
+    return one("Expand", [rnd(2, 3), np.array([2, 4], I64)])
+
+
+@case
+def add_broadcast_mismatch():
+    return one("Add", [rnd(2, 3), rnd(4, 3)])
+
+
+@case
+def where_broadcast_mismatch():
+    return one("Where", [np.array([True, False]), rnd(3), rnd(3)], out=F32)
+
+
+@case
+def concat_mismatch():
+    return one("Concat", [rnd(2, 3), rnd(2, 4)], {"axis": 0})
+
+
+@case
+def transpose_bad_perm():
+    return one("Transpose", [rnd(2, 3)], {"perm": [0, 0]}, unranked=True)
+
+
+@case
+def unsqueeze_duplicate_axes():
+    return one("Unsqueeze", [rnd(2, 3), np.array([0, 0], I64)])
+
+
+@case
+def squeeze_non_one_axis():
+    return one("Squeeze", [rnd(2, 3), np.array([0], I64)])
+
+
+@case
+def constant_of_shape_negative():
+    return one("ConstantOfShape", [np.array([2, -1], I64)], out=F32)
+
+
+@case
+def topk_k_too_large():
+    return one("TopK", [rnd(2, 3), np.array([4], I64)], out=[F32, I64])
+
+
+@case
+def topk_k_negative():
+    return one("TopK", [rnd(2, 3), np.array([-1], I64)], out=[F32, I64])
+
+
+@case
+def compress_condition_longer():
+    return one("Compress", [rnd(2, 3), np.array([True, False, True], BOOL)], {"axis": 0})
+
+
+@case
+def depth_to_space_indivisible():
+    return one("DepthToSpace", [rnd(1, 3, 2, 2)], {"blocksize": 2})
+
+
+@case
+def space_to_depth_indivisible():
+    return one("SpaceToDepth", [rnd(1, 1, 3, 3)], {"blocksize": 2})
+
+
+@case
+def conv_channel_mismatch():
+    return one("Conv", [rnd(1, 3, 5, 5), Const(rnd(4, 2, 3, 3))])
+
+
+@case
+def batchnorm_scale_length_mismatch():
+    return one("BatchNormalization", [rnd(1, 3, 2, 2), rnd(2), rnd(3), rnd(3), np.ones(3, F32)])
+
+
+@case
+def layernorm_scale_mismatch():
+    return one("LayerNormalization", [rnd(2, 3), np.ones(4, F32)], {"axis": -1})
+
+
+@case
+def skip_layernorm_skip_mismatch():
+    return one("SkipLayerNormalization", [rnd(1, 2, 8), rnd(1, 3, 8), Const(np.ones(8, F32)),
+                                          Const(np.zeros(8, F32))], domain="com.microsoft")
+
+
+@case
+def rotary_position_beyond_cache():
+    return one("RotaryEmbedding", [rnd(1, 2, 16), np.array([[0, 9]], I64), Const(rnd(4, 4)), Const(rnd(4, 4))],
+               domain="com.microsoft")
+
+
+@case
+def quantize_linear_scale_length_mismatch():
+    return one("QuantizeLinear", [rnd(2, 3), np.array([1, 1], F32), np.array([0, 0], U8)], {"axis": 1}, out=U8)
+
+
+@case
+def dequantize_axis_out_of_range():
+    return one("DequantizeLinear", [np.zeros((2, 3), U8), np.array([1, 1, 1], F32)], {"axis": 2}, out=F32,
+               unranked=True)
+
+
+@case
+def einsum_dim_mismatch():
+    return one("Einsum", [rnd(2, 3), rnd(4, 5)], {"equation": "ij,jk->ik"})
+
+
+@case
+def reverse_sequence_length_beyond():
+    return one("ReverseSequence", [rnd(3, 2), np.array([4, 1], I64)], {"batch_axis": 1, "time_axis": 0})
+
+
+@case
+def nms_boxes_mismatch():
+    return one("NonMaxSuppression", [rnd(1, 4, 4), rnd(1, 1, 3)], out=I64)
+
+
+@case
+def resize_scales_length_mismatch():
+    return one("Resize", [rnd(1, 1, 2, 2), None, np.array([2.0, 2.0], F32)], opset=13)
+
+
+@case
+def gather_on_scalar():
+    return one("Gather", [np.array(1.0, F32), np.array(0, I64)])
+
+
+@case
+def eyelike_rank3():
+    return one("EyeLike", [rnd(2, 2, 2)], unranked=True)
+
+
+@case
+def range_int32_overflow():     # valid: limit - start overflows int32, stock computes the count in 64 bits
+    return one("Range", [np.array(-2**31 + 1, I32), np.array(2**31 - 1, I32), np.array(2**30, I32)])
+
+
+@case
+def range_zero_delta():
+    return one("Range", [np.array(0, I64), np.array(4, I64), np.array(0, I64)])
+
+
+# --- 3. valid inputs with stock's exact answer --------------------------------------------------------------
+
+NAN_ROWS = np.array([[1.0, np.nan, 3.0], [np.nan, 2.0, 5.0], [4.0, 4.0, 1.0]], F32)
+
+
+@case
+def reduce_max_nan():
+    return one("ReduceMax", [NAN_ROWS], {"axes": [1]}, opset=13)
+
+
+@case
+def reduce_min_nan():
+    return one("ReduceMin", [NAN_ROWS], {"axes": [1]}, opset=13)
+
+
+@case
+def argmax_nan():
+    return one("ArgMax", [NAN_ROWS], {"axis": 1}, out=I64)
+
+
+@case
+def argmin_nan():
+    return one("ArgMin", [NAN_ROWS], {"axis": 1}, out=I64)
+
+
+@case
+def argmax_nan_last_index():
+    return one("ArgMax", [NAN_ROWS], {"axis": 1, "select_last_index": 1}, out=I64)
+
+
+@case
+def argmin_ties_last_index():
+    return one("ArgMin", [NAN_ROWS], {"axis": 0, "select_last_index": 1}, out=I64)
+
+
+@case
+def max_nan():
+    return one("Max", [NAN_ROWS, np.ones(3, F32)])
+
+
+@case
+def reduce_sum_scalar_axis0():
+    return one("ReduceSum", [np.array(2.0, F32), np.array([0], I64)], opset=13)
+
+
+@case
+def squeeze_repeated_axis():
+    return one("Squeeze", [rnd(1, 3), np.array([0, 0], I64)])
+
+
+@case
+def rank_17_add():
+    shape = (1,) * 16 + (2,)
+    return one("Add", [rnd(*shape), rnd(*shape, seed=1)])
+
+
+@case
+def clip_min_above_max():
+    return one("Clip", [rnd(5), np.array(1.0, F32), np.array(-1.0, F32)])
