@@ -537,3 +537,154 @@ def rank_17_add():
 @case
 def clip_min_above_max():
     return one("Clip", [rnd(5), np.array(1.0, F32), np.array(-1.0, F32)])
+
+
+# --- more axes, lengths and indices ---------------------------------------------------------------------
+
+@case
+def unsqueeze_axis_out_of_range():
+    return one("Unsqueeze", [rnd(2, 3), np.array([3], I64)])
+
+
+@case
+def concat_axis_out_of_range():
+    return one("Concat", [rnd(2, 3), rnd(2, 3)], {"axis": 2}, unranked=True)
+
+
+@case
+def split_axis_out_of_range():
+    return one("Split", [rnd(6, 2)], {"axis": 2}, out=[F32, F32], opset=13, unranked=True)
+
+
+@case
+def gather_axis_out_of_range():
+    return one("Gather", [rnd(5, 3), np.array([0], I64)], {"axis": 2}, unranked=[0])
+
+
+@case
+def gather_elements_negative_valid():
+    return one("GatherElements", [rnd(3, 3), np.array([[-1, 0], [2, -3]], I64)], {"axis": 1})
+
+
+@case
+def scatter_elements_add_out_of_range():
+    return one("ScatterElements", [rnd(3, 3), np.array([[5]], I64), rnd(1, 1)], {"axis": 1, "reduction": "add"},
+               opset=18)
+
+
+@case
+def onehot_axis_out_of_range():
+    return one("OneHot", [np.array([0, 1], I64), np.array(3, I64), np.array([0, 1], F32)], {"axis": 3}, out=F32,
+               unranked=[0])
+
+
+@case
+def compress_axis_out_of_range():
+    return one("Compress", [rnd(2, 3), np.array([True, False], BOOL)], {"axis": 2}, unranked=[0])
+
+
+@case
+def expand_negative_dim():
+    return one("Expand", [rnd(2, 3), np.array([-1, 3], I64)])
+
+
+@case
+def reshape_negative_dim():
+    return one("Reshape", [rnd(2, 3), np.array([-2, 3], I64)])
+
+
+@case
+def slice_steps_length_mismatch():
+    return one("Slice", [rnd(4, 4), np.array([0], I64), np.array([2], I64), np.array([0], I64),
+                         np.array([1, 1], I64)])
+
+
+@case
+def tile_on_scalar():
+    return one("Tile", [np.array(1.5, F32), np.zeros(0, I64)])
+
+
+@case
+def div_int_overflow():           # INT_MIN / -1: undefined in C; stock may trap
+    return one("Div", [np.array([-2**31], I32), np.array([-1], I32)])
+
+
+@case
+def mod_fmod_int_by_zero():
+    return one("Mod", [np.array([1, 2, 3], I32), np.array([1, 0, 1], I32)], {"fmod": 1})
+
+
+@case
+def instance_norm_scale_mismatch():
+    return one("InstanceNormalization", [rnd(1, 3, 4), rnd(2), rnd(3)])
+
+
+@case
+def layernorm_bias_mismatch():
+    return one("LayerNormalization", [rnd(2, 3), np.ones(3, F32), np.ones(5, F32)], {"axis": -1})
+
+
+@case
+def group_norm_groups_indivisible():
+    return one("GroupNormalization", [rnd(1, 4, 2), np.ones(4, F32), np.zeros(4, F32)], {"num_groups": 3},
+               opset=21)
+
+
+@case
+def gather_nd_batch_dims_mismatch():
+    return one("GatherND", [rnd(2, 3), np.array([[0], [1], [0]], I64)], {"batch_dims": 1})
+
+
+@case
+def topk_axis_out_of_range():
+    return one("TopK", [rnd(2, 3), np.array([1], I64)], {"axis": 2}, out=[F32, I64], unranked=[0])
+
+
+@case
+def trilu_k_huge():               # valid: k beyond the matrix
+    return one("Trilu", [rnd(3, 3), np.array(2**40, I64)])
+
+
+@case
+def shape_start_end_out_of_range():  # valid: clamped
+    return one("Shape", [rnd(2, 3, 4)], {"start": -10, "end": 10}, out=I64, opset=15)
+
+
+@case
+def cumsum_negative_axis():       # valid
+    return one("CumSum", [rnd(2, 3), np.array(-1, I64)], opset=14)
+
+
+@case
+def where_valid_broadcast():
+    return one("Where", [np.array([[True], [False]]), rnd(2, 3), rnd(3)], out=F32)
+
+
+@case
+def gemm_a_rank3():
+    return one("Gemm", [rnd(2, 3, 4), Const(rnd(4, 5))], unranked=[0])
+
+
+@case
+def matmul_scalar_operand():
+    return one("MatMul", [np.array(2.0, F32), rnd(3, 3)], unranked=True)
+
+
+@case
+def conv_group_mismatch():
+    return one("Conv", [rnd(1, 4, 5, 5), Const(rnd(4, 2, 3, 3))], {"group": 3})
+
+
+@case
+def resize_sizes_length_mismatch():
+    return one("Resize", [rnd(1, 1, 2, 2), None, None, np.array([4, 4], I64)], opset=13)
+
+
+@case
+def range_float_huge_count():     # a range of 2**40 elements: stock refuses or fails allocating
+    return one("Range", [np.array(0, F32), np.array(2**40, F32), np.array(1, F32)])
+
+
+@case
+def constant_of_shape_huge():
+    return one("ConstantOfShape", [np.array([2**31, 2**31], I64)], out=F32)

@@ -54,12 +54,20 @@ def run_side(side: str, names: list) -> dict:
     return results
 
 
+def _has_gpu() -> bool:
+    try:
+        import onnxruntime_ep_seamless as seamless
+        return bool(seamless.get_devices("cuda"))
+    except Exception:  # no CUDA variant built, or no NVIDIA GPU
+        return False
+
+
 @pytest.fixture(scope="module")
 def outcomes():
+    sides = ["stock", "ours"] + (["cuda"] if _has_gpu() else [])
     names = list(CASES)
-    with ThreadPoolExecutor(2) as pool:
-        stock, ours = pool.map(lambda side: run_side(side, names), ["stock", "ours"])
-    return stock, ours
+    with ThreadPoolExecutor(len(sides)) as pool:
+        return dict(zip(sides, pool.map(lambda side: run_side(side, names), sides)))
 
 
 def _same_outputs(stock_outputs, our_outputs) -> str:
@@ -88,7 +96,21 @@ def _same_outputs(stock_outputs, our_outputs) -> str:
 
 @pytest.mark.parametrize("name", list(CASES))
 def test_ours_ends_as_stock_does(outcomes, name):
-    stock, ours = outcomes[0][name], outcomes[1][name]
+    check_outcome(outcomes["stock"][name], outcomes["ours"][name])
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("name", list(CASES))
+def test_the_cuda_ep_ends_as_stock_does(outcomes, name):
+    if "cuda" not in outcomes:
+        pytest.skip("no NVIDIA GPU for the CUDA EP")
+    ours = outcomes["cuda"][name]
+    if ours["outcome"] == "not-claimed":  # ops the CUDA EP leaves to others: nothing of ours ran
+        pytest.skip(ours["message"][:200])
+    check_outcome(outcomes["stock"][name], ours)
+
+
+def check_outcome(stock: dict, ours: dict) -> None:
     assert ours["outcome"] not in ("crash", "hang"), f"ours: {ours['outcome']}: {ours['message']}"
     assert ours["outcome"] != "not-claimed", ours["message"]
     assert not ours.get("fed_changed"), "ours modified a fed input"

@@ -1,6 +1,6 @@
 """Runs invalid-input cases (tests/hostile/cases.py) on one side, in this process, one JSON line a case.
 
-    python worker.py stock|ours [CASE ...]
+    python worker.py stock|ours|cuda [CASE ...]     (ours: our CPU EP; cuda: our CUDA EP)
 
 Each line: {"case", "outcome": "ok" | "load-error" | "run-error", "error": ORT's exception class, "message",
 "outputs": [[dtype, shape, values as a list], ...], "fed_changed": whether a fed array was modified}. A case that
@@ -22,11 +22,12 @@ def _session(side: str, model: bytes):
         so.intra_op_num_threads = 1
         return ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
     import onnxruntime_ep_seamless as seamless
-    so = seamless.session_options()
+    device = "cuda" if side == "cuda" else "cpu"
+    so = seamless.session_options(device)
     so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
     so.intra_op_num_threads = 1
     sess = ort.InferenceSession(model, so)
-    fallback = seamless.partition_report(sess).fallback_nodes
+    fallback = seamless.partition_report(sess, device).fallback_nodes
     if fallback:
         raise AssertionError(f"nodes ran on ORT's CPU EP: {fallback}")
     return sess

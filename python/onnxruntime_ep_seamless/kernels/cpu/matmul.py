@@ -66,7 +66,7 @@ def matmul(a, b):
 def gemm(a, b, c=None, *, alpha=1.0, beta=1.0, transA=0, transB=0):
     dtype = a.dtype
     if a.ndim != 2 or b.ndim != 2:
-        raise InvalidArgument(f"Gemm: A and B must be 2-D, got shapes {a.shape} and {b.shape}")
+        raise ValueError(f"Gemm: A and B must be 2-D, got shapes {a.shape} and {b.shape}")
     (m, k), (k_b, n) = a.shape[::-1] if transA else a.shape, b.shape[::-1] if transB else b.shape
     if k != k_b:
         raise InvalidArgument(f"GEMM: Dimension mismatch, W: {b.shape} K: {k} N:{n}")

@@ -48,6 +48,8 @@ def transpose(data, *, perm=None):
 @kernel("Reshape", since=5)
 def reshape(data, shape, *, allowzero=0):
     shape = _ints(shape)
+    if shape and min(shape) < -1:
+        raise ValueError(f"A dimension cannot be less than -1, got {min(shape)}")
     if not allowzero:  # 0 copies the input's dim (allowzero=1 keeps a literal 0)
         shape = [data.shape[i] if d == 0 else d for i, d in enumerate(shape)]
     return (np.reshape(data, shape),)
@@ -346,6 +348,10 @@ def gather_elements(data, indices, *, axis=0):
     size = data.shape[axis]
     if indices.size and (int(indices.min()) < -size or int(indices.max()) >= size):
         raise ValueError("GatherElements op: Out of range value in index tensor")
+    if any(i > d for a, (i, d) in enumerate(zip(indices.shape, data.shape)) if a != axis):
+        raise ValueError(f"GatherElements op: indices {indices.shape} larger than data {data.shape} off the axis")
+    # the output takes the indices' shape: data restricted to it on the other axes
+    data = data[tuple(slice(None) if a == axis else slice(0, n) for a, n in enumerate(indices.shape))]
     return (np.take_along_axis(data, np.where(indices < 0, indices + size, indices), axis=axis),)
 
 
@@ -354,6 +360,9 @@ def gather_nd(data, indices, *, batch_dims=0):
     batch = data.shape[:batch_dims]
     nb = math.prod(batch)
     k = indices.shape[-1]
+    if indices.shape[:batch_dims] != batch:
+        raise InvalidArgument(f"GatherND: indices batch dims {indices.shape[:batch_dims]} differ from the input's "
+                              f"{batch}")
     if k > data.ndim - batch_dims:
         raise InvalidArgument(f"last dimension of indices ({k}) must not be larger than the rank of data "
                               f"({data.ndim}) minus batch_dims ({batch_dims})")
