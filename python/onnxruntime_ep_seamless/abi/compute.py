@@ -63,7 +63,7 @@ class CompiledKernel:
         tls = parallel.state
         tls.context = ctx  # native kernels may use ORT's intra-op pool
         try:
-            outputs = [as_output(v, t) for v, t in zip(self.plan.run(*args), self.out_dtypes)]  # alive until copied
+            outputs = [as_output(v, t) for v, t in zip(self.plan.run(*args), self.out_dtypes)]
         finally:
             tls.context = None
         for i, arr in enumerate(outputs):
@@ -72,12 +72,19 @@ class CompiledKernel:
                 raise ValueError(f"output rank {ndim} exceeds {MAX_RANK}")
             b.out_ranks[i] = ndim
             b.out_dims[i * MAX_RANK:i * MAX_RANK + ndim] = arr.shape
+        # ORT allocates the outputs, the results are copied straight into them: a view (Expand, Transpose,
+        # Slice) is never materialised in between
+        check(lib.seamless_get_outputs(ctx, self.n_out, b.out_ranks, b.out_dims, MAX_RANK, b.out_data))
+        for i, arr in enumerate(outputs):
+            if not arr.size or b.out_data[i] == ffi.NULL:
+                continue
             if self.packed_outputs and arr.dtype in PACKED_BITS:  # sub-byte types leave packed, as ORT holds them
-                arr = outputs[i] = pack(arr)
-            b.out_nbytes[i] = arr.nbytes
-            b.out_data[i] = ffi.from_buffer(arr) if arr.nbytes else ffi.NULL
-        check(lib.seamless_set_outputs(ctx, self.n_out, b.out_data, b.out_ranks, b.out_dims, MAX_RANK,
-                                              b.out_nbytes))
+                arr = pack(arr).reshape(-1)
+                dst = np.frombuffer(ffi.buffer(ffi.cast("char*", b.out_data[i]), arr.nbytes), np.uint8)
+            else:
+                dst = np.frombuffer(ffi.buffer(ffi.cast("char*", b.out_data[i]), arr.nbytes),
+                                    arr.dtype).reshape(arr.shape)
+            np.copyto(dst, arr)
 
 
 class _Buffers:
@@ -95,4 +102,3 @@ class _Buffers:
         self.out_data = ffi.new("void*[]", n_out)
         self.out_ranks = ffi.new("int32_t[]", n_out)
         self.out_dims = ffi.new("int64_t[]", n_out * MAX_RANK)
-        self.out_nbytes = ffi.new("size_t[]", n_out)

@@ -11,7 +11,7 @@ import itertools
 import numpy as np
 
 from ..graph.ir import Graph
-from ..kernels import c_order, constants
+from ..kernels import constants
 from ..kernels.registry import lookup
 from .fusion import fuse
 
@@ -106,8 +106,8 @@ class Plan:
 
 
 def as_output(array, dtype: np.dtype) -> np.ndarray:
-    """A C-contiguous array of the declared output dtype (kernels may return numpy scalars)."""
-    out = array if type(array) is np.ndarray and array.flags.c_contiguous else c_order(array)
+    """An array of the declared output dtype (kernels may return numpy scalars); views stay views."""
+    out = array if type(array) is np.ndarray else np.asarray(array)
     if out.dtype is not dtype and out.dtype != dtype:
         raise TypeError(f"kernel produced {out.dtype}, the graph declares {dtype}")
     return out
