@@ -25,6 +25,8 @@ def _f32(a):
 
 
 def _fp(a):
+    if a.dtype != F32:  # the C kernels read float32 elements: any other size would be out of bounds
+        raise TypeError(f"native kernel: float32 expected, got {a.dtype}")
     return ffi.cast("float*", ffi.from_buffer(a))
 
 
