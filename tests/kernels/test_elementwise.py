@@ -376,6 +376,25 @@ def test_cast_signed_and_truncation():
            attrs={"to": TensorProto.FLOAT16})
 
 
+SUB_BYTE_INTS = [TensorProto.INT4, TensorProto.UINT4, TensorProto.INT2, TensorProto.UINT2]
+
+
+@pytest.mark.parametrize("to", SUB_BYTE_INTS)
+@pytest.mark.parametrize("src", [np.float32, np.float16, np.int32, np.int64])
+def test_cast_to_sub_byte_integers_wraps_as_stock(src, to):
+    """Out-of-range values keep their low bits; floats round half away from zero first (non-finite: 0)."""
+    from onnx import helper
+    from parity import assert_parity
+    values = [2.5, -2.5, 3.5, -3.7, 7.6, 8.2, -8.6, 100.4, 1e10, np.nan, np.inf, -np.inf, 0.5, -0.5]
+    x = (np.array(values, src) if np.dtype(src).kind == "f" else
+         np.array([7, 8, 15, 16, -9, -17, 100000, -2**31 if src == np.int32 else -2**40], src))
+    nodes = [helper.make_node("Cast", ["x"], ["y"], to=to), helper.make_node("Cast", ["y"], ["z"], to=TensorProto.FLOAT)]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", ONNX_TYPE[np.dtype(src)], ["n"])],
+                              [helper.make_tensor_value_info("z", TensorProto.FLOAT, None)])
+    with np.errstate(invalid="ignore"):
+        assert_parity(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 25)], ir_version=11), {"x": x})
+
+
 @pytest.mark.parametrize("opset", [6, 9, 19, 21])
 def test_cast_opsets(opset):
     attrs = {"to": TensorProto.INT32}
