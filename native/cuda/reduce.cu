@@ -1,7 +1,14 @@
 // Reductions over any set of axes (ReduceSum/Mean/Max/Min/Prod/SumSquare/R_L1/R_L2/LogSum/LogSumExp).
 // The host splits the input's axes into kept ones (which index the output) and reduced ones;
 // each output element walks its reduced elements. Floats accumulate in float32 (one block per
-// output when there are many elements to reduce); int32/int64 in their own type.
+// output when there are many elements to reduce); int32/int64 Max and Min in their own type, the
+// others in double, saturating at the type's limits as stock's do.
+//
+// Max/Min with NaN give stock ORT's CPU answers: stock keeps "a unless b is strictly greater (less)", so a NaN
+// sticks where it leads and is dropped, with what was combined into it, where it follows; which it does follows
+// the order of stock's code path for the merged shape (kernels/cpu/reduction.py replays it, and says how). Here
+// a first pass takes the best number and notes a NaN; only where there is one, a second pass takes the best
+// number that survives (survives()), or NaN where the element stock starts from (lead()) is NaN.
 #include "common.cuh"
 
 struct Reduce {
@@ -9,7 +16,14 @@ struct Reduce {
   int64_t reduced_dims[8], reduced_strides[8];
   int64_t count;                              // elements reduced into each output
   int32_t kept_rank, reduced_rank;
+  int64_t nan_dims[3];                        // stock's merged [d0, d1, d2] (NAN_KRK, NAN_RKR)
+  int32_t nan_layout, lanes;                  // NanLayout; lanes of stock's SSE2 packets (4 float32)
 };
+
+// stock's path for the merged shape: one loop from the first element; rows (kept, then reduced) each reduced by
+// Eigen's vectorised max; [kept, reduced, kept] by Eigen's partial max; [reduced, kept, reduced] by Eigen rows
+// folded in a loop
+enum NanLayout { NAN_LOOP = 0, NAN_ROWS = 1, NAN_KRK = 2, NAN_RKR = 3 };
 
 enum ReduceOp { R_SUM = 0, R_MEAN = 1, R_MAX = 2, R_MIN = 3, R_PROD = 4, R_SUM_SQUARE = 5, R_L1 = 6, R_L2 = 7, R_LOG_SUM = 8,
                 R_LOG_SUM_EXP = 9 };
@@ -34,8 +48,8 @@ __device__ __forceinline__ int64_t identity_int(int op, int64_t lo, int64_t hi) 
 template <typename A>
 __device__ __forceinline__ A combine(int op, A acc, A v) {
   switch (op) {
-    case R_MAX: return v > acc || v != v ? v : acc;  // NaN wins, as ORT
-    case R_MIN: return v < acc || v != v ? v : acc;
+    case R_MAX: return v > acc ? v : acc;  // a NaN is dropped: survives() decides where it counts
+    case R_MIN: return v < acc ? v : acc;
     case R_PROD: return acc * v;
     default: return acc + v;  // the sums: the value was mapped first
   }
@@ -53,7 +67,7 @@ __device__ __forceinline__ float mapped(int op, float v, float shift) {
 
 __device__ __forceinline__ float finish(int op, float acc, int64_t count, float shift) {
   switch (op) {
-    case R_MEAN: return acc / count;
+    case R_MEAN: return count ? acc / count : acc;  // the mean of nothing is 0, as stock's
     case R_L2: return sqrtf(acc);
     case R_LOG_SUM: return logf(acc);
     case R_LOG_SUM_EXP: return logf(acc) + shift;
@@ -76,13 +90,90 @@ __device__ float block_combine(int op, float v, float* shared) {
   return shared[0];
 }
 
-// All of this thread's share (start, start + step, ...) of one output's elements, combined.
 template <typename T>
-__device__ float partial(int op, const T* base, const Reduce& r, int64_t start, int64_t step, float shift) {
+__device__ __forceinline__ bool nan_at(const T* base, const Reduce& r, int64_t j) {
+  float v = ld(base + offset_of(j, r.reduced_dims, r.reduced_strides, r.reduced_rank));
+  return v != v;
+}
+
+// Elements of a row before its first 16-byte boundary, the row starting `offset` elements into an aligned
+// buffer (Eigen's first_aligned).
+__device__ __forceinline__ int64_t aligned_start(int64_t offset, int lanes, int64_t n) {
+  int64_t s = (lanes - offset % lanes) % lanes;
+  return s < n ? s : n;
+}
+
+// Eigen's vectorised max of a row of n elements (reduced indices j0 ..), s of them before the boundary: its
+// first packet's first lane leads (or the row's first element, without a whole packet).
+__device__ __forceinline__ int64_t row_lead(int64_t j0, int64_t n, int64_t s, int lanes) {
+  return (n - s) / lanes ? j0 + s : j0;
+}
+
+// Whether element i of that row, a number, survives: the packets go alternately into two accumulators, whose
+// lane l is NaN where that of packet 0 (or 1) is, then lanes are halved (the upper half kept into the lower: lane
+// 3 also needs lane 1), and the elements around the packets are taken one at a time.
+template <typename T>
+__device__ bool row_keeps(const T* base, const Reduce& r, int64_t j0, int64_t n, int64_t s, int lanes, int64_t i) {
+  int64_t packets = (n - s) / lanes;
+  if (packets == 0 || i < s || i >= s + packets * lanes) return true;
+  int64_t p = (i - s) / lanes, first = j0 + s;
+  int l = (int)((i - s) % lanes);
+  if (l && nan_at(base, r, first + l)) return false;
+  if (l == 3 && nan_at(base, r, first + 1)) return false;
+  return !(p % 2 && p < packets / 2 * 2 && nan_at(base, r, first + lanes + l));
+}
+
+// Whether reduced element j of output o, a number, survives stock's order of combination (see NanLayout).
+template <typename T>
+__device__ bool survives(const T* base, const Reduce& r, int64_t o, int64_t j) {
+  int lanes = r.lanes;
+  if (r.nan_layout == NAN_ROWS)
+    return row_keeps(base, r, 0, r.count, aligned_start(o * r.count, lanes, r.count), lanes, j);
+  if (r.nan_layout == NAN_KRK) {
+    // output columns from the output block's first boundary are vectorised: row 0 leads, rows 1.. go in groups of
+    // 4 combined in pairs (a group drops with its first, its fourth with its third), the rest one at a time
+    int64_t d2 = r.nan_dims[2], c = o % d2, s = aligned_start(o - c, lanes, d2);
+    if (c < s || c >= s + (d2 - s) / lanes * lanes || j == 0 || j > (r.count - 1) / 4 * 4) return true;
+    int64_t first = 1 + (j - 1) / 4 * 4;
+    int q = (int)((j - 1) % 4);
+    return !(q && nan_at(base, r, first)) && !(q == 3 && nan_at(base, r, first + 2));
+  }
+  if (r.nan_layout == NAN_RKR && j) {
+    // the first element starts the loop over the Eigen rows; a row whose lead is NaN drops out whole
+    int64_t d1 = r.nan_dims[1], d2 = r.nan_dims[2], row = j / d2 * d2;
+    int64_t s = aligned_start((j / d2 * d1 + o) * d2, lanes, d2);
+    return !nan_at(base, r, row_lead(row, d2, s, lanes)) && row_keeps(base, r, row, d2, s, lanes, j - row);
+  }
+  return true;
+}
+
+__device__ __forceinline__ int64_t lead(const Reduce& r, int64_t o) {
+  return r.nan_layout == NAN_ROWS ? row_lead(0, r.count, aligned_start(o * r.count, r.lanes, r.count), r.lanes) : 0;
+}
+
+// All of this thread's share (start, start + step, ...) of one output's elements, combined; *nan set where a Max or
+// Min meets a NaN (which the combination dropped).
+template <typename T>
+__device__ float partial(int op, const T* base, const Reduce& r, int64_t start, int64_t step, float shift, bool* nan) {
   int red_op = op == R_MAX || op == R_MIN || op == R_PROD ? op : R_SUM;
   float acc = identity_of<float>(red_op);
-  for (int64_t j = start; j < r.count; j += step)
-    acc = combine(red_op, acc, mapped(op, ld(base + offset_of(j, r.reduced_dims, r.reduced_strides, r.reduced_rank)), shift));
+  for (int64_t j = start; j < r.count; j += step) {
+    float v = ld(base + offset_of(j, r.reduced_dims, r.reduced_strides, r.reduced_rank));
+    *nan |= v != v;
+    acc = combine(red_op, acc, mapped(op, v, shift));
+  }
+  return acc;
+}
+
+// The second pass of a Max or Min of output o whose elements hold NaN: this thread's share of the numbers that
+// survive.
+template <typename T>
+__device__ float surviving(int op, const T* base, const Reduce& r, int64_t o, int64_t start, int64_t step) {
+  float acc = identity_of<float>(op);
+  for (int64_t j = start; j < r.count; j += step) {
+    float v = ld(base + offset_of(j, r.reduced_dims, r.reduced_strides, r.reduced_rank));
+    if (v == v && survives(base, r, o, j)) acc = combine(op, acc, v);
+  }
   return acc;
 }
 
@@ -92,12 +183,17 @@ __device__ void reduce_block(int op, const T* x, T* y, Reduce r) {
   __shared__ float shared[32];
   const T* base = x + offset_of(blockIdx.x, r.kept_dims, r.kept_strides, r.kept_rank);
   float shift = 0.0f;
+  bool nan = false;
   if (op == R_LOG_SUM_EXP) {  // the max first, for exp's range
-    shift = block_combine(R_MAX, partial(R_MAX, base, r, threadIdx.x, blockDim.x, 0.0f), shared);
+    shift = block_combine(R_MAX, partial(R_MAX, base, r, threadIdx.x, blockDim.x, 0.0f, &nan), shared);
     if (isinf(shift)) shift = 0.0f;
   }
   int red_op = op == R_MAX || op == R_MIN || op == R_PROD ? op : R_SUM;
-  float acc = block_combine(red_op, partial(op, base, r, threadIdx.x, blockDim.x, shift), shared);
+  float acc = block_combine(red_op, partial(op, base, r, threadIdx.x, blockDim.x, shift, &nan), shared);
+  if ((op == R_MAX || op == R_MIN) && __syncthreads_or(nan)) {
+    acc = block_combine(op, surviving(op, base, r, blockIdx.x, threadIdx.x, blockDim.x), shared);
+    if (nan_at(base, r, lead(r, blockIdx.x))) acc = NAN;
+  }
   if (threadIdx.x == 0) st(y + blockIdx.x, finish(op, acc, r.count, shift));
 }
 
@@ -107,11 +203,15 @@ __device__ void reduce_thread(int op, int64_t n, const T* x, T* y, Reduce r) {
   GRID_LOOP(i, n) {
     const T* base = x + offset_of(i, r.kept_dims, r.kept_strides, r.kept_rank);
     float shift = 0.0f;
+    bool nan = false;
     if (op == R_LOG_SUM_EXP) {
-      shift = partial(R_MAX, base, r, 0, 1, 0.0f);
+      shift = partial(R_MAX, base, r, 0, 1, 0.0f, &nan);
       if (isinf(shift)) shift = 0.0f;
     }
-    st(y + i, finish(op, partial(op, base, r, 0, 1, shift), r.count, shift));
+    float acc = partial(op, base, r, 0, 1, shift, &nan);
+    if ((op == R_MAX || op == R_MIN) && nan)
+      acc = nan_at(base, r, lead(r, i)) ? NAN : surviving(op, base, r, i, 0, 1);
+    st(y + i, finish(op, acc, r.count, shift));
   }
 }
 
@@ -124,50 +224,60 @@ __device__ void reduce_thread(int op, int64_t n, const T* x, T* y, Reduce r) {
   }
 FOR_FLOATS(REDUCE)
 
-// int32/int64: Sum, Mean (truncating), Max, Min, Prod, SumSquare, R_L1, in the type itself (wrapping:
-// any order of the partial results gives the same value).
-template <typename I>
-__device__ I partial_int(int op, const I* base, const Reduce& r, int64_t start, int64_t step, I lo, I hi) {
+// int32/int64: Max and Min in the type; Sum, Mean, Prod, SumSquare and L1 accumulate in double (A) and saturate at
+// the type's limits, truncating, as stock's do.
+template <typename I, typename A>
+__device__ A partial_int(int op, const I* base, const Reduce& r, int64_t start, int64_t step, I lo, I hi) {
   int red_op = op == R_MAX || op == R_MIN || op == R_PROD ? op : R_SUM;
-  I acc = (I)identity_int(red_op, lo, hi);
+  A acc = (A)identity_int(red_op, lo, hi);
   for (int64_t j = start; j < r.count; j += step) {
-    I v = base[offset_of(j, r.reduced_dims, r.reduced_strides, r.reduced_rank)];
-    acc = combine<I>(red_op, acc, op == R_SUM_SQUARE ? v * v : op == R_L1 && v < 0 ? -v : v);
+    A v = (A)base[offset_of(j, r.reduced_dims, r.reduced_strides, r.reduced_rank)];
+    acc = combine<A>(red_op, acc, op == R_SUM_SQUARE ? v * v : op == R_L1 && v < 0 ? -v : v);
   }
   return acc;
 }
 
 template <typename I>
+__device__ __forceinline__ I int_result(int, I acc, int64_t, I, I) { return acc; }
+template <typename I>
+__device__ __forceinline__ I int_result(int op, double acc, int64_t count, I lo, I hi) {
+  if (op == R_MEAN && count) acc /= (double)count;
+  return acc >= (double)hi ? hi : acc <= (double)lo ? lo : (I)acc;
+}
+
+template <typename I, typename A>
 __device__ void reduce_int_thread(int op, int64_t n, const I* x, I* y, Reduce r, I lo, I hi) {
   GRID_LOOP(i, n) {
-    I acc = partial_int(op, x + offset_of(i, r.kept_dims, r.kept_strides, r.kept_rank), r, 0, 1, lo, hi);
-    y[i] = op == R_MEAN && r.count ? acc / (I)r.count : acc;
+    A acc = partial_int<I, A>(op, x + offset_of(i, r.kept_dims, r.kept_strides, r.kept_rank), r, 0, 1, lo, hi);
+    y[i] = int_result<I>(op, acc, r.count, lo, hi);
   }
 }
 
 // One block per output element (a mask's sum over a long sequence: one thread alone took ~16 us).
-template <typename I>
+template <typename I, typename A>
 __device__ void reduce_int_block(int op, const I* x, I* y, Reduce r, I lo, I hi) {
-  __shared__ I part[32];
+  __shared__ A part[32];
   int red_op = op == R_MAX || op == R_MIN || op == R_PROD ? op : R_SUM;
   const I* base = x + offset_of(blockIdx.x, r.kept_dims, r.kept_strides, r.kept_rank);
-  I acc = partial_int(op, base, r, threadIdx.x, blockDim.x, lo, hi);
-  for (int off = 16; off > 0; off >>= 1) acc = combine<I>(red_op, acc, __shfl_xor_sync(0xffffffff, acc, off));
+  A acc = partial_int<I, A>(op, base, r, threadIdx.x, blockDim.x, lo, hi);
+  for (int off = 16; off > 0; off >>= 1) acc = combine<A>(red_op, acc, __shfl_xor_sync(0xffffffff, acc, off));
   if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = acc;
   __syncthreads();
   if (threadIdx.x) return;
-  for (int w = 1; w < (int)(blockDim.x + 31) >> 5; w++) acc = combine<I>(red_op, acc, part[w]);
-  y[blockIdx.x] = op == R_MEAN && r.count ? acc / (I)r.count : acc;
+  for (int w = 1; w < (int)(blockDim.x + 31) >> 5; w++) acc = combine<A>(red_op, acc, part[w]);
+  y[blockIdx.x] = int_result<I>(op, acc, r.count, lo, hi);
 }
 
 #define REDUCE_INT(S, I, LO, HI)                                                                                  \
   extern "C" __global__ void seamless_reduce_thread_##S(int op, int64_t n, const I* x, I* y, Reduce r) {         \
     dependent_launch();                                                                                           \
-    reduce_int_thread<I>(op, n, x, y, r, LO, HI);                                                                 \
+    if (op == R_MAX || op == R_MIN) reduce_int_thread<I, I>(op, n, x, y, r, LO, HI);                              \
+    else reduce_int_thread<I, double>(op, n, x, y, r, LO, HI);                                                    \
   }                                                                                                               \
   extern "C" __global__ void seamless_reduce_block_##S(int op, const I* x, I* y, Reduce r) {                     \
     dependent_launch();                                                                                           \
-    reduce_int_block<I>(op, x, y, r, LO, HI);                                                                     \
+    if (op == R_MAX || op == R_MIN) reduce_int_block<I, I>(op, x, y, r, LO, HI);                                  \
+    else reduce_int_block<I, double>(op, x, y, r, LO, HI);                                                        \
   }
 REDUCE_INT(i32, int32_t, INT32_MIN, INT32_MAX)
 REDUCE_INT(i64, int64_t, INT64_MIN, INT64_MAX)

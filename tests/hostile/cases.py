@@ -688,3 +688,64 @@ def range_float_huge_count():     # a range of 2**40 elements: stock refuses or 
 @case
 def constant_of_shape_huge():
     return one("ConstantOfShape", [np.array([2**31, 2**31], I64)], out=F32)
+
+
+# --- reductions: stock's NaN order, undefined empty sets, saturating integers (helper "reduce") --------------
+
+_NAN_LANES = np.array([[1, np.nan, np.nan, 2, 0, 0, 0, 0, 9], [np.nan, 3, 2, 1, 0, 5, 6, 7, 8],
+                       [0, np.nan, 0, 3, 2, 7, np.nan, 1, 1]], F32)
+
+
+@case
+def reduce_max_nan_in_packet_lanes():  # valid: a NaN in a packet's lanes drops the lanes combined into it
+    return one("ReduceMax", [_NAN_LANES], {"axes": [1], "keepdims": 0}, opset=13)
+
+
+@case
+def reduce_min_nan_middle_axis():      # valid: stock's partial reduction of [kept, reduced, kept]
+    return one("ReduceMin", [_NAN_LANES.reshape(3, 3, 3)], {"axes": [1]}, opset=13)
+
+
+@case
+def argmin_nan_vector():               # valid: stock's vectorised search of a 1-D input
+    return one("ArgMin", [np.array([5, 4, np.nan, 2, 1, 0, 0, 0, 0], F32)], {"axis": 0}, out=I64)
+
+
+@case
+def hardmax_nan():                     # valid: no 1 where the row's maximum comes out NaN
+    return one("Hardmax", [_NAN_LANES], opset=13)
+
+
+@case
+def topk_nan_smallest():               # valid: NaN ranks above every number
+    return one("TopK", [_NAN_LANES, np.array([4], I64)], {"largest": 0}, out=[F32, I64], opset=11)
+
+
+@case
+def argmax_empty_axis():
+    return one("ArgMax", [np.zeros((2, 0), F32)], {"axis": 1}, out=I64, unranked=True, opset=13)
+
+
+@case
+def reduce_max_bool_empty():
+    return one("ReduceMax", [np.zeros((2, 0), BOOL), np.array([1], I64)], unranked=True, opset=20)
+
+
+@case
+def reduce_axes_not_a_vector():
+    return one("ReduceSum", [rnd(2, 3), np.array([[1]], I64)], opset=13)
+
+
+@case
+def reduce_sum_int32_overflow():       # valid: stock saturates
+    return one("ReduceSum", [np.array([[2**31 - 1, 5], [-2**31, -5]], I32), np.array([1], I64)], opset=13)
+
+
+@case
+def cumsum_axis_two_elements():
+    return one("CumSum", [rnd(2, 3), np.array([1, 0], I64)], opset=14)
+
+
+@case
+def topk_k_not_a_vector():
+    return one("TopK", [rnd(2, 3), np.array(1, I64)], out=[F32, I64], opset=11)

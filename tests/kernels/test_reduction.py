@@ -1,8 +1,11 @@
 """Parity of the reduction kernels (Reduce*, ArgMax/ArgMin, Softmax family, CumSum, TopK) with stock ORT."""
 import numpy as np
+import onnx
 import pytest
+from onnx import helper
+from onnxruntime.capi.onnxruntime_pybind11_state import Fail, InvalidArgument, RuntimeException
 
-from parity import Const, assert_close, assert_parity, node_model, run_ours, stock_session
+from parity import Const, assert_close, assert_parity, ep_session, node_model, run_ours, stock_session
 
 rng = np.random.default_rng(1)
 RTOL, ATOL = 1e-4, 1e-5
@@ -315,3 +318,223 @@ def test_cumprod(exclusive, reverse, dtype):
     x = rand((3, 4), dtype, 0.5, 1.5) if np.dtype(dtype).kind == "f" else rng.integers(-3, 4, (3, 4)).astype(dtype)
     for axis in (0, 1, -1):
         parity("CumProd", x, np.array(axis, np.int64), attrs={"exclusive": exclusive, "reverse": reverse}, opset=26)
+
+
+# ---------------------------------------------------------------- NaN: stock's answers, not numpy's
+# Stock keeps "a unless b is strictly better", so a NaN sticks where it leads and is dropped (with what was combined
+# into it) where it follows, in the order of stock's path for the shape (Eigen's SSE2 packets, or a plain loop).
+
+N = np.nan
+NAN_ROWS = np.array([[N, 1, 2, 3, 4, 5, 6, 7, 8],    # leading NaN
+                     [1, N, N, 2, 0, 0, 0, 0, 9],    # NaN in packet lanes, a larger value after them
+                     [0, N, 0, 3, 2, 7, N, 1, 1],
+                     [5, 5, 5, N, 5, 9, N, 9, 1],    # ties
+                     [N, N, N, N, N, N, N, N, N],    # all NaN
+                     [-np.inf, N, 3, N, N, 4, N, N, 2],
+                     [1, 2, 3, 4, 5, 6, 7, 8, N]], np.float32)
+
+
+def aligned_views(x):
+    """x copied at each 4-byte offset from a 16-byte boundary: stock reads a fed tensor where it lies, and its
+    vectorised reductions start their packets at the boundary."""
+    views = []
+    for offset in range(0, 16, x.itemsize):
+        buf = np.zeros(x.size + 64 // x.itemsize, x.dtype)
+        start = (offset - buf.ctypes.data % 16) % 16 // x.itemsize
+        v = buf[start:start + x.size].reshape(x.shape)
+        v[...] = x
+        views.append(v)
+    return views
+
+
+def nan_parity(op, x, *extra, attrs=None, opset=18, outputs=None):
+    """ours == stock, NaN for NaN, with x fed at each offset from a 16-byte boundary."""
+    model, feeds = node_model(op, [x, *extra], attrs, opset, outputs)
+    for view in aligned_views(x):
+        ref = stock_session(model).run(None, {**feeds, "in0": view})
+        ours = run_ours(model, {**feeds, "in0": view})
+        for r, o in zip(ref, ours):
+            assert r.dtype == o.dtype and r.shape == o.shape
+            np.testing.assert_array_equal(o, r, err_msg=f"{op} {attrs} at {view.ctypes.data % 16}")
+
+
+@pytest.mark.parametrize("op", ["ReduceMax", "ReduceMin"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
+def test_reduce_max_min_nan(op, dtype):
+    x = NAN_ROWS.astype(dtype)
+    for axes in ([1], [0], [0, 1]):
+        nan_parity(op, x, np.array(axes, np.int64), attrs={"keepdims": 0})
+    nan_parity(op, x, np.array([1], np.int64), attrs={"keepdims": 1})
+    # every path of stock's: [kept, reduced, kept], [reduced, kept, reduced], [reduced, kept], a loop
+    rng = np.random.default_rng(5)
+    y = rng.integers(-4, 4, (3, 6, 2, 7)).astype(dtype)
+    y[rng.random(y.shape) < 0.3] = np.nan
+    for axes in ([1], [1, 2], [0, 3], [0, 1, 3], [0], [0, 2], [1, 3], [3]):
+        nan_parity(op, y, np.array(axes, np.int64), attrs={"keepdims": 0})
+    nan_parity(op, y[0, :, :, :3].copy(), attrs={"axes": [0], "keepdims": 1}, opset=13)
+
+
+@pytest.mark.parametrize("op", ["ArgMax", "ArgMin"])
+@pytest.mark.parametrize("last", [0, 1])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
+def test_arg_nan(op, last, dtype):
+    x = NAN_ROWS.astype(dtype)
+    for axis in (0, 1):
+        nan_parity(op, x, attrs={"axis": axis, "select_last_index": last}, opset=13, outputs=[np.int64])
+    # a vector: stock's vectorised search of packets from the first element
+    for row in x:
+        for n in (2, 3, 5, 9):
+            nan_parity(op, row[:n].copy(), attrs={"axis": 0, "select_last_index": last, "keepdims": 0}, opset=13,
+                       outputs=[np.int64])
+    rng = np.random.default_rng(6)
+    v = rng.integers(-3, 3, 61).astype(dtype)
+    v[rng.random(61) < 0.4] = np.nan
+    nan_parity(op, v, attrs={"axis": 0, "select_last_index": last}, opset=13, outputs=[np.int64])
+
+
+@pytest.mark.parametrize("opset", [11, 13])
+def test_hardmax_nan(opset):
+    # 1 at the first occurrence of the row's maximum as stock's Eigen reduces it; none where that is NaN
+    nan_parity("Hardmax", NAN_ROWS, opset=opset)
+    nan_parity("Hardmax", NAN_ROWS, attrs={"axis": 0}, opset=opset)
+
+
+@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
+def test_softmax_nan(op):
+    nan_parity(op, NAN_ROWS, opset=13)
+
+
+# ---------------------------------------------------------------- refused inputs: stock's error class and cause
+
+def unranked(op, inputs, attrs=None, opset=18, outputs=None):
+    """A one-node model whose inputs have no shape (so only the kernel can check them) and its feeds."""
+    names = [f"in{i}" for i in range(len(inputs))]
+    tp = helper.np_dtype_to_tensor_dtype
+    outputs = outputs or [np.asarray(inputs[0]).dtype]
+    node = helper.make_node(op, names, [f"out{j}" for j in range(len(outputs))], **(attrs or {}))
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info(n, tp(np.asarray(a).dtype), None)
+                                            for n, a in zip(names, inputs)],
+                              [helper.make_tensor_value_info(f"out{j}", tp(np.dtype(d)), None)
+                               for j, d in enumerate(outputs)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=9)
+    return model, {n: np.asarray(a) for n, a in zip(names, inputs)}
+
+
+def assert_refused(model, feeds, error, cause):
+    """Stock and ours both refuse with `error`; ours names the cause."""
+    with pytest.raises(error):
+        stock_session(model).run(None, feeds)
+    with pytest.raises(error, match=cause):
+        ep_session(model).run(None, feeds)
+
+
+X23 = np.arange(6, dtype=np.float32).reshape(2, 3)
+I64 = np.int64
+
+
+@pytest.mark.parametrize("op", REDUCE_OPS)
+def test_reduce_axes_out_of_range(op):
+    for axes in ([2], [-3], [0, 5]):
+        cause = rf"axis {axes[-1]} is not in valid range \[-2,1\]"
+        assert_refused(*unranked(op, [X23, np.array(axes, I64)]), Fail, cause)
+        assert_refused(*unranked(op, [X23], {"axes": axes}, opset=11), Fail, cause)
+    assert_refused(*unranked(op, [X23, np.array([[1]], I64)]), Fail, "axes tensor must be a vector")
+    assert_refused(*unranked(op, [np.zeros((2, 0, 3), np.float32), np.array([3], I64)]), Fail, "not in valid range")
+
+
+@pytest.mark.parametrize("op", ["ArgMax", "ArgMin", "Softmax", "LogSoftmax", "Hardmax"])
+@pytest.mark.parametrize("opset", [11, 13])
+def test_axis_out_of_range(op, opset):
+    outputs = [I64] if op.startswith("Arg") else None
+    for axis in (2, -3):
+        assert_refused(*unranked(op, [X23], {"axis": axis}, opset, outputs), Fail,
+                       rf"axis {axis} is not in valid range \[-2,1\]")
+    if not op.startswith("Arg"):  # a scalar has no axis
+        assert_refused(*unranked(op, [np.array(1.0, np.float32)], {}, opset), Fail, "not in valid range")
+
+
+def test_cumsum_refused():
+    assert_refused(*unranked("CumSum", [X23, np.array(2, I64)], opset=14), Fail, r"axis 2 is not in valid range")
+    assert_refused(*unranked("CumSum", [X23, np.array(-3, I64)], opset=14), Fail, r"axis -3 is not in valid range")
+    assert_refused(*unranked("CumSum", [X23, np.array([1, 0], I64)], opset=14), InvalidArgument, "exactly one element")
+    assert_refused(*unranked("CumSum", [X23, np.array([[1]], I64)], opset=14), InvalidArgument, "0D or 1D")
+    assert_refused(*unranked("CumSum", [np.array(1.0, np.float32), np.array(0, I64)], opset=14), InvalidArgument,
+                   "on a scalar")
+
+
+def test_topk_refused():
+    model = lambda k, **attrs: unranked("TopK", [X23, np.array(k, I64)], attrs, 11, [np.float32, I64])
+    assert_refused(*model([-1]), Fail, "k must not be negative")
+    assert_refused(*model([4]), Fail, r"k argument \[4\] should not be greater than specified axis dim value \[3\]")
+    assert_refused(*model([2], axis=2), Fail, r"axis 2 is not in valid range \[-2,1\]")
+    for k in ([1, 2], 1, np.zeros(0, I64)):
+        assert_refused(*model(k), Fail, "k tensor should be a 1D tensor of size 1")
+    assert_refused(*unranked("TopK", [X23], {"k": 4}, 1, [np.float32, I64]), Fail, "should not be greater")
+
+
+def test_undefined_empty_reductions():
+    # stock leaves these undefined (ORT_NOT_IMPLEMENTED): RUNTIME_EXCEPTION
+    for op in ("ReduceMax", "ReduceMin"):
+        assert_refused(*unranked(op, [np.zeros((2, 0), np.bool_), np.array([1], I64)], {"keepdims": 0}, 20),
+                       RuntimeException, f"{op} is not defined for empty set with bool type")
+    for op in ("ArgMax", "ArgMin"):
+        assert_refused(*unranked(op, [np.zeros((2, 0), np.float32)], {"axis": 1}, 13, [I64]), RuntimeException,
+                       "empty axis")
+
+
+# ---------------------------------------------------------------- valid inputs stock answers
+
+@pytest.mark.parametrize("op", REDUCE_OPS)
+def test_reduce_scalar_with_axes(op):
+    # stock reduces a scalar over no axis, whatever the axes say
+    x = np.array(2.5, np.float32)
+    for axes in ([0], [5], [-1, 0]):
+        assert_parity(*unranked(op, [x, np.array(axes, I64)], {"keepdims": 0}))
+        assert_parity(*unranked(op, [x, np.array(axes, I64)]))
+    assert_parity(*unranked(op, [x], {"axes": [0]}, opset=11))
+
+
+@pytest.mark.parametrize("op", ["ReduceSum", "ReduceMax", "ReduceL2", "ReduceLogSumExp"])
+def test_reduce_repeated_axes(op):
+    x = rand((3, 4, 5), low=0.5)
+    reduce(op, x, [1, 1], 0, 18)
+    reduce(op, x, [2, -1, 0], 1, 18)
+    reduce(op, x, [0, 0], 1, 13)
+
+
+@pytest.mark.parametrize("op", ["ReduceMax", "ReduceMin", "ReduceSum", "ReduceMean", "ReduceProd", "ReduceLogSum"])
+def test_reduce_empty_keepdims(op):
+    x = np.zeros((2, 0, 3), np.float32)
+    for axes, keepdims in (([1], 0), ([-2], 1), ([0, 1], 0), ([2], 0), (None, 0)):
+        reduce(op, x, axes, keepdims, 18)
+    reduce(op, x, [], 1, 18, noop=1)
+
+
+@pytest.mark.parametrize("op", ["ReduceSum", "ReduceMean", "ReduceProd", "ReduceSumSquare", "ReduceL1", "ReduceL2",
+                                "ReduceLogSum"])
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_reduce_int_saturates(op, dtype):
+    # stock accumulates integers in float64 and saturates at the type's limits (it does not wrap)
+    info = np.iinfo(dtype)
+    x = np.array([[info.max, 5, -3], [info.max // 2 + 1] * 3, [info.min, -5, 1], [7, -7, 3]], dtype)
+    for axes in ([1], [0], None):
+        reduce(op, x, axes, 0, 18)
+
+
+# ---------------------------------------------------------------- TopK: ties, NaN, every way of selecting
+
+@pytest.mark.parametrize("largest", [0, 1])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, np.int32, np.int64, np.uint8])
+def test_topk_ties_nan_and_sizes(largest, dtype):
+    rng = np.random.default_rng(9)
+    for rows, n in ((3, 9), (2, 300), (1, 4000)):
+        x = rng.integers(0, 20, (rows, n)).astype(dtype)  # many ties
+        if np.dtype(dtype).kind == "f" and n != 300:
+            x[rng.random(x.shape) < 0.1] = np.nan  # NaN above every number, lower index first
+        for k in sorted({1, 2, 5, n // 16, n // 3, n}):
+            parity("TopK", x, np.array([k], I64), out=[np.dtype(dtype), I64], attrs={"largest": largest}, opset=11)
+    signed = np.array([[0.0, -0.0, 0.0, -0.0, 1, 1, -1] * 40], np.float32)  # -0 equals 0: index order
+    parity("TopK", signed, np.array([5], I64), out=TOPK_OUT, attrs={"largest": largest}, opset=11)
+    parity("TopK", signed, np.array([280], I64), out=TOPK_OUT, attrs={"largest": largest}, opset=11)
+    extremes = np.array([[np.inf, -np.inf, 1, np.inf, -np.inf, 0] * 30], np.float32)
+    parity("TopK", extremes, np.array([20], I64), out=TOPK_OUT, attrs={"largest": largest}, opset=11)

@@ -7,6 +7,7 @@ import numpy as np
 from ...graph.ir import ONNX_TO_NUMPY
 from ...plan.fusion import FUSED_DOMAIN
 from ...runtime.cuda import MAX_DIMS, DeviceTensor, contiguous_strides
+from ..cpu.reduction import reduced_axes, stock_path
 from ..registry import kernel
 from .elementwise import GPU_FLOATS, GPU_INTS, SUFFIX
 from .shape import _ints
@@ -16,24 +17,25 @@ REDUCE = {"ReduceSum": (0, 13, True), "ReduceMean": (1, 18, True), "ReduceMax": 
           "ReduceMin": (3, 18, True), "ReduceProd": (4, 18, True), "ReduceSumSquare": (5, 18, True),
           "ReduceL1": (6, 18, True), "ReduceL2": (7, 18, False), "ReduceLogSum": (8, 18, False),
           "ReduceLogSumExp": (9, 18, False)}
+NAN_LAYOUT = {"loop": 0, "rows": 1, "krk": 2, "rkr": 3}  # native/cuda/reduce.cu's NanLayout
 BLOCK_FROM = 64  # a block of threads per output from this many elements on (from 8 for at most 1024 outputs:
 #                   a mask summed over a sequence of 48, one thread alone, took 16 us)
 
 
 def reduce(rt, stream, code, x, axes, keepdims):
-    """x reduced over `axes` (empty: all) with ReduceOp `code`."""
+    """x reduced over `axes` (empty: all; a scalar over none, whatever they say, as stock) with ReduceOp `code`.
+    Max and Min with NaN follow stock's order of combination for the shape, as if x lay in an aligned buffer
+    (float16 and bfloat16 as stock's float32 copy)."""
     rank = len(x.shape)
     if rank > MAX_DIMS:
         raise ValueError(f"rank {rank} above the CUDA kernels' limit of {MAX_DIMS}")
-    axes = sorted({a % rank for a in axes}) if len(axes) else list(range(rank))
+    axes = list(reduced_axes(rank, axes)) if rank else []
     strides = contiguous_strides(x.shape)
     kept = [d for d in range(rank) if d not in axes]
     out_shape = tuple(1 if d in axes else x.shape[d] for d in range(rank)) if keepdims else \
         tuple(x.shape[d] for d in kept)
     y = rt.alloc(out_shape, x.dtype)
-    count = math.prod([x.shape[a] for a in axes])
-    if count == 0 and y.size:
-        raise ValueError(f"{x.shape} reduced over the empty axes {axes}: declined on CUDA")
+    count = math.prod([x.shape[a] for a in axes])  # 0: each output is the op's value for no element
 
     def dims_strides(ds):
         pad = [0] * (MAX_DIMS - len(ds))
@@ -41,7 +43,10 @@ def reduce(rt, stream, code, x, axes, keepdims):
 
     kd, ks = dims_strides(kept)
     rd, rs = dims_strides(axes)
-    r = struct.pack(f"<{4 * MAX_DIMS + 1}q2i", *kd, *ks, *rd, *rs, count, len(kept), len(axes))
+    path, merged = stock_path(x.shape, axes) if axes and count else ("loop", [])
+    nan_dims = (list(merged) + [1, 1, 1])[:3]
+    r = struct.pack(f"<{4 * MAX_DIMS + 1}q2i3q2i", *kd, *ks, *rd, *rs, count, len(kept), len(axes), *nan_dims,
+                    NAN_LAYOUT[path], 4)
     suffix = SUFFIX[x.dtype]
     if count >= BLOCK_FROM or (count >= 8 and y.size <= 1024):
         rt.launch_rows(f"seamless_reduce_block_{suffix}", y.size, stream, ("int", code), ("ptr", x.ptr),
@@ -64,6 +69,8 @@ def _register(op, code, axes_input_since, ints):
                                                                                              "ReduceMax", "ReduceMin")
             else "noop_with_empty_axes on an op with an elementwise part", host_inputs=(1,))
     def with_axes_input(rt, stream, x, axes=None, *, keepdims=1, noop_with_empty_axes=0):
+        if axes is not None and len(axes.shape) != 1:
+            raise ValueError("An axes tensor must be a vector tensor.")
         axes = _ints(rt, stream, axes) if axes is not None else []
         if noop_with_empty_axes and not axes:  # a copy of the input
             return (DeviceTensor(x.ptr, x.shape, x.dtype, x.host),)
