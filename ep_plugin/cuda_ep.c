@@ -479,6 +479,7 @@ static OrtStatus* factory_cuda_devices(OrtEpFactory* f, const OrtHardwareDevice*
     ORT(AddKeyValuePair)(meta, "cuda_device_name", name);
     snprintf(text, sizeof text, "%d.%d", major, minor);
     ORT(AddKeyValuePair)(meta, "cuda_compute_capability", text);
+    ORT(AddKeyValuePair)(meta, SEAMLESS_REGISTRATION_KEY, factory_registration(f));
     OrtEpDevice* d = NULL;
     OrtStatus* st = ORT_EP(CreateEpDevice)(f, devices[i], meta, NULL, &d);
     ORT(ReleaseKeyValuePairs)(meta);

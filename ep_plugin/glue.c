@@ -190,6 +190,21 @@ static OrtStatus* put_attr(Buf* b, const OrtOpAttr* attr) {
   return NULL;
 }
 
+/* An attribute ORT cannot describe or read (a SPARSE_TENSOR or TYPE_PROTO: "Unexpected attribute type")
+ * goes to Python as type -1, unreadable: its node is declined, never the whole graph. */
+static void put_attr_or_unreadable(Buf* b, const OrtOpAttr* attr) {
+  size_t start = b->len;
+  OrtStatus* st = put_attr(b, attr);
+  if (!st) return;
+  ORT(ReleaseStatus)(st);
+  b->len = start;
+  const char* name = NULL;
+  st = ORT(OpAttr_GetName)(attr, &name);
+  if (st) { ORT(ReleaseStatus)(st); name = ""; }
+  put_str(b, name);
+  put_i32(b, -1);
+}
+
 typedef OrtStatus* (*CountFn)(const OrtNode*, size_t*);
 typedef OrtStatus* (*ValuesFn)(const OrtNode*, const OrtValueInfo**, size_t);
 
@@ -224,7 +239,7 @@ static OrtStatus* put_node(Buf* b, const OrtNode* node, size_t const_limit) {
   if (!attrs) return seamless_status(1, "out of memory");
   OrtStatus* st = nattr ? ORT(Node_GetAttributes)(node, attrs, nattr) : NULL;
   if (!st) put_i32(b, (int32_t)nattr);
-  for (size_t i = 0; !st && i < nattr; i++) st = put_attr(b, attrs[i]);
+  for (size_t i = 0; !st && i < nattr; i++) put_attr_or_unreadable(b, attrs[i]);
   free(attrs);
   if (st) return st;
   TRY(ORT(Node_GetNumSubgraphs)(node, &nsub));
@@ -345,22 +360,8 @@ static int seamless_get_inputs(const OrtKernelContext* ctx, size_t n, void** dat
   return count;
 }
 
-/* All outputs in one call: ORT allocates each with the given dims, then we copy the bytes. */
-static OrtStatus* seamless_set_outputs(OrtKernelContext* ctx, size_t n, void* const* src, const int32_t* ranks,
-                                       const int64_t* dims, size_t max_rank, const size_t* nbytes) {
-  for (size_t i = 0; i < n; i++) {
-    OrtValue* v = NULL;
-    void* dst = NULL;
-    TRY(ORT(KernelContext_GetOutput)(ctx, i, dims + i * max_rank, (size_t)ranks[i], &v));
-    if (!v || !nbytes[i]) continue;
-    TRY(ORT(GetTensorMutableData)(v, &dst));
-    memcpy(dst, src[i], nbytes[i]);
-  }
-  return NULL;
-}
-
-/* Allocate every output with the given dims and return the data pointers (executors that write
- * results in place, e.g. on a GPU). */
+/* Allocate every output with the given dims and return the data pointers: executors write their
+ * results there. */
 static OrtStatus* seamless_get_outputs(OrtKernelContext* ctx, size_t n, const int32_t* ranks, const int64_t* dims,
                                        size_t max_rank, void** data) {
   for (size_t i = 0; i < n; i++) {
@@ -391,6 +392,11 @@ static void seamless_log(const OrtLogger* logger, int level, const char* msg) {
   if (st) ORT(ReleaseStatus)(st);
 }
 
+/* The metadata key of every OrtEpDevice we create: which registration of the library made it, so that
+ * onnxruntime_ep_seamless.get_devices() keeps one factory's devices when the library is registered twice. */
+#define SEAMLESS_REGISTRATION_KEY "seamless_registration"
+static const char* factory_registration(const OrtEpFactory* f);
+
 #ifdef SEAMLESS_CUDA
 #include "cuda_ep.c"
 #endif
@@ -398,8 +404,9 @@ static void seamless_log(const OrtLogger* logger, int level, const char* msg) {
 /* ---- the structs handed to ORT ------------------------------------------------------ */
 typedef struct {
   OrtEpFactory base;            /* first: ORT's pointer is ours */
-  void* handle;                 /* the Python factory object */
+  void* handle;                 /* the Python factory object; NULL once ORT released the factory */
   char *name, *vendor, *version;
+  char* registration;           /* the name ORT registered the library under (tags its devices) */
   int hw_type;                  /* OrtHardwareDeviceType this factory serves */
 } SeamlessFactory;
 
@@ -435,6 +442,7 @@ static OrtStatus* py_compute(void* kernel_handle, OrtKernelContext* ctx);
 static const char* factory_name(const OrtEpFactory* f) { return ((const SeamlessFactory*)f)->name; }
 static const char* factory_vendor(const OrtEpFactory* f) { return ((const SeamlessFactory*)f)->vendor; }
 static const char* factory_version(const OrtEpFactory* f) { return ((const SeamlessFactory*)f)->version; }
+static const char* factory_registration(const OrtEpFactory* f) { return ((const SeamlessFactory*)f)->registration; }
 #ifdef SEAMLESS_CUDA
 static uint32_t factory_vendor_id(const OrtEpFactory* f) { (void)f; return SEAMLESS_VENDOR_NVIDIA; }
 #else
@@ -449,7 +457,12 @@ static OrtStatus* factory_get_supported_devices(OrtEpFactory* f, const OrtHardwa
   *num = 0;
   for (size_t i = 0; i < n && *num < max; i++) {
     if (ORT(HardwareDevice_Type)(devices[i]) != self->hw_type) continue;
-    TRY(ORT_EP(CreateEpDevice)(f, devices[i], NULL, NULL, &ep_devices[*num]));
+    OrtKeyValuePairs* meta = NULL;
+    ORT(CreateKeyValuePairs)(&meta);
+    ORT(AddKeyValuePair)(meta, SEAMLESS_REGISTRATION_KEY, self->registration);
+    OrtStatus* st = ORT_EP(CreateEpDevice)(f, devices[i], meta, NULL, &ep_devices[*num]);
+    ORT(ReleaseKeyValuePairs)(meta);
+    if (st) return st;
     (*num)++;
   }
   return NULL;
@@ -519,6 +532,12 @@ static OrtStatus* factory_create_ep(OrtEpFactory* f, const OrtHardwareDevice* co
                                     const OrtSessionOptions* options, const OrtLogger* logger, OrtEp** out) {
   (void)devices;
   SeamlessFactory* self = (SeamlessFactory*)f;
+  *out = NULL;
+  /* SessionOptions made before the library was unregistered still point at this factory (and at
+   * devices ORT freed: read nothing of them) */
+  if (!self->handle)
+    return seamless_status(1, "onnxruntime-ep-seamless: this SessionOptions names a device of a registration of the "
+                              "library that was unregistered since; register it again and make new SessionOptions");
   int ordinal = -1;  /* the CUDA device of a GPU EP, from the metadata its OrtEpDevice carries */
   const char* id = num_devices == 1 && metadata && metadata[0] ? ORT(GetKeyValue)(metadata[0], "cuda_device_id") : NULL;
   if (id) ordinal = atoi(id);
@@ -526,7 +545,6 @@ static OrtStatus* factory_create_ep(OrtEpFactory* f, const OrtHardwareDevice* co
   const char* const* keys = NULL;
   const char* const* values = NULL;
   size_t n = 0;
-  *out = NULL;
   TRY(ORT(GetSessionOptionsConfigEntries)(options, &entries));
   ORT(GetKeyValuePairs)(entries, &keys, &values, &n);
   SeamlessEp* ep = calloc(1, sizeof *ep);
@@ -575,6 +593,7 @@ static void factory_release_ep(OrtEpFactory* f, OrtEp* ep) {
 }
 
 /* Called from Python's create-factories: a C factory struct around a Python handle. */
+static const char* g_registering;  /* the registration name, during seamless_entry_create_ep_factories */
 static OrtEpFactory* seamless_new_factory(void* handle, const char* name, const char* vendor, const char* version,
                                           int hw_type) {
   SeamlessFactory* f = calloc(1, sizeof *f);
@@ -583,6 +602,7 @@ static OrtEpFactory* seamless_new_factory(void* handle, const char* name, const 
   f->name = strdup(name);
   f->vendor = strdup(vendor);
   f->version = strdup(version);
+  f->registration = strdup(g_registering ? g_registering : "");
   f->hw_type = hw_type;
   f->base.ort_version_supported = SEAMLESS_ORT_API_MAX;
   f->base.GetName = factory_name;
@@ -676,7 +696,10 @@ OrtStatus* seamless_entry_create_ep_factories(const char* registered_name, const
     return seamless_status(1, "onnxruntime-ep-seamless: the embedded Python layer failed to initialize "
                               "(the traceback is on stderr). Fix: reinstall the package with its dependencies "
                               "(pip install --force-reinstall onnxruntime-ep-seamless).");
-  return py_create_factories(registered_name, logger, factories, max_factories, num_factories);
+  g_registering = registered_name;  /* ORT registers one library at a time */
+  st = py_create_factories(registered_name, logger, factories, max_factories, num_factories);
+  g_registering = NULL;
+  return st;
 }
 
 __attribute__((visibility("default")))
@@ -684,8 +707,10 @@ OrtStatus* seamless_entry_release_ep_factory(OrtEpFactory* factory) {
   SeamlessFactory* f = (SeamlessFactory*)factory;
   if (!f) return NULL;
   if (py_ready()) py_release_handle(f->handle);
-  free(f->name); free(f->vendor); free(f->version);
-  free(f);
+  /* The struct is never freed: sessions alive after an unregister still call ReleaseEp and GetName
+   * through it (their EP objects hold the Python factory), and SessionOptions made before call
+   * CreateEp, which now refuses. A few bytes per unregister. */
+  f->handle = NULL;
   return NULL;
 }
 

@@ -85,45 +85,66 @@ def _warn_if_both_installed() -> None:
                       f"(keep {DISTRIBUTIONS[1]} for GPUs), then reinstall the other.", RuntimeWarning, stacklevel=3)
 
 
+# The metadata key naming the registration that made an OrtEpDevice (SEAMLESS_REGISTRATION_KEY in ep_plugin/glue.c):
+# the library may also be registered under other names with ORT's own API, each registration with its own devices.
+_REGISTRATION_KEY = "seamless_registration"
+
+
+def _devices(ort, device: str) -> list:
+    """The OrtEpDevices that our registration of `device`'s library made."""
+    ep_name, _, registration_name = _variant(device)
+    return [d for d in ort.get_ep_devices()
+            if d.ep_name == ep_name and d.ep_metadata.get(_REGISTRATION_KEY) == registration_name]
+
+
 def register(device: str = "cpu") -> str:
     """Register the plugin library with onnxruntime (idempotent); returns the library path."""
     ort = _ort()
     if not _registered:
         _warn_if_both_installed()
-    ep_name, _, registration_name = _variant(device)
+    _, _, registration_name = _variant(device)
     path = get_library_path(device)
-    previous = _registered.get(device)
-    if previous == path:
-        return path
-    if previous is not None:
-        raise RuntimeError(f"{ep_name} is already registered from {previous}; cannot also register {path}")
+    # asked of ORT every time: its own unregister_execution_provider_library may have undone ours
     try:
         ort.register_execution_provider_library(registration_name, path)
     except Exception as exc:
         if "already registered" not in str(exc):
             raise
-        found = {d.ep_metadata.get("library_path", path) for d in ort.get_ep_devices() if d.ep_name == ep_name}
-        if found != {path}:
+        # ORT >= 1.24 records the library path in the metadata; 1.23 does not
+        found = {d.ep_metadata.get("library_path", path) for d in _devices(ort, device)}
+        if found - {path}:
             raise RuntimeError(f"{registration_name!r} is already registered from {sorted(found)}, not {path}") from exc
-    _registered[device] = path
+    _registered[device.lower()] = path
     return path
 
 
 def unregister(device: str = "cpu") -> None:
-    """Unregister the library. Only after every session and IOBinding using it is gone."""
+    """Unregister the library that register() registered; refused while a session made with it is alive."""
     ort = _ort()
-    if _registered.pop(device, None) is not None:
-        ort.unregister_execution_provider_library(_variant(device)[2])
+    ep_name, _, registration_name = _variant(device)
+    if device.lower() not in _registered:
+        return
+    import gc
+    from .abi.bridge import live_eps
+    gc.collect()  # sessions dropped in reference cycles are gone, not alive
+    alive = live_eps(device.lower(), registration_name)
+    if alive:
+        raise RuntimeError(f"cannot unregister {ep_name}: {alive} session(s) created with it are still alive; delete "
+                           "every InferenceSession and IOBinding using it first (IOBindings keep their session alive)")
+    try:
+        ort.unregister_execution_provider_library(registration_name)
+    except Exception as exc:
+        if "was not registered" not in str(exc):  # already undone through ORT's own API: nothing to do
+            raise
+    del _registered[device.lower()]
 
 
 def get_devices(device: str = "cpu") -> list:
     """The OrtEpDevice objects of our EP for `device` (registers first); for "cuda", one per GPU."""
     ort = _ort()
-    path = register(device)
+    register(device)
     ep_name = get_ep_name(device)
-    # ORT >= 1.24 records the library path in the metadata; 1.23 does not
-    devices = [d for d in ort.get_ep_devices()
-               if d.ep_name == ep_name and d.ep_metadata.get("library_path", path) == path]
+    devices = _devices(ort, device)
     if devices and device == "cuda":
         from .abi.bridge import NATIVES
         lib = NATIVES["cuda"].lib

@@ -53,11 +53,11 @@ def report(**values):
 """
 
 
-def scenario(code: str, timeout: int = 120, watchdog: int = 0, env=None):
-    """Run PRELUDE + code in a fresh interpreter; returns (process, the RESULT dict or None)."""
+def scenario(code: str, timeout: int = 120, watchdog: int = 0, env=None, args=()):
+    """Run PRELUDE + code in a fresh interpreter (args: its sys.argv[1:]); returns (process, the RESULT dict or None)."""
     watchdog = watchdog or timeout - 10
     source = PRELUDE.format(watchdog=watchdog) + textwrap.dedent(code)
-    out = subprocess.run([sys.executable, "-c", source], capture_output=True, text=True, timeout=timeout,
+    out = subprocess.run([sys.executable, "-c", source, *args], capture_output=True, text=True, timeout=timeout,
                          env={**os.environ, **(env or {})}, cwd="/")
     results = [json.loads(line[7:]) for line in out.stdout.splitlines() if line.startswith("RESULT ")]
     return out, (results[-1] if results else None)
@@ -130,6 +130,138 @@ def test_unregister_and_register_again():
         """)
     assert out.returncode == 0, out.stderr
     assert result == {"cycles": 4}
+    assert clean(out.stderr), out.stderr
+
+
+def test_unregister_is_refused_while_a_session_or_io_binding_is_alive():
+    out, result = scenario("""
+        data = mlp()
+        x = np.ones((2, 8), np.float32); y = np.full(8, 0.5, np.float32)
+        errors = []
+
+        def refused():
+            try:
+                seamless.unregister()
+            except RuntimeError as exc:
+                errors.append(str(exc))
+                return True
+            return False
+
+        sess = session(data)
+        (want,) = sess.run(None, {"x": x, "y": y})
+        assert refused()
+        bind = sess.io_binding(); bind.bind_cpu_input("x", x); bind.bind_cpu_input("y", y); bind.bind_output("z")
+        del sess                                  # the IO binding keeps the session alive
+        assert refused()
+        class Cycle: pass
+        c = Cycle(); c.me = c; c.sess = session(data); del c   # unreachable: collected by unregister()
+        del bind
+        seamless.unregister()                     # now allowed
+        assert seamless.get_ep_name() not in [d.ep_name for d in ort.get_ep_devices()]
+        (z,) = session(data).run(None, {"x": x, "y": y})  # registers again
+        report(errors=errors, same=bool(np.array_equal(z, want)))
+        """)
+    assert out.returncode == 0, out.stderr
+    assert len(result["errors"]) == 2 and result["same"], result
+    for message in result["errors"]:
+        assert "cannot unregister SeamlessCPUExecutionProvider: 1 session(s)" in message, message
+        assert "IOBinding" in message, message
+    assert clean(out.stderr), out.stderr
+
+
+def test_ort_unregister_under_live_sessions_and_io_bindings():
+    """ORT's own unregister releases our factory while sessions still hold it: they run, are destroyed
+    (and live on to exit) without a crash; SessionOptions made before get a clear error; registering
+    again works."""
+    out, result = scenario("""
+        data = mlp()
+        x = np.ones((2, 8), np.float32); y = np.full(8, 0.5, np.float32)
+        sess = session(data)
+        (want,) = sess.run(None, {"x": x, "y": y})
+        bind = sess.io_binding(); bind.bind_cpu_input("x", x); bind.bind_cpu_input("y", y); bind.bind_output("z")
+        KEPT = session(data)                      # alive until the interpreter exits
+        stale = seamless.session_options()
+        ort.unregister_execution_provider_library("onnxruntime_ep_seamless_cpu")
+        assert seamless.get_ep_name() not in [d.ep_name for d in ort.get_ep_devices()]
+        (z,) = sess.run(None, {"x": x, "y": y})   # compiled before: still ours
+        sess.run_with_iobinding(bind)
+        same = [bool(np.array_equal(z, want)), bool(np.array_equal(bind.copy_outputs_to_cpu()[0], want))]
+        del sess; gc.collect()                    # the binding holds it
+        del bind; gc.collect()                    # ReleaseEp through the released factory
+        try:
+            ort.InferenceSession(data, stale)
+            stale_error = "NO ERROR"
+        except Exception as exc:
+            stale_error = str(exc)
+        (z,) = session(data).run(None, {"x": x, "y": y})   # session_options() registers again
+        same.append(bool(np.array_equal(z, want)))
+        seamless.unregister()                     # its registration was undone by ORT, then made again
+        report(same=same, stale_error=stale_error)
+        """)
+    assert out.returncode == 0, out.stderr
+    assert result["same"] == [True, True, True], result
+    assert "library that was unregistered since; register it again and make new SessionOptions" in \
+        result["stale_error"], result
+    assert clean(out.stderr), out.stderr
+
+
+@pytest.mark.parametrize("order", ["ours first", "theirs first"])
+def test_library_registered_under_another_name(order):
+    """ORT's own API may register the library under any name, before or after we do: session_options()
+    uses the devices of our registration, and ORT-style code that picks one device still works."""
+    out, result = scenario("""
+        data = mlp()
+        x = np.ones((2, 8), np.float32); y = np.full(8, 0.5, np.float32)
+        path = seamless.get_library_path()
+        if sys.argv[1] == "theirs first":
+            ort.register_execution_provider_library("x", path)
+        (want,) = session(data).run(None, {"x": x, "y": y})
+        if sys.argv[1] == "ours first":
+            ort.register_execution_provider_library("x", path)
+        ours = [d for d in ort.get_ep_devices() if d.ep_name == seamless.get_ep_name()]
+        tags = sorted(d.ep_metadata["seamless_registration"] for d in ours)
+        assert len(seamless.get_devices()) == 1
+        (z1,) = session(data).run(None, {"x": x, "y": y})
+        so = ort.SessionOptions(); so.add_provider_for_devices(ours[:1], {})   # ORT's way, one device
+        (z2,) = ort.InferenceSession(data, so).run(None, {"x": x, "y": y})
+        gc.collect()
+        ort.unregister_execution_provider_library("x")
+        (z3,) = session(data).run(None, {"x": x, "y": y})
+        report(tags=tags, same=[bool(np.array_equal(z, want)) for z in (z1, z2, z3)])
+        """, args=[order])
+    assert out.returncode == 0, out.stderr
+    assert result == {"tags": ["onnxruntime_ep_seamless_cpu", "x"], "same": [True, True, True]}, result
+    assert clean(out.stderr), out.stderr
+
+
+def test_fork_with_a_live_session():
+    """A forked child runs the parent's session and a new one; it ends with os._exit, as multiprocessing's
+    fork children do (a child that runs interpreter exit hangs in stock ORT's exit handlers, with or
+    without our EP)."""
+    out, result = scenario("""
+        data = mlp()
+        x = np.ones((2, 8), np.float32); y = np.full(8, 0.5, np.float32)
+        sess = session(data)
+        (want,) = sess.run(None, {"x": x, "y": y})
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                (a,) = sess.run(None, {"x": x, "y": y})
+                (b,) = session(data).run(None, {"x": x, "y": y})
+                os.write(write, json.dumps([bool(np.array_equal(a, want)), bool(np.array_equal(b, want))]).encode())
+                code = 0
+            finally:
+                os._exit(code)
+        os.close(write)
+        child = json.loads(os.read(read, 1000) or b"null")
+        _, status = os.waitpid(pid, 0)
+        (z,) = sess.run(None, {"x": x, "y": y})
+        report(child=child, status=status, parent=bool(np.array_equal(z, want)))
+        """, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert result == {"child": [True, True], "status": 0, "parent": True}, result
     assert clean(out.stderr), out.stderr
 
 

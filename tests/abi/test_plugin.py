@@ -129,19 +129,113 @@ def test_kernel_exception_names_ep_and_node(monkeypatch):
     assert sess.get_providers()[0] == "SeamlessCPUExecutionProvider"
 
 
+def optional_model():
+    """Nodes we implement none of; Optional's attribute `type` is a TYPE_PROTO, which ORT's C API cannot
+    describe ("Unexpected attribute type")."""
+    nodes = [helper.make_node("Optional", [], ["o"], type=helper.make_tensor_type_proto(TensorProto.FLOAT, [2])),
+             helper.make_node("OptionalHasElement", ["o"], ["h"])]
+    graph = helper.make_graph(nodes, "g", [], [helper.make_tensor_value_info("h", TensorProto.BOOL, [])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=9)
+
+
 def test_unknown_option_is_an_error_naming_valid_keys():
     with pytest.raises(ValueError, match="valid options: .*log_partition"):
         seamless.session_options(no_such_option=1)
-    # passed past our Python helper straight to ORT, it still fails at session creation
-    so = ort.SessionOptions()
-    so.add_provider_for_devices(seamless.get_devices(), {"no_such_option": "1"})
-    with pytest.raises(Exception, match="unknown provider option.*no_such_option"):
-        ort.InferenceSession(chain_model().SerializeToString(), so)
+    # passed past our Python helper straight to ORT, it still fails at session creation, whether our EP
+    # supports every node of the model or none
+    for model in (chain_model(), optional_model()):
+        for options, message in (({"no_such_option": "1"}, "unknown provider option.*no_such_option"),
+                                 ({"log_partition": "maybe"}, "invalid value for option 'log_partition'")):
+            so = ort.SessionOptions()
+            so.add_provider_for_devices(seamless.get_devices(), options)
+            with pytest.raises(Exception, match=message):
+                ort.InferenceSession(model.SerializeToString(), so)
 
 
 def test_bad_option_value():
-    with pytest.raises(ValueError, match="log_partition"):
+    with pytest.raises(ValueError, match="log_partition.*1/true/yes/on or 0/false/no/off"):
         seamless.session_options(log_partition="maybe")
+
+
+def test_environment_variables_empty_means_unset_and_flags_read_alike(monkeypatch):
+    x = {"x": np.ones((1, 16), np.float32), "y": np.ones(16, np.float32)}
+    monkeypatch.setenv("SEAMLESS_LOG_PARTITION", "")
+    ep_session(chain_model()).run(None, x)
+    for bad in ("SEAMLESS_LOG_PARTITION", "SEAMLESS_TRACEBACK"):
+        with monkeypatch.context() as env:
+            env.setenv(bad, "maybe")
+            with pytest.raises(ValueError, match=f"environment variable {bad}: expected 1/true/yes/on"):
+                seamless.session_options()
+            so = ort.SessionOptions()  # through ORT's API: at session creation
+            so.add_provider_for_devices(seamless.get_devices(), {})
+            with pytest.raises(Exception, match=f"environment variable {bad}"):
+                ort.InferenceSession(chain_model().SerializeToString(), so)
+    # SEAMLESS_TRACEBACK takes the options' spellings: a kernel error then carries the traceback
+    model = helper.make_model(helper.make_graph(
+        [helper.make_node("Reshape", ["x", "s"], ["z"], name="bad_reshape")], "g",
+        [helper.make_tensor_value_info("x", 1, ["N", 3])], [helper.make_tensor_value_info("z", 1, None)],
+        [helper.make_tensor("s", TensorProto.INT64, [1], [5])]), opset_imports=[helper.make_opsetid("", 17)],
+        ir_version=9)
+    sess = ep_session(model)
+    for value, traceback in (("yes", True), ("ON", True), ("", False), ("no", False)):
+        monkeypatch.setenv("SEAMLESS_TRACEBACK", value)
+        with pytest.raises(Exception, match="bad_reshape") as info:
+            sess.run(None, {"x": np.ones((2, 3), np.float32)})
+        assert ("Traceback (most recent call last)" in str(info.value)) == traceback, (value, str(info.value))
+
+
+def test_unreadable_attribute_declines_only_its_node():
+    """An attribute ORT's C API cannot describe made the whole GetCapability fail (0 nodes claimed)."""
+    model = optional_model()
+    model.graph.node.append(helper.make_node("Neg", ["v"], ["w"]))
+    model.graph.input.append(helper.make_tensor_value_info("v", 1, [2]))
+    model.graph.output.append(helper.make_tensor_value_info("w", 1, [2]))
+    sess = ort.InferenceSession(model.SerializeToString(), seamless.session_options())
+    h, w = sess.run(None, {"v": np.ones(2, np.float32)})
+    assert not h and w.tolist() == [-1, -1]
+    report = seamless.partition_report(sess)
+    assert [op for _, op in report.ep_nodes] == ["Neg"]
+    assert sorted(report.declined.values()) == ["no kernel for Optional", "no kernel for OptionalHasElement"]
+
+
+def test_unreadable_attribute_is_read_as_unreadable():
+    """The graph reader's side of it: type -1 (glue.c put_attr_or_unreadable) reads as UNREADABLE, which
+    the registry declines with a reason."""
+    import struct
+    from onnxruntime_ep_seamless.graph.ir import UNREADABLE
+    from onnxruntime_ep_seamless.graph.reader import read_graph
+    from onnxruntime_ep_seamless.partition import partition
+
+    def text(s):
+        return struct.pack("<i", len(s)) + s.encode()
+
+    def value(name):  # a float tensor of shape [2], not constant
+        return text(name) + struct.pack("<iiiq", 1, 1, 1, 2) + text("") + struct.pack("<i", 0)
+
+    count = lambda n: struct.pack("<i", n)
+    node = (text("neg") + text("Neg") + text("") + count(13) + count(1) + value("x") + count(1) + value("y")
+            + count(1) + text("odd") + struct.pack("<i", -1) + count(0))
+    data = count(0) + count(1) + value("x") + count(1) + value("y") + count(0) + count(1) + node
+    graph, _, _ = read_graph(data)
+    assert graph.nodes[0].attrs == {"odd": UNREADABLE}
+    result = partition(graph, "cpu")
+    assert not result.groups and "['odd']" in next(iter(result.declined.values()))
+
+
+def test_cublas_is_never_loaded_from_the_current_directory(tmp_path, monkeypatch):
+    import ctypes
+    from onnxruntime_ep_seamless.runtime import cuda
+    for sub in ("nvidia/cu13/lib", "nvidia/cublas/lib"):
+        (tmp_path / sub).mkdir(parents=True)
+        (tmp_path / sub / "libcublasLt.so.13").write_bytes(b"not a library")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend("")  # as `python -c` and the REPL have it
+    candidates = cuda.cublas_candidates()
+    assert candidates and all(os.path.isabs(c) and not c.startswith(str(tmp_path)) for c in candidates), candidates
+    loaded = []
+    monkeypatch.setattr(ctypes, "CDLL", lambda path, mode=0: loaded.append(path))
+    cuda.preload_cublas()
+    assert not any(os.path.abspath(p).startswith(str(tmp_path)) for p in loaded), loaded
 
 
 def test_cuda_only_options_are_validated_without_a_gpu():

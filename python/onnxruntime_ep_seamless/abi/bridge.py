@@ -10,11 +10,11 @@ No ABI detail lives outside abi/.
 """
 from __future__ import annotations
 
-import os
 import traceback
 import warnings
 
 from ..kernels.checks import status_code
+from ..runtime.options import traceback_wanted
 
 _live: dict[int, tuple] = {}  # handle address -> (object, handle): what ORT holds, kept alive
 NATIVES: dict = {}            # variant -> Native, for the variants loaded in this process
@@ -40,9 +40,20 @@ class Native:
 
     def error_status(self, exc: BaseException, prefix: str = ""):
         text = f"{prefix}{type(exc).__name__}: {exc}"
-        if os.environ.get("SEAMLESS_TRACEBACK") == "1":
+        if traceback_wanted():
             text += "\n" + "".join(traceback.format_exception(exc))
         return self.lib.seamless_status(status_code(exc), text.encode("utf-8", "replace"))
+
+
+def live_eps(variant: str, registered_name: str) -> int:
+    """How many EPs (one per session) ORT holds that the factory of this registration made (a factory
+    ORT has released, and its EPs, no longer count)."""
+    from .ep import Ep
+    from .factory import Factory
+    objects = [obj for obj, _ in list(_live.values())]
+    factories = {id(f) for f in objects if isinstance(f, Factory) and f.native.variant == variant
+                 and f.registered_name == registered_name}
+    return sum(isinstance(ep, Ep) and id(ep.factory) in factories for ep in objects)
 
 
 def attach(ffi, lib, variant: str = "cpu") -> None:

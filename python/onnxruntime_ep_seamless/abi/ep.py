@@ -53,17 +53,24 @@ class Ep:
 
     def get_capability(self, graph_ptr, support_info) -> None:
         graph, _, _ = dump_graph(self.native, graph_ptr)
-        result = partition(graph, self.device)
         if self.option_error is not None:
-            if not result.groups:
+            # Bad options fail the session: claim one node, whatever it is, so that Compile raises the error
+            # (a failed CreateEp or GetCapability only makes ORT run the graph elsewhere).
+            if graph.nodes:
+                self._fuse(graph_ptr, support_info, [0])
+            else:
                 self.log(LOG_ERROR, str(self.option_error))
-            # otherwise Compile reports the error, where ORT surfaces it to the user
+            return
+        result = partition(graph, self.device)
         PARTITIONS.append((frozenset((n.name, n.key) for n in graph.nodes), result))
         if self.options.get("log_partition"):
             self.log(LOG_WARNING, result.summary(self.name))
         for group in result.groups:
-            idx = self.native.ffi.new("int32_t[]", group)
-            self.native.check(self.native.lib.seamless_fuse_nodes(graph_ptr, support_info, idx, len(group)))
+            self._fuse(graph_ptr, support_info, group)
+
+    def _fuse(self, graph_ptr, support_info, group: list[int]) -> None:
+        idx = self.native.ffi.new("int32_t[]", group)
+        self.native.check(self.native.lib.seamless_fuse_nodes(graph_ptr, support_info, idx, len(group)))
 
     def compile(self, graph_ptr, fused_node_ptr) -> CompiledKernel:
         if self.option_error is not None:

@@ -101,7 +101,7 @@ class _Reader:
             data = self.raw(self.i64())
             dtype = ONNX_TO_NUMPY.get(elem)
             return name, (_array(data, dtype, shape).copy() if dtype is not None else UNREADABLE)
-        return name, UNREADABLE
+        return name, UNREADABLE  # GRAPH(S), and -1: a type ORT could not describe (SPARSE_TENSOR, TYPE_PROTO)
 
 
 def read_graph(data: bytes, copy_data=None) -> tuple[Graph, list[str], list[str]]:

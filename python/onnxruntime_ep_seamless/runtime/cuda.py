@@ -301,19 +301,31 @@ def contiguous_strides(shape) -> list[int]:
     return out
 
 
-def preload_cublas() -> None:
-    """Load cuBLASLt from NVIDIA's wheel (nvidia/cu13/lib) if installed, so the C glue finds it by name."""
-    import ctypes
-    import sys
-    for base in sys.path:
+def cublas_candidates() -> list[str]:
+    """Where NVIDIA's wheel installs cuBLASLt: nvidia/cu13/lib or nvidia/cublas/lib under site-packages only.
+    Never a sys.path entry such as "" (the current directory): a library found there would run as this process."""
+    import site
+    import sysconfig
+    roots = [sysconfig.get_paths()[key] for key in ("purelib", "platlib")] + site.getsitepackages()
+    if site.ENABLE_USER_SITE:
+        roots.append(site.getusersitepackages())
+    found = []
+    for root in dict.fromkeys(os.path.abspath(r) for r in roots):
         for sub in ("nvidia/cu13/lib", "nvidia/cublas/lib"):
-            lib = os.path.join(base, sub, "libcublasLt.so.13")
-            if os.path.isfile(lib):
-                try:
-                    ctypes.CDLL(lib, mode=ctypes.RTLD_GLOBAL)
-                    return
-                except OSError:
-                    continue
+            found.append(os.path.join(root, sub, "libcublasLt.so.13"))
+    return found
+
+
+def preload_cublas() -> None:
+    """Load cuBLASLt from NVIDIA's wheel if installed, so the C glue finds it by name."""
+    import ctypes
+    for lib in cublas_candidates():
+        if os.path.isfile(lib):
+            try:
+                ctypes.CDLL(lib, mode=ctypes.RTLD_GLOBAL)
+                return
+            except OSError:
+                continue
 
 
 def _operand_strides(out_shape, shape) -> list[int]:

@@ -2,6 +2,8 @@
 
 ORT delivers the options given to add_provider_for_devices() as session config entries
 named ep.<lower-case EP name>.<key>; ORT itself accepts any key, so we validate here.
+Environment variables follow one rule: empty (or blank) is unset; a flag reads 1/true/yes/on or
+0/false/no/off in any case; any other value is an error at session creation naming the variable.
 """
 from __future__ import annotations
 
@@ -16,7 +18,24 @@ def _flag(text: str) -> bool:
         return True
     if value in ("0", "false", "no", "off"):
         return False
-    raise ValueError(f"expected 0 or 1, got {text!r}")
+    raise ValueError(f"expected 1/true/yes/on or 0/false/no/off, got {text!r}")
+
+
+def _env(name: str) -> str | None:
+    """An environment variable's value; empty or blank counts as unset (the default applies)."""
+    value = os.environ.get(name, "").strip()
+    return value or None
+
+
+TRACEBACK_ENV = "SEAMLESS_TRACEBACK"  # a flag: append Python tracebacks to the EP's error messages
+
+
+def traceback_wanted() -> bool:
+    """SEAMLESS_TRACEBACK's value; an invalid one is refused at session creation (validate), here it reads as off."""
+    try:
+        return _flag(_env(TRACEBACK_ENV) or "0")
+    except ValueError:
+        return False
 
 
 @dataclass(frozen=True)
@@ -95,8 +114,8 @@ def validate(ep_name: str, given: dict[str, object]) -> dict[str, object]:
     for key, opt in valid.items():
         if key in given:
             text, source = str(given[key]), f"option {key!r}"
-        elif opt.env and opt.env in os.environ:
-            text, source = os.environ[opt.env], f"environment variable {opt.env}"
+        elif opt.env and (text := _env(opt.env)) is not None:
+            source = f"environment variable {opt.env}"
         else:
             result[key] = opt.default
             continue
@@ -104,4 +123,9 @@ def validate(ep_name: str, given: dict[str, object]) -> dict[str, object]:
             result[key] = opt.parse(text)
         except ValueError as exc:
             raise OptionError(f"{ep_name}: invalid value for {source}: {exc}") from None
+    if (text := _env(TRACEBACK_ENV)) is not None:  # not an option, but its value is checked with them
+        try:
+            _flag(text)
+        except ValueError as exc:
+            raise OptionError(f"{ep_name}: invalid value for environment variable {TRACEBACK_ENV}: {exc}") from None
     return result
