@@ -109,7 +109,8 @@ def test_gqa_float16_prompt_beyond_a_query_blocks_context_limit():
 
 def test_gqa_prompt_context_beyond_shared_memory_is_a_clear_error():
     # a prompt's query row keeps its scores in shared memory (docs/cuda.md): 11712 cached tokens at head size 64
-    model, feeds = gqa_model_feeds(1, 2, 11712, [11712], 11713, rotary=False, heads=(4, 2, 64))
+    # (11711 past + 2 new = the total of 11713 keys: a valid growing cache, as stock ORT demands)
+    model, feeds = gqa_model_feeds(1, 2, 11711, [11712], 11713, rotary=False, heads=(4, 2, 64))
     with pytest.raises(Exception, match="handles up to 11712 cached tokens for 2 new tokens of head size 64, got 11713"):
         run_on_cuda(model, feeds)
 

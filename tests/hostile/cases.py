@@ -10,6 +10,15 @@ from onnx import TensorProto, helper, numpy_helper
 F32, F16, I32, I64, U8, I8, BOOL = (np.dtype(t) for t in (np.float32, np.float16, np.int32, np.int64, np.uint8,
                                                            np.int8, np.bool_))
 CASES = {}
+# On the CUDA EP these cases' invalid values (indices, sequence lengths, positions, integer divisors) are fed, so
+# they live on the GPU, where a kernel cannot stop the run without making the host wait (no CUDA graph could be
+# captured): out-of-range indices read zeros or skip the write, lengths and positions are clamped. The CUDA EP
+# answers there, bounded, where stock refuses.
+GPU_DATA_BOUNDED = {"gather_index_out_of_range", "gather_negative_index_out_of_range", "gather_elements_out_of_range",
+                    "gather_nd_out_of_range", "scatter_elements_negative_out_of_range", "scatter_elements_out_of_range",
+                    "scatter_elements_add_out_of_range", "scatter_nd_out_of_range", "gqa_seqlens_beyond_past",
+                    "gqa_seqlens_negative", "rotary_position_beyond_cache", "div_int_by_zero", "mod_int_by_zero",
+                    "mod_fmod_int_by_zero"}
 
 
 class Const:
@@ -749,3 +758,203 @@ def cumsum_axis_two_elements():
 @case
 def topk_k_not_a_vector():
     return one("TopK", [rnd(2, 3), np.array(1, I64)], out=[F32, I64], opset=11)
+
+
+# --- slow ops (helper "slow"): NonMaxSuppression, TfIdfVectorizer, RNN / GRU / LSTM ------------------------
+
+def _nms(boxes, scores, max_out=3, iou=0.5, score=None, attrs=None):
+    rest = [np.array([max_out], I64), np.array([iou], F32)] + ([] if score is None else [np.array([score], F32)])
+    return one("NonMaxSuppression", [boxes, scores] + rest, attrs, out=I64)
+
+
+@case
+def nms_batch_mismatch():
+    return _nms(rnd(2, 4, 4), rnd(1, 1, 4))
+
+
+@case
+def nms_boxes_rank2():
+    return _nms(rnd(4, 4), rnd(1, 1, 4))
+
+
+@case
+def nms_scores_rank2():
+    return _nms(rnd(1, 4, 4), rnd(1, 4))
+
+
+@case
+def nms_boxes_three_coordinates():
+    return _nms(rnd(1, 4, 3), rnd(1, 1, 4))
+
+
+@case
+def nms_iou_above_one():
+    return _nms(rnd(1, 4, 4), rnd(1, 1, 4), iou=1.5)
+
+
+@case
+def nms_iou_nan():
+    return _nms(rnd(1, 4, 4), rnd(1, 1, 4), iou=float("nan"))
+
+
+@case
+def nms_negative_max_output():      # valid: no boxes
+    return _nms(rnd(1, 4, 4), rnd(1, 1, 4), max_out=-2)
+
+
+@case
+def nms_center_point_box_2():
+    return _nms(rnd(1, 4, 4), rnd(1, 1, 4), attrs={"center_point_box": 2})
+
+
+@case
+def nms_nan_and_inf_coordinates():  # valid: C++'s std::max / std::min decide with NaN
+    boxes = np.array([[[0, 0, 1, 1], [0, np.nan, 1, 1], [0, 0, np.inf, 1], [0.1, 0.1, 1, 1],
+                       [np.nan, 0, 1, 1], [-np.inf, -1, 1, 1]]], F32)
+    return _nms(boxes, np.array([[[0.9, 0.8, 0.7, 0.6, 0.5, 0.4]]], F32), max_out=6, iou=0.0)
+
+
+@case
+def nms_no_boxes():                 # valid: nothing to select
+    return _nms(np.zeros((1, 0, 4), F32), np.zeros((1, 3, 0), F32))
+
+
+def _tfidf(x, **attrs):
+    a = {"mode": "TF", "min_gram_length": 1, "max_gram_length": 2, "max_skip_count": 0, "ngram_counts": [0, 3],
+         "ngram_indexes": [0, 1, 2, 3, 4], "pool_int64s": [2, 3, 5, 2, 3, 5, 7]}
+    return one("TfIdfVectorizer", [x], {**a, **attrs}, out=F32, opset=9)
+
+
+@case
+def tfidf_batch_of_zero_rows():
+    return _tfidf(np.zeros((0, 4), I64))
+
+
+@case
+def tfidf_rank3():
+    return _tfidf(np.ones((1, 2, 3), I64))
+
+
+@case
+def tfidf_rows_of_nothing():        # valid: zeros
+    return _tfidf(np.zeros((2, 0), I32))
+
+
+@case
+def tfidf_scalar():                 # valid: one id
+    return _tfidf(np.array(3, I64))
+
+
+@case
+def tfidf_duplicate_ngram():
+    return _tfidf(np.array([2, 3], I64), pool_int64s=[2, 3, 2, 2, 3, 5, 7])
+
+
+@case
+def tfidf_weights_of_other_length():
+    return _tfidf(np.array([2, 3], I64), mode="TFIDF", weights=[1.0, 2.0])
+
+
+@case
+def tfidf_ngram_counts_past_pool():
+    return _tfidf(np.array([2, 3], I64), ngram_counts=[0, 9])
+
+
+@case
+def tfidf_max_gram_beyond_counts():
+    return _tfidf(np.array([2, 3], I64), max_gram_length=3)
+
+
+def _rnn(op, seq=3, batch=2, width=4, hidden=3, dirs=1, w=None, r=None, b=None, lens=None, h0=None, c0=None,
+         p=None, x=None, **attrs):
+    g = {"RNN": 1, "GRU": 3, "LSTM": 4}[op]
+    inputs = [rnd(seq, batch, width) if x is None else x,
+              rnd(dirs, g * hidden, width, seed=1) if w is None else w,
+              rnd(dirs, g * hidden, hidden, seed=2) if r is None else r,
+              rnd(dirs, 2 * g * hidden, seed=3) if b is None else b, lens, h0]
+    if op == "LSTM":
+        inputs += [c0, p]
+    while inputs[-1] is None:
+        inputs.pop()
+    direction = {1: "forward", 2: "bidirectional"}[dirs]
+    return one(op, inputs, {"hidden_size": hidden, "direction": direction, **attrs}, opset=14)
+
+
+@case
+def lstm_w_of_other_width():
+    return _rnn("LSTM", w=rnd(1, 12, 5))
+
+
+@case
+def lstm_r_of_other_hidden():
+    return _rnn("LSTM", r=rnd(1, 12, 4))
+
+
+@case
+def lstm_b_short():
+    return _rnn("LSTM", b=rnd(1, 20))
+
+
+@case
+def lstm_sequence_lens_of_other_batch():
+    return _rnn("LSTM", lens=np.array([3, 3, 3], I32))
+
+
+@case
+def lstm_sequence_len_beyond_seq():
+    return _rnn("LSTM", lens=np.array([4, 1], I32))
+
+
+@case
+def lstm_sequence_len_negative():
+    return _rnn("LSTM", lens=np.array([-1, 2], I32))
+
+
+@case
+def lstm_sequence_len_zero():       # valid for stock's check (0 is not refused)
+    return _rnn("LSTM", lens=np.array([0, 2], I32), dirs=2)
+
+
+@case
+def lstm_initial_h_of_other_batch():
+    return _rnn("LSTM", lens=np.array([3, 2], I32), h0=rnd(1, 3, 3))
+
+
+@case
+def lstm_initial_c_of_other_hidden():
+    return _rnn("LSTM", lens=np.array([3, 2], I32), h0=rnd(1, 2, 3), c0=rnd(1, 2, 4))
+
+
+@case
+def lstm_peepholes_short():
+    return _rnn("LSTM", lens=np.array([3, 2], I32), h0=rnd(1, 2, 3), c0=rnd(1, 2, 3), p=rnd(1, 8))
+
+
+@case
+def lstm_x_rank2():
+    return _rnn("LSTM", x=rnd(3, 4))
+
+
+@case
+def lstm_no_steps():                # valid
+    return _rnn("LSTM", x=np.zeros((0, 2, 4), F32), dirs=2)
+
+
+@case
+def gru_w_of_other_gates():
+    return _rnn("GRU", w=rnd(1, 12, 4))
+
+
+@case
+def gru_initial_h_of_other_hidden():
+    return _rnn("GRU", lens=np.array([3, 2], I32), h0=rnd(1, 2, 2))
+
+
+@case
+def rnn_b_of_other_directions():
+    return _rnn("RNN", b=rnd(2, 6))
+
+
+@case
+def rnn_sequence_len_beyond_seq():
+    return _rnn("RNN", lens=np.array([2, 5], I32), dirs=2)

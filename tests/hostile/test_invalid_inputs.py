@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from cases import CASES
+from cases import CASES, GPU_DATA_BOUNDED
 
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "worker.py")
 CASE_TIMEOUT = 60  # seconds a case may take before it counts as a hang
@@ -107,7 +107,11 @@ def test_the_cuda_ep_ends_as_stock_does(outcomes, name):
     ours = outcomes["cuda"][name]
     if ours["outcome"] == "not-claimed":  # ops the CUDA EP leaves to others: nothing of ours ran
         pytest.skip(ours["message"][:200])
-    check_outcome(outcomes["stock"][name], ours)
+    stock = outcomes["stock"][name]
+    if name in GPU_DATA_BOUNDED and ours["outcome"] == "ok" and stock["outcome"] != "ok":
+        assert not ours.get("fed_changed"), "ours modified a fed input"
+        return  # a bounded answer (cases.py says why); compute-sanitizer checked these kernels' accesses
+    check_outcome(stock, ours)
 
 
 def check_outcome(stock: dict, ours: dict) -> None:

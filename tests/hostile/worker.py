@@ -50,7 +50,9 @@ def run_case(side: str, name: str) -> dict:
     except AssertionError as exc:
         return {**result, "outcome": "not-claimed", "error": "", "message": str(exc)}
     except Exception as exc:
-        return {**result, "outcome": "load-error", "error": type(exc).__name__, "message": str(exc)}
+        declined = side != "stock" and "fallback to CPU EP has been explicitly disabled" in str(exc)
+        return {**result, "outcome": "not-claimed" if declined else "load-error", "error": type(exc).__name__,
+                "message": str(exc)}
     try:
         outputs = sess.run(None, feeds)
         result.update(outcome="ok", outputs=[_jsonable(o) for o in outputs])

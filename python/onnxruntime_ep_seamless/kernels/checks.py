@@ -51,3 +51,21 @@ def index_range(indices, size: int, what: str = "indices") -> None:
             bad = lo if lo < -size else hi
             raise InvalidArgument(f"{what} element out of data bounds, idx={bad} must be within the inclusive "
                                   f"range [{-size},{size - 1}]")
+
+
+def _physical_memory() -> int:
+    import os
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        return 1 << 62
+
+
+def allocation(shape, itemsize: int, what: str) -> None:
+    """Refuse an array sized by input data beyond the machine's memory before it is allocated: an
+    over-committing kernel would hand out the pages and kill the process while they are filled."""
+    count = 1
+    for d in shape:
+        count *= int(d)
+    if count * itemsize > _physical_memory():
+        raise MemoryError(f"{what}: {count * itemsize} bytes requested, more than this machine's memory")

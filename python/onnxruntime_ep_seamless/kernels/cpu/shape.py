@@ -197,6 +197,7 @@ def tile(data, repeats):
         raise InvalidArgument("'repeat' input tensor must have the same length as the 'input' tensor")
     if any(r < 0 for r in repeats):
         raise InvalidArgument(f"Tile repeat value must be non-negative, got: {min(repeats)}")
+    checks.allocation([d * r for d, r in zip(data.shape, repeats)], data.itemsize, "Tile")
     return (np.tile(data, repeats),)
 
 
@@ -268,6 +269,7 @@ def constant(*, value=None, value_float=None, value_floats=None, value_int=None,
 @kernel("ConstantOfShape", since=9)
 def constant_of_shape(shape, *, value=None):
     value = np.zeros(1, np.float32) if value is None else np.asarray(value)
+    checks.allocation(_ints(shape), value.itemsize, "ConstantOfShape")
     return (np.full(_ints(shape), value.reshape(-1)[0], dtype=value.dtype),)
 
 
@@ -289,6 +291,7 @@ def range_(start, limit, delta):
         n = max(math.ceil((float(limit) - float(start)) / float(delta)), 0)
     else:  # in Python integers: limit - start may overflow the element type
         n = max(-((int(start) - int(limit)) // int(delta)), 0)
+    checks.allocation([n], start.itemsize, "Range")
     if start.dtype.kind == "f":  # value i is start + delta added i times in T, as the spec's loop does
         steps = np.full(n, delta, dtype=start.dtype)
         if n:
