@@ -958,3 +958,59 @@ def rnn_b_of_other_directions():
 @case
 def rnn_sequence_len_beyond_seq():
     return _rnn("RNN", lens=np.array([2, 5], I32), dirs=2)
+
+
+# --- quantized weights: block counts ----------------------------------------------------------------
+
+@case
+def matmul_nbits_scales_short():
+    k, n, bs = 32, 8, 16
+    w = np.zeros((n, k // bs, bs // 2), U8)
+    return one("MatMulNBits", [rnd(2, k), Const(w), Const(np.ones(n, F32))], {"K": k, "N": n, "bits": 4,
+               "block_size": bs}, out=F32, domain="com.microsoft")
+
+
+@case
+def matmul_nbits_weight_short():
+    k, n, bs = 32, 8, 16
+    return one("MatMulNBits", [rnd(2, k), Const(np.zeros((n, 1, bs // 2), U8)), Const(np.ones(n * 2, F32))],
+               {"K": k, "N": n, "bits": 4, "block_size": bs}, out=F32, domain="com.microsoft")
+
+
+@case
+def gather_block_quantized_scales_short():
+    return one("GatherBlockQuantized", [Const(np.zeros((4, 16), U8)), np.array([[1]], I64),
+                                        Const(np.ones((4, 1), F32))],
+               {"block_size": 16, "quantize_axis": 1}, out=F32, domain="com.microsoft")
+
+
+@case
+def dequantize_blocked_scale_mismatch():
+    return one("DequantizeLinear", [np.zeros((2, 8), I8), np.ones((2, 3), F32)], {"axis": 1, "block_size": 4},
+               out=F32, opset=21)
+
+
+@case
+def qlinear_matmul_k_mismatch():
+    return one("QLinearMatMul", [np.ones((2, 5), U8), np.array(0.1, F32), np.array(0, U8), np.ones((4, 3), U8),
+                                 np.array(0.1, F32), np.array(0, U8), np.array(0.2, F32), np.array(0, U8)], out=U8)
+
+
+@case
+def conv_integer_channel_mismatch():
+    return one("ConvInteger", [np.ones((1, 3, 4, 4), U8), Const(np.ones((2, 2, 3, 3), U8))], out=I32)
+
+
+@case
+def lstm_activations_one_group_for_two_directions():
+    return _rnn("LSTM", dirs=2, activations=["Sigmoid", "Tanh", "Tanh"])
+
+
+@case
+def rnn_activations_three_for_one_direction():
+    return _rnn("RNN", activations=["Relu", "Tanh", "Tanh"])
+
+
+@case
+def rnn_activations_two_for_one_direction():    # valid: the first
+    return _rnn("RNN", activations=["Relu", "Tanh"])

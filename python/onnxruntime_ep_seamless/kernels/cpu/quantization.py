@@ -7,6 +7,7 @@ integers round half to even and saturate to the type's range; as ORT does, arith
 """
 import numpy as np
 
+from .. import checks
 from ..registry import FLOATS, LOW_PRECISION, NUMERIC, kernel
 from ...graph.ir import attr_dtype
 from .elementwise import _cast
@@ -31,11 +32,18 @@ def _broadcastable(value, shape, axis, block_size):
     """Scale or zero point shaped to broadcast against x (see the module docstring)."""
     if value.ndim == 0 or value.size == 1 and not block_size:
         return value.reshape(())
-    axis %= len(shape)
+    axis = checks.axis(axis, len(shape))
     if not block_size:
+        if value.ndim != 1 or value.size != shape[axis]:
+            raise ValueError(f"For per axis quantization, scale must be 1D tensor with size {shape[axis]}, got "
+                             f"shape {value.shape}")
         dims = [1] * len(shape)
         dims[axis] = value.size
         return value.reshape(dims)
+    blocks = -(-shape[axis] // block_size)
+    if value.shape != tuple(blocks if a == axis else d for a, d in enumerate(shape)):
+        raise ValueError(f"x_scale must be ceil(Di/block_size) on the quantize axis i for blocked quantization: "
+                         f"scale {value.shape}, x {tuple(shape)}, axis {axis}, block_size {block_size}")
     return np.repeat(value, block_size, axis=axis).take(range(shape[axis]), axis=axis)
 
 
