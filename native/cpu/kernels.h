@@ -31,3 +31,27 @@ void seamless_gather_block_quantized_f32(const uint8_t* data, size_t rows, size_
                                          const float* scales, const uint8_t* zp, size_t bits, size_t bs, float* out);
 /* activation.c: QuickGelu x * sigmoid(alpha x) */
 void seamless_quick_gelu_f32(const float* x, float* y, size_t n, float alpha, void* par_fn, void* par_ctx);
+/* detection.c: NonMaxSuppression; returns how many boxes were kept (their indices in selected, counts per
+ * batch and class), or -1 (out of memory); selected holds batches * classes * min(max_per_class, n) */
+int64_t seamless_nms_f32(const float* boxes, const float* scores, size_t batches, size_t classes, size_t n,
+                         size_t max_per_class, float iou_threshold, int has_score_threshold, float score_threshold,
+                         int center_point_box, int32_t* selected, int64_t* counts);
+void seamless_nms_rows(const int32_t* selected, const int64_t* counts, size_t batches, size_t classes,
+                       int64_t* rows);
+/* tfidf.c: TfIdfVectorizer over integer ids (the pool's n-grams as a trie in a hash table) */
+void seamless_tfidf_table(const int32_t* parent, const int64_t* item, size_t nodes, int64_t* slots, size_t mask);
+void seamless_tfidf_f32(const int64_t* x, size_t rows, size_t cols, const int64_t* slots, size_t mask,
+                        const int64_t* column, const uint8_t* has_children,
+                        size_t min_gram, size_t max_gram, size_t max_skip, int mode, const float* weight,
+                        float* out, size_t out_cols);
+/* rnn.c: one direction of an RNN / GRU / LSTM layer over its steps (R^T packed by seamless_sgemm_pack_b) */
+void seamless_rnn_f32(size_t steps, size_t batch, size_t n, const float* xw, size_t ldx, const int64_t* order,
+                      const int64_t* lens, const float* packed_r, int has_clip, float clip, int32_t act, float* h,
+                      float* y, size_t y_step, float* gates);
+void seamless_gru_f32(size_t steps, size_t batch, size_t n, const float* xw, size_t ldx, const int64_t* order,
+                      const int64_t* lens, const float* packed_zr, const float* packed_h, const float* rb_h,
+                      int linear_before_reset, int has_clip, float clip, const int32_t* acts, float* h, float* y,
+                      size_t y_step, float* gates, float* rh);
+void seamless_lstm_f32(size_t steps, size_t batch, size_t n, const float* xw, size_t ldx, const int64_t* order,
+                       const int64_t* lens, const float* packed_r, const float* p, int has_clip, float clip,
+                       const int32_t* acts, float* h, float* c, float* y, size_t y_step, float* gates, float* tmp);

@@ -15,16 +15,21 @@ struct GqaShape {
   int32_t first_prompt, cos_rows, past_buf;
 };
 
-// Of batch b: the cached tokens before this run's first new token, and the tokens visible after it.
+// Of batch b: the cached tokens before this run's first new token, and the tokens visible after it, from its
+// seqlens_k value clamped to the present buffers (a value out of range, which only the GPU sees, can neither
+// address memory outside them nor overflow, and every query sees at least one key).
+__device__ __forceinline__ int clamped_seqlen(int seqlen, const GqaShape& g) {
+  return max(0, min(seqlen, g.present_len - 1));
+}
 __device__ __forceinline__ int past_of(int seqlen, const GqaShape& g) {  // from batch b's seqlens_k value
-  int p = g.first_prompt ? 0 : seqlen + 1 - g.seq;
+  int p = g.first_prompt ? 0 : clamped_seqlen(seqlen, g) + 1 - g.seq;
   return max(0, min(p, g.present_len - g.seq));
 }
 __device__ __forceinline__ int past_len(const int32_t* seqlens, int b, const GqaShape& g) {
   return past_of(seqlens[b], g);
 }
 __device__ __forceinline__ int total_len(const int32_t* seqlens, int b, const GqaShape& g) {
-  return max(0, min(seqlens[b] + 1, g.present_len));
+  return clamped_seqlen(seqlens[b], g) + 1;
 }
 
 // Element t of the present buffers from the past: a cached token's, or zero after them (the new

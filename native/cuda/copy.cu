@@ -31,14 +31,15 @@ extern "C" __global__ void seamless_copy_4(int64_t n, const uint32_t* x, uint32_
 extern "C" __global__ void seamless_copy_8(int64_t n, const uint64_t* x, uint64_t* y, Strided s) { dependent_launch(); strided_copy(n, x, y, s); }
 
 // Gather along an axis: x viewed as [outer, n, inner], indices (int64, negative from the end)
-// as [m]; y[o, j, i] = x[o, idx[j], i].
+// as [m]; y[o, j, i] = x[o, idx[j], i]. An index outside [-n, n) gives zeros: x is never read outside
+// itself (the host checks indices it knows; GPU values would need a synchronisation).
 template <typename T>
 __device__ void gather(int64_t total, const T* x, const int64_t* idx, T* y, int64_t n, int64_t m, int64_t inner) {
   for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; t < total; t += (int64_t)gridDim.x * blockDim.x) {
     int64_t i = t % inner, j = (t / inner) % m, o = t / (inner * m);
     int64_t k = idx[j];
     k = k < 0 ? k + n : k;
-    y[t] = x[(o * n + k) * inner + i];
+    y[t] = k >= 0 && k < n ? x[(o * n + k) * inner + i] : T(0);
   }
 }
 

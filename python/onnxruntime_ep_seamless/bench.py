@@ -20,7 +20,9 @@ def _time_runs(session, feeds, runs: int) -> float:
     return statistics.median(times)
 
 
-def compare_latency(model, feeds_fn, runs: int, rounds: int, threads: int, warmup: int = 20) -> dict:
+def compare_latency(model, feeds_fn, runs: int, rounds: int, threads: int, warmup: int = 20,
+                    fallback: bool = True) -> dict:
+    """fallback=False: our session refuses to hand a node to ORT's CPU EP (session.disable_cpu_ep_fallback)."""
     import onnxruntime as ort
 
     import onnxruntime_ep_seamless as seamless
@@ -29,7 +31,10 @@ def compare_latency(model, feeds_fn, runs: int, rounds: int, threads: int, warmu
         so.intra_op_num_threads = threads
         return so
 
-    ours = ort.InferenceSession(model, options(seamless.session_options()))
+    ours_options = options(seamless.session_options())
+    if not fallback:
+        ours_options.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
+    ours = ort.InferenceSession(model, ours_options)
     report = seamless.assert_ep_selected(ours)
     stock = ort.InferenceSession(model, options(ort.SessionOptions()), providers=["CPUExecutionProvider"])
     feeds = feeds_fn(stock)
@@ -60,6 +65,123 @@ def print_result(title: str, r: dict, json_path: str | None) -> None:
     if json_path:
         with open(json_path, "w") as f:
             json.dump({"benchmark": title, **r}, f, indent=2)
+
+
+# --- ops: single-node models of the ops that ran far slower than stock ORT ---------------------------
+
+
+def _node_model(op, inputs, outputs, attrs, constants=(), opset=17) -> bytes:
+    """A one-node model: inputs (name, numpy dtype, shape), outputs (name, numpy dtype), constants as initializers."""
+    import numpy as np
+    from onnx import helper, numpy_helper
+    tensor_type = lambda dt: helper.np_dtype_to_tensor_dtype(np.dtype(dt))
+    graph = helper.make_graph(
+        [helper.make_node(op, [i[0] for i in inputs] + [c[0] for c in constants], [o[0] for o in outputs], **attrs)],
+        op, [helper.make_tensor_value_info(n, tensor_type(dt), shape) for n, dt, shape in inputs],
+        [helper.make_tensor_value_info(n, tensor_type(dt), None) for n, dt in outputs],
+        [numpy_helper.from_array(value, name) for name, value in constants])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)]).SerializeToString()
+
+
+def _nms_case(classes, boxes, rng):
+    """Detector-like: boxes 10-120 px wide on a 1000 px image, scores mostly low (uniform^4)."""
+    import numpy as np
+    center, size = rng.uniform(0, 1000, (boxes, 2)), rng.uniform(10, 120, (boxes, 2))
+    corners = np.concatenate([center - size / 2, center + size / 2], axis=1)[:, [1, 0, 3, 2]]  # y1 x1 y2 x2
+    feeds = {"boxes": corners.astype(np.float32)[None], "scores": (rng.random((1, classes, boxes)) ** 4).astype(
+        np.float32)}
+    thresholds = [("max_output_boxes_per_class", np.array([100], np.int64)),
+                  ("iou_threshold", np.array([0.5], np.float32)), ("score_threshold", np.array([0.05], np.float32))]
+    return (f"NonMaxSuppression {classes} class(es) x {boxes} boxes, <=100 a class, IoU 0.5, score > 0.05",
+            _node_model("NonMaxSuppression", [(k, v.dtype, v.shape) for k, v in feeds.items()],
+                        [("selected", np.int64)], {}, thresholds), feeds)
+
+
+def _tfidf_case(rows, ids, mode, max_skip, rng):
+    """Text-like: ids from a Zipf distribution over a 5000-id vocabulary; the pool: the 1000 commonest ids,
+    and the 1000 bigrams and 500 trigrams commonest in a sample of such text."""
+    import numpy as np
+    sample = np.minimum(rng.zipf(1.2, 200_000), 5000) - 1
+    pool, counts = [list(range(1000))], [0]
+    for n, keep in ((2, 1000), (3, 500)):
+        grams = np.stack([sample[i:len(sample) - n + 1 + i] for i in range(n)], axis=1)
+        unique, seen = np.unique(grams, axis=0, return_counts=True)
+        counts.append(counts[-1] + len(pool[-1]))
+        pool.append(unique[np.argsort(-seen, kind="stable")[:keep]].reshape(-1).tolist())
+    grams = 1000 + len(pool[1]) // 2 + len(pool[2]) // 3
+    attrs = {"mode": mode, "min_gram_length": 1, "max_gram_length": 3, "max_skip_count": max_skip,
+             "ngram_counts": counts, "ngram_indexes": list(range(grams)), "pool_int64s": sum(pool, []),
+             "weights": rng.uniform(0.5, 2.0, grams).astype(np.float32).tolist()}
+    x = (np.minimum(rng.zipf(1.2, (rows, ids)), 5000) - 1).astype(np.int64)
+    return (f"TfIdfVectorizer [{rows}, {ids}] ids, 1-3-grams, skip <= {max_skip}, {mode}",
+            _node_model("TfIdfVectorizer", [("x", np.int64, x.shape)], [("y", np.float32)], attrs), {"x": x})
+
+
+def _lstm_case(seq, batch, width, hidden, direction, rng):
+    import numpy as np
+    dirs = 2 if direction == "bidirectional" else 1
+    weights = [("W", rng.standard_normal((dirs, 4 * hidden, width)) * 0.1),
+               ("R", rng.standard_normal((dirs, 4 * hidden, hidden)) * 0.1),
+               ("B", rng.standard_normal((dirs, 8 * hidden)) * 0.1)]
+    x = rng.standard_normal((seq, batch, width)).astype(np.float32)
+    return (f"LSTM seq {seq}, batch {batch}, input {width}, hidden {hidden}, {direction}",
+            _node_model("LSTM", [("X", np.float32, x.shape)], [("Y", np.float32), ("Y_h", np.float32),
+                                                                  ("Y_c", np.float32)],
+                        {"hidden_size": hidden, "direction": direction},
+                        [(n, w.astype(np.float32)) for n, w in weights], opset=14), {"X": x})
+
+
+def _topk_case(rows, cols, k, rng):
+    import numpy as np
+    x = rng.standard_normal((rows, cols)).astype(np.float32)
+    return (f"TopK [{rows}, {cols}], k = {k}, last axis",
+            _node_model("TopK", [("x", np.float32, x.shape)], [("values", np.float32), ("indices", np.int64)], {},
+                        [("k", np.array([k], np.int64))]), {"x": x})
+
+
+def op_cases() -> list:
+    """(title, model, feeds) of the single-op models `bench ops` times: fixed shapes of typical use, seeded."""
+    import numpy as np
+    rng = np.random.default_rng(0)
+    return [_nms_case(1, 1000, rng), _nms_case(80, 1000, rng), _nms_case(1, 5000, rng),
+            _tfidf_case(1, 4000, "TFIDF", 0, rng), _tfidf_case(8, 512, "TF", 2, rng),
+            _lstm_case(64, 4, 128, 128, "bidirectional", rng), _lstm_case(128, 1, 64, 256, "forward", rng),
+            _topk_case(4, 32000, 50, rng)]
+
+
+def ops_benchmark(runs: int, rounds: int, threads: int, budget_s: float = 0.05, progress: bool = True) -> dict:
+    """Each op_cases() model on our EP (no fallback) and stock ORT's CPU EP, alternating (compare_latency);
+    per case at most `runs` runs a round, fewer where a round would pass budget_s."""
+    import sys
+
+    import onnxruntime as ort
+    results = []
+    for title, model, feeds in op_cases():
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = threads
+        sess = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+        t0 = time.perf_counter()
+        sess.run(None, feeds)
+        case_runs = max(1, min(runs, int(budget_s / max(time.perf_counter() - t0, 1e-6))))
+        r = compare_latency(model, lambda _: feeds, case_runs, rounds, threads, warmup=min(20, case_runs),
+                            fallback=False)
+        results.append({"case": title, **r})
+        if progress:
+            print(f"  {title}: {r['ratio']:.2f}x", file=sys.stderr)
+    return {"cases": results, "rounds": rounds, "intra_op_threads": threads}
+
+
+def print_ops_result(r: dict, json_path: str | None) -> None:
+    cases = r["cases"]
+    width = max(len(c["case"]) for c in cases)
+    print(f"single-op models, our EP (CPU fallback disabled) vs stock ORT CPU EP, {r['intra_op_threads']} intra-op "
+          f"thread(s), median of {r['rounds']} rounds (onnxruntime {cases[0]['onnxruntime']})")
+    print(f"{'op':{width}}  {'ours':>11}  {'stock':>10}  ratio")
+    for c in cases:
+        print(f"{c['case']:{width}}  {c['ours_ms']:8.3f} ms  {c['stock_ms']:7.3f} ms  {c['ratio']:5.2f}x")
+    if json_path:
+        with open(json_path, "w") as f:
+            json.dump({"benchmark": "ops", **r}, f, indent=2)
 
 
 # --- decode: autoregressive LLM decoding (onnxruntime-genai model builder layout) ---------------

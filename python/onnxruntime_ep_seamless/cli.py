@@ -156,6 +156,8 @@ def cmd_bench(args) -> int:
         return cmd_bench_decode(args)
     if args.what == "decode-gpu":
         return cmd_bench_gpu(args)
+    if args.what == "ops":
+        return cmd_bench_ops(args)
     from .bench import compare_latency, print_result
     if args.what == "overhead":
         model, dims, title = SMOKE_MODEL, {"n": 16}, "per-run overhead, one Add node [16] float32"
@@ -165,6 +167,14 @@ def cmd_bench(args) -> int:
         title += "".join(f", {k}={v}" for k, v in dims.items())
     result = compare_latency(model, lambda sess: random_feeds(sess, dims), args.runs, args.rounds, args.threads)
     print_result(title, result, args.json)
+    return 0
+
+
+def cmd_bench_ops(args) -> int:
+    if not _has_onnx("bench ops (it builds its single-op models)"):
+        return 2
+    from .bench import ops_benchmark, print_ops_result
+    print_ops_result(ops_benchmark(args.runs, args.rounds, args.threads), args.json)
     return 0
 
 
@@ -217,9 +227,10 @@ def main(argv=None) -> int:
     p.add_argument("--runs", type=int, default=20)
     p.set_defaults(fn=cmd_run)
     p = sub.add_parser("bench", help="latency of our EP vs stock ORT CPU in this process, alternating")
-    p.add_argument("what", help="'overhead' (one-node model), 'decode' (LLM decoding, see below) or a model path")
+    p.add_argument("what", help="'overhead' (one-node model), 'ops' (single-op models: NonMaxSuppression, "
+                                "TfIdfVectorizer, LSTM, TopK), 'decode' (LLM decoding, see below) or a model path")
     p.add_argument("--dim", action="append", default=[], metavar="NAME=SIZE", help="size of a symbolic dim")
-    p.add_argument("--runs", type=int, default=200, help="runs per round and EP")
+    p.add_argument("--runs", type=int, default=200, help="runs per round and EP (ops: at most, ~50 ms a round)")
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--threads", type=int, default=1, help="intra-op threads for both EPs")
     p.add_argument("--json", help="write the result as JSON here")

@@ -960,6 +960,21 @@ def rnn_sequence_len_beyond_seq():
     return _rnn("RNN", lens=np.array([2, 5], I32), dirs=2)
 
 
+@case
+def lstm_activations_one_group_for_two_directions():
+    return _rnn("LSTM", dirs=2, activations=["Sigmoid", "Tanh", "Tanh"])
+
+
+@case
+def rnn_activations_three_for_one_direction():
+    return _rnn("RNN", activations=["Relu", "Tanh", "Tanh"])
+
+
+@case
+def rnn_activations_two_for_one_direction():    # valid: the first
+    return _rnn("RNN", activations=["Relu", "Tanh"])
+
+
 # --- quantized weights: block counts ----------------------------------------------------------------
 
 @case
@@ -999,18 +1014,3 @@ def qlinear_matmul_k_mismatch():
 @case
 def conv_integer_channel_mismatch():
     return one("ConvInteger", [np.ones((1, 3, 4, 4), U8), Const(np.ones((2, 2, 3, 3), U8))], out=I32)
-
-
-@case
-def lstm_activations_one_group_for_two_directions():
-    return _rnn("LSTM", dirs=2, activations=["Sigmoid", "Tanh", "Tanh"])
-
-
-@case
-def rnn_activations_three_for_one_direction():
-    return _rnn("RNN", activations=["Relu", "Tanh", "Tanh"])
-
-
-@case
-def rnn_activations_two_for_one_direction():    # valid: the first
-    return _rnn("RNN", activations=["Relu", "Tanh"])

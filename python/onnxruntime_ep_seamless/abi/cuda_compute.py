@@ -90,7 +90,7 @@ class CudaKernel:
         if self.log_capture:
             ep.log(LOG_WARNING, capture_summary(placed, f"{ep.name} fused node {self.name!r}", self.padding, why_not))
         position = {name: j for j, name in enumerate(output_names)}
-        self.steps = [(s.node, s.kdef.build(s.node, s.readers, functools.partial(
+        self.steps = [(s.node, s.kdef.build(s.node, graph, s.readers, functools.partial(
                            self._output_buffer, [position.get(n) for n in s.node.outputs])),
                        s.on_gpu, frozenset(s.kdef.host_inputs)) for s in placed]
         self.out_dtypes = [graph.value(n).dtype for n in output_names]

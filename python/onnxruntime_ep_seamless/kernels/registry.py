@@ -46,14 +46,14 @@ class KernelDef:
     capture: str = "static"      # CUDA: "static" (launches fixed by the shapes), "device-indexed" (reads
                                  # lengths/positions from GPU memory), "host" (computes on the host: CPU
                                  # kernels, and kernels/cuda/host.py's data-dependent ops)
-    validate: Callable | None = None  # validate(node) raises at Compile for attributes stock refuses at load
+    validate: Callable | None = None  # validate(node, graph) raises at Compile for what stock refuses at load
 
-    def build(self, node: Node, readers: tuple = (), output_buffer: Callable | None = None) -> Callable:
+    def build(self, node: Node, graph: Graph, readers: tuple = (), output_buffer: Callable | None = None) -> Callable:
         """The callable the plan invokes: fn with the node's attributes bound, and the facts it asks for.
         readers: the op types that read the node's first output; output_buffer(i, shape, dtype): where the
         run's caller wants the node's output i, or None (where the planner knows them)."""
         if self.validate is not None:
-            self.validate(node)
+            self.validate(node, graph)
         kwargs = {k: v for k, v in node.attrs.items() if k in self.attr_names}
         facts = {"_num_outputs": len(node.outputs), "_readers": tuple(readers), "_output_buffer": output_buffer}
         kwargs.update((k, facts[k]) for k in self.facts)
@@ -76,7 +76,8 @@ def kernel(op_type: str, *, domain: str = "", since: int = 1, until: int = OPSET
     """Register a kernel for opset versions [since, until] of (domain, op_type) on `device`.
     host_inputs (CUDA): positions of the inputs the kernel reads on the host; the executor does
     not upload them, and one computed on the GPU is a seam (the host waits for the stream).
-    validate(node): raises at Compile where stock ORT refuses the node's attributes when it loads the model."""
+    validate(node, graph): raises at Compile where stock ORT refuses the node's attributes or constant inputs when
+    it loads the model."""
     def register(fn):
         params = inspect.signature(fn).parameters.values()
         attr_names = frozenset(p.name for p in params if p.kind is p.KEYWORD_ONLY and not p.name.startswith("_"))

@@ -54,7 +54,7 @@ class Plan:
             if kdef is None:
                 raise ValueError(f"node {node.label!r} ({node.key}) cannot be planned: {reason}")
             try:
-                namespace[f"k{idx}"] = kdef.build(node)
+                namespace[f"k{idx}"] = kdef.build(node, graph)
             except Exception as exc:  # attributes stock ORT refuses when it loads the model
                 raise type(exc)(f"node {node.label!r} ({node.key}): {exc}") from exc
             args = []

@@ -59,7 +59,7 @@ def _address(a, ctype):
     return ffi.cast(ctype, a.__array_interface__["data"][0])
 
 
-def _check_weights(B, scales, zero_points, bias, bits, block_size, K, N):
+def check_nbits_weights(B, scales, zero_points, bias, bits, block_size, K, N):
     """Sizes the kernel will read (a wrong shape must be an error, never an out-of-bounds read)."""
     nb = -(-K // block_size)
     want = {"B": (B, N * nb * block_size * bits // 8), "scales": (scales, N * nb),
@@ -78,7 +78,7 @@ def _weights(B, scales, zero_points, bias, bits, block_size, K, N):
     w = _WEIGHTS.get(key)
     if w is not None and w.valid(arrays):
         return w.args
-    _check_weights(B, scales, zero_points, bias, bits, block_size, K, N)
+    check_nbits_weights(B, scales, zero_points, bias, bits, block_size, K, N)
     fixed = [B if B.flags.c_contiguous else np.ascontiguousarray(B), _f32(scales),
              None if zero_points is None else (np.ascontiguousarray(zero_points) if zero_points.dtype == U8
                                                else _f32(zero_points)),

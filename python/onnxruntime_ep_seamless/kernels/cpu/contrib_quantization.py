@@ -114,7 +114,17 @@ def _matmul_nbits_numpy(a2d, B, scales, zero_points, bits, block_size, K, N, int
     return np.einsum("mnb,mb,nb->mn", dots, sa, scales.reshape(N, nb).astype(np.float32), dtype=np.float32)
 
 
-@kernel("MatMulNBits", domain="com.microsoft", check=_check_matmul_nbits)
+def validate_nbits_weights(node, graph):
+    """Constant weights whose sizes the attributes contradict: stock ORT refuses them when it pre-packs them at
+    load (the CUDA kernel validates with this too)."""
+    a = node.attrs
+    const = [graph.value(n).const if n else None for n in (node.inputs + [""] * 6)[1:6]]
+    B, scales, zero_points, bias = const[0], const[1], const[2], const[4]
+    if B is not None and B.size and scales is not None:
+        native.check_nbits_weights(B, scales, zero_points, bias, a.get("bits", 4), a["block_size"], a["K"], a["N"])
+
+
+@kernel("MatMulNBits", domain="com.microsoft", check=_check_matmul_nbits, validate=validate_nbits_weights)
 def matmul_nbits(A, B, scales, zero_points=None, g_idx=None, bias=None, *, K, N, bits=4, block_size,
                  accuracy_level=0, weight_prepacked=0):
     lead = A.shape[:-1]

@@ -1,7 +1,10 @@
 """Classical machine learning: ai.onnx.ml's Binarizer, ArrayFeatureExtractor, TreeEnsemble, and
 ONNX's TfIdfVectorizer (integer n-grams)."""
+import threading
+
 import numpy as np
 
+from ..checks import InvalidArgument
 from ..registry import FLOATS, NUMERIC, kernel
 
 ML = "ai.onnx.ml"
@@ -89,37 +92,97 @@ def _check_tfidf(node, graph):
     return None
 
 
-@kernel("TfIdfVectorizer", since=9, types=_INT_IDS, check=_check_tfidf)
+def _check_tfidf_attributes(lo, hi, skip, counts, indexes, pool, weights):
+    """What stock ORT's kernel enforces when it loads the model (ORT_FAIL there), in its order (and
+    _tfidf_trie refuses the n-grams past ngram_indexes, which stock would read out of bounds)."""
+    if lo <= 0:
+        raise ValueError(f"Required min_gram_length must be positive: {lo}")
+    if hi < lo:
+        raise ValueError(f"min_gram_length >= max_gram_length required: {hi} >= {lo}")
+    if skip < 0:
+        raise ValueError(f"max_skip_count must be non-negative: {skip}")
+    if not counts:
+        raise ValueError("Non-empty ngram_counts is required")
+    for name, value in (("min_gram_length", lo), ("max_gram_length", hi)):
+        if value > len(counts):
+            raise ValueError(f"{name} must be inbounds of ngram_counts: {value} <= {len(counts)}")
+    if not indexes:
+        raise ValueError("Non-empty ngram_indexes is required")
+    if min(indexes) < 0:
+        raise ValueError("Negative ngram_indexes values are not allowed")
+    if weights is not None and len(weights) != len(indexes):
+        raise ValueError(f"Got weights of size: {len(weights)} but ngram_indexes size: {len(indexes)} "
+                         "must be of equal size")
+    if not pool:
+        raise ValueError("non-empty pool_int64s is required if pool_strings not provided")
+    for n, (begin, end) in enumerate(zip(counts, list(counts[1:]) + [len(pool)]), start=1):
+        if not 0 <= begin <= end <= len(pool):
+            raise ValueError(f"n-gram counts out of bounds for {n}-grams")
+        if (end - begin) % n:
+            raise ValueError(f"Number of items must compose whole {n}-grams")
+
+
+_TRIES: dict = {}  # id(pool_int64s) -> (the attributes it was built from, its trie)
+_TRIES_LOCK = threading.Lock()  # sessions run concurrently
+
+
+def _tfidf_trie(min_gram_length, max_gram_length, max_skip_count, ngram_counts, ngram_indexes, pool_int64s,
+                weights=None):
+    """The native trie of the pool's n-grams of sizes min..max, checked and built once per node (the
+    attribute lists a kernel is bound to are the same objects at every run)."""
+    key = (min_gram_length, max_gram_length, max_skip_count, ngram_counts, ngram_indexes, pool_int64s, weights)
+    cached = _TRIES.get(id(pool_int64s))
+    if cached is not None and all(x is y for x, y in zip(cached[0], key)):
+        return cached[1]
+    _check_tfidf_attributes(*key)
+    from .native import TfIdfTrie
+    lo, hi, counts, indexes, pool = min_gram_length, max_gram_length, ngram_counts, ngram_indexes, pool_int64s
+    edges, parent, item, column, weight = {}, [0], [0], [-1], [0.0]
+    gram = 0  # ngram_indexes position of the pool's next n-gram (sizes outside lo..hi included)
+    for n, (begin, end) in enumerate(zip(counts, list(counts[1:]) + [len(pool)]), start=1):
+        if not lo <= n <= hi:
+            gram += (end - begin) // n
+            continue
+        for at in range(begin, end, n):
+            node = 0
+            for v in pool[at:at + n]:
+                child = edges.setdefault((node, v), len(parent))
+                if child == len(parent):
+                    parent.append(node)
+                    item.append(v)
+                    column.append(-1)
+                    weight.append(0.0)
+                node = child
+            if column[node] >= 0:
+                raise ValueError(f"Duplicate ngram detected, size: {n} id: {gram + 1}")
+            if gram >= len(indexes):
+                raise ValueError(f"the pool's {n}-gram number {gram + 1} has no entry in ngram_indexes "
+                                 f"({len(indexes)} entries)")
+            column[node] = indexes[gram]
+            weight[node] = weights[gram] if weights is not None else 1.0  # by the n-gram, as stock weighs
+            gram += 1
+    trie = TfIdfTrie(parent, item, column, max(indexes) + 1, None if weights is None else weight)
+    with _TRIES_LOCK:
+        if len(_TRIES) >= 64:  # sessions come and go: keep the recent ones
+            _TRIES.pop(next(iter(_TRIES)))
+        _TRIES[id(pool_int64s)] = (key, trie)
+    return trie
+
+
+def _validate_tfidf(node, graph):
+    a = node.attrs
+    _tfidf_trie(*[a.get(k) for k in ("min_gram_length", "max_gram_length", "max_skip_count", "ngram_counts",
+                                     "ngram_indexes", "pool_int64s", "weights")])
+
+
+@kernel("TfIdfVectorizer", since=9, types=_INT_IDS, check=_check_tfidf, validate=_validate_tfidf)
 def tfidf_vectorizer(X, *, max_gram_length, max_skip_count, min_gram_length, mode, ngram_counts, ngram_indexes,
                      pool_int64s=None, pool_strings=None, weights=None):
-    # The pool lists the n-grams by size (ngram_counts[k]: where the (k+1)-grams start); each gets
-    # the output column ngram_indexes[i]. Sizes outside [min, max] still take their columns.
-    pool, grams, i = list(pool_int64s), {}, 0
-    bounds = list(ngram_counts) + [len(pool)]
-    for n, (begin, end) in enumerate(zip(bounds, bounds[1:]), start=1):
-        for at in range(begin, end, n):
-            if min_gram_length <= n <= max_gram_length:
-                grams[tuple(pool[at:at + n])] = ngram_indexes[i]
-            i += 1
-    rows = X.reshape(1, -1) if X.ndim < 2 else X
-    counts = np.zeros((rows.shape[0], max(ngram_indexes) + 1), np.float32)
-    for r, row in enumerate(rows.tolist()):
-        # n-grams of items `skip` apart, for skip = 1 .. max_skip_count + 1; unigrams counted once
-        for skip in range(1, max_skip_count + 2):
-            smallest = min_gram_length if skip == 1 else max(min_gram_length, 2)
-            for begin in range(len(row)):
-                for n in range(smallest, max_gram_length + 1):
-                    last = begin + (n - 1) * skip
-                    if last >= len(row):
-                        break
-                    column = grams.get(tuple(row[begin:last + 1:skip]))
-                    if column is not None:
-                        counts[r, column] += 1
-    w = np.ones(counts.shape[1], np.float32) if not weights else np.asarray(weights, np.float32)
-    if mode == "TF":
-        out = counts
-    elif mode == "IDF":
-        out = (counts > 0) * w
-    else:  # TFIDF
-        out = counts * w
-    return (out.astype(np.float32).reshape(-1) if X.ndim < 2 else out.astype(np.float32),)
+    if X.ndim > 2 or (X.ndim == 2 and X.shape[0] < 1):
+        raise InvalidArgument("Input shape must have either [C] or [B,C] dimensions with B > 0.")
+    from .native import tfidf
+    trie = _tfidf_trie(min_gram_length, max_gram_length, max_skip_count, ngram_counts, ngram_indexes, pool_int64s,
+                       weights)
+    out = tfidf(X.reshape(1, -1) if X.ndim < 2 else X, trie, min_gram_length, max_gram_length, max_skip_count,
+                {"TF": 0, "IDF": 1, "TFIDF": 2}[mode])
+    return (out.reshape(-1) if X.ndim < 2 else out,)

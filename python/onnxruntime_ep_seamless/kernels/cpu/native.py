@@ -27,6 +27,8 @@ def erf(x: np.ndarray) -> np.ndarray:
 
 
 def _ptr(a: np.ndarray):
+    if a.dtype != np.float32:  # the C kernels read a.size floats: any other element size is out of bounds
+        raise TypeError(f"native kernel: float32 expected, got {a.dtype}")
     return ffi.cast("float*", ffi.from_buffer(a))
 
 
@@ -112,3 +114,143 @@ def gelu(x: np.ndarray) -> np.ndarray:
     y = np.empty_like(x)
     lib.seamless_gelu_f32(_ptr(x), _ptr(y), x.size, *_pool())
     return y
+
+
+def non_max_suppression(boxes: np.ndarray, scores: np.ndarray, max_per_class: int, iou_threshold: float,
+                        score_threshold, center_point_box: int) -> np.ndarray:
+    """ONNX NonMaxSuppression of float32 boxes [B, N, 4] and scores [B, C, N]: the [batch, class, box]
+    rows kept. score_threshold: a float, or None for none."""
+    boxes, scores = c_order(boxes), c_order(scores)
+    batches, classes, n = scores.shape
+    _require(boxes.dtype == scores.dtype == np.float32 and boxes.shape == (batches, n, 4) and n < 2 ** 31,
+             f"NonMaxSuppression of boxes {boxes.shape} and scores {scores.shape}")
+    per_class = min(max(max_per_class, 0), n)
+    selected = np.empty(batches * classes * per_class, np.int32)
+    counts = np.empty(batches * classes, np.int64)
+    selected_p, counts_p = _i32(selected), _i64(counts)
+    total = lib.seamless_nms_f32(_ptr(boxes), _ptr(scores), batches, classes, n, per_class, iou_threshold,
+                                 score_threshold is not None, score_threshold or 0.0, int(center_point_box),
+                                 selected_p, counts_p)
+    if total < 0:
+        raise MemoryError("NonMaxSuppression: out of memory for its scratch")
+    rows = np.empty((total, 3), np.int64)
+    if total:
+        lib.seamless_nms_rows(selected_p, counts_p, batches, classes, _i64(rows))
+    return rows
+
+
+class TfIdfTrie:
+    """TfIdfVectorizer's pool as a trie in the native hash table, checked once, used by tfidf(): node i > 0 is
+    the edge parent[i] -> i on id item[i]; node i ends the n-gram of output column column[i] (-1: none), whose
+    weight is weight[i] (weight None: ones)."""
+
+    def __init__(self, parent, item, column, out_cols: int, weight=None):
+        parent, item = c_order(np.asarray(parent, np.int32)), c_order(np.asarray(item, np.int64))
+        self.column = c_order(np.asarray(column, np.int64))
+        self.weight = None if weight is None else c_order(np.asarray(weight, np.float32))
+        _require(parent.ndim == 1 and parent.shape == item.shape == self.column.shape and 1 <= parent.size < 2 ** 31
+                 and ((parent[1:] >= 0) & (parent[1:] < parent.size)).all() and -1 <= int(self.column.min())
+                 and int(self.column.max()) < out_cols and (weight is None or self.weight.shape == parent.shape),
+                 "TfIdfVectorizer trie")
+        cap = 16
+        while cap < 2 * parent.size:
+            cap *= 2
+        self.mask, self.out_cols = cap - 1, out_cols
+        self.has_children = np.zeros(parent.size, np.uint8)
+        self.has_children[parent[1:]] = 1
+        self.slots = np.full(2 * cap, -1, np.int64)
+        lib.seamless_tfidf_table(_i32(parent), _i64(item), parent.size, _i64(self.slots), self.mask)
+
+
+def _i32(a):
+    return ffi.from_buffer("int32_t[]", a)
+
+
+def _i64(a):
+    return ffi.from_buffer("int64_t[]", a)
+
+
+def tfidf(x: np.ndarray, trie: TfIdfTrie, min_gram: int, max_gram: int, max_skip: int, mode: int) -> np.ndarray:
+    """TfIdfVectorizer of integer ids x [rows, cols]: float32 [rows, trie.out_cols]. mode 0 TF, 1 IDF, 2 TFIDF
+    (the trie's weights, or ones)."""
+    x = c_order(x.astype(np.int64, copy=False))
+    _require(x.ndim == 2 and 1 <= min_gram <= max_gram and max_skip >= 0, "TfIdfVectorizer arguments")
+    rows, cols = x.shape
+    out = np.zeros((rows, trie.out_cols), np.float32)
+    if x.size:
+        weight = ffi.NULL if trie.weight is None or mode == 0 else _ptr(trie.weight)
+        lib.seamless_tfidf_f32(_i64(x), rows, cols, _i64(trie.slots), trie.mask, _i64(trie.column),
+                               ffi.cast("uint8_t*", ffi.from_buffer(trie.has_children)), min_gram, max_gram,
+                               min(max_skip, cols), mode, weight, _ptr(out), trie.out_cols)
+    return out
+
+
+RNN_ACTIVATIONS = {"Sigmoid": 0, "Tanh": 1, "Relu": 2}
+
+
+def _rnn_args(xw, d, order, lens, steps, states, y, gates):
+    """The checked arguments the rnn.c kernels share: xw [seq, batch, dirs * gates * n] float32, direction d's
+    projections in its columns [d * gates * n, (d + 1) * gates * n); order [seq, batch] int64 source steps or
+    None; lens [batch] int64 or None; states [batch, n] float32 (updated); y: the layer's Y [seq, dirs, batch, n]
+    (direction d written) or None. Returns the kernel's leading arguments and (y pointer, y row step)."""
+    seq, batch, cols = xw.shape
+    n = states[0].shape[1] if states[0].ndim == 2 else -1
+    _require(xw.dtype == np.float32 and xw.flags.c_contiguous and 0 <= steps <= seq and n >= 0 and
+             0 <= d and (d + 1) * gates * n <= cols, "rnn xw")
+    _require(all(s.dtype == np.float32 and s.flags.c_contiguous and s.shape == (batch, n) for s in states),
+             "rnn states")
+    if order is not None:
+        _require(order.dtype == np.int64 and order.flags.c_contiguous and order.shape == (seq, batch) and
+                 (not order.size or 0 <= order.min() <= order.max() < seq), "rnn order")
+    if lens is not None:
+        _require(lens.dtype == np.int64 and lens.flags.c_contiguous and lens.shape == (batch,), "rnn lens")
+    if y is not None:
+        _require(y.dtype == np.float32 and y.flags.c_contiguous and y.ndim == 4 and y.shape[0] == seq and
+                 y.shape[2:] == (batch, n) and d < y.shape[1], "rnn y")
+    head = (steps, batch, n, _ptr(xw) + d * gates * n, cols, ffi.NULL if order is None else _i64(order),
+            ffi.NULL if lens is None else _i64(lens))
+    return head, (ffi.NULL if y is None else _ptr(y) + d * batch * n, 0 if y is None else y.shape[1] * batch * n)
+
+
+def _packed_r(packed, n, cols):
+    """R^T (n x cols) of one direction, packed by pack_b."""
+    _require(packed.dtype == np.float32 and packed.size == lib.seamless_sgemm_packed_size(n, cols), "rnn packed R")
+    return _ptr(packed)
+
+
+def rnn_direction(xw, d, order, lens, steps, packed_r, clip, act, h, y):
+    """Direction d of an RNN layer (native/cpu/rnn.c) over `steps` loop steps: loop step t of batch row b reads
+    its projections at xw[order[t, b], b] (order None: t) and writes y[order[t, b], d, b]; rows past lens keep
+    their state. packed_r: pack_b(R[d], trans_b=True); act: an RNN_ACTIVATIONS name; h updated in place."""
+    head, (y_ptr, y_step) = _rnn_args(xw, d, order, lens, steps, [h], y, 1)
+    n = h.shape[1]
+    gates = np.empty_like(h)
+    lib.seamless_rnn_f32(*head, _packed_r(packed_r, n, n), clip is not None, clip or 0.0, RNN_ACTIVATIONS[act],
+                         _ptr(h), y_ptr, y_step, _ptr(gates))
+
+
+def gru_direction(xw, d, order, lens, steps, packed_zr, packed_h, rb_h, linear_before_reset, clip, acts, h, y):
+    """One direction of a GRU layer, as rnn_direction; packed_zr, packed_h: R's update-and-reset rows and candidate
+    rows, transposed and packed; rb_h: the candidate's recurrence bias [n] (used with linear_before_reset)."""
+    head, (y_ptr, y_step) = _rnn_args(xw, d, order, lens, steps, [h], y, 3)
+    n = h.shape[1]
+    rb_h = _f32_array(rb_h, n, "rb_h")
+    gates, rh = np.empty((h.shape[0], 3 * n), np.float32), np.empty_like(h)
+    acts = np.array([RNN_ACTIVATIONS[a] for a in acts], np.int32)
+    _require(acts.size == 2, "GRU activations")
+    lib.seamless_gru_f32(*head, _packed_r(packed_zr, n, 2 * n), _packed_r(packed_h, n, n), _ptr(rb_h),
+                         int(linear_before_reset), clip is not None, clip or 0.0, _i32(acts), _ptr(h), y_ptr, y_step,
+                         _ptr(gates), _ptr(rh))
+
+
+def lstm_direction(xw, d, order, lens, steps, packed_r, peepholes, clip, acts, h, c, y):
+    """One direction of an LSTM layer, as rnn_direction; peepholes [3n] or None; h and c updated in place."""
+    head, (y_ptr, y_step) = _rnn_args(xw, d, order, lens, steps, [h, c], y, 4)
+    n = h.shape[1]
+    peepholes = None if peepholes is None else _f32_array(peepholes, 3 * n, "peepholes")
+    gates, tmp = np.empty((h.shape[0], 4 * n), np.float32), np.empty(n, np.float32)
+    acts = np.array([RNN_ACTIVATIONS[a] for a in acts], np.int32)
+    _require(acts.size == 3, "LSTM activations")
+    lib.seamless_lstm_f32(*head, _packed_r(packed_r, n, 4 * n), ffi.NULL if peepholes is None else _ptr(peepholes),
+                          clip is not None, clip or 0.0, _i32(acts), _ptr(h), _ptr(c), y_ptr, y_step, _ptr(gates),
+                          _ptr(tmp))

@@ -505,8 +505,9 @@ def hardmax_13(x, *, axis=-1):
 # ---------------------------------------------------------------- CumSum, CumProd
 
 def _cumulative(op, fn, identity, x, axis, exclusive, reverse):
-    """Running sum or product along the axis, in the data type (like ORT); exclusive: element i
-    holds the result of the elements before i (the identity for the first)."""
+    """Running sum or product along the axis, in the data type (like ORT; float16 in float32, rounded once: stock
+    has no float16 kernel and runs the node in float32); exclusive: element i holds the result of the elements
+    before i (the identity for the first)."""
     if x.ndim == 0:
         raise InvalidArgument(f"Cannot apply {op} operator on a scalar")
     axis = np.asarray(axis)
@@ -516,7 +517,7 @@ def _cumulative(op, fn, identity, x, axis, exclusive, reverse):
         raise InvalidArgument("Axis tensor must contain exactly one element")
     axis = _checked_axis(axis.reshape(-1)[0], x.ndim)
     y = np.flip(x, axis) if reverse else x
-    out = fn(y, axis=axis, dtype=x.dtype)
+    out = fn(y, axis=axis, dtype=np.float32 if x.dtype == np.float16 else x.dtype).astype(x.dtype, copy=False)
     if exclusive:  # shift by one along the axis
         shifted = np.full_like(out, identity)
         dst = [slice(None)] * x.ndim

@@ -27,7 +27,7 @@ def _axis(axis, rank):
 # --- layout -----------------------------------------------------------------------------
 
 
-def _check_perm(node):
+def _check_perm(node, graph):
     perm = node.attrs.get("perm")
     if perm is not None:
         seen = set()

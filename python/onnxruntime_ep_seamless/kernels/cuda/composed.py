@@ -13,6 +13,8 @@ import numpy as np
 
 from ...graph.ir import ONNX_TO_NUMPY
 from ...runtime.cuda import MAX_DIMS, DeviceTensor, contiguous_strides
+from .. import checks
+from ..checks import InvalidArgument
 from ..cpu.nn import pooled_from
 from ..cpu.spatial import affine_base
 from ..registry import kernel
@@ -105,12 +107,12 @@ def _hardmax(rt, stream, x, axis):
 
 @kernel("Hardmax", since=13, types=GPU_FLOATS, device="cuda")
 def hardmax_13(rt, stream, x, *, axis=-1):
-    return (_hardmax(rt, stream, x, axis % len(x.shape)),)
+    return (_hardmax(rt, stream, x, checks.axis(axis, len(x.shape))),)
 
 
 @kernel("Hardmax", since=1, until=12, types=GPU_FLOATS, device="cuda")
 def hardmax_1(rt, stream, x, *, axis=1):
-    axis %= len(x.shape)  # the input as a matrix of rows from `axis` on
+    axis = checks.axis(axis, len(x.shape))  # the input as a matrix of rows from `axis` on
     rows = math.prod(x.shape[:axis])
     y = _hardmax(rt, stream, DeviceTensor(x.ptr, (rows, x.size // max(rows, 1)), x.dtype), 1)
     return (DeviceTensor(y.ptr, x.shape, y.dtype),)
@@ -119,13 +121,14 @@ def hardmax_1(rt, stream, x, *, axis=1):
 @kernel("OneHot", since=9, types=GPU_INTS, device="cuda", host_inputs=(1,))
 def one_hot(rt, stream, indices, depth, values, *, axis=-1):
     depth = int(np.asarray(rt.to_host(depth, stream)).reshape(-1)[0])
-    if values.size != 2:
-        raise ValueError(f"OneHot: values must hold [off, on], got shape {values.shape}")
+    if depth < 0:
+        raise InvalidArgument("Depth is negative.")
+    if values.size != 2 or len(values.shape) > 1:
+        raise InvalidArgument(f"Invalid argument for values; either it's rank is more than 1 or it has more than 2 "
+                              f"elements: shape {values.shape}")
     s = Scratch(rt, indices, values)
     rank = len(indices.shape) + 1
-    axis = axis + rank if axis < 0 else axis
-    if not 0 <= axis < rank:
-        raise ValueError(f"OneHot: axis out of range for output rank {rank}")
+    axis = checks.axis(axis, rank)
     idx = s(cast_to(rt, stream, indices, np.dtype(np.int64)))
     # negative indices count from the end; others out of range match no class ("off")
     idx = s(where(rt, stream, s(compare(rt, stream, LESS, idx, s(device_scalar(rt, stream, 0, idx.dtype)))),
@@ -161,11 +164,13 @@ def space_to_depth(rt, stream, x, *, blocksize):
 
 
 def _blocks(x, bs, c_divisible):
-    if len(x.shape) != 4 or bs < 1:
-        raise ValueError(f"a 4-D input and a positive blocksize are needed, got shape {x.shape} and {bs}")
+    if len(x.shape) != 4:
+        raise InvalidArgument(f"SpaceDepth ops require a 4-D input. Provided rank: {len(x.shape)}")
+    if bs < 1:
+        raise ValueError(f"blocksize must be positive, got {bs}")
     b, c, h, w = x.shape
     if (c % (bs * bs) if c_divisible else h % bs or w % bs):
-        raise ValueError(f"shape {x.shape} does not divide into blocks of {bs}")
+        raise InvalidArgument(f"shape {x.shape} does not divide into blocks of {bs}")
     return b, c, h, w
 
 
@@ -185,6 +190,10 @@ def _group_norm(rt, stream, x, scale, bias, epsilon, num_groups, per_channel):
     n, c = x.shape[0], x.shape[1]
     if c % num_groups:
         raise ValueError(f"GroupNormalization: {c} channels do not divide into {num_groups} groups")
+    per = c if per_channel else num_groups
+    if scale.size != per or bias.size != per:  # read as (per, 1) columns
+        raise ValueError(f"GroupNormalization: scale {scale.shape} and bias {bias.shape} must have {per} values "
+                         f"(one per {'channel' if per_channel else 'group'})")
     s = Scratch(rt, x, scale, bias)
     xf = s(cast_to(rt, stream, x, F32))
     y = _standardize(rt, stream, s, DeviceTensor(xf.ptr, (n, num_groups, x.size // max(n * num_groups, 1)), F32),
@@ -227,7 +236,7 @@ def mean_variance_normalization(rt, stream, x, *, axes=(0, 2, 3)):
 def lp_normalization(rt, stream, x, *, axis=-1, p=2):
     s = Scratch(rt, x)
     xf = s(cast_to(rt, stream, x, F32))
-    norm = s(reduce(rt, stream, L1 if p == 1 else L2, xf, [axis % len(x.shape)], 1))
+    norm = s(reduce(rt, stream, L1 if p == 1 else L2, xf, [checks.axis(axis, len(x.shape))], 1))
     zero = s(device_scalar(rt, stream, 0.0, F32))
     y = s(where(rt, stream, s(compare(rt, stream, EQUAL, norm, zero)), zero, s(binary(rt, stream, DIV, xf, norm)))[0])
     return s.done(cast_to(rt, stream, y, x.dtype))  # a zero vector stays zero
@@ -264,12 +273,15 @@ def _broadcastable(rt, stream, s, value, shape, axis, block_size):
     value = s(rt.device(value, stream))
     if len(value.shape) == 0 or value.size == 1 and not block_size:
         return DeviceTensor(value.ptr, (), value.dtype)
-    axis %= len(shape)
+    axis = checks.axis(axis, len(shape))
     if not block_size:
         return DeviceTensor(value.ptr, tuple(value.size if d == axis else 1 for d in range(len(shape))), value.dtype)
+    if len(value.shape) != len(shape) or any(v != x for d, (v, x) in enumerate(zip(value.shape, shape)) if d != axis) \
+            or value.shape[axis] != -(-shape[axis] // block_size):
+        raise ValueError(f"blocked quantization parameters of shape {value.shape} for x {shape}, block_size "
+                         f"{block_size}: x's shape with {-(-shape[axis] // block_size)} blocks along axis {axis} "
+                         "expected")
     blocks = value.shape[axis]
-    if blocks * block_size < shape[axis] or len(value.shape) != len(shape):
-        raise ValueError(f"blocked quantization parameters of shape {value.shape} for x {shape}, block_size {block_size}")
     outer, inner = math.prod(value.shape[:axis]), math.prod(value.shape[axis + 1:])
     repeated = s(rt.alloc((outer, blocks, block_size, inner), value.dtype))  # each value over its block
     rt.strided_copy(stream, value, repeated, repeated.shape, (blocks * inner, inner, 0, 1),
@@ -385,6 +397,11 @@ def conv_integer(rt, stream, x, w, x_zero_point=None, w_zero_point=None, *, auto
 
 def _requantize(rt, stream, s, acc, multiplier, y_zero_point, bias=None):
     """quant.cu's requantization of the float64 sums acc by the float32 multiplier (broadcast to acc)."""
+    if y_zero_point.size != 1:  # read as one value
+        raise ValueError(f"result zero point must be a scalar or 1D tensor of size 1, got shape {y_zero_point.shape}")
+    if bias is not None and bias.shape != (acc.shape[1],):  # read per output channel
+        raise ValueError(f"bias shape invalid. bias must be a 1D tensor of size output_channels ({acc.shape[1]}), got "
+                         f"{bias.shape}")
     multiplier = s(broadcast_to(rt, stream, multiplier, acc.shape)) if multiplier.shape != acc.shape else multiplier
     y_zero_point = s(rt.device(y_zero_point, stream))
     bias = None if bias is None else s(rt.device(bias, stream))
@@ -479,7 +496,8 @@ def einsum(rt, stream, *inputs, equation):
             if size.get(c, 1) == 1:
                 size[c] = d
             elif d not in (1, size[c]):
-                raise ValueError(f"Einsum: label {c!r} is {size[c]} in one operand and {d} in another")
+                raise InvalidArgument(f"Einsum operands could not be broadcast together: label {c!r} is {size[c]} in "
+                                      f"one operand and {d} in another")
     s = Scratch(rt, *inputs)
 
     def arranged(x, lab, order):
@@ -543,6 +561,9 @@ def _along(rt, stream, s, values, axis, rank):
 def reverse_sequence(rt, stream, x, sequence_lens, *, batch_axis=1, time_axis=0):
     """The first sequence_lens[b] steps along time_axis reversed for each batch entry b: a source step
     per element computed on the GPU (the lengths stay there), then GatherElements."""
+    if sequence_lens.shape != (x.shape[batch_axis],):  # read as one length a batch entry
+        raise InvalidArgument(f"sequence_lens shape must be {{batch_size}}. Got:{sequence_lens.shape}. "
+                              f"batch_size={x.shape[batch_axis]}")
     s = Scratch(rt, x, sequence_lens)
     rank = len(x.shape)
     steps = _along(rt, stream, s, np.arange(x.shape[time_axis]), time_axis, rank)
@@ -559,9 +580,12 @@ def tensor_scatter(rt, stream, past_cache, update, write_indices=None, *, axis=-
     """update written into a copy of the cache along `axis` from write_indices[b] (0 without), wrapping
     in circular mode: positions computed on the GPU, then ScatterElements (positions past the cache
     are skipped, never written outside it)."""
-    s = Scratch(rt, past_cache, update, write_indices)
     rank = len(past_cache.shape)
-    axis %= rank
+    axis = checks.axis(axis, rank)
+    if write_indices is not None and write_indices.shape != (past_cache.shape[0],):  # one start a batch entry
+        raise ValueError(f"TensorScatter: write_indices must have shape [batch_size] ({past_cache.shape[0]}), got "
+                         f"{write_indices.shape}")
+    s = Scratch(rt, past_cache, update, write_indices)
     steps = _along(rt, stream, s, np.arange(update.shape[axis]), axis, rank)
     if write_indices is not None:
         starts = s(cast_to(rt, stream, DeviceTensor(write_indices.ptr, (past_cache.shape[0],) + (1,) * (rank - 1),
@@ -577,6 +601,9 @@ def tensor_scatter(rt, stream, past_cache, update, write_indices=None, *, axis=-
 def max_unpool(rt, stream, x, indices, output_shape=None, *, kernel_shape, pads=None, strides=None):
     """x scattered to the flat positions `indices` of the pooled-from shape (zeros elsewhere), then
     placed at the start of output_shape, as the spec's reference does (kernels/cpu/nn.py)."""
+    if indices.shape != x.shape:  # an index per value
+        raise ValueError(f"Index tensor shape should be same as that of the input data tensor to unpool: "
+                         f"{indices.shape} and {x.shape}")
     inferred = pooled_from(x.shape, kernel_shape, strides, pads)
     s = Scratch(rt, x, indices)
     flat = s(rt.alloc((math.prod(inferred),), x.dtype))

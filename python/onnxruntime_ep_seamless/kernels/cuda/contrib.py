@@ -10,7 +10,10 @@ import numpy as np
 
 from ...graph.ir import Node
 from ...plan.fusion import FUSED_DOMAIN, NORMED_PRODUCTS
+from .. import checks
+from ..checks import InvalidArgument
 from ..cpu.contrib_attention import gqa_config_problem, gqa_layout
+from ..cpu.contrib_quantization import validate_nbits_weights
 from ..registry import kernel, lookup
 from .elementwise import ADD, GPU_FLOATS, SUFFIX, binary
 from .matmul import SMALL_ROWS, _after_norm, _product, column_split, linear, matmul_swiglu, swiglu_of_product
@@ -62,8 +65,8 @@ def group_query_attention(rt, stream, query, key=None, value=None, past_key=None
                           v_quant_type="NONE", qk_norm_epsilon=1e-6, q_norm_epsilon=1e-6, k_norm_epsilon=1e-6,
                           _readers=(), _output_buffer=None):
     b, s = query.shape[:2]
-    if seqlens_k.shape != (b,):
-        raise ValueError(f"seqlens_k of shape {seqlens_k.shape}; expected ({b},)")
+    _gqa_shapes(query, key, value, past_key, past_value, seqlens_k, total_sequence_length,
+                (cos_cache, sin_cache) if do_rotary else None, num_heads, kv_num_heads)
     # seqlens_k's values are checked when known on the host; on the GPU the kernels clamp them
     h, first_prompt, present_len, _ = gqa_layout(
         query.shape, key is None, past_key.shape if past_key is not None else None, seqlens_k.host,
@@ -141,6 +144,39 @@ def group_query_attention(rt, stream, query, key=None, value=None, past_key=None
     return out, pk, pv
 
 
+def _gqa_shapes(query, key, value, past_key, past_value, seqlens_k, total_sequence_length, caches, num_heads,
+                kv_num_heads):
+    """The shapes the kernels address the tensors by, checked as ORT does: query (B, S, N * H) or packed
+    (B, S, (N + 2 Nkv) * H), key and value (B, S, Nkv * H), the past (B, Nkv, P, H) both, seqlens_k (B,), one
+    total length, cos and sin caches of one shape."""
+    if len(query.shape) != 3:
+        raise InvalidArgument(f"Input 'query' is expected to have 3 dimensions, got {len(query.shape)}")
+    b, s, hidden = query.shape
+    heads = num_heads + (2 * kv_num_heads if key is None else 0)
+    if hidden % heads:
+        raise ValueError(f"query hidden size {hidden} is not a multiple of the {heads} heads it holds")
+    h = hidden // heads
+    if key is not None:
+        for name, t in (("key", key), ("value", value)):
+            if t is None or t.shape != (b, s, kv_num_heads * h):
+                raise InvalidArgument(f"Input '{name}' of shape {None if t is None else t.shape} must be {(b, s)} by "
+                                      f"kv_num_heads * head_size ({kv_num_heads} * {h})")
+    if past_key is not None:
+        if past_key.shape[:2] != (b, kv_num_heads) or len(past_key.shape) != 4 or past_key.shape[3] != h:
+            raise InvalidArgument(f"Input 'past_key' of shape {past_key.shape} must be (batch_size {b}, "
+                                  f"kv_num_heads {kv_num_heads}, past length, head_size {h})")
+        if past_value.shape != past_key.shape:
+            raise InvalidArgument(f"Inputs 'past_key' {past_key.shape} and 'past_value' {past_value.shape} must "
+                                  "have the same shape")
+    if seqlens_k.shape != (b,):
+        raise InvalidArgument(f"seqlens_k must be shape (batch_size {b}), got {seqlens_k.shape}")
+    if total_sequence_length.size != 1:
+        raise InvalidArgument(f"total_sequence_length must be one value, got shape {total_sequence_length.shape}")
+    if caches is not None and (len(caches[0].shape) != 2 or caches[1].shape != caches[0].shape):
+        raise InvalidArgument(f"cos_cache and sin_cache must be 2-D of the same shape. Got cos_cache shape "
+                              f"{caches[0].shape} and sin_cache shape {caches[1].shape}.")
+
+
 def _check_rotary(node, graph):
     a = node.attrs
     if a.get("is_packed_batching", 0):
@@ -159,11 +195,17 @@ def _check_rotary(node, graph):
 def rotary_embedding(rt, stream, x, position_ids, cos_cache, sin_cache, *, interleaved=0, num_heads=0,
                      rotary_embedding_dim=0, is_packed_batching=0, scale=1.0):
     """x (B, S, N*H) or (B, N, S, H); position_ids (1,) = the first token's position, or (B, S)."""
+    if len(x.shape) not in (3, 4) or len(cos_cache.shape) != 2:
+        raise InvalidArgument(f"RotaryEmbedding: input of shape {x.shape} (3-D or 4-D expected) and cos_cache of "
+                              f"shape {cos_cache.shape} (2-D expected)")
     b = x.shape[0]
     if len(x.shape) == 3:
         s = x.shape[1]
         h = x.shape[2] // num_heads if num_heads else (rotary_embedding_dim or 2 * cos_cache.shape[1])
-        n = x.shape[2] // h
+        n = x.shape[2] // h if h else 0
+        if n * h != x.shape[2]:  # the kernel walks the tokens by heads of h
+            raise InvalidArgument(f"RotaryEmbedding: hidden size {x.shape[2]} is not a whole number of heads of "
+                                  f"size {h}")
     else:
         n, s, h = x.shape[1:]
     rot_half = (rotary_embedding_dim or h) // 2
@@ -176,9 +218,13 @@ def rotary_embedding(rt, stream, x, position_ids, cos_cache, sin_cache, *, inter
 def _rotate(rt, stream, x, position_ids, cos_cache, sin_cache, b, s, n, h, rot_half, interleaved):
     """x (B, S, N*H) or (B, N, S, H) with rotary embedding; position_ids (1,) (the first token's
     position), (B, S), or None (the caches have a row per token)."""
+    if sin_cache.shape != cos_cache.shape:
+        raise InvalidArgument(f"Inputs 'cos_cache' {cos_cache.shape} and 'sin_cache' {sin_cache.shape} are expected "
+                              "to have the same shape")
     first_only = position_ids is not None and position_ids.size == 1  # the others follow
     if position_ids is not None and not first_only and position_ids.shape != (b, s):
-        raise ValueError(f"RotaryEmbedding: position_ids of shape {position_ids.shape}; expected (1,) or {(b, s)}")
+        raise InvalidArgument(f"RotaryEmbedding: position_ids of shape {position_ids.shape}; expected (1,) or "
+                              f"{(b, s)}")
     rows = cos_cache.shape[0] if position_ids is not None else b * s
     if position_ids is None and cos_cache.size != b * s * cos_cache.shape[-1]:
         raise ValueError(f"RotaryEmbedding without position_ids needs caches of shape {(b, s, rot_half)}, "
@@ -186,9 +232,10 @@ def _rotate(rt, stream, x, position_ids, cos_cache, sin_cache, b, s, n, h, rot_h
     if position_ids is not None and position_ids.host is not None:  # checked when known on the host; else clamped
         pos = position_ids.host.reshape(-1)
         pos = pos[0] + np.arange(s) if first_only else pos
-        if pos.size and (pos.min() < 0 or pos.max() >= rows):
-            raise ValueError(f"RotaryEmbedding: positions {pos.min()}..{pos.max()} outside the cos/sin caches' "
-                             f"{rows} rows")
+        bad = np.flatnonzero((pos < 0) | (pos >= rows))
+        if bad.size:
+            raise InvalidArgument(f"position_ids value {pos[bad[0]]} at index {bad[0]} is out of range [0, {rows}): "
+                                  f"positions {pos.min()}..{pos.max()} outside the cos/sin caches' {rows} rows")
     y = rt.alloc(x.shape, x.dtype)
     shape = struct.pack("<10i", b, s, n, h, rot_half, cos_cache.shape[-1], int(bool(interleaved)), int(len(x.shape) == 4),
                         int(first_only), rows)
@@ -214,23 +261,26 @@ def rotary_embedding_23(rt, stream, x, cos_cache, sin_cache, position_ids=None, 
     position_ids (B, S), else (B, S, rot/2)."""
     if len(x.shape) == 4:
         b, n, s, h = x.shape
-    elif num_heads:
+    elif num_heads and len(x.shape) == 3:
         b, s = x.shape[:2]
         n, h = num_heads, x.shape[2] // num_heads
+        if n * h != x.shape[2]:
+            raise ValueError(f"RotaryEmbedding: hidden size {x.shape[2]} is not a multiple of num_heads {n}")
     else:
-        raise ValueError("RotaryEmbedding: num_heads is required for 3-D input")
+        raise ValueError(f"RotaryEmbedding: a 4-D input, or a 3-D one with num_heads, expected; got shape {x.shape}")
     rot_half = (rotary_embedding_dim or h) // 2
-    if cos_cache.shape[-1] != rot_half:
-        raise ValueError(f"cos/sin last dimension {cos_cache.shape[-1]} != rotary_embedding_dim/2 = {rot_half}")
+    if cos_cache.shape[-1] != rot_half or 2 * rot_half > h:
+        raise ValueError(f"cos/sin last dimension {cos_cache.shape[-1]} != rotary_embedding_dim/2 = {rot_half}, or "
+                         f"the rotary dimension is above the head size {h}")
     return (_rotate(rt, stream, x, position_ids, cos_cache, sin_cache, b, s, n, h, rot_half, interleaved),)
 
 
 def _skip_norm(rt, stream, x, skip, bias, scale, beta, epsilon, want_sum, simplified, axis=-1):
-    axis %= len(x.shape)
+    axis = checks.axis(axis, len(x.shape))
     cols = math.prod(x.shape[axis:])  # normalised over the axes from `axis` on
     if any(v is not None and v.size != cols for v in (scale, bias, beta)) or (skip is not None and skip.shape != x.shape):
-        raise ValueError(f"CUDA layer normalisation needs scale/beta/bias of shape {x.shape[axis:]} and skip of "
-                         f"x's shape {x.shape}")
+        raise InvalidArgument(f"layer normalisation: scale/beta/bias must have shape {x.shape[axis:]} and skip x's "
+                              f"shape {x.shape}; got {[None if v is None else v.shape for v in (scale, beta, bias, skip)]}")
     y = rt.alloc(x.shape, x.dtype)
     total = rt.alloc(x.shape, x.dtype) if want_sum else None
     # rows.cu: eight values a thread in registers where the row and every pointer allow it, else the
@@ -296,7 +346,8 @@ def _check_nbits(node, graph):
     return None
 
 
-@kernel("MatMulNBits", domain="com.microsoft", types=GPU_FLOATS, device="cuda", check=_check_nbits)
+@kernel("MatMulNBits", domain="com.microsoft", types=GPU_FLOATS, device="cuda", check=_check_nbits,
+        validate=validate_nbits_weights)
 def matmul_nbits(rt, stream, a, b, scales, zero_points=None, g_idx=None, bias=None, *, K, N, block_size, bits=4,
                  accuracy_level=0, weight_prepacked=0, _norm=None, _output_buffer=None):
     return (_nbits(rt, stream, "", a, [b, scales, zero_points, bias], K, N, block_size, bits, _norm, _output_buffer),)
@@ -445,6 +496,7 @@ def _nbits(rt, stream, variant, a, weights, K, N, block_size, bits, norm=None, o
     the generic path. More than SMALL_ROWS rows (a prompt): one GEMM on the dequantized weights (_nbits_gemm).
     `norm` (a RowNorm) is applied to a first: by the warp-a-column kernel itself where it fits, else before.
     output_buffer: the kernel's _output_buffer, where its GEMVs may write (rt.output)."""
+    _nbits_shapes(a, weights, K, N, block_size, bits)
     m = a.size // K if K else 0
     packed = [weights[0]] + ([weights[3]] if variant else [])
     prompt = m > SMALL_ROWS  # the GEMVs would read the weights once a row: one GEMM instead
@@ -477,6 +529,21 @@ def _nbits(rt, stream, variant, a, weights, K, N, block_size, bits, norm=None, o
     else:
         rt.launch_rows(name + "_" + SUFFIX[a.dtype], m * -(-N // columns), stream, *tensors, shape)
     return y
+
+
+def _nbits_shapes(a, weights, K, N, block_size, bits):
+    """a's rows of K and each matrix's packed weights, scales and zero points of the sizes K, N, block_size and
+    bits make (the kernels address them by those), as ORT checks them."""
+    if not a.shape or a.shape[-1] != K:
+        raise ValueError(f"MatMul dimension mismatch: A {a.shape}, K={K}")
+    blocks = -(-K // block_size)
+    sizes = {"B": N * blocks * block_size * bits // 8, "scales": N * blocks, "zero_points": N * -(-blocks * bits // 8),
+             "bias": N}
+    names = ("B", "scales", "zero_points", "bias") if len(weights) == 4 else ("B", "scales", "zero_points") * 2
+    for name, t in zip(names, weights):
+        if t is not None and t.size != sizes[name]:
+            raise ValueError(f"MatMulNBits: {name} of shape {t.shape} does not match the attribute-derived size "
+                             f"{sizes[name]} (N={N}, K={K}, bits={bits}, block_size={block_size})")
 
 
 def _nbits_gemm(rt, stream, variant, a, weights, K, N, block_size, bits):
@@ -525,7 +592,14 @@ def _check_gather_bq(node, graph):
         check=_check_gather_bq)
 def gather_block_quantized(rt, stream, data, indices, scales, zero_points=None, *, bits=4, block_size=128,
                            quantize_axis=1, gather_axis=0):
+    """An index out of range gives a row of zeros (quant.cu), as stock ORT answers too."""
     width = data.shape[1] * 8 // bits
+    blocks = -(-width // block_size)
+    if scales.shape != (data.shape[0], blocks) or (zero_points is not None and
+                                                  zero_points.shape != (data.shape[0], -(-blocks * bits // 8))):
+        raise ValueError(f"GatherBlockQuantized: data shape {data.shape} and scales shape {scales.shape} (zero points "
+                         f"{None if zero_points is None else zero_points.shape}) do not match: ({data.shape[0]}, "
+                         f"{blocks}) scales for blocks of {block_size} expected")
     y = rt.alloc(indices.shape + (width,), scales.dtype)
     rt.launch(f"seamless_gather_block_quantized_{SUFFIX[scales.dtype]}", y.size, stream, ("ptr", data.ptr),
               ("ptr", indices.ptr), ("ptr", scales.ptr), ("ptr", zero_points.ptr if zero_points is not None else 0),

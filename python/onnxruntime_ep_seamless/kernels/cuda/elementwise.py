@@ -5,7 +5,7 @@ import inspect
 import numpy as np
 
 from ...graph.ir import ONNX_TO_NUMPY
-from ...runtime.cuda import DeviceTensor, broadcast_struct, broadcast_strides
+from ...runtime.cuda import MAX_DIMS, DeviceTensor, broadcast_struct, broadcast_strides
 from ..cpu.elementwise import UNSIGNED, _check_bitshift
 from ..registry import BOOL, kernel
 
@@ -43,9 +43,17 @@ INT_UNARY = ("Neg", "Abs", "Sign", "Relu")  # the ops whose kernel also takes in
 CLIP, DIV_BY, MUL_BY, BIT_NOT = 22, 36, 37, 38
 
 
+def _broadcast_rank(node, graph):
+    """Why the broadcast kernels cannot take the node's operands: a known rank above theirs (left to another EP)."""
+    rank = max((len(graph.value(n).shape) for n in node.inputs if n and graph.value(n).shape is not None), default=0)
+    return f"rank {rank} above the CUDA kernels' limit of {MAX_DIMS}" if rank > MAX_DIMS else None
+
+
 def _same_types(node, graph):
     types = {graph.value(n).dtype for n in node.inputs if n}
-    return None if len(types) == 1 else f"operands of different types ({', '.join(sorted(map(str, types)))})"
+    if len(types) != 1:
+        return f"operands of different types ({', '.join(sorted(map(str, types)))})"
+    return _broadcast_rank(node, graph)
 
 
 def binary(rt, stream, code, a, b):
@@ -155,7 +163,7 @@ def _logic_kernel(code):
 
 
 for _op, _code in LOGIC.items():
-    kernel(_op, since=7, types=BOOL, device="cuda")(_logic_kernel(_code))
+    kernel(_op, since=7, types=BOOL, device="cuda", check=_broadcast_rank)(_logic_kernel(_code))
 
 
 @kernel("Not", since=1, types=BOOL, device="cuda")
@@ -251,7 +259,8 @@ def identity(rt, stream, x):
 
 
 @kernel("Where", since=9, types=BOOL, device="cuda",
-        check=lambda n, g: None if g.value(n.inputs[1]).dtype.itemsize in (1, 2, 4, 8) else "element size")
+        check=lambda n, g: _broadcast_rank(n, g) or (None if g.value(n.inputs[1]).dtype.itemsize in (1, 2, 4, 8)
+                                                      else "element size"))
 def where(rt, stream, cond, a, b):
     y = rt.alloc(np.broadcast_shapes(cond.shape, a.shape, b.shape), a.dtype)
     s = broadcast_struct(y.shape, a.shape, b.shape) + broadcast_strides(y.shape, cond.shape)

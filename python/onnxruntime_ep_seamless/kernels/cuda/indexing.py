@@ -16,15 +16,17 @@ import numpy as np
 
 from ...graph.ir import ONNX_TO_NUMPY, PACKED_BITS
 from ...runtime.cuda import MAX_DIMS, DeviceTensor, contiguous_strides
+from .. import checks
+from ..checks import InvalidArgument
 from ..cpu.elementwise import _check_dropout_12
-from ..cpu.shape import _check_constant, _check_reduction, _split
+from ..cpu.shape import _check_constant, _check_reduction, _nd_index_range, _split
 from ..cpu.shape import constant as cpu_constant
 from ..cpu.shape import eye_like as cpu_eye_like
 from ..cpu.shape import range_ as cpu_range
 from ..cpu.shape import range_27 as cpu_range_27
 from ..registry import ALL, FLOATS, LOW_PRECISION, kernel
 from .elementwise import SUFFIX
-from .shape import _ints, gather
+from .shape import _ints, gather, stand_in
 
 # whole-byte element types (ORT packs the 4- and 2-bit ones two or four to a byte)
 MOVABLE = frozenset((ALL | LOW_PRECISION).difference(PACKED_BITS))
@@ -59,7 +61,7 @@ def _split_sizes(dim, split, n):
 
 
 def _split_copies(rt, stream, x, axis, split, n):
-    axis %= len(x.shape)
+    axis = checks.axis(axis, len(x.shape))
     outer, dim, inner = _axis_view(x.shape, axis)
     outs, offset = [], 0
     for size in _split_sizes(dim, split, n):
@@ -86,6 +88,10 @@ def split_13(rt, stream, x, split=None, *, axis=0, num_outputs=None, _num_output
 def tile(rt, stream, x, repeats):
     reps = _ints(rt, stream, repeats)
     rank = len(x.shape)
+    if len(reps) != rank:
+        raise InvalidArgument("'repeat' input tensor must have the same length as the 'input' tensor")
+    if any(r < 0 for r in reps):
+        raise InvalidArgument(f"Tile repeat value must be non-negative, got: {min(reps)}")
     y = rt.alloc(tuple(d * r for d, r in zip(x.shape, reps)), x.dtype)
     if not y.size:
         return (y,)
@@ -109,10 +115,16 @@ def tile(rt, stream, x, repeats):
 # --- GatherElements, GatherND, ScatterND, ScatterElements --------------------------------
 
 
-def _axis_index(index_shape, data_shape, axis) -> bytes:
-    """native/cuda/indexing.cu AxisIndex."""
+def _axis_index(op, index_shape, data_shape, axis) -> bytes:
+    """native/cuda/indexing.cu AxisIndex, once the index tensor's shape fits the data's: the same rank, and
+    along every other axis no longer than the data (the kernels address the data by the index tensor's
+    coordinates there)."""
     if len(index_shape) != len(data_shape):
-        raise ValueError(f"indices of rank {len(index_shape)} for data of rank {len(data_shape)}")
+        raise InvalidArgument(f"{op} op: Rank of input 'data' needs to be equal to rank of input 'indices'")
+    for d, (i, n) in enumerate(zip(index_shape, data_shape)):
+        if d != axis and i > n:
+            raise InvalidArgument(f"{op} op: 'indices' shape should have values within bounds of 'data' shape. "
+                                  f"Indices dim={i} at pos={d} is greater than input dim={n}")
     return struct.pack(f"<{2 * MAX_DIMS + 1}q2i", *_padded(index_shape), *_padded(contiguous_strides(data_shape)),
                        data_shape[axis], len(data_shape), axis)
 
@@ -120,7 +132,8 @@ def _axis_index(index_shape, data_shape, axis) -> bytes:
 def _nd_index(data_shape, first, k, per_batch, batch_stride) -> bytes:
     """native/cuda/indexing.cu NdIndex: k index values address data axes first .. first + k."""
     if first + k > len(data_shape):
-        raise ValueError(f"{k} index values for data of rank {len(data_shape)} (batch_dims {first})")
+        raise InvalidArgument(f"last dimension of indices ({k}) must not be larger than rank of input tensor "
+                              f"({len(data_shape)}) minus batch_dims ({first})")
     slice_size = math.prod(data_shape[first + k:])
     return struct.pack(f"<{2 * MAX_DIMS + 3}qi4x", *_padded(data_shape[first:first + k]),
                        *_padded(contiguous_strides(data_shape)[first:first + k]), slice_size, max(per_batch, 1),
@@ -129,23 +142,34 @@ def _nd_index(data_shape, first, k, per_batch, batch_stride) -> bytes:
 
 @kernel("GatherElements", since=11, types=MOVABLE, device="cuda")
 def gather_elements(rt, stream, data, indices, *, axis=0):
-    axis %= len(data.shape)
+    """Indices out of range fail where known on the host, else read zeros (indexing.cu)."""
+    axis = checks.axis(axis, len(data.shape))
+    shape = _axis_index("GatherElements", indices.shape, data.shape, axis)
+    if indices.host is not None:
+        size = data.shape[axis]
+        if indices.size and (int(indices.host.min()) < -size or int(indices.host.max()) >= size):
+            raise ValueError("GatherElements op: Out of range value in index tensor")
     y = rt.alloc(indices.shape, data.dtype)
     rt.launch(f"seamless_gather_elements_{data.dtype.itemsize}_{INDEX_SUFFIX[indices.dtype]}", y.size, stream,
-              ("int64", y.size), ("ptr", data.ptr), ("ptr", indices.ptr), ("ptr", y.ptr),
-              ("bytes", _axis_index(indices.shape, data.shape, axis)))
+              ("int64", y.size), ("ptr", data.ptr), ("ptr", indices.ptr), ("ptr", y.ptr), ("bytes", shape))
     return (y,)
 
 
 @kernel("GatherND", since=11, types=MOVABLE, device="cuda")
 def gather_nd(rt, stream, data, indices, *, batch_dims=0):
+    """Index tuples out of range fail where known on the host, else read zeros (indexing.cu)."""
     b, k = batch_dims, indices.shape[-1]
+    if indices.shape[:b] != data.shape[:b]:  # tuple g reads batch g / per_batch of the data
+        raise InvalidArgument(f"GatherND: the batch dims ({b}) of indices {indices.shape} and data {data.shape} "
+                              "differ")
+    # index tuples per batch, data elements per batch
+    shape = _nd_index(data.shape, b, k, math.prod(indices.shape[b:-1]), math.prod(data.shape[b:]))
+    if indices.host is not None:
+        _nd_index_range(indices.host, data.shape[b:b + k], "index")
     y = rt.alloc(indices.shape[:-1] + data.shape[b + k:], data.dtype)
     if y.size:
-        per_batch = math.prod(indices.shape[b:-1])  # index tuples per batch
-        batch_stride = math.prod(data.shape[b:])
         rt.launch(f"seamless_gather_nd_{data.dtype.itemsize}", y.size, stream, ("int64", y.size), ("ptr", data.ptr),
-                  ("ptr", indices.ptr), ("ptr", y.ptr), ("bytes", _nd_index(data.shape, b, k, per_batch, batch_stride)))
+                  ("ptr", indices.ptr), ("ptr", y.ptr), ("bytes", shape))
     return (y,)
 
 
@@ -169,8 +193,15 @@ def _scatter_target(rt, stream, data, reduction):
 
 @kernel("ScatterND", since=11, types=MOVABLE, device="cuda", check=_check_scatter)
 def scatter_nd(rt, stream, data, indices, updates, *, reduction="none"):
+    """Index tuples out of range fail where known on the host, else are skipped (indexing.cu)."""
     k = indices.shape[-1]
     shape = _nd_index(data.shape, 0, k, math.prod(indices.shape[:-1]), 0)
+    if updates.shape != indices.shape[:-1] + data.shape[k:]:  # the kernel reads a tuple per updates' slice
+        raise InvalidArgument("updates tensor should have shape equal to indices.shape[:-1] + "
+                              f"data.shape[indices.shape[-1]:]. updates shape: {updates.shape}, indices shape: "
+                              f"{indices.shape}, data shape: {data.shape}")
+    if indices.host is not None:
+        _nd_index_range(indices.host, data.shape[:k], "indice")
     y, variant, extra = _scatter_target(rt, stream, data, reduction)
     rt.launch(f"seamless_scatter_nd_{variant}", updates.size, stream, ("int64", updates.size), ("ptr", updates.ptr),
               ("ptr", indices.ptr), ("ptr", y.ptr), ("bytes", shape), *extra)
@@ -179,8 +210,13 @@ def scatter_nd(rt, stream, data, indices, updates, *, reduction="none"):
 
 @kernel("ScatterElements", since=11, types=MOVABLE, device="cuda", check=_check_scatter)
 def scatter_elements(rt, stream, data, indices, updates, *, axis=0, reduction="none"):
-    axis %= len(data.shape)
-    shape = _axis_index(indices.shape, data.shape, axis)
+    """Indices out of range fail where known on the host, else are skipped (indexing.cu)."""
+    axis = checks.axis(axis, len(data.shape))
+    if indices.shape != updates.shape:  # the kernel reads an index per update
+        raise InvalidArgument(f"Indices and updates must have the same shape: {indices.shape} and {updates.shape}")
+    shape = _axis_index("ScatterElements", indices.shape, data.shape, axis)
+    if indices.host is not None:
+        checks.index_range(indices.host, data.shape[axis])
     y, variant, extra = _scatter_target(rt, stream, data, reduction)
     rt.launch(f"seamless_scatter_elements_{variant}_{INDEX_SUFFIX[indices.dtype]}", updates.size, stream,
               ("int64", updates.size), ("ptr", updates.ptr), ("ptr", indices.ptr), ("ptr", y.ptr), ("bytes", shape),
@@ -198,6 +234,10 @@ def scatter(rt, stream, data, indices, updates, *, axis=0):
 
 @kernel("Trilu", since=14, types=MOVABLE, device="cuda", host_inputs=(1,))
 def trilu(rt, stream, x, k=None, *, upper=1):
+    if len(x.shape) < 2:
+        raise InvalidArgument("Input tensor should have a rank of at least 2")
+    if k is not None and k.size != 1:
+        raise ValueError("k should be a 1-D or 0-D tensor.")
     k = 0 if k is None else _ints(rt, stream, k)[0]
     y = rt.alloc(x.shape, x.dtype)
     rows, cols = x.shape[-2:]
@@ -207,7 +247,9 @@ def trilu(rt, stream, x, k=None, *, upper=1):
 
 
 def _cumulative(rt, stream, x, axis, exclusive, reverse, product):
-    axis = _ints(rt, stream, axis)[0] % len(x.shape)
+    if axis.size != 1:
+        raise InvalidArgument("Axis tensor must contain exactly one element")
+    axis = checks.axis(_ints(rt, stream, axis)[0], len(x.shape))
     outer, n, inner = _axis_view(x.shape, axis)
     y = rt.alloc(x.shape, x.dtype)
     if y.size:
@@ -241,10 +283,12 @@ def _select(rt, stream, x, axis, k, largest, prefer_last, values: bool, indices=
     """The first k elements along the axis in the order (value, descending when largest; then index,
     ascending unless prefer_last): (values or None, int64 indices), the axis of length k (written into
     `indices` when given)."""
-    axis %= len(x.shape)
+    axis = checks.axis(axis, len(x.shape))
     outer, n, inner = _axis_view(x.shape, axis)
-    if not 0 <= k <= n:
-        raise ValueError(f"k={k} is outside [0, {n}] for axis {axis} of shape {x.shape}")
+    if k < 0:
+        raise ValueError(f"value of k must not be negative, got {k}")
+    if k > n:
+        raise ValueError(f"k argument [{k}] should not be greater than specified axis dim value [{n}]")
     shape = x.shape[:axis] + (k,) + x.shape[axis + 1:]
     out = rt.alloc(shape, x.dtype) if values else None
     indices = rt.alloc(shape, np.int64) if indices is None else indices
@@ -289,7 +333,7 @@ def top_k_11(rt, stream, x, k, *, axis=-1, largest=1, sorted=1):
 
 
 def _arg(rt, stream, x, axis, keepdims, select_last_index, largest, output_buffer=None):
-    axis %= len(x.shape)
+    axis = checks.axis(axis, len(x.shape))
     if x.shape[axis] == 0:
         raise ValueError(f"ArgMax/ArgMin over an empty axis {axis} of shape {x.shape}")
     indices = rt.output(output_buffer, 0, x.shape[:axis] + (1,) * bool(keepdims) + x.shape[axis + 1:], np.int64)
@@ -353,9 +397,7 @@ def range_27(rt, stream, start, limit, delta, *, stash_type=1):
 @kernel("EyeLike", since=9, types=MOVABLE, device="cuda")
 def eye_like(rt, stream, x, *, dtype=None, k=0):
     # a function of x's shape alone: computed on the host (uploaded only where a GPU kernel reads it)
-    if len(x.shape) != 2:
-        raise ValueError(f"EyeLike takes a 2-D input, got shape {x.shape}")
-    (array,) = cpu_eye_like(np.empty(x.shape, x.dtype), dtype=dtype, k=k)
+    (array,) = cpu_eye_like(stand_in(x.shape, x.dtype), dtype=dtype, k=k)
     return (DeviceTensor.on_host(array),)
 
 
@@ -363,7 +405,7 @@ def eye_like(rt, stream, x, *, dtype=None, k=0):
 def compress(rt, stream, x, condition, *, axis=None):
     """The condition is read on the host (the output's shape depends on it), then one Gather."""
     data = x if axis is not None else DeviceTensor(x.ptr, (x.size,), x.dtype)
-    axis = 0 if axis is None else axis % len(x.shape)
+    axis = 0 if axis is None else checks.axis(axis, len(x.shape))
     keep = np.asarray(rt.to_host(condition, stream)).reshape(-1)[:data.shape[axis]]  # as ORT: entries past the end ignored
     index = rt.device(DeviceTensor.on_host(np.flatnonzero(keep).astype(np.int64)), stream)
     (y,) = gather(rt, stream, data, index, axis=axis)

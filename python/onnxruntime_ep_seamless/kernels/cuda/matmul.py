@@ -6,6 +6,7 @@ import struct
 import numpy as np
 
 from ...plan.fusion import FUSED_DOMAIN
+from ..checks import InvalidArgument
 from ..registry import kernel
 from .elementwise import ADD, GPU_FLOATS, MUL_BY, SUFFIX, binary, unary
 from .indexing import _arg
@@ -29,6 +30,14 @@ def column_split(n, passes, enough):
     while split < 8 and split < passes and n * split < enough:
         split *= 2
     return split
+
+
+def broadcasts_to(shape, target) -> bool:
+    """Whether `shape` broadcasts to `target` (numpy's rules) leaving it as it is."""
+    try:
+        return np.broadcast_shapes(tuple(shape), tuple(target)) == tuple(target)
+    except ValueError:
+        return False
 
 
 def _materialize(rt, stream, t, batch):
@@ -231,11 +240,15 @@ def swiglu_of_product(rt, stream, product, y):
 
 @kernel("Gemm", since=7, types=GPU_FLOATS, device="cuda")
 def gemm(rt, stream, a, b, c=None, *, alpha=1.0, beta=1.0, transA=0, transB=0):
+    if len(a.shape) != 2 or len(b.shape) != 2:
+        raise ValueError(f"Gemm: A and B must be 2-D, got shapes {a.shape} and {b.shape}")
     m, k = a.shape[::-1] if transA else a.shape
     n, kb = b.shape if transB else b.shape[::-1]
     if kb != k:
-        raise ValueError(f"Gemm: A {a.shape} (transA={transA}) and B {b.shape} (transB={transB}) do not share K "
-                         f"({k} against {kb}); feed operands whose inner dimensions agree")
+        raise InvalidArgument(f"GEMM: Dimension mismatch, W: {b.shape} K: {k} N:{n} (A {a.shape} transA={transA}, "
+                              f"B transB={transB})")
+    if c is not None and beta != 0 and not broadcasts_to(c.shape, (m, n)):
+        raise InvalidArgument(f"Gemm: Invalid bias shape for broadcast: C {c.shape} to {(m, n)}")
     y = rt.alloc((m, n), a.dtype)
     _product(rt, stream, a, b, y, m, n, k, trans_a=bool(transA), trans_b=bool(transB), alpha=float(alpha))
     if c is None or beta == 0:
@@ -252,8 +265,8 @@ def gemm(rt, stream, a, b, c=None, *, alpha=1.0, beta=1.0, transA=0, transB=0):
 def det(rt, stream, x):
     """Each trailing square matrix's determinant: products.cu's LU in float64, a thread a matrix."""
     if len(x.shape) < 2 or x.shape[-1] != x.shape[-2]:
-        raise ValueError(f"Det: the input has shape {x.shape}; its last two dimensions must be equal (square "
-                         "matrices)")
+        raise InvalidArgument(f"Det: the input has shape {x.shape}; its last two dimensions must be equal (square "
+                              "matrices)")
     n, batch = x.shape[-1], math.prod(x.shape[:-2])
     y = rt.alloc(x.shape[:-2], x.dtype)
     work = rt.alloc((batch, n, n), np.dtype(np.float64))

@@ -6,12 +6,12 @@ order within each length, are then fixed row gathers and masks uploaded once per
 import numpy as np
 
 from ...runtime.cuda import DeviceTensor, contiguous_strides
-from ..cpu.rnn import _DEFAULT_ACTIVATIONS, _check_rnn, _time_index
+from ..cpu.rnn import _DEFAULT_ACTIVATIONS, _check_inputs, _check_rnn
 from ..registry import kernel
 from .composed import Scratch
 from .elementwise import ADD, CLIP, GPU_FLOATS, MUL, SUB, UNARY, binary, cast_to, device_scalar, unary, where
 from .matmul import _product
-from .shape import gather, permuted
+from .shape import gather, permuted, stand_in
 
 F32, I64 = np.dtype(np.float32), np.dtype(np.int64)
 ACTIVATION = {name: UNARY[name][0] for name in ("Tanh", "Sigmoid", "Relu")}
@@ -120,15 +120,34 @@ def _run(rt, stream, s, cell, x, w, r, b, lens, states0, direction, layout, hidd
     return [y] + last
 
 
+def _time_index(seq, lens, reverse):
+    """[seq, batch] source step per step: identity, or each sequence read backwards within its length."""
+    t = np.arange(seq)[:, None]
+    if not reverse:
+        return np.broadcast_to(t, (seq, lens.size))
+    return np.where(t < lens, lens - 1 - t, t)
+
+
+def _check(op, x, w, r, b, lens, rest, direction, hidden_size, layout):
+    """The CPU kernel's checks of the shapes the GEMMs and row views read, and of the lengths (on the host), on
+    stand-ins of the inputs (X and the initial states in layout 0)."""
+    def like(t, swap=False):
+        return None if t is None else stand_in(t.shape[1::-1] + t.shape[2:] if swap and layout else t.shape)
+    h0, c0, p = (list(rest) + [None] * 3)[:3]
+    _check_inputs(op, like(x, True), like(w), like(r), like(b), lens, like(h0, True), like(c0, True), like(p),
+                  2 if direction == "bidirectional" else 1, hidden_size)
+
+
 def _recurrent(op, n_states, add_biases, make_step):
     def run(rt, stream, x, w, r, b=None, sequence_lens=None, *rest, activations=None, clip=None,
             direction="forward", hidden_size, layout=0, linear_before_reset=0, input_forget=0, _num_outputs=1):
+        lens = None if sequence_lens is None else rt.to_host(sequence_lens, stream)
+        _check(op, x, w, r, b, lens, rest, direction, hidden_size, layout)
         s = Scratch(rt, x, w, r, b, sequence_lens, *rest)
         wide = [None if t is None else s(cast_to(rt, stream, t, F32)) for t in (x, w, r, b) + tuple(rest)]
         extra = (wide[4:] + [None] * 3)[:3]  # initial_h, initial_c, P (LSTM)
         cell = _Cell(rt, stream, s, clip)
         cell.step = make_step(cell, _activations(op, activations, direction), extra, linear_before_reset)
-        lens = None if sequence_lens is None else rt.to_host(sequence_lens, stream)
         outputs = _run(rt, stream, s, cell, *wide[:4], lens, extra[:n_states], direction, layout, hidden_size,
                        n_states, add_biases)
         return s.done(*[cast_to(rt, stream, t, x.dtype) for t in outputs[:max(_num_outputs, 1)]])

@@ -3,6 +3,8 @@ import math
 
 import numpy as np
 
+from .. import checks
+from ..checks import InvalidArgument
 from ..registry import kernel
 from .elementwise import GPU_FLOATS, SUFFIX
 from .shape import permuted
@@ -22,7 +24,7 @@ def _softmax_13(flags):
     def run(rt, stream, x, *, axis=-1):
         """Softmax along one axis: the row kernel, with the axis moved last and back when it is not."""
         rank = len(x.shape)
-        axis %= max(rank, 1)
+        axis = checks.axis(axis, max(rank, 1))
         cols = x.shape[axis] if rank else 1
         if rank == 0 or axis == rank - 1:
             return (softmax_rows(rt, stream, x, x.size // cols if cols else 0, cols, flags),)
@@ -40,7 +42,7 @@ def _softmax_13(flags):
 def _softmax_1(flags):
     def run(rt, stream, x, *, axis=1):
         """Opsets 1-12: the input as 2-D [prod(shape[:axis]), prod(shape[axis:])], rows normalised."""
-        axis %= max(len(x.shape), 1)
+        axis = checks.axis(axis, max(len(x.shape), 1))
         cols = math.prod(x.shape[axis:])
         return (softmax_rows(rt, stream, x, x.size // cols if cols else 0, cols, flags),)
     return run
@@ -67,10 +69,11 @@ _check_layernorm = norm_check("Mean/InvStdDev outputs are not produced on CUDA")
 
 @kernel("LayerNormalization", since=17, types=GPU_FLOATS, device="cuda", check=_check_layernorm)
 def layer_norm(rt, stream, x, scale, bias=None, *, axis=-1, epsilon=1e-5, stash_type=1):
+    axis = checks.axis(axis, len(x.shape))
     cols = math.prod(x.shape[axis:])  # normalised over the axes from `axis` on
     if scale.size != cols or (bias is not None and bias.size != cols):
-        raise ValueError(f"CUDA LayerNormalization needs scale and bias of shape {x.shape[axis:]} "
-                         f"(the axes from {axis} on); got {scale.shape}, {None if bias is None else bias.shape}")
+        raise InvalidArgument(f"Scale and (optional) bias must match X.shape[axis:]: X.shape={x.shape} scale.shape="
+                              f"{scale.shape} bias.shape={None if bias is None else bias.shape} and axis={axis}")
     y = rt.alloc(x.shape, x.dtype)
     rt.launch_rows(f"seamless_layernorm_{SUFFIX[x.dtype]}", x.size // cols if cols else 0, stream, ("ptr", x.ptr),
                    ("ptr", scale.ptr), ("ptr", bias.ptr if bias is not None else 0), ("ptr", y.ptr), ("int64", cols),

@@ -7,8 +7,10 @@ import numpy as np
 
 from ...graph.ir import attr_dtype
 from ...runtime.cuda import DeviceTensor, contiguous_strides
+from .. import checks
+from ..checks import InvalidArgument
 from ..cpu.elementwise import _check_bitcast
-from ..cpu.shape import axis_slice
+from ..cpu.shape import _check_perm, _slice, _squeeze, _unsqueeze, axis_slice
 from ..registry import ALL, kernel
 
 
@@ -16,9 +18,17 @@ def _ints(rt, stream, t):
     return [int(v) for v in np.asarray(rt.to_host(t, stream)).reshape(-1)]
 
 
+def stand_in(shape, dtype=np.bool_) -> np.ndarray:
+    """An array of this shape that holds no memory (every element one zero): the CPU kernels' shape checks and
+    view arithmetic run on it, so both devices refuse the same inputs with the same errors."""
+    return np.broadcast_to(np.zeros((), dtype), tuple(shape))
+
+
 @kernel("Reshape", since=5, device="cuda", host_inputs=(1,))
 def reshape(rt, stream, data, shape, *, allowzero=0):
     dims = _ints(rt, stream, shape)
+    if dims and min(dims) < -1:
+        raise ValueError(f"A dimension cannot be less than -1, got {min(dims)}")
     dims = [data.shape[i] if d == 0 and not allowzero else d for i, d in enumerate(dims)]
     out = np.empty(data.shape, np.bool_).reshape(dims).shape  # numpy resolves -1 and checks the size
     return (DeviceTensor(data.ptr, out, data.dtype, None if data.host is None else data.host.reshape(out)),)
@@ -33,18 +43,14 @@ def bit_cast(rt, stream, x, *, to):
 
 @kernel("Flatten", since=1, device="cuda")
 def flatten(rt, stream, x, *, axis=1):
-    axis = axis + len(x.shape) if axis < 0 else axis
+    axis = checks.axis(axis, len(x.shape) + 1)  # axis may equal the rank
     outer = math.prod(x.shape[:axis])
     inner = math.prod(x.shape[axis:])
     return (DeviceTensor(x.ptr, (outer, inner), x.dtype),)
 
 
 def _unsqueezed(shape, axes):
-    rank = len(shape) + len(axes)
-    out = list(shape)
-    for a in sorted(a % rank for a in axes):
-        out.insert(a, 1)
-    return tuple(out)
+    return _unsqueeze(stand_in(shape), axes)[0].shape
 
 
 @kernel("Unsqueeze", since=13, device="cuda", host_inputs=(1,))
@@ -58,8 +64,8 @@ def unsqueeze_1(rt, stream, x, *, axes):
 
 
 def _squeezed(shape, axes):
-    drop = {a % len(shape) for a in axes} if axes else {i for i, d in enumerate(shape) if d == 1}
-    return tuple(d for i, d in enumerate(shape) if i not in drop)
+    """The shape without `axes` (every 1 when none), refused where an axis is not 1: the view must keep the size."""
+    return _squeeze(stand_in(shape), axes)[0].shape
 
 
 @kernel("Squeeze", since=13, device="cuda", host_inputs=(1,))
@@ -80,14 +86,25 @@ def permuted(rt, stream, x, perm):
     return y
 
 
-@kernel("Transpose", since=1, device="cuda")
+@kernel("Transpose", since=1, device="cuda", validate=_check_perm)
 def transpose(rt, stream, x, *, perm=None):
+    if perm is not None and len(perm) != len(x.shape):  # a permutation (validate) of x's axes
+        raise InvalidArgument(f"perm size: {len(perm)} does not match input rank: {len(x.shape)}")
     return (permuted(rt, stream, x, list(perm) if perm is not None else list(range(len(x.shape)))[::-1]),)
 
 
 @kernel("Concat", since=4, device="cuda")
 def concat(rt, stream, *inputs, axis):
-    axis = axis % len(inputs[0].shape)
+    rank = len(inputs[0].shape)
+    axis = checks.axis(axis, rank)
+    for i, t in enumerate(inputs[1:], 1):  # each input is copied by its own shape into y's
+        if len(t.shape) != rank:
+            raise ValueError(f"Ranks of input data are different, cannot concatenate them. expected rank: {rank} "
+                             f"got: {len(t.shape)}")
+        bad = [d for d in range(rank) if d != axis and t.shape[d] != inputs[0].shape[d]]
+        if bad:
+            raise ValueError(f"Non concat axis dimensions must match: Axis {bad[0]} has mismatched dimensions of "
+                             f"{t.shape[bad[0]]} and {inputs[0].shape[bad[0]]} (input {i})")
     shape = list(inputs[0].shape)
     shape[axis] = sum(t.shape[axis] for t in inputs)
     y = rt.alloc(shape, inputs[0].dtype)
@@ -112,16 +129,25 @@ def broadcast_to(rt, stream, x, out):
 
 @kernel("Expand", since=8, device="cuda", host_inputs=(1,))
 def expand(rt, stream, x, shape):
-    return (broadcast_to(rt, stream, x, np.broadcast_shapes(x.shape, tuple(_ints(rt, stream, shape)))),)
+    dims = tuple(_ints(rt, stream, shape))
+    try:
+        out = np.broadcast_shapes(x.shape, dims)
+    except ValueError:
+        raise InvalidArgument(f"invalid expand shape: {x.shape} to {dims}") from None
+    return (broadcast_to(rt, stream, x, out),)
 
 
 @kernel("Slice", since=10, device="cuda", host_inputs=(1, 2, 3, 4))
 def slice_(rt, stream, x, starts, ends, axes=None, steps=None):
     rank = len(x.shape)
-    axes = _ints(rt, stream, axes) if axes is not None else list(range(len(_ints(rt, stream, starts))))
-    steps = _ints(rt, stream, steps) if steps is not None else [1] * len(axes)
+    starts, ends = _ints(rt, stream, starts), _ints(rt, stream, ends)
+    axes = _ints(rt, stream, axes) if axes is not None else None
+    steps = _ints(rt, stream, steps) if steps is not None else None
+    _slice(stand_in(x.shape), starts, ends, axes, steps)  # the CPU kernel's checks
+    axes = axes if axes is not None else list(range(len(starts)))
+    steps = steps if steps is not None else [1] * len(axes)
     begin, step, out = [0] * rank, [1] * rank, list(x.shape)
-    for a, s, e, k in zip(axes, _ints(rt, stream, starts), _ints(rt, stream, ends), steps):
+    for a, s, e, k in zip(axes, starts, ends, steps):
         a %= rank
         rng = range(x.shape[a])[axis_slice(s, e, k, x.shape[a])]
         begin[a], step[a], out[a] = (rng.start if len(rng) else 0), k, len(rng)
@@ -140,8 +166,11 @@ def _check_gather(node, graph):
 
 @kernel("Gather", since=1, device="cuda", check=_check_gather)
 def gather(rt, stream, data, indices, *, axis=0):
-    axis %= len(data.shape)
+    """An index outside [-n, n) fails where it is known on the host, else reads zeros (copy.cu)."""
+    axis = checks.axis(axis, len(data.shape))
     n = data.shape[axis]
+    if indices.host is not None:
+        checks.index_range(indices.host, n)
     inner = math.prod(data.shape[axis + 1:])
     y = rt.alloc(data.shape[:axis] + indices.shape + data.shape[axis + 1:], data.dtype)
     m = indices.size

@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 
+from .. import checks
 from ..registry import kernel
 from .elementwise import GPU_FLOATS, MUL, binary, cast_to
 from .matmul import _product
@@ -52,7 +53,7 @@ def dft_matrix(samples, width, length, inverse, onesided):
 def _transform(rt, stream, x, axis, length, inverse, onesided):
     """x's DFT along axis (not the last): the axis moved next to the last, one GEMM, moved back."""
     rank = len(x.shape)
-    axis %= rank
+    axis = checks.axis(axis, rank)
     if axis == rank - 1:
         raise ValueError(f"DFT: axis {axis} is the (real, imaginary) axis of a {rank}-D input; the signal's axis "
                          "must be another one")
@@ -108,6 +109,10 @@ def stft(rt, stream, signal, frame_step, window=None, frame_length=None, *, ones
     each frame's DFT: [batch, frames, bins, 2]."""
     step = _scalar(rt, stream, frame_step)
     length = window.shape[0] if window is not None else _scalar(rt, stream, frame_length)
+    if window is not None and (len(window.shape) != 1 or frame_length is not None and frame_length.size and
+                               _scalar(rt, stream, frame_length) != length):
+        raise ValueError(f"STFT: a window of shape {window.shape} for frame_length "
+                         f"{_scalar(rt, stream, frame_length)}: a 1-D window of frame_length values expected")
     if length is None or step is None or step < 1 or length < 1 or len(signal.shape) != 3:
         raise ValueError(f"STFT: signal {signal.shape}, frame_step {step}, frame length {length}: a [batch, "
                          "samples, 1|2] signal, a positive step and a window or a frame_length expected")

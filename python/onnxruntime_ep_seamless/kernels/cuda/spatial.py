@@ -16,6 +16,8 @@ import numpy as np
 
 from ...graph.ir import PACKED_BITS
 from ...runtime.cuda import MAX_DIMS, DeviceTensor, contiguous_strides
+from .. import checks
+from ..checks import InvalidArgument
 from ..cpu.nn import _conv_transpose_geometry, _geometry, _nearest_index, _original_coords
 from ..cpu.spatial import _check_deform_conv, _check_grid_sample as _cpu_check_grid_sample
 from ..registry import kernel
@@ -50,6 +52,43 @@ def _spatial_rank(shape):
         raise ValueError(f"input of shape {shape}: CUDA convolutions and pools take 1 to 3 spatial dims")
 
 
+def _window_lists(nd, **lists):
+    """Each given per-axis list (kernel_shape, strides, dilations; pads: two per axis) has an entry per spatial
+    axis: the windows are computed axis by axis from them."""
+    for name, values in lists.items():
+        want = 2 * nd if name == "pads" else nd
+        if values is not None and len(values) != want:
+            raise ValueError(f"Attribute {name} has incorrect size: {len(values)} values for {nd} spatial axes")
+
+
+def _weights(x, w, b, group, kernel_shape, transposed):
+    """Conv's (M, C / group, *kernel) or ConvTranspose's (C, M / group, *kernel) weights and the bias (M,) as the
+    GEMMs read them, checked against x (N, C, *spatial) as ORT does."""
+    c = x.shape[1]
+    if len(w.shape) != len(x.shape):
+        raise ValueError(f"X num_dims does not match W num_dims. X: {x.shape} W: {w.shape}")
+    if kernel_shape is not None and tuple(kernel_shape) != w.shape[2:]:
+        raise ValueError(f"kernel_shape is not compatible with W shape. kernel_shape: {list(kernel_shape)} W: "
+                         f"{w.shape}")
+    if group < 1 or c % group:
+        raise ValueError(f"Input channels C ({c}) are not a multiple of group ({group})")
+    if transposed:
+        m = w.shape[1] * group
+        if w.shape[0] != c:
+            raise InvalidArgument(f"filter number not equal to input channel number. filter_number: {w.shape[0]} "
+                                  f"num_input_channels: {c}")
+        if b is not None and b.shape != (m,):
+            raise InvalidArgument(f"Bias shape is not compatible with number of output channels. It should be a 1-D "
+                                  f"tensor with size num_output_channels(M). Bias: {b.shape} num_output_channels: {m}")
+        return
+    m = w.shape[0]
+    if w.shape[1] * group != c or m % group:
+        raise ValueError(f"Input channels C is not equal to kernel channels * group, or M ({m}) is not a multiple of "
+                         f"group. C: {c} kernel channels: {w.shape[1]} group: {group}")
+    if b is not None and b.shape != (m,):
+        raise ValueError(f"Conv : bias must be a 1D tensor of size output_channels ({m}), got {b.shape}")
+
+
 def _check_spatial(node, graph):
     shape = graph.value(node.inputs[0]).shape
     if shape is not None and not 3 <= len(shape) <= 5:
@@ -70,6 +109,8 @@ def conv(rt, stream, x, w, b=None, *, auto_pad="NOTSET", dilations=None, group=1
          strides=None):
     _spatial_rank(x.shape)
     nd = len(x.shape) - 2
+    _weights(x, w, b, group, kernel_shape, transposed=False)
+    _window_lists(nd, strides=strides, dilations=dilations, pads=pads)
     n, c = x.shape[:2]
     m, kernel = w.shape[0], w.shape[2:]
     strides, dilations = list(strides or [1] * nd), list(dilations or [1] * nd)
@@ -115,6 +156,8 @@ def conv_transpose(rt, stream, x, w, b=None, *, auto_pad="NOTSET", dilations=Non
                    output_padding=None, output_shape=None, pads=None, strides=None):
     _spatial_rank(x.shape)
     nd = len(x.shape) - 2
+    _weights(x, w, b, group, kernel_shape, transposed=True)
+    _window_lists(nd, strides=strides, dilations=dilations, pads=pads, output_padding=output_padding)
     n, c = x.shape[:2]
     in_shape, kernel = x.shape[2:], w.shape[2:]
     cg, mg = c // group, w.shape[1]
@@ -157,6 +200,7 @@ def conv_transpose(rt, stream, x, w, b=None, *, auto_pad="NOTSET", dilations=Non
 def _pool(rt, stream, x, mode, kernel_shape, strides, dilations, pads, auto_pad, ceil_mode):
     _spatial_rank(x.shape)
     nd = len(x.shape) - 2
+    _window_lists(nd, kernel_shape=kernel_shape, strides=strides, dilations=dilations, pads=pads)
     strides, dilations = list(strides or [1] * nd), list(dilations or [1] * nd)
     begin, end, out = _geometry(x.shape[2:], kernel_shape, strides, dilations, pads, auto_pad, ceil_mode)
     y = rt.alloc(x.shape[:2] + tuple(out), x.dtype)
@@ -201,13 +245,13 @@ def _check_batch_norm(node, graph):
 @kernel("BatchNormalization", since=7, types=GPU_FLOATS, device="cuda", check=_check_batch_norm)
 def batch_normalization(rt, stream, x, scale, b, mean, var, *, epsilon=1e-5, momentum=0.9, spatial=1,
                         training_mode=0):
-    c = x.shape[1]
+    c = x.shape[1] if len(x.shape) > 1 else 1
     inner = math.prod(x.shape[2:])
     # per channel, or (opset 7-8, spatial=0) per channel and position: parameters of shape (C, *spatial)
     div, count = (inner, c) if scale.size == c else (1, c * inner)
     if any(t.size != count for t in (scale, b, mean, var)):
-        raise ValueError(f"BatchNormalization parameters of shapes {[t.shape for t in (scale, b, mean, var)]} for "
-                         f"an input of shape {x.shape}")
+        raise InvalidArgument(f"BatchNormalization parameters of shapes {[t.shape for t in (scale, b, mean, var)]} "
+                              f"for an input of shape {x.shape}: {c} values each expected")
     y = rt.alloc(x.shape, x.dtype)
     rt.launch(f"seamless_batch_norm_{SUFFIX[x.dtype]}", y.size, stream, ("int64", y.size), ("ptr", x.ptr),
               ("ptr", scale.ptr), ("ptr", b.ptr), ("ptr", mean.ptr), ("ptr", var.ptr), ("ptr", y.ptr),
@@ -220,7 +264,8 @@ def instance_normalization(rt, stream, x, scale, b, *, epsilon=1e-5):
     c = x.shape[1]
     cols = math.prod(x.shape[2:])
     if scale.size != c or b.size != c:
-        raise ValueError(f"InstanceNormalization scale/B of sizes {scale.size}, {b.size} for {c} channels")
+        raise InvalidArgument(f"Mismatch between input data and scale or B: sizes {scale.size}, {b.size} for {c} "
+                              "channels")
     y = rt.alloc(x.shape, x.dtype)
     if y.size:
         rt.launch_rows(f"seamless_instance_norm_{SUFFIX[x.dtype]}", x.shape[0] * c, stream, ("ptr", x.ptr),
@@ -273,6 +318,8 @@ def _resize(rt, stream, x, scales, sizes, mode, coordinate_mode, nearest_mode):
         raise ValueError(f"rank {rank} above the CUDA kernels' limit of {MAX_DIMS}")
     if sizes is not None:
         out_shape = [int(s) for s in sizes]
+        if not x.size and math.prod(out_shape):  # an empty axis has no element to sample
+            raise ValueError(f"Resize of an empty input {x.shape} to a non-empty output {tuple(out_shape)}")
         scale = [_F32(o) / _F32(i) for o, i in zip(out_shape, x.shape)]
     elif scales is not None:
         scale = [_F32(s) for s in scales]
@@ -281,6 +328,8 @@ def _resize(rt, stream, x, scales, sizes, mode, coordinate_mode, nearest_mode):
         raise ValueError("Resize needs scales or sizes")
     if len(out_shape) != rank:
         raise ValueError(f"Resize of a rank-{rank} input with {len(out_shape)} scales/sizes")
+    if any(d < 0 for d in out_shape):
+        raise ValueError(f"Resize to a negative size: {out_shape}")
     y = rt.alloc(out_shape, x.dtype)
     if not y.size:
         return (y,)
@@ -371,7 +420,7 @@ def _pad(rt, stream, x, pads, mode, value, axes=None):
     rank = len(x.shape)
     if rank > MAX_DIMS:
         raise ValueError(f"rank {rank} above the CUDA kernels' limit of {MAX_DIMS}")
-    axes = list(range(rank)) if axes is None else [a + rank if a < 0 else a for a in axes]
+    axes = list(range(rank)) if axes is None else [checks.axis(a, rank) for a in axes]
     if len(pads) != 2 * len(axes):
         raise ValueError(f"Pad with {len(pads)} pads for {len(axes)} axes")
     begin, end = [0] * rank, [0] * rank
@@ -385,6 +434,12 @@ def _pad(rt, stream, x, pads, mode, value, axes=None):
     length = [d - max(-b, 0) - max(-e, 0) for d, b, e in zip(x.shape, begin, end)]
     if mode != "constant" and any(n <= 0 < o for n, o in zip(length, out)):
         raise ValueError(f"Pad mode={mode!r} cannot pad an empty axis (shape {x.shape}, pads {pads})")
+    if mode == "reflect":  # one mirror image at most (the kernel would bounce on; stock refuses)
+        for a, (n, b, e) in enumerate(zip(length, begin, end)):
+            for side, p in (("pre", b), ("post", e)):
+                if p > max(n - 1, 0):
+                    raise InvalidArgument(f"Pad reflect: {side}-pad ({p}) exceeds maximum allowed ({n - 1}) for axis "
+                                          f"{a}. Input shape:{x.shape}")
     y = rt.alloc(out, x.dtype)
     size = x.dtype.itemsize
     bits = int(np.asarray([value]).astype(x.dtype).view(f"<u{size}")[0])  # the constant's bytes, as int64
@@ -471,6 +526,8 @@ def grid_sample(rt, stream, X, grid, *, align_corners=0, mode="linear", padding_
     nd = len(dims)
     if len(grid.shape) != nd + 2 or grid.shape[0] != n or grid.shape[-1] != nd:
         raise ValueError(f"GridSample: a grid of shape {grid.shape} for data {X.shape}: ({n}, *out, {nd}) expected")
+    if 0 in dims and grid.size:  # taps are clamped into each axis: an empty one has none
+        raise ValueError(f"Input spatial dimensions must be non-empty for sampling, got {X.shape}")
     out = tuple(grid.shape[1:-1])
     y = rt.alloc((n, c) + out, X.dtype)
     shape = struct.pack("<3q4i3i4x", n, c, math.prod(out), nd, *(dims + [1] * (3 - nd)),
@@ -490,7 +547,9 @@ def deform_conv(rt, stream, X, W, offset, B=None, mask=None, *, dilations=None, 
     oh, ow = offset.shape[2:] if len(offset.shape) == 4 else (0, 0)
     problem = ("channels" if c % group or c % offset_group or out_channels % group or per_group * group != c else
                "offset" if tuple(offset.shape) != (n, offset_group * 2 * kh * kw, oh, ow) else
-               "mask" if mask is not None and tuple(mask.shape) != (n, offset_group * kh * kw, oh, ow) else "")
+               "mask" if mask is not None and tuple(mask.shape) != (n, offset_group * kh * kw, oh, ow) else
+               "bias" if B is not None and tuple(B.shape) != (out_channels,) else
+               "input" if (height == 0 or width == 0) and oh * ow else "")
     if problem:
         raise ValueError(f"DeformConv: X {X.shape}, W {W.shape}, offset {offset.shape}, mask "
                          f"{None if mask is None else mask.shape}, group {group}, offset_group {offset_group}: the "

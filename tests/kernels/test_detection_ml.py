@@ -1,0 +1,149 @@
+"""Parity of NonMaxSuppression (kernels/cpu/detection.py, native/cpu/detection.c) and TfIdfVectorizer
+(kernels/cpu/ml.py, native/cpu/tfidf.c) with stock ORT: the order and tie rules, the batch / class
+layout of the selected rows, center_point_box, the limits, empty answers; n-gram sizes, skips, the
+three weightings, the pool's layout. Invalid inputs are tests/hostile/cases.py's (nms_*, tfidf_*)."""
+import numpy as np
+import pytest
+
+from parity import check_node
+
+rng = np.random.default_rng(17)
+F32, I64 = np.float32, np.int64
+
+
+def nms(boxes, scores, max_out=None, iou=None, score=None, center_point_box=0):
+    """NonMaxSuppression's selected rows on stock ORT and ours (must be equal); the thresholds as constants,
+    absent from `None` on (ONNX's trailing optional inputs)."""
+    limits = [None if v is None else np.array([v], t) for v, t in ((max_out, I64), (iou, F32), (score, F32))]
+    count = max((i + 1 for i, v in enumerate(limits) if v is not None), default=0)
+    inputs = [np.asarray(boxes, F32), np.asarray(scores, F32)] + limits[:count]
+    (rows,) = check_node("NonMaxSuppression", inputs, {"center_point_box": center_point_box}, opset=11,
+                         outputs=[I64], const=tuple(range(2, 2 + count)))
+    return rows
+
+
+def detector_boxes(batches, n, center=False):
+    """Boxes 10-120 wide on a 1000 x 1000 image, as [y1, x1, y2, x2] or [x_center, y_center, w, h]."""
+    c, size = rng.uniform(0, 1000, (batches, n, 2)), rng.uniform(10, 120, (batches, n, 2))
+    if center:
+        return np.concatenate([c, size], axis=-1).astype(F32)
+    return np.concatenate([c - size / 2, c + size / 2], axis=-1)[..., [1, 0, 3, 2]].astype(F32)
+
+
+def test_nms_equal_scores_go_by_box_index():
+    # five copies of one box: the lowest index among the best scores survives, the rest are suppressed
+    boxes = np.tile(np.array([0, 0, 1, 1], F32), (1, 5, 1))
+    rows = nms(boxes, np.array([[[0.5, 0.9, 0.7, 0.9, 0.9]]], F32), max_out=5, iou=0.5)
+    assert rows.tolist() == [[0, 0, 1]]
+    # no overlaps: every box, best score first, equal scores by index
+    far = (np.arange(6, dtype=F32)[:, None] * 10 + np.array([0, 0, 1, 1], F32))[None]
+    rows = nms(far, np.array([[[0.2, 0.7, 0.7, 0.2, 0.9, 0.7]]], F32), max_out=6, iou=0.5)
+    assert rows[:, 2].tolist() == [4, 1, 2, 5, 0, 3]
+
+
+def test_nms_rows_batch_major_then_class():
+    boxes, scores = detector_boxes(3, 60), rng.random((3, 4, 60)).astype(F32)
+    rows = nms(boxes, scores, max_out=7, iou=0.4, score=0.3)
+    assert (np.diff(rows[:, 0] * 4 + rows[:, 1]) >= 0).all() and len(rows) > 40
+
+
+@pytest.mark.parametrize("center_point_box", [0, 1])
+def test_nms_detector_sized(center_point_box):
+    boxes = detector_boxes(1, 1000, center=bool(center_point_box))
+    scores = (rng.random((1, 20, 1000)) ** 4).astype(F32)
+    nms(boxes, scores, max_out=100, iou=0.5, score=0.05, center_point_box=center_point_box)
+
+
+def test_nms_corners_in_any_order():
+    boxes = detector_boxes(1, 50)
+    flipped = boxes.copy()
+    flipped[0, ::2] = boxes[0, ::2][:, [2, 3, 0, 1]]   # [y2, x2, y1, x1]
+    flipped[0, 1::4] = boxes[0, 1::4][:, [0, 3, 2, 1]]  # [y1, x2, y2, x1]
+    scores = rng.random((1, 2, 50)).astype(F32)
+    assert (nms(flipped, scores, max_out=50, iou=0.1) == nms(boxes, scores, max_out=50, iou=0.1)).all()
+
+
+def test_nms_iou_exactly_at_the_threshold_is_kept():
+    # IoU of the two boxes: 2 / 6 in float32, equal to the threshold: not above it, so both are kept
+    boxes = np.array([[[0, 0, 2, 2], [0, 1, 2, 3]]], F32)
+    scores = np.array([[[0.9, 0.8]]], F32)
+    assert len(nms(boxes, scores, max_out=2, iou=float(np.float32(2) / np.float32(6)))) == 2
+    assert len(nms(boxes, scores, max_out=2, iou=0.33)) == 1
+
+
+def test_nms_limits():
+    boxes, scores = detector_boxes(2, 40), rng.random((2, 3, 40)).astype(F32)
+    for max_out in (1, 2, 1000, -3, 0):
+        nms(boxes, scores, max_out=max_out, iou=0.3)
+    assert len(nms(boxes, scores)) == 0                     # max_output_boxes_per_class absent: 0
+    assert len(nms(boxes, scores, max_out=5)) == 2 * 3 * 5  # iou_threshold absent: 0, touching boxes suppress
+
+
+def test_nms_score_threshold_is_strict():
+    boxes = (np.arange(4, dtype=F32)[:, None] * 10 + np.array([0, 0, 1, 1], F32))[None]
+    rows = nms(boxes, np.array([[[0.5, 0.25, 0.75, 0.5]]], F32), max_out=4, iou=0.5, score=0.5)
+    assert rows[:, 2].tolist() == [2]
+    assert len(nms(boxes, np.full((1, 1, 4), 0.1, F32), max_out=4, iou=0.5, score=0.5)) == 0
+
+
+def test_nms_no_boxes():
+    assert nms(np.zeros((2, 0, 4), F32), np.zeros((2, 3, 0), F32), max_out=3, iou=0.5).shape == (0, 3)
+
+
+# --- TfIdfVectorizer ----------------------------------------------------------------------------------------
+
+# 1-grams 0..9, 2-grams and 3-grams of those ids (some of them twice in a row, some with other ids)
+POOL_COUNTS = [0, 10, 24]
+POOL = list(range(10)) + [1, 2, 2, 3, 3, 3, 4, 1, 5, 6, 7, 8, 9, 9] + [1, 2, 3, 3, 3, 3, 2, 1, 2, 7, 8, 9]
+GRAMS = 10 + 7 + 4
+
+
+def tfidf(x, mode="TF", lo=1, hi=3, skip=0, weights=True, indexes=None, pool=POOL, counts=POOL_COUNTS):
+    attrs = {"mode": mode, "min_gram_length": lo, "max_gram_length": hi, "max_skip_count": skip,
+             "ngram_counts": counts, "pool_int64s": pool,
+             "ngram_indexes": list(range(GRAMS)) if indexes is None else indexes}
+    if weights:
+        attrs["weights"] = rng.uniform(0.1, 3.0, len(attrs["ngram_indexes"])).round(3).tolist()
+    (y,) = check_node("TfIdfVectorizer", [x], attrs, opset=9, outputs=[F32], rtol=1e-6, atol=0)
+    return y
+
+
+def text(*shape, dtype=I64):
+    """Ids mostly of the pool's (runs of 1 2 3 and 3 3 3 are common), some not (10..12, negative)."""
+    return rng.choice([1, 2, 3, 3, 3, 4, 7, 8, 9, 0, 10, 11, -12], shape).astype(dtype)
+
+
+@pytest.mark.parametrize("mode", ["TF", "IDF", "TFIDF"])
+@pytest.mark.parametrize("weights", [False, True])
+def test_tfidf_weightings(mode, weights):
+    y = tfidf(text(200), mode, weights=weights)
+    assert (y > 0).sum() > 10
+
+
+@pytest.mark.parametrize("lo,hi", [(1, 1), (2, 2), (2, 3), (1, 3), (3, 3)])
+@pytest.mark.parametrize("skip", [0, 1, 3])
+def test_tfidf_gram_sizes_and_skips(lo, hi, skip):
+    tfidf(text(3, 40, dtype=np.int32), "TFIDF", lo, hi, skip)
+
+
+def test_tfidf_columns_by_ngram_indexes():
+    # n-grams to columns by a permutation (a column's weight is weights[column], not the n-gram's), then with
+    # gaps; the sizes outside min..max keep their columns
+    tfidf(text(2, 50), "TFIDF", 2, 3, 1, indexes=[int(i) for i in rng.permutation(GRAMS)])
+    tfidf(text(2, 50), "TF", 1, 2, 1, weights=False, indexes=[int(i) * 2 + 1 for i in rng.permutation(GRAMS)])
+
+
+def test_tfidf_skips_longer_than_the_row():
+    tfidf(text(5), "TF", 1, 3, skip=1000)
+
+
+def test_tfidf_large_ids_and_unknown_ids():
+    big = 2 ** 40
+    pool = [big, -5, 7, big, 7, 7, -5, -5, big]
+    x = np.array([[big, 7, -5, big, 7, 3, big, -5], [7, 7, big, big, 0, -5, big, 7]], I64)
+    tfidf(x, "TF", 1, 2, 1, weights=False, indexes=[0, 1, 2, 3, 4, 5], pool=pool, counts=[0, 3])
+
+
+def test_tfidf_empty_rows():
+    assert tfidf(np.zeros((3, 0), I64), "TFIDF").shape == (3, GRAMS)
+    assert tfidf(np.zeros(0, I64), "TF").shape == (GRAMS,)
