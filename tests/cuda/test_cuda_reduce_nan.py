@@ -67,7 +67,8 @@ def aligned(x):
 
 
 def nan_check(op, x, attrs, opset=18, axes=None):
-    inputs = [x] + ([Const(np.array(axes, I64))] if axes is not None else [])
+    # a scalar's axes fed, not constant: onnxruntime 1.30's shape inference refuses a constant axis on a scalar
+    inputs = [x] + ([(np.array(axes, I64) if x.ndim == 0 else Const(np.array(axes, I64)))] if axes is not None else [])
     model, feeds = node_model(op, inputs, attrs, opset)
     feeds = {k: aligned(v) for k, v in feeds.items()}
     (ours,) = run_on_cuda(model, feeds)

@@ -10,8 +10,8 @@ import inspect
 import numpy as np
 
 from ...runtime.cuda import DeviceTensor
-from ..cpu.detection import non_max_suppression
-from ..cpu.ml import ML, _INT_IDS, _check_tfidf, _check_tree_ensemble, tfidf_vectorizer, tree_ensemble
+from ..cpu.detection import _check_center_point_box, non_max_suppression
+from ..cpu.ml import ML, _INT_IDS, _check_tfidf, _check_tree_ensemble, _validate_tfidf, tfidf_vectorizer, tree_ensemble
 from ..cpu.shape import non_zero, unique
 from ..cpu.signal import _SIZES, mel_weight_matrix
 from ..registry import kernel
@@ -38,10 +38,10 @@ kernel("NonZero", since=9, types=frozenset([F32, F16]), device="cuda", host_inpu
     _on_host(non_zero))
 kernel("Unique", since=11, types=frozenset([F32]), device="cuda", host_inputs=(0,), capture="host")(_on_host(unique))
 kernel("NonMaxSuppression", since=10, types=frozenset([F32]), device="cuda", host_inputs=(0, 1, 2, 3, 4),
-       capture="host")(_on_host(non_max_suppression))
+       capture="host", validate=_check_center_point_box)(_on_host(non_max_suppression))
 kernel("MelWeightMatrix", since=17, types=_SIZES, device="cuda", host_inputs=(0, 1, 2, 3, 4), capture="host")(
     _on_host(mel_weight_matrix))
 kernel("TfIdfVectorizer", since=9, types=_INT_IDS, device="cuda", host_inputs=(0,), capture="host",
-       check=_check_tfidf)(_on_host(tfidf_vectorizer))
+       check=_check_tfidf, validate=_validate_tfidf)(_on_host(tfidf_vectorizer))
 kernel("TreeEnsemble", domain=ML, since=5, types=frozenset([F32, F16]), device="cuda", host_inputs=(0,), capture="host",
        check=_check_tree_ensemble)(_on_host(tree_ensemble))

@@ -19,6 +19,7 @@ from ...runtime.cuda import MAX_DIMS, DeviceTensor, contiguous_strides
 from .. import checks
 from ..checks import InvalidArgument
 from ..cpu.elementwise import _check_dropout_12
+from ..cpu.reduction import Undefined, _k_input
 from ..cpu.shape import _check_constant, _check_reduction, _nd_index_range, _split
 from ..cpu.shape import constant as cpu_constant
 from ..cpu.shape import eye_like as cpu_eye_like
@@ -324,18 +325,18 @@ def top_k_1(rt, stream, x, *, k, axis=-1):
 
 @kernel("TopK", since=10, until=10, types=NUMBERS, device="cuda", host_inputs=(1,))
 def top_k_10(rt, stream, x, k, *, axis=-1):
-    return _top_k(rt, stream, x, _ints(rt, stream, k)[0], axis, largest=True)
+    return _top_k(rt, stream, x, _k_input(rt.to_host(k, stream)), axis, largest=True)
 
 
 @kernel("TopK", since=11, types=NUMBERS, device="cuda", host_inputs=(1,))
 def top_k_11(rt, stream, x, k, *, axis=-1, largest=1, sorted=1):
-    return _top_k(rt, stream, x, _ints(rt, stream, k)[0], axis, largest)
+    return _top_k(rt, stream, x, _k_input(rt.to_host(k, stream)), axis, largest)
 
 
 def _arg(rt, stream, x, axis, keepdims, select_last_index, largest, output_buffer=None):
     axis = checks.axis(axis, len(x.shape))
     if x.shape[axis] == 0:
-        raise ValueError(f"ArgMax/ArgMin over an empty axis {axis} of shape {x.shape}")
+        raise Undefined(f"ArgMax/ArgMin over an empty axis {axis} of shape {x.shape}")
     indices = rt.output(output_buffer, 0, x.shape[:axis] + (1,) * bool(keepdims) + x.shape[axis + 1:], np.int64)
     _select(rt, stream, x, axis, 1, largest, select_last_index, values=False, indices=indices)
     return (indices,)

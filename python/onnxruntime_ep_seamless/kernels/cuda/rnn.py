@@ -6,7 +6,7 @@ order within each length, are then fixed row gathers and masks uploaded once per
 import numpy as np
 
 from ...runtime.cuda import DeviceTensor, contiguous_strides
-from ..cpu.rnn import _DEFAULT_ACTIVATIONS, _check_inputs, _check_rnn
+from ..cpu.rnn import _DEFAULT_ACTIVATIONS, _check_inputs, _check_rnn, _validate_rnn
 from ..registry import kernel
 from .composed import Scratch
 from .elementwise import ADD, CLIP, GPU_FLOATS, MUL, SUB, UNARY, binary, cast_to, device_scalar, unary, where
@@ -207,9 +207,12 @@ def _lstm_step(cell, acts, extra, linear_before_reset):
     return step
 
 
-kernel("RNN", since=7, types=GPU_FLOATS, device="cuda", check=_check_rnn, host_inputs=(4,))(
+kernel("RNN", since=7, types=GPU_FLOATS, device="cuda", check=_check_rnn, host_inputs=(4,),
+       validate=_validate_rnn)(
     _recurrent("RNN", 1, True, _rnn_step))
-kernel("GRU", since=7, types=GPU_FLOATS, device="cuda", check=_check_rnn, host_inputs=(4,))(
+kernel("GRU", since=7, types=GPU_FLOATS, device="cuda", check=_check_rnn, host_inputs=(4,),
+       validate=_validate_rnn)(
     _recurrent("GRU", 1, False, _gru_step))
-kernel("LSTM", since=7, types=GPU_FLOATS, device="cuda", check=_check_rnn, host_inputs=(4,))(
+kernel("LSTM", since=7, types=GPU_FLOATS, device="cuda", check=_check_rnn, host_inputs=(4,),
+       validate=_validate_rnn)(
     _recurrent("LSTM", 2, True, _lstm_step))
