@@ -5,7 +5,7 @@ unknown), so ORT's load-time checks cannot catch what only the run's data shows:
 A case is a function returning (serialized model, feeds); CASES maps its name to it.
 """
 import numpy as np
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper, numpy_helper
 
 F32, F16, I32, I64, U8, I8, BOOL = (np.dtype(t) for t in (np.float32, np.float16, np.int32, np.int64, np.uint8,
                                                            np.int8, np.bool_))
@@ -1025,3 +1025,30 @@ def qlinear_matmul_k_mismatch():
 @case
 def conv_integer_channel_mismatch():
     return one("ConvInteger", [np.ones((1, 3, 4, 4), U8), Const(np.ones((2, 2, 3, 3), U8))], out=I32)
+
+
+# --- outputs sized by input data beyond any machine's memory: refused, never a killed process --------------
+
+@case
+def pad_huge():
+    return one("Pad", [rnd(2, 3), np.array([0, 0, 0, 2**38], I64)])
+
+
+@case
+def onehot_huge_depth():
+    return one("OneHot", [np.array([0, 1, 2, 3], I64), np.array(2**38, I64), np.array([0, 1], F32)], out=F32)
+
+
+@case
+def resize_huge_scales():
+    return one("Resize", [rnd(1, 1, 2, 2), None, np.array([1, 1, 2.0**20, 2.0**20], F32)], opset=13)
+
+
+@case
+def expand_huge():
+    return one("Expand", [rnd(1, 1), np.array([2**20, 2**20], I64)])
+
+
+@case
+def tile_huge():
+    return one("Tile", [rnd(2, 3), np.array([2**19, 2**19], I64)])

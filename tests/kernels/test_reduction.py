@@ -1,6 +1,5 @@
 """Parity of the reduction kernels (Reduce*, ArgMax/ArgMin, Softmax family, CumSum, TopK) with stock ORT."""
 import numpy as np
-import onnx
 import pytest
 from onnx import helper
 from onnxruntime.capi.onnxruntime_pybind11_state import Fail, InvalidArgument, RuntimeException

@@ -190,14 +190,26 @@ def expand(data, shape):
     return (np.broadcast_to(data, target),)
 
 
-@kernel("Tile", since=6)
-def tile(data, repeats):
-    repeats = _ints(repeats)
-    if len(repeats) != data.ndim:
+_TILE_MAX_BYTES = 1 << 32  # stock ORT's limit on Tile's output
+
+
+def tiled_shape(shape, itemsize: int, repeats: list) -> tuple:
+    """Tile's output shape, with stock ORT's checks (the CUDA kernel's too)."""
+    if len(repeats) != len(shape):
         raise InvalidArgument("'repeat' input tensor must have the same length as the 'input' tensor")
     if any(r < 0 for r in repeats):
         raise InvalidArgument(f"Tile repeat value must be non-negative, got: {min(repeats)}")
-    checks.allocation([d * r for d, r in zip(data.shape, repeats)], data.itemsize, "Tile")
+    out = tuple(d * r for d, r in zip(shape, repeats))
+    if math.prod(out) * itemsize > _TILE_MAX_BYTES:
+        raise InvalidArgument(f"Tile output tensor would require more than {_TILE_MAX_BYTES} bytes, which exceeds the "
+                              f"supported maximum of {_TILE_MAX_BYTES} bytes.")
+    return out
+
+
+@kernel("Tile", since=6)
+def tile(data, repeats):
+    repeats = _ints(repeats)
+    tiled_shape(data.shape, data.itemsize, repeats)
     return (np.tile(data, repeats),)
 
 

@@ -20,7 +20,7 @@ from .. import checks
 from ..checks import InvalidArgument
 from ..cpu.elementwise import _check_dropout_12
 from ..cpu.reduction import Undefined, _k_input
-from ..cpu.shape import _check_constant, _check_reduction, _nd_index_range, _split
+from ..cpu.shape import _check_constant, _check_reduction, _nd_index_range, _split, tiled_shape
 from ..cpu.shape import constant as cpu_constant
 from ..cpu.shape import eye_like as cpu_eye_like
 from ..cpu.shape import range_ as cpu_range
@@ -88,12 +88,7 @@ def split_13(rt, stream, x, split=None, *, axis=0, num_outputs=None, _num_output
 @kernel("Tile", since=6, types=MOVABLE, device="cuda", host_inputs=(1,))
 def tile(rt, stream, x, repeats):
     reps = _ints(rt, stream, repeats)
-    rank = len(x.shape)
-    if len(reps) != rank:
-        raise InvalidArgument("'repeat' input tensor must have the same length as the 'input' tensor")
-    if any(r < 0 for r in reps):
-        raise InvalidArgument(f"Tile repeat value must be non-negative, got: {min(reps)}")
-    y = rt.alloc(tuple(d * r for d, r in zip(x.shape, reps)), x.dtype)
+    y = rt.alloc(tiled_shape(x.shape, x.dtype.itemsize, reps), x.dtype)
     if not y.size:
         return (y,)
     # y is x broadcast: axis a of y, of length r_a * d_a, is the pair (r_a, d_a) read with stride 0 on r_a
@@ -107,7 +102,7 @@ def tile(rt, stream, x, repeats):
     if len(dims) <= MAX_DIMS:
         rt.strided_copy(stream, x, y, dims, strides, contiguous_strides(dims))
     else:  # too many axes for that view: a kernel taking each coordinate modulo x's dim
-        shape = struct.pack(f"<{2 * MAX_DIMS}qi4x", *_padded(y.shape), *_padded(x.shape), rank)
+        shape = struct.pack(f"<{2 * MAX_DIMS}qi4x", *_padded(y.shape), *_padded(x.shape), len(x.shape))
         rt.launch(f"seamless_tile_{x.dtype.itemsize}", y.size, stream, ("int64", y.size), ("ptr", x.ptr),
                   ("ptr", y.ptr), ("bytes", shape))
     return (y,)
