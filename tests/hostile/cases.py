@@ -18,7 +18,9 @@ GPU_DATA_BOUNDED = {"gather_index_out_of_range", "gather_negative_index_out_of_r
                     "gather_nd_out_of_range", "scatter_elements_negative_out_of_range", "scatter_elements_out_of_range",
                     "scatter_elements_add_out_of_range", "scatter_nd_out_of_range", "gqa_seqlens_beyond_past",
                     "gqa_seqlens_negative", "rotary_position_beyond_cache", "div_int_by_zero", "mod_int_by_zero",
-                    "mod_fmod_int_by_zero", "reverse_sequence_length_beyond"}
+                    "mod_fmod_int_by_zero", "reverse_sequence_length_beyond", "maxunpool_index_out_of_range",
+                    "maxunpool_negative_index", "array_feature_extractor_index_out_of_range",
+                    "array_feature_extractor_negative_index", "embed_layer_norm_ids_out_of_range"}
 # Where the CUDA EP's answer still differs from stock ORT's CPU EP (known, not yet fixed)
 CUDA_KNOWN_DIFFERENT = {
     "matmul_add_f16": "float16 MatMul + bias through cuBLASLt rounds the product before the bias is added",
@@ -1052,3 +1054,47 @@ def expand_huge():
 @case
 def tile_huge():
     return one("Tile", [rnd(2, 3), np.array([2**19, 2**19], I64)])
+
+
+# --- indices inside other ops ------------------------------------------------------------------------------
+
+@case
+def maxunpool_index_out_of_range():
+    return one("MaxUnpool", [rnd(1, 1, 2, 2), np.array([[[[0, 3], [8, 20]]]], I64)], {"kernel_shape": [2, 2],
+                                                                                        "strides": [2, 2]})
+
+
+@case
+def maxunpool_negative_index():
+    return one("MaxUnpool", [rnd(1, 1, 2, 2), np.array([[[[0, 3], [8, -1]]]], I64)], {"kernel_shape": [2, 2],
+                                                                                        "strides": [2, 2]})
+
+
+@case
+def array_feature_extractor_index_out_of_range():
+    node = helper.make_node("ArrayFeatureExtractor", ["x", "i"], ["y"], domain="ai.onnx.ml")
+    m = helper.make_model(helper.make_graph([node], "g", [helper.make_tensor_value_info("x", 1, ["a", "b"]),
+                                                          helper.make_tensor_value_info("i", 7, ["c"])],
+                                            [helper.make_tensor_value_info("y", 1, None)]),
+                          opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("ai.onnx.ml", 3)],
+                          ir_version=9)
+    return m.SerializeToString(), {"x": rnd(2, 3), "i": np.array([1, 3], I64)}
+
+
+@case
+def array_feature_extractor_negative_index():
+    node = helper.make_node("ArrayFeatureExtractor", ["x", "i"], ["y"], domain="ai.onnx.ml")
+    m = helper.make_model(helper.make_graph([node], "g", [helper.make_tensor_value_info("x", 1, ["a", "b"]),
+                                                          helper.make_tensor_value_info("i", 7, ["c"])],
+                                            [helper.make_tensor_value_info("y", 1, None)]),
+                          opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("ai.onnx.ml", 3)],
+                          ir_version=9)
+    return m.SerializeToString(), {"x": rnd(2, 3), "i": np.array([-1], I64)}
+
+
+@case
+def embed_layer_norm_ids_out_of_range():
+    ids = np.array([[1, 9]], I32)
+    return one("EmbedLayerNormalization", [ids, np.zeros((1, 2), I32), Const(rnd(5, 8)), Const(rnd(4, 8, seed=1)),
+                                           Const(rnd(2, 8, seed=2)), Const(np.ones(8, F32)), Const(np.zeros(8, F32))],
+               out=[F32, I32], domain="com.microsoft")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..checks import InvalidArgument
 from ..registry import kernel
 
 F32 = np.dtype(np.float32)
@@ -49,7 +50,7 @@ def _check_embed(node, graph):
 
 def _lookup_rows(table, ids, what):
     if ids.size and (ids.min() < 0 or ids.max() >= table.shape[0]):
-        raise ValueError(f"EmbedLayerNormalization: {what} out of range [0, {table.shape[0]})")
+        raise InvalidArgument(f"input index out of range: {what} outside [0, {table.shape[0]})")
     return _f32(table)[ids]
 
 

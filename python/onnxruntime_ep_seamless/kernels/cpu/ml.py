@@ -20,6 +20,10 @@ def binarizer(X, *, threshold=0.0):
 def array_feature_extractor(X, Y):
     # the elements Y of X's last axis; a vector X gives a one-row matrix, as ORT does
     index = Y.reshape(-1)
+    bad = np.flatnonzero((index < 0) | (index >= X.shape[-1]))
+    if bad.size:  # numpy would wrap a negative index
+        raise InvalidArgument(f"Invalid Y argument: index is out of range: Y[{bad[0]}] ({index[bad[0]]}) must be in "
+                              f"[0, {X.shape[-1]})")
     out = X[..., index]
     return (out.reshape((1, index.size) if X.ndim == 1 else X.shape[:-1] + (index.size,)),)
 

@@ -269,7 +269,11 @@ def max_unpool(X, I, output_shape=None, *, kernel_shape, pads=None, strides=None
     # fails that test: docs/user-guide.md)
     inferred = pooled_from(X.shape, kernel_shape, strides, pads)
     y = np.zeros(math.prod(inferred), dtype=X.dtype)
-    y[I.reshape(-1)] = X.reshape(-1)
+    flat = I.reshape(-1)
+    bad = np.flatnonzero((flat < 0) | (flat >= y.size))
+    if bad.size:  # numpy would wrap a negative index
+        raise InvalidArgument(f"Index value out of bounds. Got: {flat[bad[0]]}. Valid range is [0, {y.size}).")
+    y[flat] = X.reshape(-1)
     y = y.reshape(inferred)
     if output_shape is None:
         return (y,)
