@@ -20,7 +20,8 @@ GPU_DATA_BOUNDED = {"gather_index_out_of_range", "gather_negative_index_out_of_r
                     "gqa_seqlens_negative", "rotary_position_beyond_cache", "div_int_by_zero", "mod_int_by_zero",
                     "mod_fmod_int_by_zero", "reverse_sequence_length_beyond", "maxunpool_index_out_of_range",
                     "maxunpool_negative_index", "array_feature_extractor_index_out_of_range",
-                    "array_feature_extractor_negative_index", "embed_layer_norm_ids_out_of_range"}
+                    "array_feature_extractor_negative_index", "embed_layer_norm_ids_out_of_range",
+                    "reverse_sequence_negative_length"}
 # Where the CUDA EP's answer still differs from stock ORT's CPU EP (known, not yet fixed)
 CUDA_KNOWN_DIFFERENT = {
     "matmul_add_f16": "float16 MatMul + bias through cuBLASLt rounds the product before the bias is added",
@@ -1098,3 +1099,28 @@ def embed_layer_norm_ids_out_of_range():
     return one("EmbedLayerNormalization", [ids, np.zeros((1, 2), I32), Const(rnd(5, 8)), Const(rnd(4, 8, seed=1)),
                                            Const(rnd(2, 8, seed=2)), Const(np.ones(8, F32)), Const(np.zeros(8, F32))],
                out=[F32, I32], domain="com.microsoft")
+
+
+@case
+def reverse_sequence_negative_length():
+    return one("ReverseSequence", [rnd(3, 2), np.array([-1, 1], I64)], {"batch_axis": 1, "time_axis": 0})
+
+
+@case
+def tensor_scatter_index_out_of_range():
+    return one("TensorScatter", [rnd(2, 5, 4), rnd(2, 2, 4), np.array([4, 0], I64)], {"axis": 1}, opset=24)
+
+
+@case
+def gather_nd_negative_valid():
+    return one("GatherND", [rnd(3, 3), np.array([[-1, -3], [0, 2]], I64)])
+
+
+@case
+def scatter_nd_negative_valid():
+    return one("ScatterND", [rnd(3, 3), np.array([[-1], [0]], I64), rnd(2, 3)])
+
+
+@case
+def onehot_negative_index_valid():
+    return one("OneHot", [np.array([-1, -3, 5, 1], I64), np.array(3, I64), np.array([0, 1], F32)], out=F32)

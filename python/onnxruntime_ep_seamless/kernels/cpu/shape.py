@@ -527,7 +527,11 @@ def unique(X, *, axis=None, sorted=1, _num_outputs=1):
 @kernel("ReverseSequence", since=10)
 def reverse_sequence(input, sequence_lens, *, batch_axis=1, time_axis=0):
     # reverse the first sequence_lens[b] steps along time_axis of every batch entry b
-    steps = np.arange(input.shape[time_axis]).reshape([-1 if a == time_axis else 1 for a in range(input.ndim)])
+    seq = input.shape[time_axis]
+    bad = np.flatnonzero((sequence_lens < 0) | (sequence_lens > seq))
+    if bad.size:
+        raise ValueError(f"Invalid sequence length: {sequence_lens.reshape(-1)[bad[0]]}. Value must be in range [0,{seq}]")
+    steps = np.arange(seq).reshape([-1 if a == time_axis else 1 for a in range(input.ndim)])
     lens = sequence_lens.astype(_INT64).reshape([-1 if a == batch_axis else 1 for a in range(input.ndim)])
     source = np.where(steps < lens, lens - 1 - steps, steps)
     return (np.take_along_axis(input, np.broadcast_to(source, input.shape), axis=time_axis),)
