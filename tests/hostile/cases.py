@@ -1124,3 +1124,53 @@ def scatter_nd_negative_valid():
 @case
 def onehot_negative_index_valid():
     return one("OneHot", [np.array([-1, -3, 5, 1], I64), np.array(3, I64), np.array([0, 1], F32)], out=F32)
+
+
+# --- contrib ops' shapes -------------------------------------------------------------------------------------
+
+@case
+def bias_gelu_bias_mismatch():
+    return one("BiasGelu", [rnd(2, 8), rnd(6)], domain="com.microsoft")
+
+
+@case
+def fast_gelu_bias_mismatch():
+    return one("FastGelu", [rnd(2, 8), rnd(6)], domain="com.microsoft")
+
+
+@case
+def simplified_layernorm_scale_mismatch():
+    return one("SimplifiedLayerNormalization", [rnd(2, 8), np.ones(6, F32)], {"axis": -1})
+
+
+@case
+def rms_norm_scale_mismatch():
+    return one("RMSNormalization", [rnd(2, 8), np.ones(6, F32)], {"axis": -1}, opset=23)
+
+
+@case
+def skip_simplified_gamma_mismatch():
+    return one("SkipSimplifiedLayerNormalization", [rnd(1, 2, 8), rnd(1, 2, 8), Const(np.ones(6, F32))],
+               domain="com.microsoft")
+
+
+@case
+def gqa_rotary_cache_too_short():
+    b, n, h = 1, 2, 16
+    ins = [rnd(b, 1, n * h), rnd(b, 1, n * h, seed=1), rnd(b, 1, n * h, seed=2), rnd(b, n, 8, h, seed=3),
+           rnd(b, n, 8, h, seed=4), np.array([8], I32), np.array([9], I32), Const(rnd(4, 8, seed=5)),
+           Const(rnd(4, 8, seed=6))]
+    return one("GroupQueryAttention", ins, {"num_heads": n, "kv_num_heads": n, "do_rotary": 1}, out=[F32, F32, F32],
+               domain="com.microsoft")
+
+
+@case
+def mha_key_length_mismatch():
+    return one("MultiHeadAttention", [rnd(1, 2, 16), rnd(1, 3, 16, seed=1), rnd(1, 4, 16, seed=2)],
+               {"num_heads": 2}, domain="com.microsoft")
+
+
+@case
+def attention_weights_mismatch():
+    return one("Attention", [rnd(1, 2, 16), Const(rnd(12, 48, seed=1)), Const(rnd(48, seed=2))], {"num_heads": 2},
+               domain="com.microsoft")

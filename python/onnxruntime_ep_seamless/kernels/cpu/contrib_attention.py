@@ -217,10 +217,10 @@ def gqa_layout(query_shape, packed: bool, past_shape, seqlens_k, total_sequence_
     if cos_shape is not None:
         half = cos_shape[1]
         if half * 2 > h or half % 8:
-            raise ValueError(f"cos_cache dimension 1 ({half}) must be <= head_size / 2 and a multiple of 8")
-        last = s - 1 if first_prompt else max(lens) if lens is not None else total - 1
-        if last >= cos_shape[0]:
-            raise ValueError(f"position {last} is past the {cos_shape[0]} rows of cos_cache")
+            raise InvalidArgument(f"cos_cache dimension 1 ({half}) must be <= head_size / 2 and a multiple of 8")
+        if cos_shape[0] < total:  # every position is below the total length (seqlens_k is checked against it)
+            raise InvalidArgument(f"cos_cache dimension 0 shall not be less than total_sequence_length: "
+                                  f"{cos_shape[0]} < {total}")
     return h, first_prompt, present_len, lens
 
 
@@ -336,10 +336,36 @@ def _check_mha(node, graph):
     return None
 
 
+def mha_shapes(query, key, value, bias, mask, past_key, past_value, n):
+    """The shapes MultiHeadAttention's views assume, as ORT checks them (INVALID_ARGUMENT)."""
+    b, s, d = query.shape
+    length, dv = key.shape[1], value.shape[2]
+    p = past_key.shape[2] if past_key is not None and len(past_key.shape) == 4 else 0
+    t = p + length
+    problem = ("hidden sizes must be multiples of num_heads" if d % n or dv % n else
+               "Input 'query' and 'key' shall have same dim 0 (batch) and 2 (hidden_size)"
+               if key.shape != (b, length, d) else
+               "Input 'key' and 'value' shall have same dim 0 (batch) and 1 (kv_sequence_length)"
+               if value.shape[:2] != (b, length) else
+               "Input 'bias' length is expected to be 2 * hidden_size + hidden_size_v"
+               if bias is not None and bias.shape != (2 * d + dv,) else
+               "Input 'key_padding_mask' shape is not expected"
+               if mask is not None and mask.shape not in ((b,), (b, length), (b, t), (b, s, t)) else
+               "Inputs 'past_key' and 'past_value' shall be (batch, num_heads, past length, head size)"
+               if past_key is not None and (past_key.shape != (b, n, p, d // n) or past_value.shape != (b, n, p, dv // n))
+               else "")
+    if problem:
+        raise InvalidArgument(f"MultiHeadAttention: {problem}: query {query.shape}, key {key.shape}, value "
+                              f"{value.shape}, bias {None if bias is None else bias.shape}, key_padding_mask "
+                              f"{None if mask is None else mask.shape}, past_key "
+                              f"{None if past_key is None else past_key.shape}, num_heads {n}")
+
+
 @kernel("MultiHeadAttention", domain="com.microsoft", check=_check_mha)
 def multi_head_attention(query, key, value, bias=None, key_padding_mask=None, attention_bias=None, past_key=None,
                          past_value=None, past_sequence_length=None, cache_indirection=None, *, num_heads,
                          unidirectional=0, scale=0.0, mask_filter_value=-10000.0):
+    mha_shapes(query, key, value, bias, key_padding_mask, past_key, past_value, num_heads)
     b, s, d = query.shape
     l, dv = key.shape[1], value.shape[2]
     h, hv = d // num_heads, dv // num_heads
@@ -391,6 +417,32 @@ def multi_head_attention(query, key, value, bias=None, key_padding_mask=None, at
 F16 = np.dtype(np.float16)
 
 
+def attention_shapes(Q, K, V, past_key, past_value, q_num_heads, kv_num_heads):
+    """The shapes the products and views assume (as ORT's attention_helper checks them, FAIL): Q, K, V of one rank
+    (3 or 4) and batch, heads dividing the hidden sizes and the query heads a multiple of the key heads, Q and K of
+    one head size, K and V of one length, the past (B, Nkv, P, H) as K's and V's heads."""
+    rank = len(Q.shape)
+    if rank not in (3, 4) or len(K.shape) != rank or len(V.shape) != rank:
+        raise ValueError(f"Attention: Q {Q.shape}, K {K.shape} and V {V.shape} must all be 3-D or all 4-D")
+    if rank == 3:
+        if not q_num_heads or not kv_num_heads or Q.shape[2] % q_num_heads or K.shape[2] % kv_num_heads or \
+                V.shape[2] % kv_num_heads:
+            raise ValueError(f"Attention: hidden sizes {Q.shape[2]}, {K.shape[2]}, {V.shape[2]} must be multiples of "
+                             f"q_num_heads {q_num_heads} and kv_num_heads {kv_num_heads}")
+        (b, _, nq, h), (_, t, nkv, hk), (_, tv, nv, hv) = ((x.shape[0], x.shape[1], n, x.shape[2] // n) for x, n in
+                                                          ((Q, q_num_heads), (K, kv_num_heads), (V, kv_num_heads)))
+    else:
+        (b, nq, _, h), (_, nkv, t, hk), (_, nv, tv, hv) = Q.shape, K.shape, V.shape
+    pasts = [(p, x) for p, x in ((past_key, hk), (past_value, hv)) if p is not None]
+    if K.shape[0] != b or V.shape[0] != b or nkv != nv or nkv == 0 or nq % nkv or hk != h or tv != t or any(
+            len(p.shape) != 4 or p.shape[:2] != (b, nkv) or p.shape[3] != x or p.shape[2] != pasts[0][0].shape[2]
+            for p, x in pasts):
+        raise ValueError(f"Attention: Q {Q.shape}, K {K.shape}, V {V.shape}, past_key "
+                         f"{None if past_key is None else past_key.shape}, past_value "
+                         f"{None if past_value is None else past_value.shape}: batch, heads, head size or lengths "
+                         "disagree")
+
+
 def _check_attention(node, graph):
     for i in (0, 1, 2):
         dt = graph.value(node.inputs[i]).dtype
@@ -414,6 +466,7 @@ def attention(Q, K, V, attn_mask=None, past_key=None, past_value=None, nonpad_kv
               kv_num_heads=0, q_num_heads=0, qk_matmul_output_mode=0, scale=None, softcap=0.0, softmax_precision=1):
     """ONNX Attention; float16 computes in float32 and rounds the outputs once. Opset 24 adds
     nonpad_kv_seqlen (keys past it are padding) and masks shorter than the keys (padded with -inf)."""
+    attention_shapes(Q, K, V, past_key, past_value, q_num_heads, kv_num_heads)
     out_dtype = Q.dtype
     Q, K, V = (x.astype(F32, copy=False) for x in (Q, K, V))
     if past_key is not None:

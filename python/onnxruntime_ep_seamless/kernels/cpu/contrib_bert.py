@@ -48,6 +48,48 @@ def _check_embed(node, graph):
     return None
 
 
+def embed_shapes(input_ids, segment_ids, word, position, segment, gamma, beta, mask, position_ids):
+    """The shapes EmbedLayerNormalization's views and broadcasts assume, as ORT checks them (INVALID_ARGUMENT; the CUDA
+    kernel's too)."""
+    b, s = input_ids.shape
+    hidden = word.shape[-1]
+    problem = ("Input 0 and 1 shall have same shape" if segment_ids is not None and segment_ids.shape != (b, s) else
+               "Input 0 and 7 (mask) shall have same shape" if mask is not None and mask.shape != (b, s) else
+               "position_ids shall have shape (batch_size, sequence_length) or (1, sequence_length)"
+               if position_ids is not None and position_ids.shape not in ((b, s), (1, s)) else
+               "embeddings shall be 2-D of one hidden size"
+               if any(t is not None and (len(t.shape) != 2 or t.shape[1] != hidden) for t in (word, position, segment))
+               else "gamma and beta shall be 1-D of the hidden size"
+               if any(t is not None and t.shape != (hidden,) for t in (gamma, beta)) else "")
+    if problem:
+        raise InvalidArgument(f"EmbedLayerNormalization: {problem}: input_ids {input_ids.shape}, segment_ids "
+                              f"{None if segment_ids is None else segment_ids.shape}, embeddings {word.shape}, "
+                              f"{position.shape}, {None if segment is None else segment.shape}")
+
+
+def ms_attention_shapes(input, weights, bias, mask_index, past, n, qkv_hidden_sizes):
+    """Attention's Q/K/V hidden sizes, with the shapes its views assume checked as ORT does (the CUDA kernel's too)."""
+    b, s, hidden = input.shape
+    if len(weights.shape) != 2 or weights.shape[0] != hidden:
+        raise InvalidArgument(f"Input 1 dimension 0 should have same length as dimension 2 of input 0: weights "
+                              f"{weights.shape}, input {input.shape}")
+    width = weights.shape[1]
+    dq, dk, dv = (width // 3,) * 3 if qkv_hidden_sizes is None else (int(v) for v in qkv_hidden_sizes)
+    if dq + dk + dv != width or dq % n or dk % n or dv % n or dq != dk:  # the projections' columns, by heads
+        raise ValueError(f"Attention: weights of width {width} for Q/K/V hidden sizes {dq}, {dk}, {dv} of {n} heads "
+                         "(their sum, each a multiple of num_heads, Q's and K's equal)")
+    if bias is not None and bias.shape != (width,):
+        raise InvalidArgument(f"Input 'bias' dimension 0 should have same length as dimension 1 of input 'weights' "
+                              f"({width}), got {bias.shape}")
+    if past is not None and (len(past.shape) != 5 or past.shape[:3] != (2, b, n) or past.shape[4] != dk // n):
+        raise InvalidArgument(f"Input 'past' of shape {past.shape} must be (2, {b}, {n}, past length, {dk // n})")
+    t = s + (past.shape[3] if past is not None else 0)
+    if mask_index is not None and mask_index.shape not in ((b,), (2 * b,), (b, t), (b, s, t)):
+        raise InvalidArgument(f"Inputs 'mask_index' of shape {mask_index.shape} must be ({b},), ({2 * b},), ({b}, {t}) "
+                              f"or ({b}, {s}, {t}) (batch_size, sequence_length, total_sequence_length)")
+    return dq, dk, dv
+
+
 def _lookup_rows(table, ids, what):
     if ids.size and (ids.min() < 0 or ids.max() >= table.shape[0]):
         raise InvalidArgument(f"input index out of range: {what} outside [0, {table.shape[0]})")
@@ -61,6 +103,8 @@ def embed_layer_normalization(input_ids, segment_ids, word_embedding, position_e
     """LayerNorm(word[input_ids] + position[position_ids or 0..S-1] + segment[segment_ids]) over
     the hidden axis; mask_index (B,) int32 is the count of mask == 1 per row (0 without a mask);
     embedding_sum the sum before normalization."""
+    embed_shapes(input_ids, segment_ids, word_embedding, position_embedding, segment_embedding, gamma, beta, mask,
+                 position_ids)
     b, s = input_ids.shape
     dtype = word_embedding.dtype
     emb = _lookup_rows(word_embedding, input_ids, "input_ids")
@@ -119,6 +163,7 @@ def ms_attention(input, weights, bias=None, mask_index=None, past=None, attentio
                  mask_filter_value=-10000.0, scale=0.0, do_rotary=0, rotary_embedding_dim=0,
                  past_present_share_buffer=0):
     """softmax(Q K^T * scale + mask) V with [Q K V] = input @ weights + bias; present (2,B,N,T,H)."""
+    ms_attention_shapes(input, weights, bias, mask_index, past, num_heads, qkv_hidden_sizes)
     out_dtype = input.dtype
     b, s, _ = input.shape
     qkv = np.matmul(_f32(input), _f32(weights))

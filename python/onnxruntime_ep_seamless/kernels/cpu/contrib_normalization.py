@@ -12,6 +12,7 @@ from ..checks import InvalidArgument
 from ..registry import kernel
 from ...graph.ir import ONNX_TO_NUMPY
 from . import contrib_native as native
+from .nn import normalized_axis
 
 F32 = np.dtype(np.float32)
 F16 = np.dtype(np.float16)
@@ -33,7 +34,7 @@ def _check_stash(node, graph):
 
 @kernel("SimplifiedLayerNormalization", types=FLOAT_TYPES, check=_check_stash)
 def simplified_layer_normalization(X, scale, *, axis=-1, epsilon=1e-5, stash_type=1):
-    axis = axis + X.ndim if axis < 0 else axis
+    axis = normalized_axis(X, axis, scale)
     cols = int(np.prod(X.shape[axis:]))
     if X.dtype == F32 and scale.dtype == F32 and scale.size == cols and X.size and native.has_rms_norm():
         y, inv = native.skip_rms_norm(X, None, None, scale, epsilon, cols)
@@ -47,7 +48,7 @@ def simplified_layer_normalization(X, scale, *, axis=-1, epsilon=1e-5, stash_typ
 
 @kernel("RMSNormalization", since=23, types=FLOAT_TYPES, check=_check_stash)
 def rms_normalization(X, scale, *, axis=-1, epsilon=1e-5, stash_type=1):
-    axis = axis + X.ndim if axis < 0 else axis
+    axis = normalized_axis(X, axis, scale)
     cols = int(np.prod(X.shape[axis:]))
     if X.dtype == F32 and scale.dtype == F32 and scale.size == cols and X.size and native.has_rms_norm():
         y, _ = native.skip_rms_norm(X, None, None, scale, epsilon, cols)

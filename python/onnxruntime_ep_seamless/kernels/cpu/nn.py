@@ -384,13 +384,8 @@ def _check_stash(node, graph):
 def layer_normalization(X, Scale, B=None, *, axis=-1, epsilon=1e-5, stash_type=1):
     st = ONNX_TO_NUMPY[stash_type]  # the type of Mean and InvStdDev
     ct = np.promote_types(st, X.dtype)  # float64 inputs keep float64 arithmetic, as in ORT
-    axis = checks.axis(axis, X.ndim)
+    axis = normalized_axis(X, axis, Scale, B)
     cols = int(np.prod(X.shape[axis:]))
-    for v in (Scale, B):
-        if v is not None and (v.ndim > X.ndim - axis or _broadcasts_to(v.shape, X.shape[axis:]) is None):
-            raise InvalidArgument(
-                f"Scale and (optional) bias must match X.shape[axis:] or be NumPy-broadcastable to it. X.shape="
-                f"{X.shape} scale.shape={Scale.shape} bias.shape={None if B is None else B.shape} and axis={axis}")
     if (ct == np.float32 and X.size and Scale.size == cols and (B is None or B.size == cols)
             and Scale.dtype == np.float32 and (B is None or B.dtype == np.float32)):
         from .native import layer_norm_trailing  # one native pass instead of several numpy ones
@@ -402,6 +397,18 @@ def layer_normalization(X, Scale, B=None, *, axis=-1, epsilon=1e-5, stash_type=1
     if B is not None:
         y += B.astype(ct)
     return (y.astype(X.dtype, copy=False), mean.astype(st, copy=False), inv_std.astype(st, copy=False))
+
+
+def normalized_axis(X, axis, scale, bias=None) -> int:
+    """The first normalized axis of X, with stock ORT's checks of the scale and bias (LayerNormalization,
+    SimplifiedLayerNormalization, RMSNormalization)."""
+    axis = checks.axis(axis, X.ndim)
+    for v in (scale, bias):
+        if v is not None and (v.ndim > X.ndim - axis or _broadcasts_to(v.shape, X.shape[axis:]) is None):
+            raise InvalidArgument(
+                f"Scale and (optional) bias must match X.shape[axis:] or be NumPy-broadcastable to it. X.shape="
+                f"{X.shape} scale.shape={scale.shape} bias.shape={None if bias is None else bias.shape} and axis={axis}")
+    return axis
 
 
 def _broadcasts_to(shape, target):

@@ -7,7 +7,7 @@ import struct
 import numpy as np
 
 from ...runtime.cuda import DeviceTensor
-from ..cpu.contrib_attention import _check_attention
+from ..cpu.contrib_attention import _check_attention, attention_shapes
 from ..cpu.linear_attention import _check as _check_linear_attention
 from ..registry import kernel
 from .elementwise import ADD, DIV_BY, GPU_FLOATS, MUL_BY, SUFFIX, binary, cast_to, device_scalar, unary, where
@@ -36,7 +36,7 @@ def attention(rt, stream, Q, K, V, attn_mask=None, past_key=None, past_value=Non
         return t
 
     three_d = len(Q.shape) == 3
-    _attention_shapes(Q, K, V, past_key, past_value, q_num_heads, kv_num_heads)
+    attention_shapes(Q, K, V, past_key, past_value, q_num_heads, kv_num_heads)
     if three_d:  # (B, S, N*H) -> (B, N, S, H)
         def heads(x, n):
             view = DeviceTensor(x.ptr, (x.shape[0], x.shape[1], n, x.shape[2] // n), x.dtype)
@@ -95,32 +95,6 @@ def attention(rt, stream, Q, K, V, attn_mask=None, past_key=None, past_value=Non
         if x.ptr not in returned and x.ptr not in (Q.ptr, K.ptr, V.ptr):
             rt.free(x)  # stream-ordered
     return tuple(results)
-
-
-def _attention_shapes(Q, K, V, past_key, past_value, q_num_heads, kv_num_heads):
-    """The shapes the products and views assume (as ORT's attention_helper checks them, FAIL): Q, K, V of one rank
-    (3 or 4) and batch, heads dividing the hidden sizes and the query heads a multiple of the key heads, Q and K of
-    one head size, K and V of one length, the past (B, Nkv, P, H) as K's and V's heads."""
-    rank = len(Q.shape)
-    if rank not in (3, 4) or len(K.shape) != rank or len(V.shape) != rank:
-        raise ValueError(f"Attention: Q {Q.shape}, K {K.shape} and V {V.shape} must all be 3-D or all 4-D")
-    if rank == 3:
-        if not q_num_heads or not kv_num_heads or Q.shape[2] % q_num_heads or K.shape[2] % kv_num_heads or \
-                V.shape[2] % kv_num_heads:
-            raise ValueError(f"Attention: hidden sizes {Q.shape[2]}, {K.shape[2]}, {V.shape[2]} must be multiples of "
-                             f"q_num_heads {q_num_heads} and kv_num_heads {kv_num_heads}")
-        (b, _, nq, h), (_, t, nkv, hk), (_, tv, nv, hv) = ((x.shape[0], x.shape[1], n, x.shape[2] // n) for x, n in
-                                                          ((Q, q_num_heads), (K, kv_num_heads), (V, kv_num_heads)))
-    else:
-        (b, nq, _, h), (_, nkv, t, hk), (_, nv, tv, hv) = Q.shape, K.shape, V.shape
-    pasts = [(p, x) for p, x in ((past_key, hk), (past_value, hv)) if p is not None]
-    if K.shape[0] != b or V.shape[0] != b or nkv != nv or nkv == 0 or nq % nkv or hk != h or tv != t or any(
-            len(p.shape) != 4 or p.shape[:2] != (b, nkv) or p.shape[3] != x or p.shape[2] != pasts[0][0].shape[2]
-            for p, x in pasts):
-        raise ValueError(f"Attention: Q {Q.shape}, K {K.shape}, V {V.shape}, past_key "
-                         f"{None if past_key is None else past_key.shape}, past_value "
-                         f"{None if past_value is None else past_value.shape}: batch, heads, head size or lengths "
-                         "disagree")
 
 
 def _repeat_heads(rt, stream, x, group):

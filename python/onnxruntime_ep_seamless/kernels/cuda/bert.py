@@ -7,9 +7,8 @@ mask_filter_value, not -inf)."""
 import numpy as np
 
 from ...runtime.cuda import DeviceTensor
-from ..checks import InvalidArgument
-from ..cpu.contrib_attention import _check_mha
-from ..cpu.contrib_bert import FLOATS, _check_embed, _check_ms_attention
+from ..cpu.contrib_attention import _check_mha, mha_shapes
+from ..cpu.contrib_bert import FLOATS, _check_embed, _check_ms_attention, embed_shapes, ms_attention_shapes
 from ..registry import kernel
 from .attention import attention
 from .composed import Scratch
@@ -34,7 +33,7 @@ def embed_layer_normalization(rt, stream, input_ids, segment_ids, word_embedding
     Out-of-range ids read zero rows (docs/cuda.md: GPU values are not read back to be checked)."""
     b, s = input_ids.shape
     dtype = word_embedding.dtype
-    _embed_shapes(input_ids, segment_ids, word_embedding, position_embedding, segment_embedding, gamma, beta, mask,
+    embed_shapes(input_ids, segment_ids, word_embedding, position_embedding, segment_embedding, gamma, beta, mask,
                   position_ids)
     sc = Scratch(rt, input_ids, segment_ids, word_embedding, position_embedding, segment_embedding, gamma, beta, mask,
                  position_ids)
@@ -63,24 +62,6 @@ def embed_layer_normalization(rt, stream, input_ids, segment_ids, word_embedding
     if _num_outputs > 2:
         results.append(cast_to(rt, stream, emb, dtype))
     return sc.done(*results[:max(_num_outputs, 1)])
-
-
-def _embed_shapes(input_ids, segment_ids, word, position, segment, gamma, beta, mask, position_ids):
-    """The shapes EmbedLayerNormalization's views and broadcasts assume, as ORT checks them (INVALID_ARGUMENT)."""
-    b, s = input_ids.shape
-    hidden = word.shape[-1]
-    problem = ("Input 0 and 1 shall have same shape" if segment_ids is not None and segment_ids.shape != (b, s) else
-               "Input 0 and 7 (mask) shall have same shape" if mask is not None and mask.shape != (b, s) else
-               "position_ids shall have shape (batch_size, sequence_length) or (1, sequence_length)"
-               if position_ids is not None and position_ids.shape not in ((b, s), (1, s)) else
-               "embeddings shall be 2-D of one hidden size"
-               if any(t is not None and (len(t.shape) != 2 or t.shape[1] != hidden) for t in (word, position, segment))
-               else "gamma and beta shall be 1-D of the hidden size"
-               if any(t is not None and t.shape != (hidden,) for t in (gamma, beta)) else "")
-    if problem:
-        raise InvalidArgument(f"EmbedLayerNormalization: {problem}: input_ids {input_ids.shape}, segment_ids "
-                              f"{None if segment_ids is None else segment_ids.shape}, embeddings {word.shape}, "
-                              f"{position.shape}, {None if segment is None else segment.shape}")
 
 
 def _heads(rt, stream, qkv, b, s, width, offset, n, h):
@@ -126,23 +107,8 @@ def ms_attention(rt, stream, input, weights, bias=None, mask_index=None, past=No
     """softmax(Q K^T * scale + mask) V with [Q K V] = input @ weights + bias; present (2, B, N, T, H)."""
     dtype = input.dtype
     b, s, hidden = input.shape
-    if len(weights.shape) != 2 or weights.shape[0] != hidden:
-        raise InvalidArgument(f"Attention: weights of shape {weights.shape} for an input of hidden size {hidden}")
-    width = weights.shape[1]
-    dq, dk, dv = (width // 3,) * 3 if qkv_hidden_sizes is None else (int(v) for v in qkv_hidden_sizes)
-    n = num_heads
-    if dq + dk + dv != width or dq % n or dk % n or dv % n or dq != dk:  # the projections' columns, by heads
-        raise ValueError(f"Attention: weights of width {width} for Q/K/V hidden sizes {dq}, {dk}, {dv} of {n} heads "
-                         "(their sum, each a multiple of num_heads, Q's and K's equal)")
-    if bias is not None and bias.shape != (width,):
-        raise InvalidArgument(f"Input 'bias' dimension 0 should have same length as dimension 1 of input 'weights' "
-                              f"({width}), got {bias.shape}")
-    if past is not None and (len(past.shape) != 5 or past.shape[:3] != (2, b, n) or past.shape[4] != dk // n):
-        raise InvalidArgument(f"Input 'past' of shape {past.shape} must be (2, {b}, {n}, past length, {dk // n})")
-    t = s + (past.shape[3] if past is not None else 0)
-    if mask_index is not None and mask_index.shape not in ((b,), (2 * b,), (b, t), (b, s, t)):  # _mask_add's views
-        raise InvalidArgument(f"Inputs 'mask_index' of shape {mask_index.shape} must be ({b},), ({2 * b},), ({b}, {t}) "
-                              f"or ({b}, {s}, {t}) (batch_size, sequence_length, total_sequence_length)")
+    dq, dk, dv = ms_attention_shapes(input, weights, bias, mask_index, past, num_heads, qkv_hidden_sizes)
+    width, n = weights.shape[1], num_heads
     sc = Scratch(rt, input, weights, bias, mask_index, past, attention_bias)
     qkv = sc(rt.alloc((b * s, width), F32))
     rt.gemm(stream, sc(cast_to(rt, stream, input, F32)), sc(cast_to(rt, stream, weights, F32)), qkv, b * s, width,
@@ -176,31 +142,6 @@ def ms_attention(rt, stream, input, weights, bias=None, mask_index=None, past=No
     return sc.done(*results)
 
 
-def _mha_shapes(query, key, value, bias, mask, past_key, past_value, n):
-    """The shapes MultiHeadAttention's views assume, as ORT checks them (INVALID_ARGUMENT)."""
-    b, s, d = query.shape
-    length, dv = key.shape[1], value.shape[2]
-    p = past_key.shape[2] if past_key is not None and len(past_key.shape) == 4 else 0
-    t = p + length
-    problem = ("hidden sizes must be multiples of num_heads" if d % n or dv % n else
-               "Input 'query' and 'key' shall have same dim 0 (batch) and 2 (hidden_size)"
-               if key.shape != (b, length, d) else
-               "Input 'key' and 'value' shall have same dim 0 (batch) and 1 (kv_sequence_length)"
-               if value.shape[:2] != (b, length) else
-               "Input 'bias' length is expected to be 2 * hidden_size + hidden_size_v"
-               if bias is not None and bias.shape != (2 * d + dv,) else
-               "Input 'key_padding_mask' shape is not expected"
-               if mask is not None and mask.shape not in ((b,), (b, length), (b, t), (b, s, t)) else
-               "Inputs 'past_key' and 'past_value' shall be (batch, num_heads, past length, head size)"
-               if past_key is not None and (past_key.shape != (b, n, p, d // n) or past_value.shape != (b, n, p, dv // n))
-               else "")
-    if problem:
-        raise InvalidArgument(f"MultiHeadAttention: {problem}: query {query.shape}, key {key.shape}, value "
-                              f"{value.shape}, bias {None if bias is None else bias.shape}, key_padding_mask "
-                              f"{None if mask is None else mask.shape}, past_key "
-                              f"{None if past_key is None else past_key.shape}, num_heads {n}")
-
-
 @kernel("MultiHeadAttention", domain="com.microsoft", types=frozenset([F32]), device="cuda", check=_check_mha)
 def multi_head_attention(rt, stream, query, key, value, bias=None, key_padding_mask=None, attention_bias=None,
                          past_key=None, past_value=None, past_sequence_length=None, cache_indirection=None, *,
@@ -209,7 +150,7 @@ def multi_head_attention(rt, stream, query, key, value, bias=None, key_padding_m
     b, s, d = query.shape
     length, dv = key.shape[1], value.shape[2]
     n = num_heads
-    _mha_shapes(query, key, value, bias, key_padding_mask, past_key, past_value, n)
+    mha_shapes(query, key, value, bias, key_padding_mask, past_key, past_value, n)
     sc = Scratch(rt, query, key, value, bias, key_padding_mask, attention_bias, past_key, past_value)
 
     def heads(x, offset, width, rows):  # (x + bias[offset:offset + width]) as (B, N, rows, width / N)
