@@ -46,7 +46,10 @@ def _elem(dtype) -> int:
     return helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
 
 
-def model(nodes, inputs: dict, outputs: dict, opset=17, unranked=(), ms=False):
+DOMAIN_OPSETS = {"com.microsoft": 1, "ai.onnx.ml": 3}
+
+
+def model(nodes, inputs: dict, outputs: dict, opset=17, unranked=(), domain=""):
     """inputs: name -> array or Const; outputs: name -> dtype. Fed inputs get symbolic dims, or no shape
     at all where named in `unranked` (True: all of them)."""
     feeds, inits, infos = {}, [], []
@@ -61,7 +64,7 @@ def model(nodes, inputs: dict, outputs: dict, opset=17, unranked=(), ms=False):
         infos.append(helper.make_tensor_value_info(name, _elem(a.dtype), shape))
     outs = [helper.make_tensor_value_info(n, _elem(t), None) for n, t in outputs.items()]
     graph = helper.make_graph(nodes, "g", infos, outs, initializer=inits)
-    imports = [helper.make_opsetid("", opset)] + ([helper.make_opsetid("com.microsoft", 1)] if ms else [])
+    imports = [helper.make_opsetid("", opset)] + ([helper.make_opsetid(domain, DOMAIN_OPSETS[domain])] if domain else [])
     return helper.make_model(graph, opset_imports=imports, ir_version=9).SerializeToString(), feeds
 
 
@@ -74,8 +77,7 @@ def one(op, inputs, attrs=None, out=None, opset=17, unranked=(), domain=""):
     out_names = {f"y{j}": t for j, t in enumerate(outs)}
     node = helper.make_node(op, names, list(out_names), domain=domain, **(attrs or {}))
     unranked = True if unranked is True else {f"x{i}" for i in unranked}
-    return model([node], {n: a for n, a in zip(names, inputs) if n}, out_names, opset, unranked,
-                 ms=domain == "com.microsoft")
+    return model([node], {n: a for n, a in zip(names, inputs) if n}, out_names, opset, unranked, domain)
 
 
 def case(fn):
@@ -1073,24 +1075,12 @@ def maxunpool_negative_index():
 
 @case
 def array_feature_extractor_index_out_of_range():
-    node = helper.make_node("ArrayFeatureExtractor", ["x", "i"], ["y"], domain="ai.onnx.ml")
-    m = helper.make_model(helper.make_graph([node], "g", [helper.make_tensor_value_info("x", 1, ["a", "b"]),
-                                                          helper.make_tensor_value_info("i", 7, ["c"])],
-                                            [helper.make_tensor_value_info("y", 1, None)]),
-                          opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("ai.onnx.ml", 3)],
-                          ir_version=9)
-    return m.SerializeToString(), {"x": rnd(2, 3), "i": np.array([1, 3], I64)}
+    return one("ArrayFeatureExtractor", [rnd(2, 3), np.array([1, 3], I64)], domain="ai.onnx.ml")
 
 
 @case
 def array_feature_extractor_negative_index():
-    node = helper.make_node("ArrayFeatureExtractor", ["x", "i"], ["y"], domain="ai.onnx.ml")
-    m = helper.make_model(helper.make_graph([node], "g", [helper.make_tensor_value_info("x", 1, ["a", "b"]),
-                                                          helper.make_tensor_value_info("i", 7, ["c"])],
-                                            [helper.make_tensor_value_info("y", 1, None)]),
-                          opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("ai.onnx.ml", 3)],
-                          ir_version=9)
-    return m.SerializeToString(), {"x": rnd(2, 3), "i": np.array([-1], I64)}
+    return one("ArrayFeatureExtractor", [rnd(2, 3), np.array([-1], I64)], domain="ai.onnx.ml")
 
 
 @case
