@@ -104,7 +104,11 @@ def register(device: str = "cpu") -> str:
         _warn_if_both_installed()
     _, _, registration_name = _variant(device)
     path = get_library_path(device)
-    # asked of ORT every time: its own unregister_execution_provider_library may have undone ours
+    # Registered here before and not undone by ORT's own unregister_execution_provider_library (our devices are
+    # still listed): nothing to ask. Registering again would call into ORT, which calls back into Python while it
+    # holds its lock: a thread creating a session at the same time could then deadlock with this one.
+    if _registered.get(device.lower()) == path and _devices(ort, device):
+        return path
     try:
         ort.register_execution_provider_library(registration_name, path)
     except Exception as exc:
