@@ -403,8 +403,10 @@ def normalized_axis(X, axis, scale, bias=None) -> int:
     """The first normalized axis of X, with stock ORT's checks of the scale and bias (LayerNormalization,
     SimplifiedLayerNormalization, RMSNormalization)."""
     axis = checks.axis(axis, X.ndim)
+    normalized = X.shape[axis:]
     for v in (scale, bias):
-        if v is not None and (v.ndim > X.ndim - axis or _broadcasts_to(v.shape, X.shape[axis:]) is None):
+        if v is not None and v.shape != normalized and (  # the common case first: per run, per node
+                v.ndim > X.ndim - axis or _broadcasts_to(v.shape, normalized) is None):
             raise InvalidArgument(
                 f"Scale and (optional) bias must match X.shape[axis:] or be NumPy-broadcastable to it. X.shape="
                 f"{X.shape} scale.shape={scale.shape} bias.shape={None if bias is None else bias.shape} and axis={axis}")
