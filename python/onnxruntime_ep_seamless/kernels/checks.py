@@ -41,16 +41,23 @@ def axes(values, rank: int, what: str = "axes", unique: bool = True, error=Value
     return result
 
 
+def first_outside(values, low: int, high: int) -> tuple[int, int] | None:
+    """(flat position, value) of the first of `values` outside [low, high), or None: the one scan behind every
+    index, length and position check (numpy would wrap a negative index silently)."""
+    import numpy as np
+    flat = np.asarray(values).reshape(-1)
+    if not flat.size or (low <= int(flat.min()) and int(flat.max()) < high):
+        return None
+    i = int(np.flatnonzero((flat < low) | (flat >= high))[0])
+    return i, int(flat[i])
+
+
 def index_range(indices, size: int, what: str = "indices") -> None:
     """Every index in [-size, size), as Gather/Scatter* demand (INVALID_ARGUMENT otherwise)."""
-    import numpy as np
-    indices = np.asarray(indices)
-    if indices.size:
-        lo, hi = int(indices.min()), int(indices.max())
-        if lo < -size or hi >= size:
-            bad = lo if lo < -size else hi
-            raise InvalidArgument(f"{what} element out of data bounds, idx={bad} must be within the inclusive "
-                                  f"range [{-size},{size - 1}]")
+    bad = first_outside(indices, -size, size)
+    if bad:
+        raise InvalidArgument(f"{what} element out of data bounds, idx={bad[1]} must be within the inclusive "
+                              f"range [{-size},{size - 1}]")
 
 
 def _physical_memory() -> int:

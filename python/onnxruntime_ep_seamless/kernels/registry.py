@@ -53,7 +53,10 @@ class KernelDef:
         readers: the op types that read the node's first output; output_buffer(i, shape, dtype): where the
         run's caller wants the node's output i, or None (where the planner knows them)."""
         if self.validate is not None:
-            self.validate(node, graph)
+            try:
+                self.validate(node, graph)
+            except Exception as exc:  # the status code still comes from exc (checks.status_code reads causes)
+                raise ValueError(f"node {node.label!r} ({node.key}): {exc}") from exc
         kwargs = {k: v for k, v in node.attrs.items() if k in self.attr_names}
         facts = {"_num_outputs": len(node.outputs), "_readers": tuple(readers), "_output_buffer": output_buffer}
         kwargs.update((k, facts[k]) for k in self.facts)

@@ -53,10 +53,7 @@ class Plan:
             kdef, reason = lookup(node, graph)
             if kdef is None:
                 raise ValueError(f"node {node.label!r} ({node.key}) cannot be planned: {reason}")
-            try:
-                namespace[f"k{idx}"] = kdef.build(node, graph)
-            except Exception as exc:  # attributes stock ORT refuses when it loads the model
-                raise type(exc)(f"node {node.label!r} ({node.key}): {exc}") from exc
+            namespace[f"k{idx}"] = kdef.build(node, graph)
             args = []
             for name in node.inputs:
                 if not name:

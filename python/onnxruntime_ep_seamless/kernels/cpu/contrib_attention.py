@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..checks import InvalidArgument
+from ..checks import InvalidArgument, first_outside
 from ..registry import kernel
 from . import contrib_native as native
 
@@ -90,7 +90,7 @@ def ms_rotary_embedding(input, position_ids, cos_cache, sin_cache, *, interleave
     if pos.ndim == 1:  # (1,): the position of the first token; the rest follow
         pos = pos[0] + np.arange(s, dtype=I64)[None, :]
     pos = np.broadcast_to(pos, (b, s))
-    _check_positions(pos, cos_cache.shape[0])
+    check_positions(pos, cos_cache.shape[0])
     rot_half = (rotary_embedding_dim or x.shape[-1]) // 2
     cos = cos_cache[pos][..., None, :rot_half]  # B S 1 rot/2
     sin = sin_cache[pos][..., None, :rot_half]
@@ -99,12 +99,11 @@ def ms_rotary_embedding(input, position_ids, cos_cache, sin_cache, *, interleave
     return (np.ascontiguousarray(y, dtype=F32),)
 
 
-def _check_positions(positions, rows: int) -> None:
+def check_positions(positions, rows: int) -> None:
     """Every position a row of the cos/sin caches (numpy would wrap a negative one)."""
-    flat = np.asarray(positions).reshape(-1)
-    bad = np.flatnonzero((flat < 0) | (flat >= rows))
-    if bad.size:
-        raise InvalidArgument(f"position_ids value {flat[bad[0]]} at index {bad[0]} is out of range [0, {rows})")
+    bad = first_outside(positions, 0, rows)
+    if bad:
+        raise InvalidArgument(f"position_ids value {bad[1]} at index {bad[0]} is out of range [0, {rows})")
 
 
 def _check_onnx_rotary(node, graph):
@@ -123,7 +122,7 @@ def rotary_embedding_23(X, cos_cache, sin_cache, position_ids=None, *, interleav
         x = X.reshape(X.shape[0], X.shape[1], num_heads, -1)
     rot = rotary_embedding_dim or x.shape[-1]
     if position_ids is not None:
-        _check_positions(position_ids, cos_cache.shape[0])
+        check_positions(position_ids, cos_cache.shape[0])
         cos, sin = cos_cache[position_ids], sin_cache[position_ids]
     else:
         cos, sin = cos_cache, sin_cache

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..checks import InvalidArgument
+from ..checks import InvalidArgument, first_outside
 from ..registry import kernel
 
 F32 = np.dtype(np.float32)
@@ -91,7 +91,7 @@ def ms_attention_shapes(input, weights, bias, mask_index, past, n, qkv_hidden_si
 
 
 def _lookup_rows(table, ids, what):
-    if ids.size and (ids.min() < 0 or ids.max() >= table.shape[0]):
+    if first_outside(ids, 0, table.shape[0]):
         raise InvalidArgument(f"input index out of range: {what} outside [0, {table.shape[0]})")
     return _f32(table)[ids]
 

@@ -4,6 +4,7 @@ import threading
 
 import numpy as np
 
+from .. import checks
 from ..checks import InvalidArgument
 from ..registry import FLOATS, NUMERIC, kernel
 
@@ -20,9 +21,9 @@ def binarizer(X, *, threshold=0.0):
 def array_feature_extractor(X, Y):
     # the elements Y of X's last axis; a vector X gives a one-row matrix, as ORT does
     index = Y.reshape(-1)
-    bad = np.flatnonzero((index < 0) | (index >= X.shape[-1]))
-    if bad.size:  # numpy would wrap a negative index
-        raise InvalidArgument(f"Invalid Y argument: index is out of range: Y[{bad[0]}] ({index[bad[0]]}) must be in "
+    bad = checks.first_outside(index, 0, X.shape[-1])
+    if bad:
+        raise InvalidArgument(f"Invalid Y argument: index is out of range: Y[{bad[0]}] ({bad[1]}) must be in "
                               f"[0, {X.shape[-1]})")
     out = X[..., index]
     return (out.reshape((1, index.size) if X.ndim == 1 else X.shape[:-1] + (index.size,)),)

@@ -270,9 +270,9 @@ def max_unpool(X, I, output_shape=None, *, kernel_shape, pads=None, strides=None
     inferred = pooled_from(X.shape, kernel_shape, strides, pads)
     y = np.zeros(math.prod(inferred), dtype=X.dtype)
     flat = I.reshape(-1)
-    bad = np.flatnonzero((flat < 0) | (flat >= y.size))
-    if bad.size:  # numpy would wrap a negative index
-        raise InvalidArgument(f"Index value out of bounds. Got: {flat[bad[0]]}. Valid range is [0, {y.size}).")
+    bad = checks.first_outside(flat, 0, y.size)
+    if bad:
+        raise InvalidArgument(f"Index value out of bounds. Got: {bad[1]}. Valid range is [0, {y.size}).")
     y[flat] = X.reshape(-1)
     y = y.reshape(inferred)
     if output_shape is None:

@@ -361,7 +361,7 @@ def gather_elements(data, indices, *, axis=0):
         raise ValueError(f"GatherElements op: Data and indices must have the same rank, got {data.ndim} and "
                          f"{indices.ndim}")
     size = data.shape[axis]
-    if indices.size and (int(indices.min()) < -size or int(indices.max()) >= size):
+    if checks.first_outside(indices, -size, size):
         raise ValueError("GatherElements op: Out of range value in index tensor")
     if any(i > d for a, (i, d) in enumerate(zip(indices.shape, data.shape)) if a != axis):
         raise ValueError(f"GatherElements op: indices {indices.shape} larger than data {data.shape} off the axis")
@@ -392,10 +392,9 @@ def gather_nd(data, indices, *, batch_dims=0):
 def _nd_index_range(indices, dims, word):
     """Each index tuple (last axis of indices) within dims, negative ones counting from the end."""
     for j, size in enumerate(dims):
-        column = indices[..., j]
-        if column.size and (int(column.min()) < -size or int(column.max()) >= size):
-            bad = int(column.min()) if int(column.min()) < -size else int(column.max())
-            raise InvalidArgument(f"invalid {word} found, {word} = {bad}")
+        bad = checks.first_outside(indices[..., j], -size, size)
+        if bad:
+            raise InvalidArgument(f"invalid {word} found, {word} = {bad[1]}")
 
 
 _SCATTER_UFUNCS = {"add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.minimum}
@@ -528,9 +527,9 @@ def unique(X, *, axis=None, sorted=1, _num_outputs=1):
 def reverse_sequence(input, sequence_lens, *, batch_axis=1, time_axis=0):
     # reverse the first sequence_lens[b] steps along time_axis of every batch entry b
     seq = input.shape[time_axis]
-    bad = np.flatnonzero((sequence_lens < 0) | (sequence_lens > seq))
-    if bad.size:
-        raise ValueError(f"Invalid sequence length: {sequence_lens.reshape(-1)[bad[0]]}. Value must be in range [0,{seq}]")
+    bad = checks.first_outside(sequence_lens, 0, seq + 1)
+    if bad:
+        raise ValueError(f"Invalid sequence length: {bad[1]}. Value must be in range [0,{seq}]")
     steps = np.arange(seq).reshape([-1 if a == time_axis else 1 for a in range(input.ndim)])
     lens = sequence_lens.astype(_INT64).reshape([-1 if a == batch_axis else 1 for a in range(input.ndim)])
     source = np.where(steps < lens, lens - 1 - steps, steps)

@@ -232,9 +232,9 @@ def _rotate(rt, stream, x, position_ids, cos_cache, sin_cache, b, s, n, h, rot_h
     if position_ids is not None and position_ids.host is not None:  # checked when known on the host; else clamped
         pos = position_ids.host.reshape(-1)
         pos = pos[0] + np.arange(s) if first_only else pos
-        bad = np.flatnonzero((pos < 0) | (pos >= rows))
-        if bad.size:
-            raise InvalidArgument(f"position_ids value {pos[bad[0]]} at index {bad[0]} is out of range [0, {rows}): "
+        bad = checks.first_outside(pos, 0, rows)
+        if bad:
+            raise InvalidArgument(f"position_ids value {bad[1]} at index {bad[0]} is out of range [0, {rows}): "
                                   f"positions {pos.min()}..{pos.max()} outside the cos/sin caches' {rows} rows")
     y = rt.alloc(x.shape, x.dtype)
     shape = struct.pack("<10i", b, s, n, h, rot_half, cos_cache.shape[-1], int(bool(interleaved)), int(len(x.shape) == 4),

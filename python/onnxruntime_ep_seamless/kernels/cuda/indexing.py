@@ -143,7 +143,7 @@ def gather_elements(rt, stream, data, indices, *, axis=0):
     shape = _axis_index("GatherElements", indices.shape, data.shape, axis)
     if indices.host is not None:
         size = data.shape[axis]
-        if indices.size and (int(indices.host.min()) < -size or int(indices.host.max()) >= size):
+        if checks.first_outside(indices.host, -size, size):
             raise ValueError("GatherElements op: Out of range value in index tensor")
     y = rt.alloc(indices.shape, data.dtype)
     rt.launch(f"seamless_gather_elements_{data.dtype.itemsize}_{INDEX_SUFFIX[indices.dtype]}", y.size, stream,
