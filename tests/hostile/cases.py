@@ -1164,3 +1164,18 @@ def mha_key_length_mismatch():
 def attention_weights_mismatch():
     return one("Attention", [rnd(1, 2, 16), Const(rnd(12, 48, seed=1)), Const(rnd(48, seed=2))], {"num_heads": 2},
                domain="com.microsoft")
+
+
+@case
+def gather_elements_rank_mismatch():
+    return one("GatherElements", [rnd(3, 3), np.array([0, 1], I64)], {"axis": 0})
+
+
+@case
+def gather_elements_indices_wider_off_axis():
+    return one("GatherElements", [rnd(3, 2), np.array([[0, 1, 0]], I64)], {"axis": 0})
+
+
+@case
+def scatter_elements_indices_wider_off_axis():
+    return one("ScatterElements", [rnd(3, 2), np.array([[0, 1, 0]], I64), rnd(1, 3)], {"axis": 0})

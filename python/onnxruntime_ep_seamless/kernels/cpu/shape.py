@@ -357,14 +357,10 @@ def gather(data, indices, *, axis=0):
 @kernel("GatherElements", since=11)
 def gather_elements(data, indices, *, axis=0):
     axis = _axis(axis, data.ndim)
-    if indices.ndim != data.ndim:
-        raise ValueError(f"GatherElements op: Data and indices must have the same rank, got {data.ndim} and "
-                         f"{indices.ndim}")
+    check_axis_index("GatherElements", indices.shape, data.shape, axis)
     size = data.shape[axis]
     if checks.first_outside(indices, -size, size):
         raise ValueError("GatherElements op: Out of range value in index tensor")
-    if any(i > d for a, (i, d) in enumerate(zip(indices.shape, data.shape)) if a != axis):
-        raise ValueError(f"GatherElements op: indices {indices.shape} larger than data {data.shape} off the axis")
     # the output takes the indices' shape: data restricted to it on the other axes
     data = data[tuple(slice(None) if a == axis else slice(0, n) for a, n in enumerate(indices.shape))]
     return (np.take_along_axis(data, np.where(indices < 0, indices + size, indices), axis=axis),)
@@ -387,6 +383,17 @@ def gather_nd(data, indices, *, batch_dims=0):
     b = np.arange(nb).reshape(nb, 1)
     out = flat_data[(b,) + tuple(flat_idx[..., j] for j in range(k))]
     return (out.reshape(batch + indices.shape[batch_dims:-1] + data.shape[batch_dims + k:]),)
+
+
+def check_axis_index(op, index_shape, data_shape, axis) -> None:
+    """GatherElements/ScatterElements: indices of the data's rank, along every other axis no longer than the data
+    (the kernels address the data by the index tensor's coordinates there); the CUDA kernels' check too."""
+    if len(index_shape) != len(data_shape):
+        raise InvalidArgument(f"{op} op: Rank of input 'data' needs to be equal to rank of input 'indices'")
+    for d, (i, n) in enumerate(zip(index_shape, data_shape)):
+        if d != axis and i > n:
+            raise InvalidArgument(f"{op} op: 'indices' shape should have values within bounds of 'data' shape. "
+                                  f"Indices dim={i} at pos={d} is greater than input dim={n}")
 
 
 def _nd_index_range(indices, dims, word):
@@ -434,9 +441,7 @@ def scatter_elements(data, indices, updates, *, axis=0, reduction="none"):
     axis = _axis(axis, data.ndim)
     if indices.shape != updates.shape:
         raise InvalidArgument(f"Indices and updates must have the same shape: {indices.shape} and {updates.shape}")
-    if indices.ndim != data.ndim or any(i > d for a, (i, d) in enumerate(zip(indices.shape, data.shape))
-                                       if a != axis):
-        raise InvalidArgument(f"Indices {indices.shape} do not fit data {data.shape} on the axes other than {axis}")
+    check_axis_index("ScatterElements", indices.shape, data.shape, axis)
     checks.index_range(indices, data.shape[axis])
     index = list(np.indices(indices.shape, sparse=True))
     index[axis] = np.where(indices < 0, indices + data.shape[axis], indices)

@@ -20,7 +20,7 @@ from .. import checks
 from ..checks import InvalidArgument
 from ..cpu.elementwise import _check_dropout_12
 from ..cpu.reduction import Undefined, _k_input
-from ..cpu.shape import _check_constant, _check_reduction, _nd_index_range, _split, tiled_shape
+from ..cpu.shape import _check_constant, _check_reduction, _nd_index_range, _split, check_axis_index, tiled_shape
 from ..cpu.shape import constant as cpu_constant
 from ..cpu.shape import eye_like as cpu_eye_like
 from ..cpu.shape import range_ as cpu_range
@@ -114,13 +114,8 @@ def tile(rt, stream, x, repeats):
 def _axis_index(op, index_shape, data_shape, axis) -> bytes:
     """native/cuda/indexing.cu AxisIndex, once the index tensor's shape fits the data's: the same rank, and
     along every other axis no longer than the data (the kernels address the data by the index tensor's
-    coordinates there)."""
-    if len(index_shape) != len(data_shape):
-        raise InvalidArgument(f"{op} op: Rank of input 'data' needs to be equal to rank of input 'indices'")
-    for d, (i, n) in enumerate(zip(index_shape, data_shape)):
-        if d != axis and i > n:
-            raise InvalidArgument(f"{op} op: 'indices' shape should have values within bounds of 'data' shape. "
-                                  f"Indices dim={i} at pos={d} is greater than input dim={n}")
+    coordinates there: cpu/shape.py's check_axis_index)."""
+    check_axis_index(op, index_shape, data_shape, axis)
     return struct.pack(f"<{2 * MAX_DIMS + 1}q2i", *_padded(index_shape), *_padded(contiguous_strides(data_shape)),
                        data_shape[axis], len(data_shape), axis)
 
