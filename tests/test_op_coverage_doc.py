@@ -1,7 +1,7 @@
 """docs/op-coverage.md is generated from the kernel registry; this fails when it is stale."""
 from pathlib import Path
 
-from onnxruntime_ep_seamless.coverage import render
+from onnxruntime_ep_seamless.tools.coverage import render
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "op-coverage.md"
 REGENERATE = "python -m onnxruntime_ep_seamless coverage --markdown > docs/op-coverage.md"

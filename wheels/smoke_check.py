@@ -7,7 +7,7 @@ import numpy as np
 import onnxruntime as ort
 
 import onnxruntime_ep_seamless as seamless
-from onnxruntime_ep_seamless.cli import random_feeds
+from onnxruntime_ep_seamless.tools.cli import random_feeds
 
 package_dir = os.path.dirname(os.path.abspath(seamless.__file__))
 assert os.path.basename(os.path.dirname(package_dir)) == "site-packages", f"not the installed package: {package_dir}"

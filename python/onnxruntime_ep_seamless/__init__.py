@@ -150,7 +150,7 @@ def get_devices(device: str = "cpu") -> list:
     ep_name = get_ep_name(device)
     devices = _devices(ort, device)
     if devices and device == "cuda":
-        from .abi.bridge import NATIVES
+        from .runtime.native import NATIVES
         lib = NATIVES["cuda"].lib
         problem = NATIVES["cuda"].ffi.string(lib.seamless_cublas_problem_text()).decode()
         if problem:
@@ -160,7 +160,7 @@ def get_devices(device: str = "cpu") -> list:
 
 def _no_device_reason(device: str) -> str:
     if device == "cuda":
-        from .abi.bridge import NATIVES
+        from .runtime.native import NATIVES
         native = NATIVES.get("cuda")
         problem = native.ffi.string(native.lib.seamless_cuda_problem_text()).decode() if native else ""
         return problem or "onnxruntime reported no NVIDIA GPU (vendor 0x10DE) on this machine"

@@ -2,7 +2,7 @@
 import subprocess
 import sys
 
-from onnxruntime_ep_seamless.cli import main
+from onnxruntime_ep_seamless.tools.cli import main
 
 
 def test_conformance_command_reports_totals_and_ops(capsys):
@@ -21,7 +21,7 @@ def test_conformance_command_names_declined_ops(capsys):
 
 def test_conformance_without_onnx_is_a_clear_error():
     code = ("import sys; sys.modules['onnx'] = None\n"
-            "from onnxruntime_ep_seamless.cli import main; sys.exit(main(['conformance']))")
+            "from onnxruntime_ep_seamless.tools.cli import main; sys.exit(main(['conformance']))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and "pip install onnx" in out.stderr
 

@@ -1,6 +1,6 @@
 """Every ONNX backend node test case through our EP, CPU fallback disabled, next to stock ORT.
 
-Per case (onnxruntime_ep_seamless.conformance.run_case): stock ORT's CPU EP runs it (its
+Per case (onnxruntime_ep_seamless.tools.conformance.run_case): stock ORT's CPU EP runs it (its
 outcome is recorded for the report); our EP's session is created with fallback disabled
 (parity.ep_session), so it fails unless we claim every node: such a case is *declined*, with
 our partitioner's reasons, and that is fine. A claimed case must match the expected outputs
@@ -15,7 +15,7 @@ import hashlib
 import pytest
 
 import parity
-from onnxruntime_ep_seamless import conformance
+from onnxruntime_ep_seamless.tools import conformance
 
 BASE = conformance.DEFAULT_DATA_VERSION
 MIN_RATIO = 0.95  # of the cases stock ORT passes on the BASE data, the share we must pass

@@ -11,8 +11,8 @@ from onnx import helper, numpy_helper
 
 import material
 import onnxruntime_ep_seamless as seamless
-from onnxruntime_ep_seamless.abi.cuda_compute import CudaKernel, segment_replays
-from onnxruntime_ep_seamless.bench_gpu import shared_kv_binding
+from onnxruntime_ep_seamless.exec.cuda_compute import CudaKernel, segment_replays
+from onnxruntime_ep_seamless.tools.bench_gpu import shared_kv_binding
 from onnxruntime_ep_seamless.runtime.cuda import CudaRuntime
 from test_cuda_ep import DEVICES, PROBLEM, model_of
 
@@ -224,7 +224,7 @@ def test_a_decode_steps_outputs_are_written_where_ort_holds_them(precision, monk
     MatMulNBits), the ArgMax and the attention write the logits, next_token and presents into ORT's tensors,
     so the run copies no output afterwards; next_token is the argmax of those logits."""
     from models.test_llm_decoders import HEAD_SIZE
-    from onnxruntime_ep_seamless.bench_gpu import greedy_token, with_device_argmax
+    from onnxruntime_ep_seamless.tools.bench_gpu import greedy_token, with_device_argmax
     from onnxruntime_ep_seamless.runtime.cuda import CudaRuntime
     model_dir = material.genai_small_dir(precision, "cuda")
     if not (model_dir / "model.onnx").exists():
@@ -256,7 +256,7 @@ def test_a_decode_steps_outputs_are_written_where_ort_holds_them(precision, monk
 def test_replay_timing_records_each_replays_gpu_time():
     """bench decode-gpu's gpu_ms_per_token: while timing is on, one GPU time a replay, above 0 and within its
     run call; none once it is off, and a new timing starts from none."""
-    from onnxruntime_ep_seamless.bench_gpu import replay_timing
+    from onnxruntime_ep_seamless.tools.bench_gpu import replay_timing
     sess = session(mlp(), True)
     x, y = on_gpu(np.ones((4, 16), np.float32)), on_gpu(np.zeros((4, 32), np.float32))
     binding = sess.io_binding()
@@ -283,7 +283,7 @@ def test_bench_token_on_the_device_is_the_hosts_argmax(precision, mode):
     the rest (run_one's session disables the CPU fallback and asserts every node) and its tokens are the
     host's argmax of the logits, step for step, in every loop (growing-device asserts the presents it
     feeds back are on the GPU)."""
-    from onnxruntime_ep_seamless.bench_gpu import run_one
+    from onnxruntime_ep_seamless.tools.bench_gpu import run_one
     model_dir = material.genai_small_dir(precision, "cuda")
     if not (model_dir / "model.onnx").exists():
         pytest.skip(f"{model_dir} not prepared (python tests/material.py)")
@@ -301,7 +301,7 @@ def test_the_c_decode_loop_replays_each_step_without_python(precision):
     """`bench decode-gpu --mode growing-c`: the growing-device loop driven from C through ORT's C API
     (ep_plugin/host_decode.c) gives the Python loop's tokens, and once a step's binding is captured no
     Compute reaches Python: the prompt and two eager steps, the capture, then one C replay a step."""
-    from onnxruntime_ep_seamless.bench_gpu import run_one
+    from onnxruntime_ep_seamless.tools.bench_gpu import run_one
     model_dir = material.genai_small_dir(precision, "cuda")
     if not (model_dir / "model.onnx").exists():
         pytest.skip(f"{model_dir} not prepared (python tests/material.py)")
@@ -396,7 +396,7 @@ def test_a_session_collected_during_a_capture_is_released_after_it(monkeypatch):
     instead, and comes right after it (the binding's later runs are replayed by the C glue, never in Python);
     the capture holds and replays."""
     import gc
-    from onnxruntime_ep_seamless.abi import cuda_compute
+    from onnxruntime_ep_seamless.exec import cuda_compute
     model, x = mlp(), np.random.default_rng(4).standard_normal((4, 16)).astype(np.float32)
     run, release, released = CudaKernel._run, CudaKernel._release_memory, []  # released: whether capturing then
     monkeypatch.setattr(CudaKernel, "_run", lambda self, *args: (self.native.lib.seamless_capturing() and gc.collect(),

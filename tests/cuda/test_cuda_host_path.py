@@ -1,5 +1,5 @@
 """The CUDA executor's Python without a GPU: every call into the CUDA plugin's C glue (`lib.seamless_*`) is
-faked, so CI (CPU only) plans and runs onnxruntime-genai's CUDA decoders through abi/cuda_compute.py and every
+faked, so CI (CPU only) plans and runs onnxruntime-genai's CUDA decoders through exec/cuda_compute.py and every
 kernel's host side (shapes, kernel choices, argument packing, scratch memory) for a prompt and a decode step,
 and level A's capture and replays with their staging tables. What the kernels compute is the GPU tests'
 (tests/cuda/test_cuda_models.py, test_cuda_capture.py). The arithmetic of level A's replay plans is the real
@@ -10,8 +10,8 @@ import pytest
 
 import onnxruntime_ep_seamless as seamless
 from material import genai_small_dir
-from onnxruntime_ep_seamless.abi import cuda_compute
-from onnxruntime_ep_seamless.abi.bridge import NATIVES
+from onnxruntime_ep_seamless.exec import cuda_compute
+from onnxruntime_ep_seamless.runtime.native import NATIVES
 from onnxruntime_ep_seamless.graph.onnx_import import import_model
 from onnxruntime_ep_seamless.runtime import cuda as runtime_cuda
 
@@ -185,7 +185,7 @@ def test_a_kernel_opts_in_to_its_dynamic_shared_memory_once(monkeypatch):
 
 def test_level_a_captures_a_decode_step_and_replays_it_with_this_runs_addresses_and_lengths(monkeypatch):
     # capture=auto: two eager runs of a binding, then its capture; every later run of the binding only rewrites the
-    # staging table (abi/cuda_compute.py _launch): the inputs' addresses and lengths, the outputs' where ORT holds them
+    # staging table (exec/cuda_compute.py _launch): the inputs' addresses and lengths, the outputs' where ORT holds them
     graph = import_model(onnx.load(str(genai_small_dir("fp16", "cuda") / "model.onnx")))
     monkeypatch.setattr(runtime_cuda, "FATBIN", __file__)
     monkeypatch.setattr(runtime_cuda.CudaRuntime, "_instances", {})

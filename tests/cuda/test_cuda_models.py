@@ -104,7 +104,7 @@ def test_builder_decode_step_steady_state(precision, max_len, capture):
     """A decode step repeated with the same inputs reaches a steady state that allocates no GPU
     memory from the driver and reads no GPU value on the host (nothing waits for the stream)."""
     from models.test_llm_decoders import empty_past, presents_as_past, step_feeds
-    from onnxruntime_ep_seamless.abi.bridge import NATIVES
+    from onnxruntime_ep_seamless.runtime.native import NATIVES
     from onnxruntime_ep_seamless.runtime.cuda import CudaRuntime
     from test_cuda_ep import cuda_session
     session = cuda_session(model_path(material.genai_small_dir(precision, "cuda") / "model.onnx"), capture=capture)
@@ -129,7 +129,7 @@ def test_growing_kv_reuses_device_memory():
     allocator's size classes let them reuse the blocks freed a step before for several steps (an
     exact-size cache would take a new block from the driver for every present of every step)."""
     from models.test_llm_decoders import empty_past, presents_as_past, step_feeds
-    from onnxruntime_ep_seamless.abi.bridge import NATIVES
+    from onnxruntime_ep_seamless.runtime.native import NATIVES
     from test_cuda_ep import cuda_session
     session = cuda_session(model_path(material.genai_small_dir("fp16", "cuda") / "model.onnx"), capture="off")
     ids = list(np.random.default_rng(0).integers(0, 1000, 40))
@@ -153,7 +153,7 @@ def test_released_sessions_give_their_gpu_memory_back(precision):
     kept for good; a leak keeps all the weights)."""
     import gc
     from models.test_llm_decoders import empty_past, step_feeds
-    from onnxruntime_ep_seamless.abi.bridge import NATIVES
+    from onnxruntime_ep_seamless.runtime.native import NATIVES
     from test_cuda_ep import cuda_session
     folder = material.genai_small_dir(precision, "cuda")
     path, lib = model_path(folder / "model.onnx"), NATIVES["cuda"].lib

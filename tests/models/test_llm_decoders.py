@@ -199,7 +199,7 @@ def test_bench_decode_command(tmp_path, capsys):
     """`python -m onnxruntime_ep_seamless bench decode MODEL_DIR`: both EPs, ratio, JSON."""
     import json
 
-    from onnxruntime_ep_seamless.cli import main
+    from onnxruntime_ep_seamless.tools.cli import main
     model_dir = str(material.genai_model_dir("qwen2", "int4"))
     model_path(*("qwen2", "int4"))
     out = tmp_path / "decode.json"

@@ -14,10 +14,10 @@ import traceback
 import warnings
 
 from ..kernels.checks import status_code
+from ..runtime.native import NATIVES
 from ..runtime.options import traceback_wanted
 
 _live: dict[int, tuple] = {}  # handle address -> (object, handle): what ORT holds, kept alive
-NATIVES: dict = {}            # variant -> Native, for the variants loaded in this process
 
 
 class Native:

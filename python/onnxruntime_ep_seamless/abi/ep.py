@@ -5,9 +5,9 @@ from collections import deque
 
 from ..graph.reader import read_graph
 from ..partition import PartitionResult, partition
-from .compute import CompiledKernel
+from ..exec.compute import CompiledKernel
+from ..runtime.native import LOG_ERROR, LOG_WARNING
 
-LOG_WARNING, LOG_ERROR = 2, 3
 # Recent partition results ((name, op) of every node, result), for onnxruntime_ep_seamless.partition_report().
 PARTITIONS: deque = deque(maxlen=64)
 
@@ -77,7 +77,7 @@ class Ep:
             raise self.option_error
         graph, inputs, outputs = dump_graph(self.native, graph_ptr, fused_node_ptr, ALL_CONSTANTS)
         if self.device == "cuda":
-            from .cuda_compute import CudaKernel
+            from ..exec.cuda_compute import CudaKernel
             return CudaKernel(self, graph, inputs, outputs)
         return CompiledKernel(self.native, self.name, graph, inputs, outputs)
 

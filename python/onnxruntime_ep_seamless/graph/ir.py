@@ -48,6 +48,12 @@ def unpack(raw: np.ndarray, dtype: np.dtype, shape: tuple) -> np.ndarray:
     return codes.reshape(-1)[:int(np.prod(shape))].view(dtype).reshape(shape)
 
 
+def c_order(array) -> np.ndarray:
+    """A C-contiguous array of the same shape (np.ascontiguousarray would turn 0-d into 1-d)."""
+    array = np.asarray(array)
+    return array if array.flags.c_contiguous else array.copy()
+
+
 def pack(array: np.ndarray) -> np.ndarray:
     """The inverse of unpack: the bytes ORT holds for a sub-byte array (uint8, ceil(n * bits / 8))."""
     bits = PACKED_BITS[array.dtype]

@@ -1,11 +1,5 @@
 """Kernels by family; `registry` maps ONNX nodes to them."""
-import numpy as np
-
-
-def c_order(array) -> np.ndarray:
-    """A C-contiguous array of the same shape (np.ascontiguousarray would turn 0-d into 1-d)."""
-    array = np.asarray(array)
-    return array if array.flags.c_contiguous else array.copy()
+from ..graph.ir import c_order  # noqa: F401  (kernels/cpu/native.py imports it from here)
 
 
 def _native_cpu_module():

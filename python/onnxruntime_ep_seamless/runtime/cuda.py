@@ -13,8 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..graph.ir import ONNX_TO_NUMPY
-from ..kernels import c_order
+from ..graph.ir import ONNX_TO_NUMPY, c_order
 
 # seamless_cublas_gemm's operand types (ONNX element type codes) by numpy dtype; any other: float32 (1)
 _GEMM_TYPES = {ONNX_TO_NUMPY[code]: code for code in (10, 11, 16) if code in ONNX_TO_NUMPY}

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from .graph.ir import ONNX_TO_NUMPY, ONNX_TYPE_NAMES
-from .kernels.registry import OPSET_MAX, all_kernels
+from ..graph.ir import ONNX_TO_NUMPY, ONNX_TYPE_NAMES
+from ..kernels.registry import OPSET_MAX, all_kernels
 
 # Table columns: (header, element types counted under it, by ORT's element type number)
 _COLUMNS = [("f32", (1,)), ("f16", (10,)), ("f64", (11,)), ("bf16", (16,)), ("f8", (17, 18, 19, 20, 26)),

@@ -3,7 +3,7 @@
 Values live in device memory from the CUDA runtime's cache (no driver allocation in steady
 state); the partition's outputs are copied device-to-device into the tensors ORT allocates. With
 capture=auto a node without seams is captured as a CUDA graph per binding of its input shapes
-(growing KV axes padded to a capacity where abi/cuda_capture.choose_padding allows it: at their end,
+(growing KV axes padded to a capacity where exec/cuda_capture.choose_padding allows it: at their end,
 or at their start once a padded run matched the unpadded one) and launched from then on, staging
 inputs and outputs by a table rewritten per run. Each captured segment's plan is registered with
 the C glue (ep_plugin/cuda_replay.c), which answers the binding's later Computes without Python.
@@ -21,8 +21,8 @@ import numpy as np
 from ..graph.ir import ONNX_TO_NUMPY
 from ..runtime.cuda import CudaRuntime, DeviceTensor, contiguous_strides
 from .cuda_capture import capture_summary, choose_padding, place
-from .compute import MAX_RANK, _Buffers
-from .ep import LOG_WARNING
+from .compute import MAX_RANK, Buffers
+from ..runtime.native import LOG_WARNING, NATIVES
 
 
 WARMUP_RUNS = 2     # capture=auto: eager runs of a binding before it is captured
@@ -67,7 +67,6 @@ _UNRELEASED: list = []
 
 def segment_replays() -> int:
     """Captured segments launched in this process (capture=auto), by the C glue or from Python."""
-    from .bridge import NATIVES
     return int(NATIVES["cuda"].lib.seamless_segment_replays())
 
 
@@ -119,7 +118,7 @@ class CudaKernel:
         b = getattr(self._tls, "b", None)
         if b is None:
             ffi, n_in, n_out = self.native.ffi, len(self.input_names), len(self.output_names)
-            b = self._tls.b = _Buffers(ffi, n_in, n_out)
+            b = self._tls.b = Buffers(ffi, n_in, n_out)
             b.np_in_data = np.frombuffer(ffi.buffer(b.in_data), np.int64)[:n_in]
             b.np_in_dims = np.frombuffer(ffi.buffer(b.in_dims), np.int64)[:n_in * MAX_RANK]
             b.np_out_data = np.frombuffer(ffi.buffer(b.out_data), np.int64)[:n_out]

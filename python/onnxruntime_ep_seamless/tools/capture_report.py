@@ -1,7 +1,7 @@
 """`capture-report MODEL`: how the CUDA EP would split a model for CUDA-graph capture, without a GPU.
 
 The model file is partitioned as the CUDA EP partitions it (nodes it declines run on another EP
-and end a partition), each partition is placed as at Compile (abi/cuda_capture.place), and the
+and end a partition), each partition is placed as at Compile (exec/cuda_capture.place), and the
 seams (steps where the host must wait for a GPU value) split its GPU work into segments. ORT
 rewrites graphs before an EP sees them, so a session can differ slightly from the file; option
 `log_capture=1` reports what a session really compiled.
@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .abi.cuda_capture import Padding, Step, capture_summary, choose_padding, place, segments
-from .graph.ir import Graph
-from .partition import partition
+from ..exec.cuda_capture import Padding, Step, capture_summary, choose_padding, place, segments
+from ..graph.ir import Graph
+from ..partition import partition
 
 COLOURS = {"GPU": "#2ea043", "host": "#a0a0a0", "seam": "#d62728"}  # the timeline's, by where a node runs
 

@@ -345,7 +345,7 @@ def _short(exc: BaseException) -> str:
 def run_case(case: Case, make_ep_session=ep_session, make_stock_session=stock_session, with_stock: bool = True,
              tolerances: dict | None = None) -> Result:
     """Run one case on stock ORT (optional) and on our EP; classify ours (see the module docstring)."""
-    from .abi.ep import PARTITIONS
+    from ..abi.ep import PARTITIONS
 
     import onnxruntime_ep_seamless as seamless
     t0 = time.perf_counter()

@@ -32,7 +32,7 @@ class CompiledKernel:
     def _buffers(self):
         b = getattr(self._tls, "b", None)
         if b is None:
-            b = self._tls.b = _Buffers(self.native.ffi, self.n_in, self.n_out)
+            b = self._tls.b = Buffers(self.native.ffi, self.n_in, self.n_out)
         return b
 
     def _view(self, b, i: int):
@@ -87,7 +87,7 @@ class CompiledKernel:
             np.copyto(dst, arr)
 
 
-class _Buffers:
+class Buffers:
     def __init__(self, ffi, n_in: int, n_out: int):
         self.args = [None] * n_in        # input views of the last run on this thread
         n_in, n_out = max(n_in, 1), max(n_out, 1)  # C arrays of at least one element

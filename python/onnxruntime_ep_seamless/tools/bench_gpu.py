@@ -254,7 +254,7 @@ def _growing_c_rounds(model_dir: str, ep: str, capture: str, steps: int, prompt:
     """The growing-device loop driven from C (ep_plugin/host_decode.c): the same prompts, bindings and
     token, each ORT call a plain C call, as a C or C++ application feeding presents back makes them."""
     import onnxruntime_ep_seamless as seamless
-    from .runtime.options import validate
+    from ..runtime.options import validate
     ep_name, options = ("CUDAExecutionProvider", {"device_id": "0"}) if ep == "ort-cuda" else \
         (seamless.get_ep_name("cuda"), {"capture": capture})
     configs = {}
@@ -277,7 +277,7 @@ def host_decode(model_dir: str, ep_name: str, options: dict, configs: dict, prom
     import onnxruntime_ep_seamless as seamless
     from .bench import kv_geometry
     seamless.register(variant)  # the loop calls ORT through the API table ORT gave our library
-    from .abi.bridge import NATIVES
+    from ..runtime.native import NATIVES
     ffi, lib = NATIVES[variant].ffi, NATIVES[variant].lib
     model = with_device_argmax(os.path.join(model_dir, "model.onnx"))
     configs = {**configs, "session.model_external_initializers_file_folder_path": model_dir}  # its weights
@@ -401,7 +401,7 @@ def _graph_rounds(sess, model_dir, ep, device_token, steps, prompt, rounds):
 def replay_timing(on: bool) -> list[float]:
     """Our EP's replay timing (ep_plugin/cuda_capture.c): on, each level B replay records its graph's GPU time;
     off, the times recorded since (seconds, in order)."""
-    from .abi.bridge import NATIVES
+    from ..runtime.native import NATIVES
     native = NATIVES["cuda"]
     count = native.lib.seamless_replay_timing(int(on))
     if on:

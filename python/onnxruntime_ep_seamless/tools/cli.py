@@ -11,7 +11,7 @@ import time
 
 import numpy as np
 
-from . import DEMO_MODEL, __version__
+from .. import DEMO_MODEL, __version__
 
 SMOKE_MODEL = os.path.join(os.path.dirname(DEMO_MODEL), "add.onnx")
 NUMPY_OF = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(double)": np.float64,
@@ -305,7 +305,7 @@ def cmd_capture_report(args) -> int:
     import onnx
 
     from .capture_report import analyse, render, write_png
-    from .graph.onnx_import import import_model
+    from ..graph.onnx_import import import_model
     if args.png:  # before the report, not after it
         from .plotting import pyplot
         pyplot("capture-report --png")
