@@ -380,3 +380,57 @@ def test_registers_after_capsule_lookups():
         """)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "ok"
+
+
+def _planned_ops(session_options, model, feeds):
+    """The op types the CPU EP's plans run for a model (every plan compiled for the session)."""
+    import gc
+    from onnxruntime_ep_seamless.exec.compute import CompiledKernel
+    session_options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL  # ORT's fusions off
+    gc.collect()
+    before = {id(k) for k in gc.get_objects() if isinstance(k, CompiledKernel)}
+    sess = ort.InferenceSession(model.SerializeToString(), session_options)
+    out = sess.run(None, feeds)
+    kernels = [k for k in gc.get_objects() if isinstance(k, CompiledKernel) and id(k) not in before]
+    return [n.op_type for k in kernels for n in k.plan.nodes], out
+
+
+@pytest.mark.parametrize("how", ["option", "environment"])
+def test_fusion_0_runs_every_node_as_its_own_kernel(how, monkeypatch):
+    from onnx import numpy_helper
+    rng = np.random.default_rng(0)
+    w, b = rng.standard_normal((8, 16)).astype(np.float32), rng.standard_normal(16).astype(np.float32)
+    model = helper.make_model(helper.make_graph(
+        [helper.make_node("MatMul", ["a", "w"], ["p"]), helper.make_node("Add", ["p", "b"], ["y"])], "g",
+        [helper.make_tensor_value_info("a", TensorProto.FLOAT, [2, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 16])],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")]),
+        opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+    feeds = {"a": rng.standard_normal((2, 8)).astype(np.float32)}
+    fused, (y_fused,) = _planned_ops(seamless.session_options(), model, feeds)
+    assert fused == ["MatMulBias"]
+    if how == "option":
+        so = seamless.session_options(fusion="0")
+    else:
+        monkeypatch.setenv("SEAMLESS_FUSION", "off")
+        so = seamless.session_options()
+    apart, (y_apart,) = _planned_ops(so, model, feeds)
+    assert apart == ["MatMul", "Add"]
+    np.testing.assert_allclose(y_apart, feeds["a"] @ w + b, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(y_fused, y_apart, rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match="invalid value for option 'fusion'"):
+        seamless.session_options(fusion="sometimes")
+
+
+def test_fusion_0_places_every_node_as_it_is_on_cuda():
+    """The CUDA executor's placement (no GPU needed) takes the same option."""
+    from onnx import numpy_helper
+    from onnxruntime_ep_seamless.exec.cuda_capture import place
+    from onnxruntime_ep_seamless.graph.onnx_import import import_model
+    w = np.ones((8, 16), np.float16)
+    model = helper.make_model(helper.make_graph(
+        [helper.make_node("MatMul", ["a", "w"], ["y"])], "g", [helper.make_tensor_value_info("a", 10, [1, 8])],
+        [helper.make_tensor_value_info("y", 10, [1, 16])], [numpy_helper.from_array(w, "w")]),
+        opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+    assert [s.node.op_type for s in place(import_model(model), ["a"], ["y"])] == ["Linear"]
+    assert [s.node.op_type for s in place(import_model(model), ["a"], ["y"], fusion=False)] == ["MatMul"]

@@ -14,11 +14,12 @@ MAX_RANK = NUMPY_MAX_RANK  # input/output ranks the C glue passes: as many as a 
 
 
 class CompiledKernel:
-    def __init__(self, native, ep_name: str, graph, input_names: list[str], output_names: list[str]):
+    def __init__(self, native, ep_name: str, graph, input_names: list[str], output_names: list[str],
+                 fusion: bool = True):
         self.native = native
         self.ep_name = ep_name
         self.name = "+".join(sorted({n.op_type for n in graph.nodes}))[:80] if len(graph.nodes) > 1 else graph.nodes[0].label
-        self.plan = Plan(graph, input_names, output_names, label=self.name)
+        self.plan = Plan(graph, input_names, output_names, label=self.name, fusion=fusion)
         self.n_in, self.n_out = len(input_names), len(output_names)
         self.out_dtypes = []
         for name in output_names:

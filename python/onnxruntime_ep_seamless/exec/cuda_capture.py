@@ -48,13 +48,13 @@ def _grows(dims, growing) -> bool:
     return any(isinstance(d, str) and not growing.isdisjoint(SYMBOL.findall(d)) for d in dims or ())
 
 
-def place(graph, input_names, output_names) -> list[Step]:
+def place(graph, input_names, output_names, fusion: bool = True) -> list[Step]:
     """Where each node of a fused graph runs (after plan/fusion.py's CUDA fusions), and its seams.
     Values known on the host are the constants and what host kernels compute; integer work runs
     there when all its inputs are, else with its CUDA kernel where there is one. A seam is a step
     that needs a GPU value on the host: a host kernel reading one, or a CUDA kernel's host input (a
-    shape, axes, k…) computed on the GPU."""
-    nodes = fuse(graph, output_names, "cuda")  # may add constants (a fused node's joined weights)
+    shape, axes, k…) computed on the GPU. fusion=False: every node as it is (the `fusion` option)."""
+    nodes = fuse(graph, output_names, "cuda") if fusion else list(graph.nodes)  # fuse may add constants
     on_host = {name for name, v in graph.values.items() if v.const is not None and name not in input_names}
     growing = growing_symbols(graph)
     steps = []

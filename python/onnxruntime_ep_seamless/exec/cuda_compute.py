@@ -80,7 +80,7 @@ class CudaKernel:
         self.rt = CudaRuntime.get(ep.native, ep.device_ordinal)
         self.name = "+".join(sorted({n.op_type for n in graph.nodes}))[:80] if len(graph.nodes) > 1 else graph.nodes[0].label
         self.input_names, self.output_names = input_names, output_names
-        placed = place(graph, input_names, output_names)
+        placed = place(graph, input_names, output_names, ep.options.get("fusion", True))
         read = {name for s in placed for name in s.node.inputs}  # not the weights a fusion replaced
         self.constants = {name: self.rt.upload(v.const) for name, v in graph.values.items()
                           if v.const is not None and name not in input_names and name in read}

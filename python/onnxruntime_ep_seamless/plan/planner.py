@@ -24,10 +24,11 @@ class KernelError(RuntimeError):
 
 
 class Plan:
-    def __init__(self, graph: Graph, input_names: list[str], output_names: list[str], label: str = "plan"):
+    def __init__(self, graph: Graph, input_names: list[str], output_names: list[str], label: str = "plan",
+                 fusion: bool = True):
         self.input_names = list(input_names)
         self.output_names = list(output_names)
-        self.nodes = fuse(graph, self.output_names)
+        self.nodes = fuse(graph, self.output_names) if fusion else list(graph.nodes)
         self.filename = f"<seamless {label} #{next(_plan_ids)}>"
         namespace: dict = {"__name__": GENERATED_MODULE}
         local: dict[str, str] = {}       # value name -> python expression

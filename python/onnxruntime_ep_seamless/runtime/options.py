@@ -66,6 +66,11 @@ OPTIONS = {
     "log_partition": Option("log_partition", False, _flag, "SEAMLESS_LOG_PARTITION",
                             "1: log, per graph, the claimed node count and every declined op with its reason "
                             "(at WARNING severity so ORT's default logger shows it)."),
+    "fusion": Option("fusion", True, _flag, "SEAMLESS_FUSION",
+                     "1 (default): node patterns run as one kernel where the device has one (the rules of "
+                     "plan/fusion.py: bias GEMMs, GELU, SiLU, …). 0: every node runs as its own kernel, as with "
+                     "stock ORT's graph optimizations disabled: to tell a fusion's rounding from a kernel's, or to "
+                     "measure what fusion gains."),
     "device_id": Option("device_id", None, _ordinal, None,
                         "CUDA EP: the GPU (CUDA ordinal) to run on. `session_options(device='cuda', device_id=N)` "
                         "picks that GPU's device; given with ORT's own API it must name the device passed.",
