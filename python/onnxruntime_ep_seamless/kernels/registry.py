@@ -16,6 +16,12 @@ import numpy as np
 from ..graph.ir import ONNX_TO_NUMPY, UNREADABLE, Graph, Node
 
 OPSET_MAX = 10_000
+# the domain of the nodes plan/fusion.py makes (never in a model); their kernels register under it
+FUSED_DOMAIN = "ai.seamless"
+# the products whose kernels apply an RMS norm to their activations themselves (plan/fusion.py's
+# NormedProduct, kernels/cuda/contrib.py): op type -> domain
+NORMED_PRODUCTS = {"MatMulNBits": "com.microsoft", "MatMulNBitsSwiGLU": FUSED_DOMAIN, "Linear": FUSED_DOMAIN,
+                   "MatMulSwiGLU": FUSED_DOMAIN}
 NUMPY_MAX_RANK = 64 if int(np.__version__.split(".")[0]) >= 2 else 32
 
 FLOATS = frozenset(map(np.dtype, (np.float16, np.float32, np.float64)))

@@ -1,8 +1,7 @@
 """Kernels of the nodes plan/fusion.py creates (never seen in a model; same math as the pattern)."""
 import numpy as np
 
-from ...plan.fusion import FUSED_DOMAIN
-from ..registry import kernel
+from ..registry import FUSED_DOMAIN, kernel
 from .elementwise import _via_float32
 from .matmul import _sgemm, check_inner_dims
 

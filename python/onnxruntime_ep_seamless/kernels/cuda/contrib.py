@@ -9,12 +9,11 @@ import threading
 import numpy as np
 
 from ...graph.ir import Node
-from ...plan.fusion import FUSED_DOMAIN, NORMED_PRODUCTS
 from .. import checks
 from ..checks import InvalidArgument
 from ..cpu.contrib_attention import gqa_config_problem, gqa_layout
 from ..cpu.contrib_quantization import validate_nbits_weights
-from ..registry import kernel, lookup
+from ..registry import FUSED_DOMAIN, NORMED_PRODUCTS, kernel, lookup
 from .elementwise import ADD, GPU_FLOATS, SUFFIX, binary
 from .matmul import SMALL_ROWS, _after_norm, _product, column_split, linear, matmul_swiglu, swiglu_of_product
 from .rows import norm_check
@@ -417,7 +416,7 @@ def _check_normed(node, graph):
 @kernel("NormedProduct", domain=FUSED_DOMAIN, types=GPU_FLOATS, device="cuda", check=_check_normed)
 def normed_product(rt, stream, x, skip, gamma, norm_bias, *weights, product, epsilon=1e-5, K=0, N=0, block_size=0,
                    bits=4, accuracy_level=0, weight_prepacked=0, _num_outputs=1, _output_buffer=None):
-    """A product (plan/fusion.py's NORMED_PRODUCTS) of RMSNorm(x + skip + norm_bias) * gamma, and x + skip +
+    """A product (registry.NORMED_PRODUCTS) of RMSNorm(x + skip + norm_bias) * gamma, and x + skip +
     norm_bias as a second output when the node has one: plan/fusion.py's fusion of a
     (Skip)SimplifiedLayerNormalization into the product reading it, so that a decode step's GEMV normalises its
     rows itself (one launch, not two)."""

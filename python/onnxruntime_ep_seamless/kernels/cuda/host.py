@@ -33,7 +33,7 @@ def _on_host(cpu_kernel):
 
 
 # integer and bool inputs already run on the host by the registry's host rule; capture class "host":
-# abi/cuda_capture.py takes their outputs as host values
+# exec/cuda_capture.py takes their outputs as host values
 kernel("NonZero", since=9, types=frozenset([F32, F16]), device="cuda", host_inputs=(0,), capture="host")(
     _on_host(non_zero))
 kernel("Unique", since=11, types=frozenset([F32]), device="cuda", host_inputs=(0,), capture="host")(_on_host(unique))

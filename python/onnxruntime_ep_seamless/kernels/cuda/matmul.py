@@ -5,9 +5,8 @@ import struct
 
 import numpy as np
 
-from ...plan.fusion import FUSED_DOMAIN
 from ..checks import InvalidArgument
-from ..registry import kernel
+from ..registry import FUSED_DOMAIN, kernel
 from .elementwise import ADD, GPU_FLOATS, MUL_BY, SUFFIX, binary, unary
 from .indexing import _arg
 from .shape import broadcast_to

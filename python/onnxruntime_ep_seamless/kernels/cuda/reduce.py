@@ -5,10 +5,9 @@ import struct
 import numpy as np
 
 from ...graph.ir import ONNX_TO_NUMPY
-from ...plan.fusion import FUSED_DOMAIN
 from ...runtime.cuda import MAX_DIMS, DeviceTensor, contiguous_strides
 from ..cpu.reduction import reduced_axes, stock_path
-from ..registry import kernel
+from ..registry import FUSED_DOMAIN, kernel
 from .elementwise import GPU_FLOATS, GPU_INTS, SUFFIX
 from .shape import _ints
 
