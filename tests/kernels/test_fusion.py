@@ -180,3 +180,34 @@ def test_a_mask_sum_stays_apart_where_the_pattern_differs(change):
     model, _ = mask_lengths_model(np.float32 if change == "float mask" else np.int64, axis=0 if change == "axis 0" else 1,
                                   offset=(1, 2) if change == "offset of two" else (1,), sub_read=change == "sub_read")
     assert fused_ops(model, "cuda") == ["ReduceSum", "Sub", "Cast"]
+
+
+def _mish_model(dtype=np.float32, swap=False, tanh_out=False):
+    """y = x * Tanh(Softplus(x)) (torch's Mish exported before opset 18); Tanh's output also a graph output."""
+    from onnx import helper
+    t = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    mul = ["t", "x"] if swap else ["x", "t"]
+    nodes = [helper.make_node("Softplus", ["x"], ["s"]), helper.make_node("Tanh", ["s"], ["t"]),
+             helper.make_node("Mul", mul, ["y"])]
+    outputs = [helper.make_tensor_value_info(n, t, None) for n in ["y"] + ["t"] * tanh_out]
+    return helper.make_model(helper.make_graph(nodes, "mish", [helper.make_tensor_value_info("x", t, ["N", 64])], outputs),
+                             opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+@pytest.mark.parametrize("swap", [False, True])
+def test_x_times_tanh_of_softplus_is_one_mish(device, swap):
+    graph = import_model(_mish_model(swap=swap))
+    nodes = fuse(graph, graph.outputs, device)
+    assert [(n.op_type, n.inputs, n.outputs) for n in nodes] == [("Mish", ["x"], ["y"])]
+    assert fused_ops(_mish_model(tanh_out=True), device) == ["Softplus", "Tanh", "Mul"]  # Tanh's output read elsewhere
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_fused_mish_gives_stock_answers(dtype):
+    """Stock ORT runs the three nodes; ours one Mish (every node on our EP, CPU fallback off)."""
+    from parity import assert_parity
+    x = np.concatenate([np.linspace(-30, 30, 64 * 7), [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-8, -1e-8, 88.0] * 8])
+    # float16: stock rounds Softplus's and Tanh's results to float16, ours rounds once (a few units of the last place)
+    tol = {"rtol": 1e-5, "atol": 1e-6} if dtype == np.float32 else {"rtol": 1e-3, "atol": 1e-3}
+    assert_parity(_mish_model(dtype), {"x": x.reshape(-1, 64).astype(dtype)}, **tol)

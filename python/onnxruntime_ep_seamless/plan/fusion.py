@@ -260,6 +260,19 @@ def gelu_erf(ctx: FusionContext, node: Node) -> bool:
                                              index=node.index), chain[1:])
 
 
+def mish(ctx: FusionContext, node: Node) -> bool:
+    """x * Tanh(Softplus(x)) -> Mish(x) (opset 18): torch's Mish as exported before opset 18, one pass
+    instead of three (any float type: the Mish kernels of both devices take them all)."""
+    if node.op_type != "Softplus" or node.domain or not ctx.private(node):
+        return False
+    tanh = ctx.reader(node)
+    if tanh.op_type != "Tanh" or tanh.domain or not ctx.private(tanh):
+        return False
+    mul = ctx.reader(tanh)
+    return mul.op_type == "Mul" and not mul.domain and other(mul, tanh.outputs[0]) == node.inputs[0] and \
+        ctx.take(Node(mul.name, "Mish", "", 18, [node.inputs[0]], mul.outputs, {}, index=node.index), [tanh, mul])
+
+
 def _argmax_of(ctx: FusionContext, y):
     """The ArgMax over the last axis of y that reads it, if one does."""
     rank = len(ctx.graph.value(y).shape or ())
@@ -324,7 +337,7 @@ def normed_product(ctx: FusionContext, norm: Node) -> bool:
 # reaches its Sigmoid; Linear takes only the products SwiGLU left (a pair's up product may come before its
 # gate); NormedProduct reads the products the groups before it made (Node.index: the place in that order).
 FUSIONS = [
-    [reduce_sum_sub_cast, matmul_bias, silu, swiglu, matmul_nbits_bias, gelu_erf],
+    [reduce_sum_sub_cast, matmul_bias, silu, swiglu, matmul_nbits_bias, gelu_erf, mish],
     [linear],
     [normed_product],
 ]
