@@ -2,7 +2,8 @@
 
 Shared objects, none linked against libpython, per variant V (cpu, cuda):
 - libonnxruntime_ep_seamless_V.so  the shim ORT loads (exports only the two entry points)
-- _seamless_ep_V<EXT_SUFFIX>      the cffi embedding module: C glue + Python callbacks
+- _seamless_ep_V<EXT_SUFFIX>      the cffi embedding module: C glue + Python callbacks (glue.c, and
+                                  cuda_*.c for cuda; bench's C decode loop, tools/host_decode.c, in both)
 and
 - _native_cpu<EXT_SUFFIX>         native CPU kernels (an ordinary cffi extension)
 - _kernels_cuda.fatbin            CUDA kernels (native/cuda/*.cu) for sm_80, sm_90, sm_100 + PTX,
@@ -28,11 +29,16 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 NATIVE_CPU = ROOT / "native" / "cpu"
 NATIVE_CUDA = ROOT / "native" / "cuda"
+TOOLS = ROOT / "python" / "onnxruntime_ep_seamless" / "tools"
 EXT_SUFFIX = sysconfig.get_config_var("EXT_SUFFIX")
 VARIANTS = ("cpu", "cuda")
 NATIVE_MODULE = "_native_cpu"
 CUDA_FATBIN = "_kernels_cuda.fatbin"
 CUDA_ARCHS = ("80", "90", "100")
+# The EP module's C units besides cffi's own (whose source is glue.c), linked into one shared object:
+# what they share is declared in glue.h / cuda_ep.h and hidden (-fvisibility=hidden), never exported.
+HOST_DECODE = TOOLS / "host_decode.c"  # bench decode-gpu's growing-c loop: no part of the EP, uses its OrtApi
+CUDA_UNITS = tuple(HERE / f"cuda_{name}.c" for name in ("driver", "ort", "exec", "capture", "replay"))
 
 
 def shim_name(variant: str) -> str:
@@ -97,12 +103,16 @@ def build_ep_module(out: Path, tmp: Path, variant: str) -> None:
         cdef += (HERE / "python_api_cuda.h").read_text()
     ffi.cdef(cdef)
     ffi.embedding_init_code(INIT_CODE.format(module=module, variant=variant))
-    ffi.set_source(module, ("#define SEAMLESS_CUDA 1\n" if variant == "cuda" else "") + '#include "glue.c"\n')
+    # glue.c in cffi's unit (its extern "Python" callbacks are static there); host_decode.h: the cdef's decode loop
+    ffi.set_source(module, ("#define SEAMLESS_CUDA 1\n" if variant == "cuda" else "") +
+                   '#include "glue.c"\n#include "host_decode.h"\n')
     c_file = tmp / f"{module}.c"
     ffi.emit_c_code(str(c_file))
     include = sysconfig.get_paths()["include"]
     name = f"{module}{EXT_SUFFIX}"
-    _gcc([*CFLAGS, *COMPAT, _soname(name), f"-I{HERE}", f"-I{include}", str(c_file), "-o", str(out / name), *SYSLIBS])
+    units = [c_file, HOST_DECODE, *(CUDA_UNITS if variant == "cuda" else ())]
+    _gcc([*CFLAGS, *COMPAT, _soname(name), f"-I{HERE}", f"-I{TOOLS}", f"-I{include}", *map(str, units),
+          "-o", str(out / name), *SYSLIBS])
 
 
 def build_shim(out: Path, variant: str) -> None:

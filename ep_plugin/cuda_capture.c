@@ -3,8 +3,11 @@
  * warm-ups of a graph id (run option gpu_graph_id), the next run is captured on the stream of its
  * first Compute and launched once (captured work does not run); later runs only ReplayGraph.
  * Replays reuse the capture's addresses, so GPU memory freed while capturing, and the pinned
- * copies of host data uploaded then, belong to the graph until it is released. Included by
- * cuda_ep.c. */
+ * copies of host data uploaded then, belong to the graph until it is released. The executor's
+ * segment capture (option capture=auto) is here too: cuda_replay.c replays its segments. */
+#include <pthread.h>
+
+#include "cuda_ep.h"
 
 #define SEAMLESS_MAX_GRAPHS 32
 #define SEAMLESS_WARMUP_RUNS 2
@@ -31,11 +34,11 @@ static struct {
   float us[REPLAY_TIMES];
 } g_replay_timing = {PTHREAD_MUTEX_INITIALIZER, 0, 0, {0}};
 
-typedef struct {
+struct SeamlessCapture {
   int ordinal;
   pthread_mutex_t lock;
   CapturedGraph graphs[SEAMLESS_MAX_GRAPHS];
-} SeamlessCapture;
+};
 
 /* The run on this thread: its graph while warming up or capturing; state 1 = capture begins at
  * the first Compute, 2 = capturing on tl_stream. */
@@ -43,7 +46,7 @@ static __thread CapturedGraph* tl_graph;
 static __thread int tl_state;
 static __thread CUstream tl_stream;
 
-static SeamlessCapture* capture_new(int ordinal) {
+SeamlessCapture* capture_new(int ordinal) {
   SeamlessCapture* c = calloc(1, sizeof *c);
   if (c) {
     c->ordinal = ordinal;
@@ -58,15 +61,14 @@ static void graph_release(int ordinal, CapturedGraph* g) {
   if (g->ended) cu.event_destroy(g->ended);
   for (Retained* r = g->memory; r;) {
     Retained* next = r->next;
-    SeamlessAllocator* a = seamless_cuda_allocator(ordinal, r->pinned, NULL);
-    if (a) allocator_free(&a->base, r->ptr);
+    cuda_cached_free(ordinal, r->pinned, r->ptr);
     free(r);
     r = next;
   }
   memset(g, 0, sizeof *g);
 }
 
-static void capture_release(SeamlessCapture* c) {
+void capture_release(SeamlessCapture* c) {
   if (!c) return;
   for (int i = 0; i < SEAMLESS_MAX_GRAPHS; i++)
     if (c->graphs[i].used) graph_release(c->ordinal, &c->graphs[i]);
@@ -90,9 +92,7 @@ static CapturedGraph* graph_of(SeamlessCapture* c, int id, int add) {
   return found;
 }
 
-static SeamlessCapture* capture_of(const OrtEp* ep);  /* glue.c: the EP's capture state */
-
-static OrtStatus* capture_on_run_start(OrtEp* ep, const OrtRunOptions* options) {
+OrtStatus* capture_on_run_start(OrtEp* ep, const OrtRunOptions* options) {
   const char* text = ORT(GetRunConfigEntry)(options, "gpu_graph_id");
   int id = text ? atoi(text) : 0;
   tl_graph = NULL;
@@ -107,7 +107,7 @@ static OrtStatus* capture_on_run_start(OrtEp* ep, const OrtRunOptions* options) 
 }
 
 /* At each Compute: begin the pending capture on the Compute's stream. */
-static OrtStatus* seamless_capture_begin(void* stream) {
+OrtStatus* seamless_capture_begin(void* stream) {
   if (tl_state == 1) {
     CU_TRY(cu.stream_begin_capture((CUstream)stream, CU_STREAM_CAPTURE_MODE_RELAXED), "cuStreamBeginCapture");
     tl_state = 2;
@@ -119,9 +119,13 @@ static OrtStatus* seamless_capture_begin(void* stream) {
   return NULL;
 }
 
-static int seamless_capturing(void) { return tl_state == 2; }
+int seamless_capturing(void) { return tl_state == 2; }
 
-static OrtStatus* capture_on_run_end(OrtEp* ep, const OrtRunOptions* options, bool sync_stream) {
+int capture_under_way(void) { return tl_state != 0; }
+
+int capture_on_stream(CUstream stream) { return tl_state == 2 && tl_stream == stream; }
+
+OrtStatus* capture_on_run_end(OrtEp* ep, const OrtRunOptions* options, bool sync_stream) {
   (void)ep; (void)options; (void)sync_stream;
   CapturedGraph* g = tl_graph;
   int state = tl_state;
@@ -144,21 +148,21 @@ static OrtStatus* capture_on_run_end(OrtEp* ep, const OrtRunOptions* options, bo
 
 /* A Compute failed while capturing: end the capture (the stream must not stay capturing) and
  * forget what was captured, so a later run may warm up and try again. */
-static void capture_abort(void) {
+void capture_abort(void) {
   if (tl_state != 2) return;
   CUgraph graph = NULL;
   if (!cu.stream_end_capture(tl_stream, &graph) && graph) cu.graph_destroy(graph);
   tl_state = 0;
 }
 
-static bool capture_enabled(const OrtEp* ep) { (void)ep; return true; }
+bool capture_enabled(const OrtEp* ep) { (void)ep; return true; }
 
-static bool capture_is_captured(const OrtEp* ep, int id) {
+bool capture_is_captured(const OrtEp* ep, int id) {
   CapturedGraph* g = graph_of(capture_of(ep), id, 0);
   return g && g->exec;
 }
 
-static OrtStatus* capture_replay(OrtEp* ep, int id) {
+OrtStatus* capture_replay(OrtEp* ep, int id) {
   SeamlessCapture* c = capture_of(ep);
   CapturedGraph* g = graph_of(c, id, 0);
   if (!g || !g->exec) return seamless_status(1, "SeamlessCUDAExecutionProvider: no captured CUDA graph for this id");
@@ -184,7 +188,7 @@ static OrtStatus* capture_replay(OrtEp* ep, int id) {
 }
 
 /* Replay timing on (from no replays timed) or off; returns how many replays were timed. */
-static size_t seamless_replay_timing(int on) {
+size_t seamless_replay_timing(int on) {
   pthread_mutex_lock(&g_replay_timing.lock);
   if (on) g_replay_timing.count = 0;
   __atomic_store_n(&g_replay_timing.on, on, __ATOMIC_RELAXED);
@@ -194,7 +198,7 @@ static size_t seamless_replay_timing(int on) {
 }
 
 /* The GPU times (microseconds) of the first `max` replays timed, in order; returns how many were written. */
-static size_t seamless_replay_times(float* out, size_t max) {
+size_t seamless_replay_times(float* out, size_t max) {
   pthread_mutex_lock(&g_replay_timing.lock);
   size_t n = g_replay_timing.count < REPLAY_TIMES ? g_replay_timing.count : REPLAY_TIMES;
   n = n < max ? n : max;
@@ -203,12 +207,12 @@ static size_t seamless_replay_times(float* out, size_t max) {
   return n;
 }
 
-static OrtGraphCaptureNodeAssignmentPolicy capture_policy(const OrtEp* ep) {
+OrtGraphCaptureNodeAssignmentPolicy capture_policy(const OrtEp* ep) {
   (void)ep;
   return (OrtGraphCaptureNodeAssignmentPolicy)GRAPH_POLICY_ALLOW_CPU_FOR_SHAPES;
 }
 
-static OrtStatus* capture_release_graph(OrtEp* ep, int id) {
+OrtStatus* capture_release_graph(OrtEp* ep, int id) {
   SeamlessCapture* c = capture_of(ep);
   CapturedGraph* g = graph_of(c, id, 0);
   if (g) {
@@ -220,7 +224,7 @@ static OrtStatus* capture_release_graph(OrtEp* ep, int id) {
 }
 
 /* While capturing, memory the run frees stays with the graph (replays use it again). */
-static int capture_retain(void* ptr, int pinned) {
+int capture_retain(void* ptr, int pinned) {
   if (tl_state != 2 || !tl_graph || !ptr) return 0;
   Retained* r = calloc(1, sizeof *r);
   if (!r) return 0;
@@ -234,19 +238,18 @@ static int capture_retain(void* ptr, int pinned) {
 /* Host data to the GPU on a stream. While capturing, through a pinned copy the graph keeps: a
  * replay copies the same bytes again (host data of a run depends only on the shapes, which a
  * graph fixes). */
-static OrtStatus* seamless_cuda_upload(int ordinal, uintptr_t dst, const void* src, size_t nbytes, void* stream) {
+OrtStatus* seamless_cuda_upload(int ordinal, uintptr_t dst, const void* src, size_t nbytes, void* stream) {
   if (!nbytes) return NULL;
   if (tl_state != 2) {
     CU_TRY(cu.memcpy_async((CUdeviceptr)dst, (CUdeviceptr)(uintptr_t)src, nbytes, (CUstream)stream),
            "cuMemcpyAsync");
     return NULL;
   }
-  SeamlessAllocator* a = seamless_cuda_allocator(ordinal, 1, NULL);
-  void* staging = a ? allocator_alloc(&a->base, nbytes) : NULL;
+  void* staging = cuda_cached_alloc(ordinal, 1, nbytes);
   if (!staging) return seamless_status(1, "SeamlessCUDAExecutionProvider: out of pinned host memory");
   memcpy(staging, src, nbytes);
   if (!capture_retain(staging, 1)) {
-    allocator_free(&a->base, staging);
+    cuda_cached_free(ordinal, 1, staging);
     return seamless_status(1, "out of memory");
   }
   CU_TRY(cu.memcpy_async((CUdeviceptr)dst, (CUdeviceptr)(uintptr_t)staging, nbytes, (CUstream)stream),
@@ -257,7 +260,7 @@ static OrtStatus* seamless_cuda_upload(int ordinal, uintptr_t dst, const void* s
 /* ---- segment capture inside a compiled node (option capture=auto) ----------------------------
  * The executor captures one Compute's launches when it has seen the same input shapes a few times
  * and replays them for those shapes; the graph object is the executor's (an opaque handle). */
-static OrtStatus* seamless_segment_begin(void* stream, void** out) {
+OrtStatus* seamless_segment_begin(void* stream, void** out) {
   *out = NULL;
   if (tl_state) return seamless_status(1, "SeamlessCUDAExecutionProvider: a capture is already under way");
   CapturedGraph* g = calloc(1, sizeof *g);
@@ -274,7 +277,7 @@ static OrtStatus* seamless_segment_begin(void* stream, void** out) {
 
 /* End the capture begun by seamless_segment_begin; with `keep`, instantiate it, else drop it (a
  * failed Compute). Memory retained while capturing stays with the handle either way. */
-static OrtStatus* seamless_segment_end(void* graph, int keep) {
+OrtStatus* seamless_segment_end(void* graph, int keep) {
   CapturedGraph* g = graph;
   CUgraph captured = NULL;
   tl_state = 0;
@@ -287,10 +290,13 @@ static OrtStatus* seamless_segment_end(void* graph, int keep) {
   return NULL;
 }
 
-static void seamless_segment_release(int ordinal, void* graph) {
+void seamless_segment_release(int ordinal, void* graph) {
   if (!graph) return;
   OrtStatus* st = seamless_cuda_use(ordinal);  /* the graph's context, on whichever thread releases it */
   if (st) ORT(ReleaseStatus)(st);
   graph_release(ordinal, graph);
   free(graph);
 }
+
+/* The executable of a segment seamless_segment_end kept (cuda_replay.c launches it). */
+CUgraphExec capture_exec(void* graph) { return ((CapturedGraph*)graph)->exec; }

@@ -1,37 +1,19 @@
 /* onnxruntime-ep-seamless, CUDA variant: level A's replays (option capture=auto) without Python.
- * abi/cuda_compute.py captures a compiled node's Compute per binding of its input shapes and
+ * exec/cuda_compute.py captures a compiled node's Compute per binding of its input shapes and
  * registers each captured segment's staging plan here (SeamlessSegment, arrays Python owns). A
  * Compute whose binding has a segment on its stream is answered in C: the staging table rewritten
  * for this run's addresses and lengths, the graph launched, ORT's outputs asked for, their staging
- * launched. Any other Compute goes to Python. Included by cuda_ep.c. */
+ * launched. Any other Compute goes to Python. */
+#include <pthread.h>
 
-#define SEAMLESS_MAX_SEGMENTS 8   /* abi/cuda_compute.py MAX_SEGMENTS */
+#include "cuda_ep.h"
+
+#define SEAMLESS_MAX_SEGMENTS 8   /* exec/cuda_compute.py MAX_SEGMENTS */
 #define STAGE_ENTRY 7             /* int64 fields of a staging-table entry (native/cuda/copy.cu StageCopy) */
 
-/* One captured segment's plan: abi/cuda_compute.py Segment, field by field (its docstring says what
- * each holds). A length index equal to n_dims stands for a length of 1. */
-typedef struct {
-  void* graph;                    /* CapturedGraph* */
-  void* stream;                   /* replayed only on the stream it was captured on */
-  int64_t capacity, n_dims;       /* n_dims: inputs * max_rank, the size of a run's dims */
-  int32_t n_in, n_out, k, n_axis, n_grow, max_rank;
-  int64_t* host;                  /* [(n_in + n_out) * STAGE_ENTRY]: the table's host copy */
-  uint64_t table;                 /* its device copy */
-  const int64_t *in_pos, *in_length, *in_unit, *in_lead;  /* in_lead NULL: not padded at the start */
-  const int64_t *out_length, *out_unit, *out_full, *out_src, *out_axis, *out_padded, *grow_at;
-  const int32_t* out_ranks;
-  int64_t *out_dims, *lengths;    /* rewritten per run: the outputs' dims, their lengths */
-  void** out_data;                /* ORT's outputs of this run */
-  void* fn;                       /* the outputs' staging launch (NULL: no outputs) */
-  uint32_t gx, gy, block, shared;
-  const char* packed;
-  const int32_t* offsets;
-  int32_t count, dependent;
-  const uint8_t* key;             /* the binding (seamless_replay_key) */
-  uint64_t used;                  /* when it was last launched: least recently used goes first */
-} SeamlessSegment;
+/* SeamlessSegment, a captured segment's plan: cuda_ep.h (the cffi module reads its fields). */
 
-typedef struct {
+struct SeamlessReplayer {
   pthread_mutex_t lock;           /* held while a segment's table is rewritten and launched */
   int32_t n_in, max_rank, n_grow, left;
   int64_t min_capacity;
@@ -45,11 +27,11 @@ typedef struct {
   int32_t *types, *ranks;
   int64_t* dims;
   uint8_t *changed, *key;
-} SeamlessReplayer;
+};
 
 static long long g_segment_replays;  /* every segment launch, from C or Python */
 
-static void seamless_replayer_free(SeamlessReplayer* r) {
+void seamless_replayer_free(SeamlessReplayer* r) {
   if (!r) return;
   pthread_mutex_destroy(&r->lock);
   free(r->grow_at); free(r->data); free(r->nbytes); free(r->types); free(r->ranks); free(r->dims);
@@ -59,8 +41,8 @@ static void seamless_replayer_free(SeamlessReplayer* r) {
 
 /* A compiled node's replayer: n_in inputs of rank up to max_rank; its growing lengths at grow_at
  * (n_grow of them, padded at their start when `left`), capacities powers of two from min_capacity. */
-static SeamlessReplayer* seamless_replayer_new(int n_in, int max_rank, const int64_t* grow_at, int n_grow, int left,
-                                               int64_t min_capacity) {
+SeamlessReplayer* seamless_replayer_new(int n_in, int max_rank, const int64_t* grow_at, int n_grow, int left,
+                                        int64_t min_capacity) {
   SeamlessReplayer* r = calloc(1, sizeof *r);
   if (!r) return NULL;
   pthread_mutex_init(&r->lock, NULL);
@@ -80,13 +62,13 @@ static SeamlessReplayer* seamless_replayer_new(int n_in, int max_rank, const int
   return r;
 }
 
-static size_t seamless_replay_key_size(const SeamlessReplayer* r) { return r->key_len; }
+size_t seamless_replay_key_size(const SeamlessReplayer* r) { return r->key_len; }
 
 /* A run's segment key into `key` (seamless_replay_key_size bytes): the inputs' dims (zero past each
  * rank), growing lengths replaced by the capacity (padded at the start: each plus the same lead),
  * then ranks and types; and the capacity (0 when nothing grows). */
-static int64_t seamless_replay_key(const SeamlessReplayer* r, const int64_t* dims, const int32_t* ranks,
-                                   const int32_t* types, uint8_t* key) {
+int64_t seamless_replay_key(const SeamlessReplayer* r, const int64_t* dims, const int32_t* ranks,
+                            const int32_t* types, uint8_t* key) {
   int64_t* d = (int64_t*)key;
   size_t n = (size_t)r->n_in, rank = (size_t)r->max_rank;
   memset(key, 0, r->key_len);
@@ -107,7 +89,7 @@ static int64_t seamless_replay_key(const SeamlessReplayer* r, const int64_t* dim
 }
 
 /* Register a captured segment (a free slot: Python drops the least recently used first); -1 when full. */
-static int seamless_replay_add(SeamlessReplayer* r, SeamlessSegment* s) {
+int seamless_replay_add(SeamlessReplayer* r, SeamlessSegment* s) {
   int slot = -1;
   pthread_mutex_lock(&r->lock);
   for (int i = 0; i < SEAMLESS_MAX_SEGMENTS && slot < 0; i++)
@@ -121,7 +103,7 @@ static int seamless_replay_add(SeamlessReplayer* r, SeamlessSegment* s) {
 }
 
 /* Unregister a segment: once this returns, no Compute launches it. */
-static void seamless_replay_remove(SeamlessReplayer* r, SeamlessSegment* s) {
+void seamless_replay_remove(SeamlessReplayer* r, SeamlessSegment* s) {
   pthread_mutex_lock(&r->lock);
   for (int i = 0; i < SEAMLESS_MAX_SEGMENTS; i++)
     if (r->segments[i] == s) r->segments[i] = NULL;
@@ -132,7 +114,7 @@ static int64_t dim_at(const SeamlessSegment* s, const int64_t* dims, int64_t i) 
 
 /* The table's input entries for a run (dims, data: its inputs') and its outputs' lengths and dims.
  * 0, or 1 when a growing input is longer than the capacity. */
-static int seamless_segment_inputs(SeamlessSegment* s, const int64_t* dims, void* const* data) {
+int seamless_segment_inputs(SeamlessSegment* s, const int64_t* dims, void* const* data) {
   int64_t* host = s->host;
   for (int i = 0; i < s->n_in; i++) {
     int64_t* e = host + (size_t)i * STAGE_ENTRY;
@@ -167,7 +149,7 @@ static int seamless_segment_inputs(SeamlessSegment* s, const int64_t* dims, void
 }
 
 /* The table's output entries for ORT's outputs of this run (in s->out_data). */
-static void seamless_segment_outputs(SeamlessSegment* s) {
+void seamless_segment_outputs(SeamlessSegment* s) {
   for (int j = 0; j < s->n_out; j++) {
     int64_t* e = s->host + (size_t)(s->n_in + j) * STAGE_ENTRY;
     e[1] = (int64_t)(uintptr_t)s->out_data[j];
@@ -189,7 +171,7 @@ static OrtStatus* replay_locked(SeamlessReplayer* r, SeamlessSegment* s, OrtKern
   if (in_bytes)
     CU_TRY(cu.memcpy_async((CUdeviceptr)s->table, (CUdeviceptr)(uintptr_t)s->host, in_bytes, (CUstream)stream),
            "cuMemcpyAsync");
-  CU_TRY(cu.graph_launch(((CapturedGraph*)s->graph)->exec, (CUstream)stream), "cuGraphLaunch");
+  CU_TRY(cu.graph_launch(capture_exec(s->graph), (CUstream)stream), "cuGraphLaunch");
   __atomic_add_fetch(&g_segment_replays, 1, __ATOMIC_RELAXED);
   s->used = ++r->tick;
   if (!s->n_out) return NULL;
@@ -202,21 +184,21 @@ static OrtStatus* replay_locked(SeamlessReplayer* r, SeamlessSegment* s, OrtKern
 }
 
 /* Python's launch of a segment it just captured (or of one it found): the same as a C replay. */
-static OrtStatus* seamless_segment_replay(SeamlessReplayer* r, SeamlessSegment* s, OrtKernelContext* ctx,
-                                          void* stream, const int64_t* dims, void* const* data) {
+OrtStatus* seamless_segment_replay(SeamlessReplayer* r, SeamlessSegment* s, OrtKernelContext* ctx,
+                                   void* stream, const int64_t* dims, void* const* data) {
   pthread_mutex_lock(&r->lock);
   OrtStatus* st = replay_locked(r, s, ctx, stream, dims, data);
   pthread_mutex_unlock(&r->lock);
   return st;
 }
 
-static long long seamless_segment_replays(void) { return __atomic_load_n(&g_segment_replays, __ATOMIC_RELAXED); }
+long long seamless_segment_replays(void) { return __atomic_load_n(&g_segment_replays, __ATOMIC_RELAXED); }
 
 /* A Compute answered in C when its binding has a segment on its stream (*done = 1); else Python runs it.
  * Not while a session graph is warmed up or captured on this thread (enable_cuda_graph=1). */
-static OrtStatus* replay_compute(SeamlessReplayer* r, OrtKernelContext* ctx, int* done) {
+OrtStatus* replay_compute(SeamlessReplayer* r, OrtKernelContext* ctx, int* done) {
   *done = 0;
-  if (tl_state) return NULL;
+  if (capture_under_way()) return NULL;
   void* stream = NULL;
   TRY(ORT(KernelContext_GetGPUComputeStream)(ctx, &stream));
   OrtStatus* st = NULL;

@@ -4,37 +4,26 @@
  *   struct first and a Python handle after it; callbacks are thin trampolines to Python,
  * - does every graph walk and the per-run input/output binding in C, batched, so that
  *   Python makes one call per walk or per run instead of one per ORT function.
- * No kernel logic here. */
+ * No kernel logic here. This file is the source of the cffi module's own unit; glue.h is what it
+ * shares with the module's other units (cuda_ep.h: the CUDA variant's). */
 #include <dlfcn.h>
-#include <stdbool.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
-#include "ort_types.h"
-
-#define ORT_API(slot, since, name, ret, params) typedef ret (*name##_fn) params; enum { SLOT_##name = slot };
-#define ORT_EP_API(slot, since, name, ret, params) typedef ret (*name##_fn) params; enum { EP_SLOT_##name = slot };
-#include "ort_slots.def"
-#undef ORT_API
-#undef ORT_EP_API
+#include "glue.h"
+#ifdef SEAMLESS_CUDA
+#include "cuda_ep.h"
+#endif
 
 /* Every slot in ort_slots.def exists from API 23 on, our floor; newer slots will need a gate.
  * The floor is also MIN_ONNXRUNTIME_VERSION in python/onnxruntime_ep_seamless/__init__.py
- * (tests/abi/test_versions.py keeps the two equal; docs/versioning.md). */
+ * (tests/abi/test_versions.py keeps the two equal; docs/versioning.md). The ceiling,
+ * SEAMLESS_ORT_API_MAX, is in glue.h. */
 #define SEAMLESS_ORT_API_MIN 23
-#define SEAMLESS_ORT_API_MAX 27   /* the struct layouts in ort_types.h */
 
-static void* const* g_api;
-static void* const* g_ep_api;
+void* const* g_api;
+void* const* g_ep_api;
 static uint32_t g_api_version;
 
-#define ORT(name) ((name##_fn)g_api[SLOT_##name])
-#define ORT_EP(name) ((name##_fn)g_ep_api[EP_SLOT_##name])
-#define TRY(expr) do { OrtStatus* st_ = (expr); if (st_) return st_; } while (0)
-
-static OrtStatus* seamless_status(int code, const char* msg) { return ORT(CreateStatus)(code, msg); }
+OrtStatus* seamless_status(int code, const char* msg) { return ORT(CreateStatus)(code, msg); }
 static void seamless_release_status(OrtStatus* st) { ORT(ReleaseStatus)(st); }
 static const char* seamless_status_message(OrtStatus* st) { return ORT(GetErrorMessage)(st); }
 static uint32_t seamless_api_version(void) { return g_api_version; }
@@ -325,8 +314,8 @@ static OrtStatus* seamless_fuse_nodes(const OrtGraph* g, OrtEpGraphSupportInfo* 
  * The arrays hold the previous run's values on entry (they are per thread); changed[i] says
  * whether input i differs from then, so Python rebuilds only the views that changed.
  * Returns the number of changed inputs, or -1 with *status set. */
-static int seamless_get_inputs(const OrtKernelContext* ctx, size_t n, void** data, size_t* nbytes, int32_t* types,
-                               int32_t* ranks, int64_t* dims, size_t max_rank, uint8_t* changed, OrtStatus** status) {
+int seamless_get_inputs(const OrtKernelContext* ctx, size_t n, void** data, size_t* nbytes, int32_t* types,
+                        int32_t* ranks, int64_t* dims, size_t max_rank, uint8_t* changed, OrtStatus** status) {
   int count = 0;
   int64_t shape[64];
   *status = NULL;
@@ -362,8 +351,8 @@ static int seamless_get_inputs(const OrtKernelContext* ctx, size_t n, void** dat
 
 /* Allocate every output with the given dims and return the data pointers: executors write their
  * results there. */
-static OrtStatus* seamless_get_outputs(OrtKernelContext* ctx, size_t n, const int32_t* ranks, const int64_t* dims,
-                                       size_t max_rank, void** data) {
+OrtStatus* seamless_get_outputs(OrtKernelContext* ctx, size_t n, const int32_t* ranks, const int64_t* dims,
+                                size_t max_rank, void** data) {
   for (size_t i = 0; i < n; i++) {
     OrtValue* v = NULL;
     data[i] = NULL;
@@ -392,15 +381,6 @@ static void seamless_log(const OrtLogger* logger, int level, const char* msg) {
   if (st) ORT(ReleaseStatus)(st);
 }
 
-/* The metadata key of every OrtEpDevice we create: which registration of the library made it, so that
- * onnxruntime_ep_seamless.get_devices() keeps one factory's devices when the library is registered twice. */
-#define SEAMLESS_REGISTRATION_KEY "seamless_registration"
-static const char* factory_registration(const OrtEpFactory* f);
-
-#ifdef SEAMLESS_CUDA
-#include "cuda_ep.c"
-#endif
-
 /* ---- the structs handed to ORT ------------------------------------------------------ */
 typedef struct {
   OrtEpFactory base;            /* first: ORT's pointer is ours */
@@ -418,7 +398,7 @@ typedef struct {
 } SeamlessEp;
 
 #ifdef SEAMLESS_CUDA
-static SeamlessCapture* capture_of(const OrtEp* ep) { return (SeamlessCapture*)((const SeamlessEp*)ep)->capture; }
+SeamlessCapture* capture_of(const OrtEp* ep) { return (SeamlessCapture*)((const SeamlessEp*)ep)->capture; }
 #endif
 
 typedef struct {
@@ -442,7 +422,7 @@ static OrtStatus* py_compute(void* kernel_handle, OrtKernelContext* ctx);
 static const char* factory_name(const OrtEpFactory* f) { return ((const SeamlessFactory*)f)->name; }
 static const char* factory_vendor(const OrtEpFactory* f) { return ((const SeamlessFactory*)f)->vendor; }
 static const char* factory_version(const OrtEpFactory* f) { return ((const SeamlessFactory*)f)->version; }
-static const char* factory_registration(const OrtEpFactory* f) { return ((const SeamlessFactory*)f)->registration; }
+const char* factory_registration(const OrtEpFactory* f) { return ((const SeamlessFactory*)f)->registration; }
 #ifdef SEAMLESS_CUDA
 static uint32_t factory_vendor_id(const OrtEpFactory* f) { (void)f; return SEAMLESS_VENDOR_NVIDIA; }
 #else
@@ -719,5 +699,3 @@ static const char* seamless_module_path(void) {
   static Dl_info info;
   return dladdr((void*)seamless_module_path, &info) ? info.dli_fname : "";
 }
-
-#include "host_decode.c"

@@ -1,5 +1,6 @@
-/* Types of the application side of ORT's C API (tests/c_host/run_model.c, host_decode.c) beyond
- * ort_types.h. Our own declarations from the interface facts, no header text copied.
+/* Types of the application side of ORT's C API (tests/c_host/run_model.c,
+ * python/onnxruntime_ep_seamless/tools/host_decode.c) beyond ort_types.h. Our own declarations from
+ * the interface facts, no header text copied.
  * Preprocessor-free so that tests/abi/test_declarations.py can parse it with cffi. */
 typedef struct OrtEnv OrtEnv;
 typedef struct OrtSession OrtSession;

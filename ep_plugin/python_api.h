@@ -36,7 +36,7 @@ void seamless_log(const OrtLogger* logger, int level, const char* msg);
 void seamless_free(void* p);
 const char* seamless_module_path(void);
 
-/* bench's C decode loop (host_decode.c) */
+/* bench's C decode loop (python/onnxruntime_ep_seamless/tools/host_decode.c, host_decode.h) */
 typedef struct {
   const char* ep;
   const char* const* ep_keys;

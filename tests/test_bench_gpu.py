@@ -186,7 +186,7 @@ def test_in_place_costs_splits_a_trace_into_steps_and_charges_each_kernel_what_i
 
 
 def test_the_c_decode_loop_gives_the_python_loops_tokens():
-    """bench's growing-c mode drives ep_plugin/host_decode.c: the growing loop in C through ORT's C API. On the
+    """bench's growing-c mode drives tools/host_decode.c: the growing loop in C through ORT's C API. On the
     CPU, with our CPU EP (CPU fallback disabled: every node on it, or no session) and with ORT's CPU EP, it gives
     the tokens of the Python loop on ORT's CPU EP, round by round, and times each prompt, step and run call."""
     import onnxruntime as ort

@@ -85,7 +85,7 @@ def _warn_if_both_installed() -> None:
                       f"(keep {DISTRIBUTIONS[1]} for GPUs), then reinstall the other.", RuntimeWarning, stacklevel=3)
 
 
-# The metadata key naming the registration that made an OrtEpDevice (SEAMLESS_REGISTRATION_KEY in ep_plugin/glue.c):
+# The metadata key naming the registration that made an OrtEpDevice (SEAMLESS_REGISTRATION_KEY in ep_plugin/glue.h):
 # the library may also be registered under other names with ORT's own API, each registration with its own devices.
 _REGISTRATION_KEY = "seamless_registration"
 

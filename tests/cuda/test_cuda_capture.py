@@ -299,7 +299,7 @@ def test_bench_token_on_the_device_is_the_hosts_argmax(precision, mode):
 @pytest.mark.parametrize("precision", ["fp16", "int4"])
 def test_the_c_decode_loop_replays_each_step_without_python(precision):
     """`bench decode-gpu --mode growing-c`: the growing-device loop driven from C through ORT's C API
-    (ep_plugin/host_decode.c) gives the Python loop's tokens, and once a step's binding is captured no
+    (tools/host_decode.c) gives the Python loop's tokens, and once a step's binding is captured no
     Compute reaches Python: the prompt and two eager steps, the capture, then one C replay a step."""
     from onnxruntime_ep_seamless.tools.bench_gpu import run_one
     model_dir = material.genai_small_dir(precision, "cuda")

@@ -7,7 +7,7 @@ Both peers run the same loop, a prompt then greedy decode steps, in one of four 
 - growing-device: the same, but through IO binding: ORT allocates every output on the GPU
   (`bind_output(name, "cuda")`) and the present OrtValues are bound as the next step's past; ids
   and mask from the host;
-- growing-c: the growing-device loop driven from C (ep_plugin/host_decode.c, through the ORT C API of
+- growing-c: the growing-device loop driven from C (tools/host_decode.c, through the ORT C API of
   this process's onnxruntime), so its bindings cost what a C or C++ application pays; the token comes
   from next_token (--token device only);
 - graph: the static-shape mode onnxruntime-genai uses with CUDA graphs: KV buffers of the maximum
@@ -251,7 +251,7 @@ def _growing_rounds(sess, model_dir, device_token, on_device, steps, prompt, rou
 
 
 def _growing_c_rounds(model_dir: str, ep: str, capture: str, steps: int, prompt: int, rounds: int) -> dict:
-    """The growing-device loop driven from C (ep_plugin/host_decode.c): the same prompts, bindings and
+    """The growing-device loop driven from C (tools/host_decode.c): the same prompts, bindings and
     token, each ORT call a plain C call, as a C or C++ application feeding presents back makes them."""
     import onnxruntime_ep_seamless as seamless
     from ..runtime.options import validate
@@ -267,7 +267,7 @@ def _growing_c_rounds(model_dir: str, ep: str, capture: str, steps: int, prompt:
 
 def host_decode(model_dir: str, ep_name: str, options: dict, configs: dict, prompts: list, steps: int,
                 kv_on_device: bool, variant: str) -> dict:
-    """Runs ep_plugin/host_decode.c's loop on the decoder in `model_dir` (onnxruntime-genai's builder's: its
+    """Runs tools/host_decode.c's loop on the decoder in `model_dir` (onnxruntime-genai's builder's: its
     model.onnx with next_token, as with_device_argmax makes it; the KV shape by kv_geometry) in a
     session of EP `ep_name` ("": ORT's CPU EP) with `options` and session `configs`, one round per prompt,
     through the ORT this process's onnxruntime is (our `variant` library registered with it). Returns

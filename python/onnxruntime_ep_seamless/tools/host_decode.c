@@ -1,8 +1,9 @@
 /* A C application's greedy decode loop (bench decode-gpu's growing-c mode): the loop the growing-device
  * mode runs in Python, with every ORT call a plain C call, so that its host cost is what a C or C++
  * application (onnxruntime-genai, a server) pays when it simply feeds each step's presents back as the
- * next step's pasts. Included by glue.c; it drives the ORT that loaded this library (g_api, any ORT
- * session: ours or ORT's own EPs) through the application side of its C API (host_slots.def).
+ * next step's pasts. No part of the EP, but compiled into the EP module of both variants
+ * (ep_plugin/build_plugin.py): it drives the ORT that loaded this library (g_api, any ORT session: ours
+ * or ORT's own EPs) through the application side of its C API (ep_plugin/host_slots.def).
  *
  * The model is a decoder as onnxruntime-genai's builder writes it, with `next_token` (int64 [1, n, 1],
  * the greedy token of each position) as its first bound output: inputs input_ids, attention_mask and
@@ -11,6 +12,8 @@
  * EP's device for a GPU run) and bound as is as the next past; next_token comes back in host memory. */
 #include <time.h>
 
+#include "glue.h"
+#include "host_decode.h"
 #include "host_types.h"
 
 #define ORT_API(slot, since, name, ret, params) \
@@ -18,36 +21,6 @@
 #include "host_slots.def"
 #undef ORT_API
 #define HOST(name) ((host_##name##_fn)g_api[HOST_SLOT_##name])
-
-typedef struct {
-  const char* ep;                  /* an EP device's EP name; "CUDAExecutionProvider": ORT's, by its CUDA
-                                      options; "": ORT's CPU EP */
-  const char* const* ep_keys;      /* the EP's options */
-  const char* const* ep_values;
-  size_t ep_options;
-  const char* const* config_keys;  /* session config entries */
-  const char* const* config_values;
-  size_t configs;
-  const void* model;               /* the model's bytes */
-  size_t model_bytes;
-  const char* const* kv_names;     /* the pasts' names, then the presents' in the same order */
-  size_t kv_count;
-  int32_t kv_type;                 /* ONNX element type of the KV cache */
-  int64_t kv_heads, head_size;
-  int kv_on_device;                /* presents on the EP's device (1) or in host memory (0) */
-  const int64_t* prompts;          /* rounds * prompt_len: each round's prompt */
-  int64_t prompt_len;
-  int32_t steps, rounds;
-} SeamlessDecodeLoop;
-
-typedef struct {
-  int64_t* tokens;                 /* rounds * (steps + 1): each round's greedy tokens */
-  double* prompt_s;                /* rounds: each prompt's step (its run and token) */
-  double* step_s;                  /* rounds * steps: each decode step (bindings, run, token) */
-  double* run_s;                   /* rounds * steps: the run call alone */
-  char* error;                     /* a message when the call returns nonzero */
-  size_t error_len;
-} SeamlessDecodeTimes;
 
 static double host_now(void) {
   struct timespec t;
@@ -92,7 +65,7 @@ static OrtStatus* host_add_ep(const SeamlessDecodeLoop* loop, OrtEnv* env, OrtSe
 }
 
 /* Runs the loop; 0, or nonzero with out->error set. Never aborts the host. */
-static int seamless_host_decode(const SeamlessDecodeLoop* loop, const SeamlessDecodeTimes* out) {
+int seamless_host_decode(const SeamlessDecodeLoop* loop, const SeamlessDecodeTimes* out) {
   if (!g_api) {
     snprintf(out->error, out->error_len, "ORT has not loaded this library: register it first");
     return 1;

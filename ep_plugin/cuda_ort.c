@@ -1,78 +1,15 @@
-/* onnxruntime-ep-seamless, CUDA variant: devices, memory, copies and streams for ORT, on the
- * CUDA driver API loaded at run time (cuda_driver.h). Included by glue.c when SEAMLESS_CUDA.
+/* onnxruntime-ep-seamless, CUDA variant: what ORT calls. Devices, memory, copies and streams for
+ * ORT, on the CUDA driver API loaded at run time (cuda_driver.c).
  * Memory: device (DEFAULT) and pinned host (HOST_ACCESSIBLE) memory infos per GPU; one caching
- * allocator per kind and GPU, so steady-state runs allocate nothing from the driver. */
+ * allocator per kind and GPU, so steady-state runs allocate nothing from the driver. The executor's
+ * scratch (cuda_exec.c) and a captured graph's memory (cuda_capture.c) come from the same cache. */
 #include <pthread.h>
 
-#include "cuda_driver.h"
+#include "cuda_ep.h"
 
-#define SEAMLESS_VENDOR_NVIDIA 0x10DE
-#define SEAMLESS_MAX_GPUS 64
 #define MEM_DEFAULT 0
 #define MEM_HOST_ACCESSIBLE 5
 #define DEVICE_GPU 1
-
-static struct {
-#define SEAMLESS_CUDA_FIELD(ret, symbol, field, params) ret (*field) params;
-  SEAMLESS_CUDA_FUNCTIONS(SEAMLESS_CUDA_FIELD)
-#undef SEAMLESS_CUDA_FIELD
-} cu;
-static char cu_problem[512];  /* why CUDA is unusable, or "" */
-static int cu_device_count;
-static CUcontext cu_contexts[SEAMLESS_MAX_GPUS];
-
-/* Load libcuda.so.1 and start the driver once; "" when usable, else the reason. */
-static const char* seamless_cuda_problem(void) {
-  static int tried;
-  if (tried) return cu_problem;
-  tried = 1;
-  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (!lib) {
-    snprintf(cu_problem, sizeof cu_problem, "the NVIDIA driver library libcuda.so.1 cannot be loaded (%s); "
-             "install the NVIDIA driver on this machine", dlerror());
-    return cu_problem;
-  }
-#define SEAMLESS_CUDA_RESOLVE(ret, symbol, field, params)                                            \
-  if (!(cu.field = (ret(*) params)dlsym(lib, #symbol))) {                                          \
-    snprintf(cu_problem, sizeof cu_problem, "libcuda.so.1 lacks %s: the NVIDIA driver is too old", #symbol); \
-    return cu_problem;                                                                             \
-  }
-  SEAMLESS_CUDA_FUNCTIONS(SEAMLESS_CUDA_RESOLVE)
-#undef SEAMLESS_CUDA_RESOLVE
-  CUresult r = cu.init(0);
-  if (!r) r = cu.device_count(&cu_device_count);
-  if (r) {
-    const char* text = "unknown error";
-    cu.error_string(r, &text);
-    snprintf(cu_problem, sizeof cu_problem, "the CUDA driver failed to start (error %d: %s)", r, text);
-  } else if (cu_device_count == 0) {
-    snprintf(cu_problem, sizeof cu_problem, "the CUDA driver reports no GPU");
-  }
-  if (cu_device_count > SEAMLESS_MAX_GPUS) cu_device_count = SEAMLESS_MAX_GPUS;
-  return cu_problem;
-}
-
-static OrtStatus* cuda_status(CUresult r, const char* what) {
-  const char* text = "unknown error";
-  char msg[512];
-  if (cu.error_string) cu.error_string(r, &text);
-  snprintf(msg, sizeof msg, "SeamlessCUDAExecutionProvider: %s failed: CUDA error %d (%s)", what, r, text);
-  return seamless_status(1, msg);
-}
-#define CU_TRY(call, what) do { CUresult r_ = (call); if (r_) return cuda_status(r_, what); } while (0)
-
-/* Make GPU `ordinal`'s primary context current on this thread. */
-static OrtStatus* seamless_cuda_use(int ordinal) {
-  if (*seamless_cuda_problem()) return seamless_status(1, cu_problem);
-  if (ordinal < 0 || ordinal >= cu_device_count) return seamless_status(2, "SeamlessCUDAExecutionProvider: no such GPU");
-  if (!cu_contexts[ordinal]) {
-    CUdevice dev;
-    CU_TRY(cu.device_get(&dev, ordinal), "cuDeviceGet");
-    CU_TRY(cu.primary_ctx_retain(&cu_contexts[ordinal], dev), "cuDevicePrimaryCtxRetain");
-  }
-  CU_TRY(cu.ctx_set_current(cu_contexts[ordinal]), "cuCtxSetCurrent");
-  return NULL;
-}
 
 /* ---- caching allocator ------------------------------------------------------------------ */
 typedef struct Block { struct Block* next; void* ptr; size_t size; } Block;
@@ -97,9 +34,9 @@ static size_t round_size(size_t n) {
 }
 
 static long long g_device_allocations;  /* driver allocations of GPU memory, ever: a steady state adds none */
-static long long seamless_cuda_device_allocations(void) { return __atomic_load_n(&g_device_allocations, __ATOMIC_RELAXED); }
+long long seamless_cuda_device_allocations(void) { return __atomic_load_n(&g_device_allocations, __ATOMIC_RELAXED); }
 static long long g_device_bytes_in_use;  /* GPU memory handed out by the caching allocators and not given back */
-static long long seamless_cuda_device_bytes_in_use(void) { return __atomic_load_n(&g_device_bytes_in_use, __ATOMIC_RELAXED); }
+long long seamless_cuda_device_bytes_in_use(void) { return __atomic_load_n(&g_device_bytes_in_use, __ATOMIC_RELAXED); }
 
 static void* allocator_alloc(OrtAllocator* self, size_t size) {
   SeamlessAllocator* a = (SeamlessAllocator*)self;
@@ -171,19 +108,15 @@ static SeamlessAllocator* seamless_cuda_allocator(int ordinal, int pinned, const
   return a;
 }
 
-#include "cuda_capture.c"
-
-/* Device scratch for the Python executor, from the same cache as ORT's outputs. Addresses cross to
- * Python as integers (uintptr_t), which cffi passes without building pointer objects; 0: out of memory. */
-static uintptr_t seamless_cuda_alloc(int ordinal, size_t size) {
-  SeamlessAllocator* a = seamless_cuda_allocator(ordinal, 0, NULL);
-  return a ? (uintptr_t)allocator_alloc(&a->base, size) : 0;
+/* The cache's memory for the executor (cuda_exec.c) and for captured graphs (cuda_capture.c). */
+void* cuda_cached_alloc(int ordinal, int pinned, size_t size) {
+  SeamlessAllocator* a = seamless_cuda_allocator(ordinal, pinned, NULL);
+  return a ? allocator_alloc(&a->base, size) : NULL;
 }
 
-static void seamless_cuda_free(int ordinal, uintptr_t p) {
-  if (capture_retain((void*)p, 0)) return;  /* a graph being captured keeps it */
-  SeamlessAllocator* a = seamless_cuda_allocator(ordinal, 0, NULL);
-  if (a) allocator_free(&a->base, (void*)p);
+void cuda_cached_free(int ordinal, int pinned, void* p) {
+  SeamlessAllocator* a = seamless_cuda_allocator(ordinal, pinned, NULL);
+  if (a) allocator_free(&a->base, p);
 }
 
 /* ---- data transfer ------------------------------------------------------------------------ */
@@ -220,6 +153,9 @@ typedef struct Bounce { struct Bounce* next; uint8_t* host; CUdeviceptr dev; siz
 static CUfunction g_stage[SEAMLESS_MAX_GPUS];  /* the staging kernel, once the kernels are loaded */
 static Bounce* g_bounces[SEAMLESS_MAX_GPUS];   /* idle bounce buffers per GPU */
 static pthread_mutex_t g_bounce_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The staging kernel of GPU `ordinal`, from the kernels the executor loaded (cuda_exec.c). */
+void transfer_use_stage(int ordinal, CUfunction stage) { __atomic_store_n(&g_stage[ordinal], stage, __ATOMIC_RELEASE); }
 
 static size_t align_up(size_t n) { return (n + BATCH_ALIGN - 1) & ~(size_t)(BATCH_ALIGN - 1); }
 
@@ -330,7 +266,7 @@ static OrtStatus* transfer_copy(OrtDataTransferImpl* self, const OrtValue** src,
     CUstream stream = streams && streams[i] ? (CUstream)ORT(SyncStream_GetHandle)(streams[i]) : NULL;
     int pageable = ORT_EP(MemoryDevice_GetDeviceType)(is_our_gpu(sd) ? dd : sd) == 0;
     CUfunction stage = __atomic_load_n(&g_stage[ordinal], __ATOMIC_ACQUIRE);
-    if (stream && pageable && stage && nbytes <= BATCH_TENSOR_LIMIT && !(tl_state == 2 && tl_stream == stream) &&
+    if (stream && pageable && stage && nbytes <= BATCH_TENSOR_LIMIT && !capture_on_stream(stream) &&
         (batch_ordinal < 0 || (ordinal == batch_ordinal && stream == batch_stream)) && batched < BATCH_COUNT &&
         batch_bytes + align_up(nbytes) <= BATCH_BYTES) {
       batch_ordinal = ordinal, batch_stream = stream, batch_bytes += align_up(nbytes);
@@ -403,13 +339,13 @@ static OrtStatus* stream_create_notification(OrtSyncStreamImpl* self, OrtSyncNot
 static OrtStatus* stream_flush(OrtSyncStreamImpl* self) { (void)self; return NULL; }
 /* Finish the run's work before ORT hands results back (outputs may be read on the host). */
 static OrtStatus* stream_on_run_end(OrtSyncStreamImpl* self) {
-  if (tl_state == 2 && tl_stream == ((SeamlessStream*)self)->stream) return NULL;  /* still capturing */
+  if (capture_on_stream(((SeamlessStream*)self)->stream)) return NULL;  /* still capturing */
   CU_TRY(cu.stream_synchronize(((SeamlessStream*)self)->stream), "cuStreamSynchronize");
   return NULL;
 }
 
-static OrtStatus* factory_create_stream(OrtEpFactory* f, const OrtMemoryDevice* device,
-                                        const OrtKeyValuePairs* options, OrtSyncStreamImpl** out) {
+OrtStatus* factory_create_stream(OrtEpFactory* f, const OrtMemoryDevice* device, const OrtKeyValuePairs* options,
+                                 OrtSyncStreamImpl** out) {
   (void)f; (void)options;
   *out = NULL;
   if (!is_our_gpu(device) || ORT_EP(MemoryDevice_GetMemoryType)(device) != MEM_DEFAULT) return NULL;
@@ -430,8 +366,8 @@ static OrtStatus* factory_create_stream(OrtEpFactory* f, const OrtMemoryDevice* 
 }
 
 /* ---- the factory's device-facing members --------------------------------------------------- */
-static OrtStatus* factory_create_allocator(OrtEpFactory* f, const OrtMemoryInfo* info, const OrtKeyValuePairs* options,
-                                           OrtAllocator** out) {
+OrtStatus* factory_create_allocator(OrtEpFactory* f, const OrtMemoryInfo* info, const OrtKeyValuePairs* options,
+                                    OrtAllocator** out) {
   (void)f; (void)options;
   const OrtMemoryDevice* d = ORT_EP(MemoryInfo_GetMemoryDevice)(info);
   int pinned = ORT_EP(MemoryDevice_GetMemoryType)(d) == MEM_HOST_ACCESSIBLE;
@@ -439,20 +375,20 @@ static OrtStatus* factory_create_allocator(OrtEpFactory* f, const OrtMemoryInfo*
   *out = a ? &a->base : NULL;
   return a ? NULL : seamless_status(1, "SeamlessCUDAExecutionProvider: cannot create an allocator");
 }
-static void factory_release_allocator(OrtEpFactory* f, OrtAllocator* a) { (void)f; (void)a; }  /* process lifetime */
-static OrtStatus* factory_create_cuda_transfer(OrtEpFactory* f, OrtDataTransferImpl** out) {
+void factory_release_allocator(OrtEpFactory* f, OrtAllocator* a) { (void)f; (void)a; }  /* process lifetime */
+OrtStatus* factory_create_cuda_transfer(OrtEpFactory* f, OrtDataTransferImpl** out) {
   (void)f;
   *out = &g_transfer;
   return NULL;
 }
-static bool factory_cuda_stream_aware(const OrtEpFactory* f) { (void)f; return true; }
+bool factory_cuda_stream_aware(const OrtEpFactory* f) { (void)f; return true; }
 
 /* Memory infos live as long as the process: ORT keeps the pointers given to EpDevice_AddAllocatorInfo. */
 static OrtMemoryInfo* g_memory_infos[SEAMLESS_MAX_GPUS][2];
 
 /* One OrtEpDevice per NVIDIA GPU ORT found, matched to CUDA ordinals in order. */
-static OrtStatus* factory_cuda_devices(OrtEpFactory* f, const OrtHardwareDevice* const* devices, size_t n,
-                                       OrtEpDevice** ep_devices, size_t max, size_t* num) {
+OrtStatus* factory_cuda_devices(OrtEpFactory* f, const OrtHardwareDevice* const* devices, size_t n,
+                                OrtEpDevice** ep_devices, size_t max, size_t* num) {
   *num = 0;
   if (*seamless_cuda_problem()) return NULL;  /* no usable GPU: offer no device; register() says why */
   int ordinal = 0;
@@ -496,232 +432,3 @@ static OrtStatus* factory_cuda_devices(OrtEpFactory* f, const OrtHardwareDevice*
   }
   return NULL;
 }
-
-/* ---- for the Python executor ---------------------------------------------------------------- */
-static const char* seamless_cuda_problem_text(void) { return seamless_cuda_problem(); }
-
-static OrtStatus* seamless_compute_stream(const OrtKernelContext* ctx, void** stream) {
-  return ORT(KernelContext_GetGPUComputeStream)(ctx, stream);
-}
-
-static OrtStatus* seamless_cuda_load_module(int ordinal, const void* image, void** module) {
-  TRY(seamless_cuda_use(ordinal));
-  CU_TRY(cu.module_load_data((CUmodule*)module, image), "cuModuleLoadData");
-  CUfunction stage = NULL;  /* for batched transfers (transfer_copy) */
-  if (!cu.module_get_function(&stage, (CUmodule)*module, "seamless_stage"))
-    __atomic_store_n(&g_stage[ordinal], stage, __ATOMIC_RELEASE);
-  return NULL;
-}
-
-static OrtStatus* seamless_cuda_function(void* module, const char* name, void** fn) {
-  CU_TRY(cu.module_get_function((CUfunction*)fn, (CUmodule)module, name), "cuModuleGetFunction");
-  return NULL;
-}
-
-/* Lets fn's launches take up to `bytes` of dynamic shared memory (without it, static and dynamic share 48 KiB). */
-static OrtStatus* seamless_cuda_allow_shared(void* fn, int bytes) {
-  CU_TRY(cu.func_set_attribute((CUfunction)fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes),
-         "cuFuncSetAttribute (dynamic shared memory)");
-  return NULL;
-}
-
-/* A kernel on a (gx, gy) grid of 1-D blocks. Its `count` arguments arrive packed in one buffer, argument i
- * at byte `offsets[i]`: Python packs them with one struct call instead of a cffi object each.
- * dependent: launched with programmatic dependent launch (sm_90+; runtime/cuda.py decides), so it
- * may start while the kernel before it finishes: every kernel waits for that at its start
- * (native/cuda/common.cuh dependent_launch) and lets the next one start right away. */
-#define SEAMLESS_MAX_KERNEL_ARGS 32
-static OrtStatus* seamless_cuda_launch(void* fn, unsigned gx, unsigned gy, unsigned block, unsigned shared,
-                                       void* stream, const char* packed, const int32_t* offsets, int count,
-                                       int dependent) {
-  void* args[SEAMLESS_MAX_KERNEL_ARGS];
-  if (count < 0 || count > SEAMLESS_MAX_KERNEL_ARGS)
-    return seamless_status(1, "SeamlessCUDAExecutionProvider: a kernel launch with more than 32 arguments");
-  for (int i = 0; i < count; i++) args[i] = (void*)(packed + offsets[i]);
-  if (!dependent) {
-    CU_TRY(cu.launch_kernel((CUfunction)fn, gx, gy, 1, block, 1, 1, shared, (CUstream)stream, args, NULL),
-           "cuLaunchKernel");
-    return NULL;
-  }
-  CUlaunchAttribute attribute = {.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION};
-  attribute.value.programmaticStreamSerializationAllowed = 1;
-  CUlaunchConfig config = {gx, gy, 1, block, 1, 1, shared, (CUstream)stream, &attribute, 1};
-  CU_TRY(cu.launch_kernel_ex(&config, (CUfunction)fn, args, NULL), "cuLaunchKernelEx");
-  return NULL;
-}
-
-/* Whether GPU `ordinal` takes programmatic dependent launches (compute capability 9.0 and up). */
-static int seamless_cuda_dependent_launch(int ordinal) {
-  CUdevice dev;
-  int major = 0;
-  OrtStatus* st = seamless_cuda_use(ordinal);
-  if (st) {
-    ORT(ReleaseStatus)(st);
-    return 0;
-  }
-  return !cu.device_get(&dev, ordinal) && !cu.device_attribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev) &&
-         major >= 9;
-}
-
-/* Every stream of GPU `ordinal` finished: a compiled node's release waits so before its memory is reused. */
-static OrtStatus* seamless_cuda_device_sync(int ordinal) {
-  OrtStatus* st = seamless_cuda_use(ordinal);
-  if (st) return st;
-  CU_TRY(cu.ctx_synchronize(), "cuCtxSynchronize");
-  return NULL;
-}
-
-static OrtStatus* seamless_cuda_copy(uintptr_t dst, uintptr_t src, size_t nbytes, void* stream) {
-  CU_TRY(cu.memcpy_async((CUdeviceptr)dst, (CUdeviceptr)src, nbytes, (CUstream)stream),
-         "cuMemcpyAsync");
-  return NULL;
-}
-
-static OrtStatus* seamless_cuda_zero(uintptr_t dst, size_t nbytes, void* stream) {
-  CU_TRY(cu.memset_async((CUdeviceptr)dst, 0, nbytes, (CUstream)stream), "cuMemsetD8Async");
-  return NULL;
-}
-
-static OrtStatus* seamless_cuda_sync(void* stream) {
-  CU_TRY(cu.stream_synchronize((CUstream)stream), "cuStreamSynchronize");
-  return NULL;
-}
-
-/* ---- cuBLASLt ----------------------------------------------------------------------------- */
-static struct {
-#define SEAMLESS_CUBLASLT_FIELD(ret, symbol, field, params) ret (*field) params;
-  SEAMLESS_CUBLASLT_FUNCTIONS(SEAMLESS_CUBLASLT_FIELD)
-#undef SEAMLESS_CUBLASLT_FIELD
-} lt;
-static char cublas_problem[1024];
-
-/* Load cuBLASLt once: SEAMLESS_CUBLASLT names the library, else the loader's search path (Python
- * preloads it from NVIDIA's wheel before registering; see runtime/cuda.py). */
-static const char* seamless_cublas_problem(void) {
-  static int tried;
-  if (tried) return cublas_problem;
-  tried = 1;
-  const char* name = getenv("SEAMLESS_CUBLASLT");
-  void* lib = dlopen(name && *name ? name : "libcublasLt.so.13", RTLD_NOW | RTLD_LOCAL);
-  if (!lib) {
-    snprintf(cublas_problem, sizeof cublas_problem, "cuBLASLt (libcublasLt.so.13) cannot be loaded (%s). Fix: pip "
-             "install 'nvidia-cublas>=13,<14' (or install the CUDA 13 toolkit's libraries)", dlerror());
-    return cublas_problem;
-  }
-#define SEAMLESS_CUBLASLT_RESOLVE(ret, symbol, field, params)                                        \
-  if (!(lt.field = (ret(*) params)dlsym(lib, #symbol))) {                                          \
-    snprintf(cublas_problem, sizeof cublas_problem, "libcublasLt.so.13 lacks %s", #symbol);        \
-    return cublas_problem;                                                                         \
-  }
-  SEAMLESS_CUBLASLT_FUNCTIONS(SEAMLESS_CUBLASLT_RESOLVE)
-#undef SEAMLESS_CUBLASLT_RESOLVE
-  return cublas_problem;
-}
-
-static const char* seamless_cublas_problem_text(void) { return seamless_cublas_problem(); }
-
-/* One GEMM shape's cuBLASLt plan: descriptors and the heuristic's algorithm, made once. */
-typedef struct {
-  long long key[11];
-  cublasLtMatmulDesc_t desc;
-  cublasLtMatrixLayout_t a, b, c;
-  cublasLtMatmulAlgo_t algo;
-} GemmPlan;
-
-#define SEAMLESS_GEMM_PLANS 512                    /* per thread; the oldest is replaced beyond that */
-#define SEAMLESS_GEMM_WORKSPACE (32u << 20)        /* bytes, per thread and GPU, allocated once */
-
-static void gemm_plan_destroy(GemmPlan* p) {
-  if (p->desc) lt.desc_destroy(p->desc);
-  if (p->a) lt.layout_destroy(p->a);
-  if (p->b) lt.layout_destroy(p->b);
-  if (p->c) lt.layout_destroy(p->c);
-  memset(p, 0, sizeof *p);
-}
-
-static cublasStatus_t layout(cublasLtMatrixLayout_t* out, int type, uint64_t rows, uint64_t cols, int batch,
-                             long long stride) {
-  cublasStatus_t st = lt.layout_create(out, type, rows, cols, (int64_t)rows);
-  int32_t count = batch;
-  int64_t offset = stride;
-  if (!st && batch > 1) st = lt.layout_set(*out, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count);
-  if (!st && batch > 1) st = lt.layout_set(*out, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &offset, sizeof offset);
-  return st;
-}
-
-/* Row-major C[b] = alpha A[b] . B[b] (A: m x k, or k x m with trans_a; B: k x n, or n x k with
- * trans_b), float32, float16 or bfloat16 (dtype: ONNX numbering 1, 10, 16) with float32 accumulation,
- * or float64 (11) throughout (MatMulInteger's exact integer sums).
- * In cuBLASLt's column-major terms that is C^T = B^T . A^T: B is the first operand. */
-static OrtStatus* seamless_cublas_gemm(int ordinal, void* stream, int dtype, int trans_a, int trans_b, int m, int n,
-                                       int k, uintptr_t a, long long stride_a, uintptr_t b, long long stride_b,
-                                       uintptr_t c, long long stride_c, int batch, float alpha) {
-  static __thread cublasLtHandle_t handle;
-  static __thread void* workspace[SEAMLESS_MAX_GPUS];
-  static __thread GemmPlan plans[SEAMLESS_GEMM_PLANS];
-  static __thread int next_victim;
-  if (*seamless_cublas_problem()) return seamless_status(1, cublas_problem);
-  TRY(seamless_cuda_use(ordinal));
-  char msg[200];
-  cublasStatus_t st = 0;
-  if (!handle && (st = lt.create(&handle))) {
-    snprintf(msg, sizeof msg, "SeamlessCUDAExecutionProvider: cublasLtCreate failed (status %d)", st);
-    return seamless_status(1, msg);
-  }
-  if (!workspace[ordinal] && !(workspace[ordinal] = (void*)seamless_cuda_alloc(ordinal, SEAMLESS_GEMM_WORKSPACE)))
-    return seamless_status(1, "SeamlessCUDAExecutionProvider: out of GPU memory (cuBLASLt's workspace)");
-  long long key[11] = {ordinal + 1, dtype, trans_a, trans_b, m, n, k, stride_a, stride_b, stride_c, batch};
-  GemmPlan* plan = NULL;
-  for (int i = 0; i < SEAMLESS_GEMM_PLANS && plans[i].desc; i++)
-    if (!memcmp(plans[i].key, key, sizeof key)) { plan = &plans[i]; break; }
-  if (!plan) {
-    int free_slot = -1;
-    for (int i = 0; i < SEAMLESS_GEMM_PLANS; i++)
-      if (!plans[i].desc) { free_slot = i; break; }
-    if (free_slot < 0) {
-      free_slot = next_victim;
-      next_victim = (next_victim + 1) % SEAMLESS_GEMM_PLANS;
-      gemm_plan_destroy(&plans[free_slot]);
-    }
-    plan = &plans[free_slot];
-    int type = dtype == 10 ? CUDA_R_16F : dtype == 16 ? CUDA_R_16BF : dtype == 11 ? CUDA_R_64F : CUDA_R_32F;
-    int32_t op_first = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, op_second = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-    uint64_t ws = SEAMLESS_GEMM_WORKSPACE;
-    cublasLtMatmulPreference_t pref = NULL;
-    cublasLtMatmulHeuristicResult_t found;
-    int returned = 0;
-    if (!st) st = dtype == 11 ? lt.desc_create(&plan->desc, CUBLAS_COMPUTE_64F, CUDA_R_64F)
-                              : lt.desc_create(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F);
-    if (!st) st = lt.desc_set(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_first, sizeof op_first);
-    if (!st) st = lt.desc_set(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_second, sizeof op_second);
-    /* column-major as stored: B^T is n x k (k x n when transposed), A^T k x m (m x k), C^T n x m */
-    if (!st) st = layout(&plan->a, type, trans_b ? k : n, trans_b ? n : k, batch, stride_b);
-    if (!st) st = layout(&plan->b, type, trans_a ? m : k, trans_a ? k : m, batch, stride_a);
-    if (!st) st = layout(&plan->c, type, n, m, batch, stride_c);
-    if (!st) st = lt.pref_create(&pref);
-    if (!st) st = lt.pref_set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
-    if (!st) st = lt.heuristic(handle, plan->desc, plan->a, plan->b, plan->c, plan->c, pref, 1, &found, &returned);
-    if (pref) lt.pref_destroy(pref);
-    if (st || returned < 1) {
-      gemm_plan_destroy(plan);
-      snprintf(msg, sizeof msg, "SeamlessCUDAExecutionProvider: cuBLASLt has no algorithm for a %dx%dx%d GEMM "
-               "(batch %d, ONNX type %d; status %d)", m, n, k, batch, dtype, st);
-      return seamless_status(1, msg);
-    }
-    plan->algo = found.algo;
-    memcpy(plan->key, key, sizeof key);
-  }
-  float beta = 0.0f;
-  double alpha64 = alpha, beta64 = 0.0;  /* the scale type is the compute type's */
-  st = lt.matmul(handle, plan->desc, dtype == 11 ? (const void*)&alpha64 : &alpha, (const void*)b, plan->a,
-                 (const void*)a, plan->b, dtype == 11 ? (const void*)&beta64 : &beta, (void*)c, plan->c, (void*)c,
-                 plan->c, &plan->algo,
-                 workspace[ordinal], SEAMLESS_GEMM_WORKSPACE, (CUstream)stream);
-  if (st) {
-    snprintf(msg, sizeof msg, "SeamlessCUDAExecutionProvider: cublasLtMatmul failed (status %d)", st);
-    return seamless_status(1, msg);
-  }
-  return NULL;
-}
-
-#include "cuda_replay.c"
