@@ -57,7 +57,7 @@ def test_data_dependent_op_on_gpu_values_is_a_seam_or_a_boundary():
     found, _, _ = seams(model(nodes, [helper.make_tensor_value_info("m", TensorProto.INT64, [4])],
                               [helper.make_tensor_value_info("idx", TensorProto.INT64, None)]))
     assert found == [("NonZero", "reads m on the host (no CUDA kernel takes these types)")]
-    # of a float tensor: kernels/cuda/host.py's kernel reads it on the host too; the partition stays whole
+    # of a float tensor: its CUDA kernel (kernels/cuda/shape.py, on_host) reads it on the host too; the partition stays whole
     nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("NonZero", ["r"], ["idx"]),
              helper.make_node("Cast", ["idx"], ["f"], to=1), helper.make_node("Neg", ["f"], ["y"])]
     found, parts, declined = seams(model(nodes, [helper.make_tensor_value_info("x", 1, [4])],
@@ -146,7 +146,7 @@ def test_builder_decoder_growing_work_is_attention_and_the_mask_sum():
 
 @pytest.mark.parametrize("precision,projection", [("int4", "MatMulNBits"), ("fp16", "Linear")])
 def test_builder_decoder_attention_knows_what_reads_it(precision, projection):
-    # registry PLAN_FACTS "_readers": the decode attention's launch order depends on it (kernels/cuda/contrib.py)
+    # registry PLAN_FACTS "_readers": the decode attention's launch order depends on it (kernels/cuda/attention.py)
     path = material.genai_small_dir(precision, "cuda") / "model.onnx"
     if not path.exists():
         pytest.skip(f"{path} not prepared (python tests/material.py)")

@@ -11,7 +11,7 @@ void seamless_sgemm(size_t M, size_t N, size_t K, const float* A, size_t lda, co
 int seamless_sgemm_batched(size_t batch, size_t M, size_t N, size_t K, const float* A, size_t lda, size_t stride_a,
                            const float* B, size_t ldb, size_t stride_b, int trans_b, float* C, size_t ldc,
                            size_t stride_c, void* par_fn, void* par_ctx);
-/* quant.c: MatMulNBits; returns 0, or 1 (unsupported configuration), 2 (out of memory) */
+/* quantization.c: MatMulNBits; returns 0, or 1 (unsupported configuration), 2 (out of memory) */
 int seamless_matmul_nbits_f32(const float* a, size_t m, size_t k, const uint8_t* b, const float* scales,
                               const uint8_t* zp_u8, const float* zp_f32, const float* bias, float* y, size_t n,
                               size_t bits, size_t bs, int int8, void* par_fn, void* par_ctx);
@@ -23,13 +23,13 @@ int seamless_gqa_f32(const float* q, const float* k, const float* v, size_t q_ro
                      size_t nh, size_t nkv, size_t h, const float* cos_cache, const float* sin_cache, size_t half,
                      int interleaved, const int64_t* pos, float scale, float softcap, int64_t window, int causal,
                      const float* sink, void* par_fn, void* par_ctx);
-/* rmsnorm.c: (x + skip + bias) RMS-normalized times gamma; skip/bias/sum_out/inv_out may be NULL */
+/* normalization.c: (x + skip + bias) RMS-normalized times gamma; skip/bias/sum_out/inv_out may be NULL */
 void seamless_skip_rmsnorm_f32(const float* x, const float* skip, size_t skip_rows, const float* bias,
                                const float* gamma, float* y, float* sum_out, float* inv_out, size_t rows, size_t cols,
                                float eps, void* par_fn, void* par_ctx);
 void seamless_gather_block_quantized_f32(const uint8_t* data, size_t rows, size_t cols, const int64_t* idx, size_t n,
                                          const float* scales, const uint8_t* zp, size_t bits, size_t bs, float* out);
-/* activation.c: QuickGelu x * sigmoid(alpha x) */
+/* elementwise.c: QuickGelu x * sigmoid(alpha x) */
 void seamless_quick_gelu_f32(const float* x, float* y, size_t n, float alpha, void* par_fn, void* par_ctx);
 /* detection.c: NonMaxSuppression; returns how many boxes were kept (their indices in selected, counts per
  * batch and class), or -1 (out of memory); selected holds batches * classes * min(max_per_class, n) */
@@ -38,7 +38,7 @@ int64_t seamless_nms_f32(const float* boxes, const float* scores, size_t batches
                          int center_point_box, int32_t* selected, int64_t* counts);
 void seamless_nms_rows(const int32_t* selected, const int64_t* counts, size_t batches, size_t classes,
                        int64_t* rows);
-/* tfidf.c: TfIdfVectorizer over integer ids (the pool's n-grams as a trie in a hash table) */
+/* ml.c: TfIdfVectorizer over integer ids (the pool's n-grams as a trie in a hash table) */
 void seamless_tfidf_table(const int32_t* parent, const int64_t* item, size_t nodes, int64_t* slots, size_t mask);
 void seamless_tfidf_f32(const int64_t* x, size_t rows, size_t cols, const int64_t* slots, size_t mask,
                         const int64_t* column, const uint8_t* has_children,

@@ -60,3 +60,58 @@ void seamless_layernorm_f32(const float* x, const float* scale, const float* bia
   if (job.tasks > rows) job.tasks = rows ? rows : 1;
   seamless_run_tasks(par_fn, par_ctx, job.tasks, layernorm_task, &job);
 }
+
+/* RMS normalization with an optional residual add, float32 (ORT's SimplifiedLayerNormalization,
+ * SkipSimplifiedLayerNormalization; ONNX RMSNormalization):
+ *   s = x + skip (+ bias);  y = s / sqrt(mean(s^2) + eps) * gamma
+ * skip (optional) has skip_rows rows and repeats over the rows of x (broadcast over the batch);
+ * sum_out (optional) receives s, inv_out (optional) 1 / sqrt(mean(s^2) + eps) per row.
+ * Like ORT, y divides by the root rather than multiplying by its inverse. */
+
+#define RMS_LANES 16
+
+typedef struct {
+  const float *x, *skip, *bias, *gamma;
+  float *y, *sum_out, *inv_out;
+  size_t skip_rows, rows, cols, tasks;
+  float eps;
+} RmsJob;
+
+SEAMLESS_SIMD static void rmsnorm_task(void* user, size_t task) {
+  const RmsJob* job = (const RmsJob*)user;
+  size_t r0, r1, cols = job->cols;
+  seamless_task_range(job->rows, job->tasks, task, &r0, &r1);
+  for (size_t r = r0; r < r1; r++) {
+    const float* xr = job->x + r * cols;
+    float* yr = job->y + r * cols;
+    float* sr = job->sum_out ? job->sum_out + r * cols : yr; /* s lives in y until normalized */
+    if (job->skip) {
+      const float* kr = job->skip + (r % job->skip_rows) * cols;
+      if (job->bias)
+        for (size_t c = 0; c < cols; c++) sr[c] = xr[c] + kr[c] + job->bias[c];
+      else
+        for (size_t c = 0; c < cols; c++) sr[c] = xr[c] + kr[c];
+    } else {
+      sr = (float*)xr;
+    }
+    float acc[RMS_LANES] = {0};
+    size_t c = 0;
+    for (; c + RMS_LANES <= cols; c += RMS_LANES)
+      for (size_t j = 0; j < RMS_LANES; j++) acc[j] += sr[c + j] * sr[c + j];
+    for (; c < cols; c++) acc[0] += sr[c] * sr[c];
+    float sq = 0.0f;
+    for (size_t j = 0; j < RMS_LANES; j++) sq += acc[j];
+    float rms = sqrtf(sq / (float)cols + job->eps);
+    for (c = 0; c < cols; c++) yr[c] = sr[c] / rms * job->gamma[c];
+    if (job->inv_out) job->inv_out[r] = 1.0f / rms;
+  }
+}
+
+void seamless_skip_rmsnorm_f32(const float* x, const float* skip, size_t skip_rows, const float* bias,
+                               const float* gamma, float* y, float* sum_out, float* inv_out, size_t rows, size_t cols,
+                               float eps, void* par_fn, void* par_ctx) {
+  RmsJob job = {x, skip, bias, gamma, y, sum_out, inv_out, skip_rows ? skip_rows : 1, rows, cols, 0, eps};
+  job.tasks = seamless_task_count(rows * cols, 1 << 14);
+  if (job.tasks > rows) job.tasks = rows ? rows : 1;
+  seamless_run_tasks(par_fn, par_ctx, job.tasks, rmsnorm_task, &job);
+}

@@ -203,7 +203,7 @@ __device__ __forceinline__ void prepare_new8(int64_t t, const T* q_in, const T* 
   }
 }
 
-// wide: eight elements a thread (kernels/cuda/contrib.py decides: head_size and rot_half multiples of 8,
+// wide: eight elements a thread (kernels/cuda/attention.py decides: head_size and rot_half multiples of 8,
 // every row 16-byte aligned); a 4000-token prompt's 24 calls took 1.33 ms element by element.
 template <typename T>
 __device__ void prepare(const T* past_k, const T* past_v, const T* q_in, const T* k_in, const T* v_in, const T* cos,
@@ -744,7 +744,7 @@ __device__ void rotary(int64_t n, const T* x, const int64_t* pos, const T* cos, 
   }
 FOR_FLOATS(ROTARY)
 
-// LinearAttention (ONNX opset 27), as kernels/cpu/linear_attention.py: a block per (batch, KV head) runs
+// LinearAttention (ONNX opset 27), as kernels/cpu/attention.py: a block per (batch, KV head) runs
 // the token-by-token recurrence on its state S [d_k, d_v] (float32, in `state`, past_state's values or
 // zeros at the start): per token S *= exp(g) (gated), v = beta * (v - S^T k) (delta), S += k v^T, and
 // each of the KV head's query heads gets scale * q^T S. Shared memory: k, v and the group's q rows.

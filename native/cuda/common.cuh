@@ -137,7 +137,7 @@ __device__ __forceinline__ float block_reduce(float v, bool is_max) {
 }
 
 // Layer or RMS normalisation (`simplified`: mean 0) of the 8 values of a row at column c (`at` in x),
-// the row of `cols` values spread over a block's threads by eights (rows.cu's skip_norm_row8, and the
+// the row of `cols` values spread over a block's threads by eights (normalization.cu's skip_norm_row8, and the
 // GEMVs' norm prologue below: the same arithmetic, so the same bits): v = x (+ skip) (+ bias), written
 // to sum_out when given; then (v - mean) * rsqrt(mean((v - mean)^2) + eps) * scale (+ beta) into v.
 // Every thread of the block calls it; whether this one's values lie in the row. EARLY_SCALE: the scale is

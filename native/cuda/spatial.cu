@@ -370,7 +370,7 @@ __device__ float reflect(float x, float low, float high) {
   return below ? (even ? __fadd_rn(low, r) : __fsub_rn(high, r)) : (even ? __fsub_rn(high, r) : __fadd_rn(low, r));
 }
 
-__device__ float cubic(float d) {  // Keys' kernel, a = -0.75, as kernels/cpu/nn.py's _cubic in float32
+__device__ float cubic(float d) {  // Keys' kernel, a = -0.75, as kernels/cpu/spatial.py's _cubic in float32
   const float a = -0.75f;
   d = fabsf(d);
   if (d <= 1.0f) return __fadd_rn(__fmul_rn(__fmul_rn(__fsub_rn(__fmul_rn(a + 2.0f, d), a + 3.0f), d), d), 1.0f);

@@ -1,17 +1,17 @@
 """com.microsoft EmbedLayerNormalization, Attention and MultiHeadAttention on the CUDA EP
 (kernels/cuda/bert.py; skipped without a GPU), against stock ORT's CPU EP, with the CPU parity
-tests' cases and tolerances (tests/kernels/test_contrib_bert.py, test_contrib_attention.py: float16
+tests' cases and tolerances (tests/kernels/test_bert.py, test_attention.py: float16
 intermediates rounded by ORT where we keep float32)."""
 import numpy as np
 import pytest
 
-from kernels.test_contrib_attention import MHA_CASES, MHA_ID
-from kernels.test_contrib_attention import TOL as MHA_TOL
-from kernels.test_contrib_attention import mha
-from kernels.test_contrib_bert import (F16, F32, I32, MS, TOL, attention_inputs, attention_without_bias, data,
+from kernels.test_attention import MHA_CASES, MHA_ID
+from kernels.test_attention import TOL as MHA_TOL
+from kernels.test_attention import mha
+from kernels.test_bert import (F16, F32, I32, MS, TOL, attention_inputs, attention_without_bias, data,
                                       embed_inputs, rng)
 from parity import Const, assert_close, node_model, stock_session
-from test_cuda_contrib import check
+from test_cuda_attention import check
 from test_cuda_ep import DEVICES, PROBLEM, run_on_cuda
 
 pytestmark = pytest.mark.skipif(not DEVICES, reason=f"no NVIDIA GPU for the CUDA EP ({PROBLEM or 'none found'})")

@@ -437,7 +437,7 @@ def test_auto_capture_skips_a_partition_with_a_seam():
 @pytest.mark.parametrize("mask", ["int64", "float"])
 def test_auto_capture_leaves_a_data_dependent_op_eager(mask):
     # NonZero of a mask computed on the GPU (an int64 one runs the CPU kernel by the host rule, a float
-    # one kernels/cuda/host.py's): its output shape depends on the data, so the host must read the mask
+    # one on the host by on_host, kernels/cuda/elementwise.py): its output shape depends on the data, so the host must read the mask
     # (a seam) and the partition is never captured; every run is right
     nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Cast", ["r"], ["m"], to=7),
              helper.make_node("NonZero", ["m"], ["idx"])]

@@ -1,4 +1,4 @@
-"""kernels/cuda/host.py: ops whose output shape depends on the data (NonZero, Unique,
+"""The CUDA kernels run on the host (kernels/cuda/elementwise.py on_host): ops whose output shape depends on the data (NonZero, Unique,
 NonMaxSuppression) on float inputs, and MelWeightMatrix and TfIdfVectorizer, computed on the host inside
 the CUDA partition (skipped without a GPU), against stock ORT's CPU EP (test_cuda_capture.py: such a
 partition is left eager by capture=auto)."""

@@ -171,7 +171,7 @@ def test_a_builder_decoder_runs_its_prompt_and_a_decode_step_through_the_cuda_ex
 
 
 def test_a_kernel_opts_in_to_its_dynamic_shared_memory_once(monkeypatch):
-    """Without opting in (cuFuncSetAttribute) a kernel's static and dynamic shared memory share 48 KiB: products.cu's
+    """Without opting in (cuFuncSetAttribute) a kernel's static and dynamic shared memory share 48 KiB: matmul.cu's
     linear with 48 KiB of weights staged beside its static partials failed to launch. The runtime allows a kernel's
     dynamic shared memory at its first launch with some, and again only for more (the 16-column linear_tc's 67 KiB)."""
     monkeypatch.setattr(runtime_cuda, "FATBIN", __file__)

@@ -1,6 +1,6 @@
 """Which kernels the CUDA EP launches for a fused norm + product (plan/fusion.py's NormedProduct), for
 wide products and for GroupQueryAttention, decided on the host: checked without a GPU (a recording runtime stands in for
-runtime/cuda.py), so CI guards the choices; what the kernels compute is tests/cuda/test_cuda_contrib.py's
+runtime/cuda.py), so CI guards the choices; what the kernels compute is tests/cuda/test_cuda_attention.py's
 (on a GPU)."""
 import struct
 
@@ -8,8 +8,9 @@ import cffi
 import numpy as np
 import pytest
 
-from onnxruntime_ep_seamless.kernels.cuda.contrib import group_query_attention, normed_product
+from onnxruntime_ep_seamless.kernels.cuda.attention import group_query_attention
 from onnxruntime_ep_seamless.kernels.cuda.matmul import linear, linear_argmax
+from onnxruntime_ep_seamless.kernels.cuda.normalization import normed_product
 from onnxruntime_ep_seamless.runtime.cuda import CudaRuntime, DeviceTensor
 
 F16 = np.dtype(np.float16)
@@ -106,7 +107,7 @@ def test_a_linear_layers_bias_after_cublas_is_added_into_memory_of_its_own():
 
 @pytest.mark.parametrize("keepdims", [0, 1])
 def test_argmax_writes_into_the_output_tensor_offered(keepdims):
-    from onnxruntime_ep_seamless.kernels.cuda.indexing import argmax
+    from onnxruntime_ep_seamless.kernels.cuda.reduction import argmax
     rt, asked = Recorder(), []
     (y,) = argmax(rt, None, rt.alloc((1, 1, 151936), F16), axis=-1, keepdims=keepdims, _output_buffer=offer(asked))
     shape = (1, 1, 1) if keepdims else (1, 1)
@@ -153,7 +154,7 @@ NBITS = {"MatMulNBits": "seamless_matmul_nbits4_x32", "MatMulNBitsSwiGLU": "seam
 def test_a_decode_step_normalises_inside_the_product(product, m):
     launches, (y, total) = run(product, m, 896, 1152)
     rows = 1 if product.startswith("MatMulNBits") else m  # a block's rows: one (a grid row each), or all
-    # products.cu's Linear (on tensor cores at this K) also stages its weights there: 8 warps, 16 bytes a lane a
+    # matmul.cu's Linear (on tensor cores at this K) also stages its weights there: 8 warps, 16 bytes a lane a
     # matrix and group of 8 columns (the SwiGLU's 2 a block) for each of its 4 chunks of 32 k (every 8th of the 28)
     staged = 0 if product.startswith("MatMulNBits") else 8 * 512 * 4 * (2 * 2 if product == "MatMulSwiGLU" else 1)
     assert [(name, kw) for name, _, kw in launches] == [(NBITS[product] + "_norm_f16",
@@ -198,7 +199,7 @@ def test_a_linear_layer_takes_tensor_cores_where_k_is_short(dtype, k, name, bloc
 def test_a_prompts_nbits_product_is_one_gemm_on_dequantized_weights(product, bias, m):
     """Up to SMALL_ROWS rows the GEMV (weights read once a row); more: the weights dequantized (each matrix of a
     SwiGLU into its half of one scratch matrix), one GEMM, then the SwiGLU or the bias."""
-    from onnxruntime_ep_seamless.kernels.cuda.contrib import matmul_nbits, matmul_nbits_swiglu
+    from onnxruntime_ep_seamless.kernels.cuda.quantization import matmul_nbits, matmul_nbits_swiglu
     rt, k, n = Recorder(), 896, 1152
     q, scales = rt.constant((n, k // 32, 16), np.uint8), rt.constant((n * k // 32,))
     a = rt.alloc((1, m, k), F16)
@@ -219,7 +220,7 @@ def test_a_prompts_nbits_product_is_one_gemm_on_dequantized_weights(product, bia
 
 @pytest.mark.parametrize("k,n,staged", [(896, 9728, 8 * 4 * 512), (4864, 896, 8 * 5 * 512), (8192, 4096, 0)])
 def test_a_linear_layers_weights_go_through_shared_memory_where_they_fit(k, n, staged):
-    """products.cu's Linear copies a lane's weights to shared memory before waiting for the kernel before
+    """matmul.cu's Linear copies a lane's weights to shared memory before waiting for the kernel before
     (passes over k x 16 bytes a lane, 8 warps), up to STAGED_MAX bytes a block; else it reads them after."""
     import struct
     rt = Recorder()
@@ -373,10 +374,10 @@ def test_a_float16_prompt_attends_in_tiles_of_64_queries(s, head_size, past):
                                                                   (1024, 16, 64, True, 2), (2112, 24, 128, True, 1)])
 def test_the_tensor_core_layout_gives_each_lane_its_weights_scales_and_zero_points(K, N, block_size, zero_points,
                                                                                    matrices):
-    """contrib.nbits4_tiles, read back lane by lane as quant.cu's tiles kernel reads it, is the dequantized matrix:
+    """quantization.nbits4_tiles, read back lane by lane as quantization.cu's tiles kernel reads it, is the dequantized matrix:
     lane l's 16 bytes are column l / 4's 32 k of group l % 4; lane l < 16's scale pair is for columns 2 (l % 4) and
     + 1 of group l / 4; lane l's zero point is its column's. Past N and K: zeros, scale 0."""
-    from onnxruntime_ep_seamless.kernels.cuda.contrib import TILE_CHUNK, nbits4_tiles
+    from onnxruntime_ep_seamless.kernels.cuda.quantization import TILE_CHUNK, nbits4_tiles
     rng, blocks = np.random.default_rng(0), -(-K // block_size)
     weights, dense = [], []
     for _ in range(matrices):

@@ -282,7 +282,7 @@ def test_matmul_bfloat16():
 
 
 # A MatMul by a constant runs as plan/fusion.py's Linear (the weights transposed): with few rows (a
-# decode step's projections) products.cu's kernel when k comes by eights (1, 2, 4 or 8 warps a column
+# decode step's projections) matmul.cu's kernel when k comes by eights (1, 2, 4 or 8 warps a column
 # as k grows, 1 from 4096 columns: (520, 4100) makes a lone warp take 3 passes; 16-bit types with k in
 # chunks of 32 up to 1024: tensor cores, 16 columns a block: n = 20 ends in a part of one), else cuBLASLt. float32: sums in another
 # order than ORT's; float16: both sum in float32 and round once, so at most one float16 ulp (9.8e-4
@@ -302,7 +302,7 @@ def test_matmul_by_a_constant(m, k, n, dtype):
 
 @pytest.mark.parametrize("m,k,n", [(1, 896, 40), (3, 96, 20), (2, 2056, 24)])
 def test_matmul_by_a_bfloat16_constant(m, k, n):
-    """A bfloat16 Linear of few rows: products.cu's tensor-core kernel (K in chunks of 32 up to 1024), else a warp
+    """A bfloat16 Linear of few rows: matmul.cu's tensor-core kernel (K in chunks of 32 up to 1024), else a warp
     a column. The reference is stock ORT's float32 MatMul of the same bfloat16 values."""
     import ml_dtypes
     rng = np.random.default_rng(k + n)
@@ -368,7 +368,7 @@ def test_matmul_by_a_constant_bfloat16():
 
 
 def test_integer_reductions_over_long_axes():
-    """int32/int64 reductions of many elements an output (or of 48 into few outputs) take reduce.cu's
+    """int32/int64 reductions of many elements an output (or of 48 into few outputs) take reduction.cu's
     block path: exact."""
     rng = np.random.default_rng(18)
     for dtype in (I32, I64):
@@ -458,3 +458,15 @@ def test_a_mask_sum_less_one_cast_in_one_launch(dtype, opset, keepdims, to):
         (ours,), (ref,) = run_on_cuda(model, {"mask": x}), stock_session(model).run(None, {"mask": x})
         assert ours.dtype == ref.dtype and ours.shape == ref.shape
         np.testing.assert_array_equal(ours, ref)
+
+
+@pytest.mark.parametrize("dtype", [F32, F16])
+def test_fused_mish(dtype):
+    """x * Tanh(Softplus(x)) runs as one Mish on the GPU (plan/fusion.py's `mish`); stock runs the three nodes."""
+    from kernels.test_fusion import _mish_model
+    x = np.concatenate([np.linspace(-30, 30, 64 * 7), [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-8, -1e-8, 88.0] * 8])
+    feeds = {"x": x.reshape(-1, 64).astype(dtype)}
+    model = _mish_model(dtype)
+    (ours,), (ref,) = run_on_cuda(model, feeds), stock_session(model).run(None, feeds)
+    # float16: stock rounds Softplus's and Tanh's results to float16, ours rounds once
+    assert_close(ours, ref, *((1e-5, 1e-6) if dtype == F32 else (1e-3, 1e-3)))

@@ -1,7 +1,7 @@
 """ReduceMax/ReduceMin on the CUDA EP with NaN, and the reductions' axes, scalars and empty sets, against stock ORT's
 CPU EP. Stock keeps "a unless b is strictly greater (less)": a NaN sticks where it leads and is dropped, with what was
 combined into it, where it follows, in the order of stock's path for the shape (kernels/cpu/reduction.py
-stock_path); native/cuda/reduce.cu's second pass gives the same answers for a tensor in an aligned buffer.
+stock_path); native/cuda/reduction.cu's second pass gives the same answers for a tensor in an aligned buffer.
 
 The host-side checks run everywhere (a recording runtime, no GPU); the parity tests need a GPU (skipped without)."""
 import struct
@@ -9,7 +9,7 @@ import struct
 import numpy as np
 import pytest
 
-from onnxruntime_ep_seamless.kernels.cuda import reduce as cuda_reduce
+from onnxruntime_ep_seamless.kernels.cuda import reduction as cuda_reduce
 from onnxruntime_ep_seamless.runtime.cuda import MAX_DIMS, DeviceTensor
 from parity import Const, node_model, stock_session
 from test_cuda_ep import needs_gpu, run_on_cuda

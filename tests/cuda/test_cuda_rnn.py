@@ -4,7 +4,7 @@ another order than ORT's, carried through the steps' recurrence."""
 import pytest
 
 from kernels.test_rnn import rnn_case
-from test_cuda_contrib import check
+from test_cuda_attention import check
 from test_cuda_ep import DEVICES, PROBLEM
 
 pytestmark = pytest.mark.skipif(not DEVICES, reason=f"no NVIDIA GPU for the CUDA EP ({PROBLEM or 'none found'})")

@@ -4,14 +4,14 @@ the CUDA EP (kernels/cuda/spatial.py), against stock ORT's CPU EP; the GPU tests
 The reference is always stock ORT's float32 op on the inputs as our EP sees them (rounded to
 float16/bfloat16 first): stock ORT CPU lacks bfloat16 kernels for these ops, and its float16 Conv
 may run natively on some CPUs; a float32 reference states what the answer should be either way.
-Window geometries and Resize modes reuse the CPU kernels' parity cases (tests/kernels/test_nn.py).
+Window geometries and Resize modes reuse the CPU kernels' parity cases (tests/kernels/test_spatial.py).
 """
 import ml_dtypes
 import numpy as np
 import pytest
 from onnx import TensorProto
 
-from kernels.test_nn import (CONV_CASES, CONV_T_CASES, COORD_MODES, NEAREST_MODES, POOL_CASES, SCALES)
+from kernels.test_spatial import (CONV_CASES, CONV_T_CASES, COORD_MODES, NEAREST_MODES, POOL_CASES, SCALES)
 from parity import Const, assert_close, node_model, stock_session
 from test_cuda_ep import DEVICES, PROBLEM, in_bfloat16, run_on_cuda
 

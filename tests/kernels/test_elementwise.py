@@ -5,7 +5,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from onnx import TensorProto, numpy_helper
 
-from parity import Const, check_node
+from kernels.test_normalization import F32, MS, data, model_of
+from parity import Const, assert_parity, check_node
 
 rng = np.random.default_rng(0)
 F16_RTOL = 1e-3  # float16 has an 11-bit mantissa: one rounding is ~5e-4 relative
@@ -490,3 +491,50 @@ def test_bitcast(src, to):
     x = rand((2, 3), src, -100, 100)
     parity("BitCast", x, attrs={"to": to}, out=numpy_helper.helper.tensor_dtype_to_np_dtype(to), opset=26)
     parity("BitCast", np.asarray(x[0, 0]), attrs={"to": to}, out=numpy_helper.helper.tensor_dtype_to_np_dtype(to), opset=26)
+
+
+# ---------------------------------------------------------------- ORT's GELU-family activations (com.microsoft)
+#
+# FastGelu and QuickGelu go through MLAS's tanh/logistic approximations on stock ORT (a few ulp), numpy's libm
+# here: rtol 1e-5, atol 1e-6. BiasGelu uses erf: same tolerance.
+
+ACT_TOL = {"rtol": 1e-5, "atol": 1e-6}
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_fast_gelu(bias):
+    arrays = [("x", data(2, 7, 64, scale=3.0)), ("bias", data(64) if bias else None)]
+    model, feeds = model_of("FastGelu", arrays, 1, domain=MS)
+    assert_parity(model, feeds, **ACT_TOL)
+
+
+@pytest.mark.parametrize("alpha", [None, 1.0, 1.702])
+def test_quick_gelu(alpha):
+    attrs = {} if alpha is None else {"alpha": alpha}
+    model, feeds = model_of("QuickGelu", [("x", data(3, 100, scale=4.0))], 1, attrs, domain=MS)
+    assert_parity(model, feeds, **ACT_TOL)
+
+
+def test_bias_gelu():
+    model, feeds = model_of("BiasGelu", [("a", data(2, 5, 96, scale=3.0)), ("b", data(96))], 1, domain=MS)
+    assert_parity(model, feeds, **ACT_TOL)
+
+
+@pytest.mark.parametrize("op", ["FastGelu", "QuickGelu"])
+def test_gelu_float16(op):
+    x = data(4, 64, scale=3.0).astype(np.float16)
+    model, feeds = model_of(op, [("x", x)], 1, domain=MS, out_dtypes=[np.float16])
+    assert_parity(model, feeds, rtol=1e-3, atol=1e-3)  # one float16 rounding of the float32 result
+
+
+def test_quick_gelu_native_accuracy(monkeypatch):
+    """The native QuickGelu (polynomial exp) against float64 math and the numpy path, over a wide range."""
+    from onnxruntime_ep_seamless.kernels.cpu import elementwise as ew, native
+    x = np.concatenate([np.linspace(-120, 120, 20001), data(1000, scale=3.0).astype(np.float64)]).astype(F32)
+    (y,) = ew.quick_gelu(x, alpha=1.702)
+    z = (np.float32(1.702) * x).astype(np.float64)  # alpha * x rounds to float32 on every path
+    ref = x.astype(np.float64) / (1 + np.exp(-z))
+    np.testing.assert_allclose(y, ref, rtol=5e-7, atol=1e-30)  # below 1e-30 the exp argument is clamped
+    monkeypatch.setattr(native, "HAS_QUICK_GELU", False)
+    (y_numpy,) = ew.quick_gelu(x, alpha=1.702)
+    np.testing.assert_allclose(y, y_numpy, rtol=1e-6, atol=1e-30)

@@ -1,9 +1,9 @@
 """plan/fusion.py's decisions per device (the math of each fused kernel is checked against stock ORT
-where it runs: the CPU parity tests, tests/cuda/test_cuda_contrib.py)."""
+where it runs: the CPU parity tests, tests/cuda/test_cuda_attention.py)."""
 import numpy as np
 import pytest
 
-from kernels.test_contrib_quantization import normed_product_model, swiglu_nbits_model
+from kernels.test_quantization import normed_product_model, swiglu_nbits_model
 from onnxruntime_ep_seamless.graph.onnx_import import import_model
 from onnxruntime_ep_seamless.plan.fusion import fuse
 

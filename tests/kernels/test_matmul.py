@@ -152,3 +152,8 @@ def test_einsum(equation, shapes):
 def test_einsum_types(dtype):
     parity("Einsum", rand((2, 3), dtype, -5, 5), rand((3, 4), dtype, -5, 5), attrs={"equation": "ij,jk->ik"})
     parity("Einsum", rand((3, 3), dtype, -5, 5), attrs={"equation": "ii->"})
+
+
+def test_det():
+    parity("Det", rand((4, 4)), opset=11, rtol=1e-4, atol=1e-5)
+    parity("Det", rand((2, 3, 3, 3)), opset=11, rtol=1e-4, atol=1e-5)

@@ -1,14 +1,340 @@
-"""Parity of GridSample, AffineGrid, Col2Im, DeformConv (kernels/cpu/spatial.py) and
-NonMaxSuppression (kernels/cpu/detection.py) with stock ORT."""
+"""Parity tests for convolution, pooling, Resize/Upsample and the sampling ops (GridSample, AffineGrid, Col2Im,
+DeformConv) (kernels/cpu/spatial.py) against stock ORT.
+
+Conv-like ops sum many products in a different order than ORT's MLAS kernels (im2col + BLAS vs
+direct/Winograd-free GEMM tiling), so they are compared with rtol 1e-4 instead of 1e-5.
+"""
 import numpy as np
 import pytest
 
 from parity import check_node
 
-rng = np.random.default_rng(5)
+
+rng = np.random.default_rng(1)
+I64 = np.int64
+CONV_TOL = {"rtol": 1e-4, "atol": 1e-5}
 
 
-def check(op, inputs, out_dtypes, attrs=None, opset=22, const=(), rtol=1e-5, atol=1e-5):
+check = check_node
+
+
+def data(shape, dtype=np.float32):
+    return rng.standard_normal(shape).astype(dtype)
+
+
+# --- Conv ----------------------------------------------------------------------------------
+
+CONV_CASES = [
+    # x shape, w shape, attrs
+    ((1, 3, 7, 7), (4, 3, 3, 3), {}),
+    ((2, 3, 7, 8), (4, 3, 3, 2), {"pads": [1, 0, 2, 1], "strides": [2, 1]}),
+    ((1, 4, 9, 9), (6, 2, 3, 3), {"group": 2, "dilations": [2, 1], "pads": [1, 1, 1, 1]}),
+    ((1, 4, 6, 6), (4, 1, 3, 3), {"group": 4, "pads": [1, 1, 1, 1]}),  # depthwise
+    ((2, 5, 4, 4), (3, 5, 1, 1), {}),  # 1x1: plain matmul path
+    ((1, 5, 6, 6), (3, 5, 1, 1), {"strides": [2, 2]}),
+    ((1, 2, 7, 6), (3, 2, 3, 3), {"auto_pad": "SAME_UPPER", "strides": [2, 2]}),
+    ((1, 2, 6, 6), (3, 2, 4, 4), {"auto_pad": "SAME_LOWER"}),
+    ((1, 2, 6, 6), (3, 2, 4, 4), {"auto_pad": "SAME_UPPER"}),
+    ((1, 2, 7, 6), (3, 2, 3, 3), {"auto_pad": "VALID", "strides": [2, 2]}),
+    ((1, 2, 5, 5), (3, 2, 3, 3), {"kernel_shape": [3, 3], "strides": [3, 3]}),
+    ((2, 3, 10), (4, 3, 3), {"pads": [2, 1], "strides": [2], "dilations": [2]}),  # 1-D
+    ((1, 2, 4, 5, 6), (3, 2, 2, 3, 2), {"pads": [1, 0, 1, 0, 1, 1]}),  # 3-D
+]
+
+
+@pytest.mark.parametrize("bias", [False, True])
+@pytest.mark.parametrize("xs,ws,attrs", CONV_CASES)
+def test_conv(xs, ws, attrs, bias):
+    b = [data(ws[0])] if bias else []
+    check("Conv", [data(xs), data(ws)] + b, attrs, const=[1, 2], **CONV_TOL)
+
+
+@pytest.mark.parametrize("opset", [1, 11, 21])
+def test_conv_opsets(opset):
+    check("Conv", [data((1, 2, 5, 5)), data((2, 2, 3, 3))], {"pads": [1, 1, 1, 1]}, opset=opset, **CONV_TOL)
+
+
+# float16: ORT accumulates in float32 and rounds once, as the kernels do; allow float16 rounding.
+F16_TOL = {"rtol": 1e-3, "atol": 1e-3}
+
+
+def test_conv_f16():
+    check("Conv", [data((1, 4, 6, 6), np.float16), data((4, 2, 3, 3), np.float16), data(4, np.float16)],
+          {"group": 2, "pads": [1, 1, 1, 1]}, const=[1, 2], **F16_TOL)
+
+
+def test_conv_transpose_f16():
+    check("ConvTranspose", [data((1, 2, 4, 4), np.float16), data((2, 3, 3, 3), np.float16)], {"strides": [2, 2]},
+          const=[1], **F16_TOL)
+
+
+def test_conv_empty_batch():
+    check("Conv", [data((0, 2, 5, 5)), data((2, 2, 3, 3))], const=[1])
+
+
+def test_conv_resnet_stem():
+    # A 224x224 ResNet stem, to keep the im2col path honest about speed (well under a second).
+    check("Conv", [data((1, 3, 224, 224)), data((64, 3, 7, 7)), data(64)],
+          {"pads": [3, 3, 3, 3], "strides": [2, 2]}, const=[1, 2], rtol=1e-4, atol=1e-4)
+
+
+CONV_T_CASES = [
+    ((1, 2, 3, 3), (2, 3, 3, 3), {}),
+    ((2, 2, 3, 4), (2, 3, 3, 2), {"strides": [2, 3], "pads": [1, 0, 0, 1]}),
+    ((1, 4, 3, 3), (4, 2, 3, 3), {"group": 2, "strides": [2, 2], "output_padding": [1, 0]}),
+    ((1, 2, 4, 4), (2, 2, 3, 3), {"dilations": [2, 1], "pads": [1, 1, 2, 0]}),
+    ((1, 2, 3, 3), (2, 2, 3, 3), {"strides": [2, 2], "output_shape": [8, 7]}),
+    ((1, 2, 3, 3), (2, 2, 3, 3), {"strides": [2, 2], "output_shape": [6, 5], "auto_pad": "SAME_UPPER"}),
+    ((1, 2, 3, 3), (2, 2, 3, 3), {"strides": [2, 2], "output_shape": [6, 5], "auto_pad": "SAME_LOWER"}),
+    ((1, 2, 3, 3), (2, 2, 4, 4), {"strides": [2, 2], "auto_pad": "SAME_UPPER"}),
+    ((1, 2, 3, 3), (2, 2, 4, 4), {"strides": [2, 2], "auto_pad": "SAME_LOWER"}),
+    ((1, 2, 3, 3), (2, 2, 5, 5), {"auto_pad": "SAME_UPPER"}),
+    ((1, 2, 3, 3), (2, 2, 4, 4), {"auto_pad": "SAME_LOWER"}),
+    ((1, 2, 3, 3), (2, 2, 1, 1), {"strides": [3, 2], "auto_pad": "SAME_UPPER"}),  # n * s > full: no padding
+    ((1, 2, 3, 3), (2, 2, 3, 3), {"strides": [2, 2], "output_shape": [4, 3]}),
+    ((1, 2, 3, 3), (2, 2, 3, 3), {"strides": [2, 2], "output_shape": [5, 4], "pads": [1, 1, 0, 0]}),
+    ((1, 2, 3, 3), (2, 2, 3, 3), {"strides": [2, 2], "auto_pad": "VALID"}),
+    ((1, 2, 5), (2, 3, 3), {"strides": [2], "pads": [1, 2], "output_padding": [1]}),  # 1-D
+    ((1, 2, 2, 3, 2), (2, 1, 2, 2, 3), {"strides": [1, 2, 1]}),  # 3-D
+]
+
+
+@pytest.mark.parametrize("bias", [False, True])
+@pytest.mark.parametrize("xs,ws,attrs", CONV_T_CASES)
+def test_conv_transpose(xs, ws, attrs, bias):
+    b = [data(ws[1] * attrs.get("group", 1))] if bias else []
+    check("ConvTranspose", [data(xs), data(ws)] + b, attrs, const=[1, 2], **CONV_TOL)
+
+
+# --- pooling -------------------------------------------------------------------------------
+
+POOL_CASES = [
+    ((1, 2, 6, 6), {"kernel_shape": [2, 2], "strides": [2, 2]}),
+    ((2, 3, 7, 5), {"kernel_shape": [3, 2], "pads": [1, 0, 1, 1], "strides": [2, 1]}),
+    ((1, 2, 7, 7), {"kernel_shape": [3, 3], "strides": [2, 2], "ceil_mode": 1}),
+    ((1, 2, 6, 6), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1], "ceil_mode": 1}),
+    ((1, 2, 8, 8), {"kernel_shape": [2, 2], "strides": [3, 3], "ceil_mode": 1}),
+    # ceil_mode would start a last window inside the end padding: dropped.
+    ((1, 2, 5, 5), {"kernel_shape": [2, 2], "strides": [2, 2], "pads": [1, 1, 1, 1], "ceil_mode": 1}),
+    ((1, 2, 7, 6), {"kernel_shape": [3, 3], "strides": [2, 2], "auto_pad": "SAME_UPPER"}),
+    ((1, 2, 6, 6), {"kernel_shape": [2, 2], "auto_pad": "SAME_LOWER"}),
+    ((1, 2, 7, 6), {"kernel_shape": [3, 3], "strides": [2, 2], "auto_pad": "VALID"}),
+    ((1, 2, 9, 9), {"kernel_shape": [2, 3], "dilations": [2, 2], "pads": [1, 2, 0, 1]}),
+    ((1, 2, 9), {"kernel_shape": [3], "strides": [2], "pads": [1, 1]}),  # 1-D
+    ((1, 2, 4, 5, 6), {"kernel_shape": [2, 3, 2], "strides": [2, 1, 2]}),  # 3-D
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int8, np.uint8])
+@pytest.mark.parametrize("xs,attrs", POOL_CASES)
+def test_max_pool(xs, attrs, dtype):
+    x = data(xs) * 20 if np.dtype(dtype).kind in "iu" else data(xs)
+    check("MaxPool", [x.astype(dtype)], attrs, opset=12)
+
+
+@pytest.mark.parametrize("xs,attrs,storage_order", [(xs, attrs, 0) for xs, attrs in POOL_CASES]
+                         + [(xs, attrs, 1) for xs, attrs in POOL_CASES if len(xs) == 4])
+def test_max_pool_indices(xs, attrs, storage_order):
+    check("MaxPool", [data(xs)], {**attrs, "storage_order": storage_order}, opset=12, outputs=[np.float32, I64])
+
+
+@pytest.mark.parametrize("opset", [1, 8, 10, 11])
+def test_max_pool_old_opsets(opset):
+    check("MaxPool", [data((1, 2, 6, 6))], {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}, opset=opset)
+
+
+@pytest.mark.parametrize("count_include_pad", [0, 1])
+@pytest.mark.parametrize("xs,attrs", [c for c in POOL_CASES if "dilations" not in c[1]])
+def test_average_pool(xs, attrs, count_include_pad):
+    check("AveragePool", [data(xs)], {**attrs, "count_include_pad": count_include_pad}, opset=11)
+
+
+@pytest.mark.parametrize("count_include_pad", [0, 1])
+@pytest.mark.parametrize("xs,attrs", POOL_CASES)
+def test_average_pool_19(xs, attrs, count_include_pad):
+    check("AveragePool", [data(xs)], {**attrs, "count_include_pad": count_include_pad}, opset=19)
+
+
+def test_average_pool_f16():
+    # float16: ORT averages in float32 and rounds once; allow one float16 ulp.
+    check("AveragePool", [data((1, 2, 6, 6), np.float16)], {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]},
+          opset=19, rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.parametrize("opset", [7, 10])  # ORT has no AveragePool-1 kernel
+def test_average_pool_old_opsets(opset):
+    attrs = {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}
+    if opset >= 7:
+        attrs["count_include_pad"] = 1
+    check("AveragePool", [data((1, 2, 5, 5))], attrs, opset=opset)
+
+
+@pytest.mark.parametrize("op", ["GlobalAveragePool", "GlobalMaxPool"])
+@pytest.mark.parametrize("xs", [(2, 3, 4, 5), (1, 2, 7), (1, 2, 2, 3, 2)])
+def test_global_pool(op, xs):
+    check(op, [data(xs)])
+
+
+@pytest.mark.parametrize("op", ["GlobalAveragePool", "GlobalMaxPool"])
+def test_global_pool_f16(op):
+    # ORT sums float16 in float32; allow float16 rounding of the mean.
+    check(op, [data((2, 3, 4, 5), np.float16)], rtol=1e-3, atol=1e-3)
+
+
+# --- Resize --------------------------------------------------------------------------------
+
+COORD_MODES = ["half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners", "asymmetric"]
+NEAREST_MODES = ["round_prefer_floor", "round_prefer_ceil", "floor", "ceil"]
+SCALES = [[1, 1, 2.0, 3.0], [1, 1, 0.5, 0.75], [1, 1, 1.7, 0.6]]
+
+
+def _resize(x, scales=None, sizes=None, roi=None, attrs=None, opset=19, **tol):
+    none = np.zeros(0, np.float32)
+    ins = [x, none if roi is None else np.array(roi, np.float32),
+           none if scales is None else np.array(scales, np.float32)]
+    if sizes is not None:
+        ins.append(np.array(sizes, I64))
+    check("Resize", ins, attrs, opset=opset, const=[1, 2, 3], **tol)
+
+
+@pytest.mark.parametrize("scales", SCALES)
+@pytest.mark.parametrize("nearest_mode", NEAREST_MODES)
+@pytest.mark.parametrize("coord", COORD_MODES)
+def test_resize_nearest(coord, nearest_mode, scales):
+    _resize(data((1, 2, 4, 5)), scales, attrs={"mode": "nearest", "coordinate_transformation_mode": coord,
+                                               "nearest_mode": nearest_mode})
+
+
+@pytest.mark.parametrize("opset", [11, 13])
+@pytest.mark.parametrize("scales", SCALES)
+def test_resize_tf_half_pixel_for_nn(scales, opset):
+    _resize(data((1, 2, 4, 5)), scales, attrs={"coordinate_transformation_mode": "tf_half_pixel_for_nn"},
+            opset=opset)
+
+
+@pytest.mark.parametrize("scales", SCALES)
+@pytest.mark.parametrize("coord", COORD_MODES)
+def test_resize_linear(coord, scales):
+    _resize(data((1, 2, 4, 5)), scales, attrs={"mode": "linear", "coordinate_transformation_mode": coord})
+
+
+@pytest.mark.parametrize("mode", ["nearest", "linear"])
+@pytest.mark.parametrize("sizes", [[1, 2, 8, 3], [1, 2, 1, 9]])
+def test_resize_sizes(mode, sizes):
+    _resize(data((1, 2, 4, 5)), sizes=sizes, attrs={"mode": mode})
+
+
+@pytest.mark.parametrize("policy", ["not_larger", "not_smaller"])
+def test_resize_keep_aspect_ratio(policy):
+    _resize(data((1, 2, 4, 5)), sizes=[7, 7], attrs={"axes": [2, 3], "keep_aspect_ratio_policy": policy}, opset=18)
+
+
+@pytest.mark.parametrize("mode", ["nearest", "linear"])
+def test_resize_axes(mode):
+    _resize(data((1, 2, 4, 5)), scales=[2.0, 1.5], attrs={"axes": [-1, 2], "mode": mode}, opset=18)
+
+
+@pytest.mark.parametrize("mode", ["nearest", "linear"])
+@pytest.mark.parametrize("sizes,roi", [([1, 1, 5, 4], [0, 0, 0.2, 0.1, 1, 1, 0.9, 1.3]),
+                                       ([1, 1, 1, 6], [0, 0, 0.5, -0.2, 1, 1, 0.7, 0.8])])
+def test_resize_tf_crop_and_resize(mode, sizes, roi):
+    _resize(data((1, 1, 4, 5)), sizes=sizes, roi=roi,
+            attrs={"mode": mode, "coordinate_transformation_mode": "tf_crop_and_resize", "extrapolation_value": 7.5},
+            opset=13)
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.uint8, np.int8])
+def test_resize_nearest_ints(dtype):
+    check("Resize", [(data((1, 1, 3, 4)) * 20).astype(dtype), np.zeros(0, np.float32),
+                     np.array([1, 1, 1.5, 2], np.float32)], opset=13, const=[1, 2])
+
+
+@pytest.mark.parametrize("xs,scales", [((4, 5), [2.0, 0.5]), ((1, 2, 3, 4, 5), [1, 1, 2, 1.5, 0.5])])
+def test_resize_linear_2d_3d(xs, scales):
+    _resize(data(xs), scales, attrs={"mode": "linear"})
+
+
+@pytest.mark.parametrize("mode", ["nearest", "linear"])
+def test_resize_f16(mode):
+    _resize(data((1, 2, 3, 4), np.float16), [1, 1, 2, 1.5], attrs={"mode": mode}, **F16_TOL)
+
+
+def test_resize_11_sizes():
+    # Opset 11: scales is a required input, given as an empty tensor next to sizes.
+    _resize(data((1, 1, 3, 3)), sizes=[1, 1, 5, 2], attrs={"mode": "nearest"}, opset=11)
+
+
+@pytest.mark.parametrize("mode", ["nearest", "linear"])
+@pytest.mark.parametrize("scales", [[1, 1, 2.0, 3.0], [1, 1, 0.5, 0.6], [1, 1, 1.5, 2.5]])
+def test_resize_10(mode, scales):
+    check("Resize", [data((1, 2, 4, 5)), np.array(scales, np.float32)], {"mode": mode}, opset=10, const=[1])
+
+
+@pytest.mark.parametrize("mode", ["nearest", "linear"])
+def test_upsample(mode):
+    check("Upsample", [data((1, 2, 3, 4))], {"mode": mode, "scales": [1.0, 1.0, 2.0, 1.5]}, opset=7)
+    check("Upsample", [data((1, 2, 3, 4)), np.array([1, 1, 3, 2], np.float32)], {"mode": mode}, opset=9,
+          const=[1])
+
+
+# --- Resize: cubic, antialiasing -------------------------------------------------------------
+
+@pytest.mark.parametrize("scales", SCALES)
+@pytest.mark.parametrize("coord", COORD_MODES)
+def test_resize_cubic(coord, scales):
+    _resize(data((1, 2, 4, 5)), scales=scales, attrs={"mode": "cubic", "coordinate_transformation_mode": coord},
+            rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("attrs", [{"cubic_coeff_a": -0.5}, {"exclude_outside": 1}])
+def test_resize_cubic_options(attrs):
+    _resize(data((1, 1, 5, 6)), scales=[1, 1, 1.6, 0.7], attrs={"mode": "cubic", **attrs}, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("mode", ["linear", "cubic"])
+@pytest.mark.parametrize("scales", [[1, 1, 0.6, 0.4], [1, 1, 0.5, 1.5]])
+def test_resize_antialias(mode, scales):
+    _resize(data((1, 2, 8, 9)), scales=scales, attrs={"mode": mode, "antialias": 1}, rtol=1e-4, atol=1e-5)
+
+
+# --- LpPool, MaxUnpool, normalizations ---------------------------------------------------------
+
+LP_POOL_CASES = [{"kernel_shape": [2, 2]}, {"kernel_shape": [3, 2], "strides": [2, 1], "pads": [1, 0, 1, 1], "p": 3},
+                 {"kernel_shape": [2, 2], "auto_pad": "SAME_UPPER", "p": 1},
+                 {"kernel_shape": [2, 3], "strides": [2, 2], "ceil_mode": 1, "dilations": [1, 2]}]
+
+
+@pytest.mark.parametrize("attrs", LP_POOL_CASES)
+def test_lp_pool(attrs):
+    check("LpPool", [data((1, 3, 5, 6))], attrs, opset=18, rtol=1e-5, atol=1e-5)
+
+
+def test_global_lp_pool():
+    check("GlobalLpPool", [data((2, 3, 4, 5))], {"p": 3}, opset=2, rtol=1e-5, atol=1e-5)
+
+
+def max_pool_with_indices():
+    """A 2x2 / stride 2 MaxPool of a (1, 2, 4, 4) input and its flat Indices output."""
+    x = data((1, 2, 4, 4))
+    pooled, indices = np.zeros((1, 2, 2, 2), np.float32), np.zeros((1, 2, 2, 2), np.int64)
+    for c in range(2):
+        for i in range(2):
+            for j in range(2):
+                window = x[0, c, 2 * i:2 * i + 2, 2 * j:2 * j + 2]
+                k = int(np.argmax(window))
+                pooled[0, c, i, j] = window.flat[k]
+                indices[0, c, i, j] = c * 16 + (2 * i + k // 2) * 4 + 2 * j + k % 2
+    return pooled, indices
+
+
+def test_max_unpool():
+    check("MaxUnpool", list(max_pool_with_indices()), {"kernel_shape": [2, 2], "strides": [2, 2]}, opset=11)
+
+
+sampling_rng = np.random.default_rng(5)
+
+
+def check_sampling(op, inputs, out_dtypes, attrs=None, opset=22, const=(), rtol=1e-5, atol=1e-5):
     return check_node(op, inputs, attrs, opset, out_dtypes, const, rtol, atol)
 
 
@@ -16,32 +342,32 @@ def check(op, inputs, out_dtypes, attrs=None, opset=22, const=(), rtol=1e-5, ato
 @pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])
 @pytest.mark.parametrize("align_corners", [0, 1])
 def test_grid_sample_2d(mode, padding_mode, align_corners):
-    x = rng.standard_normal((2, 3, 5, 6)).astype(np.float32)
-    grid = rng.uniform(-1.4, 1.4, (2, 4, 7, 2)).astype(np.float32)  # some points outside the image
-    check("GridSample", [x, grid], [np.float32],
+    x = sampling_rng.standard_normal((2, 3, 5, 6)).astype(np.float32)
+    grid = sampling_rng.uniform(-1.4, 1.4, (2, 4, 7, 2)).astype(np.float32)  # some points outside the image
+    check_sampling("GridSample", [x, grid], [np.float32],
           {"mode": mode, "padding_mode": padding_mode, "align_corners": align_corners}, rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.parametrize("mode", ["nearest", "linear"])
 def test_grid_sample_3d(mode):
-    x = rng.standard_normal((1, 2, 3, 4, 5)).astype(np.float32)
-    grid = rng.uniform(-1.2, 1.2, (1, 2, 3, 4, 3)).astype(np.float32)
-    check("GridSample", [x, grid], [np.float32], {"mode": mode, "padding_mode": "border"})
+    x = sampling_rng.standard_normal((1, 2, 3, 4, 5)).astype(np.float32)
+    grid = sampling_rng.uniform(-1.2, 1.2, (1, 2, 3, 4, 3)).astype(np.float32)
+    check_sampling("GridSample", [x, grid], [np.float32], {"mode": mode, "padding_mode": "border"})
 
 
 def test_grid_sample_opset16_names():
-    x = rng.standard_normal((1, 1, 4, 4)).astype(np.float32)
-    grid = rng.uniform(-1, 1, (1, 3, 3, 2)).astype(np.float32)
-    check("GridSample", [x, grid], [np.float32], {"mode": "bicubic"}, opset=16, rtol=1e-4)
-    check("GridSample", [x, grid], [np.float32], {}, opset=16)  # bilinear by default
+    x = sampling_rng.standard_normal((1, 1, 4, 4)).astype(np.float32)
+    grid = sampling_rng.uniform(-1, 1, (1, 3, 3, 2)).astype(np.float32)
+    check_sampling("GridSample", [x, grid], [np.float32], {"mode": "bicubic"}, opset=16, rtol=1e-4)
+    check_sampling("GridSample", [x, grid], [np.float32], {}, opset=16)  # bilinear by default
 
 
 @pytest.mark.parametrize("align_corners", [0, 1])
 @pytest.mark.parametrize("size", [[2, 3, 4, 5], [1, 2, 3, 4, 5], [3, 1, 1, 6]])
 def test_affine_grid(align_corners, size):
     nd = len(size) - 2
-    theta = rng.standard_normal((size[0], nd, nd + 1)).astype(np.float32)
-    check("AffineGrid", [theta, np.array(size, np.int64)], [np.float32], {"align_corners": align_corners},
+    theta = sampling_rng.standard_normal((size[0], nd, nd + 1)).astype(np.float32)
+    check_sampling("AffineGrid", [theta, np.array(size, np.int64)], [np.float32], {"align_corners": align_corners},
           const=(1,), opset=20)
 
 
@@ -51,27 +377,15 @@ def test_col2im(attrs):
     pads, strides, dil = attrs.get("pads", [0] * 4), attrs.get("strides", [1, 1]), attrs.get("dilations", [1, 1])
     blocks = [(i + pads[k] + pads[k + 2] - d * (b - 1) - 1) // s + 1
               for k, (i, b, d, s) in enumerate(zip(image, block, dil, strides))]
-    x = rng.standard_normal((2, 3 * 6, blocks[0] * blocks[1])).astype(np.float32)
-    check("Col2Im", [x, image, block], [np.float32], attrs, const=(1, 2), opset=18)
+    x = sampling_rng.standard_normal((2, 3 * 6, blocks[0] * blocks[1])).astype(np.float32)
+    check_sampling("Col2Im", [x, image, block], [np.float32], attrs, const=(1, 2), opset=18)
 
 
 def test_deform_conv():
-    x = rng.standard_normal((1, 4, 6, 6)).astype(np.float32)
-    w = rng.standard_normal((4, 2, 3, 3)).astype(np.float32)
-    offset = rng.standard_normal((1, 2 * 2 * 9, 6, 6)).astype(np.float32)   # offset_group 2
-    mask = rng.uniform(0, 1, (1, 2 * 9, 6, 6)).astype(np.float32)
-    bias = rng.standard_normal(4).astype(np.float32)
-    check("DeformConv", [x, w, offset, bias, mask], [np.float32],
+    x = sampling_rng.standard_normal((1, 4, 6, 6)).astype(np.float32)
+    w = sampling_rng.standard_normal((4, 2, 3, 3)).astype(np.float32)
+    offset = sampling_rng.standard_normal((1, 2 * 2 * 9, 6, 6)).astype(np.float32)   # offset_group 2
+    mask = sampling_rng.uniform(0, 1, (1, 2 * 9, 6, 6)).astype(np.float32)
+    bias = sampling_rng.standard_normal(4).astype(np.float32)
+    check_sampling("DeformConv", [x, w, offset, bias, mask], [np.float32],
           {"group": 2, "offset_group": 2, "pads": [1, 1, 1, 1]}, opset=19, rtol=1e-4, atol=1e-4)
-
-
-@pytest.mark.parametrize("center_point_box", [0, 1])
-def test_non_max_suppression(center_point_box):
-    boxes = rng.uniform(0, 10, (2, 12, 4)).astype(np.float32)
-    if center_point_box:
-        boxes[..., 2:] = rng.uniform(1, 4, (2, 12, 2))
-    scores = rng.uniform(0, 1, (2, 3, 12)).astype(np.float32)
-    limits = [np.array([4], np.int64), np.array([0.3], np.float32), np.array([0.2], np.float32)]
-    check("NonMaxSuppression", [boxes, scores, *limits], [np.int64], {"center_point_box": center_point_box},
-          const=(2, 3, 4), opset=11)
-    check("NonMaxSuppression", [boxes, scores], [np.int64], opset=11)  # no limit: nothing selected

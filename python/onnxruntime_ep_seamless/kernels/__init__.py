@@ -2,7 +2,7 @@
 from ..graph.ir import c_order  # noqa: F401  (kernels/cpu/native.py imports it from here)
 
 
-def _native_cpu_module():
+def native_cpu_module():
     """(ffi, lib) of the compiled native CPU kernels, with a clear error when the build is missing."""
     try:
         from .. import _native_cpu

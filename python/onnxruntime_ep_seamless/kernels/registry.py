@@ -19,7 +19,7 @@ OPSET_MAX = 10_000
 # the domain of the nodes plan/fusion.py makes (never in a model); their kernels register under it
 FUSED_DOMAIN = "ai.seamless"
 # the products whose kernels apply an RMS norm to their activations themselves (plan/fusion.py's
-# NormedProduct, kernels/cuda/contrib.py): op type -> domain
+# NormedProduct, kernels/cuda/normalization.py): op type -> domain
 NORMED_PRODUCTS = {"MatMulNBits": "com.microsoft", "MatMulNBitsSwiGLU": FUSED_DOMAIN, "Linear": FUSED_DOMAIN,
                    "MatMulSwiGLU": FUSED_DOMAIN}
 NUMPY_MAX_RANK = 64 if int(np.__version__.split(".")[0]) >= 2 else 32
@@ -51,7 +51,7 @@ class KernelDef:
     host_inputs: tuple = ()      # CUDA: inputs the kernel reads on the host (shapes, axes, sizes, k…)
     capture: str = "static"      # CUDA: "static" (launches fixed by the shapes), "device-indexed" (reads
                                  # lengths/positions from GPU memory), "host" (computes on the host: CPU
-                                 # kernels, and kernels/cuda/host.py's data-dependent ops)
+                                 # kernels, and the CUDA data-dependent ops: cuda/elementwise.py on_host)
     validate: Callable | None = None  # validate(node, graph) raises at Compile for what stock refuses at load
 
     def build(self, node: Node, graph: Graph, readers: tuple = (), output_buffer: Callable | None = None) -> Callable:
@@ -71,7 +71,7 @@ class KernelDef:
 
 # what a kernel may ask the planner for by a keyword-only parameter of that name: the node's number of outputs,
 # the op types reading its first output (a launch-order hint), a function giving the buffer ORT holds for an
-# output of the node (kernels/cuda/contrib.py's GroupQueryAttention writes its present KV there, in place where
+# output of the node (kernels/cuda/attention.py's GroupQueryAttention writes its present KV there, in place where
 # that is the past's buffer)
 PLAN_FACTS = frozenset({"_num_outputs", "_readers", "_output_buffer"})
 

@@ -4,7 +4,7 @@ import numpy as np
 from ..registry import kernel
 
 
-def _check_center_point_box(node, graph):
+def check_center_point_box(node, graph):
     if node.attrs.get("center_point_box", 0) not in (0, 1):
         raise ValueError("center_point_box only support 0 or 1")
 
@@ -14,7 +14,7 @@ def _first(tensor, default):
     return default if tensor is None or tensor.size == 0 else tensor.item(0)
 
 
-@kernel("NonMaxSuppression", since=10, types=frozenset([np.dtype(np.float32)]), validate=_check_center_point_box)
+@kernel("NonMaxSuppression", since=10, types=frozenset([np.dtype(np.float32)]), validate=check_center_point_box)
 def non_max_suppression(boxes, scores, max_output_boxes_per_class=None, iou_threshold=None,
                         score_threshold=None, *, center_point_box=0):
     # stock's checks, in its order, all ORT_FAIL

@@ -1,4 +1,5 @@
-"""Elementwise ops (ONNX semantics, numpy broadcasting).
+"""Elementwise ops (ONNX semantics, numpy broadcasting), ORT's GELU-family activations (com.microsoft FastGelu,
+QuickGelu, BiasGelu) and plan/fusion.py's GeluErf.
 
 numpy >= 2 follows NEP 50: a Python float/int scalar never widens an array's dtype, so
 `alpha * x` stays float32/float16. Where a formula would still widen (integer inputs with
@@ -9,14 +10,16 @@ import math
 
 import numpy as np
 
-from ..registry import ALL, BOOL, FLOATS, LOW_PRECISION, NUMERIC, SIGNED, kernel
+from ..checks import InvalidArgument
+from ..registry import ALL, BOOL, FLOATS, FUSED_DOMAIN, LOW_PRECISION, NUMERIC, SIGNED, kernel
 from ...graph.ir import attr_dtype
+from . import native
 
 UNSIGNED = frozenset(map(np.dtype, (np.uint8, np.uint16, np.uint32, np.uint64)))
 _quiet = np.errstate(all="ignore")  # nan/inf/overflow are the values ONNX asks for, not errors
 
 
-def _via_float32(fn):
+def via_float32(fn):
     """float16 inputs are computed in float32 and rounded once at the end, as ORT's CPU kernels do;
     composite formulas would otherwise round after every step."""
     @functools.wraps(fn)
@@ -137,7 +140,7 @@ def log(x):
 
 
 @kernel("Erf", since=9, types=FLOATS)
-@_via_float32
+@via_float32
 def erf(x):
     from .native import erf as native_erf  # numpy has no erf
     return (native_erf(x),)
@@ -149,7 +152,7 @@ def tanh(x):
 
 
 @kernel("Sigmoid", since=6, types=FLOATS)
-@_via_float32
+@via_float32
 @_quiet
 def sigmoid(x):
     # exp(-|x|) never overflows; pick the algebraically equal form per sign.
@@ -272,21 +275,21 @@ def thresholded_relu(x, *, alpha=1.0):
 
 
 @kernel("Elu", since=6, types=FLOATS)
-@_via_float32
+@via_float32
 @_quiet
 def elu(x, *, alpha=1.0):
     return (np.where(x >= 0, x, alpha * np.expm1(x)),)
 
 
 @kernel("Selu", since=6, types=FLOATS)
-@_via_float32
+@via_float32
 @_quiet
 def selu(x, *, alpha=1.67326319217681884765625, gamma=1.05070102214813232421875):
     return (gamma * np.where(x > 0, x, alpha * np.expm1(x)),)
 
 
 @kernel("Celu", since=12, types=FLOATS)
-@_via_float32
+@via_float32
 @_quiet
 def celu(x, *, alpha=1.0):
     return (np.maximum(x, 0) + np.minimum(0, alpha * np.expm1(x / alpha)),)
@@ -298,7 +301,7 @@ def _check_gelu(node, graph):
 
 
 @kernel("Gelu", since=20, types=FLOATS, check=_check_gelu)
-@_via_float32
+@via_float32
 def gelu(x, *, approximate="none"):
     # Python-float constants: a numpy float64 scalar would widen float32 math to float64.
     if approximate == "tanh":
@@ -309,26 +312,26 @@ def gelu(x, *, approximate="none"):
 
 
 @kernel("HardSigmoid", since=6, types=FLOATS)
-@_via_float32
+@via_float32
 def hard_sigmoid(x, *, alpha=0.2, beta=0.5):
     return (np.clip(alpha * x + beta, 0, 1),)
 
 
 @kernel("HardSwish", since=14, types=FLOATS)
-@_via_float32
+@via_float32
 def hard_swish(x):
     return (x * np.clip(x / 6 + 0.5, 0, 1),)
 
 
 @kernel("Softplus", since=1, types=FLOATS)
-@_via_float32
+@via_float32
 @_quiet
 def softplus(x):
     return (np.logaddexp(x, 0),)  # log(exp(x) + 1) without overflow
 
 
 @kernel("Softsign", since=1, types=FLOATS)
-@_via_float32
+@via_float32
 @_quiet
 def softsign(x):
     return (x / (1 + np.abs(x)),)
@@ -341,14 +344,14 @@ def shrink(x, *, bias=0.0, lambd=0.5):
 
 
 @kernel("Swish", since=24, types=FLOATS)
-@_via_float32
+@via_float32
 @_quiet
 def swish(x, *, alpha=1.0):
     return (x * sigmoid(alpha * x)[0],)
 
 
 @kernel("Mish", since=18, types=FLOATS)
-@_via_float32
+@via_float32
 @_quiet
 def mish(x):
     return (x * np.tanh(np.logaddexp(x, 0)),)
@@ -384,13 +387,13 @@ def max_(*inputs):
 
 
 @kernel("Sum", since=6, types=FLOATS)
-@_via_float32
+@via_float32
 def sum_(*inputs):
     return (functools.reduce(np.add, inputs),)
 
 
 @kernel("Mean", since=6, types=FLOATS)
-@_via_float32
+@via_float32
 def mean(*inputs):
     return (functools.reduce(np.add, inputs) / len(inputs),)
 
@@ -447,12 +450,12 @@ def xor(a, b):
     return (np.logical_xor(a, b),)
 
 
-def _check_bitshift(node, graph):
+def check_bitshift(node, graph):
     direction = node.attrs.get("direction")
     return None if direction in ("LEFT", "RIGHT") else f"BitShift direction={direction!r} is not defined"
 
 
-@kernel("BitShift", since=11, types=UNSIGNED, check=_check_bitshift)
+@kernel("BitShift", since=11, types=UNSIGNED, check=check_bitshift)
 def bit_shift(x, y, *, direction):
     return ((np.left_shift if direction == "LEFT" else np.right_shift)(x, y),)
 
@@ -513,7 +516,7 @@ def _to_sub_byte_int(x, dtype):
     return v.astype(np.int8).astype(dtype)
 
 
-def _cast(x, dtype, saturate=1, round_mode="up"):
+def cast_array(x, dtype, saturate=1, round_mode="up"):
     """x as `dtype`, with ONNX's rules for the float8 types (saturate, round_mode)."""
     if x.dtype == dtype:
         return x
@@ -565,16 +568,16 @@ def _check_cast_all(node, graph):
 @_quiet
 def cast(x, *, to, saturate=1, round_mode="up"):
     # saturate and round_mode only affect the float8 targets
-    return (_cast(x, attr_dtype(to), saturate, round_mode),)
+    return (cast_array(x, attr_dtype(to), saturate, round_mode),)
 
 
 @kernel("CastLike", since=15, types=ALL | LOW_PRECISION, check=_check_round_mode)
 @_quiet
 def cast_like(x, target_type, *, saturate=1, round_mode="up"):
-    return (_cast(x, target_type.dtype, saturate, round_mode),)
+    return (cast_array(x, target_type.dtype, saturate, round_mode),)
 
 
-def _check_bitcast(node, graph):
+def check_bitcast(node, graph):
     src, dst = graph.value(node.inputs[0]).dtype, attr_dtype(node.attrs.get("to"))
     if dst is None or dst in LOW_PRECISION or src in LOW_PRECISION:
         return f"BitCast to ONNX type {node.attrs.get('to')} is not supported"
@@ -583,7 +586,7 @@ def _check_bitcast(node, graph):
     return None
 
 
-@kernel("BitCast", since=26, types=ALL, check=_check_bitcast)
+@kernel("BitCast", since=26, types=ALL, check=check_bitcast)
 def bit_cast(x, *, to):
     # the same bits, read as another type of the same width
     return ((x if x.flags.c_contiguous else x.copy()).view(attr_dtype(to)),)
@@ -606,7 +609,7 @@ def dropout_10(x, *, ratio=0.5, _num_outputs=1):
     return (x, np.zeros(x.shape, dtype=np.bool_))[:_num_outputs]
 
 
-def _check_dropout_12(node, graph):
+def check_dropout_12(node, graph):
     if len(node.inputs) > 2 and node.inputs[2]:
         training_mode = graph.value(node.inputs[2]).const
         if training_mode is None:
@@ -616,7 +619,64 @@ def _check_dropout_12(node, graph):
     return None
 
 
-@kernel("Dropout", since=12, types=FLOATS, check=_check_dropout_12)
+@kernel("Dropout", since=12, types=FLOATS, check=check_dropout_12)
 def dropout_12(x, ratio=None, training_mode=None, *, seed=0, _num_outputs=1):
     # training_mode is a constant False (see the check): output = data, mask = all True.
     return (x, np.ones(x.shape, dtype=np.bool_))[:_num_outputs]
+
+
+# ---------------------------------------------------------------- ORT's GELU-family activations (com.microsoft)
+#
+# float16 is computed in float32 and rounded once, as ORT does.
+
+F32 = np.dtype(np.float32)
+GELU_FLOATS = frozenset(map(np.dtype, (np.float16, np.float32)))
+
+
+def _f32(x):
+    return x.astype(F32, copy=False)
+
+
+def _check_bias(x, bias) -> None:
+    """A bias vector over x's last axis (stock's check)."""
+    if bias is not None and (bias.ndim != 1 or x.ndim == 0 or bias.shape[0] != x.shape[-1]):
+        raise InvalidArgument("Input 1 dimension 0 should have same length as the last dimension of input 0: "
+                              f"{bias.shape} and {x.shape}")
+
+
+@kernel("FastGelu", domain="com.microsoft", types=GELU_FLOATS)
+def fast_gelu(X, bias=None):
+    """0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), with an optional bias added to x first."""
+    _check_bias(X, bias)
+    x = _f32(X) if bias is None else _f32(X) + _f32(bias)
+    inner = x * (np.float32(0.035677408136300125) * x * x + np.float32(0.7978845608028654))
+    y = np.float32(0.5) * x * (np.tanh(inner) + np.float32(1))
+    return (y.astype(X.dtype, copy=False),)
+
+
+@kernel("QuickGelu", domain="com.microsoft", types=GELU_FLOATS)
+def quick_gelu(X, *, alpha=1.702):
+    """x * sigmoid(alpha * x)."""
+    if X.dtype == F32 and native.HAS_QUICK_GELU and X.size:
+        return (native.quick_gelu(X, alpha),)
+    x = _f32(X)
+    z = x * np.float32(alpha)
+    e = np.exp(-np.abs(z))  # never overflows: sigmoid(z) = 1 / (1 + e) for z >= 0, e / (1 + e) below
+    y = x * np.where(z >= 0, np.float32(1), e) / (np.float32(1) + e)
+    return (y.astype(X.dtype, copy=False),)
+
+
+@kernel("BiasGelu", domain="com.microsoft", types=GELU_FLOATS)
+def bias_gelu(A, B):
+    """gelu(A + B) with the exact erf form: 0.5 x (1 + erf(x / sqrt(2)))."""
+    _check_bias(A, B)
+    x = _f32(A) + _f32(B)
+    y = np.float32(0.5) * x * (native.erf(x * np.float32(0.7071067811865476)) + np.float32(1))
+    return (y.astype(A.dtype, copy=False),)
+
+
+# the kernel of plan/fusion.py's GeluErf (never seen in a model; same math as the pattern)
+@kernel("GeluErf", domain=FUSED_DOMAIN)
+def gelu_erf(x):
+    from .native import gelu
+    return (gelu(x),)

@@ -1,10 +1,10 @@
-"""Matrix products: MatMul, Gemm, MatMulInteger, Einsum."""
+"""Matrix products: MatMul, Gemm, MatMulInteger, Einsum, plan/fusion.py's MatMulBias; Det."""
 import numpy as np
 
 from .. import constants
 from ..checks import InvalidArgument
-from ..registry import NUMERIC, kernel
-from .elementwise import _via_float32
+from ..registry import FLOATS, FUSED_DOMAIN, NUMERIC, kernel
+from .elementwise import via_float32
 
 INT8S = frozenset(map(np.dtype, (np.int8, np.uint8)))
 
@@ -46,7 +46,7 @@ def check_inner_dims(a, b, op="MatMul") -> None:
 
 
 @kernel("MatMul", since=1, types=NUMERIC)
-@_via_float32
+@via_float32
 def matmul(a, b):
     check_inner_dims(a, b)
     if a.dtype == F32 and b.dtype == F32 and a.ndim >= 2 and b.ndim >= 2:
@@ -62,7 +62,7 @@ def matmul(a, b):
 
 
 @kernel("Gemm", since=7, types=NUMERIC)
-@_via_float32
+@via_float32
 def gemm(a, b, c=None, *, alpha=1.0, beta=1.0, transA=0, transB=0):
     dtype = a.dtype
     if a.ndim != 2 or b.ndim != 2:
@@ -103,10 +103,29 @@ def matmul_integer(a, b, a_zero_point=None, b_zero_point=None):
 
 
 @kernel("Einsum", since=12, types=NUMERIC)
-@_via_float32
+@via_float32
 def einsum(*inputs, equation):
     # ONNX allows spaces in the equation; implicit output (no "->") orders letters like numpy.
     try:
         return (np.einsum(equation.replace(" ", ""), *inputs, optimize=len(inputs) > 1),)
     except ValueError as exc:  # operands that do not fit the equation
         raise InvalidArgument(f"Einsum operands {[a.shape for a in inputs]} do not fit {equation!r}: {exc}") from exc
+
+
+# the kernel of plan/fusion.py's MatMulBias (never seen in a model; same math as the pattern)
+@kernel("MatMulBias", domain=FUSED_DOMAIN)
+@via_float32
+def matmul_bias(a, w, bias):
+    # float16: the product and the bias added in float32, rounded once (ORT's fused Gemm)
+    check_inner_dims(a, w)
+    return (_sgemm(a, w, bias=np.ascontiguousarray(bias)),)
+
+
+# --- linear algebra beyond products -------------------------------------------------------
+
+
+@kernel("Det", since=11, types=FLOATS)
+@via_float32
+def det(X):
+    # determinants of the trailing [M, M] matrices
+    return (np.linalg.det(X).astype(X.dtype, copy=False),)

@@ -9,7 +9,7 @@ from ..checks import InvalidArgument
 from ..registry import FLOATS, NUMERIC, kernel
 
 ML = "ai.onnx.ml"
-_INT_IDS = frozenset(map(np.dtype, (np.int32, np.int64)))
+INT_IDS = frozenset(map(np.dtype, (np.int32, np.int64)))
 
 
 @kernel("Binarizer", domain=ML, types=NUMERIC)
@@ -34,7 +34,7 @@ def array_feature_extractor(X, Y):
 _COMPARE = {0: np.less_equal, 1: np.less, 2: np.greater_equal, 3: np.greater, 4: np.equal, 5: np.not_equal}
 
 
-def _check_tree_ensemble(node, graph):
+def check_tree_ensemble(node, graph):
     if node.attrs.get("post_transform", 0):
         return f"post_transform={node.attrs['post_transform']} not supported (0, none, only)"
     if node.attrs.get("aggregate_function", 1) not in (0, 1, 2, 3):
@@ -42,7 +42,7 @@ def _check_tree_ensemble(node, graph):
     return None
 
 
-@kernel("TreeEnsemble", domain=ML, since=5, types=FLOATS, check=_check_tree_ensemble)
+@kernel("TreeEnsemble", domain=ML, since=5, types=FLOATS, check=check_tree_ensemble)
 def tree_ensemble(X, *, aggregate_function=1, leaf_targetids, leaf_weights, membership_values=None, n_targets,
                   nodes_falseleafs, nodes_falsenodeids, nodes_featureids, nodes_hitrates=None,
                   nodes_missing_value_tracks_true=None, nodes_modes, nodes_splits, nodes_trueleafs, nodes_truenodeids,
@@ -89,7 +89,7 @@ def tree_ensemble(X, *, aggregate_function=1, leaf_targetids, leaf_weights, memb
 
 # --- TfIdfVectorizer ----------------------------------------------------------------------
 
-def _check_tfidf(node, graph):
+def check_tfidf(node, graph):
     if node.attrs.get("pool_strings") is not None:
         return "TfIdfVectorizer over strings is not supported (integer pools only)"
     if node.attrs.get("mode") not in ("TF", "IDF", "TFIDF"):
@@ -174,13 +174,13 @@ def _tfidf_trie(min_gram_length, max_gram_length, max_skip_count, ngram_counts, 
     return trie
 
 
-def _validate_tfidf(node, graph):
+def validate_tfidf(node, graph):
     a = node.attrs
     _tfidf_trie(*[a.get(k) for k in ("min_gram_length", "max_gram_length", "max_skip_count", "ngram_counts",
                                      "ngram_indexes", "pool_int64s", "weights")])
 
 
-@kernel("TfIdfVectorizer", since=9, types=_INT_IDS, check=_check_tfidf, validate=_validate_tfidf)
+@kernel("TfIdfVectorizer", since=9, types=INT_IDS, check=check_tfidf, validate=validate_tfidf)
 def tfidf_vectorizer(X, *, max_gram_length, max_skip_count, min_gram_length, mode, ngram_counts, ngram_indexes,
                      pool_int64s=None, pool_strings=None, weights=None):
     if X.ndim > 2 or (X.ndim == 2 and X.shape[0] < 1):

@@ -12,9 +12,10 @@ the _stock_* helpers replay stock's order.
 """
 import numpy as np
 
-from ..checks import InvalidArgument, axes as _checked_axes, axis as _checked_axis
+from .. import checks
+from ..checks import InvalidArgument
 from ..registry import BOOL, FLOATS, NUMERIC, kernel
-from .elementwise import _via_float32
+from .elementwise import via_float32
 
 _quiet = np.errstate(all="ignore")  # log(0) = -inf etc. are the defined results
 
@@ -30,7 +31,7 @@ def reduced_axes(rank, axes):
     empty means every axis. Out of range fails as stock's HandleNegativeAxis does; a repeated axis counts once."""
     if axes is None or len(axes) == 0:
         return tuple(range(rank))
-    return tuple(sorted(set(_checked_axes(axes, rank, "axis", unique=False))))
+    return tuple(sorted(set(checks.axes(axes, rank, "axis", unique=False))))
 
 
 def _accumulator(dtype):
@@ -381,7 +382,7 @@ _register_reduce("ReduceSumSquare", _sum_square, axes_input_since=18)
 def _arg(data, axis, keepdims, select_last_index, greater):
     if data.ndim == 0:  # stock answers 0 for a scalar
         return np.zeros((), np.int64)
-    axis = _checked_axis(axis, data.ndim)
+    axis = checks.axis(axis, data.ndim)
     rows = np.moveaxis(data, axis, -1)
     shape = rows.shape[:-1]
     if rows.shape[-1] == 0:
@@ -452,7 +453,7 @@ def _hardmax(x, axis):
 
 def _along_axis(fn, x, axis):
     """Opset 13+: fn along the one axis."""
-    axis = _checked_axis(axis, x.ndim)
+    axis = checks.axis(axis, x.ndim)
     if x.size == 0:
         return x.copy()
     return fn(x, axis)
@@ -461,7 +462,7 @@ def _along_axis(fn, x, axis):
 def _coerced_2d(fn, x, axis):
     """Before opset 13: x is viewed as 2-D [prod(shape[:axis]), prod(shape[axis:])] and fn runs over
     each row, i.e. over all the trailing axes at once."""
-    axis = _checked_axis(axis, x.ndim)
+    axis = checks.axis(axis, x.ndim)
     if x.size == 0:
         return x.copy()
     rows = int(np.prod(x.shape[:axis]))
@@ -469,25 +470,25 @@ def _coerced_2d(fn, x, axis):
 
 
 @kernel("Softmax", since=1, until=12, types=FLOATS)
-@_via_float32
+@via_float32
 def softmax_1(x, *, axis=1):
     return (_coerced_2d(_softmax, x, axis),)
 
 
 @kernel("Softmax", since=13, types=FLOATS)
-@_via_float32
+@via_float32
 def softmax_13(x, *, axis=-1):
     return (_along_axis(_softmax, x, axis),)
 
 
 @kernel("LogSoftmax", since=1, until=12, types=FLOATS)
-@_via_float32
+@via_float32
 def log_softmax_1(x, *, axis=1):
     return (_coerced_2d(_log_softmax, x, axis),)
 
 
 @kernel("LogSoftmax", since=13, types=FLOATS)
-@_via_float32
+@via_float32
 def log_softmax_13(x, *, axis=-1):
     return (_along_axis(_log_softmax, x, axis),)
 
@@ -515,7 +516,7 @@ def _cumulative(op, fn, identity, x, axis, exclusive, reverse):
         raise InvalidArgument("Axis tensor should be 0D or 1D")
     if axis.size != 1:
         raise InvalidArgument("Axis tensor must contain exactly one element")
-    axis = _checked_axis(axis.reshape(-1)[0], x.ndim)
+    axis = checks.axis(axis.reshape(-1)[0], x.ndim)
     y = np.flip(x, axis) if reverse else x
     out = fn(y, axis=axis, dtype=np.float32 if x.dtype == np.float16 else x.dtype).astype(x.dtype, copy=False)
     if exclusive:  # shift by one along the axis
@@ -637,7 +638,7 @@ def _top_k(x, k, axis, largest):
     """sorted=0 leaves the order open: we give the sorted order (stock gives its heap's or selection's order)."""
     if k < 0:
         raise ValueError("value of k must not be negative")
-    axis = _checked_axis(axis, x.ndim)
+    axis = checks.axis(axis, x.ndim)
     n = x.shape[axis]
     if k > n:
         raise ValueError(f"k argument [{k}] should not be greater than specified axis dim value [{n}]")
@@ -648,7 +649,7 @@ def _top_k(x, k, axis, largest):
     return np.moveaxis(values, -1, axis), np.moveaxis(order, -1, axis)
 
 
-def _k_input(k):
+def k_input(k):
     k = np.asarray(k)
     if k.ndim != 1 or k.size != 1:
         raise ValueError("k tensor should be a 1D tensor of size 1")
@@ -662,9 +663,9 @@ def top_k_1(x, *, k, axis=-1):
 
 @kernel("TopK", since=10, until=10, types=NUMERIC)
 def top_k_10(x, k, *, axis=-1):
-    return _top_k(x, _k_input(k), axis, largest=True)
+    return _top_k(x, k_input(k), axis, largest=True)
 
 
 @kernel("TopK", since=11, types=NUMERIC)
 def top_k_11(x, k, *, axis=-1, largest=1, sorted=1):
-    return _top_k(x, _k_input(k), axis, bool(largest))
+    return _top_k(x, k_input(k), axis, bool(largest))

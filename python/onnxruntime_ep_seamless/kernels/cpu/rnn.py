@@ -16,17 +16,17 @@ import numpy as np
 from .. import constants
 from ..checks import InvalidArgument
 from ..registry import kernel
-from .elementwise import _via_float32
+from .elementwise import via_float32
 
 
 _ACTIVATIONS = ("Tanh", "Sigmoid", "Relu")  # no parameters
-_DEFAULT_ACTIVATIONS = {"RNN": ["Tanh"], "GRU": ["Sigmoid", "Tanh"], "LSTM": ["Sigmoid", "Tanh", "Tanh"]}
+DEFAULT_ACTIVATIONS = {"RNN": ["Tanh"], "GRU": ["Sigmoid", "Tanh"], "LSTM": ["Sigmoid", "Tanh", "Tanh"]}
 _GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
 # stock ORT computes none of them in float64 (float16 it computes in float32)
 _TYPES = frozenset(map(np.dtype, (np.float16, np.float32)))
 
 
-def _check_rnn(node, graph):
+def check_rnn(node, graph):
     if "activation_alpha" in node.attrs or "activation_beta" in node.attrs:
         return "activations with parameters (activation_alpha, activation_beta) are not supported"
     unknown = sorted(set(node.attrs.get("activations", [])) - set(_ACTIVATIONS))
@@ -39,14 +39,14 @@ def _check_rnn(node, graph):
     return None
 
 
-def _validate_rnn(node, graph):
+def validate_rnn(node, graph):
     """Stock ORT refuses at load an activations list that is not one group a direction (RNN forward: or
     two, as its default is)."""
     names = node.attrs.get("activations")
     if names is None:
         return
     dirs = 2 if node.attrs.get("direction", "forward") == "bidirectional" else 1
-    k = len(_DEFAULT_ACTIVATIONS[node.op_type])
+    k = len(DEFAULT_ACTIVATIONS[node.op_type])
     if len(names) != k * dirs and not (node.op_type == "RNN" and dirs == 1 and len(names) == 2):
         raise ValueError(f"activations has {len(names)} functions; {node.op_type} takes {k} a direction, "
                          f"{dirs} direction(s)")
@@ -56,7 +56,7 @@ def _dims(shape) -> str:
     return "{" + ",".join(map(str, shape)) + "}"
 
 
-def _check_inputs(op, X, W, R, B, sequence_lens, initial_h, initial_c, P, dirs, hidden):
+def check_inputs(op, X, W, R, B, sequence_lens, initial_h, initial_c, P, dirs, hidden):
     """Stock ORT's run-time checks of a layer's inputs, in its order and with its status codes
     (X and the states in layout 0)."""
     if X.ndim != 3:
@@ -86,8 +86,8 @@ def _check_inputs(op, X, W, R, B, sequence_lens, initial_h, initial_c, P, dirs, 
 def _activations(op, activations):
     """The cell's activation functions (f, g[, h]) per direction: the attribute's groups (an RNN
     forward layer may carry two, as its default does: it uses the first)."""
-    k = len(_DEFAULT_ACTIVATIONS[op])
-    names = activations or _DEFAULT_ACTIVATIONS[op] * 2
+    k = len(DEFAULT_ACTIVATIONS[op])
+    names = activations or DEFAULT_ACTIVATIONS[op] * 2
     return [names[:k], names[k:2 * k] if len(names) >= 2 * k else names[:k]]
 
 
@@ -143,14 +143,14 @@ def _clip(clip):
     return None if clip is None else float(clip)
 
 
-@kernel("RNN", since=7, types=_TYPES, check=_check_rnn, validate=_validate_rnn)
-@_via_float32
+@kernel("RNN", since=7, types=_TYPES, check=check_rnn, validate=validate_rnn)
+@via_float32
 def rnn(X, W, R, B=None, sequence_lens=None, initial_h=None, *, activations=None, clip=None, direction="forward",
         hidden_size, layout=0, _num_outputs=1):
     from . import native
     X, initial_h = _layout0(X, layout), _layout0(initial_h, layout)
     n, dirs = hidden_size, 2 if direction == "bidirectional" else 1
-    _check_inputs("RNN", X, W, R, B, sequence_lens, initial_h, None, None, dirs, n)
+    check_inputs("RNN", X, W, R, B, sequence_lens, initial_h, None, None, dirs, n)
     acts, r_packed = _activations("RNN", activations), _packed(R, "r")
     bias = np.zeros((dirs, n), np.float32) if B is None else B[:, :n] + B[:, n:]
 
@@ -159,14 +159,14 @@ def rnn(X, W, R, B=None, sequence_lens=None, initial_h=None, *, activations=None
     return _run(X, W, bias, sequence_lens, [initial_h], direction, n, layout, _num_outputs, direction_fn)
 
 
-@kernel("GRU", since=7, types=_TYPES, check=_check_rnn, validate=_validate_rnn)
-@_via_float32
+@kernel("GRU", since=7, types=_TYPES, check=check_rnn, validate=validate_rnn)
+@via_float32
 def gru(X, W, R, B=None, sequence_lens=None, initial_h=None, *, activations=None, clip=None, direction="forward",
         hidden_size, layout=0, linear_before_reset=0, _num_outputs=1):
     from . import native
     X, initial_h = _layout0(X, layout), _layout0(initial_h, layout)
     n, dirs = hidden_size, 2 if direction == "bidirectional" else 1
-    _check_inputs("GRU", X, W, R, B, sequence_lens, initial_h, None, None, dirs, n)
+    check_inputs("GRU", X, W, R, B, sequence_lens, initial_h, None, None, dirs, n)
     acts = _activations("GRU", activations)
     b = np.zeros((dirs, 6 * n), np.float32) if B is None else B
     # the input projections take Wb and the update and reset gates' Rb; the candidate's Rb goes
@@ -180,14 +180,14 @@ def gru(X, W, R, B=None, sequence_lens=None, initial_h=None, *, activations=None
     return _run(X, W, bias, sequence_lens, [initial_h], direction, n, layout, _num_outputs, direction_fn)
 
 
-@kernel("LSTM", since=7, types=_TYPES, check=_check_rnn, validate=_validate_rnn)
-@_via_float32
+@kernel("LSTM", since=7, types=_TYPES, check=check_rnn, validate=validate_rnn)
+@via_float32
 def lstm(X, W, R, B=None, sequence_lens=None, initial_h=None, initial_c=None, P=None, *, activations=None,
          clip=None, direction="forward", hidden_size, input_forget=0, layout=0, _num_outputs=1):
     from . import native
     X, initial_h, initial_c = (_layout0(v, layout) for v in (X, initial_h, initial_c))
     n, dirs = hidden_size, 2 if direction == "bidirectional" else 1
-    _check_inputs("LSTM", X, W, R, B, sequence_lens, initial_h, initial_c, P, dirs, n)
+    check_inputs("LSTM", X, W, R, B, sequence_lens, initial_h, initial_c, P, dirs, n)
     acts, r_packed = _activations("LSTM", activations), _packed(R, "r")
     bias = np.zeros((dirs, 4 * n), np.float32) if B is None else B[:, :4 * n] + B[:, 4 * n:]
 

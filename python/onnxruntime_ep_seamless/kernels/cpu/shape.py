@@ -27,7 +27,7 @@ def _axis(axis, rank):
 # --- layout -----------------------------------------------------------------------------
 
 
-def _check_perm(node, graph):
+def check_perm(node, graph):
     perm = node.attrs.get("perm")
     if perm is not None:
         seen = set()
@@ -38,7 +38,7 @@ def _check_perm(node, graph):
             seen.add(p)
 
 
-@kernel("Transpose", validate=_check_perm)
+@kernel("Transpose", validate=check_perm)
 def transpose(data, *, perm=None):
     if perm is not None and len(perm) != data.ndim:
         raise InvalidArgument(f"perm size: {len(perm)} does not match input rank: {data.ndim}")
@@ -64,7 +64,7 @@ def flatten(data, *, axis=1):
     return (np.reshape(data, (outer, math.prod(data.shape[axis:]))),)
 
 
-def _squeeze(data, axes):
+def squeeze(data, axes):
     if not axes:  # absent, or empty as ORT reads it: drop every 1
         return (np.squeeze(data),)
     axes = set(checks.axes(axes, data.ndim, unique=False))  # a repeated axis is one axis, as in ORT
@@ -76,20 +76,20 @@ def _squeeze(data, axes):
 
 @kernel("Squeeze", until=12)
 def squeeze_1(data, *, axes=None):
-    return _squeeze(data, axes)
+    return squeeze(data, axes)
 
 
 @kernel("Squeeze", since=13)
 def squeeze_13(data, axes=None):
-    return _squeeze(data, None if axes is None else _ints(axes))
+    return squeeze(data, None if axes is None else _ints(axes))
 
 
 @kernel("Unsqueeze", until=12)
 def unsqueeze_1(data, *, axes):
-    return _unsqueeze(data, axes)
+    return unsqueeze(data, axes)
 
 
-def _unsqueeze(data, axes):
+def unsqueeze(data, axes):
     # negative axes count from the end of the output
     checks.axes(axes, data.ndim + len(axes), error=InvalidArgument)
     return (np.expand_dims(data, tuple(axes)),)
@@ -97,7 +97,7 @@ def _unsqueeze(data, axes):
 
 @kernel("Unsqueeze", since=13)
 def unsqueeze_13(data, axes):
-    return _unsqueeze(data, _ints(axes))
+    return unsqueeze(data, _ints(axes))
 
 
 @kernel("Concat")
@@ -105,7 +105,7 @@ def concat(*inputs, axis=1):  # axis defaulted to 1 in opset 1 only; required si
     return (np.concatenate(inputs, axis=checks.axis(axis, inputs[0].ndim)),)
 
 
-def _split(data, split, axis, n):
+def split_parts(data, split, axis, n):
     axis = _axis(axis, data.ndim)
     if split is not None:
         if any(v < 0 for v in split):
@@ -123,12 +123,12 @@ def _split(data, split, axis, n):
 
 @kernel("Split", since=2, until=12)
 def split_2(data, *, axis=0, split=None, _num_outputs):
-    return _split(data, split, axis, _num_outputs)
+    return split_parts(data, split, axis, _num_outputs)
 
 
 @kernel("Split", since=13)
 def split_13(data, split=None, *, axis=0, num_outputs=None, _num_outputs):
-    return _split(data, None if split is None else _ints(split), axis, _num_outputs)
+    return split_parts(data, None if split is None else _ints(split), axis, _num_outputs)
 
 
 _END_OF_AXIS = (2**31 - 1, 2**63 - 1)  # INT32_MAX, INT64_MAX
@@ -148,7 +148,7 @@ def axis_slice(start: int, end: int, step: int, dim: int) -> slice:
     return slice(start, end, step)
 
 
-def _slice(data, starts, ends, axes, steps):
+def slice_(data, starts, ends, axes, steps):
     index = [slice(None)] * data.ndim
     if len(starts) != len(ends):
         raise ValueError("Starts and ends shape mismatch")
@@ -172,12 +172,12 @@ def _slice(data, starts, ends, axes, steps):
 
 @kernel("Slice", until=9)
 def slice_1(data, *, starts, ends, axes=None):
-    return _slice(data, starts, ends, axes, None)
+    return slice_(data, starts, ends, axes, None)
 
 
 @kernel("Slice", since=10)
 def slice_10(data, starts, ends, axes=None, steps=None):
-    return _slice(data, _ints(starts), _ints(ends), None if axes is None else _ints(axes),
+    return slice_(data, _ints(starts), _ints(ends), None if axes is None else _ints(axes),
                   None if steps is None else _ints(steps))
 
 
@@ -258,14 +258,14 @@ def size(data):
     return (np.array(data.size, dtype=_INT64),)
 
 
-def _check_constant(node, graph):
+def check_constant(node, graph):
     value = node.attrs.get("value")
     if value is not None and np.asarray(value).dtype not in ALL:
         return f"Constant of element type {np.asarray(value).dtype} is not supported"
     return None
 
 
-@kernel("Constant", check=_check_constant)
+@kernel("Constant", check=check_constant)
 def constant(*, value=None, value_float=None, value_floats=None, value_int=None, value_ints=None):
     if value is not None:
         return (np.asarray(value),)
@@ -377,7 +377,7 @@ def gather_nd(data, indices, *, batch_dims=0):
     if k > data.ndim - batch_dims:
         raise InvalidArgument(f"last dimension of indices ({k}) must not be larger than the rank of data "
                               f"({data.ndim}) minus batch_dims ({batch_dims})")
-    _nd_index_range(indices, data.shape[batch_dims:batch_dims + k], "index")
+    nd_index_range(indices, data.shape[batch_dims:batch_dims + k], "index")
     flat_data = data.reshape((nb,) + data.shape[batch_dims:])
     flat_idx = indices.reshape(nb, -1, k)
     b = np.arange(nb).reshape(nb, 1)
@@ -396,7 +396,7 @@ def check_axis_index(op, index_shape, data_shape, axis) -> None:
                                   f"Indices dim={i} at pos={d} is greater than input dim={n}")
 
 
-def _nd_index_range(indices, dims, word):
+def nd_index_range(indices, dims, word):
     """Each index tuple (last axis of indices) within dims, negative ones counting from the end."""
     for j, size in enumerate(dims):
         bad = checks.first_outside(indices[..., j], -size, size)
@@ -416,12 +416,12 @@ def _scatter(data, index, updates, reduction):
     return (out,)
 
 
-def _check_reduction(node, graph):
+def check_reduction(node, graph):
     reduction = node.attrs.get("reduction", "none")
     return None if reduction in ("none", *_SCATTER_UFUNCS) else f"reduction={reduction!r} not supported"
 
 
-@kernel("ScatterND", since=11, check=_check_reduction)
+@kernel("ScatterND", since=11, check=check_reduction)
 def scatter_nd(data, indices, updates, *, reduction="none"):
     k = indices.shape[-1]
     if k > data.ndim:
@@ -431,12 +431,12 @@ def scatter_nd(data, indices, updates, *, reduction="none"):
         raise InvalidArgument("updates tensor should have shape equal to indices.shape[:-1] + "
                               f"data.shape[indices.shape[-1]:]. updates shape: {updates.shape}, indices shape: "
                               f"{indices.shape}, data shape: {data.shape}")
-    _nd_index_range(indices, data.shape[:k], "indice")
+    nd_index_range(indices, data.shape[:k], "indice")
     index = tuple(np.moveaxis(indices, -1, 0)[:k])
     return _scatter(data, index, updates, reduction)
 
 
-@kernel("ScatterElements", since=11, check=_check_reduction)
+@kernel("ScatterElements", since=11, check=check_reduction)
 def scatter_elements(data, indices, updates, *, axis=0, reduction="none"):
     axis = _axis(axis, data.ndim)
     if indices.shape != updates.shape:

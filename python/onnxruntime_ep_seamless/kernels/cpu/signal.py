@@ -9,7 +9,7 @@ import numpy as np
 
 from ..registry import FLOATS, kernel
 
-_SIZES = frozenset(map(np.dtype, (np.int32, np.int64)))
+SIZES = frozenset(map(np.dtype, (np.int32, np.int64)))
 from ...graph.ir import attr_dtype
 
 
@@ -76,22 +76,22 @@ def _window(size, periodic, output_datatype, cosines):
     return (np.asarray(y).astype(attr_dtype(output_datatype)),)
 
 
-@kernel("HannWindow", since=17, types=_SIZES)
+@kernel("HannWindow", since=17, types=SIZES)
 def hann_window(size, *, output_datatype=1, periodic=1):
     return _window(size, periodic, output_datatype, (0.5, -0.5))
 
 
-@kernel("HammingWindow", since=17, types=_SIZES)
+@kernel("HammingWindow", since=17, types=SIZES)
 def hamming_window(size, *, output_datatype=1, periodic=1):
     return _window(size, periodic, output_datatype, (25 / 46, -21 / 46))
 
 
-@kernel("BlackmanWindow", since=17, types=_SIZES)
+@kernel("BlackmanWindow", since=17, types=SIZES)
 def blackman_window(size, *, output_datatype=1, periodic=1):
     return _window(size, periodic, output_datatype, (0.42, -0.5, 0.08))
 
 
-@kernel("MelWeightMatrix", since=17, types=_SIZES)
+@kernel("MelWeightMatrix", since=17, types=SIZES)
 def mel_weight_matrix(num_mel_bins, dft_length, sample_rate, lower_edge_hertz, upper_edge_hertz, *,
                       output_datatype=1):
     # triangular filters, evenly spaced on the mel scale, over the bins of a one-sided spectrum

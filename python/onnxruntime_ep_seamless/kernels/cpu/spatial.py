@@ -1,16 +1,471 @@
-"""Sampling and patch ops on (N, C, *spatial) images: GridSample, AffineGrid, Col2Im, DeformConv.
+"""Convolution, pooling, Resize and sampling ops on (N, C, *spatial) images (ONNX semantics, NCHW layout):
+Conv, ConvTranspose, the pools, MaxUnpool, Resize, Upsample, GridSample, AffineGrid, Col2Im, DeformConv.
 
-GridSample coordinates are float32, as in ORT and the spec's reference, so that nearest-neighbour
-rounding agrees.
+float16 inputs are computed in float32 and rounded once at the end, as ORT does. Resize and GridSample
+coordinates are float32, as in ORT and the spec's reference, so that nearest-neighbour rounding agrees.
 """
 import math
 
 import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
 
-from ..registry import FLOATS, kernel
-from .nn import _cubic, _widen
+from .. import checks
+from ..checks import InvalidArgument
+from ..registry import FLOATS, NUMERIC, kernel
+
+_F16 = np.dtype(np.float16)
+
+
+def compute_dtype(dtype):
+    """The dtype arithmetic runs in: float16 widens to float32."""
+    return np.dtype(np.float32) if dtype == _F16 else dtype
+
+
+def widen(x):
+    return x.astype(compute_dtype(x.dtype), copy=False)
+
+
+# --- window geometry shared by Conv and the pools -------------------------------------------
+
+
+def geometry(in_shape, kernel, strides, dilations, pads, auto_pad, ceil_mode=0):
+    """(pads_begin, pads_end, out_shape) for a sliding window over the spatial dims."""
+    nd = len(in_shape)
+    strides = strides or [1] * nd
+    dilations = dilations or [1] * nd
+    begin, end, out = [], [], []
+    for i, (n, k, s, d) in enumerate(zip(in_shape, kernel, strides, dilations)):
+        span = (k - 1) * d + 1
+        if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+            o = -(-n // s)
+            total = max((o - 1) * s + span - n, 0)
+            b = total - total // 2 if auto_pad == "SAME_LOWER" else total // 2  # UPPER: odd unit at the end
+            e = total - b
+        elif auto_pad == "VALID":
+            b = e = 0
+            o = (n - span) // s + 1
+        else:  # NOTSET: explicit pads
+            b, e = (pads[i], pads[i + nd]) if pads else (0, 0)
+            o = (n + b + e - span) // s + 1
+            if ceil_mode:
+                o = -(-(n + b + e - span) // s) + 1
+                if (o - 1) * s >= n + b:  # the last window must start inside the input or the leading padding
+                    o -= 1
+        begin.append(b)
+        end.append(e)
+        out.append(max(o, 0))
+    return begin, end, out
+
+
+def _pad_spatial(x, begin, end, fill):
+    """x padded on its spatial dims (negative pads crop)."""
+    if not any(begin) and not any(end):
+        return x
+    crop = (Ellipsis,) + tuple(slice(-min(b, 0), n + min(e, 0)) for n, b, e in zip(x.shape[2:], begin, end))
+    widths = [(0, 0), (0, 0)] + [(max(b, 0), max(e, 0)) for b, e in zip(begin, end)]
+    return np.pad(x[crop], widths, constant_values=fill)
+
+
+def _tap(xp, offset, out, strides, dilations):
+    """The strided view xp[..., o*s + k*d] over all output positions o, for one kernel offset k."""
+    return xp[(Ellipsis,) + tuple(slice(k * d, k * d + (o - 1) * s + 1, s)
+                                  for k, o, s, d in zip(offset, out, strides, dilations))]
+
+
+def _window_input(x, kernel, strides, dilations, pads, auto_pad, ceil_mode, fill):
+    """Pads x for pooling; returns the padded input and the geometry."""
+    nd = x.ndim - 2
+    strides, dilations = strides or [1] * nd, dilations or [1] * nd
+    begin, end, out = geometry(x.shape[2:], kernel, strides, dilations, pads, auto_pad, ceil_mode)
+    # ceil_mode's last window may run past the end padding: pad further with `fill`.
+    need = [(o - 1) * s + (k - 1) * d + 1 - n - b for o, s, k, d, n, b in
+            zip(out, strides, kernel, dilations, x.shape[2:], begin)]
+    xp = _pad_spatial(x, begin, [max(e, q) for e, q in zip(end, need)], fill)
+    return xp, begin, end, out, strides, dilations
+
+
+# --- Conv / ConvTranspose -----------------------------------------------------------------
+
+
+@kernel("Conv", types=FLOATS)
+def conv(X, W, B=None, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pads=None, strides=None):
+    dtype = X.dtype
+    X, W = widen(X), widen(W)
+    nd = X.ndim - 2
+    kernel = W.shape[2:]
+    strides, dilations = strides or [1] * nd, dilations or [1] * nd
+    begin, end, out = geometry(X.shape[2:], kernel, strides, dilations, pads, auto_pad)
+    n, c = X.shape[:2]
+    m = W.shape[0]
+    cg, mg = c // group, m // group
+    weights = W.reshape(group, mg, -1)
+    length = math.prod(out)
+    if all(k == 1 for k in kernel) and all(s == 1 for s in strides) and not any(begin) and not any(end):
+        y = np.matmul(weights, X.reshape(n, group, cg, length))  # 1x1 conv: a plain matmul
+    else:
+        y = np.empty((n, group, mg, length), dtype=X.dtype)
+        xp = _pad_spatial(X, begin, end, 0)
+        span = [(k - 1) * d + 1 for k, d in zip(kernel, dilations)]
+        windows = sliding_window_view(xp, span, axis=tuple(range(2, 2 + nd)))
+        windows = windows[(slice(None), slice(None))
+                          + tuple(slice(0, (o - 1) * s + 1, s) for o, s in zip(out, strides))
+                          + tuple(slice(None, None, d) for d in dilations)]   # (N, C, *out, *kernel)
+        # im2col laid out (C, *kernel, *out) so W @ cols gives (M, *out) without a transpose; one image
+        # at a time bounds the column buffer.
+        order = (0,) + tuple(range(1 + nd, 1 + 2 * nd)) + tuple(range(1, 1 + nd))
+        for i in range(n):
+            cols = windows[i].transpose(order).reshape(group, cg * math.prod(kernel), length)
+            np.matmul(weights, cols, out=y[i])
+    y = y.reshape((n, m) + tuple(out))
+    if B is not None:
+        y += B.reshape((m,) + (1,) * nd)
+    return (y.astype(dtype, copy=False),)
+
+
+def conv_transpose_geometry(in_shape, kernel, strides, dilations, pads, auto_pad, output_padding, output_shape):
+    """(pads_begin, out_shape) of ConvTranspose."""
+    nd = len(in_shape)
+    output_padding = output_padding or [0] * nd
+    begin, out = [], []
+    for i, (n, k, s, d, a) in enumerate(zip(in_shape, kernel, strides, dilations, output_padding)):
+        full = (n - 1) * s + a + (k - 1) * d + 1
+        if output_shape or auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+            # Pads come from the target size (explicit pads are ignored); the odd unit goes to the end for
+            # SAME_UPPER, to the start otherwise. Like ORT, a target past `full` pads nothing: SAME then
+            # yields `full` instead of n * s.
+            target = output_shape[-nd:][i] if output_shape else n * s
+            total = max(full - target, 0)
+            b = total // 2 if auto_pad == "SAME_UPPER" else total - total // 2
+            o = target if output_shape else full - total
+        elif auto_pad == "VALID":
+            b, o = 0, full
+        else:
+            b, e = (pads[i], pads[i + nd]) if pads else (0, 0)
+            o = full - b - e
+        begin.append(b)
+        out.append(o)
+    return begin, out
+
+
+@kernel("ConvTranspose", types=FLOATS)
+def conv_transpose(X, W, B=None, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None,
+                   output_padding=None, output_shape=None, pads=None, strides=None):
+    dtype = X.dtype
+    X, W = widen(X), widen(W)
+    nd = X.ndim - 2
+    n, c = X.shape[:2]
+    in_shape, kernel = X.shape[2:], W.shape[2:]
+    cg, mg = c // group, W.shape[1]
+    m = mg * group
+    strides, dilations = strides or [1] * nd, dilations or [1] * nd
+    begin, out = conv_transpose_geometry(in_shape, kernel, strides, dilations, pads, auto_pad,
+                                          output_padding, output_shape)
+    # cols[n, g, (mg, *kernel), pixel] = W_g^T @ x: each input pixel's contribution to a kernel-sized patch.
+    wt = W.reshape(group, cg, -1).transpose(0, 2, 1)
+    cols = np.matmul(wt, X.reshape(n, group, cg, -1)).reshape((n, m) + tuple(kernel) + tuple(in_shape))
+    # col2im: add each kernel tap into the (uncropped) output, then crop the padding.
+    size = [max((i - 1) * s + (k - 1) * d + 1, b + o) for i, s, k, d, b, o in
+            zip(in_shape, strides, kernel, dilations, begin, out)]
+    full = np.zeros((n, m) + tuple(size), dtype=X.dtype)
+    for offset in np.ndindex(*kernel):
+        _tap(full, offset, in_shape, strides, dilations)[...] += cols[(slice(None), slice(None)) + offset]
+    y = full[(Ellipsis,) + tuple(slice(b, b + o) for b, o in zip(begin, out))]
+    if B is not None:
+        y = y + B.reshape((m,) + (1,) * nd)
+    return (np.ascontiguousarray(y).astype(dtype, copy=False),)
+
+
+# --- pooling ----------------------------------------------------------------------------
+
+
+@kernel("MaxPool", types=FLOATS | {np.dtype(np.int8), np.dtype(np.uint8)})
+def max_pool(X, *, auto_pad="NOTSET", ceil_mode=0, dilations=None, kernel_shape, pads=None, storage_order=0,
+             strides=None, _num_outputs=1):
+    lowest = -np.inf if X.dtype.kind == "f" else np.iinfo(X.dtype).min
+    xp, begin, _, out, strides, dilations = _window_input(X, kernel_shape, strides, dilations, pads, auto_pad,
+                                                          ceil_mode, lowest)
+    y = np.full(X.shape[:2] + tuple(out), lowest, dtype=X.dtype)
+    if _num_outputs == 1:
+        for offset in np.ndindex(*kernel_shape):
+            np.maximum(y, _tap(xp, offset, out, strides, dilations), out=y)
+        return (y,)
+    arg = np.zeros(y.shape, dtype=np.int64)
+    for offset in np.ndindex(*kernel_shape):
+        tap = _tap(xp, offset, out, strides, dilations)
+        better = tap > y  # strict: the first maximum in window order wins, as in ORT
+        y = np.where(better, tap, y)
+        arg = np.where(better, _flat_spatial_index(offset, begin, out, strides, dilations, X.shape[2:],
+                                                   storage_order), arg)
+    # Indices count over the whole tensor: add the (n, c) plane offsets.
+    plane = math.prod(X.shape[2:])
+    arg += (np.arange(X.shape[0] * X.shape[1], dtype=np.int64) * plane).reshape(X.shape[:2] + (1,) * len(out))
+    return (y, arg)
+
+
+def _flat_spatial_index(offset, begin, out, strides, dilations, in_shape, storage_order):
+    """Flat index within one (n, c) plane of the input element each output position reads at `offset`."""
+    index = np.zeros(tuple(out), dtype=np.int64)
+    dims = list(range(len(out)))
+    # storage_order=1 (column major) numbers the first spatial dim fastest.
+    unit = 1
+    for i in (dims if storage_order else reversed(dims)):
+        coord = np.arange(out[i], dtype=np.int64) * strides[i] - begin[i] + offset[i] * dilations[i]
+        index += (coord * unit).reshape([-1 if j == i else 1 for j in dims])
+        unit *= in_shape[i]
+    return index
+
+
+@kernel("AveragePool", types=FLOATS)
+def average_pool(X, *, auto_pad="NOTSET", ceil_mode=0, count_include_pad=0, dilations=None, kernel_shape,
+                 pads=None, strides=None):
+    dtype = X.dtype
+    X = widen(X)
+    xp, begin, end, out, strides, dilations = _window_input(X, kernel_shape, strides, dilations, pads, auto_pad,
+                                                            ceil_mode, 0)
+    total = np.zeros(X.shape[:2] + tuple(out), dtype=X.dtype)
+    for offset in np.ndindex(*kernel_shape):
+        total += _tap(xp, offset, out, strides, dilations)
+    # The divisor counts the window's cells inside the input (count_include_pad=0) or inside the input and
+    # its pads (count_include_pad=1); cells past the pads, added by ceil_mode, never count. The counted
+    # region is a box, so the divisor is an outer product of per-axis counts.
+    divisor = np.ones((), dtype=X.dtype)
+    for i, (n, b, e, o, s, k, d) in enumerate(zip(X.shape[2:], begin, end, out, strides, kernel_shape, dilations)):
+        inside = np.zeros(xp.shape[2 + i], dtype=X.dtype)
+        inside[slice(0, b + n + e) if count_include_pad else slice(b, b + n)] = 1
+        divisor = np.multiply.outer(divisor, sum(inside[j * d:j * d + (o - 1) * s + 1:s] for j in range(k)))
+    return ((total / divisor).astype(dtype, copy=False),)
+
+
+@kernel("LpPool", since=2, types=FLOATS)
+def lp_pool(X, *, auto_pad="NOTSET", ceil_mode=0, dilations=None, kernel_shape, p=2, pads=None, strides=None):
+    # (sum of |x|^p over the window)^(1/p); padding adds nothing
+    x = np.abs(widen(X)) ** compute_dtype(X.dtype).type(p)
+    xp, _, _, out, strides, dilations = _window_input(x, kernel_shape, strides, dilations, pads, auto_pad,
+                                                      ceil_mode, 0)
+    total = np.zeros(X.shape[:2] + tuple(out), dtype=x.dtype)
+    for offset in np.ndindex(*kernel_shape):
+        total += _tap(xp, offset, out, strides, dilations)
+    return ((total ** x.dtype.type(1 / p)).astype(X.dtype, copy=False),)
+
+
+@kernel("GlobalLpPool", since=2, types=FLOATS)
+def global_lp_pool(X, *, p=2):
+    x = np.abs(widen(X)) ** compute_dtype(X.dtype).type(p)
+    total = x.sum(axis=tuple(range(2, X.ndim)), keepdims=True)
+    return ((total ** x.dtype.type(1 / p)).astype(X.dtype, copy=False),)
+
+
+def pooled_from(x_shape, kernel_shape, strides, pads):
+    """The shape a pooling with these attributes made x_shape from (MaxUnpool's output without output_shape)."""
+    nd = len(kernel_shape)
+    strides, pads = strides or [1] * nd, pads or [0] * (2 * nd)
+    return tuple(x_shape[:2]) + tuple((n - 1) * s - (pads[i] + pads[i + nd]) + k for i, (n, s, k) in
+                                      enumerate(zip(x_shape[2:], strides, kernel_shape)))
+
+
+@kernel("MaxUnpool", since=9, types=FLOATS)
+def max_unpool(X, I, output_shape=None, *, kernel_shape, pads=None, strides=None):
+    # Scatter X to the flat positions I of the pooled-from shape, then pad to output_shape, as the
+    # spec's reference and ONNX's node test do (stock ORT reads I in output_shape's flat layout and
+    # fails that test: docs/user-guide.md)
+    inferred = pooled_from(X.shape, kernel_shape, strides, pads)
+    y = np.zeros(math.prod(inferred), dtype=X.dtype)
+    flat = I.reshape(-1)
+    bad = checks.first_outside(flat, 0, y.size)
+    if bad:
+        raise InvalidArgument(f"Index value out of bounds. Got: {bad[1]}. Valid range is [0, {y.size}).")
+    y[flat] = X.reshape(-1)
+    y = y.reshape(inferred)
+    if output_shape is None:
+        return (y,)
+    out = np.zeros([int(d) for d in output_shape.reshape(-1)], dtype=X.dtype)
+    out[tuple(slice(0, d) for d in inferred)] = y
+    return (out,)
+
+
+@kernel("GlobalAveragePool", types=FLOATS)
+def global_average_pool(X):
+    axes = tuple(range(2, X.ndim))
+    return (X.mean(axis=axes, keepdims=True, dtype=compute_dtype(X.dtype)).astype(X.dtype, copy=False),)
+
+
+@kernel("GlobalMaxPool", types=FLOATS)
+def global_max_pool(X):
+    return (X.max(axis=tuple(range(2, X.ndim)), keepdims=True),)
+
+
+# --- Resize / Upsample ------------------------------------------------------------------
+#
+# Coordinates are computed in float32, as ORT does, so that nearest-neighbour ties round the same way.
 
 _F32 = np.float32
+
+
+def original_coords(mode, out_len, in_len, scale, roi_start, roi_end):
+    """x_original for every output index along one axis (float32)."""
+    x = np.arange(out_len, dtype=_F32)
+    scale, half = _F32(scale), _F32(0.5)
+    if mode == "half_pixel":
+        return (x + half) / scale - half
+    if mode == "half_pixel_symmetric":
+        adjustment = _F32(out_len) / (scale * _F32(in_len))
+        offset = _F32(in_len) / _F32(2) * (_F32(1) - adjustment)
+        # ORT finishes this one in double before rounding to float, which decides floor() near integers.
+        return (np.float64(offset) + (x.astype(np.float64) + 0.5) / np.float64(scale) - 0.5).astype(_F32)
+    if mode == "pytorch_half_pixel":
+        return (x + half) / scale - half if out_len > 1 else np.zeros(out_len, _F32)
+    if mode == "tf_half_pixel_for_nn":  # opset 11 only
+        return (x + half) / scale
+    if mode == "align_corners":
+        return np.zeros(out_len, _F32) if out_len == 1 else x * _F32(in_len - 1) / _F32(out_len - 1)
+    if mode == "asymmetric":
+        return x / scale
+    # tf_crop_and_resize
+    start, end, last = _F32(roi_start), _F32(roi_end), _F32(in_len - 1)
+    if out_len == 1:
+        return np.full(out_len, 0.5 * np.float64(start + end) * np.float64(last), dtype=_F32)  # double, as ORT
+    return start * last + x * (end - start) * last / _F32(out_len - 1)
+
+
+def nearest_index(coords, nearest_mode, scale):
+    if nearest_mode == "round_prefer_floor":
+        return np.where(coords == np.trunc(coords) + _F32(0.5), np.floor(coords), np.round(coords))
+    if nearest_mode == "round_prefer_ceil":  # std::round: halves away from zero
+        return np.where(np.abs(coords - np.trunc(coords)) == _F32(0.5), coords + np.copysign(_F32(0.5), coords),
+                        np.round(coords))
+    if nearest_mode == "floor":
+        return np.floor(coords)
+    if nearest_mode == "ceil":
+        return np.ceil(coords)
+    # "simple" (Resize-10, Upsample): ceil when downsampling, floor (truncate) when upsampling
+    return np.ceil(coords) if scale < 1 else np.trunc(coords)
+
+
+def _cubic(d, a):
+    """The cubic convolution kernel (Keys) with coefficient a, at distances d."""
+    d = np.abs(d)
+    near = ((a + 2) * d - (a + 3)) * d * d + 1
+    far = ((a * d - 5 * a) * d + 8 * a) * d - 4 * a
+    return np.where(d <= 1, near, np.where(d < 2, far, 0.0))
+
+
+def _filter_taps(coords, in_len, mode, scale, cubic_coeff_a, exclude_outside):
+    """(indices, weights), each [out_len, taps], of a linear or cubic filter centred on each coordinate.
+
+    With antialiasing (scale < 1 here) the filter is stretched by 1/scale, so that every input pixel
+    contributes; weights are normalized to sum to 1. Taps outside the input read the edge pixel, or
+    get weight 0 with exclude_outside."""
+    coords = coords.astype(np.float64)
+    support = (2 if mode == "cubic" else 1) / scale   # the filter's half-width in input pixels
+    start = int(np.floor(-support)) + 1
+    base = np.ceil(coords) - 1                       # the tap left of the coordinate (strictly)
+    taps = base[:, None] + start + np.arange(2 - 2 * start)
+    d = (taps - coords[:, None]) * scale
+    weights = _cubic(d, cubic_coeff_a) if mode == "cubic" else np.clip(1 - np.abs(d), 0, 1)
+    if exclude_outside:
+        weights = np.where((taps < 0) | (taps >= in_len), 0.0, weights)
+    total = weights.sum(axis=1, keepdims=True)
+    weights = weights / np.where(total == 0, 1, total)
+    return np.clip(taps, 0, in_len - 1).astype(np.intp), weights
+
+
+def _resize_axis(x, axis, out_len, scale, mode, coordinate_mode, nearest_mode, roi, extrapolation_value,
+                 antialias=0, cubic_coeff_a=-0.75, exclude_outside=0):
+    in_len = x.shape[axis]
+    coords = original_coords(coordinate_mode, out_len, in_len, scale, *roi)
+    if out_len == in_len and np.array_equal(coords, np.arange(in_len)):
+        return x  # identity along this axis
+    outside = (coords < 0) | (coords > in_len - 1) if coordinate_mode == "tf_crop_and_resize" else None
+    if mode == "nearest":
+        idx = np.clip(nearest_index(coords, nearest_mode, scale), 0, in_len - 1).astype(np.intp)
+        y = np.take(x, idx, axis=axis)
+    elif mode == "cubic" or antialias and scale < 1:
+        idx, weights = _filter_taps(coords, in_len, mode, min(float(scale), 1.0) if antialias else 1.0,
+                                    cubic_coeff_a, exclude_outside)
+        shape = [-1 if i == axis else 1 for i in range(x.ndim)]
+        y = sum(np.take(x, idx[:, j], axis=axis) * weights[:, j].reshape(shape) for j in range(idx.shape[1]))
+    else:  # linear: blend the two neighbours of the clamped coordinate
+        c = np.clip(coords, 0, in_len - 1)
+        lo = c.astype(np.intp)
+        hi = np.minimum(lo + 1, in_len - 1)
+        w = (c - lo).astype(x.dtype).reshape([-1 if i == axis else 1 for i in range(x.ndim)])
+        y = np.take(x, lo, axis=axis) * (1 - w) + np.take(x, hi, axis=axis) * w
+    if outside is not None and outside.any():
+        shape = [-1 if i == axis else 1 for i in range(x.ndim)]
+        y = np.where(outside.reshape(shape), np.asarray(extrapolation_value, dtype=y.dtype), y)
+    return y
+
+
+def _resize(X, roi, scales, sizes, *, axes=None, mode="nearest", coordinate_transformation_mode="half_pixel",
+            nearest_mode="round_prefer_floor", extrapolation_value=0.0, keep_aspect_ratio_policy="stretch",
+            **filter_options):
+    rank = X.ndim
+    axes = list(range(rank)) if axes is None else [a + rank if a < 0 else a for a in axes]
+    in_shape = [X.shape[a] for a in axes]
+    if sizes is not None:
+        out_shape = [int(s) for s in sizes]
+        if keep_aspect_ratio_policy == "stretch":
+            scale = [_F32(o) / _F32(i) for o, i in zip(out_shape, in_shape)]
+        else:
+            ratios = [_F32(o) / _F32(i) for o, i in zip(out_shape, in_shape)]
+            common = min(ratios) if keep_aspect_ratio_policy == "not_larger" else max(ratios)
+            scale = [common] * len(axes)
+            out_shape = [int(np.floor(common * _F32(i) + _F32(0.5))) for i in in_shape]  # round half up
+    else:
+        scale = [_F32(s) for s in scales]
+        out_shape = [int(np.floor(s * _F32(i))) for s, i in zip(scale, in_shape)]
+    if roi is None or len(roi) == 0:
+        roi = [0.0] * len(axes) + [1.0] * len(axes)
+    roi = np.asarray(roi, dtype=_F32).reshape(-1)
+    if len(roi) == 2 * rank and len(axes) < rank:
+        roi = np.concatenate([roi[:rank][axes], roi[rank:][axes]])
+    y = X if mode == "nearest" else widen(X)
+    for j, a in enumerate(axes):
+        y = _resize_axis(y, a, out_shape[j], scale[j], mode, coordinate_transformation_mode, nearest_mode,
+                         (roi[j], roi[j + len(axes)]), extrapolation_value, **filter_options)
+    return (y.astype(X.dtype, copy=False),)
+
+
+def _check_resize(node, graph):
+    mode = node.attrs.get("mode", "nearest")
+    if mode not in ("nearest", "linear", "cubic"):
+        return f"Resize mode={mode!r} not supported"
+    dtype = graph.value(node.inputs[0]).dtype
+    if mode != "nearest" and dtype is not None and dtype not in FLOATS:
+        return f"Resize {mode} mode supports float inputs only"
+    return None
+
+
+@kernel("Resize", since=10, until=10, types=NUMERIC, check=_check_resize)
+def resize_10(X, scales, *, mode="nearest"):
+    # Resize-10 is Upsample-9 generalized: asymmetric coordinates, ORT's "simple" nearest rounding.
+    return _resize(X, None, scales.tolist(), None, mode=mode, coordinate_transformation_mode="asymmetric",
+                   nearest_mode="simple")
+
+
+@kernel("Resize", since=11, types=NUMERIC, check=_check_resize)
+def resize_11(X, roi=None, scales=None, sizes=None, *, antialias=0, axes=None,
+              coordinate_transformation_mode="half_pixel", cubic_coeff_a=-0.75, exclude_outside=0,
+              extrapolation_value=0.0, keep_aspect_ratio_policy="stretch", mode="nearest",
+              nearest_mode="round_prefer_floor"):
+    if scales is not None and scales.size == 0:  # an empty tensor stands for an absent input
+        scales = None
+    return _resize(X, None if roi is None else roi.tolist(), None if scales is None else scales.tolist(),
+                   None if sizes is None else sizes.tolist(), axes=axes, mode=mode,
+                   coordinate_transformation_mode=coordinate_transformation_mode, nearest_mode=nearest_mode,
+                   extrapolation_value=extrapolation_value, keep_aspect_ratio_policy=keep_aspect_ratio_policy,
+                   antialias=antialias, cubic_coeff_a=cubic_coeff_a, exclude_outside=exclude_outside)
+
+
+@kernel("Upsample", since=7, until=8, types=NUMERIC, check=_check_resize)
+def upsample_7(X, *, mode="nearest", scales):
+    return _resize(X, None, scales, None, mode=mode, coordinate_transformation_mode="asymmetric",
+                   nearest_mode="simple")
+
+
+@kernel("Upsample", since=9, until=9, types=NUMERIC, check=_check_resize)
+def upsample_9(X, scales, *, mode="nearest"):
+    return resize_10(X, scales, mode=mode)
 
 
 # --- GridSample ---------------------------------------------------------------------------
@@ -59,7 +514,7 @@ def _taps(x, length, mode, padding_mode, low, high):
     return np.clip(index, 0, length - 1).astype(np.intp), weights, inside
 
 
-def _check_grid_sample(node, graph):
+def check_grid_sample(node, graph):
     mode = node.attrs.get("mode", "linear" if node.since_version >= 20 else "bilinear")
     if mode not in ("nearest", "linear", "bilinear", "cubic", "bicubic"):
         return f"GridSample mode={mode!r} not supported"
@@ -68,10 +523,10 @@ def _check_grid_sample(node, graph):
     return None
 
 
-@kernel("GridSample", since=16, types=FLOATS, check=_check_grid_sample)
+@kernel("GridSample", since=16, types=FLOATS, check=check_grid_sample)
 def grid_sample(X, grid, *, align_corners=0, mode="linear", padding_mode="zeros"):
     mode = {"bilinear": "linear", "bicubic": "cubic"}.get(mode, mode)  # opset 16 names
-    x = _widen(X)
+    x = widen(X)
     n, c, *dims = x.shape
     nd = len(dims)
     out = grid.shape[1:-1]
@@ -147,19 +602,19 @@ def col2im(input, image_shape, block_shape, *, dilations=None, pads=None, stride
 
 # --- DeformConv ---------------------------------------------------------------------------
 
-def _check_deform_conv(node, graph):
+def check_deform_conv(node, graph):
     rank = graph.value(node.inputs[0]).shape
     if rank is not None and len(rank) != 4:
         return "DeformConv is implemented for 2-D images (N, C, H, W) only"
     return None
 
 
-@kernel("DeformConv", since=19, types=FLOATS, check=_check_deform_conv)
+@kernel("DeformConv", since=19, types=FLOATS, check=check_deform_conv)
 def deform_conv(X, W, offset, B=None, mask=None, *, dilations=None, group=1, kernel_shape=None, offset_group=1,
                 pads=None, strides=None):
     # A convolution whose taps are displaced by `offset` (per output position and tap), sampled
     # bilinearly (zero outside the image), and weighted by `mask`.
-    x = _widen(X)
+    x = widen(X)
     n, c, height, width = x.shape
     kh, kw = W.shape[2:]
     sh, sw = strides or (1, 1)

@@ -1,19 +1,27 @@
-"""ONNX Attention (opsets 23-24) on CUDA, composed of our kernels: batched products for Q K^T and
+"""Attention on CUDA. ONNX Attention (opsets 23-24), composed of our kernels: batched products for Q K^T and
 P V (matmul.batched_product), broadcast adds for the masks, the softmax row kernel. float16/bfloat16
-inputs compute in float32 and round the outputs once, as the CPU kernel (kernels/cpu/contrib_attention.py).
-LinearAttention (opset 27): attention.cu's recurrence, a block per (batch, KV head)."""
+inputs compute in float32 and round the outputs once, as the CPU kernel (kernels/cpu/attention.py).
+LinearAttention (opset 27): attention.cu's recurrence, a block per (batch, KV head). com.microsoft
+GroupQueryAttention and RotaryEmbedding, ONNX RotaryEmbedding-23 (native/cuda/attention.cu), and
+MultiHeadAttention (composed, as ONNX Attention, in float32). Semantics and run-time checks are shared with the
+CPU kernels (kernels/cpu/attention.py)."""
 import struct
 
 import numpy as np
 
 from ...runtime.cuda import DeviceTensor
-from ..cpu.contrib_attention import _check_attention, attention_shapes
-from ..cpu.linear_attention import _check as _check_linear_attention
+from .. import checks
+from ..checks import InvalidArgument
+from ..cpu.attention import (attention_shapes, check_attention, check_linear_attention, check_mha, gqa_config_problem,
+                             gqa_layout, mha_shapes)
 from ..registry import kernel
-from .elementwise import ADD, DIV_BY, GPU_FLOATS, MUL_BY, SUFFIX, binary, cast_to, device_scalar, unary, where
+from .elementwise import (ADD, COMPARE, DIV_BY, GPU_FLOATS, LOGIC, MUL_BY, SUFFIX, Scratch, binary, cast_to, compare,
+                          device_scalar, logic, unary, where)
 from .matmul import batched_product
-from .rows import ZERO_MASKED_ROWS, softmax_rows
+from .reduction import ZERO_MASKED_ROWS, softmax_rows
 from .shape import concat, permuted
+
+GREATER_OR_EQUAL, LESS_OR_EQUAL = (COMPARE[op][0] for op in ("GreaterOrEqual", "LessOrEqual"))
 
 F32 = np.dtype(np.float32)
 TANH = 2  # UnaryOp
@@ -22,7 +30,7 @@ TANH = 2  # UnaryOp
 def _check(node, graph):
     if len(node.inputs) > 6 and node.inputs[6]:
         return "nonpad_kv_seqlen is not supported on CUDA"
-    return _check_attention(node, graph)
+    return check_attention(node, graph)
 
 
 @kernel("Attention", since=23, until=24, types=GPU_FLOATS, device="cuda", check=_check)
@@ -106,7 +114,7 @@ def _repeat_heads(rt, stream, x, group):
     return y
 
 
-@kernel("LinearAttention", since=27, types=GPU_FLOATS, device="cuda", check=_check_linear_attention)
+@kernel("LinearAttention", since=27, types=GPU_FLOATS, device="cuda", check=check_linear_attention)
 def linear_attention(rt, stream, query, key, value, past_state=None, decay=None, beta=None, *, chunk_size=64,
                      kv_num_heads, q_num_heads, scale=0.0, update_rule="gated_delta"):
     """The token-by-token recurrence (chunk_size only tunes chunked implementations), its state in float32."""
@@ -139,3 +147,314 @@ def linear_attention(rt, stream, query, key, value, past_state=None, decay=None,
     if present is not state:
         rt.free(state)  # stream-ordered
     return out, present
+
+
+# --- com.microsoft GroupQueryAttention ----------------------------------------------------
+
+MAX_SHARED = 48 * 1024  # default dynamic shared memory per block
+ATTEND_THREADS = 256    # runtime/cuda.py launch_rows
+DECODE_THREADS = 256    # native/cuda/attention.cu gqa_decode: a present row to each head_size / 8 of them
+DECODE_HEAD_SIZES = (64, 128)  # gqa_decode compiled for these (16-bit types): an int4 layer 17.6 -> 16.9 us (H200)
+ATTEND_TILE = 64        # native/cuda/attention.cu attend_tiles: query tokens a block (a warp per 16)
+
+
+def _prepare_wide(head_size, rot_half, tensors) -> bool:
+    """attention.cu prepare takes eight elements a thread where every row is whole 16-byte groups."""
+    return head_size % 8 == 0 and rot_half % 8 == 0 and all(t.ptr % 16 == 0 for t in tensors if t is not None)
+
+
+def _decode_passes(s, h, present_len) -> int:
+    """Rows a lane group of gqa_decode (a decode step in one launch) takes: 4 where that is one block, else 8:
+    half the blocks (after 4000 tokens a step's run call 5-10 % shorter on the H200: docs/benchmarks/gpu.md); 0
+    when gqa_decode does not take this shape (a prompt, a head size whose eighths do not divide a warp)."""
+    if s != 1 or h % 8 or 32 % (h // 8):
+        return 0
+    return 8 if present_len > _decode_rows(4, h) else 4
+
+
+def _decode_rows(passes, h) -> int:
+    """Present rows one gqa_decode block takes: `passes` a lane group of head_size / 8 threads."""
+    return passes * DECODE_THREADS // (h // 8)
+
+
+def _check_gqa(node, graph):
+    kv = [graph.value(n).dtype for n in node.inputs[3:5] if n]
+    if any(t != graph.value(node.inputs[0]).dtype for t in kv):
+        return "KV cache of another type than the query"
+    if graph.value(node.inputs[5]).dtype != np.int32:
+        return "seqlens_k must be int32"
+    return gqa_config_problem(node, graph)
+
+
+@kernel("GroupQueryAttention", domain="com.microsoft", types=GPU_FLOATS, device="cuda", check=_check_gqa,
+        host_inputs=(6,), capture="device-indexed")
+def group_query_attention(rt, stream, query, key=None, value=None, past_key=None, past_value=None, seqlens_k=None,
+                          total_sequence_length=None, cos_cache=None, sin_cache=None, position_ids=None,
+                          attention_bias=None, head_sink=None, k_scale=None, v_scale=None, q_norm_weight=None,
+                          k_norm_weight=None, query_seqlens=None, *, num_heads, kv_num_heads, scale=0.0,
+                          softcap=0.0, local_window_size=-1, do_rotary=0, rotary_interleaved=0, smooth_softmax=-1,
+                          qk_output=0, causal=1, sliding_window_cache=0, kv_cache_bit_width=0, k_quant_type="NONE",
+                          v_quant_type="NONE", qk_norm_epsilon=1e-6, q_norm_epsilon=1e-6, k_norm_epsilon=1e-6,
+                          _readers=(), _output_buffer=None):
+    b, s = query.shape[:2]
+    _gqa_shapes(query, key, value, past_key, past_value, seqlens_k, total_sequence_length,
+                (cos_cache, sin_cache) if do_rotary else None, num_heads, kv_num_heads)
+    # seqlens_k's values are checked when known on the host; on the GPU the kernels clamp them
+    h, first_prompt, present_len, _ = gqa_layout(
+        query.shape, key is None, past_key.shape if past_key is not None else None, seqlens_k.host,
+        rt.to_host(total_sequence_length, stream), num_heads, kv_num_heads, cos_cache.shape if do_rotary else None)
+    rows = (query, key, value, past_key, past_value, cos_cache, sin_cache)  # read 16 bytes at a time by gqa_decode
+    passes = all(t.ptr % 16 == 0 for t in rows if t is not None) and _decode_passes(s, h, present_len)
+    smooth = smooth_softmax == 1 or head_sink is not None
+    # a prompt in tiles of queries (attention.cu attend_tiles), else a block a query with its scores in shared memory
+    tiles = not passes and SUFFIX[query.dtype] in ("f16", "bf16") and h in (64, 128) and softcap == 0.0 and \
+        local_window_size <= 0 and not smooth
+    shared = (present_len + h + max(ATTEND_THREADS, 8 * h)) * 4  # native/cuda/attention.cu attend
+    if not passes and not tiles and shared > MAX_SHARED:
+        raise ValueError(f"CUDA GroupQueryAttention handles up to {MAX_SHARED // 4 - h - max(ATTEND_THREADS, 8 * h)} "
+                         f"cached tokens for {s} new tokens of head size {h}, got {present_len} (a decode step of one "
+                         f"token has no such limit where the head size is 8, 16, 32, 64, 128 or 256, nor a float16 or "
+                         f"bfloat16 prompt of head size 64 or 128 without softcap, local window or sink)")
+    dtype = query.dtype
+    kv_shape = (b, kv_num_heads, present_len, h)
+    # the present KV straight into ORT's outputs where the caller takes them (no copy after the run)
+    pk, pv = (rt.output(_output_buffer, i, kv_shape, dtype) for i in (1, 2))
+    # ... and where those are the past's own buffers (bound as one by the caller), a decode step writes only its new row
+    in_place = past_key is not None and past_key.shape == kv_shape and (pk.ptr, pv.ptr) == (past_key.ptr, past_value.ptr)
+    out = rt.alloc((b, s, num_heads * h), dtype)
+    sink = None
+    if smooth:
+        sink = rt.alloc((num_heads,), np.float32)
+        if head_sink is None:
+            rt.zero(sink, stream)
+        else:
+            rt.launch(f"seamless_cast_{SUFFIX[head_sink.dtype]}_f32", num_heads, stream, ("int64", num_heads),
+                      ("ptr", head_sink.ptr), ("ptr", sink.ptr))
+    half = cos_cache.shape[1] if do_rotary else 0
+    shape = struct.pack("<13i", b, s, num_heads, kv_num_heads, h, present_len, half, int(bool(do_rotary)),
+                        int(bool(rotary_interleaved)), int(key is None), int(first_prompt),
+                        cos_cache.shape[0] if do_rotary else 0, past_key.shape[2] if past_key is not None else 0)
+    suffix = SUFFIX[dtype]
+    sm_scale = float(scale) if scale != 0.0 else 1.0 / float(np.sqrt(np.float32(h)))
+    # the past read before waiting for the kernel before where no launch of this run writes it (DeviceTensor.settled)
+    early = past_key is not None and past_key.settled and past_value is not None and past_value.settled
+    # a decode step lets the next kernel launch once its blocks have their inputs where that kernel is a quantized
+    # projection (its few weights need little time to stream into L2 ahead), else at once (attention.cu decode)
+    late_launch = bool(_readers) and all(op == "MatMulNBits" for op in _readers)
+    params = struct.pack("<ffiiiiii", sm_scale, float(softcap), int(local_window_size), int(causal),
+                         int(sink is not None), int(early), int(late_launch), int(in_place))
+    qkv = [("ptr", query.ptr), ("ptr", key.ptr if key is not None else 0), ("ptr", value.ptr if value is not None else 0),
+           ("ptr", cos_cache.ptr if do_rotary else 0), ("ptr", sin_cache.ptr if do_rotary else 0), ("ptr", seqlens_k.ptr)]
+    past = [("ptr", past_key.ptr if past_key is not None else 0), ("ptr", past_value.ptr if past_value is not None else 0)]
+    scratch = [sink] if sink else []
+    if passes:  # one launch, split over keys where the context is long
+        splits = -(-present_len // _decode_rows(passes, h))
+        partial = rt.alloc((b * num_heads * splits * (h + 2),), np.float32)
+        scratch.append(partial)
+        known = f"_h{h}" if h in DECODE_HEAD_SIZES and suffix in ("f16", "bf16") else ""  # compiled for that size
+        rt.launch_rows(f"seamless_gqa_decode_p{passes}{known}_{suffix}", (splits, b * num_heads), stream, *past, *qkv,
+                       ("ptr", sink.ptr if sink else 0), ("ptr", pk.ptr), ("ptr", pv.ptr), ("ptr", out.ptr),
+                       ("ptr", partial.ptr), ("ptr", rt.counters(b * num_heads, stream).ptr), ("bytes", shape),
+                       ("bytes", params), threads=DECODE_THREADS)
+    else:  # the present buffers and q, then a block per query row or per tile of them
+        q = rt.alloc((b, num_heads, s, h), dtype)
+        scratch.append(q)
+        n = pk.size + b * s * (num_heads + 2 * kv_num_heads) * h  # the present buffers, then the new tokens
+        wide = _prepare_wide(h, half, (*rows, q, pk, pv))
+        rt.launch(f"seamless_gqa_prepare_{suffix}", n // 8 if wide else n, stream, *past, *qkv, ("ptr", q.ptr),
+                  ("ptr", pk.ptr), ("ptr", pv.ptr), ("bytes", shape), ("int", int(wide)))
+        if tiles:
+            rt.launch_rows(f"seamless_gqa_attend_tiles_h{h}_{suffix}", b * num_heads * -(-s // ATTEND_TILE), stream,
+                           ("ptr", q.ptr), ("ptr", pk.ptr), ("ptr", pv.ptr), ("ptr", seqlens_k.ptr), ("ptr", out.ptr),
+                           ("bytes", shape), ("bytes", params), threads=ATTEND_TILE * 2)  # a warp per 16 queries
+        else:
+            rt.launch_rows(f"seamless_gqa_attend_{suffix}", b * num_heads * s, stream, ("ptr", q.ptr), ("ptr", pk.ptr),
+                           ("ptr", pv.ptr), ("ptr", seqlens_k.ptr), ("ptr", sink.ptr if sink else 0),
+                           ("ptr", out.ptr), ("bytes", shape), ("bytes", params), shared=shared)
+    for t in scratch:
+        rt.free(t)  # stream-ordered: reused only by later work on this stream
+    return out, pk, pv
+
+
+def _gqa_shapes(query, key, value, past_key, past_value, seqlens_k, total_sequence_length, caches, num_heads,
+                kv_num_heads):
+    """The shapes the kernels address the tensors by, checked as ORT does: query (B, S, N * H) or packed
+    (B, S, (N + 2 Nkv) * H), key and value (B, S, Nkv * H), the past (B, Nkv, P, H) both, seqlens_k (B,), one
+    total length, cos and sin caches of one shape."""
+    if len(query.shape) != 3:
+        raise InvalidArgument(f"Input 'query' is expected to have 3 dimensions, got {len(query.shape)}")
+    b, s, hidden = query.shape
+    heads = num_heads + (2 * kv_num_heads if key is None else 0)
+    if hidden % heads:
+        raise ValueError(f"query hidden size {hidden} is not a multiple of the {heads} heads it holds")
+    h = hidden // heads
+    if key is not None:
+        for name, t in (("key", key), ("value", value)):
+            if t is None or t.shape != (b, s, kv_num_heads * h):
+                raise InvalidArgument(f"Input '{name}' of shape {None if t is None else t.shape} must be {(b, s)} by "
+                                      f"kv_num_heads * head_size ({kv_num_heads} * {h})")
+    if past_key is not None:
+        if past_key.shape[:2] != (b, kv_num_heads) or len(past_key.shape) != 4 or past_key.shape[3] != h:
+            raise InvalidArgument(f"Input 'past_key' of shape {past_key.shape} must be (batch_size {b}, "
+                                  f"kv_num_heads {kv_num_heads}, past length, head_size {h})")
+        if past_value.shape != past_key.shape:
+            raise InvalidArgument(f"Inputs 'past_key' {past_key.shape} and 'past_value' {past_value.shape} must "
+                                  "have the same shape")
+    if seqlens_k.shape != (b,):
+        raise InvalidArgument(f"seqlens_k must be shape (batch_size {b}), got {seqlens_k.shape}")
+    if total_sequence_length.size != 1:
+        raise InvalidArgument(f"total_sequence_length must be one value, got shape {total_sequence_length.shape}")
+    if caches is not None and (len(caches[0].shape) != 2 or caches[1].shape != caches[0].shape):
+        raise InvalidArgument(f"cos_cache and sin_cache must be 2-D of the same shape. Got cos_cache shape "
+                              f"{caches[0].shape} and sin_cache shape {caches[1].shape}.")
+
+
+# --- RotaryEmbedding (com.microsoft and ONNX 23) ------------------------------------------
+
+
+def _check_rotary(node, graph):
+    a = node.attrs
+    if a.get("is_packed_batching", 0):
+        return "is_packed_batching=1 (ragged batches) not supported"
+    if a.get("scale", 1.0) != 1.0:
+        return f"scale={a['scale']} not supported (1.0 only)"
+    if any(graph.value(name).dtype != graph.value(node.inputs[0]).dtype for name in node.inputs[2:4]):
+        return "cos/sin caches of another type than the input"
+    if graph.value(node.inputs[1]).dtype != np.int64:
+        return "position_ids must be int64"
+    return None
+
+
+@kernel("RotaryEmbedding", domain="com.microsoft", types=GPU_FLOATS, device="cuda", check=_check_rotary,
+        capture="device-indexed")
+def rotary_embedding(rt, stream, x, position_ids, cos_cache, sin_cache, *, interleaved=0, num_heads=0,
+                     rotary_embedding_dim=0, is_packed_batching=0, scale=1.0):
+    """x (B, S, N*H) or (B, N, S, H); position_ids (1,) = the first token's position, or (B, S)."""
+    if len(x.shape) not in (3, 4) or len(cos_cache.shape) != 2:
+        raise InvalidArgument(f"RotaryEmbedding: input of shape {x.shape} (3-D or 4-D expected) and cos_cache of "
+                              f"shape {cos_cache.shape} (2-D expected)")
+    b = x.shape[0]
+    if len(x.shape) == 3:
+        s = x.shape[1]
+        h = x.shape[2] // num_heads if num_heads else (rotary_embedding_dim or 2 * cos_cache.shape[1])
+        n = x.shape[2] // h if h else 0
+        if n * h != x.shape[2]:  # the kernel walks the tokens by heads of h
+            raise InvalidArgument(f"RotaryEmbedding: hidden size {x.shape[2]} is not a whole number of heads of "
+                                  f"size {h}")
+    else:
+        n, s, h = x.shape[1:]
+    rot_half = (rotary_embedding_dim or h) // 2
+    if rot_half > cos_cache.shape[1] or 2 * rot_half > h:
+        raise ValueError(f"RotaryEmbedding: rotary dimension {2 * rot_half} needs cos/sin caches of width "
+                         f"{rot_half} (got {cos_cache.shape[1]}) and a head size of at least that (got {h})")
+    return (_rotate(rt, stream, x, position_ids, cos_cache, sin_cache, b, s, n, h, rot_half, interleaved),)
+
+
+def _rotate(rt, stream, x, position_ids, cos_cache, sin_cache, b, s, n, h, rot_half, interleaved):
+    """x (B, S, N*H) or (B, N, S, H) with rotary embedding; position_ids (1,) (the first token's
+    position), (B, S), or None (the caches have a row per token)."""
+    if sin_cache.shape != cos_cache.shape:
+        raise InvalidArgument(f"Inputs 'cos_cache' {cos_cache.shape} and 'sin_cache' {sin_cache.shape} are expected "
+                              "to have the same shape")
+    first_only = position_ids is not None and position_ids.size == 1  # the others follow
+    if position_ids is not None and not first_only and position_ids.shape != (b, s):
+        raise InvalidArgument(f"RotaryEmbedding: position_ids of shape {position_ids.shape}; expected (1,) or "
+                              f"{(b, s)}")
+    rows = cos_cache.shape[0] if position_ids is not None else b * s
+    if position_ids is None and cos_cache.size != b * s * cos_cache.shape[-1]:
+        raise ValueError(f"RotaryEmbedding without position_ids needs caches of shape {(b, s, rot_half)}, "
+                         f"got {cos_cache.shape}")
+    if position_ids is not None and position_ids.host is not None:  # checked when known on the host; else clamped
+        pos = position_ids.host.reshape(-1)
+        pos = pos[0] + np.arange(s) if first_only else pos
+        bad = checks.first_outside(pos, 0, rows)
+        if bad:
+            raise InvalidArgument(f"position_ids value {bad[1]} at index {bad[0]} is out of range [0, {rows}): "
+                                  f"positions {pos.min()}..{pos.max()} outside the cos/sin caches' {rows} rows")
+    y = rt.alloc(x.shape, x.dtype)
+    shape = struct.pack("<10i", b, s, n, h, rot_half, cos_cache.shape[-1], int(bool(interleaved)), int(len(x.shape) == 4),
+                        int(first_only), rows)
+    rt.launch(f"seamless_rotary_{SUFFIX[x.dtype]}", y.size, stream, ("int64", y.size), ("ptr", x.ptr),
+              ("ptr", position_ids.ptr if position_ids is not None else 0), ("ptr", cos_cache.ptr),
+              ("ptr", sin_cache.ptr), ("ptr", y.ptr), ("bytes", shape))
+    return y
+
+
+def _check_rotary_23(node, graph):
+    if any(graph.value(name).dtype != graph.value(node.inputs[0]).dtype for name in node.inputs[1:3]):
+        return "cos/sin caches of another type than the input"
+    if len(node.inputs) > 3 and node.inputs[3] and graph.value(node.inputs[3]).dtype != np.int64:
+        return "position_ids must be int64"
+    return None
+
+
+@kernel("RotaryEmbedding", since=23, types=GPU_FLOATS, device="cuda", check=_check_rotary_23,
+        capture="device-indexed")
+def rotary_embedding_23(rt, stream, x, cos_cache, sin_cache, position_ids=None, *, interleaved=0, num_heads=0,
+                        rotary_embedding_dim=0):
+    """ONNX RotaryEmbedding: x (B, N, S, H) or (B, S, N*H) with num_heads; caches (P, rot/2) with
+    position_ids (B, S), else (B, S, rot/2)."""
+    if len(x.shape) == 4:
+        b, n, s, h = x.shape
+    elif num_heads and len(x.shape) == 3:
+        b, s = x.shape[:2]
+        n, h = num_heads, x.shape[2] // num_heads
+        if n * h != x.shape[2]:
+            raise ValueError(f"RotaryEmbedding: hidden size {x.shape[2]} is not a multiple of num_heads {n}")
+    else:
+        raise ValueError(f"RotaryEmbedding: a 4-D input, or a 3-D one with num_heads, expected; got shape {x.shape}")
+    rot_half = (rotary_embedding_dim or h) // 2
+    if cos_cache.shape[-1] != rot_half or 2 * rot_half > h:
+        raise ValueError(f"cos/sin last dimension {cos_cache.shape[-1]} != rotary_embedding_dim/2 = {rot_half}, or "
+                         f"the rotary dimension is above the head size {h}")
+    return (_rotate(rt, stream, x, position_ids, cos_cache, sin_cache, b, s, n, h, rot_half, interleaved),)
+
+
+# --- com.microsoft MultiHeadAttention -----------------------------------------------------
+
+
+@kernel("MultiHeadAttention", domain="com.microsoft", types=frozenset([F32]), device="cuda", check=check_mha)
+def multi_head_attention(rt, stream, query, key, value, bias=None, key_padding_mask=None, attention_bias=None,
+                         past_key=None, past_value=None, past_sequence_length=None, cache_indirection=None, *,
+                         num_heads, unidirectional=0, scale=0.0, mask_filter_value=-10000.0, _num_outputs=1):
+    """Separate 3-D query, key and value (+ bias); present = past ++ new keys/values, (B, N, T, H)."""
+    b, s, d = query.shape
+    length, dv = key.shape[1], value.shape[2]
+    n = num_heads
+    mha_shapes(query, key, value, bias, key_padding_mask, past_key, past_value, n)
+    sc = Scratch(rt, query, key, value, bias, key_padding_mask, attention_bias, past_key, past_value)
+
+    def heads(x, offset, width, rows):  # (x + bias[offset:offset + width]) as (B, N, rows, width / N)
+        if bias is not None:
+            x = sc(binary(rt, stream, ADD, x, DeviceTensor(bias.ptr + offset * F32.itemsize, (width,), F32)))
+        return sc(permuted(rt, stream, DeviceTensor(x.ptr, (b, rows, n, width // n), F32), [0, 2, 1, 3]))
+
+    q, k, v = heads(query, 0, d, s), heads(key, d, d, length), heads(value, 2 * d, dv, length)
+    p = past_key.shape[2] if past_key is not None else 0
+    t = p + length
+    fill, zero = sc(device_scalar(rt, stream, mask_filter_value)), sc(device_scalar(rt, stream, 0.0))
+    masked = None  # (broadcast against (B, 1, S, T)) keys masked with mask_filter_value
+    if key_padding_mask is not None:
+        m = key_padding_mask
+        if len(m.shape) == 1:  # right padding: valid lengths
+            keys = sc(rt.device(DeviceTensor.on_host(np.arange(t, dtype=m.dtype).reshape(1, t)), stream))
+            masked = sc(compare(rt, stream, GREATER_OR_EQUAL, keys, DeviceTensor(m.ptr, (b, 1), m.dtype)))
+            masked = DeviceTensor(masked.ptr, (b, 1, 1, t), np.dtype(np.bool_))
+        else:  # (B, L) or (B, T) raw 0/1 mask (the past's keys kept), or (B, S, T)
+            if len(m.shape) == 2 and m.shape[1] == length and length != t:
+                ones = sc(rt.device(DeviceTensor.on_host(np.ones((b, p), m.dtype)), stream))
+                m = sc(concat(rt, stream, ones, m, axis=1)[0])
+            masked = sc(compare(rt, stream, LESS_OR_EQUAL, m, sc(device_scalar(rt, stream, 0, m.dtype))))
+            masked = DeviceTensor(masked.ptr, (b, 1, 1, t) if len(m.shape) == 2 else (b, 1, s, t), np.dtype(np.bool_))
+    if unidirectional and s > 1:
+        future = np.arange(t)[None, :] > (p + np.arange(s))[:, None]
+        future = sc(rt.device(DeviceTensor.on_host(future), stream))
+        masked = future if masked is None else sc(logic(rt, stream, LOGIC["Or"], masked, future)[0])
+    add = sc(where(rt, stream, masked, fill, zero)[0]) if masked is not None else None
+    if attention_bias is not None:
+        add = attention_bias if add is None else sc(binary(rt, stream, ADD, attention_bias, add))
+    out, present_k, present_v = (sc(x) for x in attention(rt, stream, q, k, v, add, past_key, past_value,
+                                                          scale=scale if scale != 0.0 else None, _num_outputs=3))
+    moved = sc(permuted(rt, stream, out, [0, 2, 1, 3]))  # (B, N, S, hv) -> (B, S, N * hv)
+    results = [DeviceTensor(moved.ptr, (b, s, dv), F32), present_k, present_v]
+    return sc.done(*results[:max(_num_outputs, 1)])

@@ -1,30 +1,26 @@
-"""Fused ops of ORT's transformer optimizer (com.microsoft EmbedLayerNormalization, Attention and
-MultiHeadAttention) on CUDA, composed of our kernels: Gather, broadcast arithmetic, the
-LayerNormalization row kernel, a cuBLASLt GEMM and the ONNX Attention composition (attention.py).
-float16 computes in float32 and rounds each output once, ORT's float16 QKV projection included;
-masks as in the CPU kernels (kernels/cpu/contrib_bert.py, contrib_attention.py: masked keys get
-mask_filter_value, not -inf)."""
+"""Fused ops of ORT's transformer optimizer (com.microsoft EmbedLayerNormalization and Attention) on CUDA,
+composed of our kernels: Gather, broadcast arithmetic, the LayerNormalization row kernel, a cuBLASLt GEMM and
+the ONNX Attention composition (attention.py, which also has MultiHeadAttention). float16 computes in float32
+and rounds each output once, ORT's float16 QKV projection included; masks as in the CPU kernels
+(kernels/cpu/bert.py, attention.py: masked keys get mask_filter_value, not -inf)."""
 import numpy as np
 
 from ...runtime.cuda import DeviceTensor
-from ..cpu.contrib_attention import _check_mha, mha_shapes
-from ..cpu.contrib_bert import FLOATS, _check_embed, _check_ms_attention, embed_shapes, ms_attention_shapes
+from ..cpu.bert import FLOATS, check_embed, check_ms_attention, embed_shapes, ms_attention_shapes
 from ..registry import kernel
 from .attention import attention
-from .composed import Scratch
-from .elementwise import ADD, COMPARE, LOGIC, _logic, binary, cast_to, compare, device_scalar, where
-from .reduce import reduce
-from .rows import layer_norm
-from .shape import concat, gather, permuted
+from .elementwise import ADD, COMPARE, LOGIC, Scratch, binary, cast_to, compare, device_scalar, logic, where
+from .normalization import layer_norm
+from .reduction import reduce
+from .shape import gather, permuted
 
 F32, F16, I32, I64 = (np.dtype(t) for t in (np.float32, np.float16, np.int32, np.int64))
-EQUAL, LESS, LESS_OR_EQUAL, GREATER, GREATER_OR_EQUAL = (COMPARE[op][0] for op in ("Equal", "Less", "LessOrEqual",
-                                                                                    "Greater", "GreaterOrEqual"))
+EQUAL, LESS, GREATER, GREATER_OR_EQUAL = (COMPARE[op][0] for op in ("Equal", "Less", "Greater", "GreaterOrEqual"))
 SUM = 0  # ReduceOp
 
 
 @kernel("EmbedLayerNormalization", domain="com.microsoft", types=FLOATS, type_input=2, device="cuda",
-        check=_check_embed)
+        check=check_embed)
 def embed_layer_normalization(rt, stream, input_ids, segment_ids, word_embedding, position_embedding,
                               segment_embedding=None, gamma=None, beta=None, mask=None, position_ids=None, *,
                               epsilon=1e-12, mask_index_type=1, _num_outputs=2):
@@ -82,7 +78,7 @@ def _mask_add(rt, stream, sc, mask_index, b, s, t, past, unidirectional, attenti
             masked = sc(compare(rt, stream, GREATER_OR_EQUAL, keys, DeviceTensor(m.ptr, (b, 1), m.dtype)))
             if m.shape[0] == 2 * b:
                 start = DeviceTensor(m.ptr + b * m.dtype.itemsize, (b, 1), m.dtype)
-                masked = sc(_logic(rt, stream, LOGIC["Or"], masked, sc(compare(rt, stream, LESS, keys, start)))[0])
+                masked = sc(logic(rt, stream, LOGIC["Or"], masked, sc(compare(rt, stream, LESS, keys, start)))[0])
             add = sc(where(rt, stream, masked, filled, zero)[0])
             add = DeviceTensor(add.ptr, (b, 1, 1, t), F32)
         else:  # (B, T) or (B, S, T) raw mask: nonzero attends
@@ -99,7 +95,7 @@ def _mask_add(rt, stream, sc, mask_index, b, s, t, past, unidirectional, attenti
     return add
 
 
-@kernel("Attention", domain="com.microsoft", types=FLOATS, device="cuda", check=_check_ms_attention)
+@kernel("Attention", domain="com.microsoft", types=FLOATS, device="cuda", check=check_ms_attention)
 def ms_attention(rt, stream, input, weights, bias=None, mask_index=None, past=None, attention_bias=None,
                  past_sequence_length=None, *, num_heads, qkv_hidden_sizes=None, unidirectional=0,
                  mask_filter_value=-10000.0, scale=0.0, do_rotary=0, rotary_embedding_dim=0,
@@ -140,50 +136,3 @@ def ms_attention(rt, stream, input, weights, bias=None, mask_index=None, past=No
             rt.copy(present.ptr + i * cast.nbytes, cast.ptr, cast.nbytes, stream)
         results.append(present)
     return sc.done(*results)
-
-
-@kernel("MultiHeadAttention", domain="com.microsoft", types=frozenset([F32]), device="cuda", check=_check_mha)
-def multi_head_attention(rt, stream, query, key, value, bias=None, key_padding_mask=None, attention_bias=None,
-                         past_key=None, past_value=None, past_sequence_length=None, cache_indirection=None, *,
-                         num_heads, unidirectional=0, scale=0.0, mask_filter_value=-10000.0, _num_outputs=1):
-    """Separate 3-D query, key and value (+ bias); present = past ++ new keys/values, (B, N, T, H)."""
-    b, s, d = query.shape
-    length, dv = key.shape[1], value.shape[2]
-    n = num_heads
-    mha_shapes(query, key, value, bias, key_padding_mask, past_key, past_value, n)
-    sc = Scratch(rt, query, key, value, bias, key_padding_mask, attention_bias, past_key, past_value)
-
-    def heads(x, offset, width, rows):  # (x + bias[offset:offset + width]) as (B, N, rows, width / N)
-        if bias is not None:
-            x = sc(binary(rt, stream, ADD, x, DeviceTensor(bias.ptr + offset * F32.itemsize, (width,), F32)))
-        return sc(permuted(rt, stream, DeviceTensor(x.ptr, (b, rows, n, width // n), F32), [0, 2, 1, 3]))
-
-    q, k, v = heads(query, 0, d, s), heads(key, d, d, length), heads(value, 2 * d, dv, length)
-    p = past_key.shape[2] if past_key is not None else 0
-    t = p + length
-    fill, zero = sc(device_scalar(rt, stream, mask_filter_value)), sc(device_scalar(rt, stream, 0.0))
-    masked = None  # (broadcast against (B, 1, S, T)) keys masked with mask_filter_value
-    if key_padding_mask is not None:
-        m = key_padding_mask
-        if len(m.shape) == 1:  # right padding: valid lengths
-            keys = sc(rt.device(DeviceTensor.on_host(np.arange(t, dtype=m.dtype).reshape(1, t)), stream))
-            masked = sc(compare(rt, stream, GREATER_OR_EQUAL, keys, DeviceTensor(m.ptr, (b, 1), m.dtype)))
-            masked = DeviceTensor(masked.ptr, (b, 1, 1, t), np.dtype(np.bool_))
-        else:  # (B, L) or (B, T) raw 0/1 mask (the past's keys kept), or (B, S, T)
-            if len(m.shape) == 2 and m.shape[1] == length and length != t:
-                ones = sc(rt.device(DeviceTensor.on_host(np.ones((b, p), m.dtype)), stream))
-                m = sc(concat(rt, stream, ones, m, axis=1)[0])
-            masked = sc(compare(rt, stream, LESS_OR_EQUAL, m, sc(device_scalar(rt, stream, 0, m.dtype))))
-            masked = DeviceTensor(masked.ptr, (b, 1, 1, t) if len(m.shape) == 2 else (b, 1, s, t), np.dtype(np.bool_))
-    if unidirectional and s > 1:
-        future = np.arange(t)[None, :] > (p + np.arange(s))[:, None]
-        future = sc(rt.device(DeviceTensor.on_host(future), stream))
-        masked = future if masked is None else sc(_logic(rt, stream, LOGIC["Or"], masked, future)[0])
-    add = sc(where(rt, stream, masked, fill, zero)[0]) if masked is not None else None
-    if attention_bias is not None:
-        add = attention_bias if add is None else sc(binary(rt, stream, ADD, attention_bias, add))
-    out, present_k, present_v = (sc(x) for x in attention(rt, stream, q, k, v, add, past_key, past_value,
-                                                          scale=scale if scale != 0.0 else None, _num_outputs=3))
-    moved = sc(permuted(rt, stream, out, [0, 2, 1, 3]))  # (B, N, S, hv) -> (B, S, N * hv)
-    results = [DeviceTensor(moved.ptr, (b, s, dv), F32), present_k, present_v]
-    return sc.done(*results[:max(_num_outputs, 1)])

@@ -1,13 +1,16 @@
 """Elementwise ops on CUDA (native/cuda/elementwise.cu): arithmetic, comparisons, logic, unary
-functions, Where, Cast. Float types compute in float32 and round once; int32/int64 in their type."""
+functions, Where, Cast. Float types compute in float32 and round once; int32/int64 in their type.
+IsNaN, IsInf, Swish and Shrink are composed of those kernels; Dropout (inference) does no device work.
+The helpers the other CUDA modules share: binary, unary, compare, logic, where, cast_to, device_scalar,
+Scratch (a composition's intermediate tensors), on_host (a CPU kernel run on the host)."""
 import inspect
 
 import numpy as np
 
 from ...graph.ir import ONNX_TO_NUMPY
 from ...runtime.cuda import MAX_DIMS, DeviceTensor, broadcast_struct, broadcast_strides
-from ..cpu.elementwise import UNSIGNED, _check_bitshift
-from ..registry import BOOL, kernel
+from ..cpu.elementwise import UNSIGNED, check_bitshift, check_dropout_12
+from ..registry import BOOL, FLOATS, kernel
 
 # kernel-name suffix of each element type a CUDA kernel is built for
 SUFFIX = {np.dtype(np.float32): "f32", np.dtype(np.float16): "f16", np.dtype(np.float64): "f64",
@@ -86,7 +89,7 @@ for _op, (_code, _since, _types) in BINARY.items():
 
 
 @kernel("BitShift", since=11, types=UNSIGNED, device="cuda",
-        check=lambda n, g: _same_types(n, g) or _check_bitshift(n, g))
+        check=lambda n, g: _same_types(n, g) or check_bitshift(n, g))
 def bit_shift(rt, stream, x, y, *, direction):
     """x shifted by y bits (bits shifted out give 0, as numpy and the CPU EP)."""
     return (binary(rt, stream, SHIFT_LEFT if direction == "LEFT" else SHIFT_RIGHT, x, y),)
@@ -149,7 +152,7 @@ for _op, (_code, _since) in COMPARE.items():
     kernel(_op, since=_since, types=ARITHMETIC, device="cuda", check=_same_types)(_compare_kernel(_code))
 
 
-def _logic(rt, stream, code, a, b):
+def logic(rt, stream, code, a, b):
     y = rt.alloc(np.broadcast_shapes(a.shape, b.shape), np.bool_)
     rt.launch("seamless_logic", y.size, stream, ("int", code), ("int64", y.size), ("ptr", a.ptr), ("ptr", b.ptr),
               ("ptr", y.ptr), ("bytes", broadcast_struct(y.shape, a.shape, b.shape)))
@@ -158,7 +161,7 @@ def _logic(rt, stream, code, a, b):
 
 def _logic_kernel(code):
     def run(rt, stream, a, b):
-        return _logic(rt, stream, code, a, b)
+        return logic(rt, stream, code, a, b)
     return run
 
 
@@ -168,7 +171,7 @@ for _op, _code in LOGIC.items():
 
 @kernel("Not", since=1, types=BOOL, device="cuda")
 def not_(rt, stream, x):
-    return _logic(rt, stream, NOT, x, x)
+    return logic(rt, stream, NOT, x, x)
 
 
 def _unary_kernel(code, params):
@@ -295,3 +298,114 @@ def cast(rt, stream, x, *, to, saturate=1, round_mode="up"):
 def cast_like(rt, stream, x, target_type, *, saturate=1, round_mode="up"):
     y = cast_to(rt, stream, x, target_type.dtype)
     return (y if y is not x else DeviceTensor(x.ptr, x.shape, x.dtype, x.host),)
+
+
+# ---------------------------------------------------------------- composed of the kernels above
+
+EQUAL, LESS, GREATER = COMPARE["Equal"][0], COMPARE["Less"][0], COMPARE["Greater"][0]
+SQRT, ABS = UNARY["Sqrt"][0], UNARY["Abs"][0]
+
+
+class Scratch:
+    """Intermediate tensors of one composition, freed (stream-ordered) when it returns its results."""
+
+    def __init__(self, rt, *inputs):
+        self.rt, self.made, self.inputs = rt, [], {t.ptr for t in inputs if t is not None}
+
+    def __call__(self, t):
+        self.made.append(t)
+        return t
+
+    def done(self, *results):
+        keep = {r.ptr for r in results} | self.inputs
+        for t in {t.ptr: t for t in self.made}.values():
+            if t.ptr not in keep:
+                self.rt.free(t)
+        return results
+
+
+@kernel("IsNaN", since=9, types=GPU_FLOATS, device="cuda")
+def isnan(rt, stream, x):
+    s = Scratch(rt, x)
+    same = s(compare(rt, stream, EQUAL, x, x))  # false only for NaN
+    return s.done(logic(rt, stream, NOT, same, same)[0])
+
+
+@kernel("IsInf", since=10, types=GPU_FLOATS, device="cuda")
+def isinf(rt, stream, x, *, detect_negative=1, detect_positive=1):
+    s = Scratch(rt, x)
+    found = [s(compare(rt, stream, EQUAL, x, s(device_scalar(rt, stream, sign * np.inf, x.dtype))))
+             for sign, wanted in ((1, detect_positive), (-1, detect_negative)) if wanted]
+    if not found:
+        y = rt.alloc(x.shape, np.bool_)
+        rt.zero(y, stream)
+        return s.done(y)
+    return s.done(found[0] if len(found) == 1 else logic(rt, stream, LOGIC["Or"], *found)[0])
+
+
+@kernel("Swish", since=24, types=GPU_FLOATS, device="cuda")
+def swish(rt, stream, x, *, alpha=1.0):
+    return _activation(rt, stream, QUICK_GELU, x, alpha=alpha)  # x * sigmoid(alpha * x)
+
+
+@kernel("Shrink", since=9, types=GPU_FLOATS, device="cuda")
+def shrink(rt, stream, x, *, bias=0.0, lambd=0.5):
+    s = Scratch(rt, x)
+    const = lambda v: s(device_scalar(rt, stream, v, x.dtype))
+    low, high = const(-lambd), const(lambd)
+    inner = s(where(rt, stream, s(compare(rt, stream, GREATER, x, high)), s(binary(rt, stream, SUB, x, const(bias))),
+                    const(0.0))[0])
+    return s.done(where(rt, stream, s(compare(rt, stream, LESS, x, low)), s(binary(rt, stream, ADD, x, const(bias))),
+                        inner)[0])
+
+
+# --- Dropout (inference): no device work --------------------------------------------------
+
+_BF16 = frozenset([ONNX_TO_NUMPY[16]]) if 16 in ONNX_TO_NUMPY else frozenset()
+HOST_FLOATS = FLOATS | _BF16  # Dropout and Range: no device arithmetic
+
+
+def _same(x):
+    return DeviceTensor(x.ptr, x.shape, x.dtype, x.host)
+
+
+@kernel("Dropout", since=7, until=9, types=HOST_FLOATS, device="cuda")
+def dropout_7(rt, stream, x, *, ratio=0.5, _num_outputs=1):
+    # inference: y is x; the mask (of x's type before opset 10) is zeros, as ORT and the CPU kernel write
+    return (_same(x), DeviceTensor.on_host(np.zeros(x.shape, x.dtype)))[:_num_outputs]
+
+
+@kernel("Dropout", since=10, until=11, types=HOST_FLOATS, device="cuda")
+def dropout_10(rt, stream, x, *, ratio=0.5, _num_outputs=1):
+    return (_same(x), DeviceTensor.on_host(np.zeros(x.shape, np.bool_)))[:_num_outputs]
+
+
+@kernel("Dropout", since=12, types=HOST_FLOATS, device="cuda", check=check_dropout_12, host_inputs=(1, 2))
+def dropout_12(rt, stream, x, ratio=None, training_mode=None, *, seed=0, _num_outputs=1):
+    # training_mode is a constant False (see the check): y is x, the mask all True
+    return (_same(x), DeviceTensor.on_host(np.ones(x.shape, np.bool_)))[:_num_outputs]
+
+
+# --- ops run on the host ------------------------------------------------------------------
+#
+# Ops computed on the host inside a CUDA partition by the CPU kernels: those whose output shape
+# depends on the data (NonZero, Unique, NonMaxSuppression), two whose inputs are mostly sizes or
+# token ids (MelWeightMatrix, TfIdfVectorizer) and ai.onnx.ml's TreeEnsemble (ORT's CUDA EP has none of
+# the three: tree walks are branchy host work). Their GPU inputs are read
+# back (a seam: the host waits for the stream; under session capture a clear error; constant inputs
+# cost nothing), their outputs are host values, uploaded when a GPU kernel reads them. The partition
+# stays whole: ORT inserts no copies or CPU nodes.
+# Each registers with its family: shape.py, detection.py, signal.py, ml.py.
+
+
+def on_host(cpu_kernel):
+    """A CUDA kernel running `cpu_kernel` on its inputs' host values (same attributes)."""
+    def run(rt, stream, *inputs, **attrs):
+        outputs = cpu_kernel(*[None if x is None else rt.to_host(x, stream) for x in inputs], **attrs)
+        return tuple(DeviceTensor.on_host(y) for y in outputs)
+    signature = inspect.signature(cpu_kernel)
+    P = inspect.Parameter
+    run.__signature__ = signature.replace(parameters=[P("rt", P.POSITIONAL_OR_KEYWORD),
+                                                      P("stream", P.POSITIONAL_OR_KEYWORD),
+                                                      *signature.parameters.values()])
+    return run

@@ -1,15 +1,19 @@
 """Matrix products on CUDA (float32, float16, bfloat16; float32 accumulation) through cuBLASLt, those with
-few rows through our kernels (native/cuda/products.cu), plan/fusion.py's Linear, LinearArgMax and SwiGLU, and Det."""
+few rows through our kernels (native/cuda/matmul.cu), plan/fusion.py's Linear, LinearArgMax and SwiGLU, Det,
+and Einsum (composed of the products and ReduceSum)."""
 import math
 import struct
 
 import numpy as np
 
+from ...runtime.cuda import MAX_DIMS, DeviceTensor, contiguous_strides
 from ..checks import InvalidArgument
 from ..registry import FUSED_DOMAIN, kernel
-from .elementwise import ADD, GPU_FLOATS, MUL_BY, SUFFIX, binary, unary
-from .indexing import _arg
+from .elementwise import ADD, GPU_FLOATS, MUL_BY, SUFFIX, Scratch, binary, cast_to, unary
+from .reduction import REDUCE, arg, reduce
 from .shape import broadcast_to
+
+F32 = np.dtype(np.float32)
 
 
 def _rows(op, a, k):
@@ -21,7 +25,7 @@ def _rows(op, a, k):
 
 
 def column_split(n, passes, enough):
-    """Warps sharing each of n output columns in products.cu / quant.cu's GEMVs: a power of 2 up to 8 and
+    """Warps sharing each of n output columns in matmul.cu / quantization.cu's GEMVs: a power of 2 up to 8 and
     up to the `passes` a lone warp would make over K, but no more once n * split reaches `enough` warps -
     beyond that, smaller blocks only queue (measured on the H200: a 151936-column lm_head ran 2x faster
     with 1 warp a column than with 4; docs/benchmarks/gpu.md)."""
@@ -54,7 +58,7 @@ def matmul(rt, stream, a, b):
     m = _rows("MatMul", a, k)
     if len(b.shape) == 2:  # (..., K) x (K, N): one GEMM over all rows
         y = rt.alloc(a.shape[:-1] + (n,), a.dtype)
-        _product(rt, stream, a, b, y, m, n, k)
+        gemm_into(rt, stream, a, b, y, m, n, k)
         return (y,)
     batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     a2, a_copy = _materialize(rt, stream, a, batch)
@@ -69,17 +73,17 @@ def matmul(rt, stream, a, b):
     return (y,)
 
 
-def _product(rt, stream, a, b, y, m, n, k, **how):
+def gemm_into(rt, stream, a, b, y, m, n, k, **how):
     if k == 0:  # an empty sum
         rt.zero(y, stream)
     elif y.size:
         rt.gemm(stream, a, b, y, m, n, k, **how)
 
 
-SMALL_ROWS = 4  # products with at most this many rows: native/cuda/products.cu
-STAGED_MAX = 48 * 1024  # products.cu's Linear: the most shared memory a block takes to stage its weights
+SMALL_ROWS = 4  # products with at most this many rows: native/cuda/matmul.cu
+STAGED_MAX = 48 * 1024  # matmul.cu's Linear: the most shared memory a block takes to stage its weights
 WIDE = 65536  # from this many columns on cuBLASLt streams the weights faster (H200, a float16 LM head of
-              # 151936 x 896: 63 us against products.cu's 76; docs/benchmarks/gpu.md)
+              # 151936 x 896: 63 us against matmul.cu's 76; docs/benchmarks/gpu.md)
 
 
 def batched_product(rt, stream, a, b, y, m, n, k, batch, stride_a, stride_b, trans_b=False, alpha=1.0):
@@ -88,7 +92,7 @@ def batched_product(rt, stream, a, b, y, m, n, k, batch, stride_a, stride_b, tra
     start with zeros: capture=auto's left-padded KV gives the bytes of the unpadded run."""
     if y.size == 0:
         return
-    if m > SMALL_ROWS or a.dtype == np.float64:  # products.cu has no float64 kernel (MatMulInteger's)
+    if m > SMALL_ROWS or a.dtype == np.float64:  # matmul.cu has no float64 kernel (MatMulInteger's)
         rt.gemm(stream, a, b, y, m, n, k, batch=batch, stride_a=stride_a, stride_b=stride_b, trans_b=trans_b,
                 alpha=alpha)
         return
@@ -98,9 +102,9 @@ def batched_product(rt, stream, a, b, y, m, n, k, batch, stride_a, stride_b, tra
 
 
 def _linear_split(a, w, m, n, k, norm=None) -> int:
-    """How many warps products.cu's GEMV splits a column over for y = a . w.T, or 0 where it does not apply:
+    """How many warps matmul.cu's GEMV splits a column over for y = a . w.T, or 0 where it does not apply:
     it takes a with at most SMALL_ROWS rows, n below WIDE and k by eights (16-byte loads); with `norm`
-    (contrib.RowNorm) it normalises a's rows itself, where the norm fits."""
+    (normalization.RowNorm) it normalises a's rows itself, where the norm fits."""
     if not (0 < m <= SMALL_ROWS and n < WIDE and k % 8 == 0 and k and a.ptr % 16 == 0 and w.ptr % 16 == 0):
         return 0
     # a warp's one pass takes 256 k; with a norm every block normalises the rows again, so warps only
@@ -112,16 +116,16 @@ def _linear_split(a, w, m, n, k, norm=None) -> int:
     return 0 if norm is not None and not norm.fits(k, -(-n // (8 // split))) else split
 
 
-TC_MAX_K = 8 * 4 * 32  # products.cu linear_tc: K up to 4 chunks of 32 for each of a block's 8 warps
+TC_MAX_K = 8 * 4 * 32  # matmul.cu linear_tc: K up to 4 chunks of 32 for each of a block's 8 warps
 
 
 def _tensor_cores(a, k) -> bool:
-    """Whether products.cu's linear_tc takes a product of K = k (16-bit types, K in chunks of 32 up to TC_MAX_K)."""
+    """Whether matmul.cu's linear_tc takes a product of K = k (16-bit types, K in chunks of 32 up to TC_MAX_K)."""
     return a.dtype.itemsize == 2 and k % 32 == 0 and 0 < k <= TC_MAX_K
 
 
 def _linear(rt, stream, a, w, y, m, n, k, split, bias=None, swiglu=False, norm=None, pick=None) -> None:
-    """y = a . w.T (+ bias), or silu(a . w[:n].T) * (a . w[n:].T), by products.cu (split: _linear_split's): on
+    """y = a . w.T (+ bias), or silu(a . w[:n].T) * (a . w[n:].T), by matmul.cu (split: _linear_split's): on
     tensor cores (linear_tc) for 16-bit types where K is a multiple of 32 up to TC_MAX_K, else a warp a column split
     over `split` warps. pick: (indices, prefer_last), the ArgMax of y's rows written into indices as well (linear_tc
     only)."""
@@ -144,7 +148,7 @@ def _linear(rt, stream, a, w, y, m, n, k, split, bias=None, swiglu=False, norm=N
             ("bytes", struct.pack("<5i", m, n, k, split, int(stage)))]
     shared = normed + (staged if stage else 0)
     blocks = -(-n // (8 * groups)) if tc else -(-n // (8 // split))
-    if pick:  # the rows' ArgMax keys (products.cu's Pick)
+    if pick:  # the rows' ArgMax keys (matmul.cu's Pick)
         indices, prefer_last = pick
         keys = rt.counters(2 * m, stream)
         args += [("ptr", keys.ptr), ("int", int(prefer_last))]
@@ -161,19 +165,19 @@ def _linear(rt, stream, a, w, y, m, n, k, split, bias=None, swiglu=False, norm=N
 def linear(rt, stream, a, w, bias=None, *, _norm=None, _output_buffer=None):
     """a . w.T (+ bias): a MatMul by a constant (K, N) matrix, given transposed (N, K) by plan/fusion.py as a
     linear layer stores it, so that a decode step's product reads each output's weights in one run.
-    _norm: a contrib.RowNorm to apply to a first (contrib.normed_product)."""
+    _norm: a normalization.RowNorm to apply to a first (normalization.normed_product)."""
     n, k = w.shape
     m = _rows("MatMul", a, k)
     shape = a.shape[:-1] + (n,)
     split = _linear_split(a, w, m, n, k, _norm)
     if _norm is not None and not split:
-        return _after_norm(linear, rt, stream, _norm, w, bias, _output_buffer=_output_buffer)
+        return after_norm(linear, rt, stream, _norm, w, bias, _output_buffer=_output_buffer)
     # ORT's output tensor where y is the result (a bias after cuBLAS's product is added into new memory)
     y = rt.output(_output_buffer if split or bias is None else None, 0, shape, a.dtype)
     if split:
         _linear(rt, stream, a, w, y, m, n, k, split, bias=bias, norm=_norm)
         return (y,)
-    _product(rt, stream, a, w, y, m, n, k, trans_b=True)
+    gemm_into(rt, stream, a, w, y, m, n, k, trans_b=True)
     if bias is None:
         return (y,)
     z = binary(rt, stream, ADD, y, bias)
@@ -184,7 +188,7 @@ def linear(rt, stream, a, w, bias=None, *, _norm=None, _output_buffer=None):
 @kernel("LinearArgMax", domain=FUSED_DOMAIN, types=GPU_FLOATS, device="cuda")
 def linear_argmax(rt, stream, a, w, bias=None, *, keepdims=1, select_last_index=0, _output_buffer=None):
     """Linear's a . w.T (+ bias) and the ArgMax of its last axis (plan/fusion.py: a greedy decoder's LM head and
-    its next token): with at most SMALL_ROWS rows on tensor cores, products.cu's linear_tc picks each row's ArgMax
+    its next token): with at most SMALL_ROWS rows on tensor cores, matmul.cu's linear_tc picks each row's ArgMax
     as it stores the product (at any width), a one-block kernel after it writes the indices; else Linear, then
     ArgMax."""
     n, k = w.shape
@@ -192,15 +196,15 @@ def linear_argmax(rt, stream, a, w, bias=None, *, keepdims=1, select_last_index=
     if not (0 < m <= SMALL_ROWS and 0 < n < 2 ** 31 and _tensor_cores(a, k) and a.ptr % 16 == 0 and w.ptr % 16 == 0):
         (y,) = linear(rt, stream, a, w, bias, _output_buffer=_output_buffer)
         second = _output_buffer and (lambda i, shape, dtype: _output_buffer(i + 1, shape, dtype))
-        return y, _arg(rt, stream, y, -1, keepdims, select_last_index, True, second)[0]
+        return y, arg(rt, stream, y, -1, keepdims, select_last_index, True, second)[0]
     y = rt.output(_output_buffer, 0, a.shape[:-1] + (n,), a.dtype)
     indices = rt.output(_output_buffer, 1, a.shape[:-1] + (1,) * bool(keepdims), np.int64)
     _linear(rt, stream, a, w, y, m, n, k, 1, bias=bias, pick=(indices, select_last_index))
     return y, indices
 
 
-def _after_norm(product, rt, stream, norm, *weights, **options):
-    """product(the normalised activations, *weights, **options) with the norm (contrib.RowNorm) by its own
+def after_norm(product, rt, stream, norm, *weights, **options):
+    """product(the normalised activations, *weights, **options) with the norm (normalization.RowNorm) by its own
     kernel first, where the product's GEMV could not apply it."""
     normed = norm.apply(rt, stream)
     out = product(rt, stream, normed, *weights, **options)
@@ -216,13 +220,13 @@ def matmul_swiglu(rt, stream, a, gate_up, *, _norm=None):
     m = _rows("MatMul", a, k)
     split = _linear_split(a, gate_up, m, both // 2, k, _norm)
     if _norm is not None and not split:
-        return _after_norm(matmul_swiglu, rt, stream, _norm, gate_up)
+        return after_norm(matmul_swiglu, rt, stream, _norm, gate_up)
     y = rt.alloc(a.shape[:-1] + (both // 2,), a.dtype)
     if split:
         _linear(rt, stream, a, gate_up, y, m, both // 2, k, split, swiglu=True, norm=_norm)
         return (y,)
     product = rt.alloc(a.shape[:-1] + (both,), a.dtype)
-    _product(rt, stream, a, gate_up, product, m, both, k, trans_b=True)
+    gemm_into(rt, stream, a, gate_up, product, m, both, k, trans_b=True)
     swiglu_of_product(rt, stream, product, y)
     rt.free(product)  # stream-ordered: reused only by later work
     return (y,)
@@ -249,7 +253,7 @@ def gemm(rt, stream, a, b, c=None, *, alpha=1.0, beta=1.0, transA=0, transB=0):
     if c is not None and beta != 0 and not broadcasts_to(c.shape, (m, n)):
         raise InvalidArgument(f"Gemm: Invalid bias shape for broadcast: C {c.shape} to {(m, n)}")
     y = rt.alloc((m, n), a.dtype)
-    _product(rt, stream, a, b, y, m, n, k, trans_a=bool(transA), trans_b=bool(transB), alpha=float(alpha))
+    gemm_into(rt, stream, a, b, y, m, n, k, trans_a=bool(transA), trans_b=bool(transB), alpha=float(alpha))
     if c is None or beta == 0:
         return (y,)
     scaled = c if beta == 1 else unary(rt, stream, MUL_BY, c, float(beta))
@@ -262,7 +266,7 @@ def gemm(rt, stream, a, b, c=None, *, alpha=1.0, beta=1.0, transA=0, transB=0):
 
 @kernel("Det", since=11, types=GPU_FLOATS, device="cuda")
 def det(rt, stream, x):
-    """Each trailing square matrix's determinant: products.cu's LU in float64, a thread a matrix."""
+    """Each trailing square matrix's determinant: matmul.cu's LU in float64, a thread a matrix."""
     if len(x.shape) < 2 or x.shape[-1] != x.shape[-2]:
         raise InvalidArgument(f"Det: the input has shape {x.shape}; its last two dimensions must be equal (square "
                               "matrices)")
@@ -273,3 +277,106 @@ def det(rt, stream, x):
               ("ptr", work.ptr), ("ptr", y.ptr))
     rt.free(work)  # stream-ordered
     return (y,)
+
+
+# ---------------------------------------------------------------- Einsum
+
+ELLIPSIS_LABELS = "0123456789"  # internal labels of the dims "..." stands for (ONNX labels are letters)
+
+
+def _einsum_labels(equation, ranks):
+    """Each operand's labels (one character a dim, "..." spelled out) and the output's: with no "->",
+    the ellipsis dims then the letters used once, sorted (numpy's implicit form)."""
+    lhs, arrow, rhs = equation.replace(" ", "").partition("->")
+    terms = lhs.split(",")
+    if len(terms) != len(ranks):
+        raise ValueError(f"Einsum equation {equation!r} names {len(terms)} operands, the node has {len(ranks)}")
+    spans = [rank - (len(t) - 3) for t, rank in zip(terms, ranks) if "..." in t]
+    dots = ELLIPSIS_LABELS[:max(spans, default=0)]
+    labels = []
+    for t, rank in zip(terms, ranks):
+        lab = t.replace("...", dots[len(dots) - (rank - (len(t) - 3)):]) if "..." in t else t
+        if len(lab) != rank or not all(c.isalpha() or c in dots for c in lab):
+            raise ValueError(f"Einsum term {t!r} does not fit an operand of rank {rank}")
+        labels.append(lab)
+    if arrow:
+        out = rhs.replace("...", dots)
+    else:
+        letters = "".join(labels)
+        out = dots + "".join(sorted(c for c in set(letters) if c.isalpha() and letters.count(c) == 1))
+    if set(out) - set("".join(labels)) or len(set(out)) != len(out):
+        raise ValueError(f"Einsum output {out!r} names a label twice or one no operand has")
+    return labels, out
+
+
+def _check_einsum(node, graph):
+    try:
+        ranks = [len(graph.value(i).shape or ()) for i in node.inputs]
+        labels, _ = _einsum_labels(node.attrs.get("equation", ""), ranks)
+    except ValueError as e:
+        return str(e)
+    return None if all(len(lab) <= MAX_DIMS for lab in labels) else f"an operand of rank above {MAX_DIMS}"
+
+
+@kernel("Einsum", since=12, types=GPU_FLOATS, device="cuda", check=_check_einsum)
+def einsum(rt, stream, *inputs, equation):
+    """Operands taken pairwise, left to right, in float32: a repeated label's diagonal taken by strides,
+    labels used nowhere later summed out, the rest arranged as [batch, free, contracted] x
+    [batch, contracted, free] for one batched GEMM; the result summed and ordered as the output."""
+    labels, out = _einsum_labels(equation, [len(x.shape) for x in inputs])
+    size = {}
+    for lab, x in zip(labels, inputs):
+        for c, d in zip(lab, x.shape):  # equal sizes, or 1 broadcast
+            if size.get(c, 1) == 1:
+                size[c] = d
+            elif d not in (1, size[c]):
+                raise InvalidArgument(f"Einsum operands could not be broadcast together: label {c!r} is {size[c]} in "
+                                      f"one operand and {d} in another")
+    s = Scratch(rt, *inputs)
+
+    def arranged(x, lab, order):
+        """x's dims in `order` at their full sizes (diagonals of repeated labels, broadcasting of 1s), a view
+        when nothing moves."""
+        strides = contiguous_strides(x.shape)
+        step = {c: 0 for c in order}
+        for c, d, st in zip(lab, x.shape, strides):
+            step[c] += st if d != 1 else 0
+        dims = [size[c] for c in order]
+        if lab == "".join(order) and all(x.shape[i] == dims[i] for i in range(len(dims))):
+            return x
+        y = s(rt.alloc(tuple(dims), x.dtype))
+        rt.strided_copy(stream, x, y, dims, [step[c] for c in order], contiguous_strides(dims))
+        return y
+
+    def summed(x, lab, keep):
+        x = arranged(x, lab, list(dict.fromkeys(lab)))  # one dim a label
+        lab = "".join(dict.fromkeys(lab))
+        axes = [i for i, c in enumerate(lab) if c not in keep]
+        if not axes:
+            return x, lab
+        return s(reduce(rt, stream, REDUCE["ReduceSum"][0], x, axes, 0)), "".join(c for c in lab if c in keep)
+
+    operands = [(s(cast_to(rt, stream, x, F32)) if x.dtype != F32 else x, lab) for x, lab in zip(inputs, labels)]
+    x, lab = operands[0]
+    for i, (z, zlab) in enumerate(operands[1:], 1):
+        later = set(out).union(*(set(l) for _, l in operands[i + 1:]))
+        x, lab = summed(x, lab, later | set(zlab))
+        z, zlab = summed(z, zlab, later | set(lab))
+        batch = [c for c in lab if c in zlab and c in later]
+        contracted = [c for c in lab if c in zlab and c not in later]
+        left, right = [c for c in lab if c not in zlab], [c for c in zlab if c not in lab]
+        a, b = arranged(x, lab, batch + left + contracted), arranged(z, zlab, batch + contracted + right)
+        count, m, k, n = (math.prod([size[c] for c in g]) for g in (batch, left, contracted, right))
+        y = s(rt.alloc(tuple(size[c] for c in batch + left + right), F32))
+        if count == 1:
+            gemm_into(rt, stream, a, b, y, m, n, k)
+        elif k == 0:
+            rt.zero(y, stream)
+        else:
+            batched_product(rt, stream, a, b, y, m, n, k, count, m * k, k * n)
+        x, lab = y, "".join(batch + left + right)
+    x, lab = summed(x, lab, set(out))
+    result = cast_to(rt, stream, arranged(x, lab, list(out)), inputs[0].dtype)
+    if any(result is t for t in inputs):
+        result = DeviceTensor(result.ptr, result.shape, result.dtype)  # an alias of the input
+    return s.done(result)

@@ -6,11 +6,11 @@ order within each length, are then fixed row gathers and masks uploaded once per
 import numpy as np
 
 from ...runtime.cuda import DeviceTensor, contiguous_strides
-from ..cpu.rnn import _DEFAULT_ACTIVATIONS, _check_inputs, _check_rnn, _validate_rnn
+from ..cpu.rnn import DEFAULT_ACTIVATIONS, check_inputs, check_rnn, validate_rnn
 from ..registry import kernel
-from .composed import Scratch
-from .elementwise import ADD, CLIP, GPU_FLOATS, MUL, SUB, UNARY, binary, cast_to, device_scalar, unary, where
-from .matmul import _product
+from .elementwise import (ADD, CLIP, GPU_FLOATS, MUL, SUB, UNARY, Scratch, binary, cast_to, device_scalar, unary,
+                          where)
+from .matmul import gemm_into
 from .shape import gather, permuted, stand_in
 
 F32, I64 = np.dtype(np.float32), np.dtype(np.int64)
@@ -19,8 +19,8 @@ ACTIVATION = {name: UNARY[name][0] for name in ("Tanh", "Sigmoid", "Relu")}
 
 def _activations(op, activations, direction):
     """Per direction, the cell's activation codes (f, g[, h]), as kernels/cpu/rnn.py picks them."""
-    k = len(_DEFAULT_ACTIVATIONS[op])
-    names = activations or _DEFAULT_ACTIVATIONS[op] * 2
+    k = len(DEFAULT_ACTIVATIONS[op])
+    names = activations or DEFAULT_ACTIVATIONS[op] * 2
     groups = [names[:k], names[k:2 * k] if len(names) >= 2 * k else names[:k]]
     return [[ACTIVATION[n] for n in group] for group in groups[:2 if direction == "bidirectional" else 1]]
 
@@ -42,7 +42,7 @@ class _Cell:
     def times(self, h, r):
         """h . r.T for h (batch, k) and r (n, k)."""
         y = self.s(self.rt.alloc((h.shape[0], r.shape[0]), F32))
-        _product(self.rt, self.stream, h, r, y, h.shape[0], r.shape[0], r.shape[1], trans_b=True)
+        gemm_into(self.rt, self.stream, h, r, y, h.shape[0], r.shape[0], r.shape[1], trans_b=True)
         return y
 
     def columns(self, x, i, n):
@@ -134,7 +134,7 @@ def _check(op, x, w, r, b, lens, rest, direction, hidden_size, layout):
     def like(t, swap=False):
         return None if t is None else stand_in(t.shape[1::-1] + t.shape[2:] if swap and layout else t.shape)
     h0, c0, p = (list(rest) + [None] * 3)[:3]
-    _check_inputs(op, like(x, True), like(w), like(r), like(b), lens, like(h0, True), like(c0, True), like(p),
+    check_inputs(op, like(x, True), like(w), like(r), like(b), lens, like(h0, True), like(c0, True), like(p),
                   2 if direction == "bidirectional" else 1, hidden_size)
 
 
@@ -207,12 +207,12 @@ def _lstm_step(cell, acts, extra, linear_before_reset):
     return step
 
 
-kernel("RNN", since=7, types=GPU_FLOATS, device="cuda", check=_check_rnn, host_inputs=(4,),
-       validate=_validate_rnn)(
+kernel("RNN", since=7, types=GPU_FLOATS, device="cuda", check=check_rnn, host_inputs=(4,),
+       validate=validate_rnn)(
     _recurrent("RNN", 1, True, _rnn_step))
-kernel("GRU", since=7, types=GPU_FLOATS, device="cuda", check=_check_rnn, host_inputs=(4,),
-       validate=_validate_rnn)(
+kernel("GRU", since=7, types=GPU_FLOATS, device="cuda", check=check_rnn, host_inputs=(4,),
+       validate=validate_rnn)(
     _recurrent("GRU", 1, False, _gru_step))
-kernel("LSTM", since=7, types=GPU_FLOATS, device="cuda", check=_check_rnn, host_inputs=(4,),
-       validate=_validate_rnn)(
+kernel("LSTM", since=7, types=GPU_FLOATS, device="cuda", check=check_rnn, host_inputs=(4,),
+       validate=validate_rnn)(
     _recurrent("LSTM", 2, True, _lstm_step))

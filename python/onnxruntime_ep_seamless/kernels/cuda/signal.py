@@ -8,9 +8,10 @@ import math
 import numpy as np
 
 from .. import checks
+from ..cpu.signal import SIZES, mel_weight_matrix
 from ..registry import kernel
-from .elementwise import GPU_FLOATS, MUL, binary, cast_to
-from .matmul import _product
+from .elementwise import GPU_FLOATS, MUL, binary, cast_to, on_host
+from .matmul import gemm_into
 from .shape import permuted
 from ...runtime.cuda import DeviceTensor, contiguous_strides
 
@@ -72,7 +73,7 @@ def _transform(rt, stream, x, axis, length, inverse, onesided):
     bins = matrix.shape[1] // out_width
     rows = math.prod(moved.shape[:-2])
     y = rt.alloc(moved.shape[:-2] + (bins, out_width), F32)
-    _product(rt, stream, wide, matrix, y, rows, bins * out_width, samples * width)
+    gemm_into(rt, stream, wide, matrix, y, rows, bins * out_width, samples * width)
     for t in {id(t): t for t in (matrix, wide, moved) if t is not x and t is not y}.values():
         rt.free(t)  # stream-ordered
     if perm != list(range(rank)):
@@ -133,3 +134,8 @@ def stft(rt, stream, signal, frame_step, window=None, frame_length=None, *, ones
     y = _transform(rt, stream, framed, 2, length, 0, onesided)
     rt.free(framed)
     return (y,)
+
+
+# MelWeightMatrix (mostly sizes) runs the CPU kernel on the host
+kernel("MelWeightMatrix", since=17, types=SIZES, device="cuda", host_inputs=(0, 1, 2, 3, 4), capture="host")(
+    on_host(mel_weight_matrix))

@@ -1,33 +1,35 @@
-"""Convolution, pooling, normalization, Resize and Pad on CUDA (native/cuda/spatial.cu), NCHW.
+"""Convolution, pooling, Resize and sampling ops on CUDA (native/cuda/spatial.cu), NCHW.
 
 Conv is im2col + cuBLAS GEMM (groups as a batched GEMM); ConvTranspose is a GEMM then col2im as
 a gather over kernel taps. Window geometry, Resize coordinates and their rounding come from the
-CPU kernels' host helpers (kernels/cpu/nn.py), so both devices agree on shapes and sampling.
+CPU kernels' host helpers (kernels/cpu/spatial.py), so both devices agree on shapes and sampling.
 Float types compute in float32 and round once (Conv's bias aside: it is added to the GEMM's
-rounded output; ConvTranspose sums rounded GEMM columns); Pad moves elements of any type by size.
+rounded output; ConvTranspose sums rounded GEMM columns).
 Col2Im adds each block offset's columns into the image by a strided copy and an Add; GridSample sums
 its taps per output element as the CPU kernel (spatial.cu's grid_sample); DeformConv samples its
-columns bilinearly (spatial.cu's deform) for a GEMM by W.
+columns bilinearly (spatial.cu's deform) for a GEMM by W. GlobalLpPool, LpPool, MaxUnpool and AffineGrid are
+composed of our other kernels.
 """
 import math
 import struct
 
 import numpy as np
 
-from ...graph.ir import PACKED_BITS
 from ...runtime.cuda import MAX_DIMS, DeviceTensor, contiguous_strides
-from .. import checks
 from ..checks import InvalidArgument
-from ..cpu.nn import _conv_transpose_geometry, _geometry, _nearest_index, _original_coords
-from ..cpu.spatial import _check_deform_conv, _check_grid_sample as _cpu_check_grid_sample
+from ..cpu.spatial import (affine_base, check_deform_conv, conv_transpose_geometry, geometry, nearest_index,
+                           original_coords, pooled_from)
+from ..cpu.spatial import check_grid_sample as cpu_check_grid_sample
 from ..registry import kernel
-from .elementwise import ADD, GPU_FLOATS, SUFFIX, binary, cast_to
+from .elementwise import ABS, ADD, GPU_FLOATS, POW, SUFFIX, Scratch, binary, cast_to, device_scalar, unary
 from .matmul import batched_product
-from .shape import _ints
+from .reduction import L1, L2, reduce
+from .shape import MOVABLE, host_ints, scatter_elements
 
 SCRATCH_BYTES = 1 << 28  # im2col/col2im column buffers above this are split into chunks of images
 POOL_MAX, POOL_AVERAGE, POOL_AVERAGE_WITH_PADS, POOL_SUM = 0, 1, 2, 3  # spatial.cu PoolMode
-PAD_MODES = {"constant": 0, "reflect": 1, "edge": 2, "wrap": 3}  # spatial.cu PadMode
+
+
 _F32 = np.float32
 F32 = np.dtype(_F32)
 
@@ -89,7 +91,7 @@ def _weights(x, w, b, group, kernel_shape, transposed):
         raise ValueError(f"Conv : bias must be a 1D tensor of size output_channels ({m}), got {b.shape}")
 
 
-def _check_spatial(node, graph):
+def check_spatial(node, graph):
     shape = graph.value(node.inputs[0]).shape
     if shape is not None and not 3 <= len(shape) <= 5:
         return f"{len(shape) - 2} spatial dims (CUDA takes 1 to 3)"
@@ -104,7 +106,7 @@ def _chunk(images, bytes_per_image):
 # --- Conv / ConvTranspose -----------------------------------------------------------------
 
 
-@kernel("Conv", since=1, types=GPU_FLOATS, device="cuda", check=_check_spatial)
+@kernel("Conv", since=1, types=GPU_FLOATS, device="cuda", check=check_spatial)
 def conv(rt, stream, x, w, b=None, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pads=None,
          strides=None):
     _spatial_rank(x.shape)
@@ -114,7 +116,7 @@ def conv(rt, stream, x, w, b=None, *, auto_pad="NOTSET", dilations=None, group=1
     n, c = x.shape[:2]
     m, kernel = w.shape[0], w.shape[2:]
     strides, dilations = list(strides or [1] * nd), list(dilations or [1] * nd)
-    begin, end, out = _geometry(x.shape[2:], kernel, strides, dilations, pads, auto_pad)
+    begin, end, out = geometry(x.shape[2:], kernel, strides, dilations, pads, auto_pad)
     y = rt.alloc((n, m) + tuple(out), x.dtype)
     if not y.size:
         return (y,)
@@ -151,7 +153,7 @@ def conv(rt, stream, x, w, b=None, *, auto_pad="NOTSET", dilations=None, group=1
     return (y,)
 
 
-@kernel("ConvTranspose", since=1, types=GPU_FLOATS, device="cuda", check=_check_spatial)
+@kernel("ConvTranspose", since=1, types=GPU_FLOATS, device="cuda", check=check_spatial)
 def conv_transpose(rt, stream, x, w, b=None, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None,
                    output_padding=None, output_shape=None, pads=None, strides=None):
     _spatial_rank(x.shape)
@@ -163,7 +165,7 @@ def conv_transpose(rt, stream, x, w, b=None, *, auto_pad="NOTSET", dilations=Non
     cg, mg = c // group, w.shape[1]
     m = mg * group
     strides, dilations = list(strides or [1] * nd), list(dilations or [1] * nd)
-    begin, out = _conv_transpose_geometry(in_shape, kernel, strides, dilations, pads, auto_pad, output_padding,
+    begin, out = conv_transpose_geometry(in_shape, kernel, strides, dilations, pads, auto_pad, output_padding,
                                           output_shape)
     y = rt.alloc((n, m) + tuple(out), x.dtype)
     if not y.size:
@@ -202,7 +204,7 @@ def _pool(rt, stream, x, mode, kernel_shape, strides, dilations, pads, auto_pad,
     nd = len(x.shape) - 2
     _window_lists(nd, kernel_shape=kernel_shape, strides=strides, dilations=dilations, pads=pads)
     strides, dilations = list(strides or [1] * nd), list(dilations or [1] * nd)
-    begin, end, out = _geometry(x.shape[2:], kernel_shape, strides, dilations, pads, auto_pad, ceil_mode)
+    begin, end, out = geometry(x.shape[2:], kernel_shape, strides, dilations, pads, auto_pad, ceil_mode)
     y = rt.alloc(x.shape[:2] + tuple(out), x.dtype)
     rt.launch(f"seamless_pool_{SUFFIX[x.dtype]}", y.size, stream, ("int64", y.size), ("ptr", x.ptr), ("ptr", y.ptr),
               ("int", mode), ("bytes", _window(x.shape[2:], out, kernel_shape, strides, dilations, begin, end)))
@@ -212,7 +214,7 @@ def _pool(rt, stream, x, mode, kernel_shape, strides, dilations, pads, auto_pad,
 def _check_max_pool(node, graph):
     if len(node.outputs) > 1 and node.outputs[1]:
         return "MaxPool's Indices output is not produced on CUDA"
-    return _check_spatial(node, graph)
+    return check_spatial(node, graph)
 
 
 @kernel("MaxPool", since=1, types=GPU_FLOATS, device="cuda", check=_check_max_pool)
@@ -221,67 +223,56 @@ def max_pool(rt, stream, x, *, auto_pad="NOTSET", ceil_mode=0, dilations=None, k
     return _pool(rt, stream, x, POOL_MAX, kernel_shape, strides, dilations, pads, auto_pad, ceil_mode)
 
 
-@kernel("AveragePool", since=1, types=GPU_FLOATS, device="cuda", check=_check_spatial)
+@kernel("AveragePool", since=1, types=GPU_FLOATS, device="cuda", check=check_spatial)
 def average_pool(rt, stream, x, *, auto_pad="NOTSET", ceil_mode=0, count_include_pad=0, dilations=None,
                  kernel_shape, pads=None, strides=None):
     mode = POOL_AVERAGE_WITH_PADS if count_include_pad else POOL_AVERAGE
     return _pool(rt, stream, x, mode, kernel_shape, strides, dilations, pads, auto_pad, ceil_mode)
 
 
-# --- normalization ------------------------------------------------------------------------
+@kernel("GlobalLpPool", since=2, types=GPU_FLOATS, device="cuda",
+        check=lambda n, g: None if n.attrs.get("p", 2) in (1, 2) else f"p={n.attrs.get('p')} (1 or 2)")
+def global_lp_pool(rt, stream, x, *, p=2):
+    s = Scratch(rt, x)
+    y = s(reduce(rt, stream, L1 if p == 1 else L2, s(cast_to(rt, stream, x, F32)), list(range(2, len(x.shape))), 1))
+    return s.done(cast_to(rt, stream, y, x.dtype))
 
 
-def _check_batch_norm(node, graph):
-    if node.attrs.get("training_mode", 0):
-        return "BatchNormalization training_mode=1 is not supported on CUDA (inference only)"
-    if len([o for o in node.outputs if o]) > 1:
-        return "BatchNormalization's running statistics outputs are not produced on CUDA"
-    dtype = graph.value(node.inputs[0]).dtype
-    if any(graph.value(n).dtype != dtype for n in node.inputs[1:5] if n):
-        return "BatchNormalization parameters of another type than X"
-    return None
+@kernel("LpPool", since=2, types=GPU_FLOATS, device="cuda", check=check_spatial)
+def lp_pool(rt, stream, x, *, auto_pad="NOTSET", ceil_mode=0, dilations=None, kernel_shape, p=2, pads=None,
+            strides=None):
+    """(sum of |x|^p over the window)^(1/p) in float32; padding adds nothing."""
+    s = Scratch(rt, x)
+    exponent, root = (s(device_scalar(rt, stream, v)) for v in (float(p), 1.0 / p))
+    powered = s(binary(rt, stream, POW, s(unary(rt, stream, ABS, s(cast_to(rt, stream, x, F32)))), exponent))
+    (total,) = _pool(rt, stream, powered, POOL_SUM, kernel_shape, strides, dilations, pads, auto_pad, ceil_mode)
+    return s.done(cast_to(rt, stream, s(binary(rt, stream, POW, s(total), root)), x.dtype))
 
 
-@kernel("BatchNormalization", since=7, types=GPU_FLOATS, device="cuda", check=_check_batch_norm)
-def batch_normalization(rt, stream, x, scale, b, mean, var, *, epsilon=1e-5, momentum=0.9, spatial=1,
-                        training_mode=0):
-    c = x.shape[1] if len(x.shape) > 1 else 1
-    inner = math.prod(x.shape[2:])
-    # per channel, or (opset 7-8, spatial=0) per channel and position: parameters of shape (C, *spatial)
-    div, count = (inner, c) if scale.size == c else (1, c * inner)
-    if any(t.size != count for t in (scale, b, mean, var)):
-        raise InvalidArgument(f"BatchNormalization parameters of shapes {[t.shape for t in (scale, b, mean, var)]} "
-                              f"for an input of shape {x.shape}: {c} values each expected")
-    y = rt.alloc(x.shape, x.dtype)
-    rt.launch(f"seamless_batch_norm_{SUFFIX[x.dtype]}", y.size, stream, ("int64", y.size), ("ptr", x.ptr),
-              ("ptr", scale.ptr), ("ptr", b.ptr), ("ptr", mean.ptr), ("ptr", var.ptr), ("ptr", y.ptr),
-              ("int64", div), ("int64", count), ("float", float(epsilon)))
-    return (y,)
-
-
-@kernel("InstanceNormalization", since=6, types=GPU_FLOATS, device="cuda")
-def instance_normalization(rt, stream, x, scale, b, *, epsilon=1e-5):
-    c = x.shape[1]
-    cols = math.prod(x.shape[2:])
-    if scale.size != c or b.size != c:
-        raise InvalidArgument(f"Mismatch between input data and scale or B: sizes {scale.size}, {b.size} for {c} "
-                              "channels")
-    y = rt.alloc(x.shape, x.dtype)
-    if y.size:
-        rt.launch_rows(f"seamless_instance_norm_{SUFFIX[x.dtype]}", x.shape[0] * c, stream, ("ptr", x.ptr),
-                       ("ptr", scale.ptr), ("ptr", b.ptr), ("ptr", y.ptr), ("int64", c), ("int64", cols),
-                       ("float", float(epsilon)))
-    return (y,)
-
-
-@kernel("LRN", since=1, types=GPU_FLOATS, device="cuda")
-def lrn(rt, stream, x, *, alpha=1e-4, beta=0.75, bias=1.0, size):
-    y = rt.alloc(x.shape, x.dtype)
-    alpha_over_size = float(_F32(alpha) / _F32(size))  # float32, as ORT computes it
-    rt.launch(f"seamless_lrn_{SUFFIX[x.dtype]}", y.size, stream, ("int64", y.size), ("ptr", x.ptr), ("ptr", y.ptr),
-              ("int64", x.shape[1]), ("int64", math.prod(x.shape[2:])), ("int64", size), ("float", alpha_over_size),
-              ("float", float(beta)), ("float", float(bias)))
-    return (y,)
+@kernel("MaxUnpool", since=9, types=MOVABLE, device="cuda", host_inputs=(2,))
+def max_unpool(rt, stream, x, indices, output_shape=None, *, kernel_shape, pads=None, strides=None):
+    """x scattered to the flat positions `indices` of the pooled-from shape (zeros elsewhere), then
+    placed at the start of output_shape, as the spec's reference does (kernels/cpu/spatial.py)."""
+    if indices.shape != x.shape:  # an index per value
+        raise ValueError(f"Index tensor shape should be same as that of the input data tensor to unpool: "
+                         f"{indices.shape} and {x.shape}")
+    inferred = pooled_from(x.shape, kernel_shape, strides, pads)
+    s = Scratch(rt, x, indices)
+    flat = s(rt.alloc((math.prod(inferred),), x.dtype))
+    rt.zero(flat, stream)
+    (y,) = scatter_elements(rt, stream, flat, DeviceTensor(indices.ptr, (indices.size,), indices.dtype),
+                            DeviceTensor(x.ptr, (x.size,), x.dtype), axis=0)
+    y = DeviceTensor(y.ptr, inferred, y.dtype)
+    if output_shape is None:
+        return s.done(y)
+    s(y)
+    shape = tuple(int(d) for d in rt.to_host(output_shape, stream).reshape(-1))
+    if len(shape) != len(inferred) or any(o < i for o, i in zip(shape, inferred)):
+        raise ValueError(f"MaxUnpool: output_shape {shape} is smaller than the unpooled shape {inferred}")
+    out = rt.alloc(shape, x.dtype)
+    rt.zero(out, stream)
+    rt.strided_copy(stream, y, out, inferred, contiguous_strides(inferred), contiguous_strides(shape))
+    return s.done(out)
 
 
 # --- Resize -------------------------------------------------------------------------------
@@ -336,9 +327,9 @@ def _resize(rt, stream, x, scales, sizes, mode, coordinate_mode, nearest_mode):
     lo, hi, weight, offsets, blended = [], [], [], [], 0
     for d, (n_in, n_out, s) in enumerate(zip(x.shape, out_shape, scale)):
         offsets.append(sum(len(t) for t in lo))
-        coords = _original_coords(coordinate_mode, n_out, n_in, s, 0.0, 1.0)
+        coords = original_coords(coordinate_mode, n_out, n_in, s, 0.0, 1.0)
         if mode == "nearest":
-            index = np.clip(_nearest_index(coords, nearest_mode, s), 0, n_in - 1).astype(np.int64)
+            index = np.clip(nearest_index(coords, nearest_mode, s), 0, n_in - 1).astype(np.int64)
             lo.append(index)
             hi.append(index)
             weight.append(np.zeros(n_out, _F32))
@@ -395,75 +386,9 @@ def resize_11(rt, stream, x, roi=None, scales=None, sizes=None, *, antialias=0, 
               extrapolation_value=0.0, keep_aspect_ratio_policy="stretch", mode="nearest",
               nearest_mode="round_prefer_floor"):
     # roi only matters to tf_crop_and_resize (declined)
-    sizes = _ints(rt, stream, sizes) if sizes is not None and sizes.size else None
+    sizes = host_ints(rt, stream, sizes) if sizes is not None and sizes.size else None
     return _resize(rt, stream, x, _floats(rt, stream, scales), sizes, mode, coordinate_transformation_mode,
                    nearest_mode)
-
-
-# --- Pad ----------------------------------------------------------------------------------
-
-
-def _check_pad(node, graph):
-    mode = node.attrs.get("mode", "constant")
-    if mode not in PAD_MODES:
-        return f"Pad mode={mode!r} not supported"
-    dtype = graph.value(node.inputs[0]).dtype
-    if dtype in PACKED_BITS or dtype.kind == "O" or dtype.itemsize not in (1, 2, 4, 8):
-        return f"Pad of {dtype} elements not supported on CUDA"
-    shape = graph.value(node.inputs[0]).shape
-    if shape is not None and len(shape) > MAX_DIMS:
-        return f"rank {len(shape)} above the CUDA kernels' limit of {MAX_DIMS}"
-    return None
-
-
-def _pad(rt, stream, x, pads, mode, value, axes=None):
-    rank = len(x.shape)
-    if rank > MAX_DIMS:
-        raise ValueError(f"rank {rank} above the CUDA kernels' limit of {MAX_DIMS}")
-    axes = list(range(rank)) if axes is None else [checks.axis(a, rank) for a in axes]
-    if len(pads) != 2 * len(axes):
-        raise ValueError(f"Pad with {len(pads)} pads for {len(axes)} axes")
-    begin, end = [0] * rank, [0] * rank
-    for i, a in enumerate(axes):
-        begin[a], end[a] = pads[i], pads[i + len(axes)]
-    out = [d + b + e for d, b, e in zip(x.shape, begin, end)]
-    if any(o < 0 for o in out):
-        raise ValueError(f"Pad of shape {x.shape} by {pads} crops past the input")
-    # negative pads crop first: the cropped input starts at `lo` and has `length` elements per axis
-    lo = [max(-b, 0) for b in begin]
-    length = [d - max(-b, 0) - max(-e, 0) for d, b, e in zip(x.shape, begin, end)]
-    if mode != "constant" and any(n <= 0 < o for n, o in zip(length, out)):
-        raise ValueError(f"Pad mode={mode!r} cannot pad an empty axis (shape {x.shape}, pads {pads})")
-    if mode == "reflect":  # one mirror image at most (the kernel would bounce on; stock refuses)
-        for a, (n, b, e) in enumerate(zip(length, begin, end)):
-            for side, p in (("pre", b), ("post", e)):
-                if p > max(n - 1, 0):
-                    raise InvalidArgument(f"Pad reflect: {side}-pad ({p}) exceeds maximum allowed ({n - 1}) for axis "
-                                          f"{a}. Input shape:{x.shape}")
-    y = rt.alloc(out, x.dtype)
-    size = x.dtype.itemsize
-    bits = int(np.asarray([value]).astype(x.dtype).view(f"<u{size}")[0])  # the constant's bytes, as int64
-    bits = bits - (1 << 64) if bits >= 1 << 63 else bits
-    pad = [0] * (MAX_DIMS - rank)
-    geometry = struct.pack(f"<{5 * MAX_DIMS}q2i", *out, *pad, *contiguous_strides(x.shape), *pad,
-                           *[max(b, 0) for b in begin], *pad, *lo, *pad, *length, *pad, rank, PAD_MODES[mode])
-    rt.launch(f"seamless_pad_{size}", y.size, stream, ("int64", y.size), ("ptr", x.ptr), ("ptr", y.ptr),
-              ("int64", bits), ("bytes", geometry))
-    return (y,)
-
-
-@kernel("Pad", since=2, until=10, device="cuda", check=_check_pad)
-def pad_2(rt, stream, data, *, pads, mode="constant", value=0.0):
-    return _pad(rt, stream, data, list(pads), mode, value)
-
-
-@kernel("Pad", since=11, device="cuda", check=_check_pad, host_inputs=(1, 2, 3))
-def pad_11(rt, stream, data, pads, constant_value=None, axes=None, *, mode="constant"):
-    value = 0
-    if constant_value is not None and constant_value.size:
-        value = np.asarray(rt.to_host(constant_value, stream)).reshape(-1)[0]
-    return _pad(rt, stream, data, _ints(rt, stream, pads), mode, value,
-                None if axes is None else _ints(rt, stream, axes))
 
 
 @kernel("Col2Im", since=18, types=GPU_FLOATS, device="cuda", host_inputs=(1, 2))
@@ -471,7 +396,7 @@ def col2im(rt, stream, input, image_shape, block_shape, *, dilations=None, pads=
     """Each block element's column values added at its places in the padded image, one block offset
     after another as kernels/cpu/spatial.py's loop (a strided copy into a zeroed image, then an Add:
     the CPU EP's sums, in its order), then the padding cropped."""
-    image, block = _ints(rt, stream, image_shape), _ints(rt, stream, block_shape)
+    image, block = host_ints(rt, stream, image_shape), host_ints(rt, stream, block_shape)
     nd = len(image)
     dilations, strides, pads = dilations or [1] * nd, strides or [1] * nd, pads or [0] * (2 * nd)
     per_block = math.prod(block)
@@ -507,7 +432,7 @@ def col2im(rt, stream, input, image_shape, block_shape, *, dilations=None, pads=
 
 
 def _check_grid_sample(node, graph):
-    problem = _cpu_check_grid_sample(node, graph)
+    problem = cpu_check_grid_sample(node, graph)
     if problem:
         return problem
     x, grid = graph.value(node.inputs[0]), graph.value(node.inputs[1])
@@ -538,7 +463,24 @@ def grid_sample(rt, stream, X, grid, *, align_corners=0, mode="linear", padding_
     return (y,)
 
 
-@kernel("DeformConv", since=19, types=GPU_FLOATS, device="cuda", check=_check_deform_conv)
+@kernel("AffineGrid", since=20, types=GPU_FLOATS, device="cuda", host_inputs=(1,))
+def affine_grid(rt, stream, theta, size, *, align_corners=0):
+    """The base points (kernels/cpu/spatial.py's, made on the host for the size) times each batch's
+    theta transposed: one batched product, the base shared by every batch (stride 0)."""
+    dims = [int(d) for d in rt.to_host(size, stream).reshape(-1)[2:]]
+    nd, batch = len(dims), theta.shape[0]
+    if theta.shape[1:] != (nd, nd + 1):
+        raise ValueError(f"AffineGrid: theta of shape {theta.shape} for a {nd}-D size: "
+                         f"({batch}, {nd}, {nd + 1}) expected")
+    s = Scratch(rt, theta, size)
+    base = s(rt.device(DeviceTensor.on_host(affine_base(dims, align_corners).astype(theta.dtype)), stream))
+    points = math.prod(dims)
+    y = rt.alloc((batch,) + tuple(dims) + (nd,), theta.dtype)
+    batched_product(rt, stream, base, theta, y, points, nd, nd + 1, batch, 0, nd * (nd + 1), trans_b=True)
+    return s.done(y)
+
+
+@kernel("DeformConv", since=19, types=GPU_FLOATS, device="cuda", check=check_deform_conv)
 def deform_conv(rt, stream, X, W, offset, B=None, mask=None, *, dilations=None, group=1, kernel_shape=None,
                 offset_group=1, pads=None, strides=None):
     """spatial.cu's deform columns (float32), then per image one batched GEMM by W's groups, the bias added."""

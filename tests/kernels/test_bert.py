@@ -1,4 +1,4 @@
-"""Parity tests for com.microsoft EmbedLayerNormalization and Attention (kernels/cpu/contrib_bert.py)
+"""Parity tests for com.microsoft EmbedLayerNormalization and Attention (kernels/cpu/bert.py)
 against stock ORT's CPU EP.
 
 Tolerances: float32 layer norms and attention reduce in a different order than ORT's MLAS

@@ -1,17 +1,17 @@
 """Attention and rotary embeddings: com.microsoft GroupQueryAttention, MultiHeadAttention,
-RotaryEmbedding; ONNX Attention-23 and RotaryEmbedding-23.
+RotaryEmbedding; ONNX Attention-23, RotaryEmbedding-23 and LinearAttention-27.
 
-float32 only. Layout names: B batch, N query heads, Nkv key/value heads, S query length,
-T total (past + new) key length, H head size. Softmax and scores are float32, as in ORT's
-CPU EP; the GQA decode path (one query token) runs in native code (native/cpu/attention.c).
+float32 only (ONNX Attention and LinearAttention: float16 too). Layout names: B batch, N query heads, Nkv
+key/value heads, S query length, T total (past + new) key length, H head size. Softmax and scores are float32,
+as in ORT's CPU EP; the GQA decode path (one query token) runs in native code (native/cpu/attention.c).
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ..checks import InvalidArgument, first_outside
-from ..registry import kernel
-from . import contrib_native as native
+from ..registry import FLOATS, kernel
+from . import native
 
 F32 = np.dtype(np.float32)
 I64 = np.dtype(np.int64)
@@ -307,7 +307,7 @@ def group_query_attention(query, key=None, value=None, past_key=None, past_value
 # --- MultiHeadAttention -----------------------------------------------------------------------
 
 
-def _check_mha(node, graph):
+def check_mha(node, graph):
     reason = _check_float32(node, graph)
     if reason:
         return reason
@@ -360,7 +360,7 @@ def mha_shapes(query, key, value, bias, mask, past_key, past_value, n):
                               f"{None if past_key is None else past_key.shape}, num_heads {n}")
 
 
-@kernel("MultiHeadAttention", domain="com.microsoft", check=_check_mha)
+@kernel("MultiHeadAttention", domain="com.microsoft", check=check_mha)
 def multi_head_attention(query, key, value, bias=None, key_padding_mask=None, attention_bias=None, past_key=None,
                          past_value=None, past_sequence_length=None, cache_indirection=None, *, num_heads,
                          unidirectional=0, scale=0.0, mask_filter_value=-10000.0):
@@ -442,7 +442,7 @@ def attention_shapes(Q, K, V, past_key, past_value, q_num_heads, kv_num_heads):
                          "disagree")
 
 
-def _check_attention(node, graph):
+def check_attention(node, graph):
     for i in (0, 1, 2):
         dt = graph.value(node.inputs[i]).dtype
         if dt is not None and dt not in (F32, F16):
@@ -460,7 +460,7 @@ def _check_attention(node, graph):
     return None
 
 
-@kernel("Attention", since=23, until=24, check=_check_attention)
+@kernel("Attention", since=23, until=24, check=check_attention)
 def attention(Q, K, V, attn_mask=None, past_key=None, past_value=None, nonpad_kv_seqlen=None, *, is_causal=0,
               kv_num_heads=0, q_num_heads=0, qk_matmul_output_mode=0, scale=None, softcap=0.0, softmax_precision=1):
     """ONNX Attention; float16 computes in float32 and rounds the outputs once. Opset 24 adds
@@ -532,3 +532,60 @@ def attention(Q, K, V, attn_mask=None, past_key=None, past_value=None, nonpad_kv
         out = out.transpose(0, 2, 1, 3).reshape(b, s, -1)
     cast = lambda x: np.ascontiguousarray(x, dtype=out_dtype)
     return cast(out), cast(present_k), cast(present_v), cast(qk_out)
+
+
+# --- LinearAttention (ONNX opset 27) ------------------------------------------------------
+#
+# LinearAttention (ONNX opset 27): recurrent linear attention with optional gating and delta rule.
+#
+# Q, K, V are packed [B, T, H * D]; the state S is [B, H_kv, d_k, d_v]. Per token t and KV head:
+#     gated:  S <- exp(g_t) * S                         (g_t: decay, per head or per key dim)
+#     delta:  v_t <- beta_t * (v_t - S^T k_t)
+#     always: S <- S + k_t (x) v_t ;  o_t = scale * q_t^T S   (query heads share their KV head's S)
+# Computed in float32, token by token, as the spec's reference does.
+
+_F32 = np.float32
+
+
+_RULES = ("linear", "gated", "delta", "gated_delta")
+
+
+def _heads(x, n):
+    """[B, T, H * D] -> [B, H, T, D] (float32)."""
+    b, t, hd = x.shape
+    return x.reshape(b, t, n, hd // n).transpose(0, 2, 1, 3).astype(_F32)
+
+
+def check_linear_attention(node, graph):
+    rule = node.attrs.get("update_rule", "gated_delta")
+    if rule not in _RULES:
+        return f"update_rule={rule!r} is not defined"
+    return None
+
+
+@kernel("LinearAttention", since=27, types=FLOATS, check=check_linear_attention)
+def linear_attention(query, key, value, past_state=None, decay=None, beta=None, *, chunk_size=64, kv_num_heads,
+                     q_num_heads, scale=0.0, update_rule="gated_delta"):
+    # chunk_size only tunes chunked implementations; the result is that of the token-by-token recurrence
+    b, t, _ = query.shape
+    q, k, v = _heads(query, q_num_heads), _heads(key, kv_num_heads), _heads(value, kv_num_heads)
+    d_k, d_v = q.shape[-1], v.shape[-1]
+    gated, delta = update_rule in ("gated", "gated_delta"), update_rule in ("delta", "gated_delta")
+    if gated:  # per head [B, T, H_kv] or per key dim [B, T, H_kv * d_k] -> [B, H_kv, T, 1 or d_k]
+        g = _heads(decay, kv_num_heads)
+    if delta:  # [B, T, H_kv or 1] -> [B, H_kv or 1, T, 1]
+        rate = beta.reshape(b, t, beta.shape[-1], 1).transpose(0, 2, 1, 3).astype(_F32)
+    state = np.zeros((b, kv_num_heads, d_k, d_v), _F32) if past_state is None else past_state.astype(_F32)
+    scale = _F32(scale) if scale else _F32(1 / np.sqrt(d_k))
+    group = q_num_heads // kv_num_heads
+    out = np.zeros((b, q_num_heads, t, d_v), _F32)
+    for i in range(t):
+        k_t, v_t = k[:, :, i], v[:, :, i]
+        if gated:
+            state = state * np.exp(g[:, :, i])[..., None]
+        if delta:
+            v_t = rate[:, :, i] * (v_t - np.einsum("bhdm,bhd->bhm", state, k_t))
+        state = state + k_t[..., :, None] * v_t[..., None, :]
+        out[:, :, i] = scale * np.einsum("bhd,bhdm->bhm", q[:, :, i], np.repeat(state, group, axis=1))
+    y = out.transpose(0, 2, 1, 3).reshape(b, t, q_num_heads * d_v).astype(query.dtype)
+    return y, state.astype(query.dtype if past_state is None else past_state.dtype)

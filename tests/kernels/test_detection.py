@@ -1,14 +1,18 @@
-"""Parity of NonMaxSuppression (kernels/cpu/detection.py, native/cpu/detection.c) and TfIdfVectorizer
-(kernels/cpu/ml.py, native/cpu/tfidf.c) with stock ORT: the order and tie rules, the batch / class
-layout of the selected rows, center_point_box, the limits, empty answers; n-gram sizes, skips, the
-three weightings, the pool's layout. Invalid inputs are tests/hostile/cases.py's (nms_*, tfidf_*)."""
+"""Parity of NonMaxSuppression (kernels/cpu/detection.py, native/cpu/detection.c) with stock ORT: the order and
+tie rules, the batch / class layout of the selected rows, center_point_box, the limits, empty answers. Invalid
+inputs are tests/hostile/cases.py's (nms_*)."""
 import numpy as np
 import pytest
 
 from parity import check_node
 
+
 rng = np.random.default_rng(17)
 F32, I64 = np.float32, np.int64
+
+
+def check(op, inputs, out_dtypes, attrs=None, opset=22, const=(), rtol=1e-5, atol=1e-5):
+    return check_node(op, inputs, attrs, opset, out_dtypes, const, rtol, atol)
 
 
 def nms(boxes, scores, max_out=None, iou=None, score=None, center_point_box=0):
@@ -90,60 +94,13 @@ def test_nms_no_boxes():
     assert nms(np.zeros((2, 0, 4), F32), np.zeros((2, 3, 0), F32), max_out=3, iou=0.5).shape == (0, 3)
 
 
-# --- TfIdfVectorizer ----------------------------------------------------------------------------------------
-
-# 1-grams 0..9, 2-grams and 3-grams of those ids (some of them twice in a row, some with other ids)
-POOL_COUNTS = [0, 10, 24]
-POOL = list(range(10)) + [1, 2, 2, 3, 3, 3, 4, 1, 5, 6, 7, 8, 9, 9] + [1, 2, 3, 3, 3, 3, 2, 1, 2, 7, 8, 9]
-GRAMS = 10 + 7 + 4
-
-
-def tfidf(x, mode="TF", lo=1, hi=3, skip=0, weights=True, indexes=None, pool=POOL, counts=POOL_COUNTS):
-    attrs = {"mode": mode, "min_gram_length": lo, "max_gram_length": hi, "max_skip_count": skip,
-             "ngram_counts": counts, "pool_int64s": pool,
-             "ngram_indexes": list(range(GRAMS)) if indexes is None else indexes}
-    if weights:
-        attrs["weights"] = rng.uniform(0.1, 3.0, len(attrs["ngram_indexes"])).round(3).tolist()
-    (y,) = check_node("TfIdfVectorizer", [x], attrs, opset=9, outputs=[F32], rtol=1e-6, atol=0)
-    return y
-
-
-def text(*shape, dtype=I64):
-    """Ids mostly of the pool's (runs of 1 2 3 and 3 3 3 are common), some not (10..12, negative)."""
-    return rng.choice([1, 2, 3, 3, 3, 4, 7, 8, 9, 0, 10, 11, -12], shape).astype(dtype)
-
-
-@pytest.mark.parametrize("mode", ["TF", "IDF", "TFIDF"])
-@pytest.mark.parametrize("weights", [False, True])
-def test_tfidf_weightings(mode, weights):
-    y = tfidf(text(200), mode, weights=weights)
-    assert (y > 0).sum() > 10
-
-
-@pytest.mark.parametrize("lo,hi", [(1, 1), (2, 2), (2, 3), (1, 3), (3, 3)])
-@pytest.mark.parametrize("skip", [0, 1, 3])
-def test_tfidf_gram_sizes_and_skips(lo, hi, skip):
-    tfidf(text(3, 40, dtype=np.int32), "TFIDF", lo, hi, skip)
-
-
-def test_tfidf_columns_by_ngram_indexes():
-    # n-grams to columns by a permutation (a column's weight is weights[column], not the n-gram's), then with
-    # gaps; the sizes outside min..max keep their columns
-    tfidf(text(2, 50), "TFIDF", 2, 3, 1, indexes=[int(i) for i in rng.permutation(GRAMS)])
-    tfidf(text(2, 50), "TF", 1, 2, 1, weights=False, indexes=[int(i) * 2 + 1 for i in rng.permutation(GRAMS)])
-
-
-def test_tfidf_skips_longer_than_the_row():
-    tfidf(text(5), "TF", 1, 3, skip=1000)
-
-
-def test_tfidf_large_ids_and_unknown_ids():
-    big = 2 ** 40
-    pool = [big, -5, 7, big, 7, 7, -5, -5, big]
-    x = np.array([[big, 7, -5, big, 7, 3, big, -5], [7, 7, big, big, 0, -5, big, 7]], I64)
-    tfidf(x, "TF", 1, 2, 1, weights=False, indexes=[0, 1, 2, 3, 4, 5], pool=pool, counts=[0, 3])
-
-
-def test_tfidf_empty_rows():
-    assert tfidf(np.zeros((3, 0), I64), "TFIDF").shape == (3, GRAMS)
-    assert tfidf(np.zeros(0, I64), "TF").shape == (GRAMS,)
+@pytest.mark.parametrize("center_point_box", [0, 1])
+def test_non_max_suppression(center_point_box):
+    boxes = rng.uniform(0, 10, (2, 12, 4)).astype(np.float32)
+    if center_point_box:
+        boxes[..., 2:] = rng.uniform(1, 4, (2, 12, 2))
+    scores = rng.uniform(0, 1, (2, 3, 12)).astype(np.float32)
+    limits = [np.array([4], np.int64), np.array([0.3], np.float32), np.array([0.2], np.float32)]
+    check("NonMaxSuppression", [boxes, scores, *limits], [np.int64], {"center_point_box": center_point_box},
+          const=(2, 3, 4), opset=11)
+    check("NonMaxSuppression", [boxes, scores], [np.int64], opset=11)  # no limit: nothing selected

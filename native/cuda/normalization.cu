@@ -7,7 +7,7 @@ __device__ void softmax_row(const T* x, T* y, int64_t cols, int flags) {  // fla
   const T* xr = x + blockIdx.x * cols;
   T* yr = y + blockIdx.x * cols;
   // each thread sums from the end of the row: a row padded at its start with -inf (a left-padded KV
-  // cache, products.cu) adds zeros last and gives the same bytes
+  // cache, matmul.cu) adds zeros last and gives the same bytes
   float m = -INFINITY;
   for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) m = fmaxf(m, ld(xr + (c)));
   m = block_reduce(m, true);

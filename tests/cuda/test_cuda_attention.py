@@ -4,9 +4,9 @@ import pytest
 
 import onnxruntime_ep_seamless as seamless
 
-from kernels.test_contrib_attention import (ATTENTION23_CASES, CASE_ID, GQA_SHAPES, ROTARY23_CASES, attention23,
+from kernels.test_attention import (ATTENTION23_CASES, CASE_ID, GQA_SHAPES, ROTARY23_CASES, attention23,
                                             attention23_float16, gqa_model_feeds, rotary23_case)
-from kernels.test_contrib_normalization import data, model_of
+from kernels.test_normalization import data, model_of
 from parity import assert_close, node_model, run_ours, stock_session
 from test_cuda_ep import DEVICES, PROBLEM, cuda_session, in_bfloat16, run_on_cuda
 
@@ -43,8 +43,8 @@ def test_gqa_partial_rotary_and_no_rotary(shape):
 @pytest.mark.parametrize("shape", ["prompt", "subsequent_prompt"])
 def test_gqa_prompt_element_by_element(shape, monkeypatch):
     # attention.cu prepare's general path (rows not in whole 16-byte groups): ORT's GQA allows none such, so forced
-    from onnxruntime_ep_seamless.kernels.cuda import contrib
-    monkeypatch.setattr(contrib, "_prepare_wide", lambda *args: False)
+    from onnxruntime_ep_seamless.kernels.cuda import attention
+    monkeypatch.setattr(attention, "_prepare_wide", lambda *args: False)
     check(*gqa_model_feeds(*GQA_SHAPES[shape]))
     check(*gqa_model_feeds(*GQA_SHAPES[shape], rot_dim=16, heads=(4, 2, 32), rotary_interleaved=1))
 
@@ -137,13 +137,13 @@ def test_skip_simplified_layer_normalization(bias, h):
 @pytest.mark.parametrize("block_size", [16, 32, 128])
 @pytest.mark.parametrize("m", [1, 7])
 def test_matmul_nbits(bits, block_size, m):
-    from kernels.test_contrib_quantization import matmul_nbits_case
+    from kernels.test_quantization import matmul_nbits_case
     check(*matmul_nbits_case((m, 256), 256, 96, bits, block_size))
 
 
 @pytest.mark.parametrize("bits", [4, 8])
 def test_matmul_nbits_zero_points_bias_ragged_k(bits):
-    from kernels.test_contrib_quantization import matmul_nbits_case
+    from kernels.test_quantization import matmul_nbits_case
     check(*matmul_nbits_case((3, 200), 200, 40, bits, 32, zp_mode="uint8", bias=True))
 
 
@@ -152,12 +152,12 @@ def test_matmul_nbits_zero_points_bias_ragged_k(bits):
 def test_matmul_nbits_wide_path_over_several_warps(block_size, K):
     # 4 bits, K a multiple of 32: 32 k per lane, K spread over 4 (2112) or 2 (1088) warps a column, the
     # last pass partial (and with block_size 128, the last block of K is half full)
-    from kernels.test_contrib_quantization import matmul_nbits_case
+    from kernels.test_quantization import matmul_nbits_case
     check(*matmul_nbits_case((2, K), K, 24, 4, block_size, zp_mode="uint8", bias=True))
 
 
 # float16 4-bit: a warp a column (split 4 at K 2112, 1 at 896), columns not a multiple of 8; from 16384 columns on
-# tensor cores (quant.cu's tiles path, constant weights laid out once): a last 128-k chunk partial or alone (224,
+# tensor cores (quantization.cu's tiles path, constant weights laid out once): a last 128-k chunk partial or alone (224,
 # 128), rows 1..3, block sizes 32 and 64; weights that are inputs, not constants (const_b=False: a warp a column)
 @pytest.mark.parametrize("m,K,N,block_size,zp_mode,bias,const_b", [(1, 2112, 37, 128, "uint8", True, True),
                                                                    (1, 896, 1152, 32, "uint8", False, True),
@@ -166,14 +166,14 @@ def test_matmul_nbits_wide_path_over_several_warps(block_size, K):
                                                                    (2, 1024, 16400, 64, "uint8", True, True),
                                                                    (1, 256, 16392, 32, "uint8", False, False)])
 def test_matmul_nbits_float16(m, K, N, block_size, zp_mode, bias, const_b):
-    from kernels.test_contrib_quantization import matmul_nbits_case
+    from kernels.test_quantization import matmul_nbits_case
     # stock's output is the float32 sum rounded to float16 (checked against float64 here), ours a float32
     # sum in another order rounded once: at most one float16 step apart (9.8e-4 relative)
     check(*matmul_nbits_case((m, K), K, N, 4, block_size, zp_mode=zp_mode, bias=bias, const_b=const_b,
                              dtype=np.float16), rtol=1e-3, atol=1e-3)
 
 
-# A prompt (more rows than contrib.py's GEMVs take, SMALL_ROWS): the weights dequantized once, one GEMM. float32
+# A prompt (more rows than quantization.py's GEMVs take, SMALL_ROWS): the weights dequantized once, one GEMM. float32
 # cases: 4-bit block 16, 8-bit with zero points, bias and a partial last block (K 200), 4-bit K 2112 (TOL: the
 # same float32 products, summed in another order). float16: each weight rounded to float16 once (2^-11 relative,
 # ~2e-3 absolute over 2112 terms), the product and the bias add each rounded (an ulp at 16..32 is 0.016): a
@@ -184,7 +184,7 @@ def test_matmul_nbits_float16(m, K, N, block_size, zp_mode, bias, const_b):
                                                                       (8, 2112, 37, 4, 128, "uint8", True, np.float16),
                                                                       (9, 224, 16392, 4, 32, None, False, np.float16)])
 def test_matmul_nbits_prompt(m, K, N, bits, block_size, zp_mode, bias, dtype):
-    from kernels.test_contrib_quantization import matmul_nbits_case
+    from kernels.test_quantization import matmul_nbits_case
     model, feeds = matmul_nbits_case((m, K), K, N, bits, block_size, zp_mode=zp_mode, bias=bias, dtype=dtype)
     check(model, feeds, **({"rtol": 1e-3, "atol": 4e-2} if dtype == np.float16 else TOL))
 
@@ -196,7 +196,7 @@ def test_matmul_nbits_prompt(m, K, N, bits, block_size, zp_mode, bias, dtype):
                                                               (256, 16392, 32, True, np.float16)])
 @pytest.mark.parametrize("m", [3, 6])  # 6: a prompt's, one GEMM on the dequantized gate | up
 def test_swiglu_of_two_matmul_nbits(K, N, block_size, zero_points, dtype, m):
-    from kernels.test_contrib_quantization import swiglu_nbits_model
+    from kernels.test_quantization import swiglu_nbits_model
     model, feeds = swiglu_nbits_model(K, N, block_size, zero_points, dtype, m=m)
     # float32: products of two K-term sums up to ~3000 summed in another order (stock ORT's CPU result is within
     # 4.4e-5 relative of a float64 reference here). float16: the reference rounds the gate, its sigmoid, the
@@ -208,20 +208,20 @@ def test_swiglu_of_two_matmul_nbits(K, N, block_size, zero_points, dtype, m):
     check(model, feeds, **tol)
 
 
-# plan/fusion.py's MatMulSwiGLU: few rows in one pass of products.cu's Linear kernel, more by one GEMM
+# plan/fusion.py's MatMulSwiGLU: few rows in one pass of matmul.cu's Linear kernel, more by one GEMM
 # by [gate | up], then silu(gate) * up in one pass
 # 1 or 4 rows: tensor cores, 16 columns a block (N = 40: the last block's second 8 past N)
 @pytest.mark.parametrize("m,N", [(1, 40), (4, 40), (5, 40), (5, 36)])  # 5 rows, N = 36: the SwiGLU a column a thread
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
 def test_swiglu_of_two_matmuls(dtype, m, N):
-    from kernels.test_contrib_quantization import swiglu_nbits_model
+    from kernels.test_quantization import swiglu_nbits_model
     model, feeds = swiglu_nbits_model(96, N, 32, dtype=dtype, m=m, matmul=True)
     # float32: GEMMs summed in another order (values up to ~10); float16: the reference rounds the gate,
     # its sigmoid, the SiLU and the product, ours the GEMM's outputs and the result
     check(model, feeds, **({"rtol": 1e-4, "atol": 1e-4} if dtype == np.float32 else {"rtol": 4e-3, "atol": 1e-2}))
 
 
-# products.cu linear_row: one float16 row of a product by a constant too long for tensor cores (K > TC_MAX_K), its
+# matmul.cu linear_row: one float16 row of a product by a constant too long for tensor cores (K > TC_MAX_K), its
 # weights staged, up to 5 passes over K, in straight-line code with the same sums in the same order as linear's loop
 # over passes, which takes two rows: bitwise the two-row run's first row (and within rounding of float64). (K, N):
 # Qwen2.5-0.5B's down projection (4 warps a column, 5 passes); a last pass part-filled; 5 passes of 8 warps a
@@ -230,7 +230,7 @@ def test_swiglu_of_two_matmuls(dtype, m, N):
 @pytest.mark.parametrize("product", ["matmul", "matmul_bias", "matmul_swiglu"])
 def test_one_rows_product_is_the_row_loops(product, K, N):
     from onnx import helper, numpy_helper
-    from kernels.test_contrib_quantization import swiglu_nbits_model
+    from kernels.test_quantization import swiglu_nbits_model
     rng = np.random.default_rng(K + N)
     if product == "matmul_swiglu":
         model, feeds = swiglu_nbits_model(K, N, 32, dtype=np.float16, m=1, matmul=True)
@@ -265,7 +265,7 @@ def test_one_rows_product_is_the_row_loops(product, K, N):
 
 
 # plan/fusion.py's LinearArgMax: a product by a constant and the ArgMax of its last axis (a greedy decoder's LM head
-# and next token). Up to 4 rows products.cu's linear_tc picks each row's ArgMax as it stores the product (a 64-bit key
+# and next token). Up to 4 rows matmul.cu's linear_tc picks each row's ArgMax as it stores the product (a 64-bit key
 # a row raised by each block; a one-block kernel after it writes the indices and resets the keys): the index must be
 # ArgMax's of the logits as stored, in its order: ties (a column repeated in another block, or all equal) to the lower
 # index, the higher with select_last_index; NaN above every number. Two runs a session: the second's picks must not
@@ -327,7 +327,7 @@ def test_a_products_argmax_is_picked_as_it_is_stored(N, m, case, last, monkeypat
 def test_rms_norm_in_the_product(product, norm, dtype, m, K):
     import copy
     from onnx import helper
-    from kernels.test_contrib_quantization import normed_product_model
+    from kernels.test_quantization import normed_product_model
     model, feeds = normed_product_model(product, norm, K=K, N=40, m=m, dtype=dtype)
     ours = run_on_cuda(model, feeds)
     apart = copy.deepcopy(model)
@@ -342,7 +342,7 @@ def test_rms_norm_in_the_product(product, norm, dtype, m, K):
 
 @pytest.mark.parametrize("bits,zp", [(4, False), (4, True), (8, True)])
 def test_gather_block_quantized(bits, zp):
-    from kernels.test_contrib_quantization import gbq_case
+    from kernels.test_quantization import gbq_case
     check(*gbq_case(50, 64, bits, 32, zp, np.array([[0, 49], [-1, 7]], np.int64)))
 
 
@@ -403,14 +403,14 @@ def test_skip_layer_normalization(beta, bias, dtype, h):
 @pytest.mark.parametrize("positions", ["offset", "per_token"])
 @pytest.mark.parametrize("interleaved", [0, 1])
 def test_rotary_embedding(layout, positions, interleaved):
-    from kernels.test_contrib_attention import ms_rotary_case
+    from kernels.test_attention import ms_rotary_case
     check(*ms_rotary_case(layout, positions, interleaved), rtol=1e-6, atol=1e-6)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
 @pytest.mark.parametrize("interleaved", [0, 1])
 def test_rotary_embedding_partial(dtype, interleaved):
-    from kernels.test_contrib_attention import ms_rotary_partial_case
+    from kernels.test_attention import ms_rotary_partial_case
     # float16: float32 arithmetic and one rounding on both sides
     check(*ms_rotary_partial_case(interleaved, dtype),
           **({"rtol": 1e-6, "atol": 1e-6} if dtype == np.float32 else {"rtol": 1e-3, "atol": 1e-3}))
@@ -419,7 +419,7 @@ def test_rotary_embedding_partial(dtype, interleaved):
 def test_rotary_embedding_position_outside_the_cache():
     """Positions known on the host are checked: a clear error. Positions that live on the GPU (a
     feed) are read there without waiting for the host, and clamped to the cache's last row."""
-    from kernels.test_contrib_attention import build, rope_caches
+    from kernels.test_attention import build, rope_caches
     cos, sin = rope_caches(8, 16)
     inputs = [("x", data(1, 2, 16)), ("pos", np.array([7], np.int64)), ("cos", cos), ("sin", sin)]
     model, feeds = build("RotaryEmbedding", inputs, 1, {}, domain="com.microsoft", const=("pos", "cos", "sin"))
@@ -492,13 +492,13 @@ def test_gqa_bfloat16_prompt_in_tiles():
 
 
 def test_matmul_nbits_bfloat16():
-    from kernels.test_contrib_quantization import matmul_nbits_case
+    from kernels.test_quantization import matmul_nbits_case
     # the products of bfloat16 activations and dequantized weights sum in float32, rounded once
     check_bfloat16(*matmul_nbits_case((7, 64), 64, 24, 4, 32), rtol=1e-2, atol=1e-2)
 
 
 def test_skip_simplified_layer_norm_and_rotary_bfloat16():
-    from kernels.test_contrib_attention import ms_rotary_case
+    from kernels.test_attention import ms_rotary_case
     arrays = [("x", data(2, 5, 64)), ("skip", data(2, 5, 64)), ("gamma", data(64))]
     check_bfloat16(*model_of("SkipSimplifiedLayerNormalization", arrays, 1, {"epsilon": 1e-6}, domain="com.microsoft"),
                    rtol=1e-2, atol=1e-2)  # float32 statistics, one rounding of the output

@@ -1,9 +1,9 @@
-"""kernels/cuda/composed.py's ops (skipped without a GPU), against stock ORT's CPU EP, every node on our EP."""
+"""The CUDA kernels composed of our other kernels (skipped without a GPU), against stock ORT's CPU EP, every node on our EP."""
 import numpy as np
 import pytest
 
 from kernels.test_matmul import EQUATIONS as EINSUM_EQUATIONS
-from kernels.test_nn import LP_POOL_CASES, max_pool_with_indices
+from kernels.test_spatial import LP_POOL_CASES, max_pool_with_indices
 from onnxruntime_ep_seamless.kernels.cpu.quantization import conv_integer as cpu_conv_integer
 from parity import Const, node_model
 from test_cuda_ep import DEVICES, PROBLEM, run_on_cuda

@@ -1,4 +1,4 @@
-"""Parity tests for attention and rotary ops (kernels/cpu/contrib_attention.py, native/cpu/attention.c)
+"""Parity tests for attention and rotary ops (kernels/cpu/attention.py, native/cpu/attention.c)
 against stock ORT's CPU EP: com.microsoft GroupQueryAttention, MultiHeadAttention, RotaryEmbedding;
 ONNX Attention-23 and RotaryEmbedding-23. Every model runs entirely on our EP.
 
@@ -337,14 +337,14 @@ def test_gqa_numpy_reference_matches_native(shape, attrs, monkeypatch):
     agrees with the native kernel; called directly, without ORT."""
     import onnx
 
-    from onnxruntime_ep_seamless.kernels.cpu import contrib_attention as ca, contrib_native
+    from onnxruntime_ep_seamless.kernels.cpu import attention as ca, native
     model, feeds = gqa_model_feeds(*GQA_SHAPES[shape], **attrs)
     node = model.graph.node[0]
     kw = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
     inits = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
     args = [feeds.get(n, inits.get(n)) if n else None for n in node.input]
     native_out = ca.group_query_attention(*args, **kw)
-    monkeypatch.setattr(contrib_native, "has_gqa", lambda: False)
+    monkeypatch.setattr(native, "has_gqa", lambda: False)
     numpy_out = ca.group_query_attention(*args, **kw)
     for a, b in zip(native_out, numpy_out):
         np.testing.assert_allclose(a, b, **TOL)

@@ -33,7 +33,7 @@ def _softmax_rows(x):
 # --- EmbedLayerNormalization ------------------------------------------------------------------
 
 
-def _check_embed(node, graph):
+def check_embed(node, graph):
     ins = node.inputs + [""] * (9 - len(node.inputs))
     for i in (0, 1, 7, 8):
         if ins[i]:
@@ -96,7 +96,7 @@ def _lookup_rows(table, ids, what):
     return _f32(table)[ids]
 
 
-@kernel("EmbedLayerNormalization", domain="com.microsoft", types=FLOATS, type_input=2, check=_check_embed)
+@kernel("EmbedLayerNormalization", domain="com.microsoft", types=FLOATS, type_input=2, check=check_embed)
 def embed_layer_normalization(input_ids, segment_ids, word_embedding, position_embedding, segment_embedding=None,
                               gamma=None, beta=None, mask=None, position_ids=None, *, epsilon=1e-12,
                               mask_index_type=1):
@@ -132,7 +132,7 @@ def embed_layer_normalization(input_ids, segment_ids, word_embedding, position_e
 # --- Attention (com.microsoft) ----------------------------------------------------------------
 
 
-def _check_ms_attention(node, graph):
+def check_ms_attention(node, graph):
     ins = node.inputs + [""] * (7 - len(node.inputs))
     x = graph.value(ins[0])
     if x.dtype is not None and x.dtype not in FLOATS:
@@ -157,7 +157,7 @@ def _check_ms_attention(node, graph):
     return None
 
 
-@kernel("Attention", domain="com.microsoft", types=FLOATS, check=_check_ms_attention)
+@kernel("Attention", domain="com.microsoft", types=FLOATS, check=check_ms_attention)
 def ms_attention(input, weights, bias=None, mask_index=None, past=None, attention_bias=None,
                  past_sequence_length=None, *, num_heads, qkv_hidden_sizes=None, unidirectional=0,
                  mask_filter_value=-10000.0, scale=0.0, do_rotary=0, rotary_embedding_dim=0,

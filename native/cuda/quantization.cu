@@ -166,7 +166,7 @@ __device__ void matmul_nbits4_x32(const T* a, const uint8_t* b0, const T* s0, co
 // 10, 15 load them), so D[g][c] is column c's dot over group g's 32 k alone, inside one quantization
 // block: scaled apart, as the dequantized product. The pairs of A and B hold the same k (nibbles j and
 // j + 4 of a word): the order of a dot product's terms is free.
-// The weights are laid out once by contrib.py's nbits4_tiles, tile by tile, chunk by chunk, matrix by
+// The weights are laid out once by quantization.py's nbits4_tiles, tile by tile, chunk by chunk, matrix by
 // matrix (TILE_CHUNK bytes: the 32 lanes' 16 bytes of weights, 16 lanes' two scales, 32 zero points), so a
 // warp's chunks are one run of memory: it streams its tiles (every stride-th) by TMA bulk copies into a
 // ring of two slots in shared memory, the next copy in flight while it computes (the H200's int4 LM head:
@@ -198,7 +198,7 @@ __device__ __forceinline__ void half_pairs(const uint32_t* x, uint32_t* out) {
 #define TILE_CHUNK 608   // bytes of a chunk of one matrix in nbits4_tiles' layout
 #define TILE_WARPS 4     // warps a block
 #define TILE_SLOT 4864   // bytes of a ring slot: 8 chunks of one matrix, 4 of two
-#define TILE_ROWS 4      // rows of activations at most (contrib.py SMALL_ROWS)
+#define TILE_ROWS 4      // rows of activations at most (matmul.py SMALL_ROWS)
 
 struct NBitsTiles {
   int32_t m, n, k, chunks;
