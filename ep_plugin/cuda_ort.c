@@ -141,13 +141,13 @@ static bool transfer_can_copy(const OrtDataTransferImpl* self, const OrtMemoryDe
  * memory every cuMemcpyAsync pays the driver's staging, device-to-host a wait too: for a decoder's
  * ~50 KV tensors each way that took longer than its GPU step (docs/benchmarks/gpu.md). A batch is
  * packed into one pinned buffer instead, moved by one copy and scattered (or gathered) on the GPU by
- * the staging kernel (native/cuda/copy.cu), with one wait for a device-to-host batch. */
+ * the staging kernel (native/cuda/shape.cu), with one wait for a device-to-host batch. */
 #define BATCH_TENSOR_LIMIT (4u << 20)  /* bytes: a larger tensor goes by its own copy */
 #define BATCH_BYTES (60u << 20)        /* bytes of tensors in a batch (with the table, bounce buffers stay */
 #define BATCH_COUNT 65535              /* at 64 MiB) and tensors (the staging kernel's grid rows): more go one by one */
 #define BATCH_ALIGN 256
 
-typedef struct { uint64_t src, dst; int64_t rows, width, src_pitch, dst_pitch, lead; } StageCopy; /* copy.cu's */
+typedef struct { uint64_t src, dst; int64_t rows, width, src_pitch, dst_pitch, lead; } StageCopy; /* shape.cu's */
 typedef struct Bounce { struct Bounce* next; uint8_t* host; CUdeviceptr dev; size_t size; CUevent done; } Bounce;
 
 static CUfunction g_stage[SEAMLESS_MAX_GPUS];  /* the staging kernel, once the kernels are loaded */

@@ -9,7 +9,7 @@
 #include "cuda_ep.h"
 
 #define SEAMLESS_MAX_SEGMENTS 8   /* exec/cuda_compute.py MAX_SEGMENTS */
-#define STAGE_ENTRY 7             /* int64 fields of a staging-table entry (native/cuda/copy.cu StageCopy) */
+#define STAGE_ENTRY 7             /* int64 fields of a staging-table entry (native/cuda/shape.cu StageCopy) */
 
 /* SeamlessSegment, a captured segment's plan: cuda_ep.h (the cffi module reads its fields). */
 

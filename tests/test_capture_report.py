@@ -62,7 +62,7 @@ def test_data_dependent_op_on_gpu_values_is_a_seam_or_a_boundary():
              helper.make_node("Cast", ["idx"], ["f"], to=1), helper.make_node("Neg", ["f"], ["y"])]
     found, parts, declined = seams(model(nodes, [helper.make_tensor_value_info("x", 1, [4])],
                                          [helper.make_tensor_value_info("y", 1, None)]))
-    assert found == [("NonZero", "reads r on the host (the op runs on the host: kernels/cuda/host.py)")]
+    assert found == [("NonZero", "reads r on the host (the op runs on the host: its CPU kernel)")]
     assert len(parts) == 1 and not declined
     assert "total: 1 partition(s), 2 segment(s) per run" in render(parts, declined)
 

@@ -1,4 +1,4 @@
-/* ONNX NonMaxSuppression, float32, answering as ORT's CPU kernel does.
+/* ONNX NonMaxSuppression (and MaxRoiPool, below), float32, answering as ORT's CPU kernels do.
  * Per batch and class, the candidates (the boxes scoring above score_threshold, when one is given)
  * are visited by score, higher first, the lower box index first among equal scores; a candidate is
  * kept unless its intersection over union with a box kept before it (same class) exceeds
@@ -7,6 +7,8 @@
  * the kept boxes at once (a vectorized loop over their corners, stored by coordinate). Every IoU is
  * computed with ORT's float32 operations in ORT's order (corners ordered per axis and areas computed
  * once per box), so borderline overlaps decide alike: products are never fused into sums (FMA). */
+#include <float.h>
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -133,6 +135,53 @@ void seamless_nms_rows(const int32_t* selected, const int64_t* counts, size_t ba
       rows[1] = (int64_t)(bc % classes);
       rows[2] = *selected;
     }
+}
+
+/* ONNX MaxRoiPool, float32, answering as ORT's CPU kernel does: each ROI's corners scaled and
+ * rounded half away from zero, a malformed ROI taken as 1 x 1, the bins' edges from float32
+ * arithmetic, clipped to the image; an empty bin is 0; a bin's maximum starts at -FLT_MAX (not -inf)
+ * and takes each value unless it compares less, row by row (NaN then decides as in ORT). Corners
+ * that are NaN or beyond the int range read as INT_MIN, as x86 converts them (ORT's int arithmetic
+ * is undefined there; ours is 64-bit). Returns 0, or 1 + the first ROI whose batch index is out of
+ * range (the caller checks them first). */
+static inline int64_t roi_corner(float v) {
+  return v == v && v > -2147483648.0f && v < 2147483648.0f ? (int64_t)v : INT32_MIN;
+}
+
+static inline int64_t roi_clip(int64_t v, int64_t hi) { return v < 0 ? 0 : v > hi ? hi : v; }
+
+int64_t seamless_max_roi_pool_f32(const float* x, int64_t batches, int64_t channels, int64_t height, int64_t width,
+                              const float* rois, int64_t num_rois, int64_t pooled_h, int64_t pooled_w,
+                              float scale, float* y) {
+  for (int64_t n = 0; n < num_rois; n++) {
+    const float* roi = rois + n * 5;
+    float b = roi[0];
+    if (!(b > -1.0f && b < (float)batches)) return n + 1;
+    int64_t x0 = roi_corner(roundf(roi[1] * scale)), y0 = roi_corner(roundf(roi[2] * scale));
+    int64_t x1 = roi_corner(roundf(roi[3] * scale)), y1 = roi_corner(roundf(roi[4] * scale));
+    int64_t roi_h = y1 - y0 + 1 > 1 ? y1 - y0 + 1 : 1, roi_w = x1 - x0 + 1 > 1 ? x1 - x0 + 1 : 1;
+    float bin_h = (float)roi_h / (float)pooled_h, bin_w = (float)roi_w / (float)pooled_w;
+    for (int64_t c = 0; c < channels; c++) {
+      const float* plane = x + (((int64_t)b * channels + c) * height) * width;
+      float* out = y + (n * channels + c) * pooled_h * pooled_w;
+      for (int64_t ph = 0; ph < pooled_h; ph++) {
+        int64_t h0 = roi_clip((int64_t)floorf((float)ph * bin_h) + y0, height);
+        int64_t h1 = roi_clip((int64_t)ceilf((float)(ph + 1) * bin_h) + y0, height);
+        for (int64_t pw = 0; pw < pooled_w; pw++) {
+          int64_t w0 = roi_clip((int64_t)floorf((float)pw * bin_w) + x0, width);
+          int64_t w1 = roi_clip((int64_t)ceilf((float)(pw + 1) * bin_w) + x0, width);
+          float m = (h1 <= h0 || w1 <= w0) ? 0.0f : -FLT_MAX;
+          for (int64_t h = h0; h < h1; h++)
+            for (int64_t w = w0; w < w1; w++) {
+              float v = plane[h * width + w];
+              m = v < m ? m : v;
+            }
+          out[ph * pooled_w + pw] = m;
+        }
+      }
+    }
+  }
+  return 0;
 }
 
 #pragma GCC pop_options

@@ -31,6 +31,11 @@ void seamless_gather_block_quantized_f32(const uint8_t* data, size_t rows, size_
                                          const float* scales, const uint8_t* zp, size_t bits, size_t bs, float* out);
 /* elementwise.c: QuickGelu x * sigmoid(alpha x) */
 void seamless_quick_gelu_f32(const float* x, float* y, size_t n, float alpha, void* par_fn, void* par_ctx);
+/* detection.c: MaxRoiPool of x [batches, channels, height, width] over rois [num_rois, 5] into y [num_rois,
+ * channels, pooled_h, pooled_w]; 0, or 1 + the first ROI whose batch index is out of range */
+int64_t seamless_max_roi_pool_f32(const float* x, int64_t batches, int64_t channels, int64_t height, int64_t width,
+                                  const float* rois, int64_t num_rois, int64_t pooled_h, int64_t pooled_w,
+                                  float scale, float* y);
 /* detection.c: NonMaxSuppression; returns how many boxes were kept (their indices in selected, counts per
  * batch and class), or -1 (out of memory); selected holds batches * classes * min(max_per_class, n) */
 int64_t seamless_nms_f32(const float* boxes, const float* scores, size_t batches, size_t classes, size_t n,

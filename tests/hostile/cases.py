@@ -21,7 +21,8 @@ GPU_DATA_BOUNDED = {"gather_index_out_of_range", "gather_negative_index_out_of_r
                     "mod_fmod_int_by_zero", "reverse_sequence_length_beyond", "maxunpool_index_out_of_range",
                     "maxunpool_negative_index", "array_feature_extractor_index_out_of_range",
                     "array_feature_extractor_negative_index", "embed_layer_norm_ids_out_of_range",
-                    "reverse_sequence_negative_length"}
+                    "reverse_sequence_negative_length", "roi_pool_batch_out_of_range", "roi_pool_batch_negative",
+                    "roi_pool_batch_nan"}
 # Where the CUDA EP's answer still differs from stock ORT's CPU EP (known, not yet fixed)
 CUDA_KNOWN_DIFFERENT = {
     "matmul_add_f16": "float16 MatMul + bias through cuBLASLt rounds the product before the bias is added",
@@ -1179,3 +1180,65 @@ def gather_elements_indices_wider_off_axis():
 @case
 def scatter_elements_indices_wider_off_axis():
     return one("ScatterElements", [rnd(3, 2), np.array([[0, 1, 0]], I64), rnd(1, 3)], {"axis": 0})
+
+
+# --- MaxRoiPool: a batch index per ROI, read from data -------------------------------------------------------
+
+def _roi_pool(rois, attrs=None, opset=21):
+    return one("MaxRoiPool", [rnd(2, 3, 8, 8), np.asarray(rois, F32)], {"pooled_shape": [2, 2], **(attrs or {})},
+               opset=opset)
+
+
+@case
+def roi_pool_batch_out_of_range():
+    return _roi_pool([[0, 1, 1, 5, 5], [2, 0, 0, 3, 3]])
+
+
+@case
+def roi_pool_batch_negative():
+    return _roi_pool([[-1, 1, 1, 5, 5]])
+
+
+@case
+def roi_pool_batch_nan():
+    return _roi_pool([[np.nan, 1, 1, 5, 5]])
+
+
+@case
+def roi_pool_batch_just_below_zero():  # valid: the index truncates to 0
+    return _roi_pool([[-0.5, 1, 1, 5, 5]])
+
+
+@case
+def roi_pool_rois_four_columns():
+    return _roi_pool([[0, 1, 1, 5]])
+
+
+@case
+def roi_pool_pooled_shape_zero():
+    return _roi_pool([[0, 1, 1, 5, 5]], {"pooled_shape": [0, 2]})
+
+
+@case
+def roi_pool_pooled_shape_three():
+    return _roi_pool([[0, 1, 1, 5, 5]], {"pooled_shape": [2, 2, 2]})
+
+
+@case
+def roi_pool_scale_zero():
+    return _roi_pool([[0, 1, 1, 5, 5]], {"spatial_scale": 0.0})
+
+
+@case
+def roi_pool_coordinates_huge():  # valid: corners beyond the int range, and NaN, answer as x86 converts them
+    return _roi_pool([[0, -3e9, 1, 3e9, 5], [1, np.nan, 1, 5, 5], [1, 1, np.inf, 5, -np.inf]])
+
+
+@case
+def roi_pool_x_rank3():  # stock ORT aborts the process here; ours must refuse
+    return one("MaxRoiPool", [rnd(3, 8, 8), np.array([[0, 1, 1, 5, 5]], F32)], {"pooled_shape": [2, 2]}, opset=21)
+
+
+@case
+def roi_pool_rois_rank1():  # stock ORT aborts the process here too
+    return one("MaxRoiPool", [rnd(2, 3, 8, 8), np.array([0, 1, 1, 5, 5], F32)], {"pooled_shape": [2, 2]}, opset=21)

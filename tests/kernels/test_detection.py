@@ -1,6 +1,7 @@
-"""Parity of NonMaxSuppression (kernels/cpu/detection.py, native/cpu/detection.c) with stock ORT: the order and
-tie rules, the batch / class layout of the selected rows, center_point_box, the limits, empty answers. Invalid
-inputs are tests/hostile/cases.py's (nms_*)."""
+"""Parity of NonMaxSuppression and MaxRoiPool (kernels/cpu/detection.py, native/cpu/detection.c) with stock ORT:
+NMS's order and tie rules, the batch / class layout of the selected rows, center_point_box, the limits, empty
+answers; MaxRoiPool's corner rounding, bins, clipping, NaN order, empty bins. Invalid inputs are
+tests/hostile/cases.py's (nms_*, roi_pool_*)."""
 import numpy as np
 import pytest
 
@@ -104,3 +105,47 @@ def test_non_max_suppression(center_point_box):
     check("NonMaxSuppression", [boxes, scores, *limits], [np.int64], {"center_point_box": center_point_box},
           const=(2, 3, 4), opset=11)
     check("NonMaxSuppression", [boxes, scores], [np.int64], opset=11)  # no limit: nothing selected
+
+
+def roi_pool(x, rois, pooled=(2, 2), scale=None, opset=21):
+    """MaxRoiPool on stock ORT and ours (must be equal: both take maxima of the same floats)."""
+    attrs = {"pooled_shape": list(pooled), **({} if scale is None else {"spatial_scale": scale})}
+    (y,) = check_node("MaxRoiPool", [np.asarray(x, F32), np.asarray(rois, F32)], attrs, opset=opset, outputs=[F32],
+                      rtol=0, atol=0)
+    return y
+
+
+def detector_rois(n, batches, size=(600, 800)):
+    """ROIs [batch, x1, y1, x2, y2] in image pixels: most inside, some past the edges, some malformed (x2 < x1)."""
+    b = rng.integers(0, batches, n).astype(F32)
+    x1, y1 = rng.uniform(-50, size[1], n), rng.uniform(-50, size[0], n)
+    w, h = rng.uniform(-20, 300, n), rng.uniform(-20, 300, n)
+    return np.stack([b, x1, y1, x1 + w, y1 + h], 1).astype(F32)
+
+
+@pytest.mark.parametrize("pooled", [(7, 7), (3, 5), (1, 1)])
+def test_max_roi_pool_on_detector_rois(pooled):
+    x = rng.standard_normal((2, 16, 38, 50)).astype(F32)
+    y = roi_pool(x, detector_rois(64, 2), pooled, scale=1 / 16)
+    assert y.shape == (64, 16, *pooled)
+
+
+def test_max_roi_pool_rounds_corners_half_away_from_zero_and_starts_below_every_value():
+    x = -np.abs(rng.standard_normal((1, 2, 12, 12))).astype(F32) - 1  # every value negative: no bin gives 0
+    corners = [[0, 0.5, 1.5, 2.5, 3.5], [0, -0.5, -1.5, 4.49, 4.5], [0, 2.5, 2.5, 2.5, 2.5], [0, 11.5, 11.5, 40, 40]]
+    roi_pool(x, corners, (3, 3))
+    roi_pool(x, np.array(corners, F32) * 2, (2, 4), scale=0.5)
+
+
+def test_max_roi_pool_nan_and_infinities_decide_as_stock():
+    x = rng.standard_normal((1, 1, 6, 6)).astype(F32)
+    x[0, 0, 0, 0], x[0, 0, 2, 3], x[0, 0, 5, 5], x[0, 0, 4, 1] = np.nan, np.nan, np.nan, np.inf
+    x[0, 0, 1, 4] = -np.inf
+    roi_pool(x, [[0, 0, 0, 5, 5], [0, 0, 0, 2, 2], [0, 3, 3, 5, 5], [0, 1, 1, 4, 4]], (2, 2))
+
+
+def test_max_roi_pool_empty_answers():
+    x = rng.standard_normal((2, 3, 8, 8)).astype(F32)
+    assert roi_pool(x, np.zeros((0, 5), F32)).shape == (0, 3, 2, 2)
+    assert not roi_pool(x[:, :, :0], [[1, 0, 0, 3, 3]]).any()  # an image without rows: every bin empty, 0
+    assert not roi_pool(x, [[0, 20, 20, 30, 30], [1, -30, -30, -20, -20]]).any()  # ROIs outside the image

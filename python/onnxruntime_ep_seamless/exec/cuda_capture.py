@@ -16,7 +16,7 @@ from ..plan.fusion import fuse
 
 
 # CUDA kernels whose results are host values (shapes, sizes, constants; and those of capture class
-# "host": kernels/cuda/host.py's, computed on the host)
+# "host": the CPU kernel run on the host, as for NonZero, Unique, NonMaxSuppression)
 HOST_RESULTS = frozenset({"Shape", "Size", "Constant", "Range", "EyeLike"})
 
 
@@ -68,7 +68,7 @@ def place(graph, input_names, output_names, fusion: bool = True) -> list[Step]:
         wanted = node.inputs if not on_gpu else [node.inputs[i] for i in kdef.host_inputs if i < len(node.inputs)]
         read = [n for n in wanted if n and n not in on_host]
         on_host_kernel = on_gpu and kdef.capture == "host"
-        why = ("no CUDA kernel takes these types" if not on_gpu else "the op runs on the host: kernels/cuda/host.py"
+        why = ("no CUDA kernel takes these types" if not on_gpu else "the op runs on the host: its CPU kernel"
                if on_host_kernel else "a shape-like input computed on the GPU")
         seam = f"reads {', '.join(read)} on the host ({why})" if read else ""
         if not on_gpu or on_host_kernel or node.op_type in HOST_RESULTS:
@@ -140,7 +140,7 @@ def left_padding(graph, input_names, output_names) -> Padding | None:
     by MatMul and Softmax or Attention over it). The padded run sees a longer history whose first
     positions the zero-padded attention mask hides, as in a left-padded batch for generation; each
     growing output's last positions are the unpadded output, and the kernels over the padded axis
-    sum from its end (products.cu, rows.cu), so they are the same bytes. Whether a model really
+    sum from its end (matmul.cu, normalization.cu), so they are the same bytes. Whether a model really
     computes so (positions from its inputs, not from its shapes) is checked at run time: each
     binding's first padded run is compared with the unpadded run before it is captured."""
     growing = growing_symbols(graph)

@@ -28,7 +28,7 @@ from ..runtime.native import LOG_WARNING, NATIVES
 WARMUP_RUNS = 2     # capture=auto: eager runs of a binding before it is captured
 MAX_SEGMENTS = 8    # captured bindings per compiled node; the least recently used is dropped
 MIN_CAPACITY = 64   # padded KV capacities are powers of two from here: a generation recaptures a few times
-STAGE_ENTRY = 7     # int64 fields of a staging-table entry (native/cuda/copy.cu StageCopy)
+STAGE_ENTRY = 7     # int64 fields of a staging-table entry (native/cuda/shape.cu StageCopy)
 STAGE_LIMIT = 1 << 22  # outputs from 4 MiB on are copied by cuMemcpyAsync, not the staging kernel
 
 

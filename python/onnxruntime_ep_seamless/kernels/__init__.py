@@ -1,5 +1,4 @@
 """Kernels by family; `registry` maps ONNX nodes to them."""
-from ..graph.ir import c_order  # noqa: F401  (kernels/cpu/native.py imports it from here)
 
 
 def native_cpu_module():

@@ -7,8 +7,8 @@ the first rule of the group that fuses wins; a later group sees the nodes the ea
 fusion: write its rule (docstring: the pattern, the replacement, when it applies), put it in `FUSIONS` where
 its patterns no longer overlap an earlier rule's, and register the fused node's kernel.
 
-Fused nodes use the internal domain FUSED_DOMAIN (kernels/registry.py; kernels in kernels/cpu/fused.py and
-kernels/cuda/) or an ORT op with the same semantics (com.microsoft QuickGelu for SiLU, MatMulNBits with its
+Fused nodes use the internal domain FUSED_DOMAIN (kernels/registry.py; kernels in the family modules
+of kernels/cpu/ and kernels/cuda/) or an ORT op with the same semantics (com.microsoft QuickGelu for SiLU, MatMulNBits with its
 bias input). A pattern is rewritten only when its intermediate values have no other reader and are not
 outputs of the partition, and the device has a kernel for the fused node (float32 only on the CPU).
 """
@@ -106,7 +106,7 @@ class FusionContext:
     def transposed(self, key, matrix, shape, like, fused, absorbed):
         """take(fused(name), absorbed) where the fused node reads a constant added here: matrix() (K, N)
         of the weights named in `key`, stored transposed, `shape` (N, K), as a linear layer stores it, so
-        that a decode step's product reads each output's weights in one run (native/cuda/products.cu).
+        that a decode step's product reads each output's weights in one run (native/cuda/matmul.cu).
         Typed like `like` before the kernel lookup reads it; one constant for weights read twice (tied)."""
         graph = self.graph
         if key in self.made:
@@ -308,7 +308,7 @@ def normed_product(ctx: FusionContext, norm: Node) -> bool:
     """A (Skip)SimplifiedLayerNormalization or RMSNormalization (NORMS) over the last axis whose output only one
     product (NORMED_PRODUCTS) reads, as its activations -> NormedProduct(x, skip, gamma, bias, the product's
     other inputs) at the product's place, with the norm's x + skip + bias output when it has one: a decode
-    step's GEMV normalises its rows itself (kernels/cuda/contrib.py), one launch instead of two (CUDA)."""
+    step's GEMV normalises its rows itself (kernels/cuda/normalization.py), one launch instead of two (CUDA)."""
     default = NORMS.get((norm.domain, norm.op_type))
     if ctx.device == "cpu" or default is None or any(norm.outputs[1:3]) or norm.outputs[0] in ctx.outputs:
         return False

@@ -103,8 +103,8 @@ class CudaRuntime:
 
     def counters(self, n: int, stream) -> DeviceTensor:
         """n uint32 counters of this stream, zero whenever a kernel on it starts: a kernel that counts with them
-        sets them back to zero before it ends (attention.cu gqa_decode, indexing.cu select_chunk; LinearArgMax's
-        keys: products.cu's seamless_linear_picked, the kernel after its product). Kept for good: captured graphs
+        sets them back to zero before it ends (attention.cu gqa_decode, shape.cu select_chunk; LinearArgMax's
+        keys: matmul.cu's seamless_linear_picked, the kernel after its product). Kept for good: captured graphs
         refer to them. Made while a graph is captured, they are zeroed in the graph and again by the stream's next
         eager use."""
         key, capturing = self._stream_key(stream), bool(self.lib.seamless_capturing())
@@ -202,7 +202,7 @@ class CudaRuntime:
             self._launch(name, rows, threads, stream, args, shared)
 
     def stage(self, table: DeviceTensor, first: int, count: int, stream, largest: int = 0) -> None:
-        """The staging copies of table entries [first, first + count) (native/cuda/copy.cu), with
+        """The staging copies of table entries [first, first + count) (native/cuda/shape.cu), with
         blocks enough for the `largest` copy's bytes (16 a thread per pass, up to 8 passes)."""
         if count:
             self.staging(table, first, count, largest, stream)

@@ -1,7 +1,10 @@
-"""Object detection: NonMaxSuppression (ONNX semantics, ORT's answers), through the native kernel."""
+"""Object detection: NonMaxSuppression and MaxRoiPool (ONNX semantics, ORT's answers), through the native kernels."""
 import numpy as np
 
+from .. import checks
 from ..registry import kernel
+
+F32 = frozenset([np.dtype(np.float32)])
 
 
 def check_center_point_box(node, graph):
@@ -36,3 +39,32 @@ def non_max_suppression(boxes, scores, max_output_boxes_per_class=None, iou_thre
         return (np.zeros((0, 3), np.int64),)
     from .native import non_max_suppression as native_nms
     return (native_nms(boxes, scores, limit, iou, _first(score_threshold, None), center_point_box),)
+
+
+def check_roi_pool(node, graph):
+    """What stock refuses when it creates the kernel (FAIL, at session creation)."""
+    pooled = node.attrs.get("pooled_shape") or []
+    if len(pooled) != 2 or min(pooled) <= 0:
+        raise ValueError(f"pooled_shape must hold two positive sizes, got {list(pooled)}")
+    if not node.attrs.get("spatial_scale", 1.0) > 0:
+        raise ValueError(f"spatial_scale must be positive, got {node.attrs.get('spatial_scale')}")
+
+
+def roi_pool_shapes(x_shape: tuple, rois_shape: tuple) -> None:
+    """MaxRoiPool's inputs: X [N, C, H, W] and rois [num_rois, 5] (stock checks the 5, FAIL; other ranks crash it)."""
+    if len(x_shape) != 4:
+        raise ValueError(f"X must be 4-D [N, C, H, W], got shape {x_shape}")
+    if len(rois_shape) != 2 or rois_shape[1] != 5:
+        raise ValueError(f"rois must be [num_rois, 5] (batch index, x1, y1, x2, y2), got shape {rois_shape}")
+
+
+@kernel("MaxRoiPool", since=1, types=F32, validate=check_roi_pool)
+def max_roi_pool(x, rois, *, pooled_shape, spatial_scale=1.0):
+    roi_pool_shapes(x.shape, rois.shape)
+    batch = rois[:, 0]
+    bad = np.flatnonzero(~((batch > -1) & (batch < x.shape[0])))  # an index truncates toward zero, as stock's int
+    if bad.size:
+        raise ValueError(f"roi {bad[0]} has batch index {batch[bad[0]]}, outside [0, {x.shape[0]})")
+    checks.allocation((rois.shape[0], x.shape[1], *pooled_shape), 4, "MaxRoiPool's output")
+    from .native import max_roi_pool as native_roi_pool
+    return (native_roi_pool(x, rois, int(pooled_shape[0]), int(pooled_shape[1]), float(spatial_scale)),)

@@ -10,7 +10,8 @@ import weakref
 import numpy as np
 
 from ...runtime import parallel
-from .. import c_order, native_cpu_module
+from ...graph.ir import c_order
+from .. import native_cpu_module
 
 ffi, lib = native_cpu_module()
 
@@ -121,6 +122,18 @@ def gelu(x: np.ndarray) -> np.ndarray:
     x = c_order(x)
     y = np.empty_like(x)
     lib.seamless_gelu_f32(_ptr(x), _ptr(y), x.size, *_pool())
+    return y
+
+
+def max_roi_pool(x: np.ndarray, rois: np.ndarray, pooled_h: int, pooled_w: int, scale: float) -> np.ndarray:
+    """MaxRoiPool of float32 x [N, C, H, W] over rois [R, 5] (batch indices checked by the caller): [R, C, ph, pw]."""
+    x, rois = c_order(x), c_order(rois)
+    _require(x.dtype == rois.dtype == np.float32 and x.ndim == 4 and rois.ndim == 2 and rois.shape[1] == 5
+             and pooled_h > 0 and pooled_w > 0, f"MaxRoiPool of X {x.shape} over rois {rois.shape}")
+    y = np.empty((rois.shape[0], x.shape[1], pooled_h, pooled_w), np.float32)
+    bad = lib.seamless_max_roi_pool_f32(_ptr(x), *x.shape, _ptr(rois), rois.shape[0], pooled_h, pooled_w, scale,
+                                        _ptr(y))
+    _require(bad == 0, f"MaxRoiPool: the batch index of roi {bad - 1} is out of range")
     return y
 
 
