@@ -15,6 +15,8 @@
 
 #pragma GCC visibility push(hidden)
 
+#include "python_api_cuda.h"  /* what the cffi module calls: declared once, there */
+
 /* ---- cuda_driver.c ---------------------------------------------------------------------------- */
 typedef struct {
 #define SEAMLESS_CUDA_FIELD(ret, symbol, field, params) ret (*field) params;
@@ -44,28 +46,8 @@ OrtStatus* factory_create_stream(OrtEpFactory* f, const OrtMemoryDevice* device,
 void* cuda_cached_alloc(int ordinal, int pinned, size_t size);
 void cuda_cached_free(int ordinal, int pinned, void* p);
 void transfer_use_stage(int ordinal, CUfunction stage);  /* the staging kernel batched copies launch */
-long long seamless_cuda_device_allocations(void);
-long long seamless_cuda_device_bytes_in_use(void);
 
-/* ---- cuda_exec.c ------------------------------------------------------------------------------ */
-const char* seamless_cuda_problem_text(void);
-OrtStatus* seamless_compute_stream(const OrtKernelContext* ctx, void** stream);
-uintptr_t seamless_cuda_alloc(int ordinal, size_t size);
-void seamless_cuda_free(int ordinal, uintptr_t p);
-OrtStatus* seamless_cuda_load_module(int ordinal, const void* image, void** module);
-OrtStatus* seamless_cuda_function(void* module, const char* name, void** fn);
-OrtStatus* seamless_cuda_allow_shared(void* fn, int bytes);
-OrtStatus* seamless_cuda_launch(void* fn, unsigned gx, unsigned gy, unsigned block, unsigned shared, void* stream,
-                                const char* packed, const int32_t* offsets, int count, int dependent);
-int seamless_cuda_dependent_launch(int ordinal);
-OrtStatus* seamless_cuda_device_sync(int ordinal);
-OrtStatus* seamless_cuda_copy(uintptr_t dst, uintptr_t src, size_t nbytes, void* stream);
-OrtStatus* seamless_cuda_zero(uintptr_t dst, size_t nbytes, void* stream);
-OrtStatus* seamless_cuda_sync(void* stream);
-const char* seamless_cublas_problem_text(void);
-OrtStatus* seamless_cublas_gemm(int ordinal, void* stream, int dtype, int trans_a, int trans_b, int m, int n, int k,
-                                uintptr_t a, long long stride_a, uintptr_t b, long long stride_b, uintptr_t c,
-                                long long stride_c, int batch, float alpha);
+/* ---- cuda_exec.c: only what python_api_cuda.h declares --------------------------------------- */
 
 /* ---- cuda_capture.c --------------------------------------------------------------------------- */
 typedef struct SeamlessCapture SeamlessCapture;  /* an EP's session capture state */
@@ -85,54 +67,8 @@ int capture_retain(void* ptr, int pinned);     /* 1: memory freed while capturin
 int capture_under_way(void);                   /* this thread's run warms up or captures a session graph */
 int capture_on_stream(CUstream stream);        /* this thread captures on `stream` */
 CUgraphExec capture_exec(void* graph);         /* a captured segment's (seamless_segment_end's) executable */
-OrtStatus* seamless_cuda_upload(int ordinal, uintptr_t dst, const void* src, size_t nbytes, void* stream);
-OrtStatus* seamless_capture_begin(void* stream);
-int seamless_capturing(void);
-OrtStatus* seamless_segment_begin(void* stream, void** out);
-OrtStatus* seamless_segment_end(void* graph, int keep);
-void seamless_segment_release(int ordinal, void* graph);
-size_t seamless_replay_timing(int on);
-size_t seamless_replay_times(float* out, size_t max);
 
-/* ---- cuda_replay.c ---------------------------------------------------------------------------- */
-typedef struct SeamlessReplayer SeamlessReplayer;  /* a compiled node's registered segments */
-
-/* One captured segment's plan: exec/cuda_compute.py Segment, field by field (its docstring says what
- * each holds). A length index equal to n_dims stands for a length of 1. */
-typedef struct {
-  void* graph;                    /* CapturedGraph* (cuda_capture.c) */
-  void* stream;                   /* replayed only on the stream it was captured on */
-  int64_t capacity, n_dims;       /* n_dims: inputs * max_rank, the size of a run's dims */
-  int32_t n_in, n_out, k, n_axis, n_grow, max_rank;
-  int64_t* host;                  /* [(n_in + n_out) * STAGE_ENTRY]: the table's host copy */
-  uint64_t table;                 /* its device copy */
-  const int64_t *in_pos, *in_length, *in_unit, *in_lead;  /* in_lead NULL: not padded at the start */
-  const int64_t *out_length, *out_unit, *out_full, *out_src, *out_axis, *out_padded, *grow_at;
-  const int32_t* out_ranks;
-  int64_t *out_dims, *lengths;    /* rewritten per run: the outputs' dims, their lengths */
-  void** out_data;                /* ORT's outputs of this run */
-  void* fn;                       /* the outputs' staging launch (NULL: no outputs) */
-  uint32_t gx, gy, block, shared;
-  const char* packed;
-  const int32_t* offsets;
-  int32_t count, dependent;
-  const uint8_t* key;             /* the binding (seamless_replay_key) */
-  uint64_t used;                  /* when it was last launched: least recently used goes first */
-} SeamlessSegment;
-
+/* ---- cuda_replay.c (and python_api_cuda.h's seamless_replay*, seamless_segment*) ------------------ */
 OrtStatus* replay_compute(SeamlessReplayer* r, OrtKernelContext* ctx, int* done);  /* glue.c's Compute */
-SeamlessReplayer* seamless_replayer_new(int n_in, int max_rank, const int64_t* grow_at, int n_grow, int left,
-                                        int64_t min_capacity);
-void seamless_replayer_free(SeamlessReplayer* r);
-size_t seamless_replay_key_size(const SeamlessReplayer* r);
-int64_t seamless_replay_key(const SeamlessReplayer* r, const int64_t* dims, const int32_t* ranks, const int32_t* types,
-                            uint8_t* key);
-int seamless_replay_add(SeamlessReplayer* r, SeamlessSegment* s);
-void seamless_replay_remove(SeamlessReplayer* r, SeamlessSegment* s);
-int seamless_segment_inputs(SeamlessSegment* s, const int64_t* dims, void* const* data);
-void seamless_segment_outputs(SeamlessSegment* s);
-OrtStatus* seamless_segment_replay(SeamlessReplayer* r, SeamlessSegment* s, OrtKernelContext* ctx, void* stream,
-                                   const int64_t* dims, void* const* data);
-long long seamless_segment_replays(void);
 
 #pragma GCC visibility pop

@@ -1,4 +1,5 @@
-/* The CUDA variant's additional C functions (appended to python_api.h for that module). */
+/* The CUDA variant's additional C functions (appended to python_api.h for that module's cdef; also
+ * included by cuda_ep.h, so the C units and the cffi module read one declaration). */
 const char* seamless_cuda_problem_text(void);
 OrtStatus* seamless_compute_stream(const OrtKernelContext* ctx, void** stream);
 uintptr_t seamless_cuda_alloc(int ordinal, size_t size);
@@ -28,25 +29,27 @@ void seamless_segment_release(int ordinal, void* graph);
 size_t seamless_replay_timing(int on);
 size_t seamless_replay_times(float* out, size_t max);
 typedef struct SeamlessReplayer SeamlessReplayer;
+/* One captured segment's plan: exec/cuda_compute.py Segment, field by field (its docstring says what
+ * each holds). A length index equal to n_dims stands for a length of 1. */
 typedef struct {
-  void* graph;
-  void* stream;
-  int64_t capacity, n_dims;
+  void* graph;                    /* CapturedGraph* (cuda_capture.c) */
+  void* stream;                   /* replayed only on the stream it was captured on */
+  int64_t capacity, n_dims;       /* n_dims: inputs * max_rank, the size of a run's dims */
   int32_t n_in, n_out, k, n_axis, n_grow, max_rank;
-  int64_t* host;
-  uint64_t table;
-  const int64_t *in_pos, *in_length, *in_unit, *in_lead;
+  int64_t* host;                  /* [(n_in + n_out) * STAGE_ENTRY]: the table's host copy */
+  uint64_t table;                 /* its device copy */
+  const int64_t *in_pos, *in_length, *in_unit, *in_lead;  /* in_lead NULL: not padded at the start */
   const int64_t *out_length, *out_unit, *out_full, *out_src, *out_axis, *out_padded, *grow_at;
   const int32_t* out_ranks;
-  int64_t *out_dims, *lengths;
-  void** out_data;
-  void* fn;
+  int64_t *out_dims, *lengths;    /* rewritten per run: the outputs' dims, their lengths */
+  void** out_data;                /* ORT's outputs of this run */
+  void* fn;                       /* the outputs' staging launch (NULL: no outputs) */
   uint32_t gx, gy, block, shared;
   const char* packed;
   const int32_t* offsets;
   int32_t count, dependent;
-  const uint8_t* key;
-  uint64_t used;
+  const uint8_t* key;             /* the binding (seamless_replay_key) */
+  uint64_t used;                  /* when it was last launched: least recently used goes first */
 } SeamlessSegment;
 SeamlessReplayer* seamless_replayer_new(int n_in, int max_rank, const int64_t* grow_at, int n_grow, int left,
                                         int64_t min_capacity);
