@@ -395,10 +395,22 @@ typedef struct {
   void* handle;                 /* the Python EP object */
   SeamlessFactory* factory;
   void* capture;                /* CUDA: graph-capture state when enable_cuda_graph=1, else NULL */
+  int ordinal;                  /* CUDA: the EP's GPU, else -1 */
 } SeamlessEp;
 
 #ifdef SEAMLESS_CUDA
 SeamlessCapture* capture_of(const OrtEp* ep) { return (SeamlessCapture*)((const SeamlessEp*)ep)->capture; }
+
+static long long g_ep_syncs;  /* Sync calls answered, for seamless_ep_syncs() */
+
+/* OrtEp::Sync (API 25): IOBinding's synchronize_inputs/outputs wait here until the GPU has done all it was
+ * asked (copies on any stream included). */
+static OrtStatus* ep_sync(OrtEp* ep) {
+  __atomic_add_fetch(&g_ep_syncs, 1, __ATOMIC_RELAXED);
+  return seamless_cuda_device_sync(((SeamlessEp*)ep)->ordinal);
+}
+
+long long seamless_ep_syncs(void) { return __atomic_load_n(&g_ep_syncs, __ATOMIC_RELAXED); }
 #endif
 
 typedef struct {
@@ -550,7 +562,9 @@ static OrtStatus* factory_create_ep(OrtEpFactory* f, const OrtHardwareDevice* co
     ep->base.GetGraphCaptureNodeAssignmentPolicy = capture_policy;
     if (g_api_version >= 27) ep->base.ReleaseCapturedGraph = capture_release_graph;
   }
+  if (ordinal >= 0 && g_api_version >= 25) ep->base.Sync = ep_sync;
 #endif
+  ep->ordinal = ordinal;
   ep->factory = self;
   ep->base.ort_version_supported = SEAMLESS_ORT_API_MAX;
   ep->base.GetName = ep_name;

@@ -16,6 +16,7 @@ OrtStatus* seamless_cuda_copy(uintptr_t dst, uintptr_t src, size_t nbytes, void*
 OrtStatus* seamless_cuda_zero(uintptr_t dst, size_t nbytes, void* stream);
 OrtStatus* seamless_cuda_sync(void* stream);
 OrtStatus* seamless_cuda_device_sync(int ordinal);
+long long seamless_ep_syncs(void);  /* how many times ORT called a CUDA EP's Sync (glue.c) */
 const char* seamless_cublas_problem_text(void);
 OrtStatus* seamless_cublas_gemm(int ordinal, void* stream, int dtype, int trans_a, int trans_b, int m, int n, int k,
                                 uintptr_t a, long long stride_a, uintptr_t b, long long stride_b, uintptr_t c,

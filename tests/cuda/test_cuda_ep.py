@@ -265,3 +265,31 @@ def test_slice_parity(starts, ends, steps):
     (ours,) = run_on_cuda(model, feeds)
     (ref,) = stock_session(model).run(None, feeds)
     np.testing.assert_array_equal(ours, ref)
+
+
+@needs_gpu
+@pytest.mark.skipif(tuple(int(p) for p in ort.__version__.split(".")[:2]) < (1, 25),
+                    reason="OrtEp::Sync came with onnxruntime 1.25")
+def test_io_binding_synchronize_waits_for_our_gpu():
+    """IOBinding.synchronize_inputs/outputs call the EP's Sync (ep_plugin/glue.c ep_sync): the GPU has finished."""
+    from onnxruntime_ep_seamless.runtime.native import NATIVES
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    model = helper.make_model(helper.make_graph(
+        [helper.make_node("Mul", ["x", "x"], ["y"])], "g", [helper.make_tensor_value_info("x", 1, [3, 4])],
+        [helper.make_tensor_value_info("y", 1, [3, 4])]), opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+    sess = cuda_session(model)
+    binding = sess.io_binding()
+    mem = DEVICES[0].memory_info(ort.OrtDeviceMemoryType.DEFAULT)  # our EP's GPU memory
+    value = ort.OrtValue.ortvalue_from_shape_and_type(x.shape, x.dtype, memory_info=mem)
+    value.update_inplace(x)
+    binding.bind_ortvalue_input("x", value)
+    binding.bind_output("y", "cpu")
+    syncs = NATIVES["cuda"].lib.seamless_ep_syncs
+    before = syncs()
+    binding.synchronize_inputs()
+    assert syncs() > before
+    sess.run_with_iobinding(binding)
+    after_run = syncs()
+    binding.synchronize_outputs()
+    assert syncs() > after_run
+    np.testing.assert_array_equal(binding.copy_outputs_to_cpu()[0], x * x)
