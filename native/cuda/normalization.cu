@@ -1,24 +1,6 @@
-// Row-wise kernels over the last axis, one block of 256 threads per row: Softmax, LogSoftmax and
-// the layer norms (float32 statistics for float16/bfloat16 data, as ORT does).
+// Normalisations: the layer norms, row-wise over the last axis, one block of 256 threads per row (float32
+// statistics for float16/bfloat16 data, as ORT does); BatchNormalization, InstanceNormalization and LRN at the end.
 #include "common.cuh"
-
-template <typename T>
-__device__ void softmax_row(const T* x, T* y, int64_t cols, int flags) {  // flags: 1 log, 2 zero masked rows
-  const T* xr = x + blockIdx.x * cols;
-  T* yr = y + blockIdx.x * cols;
-  // each thread sums from the end of the row: a row padded at its start with -inf (a left-padded KV
-  // cache, matmul.cu) adds zeros last and gives the same bytes
-  float m = -INFINITY;
-  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) m = fmaxf(m, ld(xr + (c)));
-  m = block_reduce(m, true);
-  float sum = 0.0f;
-  for (int64_t c = cols - 1 - threadIdx.x; c >= 0; c -= blockDim.x) sum += expf(ld(xr + (c)) - m);
-  sum = block_reduce(sum, false);
-  float inv = 1.0f / sum, log_sum = logf(sum);
-  bool zero = (flags & 2) && m == -INFINITY;  // every key masked: zeros (Attention), not NaN
-  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x)
-    st(yr + (c), zero ? 0.0f : (flags & 1) ? ld(xr + (c)) - m - log_sum : expf(ld(xr + (c)) - m) * inv);
-}
 
 template <typename T>
 __device__ void layernorm_row(const T* x, const T* scale, const T* bias, T* y, int64_t cols, float eps) {
@@ -36,15 +18,13 @@ __device__ void layernorm_row(const T* x, const T* scale, const T* bias, T* y, i
   }
 }
 
-#define SOFTMAX_LAYERNORM(S, T)                                                                           \
-  extern "C" __global__ void seamless_softmax_##S(const T* x, T* y, int64_t cols, int flags) { dependent_launch(); \
-    softmax_row(x, y, cols, flags);                                                                      \
-  }                                                                                                      \
+#define LAYERNORM(S, T)                                                                                   \
   extern "C" __global__ void seamless_layernorm_##S(const T* x, const T* s, const T* b, T* y, int64_t cols, \
                                                     float eps) { dependent_launch();                     \
     layernorm_row(x, s, b, y, cols, eps);                                                                \
   }
-FOR_FLOATS(SOFTMAX_LAYERNORM)
+FOR_FLOATS(LAYERNORM)
+#undef LAYERNORM
 
 // Layer or RMS normalisation of a row, optionally of x + skip (+ bias) first (the Skip*LayerNormalization
 // ops), writing that sum too when sum_out is given: y = (v - mean) / sqrt(mean((v - mean)^2) + eps) * scale
@@ -95,3 +75,79 @@ __device__ void skip_norm_row8(const T* x, const T* skip, const T* bias, const T
     skip_norm_row8(x, skip, bias, scale, beta, y, sum_out, cols, eps, simplified);                            \
   }
 FOR_FLOATS(SKIP_NORM)
+
+// BatchNormalization, InstanceNormalization and LRN: normalisation over channels.
+namespace channel_norm {
+
+// BatchNormalization (inference): y = x * a + b with a = scale / sqrt(var + eps), b = B - mean * a, as
+// ORT folds it. Parameter p of element i is (i / div) % count: per channel (div = spatial size,
+// count = C), or per (channel, position) for opset 7-8's spatial=0 (div = 1, count = C * spatial size).
+template <typename T>
+__device__ void batch_norm(int64_t n, const T* x, const T* scale, const T* bias, const T* mean, const T* var, T* y,
+                           int64_t div, int64_t count, float eps) {
+  GRID_LOOP(i, n) {
+    int64_t p = (i / div) % count;
+    float a = 1.0f / sqrtf(ld(var + p) + eps) * ld(scale + p);
+    float b = ld(bias + p) - ld(mean + p) * a;
+    st(y + i, ld(x + i) * a + b);
+  }
+}
+
+// InstanceNormalization: one block per (image, channel) plane of `cols` elements; the mean, then the
+// variance around it (two passes, as ORT), then y = (x - mean) * scale / sqrt(var + eps) + B.
+template <typename T>
+__device__ void instance_norm_row(const T* x, const T* scale, const T* bias, T* y, int64_t channels, int64_t cols,
+                                  float eps) {
+  const int64_t base = blockIdx.x * cols;
+  const int64_t c = blockIdx.x % channels;
+  float sum = 0.0f;
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) sum += ld(x + base + j);
+  const float mean = block_reduce(sum, false) / cols;
+  float sq = 0.0f;
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+    float d = ld(x + base + j) - mean;
+    sq += d * d;
+  }
+  const float a = ld(scale + c) / sqrtf(block_reduce(sq, false) / cols + eps);
+  const float b = ld(bias + c);
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) st(y + base + j, (ld(x + base + j) - mean) * a + b);
+}
+
+// LRN across channels: y = x * (bias + alpha / size * sum of x^2 over channels
+// [c - floor((size - 1) / 2), c + ceil((size - 1) / 2)])^-beta.
+template <typename T>
+__device__ void lrn(int64_t n, const T* x, T* y, int64_t channels, int64_t inner, int64_t size, float alpha_over_size,
+                    float beta, float bias) {
+  GRID_LOOP(i, n) {
+    const int64_t c = (i / inner) % channels;
+    const T* channel0 = x + (i - c * inner);  // this position in channel 0 of the image
+    const int64_t before = (size - 1) / 2, after = size - 1 - before;
+    const int64_t lo = c - before < 0 ? 0 : c - before;
+    const int64_t hi = c + after > channels - 1 ? channels - 1 : c + after;
+    float sum = 0.0f;
+    for (int64_t j = lo; j <= hi; j++) {
+      float v = ld(channel0 + j * inner);
+      sum += v * v;
+    }
+    st(y + i, ld(x + i) * powf(bias + alpha_over_size * sum, -beta));
+  }
+}
+
+}  // namespace channel_norm
+
+#define CHANNEL_NORM_KERNELS(S, T)                                                                                     \
+  extern "C" __global__ void seamless_batch_norm_##S(int64_t n, const T* x, const T* scale, const T* bias,             \
+                                                     const T* mean, const T* var, T* y, int64_t div, int64_t count,    \
+                                                     float eps) { dependent_launch();                                  \
+    channel_norm::batch_norm(n, x, scale, bias, mean, var, y, div, count, eps);                                             \
+  }                                                                                                                    \
+  extern "C" __global__ void seamless_instance_norm_##S(const T* x, const T* scale, const T* bias, T* y,               \
+                                                        int64_t channels, int64_t cols, float eps) { dependent_launch(); \
+    channel_norm::instance_norm_row(x, scale, bias, y, channels, cols, eps);                                                \
+  }                                                                                                                    \
+  extern "C" __global__ void seamless_lrn_##S(int64_t n, const T* x, T* y, int64_t channels, int64_t inner,            \
+                                              int64_t size, float alpha_over_size, float beta, float bias) { dependent_launch(); \
+    channel_norm::lrn(n, x, y, channels, inner, size, alpha_over_size, beta, bias);                                         \
+  }
+FOR_FLOATS(CHANNEL_NORM_KERNELS)
+#undef CHANNEL_NORM_KERNELS

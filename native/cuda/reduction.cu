@@ -308,3 +308,29 @@ ROW_SUM_SUB(i32, int32_t, i64, int64_t)
 ROW_SUM_SUB(i64, int64_t, i32, int32_t)
 ROW_SUM_SUB(i64, int64_t, i64, int64_t)
 #undef ROW_SUM_SUB
+
+// Softmax and LogSoftmax over the last axis, one block of 256 threads per row.
+template <typename T>
+__device__ void softmax_row(const T* x, T* y, int64_t cols, int flags) {  // flags: 1 log, 2 zero masked rows
+  const T* xr = x + blockIdx.x * cols;
+  T* yr = y + blockIdx.x * cols;
+  // each thread sums from the end of the row: a row padded at its start with -inf (a left-padded KV
+  // cache, matmul.cu) adds zeros last and gives the same bytes
+  float m = -INFINITY;
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) m = fmaxf(m, ld(xr + (c)));
+  m = block_reduce(m, true);
+  float sum = 0.0f;
+  for (int64_t c = cols - 1 - threadIdx.x; c >= 0; c -= blockDim.x) sum += expf(ld(xr + (c)) - m);
+  sum = block_reduce(sum, false);
+  float inv = 1.0f / sum, log_sum = logf(sum);
+  bool zero = (flags & 2) && m == -INFINITY;  // every key masked: zeros (Attention), not NaN
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x)
+    st(yr + (c), zero ? 0.0f : (flags & 1) ? ld(xr + (c)) - m - log_sum : expf(ld(xr + (c)) - m) * inv);
+}
+
+#define SOFTMAX(S, T)                                                                                     \
+  extern "C" __global__ void seamless_softmax_##S(const T* x, T* y, int64_t cols, int flags) { dependent_launch(); \
+    softmax_row(x, y, cols, flags);                                                                      \
+  }
+FOR_FLOATS(SOFTMAX)
+#undef SOFTMAX

@@ -516,3 +516,69 @@ INDEXING_FOR_NUMBERS(INDEXING_ARITH)
 #undef INDEXING_ARITH
 #undef INDEXING_FOR_SIZES
 #undef INDEXING_FOR_NUMBERS
+
+// Pad: constant, reflect, edge and wrap, on raw element bits by size (any element type).
+namespace pad {
+
+constexpr int kPadMaxDims = 8;
+enum PadMode { PAD_CONSTANT = 0, PAD_REFLECT = 1, PAD_EDGE = 2, PAD_WRAP = 3 };
+
+// Negative pads crop first (as ORT): along axis d the cropped input is x[lo[d], lo[d] + len[d]), and
+// output coordinate o maps to r = o - shift[d] in it (shift = the positive begin pad); r outside
+// [0, len) is padding, filled by `mode`.
+struct PadGeometry {
+  int64_t out_dims[kPadMaxDims];
+  int64_t in_strides[kPadMaxDims];
+  int64_t shift[kPadMaxDims];
+  int64_t lo[kPadMaxDims];
+  int64_t len[kPadMaxDims];
+  int32_t rank;
+  int32_t mode;
+};
+
+// `value` carries the constant's bit pattern in its low bytes.
+template <typename T>
+__device__ void pad(int64_t n, const T* x, T* y, int64_t value, PadGeometry g) {
+  GRID_LOOP(i, n) {
+    int64_t rest = i, src = 0;
+    bool fill = false;
+    for (int d = g.rank - 1; d >= 0; d--) {
+      const int64_t len = g.len[d];
+      int64_t r = rest % g.out_dims[d] - g.shift[d];
+      rest /= g.out_dims[d];
+      if (r < 0 || r >= len) {
+        if (g.mode == PAD_CONSTANT) {
+          fill = true;
+          break;
+        } else if (g.mode == PAD_EDGE) {
+          r = r < 0 ? 0 : len - 1;
+        } else if (g.mode == PAD_WRAP) {
+          r = ((r % len) + len) % len;
+        } else {  // reflect (mirror without repeating the edge), any number of bounces; one element repeats
+          const int64_t period = 2 * (len - 1);
+          if (period == 0) {
+            r = 0;
+          } else {
+            r = ((r % period) + period) % period;
+            if (r >= len) r = period - r;
+          }
+        }
+      }
+      src += (g.lo[d] + r) * g.in_strides[d];
+    }
+    y[i] = fill ? (T)value : x[src];
+  }
+}
+
+}  // namespace pad
+
+// by element size: any element type
+#define PAD_KERNELS(B, U)                                                                                              \
+  extern "C" __global__ void seamless_pad_##B(int64_t n, const U* x, U* y, int64_t value, pad::PadGeometry g) { dependent_launch(); \
+    pad::pad(n, x, y, value, g);                                                                                   \
+  }
+PAD_KERNELS(1, uint8_t)
+PAD_KERNELS(2, uint16_t)
+PAD_KERNELS(4, uint32_t)
+PAD_KERNELS(8, uint64_t)
+#undef PAD_KERNELS

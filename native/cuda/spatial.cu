@@ -1,5 +1,5 @@
-// Convolution, pooling, normalisation, Resize and Pad kernels on (N, C, *spatial) tensors.
-// Float types compute in float32 and store once; pure data movement (im2col, Pad) goes by element size.
+// Convolution, pooling, Resize, GridSample and DeformConv kernels on (N, C, *spatial) tensors.
+// Float types compute in float32 and store once; pure data movement (im2col) goes by element size.
 #include <float.h>
 
 #include "common.cuh"
@@ -135,61 +135,6 @@ __device__ void pool(int64_t total, const T* x, T* y, int mode, Window w) {
   }
 }
 
-// --- normalisation ------------------------------------------------------------------------------
-// BatchNormalization (inference): y = x * a + b with a = scale / sqrt(var + eps), b = B - mean * a, as
-// ORT folds it. Parameter p of element i is (i / div) % count: per channel (div = spatial size,
-// count = C), or per (channel, position) for opset 7-8's spatial=0 (div = 1, count = C * spatial size).
-template <typename T>
-__device__ void batch_norm(int64_t n, const T* x, const T* scale, const T* bias, const T* mean, const T* var, T* y,
-                           int64_t div, int64_t count, float eps) {
-  GRID_LOOP(i, n) {
-    int64_t p = (i / div) % count;
-    float a = 1.0f / sqrtf(ld(var + p) + eps) * ld(scale + p);
-    float b = ld(bias + p) - ld(mean + p) * a;
-    st(y + i, ld(x + i) * a + b);
-  }
-}
-
-// InstanceNormalization: one block per (image, channel) plane of `cols` elements; the mean, then the
-// variance around it (two passes, as ORT), then y = (x - mean) * scale / sqrt(var + eps) + B.
-template <typename T>
-__device__ void instance_norm_row(const T* x, const T* scale, const T* bias, T* y, int64_t channels, int64_t cols,
-                                  float eps) {
-  const int64_t base = blockIdx.x * cols;
-  const int64_t c = blockIdx.x % channels;
-  float sum = 0.0f;
-  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) sum += ld(x + base + j);
-  const float mean = block_reduce(sum, false) / cols;
-  float sq = 0.0f;
-  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
-    float d = ld(x + base + j) - mean;
-    sq += d * d;
-  }
-  const float a = ld(scale + c) / sqrtf(block_reduce(sq, false) / cols + eps);
-  const float b = ld(bias + c);
-  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) st(y + base + j, (ld(x + base + j) - mean) * a + b);
-}
-
-// LRN across channels: y = x * (bias + alpha / size * sum of x^2 over channels
-// [c - floor((size - 1) / 2), c + ceil((size - 1) / 2)])^-beta.
-template <typename T>
-__device__ void lrn(int64_t n, const T* x, T* y, int64_t channels, int64_t inner, int64_t size, float alpha_over_size,
-                    float beta, float bias) {
-  GRID_LOOP(i, n) {
-    const int64_t c = (i / inner) % channels;
-    const T* channel0 = x + (i - c * inner);  // this position in channel 0 of the image
-    const int64_t before = (size - 1) / 2, after = size - 1 - before;
-    const int64_t lo = c - before < 0 ? 0 : c - before;
-    const int64_t hi = c + after > channels - 1 ? channels - 1 : c + after;
-    float sum = 0.0f;
-    for (int64_t j = lo; j <= hi; j++) {
-      float v = ld(channel0 + j * inner);
-      sum += v * v;
-    }
-    st(y + i, ld(x + i) * powf(bias + alpha_over_size * sum, -beta));
-  }
-}
-
 // --- Resize (nearest, linear) -------------------------------------------------------------------
 constexpr int kResizeMaxDims = 8;
 
@@ -259,19 +204,6 @@ extern "C" __global__ void seamless_im2col_8(int64_t total, const uint64_t* x, u
   extern "C" __global__ void seamless_pool_##S(int64_t total, const T* x, T* y, int mode, spatial::Window w) { dependent_launch(); \
     spatial::pool(total, x, y, mode, w);                                                                               \
   }                                                                                                                    \
-  extern "C" __global__ void seamless_batch_norm_##S(int64_t n, const T* x, const T* scale, const T* bias,             \
-                                                     const T* mean, const T* var, T* y, int64_t div, int64_t count,    \
-                                                     float eps) { dependent_launch();                                  \
-    spatial::batch_norm(n, x, scale, bias, mean, var, y, div, count, eps);                                             \
-  }                                                                                                                    \
-  extern "C" __global__ void seamless_instance_norm_##S(const T* x, const T* scale, const T* bias, T* y,               \
-                                                        int64_t channels, int64_t cols, float eps) { dependent_launch(); \
-    spatial::instance_norm_row(x, scale, bias, y, channels, cols, eps);                                                \
-  }                                                                                                                    \
-  extern "C" __global__ void seamless_lrn_##S(int64_t n, const T* x, T* y, int64_t channels, int64_t inner,            \
-                                              int64_t size, float alpha_over_size, float beta, float bias) { dependent_launch(); \
-    spatial::lrn(n, x, y, channels, inner, size, alpha_over_size, beta, bias);                                         \
-  }                                                                                                                    \
   extern "C" __global__ void seamless_resize_##S(int64_t n, const T* x, T* y, const int64_t* lo, const int64_t* hi,    \
                                                  const float* weight, spatial::ResizeAxes r) { dependent_launch();     \
     spatial::resize(n, x, y, lo, hi, weight, r);                                                                       \
@@ -279,71 +211,6 @@ extern "C" __global__ void seamless_im2col_8(int64_t total, const uint64_t* x, u
 FOR_FLOATS(SPATIAL_KERNELS)
 #undef SPATIAL_KERNELS
 
-namespace spatial {
-
-// --- Pad ----------------------------------------------------------------------------------------
-constexpr int kPadMaxDims = 8;
-enum PadMode { PAD_CONSTANT = 0, PAD_REFLECT = 1, PAD_EDGE = 2, PAD_WRAP = 3 };
-
-// Negative pads crop first (as ORT): along axis d the cropped input is x[lo[d], lo[d] + len[d]), and
-// output coordinate o maps to r = o - shift[d] in it (shift = the positive begin pad); r outside
-// [0, len) is padding, filled by `mode`.
-struct PadGeometry {
-  int64_t out_dims[kPadMaxDims];
-  int64_t in_strides[kPadMaxDims];
-  int64_t shift[kPadMaxDims];
-  int64_t lo[kPadMaxDims];
-  int64_t len[kPadMaxDims];
-  int32_t rank;
-  int32_t mode;
-};
-
-// `value` carries the constant's bit pattern in its low bytes.
-template <typename T>
-__device__ void pad(int64_t n, const T* x, T* y, int64_t value, PadGeometry g) {
-  GRID_LOOP(i, n) {
-    int64_t rest = i, src = 0;
-    bool fill = false;
-    for (int d = g.rank - 1; d >= 0; d--) {
-      const int64_t len = g.len[d];
-      int64_t r = rest % g.out_dims[d] - g.shift[d];
-      rest /= g.out_dims[d];
-      if (r < 0 || r >= len) {
-        if (g.mode == PAD_CONSTANT) {
-          fill = true;
-          break;
-        } else if (g.mode == PAD_EDGE) {
-          r = r < 0 ? 0 : len - 1;
-        } else if (g.mode == PAD_WRAP) {
-          r = ((r % len) + len) % len;
-        } else {  // reflect (mirror without repeating the edge), any number of bounces; one element repeats
-          const int64_t period = 2 * (len - 1);
-          if (period == 0) {
-            r = 0;
-          } else {
-            r = ((r % period) + period) % period;
-            if (r >= len) r = period - r;
-          }
-        }
-      }
-      src += (g.lo[d] + r) * g.in_strides[d];
-    }
-    y[i] = fill ? (T)value : x[src];
-  }
-}
-
-}  // namespace spatial
-
-// by element size: any element type
-#define SPATIAL_PAD(B, U)                                                                                              \
-  extern "C" __global__ void seamless_pad_##B(int64_t n, const U* x, U* y, int64_t value, spatial::PadGeometry g) { dependent_launch(); \
-    spatial::pad(n, x, y, value, g);                                                                                   \
-  }
-SPATIAL_PAD(1, uint8_t)
-SPATIAL_PAD(2, uint16_t)
-SPATIAL_PAD(4, uint32_t)
-SPATIAL_PAD(8, uint64_t)
-#undef SPATIAL_PAD
 
 // GridSample (1 to 3 spatial dims), as kernels/cpu/spatial.py: a thread per output element sums its
 // taps (1, 2 or 4 per axis: nearest, linear, cubic with a = -0.75) in the CPU kernel's order, the grid's

@@ -140,7 +140,7 @@ def left_padding(graph, input_names, output_names) -> Padding | None:
     by MatMul and Softmax or Attention over it). The padded run sees a longer history whose first
     positions the zero-padded attention mask hides, as in a left-padded batch for generation; each
     growing output's last positions are the unpadded output, and the kernels over the padded axis
-    sum from its end (matmul.cu, normalization.cu), so they are the same bytes. Whether a model really
+    sum from its end (matmul.cu; reduction.cu's softmax), so they are the same bytes. Whether a model really
     computes so (positions from its inputs, not from its shapes) is checked at run time: each
     binding's first padded run is compared with the unpadded run before it is captured."""
     growing = growing_symbols(graph)

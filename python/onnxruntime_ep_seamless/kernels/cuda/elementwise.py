@@ -7,10 +7,10 @@ import inspect
 
 import numpy as np
 
-from ...graph.ir import ONNX_TO_NUMPY
+from ...graph.ir import ONNX_TO_NUMPY, attr_dtype
 from ...runtime.cuda import MAX_DIMS, DeviceTensor, broadcast_struct, broadcast_strides
-from ..cpu.elementwise import UNSIGNED, check_bitshift, check_dropout_12
-from ..registry import BOOL, FLOATS, kernel
+from ..cpu.elementwise import UNSIGNED, check_bitcast, check_bitshift, check_dropout_12
+from ..registry import ALL, BOOL, FLOATS, kernel
 
 # kernel-name suffix of each element type a CUDA kernel is built for
 SUFFIX = {np.dtype(np.float32): "f32", np.dtype(np.float16): "f16", np.dtype(np.float64): "f64",
@@ -409,3 +409,10 @@ def on_host(cpu_kernel):
                                                       P("stream", P.POSITIONAL_OR_KEYWORD),
                                                       *signature.parameters.values()])
     return run
+
+
+@kernel("BitCast", since=26, types=ALL, device="cuda", check=check_bitcast)
+def bit_cast(rt, stream, x, *, to):
+    """The same bytes read as another type of the same width: an alias."""
+    dtype = attr_dtype(to)
+    return (DeviceTensor(x.ptr, x.shape, dtype, None if x.host is None else np.ascontiguousarray(x.host).view(dtype)),)

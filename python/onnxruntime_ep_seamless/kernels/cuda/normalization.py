@@ -1,4 +1,4 @@
-"""Normalization ops on CUDA: BatchNormalization, InstanceNormalization, LRN (native/cuda/spatial.cu),
+"""Normalization ops on CUDA: BatchNormalization, InstanceNormalization, LRN,
 LayerNormalization and the skip/RMS normalizations (native/cuda/normalization.cu), GroupNormalization,
 MeanVarianceNormalization and LpNormalization (composed of our kernels, float32 inside: float16/bfloat16
 round once at the end, as the CPU kernels do, kernels/cpu/normalization.py); plan/fusion.py's NormedProduct, an

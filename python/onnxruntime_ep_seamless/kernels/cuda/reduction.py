@@ -1,7 +1,7 @@
 """Reductions and axis-wise ops on CUDA: Reduce* over any axes (native/cuda/reduction.cu; the axes are read on the
-host), GlobalAveragePool and GlobalMaxPool, plan/fusion.py's ReduceSumSubCast; ArgMax, ArgMin and TopK (one
+host), plan/fusion.py's ReduceSumSubCast; ArgMax, ArgMin and TopK (one
 row-selection kernel, native/cuda/shape.cu), CumSum and CumProd; Softmax and LogSoftmax (the row kernel,
-native/cuda/normalization.cu) and Hardmax (composed of ArgMax and a comparison). Opset ranges and semantics are
+native/cuda/reduction.cu) and Hardmax (composed of ArgMax and a comparison). Opset ranges and semantics are
 the CPU kernels' (kernels/cpu/reduction.py)."""
 import math
 import struct
@@ -98,16 +98,6 @@ def reduce_sum_sub_cast(rt, stream, x, *, offset, to, keepdims):
     return (y,)
 
 
-def _global_pool(code):
-    def run(rt, stream, x):
-        return (reduce(rt, stream, code, x, list(range(2, len(x.shape))), True),)
-    return run
-
-
-kernel("GlobalAveragePool", since=1, types=GPU_FLOATS, device="cuda")(_global_pool(REDUCE["ReduceMean"][0]))
-kernel("GlobalMaxPool", since=1, types=GPU_FLOATS, device="cuda")(_global_pool(REDUCE["ReduceMax"][0]))
-
-
 # the ReduceOp codes other modules compose with
 MEAN, L1, L2, MIN_OF, MAX_OF = (REDUCE[op][0] for op in ("ReduceMean", "ReduceL1", "ReduceL2", "ReduceMin",
                                                          "ReduceMax"))
@@ -196,7 +186,7 @@ def argmin(rt, stream, x, *, axis=0, keepdims=1, select_last_index=0, _output_bu
 
 # --- Softmax, LogSoftmax: the row kernel --------------------------------------------------
 
-LOG, ZERO_MASKED_ROWS = 1, 2  # native/cuda/normalization.cu softmax flags
+LOG, ZERO_MASKED_ROWS = 1, 2  # native/cuda/reduction.cu softmax flags
 
 
 def softmax_rows(rt, stream, x, rows, cols, flags):

@@ -1,6 +1,6 @@
 """Shape, indexing and data-movement ops on CUDA (native/cuda/shape.cu). Shape arguments are read on the host
 (constants and values computed there are free; a value computed on the GPU costs a host seam). Reshape-like
-ops and BitCast alias their input; Transpose, Concat, Slice and Expand are one strided-copy launch each.
+ops alias their input; Transpose, Concat, Slice and Expand are one strided-copy launch each.
 
 Data movement (Split, Tile, GatherElements, GatherND, ScatterND, ScatterElements, Trilu, Pad) copies raw
 elements by size, so it takes every element type of whole bytes; scatter reductions take the GPU float types
@@ -16,11 +16,10 @@ import struct
 
 import numpy as np
 
-from ...graph.ir import PACKED_BITS, attr_dtype
+from ...graph.ir import PACKED_BITS
 from ...runtime.cuda import MAX_DIMS, DeviceTensor, contiguous_strides
 from .. import checks
 from ..checks import InvalidArgument
-from ..cpu.elementwise import check_bitcast
 from ..cpu.shape import (axis_slice, check_axis_index, check_constant, check_perm, check_reduction, nd_index_range,
                          non_zero, split_parts, tiled_shape, unique)
 from ..cpu.shape import constant as cpu_constant
@@ -55,13 +54,6 @@ def reshape(rt, stream, data, shape, *, allowzero=0):
     dims = [data.shape[i] if d == 0 and not allowzero else d for i, d in enumerate(dims)]
     out = np.empty(data.shape, np.bool_).reshape(dims).shape  # numpy resolves -1 and checks the size
     return (DeviceTensor(data.ptr, out, data.dtype, None if data.host is None else data.host.reshape(out)),)
-
-
-@kernel("BitCast", since=26, types=ALL, device="cuda", check=check_bitcast)
-def bit_cast(rt, stream, x, *, to):
-    """The same bytes read as another type of the same width: an alias."""
-    dtype = attr_dtype(to)
-    return (DeviceTensor(x.ptr, x.shape, dtype, None if x.host is None else np.ascontiguousarray(x.host).view(dtype)),)
 
 
 @kernel("Flatten", since=1, device="cuda")
@@ -572,7 +564,7 @@ def tensor_scatter(rt, stream, past_cache, update, write_indices=None, *, axis=-
 
 # --- Pad ----------------------------------------------------------------------------------
 
-PAD_MODES = {"constant": 0, "reflect": 1, "edge": 2, "wrap": 3}  # spatial.cu PadMode
+PAD_MODES = {"constant": 0, "reflect": 1, "edge": 2, "wrap": 3}  # shape.cu PadMode
 
 
 def _check_pad(node, graph):

@@ -23,7 +23,7 @@ from ..cpu.spatial import check_grid_sample as cpu_check_grid_sample
 from ..registry import kernel
 from .elementwise import ABS, ADD, GPU_FLOATS, POW, SUFFIX, Scratch, binary, cast_to, device_scalar, unary
 from .matmul import batched_product
-from .reduction import L1, L2, reduce
+from .reduction import L1, L2, MAX_OF, MEAN, reduce
 from .shape import MOVABLE, host_ints, scatter_elements
 
 SCRATCH_BYTES = 1 << 28  # im2col/col2im column buffers above this are split into chunks of images
@@ -524,3 +524,14 @@ def deform_conv(rt, stream, X, W, offset, B=None, mask=None, *, dilations=None, 
         rt.free(y)
         y = narrow
     return (y,)
+
+
+def _global_pool(code):
+    """GlobalAveragePool / GlobalMaxPool: the reduction kernel over the spatial axes, kept."""
+    def run(rt, stream, x):
+        return (reduce(rt, stream, code, x, list(range(2, len(x.shape))), True),)
+    return run
+
+
+kernel("GlobalAveragePool", since=1, types=GPU_FLOATS, device="cuda")(_global_pool(MEAN))
+kernel("GlobalMaxPool", since=1, types=GPU_FLOATS, device="cuda")(_global_pool(MAX_OF))
