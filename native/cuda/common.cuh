@@ -66,6 +66,23 @@ __device__ __forceinline__ void st(float* p, float v) { *p = v; }
 __device__ __forceinline__ void st(__half* p, float v) { *p = __float2half(v); }
 __device__ __forceinline__ void st(__nv_bfloat16* p, float v) { *p = __float2bfloat16(v); }
 
+// Per-type arithmetic of kernels over float and integer types: the float types through the float32 views
+// above, int32/int64 as they are (the non-template overloads win for them).
+namespace typed {
+template <typename T>
+__device__ __forceinline__ float load(const T* p) { return ld(p); }
+__device__ __forceinline__ int32_t load(const int32_t* p) { return *p; }
+__device__ __forceinline__ int64_t load(const int64_t* p) { return *p; }
+template <typename T>
+__device__ __forceinline__ void store(T* p, float v) { st(p, v); }
+__device__ __forceinline__ void store(int32_t* p, int32_t v) { *p = v; }
+__device__ __forceinline__ void store(int64_t* p, int64_t v) { *p = v; }
+
+__device__ __forceinline__ bool is_nan(float v) { return v != v; }
+__device__ __forceinline__ bool is_nan(int64_t) { return false; }
+__device__ __forceinline__ bool is_nan(int32_t) { return false; }
+}  // namespace typed
+
 // Eight consecutive values as float32 from one 16-byte load (two for float32); p 16-byte aligned.
 __device__ __forceinline__ void load8(const float* p, float* x) {
   float4 a = ((const float4*)p)[0], b = ((const float4*)p)[1];

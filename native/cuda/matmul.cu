@@ -172,7 +172,7 @@ __device__ void linear(const T* a, const T* w, const T* bias, T* y, Linear p, Ro
 
 // The ArgMax of each row of a product's output, picked as the product is stored (plan/fusion.py's LinearArgMax: a
 // greedy decoder's LM head and its next token, not a second pass over the logits after the product has drained).
-// ArgMax's order (shape.cu's comes_before: the value as stored, NaN above every number, -0 equal to +0; ties to
+// ArgMax's order (reduction.cu's comes_before: the value as stored, NaN above every number, -0 equal to +0; ties to
 // the lower index, the higher with prefer_last) as one 64-bit key, so each block raises a row's key by one atomicMax
 // it does not wait for; the kernel after (seamless_linear_picked) turns the keys into indices and sets them back to
 // zero (runtime/cuda.py's counters). A float16 Qwen2.5-0.5B step's GPU time on the H200: 494.8 -> 493.5 us against

@@ -334,3 +334,195 @@ __device__ void softmax_row(const T* x, T* y, int64_t cols, int flags) {  // fla
   }
 FOR_FLOATS(SOFTMAX)
 #undef SOFTMAX
+
+// CumSum / CumProd and TopK / ArgMax / ArgMin along one axis, per type (float types compute in float32, int32 and
+// int64 in their own type).
+namespace along_axis {
+
+using typed::load;
+using typed::store;
+using typed::is_nan;
+
+// ---- CumSum (or with product, CumProd) of x viewed as [outer, n, inner]: one thread per (outer,
+// inner) lane runs along the axis.
+template <typename T>
+__device__ void cumulative(int64_t lanes, const T* x, T* y, int64_t n, int64_t inner, int exclusive, int reverse,
+                           int product) {
+  GRID_LOOP(lane, lanes) {
+    int64_t base = lane / inner * n * inner + lane % inner;
+    decltype(load(x)) acc = product ? 1 : 0;
+    for (int64_t j = 0; j < n; j++) {
+      int64_t at = base + (reverse ? n - 1 - j : j) * inner;
+      decltype(acc) v = load(x + at);
+      if (!exclusive) acc = product ? acc * v : acc + v;
+      store(y + at, acc);
+      if (exclusive) acc = product ? acc * v : acc + v;
+    }
+  }
+}
+
+// ---- TopK / ArgMax / ArgMin: x viewed as [outer, n, inner], one block of SELECT_THREADS threads
+// per (outer, inner) lane. The output order is a total order: by value (descending when largest;
+// NaN above every number), then by index (ascending; descending with prefer_last, ArgMax's
+// select_last_index). Pass p picks the first element strictly after pass p-1's pick, so k passes
+// give the first k elements in order without scratch memory.
+#define SELECT_THREADS 256  // kernels/cuda/reduction.py launches them with launch_rows (256 threads)
+
+template <typename K>
+__device__ __forceinline__ bool comes_before(K a, int64_t ia, K b, int64_t ib, bool largest, bool prefer_last) {
+  bool nan_a = is_nan(a), nan_b = is_nan(b);
+  if (nan_a != nan_b) return largest ? nan_a : nan_b;
+  if (!nan_a && a != b) return largest ? a > b : a < b;
+  return prefer_last ? ia > ib : ia < ib;
+}
+
+// (value, index) becomes (v, i) where i comes first in the order (index -1: none yet).
+template <typename K>
+__device__ __forceinline__ void keep_first(K& value, int64_t& index, K v, int64_t i, bool largest, bool prefer_last) {
+  if (index < 0 || comes_before(v, i, value, index, largest, prefer_last)) {
+    value = v;
+    index = i;
+  }
+}
+
+// The block's first (value, index) pair in the order; index -1 is "none". Every thread gets it. The order
+// is total over valid indices, so the pick does not depend on the order of the merges: across each warp
+// by shuffles, then across the warps' picks.
+template <typename K>
+__device__ void block_first(K& value, int64_t& index, bool largest, bool prefer_last) {
+  __shared__ K values[SELECT_THREADS / 32];
+  __shared__ int64_t indices[SELECT_THREADS / 32];
+  auto merge = [&](K other, int64_t other_index) {
+    if (other_index >= 0) keep_first(value, index, other, other_index, largest, prefer_last);
+  };
+  for (int offset = 16; offset > 0; offset /= 2)
+    merge(__shfl_xor_sync(0xffffffffu, value, offset), __shfl_xor_sync(0xffffffffu, index, offset));
+  if ((threadIdx.x & 31) == 0) {
+    values[threadIdx.x / 32] = value;
+    indices[threadIdx.x / 32] = index;
+  }
+  __syncthreads();
+  value = values[0];
+  index = indices[0];
+  for (int w = 1; w < SELECT_THREADS / 32; w++) merge(values[w], indices[w]);
+  __syncthreads();  // everyone has read the result before the next call overwrites it
+}
+
+// The first (value, index) of row[begin, end) strictly after (previous, previous_index) in the order (index -1:
+// no bound; best_index -1: none), over the block.
+template <typename T, typename K>
+__device__ void block_first_in(const T* row, int64_t inner, int64_t begin, int64_t end, K previous,
+                               int64_t previous_index, bool largest, bool prefer_last, K& best, int64_t& best_index) {
+  best = 0;
+  best_index = -1;
+  for (int64_t j = begin + threadIdx.x; j < end; j += blockDim.x) {
+    K v = load(row + j * inner);
+    if (previous_index < 0 || comes_before(previous, previous_index, v, j, largest, prefer_last))
+      keep_first(best, best_index, v, j, largest, prefer_last);
+  }
+  block_first(best, best_index, largest, prefer_last);
+}
+
+// values may be null (ArgMax/ArgMin want only the indices).
+template <typename T>
+__device__ void select_row(const T* x, T* values, int64_t* indices, int64_t n, int64_t inner, int64_t k, int largest,
+                           int prefer_last) {
+  using K = decltype(load(x));
+  int64_t lane = blockIdx.x, outer = lane / inner, in = lane % inner;
+  const T* row = x + outer * n * inner + in;
+  K previous = 0;
+  int64_t previous_index = -1;
+  for (int64_t p = 0; p < k; p++) {
+    K best;
+    int64_t best_index;
+    block_first_in(row, inner, 0, n, previous, previous_index, largest, prefer_last, best, best_index);
+    if (threadIdx.x == 0) {
+      int64_t out = (outer * k + p) * inner + in;
+      if (values) values[out] = row[best_index * inner];
+      indices[out] = best_index;
+    }
+    previous = best;
+    previous_index = best_index;
+  }
+}
+
+// k = 1 over a long axis: block (c, lane) writes the index of the first of chunk c of its lane to the
+// partials [lane, chunks]; the lane's last block to finish (counted in `counters`, which it sets back to
+// zero) picks the first of those elements (the order is total, so the pick is the one-block kernel's).
+template <typename T>
+__device__ void select_chunk(const T* x, int64_t* partials, int64_t* indices, unsigned* counters, int64_t n,
+                             int64_t inner, int64_t chunk, int largest, int prefer_last) {
+  using K = decltype(load(x));
+  __shared__ bool last;
+  int64_t lane = blockIdx.y, outer = lane / inner, in = lane % inner, begin = blockIdx.x * chunk;
+  const T* row = x + outer * n * inner + in;
+  K best;
+  int64_t best_index;
+  block_first_in(row, inner, begin, begin + chunk < n ? begin + chunk : n, K(0), -1, largest, prefer_last, best,
+                 best_index);
+  int64_t chunks = gridDim.x, first = lane * chunks;
+  if (threadIdx.x == 0) {
+    partials[first + blockIdx.x] = best_index;
+    __threadfence();
+    last = atomicAdd(counters + lane, 1u) == (unsigned)chunks - 1;
+    if (last) {
+      counters[lane] = 0;  // every block of the lane has counted: ready for the next launch
+      __threadfence();     // the other blocks' partials before our reads
+    }
+  }
+  __syncthreads();
+  if (!last) return;
+  best_index = -1;
+  for (int64_t c = threadIdx.x; c < chunks; c += blockDim.x) {
+    int64_t i = __ldcg(partials + first + c);  // L2: written by other blocks
+    if (i >= 0) keep_first(best, best_index, load(row + i * inner), i, largest, prefer_last);
+  }
+  block_first(best, best_index, largest, prefer_last);
+  if (threadIdx.x == 0) indices[lane] = best_index;
+}
+
+// k = 1 over contiguous rows (inner 1) starting 16-byte aligned, n a multiple of 16 bytes: a block a row,
+// 16-byte loads (a prompt's ArgMax over all its rows of logits, where the chunked kernel's blocks cost more
+// than their reads).
+template <typename T>
+__device__ void select_rows16(const T* x, int64_t* indices, int64_t n, int largest, int prefer_last) {
+  constexpr int PER = 16 / sizeof(T);
+  using K = decltype(load(x));
+  const T* row = x + blockIdx.x * n;
+  K best = 0;
+  int64_t best_index = -1;
+#pragma unroll 2
+  for (int64_t j = threadIdx.x * PER; j < n; j += SELECT_THREADS * PER) {
+    uint4 v = *(const uint4*)(row + j);
+    const T* e = (const T*)&v;
+#pragma unroll
+    for (int i = 0; i < PER; i++) keep_first(best, best_index, load(e + i), j + i, largest, prefer_last);
+  }
+  block_first(best, best_index, largest, prefer_last);
+  if (threadIdx.x == 0) indices[blockIdx.x] = best_index;
+}
+
+}  // namespace along_axis
+
+#define ALONG_AXIS(S, T)                                                                                       \
+  extern "C" __global__ void seamless_cumulative_##S(int64_t lanes, const T* x, T* y, int64_t n, int64_t inner,\
+                                                     int exclusive, int reverse, int product) { dependent_launch(); \
+    along_axis::cumulative(lanes, x, y, n, inner, exclusive, reverse, product);                                  \
+  }                                                                                                            \
+  extern "C" __global__ void seamless_select_##S(const T* x, T* values, int64_t* indices, int64_t n,           \
+                                                 int64_t inner, int64_t k, int largest, int prefer_last) { dependent_launch(); \
+    along_axis::select_row(x, values, indices, n, inner, k, largest, prefer_last);                               \
+  }                                                                                                            \
+  extern "C" __global__ void seamless_select_chunk_##S(const T* x, int64_t* partials, int64_t* indices,          \
+                                                       unsigned* counters, int64_t n, int64_t inner, int64_t chunk, \
+                                                       int largest, int prefer_last) { dependent_launch();     \
+    along_axis::select_chunk(x, partials, indices, counters, n, inner, chunk, largest, prefer_last);             \
+  }                                                                                                            \
+  extern "C" __global__ void seamless_select_rows16_##S(const T* x, int64_t* indices, int64_t n, int largest,    \
+                                                        int prefer_last) { dependent_launch();                  \
+    along_axis::select_rows16(x, indices, n, largest, prefer_last);                                              \
+  }
+FOR_FLOATS(ALONG_AXIS)
+ALONG_AXIS(i32, int32_t)
+ALONG_AXIS(i64, int64_t)
+#undef ALONG_AXIS

@@ -103,7 +103,7 @@ class CudaRuntime:
 
     def counters(self, n: int, stream) -> DeviceTensor:
         """n uint32 counters of this stream, zero whenever a kernel on it starts: a kernel that counts with them
-        sets them back to zero before it ends (attention.cu gqa_decode, shape.cu select_chunk; LinearArgMax's
+        sets them back to zero before it ends (attention.cu gqa_decode, reduction.cu select_chunk; LinearArgMax's
         keys: matmul.cu's seamless_linear_picked, the kernel after its product). Kept for good: captured graphs
         refer to them. Made while a graph is captured, they are zeroed in the graph and again by the stream's next
         eager use."""

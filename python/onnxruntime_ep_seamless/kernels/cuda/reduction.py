@@ -1,8 +1,7 @@
-"""Reductions and axis-wise ops on CUDA: Reduce* over any axes (native/cuda/reduction.cu; the axes are read on the
-host), plan/fusion.py's ReduceSumSubCast; ArgMax, ArgMin and TopK (one
-row-selection kernel, native/cuda/shape.cu), CumSum and CumProd; Softmax and LogSoftmax (the row kernel,
-native/cuda/reduction.cu) and Hardmax (composed of ArgMax and a comparison). Opset ranges and semantics are
-the CPU kernels' (kernels/cpu/reduction.py)."""
+"""Reductions and axis-wise ops on CUDA (native/cuda/reduction.cu): Reduce* over any axes (the axes are read on
+the host), plan/fusion.py's ReduceSumSubCast; ArgMax, ArgMin and TopK (one row-selection kernel), CumSum and
+CumProd; Softmax and LogSoftmax (the row kernel) and Hardmax (composed of ArgMax and a comparison). Opset ranges
+and semantics are the CPU kernels' (kernels/cpu/reduction.py)."""
 import math
 import struct
 
