@@ -54,7 +54,7 @@ def place(graph, input_names, output_names, fusion: bool = True) -> list[Step]:
     there when all its inputs are, else with its CUDA kernel where there is one. A seam is a step
     that needs a GPU value on the host: a host kernel reading one, or a CUDA kernel's host input (a
     shape, axes, k…) computed on the GPU. fusion=False: every node as it is (the `fusion` option)."""
-    nodes = fuse(graph, output_names, "cuda") if fusion else list(graph.nodes)  # fuse may add constants
+    nodes = fuse(graph, output_names, "cuda", fusion)  # may add constants (a fused node's joined weights)
     on_host = {name for name, v in graph.values.items() if v.const is not None and name not in input_names}
     growing = growing_symbols(graph)
     steps = []

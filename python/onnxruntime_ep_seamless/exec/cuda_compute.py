@@ -128,7 +128,7 @@ class CudaKernel:
         return b
 
     def compute(self, ctx) -> None:
-        ffi, lib, check = self.native.ffi, self.native.lib, self.native.check
+        lib, check = self.native.lib, self.native.check
         b = self._buffers()
         check(lib.seamless_compute_stream(ctx, b.stream))
         stream = b.stream[0]

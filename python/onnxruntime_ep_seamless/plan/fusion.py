@@ -343,12 +343,13 @@ FUSIONS = [
 ]
 
 
-def fuse(graph: Graph, outputs: list[str], device: str = "cpu") -> list[Node]:
+def fuse(graph: Graph, outputs: list[str], device: str = "cpu", enabled: bool = True) -> list[Node]:
     """The graph's nodes after FUSIONS, for a partition whose outputs are `outputs`, on `device`. May add
-    constants to the graph (the transposed weights of Linear and MatMulSwiGLU)."""
+    constants to the graph (the transposed weights of Linear and MatMulSwiGLU). enabled=False (the `fusion`
+    option): the nodes as they are."""
     ctx = FusionContext(graph, set(outputs), device)
     nodes = list(graph.nodes)
-    for rules in FUSIONS:
+    for rules in FUSIONS if enabled else ():
         ctx.walk(nodes)
         for node in nodes:
             if node.index not in ctx.replaced:

@@ -28,7 +28,7 @@ class Plan:
                  fusion: bool = True):
         self.input_names = list(input_names)
         self.output_names = list(output_names)
-        self.nodes = fuse(graph, self.output_names) if fusion else list(graph.nodes)
+        self.nodes = fuse(graph, self.output_names, enabled=fusion)
         self.filename = f"<seamless {label} #{next(_plan_ids)}>"
         namespace: dict = {"__name__": GENERATED_MODULE}
         local: dict[str, str] = {}       # value name -> python expression

@@ -50,21 +50,24 @@ def check_roi_pool(node, graph):
         raise ValueError(f"spatial_scale must be positive, got {node.attrs.get('spatial_scale')}")
 
 
-def roi_pool_shapes(x_shape: tuple, rois_shape: tuple) -> None:
-    """MaxRoiPool's inputs: X [N, C, H, W] and rois [num_rois, 5] (stock checks the 5, FAIL; other ranks crash it)."""
+def roi_pool_output(x_shape: tuple, rois_shape: tuple, pooled_shape) -> tuple:
+    """MaxRoiPool's output shape [num_rois, C, ph, pw], once X is [N, C, H, W] and rois [num_rois, 5] (stock checks
+    the 5, FAIL; other ranks crash it) and the output fits in memory."""
     if len(x_shape) != 4:
         raise ValueError(f"X must be 4-D [N, C, H, W], got shape {x_shape}")
     if len(rois_shape) != 2 or rois_shape[1] != 5:
         raise ValueError(f"rois must be [num_rois, 5] (batch index, x1, y1, x2, y2), got shape {rois_shape}")
+    shape = (rois_shape[0], x_shape[1], int(pooled_shape[0]), int(pooled_shape[1]))
+    checks.allocation(shape, 4, "MaxRoiPool's output")
+    return shape
 
 
 @kernel("MaxRoiPool", since=1, types=F32, validate=check_roi_pool)
 def max_roi_pool(x, rois, *, pooled_shape, spatial_scale=1.0):
-    roi_pool_shapes(x.shape, rois.shape)
+    shape = roi_pool_output(x.shape, rois.shape, pooled_shape)
     batch = rois[:, 0]
     bad = np.flatnonzero(~((batch > -1) & (batch < x.shape[0])))  # an index truncates toward zero, as stock's int
     if bad.size:
         raise ValueError(f"roi {bad[0]} has batch index {batch[bad[0]]}, outside [0, {x.shape[0]})")
-    checks.allocation((rois.shape[0], x.shape[1], *pooled_shape), 4, "MaxRoiPool's output")
     from .native import max_roi_pool as native_roi_pool
-    return (native_roi_pool(x, rois, int(pooled_shape[0]), int(pooled_shape[1]), float(spatial_scale)),)
+    return (native_roi_pool(x, rois, shape[2], shape[3], float(spatial_scale)),)

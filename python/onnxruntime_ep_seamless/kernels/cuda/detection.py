@@ -2,8 +2,7 @@
 the host (elementwise.on_host: its GPU inputs read back, a seam); MaxRoiPool runs native/cuda/detection.cu."""
 import numpy as np
 
-from .. import checks
-from ..cpu.detection import check_center_point_box, check_roi_pool, non_max_suppression, roi_pool_shapes
+from ..cpu.detection import check_center_point_box, check_roi_pool, non_max_suppression, roi_pool_output
 from ..registry import kernel
 from .elementwise import on_host
 
@@ -16,9 +15,7 @@ kernel("NonMaxSuppression", since=10, types=frozenset([F32]), device="cuda", hos
 @kernel("MaxRoiPool", since=1, types=frozenset([F32]), device="cuda", validate=check_roi_pool)
 def max_roi_pool(rt, stream, x, rois, *, pooled_shape, spatial_scale=1.0):
     """The CPU kernel's checks but the batch indices (GPU data): an ROI whose index is out of range gives zeros."""
-    roi_pool_shapes(x.shape, rois.shape)
-    shape = (rois.shape[0], x.shape[1], int(pooled_shape[0]), int(pooled_shape[1]))
-    checks.allocation(shape, 4, "MaxRoiPool's output")
+    shape = roi_pool_output(x.shape, rois.shape, pooled_shape)
     y = rt.alloc(shape, F32)
     rt.launch("seamless_max_roi_pool_f32", y.size, stream, ("int64", y.size), ("ptr", x.ptr),
               *(("int64", d) for d in x.shape), ("ptr", rois.ptr), ("int64", shape[2]), ("int64", shape[3]),
