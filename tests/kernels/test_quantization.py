@@ -116,6 +116,14 @@ def pack(q, bits):
     return out
 
 
+def pack_padded(q, bits):
+    """pack() of rows padded with zeros to whole bytes (as zero points are stored: a row per column)."""
+    per = 8 // bits
+    padded = np.zeros((*q.shape[:-1], -(-q.shape[-1] // per) * per), np.int64)
+    padded[..., :q.shape[-1]] = q
+    return pack(padded, bits)
+
+
 def matmul_nbits_case(a_shape, K, N, bits, block_size, zp_mode=None, accuracy_level=None, bias=False,
                       const_b=True, dtype=np.float32):
     nb = -(-K // block_size)
@@ -125,11 +133,7 @@ def matmul_nbits_case(a_shape, K, N, bits, block_size, zp_mode=None, accuracy_le
     arrays = {"B": pack(q, bits), "scales": scales}
     names = ["A", "B", "scales"]
     if zp_mode == "uint8":
-        zp = nbits_rng.integers(0, 2 ** bits, (N, nb))
-        per = 8 // bits
-        padded = np.zeros((N, -(-nb // per) * per), np.int64)
-        padded[:, :nb] = zp
-        arrays["zp"] = pack(padded, bits)
+        arrays["zp"] = pack_padded(nbits_rng.integers(0, 2 ** bits, (N, nb)), bits)
         names.append("zp")
     elif zp_mode == "float":
         arrays["zp"] = (nbits_rng.random((N, nb)) * (2 ** bits - 1)).astype(np.float32)
@@ -215,11 +219,7 @@ def gbq_case(rows, cols, bits, block_size, zp, indices, quantize_axis=1):
     arrays = {"data": pack(q, bits), "scales": scales}
     names = ["data", "indices", "scales"]
     if zp:
-        zpv = nbits_rng.integers(0, 2 ** bits, (rows, nb))
-        per = 8 // bits
-        padded = np.zeros((rows, -(-nb // per) * per), np.int64)
-        padded[:, :nb] = zpv
-        arrays["zp"] = pack(padded, bits)
+        arrays["zp"] = pack_padded(nbits_rng.integers(0, 2 ** bits, (rows, nb)), bits)
         names.append("zp")
     inputs = [(n, arrays[n].dtype, arrays[n].shape) if n in arrays else ("indices", indices.dtype, indices.shape)
               for n in names]
@@ -269,10 +269,7 @@ def test_native_int8_isa_levels(isa, bits, block_size, zp, m, k):
     scales = (nbits_rng.random((n, nb)) * 0.05 * 8 / 2 ** (bits - 1)).astype(np.float32)
     zero_points = None
     if zp:
-        per = 8 // bits
-        padded = np.zeros((n, -(-nb // per) * per), np.int64)
-        padded[:, :nb] = nbits_rng.integers(0, 2 ** bits, (n, nb))
-        zero_points = pack(padded, bits)
+        zero_points = pack_padded(nbits_rng.integers(0, 2 ** bits, (n, nb)), bits)
     a = nbits_rng.standard_normal((m, k)).astype(np.float32)
     ref = quant._matmul_nbits_numpy(a, B, scales, zero_points, bits, block_size, k, n, True)
     native.lib.seamless_matmul_nbits_set_isa(isa)
