@@ -38,6 +38,7 @@ CUDA_ARCHS = ("80", "90", "100")
 # The EP module's C units besides cffi's own (whose source is glue.c), linked into one shared object:
 # what they share is declared in glue.h / cuda_ep.h and hidden (-fvisibility=hidden), never exported.
 HOST_DECODE = TOOLS / "host_decode.c"  # bench decode-gpu's growing-c loop: no part of the EP, uses its OrtApi
+CPU_RUNNER = HERE / "cpu_runner.c"  # answers a CPU node's Computes with its native programs (native/cpu/program.h)
 CUDA_UNITS = tuple(HERE / f"cuda_{name}.c" for name in ("driver", "ort", "exec", "capture", "replay"))
 
 
@@ -98,7 +99,7 @@ def build_ep_module(out: Path, tmp: Path, variant: str) -> None:
     module = ep_module(variant)
     ffi = cffi.FFI()
     ffi.embedding_api("")
-    cdef = (HERE / "python_api.h").read_text()
+    cdef = (HERE / "python_api.h").read_text() + (HERE / "python_api_runner.h").read_text()
     if variant == "cuda":
         cdef += (HERE / "python_api_cuda.h").read_text()
     ffi.cdef(cdef)
@@ -110,8 +111,8 @@ def build_ep_module(out: Path, tmp: Path, variant: str) -> None:
     ffi.emit_c_code(str(c_file))
     include = sysconfig.get_paths()["include"]
     name = f"{module}{EXT_SUFFIX}"
-    units = [c_file, HOST_DECODE, *(CUDA_UNITS if variant == "cuda" else ())]
-    _gcc([*CFLAGS, *COMPAT, _soname(name), f"-I{HERE}", f"-I{TOOLS}", f"-I{include}", *map(str, units),
+    units = [c_file, HOST_DECODE, CPU_RUNNER, *(CUDA_UNITS if variant == "cuda" else ())]
+    _gcc([*CFLAGS, *COMPAT, _soname(name), f"-I{HERE}", f"-I{TOOLS}", f"-I{NATIVE_CPU}", f"-I{include}", *map(str, units),
           "-o", str(out / name), *SYSLIBS])
 
 
@@ -146,7 +147,7 @@ def build_cuda_kernels(out: Path, compress: bool = True) -> Path | None:
 
 def build_native_cpu(out: Path, tmp: Path) -> None:
     ffi = cffi.FFI()
-    ffi.cdef((NATIVE_CPU / "kernels.h").read_text())
+    ffi.cdef((NATIVE_CPU / "kernels.h").read_text() + (NATIVE_CPU / "program.h").read_text())
     sources = "".join(f'#include "{p.name}"\n' for p in sorted(NATIVE_CPU.glob("*.c")))
     ffi.set_source(NATIVE_MODULE, sources)
     c_file = tmp / f"{NATIVE_MODULE}.c"

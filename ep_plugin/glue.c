@@ -366,7 +366,7 @@ OrtStatus* seamless_get_outputs(OrtKernelContext* ctx, size_t n, const int32_t* 
 /* ---- threads --------------------------------------------------------------------------- */
 /* Runs fn(user, i) for i in [0, n) on the session's intra-op thread pool (native kernels get
  * this function and the kernel context as a pair, so they stay independent of ORT). */
-static void seamless_parallel_for(void* ctx, void (*fn)(void*, size_t), size_t n, void* user) {
+void seamless_parallel_for(void* ctx, void (*fn)(void*, size_t), size_t n, void* user) {
   OrtStatus* st = ctx ? ORT(KernelContext_ParallelFor)((const OrtKernelContext*)ctx, fn, n, 0, user) : NULL;
   if (!ctx || st) {
     if (st) ORT(ReleaseStatus)(st);
@@ -416,7 +416,8 @@ long long seamless_ep_syncs(void) { return __atomic_load_n(&g_ep_syncs, __ATOMIC
 typedef struct {
   OrtNodeComputeInfo base;
   void* handle;                 /* the Python compiled kernel */
-  void* replay;                 /* CUDA, capture=auto: its SeamlessReplayer (cuda_replay.c), else NULL */
+  void* native;                 /* what answers Computes in C: CPU, its SeamlessRunner (cpu_runner.c); CUDA,
+                                   capture=auto, its SeamlessReplayer (cuda_replay.c); else NULL */
 } SeamlessComputeInfo;
 
 /* Python callbacks (extern "Python" in the cdef). */
@@ -428,7 +429,7 @@ static OrtStatus* py_create_ep(void* factory_handle, const char* const* keys, co
                                int device_ordinal, const OrtLogger* logger, void** ep_handle, int* graph_capture);
 static OrtStatus* py_get_capability(void* ep_handle, const OrtGraph* graph, OrtEpGraphSupportInfo* info);
 static OrtStatus* py_compile(void* ep_handle, const OrtGraph* graph, const OrtNode* fused_node, void** kernel_handle,
-                             void** replay);
+                             void** native);
 static OrtStatus* py_compute(void* kernel_handle, OrtKernelContext* ctx);
 
 static const char* factory_name(const OrtEpFactory* f) { return ((const SeamlessFactory*)f)->name; }
@@ -476,12 +477,14 @@ static OrtStatus* info_compute(OrtNodeComputeInfo* info, void* state, OrtKernelC
   SeamlessComputeInfo* self = (SeamlessComputeInfo*)info;
 #ifdef SEAMLESS_CUDA
   int done = 0;
-  OrtStatus* st = self->replay ? replay_compute(self->replay, ctx, &done) : NULL;
+  OrtStatus* st = self->native ? replay_compute(self->native, ctx, &done) : NULL;
   if (!st && !done) st = py_compute(self->handle, ctx);
   if (st) capture_abort();
   return st;
 #else
-  return py_compute(self->handle, ctx);
+  int done = 0;
+  OrtStatus* st = self->native ? runner_compute(self->native, ctx, &done) : NULL;
+  return st || done ? st : py_compute(self->handle, ctx);
 #endif
 }
 static void info_release_state(OrtNodeComputeInfo* info, void* state) { (void)info; (void)state; }
@@ -499,7 +502,7 @@ static OrtStatus* ep_compile(OrtEp* ep, const OrtGraph** graphs, const OrtNode**
   for (size_t i = 0; i < count; i++) {
     SeamlessComputeInfo* info = calloc(1, sizeof *info);
     if (!info) return seamless_status(1, "out of memory");
-    OrtStatus* st = py_compile(((SeamlessEp*)ep)->handle, graphs[i], fused_nodes[i], &info->handle, &info->replay);
+    OrtStatus* st = py_compile(((SeamlessEp*)ep)->handle, graphs[i], fused_nodes[i], &info->handle, &info->native);
     if (st) {
       free(info);
       for (size_t j = 0; j < i; j++) { release_compute_info(infos[j]); infos[j] = NULL; }

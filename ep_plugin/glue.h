@@ -23,6 +23,7 @@
 #define SEAMLESS_REGISTRATION_KEY "seamless_registration"
 
 #pragma GCC visibility push(hidden)
+#include "python_api_runner.h"  /* what the cffi module calls of cpu_runner.c: declared once, there */
 extern void* const* g_api;      /* the OrtApi table of the negotiated version; NULL until ORT loads us */
 extern void* const* g_ep_api;   /* its OrtEpApi table */
 
@@ -32,6 +33,9 @@ int seamless_get_inputs(const OrtKernelContext* ctx, size_t n, void** data, size
 OrtStatus* seamless_get_outputs(OrtKernelContext* ctx, size_t n, const int32_t* ranks, const int64_t* dims,
                                 size_t max_rank, void** data);
 const char* factory_registration(const OrtEpFactory* f);  /* the registration name a factory tags its devices with */
+void seamless_parallel_for(void* ctx, void (*fn)(void*, size_t), size_t n, void* user);
+/* cpu_runner.c: a Compute answered from a native program (*done = 1), else left to Python */
+OrtStatus* runner_compute(SeamlessRunner* r, OrtKernelContext* ctx, int* done);
 #pragma GCC visibility pop
 
 #define ORT(name) ((name##_fn)g_api[SLOT_##name])

@@ -16,7 +16,7 @@ extern "Python" {
                           int device_ordinal, const OrtLogger* logger, void** ep_handle, int* graph_capture);
   OrtStatus* py_get_capability(void* ep_handle, const OrtGraph* graph, OrtEpGraphSupportInfo* info);
   OrtStatus* py_compile(void* ep_handle, const OrtGraph* graph, const OrtNode* fused_node, void** kernel_handle,
-                        void** replay);
+                        void** native);
   OrtStatus* py_compute(void* kernel_handle, OrtKernelContext* ctx);
 }
 

@@ -39,16 +39,24 @@ def ep_session(model, **options):
     return ort.InferenceSession(data, so)
 
 
-def run_ours(model, feeds):
-    """Outputs of our EP for a model (ModelProto or path), asserting every node ran on it."""
+# runs of our session per parity check: the first through the Python plan, the second records the binding's
+# native program (exec/program.py RECORD_AFTER), the third runs that program where every node has a native step
+OUR_RUNS = 3
+
+
+def run_ours(model, feeds, runs: int = 1):
+    """Outputs of our EP for a model (ModelProto or path), asserting every node ran on it; runs > 1: a list
+    of each run's outputs."""
     if DIRECT:
         from direct import run_direct
-        return run_direct(model, feeds)
+        return run_direct(model, feeds) if runs == 1 else [run_direct(model, feeds)]
     import onnxruntime_ep_seamless as seamless
     sess = ep_session(model)
     report = seamless.assert_ep_selected(sess)
     assert not report.fallback_nodes, f"nodes ran on ORT's CPU EP: {report.fallback_nodes}"
-    return sess.run(None, feeds)
+    if runs == 1:
+        return sess.run(None, feeds)
+    return [sess.run(None, feeds) for _ in range(runs)]
 
 
 def assert_close(ours, ref, rtol, atol, name="output"):
@@ -63,12 +71,13 @@ def assert_close(ours, ref, rtol, atol, name="output"):
 
 
 def assert_parity(model: onnx.ModelProto, feeds: dict, rtol=1e-5, atol=1e-6):
-    """Our EP (all nodes claimed) gives stock ORT's outputs within tolerance."""
+    """Our EP (all nodes claimed) gives stock ORT's outputs within tolerance, in every run (the Python plan's
+    and the native program's, OUR_RUNS)."""
     ref = stock_session(model).run(None, feeds)
-    ours = run_ours(model, feeds)
-    assert len(ours) == len(ref)
-    for i, (o, r) in enumerate(zip(ours, ref)):
-        assert_close(o, r, rtol, atol, f"output {i}")
+    for run, ours in enumerate(run_ours(model, feeds, OUR_RUNS)):
+        assert len(ours) == len(ref)
+        for i, (o, r) in enumerate(zip(ours, ref)):
+            assert_close(o, r, rtol, atol, f"run {run + 1}, output {i}")
     return ours
 
 

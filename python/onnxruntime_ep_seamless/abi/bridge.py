@@ -113,12 +113,13 @@ def attach(ffi, lib, variant: str = "cpu") -> None:
             return native.error_status(exc, f"{ep.name}: GetCapability: ")
 
     @ffi.def_extern()
-    def py_compile(ep_handle, graph, fused_node, kernel_handle, replay):
+    def py_compile(ep_handle, graph, fused_node, kernel_handle, native_runner):
         ep = from_handle(ep_handle)
         try:
             kernel = ep.compile(graph, fused_node)
             kernel_handle[0] = native.new_handle(kernel)
-            replay[0] = getattr(kernel, "replayer", None) or ffi.NULL  # C answers its captured bindings' Computes
+            # what answers Computes in C: the CPU kernel's runner, the CUDA kernel's replayer of captured bindings
+            native_runner[0] = getattr(kernel, "native_runner", None) or ffi.NULL
             return ffi.NULL
         except Exception as exc:
             return native.error_status(exc, f"{ep.name}: Compile: ")

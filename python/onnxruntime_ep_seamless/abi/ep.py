@@ -79,7 +79,8 @@ class Ep:
         if self.device == "cuda":
             from ..exec.cuda_compute import CudaKernel
             return CudaKernel(self, graph, inputs, outputs)
-        return CompiledKernel(self.native, self.name, graph, inputs, outputs, self.options.get("fusion", True))
+        return CompiledKernel(self.native, self.name, graph, inputs, outputs, self.options.get("fusion", True),
+                              self.options.get("native_program", True))
 
 
 def latest_partition(nodes: set[tuple[str, str]]) -> PartitionResult | None:

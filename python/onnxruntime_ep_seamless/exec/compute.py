@@ -1,4 +1,5 @@
-"""A compiled fused node: binds ORT's inputs as numpy views, runs the plan, writes outputs."""
+"""A compiled fused node: binds ORT's inputs as numpy views, runs the plan, writes outputs; records its native
+programs (exec/program.py), with which the C runner answers later Computes of a binding without Python."""
 from __future__ import annotations
 
 import threading
@@ -9,13 +10,15 @@ from ..graph.ir import ONNX_TO_NUMPY, PACKED_BITS, pack, unpack
 from ..kernels.registry import NUMPY_MAX_RANK
 from ..plan.planner import Plan, as_output
 from ..runtime import parallel
+from . import program as programs
 
 MAX_RANK = NUMPY_MAX_RANK  # input/output ranks the C glue passes: as many as a numpy array holds
+MAX_BINDINGS_SEEN = 256    # binding keys counted before the counts start over
 
 
 class CompiledKernel:
     def __init__(self, native, ep_name: str, graph, input_names: list[str], output_names: list[str],
-                 fusion: bool = True):
+                 fusion: bool = True, native_program: bool = True):
         self.native = native
         self.ep_name = ep_name
         self.name = "+".join(sorted({n.op_type for n in graph.nodes}))[:80] if len(graph.nodes) > 1 else graph.nodes[0].label
@@ -29,6 +32,20 @@ class CompiledKernel:
             self.out_dtypes.append(dtype)
         self.packed_outputs = any(t in PACKED_BITS for t in self.out_dtypes)
         self._tls = threading.local()  # per-thread C buffers: Compute may run on several threads at once
+        # the C runner of this node's native programs (None: every run in Python, and why_python says why)
+        self.native_runner, self.why_python = None, None if native_program else "the native_program option is 0"
+        self.programs: dict[bytes, tuple] = {}   # binding key -> (runner slot, Program), oldest first
+        self.seen: dict[bytes, int] = {}         # binding key -> sightings before it is recorded
+        self._record_lock = threading.Lock()
+        if native_program:
+            ffi, lib = native.ffi, native.lib
+            run = int(programs.native_cpu.ffi.cast("uintptr_t", programs.native_cpu.ffi.addressof(
+                programs.native_cpu.lib, "seamless_program_run")))
+            prefix = f"{ep_name}: fused node {self.name!r}: KernelError: ".encode("utf-8", "replace")
+            self.native_runner = ffi.gc(lib.seamless_runner_new(self.n_in, self.n_out, ffi.cast("void*", run), prefix),
+                                        lib.seamless_runner_free)
+            if self.native_runner == ffi.NULL:
+                raise MemoryError("out of host memory for the node's runner")
 
     def _buffers(self):
         b = getattr(self._tls, "b", None)
@@ -61,10 +78,12 @@ class CompiledKernel:
             for i in range(self.n_in):
                 if b.changed[i]:  # new memory, type or shape since this thread's last run
                     args[i] = self._view(b, i)
+        key = self._binding_key(b) if self.why_python is None else None
         tls = parallel.state
         tls.context = ctx  # native kernels may use ORT's intra-op pool
         try:
-            outputs = [as_output(v, t) for v, t in zip(self.plan.run(*args), self.out_dtypes)]
+            results = self._record(key, b, args) if key is not None else self.plan.run(*args)
+            outputs = [as_output(v, t) for v, t in zip(results, self.out_dtypes)]
         finally:
             tls.context = None
         for i, arr in enumerate(outputs):
@@ -88,6 +107,48 @@ class CompiledKernel:
             np.copyto(dst, arr)
 
 
+    def _binding_key(self, b) -> bytes | None:
+        """The binding's key when it is due for recording (seen RECORD_AFTER times, inputs of a rank programs
+        hold), else None."""
+        if any(b.in_ranks[i] > programs.native_cpu.lib.SEAMLESS_PROGRAM_RANK for i in range(self.n_in)):
+            return None
+        ffi, lib = self.native.ffi, self.native.lib
+        if b.key is None:
+            b.key = ffi.new("uint8_t[]", max(lib.seamless_runner_key_capacity(self.native_runner), 1))
+        n = lib.seamless_runner_key(self.native_runner, b.in_dims, b.in_ranks, b.in_types, MAX_RANK, b.key)
+        key = bytes(ffi.buffer(b.key, n))
+        if key in self.programs:  # recorded while this run waited (or the C runner declined it): Python
+            return None
+        seen = self.seen[key] = self.seen.get(key, 0) + 1
+        if len(self.seen) > MAX_BINDINGS_SEEN:
+            self.seen.clear()
+        return key if seen >= programs.RECORD_AFTER else None
+
+    def _record(self, key: bytes, b, args) -> list:
+        with self._record_lock:
+            if key in self.programs or self.why_python is not None:
+                return self.plan.run(*args)
+            outputs, program, why_not = programs.record(self.plan, args, (self.n_in, self.n_out))
+            if program is None:
+                self.why_python = why_not  # one node without a native step: every binding would stop there
+                return outputs
+            ffi, lib = self.native.ffi, self.native.lib
+            if len(self.programs) >= programs.MAX_BINDINGS:  # the oldest binding makes room
+                old = next(iter(self.programs))
+                lib.seamless_runner_remove(self.native_runner, self.programs.pop(old)[0])
+            ranks = ffi.new("int32_t[]", max(self.n_out, 1))
+            dims = ffi.new("int64_t[]", max(self.n_out, 1) * MAX_RANK)
+            for j, arr in enumerate(outputs):
+                ranks[j] = np.ndim(arr)
+                dims[j * MAX_RANK:j * MAX_RANK + np.ndim(arr)] = np.shape(arr)
+            slot = lib.seamless_runner_add(self.native_runner, key, len(key), ffi.cast("void*", program.address),
+                                           ranks, dims, MAX_RANK)
+            if slot < 0:
+                raise MemoryError("out of host memory for a native program")
+            self.programs[key] = (slot, program)
+            return outputs
+
+
 class Buffers:
     def __init__(self, ffi, n_in: int, n_out: int):
         self.args = [None] * n_in        # input views of the last run on this thread
@@ -103,3 +164,4 @@ class Buffers:
         self.out_data = ffi.new("void*[]", n_out)
         self.out_ranks = ffi.new("int32_t[]", n_out)
         self.out_dims = ffi.new("int64_t[]", n_out * MAX_RANK)
+        self.key = None  # a binding's key (exec/program.py), made on first use

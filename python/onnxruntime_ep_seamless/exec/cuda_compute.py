@@ -97,7 +97,9 @@ class CudaKernel:
         # capture=auto: a node without seams is captured whole, per binding of its input shapes
         self.capture = (ep.options.get("capture") == "auto" and not ep.options.get("enable_cuda_graph")
                         and not any(s.seam for s in placed))
-        self.replayer = None  # the C glue's SeamlessReplayer: launches captured segments for later Computes
+        # the C glue's SeamlessReplayer: launches captured segments for later Computes (abi/bridge.py hands it to ORT's
+        # compute info as the node's native runner)
+        self.replayer = self.native_runner = None
         if self.capture:
             ffi, lib = self.native.ffi, self.native.lib
             grow_at = np.array([input_names.index(n) * MAX_RANK + a for n, a in self.padding.inputs.items()]
@@ -107,6 +109,7 @@ class CudaKernel:
                                                       MIN_CAPACITY)
             if self.replayer == ffi.NULL:
                 raise MemoryError("out of host memory for the capture's replayer")
+            self.native_runner = self.replayer
             self.grow_at = grow_at
         self.segments: dict = {}
         self.seen: Counter = Counter()

@@ -32,12 +32,13 @@ class Plan:
         self.filename = f"<seamless {label} #{next(_plan_ids)}>"
         namespace: dict = {"__name__": GENERATED_MODULE}
         local: dict[str, str] = {}       # value name -> python expression
+        self.constants: dict = {}        # value name -> a constant's array
         for i, name in enumerate(self.input_names):
             local[name] = f"i{i}"
         for j, name in enumerate(n for n in graph.values if graph.values[n].const is not None):
             if name not in local:
                 local[name] = f"c{j}"
-                namespace[f"c{j}"] = graph.values[name].const
+                namespace[f"c{j}"] = self.constants[name] = graph.values[name].const
                 constants.mark(graph.values[name].const)
 
         last_use: dict[str, int] = {}
@@ -49,12 +50,14 @@ class Plan:
 
         lines = [f"def run({', '.join(f'i{i}' for i in range(len(self.input_names)))}):"]
         self._line_to_node: dict[int, int] = {}
+        self.kernels = []                # (node, its KernelDef, the callable the plan invokes), in order
         counter = itertools.count()
         for idx, node in enumerate(self.nodes):
             kdef, reason = lookup(node, graph)
             if kdef is None:
                 raise ValueError(f"node {node.label!r} ({node.key}) cannot be planned: {reason}")
-            namespace[f"k{idx}"] = kdef.build(node, graph)
+            namespace[f"k{idx}"] = fn = kdef.build(node, graph)
+            self.kernels.append((node, kdef, fn))
             args = []
             for name in node.inputs:
                 if not name:
@@ -92,6 +95,14 @@ class Plan:
             node = self._failing_node(exc)
             where = f"node {node.label!r} ({node.key})" if node else "plan"
             raise KernelError(f"{where}: {type(exc).__name__}: {exc}") from exc
+
+    @staticmethod
+    def run_node(node, fn, inputs: list) -> tuple:
+        """One node's kernel, as run() runs it (for exec/program.py, which records the plan node by node)."""
+        try:
+            return fn(*inputs)
+        except Exception as exc:
+            raise KernelError(f"node {node.label!r} ({node.key}): {type(exc).__name__}: {exc}") from exc
 
     def _failing_node(self, exc):
         tb = exc.__traceback__

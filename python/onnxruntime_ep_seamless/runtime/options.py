@@ -71,6 +71,11 @@ OPTIONS = {
                      "plan/fusion.py: bias GEMMs, GELU, SiLU, …). 0: every node runs as its own kernel, as with "
                      "stock ORT's graph optimizations disabled: to tell a fusion's rounding from a kernel's, or to "
                      "measure what fusion gains."),
+    "native_program": Option("native_program", True, _flag, "SEAMLESS_NATIVE_PROGRAM",
+                             "CPU EP: 1 (default): a partition's run is recorded as a native program per binding of "
+                             "its input shapes (the second time the binding is seen) and later runs of that binding "
+                             "go through C alone, when every node has a native step (log_partition says which do "
+                             "not). 0: every run goes through the Python plan.", ("cpu",)),
     "device_id": Option("device_id", None, _ordinal, None,
                         "CUDA EP: the GPU (CUDA ordinal) to run on. `session_options(device='cuda', device_id=N)` "
                         "picks that GPU's device; given with ORT's own API it must name the device passed.",

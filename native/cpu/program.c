@@ -1,0 +1,394 @@
+/* A partition's native program (program.h): its steps run in order over buffer slots, each through
+ * the kernel its op code names. exec/program.py resolved every shape and stride when it recorded the
+ * program; what a step still reads from the run's data (gather indices) it checks here, before any
+ * memory is touched. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "parallel.h"
+#include "program.h"
+#include "simd.h"
+
+#define STATUS_FAIL 1
+#define STATUS_INVALID_ARGUMENT 2
+#define PARALLEL_GRAIN (1 << 14)   /* elements a task should have at least */
+
+/* ---- elementwise over broadcast operands -------------------------------------------------- */
+
+/* One row of the output: n elements, operands at strides 0 or 1 (the common cases, vectorized) or any. */
+typedef void (*RowFn)(const char* a, int64_t sa, const char* b, int64_t sb, char* y, int64_t n);
+
+#define ROW(name, T, R, EXPR)                                                                    \
+  SEAMLESS_SIMD static void name(const char* pa, int64_t sa, const char* pb, int64_t sb, char* py, \
+                                 int64_t n) {                                                    \
+    const T* a = (const T*)pa;                                                                   \
+    const T* b = (const T*)pb;                                                                   \
+    R* y = (R*)py;                                                                               \
+    if (sa == 1 && sb == 1)                                                                      \
+      for (int64_t i = 0; i < n; i++) { T x = a[i], z = b[i]; y[i] = (R)(EXPR); }                \
+    else if (sa == 1 && sb == 0) {                                                               \
+      T z = b[0];                                                                                \
+      for (int64_t i = 0; i < n; i++) { T x = a[i]; y[i] = (R)(EXPR); }                          \
+    } else if (sa == 0 && sb == 1) {                                                             \
+      T x = a[0];                                                                                \
+      for (int64_t i = 0; i < n; i++) { T z = b[i]; y[i] = (R)(EXPR); }                          \
+    } else                                                                                       \
+      for (int64_t i = 0; i < n; i++) { T x = a[i * sa], z = b[i * sb]; y[i] = (R)(EXPR); }      \
+  }
+
+#define NUMERIC_ROWS(T, tag)                                                      \
+  ROW(add_##tag, T, T, x + z)                                                     \
+  ROW(sub_##tag, T, T, x - z)                                                     \
+  ROW(mul_##tag, T, T, x * z)                                                     \
+  ROW(max_##tag, T, T, (x > z || x != x) ? x : z)                                 \
+  ROW(min_##tag, T, T, (x < z || x != x) ? x : z)                                 \
+  ROW(eq_##tag, T, uint8_t, x == z)                                               \
+  ROW(lt_##tag, T, uint8_t, x < z)                                                \
+  ROW(gt_##tag, T, uint8_t, x > z)                                                \
+  ROW(le_##tag, T, uint8_t, x <= z)                                               \
+  ROW(ge_##tag, T, uint8_t, x >= z)
+
+NUMERIC_ROWS(float, f32)
+NUMERIC_ROWS(double, f64)
+NUMERIC_ROWS(int64_t, i64)
+NUMERIC_ROWS(int32_t, i32)
+ROW(div_f32, float, float, x / z)
+ROW(div_f64, double, double, x / z)
+ROW(pow_f32, float, float, powf(x, z))
+ROW(pow_f64, double, double, pow(x, z))
+ROW(and_b, uint8_t, uint8_t, x && z)
+ROW(or_b, uint8_t, uint8_t, x || z)
+ROW(eq_b, uint8_t, uint8_t, x == z)
+
+#define NUMERIC_TABLE(tag, div, pow)                                                                   \
+  {add_##tag, sub_##tag, mul_##tag, div, max_##tag, min_##tag, eq_##tag, lt_##tag, gt_##tag, le_##tag, \
+   ge_##tag, NULL, NULL, pow}
+
+/* The row function of (type, op), or NULL where the pair has none (exec/program.py asks first). */
+static RowFn binary_row(int32_t type, int32_t op) {
+  static const RowFn f32[] = NUMERIC_TABLE(f32, div_f32, pow_f32);
+  static const RowFn f64[] = NUMERIC_TABLE(f64, div_f64, pow_f64);
+  static const RowFn i64[] = NUMERIC_TABLE(i64, NULL, NULL);
+  static const RowFn i32[] = NUMERIC_TABLE(i32, NULL, NULL);
+  static const RowFn b[] = {NULL, NULL, NULL, NULL, NULL, NULL, eq_b, NULL, NULL, NULL, NULL, and_b, or_b, NULL};
+  if (op < 0 || op > SEAMLESS_POW) return NULL;
+  switch (type) {
+    case SEAMLESS_F32: return f32[op];
+    case SEAMLESS_F64: return f64[op];
+    case SEAMLESS_I64: return i64[op];
+    case SEAMLESS_I32: return i32[op];
+    case SEAMLESS_BOOL: return b[op];
+    default: return NULL;
+  }
+}
+
+int seamless_binary_supported(int32_t type, int32_t op) { return binary_row(type, op) != NULL; }
+
+static int64_t type_bytes(int32_t type) {
+  switch (type) {
+    case SEAMLESS_F64: case SEAMLESS_I64: return 8;
+    case SEAMLESS_F32: case SEAMLESS_I32: return 4;
+    default: return 1;
+  }
+}
+
+typedef struct {
+  const SeamlessBinaryArgs* g;
+  RowFn row;
+  const char *a, *b, *c;   /* c: Where's condition */
+  char* y;
+  int64_t in_bytes, out_bytes, rows;
+  size_t tasks;
+} BinaryJob;
+
+/* Rows [r0, r1) of the output (a row: its last axis), walking the outer axes like an odometer. */
+static void binary_rows(const BinaryJob* j, int64_t r0, int64_t r1) {
+  const SeamlessBinaryArgs* g = j->g;
+  int last = g->rank - 1;
+  int64_t n = g->dims[last], idx[SEAMLESS_PROGRAM_RANK] = {0}, oa = 0, ob = 0, oc = 0, r = r0;
+  for (int d = last - 1; d >= 0; d--) {
+    idx[d] = r % g->dims[d];
+    r /= g->dims[d];
+    oa += idx[d] * g->sa[d]; ob += idx[d] * g->sb[d]; oc += idx[d] * g->sc[d];
+  }
+  for (int64_t row = r0; row < r1; row++) {
+    char* y = j->y + row * n * j->out_bytes;
+    if (j->c) {  /* Where: cond ? a : b, element by element */
+      for (int64_t i = 0; i < n; i++) {
+        const char* src = j->c[oc + i * g->sc[last]] ? j->a + (oa + i * g->sa[last]) * j->in_bytes
+                                                      : j->b + (ob + i * g->sb[last]) * j->in_bytes;
+        memcpy(y + i * j->in_bytes, src, (size_t)j->in_bytes);
+      }
+    } else {
+      j->row(j->a + oa * j->in_bytes, g->sa[last], j->b + ob * j->in_bytes, g->sb[last], y, n);
+    }
+    for (int d = last - 1; d >= 0; d--) {
+      oa += g->sa[d]; ob += g->sb[d]; oc += g->sc[d];
+      if (++idx[d] < g->dims[d]) break;
+      oa -= g->sa[d] * g->dims[d]; ob -= g->sb[d] * g->dims[d]; oc -= g->sc[d] * g->dims[d];
+      idx[d] = 0;
+    }
+  }
+}
+
+static void binary_task(void* user, size_t task) {
+  const BinaryJob* j = user;
+  int64_t r0 = j->rows * (int64_t)task / (int64_t)j->tasks, r1 = j->rows * (int64_t)(task + 1) / (int64_t)j->tasks;
+  binary_rows(j, r0, r1);
+}
+
+static int64_t elements(int rank, const int64_t* dims) {
+  int64_t n = 1;
+  for (int d = 0; d < rank; d++) n *= dims[d];
+  return n;
+}
+
+static int run_binary(const SeamlessBinaryArgs* g, const char* c, const char* a, const char* b, char* y,
+                      void* par_fn, void* par_ctx) {
+  BinaryJob j = {.g = g, .a = a, .b = b, .c = c, .y = y, .in_bytes = type_bytes(g->type)};
+  if (!c) {
+    j.row = binary_row(g->type, g->op);
+    if (!j.row) return STATUS_FAIL;
+    j.out_bytes = g->op >= SEAMLESS_EQUAL && g->op <= SEAMLESS_GREATER_EQUAL ? 1 : j.in_bytes;
+  } else {
+    j.out_bytes = j.in_bytes;
+  }
+  int64_t total = elements(g->rank, g->dims);
+  j.rows = total / (g->dims[g->rank - 1] ? g->dims[g->rank - 1] : 1);
+  if (!total) return 0;
+  size_t tasks = seamless_task_count((size_t)total, PARALLEL_GRAIN);
+  j.tasks = tasks < (size_t)j.rows ? tasks : (size_t)j.rows;
+  seamless_run_tasks(par_fn, par_ctx, j.tasks, binary_task, &j);
+  return 0;
+}
+
+/* ---- unary, cast ------------------------------------------------------------------------- */
+
+void seamless_erf_f32(const float* x, float* y, size_t n, void* par_fn, void* par_ctx);
+void seamless_gelu_f32(const float* x, float* y, size_t n, void* par_fn, void* par_ctx);
+void seamless_quick_gelu_f32(const float* x, float* y, size_t n, float alpha, void* par_fn, void* par_ctx);
+
+SEAMLESS_SIMD static void unary_f32(int32_t op, const float* x, float* y, int64_t n) {
+  switch (op) {
+    case SEAMLESS_SIGMOID:  /* exp(-|x|) never overflows: the algebraically equal form per sign */
+      for (int64_t i = 0; i < n; i++) {
+        float e = expf(-fabsf(x[i]));
+        y[i] = x[i] >= 0 ? 1.0f / (1.0f + e) : e / (1.0f + e);
+      }
+      break;
+    case SEAMLESS_SILU:
+      for (int64_t i = 0; i < n; i++) {
+        float e = expf(-fabsf(x[i]));
+        y[i] = x[i] * (x[i] >= 0 ? 1.0f / (1.0f + e) : e / (1.0f + e));
+      }
+      break;
+    case SEAMLESS_TANH: for (int64_t i = 0; i < n; i++) y[i] = tanhf(x[i]); break;
+    case SEAMLESS_EXP: for (int64_t i = 0; i < n; i++) y[i] = expf(x[i]); break;
+    case SEAMLESS_LOG: for (int64_t i = 0; i < n; i++) y[i] = logf(x[i]); break;
+    case SEAMLESS_SQRT: for (int64_t i = 0; i < n; i++) y[i] = sqrtf(x[i]); break;
+    case SEAMLESS_NEG: for (int64_t i = 0; i < n; i++) y[i] = -x[i]; break;
+    case SEAMLESS_ABS: for (int64_t i = 0; i < n; i++) y[i] = fabsf(x[i]); break;
+    case SEAMLESS_RELU: for (int64_t i = 0; i < n; i++) y[i] = (x[i] > 0.0f || x[i] != x[i]) ? x[i] : 0.0f; break;
+    case SEAMLESS_RECIPROCAL: for (int64_t i = 0; i < n; i++) y[i] = 1.0f / x[i]; break;
+    default: break;
+  }
+}
+
+static int run_unary(const SeamlessUnaryArgs* g, const char* x, char* y, void* par_fn, void* par_ctx) {
+  if (g->type == SEAMLESS_BOOL && g->op == SEAMLESS_NOT) {
+    for (int64_t i = 0; i < g->n; i++) y[i] = !x[i];
+    return 0;
+  }
+  if (g->type != SEAMLESS_F32) return STATUS_FAIL;
+  const float* xf = (const float*)x;
+  float* yf = (float*)y;
+  switch (g->op) {
+    case SEAMLESS_ERF: seamless_erf_f32(xf, yf, (size_t)g->n, par_fn, par_ctx); return 0;
+    case SEAMLESS_GELU: seamless_gelu_f32(xf, yf, (size_t)g->n, par_fn, par_ctx); return 0;
+    case SEAMLESS_QUICK_GELU: seamless_quick_gelu_f32(xf, yf, (size_t)g->n, g->alpha, par_fn, par_ctx); return 0;
+    case SEAMLESS_NOT: return STATUS_FAIL;
+    default: unary_f32(g->op, xf, yf, g->n); return 0;
+  }
+}
+
+#define CAST_LOOP(S, D) for (int64_t i = 0; i < g->n; i++) ((D*)y)[i] = (D)((const S*)x)[i]
+#define CAST_TO(S)                                                      \
+  switch (g->to) {                                                      \
+    case SEAMLESS_F32: CAST_LOOP(S, float); return 0;                   \
+    case SEAMLESS_F64: CAST_LOOP(S, double); return 0;                  \
+    case SEAMLESS_I64: CAST_LOOP(S, int64_t); return 0;                 \
+    case SEAMLESS_I32: CAST_LOOP(S, int32_t); return 0;                 \
+    case SEAMLESS_U8: CAST_LOOP(S, uint8_t); return 0;                  \
+    case SEAMLESS_I8: CAST_LOOP(S, int8_t); return 0;                   \
+    case SEAMLESS_BOOL:                                                 \
+      for (int64_t i = 0; i < g->n; i++) y[i] = ((const S*)x)[i] != 0;  \
+      return 0;                                                         \
+    default: return STATUS_FAIL;                                        \
+  }
+
+/* Casts from integers and booleans (exact or wrapping as C and numpy do) and between the float types;
+ * exec/program.py leaves float-to-integer casts (undefined in C out of range) to the Python kernel. */
+static int run_cast(const SeamlessCastArgs* g, const char* x, char* y) {
+  switch (g->from) {
+    case SEAMLESS_F32: CAST_TO(float)
+    case SEAMLESS_F64: CAST_TO(double)
+    case SEAMLESS_I64: CAST_TO(int64_t)
+    case SEAMLESS_I32: CAST_TO(int32_t)
+    case SEAMLESS_U8: case SEAMLESS_BOOL: CAST_TO(uint8_t)
+    case SEAMLESS_I8: CAST_TO(int8_t)
+    default: return STATUS_FAIL;
+  }
+}
+
+/* ---- data movement ----------------------------------------------------------------------- */
+
+static int run_gather(const SeamlessGatherArgs* g, const char* data, const char* indices, char* y, char* error,
+                      size_t error_len) {
+  for (int64_t i = 0; i < g->count; i++) {  /* every index checked before anything is copied */
+    int64_t v = g->index_type == SEAMLESS_I32 ? ((const int32_t*)indices)[i] : ((const int64_t*)indices)[i];
+    if (v < -g->size || v >= g->size) {
+      snprintf(error, error_len, "indices element out of data bounds, idx=%lld must be within the inclusive "
+               "range [%lld,%lld]", (long long)v, (long long)-g->size, (long long)(g->size - 1));
+      return STATUS_INVALID_ARGUMENT;
+    }
+  }
+  size_t inner = (size_t)g->inner_bytes;
+  for (int64_t o = 0; o < g->outer; o++)
+    for (int64_t i = 0; i < g->count; i++) {
+      int64_t v = g->index_type == SEAMLESS_I32 ? ((const int32_t*)indices)[i] : ((const int64_t*)indices)[i];
+      if (v < 0) v += g->size;
+      memcpy(y + (o * g->count + i) * (int64_t)inner, data + (o * g->size + v) * (int64_t)inner, inner);
+    }
+  return 0;
+}
+
+typedef struct { const SeamlessStridedArgs* g; const char* x; char* y; int64_t rows; size_t tasks; } StridedJob;
+
+static void strided_task(void* user, size_t task) {
+  const StridedJob* j = user;
+  const SeamlessStridedArgs* g = j->g;
+  int last = g->rank - 1;
+  int64_t e = g->elem_bytes, n = g->dims[last], s = g->strides[last];
+  int64_t r0 = j->rows * (int64_t)task / (int64_t)j->tasks, r1 = j->rows * (int64_t)(task + 1) / (int64_t)j->tasks;
+  int64_t idx[SEAMLESS_PROGRAM_RANK] = {0}, off = 0, r = r0;
+  for (int d = last - 1; d >= 0; d--) {
+    idx[d] = r % g->dims[d];
+    r /= g->dims[d];
+    off += idx[d] * g->strides[d];
+  }
+  for (int64_t row = r0; row < r1; row++) {
+    char* y = j->y + row * n * e;
+    const char* x = j->x + off * e;
+    if (s == 1) memcpy(y, x, (size_t)(n * e));
+    else if (e == 4) for (int64_t i = 0; i < n; i++) ((uint32_t*)y)[i] = *(const uint32_t*)(x + i * s * 4);
+    else if (e == 8) for (int64_t i = 0; i < n; i++) ((uint64_t*)y)[i] = *(const uint64_t*)(x + i * s * 8);
+    else if (e == 2) for (int64_t i = 0; i < n; i++) ((uint16_t*)y)[i] = *(const uint16_t*)(x + i * s * 2);
+    else for (int64_t i = 0; i < n; i++) memcpy(y + i * e, x + i * s * e, (size_t)e);
+    for (int d = last - 1; d >= 0; d--) {
+      off += g->strides[d];
+      if (++idx[d] < g->dims[d]) break;
+      off -= g->strides[d] * g->dims[d];
+      idx[d] = 0;
+    }
+  }
+}
+
+static void run_strided(const SeamlessStridedArgs* g, const char* x, char* y, void* par_fn, void* par_ctx) {
+  int64_t total = elements(g->rank, g->dims), n = g->dims[g->rank - 1];
+  if (!total) return;
+  StridedJob j = {g, x, y, total / n, 0};
+  size_t tasks = seamless_task_count((size_t)total, PARALLEL_GRAIN);
+  j.tasks = tasks < (size_t)j.rows ? tasks : (size_t)j.rows;
+  seamless_run_tasks(par_fn, par_ctx, j.tasks, strided_task, &j);
+}
+
+/* ---- the families with their own native kernels ------------------------------------------- */
+
+void seamless_softmax_f32(const float* x, float* y, size_t rows, size_t cols, void* par_fn, void* par_ctx);
+void seamless_layernorm_f32(const float* x, const float* scale, const float* bias, float* y, float* mean,
+                            float* inv_std, size_t rows, size_t cols, float eps, void* par_fn, void* par_ctx);
+void seamless_sgemm(size_t M, size_t N, size_t K, const float* A, size_t lda, const float* packed,
+                    const float* bias, float* C, size_t ldc, void* par_fn, void* par_ctx);
+int seamless_sgemm_batched(size_t batch, size_t M, size_t N, size_t K, const float* A, size_t lda, size_t stride_a,
+                           const float* B, size_t ldb, size_t stride_b, int trans_b, float* C, size_t ldc,
+                           size_t stride_c, void* par_fn, void* par_ctx);
+
+static int run_step(const SeamlessStep* s, char* const* ptr, void* par_fn, void* par_ctx, char* error,
+                    size_t error_len) {
+  const void* args = s->args;
+#define P(i) (s->slot[i] >= 0 ? ptr[s->slot[i]] : NULL)
+  switch (s->op) {
+    case SEAMLESS_OP_COPY: {
+      size_t nbytes = (size_t)((const SeamlessCopyArgs*)args)->nbytes;
+      if (nbytes) memcpy(ptr[s->slot[1]], ptr[s->slot[0]], nbytes);
+      return 0;
+    }
+    case SEAMLESS_OP_BINARY: return run_binary(args, NULL, P(0), P(1), P(2), par_fn, par_ctx);
+    case SEAMLESS_OP_WHERE: return run_binary(args, P(0), P(1), P(2), P(3), par_fn, par_ctx);
+    case SEAMLESS_OP_UNARY: return run_unary(args, P(0), P(1), par_fn, par_ctx);
+    case SEAMLESS_OP_CAST: return run_cast(args, P(0), P(1));
+    case SEAMLESS_OP_GATHER: return run_gather(args, P(0), P(1), P(2), error, error_len);
+    case SEAMLESS_OP_TRANSPOSE: run_strided(args, P(0), P(1), par_fn, par_ctx); return 0;
+    case SEAMLESS_OP_SOFTMAX: {
+      const SeamlessRowsArgs* g = args;
+      seamless_softmax_f32((const float*)P(0), (float*)P(1), (size_t)g->rows, (size_t)g->cols, par_fn, par_ctx);
+      return 0;
+    }
+    case SEAMLESS_OP_LAYERNORM: {
+      const SeamlessRowsArgs* g = args;
+      seamless_layernorm_f32((const float*)P(0), (const float*)P(1), (const float*)P(2), (float*)P(3), NULL, NULL,
+                             (size_t)g->rows, (size_t)g->cols, g->eps, par_fn, par_ctx);
+      return 0;
+    }
+    case SEAMLESS_OP_GEMM: {
+      const SeamlessGemmArgs* g = args;
+      if (g->m && g->n)
+        seamless_sgemm((size_t)g->m, (size_t)g->n, (size_t)g->k, (const float*)P(0), (size_t)g->k, g->packed, g->bias,
+                       (float*)P(1), (size_t)g->n, par_fn, par_ctx);
+      return 0;
+    }
+    case SEAMLESS_OP_GEMM_BATCHED: {
+      const SeamlessGemmArgs* g = args;
+      if (g->batch && g->m && g->n &&
+          seamless_sgemm_batched((size_t)g->batch, (size_t)g->m, (size_t)g->n, (size_t)g->k, (const float*)P(0),
+                                 (size_t)g->k, (size_t)g->stride_a, (const float*)P(1), (size_t)g->ldb,
+                                 (size_t)g->stride_b, 0, (float*)P(2), (size_t)g->n, (size_t)(g->m * g->n),
+                                 par_fn, par_ctx)) {
+        snprintf(error, error_len, "out of memory for the GEMM's packing scratch");
+        return STATUS_FAIL;
+      }
+      return 0;
+    }
+    default:
+      snprintf(error, error_len, "unknown step op %d", s->op);
+      return STATUS_FAIL;
+  }
+#undef P
+}
+
+int seamless_program_run(const SeamlessProgram* p, void* const* io, char* arena, void* par_fn, void* par_ctx,
+                         char* error, size_t error_len) {
+  char* stack_ptrs[64];
+  char** ptr = p->n_slots <= 64 ? stack_ptrs : malloc((size_t)p->n_slots * sizeof *ptr);
+  if (!ptr) {
+    snprintf(error, error_len, "out of memory");
+    return STATUS_FAIL;
+  }
+  int io_slots = p->n_in + p->n_out;
+  for (int i = 0; i < p->n_slots; i++)
+    ptr[i] = i < io_slots ? io[i] : (p->fixed[i] ? p->fixed[i] : arena + p->offset[i]);
+  int code = 0;
+  for (int i = 0; i < p->n_steps && !code; i++) {
+    char message[SEAMLESS_PROGRAM_ERROR] = "";
+    code = run_step(&p->steps[i], ptr, par_fn, par_ctx, message, sizeof message);
+    if (code)
+      snprintf(error, error_len, "%s: %s: %s", p->steps[i].label, code == STATUS_INVALID_ARGUMENT ? "InvalidArgument"
+               : "RuntimeError", message[0] ? message : "step failed");
+  }
+  if (ptr != stack_ptrs) free(ptr);
+  return code;
+}

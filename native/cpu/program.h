@@ -1,0 +1,93 @@
+/* A partition's native program for one binding of input shapes: the one contract between
+ * exec/program.py (which records it), program.c (which runs it) and the EP module's runner
+ * (ep_plugin/cpu_runner.c, which answers ORT's Computes with it). cffi cdef: no preprocessor but
+ * integer #defines; Python fills these structs with ffi.new, never by hand. */
+
+#define SEAMLESS_PROGRAM_RANK 8      /* dims an argument block holds (after merging axes) */
+#define SEAMLESS_STEP_OPERANDS 6     /* buffer slots a step names */
+#define SEAMLESS_PROGRAM_ERROR 512   /* bytes of a failed run's message */
+
+/* A step's op code (SeamlessStep.op); each names the argument block it reads. */
+enum SeamlessOp {
+  SEAMLESS_OP_COPY = 1,        /* SeamlessCopyArgs: slot 0 -> slot 1 */
+  SEAMLESS_OP_BINARY = 2,      /* SeamlessBinaryArgs: a, b -> y */
+  SEAMLESS_OP_UNARY = 3,       /* SeamlessUnaryArgs: x -> y */
+  SEAMLESS_OP_CAST = 4,        /* SeamlessCastArgs: x -> y */
+  SEAMLESS_OP_WHERE = 5,       /* SeamlessBinaryArgs (sc: the condition's strides): cond, a, b -> y */
+  SEAMLESS_OP_GATHER = 6,      /* SeamlessGatherArgs: data, indices -> y */
+  SEAMLESS_OP_TRANSPOSE = 7,   /* SeamlessStridedArgs: x -> y (any strided view of x made contiguous) */
+  SEAMLESS_OP_SOFTMAX = 8,     /* SeamlessRowsArgs: x -> y over rows of cols */
+  SEAMLESS_OP_LAYERNORM = 9,   /* SeamlessRowsArgs: x, scale, bias (or -1) -> y */
+  SEAMLESS_OP_GEMM = 10,       /* SeamlessGemmArgs: a -> y, B packed (and the bias) constant */
+  SEAMLESS_OP_GEMM_BATCHED = 11 /* SeamlessGemmArgs: a, b -> y */
+};
+
+/* Element types: ONNX's TensorProto codes. */
+enum SeamlessType { SEAMLESS_F32 = 1, SEAMLESS_U8 = 2, SEAMLESS_I8 = 3, SEAMLESS_I32 = 6, SEAMLESS_I64 = 7,
+                    SEAMLESS_BOOL = 9, SEAMLESS_F64 = 11 };
+
+enum SeamlessBinaryOp {
+  SEAMLESS_ADD = 0, SEAMLESS_SUB = 1, SEAMLESS_MUL = 2, SEAMLESS_DIV = 3, SEAMLESS_MAX = 4, SEAMLESS_MIN = 5,
+  SEAMLESS_EQUAL = 6, SEAMLESS_LESS = 7, SEAMLESS_GREATER = 8, SEAMLESS_LESS_EQUAL = 9, SEAMLESS_GREATER_EQUAL = 10,
+  SEAMLESS_AND = 11, SEAMLESS_OR = 12, SEAMLESS_POW = 13
+};
+
+enum SeamlessUnaryOp {
+  SEAMLESS_ERF = 0, SEAMLESS_GELU = 1, SEAMLESS_SIGMOID = 2, SEAMLESS_TANH = 3, SEAMLESS_EXP = 4, SEAMLESS_LOG = 5,
+  SEAMLESS_SQRT = 6, SEAMLESS_NEG = 7, SEAMLESS_ABS = 8, SEAMLESS_RELU = 9, SEAMLESS_RECIPROCAL = 10,
+  SEAMLESS_SILU = 11, SEAMLESS_QUICK_GELU = 12, SEAMLESS_NOT = 13
+};
+
+typedef struct { int64_t nbytes; } SeamlessCopyArgs;
+
+/* y[dims] (contiguous) = a op b, each operand read at its own element strides (0 where it is broadcast) */
+typedef struct {
+  int32_t op, type, rank;
+  int64_t dims[SEAMLESS_PROGRAM_RANK], sa[SEAMLESS_PROGRAM_RANK], sb[SEAMLESS_PROGRAM_RANK],
+      sc[SEAMLESS_PROGRAM_RANK];
+} SeamlessBinaryArgs;
+
+typedef struct { int32_t op, type; int64_t n; float alpha; } SeamlessUnaryArgs;
+
+typedef struct { int32_t from, to; int64_t n; } SeamlessCastArgs;
+
+/* y[outer, count, inner] = data[outer, indices[count], inner]; every index checked in [-size, size) */
+typedef struct { int64_t outer, size, inner_bytes, count; int32_t index_type; } SeamlessGatherArgs;
+
+/* y[dims] (contiguous) = x read at element strides */
+typedef struct { int32_t rank, elem_bytes; int64_t dims[SEAMLESS_PROGRAM_RANK], strides[SEAMLESS_PROGRAM_RANK]; } SeamlessStridedArgs;
+
+typedef struct { int64_t rows, cols; float eps; } SeamlessRowsArgs;
+
+/* y[batch][m, n] = a[batch][m, k] . B[batch][k, n] (+ bias[n]): GEMM reads the constant packed B; the
+ * batched one B at ldb / stride_b (0: one B for every item), A at stride_a (0 likewise) */
+typedef struct {
+  int64_t batch, m, n, k, stride_a, ldb, stride_b;
+  const float* packed;
+  const float* bias;
+} SeamlessGemmArgs;
+
+typedef struct {
+  int32_t op;
+  int32_t slot[SEAMLESS_STEP_OPERANDS];  /* buffer slots; -1: an absent optional operand */
+  const void* args;
+  const char* label;                     /* the node it runs, for errors */
+} SeamlessStep;
+
+/* Slots: ORT's inputs first (n_in), then its outputs (n_out), then constants (fixed addresses) and
+ * values in the run's arena (at offset). */
+typedef struct {
+  int32_t n_steps, n_slots, n_in, n_out;
+  const SeamlessStep* steps;
+  void* const* fixed;      /* per slot: a constant's address, else NULL */
+  const int64_t* offset;   /* per slot: its byte offset in the arena, else -1 */
+  int64_t arena_bytes;
+} SeamlessProgram;
+
+/* Runs the program: io holds ORT's inputs then outputs. 0, or the ORT status code of the failure with
+ * its message (naming the step's node) in error. */
+int seamless_program_run(const SeamlessProgram* p, void* const* io, char* arena, void* par_fn, void* par_ctx,
+                         char* error, size_t error_len);
+
+/* Whether BINARY steps implement (type, op): exec/program.py asks before it records one. */
+int seamless_binary_supported(int32_t type, int32_t op);

@@ -1,0 +1,298 @@
+"""The CPU kernels' native steps (native/cpu/program.h): how exec/program.py lowers a node to its program.
+
+A lowering gets the node, its input values (`Value`s: the array of the run that records, the slot, whether
+it is static: known for the binding without reading the run's data) and the arrays the Python kernel
+returned; it emits steps through the recorder and returns the node's output values, or raises `Declined`
+with the reason the node stays in Python. Shapes, strides and attributes are resolved here, once per
+binding; the step checks at run time only what it reads from data (gather indices).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ...graph.ir import NUMPY_TO_ONNX
+from . import native
+
+ffi, lib = native.ffi, native.lib
+RANK = lib.SEAMLESS_PROGRAM_RANK
+F32 = np.dtype(np.float32)
+PLAIN = frozenset(map(np.dtype, (np.float32, np.float64, np.int64, np.int32, np.int8, np.uint8, np.bool_)))
+
+LOWERINGS: dict[tuple[str, str], object] = {}  # (domain, op_type) -> lower(rec, node, ins, outs)
+
+
+class Declined(Exception):
+    """The node has no native step for this binding (the reason says why)."""
+
+
+def lowers(*op_types: str, domain: str = ""):
+    def register(fn):
+        for op in op_types:
+            LOWERINGS[(domain, op)] = fn
+        return fn
+    return register
+
+
+def type_code(dtype) -> int:
+    if dtype not in PLAIN:
+        raise Declined(f"no native step for {dtype}")
+    return NUMPY_TO_ONNX[dtype]
+
+
+def _merged(dims, *strides):
+    """dims and per-operand element strides with unit axes dropped and adjacent axes merged where every
+    operand steps through them as one; at least one axis."""
+    axes = [d for d in range(len(dims)) if dims[d] != 1]
+    out_dims, out_strides = [], [[] for _ in strides]
+    for d in axes:
+        if out_dims and all(s[-1] == st[d] * dims[d] for s, st in zip(out_strides, strides)):
+            out_dims[-1] *= dims[d]
+            for s, st in zip(out_strides, strides):
+                s[-1] = st[d]
+            continue
+        out_dims.append(dims[d])
+        for s, st in zip(out_strides, strides):
+            s.append(st[d])
+    if not out_dims:
+        return [1], [[0] for _ in strides]
+    if len(out_dims) > RANK:
+        raise Declined(f"rank {len(out_dims)} after merging axes (steps hold {RANK})")
+    return out_dims, out_strides
+
+
+def _broadcast_strides(shape, out_shape):
+    """Element strides of a C-ordered array of `shape` broadcast to out_shape (0 on broadcast axes)."""
+    strides, step = [], 1
+    for d in range(len(shape) - 1, -1, -1):
+        strides.append(0 if shape[d] == 1 else step)
+        step *= shape[d]
+    strides.reverse()
+    return [0] * (len(out_shape) - len(shape)) + strides
+
+
+def _fill(args, name, values):
+    getattr(args, name)[0:len(values)] = values
+
+
+# ---------------------------------------------------------------- elementwise
+
+BINARY = {"Add": lib.SEAMLESS_ADD, "Sub": lib.SEAMLESS_SUB, "Mul": lib.SEAMLESS_MUL, "Div": lib.SEAMLESS_DIV,
+          "Pow": lib.SEAMLESS_POW, "Max": lib.SEAMLESS_MAX, "Min": lib.SEAMLESS_MIN, "Equal": lib.SEAMLESS_EQUAL,
+          "Less": lib.SEAMLESS_LESS, "Greater": lib.SEAMLESS_GREATER, "LessOrEqual": lib.SEAMLESS_LESS_EQUAL,
+          "GreaterOrEqual": lib.SEAMLESS_GREATER_EQUAL, "And": lib.SEAMLESS_AND, "Or": lib.SEAMLESS_OR}
+
+
+def _elementwise_args(rec, op, y, operands):
+    """A BinaryArgs for y = op(operands...) (C-ordered operands broadcast to y)."""
+    dims, strides = _merged(list(y.shape), *(_broadcast_strides(v.array.shape, y.shape) for v in operands))
+    args = rec.args("SeamlessBinaryArgs")
+    args.op, args.type, args.rank = op, type_code(operands[-1].array.dtype), len(dims)
+    _fill(args, "dims", dims)
+    for name, s in zip(("sa", "sb") if len(operands) == 2 else ("sc", "sa", "sb"), strides):
+        _fill(args, name, s)
+    return args
+
+
+@lowers(*BINARY)
+def binary(rec, node, ins, outs):
+    if len(ins) != 2 or ins[0].array.dtype != ins[1].array.dtype:
+        raise Declined("two operands of one type")
+    op = BINARY[node.op_type]
+    if not lib.seamless_binary_supported(type_code(ins[0].array.dtype), op):
+        raise Declined(f"no native {node.op_type} of {ins[0].array.dtype}")
+    y = rec.value(outs[0])
+    rec.step(lib.SEAMLESS_OP_BINARY, _elementwise_args(rec, op, outs[0], ins), [*ins, y])
+    return [y]
+
+
+@lowers("Where")
+def where(rec, node, ins, outs):
+    if ins[1].array.dtype != ins[2].array.dtype or ins[0].array.dtype != np.bool_:
+        raise Declined("a boolean condition and two operands of one type")
+    y = rec.value(outs[0])
+    rec.step(lib.SEAMLESS_OP_WHERE, _elementwise_args(rec, 0, outs[0], ins), [*ins, y])
+    return [y]
+
+
+UNARY = {"Erf": lib.SEAMLESS_ERF, "Sigmoid": lib.SEAMLESS_SIGMOID, "Tanh": lib.SEAMLESS_TANH, "Exp": lib.SEAMLESS_EXP,
+         "Log": lib.SEAMLESS_LOG, "Sqrt": lib.SEAMLESS_SQRT, "Neg": lib.SEAMLESS_NEG, "Abs": lib.SEAMLESS_ABS,
+         "Relu": lib.SEAMLESS_RELU, "Reciprocal": lib.SEAMLESS_RECIPROCAL, "GeluErf": lib.SEAMLESS_GELU,
+         "QuickGelu": lib.SEAMLESS_QUICK_GELU, "Not": lib.SEAMLESS_NOT}
+
+
+def unary(rec, node, ins, outs):
+    x = ins[0].array
+    if not (x.dtype == F32 or (x.dtype == np.bool_ and node.op_type == "Not")):
+        raise Declined(f"no native {node.op_type} of {x.dtype}")
+    args = rec.args("SeamlessUnaryArgs")
+    args.op, args.type, args.n = UNARY[node.op_type], type_code(x.dtype), x.size
+    args.alpha = node.attrs.get("alpha", 1.702)
+    y = rec.value(outs[0])
+    rec.step(lib.SEAMLESS_OP_UNARY, args, [ins[0], y])
+    return [y]
+
+
+lowers(*(op for op in UNARY if op not in ("GeluErf", "QuickGelu")))(unary)
+lowers("GeluErf", domain="ai.seamless")(unary)
+lowers("QuickGelu", domain="com.microsoft")(unary)
+
+
+@lowers("Cast")
+def cast(rec, node, ins, outs):
+    src, dst = ins[0].array.dtype, outs[0].dtype
+    if src == dst:
+        return [rec.view(ins[0], outs[0])]
+    if src.kind == "f" and dst.kind in "iub":
+        raise Declined("float to integer casts (undefined in C out of range)")
+    args = rec.args("SeamlessCastArgs")
+    args.__setattr__("from", type_code(src))
+    args.to, args.n = type_code(dst), outs[0].size
+    y = rec.value(outs[0])
+    rec.step(lib.SEAMLESS_OP_CAST, args, [ins[0], y])
+    return [y]
+
+
+# ---------------------------------------------------------------- data movement
+
+@lowers("Reshape", "Squeeze", "Unsqueeze", "Flatten", "Identity")
+def view(rec, node, ins, outs):
+    if any(v is not None and not v.static for v in ins[1:]):
+        raise Declined("its shape or axes come from the run's data")
+    return [rec.view(ins[0], outs[0])]
+
+
+@lowers("Transpose")
+def transpose(rec, node, ins, outs):
+    x = ins[0].array
+    perm = node.attrs.get("perm") or list(range(x.ndim))[::-1]
+    in_strides = _broadcast_strides(x.shape, x.shape)
+    dims, (strides,) = _merged([x.shape[p] for p in perm], [in_strides[p] for p in perm])
+    args = rec.args("SeamlessStridedArgs")
+    args.rank, args.elem_bytes = len(dims), x.dtype.itemsize
+    _fill(args, "dims", dims)
+    _fill(args, "strides", strides)
+    type_code(x.dtype)
+    y = rec.value(outs[0])
+    rec.step(lib.SEAMLESS_OP_TRANSPOSE, args, [ins[0], y])
+    return [y]
+
+
+@lowers("Gather")
+def gather(rec, node, ins, outs):
+    data, indices = ins[0].array, ins[1].array
+    if indices.dtype not in (np.dtype(np.int64), np.dtype(np.int32)):
+        raise Declined(f"indices of {indices.dtype}")
+    type_code(data.dtype)
+    axis = node.attrs.get("axis", 0) % max(data.ndim, 1)
+    args = rec.args("SeamlessGatherArgs")
+    args.outer, args.size = math.prod(data.shape[:axis]), data.shape[axis]
+    args.inner_bytes = math.prod(data.shape[axis + 1:]) * data.dtype.itemsize
+    args.count, args.index_type = indices.size, type_code(indices.dtype)
+    y = rec.value(outs[0])
+    rec.step(lib.SEAMLESS_OP_GATHER, args, [ins[0], ins[1], y])
+    return [y]
+
+
+# ---------------------------------------------------------------- families with native kernels
+
+def _rows(rec, rows, cols, eps=0.0):
+    args = rec.args("SeamlessRowsArgs")
+    args.rows, args.cols, args.eps = rows, cols, eps
+    return args
+
+
+@lowers("Softmax")
+def softmax(rec, node, ins, outs):
+    x = ins[0].array
+    if x.dtype != F32 or not x.size:
+        raise Declined(f"softmax of {x.dtype} {x.shape}")
+    default = -1 if node.since_version >= 13 else 1
+    axis = node.attrs.get("axis", default) % x.ndim
+    if node.since_version >= 13 and axis != x.ndim - 1:
+        raise Declined("softmax over an inner axis")
+    cols = math.prod(x.shape[axis:])
+    y = rec.value(outs[0])
+    rec.step(lib.SEAMLESS_OP_SOFTMAX, _rows(rec, x.size // cols, cols), [ins[0], y])
+    return [y]
+
+
+@lowers("LayerNormalization")
+def layer_norm(rec, node, ins, outs):
+    x = ins[0].array
+    if any(node.outputs[1:]):
+        raise Declined("its mean and inverse deviation are read")
+    axis = node.attrs.get("axis", -1) % x.ndim
+    cols = math.prod(x.shape[axis:])
+    bias = ins[2] if len(ins) > 2 else None
+    if (x.dtype != F32 or not x.size or ins[1].array.dtype != F32 or ins[1].array.size != cols
+            or (bias is not None and (bias.array.dtype != F32 or bias.array.size != cols))):
+        raise Declined("float32 with a scale and bias per normalized element")
+    y = rec.value(outs[0])
+    rec.step(lib.SEAMLESS_OP_LAYERNORM, _rows(rec, x.size // cols, cols, node.attrs.get("epsilon", 1e-5)),
+             [ins[0], ins[1], bias, y])
+    return [y]
+
+
+def _gemm(rec, a, b_array, trans_b, bias, y_array):
+    """A GEMM step with the constant B (packed once per weight) and bias."""
+    from .matmul import native_packed
+    a_arr = a.array
+    args = rec.args("SeamlessGemmArgs")
+    args.m = math.prod(a_arr.shape[:-1])
+    args.k = a_arr.shape[-1]
+    args.n = b_array.shape[0] if trans_b else b_array.shape[1]
+    packed = rec.keep(native_packed(b_array, trans_b))
+    args.packed = ffi.cast("float*", ffi.from_buffer(packed))
+    if bias is not None:
+        bias = rec.keep(np.ascontiguousarray(bias, np.float32).reshape(-1))
+        if bias.size != args.n:
+            raise Declined("a bias that is not one per column")
+        args.bias = ffi.cast("float*", ffi.from_buffer(bias))
+    y = rec.value(y_array)
+    rec.step(lib.SEAMLESS_OP_GEMM, args, [a, y])
+    return [y]
+
+
+@lowers("MatMul")
+def matmul(rec, node, ins, outs):
+    a, b = ins
+    if a.array.dtype != F32 or b.array.dtype != F32 or a.array.ndim < 2 or b.array.ndim < 2:
+        raise Declined("float32 operands of rank 2 and more")
+    if b.static and b.array.ndim == 2:
+        return _gemm(rec, a, b.array, False, None, outs[0])
+    (m, k), n = a.array.shape[-2:], b.array.shape[-1]
+    batch = outs[0].shape[:-2]
+    args = rec.args("SeamlessGemmArgs")
+    args.batch, args.m, args.n, args.k, args.ldb = math.prod(batch), m, n, k, n
+    for value, stride, items in ((a, "stride_a", m * k), (b, "stride_b", k * n)):
+        own = value.array.shape[:-2]
+        if math.prod(own) == 1:
+            setattr(args, stride, 0)
+        elif tuple(own) == tuple(batch):
+            setattr(args, stride, items)
+        else:
+            raise Declined("batch axes broadcast on both sides")
+    y = rec.value(outs[0])
+    rec.step(lib.SEAMLESS_OP_GEMM_BATCHED, args, [a, b, y])
+    return [y]
+
+
+@lowers("MatMulBias", domain="ai.seamless")
+def matmul_bias(rec, node, ins, outs):
+    a, w, bias = ins
+    if a.array.dtype != F32 or w.array.dtype != F32 or w.array.ndim != 2 or not (w.static and bias.static):
+        raise Declined("float32 with a constant 2-D weight and bias")
+    return _gemm(rec, a, w.array, False, bias.array, outs[0])
+
+
+@lowers("Gemm")
+def gemm(rec, node, ins, outs):
+    a, b = ins[:2]
+    c = ins[2] if len(ins) > 2 else None
+    attrs = node.attrs
+    if (a.array.dtype != F32 or attrs.get("transA", 0) or attrs.get("alpha", 1.0) != 1.0 or not b.static
+            or (c is not None and (attrs.get("beta", 1.0) != 1.0 or not c.static or c.array.ndim > 1))):
+        raise Declined("float32, constant B and a constant per-column C, alpha = beta = 1, A not transposed")
+    return _gemm(rec, a, b.array, bool(attrs.get("transB", 0)), None if c is None else c.array, outs[0])

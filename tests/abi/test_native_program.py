@@ -1,0 +1,156 @@
+"""The CPU EP's native programs (exec/program.py, native/cpu/program.c, ep_plugin/cpu_runner.c): a binding of
+input shapes seen twice is recorded, and its later runs are answered in C with the same results as stock ORT,
+stock's errors for bad data, and nothing the caller passed modified."""
+import re
+import threading
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper
+
+import onnxruntime_ep_seamless as seamless
+from onnxruntime_ep_seamless.exec import program
+from onnxruntime_ep_seamless.runtime.native import NATIVES
+from parity import assert_close, ep_session, stock_session
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def native_runs() -> int:
+    return NATIVES["cpu"].lib.seamless_native_runs()
+
+
+def runs_in_c(sess, feeds) -> tuple[list, int]:
+    """One run's outputs and how many Computes C answered during it."""
+    before = native_runs()
+    out = sess.run(None, feeds)
+    return out, native_runs() - before
+
+
+def demo_feeds(rng, batch=2, seq=16):
+    return {"input_ids": rng.integers(0, 100, (batch, seq)).astype(np.int64)}
+
+
+def test_a_binding_is_answered_in_c_from_its_third_run():
+    ours, stock = ep_session(seamless.DEMO_MODEL), stock_session(seamless.DEMO_MODEL)
+    rng = np.random.default_rng(0)
+    answered = []
+    for _ in range(5):
+        feeds = demo_feeds(rng)
+        out, n = runs_in_c(ours, feeds)
+        answered.append(n)
+        assert_close(out[0], stock.run(None, feeds)[0], 1e-5, 1e-5)
+    assert answered == [0, 0, 1, 1, 1]
+    # another binding: Python again until it too is recorded
+    feeds = demo_feeds(rng, seq=7)
+    assert [runs_in_c(ours, feeds)[1] for _ in range(3)] == [0, 0, 1]
+
+
+def test_bad_data_gets_stocks_error_in_c_and_the_program_still_runs():
+    ours, stock = ep_session(seamless.DEMO_MODEL), stock_session(seamless.DEMO_MODEL)
+    feeds = demo_feeds(np.random.default_rng(1))
+    for _ in range(3):
+        ours.run(None, feeds)
+    bad = feeds["input_ids"].copy()
+    bad[1, 3] = 1000
+    bad.flags.writeable = False
+    before = native_runs()
+    with pytest.raises(ort.capi.onnxruntime_pybind11_state.InvalidArgument) as ours_error:
+        ours.run(None, {"input_ids": bad})
+    assert native_runs() == before + 1  # C found it
+    with pytest.raises(ort.capi.onnxruntime_pybind11_state.InvalidArgument) as stock_error:
+        stock.run(None, {"input_ids": bad})
+    message = "indices element out of data bounds, idx=1000 must be within the inclusive range [-100,99]"
+    assert message in str(ours_error.value) and message in str(stock_error.value)
+    assert "(Gather)" in str(ours_error.value)  # the node is named
+    assert bad[1, 3] == 1000
+    out, n = runs_in_c(ours, feeds)
+    assert n == 1
+    assert_close(out[0], stock.run(None, feeds)[0], 1e-5, 1e-5)
+
+
+def _model(nodes, inputs, outputs, initializers=()):
+    graph = helper.make_graph(nodes, "g", inputs, outputs, initializer=list(initializers))
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+
+
+def test_outputs_that_are_inputs_shapes_or_one_value_twice():
+    # y0: x itself, y1: x's shape (static for the binding), y2 and y3: one value computed once
+    model = _model([helper.make_node("Identity", ["x"], ["y0"]), helper.make_node("Shape", ["x"], ["y1"]),
+                    helper.make_node("Add", ["x", "x"], ["s"]), helper.make_node("Identity", ["s"], ["y2"]),
+                    helper.make_node("Reshape", ["s", "flat"], ["y3"])],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 3])],
+                   [helper.make_tensor_value_info("y0", TensorProto.FLOAT, None),
+                    helper.make_tensor_value_info("y1", TensorProto.INT64, None),
+                    helper.make_tensor_value_info("y2", TensorProto.FLOAT, None),
+                    helper.make_tensor_value_info("y3", TensorProto.FLOAT, None)],
+                   [helper.make_tensor("flat", TensorProto.INT64, [1], [-1])])
+    ours, stock = ep_session(model), stock_session(model)
+    x = np.arange(12, dtype=np.float32).reshape(4, 3)
+    for run in range(4):
+        out, n = runs_in_c(ours, {"x": x + run})
+        assert n == (run >= 2)
+        for o, r in zip(out, stock.run(None, {"x": x + run})):
+            assert_close(o, r, 0, 0)
+
+
+def test_a_shape_from_the_runs_data_stays_in_python():
+    model = _model([helper.make_node("Reshape", ["x", "shape"], ["y"])],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [6]),
+                    helper.make_tensor_value_info("shape", TensorProto.INT64, [2])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    ours = ep_session(model)
+    x = np.arange(6, dtype=np.float32)
+    for shape in ([2, 3], [2, 3], [3, 2], [3, 2], [6, 1]):
+        out, n = runs_in_c(ours, {"x": x, "shape": np.array(shape, np.int64)})
+        assert n == 0 and out[0].shape == tuple(shape)
+
+
+def test_more_bindings_than_the_runner_holds():
+    ours, stock = ep_session(seamless.DEMO_MODEL), stock_session(seamless.DEMO_MODEL)
+    rng = np.random.default_rng(2)
+    for seq in range(1, program.MAX_BINDINGS + 5):
+        feeds = demo_feeds(rng, batch=1, seq=seq)
+        answered = [runs_in_c(ours, feeds) for _ in range(3)]
+        assert [n for _, n in answered] == [0, 0, 1]
+        for out, _ in answered:
+            assert_close(out[0], stock.run(None, feeds)[0], 1e-5, 1e-5)
+
+
+def test_the_option_keeps_every_run_in_python():
+    ours = ep_session(seamless.DEMO_MODEL, native_program="0")
+    feeds = demo_feeds(np.random.default_rng(3))
+    assert [runs_in_c(ours, feeds)[1] for _ in range(4)] == [0, 0, 0, 0]
+
+
+def test_concurrent_runs_of_one_binding():
+    ours, stock = ep_session(seamless.DEMO_MODEL), stock_session(seamless.DEMO_MODEL)
+    rng = np.random.default_rng(4)
+    feeds = [demo_feeds(rng) for _ in range(8)]
+    expected = [stock.run(None, f)[0] for f in feeds]
+    for _ in range(2):
+        ours.run(None, feeds[0])
+    errors = []
+
+    def worker(t):
+        try:
+            for i in range(50):
+                k = (t + i) % len(feeds)
+                assert_close(ours.run(None, feeds[k])[0], expected[k], 1e-5, 1e-5)
+        except Exception as exc:  # reported below
+            errors.append(exc)
+    threads = [threading.Thread(target=worker, args=(t,)) for t in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+
+
+def test_python_and_c_agree_on_the_runners_limits():
+    runner = (ROOT / "ep_plugin" / "cpu_runner.c").read_text()
+    assert int(re.search(r"#define RUNNER_BINDINGS (\d+)", runner).group(1)) == program.MAX_BINDINGS
+    from onnxruntime_ep_seamless.exec.compute import MAX_RANK
+    assert int(re.search(r"#define RUNNER_RANK (\d+)", runner).group(1)) >= MAX_RANK
