@@ -268,30 +268,35 @@ static int run_gather(const SeamlessGatherArgs* g, const char* data, const char*
 
 typedef struct { const SeamlessStridedArgs* g; const char* x; char* y; int64_t rows; size_t tasks; } StridedJob;
 
+#define STRIDED_ROW(T) for (int64_t i = 0; i < n; i++) ((T*)y)[i * ds] = ((const T*)x)[i * ss]
+
 static void strided_task(void* user, size_t task) {
   const StridedJob* j = user;
   const SeamlessStridedArgs* g = j->g;
   int last = g->rank - 1;
-  int64_t e = g->elem_bytes, n = g->dims[last], s = g->strides[last];
+  int64_t e = g->elem_bytes, n = g->dims[last], ss = g->src[last], ds = g->dst[last];
   int64_t r0 = j->rows * (int64_t)task / (int64_t)j->tasks, r1 = j->rows * (int64_t)(task + 1) / (int64_t)j->tasks;
-  int64_t idx[SEAMLESS_PROGRAM_RANK] = {0}, off = 0, r = r0;
+  int64_t idx[SEAMLESS_PROGRAM_RANK] = {0}, src = g->src_offset, dst = g->dst_offset, r = r0;
   for (int d = last - 1; d >= 0; d--) {
     idx[d] = r % g->dims[d];
     r /= g->dims[d];
-    off += idx[d] * g->strides[d];
+    src += idx[d] * g->src[d];
+    dst += idx[d] * g->dst[d];
   }
   for (int64_t row = r0; row < r1; row++) {
-    char* y = j->y + row * n * e;
-    const char* x = j->x + off * e;
-    if (s == 1) memcpy(y, x, (size_t)(n * e));
-    else if (e == 4) for (int64_t i = 0; i < n; i++) ((uint32_t*)y)[i] = *(const uint32_t*)(x + i * s * 4);
-    else if (e == 8) for (int64_t i = 0; i < n; i++) ((uint64_t*)y)[i] = *(const uint64_t*)(x + i * s * 8);
-    else if (e == 2) for (int64_t i = 0; i < n; i++) ((uint16_t*)y)[i] = *(const uint16_t*)(x + i * s * 2);
-    else for (int64_t i = 0; i < n; i++) memcpy(y + i * e, x + i * s * e, (size_t)e);
+    char* y = j->y + dst * e;
+    const char* x = j->x + src * e;
+    if (ss == 1 && ds == 1) memcpy(y, x, (size_t)(n * e));
+    else if (e == 4) STRIDED_ROW(uint32_t);
+    else if (e == 8) STRIDED_ROW(uint64_t);
+    else if (e == 2) STRIDED_ROW(uint16_t);
+    else STRIDED_ROW(uint8_t);
     for (int d = last - 1; d >= 0; d--) {
-      off += g->strides[d];
+      src += g->src[d];
+      dst += g->dst[d];
       if (++idx[d] < g->dims[d]) break;
-      off -= g->strides[d] * g->dims[d];
+      src -= g->src[d] * g->dims[d];
+      dst -= g->dst[d] * g->dims[d];
       idx[d] = 0;
     }
   }
@@ -301,9 +306,61 @@ static void run_strided(const SeamlessStridedArgs* g, const char* x, char* y, vo
   int64_t total = elements(g->rank, g->dims), n = g->dims[g->rank - 1];
   if (!total) return;
   StridedJob j = {g, x, y, total / n, 0};
-  size_t tasks = seamless_task_count((size_t)total, PARALLEL_GRAIN);
+  size_t tasks = seamless_task_count((size_t)(total * g->elem_bytes), PARALLEL_GRAIN * 4);
   j.tasks = tasks < (size_t)j.rows ? tasks : (size_t)j.rows;
   seamless_run_tasks(par_fn, par_ctx, j.tasks, strided_task, &j);
+}
+
+/* ---- reductions ---------------------------------------------------------------------------- */
+
+typedef struct { const SeamlessReduceArgs* g; const float* x; float* y; int64_t count, per; size_t tasks; } ReduceJob;
+
+/* One output element: the reduced axes walked like an odometer, summed in double. */
+static float reduce_one(const SeamlessReduceArgs* g, const float* x, int64_t per) {
+  int last = g->reduced_rank - 1;
+  int64_t n = g->reduced_dims[last], s = g->reduced_strides[last], idx[SEAMLESS_PROGRAM_RANK] = {0}, off = 0;
+  double acc = 0.0;
+  for (int64_t rows = per / n; rows > 0; rows--) {
+    const float* row = x + off;
+    switch (g->op) {
+      case SEAMLESS_REDUCE_SUM: case SEAMLESS_REDUCE_MEAN: for (int64_t i = 0; i < n; i++) acc += row[i * s]; break;
+      case SEAMLESS_REDUCE_SUM_SQUARE: case SEAMLESS_REDUCE_L2:
+        for (int64_t i = 0; i < n; i++) acc += (double)row[i * s] * row[i * s];
+        break;
+      default: for (int64_t i = 0; i < n; i++) acc += fabs((double)row[i * s]); break;
+    }
+    for (int d = last - 1; d >= 0; d--) {
+      off += g->reduced_strides[d];
+      if (++idx[d] < g->reduced_dims[d]) break;
+      off -= g->reduced_strides[d] * g->reduced_dims[d];
+      idx[d] = 0;
+    }
+  }
+  if (g->op == SEAMLESS_REDUCE_MEAN) acc /= (double)per;
+  if (g->op == SEAMLESS_REDUCE_L2) acc = sqrt(acc);
+  return (float)acc;
+}
+
+static void reduce_task(void* user, size_t task) {
+  const ReduceJob* j = user;
+  const SeamlessReduceArgs* g = j->g;
+  int64_t r0 = j->count * (int64_t)task / (int64_t)j->tasks, r1 = j->count * (int64_t)(task + 1) / (int64_t)j->tasks;
+  for (int64_t o = r0; o < r1; o++) {
+    int64_t off = 0, r = o;
+    for (int d = g->rank - 1; d >= 0; d--) {
+      off += (r % g->dims[d]) * g->strides[d];
+      r /= g->dims[d];
+    }
+    j->y[o] = reduce_one(g, j->x + off, j->per);
+  }
+}
+
+static void run_reduce(const SeamlessReduceArgs* g, const float* x, float* y, void* par_fn, void* par_ctx) {
+  ReduceJob j = {g, x, y, elements(g->rank, g->dims), elements(g->reduced_rank, g->reduced_dims), 0};
+  if (!j.count) return;
+  size_t tasks = seamless_task_count((size_t)(j.count * j.per), PARALLEL_GRAIN);
+  j.tasks = tasks < (size_t)j.count ? tasks : (size_t)j.count;
+  seamless_run_tasks(par_fn, par_ctx, j.tasks, reduce_task, &j);
 }
 
 /* ---- the families with their own native kernels ------------------------------------------- */
@@ -316,6 +373,10 @@ void seamless_sgemm(size_t M, size_t N, size_t K, const float* A, size_t lda, co
 int seamless_sgemm_batched(size_t batch, size_t M, size_t N, size_t K, const float* A, size_t lda, size_t stride_a,
                            const float* B, size_t ldb, size_t stride_b, int trans_b, float* C, size_t ldc,
                            size_t stride_c, void* par_fn, void* par_ctx);
+
+int seamless_matmul_nbits_f32(const float* a, size_t m, size_t k, const uint8_t* b, const float* scales,
+                              const uint8_t* zp_u8, const float* zp_f32, const float* bias, float* y, size_t n,
+                              size_t bits, size_t bs, int int8, void* par_fn, void* par_ctx);
 
 static int run_step(const SeamlessStep* s, char* const* ptr, void* par_fn, void* par_ctx, char* error,
                     size_t error_len) {
@@ -332,7 +393,7 @@ static int run_step(const SeamlessStep* s, char* const* ptr, void* par_fn, void*
     case SEAMLESS_OP_UNARY: return run_unary(args, P(0), P(1), par_fn, par_ctx);
     case SEAMLESS_OP_CAST: return run_cast(args, P(0), P(1));
     case SEAMLESS_OP_GATHER: return run_gather(args, P(0), P(1), P(2), error, error_len);
-    case SEAMLESS_OP_TRANSPOSE: run_strided(args, P(0), P(1), par_fn, par_ctx); return 0;
+    case SEAMLESS_OP_COPY_STRIDED: run_strided(args, P(0), P(1), par_fn, par_ctx); return 0;
     case SEAMLESS_OP_SOFTMAX: {
       const SeamlessRowsArgs* g = args;
       seamless_softmax_f32((const float*)P(0), (float*)P(1), (size_t)g->rows, (size_t)g->cols, par_fn, par_ctx);
@@ -362,6 +423,15 @@ static int run_step(const SeamlessStep* s, char* const* ptr, void* par_fn, void*
         return STATUS_FAIL;
       }
       return 0;
+    }
+    case SEAMLESS_OP_REDUCE: run_reduce(args, (const float*)P(0), (float*)P(1), par_fn, par_ctx); return 0;
+    case SEAMLESS_OP_MATMUL_NBITS: {
+      const SeamlessNBitsArgs* g = args;
+      int rc = seamless_matmul_nbits_f32((const float*)P(0), (size_t)g->m, (size_t)g->k, g->b, g->scales, g->zp_u8,
+                                         g->zp_f32, g->bias, (float*)P(1), (size_t)g->n, (size_t)g->bits,
+                                         (size_t)g->block_size, g->int8, par_fn, par_ctx);
+      if (rc) snprintf(error, error_len, rc == 2 ? "out of memory" : "unsupported MatMulNBits configuration");
+      return rc ? STATUS_FAIL : 0;
     }
     default:
       snprintf(error, error_len, "unknown step op %d", s->op);

@@ -15,11 +15,13 @@ enum SeamlessOp {
   SEAMLESS_OP_CAST = 4,        /* SeamlessCastArgs: x -> y */
   SEAMLESS_OP_WHERE = 5,       /* SeamlessBinaryArgs (sc: the condition's strides): cond, a, b -> y */
   SEAMLESS_OP_GATHER = 6,      /* SeamlessGatherArgs: data, indices -> y */
-  SEAMLESS_OP_TRANSPOSE = 7,   /* SeamlessStridedArgs: x -> y (any strided view of x made contiguous) */
+  SEAMLESS_OP_COPY_STRIDED = 7, /* SeamlessStridedArgs: x -> y, both strided (Transpose, Expand, Slice, Concat, Split) */
   SEAMLESS_OP_SOFTMAX = 8,     /* SeamlessRowsArgs: x -> y over rows of cols */
   SEAMLESS_OP_LAYERNORM = 9,   /* SeamlessRowsArgs: x, scale, bias (or -1) -> y */
   SEAMLESS_OP_GEMM = 10,       /* SeamlessGemmArgs: a -> y, B packed (and the bias) constant */
-  SEAMLESS_OP_GEMM_BATCHED = 11 /* SeamlessGemmArgs: a, b -> y */
+  SEAMLESS_OP_GEMM_BATCHED = 11, /* SeamlessGemmArgs: a, b -> y */
+  SEAMLESS_OP_REDUCE = 12,     /* SeamlessReduceArgs: x -> y */
+  SEAMLESS_OP_MATMUL_NBITS = 13 /* SeamlessNBitsArgs: a -> y, the quantized weights constant */
 };
 
 /* Element types: ONNX's TensorProto codes. */
@@ -54,8 +56,12 @@ typedef struct { int32_t from, to; int64_t n; } SeamlessCastArgs;
 /* y[outer, count, inner] = data[outer, indices[count], inner]; every index checked in [-size, size) */
 typedef struct { int64_t outer, size, inner_bytes, count; int32_t index_type; } SeamlessGatherArgs;
 
-/* y[dims] (contiguous) = x read at element strides */
-typedef struct { int32_t rank, elem_bytes; int64_t dims[SEAMLESS_PROGRAM_RANK], strides[SEAMLESS_PROGRAM_RANK]; } SeamlessStridedArgs;
+/* y[dst_offset + i . dst] = x[src_offset + i . src] for every index i < dims (offsets and strides in elements) */
+typedef struct {
+  int32_t rank, elem_bytes;
+  int64_t src_offset, dst_offset;
+  int64_t dims[SEAMLESS_PROGRAM_RANK], src[SEAMLESS_PROGRAM_RANK], dst[SEAMLESS_PROGRAM_RANK];
+} SeamlessStridedArgs;
 
 typedef struct { int64_t rows, cols; float eps; } SeamlessRowsArgs;
 
@@ -66,6 +72,27 @@ typedef struct {
   const float* packed;
   const float* bias;
 } SeamlessGemmArgs;
+
+enum SeamlessReduceOp { SEAMLESS_REDUCE_SUM = 0, SEAMLESS_REDUCE_MEAN = 1, SEAMLESS_REDUCE_SUM_SQUARE = 2,
+                        SEAMLESS_REDUCE_L1 = 3, SEAMLESS_REDUCE_L2 = 4 };
+
+/* float32 y[kept] = op over the reduced axes of x (element strides of x for each; y contiguous) */
+typedef struct {
+  int32_t op, rank, reduced_rank;
+  int64_t dims[SEAMLESS_PROGRAM_RANK], strides[SEAMLESS_PROGRAM_RANK];
+  int64_t reduced_dims[SEAMLESS_PROGRAM_RANK], reduced_strides[SEAMLESS_PROGRAM_RANK];
+} SeamlessReduceArgs;
+
+/* MatMulNBits: y[m, n] = a[m, k] . dequantized B (+ bias); seamless_matmul_nbits_f32's operands */
+typedef struct {
+  int64_t m, k, n, bits, block_size;
+  int32_t int8;
+  const uint8_t* b;
+  const float* scales;
+  const uint8_t* zp_u8;
+  const float* zp_f32;
+  const float* bias;
+} SeamlessNBitsArgs;
 
 typedef struct {
   int32_t op;

@@ -154,3 +154,14 @@ def test_python_and_c_agree_on_the_runners_limits():
     assert int(re.search(r"#define RUNNER_BINDINGS (\d+)", runner).group(1)) == program.MAX_BINDINGS
     from onnxruntime_ep_seamless.exec.compute import MAX_RANK
     assert int(re.search(r"#define RUNNER_RANK (\d+)", runner).group(1)) >= MAX_RANK
+
+
+def test_log_partition_says_why_a_node_runs_through_python(capfd):
+    model = _model([helper.make_node("TopK", ["x", "k"], ["v", "i"])],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8])],
+                   [helper.make_tensor_value_info("v", TensorProto.FLOAT, None),
+                    helper.make_tensor_value_info("i", TensorProto.INT64, None)],
+                   [helper.make_tensor("k", TensorProto.INT64, [1], [3])])
+    ep_session(model, log_partition="1").run(None, {"x": np.arange(8, dtype=np.float32)})
+    err = capfd.readouterr().err
+    assert re.search(r"fused node '.*' runs through Python: node '.*' \(TopK\): no native step", err), err

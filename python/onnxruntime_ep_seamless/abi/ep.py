@@ -79,8 +79,9 @@ class Ep:
         if self.device == "cuda":
             from ..exec.cuda_compute import CudaKernel
             return CudaKernel(self, graph, inputs, outputs)
+        log = (lambda message: self.log(LOG_WARNING, message)) if self.options.get("log_partition") else None
         return CompiledKernel(self.native, self.name, graph, inputs, outputs, self.options.get("fusion", True),
-                              self.options.get("native_program", True))
+                              self.options.get("native_program", True), log)
 
 
 def latest_partition(nodes: set[tuple[str, str]]) -> PartitionResult | None:

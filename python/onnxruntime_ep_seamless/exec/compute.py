@@ -18,7 +18,7 @@ MAX_BINDINGS_SEEN = 256    # binding keys counted before the counts start over
 
 class CompiledKernel:
     def __init__(self, native, ep_name: str, graph, input_names: list[str], output_names: list[str],
-                 fusion: bool = True, native_program: bool = True):
+                 fusion: bool = True, native_program: bool = True, log=None):
         self.native = native
         self.ep_name = ep_name
         self.name = "+".join(sorted({n.op_type for n in graph.nodes}))[:80] if len(graph.nodes) > 1 else graph.nodes[0].label
@@ -33,11 +33,15 @@ class CompiledKernel:
         self.packed_outputs = any(t in PACKED_BITS for t in self.out_dtypes)
         self._tls = threading.local()  # per-thread C buffers: Compute may run on several threads at once
         # the C runner of this node's native programs (None: every run in Python, and why_python says why)
-        self.native_runner, self.why_python = None, None if native_program else "the native_program option is 0"
+        self.native_runner = None
+        self.why_python = programs.why_not_native(self.plan) if native_program else "the native_program option is 0"
+        self.log = log  # log(message): log_partition's report of why the node runs through Python
+        if log and self.why_python:
+            log(f"fused node {self.name!r} runs through Python: {self.why_python}")
         self.programs: dict[bytes, tuple] = {}   # binding key -> (runner slot, Program), oldest first
         self.seen: dict[bytes, int] = {}         # binding key -> sightings before it is recorded
         self._record_lock = threading.Lock()
-        if native_program:
+        if self.why_python is None:
             ffi, lib = native.ffi, native.lib
             run = int(programs.native_cpu.ffi.cast("uintptr_t", programs.native_cpu.ffi.addressof(
                 programs.native_cpu.lib, "seamless_program_run")))
@@ -131,6 +135,8 @@ class CompiledKernel:
             outputs, program, why_not = programs.record(self.plan, args, (self.n_in, self.n_out))
             if program is None:
                 self.why_python = why_not  # one node without a native step: every binding would stop there
+                if self.log:
+                    self.log(f"fused node {self.name!r} runs through Python: {why_not}")
                 return outputs
             ffi, lib = self.native.ffi, self.native.lib
             if len(self.programs) >= programs.MAX_BINDINGS:  # the oldest binding makes room

@@ -82,6 +82,19 @@ class Recorder:
         self.steps.append((op, [self.operand(v) for v in operands], args, self.label))
 
 
+def why_not_native(plan) -> str | None:
+    """Why no binding of the plan can be recorded, as far as Compile can tell (a node that reads the run's data
+    and has no lowering), or None."""
+    static = set(plan.constants)
+    for node, _, _ in plan.kernels:
+        inputs = [n for n in node.inputs if n]
+        if node.op_type in SHAPE_ONLY or (node.op_type not in RANDOM and all(n in static for n in inputs)):
+            static.update(n for n in node.outputs if n)
+        elif (node.domain, node.op_type) not in LOWERINGS:
+            return f"node {node.label!r} ({node.key}): {'a random op' if node.op_type in RANDOM else 'no native step'}"
+    return None
+
+
 def record(plan, inputs: list, runner_io: tuple[int, int]):
     """Run the plan on inputs, recording it. Returns (outputs, Program or None, why not)."""
     rec = Recorder(*runner_io)
@@ -91,6 +104,9 @@ def record(plan, inputs: list, runner_io: tuple[int, int]):
     why_not = None
     for node, kdef, fn in plan.kernels:
         args = [None if not n else _lookup(values, plan, n) for n in node.inputs]
+        for a in args:  # in C order, as in their slots: an output that views one has the slot's strides
+            if a is not None and not a.array.flags.c_contiguous:
+                a.array = np.ascontiguousarray(a.array)
         outs = plan.run_node(node, fn, [a.array if a is not None else None for a in args])
         outs = [np.asarray(o) for o in outs[:len(node.outputs)]]
         if why_not is None:
@@ -98,6 +114,8 @@ def record(plan, inputs: list, runner_io: tuple[int, int]):
                 new = _lower(rec, node, args, outs)
             except Declined as exc:
                 why_not, new = f"node {node.label!r} ({node.key}): {exc}", None
+            except Exception as exc:  # a lowering's bug must not fail the run: it stays in Python, and says why
+                why_not, new = f"node {node.label!r} ({node.key}): lowering failed: {type(exc).__name__}: {exc}", None
         if why_not is not None:  # recording stopped: the rest runs for the outputs only
             new = [Value(o, None, True) for o in outs]
         for name, v in zip(node.outputs, new):

@@ -163,19 +163,75 @@ def view(rec, node, ins, outs):
     return [rec.view(ins[0], outs[0])]
 
 
-@lowers("Transpose")
-def transpose(rec, node, ins, outs):
-    x = ins[0].array
-    perm = node.attrs.get("perm") or list(range(x.ndim))[::-1]
-    in_strides = _broadcast_strides(x.shape, x.shape)
-    dims, (strides,) = _merged([x.shape[p] for p in perm], [in_strides[p] for p in perm])
+def _contiguous_strides(shape):
+    return _broadcast_strides(shape, shape) if all(shape) else [0] * len(shape)
+
+
+def _strided_copy(rec, src, dst, dims, src_strides, dst_strides, src_offset=0, dst_offset=0):
+    dims, (ss, ds) = _merged(list(dims), list(src_strides), list(dst_strides))
     args = rec.args("SeamlessStridedArgs")
-    args.rank, args.elem_bytes = len(dims), x.dtype.itemsize
+    args.rank, args.elem_bytes = len(dims), src.array.dtype.itemsize
+    args.src_offset, args.dst_offset = src_offset, dst_offset
     _fill(args, "dims", dims)
-    _fill(args, "strides", strides)
+    _fill(args, "src", ss)
+    _fill(args, "dst", ds)
+    rec.step(lib.SEAMLESS_OP_COPY_STRIDED, args, [src, dst])
+
+
+def _address(a) -> int:
+    return a.__array_interface__["data"][0]
+
+
+def _byte_bounds(a) -> tuple[int, int]:
+    """[low, high) of the bytes a non-empty array touches."""
+    low = high = _address(a)
+    for n, stride in zip(a.shape, a.strides):
+        if stride < 0:
+            low += (n - 1) * stride
+        else:
+            high += (n - 1) * stride
+    return low, high + a.itemsize
+
+
+@lowers("Transpose", "Expand", "Slice", "Split")
+def view_copy(rec, node, ins, outs):
+    """Ops whose Python kernel returns views of their (C-ordered) input: each output copied out of the input at
+    the view's offset and strides."""
+    if any(v is not None and not v.static for v in ins[1:]):
+        raise Declined("its sizes come from the run's data")
+    x = ins[0].array
     type_code(x.dtype)
-    y = rec.value(outs[0])
-    rec.step(lib.SEAMLESS_OP_TRANSPOSE, args, [ins[0], y])
+    lo, hi = _byte_bounds(x) if x.size else (0, 0)
+    result = []
+    for out in outs:
+        e = x.itemsize
+        if out.size:
+            v_lo, v_hi = _byte_bounds(out)
+            if not (lo <= v_lo and v_hi <= hi) or any(s % e for s in out.strides):
+                raise Declined("its result is no view of its input")
+        offset = (_address(out) - _address(x)) // e if out.size else 0
+        y = rec.value(out)
+        _strided_copy(rec, ins[0], y, out.shape, [s // e for s in out.strides], _contiguous_strides(out.shape),
+                      src_offset=offset)
+        result.append(y)
+    return result
+
+
+@lowers("Concat")
+def concat(rec, node, ins, outs):
+    y_array = outs[0]
+    axis = node.attrs["axis"] % y_array.ndim
+    y = rec.value(y_array)
+    y_strides = _contiguous_strides(y_array.shape)
+    start = 0
+    for v in ins:
+        if v.array.dtype != y_array.dtype:
+            raise Declined("operands of several types")
+        if v.array.size:
+            _strided_copy(rec, v, y, v.array.shape, _contiguous_strides(v.array.shape), y_strides,
+                          dst_offset=start * y_strides[axis])
+        start += v.array.shape[axis]
+    type_code(y_array.dtype)
     return [y]
 
 
@@ -296,3 +352,59 @@ def gemm(rec, node, ins, outs):
             or (c is not None and (attrs.get("beta", 1.0) != 1.0 or not c.static or c.array.ndim > 1))):
         raise Declined("float32, constant B and a constant per-column C, alpha = beta = 1, A not transposed")
     return _gemm(rec, a, b.array, bool(attrs.get("transB", 0)), None if c is None else c.array, outs[0])
+
+
+REDUCE = {"ReduceSum": lib.SEAMLESS_REDUCE_SUM, "ReduceMean": lib.SEAMLESS_REDUCE_MEAN,
+          "ReduceSumSquare": lib.SEAMLESS_REDUCE_SUM_SQUARE, "ReduceL1": lib.SEAMLESS_REDUCE_L1,
+          "ReduceL2": lib.SEAMLESS_REDUCE_L2}
+
+
+@lowers(*REDUCE)
+def reduce(rec, node, ins, outs):
+    from .reduction import reduced_axes
+    x = ins[0].array
+    if x.dtype != F32 or not x.size or not x.ndim:
+        raise Declined(f"{node.op_type} of {x.dtype} {x.shape}")
+    axes = node.attrs.get("axes")
+    if len(ins) > 1 and ins[1] is not None:
+        if not ins[1].static:
+            raise Declined("its axes come from the run's data")
+        axes = ins[1].array.reshape(-1).tolist()
+    if not axes and node.attrs.get("noop_with_empty_axes", 0):
+        raise Declined("a reduction over no axis")
+    reduced = reduced_axes(x.ndim, axes)
+    strides = _contiguous_strides(x.shape)
+    kept = [d for d in range(x.ndim) if d not in reduced]
+    dims, (kept_strides,) = _merged([x.shape[d] for d in kept], [strides[d] for d in kept])
+    rdims, (rstrides,) = _merged([x.shape[d] for d in reduced], [strides[d] for d in reduced])
+    args = rec.args("SeamlessReduceArgs")
+    args.op, args.rank, args.reduced_rank = REDUCE[node.op_type], len(dims), len(rdims)
+    _fill(args, "dims", dims)
+    _fill(args, "strides", kept_strides)
+    _fill(args, "reduced_dims", rdims)
+    _fill(args, "reduced_strides", rstrides)
+    y = rec.value(outs[0])
+    rec.step(lib.SEAMLESS_OP_REDUCE, args, [ins[0], y])
+    return [y]
+
+
+@lowers("MatMulNBits", domain="com.microsoft")
+def matmul_nbits(rec, node, ins, outs):
+    a, b, scales, zero_points, g_idx, bias = (list(ins) + [None] * 6)[:6]
+    attrs = node.attrs
+    bits, K, N = attrs.get("bits", 4), attrs["K"], attrs["N"]
+    if (a.array.dtype != F32 or g_idx is not None or bits == 2 or not native.HAS_MATMUL_NBITS or not b.array.size
+            or not all(v is None or v.static for v in (b, scales, zero_points, bias))):
+        raise Declined("float32 activations, constant 4- or 8-bit weights without g_idx")
+    zp = None if zero_points is None else zero_points.array
+    weights = rec.keep(native._weights(b.array, scales.array, zp, None if bias is None else bias.array, bits,
+                                       attrs["block_size"], K, N))
+    rec.keep([v.array for v in (b, scales, zero_points, bias) if v is not None])
+    args = rec.args("SeamlessNBitsArgs")
+    args.m, args.k, args.n = a.array.size // K, K, N
+    args.bits, args.block_size = bits, attrs["block_size"]
+    args.int8 = int(attrs.get("accuracy_level", 0) == 4 and (zp is None or zp.dtype == np.uint8))
+    args.b, args.scales, args.zp_u8, args.zp_f32, args.bias = weights[:5]
+    y = rec.value(outs[0])
+    rec.step(lib.SEAMLESS_OP_MATMUL_NBITS, args, [a, y])
+    return [y]
