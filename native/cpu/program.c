@@ -313,7 +313,24 @@ static void run_strided(const SeamlessStridedArgs* g, const char* x, char* y, vo
 
 /* ---- reductions ---------------------------------------------------------------------------- */
 
-typedef struct { const SeamlessReduceArgs* g; const float* x; float* y; int64_t count, per; size_t tasks; } ReduceJob;
+typedef struct { const SeamlessReduceArgs* g; const char* x; char* y; int64_t count, per; size_t tasks; } ReduceJob;
+
+/* An int64 sum over the reduced axes (wrapping, as numpy's). */
+static int64_t reduce_one_i64(const SeamlessReduceArgs* g, const int64_t* x, int64_t per) {
+  int last = g->reduced_rank - 1;
+  int64_t n = g->reduced_dims[last], s = g->reduced_strides[last], idx[SEAMLESS_PROGRAM_RANK] = {0}, off = 0;
+  uint64_t acc = 0;
+  for (int64_t rows = per / n; rows > 0; rows--) {
+    for (int64_t i = 0; i < n; i++) acc += (uint64_t)x[off + i * s];
+    for (int d = last - 1; d >= 0; d--) {
+      off += g->reduced_strides[d];
+      if (++idx[d] < g->reduced_dims[d]) break;
+      off -= g->reduced_strides[d] * g->reduced_dims[d];
+      idx[d] = 0;
+    }
+  }
+  return (int64_t)acc;
+}
 
 /* One output element: the reduced axes walked like an odometer, summed in double. */
 static float reduce_one(const SeamlessReduceArgs* g, const float* x, int64_t per) {
@@ -351,11 +368,12 @@ static void reduce_task(void* user, size_t task) {
       off += (r % g->dims[d]) * g->strides[d];
       r /= g->dims[d];
     }
-    j->y[o] = reduce_one(g, j->x + off, j->per);
+    if (g->type == SEAMLESS_I64) ((int64_t*)j->y)[o] = reduce_one_i64(g, (const int64_t*)j->x + off, j->per);
+    else ((float*)j->y)[o] = reduce_one(g, (const float*)j->x + off, j->per);
   }
 }
 
-static void run_reduce(const SeamlessReduceArgs* g, const float* x, float* y, void* par_fn, void* par_ctx) {
+static void run_reduce(const SeamlessReduceArgs* g, const char* x, char* y, void* par_fn, void* par_ctx) {
   ReduceJob j = {g, x, y, elements(g->rank, g->dims), elements(g->reduced_rank, g->reduced_dims), 0};
   if (!j.count) return;
   size_t tasks = seamless_task_count((size_t)(j.count * j.per), PARALLEL_GRAIN);
@@ -377,6 +395,48 @@ int seamless_sgemm_batched(size_t batch, size_t M, size_t N, size_t K, const flo
 int seamless_matmul_nbits_f32(const float* a, size_t m, size_t k, const uint8_t* b, const float* scales,
                               const uint8_t* zp_u8, const float* zp_f32, const float* bias, float* y, size_t n,
                               size_t bits, size_t bs, int int8, void* par_fn, void* par_ctx);
+
+void seamless_skip_rmsnorm_f32(const float* x, const float* skip, size_t skip_rows, const float* bias,
+                               const float* gamma, float* y, float* sum_out, float* inv_out, size_t rows, size_t cols,
+                               float eps, void* par_fn, void* par_ctx);
+int seamless_gqa_f32(const float* q, const float* k, const float* v, size_t q_row, size_t k_row, size_t v_row,
+                     const float* past_k, const float* past_v, size_t past_len, float* present_k, float* present_v,
+                     size_t present_len, float* out, const int32_t* seqlens, int first_prompt, size_t b, size_t s,
+                     size_t nh, size_t nkv, size_t h, const float* cos_cache, const float* sin_cache, size_t half,
+                     int interleaved, const int64_t* pos, float scale, float softcap, int64_t window, int causal,
+                     const float* sink, void* par_fn, void* par_ctx);
+
+/* GroupQueryAttention after the checks of seqlens_k stock makes (kernels/cpu/attention.py gqa_layout). */
+static int run_gqa(const SeamlessGqaArgs* g, const SeamlessStep* st, char* const* ptr, void* par_fn, void* par_ctx,
+                   char* error, size_t error_len) {
+  const float* q = (const float*)ptr[st->slot[0]];
+  const float* k = st->slot[1] >= 0 ? (const float*)ptr[st->slot[1]] : q + g->k_offset;
+  const float* v = st->slot[2] >= 0 ? (const float*)ptr[st->slot[2]] : q + g->v_offset;
+  const int32_t* lens = (const int32_t*)ptr[st->slot[5]];
+  int32_t shortest = INT32_MAX;
+  for (int64_t i = 0; i < g->b; i++) {
+    if (lens[i] < 0 || lens[i] >= g->total) {
+      snprintf(error, error_len, "seqlens_k[%lld] = %d is out of range [0, %lld)", (long long)i, lens[i],
+               (long long)g->total);
+      return STATUS_INVALID_ARGUMENT;
+    }
+    shortest = lens[i] < shortest ? lens[i] : shortest;
+  }
+  if (!g->first_prompt && (int64_t)shortest + 1 < g->s) {
+    snprintf(error, error_len, "seqlens_k (shortest %d) shorter than the %lld new tokens", shortest, (long long)g->s);
+    return STATUS_INVALID_ARGUMENT;
+  }
+  int rc = seamless_gqa_f32(q, k, v, (size_t)g->q_row, (size_t)g->k_row, (size_t)g->v_row,
+                            st->slot[3] >= 0 ? (const float*)ptr[st->slot[3]] : NULL,
+                            st->slot[4] >= 0 ? (const float*)ptr[st->slot[4]] : NULL, (size_t)g->past_len,
+                            (float*)ptr[st->slot[7]], (float*)ptr[st->slot[8]], (size_t)g->present_len,
+                            (float*)ptr[st->slot[6]], lens, g->first_prompt, (size_t)g->b, (size_t)g->s,
+                            (size_t)g->num_heads, (size_t)g->kv_num_heads, (size_t)g->head_size, g->cos, g->sin,
+                            (size_t)g->half, g->interleaved, NULL, g->scale, g->softcap, g->window, g->causal, g->sink,
+                            par_fn, par_ctx);
+  if (rc) snprintf(error, error_len, rc == 2 ? "out of memory" : "seqlens_k out of range");
+  return rc ? STATUS_FAIL : 0;
+}
 
 static int run_step(const SeamlessStep* s, char* const* ptr, void* par_fn, void* par_ctx, char* error,
                     size_t error_len) {
@@ -424,7 +484,15 @@ static int run_step(const SeamlessStep* s, char* const* ptr, void* par_fn, void*
       }
       return 0;
     }
-    case SEAMLESS_OP_REDUCE: run_reduce(args, (const float*)P(0), (float*)P(1), par_fn, par_ctx); return 0;
+    case SEAMLESS_OP_REDUCE: run_reduce(args, P(0), P(1), par_fn, par_ctx); return 0;
+    case SEAMLESS_OP_RMS_NORM: {
+      const SeamlessRowsArgs* g = args;
+      seamless_skip_rmsnorm_f32((const float*)P(0), (const float*)P(1), (size_t)g->skip_rows, (const float*)P(2),
+                                (const float*)P(3), (float*)P(4), (float*)P(5), (float*)P(6), (size_t)g->rows,
+                                (size_t)g->cols, g->eps, par_fn, par_ctx);
+      return 0;
+    }
+    case SEAMLESS_OP_GQA: return run_gqa(args, s, ptr, par_fn, par_ctx, error, error_len);
     case SEAMLESS_OP_MATMUL_NBITS: {
       const SeamlessNBitsArgs* g = args;
       int rc = seamless_matmul_nbits_f32((const float*)P(0), (size_t)g->m, (size_t)g->k, g->b, g->scales, g->zp_u8,

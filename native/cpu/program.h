@@ -4,7 +4,7 @@
  * integer #defines; Python fills these structs with ffi.new, never by hand. */
 
 #define SEAMLESS_PROGRAM_RANK 8      /* dims an argument block holds (after merging axes) */
-#define SEAMLESS_STEP_OPERANDS 6     /* buffer slots a step names */
+#define SEAMLESS_STEP_OPERANDS 10    /* buffer slots a step names */
 #define SEAMLESS_PROGRAM_ERROR 512   /* bytes of a failed run's message */
 
 /* A step's op code (SeamlessStep.op); each names the argument block it reads. */
@@ -21,7 +21,10 @@ enum SeamlessOp {
   SEAMLESS_OP_GEMM = 10,       /* SeamlessGemmArgs: a -> y, B packed (and the bias) constant */
   SEAMLESS_OP_GEMM_BATCHED = 11, /* SeamlessGemmArgs: a, b -> y */
   SEAMLESS_OP_REDUCE = 12,     /* SeamlessReduceArgs: x -> y */
-  SEAMLESS_OP_MATMUL_NBITS = 13 /* SeamlessNBitsArgs: a -> y, the quantized weights constant */
+  SEAMLESS_OP_MATMUL_NBITS = 13, /* SeamlessNBitsArgs: a -> y, the quantized weights constant */
+  SEAMLESS_OP_RMS_NORM = 14,   /* SeamlessRowsArgs: x, skip (or -1), bias (or -1), gamma -> y, sum (or -1), inv_rms */
+  SEAMLESS_OP_GQA = 15         /* SeamlessGqaArgs: q, k, v (-1: packed in q), past_k, past_v, seqlens_k -> out,
+                                  present_k, present_v */
 };
 
 /* Element types: ONNX's TensorProto codes. */
@@ -63,7 +66,7 @@ typedef struct {
   int64_t dims[SEAMLESS_PROGRAM_RANK], src[SEAMLESS_PROGRAM_RANK], dst[SEAMLESS_PROGRAM_RANK];
 } SeamlessStridedArgs;
 
-typedef struct { int64_t rows, cols; float eps; } SeamlessRowsArgs;
+typedef struct { int64_t rows, cols, skip_rows; float eps; } SeamlessRowsArgs;
 
 /* y[batch][m, n] = a[batch][m, k] . B[batch][k, n] (+ bias[n]): GEMM reads the constant packed B; the
  * batched one B at ldb / stride_b (0: one B for every item), A at stride_a (0 likewise) */
@@ -73,12 +76,24 @@ typedef struct {
   const float* bias;
 } SeamlessGemmArgs;
 
+/* GroupQueryAttention (seamless_gqa_f32's operands); seqlens_k's values checked against total first */
+typedef struct {
+  int64_t b, s, num_heads, kv_num_heads, head_size, q_row, k_row, v_row, k_offset, v_offset, past_len, present_len,
+      total, half, window;
+  int32_t first_prompt, interleaved, causal;
+  float scale, softcap;
+  const float* cos;
+  const float* sin;
+  const float* sink;
+} SeamlessGqaArgs;
+
 enum SeamlessReduceOp { SEAMLESS_REDUCE_SUM = 0, SEAMLESS_REDUCE_MEAN = 1, SEAMLESS_REDUCE_SUM_SQUARE = 2,
                         SEAMLESS_REDUCE_L1 = 3, SEAMLESS_REDUCE_L2 = 4 };
 
-/* float32 y[kept] = op over the reduced axes of x (element strides of x for each; y contiguous) */
+/* y[kept] = op over the reduced axes of x (element strides of x for each; y contiguous): float32, or int64
+ * (SUM only, wrapping as numpy does) */
 typedef struct {
-  int32_t op, rank, reduced_rank;
+  int32_t op, type, rank, reduced_rank;
   int64_t dims[SEAMLESS_PROGRAM_RANK], strides[SEAMLESS_PROGRAM_RANK];
   int64_t reduced_dims[SEAMLESS_PROGRAM_RANK], reduced_strides[SEAMLESS_PROGRAM_RANK];
 } SeamlessReduceArgs;

@@ -363,7 +363,7 @@ REDUCE = {"ReduceSum": lib.SEAMLESS_REDUCE_SUM, "ReduceMean": lib.SEAMLESS_REDUC
 def reduce(rec, node, ins, outs):
     from .reduction import reduced_axes
     x = ins[0].array
-    if x.dtype != F32 or not x.size or not x.ndim:
+    if not (x.dtype == F32 or (x.dtype == np.int64 and node.op_type == "ReduceSum")) or not x.size or not x.ndim:
         raise Declined(f"{node.op_type} of {x.dtype} {x.shape}")
     axes = node.attrs.get("axes")
     if len(ins) > 1 and ins[1] is not None:
@@ -378,7 +378,7 @@ def reduce(rec, node, ins, outs):
     dims, (kept_strides,) = _merged([x.shape[d] for d in kept], [strides[d] for d in kept])
     rdims, (rstrides,) = _merged([x.shape[d] for d in reduced], [strides[d] for d in reduced])
     args = rec.args("SeamlessReduceArgs")
-    args.op, args.rank, args.reduced_rank = REDUCE[node.op_type], len(dims), len(rdims)
+    args.op, args.type, args.rank, args.reduced_rank = REDUCE[node.op_type], type_code(x.dtype), len(dims), len(rdims)
     _fill(args, "dims", dims)
     _fill(args, "strides", kept_strides)
     _fill(args, "reduced_dims", rdims)
@@ -408,3 +408,97 @@ def matmul_nbits(rec, node, ins, outs):
     y = rec.value(outs[0])
     rec.step(lib.SEAMLESS_OP_MATMUL_NBITS, args, [a, y])
     return [y]
+
+
+def _rms_step(rec, x, skip, bias, gamma, y_array, sum_array, inv_array, eps):
+    """x (+ skip + bias) RMS-normalized over its last axis times gamma: the outputs asked for (None: not)."""
+    xa = x.array
+    cols = gamma.array.size
+    if (xa.dtype != F32 or not xa.size or xa.shape[-1] != cols or gamma.array.dtype != F32
+            or any(v is not None and (v.array.dtype != F32 or not v.array.size) for v in (skip, bias))
+            or (skip is not None and (skip.array.shape[-1] != cols or xa.size % skip.array.size))
+            or (bias is not None and bias.array.size != cols)):
+        raise Declined("float32 rows with one gamma (and bias) per column, skip whole rows")
+    args = _rows(rec, xa.size // cols, cols, eps)
+    args.skip_rows = 0 if skip is None else skip.array.size // cols
+    outs = [None if a is None else rec.value(a) for a in (y_array, sum_array, inv_array)]
+    if outs[2] is None:  # the kernel always writes the inverse RMS: a scratch value when no output wants it
+        outs[2] = rec.value(np.empty(xa.size // cols, F32))
+    rec.step(lib.SEAMLESS_OP_RMS_NORM, args, [x, skip, bias, gamma, *outs])
+    return outs
+
+
+@lowers("SimplifiedLayerNormalization", "RMSNormalization")
+def rms_norm(rec, node, ins, outs):
+    x = ins[0].array
+    axis = node.attrs.get("axis", -1) % max(x.ndim, 1)
+    if axis != x.ndim - 1:
+        raise Declined("normalization over several axes")
+    inv = outs[1] if len(outs) > 1 and node.outputs[1] else None
+    y, _, inv_value = _rms_step(rec, ins[0], None, None, ins[1], outs[0], None, None if inv is None else
+                                inv.reshape(-1), node.attrs.get("epsilon", 1e-5))
+    result = [y]
+    if inv is not None:
+        result.append(rec.view(inv_value, inv))
+    return result
+
+
+@lowers("SkipSimplifiedLayerNormalization", domain="com.microsoft")
+def skip_rms_norm(rec, node, ins, outs):
+    x, skip, gamma = ins[:3]
+    bias = ins[3] if len(ins) > 3 else None
+    wanted = [i < len(node.outputs) and bool(node.outputs[i]) for i in range(4)]
+    if wanted[1]:
+        raise Declined("its mean output is read")
+    inv = outs[2].reshape(-1) if wanted[2] else None
+    y, s, inv_value = _rms_step(rec, x, skip, bias, gamma, outs[0], outs[3] if wanted[3] else None, inv,
+                                node.attrs.get("epsilon", 1e-12))
+    return [y, None, rec.view(inv_value, outs[2]) if wanted[2] else None, s]
+
+
+@lowers("GroupQueryAttention", domain="com.microsoft")
+def group_query_attention(rec, node, ins, outs):
+    from .attention import gqa_layout
+    q, k, v, past_k, past_v, seqlens, total = (list(ins) + [None] * 7)[:7]
+    a = node.attrs
+    rest = list(ins[7:])
+    do_rotary = a.get("do_rotary", 0)
+    cos, sin = (rest + [None, None])[:2]
+    extra = rest[2:]  # position_ids, attention_bias, head_sink, the quantized cache's scales, …
+    sink_value = extra[2] if len(extra) > 2 else None
+    if (any(v is not None for v in extra[:2] + extra[3:]) or (sink_value is not None and not sink_value.static)
+            or total is None or not total.static or seqlens is None or seqlens.array.dtype != np.int32
+            or any(v is not None and v.array.dtype != F32 for v in (q, k, v, past_k, past_v))
+            or (do_rotary and not (cos.static and sin.static))):
+        raise Declined("float32, total_sequence_length and rotary caches constant, no position_ids/bias/"
+                       "quantized cache")
+    nh, nkv = a["num_heads"], a["kv_num_heads"]
+    h, first_prompt, present_len, _ = gqa_layout(q.array.shape, k is None, None if past_k is None else
+                                                 past_k.array.shape, None, total.array, nh, nkv,
+                                                 cos.array.shape if do_rotary else None)
+    b, s = q.array.shape[:2]
+    args = rec.args("SeamlessGqaArgs")
+    args.b, args.s, args.num_heads, args.kv_num_heads, args.head_size = b, s, nh, nkv, h
+    args.q_row = q.array.shape[2]
+    args.k_row = args.q_row if k is None else k.array.shape[2]
+    args.v_row = args.q_row if k is None else v.array.shape[2]
+    args.k_offset, args.v_offset = nh * h, (nh + nkv) * h
+    args.past_len = 0 if past_k is None else past_k.array.shape[2]
+    args.present_len, args.total = present_len, int(np.asarray(total.array).reshape(-1)[0])
+    args.window, args.first_prompt, args.causal = a.get("local_window_size", -1), int(first_prompt), a.get("causal", 1)
+    args.interleaved = a.get("rotary_interleaved", 0)
+    scale = a.get("scale", 0.0)
+    args.scale = float(scale) if scale != 0.0 else 1.0 / float(np.sqrt(np.float32(h)))
+    args.softcap = a.get("softcap", 0.0)
+    if do_rotary:
+        cos_c, sin_c = (rec.keep(np.ascontiguousarray(c.array, np.float32)) for c in (cos, sin))
+        args.cos, args.sin = (ffi.cast("float*", ffi.from_buffer(c)) for c in (cos_c, sin_c))
+        args.half = cos_c.shape[1]
+    if a.get("smooth_softmax", -1) == 1 or sink_value is not None:
+        sink = np.zeros(nh, F32) if sink_value is None else sink_value.array.astype(F32).reshape(nh)
+        args.sink = ffi.cast("float*", ffi.from_buffer(rec.keep(np.ascontiguousarray(sink))))
+    if past_k is not None and past_k.array.shape != (b, nkv, args.past_len, h):
+        raise Declined("a past cache of another layout")
+    y, pk, pv = (rec.value(o) for o in outs[:3])
+    rec.step(lib.SEAMLESS_OP_GQA, args, [q, k, v, past_k, past_v, seqlens, y, pk, pv])
+    return [y, pk, pv]
