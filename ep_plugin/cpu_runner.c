@@ -23,6 +23,20 @@ typedef struct {
   int busy;                         /* runs under way, counted under the lock */
 } Binding;
 
+#define RUNNER_FAMILIES 4   /* exec/program.py MAX_FAMILIES */
+
+typedef struct {
+  const SeamlessFamily* family;     /* Python owns it */
+  pthread_mutex_t lock;             /* one run at a time: the template is patched for it */
+  int busy;                         /* runs under way or waiting, counted under the runner's lock */
+  int64_t t;                        /* the t the template is patched for (-1: none yet) */
+  int32_t* out_ranks;
+  int64_t* out_dims;                /* RUNNER_RANK per output */
+  int64_t (*placed)[3];             /* scratch of the arena layout: offset, end, last step */
+  char* arena;
+  size_t arena_bytes;
+} Family;
+
 struct SeamlessRunner {
   pthread_mutex_t lock;             /* the bindings table and busy counts */
   pthread_mutex_t arena_lock;       /* the arena: one run at a time; a concurrent run gets its own */
@@ -30,6 +44,7 @@ struct SeamlessRunner {
   ProgramRunFn run;
   const char* prefix;               /* error messages start with it (the EP and the fused node) */
   Binding* bindings[RUNNER_BINDINGS];
+  Family* families[RUNNER_FAMILIES];
   char* arena;
   size_t arena_bytes;
 };
@@ -53,9 +68,16 @@ SeamlessRunner* seamless_runner_new(int n_in, int n_out, void* run_fn, const cha
   return r;
 }
 
+static void family_free(Family* f) {
+  if (!f) return;
+  pthread_mutex_destroy(&f->lock);
+  free(f->out_ranks); free(f->out_dims); free(f->placed); free(f->arena); free(f);
+}
+
 void seamless_runner_free(SeamlessRunner* r) {
   if (!r) return;
   for (int i = 0; i < RUNNER_BINDINGS; i++) binding_free(r->bindings[i]);
+  for (int i = 0; i < RUNNER_FAMILIES; i++) family_free(r->families[i]);
   pthread_mutex_destroy(&r->lock);
   pthread_mutex_destroy(&r->arena_lock);
   free((void*)r->prefix); free(r->arena); free(r);
@@ -121,6 +143,143 @@ void seamless_runner_remove(SeamlessRunner* r, int slot) {
   binding_free(b);
 }
 
+/* Register a family (exec/program.py); its slot, or -1 when the table is full or memory is short. */
+int seamless_runner_add_family(SeamlessRunner* r, const void* family) {
+  const SeamlessFamily* sf = family;
+  Family* f = calloc(1, sizeof *f);
+  size_t n_out = r->n_out ? (size_t)r->n_out : 1, n_arena = sf->n_arena ? (size_t)sf->n_arena : 1;
+  if (!f || !(f->out_ranks = calloc(n_out, sizeof *f->out_ranks)) ||
+      !(f->out_dims = calloc(n_out * RUNNER_RANK, sizeof *f->out_dims)) ||
+      !(f->placed = calloc(n_arena, sizeof *f->placed))) {
+    if (f) { free(f->out_ranks); free(f->out_dims); free(f); }
+    return -1;
+  }
+  pthread_mutex_init(&f->lock, NULL);
+  f->family = sf;
+  f->t = -1;
+  int slot = -1;
+  pthread_mutex_lock(&r->lock);
+  for (int i = 0; i < RUNNER_FAMILIES && slot < 0; i++)
+    if (!r->families[i]) slot = i;
+  if (slot >= 0) r->families[slot] = f;
+  pthread_mutex_unlock(&r->lock);
+  if (slot < 0) family_free(f);
+  return slot;
+}
+
+void seamless_runner_remove_family(SeamlessRunner* r, int slot) {
+  if (slot < 0 || slot >= RUNNER_FAMILIES) return;
+  pthread_mutex_lock(&r->lock);
+  Family* f = r->families[slot];
+  r->families[slot] = NULL;
+  while (f && f->busy) {
+    pthread_mutex_unlock(&r->lock);
+    sched_yield();
+    pthread_mutex_lock(&r->lock);
+  }
+  pthread_mutex_unlock(&r->lock);
+  family_free(f);
+}
+
+/* t when the key belongs to the family, else -1. */
+static int64_t family_t(const SeamlessFamily* f, const int64_t* key, size_t key_len) {
+  if (key_len != (size_t)f->key_words * sizeof *key) return -1;
+  int64_t t = key[f->t_word];
+  if (t < f->t_min) return -1;
+  for (int w = 0; w < f->key_words; w++)
+    if (key[w] != f->key_base[w] + f->key_slope[w] * (t - f->t0)) return -1;
+  return t;
+}
+
+/* The template patched for t: argument fields, constants, output dims and the arena's layout (each value at the
+ * lowest offset clear of the values live with it, in exec/program.py's order). 0, or 1 when a size is negative. */
+static int family_instantiate(Family* fe, int64_t t, int n_out) {
+  const SeamlessFamily* f = fe->family;
+  for (int i = 0; i < f->n_patches; i++) {
+    const SeamlessPatch* p = &f->patches[i];
+    int64_t v = p->a + p->b * t;
+    if (p->width == 4) *(int32_t*)p->field = (int32_t)v;
+    else *(int64_t*)p->field = v;
+  }
+  for (int j = 0; j < n_out; j++) {
+    fe->out_ranks[j] = f->out_ranks[j];
+    for (int d = 0; d < f->out_ranks[j]; d++) {
+      size_t at = (size_t)j * (size_t)f->max_rank + (size_t)d;
+      int64_t v = f->out_a[at] + f->out_b[at] * t;
+      if (v < 0) return 1;
+      fe->out_dims[(size_t)j * RUNNER_RANK + (size_t)d] = v;
+    }
+  }
+  int64_t* offset = (int64_t*)f->program->offset;
+  int64_t top = 0, n_placed = 0;
+  for (int k = 0; k < f->n_arena; k++) {
+    const SeamlessArenaValue* v = &f->arena[k];
+    int64_t bytes = v->a + v->b * t;
+    if (bytes < 0) return 1;
+    bytes = (bytes + 63) & ~(int64_t)63;
+    int64_t at = 0;
+    for (int64_t i = 0; i < n_placed; i++) {  /* placed is sorted by offset */
+      if (fe->placed[i][2] < v->first) continue;  /* dead before this value is written */
+      if (at + bytes <= fe->placed[i][0]) break;
+      if (fe->placed[i][1] > at) at = fe->placed[i][1];
+    }
+    offset[v->slot] = at;
+    int64_t i = n_placed++;
+    while (i > 0 && fe->placed[i - 1][0] > at) {
+      memcpy(fe->placed[i], fe->placed[i - 1], sizeof fe->placed[i]);
+      i--;
+    }
+    fe->placed[i][0] = at; fe->placed[i][1] = at + bytes; fe->placed[i][2] = v->last;
+    if (at + bytes > top) top = at + bytes;
+  }
+  f->program->arena_bytes = top;
+  fe->t = t;
+  return 0;
+}
+
+static long long g_family_runs;  /* Computes answered by a family's instantiation */
+
+long long seamless_family_runs(void) { return __atomic_load_n(&g_family_runs, __ATOMIC_RELAXED); }
+
+static OrtStatus* run_program(SeamlessRunner* r, const SeamlessProgram* p, char* arena, void** io,
+                              OrtKernelContext* ctx) {
+  char message[SEAMLESS_PROGRAM_ERROR] = "";
+  int code = r->run(p, io, arena, (void*)seamless_parallel_for, ctx, message, sizeof message);
+  if (!code) return NULL;
+  char error[SEAMLESS_PROGRAM_ERROR + 256];
+  snprintf(error, sizeof error, "%s%s", r->prefix, message);
+  return seamless_status(code, error);
+}
+
+/* A family's run: its template patched for t (unless it is already), ORT's outputs, the program. */
+static OrtStatus* family_compute(SeamlessRunner* r, Family* fe, int64_t t, OrtKernelContext* ctx, void** io,
+                                 int* done) {
+  OrtStatus* st = NULL;
+  pthread_mutex_lock(&fe->lock);
+  const SeamlessProgram* p = fe->family->program;
+  if (fe->t != t && family_instantiate(fe, t, r->n_out)) {
+    fe->t = -1;  /* a negative size: not this family's binding after all; Python runs it */
+  } else {
+    *done = 1;
+    st = seamless_get_outputs(ctx, (size_t)r->n_out, fe->out_ranks, fe->out_dims, RUNNER_RANK, io + r->n_in);
+    size_t need = ((size_t)p->arena_bytes + 63) & ~(size_t)63;
+    if (!st && fe->arena_bytes < need) {
+      free(fe->arena);
+      fe->arena = aligned_alloc(64, need);
+      fe->arena_bytes = fe->arena ? need : 0;
+      if (!fe->arena) st = seamless_status(1, "out of memory for the program's arena");
+    }
+    if (!st) st = run_program(r, p, fe->arena, io, ctx);
+    __atomic_add_fetch(&g_family_runs, 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&g_native_runs, 1, __ATOMIC_RELAXED);
+  }
+  pthread_mutex_unlock(&fe->lock);
+  pthread_mutex_lock(&r->lock);
+  fe->busy--;
+  pthread_mutex_unlock(&r->lock);
+  return st;
+}
+
 /* A Compute answered in C when its inputs' binding has a program (*done = 1); else Python runs it. */
 OrtStatus* runner_compute(SeamlessRunner* r, OrtKernelContext* ctx, int* done) {
   *done = 0;
@@ -145,7 +304,13 @@ OrtStatus* runner_compute(SeamlessRunner* r, OrtKernelContext* ctx, int* done) {
     if (c && c->key_len == key_len && !memcmp(c->key, key, key_len)) b = c;
   }
   if (b) b->busy++;
+  Family* fam = NULL;
+  int64_t t = -1;
+  for (int i = 0; i < RUNNER_FAMILIES && !b && !fam; i++)
+    if (r->families[i] && (t = family_t(r->families[i]->family, key, key_len)) >= 0) fam = r->families[i];
+  if (fam) fam->busy++;
   pthread_mutex_unlock(&r->lock);
+  if (fam) return family_compute(r, fam, t, ctx, io, done);
   if (!b) return NULL;
   *done = 1;
   st = seamless_get_outputs(ctx, n_out, b->out_ranks, b->out_dims, RUNNER_RANK, io + n_in);
@@ -160,17 +325,7 @@ OrtStatus* runner_compute(SeamlessRunner* r, OrtKernelContext* ctx, int* done) {
       r->arena_bytes = r->arena ? need : 0;
     }
     char* arena = shared ? r->arena : (need ? aligned_alloc(64, need) : NULL);
-    if (need && !arena) {
-      st = seamless_status(1, "out of memory for the program's arena");
-    } else {
-      char message[SEAMLESS_PROGRAM_ERROR] = "";
-      int code = r->run(p, io, arena, (void*)seamless_parallel_for, ctx, message, sizeof message);
-      if (code) {
-        char error[SEAMLESS_PROGRAM_ERROR + 256];
-        snprintf(error, sizeof error, "%s%s", r->prefix, message);
-        st = seamless_status(code, error);
-      }
-    }
+    st = need && !arena ? seamless_status(1, "out of memory for the program's arena") : run_program(r, p, arena, io, ctx);
     if (shared) pthread_mutex_unlock(&r->arena_lock);
     else free(arena);
   }

@@ -10,3 +10,6 @@ int seamless_runner_add(SeamlessRunner* r, const uint8_t* key, size_t key_len, c
                         const int32_t* out_ranks, const int64_t* out_dims, size_t max_rank);
 void seamless_runner_remove(SeamlessRunner* r, int slot);
 long long seamless_native_runs(void);
+int seamless_runner_add_family(SeamlessRunner* r, const void* family);
+void seamless_runner_remove_family(SeamlessRunner* r, int slot);
+long long seamless_family_runs(void);

@@ -126,6 +126,27 @@ typedef struct {
   int64_t arena_bytes;
 } SeamlessProgram;
 
+/* A family of programs: one recorded program whose argument fields, integer constants, arena values and output
+ * dims are affine in one dim t of its inputs (a decoder's KV length), so that C instantiates it for a binding
+ * never recorded (exec/program.py derives it from three recordings and checks it on the third). */
+typedef struct { void* field; int32_t width; int64_t a, b; } SeamlessPatch;        /* *field = a + b t */
+typedef struct { int32_t slot, first, last; int64_t a, b; } SeamlessArenaValue;    /* a + b t bytes, live over
+                                                                                       steps [first, last] */
+typedef struct {
+  SeamlessProgram* program;       /* the template, patched for each t (its argument blocks and offsets) */
+  int32_t key_words, t_word;      /* a binding's key (int64 words) fits when word w = base[w] + slope[w] (t - t0), */
+  const int64_t* key_base;        /* with t its word t_word, t >= t_min */
+  const int64_t* key_slope;
+  int64_t t0, t_min;
+  int32_t n_patches, n_arena;
+  const SeamlessPatch* patches;
+  const SeamlessArenaValue* arena; /* in the order they are placed */
+  const int32_t* out_ranks;
+  const int64_t* out_a;           /* the outputs' dims, a + b t, at stride max_rank */
+  const int64_t* out_b;
+  int32_t max_rank;
+} SeamlessFamily;
+
 /* Runs the program: io holds ORT's inputs then outputs. 0, or the ORT status code of the failure with
  * its message (naming the step's node) in error. */
 int seamless_program_run(const SeamlessProgram* p, void* const* io, char* arena, void* par_fn, void* par_ctx,

@@ -40,6 +40,8 @@ class CompiledKernel:
             log(f"fused node {self.name!r} runs through Python: {self.why_python}")
         self.programs: dict[bytes, tuple] = {}   # binding key -> (runner slot, Program), oldest first
         self.seen: dict[bytes, int] = {}         # binding key -> sightings before it is recorded
+        self.classes: dict[tuple, BindingClass] = {}  # the inputs' ranks and types -> what was seen of them
+        self.families: list = []                 # (runner slot, programs.Family)
         self._record_lock = threading.Lock()
         if self.why_python is None:
             ffi, lib = native.ffi, native.lib
@@ -112,8 +114,8 @@ class CompiledKernel:
 
 
     def _binding_key(self, b) -> bytes | None:
-        """The binding's key when it is due for recording (seen RECORD_AFTER times, inputs of a rank programs
-        hold), else None."""
+        """The binding's key when it is due for recording, else None: seen RECORD_AFTER times, or new in a class
+        (the inputs' ranks and types) already seen with other dims, while that class may still yield a family."""
         if any(b.in_ranks[i] > programs.native_cpu.lib.SEAMLESS_PROGRAM_RANK for i in range(self.n_in)):
             return None
         ffi, lib = self.native.ffi, self.native.lib
@@ -123,10 +125,13 @@ class CompiledKernel:
         key = bytes(ffi.buffer(b.key, n))
         if key in self.programs:  # recorded while this run waited (or the C runner declined it): Python
             return None
-        seen = self.seen[key] = self.seen.get(key, 0) + 1
         if len(self.seen) > MAX_BINDINGS_SEEN:
             self.seen.clear()
-        return key if seen >= programs.RECORD_AFTER else None
+        seen = self.seen[key] = self.seen.get(key, 0) + 1
+        klass = self.classes.setdefault(binding_class(key), BindingClass())
+        if seen == 1:
+            klass.keys += 1
+        return key if seen >= programs.RECORD_AFTER or klass.wants_recordings() else None
 
     def _record(self, key: bytes, b, args) -> list:
         with self._record_lock:
@@ -152,7 +157,51 @@ class CompiledKernel:
             if slot < 0:
                 raise MemoryError("out of host memory for a native program")
             self.programs[key] = (slot, program)
+            klass = self.classes[binding_class(key)]
+            if klass.wants_recordings():
+                self._try_family(klass, key, program)
             return outputs
+
+    def _try_family(self, klass, key: bytes, program) -> None:
+        klass.recordings = (klass.recordings + [(np.frombuffer(key, np.int64).copy(), program)])[-3:]
+        klass.tries += 1
+        if len(klass.recordings) < programs.FAMILY_RECORDINGS or len(self.families) >= programs.MAX_FAMILIES:
+            return
+        try:
+            family = programs.Family(klass.recordings)
+        except programs.NotAffine:
+            return
+        lib, ffi = self.native.lib, self.native.ffi
+        slot = lib.seamless_runner_add_family(self.native_runner, ffi.cast("void*", family.address))
+        if slot < 0:
+            raise MemoryError("out of host memory for a native program family")
+        self.families.append((slot, family))
+        klass.family = family
+
+
+def binding_class(key: bytes) -> tuple:
+    """The inputs' ranks and element types of a binding key (ep_plugin/cpu_runner.c seamless_runner_key)."""
+    words = np.frombuffer(key, np.int64)
+    out, i = [], 0
+    while i < len(words):
+        rank, dtype = int(words[i]), int(words[i + 1])
+        out.append((rank, dtype))
+        i += 2 + max(rank, 0)
+    return tuple(out)
+
+
+class BindingClass:
+    """The bindings seen of one class, and the family derived from its recordings."""
+    MAX_TRIES = 6  # recordings made in the hope of a family, before the class waits for repeated bindings
+
+    def __init__(self):
+        self.keys = 0            # distinct bindings seen
+        self.tries = 0
+        self.recordings: list = []
+        self.family = None
+
+    def wants_recordings(self) -> bool:
+        return self.family is None and self.keys >= 2 and self.tries < self.MAX_TRIES
 
 
 class Buffers:

@@ -20,6 +20,7 @@ from ..kernels.cpu import native as native_cpu
 from ..kernels.cpu.steps import LOWERINGS, Declined, type_code
 
 MAX_BINDINGS = 16       # ep_plugin/cpu_runner.c RUNNER_BINDINGS
+MAX_OUT_RANK = 8        # output ranks a family describes
 RECORD_AFTER = 2        # sightings of a binding before it is recorded
 ALIGN = 64              # bytes: every arena value starts on a cache line
 SHAPE_ONLY = frozenset({"Shape", "Size"})  # their outputs depend on the binding alone
@@ -174,8 +175,12 @@ class Program:
             args.nbytes = nbytes
             steps.append((native_cpu.lib.SEAMLESS_OP_COPY, [retarget.get(src, src), dst], args, b"output copy"))
         n_slots = rec.next_slot
-        offsets, arena = _arena(steps, {s: n for s, n in rec.nbytes.items() if s not in retarget}, n_slots)
+        self.arena_bytes = {s: n for s, n in rec.nbytes.items() if s not in retarget}
+        self.lives = _lifetimes(steps, self.arena_bytes)
+        offsets, arena = _arena(self.lives, self.arena_bytes, n_slots)
         self.kept = rec.kept
+        self.steps, self.fixed_arrays = steps, rec.fixed
+        self.out_shapes = [v.array.shape for v in outputs]
         self.c_steps = ffi.new("SeamlessStep[]", max(len(steps), 1))
         labels = {}
         for i, (op, slots, args, label) in enumerate(steps):
@@ -199,27 +204,181 @@ class Program:
         self.n_steps = len(steps)
 
 
-def _arena(steps, nbytes: dict[int, int], n_slots: int) -> tuple[list[int], int]:
-    """Arena offsets (-1 for slots outside it) by lifetimes: a value lives from the step that writes it first
-    to the last step that reads it; values whose lifetimes overlap never share bytes."""
-    first, last = {}, {}
+def _lifetimes(steps, nbytes: dict[int, int]) -> dict[int, tuple[int, int]]:
+    """Arena slot -> (first, last) step that touches it, in the order of their first steps: a value lives from the
+    step that writes it first to the last step that reads it."""
+    lives: dict[int, list[int]] = {}
     for i, (_, slots, _, _) in enumerate(steps):
         for s in slots:
             if s in nbytes:
-                first.setdefault(s, i)
-                last[s] = i
+                lives.setdefault(s, [i, i])[1] = i
+    return {s: (a, b) for s, (a, b) in lives.items()}
+
+
+def _arena(lives, nbytes: dict[int, int], n_slots: int) -> tuple[list[int], int]:
+    """Arena offsets (-1 for slots outside it) by lifetimes: values whose lifetimes overlap never share bytes.
+    ep_plugin/cpu_runner.c family_instantiate lays out a family's arena the same way."""
     offsets = [-1] * n_slots
     placed: list[tuple[int, int, int]] = []  # (offset, end, last step) of values placed so far
     top = 0
-    for s in sorted(first, key=lambda s: first[s]):
+    for s, (first, last) in lives.items():
         size = (nbytes[s] + ALIGN - 1) // ALIGN * ALIGN
-        live = sorted((o, e) for o, e, end in placed if end >= first[s])
+        live = sorted((o, e) for o, e, end in placed if end >= first)
         offset = 0
         for o, e in live:  # the lowest gap between live values that fits
             if offset + size <= o:
                 break
             offset = max(offset, e)
         offsets[s] = offset
-        placed.append((offset, offset + size, last[s]))
+        placed.append((offset, offset + size, last))
         top = max(top, offset + size)
     return offsets, top
+
+
+# --- families: one program for every length of a growing dim ----------------------------------------------------
+
+MAX_FAMILIES = 4        # ep_plugin/cpu_runner.c RUNNER_FAMILIES
+FAMILY_RECORDINGS = 3   # recordings a family is derived from (the third checks the first two's extrapolation)
+
+
+class NotAffine(Exception):
+    """The recordings differ in a way that is no affine function of one dim."""
+
+
+def _fit(values, ts):
+    """(a, b) with values[i] == a + b ts[i] for all three, integers; else NotAffine."""
+    (v1, v2, v3), (t1, t2, t3) = values, ts
+    if (v2 - v1) % (t2 - t1):
+        raise NotAffine
+    b = (v2 - v1) // (t2 - t1)
+    a = v1 - b * t1
+    if a + b * t3 != v3:
+        raise NotAffine
+    return a, b
+
+
+def _fields(ctype):
+    """(offset, width, kind) of every scalar of a struct type: kind "int" (affine allowed) or "exact"."""
+    out = []
+    for _, field in ctype.fields:
+        t, offset = field.type, field.offset
+        if t.kind == "array":
+            item = t.item
+            for i in range(t.length):
+                out.append((offset + i * native_cpu.ffi.sizeof(item), native_cpu.ffi.sizeof(item),
+                            "int" if item.cname in ("int32_t", "int64_t") else "exact"))
+        else:
+            out.append((offset, native_cpu.ffi.sizeof(t), "int" if t.cname in ("int32_t", "int64_t") else "exact"))
+    return out
+
+
+class Family:
+    """A program for every binding whose key is affine in one dim t, derived from three recordings (the newest is
+    the template: its argument blocks copied, to be patched per t by ep_plugin/cpu_runner.c)."""
+
+    def __init__(self, recordings: list[tuple[np.ndarray, Program]]):
+        ffi = native_cpu.ffi
+        keys = [k for k, _ in recordings]
+        programs = [p for _, p in recordings]
+        varying = np.flatnonzero((keys[0] != keys[1]) | (keys[1] != keys[2]))
+        if not len(varying):
+            raise NotAffine
+        t_word = int(varying[0])
+        ts = [int(k[t_word]) for k in keys]
+        if len(set(ts)) < 3:
+            raise NotAffine
+        slope = np.zeros(len(keys[0]), np.int64)
+        for w in varying:
+            _, slope[w] = _fit([int(k[w]) for k in keys], ts)
+        p1, p2, p3 = programs
+        if any(len(shape) > MAX_OUT_RANK for p in programs for shape in p.out_shapes):
+            raise NotAffine
+        if (len({len(p.steps) for p in programs}) != 1 or len({p.c.n_slots for p in programs}) != 1
+                or any(set(p.fixed_arrays) != set(p3.fixed_arrays) or p.lives != p3.lives
+                       or [len(s) for s in p.out_shapes] != [len(s) for s in p3.out_shapes] for p in programs)):
+            raise NotAffine
+        self.kept = [p3]
+        patches = []  # (address, width, a, b)
+        steps = []
+        for i, (op, slots, args, label) in enumerate(p3.steps):
+            if any(p.steps[i][0] != op or p.steps[i][1] != slots for p in (p1, p2)):
+                raise NotAffine
+            ctype = ffi.typeof(args).item
+            copy = ffi.new(ctype.cname + "*")
+            size = ffi.sizeof(ctype)
+            ffi.memmove(copy, args, size)
+            blocks = [bytes(ffi.buffer(p.steps[i][2], size)) for p in programs]
+            base = int(ffi.cast("uintptr_t", copy))
+            for offset, width, kind in _fields(ctype):
+                values = [int.from_bytes(b[offset:offset + width], "little", signed=True) for b in blocks]
+                if values[0] == values[1] == values[2]:
+                    continue
+                if kind != "int":
+                    raise NotAffine
+                patches.append((base + offset, width, *_fit(values, ts)))
+            steps.append((op, slots, copy, label))
+            self.kept.append(copy)
+        fixed = {}
+        for slot, array in p3.fixed_arrays.items():
+            arrays = [p.fixed_arrays[slot] for p in programs]
+            if all(a.shape == array.shape and a.dtype == array.dtype and np.array_equal(a, array) for a in arrays):
+                fixed[slot] = array
+                continue
+            if any(a.shape != array.shape or a.dtype != array.dtype for a in arrays) or array.dtype.kind not in "iu" \
+                    or array.itemsize not in (4, 8):
+                raise NotAffine
+            mine = self._keep(array.copy())
+            address = int(ffi.cast("uintptr_t", ffi.from_buffer(mine)))
+            for j in range(array.size):
+                values = [int(a.reshape(-1)[j]) for a in arrays]
+                if values[0] != values[1] or values[1] != values[2]:
+                    patches.append((address + j * array.itemsize, array.itemsize, *_fit(values, ts)))
+            fixed[slot] = mine
+        arena = []
+        for slot, (first, last) in p3.lives.items():
+            arena.append((slot, first, last, *_fit([p.arena_bytes[slot] for p in programs], ts)))
+        out_a = np.zeros((len(p3.out_shapes), MAX_OUT_RANK), np.int64)
+        out_b = np.zeros_like(out_a)
+        for j, shape in enumerate(p3.out_shapes):
+            for d in range(len(shape)):
+                out_a[j, d], out_b[j, d] = _fit([p.out_shapes[j][d] for p in programs], ts)
+        self._build(p3, steps, fixed, patches, arena, keys[0], slope, ts, t_word, out_a, out_b)
+
+    def _keep(self, obj):
+        self.kept.append(obj)
+        return obj
+
+    def _build(self, p3, steps, fixed, patches, arena, key_base, slope, ts, t_word, out_a, out_b):
+        ffi = native_cpu.ffi
+        n_slots = p3.c.n_slots
+        c_steps = self._keep(ffi.new("SeamlessStep[]", max(len(steps), 1)))
+        for i, (op, slots, args, label) in enumerate(steps):
+            c_steps[i] = p3.c_steps[i]
+            c_steps[i].args = args
+        c_fixed = self._keep(ffi.new("void*[]", n_slots))
+        for slot, array in fixed.items():
+            c_fixed[slot] = ffi.cast("void*", ffi.from_buffer(array)) if array.nbytes else ffi.cast("void*", 1)
+        offsets = self._keep(ffi.new("int64_t[]", list(p3.offset)))
+        program = self._keep(ffi.new("SeamlessProgram*"))
+        program.n_steps, program.n_slots, program.n_in, program.n_out = p3.c.n_steps, n_slots, p3.c.n_in, p3.c.n_out
+        program.steps, program.fixed, program.offset, program.arena_bytes = c_steps, c_fixed, offsets, 0
+        c_patches = self._keep(ffi.new("SeamlessPatch[]", max(len(patches), 1)))
+        for i, (address, width, a, b) in enumerate(patches):
+            c_patches[i].field, c_patches[i].width, c_patches[i].a, c_patches[i].b = (
+                ffi.cast("void*", address), width, a, b)
+        c_arena = self._keep(ffi.new("SeamlessArenaValue[]", max(len(arena), 1)))
+        for i, (slot, first, last, a, b) in enumerate(arena):
+            c_arena[i].slot, c_arena[i].first, c_arena[i].last, c_arena[i].a, c_arena[i].b = slot, first, last, a, b
+        f = self._keep(ffi.new("SeamlessFamily*"))
+        f.program = program
+        f.key_words, f.t_word, f.t0, f.t_min = len(key_base), t_word, ts[0], min(ts)
+        f.key_base = self._keep(ffi.new("int64_t[]", key_base.tolist()))
+        f.key_slope = self._keep(ffi.new("int64_t[]", slope.tolist()))
+        f.n_patches, f.patches, f.n_arena, f.arena = len(patches), c_patches, len(arena), c_arena
+        f.out_ranks = self._keep(ffi.new("int32_t[]", [len(s) for s in p3.out_shapes] or [0]))
+        f.out_a = self._keep(ffi.new("int64_t[]", out_a.reshape(-1).tolist() or [0]))
+        f.out_b = self._keep(ffi.new("int64_t[]", out_b.reshape(-1).tolist() or [0]))
+        f.max_rank = MAX_OUT_RANK
+        self.c = f
+        self.address = int(ffi.cast("uintptr_t", f))
+        self.t_min, self.n_patches = min(ts), len(patches)
