@@ -165,9 +165,14 @@ def test_greedy_decode_matches_stock(arch, precision):
             f"step {k}: ours chose {got_tokens[k]}, stock {want_tokens[k]}, and stock's top-2 logit gap "
             f"{top2[1] - top2[0]:.2e} is not a near-tie (tolerance {tol})")
     # teacher-forced on stock's tokens: the logits of every step match
+    from onnxruntime_ep_seamless.runtime.native import NATIVES
+    lib = NATIVES["cpu"].lib
+    native_runs, family_runs = lib.seamless_native_runs(), lib.seamless_family_runs()
     _, forced_logits = greedy(ours, ids, STEPS, forced=want_tokens)
     for step, (a, b) in enumerate(zip(forced_logits, want_logits)):
         assert_logits_close(a, b, precision, f"teacher-forced step {step} logits")
+    # the decode steps ran in C: recorded bindings, and exec/program.py's family of the decode binding
+    assert lib.seamless_native_runs() - native_runs >= STEPS and lib.seamless_family_runs() - family_runs >= STEPS // 2
 
 
 @pytest.mark.parametrize("arch,precision", [("qwen2", "int4"), ("llama", "fp32")])
