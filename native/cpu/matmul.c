@@ -59,7 +59,30 @@ void seamless_sgemm_pack_b(const float* B, size_t K, size_t N, size_t ldb, int t
     for (int i = 0; i < MR; i++) *(v16*)(out + i * NR) = acc[i];                                 \
   }
 
+/* Two adjacent panels at once (MR x 32): each broadcast of A feeds two FMAs, so the loop issues 2 MR FMAs for
+ * MR + 2 loads (a one-panel tile: MR for MR + 1, at the load ports' limit). */
+#define DEFINE_WIDE_TILE(name, MR, attrs)                                                        \
+  attrs static void name(const float* ap, const float* bp0, const float* bp1, size_t K, float* out0, \
+                         float* out1) {                                                          \
+    v16 acc0[MR], acc1[MR];                                                                      \
+    for (int i = 0; i < MR; i++) acc0[i] = acc1[i] = (v16){0};                                   \
+    for (size_t k = 0; k < K; k++, ap += MR, bp0 += NR, bp1 += NR) {                             \
+      v16 b0 = *(const v16*)bp0, b1 = *(const v16*)bp1;                                          \
+      _Pragma("GCC unroll 12") for (int i = 0; i < MR; i++) {                                    \
+        acc0[i] += ap[i] * b0;                                                                   \
+        acc1[i] += ap[i] * b1;                                                                   \
+      }                                                                                          \
+    }                                                                                            \
+    for (int i = 0; i < MR; i++) {                                                               \
+      *(v16*)(out0 + i * NR) = acc0[i];                                                          \
+      *(v16*)(out1 + i * NR) = acc1[i];                                                          \
+    }                                                                                            \
+  }
+
+typedef void (*WideTileFn)(const float*, const float*, const float*, size_t, float*, float*);
+
 #if defined(__x86_64__) && defined(__GNUC__)
+DEFINE_WIDE_TILE(wide_avx512, 12, __attribute__((target("avx512f"))))
 DEFINE_PACKED_TILE(packed_avx512, 12, __attribute__((target("avx512f"))))
 DEFINE_PACKED_TILE(packed_avx2, 6, __attribute__((target("avx2,fma"))))
 DEFINE_TILE(tile_avx512, 12, __attribute__((target("avx512f"))))
@@ -81,6 +104,8 @@ typedef struct {
   float* C;
   TileFn tile, quad, row;  /* mr rows at once; the last, short block 4 rows and 1 row at a time */
   TileFn packed_tile;      /* mr rows of packed_a */
+  WideTileFn wide_tile;    /* mr rows of packed_a by two panels, or NULL */
+  size_t cw, ctiles;       /* panels per column tile (2 where wide_tile runs), column tiles */
   float* packed_a;         /* packed B's full row blocks of A, each k-major (mr x K floats), or NULL */
   /* batched products: B unpacked (packed == NULL), items at these element strides */
   const float* B;
@@ -97,67 +122,84 @@ static void pack_panel(const float* B, size_t K, size_t N, size_t ldb, int trans
   }
 }
 
+/* One panel of a tile: rows of A from m0 against the panel, into out (rows of 16). */
+static void panel_tile(const GemmJob* job, const float* a, size_t m0, size_t rows, const float* bp, float* out) {
+  if (rows == job->mr && job->packed_a)
+    job->packed_tile(job->packed_a + m0 * job->K, 0, bp, job->K, out);
+  else if (rows == job->mr)
+    job->tile(a, job->lda, bp, job->K, out);
+  else
+    for (size_t i = 0; i < rows; i += rows - i >= 4 ? 4 : 1)
+      (rows - i >= 4 ? job->quad : job->row)(a + i * job->lda, job->lda, bp, job->K, out + i * NR);
+}
+
 static void gemm_task(void* user, size_t task) {
   GemmJob* job = user;
-  float out[MR_MAX * NR];
+  float out[2][MR_MAX * NR];
   float* panel_buf = job->scratch ? job->scratch + task * job->K * NR : NULL;
-  size_t begin, end, K = job->K, per_item = job->tiles, panels = per_item / job->m_blocks;
+  size_t begin, end, K = job->K, per_item = job->tiles, ctiles = job->ctiles;
+  size_t panels = (job->N + NR - 1) / NR, block_ct = job->block_panels / job->cw ? job->block_panels / job->cw : 1;
   size_t packed_item = (size_t)-1, packed_panel = (size_t)-1;
   seamless_task_range(per_item * job->batch, job->tasks, task, &begin, &end);
   for (size_t t = begin; t < end; t++) {
-    size_t item = t / per_item, tile = t % per_item, panel, m0;
-    if (job->packed && job->block_panels >= panels) {  /* all of packed B fits in L2: row blocks outer */
-      panel = tile % panels;
-      m0 = tile / panels * job->mr;
+    size_t item = t / per_item, tile = t % per_item, ct, m0;
+    if (job->packed && block_ct >= ctiles) {  /* all of packed B fits in L2: row blocks outer */
+      ct = tile % ctiles;
+      m0 = tile / ctiles * job->mr;
     } else if (job->packed) {
       /* packed B: blocks of panels that fit in L2, and within a block row blocks outer (an A block stays in L1
        * across the block's panels) */
-      size_t per_block = job->m_blocks * job->block_panels, block = tile / per_block, rest = tile % per_block;
-      size_t in_block = panels - block * job->block_panels < job->block_panels ? panels - block * job->block_panels
-                                                                               : job->block_panels;
-      panel = block * job->block_panels + rest % in_block;
+      size_t per_block = job->m_blocks * block_ct, block = tile / per_block, rest = tile % per_block;
+      size_t in_block = ctiles - block * block_ct < block_ct ? ctiles - block * block_ct : block_ct;
+      ct = block * block_ct + rest % in_block;
       m0 = rest / in_block * job->mr;
     } else {  /* unpacked B: panels outer, so each panel is packed once per task */
-      panel = tile / job->m_blocks;
+      ct = tile / job->m_blocks;
       m0 = tile % job->m_blocks * job->mr;
     }
     size_t rows = job->M - m0 < job->mr ? job->M - m0 : job->mr;
-    size_t n0 = panel * NR, width = job->N - n0 < NR ? job->N - n0 : NR;
+    size_t first = ct * job->cw, count = panels - first < job->cw ? panels - first : job->cw;
     const float* a = job->A + item * job->stride_a + m0 * job->lda;
-    const float* bp;
-    if (job->packed) {
-      bp = job->packed + panel * K * NR;
+    if (count == 2 && rows == job->mr && job->packed_a) {
+      job->wide_tile(job->packed_a + m0 * K, job->packed + first * K * NR, job->packed + (first + 1) * K * NR, K,
+                     out[0], out[1]);
     } else {
-      if (item != packed_item || panel != packed_panel)
-        pack_panel(job->B + item * job->stride_b, K, job->N, job->ldb, job->trans_b, panel, panel_buf);
-      packed_item = item;
-      packed_panel = panel;
-      bp = panel_buf;
+      for (size_t p = 0; p < count; p++) {
+        const float* bp;
+        size_t panel = first + p;
+        if (job->packed) {
+          bp = job->packed + panel * K * NR;
+        } else {
+          if (item != packed_item || panel != packed_panel)
+            pack_panel(job->B + item * job->stride_b, K, job->N, job->ldb, job->trans_b, panel, panel_buf);
+          packed_item = item;
+          packed_panel = panel;
+          bp = panel_buf;
+        }
+        panel_tile(job, a, m0, rows, bp, out[p]);
+      }
     }
-    if (rows == job->mr && job->packed_a)
-      job->packed_tile(job->packed_a + m0 * K, 0, bp, K, out);
-    else if (rows == job->mr)
-      job->tile(a, job->lda, bp, K, out);
-    else
-      for (size_t i = 0; i < rows; i += rows - i >= 4 ? 4 : 1)
-        (rows - i >= 4 ? job->quad : job->row)(a + i * job->lda, job->lda, bp, K, out + i * NR);
-    for (size_t i = 0; i < rows; i++) {
-      float* c = job->C + item * job->stride_c + (m0 + i) * job->ldc + n0;
-      const float* o = out + i * NR;
-      if (job->bias)
-        for (size_t j = 0; j < width; j++) c[j] = o[j] + job->bias[n0 + j];
-      else
-        memcpy(c, o, width * sizeof(float));
+    for (size_t p = 0; p < count; p++) {
+      size_t n0 = (first + p) * NR, width = job->N - n0 < NR ? job->N - n0 : NR;
+      for (size_t i = 0; i < rows; i++) {
+        float* c = job->C + item * job->stride_c + (m0 + i) * job->ldc + n0;
+        const float* o = out[p] + i * NR;
+        if (job->bias)
+          for (size_t j = 0; j < width; j++) c[j] = o[j] + job->bias[n0 + j];
+        else
+          memcpy(c, o, width * sizeof(float));
+      }
     }
   }
 }
 
 static void choose_kernel(GemmJob* job) {
   job->mr = 4; job->tile = job->quad = tile_generic; job->row = row_generic; job->packed_tile = packed_generic;
+  job->wide_tile = NULL;
 #if defined(__x86_64__) && defined(__GNUC__)
   if (__builtin_cpu_supports("avx512f")) {
     job->mr = 12; job->tile = tile_avx512; job->quad = quad_avx512; job->row = row_avx512;
-    job->packed_tile = packed_avx512;
+    job->packed_tile = packed_avx512; job->wide_tile = wide_avx512;
   } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
     job->mr = 6; job->tile = tile_avx2; job->quad = quad_avx2; job->row = row_avx2;
     job->packed_tile = packed_avx2;
@@ -172,7 +214,14 @@ static int run_gemm(GemmJob* job, void* par_fn, void* par_ctx) {
   job->m_blocks = (job->M + job->mr - 1) / job->mr;
   job->block_panels = L2_PANEL_BYTES / ((job->K ? job->K : 1) * NR * sizeof(float));
   if (!job->block_panels) job->block_panels = 1;
-  job->tiles = job->m_blocks * ((job->N + NR - 1) / NR);
+  /* A packed (below) where packed B has several panels: then the wide tile runs (short of memory: A read in place) */
+  size_t full_rows = job->M / job->mr * job->mr;
+  int pack_a = job->packed && job->batch == 1 && job->N > NR && full_rows;
+  if (pack_a && !(job->packed_a = aligned_alloc(64, (full_rows * job->K * sizeof(float) + 63) & ~(size_t)63)))
+    pack_a = 0;
+  job->cw = pack_a && job->wide_tile ? 2 : 1;
+  job->ctiles = ((job->N + NR - 1) / NR + job->cw - 1) / job->cw;
+  job->tiles = job->m_blocks * job->ctiles;
   size_t all = job->tiles * job->batch;
   job->tasks = seamless_task_count(job->batch * job->M * job->N * (job->K ? job->K : 1), 1 << 18);
   if (job->tasks > all) job->tasks = all;
@@ -180,9 +229,7 @@ static int run_gemm(GemmJob* job, void* par_fn, void* par_ctx) {
   if (!job->packed && !(job->scratch = aligned_alloc(64, job->tasks * (job->K ? job->K : 1) * NR * sizeof(float))))
     return -1;
   /* packed B over several panels: A's full row blocks packed once, k-major (no memory: A read in place) */
-  size_t full_rows = job->M / job->mr * job->mr;
-  if (job->packed && job->batch == 1 && job->N > NR && full_rows &&
-      (job->packed_a = aligned_alloc(64, (full_rows * job->K * sizeof(float) + 63) & ~(size_t)63)))
+  if (pack_a)
     for (size_t m0 = 0; m0 < full_rows; m0 += job->mr)
       for (size_t k = 0; k < job->K; k++)
         for (size_t i = 0; i < job->mr; i++) job->packed_a[m0 * job->K + k * job->mr + i] = job->A[(m0 + i) * job->lda + k];
