@@ -315,13 +315,14 @@ static void run_strided(const SeamlessStridedArgs* g, const char* x, char* y, vo
 
 typedef struct { const SeamlessReduceArgs* g; const char* x; char* y; int64_t count, per; size_t tasks; } ReduceJob;
 
-/* An int64 sum over the reduced axes (wrapping, as numpy's). */
+/* An int64 sum over the reduced axes as stock computes it: in double, then saturated into int64 (beyond its range
+ * its limit, else truncated; kernels/cpu/reduction.py _saturated). */
 static int64_t reduce_one_i64(const SeamlessReduceArgs* g, const int64_t* x, int64_t per) {
   int last = g->reduced_rank - 1;
   int64_t n = g->reduced_dims[last], s = g->reduced_strides[last], idx[SEAMLESS_PROGRAM_RANK] = {0}, off = 0;
-  uint64_t acc = 0;
+  double acc = 0.0;
   for (int64_t rows = per / n; rows > 0; rows--) {
-    for (int64_t i = 0; i < n; i++) acc += (uint64_t)x[off + i * s];
+    for (int64_t i = 0; i < n; i++) acc += (double)x[off + i * s];
     for (int d = last - 1; d >= 0; d--) {
       off += g->reduced_strides[d];
       if (++idx[d] < g->reduced_dims[d]) break;
@@ -329,6 +330,8 @@ static int64_t reduce_one_i64(const SeamlessReduceArgs* g, const int64_t* x, int
       idx[d] = 0;
     }
   }
+  if (acc >= 9223372036854775807.0) return INT64_MAX;
+  if (!(acc > -9223372036854775808.0)) return INT64_MIN;  /* NaN too */
   return (int64_t)acc;
 }
 

@@ -91,7 +91,7 @@ enum SeamlessReduceOp { SEAMLESS_REDUCE_SUM = 0, SEAMLESS_REDUCE_MEAN = 1, SEAML
                         SEAMLESS_REDUCE_L1 = 3, SEAMLESS_REDUCE_L2 = 4 };
 
 /* y[kept] = op over the reduced axes of x (element strides of x for each; y contiguous): float32, or int64
- * (SUM only, wrapping as numpy does) */
+ * (SUM only: summed in double and saturated, as stock does) */
 typedef struct {
   int32_t op, type, rank, reduced_rank;
   int64_t dims[SEAMLESS_PROGRAM_RANK], strides[SEAMLESS_PROGRAM_RANK];

@@ -43,9 +43,9 @@ def test_a_binding_is_answered_in_c_from_its_third_run():
         answered.append(n)
         assert_close(out[0], stock.run(None, feeds)[0], 1e-5, 1e-5)
     assert answered == [0, 0, 1, 1, 1]
-    # another binding: Python again until it too is recorded
+    # another binding of the same ranks and types: recorded the first time (a family may come of it)
     feeds = demo_feeds(rng, seq=7)
-    assert [runs_in_c(ours, feeds)[1] for _ in range(3)] == [0, 0, 1]
+    assert [runs_in_c(ours, feeds)[1] for _ in range(3)] == [0, 1, 1]
 
 
 def test_bad_data_gets_stocks_error_in_c_and_the_program_still_runs():
@@ -111,12 +111,62 @@ def test_a_shape_from_the_runs_data_stays_in_python():
 def test_more_bindings_than_the_runner_holds():
     ours, stock = ep_session(seamless.DEMO_MODEL), stock_session(seamless.DEMO_MODEL)
     rng = np.random.default_rng(2)
+    # the attention's scores grow with seq squared: no family; each binding is recorded (at once while the class
+    # may still yield a family, then at its second run) and the oldest make room
     for seq in range(1, program.MAX_BINDINGS + 5):
         feeds = demo_feeds(rng, batch=1, seq=seq)
         answered = [runs_in_c(ours, feeds) for _ in range(3)]
-        assert [n for _, n in answered] == [0, 0, 1]
+        assert answered[0][1] == 0 and answered[2][1] == 1
         for out, _ in answered:
             assert_close(out[0], stock.run(None, feeds)[0], 1e-5, 1e-5)
+
+
+def family_runs() -> int:
+    return NATIVES["cpu"].lib.seamless_family_runs()
+
+
+def test_a_growing_input_is_answered_by_a_family():
+    # a cache that grows by one row a run, as a decoder's KV: every argument affine in its length
+    model = _model([helper.make_node("Concat", ["past", "x"], ["present"], axis=1),
+                    helper.make_node("Mul", ["present", "two"], ["m"]),
+                    helper.make_node("ReduceSum", ["m", "axes"], ["s"], keepdims=0),
+                    helper.make_node("Transpose", ["m"], ["t"], perm=[0, 2, 1])],
+                   [helper.make_tensor_value_info("past", TensorProto.FLOAT, [1, "n", 4]),
+                    helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 4])],
+                   [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("present", "s", "t")],
+                   [helper.make_tensor("two", TensorProto.FLOAT, [], [2.0]),
+                    helper.make_tensor("axes", TensorProto.INT64, [1], [1])])
+    ours, stock = ep_session(model), stock_session(model)
+    rng = np.random.default_rng(5)
+    past = np.zeros((1, 0, 4), np.float32)
+    by_family = []
+    for _ in range(24):
+        feeds = {"past": past, "x": rng.standard_normal((1, 1, 4)).astype(np.float32)}
+        before = family_runs()
+        out = ours.run(None, feeds)
+        by_family.append(family_runs() - before)
+        for o, r in zip(out, stock.run(None, feeds)):
+            assert_close(o, r, 1e-6, 1e-6)
+        past = out[0]
+    # the first lengths through Python (three of them recorded), then the family
+    assert by_family[:2] == [0, 0] and all(by_family[6:]), by_family
+
+
+def test_a_family_checks_data_as_its_bindings_do():
+    # a table that grows by a row a run, gathered with indices from the data: the family's gather checks them
+    model = _model([helper.make_node("Gather", ["table", "i"], ["y"])],
+                   [helper.make_tensor_value_info("table", TensorProto.FLOAT, ["n", 3]),
+                    helper.make_tensor_value_info("i", TensorProto.INT64, [2])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    ours, stock = ep_session(model), stock_session(model)
+    for n in range(1, 10):
+        table = np.arange(n * 3, dtype=np.float32).reshape(n, 3)
+        i = np.array([0, n - 1], np.int64)
+        assert_close(ours.run(None, {"table": table, "i": i})[0], stock.run(None, {"table": table, "i": i})[0], 0, 0)
+    before = family_runs()
+    with pytest.raises(ort.capi.onnxruntime_pybind11_state.InvalidArgument, match="idx=12 must be within"):
+        ours.run(None, {"table": np.zeros((12, 3), np.float32), "i": np.array([0, 12], np.int64)})
+    assert family_runs() == before + 1
 
 
 def test_the_option_keeps_every_run_in_python():
