@@ -128,17 +128,22 @@ int seamless_runner_add(SeamlessRunner* r, const uint8_t* key, size_t key_len, c
   return slot;
 }
 
+/* With r->lock held: wait until no run uses what `busy` counts (runs under way finish; new ones no longer find it). */
+static void wait_unused(SeamlessRunner* r, const int* busy) {
+  while (*busy) {
+    pthread_mutex_unlock(&r->lock);
+    sched_yield();
+    pthread_mutex_lock(&r->lock);
+  }
+}
+
 /* Unregister a slot's binding: once this returns, no Compute runs its program. */
 void seamless_runner_remove(SeamlessRunner* r, int slot) {
   if (slot < 0 || slot >= RUNNER_BINDINGS) return;
   pthread_mutex_lock(&r->lock);
   Binding* b = r->bindings[slot];
   r->bindings[slot] = NULL;
-  while (b && b->busy) {  /* a run of it is under way: wait for it */
-    pthread_mutex_unlock(&r->lock);
-    sched_yield();
-    pthread_mutex_lock(&r->lock);
-  }
+  if (b) wait_unused(r, &b->busy);
   pthread_mutex_unlock(&r->lock);
   binding_free(b);
 }
@@ -172,11 +177,7 @@ void seamless_runner_remove_family(SeamlessRunner* r, int slot) {
   pthread_mutex_lock(&r->lock);
   Family* f = r->families[slot];
   r->families[slot] = NULL;
-  while (f && f->busy) {
-    pthread_mutex_unlock(&r->lock);
-    sched_yield();
-    pthread_mutex_lock(&r->lock);
-  }
+  if (f) wait_unused(r, &f->busy);
   pthread_mutex_unlock(&r->lock);
   family_free(f);
 }

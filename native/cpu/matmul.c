@@ -12,6 +12,7 @@
 
 #define NR 16
 #define MR_MAX 12
+#define PACK_A_MIN_MACS (1 << 20)   /* below, packing A (an allocation and a copy) costs more than it gains */
 #define L2_PANEL_BYTES (512 * 1024)  /* packed B a block of panels holds: within L2 while every row block reads it */
 
 typedef float v16 __attribute__((vector_size(64), aligned(4)));  /* unaligned-safe loads */
@@ -216,7 +217,8 @@ static int run_gemm(GemmJob* job, void* par_fn, void* par_ctx) {
   if (!job->block_panels) job->block_panels = 1;
   /* A packed (below) where packed B has several panels: then the wide tile runs (short of memory: A read in place) */
   size_t full_rows = job->M / job->mr * job->mr;
-  int pack_a = job->packed && job->batch == 1 && job->N > NR && full_rows;
+  int pack_a = job->packed && job->batch == 1 && job->N >= 4 * NR && full_rows &&
+               job->M * job->N * job->K >= PACK_A_MIN_MACS;
   if (pack_a && !(job->packed_a = aligned_alloc(64, (full_rows * job->K * sizeof(float) + 63) & ~(size_t)63)))
     pack_a = 0;
   job->cw = pack_a && job->wide_tile ? 2 : 1;

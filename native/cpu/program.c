@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels.h"  /* the kernels the steps call: declared once, there */
 #include "parallel.h"
 #include "program.h"
 #include "simd.h"
@@ -167,10 +168,6 @@ static int run_binary(const SeamlessBinaryArgs* g, const char* c, const char* a,
 }
 
 /* ---- unary, cast ------------------------------------------------------------------------- */
-
-void seamless_erf_f32(const float* x, float* y, size_t n, void* par_fn, void* par_ctx);
-void seamless_gelu_f32(const float* x, float* y, size_t n, void* par_fn, void* par_ctx);
-void seamless_quick_gelu_f32(const float* x, float* y, size_t n, float alpha, void* par_fn, void* par_ctx);
 
 SEAMLESS_SIMD static void unary_f32(int32_t op, const float* x, float* y, int64_t n) {
   switch (op) {
@@ -386,28 +383,6 @@ static void run_reduce(const SeamlessReduceArgs* g, const char* x, char* y, void
 
 /* ---- the families with their own native kernels ------------------------------------------- */
 
-void seamless_softmax_f32(const float* x, float* y, size_t rows, size_t cols, void* par_fn, void* par_ctx);
-void seamless_layernorm_f32(const float* x, const float* scale, const float* bias, float* y, float* mean,
-                            float* inv_std, size_t rows, size_t cols, float eps, void* par_fn, void* par_ctx);
-void seamless_sgemm(size_t M, size_t N, size_t K, const float* A, size_t lda, const float* packed,
-                    const float* bias, float* C, size_t ldc, void* par_fn, void* par_ctx);
-int seamless_sgemm_batched(size_t batch, size_t M, size_t N, size_t K, const float* A, size_t lda, size_t stride_a,
-                           const float* B, size_t ldb, size_t stride_b, int trans_b, float* C, size_t ldc,
-                           size_t stride_c, void* par_fn, void* par_ctx);
-
-int seamless_matmul_nbits_f32(const float* a, size_t m, size_t k, const uint8_t* b, const float* scales,
-                              const uint8_t* zp_u8, const float* zp_f32, const float* bias, float* y, size_t n,
-                              size_t bits, size_t bs, int int8, void* par_fn, void* par_ctx);
-
-void seamless_skip_rmsnorm_f32(const float* x, const float* skip, size_t skip_rows, const float* bias,
-                               const float* gamma, float* y, float* sum_out, float* inv_out, size_t rows, size_t cols,
-                               float eps, void* par_fn, void* par_ctx);
-int seamless_gqa_f32(const float* q, const float* k, const float* v, size_t q_row, size_t k_row, size_t v_row,
-                     const float* past_k, const float* past_v, size_t past_len, float* present_k, float* present_v,
-                     size_t present_len, float* out, const int32_t* seqlens, int first_prompt, size_t b, size_t s,
-                     size_t nh, size_t nkv, size_t h, const float* cos_cache, const float* sin_cache, size_t half,
-                     int interleaved, const int64_t* pos, float scale, float softcap, int64_t window, int causal,
-                     const float* sink, void* par_fn, void* par_ctx);
 
 /* GroupQueryAttention after the checks of seqlens_k stock makes (kernels/cpu/attention.py gqa_layout). */
 static int run_gqa(const SeamlessGqaArgs* g, const SeamlessStep* st, char* const* ptr, void* par_fn, void* par_ctx,
