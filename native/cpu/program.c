@@ -471,6 +471,13 @@ static int run_step(const SeamlessStep* s, char* const* ptr, void* par_fn, void*
       return 0;
     }
     case SEAMLESS_OP_GQA: return run_gqa(args, s, ptr, par_fn, par_ctx, error, error_len);
+    case SEAMLESS_OP_GATHER_BLOCK_QUANTIZED: {
+      const SeamlessGatherQuantizedArgs* g = args;
+      seamless_gather_block_quantized_f32(g->data, (size_t)g->rows, (size_t)g->cols, (const int64_t*)P(0),
+                                          (size_t)g->count, g->scales, g->zero_points, (size_t)g->bits,
+                                          (size_t)g->block_size, (float*)P(1));
+      return 0;
+    }
     case SEAMLESS_OP_MATMUL_NBITS: {
       const SeamlessNBitsArgs* g = args;
       int rc = seamless_matmul_nbits_f32((const float*)P(0), (size_t)g->m, (size_t)g->k, g->b, g->scales, g->zp_u8,

@@ -23,8 +23,9 @@ enum SeamlessOp {
   SEAMLESS_OP_REDUCE = 12,     /* SeamlessReduceArgs: x -> y */
   SEAMLESS_OP_MATMUL_NBITS = 13, /* SeamlessNBitsArgs: a -> y, the quantized weights constant */
   SEAMLESS_OP_RMS_NORM = 14,   /* SeamlessRowsArgs: x, skip (or -1), bias (or -1), gamma -> y, sum (or -1), inv_rms */
-  SEAMLESS_OP_GQA = 15         /* SeamlessGqaArgs: q, k, v (-1: packed in q), past_k, past_v, seqlens_k -> out,
+  SEAMLESS_OP_GQA = 15,        /* SeamlessGqaArgs: q, k, v (-1: packed in q), past_k, past_v, seqlens_k -> out,
                                   present_k, present_v */
+  SEAMLESS_OP_GATHER_BLOCK_QUANTIZED = 16 /* SeamlessGatherQuantizedArgs: int64 indices -> y, the table constant */
 };
 
 /* Element types: ONNX's TensorProto codes. */
@@ -108,6 +109,15 @@ typedef struct {
   const float* zp_f32;
   const float* bias;
 } SeamlessNBitsArgs;
+
+/* GatherBlockQuantized of rows of a constant [rows, cols] table quantized along its rows (an index out of range
+ * gives a row of zeros, as the Python kernel does) */
+typedef struct {
+  int64_t rows, cols, count, bits, block_size;
+  const uint8_t* data;
+  const float* scales;
+  const uint8_t* zero_points;
+} SeamlessGatherQuantizedArgs;
 
 typedef struct {
   int32_t op;

@@ -3,6 +3,7 @@ programs (exec/program.py), with which the C runner answers later Computes of a 
 from __future__ import annotations
 
 import threading
+import weakref
 
 import numpy as np
 
@@ -14,6 +15,14 @@ from . import program as programs
 
 MAX_RANK = NUMPY_MAX_RANK  # input/output ranks the C glue passes: as many as a numpy array holds
 MAX_BINDINGS_SEEN = 256    # binding keys counted before the counts start over
+
+
+_KERNELS: "weakref.WeakSet[CompiledKernel]" = weakref.WeakSet()
+
+
+def live_kernels() -> list:
+    """The compiled CPU partitions alive in this process (tools/bench.py's program profile reads their programs)."""
+    return list(_KERNELS)
 
 
 class CompiledKernel:
@@ -32,6 +41,7 @@ class CompiledKernel:
             self.out_dtypes.append(dtype)
         self.packed_outputs = any(t in PACKED_BITS for t in self.out_dtypes)
         self._tls = threading.local()  # per-thread C buffers: Compute may run on several threads at once
+        _KERNELS.add(self)
         # the C runner of this node's native programs (None: every run in Python, and why_python says why)
         self.native_runner = None
         self.why_python = programs.why_not_native(self.plan) if native_program else "the native_program option is 0"

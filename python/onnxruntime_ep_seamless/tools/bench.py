@@ -427,6 +427,80 @@ def print_genai_result(r: dict, json_path: str | None) -> None:
             json.dump({"benchmark": "genai", **r}, f, indent=2)
 
 
+def program_profile(model: str, feeds_fn, threads: int, repeats: int = 5) -> dict:
+    """Where a model's time goes on our CPU EP: the session's run, and each step of the native programs its runs
+    recorded, timed alone (the step run repeats times over the recording's buffers, on one thread), summed per
+    op. Partitions that run through Python are listed with the reason."""
+    import collections
+
+    import numpy as np
+    import onnxruntime as ort
+
+    import onnxruntime_ep_seamless as seamless
+    from ..exec.compute import live_kernels
+    from ..kernels.cpu import native as native_cpu
+    ffi, lib = native_cpu.ffi, native_cpu.lib
+    before = {id(k) for k in live_kernels()}
+    so = seamless.session_options()
+    so.intra_op_num_threads = threads
+    session = ort.InferenceSession(model, so)
+    feeds = feeds_fn(session)
+    for _ in range(3):  # the second run records the binding, the third runs its program
+        session.run(None, feeds)
+    run_ms = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        session.run(None, feeds)
+        run_ms.append((time.perf_counter() - t0) * 1e3)
+    per_op, calls, python, program_ms = collections.Counter(), collections.Counter(), [], 0.0
+    error = ffi.new("char[]", lib.SEAMLESS_PROGRAM_ERROR)
+    for kernel in live_kernels():
+        if id(kernel) in before:
+            continue
+        if kernel.why_python or not kernel.programs:
+            python.append(f"{kernel.name}: {kernel.why_python or 'no binding recorded'}")
+            continue
+        if any(n not in feeds for n in kernel.plan.input_names):
+            python.append(f"{kernel.name}: reads values of other partitions (not profiled)")
+            continue
+        _, program = list(kernel.programs.values())[-1]
+        inputs = [np.ascontiguousarray(feeds[n]) for n in kernel.plan.input_names]
+        outputs = [np.empty(shape, dtype) for shape, dtype in zip(program.out_shapes, kernel.out_dtypes)]
+        io = ffi.new("void*[]", [ffi.cast("void*", ffi.from_buffer(a)) if a.nbytes else ffi.NULL
+                                 for a in inputs + outputs] or [ffi.NULL])
+        arena = native_cpu.aligned_empty(max(program.c.arena_bytes, 1), np.uint8)
+        arena_ptr = ffi.cast("char*", ffi.from_buffer(arena))
+        one = ffi.new("SeamlessProgram*")
+        one[0] = program.c[0]
+        one.n_steps = 1
+        for i in range(program.c.n_steps):
+            one.steps = program.c.steps + i
+            t0 = time.perf_counter()
+            for _ in range(repeats):
+                if lib.seamless_program_run(one, io, arena_ptr, ffi.NULL, ffi.NULL, error, len(error)):
+                    raise RuntimeError(ffi.string(error).decode())
+            ms = (time.perf_counter() - t0) / repeats * 1e3
+            label = ffi.string(program.c.steps[i].label).decode()
+            op = label[label.rfind("(") + 1:-1] if label.endswith(")") else label
+            per_op[op] += ms
+            calls[op] += 1
+            program_ms += ms
+    return {"model": model, "threads": threads, "run_ms": statistics.median(run_ms), "steps_ms": program_ms,
+            "per_op_ms": dict(per_op.most_common()), "calls": dict(calls), "python": python}
+
+
+def print_profile(r: dict, json_path: str | None) -> None:
+    print(f"{r['model']}: session.run {r['run_ms']:.3f} ms ({r['threads']} intra-op thread(s)); the native "
+          f"programs' steps, each timed alone on one thread: {r['steps_ms']:.3f} ms")
+    for op, ms in r["per_op_ms"].items():
+        print(f"  {ms:9.3f} ms {100 * ms / max(r['steps_ms'], 1e-9):5.1f}%  {r['calls'][op]:4d} x {op}")
+    for line in r["python"]:
+        print(f"  through Python: {line}")
+    if json_path:
+        with open(json_path, "w") as f:
+            json.dump({"benchmark": "profile", **r}, f, indent=2)
+
+
 def print_decode_result(r: dict, json_path: str | None) -> None:
     print(f"decode {r['model']}: {r['prefill_tokens']}-token prefill, then {r['steps']} greedy steps, "
           f"{r['rounds']} rounds, {r['intra_op_threads']} intra-op thread(s)")

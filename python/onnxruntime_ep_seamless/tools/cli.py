@@ -158,6 +158,14 @@ def cmd_bench(args) -> int:
         return cmd_bench_gpu(args)
     if args.what == "genai":
         return cmd_bench_genai(args)
+    if args.what == "profile":
+        from .bench import print_profile, program_profile
+        if not args.model_dir:
+            print("usage: python -m onnxruntime_ep_seamless bench profile MODEL [--dim NAME=SIZE]", file=sys.stderr)
+            return 2
+        dims = dict((k, int(v)) for k, v in (d.split("=") for d in args.dim))
+        print_profile(program_profile(args.model_dir, lambda sess: random_feeds(sess, dims), args.threads), args.json)
+        return 0
     if args.what == "ops":
         return cmd_bench_ops(args)
     from .bench import compare_latency, print_result
@@ -233,8 +241,8 @@ def main(argv=None) -> int:
     p = sub.add_parser("bench", help="latency of our EP vs stock ORT CPU in this process, alternating")
     p.add_argument("what", help="'overhead' (one-node model), 'demo' (the README demo's model), 'ops' (single-op "
                                 "models: NonMaxSuppression, TfIdfVectorizer, LSTM, TopK), 'decode' (LLM decoding, "
-                                "see below), 'genai' (the same driven by onnxruntime-genai's Generator) or a model "
-                                "path")
+                                "see below), 'genai' (the same driven by onnxruntime-genai's Generator), 'profile' "
+                                "MODEL (the time of each step of its native programs, per op) or a model path")
     p.add_argument("--dim", action="append", default=[], metavar="NAME=SIZE", help="size of a symbolic dim")
     p.add_argument("--runs", type=int, default=200, help="runs per round and EP (ops: at most, ~50 ms a round)")
     p.add_argument("--rounds", type=int, default=7)

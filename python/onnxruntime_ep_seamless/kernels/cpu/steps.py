@@ -502,3 +502,30 @@ def group_query_attention(rec, node, ins, outs):
     y, pk, pv = (rec.value(o) for o in outs[:3])
     rec.step(lib.SEAMLESS_OP_GQA, args, [q, k, v, past_k, past_v, seqlens, y, pk, pv])
     return [y, pk, pv]
+
+
+@lowers("GatherBlockQuantized", domain="com.microsoft")
+def gather_block_quantized(rec, node, ins, outs):
+    data, indices, scales = ins[:3]
+    zero_points = ins[3] if len(ins) > 3 else None
+    a = node.attrs
+    bits, bs = a.get("bits", 4), a.get("block_size", 128)
+    qaxis = a.get("quantize_axis", 1) % max(data.array.ndim, 1)
+    if (data.array.ndim != 2 or qaxis != 1 or a.get("gather_axis", 0) != 0 or indices.array.dtype != np.int64
+            or scales.array.dtype != F32 or not native.HAS_GATHER_BLOCK_QUANTIZED
+            or (data.array.shape[1] * (8 // bits)) % bs
+            or not all(v is None or v.static for v in (data, scales, zero_points))):
+        raise Declined("a constant 2-D table quantized along its rows, int64 indices")
+    table = rec.keep(np.ascontiguousarray(data.array))
+    sc = rec.keep(np.ascontiguousarray(scales.array, np.float32))
+    args = rec.args("SeamlessGatherQuantizedArgs")
+    args.rows, args.cols = table.shape[0], table.shape[1] * (8 // bits)
+    args.count, args.bits, args.block_size = indices.array.size, bits, bs
+    args.data = ffi.cast("uint8_t*", ffi.from_buffer(table))
+    args.scales = ffi.cast("float*", ffi.from_buffer(sc))
+    if zero_points is not None:
+        zp = rec.keep(np.ascontiguousarray(zero_points.array))
+        args.zero_points = ffi.cast("uint8_t*", ffi.from_buffer(zp))
+    y = rec.value(outs[0])
+    rec.step(lib.SEAMLESS_OP_GATHER_BLOCK_QUANTIZED, args, [indices, y])
+    return [y]
