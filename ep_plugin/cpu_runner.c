@@ -10,7 +10,7 @@
 
 #define RUNNER_BINDINGS 16   /* exec/program.py MAX_BINDINGS */
 #define RUNNER_RANK 64       /* input and output ranks read (exec/compute.py MAX_RANK) */
-#define RUNNER_IO 32         /* inputs, and outputs, a node answered in C may have */
+#define RUNNER_IO 32         /* inputs, and outputs, a Compute reads into stack memory (more: heap) */
 
 typedef int (*ProgramRunFn)(const SeamlessProgram*, void* const*, char*, void*, void*, char*, size_t);
 
@@ -282,16 +282,52 @@ static OrtStatus* family_compute(SeamlessRunner* r, Family* fe, int64_t t, OrtKe
 }
 
 /* A Compute answered in C when its inputs' binding has a program (*done = 1); else Python runs it. */
+/* A Compute's inputs and outputs as the glue reads them: on the stack for up to RUNNER_IO of each, else on the heap. */
+typedef struct {
+  void** io;
+  size_t* nbytes;
+  int32_t *types, *ranks;
+  uint8_t* changed;
+  int64_t *dims, *key;
+} Io;
+
+#define IO_FIELDS(n_in, n_out)                                                                                   \
+  (n_in + n_out) * sizeof(void*) + (n_in) * (sizeof(size_t) + 2 * sizeof(int32_t) + 1) +                       \
+      (n_in) * (RUNNER_RANK + 2 + SEAMLESS_PROGRAM_RANK) * sizeof(int64_t)
+
+static void io_layout(Io* io, char* p, size_t n_in, size_t n_out) {
+  io->dims = (int64_t*)p; p += n_in * RUNNER_RANK * sizeof(int64_t);
+  io->key = (int64_t*)p; p += n_in * (2 + SEAMLESS_PROGRAM_RANK) * sizeof(int64_t);
+  io->io = (void**)p; p += (n_in + n_out) * sizeof(void*);
+  io->nbytes = (size_t*)p; p += n_in * sizeof(size_t);
+  io->types = (int32_t*)p; p += n_in * sizeof(int32_t);
+  io->ranks = (int32_t*)p; p += n_in * sizeof(int32_t);
+  io->changed = (uint8_t*)p;
+}
+
+static OrtStatus* runner_compute_io(SeamlessRunner* r, OrtKernelContext* ctx, int* done, Io* b);
+
+/* A Compute answered in C when its inputs' binding has a program (*done = 1); else Python runs it. */
 OrtStatus* runner_compute(SeamlessRunner* r, OrtKernelContext* ctx, int* done) {
-  *done = 0;
   size_t n_in = (size_t)r->n_in, n_out = (size_t)r->n_out;
-  if (n_in > RUNNER_IO || n_out > RUNNER_IO) return NULL;  /* wide nodes: Python */
-  void* io[2 * RUNNER_IO];
-  size_t nbytes[RUNNER_IO];
-  int32_t types[RUNNER_IO], ranks[RUNNER_IO];
-  uint8_t changed[RUNNER_IO];
-  int64_t dims[RUNNER_IO * RUNNER_RANK];
-  int64_t key[RUNNER_IO * (2 + SEAMLESS_PROGRAM_RANK)];
+  _Alignas(16) char stack[IO_FIELDS(RUNNER_IO, RUNNER_IO)];
+  char* heap = n_in > RUNNER_IO || n_out > RUNNER_IO ? malloc(IO_FIELDS(n_in, n_out)) : NULL;
+  *done = 0;
+  if (!heap && (n_in > RUNNER_IO || n_out > RUNNER_IO)) return NULL;  /* out of memory: Python runs it */
+  Io b;
+  io_layout(&b, heap ? heap : stack, n_in, n_out);
+  OrtStatus* st = runner_compute_io(r, ctx, done, &b);
+  free(heap);
+  return st;
+}
+
+static OrtStatus* runner_compute_io(SeamlessRunner* r, OrtKernelContext* ctx, int* done, Io* b_io) {
+  size_t n_in = (size_t)r->n_in, n_out = (size_t)r->n_out;
+  void** io = b_io->io;
+  size_t* nbytes = b_io->nbytes;
+  int32_t *types = b_io->types, *ranks = b_io->ranks;
+  uint8_t* changed = b_io->changed;
+  int64_t *dims = b_io->dims, *key = b_io->key;
   for (size_t i = 0; i < n_in; i++) ranks[i] = -2;
   OrtStatus* st = NULL;
   if (seamless_get_inputs(ctx, n_in, io, nbytes, types, ranks, dims, RUNNER_RANK, changed, &st) < 0) return st;

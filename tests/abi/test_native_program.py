@@ -215,3 +215,18 @@ def test_log_partition_says_why_a_node_runs_through_python(capfd):
     ep_session(model, log_partition="1").run(None, {"x": np.arange(8, dtype=np.float32)})
     err = capfd.readouterr().err
     assert re.search(r"fused node '.*' runs through Python: node '.*' \(TopK\): no native step", err), err
+
+
+def test_a_partition_with_many_inputs_and_outputs_runs_in_c():
+    # more inputs and outputs than the runner reads on its stack (a 24-layer decoder has 50 inputs)
+    n = 40
+    model = _model([helper.make_node("Add", [f"x{i}", "one"], [f"y{i}"]) for i in range(n)],
+                   [helper.make_tensor_value_info(f"x{i}", TensorProto.FLOAT, [2]) for i in range(n)],
+                   [helper.make_tensor_value_info(f"y{i}", TensorProto.FLOAT, None) for i in range(n)],
+                   [helper.make_tensor("one", TensorProto.FLOAT, [], [1.0])])
+    ours = ep_session(model)
+    feeds = {f"x{i}": np.full(2, i, np.float32) for i in range(n)}
+    answered = [runs_in_c(ours, feeds) for _ in range(3)]
+    assert [c for _, c in answered] == [0, 0, 1]
+    for i, y in enumerate(answered[2][0]):
+        assert_close(y, np.full(2, i + 1, np.float32), 0, 0)

@@ -52,6 +52,7 @@ class CompiledKernel:
         self.seen: dict[bytes, int] = {}         # binding key -> sightings before it is recorded
         self.classes: dict[tuple, BindingClass] = {}  # the inputs' ranks and types -> what was seen of them
         self.families: list = []                 # (runner slot, programs.Family)
+        self.recordings = 0
         self._record_lock = threading.Lock()
         if self.why_python is None:
             ffi, lib = native.ffi, native.lib
@@ -146,6 +147,12 @@ class CompiledKernel:
     def _record(self, key: bytes, b, args) -> list:
         with self._record_lock:
             if key in self.programs or self.why_python is not None:
+                return self.plan.run(*args)
+            self.recordings += 1
+            if self.recordings > programs.MAX_RECORDINGS:  # shapes that never settle: recording would cost more
+                self.why_python = f"more than {programs.MAX_RECORDINGS} bindings recorded: the input shapes keep changing"
+                if self.log:
+                    self.log(f"fused node {self.name!r} runs through Python from now on: {self.why_python}")
                 return self.plan.run(*args)
             outputs, program, why_not = programs.record(self.plan, args, (self.n_in, self.n_out))
             if program is None:

@@ -22,6 +22,7 @@ from ..kernels.cpu.steps import LOWERINGS, Declined, type_code
 MAX_BINDINGS = 16       # ep_plugin/cpu_runner.c RUNNER_BINDINGS
 MAX_OUT_RANK = 8        # output ranks a family describes
 RECORD_AFTER = 2        # sightings of a binding before it is recorded
+MAX_RECORDINGS = 64     # recordings a partition makes at most (more: its shapes never settle; it stays in Python)
 ALIGN = 64              # bytes: every arena value starts on a cache line
 SHAPE_ONLY = frozenset({"Shape", "Size"})  # their outputs depend on the binding alone
 RANDOM = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial",
