@@ -501,6 +501,35 @@ def print_profile(r: dict, json_path: str | None) -> None:
             json.dump({"benchmark": "profile", **r}, f, indent=2)
 
 
+GEMM_SHAPES = ((128, 384, 1536), (128, 1536, 384), (128, 384, 384),  # MiniLM b1 s128: FFN up, down, projections
+               (16, 896, 4864), (512, 896, 4864), (512, 4864, 896),  # a 0.5B decoder's MLP, 16- and 512-token prompts
+               (16, 256, 32000))                                       # the tiny decoders' LM head over a prompt
+
+
+def gemm_benchmark(threads: int, rounds: int = 5) -> list[dict]:
+    """float32 A [M, K] times a constant B [K, N]: our EP's GEMM (a single-node MatMul model, so the run is the
+    native program's one GEMM step) and stock ORT's MLAS, alternating in this process; GFLOP/s of the medians."""
+    import numpy as np
+    import onnxruntime as ort
+    from onnx import helper, numpy_helper
+
+    import onnxruntime_ep_seamless as seamless
+    rows = []
+    for m, k, n in GEMM_SHAPES:
+        rng = np.random.default_rng(0)
+        w = rng.standard_normal((k, n)).astype(np.float32)
+        graph = helper.make_graph([helper.make_node("MatMul", ["a", "w"], ["y"])], "gemm",
+                                  [helper.make_tensor_value_info("a", 1, [m, k])],
+                                  [helper.make_tensor_value_info("y", 1, [m, n])], [numpy_helper.from_array(w, "w")])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9).SerializeToString()
+        result = compare_latency(model, lambda sess: {"a": rng.standard_normal((m, k)).astype(np.float32)},
+                                 max(3, int(5e8 / (2 * m * k * n))), rounds, threads, warmup=3)
+        flop = 2 * m * k * n
+        rows.append({"m": m, "k": k, "n": n, "ours_gflops": flop / result["ours_ms"] / 1e6,
+                     "stock_gflops": flop / result["stock_ms"] / 1e6, "ratio": result["ratio"]})
+    return rows
+
+
 def print_decode_result(r: dict, json_path: str | None) -> None:
     print(f"decode {r['model']}: {r['prefill_tokens']}-token prefill, then {r['steps']} greedy steps, "
           f"{r['rounds']} rounds, {r['intra_op_threads']} intra-op thread(s)")

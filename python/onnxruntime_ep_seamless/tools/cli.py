@@ -158,6 +158,16 @@ def cmd_bench(args) -> int:
         return cmd_bench_gpu(args)
     if args.what == "genai":
         return cmd_bench_genai(args)
+    if args.what == "gemm":
+        from .bench import gemm_benchmark
+        rows = gemm_benchmark(args.threads, args.rounds)
+        for r in rows:
+            print(f"  {r['m']:5d} x {r['k']:5d} x {r['n']:6d}: ours {r['ours_gflops']:6.1f} GFLOP/s, stock ORT "
+                  f"{r['stock_gflops']:6.1f}, ratio (time) {r['ratio']:.2f}x")
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"benchmark": "gemm", "threads": args.threads, "rows": rows}, f, indent=2)
+        return 0
     if args.what == "profile":
         from .bench import print_profile, program_profile
         if not args.model_dir:
@@ -241,7 +251,8 @@ def main(argv=None) -> int:
     p = sub.add_parser("bench", help="latency of our EP vs stock ORT CPU in this process, alternating")
     p.add_argument("what", help="'overhead' (one-node model), 'demo' (the README demo's model), 'ops' (single-op "
                                 "models: NonMaxSuppression, TfIdfVectorizer, LSTM, TopK), 'decode' (LLM decoding, "
-                                "see below), 'genai' (the same driven by onnxruntime-genai's Generator), 'profile' "
+                                "see below), 'genai' (the same driven by onnxruntime-genai's Generator), 'gemm' "
+                                "(float32 products of MiniLM's and decoders' shapes), 'profile' "
                                 "MODEL (the time of each step of its native programs, per op) or a model path")
     p.add_argument("--dim", action="append", default=[], metavar="NAME=SIZE", help="size of a symbolic dim")
     p.add_argument("--runs", type=int, default=200, help="runs per round and EP (ops: at most, ~50 ms a round)")
