@@ -217,6 +217,31 @@ def test_bench_decode_command(tmp_path, capsys):
     assert result["ours_ms_per_token"] > 0 and result["stock_ms_per_token"] > 0
 
 
+def test_bench_genai_command(tmp_path, capsys):
+    """`bench genai MODEL_DIR`: onnxruntime-genai's Generator drives our EP (registered as its plugin library)."""
+    import json
+
+    pytest.importorskip("onnxruntime_genai")
+    from onnxruntime_ep_seamless.tools.cli import main
+    model_path("qwen2", "int4")
+    out = tmp_path / "genai.json"
+    assert main(["bench", "genai", str(material.genai_model_dir("qwen2", "int4")), "--steps", "8",
+                 "--decode-rounds", "1", "--json", str(out)]) == 0
+    assert "ratio ours/stock" in capsys.readouterr().out
+    result = json.loads(out.read_text())
+    assert result["benchmark"] == "genai" and result["ours_ms_per_token"] > 0 and result["stock_ms_per_token"] > 0
+
+
+def test_bench_profile_command(capsys):
+    """`bench profile MODEL`: every step of the decode program, timed per op."""
+    from onnxruntime_ep_seamless.tools.cli import main
+    dims = ["batch_size=1", "sequence_length=1", "past_sequence_length=8", "total_sequence_length=9",
+            "kv_cache_dim=64"]
+    assert main(["bench", "profile", model_path("qwen2", "int4"), *[a for d in dims for a in ("--dim", d)]]) == 0
+    printed = capsys.readouterr().out
+    assert "com.microsoft::MatMulNBits" in printed and "through Python" not in printed
+
+
 def test_concurrent_runs_of_one_session():
     """Compute on several threads at once (ORT allows concurrent Run calls): native kernels use
     each call's own kernel context and thread pool; results equal the sequential ones."""
