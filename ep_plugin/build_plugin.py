@@ -147,7 +147,7 @@ def build_cuda_kernels(out: Path, compress: bool = True) -> Path | None:
 
 def build_native_cpu(out: Path, tmp: Path) -> None:
     ffi = cffi.FFI()
-    ffi.cdef((NATIVE_CPU / "kernels.h").read_text() + (NATIVE_CPU / "program.h").read_text())
+    ffi.cdef("".join((NATIVE_CPU / h).read_text() for h in ("kernels.h", "program.h", "python_step.h")))
     sources = "".join(f'#include "{p.name}"\n' for p in sorted(NATIVE_CPU.glob("*.c")))
     ffi.set_source(NATIVE_MODULE, sources)
     c_file = tmp / f"{NATIVE_MODULE}.c"

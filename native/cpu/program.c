@@ -416,6 +416,9 @@ static int run_gqa(const SeamlessGqaArgs* g, const SeamlessStep* st, char* const
   return rc ? STATUS_FAIL : 0;
 }
 
+/* cffi's extern "Python+C" callback (native/cpu/python_step.h, which only cffi reads) */
+int seamless_python_step(void* handle, void* const* operands, char* error, size_t error_len);
+
 static int run_step(const SeamlessStep* s, char* const* ptr, void* par_fn, void* par_ctx, char* error,
                     size_t error_len) {
   const void* args = s->args;
@@ -471,6 +474,12 @@ static int run_step(const SeamlessStep* s, char* const* ptr, void* par_fn, void*
       return 0;
     }
     case SEAMLESS_OP_GQA: return run_gqa(args, s, ptr, par_fn, par_ctx, error, error_len);
+    case SEAMLESS_OP_PYTHON: {
+      const SeamlessPythonArgs* g = args;
+      void* operands[SEAMLESS_STEP_OPERANDS];
+      for (int i = 0; i < g->n_operands && i < SEAMLESS_STEP_OPERANDS; i++) operands[i] = P(i);
+      return seamless_python_step(g->handle, operands, error, error_len);
+    }
     case SEAMLESS_OP_GATHER_BLOCK_QUANTIZED: {
       const SeamlessGatherQuantizedArgs* g = args;
       seamless_gather_block_quantized_f32(g->data, (size_t)g->rows, (size_t)g->cols, (const int64_t*)P(0),

@@ -25,7 +25,9 @@ enum SeamlessOp {
   SEAMLESS_OP_RMS_NORM = 14,   /* SeamlessRowsArgs: x, skip (or -1), bias (or -1), gamma -> y, sum (or -1), inv_rms */
   SEAMLESS_OP_GQA = 15,        /* SeamlessGqaArgs: q, k, v (-1: packed in q), past_k, past_v, seqlens_k -> out,
                                   present_k, present_v */
-  SEAMLESS_OP_GATHER_BLOCK_QUANTIZED = 16 /* SeamlessGatherQuantizedArgs: int64 indices -> y, the table constant */
+  SEAMLESS_OP_GATHER_BLOCK_QUANTIZED = 16, /* SeamlessGatherQuantizedArgs: int64 indices -> y, the table constant */
+  SEAMLESS_OP_PYTHON = 17      /* SeamlessPythonArgs: the node's inputs (-1: absent), then its outputs: a node without
+                                  a native step, run by its Python kernel (native/cpu/python_step.h) */
 };
 
 /* Element types: ONNX's TensorProto codes. */
@@ -118,6 +120,8 @@ typedef struct {
   const float* scales;
   const uint8_t* zero_points;
 } SeamlessGatherQuantizedArgs;
+
+typedef struct { void* handle; int32_t n_operands; } SeamlessPythonArgs;
 
 typedef struct {
   int32_t op;

@@ -206,15 +206,56 @@ def test_python_and_c_agree_on_the_runners_limits():
     assert int(re.search(r"#define RUNNER_RANK (\d+)", runner).group(1)) >= MAX_RANK
 
 
+def _topk_model(k_constant: bool):
+    return _model([helper.make_node("TopK", ["x", "k"], ["v", "i"]), helper.make_node("Relu", ["v"], ["r"])],
+                  [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8])]
+                  + ([] if k_constant else [helper.make_tensor_value_info("k", TensorProto.INT64, [1])]),
+                  [helper.make_tensor_value_info("r", TensorProto.FLOAT, None),
+                   helper.make_tensor_value_info("i", TensorProto.INT64, None)],
+                  [helper.make_tensor("k", TensorProto.INT64, [1], [3])] if k_constant else [])
+
+
 def test_log_partition_says_why_a_node_runs_through_python(capfd):
-    model = _model([helper.make_node("TopK", ["x", "k"], ["v", "i"])],
-                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8])],
-                   [helper.make_tensor_value_info("v", TensorProto.FLOAT, None),
-                    helper.make_tensor_value_info("i", TensorProto.INT64, None)],
-                   [helper.make_tensor("k", TensorProto.INT64, [1], [3])])
-    ep_session(model, log_partition="1").run(None, {"x": np.arange(8, dtype=np.float32)})
+    # k from the run's data sets the outputs' sizes: the partition can have no program
+    ep_session(_topk_model(False), log_partition="1").run(None, {"x": np.arange(8, dtype=np.float32),
+                                                                  "k": np.array([3], np.int64)})
     err = capfd.readouterr().err
-    assert re.search(r"fused node '.*' runs through Python: node '.*' \(TopK\): no native step", err), err
+    assert re.search(r"fused node '.*' runs through Python: node '.*' \(TopK\): its output shapes follow the run's "
+                     r"data", err), err
+
+
+def test_a_node_without_a_native_step_is_a_python_step_of_the_program(capfd):
+    ours, stock = ep_session(_topk_model(True), log_partition="1"), stock_session(_topk_model(True))
+    rng = np.random.default_rng(6)
+    answered = []
+    for _ in range(4):
+        feeds = {"x": rng.standard_normal(8).astype(np.float32)}
+        out, n = runs_in_c(ours, feeds)
+        answered.append(n)
+        for o, r in zip(out, stock.run(None, feeds)):
+            assert_close(o, r, 0, 0)
+    assert answered == [0, 0, 1, 1]
+    assert "runs as a native program with 1 Python step(s): TopK" in capfd.readouterr().err
+
+
+def test_a_python_steps_error_is_stocks():
+    # GatherElements has no native step: a Python step whose kernel checks the indices from the run's data
+    model = _model([helper.make_node("GatherElements", ["x", "i"], ["y"], axis=0)],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4]),
+                    helper.make_tensor_value_info("i", TensorProto.INT64, [2])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    ours, stock = ep_session(model), stock_session(model)
+    x = np.arange(4, dtype=np.float32)
+    for _ in range(3):
+        ours.run(None, {"x": x, "i": np.array([0, 3], np.int64)})
+    bad = {"x": x, "i": np.array([0, 9], np.int64)}
+    with pytest.raises(Exception) as stock_error:
+        stock.run(None, bad)
+    before = native_runs()
+    with pytest.raises(type(stock_error.value), match="(GatherElements)"):
+        ours.run(None, bad)
+    assert native_runs() == before + 1
+    assert_close(ours.run(None, {"x": x, "i": np.array([3, 1], np.int64)})[0], np.array([3, 1], np.float32), 0, 0)
 
 
 def test_a_partition_with_many_inputs_and_outputs_runs_in_c():

@@ -53,6 +53,7 @@ class CompiledKernel:
         self.classes: dict[tuple, BindingClass] = {}  # the inputs' ranks and types -> what was seen of them
         self.families: list = []                 # (runner slot, programs.Family)
         self.recordings = 0
+        self.programs_logged = False
         self._record_lock = threading.Lock()
         if self.why_python is None:
             ffi, lib = native.ffi, native.lib
@@ -174,6 +175,10 @@ class CompiledKernel:
             if slot < 0:
                 raise MemoryError("out of host memory for a native program")
             self.programs[key] = (slot, program)
+            if program.python_steps and self.log and not self.programs_logged:
+                self.programs_logged = True
+                self.log(f"fused node {self.name!r} runs as a native program with {len(program.python_steps)} Python "
+                         f"step(s): {', '.join(sorted(set(program.python_steps)))}")
             klass = self.classes[binding_class(key)]
             if klass.wants_recordings():
                 self._try_family(klass, key, program)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..kernels.cpu import native as native_cpu
-from ..kernels.cpu.steps import LOWERINGS, Declined, type_code
+from ..kernels.cpu.steps import LOWERINGS, SHAPE_INPUTS, Declined, plain_memory, python_step
 
 MAX_BINDINGS = 16       # ep_plugin/cpu_runner.c RUNNER_BINDINGS
 MAX_OUT_RANK = 8        # output ranks a family describes
@@ -49,6 +49,7 @@ class Recorder:
         self.nbytes: dict[int, int] = {}   # arena slot -> bytes
         self.next_slot = n_in + n_out
         self.label = b""
+        self.python_steps: list[str] = []  # the op of every node run as a Python step
 
     def _slot(self) -> int:
         self.next_slot += 1
@@ -75,7 +76,8 @@ class Recorder:
         if v is None:
             return -1
         if v.slot is None:  # a static value: a constant of the program from now on
-            type_code(v.array.dtype)
+            if not plain_memory(v.array.dtype):
+                raise Declined(f"a constant of {v.array.dtype}")
             v.slot = self._slot()
             self.fixed[v.slot] = self.keep(np.ascontiguousarray(v.array))
         return v.slot
@@ -92,8 +94,9 @@ def why_not_native(plan) -> str | None:
         inputs = [n for n in node.inputs if n]
         if node.op_type in SHAPE_ONLY or (node.op_type not in RANDOM and all(n in static for n in inputs)):
             static.update(n for n in node.outputs if n)
-        elif (node.domain, node.op_type) not in LOWERINGS:
-            return f"node {node.label!r} ({node.key}): {'a random op' if node.op_type in RANDOM else 'no native step'}"
+        elif (node.domain, node.op_type) not in LOWERINGS and any(
+                i in SHAPE_INPUTS.get(node.op_type, ()) for i, n in enumerate(node.inputs) if n and n not in static):
+            return f"node {node.label!r} ({node.key}): its output shapes follow the run's data"
     return None
 
 
@@ -113,7 +116,7 @@ def record(plan, inputs: list, runner_io: tuple[int, int]):
         outs = [np.asarray(o) for o in outs[:len(node.outputs)]]
         if why_not is None:
             try:
-                new = _lower(rec, node, args, outs)
+                new = _lower(rec, node, fn, args, outs)
             except Declined as exc:
                 why_not, new = f"node {node.label!r} ({node.key}): {exc}", None
             except Exception as exc:  # a lowering's bug must not fail the run: it stays in Python, and says why
@@ -139,16 +142,18 @@ def _lookup(values, plan, name) -> Value:
     return v
 
 
-def _lower(rec, node, args, outs) -> list:
-    if node.op_type in RANDOM:
-        raise Declined("a random op (a fresh draw every run)")
-    if node.op_type in SHAPE_ONLY or all(a is None or a.static for a in args):
+def _lower(rec, node, fn, args, outs) -> list:
+    """The node's output values: folded, its native steps, or else a Python step."""
+    if node.op_type in SHAPE_ONLY or (node.op_type not in RANDOM and all(a is None or a.static for a in args)):
         return [Value(o, None, True) for o in outs]
-    lower = LOWERINGS.get((node.domain, node.op_type))
-    if lower is None:
-        raise Declined("no native step")
     rec.label = f"node {node.label!r} ({node.key})".encode()
-    return lower(rec, node, [a for a in args], outs)
+    lower = LOWERINGS.get((node.domain, node.op_type))
+    if lower is not None and node.op_type not in RANDOM:
+        try:
+            return lower(rec, node, list(args), outs)
+        except Declined:
+            pass
+    return python_step(rec, node, fn, args, outs)
 
 
 class Program:
@@ -158,8 +163,7 @@ class Program:
         ffi = native_cpu.ffi
         io = rec.n_in
         for v in outputs:
-            if v.array.dtype not in (np.dtype(t) for t in (np.float32, np.float64, np.int64, np.int32, np.int8,
-                                                           np.uint8, np.bool_)):
+            if not plain_memory(v.array.dtype):
                 raise Declined(f"an output of {v.array.dtype}")
         # a value the partition outputs is computed in ORT's output (once: a second output of it is a copy)
         retarget: dict[int, int] = {}
@@ -182,6 +186,7 @@ class Program:
         self.kept = rec.kept
         self.steps, self.fixed_arrays = steps, rec.fixed
         self.out_shapes = [v.array.shape for v in outputs]
+        self.python_steps = rec.python_steps
         self.c_steps = ffi.new("SeamlessStep[]", max(len(steps), 1))
         labels = {}
         for i, (op, slots, args, label) in enumerate(steps):

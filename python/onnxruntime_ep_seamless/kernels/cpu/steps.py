@@ -12,7 +12,8 @@ import math
 
 import numpy as np
 
-from ...graph.ir import NUMPY_TO_ONNX
+from ...graph.ir import NUMPY_TO_ONNX, PACKED_BITS
+from ..checks import status_code
 from . import native
 
 ffi, lib = native.ffi, native.lib
@@ -33,6 +34,11 @@ def lowers(*op_types: str, domain: str = ""):
             LOWERINGS[(domain, op)] = fn
         return fn
     return register
+
+
+def plain_memory(dtype) -> bool:
+    """Whether values of dtype are plain bytes a slot can hold as numpy does (not sub-byte packed, not objects)."""
+    return dtype.kind in "biuf" and dtype not in PACKED_BITS
 
 
 def type_code(dtype) -> int:
@@ -202,13 +208,14 @@ def view_copy(rec, node, ins, outs):
     x = ins[0].array
     type_code(x.dtype)
     lo, hi = _byte_bounds(x) if x.size else (0, 0)
-    result = []
-    for out in outs:
-        e = x.itemsize
+    e = x.itemsize
+    for out in outs:  # all checked before any step is emitted
         if out.size:
             v_lo, v_hi = _byte_bounds(out)
             if not (lo <= v_lo and v_hi <= hi) or any(s % e for s in out.strides):
                 raise Declined("its result is no view of its input")
+    result = []
+    for out in outs:
         offset = (_address(out) - _address(x)) // e if out.size else 0
         y = rec.value(out)
         _strided_copy(rec, ins[0], y, out.shape, [s // e for s in out.strides], _contiguous_strides(out.shape),
@@ -529,3 +536,87 @@ def gather_block_quantized(rec, node, ins, outs):
     y = rec.value(outs[0])
     rec.step(lib.SEAMLESS_OP_GATHER_BLOCK_QUANTIZED, args, [indices, y])
     return [y]
+
+
+
+# ---------------------------------------------------------------- Python steps
+
+# the inputs whose values (not only shapes) set an op's output shapes: with such an input from the run's data, a node
+# cannot be a Python step of a program (its outputs' sizes are fixed when the binding is recorded)
+SHAPE_INPUTS = {
+    "Reshape": {1}, "Expand": {1}, "Tile": {1}, "Slice": {1, 2, 3, 4}, "Pad": {1, 3}, "Resize": {1, 2, 3},
+    "Upsample": {1}, "TopK": {1}, "Range": {0, 1, 2}, "ConstantOfShape": {0}, "OneHot": {1}, "Squeeze": {1},
+    "Unsqueeze": {1}, "Split": {1}, "Compress": {0, 1}, "NonZero": {0}, "Unique": {0},
+    "NonMaxSuppression": {0, 1, 2, 3, 4}, "CenterCropPad": {1}, "Col2Im": {1, 2}, "DFT": {1}, "STFT": {2, 3},
+    "MaxUnpool": {2}, "AffineGrid": {1}, "GroupQueryAttention": {6}, "BlackmanWindow": {0}, "HannWindow": {0},
+    "HammingWindow": {0}, "MelWeightMatrix": {0, 1, 2, 3, 4}, "StringSplit": {0}, "RegexFullMatch": set(),
+    **{op: {1} for op in ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
+                          "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare")},
+}
+
+
+class PythonStep:
+    """A node run by its Python kernel inside a native program: views over its operands' slots, the kernel, the
+    results copied into the output slots (whose shapes the binding fixed)."""
+
+    def __init__(self, node, fn, inputs: list, outputs: list):
+        self.node, self.fn = node, fn
+        self.inputs = [None if a is None else (a.dtype, a.shape) for a in inputs]
+        self.outputs = [(a.dtype, a.shape) for a in outputs]
+
+    def run(self, operands) -> None:
+        args, k = [], 0
+        for spec in self.inputs:
+            if spec is None:
+                args.append(None)
+                continue
+            dtype, shape = spec
+            view = np.frombuffer(ffi.buffer(operands[k], dtype.itemsize * math.prod(shape)), dtype).reshape(shape) \
+                if math.prod(shape) else np.empty(shape, dtype)
+            view.flags.writeable = False  # the program's values: never written by a kernel
+            args.append(view)
+            k += 1
+        results = self.fn(*args)
+        for (dtype, shape), result in zip(self.outputs, results):
+            result = np.asarray(result)
+            if result.shape != shape or result.dtype != dtype:
+                raise RuntimeError(f"{self.node.key} gave {result.dtype} {result.shape} where the recorded binding "
+                                   f"has {dtype} {shape}")
+            if result.size:
+                np.copyto(np.frombuffer(ffi.buffer(operands[k], result.nbytes), dtype).reshape(shape), result)
+            k += 1
+
+
+@ffi.def_extern()
+def seamless_python_step(handle, operands, error, error_len):
+    step = ffi.from_handle(handle)
+    try:
+        step.run(operands)
+        return 0
+    except Exception as exc:  # the program stops; the runner turns the code and message into ORT's status
+        message = f"{type(exc).__name__}: {exc}".encode("utf-8", "replace")[:max(error_len - 1, 0)]
+        ffi.memmove(error, message, len(message))
+        error[len(message)] = b"\0"
+        return status_code(exc)
+
+
+def python_step(rec, node, fn, ins, outs) -> list:
+    """The node as a Python step of the program, or Declined (its outputs' shapes could follow the run's data, or
+    its values are not plain memory)."""
+    shaped = SHAPE_INPUTS.get(node.op_type, set())
+    dynamic = [i for i, v in enumerate(ins) if v is not None and not v.static]
+    if shaped & set(dynamic):
+        raise Declined("its output shapes follow the run's data")
+    present = [v for v in ins if v is not None]
+    if len(present) + len(outs) > lib.SEAMLESS_STEP_OPERANDS:
+        raise Declined(f"more than {lib.SEAMLESS_STEP_OPERANDS} operands for a Python step")
+    if not all(plain_memory(a.dtype) for a in [v.array for v in present] + list(outs)):
+        raise Declined("values that are no plain memory (sub-byte packed types)")
+    step = PythonStep(node, fn, [None if v is None else v.array for v in ins], outs)
+    args = rec.args("SeamlessPythonArgs")
+    args.handle = rec.keep(ffi.new_handle(step))
+    args.n_operands = len(present) + len(outs)
+    ys = [rec.value(o) for o in outs]
+    rec.step(lib.SEAMLESS_OP_PYTHON, args, [*present, *ys])
+    rec.python_steps.append(node.key)
+    return ys
