@@ -84,6 +84,8 @@ typedef void (*WideTileFn)(const float*, const float*, const float*, size_t, flo
 
 #if defined(__x86_64__) && defined(__GNUC__)
 DEFINE_WIDE_TILE(wide_avx512, 12, __attribute__((target("avx512f"))))
+DEFINE_WIDE_TILE(wide8_avx512, 8, __attribute__((target("avx512f"))))
+DEFINE_WIDE_TILE(wide4_avx512, 4, __attribute__((target("avx512f"))))
 DEFINE_PACKED_TILE(packed_avx512, 12, __attribute__((target("avx512f"))))
 DEFINE_PACKED_TILE(packed_avx2, 6, __attribute__((target("avx2,fma"))))
 DEFINE_TILE(tile_avx512, 12, __attribute__((target("avx512f"))))
@@ -106,6 +108,7 @@ typedef struct {
   TileFn tile, quad, row;  /* mr rows at once; the last, short block 4 rows and 1 row at a time */
   TileFn packed_tile;      /* mr rows of packed_a */
   WideTileFn wide_tile;    /* mr rows of packed_a by two panels, or NULL */
+  WideTileFn wide8, wide4; /* 8 and 4 rows of the last, short row block (packed after the full ones), or NULL */
   size_t cw, ctiles;       /* panels per column tile (2 where wide_tile runs), column tiles */
   float* packed_a;         /* packed B's full row blocks of A, each k-major (mr x K floats), or NULL */
   /* batched products: B unpacked (packed == NULL), items at these element strides */
@@ -161,9 +164,16 @@ static void gemm_task(void* user, size_t task) {
     size_t rows = job->M - m0 < job->mr ? job->M - m0 : job->mr;
     size_t first = ct * job->cw, count = panels - first < job->cw ? panels - first : job->cw;
     const float* a = job->A + item * job->stride_a + m0 * job->lda;
+    const float *b0 = job->packed ? job->packed + first * K * NR : NULL, *b1 = b0 ? b0 + K * NR : NULL;
     if (count == 2 && rows == job->mr && job->packed_a) {
-      job->wide_tile(job->packed_a + m0 * K, job->packed + first * K * NR, job->packed + (first + 1) * K * NR, K,
-                     out[0], out[1]);
+      job->wide_tile(job->packed_a + m0 * K, b0, b1, K, out[0], out[1]);
+    } else if (count == 2 && job->packed_a && job->wide8) {
+      /* the last, short row block: 8 and 4 rows of packed A at a time, the rest row by row */
+      size_t i = 0;
+      for (; rows - i >= 8; i += 8) job->wide8(job->packed_a + (m0 + i) * K, b0, b1, K, out[0] + i * NR, out[1] + i * NR);
+      for (; rows - i >= 4; i += 4) job->wide4(job->packed_a + (m0 + i) * K, b0, b1, K, out[0] + i * NR, out[1] + i * NR);
+      for (; i < rows; i++)
+        for (size_t p = 0; p < 2; p++) job->row(a + i * job->lda, job->lda, p ? b1 : b0, K, out[p] + i * NR);
     } else {
       for (size_t p = 0; p < count; p++) {
         const float* bp;
@@ -196,11 +206,12 @@ static void gemm_task(void* user, size_t task) {
 
 static void choose_kernel(GemmJob* job) {
   job->mr = 4; job->tile = job->quad = tile_generic; job->row = row_generic; job->packed_tile = packed_generic;
-  job->wide_tile = NULL;
+  job->wide_tile = job->wide8 = job->wide4 = NULL;
 #if defined(__x86_64__) && defined(__GNUC__)
   if (__builtin_cpu_supports("avx512f")) {
     job->mr = 12; job->tile = tile_avx512; job->quad = quad_avx512; job->row = row_avx512;
     job->packed_tile = packed_avx512; job->wide_tile = wide_avx512;
+    job->wide8 = wide8_avx512; job->wide4 = wide4_avx512;
   } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
     job->mr = 6; job->tile = tile_avx2; job->quad = quad_avx2; job->row = row_avx2;
     job->packed_tile = packed_avx2;
@@ -219,7 +230,7 @@ static int run_gemm(GemmJob* job, void* par_fn, void* par_ctx) {
   size_t full_rows = job->M / job->mr * job->mr;
   int pack_a = job->packed && job->batch == 1 && job->N >= 4 * NR && full_rows &&
                job->M * job->N * job->K >= PACK_A_MIN_MACS;
-  if (pack_a && !(job->packed_a = aligned_alloc(64, (full_rows * job->K * sizeof(float) + 63) & ~(size_t)63)))
+  if (pack_a && !(job->packed_a = aligned_alloc(64, (job->M * job->K * sizeof(float) + 63) & ~(size_t)63)))
     pack_a = 0;
   job->cw = pack_a && job->wide_tile ? 2 : 1;
   job->ctiles = ((job->N + NR - 1) / NR + job->cw - 1) / job->cw;
@@ -231,10 +242,13 @@ static int run_gemm(GemmJob* job, void* par_fn, void* par_ctx) {
   if (!job->packed && !(job->scratch = aligned_alloc(64, job->tasks * (job->K ? job->K : 1) * NR * sizeof(float))))
     return -1;
   /* packed B over several panels: A's full row blocks packed once, k-major (no memory: A read in place) */
-  if (pack_a)
-    for (size_t m0 = 0; m0 < full_rows; m0 += job->mr)
-      for (size_t k = 0; k < job->K; k++)
-        for (size_t i = 0; i < job->mr; i++) job->packed_a[m0 * job->K + k * job->mr + i] = job->A[(m0 + i) * job->lda + k];
+  /* full blocks of mr rows, then the short block's 8s and 4s (its last rows are read in place) */
+  for (size_t m0 = 0, w = job->mr; pack_a && w; m0 += w) {
+    size_t left = job->M - m0;
+    w = m0 < full_rows ? job->mr : left >= 8 ? 8 : left >= 4 ? 4 : 0;
+    for (size_t k = 0; k < job->K; k++)
+      for (size_t i = 0; i < w; i++) job->packed_a[m0 * job->K + k * w + i] = job->A[(m0 + i) * job->lda + k];
+  }
   seamless_run_tasks(par_fn, par_ctx, job->tasks, gemm_task, job);
   free(job->scratch);
   free(job->packed_a);
