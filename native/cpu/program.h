@@ -142,7 +142,7 @@ typedef struct {
 
 /* A family of programs: one recorded program whose argument fields, integer constants, arena values and output
  * dims are affine in one dim t of its inputs (a decoder's KV length), so that C instantiates it for a binding
- * never recorded (exec/program.py derives it from three recordings and checks it on the third). */
+ * never recorded (exec/program.py fits it to two recordings and checks it on two more). */
 typedef struct { void* field; int32_t width; int64_t a, b; } SeamlessPatch;        /* *field = a + b t */
 typedef struct { int32_t slot, first, last; int64_t a, b; } SeamlessArenaValue;    /* a + b t bytes, live over
                                                                                        steps [first, last] */

@@ -185,7 +185,8 @@ class CompiledKernel:
             return outputs
 
     def _try_family(self, klass, key: bytes, program) -> None:
-        klass.recordings = (klass.recordings + [(np.frombuffer(key, np.int64).copy(), program)])[-3:]
+        klass.recordings = (klass.recordings + [(np.frombuffer(key, np.int64).copy(),
+                                                 program)])[-programs.FAMILY_RECORDINGS:]
         klass.tries += 1
         if len(klass.recordings) < programs.FAMILY_RECORDINGS or len(self.families) >= programs.MAX_FAMILIES:
             return
@@ -214,7 +215,8 @@ def binding_class(key: bytes) -> tuple:
 
 class BindingClass:
     """The bindings seen of one class, and the family derived from its recordings."""
-    MAX_TRIES = 6  # recordings made in the hope of a family, before the class waits for repeated bindings
+    # recordings made in the hope of a family, before the class waits for repeated bindings
+    MAX_TRIES = 2 * programs.FAMILY_RECORDINGS
 
     def __init__(self):
         self.keys = 0            # distinct bindings seen

@@ -244,7 +244,8 @@ def _arena(lives, nbytes: dict[int, int], n_slots: int) -> tuple[list[int], int]
 # --- families: one program for every length of a growing dim ----------------------------------------------------
 
 MAX_FAMILIES = 4        # ep_plugin/cpu_runner.c RUNNER_FAMILIES
-FAMILY_RECORDINGS = 3   # recordings a family is derived from (the third checks the first two's extrapolation)
+FAMILY_RECORDINGS = 4   # recordings a family is derived from: the first two fit it, the others check it (a field of
+                        # degree three or less in t that is no affine function shows in four points)
 
 
 class NotAffine(Exception):
@@ -252,13 +253,13 @@ class NotAffine(Exception):
 
 
 def _fit(values, ts):
-    """(a, b) with values[i] == a + b ts[i] for all three, integers; else NotAffine."""
-    (v1, v2, v3), (t1, t2, t3) = values, ts
+    """(a, b) with values[i] == a + b ts[i] for every recording, integers; else NotAffine."""
+    (v1, v2), (t1, t2) = values[:2], ts[:2]
     if (v2 - v1) % (t2 - t1):
         raise NotAffine
     b = (v2 - v1) // (t2 - t1)
     a = v1 - b * t1
-    if a + b * t3 != v3:
+    if any(a + b * t != v for t, v in zip(ts[2:], values[2:])):
         raise NotAffine
     return a, b
 
@@ -279,24 +280,24 @@ def _fields(ctype):
 
 
 class Family:
-    """A program for every binding whose key is affine in one dim t, derived from three recordings (the newest is
-    the template: its argument blocks copied, to be patched per t by ep_plugin/cpu_runner.c)."""
+    """A program for every binding whose key is affine in one dim t, derived from FAMILY_RECORDINGS recordings (the
+    newest is the template: its argument blocks copied, to be patched per t by ep_plugin/cpu_runner.c)."""
 
     def __init__(self, recordings: list[tuple[np.ndarray, Program]]):
         ffi = native_cpu.ffi
         keys = [k for k, _ in recordings]
         programs = [p for _, p in recordings]
-        varying = np.flatnonzero((keys[0] != keys[1]) | (keys[1] != keys[2]))
+        varying = np.flatnonzero(np.any([k != keys[0] for k in keys[1:]], axis=0))
         if not len(varying):
             raise NotAffine
         t_word = int(varying[0])
         ts = [int(k[t_word]) for k in keys]
-        if len(set(ts)) < 3:
+        if len(set(ts)) < len(ts):
             raise NotAffine
         slope = np.zeros(len(keys[0]), np.int64)
         for w in varying:
             _, slope[w] = _fit([int(k[w]) for k in keys], ts)
-        p1, p2, p3 = programs
+        p3 = programs[-1]  # the template
         if any(len(shape) > MAX_OUT_RANK for p in programs for shape in p.out_shapes):
             raise NotAffine
         if (len({len(p.steps) for p in programs}) != 1 or len({p.c.n_slots for p in programs}) != 1
@@ -307,7 +308,7 @@ class Family:
         patches = []  # (address, width, a, b)
         steps = []
         for i, (op, slots, args, label) in enumerate(p3.steps):
-            if any(p.steps[i][0] != op or p.steps[i][1] != slots for p in (p1, p2)):
+            if any(p.steps[i][0] != op or p.steps[i][1] != slots for p in programs):
                 raise NotAffine
             ctype = ffi.typeof(args).item
             copy = ffi.new(ctype.cname + "*")
@@ -317,7 +318,7 @@ class Family:
             base = int(ffi.cast("uintptr_t", copy))
             for offset, width, kind in _fields(ctype):
                 values = [int.from_bytes(b[offset:offset + width], "little", signed=True) for b in blocks]
-                if values[0] == values[1] == values[2]:
+                if len(set(values)) == 1:
                     continue
                 if kind != "int":
                     raise NotAffine
@@ -337,7 +338,7 @@ class Family:
             address = int(ffi.cast("uintptr_t", ffi.from_buffer(mine)))
             for j in range(array.size):
                 values = [int(a.reshape(-1)[j]) for a in arrays]
-                if values[0] != values[1] or values[1] != values[2]:
+                if len(set(values)) > 1:
                     patches.append((address + j * array.itemsize, array.itemsize, *_fit(values, ts)))
             fixed[slot] = mine
         arena = []
