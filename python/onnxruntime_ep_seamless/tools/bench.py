@@ -510,10 +510,7 @@ def gemm_benchmark(threads: int, rounds: int = 5) -> list[dict]:
     """float32 A [M, K] times a constant B [K, N]: our EP's GEMM (a single-node MatMul model, so the run is the
     native program's one GEMM step) and stock ORT's MLAS, alternating in this process; GFLOP/s of the medians."""
     import numpy as np
-    import onnxruntime as ort
     from onnx import helper, numpy_helper
-
-    import onnxruntime_ep_seamless as seamless
     rows = []
     for m, k, n in GEMM_SHAPES:
         rng = np.random.default_rng(0)
