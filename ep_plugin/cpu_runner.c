@@ -64,7 +64,10 @@ SeamlessRunner* seamless_runner_new(int n_in, int n_out, void* run_fn, const cha
   pthread_mutex_init(&r->lock, NULL);
   pthread_mutex_init(&r->arena_lock, NULL);
   r->n_in = n_in; r->n_out = n_out; r->run = (ProgramRunFn)run_fn;
-  r->prefix = strdup(prefix);
+  if (!(r->prefix = strdup(prefix))) {
+    seamless_runner_free(r);
+    return NULL;
+  }
   return r;
 }
 
@@ -242,6 +245,17 @@ static long long g_family_runs;  /* Computes answered by a family's instantiatio
 
 long long seamless_family_runs(void) { return __atomic_load_n(&g_family_runs, __ATOMIC_RELAXED); }
 
+/* An arena of at least `need` bytes on cache lines: *arena, grown (its old bytes dropped) when short; NULL when
+ * memory is short. */
+static char* grown(char** arena, size_t* bytes, size_t need) {
+  if (*bytes < need) {
+    free(*arena);
+    *arena = aligned_alloc(64, need);
+    *bytes = *arena ? need : 0;
+  }
+  return *arena;
+}
+
 static OrtStatus* run_program(SeamlessRunner* r, const SeamlessProgram* p, char* arena, void** io,
                               OrtKernelContext* ctx) {
   char message[SEAMLESS_PROGRAM_ERROR] = "";
@@ -264,12 +278,8 @@ static OrtStatus* family_compute(SeamlessRunner* r, Family* fe, int64_t t, OrtKe
     *done = 1;
     st = seamless_get_outputs(ctx, (size_t)r->n_out, fe->out_ranks, fe->out_dims, RUNNER_RANK, io + r->n_in);
     size_t need = ((size_t)p->arena_bytes + 63) & ~(size_t)63;
-    if (!st && fe->arena_bytes < need) {
-      free(fe->arena);
-      fe->arena = aligned_alloc(64, need);
-      fe->arena_bytes = fe->arena ? need : 0;
-      if (!fe->arena) st = seamless_status(1, "out of memory for the program's arena");
-    }
+    if (!st && need && !grown(&fe->arena, &fe->arena_bytes, need))
+      st = seamless_status(1, "out of memory for the program's arena");
     if (!st) st = run_program(r, p, fe->arena, io, ctx);
     __atomic_add_fetch(&g_family_runs, 1, __ATOMIC_RELAXED);
     __atomic_add_fetch(&g_native_runs, 1, __ATOMIC_RELAXED);
@@ -281,7 +291,6 @@ static OrtStatus* family_compute(SeamlessRunner* r, Family* fe, int64_t t, OrtKe
   return st;
 }
 
-/* A Compute answered in C when its inputs' binding has a program (*done = 1); else Python runs it. */
 /* A Compute's inputs and outputs as the glue reads them: on the stack for up to RUNNER_IO of each, else on the heap. */
 typedef struct {
   void** io;
@@ -356,12 +365,7 @@ static OrtStatus* runner_compute_io(SeamlessRunner* r, OrtKernelContext* ctx, in
     size_t need = ((size_t)p->arena_bytes + 63) & ~(size_t)63;
     /* the runner's arena, or (another run holds it) one of this run's own */
     int shared = pthread_mutex_trylock(&r->arena_lock) == 0;
-    if (shared && r->arena_bytes < need) {
-      free(r->arena);
-      r->arena = aligned_alloc(64, need);
-      r->arena_bytes = r->arena ? need : 0;
-    }
-    char* arena = shared ? r->arena : (need ? aligned_alloc(64, need) : NULL);
+    char* arena = !need ? NULL : shared ? grown(&r->arena, &r->arena_bytes, need) : aligned_alloc(64, need);
     st = need && !arena ? seamless_status(1, "out of memory for the program's arena") : run_program(r, p, arena, io, ctx);
     if (shared) pthread_mutex_unlock(&r->arena_lock);
     else free(arena);

@@ -19,18 +19,18 @@ typedef float v16 __attribute__((vector_size(64), aligned(4)));  /* unaligned-sa
 
 size_t seamless_sgemm_packed_size(size_t K, size_t N) { return ((N + NR - 1) / NR) * K * NR; }
 
-/* Pack B (K x N, row stride ldb; or, with trans_b, stored as N x K) into ceil(N/16) panels
- * of K x 16 floats. */
-void seamless_sgemm_pack_b(const float* B, size_t K, size_t N, size_t ldb, int trans_b, float* packed) {
-  size_t panels = (N + NR - 1) / NR;
-  for (size_t p = 0; p < panels; p++) {
-    float* dst = packed + p * K * NR;
-    size_t n0 = p * NR, width = N - n0 < NR ? N - n0 : NR;
-    for (size_t k = 0; k < K; k++) {
-      for (size_t j = 0; j < width; j++) dst[k * NR + j] = trans_b ? B[(n0 + j) * ldb + k] : B[k * ldb + n0 + j];
-      for (size_t j = width; j < NR; j++) dst[k * NR + j] = 0.0f;
-    }
+/* Panel `panel` of B (K x N, row stride ldb; or, with trans_b, stored as N x K): K x 16 floats, zero-padded. */
+static void pack_panel(const float* B, size_t K, size_t N, size_t ldb, int trans_b, size_t panel, float* dst) {
+  size_t n0 = panel * NR, width = N - n0 < NR ? N - n0 : NR;
+  for (size_t k = 0; k < K; k++) {
+    for (size_t j = 0; j < width; j++) dst[k * NR + j] = trans_b ? B[(n0 + j) * ldb + k] : B[k * ldb + n0 + j];
+    for (size_t j = width; j < NR; j++) dst[k * NR + j] = 0.0f;
   }
+}
+
+/* Pack all of B into ceil(N/16) panels of K x 16 floats. */
+void seamless_sgemm_pack_b(const float* B, size_t K, size_t N, size_t ldb, int trans_b, float* packed) {
+  for (size_t p = 0; p < (N + NR - 1) / NR; p++) pack_panel(B, K, N, ldb, trans_b, p, packed + p * K * NR);
 }
 
 /* One MR x 16 tile over all of K: rows of A at stride lda, a packed B panel, results to out
@@ -110,21 +110,14 @@ typedef struct {
   WideTileFn wide_tile;    /* mr rows of packed_a by two panels, or NULL */
   WideTileFn wide8, wide4; /* 8 and 4 rows of the last, short row block (packed after the full ones), or NULL */
   size_t cw, ctiles;       /* panels per column tile (2 where wide_tile runs), column tiles */
-  float* packed_a;         /* packed B's full row blocks of A, each k-major (mr x K floats), or NULL */
+  float* packed_a;         /* A's row blocks, each k-major: the full ones (mr rows), then the short block's 8s and
+                              4s where wide8/wide4 run; or NULL */
   /* batched products: B unpacked (packed == NULL), items at these element strides */
   const float* B;
   size_t ldb, batch, stride_a, stride_b, stride_c;
   int trans_b;
   float* scratch;  /* K x 16 floats per task for packing B panels (batched products) */
 } GemmJob;
-
-static void pack_panel(const float* B, size_t K, size_t N, size_t ldb, int trans_b, size_t panel, float* dst) {
-  size_t n0 = panel * NR, width = N - n0 < NR ? N - n0 : NR;
-  for (size_t k = 0; k < K; k++) {
-    for (size_t j = 0; j < width; j++) dst[k * NR + j] = trans_b ? B[(n0 + j) * ldb + k] : B[k * ldb + n0 + j];
-    for (size_t j = width; j < NR; j++) dst[k * NR + j] = 0.0f;
-  }
-}
 
 /* One panel of a tile: rows of A from m0 against the panel, into out (rows of 16). */
 static void panel_tile(const GemmJob* job, const float* a, size_t m0, size_t rows, const float* bp, float* out) {
@@ -241,11 +234,11 @@ static int run_gemm(GemmJob* job, void* par_fn, void* par_ctx) {
   /* on cache lines (K x 16 floats a task: a multiple of 64 bytes): the panel loads never straddle two */
   if (!job->packed && !(job->scratch = aligned_alloc(64, job->tasks * (job->K ? job->K : 1) * NR * sizeof(float))))
     return -1;
-  /* packed B over several panels: A's full row blocks packed once, k-major (no memory: A read in place) */
-  /* full blocks of mr rows, then the short block's 8s and 4s (its last rows are read in place) */
+  /* A packed once, k-major: full blocks of mr rows, then (where wide8/wide4 run) the short block's 8s and 4s; its
+   * last rows are read in place */
   for (size_t m0 = 0, w = job->mr; pack_a && w; m0 += w) {
     size_t left = job->M - m0;
-    w = m0 < full_rows ? job->mr : left >= 8 ? 8 : left >= 4 ? 4 : 0;
+    w = m0 < full_rows ? job->mr : !job->wide8 ? 0 : left >= 8 ? 8 : left >= 4 ? 4 : 0;
     for (size_t k = 0; k < job->K; k++)
       for (size_t i = 0; i < w; i++) job->packed_a[m0 * job->K + k * w + i] = job->A[(m0 + i) * job->lda + k];
   }

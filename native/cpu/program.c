@@ -312,34 +312,16 @@ static void run_strided(const SeamlessStridedArgs* g, const char* x, char* y, vo
 
 typedef struct { const SeamlessReduceArgs* g; const char* x; char* y; int64_t count, per; size_t tasks; } ReduceJob;
 
-/* An int64 sum over the reduced axes as stock computes it: in double, then saturated into int64 (beyond its range
- * its limit, else truncated; kernels/cpu/reduction.py _saturated). */
-static int64_t reduce_one_i64(const SeamlessReduceArgs* g, const int64_t* x, int64_t per) {
+/* One output element in double: the reduced axes walked like an odometer (float32 x; int64 x: SUM only). */
+static double reduce_one(const SeamlessReduceArgs* g, const char* x, int64_t per) {
   int last = g->reduced_rank - 1;
   int64_t n = g->reduced_dims[last], s = g->reduced_strides[last], idx[SEAMLESS_PROGRAM_RANK] = {0}, off = 0;
   double acc = 0.0;
   for (int64_t rows = per / n; rows > 0; rows--) {
-    for (int64_t i = 0; i < n; i++) acc += (double)x[off + i * s];
-    for (int d = last - 1; d >= 0; d--) {
-      off += g->reduced_strides[d];
-      if (++idx[d] < g->reduced_dims[d]) break;
-      off -= g->reduced_strides[d] * g->reduced_dims[d];
-      idx[d] = 0;
-    }
-  }
-  if (acc >= 9223372036854775807.0) return INT64_MAX;
-  if (!(acc > -9223372036854775808.0)) return INT64_MIN;  /* NaN too */
-  return (int64_t)acc;
-}
-
-/* One output element: the reduced axes walked like an odometer, summed in double. */
-static float reduce_one(const SeamlessReduceArgs* g, const float* x, int64_t per) {
-  int last = g->reduced_rank - 1;
-  int64_t n = g->reduced_dims[last], s = g->reduced_strides[last], idx[SEAMLESS_PROGRAM_RANK] = {0}, off = 0;
-  double acc = 0.0;
-  for (int64_t rows = per / n; rows > 0; rows--) {
-    const float* row = x + off;
-    switch (g->op) {
+    const float* row = (const float*)x + off;
+    if (g->type == SEAMLESS_I64)
+      for (int64_t i = 0; i < n; i++) acc += (double)((const int64_t*)x)[off + i * s];
+    else switch (g->op) {
       case SEAMLESS_REDUCE_SUM: case SEAMLESS_REDUCE_MEAN: for (int64_t i = 0; i < n; i++) acc += row[i * s]; break;
       case SEAMLESS_REDUCE_SUM_SQUARE: case SEAMLESS_REDUCE_L2:
         for (int64_t i = 0; i < n; i++) acc += (double)row[i * s] * row[i * s];
@@ -355,7 +337,15 @@ static float reduce_one(const SeamlessReduceArgs* g, const float* x, int64_t per
   }
   if (g->op == SEAMLESS_REDUCE_MEAN) acc /= (double)per;
   if (g->op == SEAMLESS_REDUCE_L2) acc = sqrt(acc);
-  return (float)acc;
+  return acc;
+}
+
+/* An int64 sum as stock computes it: in double, then saturated into int64 (beyond its range its limit, else
+ * truncated; kernels/cpu/reduction.py _saturated). */
+static int64_t saturated_i64(double v) {
+  if (v >= 9223372036854775807.0) return INT64_MAX;
+  if (!(v > -9223372036854775808.0)) return INT64_MIN;  /* NaN too */
+  return (int64_t)v;
 }
 
 static void reduce_task(void* user, size_t task) {
@@ -368,8 +358,9 @@ static void reduce_task(void* user, size_t task) {
       off += (r % g->dims[d]) * g->strides[d];
       r /= g->dims[d];
     }
-    if (g->type == SEAMLESS_I64) ((int64_t*)j->y)[o] = reduce_one_i64(g, (const int64_t*)j->x + off, j->per);
-    else ((float*)j->y)[o] = reduce_one(g, (const float*)j->x + off, j->per);
+    const char* x = j->x + off * (g->type == SEAMLESS_I64 ? 8 : 4);
+    if (g->type == SEAMLESS_I64) ((int64_t*)j->y)[o] = saturated_i64(reduce_one(g, x, j->per));
+    else ((float*)j->y)[o] = (float)reduce_one(g, x, j->per);
   }
 }
 

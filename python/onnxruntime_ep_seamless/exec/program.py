@@ -1,16 +1,18 @@
 """A compiled CPU partition's native programs: one per binding of its input shapes (native/cpu/program.h).
 
-A binding is recorded the second time it is seen (a decoder's ever longer KV cache never repeats one, and
-recording costs about a Python run). Recording runs the plan node by node in Python, so the run that records
-returns its outputs as usual, and turns each node into
+A binding is recorded the second time it is seen (recording costs about a Python run), or at once while a class
+of bindings may still yield a family (below). Recording runs the plan node by node in Python, so the run that
+records returns its outputs as usual, and turns each node into
 - nothing, when its inputs are all static (constants, or values computed from them and from shapes, which
   the binding fixes): its result becomes a constant of the program;
 - a view of its input (Reshape, Squeeze, …): the same slot;
-- native steps, by its lowering (kernels/cpu/steps.py).
-A node without a native step for the binding leaves the whole partition to Python (the reason is kept and
+- native steps, by its lowering (kernels/cpu/steps.py), or else a Python step (its kernel called back from C).
+A node whose output sizes follow the run's data leaves the whole partition to Python (the reason is kept and
 reported). Slots: ORT's inputs and outputs, constants, and values in an arena laid out by their lifetimes;
 a value the partition outputs is computed straight into ORT's output. The program is registered with the C
-runner (ep_plugin/cpu_runner.c), which answers later Computes of the binding without calling Python.
+runner (ep_plugin/cpu_runner.c), which answers later Computes of the binding without calling Python. A Family
+is one program for every binding whose argument fields are affine in one dim (a decoder's growing KV cache),
+derived from FAMILY_RECORDINGS recordings; the runner patches it for each new length.
 """
 from __future__ import annotations
 
@@ -87,15 +89,14 @@ class Recorder:
 
 
 def why_not_native(plan) -> str | None:
-    """Why no binding of the plan can be recorded, as far as Compile can tell (a node that reads the run's data
-    and has no lowering), or None."""
+    """Why no binding of the plan can be recorded, as far as Compile can tell (a node whose output sizes follow the
+    run's data: neither its lowering nor a Python step takes one), or None."""
     static = set(plan.constants)
     for node, _, _ in plan.kernels:
         inputs = [n for n in node.inputs if n]
         if node.op_type in SHAPE_ONLY or (node.op_type not in RANDOM and all(n in static for n in inputs)):
             static.update(n for n in node.outputs if n)
-        elif (node.domain, node.op_type) not in LOWERINGS and any(
-                i in SHAPE_INPUTS.get(node.op_type, ()) for i, n in enumerate(node.inputs) if n and n not in static):
+        elif any(i in SHAPE_INPUTS.get(node.op_type, ()) for i, n in enumerate(node.inputs) if n and n not in static):
             return f"node {node.label!r} ({node.key}): its output shapes follow the run's data"
     return None
 
@@ -207,7 +208,6 @@ class Program:
         self.c.n_steps, self.c.n_slots, self.c.n_in, self.c.n_out = len(steps), n_slots, rec.n_in, rec.n_out
         self.c.steps, self.c.fixed, self.c.offset, self.c.arena_bytes = self.c_steps, self.fixed, self.offset, arena
         self.address = int(ffi.cast("uintptr_t", self.c))
-        self.n_steps = len(steps)
 
 
 def _lifetimes(steps, nbytes: dict[int, int]) -> dict[int, tuple[int, int]]:
@@ -297,17 +297,17 @@ class Family:
         slope = np.zeros(len(keys[0]), np.int64)
         for w in varying:
             _, slope[w] = _fit([int(k[w]) for k in keys], ts)
-        p3 = programs[-1]  # the template
+        template = programs[-1]  # the newest: its argument blocks are copied
         if any(len(shape) > MAX_OUT_RANK for p in programs for shape in p.out_shapes):
             raise NotAffine
         if (len({len(p.steps) for p in programs}) != 1 or len({p.c.n_slots for p in programs}) != 1
-                or any(set(p.fixed_arrays) != set(p3.fixed_arrays) or p.lives != p3.lives
-                       or [len(s) for s in p.out_shapes] != [len(s) for s in p3.out_shapes] for p in programs)):
+                or any(set(p.fixed_arrays) != set(template.fixed_arrays) or p.lives != template.lives
+                       or [len(s) for s in p.out_shapes] != [len(s) for s in template.out_shapes] for p in programs)):
             raise NotAffine
-        self.kept = [p3]
+        self.kept = [template]
         patches = []  # (address, width, a, b)
         steps = []
-        for i, (op, slots, args, label) in enumerate(p3.steps):
+        for i, (op, slots, args, label) in enumerate(template.steps):
             if any(p.steps[i][0] != op or p.steps[i][1] != slots for p in programs):
                 raise NotAffine
             ctype = ffi.typeof(args).item
@@ -326,7 +326,7 @@ class Family:
             steps.append((op, slots, copy, label))
             self.kept.append(copy)
         fixed = {}
-        for slot, array in p3.fixed_arrays.items():
+        for slot, array in template.fixed_arrays.items():
             arrays = [p.fixed_arrays[slot] for p in programs]
             if all(a.shape == array.shape and a.dtype == array.dtype and np.array_equal(a, array) for a in arrays):
                 fixed[slot] = array
@@ -342,32 +342,32 @@ class Family:
                     patches.append((address + j * array.itemsize, array.itemsize, *_fit(values, ts)))
             fixed[slot] = mine
         arena = []
-        for slot, (first, last) in p3.lives.items():
+        for slot, (first, last) in template.lives.items():
             arena.append((slot, first, last, *_fit([p.arena_bytes[slot] for p in programs], ts)))
-        out_a = np.zeros((len(p3.out_shapes), MAX_OUT_RANK), np.int64)
+        out_a = np.zeros((len(template.out_shapes), MAX_OUT_RANK), np.int64)
         out_b = np.zeros_like(out_a)
-        for j, shape in enumerate(p3.out_shapes):
+        for j, shape in enumerate(template.out_shapes):
             for d in range(len(shape)):
                 out_a[j, d], out_b[j, d] = _fit([p.out_shapes[j][d] for p in programs], ts)
-        self._build(p3, steps, fixed, patches, arena, keys[0], slope, ts, t_word, out_a, out_b)
+        self._build(template, steps, fixed, patches, arena, keys[0], slope, ts, t_word, out_a, out_b)
 
     def _keep(self, obj):
         self.kept.append(obj)
         return obj
 
-    def _build(self, p3, steps, fixed, patches, arena, key_base, slope, ts, t_word, out_a, out_b):
+    def _build(self, template, steps, fixed, patches, arena, key_base, slope, ts, t_word, out_a, out_b):
         ffi = native_cpu.ffi
-        n_slots = p3.c.n_slots
+        n_slots = template.c.n_slots
         c_steps = self._keep(ffi.new("SeamlessStep[]", max(len(steps), 1)))
         for i, (op, slots, args, label) in enumerate(steps):
-            c_steps[i] = p3.c_steps[i]
+            c_steps[i] = template.c_steps[i]
             c_steps[i].args = args
         c_fixed = self._keep(ffi.new("void*[]", n_slots))
         for slot, array in fixed.items():
             c_fixed[slot] = ffi.cast("void*", ffi.from_buffer(array)) if array.nbytes else ffi.cast("void*", 1)
-        offsets = self._keep(ffi.new("int64_t[]", list(p3.offset)))
+        offsets = self._keep(ffi.new("int64_t[]", list(template.offset)))
         program = self._keep(ffi.new("SeamlessProgram*"))
-        program.n_steps, program.n_slots, program.n_in, program.n_out = p3.c.n_steps, n_slots, p3.c.n_in, p3.c.n_out
+        program.n_steps, program.n_slots, program.n_in, program.n_out = template.c.n_steps, n_slots, template.c.n_in, template.c.n_out
         program.steps, program.fixed, program.offset, program.arena_bytes = c_steps, c_fixed, offsets, 0
         c_patches = self._keep(ffi.new("SeamlessPatch[]", max(len(patches), 1)))
         for i, (address, width, a, b) in enumerate(patches):
@@ -382,7 +382,7 @@ class Family:
         f.key_base = self._keep(ffi.new("int64_t[]", key_base.tolist()))
         f.key_slope = self._keep(ffi.new("int64_t[]", slope.tolist()))
         f.n_patches, f.patches, f.n_arena, f.arena = len(patches), c_patches, len(arena), c_arena
-        f.out_ranks = self._keep(ffi.new("int32_t[]", [len(s) for s in p3.out_shapes] or [0]))
+        f.out_ranks = self._keep(ffi.new("int32_t[]", [len(s) for s in template.out_shapes] or [0]))
         f.out_a = self._keep(ffi.new("int64_t[]", out_a.reshape(-1).tolist() or [0]))
         f.out_b = self._keep(ffi.new("int64_t[]", out_b.reshape(-1).tolist() or [0]))
         f.max_rank = MAX_OUT_RANK
