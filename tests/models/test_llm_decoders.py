@@ -262,3 +262,22 @@ def test_concurrent_runs_of_one_session():
         t.join()
     for i, (a, b) in enumerate(zip(got, want)):
         np.testing.assert_array_equal(a, b, err_msg=f"thread {i}")
+
+
+def test_bad_seqlens_in_a_native_program_get_stocks_error():
+    """An attention mask summing past the total length (seqlens_k out of range), fed to a binding that runs as a
+    native program: GroupQueryAttention's check in C answers as stock does, and the program still runs after."""
+    from onnxruntime_ep_seamless.runtime.native import NATIVES
+    ours, stock = sessions("qwen2", "fp32")
+    ids = prompt(4)[:8]
+    good = step_feeds(ids, len(ids), empty_past(stock))
+    for _ in range(3):  # the second run records the binding, the third runs its program
+        ours.run(None, good)
+    bad = dict(good, attention_mask=np.full((1, len(ids)), 2, np.int64))
+    with pytest.raises(Exception) as stock_error:
+        stock.run(None, bad)
+    before = NATIVES["cpu"].lib.seamless_native_runs()
+    with pytest.raises(type(stock_error.value), match="seqlens_k"):
+        ours.run(None, bad)
+    assert NATIVES["cpu"].lib.seamless_native_runs() == before + 1
+    assert_logits_close(ours.run(None, good)[0], stock.run(None, good)[0], "fp32", "logits after the error")
