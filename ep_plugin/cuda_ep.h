@@ -47,7 +47,9 @@ void* cuda_cached_alloc(int ordinal, int pinned, size_t size);
 void cuda_cached_free(int ordinal, int pinned, void* p);
 void transfer_use_stage(int ordinal, CUfunction stage);  /* the staging kernel batched copies launch */
 
-/* ---- cuda_exec.c: only what python_api_cuda.h declares --------------------------------------- */
+/* ---- cuda_exec.c: what python_api_cuda.h declares, and -------------------------------------- */
+OrtStatus* gpu_report_take(void* stream);  /* after waiting for `stream`: the bad value it reported, as a status */
+void gpu_report_forget(CUstream stream);   /* a released stream's report is free for another */
 
 /* ---- cuda_capture.c --------------------------------------------------------------------------- */
 typedef struct SeamlessCapture SeamlessCapture;  /* an EP's session capture state */

@@ -2,6 +2,7 @@
  * CUDA driver API loaded at run time (cuda_driver.c): device scratch memory, kernel modules and
  * launches, copies and syncs on a stream, and cuBLASLt's GEMMs (loaded at run time too). */
 #include <dlfcn.h>
+#include <pthread.h>
 
 #include "cuda_ep.h"
 
@@ -99,7 +100,91 @@ OrtStatus* seamless_cuda_zero(uintptr_t dst, size_t nbytes, void* stream) {
 
 OrtStatus* seamless_cuda_sync(void* stream) {
   CU_TRY(cu.stream_synchronize((CUstream)stream), "cuStreamSynchronize");
+  return gpu_report_take(stream);
+}
+
+/* ---- bad values found on the GPU ------------------------------------------------------------
+ * A kernel that finds an index, length or divisor out of range in the run's data (values only the GPU
+ * holds) bounds its own access and writes {tag, value} to its stream's report: pinned host memory the
+ * GPU writes through (native/cuda/common.cuh report_bad). The host reads the report whenever it has
+ * waited for that stream (a value read back, the outputs' copy, the run's end) and fails the run with
+ * the status and text registered for the tag (kernels/cuda/launch.py GpuCheck: the node and the cause). */
+typedef struct { CUstream stream; volatile int64_t* report; } StreamReport;
+typedef struct { char* text; int code; } CheckTag;
+static pthread_mutex_t g_report_lock = PTHREAD_MUTEX_INITIALIZER;
+static StreamReport* g_reports;  /* never freed: a captured graph keeps writing where it was captured */
+static size_t g_n_reports;
+static CheckTag* g_tags;
+static size_t g_n_tags;
+
+static volatile int64_t* report_of(CUstream stream) {  /* with g_report_lock held */
+  for (size_t i = 0; i < g_n_reports; i++)
+    if (g_reports[i].stream == stream) return g_reports[i].report;
   return NULL;
+}
+
+uintptr_t seamless_gpu_report(void* stream) {
+  pthread_mutex_lock(&g_report_lock);
+  volatile int64_t* report = report_of((CUstream)stream);
+  StreamReport* slot = NULL;
+  for (size_t i = 0; !report && !slot && i < g_n_reports; i++)
+    if (!g_reports[i].stream) slot = &g_reports[i];  /* a released stream's: reused */
+  if (!report && !slot) {
+    void* p = NULL;
+    StreamReport* grown = realloc(g_reports, (g_n_reports + 1) * sizeof *grown);
+    if (grown) g_reports = grown;
+    if (grown && !cu.mem_host_alloc(&p, 2 * sizeof(int64_t), CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP)) {
+      slot = &g_reports[g_n_reports++];
+      slot->report = p;
+    }
+  }
+  if (slot) {
+    slot->stream = (CUstream)stream;
+    slot->report[0] = slot->report[1] = 0;
+    report = slot->report;
+  }
+  pthread_mutex_unlock(&g_report_lock);
+  return (uintptr_t)report;  /* unified addressing: the GPU writes it at its host address */
+}
+
+void gpu_report_forget(CUstream stream) {
+  pthread_mutex_lock(&g_report_lock);
+  for (size_t i = 0; i < g_n_reports; i++)
+    if (g_reports[i].stream == stream) g_reports[i].stream = NULL;
+  pthread_mutex_unlock(&g_report_lock);
+}
+
+int64_t seamless_gpu_check_tag(const char* text, int code) {
+  int64_t tag = 0;
+  pthread_mutex_lock(&g_report_lock);
+  for (size_t i = 0; i < g_n_tags && !tag; i++)
+    if (g_tags[i].code == code && !strcmp(g_tags[i].text, text)) tag = (int64_t)i + 1;
+  CheckTag* grown = tag ? NULL : realloc(g_tags, (g_n_tags + 1) * sizeof *grown);
+  char* copy = grown ? strdup(text) : NULL;
+  if (grown) g_tags = grown;
+  if (copy) {
+    g_tags[g_n_tags++] = (CheckTag){copy, code};
+    tag = (int64_t)g_n_tags;
+  }
+  pthread_mutex_unlock(&g_report_lock);
+  return tag;  /* 0: out of memory (the value is then bounded, not reported) */
+}
+
+OrtStatus* gpu_report_take(void* stream) {
+  pthread_mutex_lock(&g_report_lock);
+  volatile int64_t* report = report_of((CUstream)stream);
+  int64_t tag = report ? report[0] : 0, value = report ? report[1] : 0;
+  if (tag) report[0] = 0;
+  const CheckTag* t = tag > 0 && (size_t)tag <= g_n_tags ? &g_tags[tag - 1] : NULL;
+  int code = t ? t->code : 0;
+  char text[1024];
+  if (t) {  /* the value where the text says {value} */
+    const char* at = strstr(t->text, "{value}");
+    if (at) snprintf(text, sizeof text, "%.*s%lld%s", (int)(at - t->text), t->text, (long long)value, at + 7);
+    else snprintf(text, sizeof text, "%s", t->text);
+  }
+  pthread_mutex_unlock(&g_report_lock);
+  return code ? seamless_status(code, text) : NULL;
 }
 
 /* ---- cuBLASLt ----------------------------------------------------------------------------- */

@@ -273,14 +273,19 @@ static OrtStatus* transfer_copy(OrtDataTransferImpl* self, const OrtValue** src,
       to[batched] = to_i, from[batched] = from_i, sizes[batched] = nbytes, to_gpu[batched++] = is_our_gpu(dd);
       continue;
     }
-    CUresult r = copy_one(to_i, from_i, nbytes, stream, is_host(dd) && !is_our_gpu(dd));
+    int to_host = is_host(dd) && !is_our_gpu(dd);
+    CUresult r = copy_one(to_i, from_i, nbytes, stream, to_host);
     if (r) st = cuda_status(r, stream ? "cuMemcpyAsync" : "cuMemcpy");
+    else if (to_host && stream) st = gpu_report_take(stream);  /* the outputs of a run that found a bad value */
   }
   if (!st && batched) {
     st = seamless_cuda_use(batch_ordinal);
     if (!st) st = batched > 1 ? batch_copy(batch_ordinal, batch_stream, to, from, sizes, to_gpu, batched) : NULL;
     CUresult r = !st && batched == 1 ? copy_one(to[0], from[0], sizes[0], batch_stream, !to_gpu[0]) : 0;
     if (r) st = cuda_status(r, "cuMemcpyAsync");  /* one tensor: its own copy is as cheap */
+    int any_to_host = 0;
+    for (size_t i = 0; i < batched; i++) any_to_host |= !to_gpu[i];
+    if (!st && any_to_host) st = gpu_report_take(batch_stream);
   }
   free(to), free(from), free(sizes), free(to_gpu);
   return st;
@@ -316,6 +321,7 @@ static OrtStatus* notification_wait_on_host(OrtSyncNotificationImpl* self) {
 
 static void stream_release(OrtSyncStreamImpl* self) {
   SeamlessStream* s = (SeamlessStream*)self;
+  gpu_report_forget(s->stream);
   if (s->stream) cu.stream_destroy(s->stream);
   free(s);
 }
@@ -337,11 +343,12 @@ static OrtStatus* stream_create_notification(OrtSyncStreamImpl* self, OrtSyncNot
   return NULL;
 }
 static OrtStatus* stream_flush(OrtSyncStreamImpl* self) { (void)self; return NULL; }
-/* Finish the run's work before ORT hands results back (outputs may be read on the host). */
+/* Finish the run's work before ORT hands results back (outputs may be read on the host); a bad value a kernel
+ * found fails the run. */
 static OrtStatus* stream_on_run_end(OrtSyncStreamImpl* self) {
   if (capture_on_stream(((SeamlessStream*)self)->stream)) return NULL;  /* still capturing */
   CU_TRY(cu.stream_synchronize(((SeamlessStream*)self)->stream), "cuStreamSynchronize");
-  return NULL;
+  return gpu_report_take(((SeamlessStream*)self)->stream);
 }
 
 OrtStatus* factory_create_stream(OrtEpFactory* f, const OrtMemoryDevice* device, const OrtKeyValuePairs* options,

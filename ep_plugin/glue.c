@@ -26,6 +26,7 @@ static uint32_t g_api_version;
 OrtStatus* seamless_status(int code, const char* msg) { return ORT(CreateStatus)(code, msg); }
 static void seamless_release_status(OrtStatus* st) { ORT(ReleaseStatus)(st); }
 static const char* seamless_status_message(OrtStatus* st) { return ORT(GetErrorMessage)(st); }
+static int seamless_status_code(OrtStatus* st) { return (int)ORT(GetErrorCode)(st); }
 static uint32_t seamless_api_version(void) { return g_api_version; }
 
 /* ---- version negotiation ---------------------------------------------------------- */

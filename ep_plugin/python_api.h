@@ -23,6 +23,7 @@ extern "Python" {
 OrtStatus* seamless_status(int code, const char* msg);
 void seamless_release_status(OrtStatus* status);
 const char* seamless_status_message(OrtStatus* status);
+int seamless_status_code(OrtStatus* status);
 uint32_t seamless_api_version(void);
 OrtEpFactory* seamless_new_factory(void* handle, const char* name, const char* vendor, const char* version, int hw_type);
 OrtStatus* seamless_dump_graph(const OrtGraph* graph, const OrtNode* fused, size_t const_limit, char** out, size_t* out_len);

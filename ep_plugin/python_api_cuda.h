@@ -14,7 +14,9 @@ OrtStatus* seamless_cuda_launch(void* fn, unsigned gx, unsigned gy, unsigned blo
 int seamless_cuda_dependent_launch(int ordinal);
 OrtStatus* seamless_cuda_copy(uintptr_t dst, uintptr_t src, size_t nbytes, void* stream);
 OrtStatus* seamless_cuda_zero(uintptr_t dst, size_t nbytes, void* stream);
-OrtStatus* seamless_cuda_sync(void* stream);
+OrtStatus* seamless_cuda_sync(void* stream);  /* then the stream's report taken (gpu_report_take) */
+uintptr_t seamless_gpu_report(void* stream);  /* where kernels on `stream` report bad values (0: nowhere) */
+int64_t seamless_gpu_check_tag(const char* text, int code);  /* a report's tag: its status and text */
 OrtStatus* seamless_cuda_device_sync(int ordinal);
 long long seamless_ep_syncs(void);  /* how many times ORT called a CUDA EP's Sync (glue.c) */
 const char* seamless_cublas_problem_text(void);

@@ -1,6 +1,7 @@
 // GroupQueryAttention and RotaryEmbedding (com.microsoft) on CUDA, float types (float32 arithmetic).
 // Lengths and positions are read from device memory (seqlens_k, position_ids): nothing waits for
-// the host, and out-of-range values are clamped to the buffers instead of read past them.
+// the host, and out-of-range values are clamped to the buffers instead of read past them, and reported
+// (common.cuh GpuCheck: the run fails as stock's does).
 // Step 1 (gqa_prepare), one thread per element of the present buffers [B, Nkv, L, H] and of the new
 // tokens: present = the first p[b] cached tokens of past, the new tokens' k and v (after rotary) at
 // p[b] on, zeros after them; q (after rotary) to [B, N, S, H].
@@ -13,6 +14,7 @@
 struct GqaShape {
   int32_t batch, seq, heads, kv_heads, head_size, present_len, rot_half, do_rotary, interleaved, packed;
   int32_t first_prompt, cos_rows, past_buf;
+  GpuCheck check;  // a seqlens_k value outside the present buffers, or shorter than the new tokens
 };
 
 // Of batch b: the cached tokens before this run's first new token, and the tokens visible after it, from its
@@ -25,11 +27,18 @@ __device__ __forceinline__ int past_of(int seqlen, const GqaShape& g) {  // from
   int p = g.first_prompt ? 0 : clamped_seqlen(seqlen, g) + 1 - g.seq;
   return max(0, min(p, g.present_len - g.seq));
 }
+// Batch b's seqlens_k value once it is settled (read after the wait for the kernel before: a guess before it may be
+// stale), reported when out of range.
+__device__ __forceinline__ int seqlen_of(const int32_t* seqlens, int b, const GqaShape& g) {
+  int seqlen = seqlens[b];
+  if (seqlen < 0 || seqlen >= g.present_len || (!g.first_prompt && seqlen + 1 < g.seq)) report_bad(g.check, seqlen);
+  return seqlen;
+}
 __device__ __forceinline__ int past_len(const int32_t* seqlens, int b, const GqaShape& g) {
-  return past_of(seqlens[b], g);
+  return past_of(seqlen_of(seqlens, b, g), g);
 }
 __device__ __forceinline__ int total_len(const int32_t* seqlens, int b, const GqaShape& g) {
-  return clamped_seqlen(seqlens[b], g) + 1;
+  return clamped_seqlen(seqlen_of(seqlens, b, g), g) + 1;
 }
 
 // Element t of the present buffers from the past: a cached token's, or zero after them (the new
@@ -721,6 +730,7 @@ GQA_DECODE_H(bf16, __nv_bfloat16, 64) GQA_DECODE_H(bf16, __nv_bfloat16, 128)
 // cache_half; channels from 2 * rot_half on pass through.
 struct RotaryShape {
   int32_t batch, seq, heads, head_size, rot_half, cache_half, interleaved, bnsh, first_only, cache_rows;
+  GpuCheck check;  // a position outside the caches
 };
 
 template <typename T>
@@ -730,6 +740,7 @@ __device__ void rotary(int64_t n, const T* x, const int64_t* pos, const T* cos, 
     int64_t r = t / g.head_size;
     int64_t b = r / ((int64_t)g.seq * g.heads), s = g.bnsh ? r % g.seq : (r / g.heads) % g.seq;
     int64_t p = !pos ? b * g.seq + s : g.first_only ? pos[0] + s : pos[b * g.seq + s];  // no pos: a row per token
+    if ((p < 0 || p >= g.cache_rows) && d == 0) report_bad(g.check, p);
     p = p < 0 ? 0 : p >= g.cache_rows ? g.cache_rows - 1 : p;
     st(y + t, d < 2 * g.rot_half ? rotate(x + (t - d), d, cos + p * g.cache_half, sin + p * g.cache_half, g.rot_half,
                                           g.interleaved)

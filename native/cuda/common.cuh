@@ -126,6 +126,24 @@ __device__ __forceinline__ void store8(__nv_bfloat16* p, const float* x) { store
 #define GRID_LOOP(i, n) \
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
 
+// A bad value in the run's data (an index, length or position out of range, an integer divisor of zero), which
+// only the GPU sees: the kernel bounds its own access (zeros read, a write skipped, a length clamped) and reports
+// the value to its stream's report, pinned host memory {tag, value} (ep_plugin/cuda_exec.c), which the host reads
+// once it has waited for the stream and fails the run with the tag's status and text (the node and the cause:
+// kernels/cuda/launch.py GpuCheck, which packs this struct). A null report: nothing reported.
+struct GpuCheck {
+  long long* report;
+  long long tag;
+};
+__device__ __noinline__ void report_bad(const GpuCheck& c, long long value) {
+  volatile long long* r = c.report;
+  if (r && r[0] == 0) {  // the first report stands (racing threads may each write one: any is a true one)
+    r[1] = value;
+    __threadfence_system();
+    r[0] = c.tag;
+  }
+}
+
 // X-macro over the float types with their kernel-name suffixes: define M(S, T) to emit one
 // extern "C" kernel named ..._##S for element type T, then FOR_FLOATS(M).
 #define FOR_FLOATS(M) M(f32, float) M(f16, __half) M(bf16, __nv_bfloat16)

@@ -1,6 +1,6 @@
 // MaxRoiPool, float32, answering as ORT's CPU kernel does (native/cpu/detection.c says how): one
-// thread per output value. An ROI whose batch index is out of range gives zeros (the host cannot
-// check GPU-resident ROIs without waiting for the GPU).
+// thread per output value. An ROI whose batch index is out of range gives zeros and is reported (its
+// number: common.cuh GpuCheck).
 #include <cfloat>
 
 #include "common.cuh"
@@ -14,13 +14,14 @@ __device__ __forceinline__ int64_t roi_clip(int64_t v, int64_t hi) { return v < 
 extern "C" __global__ void seamless_max_roi_pool_f32(int64_t total, const float* x, int64_t batches,
                                                      int64_t channels, int64_t height, int64_t width,
                                                      const float* rois, int64_t pooled_h, int64_t pooled_w,
-                                                     float scale, float* y) {
+                                                     float scale, float* y, GpuCheck check) {
   dependent_launch();
   GRID_LOOP(i, total) {
     int64_t pw = i % pooled_w, ph = i / pooled_w % pooled_h, c = i / (pooled_w * pooled_h) % channels;
     const float* roi = rois + i / (pooled_w * pooled_h * channels) * 5;
     float b = roi[0];
     if (!(b > -1.0f && b < (float)batches)) {
+      if (i % (pooled_w * pooled_h * channels) == 0) report_bad(check, i / (pooled_w * pooled_h * channels));
       y[i] = 0.0f;
       continue;
     }

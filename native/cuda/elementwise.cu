@@ -355,3 +355,30 @@ CAST_FROM(u8, uint8_t)
 CAST_FROM(i32, int32_t)
 CAST_FROM(i64, int64_t)
 CAST_FROM(b, bool)
+
+// ---- Integer data an op reads as indices, lengths or divisors, checked on the GPU before kernels that cannot
+// report a bad value themselves (composed ops, integer division): x viewed as [rows, k], column j within
+// [low[j], high[j]] and, where `nonzero`, not 0 (kernels/cuda/elementwise.py check_ints packs IntRanges).
+struct IntRanges {
+  int64_t low[8], high[8];
+  int32_t k, nonzero;
+  GpuCheck check;
+};
+
+template <typename I>
+__device__ void check_ints(int64_t n, const I* x, const IntRanges& r) {
+  GRID_LOOP(i, n) {
+    int64_t v = x[i];
+    int j = (int)(i % r.k);
+    if (v < r.low[j] || v > r.high[j] || (r.nonzero && v == 0)) report_bad(r.check, v);
+  }
+}
+
+extern "C" __global__ void seamless_check_ints_i32(int64_t n, const int32_t* x, IntRanges r) {
+  dependent_launch();
+  check_ints(n, x, r);
+}
+extern "C" __global__ void seamless_check_ints_i64(int64_t n, const int64_t* x, IntRanges r) {
+  dependent_launch();
+  check_ints(n, x, r);
+}

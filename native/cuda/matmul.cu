@@ -172,8 +172,8 @@ __device__ void linear(const T* a, const T* w, const T* bias, T* y, Linear p, Ro
 
 // The ArgMax of each row of a product's output, picked as the product is stored (plan/fusion.py's LinearArgMax: a
 // greedy decoder's LM head and its next token, not a second pass over the logits after the product has drained).
-// ArgMax's order (reduction.cu's comes_before: the value as stored, NaN above every number, -0 equal to +0; ties to
-// the lower index, the higher with prefer_last) as one 64-bit key, so each block raises a row's key by one atomicMax
+// ArgMax's order (reduction.cu's comes_before with SELECT_ARG: the value as stored, NaN below every number, -0 equal
+// to +0; ties to the lower index, the higher with prefer_last) as one 64-bit key, so each block raises a row's key by one atomicMax
 // it does not wait for; the kernel after (seamless_linear_picked) turns the keys into indices and sets them back to
 // zero (runtime/cuda.py's counters). A float16 Qwen2.5-0.5B step's GPU time on the H200: 494.8 -> 493.5 us against
 // the ArgMax kernel after cuBLASLt's LM head; 496.8 -> 515.5 where each block counted itself done with a returning
@@ -185,7 +185,7 @@ struct Pick {
 
 __device__ __forceinline__ unsigned long long pick_key(float v, int64_t i, int prefer_last) {
   unsigned u = __float_as_uint(v == 0.0f ? 0.0f : v);
-  u = v != v ? 0xffffffffu : u >> 31 ? ~u : u | 0x80000000u;  // ordered as the floats are; 0 is "none"
+  u = v != v ? 0u : u >> 31 ? ~u : u | 0x80000000u;  // ordered as the floats are (NaN lowest); key 0 is "none"
   return (unsigned long long)u << 32 | (prefer_last ? (unsigned)i : ~(unsigned)i);
 }
 
@@ -335,13 +335,17 @@ FOR_FLOATS(LINEAR)
 LINEAR_TC(f16, __half)
 LINEAR_TC(bf16, __nv_bfloat16)
 
-// LinearArgMax's indices from the keys its product raised (pick_rows), the keys back to zero.
-extern "C" __global__ void seamless_linear_picked(unsigned long long* keys, int64_t* indices, int m, int prefer_last) {
+// LinearArgMax's indices from the keys its product raised (pick_rows), the keys back to zero; a row whose first
+// value (of y's rows of n float16 or bfloat16 values) is NaN answers 0, as stock's ArgMax loop.
+extern "C" __global__ void seamless_linear_picked(unsigned long long* keys, int64_t* indices, int m, int prefer_last,
+                                                  const uint16_t* y, int64_t n, int bf16) {
   dependent_launch();
   if (threadIdx.x < m) {
     unsigned low = (unsigned)keys[threadIdx.x];
     keys[threadIdx.x] = 0;
-    indices[threadIdx.x] = prefer_last ? low : ~low;
+    unsigned first = y[threadIdx.x * n] & 0x7fffu;
+    bool nan = first > (bf16 ? 0x7f80u : 0x7c00u);
+    indices[threadIdx.x] = nan ? 0 : prefer_last ? low : ~low;
   }
 }
 

@@ -363,22 +363,26 @@ __device__ void cumulative(int64_t lanes, const T* x, T* y, int64_t n, int64_t i
 
 // ---- TopK / ArgMax / ArgMin: x viewed as [outer, n, inner], one block of SELECT_THREADS threads
 // per (outer, inner) lane. The output order is a total order: by value (descending when largest;
-// NaN above every number), then by index (ascending; descending with prefer_last, ArgMax's
+// NaN above every number, as stock's TopK), then by index (ascending; descending with prefer_last, ArgMax's
 // select_last_index). Pass p picks the first element strictly after pass p-1's pick, so k passes
-// give the first k elements in order without scratch memory.
+// give the first k elements in order without scratch memory. `order`: SELECT_LARGEST, and SELECT_ARG for
+// stock's ArgMax/ArgMin rule (its loop keeps a value unless a strictly better one comes): NaN below every
+// number, and a row whose first element is NaN answers 0.
 #define SELECT_THREADS 256  // kernels/cuda/reduction.py launches them with launch_rows (256 threads)
+#define SELECT_LARGEST 1    // kernels/cuda/reduction.py SELECT_*
+#define SELECT_ARG 2
 
 template <typename K>
-__device__ __forceinline__ bool comes_before(K a, int64_t ia, K b, int64_t ib, bool largest, bool prefer_last) {
-  bool nan_a = is_nan(a), nan_b = is_nan(b);
-  if (nan_a != nan_b) return largest ? nan_a : nan_b;
+__device__ __forceinline__ bool comes_before(K a, int64_t ia, K b, int64_t ib, int order, bool prefer_last) {
+  bool nan_a = is_nan(a), nan_b = is_nan(b), largest = order & SELECT_LARGEST;
+  if (nan_a != nan_b) return largest && !(order & SELECT_ARG) ? nan_a : nan_b;
   if (!nan_a && a != b) return largest ? a > b : a < b;
   return prefer_last ? ia > ib : ia < ib;
 }
 
 // (value, index) becomes (v, i) where i comes first in the order (index -1: none yet).
 template <typename K>
-__device__ __forceinline__ void keep_first(K& value, int64_t& index, K v, int64_t i, bool largest, bool prefer_last) {
+__device__ __forceinline__ void keep_first(K& value, int64_t& index, K v, int64_t i, int largest, bool prefer_last) {
   if (index < 0 || comes_before(v, i, value, index, largest, prefer_last)) {
     value = v;
     index = i;
@@ -389,7 +393,7 @@ __device__ __forceinline__ void keep_first(K& value, int64_t& index, K v, int64_
 // is total over valid indices, so the pick does not depend on the order of the merges: across each warp
 // by shuffles, then across the warps' picks.
 template <typename K>
-__device__ void block_first(K& value, int64_t& index, bool largest, bool prefer_last) {
+__device__ void block_first(K& value, int64_t& index, int largest, bool prefer_last) {
   __shared__ K values[SELECT_THREADS / 32];
   __shared__ int64_t indices[SELECT_THREADS / 32];
   auto merge = [&](K other, int64_t other_index) {
@@ -412,7 +416,7 @@ __device__ void block_first(K& value, int64_t& index, bool largest, bool prefer_
 // no bound; best_index -1: none), over the block.
 template <typename T, typename K>
 __device__ void block_first_in(const T* row, int64_t inner, int64_t begin, int64_t end, K previous,
-                               int64_t previous_index, bool largest, bool prefer_last, K& best, int64_t& best_index) {
+                               int64_t previous_index, int largest, bool prefer_last, K& best, int64_t& best_index) {
   best = 0;
   best_index = -1;
   for (int64_t j = begin + threadIdx.x; j < end; j += blockDim.x) {
@@ -421,6 +425,12 @@ __device__ void block_first_in(const T* row, int64_t inner, int64_t begin, int64
       keep_first(best, best_index, v, j, largest, prefer_last);
   }
   block_first(best, best_index, largest, prefer_last);
+}
+
+// The index a selection of k = 1 answers: with SELECT_ARG, 0 where the row's first element is NaN.
+template <typename T>
+__device__ __forceinline__ int64_t arg_index(const T* row, int64_t best_index, int order) {
+  return (order & SELECT_ARG) && is_nan(load(row)) ? 0 : best_index;
 }
 
 // values may be null (ArgMax/ArgMin want only the indices).
@@ -439,7 +449,7 @@ __device__ void select_row(const T* x, T* values, int64_t* indices, int64_t n, i
     if (threadIdx.x == 0) {
       int64_t out = (outer * k + p) * inner + in;
       if (values) values[out] = row[best_index * inner];
-      indices[out] = best_index;
+      indices[out] = arg_index(row, best_index, largest);
     }
     previous = best;
     previous_index = best_index;
@@ -478,7 +488,7 @@ __device__ void select_chunk(const T* x, int64_t* partials, int64_t* indices, un
     if (i >= 0) keep_first(best, best_index, load(row + i * inner), i, largest, prefer_last);
   }
   block_first(best, best_index, largest, prefer_last);
-  if (threadIdx.x == 0) indices[lane] = best_index;
+  if (threadIdx.x == 0) indices[lane] = arg_index(row, best_index, largest);
 }
 
 // k = 1 over contiguous rows (inner 1) starting 16-byte aligned, n a multiple of 16 bytes: a block a row,
@@ -499,7 +509,7 @@ __device__ void select_rows16(const T* x, int64_t* indices, int64_t n, int large
     for (int i = 0; i < PER; i++) keep_first(best, best_index, load(e + i), j + i, largest, prefer_last);
   }
   block_first(best, best_index, largest, prefer_last);
-  if (threadIdx.x == 0) indices[blockIdx.x] = best_index;
+  if (threadIdx.x == 0) indices[blockIdx.x] = arg_index(row, best_index, largest);
 }
 
 }  // namespace along_axis

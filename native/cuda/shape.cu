@@ -3,6 +3,9 @@
 // for any element type of 1, 2, 4 or 8 bytes.
 #include <stdint.h>
 
+#include "common.cuh"
+
+
 struct Strided {
   int64_t dims[8];
   int64_t src_strides[8];
@@ -31,26 +34,32 @@ extern "C" __global__ void seamless_copy_4(int64_t n, const uint32_t* x, uint32_
 extern "C" __global__ void seamless_copy_8(int64_t n, const uint64_t* x, uint64_t* y, Strided s) { dependent_launch(); strided_copy(n, x, y, s); }
 
 // Gather along an axis: x viewed as [outer, n, inner], indices (int64, negative from the end)
-// as [m]; y[o, j, i] = x[o, idx[j], i]. An index outside [-n, n) gives zeros: x is never read outside
-// itself (the host checks indices it knows; GPU values would need a synchronisation).
+// as [m]; y[o, j, i] = x[o, idx[j], i]. An index outside [-n, n) gives zeros and is reported (the host
+// checks indices it holds itself).
 template <typename T>
-__device__ void gather(int64_t total, const T* x, const int64_t* idx, T* y, int64_t n, int64_t m, int64_t inner) {
+__device__ void gather(int64_t total, const T* x, const int64_t* idx, T* y, int64_t n, int64_t m, int64_t inner,
+                       const GpuCheck& check) {
   for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; t < total; t += (int64_t)gridDim.x * blockDim.x) {
     int64_t i = t % inner, j = (t / inner) % m, o = t / (inner * m);
     int64_t k = idx[j];
     k = k < 0 ? k + n : k;
-    y[t] = k >= 0 && k < n ? x[(o * n + k) * inner + i] : T(0);
+    bool inside = k >= 0 && k < n;
+    if (!inside && t < m * inner && i == 0) report_bad(check, idx[j]);  // once per index
+    y[t] = inside ? x[(o * n + k) * inner + i] : T(0);
   }
 }
 
-extern "C" __global__ void seamless_gather_1(int64_t total, const uint8_t* x, const int64_t* idx, uint8_t* y, int64_t n,
-                                             int64_t m, int64_t inner) { dependent_launch(); gather(total, x, idx, y, n, m, inner); }
-extern "C" __global__ void seamless_gather_2(int64_t total, const uint16_t* x, const int64_t* idx, uint16_t* y, int64_t n,
-                                             int64_t m, int64_t inner) { dependent_launch(); gather(total, x, idx, y, n, m, inner); }
-extern "C" __global__ void seamless_gather_4(int64_t total, const uint32_t* x, const int64_t* idx, uint32_t* y, int64_t n,
-                                             int64_t m, int64_t inner) { dependent_launch(); gather(total, x, idx, y, n, m, inner); }
-extern "C" __global__ void seamless_gather_8(int64_t total, const uint64_t* x, const int64_t* idx, uint64_t* y, int64_t n,
-                                             int64_t m, int64_t inner) { dependent_launch(); gather(total, x, idx, y, n, m, inner); }
+#define GATHER(S, T)                                                                                               \
+  extern "C" __global__ void seamless_gather_##S(int64_t total, const T* x, const int64_t* idx, T* y, int64_t n,    \
+                                                 int64_t m, int64_t inner, GpuCheck check) {                       \
+    dependent_launch();                                                                                            \
+    gather(total, x, idx, y, n, m, inner, check);                                                                  \
+  }
+GATHER(1, uint8_t)
+GATHER(2, uint16_t)
+GATHER(4, uint32_t)
+GATHER(8, uint64_t)
+#undef GATHER
 
 // Staging of a captured segment (capture=auto): one block row (blockIdx.y) per table entry, each
 // copying `rows` rows of `width` bytes from src (rows src_pitch apart) to dst (rows dst_pitch apart),
@@ -94,9 +103,8 @@ extern "C" __global__ void seamless_stage(const StageCopy* table) { dependent_la
 // type; arithmetic (scatter reductions) is per type: float types compute in
 // float32 and round once, int32/int64 in their own type. Shapes travel as packed structs of up to
 // 8 dims (their layout is mirrored by struct.pack in kernels/cuda/shape.py). An index out of
-// range reads a zero or is skipped instead of touching memory outside the tensor (ORT fails the
-// run; the GPU cannot report it without a host synchronisation).
-#include "common.cuh"
+// range reads a zero or is skipped instead of touching memory outside the tensor, and is reported
+// (common.cuh GpuCheck: the run fails as stock's does).
 
 namespace indexing {
 
@@ -133,6 +141,7 @@ struct AxisIndex {
   int64_t data_strides[8];  // the data's, in elements
   int64_t axis_dim;         // data.shape[axis]: negative indices count from its end
   int32_t rank, axis;
+  GpuCheck check;
 };
 
 // Data offset addressed by element t of the index tensor; -1 when the index is out of range.
@@ -144,7 +153,10 @@ __device__ __forceinline__ int64_t axis_index_offset(int64_t t, const I* idx, co
     rest /= s.dims[d];
     if (d == s.axis) {
       c = wrap_index((int64_t)idx[t], s.axis_dim);
-      if (c < 0 || c >= s.axis_dim) return -1;
+      if (c < 0 || c >= s.axis_dim) {
+        report_bad(s.check, idx[t]);
+        return -1;
+      }
     }
     offset += c * s.data_strides[d];
   }
@@ -168,6 +180,7 @@ struct NdIndex {
   int64_t per_batch;     // index tuples per batch
   int64_t batch_stride;  // data elements per batch (0 without batch dims)
   int32_t k;
+  GpuCheck check;
 };
 
 // Data offset of element t of the gathered / scattered slices; -1 when an index is out of range.
@@ -177,7 +190,10 @@ __device__ __forceinline__ int64_t nd_offset(int64_t t, const int64_t* idx, cons
   const int64_t* tuple = idx + g * s.k;
   for (int j = 0; j < s.k; j++) {
     int64_t c = wrap_index(tuple[j], s.dims[j]);
-    if (c < 0 || c >= s.dims[j]) return -1;
+    if (c < 0 || c >= s.dims[j]) {
+      if (t % s.slice == 0) report_bad(s.check, tuple[j]);  // once per tuple
+      return -1;
+    }
     offset += c * s.strides[j];
   }
   return offset;
@@ -271,6 +287,7 @@ __device__ void trilu(int64_t n, const T* x, T* y, int64_t rows, int64_t cols, i
 }
 
 }  // namespace indexing
+
 
 // ---- the kernels (helpers qualified: every native/cuda/*.cu shares one translation unit)
 // data movement by element size (raw bits), arithmetic per type

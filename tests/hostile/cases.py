@@ -10,28 +10,12 @@ from onnx import helper, numpy_helper
 F32, F16, I32, I64, U8, I8, BOOL = (np.dtype(t) for t in (np.float32, np.float16, np.int32, np.int64, np.uint8,
                                                            np.int8, np.bool_))
 CASES = {}
-# On the CUDA EP these cases' invalid values (indices, sequence lengths, positions, integer divisors) are fed, so
-# they live on the GPU, where a kernel cannot stop the run without making the host wait (no CUDA graph could be
-# captured): out-of-range indices read zeros or skip the write, lengths and positions are clamped. The CUDA EP
-# answers there, bounded, where stock refuses.
-GPU_DATA_BOUNDED = {"gather_index_out_of_range", "gather_negative_index_out_of_range", "gather_elements_out_of_range",
-                    "gather_nd_out_of_range", "scatter_elements_negative_out_of_range", "scatter_elements_out_of_range",
-                    "scatter_elements_add_out_of_range", "scatter_nd_out_of_range", "gqa_seqlens_beyond_past",
-                    "gqa_seqlens_negative", "rotary_position_beyond_cache", "div_int_by_zero", "mod_int_by_zero",
-                    "mod_fmod_int_by_zero", "reverse_sequence_length_beyond", "maxunpool_index_out_of_range",
-                    "maxunpool_negative_index", "array_feature_extractor_index_out_of_range",
-                    "array_feature_extractor_negative_index", "embed_layer_norm_ids_out_of_range",
-                    "reverse_sequence_negative_length", "roi_pool_batch_out_of_range", "roi_pool_batch_negative",
-                    "roi_pool_batch_nan"}
 # Where the CUDA EP's answer still differs from stock ORT's CPU EP (known, not yet fixed)
 CUDA_KNOWN_DIFFERENT = {
     "matmul_add_f16": "float16 MatMul + bias through cuBLASLt rounds the product before the bias is added",
     "matmul_add_f16_3d": "float16 MatMul + bias through cuBLASLt rounds the product before the bias is added",
-    "hardmax_nan": "stock's Hardmax takes the row maximum in Eigen's packet order; the GPU kernel does not",
-    **{name: "the GPU's ArgMax/ArgMin rank NaN above every number (one rule with the fused LM-head ArgMax); stock's "
-             "loop skips a NaN unless it is first in its row" for name in ("argmax_nan", "argmin_nan",
-                                                                         "argmax_nan_last_index",
-                                                                         "argmin_ties_last_index")},
+    "hardmax_nan": "stock's Hardmax takes the row maximum in Eigen's packet order (none where that is NaN); the GPU "
+                   "takes stock's ArgMax loop order",
     "argmin_nan_vector": "stock's 1-D ArgMin uses Eigen's vectorised search; the GPU follows its loop of other ranks",
 }
 

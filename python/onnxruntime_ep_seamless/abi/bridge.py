@@ -32,17 +32,26 @@ class Native:
         return handle
 
     def check(self, status) -> None:
-        """Raise for a failed ORT call made through the C glue."""
+        """Raise for a failed ORT call made through the C glue (its status code kept for the EP's own status)."""
         if status != self.ffi.NULL:
             message = self.ffi.string(self.lib.seamless_status_message(status)).decode("utf-8", "replace")
+            code = self.lib.seamless_status_code(status)
             self.lib.seamless_release_status(status)
-            raise RuntimeError(message)
+            raise StatusError(message, code)
 
     def error_status(self, exc: BaseException, prefix: str = ""):
         text = f"{prefix}{type(exc).__name__}: {exc}"
         if traceback_wanted():
             text += "\n" + "".join(traceback.format_exception(exc))
         return self.lib.seamless_status(status_code(exc), text.encode("utf-8", "replace"))
+
+
+class StatusError(RuntimeError):
+    """A failed status from the C glue; status_code: its OrtErrorCode (checks.status_code reads it)."""
+
+    def __init__(self, message: str, code: int):
+        super().__init__(message)
+        self.status_code = code
 
 
 def live_eps(variant: str, registered_name: str) -> int:

@@ -6,6 +6,8 @@ any other exception is ORT_FAIL, as stock's failed enforcements are.
 """
 from __future__ import annotations
 
+import struct
+
 ORT_FAIL, ORT_INVALID_ARGUMENT = 1, 2
 
 
@@ -23,6 +25,31 @@ def status_code(exc: BaseException) -> int:
             return code
         exc, seen = exc.__cause__, seen + 1
     return ORT_FAIL
+
+
+class GpuCheck:
+    """How a CUDA kernel of one node reports a bad value it finds in the run's data, which only the GPU holds
+    (native/cuda/common.cuh GpuCheck: the kernel bounds its access and writes the value to its stream's report;
+    the host fails the run once it has waited for the stream, with the status and text registered here). The
+    planner hands one to every CUDA kernel that asks for `_gpu_check`."""
+
+    def __init__(self, where: str):
+        self.where = where  # the node, as run-time errors name it
+        self._tags: dict = {}
+
+    def arg(self, rt, stream, cause: str, error: type = InvalidArgument) -> tuple:
+        """The launch argument of a kernel that reports `cause` (the error's text; "{value}" where the bad value
+        goes) as stock ORT's `error` (its status code)."""
+        tag = self._tags.get((cause, error))
+        if tag is None:
+            text = f"SeamlessCUDAExecutionProvider: node {self.where}: {error.__name__}: {cause} (found on the GPU)"
+            tag = self._tags[cause, error] = rt.check_tag(text, status_code(error(cause)))
+        return ("bytes", struct.pack("<Qq", rt.gpu_report(stream), tag))
+
+
+def gpu_check_arg(check: GpuCheck | None, rt, stream, cause: str, error: type = InvalidArgument) -> tuple:
+    """check.arg(...), or a null report (a kernel called outside a plan: bad values bounded, not reported)."""
+    return check.arg(rt, stream, cause, error) if check is not None else ("bytes", bytes(16))
 
 
 def axis(value: int, rank: int, what: str = "axis") -> int:

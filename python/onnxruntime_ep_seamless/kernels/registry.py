@@ -14,6 +14,7 @@ from typing import Callable
 import numpy as np
 
 from ..graph.ir import ONNX_TO_NUMPY, UNREADABLE, Graph, Node
+from .checks import GpuCheck
 
 OPSET_MAX = 10_000
 # the domain of the nodes plan/fusion.py makes (never in a model); their kernels register under it
@@ -65,6 +66,8 @@ class KernelDef:
                 raise ValueError(f"node {node.label!r} ({node.key}): {exc}") from exc
         kwargs = {k: v for k, v in node.attrs.items() if k in self.attr_names}
         facts = {"_num_outputs": len(node.outputs), "_readers": tuple(readers), "_output_buffer": output_buffer}
+        if "_gpu_check" in self.facts:
+            facts["_gpu_check"] = GpuCheck(f"{node.label!r} ({node.key})")
         kwargs.update((k, facts[k]) for k in self.facts)
         return functools.partial(self.fn, **kwargs) if kwargs else self.fn
 
@@ -72,8 +75,8 @@ class KernelDef:
 # what a kernel may ask the planner for by a keyword-only parameter of that name: the node's number of outputs,
 # the op types reading its first output (a launch-order hint), a function giving the buffer ORT holds for an
 # output of the node (kernels/cuda/attention.py's GroupQueryAttention writes its present KV there, in place where
-# that is the past's buffer)
-PLAN_FACTS = frozenset({"_num_outputs", "_readers", "_output_buffer"})
+# that is the past's buffer), where a CUDA kernel reports a bad value in the run's data (checks.GpuCheck)
+PLAN_FACTS = frozenset({"_num_outputs", "_readers", "_output_buffer", "_gpu_check"})
 
 
 _REGISTRY: dict[tuple[str, str, str], list[KernelDef]] = {}  # (device, domain, op_type) -> kernels

@@ -223,6 +223,14 @@ class CudaRuntime:
         if nbytes:
             self.native.check(self.lib.seamless_cuda_copy(dst, src, nbytes, stream))
 
+    def gpu_report(self, stream) -> int:
+        """Where kernels on `stream` report a bad value (ep_plugin/cuda_exec.c), or 0."""
+        return self.lib.seamless_gpu_report(stream)
+
+    def check_tag(self, text: str, code: int) -> int:
+        """The tag a report carries to fail the run with status `code` and `text` ("{value}": the value)."""
+        return self.lib.seamless_gpu_check_tag(text.encode("utf-8", "replace"), code)
+
     def _stream_key(self, stream) -> int:
         """A stream (a cffi pointer) as a dictionary key: its address."""
         return int(self.ffi.cast("uintptr_t", stream))

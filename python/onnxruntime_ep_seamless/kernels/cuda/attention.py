@@ -11,7 +11,7 @@ import numpy as np
 
 from ...runtime.cuda import DeviceTensor
 from .. import checks
-from ..checks import InvalidArgument
+from ..checks import InvalidArgument, gpu_check_arg
 from ..cpu.attention import (attention_shapes, check_attention, check_linear_attention, check_mha, gqa_config_problem,
                              gqa_layout, mha_shapes)
 from ..registry import kernel
@@ -195,11 +195,11 @@ def group_query_attention(rt, stream, query, key=None, value=None, past_key=None
                           softcap=0.0, local_window_size=-1, do_rotary=0, rotary_interleaved=0, smooth_softmax=-1,
                           qk_output=0, causal=1, sliding_window_cache=0, kv_cache_bit_width=0, k_quant_type="NONE",
                           v_quant_type="NONE", qk_norm_epsilon=1e-6, q_norm_epsilon=1e-6, k_norm_epsilon=1e-6,
-                          _readers=(), _output_buffer=None):
+                          _readers=(), _output_buffer=None, _gpu_check=None):
     b, s = query.shape[:2]
     _gqa_shapes(query, key, value, past_key, past_value, seqlens_k, total_sequence_length,
                 (cos_cache, sin_cache) if do_rotary else None, num_heads, kv_num_heads)
-    # seqlens_k's values are checked when known on the host; on the GPU the kernels clamp them
+    # seqlens_k's values are checked when known on the host; on the GPU the kernels clamp and report them
     h, first_prompt, present_len, _ = gqa_layout(
         query.shape, key is None, past_key.shape if past_key is not None else None, seqlens_k.host,
         rt.to_host(total_sequence_length, stream), num_heads, kv_num_heads, cos_cache.shape if do_rotary else None)
@@ -231,9 +231,12 @@ def group_query_attention(rt, stream, query, key=None, value=None, past_key=None
             rt.launch(f"seamless_cast_{SUFFIX[head_sink.dtype]}_f32", num_heads, stream, ("int64", num_heads),
                       ("ptr", head_sink.ptr), ("ptr", sink.ptr))
     half = cos_cache.shape[1] if do_rotary else 0
-    shape = struct.pack("<13i", b, s, num_heads, kv_num_heads, h, present_len, half, int(bool(do_rotary)),
+    check = gpu_check_arg(_gpu_check, rt, stream, f"seqlens_k value {{value}} is out of range [0, {present_len}) or "
+                          f"shorter than the {s} new tokens")
+    shape = struct.pack("<13i4x", b, s, num_heads, kv_num_heads, h, present_len, half, int(bool(do_rotary)),
                         int(bool(rotary_interleaved)), int(key is None), int(first_prompt),
-                        cos_cache.shape[0] if do_rotary else 0, past_key.shape[2] if past_key is not None else 0)
+                        cos_cache.shape[0] if do_rotary else 0,
+                        past_key.shape[2] if past_key is not None else 0) + check[1]
     suffix = SUFFIX[dtype]
     sm_scale = float(scale) if scale != 0.0 else 1.0 / float(np.sqrt(np.float32(h)))
     # the past read before waiting for the kernel before where no launch of this run writes it (DeviceTensor.settled)
@@ -328,7 +331,7 @@ def _check_rotary(node, graph):
 @kernel("RotaryEmbedding", domain="com.microsoft", types=GPU_FLOATS, device="cuda", check=_check_rotary,
         capture="device-indexed")
 def rotary_embedding(rt, stream, x, position_ids, cos_cache, sin_cache, *, interleaved=0, num_heads=0,
-                     rotary_embedding_dim=0, is_packed_batching=0, scale=1.0):
+                     rotary_embedding_dim=0, is_packed_batching=0, scale=1.0, _gpu_check=None):
     """x (B, S, N*H) or (B, N, S, H); position_ids (1,) = the first token's position, or (B, S)."""
     if len(x.shape) not in (3, 4) or len(cos_cache.shape) != 2:
         raise InvalidArgument(f"RotaryEmbedding: input of shape {x.shape} (3-D or 4-D expected) and cos_cache of "
@@ -347,10 +350,11 @@ def rotary_embedding(rt, stream, x, position_ids, cos_cache, sin_cache, *, inter
     if rot_half > cos_cache.shape[1] or 2 * rot_half > h:
         raise ValueError(f"RotaryEmbedding: rotary dimension {2 * rot_half} needs cos/sin caches of width "
                          f"{rot_half} (got {cos_cache.shape[1]}) and a head size of at least that (got {h})")
-    return (_rotate(rt, stream, x, position_ids, cos_cache, sin_cache, b, s, n, h, rot_half, interleaved),)
+    return (_rotate(rt, stream, x, position_ids, cos_cache, sin_cache, b, s, n, h, rot_half, interleaved,
+                    _gpu_check),)
 
 
-def _rotate(rt, stream, x, position_ids, cos_cache, sin_cache, b, s, n, h, rot_half, interleaved):
+def _rotate(rt, stream, x, position_ids, cos_cache, sin_cache, b, s, n, h, rot_half, interleaved, gpu_check):
     """x (B, S, N*H) or (B, N, S, H) with rotary embedding; position_ids (1,) (the first token's
     position), (B, S), or None (the caches have a row per token)."""
     if sin_cache.shape != cos_cache.shape:
@@ -364,7 +368,8 @@ def _rotate(rt, stream, x, position_ids, cos_cache, sin_cache, b, s, n, h, rot_h
     if position_ids is None and cos_cache.size != b * s * cos_cache.shape[-1]:
         raise ValueError(f"RotaryEmbedding without position_ids needs caches of shape {(b, s, rot_half)}, "
                          f"got {cos_cache.shape}")
-    if position_ids is not None and position_ids.host is not None:  # checked when known on the host; else clamped
+    # checked when known on the host, else clamped and reported on the GPU
+    if position_ids is not None and position_ids.host is not None:
         pos = position_ids.host.reshape(-1)
         pos = pos[0] + np.arange(s) if first_only else pos
         bad = checks.first_outside(pos, 0, rows)
@@ -372,8 +377,9 @@ def _rotate(rt, stream, x, position_ids, cos_cache, sin_cache, b, s, n, h, rot_h
             raise InvalidArgument(f"position_ids value {bad[1]} at index {bad[0]} is out of range [0, {rows}): "
                                   f"positions {pos.min()}..{pos.max()} outside the cos/sin caches' {rows} rows")
     y = rt.alloc(x.shape, x.dtype)
+    check = gpu_check_arg(gpu_check, rt, stream, f"position_ids value {{value}} is out of range [0, {rows})")
     shape = struct.pack("<10i", b, s, n, h, rot_half, cos_cache.shape[-1], int(bool(interleaved)), int(len(x.shape) == 4),
-                        int(first_only), rows)
+                        int(first_only), rows) + check[1]
     rt.launch(f"seamless_rotary_{SUFFIX[x.dtype]}", y.size, stream, ("int64", y.size), ("ptr", x.ptr),
               ("ptr", position_ids.ptr if position_ids is not None else 0), ("ptr", cos_cache.ptr),
               ("ptr", sin_cache.ptr), ("ptr", y.ptr), ("bytes", shape))
@@ -391,7 +397,7 @@ def _check_rotary_23(node, graph):
 @kernel("RotaryEmbedding", since=23, types=GPU_FLOATS, device="cuda", check=_check_rotary_23,
         capture="device-indexed")
 def rotary_embedding_23(rt, stream, x, cos_cache, sin_cache, position_ids=None, *, interleaved=0, num_heads=0,
-                        rotary_embedding_dim=0):
+                        rotary_embedding_dim=0, _gpu_check=None):
     """ONNX RotaryEmbedding: x (B, N, S, H) or (B, S, N*H) with num_heads; caches (P, rot/2) with
     position_ids (B, S), else (B, S, rot/2)."""
     if len(x.shape) == 4:
@@ -407,7 +413,8 @@ def rotary_embedding_23(rt, stream, x, cos_cache, sin_cache, position_ids=None, 
     if cos_cache.shape[-1] != rot_half or 2 * rot_half > h:
         raise ValueError(f"cos/sin last dimension {cos_cache.shape[-1]} != rotary_embedding_dim/2 = {rot_half}, or "
                          f"the rotary dimension is above the head size {h}")
-    return (_rotate(rt, stream, x, position_ids, cos_cache, sin_cache, b, s, n, h, rot_half, interleaved),)
+    return (_rotate(rt, stream, x, position_ids, cos_cache, sin_cache, b, s, n, h, rot_half, interleaved,
+                    _gpu_check),)
 
 
 # --- com.microsoft MultiHeadAttention -----------------------------------------------------

@@ -6,10 +6,12 @@ and rounds each output once, ORT's float16 QKV projection included; masks as in 
 import numpy as np
 
 from ...runtime.cuda import DeviceTensor
-from ..cpu.bert import FLOATS, check_embed, check_ms_attention, embed_shapes, ms_attention_shapes
+from ..cpu.bert import FLOATS, check_embed, check_ms_attention, embed_shapes, lookup_range, ms_attention_shapes
+from ..checks import gpu_check_arg
 from ..registry import kernel
 from .attention import attention
-from .elementwise import ADD, COMPARE, LOGIC, Scratch, binary, cast_to, compare, device_scalar, logic, where
+from .elementwise import (ADD, COMPARE, LOGIC, Scratch, binary, cast_to, check_ints, compare, device_scalar, logic,
+                          where)
 from .normalization import layer_norm
 from .reduction import reduce
 from .shape import gather, permuted
@@ -23,10 +25,10 @@ SUM = 0  # ReduceOp
         check=check_embed)
 def embed_layer_normalization(rt, stream, input_ids, segment_ids, word_embedding, position_embedding,
                               segment_embedding=None, gamma=None, beta=None, mask=None, position_ids=None, *,
-                              epsilon=1e-12, mask_index_type=1, _num_outputs=2):
+                              epsilon=1e-12, mask_index_type=1, _num_outputs=2, _gpu_check=None):
     """LayerNorm(word[ids] + position[position_ids or 0..S-1] + segment[segment_ids]); mask_index (B,) int32
     counts mask == 1 per row (zeros without a mask); embedding_sum is the sum before normalising.
-    Out-of-range ids read zero rows (docs/cuda.md: GPU values are not read back to be checked)."""
+    Out-of-range ids read zero rows and are reported (checked on the GPU before the lookups)."""
     b, s = input_ids.shape
     dtype = word_embedding.dtype
     embed_shapes(input_ids, segment_ids, word_embedding, position_embedding, segment_embedding, gamma, beta, mask,
@@ -34,16 +36,21 @@ def embed_layer_normalization(rt, stream, input_ids, segment_ids, word_embedding
     sc = Scratch(rt, input_ids, segment_ids, word_embedding, position_embedding, segment_embedding, gamma, beta, mask,
                  position_ids)
 
-    def rows(table, ids):  # table[ids] in float32
+    def rows(table, ids, what):  # table[ids] in float32
+        if ids.host is not None:
+            lookup_range(ids.host, table.shape[0], what)
+        check_ints(rt, stream, ids, 0, table.shape[0] - 1, gpu_check_arg(
+            _gpu_check, rt, stream, f"input index out of range: {what} {{value}} outside [0, {table.shape[0]})"))
         return sc(cast_to(rt, stream, sc(gather(rt, stream, table, sc(cast_to(rt, stream, ids, I64)), axis=0)[0]), F32))
 
     if position_ids is None:
         positions = sc(rt.device(DeviceTensor.on_host(np.arange(s, dtype=np.int64)), stream))
     else:
         positions = DeviceTensor(position_ids.ptr, (position_ids.size // s, s), position_ids.dtype)
-    emb = sc(binary(rt, stream, ADD, rows(word_embedding, input_ids), rows(position_embedding, positions)))
+    words = rows(word_embedding, input_ids, "input_ids")
+    emb = sc(binary(rt, stream, ADD, words, rows(position_embedding, positions, "position_ids")))
     if segment_ids is not None and segment_embedding is not None:
-        emb = sc(binary(rt, stream, ADD, emb, rows(segment_embedding, segment_ids)))
+        emb = sc(binary(rt, stream, ADD, emb, rows(segment_embedding, segment_ids, "segment_ids")))
     scale, shift = (sc(cast_to(rt, stream, t, F32)) if t is not None else None for t in (gamma, beta))
     (y,) = layer_norm(rt, stream, emb, scale, shift, epsilon=epsilon)
     results = [cast_to(rt, stream, sc(y), dtype)]

@@ -4,12 +4,14 @@ IsNaN, IsInf, Swish and Shrink are composed of those kernels; Dropout (inference
 The helpers the other CUDA modules share: binary, unary, compare, logic, where, cast_to, device_scalar,
 Scratch (a composition's intermediate tensors), on_host (a CPU kernel run on the host)."""
 import inspect
+import struct
 
 import numpy as np
 
 from ...graph.ir import ONNX_TO_NUMPY, attr_dtype
 from ...runtime.cuda import MAX_DIMS, DeviceTensor, broadcast_struct, broadcast_strides
 from ..cpu.elementwise import UNSIGNED, check_bitcast, check_bitshift, check_dropout_12
+from ..checks import gpu_check_arg
 from ..registry import ALL, BOOL, FLOATS, kernel
 
 # kernel-name suffix of each element type a CUDA kernel is built for
@@ -66,6 +68,19 @@ def binary(rt, stream, code, a, b):
     return y
 
 
+def check_ints(rt, stream, x, low, high, check, nonzero=False) -> None:
+    """Integer data on the GPU checked before kernels that cannot report a bad value themselves: x viewed as
+    [rows, k] (k: the length of low and high, else 1), column j within [low[j], high[j]] and, with nonzero, not 0;
+    check: gpu_check_arg's (elementwise.cu check_ints)."""
+    low, high = (list(v) if isinstance(v, (list, tuple)) else [v] for v in (low, high))
+    if x.size and check[1] != bytes(16):
+        pad = [0] * (MAX_DIMS - len(low))
+        ranges = struct.pack(f"<{2 * MAX_DIMS}q2i", *low, *pad, *high, *pad, len(low), int(nonzero)) + check[1]
+        rt.launch(f"seamless_check_ints_{SUFFIX[x.dtype]}", x.size, stream, ("int64", x.size), ("ptr", x.ptr),
+                  ("bytes", ranges))
+
+
+
 def device_scalar(rt, stream, value, dtype=np.float32):
     """A 0-d tensor of `value` on the GPU (copied on the stream), to broadcast against others."""
     return rt.device(DeviceTensor.on_host(np.array(value, dtype)), stream)
@@ -84,8 +99,28 @@ def _binary_kernel(code):
     return run
 
 
+def _no_integer_zero(rt, stream, b, what, gpu_check):
+    """An integer divisor of 0 fails the run, as stock's (the kernel would give 0): checked on the host where b is
+    known there, else on the GPU."""
+    if b.dtype in GPU_INTS:
+        if b.host is not None:
+            if not np.all(b.host):
+                raise ValueError(f"Integer {what} by zero")
+        else:
+            check_ints(rt, stream, b, -2 ** 63, 2 ** 63 - 1, gpu_check_arg(gpu_check, rt, stream,
+                                                                          f"Integer {what} by zero", ValueError),
+                       nonzero=True)
+
+
 for _op, (_code, _since, _types) in BINARY.items():
-    kernel(_op, since=_since, types=_types, device="cuda", check=_same_types)(_binary_kernel(_code))
+    if _op != "Div":
+        kernel(_op, since=_since, types=_types, device="cuda", check=_same_types)(_binary_kernel(_code))
+
+
+@kernel("Div", since=BINARY["Div"][1], types=BINARY["Div"][2], device="cuda", check=_same_types)
+def div(rt, stream, a, b, *, _gpu_check=None):
+    _no_integer_zero(rt, stream, b, "division", _gpu_check)
+    return (binary(rt, stream, DIV, a, b),)
 
 
 @kernel("BitShift", since=11, types=UNSIGNED, device="cuda",
@@ -98,7 +133,8 @@ def bit_shift(rt, stream, x, y, *, direction):
 @kernel("Mod", since=10, types=ARITHMETIC, device="cuda",
         check=lambda n, g: _same_types(n, g) or (None if n.attrs.get("fmod", 0) or g.value(n.inputs[0]).dtype
                                                  in GPU_INTS else "float Mod needs fmod=1"))
-def mod(rt, stream, a, b, *, fmod=0):
+def mod(rt, stream, a, b, *, fmod=0, _gpu_check=None):
+    _no_integer_zero(rt, stream, b, "modulo", _gpu_check)
     return (binary(rt, stream, FMOD if fmod else MOD, a, b),)
 
 

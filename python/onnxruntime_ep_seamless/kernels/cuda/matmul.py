@@ -158,7 +158,8 @@ def _linear(rt, stream, a, w, y, m, n, k, split, bias=None, swiglu=False, norm=N
         rt.launch_rows(name, blocks, stream, ("ptr", a.ptr), *args, shared=shared)
     if pick:  # the keys into indices, and back to zero
         rt.launch_rows("seamless_linear_picked", 1, stream, ("ptr", keys.ptr), ("ptr", indices.ptr), ("int", m),
-                       ("int", int(prefer_last)), threads=32)
+                       ("int", int(prefer_last)), ("ptr", y.ptr), ("int64", n), ("int", int(SUFFIX[y.dtype] == "bf16")),
+                       threads=32)
 
 
 @kernel("Linear", domain=FUSED_DOMAIN, types=GPU_FLOATS, device="cuda")

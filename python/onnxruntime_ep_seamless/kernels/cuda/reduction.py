@@ -111,10 +111,14 @@ SELECT_CHUNK = 1024  # ArgMax/ArgMin over a long axis: elements a block (4 a thr
 ROWS16_LANES = 256   # ArgMax/ArgMin over this many contiguous rows and more: enough blocks to fill the GPU by rows
 
 
-def _select(rt, stream, x, axis, k, largest, prefer_last, values: bool, indices=None):
+SELECT_LARGEST, SELECT_ARG = 1, 2  # native/cuda/reduction.cu
+
+
+def _select(rt, stream, x, axis, k, largest, prefer_last, values: bool, indices=None, arg=False):
     """The first k elements along the axis in the order (value, descending when largest; then index,
     ascending unless prefer_last): (values or None, int64 indices), the axis of length k (written into
-    `indices` when given)."""
+    `indices` when given). NaN ranks above every number (stock's TopK); with arg, below (stock's ArgMax/ArgMin
+    loop), and a row starting with NaN answers 0."""
     axis = checks.axis(axis, len(x.shape))
     outer, n, inner = axis_view(x.shape, axis)
     if k < 0:
@@ -126,21 +130,22 @@ def _select(rt, stream, x, axis, k, largest, prefer_last, values: bool, indices=
     indices = rt.alloc(shape, np.int64) if indices is None else indices
     lanes = outer * inner
     row_bytes = n * x.dtype.itemsize
+    order = (SELECT_LARGEST if largest else 0) | (SELECT_ARG if arg else 0)
     if k == 1 and not values and inner == 1 and lanes >= ROWS16_LANES and row_bytes % 16 == 0 and x.ptr % 16 == 0:
         rt.launch_rows(f"seamless_select_rows16_{NUMBER_SUFFIX[x.dtype]}", lanes, stream, ("ptr", x.ptr),
-                       ("ptr", indices.ptr), ("int64", n), ("int", int(bool(largest))), ("int", int(bool(prefer_last))))
+                       ("ptr", indices.ptr), ("int64", n), ("int", order), ("int", int(bool(prefer_last))))
     elif k == 1 and not values and n >= 2 * SELECT_CHUNK and lanes <= 65535:  # a long axis: a block a chunk
         chunks = -(-n // SELECT_CHUNK)
         partials = rt.alloc((lanes * chunks,), np.int64)
         rt.launch_rows(f"seamless_select_chunk_{NUMBER_SUFFIX[x.dtype]}", (chunks, lanes), stream, ("ptr", x.ptr),
                        ("ptr", partials.ptr), ("ptr", indices.ptr), ("ptr", rt.counters(lanes, stream).ptr),
-                       ("int64", n), ("int64", inner), ("int64", SELECT_CHUNK), ("int", int(bool(largest))),
+                       ("int64", n), ("int64", inner), ("int64", SELECT_CHUNK), ("int", order),
                        ("int", int(bool(prefer_last))))
         rt.free(partials)  # stream-ordered: reused only by later work on this stream
     elif indices.size:
         rt.launch_rows(f"seamless_select_{NUMBER_SUFFIX[x.dtype]}", lanes, stream, ("ptr", x.ptr),
                        ("ptr", out.ptr if values else 0), ("ptr", indices.ptr), ("int64", n), ("int64", inner),
-                       ("int64", k), ("int", int(bool(largest))), ("int", int(bool(prefer_last))))
+                       ("int64", k), ("int", order), ("int", int(bool(prefer_last))))
     return out, indices
 
 
@@ -169,7 +174,7 @@ def arg(rt, stream, x, axis, keepdims, select_last_index, largest, output_buffer
     if x.shape[axis] == 0:
         raise Undefined(f"ArgMax/ArgMin over an empty axis {axis} of shape {x.shape}")
     indices = rt.output(output_buffer, 0, x.shape[:axis] + (1,) * bool(keepdims) + x.shape[axis + 1:], np.int64)
-    _select(rt, stream, x, axis, 1, largest, select_last_index, values=False, indices=indices)
+    _select(rt, stream, x, axis, 1, largest, select_last_index, values=False, indices=indices, arg=True)
     return (indices,)
 
 

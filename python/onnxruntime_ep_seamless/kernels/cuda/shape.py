@@ -19,7 +19,7 @@ import numpy as np
 from ...graph.ir import PACKED_BITS
 from ...runtime.cuda import MAX_DIMS, DeviceTensor, contiguous_strides
 from .. import checks
-from ..checks import InvalidArgument
+from ..checks import InvalidArgument, gpu_check_arg
 from ..cpu.shape import (axis_slice, check_axis_index, check_constant, check_perm, check_reduction, nd_index_range,
                          non_zero, split_parts, tiled_shape, unique)
 from ..cpu.shape import constant as cpu_constant
@@ -30,8 +30,8 @@ from ..cpu.shape import slice_ as cpu_slice
 from ..cpu.shape import squeeze as cpu_squeeze
 from ..cpu.shape import unsqueeze as cpu_unsqueeze
 from ..registry import ALL, LOW_PRECISION, kernel
-from .elementwise import (ADD, EQUAL, GPU_INTS, HOST_FLOATS, LESS, MOD, SUB, SUFFIX, Scratch, binary, cast_to, compare,
-                          device_scalar, on_host, where)
+from .elementwise import (ADD, EQUAL, GPU_INTS, HOST_FLOATS, LESS, MOD, SUB, SUFFIX, Scratch, binary, cast_to,
+                          check_ints, compare, device_scalar, on_host, where)
 
 F32, F16, I64 = (np.dtype(t) for t in (np.float32, np.float16, np.int64))
 
@@ -180,19 +180,21 @@ def _check_gather(node, graph):
 
 
 @kernel("Gather", since=1, device="cuda", check=_check_gather)
-def gather(rt, stream, data, indices, *, axis=0):
-    """An index outside [-n, n) fails where it is known on the host, else reads zeros (shape.cu)."""
+def gather(rt, stream, data, indices, *, axis=0, _gpu_check=None):
+    """An index outside [-n, n) fails where it is known on the host, else reads zeros and is reported (shape.cu)."""
     axis = checks.axis(axis, len(data.shape))
     n = data.shape[axis]
     if indices.host is not None:
         checks.index_range(indices.host, n)
+    check = gpu_check_arg(_gpu_check, rt, stream, f"indices element out of data bounds, idx={{value}} must be within "
+                          f"the inclusive range [{-n},{n - 1}]")
     inner = math.prod(data.shape[axis + 1:])
     y = rt.alloc(data.shape[:axis] + indices.shape + data.shape[axis + 1:], data.dtype)
     m = indices.size
     if data.dtype.itemsize not in (1, 2, 4, 8):
         raise TypeError(f"CUDA Gather of {data.dtype}")
     rt.launch(f"seamless_gather_{data.dtype.itemsize}", y.size, stream, ("int64", y.size), ("ptr", data.ptr),
-              ("ptr", indices.ptr), ("ptr", y.ptr), ("int64", n), ("int64", m), ("int64", inner))
+              ("ptr", indices.ptr), ("ptr", y.ptr), ("int64", n), ("int64", m), ("int64", inner), check)
     return (y,)
 
 
@@ -289,16 +291,16 @@ def tile(rt, stream, x, repeats):
 # --- GatherElements, GatherND, ScatterND, ScatterElements --------------------------------
 
 
-def _axis_index(op, index_shape, data_shape, axis) -> bytes:
+def _axis_index(op, index_shape, data_shape, axis, check) -> bytes:
     """native/cuda/shape.cu AxisIndex, once the index tensor's shape fits the data's: the same rank, and
     along every other axis no longer than the data (the kernels address the data by the index tensor's
-    coordinates there: cpu/shape.py's check_axis_index)."""
+    coordinates there: cpu/shape.py's check_axis_index). check: gpu_check_arg's, for an index out of range."""
     check_axis_index(op, index_shape, data_shape, axis)
     return struct.pack(f"<{2 * MAX_DIMS + 1}q2i", *_padded(index_shape), *_padded(contiguous_strides(data_shape)),
-                       data_shape[axis], len(data_shape), axis)
+                       data_shape[axis], len(data_shape), axis) + check[1]
 
 
-def _nd_index(data_shape, first, k, per_batch, batch_stride) -> bytes:
+def _nd_index(data_shape, first, k, per_batch, batch_stride, check) -> bytes:
     """native/cuda/shape.cu NdIndex: k index values address data axes first .. first + k."""
     if first + k > len(data_shape):
         raise InvalidArgument(f"last dimension of indices ({k}) must not be larger than rank of input tensor "
@@ -306,14 +308,16 @@ def _nd_index(data_shape, first, k, per_batch, batch_stride) -> bytes:
     slice_size = math.prod(data_shape[first + k:])
     return struct.pack(f"<{2 * MAX_DIMS + 3}qi4x", *_padded(data_shape[first:first + k]),
                        *_padded(contiguous_strides(data_shape)[first:first + k]), slice_size, max(per_batch, 1),
-                       batch_stride, k)
+                       batch_stride, k) + check[1]
 
 
 @kernel("GatherElements", since=11, types=MOVABLE, device="cuda")
-def gather_elements(rt, stream, data, indices, *, axis=0):
-    """Indices out of range fail where known on the host, else read zeros (shape.cu)."""
+def gather_elements(rt, stream, data, indices, *, axis=0, _gpu_check=None):
+    """Indices out of range fail where known on the host, else read zeros and are reported (shape.cu)."""
     axis = checks.axis(axis, len(data.shape))
-    shape = _axis_index("GatherElements", indices.shape, data.shape, axis)
+    shape = _axis_index("GatherElements", indices.shape, data.shape, axis,
+                        gpu_check_arg(_gpu_check, rt, stream, "GatherElements op: Out of range value in index tensor "
+                                      "({value})", ValueError))
     if indices.host is not None:
         size = data.shape[axis]
         if checks.first_outside(indices.host, -size, size):
@@ -325,14 +329,15 @@ def gather_elements(rt, stream, data, indices, *, axis=0):
 
 
 @kernel("GatherND", since=11, types=MOVABLE, device="cuda")
-def gather_nd(rt, stream, data, indices, *, batch_dims=0):
-    """Index tuples out of range fail where known on the host, else read zeros (shape.cu)."""
+def gather_nd(rt, stream, data, indices, *, batch_dims=0, _gpu_check=None):
+    """Index tuples out of range fail where known on the host, else read zeros and are reported (shape.cu)."""
     b, k = batch_dims, indices.shape[-1]
     if indices.shape[:b] != data.shape[:b]:  # tuple g reads batch g / per_batch of the data
         raise InvalidArgument(f"GatherND: the batch dims ({b}) of indices {indices.shape} and data {data.shape} "
                               "differ")
     # index tuples per batch, data elements per batch
-    shape = _nd_index(data.shape, b, k, math.prod(indices.shape[b:-1]), math.prod(data.shape[b:]))
+    shape = _nd_index(data.shape, b, k, math.prod(indices.shape[b:-1]), math.prod(data.shape[b:]),
+                      gpu_check_arg(_gpu_check, rt, stream, "invalid index found, index = {value}"))
     if indices.host is not None:
         nd_index_range(indices.host, data.shape[b:b + k], "index")
     y = rt.alloc(indices.shape[:-1] + data.shape[b + k:], data.dtype)
@@ -361,10 +366,11 @@ def _scatter_target(rt, stream, data, reduction):
 
 
 @kernel("ScatterND", since=11, types=MOVABLE, device="cuda", check=_check_scatter)
-def scatter_nd(rt, stream, data, indices, updates, *, reduction="none"):
-    """Index tuples out of range fail where known on the host, else are skipped (shape.cu)."""
+def scatter_nd(rt, stream, data, indices, updates, *, reduction="none", _gpu_check=None):
+    """Index tuples out of range fail where known on the host, else are skipped and reported (shape.cu)."""
     k = indices.shape[-1]
-    shape = _nd_index(data.shape, 0, k, math.prod(indices.shape[:-1]), 0)
+    shape = _nd_index(data.shape, 0, k, math.prod(indices.shape[:-1]), 0,
+                      gpu_check_arg(_gpu_check, rt, stream, "invalid indice found, indice = {value}"))
     if updates.shape != indices.shape[:-1] + data.shape[k:]:  # the kernel reads a tuple per updates' slice
         raise InvalidArgument("updates tensor should have shape equal to indices.shape[:-1] + "
                               f"data.shape[indices.shape[-1]:]. updates shape: {updates.shape}, indices shape: "
@@ -378,12 +384,15 @@ def scatter_nd(rt, stream, data, indices, updates, *, reduction="none"):
 
 
 @kernel("ScatterElements", since=11, types=MOVABLE, device="cuda", check=_check_scatter)
-def scatter_elements(rt, stream, data, indices, updates, *, axis=0, reduction="none"):
-    """Indices out of range fail where known on the host, else are skipped (shape.cu)."""
+def scatter_elements(rt, stream, data, indices, updates, *, axis=0, reduction="none", _gpu_check=None):
+    """Indices out of range fail where known on the host, else are skipped and reported (shape.cu)."""
     axis = checks.axis(axis, len(data.shape))
     if indices.shape != updates.shape:  # the kernel reads an index per update
         raise InvalidArgument(f"Indices and updates must have the same shape: {indices.shape} and {updates.shape}")
-    shape = _axis_index("ScatterElements", indices.shape, data.shape, axis)
+    size = data.shape[axis]
+    shape = _axis_index("ScatterElements", indices.shape, data.shape, axis,
+                        gpu_check_arg(_gpu_check, rt, stream, f"indices element out of data bounds, idx={{value}} "
+                                      f"must be within the inclusive range [{-size},{size - 1}]"))
     if indices.host is not None:
         checks.index_range(indices.host, data.shape[axis])
     y, variant, extra = _scatter_target(rt, stream, data, reduction)
@@ -394,8 +403,8 @@ def scatter_elements(rt, stream, data, indices, updates, *, axis=0, reduction="n
 
 
 @kernel("Scatter", since=9, until=10, types=MOVABLE, device="cuda")  # deprecated alias of ScatterElements
-def scatter(rt, stream, data, indices, updates, *, axis=0):
-    return scatter_elements(rt, stream, data, indices, updates, axis=axis)
+def scatter(rt, stream, data, indices, updates, *, axis=0, _gpu_check=None):
+    return scatter_elements(rt, stream, data, indices, updates, axis=axis, _gpu_check=_gpu_check)
 
 
 # --- Trilu --------------------------------------------------------------------------------
@@ -523,12 +532,19 @@ def _along(rt, stream, s, values, axis, rank):
 
 
 @kernel("ReverseSequence", since=10, types=MOVABLE, device="cuda")
-def reverse_sequence(rt, stream, x, sequence_lens, *, batch_axis=1, time_axis=0):
+def reverse_sequence(rt, stream, x, sequence_lens, *, batch_axis=1, time_axis=0, _gpu_check=None):
     """The first sequence_lens[b] steps along time_axis reversed for each batch entry b: a source step
-    per element computed on the GPU (the lengths stay there), then GatherElements."""
+    per element computed on the GPU (the lengths stay there, checked there), then GatherElements."""
     if sequence_lens.shape != (x.shape[batch_axis],):  # read as one length a batch entry
         raise InvalidArgument(f"sequence_lens shape must be {{batch_size}}. Got:{sequence_lens.shape}. "
                               f"batch_size={x.shape[batch_axis]}")
+    seq = x.shape[time_axis]
+    if sequence_lens.host is not None:
+        bad = checks.first_outside(sequence_lens.host, 0, seq + 1)
+        if bad:
+            raise ValueError(f"Invalid sequence length: {bad[1]}. Value must be in range [0,{seq}]")
+    check_ints(rt, stream, sequence_lens, 0, seq, gpu_check_arg(
+        _gpu_check, rt, stream, f"Invalid sequence length: {{value}}. Value must be in range [0,{seq}]", ValueError))
     s = Scratch(rt, x, sequence_lens)
     rank = len(x.shape)
     steps = _along(rt, stream, s, np.arange(x.shape[time_axis]), time_axis, rank)

@@ -16,12 +16,14 @@ import struct
 import numpy as np
 
 from ...runtime.cuda import MAX_DIMS, DeviceTensor, contiguous_strides
-from ..checks import InvalidArgument
+from .. import checks
+from ..checks import InvalidArgument, gpu_check_arg
 from ..cpu.spatial import (affine_base, check_deform_conv, conv_transpose_geometry, geometry, nearest_index,
                            original_coords, pooled_from)
 from ..cpu.spatial import check_grid_sample as cpu_check_grid_sample
 from ..registry import kernel
-from .elementwise import ABS, ADD, GPU_FLOATS, POW, SUFFIX, Scratch, binary, cast_to, device_scalar, unary
+from .elementwise import (ABS, ADD, GPU_FLOATS, POW, SUFFIX, Scratch, binary, cast_to, check_ints, device_scalar,
+                          unary)
 from .matmul import batched_product
 from .reduction import L1, L2, MAX_OF, MEAN, reduce
 from .shape import MOVABLE, host_ints, scatter_elements
@@ -250,13 +252,21 @@ def lp_pool(rt, stream, x, *, auto_pad="NOTSET", ceil_mode=0, dilations=None, ke
 
 
 @kernel("MaxUnpool", since=9, types=MOVABLE, device="cuda", host_inputs=(2,))
-def max_unpool(rt, stream, x, indices, output_shape=None, *, kernel_shape, pads=None, strides=None):
+def max_unpool(rt, stream, x, indices, output_shape=None, *, kernel_shape, pads=None, strides=None,
+               _gpu_check=None):
     """x scattered to the flat positions `indices` of the pooled-from shape (zeros elsewhere), then
     placed at the start of output_shape, as the spec's reference does (kernels/cpu/spatial.py)."""
     if indices.shape != x.shape:  # an index per value
         raise ValueError(f"Index tensor shape should be same as that of the input data tensor to unpool: "
                          f"{indices.shape} and {x.shape}")
     inferred = pooled_from(x.shape, kernel_shape, strides, pads)
+    size = math.prod(inferred)
+    cause = f"Index value out of bounds. Got: {{value}}. Valid range is [0, {size})."
+    if indices.host is not None:
+        bad = checks.first_outside(indices.host, 0, size)
+        if bad:
+            raise InvalidArgument(cause.replace("{value}", str(bad[1])))
+    check_ints(rt, stream, indices, 0, size - 1, gpu_check_arg(_gpu_check, rt, stream, cause))
     s = Scratch(rt, x, indices)
     flat = s(rt.alloc((math.prod(inferred),), x.dtype))
     rt.zero(flat, stream)
