@@ -17,6 +17,8 @@ CUDA_KNOWN_DIFFERENT = {
     "hardmax_nan": "stock's Hardmax takes the row maximum in Eigen's packet order (none where that is NaN); the GPU "
                    "takes stock's ArgMax loop order",
     "argmin_nan_vector": "stock's 1-D ArgMin uses Eigen's vectorised search; the GPU follows its loop of other ranks",
+    **{name: "stock's MLAS pooling keeps or drops a NaN by its path and lane; the GPU kernel drops every NaN"
+       for name in ("maxpool_nan_lanes", "global_max_pool_nan_lanes")},
 }
 
 
@@ -719,6 +721,19 @@ def reduce_min_nan_middle_axis():      # valid: stock's partial reduction of [ke
 @case
 def argmin_nan_vector():               # valid: stock's vectorised search of a 1-D input
     return one("ArgMin", [np.array([5, 4, np.nan, 2, 1, 0, 0, 0, 0], F32)], {"axis": 0}, out=I64)
+
+
+_POOL_NAN = np.array([[[[1, 2, 3, np.nan, 5, 1, 2, 3], [4, np.nan, 1, 1, -np.inf, -np.inf, -np.inf, -np.inf]]]], F32)
+
+
+@case
+def maxpool_nan_lanes():               # valid: stock keeps or drops a NaN by its MLAS path and lane
+    return one("MaxPool", [_POOL_NAN], {"kernel_shape": [2, 2], "strides": [1, 1]}, opset=12)
+
+
+@case
+def global_max_pool_nan_lanes():       # valid: MLAS's global kernel, vectors of 4, then the rest
+    return one("GlobalMaxPool", [_POOL_NAN.reshape(1, 2, 1, 8)])
 
 
 @case

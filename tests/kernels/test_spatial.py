@@ -138,6 +138,42 @@ def test_max_pool_indices(xs, attrs, storage_order):
     check("MaxPool", [data(xs)], {**attrs, "storage_order": storage_order}, opset=12, outputs=[np.float32, I64])
 
 
+def _nan_pool_case(seed):
+    """A random MaxPool (1-3 spatial dims, kernels, strides, pads, ceil mode; some with dilations, storage order or
+    indices) or GlobalMaxPool of float32/float16/float64 data holding NaN and -inf."""
+    r = np.random.default_rng(seed)
+    nd = int(r.choice([1, 2, 2, 3]))
+    shape = [int(r.integers(1, 3)), int(r.integers(1, 3))] + [int(r.integers(1, 9 if nd == 3 else 40)) for _ in range(nd)]
+    dtype = [np.float32, np.float32, np.float16, np.float64][seed % 4]
+    x = r.standard_normal(shape).astype(dtype)
+    mask = r.random(shape)
+    x[mask < 0.15], x[mask > 0.9] = np.nan, -np.inf
+    if seed % 7 == 0 and dtype != np.float64:  # stock has no float64 GlobalMaxPool
+        return "GlobalMaxPool", x, {}, [dtype]
+    kernel = [int(r.integers(1, min(n, 9) + 1)) for n in shape[2:]]
+    attrs = {"kernel_shape": kernel, "strides": [int(r.integers(1, 4)) for _ in range(nd)],
+             "pads": [int(r.integers(0, k)) for k in kernel] + [int(r.integers(0, k)) for k in kernel]}
+    outputs = [dtype]
+    if seed % 5 == 1:
+        attrs["dilations"] = [1 + int((k - 1) * 2 + 1 <= n) for k, n in zip(kernel, shape[2:])]
+    elif seed % 5 == 2 and nd == 2 and dtype != np.float64:
+        attrs["storage_order"] = 1
+    elif seed % 5 == 3:
+        outputs = [dtype, I64]
+    else:
+        attrs["ceil_mode"] = int(r.integers(0, 2))
+    return "MaxPool", x, attrs, outputs
+
+
+@pytest.mark.parametrize("seed", range(48))
+def test_max_pool_with_nan_and_infinity_as_stock(seed):
+    """Stock keeps or drops a NaN (and turns -inf into the lowest float) by the code path it takes: MLAS's global,
+    vector or scalar kernels for one float32/float16 output without dilation, else its own loop; values must be
+    stock's exactly."""
+    op, x, attrs, outputs = _nan_pool_case(seed)
+    check(op, [x], attrs, opset=12, outputs=outputs, rtol=0, atol=0)
+
+
 @pytest.mark.parametrize("opset", [1, 8, 10, 11])
 def test_max_pool_old_opsets(opset):
     check("MaxPool", [data((1, 2, 6, 6))], {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}, opset=opset)

@@ -14,6 +14,7 @@ from ..checks import InvalidArgument
 from ..registry import FLOATS, NUMERIC, kernel
 
 _F16 = np.dtype(np.float16)
+_F32 = np.float32
 
 
 def compute_dtype(dtype):
@@ -182,24 +183,119 @@ def conv_transpose(X, W, B=None, *, auto_pad="NOTSET", dilations=None, group=1, 
 def max_pool(X, *, auto_pad="NOTSET", ceil_mode=0, dilations=None, kernel_shape, pads=None, storage_order=0,
              strides=None, _num_outputs=1):
     lowest = -np.inf if X.dtype.kind == "f" else np.iinfo(X.dtype).min
-    xp, begin, _, out, strides, dilations = _window_input(X, kernel_shape, strides, dilations, pads, auto_pad,
-                                                          ceil_mode, lowest)
+    xp, begin, end, out, strides, dilations = _window_input(X, kernel_shape, strides, dilations, pads, auto_pad,
+                                                            ceil_mode, lowest)
+    special = X.dtype.kind == "f" and not np.isfinite(X).all()  # NaN or -inf: stock's code paths differ there
+    if special and _num_outputs == 1 and X.dtype in (_F32, _F16) and all(d == 1 for d in dilations) and \
+            not storage_order:  # stock: MLAS (float16 computed in float32)
+        with np.errstate(over="ignore"):  # the lowest float32 is -inf in float16, as stock rounds it
+            return (_mlas_max_pool(X.astype(_F32), kernel_shape, strides, begin, end, out).astype(X.dtype),)
     y = np.full(X.shape[:2] + tuple(out), lowest, dtype=X.dtype)
-    if _num_outputs == 1:
+    if _num_outputs == 1 and not special:
         for offset in np.ndindex(*kernel_shape):
             np.maximum(y, _tap(xp, offset, out, strides, dilations), out=y)
         return (y,)
+    # stock's own loop: each window from its first element inside the input, taking a strictly greater one (a NaN
+    # first stays; a later NaN is dropped); the index of the value taken
+    inside = _window_input(np.ones((1, 1) + X.shape[2:], bool), kernel_shape, strides, dilations, pads, auto_pad,
+                           ceil_mode, False)[0]  # where xp holds X
+    seen = np.zeros(y.shape, bool)
     arg = np.zeros(y.shape, dtype=np.int64)
     for offset in np.ndindex(*kernel_shape):
         tap = _tap(xp, offset, out, strides, dilations)
-        better = tap > y  # strict: the first maximum in window order wins, as in ORT
-        y = np.where(better, tap, y)
-        arg = np.where(better, _flat_spatial_index(offset, begin, out, strides, dilations, X.shape[2:],
-                                                   storage_order), arg)
+        here = np.broadcast_to(_tap(inside, offset, out, strides, dilations), y.shape)
+        take = here & (~seen | (tap > y))
+        y = np.where(take, tap, y)
+        seen |= here
+        if _num_outputs > 1:
+            arg = np.where(take, _flat_spatial_index(offset, begin, out, strides, dilations, X.shape[2:],
+                                                     storage_order), arg)
+    if _num_outputs == 1:
+        return (y,)
     # Indices count over the whole tensor: add the (n, c) plane offsets.
     plane = math.prod(X.shape[2:])
     arg += (np.arange(X.shape[0] * X.shape[1], dtype=np.int64) * plane).reshape(X.shape[:2] + (1,) * len(out))
     return (y, arg)
+
+
+# Stock pools float32 (and float16, computed in float32) with MLAS, whose paths each treat NaN, and -inf against its
+# starting value (the lowest finite float), their own way; with neither, every path gives the plain maximum. SSE's
+# maxps(a, v) keeps a only where a > v (a NaN in either gives v); std::max(a, v) takes v only where a < v (a NaN v is
+# dropped). _mlas_max_pool follows MLAS's choice of path and order; tests/kernels/test_spatial.py compares it with
+# stock on random shapes holding NaN and -inf.
+LOWEST32 = np.finfo(np.float32).min
+
+
+def _fold_maxps(seq, start=None):
+    """maxps folded along the last axis, from `start` (else from the first element): the maximum of what follows
+    the last NaN, NaN where the last element is NaN."""
+    n = seq.shape[-1]
+    if n == 0:
+        return np.full(seq.shape[:-1], np.nan if start is None else start, _F32)
+    at = np.arange(n)
+    last = np.where(np.isnan(seq), at, -1).max(axis=-1)
+    after = np.where(at > last[..., None], seq, -np.inf).max(axis=-1)
+    if start is not None:
+        after = np.where(last < 0, np.maximum(after, start), after)
+    return np.where(last == n - 1, np.float32(np.nan), after).astype(_F32)
+
+
+def _fold_std_max(seq, start=None):
+    """std::max folded along the last axis from `start` (else from the first element, which stays if NaN): NaN
+    dropped."""
+    if start is not None:
+        return np.fmax(np.fmax.reduce(seq, axis=-1, initial=-np.inf), start).astype(_F32)
+    head, rest = seq[..., 0], np.fmax.reduce(seq[..., 1:], axis=-1, initial=-np.inf)
+    return np.where(np.isnan(head), head, np.fmax(head, rest)).astype(_F32)
+
+
+def _mlas_max_pool(x, kernel, strides, begin, end, out):
+    """Stock's float32 MaxPool (one output, no dilation) and GlobalMaxPool of x (N, C, *spatial) where NaN or -inf
+    decide: MLAS's global kernel (windows the whole input), its vector kernels (2-D and 3-D, last stride at most 2,
+    kernels up to 32, rows that fit its buffer), else its scalar loop (from the lowest float, NaN dropped)."""
+    nd = x.ndim - 2
+    spatial = x.shape[2:]
+    planes = x.reshape((-1,) + spatial)
+    if list(kernel) == list(spatial) and all(s == 1 for s in strides) and not any(begin) and not any(end):
+        flat = planes.reshape(len(planes), -1)
+        full = flat.shape[1] // 4 * 4  # vectors of 4 by maxps, their lanes combined (0 with 2, 1 with 3, then the
+        lanes = _fold_maxps(flat[:, :full].reshape(len(flat), -1, 4).transpose(0, 2, 1), LOWEST32)  # two), the rest
+        pairs = np.where(lanes[:, :2] > lanes[:, 2:], lanes[:, :2], lanes[:, 2:])                 # by std::max
+        value = np.where(pairs[:, 0] > pairs[:, 1], pairs[:, 0], pairs[:, 1])
+        value = _fold_std_max(np.concatenate([value[:, None], flat[:, full:]], axis=1))
+        return value.reshape(x.shape[:2] + (1,) * nd)
+    if nd >= 2 and strides[-1] <= 2 and max(kernel) <= 32 and max(begin[-1], 0) + max(end[-1], 0) + spatial[-1] <= 2045:
+        return _mlas_vector_pool(planes, kernel, strides, begin, end, out).reshape(x.shape[:2] + tuple(out))
+    y = np.empty((len(planes),) + tuple(out), _F32)
+    for o in np.ndindex(*out):
+        window = tuple(slice(max(p * s - b, 0), max(min(p * s - b + k, n), 0))
+                       for p, s, b, k, n in zip(o, strides, begin, kernel, spatial))
+        y[(slice(None),) + o] = _fold_std_max(planes[(slice(None),) + window].reshape(len(planes), -1), LOWEST32)
+    return y.reshape(x.shape[:2] + tuple(out))
+
+
+def _mlas_vector_pool(planes, kernel, strides, begin, end, out):
+    """MLAS's 2-D / 3-D vector kernel: per output row, the kernel's rows (and planes) folded column by column into a
+    buffer (columns in whole vectors of 4 by maxps, the rest by std::max; 2-D from the first row, 3-D from the
+    lowest float) with the lowest float as padding, then each output the maxps fold of its kernel width of it."""
+    *outer, width = planes.shape[1:]
+    count, vector_cols = len(planes), width // 4 * 4
+    start = None if len(kernel) == 2 else LOWEST32
+    k, s, b = kernel[-1], strides[-1], max(begin[-1], 0)
+    y = np.empty((count,) + tuple(out), _F32)
+    for o in np.ndindex(*out[:-1]):
+        rows = []
+        for p, st, pad, kk, n in zip(o, strides, begin, kernel, outer):  # as MLAS's unsigned arithmetic gives them
+            first = (p * st - pad) % 2 ** 64
+            rows.append(slice(0 if first >= n else first, min((first + kk) % 2 ** 64, n)))
+        seq = planes[(slice(None),) + tuple(rows)].reshape(count, -1, width).transpose(0, 2, 1)
+        folded = np.concatenate([_fold_maxps(seq[:, :vector_cols], start), _fold_std_max(seq[:, vector_cols:], start)],
+                                axis=1)
+        buffer = np.full((count, b + width + (out[-1] - 1) * s + k + 4), LOWEST32, _F32)
+        buffer[:, b:b + width] = folded
+        taps = np.stack([buffer[:, j:j + (out[-1] - 1) * s + 1:s] for j in range(k)], axis=-1)
+        y[(slice(None),) + o] = _fold_maxps(taps)
+    return y
 
 
 def _flat_spatial_index(offset, begin, out, strides, dilations, in_shape, storage_order):
@@ -291,14 +387,17 @@ def global_average_pool(X):
 
 @kernel("GlobalMaxPool", types=FLOATS)
 def global_max_pool(X):
+    if X.dtype in (_F32, _F16) and not np.isfinite(X).all():  # NaN or -inf: stock's MLAS path (_mlas_max_pool)
+        nd = X.ndim - 2
+        spatial = list(X.shape[2:])
+        with np.errstate(over="ignore"):
+            return (_mlas_max_pool(X.astype(_F32), spatial, [1] * nd, [0] * nd, [0] * nd, [1] * nd).astype(X.dtype),)
     return (X.max(axis=tuple(range(2, X.ndim)), keepdims=True),)
 
 
 # --- Resize / Upsample ------------------------------------------------------------------
 #
 # Coordinates are computed in float32, as ORT does, so that nearest-neighbour ties round the same way.
-
-_F32 = np.float32
 
 
 def original_coords(mode, out_len, in_len, scale, roi_start, roi_end):
