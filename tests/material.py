@@ -240,6 +240,10 @@ GENAI_PRECISIONS = ("fp32", "int8", "int4")
 GENAI_TINY = dict(vocab_size=32000, hidden_size=256, intermediate_size=512, num_hidden_layers=2,
                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
                   tie_word_embeddings=False)
+# Gemma 2: local (sliding-window) and global layers alternate; the builder gives the local layers a window-sized KV
+# cache (GroupQueryAttention sliding_window_cache=1, capacity = the window under onnxruntime-genai)
+GENAI_GEMMA2 = dict(vocab_size=1024, hidden_size=256, intermediate_size=512, num_hidden_layers=2, num_attention_heads=4,
+                    num_key_value_heads=2, head_dim=64, max_position_embeddings=2048, sliding_window=16)
 QWEN05B = dict(vocab_size=151936, hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
                num_attention_heads=14, num_key_value_heads=2, max_position_embeddings=32768, rope_theta=1e6,
                rms_norm_eps=1e-6, tie_word_embeddings=True)
@@ -279,8 +283,10 @@ def _train_tokenizer(out: Path) -> None:
 
 def _random_checkpoint(arch: str, config: dict, out: Path, seed: int = 0) -> None:
     import torch
-    from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
-    cfg_cls, model_cls = {"qwen2": (Qwen2Config, Qwen2ForCausalLM), "llama": (LlamaConfig, LlamaForCausalLM)}[arch]
+    from transformers import (Gemma2Config, Gemma2ForCausalLM, LlamaConfig, LlamaForCausalLM, Qwen2Config,
+                              Qwen2ForCausalLM)
+    cfg_cls, model_cls = {"qwen2": (Qwen2Config, Qwen2ForCausalLM), "llama": (LlamaConfig, LlamaForCausalLM),
+                          "gemma2": (Gemma2Config, Gemma2ForCausalLM)}[arch]
     torch.manual_seed(seed)
     model = model_cls(cfg_cls(**config)).eval()
     with torch.no_grad():  # HF init leaves biases at 0 and norms at 1: re-draw every parameter
@@ -343,6 +349,21 @@ def prepare_genai_cuda_decoders() -> None:
     (root / ".done-small").touch()
 
 
+def gemma2_dir() -> Path:
+    return CACHE / "genai-decoders" / "gemma2-fp32-cpu"
+
+
+def prepare_genai_gemma2() -> None:
+    """A tiny Gemma 2 (window 16) at fp32 for the CPU EP."""
+    out = gemma2_dir()
+    if (out / "model.onnx").exists():
+        return
+    checkpoint = out.parent / "checkpoint-gemma2"
+    if not (checkpoint / "model.safetensors").exists() or not (checkpoint / "tokenizer.json").exists():
+        _random_checkpoint("gemma2", GENAI_GEMMA2, checkpoint)
+    _run_builder(checkpoint, out, "fp32")
+
+
 def qwen05b_checkpoint() -> Path:
     """The float32 checkpoint the Qwen2.5-0.5B-shaped decoders are built from (1.98 GB): PyTorch eager's model in
     `bench decode-gpu --torch-checkpoint`. Kept only when the build `checkpoint` is asked for."""
@@ -377,7 +398,7 @@ def prepare_qwen05b(builds=("int4-cpu",)) -> None:
 
 def main() -> None:
     for step in (prepare_node_data, prepare_minilm, prepare_tiny_llama, prepare_genai_decoders,
-                 prepare_genai_cuda_decoders):
+                 prepare_genai_cuda_decoders, prepare_genai_gemma2):
         print(f"test material: {step.__name__[8:]} ...", flush=True)
         step()
     print(f"test material ready in {CACHE}")

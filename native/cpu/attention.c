@@ -47,12 +47,40 @@ typedef struct {
   int causal;
   const float* sink; /* [N] or NULL */
   size_t s_blocks;   /* query-row blocks per (b, head) in pass 2 */
+  int window_cache;  /* sliding_window_cache=1: the past/present buffers hold the most recent positions */
+  float *keys, *values; /* window_cache: per (b, kv head), the past's resident rows then the new ones */
+  size_t key_rows;      /* rows of each */
 } GqaJob;
 
 
 static inline size_t gqa_past_rows(const GqaJob* job, size_t bi) {
   size_t t = (size_t)job->seqlens[bi] + 1;
   return job->first_prompt ? 0 : t - job->s;
+}
+
+/* sliding_window_cache=1: how many rows of a window-sized cache of `capacity` hold positions after t tokens: all of
+ * them up to the capacity, then eviction of G = capacity - window + 1 at a time (kernels/cpu/attention.py
+ * _window_resident, stock's contract). */
+static inline size_t gqa_resident(size_t t, size_t capacity, size_t window) {
+  if (t <= capacity) return t;
+  size_t g = capacity - window + 1;
+  return t - g * ((t - capacity + g - 1) / g);
+}
+
+/* The keys batch entry bi attends to: present's rows from 0, or with a window-sized cache the past's resident rows
+ * then the new ones (*first: the position of row 0, *rows: how many). */
+static inline const float* gqa_keys(const GqaJob* job, size_t bi, size_t kh, int value, size_t* first, size_t* rows) {
+  size_t p = gqa_past_rows(job, bi), h = job->h;
+  if (job->window_cache) {
+    size_t resident = gqa_resident(p, job->present_len, (size_t)job->window);
+    *first = p - resident;
+    *rows = resident + job->s;
+    return (value ? job->values : job->keys) + (bi * job->nkv + kh) * job->key_rows * h;
+  }
+  size_t t = (size_t)job->seqlens[bi] + 1;
+  *first = 0;
+  *rows = t < job->present_len ? t : job->present_len;
+  return (value ? job->present_v : job->present_k) + (bi * job->nkv + kh) * job->present_len * h;
 }
 
 /* Rotary position of query row si of batch entry bi: si in the first prompt, else past + si. */
@@ -95,20 +123,28 @@ SEAMLESS_SIMD static void gqa_prepare_task(void* user, size_t task) {
   size_t p = gqa_past_rows(job, bi);
   size_t group = job->nh / job->nkv;
   for (int which = 0; which < 2; which++) {
-    float* dst = (which ? job->present_v : job->present_k) + (bi * job->nkv + kh) * L * h;
+    float* present = (which ? job->present_v : job->present_k) + (bi * job->nkv + kh) * L * h;
+    size_t first, rows;  /* the keys: present itself, or a window-sized cache's work rows (copied to present after) */
+    float* dst = (float*)gqa_keys(job, bi, kh, which, &first, &rows);
+    size_t at = p - first;  /* the first new row */
     const float* past = which ? job->past_v : job->past_k;
-    if (p && past) memcpy(dst, past + (bi * job->nkv + kh) * job->past_len * h, p * h * sizeof(float));
+    if (at && past) memcpy(dst, past + (bi * job->nkv + kh) * job->past_len * h, at * h * sizeof(float));
     const float* src = which ? job->v : job->k;
-    size_t row = which ? job->v_row : job->k_row;
-    for (size_t si = 0; si < s && p + si < L; si++) {
+    size_t row = which ? job->v_row : job->k_row, limit = job->window_cache ? rows : L;
+    for (size_t si = 0; si < s && at + si < limit; si++) {
       const float* x = src + (bi * s + si) * row + kh * h;
-      float* y = dst + (p + si) * h;
+      float* y = dst + (at + si) * h;
       if (which)
         memcpy(y, x, h * sizeof(float));
       else
         gqa_rotate(job, x, y, gqa_position(job, bi, si));
     }
-    if (p + s < L) memset(dst + (p + s) * h, 0, (L - p - s) * h * sizeof(float));
+    size_t filled = at + s;
+    if (job->window_cache) {  /* present: the most recent positions from row 0 */
+      filled = gqa_resident(p + s, L, (size_t)job->window);
+      memcpy(present, dst + (rows - filled) * h, filled * h * sizeof(float));
+    }
+    if (filled < L) memset(present + filled * h, 0, (L - filled) * h * sizeof(float));
   }
   for (size_t g = 0; g < group; g++) {
     size_t head = kh * group + g;
@@ -209,13 +245,11 @@ static void gqa_attend_task(void* user, size_t task) {
   const GqaJob* job = (const GqaJob*)user;
   size_t blk = task % job->s_blocks, rest = task / job->s_blocks;
   size_t head = rest % job->nh, bi = rest / job->nh;
-  size_t h = job->h, s = job->s, L = job->present_len;
+  size_t h = job->h, s = job->s;
   size_t kh = head / (job->nh / job->nkv);
-  size_t t = (size_t)job->seqlens[bi] + 1;
-  size_t p = gqa_past_rows(job, bi);
-  if (t > L) t = L;
-  const float* kc = job->present_k + (bi * job->nkv + kh) * L * h;
-  const float* vc = job->present_v + (bi * job->nkv + kh) * L * h;
+  size_t p = gqa_past_rows(job, bi), first, t;
+  const float* kc = gqa_keys(job, bi, kh, 0, &first, &t);
+  const float* vc = gqa_keys(job, bi, kh, 1, &first, &t);
   float stack_scores[1024];
   float* scores = t <= 1024 ? stack_scores : (float*)malloc(t * sizeof(float));
   if (!scores) return;
@@ -229,10 +263,11 @@ static void gqa_attend_task(void* user, size_t task) {
     float* o = job->out + (bi * s + si) * job->nh * h + head * h;
     const float* q = job->qrot + ((bi * job->nh + head) * s + si) * h;
     size_t lo = 0, hi = t;
-    if (job->causal) {
-      size_t causal_len = p + si + 1;
-      hi = causal_len < t ? causal_len : t;
-      if (job->window > 0 && causal_len > (size_t)job->window) lo = causal_len - (size_t)job->window;
+    if (job->causal) {  /* in positions, then rows of kc (row 0 holds position `first`) */
+      size_t causal_len = p + si + 1, start = 0;
+      if (job->window > 0 && causal_len > (size_t)job->window) start = causal_len - (size_t)job->window;
+      hi = causal_len - first < t ? causal_len - first : t;
+      lo = start > first ? start - first : 0;
     }
     if (lo >= hi) {
       memset(o, 0, h * sizeof(float));
@@ -255,12 +290,21 @@ int seamless_gqa_f32(const float* q, const float* k, const float* v, size_t q_ro
                      size_t present_len, float* out, const int32_t* seqlens, int first_prompt, size_t b, size_t s,
                      size_t nh, size_t nkv, size_t h, const float* cos_cache, const float* sin_cache, size_t half,
                      int interleaved, const int64_t* pos, float scale, float softcap, int64_t window, int causal,
-                     const float* sink, void* par_fn, void* par_ctx) {
+                     int window_cache, const float* sink, void* par_fn, void* par_ctx) {
+  size_t key_rows = 0;
+  if (window_cache && (window <= 0 || present_len < (size_t)window || (past_k && past_len != present_len)))
+    return 3;
   for (size_t bi = 0; bi < b; bi++) { /* T keys: the past's rows, then the S new ones, within both buffers */
     int64_t t = (int64_t)seqlens[bi] + 1;
-    if (t < (first_prompt ? 1 : (int64_t)s) || (size_t)t > present_len || s > present_len ||
-        (!first_prompt && (size_t)t - s > (past_k ? past_len : 0)))
+    if (t < (first_prompt ? 1 : (int64_t)s)) return 3;
+    if (window_cache) {  /* the past's resident rows (within its capacity) and the new ones */
+      size_t p = first_prompt ? 0 : (size_t)t - s, rows = gqa_resident(p, present_len, (size_t)window) + s;
+      if (p && !past_k) return 3;
+      key_rows = rows > key_rows ? rows : key_rows;
+    } else if ((size_t)t > present_len || s > present_len ||
+               (!first_prompt && (size_t)t - s > (past_k ? past_len : 0))) {
       return 3;
+    }
   }
   GqaJob job;
   memset(&job, 0, sizeof(job));
@@ -295,8 +339,18 @@ int seamless_gqa_f32(const float* q, const float* k, const float* v, size_t q_ro
   job.window = window;
   job.causal = causal;
   job.sink = sink;
+  job.window_cache = window_cache;
+  job.key_rows = key_rows;
   job.qrot = (float*)malloc((b * nh * s * h + 1) * sizeof(float));
   if (!job.qrot) return 2;
+  if (window_cache) {
+    job.keys = (float*)malloc((2 * b * nkv * key_rows * h + 1) * sizeof(float));
+    if (!job.keys) {
+      free(job.qrot);
+      return 2;
+    }
+    job.values = job.keys + b * nkv * key_rows * h;
+  }
   /* small problems (a decode step over a short cache) run on this thread: a pool dispatch costs more */
   size_t work = b * nh * s * (present_len + s) * h;
   if (work < (1u << 18)) par_fn = par_ctx = NULL;
@@ -305,5 +359,6 @@ int seamless_gqa_f32(const float* q, const float* k, const float* v, size_t q_ro
   job.s_blocks = s > 16 ? (s + 15) / 16 : 1;
   seamless_run_tasks(par_fn, par_ctx, b * nh * job.s_blocks, gqa_attend_task, &job);
   free(job.qrot);
+  free(job.keys);
   return 0;
 }

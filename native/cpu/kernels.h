@@ -16,13 +16,14 @@ int seamless_matmul_nbits_f32(const float* a, size_t m, size_t k, const uint8_t*
                               const uint8_t* zp_u8, const float* zp_f32, const float* bias, float* y, size_t n,
                               size_t bits, size_t bs, int int8, void* par_fn, void* par_ctx);
 void seamless_matmul_nbits_set_isa(int level);
-/* attention.c: GroupQueryAttention (rotary, present cache, softmax attention); returns 0, or 2 (out of memory) */
+/* attention.c: GroupQueryAttention (rotary, present cache, softmax attention; window_cache: sliding_window_cache=1, a
+ * window-sized cache of capacity present_len); returns 0, 2 (out of memory) or 3 (lengths outside the buffers) */
 int seamless_gqa_f32(const float* q, const float* k, const float* v, size_t q_row, size_t k_row, size_t v_row,
                      const float* past_k, const float* past_v, size_t past_len, float* present_k, float* present_v,
                      size_t present_len, float* out, const int32_t* seqlens, int first_prompt, size_t b, size_t s,
                      size_t nh, size_t nkv, size_t h, const float* cos_cache, const float* sin_cache, size_t half,
                      int interleaved, const int64_t* pos, float scale, float softcap, int64_t window, int causal,
-                     const float* sink, void* par_fn, void* par_ctx);
+                     int window_cache, const float* sink, void* par_fn, void* par_ctx);
 /* normalization.c: (x + skip + bias) RMS-normalized times gamma; skip/bias/sum_out/inv_out may be NULL */
 void seamless_skip_rmsnorm_f32(const float* x, const float* skip, size_t skip_rows, const float* bias,
                                const float* gamma, float* y, float* sum_out, float* inv_out, size_t rows, size_t cols,

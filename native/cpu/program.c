@@ -184,6 +184,12 @@ SEAMLESS_SIMD static void unary_f32(int32_t op, const float* x, float* y, int64_
       }
       break;
     case SEAMLESS_TANH: for (int64_t i = 0; i < n; i++) y[i] = tanhf(x[i]); break;
+    case SEAMLESS_GELU_TANH:  /* Gelu approximate="tanh": kernels/cpu/elementwise.py gelu's float32 arithmetic */
+      for (int64_t i = 0; i < n; i++) {
+        float v = x[i];
+        y[i] = 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * (v * v * v))));
+      }
+      break;
     case SEAMLESS_EXP: for (int64_t i = 0; i < n; i++) y[i] = expf(x[i]); break;
     case SEAMLESS_LOG: for (int64_t i = 0; i < n; i++) y[i] = logf(x[i]); break;
     case SEAMLESS_SQRT: for (int64_t i = 0; i < n; i++) y[i] = sqrtf(x[i]); break;
@@ -401,8 +407,8 @@ static int run_gqa(const SeamlessGqaArgs* g, const SeamlessStep* st, char* const
                             (float*)ptr[st->slot[7]], (float*)ptr[st->slot[8]], (size_t)g->present_len,
                             (float*)ptr[st->slot[6]], lens, g->first_prompt, (size_t)g->b, (size_t)g->s,
                             (size_t)g->num_heads, (size_t)g->kv_num_heads, (size_t)g->head_size, g->cos, g->sin,
-                            (size_t)g->half, g->interleaved, NULL, g->scale, g->softcap, g->window, g->causal, g->sink,
-                            par_fn, par_ctx);
+                            (size_t)g->half, g->interleaved, NULL, g->scale, g->softcap, g->window, g->causal,
+                            g->window_cache, g->sink, par_fn, par_ctx);
   if (rc) snprintf(error, error_len, rc == 2 ? "out of memory" : "seqlens_k out of range");
   return rc ? STATUS_FAIL : 0;
 }

@@ -43,7 +43,7 @@ enum SeamlessBinaryOp {
 enum SeamlessUnaryOp {
   SEAMLESS_ERF = 0, SEAMLESS_GELU = 1, SEAMLESS_SIGMOID = 2, SEAMLESS_TANH = 3, SEAMLESS_EXP = 4, SEAMLESS_LOG = 5,
   SEAMLESS_SQRT = 6, SEAMLESS_NEG = 7, SEAMLESS_ABS = 8, SEAMLESS_RELU = 9, SEAMLESS_RECIPROCAL = 10,
-  SEAMLESS_SILU = 11, SEAMLESS_QUICK_GELU = 12, SEAMLESS_NOT = 13
+  SEAMLESS_SILU = 11, SEAMLESS_QUICK_GELU = 12, SEAMLESS_NOT = 13, SEAMLESS_GELU_TANH = 14
 };
 
 typedef struct { int64_t nbytes; } SeamlessCopyArgs;
@@ -83,7 +83,7 @@ typedef struct {
 typedef struct {
   int64_t b, s, num_heads, kv_num_heads, head_size, q_row, k_row, v_row, k_offset, v_offset, past_len, present_len,
       total, half, window;
-  int32_t first_prompt, interleaved, causal;
+  int32_t first_prompt, interleaved, causal, window_cache;  /* window_cache: sliding_window_cache=1 */
   float scale, softcap;
   const float* cos;
   const float* sin;

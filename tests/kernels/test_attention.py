@@ -363,3 +363,84 @@ def attention23_float16(three_d):
 def test_attention_23_float16(three_d):
     """float16 computes in float32 and rounds the outputs once."""
     assert_parity(*attention23_float16(three_d), rtol=2e-3, atol=2e-3)
+
+
+# --- GroupQueryAttention with a window-sized KV cache (sliding_window_cache=1, Gemma 2's local layers) -------------
+# The past holds the L(T) most recent positions at rows [0, L) of a buffer of capacity C >= W (local_window_size);
+# rows [L, C) are unspecified, so only the output and the resident rows are compared. Each step feeds stock's own
+# present back, as a decoder loop does.
+
+
+def _window_gqa(b, s, capacity, window, rotary, nh=4, nkv=2, h=16):
+    cos = sin = None
+    inputs = [("q", np.zeros((b, s, nh * h), np.float32)), ("k", np.zeros((b, s, nkv * h), np.float32)),
+              ("v", np.zeros((b, s, nkv * h), np.float32)), ("pk", np.zeros((b, nkv, capacity, h), np.float32)),
+              ("pv", np.zeros((b, nkv, capacity, h), np.float32)), ("sl", np.zeros(b, np.int32)),
+              ("tot", np.zeros(1, np.int32))]
+    attrs = {"num_heads": nh, "kv_num_heads": nkv, "local_window_size": window, "sliding_window_cache": 1,
+             "softcap": 30.0}
+    if rotary:
+        r = np.random.default_rng(5)
+        cos, sin = (r.random((64, h // 2)).astype(np.float32) for _ in range(2))
+        inputs += [("cos", cos), ("sin", sin)]
+        attrs["do_rotary"] = 1
+    model, _ = named_node_model("GroupQueryAttention", inputs, [np.float32] * 3, attrs, domain="com.microsoft",
+                                const={"cos", "sin"}, symbolic=True)
+    return model
+
+
+def _resident(t, capacity, window):
+    g = capacity - window + 1
+    return t if t <= capacity else t - g * -(-(t - capacity) // g)
+
+
+@pytest.mark.parametrize("capacity,window,rotary,steps", [
+    (8, 8, False, [5, 1, 1, 3, 1, 1, 1, 1, 7, 1, 1, 2, 1]),   # C = W: eviction one position a step
+    (10, 6, True, [5, 1, 1, 3, 1, 1, 1, 1, 7, 1, 1, 2, 1]),   # slack: G = 5 positions evicted at once
+    (8, 4, False, [12, 1, 1, 1]),                            # a prompt longer than the capacity
+])
+def test_gqa_window_sized_cache_as_stock(capacity, window, rotary, steps):
+    rng = np.random.default_rng(capacity + window)
+    b, nh, nkv, h = 1, 4, 2, 16
+    past_k = np.zeros((b, nkv, capacity, h), np.float32)
+    past_v = past_k.copy()
+    t = 0
+    for step, s in enumerate(steps):
+        t += s
+        model = _window_gqa(b, s, capacity, window, rotary)
+        feeds = {"q": rng.standard_normal((b, s, nh * h)).astype(np.float32),
+                 "k": rng.standard_normal((b, s, nkv * h)).astype(np.float32),
+                 "v": rng.standard_normal((b, s, nkv * h)).astype(np.float32), "pk": past_k, "pv": past_v,
+                 "sl": np.array([t - 1], np.int32), "tot": np.array([t], np.int32)}
+        ref = stock_session(model).run(None, feeds)
+        ours = run_ours(model, feeds)
+        resident = _resident(t, capacity, window)
+        assert_close(ours[0], ref[0], 1e-5, 1e-5, f"step {step}: output")
+        for i in (1, 2):
+            assert_close(ours[i][:, :, :resident], ref[i][:, :, :resident], 1e-6, 1e-6, f"step {step}: present {i}")
+        past_k, past_v = ref[1], ref[2]
+
+
+def test_gqa_window_sized_cache_ragged_batch_and_too_small_a_capacity():
+    rng = np.random.default_rng(3)
+    capacity, window = 8, 4
+    model = _window_gqa(2, 1, capacity, window, False)
+    past = [rng.standard_normal((2, 2, capacity, 16)).astype(np.float32) for _ in range(2)]
+    for lens in ([5, 9], [11, 3]):
+        feeds = {"q": rng.standard_normal((2, 1, 64)).astype(np.float32),
+                 "k": rng.standard_normal((2, 1, 32)).astype(np.float32),
+                 "v": rng.standard_normal((2, 1, 32)).astype(np.float32), "pk": past[0], "pv": past[1],
+                 "sl": np.array(lens, np.int32) - 1, "tot": np.array([max(lens)], np.int32)}
+        ref, ours = stock_session(model).run(None, feeds), run_ours(model, feeds)
+        assert_close(ours[0], ref[0], 1e-5, 1e-5)
+        for i, t in enumerate(lens):
+            resident = _resident(t, capacity, window)
+            assert_close(ours[1][i, :, :resident], ref[1][i, :, :resident], 1e-6, 1e-6)
+    small = _window_gqa(1, 1, 4, 6, False)  # W > C: stock's INVALID_ARGUMENT
+    feeds = {"q": np.zeros((1, 1, 64), np.float32), "k": np.zeros((1, 1, 32), np.float32),
+             "v": np.zeros((1, 1, 32), np.float32), "pk": np.zeros((1, 2, 4, 16), np.float32),
+             "pv": np.zeros((1, 2, 4, 16), np.float32), "sl": np.array([2], np.int32), "tot": np.array([3], np.int32)}
+    import onnxruntime as ort
+    for run in (lambda: stock_session(small).run(None, feeds), lambda: run_ours(small, feeds)):
+        with pytest.raises(ort.capi.onnxruntime_pybind11_state.InvalidArgument, match="local_window_size"):
+            run()

@@ -25,7 +25,6 @@ be below the logit tolerance (a near-tie: either token is a correct greedy choic
 then on the check is teacher-forced: our EP fed stock's tokens must give stock's logits.
 """
 import numpy as np
-import onnxruntime as ort
 import pytest
 
 import material
@@ -281,3 +280,37 @@ def test_bad_seqlens_in_a_native_program_get_stocks_error():
         ours.run(None, bad)
     assert NATIVES["cpu"].lib.seamless_native_runs() == before + 1
     assert_logits_close(ours.run(None, good)[0], stock.run(None, good)[0], "fp32", "logits after the error")
+
+
+def test_gemma2_window_sized_cache_under_onnxruntime_genai():
+    """The builder's Gemma 2 (tests/material.py: local layers with a window-sized KV cache of 16, GroupQueryAttention
+    sliding_window_cache=1, softcap, tanh GELU): fully claimed, onnxruntime-genai's greedy tokens over a 20-token
+    prompt (past the window) and 30 more equal to stock's, the decode steps run in C as one family."""
+    from onnxruntime_ep_seamless.runtime.native import NATIVES
+    og = pytest.importorskip("onnxruntime_genai")
+    path = material.gemma2_dir()
+    if not (path / "model.onnx").exists():
+        pytest.skip(f"{path} missing: run tests/material.py")
+    report = seamless.assert_ep_selected(ep_session(str(path / "model.onnx")))
+    assert not report.fallback_nodes and not report.declined, report
+    from onnxruntime_ep_seamless.tools.bench import register_for_genai
+    name = register_for_genai(og)
+    prompt = np.random.default_rng(0).integers(0, 1000, 20).astype(np.int32)
+    tokens, lib = {}, NATIVES["cpu"].lib
+    family_runs = lib.seamless_family_runs()
+    for peer in ("ours", "stock"):
+        config = og.Config(str(path))
+        config.clear_providers()
+        if peer == "ours":
+            config.append_provider(name)
+        model = og.Model(config)
+        params = og.GeneratorParams(model)
+        params.set_search_options(max_length=50, do_sample=False)
+        generator = og.Generator(model, params)
+        generator.append_tokens(prompt)
+        while not generator.is_done():
+            generator.generate_next_token()
+        tokens[peer] = list(generator.get_sequence(0))
+        del generator, model
+    assert tokens["ours"] == tokens["stock"] and len(tokens["ours"]) == 50
+    assert lib.seamless_family_runs() - family_runs >= 20

@@ -155,8 +155,8 @@ def gqa_config_problem(node, graph):
     for name in ("kv_cache_bit_width", "k_quant_type", "v_quant_type"):
         if name in a and a[name] not in ("NONE", b"NONE"):
             return f"quantized KV cache ({name}={a[name]!r}) not supported"
-    if a.get("sliding_window_cache", 0):
-        return "sliding_window_cache=1 not supported"
+    if a.get("sliding_window_cache", 0) and a.get("local_window_size", -1) <= 0:
+        return "sliding_window_cache=1 needs local_window_size > 0"
     if a.get("qk_output", 0):
         return f"qk_output={a['qk_output']} not supported"
     causal = a.get("causal", 1)
@@ -184,10 +184,12 @@ def _gqa_positions(seqlens_k, b, s, first_prompt):
 
 
 def gqa_layout(query_shape, packed: bool, past_shape, seqlens_k, total_sequence_length, num_heads: int,
-               kv_num_heads: int, cos_shape):
+               kv_num_heads: int, cos_shape, window_cache: int = 0):
     """Head size, whether this is the first prompt, the present length and seqlens_k as a list,
     with the run-time checks ORT makes (shared by the CPU and CUDA kernels). seqlens_k None: its
-    values are not known on the host (the CUDA kernels read them on the GPU), only shapes are checked."""
+    values are not known on the host (the CUDA kernels read them on the GPU), only shapes are checked.
+    window_cache: local_window_size W of a window-sized cache (sliding_window_cache=1), whose present length is the
+    past's capacity C >= W."""
     b, s = query_shape[:2]
     h = query_shape[2] // (num_heads + 2 * kv_num_heads) if packed else query_shape[2] // num_heads
     total = int(np.asarray(total_sequence_length).reshape(-1)[0])
@@ -200,7 +202,12 @@ def gqa_layout(query_shape, packed: bool, past_shape, seqlens_k, total_sequence_
     else:
         first_prompt = s == total
     present_len = max(total, past_buf)
-    if total != past_buf + s and total > past_buf:  # what the present buffer is allocated for
+    if window_cache:
+        if past_buf < window_cache:
+            raise InvalidArgument(f"sliding_window_cache=1 needs a KV cache capacity (past_key dimension 2, {past_buf}) "
+                                  f"of at least local_window_size ({window_cache})")
+        present_len = past_buf
+    elif total != past_buf + s and total > past_buf:  # what the present buffer is allocated for
         raise InvalidArgument(f"total_sequence_length must equal past_sequence_length + kv_sequence_length for a "
                               f"dynamic cache, or be no greater than past_sequence_length for a static cache. Got "
                               f"total_sequence_length={total}, past_sequence_length={past_buf}, "
@@ -233,9 +240,10 @@ def group_query_attention(query, key=None, value=None, past_key=None, past_value
                           v_quant_type="NONE", qk_norm_epsilon=1e-6, q_norm_epsilon=1e-6, k_norm_epsilon=1e-6):
     b, s = query.shape[:2]
     nkv = kv_num_heads
+    window_cache = local_window_size if sliding_window_cache else 0
     h, first_prompt, present_len, lens = gqa_layout(query.shape, key is None, past_key.shape if past_key is not None
                                                     else None, seqlens_k, total_sequence_length, num_heads, nkv,
-                                                    cos_cache.shape if do_rotary else None)
+                                                    cos_cache.shape if do_rotary else None, window_cache)
     if past_key is None and not first_prompt:
         raise ValueError("past_key/past_value are required after the first prompt")
     half = cos_cache.shape[1] if do_rotary else 0
@@ -246,7 +254,7 @@ def group_query_attention(query, key=None, value=None, past_key=None, past_value
     if native.has_gqa():
         return native.gqa(query, key, value, past_key, past_value, seqlens_k, first_prompt, present_len, num_heads,
                           nkv, h, sm_scale, softcap, local_window_size, causal, sink,
-                          cos_cache if do_rotary else None, sin_cache, rotary_interleaved)
+                          cos_cache if do_rotary else None, sin_cache, rotary_interleaved, bool(window_cache))
     seqlens = np.asarray(lens, np.int64)
     sm_scale = np.float32(sm_scale)
     smooth = sink is not None
@@ -274,16 +282,26 @@ def group_query_attention(query, key=None, value=None, past_key=None, past_value
     for bi in range(b):
         t = int(seqlens[bi]) + 1
         p = 0 if first_prompt else t - s
-        if p > 0:
-            present_k[bi, :, :p] = past_key[bi, :, :p]
-            present_v[bi, :, :p] = past_value[bi, :, :p]
-        present_k[bi, :, p:p + s] = k[bi]
-        present_v[bi, :, p:p + s] = v[bi]
-        kk, vv = present_k[bi, :, :t], present_v[bi, :, :t]                  # Nkv T H
+        if window_cache:  # the past's resident rows, then the new tokens; present: the most recent of them
+            resident = _window_resident(p, present_len, window_cache)
+            kk = np.concatenate([past_key[bi, :, :resident], k[bi]], axis=1) if p else k[bi]
+            vv = np.concatenate([past_value[bi, :, :resident], v[bi]], axis=1) if p else v[bi]
+            keep = _window_resident(t, present_len, window_cache)
+            present_k[bi, :, :keep], present_v[bi, :, :keep] = kk[:, -keep:], vv[:, -keep:]
+            first = p - resident                                             # the position of kk's row 0
+        else:
+            if p > 0:
+                present_k[bi, :, :p] = past_key[bi, :, :p]
+                present_v[bi, :, :p] = past_value[bi, :, :p]
+            present_k[bi, :, p:p + s] = k[bi]
+            present_v[bi, :, p:p + s] = v[bi]
+            kk, vv = present_k[bi, :, :t], present_v[bi, :, :t]              # Nkv T H
+            first = 0
+        rows = kk.shape[1]
         qq = q[bi].reshape(nkv, group * s, h)
-        scores = np.matmul(qq, kk.transpose(0, 2, 1)) * sm_scale             # Nkv (g S) T
-        scores = _softcap(scores, softcap).reshape(nkv, group, s, t)
-        keys = np.arange(t)[None, :]
+        scores = np.matmul(qq, kk.transpose(0, 2, 1)) * sm_scale             # Nkv (g S) rows
+        scores = _softcap(scores, softcap).reshape(nkv, group, s, rows)
+        keys = first + np.arange(rows)[None, :]                              # absolute positions
         if causal:
             causal_len = p + np.arange(s)[:, None] + 1                          # S 1
             allowed = keys < causal_len
@@ -299,9 +317,18 @@ def group_query_attention(query, key=None, value=None, past_key=None, past_value
             probs = e / (e.sum(axis=-1, keepdims=True) + np.exp(sk - m))
         else:
             probs = _softmax_rows(scores)
-        o = np.matmul(probs.reshape(nkv, group * s, t), vv)                  # Nkv (g S) H
+        o = np.matmul(probs.reshape(nkv, group * s, rows), vv)               # Nkv (g S) H
         out[bi] = o.reshape(num_heads, s, h).transpose(1, 0, 2)
     return out.reshape(b, s, num_heads * h), present_k, present_v
+
+
+def _window_resident(t: int, capacity: int, window: int) -> int:
+    """How many of a window-sized cache's rows hold positions after t tokens (sliding_window_cache=1): all up to
+    the capacity C, then eviction of G = C - W + 1 at a time, so that the W most recent always stay."""
+    if t <= capacity:
+        return t
+    g = capacity - window + 1
+    return t - g * -(-(t - capacity) // g)
 
 
 # --- MultiHeadAttention -----------------------------------------------------------------------

@@ -459,9 +459,10 @@ def has_gqa() -> bool:
 
 
 def gqa(query, key, value, past_key, past_value, seqlens_k, first_prompt, present_len, num_heads, kv_num_heads, h,
-        scale, softcap, window, causal, sink, cos_cache, sin_cache, interleaved):
+        scale, softcap, window, causal, sink, cos_cache, sin_cache, interleaved, window_cache=False):
     """Native GroupQueryAttention. query: (B, S, N*H), or packed (B, S, (N + 2 Nkv) H) with key None;
-    cos_cache None: no rotary (positions follow GQA's rule, computed in C).
+    cos_cache None: no rotary (positions follow GQA's rule, computed in C); window_cache: sliding_window_cache=1
+    (present_len: the cache's capacity).
     Returns (output, present_key, present_value)."""
     query = _f32(query)
     b, s = query.shape[:2]
@@ -505,7 +506,8 @@ def gqa(query, key, value, past_key, past_value, seqlens_k, first_prompt, presen
     rc = lib.seamless_gqa_f32(qp, kp, vp, q_row, k_row, v_row, pk, pv, past_len, _fp(present_k), _fp(present_v),
                               present_len, _fp(out), ffi.from_buffer("int32_t[]", seqlens), int(first_prompt), b, s,
                               num_heads, kv_num_heads, h, cos, sin, half, int(interleaved), _NULL, scale,
-                              float(softcap), int(window), int(causal), _optional_fp(sink), *_pool())
+                              float(softcap), int(window), int(causal), int(window_cache), _optional_fp(sink),
+                              *_pool())
     if rc:
         raise (MemoryError if rc == 2 else ValueError)(f"GroupQueryAttention native kernel failed (code {rc}: "
                                                        f"{'out of memory' if rc == 2 else 'seqlens_k out of range'})")

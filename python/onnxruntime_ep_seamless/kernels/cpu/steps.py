@@ -145,6 +145,18 @@ lowers("GeluErf", domain="ai.seamless")(unary)
 lowers("QuickGelu", domain="com.microsoft")(unary)
 
 
+@lowers("Gelu")
+def gelu(rec, node, ins, outs):
+    if ins[0].array.dtype != F32:
+        raise Declined(f"no native Gelu of {ins[0].array.dtype}")
+    args = rec.args("SeamlessUnaryArgs")
+    tanh = node.attrs.get("approximate", "none") == "tanh"
+    args.op, args.type, args.n = lib.SEAMLESS_GELU_TANH if tanh else lib.SEAMLESS_GELU, type_code(F32), ins[0].array.size
+    y = rec.value(outs[0])
+    rec.step(lib.SEAMLESS_OP_UNARY, args, [ins[0], y])
+    return [y]
+
+
 @lowers("Cast")
 def cast(rec, node, ins, outs):
     src, dst = ins[0].array.dtype, outs[0].dtype
@@ -480,9 +492,10 @@ def group_query_attention(rec, node, ins, outs):
         raise Declined("float32, total_sequence_length and rotary caches constant, no position_ids/bias/"
                        "quantized cache")
     nh, nkv = a["num_heads"], a["kv_num_heads"]
+    window_cache = a.get("local_window_size", -1) if a.get("sliding_window_cache", 0) else 0
     h, first_prompt, present_len, _ = gqa_layout(q.array.shape, k is None, None if past_k is None else
                                                  past_k.array.shape, None, total.array, nh, nkv,
-                                                 cos.array.shape if do_rotary else None)
+                                                 cos.array.shape if do_rotary else None, window_cache)
     b, s = q.array.shape[:2]
     args = rec.args("SeamlessGqaArgs")
     args.b, args.s, args.num_heads, args.kv_num_heads, args.head_size = b, s, nh, nkv, h
@@ -493,6 +506,7 @@ def group_query_attention(rec, node, ins, outs):
     args.past_len = 0 if past_k is None else past_k.array.shape[2]
     args.present_len, args.total = present_len, int(np.asarray(total.array).reshape(-1)[0])
     args.window, args.first_prompt, args.causal = a.get("local_window_size", -1), int(first_prompt), a.get("causal", 1)
+    args.window_cache = int(bool(window_cache))
     args.interleaved = a.get("rotary_interleaved", 0)
     scale = a.get("scale", 0.0)
     args.scale = float(scale) if scale != 0.0 else 1.0 / float(np.sqrt(np.float32(h)))

@@ -183,6 +183,8 @@ def _check_gqa(node, graph):
         return "KV cache of another type than the query"
     if graph.value(node.inputs[5]).dtype != np.int32:
         return "seqlens_k must be int32"
+    if node.attrs.get("sliding_window_cache", 0):
+        return "sliding_window_cache=1 (a window-sized KV cache) not supported on CUDA yet"
     return gqa_config_problem(node, graph)
 
 
