@@ -240,10 +240,19 @@ GENAI_PRECISIONS = ("fp32", "int8", "int4")
 GENAI_TINY = dict(vocab_size=32000, hidden_size=256, intermediate_size=512, num_hidden_layers=2,
                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
                   tie_word_embeddings=False)
-# Gemma 2: local (sliding-window) and global layers alternate; the builder gives the local layers a window-sized KV
-# cache (GroupQueryAttention sliding_window_cache=1, capacity = the window under onnxruntime-genai)
-GENAI_GEMMA2 = dict(vocab_size=1024, hidden_size=256, intermediate_size=512, num_hidden_layers=2, num_attention_heads=4,
-                    num_key_value_heads=2, head_dim=64, max_position_embeddings=2048, sliding_window=16)
+# More dense decoder families the builder supports, fp32 for the CPU EP: each its transformers class prefix
+# (Config, ForCausalLM) and what it needs beyond GENAI_FAMILY_BASE
+GENAI_FAMILY_BASE = dict(vocab_size=1024, hidden_size=256, intermediate_size=512, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048)
+GENAI_FAMILIES = {
+    "gemma2": ("Gemma2", dict(head_dim=64, sliding_window=16)),  # local layers: a window-sized KV cache; softcap
+    "mistral": ("Mistral", dict(sliding_window=None)),
+    "qwen3": ("Qwen3", dict(head_dim=64)),                        # q/k norms
+    "granite": ("Granite", {}),                                   # multipliers
+    "olmo": ("Olmo", dict(eos_token_id=0, pad_token_id=0, bos_token_id=0)),  # non-parametric LayerNorm
+    "nemotron": ("Nemotron", dict(head_dim=64)),                  # squared ReLU, LayerNorm
+    "smollm3": ("SmolLM3", dict(eos_token_id=0, pad_token_id=0, bos_token_id=0)),  # layers without RoPE
+}
 QWEN05B = dict(vocab_size=151936, hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
                num_attention_heads=14, num_key_value_heads=2, max_position_embeddings=32768, rope_theta=1e6,
                rms_norm_eps=1e-6, tie_word_embeddings=True)
@@ -283,10 +292,9 @@ def _train_tokenizer(out: Path) -> None:
 
 def _random_checkpoint(arch: str, config: dict, out: Path, seed: int = 0) -> None:
     import torch
-    from transformers import (Gemma2Config, Gemma2ForCausalLM, LlamaConfig, LlamaForCausalLM, Qwen2Config,
-                              Qwen2ForCausalLM)
-    cfg_cls, model_cls = {"qwen2": (Qwen2Config, Qwen2ForCausalLM), "llama": (LlamaConfig, LlamaForCausalLM),
-                          "gemma2": (Gemma2Config, Gemma2ForCausalLM)}[arch]
+    import transformers
+    prefix = {"qwen2": "Qwen2", "llama": "Llama", **{name: p for name, (p, _) in GENAI_FAMILIES.items()}}[arch]
+    cfg_cls, model_cls = getattr(transformers, f"{prefix}Config"), getattr(transformers, f"{prefix}ForCausalLM")
     torch.manual_seed(seed)
     model = model_cls(cfg_cls(**config)).eval()
     with torch.no_grad():  # HF init leaves biases at 0 and norms at 1: re-draw every parameter
@@ -349,19 +357,16 @@ def prepare_genai_cuda_decoders() -> None:
     (root / ".done-small").touch()
 
 
-def gemma2_dir() -> Path:
-    return CACHE / "genai-decoders" / "gemma2-fp32-cpu"
-
-
-def prepare_genai_gemma2() -> None:
-    """A tiny Gemma 2 (window 16) at fp32 for the CPU EP."""
-    out = gemma2_dir()
-    if (out / "model.onnx").exists():
-        return
-    checkpoint = out.parent / "checkpoint-gemma2"
-    if not (checkpoint / "model.safetensors").exists() or not (checkpoint / "tokenizer.json").exists():
-        _random_checkpoint("gemma2", GENAI_GEMMA2, checkpoint)
-    _run_builder(checkpoint, out, "fp32")
+def prepare_genai_families() -> None:
+    """GENAI_FAMILIES, tiny, at fp32 for the CPU EP (genai_model_dir(family, "fp32"))."""
+    for family, (_, extra) in GENAI_FAMILIES.items():
+        out = genai_model_dir(family, "fp32")
+        if (out / "model.onnx").exists():
+            continue
+        checkpoint = out.parent / f"checkpoint-{family}"
+        if not (checkpoint / "model.safetensors").exists() or not (checkpoint / "tokenizer.json").exists():
+            _random_checkpoint(family, {**GENAI_FAMILY_BASE, **extra}, checkpoint)
+        _run_builder(checkpoint, out, "fp32")
 
 
 def qwen05b_checkpoint() -> Path:
@@ -398,7 +403,7 @@ def prepare_qwen05b(builds=("int4-cpu",)) -> None:
 
 def main() -> None:
     for step in (prepare_node_data, prepare_minilm, prepare_tiny_llama, prepare_genai_decoders,
-                 prepare_genai_cuda_decoders, prepare_genai_gemma2):
+                 prepare_genai_cuda_decoders, prepare_genai_families):
         print(f"test material: {step.__name__[8:]} ...", flush=True)
         step()
     print(f"test material ready in {CACHE}")

@@ -282,18 +282,20 @@ def test_bad_seqlens_in_a_native_program_get_stocks_error():
     assert_logits_close(ours.run(None, good)[0], stock.run(None, good)[0], "fp32", "logits after the error")
 
 
-def test_gemma2_window_sized_cache_under_onnxruntime_genai():
-    """The builder's Gemma 2 (tests/material.py: local layers with a window-sized KV cache of 16, GroupQueryAttention
-    sliding_window_cache=1, softcap, tanh GELU): fully claimed, onnxruntime-genai's greedy tokens over a 20-token
-    prompt (past the window) and 30 more equal to stock's, the decode steps run in C as one family."""
-    from onnxruntime_ep_seamless.runtime.native import NATIVES
+@pytest.mark.parametrize("family", list(material.GENAI_FAMILIES))
+def test_builder_family_under_onnxruntime_genai(family):
+    """Each of the builder's dense families in tests/material.py (Gemma 2's local layers with a window-sized KV cache,
+    GroupQueryAttention sliding_window_cache=1; Qwen3's q/k norms; Nemotron's squared ReLU and LayerNorm; …):
+    fully claimed, onnxruntime-genai's greedy tokens over a 20-token prompt (past Gemma 2's window of 16) and 30
+    more equal to stock's, the decode steps run in C as one family."""
     og = pytest.importorskip("onnxruntime_genai")
-    path = material.gemma2_dir()
+    from onnxruntime_ep_seamless.runtime.native import NATIVES
+    from onnxruntime_ep_seamless.tools.bench import register_for_genai
+    path = material.genai_model_dir(family, "fp32")
     if not (path / "model.onnx").exists():
         pytest.skip(f"{path} missing: run tests/material.py")
     report = seamless.assert_ep_selected(ep_session(str(path / "model.onnx")))
     assert not report.fallback_nodes and not report.declined, report
-    from onnxruntime_ep_seamless.tools.bench import register_for_genai
     name = register_for_genai(og)
     prompt = np.random.default_rng(0).integers(0, 1000, 20).astype(np.int32)
     tokens, lib = {}, NATIVES["cpu"].lib

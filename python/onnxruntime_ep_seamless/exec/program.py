@@ -63,6 +63,10 @@ class Recorder:
         self.nbytes[v.slot] = array.nbytes
         return v
 
+    def constant(self, array) -> Value:
+        """A constant of the program (a lowering's own, e.g. an operand converted to another type)."""
+        return Value(array, None, True)
+
     def view(self, source: Value, array) -> Value:
         """The same bytes as source, seen with another shape."""
         return Value(array, source.slot, source.static)

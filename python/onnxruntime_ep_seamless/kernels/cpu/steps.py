@@ -103,6 +103,11 @@ def _elementwise_args(rec, op, y, operands):
 
 @lowers(*BINARY)
 def binary(rec, node, ins, outs):
+    if (node.op_type == "Pow" and len(ins) == 2 and ins[1].static and ins[0].array.dtype.kind == "f"
+            and ins[1].array.dtype != ins[0].array.dtype):  # a constant exponent of another type (Relu^2's int 2)
+        exponent = ins[1].array.astype(ins[0].array.dtype)
+        if np.array_equal(exponent.astype(ins[1].array.dtype), ins[1].array):  # exactly the same powers
+            ins = [ins[0], rec.constant(exponent)]
     if len(ins) != 2 or ins[0].array.dtype != ins[1].array.dtype:
         raise Declined("two operands of one type")
     op = BINARY[node.op_type]
@@ -473,6 +478,34 @@ def skip_rms_norm(rec, node, ins, outs):
     y, s, inv_value = _rms_step(rec, x, skip, bias, gamma, outs[0], outs[3] if wanted[3] else None, inv,
                                 node.attrs.get("epsilon", 1e-12))
     return [y, None, rec.view(inv_value, outs[2]) if wanted[2] else None, s]
+
+
+@lowers("SkipLayerNormalization", domain="com.microsoft")
+def skip_layer_norm(rec, node, ins, outs):
+    """(x + skip [+ bias]) by Add steps (the sum in its output when read), then the LayerNormalization step."""
+    x, skip, gamma = ins[:3]
+    beta, bias = (list(ins[3:]) + [None, None])[:2]
+    wanted = [i < len(node.outputs) and bool(node.outputs[i]) for i in range(4)]
+    xa = x.array
+    cols = xa.shape[-1] if xa.ndim else 0
+    if wanted[1] or wanted[2]:
+        raise Declined("its mean or inverse deviation is read")
+    if (xa.dtype != F32 or not xa.size or skip.array.dtype != F32
+            or np.broadcast_shapes(skip.array.shape, xa.shape) != xa.shape
+            or any(v is not None and (v.array.dtype != F32 or v.array.size != cols) for v in (gamma, beta, bias))):
+        raise Declined("float32, a skip broadcast to the input, one gamma (beta, bias) per column")
+    total = outs[3] if wanted[3] else np.empty(xa.shape, F32)
+    first = total if bias is None else np.empty(xa.shape, F32)
+    s = rec.value(first)
+    rec.step(lib.SEAMLESS_OP_BINARY, _elementwise_args(rec, lib.SEAMLESS_ADD, first, [x, skip]), [x, skip, s])
+    if bias is not None:  # as the Python kernel: (x + skip) + bias
+        summed = rec.value(total)
+        rec.step(lib.SEAMLESS_OP_BINARY, _elementwise_args(rec, lib.SEAMLESS_ADD, total, [s, bias]), [s, bias, summed])
+        s = summed
+    y = rec.value(outs[0])
+    rec.step(lib.SEAMLESS_OP_LAYERNORM, _rows(rec, xa.size // cols, cols, node.attrs.get("epsilon", 1e-12)),
+             [s, gamma, beta, y])
+    return [y, None, None, s if wanted[3] else None]
 
 
 @lowers("GroupQueryAttention", domain="com.microsoft")
