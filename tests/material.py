@@ -240,7 +240,7 @@ GENAI_PRECISIONS = ("fp32", "int8", "int4")
 GENAI_TINY = dict(vocab_size=32000, hidden_size=256, intermediate_size=512, num_hidden_layers=2,
                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
                   tie_word_embeddings=False)
-# More dense decoder families the builder supports, fp32 for the CPU EP: each its transformers class prefix
+# More dense decoder families the builder supports, fp32 and int4 for the CPU EP: each its transformers class prefix
 # (Config, ForCausalLM) and what it needs beyond GENAI_FAMILY_BASE
 GENAI_FAMILY_BASE = dict(vocab_size=1024, hidden_size=256, intermediate_size=512, num_hidden_layers=2,
                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048)
@@ -357,16 +357,20 @@ def prepare_genai_cuda_decoders() -> None:
     (root / ".done-small").touch()
 
 
+GENAI_FAMILY_PRECISIONS = ("fp32", "int4")
+
+
 def prepare_genai_families() -> None:
-    """GENAI_FAMILIES, tiny, at fp32 for the CPU EP (genai_model_dir(family, "fp32"))."""
+    """GENAI_FAMILIES, tiny, at fp32 and int4 for the CPU EP (genai_model_dir(family, precision))."""
     for family, (_, extra) in GENAI_FAMILIES.items():
-        out = genai_model_dir(family, "fp32")
-        if (out / "model.onnx").exists():
-            continue
-        checkpoint = out.parent / f"checkpoint-{family}"
-        if not (checkpoint / "model.safetensors").exists() or not (checkpoint / "tokenizer.json").exists():
-            _random_checkpoint(family, {**GENAI_FAMILY_BASE, **extra}, checkpoint)
-        _run_builder(checkpoint, out, "fp32")
+        for precision in GENAI_FAMILY_PRECISIONS:
+            out = genai_model_dir(family, precision)
+            if (out / "model.onnx").exists():
+                continue
+            checkpoint = out.parent / f"checkpoint-{family}"
+            if not (checkpoint / "model.safetensors").exists() or not (checkpoint / "tokenizer.json").exists():
+                _random_checkpoint(family, {**GENAI_FAMILY_BASE, **extra}, checkpoint)
+            _run_builder(checkpoint, out, precision)
 
 
 def qwen05b_checkpoint() -> Path:
