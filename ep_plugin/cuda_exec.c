@@ -108,7 +108,7 @@ OrtStatus* seamless_cuda_sync(void* stream) {
  * holds) bounds its own access and writes {tag, value} to its stream's report: pinned host memory the
  * GPU writes through (native/cuda/common.cuh report_bad). The host reads the report whenever it has
  * waited for that stream (a value read back, the outputs' copy, the run's end) and fails the run with
- * the status and text registered for the tag (kernels/cuda/launch.py GpuCheck: the node and the cause). */
+ * the status and text registered for the tag (kernels/checks.py GpuCheck: the node and the cause). */
 typedef struct { CUstream stream; volatile int64_t* report; } StreamReport;
 typedef struct { char* text; int code; } CheckTag;
 static pthread_mutex_t g_report_lock = PTHREAD_MUTEX_INITIALIZER;

@@ -130,7 +130,7 @@ __device__ __forceinline__ void store8(__nv_bfloat16* p, const float* x) { store
 // only the GPU sees: the kernel bounds its own access (zeros read, a write skipped, a length clamped) and reports
 // the value to its stream's report, pinned host memory {tag, value} (ep_plugin/cuda_exec.c), which the host reads
 // once it has waited for the stream and fails the run with the tag's status and text (the node and the cause:
-// kernels/cuda/launch.py GpuCheck, which packs this struct). A null report: nothing reported.
+// kernels/checks.py GpuCheck, which packs this struct). A null report: nothing reported.
 struct GpuCheck {
   long long* report;
   long long tag;

@@ -90,14 +90,10 @@ def ms_attention_shapes(input, weights, bias, mask_index, past, n, qkv_hidden_si
     return dq, dk, dv
 
 
-def lookup_range(ids, rows: int, what: str) -> None:
-    bad = first_outside(ids, 0, rows)
-    if bad:
-        raise InvalidArgument(f"input index out of range: {what} {bad[1]} outside [0, {rows})")
-
-
 def _lookup_rows(table, ids, what):
-    lookup_range(ids, table.shape[0], what)
+    bad = first_outside(ids, 0, table.shape[0])
+    if bad:
+        raise InvalidArgument(f"input index out of range: {what} {bad[1]} outside [0, {table.shape[0]})")
     return _f32(table)[ids]
 
 

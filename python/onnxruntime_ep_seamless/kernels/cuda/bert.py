@@ -6,8 +6,7 @@ and rounds each output once, ORT's float16 QKV projection included; masks as in 
 import numpy as np
 
 from ...runtime.cuda import DeviceTensor
-from ..cpu.bert import FLOATS, check_embed, check_ms_attention, embed_shapes, lookup_range, ms_attention_shapes
-from ..checks import gpu_check_arg
+from ..cpu.bert import FLOATS, check_embed, check_ms_attention, embed_shapes, ms_attention_shapes
 from ..registry import kernel
 from .attention import attention
 from .elementwise import (ADD, COMPARE, LOGIC, Scratch, binary, cast_to, check_ints, compare, device_scalar, logic,
@@ -37,10 +36,8 @@ def embed_layer_normalization(rt, stream, input_ids, segment_ids, word_embedding
                  position_ids)
 
     def rows(table, ids, what):  # table[ids] in float32
-        if ids.host is not None:
-            lookup_range(ids.host, table.shape[0], what)
-        check_ints(rt, stream, ids, 0, table.shape[0] - 1, gpu_check_arg(
-            _gpu_check, rt, stream, f"input index out of range: {what} {{value}} outside [0, {table.shape[0]})"))
+        check_ints(rt, stream, ids, 0, table.shape[0] - 1, _gpu_check,
+                   f"input index out of range: {what} {{value}} outside [0, {table.shape[0]})")
         return sc(cast_to(rt, stream, sc(gather(rt, stream, table, sc(cast_to(rt, stream, ids, I64)), axis=0)[0]), F32))
 
     if position_ids is None:

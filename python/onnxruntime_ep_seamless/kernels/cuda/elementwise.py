@@ -11,7 +11,8 @@ import numpy as np
 from ...graph.ir import ONNX_TO_NUMPY, attr_dtype
 from ...runtime.cuda import MAX_DIMS, DeviceTensor, broadcast_struct, broadcast_strides
 from ..cpu.elementwise import UNSIGNED, check_bitcast, check_bitshift, check_dropout_12
-from ..checks import gpu_check_arg
+from .. import checks
+from ..checks import InvalidArgument
 from ..registry import ALL, BOOL, FLOATS, kernel
 
 # kernel-name suffix of each element type a CUDA kernel is built for
@@ -68,16 +69,26 @@ def binary(rt, stream, code, a, b):
     return y
 
 
-def check_ints(rt, stream, x, low, high, check, nonzero=False) -> None:
-    """Integer data on the GPU checked before kernels that cannot report a bad value themselves: x viewed as
-    [rows, k] (k: the length of low and high, else 1), column j within [low[j], high[j]] and, with nonzero, not 0;
-    check: gpu_check_arg's (elementwise.cu check_ints)."""
-    low, high = (list(v) if isinstance(v, (list, tuple)) else [v] for v in (low, high))
-    if x.size and check[1] != bytes(16):
-        pad = [0] * (MAX_DIMS - len(low))
-        ranges = struct.pack(f"<{2 * MAX_DIMS}q2i", *low, *pad, *high, *pad, len(low), int(nonzero)) + check[1]
+def check_ints(rt, stream, x, low: int, high: int, gpu_check, cause: str, error: type = InvalidArgument,
+               nonzero: bool = False) -> None:
+    """Integer data an op reads as indices, lengths or divisors: every value within [low, high] (and, with nonzero,
+    not 0), else error(cause) ("{value}": the bad value). Checked on the host where x is known there, else on the
+    GPU before kernels that cannot report a bad value themselves (elementwise.cu check_ints, one range for every
+    column; gpu_check: the node's checks.GpuCheck, None: bounded there, not reported)."""
+    if not x.size:
+        return
+    if x.host is not None:
+        flat = np.asarray(x.host).reshape(-1)
+        bad = checks.first_outside(flat, low, high + 1)
+        if bad is None and nonzero and not flat.all():
+            bad = (0, 0)
+        if bad:
+            raise error(cause.replace("{value}", str(bad[1])))
+    elif gpu_check is not None:
+        pad = [0] * (MAX_DIMS - 1)
+        ranges = struct.pack(f"<{2 * MAX_DIMS}q2i", low, *pad, high, *pad, 1, int(nonzero))
         rt.launch(f"seamless_check_ints_{SUFFIX[x.dtype]}", x.size, stream, ("int64", x.size), ("ptr", x.ptr),
-                  ("bytes", ranges))
+                  ("bytes", ranges + gpu_check.arg(rt, stream, cause, error)[1]))
 
 
 
@@ -100,16 +111,9 @@ def _binary_kernel(code):
 
 
 def _no_integer_zero(rt, stream, b, what, gpu_check):
-    """An integer divisor of 0 fails the run, as stock's (the kernel would give 0): checked on the host where b is
-    known there, else on the GPU."""
+    """An integer divisor of 0 fails the run, as stock's (the kernel would give 0)."""
     if b.dtype in GPU_INTS:
-        if b.host is not None:
-            if not np.all(b.host):
-                raise ValueError(f"Integer {what} by zero")
-        else:
-            check_ints(rt, stream, b, -2 ** 63, 2 ** 63 - 1, gpu_check_arg(gpu_check, rt, stream,
-                                                                          f"Integer {what} by zero", ValueError),
-                       nonzero=True)
+        check_ints(rt, stream, b, -2 ** 63, 2 ** 63 - 1, gpu_check, f"Integer {what} by zero", ValueError, nonzero=True)
 
 
 for _op, (_code, _since, _types) in BINARY.items():

@@ -5,8 +5,6 @@ import numpy as np
 
 from ...runtime.cuda import DeviceTensor
 from ..cpu.ml import INT_IDS, check_tfidf, check_tree_ensemble, tfidf_vectorizer, tree_ensemble, validate_tfidf
-from .. import checks
-from ..checks import InvalidArgument, gpu_check_arg
 from ..registry import kernel
 from .elementwise import GREATER, Scratch, cast_to, check_ints, compare, device_scalar, on_host
 from .shape import MOVABLE, gather
@@ -30,13 +28,8 @@ def binarizer(rt, stream, x, *, threshold=0.0):
 def array_feature_extractor(rt, stream, x, indices, *, _gpu_check=None):
     """The elements `indices` of x's last axis (Gather); a vector x gives a one-row matrix, as ORT."""
     n = x.shape[-1]
-    if indices.host is not None:
-        bad = checks.first_outside(indices.host, 0, n)
-        if bad:
-            raise InvalidArgument(f"Invalid Y argument: index is out of range: Y[{bad[0]}] ({bad[1]}) must be in "
-                                  f"[0, {n})")
-    check_ints(rt, stream, indices, 0, n - 1, gpu_check_arg(
-        _gpu_check, rt, stream, f"Invalid Y argument: index is out of range: Y ({{value}}) must be in [0, {n})"))
+    check_ints(rt, stream, indices, 0, n - 1, _gpu_check,
+               f"Invalid Y argument: index is out of range: Y ({{value}}) must be in [0, {n})")
     flat = DeviceTensor(indices.ptr, (indices.size,), indices.dtype)
     (y,) = gather(rt, stream, x, flat, axis=len(x.shape) - 1)
     return (DeviceTensor(y.ptr, (1, indices.size) if len(x.shape) == 1 else y.shape, y.dtype),)

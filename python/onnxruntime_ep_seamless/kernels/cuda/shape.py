@@ -539,12 +539,8 @@ def reverse_sequence(rt, stream, x, sequence_lens, *, batch_axis=1, time_axis=0,
         raise InvalidArgument(f"sequence_lens shape must be {{batch_size}}. Got:{sequence_lens.shape}. "
                               f"batch_size={x.shape[batch_axis]}")
     seq = x.shape[time_axis]
-    if sequence_lens.host is not None:
-        bad = checks.first_outside(sequence_lens.host, 0, seq + 1)
-        if bad:
-            raise ValueError(f"Invalid sequence length: {bad[1]}. Value must be in range [0,{seq}]")
-    check_ints(rt, stream, sequence_lens, 0, seq, gpu_check_arg(
-        _gpu_check, rt, stream, f"Invalid sequence length: {{value}}. Value must be in range [0,{seq}]", ValueError))
+    check_ints(rt, stream, sequence_lens, 0, seq, _gpu_check,
+               f"Invalid sequence length: {{value}}. Value must be in range [0,{seq}]", ValueError)
     s = Scratch(rt, x, sequence_lens)
     rank = len(x.shape)
     steps = _along(rt, stream, s, np.arange(x.shape[time_axis]), time_axis, rank)
