@@ -112,6 +112,9 @@ typedef struct {
 #define CUBLAS_COMPUTE_64F 70
 #define CUBLASLT_MATMUL_DESC_TRANSA 3                 /* int32 */
 #define CUBLASLT_MATMUL_DESC_TRANSB 4                 /* int32 */
+#define CUBLASLT_MATMUL_DESC_EPILOGUE 7               /* uint32 */
+#define CUBLASLT_MATMUL_DESC_BIAS_POINTER 8           /* const void*, of D's type */
+#define CUBLASLT_EPILOGUE_BIAS 4                      /* D = alpha A.B + beta C + bias, per row of D^T */
 #define CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT 5          /* int32 */
 #define CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET 6 /* int64, in elements */
 #define CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES 1    /* uint64 */

@@ -222,7 +222,7 @@ const char* seamless_cublas_problem_text(void) { return seamless_cublas_problem(
 
 /* One GEMM shape's cuBLASLt plan: descriptors and the heuristic's algorithm, made once. */
 typedef struct {
-  long long key[11];
+  long long key[13];
   cublasLtMatmulDesc_t desc;
   cublasLtMatrixLayout_t a, b, c;
   cublasLtMatmulAlgo_t algo;
@@ -249,13 +249,15 @@ static cublasStatus_t layout(cublasLtMatrixLayout_t* out, int type, uint64_t row
   return st;
 }
 
-/* Row-major C[b] = alpha A[b] . B[b] (A: m x k, or k x m with trans_a; B: k x n, or n x k with
+/* Row-major C[b] = alpha A[b] . B[b] (+ bias) (A: m x k, or k x m with trans_a; B: k x n, or n x k with
  * trans_b), float32, float16 or bfloat16 (dtype: ONNX numbering 1, 10, 16) with float32 accumulation,
- * or float64 (11) throughout (MatMulInteger's exact integer sums).
+ * or float64 (11) throughout (MatMulInteger's exact integer sums). c_dtype: C's type, dtype's or float32 (1).
+ * bias: 0, or n values of C's type added to every row (batch 1) before C is rounded (cuBLASLt's bias epilogue;
+ * its beta C with a 16-bit C rounds the product first).
  * In cuBLASLt's column-major terms that is C^T = B^T . A^T: B is the first operand. */
 OrtStatus* seamless_cublas_gemm(int ordinal, void* stream, int dtype, int trans_a, int trans_b, int m, int n, int k,
                                 uintptr_t a, long long stride_a, uintptr_t b, long long stride_b, uintptr_t c,
-                                long long stride_c, int batch, float alpha) {
+                                long long stride_c, int batch, float alpha, int c_dtype, uintptr_t bias) {
   static __thread cublasLtHandle_t handle;
   static __thread void* workspace[SEAMLESS_MAX_GPUS];
   static __thread GemmPlan plans[SEAMLESS_GEMM_PLANS];
@@ -270,7 +272,9 @@ OrtStatus* seamless_cublas_gemm(int ordinal, void* stream, int dtype, int trans_
   }
   if (!workspace[ordinal] && !(workspace[ordinal] = (void*)seamless_cuda_alloc(ordinal, SEAMLESS_GEMM_WORKSPACE)))
     return seamless_status(1, "SeamlessCUDAExecutionProvider: out of GPU memory (cuBLASLt's workspace)");
-  long long key[11] = {ordinal + 1, dtype, trans_a, trans_b, m, n, k, stride_a, stride_b, stride_c, batch};
+  if (bias && batch != 1) return seamless_status(1, "SeamlessCUDAExecutionProvider: a GEMM bias takes batch 1");
+  long long key[13] = {ordinal + 1, dtype, trans_a, trans_b, m, n, k, stride_a, stride_b, stride_c, batch, c_dtype,
+                       bias != 0};
   GemmPlan* plan = NULL;
   for (int i = 0; i < SEAMLESS_GEMM_PLANS && plans[i].desc; i++)
     if (!memcmp(plans[i].key, key, sizeof key)) { plan = &plans[i]; break; }
@@ -285,6 +289,7 @@ OrtStatus* seamless_cublas_gemm(int ordinal, void* stream, int dtype, int trans_
     }
     plan = &plans[free_slot];
     int type = dtype == 10 ? CUDA_R_16F : dtype == 16 ? CUDA_R_16BF : dtype == 11 ? CUDA_R_64F : CUDA_R_32F;
+    int c_type = c_dtype == dtype ? type : CUDA_R_32F;
     int32_t op_first = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, op_second = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
     uint64_t ws = SEAMLESS_GEMM_WORKSPACE;
     cublasLtMatmulPreference_t pref = NULL;
@@ -294,10 +299,13 @@ OrtStatus* seamless_cublas_gemm(int ordinal, void* stream, int dtype, int trans_
                               : lt.desc_create(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F);
     if (!st) st = lt.desc_set(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_first, sizeof op_first);
     if (!st) st = lt.desc_set(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_second, sizeof op_second);
+    uint32_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+    if (!st && bias) st = lt.desc_set(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue);
+    if (!st && bias) st = lt.desc_set(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias);
     /* column-major as stored: B^T is n x k (k x n when transposed), A^T k x m (m x k), C^T n x m */
     if (!st) st = layout(&plan->a, type, trans_b ? k : n, trans_b ? n : k, batch, stride_b);
     if (!st) st = layout(&plan->b, type, trans_a ? m : k, trans_a ? k : m, batch, stride_a);
-    if (!st) st = layout(&plan->c, type, n, m, batch, stride_c);
+    if (!st) st = layout(&plan->c, c_type, n, m, batch, stride_c);
     if (!st) st = lt.pref_create(&pref);
     if (!st) st = lt.pref_set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
     if (!st) st = lt.heuristic(handle, plan->desc, plan->a, plan->b, plan->c, plan->c, pref, 1, &found, &returned);
@@ -313,6 +321,10 @@ OrtStatus* seamless_cublas_gemm(int ordinal, void* stream, int dtype, int trans_
   }
   float beta = 0.0f;
   double alpha64 = alpha, beta64 = 0.0;  /* the scale type is the compute type's */
+  if (bias && (st = lt.desc_set(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias))) {
+    snprintf(msg, sizeof msg, "SeamlessCUDAExecutionProvider: cuBLASLt refused a bias (status %d)", st);
+    return seamless_status(1, msg);
+  }
   st = lt.matmul(handle, plan->desc, dtype == 11 ? (const void*)&alpha64 : &alpha, (const void*)b, plan->a,
                  (const void*)a, plan->b, dtype == 11 ? (const void*)&beta64 : &beta, (void*)c, plan->c, (void*)c,
                  plan->c, &plan->algo,

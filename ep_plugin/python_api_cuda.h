@@ -22,7 +22,7 @@ long long seamless_ep_syncs(void);  /* how many times ORT called a CUDA EP's Syn
 const char* seamless_cublas_problem_text(void);
 OrtStatus* seamless_cublas_gemm(int ordinal, void* stream, int dtype, int trans_a, int trans_b, int m, int n, int k,
                                 uintptr_t a, long long stride_a, uintptr_t b, long long stride_b, uintptr_t c,
-                                long long stride_c, int batch, float alpha);
+                                long long stride_c, int batch, float alpha, int c_dtype, uintptr_t bias);
 OrtStatus* seamless_cuda_upload(int ordinal, uintptr_t dst, const void* src, size_t nbytes, void* stream);
 OrtStatus* seamless_capture_begin(void* stream);
 int seamless_capturing(void);

@@ -512,6 +512,41 @@ __device__ void select_rows16(const T* x, int64_t* indices, int64_t n, int large
   if (threadIdx.x == 0) indices[blockIdx.x] = arg_index(row, best_index, largest);
 }
 
+// ArgMax/ArgMin of a 1-D x holding NaN (select_last_index 0) as stock's Eigen maxCoeff(&index) finds it
+// (kernels/cpu/reduction.py _stock_arg_vector): packets of 4 from the start (float16 as float32); a packet is taken
+// where its best number beats the running value, which becomes the packet's halved lanes (NaN where its first
+// lane is) and the index that of its first best lane (its first lane where the halved value is NaN); then the
+// rest one at a time. One block; without a NaN the index already written (the loop's, the same there) stands.
+template <typename T>
+__device__ void arg_vector_nan(const T* x, int64_t n, int largest, int64_t* index) {
+  int found = 0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) found |= isnan((float)ld(x + i));
+  if (!__syncthreads_or(found) || threadIdx.x) return;
+  auto better = [largest](float v, float r) { return largest ? v > r : v < r; };
+  auto keep = [&](float a, float b) { return better(b, a) ? b : a; };  // a NaN a stays, a NaN b is dropped
+  const int64_t packets = n / 4;
+  float value = ld(x);
+  int64_t at = 0;
+  for (int64_t j = 0; j < packets; j++) {
+    float l[4], best = NAN;
+    for (int k = 0; k < 4; k++) {
+      l[k] = ld(x + 4 * j + k);
+      best = largest ? fmaxf(best, l[k]) : fminf(best, l[k]);  // NaN only where every lane is
+    }
+    if (j && !better(best, value)) continue;
+    value = keep(keep(l[0], l[2]), keep(l[1], l[3]));
+    int lane = 0;
+    if (!isnan(value))
+      while (l[lane] != best) lane++;
+    at = 4 * j + lane;
+  }
+  for (int64_t i = packets ? 4 * packets : 1; i < n; i++) {  // without a whole packet: stock's loop
+    const float v = ld(x + i);
+    if (better(v, value)) value = v, at = i;
+  }
+  *index = at;
+}
+
 }  // namespace along_axis
 
 #define ALONG_AXIS(S, T)                                                                                       \
@@ -533,6 +568,13 @@ __device__ void select_rows16(const T* x, int64_t* indices, int64_t n, int large
     along_axis::select_rows16(x, indices, n, largest, prefer_last);                                              \
   }
 FOR_FLOATS(ALONG_AXIS)
+#define ARG_VECTOR(S, T)                                                                                       \
+  extern "C" __global__ void seamless_arg_vector_nan_##S(const T* x, int64_t n, int largest, int64_t* index) {  \
+    dependent_launch();                                                                                        \
+    along_axis::arg_vector_nan(x, n, largest, index);                                                            \
+  }
+FOR_FLOATS(ARG_VECTOR)
+#undef ARG_VECTOR
 ALONG_AXIS(i32, int32_t)
 ALONG_AXIS(i64, int64_t)
 #undef ALONG_AXIS

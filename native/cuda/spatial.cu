@@ -93,7 +93,75 @@ __device__ void col2im(int64_t total, const T* cols, const T* bias, T* y, int64_
 }
 
 // --- MaxPool / AveragePool ----------------------------------------------------------------------
-enum PoolMode { POOL_MAX = 0, POOL_AVERAGE = 1, POOL_AVERAGE_WITH_PADS = 2, POOL_SUM = 3 };
+// POOL_MAX_*: stock's CPU paths (kernels/cpu/spatial.py stock_max_pool_path), which treat NaN and -inf each
+// their own way: its own LOOP, MLAS's SCALAR loop, its VECTOR kernels (2-D, 3-D) and its GLOBAL kernel.
+enum PoolMode {
+  POOL_MAX_SCALAR = 0, POOL_AVERAGE = 1, POOL_AVERAGE_WITH_PADS = 2, POOL_SUM = 3,
+  POOL_MAX_LOOP = 4, POOL_MAX_VECTOR_2D = 5, POOL_MAX_VECTOR_3D = 6
+};
+
+// MLAS's two maxima: maxps keeps the running value r only where it is greater (a NaN either side gives v);
+// std::max takes v only where it is greater (a NaN v is dropped, a NaN r stays).
+__device__ __forceinline__ float maxps(float r, float v) { return r > v ? r : v; }
+__device__ __forceinline__ float std_max(float r, float v) { return r < v ? v : r; }
+
+// MLAS's vector kernel for output (o, j): per kernel column, the kernel's rows (and planes) of that input
+// column folded into one value (whole vectors of 4 columns by maxps, the rest by std::max; 2-D from the first
+// row, 3-D from the lowest float), the lowest float outside the input; then those folded by maxps. Rows follow
+// MLAS's unsigned arithmetic: a window starting past the end reads from row 0.
+template <typename T>
+__device__ float mlas_vector_max(const T* xp, const int64_t o[3], const Window& w, bool from_lowest) {
+  int64_t lo[2], hi[2];
+  for (int d = 0; d < 2; d++) {
+    const int64_t s = o[d] * w.stride[d] - w.pad_begin[d];
+    const uint64_t end = (uint64_t)(s + w.kernel[d]);
+    lo[d] = (uint64_t)s >= (uint64_t)w.in[d] ? 0 : s;
+    hi[d] = end < (uint64_t)w.in[d] ? (int64_t)end : w.in[d];
+  }
+  const int64_t width = w.in[2], vector_cols = width / 4 * 4;
+  float r = 0.0f;
+  for (int64_t t = 0; t < w.kernel[2]; t++) {
+    const int64_t c = o[2] * w.stride[2] + t - w.pad_begin[2];
+    float f = -FLT_MAX;
+    if (c >= 0 && c < width) {
+      bool first = !from_lowest;
+      if (first) f = c < vector_cols ? NAN : -FLT_MAX;  // no rows at all (pads at least the kernel)
+      for (int64_t r0 = lo[0]; r0 < hi[0]; r0++)
+        for (int64_t r1 = lo[1]; r1 < hi[1]; r1++) {
+          const float v = ld(xp + (r0 * w.in[1] + r1) * width + c);
+          f = first ? v : c < vector_cols ? maxps(f, v) : std_max(f, v);
+          first = false;
+        }
+    }
+    r = t ? maxps(r, f) : f;
+  }
+  return r;
+}
+
+// MLAS's global kernel over one plane, a warp: element j joins lane j % 4 by maxps from the lowest float (the
+// lanes' closed form: NaN where the lane's last element is NaN, else the maximum of what follows its last NaN,
+// or of the lane and the lowest float where it has none), the lanes combined 0 with 2, 1 with 3, then the two; the last n % 4 by std::max.
+template <typename T>
+__device__ float mlas_global_max(const T* xp, int64_t n) {
+  const int lane = threadIdx.x;  // 32 threads: thread t only sees elements of lane t % 4
+  const int64_t full = n / 4 * 4;
+  int64_t last_nan = -1;
+  for (int64_t j = lane; j < full; j += 32)
+    if (isnan(ld(xp + j))) last_nan = j;
+  for (int off = 4; off < 32; off *= 2) last_nan = max(last_nan, __shfl_xor_sync(0xffffffffu, last_nan, off));
+  float best = last_nan < 0 ? -FLT_MAX : -INFINITY;  // the lowest float is lost to a NaN
+  for (int64_t j = lane; j < full; j += 32)
+    if (j > last_nan) best = fmaxf(best, ld(xp + j));
+  for (int off = 4; off < 32; off *= 2) best = fmaxf(best, __shfl_xor_sync(0xffffffffu, best, off));
+  const int64_t lane_last = full - 4 + lane % 4;  // the lane's last element
+  if (full && last_nan == lane_last) best = NAN;
+  float l[4];
+  for (int i = 0; i < 4; i++) l[i] = __shfl_sync(0xffffffffu, best, i);
+  const float a = l[0] > l[2] ? l[0] : l[2], b = l[1] > l[3] ? l[1] : l[3];
+  float r = a > b ? a : b;
+  for (int64_t j = full; j < n; j++) r = std_max(r, ld(xp + j));
+  return r;
+}
 
 // One output element per thread over its window. Taps outside the input never contribute to the value;
 // AveragePool divides by the taps inside the input, or (count_include_pad) inside the input and its
@@ -106,7 +174,12 @@ __device__ void pool(int64_t total, const T* x, T* y, int mode, Window w) {
     int64_t o[3];
     unravel3(i % plane_out, w.out, o);
     const T* xp = x + (i / plane_out) * plane_in;
-    float best = -FLT_MAX, sum = 0.0f;  // ORT starts its max at the lowest finite value
+    if (mode == POOL_MAX_VECTOR_2D || mode == POOL_MAX_VECTOR_3D) {
+      st(y + i, mlas_vector_max(xp, o, w, mode == POOL_MAX_VECTOR_3D));
+      continue;
+    }
+    // MLAS's scalar loop starts its max at the lowest finite value; stock's own at the first element inside
+    float best = mode == POOL_MAX_LOOP ? -INFINITY : -FLT_MAX, sum = 0.0f;
     int64_t inside = 0, counted = 0;
     int64_t start[3];
     for (int d = 0; d < 3; d++) start[d] = o[d] * w.stride[d] - w.pad_begin[d];
@@ -120,13 +193,13 @@ __device__ void pool(int64_t total, const T* x, T* y, int mode, Window w) {
           counted += c0 < w.in[0] + w.pad_end[0] && c1 < w.in[1] + w.pad_end[1] && c2 < w.in[2] + w.pad_end[2];
           if (c0 < 0 || c0 >= w.in[0] || c1 < 0 || c1 >= w.in[1] || c2 < 0 || c2 >= w.in[2]) continue;
           float v = ld(xp + (c0 * w.in[1] + c1) * w.in[2] + c2);
-          best = v > best ? v : best;  // a NaN input never replaces the running max
+          best = inside || mode != POOL_MAX_LOOP ? std_max(best, v) : v;
           sum += v;
           inside++;
         }
       }
     }
-    if (mode == POOL_MAX)
+    if (mode == POOL_MAX_SCALAR || mode == POOL_MAX_LOOP)
       st(y + i, best);
     else if (mode == POOL_SUM)
       st(y + i, sum);
@@ -203,6 +276,10 @@ extern "C" __global__ void seamless_im2col_8(int64_t total, const uint64_t* x, u
   }                                                                                                                    \
   extern "C" __global__ void seamless_pool_##S(int64_t total, const T* x, T* y, int mode, spatial::Window w) { dependent_launch(); \
     spatial::pool(total, x, y, mode, w);                                                                               \
+  }                                                                                                                    \
+  extern "C" __global__ void seamless_global_max_pool_##S(const T* x, T* y, int64_t plane) { dependent_launch();     \
+    const float v = spatial::mlas_global_max(x + blockIdx.x * plane, plane);                                           \
+    if (threadIdx.x == 0) st(y + blockIdx.x, v);                                                                      \
   }                                                                                                                    \
   extern "C" __global__ void seamless_resize_##S(int64_t n, const T* x, T* y, const int64_t* lo, const int64_t* hi,    \
                                                  const float* weight, spatial::ResizeAxes r) { dependent_launch();     \

@@ -100,11 +100,19 @@ def test_a_products_result_goes_into_the_output_tensor_offered(product, m, k, n,
     assert asked == ([(0, (1, m, n), F16)] if direct else [])
 
 
-def test_a_linear_layers_bias_after_cublas_is_added_into_memory_of_its_own():
+def test_a_linear_layers_bias_is_added_by_cublas_before_it_rounds():
+    """Into ORT's output tensor by cuBLASLt's bias epilogue; a bias not 16-byte aligned is added to the product
+    kept in float32: either way the sum is rounded once, as stock's."""
     rt, asked = Recorder(), []
     (y,) = linear(rt, None, rt.alloc((1, 5, 64), F16), rt.constant((40, 64)), rt.constant((40,)),
                   _output_buffer=offer(asked))
-    assert [name for name, _, _ in rt.launches] == ["gemm", "seamless_binary_f16"] and y.ptr != ORT_TENSOR
+    assert [name for name, _, _ in rt.launches] == ["gemm"] and y.ptr == ORT_TENSOR and y.shape == (1, 5, 40)
+    assert asked == [(0, (1, 5, 40), F16)]
+    rt, asked = Recorder(), []
+    bias = rt.constant((41,))
+    (y,) = linear(rt, None, rt.alloc((1, 5, 64), F16), rt.constant((40, 64)),
+                  DeviceTensor(bias.ptr + 2, (40,), bias.dtype), _output_buffer=offer(asked))
+    assert rt.launches[0][0] == "gemm" and y.ptr != ORT_TENSOR and (y.shape, y.dtype) == ((1, 5, 40), F16)
     assert asked == []
 
 

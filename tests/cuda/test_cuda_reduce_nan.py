@@ -9,6 +9,7 @@ import struct
 import numpy as np
 import pytest
 
+from kernels.test_reduction import NAN_ROWS
 from onnxruntime_ep_seamless.kernels.cuda import reduction as cuda_reduce
 from onnxruntime_ep_seamless.runtime.cuda import MAX_DIMS, DeviceTensor
 from parity import Const, ep_session, node_model, stock_session
@@ -72,7 +73,7 @@ def nan_check(op, x, attrs, opset=18, axes=None, spec_shape=None):
     CPU suite checks against stock 1.32 (tests/kernels/test_reduction.py: test_reduce_empty_keepdims)."""
     # a scalar's axes fed, not constant: onnxruntime 1.30's shape inference refuses a constant axis on a scalar
     inputs = [x] + ([(np.array(axes, I64) if x.ndim == 0 else Const(np.array(axes, I64)))] if axes is not None else [])
-    model, feeds = node_model(op, inputs, attrs, opset)
+    model, feeds = node_model(op, inputs, attrs, opset, [I64] if op in ("ArgMax", "ArgMin") else None)
     feeds = {k: aligned(v) for k, v in feeds.items()}
     (ours,) = run_on_cuda(model, feeds)
     (ref,) = stock_session(model).run(None, feeds)
@@ -80,7 +81,7 @@ def nan_check(op, x, attrs, opset=18, axes=None, spec_shape=None):
         (ref,) = ep_session(model).run(None, feeds)
         assert ref.shape == spec_shape
     assert ours.dtype == ref.dtype and ours.shape == ref.shape
-    if op in ("ReduceMax", "ReduceMin"):  # picks one of the values: exact
+    if op in ("ReduceMax", "ReduceMin", "ArgMax", "ArgMin", "Hardmax"):  # picks one of the values: exact
         np.testing.assert_array_equal(ours, ref, err_msg=f"{op} {x.shape} {axes} {attrs}")
     else:  # sums: the GPU adds in another order than stock's Eigen (a unit of the last place)
         np.testing.assert_allclose(ours, ref, rtol=1e-6, atol=1e-7, err_msg=f"{op} {x.shape} {axes} {attrs}")
@@ -104,6 +105,39 @@ def test_reduce_max_min_nan(op, dtype):
     x = np.array([[np.nan, 1, 2, 3, 4], [1, np.nan, np.nan, 2, 9], [np.nan] * 5], dtype)
     nan_check(op, x, {"keepdims": 0}, axes=[1])
     nan_check(op, np.array(np.nan, dtype), {"keepdims": 0}, axes=[0])
+
+
+@needs_gpu
+@pytest.mark.parametrize("op", ["ArgMax", "ArgMin"])
+@pytest.mark.parametrize("dtype", [F32, F16])
+def test_arg_nan(op, dtype):
+    """Rows in stock's loop order; a vector (select_last_index=0) in its vectorised search's (native/cuda/
+    reduction.cu arg_vector_nan), at lengths with and without whole packets and a tail."""
+    x = NAN_ROWS.astype(dtype)
+    for axis in (0, 1):
+        for last in (0, 1):
+            nan_check(op, x, {"axis": axis, "select_last_index": last}, opset=13)
+    rng = np.random.default_rng(8)
+    vectors = [row[:n].copy() for row in x for n in (2, 3, 5, 9)] + [rng.integers(-3, 3, n).astype(dtype)
+                                                                      for n in (61, 1000, 4099)]
+    for v in vectors[-3:]:
+        v[rng.random(v.size) < 0.4] = np.nan
+    for v in vectors:
+        nan_check(op, v, {"axis": 0, "keepdims": 0}, opset=13)
+
+
+@needs_gpu
+@pytest.mark.parametrize("dtype", [F32, F16])
+def test_hardmax_nan(dtype):
+    """1 at the first element equal to the row's maximum as stock's Eigen takes it, none where that is NaN."""
+    x = NAN_ROWS.astype(dtype)
+    for opset in (11, 13):
+        nan_check("Hardmax", x, {}, opset=opset)
+        nan_check("Hardmax", x, {"axis": 0}, opset=opset)
+    y = np.random.default_rng(9).integers(-3, 3, (3, 9, 5)).astype(dtype)
+    y[np.random.default_rng(10).random(y.shape) < 0.3] = np.nan
+    for axis in (0, 1, 2):
+        nan_check("Hardmax", y, {"axis": axis}, opset=13)
 
 
 @needs_gpu

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 from onnx import TensorProto
 
-from kernels.test_spatial import (CONV_CASES, CONV_T_CASES, COORD_MODES, NEAREST_MODES, POOL_CASES, SCALES)
+from kernels.test_spatial import (CONV_CASES, CONV_T_CASES, COORD_MODES, NEAREST_MODES, POOL_CASES, SCALES,
+                                  nan_pool_case)
 from parity import Const, assert_close, node_model, stock_session
 from test_cuda_ep import DEVICES, PROBLEM, in_bfloat16, run_on_cuda
 
@@ -129,6 +130,17 @@ def test_conv_resnet_stem_and_fed_weights():
 @pytest.mark.parametrize("xs,attrs", POOL_CASES)
 def test_max_pool(xs, attrs, dtype):
     check("MaxPool", [data(*xs)], attrs, dtype=dtype, opset=12, exact=True)
+
+
+@needs_gpu
+@pytest.mark.parametrize("seed", range(48))
+def test_max_pool_with_nan_and_infinity_as_stock(seed):
+    """NaN and -inf taken or dropped as stock's code path for the shape does (stock_max_pool_path): the random
+    cases of the CPU kernel's test, those with one output of a type the CUDA EP takes."""
+    op, x, attrs, outputs = nan_pool_case(seed)
+    if len(outputs) > 1 or x.dtype == np.float64:
+        pytest.skip("Indices and float64 stay with other EPs on CUDA")
+    check(op, [x.astype(F32)], attrs, dtype=x.dtype, opset=12, exact=True)
 
 
 @needs_gpu

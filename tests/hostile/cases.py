@@ -10,16 +10,6 @@ from onnx import helper, numpy_helper
 F32, F16, I32, I64, U8, I8, BOOL = (np.dtype(t) for t in (np.float32, np.float16, np.int32, np.int64, np.uint8,
                                                            np.int8, np.bool_))
 CASES = {}
-# Where the CUDA EP's answer still differs from stock ORT's CPU EP (known, not yet fixed)
-CUDA_KNOWN_DIFFERENT = {
-    "matmul_add_f16": "float16 MatMul + bias through cuBLASLt rounds the product before the bias is added",
-    "matmul_add_f16_3d": "float16 MatMul + bias through cuBLASLt rounds the product before the bias is added",
-    "hardmax_nan": "stock's Hardmax takes the row maximum in Eigen's packet order (none where that is NaN); the GPU "
-                   "takes stock's ArgMax loop order",
-    "argmin_nan_vector": "stock's 1-D ArgMin uses Eigen's vectorised search; the GPU follows its loop of other ranks",
-    **{name: "stock's MLAS pooling keeps or drops a NaN by its path and lane; the GPU kernel drops every NaN"
-       for name in ("maxpool_nan_lanes", "global_max_pool_nan_lanes")},
-}
 
 
 class Const:
@@ -1099,6 +1089,17 @@ def reverse_sequence_negative_length():
 @case
 def tensor_scatter_index_out_of_range():
     return one("TensorScatter", [rnd(2, 5, 4), rnd(2, 2, 4), np.array([4, 0], I64)], {"axis": 1}, opset=24)
+
+
+@case
+def tensor_scatter_negative_index_circular():
+    return one("TensorScatter", [rnd(2, 5, 4), rnd(2, 2, 4), np.array([1, -1], I64)], {"axis": 1, "mode": "circular"},
+               opset=24)
+
+
+@case
+def tensor_scatter_update_longer_than_cache():
+    return one("TensorScatter", [rnd(2, 3, 4), rnd(2, 4, 4)], {"axis": 1}, opset=24)
 
 
 @case

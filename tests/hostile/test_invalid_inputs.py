@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from cases import CASES, CUDA_KNOWN_DIFFERENT
+from cases import CASES
 
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "worker.py")
 CASE_TIMEOUT = 60  # seconds a case may take before it counts as a hang
@@ -95,7 +95,9 @@ def _same_outputs(stock_outputs, our_outputs) -> str:
                 return f"output {i}: {list(o)[:8]} != stock {list(s)[:8]}"
             continue
         if sd == "float16":  # both round once from float32 sums taken in different orders: rarely one ulp apart
-            ulp = np.spacing(np.abs(s).astype(np.float16)).astype(np.float64)
+            # (plus the float32 sums' own difference where they cancel: a few float32 ulps of the largest output)
+            ulp = np.spacing(np.abs(s).astype(np.float16)).astype(np.float64) + 2.0 ** -20 * np.nanmax(np.abs(s),
+                                                                                                     initial=0)
             same = (o == s) | (np.isnan(o) & np.isnan(s))
             if np.mean(~same) > 0.01 or not np.all(same | (np.abs(o - s) <= ulp)):
                 return f"output {i}: {np.mean(~same):.1%} of float16 values differ from stock's"
@@ -118,13 +120,7 @@ def test_the_cuda_ep_ends_as_stock_does(outcomes, name):
     ours = outcomes["cuda"][name]
     if ours["outcome"] == "not-claimed":  # ops the CUDA EP leaves to others: nothing of ours ran
         pytest.skip(ours["message"][:200])
-    stock = outcomes["stock"][name]
-    try:
-        check_outcome(stock, ours)
-    except AssertionError:
-        if name in CUDA_KNOWN_DIFFERENT:
-            pytest.xfail(CUDA_KNOWN_DIFFERENT[name])
-        raise
+    check_outcome(outcomes["stock"][name], ours)
 
 
 def check_outcome(stock: dict, ours: dict) -> None:

@@ -138,7 +138,7 @@ def test_max_pool_indices(xs, attrs, storage_order):
     check("MaxPool", [data(xs)], {**attrs, "storage_order": storage_order}, opset=12, outputs=[np.float32, I64])
 
 
-def _nan_pool_case(seed):
+def nan_pool_case(seed):
     """A random MaxPool (1-3 spatial dims, kernels, strides, pads, ceil mode; some with dilations, storage order or
     indices) or GlobalMaxPool of float32/float16/float64 data holding NaN and -inf."""
     r = np.random.default_rng(seed)
@@ -170,7 +170,7 @@ def test_max_pool_with_nan_and_infinity_as_stock(seed):
     """Stock keeps or drops a NaN (and turns -inf into the lowest float) by the code path it takes: MLAS's global,
     vector or scalar kernels for one float32/float16 output without dilation, else its own loop; values must be
     stock's exactly."""
-    op, x, attrs, outputs = _nan_pool_case(seed)
+    op, x, attrs, outputs = nan_pool_case(seed)
     check(op, [x], attrs, opset=12, outputs=outputs, rtol=0, atol=0)
 
 

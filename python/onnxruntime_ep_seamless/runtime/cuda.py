@@ -172,13 +172,14 @@ class CudaRuntime:
 
     def gemm(self, stream, a: DeviceTensor, b: DeviceTensor, c: DeviceTensor, m: int, n: int, k: int,
              batch: int = 1, stride_a: int = 0, stride_b: int = 0, trans_a: bool = False, trans_b: bool = False,
-             alpha: float = 1.0):
-        """Row-major c = alpha * a . b through cuBLASLt (float32, float16 or bfloat16 with float32 accumulation;
-        float64 throughout)."""
+             alpha: float = 1.0, bias: DeviceTensor | None = None):
+        """Row-major c = alpha * a . b (+ bias, n values of c's type added to each row before c is rounded; batch
+        1) through cuBLASLt: float32, float16 or bfloat16 with float32 accumulation (c: a's type, or float32),
+        float64 throughout."""
         dtype = _GEMM_TYPES.get(a.dtype, 1)
         self.native.check(self.lib.seamless_cublas_gemm(
             self.ordinal, stream, dtype, int(trans_a), int(trans_b), m, n, k, a.ptr, stride_a, b.ptr, stride_b, c.ptr,
-            m * n, batch, alpha))
+            m * n, batch, alpha, _GEMM_TYPES.get(c.dtype, 1), bias.ptr if bias is not None else 0))
 
     def strided_copy(self, stream, x: DeviceTensor, y: DeviceTensor, dims, src_strides, dst_strides,
                      src_offset: int = 0, dst_offset: int = 0) -> None:

@@ -637,9 +637,9 @@ def _f32(x):
     return x.astype(F32, copy=False)
 
 
-def _check_bias(x, bias) -> None:
-    """A bias vector over x's last axis (stock's check)."""
-    if bias is not None and (bias.ndim != 1 or x.ndim == 0 or bias.shape[0] != x.shape[-1]):
+def check_bias(x, bias) -> None:
+    """A bias vector over x's last axis (stock's check; the CUDA kernels' too)."""
+    if bias is not None and (len(bias.shape) != 1 or not x.shape or bias.shape[0] != x.shape[-1]):
         raise InvalidArgument("Input 1 dimension 0 should have same length as the last dimension of input 0: "
                               f"{bias.shape} and {x.shape}")
 
@@ -647,7 +647,7 @@ def _check_bias(x, bias) -> None:
 @kernel("FastGelu", domain="com.microsoft", types=GELU_FLOATS)
 def fast_gelu(X, bias=None):
     """0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), with an optional bias added to x first."""
-    _check_bias(X, bias)
+    check_bias(X, bias)
     x = _f32(X) if bias is None else _f32(X) + _f32(bias)
     inner = x * (np.float32(0.035677408136300125) * x * x + np.float32(0.7978845608028654))
     y = np.float32(0.5) * x * (np.tanh(inner) + np.float32(1))
@@ -669,7 +669,7 @@ def quick_gelu(X, *, alpha=1.702):
 @kernel("BiasGelu", domain="com.microsoft", types=GELU_FLOATS)
 def bias_gelu(A, B):
     """gelu(A + B) with the exact erf form: 0.5 x (1 + erf(x / sqrt(2)))."""
-    _check_bias(A, B)
+    check_bias(A, B)
     x = _f32(A) + _f32(B)
     y = np.float32(0.5) * x * (native.erf(x * np.float32(0.7071067811865476)) + np.float32(1))
     return (y.astype(A.dtype, copy=False),)

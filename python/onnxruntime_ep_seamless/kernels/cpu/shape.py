@@ -187,6 +187,7 @@ def expand(data, shape):
         target = np.broadcast_shapes(data.shape, tuple(_ints(shape)))
     except ValueError:
         raise InvalidArgument(f"invalid expand shape: {data.shape} to {_ints(shape)}") from None
+    checks.allocation(target, data.itemsize, "Expand's output")
     return (np.broadcast_to(data, target),)
 
 
@@ -334,6 +335,7 @@ def one_hot(indices, depth, values, *, axis=-1):
     idx = np.asarray(indices).astype(np.int64)
     idx = np.where(idx < 0, idx + depth, idx)  # negative indices count from the end; others out of range stay "off"
     axis = _axis(axis, idx.ndim + 1)
+    checks.allocation(idx.shape + (depth,), max(values.itemsize, 8), "OneHot's output")
     classes = np.arange(depth).reshape((-1,) + (1,) * (idx.ndim - axis))
     hot = np.expand_dims(idx, axis) == classes
     return (np.where(hot, values[1], values[0]).astype(values.dtype, copy=False),)
@@ -487,6 +489,7 @@ def _pad(data, pads, mode, value, axes=None):
     widths = [(max(b, 0), max(e, 0)) for b, e in zip(begin, end)]
     if not any(b or e for b, e in widths):
         return (data,)
+    checks.allocation([n + b + e for n, (b, e) in zip(data.shape, widths)], data.itemsize, "Pad's output")
     if mode == "constant":
         return (np.pad(data, widths, mode="constant", constant_values=np.array(value, dtype=data.dtype)),)
     return (np.pad(data, widths, mode=mode),)  # numpy's reflect/edge/wrap match ONNX's
@@ -546,14 +549,43 @@ def _check_tensor_scatter(node, graph):
     return None if mode in ("linear", "circular") else f"TensorScatter mode={mode!r} is not defined"
 
 
+def tensor_scatter_geometry(cache_shape, update_shape, axis, indices_shape, mode) -> tuple:
+    """(axis, the largest write index allowed) after stock's checks of TensorScatter's shapes (failures are FAIL,
+    as its ORT_ENFORCE); the CUDA kernel's too."""
+    rank = len(cache_shape)
+    if rank < 2:
+        raise ValueError("TensorScatter: past_cache must have at least 2 dimensions")
+    if len(update_shape) != rank:
+        raise ValueError("TensorScatter: past_cache and update must have the same number of dimensions")
+    axis = axis + rank if axis < 0 else axis
+    if not 0 < axis < rank:
+        raise ValueError(f"TensorScatter: axis must be in [1, ndim-1] after normalization, got {axis}")
+    longest, length = cache_shape[axis], update_shape[axis]
+    if length > longest:
+        raise ValueError(f"TensorScatter: update sequence_length ({length}) exceeds max_sequence_length ({longest})")
+    for d, (c, u) in enumerate(zip(cache_shape, update_shape)):
+        if d != axis and c != u:
+            raise ValueError(f"TensorScatter: shape mismatch in dimension {d}: past_cache={c} vs update={u}")
+    if indices_shape is not None and tuple(indices_shape) != (cache_shape[0],):
+        raise ValueError("TensorScatter: write_indices must have shape [batch_size]")
+    return axis, longest - length if mode == "linear" else np.iinfo(np.int64).max
+
+
 @kernel("TensorScatter", since=24, check=_check_tensor_scatter)
 def tensor_scatter(past_cache, update, write_indices=None, *, axis=-2, mode="linear"):
     # write `update` into a copy of the cache along `axis`, at write_indices[b] for batch entry b
     # (0 when absent); circular mode wraps around the cache length
-    axis = _axis(axis, past_cache.ndim)
+    axis, highest = tensor_scatter_geometry(past_cache.shape, update.shape, axis,
+                                            None if write_indices is None else write_indices.shape, mode)
     out = past_cache.copy()
     starts = np.zeros(past_cache.shape[0], _INT64) if write_indices is None else write_indices.astype(_INT64)
     length, count = past_cache.shape[axis], update.shape[axis]
+    for b, start in enumerate(starts.tolist()):
+        if start < 0:
+            raise ValueError(f"TensorScatter: write_indices[{b}] = {start} is negative")
+        if start > highest:
+            raise ValueError(f"TensorScatter linear mode: write_indices[{b}] + sequence_length ({start} + {count}) "
+                             f"exceeds max_sequence_length ({length})")
     for b in range(past_cache.shape[0]):
         positions = starts[b] + np.arange(count)
         if mode == "circular":

@@ -186,10 +186,11 @@ def max_pool(X, *, auto_pad="NOTSET", ceil_mode=0, dilations=None, kernel_shape,
     xp, begin, end, out, strides, dilations = _window_input(X, kernel_shape, strides, dilations, pads, auto_pad,
                                                             ceil_mode, lowest)
     special = X.dtype.kind == "f" and not np.isfinite(X).all()  # NaN or -inf: stock's code paths differ there
-    if special and _num_outputs == 1 and X.dtype in (_F32, _F16) and all(d == 1 for d in dilations) and \
-            not storage_order:  # stock: MLAS (float16 computed in float32)
+    path = stock_max_pool_path(X.dtype, X.shape[2:], kernel_shape, strides, dilations, begin, end, storage_order,
+                               _num_outputs > 1)
+    if special and path != "loop":  # stock: MLAS (float16 computed in float32)
         with np.errstate(over="ignore"):  # the lowest float32 is -inf in float16, as stock rounds it
-            return (_mlas_max_pool(X.astype(_F32), kernel_shape, strides, begin, end, out).astype(X.dtype),)
+            return (_mlas_max_pool(X.astype(_F32), kernel_shape, strides, begin, end, out, path).astype(X.dtype),)
     y = np.full(X.shape[:2] + tuple(out), lowest, dtype=X.dtype)
     if _num_outputs == 1 and not special:
         for offset in np.ndindex(*kernel_shape):
@@ -249,14 +250,28 @@ def _fold_std_max(seq, start=None):
     return np.where(np.isnan(head), head, np.fmax(head, rest)).astype(_F32)
 
 
-def _mlas_max_pool(x, kernel, strides, begin, end, out):
-    """Stock's float32 MaxPool (one output, no dilation) and GlobalMaxPool of x (N, C, *spatial) where NaN or -inf
-    decide: MLAS's global kernel (windows the whole input), its vector kernels (2-D and 3-D, last stride at most 2,
-    kernels up to 32, rows that fit its buffer), else its scalar loop (from the lowest float, NaN dropped)."""
+def stock_max_pool_path(dtype, spatial, kernel, strides, dilations, begin, end, storage_order=0, indices=False):
+    """Which of stock's code paths pools: MLAS's (float32 and float16, one output, no dilation) "global" kernel
+    (windows the whole input), its "vector" kernels (2-D and 3-D, last stride at most 2, kernels up to 32, rows
+    that fit its buffer) or its "scalar" loop; else stock's own "loop" (each window from its first element inside
+    the input). The CUDA EP's MaxPool follows the same paths (native/cuda/spatial.cu)."""
+    if np.dtype(dtype) not in (_F32, _F16) or indices or storage_order or any(d != 1 for d in dilations):
+        return "loop"
+    nd = len(spatial)
+    if list(kernel) == list(spatial) and all(s == 1 for s in strides) and not any(begin) and not any(end):
+        return "global"
+    if nd >= 2 and strides[-1] <= 2 and max(kernel) <= 32 and max(begin[-1], 0) + max(end[-1], 0) + spatial[-1] <= 2045:
+        return "vector"
+    return "scalar"
+
+
+def _mlas_max_pool(x, kernel, strides, begin, end, out, path):
+    """Stock's float32 MaxPool and GlobalMaxPool of x (N, C, *spatial) by MLAS's `path` (stock_max_pool_path's),
+    where NaN or -inf decide; the scalar loop starts from the lowest float and drops NaN."""
     nd = x.ndim - 2
     spatial = x.shape[2:]
     planes = x.reshape((-1,) + spatial)
-    if list(kernel) == list(spatial) and all(s == 1 for s in strides) and not any(begin) and not any(end):
+    if path == "global":
         flat = planes.reshape(len(planes), -1)
         full = flat.shape[1] // 4 * 4  # vectors of 4 by maxps, their lanes combined (0 with 2, 1 with 3, then the
         lanes = _fold_maxps(flat[:, :full].reshape(len(flat), -1, 4).transpose(0, 2, 1), LOWEST32)  # two), the rest
@@ -264,7 +279,7 @@ def _mlas_max_pool(x, kernel, strides, begin, end, out):
         value = np.where(pairs[:, 0] > pairs[:, 1], pairs[:, 0], pairs[:, 1])
         value = _fold_std_max(np.concatenate([value[:, None], flat[:, full:]], axis=1))
         return value.reshape(x.shape[:2] + (1,) * nd)
-    if nd >= 2 and strides[-1] <= 2 and max(kernel) <= 32 and max(begin[-1], 0) + max(end[-1], 0) + spatial[-1] <= 2045:
+    if path == "vector":
         return _mlas_vector_pool(planes, kernel, strides, begin, end, out).reshape(x.shape[:2] + tuple(out))
     y = np.empty((len(planes),) + tuple(out), _F32)
     for o in np.ndindex(*out):
@@ -391,7 +406,8 @@ def global_max_pool(X):
         nd = X.ndim - 2
         spatial = list(X.shape[2:])
         with np.errstate(over="ignore"):
-            return (_mlas_max_pool(X.astype(_F32), spatial, [1] * nd, [0] * nd, [0] * nd, [1] * nd).astype(X.dtype),)
+            return (_mlas_max_pool(X.astype(_F32), spatial, [1] * nd, [0] * nd, [0] * nd, [1] * nd, "global")
+                    .astype(X.dtype),)
     return (X.max(axis=tuple(range(2, X.ndim)), keepdims=True),)
 
 
@@ -518,6 +534,10 @@ def _resize(X, roi, scales, sizes, *, axes=None, mode="nearest", coordinate_tran
     roi = np.asarray(roi, dtype=_F32).reshape(-1)
     if len(roi) == 2 * rank and len(axes) < rank:
         roi = np.concatenate([roi[:rank][axes], roi[rank:][axes]])
+    out_full = list(X.shape)
+    for j, a in enumerate(axes):
+        out_full[a] = out_shape[j]
+    checks.allocation(out_full, 8, "Resize's output")  # computed in float64 before it is narrowed
     y = X if mode == "nearest" else widen(X)
     for j, a in enumerate(axes):
         y = _resize_axis(y, a, out_shape[j], scale[j], mode, coordinate_transformation_mode, nearest_mode,

@@ -10,7 +10,7 @@ import numpy as np
 
 from ...graph.ir import ONNX_TO_NUMPY, attr_dtype
 from ...runtime.cuda import MAX_DIMS, DeviceTensor, broadcast_struct, broadcast_strides
-from ..cpu.elementwise import UNSIGNED, check_bitcast, check_bitshift, check_dropout_12
+from ..cpu.elementwise import UNSIGNED, check_bias, check_bitcast, check_bitshift, check_dropout_12
 from .. import checks
 from ..checks import InvalidArgument
 from ..registry import ALL, BOOL, FLOATS, kernel
@@ -263,9 +263,9 @@ def clip_11(rt, stream, x, min=None, max=None):
 
 
 def _activation(rt, stream, code, x, bias=None, alpha=0.0):
-    if bias is not None and (len(bias.shape) != 1 or bias.shape[0] != x.shape[-1] or bias.dtype != x.dtype):
-        raise ValueError(f"the bias must be 1-D with the input's last dimension ({x.shape[-1]}) and type "
-                         f"({x.dtype}); got shape {bias.shape}, {bias.dtype}")
+    check_bias(x, bias)
+    if bias is not None and bias.dtype != x.dtype:
+        raise ValueError(f"the bias must have the input's type ({x.dtype}); got {bias.dtype}")
     y = rt.alloc(x.shape, x.dtype)
     rt.launch(f"seamless_activation_{SUFFIX[x.dtype]}", y.size, stream, ("int", code), ("int64", y.size),
               ("ptr", x.ptr), ("ptr", bias.ptr if bias is not None else 0),

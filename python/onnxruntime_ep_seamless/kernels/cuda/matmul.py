@@ -80,6 +80,26 @@ def gemm_into(rt, stream, a, b, y, m, n, k, **how):
         rt.gemm(stream, a, b, y, m, n, k, **how)
 
 
+def product_plus(rt, stream, a, b, c, m, n, k, shape, beta=1.0, where=None, **how):
+    """a . b (how: rt.gemm's transposes and alpha) + beta * c, c broadcast to (m, n), as a tensor of `shape` (ORT's
+    output `where` where it can be), rounded once as stock's fused product and bias: a vector c (n values, 16-byte
+    aligned) by cuBLASLt's bias epilogue, else the product kept in float32, c added, then rounded."""
+    if k and beta == 1 and c.size == n and c.shape[-1:] == (n,) and c.ptr % 16 == 0:
+        y = rt.output(where, 0, shape, a.dtype)
+        if y.size:
+            rt.gemm(stream, a, b, y, m, n, k, bias=c, **how)
+        return y
+    s = Scratch(rt, c)
+    product = s(rt.alloc((m, n), F32))
+    gemm_into(rt, stream, a, b, product, m, n, k, **how)
+    wide = c if c.dtype == F32 else s(cast_to(rt, stream, c, F32))
+    scaled = wide if beta == 1 else s(unary(rt, stream, MUL_BY, wide, float(beta)))
+    total = s(binary(rt, stream, ADD, product, scaled))
+    y = total if a.dtype == F32 else s(cast_to(rt, stream, total, a.dtype))
+    s.done(y)
+    return DeviceTensor(y.ptr, tuple(shape), y.dtype)
+
+
 SMALL_ROWS = 4  # products with at most this many rows: native/cuda/matmul.cu
 STAGED_MAX = 48 * 1024  # matmul.cu's Linear: the most shared memory a block takes to stage its weights
 WIDE = 65536  # from this many columns on cuBLASLt streams the weights faster (H200, a float16 LM head of
@@ -173,17 +193,14 @@ def linear(rt, stream, a, w, bias=None, *, _norm=None, _output_buffer=None):
     split = _linear_split(a, w, m, n, k, _norm)
     if _norm is not None and not split:
         return after_norm(linear, rt, stream, _norm, w, bias, _output_buffer=_output_buffer)
-    # ORT's output tensor where y is the result (a bias after cuBLAS's product is added into new memory)
-    y = rt.output(_output_buffer if split or bias is None else None, 0, shape, a.dtype)
+    if bias is not None and not split:
+        return (product_plus(rt, stream, a, w, bias, m, n, k, shape, where=_output_buffer, trans_b=True),)
+    y = rt.output(_output_buffer, 0, shape, a.dtype)  # ORT's output tensor where y is the result
     if split:
         _linear(rt, stream, a, w, y, m, n, k, split, bias=bias, norm=_norm)
-        return (y,)
-    gemm_into(rt, stream, a, w, y, m, n, k, trans_b=True)
-    if bias is None:
-        return (y,)
-    z = binary(rt, stream, ADD, y, bias)
-    rt.free(y)  # stream-ordered
-    return (z,)
+    else:
+        gemm_into(rt, stream, a, w, y, m, n, k, trans_b=True)
+    return (y,)
 
 
 @kernel("LinearArgMax", domain=FUSED_DOMAIN, types=GPU_FLOATS, device="cuda")
@@ -253,16 +270,12 @@ def gemm(rt, stream, a, b, c=None, *, alpha=1.0, beta=1.0, transA=0, transB=0):
                               f"B transB={transB})")
     if c is not None and beta != 0 and not broadcasts_to(c.shape, (m, n)):
         raise InvalidArgument(f"Gemm: Invalid bias shape for broadcast: C {c.shape} to {(m, n)}")
+    how = dict(trans_a=bool(transA), trans_b=bool(transB), alpha=float(alpha))
+    if c is not None and beta != 0:
+        return (product_plus(rt, stream, a, b, c, m, n, k, (m, n), beta=float(beta), **how),)
     y = rt.alloc((m, n), a.dtype)
-    gemm_into(rt, stream, a, b, y, m, n, k, trans_a=bool(transA), trans_b=bool(transB), alpha=float(alpha))
-    if c is None or beta == 0:
-        return (y,)
-    scaled = c if beta == 1 else unary(rt, stream, MUL_BY, c, float(beta))
-    z = binary(rt, stream, ADD, y, scaled)
-    for t in (y, scaled):
-        if t is not c:
-            rt.free(t)  # stream-ordered
-    return (z,)
+    gemm_into(rt, stream, a, b, y, m, n, k, **how)
+    return (y,)
 
 
 @kernel("Det", since=11, types=GPU_FLOATS, device="cuda")

@@ -13,7 +13,7 @@ from .. import checks
 from ..checks import InvalidArgument
 from ..cpu.reduction import Undefined, k_input, reduced_axes, stock_path
 from ..registry import FUSED_DOMAIN, kernel
-from .elementwise import EQUAL, GPU_FLOATS, GPU_INTS, SUFFIX, Scratch, cast_to, compare
+from .elementwise import EQUAL, GPU_FLOATS, GPU_INTS, MUL, SUFFIX, Scratch, binary, cast_to, compare
 from .shape import NUMBER_SUFFIX, NUMBERS, axis_view, host_ints, permuted
 
 # op -> (ReduceOp code, opset where axes became an input, whether int32/int64 are supported)
@@ -175,6 +175,9 @@ def arg(rt, stream, x, axis, keepdims, select_last_index, largest, output_buffer
         raise Undefined(f"ArgMax/ArgMin over an empty axis {axis} of shape {x.shape}")
     indices = rt.output(output_buffer, 0, x.shape[:axis] + (1,) * bool(keepdims) + x.shape[axis + 1:], np.int64)
     _select(rt, stream, x, axis, 1, largest, select_last_index, values=False, indices=indices, arg=True)
+    if len(x.shape) == 1 and x.dtype in GPU_FLOATS and not select_last_index:  # stock's vectorised search with NaN
+        rt.launch_rows(f"seamless_arg_vector_nan_{SUFFIX[x.dtype]}", 1, stream, ("ptr", x.ptr), ("int64", x.size),
+                       ("int", int(largest)), ("ptr", indices.ptr))
     return (indices,)
 
 
@@ -237,14 +240,22 @@ for _op, _flags in (("Softmax", 0), ("LogSoftmax", LOG)):
 
 
 def _hardmax(rt, stream, x, axis):
-    """1 at the first maximum along `axis`, 0 elsewhere."""
+    """1 at the first element equal to the maximum along `axis` as stock takes it (Eigen's vectorised max of each
+    row, the rows moved last: no 1 where that is NaN), 0 elsewhere."""
     s = Scratch(rt, x)
-    (index,) = arg(rt, stream, x, axis, 1, 0, 1)
+    last = len(x.shape) - 1
+    order = [d for d in range(len(x.shape)) if d != axis] + [axis]
+    rows = x if axis == last else s(permuted(rt, stream, x, order))
+    peak = s(reduce(rt, stream, MAX_OF, rows, [last], True))  # stock_path "rows": Eigen's order, NaN included
+    hit = s(cast_to(rt, stream, s(compare(rt, stream, EQUAL, rows, peak)), x.dtype))
+    (index,) = arg(rt, stream, hit, last, 1, 0, 1)
     s(index)
     n = x.shape[axis]
-    classes = s(rt.device(DeviceTensor.on_host(np.arange(n, dtype=np.int64).reshape((n,) + (1,) * (len(x.shape) - axis - 1))),
-                          stream))
-    (y,) = s.done(cast_to(rt, stream, s(compare(rt, stream, EQUAL, index, classes)), x.dtype))
+    classes = s(rt.device(DeviceTensor.on_host(np.arange(n, dtype=np.int64)), stream))
+    y = s(binary(rt, stream, MUL, hit, s(cast_to(rt, stream, s(compare(rt, stream, EQUAL, index, classes)), x.dtype))))
+    if axis != last:
+        y = s(permuted(rt, stream, y, [order.index(d) for d in range(len(x.shape))]))
+    (y,) = s.done(y)
     return y
 
 

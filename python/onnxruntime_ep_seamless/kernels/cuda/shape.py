@@ -21,7 +21,7 @@ from ...runtime.cuda import MAX_DIMS, DeviceTensor, contiguous_strides
 from .. import checks
 from ..checks import InvalidArgument, gpu_check_arg
 from ..cpu.shape import (axis_slice, check_axis_index, check_constant, check_perm, check_reduction, nd_index_range,
-                         non_zero, split_parts, tiled_shape, unique)
+                         non_zero, split_parts, tensor_scatter_geometry, tiled_shape, unique)
 from ..cpu.shape import constant as cpu_constant
 from ..cpu.shape import eye_like as cpu_eye_like
 from ..cpu.shape import range_ as cpu_range
@@ -485,6 +485,7 @@ def one_hot(rt, stream, indices, depth, values, *, axis=-1):
     idx = s(where(rt, stream, s(compare(rt, stream, LESS, idx, s(device_scalar(rt, stream, 0, idx.dtype)))),
                   s(binary(rt, stream, ADD, idx, s(device_scalar(rt, stream, depth, idx.dtype)))), idx)[0])
     shape = indices.shape[:axis] + (1,) + indices.shape[axis:]
+    checks.allocation((depth,), 8, "OneHot's classes")
     classes = np.arange(depth, dtype=np.int64).reshape((depth,) + (1,) * (rank - axis - 1))
     hot = s(compare(rt, stream, EQUAL, DeviceTensor(idx.ptr, shape, idx.dtype),
                     s(rt.device(DeviceTensor.on_host(classes), stream))))
@@ -553,15 +554,17 @@ def reverse_sequence(rt, stream, x, sequence_lens, *, batch_axis=1, time_axis=0,
 
 @kernel("TensorScatter", since=24, types=MOVABLE, device="cuda",
         check=lambda n, g: None if n.attrs.get("mode", "linear") in ("linear", "circular") else "mode not defined")
-def tensor_scatter(rt, stream, past_cache, update, write_indices=None, *, axis=-2, mode="linear"):
+def tensor_scatter(rt, stream, past_cache, update, write_indices=None, *, axis=-2, mode="linear", _gpu_check=None):
     """update written into a copy of the cache along `axis` from write_indices[b] (0 without), wrapping
-    in circular mode: positions computed on the GPU, then ScatterElements (positions past the cache
-    are skipped, never written outside it)."""
+    in circular mode: positions computed on the GPU, then ScatterElements. write_indices are checked first
+    (stock's FAIL for a negative one, or one whose update would pass the cache's end in linear mode)."""
     rank = len(past_cache.shape)
-    axis = checks.axis(axis, rank)
-    if write_indices is not None and write_indices.shape != (past_cache.shape[0],):  # one start a batch entry
-        raise ValueError(f"TensorScatter: write_indices must have shape [batch_size] ({past_cache.shape[0]}), got "
-                         f"{write_indices.shape}")
+    axis, highest = tensor_scatter_geometry(past_cache.shape, update.shape, axis,
+                                            None if write_indices is None else write_indices.shape, mode)
+    if write_indices is not None:
+        check_ints(rt, stream, write_indices, 0, highest, _gpu_check,
+                   f"TensorScatter: write_indices value {{value}} is negative, or its update of {update.shape[axis]} "
+                   f"positions would pass max_sequence_length ({past_cache.shape[axis]}) in linear mode", ValueError)
     s = Scratch(rt, past_cache, update, write_indices)
     steps = _along(rt, stream, s, np.arange(update.shape[axis]), axis, rank)
     if write_indices is not None:

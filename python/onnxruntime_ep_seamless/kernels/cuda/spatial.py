@@ -18,7 +18,7 @@ import numpy as np
 from ...runtime.cuda import MAX_DIMS, DeviceTensor, contiguous_strides
 from ..checks import InvalidArgument
 from ..cpu.spatial import (affine_base, check_deform_conv, conv_transpose_geometry, geometry, nearest_index,
-                           original_coords, pooled_from)
+                           original_coords, pooled_from, stock_max_pool_path)
 from ..cpu.spatial import check_grid_sample as cpu_check_grid_sample
 from ..registry import kernel
 from .elementwise import (ABS, ADD, GPU_FLOATS, POW, SUFFIX, Scratch, binary, cast_to, check_ints, device_scalar,
@@ -28,11 +28,13 @@ from .reduction import L1, L2, MAX_OF, MEAN, reduce
 from .shape import MOVABLE, host_ints, scatter_elements
 
 SCRATCH_BYTES = 1 << 28  # im2col/col2im column buffers above this are split into chunks of images
-POOL_MAX, POOL_AVERAGE, POOL_AVERAGE_WITH_PADS, POOL_SUM = 0, 1, 2, 3  # spatial.cu PoolMode
+# spatial.cu PoolMode: MaxPool's by stock's path (stock_max_pool_path), the averages, LpPool's sum
+POOL_MAX = {"scalar": 0, "loop": 4, "vector": (None, None, 5, 6)}
+POOL_AVERAGE, POOL_AVERAGE_WITH_PADS, POOL_SUM = 1, 2, 3
 
 
 _F32 = np.float32
-F32 = np.dtype(_F32)
+F32, F16 = np.dtype(_F32), np.dtype(np.float16)
 
 
 def _at(t: DeviceTensor, elements: int) -> DeviceTensor:
@@ -200,13 +202,20 @@ def conv_transpose(rt, stream, x, w, b=None, *, auto_pad="NOTSET", dilations=Non
 # --- pooling ------------------------------------------------------------------------------
 
 
-def _pool(rt, stream, x, mode, kernel_shape, strides, dilations, pads, auto_pad, ceil_mode):
+def _pool(rt, stream, x, mode, kernel_shape, strides, dilations, pads, auto_pad, ceil_mode, storage_order=0):
+    """mode: a PoolMode, or POOL_MAX (by stock's path)."""
     _spatial_rank(x.shape)
     nd = len(x.shape) - 2
     _window_lists(nd, kernel_shape=kernel_shape, strides=strides, dilations=dilations, pads=pads)
     strides, dilations = list(strides or [1] * nd), list(dilations or [1] * nd)
     begin, end, out = geometry(x.shape[2:], kernel_shape, strides, dilations, pads, auto_pad, ceil_mode)
     y = rt.alloc(x.shape[:2] + tuple(out), x.dtype)
+    if mode is POOL_MAX:
+        path = stock_max_pool_path(x.dtype, x.shape[2:], kernel_shape, strides, dilations, begin, end, storage_order)
+        if path == "global":
+            _global_max_pool(rt, stream, x, y)
+            return (y,)
+        mode = POOL_MAX["vector"][nd] if path == "vector" else POOL_MAX[path]
     rt.launch(f"seamless_pool_{SUFFIX[x.dtype]}", y.size, stream, ("int64", y.size), ("ptr", x.ptr), ("ptr", y.ptr),
               ("int", mode), ("bytes", _window(x.shape[2:], out, kernel_shape, strides, dilations, begin, end)))
     return (y,)
@@ -221,7 +230,7 @@ def _check_max_pool(node, graph):
 @kernel("MaxPool", since=1, types=GPU_FLOATS, device="cuda", check=_check_max_pool)
 def max_pool(rt, stream, x, *, auto_pad="NOTSET", ceil_mode=0, dilations=None, kernel_shape, pads=None,
              storage_order=0, strides=None):
-    return _pool(rt, stream, x, POOL_MAX, kernel_shape, strides, dilations, pads, auto_pad, ceil_mode)
+    return _pool(rt, stream, x, POOL_MAX, kernel_shape, strides, dilations, pads, auto_pad, ceil_mode, storage_order)
 
 
 @kernel("AveragePool", since=1, types=GPU_FLOATS, device="cuda", check=check_spatial)
@@ -531,12 +540,22 @@ def deform_conv(rt, stream, X, W, offset, B=None, mask=None, *, dilations=None, 
     return (y,)
 
 
-def _global_pool(code):
-    """GlobalAveragePool / GlobalMaxPool: the reduction kernel over the spatial axes, kept."""
-    def run(rt, stream, x):
-        return (reduce(rt, stream, code, x, list(range(2, len(x.shape))), True),)
-    return run
+@kernel("GlobalAveragePool", since=1, types=GPU_FLOATS, device="cuda")
+def global_average_pool(rt, stream, x):
+    return (reduce(rt, stream, MEAN, x, list(range(2, len(x.shape))), True),)
 
 
-kernel("GlobalAveragePool", since=1, types=GPU_FLOATS, device="cuda")(_global_pool(MEAN))
-kernel("GlobalMaxPool", since=1, types=GPU_FLOATS, device="cuda")(_global_pool(MAX_OF))
+def _global_max_pool(rt, stream, x, y):
+    """y (N, C, 1...) = each plane's maximum as MLAS's global kernel takes it (NaN and -inf included), a warp a
+    plane."""
+    rt.launch_rows(f"seamless_global_max_pool_{SUFFIX[x.dtype]}", x.shape[0] * x.shape[1], stream, ("ptr", x.ptr),
+                   ("ptr", y.ptr), ("int64", math.prod(x.shape[2:])), threads=32)
+
+
+@kernel("GlobalMaxPool", since=1, types=GPU_FLOATS, device="cuda")
+def global_max_pool(rt, stream, x):
+    if x.dtype not in (F32, F16):  # stock's MLAS path is float32 and float16's
+        return (reduce(rt, stream, MAX_OF, x, list(range(2, len(x.shape))), True),)
+    y = rt.alloc(x.shape[:2] + (1,) * (len(x.shape) - 2), x.dtype)
+    _global_max_pool(rt, stream, x, y)
+    return (y,)
