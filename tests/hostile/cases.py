@@ -158,6 +158,16 @@ def gqa_valid_decode():
 
 
 @case
+def gqa_static_cache_seqlens_past_total():  # valid: stock bounds seqlens_k by a static cache's length, not the total
+    return _gqa(8, [6], 5)
+
+
+@case
+def gqa_static_cache_seqlens_beyond_cache():
+    return _gqa(8, [8], 5)
+
+
+@case
 def gather_index_out_of_range():
     return one("Gather", [rnd(5, 3), np.array([1, 5], I64)])
 

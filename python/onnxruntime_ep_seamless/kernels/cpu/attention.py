@@ -215,9 +215,10 @@ def gqa_layout(query_shape, packed: bool, past_shape, seqlens_k, total_sequence_
     if lens is not None:
         if len(lens) != b:
             raise InvalidArgument(f"seqlens_k must be shape (batch_size): {len(lens)} values for batch {b}")
+        bound = max(total, present_len)  # stock's: a static cache's length where it passes the total
         for i, n in enumerate(lens):
-            if not 0 <= n < total:
-                raise InvalidArgument(f"seqlens_k[{i}] = {n} is out of range [0, {total})")
+            if not 0 <= n < bound:
+                raise InvalidArgument(f"seqlens_k[{i}] = {n} is out of range [0, {bound})")
         if not first_prompt and min(lens) + 1 < s:
             raise InvalidArgument(f"seqlens_k {lens} shorter than the {s} new tokens")
     if cos_shape is not None:
