@@ -241,7 +241,7 @@ GENAI_TINY = dict(vocab_size=32000, hidden_size=256, intermediate_size=512, num_
                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
                   tie_word_embeddings=False)
 # More dense decoder families the builder supports, fp32 and int4 for the CPU EP: each its transformers class prefix
-# (Config, ForCausalLM) and what it needs beyond GENAI_FAMILY_BASE
+# (ForCausalLM, and Config unless _TEXT_CONFIGS names another) and what it needs beyond GENAI_FAMILY_BASE
 GENAI_FAMILY_BASE = dict(vocab_size=1024, hidden_size=256, intermediate_size=512, num_hidden_layers=2,
                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048)
 GENAI_FAMILIES = {
@@ -252,7 +252,10 @@ GENAI_FAMILIES = {
     "olmo": ("Olmo", dict(eos_token_id=0, pad_token_id=0, bos_token_id=0)),  # non-parametric LayerNorm
     "nemotron": ("Nemotron", dict(head_dim=64)),                  # squared ReLU, LayerNorm
     "smollm3": ("SmolLM3", dict(eos_token_id=0, pad_token_id=0, bos_token_id=0)),  # layers without RoPE
+    "gemma3": ("Gemma3", dict(head_dim=64, sliding_window=16,                   # q/k norms, a local and a global
+                              layer_types=["sliding_attention", "full_attention"])),  # layer, each its own RoPE
 }
+_TEXT_CONFIGS = {"gemma3": "Gemma3TextConfig"}  # Gemma3Config is the multimodal model's
 QWEN05B = dict(vocab_size=151936, hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
                num_attention_heads=14, num_key_value_heads=2, max_position_embeddings=32768, rope_theta=1e6,
                rms_norm_eps=1e-6, tie_word_embeddings=True)
@@ -294,7 +297,8 @@ def _random_checkpoint(arch: str, config: dict, out: Path, seed: int = 0) -> Non
     import torch
     import transformers
     prefix = {"qwen2": "Qwen2", "llama": "Llama", **{name: p for name, (p, _) in GENAI_FAMILIES.items()}}[arch]
-    cfg_cls, model_cls = getattr(transformers, f"{prefix}Config"), getattr(transformers, f"{prefix}ForCausalLM")
+    cfg_cls = getattr(transformers, _TEXT_CONFIGS.get(arch, f"{prefix}Config"))
+    model_cls = getattr(transformers, f"{prefix}ForCausalLM")
     torch.manual_seed(seed)
     model = model_cls(cfg_cls(**config)).eval()
     with torch.no_grad():  # HF init leaves biases at 0 and norms at 1: re-draw every parameter
@@ -304,14 +308,36 @@ def _random_checkpoint(arch: str, config: dict, out: Path, seed: int = 0) -> Non
     _train_tokenizer(out)
 
 
+def builder_main(args: list) -> None:
+    """onnxruntime-genai's model builder with `args`, reading a Gemma 3 config as transformers 4 wrote it: transformers
+    5 keeps a rope_parameters per layer type, the builder 0.18's Gemma3Model a flat one and rope_local_base_freq."""
+    import runpy
+    import sys
+
+    import transformers
+    load = transformers.AutoConfig.from_pretrained.__func__
+
+    def from_pretrained(cls, *a, **kw):
+        config = load(cls, *a, **kw)
+        rope = getattr(config, "rope_parameters", None)
+        if getattr(config, "model_type", "") == "gemma3_text" and isinstance(rope, dict) and "full_attention" in rope:
+            config.rope_local_base_freq = rope["sliding_attention"]["rope_theta"]
+            config.rope_parameters = dict(rope["full_attention"])
+        return config
+    transformers.AutoConfig.from_pretrained = classmethod(from_pretrained)
+    sys.argv = ["builder", *args]
+    runpy.run_module("onnxruntime_genai.models.builder", run_name="__main__")
+
+
 def _run_builder(checkpoint: Path, out: Path, precision: str, ep: str = "cpu") -> None:
     import os
     import subprocess
     import sys
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    proc = subprocess.run([sys.executable, "-m", "onnxruntime_genai.models.builder", "-i", str(checkpoint), "-o",
-                           str(out), "-p", precision, "-e", ep, "-c", str(out.parent / ".builder-cache")],
-                          env=env, capture_output=True, text=True)
+    run = f"import sys; sys.path.insert(0, {str(Path(__file__).resolve().parent)!r}); import material; " \
+          "material.builder_main(sys.argv[1:])"
+    proc = subprocess.run([sys.executable, "-c", run, "-i", str(checkpoint), "-o", str(out), "-p", precision, "-e", ep,
+                           "-c", str(out.parent / ".builder-cache")], env=env, capture_output=True, text=True)
     if proc.returncode:
         raise RuntimeError(f"the model builder failed ({precision}, -e {ep}, {checkpoint}):\n{proc.stderr[-4000:]}")
 
