@@ -586,8 +586,7 @@ def tensor_scatter(past_cache, update, write_indices=None, *, axis=-2, mode="lin
         if start > highest:
             raise ValueError(f"TensorScatter linear mode: write_indices[{b}] + sequence_length ({start} + {count}) "
                              f"exceeds max_sequence_length ({length})")
-    for b in range(past_cache.shape[0]):
-        positions = starts[b] + np.arange(count)
+        positions = start + np.arange(count)
         if mode == "circular":
             positions %= length
         np.moveaxis(out[b], axis - 1, 0)[positions] = np.moveaxis(update[b], axis - 1, 0)  # views of out

@@ -91,7 +91,6 @@ def check_ints(rt, stream, x, low: int, high: int, gpu_check, cause: str, error:
                   ("bytes", ranges + gpu_check.arg(rt, stream, cause, error)[1]))
 
 
-
 def device_scalar(rt, stream, value, dtype=np.float32):
     """A 0-d tensor of `value` on the GPU (copied on the stream), to broadcast against others."""
     return rt.device(DeviceTensor.on_host(np.array(value, dtype)), stream)
