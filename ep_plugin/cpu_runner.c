@@ -189,7 +189,7 @@ void seamless_runner_remove_family(SeamlessRunner* r, int slot) {
 static int64_t family_t(const SeamlessFamily* f, const int64_t* key, size_t key_len) {
   if (key_len != (size_t)f->key_words * sizeof *key) return -1;
   int64_t t = key[f->t_word];
-  if (t < f->t_min) return -1;
+  if (t < f->t_min || t > f->t_max) return -1;
   for (int w = 0; w < f->key_words; w++)
     if (key[w] != f->key_base[w] + f->key_slope[w] * (t - f->t0)) return -1;
   return t;

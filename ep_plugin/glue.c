@@ -210,6 +210,25 @@ static OrtStatus* put_node_values(Buf* b, const OrtNode* node, CountFn count, Va
   return st;
 }
 
+static OrtStatus* put_graph_body(Buf* b, const OrtGraph* g, size_t const_limit);
+
+/* A node's subgraphs (If's branches, Loop's and Scan's bodies): its implicit inputs (the outer values they read),
+ * then per subgraph its attribute's name and the graph, nested nodes included. */
+static OrtStatus* put_subgraphs(Buf* b, const OrtNode* node, size_t nsub, size_t const_limit) {
+  TRY(put_node_values(b, node, ORT(Node_GetNumImplicitInputs), ORT(Node_GetImplicitInputs), const_limit));
+  const OrtGraph** graphs = calloc(nsub, sizeof *graphs);
+  const char** names = calloc(nsub, sizeof *names);
+  OrtStatus* st = graphs && names ? ORT(Node_GetSubgraphs)(node, graphs, nsub, names)
+                                  : seamless_status(1, "out of memory");
+  for (size_t i = 0; !st && i < nsub; i++) {
+    put_str(b, names[i]);
+    st = put_graph_body(b, graphs[i], const_limit);
+  }
+  free(graphs);
+  free(names);
+  return st;
+}
+
 static OrtStatus* put_node(Buf* b, const OrtNode* node, size_t const_limit) {
   const char *name = NULL, *op = NULL, *domain = NULL;
   int since = 0;
@@ -234,7 +253,7 @@ static OrtStatus* put_node(Buf* b, const OrtNode* node, size_t const_limit) {
   if (st) return st;
   TRY(ORT(Node_GetNumSubgraphs)(node, &nsub));
   put_i32(b, (int32_t)nsub);
-  return NULL;
+  return nsub ? put_subgraphs(b, node, nsub, const_limit) : NULL;
 }
 
 typedef OrtStatus* (*GraphCountFn)(const OrtGraph*, size_t*);
@@ -261,14 +280,28 @@ static OrtStatus* graph_nodes(const OrtGraph* g, const OrtNode*** nodes, size_t*
   return st;
 }
 
-/* One walk of a graph: inputs, outputs, initializers (data pointers of constants up to
- * const_limit bytes), nodes in topological order; optionally a fused node's own
- * inputs/outputs first. */
+/* A graph's inputs, outputs, initializers (data pointers of constants up to const_limit bytes) and nodes in
+ * topological order. */
+static OrtStatus* put_graph_body(Buf* b, const OrtGraph* g, size_t const_limit) {
+  const OrtNode** nodes = NULL;
+  size_t n = 0;
+  TRY(put_graph_values(b, g, ORT(Graph_GetNumInputs), ORT(Graph_GetInputs), const_limit));
+  TRY(put_graph_values(b, g, ORT(Graph_GetNumOutputs), ORT(Graph_GetOutputs), const_limit));
+  TRY(put_graph_values(b, g, ORT(Graph_GetNumInitializers), ORT(Graph_GetInitializers), const_limit));
+  TRY(graph_nodes(g, &nodes, &n));
+  put_i32(b, (int32_t)n);
+  OrtStatus* st = NULL;
+  for (size_t i = 0; !st && i < n; i++) st = put_node(b, nodes[i], const_limit);
+  free(nodes);
+  return st;
+}
+
+/* One walk of a graph: optionally a fused node's own inputs/outputs first; the node whose subgraph the graph is
+ * (with all its subgraphs), if any; then the graph's body. */
 static OrtStatus* seamless_dump_graph(const OrtGraph* g, const OrtNode* fused, size_t const_limit, char** out,
                                       size_t* out_len) {
   Buf b = {0};
-  const OrtNode** nodes = NULL;
-  size_t n = 0;
+  const OrtNode* parent = NULL;
   OrtStatus* st = NULL;
   *out = NULL;
   put_i32(&b, fused != NULL);
@@ -276,13 +309,10 @@ static OrtStatus* seamless_dump_graph(const OrtGraph* g, const OrtNode* fused, s
     st = put_node_values(&b, fused, ORT(Node_GetNumInputs), ORT(Node_GetInputs), 0);
     if (!st) st = put_node_values(&b, fused, ORT(Node_GetNumOutputs), ORT(Node_GetOutputs), 0);
   }
-  if (!st) st = put_graph_values(&b, g, ORT(Graph_GetNumInputs), ORT(Graph_GetInputs), const_limit);
-  if (!st) st = put_graph_values(&b, g, ORT(Graph_GetNumOutputs), ORT(Graph_GetOutputs), const_limit);
-  if (!st) st = put_graph_values(&b, g, ORT(Graph_GetNumInitializers), ORT(Graph_GetInitializers), const_limit);
-  if (!st) st = graph_nodes(g, &nodes, &n);
-  if (!st) put_i32(&b, (int32_t)n);
-  for (size_t i = 0; !st && i < n; i++) st = put_node(&b, nodes[i], const_limit);
-  free(nodes);
+  if (!st) st = ORT(Graph_GetParentNode)(g, &parent);
+  if (!st) put_i32(&b, parent != NULL);
+  if (!st && parent) st = put_node(&b, parent, const_limit < 1024 ? const_limit : 1024);  /* for its checks only */
+  if (!st) st = put_graph_body(&b, g, const_limit);
   if (!st && b.oom) st = seamless_status(1, "out of memory while reading the graph");
   if (st) { free(b.data); return st; }
   *out = b.data;

@@ -254,6 +254,11 @@ GENAI_FAMILIES = {
     "smollm3": ("SmolLM3", dict(eos_token_id=0, pad_token_id=0, bos_token_id=0)),  # layers without RoPE
     "gemma3": ("Gemma3", dict(head_dim=64, sliding_window=16,                   # q/k norms, a local and a global
                               layer_types=["sliding_attention", "full_attention"])),  # layer, each its own RoPE
+    "phi3": ("Phi3", dict(original_max_position_embeddings=32, partial_rotary_factor=0.75,  # Phi-4-mini's LongRoPE:
+                          rope_scaling=dict(type="longrope", rope_type="longrope",  # an If picks the factors by
+                                            short_factor=[1.0 + i / 24 for i in range(24)],  # the length (past 32:
+                                            long_factor=[2.0 + i / 12 for i in range(24)]),  # in the decode tests)
+                          eos_token_id=1023, pad_token_id=1023, bos_token_id=1023)),
 }
 _TEXT_CONFIGS = {"gemma3": "Gemma3TextConfig"}  # Gemma3Config is the multimodal model's
 QWEN05B = dict(vocab_size=151936, hidden_size=896, intermediate_size=4864, num_hidden_layers=24,

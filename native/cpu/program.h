@@ -149,9 +149,9 @@ typedef struct { int32_t slot, first, last; int64_t a, b; } SeamlessArenaValue; 
 typedef struct {
   SeamlessProgram* program;       /* the template, patched for each t (its argument blocks and offsets) */
   int32_t key_words, t_word;      /* a binding's key (int64 words) fits when word w = base[w] + slope[w] (t - t0), */
-  const int64_t* key_base;        /* with t its word t_word, t >= t_min */
-  const int64_t* key_slope;
-  int64_t t0, t_min;
+  const int64_t* key_base;        /* with t its word t_word, t_min <= t <= t_max (t_max: where a comparison */
+  const int64_t* key_slope;       /* folded over the dims would answer otherwise) */
+  int64_t t0, t_min, t_max;
   int32_t n_patches, n_arena;
   const SeamlessPatch* patches;
   const SeamlessArenaValue* arena; /* in the order they are placed */

@@ -205,7 +205,7 @@ class PartitionReport:
 
 def partition_report(session, device: str = "cpu") -> PartitionReport:
     """Which nodes of `session` ran on our EP, which elsewhere, and why we declined them."""
-    from .abi.ep import PARTITIONS, latest_partition
+    from .abi.ep import PARTITIONS, declined_reasons
     ep_name = get_ep_name(device)
     report = PartitionReport(ep_name)
     if not hasattr(session, "get_provider_graph_assignment_info"):
@@ -230,9 +230,7 @@ def partition_report(session, device: str = "cpu") -> PartitionReport:
                 report.ep_nodes.append((node.name, op))
             else:
                 report.fallback_nodes.append((node.name, op, sub.ep_name))
-    result = latest_partition(set(report.ep_nodes) | {(n, op) for n, op, _ in report.fallback_nodes})
-    if result is not None:
-        report.declined = dict(result.declined)
+    report.declined = declined_reasons(set(report.ep_nodes) | {(n, op) for n, op, _ in report.fallback_nodes})
     return report
 
 

@@ -36,12 +36,31 @@ class PartitionResult:
         return "\n".join(lines)
 
 
-def partition(graph: Graph, device: str = "cpu") -> PartitionResult:
+# onnxruntime versions (1.N: its API version N) and what they let a compiling EP claim
+CONTROL_FLOW_API = 27  # a fused node gets the outer values its subgraphs read (implicit inputs) from 1.27 on
+SUBGRAPH_NAMES_API = 24  # 1.23 names the fused nodes of different subgraphs alike, and the session fails
+OLD_ORT = (f"onnxruntime < 1.{CONTROL_FLOW_API} does not pass a fused node the outer values its subgraphs read: "
+           "the nodes of its subgraphs are claimed on their own")
+
+
+def partition(graph: Graph, device: str = "cpu", api: int = CONTROL_FLOW_API) -> PartitionResult:
+    """api: onnxruntime's API version (what it lets the EP claim: a node with subgraphs whole from 1.27 on)."""
+    names = [(n.name, n.key) for n in graph.nodes]
+    if api < SUBGRAPH_NAMES_API and (graph.parent is not None or graph.outer_reads()):  # (1.23 names no parent)
+        return PartitionResult([], {n: "onnxruntime 1.23 gives fused nodes of different subgraphs one name: "
+                                       "the nodes of subgraphs are left to it" for n in names}, names)
+    if graph.parent is not None:  # ORT asks for a subgraph first: where the EP takes its node whole, none of it
+        owner = graph.parent.nodes[0]
+        if api >= CONTROL_FLOW_API and lookup(owner, graph.parent, device)[0] is not None:
+            reason = f"runs inside {owner.op_type} node {owner.label!r}, which the EP claims whole"
+            return PartitionResult([], {n: reason for n in names}, names)
     producer = {out: node.index for node in graph.nodes for out in node.outputs if out}
     supported: list[bool] = []
     declined: dict[tuple[str, str], str] = {}
     for node in graph.nodes:
         kdef, reason = lookup(node, graph, device)
+        if kdef is not None and node.subgraphs and api < CONTROL_FLOW_API:
+            kdef, reason = None, OLD_ORT
         supported.append(kdef is not None)
         if kdef is None:
             declined[(node.name, node.key)] = reason
@@ -60,4 +79,4 @@ def partition(graph: Graph, device: str = "cpu") -> PartitionResult:
         upstream.append(key)
         if supported[node.index]:
             groups.setdefault(key, []).append(node.index)
-    return PartitionResult(list(groups.values()), declined, [(n.name, n.key) for n in graph.nodes])
+    return PartitionResult(list(groups.values()), declined, names)

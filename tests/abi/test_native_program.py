@@ -152,6 +152,32 @@ def test_a_growing_input_is_answered_by_a_family():
     assert by_family[:2] == [0, 0] and all(by_family[6:]), by_family
 
 
+@pytest.mark.parametrize("op, limit", [("Div", 8), ("Max", 13), ("Less", 11), ("Floor", 8)])
+def test_a_family_ends_where_a_comparison_of_its_length_would_answer_otherwise(op, limit):
+    """A value folded from the length through a piecewise op (an integer division, Max, a comparison, a rounding)
+    answers alike in the four recordings: the family must stop where it would change, and a new one take over."""
+    length = [helper.make_node("Shape", ["x"], ["shape"]), helper.make_node("Gather", ["shape", "one"], ["n"], axis=0)]
+    piece = {"Div": [helper.make_node("Div", ["n", "k"], ["q"]), helper.make_node("Cast", ["q"], ["f"], to=1)],
+             "Max": [helper.make_node("Max", ["n", "k"], ["q"]), helper.make_node("Cast", ["q"], ["f"], to=1)],
+             "Less": [helper.make_node("Less", ["n", "k"], ["q"]), helper.make_node("Cast", ["q"], ["f"], to=1)],
+             "Floor": [helper.make_node("Cast", ["n"], ["nf"], to=1), helper.make_node("Div", ["nf", "kf"], ["r"]),
+                       helper.make_node("Floor", ["r"], ["f"])]}[op]
+    model = _model(length + piece + [helper.make_node("Mul", ["x", "f"], ["y"])],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, "n"])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                   [helper.make_tensor("one", TensorProto.INT64, [], [1]),
+                    helper.make_tensor("k", TensorProto.INT64, [], [8 if op in ("Div", "Floor") else limit]),
+                    helper.make_tensor("kf", TensorProto.FLOAT, [], [8.0])])
+    ours, stock = ep_session(model), stock_session(model)
+    by_family = []
+    for n in range(2, 3 * limit):
+        x = np.full((1, n), 1.5, np.float32)
+        before = family_runs()
+        assert_close(ours.run(None, {"x": x})[0], stock.run(None, {"x": x})[0], 0, 0, f"length {n}")
+        by_family.append(family_runs() - before)
+    assert any(by_family[:limit - 2]), by_family  # a family answered below the limit, and stopped there
+
+
 def test_a_family_checks_data_as_its_bindings_do():
     # a table that grows by a row a run, gathered with indices from the data: the family's gather checks them
     model = _model([helper.make_node("Gather", ["table", "i"], ["y"])],

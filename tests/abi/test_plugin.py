@@ -215,7 +215,7 @@ def test_unreadable_attribute_is_read_as_unreadable():
     count = lambda n: struct.pack("<i", n)
     node = (text("neg") + text("Neg") + text("") + count(13) + count(1) + value("x") + count(1) + value("y")
             + count(1) + text("odd") + struct.pack("<i", -1) + count(0))
-    data = count(0) + count(1) + value("x") + count(1) + value("y") + count(0) + count(1) + node
+    data = count(0) + count(0) + count(1) + value("x") + count(1) + value("y") + count(0) + count(1) + node
     graph, _, _ = read_graph(data)
     assert graph.nodes[0].attrs == {"odd": UNREADABLE}
     result = partition(graph, "cpu")

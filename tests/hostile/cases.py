@@ -1252,3 +1252,29 @@ def roi_pool_x_rank3():  # stock ORT aborts the process here; ours must refuse
 @case
 def roi_pool_rois_rank1():  # stock ORT aborts the process here too
     return one("MaxRoiPool", [rnd(2, 3, 8, 8), np.array([0, 1, 1, 5, 5], F32)], {"pooled_shape": [2, 2]}, opset=21)
+
+
+def _if(cond, then_value, else_value):
+    """If picking between two branches that read x from the outer graph (x + c or x * c)."""
+    def branch(name, op, value):
+        const = numpy_helper.from_array(np.asarray(value, F32), f"{name}_c")
+        return helper.make_graph([helper.make_node(op, ["x", f"{name}_c"], [f"{name}_y"])], name, [],
+                                 [helper.make_tensor_value_info(f"{name}_y", _elem(F32), None)], initializer=[const])
+    node = helper.make_node("If", ["c"], ["y"], then_branch=branch("then", "Add", then_value),
+                            else_branch=branch("else", "Mul", else_value))
+    return model([node], {"c": cond, "x": rnd(2, 3)}, {"y": F32})
+
+
+@case
+def if_condition_of_two_elements():
+    return _if(np.array([True, False]), 1.0, 2.0)
+
+
+@case
+def if_condition_empty():
+    return _if(np.zeros(0, BOOL), 1.0, 2.0)
+
+
+@case
+def if_branches_of_different_shapes():  # valid: the output's shape is the branch's
+    return _if(np.array(False), 1.0, np.ones((4, 2, 3), F32))

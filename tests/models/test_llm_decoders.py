@@ -314,7 +314,7 @@ def test_builder_family_under_onnxruntime_genai(family):
             config.append_provider(name)
         model = og.Model(config)
         params = og.GeneratorParams(model)
-        params.set_search_options(max_length=50, do_sample=False)
+        params.set_search_options(max_length=50, min_length=50, do_sample=False)  # 50 tokens, even past a random model's end token
         generator = og.Generator(model, params)
         generator.append_tokens(prompt)
         while not generator.is_done():

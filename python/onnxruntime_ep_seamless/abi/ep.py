@@ -61,7 +61,7 @@ class Ep:
             else:
                 self.log(LOG_ERROR, str(self.option_error))
             return
-        result = partition(graph, self.device)
+        result = partition(graph, self.device, self.native.lib.seamless_api_version())
         PARTITIONS.append((frozenset((n.name, n.key) for n in graph.nodes), result))
         if self.options.get("log_partition"):
             self.log(LOG_WARNING, result.summary(self.name))
@@ -84,9 +84,14 @@ class Ep:
                               self.options.get("native_program", True), log)
 
 
-def latest_partition(nodes: set[tuple[str, str]]) -> PartitionResult | None:
-    """The most recent partitioning of a graph holding all of `nodes` ((name, op) pairs)."""
+def declined_reasons(nodes: set[tuple[str, str]]) -> dict[tuple[str, str], str]:
+    """Why each of `nodes` ((name, op) pairs) was declined, from the most recent partitioning of a graph holding it
+    (a model with subgraphs is partitioned a graph at a time)."""
+    reasons: dict[tuple[str, str], str] = {}
+    left = set(nodes)
     for known, result in reversed(PARTITIONS):
-        if nodes and nodes <= known:
-            return result
-    return None
+        found = left & known
+        if found:
+            reasons.update((n, r) for n, r in result.declined.items() if n in found)
+            left -= found
+    return reasons

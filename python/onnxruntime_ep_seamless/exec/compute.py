@@ -199,7 +199,7 @@ class CompiledKernel:
         if slot < 0:
             raise MemoryError("out of host memory for a native program family")
         self.families.append((slot, family))
-        klass.family = family
+        klass.tries, klass.recordings = 0, []  # bindings beyond its guards' limit may make the next family
 
 
 def binding_class(key: bytes) -> tuple:
@@ -222,10 +222,10 @@ class BindingClass:
         self.keys = 0            # distinct bindings seen
         self.tries = 0
         self.recordings: list = []
-        self.family = None
 
     def wants_recordings(self) -> bool:
-        return self.family is None and self.keys >= 2 and self.tries < self.MAX_TRIES
+        # a binding of the class that reaches Python lies outside its families (the C runner answers the others)
+        return self.keys >= 2 and self.tries < self.MAX_TRIES
 
 
 class Buffers:

@@ -16,6 +16,9 @@ derived from FAMILY_RECORDINGS recordings; the runner patches it for each new le
 """
 from __future__ import annotations
 
+import math
+from fractions import Fraction
+
 import numpy as np
 
 from ..kernels.cpu import native as native_cpu
@@ -33,11 +36,11 @@ RANDOM = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "Random
 
 class Value:
     """A value while recording: the recording run's array, its slot (None: static, not yet a slot), static:
-    known for every run of the binding."""
-    __slots__ = ("array", "slot", "static")
+    known for every run of the binding; of_shapes: static and computed from the binding's dims."""
+    __slots__ = ("array", "slot", "static", "of_shapes")
 
-    def __init__(self, array, slot, static):
-        self.array, self.slot, self.static = array, slot, static
+    def __init__(self, array, slot, static, of_shapes=False):
+        self.array, self.slot, self.static, self.of_shapes = array, slot, static, of_shapes
 
 
 class Recorder:
@@ -52,6 +55,8 @@ class Recorder:
         self.next_slot = n_in + n_out
         self.label = b""
         self.python_steps: list[str] = []  # the op of every node run as a Python step
+        self.guards: list = []             # (op, inputs, outputs) of every piecewise node folded over the dims
+        self.unguarded: list[str] = []     # ops folded over the dims whose change with them no guard describes
 
     def _slot(self) -> int:
         self.next_slot += 1
@@ -92,16 +97,21 @@ class Recorder:
         self.steps.append((op, [self.operand(v) for v in operands], args, self.label))
 
 
-def why_not_native(plan) -> str | None:
+def why_not_native(plan, static: set | None = None) -> str | None:
     """Why no binding of the plan can be recorded, as far as Compile can tell (a node whose output sizes follow the
-    run's data: neither its lowering nor a Python step takes one), or None."""
-    static = set(plan.constants)
-    for node, _, _ in plan.kernels:
+    run's data: neither its lowering nor a Python step takes one), or None. static: the outer values known per
+    binding (for a subgraph's plan)."""
+    static = set(plan.constants) | (static or set())
+    for idx, (node, _, _) in enumerate(plan.kernels):
         inputs = [n for n in node.inputs if n]
+        if any(i in SHAPE_INPUTS.get(node.op_type, ()) for i, n in enumerate(node.inputs) if n and n not in static):
+            return f"node {node.label!r} ({node.key}): its output shapes follow the run's data"
+        for sub in plan.subplans.get(idx, {}).values():
+            why = why_not_native(sub, static)
+            if why:
+                return why
         if node.op_type in SHAPE_ONLY or (node.op_type not in RANDOM and all(n in static for n in inputs)):
             static.update(n for n in node.outputs if n)
-        elif any(i in SHAPE_INPUTS.get(node.op_type, ()) for i, n in enumerate(node.inputs) if n and n not in static):
-            return f"node {node.label!r} ({node.key}): its output shapes follow the run's data"
     return None
 
 
@@ -111,26 +121,7 @@ def record(plan, inputs: list, runner_io: tuple[int, int]):
     values: dict[str, Value] = {}
     for i, (name, array) in enumerate(zip(plan.input_names, inputs)):
         values[name] = Value(array, i, False)
-    why_not = None
-    for node, kdef, fn in plan.kernels:
-        args = [None if not n else _lookup(values, plan, n) for n in node.inputs]
-        for a in args:  # in C order, as in their slots: an output that views one has the slot's strides
-            if a is not None and not a.array.flags.c_contiguous:
-                a.array = np.ascontiguousarray(a.array)
-        outs = plan.run_node(node, fn, [a.array if a is not None else None for a in args])
-        outs = [np.asarray(o) for o in outs[:len(node.outputs)]]
-        if why_not is None:
-            try:
-                new = _lower(rec, node, fn, args, outs)
-            except Declined as exc:
-                why_not, new = f"node {node.label!r} ({node.key}): {exc}", None
-            except Exception as exc:  # a lowering's bug must not fail the run: it stays in Python, and says why
-                why_not, new = f"node {node.label!r} ({node.key}): lowering failed: {type(exc).__name__}: {exc}", None
-        if why_not is not None:  # recording stopped: the rest runs for the outputs only
-            new = [Value(o, None, True) for o in outs]
-        for name, v in zip(node.outputs, new):
-            if name:
-                values[name] = v
+    why_not = _record_plan(rec, plan, values, None)
     outputs = [values[n].array for n in plan.output_names]
     if why_not is None:
         try:
@@ -140,6 +131,38 @@ def record(plan, inputs: list, runner_io: tuple[int, int]):
     return outputs, None, why_not
 
 
+def _record_plan(rec, plan, values: dict, why_not):
+    """Runs and records the plan's nodes on `values` (name -> Value, the plan's inputs on entry; its outputs on
+    return); returns why recording stopped (None: it did not)."""
+    for idx, (node, kdef, fn) in enumerate(plan.kernels):
+        args = [None if not n else _lookup(values, plan, n) for n in node.inputs]
+        for a in args:  # in C order, as in their slots: an output that views one has the slot's strides
+            if a is not None and not a.array.flags.c_contiguous:
+                a.array = np.ascontiguousarray(a.array)
+        if why_not is None and node.op_type == "If" and args[0].static and args[0].array.size == 1:
+            # the binding fixes the condition: the branch taken is recorded in line
+            branch = plan.subplans[idx]["then_branch" if args[0].array.reshape(-1)[0] else "else_branch"]
+            inner = dict(zip(branch.input_names, args[1:]))
+            why_not = _record_plan(rec, branch, inner, why_not)
+            new = [_lookup(inner, branch, n) for n in branch.output_names]
+        else:
+            outs = plan.run_node(node, fn, [a.array if a is not None else None for a in args])
+            outs = [np.asarray(o) for o in outs[:len(node.outputs)]]
+            if why_not is None:
+                try:
+                    new = _lower(rec, node, fn, args, outs)
+                except Declined as exc:
+                    why_not, new = f"node {node.label!r} ({node.key}): {exc}", None
+                except Exception as exc:  # a lowering's bug must not fail the run: it stays in Python, and says why
+                    why_not, new = f"node {node.label!r} ({node.key}): lowering failed: {type(exc).__name__}: {exc}", None
+            if why_not is not None:  # recording stopped: the rest runs for the outputs only
+                new = [Value(o, None, True) for o in outs]
+        for name, v in zip(node.outputs, new):
+            if name:
+                values[name] = v
+    return why_not
+
+
 def _lookup(values, plan, name) -> Value:
     v = values.get(name)
     if v is None:  # a constant of the graph
@@ -147,10 +170,37 @@ def _lookup(values, plan, name) -> Value:
     return v
 
 
+# Folded over the binding's dims, these ops' results are affine in a dim when their inputs are (a family checks the
+# results); GUARDED ops are piecewise (a comparison flips at some length): a family holds only where they answer as
+# in its recordings (Family's guards); any other op folded over the dims keeps its bindings from forming a family.
+AFFINE_SAFE = frozenset({
+    "Shape", "Size", "Identity", "Add", "Sub", "Mul", "Neg", "Cast", "CastLike", "Concat", "Gather", "GatherElements",
+    "Slice", "Reshape", "Squeeze", "Unsqueeze", "Flatten", "Expand", "Tile", "Transpose", "ConstantOfShape", "Range",
+    "Not", "And", "Or", "Xor", "Where", "Split", "ReduceProd", "ReduceSum", "Div", "Sqrt", "Reciprocal", "Pow",
+    "Trilu", "CumSum", "Softmax", "Exp", "Log", "Sin", "Cos",
+})
+GUARDED = frozenset({"Greater", "Less", "GreaterOrEqual", "LessOrEqual", "Equal", "Min", "Max", "Clip", "Abs",
+                     "Sign", "Relu", "Floor", "Ceil", "Round", "Mod", "Div"})
+
+
+def _fold(rec, node, args, outs) -> list:
+    """A node whose inputs are all static: its results become constants; over the binding's dims, guarded."""
+    of_shapes = node.op_type in SHAPE_ONLY or any(a is not None and a.of_shapes for a in args)
+    if of_shapes and node.op_type not in SHAPE_ONLY:
+        ins = [None if a is None else a.array for a in args]
+        if node.op_type in GUARDED and (node.op_type != "Div" or outs[0].dtype.kind in "iu"):
+            rec.guards.append((node.op_type, ins, outs))
+        elif node.op_type == "Cast" and outs[0].dtype == np.bool_:
+            rec.guards.append(("Cast", ins, outs))
+        elif node.op_type not in AFFINE_SAFE:
+            rec.unguarded.append(node.key)
+    return [Value(o, None, True, of_shapes) for o in outs]
+
+
 def _lower(rec, node, fn, args, outs) -> list:
     """The node's output values: folded, its native steps, or else a Python step."""
     if node.op_type in SHAPE_ONLY or (node.op_type not in RANDOM and all(a is None or a.static for a in args)):
-        return [Value(o, None, True) for o in outs]
+        return _fold(rec, node, args, outs)
     rec.label = f"node {node.label!r} ({node.key})".encode()
     lower = LOWERINGS.get((node.domain, node.op_type))
     if lower is not None and node.op_type not in RANDOM:
@@ -192,6 +242,7 @@ class Program:
         self.steps, self.fixed_arrays = steps, rec.fixed
         self.out_shapes = [v.array.shape for v in outputs]
         self.python_steps = rec.python_steps
+        self.guards, self.unguarded = rec.guards, rec.unguarded
         self.c_steps = ffi.new("SeamlessStep[]", max(len(steps), 1))
         labels = {}
         for i, (op, slots, args, label) in enumerate(steps):
@@ -302,6 +353,9 @@ class Family:
         for w in varying:
             _, slope[w] = _fit([int(k[w]) for k in keys], ts)
         template = programs[-1]  # the newest: its argument blocks are copied
+        if any(p.unguarded for p in programs):
+            raise NotAffine
+        t_max = _guarded_limit([p.guards for p in programs], ts)
         if any(len(shape) > MAX_OUT_RANK for p in programs for shape in p.out_shapes):
             raise NotAffine
         if (len({len(p.steps) for p in programs}) != 1 or len({p.c.n_slots for p in programs}) != 1
@@ -353,13 +407,13 @@ class Family:
         for j, shape in enumerate(template.out_shapes):
             for d in range(len(shape)):
                 out_a[j, d], out_b[j, d] = _fit([p.out_shapes[j][d] for p in programs], ts)
-        self._build(template, steps, fixed, patches, arena, keys[0], slope, ts, t_word, out_a, out_b)
+        self._build(template, steps, fixed, patches, arena, keys[0], slope, ts, t_word, out_a, out_b, t_max)
 
     def _keep(self, obj):
         self.kept.append(obj)
         return obj
 
-    def _build(self, template, steps, fixed, patches, arena, key_base, slope, ts, t_word, out_a, out_b):
+    def _build(self, template, steps, fixed, patches, arena, key_base, slope, ts, t_word, out_a, out_b, t_max):
         ffi = native_cpu.ffi
         n_slots = template.c.n_slots
         c_steps = self._keep(ffi.new("SeamlessStep[]", max(len(steps), 1)))
@@ -382,7 +436,7 @@ class Family:
             c_arena[i].slot, c_arena[i].first, c_arena[i].last, c_arena[i].a, c_arena[i].b = slot, first, last, a, b
         f = self._keep(ffi.new("SeamlessFamily*"))
         f.program = program
-        f.key_words, f.t_word, f.t0, f.t_min = len(key_base), t_word, ts[0], min(ts)
+        f.key_words, f.t_word, f.t0, f.t_min, f.t_max = len(key_base), t_word, ts[0], min(ts), t_max
         f.key_base = self._keep(ffi.new("int64_t[]", key_base.tolist()))
         f.key_slope = self._keep(ffi.new("int64_t[]", slope.tolist()))
         f.n_patches, f.patches, f.n_arena, f.arena = len(patches), c_patches, len(arena), c_arena
@@ -392,4 +446,111 @@ class Family:
         f.max_rank = MAX_OUT_RANK
         self.c = f
         self.address = int(ffi.cast("uintptr_t", f))
-        self.t_min, self.n_patches = min(ts), len(patches)
+        self.t_min, self.t_max, self.n_patches = min(ts), t_max, len(patches)
+
+
+# --- guards: where the piecewise nodes folded over the dims answer as in the recordings -----------------------
+
+T_UNBOUNDED = 2**62     # a family's t_max when no guard bounds it
+GUARD_ELEMENTS = 4096   # elements a guard's inputs hold at most (more: no family)
+
+
+def _guarded_limit(guards_per_program: list, ts: list[int]) -> int:
+    """The largest t up to which every guard (a piecewise node folded over the dims: a comparison, Min/Max, a
+    rounding, an integer division) answers as in all recordings, its inputs affine in t; NotAffine where that
+    cannot be told. Its answer changes only where an affine quantity crosses a threshold, so it is checked at the
+    integers next to every crossing."""
+    if len({len(g) for g in guards_per_program}) != 1:
+        raise NotAffine
+    limit = T_UNBOUNDED
+    for records in zip(*guards_per_program):
+        if len({op for op, _, _ in records}) != 1:
+            raise NotAffine
+        op = records[0][0]
+        ins = [_affine([r[1][i] for r in records], ts) for i in range(len(records[0][1]))]
+        varies = any(not np.array_equal(o, records[0][2][0]) for _, _, (o, *_) in records)
+        key, crossings = _guard(op, ins, varies, ts)
+        ref = key(ts[0])
+        if any(key(t) != ref for t in ts[1:]):
+            raise NotAffine
+        for a, b in crossings:
+            for root in {-Fraction(x) / Fraction(y) for x, y in zip(a, b) if y != 0}:
+                for c in range(math.floor(root) - 1, math.ceil(root) + 2):
+                    if max(ts) < c < limit and key(c) != ref:
+                        limit = c - 1
+    return limit
+
+
+def _affine(arrays: list, ts: list[int]):
+    """(a, b), object arrays of Fractions with arrays[k] == a + b ts[k] elementwise (None stays None)."""
+    if arrays[0] is None:
+        return None
+    shapes = {np.shape(x) for x in arrays}
+    if len(shapes) != 1 or np.size(arrays[0]) > GUARD_ELEMENTS or np.asarray(arrays[0]).dtype.kind not in "biuf":
+        raise NotAffine
+    flat = [[Fraction(v) for v in np.asarray(x, np.float64 if np.asarray(x).dtype.kind == "f" else object).reshape(-1)]
+            for x in arrays]
+    if any(not math.isfinite(v) for v in np.asarray(arrays[0], np.float64).reshape(-1)):
+        raise NotAffine
+    (v1, v2), (t1, t2) = flat[:2], ts[:2]
+    b = [(y - x) / (t2 - t1) for x, y in zip(v1, v2)]
+    a = [x - s * t1 for x, s in zip(v1, b)]
+    if any(ai + bi * t != v for vals, t in zip(flat[2:], ts[2:]) for ai, bi, v in zip(a, b, vals)):
+        raise NotAffine
+    shape = shapes.pop()
+    return np.array(a, object).reshape(shape), np.array(b, object).reshape(shape)
+
+
+def _flat(values) -> list:
+    return list(np.asarray(values, object).reshape(-1))
+
+
+def _answers(fn, values) -> tuple:
+    return tuple(fn(v) for v in _flat(values))
+
+
+# what a guard's answer is, from d = x - y (comparisons; Min/Max: which input is taken) or from x alone
+COMPARED = {"Greater": lambda d: d > 0, "Less": lambda d: d < 0, "GreaterOrEqual": lambda d: d >= 0,
+            "LessOrEqual": lambda d: d <= 0, "Equal": lambda d: d == 0, "Min": lambda d: d < 0, "Max": lambda d: d > 0}
+SIGNED = {"Abs": lambda x: x < 0, "Relu": lambda x: x > 0, "Sign": lambda x: (x > 0) - (x < 0),
+          "Cast": lambda x: x != 0}
+
+
+def _guard(op: str, ins: list, varies: bool, ts: list[int]):
+    """(key(t): the guard's answer at t, crossings: (a, b) lists whose roots -a/b are where it may change)."""
+    def at(t):
+        return [None if v is None else v[0] + v[1] * t for v in ins]
+
+    def diff(u, v):  # u - v, broadcast, as flat (a, b) lists
+        a, c = np.broadcast_arrays(u[0], v[0])
+        b, d = np.broadcast_arrays(u[1], v[1])
+        return _flat(a - c), _flat(b - d)
+
+    if op in COMPARED:  # the answer as a function of d = x - y
+        if len(ins) != 2:  # Min/Max of one or of more than two inputs
+            raise NotAffine
+        return (lambda t: _answers(COMPARED[op], np.subtract(*np.broadcast_arrays(*at(t))))), [diff(ins[0], ins[1])]
+    if op == "Clip":
+        bounds = [v for v in ins[1:] if v is not None]
+        return (lambda t: tuple(_answers(lambda d: (d > 0) - (d < 0), np.subtract(*np.broadcast_arrays(
+            at(t)[0], lim[0] + lim[1] * t))) for lim in bounds)), [diff(ins[0], v) for v in bounds]
+    if op in SIGNED:  # the answer as a function of x
+        return (lambda t: _answers(SIGNED[op], at(t)[0])), [(_flat(ins[0][0]), _flat(ins[0][1]))]
+    # Floor, Ceil, Round, integer Div and Mod: the quotient q = x / y (y = 1 for the roundings), y fixed
+    x, y = ins[0], (ins[1] if len(ins) > 1 else (np.array(Fraction(1), object), np.array(Fraction(0), object)))
+    if any(d != 0 for d in _flat(y[1])) or any(d == 0 for d in _flat(y[0])):
+        raise NotAffine  # a divisor that changes with the dims (or zero)
+    qa, qb = (_flat(v) for v in np.broadcast_arrays(np.divide(x[0], y[0]), np.divide(x[1], y[0])))
+    if varies:  # an integer quotient that changes with t: exact while its slope is whole and x keeps its sign
+        if op != "Div" or any(Fraction(s).denominator != 1 for s in qb):
+            raise NotAffine
+        return (lambda t: _answers(SIGNED["Sign"], at(t)[0])), [(_flat(x[0]), _flat(x[1]))]
+    def key(t):  # Round: the nearest integer (ties to even); the others: floor and ceil (trunc: either)
+        q = [a + b * t for a, b in zip(qa, qb)]
+        return tuple(round(v) for v in q) if op == "Round" else tuple((math.floor(v), math.ceil(v)) for v in q)
+    crossings = []
+    for a, b in zip(qa, qb):  # 2q(t) = m (integers and half-integers of q) next to its recorded values
+        values = [2 * (a + b * t) for t in ts]
+        for m in range(math.floor(min(values)) - 1, math.ceil(max(values)) + 2):
+            crossings.append(([2 * a - m], [2 * b]))
+    return key, crossings

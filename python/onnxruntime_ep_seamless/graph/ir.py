@@ -93,9 +93,14 @@ class Node:
     since_version: int
     inputs: list[str]    # "" marks an absent optional input
     outputs: list[str]
-    attrs: dict = field(default_factory=dict)
-    has_subgraphs: bool = False
+    attrs: dict = field(default_factory=dict)  # a graph attribute (If's branches, a Loop's body): its Graph
+    implicit: int = 0    # the last `implicit` inputs are outer values its subgraphs read (ORT's implicit inputs)
     index: int = 0       # position in the graph's topological order
+
+    @property
+    def subgraphs(self) -> dict:
+        """Its graph attributes: name -> Graph."""
+        return {k: v for k, v in self.attrs.items() if isinstance(v, Graph)}
 
     @property
     def label(self) -> str:
@@ -114,6 +119,14 @@ class Graph:
     inputs: list[str]
     outputs: list[str]
     initializers: list[str] = field(default_factory=list)
+    # the node whose subgraph this graph is (If, Loop, Scan), with all its subgraphs: a graph of that one node
+    parent: Graph | None = None
 
     def value(self, name: str) -> Value:
         return self.values.get(name) or Value(name)
+
+    def outer_reads(self) -> list[str]:
+        """The values the graph (its nested graphs included) reads from enclosing scopes: a subgraph's."""
+        own = set(self.inputs) | set(self.initializers) | {o for n in self.nodes for o in n.outputs}
+        reads = [v for n in self.nodes for v in n.inputs if v] + list(self.outputs)
+        return list(dict.fromkeys(v for v in reads if v not in own))

@@ -4,7 +4,7 @@ shape inference, not ORT's, and ORT's graph optimisations have not run."""
 import onnx
 from onnx import numpy_helper
 
-from .ir import Graph, Node, Value
+from .ir import UNREADABLE, Graph, Node, Value
 
 
 def _attr(a: onnx.AttributeProto):
@@ -23,14 +23,16 @@ def _attr(a: onnx.AttributeProto):
         return [s.decode() for s in a.strings]
     if t == onnx.AttributeProto.TENSOR:
         return numpy_helper.to_array(a.t)
-    raise NotImplementedError(f"attribute type {t}")
+    return UNREADABLE  # GRAPHS, SPARSE_TENSOR(S), TYPE_PROTO(S): its node is declined
 
 
 def import_model(model: onnx.ModelProto) -> Graph:
     model = onnx.shape_inference.infer_shapes(model)
-    g = model.graph
     opsets = {o.domain if o.domain != "ai.onnx" else "": o.version for o in model.opset_import}
-    values = {}
+    return _graph(model.graph, opsets, {})
+
+
+def _graph(g: onnx.GraphProto, opsets: dict, values: dict) -> Graph:
     for vi in list(g.input) + list(g.output) + list(g.value_info):
         tt = vi.type.tensor_type
         shape = None
@@ -40,11 +42,19 @@ def import_model(model: onnx.ModelProto) -> Graph:
     for init in g.initializer:
         arr = numpy_helper.to_array(init)
         values[init.name] = Value(init.name, init.data_type, arr.shape, arr)
-    nodes = [Node(n.name or f"node{i}", n.op_type, n.domain if n.domain != "ai.onnx" else "",
-                  opsets.get(n.domain if n.domain != "ai.onnx" else "", 1), list(n.input), list(n.output),
-                  {a.name: _attr(a) for a in n.attribute},
-                  any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in n.attribute), i)
-             for i, n in enumerate(g.node)]
+    nodes = []
+    for i, n in enumerate(g.node):
+        attrs, implicit = {}, []
+        for a in n.attribute:
+            if a.type == onnx.AttributeProto.GRAPH:  # a subgraph sees the values of its scope (a copy of them)
+                attrs[a.name] = sub = _graph(a.g, opsets, dict(values))
+                implicit += [v for v in sub.outer_reads() if v not in implicit]
+            else:
+                attrs[a.name] = _attr(a)
+        domain = n.domain if n.domain != "ai.onnx" else ""
+        nodes.append(Node(n.name or f"node{i}", n.op_type, domain, opsets.get(domain, 1),
+                          list(n.input) + implicit, list(n.output), attrs, len(implicit), i))
     inits = {i.name for i in g.initializer}
     return Graph(nodes, values, [i.name for i in g.input if i.name not in inits], [o.name for o in g.output],
                  sorted(inits))
+

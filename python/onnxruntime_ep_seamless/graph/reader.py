@@ -1,8 +1,9 @@
 """Parse the C glue's graph dump (ep_plugin/glue.c, seamless_dump_graph) into our IR.
 
-Format (little-endian): i32 has_fused, [fused inputs, fused outputs], graph inputs, graph
-outputs, initializers, then nodes. Lists are an i32 count then items; strings are i32
-length + UTF-8 bytes.
+Format (little-endian): i32 has_fused, [fused inputs, fused outputs], i32 has_parent, [the node whose subgraph
+the graph is], then the graph's body: inputs, outputs, initializers, nodes. A node with subgraphs carries its
+implicit inputs and, per subgraph, its attribute's name and body. Lists are an i32 count then items; strings are
+i32 length + UTF-8 bytes.
 """
 from __future__ import annotations
 
@@ -104,6 +105,26 @@ class _Reader:
         return name, UNREADABLE  # GRAPH(S), and -1: a type ORT could not describe (SPARSE_TENSOR, TYPE_PROTO)
 
 
+def _node(r: _Reader, values: dict, index: int) -> Node:
+    name, op, domain, since = r.str(), r.str(), r.str(), r.i32()
+    node_inputs, node_outputs = r.values(values), r.values(values)
+    attrs = dict(r.attr() for _ in range(r.i32()))
+    implicit = []
+    n_subgraphs = r.i32()
+    if n_subgraphs:  # the outer values its subgraphs read, then each graph attribute's graph
+        implicit = r.values(values)
+        for _ in range(n_subgraphs):
+            attr = r.str()
+            attrs[attr] = _body(r, {})
+    return Node(name, op, domain, since, node_inputs + implicit, node_outputs, attrs, len(implicit), index)
+
+
+def _body(r: _Reader, values: dict) -> Graph:
+    inputs, outputs, inits = r.values(values), r.values(values), r.values(values)
+    nodes = [_node(r, values, index) for index in range(r.i32())]
+    return Graph(nodes, values, inputs, outputs, inits)
+
+
 def read_graph(data: bytes, copy_data=None) -> tuple[Graph, list[str], list[str]]:
     """The graph, plus the fused node's input and output names (empty when not a fused graph)."""
     r = _Reader(data, copy_data)
@@ -111,13 +132,10 @@ def read_graph(data: bytes, copy_data=None) -> tuple[Graph, list[str], list[str]
     fused_inputs = fused_outputs = []
     if r.i32():
         fused_inputs, fused_outputs = r.values(values), r.values(values)
-    inputs, outputs, inits = r.values(values), r.values(values), r.values(values)
-    nodes = []
-    for index in range(r.i32()):
-        name, op, domain, since = r.str(), r.str(), r.str(), r.i32()
-        node_inputs, node_outputs = r.values(values), r.values(values)
-        attrs = dict(r.attr() for _ in range(r.i32()))
-        has_subgraphs = r.i32() > 0
-        nodes.append(Node(name, op, domain, since, node_inputs, node_outputs, attrs,
-                          has_subgraphs, index))
-    return Graph(nodes, values, inputs, outputs, inits), fused_inputs, fused_outputs
+    parent = None
+    if r.i32():  # the node whose subgraph this is, as a graph of that one node (its values' types)
+        parent_values: dict[str, Value] = {}
+        parent = Graph([_node(r, parent_values, 0)], parent_values, [], [])
+    graph = _body(r, values)
+    graph.parent = parent
+    return graph, fused_inputs, fused_outputs

@@ -55,16 +55,19 @@ class KernelDef:
                                  # kernels, and the CUDA data-dependent ops: cuda/elementwise.py on_host)
     validate: Callable | None = None  # validate(node, graph) raises at Compile for what stock refuses at load
 
-    def build(self, node: Node, graph: Graph, readers: tuple = (), output_buffer: Callable | None = None) -> Callable:
+    def build(self, node: Node, graph: Graph, readers: tuple = (), output_buffer: Callable | None = None,
+              subplans: dict | None = None) -> Callable:
         """The callable the plan invokes: fn with the node's attributes bound, and the facts it asks for.
         readers: the op types that read the node's first output; output_buffer(i, shape, dtype): where the
-        run's caller wants the node's output i, or None (where the planner knows them)."""
+        run's caller wants the node's output i, or None (where the planner knows them); subplans: a graph
+        attribute's name -> its plan (plan/planner.py), bound in place of the graph."""
         if self.validate is not None:
             try:
                 self.validate(node, graph)
             except Exception as exc:  # the status code still comes from exc (checks.status_code reads causes)
                 raise ValueError(f"node {node.label!r} ({node.key}): {exc}") from exc
         kwargs = {k: v for k, v in node.attrs.items() if k in self.attr_names}
+        kwargs.update(subplans or {})
         facts = {"_num_outputs": len(node.outputs), "_readers": tuple(readers), "_output_buffer": output_buffer}
         if "_gpu_check" in self.facts:
             facts["_gpu_check"] = GpuCheck(f"{node.label!r} ({node.key})")
@@ -127,8 +130,6 @@ def _lookup(node: Node, graph: Graph, device: str) -> tuple[KernelDef | None, st
     defs = _REGISTRY.get((device, node.domain, node.op_type))
     if not defs:
         return None, f"no kernel for {node.key}"
-    if node.has_subgraphs:
-        return None, "control flow (subgraph attributes) is not supported"
     unreadable = [k for k, v in node.attrs.items() if v is UNREADABLE]
     if unreadable:
         return None, f"attribute(s) {unreadable} have a type the EP does not read (a graph)"

@@ -51,12 +51,18 @@ class Plan:
         lines = [f"def run({', '.join(f'i{i}' for i in range(len(self.input_names)))}):"]
         self._line_to_node: dict[int, int] = {}
         self.kernels = []                # (node, its KernelDef, the callable the plan invokes), in order
+        self.subplans: dict[int, dict] = {}  # node position -> its subgraphs' plans (If, Loop, Scan)
         counter = itertools.count()
         for idx, node in enumerate(self.nodes):
             kdef, reason = lookup(node, graph)
             if kdef is None:
                 raise ValueError(f"node {node.label!r} ({node.key}) cannot be planned: {reason}")
-            namespace[f"k{idx}"] = fn = kdef.build(node, graph)
+            subplans = {attr: Plan(sub, sub.inputs + node.inputs[len(node.inputs) - node.implicit:], sub.outputs,
+                                   label=f"{label}/{node.label}/{attr}", fusion=fusion)
+                        for attr, sub in node.subgraphs.items()}
+            if subplans:
+                self.subplans[idx] = subplans
+            namespace[f"k{idx}"] = fn = kdef.build(node, graph, subplans=subplans)
             self.kernels.append((node, kdef, fn))
             args = []
             for name in node.inputs:

@@ -597,6 +597,7 @@ SHAPE_INPUTS = {
     "NonMaxSuppression": {0, 1, 2, 3, 4}, "CenterCropPad": {1}, "Col2Im": {1, 2}, "DFT": {1}, "STFT": {2, 3},
     "MaxUnpool": {2}, "AffineGrid": {1}, "GroupQueryAttention": {6}, "BlackmanWindow": {0}, "HannWindow": {0},
     "HammingWindow": {0}, "MelWeightMatrix": {0, 1, 2, 3, 4}, "StringSplit": {0}, "RegexFullMatch": set(),
+    "If": {0},  # the branch taken (a static condition: exec/program.py records the branch in line)
     **{op: {1} for op in ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
                           "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare")},
 }

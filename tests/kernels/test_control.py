@@ -1,0 +1,142 @@
+"""Control flow on the CPU EP: If claimed whole, its branches planned like the main graph (parity with stock ORT,
+every node on our EP, CPU fallback disabled)."""
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from parity import assert_parity, ep_session, stock_session
+
+F = TensorProto.FLOAT
+
+
+def _model(nodes, inputs, outputs, initializers=(), opset=17, check=True):
+    graph = helper.make_graph(nodes, "g", inputs, outputs, initializer=list(initializers))
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    if check:  # (onnx's checker wants a shape on the main graph's outputs)
+        onnx.checker.check_model(model)
+    return model
+
+
+def _branch(name, nodes, outputs, initializers=()):
+    return helper.make_graph(nodes, name, [], outputs, initializer=list(initializers))
+
+
+def _if_on_input():
+    """y = cond ? x + z : x * 2, the branches reading x and z from the outer graph."""
+    then = _branch("then", [helper.make_node("Add", ["x", "z"], ["t"])],
+                   [helper.make_tensor_value_info("t", F, None)])
+    els = _branch("else", [helper.make_node("Mul", ["x", "two"], ["e"])], [helper.make_tensor_value_info("e", F, None)],
+                  [numpy_helper.from_array(np.array(2, np.float32), "two")])
+    nodes = [helper.make_node("Relu", ["a"], ["x"]),
+             helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=els),
+             helper.make_node("Neg", ["y"], ["out"])]
+    return _model(nodes, [helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+                          helper.make_tensor_value_info("a", F, [3, 4]), helper.make_tensor_value_info("z", F, [3, 4])],
+                  [helper.make_tensor_value_info("out", F, [3, 4])])
+
+
+@pytest.mark.parametrize("cond", [True, False])
+def test_if_on_a_graph_input(cond):
+    rng = np.random.default_rng(0)
+    feeds = {"c": np.array(cond), "a": rng.standard_normal((3, 4), np.float32),
+             "z": rng.standard_normal((3, 4), np.float32)}
+    assert_parity(_if_on_input(), feeds)
+
+
+def test_if_alternating_condition_in_one_session():
+    rng = np.random.default_rng(1)
+    model = _if_on_input()
+    ours, ref = ep_session(model), stock_session(model)
+    for i in range(6):
+        feeds = {"c": np.array(i % 3 == 0), "a": rng.standard_normal((3, 4), np.float32),
+                 "z": rng.standard_normal((3, 4), np.float32)}
+        np.testing.assert_array_equal(ours.run(None, feeds)[0], ref.run(None, feeds)[0])
+
+
+def _if_on_length(limit=6):
+    """LongRoPE's pattern: the factors a constant table picked by whether the sequence is longer than a limit,
+    the branches only constants (of the same shape)."""
+    small, large = np.arange(8, dtype=np.float32).reshape(2, 4), -np.arange(8, dtype=np.float32).reshape(2, 4)
+    then = _branch("then", [helper.make_node("Constant", [], ["big"], value=numpy_helper.from_array(large))],
+                   [helper.make_tensor_value_info("big", F, [2, 4])])
+    els = _branch("else", [helper.make_node("Constant", [], ["little"], value=numpy_helper.from_array(small))],
+                  [helper.make_tensor_value_info("little", F, [2, 4])])
+    nodes = [helper.make_node("Shape", ["x"], ["shape"]),
+             helper.make_node("Gather", ["shape", "one"], ["length"], axis=0),
+             helper.make_node("Greater", ["length", "limit"], ["longer"]),
+             helper.make_node("If", ["longer"], ["table"], then_branch=then, else_branch=els),
+             helper.make_node("MatMul", ["x", "table"], ["out"])]
+    inits = [numpy_helper.from_array(np.array(1, np.int64), "one"),
+             numpy_helper.from_array(np.array(limit, np.int64), "limit")]
+    return _model(nodes, [helper.make_tensor_value_info("x", F, ["b", "s", 2])],
+                  [helper.make_tensor_value_info("out", F, ["b", "s", 4])], inits)
+
+
+@pytest.mark.parametrize("length", [3, 9])
+def test_if_on_a_shape_comparison(length):
+    x = np.random.default_rng(2).standard_normal((1, length, 2), np.float32)
+    assert_parity(_if_on_length(), {"x": x})
+
+
+def test_if_on_a_shape_comparison_as_the_length_grows():
+    """Lengths 1..12 in one session: the native programs' families must not carry a branch past the limit."""
+    model = _if_on_length()
+    ours, ref = ep_session(model), stock_session(model)
+    rng = np.random.default_rng(3)
+    for length in range(1, 13):
+        feeds = {"x": rng.standard_normal((1, length, 2), np.float32)}
+        for _ in range(2):
+            np.testing.assert_array_equal(ours.run(None, feeds)[0], ref.run(None, feeds)[0], err_msg=f"s={length}")
+    from onnxruntime_ep_seamless.exec.compute import live_kernels
+    limits = [(f.t_min, f.t_max) for k in live_kernels() if "If" in k.name for _, f in k.families]
+    assert any(high == 6 for _, high in limits), limits  # a family up to the limit, and one beyond it
+    assert any(low > 6 for low, _ in limits), limits
+
+
+def test_nested_if_and_branches_of_different_shapes():
+    inner_then = _branch("it", [helper.make_node("ReduceSum", ["x"], ["r"], keepdims=0)],
+                         [helper.make_tensor_value_info("r", F, None)])
+    inner_else = _branch("ie", [helper.make_node("Identity", ["x"], ["i"])], [helper.make_tensor_value_info("i", F, None)])
+    then = _branch("then", [helper.make_node("If", ["c2"], ["n"], then_branch=inner_then, else_branch=inner_else)],
+                   [helper.make_tensor_value_info("n", F, None)])
+    els = _branch("else", [helper.make_node("Abs", ["x"], ["a"])], [helper.make_tensor_value_info("a", F, None)])
+    model = _model([helper.make_node("If", ["c1"], ["y"], then_branch=then, else_branch=els)],
+                   [helper.make_tensor_value_info("c1", TensorProto.BOOL, [1]),
+                    helper.make_tensor_value_info("c2", TensorProto.BOOL, []),
+                    helper.make_tensor_value_info("x", F, [2, 3])],
+                   [helper.make_tensor_value_info("y", F, None)], check=False)
+    x = np.random.default_rng(4).standard_normal((2, 3), np.float32)
+    for c1, c2 in [(True, True), (True, False), (False, True)]:
+        assert_parity(model, {"c1": np.array([c1]), "c2": np.array(c2), "x": x})
+
+
+def test_if_over_strings_runs_elsewhere_and_says_why():
+    """Values the EP cannot hold (strings): the If is not claimed (the report says why), ORT runs it."""
+    import onnxruntime as ort
+    import onnxruntime_ep_seamless as seamless
+    then = _branch("then", [helper.make_node("StringNormalizer", ["s"], ["t"])],
+                   [helper.make_tensor_value_info("t", TensorProto.STRING, None)])
+    els = _branch("else", [helper.make_node("Identity", ["s"], ["e"])], [helper.make_tensor_value_info("e", TensorProto.STRING, None)])
+    model = _model([helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=els)],
+                   [helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+                    helper.make_tensor_value_info("s", TensorProto.STRING, [2])],
+                   [helper.make_tensor_value_info("y", TensorProto.STRING, None)], check=False)
+    sess = ort.InferenceSession(model.SerializeToString(), seamless.session_options())
+    feeds = {"c": np.array(False), "s": np.array(["a", "b"], dtype=object)}
+    assert list(sess.run(None, feeds)[0]) == ["a", "b"]
+    report = seamless.partition_report(sess)
+    assert any(op == "If" for _, op, _ in report.fallback_nodes), report
+    assert "string" in report.declined[next((n, op) for n, op, _ in report.fallback_nodes if op == "If")]
+
+
+def test_if_condition_with_more_than_one_element_fails_as_stock():
+    model = _if_on_input()
+    model.graph.input[0].type.tensor_type.shape.dim.add().dim_value = 2
+    feeds = {"c": np.array([True, False]), "a": np.ones((3, 4), np.float32), "z": np.ones((3, 4), np.float32)}
+    with pytest.raises(Exception) as stock:
+        stock_session(model).run(None, feeds)
+    with pytest.raises(Exception) as ours:
+        ep_session(model).run(None, feeds)
+    assert type(ours.value) is type(stock.value)
+    assert "exactly one element" in str(ours.value)
