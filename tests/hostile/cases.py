@@ -1278,3 +1278,57 @@ def if_condition_empty():
 @case
 def if_branches_of_different_shapes():  # valid: the output's shape is the branch's
     return _if(np.array(False), 1.0, np.ones((4, 2, 3), F32))
+
+
+def _loop(m, cond):
+    body = helper.make_graph([helper.make_node("Identity", ["c_in"], ["c_out"]),
+                              helper.make_node("Add", ["y_in", "x"], ["y_out"])], "body",
+                             [helper.make_tensor_value_info("i", _elem(I64), []),
+                              helper.make_tensor_value_info("c_in", _elem(BOOL), []),
+                              helper.make_tensor_value_info("y_in", _elem(F32), None)],
+                             [helper.make_tensor_value_info("c_out", _elem(BOOL), []),
+                              helper.make_tensor_value_info("y_out", _elem(F32), None)])
+    node = helper.make_node("Loop", ["m", "c", "y0"], ["y"], body=body)
+    return model([node], {"m": m, "c": cond, "y0": rnd(2, 3), "x": rnd(2, 3, seed=1)}, {"y": F32})
+
+
+@case
+def loop_trip_count_not_scalar():
+    return _loop(np.array([2, 3], I64), np.array(True))
+
+
+@case
+def loop_condition_not_scalar():
+    return _loop(np.array(2, I64), np.zeros(0, BOOL))
+
+
+@case
+def loop_negative_trip_count():  # valid: no iteration
+    return _loop(np.array(-3, I64), np.array(True))
+
+
+def _scan(xa, xb, axes=(0, 0)):
+    body = helper.make_graph([helper.make_node("Add", ["s_in", "a"], ["t"]), helper.make_node("Add", ["t", "b"], ["s_out"])],
+                             "body", [helper.make_tensor_value_info(n, _elem(F32), None) for n in ("s_in", "a", "b")],
+                             [helper.make_tensor_value_info("s_out", _elem(F32), None)])
+    node = helper.make_node("Scan", ["s0", "xa", "xb"], ["s"], body=body, num_scan_inputs=2, scan_input_axes=list(axes))
+    return model([node], {"s0": rnd(3), "xa": xa, "xb": xb}, {"s": F32})
+
+
+@case
+def scan_inputs_of_different_lengths():
+    return _scan(rnd(4, 3), rnd(5, 3, seed=1))
+
+
+@case
+def scan_axis_beyond_rank():
+    return _scan(rnd(4, 3), rnd(4, 3, seed=1), axes=(0, 2))
+
+
+@case
+def scan8_sequence_length_zero():
+    body = helper.make_graph([helper.make_node("Add", ["s_in", "a"], ["s_out"])], "body",
+                             [helper.make_tensor_value_info(n, _elem(F32), None) for n in ("s_in", "a")],
+                             [helper.make_tensor_value_info("s_out", _elem(F32), None)])
+    node = helper.make_node("Scan", ["lens", "s0", "xa"], ["s"], body=body, num_scan_inputs=1)
+    return model([node], {"lens": np.array([2, 0], I64), "s0": rnd(2, 3), "xa": rnd(2, 2, 3)}, {"s": F32}, opset=8)

@@ -140,3 +140,73 @@ def test_if_condition_with_more_than_one_element_fails_as_stock():
         ep_session(model).run(None, feeds)
     assert type(ours.value) is type(stock.value)
     assert "exactly one element" in str(ours.value)
+
+
+def _loop_model(with_m=True, with_cond=True, scan_rank=1):
+    """y, ys = Loop(M, cond, y0): each iteration y = y + x * i, cond = sum(y) < limit; ys stacks y * 2."""
+    v = lambda n, t=F, s=None: helper.make_tensor_value_info(n, t, s)
+    body = helper.make_graph(
+        [helper.make_node("Cast", ["i"], ["fi"], to=F),
+         helper.make_node("Mul", ["x", "fi"], ["xi"]),
+         helper.make_node("Add", ["y_in", "xi"], ["y_out"]),
+         helper.make_node("ReduceSum", ["y_out"], ["total"], keepdims=0),
+         helper.make_node("Less", ["total", "limit"], ["c_out"]),
+         helper.make_node("Mul", ["y_out", "two"], ["scan"])],
+        "body", [v("i", TensorProto.INT64, []), v("c_in", TensorProto.BOOL, []), v("y_in", F, [2])],
+        [v("c_out", TensorProto.BOOL, []), v("y_out", F, [2]), v("scan", F, [2])],
+        initializer=[numpy_helper.from_array(np.array(2, np.float32), "two")])
+    node = helper.make_node("Loop", ["m" if with_m else "", "c" if with_cond else "", "y0"], ["y", "ys"], body=body)
+    inputs = ([v("m", TensorProto.INT64, [])] if with_m else []) + ([v("c", TensorProto.BOOL, [])] if with_cond else [])
+    return _model([node], inputs + [v("y0", F, [2]), v("x", F, [2]), v("limit", F, [])],
+                  [v("y", F, [2]), v("ys", F, ["n", 2])], check=False)
+
+
+@pytest.mark.parametrize("m, cond, limit", [(5, True, 1e9), (0, True, 1e9), (5, False, 1e9), (20, True, 30.0),
+                                            (None, True, 30.0), (7, None, 1e9)])
+def test_loop(m, cond, limit):
+    model = _loop_model(m is not None, cond is not None)
+    feeds = {"y0": np.array([1, 2], np.float32), "x": np.array([0.5, 1.5], np.float32),
+             "limit": np.array(limit, np.float32)}
+    if m is not None:
+        feeds["m"] = np.array(m, np.int64)
+    if cond is not None:
+        feeds["c"] = np.array(cond)
+    assert_parity(model, feeds)
+
+
+def _scan_model(directions=(0, 1), out_axis=0):
+    """A running sum over the rows of two inputs (one read backwards), the partial sums stacked."""
+    v = lambda n, s=None: helper.make_tensor_value_info(n, F, s)
+    body = helper.make_graph(
+        [helper.make_node("Add", ["s_in", "a"], ["t"]), helper.make_node("Add", ["t", "b"], ["s_out"]),
+         helper.make_node("Mul", ["s_out", "w"], ["o"])],
+        "body", [v("s_in", [3]), v("a", [3]), v("b", [3])], [v("s_out", [3]), v("o", [3])])
+    node = helper.make_node("Scan", ["s0", "xa", "xb"], ["s", "os"], body=body, num_scan_inputs=2,
+                            scan_input_directions=list(directions), scan_output_axes=[out_axis])
+    return _model([node], [v("s0", [3]), v("xa", ["n", 3]), v("xb", ["n", 3]), v("w", [3])],
+                  [v("s", [3]), v("os", None)], opset=17, check=False)
+
+
+@pytest.mark.parametrize("directions, out_axis, n", [((0, 0), 0, 4), ((0, 1), 1, 5), ((1, 1), -1, 1)])
+def test_scan(directions, out_axis, n):
+    rng = np.random.default_rng(6)
+    feeds = {"s0": rng.standard_normal(3, np.float32), "xa": rng.standard_normal((n, 3), np.float32),
+             "xb": rng.standard_normal((n, 3), np.float32), "w": rng.standard_normal(3, np.float32)}
+    assert_parity(_scan_model(directions, out_axis), feeds)
+
+
+@pytest.mark.parametrize("lens", [None, [3, 1, 2]])
+def test_scan_opset8_with_sequence_lengths(lens):
+    v = lambda n, s=None, t=F: helper.make_tensor_value_info(n, t, s)
+    body = helper.make_graph([helper.make_node("Add", ["s_in", "a"], ["s_out"]),
+                              helper.make_node("Neg", ["s_out"], ["o"])],
+                             "body", [v("s_in", [2]), v("a", [2])], [v("s_out", [2]), v("o", [2])])
+    node = helper.make_node("Scan", ["lens" if lens else "", "s0", "xa"], ["s", "os"], body=body, num_scan_inputs=1,
+                            directions=[1])
+    model = _model([node], ([v("lens", [3], TensorProto.INT64)] if lens else []) + [v("s0", [3, 2]), v("xa", [3, 3, 2])],
+                   [v("s", [3, 2]), v("os", [3, 3, 2])], opset=8, check=False)
+    rng = np.random.default_rng(7)
+    feeds = {"s0": rng.standard_normal((3, 2), np.float32), "xa": rng.standard_normal((3, 3, 2), np.float32)}
+    if lens:
+        feeds["lens"] = np.array(lens, np.int64)
+    assert_parity(model, feeds)

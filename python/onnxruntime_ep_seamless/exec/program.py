@@ -104,6 +104,8 @@ def why_not_native(plan, static: set | None = None) -> str | None:
     static = set(plan.constants) | (static or set())
     for idx, (node, _, _) in enumerate(plan.kernels):
         inputs = [n for n in node.inputs if n]
+        if node.op_type == "Loop":
+            return f"node {node.label!r} ({node.key}): its trip count follows its body's condition at run time"
         if any(i in SHAPE_INPUTS.get(node.op_type, ()) for i, n in enumerate(node.inputs) if n and n not in static):
             return f"node {node.label!r} ({node.key}): its output shapes follow the run's data"
         for sub in plan.subplans.get(idx, {}).values():

@@ -68,18 +68,20 @@ class KernelDef:
                 raise ValueError(f"node {node.label!r} ({node.key}): {exc}") from exc
         kwargs = {k: v for k, v in node.attrs.items() if k in self.attr_names}
         kwargs.update(subplans or {})
-        facts = {"_num_outputs": len(node.outputs), "_readers": tuple(readers), "_output_buffer": output_buffer}
+        facts = {"_num_outputs": len(node.outputs), "_num_implicit": node.implicit, "_readers": tuple(readers),
+                 "_output_buffer": output_buffer}
         if "_gpu_check" in self.facts:
             facts["_gpu_check"] = GpuCheck(f"{node.label!r} ({node.key})")
         kwargs.update((k, facts[k]) for k in self.facts)
         return functools.partial(self.fn, **kwargs) if kwargs else self.fn
 
 
-# what a kernel may ask the planner for by a keyword-only parameter of that name: the node's number of outputs,
+# what a kernel may ask the planner for by a keyword-only parameter of that name: the node's number of outputs and
+# of the outer values its subgraphs read (its last inputs),
 # the op types reading its first output (a launch-order hint), a function giving the buffer ORT holds for an
 # output of the node (kernels/cuda/attention.py's GroupQueryAttention writes its present KV there, in place where
 # that is the past's buffer), where a CUDA kernel reports a bad value in the run's data (checks.GpuCheck)
-PLAN_FACTS = frozenset({"_num_outputs", "_readers", "_output_buffer", "_gpu_check"})
+PLAN_FACTS = frozenset({"_num_outputs", "_num_implicit", "_readers", "_output_buffer", "_gpu_check"})
 
 
 _REGISTRY: dict[tuple[str, str, str], list[KernelDef]] = {}  # (device, domain, op_type) -> kernels

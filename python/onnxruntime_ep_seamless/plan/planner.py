@@ -28,6 +28,10 @@ class Plan:
                  fusion: bool = True):
         self.input_names = list(input_names)
         self.output_names = list(output_names)
+        # as the graph declares them (a subgraph's plan: what Loop and Scan feed its inputs, empty outputs' shapes)
+        self.input_shapes = [graph.value(n).shape for n in self.input_names]
+        self.output_shapes = [graph.value(n).shape for n in self.output_names]
+        self.output_dtypes = [graph.value(n).dtype for n in self.output_names]
         self.nodes = fuse(graph, self.output_names, enabled=fusion)
         self.filename = f"<seamless {label} #{next(_plan_ids)}>"
         namespace: dict = {"__name__": GENERATED_MODULE}

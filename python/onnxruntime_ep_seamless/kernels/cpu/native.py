@@ -5,6 +5,7 @@ the EP's Compute (runtime/parallel.py), and run serially when called directly.
 """
 from __future__ import annotations
 
+import math
 import weakref
 
 import numpy as np
@@ -512,3 +513,44 @@ def gqa(query, key, value, past_key, past_value, seqlens_k, first_prompt, presen
         raise (MemoryError if rc == 2 else ValueError)(f"GroupQueryAttention native kernel failed (code {rc}: "
                                                        f"{'out of memory' if rc == 2 else 'seqlens_k out of range'})")
     return out, present_k, present_v
+
+
+def conv_args(x_shape, w: np.ndarray, bias, group: int, strides, dilations, begin, out):
+    """SeamlessConvArgs for x (N, C, *spatial, 1-3 dims) and the weights w (M, C/group, *kernel) float32, shapes
+    already checked to agree; returns (args, what they point at). The packed weights are made once per constant."""
+    from .. import constants
+    nd = len(x_shape) - 2
+    n, c, m = x_shape[0], x_shape[1], w.shape[0]
+    mg, kernel = m // group, w.shape[2:]
+    k = (c // group) * math.prod(kernel)
+    _require(1 <= nd <= 3 and w.ndim == nd + 2 and w.shape[1] * group == c and mg * group == m, "conv geometry")
+    size = lib.seamless_sgemm_packed_size(k, mg)
+    packed = constants.derived(w, f"conv_g{group}", lambda w: np.concatenate(
+        [pack_b(w[g * mg:(g + 1) * mg].reshape(mg, k), trans_b=True) for g in range(group)]))
+    args = ffi.new("SeamlessConvArgs*")
+    args.n, args.c, args.m, args.group, args.k, args.l = n, c, m, group, k, math.prod(out)
+    args.packed_group, args.packed = size, ffi.cast("float*", ffi.from_buffer(packed))
+    lead = 3 - nd  # fewer spatial dims: leading dims of 1
+    for field, values, one in (("in_shape", x_shape[2:], 1), ("out_shape", out, 1), ("kernel", kernel, 1), ("stride", strides, 1),
+                               ("dilation", dilations, 1), ("pad", begin, 0)):
+        getattr(args, field)[0:3] = [one] * lead + [int(v) for v in values]
+    kept = [packed]
+    if bias is not None:
+        bias = _f32_array(bias, m, "bias")
+        args.bias = ffi.cast("float*", ffi.from_buffer(bias))
+        kept.append(bias)
+    return args, kept
+
+
+def conv_scratch_floats(args) -> int:
+    return args.l * (args.k + args.m // args.group)
+
+
+def conv(x: np.ndarray, args) -> np.ndarray:
+    """y (N, M, *out) of float32 x by seamless_conv_f32 (args: conv_args for x's shape)."""
+    x = c_order(x)
+    _require(x.dtype == np.float32 and x.size == args.n * args.c * math.prod(args.in_shape[0:3]), "conv input")
+    y = np.empty((args.n, args.m, args.l), np.float32)
+    scratch = np.empty(conv_scratch_floats(args), np.float32)
+    lib.seamless_conv_f32(args, _ptr(x), _ptr(y), _ptr(scratch), *_pool())
+    return y

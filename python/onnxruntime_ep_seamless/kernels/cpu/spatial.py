@@ -88,6 +88,14 @@ def _window_input(x, kernel, strides, dilations, pads, auto_pad, ceil_mode, fill
 # --- Conv / ConvTranspose -----------------------------------------------------------------
 
 
+def native_conv(x, w, b, group) -> bool:
+    """Whether seamless_conv_f32 computes this Conv: float32 (float16 widened), 1-3 spatial dims, no empty extent,
+    and shapes that agree (the numpy path gives stock's errors for the others)."""
+    return (x.dtype == np.float32 and w.dtype == np.float32 and 3 <= x.ndim <= 5 and w.ndim == x.ndim
+            and x.size > 0 and w.size > 0 and group >= 1 and w.shape[1] * group == x.shape[1]
+            and w.shape[0] % group == 0 and (b is None or (b.dtype == np.float32 and b.size == w.shape[0])))
+
+
 @kernel("Conv", types=FLOATS)
 def conv(X, W, B=None, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pads=None, strides=None):
     dtype = X.dtype
@@ -99,6 +107,10 @@ def conv(X, W, B=None, *, auto_pad="NOTSET", dilations=None, group=1, kernel_sha
     n, c = X.shape[:2]
     m = W.shape[0]
     cg, mg = c // group, m // group
+    if native_conv(X, W, B, group) and math.prod(out) > 0:  # shapes that agree (else numpy's errors below), float32, 1-3 spatial dims
+        from .native import conv as run, conv_args
+        args, _kept = conv_args(X.shape, W, B, group, strides, dilations, begin, out)
+        return (run(X, args).reshape((n, m) + tuple(out)).astype(dtype, copy=False),)
     weights = W.reshape(group, mg, -1)
     length = math.prod(out)
     if all(k == 1 for k in kernel) and all(s == 1 for s in strides) and not any(begin) and not any(end):

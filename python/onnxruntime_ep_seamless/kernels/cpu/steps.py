@@ -378,6 +378,30 @@ def gemm(rec, node, ins, outs):
     return _gemm(rec, a, b.array, bool(attrs.get("transB", 0)), None if c is None else c.array, outs[0])
 
 
+@lowers("Conv")
+def conv(rec, node, ins, outs):
+    from .native import conv_args, conv_scratch_floats
+    from .spatial import geometry, native_conv
+    x, w = ins[:2]
+    b = ins[2] if len(ins) > 2 else None
+    nd = x.array.ndim - 2
+    group = node.attrs.get("group", 1)
+    if not (w.static and (b is None or b.static) and native_conv(x.array, w.array, None if b is None else b.array,
+                                                                 group)) or not outs[0].size:
+        raise Declined("float32 with constant weights and bias, 1-3 spatial dims")
+    strides, dilations = node.attrs.get("strides") or [1] * nd, node.attrs.get("dilations") or [1] * nd
+    begin, _, out = geometry(x.array.shape[2:], w.array.shape[2:], strides, dilations, node.attrs.get("pads"),
+                             node.attrs.get("auto_pad", "NOTSET"))
+    args, kept = conv_args(x.array.shape, w.array, None if b is None else b.array, group, strides, dilations, begin,
+                           out)
+    rec.keep(kept)
+    args = rec.keep(args)
+    y = rec.value(outs[0])
+    scratch = rec.value(np.empty(conv_scratch_floats(args), np.float32))
+    rec.step(lib.SEAMLESS_OP_CONV, args, [x, y, scratch])
+    return [y]
+
+
 REDUCE = {"ReduceSum": lib.SEAMLESS_REDUCE_SUM, "ReduceMean": lib.SEAMLESS_REDUCE_MEAN,
           "ReduceSumSquare": lib.SEAMLESS_REDUCE_SUM_SQUARE, "ReduceL1": lib.SEAMLESS_REDUCE_L1,
           "ReduceL2": lib.SEAMLESS_REDUCE_L2}
