@@ -11,6 +11,8 @@
 #define RUNNER_BINDINGS 16   /* exec/program.py MAX_BINDINGS */
 #define RUNNER_RANK 64       /* input and output ranks read (exec/compute.py MAX_RANK) */
 #define RUNNER_IO 32         /* inputs, and outputs, a Compute reads into stack memory (more: heap) */
+#define RUNNER_VALUE_BYTES 64  /* the most bytes of an input keyed by its value (exec/program.py VALUE_BYTES) */
+#define KEY_VALUE_WORDS (1 + RUNNER_VALUE_BYTES / 8)
 
 typedef int (*ProgramRunFn)(const SeamlessProgram*, void* const*, char*, void*, void*, char*, size_t);
 
@@ -43,6 +45,7 @@ struct SeamlessRunner {
   int32_t n_in, n_out;
   ProgramRunFn run;
   const char* prefix;               /* error messages start with it (the EP and the fused node) */
+  uint8_t* by_value;                /* per input: its value is part of a binding's key (an If's condition) */
   Binding* bindings[RUNNER_BINDINGS];
   Family* families[RUNNER_FAMILIES];
   char* arena;
@@ -64,7 +67,7 @@ SeamlessRunner* seamless_runner_new(int n_in, int n_out, void* run_fn, const cha
   pthread_mutex_init(&r->lock, NULL);
   pthread_mutex_init(&r->arena_lock, NULL);
   r->n_in = n_in; r->n_out = n_out; r->run = (ProgramRunFn)run_fn;
-  if (!(r->prefix = strdup(prefix))) {
+  if (!(r->prefix = strdup(prefix)) || !(r->by_value = calloc(n_in ? (size_t)n_in : 1, 1))) {
     seamless_runner_free(r);
     return NULL;
   }
@@ -83,21 +86,33 @@ void seamless_runner_free(SeamlessRunner* r) {
   for (int i = 0; i < RUNNER_FAMILIES; i++) family_free(r->families[i]);
   pthread_mutex_destroy(&r->lock);
   pthread_mutex_destroy(&r->arena_lock);
-  free((void*)r->prefix); free(r->arena); free(r);
+  free((void*)r->prefix); free(r->by_value); free(r->arena); free(r);
 }
 
-size_t seamless_runner_key_capacity(const SeamlessRunner* r) { return (size_t)r->n_in * (2 + RUNNER_RANK) * sizeof(int64_t); }
+size_t seamless_runner_key_capacity(const SeamlessRunner* r) {
+  return (size_t)r->n_in * (2 + RUNNER_RANK + KEY_VALUE_WORDS) * sizeof(int64_t);
+}
+
+void seamless_runner_key_by_value(SeamlessRunner* r, int input) {
+  if (input >= 0 && input < r->n_in) r->by_value[input] = 1;
+}
 
 /* A binding's key (at most seamless_runner_key_capacity bytes): per input its rank (-1: absent), element
  * type and dims; dims at stride max_rank, as seamless_get_inputs leaves them. Returns its length. */
 size_t seamless_runner_key(const SeamlessRunner* r, const int64_t* dims, const int32_t* ranks, const int32_t* types,
-                           size_t max_rank, uint8_t* key) {
+                           size_t max_rank, void* const* data, const size_t* nbytes, uint8_t* key) {
   int64_t* k = (int64_t*)key;
   size_t n = 0;
   for (int i = 0; i < r->n_in; i++) {
     k[n++] = ranks[i];
     k[n++] = types[i];
     for (int d = 0; d < ranks[i]; d++) k[n++] = dims[(size_t)i * max_rank + (size_t)d];
+    if (!r->by_value[i]) continue;
+    if (ranks[i] < 0 || nbytes[i] > RUNNER_VALUE_BYTES) return (size_t)-1;  /* no key: Python runs it */
+    k[n++] = (int64_t)nbytes[i];
+    memset(k + n, 0, KEY_VALUE_WORDS * 8 - 8);
+    if (nbytes[i]) memcpy(k + n, data[i], nbytes[i]);
+    n += (nbytes[i] + 7) / 8;
   }
   return n * sizeof *k;
 }
@@ -302,11 +317,11 @@ typedef struct {
 
 #define IO_FIELDS(n_in, n_out)                                                                                   \
   (n_in + n_out) * sizeof(void*) + (n_in) * (sizeof(size_t) + 2 * sizeof(int32_t) + 1) +                       \
-      (n_in) * (RUNNER_RANK + 2 + SEAMLESS_PROGRAM_RANK) * sizeof(int64_t)
+      (n_in) * (RUNNER_RANK + 2 + SEAMLESS_PROGRAM_RANK + KEY_VALUE_WORDS) * sizeof(int64_t)
 
 static void io_layout(Io* io, char* p, size_t n_in, size_t n_out) {
   io->dims = (int64_t*)p; p += n_in * RUNNER_RANK * sizeof(int64_t);
-  io->key = (int64_t*)p; p += n_in * (2 + SEAMLESS_PROGRAM_RANK) * sizeof(int64_t);
+  io->key = (int64_t*)p; p += n_in * (2 + SEAMLESS_PROGRAM_RANK + KEY_VALUE_WORDS) * sizeof(int64_t);
   io->io = (void**)p; p += (n_in + n_out) * sizeof(void*);
   io->nbytes = (size_t*)p; p += n_in * sizeof(size_t);
   io->types = (int32_t*)p; p += n_in * sizeof(int32_t);
@@ -342,7 +357,8 @@ static OrtStatus* runner_compute_io(SeamlessRunner* r, OrtKernelContext* ctx, in
   if (seamless_get_inputs(ctx, n_in, io, nbytes, types, ranks, dims, RUNNER_RANK, changed, &st) < 0) return st;
   for (size_t i = 0; i < n_in; i++)
     if (ranks[i] > SEAMLESS_PROGRAM_RANK) return NULL;  /* programs hold no such rank */
-  size_t key_len = seamless_runner_key(r, dims, ranks, types, RUNNER_RANK, (uint8_t*)key);
+  size_t key_len = seamless_runner_key(r, dims, ranks, types, RUNNER_RANK, io, nbytes, (uint8_t*)key);
+  if (key_len == (size_t)-1) return NULL;
   Binding* b = NULL;
   pthread_mutex_lock(&r->lock);
   for (int i = 0; i < RUNNER_BINDINGS && !b; i++) {

@@ -370,6 +370,40 @@ static void reduce_task(void* user, size_t task) {
   }
 }
 
+/* Pad: per output element its source along each axis (an odometer over y's dims), the constant outside x. */
+static int64_t pad_source(int64_t i, int64_t n, int mode) {
+  if (i >= 0 && i < n) return i;
+  if (mode == 0 || n == 0) return -1;
+  if (mode == 2) return i < 0 ? 0 : n - 1;
+  if (mode == 3) return ((i % n) + n) % n;
+  if (n == 1) return 0;
+  const int64_t period = 2 * (n - 1);  /* reflect */
+  int64_t r = ((i % period) + period) % period;
+  return r < n ? r : period - r;
+}
+
+static void run_pad(const SeamlessPadArgs* a, const void* x, void* y) {
+  const int rank = a->rank;
+  const size_t eb = (size_t)a->elem_bytes;
+  int64_t idx[SEAMLESS_PROGRAM_RANK] = {0}, total = 1, xstride[SEAMLESS_PROGRAM_RANK], step = 1;
+  for (int d = rank - 1; d >= 0; d--) { xstride[d] = step; step *= a->x_dims[d]; }
+  for (int d = 0; d < rank; d++) total *= a->y_dims[d];
+  char* out = y;
+  for (int64_t e = 0; e < total; e++, out += eb) {
+    int64_t off = 0;
+    int inside = 1;
+    for (int d = 0; d < rank && inside; d++) {
+      const int64_t src = pad_source(idx[d] - a->begin[d], a->x_dims[d], a->mode);
+      if (src < 0) inside = 0; else off += src * xstride[d];
+    }
+    memcpy(out, inside ? (const char*)x + (size_t)off * eb : (const char*)a->value, eb);
+    for (int d = rank - 1; d >= 0; d--) {
+      if (++idx[d] < a->y_dims[d]) break;
+      idx[d] = 0;
+    }
+  }
+}
+
 static void run_reduce(const SeamlessReduceArgs* g, const char* x, char* y, void* par_fn, void* par_ctx) {
   ReduceJob j = {g, x, y, elements(g->rank, g->dims), elements(g->reduced_rank, g->reduced_dims), 0};
   if (!j.count) return;
@@ -463,6 +497,18 @@ static int run_step(const SeamlessStep* s, char* const* ptr, void* par_fn, void*
       return 0;
     }
     case SEAMLESS_OP_REDUCE: run_reduce(args, P(0), P(1), par_fn, par_ctx); return 0;
+    case SEAMLESS_OP_LSTM: {
+      const SeamlessLstmArgs* g = args;
+      const size_t state = (size_t)(g->batch * g->n) * sizeof(float);
+      float *h = P(4), *c = P(5);
+      if (P(1)) memcpy(h, P(1), state); else memset(h, 0, state);
+      if (P(2)) memcpy(c, P(2), state); else memset(c, 0, state);
+      seamless_lstm_f32((size_t)g->steps, (size_t)g->batch, (size_t)g->n, (const float*)P(0), (size_t)(4 * g->n), NULL,
+                        NULL, g->packed_r, g->peepholes, g->has_clip, g->clip, g->acts, h, c, (float*)P(3),
+                        (size_t)(g->batch * g->n), (float*)P(6), (float*)P(7));
+      return 0;
+    }
+    case SEAMLESS_OP_PAD: run_pad(args, P(0), P(1)); return 0;
     case SEAMLESS_OP_CONV:
       seamless_conv_f32(args, (const float*)P(0), (float*)P(1), (float*)P(2), par_fn, par_ctx);
       return 0;

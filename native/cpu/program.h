@@ -28,7 +28,10 @@ enum SeamlessOp {
   SEAMLESS_OP_GATHER_BLOCK_QUANTIZED = 16, /* SeamlessGatherQuantizedArgs: int64 indices -> y, the table constant */
   SEAMLESS_OP_PYTHON = 17,     /* SeamlessPythonArgs: the node's inputs (-1: absent), then its outputs: a node without
                                   a native step, run by its Python kernel (native/cpu/python_step.h) */
-  SEAMLESS_OP_CONV = 18        /* SeamlessConvArgs (kernels.h): x -> y, scratch; the packed weights and bias constant */
+  SEAMLESS_OP_CONV = 18,       /* SeamlessConvArgs (kernels.h): x -> y, scratch; the packed weights and bias constant */
+  SEAMLESS_OP_LSTM = 19,       /* SeamlessLstmArgs: xw (the input projections), initial h, initial c (-1: zeros) ->
+                                  y (or -1), h, c, gates, tmp (scratch) */
+  SEAMLESS_OP_PAD = 20         /* SeamlessPadArgs: x -> y */
 };
 
 /* Element types: ONNX's TensorProto codes. */
@@ -79,6 +82,24 @@ typedef struct {
   const float* packed;
   const float* bias;
 } SeamlessGemmArgs;
+
+/* One forward LSTM layer without sequence lengths (rnn.c seamless_lstm_f32): R^T packed, peepholes or NULL;
+ * acts: the f, g, h activations (kernels/cpu/native.py RNN_ACTIVATIONS) */
+typedef struct {
+  int64_t steps, batch, n;
+  int32_t has_clip, acts[3];
+  float clip;
+  const float* packed_r;
+  const float* peepholes;
+} SeamlessLstmArgs;
+
+/* Pad: y[i] = x[source(i)] per axis by mode (0 constant: value outside, 1 reflect, 2 edge, 3 wrap); begin[d] may be
+ * negative (a crop). Every source index is within x by the recording's checks. */
+typedef struct {
+  int32_t rank, mode, elem_bytes;
+  int64_t x_dims[SEAMLESS_PROGRAM_RANK], y_dims[SEAMLESS_PROGRAM_RANK], begin[SEAMLESS_PROGRAM_RANK];
+  uint8_t value[8];  /* the constant, as the element's bytes */
+} SeamlessPadArgs;
 
 /* GroupQueryAttention (seamless_gqa_f32's operands); seqlens_k's values checked against total first */
 typedef struct {

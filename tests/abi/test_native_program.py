@@ -230,6 +230,7 @@ def test_python_and_c_agree_on_the_runners_limits():
     assert int(re.search(r"#define RUNNER_BINDINGS (\d+)", runner).group(1)) == program.MAX_BINDINGS
     from onnxruntime_ep_seamless.exec.compute import MAX_RANK
     assert int(re.search(r"#define RUNNER_RANK (\d+)", runner).group(1)) >= MAX_RANK
+    assert int(re.search(r"#define RUNNER_VALUE_BYTES (\d+)", runner).group(1)) == program.VALUE_BYTES
 
 
 def _topk_model(k_constant: bool):

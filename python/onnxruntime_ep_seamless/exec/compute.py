@@ -44,7 +44,9 @@ class CompiledKernel:
         _KERNELS.add(self)
         # the C runner of this node's native programs (None: every run in Python, and why_python says why)
         self.native_runner = None
-        self.why_python = programs.why_not_native(self.plan) if native_program else "the native_program option is 0"
+        self.by_value = programs.keyed_by_value(self.plan)  # inputs whose values join a binding's key
+        self.why_python = (programs.why_not_native(self.plan, {self.plan.input_names[i] for i in self.by_value})
+                           if native_program else "the native_program option is 0")
         self.log = log  # log(message): log_partition's report of why the node runs through Python
         if log and self.why_python:
             log(f"fused node {self.name!r} runs through Python: {self.why_python}")
@@ -64,6 +66,8 @@ class CompiledKernel:
                                         lib.seamless_runner_free)
             if self.native_runner == ffi.NULL:
                 raise MemoryError("out of host memory for the node's runner")
+            for i in self.by_value:
+                lib.seamless_runner_key_by_value(self.native_runner, i)
 
     def _buffers(self):
         b = getattr(self._tls, "b", None)
@@ -133,14 +137,17 @@ class CompiledKernel:
         ffi, lib = self.native.ffi, self.native.lib
         if b.key is None:
             b.key = ffi.new("uint8_t[]", max(lib.seamless_runner_key_capacity(self.native_runner), 1))
-        n = lib.seamless_runner_key(self.native_runner, b.in_dims, b.in_ranks, b.in_types, MAX_RANK, b.key)
+        n = lib.seamless_runner_key(self.native_runner, b.in_dims, b.in_ranks, b.in_types, MAX_RANK, b.in_data,
+                                    b.in_nbytes, b.key)
+        if n == ffi.cast("size_t", -1):  # a value too large to key by: Python runs it
+            return None
         key = bytes(ffi.buffer(b.key, n))
         if key in self.programs:  # recorded while this run waited (or the C runner declined it): Python
             return None
         if len(self.seen) > MAX_BINDINGS_SEEN:
             self.seen.clear()
         seen = self.seen[key] = self.seen.get(key, 0) + 1
-        klass = self.classes.setdefault(binding_class(key), BindingClass())
+        klass = self.classes.setdefault(binding_class(key, self.by_value), BindingClass())
         if seen == 1:
             klass.keys += 1
         return key if seen >= programs.RECORD_AFTER or klass.wants_recordings() else None
@@ -155,7 +162,7 @@ class CompiledKernel:
                 if self.log:
                     self.log(f"fused node {self.name!r} runs through Python from now on: {self.why_python}")
                 return self.plan.run(*args)
-            outputs, program, why_not = programs.record(self.plan, args, (self.n_in, self.n_out))
+            outputs, program, why_not = programs.record(self.plan, args, (self.n_in, self.n_out), self.by_value)
             if program is None:
                 self.why_python = why_not  # one node without a native step: every binding would stop there
                 if self.log:
@@ -179,7 +186,7 @@ class CompiledKernel:
                 self.programs_logged = True
                 self.log(f"fused node {self.name!r} runs as a native program with {len(program.python_steps)} Python "
                          f"step(s): {', '.join(sorted(set(program.python_steps)))}")
-            klass = self.classes[binding_class(key)]
+            klass = self.classes[binding_class(key, self.by_value)]
             if klass.wants_recordings():
                 self._try_family(klass, key, program)
             return outputs
@@ -202,14 +209,21 @@ class CompiledKernel:
         klass.tries, klass.recordings = 0, []  # bindings beyond its guards' limit may make the next family
 
 
-def binding_class(key: bytes) -> tuple:
-    """The inputs' ranks and element types of a binding key (ep_plugin/cpu_runner.c seamless_runner_key)."""
+def binding_class(key: bytes, by_value=()) -> tuple:
+    """The inputs' ranks and element types of a binding key (ep_plugin/cpu_runner.c seamless_runner_key), and the
+    values of the inputs keyed by value (a family never spans two of them)."""
     words = np.frombuffer(key, np.int64)
     out, i = [], 0
-    while i < len(words):
+    for j in range(len(words)):
+        if i >= len(words):
+            break
         rank, dtype = int(words[i]), int(words[i + 1])
-        out.append((rank, dtype))
         i += 2 + max(rank, 0)
+        value = ()
+        if j in by_value:
+            count = 1 + (int(words[i]) + 7) // 8
+            value, i = tuple(int(w) for w in words[i:i + count]), i + count
+        out.append((rank, dtype, *value))
     return tuple(out)
 
 

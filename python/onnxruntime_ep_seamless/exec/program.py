@@ -117,12 +117,36 @@ def why_not_native(plan, static: set | None = None) -> str | None:
     return None
 
 
-def record(plan, inputs: list, runner_io: tuple[int, int]):
-    """Run the plan on inputs, recording it. Returns (outputs, Program or None, why not)."""
+VALUE_BYTES = 64  # ep_plugin/cpu_runner.c RUNNER_VALUE_BYTES: the most bytes of an input keyed by its value
+
+
+def keyed_by_value(plan) -> list[int]:
+    """The plan's inputs whose values decide an If's condition (through any nodes) and that are small integers or
+    booleans of a declared size (at most VALUE_BYTES): made part of a binding's key, they are known per binding,
+    so the branch is recorded in line (silero-vad's If on its sample rate)."""
+    producer = {o: node for node, _, _ in plan.kernels for o in node.outputs if o}
+    todo = [node.inputs[0] for node, _, _ in plan.kernels if node.op_type == "If" and node.inputs[0]]
+    seen: set[str] = set()
+    while todo:
+        name = todo.pop()
+        if name not in seen:
+            seen.add(name)
+            todo.extend(n for n in getattr(producer.get(name), "inputs", ()) if n)
+    keyed = []
+    for i, (name, shape, dtype) in enumerate(zip(plan.input_names, plan.input_shapes, plan.input_dtypes)):
+        if (name in seen and dtype is not None and dtype.kind in "biu" and shape is not None
+                and all(isinstance(d, int) for d in shape) and math.prod(shape) * dtype.itemsize <= VALUE_BYTES):
+            keyed.append(i)
+    return keyed
+
+
+def record(plan, inputs: list, runner_io: tuple[int, int], by_value=()):
+    """Run the plan on inputs, recording it (the inputs at positions by_value: known per binding). Returns
+    (outputs, Program or None, why not)."""
     rec = Recorder(*runner_io)
     values: dict[str, Value] = {}
     for i, (name, array) in enumerate(zip(plan.input_names, inputs)):
-        values[name] = Value(array, i, False)
+        values[name] = Value(np.array(array), None, True, True) if i in by_value else Value(array, i, False)
     why_not = _record_plan(rec, plan, values, None)
     outputs = [values[n].array for n in plan.output_names]
     if why_not is None:

@@ -30,6 +30,7 @@ class Plan:
         self.output_names = list(output_names)
         # as the graph declares them (a subgraph's plan: what Loop and Scan feed its inputs, empty outputs' shapes)
         self.input_shapes = [graph.value(n).shape for n in self.input_names]
+        self.input_dtypes = [graph.value(n).dtype for n in self.input_names]
         self.output_shapes = [graph.value(n).shape for n in self.output_names]
         self.output_dtypes = [graph.value(n).dtype for n in self.output_names]
         self.nodes = fuse(graph, self.output_names, enabled=fusion)

@@ -19,17 +19,22 @@ NUMPY_OF = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(
             "tensor(uint8)": np.uint8, "tensor(bool)": np.bool_}
 
 
-def random_feeds(session, dims: dict[str, int], seed: int = 0) -> dict:
+def random_feeds(session, dims: dict[str, int], seed: int = 0, given: dict | None = None) -> dict:
     """Inputs for a session: symbolic dims from `dims` (default 1), floats ~ N(0, 1), integers in
-    [0, 100) except masks (1) and token type ids (0), as transformer models expect."""
+    [0, 100) except masks (1) and token type ids (0), as transformer models expect; `given`: an input's
+    (shape or None, value or None) instead (bench's --shape and --value)."""
     rng = np.random.default_rng(seed)
     feeds = {}
     for inp in session.get_inputs():
         dtype = NUMPY_OF.get(inp.type)
         if dtype is None:
             raise SystemExit(f"input {inp.name!r} has type {inp.type}; pass it in an .npz file with --inputs")
-        shape = [d if isinstance(d, int) and d >= 0 else dims.get(str(d), 1) for d in inp.shape]
-        if np.issubdtype(dtype, np.integer):
+        shape, value = (given or {}).get(inp.name, (None, None))
+        if shape is None:
+            shape = [d if isinstance(d, int) and d >= 0 else dims.get(str(d), 1) for d in inp.shape]
+        if value is not None:
+            feeds[inp.name] = np.full(shape, value, dtype)
+        elif np.issubdtype(dtype, np.integer):
             low, high = (1, 2) if "mask" in inp.name else (0, 1) if "type" in inp.name else (0, 100)
             feeds[inp.name] = rng.integers(low, high, shape).astype(dtype)
         elif dtype == np.bool_:
@@ -174,7 +179,8 @@ def cmd_bench(args) -> int:
             print("usage: python -m onnxruntime_ep_seamless bench profile MODEL [--dim NAME=SIZE]", file=sys.stderr)
             return 2
         dims = dict((k, int(v)) for k, v in (d.split("=") for d in args.dim))
-        print_profile(program_profile(args.model_dir, lambda sess: random_feeds(sess, dims), args.threads), args.json)
+        print_profile(program_profile(args.model_dir, lambda sess: random_feeds(sess, dims, given=_given(args)),
+                                      args.threads), args.json)
         return 0
     if args.what == "ops":
         return cmd_bench_ops(args)
@@ -187,9 +193,22 @@ def cmd_bench(args) -> int:
         model, title = args.what, f"latency of {os.path.basename(args.what)}"
         dims = dict((k, int(v)) for k, v in (d.split("=") for d in args.dim))
         title += "".join(f", {k}={v}" for k, v in dims.items())
-    result = compare_latency(model, lambda sess: random_feeds(sess, dims), args.runs, args.rounds, args.threads)
+    result = compare_latency(model, lambda sess: random_feeds(sess, dims, given=_given(args)), args.runs, args.rounds,
+                             args.threads)
     print_result(title, result, args.json)
     return 0
+
+
+def _given(args) -> dict:
+    """bench's --shape NAME=2x512 and --value NAME=16000: name -> (shape or None, value or None)."""
+    given: dict = {}
+    for text in args.shape:
+        name, dims = text.split("=")
+        given[name] = ([int(d) for d in dims.split("x")], given.get(name, (None, None))[1])
+    for text in args.value:
+        name, value = text.split("=")
+        given[name] = (given.get(name, (None, None))[0], float(value))
+    return given
 
 
 def cmd_bench_ops(args) -> int:
@@ -255,6 +274,9 @@ def main(argv=None) -> int:
                                 "(float32 products of MiniLM's and decoders' shapes), 'profile' "
                                 "MODEL (the time of each step of its native programs, per op) or a model path")
     p.add_argument("--dim", action="append", default=[], metavar="NAME=SIZE", help="size of a symbolic dim")
+    p.add_argument("--shape", action="append", default=[], metavar="INPUT=2x512", help="an input's shape")
+    p.add_argument("--value", action="append", default=[], metavar="INPUT=NUMBER",
+                   help="an input filled with this number (e.g. silero-vad's sr=16000)")
     p.add_argument("--runs", type=int, default=200, help="runs per round and EP (ops: at most, ~50 ms a round)")
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--threads", type=int, default=1, help="intra-op threads for both EPs")

@@ -465,7 +465,8 @@ def compress(data, condition, *, axis=None):
 # --- Pad --------------------------------------------------------------------------------
 
 
-def _pad(data, pads, mode, value, axes=None):
+def pad_geometry(data, pads, mode, axes=None) -> tuple[list[int], list[int]]:
+    """Pad's pads per axis (begin, end; negative: a crop), checked as stock checks them."""
     rank = data.ndim
     axes = list(range(rank)) if axes is None else [_axis(a, rank) for a in axes]
     if len(pads) != 2 * len(axes):
@@ -483,6 +484,17 @@ def _pad(data, pads, mode, value, axes=None):
                                   f"({data.shape[a] - 1}) for axis {a}. Input shape:{data.shape}")
         if mode in ("edge", "wrap") and data.shape[a] == 0 and (begin[a] > 0 or end[a] > 0):
             raise InvalidArgument(f"Pad {mode}: cannot pad axis {a} of length 0")
+    return begin, end
+
+
+def pad_value(data, constant_value):
+    """Pad-11's constant (an optional one-element input) in data's type."""
+    value = 0 if constant_value is None or constant_value.size == 0 else constant_value.reshape(-1)[0]
+    return np.array(value, dtype=data.dtype)
+
+
+def _pad(data, pads, mode, value, axes=None):
+    begin, end = pad_geometry(data, pads, mode, axes)
     # Negative pads crop, applied before padding (as ORT does).
     crop = tuple(slice(-min(b, 0), data.shape[a] - (-min(e, 0))) for a, (b, e) in enumerate(zip(begin, end)))
     data = data[crop]
@@ -507,8 +519,7 @@ def pad_2(data, *, pads, mode="constant", value=0.0):
 
 @kernel("Pad", since=11, check=_check_pad_mode)
 def pad_11(data, pads, constant_value=None, axes=None, *, mode="constant"):
-    value = 0 if constant_value is None or constant_value.size == 0 else constant_value.reshape(-1)[0]
-    return _pad(data, _ints(pads), mode, value, None if axes is None else _ints(axes))
+    return _pad(data, _ints(pads), mode, pad_value(data, constant_value), None if axes is None else _ints(axes))
 
 
 # --- Unique, ReverseSequence, TensorScatter ----------------------------------------------

@@ -402,6 +402,75 @@ def conv(rec, node, ins, outs):
     return [y]
 
 
+@lowers("LSTM")
+def lstm(rec, node, ins, outs):
+    from .native import RNN_ACTIVATIONS
+    from .rnn import _activations, _packed
+    x, w, r = ins[:3]
+    b, lens, h0, c0, p = (ins + [None] * 8)[3:8]
+    attrs = node.attrs
+    n = attrs["hidden_size"]
+    if (x.array.dtype != F32 or attrs.get("direction", "forward") != "forward" or attrs.get("layout", 0)
+            or attrs.get("input_forget", 0) or lens is not None or not all(v is None or v.static for v in (w, r, b, p))
+            or w.array.shape[0] != 1):
+        raise Declined("a float32 forward layer without sequence lengths, constant weights")
+    acts = _activations("LSTM", attrs.get("activations"))[0]
+    if any(a not in RNN_ACTIVATIONS for a in acts):
+        raise Declined(f"activations {acts}")
+    seq, batch = x.array.shape[:2]
+    bias = np.zeros(4 * n, np.float32) if b is None else b.array[0, :4 * n] + b.array[0, 4 * n:]
+    (xw,) = _gemm(rec, x, w.array[0], True, bias, np.empty((seq, batch, 4 * n), np.float32))
+    args = rec.args("SeamlessLstmArgs")
+    args.steps, args.batch, args.n = seq, batch, n
+    clip = attrs.get("clip")
+    args.has_clip, args.clip = clip is not None, float(clip or 0.0)
+    args.acts[0:3] = [RNN_ACTIVATIONS[a] for a in acts]
+    args.packed_r = ffi.cast("float*", ffi.from_buffer(rec.keep(_packed(r.array, "r")[0])))
+    if p is not None:
+        args.peepholes = ffi.cast("float*", ffi.from_buffer(rec.keep(np.ascontiguousarray(p.array[0], np.float32))))
+    state = np.empty((1, batch, n), np.float32)
+    y = rec.value(outs[0]) if len(outs) > 0 and node.outputs[0] else None
+    h = rec.value(outs[1] if len(outs) > 1 and node.outputs[1] else state)
+    c = rec.value(outs[2] if len(outs) > 2 and node.outputs[2] else state)
+    gates, tmp = rec.value(np.empty((batch, 4 * n), np.float32)), rec.value(np.empty(n, np.float32))
+    rec.step(lib.SEAMLESS_OP_LSTM, args, [xw, h0, c0, y, h, c, gates, tmp])
+    return [y, h, c][:len(node.outputs)]
+
+
+PAD_MODES = {"constant": 0, "reflect": 1, "edge": 2, "wrap": 3}
+
+
+@lowers("Pad")
+def pad(rec, node, ins, outs):
+    from .shape import pad_geometry, pad_value
+    x = ins[0]
+    mode = node.attrs.get("mode", "constant")
+    if node.since_version >= 11:
+        rest = (ins + [None] * 4)[1:4]
+        if not all(v is None or v.static for v in rest):
+            raise Declined("pads, value and axes known per binding")
+        pads, value, axes = (None if v is None else v.array for v in rest)
+        begin, _ = pad_geometry(x.array, [int(v) for v in pads.reshape(-1)], mode,
+                                None if axes is None else [int(v) for v in axes.reshape(-1)])
+        value = pad_value(x.array, value)
+    else:
+        begin, _ = pad_geometry(x.array, node.attrs["pads"], mode)
+        value = np.array(node.attrs.get("value", 0.0), x.array.dtype)
+    y_arr = outs[0]
+    if (not plain_memory(x.array.dtype) or x.array.ndim > lib.SEAMLESS_PROGRAM_RANK or x.array.itemsize > 8
+            or (mode != "constant" and min(begin + [0]) < 0) or not y_arr.size):
+        raise Declined("a mode other than constant with a crop, or no output")
+    args = rec.args("SeamlessPadArgs")
+    args.rank, args.mode, args.elem_bytes = x.array.ndim, PAD_MODES[mode], x.array.itemsize
+    args.x_dims[0:x.array.ndim] = list(x.array.shape)
+    args.y_dims[0:x.array.ndim] = list(y_arr.shape)
+    args.begin[0:x.array.ndim] = begin
+    args.value[0:value.itemsize] = list(value.tobytes())
+    y = rec.value(y_arr)
+    rec.step(lib.SEAMLESS_OP_PAD, args, [x, y])
+    return [y]
+
+
 REDUCE = {"ReduceSum": lib.SEAMLESS_REDUCE_SUM, "ReduceMean": lib.SEAMLESS_REDUCE_MEAN,
           "ReduceSumSquare": lib.SEAMLESS_REDUCE_SUM_SQUARE, "ReduceL1": lib.SEAMLESS_REDUCE_L1,
           "ReduceL2": lib.SEAMLESS_REDUCE_L2}
