@@ -46,9 +46,16 @@ OLD_ORT = (f"onnxruntime < 1.{CONTROL_FLOW_API} does not pass a fused node the o
 def partition(graph: Graph, device: str = "cpu", api: int = CONTROL_FLOW_API) -> PartitionResult:
     """api: onnxruntime's API version (what it lets the EP claim: a node with subgraphs whole from 1.27 on)."""
     names = [(n.name, n.key) for n in graph.nodes]
-    if api < SUBGRAPH_NAMES_API and (graph.parent is not None or graph.outer_reads()):  # (1.23 names no parent)
+    subgraph = graph.parent is not None or bool(graph.outer_reads())  # (1.23 names no parent)
+    if subgraph and api < SUBGRAPH_NAMES_API:
         return PartitionResult([], {n: "onnxruntime 1.23 gives fused nodes of different subgraphs one name: "
                                        "the nodes of subgraphs are left to it" for n in names}, names)
+    if device == "cuda" and (subgraph or any(n.subgraphs for n in graph.nodes)):
+        # ORT's copies between our GPU and its CPU EP around an If/Loop/Scan it runs fault (an illegal address, the
+        # GPU context lost: tests/cuda/test_cuda_models.py): until the CUDA EP runs control flow itself, a graph
+        # holding it, and its subgraphs, stay with ORT
+        return PartitionResult([], {n: "the CUDA EP claims no node of a graph with control flow (If, Loop, Scan) or "
+                                       "inside one" for n in names}, names)
     if graph.parent is not None:  # ORT asks for a subgraph first: where the EP takes its node whole, none of it
         owner = graph.parent.nodes[0]
         if api >= CONTROL_FLOW_API and lookup(owner, graph.parent, device)[0] is not None:

@@ -167,3 +167,24 @@ def test_released_sessions_give_their_gpu_memory_back(precision):
         in_use.append(lib.seamless_cuda_device_bytes_in_use())
     kept = np.diff(in_use).tolist()
     assert max(kept) < weights / 4, f"bytes each session kept in use after its release: {kept}; weights {weights}"
+
+
+def test_a_graph_with_control_flow_is_left_to_ort():
+    """The CUDA EP claims no node of a graph holding an If (or inside it): with the If on ORT's CPU EP, the copies
+    between our GPU nodes and it faulted (an illegal address in cuMemcpyAsync, the GPU context lost for the process).
+    Everything runs on ORT's CPU EP, the report says why, the answers are stock's."""
+    import sys
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "kernels"))
+    import onnxruntime as ort
+    import onnxruntime_ep_seamless as seamless
+    from test_control import _if_on_input
+    model = _if_on_input()
+    sess = ort.InferenceSession(model.SerializeToString(), seamless.session_options(device="cuda"))
+    report = seamless.partition_report(sess, device="cuda")
+    assert not report.ep_nodes, report
+    assert "control flow" in report.declined[next((n, op) for n, op, _ in report.fallback_nodes if op == "Relu")]
+    rng = np.random.default_rng(0)
+    for cond in (True, False):
+        feeds = {"c": np.array(cond), "a": rng.standard_normal((3, 4), np.float32),
+                 "z": rng.standard_normal((3, 4), np.float32)}
+        assert_close(sess.run(None, feeds)[0], stock_session(model).run(None, feeds)[0], 1e-6, 1e-6)

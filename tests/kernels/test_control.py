@@ -5,7 +5,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from parity import assert_parity, ep_session, stock_session
+from parity import assert_close, assert_parity, ep_session, stock_session
 
 F = TensorProto.FLOAT
 
@@ -92,8 +92,8 @@ def test_if_on_a_shape_comparison_as_the_length_grows():
     rng = np.random.default_rng(3)
     for length in range(1, 13):
         feeds = {"x": rng.standard_normal((1, length, 2), np.float32)}
-        for _ in range(2):
-            np.testing.assert_array_equal(ours.run(None, feeds)[0], ref.run(None, feeds)[0], err_msg=f"s={length}")
+        for _ in range(2):  # (MatMul's float32 sums: FMA or not, one ulp apart on some CPUs)
+            assert_close(ours.run(None, feeds)[0], ref.run(None, feeds)[0], 1e-6, 1e-6, f"s={length}")
     from onnxruntime_ep_seamless.exec.compute import live_kernels
     limits = [(f.t_min, f.t_max) for k in live_kernels() if "If" in k.name for _, f in k.families]
     assert any(high == 6 for _, high in limits), limits  # a family up to the limit, and one beyond it

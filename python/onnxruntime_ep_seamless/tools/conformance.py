@@ -34,6 +34,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..graph.ir import c_order
+
 DATA_VERSIONS = ("1.21.0", "1.22.0")
 DEFAULT_DATA_VERSION = "1.21.0"  # the best fit for ORT 1.31+: max opset 26 (1.22.0 adds opset 27)
 RTOL, ATOL = 1e-3, 1e-7  # onnx's backend runner defaults
@@ -185,7 +187,7 @@ class _Exotic:
 
     def to_ortvalue(self, ort):
         bits = _EXOTIC[self.elem_type][1]
-        raw = np.ascontiguousarray(self.array).view(np.uint16 if bits == 16 else np.uint8)
+        raw = c_order(self.array).view(np.uint16 if bits == 16 else np.uint8)  # (0-d stays 0-d)
         if bits < 8:
             # ORT packs sub-byte elements, lowest bits first, and reads ceil(n * bits / 8) bytes from
             # the start of an array of the tensor's shape
@@ -229,7 +231,7 @@ def run_session(session, feeds: dict) -> list:
             values[name], raw = v.to_ortvalue(ort)
             keep.append(raw)
         else:
-            array = np.ascontiguousarray(v)
+            array = c_order(v)
             keep.append(array)
             values[name] = ort.OrtValue.ortvalue_from_numpy(array)
     results = session.run_with_ort_values(None, values)

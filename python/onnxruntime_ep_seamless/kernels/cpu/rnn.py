@@ -83,7 +83,7 @@ def check_inputs(op, X, W, R, B, sequence_lens, initial_h, initial_c, P, dirs, h
         raise ValueError(f"Input P must have shape {{{dirs},{3 * hidden}}}. Actual:{_dims(P.shape)}")
 
 
-def _activations(op, activations):
+def cell_activations(op, activations):
     """The cell's activation functions (f, g[, h]) per direction: the attribute's groups (an RNN
     forward layer may carry two, as its default does: it uses the first)."""
     k = len(DEFAULT_ACTIVATIONS[op])
@@ -96,7 +96,7 @@ def _layout0(x, layout):
     return x.swapaxes(0, 1) if layout and x is not None and x.ndim >= 2 else x
 
 
-def _packed(array, name, rows=slice(None)):
+def packed_weights(array, name, rows=slice(None)):
     """Per direction, rows `rows` of a weight [dirs, rows, cols] transposed and packed for the native products,
     once per constant array."""
     from . import native
@@ -151,7 +151,7 @@ def rnn(X, W, R, B=None, sequence_lens=None, initial_h=None, *, activations=None
     X, initial_h = _layout0(X, layout), _layout0(initial_h, layout)
     n, dirs = hidden_size, 2 if direction == "bidirectional" else 1
     check_inputs("RNN", X, W, R, B, sequence_lens, initial_h, None, None, dirs, n)
-    acts, r_packed = _activations("RNN", activations), _packed(R, "r")
+    acts, r_packed = cell_activations("RNN", activations), packed_weights(R, "r")
     bias = np.zeros((dirs, n), np.float32) if B is None else B[:, :n] + B[:, n:]
 
     def direction_fn(xw, d, order, lens, steps, states, Y):
@@ -167,12 +167,12 @@ def gru(X, W, R, B=None, sequence_lens=None, initial_h=None, *, activations=None
     X, initial_h = _layout0(X, layout), _layout0(initial_h, layout)
     n, dirs = hidden_size, 2 if direction == "bidirectional" else 1
     check_inputs("GRU", X, W, R, B, sequence_lens, initial_h, None, None, dirs, n)
-    acts = _activations("GRU", activations)
+    acts = cell_activations("GRU", activations)
     b = np.zeros((dirs, 6 * n), np.float32) if B is None else B
     # the input projections take Wb and the update and reset gates' Rb; the candidate's Rb goes
     # inside the reset product with linear_before_reset, else it is added outside the product too
     bias = b[:, :3 * n] + np.concatenate([b[:, 3 * n:5 * n], b[:, 5 * n:] * (not linear_before_reset)], axis=1)
-    zr_packed, h_packed = _packed(R, "r_zr", slice(0, 2 * n)), _packed(R, "r_h", slice(2 * n, None))
+    zr_packed, h_packed = packed_weights(R, "r_zr", slice(0, 2 * n)), packed_weights(R, "r_h", slice(2 * n, None))
 
     def direction_fn(xw, d, order, lens, steps, states, Y):
         native.gru_direction(xw, d, order, lens, steps, zr_packed[d], h_packed[d], b[d, 5 * n:], linear_before_reset,
@@ -188,7 +188,7 @@ def lstm(X, W, R, B=None, sequence_lens=None, initial_h=None, initial_c=None, P=
     X, initial_h, initial_c = (_layout0(v, layout) for v in (X, initial_h, initial_c))
     n, dirs = hidden_size, 2 if direction == "bidirectional" else 1
     check_inputs("LSTM", X, W, R, B, sequence_lens, initial_h, initial_c, P, dirs, n)
-    acts, r_packed = _activations("LSTM", activations), _packed(R, "r")
+    acts, r_packed = cell_activations("LSTM", activations), packed_weights(R, "r")
     bias = np.zeros((dirs, 4 * n), np.float32) if B is None else B[:, :4 * n] + B[:, 4 * n:]
 
     def direction_fn(xw, d, order, lens, steps, states, Y):

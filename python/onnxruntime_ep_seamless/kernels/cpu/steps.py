@@ -405,7 +405,7 @@ def conv(rec, node, ins, outs):
 @lowers("LSTM")
 def lstm(rec, node, ins, outs):
     from .native import RNN_ACTIVATIONS
-    from .rnn import _activations, _packed
+    from .rnn import cell_activations, packed_weights
     x, w, r = ins[:3]
     b, lens, h0, c0, p = (ins + [None] * 8)[3:8]
     attrs = node.attrs
@@ -414,7 +414,7 @@ def lstm(rec, node, ins, outs):
             or attrs.get("input_forget", 0) or lens is not None or not all(v is None or v.static for v in (w, r, b, p))
             or w.array.shape[0] != 1):
         raise Declined("a float32 forward layer without sequence lengths, constant weights")
-    acts = _activations("LSTM", attrs.get("activations"))[0]
+    acts = cell_activations("LSTM", attrs.get("activations"))[0]
     if any(a not in RNN_ACTIVATIONS for a in acts):
         raise Declined(f"activations {acts}")
     seq, batch = x.array.shape[:2]
@@ -425,7 +425,7 @@ def lstm(rec, node, ins, outs):
     clip = attrs.get("clip")
     args.has_clip, args.clip = clip is not None, float(clip or 0.0)
     args.acts[0:3] = [RNN_ACTIVATIONS[a] for a in acts]
-    args.packed_r = ffi.cast("float*", ffi.from_buffer(rec.keep(_packed(r.array, "r")[0])))
+    args.packed_r = ffi.cast("float*", ffi.from_buffer(rec.keep(packed_weights(r.array, "r")[0])))
     if p is not None:
         args.peepholes = ffi.cast("float*", ffi.from_buffer(rec.keep(np.ascontiguousarray(p.array[0], np.float32))))
     state = np.empty((1, batch, n), np.float32)
