@@ -50,12 +50,9 @@ def partition(graph: Graph, device: str = "cpu", api: int = CONTROL_FLOW_API) ->
     if subgraph and api < SUBGRAPH_NAMES_API:
         return PartitionResult([], {n: "onnxruntime 1.23 gives fused nodes of different subgraphs one name: "
                                        "the nodes of subgraphs are left to it" for n in names}, names)
-    if device == "cuda" and (subgraph or any(n.subgraphs for n in graph.nodes)):
-        # ORT's copies between our GPU and its CPU EP around an If/Loop/Scan it runs fault (an illegal address, the
-        # GPU context lost: tests/cuda/test_cuda_models.py): until the CUDA EP runs control flow itself, a graph
-        # holding it, and its subgraphs, stay with ORT
-        return PartitionResult([], {n: "the CUDA EP claims no node of a graph with control flow (If, Loop, Scan) or "
-                                       "inside one" for n in names}, names)
+    if device == "cuda" and subgraph:  # until the CUDA EP runs control flow itself, subgraphs stay with ORT
+        return PartitionResult([], {n: "the CUDA EP claims no node inside an If, Loop or Scan it does not run (ORT "
+                                       "feeds a subgraph values where its CPU EP left them)" for n in names}, names)
     if graph.parent is not None:  # ORT asks for a subgraph first: where the EP takes its node whole, none of it
         owner = graph.parent.nodes[0]
         if api >= CONTROL_FLOW_API and lookup(owner, graph.parent, device)[0] is not None:

@@ -126,6 +126,7 @@ class CudaKernel:
             b.np_in_dims = np.frombuffer(ffi.buffer(b.in_dims), np.int64)[:n_in * MAX_RANK]
             b.np_out_data = np.frombuffer(ffi.buffer(b.out_data), np.int64)[:n_out]
             b.stream = ffi.new("void**")
+            b.on_host = ffi.new("uint8_t[]", max(n_in, 1))
             if self.replayer is not None:
                 b.key = ffi.new("uint8_t[]", self.native.lib.seamless_replay_key_size(self.replayer))
         return b
@@ -142,6 +143,9 @@ class CudaKernel:
         if lib.seamless_get_inputs(ctx, len(self.input_names), b.in_data, b.in_nbytes, b.in_types, b.in_ranks,
                                    b.in_dims, MAX_RANK, b.changed, b.status) < 0:
             check(b.status[0])
+        lib.seamless_inputs_on_host(ctx, len(self.input_names), b.on_host)
+        if any(b.on_host[0:len(self.input_names)]) and self.capture:  # where ORT leaves a value is fixed by its plan
+            self.capture = False  # uploaded per run (_inputs): no segment replays host memory as device memory
         inputs = None
         if self.capture and not lib.seamless_capturing():
             key, capacity = self._binding(b)
@@ -199,8 +203,12 @@ class CudaKernel:
         for i, name in enumerate(self.input_names):
             rank = b.in_ranks[i]
             if rank >= 0:
-                inputs[name] = DeviceTensor(int(b.np_in_data[i]), tuple(b.in_dims[i * MAX_RANK:i * MAX_RANK + rank]),
-                                            ONNX_TO_NUMPY[b.in_types[i]], settled=True)
+                shape, dtype = tuple(b.in_dims[i * MAX_RANK:i * MAX_RANK + rank]), ONNX_TO_NUMPY[b.in_types[i]]
+                if b.on_host[i]:  # host memory (an If's output on ORT's CPU EP): a copy, uploaded where a kernel needs it
+                    data = self.native.ffi.buffer(self.native.ffi.cast("char*", b.in_data[i]), b.in_nbytes[i])
+                    inputs[name] = DeviceTensor.on_host(np.frombuffer(data, dtype).reshape(shape).copy())
+                else:
+                    inputs[name] = DeviceTensor(int(b.np_in_data[i]), shape, dtype, settled=True)
         return inputs
 
     def _binding(self, b) -> tuple[bytes, int]:
