@@ -43,3 +43,28 @@ def test_check_and_demo_pass(runtime):
     assert "SeamlessCPUExecutionProvider: 29/29 nodes" in demo.stdout
     diff = float(demo.stdout.split("max |diff| vs stock ORT CPU = ")[1].split()[0])
     assert diff < 1e-4
+
+
+def test_a_model_with_an_if_runs(runtime, tmp_path):
+    """Before 1.27 ORT hands a fused node no outer values its subgraphs read: the If is declined (with fallback, ORT
+    runs it) and on 1.23, whose fused nodes of different subgraphs share names, its branches' nodes are left to ORT
+    too (claiming them failed the session: "Conflicting with a registered kernel")."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "kernels"))
+    from test_control import _if_on_input
+    model = _if_on_input()
+    model.ir_version = 8  # what 1.23 reads
+    path = tmp_path / "if.onnx"
+    path.write_bytes(model.SerializeToString())
+    _, python = runtime
+    code = ("import sys, numpy as np, onnxruntime as ort, onnxruntime_ep_seamless as s\n"
+            "sess = ort.InferenceSession(sys.argv[1], s.session_options())\n"
+            "stock = ort.InferenceSession(sys.argv[1], providers=['CPUExecutionProvider'])\n"
+            "for c in (True, False):\n"
+            "    f = {'c': np.array(c), 'a': np.ones((3, 4), np.float32) * 2, 'z': np.ones((3, 4), np.float32)}\n"
+            "    assert (sess.run(None, f)[0] == stock.run(None, f)[0]).all()\n"
+            "print('ok', [op for _, op in s.partition_report(sess).ep_nodes])\n")
+    out = run(python, "-c", code, str(path))
+    assert out.returncode == 0 and out.stdout.startswith("ok"), out.stdout + out.stderr
+    assert "'If'" not in out.stdout and "'Relu'" in out.stdout and "'Neg'" in out.stdout, out.stdout
