@@ -341,22 +341,22 @@ static OrtStatus* seamless_fuse_nodes(const OrtGraph* g, OrtEpGraphSupportInfo* 
 }
 
 /* ---- per-run binding (hot path) ---------------------------------------------------- */
-/* All inputs of a fused node in one call: data pointer, size in bytes, element type, rank, dims.
- * The arrays hold the previous run's values on entry (they are per thread); changed[i] says
- * whether input i differs from then, so Python rebuilds only the views that changed.
- * Returns the number of changed inputs, or -1 with *status set. */
 /* Which inputs of a Compute lie in host memory (ORT's memory device of each value): the CUDA executor uploads those
  * rather than read them as device memory (ORT hands over an If's outputs where its CPU EP left them). */
 void seamless_inputs_on_host(const OrtKernelContext* ctx, size_t n, uint8_t* on_host) {
   for (size_t i = 0; i < n; i++) {
     const OrtValue* v = NULL;
     OrtStatus* st = ORT(KernelContext_GetInput)(ctx, i, &v);
-    if (st) ORT(ReleaseStatus)(st);
-    const OrtMemoryDevice* d = !st && v ? ORT_EP(Value_GetMemoryDevice)(v) : NULL;
+    if (st) { ORT(ReleaseStatus)(st); v = NULL; }
+    const OrtMemoryDevice* d = v ? ORT_EP(Value_GetMemoryDevice)(v) : NULL;
     on_host[i] = d && ORT_EP(MemoryDevice_GetDeviceType)(d) == 0;
   }
 }
 
+/* All inputs of a fused node in one call: data pointer, size in bytes, element type, rank, dims.
+ * The arrays hold the previous run's values on entry (they are per thread); changed[i] says
+ * whether input i differs from then, so Python rebuilds only the views that changed.
+ * Returns the number of changed inputs, or -1 with *status set. */
 int seamless_get_inputs(const OrtKernelContext* ctx, size_t n, void** data, size_t* nbytes, int32_t* types,
                         int32_t* ranks, int64_t* dims, size_t max_rank, uint8_t* changed, OrtStatus** status) {
   int count = 0;

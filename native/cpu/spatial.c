@@ -15,11 +15,11 @@ static void im2col(const SeamlessConvArgs* a, const float* x, int64_t channels, 
             const int64_t p0 = o0 * a->stride[0] - a->pad[0] + q0 * a->dilation[0];
             for (int64_t q1 = 0; q1 < a->kernel[1]; q1++) {
               const int64_t p1 = o1 * a->stride[1] - a->pad[1] + q1 * a->dilation[1];
-              const int inside = p0 >= 0 && p0 < a->in_shape[0] && p1 >= 0 && p1 < in1;
-              const float* line = xc + (p0 * in1 + p1) * in2;
+              const float* line = p0 >= 0 && p0 < a->in_shape[0] && p1 >= 0 && p1 < in1
+                                      ? xc + (p0 * in1 + p1) * in2 : NULL;  /* NULL: a row of padding */
               for (int64_t q2 = 0; q2 < a->kernel[2]; q2++) {
                 const int64_t p2 = o2 * a->stride[2] - a->pad[2] + q2 * a->dilation[2];
-                *row++ = inside && p2 >= 0 && p2 < in2 ? line[p2] : 0.0f;
+                *row++ = line && p2 >= 0 && p2 < in2 ? line[p2] : 0.0f;
               }
             }
           }

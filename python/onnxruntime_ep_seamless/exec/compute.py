@@ -214,13 +214,11 @@ def binding_class(key: bytes, by_value=()) -> tuple:
     values of the inputs keyed by value (a family never spans two of them)."""
     words = np.frombuffer(key, np.int64)
     out, i = [], 0
-    for j in range(len(words)):
-        if i >= len(words):
-            break
+    while i < len(words):
         rank, dtype = int(words[i]), int(words[i + 1])
         i += 2 + max(rank, 0)
         value = ()
-        if j in by_value:
+        if len(out) in by_value:  # its byte count, then the bytes in words
             count = 1 + (int(words[i]) + 7) // 8
             value, i = tuple(int(w) for w in words[i:i + count]), i + count
         out.append((rank, dtype, *value))

@@ -204,7 +204,7 @@ class CudaKernel:
             rank = b.in_ranks[i]
             if rank >= 0:
                 shape, dtype = tuple(b.in_dims[i * MAX_RANK:i * MAX_RANK + rank]), ONNX_TO_NUMPY[b.in_types[i]]
-                if b.on_host[i]:  # host memory (an If's output on ORT's CPU EP): a copy, uploaded where a kernel needs it
+                if b.on_host[i]:  # host memory (an If's output on ORT's CPU EP): copied, uploaded where read
                     data = self.native.ffi.buffer(self.native.ffi.cast("char*", b.in_data[i]), b.in_nbytes[i])
                     inputs[name] = DeviceTensor.on_host(np.frombuffer(data, dtype).reshape(shape).copy())
                 else:

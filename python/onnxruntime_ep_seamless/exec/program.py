@@ -379,15 +379,15 @@ class Family:
         for w in varying:
             _, slope[w] = _fit([int(k[w]) for k in keys], ts)
         template = programs[-1]  # the newest: its argument blocks are copied
-        if any(p.unguarded for p in programs):
-            raise NotAffine
-        t_max = _guarded_limit([p.guards for p in programs], ts)
         if any(len(shape) > MAX_OUT_RANK for p in programs for shape in p.out_shapes):
             raise NotAffine
         if (len({len(p.steps) for p in programs}) != 1 or len({p.c.n_slots for p in programs}) != 1
                 or any(set(p.fixed_arrays) != set(template.fixed_arrays) or p.lives != template.lives
                        or [len(s) for s in p.out_shapes] != [len(s) for s in template.out_shapes] for p in programs)):
             raise NotAffine
+        if any(p.unguarded for p in programs):
+            raise NotAffine
+        t_max = _guarded_limit([p.guards for p in programs], ts)
         self.kept = [template]
         patches = []  # (address, width, a, b)
         steps = []

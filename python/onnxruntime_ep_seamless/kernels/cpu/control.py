@@ -1,5 +1,5 @@
-"""Control flow: If, Loop, Scan. A subgraph runs as its own plan (plan/planner.py binds it in place of the graph attribute),
-fed the node's implicit inputs (the outer values it reads), which trail the node's own inputs."""
+"""Control flow: If, Loop, Scan. A subgraph runs as its own plan (plan/planner.py binds it in place of the graph
+attribute), fed the node's implicit inputs (the outer values it reads), which trail the node's own inputs."""
 from __future__ import annotations
 
 import numpy as np
@@ -78,15 +78,15 @@ def loop(m, cond, *rest, body, _num_outputs, _num_implicit):
                                  f" Got:{list(np.shape(v))}")
             scans[k].append(np.asarray(v))
         i += 1
-    stacked = []
-    for k in range(n_scan):
-        if scans[k]:
-            stacked.append(np.stack(scans[k]))
-        else:  # no iteration: the body's declared output shape, symbolic dims as 0
-            shape = body.output_shapes[1 + len(carried) + k]
-            dims = [d if isinstance(d, int) else 0 for d in shape] if shape is not None else []
-            stacked.append(np.zeros([0] + dims, body.output_dtypes[1 + len(carried) + k]))
+    stacked = [np.stack(scans[k]) if scans[k] else _no_iterations(body, 1 + len(carried) + k) for k in range(n_scan)]
     return (*carried, *stacked)
+
+
+def _no_iterations(body, output: int) -> np.ndarray:
+    """A scan output after no iteration, as stock makes it: [0] and the body output's declared dims (symbolic: 0)."""
+    shape = body.output_shapes[output]
+    dims = [d if isinstance(d, int) else 0 for d in shape] if shape is not None else []
+    return np.zeros([0] + dims, body.output_dtypes[output])
 
 
 def _check_scan(node, graph) -> str | None:
@@ -198,7 +198,5 @@ def scan(*inputs, body, num_scan_inputs, scan_input_axes=None, scan_input_direct
                                       f"is not valid for axis {axis}")
             stacked.append(np.stack(slices[k][::-1] if out_dirs[k] else slices[k], axis=axis % rank))
         else:
-            shape = body.output_shapes[n_states + k]
-            dims = [d if isinstance(d, int) else 0 for d in shape] if shape is not None else []
-            stacked.append(np.zeros([0] + dims, body.output_dtypes[n_states + k]))
+            stacked.append(_no_iterations(body, n_states + k))
     return (*states, *stacked)

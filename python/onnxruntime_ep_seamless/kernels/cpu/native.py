@@ -530,10 +530,10 @@ def conv_args(x_shape, w: np.ndarray, bias, group: int, strides, dilations, begi
     args = ffi.new("SeamlessConvArgs*")
     args.n, args.c, args.m, args.group, args.k, args.l = n, c, m, group, k, math.prod(out)
     args.packed_group, args.packed = size, ffi.cast("float*", ffi.from_buffer(packed))
-    lead = 3 - nd  # fewer spatial dims: leading dims of 1
-    for field, values, one in (("in_shape", x_shape[2:], 1), ("out_shape", out, 1), ("kernel", kernel, 1), ("stride", strides, 1),
-                               ("dilation", dilations, 1), ("pad", begin, 0)):
-        getattr(args, field)[0:3] = [one] * lead + [int(v) for v in values]
+    lead = 3 - nd  # fewer spatial dims: leading dims of 1 (padded by 0)
+    for field, values in (("in_shape", x_shape[2:]), ("out_shape", out), ("kernel", kernel), ("stride", strides),
+                          ("dilation", dilations), ("pad", begin)):
+        getattr(args, field)[0:3] = [0 if field == "pad" else 1] * lead + [int(v) for v in values]
     kept = [packed]
     if bias is not None:
         bias = _f32_array(bias, m, "bias")

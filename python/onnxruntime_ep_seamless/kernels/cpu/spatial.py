@@ -107,7 +107,7 @@ def conv(X, W, B=None, *, auto_pad="NOTSET", dilations=None, group=1, kernel_sha
     n, c = X.shape[:2]
     m = W.shape[0]
     cg, mg = c // group, m // group
-    if native_conv(X, W, B, group) and math.prod(out) > 0:  # shapes that agree (else numpy's errors below), float32, 1-3 spatial dims
+    if native_conv(X, W, B, group) and math.prod(out) > 0:  # else numpy below (its errors for shapes that disagree)
         from .native import conv as run, conv_args
         args, _kept = conv_args(X.shape, W, B, group, strides, dilations, begin, out)
         return (run(X, args).reshape((n, m) + tuple(out)).astype(dtype, copy=False),)
