@@ -89,21 +89,81 @@ static OrtStatus* put_type_shape(Buf* b, const OrtTensorTypeAndShapeInfo* info) 
   return NULL;
 }
 
-/* value info: name, kind (1 tensor, 0 other), [type/shape], is_const, [data pointer and size].
- * Constant data is included up to const_limit bytes (0 when larger). */
+/* A string tensor's elements: i64 count, then per element i32 length + UTF-8 bytes. */
+static OrtStatus* put_strings(Buf* b, const OrtValue* v) {
+  OrtTensorTypeAndShapeInfo* info = NULL;
+  size_t count = 0, len = 0;
+  TRY(ORT(GetTensorTypeAndShape)(v, &info));
+  OrtStatus* st = ORT(GetTensorShapeElementCount)(info, &count);
+  ORT(ReleaseTensorTypeAndShapeInfo)(info);
+  if (!st) st = ORT(GetStringTensorDataLength)(v, &len);
+  if (st) return st;
+  char* chars = malloc(len ? len : 1);
+  size_t* offsets = malloc((count ? count : 1) * sizeof *offsets);
+  st = chars && offsets ? (count ? ORT(GetStringTensorContent)(v, chars, len, offsets, count) : NULL)
+                        : seamless_status(1, "out of memory reading a string tensor");
+  if (!st) {
+    put_i64(b, (int64_t)count);
+    for (size_t i = 0; i < count; i++) {
+      size_t end = i + 1 < count ? offsets[i + 1] : len;
+      put_i32(b, (int32_t)(end - offsets[i]));
+      buf_put(b, chars + offsets[i], end - offsets[i]);
+    }
+  }
+  free(chars);
+  free(offsets);
+  return st;
+}
+
+/* What a value holds, as a set of flags: TENSOR_INFO (an element type and shape follow), and SEQUENCE_OF /
+ * OPTIONAL_OF around it (a sequence of tensors, an optional tensor or sequence); 0: something else. */
+enum { TENSOR_INFO = 1, SEQUENCE_OF = 2, OPTIONAL_OF = 4 };
+
+static OrtStatus* tensor_info_of(const OrtTypeInfo* ti, int* flags, const OrtTensorTypeAndShapeInfo** tsi,
+                                 OrtTypeInfo** owned) {
+  ONNXType kind = 0;
+  TRY(ORT(GetOnnxTypeFromTypeInfo)(ti, &kind));
+  if (kind == 1) { *flags |= TENSOR_INFO; return ORT(CastTypeInfoToTensorInfo)(ti, tsi); }
+  OrtTypeInfo* inner = NULL;
+  if (kind == 2 && !(*flags & SEQUENCE_OF)) {
+    const OrtSequenceTypeInfo* seq = NULL;
+    TRY(ORT(CastTypeInfoToSequenceTypeInfo)(ti, &seq));
+    TRY(ORT(GetSequenceElementType)(seq, &inner));
+    *flags |= SEQUENCE_OF;
+  } else if (kind == 6 && !*flags) {
+    const OrtOptionalTypeInfo* opt = NULL;
+    TRY(ORT(CastTypeInfoToOptionalTypeInfo)(ti, &opt));
+    TRY(ORT(GetOptionalContainedTypeInfo)(opt, &inner));
+    *flags |= OPTIONAL_OF;
+  } else {
+    *flags = 0;
+    return NULL;
+  }
+  if (*owned) ORT(ReleaseTypeInfo)(*owned);
+  *owned = inner;
+  OrtStatus* st = tensor_info_of(inner, flags, tsi, owned);
+  if (!(*flags & TENSOR_INFO)) *flags = 0;
+  return st;
+}
+
+/* value info: name, kind (flags above), [type/shape], is_const, [data pointer and size].
+ * Constant data is included up to const_limit bytes (0 when larger); a string constant's size is -1 and its
+ * elements follow (put_strings). */
 static OrtStatus* put_value(Buf* b, const OrtValueInfo* vi, size_t const_limit) {
   const char* name = NULL;
   if (!vi) { put_str(b, ""); return NULL; }  /* absent optional input */
   TRY(ORT(GetValueInfoName)(vi, &name));
   put_str(b, name);
   const OrtTypeInfo* ti = NULL;
-  ONNXType kind = 0;
+  OrtTypeInfo* owned = NULL;
   const OrtTensorTypeAndShapeInfo* tsi = NULL;
+  int flags = 0;
   TRY(ORT(GetValueInfoTypeInfo)(vi, &ti));
-  if (ti) TRY(ORT(GetOnnxTypeFromTypeInfo)(ti, &kind));
-  if (kind == 1) TRY(ORT(CastTypeInfoToTensorInfo)(ti, &tsi));
-  put_i32(b, tsi ? 1 : 0);
-  if (tsi) TRY(put_type_shape(b, tsi));
+  OrtStatus* st = ti ? tensor_info_of(ti, &flags, &tsi, &owned) : NULL;
+  if (!st) put_i32(b, flags);
+  if (!st && flags) st = put_type_shape(b, tsi);
+  if (owned) ORT(ReleaseTypeInfo)(owned);
+  if (st) return st;
   bool is_const = false;
   TRY(ORT(ValueInfo_IsConstantInitializer)(vi, &is_const));
   put_i32(b, is_const);
@@ -113,6 +173,13 @@ static OrtStatus* put_value(Buf* b, const OrtValueInfo* vi, size_t const_limit) 
   size_t nbytes = 0;
   TRY(ORT(ValueInfo_GetInitializerValue)(vi, &value));
   if (value) {
+    OrtTensorTypeAndShapeInfo* info = NULL;
+    ONNXTensorElementDataType elem = 0;
+    TRY(ORT(GetTensorTypeAndShape)(value, &info));
+    st = ORT(GetTensorElementType)(info, &elem);
+    ORT(ReleaseTensorTypeAndShapeInfo)(info);
+    if (st) return st;
+    if (elem == 8) { put_i64(b, 0); put_i64(b, -1); return put_strings(b, value); }
     TRY(ORT(GetTensorSizeInBytes)(value, &nbytes));
     if (nbytes > const_limit) nbytes = 0;
     else if (nbytes) TRY(ORT(GetTensorMutableData)((OrtValue*)value, (void**)&data));
@@ -155,10 +222,12 @@ static OrtStatus* put_attr(Buf* b, const OrtOpAttr* attr) {
       ONNXTensorElementDataType elem = 0;
       if (!st) st = put_type_shape(b, tsi);
       if (!st) st = ORT(GetTensorElementType)(tsi, &elem);
-      /* string tensors (8) have no flat bytes: send none, Python declines the node */
-      if (!st && elem != 8) st = ORT(GetTensorSizeInBytes)(value, &nbytes);
-      if (!st && nbytes) st = ORT(GetTensorMutableData)(value, &data);
-      if (!st) { put_i64(b, (int64_t)nbytes); buf_put(b, data, nbytes); }
+      if (!st && elem == 8) { put_i64(b, -1); st = put_strings(b, value); }  /* no flat bytes: the elements */
+      else {
+        if (!st) st = ORT(GetTensorSizeInBytes)(value, &nbytes);
+        if (!st && nbytes) st = ORT(GetTensorMutableData)(value, &data);
+        if (!st) { put_i64(b, (int64_t)nbytes); buf_put(b, data, nbytes); }
+      }
       if (tsi) ORT(ReleaseTensorTypeAndShapeInfo)(tsi);
       ORT(ReleaseValue)(value);
       if (st) return st;
@@ -355,7 +424,8 @@ void seamless_inputs_on_host(const OrtKernelContext* ctx, size_t n, uint8_t* on_
 
 /* All inputs of a fused node in one call: data pointer, size in bytes, element type, rank, dims.
  * The arrays hold the previous run's values on entry (they are per thread); changed[i] says
- * whether input i differs from then, so Python rebuilds only the views that changed.
+ * whether input i differs from then, so Python rebuilds only the views that changed. Rank -1: an
+ * absent input; -2: not a flat tensor (strings, a sequence, an optional), read by seamless_read_input.
  * Returns the number of changed inputs, or -1 with *status set. */
 int seamless_get_inputs(const OrtKernelContext* ctx, size_t n, void** data, size_t* nbytes, int32_t* types,
                         int32_t* ranks, int64_t* dims, size_t max_rank, uint8_t* changed, OrtStatus** status) {
@@ -369,11 +439,22 @@ int seamless_get_inputs(const OrtKernelContext* ctx, size_t n, void** data, size
     void* p = NULL;
     size_t size = 0, r = 0;
     ONNXTensorElementDataType t = 0;
+    int flat = 1, has = 1;
     OrtStatus* st = ORT(KernelContext_GetInput)(ctx, i, &v);
+    if (!st && v) st = ORT(HasValue)(v, &has);  /* an empty optional: a tensor's type without one */
+    if (!st && v && has) st = ORT(IsTensor)(v, &flat);
+    if (!st && v && !has) flat = 0;
+    if (!st && v && flat) st = ORT(GetTensorTypeAndShape)(v, &info);
+    if (!st && v && flat) st = ORT(GetTensorElementType)(info, &t);
+    if (!st && v && (!flat || t == 8)) {  /* read whole by seamless_read_input, every run */
+      if (info) ORT(ReleaseTensorTypeAndShapeInfo)(info);
+      changed[i] = 1;
+      count++;
+      data[i] = NULL; nbytes[i] = 0; types[i] = t; ranks[i] = -2;
+      continue;
+    }
     if (!st && v) st = ORT(GetTensorMutableData)((OrtValue*)v, &p);
     if (!st && v) st = ORT(GetTensorSizeInBytes)(v, &size);
-    if (!st && v) st = ORT(GetTensorTypeAndShape)(v, &info);
-    if (!st && v) st = ORT(GetTensorElementType)(info, &t);
     if (!st && v) st = ORT(GetDimensionsCount)(info, &r);
     if (!st && v && r > max_rank) st = seamless_status(1, "input rank above the EP's limit");
     if (!st && v) st = ORT(GetDimensions)(info, shape, r);
@@ -390,6 +471,80 @@ int seamless_get_inputs(const OrtKernelContext* ctx, size_t n, void** data, size
     if (rank > 0) memcpy(d, shape, (size_t)rank * sizeof *d);
   }
   return count;
+}
+
+/* A value as bytes: i32 kind (0 none, 1 tensor, 2 sequence of tensors); a tensor: i32 element type, i32 rank,
+ * i64 dims, then its elements (put_strings for strings, else i64 size + bytes); a sequence: i64 count, tensors. */
+static OrtStatus* put_runtime_value(Buf* b, const OrtValue* v, int depth) {
+  int has = 0, flat = 0;
+  ONNXType kind = 0;
+  if (v) TRY(ORT(HasValue)(v, &has));
+  if (!has) { put_i32(b, 0); return NULL; }
+  TRY(ORT(IsTensor)(v, &flat));
+  if (!flat) {
+    size_t count = 0;
+    OrtAllocator* alloc = NULL;
+    TRY(ORT(GetValueType)(v, &kind));
+    if (kind != 2 || depth) return seamless_status(2, "an input holds a value the EP cannot read (not a tensor or "
+                                                      "a sequence of tensors)");
+    TRY(ORT(GetValueCount)(v, &count));
+    TRY(ORT(GetAllocatorWithDefaultOptions)(&alloc));
+    put_i32(b, 2);
+    put_i64(b, (int64_t)count);
+    for (size_t k = 0; k < count; k++) {
+      OrtValue* item = NULL;
+      TRY(ORT(GetValue)(v, (int)k, alloc, &item));
+      OrtStatus* st = put_runtime_value(b, item, depth + 1);
+      ORT(ReleaseValue)(item);
+      if (st) return st;
+    }
+    return NULL;
+  }
+  OrtTensorTypeAndShapeInfo* info = NULL;
+  ONNXTensorElementDataType elem = 0;
+  size_t rank = 0, nbytes = 0;
+  int64_t dims[64];
+  void* data = NULL;
+  TRY(ORT(GetTensorTypeAndShape)(v, &info));
+  OrtStatus* st = ORT(GetTensorElementType)(info, &elem);
+  if (!st) st = ORT(GetDimensionsCount)(info, &rank);
+  if (!st && rank > 64) st = seamless_status(2, "input rank above the EP's limit");
+  if (!st) st = ORT(GetDimensions)(info, dims, rank);
+  ORT(ReleaseTensorTypeAndShapeInfo)(info);
+  if (st) return st;
+  put_i32(b, 1);
+  put_i32(b, elem);
+  put_i32(b, (int32_t)rank);
+  for (size_t i = 0; i < rank; i++) put_i64(b, dims[i]);
+  if (elem == 8) return put_strings(b, v);
+  TRY(ORT(GetTensorSizeInBytes)(v, &nbytes));
+  if (nbytes) TRY(ORT(GetTensorMutableData)((OrtValue*)v, &data));
+  put_i64(b, (int64_t)nbytes);
+  buf_put(b, data, nbytes);
+  return NULL;
+}
+
+/* Input i of a fused node that seamless_get_inputs marked rank -2, as put_runtime_value's bytes in *out (the
+ * caller frees it with seamless_free). */
+static OrtStatus* seamless_read_input(const OrtKernelContext* ctx, size_t i, char** out, size_t* out_len) {
+  Buf b = {0};
+  const OrtValue* v = NULL;
+  *out = NULL;
+  TRY(ORT(KernelContext_GetInput)(ctx, i, &v));
+  OrtStatus* st = put_runtime_value(&b, v, 0);
+  if (!st && b.oom) st = seamless_status(1, "out of memory reading an input");
+  if (st) { free(b.data); return st; }
+  *out = b.data;
+  *out_len = b.len;
+  return NULL;
+}
+
+/* Output i as a string tensor of the given dims holding the n strings (NUL-terminated UTF-8). */
+static OrtStatus* seamless_write_strings(OrtKernelContext* ctx, size_t i, const int64_t* dims, size_t rank,
+                                         const char* const* strings, size_t n) {
+  OrtValue* v = NULL;
+  TRY(ORT(KernelContext_GetOutput)(ctx, i, dims, rank, &v));
+  return v && n ? ORT(FillStringTensor)(v, strings, n) : NULL;
 }
 
 /* Allocate every output with the given dims and return the data pointers: executors write their

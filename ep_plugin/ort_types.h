@@ -17,6 +17,8 @@ typedef struct OrtValueInfo OrtValueInfo;
 typedef struct OrtOpAttr OrtOpAttr;
 typedef struct OrtTypeInfo OrtTypeInfo;
 typedef struct OrtTensorTypeAndShapeInfo OrtTensorTypeAndShapeInfo;
+typedef struct OrtSequenceTypeInfo OrtSequenceTypeInfo;
+typedef struct OrtOptionalTypeInfo OrtOptionalTypeInfo;
 typedef struct OrtValue OrtValue;
 typedef struct OrtKernelContext OrtKernelContext;
 typedef struct OrtNodeComputeContext OrtNodeComputeContext;
@@ -38,7 +40,7 @@ typedef int OrtErrorCode;                    /* OK 0, FAIL 1, INVALID_ARGUMENT 2
 typedef int OrtLoggingLevel;                 /* VERBOSE 0 .. FATAL 4 */
 typedef int OrtHardwareDeviceType;           /* CPU 0, GPU 1, NPU 2 */
 typedef int OrtOpAttrType;                   /* INT 1, INTS 2, FLOAT 3, FLOATS 4, STRING 5, STRINGS 6, GRAPH 7, TENSOR 8 */
-typedef int ONNXType;                        /* TENSOR 1 */
+typedef int ONNXType;                        /* TENSOR 1, SEQUENCE 2, OPTIONAL 6 */
 typedef int ONNXTensorElementDataType;       /* ONNX TensorProto.DataType numbering */
 typedef int OrtEpDataLayout;
 typedef int OrtCompiledModelCompatibility;

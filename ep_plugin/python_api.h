@@ -30,6 +30,9 @@ OrtStatus* seamless_dump_graph(const OrtGraph* graph, const OrtNode* fused, size
 OrtStatus* seamless_fuse_nodes(const OrtGraph* graph, OrtEpGraphSupportInfo* info, const int32_t* idx, size_t count);
 int seamless_get_inputs(const OrtKernelContext* ctx, size_t n, void** data, size_t* nbytes, int32_t* types,
                         int32_t* ranks, int64_t* dims, size_t max_rank, uint8_t* changed, OrtStatus** status);
+OrtStatus* seamless_read_input(const OrtKernelContext* ctx, size_t i, char** out, size_t* out_len);
+OrtStatus* seamless_write_strings(OrtKernelContext* ctx, size_t i, const int64_t* dims, size_t rank,
+                                  const char* const* strings, size_t n);
 void seamless_inputs_on_host(const OrtKernelContext* ctx, size_t n, uint8_t* on_host);
 OrtStatus* seamless_get_outputs(OrtKernelContext* ctx, size_t n, const int32_t* ranks, const int64_t* dims,
                                 size_t max_rank, void** data);

@@ -63,7 +63,7 @@ def assert_close(ours, ref, rtol, atol, name="output"):
     ours, ref = np.asarray(ours), np.asarray(ref)
     assert ours.dtype == ref.dtype, f"{name}: dtype {ours.dtype} != stock {ref.dtype}"
     assert ours.shape == ref.shape, f"{name}: shape {ours.shape} != stock {ref.shape}"
-    if ref.dtype.kind in "biu" or ref.dtype == np.bool_:
+    if ref.dtype.kind in "biuO" or ref.dtype == np.bool_:  # O: strings
         np.testing.assert_array_equal(ours, ref, err_msg=name)
     else:
         np.testing.assert_allclose(ours.astype(np.float64), ref.astype(np.float64), rtol=rtol, atol=atol,

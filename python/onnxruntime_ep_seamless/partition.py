@@ -69,6 +69,20 @@ def partition(graph: Graph, device: str = "cpu", api: int = CONTROL_FLOW_API) ->
         if kdef is None:
             declined[(node.name, node.key)] = reason
 
+    while True:  # until no sequence or optional leaves a group
+        groups = _groups(graph, producer, supported)
+        leaving = _containers_leaving(graph, groups)
+        if not leaving:
+            return PartitionResult(groups, declined, names)
+        for index, name in leaving.items():
+            supported[index] = False
+            node = graph.nodes[index]
+            declined[(node.name, node.key)] = (
+                f"its output {name!r} ({graph.value(name).type_name}) is read outside the EP's part of the graph: "
+                "the plugin EP API gives a compiled node no way to hand ORT a sequence or an optional")
+
+
+def _groups(graph: Graph, producer: dict, supported: list[bool]) -> list[list[int]]:
     upstream: list[frozenset] = []  # unsupported nodes upstream of each node
     groups: dict[frozenset, list[int]] = {}
     for node in graph.nodes:
@@ -83,4 +97,18 @@ def partition(graph: Graph, device: str = "cpu", api: int = CONTROL_FLOW_API) ->
         upstream.append(key)
         if supported[node.index]:
             groups.setdefault(key, []).append(node.index)
-    return PartitionResult(list(groups.values()), declined, names)
+    return list(groups.values())
+
+
+def _containers_leaving(graph: Graph, groups: list[list[int]]) -> dict[int, str]:
+    """Claimed nodes whose sequence or optional output is a graph output or read outside their group."""
+    group_of = {i: g for g, members in enumerate(groups) for i in members}
+    leaving: dict[int, str] = {}
+    graph_outputs = set(graph.outputs)
+    for node in graph.nodes:
+        for name in node.outputs:
+            if name and node.index in group_of and graph.value(name).container and (
+                    name in graph_outputs or any(group_of.get(reader.index) != group_of[node.index]
+                                                 for reader in graph.nodes if name in reader.inputs)):
+                leaving.setdefault(node.index, name)
+    return leaving

@@ -1332,3 +1332,49 @@ def scan8_sequence_length_zero():
                              [helper.make_tensor_value_info("s_out", _elem(F32), None)])
     node = helper.make_node("Scan", ["lens", "s0", "xa"], ["s"], body=body, num_scan_inputs=1)
     return model([node], {"lens": np.array([2, 0], I64), "s0": rnd(2, 3), "xa": rnd(2, 2, 3)}, {"s": F32}, opset=8)
+
+
+# --- strings, optionals, Dropout in training -------------------------------------------------------------------
+
+def _strings(*items, shape=None):
+    out = np.empty(len(items), object)
+    out[:] = items
+    return out.reshape(shape or (len(items),))
+
+
+@case
+def string_normalizer_column():  # [C, 1]: only [C] and [1, C] are allowed
+    return one("StringNormalizer", [_strings("a", "b", shape=(2, 1))], opset=10)
+
+
+# (case-sensitive: stock needs a locale installed to compare ignoring case, and CI's machine lacks it)
+@case
+def string_normalizer_empty():
+    return one("StringNormalizer", [_strings()], {"stopwords": ["a"], "is_case_sensitive": 1}, opset=10)
+
+
+@case
+def string_normalizer_all_dropped():  # valid: one empty string
+    return one("StringNormalizer", [_strings("a", "a", shape=(1, 2))], {"stopwords": ["a"], "is_case_sensitive": 1},
+               opset=10)
+
+
+@case
+def string_split_strange_text():  # valid: non-ASCII, NUL-free control characters, whitespace runs
+    return one("StringSplit", [_strings("\t\u00e9 \u3000x\n", "\x01;\x02;", shape=(2, 1))], {"maxsplit": 5},
+               out=[object, I64], opset=20)
+
+
+@case
+def dropout_training_ratio_one():
+    return one("Dropout", [rnd(3, 4), np.array(1.0, F32), np.array(True)], out=[F32, BOOL], opset=13)
+
+
+@case
+def dropout_inference_ratio_beyond_one():
+    return one("Dropout", [rnd(3, 4), np.array(1.5, F32), np.array(False)], out=[F32, BOOL], opset=13)
+
+
+@case
+def dropout_training_ratio_negative():
+    return one("Dropout", [rnd(3, 4), np.array(-0.5, F32), np.array(True)], out=[F32, BOOL], opset=13)

@@ -58,7 +58,8 @@ def run_case(side: str, name: str) -> dict:
         result.update(outcome="ok", outputs=[_jsonable(o) for o in outputs])
     except Exception as exc:
         result.update(outcome="run-error", error=type(exc).__name__, message=str(exc))
-    result["fed_changed"] = any(not np.array_equal(before[k], np.asarray(v), equal_nan=True) for k, v in feeds.items())
+    result["fed_changed"] = any(not np.array_equal(before[k], np.asarray(v), equal_nan=before[k].dtype.kind in "fc")
+                                for k, v in feeds.items())
     return result
 
 

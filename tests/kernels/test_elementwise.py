@@ -432,6 +432,20 @@ def test_dropout_inference():
            out=[np.float32, np.bool_])
     parity("Dropout", x, None, Const(np.array(False)), attrs={"seed": 3}, opset=13)
     parity("Dropout", x.astype(np.float16), opset=13, out=[np.float16, np.bool_])
+    # training_mode fed per run: False, or True with a ratio of 0, pass the data through
+    parity("Dropout", x, np.array(0.4, np.float32), np.array(False), opset=13, out=[np.float32, np.bool_])
+    parity("Dropout", x, np.array(0.0, np.float32), np.array(True), opset=13, out=[np.float32, np.bool_])
+
+
+def test_dropout_training_mask_scales_what_it_keeps():
+    from parity import node_model, run_ours
+    x = rand((64, 64), low=1.0, high=2.0)
+    model, feeds = node_model("Dropout", [x, np.array(0.25, np.float32), np.array(True)], opset=13,
+                              outputs=[np.float32, np.bool_])
+    y, mask = run_ours(model, feeds)
+    np.testing.assert_allclose(y[mask], x[mask] / np.float32(0.75), rtol=1e-6)
+    assert not y[~mask].any()
+    assert 0.2 < 1 - mask.mean() < 0.3  # about a quarter dropped
 
 
 # ---------------------------------------------------------------- declined nodes
@@ -453,9 +467,8 @@ def test_declines():
     assert _lookup("Cast", {"to": TensorProto.INT8})[0] is not None
     assert _lookup("Mod", {"fmod": 0}, (1, 1))[0] is None           # float Mod needs fmod=1
     assert _lookup("Mod", {"fmod": 0}, (6, 6))[0] is not None
-    assert _lookup("Dropout", {}, (1, 1, 9))[0] is None             # training_mode not constant
-    assert _lookup("Dropout", {}, (1, 1, 9), consts={2: np.array(True)})[0] is None
-    assert _lookup("Dropout", {}, (1, 1, 9), consts={2: np.array(False)})[0] is not None
+    assert _lookup("Dropout", {}, (1, 1, 9))[0] is not None         # training_mode known per run
+    assert _lookup("Dropout", {}, (1, 1, 9), consts={2: np.array(True)})[0] is not None
     assert _lookup("Gelu", {"approximate": "erf"}, opset=20)[0] is None
     assert _lookup("Relu", {"unknown": 1})[0] is None
     assert _lookup("Sqrt", {}, (6,))[0] is None                     # integer Sqrt is not ONNX

@@ -7,7 +7,8 @@ import weakref
 
 import numpy as np
 
-from ..graph.ir import ONNX_TO_NUMPY, PACKED_BITS, pack, unpack
+from ..graph.ir import ONNX_TO_NUMPY, PACKED_BITS, STRING, pack, unpack
+from ..graph.reader import read_runtime_value
 from ..kernels.registry import NUMPY_MAX_RANK
 from ..plan.planner import Plan, as_output
 from ..runtime import parallel
@@ -75,8 +76,10 @@ class CompiledKernel:
             b = self._tls.b = Buffers(self.native.ffi, self.n_in, self.n_out)
         return b
 
-    def _view(self, b, i: int):
+    def _view(self, ctx, b, i: int):
         rank = b.in_ranks[i]
+        if rank == -2:  # strings, a sequence, an optional: copied out whole, every run
+            return self._read_whole(ctx, i)
         if rank < 0:
             return None  # absent optional input
         dtype = ONNX_TO_NUMPY[b.in_types[i]]
@@ -90,6 +93,21 @@ class CompiledKernel:
         arr.flags.writeable = False  # inputs are the caller's memory: never written
         return arr
 
+    def _read_whole(self, ctx, i: int):
+        ffi, lib = self.native.ffi, self.native.lib
+        out, size = ffi.new("char**"), ffi.new("size_t*")
+        self.native.check(lib.seamless_read_input(ctx, i, out, size))
+        try:
+            return read_runtime_value(ffi.buffer(out[0], size[0])[:])
+        finally:
+            lib.seamless_free(out[0])
+
+    def _write_strings(self, ctx, i: int, arr: np.ndarray) -> None:
+        ffi = self.native.ffi
+        items = [ffi.new("char[]", str(s).encode("utf-8", "surrogateescape")) for s in arr.reshape(-1)]
+        self.native.check(self.native.lib.seamless_write_strings(
+            ctx, i, ffi.new("int64_t[]", arr.shape or [0]), arr.ndim, ffi.new("char*[]", items), len(items)))
+
     def compute(self, ctx) -> None:
         ffi, lib, check = self.native.ffi, self.native.lib, self.native.check
         b = self._buffers()
@@ -99,7 +117,7 @@ class CompiledKernel:
             check(b.status[0])
             for i in range(self.n_in):
                 if b.changed[i]:  # new memory, type or shape since this thread's last run
-                    args[i] = self._view(b, i)
+                    args[i] = self._view(ctx, b, i)
         key = self._binding_key(b) if self.why_python is None else None
         tls = parallel.state
         tls.context = ctx  # native kernels may use ORT's intra-op pool
@@ -119,6 +137,9 @@ class CompiledKernel:
         check(lib.seamless_get_outputs(ctx, self.n_out, b.out_ranks, b.out_dims, MAX_RANK, b.out_data))
         for i, arr in enumerate(outputs):
             if not arr.size or b.out_data[i] == ffi.NULL:
+                continue
+            if arr.dtype == STRING:  # ORT's strings are no flat bytes: it copies them in
+                self._write_strings(ctx, i, arr)
                 continue
             if self.packed_outputs and arr.dtype in PACKED_BITS:  # sub-byte types leave packed, as ORT holds them
                 arr = pack(arr).reshape(-1)

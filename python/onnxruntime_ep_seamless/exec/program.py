@@ -106,6 +106,8 @@ def why_not_native(plan, static: set | None = None) -> str | None:
         inputs = [n for n in node.inputs if n]
         if node.op_type == "Loop":
             return f"node {node.label!r} ({node.key}): its trip count follows its body's condition at run time"
+        if any(n in plan.python_values for n in inputs + node.outputs):
+            return f"node {node.label!r} ({node.key}): strings, sequences and optionals are held by Python only"
         if any(i in SHAPE_INPUTS.get(node.op_type, ()) for i, n in enumerate(node.inputs) if n and n not in static):
             return f"node {node.label!r} ({node.key}): its output shapes follow the run's data"
         for sub in plan.subplans.get(idx, {}).values():

@@ -25,6 +25,9 @@ try:  # bfloat16, the 8-bit floats and the sub-byte types as ml_dtypes arrays (a
     PACKED_BITS = {ONNX_TO_NUMPY[t]: bits for t, bits in ((21, 4), (22, 4), (23, 4), (24, 2), (25, 2))}
 except ImportError:
     pass
+# strings: numpy object arrays of Python str (ORT's UTF-8 bytes decoded), as onnxruntime's Python API gives them
+STRING = np.dtype(object)
+ONNX_TO_NUMPY[8] = STRING
 NUMPY_TO_ONNX = {v: k for k, v in ONNX_TO_NUMPY.items()}
 ONNX_TYPE_NAMES = {
     0: "undefined", 1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32", 7: "int64",
@@ -68,21 +71,30 @@ UNREADABLE = type("Unreadable", (), {"__repr__": lambda self: "<unreadable attri
 
 @dataclass
 class Value:
-    """A tensor value: element type (ONNX numbering, 0 = not a tensor/unknown) and shape.
+    """A value: a tensor's element type (ONNX numbering, 0 = not a tensor/unknown) and shape, or, when container
+    is set, those of the tensors a sequence or an optional holds.
 
     shape is None when the rank is unknown; each dim is an int, a symbol name, or None."""
     name: str
     elem_type: int = 0
     shape: tuple | None = None
     const: np.ndarray | None = None  # constant initializer data, copied at Compile
+    container: str = ""  # "sequence", "optional", "optional sequence"; "" for a tensor
 
     @property
     def dtype(self) -> np.dtype | None:
+        """A tensor's numpy dtype (None for a container or a type numpy cannot hold)."""
+        return None if self.container else ONNX_TO_NUMPY.get(self.elem_type)
+
+    @property
+    def element_dtype(self) -> np.dtype | None:
+        """The dtype of the tensor itself, or of the tensors a container holds."""
         return ONNX_TO_NUMPY.get(self.elem_type)
 
     @property
     def type_name(self) -> str:
-        return ONNX_TYPE_NAMES.get(self.elem_type, f"type{self.elem_type}")
+        name = ONNX_TYPE_NAMES.get(self.elem_type, f"type{self.elem_type}")
+        return f"{self.container} of {name}" if self.container else name
 
 
 @dataclass

@@ -1,10 +1,11 @@
 """ONNX models (onnx.ModelProto) into our IR without ORT: for tools that analyse a model file
 (capture-report) and for tests that run the planner directly. Shapes and types come from onnx's
 shape inference, not ORT's, and ORT's graph optimisations have not run."""
+import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from .ir import UNREADABLE, Graph, Node, Value
+from .ir import STRING, UNREADABLE, Graph, Node, Value
 
 
 def _attr(a: onnx.AttributeProto):
@@ -22,8 +23,29 @@ def _attr(a: onnx.AttributeProto):
     if t == onnx.AttributeProto.STRINGS:
         return [s.decode() for s in a.strings]
     if t == onnx.AttributeProto.TENSOR:
-        return numpy_helper.to_array(a.t)
+        return _array(a.t)
     return UNREADABLE  # GRAPHS, SPARSE_TENSOR(S), TYPE_PROTO(S): its node is declined
+
+
+def _array(tensor: onnx.TensorProto):
+    arr = numpy_helper.to_array(tensor)
+    if tensor.data_type == onnx.TensorProto.STRING:  # bytes -> str, as the EP holds strings
+        arr = np.vectorize(lambda b: b.decode("utf-8", "surrogateescape") if isinstance(b, bytes) else b,
+                           otypes=[STRING])(arr)
+    return arr
+
+
+def _value(name: str, tp: onnx.TypeProto) -> Value:
+    container = ""
+    for kind, label in (("optional_type", "optional"), ("sequence_type", "sequence")):
+        if tp.WhichOneof("value") == kind:
+            container = f"{container} {label}".strip()
+            tp = tp.optional_type.elem_type if kind == "optional_type" else tp.sequence_type.elem_type
+    tt = tp.tensor_type
+    shape = None
+    if tt.HasField("shape"):
+        shape = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tt.shape.dim)
+    return Value(name, tt.elem_type, shape, container=container)
 
 
 def import_model(model: onnx.ModelProto) -> Graph:
@@ -34,13 +56,9 @@ def import_model(model: onnx.ModelProto) -> Graph:
 
 def _graph(g: onnx.GraphProto, opsets: dict, values: dict) -> Graph:
     for vi in list(g.input) + list(g.output) + list(g.value_info):
-        tt = vi.type.tensor_type
-        shape = None
-        if tt.HasField("shape"):
-            shape = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tt.shape.dim)
-        values[vi.name] = Value(vi.name, tt.elem_type, shape)
+        values[vi.name] = _value(vi.name, vi.type)
     for init in g.initializer:
-        arr = numpy_helper.to_array(init)
+        arr = _array(init)
         values[init.name] = Value(init.name, init.data_type, arr.shape, arr)
     nodes = []
     for i, n in enumerate(g.node):

@@ -11,9 +11,14 @@ import struct
 
 import numpy as np
 
-from .ir import ONNX_TO_NUMPY, PACKED_BITS, UNREADABLE, Graph, Node, Value, unpack
+from .ir import ONNX_TO_NUMPY, PACKED_BITS, STRING, UNREADABLE, Graph, Node, Value, unpack
 
 ATTR_INT, ATTR_INTS, ATTR_FLOAT, ATTR_FLOATS, ATTR_STRING, ATTR_STRINGS, ATTR_GRAPH, ATTR_TENSOR = 1, 2, 3, 4, 5, 6, 7, 8
+
+
+# the C dump's value kinds (glue.c put_value): flags
+TENSOR_INFO, SEQUENCE_OF, OPTIONAL_OF = 1, 2, 4
+CONTAINERS = {SEQUENCE_OF: "sequence", OPTIONAL_OF: "optional", SEQUENCE_OF | OPTIONAL_OF: "optional sequence"}
 
 
 def _array(data: bytes, dtype: np.dtype, shape: tuple) -> np.ndarray:
@@ -51,6 +56,13 @@ class _Reader:
     def str(self) -> str:
         return self.raw(self.i32()).decode("utf-8", "replace")
 
+    def strings(self, shape: tuple) -> np.ndarray:
+        """A string tensor's elements (glue.c put_strings) as an object array of str."""
+        items = [self.raw(self.i32()).decode("utf-8", "surrogateescape") for _ in range(self.i64())]
+        out = np.empty(len(items), STRING)
+        out[:] = items
+        return out.reshape(shape)
+
     def type_shape(self) -> tuple[int, tuple | None]:
         elem, rank = self.i32(), self.i32()
         dims = []
@@ -63,19 +75,23 @@ class _Reader:
         name = self.str()
         if not name:
             return ""
-        elem, shape = self.type_shape() if self.i32() else (0, None)
+        flags = self.i32()
+        elem, shape = self.type_shape() if flags & TENSOR_INFO else (0, None)
+        container = CONTAINERS.get(flags & ~TENSOR_INFO, "")
         is_const = self.i32()
         const = None
         if is_const:
             addr, nbytes = self.i64(), self.i64()
             dtype = ONNX_TO_NUMPY.get(elem)
-            if addr and dtype is not None and shape is not None and all(isinstance(d, int) for d in shape):
+            if nbytes < 0:  # a string constant: its elements follow
+                const = self.strings(shape)
+            elif addr and dtype is not None and shape is not None and all(isinstance(d, int) for d in shape):
                 const = _array(self.copy_data(addr, nbytes), dtype, shape)
             elif nbytes == 0 and dtype is not None and shape is not None and addr == 0 and 0 in shape:
                 const = np.zeros(shape, dtype)
         known = values.get(name)
         if known is None or (known.const is None and const is not None) or known.elem_type == 0:
-            values[name] = Value(name, elem, shape, const)
+            values[name] = Value(name, elem, shape, const, container)
         return name
 
     def values(self, values: dict) -> list[str]:
@@ -99,7 +115,10 @@ class _Reader:
                           else UNREADABLE)
         if kind == ATTR_TENSOR:
             elem, shape = self.type_shape()
-            data = self.raw(self.i64())
+            nbytes = self.i64()
+            if nbytes < 0:
+                return name, self.strings(shape)
+            data = self.raw(nbytes)
             dtype = ONNX_TO_NUMPY.get(elem)
             return name, (_array(data, dtype, shape).copy() if dtype is not None else UNREADABLE)
         return name, UNREADABLE  # GRAPH(S), and -1: a type ORT could not describe (SPARSE_TENSOR, TYPE_PROTO)
@@ -139,3 +158,25 @@ def read_graph(data: bytes, copy_data=None) -> tuple[Graph, list[str], list[str]
     graph = _body(r, values)
     graph.parent = parent
     return graph, fused_inputs, fused_outputs
+
+
+def read_runtime_value(data: bytes):
+    """An input glue.c seamless_read_input wrote: None (an empty optional), an array, or a list of arrays."""
+    r = _Reader(data, None)
+
+    def value():
+        kind = r.i32()
+        if kind == 0:
+            return None
+        if kind == 2:
+            return [value() for _ in range(r.i64())]
+        elem, rank = r.i32(), r.i32()
+        shape = tuple(r.i64() for _ in range(rank))
+        if elem == 8:
+            return r.strings(shape)
+        dtype = ONNX_TO_NUMPY.get(elem)
+        raw = r.raw(r.i64())
+        if dtype is None:
+            raise TypeError(f"an input has element type {elem}, which the numpy executor cannot hold")
+        return _array(raw, dtype, shape).copy()
+    return value()

@@ -54,6 +54,8 @@ class KernelDef:
                                  # lengths/positions from GPU memory), "host" (computes on the host: CPU
                                  # kernels, and the CUDA data-dependent ops: cuda/elementwise.py on_host)
     validate: Callable | None = None  # validate(node, graph) raises at Compile for what stock refuses at load
+    takes: frozenset = frozenset()    # what besides tensors of numbers it handles: "strings", "sequences",
+                                      # "optionals" (Python lists, None; see VALUE_KINDS)
 
     def build(self, node: Node, graph: Graph, readers: tuple = (), output_buffer: Callable | None = None,
               subplans: dict | None = None) -> Callable:
@@ -85,23 +87,44 @@ PLAN_FACTS = frozenset({"_num_outputs", "_num_implicit", "_readers", "_output_bu
 
 
 _REGISTRY: dict[tuple[str, str, str], list[KernelDef]] = {}  # (device, domain, op_type) -> kernels
+# values besides tensors of numbers: string tensors (object arrays of str), sequences of tensors (lists),
+# optionals (None or what they hold)
+VALUE_KINDS = frozenset({"strings", "sequences", "optionals"})
+
+
+def value_kinds(value) -> set:
+    """The VALUE_KINDS a graph value is."""
+    kinds = {"strings"} if value.elem_type == 8 else set()
+    if "sequence" in value.container:
+        kinds.add("sequences")
+    if "optional" in value.container:
+        kinds.add("optionals")
+    return kinds
 
 
 def kernel(op_type: str, *, domain: str = "", since: int = 1, until: int = OPSET_MAX,
            types=None, type_input: int = 0, check: Callable | None = None, device: str = "cpu",
-           host_inputs: tuple = (), capture: str | None = None, validate: Callable | None = None):
+           host_inputs: tuple = (), capture: str | None = None, validate: Callable | None = None,
+           takes: tuple = ()):
     """Register a kernel for opset versions [since, until] of (domain, op_type) on `device`.
     host_inputs (CUDA): positions of the inputs the kernel reads on the host; the executor does
     not upload them, and one computed on the GPU is a seam (the host waits for the stream).
     validate(node, graph): raises at Compile where stock ORT refuses the node's attributes or constant inputs when
-    it loads the model."""
+    it loads the model.
+    takes: the kinds of values besides tensors of numbers the kernel handles (VALUE_KINDS); without them it is
+    never offered a node that has such a value."""
+    unknown = set(takes) - VALUE_KINDS
+    if unknown:
+        raise ValueError(f"takes: unknown value kinds {sorted(unknown)}")
+
     def register(fn):
         params = inspect.signature(fn).parameters.values()
         attr_names = frozenset(p.name for p in params if p.kind is p.KEYWORD_ONLY and not p.name.startswith("_"))
         facts = frozenset(p.name for p in params if p.name in PLAN_FACTS)
         _REGISTRY.setdefault((device, domain, op_type), []).append(
             KernelDef(op_type, domain, since, until, fn, types, type_input, check, attr_names, facts, device,
-                      tuple(host_inputs), capture or ("host" if device == "cpu" else "static"), validate))
+                      tuple(host_inputs), capture or ("host" if device == "cpu" else "static"), validate,
+                      frozenset(takes)))
         return fn
     return register
 
@@ -134,19 +157,24 @@ def _lookup(node: Node, graph: Graph, device: str) -> tuple[KernelDef | None, st
         return None, f"no kernel for {node.key}"
     unreadable = [k for k, v in node.attrs.items() if v is UNREADABLE]
     if unreadable:
-        return None, f"attribute(s) {unreadable} have a type the EP does not read (a graph)"
+        return None, f"attribute(s) {unreadable} have a type the EP does not read (a graph, a type)"
+    kinds: dict[str, set] = {}  # value name -> its kinds besides a tensor of numbers
     for name in node.inputs + node.outputs:
         if name:
             value = graph.value(name)
-            if value.dtype is None:
+            if value.element_dtype is None:
                 return None, f"{name!r} has element type {value.type_name}, which the numpy executor cannot hold"
             if value.shape is not None and len(value.shape) > NUMPY_MAX_RANK:
                 return None, f"{name!r} has rank {len(value.shape)}; numpy arrays hold at most {NUMPY_MAX_RANK}"
+            kinds[name] = value_kinds(value)
     matching = [d for d in defs if d.since <= node.since_version <= d.until]
     if not matching:
         ranges = ", ".join(f"{d.since}-{d.until if d.until < OPSET_MAX else ''}" for d in defs)
         return None, f"{node.key} opset {node.since_version} not implemented (have {ranges})"
     kdef = matching[0]
+    for name, value_kind in kinds.items():
+        if value_kind - kdef.takes:
+            return None, f"{name!r} ({graph.value(name).type_name}): the EP's {node.key} does not take such values"
     unknown = set(node.attrs) - kdef.attr_names
     if unknown:
         return None, f"attribute(s) {sorted(unknown)} not supported"

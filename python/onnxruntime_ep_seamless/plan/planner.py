@@ -10,9 +10,9 @@ import itertools
 
 import numpy as np
 
-from ..graph.ir import Graph
+from ..graph.ir import STRING, Graph
 from ..kernels import constants
-from ..kernels.registry import lookup
+from ..kernels.registry import lookup, value_kinds
 from .fusion import fuse
 
 _plan_ids = itertools.count()
@@ -33,6 +33,8 @@ class Plan:
         self.input_dtypes = [graph.value(n).dtype for n in self.input_names]
         self.output_shapes = [graph.value(n).shape for n in self.output_names]
         self.output_dtypes = [graph.value(n).dtype for n in self.output_names]
+        # strings, sequences, optionals (registry.VALUE_KINDS): held by Python only
+        self.python_values = {n for n, v in graph.values.items() if value_kinds(v)}
         self.nodes = fuse(graph, self.output_names, enabled=fusion)
         self.filename = f"<seamless {label} #{next(_plan_ids)}>"
         namespace: dict = {"__name__": GENERATED_MODULE}
@@ -128,6 +130,8 @@ class Plan:
 def as_output(array, dtype: np.dtype) -> np.ndarray:
     """An array of the declared output dtype (kernels may return numpy scalars); views stay views."""
     out = array if type(array) is np.ndarray else np.asarray(array)
+    if dtype == STRING and out.dtype.kind in "US":  # numpy's fixed-width strings: as str objects
+        out = out.astype(STRING)
     if out.dtype is not dtype and out.dtype != dtype:
         raise TypeError(f"kernel produced {out.dtype}, the graph declares {dtype}")
     return out

@@ -59,10 +59,14 @@ _ALIGN_CORNERS = ("the expected outputs divide by in * scale - 1 (the unrounded 
                   "spec's align_corners formula divides by length_resized - 1, the resized tensor's length; "
                   "stock ORT follows the spec's text, as do we")
 _RESIZE = {f"test_resize_downsample_scales_{m}_align_corners": ("stock", _ALIGN_CORNERS) for m in ("linear", "cubic")}
+_RANDOM = {f"test_training_dropout{c}": ("skip", "the expected outputs are one draw of the reference's random mask "
+                                                  "(Dropout in training mode); any other draw differs")
+           for c in ("", "_default", "_default_mask", "_mask")}
 BAD_DATA: dict[str, dict[str, tuple[str, str]]] = {
-    "1.22.0": _RESIZE,
+    "1.22.0": {**_RESIZE, **_RANDOM},
     "1.21.0": {
         **_RESIZE,
+        **_RANDOM,
         **{f"test_qlinearmatmul_{d}_int8_{t}": ("stock", _WRAPPED) for d in ("2D", "3D") for t in ("float16", "float32")},
         **{f"test_attention_{c}": ("skip", _SWAPPED) for c in (
             "3d_with_past_and_present_qk_matmul_bias", "3d_with_past_and_present_qk_matmul_softcap",
@@ -363,7 +367,7 @@ def run_case(case: Case, make_ep_session=ep_session, make_stock_session=stock_se
 
     fix, why = BAD_DATA.get(case.version, {}).get(case.name, ("", ""))
     if fix == "skip":
-        result.status, result.detail = "invalid", f"test data known wrong: {why}"
+        result.status, result.detail = "invalid", f"test data not comparable: {why}"
         return result
     if with_stock or fix == "stock":
         try:

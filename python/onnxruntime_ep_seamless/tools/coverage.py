@@ -8,13 +8,14 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from ..graph.ir import ONNX_TO_NUMPY, ONNX_TYPE_NAMES
+from ..graph.ir import ONNX_TO_NUMPY, ONNX_TYPE_NAMES, STRING
 from ..kernels.registry import OPSET_MAX, all_kernels
 
 # Table columns: (header, element types counted under it, by ORT's element type number)
 _COLUMNS = [("f32", (1,)), ("f16", (10,)), ("f64", (11,)), ("bf16", (16,)), ("f8", (17, 18, 19, 20, 26)),
             ("i8", (3,)), ("i16", (5,)), ("i32", (6,)), ("i64", (7,)), ("u8", (2,)), ("u16", (4,)),
-            ("u32", (12,)), ("u64", (13,)), ("i4/i2", (21, 22, 23, 24, 25)), ("bool", (9,))]
+            ("u32", (12,)), ("u64", (13,)), ("i4/i2", (21, 22, 23, 24, 25)), ("bool", (9,)), ("str", (8,))]
+_CONTAINERS = ("seq/opt", ("sequences", "optionals"))  # a last column: what the kernel takes besides tensors
 
 
 def rows(device: str = "cpu") -> list[tuple[str, str, list[str]]]:
@@ -31,14 +32,18 @@ def rows(device: str = "cpu") -> list[tuple[str, str, list[str]]]:
         ranges = ", ".join(f"{d.since}+" if d.until >= OPSET_MAX else (f"{d.since}" if d.since == d.until
                                                                           else f"{d.since}-{d.until}")
                            for d in defs)
-        accepted = set()
+        accepted, takes = set(), set()
         for d in defs:
-            accepted |= set(ONNX_TO_NUMPY.values()) if d.types is None else set(d.types)
+            types = set(ONNX_TO_NUMPY.values()) if d.types is None else set(d.types)
+            accepted |= types if "strings" in d.takes else types - {STRING}
+            takes |= d.takes
         marks = []
         for _, types in _COLUMNS:
             dtypes = [ONNX_TO_NUMPY[t] for t in types if t in ONNX_TO_NUMPY]
             hits = sum(dt in accepted for dt in dtypes)
             marks.append("x" if dtypes and hits == len(dtypes) else "~" if hits else "")
+        kinds = sum(k in takes for k in _CONTAINERS[1])
+        marks.append("x" if kinds == len(_CONTAINERS[1]) else "~" if kinds else "")
         out.append((key, ranges, marks))
     return out
 
@@ -51,13 +56,13 @@ _NOTE = ("Element types are those of the input each kernel dispatches on (usuall
 
 def render(markdown: bool = False) -> str:
     table = rows()
-    headers = ["op", "opsets"] + [h for h, _ in _COLUMNS]
+    headers = ["op", "opsets"] + [h for h, _ in _COLUMNS] + [_CONTAINERS[0]]
     legend = "x: all types of the column, ~: some (f8: " + ", ".join(
         ONNX_TYPE_NAMES[t] for t in (17, 18, 19, 20, 26)) + "; i4/i2: " + ", ".join(
-        ONNX_TYPE_NAMES[t] for t in (21, 22, 23, 24, 25)) + ")"
+        ONNX_TYPE_NAMES[t] for t in (21, 22, 23, 24, 25)) + "; seq/opt: sequences and optionals, ~: one of them)"
     if markdown:
         def md_table(rows_):
-            return (["| " + " | ".join(headers) + " |", "|" + "|".join(["---"] * 2 + [":-:"] * len(_COLUMNS)) + "|"]
+            return (["| " + " | ".join(headers) + " |", "|" + "|".join(["---"] * 2 + [":-:"] * (len(_COLUMNS) + 1)) + "|"]
                     + ["| " + " | ".join([f"`{op}`", ranges] + marks) + " |" for op, ranges, marks in rows_])
         cuda = rows("cuda")
         lines = ["# Op coverage", "",
@@ -71,7 +76,7 @@ def render(markdown: bool = False) -> str:
                   "See [cuda.md](cuda.md).", ""] + md_table(cuda)
         return "\n".join(lines) + "\n"
     widths = [max(len(headers[0]), *(len(r[0]) for r in table)), max(len(headers[1]), *(len(r[1]) for r in table))]
-    widths += [max(len(h), 1) for h, _ in _COLUMNS]
+    widths += [max(len(h), 1) for h in headers[2:]]
     fmt = "  ".join(f"{{:<{w}}}" for w in widths)
     lines = [fmt.format(*headers), fmt.format(*("-" * w for w in widths))]
     lines = [line.rstrip() for line in lines + [fmt.format(op, ranges, *marks) for op, ranges, marks in table]]

@@ -12,7 +12,7 @@ import numpy as np
 
 from ..checks import InvalidArgument
 from ..registry import ALL, BOOL, FLOATS, FUSED_DOMAIN, LOW_PRECISION, NUMERIC, SIGNED, kernel
-from ...graph.ir import attr_dtype
+from ...graph.ir import STRING, attr_dtype
 from . import native
 
 UNSIGNED = frozenset(map(np.dtype, (np.uint8, np.uint16, np.uint32, np.uint64)))
@@ -400,12 +400,12 @@ def mean(*inputs):
 
 # ---------------------------------------------------------------- selection, comparison, logic
 
-@kernel("Where", since=9, types=ALL, type_input=1)
+@kernel("Where", since=9, types=ALL | {STRING}, type_input=1, takes=("strings",))
 def where(condition, x, y):
     return (np.where(condition, x, y),)
 
 
-@kernel("Equal", since=7, types=ALL)
+@kernel("Equal", since=7, types=ALL | {STRING}, takes=("strings",))  # strings from opset 19 (ORT's schema says)
 def equal(a, b):
     return (np.equal(a, b),)
 
@@ -488,7 +488,9 @@ def bitwise_not(x):
 def _check_cast(node, graph):
     to = node.attrs.get("to")
     if attr_dtype(to) is None:
-        return f"Cast to ONNX type {to} is not supported (strings and complex numbers are not held)"
+        return f"Cast to ONNX type {to} is not supported (complex numbers are not held)"
+    if attr_dtype(to) == STRING:
+        return "Cast to strings is not supported (stock's number formatting)"
     return None
 
 
@@ -592,7 +594,7 @@ def bit_cast(x, *, to):
     return ((x if x.flags.c_contiguous else x.copy()).view(attr_dtype(to)),)
 
 
-@kernel("Identity", since=1, types=ALL | LOW_PRECISION)
+@kernel("Identity", since=1, types=ALL | LOW_PRECISION | {STRING}, takes=("strings", "sequences", "optionals"))
 def identity(x):
     return (x,)
 
@@ -609,20 +611,18 @@ def dropout_10(x, *, ratio=0.5, _num_outputs=1):
     return (x, np.zeros(x.shape, dtype=np.bool_))[:_num_outputs]
 
 
-def check_dropout_12(node, graph):
-    if len(node.inputs) > 2 and node.inputs[2]:
-        training_mode = graph.value(node.inputs[2]).const
-        if training_mode is None:
-            return "Dropout training_mode is not a constant"
-        if bool(np.asarray(training_mode).reshape(-1)[0]):
-            return "Dropout in training mode (random mask) is not supported"
-    return None
-
-
-@kernel("Dropout", since=12, types=FLOATS, check=check_dropout_12)
-def dropout_12(x, ratio=None, training_mode=None, *, seed=0, _num_outputs=1):
-    # training_mode is a constant False (see the check): output = data, mask = all True.
-    return (x, np.ones(x.shape, dtype=np.bool_))[:_num_outputs]
+@kernel("Dropout", since=12, types=FLOATS)
+def dropout_12(x, ratio=None, training_mode=None, *, seed=None, _num_outputs=1):
+    # inference (no training_mode, or False) and a ratio of 0: output = data, mask = all True
+    training = training_mode is not None and bool(np.asarray(training_mode).reshape(-1)[0])
+    rate = 0.5 if ratio is None else float(np.asarray(ratio).reshape(-1)[0])
+    if not 0 <= rate < 1:  # checked in inference too, as stock does (FAIL: its enforcement)
+        raise ValueError("ratio must be in the range [0, 1)")
+    if not training or rate == 0:
+        return (x, np.ones(x.shape, dtype=np.bool_))[:_num_outputs]
+    # training: a random mask (as stock's, never the same numbers), the kept values scaled by 1 / (1 - ratio)
+    mask = np.random.default_rng(seed).random(x.shape) >= rate
+    return (np.where(mask, x / x.dtype.type(1 - rate), x.dtype.type(0)).astype(x.dtype), mask)[:_num_outputs]
 
 
 # ---------------------------------------------------------------- ORT's GELU-family activations (com.microsoft)

@@ -14,6 +14,9 @@ from ...graph.ir import ONNX_TO_NUMPY, attr_dtype
 
 _INT64 = np.dtype(np.int64)
 
+# the ops that only move or count elements take string tensors too
+STRINGS = ("strings",)
+
 
 def _ints(t):
     """A shape-like input (int64 tensor) as a list of Python ints."""
@@ -38,14 +41,14 @@ def check_perm(node, graph):
             seen.add(p)
 
 
-@kernel("Transpose", validate=check_perm)
+@kernel("Transpose", validate=check_perm, takes=STRINGS)
 def transpose(data, *, perm=None):
     if perm is not None and len(perm) != data.ndim:
         raise InvalidArgument(f"perm size: {len(perm)} does not match input rank: {data.ndim}")
     return (np.transpose(data, perm),)
 
 
-@kernel("Reshape", since=5)
+@kernel("Reshape", since=5, takes=STRINGS)
 def reshape(data, shape, *, allowzero=0):
     shape = _ints(shape)
     if shape and min(shape) < -1:
@@ -55,7 +58,7 @@ def reshape(data, shape, *, allowzero=0):
     return (np.reshape(data, shape),)
 
 
-@kernel("Flatten")
+@kernel("Flatten", takes=STRINGS)
 def flatten(data, *, axis=1):
     if not -data.ndim <= axis <= data.ndim:  # axis may equal the rank
         raise ValueError(f"axis {axis} is not in valid range [{-data.ndim},{data.ndim}]")
@@ -74,17 +77,17 @@ def squeeze(data, axes):
     return (np.squeeze(data, axis=tuple(axes)),)
 
 
-@kernel("Squeeze", until=12)
+@kernel("Squeeze", until=12, takes=STRINGS)
 def squeeze_1(data, *, axes=None):
     return squeeze(data, axes)
 
 
-@kernel("Squeeze", since=13)
+@kernel("Squeeze", since=13, takes=STRINGS)
 def squeeze_13(data, axes=None):
     return squeeze(data, None if axes is None else _ints(axes))
 
 
-@kernel("Unsqueeze", until=12)
+@kernel("Unsqueeze", until=12, takes=STRINGS)
 def unsqueeze_1(data, *, axes):
     return unsqueeze(data, axes)
 
@@ -95,12 +98,12 @@ def unsqueeze(data, axes):
     return (np.expand_dims(data, tuple(axes)),)
 
 
-@kernel("Unsqueeze", since=13)
+@kernel("Unsqueeze", since=13, takes=STRINGS)
 def unsqueeze_13(data, axes):
     return unsqueeze(data, _ints(axes))
 
 
-@kernel("Concat")
+@kernel("Concat", takes=STRINGS)
 def concat(*inputs, axis=1):  # axis defaulted to 1 in opset 1 only; required since 4
     return (np.concatenate(inputs, axis=checks.axis(axis, inputs[0].ndim)),)
 
@@ -121,12 +124,12 @@ def split_parts(data, split, axis, n):
     return tuple(np.split(data, bounds, axis=axis))
 
 
-@kernel("Split", since=2, until=12)
+@kernel("Split", since=2, until=12, takes=STRINGS)
 def split_2(data, *, axis=0, split=None, _num_outputs):
     return split_parts(data, split, axis, _num_outputs)
 
 
-@kernel("Split", since=13)
+@kernel("Split", since=13, takes=STRINGS)
 def split_13(data, split=None, *, axis=0, num_outputs=None, _num_outputs):
     return split_parts(data, None if split is None else _ints(split), axis, _num_outputs)
 
@@ -170,18 +173,18 @@ def slice_(data, starts, ends, axes, steps):
     return (data[tuple(index)],)
 
 
-@kernel("Slice", until=9)
+@kernel("Slice", until=9, takes=STRINGS)
 def slice_1(data, *, starts, ends, axes=None):
     return slice_(data, starts, ends, axes, None)
 
 
-@kernel("Slice", since=10)
+@kernel("Slice", since=10, takes=STRINGS)
 def slice_10(data, starts, ends, axes=None, steps=None):
     return slice_(data, _ints(starts), _ints(ends), None if axes is None else _ints(axes),
                   None if steps is None else _ints(steps))
 
 
-@kernel("Expand", since=8)
+@kernel("Expand", since=8, takes=STRINGS)
 def expand(data, shape):
     try:
         target = np.broadcast_shapes(data.shape, tuple(_ints(shape)))
@@ -207,7 +210,7 @@ def tiled_shape(shape, itemsize: int, repeats: list) -> tuple:
     return out
 
 
-@kernel("Tile", since=6)
+@kernel("Tile", since=6, takes=STRINGS)
 def tile(data, repeats):
     repeats = _ints(repeats)
     tiled_shape(data.shape, data.itemsize, repeats)
@@ -249,12 +252,12 @@ def _check_4d(data, op):
 # --- shape queries and constants --------------------------------------------------------
 
 
-@kernel("Shape")
+@kernel("Shape", takes=STRINGS)
 def shape(data, *, start=0, end=None):
     return (np.array(data.shape[start:end], dtype=_INT64),)  # python slicing clamps like the spec
 
 
-@kernel("Size")
+@kernel("Size", takes=STRINGS)
 def size(data):
     return (np.array(data.size, dtype=_INT64),)
 
@@ -349,14 +352,14 @@ def non_zero(data):
 # --- gather / scatter -------------------------------------------------------------------
 
 
-@kernel("Gather")
+@kernel("Gather", takes=STRINGS)
 def gather(data, indices, *, axis=0):
     axis = _axis(axis, data.ndim)
     checks.index_range(indices, data.shape[axis])
     return (np.take(data, indices, axis=axis),)
 
 
-@kernel("GatherElements", since=11)
+@kernel("GatherElements", since=11, takes=STRINGS)
 def gather_elements(data, indices, *, axis=0):
     axis = _axis(axis, data.ndim)
     check_axis_index("GatherElements", indices.shape, data.shape, axis)
@@ -368,7 +371,7 @@ def gather_elements(data, indices, *, axis=0):
     return (np.take_along_axis(data, np.where(indices < 0, indices + size, indices), axis=axis),)
 
 
-@kernel("GatherND", since=11)
+@kernel("GatherND", since=11, takes=STRINGS)
 def gather_nd(data, indices, *, batch_dims=0):
     batch = data.shape[:batch_dims]
     nb = math.prod(batch)
@@ -455,7 +458,7 @@ def scatter(data, indices, updates, *, axis=0):
     return scatter_elements(data, indices, updates, axis=axis)
 
 
-@kernel("Compress", since=9)
+@kernel("Compress", since=9, takes=STRINGS)
 def compress(data, condition, *, axis=None):
     length = data.size if axis is None else data.shape[axis]
     condition = np.asarray(condition).reshape(-1)[:length]  # ORT ignores entries past the axis' end

@@ -10,7 +10,7 @@ import numpy as np
 
 from ...graph.ir import ONNX_TO_NUMPY, attr_dtype
 from ...runtime.cuda import MAX_DIMS, DeviceTensor, broadcast_struct, broadcast_strides
-from ..cpu.elementwise import UNSIGNED, check_bias, check_bitcast, check_bitshift, check_dropout_12
+from ..cpu.elementwise import UNSIGNED, check_bias, check_bitcast, check_bitshift
 from .. import checks
 from ..checks import InvalidArgument
 from ..registry import ALL, BOOL, FLOATS, kernel
@@ -419,7 +419,17 @@ def dropout_10(rt, stream, x, *, ratio=0.5, _num_outputs=1):
     return (_same(x), DeviceTensor.on_host(np.zeros(x.shape, np.bool_)))[:_num_outputs]
 
 
-@kernel("Dropout", since=12, types=HOST_FLOATS, device="cuda", check=check_dropout_12, host_inputs=(1, 2))
+def check_dropout_inference(node, graph):
+    if len(node.inputs) > 2 and node.inputs[2]:
+        training_mode = graph.value(node.inputs[2]).const
+        if training_mode is None:
+            return "Dropout training_mode is not a constant"
+        if bool(np.asarray(training_mode).reshape(-1)[0]):
+            return "Dropout in training mode (random mask) is not supported on CUDA"
+    return None
+
+
+@kernel("Dropout", since=12, types=HOST_FLOATS, device="cuda", check=check_dropout_inference, host_inputs=(1, 2))
 def dropout_12(rt, stream, x, ratio=None, training_mode=None, *, seed=0, _num_outputs=1):
     # training_mode is a constant False (see the check): y is x, the mask all True
     return (_same(x), DeviceTensor.on_host(np.ones(x.shape, np.bool_)))[:_num_outputs]
