@@ -422,6 +422,15 @@ void seamless_inputs_on_host(const OrtKernelContext* ctx, size_t n, uint8_t* on_
   }
 }
 
+/* Whether v holds a tensor (not a sequence, not an empty optional); asked only where reading it as one failed. */
+static int holds_a_tensor(const OrtValue* v) {
+  int has = 1, tensor = 1;
+  OrtStatus* st = ORT(HasValue)(v, &has);
+  if (!st && has) st = ORT(IsTensor)(v, &tensor);
+  if (st) { ORT(ReleaseStatus)(st); return 1; }  /* unknown: the first error stands */
+  return has && tensor;
+}
+
 /* All inputs of a fused node in one call: data pointer, size in bytes, element type, rank, dims.
  * The arrays hold the previous run's values on entry (they are per thread); changed[i] says
  * whether input i differs from then, so Python rebuilds only the views that changed. Rank -1: an
@@ -439,14 +448,11 @@ int seamless_get_inputs(const OrtKernelContext* ctx, size_t n, void** data, size
     void* p = NULL;
     size_t size = 0, r = 0;
     ONNXTensorElementDataType t = 0;
-    int flat = 1, has = 1;
     OrtStatus* st = ORT(KernelContext_GetInput)(ctx, i, &v);
-    if (!st && v) st = ORT(HasValue)(v, &has);  /* an empty optional: a tensor's type without one */
-    if (!st && v && has) st = ORT(IsTensor)(v, &flat);
-    if (!st && v && !has) flat = 0;
-    if (!st && v && flat) st = ORT(GetTensorTypeAndShape)(v, &info);
-    if (!st && v && flat) st = ORT(GetTensorElementType)(info, &t);
-    if (!st && v && (!flat || t == 8)) {  /* read whole by seamless_read_input, every run */
+    if (!st && v) st = ORT(GetTensorTypeAndShape)(v, &info);
+    if (st && v && !holds_a_tensor(v)) { ORT(ReleaseStatus)(st); st = NULL; t = -1; }  /* a sequence, none */
+    else if (!st && v) st = ORT(GetTensorElementType)(info, &t);
+    if (!st && v && (t == -1 || t == 8)) {  /* read whole by seamless_read_input, every run */
       if (info) ORT(ReleaseTensorTypeAndShapeInfo)(info);
       changed[i] = 1;
       count++;

@@ -45,7 +45,7 @@ CASES = _cases()
 RESULTS: dict[str, conformance.Result] = {}
 
 
-def ep_session(model_bytes, optimize=True):
+def ep_session(model_bytes, optimize=True, device="cpu"):
     """parity.ep_session (our EP alone, fallback disabled); unoptimized when ORT would fold every node."""
     return parity.ep_session(model_bytes) if optimize else conformance.ep_session(model_bytes, optimize=False)
 

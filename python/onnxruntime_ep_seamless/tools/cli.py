@@ -301,6 +301,8 @@ def _add_conformance_commands(sub) -> None:
     p.add_argument("--select", metavar="REGEX", help="only the cases whose name matches")
     p.add_argument("--no-per-op", dest="per_op", action="store_false", help="totals and declined ops only")
     p.add_argument("--list", choices=("failed", "declined", "passed", "all"), help="also list these cases")
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                   help="our EP to run them on (stock ORT's CPU EP stays the yardstick)")
     p.set_defaults(fn=cmd_conformance)
     p = sub.add_parser("coverage", help="the op x element-type table of the kernel registry")
     p.add_argument("--markdown", action="store_true", help="as docs/op-coverage.md")
@@ -332,9 +334,10 @@ def cmd_conformance(args) -> int:
     if not node_dir.is_dir():
         print(f"downloading the onnx {args.data} wheel (its node-test data) into {conformance.cache_dir()} ...",
               file=sys.stderr, flush=True)
-    results = conformance.run_suite(args.data, select=args.select, progress=conformance.ProgressBar(sys.stderr))
+    results = conformance.run_suite(args.data, select=args.select, progress=conformance.ProgressBar(sys.stderr),
+                                    device=args.device)
     print(conformance.summary(results, per_op=args.per_op, title=f"ONNX node tests from onnx {args.data}, "
-                                                                   "our EP with CPU fallback disabled"))
+                                                                   f"our {args.device} EP with CPU fallback disabled"))
     if args.list:
         print()
         for r in results:

@@ -310,13 +310,13 @@ def stock_session(model_bytes: bytes):
     return ort.InferenceSession(model_bytes, so, providers=["CPUExecutionProvider"])
 
 
-def ep_session(model_bytes: bytes, optimize: bool = True):
+def ep_session(model_bytes: bytes, optimize: bool = True, device: str = "cpu"):
     """Our EP only: CPU fallback disabled, so the session fails unless we claim every node.
     optimize=False turns ORT's graph optimizations off (for graphs ORT would fold away entirely)."""
     import onnxruntime as ort
 
     import onnxruntime_ep_seamless as seamless
-    so = seamless.session_options()
+    so = seamless.session_options(device)
     so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
     so.intra_op_num_threads = 1
     so.log_severity_level = 4  # ORT logs each declined (fallback-disabled) session as an error; the report has it
@@ -349,8 +349,8 @@ def _short(exc: BaseException) -> str:
 
 
 def run_case(case: Case, make_ep_session=ep_session, make_stock_session=stock_session, with_stock: bool = True,
-             tolerances: dict | None = None) -> Result:
-    """Run one case on stock ORT (optional) and on our EP; classify ours (see the module docstring)."""
+             tolerances: dict | None = None, device: str = "cpu") -> Result:
+    """Run one case on stock ORT (optional) and on our EP of `device`; classify ours (see the module docstring)."""
     from ..abi.ep import PARTITIONS
 
     import onnxruntime_ep_seamless as seamless
@@ -384,14 +384,14 @@ def run_case(case: Case, make_ep_session=ep_session, make_stock_session=stock_se
 
     last = PARTITIONS[-1] if PARTITIONS else None
     try:
-        session = make_ep_session(model_bytes)
-        report = seamless.partition_report(session)
+        session = make_ep_session(model_bytes, device=device)
+        report = seamless.partition_report(session, device)
         if not report.ep_nodes and not report.fallback_nodes:
             # ORT computed every output at load (constant folding): no node reached any EP. Run the
             # model unoptimized, so that our kernels see its nodes.
             last = PARTITIONS[-1] if PARTITIONS else None
-            session = make_ep_session(model_bytes, optimize=False)
-            report = seamless.partition_report(session)
+            session = make_ep_session(model_bytes, optimize=False, device=device)
+            report = seamless.partition_report(session, device)
             if not report.ep_nodes and not report.fallback_nodes:
                 result.status, result.detail = "empty", "ORT turns every node into a constant at load"
                 result.seconds = time.perf_counter() - t0
@@ -399,7 +399,7 @@ def run_case(case: Case, make_ep_session=ep_session, make_stock_session=stock_se
     except Exception as exc:
         mine = _partitions_since(PARTITIONS, last)
         declined = {op: reason for partitioning in mine for (_, op), reason in partitioning.declined.items()
-                    if not op.startswith(f"{seamless.get_ep_name()}::")}  # our own fused nodes, seen again
+                    if not op.startswith(f"{seamless.get_ep_name(device)}::")}  # our own fused nodes, seen again
         if declined:
             result.status = "declined"
             result.declined_ops = declined
@@ -416,7 +416,7 @@ def run_case(case: Case, make_ep_session=ep_session, make_stock_session=stock_se
         return result
 
     try:
-        report = seamless.assert_ep_selected(session)
+        report = seamless.assert_ep_selected(session, device)
         if report.fallback_nodes:
             result.status, result.detail = "failed", f"nodes ran on another EP: {report.fallback_nodes}"
         else:
@@ -438,15 +438,16 @@ def _partitions_since(partitions, last) -> list:
 
 
 def run_suite(version: str = DEFAULT_DATA_VERSION, select: str | None = None, progress=None,
-              with_stock: bool = True) -> list[Result]:
-    """Every case of the onnx `version` node data (name matching the regex `select`, if given)."""
+              with_stock: bool = True, device: str = "cpu") -> list[Result]:
+    """Every case of the onnx `version` node data (name matching the regex `select`, if given), on our EP of
+    `device` ("cpu" or "cuda")."""
     cases = [Case(p.name, p, version) for p in case_dirs(version)]
     if select:
         pattern = re.compile(select)
         cases = [c for c in cases if pattern.search(c.name)]
     results = []
     for i, case in enumerate(cases):
-        results.append(run_case(case, with_stock=with_stock))
+        results.append(run_case(case, with_stock=with_stock, device=device))
         if progress:
             progress(i + 1, len(cases), results[-1])
     return results
