@@ -237,15 +237,18 @@ def test_affine_grid_float16():
 
 @pytest.mark.parametrize("dtype", [np.uint8, np.int8])
 @pytest.mark.parametrize("per_column", [False, True])
-def test_qlinear_matmul(dtype, per_column):
+@pytest.mark.parametrize("scales", [F32, np.float16])
+def test_qlinear_matmul(dtype, per_column, scales):
     # exact integer sums, requantized in float64 (these products land on no rounding half, where stock's
     # float32 product could differ: docs/user-guide.md)
     info = np.iinfo(dtype)
     a = rng.integers(info.min, info.max, (2, 3, 8)).astype(dtype)
     b = rng.integers(info.min, info.max, (8, 4)).astype(dtype)
-    b_scale, b_zero = ((rng.uniform(0.005, 0.02, 4).astype(F32), rng.integers(0, 5, 4).astype(dtype)) if per_column
-                       else (np.array(0.01, F32), np.array(2, dtype)))
-    inputs = [a, np.array(0.02, F32), np.array(3, dtype), b, b_scale, b_zero, np.array(0.5, F32), np.array(1, dtype)]
+    # float16 scales: their product is rounded to float16 (the CUDA requantization once read it as float32)
+    b_scale, b_zero = ((rng.uniform(0.005, 0.02, 4).astype(scales), rng.integers(0, 5, 4).astype(dtype))
+                       if per_column else (np.array(0.01, scales), np.array(2, dtype)))
+    inputs = [a, np.array(0.02, scales), np.array(3, dtype), b, b_scale, b_zero, np.array(0.5, scales),
+              np.array(1, dtype)]
     check("QLinearMatMul", [x if i in (0, 3) else Const(x) for i, x in enumerate(inputs)], opset=21, exact=True)
 
 

@@ -46,6 +46,15 @@ def check_bfloat16(op, inputs, attrs=None, opset=18, outputs=None):
         np.testing.assert_array_equal(o, r, err_msg=f"output {i}")
 
 
+# --- Flatten ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("axis", [-4, -3, -1, 0, 2, 4])
+def test_flatten_axes(axis):
+    # a negative axis counts from the rank (the conformance suite found it counted from the rank + 1)
+    check("Flatten", [data((2, 3, 4, 5), F32)], {"axis": axis})
+
+
 # --- Split --------------------------------------------------------------------------------
 
 

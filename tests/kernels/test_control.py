@@ -117,23 +117,28 @@ def test_nested_if_and_branches_of_different_shapes():
         assert_parity(model, {"c1": np.array([c1]), "c2": np.array(c2), "x": x})
 
 
-def test_if_over_strings_runs_elsewhere_and_says_why():
-    """Values the EP cannot hold (strings): the If is not claimed (the report says why), ORT runs it."""
-    import onnxruntime as ort
-    import onnxruntime_ep_seamless as seamless
-    then = _branch("then", [helper.make_node("StringNormalizer", ["s"], ["t"])],
+@pytest.mark.parametrize("cond", [True, False])
+def test_if_over_strings(cond):
+    then = _branch("then", [helper.make_node("StringNormalizer", ["s"], ["t"], stopwords=["a"], is_case_sensitive=1)],
                    [helper.make_tensor_value_info("t", TensorProto.STRING, None)])
     els = _branch("else", [helper.make_node("Identity", ["s"], ["e"])], [helper.make_tensor_value_info("e", TensorProto.STRING, None)])
     model = _model([helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=els)],
                    [helper.make_tensor_value_info("c", TensorProto.BOOL, []),
                     helper.make_tensor_value_info("s", TensorProto.STRING, [2])],
                    [helper.make_tensor_value_info("y", TensorProto.STRING, None)], check=False)
-    sess = ort.InferenceSession(model.SerializeToString(), seamless.session_options())
-    feeds = {"c": np.array(False), "s": np.array(["a", "b"], dtype=object)}
-    assert list(sess.run(None, feeds)[0]) == ["a", "b"]
-    report = seamless.partition_report(sess)
-    assert any(op == "If" for _, op, _ in report.fallback_nodes), report
-    assert "string" in report.declined[next((n, op) for n, op, _ in report.fallback_nodes if op == "If")]
+    assert_parity(model, {"c": np.array(cond), "s": np.array(["a", "b"], dtype=object)})
+
+
+def test_if_on_the_cuda_ep_is_declined_with_the_reason():
+    """The CUDA EP's host rule (integer and boolean inputs run the CPU kernel) once claimed an If on a boolean
+    input, whose CPU kernel then met a graph where it runs plans (found by the conformance suite on the H200)."""
+    from onnxruntime_ep_seamless.graph.onnx_import import import_model
+    from onnxruntime_ep_seamless.kernels.registry import lookup
+    graph = import_model(_if_on_input())
+    node = next(n for n in graph.nodes if n.op_type == "If")
+    kdef, reason = lookup(node, graph, "cuda")
+    assert kdef is None and "subgraphs" in reason
+    assert lookup(node, graph, "cpu")[0] is not None
 
 
 def test_if_condition_with_more_than_one_element_fails_as_stock():

@@ -141,6 +141,8 @@ def lookup(node: Node, graph: Graph, device: str = "cpu", host_rule: bool = True
     arithmetic: small tensors) gets its CPU kernel, run on the host inside the partition: its
     results are then known on the host, where shape arguments are read, without waiting for the
     GPU. The CUDA executor asks again without host_rule when such a node reads a GPU value."""
+    if device == "cuda" and node.subgraphs:  # (the CPU kernels of If, Loop, Scan run plans the CUDA EP never makes)
+        return None, f"{node.key}: the CUDA EP runs no node with subgraphs yet (ORT's CPU EP runs it)"
     if device == "cuda" and host_rule:
         ints = [graph.value(n).dtype for n in node.inputs if n]
         if ints and all(t is not None and t.kind in "biu" for t in ints):

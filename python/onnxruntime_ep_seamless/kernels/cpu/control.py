@@ -20,7 +20,7 @@ def subgraphs_supported(node, graph) -> str | None:
             if kdef is None:
                 return f"{attr}: node {inner.label!r} ({inner.key}) is declined: {reason}"
         for name in sub.outputs:
-            if sub.value(name).dtype is None:
+            if sub.value(name).element_dtype is None:
                 return f"{attr}: output {name!r} has element type {sub.value(name).type_name}"
     return None
 
@@ -32,7 +32,7 @@ def _check_if(node, graph) -> str | None:
     return subgraphs_supported(node, graph)
 
 
-@kernel("If", since=1, check=_check_if)
+@kernel("If", since=1, check=_check_if, takes=("strings", "sequences", "optionals"))
 def if_(cond, *outer, then_branch, else_branch):
     if cond.size != 1:
         raise ValueError(f"If nodes condition input must have exactly one element (it has {cond.size})")
@@ -57,7 +57,7 @@ def _scalar(value, name: str, op: str, dtype):
     return dtype(np.asarray(value).reshape(-1)[0])
 
 
-@kernel("Loop", since=1, check=_check_loop)
+@kernel("Loop", since=1, check=_check_loop, takes=("strings",))
 def loop(m, cond, *rest, body, _num_outputs, _num_implicit):
     """Iterations while i < M and cond (both optional); the body maps (i, cond, carried…) to (cond, carried…,
     scan outputs…), the scan outputs stacked along a new first axis."""
@@ -130,7 +130,7 @@ def _check_scan8(node, graph) -> str | None:
     return subgraphs_supported(node, graph)
 
 
-@kernel("Scan", since=8, until=8, check=_check_scan8)
+@kernel("Scan", since=8, until=8, check=_check_scan8, takes=("strings",))
 def scan8(sequence_lens, *inputs, body, num_scan_inputs, directions=None, _num_implicit):
     """Opset 8: a batch axis first on every state and scan input, the scan along axis 1, each batch entry as long
     as its sequence_lens (optional: the whole axis); output positions beyond it are zeros."""
@@ -163,7 +163,7 @@ def scan8(sequence_lens, *inputs, body, num_scan_inputs, directions=None, _num_i
     return (*[np.stack([f[i] for f in final]) if batch else states[i] for i in range(n_states)], *outs)
 
 
-@kernel("Scan", since=9, check=_check_scan)
+@kernel("Scan", since=9, check=_check_scan, takes=("strings",))
 def scan(*inputs, body, num_scan_inputs, scan_input_axes=None, scan_input_directions=None, scan_output_axes=None,
          scan_output_directions=None, _num_implicit):
     """The body maps (states…, one slice of each scan input…) to (states…, one slice of each scan output…) for

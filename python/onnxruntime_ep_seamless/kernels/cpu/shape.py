@@ -58,13 +58,18 @@ def reshape(data, shape, *, allowzero=0):
     return (np.reshape(data, shape),)
 
 
+def flattened_shape(shape: tuple, axis: int) -> tuple[int, int]:
+    """Flatten's output shape (the CUDA kernel's too): a negative axis counts from the rank, which it may equal."""
+    rank = len(shape)
+    if not -rank <= axis <= rank:
+        raise ValueError(f"axis {axis} is not in valid range [{-rank},{rank}]")
+    axis = axis + rank if axis < 0 else axis
+    return math.prod(shape[:axis]), math.prod(shape[axis:])
+
+
 @kernel("Flatten", takes=STRINGS)
 def flatten(data, *, axis=1):
-    if not -data.ndim <= axis <= data.ndim:  # axis may equal the rank
-        raise ValueError(f"axis {axis} is not in valid range [{-data.ndim},{data.ndim}]")
-    axis = axis + data.ndim if axis < 0 else axis
-    outer = math.prod(data.shape[:axis])
-    return (np.reshape(data, (outer, math.prod(data.shape[axis:]))),)
+    return (np.reshape(data, flattened_shape(data.shape, axis)),)
 
 
 def squeeze(data, axes):

@@ -162,6 +162,8 @@ def _requantize(rt, stream, s, acc, multiplier, y_zero_point, bias=None):
     if bias is not None and bias.shape != (acc.shape[1],):  # read per output channel
         raise ValueError(f"bias shape invalid. bias must be a 1D tensor of size output_channels ({acc.shape[1]}), got "
                          f"{bias.shape}")
+    if multiplier.dtype != F32:  # float16 scales: their product as the CPU kernel rounds it, widened exactly
+        multiplier = s(cast_to(rt, stream, multiplier, F32))
     multiplier = s(broadcast_to(rt, stream, multiplier, acc.shape)) if multiplier.shape != acc.shape else multiplier
     y_zero_point = s(rt.device(y_zero_point, stream))
     bias = None if bias is None else s(rt.device(bias, stream))

@@ -20,8 +20,8 @@ from ...graph.ir import PACKED_BITS
 from ...runtime.cuda import MAX_DIMS, DeviceTensor, contiguous_strides
 from .. import checks
 from ..checks import InvalidArgument, gpu_check_arg
-from ..cpu.shape import (axis_slice, check_axis_index, check_constant, check_perm, check_reduction, nd_index_range,
-                         non_zero, split_parts, tensor_scatter_geometry, tiled_shape, unique)
+from ..cpu.shape import (axis_slice, check_axis_index, check_constant, check_perm, check_reduction, flattened_shape,
+                         nd_index_range, non_zero, split_parts, tensor_scatter_geometry, tiled_shape, unique)
 from ..cpu.shape import constant as cpu_constant
 from ..cpu.shape import eye_like as cpu_eye_like
 from ..cpu.shape import range_ as cpu_range
@@ -58,10 +58,7 @@ def reshape(rt, stream, data, shape, *, allowzero=0):
 
 @kernel("Flatten", since=1, device="cuda")
 def flatten(rt, stream, x, *, axis=1):
-    axis = checks.axis(axis, len(x.shape) + 1)  # axis may equal the rank
-    outer = math.prod(x.shape[:axis])
-    inner = math.prod(x.shape[axis:])
-    return (DeviceTensor(x.ptr, (outer, inner), x.dtype),)
+    return (DeviceTensor(x.ptr, flattened_shape(tuple(x.shape), axis), x.dtype),)
 
 
 def _unsqueezed(shape, axes):
