@@ -56,7 +56,8 @@ def test_data_dependent_op_on_gpu_values_is_a_seam_or_a_boundary():
     nodes = [helper.make_node("NonZero", ["m"], ["idx"])]
     found, _, _ = seams(model(nodes, [helper.make_tensor_value_info("m", TensorProto.INT64, [4])],
                               [helper.make_tensor_value_info("idx", TensorProto.INT64, None)]))
-    assert found == [("NonZero", "reads m on the host (no CUDA kernel takes these types)")]
+    assert found == [("NonZero", "reads m on the host (no CUDA kernel: dtype int64 not supported (supports float16, "
+                                 "float32))")]
     # of a float tensor: its CUDA kernel (kernels/cuda/shape.py, on_host) reads it on the host too; the partition stays whole
     nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("NonZero", ["r"], ["idx"]),
              helper.make_node("Cast", ["idx"], ["f"], to=1), helper.make_node("Neg", ["f"], ["y"])]

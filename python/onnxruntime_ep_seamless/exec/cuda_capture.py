@@ -62,14 +62,15 @@ def place(graph, input_names, output_names, fusion: bool = True) -> list[Step]:
         kdef, reason = lookup(node, graph, "cuda")
         if kdef is None:
             raise ValueError(f"node {node.label!r} ({node.key}) cannot be planned: {reason}")
-        if kdef.device != "cuda" and not all(n in on_host for n in node.inputs if n):
-            kdef = lookup(node, graph, "cuda", host_rule=False)[0] or kdef
+        if kdef.device != "cuda" and not all(n in on_host for n in node.inputs if n):  # its CUDA kernel, if any
+            gpu, why_not = lookup(node, graph, "cuda", host_rule=False)
+            kdef, reason = (gpu, "") if gpu is not None else (kdef, reason or why_not)
         on_gpu = kdef.device == "cuda"
         wanted = node.inputs if not on_gpu else [node.inputs[i] for i in kdef.host_inputs if i < len(node.inputs)]
         read = [n for n in wanted if n and n not in on_host]
         on_host_kernel = on_gpu and kdef.capture == "host"
-        why = ("no CUDA kernel takes these types" if not on_gpu else "the op runs on the host: its CPU kernel"
-               if on_host_kernel else "a shape-like input computed on the GPU")
+        why = ((f"no CUDA kernel: {reason}" if reason else "no CUDA kernel takes these types") if not on_gpu
+               else "the op runs on the host: its CPU kernel" if on_host_kernel else "a shape-like input computed on the GPU")
         seam = f"reads {', '.join(read)} on the host ({why})" if read else ""
         if not on_gpu or on_host_kernel or node.op_type in HOST_RESULTS:
             on_host.update(n for n in node.outputs if n)

@@ -13,7 +13,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..graph.ir import ONNX_TO_NUMPY, UNREADABLE, Graph, Node
+from ..graph.ir import ONNX_TO_NUMPY, PACKED_BITS, UNREADABLE, Graph, Node
 from .checks import GpuCheck
 
 OPSET_MAX = 10_000
@@ -140,16 +140,30 @@ def lookup(node: Node, graph: Graph, device: str = "cpu", host_rule: bool = True
     On "cuda" (with host_rule), a node whose inputs are all integer or boolean (shape and mask
     arithmetic: small tensors) gets its CPU kernel, run on the host inside the partition: its
     results are then known on the host, where shape arguments are read, without waiting for the
-    GPU. The CUDA executor asks again without host_rule when such a node reads a GPU value."""
-    if device == "cuda" and node.subgraphs:  # (the CPU kernels of If, Loop, Scan run plans the CUDA EP never makes)
+    GPU. The CUDA executor asks again without host_rule when such a node reads a GPU value.
+    A node no CUDA kernel takes (an op, a type, an attribute they lack) gets its CPU kernel too, with the
+    CUDA side's reason: it runs on the host, a seam where it reads GPU values (the capture report and
+    log_capture name it), instead of splitting the graph between EPs. host_rule=False: CUDA kernels only."""
+    if device != "cuda":
+        return _lookup(node, graph, device)
+    if node.subgraphs:  # (the CPU kernels of If, Loop, Scan run plans the CUDA EP never makes)
         return None, f"{node.key}: the CUDA EP runs no node with subgraphs yet (ORT's CPU EP runs it)"
-    if device == "cuda" and host_rule:
+    for name in node.inputs + node.outputs:
+        value = graph.value(name) if name else None
+        if value is not None and (value_kinds(value) or value.dtype in PACKED_BITS):
+            return None, f"{name!r} ({value.type_name}): the CUDA EP leaves such values to the CPU"
+    if host_rule:
         ints = [graph.value(n).dtype for n in node.inputs if n]
         if ints and all(t is not None and t.kind in "biu" for t in ints):
             host, host_reason = _lookup(node, graph, "cpu")
             if host is not None:
                 return host, ""
-    return _lookup(node, graph, device)
+    kdef, reason = _lookup(node, graph, "cuda")
+    if kdef is None and host_rule:
+        host, _ = _lookup(node, graph, "cpu")
+        if host is not None:
+            return host, reason
+    return kdef, reason
 
 
 def _lookup(node: Node, graph: Graph, device: str) -> tuple[KernelDef | None, str]:

@@ -96,7 +96,7 @@ class FusionContext:
 
     def take(self, fused, absorbed):
         """Replace the pattern by `fused` where the device runs it; whether it did."""
-        if lookup(fused, self.graph, self.device)[0] is None:  # no kernel for it on the device
+        if lookup(fused, self.graph, self.device, host_rule=False)[0] is None:  # no kernel for it on the device
             return False
         self.replaced[fused.index] = fused
         for n in absorbed:
