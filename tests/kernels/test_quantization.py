@@ -73,6 +73,20 @@ def test_qlinear_matmul(dtype):
           const=(1, 2, 3, 4, 5, 6, 7), opset=10)
 
 
+@pytest.mark.parametrize("seed,per_column", [(3, False), (5, False), (6, True), (1, True)])
+def test_qlinear_matmul_float16_scales(seed, per_column):
+    """float16 scales: stock widens them and forms the multiplier in float32 (these seeds each have a product
+    that float16 arithmetic rounds to another integer)."""
+    r = np.random.default_rng(seed)
+    a = r.integers(0, 255, (2, 3, 8)).astype(np.uint8)
+    b = r.integers(0, 255, (8, 4)).astype(np.uint8)
+    b_scale, b_zero = ((r.uniform(0.005, 0.02, 4).astype(np.float16), r.integers(0, 5, 4).astype(np.uint8))
+                       if per_column else (np.array(0.01, np.float16), np.array(2, np.uint8)))
+    h = lambda v: np.array(v, np.float16)
+    check("QLinearMatMul", [a, h(0.02), np.array(3, np.uint8), b, b_scale, b_zero, h(0.5), np.array(1, np.uint8)],
+          [np.uint8], const=(1, 2, 3, 4, 5, 6, 7), opset=21)
+
+
 def test_qlinear_conv_and_conv_integer():
     x = rng.integers(0, 255, (1, 4, 6, 6)).astype(np.uint8)
     w = rng.integers(-128, 127, (6, 2, 3, 3)).astype(np.int8)

@@ -141,7 +141,8 @@ _INT8S = frozenset(map(np.dtype, (np.int8, np.uint8)))
 def qlinear_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point):
     acc = np.matmul(_centered(a, a_zero_point, per_row=True), _centered(b, b_zero_point))
     a_s = a_scale.reshape(-1, 1) if a_scale.size > 1 else a_scale
-    multiplier = a_s * b_scale / y_scale  # in the scales' type, as the reference
+    # in float32 (float16 scales widened first), as stock computes it
+    multiplier = a_s.astype(np.float32) * b_scale.astype(np.float32) / y_scale.astype(np.float32)
     return (_requantize(acc, multiplier, y_zero_point),)
 
 

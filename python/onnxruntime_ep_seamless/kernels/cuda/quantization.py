@@ -162,8 +162,8 @@ def _requantize(rt, stream, s, acc, multiplier, y_zero_point, bias=None):
     if bias is not None and bias.shape != (acc.shape[1],):  # read per output channel
         raise ValueError(f"bias shape invalid. bias must be a 1D tensor of size output_channels ({acc.shape[1]}), got "
                          f"{bias.shape}")
-    if multiplier.dtype != F32:  # float16 scales: their product as the CPU kernel rounds it, widened exactly
-        multiplier = s(cast_to(rt, stream, multiplier, F32))
+    if multiplier.dtype != F32:  # (the kernel reads float32)
+        raise TypeError(f"requantization multiplier of {multiplier.dtype}")
     multiplier = s(broadcast_to(rt, stream, multiplier, acc.shape)) if multiplier.shape != acc.shape else multiplier
     y_zero_point = s(rt.device(y_zero_point, stream))
     bias = None if bias is None else s(rt.device(bias, stream))
@@ -184,7 +184,8 @@ def qlinear_matmul(rt, stream, a, a_scale, a_zero_point, b, b_scale, b_zero_poin
     a2, b2 = _centered(rt, stream, s, a, a_zero_point, rows), _centered(rt, stream, s, b, b_zero_point)
     (acc,) = matmul(rt, stream, a2, b2)
     s(acc)
-    along = lambda scale, axis: _broadcastable(rt, stream, s, scale, acc.shape, axis, 0)
+    wide = lambda scale: scale if scale.dtype == F32 else s(cast_to(rt, stream, scale, F32))  # as stock: float32
+    along = lambda scale, axis: wide(_broadcastable(rt, stream, s, scale, acc.shape, axis, 0))
     scales = s(binary(rt, stream, MUL, along(a_scale, -2), along(b_scale, -1)))
     multiplier = s(binary(rt, stream, DIV, scales, along(y_scale, -1)))
     return s.done(_requantize(rt, stream, s, acc, multiplier, y_zero_point))
