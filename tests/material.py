@@ -279,6 +279,8 @@ GENAI_FAMILIES = {
                                             short_factor=[1.0 + i / 24 for i in range(24)],  # the length (past 32:
                                             long_factor=[2.0 + i / 12 for i in range(24)]),  # in the decode tests)
                           eos_token_id=1023, pad_token_id=1023, bos_token_id=1023)),
+    "lfm2": ("Lfm2", dict(layer_types=["conv", "full_attention"], conv_L_cache=3,  # a short-convolution layer
+                          block_auto_adjust_ff_dim=False)),  # (CausalConvWithState, its state fed back) and attention
 }
 _TEXT_CONFIGS = {"gemma3": "Gemma3TextConfig"}  # Gemma3Config is the multimodal model's
 QWEN05B = dict(vocab_size=151936, hidden_size=896, intermediate_size=4864, num_hidden_layers=24,

@@ -370,6 +370,29 @@ static void reduce_task(void* user, size_t task) {
   }
 }
 
+static void run_causal_conv(const SeamlessCausalConvArgs* a, const float* x, const float* weight, const float* bias,
+                            const float* past, float* y, float* present) {
+  const int64_t n = a->length, k = a->k, span = (k - 1) * a->dilation;
+  for (int64_t row = 0; row < a->batch * a->channels; row++) {
+    const int64_t c = row % a->channels;
+    const float *xr = x + row * n, *pr = past ? past + row * span : NULL, *w = weight + c * k;
+    float* yr = y + row * n;
+    for (int64_t t = 0; t < n; t++) {
+      float acc = bias ? bias[c] : 0.0f;
+      for (int64_t j = 0; j < k; j++) {  /* in the Python kernel's order: bias, then the taps */
+        const int64_t i = t + j * a->dilation;  /* position in v = past ++ x */
+        acc += w[j] * (i >= span ? xr[i - span] : pr ? pr[i] : 0.0f);
+      }
+      yr[t] = a->activation ? acc / (1.0f + expf(-acc)) : acc;
+    }
+    float* sr = present + row * span;
+    for (int64_t i = 0; i < span; i++) {
+      const int64_t at = n + i;
+      sr[i] = at >= span ? xr[at - span] : pr ? pr[at] : 0.0f;
+    }
+  }
+}
+
 /* Pad: per output element its source along each axis (an odometer over y's dims), the constant outside x. */
 static int64_t pad_source(int64_t i, int64_t n, int mode) {
   if (i >= 0 && i < n) return i;
@@ -509,6 +532,10 @@ static int run_step(const SeamlessStep* s, char* const* ptr, void* par_fn, void*
       return 0;
     }
     case SEAMLESS_OP_PAD: run_pad(args, P(0), P(1)); return 0;
+    case SEAMLESS_OP_CAUSAL_CONV:
+      run_causal_conv(args, (const float*)P(0), (const float*)P(1), (const float*)P(2), (const float*)P(3),
+                      (float*)P(4), (float*)P(5));
+      return 0;
     case SEAMLESS_OP_CONV:
       seamless_conv_f32(args, (const float*)P(0), (float*)P(1), (float*)P(2), par_fn, par_ctx);
       return 0;

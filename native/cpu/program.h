@@ -31,7 +31,9 @@ enum SeamlessOp {
   SEAMLESS_OP_CONV = 18,       /* SeamlessConvArgs (kernels.h): x -> y, scratch; the packed weights and bias constant */
   SEAMLESS_OP_LSTM = 19,       /* SeamlessLstmArgs: xw (the input projections), initial h, initial c (-1: zeros) ->
                                   y (or -1), h, c, gates, tmp (scratch) */
-  SEAMLESS_OP_PAD = 20         /* SeamlessPadArgs: x -> y */
+  SEAMLESS_OP_PAD = 20,        /* SeamlessPadArgs: x -> y */
+  SEAMLESS_OP_CAUSAL_CONV = 21 /* SeamlessCausalConvArgs: x, weight, bias (or -1), past_state (or -1: zeros) -> y,
+                                  present_state */
 };
 
 /* Element types: ONNX's TensorProto codes. */
@@ -100,6 +102,11 @@ typedef struct {
   int64_t x_dims[SEAMLESS_PROGRAM_RANK], y_dims[SEAMLESS_PROGRAM_RANK], begin[SEAMLESS_PROGRAM_RANK];
   uint8_t value[8];  /* the constant, as the element's bytes */
 } SeamlessPadArgs;
+
+/* CausalConvWithState, float32, channels first: y[b, c, t] = bias[c] + sum_j weight[c, j] * v[b, c, t + j * dilation]
+ * with v = past_state ++ x along the sequence; present_state = v's last (k - 1) * dilation positions;
+ * activation 1: silu */
+typedef struct { int64_t batch, channels, length, k, dilation; int32_t activation; } SeamlessCausalConvArgs;
 
 /* GroupQueryAttention (seamless_gqa_f32's operands); seqlens_k's values checked against total first */
 typedef struct {

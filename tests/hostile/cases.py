@@ -1378,3 +1378,28 @@ def dropout_inference_ratio_beyond_one():
 @case
 def dropout_training_ratio_negative():
     return one("Dropout", [rnd(3, 4), np.array(-0.5, F32), np.array(True)], out=[F32, BOOL], opset=13)
+
+
+def _causal_conv(x, weight, state, **attrs):
+    return one("CausalConvWithState", [x, Const(weight), None, state], attrs, out=[F32, F32], opset=21,
+               domain="com.microsoft")
+
+
+@case
+def causal_conv_state_too_short():  # the carry state must hold (k - 1) * dilation positions
+    return _causal_conv(rnd(1, 4, 5), rnd(4, 1, 3), rnd(1, 4, 1))
+
+
+@case
+def causal_conv_weight_channels_differ():
+    return _causal_conv(rnd(1, 4, 5), rnd(3, 1, 3), rnd(1, 4, 2))
+
+
+@case
+def causal_conv_state_batch_differs():
+    return _causal_conv(rnd(2, 4, 5), rnd(4, 1, 3), rnd(1, 4, 2))
+
+
+@case
+def causal_conv_empty_sequence():  # valid: no output positions, the state carried over
+    return _causal_conv(rnd(1, 4, 0), rnd(4, 1, 3), rnd(1, 4, 2))

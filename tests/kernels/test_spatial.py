@@ -425,3 +425,34 @@ def test_deform_conv():
     bias = sampling_rng.standard_normal(4).astype(np.float32)
     check_sampling("DeformConv", [x, w, offset, bias, mask], [np.float32],
           {"group": 2, "offset_group": 2, "pads": [1, 1, 1, 1]}, opset=19, rtol=1e-4, atol=1e-4)
+
+
+# ---------------------------------------------------------------- CausalConvWithState (LFM2's short convolutions)
+
+def _causal_conv_inputs(b, c, n, k, dilation=1, channels_last=False, past=True, bias=True, dtype=np.float32):
+    span = (k - 1) * dilation
+    x = rng.standard_normal((b, n, c) if channels_last else (b, c, n)).astype(dtype)
+    state = rng.standard_normal((b, span, c) if channels_last else (b, c, span)).astype(dtype) if past else None
+    weight = rng.standard_normal((c, 1, k)).astype(dtype)
+    return [x, weight, rng.standard_normal(c).astype(dtype) if bias else None, state]
+
+
+@pytest.mark.parametrize("b,c,n,k,attrs,past,bias", [
+    (1, 8, 5, 3, {}, True, True),                      # a prompt
+    (2, 8, 1, 4, {}, True, True),                      # a decode step
+    (1, 4, 2, 4, {}, False, True),                     # shorter than the state, no past: zeros
+    (1, 8, 6, 3, {"dilation": 2}, True, True),
+    (1, 8, 5, 3, {"activation": "silu"}, True, False),
+    (1, 8, 5, 3, {"activation": "swish", "channels_last": 1}, True, True),
+])
+def test_causal_conv_with_state(b, c, n, k, attrs, past, bias):
+    inputs = _causal_conv_inputs(b, c, n, k, attrs.get("dilation", 1), attrs.get("channels_last", 0), past, bias)
+    check_node("CausalConvWithState", inputs, attrs, opset=21, domain="com.microsoft",
+               outputs=[np.float32, np.float32], const=(1, 2))
+
+
+def test_causal_conv_with_state_onnx_and_float16():
+    check_node("CausalConvWithState", _causal_conv_inputs(2, 6, 3, 3), opset=27, outputs=[np.float32, np.float32],
+               const=(1, 2))
+    check_node("CausalConvWithState", _causal_conv_inputs(1, 8, 5, 3, dtype=np.float16), opset=21,
+               domain="com.microsoft", outputs=[np.float16, np.float16], rtol=1e-3, atol=1e-3)

@@ -778,3 +778,82 @@ def deform_conv(X, W, offset, B=None, mask=None, *, dilations=None, group=1, ker
     if B is not None:
         y = y + B.astype(x.dtype).reshape(-1, 1, 1)
     return (y.astype(X.dtype, copy=False),)
+
+
+# --- CausalConvWithState ------------------------------------------------------------------------------------------
+# A depthwise causal 1-D convolution carrying its last (k - 1) * dilation inputs as a state (LFM2's short
+# convolutions, Gated DeltaNet's and Mamba's): the ONNX op (opset 27) and com.microsoft's (with a channels-last
+# layout). com.microsoft's CUDA-only extensions (state windows, state-update capture, channel slices) are declined.
+
+_CAUSAL_CONV_DEFAULTS = {"ndim": 1, "state_window": 0, "state_update_capacity": 0, "state_length": 0,
+                         "state_channels_last": -1, "input_channel_offset": 0, "input_channels": 0}
+
+
+def check_causal_conv(node, graph):
+    for name, default in _CAUSAL_CONV_DEFAULTS.items():
+        if node.attrs.get(name, default) != default:
+            return f"{name}={node.attrs[name]} is not supported (only {name}={default})"
+    if node.attrs.get("activation", "none") not in ("none", "silu", "swish"):
+        return f"activation {node.attrs['activation']!r} is not none, silu or swish"
+    if len(node.outputs) > 2 and node.outputs[2]:
+        return "the state_update output is CUDA's"
+    return None
+
+
+def causal_conv_with_state(x, weight, bias=None, past_state=None, *, activation="none", dilation=1,
+                           channels_last=0):
+    """output[b, c, t] = bias[c] + sum_j weight[c, 0, j] * v[b, c, t + j * dilation], v = past_state ++ x along the
+    sequence; present_state = v's last (k - 1) * dilation positions. Float16 is computed in float32, rounded once."""
+    # (stock's enforcements: FAIL, ValueError here; a state of the wrong shape: INVALID_ARGUMENT)
+    if x.ndim < 3 if channels_last else x.ndim != 3:
+        raise ValueError(f"input must have {'at least ' if channels_last else ''}3 dimensions, got shape {x.shape}")
+    if dilation < 1:
+        raise ValueError(f"dilation must be >= 1, got {dilation}")
+    batch, lead = x.shape[0], x.shape[2:] if channels_last else x.shape[1:2]
+    channels = math.prod(lead)
+    data = x.reshape(batch, x.shape[1], channels).transpose(0, 2, 1) if channels_last else x  # (B, C, L)
+    if weight.ndim != 3:
+        raise ValueError(f"weight must have 3 dimensions, got shape {weight.shape}")
+    if weight.shape[0] != channels:
+        raise ValueError(f"weight channels must match input channels ({weight.shape[0]} vs {channels})")
+    if weight.shape[1] != 1 or weight.shape[2] < 1:
+        raise ValueError(f"weight must be depthwise, shape (channels, 1, k), got {weight.shape}")
+    k = weight.shape[2]
+    span = (k - 1) * dilation
+    if bias is not None and bias.shape != (channels,):
+        raise ValueError(f"bias must be 1D with size {channels}, got shape {bias.shape}")
+    state_shape = (batch, span) + tuple(lead) if channels_last else (batch, channels, span)
+    if past_state is not None and past_state.shape != state_shape:
+        raise InvalidArgument(f"past_state must have shape {state_shape}, got {past_state.shape}")
+    f32 = np.float32 if x.dtype != np.float64 else np.float64
+    past = (np.zeros((batch, channels, span), f32) if past_state is None else
+            past_state.reshape(batch, span, channels).transpose(0, 2, 1).astype(f32) if channels_last else
+            past_state.astype(f32))
+    v = np.concatenate([past, data.astype(f32)], axis=2)  # (B, C, span + L)
+    length = data.shape[2]
+    w = weight[:, 0, :].astype(f32)
+    y = np.zeros((batch, channels, length), f32) if bias is None else np.broadcast_to(
+        bias.astype(f32)[None, :, None], (batch, channels, length)).copy()
+    for j in range(k):
+        y += w[None, :, j:j + 1] * v[:, :, j * dilation:j * dilation + length]
+    if activation in ("silu", "swish"):
+        y = y / (1 + np.exp(-y))
+    present = v[:, :, v.shape[2] - span:]
+    if channels_last:
+        y = y.transpose(0, 2, 1).reshape(x.shape)
+        present = present.transpose(0, 2, 1).reshape(state_shape)
+    return y.astype(x.dtype), present.astype(x.dtype)
+
+
+@kernel("CausalConvWithState", since=27, types=FLOATS, check=check_causal_conv)
+def causal_conv_with_state_27(x, weight, bias=None, past_state=None, *, activation="none"):
+    return causal_conv_with_state(x, weight, bias, past_state, activation=activation)
+
+
+@kernel("CausalConvWithState", domain="com.microsoft", types=FLOATS, check=check_causal_conv)
+def causal_conv_with_state_ms(x, weight, bias=None, past_state=None, *, activation="none", dilation=1,
+                              channels_last=0, ndim=1, state_window=0, state_update_capacity=0, state_length=0,
+                              state_channels_last=-1, input_channel_offset=0, input_channels=0):
+    # (the extension attributes are checked at their defaults by check_causal_conv)
+    return causal_conv_with_state(x, weight, bias, past_state, activation=activation, dilation=dilation,
+                                  channels_last=channels_last)

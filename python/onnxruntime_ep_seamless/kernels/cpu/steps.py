@@ -437,6 +437,24 @@ def lstm(rec, node, ins, outs):
     return [y, h, c][:len(node.outputs)]
 
 
+@lowers("CausalConvWithState")
+@lowers("CausalConvWithState", domain="com.microsoft")
+def causal_conv(rec, node, ins, outs):
+    x, weight, bias, past = (ins + [None] * 4)[:4]
+    attrs = node.attrs
+    if (x.array.dtype != F32 or attrs.get("channels_last", 0) or not weight.static
+            or not (bias is None or bias.static) or len(outs) < 2 or not node.outputs[1]):
+        raise Declined("float32, channels first, constant weights, both outputs")
+    batch, channels, length = x.array.shape
+    args = rec.args("SeamlessCausalConvArgs")
+    args.batch, args.channels, args.length, args.k = batch, channels, length, weight.array.shape[2]
+    args.dilation = attrs.get("dilation", 1)
+    args.activation = attrs.get("activation", "none") != "none"
+    y, present = rec.value(outs[0]), rec.value(outs[1])
+    rec.step(lib.SEAMLESS_OP_CAUSAL_CONV, args, [x, weight, bias, past, y, present])
+    return [y, present]
+
+
 PAD_MODES = {"constant": 0, "reflect": 1, "edge": 2, "wrap": 3}
 
 
