@@ -253,6 +253,33 @@ __device__ void resize(int64_t n, const T* x, T* y, const int64_t* lo, const int
   }
 }
 
+// CausalConvWithState, channels first: y[row, t] = bias[c] + sum_j w[c, j] * v[row, t + j * dilation] with
+// v = past ++ x per row (b, c) and past absent as zeros; state[row, i] = v[row, n + i]. The grid's first rows * n
+// elements are y's, the rest the state's. Rounded as the CPU kernel adds: bias, then the taps in order, no FMA.
+template <typename T>
+__device__ void causal_conv(int64_t rows, int64_t channels, int64_t n, int64_t k, int64_t dilation, int silu,
+                            const T* x, const T* w, const T* bias, const T* past, T* y, T* state) {
+  const int64_t span = (k - 1) * dilation, ny = rows * n;
+  GRID_LOOP(e, ny + rows * span) {
+    const int64_t row = e < ny ? e / n : (e - ny) / span;
+    const T* xr = x + row * n;
+    const T* pr = past ? past + row * span : nullptr;
+    if (e < ny) {
+      const int64_t t = e - row * n, c = row % channels;
+      float acc = bias ? ld(bias + c) : 0.0f;
+      for (int64_t j = 0; j < k; j++) {
+        const int64_t i = t + j * dilation;
+        const float v = i >= span ? ld(xr + i - span) : pr ? ld(pr + i) : 0.0f;
+        acc = __fadd_rn(acc, __fmul_rn(ld(w + c * k + j), v));
+      }
+      st(y + e, silu ? acc / (1.0f + expf(-acc)) : acc);
+    } else {
+      const int64_t i = n + (e - ny) - row * span;
+      state[e - ny] = i >= span ? xr[i - span] : pr ? pr[i] : T(0.0f);
+    }
+  }
+}
+
 }  // namespace spatial
 
 extern "C" __global__ void seamless_im2col_2(int64_t total, const uint16_t* x, uint16_t* cols, spatial::Window w) { dependent_launch();
@@ -287,6 +314,16 @@ extern "C" __global__ void seamless_im2col_8(int64_t total, const uint64_t* x, u
   }
 FOR_FLOATS(SPATIAL_KERNELS)
 #undef SPATIAL_KERNELS
+
+#define CAUSAL_CONV(S, T)                                                                                              \
+  extern "C" __global__ void seamless_causal_conv_##S(int64_t rows, int64_t channels, int64_t n, int64_t k,          \
+                                                      int64_t dilation, int silu, const T* x, const T* w,              \
+                                                      const T* bias, const T* past, T* y, T* state) {                  \
+    dependent_launch();                                                                                                \
+    spatial::causal_conv(rows, channels, n, k, dilation, silu, x, w, bias, past, y, state);                          \
+  }
+FOR_FLOATS(CAUSAL_CONV)
+#undef CAUSAL_CONV
 
 
 // GridSample (1 to 3 spatial dims), as kernels/cpu/spatial.py: a thread per output element sums its

@@ -12,7 +12,7 @@ import pytest
 from onnx import TensorProto
 
 from kernels.test_spatial import (CONV_CASES, CONV_T_CASES, COORD_MODES, NEAREST_MODES, POOL_CASES, SCALES,
-                                  nan_pool_case)
+                                  causal_conv_inputs, nan_pool_case)
 from parity import Const, assert_close, node_model, stock_session
 from test_cuda_ep import DEVICES, PROBLEM, in_bfloat16, run_on_cuda
 
@@ -478,3 +478,24 @@ def test_deform_conv(case):
         inputs += [data(4), rng.uniform(0, 1, (1, og * 9, *out)).astype(F32)]
     skip_unless_stock_has("DeformConv", node_model("DeformConv", inputs, attrs, 19)[0])
     check("DeformConv", inputs, attrs, opset=19, tol=CONV_TOL)
+
+
+# --- CausalConvWithState (LFM2's short convolutions) -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("b,c,n,k,attrs,past,bias", [
+    (1, 8, 5, 3, {}, True, True), (2, 8, 1, 4, {}, True, True), (1, 4, 2, 4, {}, False, True),
+    (1, 8, 6, 3, {"dilation": 2}, True, True), (1, 8, 5, 3, {"activation": "silu"}, True, False),
+    (3, 16, 0, 3, {}, True, True)])
+@needs_gpu
+@pytest.mark.parametrize("dtype", [F32, np.float16])
+def test_causal_conv_with_state(b, c, n, k, attrs, past, bias, dtype):
+    from onnxruntime_ep_seamless.graph.onnx_import import import_model
+    from onnxruntime_ep_seamless.kernels.registry import lookup
+    from test_cuda_ops import check as ops_check
+    inputs = causal_conv_inputs(b, c, n, k, attrs.get("dilation", 1), False, past, bias, dtype)
+    model, _ = node_model("CausalConvWithState", inputs, attrs, 21, [dtype, dtype], domain="com.microsoft")
+    graph = import_model(model)
+    assert lookup(graph.nodes[0], graph, "cuda", host_rule=False)[0].device == "cuda"  # its CUDA kernel, not the host
+    tol = {"rtol": 1e-3, "atol": 1e-3} if dtype == np.float16 else {"rtol": 1e-5, "atol": 1e-6}
+    ops_check("CausalConvWithState", inputs, attrs, 21, [dtype, dtype], domain="com.microsoft", **tol)

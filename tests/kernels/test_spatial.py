@@ -429,7 +429,7 @@ def test_deform_conv():
 
 # ---------------------------------------------------------------- CausalConvWithState (LFM2's short convolutions)
 
-def _causal_conv_inputs(b, c, n, k, dilation=1, channels_last=False, past=True, bias=True, dtype=np.float32):
+def causal_conv_inputs(b, c, n, k, dilation=1, channels_last=False, past=True, bias=True, dtype=np.float32):
     span = (k - 1) * dilation
     x = rng.standard_normal((b, n, c) if channels_last else (b, c, n)).astype(dtype)
     state = rng.standard_normal((b, span, c) if channels_last else (b, c, span)).astype(dtype) if past else None
@@ -446,13 +446,13 @@ def _causal_conv_inputs(b, c, n, k, dilation=1, channels_last=False, past=True, 
     (1, 8, 5, 3, {"activation": "swish", "channels_last": 1}, True, True),
 ])
 def test_causal_conv_with_state(b, c, n, k, attrs, past, bias):
-    inputs = _causal_conv_inputs(b, c, n, k, attrs.get("dilation", 1), attrs.get("channels_last", 0), past, bias)
+    inputs = causal_conv_inputs(b, c, n, k, attrs.get("dilation", 1), attrs.get("channels_last", 0), past, bias)
     check_node("CausalConvWithState", inputs, attrs, opset=21, domain="com.microsoft",
                outputs=[np.float32, np.float32], const=(1, 2))
 
 
 def test_causal_conv_with_state_onnx_and_float16():
-    check_node("CausalConvWithState", _causal_conv_inputs(2, 6, 3, 3), opset=27, outputs=[np.float32, np.float32],
+    check_node("CausalConvWithState", causal_conv_inputs(2, 6, 3, 3), opset=27, outputs=[np.float32, np.float32],
                const=(1, 2))
-    check_node("CausalConvWithState", _causal_conv_inputs(1, 8, 5, 3, dtype=np.float16), opset=21,
+    check_node("CausalConvWithState", causal_conv_inputs(1, 8, 5, 3, dtype=np.float16), opset=21,
                domain="com.microsoft", outputs=[np.float16, np.float16], rtol=1e-3, atol=1e-3)

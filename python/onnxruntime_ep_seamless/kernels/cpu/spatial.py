@@ -800,37 +800,46 @@ def check_causal_conv(node, graph):
     return None
 
 
+def causal_conv_geometry(x_shape, weight_shape, bias_shape, past_shape, dilation: int, channels_last: int):
+    """CausalConvWithState's (batch, channels, length, k, state shape) with stock's checks (the CUDA kernel's too):
+    its enforcements FAIL (ValueError), a state of the wrong shape is INVALID_ARGUMENT."""
+    rank = len(x_shape)
+    if rank < 3 if channels_last else rank != 3:
+        raise ValueError(f"input must have {'at least ' if channels_last else ''}3 dimensions, got shape {x_shape}")
+    if dilation < 1:
+        raise ValueError(f"dilation must be >= 1, got {dilation}")
+    batch, lead = x_shape[0], tuple(x_shape[2:] if channels_last else x_shape[1:2])
+    channels, length = math.prod(lead), x_shape[1] if channels_last else x_shape[2]
+    if len(weight_shape) != 3:
+        raise ValueError(f"weight must have 3 dimensions, got shape {weight_shape}")
+    if weight_shape[0] != channels:
+        raise ValueError(f"weight channels must match input channels ({weight_shape[0]} vs {channels})")
+    if weight_shape[1] != 1 or weight_shape[2] < 1:
+        raise ValueError(f"weight must be depthwise, shape (channels, 1, k), got {weight_shape}")
+    k = weight_shape[2]
+    span = (k - 1) * dilation
+    if bias_shape is not None and tuple(bias_shape) != (channels,):
+        raise ValueError(f"bias must be 1D with size {channels}, got shape {bias_shape}")
+    state_shape = (batch, span) + lead if channels_last else (batch, channels, span)
+    if past_shape is not None and tuple(past_shape) != state_shape:
+        raise InvalidArgument(f"past_state must have shape {state_shape}, got {past_shape}")
+    return batch, channels, length, k, state_shape
+
+
 def causal_conv_with_state(x, weight, bias=None, past_state=None, *, activation="none", dilation=1,
                            channels_last=0):
     """output[b, c, t] = bias[c] + sum_j weight[c, 0, j] * v[b, c, t + j * dilation], v = past_state ++ x along the
     sequence; present_state = v's last (k - 1) * dilation positions. Float16 is computed in float32, rounded once."""
-    # (stock's enforcements: FAIL, ValueError here; a state of the wrong shape: INVALID_ARGUMENT)
-    if x.ndim < 3 if channels_last else x.ndim != 3:
-        raise ValueError(f"input must have {'at least ' if channels_last else ''}3 dimensions, got shape {x.shape}")
-    if dilation < 1:
-        raise ValueError(f"dilation must be >= 1, got {dilation}")
-    batch, lead = x.shape[0], x.shape[2:] if channels_last else x.shape[1:2]
-    channels = math.prod(lead)
-    data = x.reshape(batch, x.shape[1], channels).transpose(0, 2, 1) if channels_last else x  # (B, C, L)
-    if weight.ndim != 3:
-        raise ValueError(f"weight must have 3 dimensions, got shape {weight.shape}")
-    if weight.shape[0] != channels:
-        raise ValueError(f"weight channels must match input channels ({weight.shape[0]} vs {channels})")
-    if weight.shape[1] != 1 or weight.shape[2] < 1:
-        raise ValueError(f"weight must be depthwise, shape (channels, 1, k), got {weight.shape}")
-    k = weight.shape[2]
+    batch, channels, length, k, state_shape = causal_conv_geometry(
+        x.shape, weight.shape, None if bias is None else bias.shape, None if past_state is None else past_state.shape,
+        dilation, channels_last)
     span = (k - 1) * dilation
-    if bias is not None and bias.shape != (channels,):
-        raise ValueError(f"bias must be 1D with size {channels}, got shape {bias.shape}")
-    state_shape = (batch, span) + tuple(lead) if channels_last else (batch, channels, span)
-    if past_state is not None and past_state.shape != state_shape:
-        raise InvalidArgument(f"past_state must have shape {state_shape}, got {past_state.shape}")
+    data = x.reshape(batch, length, channels).transpose(0, 2, 1) if channels_last else x  # (B, C, L)
     f32 = np.float32 if x.dtype != np.float64 else np.float64
     past = (np.zeros((batch, channels, span), f32) if past_state is None else
             past_state.reshape(batch, span, channels).transpose(0, 2, 1).astype(f32) if channels_last else
             past_state.astype(f32))
     v = np.concatenate([past, data.astype(f32)], axis=2)  # (B, C, span + L)
-    length = data.shape[2]
     w = weight[:, 0, :].astype(f32)
     y = np.zeros((batch, channels, length), f32) if bias is None else np.broadcast_to(
         bias.astype(f32)[None, :, None], (batch, channels, length)).copy()

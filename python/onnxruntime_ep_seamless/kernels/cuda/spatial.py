@@ -19,6 +19,8 @@ from ...runtime.cuda import MAX_DIMS, DeviceTensor, contiguous_strides
 from ..checks import InvalidArgument
 from ..cpu.spatial import (affine_base, check_deform_conv, conv_transpose_geometry, geometry, nearest_index,
                            original_coords, pooled_from, stock_max_pool_path)
+from ..cpu.spatial import causal_conv_geometry
+from ..cpu.spatial import check_causal_conv as cpu_check_causal_conv
 from ..cpu.spatial import check_grid_sample as cpu_check_grid_sample
 from ..registry import kernel
 from .elementwise import (ABS, ADD, GPU_FLOATS, POW, SUFFIX, Scratch, binary, cast_to, check_ints, device_scalar,
@@ -559,3 +561,36 @@ def global_max_pool(rt, stream, x):
     y = rt.alloc(x.shape[:2] + (1,) * (len(x.shape) - 2), x.dtype)
     _global_max_pool(rt, stream, x, y)
     return (y,)
+
+
+# --- CausalConvWithState (channels first; channels_last runs the CPU kernel on the host) -------------------------
+
+def check_causal_conv_cuda(node, graph):
+    return cpu_check_causal_conv(node, graph) or ("channels_last=1 is not supported on CUDA"
+                                                   if node.attrs.get("channels_last", 0) else None)
+
+
+def _causal_conv(rt, stream, x, weight, bias, past, activation, dilation):
+    batch, channels, length, k, state_shape = causal_conv_geometry(
+        x.shape, weight.shape, None if bias is None else bias.shape, None if past is None else past.shape, dilation, 0)
+    y, state = rt.alloc(x.shape, x.dtype), rt.alloc(state_shape, x.dtype)
+    rows = batch * channels
+    rt.launch(f"seamless_causal_conv_{SUFFIX[x.dtype]}", rows * (length + state_shape[2]), stream,
+              ("int64", rows), ("int64", channels), ("int64", length), ("int64", k), ("int64", dilation),
+              ("int", int(activation in ("silu", "swish"))), ("ptr", x.ptr), ("ptr", weight.ptr),
+              ("ptr", bias.ptr if bias is not None else 0), ("ptr", past.ptr if past is not None else 0),
+              ("ptr", y.ptr), ("ptr", state.ptr))
+    return y, state
+
+
+@kernel("CausalConvWithState", since=27, types=GPU_FLOATS, device="cuda", check=check_causal_conv_cuda)
+def causal_conv_with_state_27(rt, stream, x, weight, bias=None, past_state=None, *, activation="none"):
+    return _causal_conv(rt, stream, x, weight, bias, past_state, activation, 1)
+
+
+@kernel("CausalConvWithState", domain="com.microsoft", types=GPU_FLOATS, device="cuda", check=check_causal_conv_cuda)
+def causal_conv_with_state_ms(rt, stream, x, weight, bias=None, past_state=None, *, activation="none", dilation=1,
+                              channels_last=0, ndim=1, state_window=0, state_update_capacity=0, state_length=0,
+                              state_channels_last=-1, input_channel_offset=0, input_channels=0):
+    return _causal_conv(rt, stream, x, weight, bias, past_state, activation, dilation)
+
