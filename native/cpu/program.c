@@ -393,6 +393,68 @@ static void run_causal_conv(const SeamlessCausalConvArgs* a, const float* x, con
   }
 }
 
+static float moe_activation(int kind, float v) {
+  return kind == 0 ? (v > 0.0f ? v : 0.0f) : kind == 1 ? v / (1.0f + expf(-v)) : v;
+}
+
+static void run_moe(const SeamlessMoeArgs* a, const float* x, const float* router, const float* fc1, const float* b1,
+                    const float* fc2, const float* b2, float* y, float* scratch) {
+  const int64_t h = a->hidden, e_count = a->experts, inter = a->inter, k = a->k;
+  const int64_t rows1 = a->activation == 2 ? 2 * inter : inter;
+  float *probs = scratch, *h1 = scratch + e_count, *act = h1 + rows1;
+  int64_t chosen[64];
+  float weight[64];
+  for (int64_t t = 0; t < a->tokens; t++) {
+    const float *xt = x + t * h, *logits = router + t * e_count;
+    float* yt = y + t * h;
+    float top = logits[0], sum = 0.0f, picked = 0.0f;
+    for (int64_t e = 1; e < e_count; e++) top = logits[e] > top ? logits[e] : top;
+    for (int64_t e = 0; e < e_count; e++) sum += probs[e] = expf(logits[e] - top);
+    for (int64_t e = 0; e < e_count; e++) probs[e] /= sum;
+    for (int64_t s = 0; s < k; s++) {  /* the k largest, a tie to the lower index */
+      int64_t best = -1;
+      for (int64_t e = 0; e < e_count; e++) {
+        int taken = 0;
+        for (int64_t q = 0; q < s; q++) taken |= chosen[q] == e;
+        if (!taken && (best < 0 || probs[e] > probs[best])) best = e;
+      }
+      chosen[s] = best;
+      weight[s] = probs[best];
+      picked += probs[best];
+    }
+    for (int64_t s = 1; s < k; s++)  /* accumulated in expert order, as the Python kernel does */
+      for (int64_t q = s; q > 0 && chosen[q - 1] > chosen[q]; q--) {
+        int64_t c = chosen[q]; chosen[q] = chosen[q - 1]; chosen[q - 1] = c;
+        float w = weight[q]; weight[q] = weight[q - 1]; weight[q - 1] = w;
+      }
+    for (int64_t i = 0; i < h; i++) yt[i] = 0.0f;
+    for (int64_t s = 0; s < k; s++) {
+      const int64_t e = chosen[s];
+      const float w = a->normalize ? weight[s] / picked : weight[s];
+      const float *w1 = fc1 + e * rows1 * h, *w2 = fc2 + e * h * inter;
+      for (int64_t r = 0; r < rows1; r++) {
+        float acc = 0.0f;
+        for (int64_t i = 0; i < h; i++) acc += w1[r * h + i] * xt[i];
+        h1[r] = b1 ? acc + b1[e * rows1 + r] : acc;
+      }
+      for (int64_t m = 0; m < inter; m++) {
+        if (a->activation != 2) { act[m] = moe_activation(a->activation, h1[m]); continue; }
+        float gate = h1[2 * m], lin = h1[2 * m + 1];
+        if (a->has_limit) {
+          gate = gate < a->limit ? gate : a->limit;
+          lin = lin < -a->limit ? -a->limit : lin > a->limit ? a->limit : lin;
+        }
+        act[m] = gate / (1.0f + expf(-a->alpha * gate)) * (lin + a->beta);
+      }
+      for (int64_t i = 0; i < h; i++) {
+        float acc = 0.0f;
+        for (int64_t m = 0; m < inter; m++) acc += w2[i * inter + m] * act[m];
+        yt[i] += w * (b2 ? acc + b2[e * h + i] : acc);
+      }
+    }
+  }
+}
+
 /* Pad: per output element its source along each axis (an odometer over y's dims), the constant outside x. */
 static int64_t pad_source(int64_t i, int64_t n, int mode) {
   if (i >= 0 && i < n) return i;
@@ -532,6 +594,10 @@ static int run_step(const SeamlessStep* s, char* const* ptr, void* par_fn, void*
       return 0;
     }
     case SEAMLESS_OP_PAD: run_pad(args, P(0), P(1)); return 0;
+    case SEAMLESS_OP_MOE:
+      run_moe(args, (const float*)P(0), (const float*)P(1), (const float*)P(2), (const float*)P(3), (const float*)P(4),
+              (const float*)P(5), (float*)P(6), (float*)P(7));
+      return 0;
     case SEAMLESS_OP_CAUSAL_CONV:
       run_causal_conv(args, (const float*)P(0), (const float*)P(1), (const float*)P(2), (const float*)P(3),
                       (float*)P(4), (float*)P(5));

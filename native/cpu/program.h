@@ -32,8 +32,10 @@ enum SeamlessOp {
   SEAMLESS_OP_LSTM = 19,       /* SeamlessLstmArgs: xw (the input projections), initial h, initial c (-1: zeros) ->
                                   y (or -1), h, c, gates, tmp (scratch) */
   SEAMLESS_OP_PAD = 20,        /* SeamlessPadArgs: x -> y */
-  SEAMLESS_OP_CAUSAL_CONV = 21 /* SeamlessCausalConvArgs: x, weight, bias (or -1), past_state (or -1: zeros) -> y,
+  SEAMLESS_OP_CAUSAL_CONV = 21, /* SeamlessCausalConvArgs: x, weight, bias (or -1), past_state (or -1: zeros) -> y,
                                   present_state */
+  SEAMLESS_OP_MOE = 22         /* SeamlessMoeArgs: x, router, fc1, fc1 bias (or -1), fc2, fc2 bias (or -1) -> y,
+                                  scratch (experts + fusion * inter + inter floats) */
 };
 
 /* Element types: ONNX's TensorProto codes. */
@@ -107,6 +109,16 @@ typedef struct {
  * with v = past_state ++ x along the sequence; present_state = v's last (k - 1) * dilation positions;
  * activation 1: silu */
 typedef struct { int64_t batch, channels, length, k, dilation; int32_t activation; } SeamlessCausalConvArgs;
+
+/* com.microsoft MoE, float32: per token the router's softmax, its top k experts (ties: the lower index), their
+ * weights (normalized to sum 1 when normalize), and y = sum over them, in expert order, of weight *
+ * (fc2[e] . act(fc1[e] . x + b1) + b2); activation 0 relu, 1 silu, 2 swiglu (gate and linear interleaved; limit
+ * when has_limit), 3 identity */
+typedef struct {
+  int64_t tokens, hidden, experts, inter, k;
+  int32_t activation, normalize, has_limit;
+  float alpha, beta, limit;
+} SeamlessMoeArgs;
 
 /* GroupQueryAttention (seamless_gqa_f32's operands); seqlens_k's values checked against total first */
 typedef struct {

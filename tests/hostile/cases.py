@@ -1403,3 +1403,40 @@ def causal_conv_state_batch_differs():
 @case
 def causal_conv_empty_sequence():  # valid: no output positions, the state carried over
     return _causal_conv(rnd(1, 4, 0), rnd(4, 1, 3), rnd(1, 4, 2))
+
+
+def _moe(tokens=5, hidden=16, experts=4, inter=8, k=2, router_rows=None, router_experts=None, fc1_experts=None,
+         fc2_inter=None):
+    r = np.random.default_rng(0)
+    x = r.standard_normal((tokens, hidden)).astype(F32)
+    router = r.standard_normal((router_rows or tokens, router_experts or experts)).astype(F32)
+    fc1 = r.standard_normal((fc1_experts or experts, 2 * inter, hidden)).astype(F32)
+    fc2 = r.standard_normal((experts, hidden, fc2_inter or inter)).astype(F32)
+    return one("MoE", [x, router, Const(fc1), None, Const(fc2)],
+               dict(k=k, activation_type="swiglu", swiglu_fusion=1, normalize_routing_weights=1), opset=21,
+               domain="com.microsoft")
+
+
+@case
+def moe_router_rows_differ():
+    return _moe(router_rows=4)
+
+
+@case
+def moe_router_experts_differ():
+    return _moe(router_experts=3)
+
+
+@case
+def moe_fc2_inter_differs():
+    return _moe(fc2_inter=6)
+
+
+@case
+def moe_k_above_experts():
+    return _moe(k=5)
+
+
+@case
+def moe_no_tokens():  # valid: an empty output
+    return _moe(tokens=0)

@@ -38,8 +38,8 @@ PREFILL, STEPS = 16, 32
 # caches need their capacity from the first step, which these loops' empty past lacks, and LFM2's convolution state
 # is no KV cache: test_builder_family_under_onnxruntime_genai)
 MODELS = [(arch, precision) for arch in material.GENAI_ARCHS for precision in material.GENAI_PRECISIONS] + \
-    [(family, precision) for family in material.GENAI_FAMILIES if family not in ("gemma2", "gemma3", "lfm2")
-     for precision in material.GENAI_FAMILY_PRECISIONS]
+    [(family, precision) for family in material.GENAI_FAMILIES
+     if family not in ("gemma2", "gemma3", "lfm2", "lfm2moe") for precision in material.GENAI_FAMILY_PRECISIONS]
 LOGIT_TOL = {"fp32": 1e-4, "int8": 3e-2, "int4": 3e-2}
 CACHE_TOL = {"fp32": 1e-5, "int8": 2e-2, "int4": 2e-2}
 REL_L2_TOL = 2e-2
@@ -322,4 +322,7 @@ def test_builder_family_under_onnxruntime_genai(family):
         tokens[peer] = list(generator.get_sequence(0))
         del generator, model
     assert tokens["ours"] == tokens["stock"] and len(tokens["ours"]) == 50
-    assert lib.seamless_family_runs() - family_runs >= 20
+    if family in material.PYTHON_STEP_FAMILIES:  # a Python step in every decode step: programs, but no family
+        assert lib.seamless_family_runs() == family_runs
+    else:
+        assert lib.seamless_family_runs() - family_runs >= 20

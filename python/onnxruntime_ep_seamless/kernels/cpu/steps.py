@@ -455,6 +455,36 @@ def causal_conv(rec, node, ins, outs):
     return [y, present]
 
 
+MOE_ACTIVATIONS = {"relu": 0, "silu": 1, "swiglu": 2, "identity": 3}
+MOE_MAX_K = 64  # program.c run_moe's per-token selection arrays
+
+
+@lowers("MoE", domain="com.microsoft")
+def moe(rec, node, ins, outs):
+    from .moe import moe_geometry
+    x, router, fc1, b1, fc2, b2 = (ins + [None] * 6)[:6]
+    attrs = node.attrs
+    weights = [v for v in (fc1, b1, fc2, b2) if v is not None]
+    if (x.array.dtype != F32 or router.array.dtype != F32 or not all(v.static for v in weights)
+            or attrs.get("k", 1) > MOE_MAX_K):
+        raise Declined(f"float32, constant expert weights, k <= {MOE_MAX_K}")
+    act = attrs.get("activation_type", "relu")
+    tokens, experts, inter = moe_geometry(x.array, router.array, fc1.array, None if b1 is None else b1.array,
+                                          fc2.array, None if b2 is None else b2.array, 2 if act == "swiglu" else 1,
+                                          attrs.get("k", 1))
+    args = rec.args("SeamlessMoeArgs")
+    args.tokens, args.hidden, args.experts, args.inter = tokens, x.array.shape[-1], experts, inter
+    args.k = attrs.get("k", 1)
+    args.activation, args.normalize = MOE_ACTIVATIONS[act], bool(attrs.get("normalize_routing_weights", 0))
+    limit = attrs.get("swiglu_limit")
+    args.has_limit, args.limit = limit is not None, float(limit or 0.0)
+    args.alpha, args.beta = attrs.get("activation_alpha", 1.0), attrs.get("activation_beta", 0.0)
+    scratch = rec.value(np.empty(experts + (3 if act == "swiglu" else 2) * inter, np.float32))
+    y = rec.value(outs[0])
+    rec.step(lib.SEAMLESS_OP_MOE, args, [x, router, fc1, b1, fc2, b2, y, scratch])
+    return [y]
+
+
 PAD_MODES = {"constant": 0, "reflect": 1, "edge": 2, "wrap": 3}
 
 
