@@ -28,6 +28,13 @@ except ImportError:
 # strings: numpy object arrays of Python str (ORT's UTF-8 bytes decoded), as onnxruntime's Python API gives them
 STRING = np.dtype(object)
 ONNX_TO_NUMPY[8] = STRING
+
+
+def string_array(items, shape) -> np.ndarray:
+    """An object array of str of the given shape (np.array would make nested sequences into more axes)."""
+    out = np.empty(len(items), STRING)
+    out[:] = items
+    return out.reshape(shape)
 NUMPY_TO_ONNX = {v: k for k, v in ONNX_TO_NUMPY.items()}
 ONNX_TYPE_NAMES = {
     0: "undefined", 1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32", 7: "int64",

@@ -1,11 +1,10 @@
 """ONNX models (onnx.ModelProto) into our IR without ORT: for tools that analyse a model file
 (capture-report) and for tests that run the planner directly. Shapes and types come from onnx's
 shape inference, not ORT's, and ORT's graph optimisations have not run."""
-import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from .ir import STRING, UNREADABLE, Graph, Node, Value
+from .ir import UNREADABLE, Graph, Node, Value, string_array
 
 
 def _attr(a: onnx.AttributeProto):
@@ -30,8 +29,8 @@ def _attr(a: onnx.AttributeProto):
 def _array(tensor: onnx.TensorProto):
     arr = numpy_helper.to_array(tensor)
     if tensor.data_type == onnx.TensorProto.STRING:  # bytes -> str, as the EP holds strings
-        arr = np.vectorize(lambda b: b.decode("utf-8", "surrogateescape") if isinstance(b, bytes) else b,
-                           otypes=[STRING])(arr)
+        arr = string_array([b.decode("utf-8", "surrogateescape") if isinstance(b, bytes) else b
+                            for b in arr.reshape(-1)], arr.shape)
     return arr
 
 

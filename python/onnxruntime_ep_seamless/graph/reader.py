@@ -11,7 +11,7 @@ import struct
 
 import numpy as np
 
-from .ir import ONNX_TO_NUMPY, PACKED_BITS, STRING, UNREADABLE, Graph, Node, Value, unpack
+from .ir import ONNX_TO_NUMPY, PACKED_BITS, UNREADABLE, Graph, Node, Value, string_array, unpack
 
 ATTR_INT, ATTR_INTS, ATTR_FLOAT, ATTR_FLOATS, ATTR_STRING, ATTR_STRINGS, ATTR_GRAPH, ATTR_TENSOR = 1, 2, 3, 4, 5, 6, 7, 8
 
@@ -58,10 +58,8 @@ class _Reader:
 
     def strings(self, shape: tuple) -> np.ndarray:
         """A string tensor's elements (glue.c put_strings) as an object array of str."""
-        items = [self.raw(self.i32()).decode("utf-8", "surrogateescape") for _ in range(self.i64())]
-        out = np.empty(len(items), STRING)
-        out[:] = items
-        return out.reshape(shape)
+        return string_array([self.raw(self.i32()).decode("utf-8", "surrogateescape") for _ in range(self.i64())],
+                            shape)
 
     def type_shape(self) -> tuple[int, tuple | None]:
         elem, rank = self.i32(), self.i32()

@@ -5,7 +5,6 @@ import numpy as np
 from ..checks import InvalidArgument
 from ..registry import FLOATS, kernel
 
-MS = "com.microsoft"
 _ACTIVATIONS = ("relu", "silu", "swiglu", "identity")
 
 
@@ -67,7 +66,7 @@ def _activation(h, kind, alpha, beta, limit):
     return gate / (1 + np.exp(-alpha * gate)) * (lin + beta)
 
 
-@kernel("MoE", domain=MS, types=FLOATS, check=check_moe, validate=validate_moe)
+@kernel("MoE", domain="com.microsoft", types=FLOATS, check=check_moe, validate=validate_moe)
 def moe(x, router_probs, fc1_experts_weights, fc1_experts_bias=None, fc2_experts_weights=None,
         fc2_experts_bias=None, fc3_experts_weights=None, fc3_experts_bias=None, *, k=1, activation_type="relu",
         activation_alpha=1.0, activation_beta=0.0, normalize_routing_weights=0, swiglu_fusion=0, swiglu_limit=None,

@@ -10,7 +10,7 @@ ANY = ("strings", "sequences", "optionals")
 _INT64 = np.dtype(np.int64)
 
 
-def _position(pos, size: int, what: str, inclusive_end: bool = False) -> int:
+def _position(pos, size: int, inclusive_end: bool = False) -> int:
     """A sequence position in [-size, size) ([-size, size] for an insertion), as a list index."""
     p = int(np.asarray(pos).reshape(-1)[0])
     high = size if inclusive_end else size - 1
@@ -39,18 +39,18 @@ def sequence_construct(*tensors):
 @kernel("SequenceInsert", since=11, takes=ANY)
 def sequence_insert(seq, tensor, position=None):
     _same_type(seq, tensor)
-    at = len(seq) if position is None else _position(position, len(seq), "insert", inclusive_end=True)
+    at = len(seq) if position is None else _position(position, len(seq), inclusive_end=True)
     return (seq[:at] + [tensor] + seq[at:],)
 
 
 @kernel("SequenceAt", since=11, takes=ANY)
 def sequence_at(seq, position):
-    return (seq[_position(position, len(seq), "at")],)
+    return (seq[_position(position, len(seq))],)
 
 
 @kernel("SequenceErase", since=11, takes=ANY)
 def sequence_erase(seq, position=None):
-    at = len(seq) - 1 if position is None else _position(position, len(seq), "erase")
+    at = len(seq) - 1 if position is None else _position(position, len(seq))
     if not seq:
         raise InvalidArgument("Invalid sequence index (-1) specified for sequence of size (0)")
     return (seq[:at] + seq[at + 1:],)

@@ -5,19 +5,13 @@ import re
 
 import numpy as np
 
-from ...graph.ir import STRING
+from ...graph.ir import STRING, string_array
 from ..checks import InvalidArgument
 from ..registry import kernel
+from .ml import ML
 
 STRINGS = frozenset([STRING])
 TAKES_STRINGS = ("strings",)
-
-
-def string_array(items, shape) -> np.ndarray:
-    """An object array of str of the given shape (np.array would make nested lists into more axes)."""
-    out = np.empty(len(items), STRING)
-    out[:] = items
-    return out.reshape(shape)
 
 
 _concat = np.frompyfunc(operator.add, 2, 1)
@@ -105,7 +99,6 @@ def regex_full_match(x, *, pattern=""):
 
 # --- LabelEncoder (ai.onnx.ml) -------------------------------------------------------------------
 
-ML = "ai.onnx.ml"
 _DTYPES = {"strings": STRING, "int64s": np.dtype(np.int64), "floats": np.dtype(np.float32)}
 
 

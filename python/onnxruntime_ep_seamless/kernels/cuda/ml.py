@@ -4,14 +4,13 @@ neither) run their CPU kernels on the host (elementwise.on_host)."""
 import numpy as np
 
 from ...runtime.cuda import DeviceTensor
-from ..cpu.ml import INT_IDS, check_tfidf, check_tree_ensemble, tfidf_vectorizer, tree_ensemble, validate_tfidf
+from ..cpu.ml import (INT_IDS, ML, check_tfidf, check_tree_ensemble, tfidf_vectorizer, tree_ensemble,
+                      validate_tfidf)
 from ..registry import kernel
 from .elementwise import GREATER, Scratch, cast_to, check_ints, compare, device_scalar, on_host
 from .shape import MOVABLE, gather
 
 F32, F16, I64 = (np.dtype(t) for t in (np.float32, np.float16, np.int64))
-
-ML = "ai.onnx.ml"
 
 
 @kernel("Binarizer", domain=ML, types=frozenset([np.dtype(np.float32)]), device="cuda")
