@@ -285,8 +285,6 @@ GENAI_FAMILIES = {
                                 num_dense_layers=1, moe_intermediate_size=128, num_experts=8,  # layer, then MoE
                                 num_experts_per_tok=2)),  # layers (com.microsoft MoE: 2 of 8 experts, SwiGLU)
 }
-# families whose decode steps hold Python steps (ops without a native step yet), so they form no native family
-PYTHON_STEP_FAMILIES = {"lfm2moe": "the router's TopK, GatherElements, Clip and ScatterElements"}
 _TEXT_CONFIGS = {"gemma3": "Gemma3TextConfig"}  # Gemma3Config is the multimodal model's
 QWEN05B = dict(vocab_size=151936, hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
                num_attention_heads=14, num_key_value_heads=2, max_position_embeddings=32768, rope_theta=1e6,

@@ -214,6 +214,12 @@ static int run_unary(const SeamlessUnaryArgs* g, const char* x, char* y, void* p
     case SEAMLESS_GELU: seamless_gelu_f32(xf, yf, (size_t)g->n, par_fn, par_ctx); return 0;
     case SEAMLESS_QUICK_GELU: seamless_quick_gelu_f32(xf, yf, (size_t)g->n, g->alpha, par_fn, par_ctx); return 0;
     case SEAMLESS_NOT: return STATUS_FAIL;
+    case SEAMLESS_CLIP:  /* numpy's maximum then minimum: a NaN operand gives NaN */
+      for (int64_t i = 0; i < g->n; i++) {
+        float v = (xf[i] > g->alpha || xf[i] != xf[i]) ? xf[i] : g->alpha;
+        yf[i] = (v < g->beta || v != v) ? v : g->beta;
+      }
+      return 0;
     default: unary_f32(g->op, xf, yf, g->n); return 0;
   }
 }
@@ -267,6 +273,127 @@ static int run_gather(const SeamlessGatherArgs* g, const char* data, const char*
       memcpy(y + (o * g->count + i) * (int64_t)inner, data + (o * g->size + v) * (int64_t)inner, inner);
     }
   return 0;
+}
+
+/* GatherElements / ScatterElements: the data offset of each index element, after all indices were checked. */
+static int64_t elements_index(const SeamlessElementsArgs* g, const char* indices, int64_t i) {
+  int64_t v = g->index_type == SEAMLESS_I32 ? ((const int32_t*)indices)[i] : ((const int64_t*)indices)[i];
+  return v < 0 ? v + g->size : v;
+}
+
+/* 1 with the first index outside [-size, size) in *value; 0 when all are within. */
+static int elements_bad_index(const SeamlessElementsArgs* g, const char* indices, int64_t count, int64_t* value) {
+  for (int64_t i = 0; i < count; i++) {
+    int64_t v = g->index_type == SEAMLESS_I32 ? ((const int32_t*)indices)[i] : ((const int64_t*)indices)[i];
+    if (v < -g->size || v >= g->size) { *value = v; return 1; }
+  }
+  return 0;
+}
+
+/* BODY for every element e of indices with at, its data offset: indices' dims walked like an odometer. */
+#define FOR_EACH_ELEMENT(g, indices, count, BODY)                                            \
+  do {                                                                                       \
+    int64_t idx_[SEAMLESS_PROGRAM_RANK] = {0}, base_ = 0;                                     \
+    for (int64_t i_ = 0; i_ < (count); i_++) {                                               \
+      const int64_t at = base_ + elements_index(g, indices, i_) * (g)->strides[(g)->axis];   \
+      const int64_t e = i_;                                                                  \
+      BODY;                                                                                  \
+      for (int d_ = (g)->rank - 1; d_ >= 0; d_--) {                                          \
+        if (d_ != (g)->axis) base_ += (g)->strides[d_];                                      \
+        if (++idx_[d_] < (g)->dims[d_]) break;                                               \
+        if (d_ != (g)->axis) base_ -= (g)->strides[d_] * (g)->dims[d_];                      \
+        idx_[d_] = 0;                                                                        \
+      }                                                                                      \
+    }                                                                                        \
+  } while (0)
+
+static int run_gather_elements(const SeamlessElementsArgs* g, const char* data, const char* indices, char* y,
+                               char* error, size_t error_len) {
+  const int64_t count = elements(g->rank, g->dims), eb = type_bytes(g->type);
+  int64_t bad;
+  if (elements_bad_index(g, indices, count, &bad)) {
+    snprintf(error, error_len, "GatherElements op: Out of range value in index tensor");
+    return STATUS_FAIL;
+  }
+  FOR_EACH_ELEMENT(g, indices, count, memcpy(y + e * eb, data + at * eb, (size_t)eb));
+  return 0;
+}
+
+#define SCATTER_REDUCE(T)                                                                         \
+  FOR_EACH_ELEMENT(g, indices, count, {                                                          \
+    T* out = (T*)y + at;                                                                         \
+    const T u = ((const T*)updates)[e];                                                          \
+    switch (g->reduction) {                                                                      \
+      case SEAMLESS_ADD: *out += u; break;                                                       \
+      case SEAMLESS_MUL: *out *= u; break;                                                       \
+      case SEAMLESS_MAX: *out = (*out > u || *out != *out) ? *out : u; break;                    \
+      default: *out = (*out < u || *out != *out) ? *out : u; break;                              \
+    }                                                                                            \
+  })
+
+static int run_scatter_elements(const SeamlessElementsArgs* g, const char* data, const char* indices,
+                                const char* updates, char* y, char* error, size_t error_len) {
+  const int64_t count = elements(g->rank, g->dims), eb = type_bytes(g->type);
+  int64_t bad;
+  if (elements_bad_index(g, indices, count, &bad)) {
+    snprintf(error, error_len, "indices element out of data bounds, idx=%lld must be within the inclusive "
+             "range [%lld,%lld]", (long long)bad, (long long)-g->size, (long long)(g->size - 1));
+    return STATUS_INVALID_ARGUMENT;
+  }
+  if (y != data && g->data_elements) memcpy(y, data, (size_t)(g->data_elements * eb));
+  if (g->reduction < 0) FOR_EACH_ELEMENT(g, indices, count, memcpy(y + at * eb, updates + e * eb, (size_t)eb));
+  else if (g->type == SEAMLESS_F32) SCATTER_REDUCE(float);
+  else if (g->type == SEAMLESS_F64) SCATTER_REDUCE(double);
+  else return STATUS_FAIL;
+  return 0;
+}
+
+/* TopK: whether (va, ia) comes before (vb, ib) in stock's order. */
+static int top_k_before(float va, int64_t ia, float vb, int64_t ib, int largest) {
+  const int na = va != va, nb = vb != vb;
+  if (na || nb) return na && nb ? ia < ib : largest ? na : nb;  /* NaN above every number */
+  if (va != vb) return largest ? va > vb : va < vb;
+  return ia < ib;
+}
+
+typedef struct { float value; int64_t index; } TopKPair;
+
+static int top_k_larger_first(const void* a, const void* b) {
+  const TopKPair *p = a, *q = b;
+  return top_k_before(p->value, p->index, q->value, q->index, 1) ? -1 : 1;  /* distinct indices: never equal */
+}
+
+static int top_k_smaller_first(const void* a, const void* b) {
+  const TopKPair *p = a, *q = b;
+  return top_k_before(p->value, p->index, q->value, q->index, 0) ? -1 : 1;
+}
+
+static void run_top_k(const SeamlessTopKArgs* g, const float* x, float* values, int64_t* indices, TopKPair* scratch) {
+  const int64_t n = g->n, k = g->k, inner = g->inner;
+  TopKPair best[SEAMLESS_TOP_K_INSERT];
+  for (int64_t o = 0; o < g->outer; o++)
+    for (int64_t c = 0; c < inner; c++) {
+      const float* row = x + o * n * inner + c;
+      TopKPair* kept = k <= SEAMLESS_TOP_K_INSERT ? best : scratch;
+      int64_t count = 0;
+      if (kept == best) {  /* insertion into the k best so far, in order; the row read by ascending index */
+        for (int64_t j = 0; j < n && k; j++) {
+          const float v = row[j * inner];
+          if (count == k && !top_k_before(v, j, best[k - 1].value, best[k - 1].index, g->largest)) continue;
+          int64_t at = count < k ? count++ : k - 1;
+          for (; at > 0 && top_k_before(v, j, best[at - 1].value, best[at - 1].index, g->largest); at--)
+            best[at] = best[at - 1];
+          best[at] = (TopKPair){v, j};
+        }
+      } else {
+        for (int64_t j = 0; j < n; j++) scratch[j] = (TopKPair){row[j * inner], j};
+        qsort(scratch, (size_t)n, sizeof *scratch, g->largest ? top_k_larger_first : top_k_smaller_first);
+      }
+      for (int64_t j = 0; j < k; j++) {
+        values[(o * k + j) * inner + c] = kept[j].value;
+        indices[(o * k + j) * inner + c] = kept[j].index;
+      }
+    }
 }
 
 typedef struct { const SeamlessStridedArgs* g; const char* x; char* y; int64_t rows; size_t tasks; } StridedJob;
@@ -397,16 +524,65 @@ static float moe_activation(int kind, float v) {
   return kind == 0 ? (v > 0.0f ? v : 0.0f) : kind == 1 ? v / (1.0f + expf(-v)) : v;
 }
 
+#define MOE_LANES 16
+
+/* A dot product in MOE_LANES independent sums (vectorized without reordering any one of them). */
+SEAMLESS_SIMD static float moe_dot(const float* a, const float* b, int64_t n) {
+  float acc[MOE_LANES] = {0};
+  int64_t i = 0;
+  for (; i + MOE_LANES <= n; i += MOE_LANES)
+    for (int j = 0; j < MOE_LANES; j++) acc[j] += a[i + j] * b[i + j];
+  for (; i < n; i++) acc[0] += a[i] * b[i];
+  float v = 0.0f;
+  for (int j = 0; j < MOE_LANES; j++) v += acc[j];
+  return v;
+}
+
+/* One expert's product over a chunk of its tokens, rows [r0, r1) of w [rows, cols] (+ bias) times each token's
+ * input, each weight row read once for the chunk. in_token: the chunk's rows of `in` (NULL: rows 0..count-1); out_token:
+ * y rows to add scale[j] times the result to (NULL: stored in rows 0..count-1 of out). */
+typedef struct {
+  const float *w, *bias, *in;
+  float* out;
+  int64_t rows, cols, count;
+  const int32_t *in_token, *out_token;
+  const float* scale;
+  size_t tasks;
+} MoeProduct;
+
+static void moe_product_task(void* user, size_t task) {
+  const MoeProduct* p = user;
+  size_t r0, r1;
+  seamless_task_range((size_t)p->rows, p->tasks, task, &r0, &r1);
+  for (size_t r = r0; r < r1; r++)
+    for (int64_t j = 0; j < p->count; j++) {
+      const float* in = p->in + (p->in_token ? p->in_token[j] : j) * p->cols;
+      float v = moe_dot(p->w + r * p->cols, in, p->cols);
+      v = p->bias ? v + p->bias[r] : v;
+      if (p->out_token) p->out[p->out_token[j] * p->rows + r] += p->scale[j] * v;
+      else p->out[j * p->rows + r] = v;
+    }
+}
+
+static void moe_product(MoeProduct* p, void* par_fn, void* par_ctx) {
+  size_t tasks = seamless_task_count((size_t)(p->rows * p->cols * p->count), PARALLEL_GRAIN * 4);
+  p->tasks = tasks < (size_t)p->rows ? tasks : (size_t)p->rows;
+  seamless_run_tasks(par_fn, par_ctx, p->tasks, moe_product_task, p);
+}
+
+/* MoE: each token routed (the router's softmax, its k best, their weights), then each expert over its tokens,
+ * SEAMLESS_MOE_CHUNK at a time; a token's y sums its experts in expert order, as the Python kernel does. */
 static void run_moe(const SeamlessMoeArgs* a, const float* x, const float* router, const float* fc1, const float* b1,
-                    const float* fc2, const float* b2, float* y, float* scratch) {
-  const int64_t h = a->hidden, e_count = a->experts, inter = a->inter, k = a->k;
+                    const float* fc2, const float* b2, float* y, float* scratch, void* par_fn, void* par_ctx) {
+  const int64_t h = a->hidden, e_count = a->experts, inter = a->inter, k = a->k, tokens = a->tokens;
   const int64_t rows1 = a->activation == 2 ? 2 * inter : inter;
-  float *probs = scratch, *h1 = scratch + e_count, *act = h1 + rows1;
-  int64_t chosen[64];
-  float weight[64];
-  for (int64_t t = 0; t < a->tokens; t++) {
-    const float *xt = x + t * h, *logits = router + t * e_count;
-    float* yt = y + t * h;
+  float *probs = scratch, *weight = probs + e_count;  /* weight, chosen: [tokens, k] */
+  int32_t *chosen = (int32_t*)(weight + tokens * k), *members = chosen + tokens * k;
+  float *h1 = (float*)(members + tokens), *act = h1 + SEAMLESS_MOE_CHUNK * rows1;
+  for (int64_t t = 0; t < tokens; t++) {
+    const float* logits = router + t * e_count;
+    int32_t* mine = chosen + t * k;
+    float* w = weight + t * k;
     float top = logits[0], sum = 0.0f, picked = 0.0f;
     for (int64_t e = 1; e < e_count; e++) top = logits[e] > top ? logits[e] : top;
     for (int64_t e = 0; e < e_count; e++) sum += probs[e] = expf(logits[e] - top);
@@ -415,42 +591,48 @@ static void run_moe(const SeamlessMoeArgs* a, const float* x, const float* route
       int64_t best = -1;
       for (int64_t e = 0; e < e_count; e++) {
         int taken = 0;
-        for (int64_t q = 0; q < s; q++) taken |= chosen[q] == e;
+        for (int64_t q = 0; q < s; q++) taken |= mine[q] == e;
         if (!taken && (best < 0 || probs[e] > probs[best])) best = e;
       }
-      chosen[s] = best;
-      weight[s] = probs[best];
+      mine[s] = (int32_t)best;
+      w[s] = probs[best];
       picked += probs[best];
     }
-    for (int64_t s = 1; s < k; s++)  /* accumulated in expert order, as the Python kernel does */
-      for (int64_t q = s; q > 0 && chosen[q - 1] > chosen[q]; q--) {
-        int64_t c = chosen[q]; chosen[q] = chosen[q - 1]; chosen[q - 1] = c;
-        float w = weight[q]; weight[q] = weight[q - 1]; weight[q - 1] = w;
-      }
-    for (int64_t i = 0; i < h; i++) yt[i] = 0.0f;
-    for (int64_t s = 0; s < k; s++) {
-      const int64_t e = chosen[s];
-      const float w = a->normalize ? weight[s] / picked : weight[s];
-      const float *w1 = fc1 + e * rows1 * h, *w2 = fc2 + e * h * inter;
-      for (int64_t r = 0; r < rows1; r++) {
-        float acc = 0.0f;
-        for (int64_t i = 0; i < h; i++) acc += w1[r * h + i] * xt[i];
-        h1[r] = b1 ? acc + b1[e * rows1 + r] : acc;
-      }
-      for (int64_t m = 0; m < inter; m++) {
-        if (a->activation != 2) { act[m] = moe_activation(a->activation, h1[m]); continue; }
-        float gate = h1[2 * m], lin = h1[2 * m + 1];
-        if (a->has_limit) {
-          gate = gate < a->limit ? gate : a->limit;
-          lin = lin < -a->limit ? -a->limit : lin > a->limit ? a->limit : lin;
+    if (a->normalize)
+      for (int64_t s = 0; s < k; s++) w[s] /= picked;
+  }
+  memset(y, 0, (size_t)(tokens * h) * sizeof *y);
+  for (int64_t e = 0; e < e_count; e++) {
+    float scale[SEAMLESS_MOE_CHUNK];
+    int64_t count = 0;
+    for (int64_t t = 0; t < tokens; t++)
+      for (int64_t s = 0; s < k; s++)
+        if (chosen[t * k + s] == e) members[count++] = (int32_t)t;
+    for (int64_t c0 = 0; c0 < count; c0 += SEAMLESS_MOE_CHUNK) {
+      const int64_t n = count - c0 < SEAMLESS_MOE_CHUNK ? count - c0 : SEAMLESS_MOE_CHUNK;
+      const int32_t* chunk = members + c0;
+      for (int64_t j = 0; j < n; j++)
+        for (int64_t s = 0; s < k; s++)
+          if (chosen[chunk[j] * k + s] == e) scale[j] = weight[chunk[j] * k + s];
+      MoeProduct up = {.w = fc1 + e * rows1 * h, .bias = b1 ? b1 + e * rows1 : NULL, .in = x, .out = h1,
+                       .rows = rows1, .cols = h, .count = n, .in_token = chunk};
+      moe_product(&up, par_fn, par_ctx);
+      for (int64_t j = 0; j < n; j++) {
+        const float* hj = h1 + j * rows1;
+        float* aj = act + j * inter;
+        for (int64_t m = 0; m < inter; m++) {
+          if (a->activation != 2) { aj[m] = moe_activation(a->activation, hj[m]); continue; }
+          float gate = hj[2 * m], lin = hj[2 * m + 1];
+          if (a->has_limit) {
+            gate = gate < a->limit ? gate : a->limit;
+            lin = lin < -a->limit ? -a->limit : lin > a->limit ? a->limit : lin;
+          }
+          aj[m] = gate / (1.0f + expf(-a->alpha * gate)) * (lin + a->beta);
         }
-        act[m] = gate / (1.0f + expf(-a->alpha * gate)) * (lin + a->beta);
       }
-      for (int64_t i = 0; i < h; i++) {
-        float acc = 0.0f;
-        for (int64_t m = 0; m < inter; m++) acc += w2[i * inter + m] * act[m];
-        yt[i] += w * (b2 ? acc + b2[e * h + i] : acc);
-      }
+      MoeProduct down = {.w = fc2 + e * h * inter, .bias = b2 ? b2 + e * h : NULL, .in = act, .out = y, .rows = h,
+                         .cols = inter, .count = n, .out_token = chunk, .scale = scale};
+      moe_product(&down, par_fn, par_ctx);
     }
   }
 }
@@ -594,9 +776,15 @@ static int run_step(const SeamlessStep* s, char* const* ptr, void* par_fn, void*
       return 0;
     }
     case SEAMLESS_OP_PAD: run_pad(args, P(0), P(1)); return 0;
+    case SEAMLESS_OP_TOP_K:
+      run_top_k(args, (const float*)P(0), (float*)P(1), (int64_t*)P(2), (TopKPair*)P(3));
+      return 0;
+    case SEAMLESS_OP_GATHER_ELEMENTS: return run_gather_elements(args, P(0), P(1), P(2), error, error_len);
+    case SEAMLESS_OP_SCATTER_ELEMENTS:
+      return run_scatter_elements(args, P(0), P(1), P(2), P(3), error, error_len);
     case SEAMLESS_OP_MOE:
       run_moe(args, (const float*)P(0), (const float*)P(1), (const float*)P(2), (const float*)P(3), (const float*)P(4),
-              (const float*)P(5), (float*)P(6), (float*)P(7));
+              (const float*)P(5), (float*)P(6), (float*)P(7), par_fn, par_ctx);
       return 0;
     case SEAMLESS_OP_CAUSAL_CONV:
       run_causal_conv(args, (const float*)P(0), (const float*)P(1), (const float*)P(2), (const float*)P(3),

@@ -6,6 +6,8 @@
 #define SEAMLESS_PROGRAM_RANK 8      /* dims an argument block holds (after merging axes) */
 #define SEAMLESS_STEP_OPERANDS 10    /* buffer slots a step names */
 #define SEAMLESS_PROGRAM_ERROR 512   /* bytes of a failed run's message */
+#define SEAMLESS_MOE_CHUNK 16        /* MoE runs an expert's tokens this many at a time, its weights read once a chunk */
+#define SEAMLESS_TOP_K_INSERT 32     /* TopK keeps up to this many by insertion; more: a sort in scratch */
 
 /* A step's op code (SeamlessStep.op); each names the argument block it reads. */
 enum SeamlessOp {
@@ -34,8 +36,12 @@ enum SeamlessOp {
   SEAMLESS_OP_PAD = 20,        /* SeamlessPadArgs: x -> y */
   SEAMLESS_OP_CAUSAL_CONV = 21, /* SeamlessCausalConvArgs: x, weight, bias (or -1), past_state (or -1: zeros) -> y,
                                   present_state */
-  SEAMLESS_OP_MOE = 22         /* SeamlessMoeArgs: x, router, fc1, fc1 bias (or -1), fc2, fc2 bias (or -1) -> y,
-                                  scratch (experts + fusion * inter + inter floats) */
+  SEAMLESS_OP_MOE = 22,        /* SeamlessMoeArgs: x, router, fc1, fc1 bias (or -1), fc2, fc2 bias (or -1) -> y,
+                                  scratch (experts + 2 tokens k + tokens + SEAMLESS_MOE_CHUNK (fusion + 1) inter
+                                  floats) */
+  SEAMLESS_OP_TOP_K = 23,      /* SeamlessTopKArgs: x -> values, indices, scratch (or -1 when k <= SEAMLESS_TOP_K_INSERT) */
+  SEAMLESS_OP_GATHER_ELEMENTS = 24, /* SeamlessElementsArgs: data, indices -> y */
+  SEAMLESS_OP_SCATTER_ELEMENTS = 25 /* SeamlessElementsArgs: data, indices, updates -> y */
 };
 
 /* Element types: ONNX's TensorProto codes. */
@@ -51,7 +57,7 @@ enum SeamlessBinaryOp {
 enum SeamlessUnaryOp {
   SEAMLESS_ERF = 0, SEAMLESS_GELU = 1, SEAMLESS_SIGMOID = 2, SEAMLESS_TANH = 3, SEAMLESS_EXP = 4, SEAMLESS_LOG = 5,
   SEAMLESS_SQRT = 6, SEAMLESS_NEG = 7, SEAMLESS_ABS = 8, SEAMLESS_RELU = 9, SEAMLESS_RECIPROCAL = 10,
-  SEAMLESS_SILU = 11, SEAMLESS_QUICK_GELU = 12, SEAMLESS_NOT = 13, SEAMLESS_GELU_TANH = 14
+  SEAMLESS_SILU = 11, SEAMLESS_QUICK_GELU = 12, SEAMLESS_NOT = 13, SEAMLESS_GELU_TANH = 14, SEAMLESS_CLIP = 15
 };
 
 typedef struct { int64_t nbytes; } SeamlessCopyArgs;
@@ -63,12 +69,28 @@ typedef struct {
       sc[SEAMLESS_PROGRAM_RANK];
 } SeamlessBinaryArgs;
 
-typedef struct { int32_t op, type; int64_t n; float alpha; } SeamlessUnaryArgs;
+/* alpha: QuickGelu's; Clip's bounds: max(x, alpha), then min(., beta), NaN kept as numpy keeps it */
+typedef struct { int32_t op, type; int64_t n; float alpha, beta; } SeamlessUnaryArgs;
 
 typedef struct { int32_t from, to; int64_t n; } SeamlessCastArgs;
 
 /* y[outer, count, inner] = data[outer, indices[count], inner]; every index checked in [-size, size) */
 typedef struct { int64_t outer, size, inner_bytes, count; int32_t index_type; } SeamlessGatherArgs;
+
+/* float32 TopK of x viewed as [outer, n, inner] along n: values and int64 indices [outer, k, inner] in stock's order
+ * (larger first when largest, else smaller; NaN above every number; equal values by lower index); the scratch holds
+ * n (value, index) pairs of 16 bytes */
+typedef struct { int64_t outer, n, inner, k; int32_t largest; } SeamlessTopKArgs;
+
+/* GatherElements / ScatterElements: for each element i of indices (dims, C-ordered, the output's too for gather),
+ * the data element at i with its axis coordinate replaced by indices[i] (every index checked in [-size, size)
+ * first); data at element strides. Scatter copies data (data_elements) to y, then writes each update there, one after
+ * another: reduction -1 replaces, else SEAMLESS_ADD, MUL, MAX or MIN (float types) */
+typedef struct {
+  int32_t rank, axis, type, index_type, reduction;
+  int64_t size, data_elements;
+  int64_t dims[SEAMLESS_PROGRAM_RANK], strides[SEAMLESS_PROGRAM_RANK];
+} SeamlessElementsArgs;
 
 /* y[dst_offset + i . dst] = x[src_offset + i . src] for every index i < dims (offsets and strides in elements) */
 typedef struct {

@@ -252,7 +252,11 @@ def test_log_partition_says_why_a_node_runs_through_python(capfd):
 
 
 def test_a_node_without_a_native_step_is_a_python_step_of_the_program(capfd):
-    ours, stock = ep_session(_topk_model(True), log_partition="1"), stock_session(_topk_model(True))
+    model = _model([helper.make_node("CumSum", ["x", "axis"], ["c"]), helper.make_node("Relu", ["c"], ["r"])],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8])],
+                   [helper.make_tensor_value_info("r", TensorProto.FLOAT, None)],
+                   [helper.make_tensor("axis", TensorProto.INT64, [], [0])])
+    ours, stock = ep_session(model, log_partition="1"), stock_session(model)
     rng = np.random.default_rng(6)
     answered = []
     for _ in range(4):
@@ -262,27 +266,37 @@ def test_a_node_without_a_native_step_is_a_python_step_of_the_program(capfd):
         for o, r in zip(out, stock.run(None, feeds)):
             assert_close(o, r, 0, 0)
     assert answered == [0, 0, 1, 1]
-    assert "runs as a native program with 1 Python step(s): TopK" in capfd.readouterr().err
+    assert "runs as a native program with 1 Python step(s): CumSum" in capfd.readouterr().err
 
 
-def test_a_python_steps_error_is_stocks():
-    # GatherElements has no native step: a Python step whose kernel checks the indices from the run's data
-    model = _model([helper.make_node("GatherElements", ["x", "i"], ["y"], axis=0)],
+@pytest.mark.parametrize("op,attrs,index_shape,good,bad,expected", [
+    # GatherND has no native step: a Python step whose kernel checks the indices from the run's data
+    ("GatherND", {}, [2, 1], [[0], [3]], [[0], [9]], [0, 3]),
+    # GatherElements and ScatterElements: native steps that check them in C
+    ("GatherElements", {"axis": 0}, [2], [0, 3], [0, 9], [0, 3]),
+    ("GatherElements", {"axis": 0}, [2], [-4, 3], [0, -5], [0, 3]),
+    ("ScatterElements", {"axis": 0, "reduction": "add"}, [2], [0, 3], [9, 0], [10, 1, 2, 14]),
+    ("ScatterElements", {"axis": 0}, [2], [-1, 0], [-5, 0], [11, 1, 2, 10])])
+def test_a_steps_error_is_stocks(op, attrs, index_shape, good, bad, expected):
+    scatter = op == "ScatterElements"
+    model = _model([helper.make_node(op, ["x", "i", "u"] if scatter else ["x", "i"], ["y"], **attrs)],
                    [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4]),
-                    helper.make_tensor_value_info("i", TensorProto.INT64, [2])],
+                    helper.make_tensor_value_info("i", TensorProto.INT64, index_shape)]
+                   + ([helper.make_tensor_value_info("u", TensorProto.FLOAT, [2])] if scatter else []),
                    [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
     ours, stock = ep_session(model), stock_session(model)
-    x = np.arange(4, dtype=np.float32)
+    x, u = np.arange(4, dtype=np.float32), np.array([10, 11], np.float32)
+    feeds = lambda i: {"x": x, "i": np.array(i, np.int64), **({"u": u} if scatter else {})}
     for _ in range(3):
-        ours.run(None, {"x": x, "i": np.array([0, 3], np.int64)})
-    bad = {"x": x, "i": np.array([0, 9], np.int64)}
+        ours.run(None, feeds(good))
     with pytest.raises(Exception) as stock_error:
-        stock.run(None, bad)
+        stock.run(None, feeds(bad))
     before = native_runs()
-    with pytest.raises(type(stock_error.value), match="(GatherElements)"):
-        ours.run(None, bad)
+    with pytest.raises(type(stock_error.value), match=f"\\({op}\\)"):
+        ours.run(None, feeds(bad))
     assert native_runs() == before + 1
-    assert_close(ours.run(None, {"x": x, "i": np.array([3, 1], np.int64)})[0], np.array([3, 1], np.float32), 0, 0)
+    assert_close(ours.run(None, feeds(good))[0], np.array(expected, np.float32), 0, 0)
+    assert_close(x, np.arange(4, dtype=np.float32), 0, 0)  # the input never changed
 
 
 def test_a_partition_with_many_inputs_and_outputs_runs_in_c():

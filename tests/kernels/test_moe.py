@@ -33,6 +33,13 @@ def test_moe(act, k, normalize, extra):
     check_node("MoE", moe_inputs(9, 16, 4, 8, act), attrs, opset=21, domain="com.microsoft", const=(2, 3, 4, 5))
 
 
+def test_moe_many_tokens():
+    # more tokens per expert than the native step's chunk (program.h SEAMLESS_MOE_CHUNK), odd widths
+    attrs = dict(k=3, activation_type="swiglu", swiglu_fusion=1, normalize_routing_weights=1)
+    check_node("MoE", moe_inputs(70, 37, 4, 19, "swiglu"), attrs, opset=21, domain="com.microsoft",
+               const=(2, 3, 4, 5))
+
+
 def test_moe_masked_router_3d_no_bias_and_float16():
     attrs = dict(k=2, activation_type="swiglu", swiglu_fusion=1, normalize_routing_weights=1)
     check_node("MoE", moe_inputs(6, 16, 8, 8, "swiglu", bias=False, masked_k=2, shape3=True), attrs, opset=21,

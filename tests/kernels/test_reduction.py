@@ -289,6 +289,17 @@ def test_topk_ties_lower_index_first(largest):
     parity("TopK", x, np.array([17], np.int64), out=TOPK_OUT, attrs={"largest": largest}, opset=11)
 
 
+@pytest.mark.parametrize("largest", [0, 1])
+@pytest.mark.parametrize("k", [0, 1, 3, 32, 33, 40])
+def test_topk_constant_k_native_step(largest, k):
+    # a constant k: the native program's step in the third run (by insertion up to 32, a sort beyond)
+    x = rng.integers(0, 6, (2, 40, 3)).astype(np.float32)  # many ties
+    x[0, 5, 0] = x[1, 7, 2] = x[1, 30, 2] = x[1, 31, 2] = np.nan
+    x[0, 9, 1], x[0, 11, 1] = -0.0, 0.0
+    parity("TopK", x, Const(np.array([k], np.int64)), out=TOPK_OUT, attrs={"largest": largest, "axis": 1}, opset=11)
+    parity("TopK", x, Const(np.array([min(k, 3)], np.int64)), out=TOPK_OUT, attrs={"largest": largest}, opset=11)
+
+
 @pytest.mark.parametrize("dtype", [np.int32, np.int64, np.float64])
 def test_topk_types(dtype):
     x = rand((3, 9), dtype, -20, 20)

@@ -275,6 +275,78 @@ def gather(rec, node, ins, outs):
     return [y]
 
 
+SCATTER_REDUCTIONS = {"none": -1, "add": lib.SEAMLESS_ADD, "mul": lib.SEAMLESS_MUL, "max": lib.SEAMLESS_MAX,
+                      "min": lib.SEAMLESS_MIN}
+
+
+def _elements_args(rec, node, data, indices):
+    """A SeamlessElementsArgs for GatherElements/ScatterElements (the Python kernel checked the shapes)."""
+    if indices.dtype not in (np.dtype(np.int64), np.dtype(np.int32)) or not 1 <= data.ndim <= RANK:
+        raise Declined(f"indices of {indices.dtype}, data of rank {data.ndim}")
+    args = rec.args("SeamlessElementsArgs")
+    args.rank, args.axis = data.ndim, node.attrs.get("axis", 0) % data.ndim
+    args.type, args.index_type = type_code(data.dtype), type_code(indices.dtype)
+    args.size, args.data_elements = data.shape[args.axis], data.size
+    _fill(args, "dims", list(indices.shape))
+    _fill(args, "strides", _contiguous_strides(data.shape))
+    return args
+
+
+@lowers("GatherElements")
+def gather_elements(rec, node, ins, outs):
+    args = _elements_args(rec, node, ins[0].array, ins[1].array)
+    y = rec.value(outs[0])
+    rec.step(lib.SEAMLESS_OP_GATHER_ELEMENTS, args, [ins[0], ins[1], y])
+    return [y]
+
+
+@lowers("ScatterElements")
+def scatter_elements(rec, node, ins, outs):
+    args = _elements_args(rec, node, ins[0].array, ins[1].array)
+    args.reduction = SCATTER_REDUCTIONS[node.attrs.get("reduction", "none")]
+    if args.reduction >= 0 and ins[0].array.dtype.kind != "f":
+        raise Declined(f"reduction {node.attrs['reduction']!r} of {ins[0].array.dtype}")
+    y = rec.value(outs[0])
+    rec.step(lib.SEAMLESS_OP_SCATTER_ELEMENTS, args, [ins[0], ins[1], ins[2], y])
+    return [y]
+
+
+@lowers("TopK")
+def top_k(rec, node, ins, outs):
+    x = ins[0].array
+    values, indices = outs
+    if x.dtype != F32 or not x.ndim:
+        raise Declined(f"TopK of {x.dtype}")
+    axis = node.attrs.get("axis", -1) % x.ndim
+    args = rec.args("SeamlessTopKArgs")
+    args.outer, args.n, args.inner = math.prod(x.shape[:axis]), x.shape[axis], math.prod(x.shape[axis + 1:])
+    args.k, args.largest = values.shape[axis], node.attrs.get("largest", 1) != 0
+    scratch = rec.value(np.empty(2 * args.n, np.int64)) if args.k > lib.SEAMLESS_TOP_K_INSERT else None
+    ys = [rec.value(values), rec.value(indices)]
+    rec.step(lib.SEAMLESS_OP_TOP_K, args, [ins[0], *ys, scratch])
+    return ys
+
+
+@lowers("Clip")
+def clip(rec, node, ins, outs):
+    x = ins[0].array
+    if node.since_version < 11:
+        low, high = node.attrs.get("min", -np.inf), node.attrs.get("max", np.inf)
+    else:
+        bounds = (ins + [None] * 3)[1:3]
+        if not all(v is None or v.static for v in bounds):
+            raise Declined("its bounds come from the run's data")
+        low, high = (default if v is None else float(v.array.reshape(-1)[0]) for v, default in
+                     zip(bounds, (-np.inf, np.inf)))
+    if x.dtype != F32:
+        raise Declined(f"no native Clip of {x.dtype}")
+    args = rec.args("SeamlessUnaryArgs")
+    args.op, args.type, args.n, args.alpha, args.beta = lib.SEAMLESS_CLIP, type_code(F32), x.size, low, high
+    y = rec.value(outs[0])
+    rec.step(lib.SEAMLESS_OP_UNARY, args, [ins[0], y])
+    return [y]
+
+
 # ---------------------------------------------------------------- families with native kernels
 
 def _rows(rec, rows, cols, eps=0.0):
@@ -456,7 +528,6 @@ def causal_conv(rec, node, ins, outs):
 
 
 MOE_ACTIVATIONS = {"relu": 0, "silu": 1, "swiglu": 2, "identity": 3}
-MOE_MAX_K = 64  # program.c run_moe's per-token selection arrays
 
 
 @lowers("MoE", domain="com.microsoft")
@@ -465,9 +536,8 @@ def moe(rec, node, ins, outs):
     x, router, fc1, b1, fc2, b2 = (ins + [None] * 6)[:6]
     attrs = node.attrs
     weights = [v for v in (fc1, b1, fc2, b2) if v is not None]
-    if (x.array.dtype != F32 or router.array.dtype != F32 or not all(v.static for v in weights)
-            or attrs.get("k", 1) > MOE_MAX_K):
-        raise Declined(f"float32, constant expert weights, k <= {MOE_MAX_K}")
+    if x.array.dtype != F32 or router.array.dtype != F32 or not all(v.static for v in weights):
+        raise Declined("float32, constant expert weights")
     act = attrs.get("activation_type", "relu")
     tokens, experts, inter = moe_geometry(x.array, router.array, fc1.array, None if b1 is None else b1.array,
                                           fc2.array, None if b2 is None else b2.array, 2 if act == "swiglu" else 1,
@@ -479,7 +549,9 @@ def moe(rec, node, ins, outs):
     limit = attrs.get("swiglu_limit")
     args.has_limit, args.limit = limit is not None, float(limit or 0.0)
     args.alpha, args.beta = attrs.get("activation_alpha", 1.0), attrs.get("activation_beta", 0.0)
-    scratch = rec.value(np.empty(experts + (3 if act == "swiglu" else 2) * inter, np.float32))
+    fusion, k = 2 if act == "swiglu" else 1, args.k  # program.h SEAMLESS_OP_MOE's scratch
+    scratch = rec.value(np.empty(experts + 2 * tokens * k + tokens + lib.SEAMLESS_MOE_CHUNK * (fusion + 1) * inter,
+                                 np.float32))
     y = rec.value(outs[0])
     rec.step(lib.SEAMLESS_OP_MOE, args, [x, router, fc1, b1, fc2, b2, y, scratch])
     return [y]
