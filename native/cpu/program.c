@@ -521,6 +521,7 @@ static void run_causal_conv(const SeamlessCausalConvArgs* a, const float* x, con
 }
 
 static float moe_activation(int kind, float v) {
+  if (kind == 4) return 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * (v * v * v))));
   return kind == 0 ? (v > 0.0f ? v : 0.0f) : kind == 1 ? v / (1.0f + expf(-v)) : v;
 }
 
@@ -547,27 +548,142 @@ typedef struct {
   int64_t rows, cols, count;
   const int32_t *in_token, *out_token;
   const float* scale;
+  const uint8_t* q;               /* QMoE: w is NULL and these hold the expert's weights (SeamlessMoeArgs) */
+  const float *q_scale, *q_zero;
+  int64_t bits, block, blocks, row_bytes;
   size_t tasks;
 } MoeProduct;
+
+#define MOE_PIECE 512   /* cols of a QMoE weight row dequantized at a time, on the stack */
+
+/* Cols [c0, c1) of row r of a QMoE expert as floats, scale (q - zero) per block: 4 bits in two halves, the weights of
+ * the even cols in out, the odd ones' in out_odd (as moe_quantized splits the inputs); c0 and the blocks' starts are
+ * even (pieces of MOE_PIECE cols, blocks of 16 and more or one of the whole row). */
+SEAMLESS_SIMD static void moe_dequantize(const MoeProduct* p, int64_t r, int64_t c0, int64_t c1, float* out,
+                                         float* out_odd) {
+  const uint8_t* row = p->q + r * p->row_bytes;
+  const int64_t pack = 8 / p->bits, mask = (1 << p->bits) - 1;
+  for (int64_t c = c0; c < c1;) {
+    const int64_t b = c / p->block, end = (b + 1) * p->block < c1 ? (b + 1) * p->block : c1;
+    const float s = p->q_scale[r * p->blocks + b], z = p->q_zero[r * p->blocks + b];
+    if (p->bits == 4)
+      for (int64_t i = c / 2; i < (end + 1) / 2; i++) {
+        out[i - c0 / 2] = s * ((float)(row[i] & 15) - z);
+        out_odd[i - c0 / 2] = s * ((float)(row[i] >> 4) - z);
+      }
+    else if (p->bits == 8)
+      for (int64_t i = c; i < end; i++) out[i - c0] = s * ((float)row[i] - z);
+    else
+      for (int64_t i = c; i < end; i++) out[i - c0] = s * ((float)((row[i / pack] >> ((i % pack) * p->bits)) & mask) - z);
+    c = end;
+  }
+}
+
+/* One 4- or 8-bit QMoE weight row against one input: sum over blocks of scale (q - zero) . x, in MOE_LANES sums; 4 bits:
+ * the low nibbles against xe, the high ones against xo (the input's even and odd elements, split by moe_quantized). */
+SEAMLESS_SIMD static float moe_quantized_dot(const MoeProduct* p, const uint8_t* row, const float* scale,
+                                             const float* zero, const float* xe, const float* xo) {
+  float acc[MOE_LANES] = {0};
+  for (int64_t b = 0; b < p->blocks; b++) {
+    const int64_t c0 = b * p->block, c1 = c0 + p->block < p->cols ? c0 + p->block : p->cols;
+    const float s = scale[b], z = zero[b];
+    if (p->bits == 4) {
+      const uint8_t* q = row + c0 / 2;
+      const float *e = xe + c0 / 2, *o = xo + c0 / 2;
+      const int64_t n = (c1 - c0 + 1) / 2;
+      int64_t i = 0;
+      for (; i + MOE_LANES <= n; i += MOE_LANES)
+        for (int j = 0; j < MOE_LANES; j++)
+          acc[j] += s * (((float)(q[i + j] & 15) - z) * e[i + j] + ((float)(q[i + j] >> 4) - z) * o[i + j]);
+      for (; i < n; i++) acc[0] += s * (((float)(q[i] & 15) - z) * e[i] + ((float)(q[i] >> 4) - z) * o[i]);
+    } else {
+      const uint8_t* q = row + c0;
+      const float* x = xe + c0;
+      const int64_t n = c1 - c0;
+      int64_t i = 0;
+      for (; i + MOE_LANES <= n; i += MOE_LANES)
+        for (int j = 0; j < MOE_LANES; j++) acc[j] += s * (((float)q[i + j] - z) * x[i + j]);
+      for (; i < n; i++) acc[0] += s * (((float)q[i] - z) * x[i]);
+    }
+  }
+  float v = 0.0f;
+  for (int j = 0; j < MOE_LANES; j++) v += acc[j];
+  return v;
+}
+
+/* Row r of a 4- or 8-bit QMoE product against each token. */
+static void moe_quantized_row(const MoeProduct* p, int64_t r, float* acc) {
+  const int64_t half = (p->cols + 1) / 2, stride = p->bits == 4 ? 2 * half : p->cols;
+  for (int64_t j = 0; j < p->count; j++) {
+    const float* in = p->in + (p->in_token ? p->in_token[j] : j) * stride;
+    acc[j] = moe_quantized_dot(p, p->q + r * p->row_bytes, p->q_scale + r * p->blocks, p->q_zero + r * p->blocks, in,
+                               in + half);
+  }
+}
+
+#define MOE_DEQUANTIZE_TOKENS 4   /* from this many tokens in a chunk, QMoE rows are dequantized once for them all */
 
 static void moe_product_task(void* user, size_t task) {
   const MoeProduct* p = user;
   size_t r0, r1;
+  float row[2 * MOE_PIECE], acc[SEAMLESS_MOE_CHUNK];
   seamless_task_range((size_t)p->rows, p->tasks, task, &r0, &r1);
-  for (size_t r = r0; r < r1; r++)
+  const int split = p->q && p->bits == 4;
+  const int64_t half = (p->cols + 1) / 2, stride = split ? 2 * half : p->cols;
+  for (size_t r = r0; r < r1; r++) {
+    if (p->q && p->bits != 2 && p->count < MOE_DEQUANTIZE_TOKENS) {
+      moe_quantized_row(p, (int64_t)r, acc);
+    } else {
+      for (int64_t j = 0; j < p->count; j++) acc[j] = 0.0f;
+      for (int64_t c0 = 0; c0 < p->cols; c0 += MOE_PIECE) {  /* float weights: one piece, the whole row */
+        const int64_t n = p->q ? (p->cols - c0 < MOE_PIECE ? p->cols - c0 : MOE_PIECE) : p->cols;
+        const float* w = p->q ? row : p->w + r * p->cols;
+        if (p->q) moe_dequantize(p, (int64_t)r, c0, c0 + n, row, row + MOE_PIECE);
+        for (int64_t j = 0; j < p->count; j++) {
+          const float* in = p->in + (p->in_token ? p->in_token[j] : j) * stride;
+          acc[j] += split ? moe_dot(row, in + c0 / 2, (n + 1) / 2) + moe_dot(row + MOE_PIECE, in + half + c0 / 2, (n + 1) / 2)
+                          : moe_dot(w, in + c0, n);
+        }
+        if (!p->q) break;
+      }
+    }
     for (int64_t j = 0; j < p->count; j++) {
-      const float* in = p->in + (p->in_token ? p->in_token[j] : j) * p->cols;
-      float v = moe_dot(p->w + r * p->cols, in, p->cols);
-      v = p->bias ? v + p->bias[r] : v;
+      const float v = p->bias ? acc[j] + p->bias[r] : acc[j];
       if (p->out_token) p->out[p->out_token[j] * p->rows + r] += p->scale[j] * v;
       else p->out[j * p->rows + r] = v;
     }
+  }
 }
 
 static void moe_product(MoeProduct* p, void* par_fn, void* par_ctx) {
   size_t tasks = seamless_task_count((size_t)(p->rows * p->cols * p->count), PARALLEL_GRAIN * 4);
   p->tasks = tasks < (size_t)p->rows ? tasks : (size_t)p->rows;
   seamless_run_tasks(par_fn, par_ctx, p->tasks, moe_product_task, p);
+}
+
+/* Points p (rows x cols of expert e) at QMoE's integer weights q (the fc slot's bytes) instead of floats; for 4 bits
+ * the chunk's inputs are split into their even and odd elements in `split` (each token's row 2 ceil(cols / 2) floats,
+ * the odd half padded with a zero). */
+static void moe_quantized(MoeProduct* p, const SeamlessMoeArgs* a, const void* q, const float* scale,
+                          const float* zero, int64_t block, int64_t e, float* split) {
+  const int64_t pack = 8 / a->bits, half = (p->cols + 1) / 2;
+  p->bits = a->bits;
+  p->block = block;
+  p->blocks = (p->cols + block - 1) / block;
+  p->row_bytes = (p->cols + pack - 1) / pack;
+  p->q = (const uint8_t*)q + e * p->rows * p->row_bytes;
+  p->q_scale = scale + e * p->rows * p->blocks;
+  p->q_zero = zero + e * p->rows * p->blocks;
+  p->w = NULL;
+  if (a->bits != 4) return;
+  for (int64_t j = 0; j < p->count; j++) {
+    const float* in = p->in + (p->in_token ? p->in_token[j] : j) * p->cols;
+    float *even = split + j * 2 * half, *odd = even + half;
+    for (int64_t i = 0; i < p->cols; i++) (i % 2 ? odd : even)[i / 2] = in[i];
+    if (p->cols % 2) odd[half - 1] = 0.0f;
+  }
+  p->in = split;
+  p->in_token = NULL;
 }
 
 /* MoE: each token routed (the router's softmax, its k best, their weights), then each expert over its tokens,
@@ -578,28 +694,37 @@ static void run_moe(const SeamlessMoeArgs* a, const float* x, const float* route
   const int64_t rows1 = a->activation == 2 ? 2 * inter : inter;
   float *probs = scratch, *weight = probs + e_count;  /* weight, chosen: [tokens, k] */
   int32_t *chosen = (int32_t*)(weight + tokens * k), *members = chosen + tokens * k;
-  float *h1 = (float*)(members + tokens), *act = h1 + SEAMLESS_MOE_CHUNK * rows1;
+  float *h1 = (float*)(members + tokens), *act = h1 + SEAMLESS_MOE_CHUNK * rows1, *split = act + SEAMLESS_MOE_CHUNK * inter;
   for (int64_t t = 0; t < tokens; t++) {
     const float* logits = router + t * e_count;
     int32_t* mine = chosen + t * k;
     float* w = weight + t * k;
-    float top = logits[0], sum = 0.0f, picked = 0.0f;
-    for (int64_t e = 1; e < e_count; e++) top = logits[e] > top ? logits[e] : top;
-    for (int64_t e = 0; e < e_count; e++) sum += probs[e] = expf(logits[e] - top);
-    for (int64_t e = 0; e < e_count; e++) probs[e] /= sum;
-    for (int64_t s = 0; s < k; s++) {  /* the k largest, a tie to the lower index */
+    const float* key = logits;  /* QMoE ranks the logits, MoE the softmax */
+    if (!a->qmoe) {
+      float top = logits[0], sum = 0.0f;
+      for (int64_t e = 1; e < e_count; e++) top = logits[e] > top ? logits[e] : top;
+      for (int64_t e = 0; e < e_count; e++) sum += probs[e] = expf(logits[e] - top);
+      for (int64_t e = 0; e < e_count; e++) probs[e] /= sum;
+      key = probs;
+    }
+    for (int64_t s = 0; s < k; s++) {  /* the k largest; a tie to the lower index (MoE) or the higher (QMoE) */
       int64_t best = -1;
       for (int64_t e = 0; e < e_count; e++) {
         int taken = 0;
         for (int64_t q = 0; q < s; q++) taken |= mine[q] == e;
-        if (!taken && (best < 0 || probs[e] > probs[best])) best = e;
+        if (!taken && (best < 0 || key[e] > key[best] || (a->qmoe && key[e] == key[best]))) best = e;
       }
       mine[s] = (int32_t)best;
-      w[s] = probs[best];
-      picked += probs[best];
+      w[s] = key[best];
     }
-    if (a->normalize)
-      for (int64_t s = 0; s < k; s++) w[s] /= picked;
+    float total = 0.0f;
+    if (a->qmoe) {  /* the softmax over the k chosen */
+      for (int64_t s = 0; s < k; s++) total += w[s] = expf(w[s] - key[mine[0]]);
+      for (int64_t s = 0; s < k; s++) w[s] = total != 0.0f ? w[s] / total : 0.0f;
+    } else if (a->normalize) {
+      for (int64_t s = 0; s < k; s++) total += w[s];
+      for (int64_t s = 0; s < k; s++) w[s] /= total;
+    }
   }
   memset(y, 0, (size_t)(tokens * h) * sizeof *y);
   for (int64_t e = 0; e < e_count; e++) {
@@ -607,15 +732,16 @@ static void run_moe(const SeamlessMoeArgs* a, const float* x, const float* route
     int64_t count = 0;
     for (int64_t t = 0; t < tokens; t++)
       for (int64_t s = 0; s < k; s++)
-        if (chosen[t * k + s] == e) members[count++] = (int32_t)t;
+        if (chosen[t * k + s] == e && (!a->qmoe || weight[t * k + s] > 1e-8f)) members[count++] = (int32_t)t;
     for (int64_t c0 = 0; c0 < count; c0 += SEAMLESS_MOE_CHUNK) {
       const int64_t n = count - c0 < SEAMLESS_MOE_CHUNK ? count - c0 : SEAMLESS_MOE_CHUNK;
       const int32_t* chunk = members + c0;
       for (int64_t j = 0; j < n; j++)
         for (int64_t s = 0; s < k; s++)
           if (chosen[chunk[j] * k + s] == e) scale[j] = weight[chunk[j] * k + s];
-      MoeProduct up = {.w = fc1 + e * rows1 * h, .bias = b1 ? b1 + e * rows1 : NULL, .in = x, .out = h1,
+      MoeProduct up = {.w = a->qmoe ? NULL : fc1 + e * rows1 * h, .bias = b1 ? b1 + e * rows1 : NULL, .in = x, .out = h1,
                        .rows = rows1, .cols = h, .count = n, .in_token = chunk};
+      if (a->qmoe) moe_quantized(&up, a, fc1, a->scale1, a->zero1, a->block1, e, split);
       moe_product(&up, par_fn, par_ctx);
       for (int64_t j = 0; j < n; j++) {
         const float* hj = h1 + j * rows1;
@@ -630,8 +756,9 @@ static void run_moe(const SeamlessMoeArgs* a, const float* x, const float* route
           aj[m] = gate / (1.0f + expf(-a->alpha * gate)) * (lin + a->beta);
         }
       }
-      MoeProduct down = {.w = fc2 + e * h * inter, .bias = b2 ? b2 + e * h : NULL, .in = act, .out = y, .rows = h,
+      MoeProduct down = {.w = a->qmoe ? NULL : fc2 + e * h * inter, .bias = b2 ? b2 + e * h : NULL, .in = act, .out = y, .rows = h,
                          .cols = inter, .count = n, .out_token = chunk, .scale = scale};
+      if (a->qmoe) moe_quantized(&down, a, fc2, a->scale2, a->zero2, a->block2, e, split);
       moe_product(&down, par_fn, par_ctx);
     }
   }

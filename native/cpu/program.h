@@ -37,8 +37,8 @@ enum SeamlessOp {
   SEAMLESS_OP_CAUSAL_CONV = 21, /* SeamlessCausalConvArgs: x, weight, bias (or -1), past_state (or -1: zeros) -> y,
                                   present_state */
   SEAMLESS_OP_MOE = 22,        /* SeamlessMoeArgs: x, router, fc1, fc1 bias (or -1), fc2, fc2 bias (or -1) -> y,
-                                  scratch (experts + 2 tokens k + tokens + SEAMLESS_MOE_CHUNK (fusion + 1) inter
-                                  floats) */
+                                  scratch (experts + 2 tokens k + tokens + SEAMLESS_MOE_CHUNK ((fusion + 1) inter
+                                  + max(hidden, inter) + 1) floats) */
   SEAMLESS_OP_TOP_K = 23,      /* SeamlessTopKArgs: x -> values, indices, scratch (or -1 when k <= SEAMLESS_TOP_K_INSERT) */
   SEAMLESS_OP_GATHER_ELEMENTS = 24, /* SeamlessElementsArgs: data, indices -> y */
   SEAMLESS_OP_SCATTER_ELEMENTS = 25 /* SeamlessElementsArgs: data, indices, updates -> y */
@@ -132,14 +132,19 @@ typedef struct {
  * activation 1: silu */
 typedef struct { int64_t batch, channels, length, k, dilation; int32_t activation; } SeamlessCausalConvArgs;
 
-/* com.microsoft MoE, float32: per token the router's softmax, its top k experts (ties: the lower index), their
- * weights (normalized to sum 1 when normalize), and y = sum over them, in expert order, of weight *
- * (fc2[e] . act(fc1[e] . x + b1) + b2); activation 0 relu, 1 silu, 2 swiglu (gate and linear interleaved; limit
- * when has_limit), 3 identity */
+/* com.microsoft MoE and QMoE, float32: per token its top k experts and their weights, and y = sum over them, in expert
+ * order, of weight * (fc2[e] . act(fc1[e] . x + b1) + b2). MoE's routing (qmoe 0): the router's softmax, the k largest
+ * (ties: the lower index), normalized to sum 1 when normalize. QMoE's (qmoe 1): the k largest logits (ties: the higher
+ * index) weighted by their softmax, a route run only when its weight is above 1e-8; its fc1 and fc2 slots hold
+ * `bits`-bit integers, q[e, row, ceil(cols / (8 / bits))] (the lowest bits first), w = scale (q - zero) with scale and
+ * zero [experts, rows, blocks] per block of `block` cols. activation 0 relu, 1 silu, 2 swiglu (gate and linear
+ * interleaved; limit when has_limit), 3 identity, 4 gelu (tanh) */
 typedef struct {
   int64_t tokens, hidden, experts, inter, k;
-  int32_t activation, normalize, has_limit;
+  int32_t activation, normalize, has_limit, qmoe, bits;
   float alpha, beta, limit;
+  int64_t block1, block2;               /* QMoE: cols a scale covers in fc1's and fc2's rows */
+  const float *scale1, *zero1, *scale2, *zero2;
 } SeamlessMoeArgs;
 
 /* GroupQueryAttention (seamless_gqa_f32's operands); seqlens_k's values checked against total first */

@@ -46,3 +46,78 @@ def test_moe_masked_router_3d_no_bias_and_float16():
                domain="com.microsoft", const=(2, 3, 4, 5))
     check_node("MoE", moe_inputs(6, 16, 4, 8, "swiglu", dtype=np.float16), attrs, opset=21, domain="com.microsoft",
                const=(2, 3, 4, 5), rtol=2e-3, atol=2e-3)
+
+
+# ---------------------------------------------------------------- QMoE
+
+def quantized(experts, rows, cols, bits, block, zero_points):
+    """Random QMoE weights for one FC: packed q, scales (per block, or per row when block is 0), zero points."""
+    pack = 8 // bits
+    values = rng.integers(0, 2 ** bits, (experts, rows, cols)).astype(np.uint8)
+    padded = np.zeros((experts, rows, -(-cols // pack) * pack), np.uint8)
+    padded[..., :cols] = values
+    q = np.zeros(padded.shape[:-1] + (padded.shape[-1] // pack,), np.uint8)
+    for j in range(pack):
+        q |= padded[..., j::pack] << np.uint8(j * bits)
+    blocks = -(-cols // block) if block else 1
+    scale = 0.3 / 2 ** (bits - 1)  # weights of about +-0.3 at every width
+    scales = (scale * (0.5 + rng.random((experts, rows, blocks) if block else (experts, rows)))).astype(np.float32)
+    zp = None
+    if zero_points:
+        count = blocks if block else rows
+        raw = rng.integers(0, 2 ** bits, (experts, rows, count) if block else (experts, count)).astype(np.uint8)
+        raw = np.concatenate([raw, np.zeros(raw.shape[:-1] + (-count % pack,), np.uint8)], axis=-1)
+        zp = np.zeros(raw.shape[:-1] + (raw.shape[-1] // pack,), np.uint8)
+        for j in range(pack):
+            zp |= raw[..., j::pack] << np.uint8(j * bits)
+    return q, scales, zp
+
+
+def qmoe_inputs(tokens, hidden, experts, inter, act, bits, block, zero_points=False, bias=True, router_weights=False,
+                dtype=np.float32):
+    fusion = 2 if act == "swiglu" else 1
+    x = rng.standard_normal((tokens, hidden)).astype(dtype)
+    router = rng.standard_normal((tokens, experts)).astype(dtype)
+    q1, s1, z1 = quantized(experts, fusion * inter, hidden, bits, block, zero_points)
+    q2, s2, z2 = quantized(experts, hidden, inter, bits, block, zero_points)
+    b1 = (0.1 * rng.standard_normal((experts, fusion * inter))).astype(dtype) if bias else None
+    b2 = (0.1 * rng.standard_normal((experts, hidden))).astype(dtype) if bias else None
+    rw = rng.random((tokens, experts)).astype(dtype) if router_weights else None
+    return [x, router, q1, s1.astype(dtype), b1, q2, s2.astype(dtype), b2, None, None, None, z1, z2, None, rw]
+
+
+QMOE_CONST = (2, 3, 4, 5, 6, 7, 11, 12)
+
+
+@pytest.mark.parametrize("act,bits,block,zero_points,normalize,router_weights", [
+    ("swiglu", 4, 32, False, 1, False),   # the builder's int4 MoE (LFM2-MoE)
+    ("swiglu", 4, 32, False, 0, False),   # QMoE renormalizes over the k chosen whatever the attribute says
+    ("silu", 4, 0, False, 0, False),      # row-wise scales
+    ("gelu", 4, 16, True, 0, False),      # block-wise zero points; the tanh GELU
+    ("relu", 2, 0, True, 1, False),       # 2-bit, row-wise zero points
+    ("identity", 4, 32, False, 1, True),  # router_weights, normalized
+    ("swiglu", 4, 0, True, 0, True)])
+def test_qmoe(act, bits, block, zero_points, normalize, router_weights):
+    attrs = dict(k=2, activation_type=act, normalize_routing_weights=normalize, expert_weight_bits=bits)
+    if block:
+        attrs["block_size"] = block
+    if act == "swiglu":
+        attrs.update(swiglu_fusion=1, activation_alpha=1.702, activation_beta=1.0, swiglu_limit=7.0)
+    check_node("QMoE", qmoe_inputs(21, 64, 4, 32, act, bits, block, zero_points, router_weights=router_weights),
+               attrs, opset=21, domain="com.microsoft", const=QMOE_CONST, rtol=1e-4, atol=1e-5)
+
+
+def test_qmoe_8_bit(monkeypatch):
+    # stock multiplies 8-bit experts with int8-quantized activations (lossy) unless told to dequantize to float32
+    monkeypatch.setenv("ORT_QMOE_CPU_QNBIT_GEMM", "fp32")
+    attrs = dict(k=3, activation_type="swiglu", swiglu_fusion=1, normalize_routing_weights=1, expert_weight_bits=8,
+                 block_size=32)
+    check_node("QMoE", qmoe_inputs(9, 64, 5, 32, "swiglu", 8, 32), attrs, opset=21, domain="com.microsoft",
+               const=QMOE_CONST, rtol=1e-4, atol=1e-5)
+
+
+def test_qmoe_float16_and_odd_widths():
+    attrs = dict(k=2, activation_type="swiglu", swiglu_fusion=1, normalize_routing_weights=1, expert_weight_bits=4,
+                 block_size=16)
+    check_node("QMoE", qmoe_inputs(5, 40, 3, 24, "swiglu", 4, 16, dtype=np.float16), attrs, opset=21,
+               domain="com.microsoft", const=QMOE_CONST, rtol=2e-3, atol=2e-3)

@@ -289,8 +289,9 @@ def test_bad_seqlens_in_a_native_program_get_stocks_error():
     assert_logits_close(ours.run(None, good)[0], stock.run(None, good)[0], "fp32", "logits after the error")
 
 
-@pytest.mark.parametrize("family", list(material.GENAI_FAMILIES))
-def test_builder_family_under_onnxruntime_genai(family):
+@pytest.mark.parametrize("family,precision", [(family, "fp32") for family in material.GENAI_FAMILIES]
+                         + [("lfm2moe", "int4")])  # QMoE: the int4 build's experts
+def test_builder_family_under_onnxruntime_genai(family, precision):
     """Each of the builder's dense families in tests/material.py (Gemma 2's and 3's local layers with a window-sized KV
     cache, GroupQueryAttention sliding_window_cache=1; Qwen3's q/k norms; Nemotron's squared ReLU and LayerNorm; …):
     fully claimed, onnxruntime-genai's greedy tokens over a 20-token prompt (past Gemma 2's window of 16) and 30
@@ -298,7 +299,7 @@ def test_builder_family_under_onnxruntime_genai(family):
     og = pytest.importorskip("onnxruntime_genai")
     from onnxruntime_ep_seamless.runtime.native import NATIVES
     from onnxruntime_ep_seamless.tools.bench import register_for_genai
-    path = material.genai_model_dir(family, "fp32")
+    path = material.genai_model_dir(family, precision)
     if not (path / "model.onnx").exists():
         pytest.skip(f"{path} missing: run tests/material.py")
     report = seamless.assert_ep_selected(ep_session(str(path / "model.onnx")))

@@ -1,11 +1,15 @@
-"""Mixture of experts (com.microsoft MoE): each token's top-k experts by the router's softmax, each expert an
-FFN (fc1, the activation, fc2), their outputs summed with the routing weights. Float16 through float32."""
+"""Mixture of experts (com.microsoft MoE and QMoE): each token's top-k experts by the router, each expert an FFN
+(fc1, the activation, fc2), their outputs summed with the routing weights. Float16 through float32. QMoE's expert
+weights are 2-, 4- or 8-bit integers with a scale (and zero point) per row or per block of a row, dequantized to
+float32 as stock's CPU kernel does, and its routing is stock's QMoE routing (below)."""
 import numpy as np
 
 from ..checks import InvalidArgument
 from ..registry import FLOATS, kernel
 
 _ACTIVATIONS = ("relu", "silu", "swiglu", "identity")
+_QMOE_ACTIVATIONS = _ACTIVATIONS + ("gelu",)
+QMOE_MIN_WEIGHT = 1e-8  # stock's QMoE runs a route only when its weight is above this
 
 
 def check_moe(node, graph):
@@ -54,6 +58,8 @@ def moe_geometry(x, router_probs, fc1, fc1_bias, fc2, fc2_bias, fusion: int, k: 
 
 
 def _activation(h, kind, alpha, beta, limit):
+    if kind == "gelu":  # QMoE's: the tanh approximation
+        return 0.5 * h * (1 + np.tanh(np.float32(0.7978845608028654) * (h + np.float32(0.044715) * h * h * h)))
     if kind == "relu":
         return np.maximum(h, 0)
     if kind == "silu":
@@ -92,4 +98,159 @@ def moe(x, router_probs, fc1_experts_weights, fc1_experts_bias=None, fc2_experts
         if fc2_experts_bias is not None:
             y = y + fc2_experts_bias[expert].astype(np.float32)
         np.add.at(out, tokens, weights[tokens, slot][:, None] * y)
+    return (out.reshape(x.shape).astype(x.dtype),)
+
+
+# ---------------------------------------------------------------- QMoE
+
+def check_qmoe(node, graph):
+    attrs = node.attrs
+    if attrs.get("activation_type", "relu") not in _QMOE_ACTIVATIONS:
+        return f"activation_type {attrs['activation_type']!r} is not relu, gelu, silu, swiglu or identity"
+    if attrs.get("use_sparse_mixer", 0):
+        return "use_sparse_mixer=1 is not supported"
+    if attrs.get("swiglu_limit_after_activation", 0):
+        return "swiglu_limit_after_activation=1 is CUDA's"
+    if attrs.get("quant_type", "int") != "int":
+        return f"quant_type {attrs['quant_type']!r} (only integer weights)"
+    if any(node.inputs[8:11]):
+        return "FC3 gating is not supported (nor is it on stock's CPU EP)"
+    if any(node.inputs[15:]):
+        return "global, activation and block activation scales (FP4/FP8 modes) are not supported"
+    return None
+
+
+def validate_qmoe(node, graph):
+    """What stock's CPU kernel refuses when it loads the model (FAIL)."""
+    attrs = node.attrs
+    if attrs.get("activation_type") == "swiglu" and attrs.get("swiglu_fusion", 0) != 1:
+        raise ValueError("CPU QMoE only supports interleaved SwiGLU format. Please set swiglu_fusion=1.")
+    if attrs.get("expert_weight_bits", 4) not in (2, 4, 8):
+        raise ValueError("Attribute 'expert_weight_bits' must be 2, 4, or 8.")
+    block = attrs.get("block_size", 0)
+    if block < 0 or (block and block < 16):
+        raise ValueError("block_size must be >= 16 when provided.")
+    if block & (block - 1):
+        raise ValueError("block_size must be a power of 2.")
+    if attrs.get("k", 1) < 1:
+        raise ValueError(f"QMoE attribute 'k' must be >= 1, got {attrs['k']}")
+
+
+class QuantizedExperts:
+    """One FC's expert weights: q [experts, rows, ceil(cols / pack)] uint8, `pack` elements a byte (the lowest bits
+    the first), w = scale (q - zero) per (row, block of `block` elements); row-wise: one block of all cols."""
+
+    def __init__(self, name, q, scales, zero_points, bits, block_size, experts, rows, cols):
+        pack = 8 // bits
+        _expect(f"{name}_experts_weights", q, (experts, rows, -(-cols // pack)))
+        if scales is None:
+            raise InvalidArgument(f"Input '{name}_scales' is required.")
+        blockwise = block_size > 0 and scales.ndim == 3 and scales.shape[-1] > 1
+        blocks = -(-cols // block_size) if blockwise else 1
+        if blockwise:
+            _expect(f"{name}_scales", scales, (experts, rows, blocks))
+        elif scales.shape not in ((experts, rows), (experts, rows, 1)):
+            _expect(f"{name}_scales", scales, (experts, rows))
+        self.bits, self.pack, self.cols, self.blocks = bits, pack, cols, blocks
+        self.block = block_size if blockwise else cols
+        self.q, self.sources = q, (scales, zero_points)
+        self.scales = scales.astype(np.float32).reshape(experts, rows, blocks)
+        self.zero = self._zero_points(name, zero_points, experts, rows, blockwise)
+
+    def _zero_points(self, name, zp, experts, rows, blockwise):
+        """[experts, rows, blocks] float32: unpacked (along the blocks, or row-wise along the rows), else 2^(bits-1)."""
+        blocks, pack = self.blocks, self.pack
+        if zp is None:
+            return np.full((experts, rows, blocks), 2 ** (self.bits - 1), np.float32)
+        if blockwise:
+            _expect(f"{name}_zero_points", zp, (experts, rows, -(-blocks // pack)))
+            return _unpack(zp, self.bits, blocks).astype(np.float32)
+        _expect(f"{name}_zero_points", zp, (experts, -(-rows // pack)))
+        return _unpack(zp, self.bits, rows).astype(np.float32).reshape(experts, rows, 1)
+
+    def dequantized(self, expert) -> np.ndarray:
+        """float32 [rows, cols] of one expert."""
+        values = _unpack(self.q[expert], self.bits, self.cols).astype(np.float32)
+        scale = np.repeat(self.scales[expert], self.block, axis=1)[:, :self.cols]
+        zero = np.repeat(self.zero[expert], self.block, axis=1)[:, :self.cols]
+        return scale * (values - zero)
+
+
+def _unpack(packed, bits, count):
+    """The last axis of uint8 `packed` as `count` values of `bits` bits each, the lowest bits first."""
+    if bits == 8:
+        return packed[..., :count]
+    shifts = np.arange(0, 8, bits, dtype=np.uint8)
+    values = (packed[..., None] >> shifts) & np.uint8((1 << bits) - 1)
+    return values.reshape(*packed.shape[:-1], -1)[..., :count]
+
+
+def qmoe_geometry(x, router_probs, fc1, fc1_scales, fc1_bias, fc2, fc2_scales, fc2_bias, zero_points, fusion, k,
+                  bits, block_size):
+    """(tokens, experts, inter, the two QuantizedExperts) with stock's checks."""
+    hidden = x.shape[-1]
+    tokens = x.size // hidden if hidden else 0
+    pack = 8 // bits
+    if router_probs.ndim != 2 or fc1.ndim != 3 or fc2.ndim != 3 or x.ndim not in (2, 3):
+        raise InvalidArgument(f"QMoE: input {x.shape}, router_probs {router_probs.shape}, fc1_experts_weights "
+                              f"{fc1.shape} and fc2_experts_weights {fc2.shape} must be 2-D or 3-D, 2-D, 3-D and 3-D")
+    experts, inter = router_probs.shape[1], fc2.shape[2] * pack
+    _expect("router_probs", router_probs, (tokens, experts))
+    _expect("fc1_experts_bias", fc1_bias, (experts, fusion * inter))
+    _expect("fc2_experts_bias", fc2_bias, (experts, hidden))
+    if k > experts:
+        raise ValueError(f"QMoE attribute 'k' must be <= num_experts; got k={k}, num_experts={experts}")
+    fc1q = QuantizedExperts("fc1", fc1, fc1_scales, zero_points[0], bits, block_size, experts, fusion * inter, hidden)
+    fc2q = QuantizedExperts("fc2", fc2, fc2_scales, zero_points[1], bits, block_size, experts, hidden, inter)
+    return tokens, experts, inter, fc1q, fc2q
+
+
+def qmoe_routes(logits, k, router_weights, normalize):
+    """(top, weights) [tokens, k]: the k largest logits (a tie to the higher index), weighted by the softmax over
+    those k (or by router_weights there, divided by their sum when normalize), as stock's QMoE routes."""
+    n = logits.shape[1]
+    top = n - 1 - np.argsort(-logits[:, ::-1], axis=1, kind="stable")[:, :k]
+    if router_weights is None:
+        chosen = np.take_along_axis(logits, top, axis=1)
+        e = np.exp(chosen - chosen.max(axis=1, keepdims=True))
+        total = e.sum(axis=1, keepdims=True)
+    else:
+        e = np.take_along_axis(router_weights.astype(np.float32), top, axis=1)
+        if not normalize:
+            return top, e
+        total = e.sum(axis=1, keepdims=True)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return top, np.where(total != 0, e / total, np.float32(0))
+
+
+@kernel("QMoE", domain="com.microsoft", types=FLOATS, check=check_qmoe, validate=validate_qmoe)
+def qmoe(x, router_probs, fc1_experts_weights, fc1_scales=None, fc1_experts_bias=None, fc2_experts_weights=None,
+         fc2_scales=None, fc2_experts_bias=None, fc3_experts_weights=None, fc3_scales=None, fc3_experts_bias=None,
+         fc1_zero_points=None, fc2_zero_points=None, fc3_zero_points=None, router_weights=None, *rest, k=1,
+         activation_type="relu", activation_alpha=1.0, activation_beta=0.0, normalize_routing_weights=0,
+         swiglu_fusion=0, swiglu_limit=None, use_sparse_mixer=0, expert_weight_bits=4, block_size=0,
+         quant_type="int", weights_prepacked=-1, accuracy_level=0, swiglu_limit_after_activation=0):
+    if fc2_experts_weights is None:
+        raise InvalidArgument("Input 'fc2_experts_weights' is required.")
+    tokens, experts, _, fc1, fc2 = qmoe_geometry(
+        x, router_probs, fc1_experts_weights, fc1_scales, fc1_experts_bias, fc2_experts_weights, fc2_scales,
+        fc2_experts_bias, (fc1_zero_points, fc2_zero_points), 2 if activation_type == "swiglu" else 1, k,
+        expert_weight_bits, block_size)
+    if router_weights is not None:
+        _expect("router_weights", router_weights, (tokens, experts))
+    rows = x.reshape(tokens, x.shape[-1]).astype(np.float32)
+    top, weights = qmoe_routes(router_probs.astype(np.float32), k, router_weights, normalize_routing_weights)
+    out = np.zeros_like(rows)
+    for expert in np.unique(top):
+        tokens_, slot = np.nonzero((top == expert) & (weights > QMOE_MIN_WEIGHT))
+        if not len(tokens_):
+            continue
+        h = rows[tokens_] @ fc1.dequantized(expert).T
+        if fc1_experts_bias is not None:
+            h = h + fc1_experts_bias[expert].astype(np.float32)
+        h = _activation(h, activation_type, activation_alpha, activation_beta, swiglu_limit)
+        y = h @ fc2.dequantized(expert).T
+        if fc2_experts_bias is not None:
+            y = y + fc2_experts_bias[expert].astype(np.float32)
+        np.add.at(out, tokens_, weights[tokens_, slot][:, None] * y)
     return (out.reshape(x.shape).astype(x.dtype),)

@@ -527,21 +527,13 @@ def causal_conv(rec, node, ins, outs):
     return [y, present]
 
 
-MOE_ACTIVATIONS = {"relu": 0, "silu": 1, "swiglu": 2, "identity": 3}
+MOE_ACTIVATIONS = {"relu": 0, "silu": 1, "swiglu": 2, "identity": 3, "gelu": 4}
 
 
-@lowers("MoE", domain="com.microsoft")
-def moe(rec, node, ins, outs):
-    from .moe import moe_geometry
-    x, router, fc1, b1, fc2, b2 = (ins + [None] * 6)[:6]
+def _moe_step(rec, node, x, router, fc1, b1, fc2, b2, tokens, experts, inter, outs, quantized=None):
+    """The MoE step (program.h SeamlessMoeArgs); quantized: QMoE's two QuantizedExperts."""
     attrs = node.attrs
-    weights = [v for v in (fc1, b1, fc2, b2) if v is not None]
-    if x.array.dtype != F32 or router.array.dtype != F32 or not all(v.static for v in weights):
-        raise Declined("float32, constant expert weights")
     act = attrs.get("activation_type", "relu")
-    tokens, experts, inter = moe_geometry(x.array, router.array, fc1.array, None if b1 is None else b1.array,
-                                          fc2.array, None if b2 is None else b2.array, 2 if act == "swiglu" else 1,
-                                          attrs.get("k", 1))
     args = rec.args("SeamlessMoeArgs")
     args.tokens, args.hidden, args.experts, args.inter = tokens, x.array.shape[-1], experts, inter
     args.k = attrs.get("k", 1)
@@ -549,12 +541,54 @@ def moe(rec, node, ins, outs):
     limit = attrs.get("swiglu_limit")
     args.has_limit, args.limit = limit is not None, float(limit or 0.0)
     args.alpha, args.beta = attrs.get("activation_alpha", 1.0), attrs.get("activation_beta", 0.0)
+    if quantized:
+        from .. import constants
+        args.qmoe, args.bits = 1, quantized[0].bits
+        for fc, weights, n in zip(quantized, (fc1, fc2), "12"):
+            setattr(args, f"block{n}", fc.block)
+            # one table per constant (the same address in every recording: a family's argument blocks agree)
+            key = f"qmoe_tables_{fc.bits}_{fc.block}_{id(fc.sources[0])}_{id(fc.sources[1])}"
+            tables = constants.derived(weights.array, key, lambda _, fc=fc: (np.ascontiguousarray(fc.scales), np.ascontiguousarray(fc.zero)))
+            for name, table in zip(("scale", "zero"), rec.keep(tables)):
+                setattr(args, f"{name}{n}", ffi.cast("float*", ffi.from_buffer(table)))
     fusion, k = 2 if act == "swiglu" else 1, args.k  # program.h SEAMLESS_OP_MOE's scratch
-    scratch = rec.value(np.empty(experts + 2 * tokens * k + tokens + lib.SEAMLESS_MOE_CHUNK * (fusion + 1) * inter,
-                                 np.float32))
+    chunk = lib.SEAMLESS_MOE_CHUNK * ((fusion + 1) * inter + max(args.hidden, inter) + 1)
+    scratch = rec.value(np.empty(experts + 2 * tokens * k + tokens + chunk, np.float32))
     y = rec.value(outs[0])
     rec.step(lib.SEAMLESS_OP_MOE, args, [x, router, fc1, b1, fc2, b2, y, scratch])
     return [y]
+
+
+@lowers("MoE", domain="com.microsoft")
+def moe(rec, node, ins, outs):
+    from .moe import moe_geometry
+    x, router, fc1, b1, fc2, b2 = (ins + [None] * 6)[:6]
+    weights = [v for v in (fc1, b1, fc2, b2) if v is not None]
+    if x.array.dtype != F32 or router.array.dtype != F32 or not all(v.static for v in weights):
+        raise Declined("float32, constant expert weights")
+    act = node.attrs.get("activation_type", "relu")
+    tokens, experts, inter = moe_geometry(x.array, router.array, fc1.array, None if b1 is None else b1.array,
+                                          fc2.array, None if b2 is None else b2.array, 2 if act == "swiglu" else 1,
+                                          node.attrs.get("k", 1))
+    return _moe_step(rec, node, x, router, fc1, b1, fc2, b2, tokens, experts, inter, outs)
+
+
+@lowers("QMoE", domain="com.microsoft")
+def qmoe(rec, node, ins, outs):
+    from .moe import qmoe_geometry
+    x, router, fc1, s1, b1, fc2, s2, b2 = (ins + [None] * 8)[:8]
+    z1, z2, _, router_weights = (ins + [None] * 15)[11:15]
+    constants = [v for v in (fc1, s1, b1, fc2, s2, b2, z1, z2) if v is not None]
+    if (x.array.dtype != F32 or router.array.dtype != F32 or not all(v.static for v in constants)
+            or router_weights is not None):
+        raise Declined("float32, constant expert weights, scales and zero points, no router_weights")
+    attrs = node.attrs
+    array = lambda v: None if v is None else v.array
+    tokens, experts, inter, fc1q, fc2q = qmoe_geometry(
+        x.array, router.array, fc1.array, array(s1), array(b1), fc2.array, array(s2), array(b2),
+        (array(z1), array(z2)), 2 if attrs.get("activation_type") == "swiglu" else 1, attrs.get("k", 1),
+        attrs.get("expert_weight_bits", 4), attrs.get("block_size", 0))
+    return _moe_step(rec, node, x, router, fc1, b1, fc2, b2, tokens, experts, inter, outs, (fc1q, fc2q))
 
 
 PAD_MODES = {"constant": 0, "reflect": 1, "edge": 2, "wrap": 3}
