@@ -107,6 +107,13 @@ def test_qmoe(act, bits, block, zero_points, normalize, router_weights):
                attrs, opset=21, domain="com.microsoft", const=QMOE_CONST, rtol=1e-4, atol=1e-5)
 
 
+def test_qmoe_one_block_in_fc2():
+    # fc2's rows one block long (scales [E, H, 1]): block-wise still, as stock decides from fc1's scales
+    attrs = dict(k=2, activation_type="swiglu", swiglu_fusion=1, expert_weight_bits=4, block_size=32)
+    check_node("QMoE", qmoe_inputs(7, 64, 4, 32, "swiglu", 4, 32, zero_points=True), attrs, opset=21,
+               domain="com.microsoft", const=QMOE_CONST, rtol=1e-4, atol=1e-5)
+
+
 def test_qmoe_8_bit(monkeypatch):
     # stock multiplies 8-bit experts with int8-quantized activations (lossy) unless told to dequantize to float32
     monkeypatch.setenv("ORT_QMOE_CPU_QNBIT_GEMM", "fp32")

@@ -140,12 +140,9 @@ class QuantizedExperts:
     """One FC's expert weights: q [experts, rows, ceil(cols / pack)] uint8, `pack` elements a byte (the lowest bits
     the first), w = scale (q - zero) per (row, block of `block` elements); row-wise: one block of all cols."""
 
-    def __init__(self, name, q, scales, zero_points, bits, block_size, experts, rows, cols):
+    def __init__(self, name, q, scales, zero_points, bits, block_size, blockwise, experts, rows, cols):
         pack = 8 // bits
         _expect(f"{name}_experts_weights", q, (experts, rows, -(-cols // pack)))
-        if scales is None:
-            raise InvalidArgument(f"Input '{name}_scales' is required.")
-        blockwise = block_size > 0 and scales.ndim == 3 and scales.shape[-1] > 1
         blocks = -(-cols // block_size) if blockwise else 1
         if blockwise:
             _expect(f"{name}_scales", scales, (experts, rows, blocks))
@@ -200,8 +197,15 @@ def qmoe_geometry(x, router_probs, fc1, fc1_scales, fc1_bias, fc2, fc2_scales, f
     _expect("fc2_experts_bias", fc2_bias, (experts, hidden))
     if k > experts:
         raise ValueError(f"QMoE attribute 'k' must be <= num_experts; got k={k}, num_experts={experts}")
-    fc1q = QuantizedExperts("fc1", fc1, fc1_scales, zero_points[0], bits, block_size, experts, fusion * inter, hidden)
-    fc2q = QuantizedExperts("fc2", fc2, fc2_scales, zero_points[1], bits, block_size, experts, hidden, inter)
+    for name, scales in (("fc1", fc1_scales), ("fc2", fc2_scales)):
+        if scales is None:
+            raise InvalidArgument(f"Input '{name}_scales' is required.")
+    # stock decides block-wise or row-wise from fc1's scales, for both
+    blockwise = block_size > 0 and fc1_scales.ndim == 3 and fc1_scales.shape[-1] > 1
+    fc1q = QuantizedExperts("fc1", fc1, fc1_scales, zero_points[0], bits, block_size, blockwise, experts,
+                            fusion * inter, hidden)
+    fc2q = QuantizedExperts("fc2", fc2, fc2_scales, zero_points[1], bits, block_size, blockwise, experts, hidden,
+                            inter)
     return tokens, experts, inter, fc1q, fc2q
 
 
