@@ -23,8 +23,6 @@
 #include "parallel.h"
 #include "simd.h"
 
-#define GQA_LANES 16
-
 typedef struct {
   const float *q, *k, *v;
   size_t q_row, k_row, v_row;
@@ -154,17 +152,6 @@ SEAMLESS_SIMD static void gqa_prepare_task(void* user, size_t task) {
   }
 }
 
-static inline float gqa_dot(const float* a, const float* b, size_t n) {
-  float acc[GQA_LANES] = {0};
-  size_t i = 0;
-  for (; i + GQA_LANES <= n; i += GQA_LANES)
-    for (size_t j = 0; j < GQA_LANES; j++) acc[j] += a[i + j] * b[i + j];
-  for (; i < n; i++) acc[0] += a[i] * b[i];
-  float v = 0.0f;
-  for (size_t j = 0; j < GQA_LANES; j++) v += acc[j];
-  return v;
-}
-
 /* One query row against keys [lo, hi): softmax(q . k * scale [softcapped], with the sink) . v.
  * scores: scratch of >= hi floats. Generic version (auto-vectorized per target clone). */
 SEAMLESS_SIMD static void gqa_attend_row(const GqaJob* job, const float* q, const float* kc, const float* vc,
@@ -172,7 +159,7 @@ SEAMLESS_SIMD static void gqa_attend_row(const GqaJob* job, const float* q, cons
   size_t h = job->h;
   float m = -INFINITY;
   for (size_t j = lo; j < hi; j++) {
-    float x = gqa_dot(q, kc + j * h, h) * job->scale;
+    float x = seamless_dot_f32(q, kc + j * h, h) * job->scale;
     if (job->softcap > 0.0f) x = job->softcap * tanhf(x / job->softcap);
     scores[j] = x;
     m = x > m ? x : m;

@@ -525,18 +525,11 @@ static float moe_activation(int kind, float v) {
   return kind == 0 ? (v > 0.0f ? v : 0.0f) : kind == 1 ? v / (1.0f + expf(-v)) : v;
 }
 
-#define MOE_LANES 16
+#define MOE_LANES SEAMLESS_DOT_LANES
 
-/* A dot product in MOE_LANES independent sums (vectorized without reordering any one of them). */
+/* seamless_dot_f32 compiled for each SIMD level (its callers here are not) */
 SEAMLESS_SIMD static float moe_dot(const float* a, const float* b, int64_t n) {
-  float acc[MOE_LANES] = {0};
-  int64_t i = 0;
-  for (; i + MOE_LANES <= n; i += MOE_LANES)
-    for (int j = 0; j < MOE_LANES; j++) acc[j] += a[i + j] * b[i + j];
-  for (; i < n; i++) acc[0] += a[i] * b[i];
-  float v = 0.0f;
-  for (int j = 0; j < MOE_LANES; j++) v += acc[j];
-  return v;
+  return seamless_dot_f32(a, b, (size_t)n);
 }
 
 /* One expert's product over a chunk of its tokens, rows [r0, r1) of w [rows, cols] (+ bias) times each token's

@@ -5,3 +5,20 @@
 #else
 #define SEAMLESS_SIMD
 #endif
+
+#include <stddef.h>
+
+#define SEAMLESS_DOT_LANES 16
+
+/* A float32 dot product in SEAMLESS_DOT_LANES independent sums: vectorized (in the SEAMLESS_SIMD function it is
+ * inlined into) without reassociating any one sum. */
+static inline float seamless_dot_f32(const float* a, const float* b, size_t n) {
+  float acc[SEAMLESS_DOT_LANES] = {0};
+  size_t i = 0;
+  for (; i + SEAMLESS_DOT_LANES <= n; i += SEAMLESS_DOT_LANES)
+    for (size_t j = 0; j < SEAMLESS_DOT_LANES; j++) acc[j] += a[i + j] * b[i + j];
+  for (; i < n; i++) acc[0] += a[i] * b[i];
+  float v = 0.0f;
+  for (size_t j = 0; j < SEAMLESS_DOT_LANES; j++) v += acc[j];
+  return v;
+}

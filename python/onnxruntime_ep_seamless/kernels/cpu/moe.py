@@ -12,17 +12,21 @@ _QMOE_ACTIVATIONS = _ACTIVATIONS + ("gelu",)
 QMOE_MIN_WEIGHT = 1e-8  # stock's QMoE runs a route only when its weight is above this
 
 
-def check_moe(node, graph):
-    attrs = node.attrs
-    if attrs.get("activation_type", "relu") not in _ACTIVATIONS:
-        return f"activation_type {attrs['activation_type']!r} is not relu, silu, swiglu or identity"
+def _declined_attributes(attrs, activations):
+    """What MoE and QMoE both decline: other activations, the sparse mixer, CUDA's limit after the activation."""
+    if attrs.get("activation_type", "relu") not in activations:
+        return f"activation_type {attrs['activation_type']!r} is not one of {', '.join(activations)}"
     if attrs.get("use_sparse_mixer", 0):
         return "use_sparse_mixer=1 is not supported"
     if attrs.get("swiglu_limit_after_activation", 0):
         return "swiglu_limit_after_activation=1 is CUDA's"
+    return None
+
+
+def check_moe(node, graph):
     if any(node.inputs[6:8]):
         return "separate fc3 weights are not supported"
-    return None
+    return _declined_attributes(node.attrs, _ACTIVATIONS)
 
 
 def validate_moe(node, graph):
@@ -105,19 +109,13 @@ def moe(x, router_probs, fc1_experts_weights, fc1_experts_bias=None, fc2_experts
 
 def check_qmoe(node, graph):
     attrs = node.attrs
-    if attrs.get("activation_type", "relu") not in _QMOE_ACTIVATIONS:
-        return f"activation_type {attrs['activation_type']!r} is not relu, gelu, silu, swiglu or identity"
-    if attrs.get("use_sparse_mixer", 0):
-        return "use_sparse_mixer=1 is not supported"
-    if attrs.get("swiglu_limit_after_activation", 0):
-        return "swiglu_limit_after_activation=1 is CUDA's"
     if attrs.get("quant_type", "int") != "int":
         return f"quant_type {attrs['quant_type']!r} (only integer weights)"
     if any(node.inputs[8:11]):
         return "FC3 gating is not supported (nor is it on stock's CPU EP)"
     if any(node.inputs[15:]):
         return "global, activation and block activation scales (FP4/FP8 modes) are not supported"
-    return None
+    return _declined_attributes(attrs, _QMOE_ACTIVATIONS)
 
 
 def validate_qmoe(node, graph):
