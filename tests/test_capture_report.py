@@ -32,6 +32,19 @@ def test_builder_decoder_is_one_segment():
     assert not found and not declined and len(parts) == 1 and parts[0].segments == 1
 
 
+@pytest.mark.parametrize("precision", ["fp32", "int4"])
+def test_builder_moe_decoder_is_one_segment(precision):
+    # LFM2-MoE: the router (TopK, GatherElements, ScatterElements) and MoE / QMoE on the GPU, the experts chosen there
+    path = material.genai_model_dir("lfm2moe", precision) / "model.onnx"
+    if not path.exists():
+        pytest.skip(f"{path} not prepared (python tests/material.py)")
+    import onnx
+    found, parts, declined = seams(onnx.load(str(path)))
+    assert not found and not declined and len(parts) == 1 and parts[0].segments == 1
+    experts = [s for s in parts[0].steps if s.node.op_type in ("MoE", "QMoE")]
+    assert len(experts) == 2 and all(s.on_gpu and s.kdef.device == "cuda" for s in experts)
+
+
 def test_shape_computed_on_the_gpu_is_a_seam():
     nodes = [helper.make_node("Cast", ["s"], ["shape"], to=TensorProto.INT64),
              helper.make_node("Reshape", ["x", "shape"], ["y"])]

@@ -2,6 +2,8 @@
 (fc1, the activation, fc2), their outputs summed with the routing weights. Float16 through float32. QMoE's expert
 weights are 2-, 4- or 8-bit integers with a scale (and zero point) per row or per block of a row, dequantized to
 float32 as stock's CPU kernel does, and its routing is stock's QMoE routing (below)."""
+import math
+
 import numpy as np
 
 from ..checks import InvalidArgument
@@ -44,12 +46,13 @@ def _expect(name: str, array, shape: tuple) -> None:
 
 
 def moe_geometry(x, router_probs, fc1, fc1_bias, fc2, fc2_bias, fusion: int, k: int) -> tuple[int, int, int]:
-    """(tokens, experts, inter_size) with stock's checks: the experts from router_probs, inter_size from fc2."""
+    """(tokens, experts, inter_size) with stock's checks: the experts from router_probs, inter_size from fc2 (anything
+    with a shape)."""
     hidden = x.shape[-1]
-    tokens = x.size // hidden if hidden else 0
-    if router_probs.ndim != 2 or fc2.ndim != 3 or x.ndim not in (2, 3):
-        raise InvalidArgument(f"MoE: input {x.shape}, router_probs {router_probs.shape} and fc2_experts_weights "
-                              f"{fc2.shape} must be 2-D or 3-D, 2-D and 3-D")
+    tokens = math.prod(x.shape) // hidden if hidden else 0
+    if len(router_probs.shape) != 2 or len(fc2.shape) != 3 or len(x.shape) not in (2, 3):
+        raise InvalidArgument(f"MoE: input {tuple(x.shape)}, router_probs {tuple(router_probs.shape)} and "
+                              f"fc2_experts_weights {tuple(fc2.shape)} must be 2-D or 3-D, 2-D and 3-D")
     experts, inter = router_probs.shape[1], fc2.shape[2]
     _expect("router_probs", router_probs, (tokens, experts))
     _expect("fc1_experts_weights", fc1, (experts, fusion * inter, hidden))
@@ -134,33 +137,38 @@ def validate_qmoe(node, graph):
         raise ValueError(f"QMoE attribute 'k' must be >= 1, got {attrs['k']}")
 
 
+def quantized_layout(name, q, scales, zero_points, bits, block_size, blockwise, experts, rows, cols) -> int:
+    """The cols a scale covers in one FC's QMoE weights, after stock's shape checks (anything with a shape)."""
+    pack = 8 // bits
+    _expect(f"{name}_experts_weights", q, (experts, rows, -(-cols // pack)))
+    blocks = -(-cols // block_size) if blockwise else 1
+    if blockwise:
+        _expect(f"{name}_scales", scales, (experts, rows, blocks))
+    elif tuple(scales.shape) not in ((experts, rows), (experts, rows, 1)):
+        _expect(f"{name}_scales", scales, (experts, rows))
+    if zero_points is not None:
+        _expect(f"{name}_zero_points", zero_points,
+                (experts, rows, -(-blocks // pack)) if blockwise else (experts, -(-rows // pack)))
+    return block_size if blockwise else cols
+
+
 class QuantizedExperts:
-    """One FC's expert weights: q [experts, rows, ceil(cols / pack)] uint8, `pack` elements a byte (the lowest bits
-    the first), w = scale (q - zero) per (row, block of `block` elements); row-wise: one block of all cols."""
+    """One FC's expert weights (their shapes checked by qmoe_geometry): q [experts, rows, ceil(cols / pack)] uint8,
+    `pack` elements a byte (the lowest bits first), w = scale (q - zero) per (row, block of `block` cols)."""
 
-    def __init__(self, name, q, scales, zero_points, bits, block_size, blockwise, experts, rows, cols):
-        pack = 8 // bits
-        _expect(f"{name}_experts_weights", q, (experts, rows, -(-cols // pack)))
-        blocks = -(-cols // block_size) if blockwise else 1
-        if blockwise:
-            _expect(f"{name}_scales", scales, (experts, rows, blocks))
-        elif scales.shape not in ((experts, rows), (experts, rows, 1)):
-            _expect(f"{name}_scales", scales, (experts, rows))
-        self.bits, self.pack, self.cols, self.blocks = bits, pack, cols, blocks
-        self.block = block_size if blockwise else cols
+    def __init__(self, q, scales, zero_points, bits, block, experts, rows, cols):
+        self.bits, self.pack, self.cols, self.block = bits, 8 // bits, cols, block
+        self.blocks = -(-cols // block)
         self.q, self.sources = q, (scales, zero_points)
-        self.scales = scales.astype(np.float32).reshape(experts, rows, blocks)
-        self.zero = self._zero_points(name, zero_points, experts, rows, blockwise)
+        self.scales = scales.astype(np.float32).reshape(experts, rows, self.blocks)
+        self.zero = self._zero_points(zero_points, experts, rows)
 
-    def _zero_points(self, name, zp, experts, rows, blockwise):
+    def _zero_points(self, zp, experts, rows):
         """[experts, rows, blocks] float32: unpacked (along the blocks, or row-wise along the rows), else 2^(bits-1)."""
-        blocks, pack = self.blocks, self.pack
         if zp is None:
-            return np.full((experts, rows, blocks), 2 ** (self.bits - 1), np.float32)
-        if blockwise:
-            _expect(f"{name}_zero_points", zp, (experts, rows, -(-blocks // pack)))
-            return _unpack(zp, self.bits, blocks).astype(np.float32)
-        _expect(f"{name}_zero_points", zp, (experts, -(-rows // pack)))
+            return np.full((experts, rows, self.blocks), 2 ** (self.bits - 1), np.float32)
+        if zp.ndim == 3:
+            return _unpack(zp, self.bits, self.blocks).astype(np.float32)
         return _unpack(zp, self.bits, rows).astype(np.float32).reshape(experts, rows, 1)
 
     def dequantized(self, expert) -> np.ndarray:
@@ -182,13 +190,14 @@ def _unpack(packed, bits, count):
 
 def qmoe_geometry(x, router_probs, fc1, fc1_scales, fc1_bias, fc2, fc2_scales, fc2_bias, zero_points, fusion, k,
                   bits, block_size):
-    """(tokens, experts, inter, the two QuantizedExperts) with stock's checks."""
+    """(tokens, experts, inter, fc1's block, fc2's block) with stock's checks (anything with a shape)."""
     hidden = x.shape[-1]
-    tokens = x.size // hidden if hidden else 0
+    tokens = math.prod(x.shape) // hidden if hidden else 0
     pack = 8 // bits
-    if router_probs.ndim != 2 or fc1.ndim != 3 or fc2.ndim != 3 or x.ndim not in (2, 3):
-        raise InvalidArgument(f"QMoE: input {x.shape}, router_probs {router_probs.shape}, fc1_experts_weights "
-                              f"{fc1.shape} and fc2_experts_weights {fc2.shape} must be 2-D or 3-D, 2-D, 3-D and 3-D")
+    if len(router_probs.shape) != 2 or len(fc1.shape) != 3 or len(fc2.shape) != 3 or len(x.shape) not in (2, 3):
+        raise InvalidArgument(f"QMoE: input {tuple(x.shape)}, router_probs {tuple(router_probs.shape)}, "
+                              f"fc1_experts_weights {tuple(fc1.shape)} and fc2_experts_weights {tuple(fc2.shape)} "
+                              "must be 2-D or 3-D, 2-D, 3-D and 3-D")
     experts, inter = router_probs.shape[1], fc2.shape[2] * pack
     _expect("router_probs", router_probs, (tokens, experts))
     _expect("fc1_experts_bias", fc1_bias, (experts, fusion * inter))
@@ -199,12 +208,18 @@ def qmoe_geometry(x, router_probs, fc1, fc1_scales, fc1_bias, fc2, fc2_scales, f
         if scales is None:
             raise InvalidArgument(f"Input '{name}_scales' is required.")
     # stock decides block-wise or row-wise from fc1's scales, for both
-    blockwise = block_size > 0 and fc1_scales.ndim == 3 and fc1_scales.shape[-1] > 1
-    fc1q = QuantizedExperts("fc1", fc1, fc1_scales, zero_points[0], bits, block_size, blockwise, experts,
-                            fusion * inter, hidden)
-    fc2q = QuantizedExperts("fc2", fc2, fc2_scales, zero_points[1], bits, block_size, blockwise, experts, hidden,
-                            inter)
-    return tokens, experts, inter, fc1q, fc2q
+    blockwise = block_size > 0 and len(fc1_scales.shape) == 3 and fc1_scales.shape[-1] > 1
+    block1 = quantized_layout("fc1", fc1, fc1_scales, zero_points[0], bits, block_size, blockwise, experts,
+                              fusion * inter, hidden)
+    block2 = quantized_layout("fc2", fc2, fc2_scales, zero_points[1], bits, block_size, blockwise, experts, hidden,
+                              inter)
+    return tokens, experts, inter, block1, block2
+
+
+def quantized_experts(fc1, fc1_scales, fc2, fc2_scales, zero_points, bits, blocks, experts, inter, hidden, fusion):
+    """The two QuantizedExperts of a QMoE whose shapes qmoe_geometry checked (blocks: its fc1 and fc2 blocks)."""
+    return (QuantizedExperts(fc1, fc1_scales, zero_points[0], bits, blocks[0], experts, fusion * inter, hidden),
+            QuantizedExperts(fc2, fc2_scales, zero_points[1], bits, blocks[1], experts, hidden, inter))
 
 
 def qmoe_routes(logits, k, router_weights, normalize):
@@ -234,10 +249,12 @@ def qmoe(x, router_probs, fc1_experts_weights, fc1_scales=None, fc1_experts_bias
          quant_type="int", weights_prepacked=-1, accuracy_level=0, swiglu_limit_after_activation=0):
     if fc2_experts_weights is None:
         raise InvalidArgument("Input 'fc2_experts_weights' is required.")
-    tokens, experts, _, fc1, fc2 = qmoe_geometry(
+    fusion, zero_points = 2 if activation_type == "swiglu" else 1, (fc1_zero_points, fc2_zero_points)
+    tokens, experts, inter, *blocks = qmoe_geometry(
         x, router_probs, fc1_experts_weights, fc1_scales, fc1_experts_bias, fc2_experts_weights, fc2_scales,
-        fc2_experts_bias, (fc1_zero_points, fc2_zero_points), 2 if activation_type == "swiglu" else 1, k,
-        expert_weight_bits, block_size)
+        fc2_experts_bias, zero_points, fusion, k, expert_weight_bits, block_size)
+    fc1, fc2 = quantized_experts(fc1_experts_weights, fc1_scales, fc2_experts_weights, fc2_scales, zero_points,
+                                 expert_weight_bits, blocks, experts, inter, x.shape[-1], fusion)
     if router_weights is not None:
         _expect("router_weights", router_weights, (tokens, experts))
     rows = x.reshape(tokens, x.shape[-1]).astype(np.float32)

@@ -575,7 +575,7 @@ def moe(rec, node, ins, outs):
 
 @lowers("QMoE", domain="com.microsoft")
 def qmoe(rec, node, ins, outs):
-    from .moe import qmoe_geometry
+    from .moe import qmoe_geometry, quantized_experts
     x, router, fc1, s1, b1, fc2, s2, b2 = (ins + [None] * 8)[:8]
     z1, z2, _, router_weights = (ins + [None] * 15)[11:15]
     constants = [v for v in (fc1, s1, b1, fc2, s2, b2, z1, z2) if v is not None]
@@ -584,10 +584,13 @@ def qmoe(rec, node, ins, outs):
         raise Declined("float32, constant expert weights, scales and zero points, no router_weights")
     attrs = node.attrs
     array = lambda v: None if v is None else v.array
-    tokens, experts, inter, fc1q, fc2q = qmoe_geometry(
-        x.array, router.array, fc1.array, array(s1), array(b1), fc2.array, array(s2), array(b2),
-        (array(z1), array(z2)), 2 if attrs.get("activation_type") == "swiglu" else 1, attrs.get("k", 1),
-        attrs.get("expert_weight_bits", 4), attrs.get("block_size", 0))
+    fusion, zero_points, bits = 2 if attrs.get("activation_type") == "swiglu" else 1, (array(z1), array(z2)), \
+        attrs.get("expert_weight_bits", 4)
+    tokens, experts, inter, *blocks = qmoe_geometry(
+        x.array, router.array, fc1.array, array(s1), array(b1), fc2.array, array(s2), array(b2), zero_points, fusion,
+        attrs.get("k", 1), bits, attrs.get("block_size", 0))
+    fc1q, fc2q = quantized_experts(fc1.array, s1.array, fc2.array, s2.array, zero_points, bits, blocks, experts, inter,
+                                   x.array.shape[-1], fusion)
     return _moe_step(rec, node, x, router, fc1, b1, fc2, b2, tokens, experts, inter, outs, (fc1q, fc2q))
 
 

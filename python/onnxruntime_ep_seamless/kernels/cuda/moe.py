@@ -1,0 +1,93 @@
+"""com.microsoft MoE and QMoE on the GPU (native/cuda/moe.cu): the router's choice stays on the device, so a layer is
+no seam; the shapes and checks are the CPU kernels' (kernels/cpu/moe.py)."""
+import numpy as np
+
+from ..checks import InvalidArgument
+from ..cpu.moe import (check_moe, check_qmoe, moe_geometry, qmoe_geometry, validate_moe, validate_qmoe)
+from ..cpu.steps import MOE_ACTIVATIONS
+from ..registry import kernel
+from .elementwise import SUFFIX, Scratch
+
+# the types stock's CPU kernels have, so that the parity tests can hold ours to them (moe.cu builds bfloat16 too)
+TYPES = frozenset(map(np.dtype, (np.float32, np.float16)))
+
+
+def _weights(rows, cols, block, bits, zp_blockwise):
+    """moe.cu's moe::Weights."""
+    return np.array([rows, cols, block, bits, zp_blockwise], np.int64).tobytes()
+
+
+def _f32(v) -> tuple:
+    return ("bytes", np.float32(v).tobytes())
+
+
+def _run(rt, stream, x, router, fc1, fc2, b1, b2, tokens, experts, inter, attrs, qmoe=None):
+    """qmoe: ((scales, zero points, block) of fc1, of fc2, bits)."""
+    act, k = attrs["activation_type"], attrs["k"]
+    rows1, hidden, suffix = (2 if act == "swiglu" else 1) * inter, x.shape[-1], SUFFIX[x.dtype]
+    s = Scratch(rt, x)
+    chosen = s(rt.alloc((tokens, k), np.dtype(np.int32)))
+    weights = s(rt.alloc((tokens, k), np.dtype(np.float32)))
+    h = s(rt.alloc((tokens, k, rows1), np.dtype(np.float32)))
+    activated = s(rt.alloc((tokens, k, inter), np.dtype(np.float32)))
+    y = rt.alloc(x.shape, x.dtype)
+    rt.launch(f"seamless_moe_route_{suffix}", tokens, stream, ("int64", tokens), ("int64", experts), ("int64", k),
+              ("int", int(qmoe is not None)), ("int", int(bool(attrs["normalize"]))), ("ptr", router.ptr),
+              ("ptr", chosen.ptr), ("ptr", weights.ptr))
+    for name, fc, bias, rows, cols, out in (("up", fc1, b1, rows1, hidden, h), ("down", fc2, b2, hidden, inter, y)):
+        if qmoe is None:
+            layout, operands = _weights(rows, cols, cols, 8, 0), [fc.ptr, 0, 0, 0]
+        else:
+            scales, zp, block = qmoe[0] if name == "up" else qmoe[1]
+            layout = _weights(rows, cols, block, qmoe[2], int(zp is not None and len(zp.shape) == 3))
+            operands = [0, fc.ptr, scales.ptr, zp.ptr if zp is not None else 0]
+        inputs = x if name == "up" else activated
+        rt.launch(f"seamless_moe_{name}_{suffix}", tokens * (k if name == "up" else 1) * rows * 32, stream,
+                  ("int64", tokens), ("int64", k), ("int", int(qmoe is not None)), ("bytes", layout),
+                  ("ptr", chosen.ptr), ("ptr", weights.ptr), ("ptr", inputs.ptr),
+                  *(("ptr", p) for p in operands), ("ptr", bias.ptr if bias is not None else 0), ("ptr", out.ptr))
+        if name == "up":
+            limit = attrs["swiglu_limit"]
+            rt.launch("seamless_moe_activate", tokens * k * inter, stream, ("int64", tokens * k * inter),
+                      ("int64", inter), ("int", MOE_ACTIVATIONS[act]), _f32(attrs["alpha"]), _f32(attrs["beta"]),
+                      ("int", int(limit is not None)), _f32(limit or 0.0), ("ptr", h.ptr), ("ptr", activated.ptr))
+    return s.done(y)
+
+
+@kernel("MoE", domain="com.microsoft", types=TYPES, device="cuda", check=check_moe, validate=validate_moe)
+def moe(rt, stream, x, router_probs, fc1_experts_weights, fc1_experts_bias=None, fc2_experts_weights=None,
+        fc2_experts_bias=None, fc3_experts_weights=None, fc3_experts_bias=None, *, k=1, activation_type="relu",
+        activation_alpha=1.0, activation_beta=0.0, normalize_routing_weights=0, swiglu_fusion=0, swiglu_limit=None,
+        use_sparse_mixer=0, swiglu_limit_after_activation=0):
+    tokens, experts, inter = moe_geometry(x, router_probs, fc1_experts_weights, fc1_experts_bias, fc2_experts_weights,
+                                          fc2_experts_bias, 2 if activation_type == "swiglu" else 1, k)
+    attrs = dict(activation_type=activation_type, k=k, normalize=normalize_routing_weights, alpha=activation_alpha,
+                 beta=activation_beta, swiglu_limit=swiglu_limit)
+    return _run(rt, stream, x, router_probs, fc1_experts_weights, fc2_experts_weights, fc1_experts_bias,
+                fc2_experts_bias, tokens, experts, inter, attrs)
+
+
+def _check_qmoe_cuda(node, graph):
+    return check_qmoe(node, graph) or ("router_weights is not supported on CUDA" if node.inputs[14:15] and
+                                       node.inputs[14] else None)
+
+
+@kernel("QMoE", domain="com.microsoft", types=TYPES, device="cuda", check=_check_qmoe_cuda,
+        validate=validate_qmoe)
+def qmoe(rt, stream, x, router_probs, fc1_experts_weights, fc1_scales=None, fc1_experts_bias=None,
+         fc2_experts_weights=None, fc2_scales=None, fc2_experts_bias=None, fc3_experts_weights=None, fc3_scales=None,
+         fc3_experts_bias=None, fc1_zero_points=None, fc2_zero_points=None, fc3_zero_points=None, router_weights=None,
+         *rest, k=1, activation_type="relu", activation_alpha=1.0, activation_beta=0.0, normalize_routing_weights=0,
+         swiglu_fusion=0, swiglu_limit=None, use_sparse_mixer=0, expert_weight_bits=4, block_size=0,
+         quant_type="int", weights_prepacked=-1, accuracy_level=0, swiglu_limit_after_activation=0):
+    if any(s is not None and s.dtype != x.dtype for s in (fc1_scales, fc2_scales)):
+        raise InvalidArgument(f"QMoE: scales of {fc1_scales.dtype} with an input of {x.dtype} (one type, as stock's)")
+    zero_points = (fc1_zero_points, fc2_zero_points)
+    tokens, experts, inter, block1, block2 = qmoe_geometry(
+        x, router_probs, fc1_experts_weights, fc1_scales, fc1_experts_bias, fc2_experts_weights, fc2_scales,
+        fc2_experts_bias, zero_points, 2 if activation_type == "swiglu" else 1, k, expert_weight_bits, block_size)
+    attrs = dict(activation_type=activation_type, k=k, normalize=0, alpha=activation_alpha, beta=activation_beta,
+                 swiglu_limit=swiglu_limit)
+    quant = ((fc1_scales, fc1_zero_points, block1), (fc2_scales, fc2_zero_points, block2), expert_weight_bits)
+    return _run(rt, stream, x, router_probs, fc1_experts_weights, fc2_experts_weights, fc1_experts_bias,
+                fc2_experts_bias, tokens, experts, inter, attrs, quant)

@@ -1,0 +1,56 @@
+"""com.microsoft MoE and QMoE on the CUDA EP (native/cuda/moe.cu) against stock ORT's CPU EP: routing on the GPU,
+the activations, biases, 4- and 8-bit experts with block- or row-wise scales and zero points, float16. The inputs
+and the CPU kernels' parity cases are tests/kernels/test_moe.py's."""
+import numpy as np
+import pytest
+
+from kernels.test_moe import moe_inputs, qmoe_inputs
+from test_cuda_ep import DEVICES, PROBLEM
+
+needs_gpu = pytest.mark.skipif(not DEVICES, reason=f"no NVIDIA GPU for the CUDA EP ({PROBLEM or 'none found'})")
+F16 = np.dtype(np.float16)
+TOL = {np.dtype(np.float32): {"rtol": 1e-4, "atol": 1e-5}, F16: {"rtol": 2e-3, "atol": 2e-3}}
+
+
+def _check(op, inputs, attrs, dtype):
+    from onnxruntime_ep_seamless.graph.onnx_import import import_model
+    from onnxruntime_ep_seamless.kernels.registry import lookup
+    from parity import node_model
+    from test_cuda_ops import check
+    model, _ = node_model(op, inputs, attrs, 21, [dtype], domain="com.microsoft")
+    graph = import_model(model)
+    assert lookup(graph.nodes[0], graph, "cuda", host_rule=False)[0].device == "cuda"  # its CUDA kernel
+    check(op, inputs, attrs, 21, [dtype], domain="com.microsoft", **TOL[np.dtype(dtype)])
+
+
+@needs_gpu
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("act,k,normalize,extra", [
+    ("swiglu", 2, 1, {"swiglu_limit": 7.0, "activation_alpha": 1.702, "activation_beta": 1.0}), ("relu", 1, 0, {}),
+    ("silu", 3, 1, {}), ("identity", 4, 0, {})])
+def test_moe(act, k, normalize, extra, dtype):
+    attrs = dict(k=k, activation_type=act, normalize_routing_weights=normalize, **extra)
+    if act == "swiglu":
+        attrs["swiglu_fusion"] = 1
+    _check("MoE", moe_inputs(19, 48, 4, 24, act, dtype=dtype), attrs, dtype)
+
+
+@needs_gpu
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("act,bits,block,zero_points", [
+    ("swiglu", 4, 32, False), ("gelu", 4, 16, True), ("silu", 4, 0, True), ("relu", 2, 0, False),
+    ("identity", 4, 32, True)])
+def test_qmoe(act, bits, block, zero_points, dtype):
+    attrs = dict(k=2, activation_type=act, expert_weight_bits=bits)
+    if block:
+        attrs["block_size"] = block
+    if act == "swiglu":
+        attrs.update(swiglu_fusion=1, swiglu_limit=7.0)
+    _check("QMoE", qmoe_inputs(11, 64, 4, 32, act, bits, block, zero_points, dtype=dtype), attrs, dtype)
+
+
+@needs_gpu
+def test_qmoe_8_bit(monkeypatch):
+    monkeypatch.setenv("ORT_QMOE_CPU_QNBIT_GEMM", "fp32")  # stock's exact path (tests/kernels/test_moe.py)
+    attrs = dict(k=3, activation_type="swiglu", swiglu_fusion=1, expert_weight_bits=8, block_size=32)
+    _check("QMoE", qmoe_inputs(9, 64, 5, 32, "swiglu", 8, 32), attrs, np.float32)
