@@ -549,8 +549,8 @@ typedef struct {
 
 #define MOE_PIECE 512   /* cols of a QMoE weight row dequantized at a time, on the stack */
 
-/* Cols [c0, c1) of row r of a QMoE expert as floats, scale (q - zero) per block: 4 bits in two halves, the weights of
- * the even cols in out, the odd ones' in out_odd (as moe_quantized splits the inputs); c0 and the blocks' starts are
+/* Cols [c0, c1) of row r of a QMoE expert as floats, scale (q - zero) per block: with out_odd, 4 bits in two halves,
+ * the weights of the even cols in out, the odd ones' in out_odd (as moe_quantized splits the inputs); c0 and the blocks' starts are
  * even (pieces of MOE_PIECE cols, blocks of 16 and more or one of the whole row). */
 SEAMLESS_SIMD static void moe_dequantize(const MoeProduct* p, int64_t r, int64_t c0, int64_t c1, float* out,
                                          float* out_odd) {
@@ -559,11 +559,13 @@ SEAMLESS_SIMD static void moe_dequantize(const MoeProduct* p, int64_t r, int64_t
   for (int64_t c = c0; c < c1;) {
     const int64_t b = c / p->block, end = (b + 1) * p->block < c1 ? (b + 1) * p->block : c1;
     const float s = p->q_scale[r * p->blocks + b], z = p->q_zero[r * p->blocks + b];
-    if (p->bits == 4)
+    if (p->bits == 4 && out_odd)
       for (int64_t i = c / 2; i < (end + 1) / 2; i++) {
         out[i - c0 / 2] = s * ((float)(row[i] & 15) - z);
         out_odd[i - c0 / 2] = s * ((float)(row[i] >> 4) - z);
       }
+    else if (p->bits == 4)
+      for (int64_t i = c; i < end; i++) out[i - c0] = s * ((float)((row[i / 2] >> ((i % 2) * 4)) & 15) - z);
     else if (p->bits == 8)
       for (int64_t i = c; i < end; i++) out[i - c0] = s * ((float)row[i] - z);
     else
@@ -657,9 +659,9 @@ static void moe_product(MoeProduct* p, void* par_fn, void* par_ctx) {
 /* Points p (rows x cols of expert e) at QMoE's integer weights q (the fc slot's bytes) instead of floats; for 4 bits
  * the chunk's inputs are split into their even and odd elements in `split` (each token's row 2 ceil(cols / 2) floats,
  * the odd half padded with a zero). */
-static void moe_quantized(MoeProduct* p, const SeamlessMoeArgs* a, const void* q, const float* scale,
-                          const float* zero, int64_t block, int64_t e, float* split) {
-  const int64_t pack = 8 / a->bits, half = (p->cols + 1) / 2;
+static void moe_quantized_weights(MoeProduct* p, const SeamlessMoeArgs* a, const void* q, const float* scale,
+                                  const float* zero, int64_t block, int64_t e) {
+  const int64_t pack = 8 / a->bits;
   p->bits = a->bits;
   p->block = block;
   p->blocks = (p->cols + block - 1) / block;
@@ -668,6 +670,12 @@ static void moe_quantized(MoeProduct* p, const SeamlessMoeArgs* a, const void* q
   p->q_scale = scale + e * p->rows * p->blocks;
   p->q_zero = zero + e * p->rows * p->blocks;
   p->w = NULL;
+}
+
+static void moe_quantized(MoeProduct* p, const SeamlessMoeArgs* a, const void* q, const float* scale,
+                          const float* zero, int64_t block, int64_t e, float* split) {
+  const int64_t half = (p->cols + 1) / 2;
+  moe_quantized_weights(p, a, q, scale, zero, block, e);
   if (a->bits != 4) return;
   for (int64_t j = 0; j < p->count; j++) {
     const float* in = p->in + (p->in_token ? p->in_token[j] : j) * p->cols;
@@ -679,15 +687,90 @@ static void moe_quantized(MoeProduct* p, const SeamlessMoeArgs* a, const void* q
   p->in_token = NULL;
 }
 
-/* MoE: each token routed (the router's softmax, its k best, their weights), then each expert over its tokens,
- * SEAMLESS_MOE_CHUNK at a time; a token's y sums its experts in expert order, as the Python kernel does. */
-static void run_moe(const SeamlessMoeArgs* a, const float* x, const float* router, const float* fc1, const float* b1,
-                    const float* fc2, const float* b2, float* y, float* scratch, void* par_fn, void* par_ctx) {
+/* act [n, inter] from h1 [n, rows1] (SeamlessMoeArgs' activation). */
+static void moe_activate(const SeamlessMoeArgs* a, const float* h1, float* act, int64_t n) {
+  const int64_t inter = a->inter, rows1 = a->activation == 2 ? 2 * inter : inter;
+  for (int64_t j = 0; j < n; j++) {
+    const float* hj = h1 + j * rows1;
+    float* aj = act + j * inter;
+    for (int64_t m = 0; m < inter; m++) {
+      if (a->activation != 2) { aj[m] = moe_activation(a->activation, hj[m]); continue; }
+      float gate = hj[2 * m], lin = hj[2 * m + 1];
+      if (a->has_limit) {
+        gate = gate < a->limit ? gate : a->limit;
+        lin = lin < -a->limit ? -a->limit : lin > a->limit ? a->limit : lin;
+      }
+      aj[m] = gate / (1.0f + expf(-a->alpha * gate)) * (lin + a->beta);
+    }
+  }
+}
+
+typedef struct { const MoeProduct* p; int64_t r0, r1; float* out; size_t tasks; } MoeDequantizeJob;
+
+static void moe_dequantize_task(void* user, size_t task) {
+  const MoeDequantizeJob* j = user;
+  size_t a, b;
+  seamless_task_range((size_t)(j->r1 - j->r0), j->tasks, task, &a, &b);
+  for (size_t r = a; r < b; r++)
+    moe_dequantize(j->p, j->r0 + (int64_t)r, 0, j->p->cols, j->out + (int64_t)r * j->p->cols, NULL);
+}
+
+/* out [count, rows] = in [count, cols] . expert e's weights^T [rows, cols] as a GEMM; QMoE's weights dequantized
+ * SEAMLESS_MOE_GEMM_ROWS rows at a time into deq. 0, or -1 (out of memory for the GEMM's packing). */
+static int moe_gemm(const SeamlessMoeArgs* a, const void* w, const float* scale, const float* zero, int64_t block,
+                    int64_t e, int64_t rows, int64_t cols, const float* in, int64_t count, float* out, float* deq,
+                    void* par_fn, void* par_ctx) {
+  if (!a->qmoe)
+    return seamless_sgemm_batched(1, (size_t)count, (size_t)rows, (size_t)cols, in, (size_t)cols, 0,
+                                  (const float*)w + e * rows * cols, (size_t)cols, 0, 1, out, (size_t)rows, 0, par_fn,
+                                  par_ctx);
+  MoeProduct p = {.rows = rows, .cols = cols};
+  moe_quantized_weights(&p, a, w, scale, zero, block, e);
+  for (int64_t r0 = 0; r0 < rows; r0 += SEAMLESS_MOE_GEMM_ROWS) {
+    const int64_t r1 = r0 + SEAMLESS_MOE_GEMM_ROWS < rows ? r0 + SEAMLESS_MOE_GEMM_ROWS : rows;
+    size_t tasks = seamless_task_count((size_t)((r1 - r0) * cols), PARALLEL_GRAIN);
+    MoeDequantizeJob job = {&p, r0, r1, deq, tasks < (size_t)(r1 - r0) ? tasks : (size_t)(r1 - r0)};
+    seamless_run_tasks(par_fn, par_ctx, job.tasks, moe_dequantize_task, &job);
+    if (seamless_sgemm_batched(1, (size_t)count, (size_t)(r1 - r0), (size_t)cols, in, (size_t)cols, 0, deq,
+                               (size_t)cols, 0, 1, out + r0, (size_t)rows, 0, par_fn, par_ctx))
+      return -1;
+  }
+  return 0;
+}
+
+/* An expert with more tokens than a chunk: both products as GEMMs over all its tokens. g: the scratch's GEMM part
+ * (program.h SEAMLESS_OP_MOE): their inputs gathered [count, hidden], h1 [count, rows1], act [count, inter], the
+ * second product [count, hidden], QMoE's dequantized rows. */
+static int moe_expert_gemm(const SeamlessMoeArgs* a, int64_t e, const int32_t* members, const float* scale,
+                           int64_t count, const float* x, const float* fc1, const float* b1, const float* fc2,
+                           const float* b2, float* y, float* g, void* par_fn, void* par_ctx) {
+  const int64_t h = a->hidden, inter = a->inter, rows1 = a->activation == 2 ? 2 * inter : inter;
+  float *in = g, *h1 = in + a->tokens * h, *act = h1 + a->tokens * rows1, *out = act + a->tokens * inter;
+  float* deq = out + a->tokens * h;
+  for (int64_t j = 0; j < count; j++) memcpy(in + j * h, x + members[j] * h, (size_t)h * sizeof *in);
+  if (moe_gemm(a, fc1, a->scale1, a->zero1, a->block1, e, rows1, h, in, count, h1, deq, par_fn, par_ctx)) return -1;
+  if (b1)
+    for (int64_t j = 0; j < count; j++)
+      for (int64_t r = 0; r < rows1; r++) h1[j * rows1 + r] += b1[e * rows1 + r];
+  moe_activate(a, h1, act, count);
+  if (moe_gemm(a, fc2, a->scale2, a->zero2, a->block2, e, h, inter, act, count, out, deq, par_fn, par_ctx)) return -1;
+  for (int64_t j = 0; j < count; j++)
+    for (int64_t i = 0; i < h; i++)
+      y[members[j] * h + i] += scale[j] * (b2 ? out[j * h + i] + b2[e * h + i] : out[j * h + i]);
+  return 0;
+}
+
+/* MoE: each token routed (the router's softmax, its k best, their weights), then each expert over its tokens: up to
+ * SEAMLESS_MOE_CHUNK row by row, more as GEMMs; a token's y sums its experts in expert order, as the Python kernel
+ * does. 0, or -1 (out of memory). */
+static int run_moe(const SeamlessMoeArgs* a, const float* x, const float* router, const float* fc1, const float* b1,
+                   const float* fc2, const float* b2, float* y, float* scratch, void* par_fn, void* par_ctx) {
   const int64_t h = a->hidden, e_count = a->experts, inter = a->inter, k = a->k, tokens = a->tokens;
   const int64_t rows1 = a->activation == 2 ? 2 * inter : inter;
   float *probs = scratch, *weight = probs + e_count;  /* weight, chosen: [tokens, k] */
   int32_t *chosen = (int32_t*)(weight + tokens * k), *members = chosen + tokens * k;
   float *h1 = (float*)(members + tokens), *act = h1 + SEAMLESS_MOE_CHUNK * rows1, *split = act + SEAMLESS_MOE_CHUNK * inter;
+  float* gemm = split + SEAMLESS_MOE_CHUNK * ((h > inter ? h : inter) + 1);
   for (int64_t t = 0; t < tokens; t++) {
     const float* logits = router + t * e_count;
     int32_t* mine = chosen + t * k;
@@ -720,41 +803,33 @@ static void run_moe(const SeamlessMoeArgs* a, const float* x, const float* route
     }
   }
   memset(y, 0, (size_t)(tokens * h) * sizeof *y);
+  float* scale = gemm;  /* each member's routing weight; the GEMMs' scratch after it */
   for (int64_t e = 0; e < e_count; e++) {
-    float scale[SEAMLESS_MOE_CHUNK];
     int64_t count = 0;
     for (int64_t t = 0; t < tokens; t++)
       for (int64_t s = 0; s < k; s++)
-        if (chosen[t * k + s] == e && (!a->qmoe || weight[t * k + s] > 1e-8f)) members[count++] = (int32_t)t;
-    for (int64_t c0 = 0; c0 < count; c0 += SEAMLESS_MOE_CHUNK) {
-      const int64_t n = count - c0 < SEAMLESS_MOE_CHUNK ? count - c0 : SEAMLESS_MOE_CHUNK;
-      const int32_t* chunk = members + c0;
-      for (int64_t j = 0; j < n; j++)
-        for (int64_t s = 0; s < k; s++)
-          if (chosen[chunk[j] * k + s] == e) scale[j] = weight[chunk[j] * k + s];
-      MoeProduct up = {.w = a->qmoe ? NULL : fc1 + e * rows1 * h, .bias = b1 ? b1 + e * rows1 : NULL, .in = x, .out = h1,
-                       .rows = rows1, .cols = h, .count = n, .in_token = chunk};
+        if (chosen[t * k + s] == e && (!a->qmoe || weight[t * k + s] > 1e-8f)) {
+          scale[count] = weight[t * k + s];
+          members[count++] = (int32_t)t;
+        }
+    if (count > SEAMLESS_MOE_CHUNK) {
+      if (moe_expert_gemm(a, e, members, scale, count, x, fc1, b1, fc2, b2, y, gemm + tokens, par_fn, par_ctx))
+        return -1;
+      continue;
+    }
+    if (count) {  /* up to a chunk: row by row, each weight row read once for them all */
+      MoeProduct up = {.w = a->qmoe ? NULL : fc1 + e * rows1 * h, .bias = b1 ? b1 + e * rows1 : NULL, .in = x,
+                       .out = h1, .rows = rows1, .cols = h, .count = count, .in_token = members};
       if (a->qmoe) moe_quantized(&up, a, fc1, a->scale1, a->zero1, a->block1, e, split);
       moe_product(&up, par_fn, par_ctx);
-      for (int64_t j = 0; j < n; j++) {
-        const float* hj = h1 + j * rows1;
-        float* aj = act + j * inter;
-        for (int64_t m = 0; m < inter; m++) {
-          if (a->activation != 2) { aj[m] = moe_activation(a->activation, hj[m]); continue; }
-          float gate = hj[2 * m], lin = hj[2 * m + 1];
-          if (a->has_limit) {
-            gate = gate < a->limit ? gate : a->limit;
-            lin = lin < -a->limit ? -a->limit : lin > a->limit ? a->limit : lin;
-          }
-          aj[m] = gate / (1.0f + expf(-a->alpha * gate)) * (lin + a->beta);
-        }
-      }
-      MoeProduct down = {.w = a->qmoe ? NULL : fc2 + e * h * inter, .bias = b2 ? b2 + e * h : NULL, .in = act, .out = y, .rows = h,
-                         .cols = inter, .count = n, .out_token = chunk, .scale = scale};
+      moe_activate(a, h1, act, count);
+      MoeProduct down = {.w = a->qmoe ? NULL : fc2 + e * h * inter, .bias = b2 ? b2 + e * h : NULL, .in = act,
+                         .out = y, .rows = h, .cols = inter, .count = count, .out_token = members, .scale = scale};
       if (a->qmoe) moe_quantized(&down, a, fc2, a->scale2, a->zero2, a->block2, e, split);
       moe_product(&down, par_fn, par_ctx);
     }
   }
+  return 0;
 }
 
 /* Pad: per output element its source along each axis (an odometer over y's dims), the constant outside x. */
@@ -903,8 +978,11 @@ static int run_step(const SeamlessStep* s, char* const* ptr, void* par_fn, void*
     case SEAMLESS_OP_SCATTER_ELEMENTS:
       return run_scatter_elements(args, P(0), P(1), P(2), P(3), error, error_len);
     case SEAMLESS_OP_MOE:
-      run_moe(args, (const float*)P(0), (const float*)P(1), (const float*)P(2), (const float*)P(3), (const float*)P(4),
-              (const float*)P(5), (float*)P(6), (float*)P(7), par_fn, par_ctx);
+      if (run_moe(args, (const float*)P(0), (const float*)P(1), (const float*)P(2), (const float*)P(3),
+                  (const float*)P(4), (const float*)P(5), (float*)P(6), (float*)P(7), par_fn, par_ctx)) {
+        snprintf(error, error_len, "out of memory for the GEMM's packing scratch");
+        return STATUS_FAIL;
+      }
       return 0;
     case SEAMLESS_OP_CAUSAL_CONV:
       run_causal_conv(args, (const float*)P(0), (const float*)P(1), (const float*)P(2), (const float*)P(3),

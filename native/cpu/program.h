@@ -6,7 +6,8 @@
 #define SEAMLESS_PROGRAM_RANK 8      /* dims an argument block holds (after merging axes) */
 #define SEAMLESS_STEP_OPERANDS 10    /* buffer slots a step names */
 #define SEAMLESS_PROGRAM_ERROR 512   /* bytes of a failed run's message */
-#define SEAMLESS_MOE_CHUNK 16        /* MoE runs an expert's tokens this many at a time, its weights read once a chunk */
+#define SEAMLESS_MOE_CHUNK 16        /* MoE runs up to this many tokens of an expert row by row, more as GEMMs */
+#define SEAMLESS_MOE_GEMM_ROWS 256   /* rows of QMoE weights its GEMMs dequantize at a time */
 #define SEAMLESS_TOP_K_INSERT 32     /* TopK keeps up to this many by insertion; more: a sort in scratch */
 
 /* A step's op code (SeamlessStep.op); each names the argument block it reads. */
@@ -38,7 +39,8 @@ enum SeamlessOp {
                                   present_state */
   SEAMLESS_OP_MOE = 22,        /* SeamlessMoeArgs: x, router, fc1, fc1 bias (or -1), fc2, fc2 bias (or -1) -> y,
                                   scratch (experts + 2 tokens k + tokens + SEAMLESS_MOE_CHUNK ((fusion + 1) inter
-                                  + max(hidden, inter) + 1) floats) */
+                                  + max(hidden, inter) + 1) + tokens (2 hidden + (fusion + 1) inter + 1) floats, and
+                                  for QMoE SEAMLESS_MOE_GEMM_ROWS max(hidden, inter) more) */
   SEAMLESS_OP_TOP_K = 23,      /* SeamlessTopKArgs: x -> values, indices, scratch (or -1 when k <= SEAMLESS_TOP_K_INSERT) */
   SEAMLESS_OP_GATHER_ELEMENTS = 24, /* SeamlessElementsArgs: data, indices -> y */
   SEAMLESS_OP_SCATTER_ELEMENTS = 25 /* SeamlessElementsArgs: data, indices, updates -> y */

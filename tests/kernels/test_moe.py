@@ -107,6 +107,17 @@ def test_qmoe(act, bits, block, zero_points, normalize, router_weights):
                attrs, opset=21, domain="com.microsoft", const=QMOE_CONST, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("bits,block,zero_points", [(4, 32, False), (2, 0, True), (8, 16, True)])
+def test_qmoe_many_tokens(monkeypatch, bits, block, zero_points):
+    # more tokens per expert than a chunk: the native step's GEMMs over dequantized rows
+    monkeypatch.setenv("ORT_QMOE_CPU_QNBIT_GEMM", "fp32")  # stock's 8-bit path exact (test_qmoe_8_bit)
+    attrs = dict(k=2, activation_type="swiglu", swiglu_fusion=1, expert_weight_bits=bits)
+    if block:
+        attrs["block_size"] = block
+    check_node("QMoE", qmoe_inputs(60, 64, 3, 48, "swiglu", bits, block, zero_points), attrs, opset=21,
+               domain="com.microsoft", const=QMOE_CONST, rtol=1e-4, atol=1e-5)
+
+
 def test_qmoe_one_block_in_fc2():
     # fc2's rows one block long (scales [E, H, 1]): block-wise still, as stock decides from fc1's scales
     attrs = dict(k=2, activation_type="swiglu", swiglu_fusion=1, expert_weight_bits=4, block_size=32)

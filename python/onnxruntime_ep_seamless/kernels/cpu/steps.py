@@ -553,7 +553,9 @@ def _moe_step(rec, node, x, router, fc1, b1, fc2, b2, tokens, experts, inter, ou
                 setattr(args, f"{name}{n}", ffi.cast("float*", ffi.from_buffer(table)))
     fusion, k = 2 if act == "swiglu" else 1, args.k  # program.h SEAMLESS_OP_MOE's scratch
     chunk = lib.SEAMLESS_MOE_CHUNK * ((fusion + 1) * inter + max(args.hidden, inter) + 1)
-    scratch = rec.value(np.empty(experts + 2 * tokens * k + tokens + chunk, np.float32))
+    gemm = tokens * (2 * args.hidden + (fusion + 1) * inter + 1) + \
+        (lib.SEAMLESS_MOE_GEMM_ROWS * max(args.hidden, inter) if quantized else 0)
+    scratch = rec.value(np.empty(experts + 2 * tokens * k + tokens + chunk + gemm, np.float32))
     y = rec.value(outs[0])
     rec.step(lib.SEAMLESS_OP_MOE, args, [x, router, fc1, b1, fc2, b2, y, scratch])
     return [y]
