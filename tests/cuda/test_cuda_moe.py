@@ -54,3 +54,51 @@ def test_qmoe_8_bit(monkeypatch):
     monkeypatch.setenv("ORT_QMOE_CPU_QNBIT_GEMM", "fp32")  # stock's exact path (tests/kernels/test_moe.py)
     attrs = dict(k=3, activation_type="swiglu", swiglu_fusion=1, expert_weight_bits=8, block_size=32)
     _check("QMoE", qmoe_inputs(9, 64, 5, 32, "swiglu", 8, 32), attrs, np.float32)
+
+
+def _greedy(sess, steps=24, prompt=16, head_size=64):
+    """Greedy tokens and each step's last logits of a builder LFM2 decoder (KV caches and convolution states fed
+    back)."""
+    past = {}
+    for i in sess.get_inputs():
+        if i.name.startswith("past_key_values"):
+            past[i.name] = np.zeros((1, i.shape[1], 0, head_size), np.float32)
+        elif i.name.startswith("past."):
+            past[i.name] = np.zeros((1, *i.shape[1:]), np.float32)
+    ids = np.random.default_rng(0).integers(0, 1000, (1, prompt)).astype(np.int64)
+    tokens, logits, total = [], [], prompt
+    for _ in range(steps):
+        out = dict(zip([o.name for o in sess.get_outputs()],
+                       sess.run(None, {"input_ids": ids, "attention_mask": np.ones((1, total), np.int64), **past})))
+        logits.append(out["logits"][0, -1])
+        tokens.append(int(np.argmax(logits[-1])))
+        for name, value in out.items():
+            if name.startswith("present."):
+                past[name.replace("present.", "past_key_values." if name.endswith(("key", "value")) else "past.")] = value
+        ids, total = np.array([[tokens[-1]]], np.int64), total + 1
+    return tokens, logits
+
+
+@needs_gpu
+@pytest.mark.parametrize("precision", ["fp32", "int4"])
+def test_builder_lfm2moe_decodes_as_one_captured_segment(precision, capfd):
+    import onnx
+
+    import material
+    from parity import stock_session
+    from test_cuda_ep import cuda_session
+    path = material.genai_model_dir("lfm2moe", precision) / "model.onnx"
+    if not path.exists():
+        pytest.skip(f"{path} missing: run tests/material.py")
+    model = onnx.load(str(path))
+    for node in model.graph.node:  # stock's CPU MatMulNBits multiplies int8-quantized activations at level 4
+        for a in node.attribute:
+            if node.op_type == "MatMulNBits" and a.name == "accuracy_level":
+                a.i = 0
+    ours = cuda_session(model, capture="auto", log_capture="1")
+    tokens, logits = _greedy(ours)
+    ref_tokens, ref_logits = _greedy(stock_session(model))
+    assert tokens == ref_tokens
+    for step, (o, r) in enumerate(zip(logits, ref_logits)):
+        np.testing.assert_allclose(o, r, rtol=1e-4, atol=1e-4, err_msg=f"step {step}")
+    assert "1 segment(s), 0 seam(s)" in capfd.readouterr().err
