@@ -760,6 +760,40 @@ static int moe_expert_gemm(const SeamlessMoeArgs* a, int64_t e, const int32_t* m
   return 0;
 }
 
+/* A QMoE product of up to a chunk of tokens by MatMulNBits' float kernel (an expert's block-wise weights, scales and
+ * zero points are MatMulNBits' B layout when its rows hold whole blocks): out [count, rows] = in . w^T + bias. 0, 1
+ * (a layout it does not take), 2 (out of memory). */
+static int moe_nbits(const SeamlessMoeArgs* a, const void* q, const float* scale, const uint8_t* zp, int64_t block,
+                     int64_t e, int64_t rows, int64_t cols, const float* in, int64_t count, const float* bias,
+                     float* out, void* par_fn, void* par_ctx) {
+  const int64_t pack = 8 / a->bits, blocks = (cols + block - 1) / block;
+  if (block == cols || cols % block) return 1;
+  return seamless_matmul_nbits_f32(in, (size_t)count, (size_t)cols, (const uint8_t*)q + e * rows * (cols / pack),
+                                   scale + e * rows * blocks, zp ? zp + e * rows * ((blocks + pack - 1) / pack) : NULL,
+                                   NULL, bias, out, (size_t)rows, (size_t)a->bits, (size_t)block, 0, par_fn, par_ctx);
+}
+
+/* A QMoE expert over up to a chunk of tokens by MatMulNBits' kernel; in, out: [count, hidden] scratch.
+ * 0, 1 (not its layout: nothing done) or 2 (out of memory). */
+static int moe_nbits_expert(const SeamlessMoeArgs* a, int64_t e, const int32_t* members, const float* scale,
+                            int64_t count, const float* x, const void* fc1, const float* b1, const void* fc2,
+                            const float* b2, float* y, float* h1, float* act, float* in, float* out, void* par_fn,
+                            void* par_ctx) {
+  const int64_t h = a->hidden, inter = a->inter, rows1 = a->activation == 2 ? 2 * inter : inter;
+  if (a->block1 == h || h % a->block1 || a->block2 == inter || inter % a->block2) return 1;
+  for (int64_t j = 0; j < count; j++) memcpy(in + j * h, x + members[j] * h, (size_t)h * sizeof *in);
+  int rc = moe_nbits(a, fc1, a->scale1, a->packed_zero1, a->block1, e, rows1, h, in, count,
+                     b1 ? b1 + e * rows1 : NULL, h1, par_fn, par_ctx);
+  if (rc) return rc;
+  moe_activate(a, h1, act, count);
+  rc = moe_nbits(a, fc2, a->scale2, a->packed_zero2, a->block2, e, h, inter, act, count, b2 ? b2 + e * h : NULL, out,
+                 par_fn, par_ctx);
+  if (rc) return rc;
+  for (int64_t j = 0; j < count; j++)
+    for (int64_t i = 0; i < h; i++) y[members[j] * h + i] += scale[j] * out[j * h + i];
+  return 0;
+}
+
 /* MoE: each token routed (the router's softmax, its k best, their weights), then each expert over its tokens: up to
  * SEAMLESS_MOE_CHUNK row by row, more as GEMMs; a token's y sums its experts in expert order, as the Python kernel
  * does. 0, or -1 (out of memory). */
@@ -816,6 +850,13 @@ static int run_moe(const SeamlessMoeArgs* a, const float* x, const float* router
       if (moe_expert_gemm(a, e, members, scale, count, x, fc1, b1, fc2, b2, y, gemm + tokens, par_fn, par_ctx))
         return -1;
       continue;
+    }
+    if (count && a->qmoe && a->bits != 2) {  /* MatMulNBits' kernel where the layout is its own */
+      float* g = gemm + tokens;  /* moe_expert_gemm's regions: its inputs and its second product's */
+      const int rc = moe_nbits_expert(a, e, members, scale, count, x, fc1, b1, fc2, b2, y, h1, act, g,
+                                      g + tokens * (h + rows1 + inter), par_fn, par_ctx);
+      if (rc == 2) return -1;
+      if (rc == 0) continue;
     }
     if (count) {  /* up to a chunk: row by row, each weight row read once for them all */
       MoeProduct up = {.w = a->qmoe ? NULL : fc1 + e * rows1 * h, .bias = b1 ? b1 + e * rows1 : NULL, .in = x,

@@ -147,6 +147,7 @@ typedef struct {
   float alpha, beta, limit;
   int64_t block1, block2;               /* QMoE: cols a scale covers in fc1's and fc2's rows */
   const float *scale1, *zero1, *scale2, *zero2;
+  const uint8_t *packed_zero1, *packed_zero2;  /* QMoE's zero points as given (NULL: none), for MatMulNBits' kernel */
 } SeamlessMoeArgs;
 
 /* GroupQueryAttention (seamless_gqa_f32's operands); seqlens_k's values checked against total first */

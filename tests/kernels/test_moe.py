@@ -125,13 +125,14 @@ def test_qmoe_one_block_in_fc2():
                domain="com.microsoft", const=QMOE_CONST, rtol=1e-4, atol=1e-5)
 
 
-def test_qmoe_8_bit(monkeypatch):
+@pytest.mark.parametrize("block,zero_points", [(32, False), (16, True)])  # 16: both FCs in MatMulNBits' layout
+def test_qmoe_8_bit(monkeypatch, block, zero_points):
     # stock multiplies 8-bit experts with int8-quantized activations (lossy) unless told to dequantize to float32
     monkeypatch.setenv("ORT_QMOE_CPU_QNBIT_GEMM", "fp32")
     attrs = dict(k=3, activation_type="swiglu", swiglu_fusion=1, normalize_routing_weights=1, expert_weight_bits=8,
-                 block_size=32)
-    check_node("QMoE", qmoe_inputs(9, 64, 5, 32, "swiglu", 8, 32), attrs, opset=21, domain="com.microsoft",
-               const=QMOE_CONST, rtol=1e-4, atol=1e-5)
+                 block_size=block)
+    check_node("QMoE", qmoe_inputs(9, 64, 5, 32, "swiglu", 8, block, zero_points), attrs, opset=21,
+               domain="com.microsoft", const=QMOE_CONST, rtol=1e-4, atol=1e-5)
 
 
 def test_qmoe_float16_and_odd_widths():

@@ -551,6 +551,10 @@ def _moe_step(rec, node, x, router, fc1, b1, fc2, b2, tokens, experts, inter, ou
             tables = constants.derived(weights.array, key, lambda _, fc=fc: (np.ascontiguousarray(fc.scales), np.ascontiguousarray(fc.zero)))
             for name, table in zip(("scale", "zero"), rec.keep(tables)):
                 setattr(args, f"{name}{n}", ffi.cast("float*", ffi.from_buffer(table)))
+            packed = fc.sources[1]  # as given: MatMulNBits' kernel reads them (program.c moe_nbits)
+            if packed is not None:
+                packed = rec.keep(np.ascontiguousarray(packed))
+                setattr(args, f"packed_zero{n}", ffi.cast("uint8_t*", ffi.from_buffer(packed)))
     fusion, k = 2 if act == "swiglu" else 1, args.k  # program.h SEAMLESS_OP_MOE's scratch
     chunk = lib.SEAMLESS_MOE_CHUNK * ((fusion + 1) * inter + max(args.hidden, inter) + 1)
     gemm = tokens * (2 * args.hidden + (fusion + 1) * inter + 1) + \
