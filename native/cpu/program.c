@@ -533,8 +533,8 @@ SEAMLESS_SIMD static float moe_dot(const float* a, const float* b, int64_t n) {
 }
 
 /* One expert's product over a chunk of its tokens, rows [r0, r1) of w [rows, cols] (+ bias) times each token's
- * input, each weight row read once for the chunk. in_token: the chunk's rows of `in` (NULL: rows 0..count-1); out_token:
- * y rows to add scale[j] times the result to (NULL: stored in rows 0..count-1 of out). */
+ * input, each weight row read once for the chunk. in_token: the chunk's rows of `in` (NULL: rows 0..count-1);
+ * out_token: y rows to add scale[j] times the result to (NULL: stored in rows 0..count-1 of out). */
 typedef struct {
   const float *w, *bias, *in;
   float* out;
@@ -550,8 +550,8 @@ typedef struct {
 #define MOE_PIECE 512   /* cols of a QMoE weight row dequantized at a time, on the stack */
 
 /* Cols [c0, c1) of row r of a QMoE expert as floats, scale (q - zero) per block: with out_odd, 4 bits in two halves,
- * the weights of the even cols in out, the odd ones' in out_odd (as moe_quantized splits the inputs); c0 and the blocks' starts are
- * even (pieces of MOE_PIECE cols, blocks of 16 and more or one of the whole row). */
+ * the weights of the even cols in out, the odd ones' in out_odd (as moe_quantized splits the inputs); c0 and the
+ * blocks' starts are even (pieces of MOE_PIECE cols, blocks of 16 and more or one of the whole row). */
 SEAMLESS_SIMD static void moe_dequantize(const MoeProduct* p, int64_t r, int64_t c0, int64_t c1, float* out,
                                          float* out_odd) {
   const uint8_t* row = p->q + r * p->row_bytes;
@@ -569,13 +569,15 @@ SEAMLESS_SIMD static void moe_dequantize(const MoeProduct* p, int64_t r, int64_t
     else if (p->bits == 8)
       for (int64_t i = c; i < end; i++) out[i - c0] = s * ((float)row[i] - z);
     else
-      for (int64_t i = c; i < end; i++) out[i - c0] = s * ((float)((row[i / pack] >> ((i % pack) * p->bits)) & mask) - z);
+      for (int64_t i = c; i < end; i++)
+        out[i - c0] = s * ((float)((row[i / pack] >> ((i % pack) * p->bits)) & mask) - z);
     c = end;
   }
 }
 
-/* One 4- or 8-bit QMoE weight row against one input: sum over blocks of scale (q - zero) . x, in MOE_LANES sums; 4 bits:
- * the low nibbles against xe, the high ones against xo (the input's even and odd elements, split by moe_quantized). */
+/* One 4- or 8-bit QMoE weight row against one input: sum over blocks of scale (q - zero) . x, in MOE_LANES sums;
+ * 4 bits: the low nibbles against xe, the high ones against xo (the input's even and odd elements, split by
+ * moe_quantized). */
 SEAMLESS_SIMD static float moe_quantized_dot(const MoeProduct* p, const uint8_t* row, const float* scale,
                                              const float* zero, const float* xe, const float* xo) {
   float acc[MOE_LANES] = {0};
@@ -636,7 +638,8 @@ static void moe_product_task(void* user, size_t task) {
         if (p->q) moe_dequantize(p, (int64_t)r, c0, c0 + n, row, row + MOE_PIECE);
         for (int64_t j = 0; j < p->count; j++) {
           const float* in = p->in + (p->in_token ? p->in_token[j] : j) * stride;
-          acc[j] += split ? moe_dot(row, in + c0 / 2, (n + 1) / 2) + moe_dot(row + MOE_PIECE, in + half + c0 / 2, (n + 1) / 2)
+          acc[j] += split ? moe_dot(row, in + c0 / 2, (n + 1) / 2) +
+                                moe_dot(row + MOE_PIECE, in + half + c0 / 2, (n + 1) / 2)
                           : moe_dot(w, in + c0, n);
         }
         if (!p->q) break;
@@ -803,7 +806,8 @@ static int run_moe(const SeamlessMoeArgs* a, const float* x, const float* router
   const int64_t rows1 = a->activation == 2 ? 2 * inter : inter;
   float *probs = scratch, *weight = probs + e_count;  /* weight, chosen: [tokens, k] */
   int32_t *chosen = (int32_t*)(weight + tokens * k), *members = chosen + tokens * k;
-  float *h1 = (float*)(members + tokens), *act = h1 + SEAMLESS_MOE_CHUNK * rows1, *split = act + SEAMLESS_MOE_CHUNK * inter;
+  float *h1 = (float*)(members + tokens), *act = h1 + SEAMLESS_MOE_CHUNK * rows1;
+  float* split = act + SEAMLESS_MOE_CHUNK * inter;
   float* gemm = split + SEAMLESS_MOE_CHUNK * ((h > inter ? h : inter) + 1);
   for (int64_t t = 0; t < tokens; t++) {
     const float* logits = router + t * e_count;

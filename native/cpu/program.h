@@ -41,7 +41,7 @@ enum SeamlessOp {
                                   scratch (experts + 2 tokens k + tokens + SEAMLESS_MOE_CHUNK ((fusion + 1) inter
                                   + max(hidden, inter) + 1) + tokens (2 hidden + (fusion + 1) inter + 1) floats, and
                                   for QMoE SEAMLESS_MOE_GEMM_ROWS max(hidden, inter) more) */
-  SEAMLESS_OP_TOP_K = 23,      /* SeamlessTopKArgs: x -> values, indices, scratch (or -1 when k <= SEAMLESS_TOP_K_INSERT) */
+  SEAMLESS_OP_TOP_K = 23,      /* SeamlessTopKArgs: x -> values, indices, scratch (-1: k <= SEAMLESS_TOP_K_INSERT) */
   SEAMLESS_OP_GATHER_ELEMENTS = 24, /* SeamlessElementsArgs: data, indices -> y */
   SEAMLESS_OP_SCATTER_ELEMENTS = 25 /* SeamlessElementsArgs: data, indices, updates -> y */
 };

@@ -74,7 +74,8 @@ def _greedy(sess, steps=24, prompt=16, head_size=64):
         tokens.append(int(np.argmax(logits[-1])))
         for name, value in out.items():
             if name.startswith("present."):
-                past[name.replace("present.", "past_key_values." if name.endswith(("key", "value")) else "past.")] = value
+                kv = name.endswith(("key", "value"))
+                past[name.replace("present.", "past_key_values." if kv else "past.")] = value
         ids, total = np.array([[tokens[-1]]], np.int64), total + 1
     return tokens, logits
 

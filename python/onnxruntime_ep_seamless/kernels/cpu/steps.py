@@ -548,7 +548,8 @@ def _moe_step(rec, node, x, router, fc1, b1, fc2, b2, tokens, experts, inter, ou
             setattr(args, f"block{n}", fc.block)
             # one table per constant (the same address in every recording: a family's argument blocks agree)
             key = f"qmoe_tables_{fc.bits}_{fc.block}_{id(fc.sources[0])}_{id(fc.sources[1])}"
-            tables = constants.derived(weights.array, key, lambda _, fc=fc: (np.ascontiguousarray(fc.scales), np.ascontiguousarray(fc.zero)))
+            tables = constants.derived(
+                weights.array, key, lambda _, fc=fc: (np.ascontiguousarray(fc.scales), np.ascontiguousarray(fc.zero)))
             for name, table in zip(("scale", "zero"), rec.keep(tables)):
                 setattr(args, f"{name}{n}", ffi.cast("float*", ffi.from_buffer(table)))
             packed = fc.sources[1]  # as given: MatMulNBits' kernel reads them (program.c moe_nbits)
@@ -584,8 +585,8 @@ def qmoe(rec, node, ins, outs):
     from .moe import qmoe_geometry, quantized_experts
     x, router, fc1, s1, b1, fc2, s2, b2 = (ins + [None] * 8)[:8]
     z1, z2, _, router_weights = (ins + [None] * 15)[11:15]
-    constants = [v for v in (fc1, s1, b1, fc2, s2, b2, z1, z2) if v is not None]
-    if (x.array.dtype != F32 or router.array.dtype != F32 or not all(v.static for v in constants)
+    weights = [v for v in (fc1, s1, b1, fc2, s2, b2, z1, z2) if v is not None]
+    if (x.array.dtype != F32 or router.array.dtype != F32 or not all(v.static for v in weights)
             or router_weights is not None):
         raise Declined("float32, constant expert weights, scales and zero points, no router_weights")
     attrs = node.attrs
