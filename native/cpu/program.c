@@ -718,87 +718,75 @@ static void moe_dequantize_task(void* user, size_t task) {
     moe_dequantize(j->p, j->r0 + (int64_t)r, 0, j->p->cols, j->out + (int64_t)r * j->p->cols, NULL);
 }
 
-/* out [count, rows] = in [count, cols] . expert e's weights^T [rows, cols] as a GEMM; QMoE's weights dequantized
- * SEAMLESS_MOE_GEMM_ROWS rows at a time into deq. 0, or -1 (out of memory for the GEMM's packing). */
-static int moe_gemm(const SeamlessMoeArgs* a, const void* w, const float* scale, const float* zero, int64_t block,
-                    int64_t e, int64_t rows, int64_t cols, const float* in, int64_t count, float* out, float* deq,
-                    void* par_fn, void* par_ctx) {
-  if (!a->qmoe)
-    return seamless_sgemm_batched(1, (size_t)count, (size_t)rows, (size_t)cols, in, (size_t)cols, 0,
-                                  (const float*)w + e * rows * cols, (size_t)cols, 0, 1, out, (size_t)rows, 0, par_fn,
-                                  par_ctx);
-  MoeProduct p = {.rows = rows, .cols = cols};
-  moe_quantized_weights(&p, a, w, scale, zero, block, e);
-  for (int64_t r0 = 0; r0 < rows; r0 += SEAMLESS_MOE_GEMM_ROWS) {
-    const int64_t r1 = r0 + SEAMLESS_MOE_GEMM_ROWS < rows ? r0 + SEAMLESS_MOE_GEMM_ROWS : rows;
-    size_t tasks = seamless_task_count((size_t)((r1 - r0) * cols), PARALLEL_GRAIN);
-    MoeDequantizeJob job = {&p, r0, r1, deq, tasks < (size_t)(r1 - r0) ? tasks : (size_t)(r1 - r0)};
-    seamless_run_tasks(par_fn, par_ctx, job.tasks, moe_dequantize_task, &job);
-    if (seamless_sgemm_batched(1, (size_t)count, (size_t)(r1 - r0), (size_t)cols, in, (size_t)cols, 0, deq,
-                               (size_t)cols, 0, 1, out + r0, (size_t)rows, 0, par_fn, par_ctx))
-      return -1;
+/* Whether QMoE's experts are MatMulNBits' B layout (block-wise 4/8-bit weights whose rows hold whole blocks; scales
+ * and zero points per block), so that its float kernel multiplies them. */
+static int moe_nbits_layout(const SeamlessMoeArgs* a) {
+  return a->qmoe && a->bits != 2 && a->block1 != a->hidden && a->hidden % a->block1 == 0 && a->block2 != a->inter &&
+         a->inter % a->block2 == 0;
+}
+
+/* out [count, rows] = in [count, cols] . expert e's weights^T [rows, cols] + bias: up to a chunk of tokens of
+ * MatMulNBits' layout by its float kernel, else a GEMM (QMoE's weights dequantized SEAMLESS_MOE_GEMM_ROWS rows at a
+ * time into deq). 0, or -1 (out of memory). */
+static int moe_matmul(const SeamlessMoeArgs* a, const void* w, const float* scale, const float* zero,
+                      const uint8_t* packed_zero, int64_t block, int64_t e, int64_t rows, int64_t cols, const float* in,
+                      int64_t count, const float* bias, float* out, float* deq, void* par_fn, void* par_ctx) {
+  const int64_t pack = a->qmoe ? 8 / a->bits : 1, blocks = a->qmoe ? (cols + block - 1) / block : 1;
+  if (count <= SEAMLESS_MOE_CHUNK && moe_nbits_layout(a)) {
+    const int rc = seamless_matmul_nbits_f32(
+        in, (size_t)count, (size_t)cols, (const uint8_t*)w + e * rows * (cols / pack), scale + e * rows * blocks,
+        packed_zero ? packed_zero + e * rows * ((blocks + pack - 1) / pack) : NULL, NULL, bias ? bias + e * rows : NULL,
+        out, (size_t)rows, (size_t)a->bits, (size_t)block, 0, par_fn, par_ctx);
+    if (rc != 1) return rc ? -1 : 0;  /* 1: a configuration it does not take, the GEMM below does */
   }
+  if (!a->qmoe) {
+    if (seamless_sgemm_batched(1, (size_t)count, (size_t)rows, (size_t)cols, in, (size_t)cols, 0,
+                               (const float*)w + e * rows * cols, (size_t)cols, 0, 1, out, (size_t)rows, 0, par_fn,
+                               par_ctx))
+      return -1;
+  } else {
+    MoeProduct p = {.rows = rows, .cols = cols};
+    moe_quantized_weights(&p, a, w, scale, zero, block, e);
+    for (int64_t r0 = 0; r0 < rows; r0 += SEAMLESS_MOE_GEMM_ROWS) {
+      const int64_t r1 = r0 + SEAMLESS_MOE_GEMM_ROWS < rows ? r0 + SEAMLESS_MOE_GEMM_ROWS : rows;
+      size_t tasks = seamless_task_count((size_t)((r1 - r0) * cols), PARALLEL_GRAIN);
+      MoeDequantizeJob job = {&p, r0, r1, deq, tasks < (size_t)(r1 - r0) ? tasks : (size_t)(r1 - r0)};
+      seamless_run_tasks(par_fn, par_ctx, job.tasks, moe_dequantize_task, &job);
+      if (seamless_sgemm_batched(1, (size_t)count, (size_t)(r1 - r0), (size_t)cols, in, (size_t)cols, 0, deq,
+                                 (size_t)cols, 0, 1, out + r0, (size_t)rows, 0, par_fn, par_ctx))
+        return -1;
+    }
+  }
+  if (bias)
+    for (int64_t j = 0; j < count; j++)
+      for (int64_t r = 0; r < rows; r++) out[j * rows + r] += bias[e * rows + r];
   return 0;
 }
 
-/* An expert with more tokens than a chunk: both products as GEMMs over all its tokens. g: the scratch's GEMM part
- * (program.h SEAMLESS_OP_MOE): their inputs gathered [count, hidden], h1 [count, rows1], act [count, inter], the
- * second product [count, hidden], QMoE's dequantized rows. */
-static int moe_expert_gemm(const SeamlessMoeArgs* a, int64_t e, const int32_t* members, const float* scale,
-                           int64_t count, const float* x, const float* fc1, const float* b1, const float* fc2,
-                           const float* b2, float* y, float* g, void* par_fn, void* par_ctx) {
+/* An expert over all its tokens by whole products (moe_matmul). g: the scratch's GEMM part (program.h
+ * SEAMLESS_OP_MOE): their inputs gathered [count, hidden], h1 [count, rows1], act [count, inter], the second product
+ * [count, hidden], QMoE's dequantized rows. */
+static int moe_expert_products(const SeamlessMoeArgs* a, int64_t e, const int32_t* members, const float* scale,
+                               int64_t count, const float* x, const float* fc1, const float* b1, const float* fc2,
+                               const float* b2, float* y, float* g, void* par_fn, void* par_ctx) {
   const int64_t h = a->hidden, inter = a->inter, rows1 = a->activation == 2 ? 2 * inter : inter;
   float *in = g, *h1 = in + a->tokens * h, *act = h1 + a->tokens * rows1, *out = act + a->tokens * inter;
   float* deq = out + a->tokens * h;
   for (int64_t j = 0; j < count; j++) memcpy(in + j * h, x + members[j] * h, (size_t)h * sizeof *in);
-  if (moe_gemm(a, fc1, a->scale1, a->zero1, a->block1, e, rows1, h, in, count, h1, deq, par_fn, par_ctx)) return -1;
-  if (b1)
-    for (int64_t j = 0; j < count; j++)
-      for (int64_t r = 0; r < rows1; r++) h1[j * rows1 + r] += b1[e * rows1 + r];
+  if (moe_matmul(a, fc1, a->scale1, a->zero1, a->packed_zero1, a->block1, e, rows1, h, in, count, b1, h1, deq, par_fn,
+                 par_ctx))
+    return -1;
   moe_activate(a, h1, act, count);
-  if (moe_gemm(a, fc2, a->scale2, a->zero2, a->block2, e, h, inter, act, count, out, deq, par_fn, par_ctx)) return -1;
-  for (int64_t j = 0; j < count; j++)
-    for (int64_t i = 0; i < h; i++)
-      y[members[j] * h + i] += scale[j] * (b2 ? out[j * h + i] + b2[e * h + i] : out[j * h + i]);
-  return 0;
-}
-
-/* A QMoE product of up to a chunk of tokens by MatMulNBits' float kernel (an expert's block-wise weights, scales and
- * zero points are MatMulNBits' B layout when its rows hold whole blocks): out [count, rows] = in . w^T + bias. 0, 1
- * (a layout it does not take), 2 (out of memory). */
-static int moe_nbits(const SeamlessMoeArgs* a, const void* q, const float* scale, const uint8_t* zp, int64_t block,
-                     int64_t e, int64_t rows, int64_t cols, const float* in, int64_t count, const float* bias,
-                     float* out, void* par_fn, void* par_ctx) {
-  const int64_t pack = 8 / a->bits, blocks = (cols + block - 1) / block;
-  if (block == cols || cols % block) return 1;
-  return seamless_matmul_nbits_f32(in, (size_t)count, (size_t)cols, (const uint8_t*)q + e * rows * (cols / pack),
-                                   scale + e * rows * blocks, zp ? zp + e * rows * ((blocks + pack - 1) / pack) : NULL,
-                                   NULL, bias, out, (size_t)rows, (size_t)a->bits, (size_t)block, 0, par_fn, par_ctx);
-}
-
-/* A QMoE expert over up to a chunk of tokens by MatMulNBits' kernel; in, out: [count, hidden] scratch.
- * 0, 1 (not its layout: nothing done) or 2 (out of memory). */
-static int moe_nbits_expert(const SeamlessMoeArgs* a, int64_t e, const int32_t* members, const float* scale,
-                            int64_t count, const float* x, const void* fc1, const float* b1, const void* fc2,
-                            const float* b2, float* y, float* h1, float* act, float* in, float* out, void* par_fn,
-                            void* par_ctx) {
-  const int64_t h = a->hidden, inter = a->inter, rows1 = a->activation == 2 ? 2 * inter : inter;
-  if (a->block1 == h || h % a->block1 || a->block2 == inter || inter % a->block2) return 1;
-  for (int64_t j = 0; j < count; j++) memcpy(in + j * h, x + members[j] * h, (size_t)h * sizeof *in);
-  int rc = moe_nbits(a, fc1, a->scale1, a->packed_zero1, a->block1, e, rows1, h, in, count,
-                     b1 ? b1 + e * rows1 : NULL, h1, par_fn, par_ctx);
-  if (rc) return rc;
-  moe_activate(a, h1, act, count);
-  rc = moe_nbits(a, fc2, a->scale2, a->packed_zero2, a->block2, e, h, inter, act, count, b2 ? b2 + e * h : NULL, out,
-                 par_fn, par_ctx);
-  if (rc) return rc;
+  if (moe_matmul(a, fc2, a->scale2, a->zero2, a->packed_zero2, a->block2, e, h, inter, act, count, b2, out, deq,
+                 par_fn, par_ctx))
+    return -1;
   for (int64_t j = 0; j < count; j++)
     for (int64_t i = 0; i < h; i++) y[members[j] * h + i] += scale[j] * out[j * h + i];
   return 0;
 }
 
 /* MoE: each token routed (the router's softmax, its k best, their weights), then each expert over its tokens: up to
- * SEAMLESS_MOE_CHUNK row by row, more as GEMMs; a token's y sums its experts in expert order, as the Python kernel
+ * SEAMLESS_MOE_CHUNK row by row (QMoE of MatMulNBits' layout by its kernel), more as GEMMs; a token's y sums its experts in expert order, as the Python kernel
  * does. 0, or -1 (out of memory). */
 static int run_moe(const SeamlessMoeArgs* a, const float* x, const float* router, const float* fc1, const float* b1,
                    const float* fc2, const float* b2, float* y, float* scratch, void* par_fn, void* par_ctx) {
@@ -850,19 +838,10 @@ static int run_moe(const SeamlessMoeArgs* a, const float* x, const float* router
           scale[count] = weight[t * k + s];
           members[count++] = (int32_t)t;
         }
-    if (count > SEAMLESS_MOE_CHUNK) {
-      if (moe_expert_gemm(a, e, members, scale, count, x, fc1, b1, fc2, b2, y, gemm + tokens, par_fn, par_ctx))
+    if (count > SEAMLESS_MOE_CHUNK || (count && moe_nbits_layout(a))) {
+      if (moe_expert_products(a, e, members, scale, count, x, fc1, b1, fc2, b2, y, gemm + tokens, par_fn, par_ctx))
         return -1;
-      continue;
-    }
-    if (count && a->qmoe && a->bits != 2) {  /* MatMulNBits' kernel where the layout is its own */
-      float* g = gemm + tokens;  /* moe_expert_gemm's regions: its inputs and its second product's */
-      const int rc = moe_nbits_expert(a, e, members, scale, count, x, fc1, b1, fc2, b2, y, h1, act, g,
-                                      g + tokens * (h + rows1 + inter), par_fn, par_ctx);
-      if (rc == 2) return -1;
-      if (rc == 0) continue;
-    }
-    if (count) {  /* up to a chunk: row by row, each weight row read once for them all */
+    } else if (count) {  /* up to a chunk: row by row, each weight row read once for them all */
       MoeProduct up = {.w = a->qmoe ? NULL : fc1 + e * rows1 * h, .bias = b1 ? b1 + e * rows1 : NULL, .in = x,
                        .out = h1, .rows = rows1, .cols = h, .count = count, .in_token = members};
       if (a->qmoe) moe_quantized(&up, a, fc1, a->scale1, a->zero1, a->block1, e, split);

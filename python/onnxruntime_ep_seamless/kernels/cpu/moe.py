@@ -79,6 +79,24 @@ def _activation(h, kind, alpha, beta, limit):
     return gate / (1 + np.exp(-alpha * gate)) * (lin + beta)
 
 
+def _experts(rows, top, weights, runs, fc1, fc1_bias, fc2, fc2_bias, activation):
+    """Each token's sum over its routes (top [tokens, k], where `runs`) of weight * (fc2(e) . act(fc1(e) . x + b1) + b2),
+    expert by expert; fc1, fc2: an expert's float32 weights [out, in]."""
+    out = np.zeros_like(rows)
+    for expert in np.unique(top):
+        tokens, slot = np.nonzero((top == expert) & runs)
+        if not len(tokens):
+            continue
+        h = rows[tokens] @ fc1(expert).T
+        if fc1_bias is not None:
+            h = h + fc1_bias[expert].astype(np.float32)
+        y = activation(h) @ fc2(expert).T
+        if fc2_bias is not None:
+            y = y + fc2_bias[expert].astype(np.float32)
+        np.add.at(out, tokens, weights[tokens, slot][:, None] * y)
+    return out
+
+
 @kernel("MoE", domain="com.microsoft", types=FLOATS, check=check_moe, validate=validate_moe)
 def moe(x, router_probs, fc1_experts_weights, fc1_experts_bias=None, fc2_experts_weights=None,
         fc2_experts_bias=None, fc3_experts_weights=None, fc3_experts_bias=None, *, k=1, activation_type="relu",
@@ -94,17 +112,9 @@ def moe(x, router_probs, fc1_experts_weights, fc1_experts_bias=None, fc2_experts
     weights = np.take_along_axis(probs, top, axis=1)
     if normalize_routing_weights:
         weights = weights / weights.sum(axis=1, keepdims=True)
-    out = np.zeros_like(rows)
-    for expert in np.unique(top):
-        tokens, slot = np.nonzero(top == expert)
-        h = rows[tokens] @ fc1_experts_weights[expert].astype(np.float32).T
-        if fc1_experts_bias is not None:
-            h = h + fc1_experts_bias[expert].astype(np.float32)
-        h = _activation(h, activation_type, activation_alpha, activation_beta, swiglu_limit)
-        y = h @ fc2_experts_weights[expert].astype(np.float32).T
-        if fc2_experts_bias is not None:
-            y = y + fc2_experts_bias[expert].astype(np.float32)
-        np.add.at(out, tokens, weights[tokens, slot][:, None] * y)
+    out = _experts(rows, top, weights, True, lambda e: fc1_experts_weights[e].astype(np.float32), fc1_experts_bias,
+                   lambda e: fc2_experts_weights[e].astype(np.float32), fc2_experts_bias,
+                   lambda h: _activation(h, activation_type, activation_alpha, activation_beta, swiglu_limit))
     return (out.reshape(x.shape).astype(x.dtype),)
 
 
@@ -259,17 +269,7 @@ def qmoe(x, router_probs, fc1_experts_weights, fc1_scales=None, fc1_experts_bias
         _expect("router_weights", router_weights, (tokens, experts))
     rows = x.reshape(tokens, x.shape[-1]).astype(np.float32)
     top, weights = qmoe_routes(router_probs.astype(np.float32), k, router_weights, normalize_routing_weights)
-    out = np.zeros_like(rows)
-    for expert in np.unique(top):
-        tokens_, slot = np.nonzero((top == expert) & (weights > QMOE_MIN_WEIGHT))
-        if not len(tokens_):
-            continue
-        h = rows[tokens_] @ fc1.dequantized(expert).T
-        if fc1_experts_bias is not None:
-            h = h + fc1_experts_bias[expert].astype(np.float32)
-        h = _activation(h, activation_type, activation_alpha, activation_beta, swiglu_limit)
-        y = h @ fc2.dequantized(expert).T
-        if fc2_experts_bias is not None:
-            y = y + fc2_experts_bias[expert].astype(np.float32)
-        np.add.at(out, tokens_, weights[tokens_, slot][:, None] * y)
+    out = _experts(rows, top, weights, weights > QMOE_MIN_WEIGHT, fc1.dequantized, fc1_experts_bias,
+                   fc2.dequantized, fc2_experts_bias,
+                   lambda h: _activation(h, activation_type, activation_alpha, activation_beta, swiglu_limit))
     return (out.reshape(x.shape).astype(x.dtype),)
