@@ -284,8 +284,20 @@ GENAI_FAMILIES = {
     "lfm2moe": ("Lfm2Moe", dict(layer_types=["conv", "full_attention", "conv"], num_hidden_layers=3,  # a dense
                                 num_dense_layers=1, moe_intermediate_size=128, num_experts=8,  # layer, then MoE
                                 num_experts_per_tok=2)),  # layers (com.microsoft MoE: 2 of 8 experts, SwiGLU)
+    # Qwen3.5's hybrid: a gated-delta linear-attention layer (CausalConvWithState, LinearAttention with 2 query and 4
+    # value heads, their conv and recurrent states fed back) and a gated attention layer with MRotaryEmbedding
+    "qwen3_5": ("Qwen3_5", dict(head_dim=64, layer_types=["linear_attention", "full_attention"],
+                                linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=32,
+                                linear_value_head_dim=32, linear_conv_kernel_dim=4,
+                                eos_token_id=0, pad_token_id=0, bos_token_id=0,
+                                rope_parameters=dict(rope_type="default", rope_theta=10000.0,
+                                                     partial_rotary_factor=0.25, mrope_section=[2, 3, 3],
+                                                     mrope_interleaved=True))),
 }
 _TEXT_CONFIGS = {"gemma3": "Gemma3TextConfig"}  # Gemma3Config is the multimodal model's
+# Families the builder takes only as a vision-language checkpoint (it exports the text model): a tiny vision tower
+_VISION_TOWERS = {"qwen3_5": dict(depth=1, hidden_size=32, intermediate_size=64, num_heads=2, patch_size=16,
+                                  temporal_patch_size=2, spatial_merge_size=2)}
 QWEN05B = dict(vocab_size=151936, hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
                num_attention_heads=14, num_key_value_heads=2, max_position_embeddings=32768, rope_theta=1e6,
                rms_norm_eps=1e-6, tie_word_embeddings=True)
@@ -327,10 +339,16 @@ def _random_checkpoint(arch: str, config: dict, out: Path, seed: int = 0) -> Non
     import torch
     import transformers
     prefix = {"qwen2": "Qwen2", "llama": "Llama", **{name: p for name, (p, _) in GENAI_FAMILIES.items()}}[arch]
-    cfg_cls = getattr(transformers, _TEXT_CONFIGS.get(arch, f"{prefix}Config"))
-    model_cls = getattr(transformers, f"{prefix}ForCausalLM")
+    if arch in _VISION_TOWERS:
+        model_cls = getattr(transformers, f"{prefix}ForConditionalGeneration")
+        cfg = getattr(transformers, f"{prefix}Config")(
+            text_config=config, vision_config=dict(_VISION_TOWERS[arch], out_hidden_size=config["hidden_size"]),
+            tie_word_embeddings=config.get("tie_word_embeddings", False))
+    else:
+        model_cls = getattr(transformers, f"{prefix}ForCausalLM")
+        cfg = getattr(transformers, _TEXT_CONFIGS.get(arch, f"{prefix}Config"))(**config)
     torch.manual_seed(seed)
-    model = model_cls(cfg_cls(**config)).eval()
+    model = model_cls(cfg).eval()
     with torch.no_grad():  # HF init leaves biases at 0 and norms at 1: re-draw every parameter
         for name, p in model.named_parameters():
             p.copy_(1 + 0.1 * torch.randn_like(p) if "norm" in name else 0.02 * torch.randn_like(p))

@@ -87,17 +87,11 @@ static inline int64_t gqa_position(const GqaJob* job, size_t bi, size_t si) {
   return (int64_t)(gqa_past_rows(job, bi) + si);
 }
 
-/* dst[0:H] = rotary(src[0:H]) at position pos (or a copy without rotary). */
-static inline void gqa_rotate(const GqaJob* job, const float* src, float* dst, int64_t pos) {
-  size_t h = job->h;
-  if (!job->rotary) {
-    memcpy(dst, src, h * sizeof(float));
-    return;
-  }
-  size_t half = job->half;
-  const float* c = job->cos + pos * half;
-  const float* sn = job->sin + pos * half;
-  if (job->interleaved) {
+/* dst[0:h] = src rotated by the cos/sin rows c, sn (half each): pairs (i, i + half), or (2i, 2i + 1) when
+ * interleaved; the channels past 2 * half are copied. */
+static inline void rotate_row(const float* src, float* dst, size_t h, size_t half, const float* c, const float* sn,
+                              int interleaved) {
+  if (interleaved) {
     for (size_t i = 0; i < half; i++) {
       float x1 = src[2 * i], x2 = src[2 * i + 1];
       dst[2 * i] = x1 * c[i] - x2 * sn[i];
@@ -111,6 +105,15 @@ static inline void gqa_rotate(const GqaJob* job, const float* src, float* dst, i
     }
   }
   if (2 * half < h) memcpy(dst + 2 * half, src + 2 * half, (h - 2 * half) * sizeof(float));
+}
+
+/* dst[0:H] = rotary(src[0:H]) at position pos (or a copy without rotary). */
+static inline void gqa_rotate(const GqaJob* job, const float* src, float* dst, int64_t pos) {
+  if (!job->rotary) {
+    memcpy(dst, src, job->h * sizeof(float));
+    return;
+  }
+  rotate_row(src, dst, job->h, job->half, job->cos + pos * job->half, job->sin + pos * job->half, job->interleaved);
 }
 
 /* Pass 1: task = (b, kv head): present rows for that head, and the rotated query rows of its group. */
@@ -348,4 +351,147 @@ int seamless_gqa_f32(const float* q, const float* k, const float* v, size_t q_ro
   free(job.qrot);
   free(job.keys);
   return 0;
+}
+
+
+/* ---- MRotaryEmbedding (com.microsoft): Qwen2-VL/3-VL/3.5's multimodal rotary embedding ----
+ * x and y [batch, seq, heads, head] at the given element strides; pos [3, batch * seq] (streams T, H, W). Each
+ * token's cos/sin row is assembled column by column from the cache row of the stream that owns the column (owner,
+ * from the sections), scaled; then RotaryEmbedding's rotation. Every position is checked first. */
+
+#define MROTARY_HALF_MAX 1024  /* rotary columns a token's assembled row holds (kernels.h) */
+
+typedef struct {
+  const float *x, *cos, *sin;
+  const int64_t* pos;
+  const int8_t* owner;
+  float* y;
+  size_t batch, seq, heads, head, half, tasks;
+  int64_t batch_stride, seq_stride, head_stride;
+  float scale;
+  int interleaved;
+} MRotaryJob;
+
+static void mrotary_task(void* user, size_t task) {
+  const MRotaryJob* job = user;
+  const size_t half = job->half, tokens = job->batch * job->seq;
+  float c[MROTARY_HALF_MAX], sn[MROTARY_HALF_MAX];
+  size_t t0, t1;
+  seamless_task_range(tokens, job->tasks, task, &t0, &t1);
+  for (size_t t = t0; t < t1; t++) {
+    const int64_t b = (int64_t)(t / job->seq), si = (int64_t)(t % job->seq);
+    for (size_t i = 0; i < half; i++) {
+      const int64_t row = job->pos[(size_t)job->owner[i] * tokens + t] * (int64_t)half;
+      c[i] = job->cos[row + (int64_t)i] * job->scale;
+      sn[i] = job->sin[row + (int64_t)i] * job->scale;
+    }
+    for (size_t n = 0; n < job->heads; n++) {
+      const int64_t at = b * job->batch_stride + si * job->seq_stride + (int64_t)n * job->head_stride;
+      rotate_row(job->x + at, job->y + at, job->head, half, c, sn, job->interleaved);
+    }
+  }
+}
+
+int64_t seamless_mrotary_f32(const float* x, const int64_t* pos, float* y, size_t batch, size_t seq, size_t heads,
+                             size_t head, size_t half, int64_t batch_stride, int64_t seq_stride, int64_t head_stride,
+                             const float* cos_cache, const float* sin_cache, int64_t max_pos, const int8_t* owner,
+                             float scale, int interleaved, void* par_fn, void* par_ctx) {
+  const size_t tokens = batch * seq;
+  for (size_t i = 0; i < 3 * tokens; i++)
+    if (pos[i] < 0 || pos[i] >= max_pos) return (int64_t)i + 1;
+  MRotaryJob job = {x, cos_cache, sin_cache, pos, owner, y, batch, seq, heads, head, half, 0, batch_stride,
+                    seq_stride, head_stride, scale, interleaved};
+  job.tasks = seamless_task_count(tokens * heads * head, 1 << 14);
+  if (job.tasks > tokens) job.tasks = tokens ? tokens : 1;
+  seamless_run_tasks(par_fn, par_ctx, job.tasks, mrotary_task, &job);
+  return 0;
+}
+
+/* ---- LinearAttention (com.microsoft): the gated-delta recurrence, one task per range of (batch, KV head) ----
+ * q [B, T, qh * dk], k [B, T, kh * dk], v [B, T, kv * dv]; decay [B, T, kv] or per key [B, T, kv * dk]; beta
+ * [B, T, kv] or [B, T, 1]; state [B, kv, dk, dv] (from past, or zeros); y [B, T, max(qh, kv) * dv]. Per token:
+ * S *= exp(decay); with the delta rule u = beta (v - S^T k), else u = v; S += k u^T; then each query head reading
+ * this state: o = scale q^T S (GQA: query heads h * qh / kv ..; inverse GQA: query head h * qh / kv into output
+ * head h). S's rows are dv contiguous floats, so every inner loop runs along a row. scratch: B * kv * dv floats. */
+
+typedef struct {
+  const float *q, *k, *v, *past, *decay, *beta;
+  float *y, *state, *scratch;
+  size_t batch, tokens, qh, kv, kh, dk, dv, tasks;
+  int gated, delta, decay_per_key, beta_per_head;
+  float scale;
+} LinearJob;
+
+/* out[0:dv] = sum_i w[i] * s[i, 0:dv] */
+SEAMLESS_SIMD static void rows_combined(const float* w, const float* s, size_t dk, size_t dv, float* out) {
+  for (size_t j = 0; j < dv; j++) out[j] = 0.0f;
+  for (size_t i = 0; i < dk; i++) {
+    const float wi = w[i];
+    const float* row = s + i * dv;
+    for (size_t j = 0; j < dv; j++) out[j] += wi * row[j];
+  }
+}
+
+SEAMLESS_SIMD static void linear_attention_task(void* user, size_t task) {
+  const LinearJob* job = user;
+  const size_t dk = job->dk, dv = job->dv, T = job->tokens, kv = job->kv, qh = job->qh, kh = job->kh;
+  const size_t out_row = (qh > kv ? qh : kv) * dv, group = qh >= kv ? qh / kv : 0;
+  size_t p0, p1;
+  seamless_task_range(job->batch * kv, job->tasks, task, &p0, &p1);
+  for (size_t pair = p0; pair < p1; pair++) {
+    const size_t b = pair / kv, h = pair % kv, hk = h / (kv / kh);
+    float* S = job->state + pair * dk * dv;
+    float* u = job->scratch + pair * dv;
+    if (job->past) memcpy(S, job->past + pair * dk * dv, dk * dv * sizeof(float));
+    else memset(S, 0, dk * dv * sizeof(float));
+    for (size_t t = 0; t < T; t++) {
+      const size_t tok = b * T + t;
+      const float* kt = job->k + tok * kh * dk + hk * dk;
+      const float* vt = job->v + tok * kv * dv + h * dv;
+      if (job->gated) {
+        if (job->decay_per_key) {
+          const float* g = job->decay + tok * kv * dk + h * dk;
+          for (size_t i = 0; i < dk; i++) {
+            const float e = expf(g[i]);
+            for (size_t j = 0; j < dv; j++) S[i * dv + j] *= e;
+          }
+        } else {
+          const float e = expf(job->decay[tok * kv + h]);
+          for (size_t i = 0; i < dk * dv; i++) S[i] *= e;
+        }
+      }
+      const float* update = vt;
+      if (job->delta) {
+        const float bt = job->beta_per_head ? job->beta[tok * kv + h] : job->beta[tok];
+        rows_combined(kt, S, dk, dv, u);  /* S^T k */
+        for (size_t j = 0; j < dv; j++) u[j] = bt * (vt[j] - u[j]);
+        update = u;
+      }
+      for (size_t i = 0; i < dk; i++) {
+        const float ki = kt[i];
+        float* row = S + i * dv;
+        for (size_t j = 0; j < dv; j++) row[j] += ki * update[j];
+      }
+      const size_t first = group ? h * group : h * qh / kv, count = group ? group : 1;
+      for (size_t r = 0; r < count; r++) {
+        const float* qt = job->q + tok * qh * dk + (first + r) * dk;
+        float* ot = job->y + tok * out_row + (group ? first + r : h) * dv;
+        rows_combined(qt, S, dk, dv, ot);
+        for (size_t j = 0; j < dv; j++) ot[j] *= job->scale;
+      }
+    }
+  }
+}
+
+void seamless_linear_attention_f32(const float* q, const float* k, const float* v, const float* past,
+                                   const float* decay, const float* beta, float* y, float* state, float* scratch,
+                                   size_t batch, size_t tokens, size_t qh, size_t kv, size_t kh, size_t dk, size_t dv,
+                                   int gated, int delta, int decay_per_key, int beta_per_head, float scale,
+                                   void* par_fn, void* par_ctx) {
+  LinearJob job = {q, k, v, past, decay, beta, y, state, scratch, batch, tokens, qh, kv, kh, dk, dv, 0, gated, delta,
+                   decay_per_key, beta_per_head, scale};
+  const size_t pairs = batch * kv;
+  job.tasks = seamless_task_count(pairs * tokens * dk * dv * 4, 1 << 15);
+  if (job.tasks > pairs) job.tasks = pairs ? pairs : 1;
+  seamless_run_tasks(par_fn, par_ctx, job.tasks, linear_attention_task, &job);
 }

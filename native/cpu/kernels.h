@@ -24,6 +24,29 @@ int seamless_gqa_f32(const float* q, const float* k, const float* v, size_t q_ro
                      size_t nh, size_t nkv, size_t h, const float* cos_cache, const float* sin_cache, size_t half,
                      int interleaved, const int64_t* pos, float scale, float softcap, int64_t window, int causal,
                      int window_cache, const float* sink, void* par_fn, void* par_ctx);
+/* attention.c: MRotaryEmbedding of x [batch, seq, heads, head] (element strides given; y alike) with positions pos
+ * [3, batch * seq] into the [max_pos, half] caches; owner[i]: the stream of rotary column i. Returns 0, or 1 + the
+ * first position outside [0, max_pos) (nothing written). half <= 1024. */
+int64_t seamless_mrotary_f32(const float* x, const int64_t* pos, float* y, size_t batch, size_t seq, size_t heads,
+                             size_t head, size_t half, int64_t batch_stride, int64_t seq_stride, int64_t head_stride,
+                             const float* cos_cache, const float* sin_cache, int64_t max_pos, const int8_t* owner,
+                             float scale, int interleaved, void* par_fn, void* par_ctx);
+/* attention.c: LinearAttention's recurrence (the layouts in attention.c); scratch batch * kv * dv floats */
+void seamless_linear_attention_f32(const float* q, const float* k, const float* v, const float* past,
+                                   const float* decay, const float* beta, float* y, float* state, float* scratch,
+                                   size_t batch, size_t tokens, size_t qh, size_t kv, size_t kh, size_t dk, size_t dv,
+                                   int gated, int delta, int decay_per_key, int beta_per_head, float scale,
+                                   void* par_fn, void* par_ctx);
+/* normalization.c: per row of cols, y = x / sqrt(mean(x^2) + eps) * scale * act(gate), act silu (z sigmoid(z)) or
+ * sigmoid */
+void seamless_gated_rmsnorm_f32(const float* x, const float* scale, const float* gate, float* y, size_t rows,
+                                size_t cols, float eps, int silu, void* par_fn, void* par_ctx);
+/* normalization.c: LinearAttentionGate per row of heads: decay = decay_scale * softplus(a + dt_bias), beta =
+ * sigmoid(b) (b and beta NULL: none) */
+void seamless_linear_attention_gate_f32(const float* a, const float* dt_bias, const float* decay_scale,
+                                        const float* b, float* decay, float* beta, size_t rows, size_t heads);
+/* normalization.c: LpNormalization over rows of cols: x / (sum |x| or sqrt(sum x^2)), a zero row stays zero */
+void seamless_lp_norm_f32(const float* x, float* y, size_t rows, size_t cols, int p, void* par_fn, void* par_ctx);
 /* normalization.c: (x + skip + bias) RMS-normalized times gamma; skip/bias/sum_out/inv_out may be NULL */
 void seamless_skip_rmsnorm_f32(const float* x, const float* skip, size_t skip_rows, const float* bias,
                                const float* gamma, float* y, float* sum_out, float* inv_out, size_t rows, size_t cols,

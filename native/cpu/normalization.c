@@ -115,3 +115,79 @@ void seamless_skip_rmsnorm_f32(const float* x, const float* skip, size_t skip_ro
   if (job.tasks > rows) job.tasks = rows ? rows : 1;
   seamless_run_tasks(par_fn, par_ctx, job.tasks, rmsnorm_task, &job);
 }
+
+
+/* GatedRMSNorm (com.microsoft): float32 throughout, as stock computes it */
+typedef struct {
+  const float *x, *scale, *gate;
+  float* y;
+  size_t rows, cols, tasks;
+  float eps;
+  int silu;
+} GatedNormJob;
+
+SEAMLESS_SIMD static void gated_rmsnorm_task(void* user, size_t task) {
+  const GatedNormJob* job = user;
+  size_t r0, r1, cols = job->cols;
+  seamless_task_range(job->rows, job->tasks, task, &r0, &r1);
+  for (size_t r = r0; r < r1; r++) {
+    const float *xr = job->x + r * cols, *zr = job->gate + r * cols;
+    float* yr = job->y + r * cols;
+    const float inv = 1.0f / sqrtf(mean_of(xr, cols, 0.0f, 1) + job->eps);
+    for (size_t c = 0; c < cols; c++) {
+      const float z = zr[c], sig = 1.0f / (1.0f + expf(-z));
+      yr[c] = xr[c] * inv * job->scale[c] * (job->silu ? z * sig : sig);
+    }
+  }
+}
+
+void seamless_gated_rmsnorm_f32(const float* x, const float* scale, const float* gate, float* y, size_t rows,
+                                size_t cols, float eps, int silu, void* par_fn, void* par_ctx) {
+  GatedNormJob job = {x, scale, gate, y, rows, cols, 0, eps, silu};
+  job.tasks = seamless_task_count(rows * cols, 1 << 14);
+  if (job.tasks > rows) job.tasks = rows ? rows : 1;
+  seamless_run_tasks(par_fn, par_ctx, job.tasks, gated_rmsnorm_task, &job);
+}
+
+/* LinearAttentionGate (com.microsoft): softplus as stock writes it (stable on both sides of 0) */
+void seamless_linear_attention_gate_f32(const float* a, const float* dt_bias, const float* decay_scale,
+                                        const float* b, float* decay, float* beta, size_t rows, size_t heads) {
+  for (size_t r = 0; r < rows; r++)
+    for (size_t h = 0; h < heads; h++) {
+      const size_t i = r * heads + h;
+      const float v = a[i] + dt_bias[h];
+      decay[i] = decay_scale[h] * (v > 0.0f ? v + logf(expf(-v) + 1.0f) : logf(expf(v) + 1.0f));
+      if (beta) beta[i] = 1.0f / (1.0f + expf(-b[i]));
+    }
+}
+
+/* LpNormalization over the last axis (p 1 or 2) */
+typedef struct {
+  const float* x;
+  float* y;
+  size_t rows, cols, tasks;
+  int p;
+} LpNormJob;
+
+SEAMLESS_SIMD static void lp_norm_task(void* user, size_t task) {
+  const LpNormJob* job = user;
+  size_t r0, r1, cols = job->cols;
+  seamless_task_range(job->rows, job->tasks, task, &r0, &r1);
+  for (size_t r = r0; r < r1; r++) {
+    const float* xr = job->x + r * cols;
+    float* yr = job->y + r * cols;
+    float norm = 0.0f;
+    if (job->p == 1)
+      for (size_t c = 0; c < cols; c++) norm += fabsf(xr[c]);
+    else
+      norm = sqrtf(mean_of(xr, cols, 0.0f, 1) * (float)cols);
+    for (size_t c = 0; c < cols; c++) yr[c] = norm == 0.0f ? 0.0f : xr[c] / norm;
+  }
+}
+
+void seamless_lp_norm_f32(const float* x, float* y, size_t rows, size_t cols, int p, void* par_fn, void* par_ctx) {
+  LpNormJob job = {x, y, rows, cols, 0, p};
+  job.tasks = seamless_task_count(rows * cols, 1 << 14);
+  if (job.tasks > rows) job.tasks = rows ? rows : 1;
+  seamless_run_tasks(par_fn, par_ctx, job.tasks, lp_norm_task, &job);
+}

@@ -1012,6 +1012,48 @@ static int run_step(const SeamlessStep* s, char* const* ptr, void* par_fn, void*
       run_causal_conv(args, (const float*)P(0), (const float*)P(1), (const float*)P(2), (const float*)P(3),
                       (float*)P(4), (float*)P(5));
       return 0;
+    case SEAMLESS_OP_LINEAR_ATTENTION: {
+      const SeamlessLinearAttentionArgs* g = args;
+      seamless_linear_attention_f32((const float*)P(0), (const float*)P(1), (const float*)P(2), (const float*)P(3),
+                                    (const float*)P(4), (const float*)P(5), (float*)P(6), (float*)P(7), (float*)P(8),
+                                    (size_t)g->batch, (size_t)g->tokens, (size_t)g->q_heads, (size_t)g->kv_heads,
+                                    (size_t)g->k_heads, (size_t)g->d_k, (size_t)g->d_v, g->gated, g->delta,
+                                    g->decay_per_key, g->beta_per_head, g->scale, par_fn, par_ctx);
+      return 0;
+    }
+    case SEAMLESS_OP_MROTARY: {
+      const SeamlessMRotaryArgs* g = args;
+      const int64_t* pos = (const int64_t*)P(1);
+      int64_t bad = seamless_mrotary_f32((const float*)P(0), pos, (float*)P(2), (size_t)g->batch, (size_t)g->seq,
+                                         (size_t)g->heads, (size_t)g->head, (size_t)g->half, g->batch_stride,
+                                         g->seq_stride, g->head_stride, g->cos, g->sin, g->max_pos, g->owner, g->scale,
+                                         g->interleaved, par_fn, par_ctx);
+      if (!bad) return 0;
+      const int64_t tokens = g->batch * g->seq;
+      snprintf(error, error_len, "MRotaryEmbedding: position_ids value %lld at stream %lld, index %lld is out of "
+               "range [0, %lld)", (long long)pos[bad - 1], (long long)((bad - 1) / tokens),
+               (long long)((bad - 1) % tokens), (long long)g->max_pos);
+      return STATUS_INVALID_ARGUMENT;
+    }
+    case SEAMLESS_OP_GATED_RMS_NORM: {
+      const SeamlessRowNormArgs* g = args;
+      seamless_gated_rmsnorm_f32((const float*)P(0), (const float*)P(1), (const float*)P(2), (float*)P(3),
+                                 (size_t)g->rows, (size_t)g->cols, g->eps, g->mode, par_fn, par_ctx);
+      return 0;
+    }
+    case SEAMLESS_OP_LP_NORM: {
+      const SeamlessRowNormArgs* g = args;
+      seamless_lp_norm_f32((const float*)P(0), (float*)P(1), (size_t)g->rows, (size_t)g->cols, g->mode, par_fn,
+                           par_ctx);
+      return 0;
+    }
+    case SEAMLESS_OP_LINEAR_ATTENTION_GATE: {
+      const SeamlessRowNormArgs* g = args;
+      seamless_linear_attention_gate_f32((const float*)P(0), (const float*)P(1), (const float*)P(2),
+                                         (const float*)P(3), (float*)P(4), (float*)P(5), (size_t)g->rows,
+                                         (size_t)g->cols);
+      return 0;
+    }
     case SEAMLESS_OP_CONV:
       seamless_conv_f32(args, (const float*)P(0), (float*)P(1), (float*)P(2), par_fn, par_ctx);
       return 0;

@@ -43,7 +43,14 @@ enum SeamlessOp {
                                   for QMoE SEAMLESS_MOE_GEMM_ROWS max(hidden, inter) more) */
   SEAMLESS_OP_TOP_K = 23,      /* SeamlessTopKArgs: x -> values, indices, scratch (-1: k <= SEAMLESS_TOP_K_INSERT) */
   SEAMLESS_OP_GATHER_ELEMENTS = 24, /* SeamlessElementsArgs: data, indices -> y */
-  SEAMLESS_OP_SCATTER_ELEMENTS = 25 /* SeamlessElementsArgs: data, indices, updates -> y */
+  SEAMLESS_OP_SCATTER_ELEMENTS = 25, /* SeamlessElementsArgs: data, indices, updates -> y */
+  SEAMLESS_OP_LINEAR_ATTENTION = 26, /* SeamlessLinearAttentionArgs: q, k, v, past (or -1: zeros), decay (or -1), beta
+                                        (or -1) -> y, present, scratch (batch kv_heads d_v floats) */
+  SEAMLESS_OP_MROTARY = 27,    /* SeamlessMRotaryArgs: x, position_ids -> y */
+  SEAMLESS_OP_GATED_RMS_NORM = 28, /* SeamlessRowNormArgs (mode 1: silu, 0: sigmoid): x, scale, gate -> y */
+  SEAMLESS_OP_LP_NORM = 29,    /* SeamlessRowNormArgs (mode: p, 1 or 2): x -> y over rows of cols */
+  SEAMLESS_OP_LINEAR_ATTENTION_GATE = 30 /* SeamlessRowNormArgs (cols: heads): a, dt_bias, decay_scale, b (or -1) ->
+                                            decay, beta (or -1) */
 };
 
 /* Element types: ONNX's TensorProto codes. */
@@ -149,6 +156,28 @@ typedef struct {
   const float *scale1, *zero1, *scale2, *zero2;
   const uint8_t *packed_zero1, *packed_zero2;  /* QMoE's zero points as given (NULL: none), for MatMulNBits' kernel */
 } SeamlessMoeArgs;
+
+/* A normalization over rows of cols (GatedRMSNorm, LpNormalization, LinearAttentionGate: SeamlessOp says its mode) */
+typedef struct { int64_t rows, cols; float eps; int32_t mode; } SeamlessRowNormArgs;
+
+/* com.microsoft LinearAttention, float32 (seamless_linear_attention_f32's layouts): K may have fewer heads than V;
+ * decay per KV head or per key dim, beta per KV head or one per token */
+typedef struct {
+  int64_t batch, tokens, q_heads, kv_heads, k_heads, d_k, d_v;
+  int32_t gated, delta, decay_per_key, beta_per_head;
+  float scale;
+} SeamlessLinearAttentionArgs;
+
+/* com.microsoft MRotaryEmbedding, float32 (seamless_mrotary_f32's operands): constant caches; owner[i] the position
+ * stream (0 T, 1 H, 2 W) of rotary column i; positions checked against max_pos first */
+typedef struct {
+  int64_t batch, seq, heads, head, half, batch_stride, seq_stride, head_stride, max_pos;
+  int32_t interleaved;
+  float scale;
+  const float* cos;
+  const float* sin;
+  const int8_t* owner;
+} SeamlessMRotaryArgs;
 
 /* GroupQueryAttention (seamless_gqa_f32's operands); seqlens_k's values checked against total first */
 typedef struct {

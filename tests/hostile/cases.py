@@ -1483,3 +1483,89 @@ def qmoe_k_above_experts():
 @case
 def qmoe_no_tokens():  # valid: an empty output
     return _qmoe(tokens=0)
+
+
+# --- Qwen3.5-class linear attention layers -----------------------------------------------------------------------
+
+def _mrotary(positions, x=None, section=(2, 3, 3)):
+    cos = Const(rnd(6, 8))
+    return one("MRotaryEmbedding", [rnd(1, 2, 32) if x is None else x, np.asarray(positions, I64), cos, cos],
+               dict(mrope_section=list(section), mrope_layout=1, num_heads=2), domain="com.microsoft")
+
+
+@case
+def mrotary_position_beyond_cache():
+    return _mrotary([[[0, 1]], [[0, 1]], [[0, 6]]])
+
+
+@case
+def mrotary_negative_position():
+    return _mrotary([[[0, -1]], [[0, 1]], [[0, 1]]])
+
+
+@case
+def mrotary_two_position_streams():
+    return _mrotary([[[0, 1]], [[0, 1]]])
+
+
+@case
+def mrotary_sections_not_half_the_rotary_dim():
+    return _mrotary([[[0, 1]], [[0, 1]], [[0, 1]]], section=(2, 3, 2))
+
+
+@case
+def mrotary_prompt_longer_than_cache():
+    return _mrotary(np.zeros((3, 1, 7)), x=rnd(1, 7, 32))
+
+
+def _linear_attention(q=(1, 2, 16), k=(1, 2, 16), v=(1, 2, 16), past=(1, 2, 8, 8), decay=(1, 2, 2), beta=(1, 2, 2)):
+    return one("LinearAttention", [rnd(*q), rnd(*k), rnd(*v), None if past is None else rnd(*past), rnd(*decay),
+                                   rnd(*beta)], dict(q_num_heads=2, kv_num_heads=2), out=[F32, F32],
+               domain="com.microsoft")
+
+
+@case
+def linear_attention_past_state_shape():
+    return _linear_attention(past=(1, 2, 8, 4))
+
+
+@case
+def linear_attention_value_tokens_differ():
+    return _linear_attention(v=(1, 3, 16))
+
+
+@case
+def linear_attention_decay_width():
+    return _linear_attention(decay=(1, 2, 3))
+
+
+@case
+def linear_attention_decay_fewer_tokens():  # stock reads decay at every token: ours refuses
+    return _linear_attention(decay=(1, 1, 2))
+
+
+@case
+def linear_attention_key_heads_not_dividing():
+    return _linear_attention(k=(1, 2, 24))
+
+
+@case
+def linear_attention_gate_bias_length():
+    return one("LinearAttentionGate", [rnd(1, 2, 4), Const(rnd(3)), Const(rnd(4)), rnd(1, 2, 4)], out=[F32, F32],
+               domain="com.microsoft")
+
+
+@case
+def linear_attention_gate_b_shape():
+    return one("LinearAttentionGate", [rnd(1, 2, 4), Const(rnd(4)), Const(rnd(4)), rnd(1, 3, 4)], out=[F32, F32],
+               domain="com.microsoft")
+
+
+@case
+def gated_rms_norm_gate_shape():
+    return one("GatedRMSNorm", [rnd(2, 8), Const(rnd(4)), rnd(2, 4)], domain="com.microsoft")
+
+
+@case
+def gated_rms_norm_groups_not_dividing():
+    return one("GatedRMSNorm", [rnd(2, 6), Const(rnd(4)), rnd(2, 6)], domain="com.microsoft")

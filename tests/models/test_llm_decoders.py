@@ -38,8 +38,9 @@ PREFILL, STEPS = 16, 32
 # caches need their capacity from the first step, which these loops' empty past lacks, and LFM2's convolution state
 # is no KV cache: test_builder_family_under_onnxruntime_genai)
 MODELS = [(arch, precision) for arch in material.GENAI_ARCHS for precision in material.GENAI_PRECISIONS] + \
-    [(family, precision) for family in material.GENAI_FAMILIES
-     if family not in ("gemma2", "gemma3", "lfm2", "lfm2moe") for precision in material.GENAI_FAMILY_PRECISIONS]
+    [(family, precision) for family in material.GENAI_FAMILIES  # those with states or windows: under genai below
+     if family not in ("gemma2", "gemma3", "lfm2", "lfm2moe", "qwen3_5")
+     for precision in material.GENAI_FAMILY_PRECISIONS]
 LOGIT_TOL = {"fp32": 1e-4, "int8": 3e-2, "int4": 3e-2}
 CACHE_TOL = {"fp32": 1e-5, "int8": 2e-2, "int4": 2e-2}
 REL_L2_TOL = 2e-2
@@ -290,7 +291,7 @@ def test_bad_seqlens_in_a_native_program_get_stocks_error():
 
 
 @pytest.mark.parametrize("family,precision", [(family, "fp32") for family in material.GENAI_FAMILIES]
-                         + [("lfm2moe", "int4")])  # QMoE: the int4 build's experts
+                         + [("lfm2moe", "int4"), ("qwen3_5", "int4")])  # QMoE; MatMulNBits beside linear attention
 def test_builder_family_under_onnxruntime_genai(family, precision):
     """Each of the builder's dense families in tests/material.py (Gemma 2's and 3's local layers with a window-sized KV
     cache, GroupQueryAttention sliding_window_cache=1; Qwen3's q/k norms; Nemotron's squared ReLU and LayerNorm; …):

@@ -16,6 +16,12 @@ class InvalidArgument(ValueError):
     status_code = ORT_INVALID_ARGUMENT
 
 
+class Undefined(NotImplementedError):
+    """What stock's kernels leave unimplemented (ORT_NOT_IMPLEMENTED, so RUNTIME_EXCEPTION): ArgMax of an empty axis,
+    ReduceMax of an empty bool set, MRotaryEmbedding past its caches."""
+    status_code = 6
+
+
 def status_code(exc: BaseException) -> int:
     """The OrtErrorCode for an exception: the first status_code along its chain of causes."""
     seen = 0

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..checks import InvalidArgument, first_outside
+from ..checks import InvalidArgument, Undefined, first_outside
 from ..registry import FLOATS, kernel
 from . import native
 
@@ -131,6 +131,109 @@ def rotary_embedding_23(X, cos_cache, sin_cache, position_ids=None, *, interleav
     y = rotate(x, cos[..., None, :], sin[..., None, :], bool(interleaved))
     y = y.transpose(0, 2, 1, 3) if X.ndim == 4 else y.reshape(X.shape)
     return (np.ascontiguousarray(y, dtype=F32),)
+
+
+# --- MRotaryEmbedding (com.microsoft): Qwen2-VL/3-VL/3.5's multimodal RoPE ---------------------------------------
+#
+# Three position streams (T, H, W: position_ids (3, B, S)) index one cos/sin cache; each of the rot/2 columns takes
+# its value from the stream that owns it (mrope_streams), then the rotation is RotaryEmbedding's.
+
+HALF_FLOATS = frozenset(map(np.dtype, (np.float16, np.float32)))
+
+
+def mrope_streams(section, layout: int, half: int) -> np.ndarray:
+    """The stream (0 T, 1 H, 2 W) that owns each of the half rotary columns: layout 0 contiguous sections, layout 1
+    T everywhere with H and W at every third column from 1 and 2 (the first 3 * section[d] columns)."""
+    owner = np.zeros(half, np.int8)
+    if layout == 0:
+        owner[:] = np.repeat(np.arange(3, dtype=np.int8), section)[:half]
+    else:
+        for d in (1, 2):
+            owner[d:min(3 * section[d], half):3] = d
+    return owner
+
+
+def _check_mrotary(node, graph):
+    if node.attrs.get("is_packed_batching", 0):
+        return "is_packed_batching=1 (ragged batches) not supported"
+    return None
+
+
+def mrotary_geometry(x_shape, pos_shape, cache_shape, sin_shape, num_heads: int, rotary_embedding_dim: int,
+                     section, layout: int) -> tuple[int, int, int]:
+    """(num_heads, head_size, rotary dim) of an MRotaryEmbedding, or stock's INVALID_ARGUMENT (its CheckInputs)."""
+    def fail(text):
+        raise InvalidArgument(f"MRotaryEmbedding: {text}")
+    if len(x_shape) not in (3, 4):
+        fail(f"Input 'x' is expected to have 3 or 4 dimensions, got {len(x_shape)}")
+    if len(pos_shape) != 3 or pos_shape[0] != 3:
+        fail(f"'position_ids' is expected to have shape (3, batch_size, sequence_length), got {len(pos_shape)} "
+             f"dimensions" + (f" with dim[0]={pos_shape[0]}" if pos_shape else ""))
+    for name, shape in (("cos_cache", cache_shape), ("sin_cache", sin_shape)):
+        if len(shape) != 2:
+            fail(f"Input '{name}' is expected to have 2 dimensions, got {len(shape)}")
+    if tuple(cache_shape) != tuple(sin_shape):
+        fail("Inputs 'cos_cache' and 'sin_cache' are expected to have the same shape")
+    if rotary_embedding_dim > 0 and num_heads == 0:
+        fail("num_heads must be provided if rotary_embedding_dim is specified")
+    if len(x_shape) == 4:
+        batch, num_heads, seq, head = x_shape
+    else:
+        batch, seq, hidden = x_shape
+        if num_heads <= 0:
+            fail("num_heads must be greater than 0 for rank-3 input")
+        if hidden % num_heads:
+            fail(f"hidden_size={hidden} must be divisible by num_heads={num_heads} for rank-3 input")
+        head = hidden // num_heads
+    rot = rotary_embedding_dim or head
+    if rot > head:
+        fail("rotary_embedding_dim must be less than or equal to head_size")
+    if rot // 2 != cache_shape[1]:
+        fail(f"Input 'cos_cache' dimension 1 should be same as head_size / 2 or rotary_embedding_dim / 2, got "
+             f"{cache_shape[1]}")
+    if pos_shape[1] != batch:
+        fail(f"Input 'position_ids' dimension 1 should be batch_size, got {pos_shape[1]}")
+    if pos_shape[2] != seq:
+        fail(f"Input 'position_ids' dimension 2 should be sequence_length, got {pos_shape[2]}")
+    if len(section) != 3:
+        fail(f"'mrope_section' attribute must have exactly 3 elements, got {len(section)}")
+    if any(v < 0 or v > 2**31 - 1 for v in section):
+        fail("'mrope_section' values must be non-negative and fit in int32")
+    if sum(section) != rot // 2:
+        fail(f"sum of 'mrope_section' ({sum(section)}) must equal rotary_embedding_dim / 2 ({rot // 2})")
+    if layout not in (0, 1):
+        fail(f"'mrope_layout' must be 0 (Sectioned) or 1 (Interleaved), got {layout}")
+    if seq > cache_shape[0]:
+        raise Undefined("Updating cos_cache and sin_cache in MRotaryEmbedding is not currently supported")
+    return num_heads, head, rot
+
+
+def check_mrope_positions(position_ids, rows: int) -> None:
+    for stream in range(3):
+        bad = first_outside(position_ids[stream].reshape(-1), 0, rows)
+        if bad:
+            raise InvalidArgument(f"MRotaryEmbedding: position_ids value {bad[1]} at stream {stream}, index {bad[0]} "
+                                  f"is out of range [0, {rows})")
+
+
+@kernel("MRotaryEmbedding", domain="com.microsoft", types=HALF_FLOATS, check=_check_mrotary)
+def m_rotary_embedding(input, position_ids, cos_cache, sin_cache, *, mrope_section, num_heads=0,
+                       rotary_embedding_dim=0, interleaved=0, mrope_layout=0, is_packed_batching=0, scale=1.0):
+    """input (B, S, N*H) or (B, N, S, H); position_ids (3, B, S); caches (P, rot/2)."""
+    n, h, rot = mrotary_geometry(input.shape, position_ids.shape, cos_cache.shape, sin_cache.shape, num_heads,
+                                 rotary_embedding_dim, list(mrope_section), mrope_layout)
+    check_mrope_positions(position_ids, cos_cache.shape[0])
+    b = input.shape[0]
+    x = (input.reshape(b, input.shape[1], n, h) if input.ndim == 3 else input.transpose(0, 2, 1, 3)).astype(F32)
+    owner = mrope_streams(list(mrope_section), mrope_layout, rot // 2)
+    cols = np.arange(rot // 2)
+
+    def combined(cache):  # (B, S, rot/2): column c from stream owner[c]'s position
+        per_stream = cache.astype(F32)[position_ids]  # 3 B S rot/2
+        return (per_stream[owner, :, :, cols].transpose(1, 2, 0) * np.float32(scale)).astype(cache.dtype).astype(F32)
+    y = rotate(x, combined(cos_cache)[..., None, :], combined(sin_cache)[..., None, :], bool(interleaved))
+    y = y.reshape(input.shape) if input.ndim == 3 else y.transpose(0, 2, 1, 3)
+    return (np.ascontiguousarray(y, dtype=input.dtype),)
 
 
 # --- GroupQueryAttention ----------------------------------------------------------------------
@@ -562,15 +665,16 @@ def attention(Q, K, V, attn_mask=None, past_key=None, past_value=None, nonpad_kv
     return cast(out), cast(present_k), cast(present_v), cast(qk_out)
 
 
-# --- LinearAttention (ONNX opset 27) ------------------------------------------------------
+# --- LinearAttention (ONNX opset 27 and com.microsoft) -------------------------------------------------------------
 #
-# LinearAttention (ONNX opset 27): recurrent linear attention with optional gating and delta rule.
-#
-# Q, K, V are packed [B, T, H * D]; the state S is [B, H_kv, d_k, d_v]. Per token t and KV head:
+# Recurrent linear attention with optional gating and delta rule. Q, K, V are packed [B, T, H * D]; the state S is
+# [B, H_kv, d_k, d_v]. Per token t and KV head:
 #     gated:  S <- exp(g_t) * S                         (g_t: decay, per head or per key dim)
 #     delta:  v_t <- beta_t * (v_t - S^T k_t)
-#     always: S <- S + k_t (x) v_t ;  o_t = scale * q_t^T S   (query heads share their KV head's S)
-# Computed in float32, token by token, as the spec's reference does.
+#     always: S <- S + k_t (x) v_t ;  o_t = scale * q_t^T S
+# Query heads share their KV head's S (GQA); with more KV heads than query heads (inverse GQA, Qwen3.5) each KV head
+# reads query head h_kv * H_q / H_kv and writes its own output; K may have fewer heads than V (K head h_kv / (H_kv /
+# H_k)). Computed in float32, token by token, as the reference does.
 
 _F32 = np.float32
 
@@ -588,25 +692,33 @@ def check_linear_attention(node, graph):
     rule = node.attrs.get("update_rule", "gated_delta")
     if rule not in _RULES:
         return f"update_rule={rule!r} is not defined"
+    if node.attrs.get("state_window", 0):
+        return "state_window > 0 (per-token states; stock's CPU EP has no kernel for it either)"
     return None
 
 
-@kernel("LinearAttention", since=27, types=FLOATS, check=check_linear_attention)
-def linear_attention(query, key, value, past_state=None, decay=None, beta=None, *, chunk_size=64, kv_num_heads,
-                     q_num_heads, scale=0.0, update_rule="gated_delta"):
-    # chunk_size only tunes chunked implementations; the result is that of the token-by-token recurrence
+def linear_recurrence(query, key, value, past_state, decay, beta, q_heads: int, kv_heads: int, scale: float,
+                      rule: str):
+    """(output [B, T, max(H_q, H_kv) * d_v], present state), float32; the shapes as linear_attention_geometry says."""
     b, t, _ = query.shape
-    q, k, v = _heads(query, q_num_heads), _heads(key, kv_num_heads), _heads(value, kv_num_heads)
-    d_k, d_v = q.shape[-1], v.shape[-1]
-    gated, delta = update_rule in ("gated", "gated_delta"), update_rule in ("delta", "gated_delta")
+    d_k = query.shape[2] // q_heads
+    k_heads = key.shape[2] // d_k
+    q, k, v = _heads(query, q_heads), _heads(key, k_heads), _heads(value, kv_heads)
+    k = np.repeat(k, kv_heads // k_heads, axis=1)
+    d_v = v.shape[-1]
+    gated, delta = rule in ("gated", "gated_delta"), rule in ("delta", "gated_delta")
     if gated:  # per head [B, T, H_kv] or per key dim [B, T, H_kv * d_k] -> [B, H_kv, T, 1 or d_k]
-        g = _heads(decay, kv_num_heads)
+        g = _heads(decay, kv_heads)
     if delta:  # [B, T, H_kv or 1] -> [B, H_kv or 1, T, 1]
         rate = beta.reshape(b, t, beta.shape[-1], 1).transpose(0, 2, 1, 3).astype(_F32)
-    state = np.zeros((b, kv_num_heads, d_k, d_v), _F32) if past_state is None else past_state.astype(_F32)
+    state = np.zeros((b, kv_heads, d_k, d_v), _F32) if past_state is None else past_state.astype(_F32)
     scale = _F32(scale) if scale else _F32(1 / np.sqrt(d_k))
-    group = q_num_heads // kv_num_heads
-    out = np.zeros((b, q_num_heads, t, d_v), _F32)
+    if q_heads >= kv_heads:  # query head j reads the state of KV head j // group
+        reader = np.arange(q_heads) // (q_heads // kv_heads)
+    else:  # KV head h reads query head h * H_q / H_kv
+        q = q[:, np.arange(kv_heads) * q_heads // kv_heads]
+        reader = np.arange(kv_heads)
+    out = np.zeros((b, q.shape[1], t, d_v), _F32)
     for i in range(t):
         k_t, v_t = k[:, :, i], v[:, :, i]
         if gated:
@@ -614,6 +726,109 @@ def linear_attention(query, key, value, past_state=None, decay=None, beta=None, 
         if delta:
             v_t = rate[:, :, i] * (v_t - np.einsum("bhdm,bhd->bhm", state, k_t))
         state = state + k_t[..., :, None] * v_t[..., None, :]
-        out[:, :, i] = scale * np.einsum("bhd,bhdm->bhm", q[:, :, i], np.repeat(state, group, axis=1))
-    y = out.transpose(0, 2, 1, 3).reshape(b, t, q_num_heads * d_v).astype(query.dtype)
-    return y, state.astype(query.dtype if past_state is None else past_state.dtype)
+        out[:, :, i] = scale * np.einsum("bhd,bhdm->bhm", q[:, :, i], state[:, reader])
+    return out.transpose(0, 2, 1, 3).reshape(b, t, -1), state
+
+
+@kernel("LinearAttention", since=27, types=FLOATS, check=check_linear_attention)
+def linear_attention(query, key, value, past_state=None, decay=None, beta=None, *, chunk_size=64, kv_num_heads,
+                     q_num_heads, scale=0.0, update_rule="gated_delta"):
+    # chunk_size only tunes chunked implementations; the result is that of the token-by-token recurrence
+    y, state = linear_recurrence(query, key, value, past_state, decay, beta, q_num_heads, kv_num_heads, scale,
+                                 update_rule)
+    return y.astype(query.dtype), state.astype(query.dtype if past_state is None else past_state.dtype)
+
+
+def linear_attention_geometry(q_shape, k_shape, v_shape, past_shape, decay_shape, beta_shape, q_heads: int,
+                              kv_heads: int, rule: str) -> tuple[int, int, int]:
+    """(d_k, d_v, K's heads) of a com.microsoft LinearAttention, or stock's failure (its checks, in its order)."""
+    def require(ok, text):
+        if not ok:
+            raise ValueError(text)
+    require(len(q_shape) == 3, f"query must be 3D [B, T, H*D], got {len(q_shape)}D")
+    require(len(k_shape) == 3 and len(v_shape) == 3, "key and value must be 3D")
+    require(k_shape[0] == q_shape[0] and v_shape[0] == q_shape[0], "batch size mismatch")
+    require(k_shape[1] == q_shape[1] and v_shape[1] == q_shape[1], "sequence length mismatch")
+    d_k = q_shape[2] // q_heads
+    require(q_shape[2] == q_heads * d_k, "query hidden size must be divisible by q_num_heads")
+    require(d_k > 0 and k_shape[2] % d_k == 0, "key hidden size must be divisible by d_k")
+    k_heads = k_shape[2] // d_k
+    d_v = v_shape[2] // kv_heads
+    require(v_shape[2] == kv_heads * d_v, "value hidden size must be divisible by kv_num_heads")
+    require(rule not in ("gated", "gated_delta") or decay_shape is not None,
+            f"decay input is required for update_rule={rule}")
+    require(rule not in ("delta", "gated_delta") or beta_shape is not None,
+            f"beta input is required for update_rule={rule}")
+    b, t = q_shape[:2]
+    for name, shape, widths, text in (("decay", decay_shape, (kv_heads * d_k, kv_heads), "H_kv or H_kv*d_k"),
+                                      ("beta", beta_shape, (kv_heads, 1), "H_kv or 1")):
+        if shape is not None:
+            require(len(shape) == 3, f"{name} must be rank 3 (B, T, ...), got rank {len(shape)}")
+            require(tuple(shape[:2]) == (b, t), f"{name} dims 0/1 must match (B={b}, T={t}), got "
+                                                f"({shape[0]}, {shape[1]})")
+            require(shape[2] in widths, f"{name} last dim must be {text}")
+    state = (b, kv_heads, d_k, d_v)
+    if past_shape is not None and tuple(past_shape) != state:
+        raise InvalidArgument(
+            f"Input 'past_state' is expected to have shape {{{','.join(map(str, state))}}}, got "
+            f"{{{','.join(map(str, past_shape))}}}. LinearAttention uses (batch_size, kv_num_heads, d_k, d_v) when the "
+            "state_window attribute is absent or 0, and (state_window, batch_size, kv_num_heads, d_k, d_v) otherwise.")
+    if q_heads >= kv_heads:
+        require(q_heads % kv_heads == 0, "q_num_heads must be divisible by kv_num_heads")
+    else:
+        require(kv_heads % q_heads == 0, "kv_num_heads must be divisible by q_num_heads (inverse GQA)")
+    require(k_heads > 0 and kv_heads % k_heads == 0, "kv_num_heads must be divisible by n_k_heads")
+    return d_k, d_v, k_heads
+
+
+def _check_ms_linear_attention(node, graph):
+    reason = check_linear_attention(node, graph) or _check_float32(node, graph)
+    if reason:
+        return reason
+    if node.attrs.get("q_num_heads", 0) <= 0 or node.attrs.get("kv_num_heads", 0) <= 0:
+        return "q_num_heads and kv_num_heads must be positive (stock refuses the model)"
+    return None
+
+
+def _shape(x):
+    return None if x is None else x.shape
+
+
+@kernel("LinearAttention", domain="com.microsoft", check=_check_ms_linear_attention)
+def ms_linear_attention(query, key, value, past_state=None, decay=None, beta=None, *, q_num_heads, kv_num_heads,
+                        update_rule="gated_delta", scale=0.0, chunk_size=64, state_window=0):
+    """Stock's float32 kernel: past_state absent means zeros; output (B, T, max(H_q, H_kv) * d_v)."""
+    linear_attention_geometry(query.shape, key.shape, value.shape, _shape(past_state), _shape(decay), _shape(beta),
+                              q_num_heads, kv_num_heads, update_rule)
+    y, state = linear_recurrence(query, key, value, past_state, decay, beta, q_num_heads, kv_num_heads, scale,
+                                 update_rule)
+    return np.ascontiguousarray(y, F32), state
+
+
+# --- LinearAttentionGate (com.microsoft): the gated-delta recurrence's gates ------------------------------------------
+
+
+def _check_gate(node, graph):
+    if len(node.outputs) > 1 and node.outputs[1] and (len(node.inputs) < 4 or not node.inputs[3]):
+        return "the beta output without the b input (stock fails every run)"
+    return None
+
+
+@kernel("LinearAttentionGate", domain="com.microsoft", types=HALF_FLOATS, check=_check_gate)
+@np.errstate(over="ignore")
+def linear_attention_gate(a, dt_bias, decay_scale, b=None):
+    """decay = decay_scale * softplus(a + dt_bias) over the last axis's heads; beta = sigmoid(b); float32 inside."""
+    if a.ndim < 1:
+        raise ValueError("a must have rank >= 1")
+    heads = a.shape[-1]
+    if heads <= 0:
+        raise ValueError("a last dimension must be positive")
+    for name, v in (("dt_bias", dt_bias), ("decay_scale", decay_scale)):
+        if v.size != heads:
+            raise ValueError(f"{name} must have {heads} elements, got {v.size}")
+    if b is not None and b.shape != a.shape:
+        raise ValueError("b must have the same shape as a")
+    biased = a.astype(F32) + dt_bias.reshape(heads).astype(F32)
+    decay = decay_scale.reshape(heads).astype(F32) * np.logaddexp(_F32(0), biased)
+    beta = None if b is None else _F32(1) / (_F32(1) + np.exp(-b.astype(_F32)))
+    return decay.astype(a.dtype), None if beta is None else beta.astype(a.dtype)

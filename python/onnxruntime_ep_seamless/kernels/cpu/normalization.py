@@ -1,7 +1,7 @@
 """Normalization ops: BatchNormalization, InstanceNormalization, LayerNormalization, GroupNormalization, LRN,
 LpNormalization, MeanVarianceNormalization (ONNX semantics, NCHW layout); the RMS and skip normalizations: ORT's
 SimplifiedLayerNormalization (default domain), com.microsoft SkipSimplifiedLayerNormalization /
-SkipLayerNormalization, ONNX RMSNormalization-23.
+SkipLayerNormalization, com.microsoft GatedRMSNorm, ONNX RMSNormalization-23.
 
 float16 inputs are computed in float32 and rounded once at the end, as ORT does. ORT's CPU kernels of the RMS
 normalizations accumulate sum(x) and sum(x^2) in float32 and divide by the root (y = x / rms * scale); we do
@@ -279,3 +279,42 @@ def skip_layer_normalization(input, skip, gamma, beta=None, bias=None, *, epsilo
     if beta is not None:
         y = y + beta.astype(np.float32)
     return (y.astype(input.dtype), mean.astype(F32), (1 / std).astype(F32), s.astype(input.dtype))
+
+
+GATED_RMS_ACTIVATIONS = {"silu": 1, "swish": 1, "sigmoid": 0}  # 1: z * sigmoid(z) (native/cpu/program.h)
+
+
+def _check_gated_rms(node, graph):
+    act = node.attrs.get("activation", "silu")
+    if act not in GATED_RMS_ACTIVATIONS:
+        return f"activation={act!r} (stock refuses the model: silu, swish or sigmoid)"
+    return None
+
+
+def gated_rms_rows(shape, gate_shape, scale_size: int) -> int:
+    """The rows of scale_size a GatedRMSNorm normalizes, or stock's failure."""
+    if len(shape) < 1:
+        raise ValueError("X must have rank >= 1")
+    if tuple(gate_shape) != tuple(shape):
+        raise ValueError("gate must have the same shape as X")
+    if scale_size <= 0:
+        raise ValueError("scale must not be empty")
+    if shape[-1] % scale_size:
+        raise ValueError(f"X last dimension ({shape[-1]}) must be a multiple of the scale length ({scale_size})")
+    return int(np.prod(shape)) // scale_size
+
+
+@kernel("GatedRMSNorm", domain="com.microsoft", types=frozenset(map(np.dtype, (np.float16, np.float32))),
+        check=_check_gated_rms)
+@np.errstate(over="ignore")
+def gated_rms_norm(X, scale, gate, *, activation="silu", epsilon=1e-5):
+    """Y = X / sqrt(mean(X^2) + epsilon) * scale * act(gate) over each group of len(scale) trailing elements,
+    float32 inside (act: silu z * sigmoid(z) or sigmoid)."""
+    c = scale.size
+    rows = gated_rms_rows(X.shape, gate.shape, c)
+    x = X.astype(np.float32).reshape(rows, c)
+    z = gate.astype(np.float32).reshape(rows, c)
+    inv = np.float32(1) / np.sqrt(np.einsum("rc,rc->r", x, x)[:, None] / np.float32(c) + np.float32(epsilon))
+    sig = np.float32(1) / (np.float32(1) + np.exp(-z))
+    y = x * inv * scale.astype(np.float32).reshape(c) * (z * sig if GATED_RMS_ACTIVATIONS[activation] else sig)
+    return (y.reshape(X.shape).astype(X.dtype),)

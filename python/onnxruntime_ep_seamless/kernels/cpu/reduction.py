@@ -13,17 +13,11 @@ the _stock_* helpers replay stock's order.
 import numpy as np
 
 from .. import checks
-from ..checks import InvalidArgument
+from ..checks import InvalidArgument, Undefined
 from ..registry import BOOL, FLOATS, NUMERIC, kernel
 from .elementwise import via_float32
 
 _quiet = np.errstate(all="ignore")  # log(0) = -inf etc. are the defined results
-
-
-class Undefined(NotImplementedError):
-    """What stock's kernels leave undefined (ORT_NOT_IMPLEMENTED, so RUNTIME_EXCEPTION): ArgMax of an empty axis,
-    ReduceMax of an empty bool set."""
-    status_code = 6
 
 
 def reduced_axes(rank, axes):

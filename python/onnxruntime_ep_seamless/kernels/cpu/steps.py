@@ -815,6 +815,112 @@ def group_query_attention(rec, node, ins, outs):
     return [y, pk, pv]
 
 
+# ---------------------------------------------------------------- linear-attention layers (Qwen3.5's)
+
+@lowers("LinearAttention", domain="com.microsoft")
+def linear_attention(rec, node, ins, outs):
+    from .attention import linear_attention_geometry
+    q, k, v, past, decay, beta = (list(ins) + [None] * 6)[:6]
+    if any(x is not None and x.array.dtype != F32 for x in (q, k, v, past, decay, beta)):
+        raise Declined("float32 only")
+    a = node.attrs
+    rule, qh, kv = a.get("update_rule", "gated_delta"), a["q_num_heads"], a["kv_num_heads"]
+    shape = lambda x: None if x is None else x.array.shape  # noqa: E731
+    d_k, d_v, k_heads = linear_attention_geometry(q.array.shape, k.array.shape, v.array.shape, shape(past),
+                                                  shape(decay), shape(beta), qh, kv, rule)
+    args = rec.args("SeamlessLinearAttentionArgs")
+    args.batch, args.tokens = q.array.shape[:2]
+    args.q_heads, args.kv_heads, args.k_heads, args.d_k, args.d_v = qh, kv, k_heads, d_k, d_v
+    args.gated, args.delta = rule in ("gated", "gated_delta"), rule in ("delta", "gated_delta")
+    args.decay_per_key = bool(args.gated) and decay.array.shape[2] == kv * d_k
+    args.beta_per_head = bool(args.delta) and beta.array.shape[2] == kv
+    args.scale = a.get("scale", 0.0) or 1.0 / math.sqrt(d_k)
+    y, present = rec.value(outs[0]), rec.value(outs[1])
+    scratch = rec.value(np.empty(args.batch * kv * d_v, np.float32))
+    rec.step(lib.SEAMLESS_OP_LINEAR_ATTENTION, args, [q, k, v, past, decay if args.gated else None,
+                                                      beta if args.delta else None, y, present, scratch])
+    return [y, present]
+
+
+@lowers("MRotaryEmbedding", domain="com.microsoft")
+def m_rotary_embedding(rec, node, ins, outs):
+    from .. import constants
+    from .attention import mrope_streams, mrotary_geometry
+    x, pos, cos, sin = ins[:4]
+    if x.array.dtype != F32 or not (cos.static and sin.static):
+        raise Declined("float32, constant caches")
+    a = node.attrs
+    section, layout = list(a["mrope_section"]), a.get("mrope_layout", 0)
+    n, h, rot = mrotary_geometry(x.array.shape, pos.array.shape, cos.array.shape, sin.array.shape,
+                                 a.get("num_heads", 0), a.get("rotary_embedding_dim", 0), section, layout)
+    if rot // 2 > 1024:
+        raise Declined(f"{rot // 2} rotary columns (native/cpu/attention.c MROTARY_HALF_MAX: 1024)")
+    args = rec.args("SeamlessMRotaryArgs")
+    shape = x.array.shape
+    args.batch, args.heads, args.head, args.half = shape[0], n, h, rot // 2
+    if len(shape) == 3:  # (B, S, N * H)
+        args.seq, args.head_stride, args.seq_stride = shape[1], h, n * h
+    else:                # (B, N, S, H)
+        args.seq, args.seq_stride, args.head_stride = shape[2], h, shape[2] * h
+    args.batch_stride, args.max_pos = args.seq * n * h, cos.array.shape[0]
+    args.interleaved, args.scale = a.get("interleaved", 0), a.get("scale", 1.0)
+    caches = [rec.keep(np.ascontiguousarray(c.array, np.float32)) for c in (cos, sin)]
+    args.cos, args.sin = (ffi.cast("float*", ffi.from_buffer(c)) for c in caches)
+    # one table per cache constant: the same address in every recording (a family's argument blocks agree)
+    owner = rec.keep(constants.derived(cos.array, f"mrope_streams_{layout}_{section}_{rot}",
+                                       lambda _: mrope_streams(section, layout, rot // 2)))
+    args.owner = ffi.cast("int8_t*", ffi.from_buffer(owner))
+    y = rec.value(outs[0])
+    rec.step(lib.SEAMLESS_OP_MROTARY, args, [x, pos, y])
+    return [y]
+
+
+def _row_norm(rec, rows, cols, eps=0.0, mode=0):
+    args = rec.args("SeamlessRowNormArgs")
+    args.rows, args.cols, args.eps, args.mode = rows, cols, eps, mode
+    return args
+
+
+@lowers("GatedRMSNorm", domain="com.microsoft")
+def gated_rms_norm(rec, node, ins, outs):
+    from .normalization import GATED_RMS_ACTIVATIONS, gated_rms_rows
+    x, scale, gate = ins[:3]
+    if any(v.array.dtype != F32 for v in (x, scale, gate)):
+        raise Declined("float32 only")
+    c = scale.array.size
+    rows = gated_rms_rows(x.array.shape, gate.array.shape, c)
+    act = GATED_RMS_ACTIVATIONS[node.attrs.get("activation", "silu")]
+    y = rec.value(outs[0])
+    rec.step(lib.SEAMLESS_OP_GATED_RMS_NORM, _row_norm(rec, rows, c, node.attrs.get("epsilon", 1e-5), act),
+             [x, scale, gate, y])
+    return [y]
+
+
+@lowers("LpNormalization")
+def lp_normalization(rec, node, ins, outs):
+    x = ins[0]
+    shape, p = x.array.shape, node.attrs.get("p", 2)
+    last = bool(shape) and node.attrs.get("axis", -1) % len(shape) == len(shape) - 1
+    if x.array.dtype != F32 or p not in (1, 2) or not last:
+        raise Declined("float32, p 1 or 2, over the last axis")
+    y = rec.value(outs[0])
+    rec.step(lib.SEAMLESS_OP_LP_NORM, _row_norm(rec, x.array.size // max(shape[-1], 1), shape[-1], mode=p), [x, y])
+    return [y]
+
+
+@lowers("LinearAttentionGate", domain="com.microsoft")
+def linear_attention_gate(rec, node, ins, outs):
+    a, dt_bias, decay_scale, b = (list(ins) + [None] * 4)[:4]
+    if any(v is not None and v.array.dtype != F32 for v in (a, dt_bias, decay_scale, b)):
+        raise Declined("float32 only")
+    heads = a.array.shape[-1]
+    decay = rec.value(outs[0])
+    beta = rec.value(outs[1]) if b is not None and len(outs) > 1 and outs[1] is not None else None
+    rec.step(lib.SEAMLESS_OP_LINEAR_ATTENTION_GATE, _row_norm(rec, a.array.size // heads, heads),
+             [a, dt_bias, decay_scale, b if beta is not None else None, decay, beta])
+    return [decay, beta]
+
+
 @lowers("GatherBlockQuantized", domain="com.microsoft")
 def gather_block_quantized(rec, node, ins, outs):
     data, indices, scales = ins[:3]

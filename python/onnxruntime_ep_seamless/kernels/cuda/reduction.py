@@ -10,8 +10,8 @@ import numpy as np
 from ...graph.ir import ONNX_TO_NUMPY
 from ...runtime.cuda import MAX_DIMS, DeviceTensor, contiguous_strides
 from .. import checks
-from ..checks import InvalidArgument
-from ..cpu.reduction import Undefined, k_input, reduced_axes, stock_path
+from ..checks import InvalidArgument, Undefined
+from ..cpu.reduction import k_input, reduced_axes, stock_path
 from ..registry import FUSED_DOMAIN, kernel
 from .elementwise import EQUAL, GPU_FLOATS, GPU_INTS, MUL, SUFFIX, Scratch, binary, cast_to, compare
 from .shape import NUMBER_SUFFIX, NUMBERS, axis_view, host_ints, permuted

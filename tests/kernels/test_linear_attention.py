@@ -1,0 +1,132 @@
+"""Parity tests for the ops of Qwen3.5-class hybrid decoders (the builder's linear-attention layers) against stock ORT's
+CPU EP: com.microsoft LinearAttention (every update rule; GQA, inverse GQA, fewer K than V heads; per-head and
+per-key decay), LinearAttentionGate, GatedRMSNorm and MRotaryEmbedding (both section layouts, partial rotary, 3-D and
+4-D input). Every model runs entirely on our EP.
+
+Tolerances: the recurrence's readouts are dot products over d_k of states built over T tokens, summed in another
+order than stock's loops or MLAS GEMMs: rtol 1e-5, atol 1e-5 on O(1) values. The gates and the norm are a few
+float32 operations per element (exp/log from numpy's libm rather than stock's): rtol 1e-5, atol 1e-6. Rotary
+embeddings are two products and a sum per element: rtol 1e-6, atol 1e-6. float16 outputs: one rounding apart.
+"""
+import numpy as np
+import pytest
+
+from parity import assert_parity, named_node_model
+
+rng = np.random.default_rng(23)
+MS = "com.microsoft"
+F16, F32, I64 = np.float16, np.float32, np.int64
+
+
+def data(*shape, scale=1.0, dtype=F32):
+    return (scale * rng.standard_normal(shape)).astype(dtype)
+
+
+def l2(x, d):
+    """Rows of d along the last axis normalized (the builder L2-normalizes K for the delta rules)."""
+    shaped = x.reshape(*x.shape[:-1], -1, d)
+    return (shaped / np.linalg.norm(shaped, axis=-1, keepdims=True)).reshape(x.shape).astype(x.dtype)
+
+
+# --- LinearAttention ---------------------------------------------------------------------------------------------
+
+def linear_attention(b, t, q_heads, kv_heads, k_heads, d_k, d_v, rule="gated_delta", past=True, decay="head",
+                     beta="head", scale=0.0):
+    inputs = [("query", data(b, t, q_heads * d_k, scale=0.5)), ("key", l2(data(b, t, k_heads * d_k), d_k)),
+              ("value", data(b, t, kv_heads * d_v)),
+              ("past_state", data(b, kv_heads, d_k, d_v, scale=0.3) if past else None)]
+    gated, delta = rule in ("gated", "gated_delta"), rule in ("delta", "gated_delta")
+    width = kv_heads if decay == "head" else kv_heads * d_k
+    inputs.append(("decay", -np.abs(data(b, t, width, scale=0.5)) if gated else None))
+    inputs.append(("beta", (1 / (1 + np.exp(-data(b, t, kv_heads if beta == "head" else 1)))).astype(F32)
+                   if delta else None))
+    while inputs[-1][1] is None:
+        inputs.pop()
+    attrs = dict(q_num_heads=q_heads, kv_num_heads=kv_heads, update_rule=rule)
+    if scale:
+        attrs["scale"] = scale
+    return named_node_model("LinearAttention", inputs, [F32, F32], attrs, opset=21, domain=MS)
+
+
+@pytest.mark.parametrize("heads", [(2, 4, 2), (4, 2, 2), (4, 4, 4), (4, 4, 2), (1, 4, 1)],
+                         ids=["inverse_gqa", "gqa", "mha", "fewer_k_heads", "one_query_head"])
+@pytest.mark.parametrize("t", [1, 5])
+def test_linear_attention_heads(heads, t):
+    assert_parity(*linear_attention(2, t, *heads, 8, 6), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("rule,past,decay,beta", [
+    ("linear", False, "head", "head"), ("gated", True, "key", "head"), ("delta", True, "head", "one"),
+    ("gated_delta", False, "key", "one"), ("gated_delta", True, "head", "head")])
+def test_linear_attention_rules(rule, past, decay, beta):
+    assert_parity(*linear_attention(1, 4, 2, 2, 2, 16, 16, rule, past, decay, beta, scale=0.7), rtol=1e-5, atol=1e-5)
+
+
+def test_linear_attention_builder_widths():
+    # Qwen3.5's: 16 key heads, 32 value heads of 128 (d_k * d_v over MLAS's GEMM threshold), a prompt then a step
+    for t in (7, 1):
+        assert_parity(*linear_attention(1, t, 16, 32, 16, 128, 128, scale=1.0), rtol=1e-5, atol=1e-5)
+
+
+# --- LinearAttentionGate, GatedRMSNorm ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", [F32, F16])
+@pytest.mark.parametrize("with_beta", [True, False])
+def test_linear_attention_gate(dtype, with_beta):
+    heads = 6
+    a = data(2, 3, heads, scale=4.0, dtype=dtype)  # softplus on both sides of 0, large arguments too
+    inputs = [("a", a), ("dt_bias", data(heads)), ("decay_scale", -np.exp(data(heads))),
+              ("b", data(2, 3, heads, scale=3.0, dtype=dtype) if with_beta else None)]
+    model, feeds = named_node_model("LinearAttentionGate", inputs, [dtype, dtype] if with_beta else [dtype], {},
+                                    opset=21, domain=MS, const=("dt_bias", "decay_scale"))
+    tol = 1e-3 if dtype == F16 else 1e-5
+    assert_parity(model, feeds, rtol=tol, atol=tol if dtype == F16 else 1e-6)
+
+
+@pytest.mark.parametrize("activation", ["silu", "swish", "sigmoid"])
+@pytest.mark.parametrize("dtype", [F32, F16])
+def test_gated_rms_norm(activation, dtype):
+    # scale of 8 over rows of 3 heads: the norm runs per head of the packed last axis
+    inputs = [("X", data(2, 5, 24, dtype=dtype)), ("scale", data(8, dtype=dtype)),
+              ("gate", data(2, 5, 24, dtype=dtype))]
+    model, feeds = named_node_model("GatedRMSNorm", inputs, [dtype], dict(activation=activation, epsilon=1e-6),
+                                    opset=21, domain=MS, const=("scale",))
+    tol = 2e-3 if dtype == F16 else 1e-5
+    assert_parity(model, feeds, rtol=tol, atol=tol if dtype == F16 else 1e-6)
+
+
+# --- MRotaryEmbedding ----------------------------------------------------------------------------------------------
+
+def rope_caches(max_pos, half, theta=10000.0):
+    ang = np.arange(max_pos)[:, None] * (1.0 / theta ** (np.arange(half) / half))[None, :]
+    return np.cos(ang).astype(F32), np.sin(ang).astype(F32)
+
+
+def mrotary(layout, section, rank, rot_dim=0, interleaved=0, dtype=F32, scale=None, b=2, s=3, n=3, h=16):
+    x = data(b, s, n * h, dtype=dtype) if rank == 3 else data(b, n, s, h, dtype=dtype)
+    t = rng.integers(0, 40, (b, s))
+    positions = np.stack([t, t + rng.integers(0, 3, (b, s)), t + rng.integers(0, 5, (b, s))]).astype(I64)
+    cos, sin = rope_caches(48, (rot_dim or h) // 2)
+    attrs = dict(mrope_section=section, mrope_layout=layout, interleaved=interleaved, num_heads=n)
+    if rot_dim:
+        attrs["rotary_embedding_dim"] = rot_dim
+    if scale is not None:
+        attrs["scale"] = scale
+    inputs = [("input", x), ("position_ids", positions), ("cos_cache", cos.astype(dtype)),
+              ("sin_cache", sin.astype(dtype))]
+    return named_node_model("MRotaryEmbedding", inputs, [dtype], attrs, opset=21, domain=MS,
+                            const=("cos_cache", "sin_cache"))
+
+
+@pytest.mark.parametrize("layout,section", [(0, [2, 3, 3]), (1, [2, 3, 3]), (1, [4, 2, 2]), (0, [8, 0, 0])])
+@pytest.mark.parametrize("rank", [3, 4])
+@pytest.mark.parametrize("interleaved", [0, 1])
+def test_mrotary_embedding(layout, section, rank, interleaved):
+    assert_parity(*mrotary(layout, section, rank, interleaved=interleaved), rtol=1e-6, atol=1e-6)
+
+
+def test_mrotary_embedding_partial_scaled_and_float16():
+    # the builder's Qwen3.5 layer: rotary on 16 of 64 channels, interleaved sections [2, 3, 3]
+    assert_parity(*mrotary(1, [2, 3, 3], 3, rot_dim=16, h=64), rtol=1e-6, atol=1e-6)
+    assert_parity(*mrotary(1, [2, 3, 3], 3, rot_dim=16, h=64, scale=0.5), rtol=1e-6, atol=1e-6)
+    assert_parity(*mrotary(0, [2, 3, 3], 4, dtype=F16), rtol=2e-3, atol=2e-3)
