@@ -294,10 +294,14 @@ GENAI_FAMILIES = {
                                                      partial_rotary_factor=0.25, mrope_section=[2, 3, 3],
                                                      mrope_interleaved=True))),
 }
+GENAI_FAMILIES["qwen3_5_moe"] = ("Qwen3_5Moe", dict(  # the same hybrid with MoE layers: 2 of 8 experts and an
+    GENAI_FAMILIES["qwen3_5"][1], num_experts=8, num_experts_per_tok=2, moe_intermediate_size=128,  # always-on
+    shared_expert_intermediate_size=128))  # shared expert behind its sigmoid gate
 _TEXT_CONFIGS = {"gemma3": "Gemma3TextConfig"}  # Gemma3Config is the multimodal model's
 # Families the builder takes only as a vision-language checkpoint (it exports the text model): a tiny vision tower
 _VISION_TOWERS = {"qwen3_5": dict(depth=1, hidden_size=32, intermediate_size=64, num_heads=2, patch_size=16,
                                   temporal_patch_size=2, spatial_merge_size=2)}
+_VISION_TOWERS["qwen3_5_moe"] = _VISION_TOWERS["qwen3_5"]
 QWEN05B = dict(vocab_size=151936, hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
                num_attention_heads=14, num_key_value_heads=2, max_position_embeddings=32768, rope_theta=1e6,
                rms_norm_eps=1e-6, tie_word_embeddings=True)

@@ -1569,3 +1569,13 @@ def gated_rms_norm_gate_shape():
 @case
 def gated_rms_norm_groups_not_dividing():
     return one("GatedRMSNorm", [rnd(2, 6), Const(rnd(4)), rnd(2, 6)], domain="com.microsoft")
+
+
+@case
+def gated_add_gate_rows_differ():
+    return one("GatedAdd", [rnd(2, 8), rnd(2, 8), rnd(3, 1)], domain="com.microsoft")
+
+
+@case
+def gated_add_gate_not_one_column():
+    return one("GatedAdd", [rnd(2, 8), rnd(2, 8), rnd(2, 2)], domain="com.microsoft")

@@ -130,3 +130,13 @@ def test_mrotary_embedding_partial_scaled_and_float16():
     assert_parity(*mrotary(1, [2, 3, 3], 3, rot_dim=16, h=64), rtol=1e-6, atol=1e-6)
     assert_parity(*mrotary(1, [2, 3, 3], 3, rot_dim=16, h=64, scale=0.5), rtol=1e-6, atol=1e-6)
     assert_parity(*mrotary(0, [2, 3, 3], 4, dtype=F16), rtol=2e-3, atol=2e-3)
+
+
+# --- GatedAdd (Qwen3.5-MoE's shared expert joining the routed experts) ---------------------------------------------
+
+@pytest.mark.parametrize("dtype", [F32, F16])
+def test_gated_add(dtype):
+    inputs = [("X", data(2, 3, 16, dtype=dtype)), ("Y", data(2, 3, 16, dtype=dtype)),
+              ("gate", (1 / (1 + np.exp(-data(2, 3, 1)))).astype(dtype))]
+    model, feeds = named_node_model("GatedAdd", inputs, [dtype], {}, opset=21, domain=MS)
+    assert_parity(model, feeds, rtol=0, atol=0)  # one product and one sum, each rounded as stock rounds them

@@ -675,6 +675,36 @@ def bias_gelu(A, B):
     return (y.astype(A.dtype, copy=False),)
 
 
+def _check_gated_add(node, graph):
+    if len(node.inputs) > 3 and node.inputs[3]:
+        return "gate_weight (projected mode: stock implements it only on CUDA for bfloat16)"
+    return None
+
+
+def gated_add_shapes(x_shape, y_shape, gate_shape) -> None:
+    """GatedAdd's plain mode: Y as X, a gate of one per row of X's last axis; stock's failures."""
+    if len(x_shape) < 1:
+        raise ValueError("X must have rank >= 1")
+    if tuple(y_shape) != tuple(x_shape):
+        raise ValueError("Y must have the same shape as X")
+    if len(gate_shape) != len(x_shape):
+        raise ValueError("gate must have the same rank as X")
+    if x_shape[-1] <= 0:
+        raise ValueError("X last dimension must be positive")
+    if gate_shape[-1] != 1:
+        raise ValueError("gate last dimension must be 1")
+    for axis in range(len(x_shape) - 1):
+        if gate_shape[axis] != x_shape[axis]:
+            raise ValueError(f"gate dimension {axis} must match X")
+
+
+@kernel("GatedAdd", domain="com.microsoft", types=GELU_FLOATS, check=_check_gated_add)
+def gated_add(X, Y, gate, gate_weight=None):
+    """X + Y * gate (the gate one per row), the product rounded to X's type before the add, as stock does."""
+    gated_add_shapes(X.shape, Y.shape, gate.shape)
+    return (X + (Y * gate).astype(X.dtype, copy=False),)
+
+
 # the kernel of plan/fusion.py's GeluErf (never seen in a model; same math as the pattern)
 @kernel("GeluErf", domain=FUSED_DOMAIN)
 def gelu_erf(x):

@@ -815,6 +815,19 @@ def group_query_attention(rec, node, ins, outs):
     return [y, pk, pv]
 
 
+@lowers("GatedAdd", domain="com.microsoft")
+def gated_add(rec, node, ins, outs):
+    from .elementwise import gated_add_shapes
+    x, y, gate = ins[:3]
+    if any(v.array.dtype != F32 for v in (x, y, gate)):
+        raise Declined("float32 only")
+    gated_add_shapes(x.array.shape, y.array.shape, gate.array.shape)
+    product, out = rec.value(outs[0]), rec.value(outs[0])  # two steps: the product rounded before the add
+    rec.step(lib.SEAMLESS_OP_BINARY, _elementwise_args(rec, lib.SEAMLESS_MUL, outs[0], [y, gate]), [y, gate, product])
+    rec.step(lib.SEAMLESS_OP_BINARY, _elementwise_args(rec, lib.SEAMLESS_ADD, outs[0], [x, product]), [x, product, out])
+    return [out]
+
+
 # ---------------------------------------------------------------- linear-attention layers (Qwen3.5's)
 
 @lowers("LinearAttention", domain="com.microsoft")
