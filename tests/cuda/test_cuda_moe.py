@@ -56,10 +56,11 @@ def test_qmoe_8_bit(monkeypatch):
     _check("QMoE", qmoe_inputs(9, 64, 5, 32, "swiglu", 8, 32), attrs, np.float32)
 
 
-def _greedy(sess, steps=24, prompt=16, head_size=64):
-    """Greedy tokens and each step's last logits of a builder LFM2 decoder (KV caches and convolution states fed
-    back)."""
+def greedy(sess, steps=24, prompt=16, head_size=64):
+    """Greedy tokens and each step's last logits of a builder decoder with states (LFM2's convolution states,
+    Qwen3.5's conv and recurrent states, fed back like the KV caches; Qwen3.5's 3-D position_ids)."""
     past = {}
+    names = {i.name for i in sess.get_inputs()}
     for i in sess.get_inputs():
         if i.name.startswith("past_key_values"):
             past[i.name] = np.zeros((1, i.shape[1], 0, head_size), np.float32)
@@ -68,8 +69,11 @@ def _greedy(sess, steps=24, prompt=16, head_size=64):
     ids = np.random.default_rng(0).integers(0, 1000, (1, prompt)).astype(np.int64)
     tokens, logits, total = [], [], prompt
     for _ in range(steps):
-        out = dict(zip([o.name for o in sess.get_outputs()],
-                       sess.run(None, {"input_ids": ids, "attention_mask": np.ones((1, total), np.int64), **past})))
+        feeds = {"input_ids": ids, "attention_mask": np.ones((1, total), np.int64), **past}
+        if "position_ids" in names:  # the T, H and W streams of text tokens: one position each
+            feeds["position_ids"] = np.ascontiguousarray(np.broadcast_to(np.arange(total - ids.shape[1], total),
+                                                                         (3, 1, ids.shape[1])))
+        out = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feeds)))
         logits.append(out["logits"][0, -1])
         tokens.append(int(np.argmax(logits[-1])))
         for name, value in out.items():
@@ -97,8 +101,8 @@ def test_builder_lfm2moe_decodes_as_one_captured_segment(precision, capfd):
             if node.op_type == "MatMulNBits" and a.name == "accuracy_level":
                 a.i = 0
     ours = cuda_session(model, capture="auto", log_capture="1")
-    tokens, logits = _greedy(ours)
-    ref_tokens, ref_logits = _greedy(stock_session(model))
+    tokens, logits = greedy(ours)
+    ref_tokens, ref_logits = greedy(stock_session(model))
     assert tokens == ref_tokens
     for step, (o, r) in enumerate(zip(logits, ref_logits)):
         np.testing.assert_allclose(o, r, rtol=1e-4, atol=1e-4, err_msg=f"step {step}")

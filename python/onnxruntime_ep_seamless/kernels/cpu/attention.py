@@ -814,20 +814,26 @@ def _check_gate(node, graph):
     return None
 
 
+def gate_shapes(a_shape, dt_bias_size: int, decay_scale_size: int, b_shape) -> None:
+    """LinearAttentionGate's inputs as stock checks them."""
+    if len(a_shape) < 1:
+        raise ValueError("a must have rank >= 1")
+    heads = a_shape[-1]
+    if heads <= 0:
+        raise ValueError("a last dimension must be positive")
+    for name, size in (("dt_bias", dt_bias_size), ("decay_scale", decay_scale_size)):
+        if size != heads:
+            raise ValueError(f"{name} must have {heads} elements, got {size}")
+    if b_shape is not None and tuple(b_shape) != tuple(a_shape):
+        raise ValueError("b must have the same shape as a")
+
+
 @kernel("LinearAttentionGate", domain="com.microsoft", types=HALF_FLOATS, check=_check_gate)
 @np.errstate(over="ignore")
 def linear_attention_gate(a, dt_bias, decay_scale, b=None):
     """decay = decay_scale * softplus(a + dt_bias) over the last axis's heads; beta = sigmoid(b); float32 inside."""
-    if a.ndim < 1:
-        raise ValueError("a must have rank >= 1")
+    gate_shapes(a.shape, dt_bias.size, decay_scale.size, None if b is None else b.shape)
     heads = a.shape[-1]
-    if heads <= 0:
-        raise ValueError("a last dimension must be positive")
-    for name, v in (("dt_bias", dt_bias), ("decay_scale", decay_scale)):
-        if v.size != heads:
-            raise ValueError(f"{name} must have {heads} elements, got {v.size}")
-    if b is not None and b.shape != a.shape:
-        raise ValueError("b must have the same shape as a")
     biased = a.astype(F32) + dt_bias.reshape(heads).astype(F32)
     decay = decay_scale.reshape(heads).astype(F32) * np.logaddexp(_F32(0), biased)
     beta = None if b is None else _F32(1) / (_F32(1) + np.exp(-b.astype(_F32)))

@@ -12,8 +12,9 @@ import numpy as np
 from ...runtime.cuda import DeviceTensor
 from .. import checks
 from ..checks import InvalidArgument, gpu_check_arg
+from ..cpu import attention as cpu_attention
 from ..cpu.attention import (attention_shapes, check_attention, check_linear_attention, check_mha, gqa_config_problem,
-                             gqa_layout, mha_shapes)
+                             gqa_layout, linear_attention_geometry, mha_shapes, mrotary_geometry)
 from ..registry import kernel
 from .elementwise import (ADD, COMPARE, DIV_BY, GPU_FLOATS, LOGIC, MUL_BY, SUFFIX, Scratch, binary, cast_to, compare,
                           device_scalar, logic, unary, where)
@@ -114,6 +115,27 @@ def _repeat_heads(rt, stream, x, group):
     return y
 
 
+def _linear_recurrence(rt, stream, query, key, value, past_state, decay, beta, q_heads, kv_heads, k_heads, d_k, d_v,
+                       scale, update_rule, state_dtype):
+    """attention.cu's recurrence (shapes checked by the caller): (output, present state of state_dtype)."""
+    b, t = query.shape[:2]
+    gated, delta = update_rule in ("gated", "gated_delta"), update_rule in ("delta", "gated_delta")
+    out = rt.alloc((b, t, max(q_heads, kv_heads) * d_v), query.dtype)
+    state = rt.alloc((b, kv_heads, d_k, d_v), F32)
+    shape = struct.pack("<11if", b, t, q_heads, kv_heads, k_heads, d_k, d_v, int(gated), int(delta),
+                        int(gated and decay.shape[-1] != kv_heads), int(delta and beta.shape[-1] != 1),
+                        float(np.float32(scale) if scale else np.float32(1 / np.sqrt(d_k))))
+    shared = 4 * (d_k + d_v + max(q_heads // kv_heads, 1) * d_k)
+    rt.launch_rows(f"seamless_linear_attention_{SUFFIX[query.dtype]}", b * kv_heads, stream, ("ptr", query.ptr),
+                   ("ptr", key.ptr), ("ptr", value.ptr), ("ptr", past_state.ptr if past_state is not None else 0),
+                   ("ptr", decay.ptr if gated else 0), ("ptr", beta.ptr if delta else 0), ("ptr", out.ptr),
+                   ("ptr", state.ptr), ("bytes", shape), shared=shared)
+    present = cast_to(rt, stream, state, state_dtype)
+    if present is not state:
+        rt.free(state)  # stream-ordered
+    return out, present
+
+
 @kernel("LinearAttention", since=27, types=GPU_FLOATS, device="cuda", check=check_linear_attention)
 def linear_attention(rt, stream, query, key, value, past_state=None, decay=None, beta=None, *, chunk_size=64,
                      kv_num_heads, q_num_heads, scale=0.0, update_rule="gated_delta"):
@@ -133,20 +155,31 @@ def linear_attention(rt, stream, query, key, value, past_state=None, decay=None,
         raise ValueError(f"LinearAttention ({update_rule}): query {query.shape}, key {key.shape}, value {value.shape}, "
                          f"q_num_heads {q_num_heads}, kv_num_heads {kv_num_heads}: the {problem} input or attribute "
                          "does not fit (see the ONNX spec)")
-    out = rt.alloc((b, t, q_num_heads * d_v), query.dtype)
-    state = rt.alloc((b, kv_num_heads, d_k, d_v), F32)
-    shape = struct.pack("<10if", b, t, q_num_heads, kv_num_heads, d_k, d_v, int(gated), int(delta),
-                        int(gated and decay.shape[-1] != kv_num_heads), int(delta and beta.shape[-1] != 1),
-                        float(np.float32(scale) if scale else np.float32(1 / np.sqrt(d_k))))
-    shared = 4 * (d_k + d_v + (q_num_heads // kv_num_heads) * d_k)
-    rt.launch_rows(f"seamless_linear_attention_{SUFFIX[query.dtype]}", b * kv_num_heads, stream, ("ptr", query.ptr),
-                   ("ptr", key.ptr), ("ptr", value.ptr), ("ptr", past_state.ptr if past_state is not None else 0),
-                   ("ptr", decay.ptr if gated else 0), ("ptr", beta.ptr if delta else 0), ("ptr", out.ptr),
-                   ("ptr", state.ptr), ("bytes", shape), shared=shared)
-    present = cast_to(rt, stream, state, query.dtype if past_state is None else past_state.dtype)
-    if present is not state:
-        rt.free(state)  # stream-ordered
-    return out, present
+    return _linear_recurrence(rt, stream, query, key, value, past_state, decay, beta, q_num_heads, kv_num_heads,
+                              kv_num_heads, d_k, d_v, scale, update_rule,
+                              query.dtype if past_state is None else past_state.dtype)
+
+
+def _check_ms_linear_attention(node, graph):
+    reason = check_linear_attention(node, graph)
+    if reason:
+        return reason
+    if node.attrs.get("q_num_heads", 0) <= 0 or node.attrs.get("kv_num_heads", 0) <= 0:
+        return "q_num_heads and kv_num_heads must be positive (stock refuses the model)"
+    return None
+
+
+@kernel("LinearAttention", domain="com.microsoft", types=GPU_FLOATS, device="cuda", check=_check_ms_linear_attention)
+def ms_linear_attention(rt, stream, query, key, value, past_state=None, decay=None, beta=None, *, q_num_heads,
+                        kv_num_heads, update_rule="gated_delta", scale=0.0, chunk_size=64, state_window=0):
+    """The CPU kernel's shapes and checks (GQA, inverse GQA, fewer K than V heads); the state in past_state's type
+    (the query's when absent)."""
+    shape = lambda x: None if x is None else x.shape  # noqa: E731
+    d_k, d_v, k_heads = linear_attention_geometry(query.shape, key.shape, value.shape, shape(past_state),
+                                                  shape(decay), shape(beta), q_num_heads, kv_num_heads, update_rule)
+    return _linear_recurrence(rt, stream, query, key, value, past_state, decay, beta, q_num_heads, kv_num_heads,
+                              k_heads, d_k, d_v, scale, update_rule,
+                              query.dtype if past_state is None else past_state.dtype)
 
 
 # --- com.microsoft GroupQueryAttention ----------------------------------------------------
@@ -386,6 +419,40 @@ def _rotate(rt, stream, x, position_ids, cos_cache, sin_cache, b, s, n, h, rot_h
               ("ptr", position_ids.ptr if position_ids is not None else 0), ("ptr", cos_cache.ptr),
               ("ptr", sin_cache.ptr), ("ptr", y.ptr), ("bytes", shape))
     return y
+
+
+def _check_mrotary(node, graph):
+    if node.attrs.get("is_packed_batching", 0):
+        return "is_packed_batching=1 (ragged batches) not supported"
+    if any(graph.value(name).dtype != graph.value(node.inputs[0]).dtype for name in node.inputs[2:4]):
+        return "cos/sin caches of another type than the input"
+    return None
+
+
+@kernel("MRotaryEmbedding", domain="com.microsoft", types=GPU_FLOATS, device="cuda", check=_check_mrotary,
+        capture="device-indexed")
+def m_rotary_embedding(rt, stream, input, position_ids, cos_cache, sin_cache, *, mrope_section, num_heads=0,
+                       rotary_embedding_dim=0, interleaved=0, mrope_layout=0, is_packed_batching=0, scale=1.0,
+                       _gpu_check=None):
+    """The CPU kernel's shapes and checks; positions checked on the host when known there, else clamped and
+    reported by the GPU."""
+    section = list(mrope_section)
+    n, h, rot = mrotary_geometry(input.shape, position_ids.shape, cos_cache.shape, sin_cache.shape, num_heads,
+                                 rotary_embedding_dim, section, mrope_layout)
+    rows = cos_cache.shape[0]
+    if position_ids.host is not None:
+        cpu_attention.check_mrope_positions(position_ids.host, rows)
+    four_d = len(input.shape) == 4
+    seq = input.shape[2] if four_d else input.shape[1]
+    y = rt.alloc(input.shape, input.dtype)
+    check = gpu_check_arg(_gpu_check, rt, stream, f"MRotaryEmbedding: position_ids value {{value}} is out of range "
+                                                  f"[0, {rows})")
+    shape = struct.pack("<12if4x", input.shape[0], seq, n, h, rot // 2, int(four_d), rows, mrope_layout, *section,
+                        int(bool(interleaved)), float(scale)) + check[1]
+    rt.launch(f"seamless_mrotary_{SUFFIX[input.dtype]}", y.size, stream, ("int64", y.size), ("ptr", input.ptr),
+              ("ptr", position_ids.ptr), ("ptr", cos_cache.ptr), ("ptr", sin_cache.ptr), ("ptr", y.ptr),
+              ("bytes", shape))
+    return (y,)
 
 
 def _check_rotary_23(node, graph):

@@ -10,6 +10,7 @@ import numpy as np
 
 from ...graph.ir import ONNX_TO_NUMPY, attr_dtype
 from ...runtime.cuda import MAX_DIMS, DeviceTensor, broadcast_struct, broadcast_strides
+from ..cpu import elementwise as cpu_elementwise
 from ..cpu.elementwise import UNSIGNED, check_bias, check_bitcast, check_bitshift
 from .. import checks
 from ..checks import InvalidArgument
@@ -465,3 +466,11 @@ def bit_cast(rt, stream, x, *, to):
     """The same bytes read as another type of the same width: an alias."""
     dtype = attr_dtype(to)
     return (DeviceTensor(x.ptr, x.shape, dtype, None if x.host is None else np.ascontiguousarray(x.host).view(dtype)),)
+
+
+@kernel("GatedAdd", domain="com.microsoft", types=GPU_FLOATS, device="cuda", check=cpu_elementwise._check_gated_add)
+def gated_add(rt, stream, X, Y, gate, gate_weight=None):
+    """X + Y * gate (one gate per row), the product rounded to X's type before the add, as stock's kernels do."""
+    cpu_elementwise.gated_add_shapes(X.shape, Y.shape, gate.shape)
+    s = Scratch(rt, X, Y, gate)
+    return s.done(binary(rt, stream, ADD, X, s(binary(rt, stream, MUL, Y, gate))))

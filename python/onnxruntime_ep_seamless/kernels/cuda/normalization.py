@@ -1,5 +1,6 @@
 """Normalization ops on CUDA: BatchNormalization, InstanceNormalization, LRN,
-LayerNormalization and the skip/RMS normalizations (native/cuda/normalization.cu), GroupNormalization,
+LayerNormalization, the skip/RMS normalizations and com.microsoft GatedRMSNorm / LinearAttentionGate
+(native/cuda/normalization.cu), GroupNormalization,
 MeanVarianceNormalization and LpNormalization (composed of our kernels, float32 inside: float16/bfloat16
 round once at the end, as the CPU kernels do, kernels/cpu/normalization.py); plan/fusion.py's NormedProduct, an
 RMS normalisation applied by the product reading it."""
@@ -12,6 +13,8 @@ from ...graph.ir import Node
 from ...runtime.cuda import DeviceTensor
 from .. import checks
 from ..checks import InvalidArgument
+from ..cpu import attention as cpu_attention
+from ..cpu import normalization as cpu_norm
 from ..registry import FUSED_DOMAIN, NORMED_PRODUCTS, kernel, lookup
 from .attention import MAX_SHARED
 from .elementwise import (ADD, DIV, EQUAL, GPU_FLOATS, MUL, SQRT, SUB, SUFFIX, Scratch, binary, cast_to, compare,
@@ -297,3 +300,33 @@ def normed_product(rt, stream, x, skip, gamma, norm_bias, *weights, product, eps
            "MatMulSwiGLU": lambda: matmul_swiglu(rt, stream, x, *weights, _norm=norm)}[product]
     (y,) = run()
     return (y, norm.sum) if norm.want_sum else (y,)
+
+
+# --- Qwen3.5's linear-attention layers: GatedRMSNorm, LinearAttentionGate (normalization.cu), the CPU kernels' checks
+
+
+@kernel("GatedRMSNorm", domain="com.microsoft", types=GPU_FLOATS, device="cuda", check=cpu_norm._check_gated_rms)
+def gated_rms_norm(rt, stream, X, scale, gate, *, activation="silu", epsilon=1e-5):
+    cols = scale.size
+    rows = cpu_norm.gated_rms_rows(X.shape, gate.shape, cols)
+    if scale.dtype != X.dtype or gate.dtype != X.dtype:
+        raise ValueError(f"GatedRMSNorm: X {X.dtype}, scale {scale.dtype} and gate {gate.dtype} must be one type")
+    y = rt.alloc(X.shape, X.dtype)
+    rt.launch_rows(f"seamless_gated_rmsnorm_{SUFFIX[X.dtype]}", rows, stream, ("ptr", X.ptr), ("ptr", scale.ptr),
+                   ("ptr", gate.ptr), ("ptr", y.ptr), ("int64", cols), ("float", float(epsilon)),
+                   ("int", cpu_norm.GATED_RMS_ACTIVATIONS[activation]))
+    return (y,)
+
+
+@kernel("LinearAttentionGate", domain="com.microsoft", types=GPU_FLOATS, device="cuda",
+        check=cpu_attention._check_gate)
+def linear_attention_gate(rt, stream, a, dt_bias, decay_scale, b=None):
+    cpu_attention.gate_shapes(a.shape, dt_bias.size, decay_scale.size, None if b is None else b.shape)
+    if dt_bias.dtype != F32 or decay_scale.dtype != F32:
+        raise ValueError("LinearAttentionGate: dt_bias and decay_scale must be float32")
+    decay = rt.alloc(a.shape, a.dtype)
+    beta = rt.alloc(a.shape, a.dtype) if b is not None else None
+    rt.launch(f"seamless_linear_attention_gate_{SUFFIX[a.dtype]}", a.size, stream, ("int64", a.size),
+              ("int64", a.shape[-1]), ("ptr", a.ptr), ("ptr", dt_bias.ptr), ("ptr", decay_scale.ptr),
+              ("ptr", b.ptr if b is not None else 0), ("ptr", decay.ptr), ("ptr", beta.ptr if beta is not None else 0))
+    return decay, beta

@@ -1,0 +1,98 @@
+"""Qwen3.5's hybrid layers on the CUDA EP against stock ORT's CPU EP: com.microsoft LinearAttention (attention.cu's
+recurrence: GQA, inverse GQA, fewer K than V heads, every rule), LinearAttentionGate and GatedRMSNorm
+(normalization.cu), MRotaryEmbedding (attention.cu), GatedAdd; then the builder's Qwen3.5 and Qwen3.5-MoE decoders
+greedy under capture=auto, each decode step one captured segment."""
+import numpy as np
+import pytest
+
+from test_cuda_ep import DEVICES, PROBLEM
+from test_cuda_moe import greedy
+
+needs_gpu = pytest.mark.skipif(not DEVICES, reason=f"no NVIDIA GPU for the CUDA EP ({PROBLEM or 'none found'})")
+F16, F32, I64 = np.float16, np.float32, np.int64
+MS = "com.microsoft"
+rng = np.random.default_rng(5)
+
+
+def data(*shape, scale=1.0, dtype=F32):
+    return (scale * rng.standard_normal(shape)).astype(dtype)
+
+
+def _check(op, inputs, attrs, outputs, **tol):
+    from test_cuda_ops import check
+    check(op, inputs, attrs, 21, outputs, domain=MS, **tol)
+
+
+@needs_gpu
+@pytest.mark.parametrize("heads", [(2, 4, 2), (4, 2, 2), (4, 4, 2)], ids=["inverse_gqa", "gqa", "fewer_k_heads"])
+@pytest.mark.parametrize("rule", ["gated_delta", "linear", "delta", "gated"])
+@pytest.mark.parametrize("t", [1, 6])
+def test_linear_attention(heads, rule, t):
+    q_heads, kv_heads, k_heads = heads
+    d_k, d_v, b = 16, 8, 2
+    key = data(b, t, k_heads * d_k).reshape(b, t, k_heads, d_k)
+    key = (key / np.linalg.norm(key, axis=-1, keepdims=True)).reshape(b, t, -1).astype(F32)
+    inputs = [data(b, t, q_heads * d_k, scale=0.5), key, data(b, t, kv_heads * d_v),
+              data(b, kv_heads, d_k, d_v, scale=0.3),
+              -np.abs(data(b, t, kv_heads * d_k if rule == "gated" else kv_heads)) if "gated" in rule else None,
+              (1 / (1 + np.exp(-data(b, t, kv_heads)))).astype(F32) if "delta" in rule else None]
+    while inputs[-1] is None:
+        inputs.pop()
+    _check("LinearAttention", inputs, dict(q_num_heads=q_heads, kv_num_heads=kv_heads, update_rule=rule),
+           [F32, F32], rtol=1e-4, atol=1e-5)
+
+
+@needs_gpu
+@pytest.mark.parametrize("dtype", [F32, F16])
+def test_gate_and_gated_norm(dtype):
+    tol = dict(rtol=2e-3, atol=2e-3) if dtype == F16 else dict(rtol=1e-5, atol=1e-5)
+    _check("LinearAttentionGate", [data(2, 3, 6, scale=4.0, dtype=dtype), data(6), -np.exp(data(6)),
+                                   data(2, 3, 6, dtype=dtype)], {}, [dtype, dtype], **tol)
+    for activation in ("silu", "sigmoid"):
+        _check("GatedRMSNorm", [data(2, 5, 24, dtype=dtype), data(8, dtype=dtype), data(2, 5, 24, dtype=dtype)],
+               dict(activation=activation, epsilon=1e-6), [dtype], **tol)
+    _check("GatedAdd", [data(2, 3, 16, dtype=dtype), data(2, 3, 16, dtype=dtype),
+                        (1 / (1 + np.exp(-data(2, 3, 1)))).astype(dtype)], {}, [dtype], **tol)
+
+
+@needs_gpu
+@pytest.mark.parametrize("layout", [0, 1])
+@pytest.mark.parametrize("rank", [3, 4])
+@pytest.mark.parametrize("dtype", [F32, F16])
+def test_mrotary_embedding(layout, rank, dtype):
+    b, s, n, h, rot = 2, 3, 3, 32, 16
+    t = rng.integers(0, 40, (b, s))
+    positions = np.stack([t, t + 1, t + 2]).astype(I64)
+    ang = np.arange(48)[:, None] * (1.0 / 10000 ** (np.arange(rot // 2) / (rot // 2)))[None, :]
+    x = data(b, s, n * h, dtype=dtype) if rank == 3 else data(b, n, s, h, dtype=dtype)
+    attrs = dict(mrope_section=[2, 3, 3] if layout else [4, 2, 2], mrope_layout=layout, num_heads=n,
+                 rotary_embedding_dim=rot)
+    tol = dict(rtol=2e-3, atol=2e-3) if dtype == F16 else dict(rtol=1e-6, atol=1e-6)
+    _check("MRotaryEmbedding", [x, positions, np.cos(ang).astype(dtype), np.sin(ang).astype(dtype)], attrs, [dtype],
+           **tol)
+
+
+@needs_gpu
+@pytest.mark.parametrize("family", ["qwen3_5", "qwen3_5_moe"])
+@pytest.mark.parametrize("precision", ["fp32", "int4"])
+def test_builder_qwen3_5_decodes_as_one_captured_segment(family, precision, capfd):
+    import onnx
+
+    import material
+    from parity import stock_session
+    from test_cuda_ep import cuda_session
+    path = material.genai_model_dir(family, precision) / "model.onnx"
+    if not path.exists():
+        pytest.skip(f"{path} missing: run tests/material.py")
+    model = onnx.load(str(path))
+    for node in model.graph.node:  # stock's CPU MatMulNBits multiplies int8-quantized activations at level 4
+        for a in node.attribute:
+            if node.op_type == "MatMulNBits" and a.name == "accuracy_level":
+                a.i = 0
+    ours = cuda_session(model, capture="auto", log_capture="1")
+    tokens, logits = greedy(ours)
+    ref_tokens, ref_logits = greedy(stock_session(model))
+    assert tokens == ref_tokens
+    for step, (o, r) in enumerate(zip(logits, ref_logits)):
+        np.testing.assert_allclose(o, r, rtol=1e-4, atol=1e-4, err_msg=f"step {step}")
+    assert "1 segment(s), 0 seam(s)" in capfd.readouterr().err
