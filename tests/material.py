@@ -297,6 +297,11 @@ GENAI_FAMILIES = {
 GENAI_FAMILIES["qwen3_5_moe"] = ("Qwen3_5Moe", dict(  # the same hybrid with MoE layers: 2 of 8 experts and an
     GENAI_FAMILIES["qwen3_5"][1], num_experts=8, num_experts_per_tok=2, moe_intermediate_size=128,  # always-on
     shared_expert_intermediate_size=128))  # shared expert behind its sigmoid gate
+# gpt-oss: local layers with a window-sized KV cache and attention sinks, MoE MLPs (4 experts, 2 a token, SwiGLU with
+# a limit); the int4 build's QMoE reads the checkpoint's MXFP4 expert blocks (_add_mxfp4_experts)
+GENAI_FAMILIES["gptoss"] = ("GptOss", dict(head_dim=64, num_local_experts=4, num_experts_per_tok=2, sliding_window=16,
+                                          layer_types=["sliding_attention", "full_attention"], eos_token_id=0,
+                                          pad_token_id=0, bos_token_id=0))
 _TEXT_CONFIGS = {"gemma3": "Gemma3TextConfig"}  # Gemma3Config is the multimodal model's
 # Families the builder takes only as a vision-language checkpoint (it exports the text model): a tiny vision tower
 _VISION_TOWERS = {"qwen3_5": dict(depth=1, hidden_size=32, intermediate_size=64, num_heads=2, patch_size=16,
@@ -357,7 +362,28 @@ def _random_checkpoint(arch: str, config: dict, out: Path, seed: int = 0) -> Non
         for name, p in model.named_parameters():
             p.copy_(1 + 0.1 * torch.randn_like(p) if "norm" in name else 0.02 * torch.randn_like(p))
     model.save_pretrained(str(out), safe_serialization=True)
+    if arch == "gptoss":
+        _add_mxfp4_experts(out, config, seed)
     _train_tokenizer(out)
+
+
+def _add_mxfp4_experts(out: Path, config: dict, seed: int) -> None:
+    """gpt-oss checkpoints ship their experts as MXFP4 (4-bit codes, 32 a block, a power-of-two scale a block); the
+    builder's int4 export reads them from the checkpoint's one safetensors file: random ones (scales 2^-9..2^-6)."""
+    import torch
+    from safetensors.torch import load_file, save_file
+    path = out / "model.safetensors"
+    tensors = load_file(str(path))
+    g = torch.Generator().manual_seed(seed)
+    experts, hidden, inter = config["num_local_experts"], config["hidden_size"], config["intermediate_size"]
+    for layer in range(config["num_hidden_layers"]):
+        for name, rows, cols in (("gate_up_proj", 2 * inter, hidden), ("down_proj", hidden, inter)):
+            prefix = f"model.layers.{layer}.mlp.experts.{name}"
+            tensors[f"{prefix}_blocks"] = torch.randint(0, 256, (experts, rows, cols // 32, 16), generator=g,
+                                                        dtype=torch.uint8)
+            tensors[f"{prefix}_scales"] = torch.randint(118, 122, (experts, rows, cols // 32), generator=g,
+                                                        dtype=torch.uint8)
+    save_file(tensors, str(path), metadata={"format": "pt"})
 
 
 def builder_main(args: list) -> None:

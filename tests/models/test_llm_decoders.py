@@ -39,7 +39,7 @@ PREFILL, STEPS = 16, 32
 # is no KV cache: test_builder_family_under_onnxruntime_genai)
 MODELS = [(arch, precision) for arch in material.GENAI_ARCHS for precision in material.GENAI_PRECISIONS] + \
     [(family, precision) for family in material.GENAI_FAMILIES  # those with states or windows: under genai below
-     if family not in ("gemma2", "gemma3", "lfm2", "lfm2moe", "qwen3_5", "qwen3_5_moe")
+     if family not in ("gemma2", "gemma3", "lfm2", "lfm2moe", "qwen3_5", "qwen3_5_moe", "gptoss")
      for precision in material.GENAI_FAMILY_PRECISIONS]
 LOGIT_TOL = {"fp32": 1e-4, "int8": 3e-2, "int4": 3e-2}
 CACHE_TOL = {"fp32": 1e-5, "int8": 2e-2, "int4": 2e-2}
@@ -291,7 +291,7 @@ def test_bad_seqlens_in_a_native_program_get_stocks_error():
 
 
 @pytest.mark.parametrize("family,precision", [(family, "fp32") for family in material.GENAI_FAMILIES]
-                         + [("lfm2moe", "int4"), ("qwen3_5", "int4"), ("qwen3_5_moe", "int4")])  # QMoE
+                         + [(family, "int4") for family in ("lfm2moe", "qwen3_5", "qwen3_5_moe", "gptoss")])
 def test_builder_family_under_onnxruntime_genai(family, precision):
     """Each of the builder's dense families in tests/material.py (Gemma 2's and 3's local layers with a window-sized KV
     cache, GroupQueryAttention sliding_window_cache=1; Qwen3's q/k norms; Nemotron's squared ReLU and LayerNorm; …):

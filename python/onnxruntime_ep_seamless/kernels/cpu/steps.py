@@ -765,6 +765,9 @@ def skip_layer_norm(rec, node, ins, outs):
     return [y, None, None, s if wanted[3] else None]
 
 
+_ZERO_SINKS: dict[int, np.ndarray] = {}  # smooth softmax without head_sink: a zero sink per head
+
+
 @lowers("GroupQueryAttention", domain="com.microsoft")
 def group_query_attention(rec, node, ins, outs):
     from .attention import gqa_layout
@@ -806,8 +809,11 @@ def group_query_attention(rec, node, ins, outs):
         args.cos, args.sin = (ffi.cast("float*", ffi.from_buffer(c)) for c in (cos_c, sin_c))
         args.half = cos_c.shape[1]
     if a.get("smooth_softmax", -1) == 1 or sink_value is not None:
-        sink = np.zeros(nh, F32) if sink_value is None else sink_value.array.astype(F32).reshape(nh)
-        args.sink = ffi.cast("float*", ffi.from_buffer(rec.keep(np.ascontiguousarray(sink))))
+        # the same address in every recording (a family's argument blocks agree): one table per constant
+        from .. import constants
+        sink = _ZERO_SINKS.setdefault(nh, np.zeros(nh, F32)) if sink_value is None else constants.derived(
+            sink_value.array, "gqa_sinks", lambda s: np.ascontiguousarray(s, F32).reshape(nh))
+        args.sink = ffi.cast("float*", ffi.from_buffer(rec.keep(sink)))
     if past_k is not None and past_k.array.shape != (b, nkv, args.past_len, h):
         raise Declined("a past cache of another layout")
     y, pk, pv = (rec.value(o) for o in outs[:3])
