@@ -6,66 +6,117 @@
 namespace moe {
 
 // An expert weight: MoE's as stored (w), QMoE's scale (q - zero) with q `bits` wide, the lowest bits first, a scale
-// per block of `block` cols, the zero points packed along the blocks (zp_blockwise) or along the rows, 2^(bits-1)
-// without them.
+// per block of `block` cols (block_shift: log2(block) when a power of two, else -1), the zero points packed along the
+// blocks (zp_blockwise) or along the rows, 2^(bits-1) without them.
 struct Weights {
-  int64_t rows, cols, block, bits, zp_blockwise;
+  int64_t rows, cols, block, bits, zp_blockwise, block_shift;
 };
-
-template <typename T>
-__device__ __forceinline__ float weight(const Weights& g, const T* w, const uint8_t* q, const T* scale,
-                                        const uint8_t* zp, int64_t e, int64_t r, int64_t c) {
-  if (!q) return ld(w + (e * g.rows + r) * g.cols + c);
-  const int64_t pack = 8 / g.bits, mask = (1 << g.bits) - 1, blocks = (g.cols + g.block - 1) / g.block;
-  const int64_t row_bytes = (g.cols + pack - 1) / pack, b = c / g.block;
-  const float v = (float)((q[(e * g.rows + r) * row_bytes + c / pack] >> ((c % pack) * g.bits)) & mask);
-  float zero = (float)(1 << (g.bits - 1));
-  if (zp) {
-    const int64_t at = g.zp_blockwise ? (e * g.rows + r) * ((blocks + pack - 1) / pack) + b / pack
-                                      : e * ((g.rows + pack - 1) / pack) + r / pack;
-    const int64_t slot = g.zp_blockwise ? b % pack : r % pack;
-    zero = (float)((zp[at] >> (slot * g.bits)) & mask);
-  }
-  return ld(scale + (e * g.rows + r) * blocks + b) * (v - zero);
-}
 
 __device__ __forceinline__ float warp_sum(float v) {
   for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffff, v, off);
   return v;
 }
 
-// A thread per token: its k experts and weights (native/cpu/program.c run_moe's routing, qmoe: QMoE's).
+// One lane's share of expert e's row r times the vector x (a warp's lanes together: the whole row; warp_sum adds
+// them). QMoE rows are read a 32-bit word a lane when whole words tile the row (128 bytes a warp step), else a byte.
+template <typename T, typename X>
+__device__ __forceinline__ float row_dot(const Weights& g, const T* w, const uint8_t* q, const T* scale,
+                                         const uint8_t* zp, int64_t e, int64_t r, const X* x, int lane) {
+  const int cols = (int)g.cols;
+  float acc = 0.0f;
+  if (!q) {
+    const T* row = w + (e * g.rows + r) * g.cols;
+    for (int c = lane; c < cols; c += 32) acc += ld(row + c) * ld(x + c);
+    return acc;
+  }
+  const int bits = (int)g.bits, pack = 8 / bits, mask = (1 << bits) - 1;
+  const int blocks = (cols + (int)g.block - 1) / (int)g.block, row_bytes = (cols + pack - 1) / pack;
+  const uint8_t* qr = q + (e * g.rows + r) * row_bytes;
+  const T* sr = scale + (e * g.rows + r) * blocks;
+  float row_zero = (float)(1 << (bits - 1));
+  const uint8_t* zr = nullptr;
+  if (zp && g.zp_blockwise) {
+    zr = zp + (e * g.rows + r) * ((blocks + pack - 1) / pack);
+  } else if (zp) {
+    row_zero = (float)((zp[e * ((g.rows + pack - 1) / pack) + r / pack] >> ((r % pack) * bits)) & mask);
+  }
+  auto column = [&](int c, int code) {  // one quantized value's product
+    const int b = g.block_shift >= 0 ? c >> g.block_shift : c / (int)g.block;
+    const float zero = zr ? (float)((zr[b / pack] >> ((b % pack) * bits)) & mask) : row_zero;
+    return ld(sr + b) * ((float)code - zero) * ld(x + c);
+  };
+  if (row_bytes % 4 == 0) {
+    const uint32_t* words = reinterpret_cast<const uint32_t*>(qr);  // rows of whole words stay word-aligned
+    for (int j = lane; j < row_bytes / 4; j += 32) {
+      const uint32_t word = words[j];
+      const int c0 = j * 4 * pack;
+#pragma unroll 8
+      for (int p = 0; p < 4 * pack; p++)
+        if (c0 + p < cols) acc += column(c0 + p, (int)((word >> (p * bits)) & mask));
+    }
+  } else {
+    for (int j = lane; j < row_bytes; j += 32) {
+      const int byte = qr[j], c0 = j * pack;
+      for (int p = 0; p < pack && c0 + p < cols; p++) acc += column(c0 + p, (byte >> (p * bits)) & mask);
+    }
+  }
+  return acc;
+}
+
+// The better of two (key, expert) candidates: the larger key; on a tie the lower expert (MoE) or the higher (QMoE).
+__device__ __forceinline__ bool better(float key, int e, float other_key, int other, int qmoe) {
+  if (other < 0) return e >= 0;
+  if (e < 0) return false;
+  return key > other_key || (key == other_key && (qmoe ? e > other : e < other));
+}
+
+// A warp per token: its k experts and weights (native/cpu/program.c run_moe's routing, qmoe: QMoE's). Lane l holds
+// experts l, l + 32, ... (at most 64 of them: taken, a bit each).
 template <typename T>
 __device__ void route(int64_t tokens, int64_t experts, int64_t k, int qmoe, int normalize, const T* router,
                       int32_t* chosen, float* weights) {
-  GRID_LOOP(t, tokens) {
+  const int lane = threadIdx.x & 31, n = (int)experts;
+  GRID_LOOP(i, tokens * 32) {
+    const int64_t t = i / 32;
     const T* logits = router + t * experts;
-    int32_t* mine = chosen + t * k;
-    float* w = weights + t * k;
-    float top = ld(logits), sum = 0.0f;
-    for (int64_t e = 1; e < experts; e++) top = fmaxf(top, ld(logits + e));
-    if (!qmoe)
-      for (int64_t e = 0; e < experts; e++) sum += expf(ld(logits + e) - top);
-    for (int64_t s = 0; s < k; s++) {
-      int64_t best = -1;
-      float best_key = 0.0f;
-      for (int64_t e = 0; e < experts; e++) {
-        bool taken = false;
-        for (int64_t j = 0; j < s; j++) taken |= mine[j] == e;
-        const float key = qmoe ? ld(logits + e) : expf(ld(logits + e) - top) / sum;
-        if (!taken && (best < 0 || key > best_key || (qmoe && key == best_key))) { best = e; best_key = key; }
-      }
-      mine[s] = (int32_t)best;
-      w[s] = best_key;
+    float top = -INFINITY, sum = 0.0f;
+    for (int e = lane; e < n; e += 32) top = fmaxf(top, ld(logits + e));
+    for (int off = 16; off > 0; off >>= 1) top = fmaxf(top, __shfl_xor_sync(0xffffffff, top, off));
+    if (!qmoe) {
+      for (int e = lane; e < n; e += 32) sum += expf(ld(logits + e) - top);
+      sum = warp_sum(sum);
     }
-    float total = 0.0f;
-    if (qmoe) {
-      const float largest = w[0];
-      for (int64_t s = 0; s < k; s++) total += w[s] = expf(w[s] - largest);
-      for (int64_t s = 0; s < k; s++) w[s] = total != 0.0f ? w[s] / total : 0.0f;
-    } else if (normalize) {
-      for (int64_t s = 0; s < k; s++) total += w[s];
-      for (int64_t s = 0; s < k; s++) w[s] /= total;
+    uint64_t taken = 0;
+    for (int64_t s = 0; s < k; s++) {
+      float key = 0.0f;
+      int best = -1;
+      for (int e = lane, m = 0; e < n; e += 32, m++) {
+        const float v = qmoe ? ld(logits + e) : expf(ld(logits + e) - top) / sum;
+        if (!((taken >> m) & 1) && better(v, e, key, best, qmoe)) { key = v; best = e; }
+      }
+      for (int off = 16; off > 0; off >>= 1) {
+        const float other_key = __shfl_xor_sync(0xffffffff, key, off);
+        const int other = __shfl_xor_sync(0xffffffff, best, off);
+        if (better(other_key, other, key, best, qmoe)) { key = other_key; best = other; }
+      }
+      if (best >= 0 && best % 32 == lane) taken |= 1ull << (best / 32);
+      if (lane == 0) {
+        chosen[t * k + s] = best;
+        weights[t * k + s] = key;
+      }
+    }
+    __syncwarp();
+    if (lane == 0) {
+      float* w = weights + t * k;
+      float total = 0.0f;
+      if (qmoe) {
+        const float largest = w[0];
+        for (int64_t s = 0; s < k; s++) total += w[s] = expf(w[s] - largest);
+        for (int64_t s = 0; s < k; s++) w[s] = total != 0.0f ? w[s] / total : 0.0f;
+      } else if (normalize) {
+        for (int64_t s = 0; s < k; s++) total += w[s];
+        for (int64_t s = 0; s < k; s++) w[s] /= total;
+      }
     }
   }
 }
@@ -80,9 +131,7 @@ __device__ void up(int64_t tokens, int64_t k, int qmoe, Weights g, const int32_t
   const int lane = threadIdx.x & 31;
   GRID_LOOP(i, tokens * k * g.rows * 32) {
     const int64_t o = i / 32, r = o % g.rows, ts = o / g.rows, t = ts / k, e = chosen[ts];
-    float acc = 0.0f;
-    if (runs(qmoe, weights[ts]))
-      for (int64_t c = lane; c < g.cols; c += 32) acc += weight(g, w, q, scale, zp, e, r, c) * ld(x + t * g.cols + c);
+    float acc = runs(qmoe, weights[ts]) ? row_dot(g, w, q, scale, zp, e, r, x + t * g.cols, lane) : 0.0f;
     acc = warp_sum(acc);
     if (lane == 0) h[o] = bias ? acc + ld(bias + e * g.rows + r) : acc;
   }
@@ -127,9 +176,7 @@ __device__ void down(int64_t tokens, int64_t k, int qmoe, Weights g, const int32
       const int64_t ts = t * k + s, e = chosen[ts];
       last = (int32_t)e;
       if (!runs(qmoe, weights[ts])) continue;
-      float acc = 0.0f;
-      for (int64_t c = lane; c < g.cols; c += 32) acc += weight(g, w, q, scale, zp, e, r, c) * act[ts * g.cols + c];
-      acc = warp_sum(acc);
+      const float acc = warp_sum(row_dot(g, w, q, scale, zp, e, r, act + ts * g.cols, lane));
       out += weights[ts] * (bias ? acc + ld(bias + e * g.rows + r) : acc);
     }
     if (lane == 0) st(y + o, out);

@@ -12,9 +12,13 @@ from .elementwise import SUFFIX, Scratch
 TYPES = frozenset(map(np.dtype, (np.float32, np.float16)))
 
 
+MAX_EXPERTS = 2048  # moe.cu route: a warp per token, a lane holding at most 64 experts
+
+
 def _weights(rows, cols, block, bits, zp_blockwise):
-    """moe.cu's moe::Weights."""
-    return np.array([rows, cols, block, bits, zp_blockwise], np.int64).tobytes()
+    """moe.cu's moe::Weights (block_shift: log2 of a power-of-two block, else -1)."""
+    shift = block.bit_length() - 1 if block & (block - 1) == 0 else -1
+    return np.array([rows, cols, block, bits, zp_blockwise, shift], np.int64).tobytes()
 
 
 def _f32(v) -> tuple:
@@ -31,7 +35,9 @@ def _run(rt, stream, x, router, fc1, fc2, b1, b2, tokens, experts, inter, attrs,
     h = s(rt.alloc((tokens, k, rows1), np.dtype(np.float32)))
     activated = s(rt.alloc((tokens, k, inter), np.dtype(np.float32)))
     y = rt.alloc(x.shape, x.dtype)
-    rt.launch(f"seamless_moe_route_{suffix}", tokens, stream, ("int64", tokens), ("int64", experts), ("int64", k),
+    if experts > MAX_EXPERTS:
+        raise ValueError(f"MoE on CUDA routes among up to {MAX_EXPERTS} experts, not {experts}")
+    rt.launch(f"seamless_moe_route_{suffix}", tokens * 32, stream, ("int64", tokens), ("int64", experts), ("int64", k),
               ("int", int(qmoe is not None)), ("int", int(bool(attrs["normalize"]))), ("ptr", router.ptr),
               ("ptr", chosen.ptr), ("ptr", weights.ptr))
     for name, fc, bias, rows, cols, out in (("up", fc1, b1, rows1, hidden, h), ("down", fc2, b2, hidden, inter, y)):
