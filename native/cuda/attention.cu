@@ -818,6 +818,59 @@ __device__ void run(const T* q, const T* k, const T* v, const T* past, const T* 
   }
 }
 
+
+// The same recurrence with a thread per state column m (d_v of them, a block per (batch, KV head)) and that column's
+// d_k state values in registers: every token's decay, retrieval, update and readouts need no other column, so the
+// only shared values are the token's k, q rows and exp(decay). For d_k of 64 or 128 (DK).
+template <typename T, int DK>
+__device__ void run_columns(const T* q, const T* k, const T* v, const T* past, const T* decay, const T* beta, T* out,
+                            float* state, Shape s) {
+  extern __shared__ float smem[];
+  const int h = blockIdx.x % s.kv_heads, b = blockIdx.x / s.kv_heads, m = threadIdx.x;
+  const int group = s.q_heads >= s.kv_heads ? s.q_heads / s.kv_heads : 0, readers = group ? group : 1;
+  const int first = group ? h * group : h * s.q_heads / s.kv_heads, k_head = h / (s.kv_heads / s.k_heads);
+  const int out_heads = s.q_heads > s.kv_heads ? s.q_heads : s.kv_heads;
+  float* kk = smem;
+  float* gg = kk + DK;
+  float* qq = gg + DK;
+  const int64_t base = ((int64_t)b * s.kv_heads + h) * DK * s.d_v;
+  float S[DK];
+#pragma unroll
+  for (int d = 0; d < DK; d++) S[d] = past ? ld(past + base + (int64_t)d * s.d_v + m) : 0.0f;
+  for (int t = 0; t < s.tokens; t++) {
+    const int64_t row = (int64_t)b * s.tokens + t;
+    for (int d = threadIdx.x; d < DK; d += blockDim.x) {
+      kk[d] = ld(k + (row * s.k_heads + k_head) * DK + d);
+      gg[d] = s.gated ? expf(ld(decay + (s.decay_per_key ? (row * s.kv_heads + h) * DK + d : row * s.kv_heads + h)))
+                      : 1.0f;
+    }
+    for (int e = threadIdx.x; e < readers * DK; e += blockDim.x) qq[e] = ld(q + (row * s.q_heads + first) * DK + e);
+    __syncthreads();
+    float u = ld(v + (row * s.kv_heads + h) * s.d_v + m);
+    if (s.gated) {
+#pragma unroll
+      for (int d = 0; d < DK; d++) S[d] *= gg[d];
+    }
+    if (s.delta) {
+      float retrieved = 0.0f;
+#pragma unroll
+      for (int d = 0; d < DK; d++) retrieved += S[d] * kk[d];
+      u = ld(beta + row * (s.beta_per_head ? s.kv_heads : 1) + (s.beta_per_head ? h : 0)) * (u - retrieved);
+    }
+#pragma unroll
+    for (int d = 0; d < DK; d++) S[d] += kk[d] * u;
+    for (int j = 0; j < readers; j++) {
+      float o = 0.0f;
+#pragma unroll
+      for (int d = 0; d < DK; d++) o += qq[j * DK + d] * S[d];
+      st(out + (row * out_heads + (group ? first + j : h)) * s.d_v + m, s.scale * o);
+    }
+    __syncthreads();
+  }
+#pragma unroll
+  for (int d = 0; d < DK; d++) state[base + (int64_t)d * s.d_v + m] = S[d];
+}
+
 }  // namespace linear_attention
 
 #define LINEAR_ATTENTION(S_, T)                                                                                 \
@@ -826,6 +879,18 @@ __device__ void run(const T* q, const T* k, const T* v, const T* past, const T* 
                                                             linear_attention::Shape s) {                        \
     dependent_launch();                                                                                         \
     linear_attention::run<T>(q, k, v, past, decay, beta, out, state, s);                                        \
+  }                                                                                                             \
+  extern "C" __global__ void seamless_linear_attention_k64_##S_(const T* q, const T* k, const T* v, const T* past, \
+                                                                const T* decay, const T* beta, T* out,          \
+                                                                float* state, linear_attention::Shape s) {      \
+    dependent_launch();                                                                                         \
+    linear_attention::run_columns<T, 64>(q, k, v, past, decay, beta, out, state, s);                            \
+  }                                                                                                             \
+  extern "C" __global__ void seamless_linear_attention_k128_##S_(const T* q, const T* k, const T* v, const T* past, \
+                                                                 const T* decay, const T* beta, T* out,         \
+                                                                 float* state, linear_attention::Shape s) {     \
+    dependent_launch();                                                                                         \
+    linear_attention::run_columns<T, 128>(q, k, v, past, decay, beta, out, state, s);                           \
   }
 FOR_FLOATS(LINEAR_ATTENTION)
 

@@ -27,9 +27,10 @@ def _check(op, inputs, attrs, outputs, **tol):
 @pytest.mark.parametrize("heads", [(2, 4, 2), (4, 2, 2), (4, 4, 2)], ids=["inverse_gqa", "gqa", "fewer_k_heads"])
 @pytest.mark.parametrize("rule", ["gated_delta", "linear", "delta", "gated"])
 @pytest.mark.parametrize("t", [1, 6])
-def test_linear_attention(heads, rule, t):
+@pytest.mark.parametrize("d_k,d_v", [(16, 8), (64, 48), (128, 128)])  # attention.cu run; run_columns (d_k 64, 128)
+def test_linear_attention(heads, rule, t, d_k, d_v):
     q_heads, kv_heads, k_heads = heads
-    d_k, d_v, b = 16, 8, 2
+    b = 2
     key = data(b, t, k_heads * d_k).reshape(b, t, k_heads, d_k)
     key = (key / np.linalg.norm(key, axis=-1, keepdims=True)).reshape(b, t, -1).astype(F32)
     inputs = [data(b, t, q_heads * d_k, scale=0.5), key, data(b, t, kv_heads * d_v),

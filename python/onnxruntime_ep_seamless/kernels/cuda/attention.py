@@ -125,11 +125,15 @@ def _linear_recurrence(rt, stream, query, key, value, past_state, decay, beta, q
     shape = struct.pack("<11if", b, t, q_heads, kv_heads, k_heads, d_k, d_v, int(gated), int(delta),
                         int(gated and decay.shape[-1] != kv_heads), int(delta and beta.shape[-1] != 1),
                         float(np.float32(scale) if scale else np.float32(1 / np.sqrt(d_k))))
-    shared = 4 * (d_k + d_v + max(q_heads // kv_heads, 1) * d_k)
-    rt.launch_rows(f"seamless_linear_attention_{SUFFIX[query.dtype]}", b * kv_heads, stream, ("ptr", query.ptr),
+    readers = max(q_heads // kv_heads, 1)
+    if d_k in (64, 128) and d_v <= 1024:  # a thread per state column, its d_k values in registers
+        name, launch = f"seamless_linear_attention_k{d_k}", dict(shared=4 * d_k * (2 + readers), threads=d_v)
+    else:
+        name, launch = "seamless_linear_attention", dict(shared=4 * (d_k + d_v + readers * d_k))
+    rt.launch_rows(f"{name}_{SUFFIX[query.dtype]}", b * kv_heads, stream, ("ptr", query.ptr),
                    ("ptr", key.ptr), ("ptr", value.ptr), ("ptr", past_state.ptr if past_state is not None else 0),
                    ("ptr", decay.ptr if gated else 0), ("ptr", beta.ptr if delta else 0), ("ptr", out.ptr),
-                   ("ptr", state.ptr), ("bytes", shape), shared=shared)
+                   ("ptr", state.ptr), ("bytes", shape), **launch)
     present = cast_to(rt, stream, state, state_dtype)
     if present is not state:
         rt.free(state)  # stream-ordered
