@@ -173,6 +173,16 @@ def cmd_bench(args) -> int:
             with open(args.json, "w") as f:
                 json.dump({"benchmark": "gemm", "threads": args.threads, "rows": rows}, f, indent=2)
         return 0
+    if args.what == "layers-gpu":
+        from .bench_layers import layers_benchmark
+        rows = layers_benchmark(rounds=args.rounds)
+        for r in rows:
+            print(f"  {r['case']}, {r['tokens']} token(s): {r['us_per_layer']:.1f} us a layer (captured, "
+                  f"{r['layers']} layers a model)")
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"benchmark": "layers-gpu", "rows": rows}, f, indent=2)
+        return 0
     if args.what == "profile":
         from .bench import print_profile, program_profile
         if not args.model_dir:
@@ -271,7 +281,8 @@ def main(argv=None) -> int:
     p.add_argument("what", help="'overhead' (one-node model), 'demo' (the README demo's model), 'ops' (single-op "
                                 "models: NonMaxSuppression, TfIdfVectorizer, LSTM, TopK), 'decode' (LLM decoding, "
                                 "see below), 'genai' (the same driven by onnxruntime-genai's Generator), 'gemm' "
-                                "(float32 products of MiniLM's and decoders' shapes), 'profile' "
+                                "(float32 products of MiniLM's and decoders' shapes), 'layers-gpu' (Qwen3.5-35B-A3B's QMoE "
+                                "and LinearAttention layers on the CUDA EP, captured), 'profile' "
                                 "MODEL (the time of each step of its native programs, per op) or a model path")
     p.add_argument("--dim", action="append", default=[], metavar="NAME=SIZE", help="size of a symbolic dim")
     p.add_argument("--shape", action="append", default=[], metavar="INPUT=2x512", help="an input's shape")
