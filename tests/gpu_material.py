@@ -1,6 +1,8 @@
 """The CUDA tests' material for a GPU machine that has neither the cache nor a network.
 
-    python tests/gpu_material.py pack DIR     (here: DIR/material mirrors the cache, under 64 MiB)
+    python tests/gpu_material.py pack DIR     (here: DIR/material mirrors the cache, ~97 MiB: over one device
+                                               call's 64 MiB, so drop DIR/material/minilm (54 MiB left; its
+                                               tests skip) or carry it in a call of its own)
     python tests/gpu_material.py unpack DIR   (there, before SEAMLESS_CACHE=DIR pytest tests/cuda)
 
 MiniLM's weights travel as float16, once for all its exports (they share them), and come back as
