@@ -47,6 +47,9 @@ typedef struct {
   /* float A (float path) */
   const float* a;
   const float* a_perm;   /* [M, kq]: A with each full 64-chunk in the int8 path's order (AVX-512 float path) */
+  const float* a_group;  /* one row of 4-bit B (AVX-512): A's full 128-groups lane-major, a_group[g, s, j] = a[g, 8j + s] */
+  const float* a_block;  /* ... and the sum of A over each block */
+  size_t groups;
   /* weights */
   const uint8_t* b;
   const float* scales;
@@ -571,6 +574,43 @@ static inline __attribute__((always_inline)) MNB_AVX512 void mnb_float_tile(cons
   }
 }
 
+/* One row of A against 4-bit B, AVX-512: 128 values (64 bytes) of row n of B a step, as 16 dwords; nibble s of dword
+ * j is value 8j + s, so a shift brings it to lane j's low bits and one permute of the table 0..15 gives it as a float.
+ * The products accumulate unscaled (every value of lane j in a step lies in one block: blocks hold a multiple of 8
+ * values), then each lane's sum times its block's scale; the zero points come off as sum_b zero_b scale_b sum_b(A). */
+MNB_AVX512 static void mnb_float_row1_avx512(const MnbJob* job, size_t n0, size_t n1) {
+  const size_t bs = job->bs, nb = job->nb, row_bytes = nb * job->blob;
+  const int bs_shift = __builtin_ctzl(bs);
+  const __m512 values = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i lanes = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i lane_block = bs <= 128 ? _mm512_srli_epi32(_mm512_slli_epi32(lanes, 3), bs_shift) : _mm512_setzero_si512();
+  for (size_t n = n0; n < n1; n++) {
+    const uint8_t* brow = job->b + n * row_bytes;
+    const float* sb = job->scales + n * nb;
+    __m512 acc = _mm512_setzero_ps();
+    for (size_t g = 0; g < job->groups; g++) {
+      _mm_prefetch((const char*)(brow + MNB_AHEAD * row_bytes + g * 64), _MM_HINT_T0);
+      const __m512i dw = _mm512_loadu_si512((const void*)(brow + g * 64));
+      const float* ag = job->a_group + g * 128;
+      __m512 part[4];
+      for (int s = 0; s < 4; s++) {
+        const __m512 lo = _mm512_permutexvar_ps(_mm512_srli_epi32(dw, 4 * s), values);
+        const __m512 hi = _mm512_permutexvar_ps(_mm512_srli_epi32(dw, 4 * s + 16), values);
+        part[s] = _mm512_fmadd_ps(hi, _mm512_loadu_ps(ag + 16 * (s + 4)), _mm512_mul_ps(lo, _mm512_loadu_ps(ag + 16 * s)));
+      }
+      const size_t base = (g * 128) >> bs_shift, left = nb - base;
+      const __m512 blocks = _mm512_maskz_loadu_ps((__mmask16)(left >= 16 ? 0xFFFF : (1u << left) - 1), sb + base);
+      const __m512 scale = _mm512_permutexvar_ps(lane_block, blocks);
+      acc = _mm512_fmadd_ps(_mm512_add_ps(_mm512_add_ps(part[0], part[1]), _mm512_add_ps(part[2], part[3])), scale, acc);
+    }
+    float v = _mm512_reduce_add_ps(acc);
+    for (size_t i = job->groups * 128; i < job->k; i++) /* the values past the last full group */
+      v += job->a[i] * (float)((brow[i / 2] >> (4 * (i & 1))) & 15) * sb[i >> bs_shift];
+    for (size_t blk = 0; blk < nb; blk++) v -= mnb_zero_point(job, n, blk) * sb[blk] * job->a_block[blk];
+    job->y[n] = v + (job->bias ? job->bias[n] : 0.0f);
+  }
+}
+
 MNB_AVX512 static void mnb_float_rows_avx512(const MnbJob* job, size_t n0, size_t n1) {
   for (size_t n = n0; n < n1; n++) {
     size_t r = 0;
@@ -589,6 +629,10 @@ static void mnb_float_task(void* user, size_t task) {
   size_t n0, n1;
   seamless_task_range(job->n, job->tasks, task, &n0, &n1);
 #ifdef MNB_X86
+  if (job->a_group) {
+    mnb_float_row1_avx512(job, n0, n1);
+    return;
+  }
   if (job->a_perm && job->bits != 2 && mnb_level() == 2) {
     mnb_float_rows_avx512(job, n0, n1);
     return;
@@ -630,6 +674,24 @@ int seamless_matmul_nbits_f32(const float* a, size_t m, size_t k, const uint8_t*
 #ifdef MNB_X86
   mnb_lane_blocks(bits, bs, job.lane_block);
 #endif
+  if (!int8 && m == 1 && bits == 4 && bs <= 256 && mnb_level() == 2) {  /* one row: mnb_float_row1_avx512 */
+    job.groups = (job.nb * bs < k ? job.nb * bs : k) / 128;
+    float* a_group = (float*)malloc((job.groups * 128 + job.nb + 1) * sizeof(float));
+    if (!a_group) return 2;
+    float* a_block = a_group + job.groups * 128;
+    for (size_t g = 0; g < job.groups; g++)
+      for (size_t i = 0; i < 128; i++) a_group[g * 128 + (i % 8) * 16 + i / 8] = a[g * 128 + i];
+    for (size_t blk = 0; blk < job.nb; blk++) {
+      float sum = 0.0f;
+      for (size_t i = blk * bs; i < (blk + 1) * bs && i < k; i++) sum += a[i];
+      a_block[blk] = sum;
+    }
+    job.a_group = a_group;
+    job.a_block = a_block;
+    seamless_run_tasks(par_fn, par_ctx, job.tasks, mnb_float_task, &job);
+    free(a_group);
+    return 0;
+  }
   if (!int8) {
     float* a_perm = NULL;
     if (bits != 2 && mnb_level() == 2) {
