@@ -368,6 +368,15 @@ static int top_k_smaller_first(const void* a, const void* b) {
   return top_k_before(p->value, p->index, q->value, q->index, 0) ? -1 : 1;
 }
 
+/* Whether none of x[0..15] can rank before a kept value t (t a number; a later index loses ties; NaN ranks first):
+ * one vector compare for the common case of a value that changes nothing. */
+SEAMLESS_SIMD static int top_k_none_past(const float* x, float t, int largest) {
+  if (t != t) return 0;
+  int past = 0;
+  for (int i = 0; i < 16; i++) past |= largest ? !(x[i] <= t) : !(x[i] >= t);  /* NaN: not <=, not >= */
+  return !past;
+}
+
 static void run_top_k(const SeamlessTopKArgs* g, const float* x, float* values, int64_t* indices, TopKPair* scratch) {
   const int64_t n = g->n, k = g->k, inner = g->inner;
   TopKPair best[SEAMLESS_TOP_K_INSERT];
@@ -385,9 +394,41 @@ static void run_top_k(const SeamlessTopKArgs* g, const float* x, float* values, 
             best[at] = best[at - 1];
           best[at] = (TopKPair){v, j};
         }
-      } else {
-        for (int64_t j = 0; j < n; j++) scratch[j] = (TopKPair){row[j * inner], j};
-        qsort(scratch, (size_t)n, sizeof *scratch, g->largest ? top_k_larger_first : top_k_smaller_first);
+      } else {  /* a heap of the k best so far, the one ranked last at its root; then the k sorted */
+        for (int64_t j = 0; j < n; j++) {
+          if (count == k && inner == 1 && (j & 15) == 0 && j + 16 <= n && top_k_none_past(row + j, scratch[0].value,
+                                                                                          g->largest)) {
+            j += 15;  /* sixteen values none of which ranks before the root */
+            continue;
+          }
+          const float v = row[j * inner];
+          if (count == k) {  /* a later index loses ties: most values fail the first test */
+            const float t = scratch[0].value;
+            if (v == v && t == t && (g->largest ? v <= t : v >= t)) continue;
+            if (!top_k_before(v, j, t, scratch[0].index, g->largest)) continue;
+          }
+          int64_t at;
+          if (count < k) {  /* sift up */
+            for (at = count++; at > 0; at = (at - 1) / 2) {
+              const TopKPair* up = &scratch[(at - 1) / 2];
+              if (!top_k_before(up->value, up->index, v, j, g->largest)) break;
+              scratch[at] = *up;
+            }
+          } else {  /* replace the root, sift down */
+            for (at = 0;;) {
+              int64_t child = 2 * at + 1;
+              if (child >= k) break;
+              if (child + 1 < k && top_k_before(scratch[child].value, scratch[child].index, scratch[child + 1].value,
+                                                scratch[child + 1].index, g->largest))
+                child++;  /* the later-ranked child */
+              if (!top_k_before(v, j, scratch[child].value, scratch[child].index, g->largest)) break;
+              scratch[at] = scratch[child];
+              at = child;
+            }
+          }
+          scratch[at] = (TopKPair){v, j};
+        }
+        qsort(scratch, (size_t)count, sizeof *scratch, g->largest ? top_k_larger_first : top_k_smaller_first);
       }
       for (int64_t j = 0; j < k; j++) {
         values[(o * k + j) * inner + c] = kept[j].value;

@@ -300,6 +300,17 @@ def test_topk_constant_k_native_step(largest, k):
     parity("TopK", x, Const(np.array([min(k, 3)], np.int64)), out=TOPK_OUT, attrs={"largest": largest}, opset=11)
 
 
+@pytest.mark.parametrize("largest", [0, 1])
+@pytest.mark.parametrize("k", [33, 50, 1000])
+def test_topk_large_k_last_axis_native_step(largest, k):
+    # k past the insertion limit over a contiguous row: the step's heap, sixteen values skipped at a time
+    x = rng.integers(0, 50, (3, 1000)).astype(np.float32)  # ties everywhere
+    x[0, [5, 500, 999]] = np.nan
+    x[1, 16:32] = np.nan
+    x[2, 100], x[2, 101] = -0.0, 0.0
+    parity("TopK", x, Const(np.array([k], np.int64)), out=TOPK_OUT, attrs={"largest": largest}, opset=11)
+
+
 @pytest.mark.parametrize("dtype", [np.int32, np.int64, np.float64])
 def test_topk_types(dtype):
     x = rand((3, 9), dtype, -20, 20)

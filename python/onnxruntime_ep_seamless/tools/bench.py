@@ -70,17 +70,19 @@ def print_result(title: str, r: dict, json_path: str | None) -> None:
 # --- ops: single-node models of the ops that ran far slower than stock ORT ---------------------------
 
 
-def _node_model(op, inputs, outputs, attrs, constants=(), opset=17) -> bytes:
+def _node_model(op, inputs, outputs, attrs, constants=(), opset=17, domain="") -> bytes:
     """A one-node model: inputs (name, numpy dtype, shape), outputs (name, numpy dtype), constants as initializers."""
     import numpy as np
     from onnx import helper, numpy_helper
     tensor_type = lambda dt: helper.np_dtype_to_tensor_dtype(np.dtype(dt))
     graph = helper.make_graph(
-        [helper.make_node(op, [i[0] for i in inputs] + [c[0] for c in constants], [o[0] for o in outputs], **attrs)],
+        [helper.make_node(op, [i[0] for i in inputs] + [c[0] for c in constants], [o[0] for o in outputs],
+                          domain=domain, **attrs)],
         op, [helper.make_tensor_value_info(n, tensor_type(dt), shape) for n, dt, shape in inputs],
         [helper.make_tensor_value_info(n, tensor_type(dt), None) for n, dt in outputs],
         [numpy_helper.from_array(value, name) for name, value in constants])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)]).SerializeToString()
+    imports = [helper.make_opsetid("", opset)] + ([helper.make_opsetid(domain, 1)] if domain else [])
+    return helper.make_model(graph, opset_imports=imports).SerializeToString()
 
 
 def _nms_case(classes, boxes, rng):
@@ -139,6 +141,19 @@ def _topk_case(rows, cols, k, rng):
                         [("k", np.array([k], np.int64))]), {"x": x})
 
 
+def _matmul_nbits_case(k, n, rng):
+    """A decode step's product: one row of A, 4-bit B in blocks of 32, accuracy_level 0 (float32 arithmetic, as
+    QMoE's experts run)."""
+    import numpy as np
+    b = rng.integers(0, 256, (n, k // 32, 16)).astype(np.uint8)
+    scales = (0.01 * rng.random(n * k // 32)).astype(np.float32)
+    a = rng.standard_normal((1, k)).astype(np.float32)
+    return (f"MatMulNBits [1, {k}] x 4-bit [{k}, {n}], blocks of 32, accuracy_level 0",
+            _node_model("MatMulNBits", [("A", np.float32, a.shape)], [("Y", np.float32)],
+                        {"K": k, "N": n, "bits": 4, "block_size": 32, "accuracy_level": 0},
+                        [("B", b), ("scales", scales)], domain="com.microsoft"), {"A": a})
+
+
 def op_cases() -> list:
     """(title, model, feeds) of the single-op models `bench ops` times: fixed shapes of typical use, seeded."""
     import numpy as np
@@ -146,7 +161,7 @@ def op_cases() -> list:
     return [_nms_case(1, 1000, rng), _nms_case(80, 1000, rng), _nms_case(1, 5000, rng),
             _tfidf_case(1, 4000, "TFIDF", 0, rng), _tfidf_case(8, 512, "TF", 2, rng),
             _lstm_case(64, 4, 128, 128, "bidirectional", rng), _lstm_case(128, 1, 64, 256, "forward", rng),
-            _topk_case(4, 32000, 50, rng)]
+            _topk_case(4, 32000, 50, rng), _matmul_nbits_case(256, 1024, rng), _matmul_nbits_case(2048, 2048, rng)]
 
 
 def ops_benchmark(runs: int, rounds: int, threads: int, budget_s: float = 0.05, progress: bool = True) -> dict:
