@@ -34,7 +34,8 @@ def _qmoe_model(tokens: int, rng):
             [f"y{layer}"], domain="com.microsoft", k=TOP_K, activation_type="swiglu", swiglu_fusion=1,
             expert_weight_bits=4, block_size=BLOCK, normalize_routing_weights=1))
         x = f"y{layer}"
-    graph = helper.make_graph(nodes, "qmoe", [helper.make_tensor_value_info("x", TensorProto.FLOAT16, [tokens, HIDDEN])],
+    graph = helper.make_graph(nodes, "qmoe",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT16, [tokens, HIDDEN])],
                               [helper.make_tensor_value_info(x, TensorProto.FLOAT16, [tokens, HIDDEN])], inits)
     feeds = {"x": (0.5 * rng.standard_normal((tokens, HIDDEN))).astype(np.float16)}
     return graph, feeds, QMOE_LAYERS

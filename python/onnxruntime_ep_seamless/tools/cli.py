@@ -279,11 +279,11 @@ def main(argv=None) -> int:
     p.set_defaults(fn=cmd_run)
     p = sub.add_parser("bench", help="latency of our EP vs stock ORT CPU in this process, alternating")
     p.add_argument("what", help="'overhead' (one-node model), 'demo' (the README demo's model), 'ops' (single-op "
-                                "models: NonMaxSuppression, TfIdfVectorizer, LSTM, TopK, MatMulNBits), 'decode' (LLM decoding, "
-                                "see below), 'genai' (the same driven by onnxruntime-genai's Generator), 'gemm' "
-                                "(float32 products of MiniLM's and decoders' shapes), 'layers-gpu' (Qwen3.5-35B-A3B's QMoE "
-                                "and LinearAttention layers on the CUDA EP, captured), 'profile' "
-                                "MODEL (the time of each step of its native programs, per op) or a model path")
+                                "models: NonMaxSuppression, TfIdfVectorizer, LSTM, TopK, MatMulNBits), 'decode' (LLM "
+                                "decoding, see below), 'genai' (the same driven by onnxruntime-genai's Generator), "
+                                "'gemm' (float32 products of MiniLM's and decoders' shapes), 'layers-gpu' "
+                                "(Qwen3.5-35B-A3B's QMoE and LinearAttention layers on the CUDA EP, captured), "
+                                "'profile' MODEL (the time of each step of its native programs, per op) or a model path")
     p.add_argument("--dim", action="append", default=[], metavar="NAME=SIZE", help="size of a symbolic dim")
     p.add_argument("--shape", action="append", default=[], metavar="INPUT=2x512", help="an input's shape")
     p.add_argument("--value", action="append", default=[], metavar="INPUT=NUMBER",
