@@ -790,7 +790,7 @@ def _check_ms_linear_attention(node, graph):
     return None
 
 
-def _shape(x):
+def shape_or_none(x):
     return None if x is None else x.shape
 
 
@@ -798,8 +798,8 @@ def _shape(x):
 def ms_linear_attention(query, key, value, past_state=None, decay=None, beta=None, *, q_num_heads, kv_num_heads,
                         update_rule="gated_delta", scale=0.0, chunk_size=64, state_window=0):
     """Stock's float32 kernel: past_state absent means zeros; output (B, T, max(H_q, H_kv) * d_v)."""
-    linear_attention_geometry(query.shape, key.shape, value.shape, _shape(past_state), _shape(decay), _shape(beta),
-                              q_num_heads, kv_num_heads, update_rule)
+    linear_attention_geometry(query.shape, key.shape, value.shape, shape_or_none(past_state), shape_or_none(decay),
+                              shape_or_none(beta), q_num_heads, kv_num_heads, update_rule)
     y, state = linear_recurrence(query, key, value, past_state, decay, beta, q_num_heads, kv_num_heads, scale,
                                  update_rule)
     return np.ascontiguousarray(y, F32), state

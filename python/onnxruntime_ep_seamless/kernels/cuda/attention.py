@@ -14,7 +14,8 @@ from .. import checks
 from ..checks import InvalidArgument, gpu_check_arg
 from ..cpu import attention as cpu_attention
 from ..cpu.attention import (attention_shapes, check_attention, check_linear_attention, check_mha, gqa_config_problem,
-                             gqa_layout, linear_attention_geometry, mha_shapes, mrotary_geometry)
+                             gqa_layout, linear_attention_geometry, mha_shapes, mrotary_geometry,
+                             shape_or_none)
 from ..registry import kernel
 from .elementwise import (ADD, COMPARE, DIV_BY, GPU_FLOATS, LOGIC, MUL_BY, SUFFIX, Scratch, binary, cast_to, compare,
                           device_scalar, logic, unary, where)
@@ -178,9 +179,9 @@ def ms_linear_attention(rt, stream, query, key, value, past_state=None, decay=No
                         kv_num_heads, update_rule="gated_delta", scale=0.0, chunk_size=64, state_window=0):
     """The CPU kernel's shapes and checks (GQA, inverse GQA, fewer K than V heads); the state in past_state's type
     (the query's when absent)."""
-    shape = lambda x: None if x is None else x.shape  # noqa: E731
-    d_k, d_v, k_heads = linear_attention_geometry(query.shape, key.shape, value.shape, shape(past_state),
-                                                  shape(decay), shape(beta), q_num_heads, kv_num_heads, update_rule)
+    d_k, d_v, k_heads = linear_attention_geometry(query.shape, key.shape, value.shape, shape_or_none(past_state),
+                                                  shape_or_none(decay), shape_or_none(beta), q_num_heads,
+                                                  kv_num_heads, update_rule)
     return _linear_recurrence(rt, stream, query, key, value, past_state, decay, beta, q_num_heads, kv_num_heads,
                               k_heads, d_k, d_v, scale, update_rule,
                               query.dtype if past_state is None else past_state.dtype)
