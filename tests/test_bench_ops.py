@@ -11,9 +11,9 @@ def test_bench_ops_command(tmp_path, capsys):
     assert main(["bench", "ops", "--runs", "1", "--rounds", "1", "--json", str(out)]) == 0
     printed = capsys.readouterr().out.splitlines()
     titles = [title for title, _, _ in op_cases()]
-    assert {"NonMaxSuppression", "TfIdfVectorizer", "LSTM", "TopK"} == {t.split()[0] for t in titles}
-    rows = [line for line in printed if line.split()[:1] and line.split()[0] in ("NonMaxSuppression",
-                                                                                   "TfIdfVectorizer", "LSTM", "TopK")]
+    ops = {"NonMaxSuppression", "TfIdfVectorizer", "LSTM", "TopK", "MatMulNBits"}
+    assert ops == {t.split()[0] for t in titles}
+    rows = [line for line in printed if line.split()[:1] and line.split()[0] in ops]
     assert len(rows) == len(titles) and all(row.endswith("x") for row in rows), printed
     result = json.loads(out.read_text())
     assert result["benchmark"] == "ops" and [c["case"] for c in result["cases"]] == titles
