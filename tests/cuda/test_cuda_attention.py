@@ -5,11 +5,13 @@ from onnxruntime.capi.onnxruntime_pybind11_state import InvalidArgument
 
 import onnxruntime_ep_seamless as seamless
 
-from kernels.test_attention import (ATTENTION23_CASES, CASE_ID, GQA_SHAPES, ROTARY23_CASES, attention23,
-                                            attention23_float16, gqa_model_feeds, rotary23_case)
+from kernels.test_attention import (ATTENTION23_CASES, CASE_ID, GQA_SHAPES, ROTARY23_CASES, WINDOW_CASES, attention23,
+                                    attention23_float16, gqa_model_feeds, rotary23_case,
+                                    window_ragged_batch_and_too_small_a_capacity, window_steps_as_stock)
 from kernels.test_normalization import data, model_of
 from parity import assert_close, node_model, run_ours, stock_session
 from test_cuda_ep import DEVICES, PROBLEM, cuda_session, in_bfloat16, run_on_cuda
+from test_cuda_moe import decodes_as_stock_in_one_segment
 
 pytestmark = pytest.mark.skipif(not DEVICES, reason=f"no NVIDIA GPU for the CUDA EP ({PROBLEM or 'none found'})")
 TOL = {"rtol": 1e-4, "atol": 1e-5}  # float32 dot products in another summation order than ORT's CPU kernels
@@ -114,6 +116,27 @@ def test_gqa_prompt_context_beyond_shared_memory_is_a_clear_error():
     model, feeds = gqa_model_feeds(1, 2, 11711, [11712], 11713, rotary=False, heads=(4, 2, 64))
     with pytest.raises(Exception, match="handles up to 11712 cached tokens for 2 new tokens of head size 64, got 11713"):
         run_on_cuda(model, feeds)
+
+
+# A window-sized KV cache (sliding_window_cache=1: Gemma 2/3's and gpt-oss's local layers) through steps of a decoder
+# loop, the cache's capacity exceeded (attention.cu: a work buffer of the past's rows and the new ones, then the
+# newest kept); float16 rounds each value once as stock does
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("capacity,window,rotary,steps", WINDOW_CASES)
+def test_gqa_window_sized_cache(capacity, window, rotary, steps, dtype):
+    tol = {"rtol": 1e-4, "atol": 1e-5} if dtype == np.float32 else {"rtol": 2e-3, "atol": 2e-3, "present_tol": (2e-3, 2e-3)}
+    window_steps_as_stock(run_on_cuda, capacity, window, rotary, steps, dtype, **tol)
+
+
+def test_gqa_window_sized_cache_ragged_batch_and_too_small_a_capacity():
+    window_ragged_batch_and_too_small_a_capacity(run_on_cuda)
+
+
+@pytest.mark.parametrize("family", ["gptoss", "gemma2", "gemma3"])
+@pytest.mark.parametrize("precision", ["fp32", "int4"])
+def test_builder_window_cache_decoder_decodes_as_one_captured_segment(family, precision, capfd):
+    # 16 prompt tokens and 24 greedy ones through local layers' caches of 16 rows (onnxruntime-genai's allocation)
+    decodes_as_stock_in_one_segment(family, precision, capfd, window=16)
 
 
 @pytest.mark.parametrize("shape", [(2, 5, 64), (3, 896), (2, 3, 30), (2, 9000)])

@@ -248,10 +248,12 @@ def test_products_of_65536_columns_and_more_go_to_cublas():
     assert [name for name, _, _ in rt.launches] == ["gemm", "seamless_linear_tc_f16"]
 
 
-def gqa(s, heads, kv_heads, head_size, past, seqlens, settled=False, recorder=None, readers=(), present=None):
+def gqa(s, heads, kv_heads, head_size, past, seqlens, settled=False, recorder=None, readers=(), present=None,
+        **attrs):
     """group_query_attention of s new tokens (packed q|k|v, rotary) on a KV buffer of `past` rows (settled: a
     run's input; readers: the ops reading its output; present(kv): the (key, value) buffers ORT holds for its
-    present outputs, given the past's): its launches (name, grid, keyword arguments)."""
+    present outputs, given the past's; attrs: more of its attributes): its launches (name, grid, keyword
+    arguments)."""
     rt, b = recorder or Recorder(), len(seqlens)
     ints = lambda v: DeviceTensor(1, np.shape(v), np.dtype(np.int32), np.asarray(v, np.int32))
     query = rt.alloc((b, s, (heads + 2 * kv_heads) * head_size), F16)
@@ -262,7 +264,7 @@ def gqa(s, heads, kv_heads, head_size, past, seqlens, settled=False, recorder=No
     buffers = present(kv) if present else None
     out, pk, pv = group_query_attention(rt, None, query, None, None, *kv, ints(seqlens), ints(max(seqlens) + 1), cos,
                                         sin, num_heads=heads, kv_num_heads=kv_heads, do_rotary=1, _readers=readers,
-                                        _output_buffer=buffers and (lambda i, shape, dtype: buffers[i - 1]))
+                                        _output_buffer=buffers and (lambda i, shape, dtype: buffers[i - 1]), **attrs)
     if buffers:
         assert (pk, pv) == buffers  # written where ORT holds them: nothing copied after the run
     assert out.shape == (b, s, heads * head_size) and pk.shape == pv.shape == (b, kv_heads, max(past, s), head_size)
@@ -371,6 +373,17 @@ def test_kernel_arguments_are_packed_at_their_c_alignment_into_one_buffer():
 def test_other_attention_shapes_prepare_then_attend(s, head_size):
     names = [name for name, _, _ in gqa(s, 4, 2, head_size, 64, [40])]
     assert names == ["seamless_gqa_prepare_f16", "seamless_gqa_attend_f16"]
+
+
+@pytest.mark.parametrize("s,seqlens", [(1, [40]), (1, [9, 3000]), (12, [11]), (5, [400])])
+def test_a_window_sized_cache_attends_over_a_work_buffer_then_keeps_its_newest_rows(s, seqlens):
+    # sliding_window_cache=1: the past's C = 16 rows and the s new ones in a work buffer, attention over it, then the
+    # newest rows into the present buffers (ORT's, which may be the past's: the work buffer is read whole first)
+    # whatever the total length (beyond C); not gqa_decode, which writes the present rows in place
+    launches = gqa(s, 4, 2, 64, 16, seqlens, present=lambda kv: tuple(kv), local_window_size=8, sliding_window_cache=1)
+    names = [name for name, _, _ in launches]
+    assert names == ["seamless_gqa_prepare_f16", "seamless_gqa_attend_f16", "seamless_gqa_window_keep_f16"]
+    assert launches[1][2]["shared"] == (16 + s + 64 + 512) * 4  # scores of the work buffer's C + s rows
 
 
 @pytest.mark.parametrize("s,head_size,past", [(4, 64, 64), (40, 128, 64), (2, 64, 20000)])

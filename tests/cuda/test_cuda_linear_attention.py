@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from test_cuda_ep import DEVICES, PROBLEM
-from test_cuda_moe import greedy
+from test_cuda_moe import decodes_as_stock_in_one_segment
 
 needs_gpu = pytest.mark.skipif(not DEVICES, reason=f"no NVIDIA GPU for the CUDA EP ({PROBLEM or 'none found'})")
 F16, F32, I64 = np.float16, np.float32, np.int64
@@ -77,23 +77,4 @@ def test_mrotary_embedding(layout, rank, dtype):
 @pytest.mark.parametrize("family", ["qwen3_5", "qwen3_5_moe"])
 @pytest.mark.parametrize("precision", ["fp32", "int4"])
 def test_builder_qwen3_5_decodes_as_one_captured_segment(family, precision, capfd):
-    import onnx
-
-    import material
-    from parity import stock_session
-    from test_cuda_ep import cuda_session
-    path = material.genai_model_dir(family, precision) / "model.onnx"
-    if not path.exists():
-        pytest.skip(f"{path} missing: run tests/material.py")
-    model = onnx.load(str(path))
-    for node in model.graph.node:  # stock's CPU MatMulNBits multiplies int8-quantized activations at level 4
-        for a in node.attribute:
-            if node.op_type == "MatMulNBits" and a.name == "accuracy_level":
-                a.i = 0
-    ours = cuda_session(model, capture="auto", log_capture="1")
-    tokens, logits = greedy(ours)
-    ref_tokens, ref_logits = greedy(stock_session(model))
-    assert tokens == ref_tokens
-    for step, (o, r) in enumerate(zip(logits, ref_logits)):
-        np.testing.assert_allclose(o, r, rtol=1e-4, atol=1e-4, err_msg=f"step {step}")
-    assert "1 segment(s), 0 seam(s)" in capfd.readouterr().err
+    decodes_as_stock_in_one_segment(family, precision, capfd)

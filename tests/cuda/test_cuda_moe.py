@@ -56,14 +56,16 @@ def test_qmoe_8_bit(monkeypatch):
     _check("QMoE", qmoe_inputs(9, 64, 5, 32, "swiglu", 8, 32), attrs, np.float32)
 
 
-def greedy(sess, steps=24, prompt=16, head_size=64):
+def greedy(sess, steps=24, prompt=16, head_size=64, window=0):
     """Greedy tokens and each step's last logits of a builder decoder with states (LFM2's convolution states,
-    Qwen3.5's conv and recurrent states, fed back like the KV caches; Qwen3.5's 3-D position_ids)."""
+    Qwen3.5's conv and recurrent states, fed back like the KV caches; Qwen3.5's 3-D position_ids; window: the
+    capacity of the window-sized KV caches of local layers, as onnxruntime-genai allocates them)."""
     past = {}
     names = {i.name for i in sess.get_inputs()}
     for i in sess.get_inputs():
         if i.name.startswith("past_key_values"):
-            past[i.name] = np.zeros((1, i.shape[1], 0, head_size), np.float32)
+            rows = window if i.shape[2] == "past_sliding_length" else 0
+            past[i.name] = np.zeros((1, i.shape[1], rows, head_size), np.float32)
         elif i.name.startswith("past."):
             past[i.name] = np.zeros((1, *i.shape[1:]), np.float32)
     ids = np.random.default_rng(0).integers(0, 1000, (1, prompt)).astype(np.int64)
@@ -84,15 +86,15 @@ def greedy(sess, steps=24, prompt=16, head_size=64):
     return tokens, logits
 
 
-@needs_gpu
-@pytest.mark.parametrize("precision", ["fp32", "int4"])
-def test_builder_lfm2moe_decodes_as_one_captured_segment(precision, capfd):
+def decodes_as_stock_in_one_segment(family, precision, capfd, **how):
+    """A builder decoder of tests/material.py greedy on our CUDA EP under capture=auto: stock's tokens (and logits
+    within float32 rounding), every decode step one captured segment. how: greedy's arguments."""
     import onnx
 
     import material
     from parity import stock_session
     from test_cuda_ep import cuda_session
-    path = material.genai_model_dir("lfm2moe", precision) / "model.onnx"
+    path = material.genai_model_dir(family, precision) / "model.onnx"
     if not path.exists():
         pytest.skip(f"{path} missing: run tests/material.py")
     model = onnx.load(str(path))
@@ -101,9 +103,15 @@ def test_builder_lfm2moe_decodes_as_one_captured_segment(precision, capfd):
             if node.op_type == "MatMulNBits" and a.name == "accuracy_level":
                 a.i = 0
     ours = cuda_session(model, capture="auto", log_capture="1")
-    tokens, logits = greedy(ours)
-    ref_tokens, ref_logits = greedy(stock_session(model))
+    tokens, logits = greedy(ours, **how)
+    ref_tokens, ref_logits = greedy(stock_session(model), **how)
     assert tokens == ref_tokens
     for step, (o, r) in enumerate(zip(logits, ref_logits)):
         np.testing.assert_allclose(o, r, rtol=1e-4, atol=1e-4, err_msg=f"step {step}")
     assert "1 segment(s), 0 seam(s)" in capfd.readouterr().err
+
+
+@needs_gpu
+@pytest.mark.parametrize("precision", ["fp32", "int4"])
+def test_builder_lfm2moe_decodes_as_one_captured_segment(precision, capfd):
+    decodes_as_stock_in_one_segment("lfm2moe", precision, capfd)

@@ -38,10 +38,16 @@ SYMBOL = re.compile(r"[A-Za-z_]\w*")
 def growing_symbols(graph) -> set[str]:
     """The symbols that grow from one decode step to the next: a plain symbol on the sequence axis
     (2) of a KV cache (a rank-4 value named past*/present*). A dim grows when its expression uses
-    one (an attention mask's total length, `past + seq`); batch, query length and heads stay pinned."""
+    one (an attention mask's total length, `past + seq`); batch, query length and heads stay pinned.
+    A window-sized cache (GroupQueryAttention's sliding_window_cache=1) keeps its capacity: it does not grow."""
+    windows = {name for node in graph.nodes if _window_cache(node) for name in node.inputs[3:5] + node.outputs[1:3]}
     return {v.shape[2] for name, v in graph.values.items()
-            if KV_NAME.search(name) and v.shape is not None and len(v.shape) == 4 and isinstance(v.shape[2], str)
-            and SYMBOL.fullmatch(v.shape[2])}
+            if KV_NAME.search(name) and name not in windows and v.shape is not None and len(v.shape) == 4
+            and isinstance(v.shape[2], str) and SYMBOL.fullmatch(v.shape[2])}
+
+
+def _window_cache(node: Node) -> bool:
+    return node.op_type == "GroupQueryAttention" and bool(node.attrs.get("sliding_window_cache", 0))
 
 
 def _grows(dims, growing) -> bool:
@@ -175,7 +181,8 @@ def padding(graph, steps: list[Step], input_names, output_names) -> tuple[Paddin
     zeros; the Shape of a padded value gives the capacity, which only GroupQueryAttention's
     total_sequence_length may take (its present length
     becomes the capacity, and every length it uses comes from seqlens_k on the GPU); its past KV may
-    be padded, its present KV is, with the unpadded length max(past, total_sequence_length)."""
+    be padded, its present KV is, with the unpadded length max(past, total_sequence_length) (a
+    window-sized cache is neither: its rows depend on its capacity)."""
     growing = growing_symbols(graph)
     if not growing:
         return None, "no growing (KV) axes"
@@ -249,6 +256,8 @@ def _pad_rule(node: Node, graph, touched, padded, lengths, const) -> str:
     if node.op_type == "GroupQueryAttention" and node.domain == "com.microsoft":
         sources = ()
         for i in touched:
+            if i in (3, 4) and _window_cache(node):
+                return "a window-sized KV cache (sliding_window_cache=1) cannot be padded"
             if i in (3, 4) and ins[i] in padded and padded[ins[i]][0] == 2:
                 sources += padded[ins[i]][1]
             elif i == 6 and (lengths.get(ins[i]) or ("",))[0] == "length":
@@ -258,7 +267,7 @@ def _pad_rule(node: Node, graph, touched, padded, lengths, const) -> str:
         if 6 not in touched:
             return "total_sequence_length does not come from a padded length"
         for o in outs[1:3]:
-            if o:
+            if o and not _window_cache(node):  # a window-sized present keeps the past's capacity
                 padded[o] = (2, tuple(dict.fromkeys(sources)))
         return ""
     return "no rule for a padded input"

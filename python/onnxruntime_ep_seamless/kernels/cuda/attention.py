@@ -221,8 +221,6 @@ def _check_gqa(node, graph):
         return "KV cache of another type than the query"
     if graph.value(node.inputs[5]).dtype != np.int32:
         return "seqlens_k must be int32"
-    if node.attrs.get("sliding_window_cache", 0):
-        return "sliding_window_cache=1 (a window-sized KV cache) not supported on CUDA yet"
     return gqa_config_problem(node, graph)
 
 
@@ -240,19 +238,24 @@ def group_query_attention(rt, stream, query, key=None, value=None, past_key=None
     _gqa_shapes(query, key, value, past_key, past_value, seqlens_k, total_sequence_length,
                 (cos_cache, sin_cache) if do_rotary else None, num_heads, kv_num_heads)
     # seqlens_k's values are checked when known on the host; on the GPU the kernels clamp and report them
+    window = local_window_size if sliding_window_cache else 0
+    total = int(rt.to_host(total_sequence_length, stream).reshape(-1)[0])
     h, first_prompt, present_len, _ = gqa_layout(
-        query.shape, key is None, past_key.shape if past_key is not None else None, seqlens_k.host,
-        rt.to_host(total_sequence_length, stream), num_heads, kv_num_heads, cos_cache.shape if do_rotary else None)
+        query.shape, key is None, past_key.shape if past_key is not None else None, seqlens_k.host, total,
+        num_heads, kv_num_heads, cos_cache.shape if do_rotary else None, window)
+    seq_bound = max(total, present_len)  # gqa_layout's bound of seqlens_k's values
+    # a window-sized cache: attention over a work buffer of the past's C rows and the S new ones (attention.cu)
+    work_len = present_len + s if window else present_len
     rows = (query, key, value, past_key, past_value, cos_cache, sin_cache)  # read 16 bytes at a time by gqa_decode
-    passes = all(t.ptr % 16 == 0 for t in rows if t is not None) and _decode_passes(s, h, present_len)
+    passes = not window and all(t.ptr % 16 == 0 for t in rows if t is not None) and _decode_passes(s, h, present_len)
     smooth = smooth_softmax == 1 or head_sink is not None
     # a prompt in tiles of queries (attention.cu attend_tiles), else a block a query with its scores in shared memory
     tiles = not passes and SUFFIX[query.dtype] in ("f16", "bf16") and h in (64, 128) and softcap == 0.0 and \
         local_window_size <= 0 and not smooth
-    shared = (present_len + h + max(ATTEND_THREADS, 8 * h)) * 4  # native/cuda/attention.cu attend
+    shared = (work_len + h + max(ATTEND_THREADS, 8 * h)) * 4  # native/cuda/attention.cu attend
     if not passes and not tiles and shared > MAX_SHARED:
         raise ValueError(f"CUDA GroupQueryAttention handles up to {MAX_SHARED // 4 - h - max(ATTEND_THREADS, 8 * h)} "
-                         f"cached tokens for {s} new tokens of head size {h}, got {present_len} (a decode step of one "
+                         f"cached tokens for {s} new tokens of head size {h}, got {work_len} (a decode step of one "
                          f"token has no such limit where the head size is 8, 16, 32, 64, 128 or 256, nor a float16 or "
                          f"bfloat16 prompt of head size 64 or 128 without softcap, local window or sink)")
     dtype = query.dtype
@@ -271,12 +274,12 @@ def group_query_attention(rt, stream, query, key=None, value=None, past_key=None
             rt.launch(f"seamless_cast_{SUFFIX[head_sink.dtype]}_f32", num_heads, stream, ("int64", num_heads),
                       ("ptr", head_sink.ptr), ("ptr", sink.ptr))
     half = cos_cache.shape[1] if do_rotary else 0
-    check = gpu_check_arg(_gpu_check, rt, stream, f"seqlens_k value {{value}} is out of range [0, {present_len}) or "
+    check = gpu_check_arg(_gpu_check, rt, stream, f"seqlens_k value {{value}} is out of range [0, {seq_bound}) or "
                           f"shorter than the {s} new tokens")
-    shape = struct.pack("<13i4x", b, s, num_heads, kv_num_heads, h, present_len, half, int(bool(do_rotary)),
+    shape = struct.pack("<16i", b, s, num_heads, kv_num_heads, h, work_len, half, int(bool(do_rotary)),
                         int(bool(rotary_interleaved)), int(key is None), int(first_prompt),
-                        cos_cache.shape[0] if do_rotary else 0,
-                        past_key.shape[2] if past_key is not None else 0) + check[1]
+                        cos_cache.shape[0] if do_rotary else 0, past_key.shape[2] if past_key is not None else 0,
+                        seq_bound, window, present_len if window else 0) + check[1]
     suffix = SUFFIX[dtype]
     sm_scale = float(scale) if scale != 0.0 else 1.0 / float(np.sqrt(np.float32(h)))
     # the past read before waiting for the kernel before where no launch of this run writes it (DeviceTensor.settled)
@@ -299,21 +302,26 @@ def group_query_attention(rt, stream, query, key=None, value=None, past_key=None
                        ("ptr", sink.ptr if sink else 0), ("ptr", pk.ptr), ("ptr", pv.ptr), ("ptr", out.ptr),
                        ("ptr", partial.ptr), ("ptr", rt.counters(b * num_heads, stream).ptr), ("bytes", shape),
                        ("bytes", params), threads=DECODE_THREADS)
-    else:  # the present buffers and q, then a block per query row or per tile of them
+    else:  # the present (or work) buffers and q, then a block per query row or per tile of them
         q = rt.alloc((b, num_heads, s, h), dtype)
         scratch.append(q)
-        n = pk.size + b * s * (num_heads + 2 * kv_num_heads) * h  # the present buffers, then the new tokens
-        wide = _prepare_wide(h, half, (*rows, q, pk, pv))
+        wk, wv = (rt.alloc((b, kv_num_heads, work_len, h), dtype) for _ in range(2)) if window else (pk, pv)
+        scratch += [wk, wv] if window else []
+        n = wk.size + b * s * (num_heads + 2 * kv_num_heads) * h  # the present buffers, then the new tokens
+        wide = _prepare_wide(h, half, (*rows, q, wk, wv))
         rt.launch(f"seamless_gqa_prepare_{suffix}", n // 8 if wide else n, stream, *past, *qkv, ("ptr", q.ptr),
-                  ("ptr", pk.ptr), ("ptr", pv.ptr), ("bytes", shape), ("int", int(wide)))
+                  ("ptr", wk.ptr), ("ptr", wv.ptr), ("bytes", shape), ("int", int(wide)))
         if tiles:
             rt.launch_rows(f"seamless_gqa_attend_tiles_h{h}_{suffix}", b * num_heads * -(-s // ATTEND_TILE), stream,
                            ("ptr", q.ptr), ("ptr", pk.ptr), ("ptr", pv.ptr), ("ptr", seqlens_k.ptr), ("ptr", out.ptr),
                            ("bytes", shape), ("bytes", params), threads=ATTEND_TILE * 2)  # a warp per 16 queries
         else:
-            rt.launch_rows(f"seamless_gqa_attend_{suffix}", b * num_heads * s, stream, ("ptr", q.ptr), ("ptr", pk.ptr),
-                           ("ptr", pv.ptr), ("ptr", seqlens_k.ptr), ("ptr", sink.ptr if sink else 0),
+            rt.launch_rows(f"seamless_gqa_attend_{suffix}", b * num_heads * s, stream, ("ptr", q.ptr), ("ptr", wk.ptr),
+                           ("ptr", wv.ptr), ("ptr", seqlens_k.ptr), ("ptr", sink.ptr if sink else 0),
                            ("ptr", out.ptr), ("bytes", shape), ("bytes", params), shared=shared)
+        if window:
+            rt.launch(f"seamless_gqa_window_keep_{suffix}", pk.size, stream, ("ptr", wk.ptr), ("ptr", wv.ptr),
+                      ("ptr", seqlens_k.ptr), ("ptr", pk.ptr), ("ptr", pv.ptr), ("bytes", shape))
     for t in scratch:
         rt.free(t)  # stream-ordered: reused only by later work on this stream
     return out, pk, pv
