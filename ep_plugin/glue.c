@@ -586,12 +586,14 @@ static void seamless_log(const OrtLogger* logger, int level, const char* msg) {
 }
 
 /* ---- the structs handed to ORT ------------------------------------------------------ */
+typedef struct SeamlessOpDomains SeamlessOpDomains;
 typedef struct {
   OrtEpFactory base;            /* first: ORT's pointer is ours */
   void* handle;                 /* the Python factory object; NULL once ORT released the factory */
   char *name, *vendor, *version;
   char* registration;           /* the name ORT registered the library under (tags its devices) */
   int hw_type;                  /* OrtHardwareDeviceType this factory serves */
+  SeamlessOpDomains* op_domains;  /* the custom-op domains of the user's kernels, newest first */
 } SeamlessFactory;
 
 typedef struct {
@@ -635,6 +637,7 @@ static OrtStatus* py_get_capability(void* ep_handle, const OrtGraph* graph, OrtE
 static OrtStatus* py_compile(void* ep_handle, const OrtGraph* graph, const OrtNode* fused_node, void** kernel_handle,
                              void** native);
 static OrtStatus* py_compute(void* kernel_handle, OrtKernelContext* ctx);
+static OrtStatus* py_custom_ops(void* factory_handle, OrtEpFactory* factory);
 
 static const char* factory_name(const OrtEpFactory* f) { return ((const SeamlessFactory*)f)->name; }
 static const char* factory_vendor(const OrtEpFactory* f) { return ((const SeamlessFactory*)f)->vendor; }
@@ -793,6 +796,143 @@ static void factory_release_ep(OrtEpFactory* f, OrtEp* ep) {
   free(ep);
 }
 
+/* ---- custom-op domains: the schemas of the user's kernels of new domains (kernels/user.py) ----
+ * ORT (>= 1.24) asks the factory for them before it loads a model and builds each op's schema from an
+ * OrtCustomOp. Ours are placeholders: the EP claims those nodes into its fused nodes, so ORT never makes
+ * their kernels (their kernel callbacks only fail). A set is built each time the Python registry changed, and
+ * never freed: sessions keep pointers to it, as they keep the factory struct (below). */
+typedef struct {
+  OrtCustomOp base;   /* first: ORT's pointer is ours */
+  char *name, *ep_name;
+  int since, until;
+  size_t n_in, n_out;
+  int32_t types[];    /* the inputs' element types, then the outputs' (0: any type) */
+} SeamlessCustomOp;
+
+struct SeamlessOpDomains {
+  SeamlessOpDomains* next;
+  size_t n;
+  OrtCustomOpDomain* domains[];
+};
+
+static const SeamlessCustomOp* custom_op(const OrtCustomOp* op) { return (const SeamlessCustomOp*)op; }
+static const char* custom_op_name(const OrtCustomOp* op) { return custom_op(op)->name; }
+static const char* custom_op_ep(const OrtCustomOp* op) { return custom_op(op)->ep_name; }
+static ONNXTensorElementDataType custom_op_input_type(const OrtCustomOp* op, size_t i) {
+  return i < custom_op(op)->n_in ? custom_op(op)->types[i] : 0;
+}
+static size_t custom_op_inputs(const OrtCustomOp* op) { return custom_op(op)->n_in; }
+static ONNXTensorElementDataType custom_op_output_type(const OrtCustomOp* op, size_t i) {
+  return i < custom_op(op)->n_out ? custom_op(op)->types[custom_op(op)->n_in + i] : 0;
+}
+static size_t custom_op_outputs(const OrtCustomOp* op) { return custom_op(op)->n_out; }
+static OrtCustomOpInputOutputCharacteristic custom_op_required(const OrtCustomOp* op, size_t i) {
+  (void)op, (void)i;
+  return 0;
+}
+static OrtMemType custom_op_memory(const OrtCustomOp* op, size_t i) { (void)op, (void)i; return 0; }
+static int custom_op_one(const OrtCustomOp* op) { (void)op; return 1; }
+static int custom_op_since(const OrtCustomOp* op) { return custom_op(op)->since; }
+static int custom_op_until(const OrtCustomOp* op) { return custom_op(op)->until; }
+static void* custom_op_kernel(const OrtCustomOp* op, const void* api, const OrtKernelInfo* info) {
+  (void)op, (void)api, (void)info;
+  return NULL;
+}
+static OrtStatus* custom_op_kernel_v2(const OrtCustomOp* op, const void* api, const OrtKernelInfo* info,
+                                      void** kernel) {
+  (void)api, (void)info;
+  *kernel = NULL;
+  char msg[512];
+  snprintf(msg, sizeof msg, "%s: a node of the custom op '%s' was not claimed by the EP, and only the EP runs it "
+           "(its Python kernel declined the node: log_partition=1 says why)", custom_op(op)->ep_name,
+           custom_op(op)->name);
+  return seamless_status(1, msg);
+}
+static void custom_op_compute(void* kernel, OrtKernelContext* ctx) { (void)kernel, (void)ctx; }
+static OrtStatus* custom_op_compute_v2(void* kernel, OrtKernelContext* ctx) {
+  (void)kernel, (void)ctx;
+  return seamless_status(1, "onnxruntime-ep-seamless: a placeholder custom-op kernel was run");
+}
+static void custom_op_destroy(void* kernel) { (void)kernel; }
+static size_t custom_op_no_aliases(int** in, int** out) { *in = *out = NULL; return 0; }
+static void custom_op_release_aliases(int* in, int* out) { (void)in, (void)out; }
+
+/* Python's registry as it now is (py_custom_ops calls this when it changed): n ops, op i named names[i] of domains[i] for
+ * opsets [since[i], until[i]] with n_in[i] inputs and n_out[i] outputs whose element types follow one another in
+ * `types`. The domains are made at once; the factory hands the newest set to ORT. */
+OrtStatus* seamless_set_custom_ops(OrtEpFactory* factory, size_t n, const char* const* domains,
+                                   const char* const* names, const int32_t* since, const int32_t* until,
+                                   const int32_t* n_in, const int32_t* n_out, const int32_t* types) {
+  SeamlessFactory* f = (SeamlessFactory*)factory;
+  SeamlessOpDomains* set = calloc(1, sizeof *set + n * sizeof set->domains[0]);
+  if (!set) return seamless_status(1, "onnxruntime-ep-seamless: out of memory for custom-op domains");
+  size_t* made_by = calloc(n ? n : 1, sizeof *made_by);  /* the op whose domain name made each domain */
+  if (!made_by) return seamless_status(1, "onnxruntime-ep-seamless: out of memory for custom-op domains");
+  OrtStatus* st = NULL;
+  for (size_t i = 0, t = 0; i < n && !st; t += (size_t)n_in[i] + (size_t)n_out[i], i++) {
+    size_t count = (size_t)n_in[i] + (size_t)n_out[i];
+    SeamlessCustomOp* op = calloc(1, sizeof *op + count * sizeof op->types[0]);
+    if (!op) {
+      st = seamless_status(1, "onnxruntime-ep-seamless: out of memory for a custom op");
+      break;
+    }
+    op->name = strdup(names[i]);
+    op->ep_name = f->name;
+    op->since = since[i], op->until = until[i];
+    op->n_in = (size_t)n_in[i], op->n_out = (size_t)n_out[i];
+    memcpy(op->types, types + t, count * sizeof op->types[0]);
+    OrtCustomOp* b = &op->base;
+    b->version = 18;  /* the members through GetAliasMap; ORT >= 1.24 reads them all */
+    b->CreateKernel = custom_op_kernel;
+    b->GetName = custom_op_name;
+    b->GetExecutionProviderType = custom_op_ep;
+    b->GetInputType = custom_op_input_type;
+    b->GetInputTypeCount = custom_op_inputs;
+    b->GetOutputType = custom_op_output_type;
+    b->GetOutputTypeCount = custom_op_outputs;
+    b->KernelCompute = custom_op_compute;
+    b->KernelDestroy = custom_op_destroy;
+    b->GetInputCharacteristic = custom_op_required;
+    b->GetOutputCharacteristic = custom_op_required;
+    b->GetInputMemoryType = custom_op_memory;
+    b->GetVariadicInputMinArity = b->GetVariadicInputHomogeneity = custom_op_one;
+    b->GetVariadicOutputMinArity = b->GetVariadicOutputHomogeneity = custom_op_one;
+    b->CreateKernelV2 = custom_op_kernel_v2;
+    b->KernelComputeV2 = custom_op_compute_v2;
+    b->GetStartVersion = custom_op_since;
+    b->GetEndVersion = custom_op_until;
+    b->GetMayInplace = b->GetAliasMap = custom_op_no_aliases;
+    b->ReleaseMayInplace = b->ReleaseAliasMap = custom_op_release_aliases;
+    size_t d = 0;  /* this op's domain among the set's: one per distinct name */
+    while (d < set->n && strcmp(domains[made_by[d]], domains[i]) != 0) d++;
+    if (d == set->n) {
+      made_by[d] = i;
+      st = ORT(CreateCustomOpDomain)(domains[i], &set->domains[d]);
+      set->n += !st;
+    }
+    if (!st) st = ORT(CustomOpDomain_Add)(set->domains[d], b);
+  }
+  free(made_by);
+  if (st) return st;  /* what was made stays allocated: ORT may not release a domain it saw */
+  set->next = f->op_domains;
+  f->op_domains = set;
+  return NULL;
+}
+
+static OrtStatus* factory_num_custom_op_domains(OrtEpFactory* factory, size_t* n) {
+  SeamlessFactory* f = (SeamlessFactory*)factory;
+  *n = 0;
+  OrtStatus* st = f->handle ? py_custom_ops(f->handle, factory) : NULL;
+  if (!st && f->op_domains) *n = f->op_domains->n;
+  return st;
+}
+
+static OrtStatus* factory_custom_op_domains(OrtEpFactory* factory, OrtCustomOpDomain** domains, size_t n) {
+  SeamlessOpDomains* set = ((SeamlessFactory*)factory)->op_domains;
+  for (size_t i = 0; set && i < n && i < set->n; i++) domains[i] = set->domains[i];
+  return NULL;
+}
+
 /* Called from Python's create-factories: a C factory struct around a Python handle. */
 static const char* g_registering;  /* the registration name, during seamless_entry_create_ep_factories */
 static OrtEpFactory* seamless_new_factory(void* handle, const char* name, const char* vendor, const char* version,
@@ -812,6 +952,8 @@ static OrtEpFactory* seamless_new_factory(void* handle, const char* name, const 
   f->base.ReleaseEp = factory_release_ep;
   f->base.GetVendorId = factory_vendor_id;
   f->base.GetVersion = factory_version;          /* required in practice: NULL crashes ORT */
+  f->base.GetNumCustomOpDomains = factory_num_custom_op_domains;
+  f->base.GetCustomOpDomains = factory_custom_op_domains;
 #ifdef SEAMLESS_CUDA
   f->base.GetSupportedDevices = factory_cuda_devices;  /* one device per NVIDIA GPU */
   f->base.CreateAllocator = factory_create_allocator;

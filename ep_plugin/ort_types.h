@@ -34,6 +34,8 @@ typedef struct OrtEpProfilerImpl OrtEpProfilerImpl;
 typedef struct OrtDeviceEpIncompatibilityDetails OrtDeviceEpIncompatibilityDetails;
 typedef struct OrtExternalResourceImporterImpl OrtExternalResourceImporterImpl;
 typedef struct OrtCustomOpDomain OrtCustomOpDomain;
+typedef struct OrtKernelInfo OrtKernelInfo;
+typedef struct OrtShapeInferContext OrtShapeInferContext;
 typedef struct OrtResourceCount OrtResourceCount;
 
 typedef int OrtErrorCode;                    /* OK 0, FAIL 1, INVALID_ARGUMENT 2, RUNTIME_EXCEPTION 6, EP_FAIL 11 */
@@ -48,6 +50,8 @@ typedef int OrtGraphCaptureNodeAssignmentPolicy;
 typedef int OrtMemoryInfoDeviceType;
 typedef int OrtDeviceMemoryType;
 typedef int OrtAllocatorType;
+typedef int OrtCustomOpInputOutputCharacteristic;  /* REQUIRED 0, OPTIONAL 1, VARIADIC 2 */
+typedef int OrtMemType;                      /* CPUInput -2, CPUOutput -1, Default 0 */
 
 struct OrtApiBase {
   const void* (*GetApi)(uint32_t version);   /* returns const OrtApi* (a table of slots) */
@@ -129,6 +133,39 @@ struct OrtEpFactory {
   OrtStatus* (*GetCustomOpDomains)(OrtEpFactory* this_ptr, OrtCustomOpDomain** domains, size_t num_domains);
   OrtStatus* (*InitGraphicsInterop)(OrtEpFactory* this_ptr, const OrtEpDevice* ep_device, const void* config);
   OrtStatus* (*DeinitGraphicsInterop)(OrtEpFactory* this_ptr, const OrtEpDevice* ep_device);
+};
+
+/* A custom op's schema and kernel ([1] .. [18]): what a custom-op domain holds (GetCustomOpDomains, [1.24]).
+ * The EP's are placeholders: ORT builds the op's schema from them, and the EP claims the nodes into its fused
+ * nodes, so their kernel callbacks are never called. OrtApi is passed as an opaque table. */
+typedef struct OrtCustomOp OrtCustomOp;
+struct OrtCustomOp {
+  uint32_t version;
+  void* (*CreateKernel)(const OrtCustomOp* op, const void* api, const OrtKernelInfo* info);
+  const char* (*GetName)(const OrtCustomOp* op);
+  const char* (*GetExecutionProviderType)(const OrtCustomOp* op);
+  ONNXTensorElementDataType (*GetInputType)(const OrtCustomOp* op, size_t index);
+  size_t (*GetInputTypeCount)(const OrtCustomOp* op);
+  ONNXTensorElementDataType (*GetOutputType)(const OrtCustomOp* op, size_t index);
+  size_t (*GetOutputTypeCount)(const OrtCustomOp* op);
+  void (*KernelCompute)(void* op_kernel, OrtKernelContext* context);
+  void (*KernelDestroy)(void* op_kernel);
+  OrtCustomOpInputOutputCharacteristic (*GetInputCharacteristic)(const OrtCustomOp* op, size_t index);
+  OrtCustomOpInputOutputCharacteristic (*GetOutputCharacteristic)(const OrtCustomOp* op, size_t index);
+  OrtMemType (*GetInputMemoryType)(const OrtCustomOp* op, size_t index);
+  int (*GetVariadicInputMinArity)(const OrtCustomOp* op);
+  int (*GetVariadicInputHomogeneity)(const OrtCustomOp* op);
+  int (*GetVariadicOutputMinArity)(const OrtCustomOp* op);
+  int (*GetVariadicOutputHomogeneity)(const OrtCustomOp* op);
+  OrtStatus* (*CreateKernelV2)(const OrtCustomOp* op, const void* api, const OrtKernelInfo* info, void** kernel);
+  OrtStatus* (*KernelComputeV2)(void* op_kernel, OrtKernelContext* context);
+  OrtStatus* (*InferOutputShapeFn)(const OrtCustomOp* op, OrtShapeInferContext* ctx);
+  int (*GetStartVersion)(const OrtCustomOp* op);
+  int (*GetEndVersion)(const OrtCustomOp* op);
+  size_t (*GetMayInplace)(int** input_index, int** output_index);
+  void (*ReleaseMayInplace)(int* input_index, int* output_index);
+  size_t (*GetAliasMap)(int** input_index, int** output_index);
+  void (*ReleaseAliasMap)(int* input_index, int* output_index);
 };
 
 /* Structs a device EP implements for memory, copies and streams ([1.23] unless noted). */

@@ -18,6 +18,7 @@ extern "Python" {
   OrtStatus* py_compile(void* ep_handle, const OrtGraph* graph, const OrtNode* fused_node, void** kernel_handle,
                         void** native);
   OrtStatus* py_compute(void* kernel_handle, OrtKernelContext* ctx);
+  OrtStatus* py_custom_ops(void* factory_handle, OrtEpFactory* factory);
 }
 
 OrtStatus* seamless_status(int code, const char* msg);
@@ -25,6 +26,9 @@ void seamless_release_status(OrtStatus* status);
 const char* seamless_status_message(OrtStatus* status);
 int seamless_status_code(OrtStatus* status);
 uint32_t seamless_api_version(void);
+OrtStatus* seamless_set_custom_ops(OrtEpFactory* factory, size_t n, const char* const* domains,
+                                   const char* const* names, const int32_t* since, const int32_t* until,
+                                   const int32_t* n_in, const int32_t* n_out, const int32_t* types);
 OrtEpFactory* seamless_new_factory(void* handle, const char* name, const char* vendor, const char* version, int hw_type);
 OrtStatus* seamless_dump_graph(const OrtGraph* graph, const OrtNode* fused, size_t const_limit, char** out, size_t* out_len);
 OrtStatus* seamless_fuse_nodes(const OrtGraph* graph, OrtEpGraphSupportInfo* info, const int32_t* idx, size_t count);

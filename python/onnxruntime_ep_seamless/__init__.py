@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 
 __version__ = "0.1.0"  # semver, the only place it is written (pyproject.toml reads it; docs/versioning.md)
 __all__ = ["__version__", "DEMO_MODEL", "get_library_path", "get_ep_name", "get_ep_names", "register", "unregister",
-           "get_devices", "session_options", "assert_ep_selected", "partition_report", "PartitionReport"]
+           "get_devices", "session_options", "assert_ep_selected", "partition_report", "PartitionReport",
+           "register_kernel", "unregister_kernel"]
 
 # The oldest supported onnxruntime, enforced by register(); the C library enforces the same floor
 # (SEAMLESS_ORT_API_MIN in ep_plugin/glue.c; tests/abi/test_versions.py keeps them equal).
@@ -185,6 +186,20 @@ def session_options(device: str = "cpu", base=None, **options):
     so.add_provider_for_devices(devices, {k: str(int(v) if isinstance(v, bool) else v) for k, v in options.items()})
     so.add_session_config_entry("session.record_ep_graph_assignment_info", "1")
     return so
+
+
+def register_kernel(op_type: str, fn=None, **how):
+    """Make a Python function the CPU EP's kernel of an op: a new op of a custom domain, or one ORT knows (in place
+    of ours). Before the session options are made. See kernels/user.py `register_kernel` and the user guide's
+    "Kernels in Python"."""
+    from .kernels.user import register_kernel as register_user_kernel
+    return register_user_kernel(op_type, fn, **how)
+
+
+def unregister_kernel(op_type: str, fn=None, *, domain: str = "") -> int:
+    """Remove the user kernels of (domain, op_type) (only fn's, when given); how many were removed."""
+    from .kernels.user import unregister_kernel as unregister_user_kernel
+    return unregister_user_kernel(op_type, fn, domain=domain)
 
 
 @dataclass

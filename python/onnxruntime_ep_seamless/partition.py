@@ -19,6 +19,7 @@ class PartitionResult:
     groups: list[list[int]]                            # node indices per fused node, topological order
     declined: dict[tuple[str, str], str] = field(default_factory=dict)  # (node name, op) -> reason
     nodes: list[tuple[str, str]] = field(default_factory=list)          # (node name, op) by index
+    user: Counter = field(default_factory=Counter)   # (op, the user's kernel) -> nodes it runs (kernels/user.py)
 
     @property
     def total(self) -> int:
@@ -33,6 +34,8 @@ class PartitionResult:
         by_reason = Counter((op, reason) for (_, op), reason in self.declined.items())
         for (op, reason), count in by_reason.most_common():
             lines.append(f"  declined {count} x {op}: {reason}")
+        for (op, name), count in sorted(self.user.items()):
+            lines.append(f"  user kernel {name} runs {count} x {op}")
         return "\n".join(lines)
 
 
@@ -61,6 +64,7 @@ def partition(graph: Graph, device: str = "cpu", api: int = CONTROL_FLOW_API) ->
     producer = {out: node.index for node in graph.nodes for out in node.outputs if out}
     supported: list[bool] = []
     declined: dict[tuple[str, str], str] = {}
+    user: Counter = Counter()
     for node in graph.nodes:
         kdef, reason = lookup(node, graph, device)
         if kdef is not None and node.subgraphs and api < CONTROL_FLOW_API:
@@ -68,12 +72,14 @@ def partition(graph: Graph, device: str = "cpu", api: int = CONTROL_FLOW_API) ->
         supported.append(kdef is not None)
         if kdef is None:
             declined[(node.name, node.key)] = reason
+        elif kdef.user:
+            user[(node.key, kdef.user)] += 1
 
     while True:  # until no sequence or optional leaves a group
         groups = _groups(graph, producer, supported)
         leaving = _containers_leaving(graph, groups)
         if not leaving:
-            return PartitionResult(groups, declined, names)
+            return PartitionResult(groups, declined, names, user)
         for index, name in leaving.items():
             supported[index] = False
             node = graph.nodes[index]

@@ -70,7 +70,8 @@ POINTER_SIZE = 8  # slots are pointer-sized members; x86-64 / aarch64 LP64
 
 # Structs that ort_types.h must define and that the official header defines too.
 EXPECTED_SHARED_STRUCTS = {"OrtApiBase", "OrtNodeFusionOptions", "OrtNodeComputeInfo", "OrtEp", "OrtEpFactory",
-                           "OrtAllocator", "OrtDataTransferImpl", "OrtSyncNotificationImpl", "OrtSyncStreamImpl"}
+                           "OrtAllocator", "OrtDataTransferImpl", "OrtSyncNotificationImpl", "OrtSyncStreamImpl",
+                           "OrtCustomOp"}
 
 # Reference values for API 27 (ABI reference, section 2).
 REFERENCE_SLOTS = {

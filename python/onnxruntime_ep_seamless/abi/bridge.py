@@ -134,6 +134,14 @@ def attach(ffi, lib, variant: str = "cpu") -> None:
             return native.error_status(exc, f"{ep.name}: Compile: ")
 
     @ffi.def_extern()
+    def py_custom_ops(factory_handle, factory):
+        try:
+            from_handle(factory_handle).custom_ops(factory)
+            return ffi.NULL
+        except Exception as exc:
+            return native.error_status(exc, "onnxruntime-ep-seamless: custom-op domains: ")
+
+    @ffi.def_extern()
     def py_compute(kernel_handle, ctx):
         kernel = from_handle(kernel_handle)
         try:

@@ -6,6 +6,7 @@ from collections import deque
 from ..graph.reader import read_graph
 from ..partition import PartitionResult, partition
 from ..exec.compute import CompiledKernel
+from ..kernels import user as user_kernels
 from ..runtime.native import LOG_ERROR, LOG_WARNING
 
 # Recent partition results ((name, op) of every node, result), for onnxruntime_ep_seamless.partition_report().
@@ -67,6 +68,12 @@ class Ep:
             self.log(LOG_WARNING, result.summary(self.name))
         for group in result.groups:
             self._fuse(graph_ptr, support_info, group)
+        # a custom op's node only the EP can run (its schema is the EP's): claimed, so that Compile fails with the
+        # reason, not ORT with its placeholder kernel
+        for node in graph.nodes if self.device == "cpu" else ():
+            if (node.name, node.key) in result.declined and node.domain not in user_kernels.ORT_DOMAINS and \
+                    any(k.domain == node.domain for k in user_kernels.custom_ops()):
+                self._fuse(graph_ptr, support_info, [node.index])
 
     def _fuse(self, graph_ptr, support_info, group: list[int]) -> None:
         idx = self.native.ffi.new("int32_t[]", group)

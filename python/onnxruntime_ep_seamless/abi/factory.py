@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 from .. import __version__
+from ..graph.ir import NUMPY_TO_ONNX
+from ..kernels import user as user_kernels
 from ..runtime.options import OptionError, parse_options
 from .ep import Ep
 
@@ -18,6 +20,22 @@ class Factory:
         self.registered_name = registered_name
         self.ep_name = EP_NAMES[native.variant]
         self.hardware_type = HARDWARE_TYPES[native.variant]
+        self.custom_changes = 0  # user_kernels.changes() when the C factory last got the custom ops
+
+    def custom_ops(self, factory_ptr) -> None:
+        """Hand the C factory the schemas of the user's custom ops (kernels/user.py) when they changed since it
+        last asked: ORT reads them when it appends the EP to session options. The CPU EP's only."""
+        if self.native.variant != "cpu" or self.custom_changes == user_kernels.changes():
+            return
+        ffi, ops = self.native.ffi, user_kernels.custom_ops()
+        text = [ffi.new("char[]", s.encode()) for k in ops for s in (k.domain, k.op_type)]
+        types = [NUMPY_TO_ONNX[t] if t is not None else 0 for k in ops for t in k.inputs + k.outputs]
+        self.native.check(self.native.lib.seamless_set_custom_ops(
+            factory_ptr, len(ops), ffi.new("char*[]", text[0::2]), ffi.new("char*[]", text[1::2]),
+            ffi.new("int32_t[]", [k.since for k in ops]), ffi.new("int32_t[]", [k.until for k in ops]),
+            ffi.new("int32_t[]", [len(k.inputs) for k in ops]), ffi.new("int32_t[]", [len(k.outputs) for k in ops]),
+            ffi.new("int32_t[]", types or [0])))
+        self.custom_changes = user_kernels.changes()
 
     def create_ep(self, entries: dict[str, str], device_ordinal: int, logger) -> Ep:
         # CreateEp failures make ORT fall back to CPU silently: keep bad options for Compile to report.

@@ -178,7 +178,7 @@ def _record_plan(rec, plan, values: dict, why_not):
             outs = [np.asarray(o) for o in outs[:len(node.outputs)]]
             if why_not is None:
                 try:
-                    new = _lower(rec, node, fn, args, outs)
+                    new = _lower(rec, node, kdef, fn, args, outs)
                 except Declined as exc:
                     why_not, new = f"node {node.label!r} ({node.key}): {exc}", None
                 except Exception as exc:  # a lowering's bug must not fail the run: it stays in Python, and says why
@@ -225,12 +225,12 @@ def _fold(rec, node, args, outs) -> list:
     return [Value(o, None, True, of_shapes) for o in outs]
 
 
-def _lower(rec, node, fn, args, outs) -> list:
-    """The node's output values: folded, its native steps, or else a Python step."""
+def _lower(rec, node, kdef, fn, args, outs) -> list:
+    """The node's output values: folded, its native steps, or else a Python step (always for a user's kernel)."""
     if node.op_type in SHAPE_ONLY or (node.op_type not in RANDOM and all(a is None or a.static for a in args)):
         return _fold(rec, node, args, outs)
     rec.label = f"node {node.label!r} ({node.key})".encode()
-    lower = LOWERINGS.get((node.domain, node.op_type))
+    lower = None if kdef.user else LOWERINGS.get((node.domain, node.op_type))
     if lower is not None and node.op_type not in RANDOM:
         try:
             return lower(rec, node, list(args), outs)

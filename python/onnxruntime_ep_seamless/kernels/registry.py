@@ -56,6 +56,8 @@ class KernelDef:
     validate: Callable | None = None  # validate(node, graph) raises at Compile for what stock refuses at load
     takes: frozenset = frozenset()    # what besides tensors of numbers it handles: "strings", "sequences",
                                       # "optionals" (Python lists, None; see VALUE_KINDS)
+    user: str = ""                    # a user's kernel (kernels/user.py): its function's name; no fusion, no
+                                      # native step takes its nodes
 
     def build(self, node: Node, graph: Graph, readers: tuple = (), output_buffer: Callable | None = None,
               subplans: dict | None = None) -> Callable:
@@ -152,25 +154,31 @@ def lookup(node: Node, graph: Graph, device: str = "cpu", host_rule: bool = True
         value = graph.value(name) if name else None
         if value is not None and (value_kinds(value) or value.dtype in PACKED_BITS):
             return None, f"{name!r} ({value.type_name}): the CUDA EP leaves such values to the CPU"
-    if host_rule:
+    if host_rule:  # (the user's kernels are the CPU EP's)
         ints = [graph.value(n).dtype for n in node.inputs if n]
         if ints and all(t is not None and t.kind in "biu" for t in ints):
-            host, host_reason = _lookup(node, graph, "cpu")
+            host, host_reason = _lookup(node, graph, "cpu", user=False)
             if host is not None:
                 return host, ""
     kdef, reason = _lookup(node, graph, "cuda")
     if kdef is None and host_rule:
-        host, _ = _lookup(node, graph, "cpu")
+        host, _ = _lookup(node, graph, "cpu", user=False)
         if host is not None:
             return host, reason
     return kdef, reason
 
 
-def _lookup(node: Node, graph: Graph, device: str) -> tuple[KernelDef | None, str]:
+def _lookup(node: Node, graph: Graph, device: str, user: bool = True) -> tuple[KernelDef | None, str]:
+    """user: the user's kernels first (kernels/user.py; the CPU EP's)."""
     _load_families(device)
+    user_reason = ""
+    if user and device == "cpu" and user_kernels.has_kernels():
+        kdef, user_reason = user_kernels.lookup(node, graph)
+        if kdef is not None:
+            return kdef, ""
     defs = _REGISTRY.get((device, node.domain, node.op_type))
     if not defs:
-        return None, f"no kernel for {node.key}"
+        return None, user_reason or f"no kernel for {node.key}"
     unreadable = [k for k, v in node.attrs.items() if v is UNREADABLE]
     if unreadable:
         return None, f"attribute(s) {unreadable} have a type the EP does not read (a graph, a type)"
@@ -215,3 +223,6 @@ def _load_families(device: str) -> None:
         _loaded.add(device)
         import importlib
         importlib.import_module(f"{__package__}.{device}").load_all()
+
+
+from . import user as user_kernels  # noqa: E402 (it builds on the definitions above)

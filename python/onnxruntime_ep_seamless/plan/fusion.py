@@ -14,6 +14,7 @@ outputs of the partition, and the device has a kernel for the fused node (float3
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import Counter
 from dataclasses import dataclass, field
@@ -21,6 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..graph.ir import Graph, Node, Value
+from ..kernels import user as user_kernels
 from ..kernels.registry import FUSED_DOMAIN, NORMED_PRODUCTS, lookup
 
 F16 = np.dtype(np.float16)
@@ -343,12 +345,25 @@ FUSIONS = [
 ]
 
 
+def _user_nodes(graph: Graph, device: str) -> dict:
+    """The nodes a user's kernel runs (kernels/user.py), by index: no rule matches them (under another op type
+    while the rules walk), so they run as they are."""
+    held = {}
+    for node in graph.nodes if user_kernels.has_kernels() else ():
+        kdef = lookup(node, graph, device)[0]
+        if kdef is not None and kdef.user:
+            held[node.index] = node
+    return held
+
+
 def fuse(graph: Graph, outputs: list[str], device: str = "cpu", enabled: bool = True) -> list[Node]:
     """The graph's nodes after FUSIONS, for a partition whose outputs are `outputs`, on `device`. May add
     constants to the graph (the transposed weights of Linear and MatMulSwiGLU). enabled=False (the `fusion`
     option): the nodes as they are."""
     ctx = FusionContext(graph, set(outputs), device)
-    nodes = list(graph.nodes)
+    held = _user_nodes(graph, device) if enabled else {}
+    nodes = [dataclasses.replace(n, op_type=f"{n.op_type} (user kernel)") if n.index in held else n
+             for n in graph.nodes]
     for rules in FUSIONS if enabled else ():
         ctx.walk(nodes)
         for node in nodes:
@@ -357,4 +372,4 @@ def fuse(graph: Graph, outputs: list[str], device: str = "cpu", enabled: bool = 
                     if rule(ctx, node):
                         break
         nodes = ctx.result(nodes)
-    return nodes
+    return [held[n.index] if n.index in held and n.op_type.endswith(" (user kernel)") else n for n in nodes]
