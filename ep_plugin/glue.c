@@ -857,6 +857,20 @@ static void custom_op_destroy(void* kernel) { (void)kernel; }
 static size_t custom_op_no_aliases(int** in, int** out) { *in = *out = NULL; return 0; }
 static void custom_op_release_aliases(int* in, int* out) { (void)in, (void)out; }
 
+/* version 18: the members through GetAliasMap (ORT >= 1.24 reads them all) */
+static const OrtCustomOp CUSTOM_OP = {
+    .version = 18, .CreateKernel = custom_op_kernel, .GetName = custom_op_name,
+    .GetExecutionProviderType = custom_op_ep, .GetInputType = custom_op_input_type,
+    .GetInputTypeCount = custom_op_inputs, .GetOutputType = custom_op_output_type,
+    .GetOutputTypeCount = custom_op_outputs, .KernelCompute = custom_op_compute, .KernelDestroy = custom_op_destroy,
+    .GetInputCharacteristic = custom_op_required, .GetOutputCharacteristic = custom_op_required,
+    .GetInputMemoryType = custom_op_memory, .GetVariadicInputMinArity = custom_op_one,
+    .GetVariadicInputHomogeneity = custom_op_one, .GetVariadicOutputMinArity = custom_op_one,
+    .GetVariadicOutputHomogeneity = custom_op_one, .CreateKernelV2 = custom_op_kernel_v2,
+    .KernelComputeV2 = custom_op_compute_v2, .GetStartVersion = custom_op_since, .GetEndVersion = custom_op_until,
+    .GetMayInplace = custom_op_no_aliases, .ReleaseMayInplace = custom_op_release_aliases,
+    .GetAliasMap = custom_op_no_aliases, .ReleaseAliasMap = custom_op_release_aliases};
+
 /* Python's registry as it now is (py_custom_ops calls this when it changed): n ops, op i named names[i] of domains[i] for
  * opsets [since[i], until[i]] with n_in[i] inputs and n_out[i] outputs whose element types follow one another in
  * `types`. The domains are made at once; the factory hands the newest set to ORT. */
@@ -872,37 +886,15 @@ OrtStatus* seamless_set_custom_ops(OrtEpFactory* factory, size_t n, const char* 
   for (size_t i = 0, t = 0; i < n && !st; t += (size_t)n_in[i] + (size_t)n_out[i], i++) {
     size_t count = (size_t)n_in[i] + (size_t)n_out[i];
     SeamlessCustomOp* op = calloc(1, sizeof *op + count * sizeof op->types[0]);
-    if (!op) {
+    if (!op || !(op->name = strdup(names[i]))) {
       st = seamless_status(1, "onnxruntime-ep-seamless: out of memory for a custom op");
       break;
     }
-    op->name = strdup(names[i]);
     op->ep_name = f->name;
     op->since = since[i], op->until = until[i];
     op->n_in = (size_t)n_in[i], op->n_out = (size_t)n_out[i];
     memcpy(op->types, types + t, count * sizeof op->types[0]);
-    OrtCustomOp* b = &op->base;
-    b->version = 18;  /* the members through GetAliasMap; ORT >= 1.24 reads them all */
-    b->CreateKernel = custom_op_kernel;
-    b->GetName = custom_op_name;
-    b->GetExecutionProviderType = custom_op_ep;
-    b->GetInputType = custom_op_input_type;
-    b->GetInputTypeCount = custom_op_inputs;
-    b->GetOutputType = custom_op_output_type;
-    b->GetOutputTypeCount = custom_op_outputs;
-    b->KernelCompute = custom_op_compute;
-    b->KernelDestroy = custom_op_destroy;
-    b->GetInputCharacteristic = custom_op_required;
-    b->GetOutputCharacteristic = custom_op_required;
-    b->GetInputMemoryType = custom_op_memory;
-    b->GetVariadicInputMinArity = b->GetVariadicInputHomogeneity = custom_op_one;
-    b->GetVariadicOutputMinArity = b->GetVariadicOutputHomogeneity = custom_op_one;
-    b->CreateKernelV2 = custom_op_kernel_v2;
-    b->KernelComputeV2 = custom_op_compute_v2;
-    b->GetStartVersion = custom_op_since;
-    b->GetEndVersion = custom_op_until;
-    b->GetMayInplace = b->GetAliasMap = custom_op_no_aliases;
-    b->ReleaseMayInplace = b->ReleaseAliasMap = custom_op_release_aliases;
+    op->base = CUSTOM_OP;
     size_t d = 0;  /* this op's domain among the set's: one per distinct name */
     while (d < set->n && strcmp(domains[made_by[d]], domains[i]) != 0) d++;
     if (d == set->n) {
@@ -910,7 +902,7 @@ OrtStatus* seamless_set_custom_ops(OrtEpFactory* factory, size_t n, const char* 
       st = ORT(CreateCustomOpDomain)(domains[i], &set->domains[d]);
       set->n += !st;
     }
-    if (!st) st = ORT(CustomOpDomain_Add)(set->domains[d], b);
+    if (!st) st = ORT(CustomOpDomain_Add)(set->domains[d], &op->base);
   }
   free(made_by);
   if (st) return st;  /* what was made stays allocated: ORT may not release a domain it saw */
