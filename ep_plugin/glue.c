@@ -871,9 +871,9 @@ static const OrtCustomOp CUSTOM_OP = {
     .GetMayInplace = custom_op_no_aliases, .ReleaseMayInplace = custom_op_release_aliases,
     .GetAliasMap = custom_op_no_aliases, .ReleaseAliasMap = custom_op_release_aliases};
 
-/* Python's registry as it now is (py_custom_ops calls this when it changed): n ops, op i named names[i] of domains[i] for
- * opsets [since[i], until[i]] with n_in[i] inputs and n_out[i] outputs whose element types follow one another in
- * `types`. The domains are made at once; the factory hands the newest set to ORT. */
+/* Python's registry as it now is (py_custom_ops calls this when it changed): n ops, op i named names[i] of
+ * domains[i] for opsets [since[i], until[i]] with n_in[i] inputs and n_out[i] outputs whose element types follow
+ * one another in `types`. The domains are made at once; the factory hands the newest set to ORT. */
 OrtStatus* seamless_set_custom_ops(OrtEpFactory* factory, size_t n, const char* const* domains,
                                    const char* const* names, const int32_t* since, const int32_t* until,
                                    const int32_t* n_in, const int32_t* n_out, const int32_t* types) {

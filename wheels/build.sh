@@ -65,6 +65,8 @@ text = open(path).read()
 text = text.replace('name = "onnxruntime-ep-seamless"', 'name = "onnxruntime-ep-seamless-cu13"', 1)
 text = re.sub(r'^dependencies = \[(.*)\]$', lambda m: f'dependencies = [{m.group(1)}, "nvidia-cublas>=13,<14"]', text,
               count=1, flags=re.M)
+# [kernels]: cuda-python, for user CUDA kernels from CUDA C source (kernels/user.py cuda_source_kernel)
+text = text.replace("[project.optional-dependencies]\n", '[project.optional-dependencies]\nkernels = ["cuda-python>=13,<14"]\n', 1)
 open(path, "w").write(text)
 PY
 fi

@@ -128,6 +128,9 @@ def check(wheel_path: str, raw_path: str | None, plat: str, flavor: str = "cpu")
             problems.append(f"depends on onnxruntime ({requires}): users keep their own flavour")
         if flavor == "cu13" and not any(re.match(r"Requires-Dist:\s*nvidia-cublas", r) for r in requires):
             problems.append(f"the CUDA distribution does not depend on nvidia-cublas ({requires})")
+        if flavor == "cu13" and not any(re.match(r"Requires-Dist:\s*cuda-python.*extra == .kernels.", r)
+                                        for r in requires):
+            problems.append(f"the CUDA distribution has no [kernels] extra with cuda-python ({requires})")
         if raw_path:
             with zipfile.ZipFile(raw_path) as raw:
                 raw_names = {i.filename for i in raw.infolist() if not i.filename.endswith("/")}

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 __version__ = "0.1.0"  # semver, the only place it is written (pyproject.toml reads it; docs/versioning.md)
 __all__ = ["__version__", "DEMO_MODEL", "get_library_path", "get_ep_name", "get_ep_names", "register", "unregister",
            "get_devices", "session_options", "assert_ep_selected", "partition_report", "PartitionReport",
-           "register_kernel", "unregister_kernel"]
+           "register_kernel", "unregister_kernel", "cuda_source_kernel"]
 
 # The oldest supported onnxruntime, enforced by register(); the C library enforces the same floor
 # (SEAMLESS_ORT_API_MIN in ep_plugin/glue.c; tests/abi/test_versions.py keeps them equal).
@@ -189,11 +189,18 @@ def session_options(device: str = "cpu", base=None, **options):
 
 
 def register_kernel(op_type: str, fn=None, **how):
-    """Make a Python function the CPU EP's kernel of an op: a new op of a custom domain, or one ORT knows (in place
-    of ours). Before the session options are made. See kernels/user.py `register_kernel` and the user guide's
-    "Kernels in Python"."""
+    """Make a Python function the CPU (or CUDA: device="cuda") EP's kernel of an op: a new op of a custom domain, or
+    one ORT knows (in place of ours). Before the session options are made. See kernels/user.py `register_kernel`
+    and the user guide's "Kernels in Python"."""
     from .kernels.user import register_kernel as register_user_kernel
     return register_user_kernel(op_type, fn, **how)
+
+
+def cuda_source_kernel(source: str, name: str, **how):
+    """A CUDA kernel function for register_kernel(device="cuda") from CUDA C source (NVRTC through cuda-python's
+    cuda.core). See kernels/user.py `cuda_source_kernel`."""
+    from .kernels.user import cuda_source_kernel as make
+    return make(source, name, **how)
 
 
 def unregister_kernel(op_type: str, fn=None, *, domain: str = "") -> int:

@@ -169,3 +169,39 @@ def test_bad_registrations_are_refused_at_once(how, error):
         seamless.register_kernel("Op", fn, **how)
     from onnxruntime_ep_seamless.kernels import user
     assert not user.registered_kernels()
+
+
+# --- CUDA kernels: what is checked without a GPU -------------------------------------------------
+
+def _cuda_noop(stream, inputs, outputs, **attrs):
+    pass
+
+
+@pytest.mark.parametrize("how,error", [
+    (dict(fn=_cuda_noop), "needs a shape rule"),
+    (dict(fn=_cuda_noop, shape=lambda s: [s], capture="sometimes"), "capture must be one of"),
+    (dict(fn=lambda x: x, shape=lambda s: [s]), r"fn\(stream, inputs, outputs, \*\*attributes\)"),
+    (dict(fn=_cuda_noop, shape=lambda s: [s], device="tpu"), "device must be 'cpu' or 'cuda'"),
+])
+def test_bad_cuda_registrations_are_refused_at_once(how, error):
+    how.setdefault("device", "cuda")
+    with pytest.raises(ValueError, match=error):
+        seamless.register_kernel("Op", how.pop("fn"), **how)
+
+
+@pytest.mark.parametrize("capture,seams", [("static", 0), ("device-indexed", 0), ("host", 1)])
+def test_a_user_cuda_kernel_is_placed_on_the_gpu_with_its_capture_class(capture, seams):
+    # the capture report (no GPU needed): a static kernel is no seam; one that reads GPU values on the host is
+    from onnx import load_from_string
+
+    from onnxruntime_ep_seamless.graph.onnx_import import import_model
+    from onnxruntime_ep_seamless.tools.capture_report import analyse
+    seamless.register_kernel("Gelu", _cuda_noop, device="cuda", shape=lambda s: [s], capture=capture)
+    data = model([helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Gelu", ["r"], ["g"]),
+                  helper.make_node("Neg", ["g"], ["y"])], [("x", TensorProto.FLOAT, [4])],
+                 [("y", TensorProto.FLOAT, [4])], domains=(), opset=20)
+    parts, declined = analyse(import_model(load_from_string(data)))
+    (part,) = parts
+    (gelu,) = [s for s in part.steps if s.node.op_type == "Gelu"]
+    assert gelu.on_gpu and gelu.kdef.user and gelu.kdef.capture == capture
+    assert sum(bool(s.seam) for s in part.steps) == seams and not declined

@@ -70,9 +70,9 @@ class Ep:
             self._fuse(graph_ptr, support_info, group)
         # a custom op's node only the EP can run (its schema is the EP's): claimed, so that Compile fails with the
         # reason, not ORT with its placeholder kernel
-        for node in graph.nodes if self.device == "cpu" else ():
+        for node in graph.nodes:
             if (node.name, node.key) in result.declined and node.domain not in user_kernels.ORT_DOMAINS and \
-                    any(k.domain == node.domain for k in user_kernels.custom_ops()):
+                    any(k.domain == node.domain for k in user_kernels.custom_ops(self.device)):
                 self._fuse(graph_ptr, support_info, [node.index])
 
     def _fuse(self, graph_ptr, support_info, group: list[int]) -> None:

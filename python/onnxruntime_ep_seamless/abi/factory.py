@@ -24,10 +24,10 @@ class Factory:
 
     def custom_ops(self, factory_ptr) -> None:
         """Hand the C factory the schemas of the user's custom ops (kernels/user.py) when they changed since it
-        last asked: ORT reads them when it appends the EP to session options. The CPU EP's only."""
-        if self.native.variant != "cpu" or self.custom_changes == user_kernels.changes():
+        last asked: ORT reads them when it appends the EP to session options. Those with a kernel for this EP."""
+        if self.custom_changes == user_kernels.changes():
             return
-        ffi, ops = self.native.ffi, user_kernels.custom_ops()
+        ffi, ops = self.native.ffi, user_kernels.custom_ops(self.native.variant)
         text = [ffi.new("char[]", s.encode()) for k in ops for s in (k.domain, k.op_type)]
         types = [NUMPY_TO_ONNX[t] if t is not None else 0 for k in ops for t in k.inputs + k.outputs]
         self.native.check(self.native.lib.seamless_set_custom_ops(

@@ -78,6 +78,8 @@ def place(graph, input_names, output_names, fusion: bool = True) -> list[Step]:
         why = ((f"no CUDA kernel: {reason}" if reason else "no CUDA kernel takes these types") if not on_gpu
                else "the op runs on the host: its CPU kernel" if on_host_kernel else "a shape-like input computed on the GPU")
         seam = f"reads {', '.join(read)} on the host ({why})" if read else ""
+        if not seam and on_host_kernel and kdef.user:  # a user's kernel of capture class "host": its own reads
+            seam = f"the user kernel {kdef.user} reads GPU values on the host (capture='host')"
         if not on_gpu or on_host_kernel or node.op_type in HOST_RESULTS:
             on_host.update(n for n in node.outputs if n)
         grows = bool(growing) and any(_grows(graph.value(n).shape, growing) for n in node.inputs + node.outputs if n)

@@ -154,7 +154,7 @@ def lookup(node: Node, graph: Graph, device: str = "cpu", host_rule: bool = True
         value = graph.value(name) if name else None
         if value is not None and (value_kinds(value) or value.dtype in PACKED_BITS):
             return None, f"{name!r} ({value.type_name}): the CUDA EP leaves such values to the CPU"
-    if host_rule:  # (the user's kernels are the CPU EP's)
+    if host_rule:  # (the CPU EP's user kernels are not the CUDA EP's)
         ints = [graph.value(n).dtype for n in node.inputs if n]
         if ints and all(t is not None and t.kind in "biu" for t in ints):
             host, host_reason = _lookup(node, graph, "cpu", user=False)
@@ -169,11 +169,11 @@ def lookup(node: Node, graph: Graph, device: str = "cpu", host_rule: bool = True
 
 
 def _lookup(node: Node, graph: Graph, device: str, user: bool = True) -> tuple[KernelDef | None, str]:
-    """user: the user's kernels first (kernels/user.py; the CPU EP's)."""
+    """user: the user's kernels of `device` first (kernels/user.py)."""
     _load_families(device)
     user_reason = ""
-    if user and device == "cpu" and user_kernels.has_kernels():
-        kdef, user_reason = user_kernels.lookup(node, graph)
+    if user and user_kernels.has_kernels():
+        kdef, user_reason = user_kernels.lookup(node, graph, device)
         if kdef is not None:
             return kdef, ""
     defs = _REGISTRY.get((device, node.domain, node.op_type))
