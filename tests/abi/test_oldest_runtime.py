@@ -68,3 +68,33 @@ def test_a_model_with_an_if_runs(runtime, tmp_path):
     out = run(python, "-c", code, str(path))
     assert out.returncode == 0 and out.stdout.startswith("ok"), out.stdout + out.stderr
     assert "'If'" not in out.stdout and "'Relu'" in out.stdout and "'Neg'" in out.stdout, out.stdout
+
+
+def test_a_custom_domain_op_from_a_python_kernel(runtime, tmp_path):
+    """ORT >= 1.24 takes the custom ops' schemas from the EP's factory: on 1.26 a custom-domain model runs on the EP
+    with fallback disabled; 1.23 has no such call, and registering the kernel says so."""
+    from onnx import TensorProto, helper
+    version, python = runtime
+    graph = helper.make_graph([helper.make_node("Twice", ["x"], ["y"], domain="my.domain")], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("my.domain", 1)],
+                              ir_version=8)
+    path = tmp_path / "custom.onnx"
+    path.write_bytes(model.SerializeToString())
+    code = ("import sys, numpy as np, onnxruntime as ort, onnxruntime_ep_seamless as s\n"
+            "try:\n"
+            "    s.register_kernel('Twice', lambda x: x + x, domain='my.domain', inputs=[None], outputs=[None])\n"
+            "except ValueError as exc:\n"
+            "    print('refused', exc)\n"
+            "    sys.exit(0)\n"
+            "so = s.session_options()\n"
+            "so.add_session_config_entry('session.disable_cpu_ep_fallback', '1')\n"
+            "sess = ort.InferenceSession(sys.argv[1], so)\n"
+            "print('ok', sess.run(None, {'x': np.arange(3, dtype=np.float32)})[0].tolist())\n")
+    out = run(python, "-c", code, str(path))
+    assert out.returncode == 0, out.stdout + out.stderr
+    if version == "1.23":
+        assert out.stdout.startswith("refused") and "needs onnxruntime >= 1.24" in out.stdout, out.stdout
+    else:
+        assert out.stdout.strip() == "ok [0.0, 2.0, 4.0]", out.stdout + out.stderr
