@@ -805,7 +805,7 @@ typedef struct {
   OrtCustomOp base;   /* first: ORT's pointer is ours */
   char *name, *ep_name;
   int since, until;
-  size_t n_in, n_out;
+  size_t n_in, required_in, n_out;  /* inputs from required_in on are optional */
   int32_t types[];    /* the inputs' element types, then the outputs' (0: any type) */
 } SeamlessCustomOp;
 
@@ -826,7 +826,10 @@ static ONNXTensorElementDataType custom_op_output_type(const OrtCustomOp* op, si
   return i < custom_op(op)->n_out ? custom_op(op)->types[custom_op(op)->n_in + i] : 0;
 }
 static size_t custom_op_outputs(const OrtCustomOp* op) { return custom_op(op)->n_out; }
-static OrtCustomOpInputOutputCharacteristic custom_op_required(const OrtCustomOp* op, size_t i) {
+static OrtCustomOpInputOutputCharacteristic custom_op_input_kind(const OrtCustomOp* op, size_t i) {
+  return i < custom_op(op)->required_in ? 0 : 1;  /* REQUIRED, OPTIONAL */
+}
+static OrtCustomOpInputOutputCharacteristic custom_op_output_kind(const OrtCustomOp* op, size_t i) {
   (void)op, (void)i;
   return 0;
 }
@@ -863,7 +866,7 @@ static const OrtCustomOp CUSTOM_OP = {
     .GetExecutionProviderType = custom_op_ep, .GetInputType = custom_op_input_type,
     .GetInputTypeCount = custom_op_inputs, .GetOutputType = custom_op_output_type,
     .GetOutputTypeCount = custom_op_outputs, .KernelCompute = custom_op_compute, .KernelDestroy = custom_op_destroy,
-    .GetInputCharacteristic = custom_op_required, .GetOutputCharacteristic = custom_op_required,
+    .GetInputCharacteristic = custom_op_input_kind, .GetOutputCharacteristic = custom_op_output_kind,
     .GetInputMemoryType = custom_op_memory, .GetVariadicInputMinArity = custom_op_one,
     .GetVariadicInputHomogeneity = custom_op_one, .GetVariadicOutputMinArity = custom_op_one,
     .GetVariadicOutputHomogeneity = custom_op_one, .CreateKernelV2 = custom_op_kernel_v2,
@@ -872,11 +875,12 @@ static const OrtCustomOp CUSTOM_OP = {
     .GetAliasMap = custom_op_no_aliases, .ReleaseAliasMap = custom_op_release_aliases};
 
 /* Python's registry as it now is (py_custom_ops calls this when it changed): n ops, op i named names[i] of
- * domains[i] for opsets [since[i], until[i]] with n_in[i] inputs and n_out[i] outputs whose element types follow
- * one another in `types`. The domains are made at once; the factory hands the newest set to ORT. */
+ * domains[i] for opsets [since[i], until[i]] with n_in[i] inputs (the first required_in[i] required, the rest
+ * optional) and n_out[i] outputs whose element types follow one another in `types`. The domains are made at once; the factory hands the newest set to ORT. */
 OrtStatus* seamless_set_custom_ops(OrtEpFactory* factory, size_t n, const char* const* domains,
                                    const char* const* names, const int32_t* since, const int32_t* until,
-                                   const int32_t* n_in, const int32_t* n_out, const int32_t* types) {
+                                   const int32_t* n_in, const int32_t* required_in, const int32_t* n_out,
+                                   const int32_t* types) {
   SeamlessFactory* f = (SeamlessFactory*)factory;
   SeamlessOpDomains* set = calloc(1, sizeof *set + n * sizeof set->domains[0]);
   if (!set) return seamless_status(1, "onnxruntime-ep-seamless: out of memory for custom-op domains");
@@ -892,7 +896,7 @@ OrtStatus* seamless_set_custom_ops(OrtEpFactory* factory, size_t n, const char* 
     }
     op->ep_name = f->name;
     op->since = since[i], op->until = until[i];
-    op->n_in = (size_t)n_in[i], op->n_out = (size_t)n_out[i];
+    op->n_in = (size_t)n_in[i], op->required_in = (size_t)required_in[i], op->n_out = (size_t)n_out[i];
     memcpy(op->types, types + t, count * sizeof op->types[0]);
     op->base = CUSTOM_OP;
     size_t d = 0;  /* this op's domain among the set's: one per distinct name */

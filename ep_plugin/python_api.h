@@ -28,7 +28,8 @@ int seamless_status_code(OrtStatus* status);
 uint32_t seamless_api_version(void);
 OrtStatus* seamless_set_custom_ops(OrtEpFactory* factory, size_t n, const char* const* domains,
                                    const char* const* names, const int32_t* since, const int32_t* until,
-                                   const int32_t* n_in, const int32_t* n_out, const int32_t* types);
+                                   const int32_t* n_in, const int32_t* required_in, const int32_t* n_out,
+                                   const int32_t* types);
 OrtEpFactory* seamless_new_factory(void* handle, const char* name, const char* vendor, const char* version, int hw_type);
 OrtStatus* seamless_dump_graph(const OrtGraph* graph, const OrtNode* fused, size_t const_limit, char** out, size_t* out_len);
 OrtStatus* seamless_fuse_nodes(const OrtGraph* graph, OrtEpGraphSupportInfo* info, const int32_t* idx, size_t count);

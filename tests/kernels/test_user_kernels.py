@@ -72,6 +72,22 @@ def test_an_any_typed_custom_op_takes_the_type_of_its_input():
 
 
 @needs_custom_domains
+def test_a_custom_ops_optional_input_may_be_left_out():
+    def affine(x, scale, bias=None):
+        return x * scale + (0 if bias is None else bias)
+
+    seamless.register_kernel("Affine", affine, domain="my.domain", inputs=[F32, F32, F32], outputs=[F32],
+                             optional_inputs=1)
+    x, s, b = (np.full(3, v, F32) for v in (2.0, 3.0, 1.0))
+    for names, want in ((["x", "s", "b"], 7.0), (["x", "s", ""], 6.0), (["x", "s"], 6.0)):
+        data = model([helper.make_node("Affine", names, ["y"], domain="my.domain")],
+                     [(n, TensorProto.FLOAT, [3]) for n in names if n], [("y", TensorProto.FLOAT, [3])])
+        feeds = {n: v for n, v in zip(("x", "s", "b"), (x, s, b)) if n in names}
+        (y,) = session(data).run(None, feeds)
+        assert (y == want).all(), names
+
+
+@needs_custom_domains
 def test_a_custom_op_its_kernel_declines_fails_the_session_with_the_reason():
     seamless.register_kernel("Twice", lambda x: x + x, domain="my.domain", inputs=[None], outputs=[None],
                              supports=lambda node: None if node.input_types[0] == F32 else "float32 only here")
@@ -160,6 +176,8 @@ def test_a_shape_rule_that_disagrees_with_the_model_fails_the_session():
     (dict(fn=lambda x: x, domain="my.domain", inputs=["no such type"], outputs=[F32]), "not a numpy dtype"),
     (dict(fn=lambda x: x, inputs=[F32], outputs=[F32]), "ORT has the schema of ai.onnx::Op"),
     (dict(fn=lambda x: x, shape=7), "shape must be callable"),
+    (dict(fn=lambda x: x, domain="my.domain", inputs=[F32], outputs=[F32], optional_inputs=2), "must count some"),
+    (dict(fn=lambda x: x, optional_inputs=1), "ORT has the schema of ai.onnx::Op"),
 ])
 def test_bad_registrations_are_refused_at_once(how, error):
     if "domain" in how and how["domain"] == "my.domain" and ORT_VERSION < (1, 24):

@@ -33,8 +33,9 @@ class Factory:
         self.native.check(self.native.lib.seamless_set_custom_ops(
             factory_ptr, len(ops), ffi.new("char*[]", text[0::2]), ffi.new("char*[]", text[1::2]),
             ffi.new("int32_t[]", [k.since for k in ops]), ffi.new("int32_t[]", [k.until for k in ops]),
-            ffi.new("int32_t[]", [len(k.inputs) for k in ops]), ffi.new("int32_t[]", [len(k.outputs) for k in ops]),
-            ffi.new("int32_t[]", types or [0])))
+            ffi.new("int32_t[]", [len(k.inputs) for k in ops]),
+            ffi.new("int32_t[]", [len(k.inputs) - k.optional_inputs for k in ops]),
+            ffi.new("int32_t[]", [len(k.outputs) for k in ops]), ffi.new("int32_t[]", types or [0])))
         self.custom_changes = user_kernels.changes()
 
     def create_ep(self, entries: dict[str, str], device_ordinal: int, logger) -> Ep:

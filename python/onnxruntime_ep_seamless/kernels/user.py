@@ -63,6 +63,7 @@ class UserKernel:
     attr_names: frozenset   # fn's keyword-only parameters
     all_attrs: bool         # fn takes **attributes
     device: str = "cpu"     # the EP whose kernel it is: "cpu" or "cuda"
+    optional_inputs: int = 0  # a custom op's last inputs that a node may leave out (the kernel gets None)
     capture: str = "host"   # CUDA: its capture class (CAPTURE_CLASSES)
 
     @property
@@ -80,7 +81,8 @@ _changes = 0  # how many registrations changed the custom ops (the factory hands
 
 def register_kernel(op_type: str, fn: Callable | None = None, *, domain: str = "", since: int = 1,
                     until: int | None = None, supports: Callable | None = None, shape: Callable | None = None,
-                    inputs=None, outputs=None, device: str = "cpu", capture: str = "static"):
+                    inputs=None, outputs=None, optional_inputs: int = 0, device: str = "cpu",
+                    capture: str = "static"):
     """Make `fn` the kernel of opsets [since, until] of (domain, op_type) on the `device` EP ("cpu" or "cuda");
     usable as a decorator.
 
@@ -90,15 +92,16 @@ def register_kernel(op_type: str, fn: Callable | None = None, *, domain: str = "
     supports(node: NodeInfo) -> None or True to take the node, a reason string (or False) to decline it.
     shape(*input_shapes, **attributes) -> one shape per output. A custom domain (not one ORT knows) declares its
     op's schema: `inputs` and `outputs`, one numpy dtype per input and output, None for "any type" (an output None
-    takes its op's one input of any type). Register before the session options are made (ORT reads the custom
-    ops' schemas then); ORT >= 1.24 for a custom domain. Raises ValueError (TypeError for what is not callable)
+    takes its op's one input of any type); the last `optional_inputs` of them are optional. Register before the
+    session options are made (ORT reads the custom ops' schemas then); ORT >= 1.24 for a custom domain. Raises ValueError (TypeError for what is not callable)
     for a registration that cannot work."""
     if fn is None:
         return lambda f: register_kernel(op_type, f, domain=domain, since=since, until=until, supports=supports,
-                                         shape=shape, inputs=inputs, outputs=outputs, device=device, capture=capture)
+                                         shape=shape, inputs=inputs, outputs=outputs, optional_inputs=optional_inputs,
+                                         device=device, capture=capture)
     global _changes
     kernel = _checked_registration(op_type, fn, "" if domain == "ai.onnx" else domain, since, until, supports, shape,
-                                   inputs, outputs, device, capture)
+                                   inputs, outputs, optional_inputs, device, capture)
     _KERNELS.setdefault((kernel.domain, op_type), []).insert(0, kernel)
     _changes += kernel.custom
     return fn
@@ -122,8 +125,8 @@ def registered_kernels() -> list[UserKernel]:
     return [k for kernels in _KERNELS.values() for k in kernels]
 
 
-def _checked_registration(op_type, fn, domain, since, until, supports, shape, inputs, outputs, device,
-                          capture) -> UserKernel:
+def _checked_registration(op_type, fn, domain, since, until, supports, shape, inputs, outputs, optional_inputs,
+                          device, capture) -> UserKernel:
     where = f"register_kernel({domain + '::' if domain else ''}{op_type})"
     if not isinstance(op_type, str) or not op_type or not isinstance(domain, str):
         raise ValueError(f"{where}: op_type must be a non-empty string and domain a string")
@@ -157,6 +160,9 @@ def _checked_registration(op_type, fn, domain, since, until, supports, shape, in
         inputs, outputs = _types(where, "inputs", inputs), _types(where, "outputs", outputs)
         if not outputs:
             raise ValueError(f"{where}: an op needs at least one output")
+        if not isinstance(optional_inputs, int) or not 0 <= optional_inputs <= len(inputs):
+            raise ValueError(f"{where}: optional_inputs={optional_inputs!r} must count some of the op's "
+                             f"{len(inputs)} inputs (its last ones)")
         anys = sum(t is None for t in inputs)
         if any(t is None for t in outputs) and anys != 1:
             raise ValueError(f"{where}: an output of any type (None) takes the type of the op's one input of any "
@@ -168,8 +174,9 @@ def _checked_registration(op_type, fn, domain, since, until, supports, shape, in
             raise ValueError(f"{where}: the op has {len(inputs)} input(s) but the kernel "
                              f"{fn.__name__}{inspect.signature(fn)} does not take that many positional arguments")
         until = min(until, ORT_MAX_OPSET)
-    elif inputs is not None or outputs is not None:
-        raise ValueError(f"{where}: inputs= and outputs= declare a custom op's schema; ORT has the schema of "
+    elif inputs is not None or outputs is not None or optional_inputs:
+        raise ValueError(f"{where}: inputs=, outputs= and optional_inputs= declare a custom op's schema; ORT has the "
+                         "schema of "
                          f"{domain or 'ai.onnx'}::{op_type}")
     if device == "cuda" and not variadic and (len(positional) < 3 or
                                                sum(p.default is p.empty for p in positional) > 3):
@@ -177,7 +184,7 @@ def _checked_registration(op_type, fn, domain, since, until, supports, shape, in
                          f"{getattr(fn, '__name__', fn)}{inspect.signature(fn)} does not take that")
     keyword = frozenset(p.name for p in params if p.kind is p.KEYWORD_ONLY)
     return UserKernel(op_type, domain, since, until, fn, supports, shape, inputs, outputs, keyword,
-                      any(p.kind is p.VAR_KEYWORD for p in params), device,
+                      any(p.kind is p.VAR_KEYWORD for p in params), device, optional_inputs,
                       capture if device == "cuda" else "host")
 
 
