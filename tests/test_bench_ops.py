@@ -20,3 +20,14 @@ def test_bench_ops_command(tmp_path, capsys):
     for case in result["cases"]:  # every node on our EP (fallback disabled), and timed on both
         assert case["fallback_nodes"] == 0 and case["claimed_nodes"] == 1
         assert case["ours_ms"] > 0 and case["stock_ms"] > 0
+
+
+def test_bench_user_kernel_command(tmp_path, capsys):
+    # a user's Python kernel against ours on one Cos node; the registry is left as it was
+    from onnxruntime_ep_seamless.kernels import user
+    out = tmp_path / "user.json"
+    assert main(["bench", "user-kernel", "--runs", "2", "--rounds", "1", "--json", str(out)]) == 0
+    assert "a user kernel (np.cos)" in capsys.readouterr().out
+    result = json.loads(out.read_text())
+    assert result["benchmark"] == "user-kernel" and result["ours_us"] > 0 and result["user_us"] > 0
+    assert not user.registered_kernels()

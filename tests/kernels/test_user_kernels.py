@@ -157,6 +157,25 @@ def test_inputs_are_read_only_and_bad_results_are_clear_errors():
         session(data).run(None, {"x": x})
 
 
+def test_an_error_inside_a_native_program_names_the_user_kernel():
+    def picky(x):
+        if x[0] > 100:
+            raise OverflowError("too large")
+        return -x
+
+    seamless.register_kernel("Neg", picky)
+    data = model([helper.make_node("Neg", ["x"], ["y"])], [("x", TensorProto.FLOAT, [3])],
+                 [("y", TensorProto.FLOAT, [3])], domains=())
+    sess = session(data)
+    for _ in range(4):  # recorded, then answered by the binding's native program (the kernel a Python step there)
+        (y,) = sess.run(None, {"x": np.ones(3, F32)})
+        assert (y == -1).all()
+    with pytest.raises(Exception, match=r"the user kernel .*picky raised OverflowError: too large"):
+        sess.run(None, {"x": np.full(3, 1000, F32)})
+    (y,) = sess.run(None, {"x": np.ones(3, F32)})  # the session goes on
+    assert (y == -1).all()
+
+
 def test_a_shape_rule_that_disagrees_with_the_model_fails_the_session():
     seamless.register_kernel("Neg", lambda x: -x, shape=lambda s: [(s[0] + 1,)])
     data = model([helper.make_node("Neg", ["x"], ["y"])], [("x", TensorProto.FLOAT, [3])],

@@ -16,6 +16,8 @@ derived from FAMILY_RECORDINGS recordings; the runner patches it for each new le
 """
 from __future__ import annotations
 
+import functools
+
 import math
 from fractions import Fraction
 
@@ -230,7 +232,11 @@ def _lower(rec, node, kdef, fn, args, outs) -> list:
     if node.op_type in SHAPE_ONLY or (node.op_type not in RANDOM and all(a is None or a.static for a in args)):
         return _fold(rec, node, args, outs)
     rec.label = f"node {node.label!r} ({node.key})".encode()
-    lower = None if kdef.user else LOWERINGS.get((node.domain, node.op_type))
+    if kdef.user:  # the user's function itself: the Python step makes its inputs read-only and checks its results
+        user_fn = kdef.fn.user_fn
+        return python_step(rec, node, functools.partial(user_fn, **fn.keywords) if isinstance(fn, functools.partial)
+                           else user_fn, args, outs, kdef.user)
+    lower = LOWERINGS.get((node.domain, node.op_type))
     if lower is not None and node.op_type not in RANDOM:
         try:
             return lower(rec, node, list(args), outs)

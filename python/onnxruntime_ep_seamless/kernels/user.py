@@ -301,14 +301,12 @@ def _run(k: UserKernel, node: Node, graph: Graph) -> Callable:
     fn, shape = k.fn, k.shape
 
     def run(*inputs, **attrs):
-        frozen = []
-        for x in inputs:
+        frozen = [x.view() if x.__class__ is np.ndarray else x for x in inputs]
+        for x in frozen:
             if x.__class__ is np.ndarray:  # a read-only view: ORT's inputs are the caller's arrays
-                x = x.view()
                 x.setflags(write=False)
-            frozen.append(x)
         try:
-            result = fn(*frozen, **attrs)
+            result = fn(*frozen, **attrs) if attrs else fn(*frozen)
         except Exception as exc:  # named: the user's code, not the EP's
             raise RuntimeError(f"{label} raised {type(exc).__name__}: {exc}") from exc
         if result.__class__ is np.ndarray:
@@ -319,7 +317,7 @@ def _run(k: UserKernel, node: Node, graph: Graph) -> Callable:
         if len(results) < outputs:
             raise ValueError(f"{label} returned {len(results)} output(s), the node has {outputs}")
         for i in range(outputs):
-            if types[i] is not None and results[i].dtype != types[i]:
+            if types[i] is not None and results[i].dtype is not types[i] and results[i].dtype != types[i]:
                 raise ValueError(f"{label} returned output {i} of type {results[i].dtype}; the model's output is "
                                  f"{types[i]}")
         if shape is not None:
@@ -328,6 +326,9 @@ def _run(k: UserKernel, node: Node, graph: Graph) -> Callable:
                 if r.shape != s:
                     raise ValueError(f"{label} returned output {i} of shape {r.shape}; its shape rule says {s}")
         return results
+    # inside a native program the function itself: its Python step makes the read-only views and checks each result
+    # against the recorded binding, which `run` checked when it was recorded (kernels/cpu/steps.py PythonStep)
+    run.user_fn = fn
     return run
 
 

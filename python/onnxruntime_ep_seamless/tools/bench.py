@@ -85,6 +85,43 @@ def _node_model(op, inputs, outputs, attrs, constants=(), opset=17, domain="") -
     return helper.make_model(graph, opset_imports=imports).SerializeToString()
 
 
+def user_kernel_benchmark(runs: int, rounds: int, threads: int, warmup: int = 20) -> dict:
+    """The per-call cost of a user's Python kernel (kernels/user.py) against our own Python kernel of the same op:
+    a one-node Cos model (a Python step of the native program: Cos has no native step) on our EP, with our kernel
+    and with `np.cos` registered in its place, alternating rounds; every node on our EP in both."""
+    import numpy as np
+    import onnxruntime as ort
+
+    import onnxruntime_ep_seamless as seamless
+    model = _node_model("Cos", [("x", np.float32, [16])], [("y", np.float32)], {})
+
+    def session():
+        so = seamless.session_options()
+        so.intra_op_num_threads = threads
+        so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
+        return ort.InferenceSession(model, so)
+
+    ours = session()
+    seamless.register_kernel("Cos", lambda x: np.cos(x))
+    try:
+        user = session()
+    finally:
+        seamless.unregister_kernel("Cos")
+    feeds = {"x": np.linspace(0, 1, 16, dtype=np.float32)}
+    if not np.array_equal(ours.run(None, feeds)[0], user.run(None, feeds)[0]):
+        raise RuntimeError("the user kernel's Cos differs from ours")
+    for _ in range(warmup):
+        ours.run(None, feeds)
+        user.run(None, feeds)
+    t_ours, t_user = [], []
+    for _ in range(rounds):
+        t_ours.append(_time_runs(ours, feeds, runs))
+        t_user.append(_time_runs(user, feeds, runs))
+    med_ours, med_user = statistics.median(t_ours), statistics.median(t_user)
+    return {"ours_us": med_ours * 1e6, "user_us": med_user * 1e6, "ratio": med_user / med_ours, "runs": runs,
+            "rounds": rounds, "intra_op_threads": threads, "onnxruntime": ort.__version__}
+
+
 def _nms_case(classes, boxes, rng):
     """Detector-like: boxes 10-120 px wide on a 1000 px image, scores mostly low (uniform^4)."""
     import numpy as np

@@ -194,6 +194,18 @@ def cmd_bench(args) -> int:
         return 0
     if args.what == "ops":
         return cmd_bench_ops(args)
+    if args.what == "user-kernel":
+        if not _has_onnx("bench user-kernel (it builds its one-node model)"):
+            return 2
+        from .bench import user_kernel_benchmark
+        r = user_kernel_benchmark(args.runs, args.rounds, args.threads)
+        print(f"one Cos node [16] float32 on our EP: our Python kernel {r['ours_us']:.2f} us a run, a user kernel "
+              f"(np.cos) {r['user_us']:.2f} us, ratio {r['ratio']:.2f}x  (median of {r['rounds']} rounds x "
+              f"{r['runs']} runs, {r['intra_op_threads']} intra-op thread(s); onnxruntime {r['onnxruntime']})")
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"benchmark": "user-kernel", **r}, f, indent=2)
+        return 0
     from .bench import compare_latency, print_result
     if args.what == "overhead":
         model, dims, title = SMOKE_MODEL, {"n": 16}, "per-run overhead, one Add node [16] float32"
@@ -281,7 +293,8 @@ def main(argv=None) -> int:
     p.add_argument("what", help="'overhead' (one-node model), 'demo' (the README demo's model), 'ops' (single-op "
                                 "models: NonMaxSuppression, TfIdfVectorizer, LSTM, TopK, MatMulNBits), 'decode' (LLM "
                                 "decoding, see below), 'genai' (the same driven by onnxruntime-genai's Generator), "
-                                "'gemm' (float32 products of MiniLM's and decoders' shapes), 'layers-gpu' "
+                                "'gemm' (float32 products of MiniLM's and decoders' shapes), 'user-kernel' (a user's "
+                                "Python kernel against ours), 'layers-gpu' "
                                 "(Qwen3.5-35B-A3B's QMoE and LinearAttention layers on the CUDA EP, captured), "
                                 "'profile' MODEL (the time of each step of its native programs, per op) or a model path")
     p.add_argument("--dim", action="append", default=[], metavar="NAME=SIZE", help="size of a symbolic dim")

@@ -987,10 +987,11 @@ SHAPE_INPUTS = {
 
 class PythonStep:
     """A node run by its Python kernel inside a native program: views over its operands' slots, the kernel, the
-    results copied into the output slots (whose shapes the binding fixed)."""
+    results copied into the output slots (whose shapes the binding fixed). user: a user's kernel (kernels/user.py)
+    by name, which its errors name; it may return one array for a node of one output."""
 
-    def __init__(self, node, fn, inputs: list, outputs: list):
-        self.node, self.fn = node, fn
+    def __init__(self, node, fn, inputs: list, outputs: list, user: str = ""):
+        self.node, self.fn, self.user = node, fn, user
         self.inputs = [None if a is None else (a.dtype, a.shape) for a in inputs]
         self.outputs = [(a.dtype, a.shape) for a in outputs]
 
@@ -1006,7 +1007,15 @@ class PythonStep:
             view.flags.writeable = False  # the program's values: never written by a kernel
             args.append(view)
             k += 1
-        results = self.fn(*args)
+        try:
+            results = self.fn(*args)
+        except Exception as exc:
+            if not self.user:
+                raise
+            raise RuntimeError(f"node {self.node.label!r} ({self.node.key}): the user kernel {self.user} raised "
+                               f"{type(exc).__name__}: {exc}") from exc
+        if results.__class__ is np.ndarray:
+            results = (results,)
         for (dtype, shape), result in zip(self.outputs, results):
             result = np.asarray(result)
             if result.shape != shape or result.dtype != dtype:
@@ -1030,9 +1039,9 @@ def seamless_python_step(handle, operands, error, error_len):
         return status_code(exc)
 
 
-def python_step(rec, node, fn, ins, outs) -> list:
+def python_step(rec, node, fn, ins, outs, user: str = "") -> list:
     """The node as a Python step of the program, or Declined (its outputs' shapes could follow the run's data, or
-    its values are not plain memory)."""
+    its values are not plain memory). user: a user's kernel, by name (PythonStep)."""
     shaped = SHAPE_INPUTS.get(node.op_type, set())
     dynamic = [i for i, v in enumerate(ins) if v is not None and not v.static]
     if shaped & set(dynamic):
@@ -1042,7 +1051,7 @@ def python_step(rec, node, fn, ins, outs) -> list:
         raise Declined(f"more than {lib.SEAMLESS_STEP_OPERANDS} operands for a Python step")
     if not all(plain_memory(a.dtype) for a in [v.array for v in present] + list(outs)):
         raise Declined("values that are no plain memory (sub-byte packed types)")
-    step = PythonStep(node, fn, [None if v is None else v.array for v in ins], outs)
+    step = PythonStep(node, fn, [None if v is None else v.array for v in ins], outs, user)
     args = rec.args("SeamlessPythonArgs")
     args.handle = rec.keep(ffi.new_handle(step))
     args.n_operands = len(present) + len(outs)
