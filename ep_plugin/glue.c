@@ -638,6 +638,9 @@ static OrtStatus* py_compile(void* ep_handle, const OrtGraph* graph, const OrtNo
                              void** native);
 static OrtStatus* py_compute(void* kernel_handle, OrtKernelContext* ctx);
 static OrtStatus* py_custom_ops(void* factory_handle, OrtEpFactory* factory);
+static int py_infer_shapes(void* factory_handle, int32_t op, size_t n, const int32_t* types, const int32_t* ranks,
+                           const int64_t* dims, size_t max_rank, size_t n_out, int32_t* out_types, int32_t* out_ranks,
+                           int64_t* out_dims);
 
 static const char* factory_name(const OrtEpFactory* f) { return ((const SeamlessFactory*)f)->name; }
 static const char* factory_vendor(const OrtEpFactory* f) { return ((const SeamlessFactory*)f)->vendor; }
@@ -804,6 +807,8 @@ static void factory_release_ep(OrtEpFactory* f, OrtEp* ep) {
 typedef struct {
   OrtCustomOp base;   /* first: ORT's pointer is ours */
   char *name, *ep_name;
+  void* factory;      /* the Python factory, which answers shape inference (py_infer_shapes) */
+  int32_t id;         /* the op among those the Python factory handed over */
   int since, until;
   size_t n_in, required_in, n_out;  /* inputs from required_in on are optional */
   int32_t types[];    /* the inputs' element types, then the outputs' (0: any type) */
@@ -857,6 +862,49 @@ static OrtStatus* custom_op_compute_v2(void* kernel, OrtKernelContext* ctx) {
   return seamless_status(1, "onnxruntime-ep-seamless: a placeholder custom-op kernel was run");
 }
 static void custom_op_destroy(void* kernel) { (void)kernel; }
+
+/* ORT's type and shape inference of a custom op's node, from the user's shape rule: the inputs' element types and
+ * dims (rank -1: absent or not a tensor; a dim ORT does not know: -1) to Python, the outputs' back. Nothing is set
+ * where the rule cannot answer; ORT ignores the returned status. */
+#define SHAPE_RANK 16
+static OrtStatus* custom_op_infer(const OrtCustomOp* op, OrtShapeInferContext* ctx) {
+  const SeamlessCustomOp* c = custom_op(op);
+  size_t n = 0;
+  OrtStatus* st = ORT(ShapeInferContext_GetInputCount)(ctx, &n);
+  if (st) return st;
+  int32_t* ints = calloc(2 * (n + c->n_out) + 1, sizeof *ints);  /* types and ranks, of the inputs then outputs */
+  int64_t* dims = calloc((n + c->n_out) * SHAPE_RANK + 1, sizeof *dims);
+  if (!ints || !dims) {
+    free(ints), free(dims);
+    return seamless_status(1, "onnxruntime-ep-seamless: out of memory in shape inference");
+  }
+  for (size_t i = 0; i < n; i++) {
+    OrtTensorTypeAndShapeInfo* info = NULL;
+    size_t rank = 0;
+    ints[n + i] = -1;
+    OrtStatus* e = ORT(ShapeInferContext_GetInputTypeShape)(ctx, i, &info);
+    if (!e && info && !(e = ORT(GetTensorElementType)(info, &ints[i])) &&
+        !(e = ORT(GetDimensionsCount)(info, &rank)) && rank <= SHAPE_RANK &&
+        !(e = ORT(GetDimensions)(info, dims + i * SHAPE_RANK, rank)))
+      ints[n + i] = (int32_t)rank;
+    if (e) ORT(ReleaseStatus)(e);  /* info stays the context's */
+  }
+  int32_t *out_types = ints + 2 * n, *out_ranks = out_types + c->n_out;
+  int64_t* out_dims = dims + n * SHAPE_RANK;
+  if (c->factory && py_infer_shapes(c->factory, c->id, n, ints, ints + n, dims, SHAPE_RANK, c->n_out, out_types,
+                                    out_ranks, out_dims))
+    for (size_t j = 0; j < c->n_out && !st; j++) {
+      OrtTensorTypeAndShapeInfo* info = NULL;
+      if (out_ranks[j] < 0 || out_ranks[j] > SHAPE_RANK) continue;
+      st = ORT(CreateTensorTypeAndShapeInfo)(&info);
+      if (!st) st = ORT(SetTensorElementType)(info, out_types[j]);
+      if (!st) st = ORT(SetDimensions)(info, out_dims + j * SHAPE_RANK, (size_t)out_ranks[j]);
+      if (!st) st = ORT(ShapeInferContext_SetOutputTypeShape)(ctx, j, info);
+      if (info) ORT(ReleaseTensorTypeAndShapeInfo)(info);
+    }
+  free(ints), free(dims);
+  return st;
+}
 static size_t custom_op_no_aliases(int** in, int** out) { *in = *out = NULL; return 0; }
 static void custom_op_release_aliases(int* in, int* out) { (void)in, (void)out; }
 
@@ -876,11 +924,12 @@ static const OrtCustomOp CUSTOM_OP = {
 
 /* Python's registry as it now is (py_custom_ops calls this when it changed): n ops, op i named names[i] of
  * domains[i] for opsets [since[i], until[i]] with n_in[i] inputs (the first required_in[i] required, the rest
- * optional) and n_out[i] outputs whose element types follow one another in `types`. The domains are made at once; the factory hands the newest set to ORT. */
+ * optional) and n_out[i] outputs whose element types follow one another in `types`; ids[i] names it to the Python
+ * factory, which infers its outputs' shapes where infers[i]. The domains are made at once; the factory hands the newest set to ORT. */
 OrtStatus* seamless_set_custom_ops(OrtEpFactory* factory, size_t n, const char* const* domains,
                                    const char* const* names, const int32_t* since, const int32_t* until,
                                    const int32_t* n_in, const int32_t* required_in, const int32_t* n_out,
-                                   const int32_t* types) {
+                                   const int32_t* types, const int32_t* ids, const int32_t* infers) {
   SeamlessFactory* f = (SeamlessFactory*)factory;
   SeamlessOpDomains* set = calloc(1, sizeof *set + n * sizeof set->domains[0]);
   if (!set) return seamless_status(1, "onnxruntime-ep-seamless: out of memory for custom-op domains");
@@ -899,6 +948,8 @@ OrtStatus* seamless_set_custom_ops(OrtEpFactory* factory, size_t n, const char* 
     op->n_in = (size_t)n_in[i], op->required_in = (size_t)required_in[i], op->n_out = (size_t)n_out[i];
     memcpy(op->types, types + t, count * sizeof op->types[0]);
     op->base = CUSTOM_OP;
+    op->base.InferOutputShapeFn = infers[i] ? custom_op_infer : NULL;
+    op->factory = f->handle, op->id = ids[i];
     size_t d = 0;  /* this op's domain among the set's: one per distinct name */
     while (d < set->n && strcmp(domains[made_by[d]], domains[i]) != 0) d++;
     if (d == set->n) {

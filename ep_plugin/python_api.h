@@ -19,6 +19,9 @@ extern "Python" {
                         void** native);
   OrtStatus* py_compute(void* kernel_handle, OrtKernelContext* ctx);
   OrtStatus* py_custom_ops(void* factory_handle, OrtEpFactory* factory);
+  int py_infer_shapes(void* factory_handle, int32_t op, size_t n, const int32_t* types, const int32_t* ranks,
+                      const int64_t* dims, size_t max_rank, size_t n_out, int32_t* out_types, int32_t* out_ranks,
+                      int64_t* out_dims);
 }
 
 OrtStatus* seamless_status(int code, const char* msg);
@@ -29,7 +32,7 @@ uint32_t seamless_api_version(void);
 OrtStatus* seamless_set_custom_ops(OrtEpFactory* factory, size_t n, const char* const* domains,
                                    const char* const* names, const int32_t* since, const int32_t* until,
                                    const int32_t* n_in, const int32_t* required_in, const int32_t* n_out,
-                                   const int32_t* types);
+                                   const int32_t* types, const int32_t* ids, const int32_t* infers);
 OrtEpFactory* seamless_new_factory(void* handle, const char* name, const char* vendor, const char* version, int hw_type);
 OrtStatus* seamless_dump_graph(const OrtGraph* graph, const OrtNode* fused, size_t const_limit, char** out, size_t* out_len);
 OrtStatus* seamless_fuse_nodes(const OrtGraph* graph, OrtEpGraphSupportInfo* info, const int32_t* idx, size_t count);

@@ -88,6 +88,21 @@ def test_a_custom_ops_optional_input_may_be_left_out():
 
 
 @needs_custom_domains
+def test_ort_learns_a_custom_ops_output_shapes_from_its_shape_rule():
+    # the shape rule answers ORT's shape inference: the node after the custom op sees a static shape (the model
+    # declares none); a rule that reads attributes is not asked (ORT hands the EP only types and shapes)
+    seen = []
+    seamless.register_kernel("Pair", lambda x: np.stack([x, x], -1), domain="my.domain", inputs=[None],
+                             outputs=[None], shape=lambda s: [(*s, 2)])
+    seamless.register_kernel("Relu", lambda x: np.maximum(x, 0), supports=lambda node: seen.append(node.input_shapes))
+    data = model([helper.make_node("Pair", ["x"], ["p"], domain="my.domain"), helper.make_node("Relu", ["p"], ["y"])],
+                 [("x", TensorProto.FLOAT, [3])], [("y", TensorProto.FLOAT, None)])
+    (y,) = session(data).run(None, {"x": np.array([-1, 0, 2], F32)})
+    assert y.shape == (3, 2) and (y[:, 0] == [0, 0, 2]).all()
+    assert ((3, 2),) in seen, seen
+
+
+@needs_custom_domains
 def test_a_custom_op_its_kernel_declines_fails_the_session_with_the_reason():
     seamless.register_kernel("Twice", lambda x: x + x, domain="my.domain", inputs=[None], outputs=[None],
                              supports=lambda node: None if node.input_types[0] == F32 else "float32 only here")

@@ -142,6 +142,22 @@ def attach(ffi, lib, variant: str = "cpu") -> None:
             return native.error_status(exc, "onnxruntime-ep-seamless: custom-op domains: ")
 
     @ffi.def_extern()
+    def py_infer_shapes(factory_handle, op, n, types, ranks, dims, max_rank, n_out, out_types, out_ranks, out_dims):
+        try:
+            shapes = [None if ranks[i] < 0 else tuple(dims[i * max_rank + d] for d in range(ranks[i]))
+                      for i in range(n)]
+            found = from_handle(factory_handle).infer_shapes(op, [types[i] for i in range(n)], shapes)
+            if found is None:
+                return 0
+            for j, (elem_type, shape) in enumerate(found[:n_out]):
+                out_types[j], out_ranks[j] = elem_type, len(shape)
+                for d, value in enumerate(shape[:max_rank]):
+                    out_dims[j * max_rank + d] = value
+            return 1
+        except Exception:  # ORT goes on without the shapes; the session's checks report a bad rule
+            return 0
+
+    @ffi.def_extern()
     def py_compute(kernel_handle, ctx):
         kernel = from_handle(kernel_handle)
         try:

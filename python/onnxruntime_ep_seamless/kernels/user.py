@@ -74,6 +74,15 @@ class UserKernel:
     def custom(self) -> bool:
         return self.domain not in ORT_DOMAINS
 
+    @property
+    def infers_shapes(self) -> bool:
+        """Whether ORT can learn a custom op's output shapes from the shape rule: one that reads no attributes (ORT's
+        shape inference hands the EP the inputs' types and shapes only)."""
+        if self.shape is None:
+            return False
+        params = inspect.signature(self.shape).parameters.values()
+        return not any(p.kind in (p.KEYWORD_ONLY, p.VAR_KEYWORD) for p in params)
+
 
 _KERNELS: dict[tuple[str, str], list[UserKernel]] = {}  # (domain, op_type) -> kernels, the latest first
 _changes = 0  # how many registrations changed the custom ops (the factory hands ORT their newest set)
@@ -225,6 +234,22 @@ def _check_onnxruntime(where) -> None:
         raise ValueError(f"{where}: a custom domain needs onnxruntime >= {'.'.join(map(str, CUSTOM_DOMAINS_ORT))} "
                          f"(OrtEpFactory::GetCustomOpDomains), found {ort.__version__}. Fix: pip install -U "
                          "onnxruntime")
+
+
+def infer_shapes(k: UserKernel, input_types: list, input_shapes: list) -> list | None:
+    """A custom op's outputs' (ONNX element type, shape) from its shape rule, given its inputs' ONNX element types and
+    shapes (None: absent); None where any input dim is unknown (-1) or the rule fails."""
+    if any(s is not None and any(d < 0 for d in s) for s in input_shapes):
+        return None
+    try:
+        shapes = _rule(k.shape, input_shapes, {})
+    except Exception:
+        return None
+    anys = [t for t, declared in zip(input_types, k.inputs) if declared is None]
+    types = [NUMPY_TO_ONNX[t] if t is not None else (anys[0] if anys else 0) for t in k.outputs]
+    if len(shapes) < len(types) or 0 in types:
+        return None
+    return list(zip(types, shapes))
 
 
 def custom_ops(device: str) -> list[UserKernel]:
