@@ -80,7 +80,7 @@ def place(graph, input_names, output_names, fusion: bool = True) -> list[Step]:
         seam = f"reads {', '.join(read)} on the host ({why})" if read else ""
         if not seam and on_host_kernel and kdef.user:  # a user's kernel of capture class "host": its own reads
             seam = f"the user kernel {kdef.user} reads GPU values on the host (capture='host')"
-        if not on_gpu or on_host_kernel or node.op_type in HOST_RESULTS:
+        if not on_gpu or (on_host_kernel and not kdef.user) or node.op_type in HOST_RESULTS:  # (a user's: GPU)
             on_host.update(n for n in node.outputs if n)
         grows = bool(growing) and any(_grows(graph.value(n).shape, growing) for n in node.inputs + node.outputs if n)
         steps.append(Step(node, kdef, on_gpu, seam, grows))
