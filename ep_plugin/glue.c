@@ -593,7 +593,7 @@ typedef struct {
   char *name, *vendor, *version;
   char* registration;           /* the name ORT registered the library under (tags its devices) */
   int hw_type;                  /* OrtHardwareDeviceType this factory serves */
-  SeamlessOpDomains* op_domains;  /* the custom-op domains of the user's kernels, newest first */
+  SeamlessOpDomains* op_domains;  /* the newest set of the user's custom-op domains handed to ORT */
 } SeamlessFactory;
 
 typedef struct {
@@ -807,7 +807,7 @@ static void factory_release_ep(OrtEpFactory* f, OrtEp* ep) {
 typedef struct {
   OrtCustomOp base;   /* first: ORT's pointer is ours */
   char *name, *ep_name;
-  void* factory;      /* the Python factory, which answers shape inference (py_infer_shapes) */
+  const SeamlessFactory* owner;  /* its Python factory answers shape inference (py_infer_shapes) while alive */
   int32_t id;         /* the op among those the Python factory handed over */
   int since, until;
   size_t n_in, required_in, n_out;  /* inputs from required_in on are optional */
@@ -815,7 +815,6 @@ typedef struct {
 } SeamlessCustomOp;
 
 struct SeamlessOpDomains {
-  SeamlessOpDomains* next;
   size_t n;
   OrtCustomOpDomain* domains[];
 };
@@ -891,8 +890,9 @@ static OrtStatus* custom_op_infer(const OrtCustomOp* op, OrtShapeInferContext* c
   }
   int32_t *out_types = ints + 2 * n, *out_ranks = out_types + c->n_out;
   int64_t* out_dims = dims + n * SHAPE_RANK;
-  if (c->factory && py_infer_shapes(c->factory, c->id, n, ints, ints + n, dims, SHAPE_RANK, c->n_out, out_types,
-                                    out_ranks, out_dims))
+  void* handle = c->owner->handle;  /* NULL once ORT released the factory */
+  if (handle && py_infer_shapes(handle, c->id, n, ints, ints + n, dims, SHAPE_RANK, c->n_out, out_types, out_ranks,
+                                out_dims))
     for (size_t j = 0; j < c->n_out && !st; j++) {
       OrtTensorTypeAndShapeInfo* info = NULL;
       if (out_ranks[j] < 0 || out_ranks[j] > SHAPE_RANK) continue;
@@ -925,7 +925,8 @@ static const OrtCustomOp CUSTOM_OP = {
 /* Python's registry as it now is (py_custom_ops calls this when it changed): n ops, op i named names[i] of
  * domains[i] for opsets [since[i], until[i]] with n_in[i] inputs (the first required_in[i] required, the rest
  * optional) and n_out[i] outputs whose element types follow one another in `types`; ids[i] names it to the Python
- * factory, which infers its outputs' shapes where infers[i]. The domains are made at once; the factory hands the newest set to ORT. */
+ * factory, which infers its outputs' shapes where infers[i]. The domains are made at once; the factory hands the
+ * newest set to ORT. */
 OrtStatus* seamless_set_custom_ops(OrtEpFactory* factory, size_t n, const char* const* domains,
                                    const char* const* names, const int32_t* since, const int32_t* until,
                                    const int32_t* n_in, const int32_t* required_in, const int32_t* n_out,
@@ -949,7 +950,7 @@ OrtStatus* seamless_set_custom_ops(OrtEpFactory* factory, size_t n, const char* 
     memcpy(op->types, types + t, count * sizeof op->types[0]);
     op->base = CUSTOM_OP;
     op->base.InferOutputShapeFn = infers[i] ? custom_op_infer : NULL;
-    op->factory = f->handle, op->id = ids[i];
+    op->owner = f, op->id = ids[i];
     size_t d = 0;  /* this op's domain among the set's: one per distinct name */
     while (d < set->n && strcmp(domains[made_by[d]], domains[i]) != 0) d++;
     if (d == set->n) {
@@ -961,8 +962,7 @@ OrtStatus* seamless_set_custom_ops(OrtEpFactory* factory, size_t n, const char* 
   }
   free(made_by);
   if (st) return st;  /* what was made stays allocated: ORT may not release a domain it saw */
-  set->next = f->op_domains;
-  f->op_domains = set;
+  f->op_domains = set;  /* the older sets stay allocated, for the sessions made with them */
   return NULL;
 }
 

@@ -17,7 +17,6 @@ derived from FAMILY_RECORDINGS recordings; the runner patches it for each new le
 from __future__ import annotations
 
 import functools
-
 import math
 from fractions import Fraction
 

@@ -65,6 +65,7 @@ class UserKernel:
     device: str = "cpu"     # the EP whose kernel it is: "cpu" or "cuda"
     optional_inputs: int = 0  # a custom op's last inputs that a node may leave out (the kernel gets None)
     capture: str = "host"   # CUDA: its capture class (CAPTURE_CLASSES)
+    shape_attrs: frozenset | None = None  # the attributes the shape rule takes by name (None: all, **attributes)
 
     @property
     def name(self) -> str:
@@ -158,8 +159,12 @@ def _checked_registration(op_type, fn, domain, since, until, supports, shape, in
     params = _parameters(where, "the kernel", fn)
     positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     variadic = any(p.kind is p.VAR_POSITIONAL for p in params)
+    shape_attrs = None
     if shape is not None:
-        _parameters(where, "the shape rule", shape)
+        shape_params = _parameters(where, "the shape rule", shape)
+        if not any(p.kind is p.VAR_KEYWORD for p in shape_params):
+            shape_attrs = frozenset(p.name for p in shape_params if p.kind in (p.KEYWORD_ONLY,
+                                                                                p.POSITIONAL_OR_KEYWORD))
     custom = domain not in ORT_DOMAINS
     if custom:
         if inputs is None or outputs is None:
@@ -194,7 +199,7 @@ def _checked_registration(op_type, fn, domain, since, until, supports, shape, in
     keyword = frozenset(p.name for p in params if p.kind is p.KEYWORD_ONLY)
     return UserKernel(op_type, domain, since, until, fn, supports, shape, inputs, outputs, keyword,
                       any(p.kind is p.VAR_KEYWORD for p in params), device, optional_inputs,
-                      capture if device == "cuda" else "host")
+                      capture if device == "cuda" else "host", shape_attrs)
 
 
 def _parameters(where, what, fn) -> list:
@@ -242,7 +247,7 @@ def infer_shapes(k: UserKernel, input_types: list, input_shapes: list) -> list |
     if any(s is not None and any(d < 0 for d in s) for s in input_shapes):
         return None
     try:
-        shapes = _rule(k.shape, input_shapes, {})
+        shapes = _rule(k, input_shapes, {})
     except Exception:
         return None
     anys = [t for t, declared in zip(input_types, k.inputs) if declared is None]
@@ -346,7 +351,7 @@ def _run(k: UserKernel, node: Node, graph: Graph) -> Callable:
                 raise ValueError(f"{label} returned output {i} of type {results[i].dtype}; the model's output is "
                                  f"{types[i]}")
         if shape is not None:
-            want = _rule(shape, [None if x is None else np.shape(x) for x in inputs], attrs)
+            want = _rule(k, [None if x is None else np.shape(x) for x in inputs], attrs)
             for i, (r, s) in enumerate(zip(results, want)):
                 if r.shape != s:
                     raise ValueError(f"{label} returned output {i} of shape {r.shape}; its shape rule says {s}")
@@ -357,12 +362,11 @@ def _run(k: UserKernel, node: Node, graph: Graph) -> Callable:
     return run
 
 
-def _rule(shape: Callable, input_shapes, attrs) -> list[tuple]:
-    params = inspect.signature(shape).parameters.values()
-    if not any(p.kind is p.VAR_KEYWORD for p in params):
-        names = {p.name for p in params if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)}
-        attrs = {k: v for k, v in attrs.items() if k in names}
-    return [tuple(int(d) for d in s) for s in shape(*input_shapes, **attrs)]
+def _rule(k: UserKernel, input_shapes, attrs) -> list[tuple]:
+    """The outputs' shapes by k's shape rule, given the attributes it takes by name."""
+    if k.shape_attrs is not None:
+        attrs = {name: v for name, v in attrs.items() if name in k.shape_attrs}
+    return [tuple(int(d) for d in s) for s in k.shape(*input_shapes, **attrs)]
 
 
 def _check_shape_rule(k: UserKernel, node: Node, graph: Graph) -> None:
@@ -377,7 +381,7 @@ def _check_shape_rule(k: UserKernel, node: Node, graph: Graph) -> None:
             return  # not static: checked on each result
         shapes.append(tuple(shape) if name else None)
     try:
-        want = _rule(k.shape, shapes, dict(node.attrs))
+        want = _rule(k, shapes, dict(node.attrs))
     except Exception as exc:
         raise ValueError(f"the user kernel {k.name}'s shape rule raised {type(exc).__name__}: {exc}") from exc
     if len(want) < len(node.outputs):
@@ -428,10 +432,10 @@ def _run_cuda(k: UserKernel, node: Node, graph: Graph) -> Callable:
     rule and the user's function wrote."""
     label, outputs = f"node {node.label!r} ({node.key}): the user kernel {k.name}", len(node.outputs)
     types = [graph.value(name).dtype if name else np.dtype(np.float32) for name in node.outputs]
-    fn, shape = k.fn, k.shape
+    fn = k.fn
 
     def run(rt, stream, *inputs, **attrs):
-        shapes = _rule(shape, [None if t is None else t.shape for t in inputs], attrs)
+        shapes = _rule(k, [None if t is None else t.shape for t in inputs], attrs)
         if len(shapes) < outputs:
             raise ValueError(f"{label}: its shape rule gave {len(shapes)} shape(s) for {outputs} output(s)")
         results = [rt.alloc(s, t) for s, t in zip(shapes, types)]

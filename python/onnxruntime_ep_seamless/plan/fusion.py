@@ -345,15 +345,11 @@ FUSIONS = [
 ]
 
 
-def _user_nodes(graph: Graph, device: str) -> dict:
-    """The nodes a user's kernel runs (kernels/user.py), by index: no rule matches them (under another op type
-    while the rules walk), so they run as they are."""
-    held = {}
-    for node in graph.nodes if user_kernels.has_kernels() else ():
-        kdef = lookup(node, graph, device)[0]
-        if kdef is not None and kdef.user:
-            held[node.index] = node
-    return held
+def _user_nodes(graph: Graph, device: str) -> set:
+    """The indices of the nodes a user's kernel runs (kernels/user.py): they run as they are."""
+    if not user_kernels.has_kernels():
+        return set()
+    return {node.index for node in graph.nodes if getattr(lookup(node, graph, device)[0], "user", "")}
 
 
 def fuse(graph: Graph, outputs: list[str], device: str = "cpu", enabled: bool = True) -> list[Node]:
@@ -361,9 +357,15 @@ def fuse(graph: Graph, outputs: list[str], device: str = "cpu", enabled: bool = 
     constants to the graph (the transposed weights of Linear and MatMulSwiGLU). enabled=False (the `fusion`
     option): the nodes as they are."""
     ctx = FusionContext(graph, set(outputs), device)
-    held = _user_nodes(graph, device) if enabled else {}
-    nodes = [dataclasses.replace(n, op_type=f"{n.op_type} (user kernel)") if n.index in held else n
-             for n in graph.nodes]
+    held = _user_nodes(graph, device) if enabled else set()
+    originals = {}  # id(stand-in) -> the node a user's kernel runs: no rule matches the stand-in's op type
+    nodes = []
+    for n in graph.nodes:
+        if n.index in held:
+            stand_in = dataclasses.replace(n, op_type=f"{n.op_type} (user kernel)")
+            originals[id(stand_in)] = n
+            n = stand_in
+        nodes.append(n)
     for rules in FUSIONS if enabled else ():
         ctx.walk(nodes)
         for node in nodes:
@@ -372,4 +374,4 @@ def fuse(graph: Graph, outputs: list[str], device: str = "cpu", enabled: bool = 
                     if rule(ctx, node):
                         break
         nodes = ctx.result(nodes)
-    return [held[n.index] if n.index in held and n.op_type.endswith(" (user kernel)") else n for n in nodes]
+    return [originals.get(id(n), n) for n in nodes]

@@ -20,6 +20,18 @@ def _time_runs(session, feeds, runs: int) -> float:
     return statistics.median(times)
 
 
+def _alternate(first, second, feeds, runs: int, rounds: int, warmup: int) -> tuple[float, float]:
+    """The two sessions' median run times (s): warmed up together, then rounds timing one, then the other."""
+    for _ in range(warmup):
+        first.run(None, feeds)
+        second.run(None, feeds)
+    t_first, t_second = [], []
+    for _ in range(rounds):
+        t_first.append(_time_runs(first, feeds, runs))
+        t_second.append(_time_runs(second, feeds, runs))
+    return statistics.median(t_first), statistics.median(t_second)
+
+
 def compare_latency(model, feeds_fn, runs: int, rounds: int, threads: int, warmup: int = 20,
                     fallback: bool = True) -> dict:
     """fallback=False: our session refuses to hand a node to ORT's CPU EP (session.disable_cpu_ep_fallback)."""
@@ -37,15 +49,7 @@ def compare_latency(model, feeds_fn, runs: int, rounds: int, threads: int, warmu
     ours = ort.InferenceSession(model, ours_options)
     report = seamless.assert_ep_selected(ours)
     stock = ort.InferenceSession(model, options(ort.SessionOptions()), providers=["CPUExecutionProvider"])
-    feeds = feeds_fn(stock)
-    for _ in range(warmup):
-        ours.run(None, feeds)
-        stock.run(None, feeds)
-    t_ours, t_stock = [], []
-    for _ in range(rounds):
-        t_ours.append(_time_runs(ours, feeds, runs))
-        t_stock.append(_time_runs(stock, feeds, runs))
-    med_ours, med_stock = statistics.median(t_ours), statistics.median(t_stock)
+    med_ours, med_stock = _alternate(ours, stock, feeds_fn(stock), runs, rounds, warmup)
     import numpy as np
     return {
         "ours_ms": med_ours * 1e3, "stock_ms": med_stock * 1e3, "ratio": med_ours / med_stock,
@@ -110,14 +114,7 @@ def user_kernel_benchmark(runs: int, rounds: int, threads: int, warmup: int = 20
     feeds = {"x": np.linspace(0, 1, 16, dtype=np.float32)}
     if not np.array_equal(ours.run(None, feeds)[0], user.run(None, feeds)[0]):
         raise RuntimeError("the user kernel's Cos differs from ours")
-    for _ in range(warmup):
-        ours.run(None, feeds)
-        user.run(None, feeds)
-    t_ours, t_user = [], []
-    for _ in range(rounds):
-        t_ours.append(_time_runs(ours, feeds, runs))
-        t_user.append(_time_runs(user, feeds, runs))
-    med_ours, med_user = statistics.median(t_ours), statistics.median(t_user)
+    med_ours, med_user = _alternate(ours, user, feeds, runs, rounds, warmup)
     return {"ours_us": med_ours * 1e6, "user_us": med_user * 1e6, "ratio": med_user / med_ours, "runs": runs,
             "rounds": rounds, "intra_op_threads": threads, "onnxruntime": ort.__version__}
 
