@@ -103,8 +103,8 @@ def register_kernel(op_type: str, fn: Callable | None = None, *, domain: str = "
     shape(*input_shapes, **attributes) -> one shape per output. A custom domain (not one ORT knows) declares its
     op's schema: `inputs` and `outputs`, one numpy dtype per input and output, None for "any type" (an output None
     takes its op's one input of any type); the last `optional_inputs` of them are optional. Register before the
-    session options are made (ORT reads the custom ops' schemas then); ORT >= 1.24 for a custom domain. Raises ValueError (TypeError for what is not callable)
-    for a registration that cannot work."""
+    session options are made (ORT reads the custom ops' schemas then); ORT >= 1.24 for a custom domain. Raises
+    ValueError (TypeError for what is not callable) for a registration that cannot work."""
     if fn is None:
         return lambda f: register_kernel(op_type, f, domain=domain, since=since, until=until, supports=supports,
                                          shape=shape, inputs=inputs, outputs=outputs, optional_inputs=optional_inputs,
