@@ -6,6 +6,8 @@ Shared objects, none linked against libpython, per variant V (cpu, cuda):
                                   cuda_*.c for cuda; bench's C decode loop, tools/host_decode.c, in both)
 and
 - _native_cpu<EXT_SUFFIX>         native CPU kernels (an ordinary cffi extension)
+- _cuda_args<EXT_SUFFIX>          the CUDA kernels' argument structs and codes (native/cuda/args.h), for their
+                                  Python side (an ordinary cffi extension; no CUDA needed, so built always)
 - _kernels_cuda.fatbin            CUDA kernels (native/cuda/*.cu) for sm_80, sm_90, sm_100 + PTX,
                                   when nvcc is on PATH (SEAMLESS_REQUIRE_NVCC=1 makes it required)
 The CUDA variant's C glue loads the NVIDIA driver at run time: building it needs no CUDA.
@@ -33,6 +35,7 @@ TOOLS = ROOT / "python" / "onnxruntime_ep_seamless" / "tools"
 EXT_SUFFIX = sysconfig.get_config_var("EXT_SUFFIX")
 VARIANTS = ("cpu", "cuda")
 NATIVE_MODULE = "_native_cpu"
+CUDA_ARGS_MODULE = "_cuda_args"
 CUDA_FATBIN = "_kernels_cuda.fatbin"
 CUDA_ARCHS = ("80", "90", "100")
 # The EP module's C units besides cffi's own (whose source is glue.c), linked into one shared object:
@@ -112,8 +115,8 @@ def build_ep_module(out: Path, tmp: Path, variant: str) -> None:
     include = sysconfig.get_paths()["include"]
     name = f"{module}{EXT_SUFFIX}"
     units = [c_file, HOST_DECODE, CPU_RUNNER, *(CUDA_UNITS if variant == "cuda" else ())]
-    _gcc([*CFLAGS, *COMPAT, _soname(name), f"-I{HERE}", f"-I{TOOLS}", f"-I{NATIVE_CPU}", f"-I{include}", *map(str, units),
-          "-o", str(out / name), *SYSLIBS])
+    _gcc([*CFLAGS, *COMPAT, _soname(name), f"-I{HERE}", f"-I{TOOLS}", f"-I{NATIVE_CPU}", f"-I{NATIVE_CUDA}", f"-I{include}",
+          *map(str, units), "-o", str(out / name), *SYSLIBS])
 
 
 def build_shim(out: Path, variant: str) -> None:
@@ -158,6 +161,19 @@ def build_native_cpu(out: Path, tmp: Path) -> None:
     _gcc([*flags, *COMPAT, _soname(name), f"-I{NATIVE_CPU}", f"-I{include}", str(c_file), "-o", str(out / name), "-lm"])
 
 
+def build_cuda_args(out: Path, tmp: Path) -> None:
+    """args.h as a cffi module: cffi checks at import that its layouts are the C compiler's (nvcc's for the
+    kernels: the same plain C structs)."""
+    ffi = cffi.FFI()
+    ffi.cdef((NATIVE_CUDA / "args.h").read_text())
+    ffi.set_source(CUDA_ARGS_MODULE, '#include <stdint.h>\n#include "args.h"\n')
+    c_file = tmp / f"{CUDA_ARGS_MODULE}.c"
+    ffi.emit_c_code(str(c_file))
+    include = sysconfig.get_paths()["include"]
+    name = f"{CUDA_ARGS_MODULE}{EXT_SUFFIX}"
+    _gcc([*CFLAGS, *COMPAT, _soname(name), f"-I{NATIVE_CUDA}", f"-I{include}", str(c_file), "-o", str(out / name)])
+
+
 def build(out: Path, variants=VARIANTS) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     built = []
@@ -167,7 +183,8 @@ def build(out: Path, variants=VARIANTS) -> list[Path]:
             build_shim(out, variant)
             built += [out / shim_name(variant), out / f"{ep_module(variant)}{EXT_SUFFIX}"]
         build_native_cpu(out, Path(tmp))
-    built.append(out / f"{NATIVE_MODULE}{EXT_SUFFIX}")
+        build_cuda_args(out, Path(tmp))
+    built += [out / f"{NATIVE_MODULE}{EXT_SUFFIX}", out / f"{CUDA_ARGS_MODULE}{EXT_SUFFIX}"]
     if "cuda" in variants:
         fatbin = build_cuda_kernels(out)
         if fatbin:

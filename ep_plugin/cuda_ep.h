@@ -7,6 +7,9 @@
  *   cuda_replay.c   level A's replays of captured segments (capture=auto) without Python
  * Hidden: shared between the units, never exported from the module. */
 #pragma once
+#include <stdint.h>
+
+#include "args.h"  /* native/cuda: the kernels' argument structs (StageCopy: staging tables) */
 #include "cuda_driver.h"
 #include "glue.h"
 

@@ -147,7 +147,6 @@ static bool transfer_can_copy(const OrtDataTransferImpl* self, const OrtMemoryDe
 #define BATCH_COUNT 65535              /* at 64 MiB) and tensors (the staging kernel's grid rows): more go one by one */
 #define BATCH_ALIGN 256
 
-typedef struct { uint64_t src, dst; int64_t rows, width, src_pitch, dst_pitch, lead; } StageCopy; /* shape.cu's */
 typedef struct Bounce { struct Bounce* next; uint8_t* host; CUdeviceptr dev; size_t size; CUevent done; } Bounce;
 
 static CUfunction g_stage[SEAMLESS_MAX_GPUS];  /* the staging kernel, once the kernels are loaded */

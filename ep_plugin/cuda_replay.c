@@ -9,7 +9,6 @@
 #include "cuda_ep.h"
 
 #define SEAMLESS_MAX_SEGMENTS 8   /* exec/cuda_compute.py MAX_SEGMENTS */
-#define STAGE_ENTRY 7             /* int64 fields of a staging-table entry (native/cuda/shape.cu StageCopy) */
 
 /* SeamlessSegment, a captured segment's plan: cuda_ep.h (the cffi module reads its fields). */
 
@@ -115,23 +114,22 @@ static int64_t dim_at(const SeamlessSegment* s, const int64_t* dims, int64_t i) 
 /* The table's input entries for a run (dims, data: its inputs') and its outputs' lengths and dims.
  * 0, or 1 when a growing input is longer than the capacity. */
 int seamless_segment_inputs(SeamlessSegment* s, const int64_t* dims, void* const* data) {
-  int64_t* host = s->host;
+  StageCopy* host = s->host;
   for (int i = 0; i < s->n_in; i++) {
-    int64_t* e = host + (size_t)i * STAGE_ENTRY;
-    e[0] = (int64_t)(uintptr_t)data[s->in_pos[i]];
-    e[3] = e[4] = s->in_unit[i] * dim_at(s, dims, s->in_length[i]);
+    host[i].src = (uint64_t)(uintptr_t)data[s->in_pos[i]];
+    host[i].width = host[i].src_pitch = s->in_unit[i] * dim_at(s, dims, s->in_length[i]);
   }
   if (s->in_lead) {  /* padded at the start: every growing input by `lead`, the outputs from there on */
     int64_t longest = 0;
     for (int g = 0; g < s->n_grow; g++) longest = dims[s->grow_at[g]] > longest ? dims[s->grow_at[g]] : longest;
     int64_t lead = s->capacity - longest;
     if (lead < 0) return 1;
-    for (int i = 0; i < s->n_in; i++) host[(size_t)i * STAGE_ENTRY + 6] = s->in_lead[i] * lead;
+    for (int i = 0; i < s->n_in; i++) host[i].lead = s->in_lead[i] * lead;
     for (int j = 0; j < s->n_out; j++) {
       int padded = s->out_full[j] > 0;
       s->lengths[j] = padded ? s->out_full[j] - lead : 1;
       if (s->lengths[j] < 0) return 1;
-      host[(size_t)(s->n_in + j) * STAGE_ENTRY] = s->out_src[j] + s->out_unit[j] * lead * padded;
+      host[s->n_in + j].src = (uint64_t)(s->out_src[j] + s->out_unit[j] * lead * padded);
     }
   } else {
     for (int j = 0; j < s->n_out; j++) {
@@ -151,9 +149,9 @@ int seamless_segment_inputs(SeamlessSegment* s, const int64_t* dims, void* const
 /* The table's output entries for ORT's outputs of this run (in s->out_data). */
 void seamless_segment_outputs(SeamlessSegment* s) {
   for (int j = 0; j < s->n_out; j++) {
-    int64_t* e = s->host + (size_t)(s->n_in + j) * STAGE_ENTRY;
-    e[1] = (int64_t)(uintptr_t)s->out_data[j];
-    e[3] = e[5] = s->out_unit[j] * s->lengths[j];
+    StageCopy* e = (StageCopy*)s->host + s->n_in + j;
+    e->dst = (uint64_t)(uintptr_t)s->out_data[j];
+    e->width = e->dst_pitch = s->out_unit[j] * s->lengths[j];
   }
 }
 
@@ -166,7 +164,7 @@ static OrtStatus* replay_locked(SeamlessReplayer* r, SeamlessSegment* s, OrtKern
     snprintf(msg, sizeof msg, "growing inputs longer than the captured capacity %lld", (long long)s->capacity);
     return seamless_status(1, msg);
   }
-  size_t row = STAGE_ENTRY * sizeof(int64_t), in_bytes = (size_t)s->n_in * row;
+  size_t row = sizeof(StageCopy), in_bytes = (size_t)s->n_in * row;
   /* pageable: the driver takes the bytes before it returns */
   if (in_bytes)
     CU_TRY(cu.memcpy_async((CUdeviceptr)s->table, (CUdeviceptr)(uintptr_t)s->host, in_bytes, (CUstream)stream),
@@ -177,7 +175,7 @@ static OrtStatus* replay_locked(SeamlessReplayer* r, SeamlessSegment* s, OrtKern
   if (!s->n_out) return NULL;
   TRY(seamless_get_outputs(ctx, (size_t)s->n_out, s->out_ranks, s->out_dims, (size_t)s->max_rank, s->out_data));
   seamless_segment_outputs(s);
-  CU_TRY(cu.memcpy_async((CUdeviceptr)(s->table + in_bytes), (CUdeviceptr)(uintptr_t)(s->host + s->n_in * STAGE_ENTRY),
+  CU_TRY(cu.memcpy_async((CUdeviceptr)(s->table + in_bytes), (CUdeviceptr)(uintptr_t)((StageCopy*)s->host + s->n_in),
                          (size_t)s->n_out * row, (CUstream)stream), "cuMemcpyAsync");
   return seamless_cuda_launch(s->fn, s->gx, s->gy, s->block, s->shared, stream, s->packed, s->offsets, s->count,
                               s->dependent);

@@ -39,7 +39,7 @@ typedef struct {
   void* stream;                   /* replayed only on the stream it was captured on */
   int64_t capacity, n_dims;       /* n_dims: inputs * max_rank, the size of a run's dims */
   int32_t n_in, n_out, k, n_axis, n_grow, max_rank;
-  int64_t* host;                  /* [(n_in + n_out) * STAGE_ENTRY]: the table's host copy */
+  void* host;                     /* the table's host copy: n_in + n_out StageCopy (native/cuda/args.h) */
   uint64_t table;                 /* its device copy */
   const int64_t *in_pos, *in_length, *in_unit, *in_lead;  /* in_lead NULL: not padded at the start */
   const int64_t *out_length, *out_unit, *out_full, *out_src, *out_axis, *out_padded, *grow_at;

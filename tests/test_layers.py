@@ -9,7 +9,7 @@ PACKAGE = Path(onnxruntime_ep_seamless.__file__).parent
 NAME = PACKAGE.name
 BELOW = {  # layer -> the layers it may import (besides itself)
     "graph": set(),
-    "runtime": {"graph"},
+    "runtime": {"graph", "native"},
     "kernels": {"graph", "runtime", "native"},
     "plan": {"graph", "kernels"},
     "partition": {"graph", "kernels"},
@@ -26,7 +26,7 @@ def layer_of(module: str) -> str:
     parts = module.split(".")
     if len(parts) == 1:
         return "package"
-    if parts[1] == "_native_cpu" or parts[1].startswith("_seamless_ep_"):  # the compiled modules
+    if parts[1] in ("_native_cpu", "_cuda_args") or parts[1].startswith("_seamless_ep_"):  # the compiled modules
         return "native"
     return parts[1] if (PACKAGE / parts[1]).is_dir() or (PACKAGE / f"{parts[1]}.py").is_file() else "package"
 

@@ -1,7 +1,7 @@
 // GroupQueryAttention and RotaryEmbedding (com.microsoft) on CUDA, float types (float32 arithmetic).
 // Lengths and positions are read from device memory (seqlens_k, position_ids): nothing waits for
 // the host, and out-of-range values are clamped to the buffers instead of read past them, and reported
-// (common.cuh GpuCheck: the run fails as stock's does).
+// (args.h GpuCheck: the run fails as stock's does).
 // Step 1 (gqa_prepare), one thread per element of the present buffers [B, Nkv, L, H] and of the new
 // tokens: present = the first p[b] cached tokens of past, the new tokens' k and v (after rotary) at
 // p[b] on, zeros after them; q (after rotary) to [B, N, S, H].
@@ -13,15 +13,6 @@
 // C) runs steps 1 and 2 on a work buffer of C + S rows (the past's resident rows, then the new tokens); step 3
 // (gqa_window_keep) moves the most recent of them to the present buffers.
 #include "common.cuh"
-
-struct GqaShape {
-  int32_t batch, seq, heads, kv_heads, head_size, present_len, rot_half, do_rotary, interleaved, packed;
-  int32_t first_prompt, cos_rows, past_buf;
-  int32_t seq_bound;         // seqlens_k values lie in [0, seq_bound): max(total_sequence_length, present length)
-  int32_t window, capacity;  // a window-sized cache: local_window_size W and the past's capacity C (else 0, 0);
-                             // present_len is then the work buffer's C + S rows
-  GpuCheck check;  // a seqlens_k value out of range, or shorter than the new tokens
-};
 
 // Of batch b: the cached tokens before this run's first new token, and the tokens visible after it, from its
 // seqlens_k value clamped to its bound (a value out of range, which only the GPU sees, can neither address
@@ -250,14 +241,6 @@ __device__ void prepare(const T* past_k, const T* past_v, const T* q_in, const T
       prepare_new(t - copies, q_in, k_in, v_in, cos, sin, seqlens, q_out, k_out, v_out, g);
   }
 }
-
-struct AttendParams {
-  float scale, softcap;
-  int32_t local_window, causal, smooth;
-  int32_t early;  // gqa_decode: no kernel of this run writes the past (the host knows): read it before waiting
-  int32_t late_launch;  // gqa_decode: the next kernel launches once a block has its inputs, not at its start
-  int32_t in_place;     // gqa_decode: the present buffers are the past's: only the new token's row is written
-};
 
 // The key rows new token i of batch b sees: [lo, limit), and none from t (the rows there are) on.
 struct Visible {
@@ -766,11 +749,6 @@ GQA_DECODE_H(bf16, __nv_bfloat16, 64) GQA_DECODE_H(bf16, __nv_bfloat16, 128)
 // RotaryEmbedding (com.microsoft): x viewed as [B, S, N, H] (or [B, N, S, H] when bnsh), token (b, s)
 // at position pos[b * S + s] (pos[0] + s when one position is given, b * S + s when none); cos/sin rows of width
 // cache_half; channels from 2 * rot_half on pass through.
-struct RotaryShape {
-  int32_t batch, seq, heads, head_size, rot_half, cache_half, interleaved, bnsh, first_only, cache_rows;
-  GpuCheck check;  // a position outside the caches
-};
-
 template <typename T>
 __device__ void rotary(int64_t n, const T* x, const int64_t* pos, const T* cos, const T* sin, T* y, RotaryShape g) {
   for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; t < n; t += (int64_t)gridDim.x * blockDim.x) {
@@ -801,15 +779,9 @@ FOR_FLOATS(ROTARY)
 // h / (kv_heads / k_heads)). Shared memory: k, v and the readers' q rows.
 namespace linear_attention {
 
-struct Shape {
-  int32_t batch, tokens, q_heads, kv_heads, k_heads, d_k, d_v;
-  int32_t gated, delta, decay_per_key, beta_per_head;  // decay [B, T, H_kv (* d_k)], beta [B, T, H_kv or 1]
-  float scale;
-};
-
 template <typename T>
 __device__ void run(const T* q, const T* k, const T* v, const T* past, const T* decay, const T* beta, T* out,
-                    float* state, Shape s) {
+                    float* state, LinearAttentionShape s) {
   extern __shared__ float smem[];
   int h = blockIdx.x % s.kv_heads, b = blockIdx.x / s.kv_heads;
   int group = s.q_heads >= s.kv_heads ? s.q_heads / s.kv_heads : 0, readers = group ? group : 1;
@@ -862,7 +834,7 @@ __device__ void run(const T* q, const T* k, const T* v, const T* past, const T* 
 // only shared values are the token's k, q rows and exp(decay). For d_k of 64 or 128 (DK).
 template <typename T, int DK>
 __device__ void run_columns(const T* q, const T* k, const T* v, const T* past, const T* decay, const T* beta, T* out,
-                            float* state, Shape s) {
+                            float* state, LinearAttentionShape s) {
   extern __shared__ float smem[];
   const int h = blockIdx.x % s.kv_heads, b = blockIdx.x / s.kv_heads, m = threadIdx.x;
   const int group = s.q_heads >= s.kv_heads ? s.q_heads / s.kv_heads : 0, readers = group ? group : 1;
@@ -914,19 +886,19 @@ __device__ void run_columns(const T* q, const T* k, const T* v, const T* past, c
 #define LINEAR_ATTENTION(S_, T)                                                                                 \
   extern "C" __global__ void seamless_linear_attention_##S_(const T* q, const T* k, const T* v, const T* past,    \
                                                             const T* decay, const T* beta, T* out, float* state, \
-                                                            linear_attention::Shape s) {                        \
+                                                            LinearAttentionShape s) {                        \
     dependent_launch();                                                                                         \
     linear_attention::run<T>(q, k, v, past, decay, beta, out, state, s);                                        \
   }                                                                                                             \
   extern "C" __global__ void seamless_linear_attention_k64_##S_(const T* q, const T* k, const T* v, const T* past, \
                                                                 const T* decay, const T* beta, T* out,          \
-                                                                float* state, linear_attention::Shape s) {      \
+                                                                float* state, LinearAttentionShape s) {      \
     dependent_launch();                                                                                         \
     linear_attention::run_columns<T, 64>(q, k, v, past, decay, beta, out, state, s);                            \
   }                                                                                                             \
   extern "C" __global__ void seamless_linear_attention_k128_##S_(const T* q, const T* k, const T* v, const T* past, \
                                                                  const T* decay, const T* beta, T* out,         \
-                                                                 float* state, linear_attention::Shape s) {     \
+                                                                 float* state, LinearAttentionShape s) {     \
     dependent_launch();                                                                                         \
     linear_attention::run_columns<T, 128>(q, k, v, past, decay, beta, out, state, s);                           \
   }
@@ -935,12 +907,6 @@ FOR_FLOATS(LINEAR_ATTENTION)
 // MRotaryEmbedding (com.microsoft): RotaryEmbedding's rotation with each rotary column j's cos/sin taken from the
 // row of the position stream (T, H, W: pos [3, B * S]) that owns j: sections contiguous (layout 0) or interleaved
 // (layout 1: H at j % 3 == 1 below 3 section_h, W at j % 3 == 2 below 3 section_w, T elsewhere); times scale.
-struct MRotaryShape {
-  int32_t batch, seq, heads, head_size, rot_half, bnsh, cache_rows, layout, section_t, section_h, section_w, interleaved;
-  float scale;
-  GpuCheck check;  // a position outside the caches
-};
-
 __device__ __forceinline__ int mrope_stream(int j, const MRotaryShape& g) {
   if (g.layout == 0) return j < g.section_t ? 0 : j < g.section_t + g.section_h ? 1 : 2;
   return (j % 3 == 1 && j < 3 * g.section_h) ? 1 : (j % 3 == 2 && j < 3 * g.section_w) ? 2 : 0;

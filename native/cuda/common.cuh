@@ -5,6 +5,8 @@
 #include <cuda_fp16.h>
 #include <stdint.h>
 
+#include "args.h"  // the kernels' argument structs and codes (the contract with their Python side)
+
 // Programmatic dependent launch (sm_90 and up; runtime/cuda.py launches every kernel with it there):
 // the next kernel may launch as soon as this one has started (let_next_launch), and this one waits
 // for the kernel before it to finish, and its writes to be visible (wait_for_previous), before it
@@ -128,15 +130,10 @@ __device__ __forceinline__ void store8(__nv_bfloat16* p, const float* x) { store
 
 // A bad value in the run's data (an index, length or position out of range, an integer divisor of zero), which
 // only the GPU sees: the kernel bounds its own access (zeros read, a write skipped, a length clamped) and reports
-// the value to its stream's report, pinned host memory {tag, value} (ep_plugin/cuda_exec.c), which the host reads
-// once it has waited for the stream and fails the run with the tag's status and text (the node and the cause:
-// kernels/checks.py GpuCheck, which packs this struct). A null report: nothing reported.
-struct GpuCheck {
-  long long* report;
-  long long tag;
-};
+// the value to its stream's report (args.h GpuCheck), which the host reads once it has waited for the stream and
+// fails the run with the tag's status and text. A null report: nothing reported.
 __device__ __noinline__ void report_bad(const GpuCheck& c, long long value) {
-  volatile long long* r = c.report;
+  volatile long long* r = (volatile long long*)c.report;
   if (r && r[0] == 0) {  // the first report stands (racing threads may each write one: any is a true one)
     r[1] = value;
     __threadfence_system();
@@ -207,26 +204,19 @@ __device__ bool norm8(const T* x, const T* skip, const T* bias, const T* scale, 
   return true;
 }
 
-// An RMS normalisation the GEMVs apply to their activations first (plan/fusion.py's NormedProduct):
-// row r of the activations is RMSNorm(x + skip + bias) * gamma, x [rows, k]; `sum` (x + skip + bias) is
-// written by the first block of the grid's row.
-template <typename T>
-struct RowNorm {
-  const T *x, *skip, *bias, *gamma;
-  T* sum;
-  float eps;
-};
+// An RMS normalisation the GEMVs apply to their activations first (plan/fusion.py's NormedProduct; args.h RowNorm,
+// of T values): x [rows, k]; `sum` is written by the first block of the grid's row.
 #define NORM_MAX_K (8 * 256)  // one 8-value group a thread of a 256-thread block
 
 // Rows [first, first + count) of the normalised activations into shared memory `out` (count * k values, in
 // T as the norm's own output), then a barrier. k % 8 == 0, k <= NORM_MAX_K; every thread calls it.
 template <typename T, bool EARLY_SCALE = false>
-__device__ void norm_rows_to_shared(const RowNorm<T>& r, int64_t first, int count, int k, bool write_sum, T* out) {
+__device__ void norm_rows_to_shared(const RowNorm& r, int64_t first, int count, int k, bool write_sum, T* out) {
   for (int i = 0; i < count; i++) {
     float v[8];
     int64_t c = threadIdx.x * 8, at = (first + i) * k + c;
-    if (norm8<T, EARLY_SCALE>(r.x, r.skip, r.bias, r.gamma, (const T*)nullptr, write_sum ? r.sum : nullptr, at, c, k,
-                              r.eps, true, v))
+    if (norm8<T, EARLY_SCALE>((const T*)r.x, (const T*)r.skip, (const T*)r.bias, (const T*)r.gamma, (const T*)nullptr,
+                              write_sum ? (T*)r.sum : nullptr, at, c, k, r.eps, true, v))
       store8(out + i * k + c, v);
   }
   __syncthreads();

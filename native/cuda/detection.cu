@@ -1,6 +1,6 @@
 // MaxRoiPool, float32, answering as ORT's CPU kernel does (native/cpu/detection.c says how): one
 // thread per output value. An ROI whose batch index is out of range gives zeros and is reported (its
-// number: common.cuh GpuCheck).
+// number: args.h GpuCheck).
 #include <cfloat>
 
 #include "common.cuh"

@@ -1,19 +1,11 @@
 // Elementwise CUDA kernels with ONNX (numpy) broadcasting: arithmetic, comparisons and logic on
 // two operands, unary functions (with up to two float parameters), Where, casts. Float types
 // compute in float32 and round once; int32/int64 compute in their own type. Shapes travel as a
-// Broadcast struct of up to 8 dims.
+// Broadcast struct of up to 8 dims (args.h, with the op codes).
 #include <type_traits>
 
 #include "common.cuh"
 
-#define SEAMLESS_MAX_DIMS 8
-
-struct Broadcast {            // output dims and, per operand, its strides in elements (0 on broadcast axes)
-  int64_t dims[SEAMLESS_MAX_DIMS];
-  int64_t a_strides[SEAMLESS_MAX_DIMS];
-  int64_t b_strides[SEAMLESS_MAX_DIMS];
-  int32_t rank;
-};
 
 // Element i of the output: the operands' offsets.
 __device__ __forceinline__ void operand_offsets(int64_t i, const Broadcast& s, int64_t& ia, int64_t& ib) {
@@ -48,9 +40,6 @@ INT_ACCESS(uint32_t)
 INT_ACCESS(uint64_t)
 #undef INT_ACCESS
 
-enum BinaryOp { ADD = 0, SUB = 1, MUL = 2, DIV = 3, POW = 4, MAX_ = 5, MIN_ = 6, MOD = 7, FMOD = 8, PRELU = 9,
-                BIT_AND = 10, BIT_OR = 11, BIT_XOR = 12,  // the bitwise ones: integers only
-                SHIFT_LEFT = 13, SHIFT_RIGHT = 14 };      // BitShift: unsigned only
 
 __device__ __forceinline__ float binary(int op, float a, float b) {
   switch (op) {
@@ -108,7 +97,6 @@ __device__ void binary_body(int op, int64_t n, const T* a, const T* b, T* y, con
   }
 }
 
-enum CompareOp { EQUAL = 0, LESS = 1, LESS_EQUAL = 2, GREATER = 3, GREATER_EQUAL = 4 };
 
 template <typename T>
 __device__ void compare_body(int op, int64_t n, const T* a, const T* b, bool* y, const Broadcast& s) {
@@ -144,7 +132,6 @@ BINARY(u16, uint16_t)
 BINARY(u32, uint32_t)
 BINARY(u64, uint64_t)
 
-enum LogicOp { AND = 0, OR = 1, XOR = 2, NOT = 3 };
 
 extern "C" __global__ void seamless_logic(int op, int64_t n, const bool* a, const bool* b, bool* y, Broadcast s) { dependent_launch();
   GRID_LOOP(i, n) {
@@ -155,12 +142,6 @@ extern "C" __global__ void seamless_logic(int op, int64_t n, const bool* a, cons
   }
 }
 
-enum UnaryOp { RELU = 0, SIGMOID = 1, TANH = 2, EXP = 3, LOG = 4, NEG = 5, ABS = 6, SQRT = 7, ERF = 8,
-               RECIPROCAL = 9, SIN = 10, COS = 11, FLOOR = 12, CEIL = 13, ROUND = 14, SOFTPLUS = 15,
-               LEAKY_RELU = 16, HARD_SIGMOID = 17, HARD_SWISH = 18, ELU = 19, SELU = 20, CELU = 21, CLIP = 22,
-               THRESHOLDED_RELU = 23, SIGN = 24, SOFTSIGN = 25, MISH = 26, TAN = 27, ASIN = 28, ACOS = 29, ATAN = 30,
-               SINH = 31, COSH = 32, ASINH = 33, ACOSH = 34, ATANH = 35, DIV_BY = 36, MUL_BY = 37,
-               BIT_NOT = 38 };  // BIT_NOT: int32/int64 only
 
 // p, q: the op's parameters (alpha/beta, gamma, clip bounds, a divisor)
 __device__ __forceinline__ float unary(int op, float x, float p, float q) {
@@ -233,7 +214,6 @@ UNARY(i64, int64_t)
 
 // The Gelu family with an optional bias over the last axis (com.microsoft FastGelu, QuickGelu,
 // BiasGelu; ONNX Gelu): y = act(x + bias[i % bias_len]).
-enum Activation { FAST_GELU = 0, QUICK_GELU = 1, ERF_GELU = 2 };
 
 __device__ __forceinline__ float activation(int op, float v, float alpha) {
   switch (op) {
@@ -291,10 +271,6 @@ FOR_FLOATS(SWIGLU)
 
 // Where(cond, a, b) with broadcasting, any element type by size: the Broadcast strides of `a` and
 // `b`, plus the condition's.
-struct Broadcast3 {
-  Broadcast ab;
-  int64_t c_strides[SEAMLESS_MAX_DIMS];
-};
 
 template <typename T>
 __device__ void where_body(int64_t n, const bool* c, const T* a, const T* b, T* y, const Broadcast3& s) {
@@ -359,11 +335,6 @@ CAST_FROM(b, bool)
 // ---- Integer data an op reads as indices, lengths or divisors, checked on the GPU before kernels that cannot
 // report a bad value themselves (composed ops, integer division): x viewed as [rows, k], column j within
 // [low[j], high[j]] and, where `nonzero`, not 0 (kernels/cuda/elementwise.py check_ints packs IntRanges).
-struct IntRanges {
-  int64_t low[8], high[8];
-  int32_t k, nonzero;
-  GpuCheck check;
-};
 
 template <typename I>
 __device__ void check_ints(int64_t n, const I* x, const IntRanges& r) {

@@ -45,10 +45,6 @@ FOR_FLOATS(PRODUCT_ROWS)
 #define LINEAR_WARPS 8
 #define LINEAR_ROW_PASSES 5  // linear_row: passes over k at most (its activations' registers: 8 took 60 a thread)
 #define LINEAR_TC_CHUNKS 4  // linear_tc: chunks of 32 k a warp takes at most (matmul.py TC_MAX_K)
-struct Linear {
-  int32_t m, n, k, split;
-  int32_t staged;  // the weights go through shared memory (matmul.py's _linear decides)
-};
 
 // One row of 16-bit activations from memory with staged weights (a decode step's down projection): the same
 // products and sums as linear's below in straight-line code, every pass's activations loaded at once while the
@@ -106,7 +102,7 @@ __device__ void linear_row(const T* a, const T* w, const T* bias, T* y, Linear p
 
 // W: 1, or 2 matrices (SwiGLU), compile-time so the sums stay in registers; NORM: the rows are `norm`'s
 template <typename T, int W, bool NORM>
-__device__ void linear(const T* a, const T* w, const T* bias, T* y, Linear p, RowNorm<T> norm) {
+__device__ void linear(const T* a, const T* w, const T* bias, T* y, Linear p, RowNorm norm) {
   if constexpr (!NORM && sizeof(T) == 2)
     if (p.m == 1 && p.staged && p.k <= LINEAR_ROW_PASSES * 256 * p.split) return linear_row<T, W>(a, w, bias, y, p);
   __shared__ float part[LINEAR_WARPS][LINEAR_ROWS][W];
@@ -212,7 +208,7 @@ __device__ void pick_rows(Pick pick, int m, int r, int col, unsigned long long k
 // too, but by the real step's GPU time o is ~3 us faster at 8; docs/benchmarks/gpu.md, sixteenth, eighteenth and
 // twenty-first sessions).
 template <typename T, int W, bool NORM, int G, bool PICK = false>
-__device__ void linear_tc(const T* a, const T* w, const T* bias, T* y, Linear p, RowNorm<T> norm, Pick pick = {}) {
+__device__ void linear_tc(const T* a, const T* w, const T* bias, T* y, Linear p, RowNorm norm, Pick pick = {}) {
   __shared__ float part[LINEAR_WARPS][G][W][LINEAR_ROWS][8];
   extern __shared__ __align__(16) unsigned char dynamic[];  // [normed rows] [staged weights]
   int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane & 3, row = lane >> 2;
@@ -289,18 +285,18 @@ __device__ void linear_tc(const T* a, const T* w, const T* bias, T* y, Linear p,
 #define LINEAR(S, T)                                                                                               \
   extern "C" __global__ void seamless_linear_##S(const T* a, const T* w, const T* bias, T* y, Linear p) {           \
     let_next_launch();                                                                                             \
-    linear<T, 1, false>(a, w, bias, y, p, RowNorm<T>{});                                                           \
+    linear<T, 1, false>(a, w, bias, y, p, RowNorm{});                                                           \
   }                                                                                                                \
   extern "C" __global__ void seamless_linear_swiglu_##S(const T* a, const T* w, const T* bias, T* y, Linear p) {    \
     let_next_launch();                                                                                             \
-    linear<T, 2, false>(a, w, bias, y, p, RowNorm<T>{});                                                           \
+    linear<T, 2, false>(a, w, bias, y, p, RowNorm{});                                                           \
   }                                                                                                                \
-  extern "C" __global__ void seamless_linear_norm_##S(const T* w, const T* bias, T* y, Linear p, RowNorm<T> norm) { \
+  extern "C" __global__ void seamless_linear_norm_##S(const T* w, const T* bias, T* y, Linear p, RowNorm norm) { \
     let_next_launch();                                                                                             \
     linear<T, 1, true>(nullptr, w, bias, y, p, norm);                                                              \
   }                                                                                                                \
   extern "C" __global__ void seamless_linear_swiglu_norm_##S(const T* w, const T* bias, T* y, Linear p,            \
-                                                             RowNorm<T> norm) {                                    \
+                                                             RowNorm norm) {                                    \
     let_next_launch();                                                                                             \
     linear<T, 2, true>(nullptr, w, bias, y, p, norm);                                                              \
   }
@@ -309,26 +305,26 @@ FOR_FLOATS(LINEAR)
 // gate|up and LinearArgMax's (_tc16)
 #define LINEAR_TC(S, T)                                                                                            \
   extern "C" __global__ void seamless_linear_tc_norm_##S(const T* w, const T* bias, T* y, Linear p,                \
-                                                         RowNorm<T> norm) {                                        \
+                                                         RowNorm norm) {                                        \
     let_next_launch();                                                                                             \
     linear_tc<T, 1, true, 1>(nullptr, w, bias, y, p, norm);                                                        \
   }                                                                                                                \
   extern "C" __global__ void seamless_linear_tc_##S(const T* a, const T* w, const T* bias, T* y, Linear p) {       \
     let_next_launch();                                                                                             \
-    linear_tc<T, 1, false, 1>(a, w, bias, y, p, RowNorm<T>{});                                                     \
+    linear_tc<T, 1, false, 1>(a, w, bias, y, p, RowNorm{});                                                     \
   }                                                                                                                \
   extern "C" __global__ void seamless_linear_tc16_argmax_##S(const T* a, const T* w, const T* bias, T* y, Linear p,\
                                                              unsigned long long* keys, int prefer_last) {          \
     let_next_launch();                                                                                             \
-    linear_tc<T, 1, false, 2, true>(a, w, bias, y, p, RowNorm<T>{}, Pick{keys, prefer_last});                      \
+    linear_tc<T, 1, false, 2, true>(a, w, bias, y, p, RowNorm{}, Pick{keys, prefer_last});                      \
   }                                                                                                                \
   extern "C" __global__ void seamless_linear_tc16_swiglu_##S(const T* a, const T* w, const T* bias, T* y,          \
                                                              Linear p) {                                           \
     let_next_launch();                                                                                             \
-    linear_tc<T, 2, false, 2>(a, w, bias, y, p, RowNorm<T>{});                                                     \
+    linear_tc<T, 2, false, 2>(a, w, bias, y, p, RowNorm{});                                                     \
   }                                                                                                                \
   extern "C" __global__ void seamless_linear_tc16_swiglu_norm_##S(const T* w, const T* bias, T* y, Linear p,       \
-                                                                  RowNorm<T> norm) {                               \
+                                                                  RowNorm norm) {                               \
     let_next_launch();                                                                                             \
     linear_tc<T, 2, true, 2>(nullptr, w, bias, y, p, norm);                                                        \
   }

@@ -8,9 +8,6 @@ namespace moe {
 // An expert weight: MoE's as stored (w), QMoE's scale (q - zero) with q `bits` wide, the lowest bits first, a scale
 // per block of `block` cols (block_shift: log2(block) when a power of two, else -1), the zero points packed along the
 // blocks (zp_blockwise) or along the rows, 2^(bits-1) without them.
-struct Weights {
-  int64_t rows, cols, block, bits, zp_blockwise, block_shift;
-};
 
 __device__ __forceinline__ float warp_sum(float v) {
   for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffff, v, off);
@@ -20,7 +17,7 @@ __device__ __forceinline__ float warp_sum(float v) {
 // One lane's share of expert e's row r times the vector x (a warp's lanes together: the whole row; warp_sum adds
 // them). QMoE rows are read a 32-bit word a lane when whole words tile the row (128 bytes a warp step), else a byte.
 template <typename T, typename X>
-__device__ __forceinline__ float row_dot(const Weights& g, const T* w, const uint8_t* q, const T* scale,
+__device__ __forceinline__ float row_dot(const MoeWeights& g, const T* w, const uint8_t* q, const T* scale,
                                          const uint8_t* zp, int64_t e, int64_t r, const X* x, int lane) {
   const int cols = (int)g.cols;
   float acc = 0.0f;
@@ -125,7 +122,7 @@ __device__ __forceinline__ bool runs(int qmoe, float w) { return !qmoe || w > 1e
 
 // A warp per (token, slot, row): h[t, s, r] = fc1[e] row r . x[t] (+ bias), float32.
 template <typename T>
-__device__ void up(int64_t tokens, int64_t k, int qmoe, Weights g, const int32_t* chosen, const float* weights,
+__device__ void up(int64_t tokens, int64_t k, int qmoe, MoeWeights g, const int32_t* chosen, const float* weights,
                    const T* x, const T* w, const uint8_t* q, const T* scale, const uint8_t* zp, const T* bias,
                    float* h) {
   const int lane = threadIdx.x & 31;
@@ -159,7 +156,7 @@ __device__ void activate(int64_t n, int64_t inter, int activation, float alpha, 
 
 // A warp per (token, output): y[t, o] = sum over its experts, in expert order, of weight (fc2[e] row o . act + bias).
 template <typename T>
-__device__ void down(int64_t tokens, int64_t k, int qmoe, Weights g, const int32_t* chosen, const float* weights,
+__device__ void down(int64_t tokens, int64_t k, int qmoe, MoeWeights g, const int32_t* chosen, const float* weights,
                      const float* act, const T* w, const uint8_t* q, const T* scale, const uint8_t* zp, const T* bias,
                      T* y) {
   const int lane = threadIdx.x & 31;
@@ -191,14 +188,14 @@ __device__ void down(int64_t tokens, int64_t k, int qmoe, Weights g, const int32
     dependent_launch();                                                                                                \
     moe::route(tokens, experts, k, qmoe, normalize, router, chosen, weights);                                          \
   }                                                                                                                    \
-  extern "C" __global__ void seamless_moe_up_##S(int64_t tokens, int64_t k, int qmoe, moe::Weights g,                 \
+  extern "C" __global__ void seamless_moe_up_##S(int64_t tokens, int64_t k, int qmoe, MoeWeights g,                 \
                                                  const int32_t* chosen, const float* weights, const T* x, const T* w, \
                                                  const uint8_t* q, const T* scale, const uint8_t* zp, const T* bias,  \
                                                  float* h) {                                                           \
     dependent_launch();                                                                                                \
     moe::up(tokens, k, qmoe, g, chosen, weights, x, w, q, scale, zp, bias, h);                                         \
   }                                                                                                                    \
-  extern "C" __global__ void seamless_moe_down_##S(int64_t tokens, int64_t k, int qmoe, moe::Weights g,               \
+  extern "C" __global__ void seamless_moe_down_##S(int64_t tokens, int64_t k, int qmoe, MoeWeights g,               \
                                                    const int32_t* chosen, const float* weights, const float* act,      \
                                                    const T* w, const uint8_t* q, const T* scale, const uint8_t* zp,    \
                                                    const T* bias, T* y) {                                              \

@@ -7,10 +7,6 @@
 // many float16 columns (an LM head) a 4-bit path on tensor cores takes 8 columns a warp.
 #include "common.cuh"
 
-struct NBits {
-  int32_t m, n, k, block, bits;
-  int32_t split;  // 4-bit path: warps per output column, a power of 2 up to 8 (1 on the generic path)
-};
 
 #define NBITS_COLUMNS 8  // warps, and output columns, per block
 
@@ -67,10 +63,10 @@ __device__ void matmul_nbits(const T* a, const uint8_t* b, const T* scales, cons
 // take chunks of 32 consecutive k (one 16-byte load of weights per matrix, four of activations
 // shared by the W matrices), chunk c by lane c % 32 of warp (c / 32) % split of the column's
 // warps; a long K is so spread over up to 8 warps, summed in a fixed order.
-// The _norm kernels take the row RMS-normalised by each block first (common.cuh's RowNorm).
+// The _norm kernels take the row RMS-normalised by each block first (args.h RowNorm).
 template <typename T, int W, bool NORM>  // NORM: the activations are `norm`'s rows (`a` unused)
 __device__ void matmul_nbits4_x32(const T* a, const uint8_t* b0, const T* s0, const uint8_t* z0, const uint8_t* b1,
-                                  const T* s1, const uint8_t* z1, const T* bias, T* y, NBits p, RowNorm<T> norm) {
+                                  const T* s1, const uint8_t* z1, const T* bias, T* y, NBits p, RowNorm norm) {
   __shared__ float part[NBITS_COLUMNS][W];
   // block_size and split are powers of 2: shifts and masks, not divisions (the set-up is a good part of a
   // warp's instructions when it makes one pass)
@@ -200,9 +196,6 @@ __device__ __forceinline__ void half_pairs(const uint32_t* x, uint32_t* out) {
 #define TILE_SLOT 4864   // bytes of a ring slot: 8 chunks of one matrix, 4 of two
 #define TILE_ROWS 4      // rows of activations at most (matmul.py SMALL_ROWS)
 
-struct NBitsTiles {
-  int32_t m, n, k, chunks;
-};
 
 template <int W>
 __device__ void matmul_nbits4_tiles(const __half* a, const uint8_t* tiles, const __half* bias, __half* y,
@@ -324,21 +317,21 @@ FOR_FLOATS(NBITS)
 #define NBITS4_X32(S, T)                                                                                              \
   extern "C" __global__ void seamless_matmul_nbits4_x32_##S(const T* a, const uint8_t* b, const T* s,                 \
                                                             const uint8_t* zp, const T* bias, T* y, NBits p) { let_next_launch(); \
-    matmul_nbits4_x32<T, 1, false>(a, b, s, zp, nullptr, nullptr, nullptr, bias, y, p, RowNorm<T>{});                 \
+    matmul_nbits4_x32<T, 1, false>(a, b, s, zp, nullptr, nullptr, nullptr, bias, y, p, RowNorm{});                 \
   }                                                                                                                   \
   extern "C" __global__ void seamless_matmul_nbits4_x32_swiglu_##S(const T* a, const uint8_t* bg, const T* sg,        \
                                                                    const uint8_t* zg, const uint8_t* bu, const T* su, \
                                                                    const uint8_t* zu, T* y, NBits p) { let_next_launch(); \
-    matmul_nbits4_x32<T, 2, false>(a, bg, sg, zg, bu, su, zu, nullptr, y, p, RowNorm<T>{});                           \
+    matmul_nbits4_x32<T, 2, false>(a, bg, sg, zg, bu, su, zu, nullptr, y, p, RowNorm{});                           \
   }                                                                                                                   \
   extern "C" __global__ void seamless_matmul_nbits4_x32_norm_##S(const uint8_t* b, const T* s, const uint8_t* zp,     \
-                                                                 const T* bias, T* y, NBits p, RowNorm<T> norm) { let_next_launch(); \
+                                                                 const T* bias, T* y, NBits p, RowNorm norm) { let_next_launch(); \
     matmul_nbits4_x32<T, 1, true>(nullptr, b, s, zp, nullptr, nullptr, nullptr, bias, y, p, norm);                   \
   }                                                                                                                   \
   /* 48 registers: 5 blocks an SM, the 608 of a Qwen2.5-0.5B MLP in one wave */                                      \
   extern "C" __global__ void __launch_bounds__(256, 5) seamless_matmul_nbits4_x32_swiglu_norm_##S(                   \
       const uint8_t* bg, const T* sg, const uint8_t* zg, const uint8_t* bu, const T* su, const uint8_t* zu, T* y,     \
-      NBits p, RowNorm<T> norm) {                                                                                     \
+      NBits p, RowNorm norm) {                                                                                     \
     let_next_launch();                                                                                                \
     matmul_nbits4_x32<T, 2, true>(nullptr, bg, sg, zg, bu, su, zu, nullptr, y, p, norm);                              \
   }
@@ -373,10 +366,6 @@ FOR_FLOATS(DEQUANTIZE_NBITS)
 // GatherBlockQuantized (com.microsoft), 2-D data of packed 4- or 8-bit values quantized along
 // its rows in blocks: y[i, j] = (q[idx[i], j] - zp[idx[i], j / block]) * scale[idx[i], j / block];
 // an index out of range gives a row of zeros.
-struct GatherQ {
-  int64_t rows, width, indices;  // data rows, unpacked row length, number of indices
-  int32_t block, bits;
-};
 
 template <typename T>
 __device__ void gather_block_quantized(const uint8_t* data, const int64_t* idx, const T* scales, const uint8_t* zp,

@@ -11,22 +11,11 @@
 // number that survives (survives()), or NaN where the element stock starts from (lead()) is NaN.
 #include "common.cuh"
 
-struct Reduce {
-  int64_t kept_dims[8], kept_strides[8];      // output dims and the input stride of each
-  int64_t reduced_dims[8], reduced_strides[8];
-  int64_t count;                              // elements reduced into each output
-  int32_t kept_rank, reduced_rank;
-  int64_t nan_dims[3];                        // stock's merged [d0, d1, d2] (NAN_KRK, NAN_RKR)
-  int32_t nan_layout, lanes;                  // NanLayout; lanes of stock's SSE2 packets (4 float32)
-};
 
 // stock's path for the merged shape: one loop from the first element; rows (kept, then reduced) each reduced by
 // Eigen's vectorised max; [kept, reduced, kept] by Eigen's partial max; [reduced, kept, reduced] by Eigen rows
 // folded in a loop
-enum NanLayout { NAN_LOOP = 0, NAN_ROWS = 1, NAN_KRK = 2, NAN_RKR = 3 };
 
-enum ReduceOp { R_SUM = 0, R_MEAN = 1, R_MAX = 2, R_MIN = 3, R_PROD = 4, R_SUM_SQUARE = 5, R_L1 = 6, R_L2 = 7, R_LOG_SUM = 8,
-                R_LOG_SUM_EXP = 9 };
 
 __device__ __forceinline__ int64_t offset_of(int64_t i, const int64_t* dims, const int64_t* strides, int rank) {
   int64_t off = 0;
@@ -311,7 +300,7 @@ ROW_SUM_SUB(i64, int64_t, i64, int64_t)
 
 // Softmax and LogSoftmax over the last axis, one block of 256 threads per row.
 template <typename T>
-__device__ void softmax_row(const T* x, T* y, int64_t cols, int flags) {  // flags: 1 log, 2 zero masked rows
+__device__ void softmax_row(const T* x, T* y, int64_t cols, int flags) {  // args.h SoftmaxFlag bits
   const T* xr = x + blockIdx.x * cols;
   T* yr = y + blockIdx.x * cols;
   // each thread sums from the end of the row: a row padded at its start with -inf (a left-padded KV
@@ -323,9 +312,9 @@ __device__ void softmax_row(const T* x, T* y, int64_t cols, int flags) {  // fla
   for (int64_t c = cols - 1 - threadIdx.x; c >= 0; c -= blockDim.x) sum += expf(ld(xr + (c)) - m);
   sum = block_reduce(sum, false);
   float inv = 1.0f / sum, log_sum = logf(sum);
-  bool zero = (flags & 2) && m == -INFINITY;  // every key masked: zeros (Attention), not NaN
+  bool zero = (flags & SOFTMAX_ZERO_MASKED_ROWS) && m == -INFINITY;  // every key masked: zeros (Attention), not NaN
   for (int64_t c = threadIdx.x; c < cols; c += blockDim.x)
-    st(yr + (c), zero ? 0.0f : (flags & 1) ? ld(xr + (c)) - m - log_sum : expf(ld(xr + (c)) - m) * inv);
+    st(yr + (c), zero ? 0.0f : (flags & SOFTMAX_LOG) ? ld(xr + (c)) - m - log_sum : expf(ld(xr + (c)) - m) * inv);
 }
 
 #define SOFTMAX(S, T)                                                                                     \
@@ -369,8 +358,6 @@ __device__ void cumulative(int64_t lanes, const T* x, T* y, int64_t n, int64_t i
 // stock's ArgMax/ArgMin rule (its loop keeps a value unless a strictly better one comes): NaN below every
 // number, and a row whose first element is NaN answers 0.
 #define SELECT_THREADS 256  // kernels/cuda/reduction.py launches them with launch_rows (256 threads)
-#define SELECT_LARGEST 1    // kernels/cuda/reduction.py SELECT_*
-#define SELECT_ARG 2
 
 template <typename K>
 __device__ __forceinline__ bool comes_before(K a, int64_t ia, K b, int64_t ib, int order, bool prefer_last) {

@@ -6,13 +6,6 @@
 #include "common.cuh"
 
 
-struct Strided {
-  int64_t dims[8];
-  int64_t src_strides[8];
-  int64_t dst_strides[8];
-  int64_t src_offset, dst_offset;
-  int32_t rank;
-};
 
 template <typename T>
 __device__ void strided_copy(int64_t n, const T* x, T* y, const Strided& s) {
@@ -66,11 +59,6 @@ GATHER(8, uint64_t)
 // `lead` bytes into each dst row, and zeroing the rest of each dst row (before and after). The table
 // is rewritten before every launch, so a CUDA graph serves inputs and outputs at new addresses and
 // KV lengths padded to the captured capacity (at the end, or with lead, at the start).
-struct StageCopy {
-  const uint8_t* src;
-  uint8_t* dst;
-  int64_t rows, width, src_pitch, dst_pitch, lead;
-};
 
 template <typename U>
 __device__ void stage_rows(const StageCopy& c) {
@@ -101,10 +89,10 @@ extern "C" __global__ void seamless_stage(const StageCopy* table) { dependent_la
 // ScatterElements, Trilu (CumSum and TopK / ArgMax / ArgMin: reduction.cu).
 // Data movement works on raw element bits by size (1/2/4/8 bytes), so it serves every element
 // type; arithmetic (scatter reductions) is per type: float types compute in
-// float32 and round once, int32/int64 in their own type. Shapes travel as packed structs of up to
-// 8 dims (their layout is mirrored by struct.pack in kernels/cuda/shape.py). An index out of
+// float32 and round once, int32/int64 in their own type. Shapes travel as args.h structs of up to
+// 8 dims. An index out of
 // range reads a zero or is skipped instead of touching memory outside the tensor, and is reported
-// (common.cuh GpuCheck: the run fails as stock's does).
+// (args.h GpuCheck: the run fails as stock's does).
 
 namespace indexing {
 
@@ -115,11 +103,6 @@ using typed::is_nan;
 __device__ __forceinline__ int64_t wrap_index(int64_t i, int64_t dim) { return i < 0 ? i + dim : i; }
 
 // ---- Tile beyond what a strided copy can view: y[c] = x[c % in_dims], per axis
-struct TileShape {
-  int64_t out_dims[8];
-  int64_t in_dims[8];
-  int32_t rank;
-};
 
 template <typename T>
 __device__ void tile(int64_t n, const T* x, T* y, const TileShape& s) {
@@ -136,13 +119,6 @@ __device__ void tile(int64_t n, const T* x, T* y, const TileShape& s) {
 
 // ---- GatherElements / ScatterElements: the index tensor has the rank of the data; element c of it
 // addresses data[c with c[axis] replaced by the index].
-struct AxisIndex {
-  int64_t dims[8];          // the index tensor's (= the output's for Gather, the updates' for Scatter)
-  int64_t data_strides[8];  // the data's, in elements
-  int64_t axis_dim;         // data.shape[axis]: negative indices count from its end
-  int32_t rank, axis;
-  GpuCheck check;
-};
 
 // Data offset addressed by element t of the index tensor; -1 when the index is out of range.
 template <typename I>
@@ -173,15 +149,6 @@ __device__ void gather_elements(int64_t n, const T* x, const I* idx, T* y, const
 
 // ---- GatherND / ScatterND: each index tuple (k values) addresses a slice of `slice` contiguous elements
 // in data; for GatherND with batch_dims, tuple g belongs to batch g / per_batch.
-struct NdIndex {
-  int64_t dims[8];       // the data dims the k index values address
-  int64_t strides[8];    // their strides in data, in elements
-  int64_t slice;         // elements per addressed slice
-  int64_t per_batch;     // index tuples per batch
-  int64_t batch_stride;  // data elements per batch (0 without batch dims)
-  int32_t k;
-  GpuCheck check;
-};
 
 // Data offset of element t of the gathered / scattered slices; -1 when an index is out of range.
 __device__ __forceinline__ int64_t nd_offset(int64_t t, const int64_t* idx, const NdIndex& s) {
@@ -210,7 +177,6 @@ __device__ void gather_nd(int64_t n, const T* x, const int64_t* idx, T* y, const
 // ---- scatter reductions: y[offset] = y[offset] (op) update, atomically, since several updates may
 // address one element (the order among them is open: float add/mul may round differently than ORT's
 // sequential loop).
-enum Reduction { REDUCE_ADD = 1, REDUCE_MUL = 2, REDUCE_MAX = 3, REDUCE_MIN = 4 };
 
 template <typename A>
 __device__ __forceinline__ A reduce(int op, A a, A b) {
@@ -295,31 +261,31 @@ __device__ void trilu(int64_t n, const T* x, T* y, int64_t rows, int64_t cols, i
 #define INDEXING_FOR_NUMBERS(M) FOR_FLOATS(M) M(i32, int32_t) M(i64, int64_t)
 
 #define INDEXING_MOVE(S, T)                                                                                    \
-  extern "C" __global__ void seamless_tile_##S(int64_t n, const T* x, T* y, indexing::TileShape s) { dependent_launch(); \
+  extern "C" __global__ void seamless_tile_##S(int64_t n, const T* x, T* y, TileShape s) { dependent_launch(); \
     indexing::tile(n, x, y, s);                                                                                \
   }                                                                                                            \
   extern "C" __global__ void seamless_gather_elements_##S##_i32(int64_t n, const T* x, const int32_t* idx, T* y, \
-                                                                indexing::AxisIndex s) { dependent_launch();   \
+                                                                AxisIndex s) { dependent_launch();   \
     indexing::gather_elements(n, x, idx, y, s);                                                                \
   }                                                                                                            \
   extern "C" __global__ void seamless_gather_elements_##S##_i64(int64_t n, const T* x, const int64_t* idx, T* y, \
-                                                                indexing::AxisIndex s) { dependent_launch();   \
+                                                                AxisIndex s) { dependent_launch();   \
     indexing::gather_elements(n, x, idx, y, s);                                                                \
   }                                                                                                            \
   extern "C" __global__ void seamless_gather_nd_##S(int64_t n, const T* x, const int64_t* idx, T* y,           \
-                                                    indexing::NdIndex s) { dependent_launch();                 \
+                                                    NdIndex s) { dependent_launch();                 \
     indexing::gather_nd(n, x, idx, y, s);                                                                      \
   }                                                                                                            \
   extern "C" __global__ void seamless_scatter_nd_##S(int64_t n, const T* updates, const int64_t* idx, T* y,    \
-                                                     indexing::NdIndex s) { dependent_launch();                \
+                                                     NdIndex s) { dependent_launch();                \
     indexing::scatter_nd(n, updates, idx, y, s);                                                               \
   }                                                                                                            \
   extern "C" __global__ void seamless_scatter_elements_##S##_i32(int64_t n, const T* updates, const int32_t* idx, \
-                                                                 T* y, indexing::AxisIndex s) { dependent_launch(); \
+                                                                 T* y, AxisIndex s) { dependent_launch(); \
     indexing::scatter_elements(n, updates, idx, y, s);                                                         \
   }                                                                                                            \
   extern "C" __global__ void seamless_scatter_elements_##S##_i64(int64_t n, const T* updates, const int64_t* idx, \
-                                                                 T* y, indexing::AxisIndex s) { dependent_launch(); \
+                                                                 T* y, AxisIndex s) { dependent_launch(); \
     indexing::scatter_elements(n, updates, idx, y, s);                                                         \
   }                                                                                                            \
   extern "C" __global__ void seamless_trilu_##S(int64_t n, const T* x, T* y, int64_t rows, int64_t cols,       \
@@ -331,15 +297,15 @@ INDEXING_FOR_SIZES(INDEXING_MOVE)
 
 #define INDEXING_ARITH(S, T)                                                                                   \
   extern "C" __global__ void seamless_scatter_nd_reduce_##S(int64_t n, const T* updates, const int64_t* idx,   \
-                                                            T* y, indexing::NdIndex s, int op) { dependent_launch(); \
+                                                            T* y, NdIndex s, int op) { dependent_launch(); \
     indexing::scatter_nd_reduce(n, updates, idx, y, s, op);                                                    \
   }                                                                                                            \
   extern "C" __global__ void seamless_scatter_elements_reduce_##S##_i32(                                       \
-      int64_t n, const T* updates, const int32_t* idx, T* y, indexing::AxisIndex s, int op) { dependent_launch(); \
+      int64_t n, const T* updates, const int32_t* idx, T* y, AxisIndex s, int op) { dependent_launch(); \
     indexing::scatter_elements_reduce(n, updates, idx, y, s, op);                                              \
   }                                                                                                            \
   extern "C" __global__ void seamless_scatter_elements_reduce_##S##_i64(                                       \
-      int64_t n, const T* updates, const int64_t* idx, T* y, indexing::AxisIndex s, int op) { dependent_launch(); \
+      int64_t n, const T* updates, const int64_t* idx, T* y, AxisIndex s, int op) { dependent_launch(); \
     indexing::scatter_elements_reduce(n, updates, idx, y, s, op);                                              \
   }
 INDEXING_FOR_NUMBERS(INDEXING_ARITH)
@@ -350,21 +316,10 @@ INDEXING_FOR_NUMBERS(INDEXING_ARITH)
 // Pad: constant, reflect, edge and wrap, on raw element bits by size (any element type).
 namespace pad {
 
-constexpr int kPadMaxDims = 8;
-enum PadMode { PAD_CONSTANT = 0, PAD_REFLECT = 1, PAD_EDGE = 2, PAD_WRAP = 3 };
 
 // Negative pads crop first (as ORT): along axis d the cropped input is x[lo[d], lo[d] + len[d]), and
 // output coordinate o maps to r = o - shift[d] in it (shift = the positive begin pad); r outside
 // [0, len) is padding, filled by `mode`.
-struct PadGeometry {
-  int64_t out_dims[kPadMaxDims];
-  int64_t in_strides[kPadMaxDims];
-  int64_t shift[kPadMaxDims];
-  int64_t lo[kPadMaxDims];
-  int64_t len[kPadMaxDims];
-  int32_t rank;
-  int32_t mode;
-};
 
 // `value` carries the constant's bit pattern in its low bytes.
 template <typename T>
@@ -404,7 +359,7 @@ __device__ void pad(int64_t n, const T* x, T* y, int64_t value, PadGeometry g) {
 
 // by element size: any element type
 #define PAD_KERNELS(B, U)                                                                                              \
-  extern "C" __global__ void seamless_pad_##B(int64_t n, const U* x, U* y, int64_t value, pad::PadGeometry g) { dependent_launch(); \
+  extern "C" __global__ void seamless_pad_##B(int64_t n, const U* x, U* y, int64_t value, PadGeometry g) { dependent_launch(); \
     pad::pad(n, x, y, value, g);                                                                                   \
   }
 PAD_KERNELS(1, uint8_t)

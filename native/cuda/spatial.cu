@@ -9,9 +9,6 @@ namespace spatial {
 
 // Sliding-window geometry over up to 3 spatial dims; fewer dims are padded in front with unit dims
 // (in = out = kernel = stride = dilation = 1, pads 0), so every kernel loops over exactly 3.
-struct Window {
-  int64_t in[3], out[3], kernel[3], stride[3], dilation[3], pad_begin[3], pad_end[3];
-};
 
 __device__ __forceinline__ int64_t prod3(const int64_t d[3]) { return d[0] * d[1] * d[2]; }
 
@@ -95,10 +92,6 @@ __device__ void col2im(int64_t total, const T* cols, const T* bias, T* y, int64_
 // --- MaxPool / AveragePool ----------------------------------------------------------------------
 // POOL_MAX_*: stock's CPU paths (kernels/cpu/spatial.py stock_max_pool_path), which treat NaN and -inf each
 // their own way: its own LOOP, MLAS's SCALAR loop, its VECTOR kernels (2-D, 3-D) and its GLOBAL kernel.
-enum PoolMode {
-  POOL_MAX_SCALAR = 0, POOL_AVERAGE = 1, POOL_AVERAGE_WITH_PADS = 2, POOL_SUM = 3,
-  POOL_MAX_LOOP = 4, POOL_MAX_VECTOR_2D = 5, POOL_MAX_VECTOR_3D = 6
-};
 
 // MLAS's two maxima: maxps keeps the running value r only where it is greater (a NaN either side gives v);
 // std::max takes v only where it is greater (a NaN v is dropped, a NaN r stays).
@@ -209,25 +202,17 @@ __device__ void pool(int64_t total, const T* x, T* y, int mode, Window w) {
 }
 
 // --- Resize (nearest, linear) -------------------------------------------------------------------
-constexpr int kResizeMaxDims = 8;
 
 // Per-axis tables computed on the host (the same float32 coordinate arithmetic as the CPU kernel):
 // for output coordinate j of axis d, entry t = table_offset[d] + j gives the two input positions
 // lo[t], hi[t] and the weight of hi, weight[t]. Nearest mode uses lo only.
-struct ResizeAxes {
-  int64_t in_strides[kResizeMaxDims];
-  int64_t out_dims[kResizeMaxDims];
-  int64_t table_offset[kResizeMaxDims];
-  int32_t rank;
-  int32_t blended;  // bit d: axis d blends lo and hi (linear mode with some nonzero weight)
-};
 
 template <typename T>
 __device__ void resize(int64_t n, const T* x, T* y, const int64_t* lo, const int64_t* hi, const float* weight,
                        ResizeAxes r) {
   GRID_LOOP(i, n) {
-    int64_t lo_off[kResizeMaxDims], hi_off[kResizeMaxDims];
-    float w[kResizeMaxDims];
+    int64_t lo_off[SEAMLESS_MAX_DIMS], hi_off[SEAMLESS_MAX_DIMS];
+    float w[SEAMLESS_MAX_DIMS];
     int64_t rest = i;
     for (int d = r.rank - 1; d >= 0; d--) {
       int64_t t = r.table_offset[d] + rest % r.out_dims[d];
@@ -282,13 +267,13 @@ __device__ void causal_conv(int64_t rows, int64_t channels, int64_t n, int64_t k
 
 }  // namespace spatial
 
-extern "C" __global__ void seamless_im2col_2(int64_t total, const uint16_t* x, uint16_t* cols, spatial::Window w) { dependent_launch();
+extern "C" __global__ void seamless_im2col_2(int64_t total, const uint16_t* x, uint16_t* cols, Window w) { dependent_launch();
   spatial::im2col(total, x, cols, w);
 }
-extern "C" __global__ void seamless_im2col_4(int64_t total, const uint32_t* x, uint32_t* cols, spatial::Window w) { dependent_launch();
+extern "C" __global__ void seamless_im2col_4(int64_t total, const uint32_t* x, uint32_t* cols, Window w) { dependent_launch();
   spatial::im2col(total, x, cols, w);
 }
-extern "C" __global__ void seamless_im2col_8(int64_t total, const uint64_t* x, uint64_t* cols, spatial::Window w) { dependent_launch();
+extern "C" __global__ void seamless_im2col_8(int64_t total, const uint64_t* x, uint64_t* cols, Window w) { dependent_launch();
   spatial::im2col(total, x, cols, w);  // float64: ConvInteger's exact sums
 }
 
@@ -298,10 +283,10 @@ extern "C" __global__ void seamless_im2col_8(int64_t total, const uint64_t* x, u
     spatial::add_channel_bias(n, y, bias, channels, inner);                                                            \
   }                                                                                                                    \
   extern "C" __global__ void seamless_col2im_##S(int64_t total, const T* cols, const T* bias, T* y, int64_t channels,  \
-                                                 spatial::Window w) { dependent_launch();                              \
+                                                 Window w) { dependent_launch();                              \
     spatial::col2im(total, cols, bias, y, channels, w);                                                                \
   }                                                                                                                    \
-  extern "C" __global__ void seamless_pool_##S(int64_t total, const T* x, T* y, int mode, spatial::Window w) { dependent_launch(); \
+  extern "C" __global__ void seamless_pool_##S(int64_t total, const T* x, T* y, int mode, Window w) { dependent_launch(); \
     spatial::pool(total, x, y, mode, w);                                                                               \
   }                                                                                                                    \
   extern "C" __global__ void seamless_global_max_pool_##S(const T* x, T* y, int64_t plane) { dependent_launch();     \
@@ -309,7 +294,7 @@ extern "C" __global__ void seamless_im2col_8(int64_t total, const uint64_t* x, u
     if (threadIdx.x == 0) st(y + blockIdx.x, v);                                                                      \
   }                                                                                                                    \
   extern "C" __global__ void seamless_resize_##S(int64_t n, const T* x, T* y, const int64_t* lo, const int64_t* hi,    \
-                                                 const float* weight, spatial::ResizeAxes r) { dependent_launch();     \
+                                                 const float* weight, ResizeAxes r) { dependent_launch();     \
     spatial::resize(n, x, y, lo, hi, weight, r);                                                                       \
   }
 FOR_FLOATS(SPATIAL_KERNELS)
@@ -333,11 +318,6 @@ FOR_FLOATS(CAUSAL_CONV)
 // reflected off [low, high], any number of bounces).
 namespace grid_sample {
 
-struct Shape {
-  int64_t n, c, points;  // batch, channels, output points per image
-  int32_t nd, dims[3];   // spatial axes and their lengths
-  int32_t mode, padding, align;  // mode 0 nearest, 1 linear, 2 cubic; padding 0 zeros, 1 border, 2 reflection
-};
 
 __device__ float reflect(float x, float low, float high) {
   float span = __fsub_rn(high, low);
@@ -361,7 +341,7 @@ __device__ float cubic(float d) {  // Keys' kernel, a = -0.75, as kernels/cpu/sp
 }
 
 // One axis' taps of the coordinate g in [-1, 1]: indices (clamped), weights and whether inside.
-__device__ int taps(float g, int length, const Shape& s, int* index, float* weight, bool* inside) {
+__device__ int taps(float g, int length, const GridSampleShape& s, int* index, float* weight, bool* inside) {
   float coord = s.align ? __fmul_rn(__fdiv_rn(__fadd_rn(g, 1.0f), 2.0f), (float)(length - 1))
                         : __fdiv_rn(__fsub_rn(__fmul_rn(__fadd_rn(g, 1.0f), (float)length), 1.0f), 2.0f);
   float low = s.align ? 0.0f : -0.5f, high = s.align ? (float)(length - 1) : __fsub_rn((float)length, 0.5f);
@@ -386,7 +366,7 @@ __device__ int taps(float g, int length, const Shape& s, int* index, float* weig
 }
 
 template <typename T>
-__device__ void sample(const T* x, const T* grid, T* y, Shape s) {
+__device__ void sample(const T* x, const T* grid, T* y, GridSampleShape s) {
   GRID_LOOP(o, s.n * s.c * s.points) {
     int64_t point = o % s.points, ch = (o / s.points) % s.c, b = o / (s.points * s.c);
     const T* g = grid + (b * s.points + point) * s.nd;
@@ -418,7 +398,7 @@ __device__ void sample(const T* x, const T* grid, T* y, Shape s) {
 }  // namespace grid_sample
 
 #define GRID_SAMPLE(S, T)                                                                                    \
-  extern "C" __global__ void seamless_grid_sample_##S(const T* x, const T* grid, T* y, grid_sample::Shape s) { \
+  extern "C" __global__ void seamless_grid_sample_##S(const T* x, const T* grid, T* y, GridSampleShape s) { \
     dependent_launch();                                                                                      \
     grid_sample::sample<T>(x, grid, y, s);                                                                   \
   }
@@ -429,13 +409,9 @@ FOR_FLOATS(GRID_SAMPLE)
 // [n, c, kh, kw, oh, ow], which is [n, group, c / group * kh * kw, oh * ow] for the GEMM by W.
 namespace deform {
 
-struct Shape {
-  int64_t n, c, height, width, oh, ow;
-  int32_t kh, kw, stride_h, stride_w, dilation_h, dilation_w, top, left, offset_groups;
-};
 
 template <typename T>
-__device__ void columns(const T* x, const T* offset, const T* mask, float* out, Shape s) {
+__device__ void columns(const T* x, const T* offset, const T* mask, float* out, DeformShape s) {
   int64_t taps = (int64_t)s.kh * s.kw, plane = s.oh * s.ow;
   GRID_LOOP(i, s.n * s.c * taps * plane) {
     int64_t ox = i % s.ow, oy = (i / s.ow) % s.oh, tap = (i / plane) % taps, ch = (i / (plane * taps)) % s.c;
@@ -464,7 +440,7 @@ __device__ void columns(const T* x, const T* offset, const T* mask, float* out, 
 
 #define DEFORM_COLUMNS(S, T)                                                                                   \
   extern "C" __global__ void seamless_deform_columns_##S(const T* x, const T* offset, const T* mask, float* out, \
-                                                         deform::Shape s) {                                     \
+                                                         DeformShape s) {                                     \
     dependent_launch();                                                                                        \
     deform::columns<T>(x, offset, mask, out, s);                                                               \
   }

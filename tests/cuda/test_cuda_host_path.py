@@ -14,6 +14,7 @@ from onnxruntime_ep_seamless.exec import cuda_compute
 from onnxruntime_ep_seamless.runtime.native import NATIVES
 from onnxruntime_ep_seamless.graph.onnx_import import import_model
 from onnxruntime_ep_seamless.runtime import cuda as runtime_cuda
+from onnxruntime_ep_seamless.runtime.cuda_args import STAGE_COPY
 
 seamless.register("cuda")
 ffi, REAL = NATIVES["cuda"].ffi, NATIVES["cuda"].lib
@@ -67,7 +68,7 @@ class FakeGlue:
     def seamless_segment_replay(self, replayer, s, ctx, stream, dims, data):
         """cuda_replay.c's replay_locked with its driver calls recorded; the table's arithmetic is the real glue's."""
         assert REAL.seamless_segment_inputs(s, dims, data) == 0
-        row, host = 8 * cuda_compute.STAGE_ENTRY, int(ffi.cast("uintptr_t", s.host))
+        row, host = STAGE_COPY.itemsize, int(ffi.cast("uintptr_t", s.host))
         self.seamless_cuda_copy(s.table, host, s.n_in * row, stream)
         self.launches.append("segment")
         self.replays += 1
@@ -103,7 +104,7 @@ class FakeGlue:
         # host memory into our allocation: a staging table's rows (a host address may lie anywhere outside the
         # fake ranges: below 4 GiB where Python's heap is not position-independent, as on the H200's host)
         if 1 << 32 <= dst < self.top and not self.device(src):
-            self.copies.append(np.frombuffer(bytes(ffi.buffer(ffi.cast("char*", src), nbytes)), np.int64))
+            self.copies.append(bytes(ffi.buffer(ffi.cast("char*", src), nbytes)))
         return ffi.NULL
 
     def seamless_gpu_report(self, stream):
@@ -214,13 +215,15 @@ def test_level_a_captures_a_decode_step_and_replays_it_with_this_runs_addresses_
         if past > 10:
             assert glue.launches == ["segment", "seamless_stage"]
         assert glue.launches[-2:] == ["segment", "seamless_stage"]
-        inputs, outputs = (rows.reshape(-1, cuda_compute.STAGE_ENTRY) for rows in glue.copies)
+        inputs, outputs = (np.frombuffer(rows, STAGE_COPY) for rows in glue.copies)
         unit = 64 * 2  # bytes a position of a KV row (head size 64, float16)
-        # src, rows, width, src pitch, dst pitch: this run's past into the graph's buffer of capacity 64
-        assert list(inputs[key, [0, 2, 3, 4, 5]]) == [fed + key * 4096, 2, unit * past, unit * past, unit * 64]
+        fields = lambda entry, names: [int(entry[name]) for name in names]
+        # this run's past into the graph's buffer of capacity 64
+        assert fields(inputs[key], ("src", "rows", "width", "src_pitch", "dst_pitch")) == [
+            fed + key * 4096, 2, unit * past, unit * past, unit * 64]
         # the graph's present (capacity 64) into ORT's tensor of this run's length
-        assert list(outputs[present, [1, 2, 3, 4, 5]]) == [(1 << 44) + (present << 24), 2, unit * (past + 1),
-                                                           unit * 64, unit * (past + 1)]
+        assert fields(outputs[present], ("dst", "rows", "width", "src_pitch", "dst_pitch")) == [
+            (1 << 44) + (present << 24), 2, unit * (past + 1), unit * 64, unit * (past + 1)]
     assert glue.replays == 4  # runs 3-6
 
 

@@ -20,6 +20,7 @@ import numpy as np
 
 from ..graph.ir import ONNX_TO_NUMPY
 from ..runtime.cuda import CudaRuntime, DeviceTensor, contiguous_strides
+from ..runtime.cuda_args import STAGE_COPY
 from .cuda_capture import capture_summary, choose_padding, place
 from .compute import MAX_RANK, Buffers
 from ..runtime.native import LOG_WARNING, NATIVES
@@ -28,7 +29,6 @@ from ..runtime.native import LOG_WARNING, NATIVES
 WARMUP_RUNS = 2     # capture=auto: eager runs of a binding before it is captured
 MAX_SEGMENTS = 8    # captured bindings per compiled node; the least recently used is dropped
 MIN_CAPACITY = 64   # padded KV capacities are powers of two from here: a generation recaptures a few times
-STAGE_ENTRY = 7     # int64 fields of a staging-table entry (native/cuda/shape.cu StageCopy)
 STAGE_LIMIT = 1 << 22  # outputs from 4 MiB on are copied by cuMemcpyAsync, not the staging kernel
 
 
@@ -42,8 +42,8 @@ class Segment:
     stream: object         # replayed only on the stream it was captured on (its buffers are reused)
     capacity: int          # the padded length of growing axes; 0: nothing padded
     inputs: list           # DeviceTensors the graph reads, one per staged input
-    table: DeviceTensor    # [staged inputs + outputs, STAGE_ENTRY] int64 on the GPU
-    host_table: np.ndarray  # its host copy: src, dst, rows, width, src pitch, dst pitch, lead (bytes)
+    table: DeviceTensor    # [staged inputs + outputs] StageCopy entries (native/cuda/args.h) on the GPU
+    host_table: np.ndarray  # its host copy
     in_pos: np.ndarray     # the staged inputs' positions among the node's inputs
     in_length: np.ndarray  # per staged input: index in the run's dims of its padded length (else of a 1)
     in_unit: np.ndarray    # bytes per unit of that length
@@ -264,13 +264,14 @@ class CudaKernel:
             if results[i].nbytes >= STAGE_LIMIT:
                 self.rt.copy(int(b.np_out_data[i]), results[i].ptr, results[i].nbytes, stream)
         if small:
-            table = np.zeros((len(small), STAGE_ENTRY), np.int64)
-            table[:, 0] = [results[i].ptr for i in small]
-            table[:, 1] = b.np_out_data[small]
-            table[:, 2] = 1
-            table[:, 3:6] = np.array([results[i].nbytes for i in small])[:, None]  # width and both pitches
+            table = np.zeros(len(small), STAGE_COPY)
+            table["src"] = [results[i].ptr for i in small]
+            table["dst"] = b.np_out_data[small]
+            table["rows"] = 1
+            for field in ("width", "src_pitch", "dst_pitch"):
+                table[field] = [results[i].nbytes for i in small]
             staged = self.rt.device(DeviceTensor.on_host(table), stream)
-            self.rt.stage(staged, 0, len(small), stream, largest=int(table[:, 3].max()))
+            self.rt.stage(staged, 0, len(small), stream, largest=int(table["width"].max()))
             self.rt.free(staged)  # stream-ordered
 
     def _capture(self, key, capacity: int, inputs: dict, ctx, b, stream) -> None:
@@ -281,7 +282,7 @@ class CudaKernel:
                   for name, t in inputs.items()}
         for t in stable.values():  # staged before the run's first launch, a plain one: kernels may read them early
             t.settled = True
-        table = rt.alloc((len(names) + len(self.output_names), STAGE_ENTRY), np.int64)
+        table = rt.alloc((len(names) + len(self.output_names),), STAGE_COPY)
         handle = ffi.new("void**")
         self.native.check(lib.seamless_segment_begin(stream, handle))
         graph, scratch = handle[0], []
@@ -380,7 +381,7 @@ class CudaKernel:
         padded_in = self.padding.inputs if capacity else {}
         padded_out = self.padding.outputs if capacity else {}
         left = bool(capacity) and self.padding.left
-        host = np.zeros((len(names) + len(results), STAGE_ENTRY), np.int64)
+        host = np.zeros(len(names) + len(results), STAGE_COPY)
         in_length, in_unit, in_lead = [], [], []
         for k, name in enumerate(names):
             t, axis = stable[name], padded_in.get(name)
@@ -389,7 +390,7 @@ class CudaKernel:
             else:
                 rows, unit = math.prod(t.shape[:axis]), math.prod(t.shape[axis + 1:]) * t.dtype.itemsize
                 length, full = self.input_names.index(name) * MAX_RANK + axis, t.shape[axis]
-            host[k, 1:3], host[k, 5] = (t.ptr, rows), unit * full
+            host[k]["dst"], host[k]["rows"], host[k]["dst_pitch"] = t.ptr, rows, unit * full
             in_length.append(length)
             in_unit.append(unit)
             in_lead.append(unit if left and axis is not None else 0)
@@ -399,7 +400,7 @@ class CudaKernel:
             out_dims[j * MAX_RANK:j * MAX_RANK + len(t.shape)] = t.shape
             row = host[len(names) + j]
             if name not in padded_out:
-                row[0], row[2], row[4] = t.ptr, 1, t.nbytes
+                row["src"], row["rows"], row["src_pitch"] = t.ptr, 1, t.nbytes
                 out_length.append([no_length])
                 out_unit.append(t.nbytes)
                 out_full.append(0)
@@ -408,7 +409,7 @@ class CudaKernel:
             if not left and t.shape[axis] != capacity:
                 raise ValueError(f"output {name!r} of shape {t.shape} is not padded to the capacity {capacity}")
             unit = math.prod(t.shape[axis + 1:]) * t.dtype.itemsize
-            row[0], row[2], row[4] = t.ptr, math.prod(t.shape[:axis]), unit * t.shape[axis]
+            row["src"], row["rows"], row["src_pitch"] = t.ptr, math.prod(t.shape[:axis]), unit * t.shape[axis]
             out_length.append([self.input_names.index(n) * MAX_RANK + a for n, a in sources] or [no_length])
             out_unit.append(unit)
             out_axis.append(j * MAX_RANK + axis)
@@ -421,7 +422,8 @@ class CudaKernel:
                        array([self.input_names.index(n) for n in names]), array(in_length), array(in_unit),
                        array(out_length).reshape(len(results), k), array(out_unit),
                        array([len(t.shape) for t in results], np.int32), out_dims, array(out_axis), array(out_padded),
-                       array(in_lead) if left else None, array(out_full), host[len(names):, 0].copy())
+                       array(in_lead) if left else None, array(out_full),
+                       host["src"][len(names):].astype(np.int64))
 
     def _plan(self, s: Segment, key: bytes, results: list) -> None:
         """The C glue's SeamlessSegment for s (ep_plugin/cuda_replay.c): pointers into s's arrays, the
@@ -438,7 +440,7 @@ class CudaKernel:
         p.graph, p.stream, p.capacity, p.n_dims = s.graph, s.stream, s.capacity, len(self.input_names) * MAX_RANK
         p.n_in, p.n_out, p.k, p.n_axis = len(s.in_pos), len(results), s.out_length.shape[1], len(s.out_axis)
         p.n_grow, p.max_rank = (len(self.grow_at) if s.capacity else 0), MAX_RANK
-        p.host, p.table = view(s.host_table), s.table.ptr
+        p.host, p.table = view(s.host_table, "char[]"), s.table.ptr
         p.in_pos, p.in_length, p.in_unit = view(s.in_pos), view(s.in_length), view(s.in_unit)
         p.in_lead = view(s.in_lead) if s.in_lead is not None else ffi.NULL
         p.out_length, p.out_unit, p.out_full = view(s.out_length), view(s.out_unit), view(s.out_full)

@@ -6,7 +6,7 @@ any other exception is ORT_FAIL, as stock's failed enforcements are.
 """
 from __future__ import annotations
 
-import struct
+from ..runtime import cuda_args
 
 ORT_FAIL, ORT_INVALID_ARGUMENT = 1, 2
 
@@ -35,7 +35,7 @@ def status_code(exc: BaseException) -> int:
 
 class GpuCheck:
     """How a CUDA kernel of one node reports a bad value it finds in the run's data, which only the GPU holds
-    (native/cuda/common.cuh GpuCheck: the kernel bounds its access and writes the value to its stream's report;
+    (native/cuda/args.h GpuCheck: the kernel bounds its access and writes the value to its stream's report;
     the host fails the run once it has waited for the stream, with the status and text registered here). The
     planner hands one to every CUDA kernel that asks for `_gpu_check`."""
 
@@ -43,19 +43,24 @@ class GpuCheck:
         self.where = where  # the node, as run-time errors name it
         self._tags: dict = {}
 
-    def arg(self, rt, stream, cause: str, error: type = InvalidArgument) -> tuple:
-        """The launch argument of a kernel that reports `cause` (the error's text; "{value}" where the bad value
+    def fields(self, rt, stream, cause: str, error: type = InvalidArgument) -> dict:
+        """The args.h GpuCheck of a kernel that reports `cause` (the error's text; "{value}" where the bad value
         goes) as stock ORT's `error` (its status code)."""
         tag = self._tags.get((cause, error))
         if tag is None:
             text = f"SeamlessCUDAExecutionProvider: node {self.where}: {error.__name__}: {cause} (found on the GPU)"
             tag = self._tags[cause, error] = rt.check_tag(text, status_code(error(cause)))
-        return ("bytes", struct.pack("<Qq", rt.gpu_report(stream), tag))
+        return {"report": rt.gpu_report(stream), "tag": tag}
+
+
+def gpu_check_fields(check: GpuCheck | None, rt, stream, cause: str, error: type = InvalidArgument) -> dict:
+    """check.fields(...), or a null report (a kernel called outside a plan: bad values bounded, not reported)."""
+    return check.fields(rt, stream, cause, error) if check is not None else {}
 
 
 def gpu_check_arg(check: GpuCheck | None, rt, stream, cause: str, error: type = InvalidArgument) -> tuple:
-    """check.arg(...), or a null report (a kernel called outside a plan: bad values bounded, not reported)."""
-    return check.arg(rt, stream, cause, error) if check is not None else ("bytes", bytes(16))
+    """gpu_check_fields' as a kernel's own launch argument."""
+    return cuda_args.struct_arg("GpuCheck", **gpu_check_fields(check, rt, stream, cause, error))
 
 
 def axis(value: int, rank: int, what: str = "axis") -> int:

@@ -14,11 +14,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..graph.ir import ONNX_TO_NUMPY, c_order
+from .cuda_args import MAX_DIMS, struct_arg
 
 # seamless_cublas_gemm's operand types (ONNX element type codes) by numpy dtype; any other: float32 (1)
 _GEMM_TYPES = {ONNX_TO_NUMPY[code]: code for code in (10, 11, 16) if code in ONNX_TO_NUMPY}
 FATBIN = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "_kernels_cuda.fatbin")
-MAX_DIMS = 8  # native/cuda/elementwise.cu SEAMLESS_MAX_DIMS
 
 
 @dataclass
@@ -190,11 +190,10 @@ class CudaRuntime:
         n = math.prod(dims)
         if not len(src_strides) == len(dst_strides) == rank:
             raise ValueError(f"strided copy of dims {tuple(dims)} with strides {list(src_strides)}, {list(dst_strides)}")
-        pad = [0] * (MAX_DIMS - rank)
-        s = struct.pack(f"<{3 * MAX_DIMS + 2}qi4x", *dims, *pad, *src_strides, *pad, *dst_strides, *pad,
-                        int(src_offset), int(dst_offset), rank)
+        strided = struct_arg("Strided", dims=list(dims), src_strides=list(src_strides), dst_strides=list(dst_strides),
+                      src_offset=int(src_offset), dst_offset=int(dst_offset), rank=rank)
         self.launch(f"seamless_copy_{x.dtype.itemsize}", n, stream, ("int64", n), ("ptr", x.ptr), ("ptr", y.ptr),
-                    ("bytes", s))
+                    strided)
 
     def launch_rows(self, name: str, rows, stream, *args, shared: int = 0, threads: int = 256) -> None:
         """One block of `threads` threads per row (`shared` bytes of dynamic shared memory each); rows:
@@ -336,8 +335,8 @@ def preload_cublas() -> None:
                 continue
 
 
-def _operand_strides(out_shape, shape) -> list[int]:
-    """Element strides of an operand broadcast to out_shape (0 on broadcast axes), padded to MAX_DIMS."""
+def operand_strides(out_shape, shape) -> list[int]:
+    """Element strides of an operand broadcast to out_shape (0 on broadcast axes)."""
     rank = len(out_shape)
     if rank > MAX_DIMS:
         raise ValueError(f"rank {rank} above the CUDA kernels' limit of {MAX_DIMS}")
@@ -346,16 +345,10 @@ def _operand_strides(out_shape, shape) -> list[int]:
     for d in range(rank - 1, -1, -1):
         out[d] = 0 if shape[d] == 1 and out_shape[d] != 1 else step
         step *= shape[d]
-    return out + [0] * (MAX_DIMS - rank)
+    return out
 
 
-def broadcast_struct(out_shape, a_shape, b_shape) -> bytes:
-    """native/cuda/elementwise.cu's Broadcast for operands of these shapes (numpy rules)."""
-    dims = list(out_shape) + [0] * (MAX_DIMS - len(out_shape))
-    return struct.pack(f"<{3 * MAX_DIMS}qi4x", *dims, *_operand_strides(out_shape, a_shape),
-                       *_operand_strides(out_shape, b_shape), len(out_shape))
-
-
-def broadcast_strides(out_shape, shape) -> bytes:
-    """One more operand's strides (Where's condition), to append to a Broadcast."""
-    return struct.pack(f"<{MAX_DIMS}q", *_operand_strides(out_shape, shape))
+def broadcast(out_shape, a_shape, b_shape) -> dict:
+    """The fields of args.h's Broadcast for operands of these shapes (numpy rules)."""
+    return {"dims": list(out_shape), "a_strides": operand_strides(out_shape, a_shape),
+            "b_strides": operand_strides(out_shape, b_shape), "rank": len(out_shape)}

@@ -5,13 +5,13 @@ LinearAttention (opset 27): attention.cu's recurrence, a block per (batch, KV he
 GroupQueryAttention and RotaryEmbedding, ONNX RotaryEmbedding-23 (native/cuda/attention.cu), and
 MultiHeadAttention (composed, as ONNX Attention, in float32). Semantics and run-time checks are shared with the
 CPU kernels (kernels/cpu/attention.py)."""
-import struct
 
 import numpy as np
 
 from ...runtime.cuda import DeviceTensor
+from ...runtime.cuda_args import struct_arg
 from .. import checks
-from ..checks import InvalidArgument, gpu_check_arg
+from ..checks import InvalidArgument, gpu_check_fields
 from ..cpu import attention as cpu_attention
 from ..cpu.attention import (attention_shapes, check_attention, check_linear_attention, check_mha, gqa_config_problem,
                              gqa_layout, linear_attention_geometry, mha_shapes, mrotary_geometry,
@@ -123,9 +123,10 @@ def _linear_recurrence(rt, stream, query, key, value, past_state, decay, beta, q
     gated, delta = update_rule in ("gated", "gated_delta"), update_rule in ("delta", "gated_delta")
     out = rt.alloc((b, t, max(q_heads, kv_heads) * d_v), query.dtype)
     state = rt.alloc((b, kv_heads, d_k, d_v), F32)
-    shape = struct.pack("<11if", b, t, q_heads, kv_heads, k_heads, d_k, d_v, int(gated), int(delta),
-                        int(gated and decay.shape[-1] != kv_heads), int(delta and beta.shape[-1] != 1),
-                        float(np.float32(scale) if scale else np.float32(1 / np.sqrt(d_k))))
+    shape = struct_arg("LinearAttentionShape", batch=b, tokens=t, q_heads=q_heads, kv_heads=kv_heads, k_heads=k_heads,
+                d_k=d_k, d_v=d_v, gated=int(gated), delta=int(delta),
+                decay_per_key=int(gated and decay.shape[-1] != kv_heads), beta_per_head=int(delta and beta.shape[-1] != 1),
+                scale=float(np.float32(scale) if scale else np.float32(1 / np.sqrt(d_k))))
     readers = max(q_heads // kv_heads, 1)
     if d_k in (64, 128) and d_v <= 1024:  # a thread per state column, its d_k values in registers
         name, launch = f"seamless_linear_attention_k{d_k}", dict(shared=4 * d_k * (2 + readers), threads=d_v)
@@ -134,7 +135,7 @@ def _linear_recurrence(rt, stream, query, key, value, past_state, decay, beta, q
     rt.launch_rows(f"{name}_{SUFFIX[query.dtype]}", b * kv_heads, stream, ("ptr", query.ptr),
                    ("ptr", key.ptr), ("ptr", value.ptr), ("ptr", past_state.ptr if past_state is not None else 0),
                    ("ptr", decay.ptr if gated else 0), ("ptr", beta.ptr if delta else 0), ("ptr", out.ptr),
-                   ("ptr", state.ptr), ("bytes", shape), **launch)
+                   ("ptr", state.ptr), shape, **launch)
     present = cast_to(rt, stream, state, state_dtype)
     if present is not state:
         rt.free(state)  # stream-ordered
@@ -274,12 +275,13 @@ def group_query_attention(rt, stream, query, key=None, value=None, past_key=None
             rt.launch(f"seamless_cast_{SUFFIX[head_sink.dtype]}_f32", num_heads, stream, ("int64", num_heads),
                       ("ptr", head_sink.ptr), ("ptr", sink.ptr))
     half = cos_cache.shape[1] if do_rotary else 0
-    check = gpu_check_arg(_gpu_check, rt, stream, f"seqlens_k value {{value}} is out of range [0, {seq_bound}) or "
+    check = gpu_check_fields(_gpu_check, rt, stream, f"seqlens_k value {{value}} is out of range [0, {seq_bound}) or "
                           f"shorter than the {s} new tokens")
-    shape = struct.pack("<16i", b, s, num_heads, kv_num_heads, h, work_len, half, int(bool(do_rotary)),
-                        int(bool(rotary_interleaved)), int(key is None), int(first_prompt),
-                        cos_cache.shape[0] if do_rotary else 0, past_key.shape[2] if past_key is not None else 0,
-                        seq_bound, window, present_len if window else 0) + check[1]
+    shape = struct_arg("GqaShape", batch=b, seq=s, heads=num_heads, kv_heads=kv_num_heads, head_size=h, present_len=work_len,
+                rot_half=half, do_rotary=int(bool(do_rotary)), interleaved=int(bool(rotary_interleaved)),
+                packed=int(key is None), first_prompt=int(first_prompt), cos_rows=cos_cache.shape[0] if do_rotary else 0,
+                past_buf=past_key.shape[2] if past_key is not None else 0, seq_bound=seq_bound, window=window,
+                capacity=present_len if window else 0, check=check)
     suffix = SUFFIX[dtype]
     sm_scale = float(scale) if scale != 0.0 else 1.0 / float(np.sqrt(np.float32(h)))
     # the past read before waiting for the kernel before where no launch of this run writes it (DeviceTensor.settled)
@@ -287,8 +289,9 @@ def group_query_attention(rt, stream, query, key=None, value=None, past_key=None
     # a decode step lets the next kernel launch once its blocks have their inputs where that kernel is a quantized
     # projection (its few weights need little time to stream into L2 ahead), else at once (attention.cu decode)
     late_launch = bool(_readers) and all(op == "MatMulNBits" for op in _readers)
-    params = struct.pack("<ffiiiiii", sm_scale, float(softcap), int(local_window_size), int(causal),
-                         int(sink is not None), int(early), int(late_launch), int(in_place))
+    params = struct_arg("AttendParams", scale=sm_scale, softcap=float(softcap), local_window=int(local_window_size),
+                 causal=int(causal), smooth=int(sink is not None), early=int(early), late_launch=int(late_launch),
+                 in_place=int(in_place))
     qkv = [("ptr", query.ptr), ("ptr", key.ptr if key is not None else 0), ("ptr", value.ptr if value is not None else 0),
            ("ptr", cos_cache.ptr if do_rotary else 0), ("ptr", sin_cache.ptr if do_rotary else 0), ("ptr", seqlens_k.ptr)]
     past = [("ptr", past_key.ptr if past_key is not None else 0), ("ptr", past_value.ptr if past_value is not None else 0)]
@@ -300,8 +303,8 @@ def group_query_attention(rt, stream, query, key=None, value=None, past_key=None
         known = f"_h{h}" if h in DECODE_HEAD_SIZES and suffix in ("f16", "bf16") else ""  # compiled for that size
         rt.launch_rows(f"seamless_gqa_decode_p{passes}{known}_{suffix}", (splits, b * num_heads), stream, *past, *qkv,
                        ("ptr", sink.ptr if sink else 0), ("ptr", pk.ptr), ("ptr", pv.ptr), ("ptr", out.ptr),
-                       ("ptr", partial.ptr), ("ptr", rt.counters(b * num_heads, stream).ptr), ("bytes", shape),
-                       ("bytes", params), threads=DECODE_THREADS)
+                       ("ptr", partial.ptr), ("ptr", rt.counters(b * num_heads, stream).ptr), shape,
+                       params, threads=DECODE_THREADS)
     else:  # the present (or work) buffers and q, then a block per query row or per tile of them
         q = rt.alloc((b, num_heads, s, h), dtype)
         scratch.append(q)
@@ -310,18 +313,18 @@ def group_query_attention(rt, stream, query, key=None, value=None, past_key=None
         n = wk.size + b * s * (num_heads + 2 * kv_num_heads) * h  # the present buffers, then the new tokens
         wide = _prepare_wide(h, half, (*rows, q, wk, wv))
         rt.launch(f"seamless_gqa_prepare_{suffix}", n // 8 if wide else n, stream, *past, *qkv, ("ptr", q.ptr),
-                  ("ptr", wk.ptr), ("ptr", wv.ptr), ("bytes", shape), ("int", int(wide)))
+                  ("ptr", wk.ptr), ("ptr", wv.ptr), shape, ("int", int(wide)))
         if tiles:
             rt.launch_rows(f"seamless_gqa_attend_tiles_h{h}_{suffix}", b * num_heads * -(-s // ATTEND_TILE), stream,
                            ("ptr", q.ptr), ("ptr", pk.ptr), ("ptr", pv.ptr), ("ptr", seqlens_k.ptr), ("ptr", out.ptr),
-                           ("bytes", shape), ("bytes", params), threads=ATTEND_TILE * 2)  # a warp per 16 queries
+                           shape, params, threads=ATTEND_TILE * 2)  # a warp per 16 queries
         else:
             rt.launch_rows(f"seamless_gqa_attend_{suffix}", b * num_heads * s, stream, ("ptr", q.ptr), ("ptr", wk.ptr),
                            ("ptr", wv.ptr), ("ptr", seqlens_k.ptr), ("ptr", sink.ptr if sink else 0),
-                           ("ptr", out.ptr), ("bytes", shape), ("bytes", params), shared=shared)
+                           ("ptr", out.ptr), shape, params, shared=shared)
         if window:
             rt.launch(f"seamless_gqa_window_keep_{suffix}", pk.size, stream, ("ptr", wk.ptr), ("ptr", wv.ptr),
-                      ("ptr", seqlens_k.ptr), ("ptr", pk.ptr), ("ptr", pv.ptr), ("bytes", shape))
+                      ("ptr", seqlens_k.ptr), ("ptr", pk.ptr), ("ptr", pv.ptr), shape)
     for t in scratch:
         rt.free(t)  # stream-ordered: reused only by later work on this stream
     return out, pk, pv
@@ -425,12 +428,13 @@ def _rotate(rt, stream, x, position_ids, cos_cache, sin_cache, b, s, n, h, rot_h
             raise InvalidArgument(f"position_ids value {bad[1]} at index {bad[0]} is out of range [0, {rows}): "
                                   f"positions {pos.min()}..{pos.max()} outside the cos/sin caches' {rows} rows")
     y = rt.alloc(x.shape, x.dtype)
-    check = gpu_check_arg(gpu_check, rt, stream, f"position_ids value {{value}} is out of range [0, {rows})")
-    shape = struct.pack("<10i", b, s, n, h, rot_half, cos_cache.shape[-1], int(bool(interleaved)), int(len(x.shape) == 4),
-                        int(first_only), rows) + check[1]
+    check = gpu_check_fields(gpu_check, rt, stream, f"position_ids value {{value}} is out of range [0, {rows})")
+    shape = struct_arg("RotaryShape", batch=b, seq=s, heads=n, head_size=h, rot_half=rot_half, cache_half=cos_cache.shape[-1],
+                interleaved=int(bool(interleaved)), bnsh=int(len(x.shape) == 4), first_only=int(first_only),
+                cache_rows=rows, check=check)
     rt.launch(f"seamless_rotary_{SUFFIX[x.dtype]}", y.size, stream, ("int64", y.size), ("ptr", x.ptr),
               ("ptr", position_ids.ptr if position_ids is not None else 0), ("ptr", cos_cache.ptr),
-              ("ptr", sin_cache.ptr), ("ptr", y.ptr), ("bytes", shape))
+              ("ptr", sin_cache.ptr), ("ptr", y.ptr), shape)
     return y
 
 
@@ -458,13 +462,14 @@ def m_rotary_embedding(rt, stream, input, position_ids, cos_cache, sin_cache, *,
     four_d = len(input.shape) == 4
     seq = input.shape[2] if four_d else input.shape[1]
     y = rt.alloc(input.shape, input.dtype)
-    check = gpu_check_arg(_gpu_check, rt, stream, f"MRotaryEmbedding: position_ids value {{value}} is out of range "
+    check = gpu_check_fields(_gpu_check, rt, stream, f"MRotaryEmbedding: position_ids value {{value}} is out of range "
                                                   f"[0, {rows})")
-    shape = struct.pack("<12if4x", input.shape[0], seq, n, h, rot // 2, int(four_d), rows, mrope_layout, *section,
-                        int(bool(interleaved)), float(scale)) + check[1]
+    shape = struct_arg("MRotaryShape", batch=input.shape[0], seq=seq, heads=n, head_size=h, rot_half=rot // 2, bnsh=int(four_d),
+                cache_rows=rows, layout=mrope_layout, section_t=section[0], section_h=section[1], section_w=section[2],
+                interleaved=int(bool(interleaved)), scale=float(scale), check=check)
     rt.launch(f"seamless_mrotary_{SUFFIX[input.dtype]}", y.size, stream, ("int64", y.size), ("ptr", input.ptr),
               ("ptr", position_ids.ptr), ("ptr", cos_cache.ptr), ("ptr", sin_cache.ptr), ("ptr", y.ptr),
-              ("bytes", shape))
+              shape)
     return (y,)
 
 

@@ -4,12 +4,12 @@ IsNaN, IsInf, Swish and Shrink are composed of those kernels; Dropout (inference
 The helpers the other CUDA modules share: binary, unary, compare, logic, where, cast_to, device_scalar,
 Scratch (a composition's intermediate tensors), on_host (a CPU kernel run on the host)."""
 import inspect
-import struct
 
 import numpy as np
 
 from ...graph.ir import ONNX_TO_NUMPY, attr_dtype
-from ...runtime.cuda import MAX_DIMS, DeviceTensor, broadcast_struct, broadcast_strides
+from ...runtime.cuda import MAX_DIMS, DeviceTensor, broadcast, operand_strides
+from ...runtime.cuda_args import struct_arg, lib as codes
 from ..cpu import elementwise as cpu_elementwise
 from ..cpu.elementwise import UNSIGNED, check_bias, check_bitcast, check_bitshift
 from .. import checks
@@ -26,28 +26,36 @@ GPU_FLOATS = frozenset(t for t, s in SUFFIX.items() if s in ("f32", "f16", "bf16
 GPU_INTS = frozenset(map(np.dtype, (np.int32, np.int64)))
 ARITHMETIC = GPU_FLOATS | GPU_INTS
 
-ADD, SUB, MUL, DIV, POW, MAX, MIN, MOD, FMOD, PRELU, BIT_AND, BIT_OR, BIT_XOR, SHIFT_LEFT, SHIFT_RIGHT = range(15)
+# the op codes: native/cuda/args.h
+ADD, SUB, MUL, DIV, POW, MAX, MIN, MOD, FMOD, PRELU, BIT_AND, BIT_OR, BIT_XOR, SHIFT_LEFT, SHIFT_RIGHT = (
+    codes.ADD, codes.SUB, codes.MUL, codes.DIV, codes.POW, codes.MAX_, codes.MIN_, codes.MOD, codes.FMOD, codes.PRELU,
+    codes.BIT_AND, codes.BIT_OR, codes.BIT_XOR, codes.SHIFT_LEFT, codes.SHIFT_RIGHT)
 BINARY = {"Add": (ADD, 7, ARITHMETIC), "Sub": (SUB, 7, ARITHMETIC), "Mul": (MUL, 7, ARITHMETIC),
           "Div": (DIV, 7, ARITHMETIC), "Pow": (POW, 7, GPU_FLOATS), "PRelu": (PRELU, 7, ARITHMETIC),
           "BitwiseAnd": (BIT_AND, 18, GPU_INTS), "BitwiseOr": (BIT_OR, 18, GPU_INTS),
           "BitwiseXor": (BIT_XOR, 18, GPU_INTS)}
-COMPARE = {"Equal": (0, 7), "Less": (1, 7), "LessOrEqual": (2, 12), "Greater": (3, 7), "GreaterOrEqual": (4, 12)}
-LOGIC = {"And": 0, "Or": 1, "Xor": 2}
-NOT = 3
+COMPARE = {"Equal": (codes.EQUAL, 7), "Less": (codes.LESS, 7), "LessOrEqual": (codes.LESS_EQUAL, 12),
+           "Greater": (codes.GREATER, 7), "GreaterOrEqual": (codes.GREATER_EQUAL, 12)}
+LOGIC = {"And": codes.AND, "Or": codes.OR, "Xor": codes.XOR}
+NOT = codes.NOT
 # op -> (UnaryOp code, since, parameters as (attribute, default) pairs); float types
-UNARY = {"Relu": (0, 6, ()), "Sigmoid": (1, 6, ()), "Tanh": (2, 6, ()), "Exp": (3, 6, ()), "Log": (4, 6, ()),
-         "Neg": (5, 6, ()), "Abs": (6, 6, ()), "Sqrt": (7, 6, ()), "Erf": (8, 9, ()), "Reciprocal": (9, 6, ()),
-         "Sin": (10, 7, ()), "Cos": (11, 7, ()), "Floor": (12, 6, ()), "Ceil": (13, 6, ()), "Round": (14, 11, ()),
-         "Softplus": (15, 1, ()), "LeakyRelu": (16, 6, (("alpha", 0.01),)),
-         "HardSigmoid": (17, 6, (("alpha", 0.2), ("beta", 0.5))), "HardSwish": (18, 14, ()),
-         "Elu": (19, 6, (("alpha", 1.0),)),
-         "Selu": (20, 6, (("alpha", 1.67326319217681884765625), ("gamma", 1.05070102214813232421875))),
-         "Celu": (21, 12, (("alpha", 1.0),)), "ThresholdedRelu": (23, 10, (("alpha", 1.0),)), "Sign": (24, 9, ()),
-         "Softsign": (25, 1, ()), "Mish": (26, 18, ()), "Tan": (27, 7, ()), "Asin": (28, 7, ()),
-         "Acos": (29, 7, ()), "Atan": (30, 7, ()), "Sinh": (31, 9, ()), "Cosh": (32, 9, ()), "Asinh": (33, 9, ()),
-         "Acosh": (34, 9, ()), "Atanh": (35, 9, ())}
+UNARY = {"Relu": (codes.RELU, 6, ()), "Sigmoid": (codes.SIGMOID, 6, ()), "Tanh": (codes.TANH, 6, ()),
+         "Exp": (codes.EXP, 6, ()), "Log": (codes.LOG, 6, ()), "Neg": (codes.NEG, 6, ()), "Abs": (codes.ABS, 6, ()),
+         "Sqrt": (codes.SQRT, 6, ()), "Erf": (codes.ERF, 9, ()), "Reciprocal": (codes.RECIPROCAL, 6, ()),
+         "Sin": (codes.SIN, 7, ()), "Cos": (codes.COS, 7, ()), "Floor": (codes.FLOOR, 6, ()),
+         "Ceil": (codes.CEIL, 6, ()), "Round": (codes.ROUND, 11, ()), "Softplus": (codes.SOFTPLUS, 1, ()),
+         "LeakyRelu": (codes.LEAKY_RELU, 6, (("alpha", 0.01),)),
+         "HardSigmoid": (codes.HARD_SIGMOID, 6, (("alpha", 0.2), ("beta", 0.5))),
+         "HardSwish": (codes.HARD_SWISH, 14, ()), "Elu": (codes.ELU, 6, (("alpha", 1.0),)),
+         "Selu": (codes.SELU, 6, (("alpha", 1.67326319217681884765625), ("gamma", 1.05070102214813232421875))),
+         "Celu": (codes.CELU, 12, (("alpha", 1.0),)),
+         "ThresholdedRelu": (codes.THRESHOLDED_RELU, 10, (("alpha", 1.0),)), "Sign": (codes.SIGN, 9, ()),
+         "Softsign": (codes.SOFTSIGN, 1, ()), "Mish": (codes.MISH, 18, ()), "Tan": (codes.TAN, 7, ()),
+         "Asin": (codes.ASIN, 7, ()), "Acos": (codes.ACOS, 7, ()), "Atan": (codes.ATAN, 7, ()),
+         "Sinh": (codes.SINH, 9, ()), "Cosh": (codes.COSH, 9, ()), "Asinh": (codes.ASINH, 9, ()),
+         "Acosh": (codes.ACOSH, 9, ()), "Atanh": (codes.ATANH, 9, ())}
 INT_UNARY = ("Neg", "Abs", "Sign", "Relu")  # the ops whose kernel also takes int32/int64
-CLIP, DIV_BY, MUL_BY, BIT_NOT = 22, 36, 37, 38
+CLIP, DIV_BY, MUL_BY, BIT_NOT = codes.CLIP, codes.DIV_BY, codes.MUL_BY, codes.BIT_NOT
 
 
 def _broadcast_rank(node, graph):
@@ -66,7 +74,7 @@ def _same_types(node, graph):
 def binary(rt, stream, code, a, b):
     y = rt.alloc(np.broadcast_shapes(a.shape, b.shape), a.dtype)
     rt.launch(f"seamless_binary_{SUFFIX[a.dtype]}", y.size, stream, ("int", code), ("int64", y.size),
-              ("ptr", a.ptr), ("ptr", b.ptr), ("ptr", y.ptr), ("bytes", broadcast_struct(y.shape, a.shape, b.shape)))
+              ("ptr", a.ptr), ("ptr", b.ptr), ("ptr", y.ptr), struct_arg("Broadcast", **broadcast(y.shape, a.shape, b.shape)))
     return y
 
 
@@ -86,10 +94,9 @@ def check_ints(rt, stream, x, low: int, high: int, gpu_check, cause: str, error:
         if bad:
             raise error(cause.replace("{value}", str(bad[1])))
     elif gpu_check is not None:
-        pad = [0] * (MAX_DIMS - 1)
-        ranges = struct.pack(f"<{2 * MAX_DIMS}q2i", low, *pad, high, *pad, 1, int(nonzero))
-        rt.launch(f"seamless_check_ints_{SUFFIX[x.dtype]}", x.size, stream, ("int64", x.size), ("ptr", x.ptr),
-                  ("bytes", ranges + gpu_check.arg(rt, stream, cause, error)[1]))
+        ranges = struct_arg("IntRanges", low=[low], high=[high], k=1, nonzero=int(nonzero),
+                     check=gpu_check.fields(rt, stream, cause, error))
+        rt.launch(f"seamless_check_ints_{SUFFIX[x.dtype]}", x.size, stream, ("int64", x.size), ("ptr", x.ptr), ranges)
 
 
 def device_scalar(rt, stream, value, dtype=np.float32):
@@ -178,7 +185,7 @@ for _op, _code, _types, _mean in (("Max", MAX, ARITHMETIC, False), ("Min", MIN, 
 def compare(rt, stream, code, a, b):
     y = rt.alloc(np.broadcast_shapes(a.shape, b.shape), np.bool_)
     rt.launch(f"seamless_compare_{SUFFIX[a.dtype]}", y.size, stream, ("int", code), ("int64", y.size),
-              ("ptr", a.ptr), ("ptr", b.ptr), ("ptr", y.ptr), ("bytes", broadcast_struct(y.shape, a.shape, b.shape)))
+              ("ptr", a.ptr), ("ptr", b.ptr), ("ptr", y.ptr), struct_arg("Broadcast", **broadcast(y.shape, a.shape, b.shape)))
     return y
 
 
@@ -195,7 +202,7 @@ for _op, (_code, _since) in COMPARE.items():
 def logic(rt, stream, code, a, b):
     y = rt.alloc(np.broadcast_shapes(a.shape, b.shape), np.bool_)
     rt.launch("seamless_logic", y.size, stream, ("int", code), ("int64", y.size), ("ptr", a.ptr), ("ptr", b.ptr),
-              ("ptr", y.ptr), ("bytes", broadcast_struct(y.shape, a.shape, b.shape)))
+              ("ptr", y.ptr), struct_arg("Broadcast", **broadcast(y.shape, a.shape, b.shape)))
     return (y,)
 
 
@@ -273,7 +280,7 @@ def _activation(rt, stream, code, x, bias=None, alpha=0.0):
     return (y,)
 
 
-FAST_GELU, QUICK_GELU, ERF_GELU = 0, 1, 2  # native/cuda/elementwise.cu Activation
+FAST_GELU, QUICK_GELU, ERF_GELU = codes.FAST_GELU, codes.QUICK_GELU, codes.ERF_GELU
 
 
 @kernel("Gelu", since=20, types=GPU_FLOATS, device="cuda")
@@ -306,9 +313,9 @@ def identity(rt, stream, x):
                                                       else "element size"))
 def where(rt, stream, cond, a, b):
     y = rt.alloc(np.broadcast_shapes(cond.shape, a.shape, b.shape), a.dtype)
-    s = broadcast_struct(y.shape, a.shape, b.shape) + broadcast_strides(y.shape, cond.shape)
+    s = struct_arg("Broadcast3", ab=broadcast(y.shape, a.shape, b.shape), c_strides=operand_strides(y.shape, cond.shape))
     rt.launch(f"seamless_where_{a.dtype.itemsize}", y.size, stream, ("int64", y.size), ("ptr", cond.ptr),
-              ("ptr", a.ptr), ("ptr", b.ptr), ("ptr", y.ptr), ("bytes", s))
+              ("ptr", a.ptr), ("ptr", b.ptr), ("ptr", y.ptr), s)
     return (y,)
 
 

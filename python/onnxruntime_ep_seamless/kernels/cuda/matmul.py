@@ -2,11 +2,11 @@
 few rows through our kernels (native/cuda/matmul.cu), plan/fusion.py's Linear, LinearArgMax and SwiGLU, Det,
 and Einsum (composed of the products and ReduceSum)."""
 import math
-import struct
 
 import numpy as np
 
 from ...runtime.cuda import MAX_DIMS, DeviceTensor, contiguous_strides
+from ...runtime.cuda_args import struct_arg
 from ..checks import InvalidArgument
 from ..registry import FUSED_DOMAIN, kernel
 from .elementwise import ADD, GPU_FLOATS, MUL_BY, SUFFIX, Scratch, binary, cast_to, unary
@@ -165,7 +165,7 @@ def _linear(rt, stream, a, w, y, m, n, k, split, bias=None, swiglu=False, norm=N
     staged = 8 * -(-k // (256 * split)) * (2 if swiglu else 1) * groups * 512
     stage = tc or (a.dtype.itemsize == 2 and normed + staged <= STAGED_MAX)
     args = [("ptr", w.ptr), ("ptr", bias.ptr if bias is not None else 0), ("ptr", y.ptr),
-            ("bytes", struct.pack("<5i", m, n, k, split, int(stage)))]
+            struct_arg("Linear", m=m, n=n, k=k, split=split, staged=int(stage))]
     shared = normed + (staged if stage else 0)
     blocks = -(-n // (8 * groups)) if tc else -(-n // (8 // split))
     if pick:  # the rows' ArgMax keys (matmul.cu's Pick)

@@ -2,6 +2,7 @@
 no seam; the shapes and checks are the CPU kernels' (kernels/cpu/moe.py)."""
 import numpy as np
 
+from ...runtime.cuda_args import struct_arg
 from ..checks import InvalidArgument
 from ..cpu.moe import (check_moe, check_qmoe, moe_geometry, qmoe_geometry, validate_moe, validate_qmoe)
 from ..cpu.steps import MOE_ACTIVATIONS
@@ -15,14 +16,10 @@ TYPES = frozenset(map(np.dtype, (np.float32, np.float16)))
 MAX_EXPERTS = 2048  # moe.cu route: a warp per token, a lane holding at most 64 experts
 
 
-def _weights(rows, cols, block, bits, zp_blockwise):
-    """moe.cu's moe::Weights (block_shift: log2 of a power-of-two block, else -1)."""
+def _weights(rows, cols, block, bits, zp_blockwise) -> tuple:
+    """args.h MoeWeights (block_shift: log2 of a power-of-two block, else -1)."""
     shift = block.bit_length() - 1 if block & (block - 1) == 0 else -1
-    return np.array([rows, cols, block, bits, zp_blockwise, shift], np.int64).tobytes()
-
-
-def _f32(v) -> tuple:
-    return ("bytes", np.float32(v).tobytes())
+    return struct_arg("MoeWeights", rows=rows, cols=cols, block=block, bits=bits, zp_blockwise=zp_blockwise, block_shift=shift)
 
 
 def _run(rt, stream, x, router, fc1, fc2, b1, b2, tokens, experts, inter, attrs, qmoe=None):
@@ -49,14 +46,14 @@ def _run(rt, stream, x, router, fc1, fc2, b1, b2, tokens, experts, inter, attrs,
             operands = [0, fc.ptr, scales.ptr, zp.ptr if zp is not None else 0]
         inputs = x if name == "up" else activated
         rt.launch(f"seamless_moe_{name}_{suffix}", tokens * (k if name == "up" else 1) * rows * 32, stream,
-                  ("int64", tokens), ("int64", k), ("int", int(qmoe is not None)), ("bytes", layout),
+                  ("int64", tokens), ("int64", k), ("int", int(qmoe is not None)), layout,
                   ("ptr", chosen.ptr), ("ptr", weights.ptr), ("ptr", inputs.ptr),
                   *(("ptr", p) for p in operands), ("ptr", bias.ptr if bias is not None else 0), ("ptr", out.ptr))
         if name == "up":
             limit = attrs["swiglu_limit"]
             rt.launch("seamless_moe_activate", tokens * k * inter, stream, ("int64", tokens * k * inter),
-                      ("int64", inter), ("int", MOE_ACTIVATIONS[act]), _f32(attrs["alpha"]), _f32(attrs["beta"]),
-                      ("int", int(limit is not None)), _f32(limit or 0.0), ("ptr", h.ptr), ("ptr", activated.ptr))
+                      ("int64", inter), ("int", MOE_ACTIVATIONS[act]), ("float", float(attrs["alpha"])),
+                      ("float", float(attrs["beta"])), ("int", int(limit is not None)), ("float", float(limit or 0.0)), ("ptr", h.ptr), ("ptr", activated.ptr))
     return s.done(y)
 
 

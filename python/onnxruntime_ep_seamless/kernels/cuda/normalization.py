@@ -5,12 +5,12 @@ MeanVarianceNormalization and LpNormalization (composed of our kernels, float32 
 round once at the end, as the CPU kernels do, kernels/cpu/normalization.py); plan/fusion.py's NormedProduct, an
 RMS normalisation applied by the product reading it."""
 import math
-import struct
 
 import numpy as np
 
 from ...graph.ir import Node
 from ...runtime.cuda import DeviceTensor
+from ...runtime.cuda_args import struct_arg
 from .. import checks
 from ..checks import InvalidArgument
 from ..cpu import attention as cpu_attention
@@ -261,8 +261,8 @@ class RowNorm:
         if self.want_sum:
             self.sum = rt.alloc(self.x.shape, self.x.dtype)
         ptr = lambda t: t.ptr if t is not None else 0
-        return ("bytes", struct.pack("<5Qf4x", self.x.ptr, ptr(self.skip), ptr(self.bias), self.gamma.ptr,
-                                     ptr(self.sum), float(self.epsilon)))
+        return struct_arg("RowNorm", x=self.x.ptr, skip=ptr(self.skip), bias=ptr(self.bias), gamma=self.gamma.ptr,
+                   sum=ptr(self.sum), eps=float(self.epsilon))
 
     def apply(self, rt, stream):
         """The normalised activations, by the norm kernel (the caller frees them)."""

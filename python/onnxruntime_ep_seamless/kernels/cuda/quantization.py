@@ -4,13 +4,13 @@ DynamicQuantizeLinear, MatMulInteger, ConvInteger, QLinearMatMul and QLinearConv
 plan/fusion.py's SwiGLU of two, fused) and GatherBlockQuantized (native/cuda/quantization.cu). Semantics and
 run-time checks are shared with the CPU kernels (kernels/cpu/quantization.py)."""
 import math
-import struct
 import threading
 
 import numpy as np
 
 from ...graph.ir import ONNX_TO_NUMPY, Node
 from ...runtime.cuda import DeviceTensor
+from ...runtime.cuda_args import struct_arg
 from .. import checks
 from ..cpu.quantization import validate_nbits_weights
 from ..registry import FUSED_DOMAIN, kernel
@@ -333,12 +333,12 @@ def _nbits(rt, stream, variant, a, weights, K, N, block_size, bits, norm=None, o
         bias = [] if variant else [("ptr", weights[3].ptr if weights[3] is not None else 0)]
         rt.launch_rows("seamless_matmul_nbits4_tiles" + variant + "_f16", min(-(-N // (8 * TILE_WARPS)), TILE_BLOCKS),
                        stream, ("ptr", a.ptr), ("ptr", tiles.ptr), *bias, ("ptr", y.ptr),
-                       ("bytes", struct.pack("<4i", m, N, K, -(-K // 128))), threads=TILE_WARPS * 32,
+                       struct_arg("NBitsTiles", m=m, n=N, k=K, chunks=-(-K // 128)), threads=TILE_WARPS * 32,
                        shared=2 * TILE_WARPS * TILE_SLOT)
         return y
     tensors = [("ptr", a.ptr), *[("ptr", t.ptr if t is not None else 0) for t in weights], ("ptr", y.ptr)]
     name = ("seamless_matmul_nbits4_x32" if fast else "seamless_matmul_nbits") + variant + ("_norm" if norm else "")
-    shape = ("bytes", struct.pack("<6i", m, N, K, block_size, bits, split))
+    shape = struct_arg("NBits", m=m, n=N, k=K, block=block_size, bits=bits, split=split)
     if norm:  # the activations are the norm's (its x is in its argument)
         rt.launch_rows(name + "_" + SUFFIX[a.dtype], m * -(-N // columns), stream, *tensors[1:], shape,
                        norm.argument(rt), shared=K * a.dtype.itemsize)
@@ -368,7 +368,7 @@ def _nbits_gemm(rt, stream, variant, a, weights, K, N, block_size, bits):
     once to a's type (as ORT's CUDA EP does for prompts); the matrix is scratch, freed stream-ordered."""
     mats = 2 if variant else 1
     w = rt.alloc((mats * N, K), a.dtype)
-    shape = ("bytes", struct.pack("<6i", 0, N, K, block_size, bits, 1))
+    shape = struct_arg("NBits", m=0, n=N, k=K, block=block_size, bits=bits, split=1)
     for i in range(mats):
         packed, scales, zero_points = weights[3 * i:3 * i + 3]
         rt.launch(f"seamless_dequantize_nbits_{SUFFIX[a.dtype]}", N * -(-K // 8), stream, ("ptr", packed.ptr),
@@ -419,5 +419,6 @@ def gather_block_quantized(rt, stream, data, indices, scales, zero_points=None, 
     y = rt.alloc(indices.shape + (width,), scales.dtype)
     rt.launch(f"seamless_gather_block_quantized_{SUFFIX[scales.dtype]}", y.size, stream, ("ptr", data.ptr),
               ("ptr", indices.ptr), ("ptr", scales.ptr), ("ptr", zero_points.ptr if zero_points is not None else 0),
-              ("ptr", y.ptr), ("bytes", struct.pack("<3q2i", data.shape[0], width, indices.size, block_size, bits)))
+              ("ptr", y.ptr), struct_arg("GatherQ", rows=data.shape[0], width=width, indices=indices.size, block=block_size,
+                                  bits=bits))
     return (y,)

@@ -3,12 +3,12 @@ the host), plan/fusion.py's ReduceSumSubCast; ArgMax, ArgMin and TopK (one row-s
 CumProd; Softmax and LogSoftmax (the row kernel) and Hardmax (composed of ArgMax and a comparison). Opset ranges
 and semantics are the CPU kernels' (kernels/cpu/reduction.py)."""
 import math
-import struct
 
 import numpy as np
 
 from ...graph.ir import ONNX_TO_NUMPY
 from ...runtime.cuda import MAX_DIMS, DeviceTensor, contiguous_strides
+from ...runtime.cuda_args import struct_arg, lib as codes
 from .. import checks
 from ..checks import InvalidArgument, Undefined
 from ..cpu.reduction import k_input, reduced_axes, stock_path
@@ -17,11 +17,12 @@ from .elementwise import EQUAL, GPU_FLOATS, GPU_INTS, MUL, SUFFIX, Scratch, bina
 from .shape import NUMBER_SUFFIX, NUMBERS, axis_view, host_ints, permuted
 
 # op -> (ReduceOp code, opset where axes became an input, whether int32/int64 are supported)
-REDUCE = {"ReduceSum": (0, 13, True), "ReduceMean": (1, 18, True), "ReduceMax": (2, 18, True),
-          "ReduceMin": (3, 18, True), "ReduceProd": (4, 18, True), "ReduceSumSquare": (5, 18, True),
-          "ReduceL1": (6, 18, True), "ReduceL2": (7, 18, False), "ReduceLogSum": (8, 18, False),
-          "ReduceLogSumExp": (9, 18, False)}
-NAN_LAYOUT = {"loop": 0, "rows": 1, "krk": 2, "rkr": 3}  # native/cuda/reduction.cu's NanLayout
+REDUCE = {"ReduceSum": (codes.R_SUM, 13, True), "ReduceMean": (codes.R_MEAN, 18, True),
+          "ReduceMax": (codes.R_MAX, 18, True), "ReduceMin": (codes.R_MIN, 18, True),
+          "ReduceProd": (codes.R_PROD, 18, True), "ReduceSumSquare": (codes.R_SUM_SQUARE, 18, True),
+          "ReduceL1": (codes.R_L1, 18, True), "ReduceL2": (codes.R_L2, 18, False),
+          "ReduceLogSum": (codes.R_LOG_SUM, 18, False), "ReduceLogSumExp": (codes.R_LOG_SUM_EXP, 18, False)}
+NAN_LAYOUT = {"loop": codes.NAN_LOOP, "rows": codes.NAN_ROWS, "krk": codes.NAN_KRK, "rkr": codes.NAN_RKR}
 BLOCK_FROM = 64  # a block of threads per output from this many elements on (from 8 for at most 1024 outputs:
 #                   a mask summed over a sequence of 48, one thread alone, took 16 us)
 
@@ -41,23 +42,18 @@ def reduce(rt, stream, code, x, axes, keepdims):
     y = rt.alloc(out_shape, x.dtype)
     count = math.prod([x.shape[a] for a in axes])  # 0: each output is the op's value for no element
 
-    def dims_strides(ds):
-        pad = [0] * (MAX_DIMS - len(ds))
-        return [x.shape[d] for d in ds] + pad, [strides[d] for d in ds] + pad
-
-    kd, ks = dims_strides(kept)
-    rd, rs = dims_strides(axes)
     path, merged = stock_path(x.shape, axes) if axes and count else ("loop", [])
-    nan_dims = (list(merged) + [1, 1, 1])[:3]
-    r = struct.pack(f"<{4 * MAX_DIMS + 1}q2i3q2i", *kd, *ks, *rd, *rs, count, len(kept), len(axes), *nan_dims,
-                    NAN_LAYOUT[path], 4)
+    r = struct_arg("Reduce", kept_dims=[x.shape[d] for d in kept], kept_strides=[strides[d] for d in kept],
+            reduced_dims=[x.shape[d] for d in axes], reduced_strides=[strides[d] for d in axes], count=count,
+            kept_rank=len(kept), reduced_rank=len(axes), nan_dims=(list(merged) + [1, 1, 1])[:3],
+            nan_layout=NAN_LAYOUT[path], lanes=4)
     suffix = SUFFIX[x.dtype]
     if count >= BLOCK_FROM or (count >= 8 and y.size <= 1024):
         rt.launch_rows(f"seamless_reduce_block_{suffix}", y.size, stream, ("int", code), ("ptr", x.ptr),
-                       ("ptr", y.ptr), ("bytes", r))
+                       ("ptr", y.ptr), r)
     else:
         rt.launch(f"seamless_reduce_thread_{suffix}", y.size, stream, ("int", code), ("int64", y.size),
-                  ("ptr", x.ptr), ("ptr", y.ptr), ("bytes", r))
+                  ("ptr", x.ptr), ("ptr", y.ptr), r)
     return y
 
 
@@ -111,7 +107,7 @@ SELECT_CHUNK = 1024  # ArgMax/ArgMin over a long axis: elements a block (4 a thr
 ROWS16_LANES = 256   # ArgMax/ArgMin over this many contiguous rows and more: enough blocks to fill the GPU by rows
 
 
-SELECT_LARGEST, SELECT_ARG = 1, 2  # native/cuda/reduction.cu
+SELECT_LARGEST, SELECT_ARG = codes.SELECT_LARGEST, codes.SELECT_ARG
 
 
 def _select(rt, stream, x, axis, k, largest, prefer_last, values: bool, indices=None, arg=False):
@@ -193,7 +189,7 @@ def argmin(rt, stream, x, *, axis=0, keepdims=1, select_last_index=0, _output_bu
 
 # --- Softmax, LogSoftmax: the row kernel --------------------------------------------------
 
-LOG, ZERO_MASKED_ROWS = 1, 2  # native/cuda/reduction.cu softmax flags
+LOG, ZERO_MASKED_ROWS = codes.SOFTMAX_LOG, codes.SOFTMAX_ZERO_MASKED_ROWS
 
 
 def softmax_rows(rt, stream, x, rows, cols, flags):

@@ -12,14 +12,14 @@ DepthToSpace, SpaceToDepth, ReverseSequence and TensorScatter are composed of ou
 attributes and semantics are the CPU kernels' (kernels/cpu/shape.py), whose host-side helpers (Split's part
 sizes, Constant, Range, the checks) are reused here."""
 import math
-import struct
 
 import numpy as np
 
 from ...graph.ir import PACKED_BITS
 from ...runtime.cuda import MAX_DIMS, DeviceTensor, contiguous_strides
+from ...runtime.cuda_args import struct_arg, lib as codes
 from .. import checks
-from ..checks import InvalidArgument, gpu_check_arg
+from ..checks import InvalidArgument, gpu_check_arg, gpu_check_fields
 from ..cpu.shape import (axis_slice, check_axis_index, check_constant, check_perm, check_reduction, flattened_shape,
                          nd_index_range, non_zero, split_parts, tensor_scatter_geometry, tiled_shape, unique)
 from ..cpu.shape import constant as cpu_constant
@@ -215,19 +215,12 @@ NUMBER_SUFFIX = {**{t: s for t, s in SUFFIX.items() if s in ("f32", "f16", "bf16
                  np.dtype(np.int32): "i32", np.dtype(np.int64): "i64"}
 NUMBERS = frozenset(NUMBER_SUFFIX)
 INDEX_SUFFIX = {np.dtype(np.int32): "i32", np.dtype(np.int64): "i64"}
-REDUCTIONS = {"add": 1, "mul": 2, "max": 3, "min": 4}  # native/cuda/shape.cu Reduction
+REDUCTIONS = {"add": codes.REDUCE_ADD, "mul": codes.REDUCE_MUL, "max": codes.REDUCE_MAX, "min": codes.REDUCE_MIN}
 
 
 def axis_view(shape, axis):
     """(outer, n, inner): shape viewed as 3-D around `axis`."""
     return math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1:])
-
-
-def _padded(values):
-    """Per-axis values for a native struct, padded to MAX_DIMS."""
-    if len(values) > MAX_DIMS:
-        raise ValueError(f"rank {len(values)} above the CUDA kernels' limit of {MAX_DIMS}")
-    return [int(v) for v in values] + [0] * (MAX_DIMS - len(values))
 
 
 # --- Split, Tile ------------------------------------------------------------------------
@@ -279,33 +272,32 @@ def tile(rt, stream, x, repeats):
     if len(dims) <= MAX_DIMS:
         rt.strided_copy(stream, x, y, dims, strides, contiguous_strides(dims))
     else:  # too many axes for that view: a kernel taking each coordinate modulo x's dim
-        shape = struct.pack(f"<{2 * MAX_DIMS}qi4x", *_padded(y.shape), *_padded(x.shape), len(x.shape))
+        shape = struct_arg("TileShape", out_dims=list(y.shape), in_dims=list(x.shape), rank=len(x.shape))
         rt.launch(f"seamless_tile_{x.dtype.itemsize}", y.size, stream, ("int64", y.size), ("ptr", x.ptr),
-                  ("ptr", y.ptr), ("bytes", shape))
+                  ("ptr", y.ptr), shape)
     return (y,)
 
 
 # --- GatherElements, GatherND, ScatterND, ScatterElements --------------------------------
 
 
-def _axis_index(op, index_shape, data_shape, axis, check) -> bytes:
-    """native/cuda/shape.cu AxisIndex, once the index tensor's shape fits the data's: the same rank, and
-    along every other axis no longer than the data (the kernels address the data by the index tensor's
-    coordinates there: cpu/shape.py's check_axis_index). check: gpu_check_arg's, for an index out of range."""
+def _axis_index(op, index_shape, data_shape, axis, check) -> tuple:
+    """args.h AxisIndex, once the index tensor's shape fits the data's: the same rank, and along every other
+    axis no longer than the data (the kernels address the data by the index tensor's coordinates there:
+    cpu/shape.py's check_axis_index). check: gpu_check_fields', for an index out of range."""
     check_axis_index(op, index_shape, data_shape, axis)
-    return struct.pack(f"<{2 * MAX_DIMS + 1}q2i", *_padded(index_shape), *_padded(contiguous_strides(data_shape)),
-                       data_shape[axis], len(data_shape), axis) + check[1]
+    return struct_arg("AxisIndex", dims=list(index_shape), data_strides=contiguous_strides(data_shape),
+               axis_dim=data_shape[axis], rank=len(data_shape), axis=axis, check=check)
 
 
-def _nd_index(data_shape, first, k, per_batch, batch_stride, check) -> bytes:
-    """native/cuda/shape.cu NdIndex: k index values address data axes first .. first + k."""
+def _nd_index(data_shape, first, k, per_batch, batch_stride, check) -> tuple:
+    """args.h NdIndex: k index values address data axes first .. first + k."""
     if first + k > len(data_shape):
         raise InvalidArgument(f"last dimension of indices ({k}) must not be larger than rank of input tensor "
                               f"({len(data_shape)}) minus batch_dims ({first})")
     slice_size = math.prod(data_shape[first + k:])
-    return struct.pack(f"<{2 * MAX_DIMS + 3}qi4x", *_padded(data_shape[first:first + k]),
-                       *_padded(contiguous_strides(data_shape)[first:first + k]), slice_size, max(per_batch, 1),
-                       batch_stride, k) + check[1]
+    return struct_arg("NdIndex", dims=list(data_shape[first:first + k]), strides=contiguous_strides(data_shape)[first:first + k],
+               slice=slice_size, per_batch=max(per_batch, 1), batch_stride=batch_stride, k=k, check=check)
 
 
 @kernel("GatherElements", since=11, types=MOVABLE, device="cuda")
@@ -313,15 +305,15 @@ def gather_elements(rt, stream, data, indices, *, axis=0, _gpu_check=None):
     """Indices out of range fail where known on the host, else read zeros and are reported (shape.cu)."""
     axis = checks.axis(axis, len(data.shape))
     shape = _axis_index("GatherElements", indices.shape, data.shape, axis,
-                        gpu_check_arg(_gpu_check, rt, stream, "GatherElements op: Out of range value in index tensor "
-                                      "({value})", ValueError))
+                        gpu_check_fields(_gpu_check, rt, stream, "GatherElements op: Out of range value in index "
+                                         "tensor ({value})", ValueError))
     if indices.host is not None:
         size = data.shape[axis]
         if checks.first_outside(indices.host, -size, size):
             raise ValueError("GatherElements op: Out of range value in index tensor")
     y = rt.alloc(indices.shape, data.dtype)
     rt.launch(f"seamless_gather_elements_{data.dtype.itemsize}_{INDEX_SUFFIX[indices.dtype]}", y.size, stream,
-              ("int64", y.size), ("ptr", data.ptr), ("ptr", indices.ptr), ("ptr", y.ptr), ("bytes", shape))
+              ("int64", y.size), ("ptr", data.ptr), ("ptr", indices.ptr), ("ptr", y.ptr), shape)
     return (y,)
 
 
@@ -334,13 +326,13 @@ def gather_nd(rt, stream, data, indices, *, batch_dims=0, _gpu_check=None):
                               "differ")
     # index tuples per batch, data elements per batch
     shape = _nd_index(data.shape, b, k, math.prod(indices.shape[b:-1]), math.prod(data.shape[b:]),
-                      gpu_check_arg(_gpu_check, rt, stream, "invalid index found, index = {value}"))
+                      gpu_check_fields(_gpu_check, rt, stream, "invalid index found, index = {value}"))
     if indices.host is not None:
         nd_index_range(indices.host, data.shape[b:b + k], "index")
     y = rt.alloc(indices.shape[:-1] + data.shape[b + k:], data.dtype)
     if y.size:
         rt.launch(f"seamless_gather_nd_{data.dtype.itemsize}", y.size, stream, ("int64", y.size), ("ptr", data.ptr),
-                  ("ptr", indices.ptr), ("ptr", y.ptr), ("bytes", shape))
+                  ("ptr", indices.ptr), ("ptr", y.ptr), shape)
     return (y,)
 
 
@@ -367,7 +359,7 @@ def scatter_nd(rt, stream, data, indices, updates, *, reduction="none", _gpu_che
     """Index tuples out of range fail where known on the host, else are skipped and reported (shape.cu)."""
     k = indices.shape[-1]
     shape = _nd_index(data.shape, 0, k, math.prod(indices.shape[:-1]), 0,
-                      gpu_check_arg(_gpu_check, rt, stream, "invalid indice found, indice = {value}"))
+                      gpu_check_fields(_gpu_check, rt, stream, "invalid indice found, indice = {value}"))
     if updates.shape != indices.shape[:-1] + data.shape[k:]:  # the kernel reads a tuple per updates' slice
         raise InvalidArgument("updates tensor should have shape equal to indices.shape[:-1] + "
                               f"data.shape[indices.shape[-1]:]. updates shape: {updates.shape}, indices shape: "
@@ -376,7 +368,7 @@ def scatter_nd(rt, stream, data, indices, updates, *, reduction="none", _gpu_che
         nd_index_range(indices.host, data.shape[:k], "indice")
     y, variant, extra = _scatter_target(rt, stream, data, reduction)
     rt.launch(f"seamless_scatter_nd_{variant}", updates.size, stream, ("int64", updates.size), ("ptr", updates.ptr),
-              ("ptr", indices.ptr), ("ptr", y.ptr), ("bytes", shape), *extra)
+              ("ptr", indices.ptr), ("ptr", y.ptr), shape, *extra)
     return (y,)
 
 
@@ -388,14 +380,13 @@ def scatter_elements(rt, stream, data, indices, updates, *, axis=0, reduction="n
         raise InvalidArgument(f"Indices and updates must have the same shape: {indices.shape} and {updates.shape}")
     size = data.shape[axis]
     shape = _axis_index("ScatterElements", indices.shape, data.shape, axis,
-                        gpu_check_arg(_gpu_check, rt, stream, f"indices element out of data bounds, idx={{value}} "
-                                      f"must be within the inclusive range [{-size},{size - 1}]"))
+                        gpu_check_fields(_gpu_check, rt, stream, f"indices element out of data bounds, idx={{value}} "
+                                         f"must be within the inclusive range [{-size},{size - 1}]"))
     if indices.host is not None:
         checks.index_range(indices.host, data.shape[axis])
     y, variant, extra = _scatter_target(rt, stream, data, reduction)
     rt.launch(f"seamless_scatter_elements_{variant}_{INDEX_SUFFIX[indices.dtype]}", updates.size, stream,
-              ("int64", updates.size), ("ptr", updates.ptr), ("ptr", indices.ptr), ("ptr", y.ptr), ("bytes", shape),
-              *extra)
+              ("int64", updates.size), ("ptr", updates.ptr), ("ptr", indices.ptr), ("ptr", y.ptr), shape, *extra)
     return (y,)
 
 
@@ -576,7 +567,7 @@ def tensor_scatter(rt, stream, past_cache, update, write_indices=None, *, axis=-
 
 # --- Pad ----------------------------------------------------------------------------------
 
-PAD_MODES = {"constant": 0, "reflect": 1, "edge": 2, "wrap": 3}  # shape.cu PadMode
+PAD_MODES = {"constant": codes.PAD_CONSTANT, "reflect": codes.PAD_REFLECT, "edge": codes.PAD_EDGE, "wrap": codes.PAD_WRAP}
 
 
 def _check_pad(node, graph):
@@ -620,11 +611,10 @@ def _pad(rt, stream, x, pads, mode, value, axes=None):
     size = x.dtype.itemsize
     bits = int(np.asarray([value]).astype(x.dtype).view(f"<u{size}")[0])  # the constant's bytes, as int64
     bits = bits - (1 << 64) if bits >= 1 << 63 else bits
-    pad = [0] * (MAX_DIMS - rank)
-    geometry = struct.pack(f"<{5 * MAX_DIMS}q2i", *out, *pad, *contiguous_strides(x.shape), *pad,
-                           *[max(b, 0) for b in begin], *pad, *lo, *pad, *length, *pad, rank, PAD_MODES[mode])
+    geometry = struct_arg("PadGeometry", out_dims=out, in_strides=contiguous_strides(x.shape), shift=[max(b, 0) for b in begin],
+                   lo=lo, len=length, rank=rank, mode=PAD_MODES[mode])
     rt.launch(f"seamless_pad_{size}", y.size, stream, ("int64", y.size), ("ptr", x.ptr), ("ptr", y.ptr),
-              ("int64", bits), ("bytes", geometry))
+              ("int64", bits), geometry)
     return (y,)
 
 

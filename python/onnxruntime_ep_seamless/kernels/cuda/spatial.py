@@ -11,11 +11,11 @@ columns bilinearly (spatial.cu's deform) for a GEMM by W. GlobalLpPool, LpPool, 
 composed of our other kernels.
 """
 import math
-import struct
 
 import numpy as np
 
 from ...runtime.cuda import MAX_DIMS, DeviceTensor, contiguous_strides
+from ...runtime.cuda_args import struct_arg, lib as codes
 from ..checks import InvalidArgument
 from ..cpu.spatial import (affine_base, check_deform_conv, conv_transpose_geometry, geometry, nearest_index,
                            original_coords, pooled_from, stock_max_pool_path)
@@ -31,8 +31,9 @@ from .shape import MOVABLE, host_ints, scatter_elements
 
 SCRATCH_BYTES = 1 << 28  # im2col/col2im column buffers above this are split into chunks of images
 # spatial.cu PoolMode: MaxPool's by stock's path (stock_max_pool_path), the averages, LpPool's sum
-POOL_MAX = {"scalar": 0, "loop": 4, "vector": (None, None, 5, 6)}
-POOL_AVERAGE, POOL_AVERAGE_WITH_PADS, POOL_SUM = 1, 2, 3
+POOL_MAX = {"scalar": codes.POOL_MAX_SCALAR, "loop": codes.POOL_MAX_LOOP,
+            "vector": (None, None, codes.POOL_MAX_VECTOR_2D, codes.POOL_MAX_VECTOR_3D)}
+POOL_AVERAGE, POOL_AVERAGE_WITH_PADS, POOL_SUM = codes.POOL_AVERAGE, codes.POOL_AVERAGE_WITH_PADS, codes.POOL_SUM
 
 
 _F32 = np.float32
@@ -44,14 +45,12 @@ def _at(t: DeviceTensor, elements: int) -> DeviceTensor:
     return DeviceTensor(t.ptr + elements * t.dtype.itemsize, t.shape, t.dtype)
 
 
-def _window(in_shape, out_shape, kernel, strides, dilations, begin, end) -> bytes:
-    """spatial.cu's Window, padded in front to 3 spatial dims with unit dims."""
+def _window(in_shape, out_shape, kernel, strides, dilations, begin, end) -> tuple:
+    """args.h Window, padded in front to 3 spatial dims with unit dims."""
     lead = 3 - len(in_shape)
-    fields = []
-    for values, unit in ((in_shape, 1), (out_shape, 1), (kernel, 1), (strides, 1), (dilations, 1), (begin, 0),
-                         (end, 0)):
-        fields += [unit] * lead + [int(v) for v in values]
-    return struct.pack("<21q", *fields)
+    front = lambda values, unit=1: [unit] * lead + [int(v) for v in values]
+    return struct_arg("Window", **{"in": front(in_shape)}, out=front(out_shape), kernel=front(kernel), stride=front(strides),
+               dilation=front(dilations), pad_begin=front(begin, 0), pad_end=front(end, 0))
 
 
 def _spatial_rank(shape):
@@ -141,7 +140,7 @@ def conv(rt, stream, x, w, b=None, *, auto_pad="NOTSET", dilations=None, group=1
         else:
             total = count * cols_per_image
             rt.launch(f"seamless_im2col_{x.dtype.itemsize}", total, stream, ("int64", total),
-                      ("ptr", _at(x, first * in_per_image).ptr), ("ptr", cols.ptr), ("bytes", window))
+                      ("ptr", _at(x, first * in_per_image).ptr), ("ptr", cols.ptr), window)
             src = cols
         if group == 1:  # one GEMM for the chunk: the same W against each image's columns
             rt.gemm(stream, w, src, _at(y, first * m * length), m, length, depth, batch=count, stride_a=0,
@@ -196,7 +195,7 @@ def conv_transpose(rt, stream, x, w, b=None, *, auto_pad="NOTSET", dilations=Non
         total = count * m * out_plane
         rt.launch(f"seamless_col2im_{SUFFIX[x.dtype]}", total, stream, ("int64", total), ("ptr", cols.ptr),
                   ("ptr", b.ptr if b is not None else 0), ("ptr", _at(y, first * m * out_plane).ptr), ("int64", m),
-                  ("bytes", window))
+                  window)
     rt.free(cols)
     return (y,)
 
@@ -219,7 +218,7 @@ def _pool(rt, stream, x, mode, kernel_shape, strides, dilations, pads, auto_pad,
             return (y,)
         mode = POOL_MAX["vector"][nd] if path == "vector" else POOL_MAX[path]
     rt.launch(f"seamless_pool_{SUFFIX[x.dtype]}", y.size, stream, ("int64", y.size), ("ptr", x.ptr), ("ptr", y.ptr),
-              ("int", mode), ("bytes", _window(x.shape[2:], out, kernel_shape, strides, dilations, begin, end)))
+              ("int", mode), _window(x.shape[2:], out, kernel_shape, strides, dilations, begin, end))
     return (y,)
 
 
@@ -363,11 +362,10 @@ def _resize(rt, stream, x, scales, sizes, mode, coordinate_mode, nearest_mode):
     positions = len(weight_table)
     index_d = rt.device(DeviceTensor.on_host(index_table), stream)
     weight_d = rt.device(DeviceTensor.on_host(weight_table), stream)
-    pad = [0] * (MAX_DIMS - rank)
-    axes = struct.pack(f"<{3 * MAX_DIMS}q2i", *contiguous_strides(x.shape), *pad, *out_shape, *pad, *offsets, *pad,
-                       rank, blended)
+    axes = struct_arg("ResizeAxes", in_strides=contiguous_strides(x.shape), out_dims=list(out_shape), table_offset=offsets,
+               rank=rank, blended=blended)
     rt.launch(f"seamless_resize_{SUFFIX[x.dtype]}", y.size, stream, ("int64", y.size), ("ptr", x.ptr), ("ptr", y.ptr),
-              ("ptr", index_d.ptr), ("ptr", _at(index_d, positions).ptr), ("ptr", weight_d.ptr), ("bytes", axes))
+              ("ptr", index_d.ptr), ("ptr", _at(index_d, positions).ptr), ("ptr", weight_d.ptr), axes)
     rt.free(index_d)  # stream-ordered: the launch reading them is queued
     rt.free(weight_d)
     return (y,)
@@ -471,11 +469,11 @@ def grid_sample(rt, stream, X, grid, *, align_corners=0, mode="linear", padding_
         raise ValueError(f"Input spatial dimensions must be non-empty for sampling, got {X.shape}")
     out = tuple(grid.shape[1:-1])
     y = rt.alloc((n, c) + out, X.dtype)
-    shape = struct.pack("<3q4i3i4x", n, c, math.prod(out), nd, *(dims + [1] * (3 - nd)),
-                        ("nearest", "linear", "cubic").index(mode), ("zeros", "border", "reflection").index(padding_mode),
-                        int(bool(align_corners)))
+    shape = struct_arg("GridSampleShape", n=n, c=c, points=math.prod(out), nd=nd, dims=dims + [1] * (3 - nd),
+                mode=("nearest", "linear", "cubic").index(mode),
+                padding=("zeros", "border", "reflection").index(padding_mode), align=int(bool(align_corners)))
     rt.launch(f"seamless_grid_sample_{SUFFIX[X.dtype]}", y.size, stream, ("ptr", X.ptr), ("ptr", grid.ptr),
-              ("ptr", y.ptr), ("bytes", shape))
+              ("ptr", y.ptr), shape)
     return (y,)
 
 
@@ -518,8 +516,8 @@ def deform_conv(rt, stream, X, W, offset, B=None, mask=None, *, dilations=None, 
     columns = rt.alloc((n, c, kh, kw, oh, ow), F32)
     rt.launch(f"seamless_deform_columns_{SUFFIX[X.dtype]}", columns.size, stream, ("ptr", X.ptr), ("ptr", offset.ptr),
               ("ptr", mask.ptr if mask is not None else 0), ("ptr", columns.ptr),
-              ("bytes", struct.pack("<6q9i4x", n, c, height, width, oh, ow, kh, kw, sh, sw, dh, dw, top, left,
-                                    offset_group)))
+              struct_arg("DeformShape", n=n, c=c, height=height, width=width, oh=oh, ow=ow, kh=kh, kw=kw, stride_h=sh,
+                  stride_w=sw, dilation_h=dh, dilation_w=dw, top=top, left=left, offset_groups=offset_group))
     weights = W if W.dtype == F32 else cast_to(rt, stream, W, F32)
     y = rt.alloc((n, out_channels, oh, ow), F32)
     k, plane, per_out = per_group * kh * kw, oh * ow, out_channels // group
