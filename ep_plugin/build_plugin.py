@@ -7,7 +7,7 @@ Shared objects, none linked against libpython, per variant V (cpu, cuda):
 and
 - _native_cpu<EXT_SUFFIX>         native CPU kernels (an ordinary cffi extension)
 - _cuda_args<EXT_SUFFIX>          the CUDA kernels' argument structs and codes (native/cuda/args.h), for their
-                                  Python side (an ordinary cffi extension; no CUDA needed, so built always)
+                                  Python side (an ordinary cffi extension, with the cuda variant; no CUDA needed)
 - _kernels_cuda.fatbin            CUDA kernels (native/cuda/*.cu) for sm_80, sm_90, sm_100 + PTX,
                                   when nvcc is on PATH (SEAMLESS_REQUIRE_NVCC=1 makes it required)
 The CUDA variant's C glue loads the NVIDIA driver at run time: building it needs no CUDA.
@@ -183,8 +183,10 @@ def build(out: Path, variants=VARIANTS) -> list[Path]:
             build_shim(out, variant)
             built += [out / shim_name(variant), out / f"{ep_module(variant)}{EXT_SUFFIX}"]
         build_native_cpu(out, Path(tmp))
-        build_cuda_args(out, Path(tmp))
-    built += [out / f"{NATIVE_MODULE}{EXT_SUFFIX}", out / f"{CUDA_ARGS_MODULE}{EXT_SUFFIX}"]
+        if "cuda" in variants:
+            build_cuda_args(out, Path(tmp))
+            built.append(out / f"{CUDA_ARGS_MODULE}{EXT_SUFFIX}")
+    built.append(out / f"{NATIVE_MODULE}{EXT_SUFFIX}")
     if "cuda" in variants:
         fatbin = build_cuda_kernels(out)
         if fatbin:

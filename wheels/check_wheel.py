@@ -37,10 +37,9 @@ DISTRIBUTIONS = {"cpu": PKG, "cu13": f"{PKG}_cu13"}  # flavor -> wheel file name
 
 def expected_libraries(flavor: str = "cpu") -> set[str]:
     ext = sysconfig.get_config_var("EXT_SUFFIX")
-    libs = {f"{PKG}/libonnxruntime_ep_seamless_cpu.so", f"{PKG}/_seamless_ep_cpu{ext}", f"{PKG}/_native_cpu{ext}",
-            f"{PKG}/_cuda_args{ext}"}
+    libs = {f"{PKG}/libonnxruntime_ep_seamless_cpu.so", f"{PKG}/_seamless_ep_cpu{ext}", f"{PKG}/_native_cpu{ext}"}
     if flavor == "cu13":
-        libs |= {f"{PKG}/libonnxruntime_ep_seamless_cuda.so", f"{PKG}/_seamless_ep_cuda{ext}"}
+        libs |= {f"{PKG}/libonnxruntime_ep_seamless_cuda.so", f"{PKG}/_seamless_ep_cuda{ext}", f"{PKG}/_cuda_args{ext}"}
     return libs
 
 

@@ -6,8 +6,6 @@ any other exception is ORT_FAIL, as stock's failed enforcements are.
 """
 from __future__ import annotations
 
-from ..runtime import cuda_args
-
 ORT_FAIL, ORT_INVALID_ARGUMENT = 1, 2
 
 
@@ -60,7 +58,8 @@ def gpu_check_fields(check: GpuCheck | None, rt, stream, cause: str, error: type
 
 def gpu_check_arg(check: GpuCheck | None, rt, stream, cause: str, error: type = InvalidArgument) -> tuple:
     """gpu_check_fields' as a kernel's own launch argument."""
-    return cuda_args.struct_arg("GpuCheck", **gpu_check_fields(check, rt, stream, cause, error))
+    from ..runtime.cuda_args import struct_arg  # the cuda variant's (the CPU distribution has no _cuda_args)
+    return struct_arg("GpuCheck", **gpu_check_fields(check, rt, stream, cause, error))
 
 
 def axis(value: int, rank: int, what: str = "axis") -> int:
