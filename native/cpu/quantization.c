@@ -12,8 +12,8 @@
  *   (vpmaddubsw) a 64-value chunk of a row of B is one vector.
  * - float: each block of B is dequantized ((q - zp) * scale) and multiplied in float32.
  *
- * Decode (M = 1) is a GEMV that streams B once; rows of A are processed in tiles of 4 so B is
- * unpacked once per tile. Work is split over N into tasks for the caller's thread pool
+ * Decode (M = 1) is a GEMV that streams B once (4-bit B with the default zero point: its own
+ * kernel, mnb_int8_row1_vnni4); rows of A are processed in tiles of 4 so B is unpacked once per tile. Work is split over N into tasks for the caller's thread pool
  * (parallel.h: ORT's intra-op pool inside the EP, serial otherwise).
  */
 #include <math.h>
@@ -241,6 +241,20 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"), always_inline)) s
 
 #define MNB_VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni")))
 
+/* y[at..at+3] = the horizontal sums of a0..a3 (one transpose-add network) + bias[n..n+3] */
+static inline __attribute__((always_inline)) MNB_VNNI void mnb_store4(const MnbJob* job, size_t at, size_t n, __m512 a0,
+                                                                     __m512 a1, __m512 a2, __m512 a3) {
+  __m512 t0 = _mm512_add_ps(_mm512_shuffle_f32x4(a0, a1, 0x44), _mm512_shuffle_f32x4(a0, a1, 0xEE));
+  __m512 t1 = _mm512_add_ps(_mm512_shuffle_f32x4(a2, a3, 0x44), _mm512_shuffle_f32x4(a2, a3, 0xEE));
+  __m512 u = _mm512_add_ps(_mm512_shuffle_f32x4(t0, t1, 0x88), _mm512_shuffle_f32x4(t0, t1, 0xDD));
+  u = _mm512_add_ps(u, _mm512_shuffle_ps(u, u, 0x4E));
+  u = _mm512_add_ps(u, _mm512_shuffle_ps(u, u, 0xB1));
+  __m128 sums = _mm512_castps512_ps128(_mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                                                                                0, 0, 0), u));
+  if (job->bias) sums = _mm_add_ps(sums, _mm_loadu_ps(job->bias + n));
+  _mm_storeu_ps(job->y + at, sums);
+}
+
 /* Rows r0..r0+tile_rows-1 of A against tile_cols consecutive rows n0.. of B: tile_rows x tile_cols dot products. tile_rows and tile_cols are
  * compile-time constants at every call site (always_inline), so accumulators stay in registers. */
 static inline __attribute__((always_inline)) MNB_VNNI void mnb_vnni_tile(const MnbJob* job, size_t n0, size_t r0,
@@ -317,19 +331,8 @@ static inline __attribute__((always_inline)) MNB_VNNI void mnb_vnni_tile(const M
       }
     }
   }
-  if (tile_rows == 1 && tile_cols == 4 && init && chunks * MNB_CHUNK == nb * bs) {
-    /* the decode GEMV's common case: the four horizontal sums in one transpose-add network */
-    __m512 t0 = _mm512_add_ps(_mm512_shuffle_f32x4(acc[0][0], acc[0][1], 0x44),
-                              _mm512_shuffle_f32x4(acc[0][0], acc[0][1], 0xEE));
-    __m512 t1 = _mm512_add_ps(_mm512_shuffle_f32x4(acc[0][2], acc[0][3], 0x44),
-                              _mm512_shuffle_f32x4(acc[0][2], acc[0][3], 0xEE));
-    __m512 u = _mm512_add_ps(_mm512_shuffle_f32x4(t0, t1, 0x88), _mm512_shuffle_f32x4(t0, t1, 0xDD));
-    u = _mm512_add_ps(u, _mm512_shuffle_ps(u, u, 0x4E));
-    u = _mm512_add_ps(u, _mm512_shuffle_ps(u, u, 0xB1));
-    __m128 sums = _mm512_castps512_ps128(_mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0,
-                                                                                  0, 0, 0, 0), u));
-    if (job->bias) sums = _mm_add_ps(sums, _mm_loadu_ps(job->bias + n0));
-    _mm_storeu_ps(job->y + r0 * job->n + n0, sums);
+  if (tile_rows == 1 && tile_cols == 4 && init && chunks * MNB_CHUNK == nb * bs) { /* the decode GEMV's case */
+    mnb_store4(job, r0 * job->n + n0, n0, acc[0][0], acc[0][1], acc[0][2], acc[0][3]);
     return;
   }
   for (size_t t = 0; t < tile_rows; t++)
@@ -342,9 +345,90 @@ static inline __attribute__((always_inline)) MNB_VNNI void mnb_vnni_tile(const M
     }
 }
 
+/* The decode GEMV (M = 1) with 4-bit B and the default zero point folded (job->init, no tail): four rows of B
+ * per pass over A, with bits, pointers and accumulators in registers (the general tile, whose shape and bits are
+ * runtime values, kept them on the stack). Returns the first column it left to the caller (n1 - n0 not a
+ * multiple of 4). */
+MNB_VNNI static size_t mnb_int8_row1_vnni4(const MnbJob* job, size_t n0, size_t n1) {
+  const size_t chunks = job->chunks, nb = job->nb, bs = job->bs, row_bytes = nb * job->blob;
+  const int8_t* qa = job->qa;
+  const int32_t* init = job->init;
+  const float* las = job->lane_sa;
+  const __m512i idx = _mm512_loadu_si512(job->lane_block);
+  const __mmask16 smask = (__mmask16)((1u << (bs < MNB_CHUNK ? MNB_CHUNK / bs : 1)) - 1);
+  const size_t bpc = bs < MNB_CHUNK ? MNB_CHUNK / bs : 1, cpb = bs >= MNB_CHUNK ? bs / MNB_CHUNK : 1;
+  const __m512i shifts = _mm512_set_epi64(0x0004000400040004LL, 0x0004000400040004LL, 0x0004000400040004LL,
+                                          0x0004000400040004LL, 0, 0, 0, 0);
+  const __m512i low4 = _mm512_set1_epi8(15);
+  /* prefetch 4-8 KB ahead: two tiles, more when tiles are small, one when a tile is large (as mnb_vnni_tile) */
+  const size_t tile_bytes = 4 * row_bytes, scale_step = (16 * nb + chunks - 1) / chunks;
+  const size_t ahead_tiles = tile_bytes > MNB_AHEAD_BYTES ? 1 : tile_bytes * MNB_AHEAD >= 4096 ? MNB_AHEAD
+                                                                                              : 4096 / tile_bytes + 1;
+#define MNB_W4(p) _mm512_and_si512(_mm512_srlv_epi16(_mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i*)(p))), \
+                                                     shifts), low4)
+  size_t n = n0;
+  for (; n + 4 <= n1; n += 4) {
+    const uint8_t* b0 = job->b + n * row_bytes;
+    const uint8_t *b1 = b0 + row_bytes, *b2 = b1 + row_bytes, *b3 = b2 + row_bytes;
+    const float* s0 = job->scales + n * nb;
+    const float *s1 = s0 + nb, *s2 = s1 + nb, *s3 = s2 + nb;
+    __m512 acc0 = _mm512_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
+    /* the tile ahead_tiles on (a tile's rows of B and of scales are contiguous): 128 bytes of B a chunk, its
+     * scales' 16 nb bytes spread evenly over the chunks */
+    const char* ahead = (const char*)(b0 + ahead_tiles * 4 * row_bytes);
+    const char* ahead_s = (const char*)(s0 + ahead_tiles * 4 * nb);
+#define MNB_PREFETCH(c)                                                                 \
+    do {                                                                                \
+      _mm_prefetch(ahead + (c) * 128, _MM_HINT_T0);                                     \
+      _mm_prefetch(ahead + (c) * 128 + 64, _MM_HINT_T0);                                \
+      if ((c) * scale_step % 64 < scale_step) _mm_prefetch(ahead_s + (c) * scale_step, _MM_HINT_T0); \
+    } while (0)
+    if (bs < MNB_CHUNK) { /* a chunk holds bpc blocks: per-lane scales */
+      for (size_t c = 0; c < chunks; c++) {
+        MNB_PREFETCH(c);
+        const __m512i q = _mm512_loadu_si512(qa + c * MNB_CHUNK), d0 = _mm512_loadu_si512(init + c * 16);
+        const __m512 la = _mm512_loadu_ps(las + c * 16);
+        const size_t at = c * 32, sat = c * bpc;
+#define MNB_COLUMN(acc, b, s)                                                                                     \
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(d0, MNB_W4(b + at), q)),                    \
+                              _mm512_mul_ps(_mm512_permutexvar_ps(idx, _mm512_maskz_loadu_ps(smask, s + sat)), la), acc)
+        MNB_COLUMN(acc0, b0, s0);
+        MNB_COLUMN(acc1, b1, s1);
+        MNB_COLUMN(acc2, b2, s2);
+        MNB_COLUMN(acc3, b3, s3);
+#undef MNB_COLUMN
+      }
+    } else { /* a block spans cpb chunks: int32 sums per block, one scale each */
+      for (size_t blk = 0; blk < nb; blk++) {
+        __m512i d0 = _mm512_loadu_si512(init + blk * 16), d1 = d0, d2 = d0, d3 = d0;
+        for (size_t c = blk * cpb; c < (blk + 1) * cpb; c++) {
+          MNB_PREFETCH(c);
+          const __m512i q = _mm512_loadu_si512(qa + c * MNB_CHUNK);
+          const size_t at = c * 32;
+          d0 = _mm512_dpbusd_epi32(d0, MNB_W4(b0 + at), q);
+          d1 = _mm512_dpbusd_epi32(d1, MNB_W4(b1 + at), q);
+          d2 = _mm512_dpbusd_epi32(d2, MNB_W4(b2 + at), q);
+          d3 = _mm512_dpbusd_epi32(d3, MNB_W4(b3 + at), q);
+        }
+        const float sa = job->sa[blk];
+        acc0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d0), _mm512_set1_ps(sa * s0[blk]), acc0);
+        acc1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d1), _mm512_set1_ps(sa * s1[blk]), acc1);
+        acc2 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d2), _mm512_set1_ps(sa * s2[blk]), acc2);
+        acc3 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d3), _mm512_set1_ps(sa * s3[blk]), acc3);
+      }
+    }
+    mnb_store4(job, n, n, acc0, acc1, acc2, acc3);
+  }
+#undef MNB_PREFETCH
+#undef MNB_W4
+  return n;
+}
+
 MNB_VNNI static void mnb_int8_rows_vnni(const MnbJob* job, size_t n0, size_t n1) {
   size_t n = n0;
-  if (job->m == 1) /* decode: four rows of B per pass over the row of A */
+  if (job->m == 1 && job->bits == 4 && job->init) /* decode, the common case */
+    n = mnb_int8_row1_vnni4(job, n0, n1);
+  else if (job->m == 1) /* decode: four rows of B per pass over the row of A */
     for (; n + 4 <= n1; n += 4) mnb_vnni_tile(job, n, 0, 1, 4);
   for (; n + 2 <= n1; n += 2) {
     size_t r = 0;

@@ -213,6 +213,13 @@ def test_matmul_nbits_large_n_decode():
     assert_parity(model, feeds, **TOL)
 
 
+@pytest.mark.parametrize("block_size", [32, 128])
+def test_matmul_nbits_decode_columns_beyond_fours(block_size):
+    """The 4-bit decode GEMV takes four columns a pass: the last N % 4 (and a task's) go to the general tile."""
+    model, feeds = matmul_nbits_case((1, 1024), 1024, 103, 4, block_size, accuracy_level=4, bias=True)
+    assert_parity(model, feeds, **TOL)
+
+
 def test_matmul_nbits_declines_prepacked():
     import onnxruntime_ep_seamless as seamless
     import onnxruntime as ort

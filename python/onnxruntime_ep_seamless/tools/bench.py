@@ -175,16 +175,16 @@ def _topk_case(rows, cols, k, rng):
                         [("k", np.array([k], np.int64))]), {"x": x})
 
 
-def _matmul_nbits_case(k, n, rng):
-    """A decode step's product: one row of A, 4-bit B in blocks of 32, accuracy_level 0 (float32 arithmetic, as
-    QMoE's experts run)."""
+def _matmul_nbits_case(k, n, rng, level=0):
+    """A decode step's product: one row of A, 4-bit B in blocks of 32; accuracy_level 0 (float32 arithmetic, as
+    QMoE's experts run) or 4 (A quantized to int8: the builder's int4 decoders)."""
     import numpy as np
     b = rng.integers(0, 256, (n, k // 32, 16)).astype(np.uint8)
     scales = (0.01 * rng.random(n * k // 32)).astype(np.float32)
     a = rng.standard_normal((1, k)).astype(np.float32)
-    return (f"MatMulNBits [1, {k}] x 4-bit [{k}, {n}], blocks of 32, accuracy_level 0",
+    return (f"MatMulNBits [1, {k}] x 4-bit [{k}, {n}], blocks of 32, accuracy_level {level}",
             _node_model("MatMulNBits", [("A", np.float32, a.shape)], [("Y", np.float32)],
-                        {"K": k, "N": n, "bits": 4, "block_size": 32, "accuracy_level": 0},
+                        {"K": k, "N": n, "bits": 4, "block_size": 32, "accuracy_level": level},
                         [("B", b), ("scales", scales)], domain="com.microsoft"), {"A": a})
 
 
@@ -195,7 +195,10 @@ def op_cases() -> list:
     return [_nms_case(1, 1000, rng), _nms_case(80, 1000, rng), _nms_case(1, 5000, rng),
             _tfidf_case(1, 4000, "TFIDF", 0, rng), _tfidf_case(8, 512, "TF", 2, rng),
             _lstm_case(64, 4, 128, 128, "bidirectional", rng), _lstm_case(128, 1, 64, 256, "forward", rng),
-            _topk_case(4, 32000, 50, rng), _matmul_nbits_case(256, 1024, rng), _matmul_nbits_case(2048, 2048, rng)]
+            _topk_case(4, 32000, 50, rng), _matmul_nbits_case(256, 1024, rng), _matmul_nbits_case(2048, 2048, rng),
+            # the int8 path at the tiny decoders' LM head, a 0.5B decoder's MLP, a 1B-wide one's
+            _matmul_nbits_case(256, 32000, rng, 4), _matmul_nbits_case(896, 4864, rng, 4),
+            _matmul_nbits_case(2048, 8192, rng, 4)]
 
 
 def ops_benchmark(runs: int, rounds: int, threads: int, budget_s: float = 0.05, progress: bool = True) -> dict:
