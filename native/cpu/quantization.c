@@ -368,10 +368,10 @@ MNB_VNNI static size_t mnb_int8_row1_vnni4(const MnbJob* job, size_t n0, size_t 
                                                      shifts), low4)
   size_t n = n0;
   for (; n + 4 <= n1; n += 4) {
+    /* row j of the tile at b0 + j * row_bytes (and its scales at s0 + j * nb): base and stride addressing, so the
+     * four rows take no registers of their own */
     const uint8_t* b0 = job->b + n * row_bytes;
-    const uint8_t *b1 = b0 + row_bytes, *b2 = b1 + row_bytes, *b3 = b2 + row_bytes;
     const float* s0 = job->scales + n * nb;
-    const float *s1 = s0 + nb, *s2 = s1 + nb, *s3 = s2 + nb;
     __m512 acc0 = _mm512_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
     /* the tile ahead_tiles on (a tile's rows of B and of scales are contiguous): 128 bytes of B a chunk, its
      * scales' 16 nb bytes spread evenly over the chunks */
@@ -393,9 +393,9 @@ MNB_VNNI static size_t mnb_int8_row1_vnni4(const MnbJob* job, size_t n0, size_t 
         acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(d0, MNB_W4(b + at), q)),                    \
                               _mm512_mul_ps(_mm512_permutexvar_ps(idx, _mm512_maskz_loadu_ps(smask, s + sat)), la), acc)
         MNB_COLUMN(acc0, b0, s0);
-        MNB_COLUMN(acc1, b1, s1);
-        MNB_COLUMN(acc2, b2, s2);
-        MNB_COLUMN(acc3, b3, s3);
+        MNB_COLUMN(acc1, b0 + row_bytes, s0 + nb);
+        MNB_COLUMN(acc2, b0 + 2 * row_bytes, s0 + 2 * nb);
+        MNB_COLUMN(acc3, b0 + 3 * row_bytes, s0 + 3 * nb);
 #undef MNB_COLUMN
       }
     } else { /* a block spans cpb chunks: int32 sums per block, one scale each */
@@ -406,15 +406,15 @@ MNB_VNNI static size_t mnb_int8_row1_vnni4(const MnbJob* job, size_t n0, size_t 
           const __m512i q = _mm512_loadu_si512(qa + c * MNB_CHUNK);
           const size_t at = c * 32;
           d0 = _mm512_dpbusd_epi32(d0, MNB_W4(b0 + at), q);
-          d1 = _mm512_dpbusd_epi32(d1, MNB_W4(b1 + at), q);
-          d2 = _mm512_dpbusd_epi32(d2, MNB_W4(b2 + at), q);
-          d3 = _mm512_dpbusd_epi32(d3, MNB_W4(b3 + at), q);
+          d1 = _mm512_dpbusd_epi32(d1, MNB_W4(b0 + row_bytes + at), q);
+          d2 = _mm512_dpbusd_epi32(d2, MNB_W4(b0 + 2 * row_bytes + at), q);
+          d3 = _mm512_dpbusd_epi32(d3, MNB_W4(b0 + 3 * row_bytes + at), q);
         }
         const float sa = job->sa[blk];
         acc0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d0), _mm512_set1_ps(sa * s0[blk]), acc0);
-        acc1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d1), _mm512_set1_ps(sa * s1[blk]), acc1);
-        acc2 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d2), _mm512_set1_ps(sa * s2[blk]), acc2);
-        acc3 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d3), _mm512_set1_ps(sa * s3[blk]), acc3);
+        acc1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d1), _mm512_set1_ps(sa * s0[nb + blk]), acc1);
+        acc2 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d2), _mm512_set1_ps(sa * s0[2 * nb + blk]), acc2);
+        acc3 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d3), _mm512_set1_ps(sa * s0[3 * nb + blk]), acc3);
       }
     }
     mnb_store4(job, n, n, acc0, acc1, acc2, acc3);
