@@ -12,8 +12,9 @@
  *   (vpmaddubsw) a 64-value chunk of a row of B is one vector.
  * - float: each block of B is dequantized ((q - zp) * scale) and multiplied in float32.
  *
- * Decode (M = 1) is a GEMV that streams B once (4-bit B with the default zero point: its own
- * kernel, mnb_int8_row1_vnni4); rows of A are processed in tiles of 4 so B is unpacked once per tile. Work is split over N into tasks for the caller's thread pool
+ * Decode (M = 1) is a GEMV that streams B once; rows of A are processed in tiles of 4 so B is
+ * unpacked once per tile. 4-bit B with the default zero point (the builder's int4 decoders) has its
+ * own kernels with everything in registers: mnb_int8_row1_vnni4 (decode) and mnb_int8_tile4x4_vnni4. Work is split over N into tasks for the caller's thread pool
  * (parallel.h: ORT's intra-op pool inside the EP, serial otherwise).
  */
 #include <math.h>
@@ -424,12 +425,65 @@ MNB_VNNI static size_t mnb_int8_row1_vnni4(const MnbJob* job, size_t n0, size_t 
   return n;
 }
 
+/* Prompts (M > 1), the same case with blocks under a chunk (the builder's 32): four rows of A by four rows of B a
+ * tile, all sixteen accumulators and the tile's weights and scales in registers. */
+MNB_VNNI static void mnb_int8_tile4x4_vnni4(const MnbJob* job, size_t n, size_t r0) {
+  const size_t chunks = job->chunks, nb = job->nb, kq = job->kq, row_bytes = nb * job->blob;
+  const size_t bpc = MNB_CHUNK / job->bs;
+  const __m512i idx = _mm512_loadu_si512(job->lane_block);
+  const __mmask16 smask = (__mmask16)((1u << bpc) - 1);
+  const __m512i shifts = _mm512_set_epi64(0x0004000400040004LL, 0x0004000400040004LL, 0x0004000400040004LL,
+                                          0x0004000400040004LL, 0, 0, 0, 0);
+  const __m512i low4 = _mm512_set1_epi8(15);
+  const uint8_t* b0 = job->b + n * row_bytes;
+  const float* s0 = job->scales + n * nb;
+  const int8_t* qa = job->qa + r0 * kq;
+  const int32_t* init = job->init + r0 * chunks * 16;
+  const float* las = job->lane_sa + r0 * chunks * 16;
+  __m512 a00 = _mm512_setzero_ps(), a01 = a00, a02 = a00, a03 = a00, a10 = a00, a11 = a00, a12 = a00, a13 = a00;
+  __m512 a20 = a00, a21 = a00, a22 = a00, a23 = a00, a30 = a00, a31 = a00, a32 = a00, a33 = a00;
+  for (size_t c = 0; c < chunks; c++) {
+#define MNB_W(j) _mm512_and_si512(_mm512_srlv_epi16(_mm512_broadcast_i64x4(_mm256_loadu_si256(                \
+                     (const __m256i*)(b0 + (j) * row_bytes + c * 32))), shifts), low4)
+#define MNB_S(j) _mm512_permutexvar_ps(idx, _mm512_maskz_loadu_ps(smask, s0 + (j) * nb + c * bpc))
+    const __m512i w0 = MNB_W(0), w1 = MNB_W(1), w2 = MNB_W(2), w3 = MNB_W(3);
+    const __m512 s0v = MNB_S(0), s1v = MNB_S(1), s2v = MNB_S(2), s3v = MNB_S(3);
+#define MNB_ROW(t, x0, x1, x2, x3)                                                                                \
+    do {                                                                                                          \
+      const __m512i q = _mm512_loadu_si512(qa + (t) * kq + c * MNB_CHUNK);                                       \
+      const __m512i d = _mm512_loadu_si512(init + ((t) * chunks + c) * 16);                                     \
+      const __m512 la = _mm512_loadu_ps(las + ((t) * chunks + c) * 16);                                         \
+      x0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(d, w0, q)), _mm512_mul_ps(s0v, la), x0);       \
+      x1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(d, w1, q)), _mm512_mul_ps(s1v, la), x1);       \
+      x2 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(d, w2, q)), _mm512_mul_ps(s2v, la), x2);       \
+      x3 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(d, w3, q)), _mm512_mul_ps(s3v, la), x3);       \
+    } while (0)
+    MNB_ROW(0, a00, a01, a02, a03);
+    MNB_ROW(1, a10, a11, a12, a13);
+    MNB_ROW(2, a20, a21, a22, a23);
+    MNB_ROW(3, a30, a31, a32, a33);
+#undef MNB_ROW
+#undef MNB_S
+#undef MNB_W
+  }
+  mnb_store4(job, r0 * job->n + n, n, a00, a01, a02, a03);
+  mnb_store4(job, (r0 + 1) * job->n + n, n, a10, a11, a12, a13);
+  mnb_store4(job, (r0 + 2) * job->n + n, n, a20, a21, a22, a23);
+  mnb_store4(job, (r0 + 3) * job->n + n, n, a30, a31, a32, a33);
+}
+
 MNB_VNNI static void mnb_int8_rows_vnni(const MnbJob* job, size_t n0, size_t n1) {
   size_t n = n0;
   if (job->m == 1 && job->bits == 4 && job->init) /* decode, the common case */
     n = mnb_int8_row1_vnni4(job, n0, n1);
   else if (job->m == 1) /* decode: four rows of B per pass over the row of A */
     for (; n + 4 <= n1; n += 4) mnb_vnni_tile(job, n, 0, 1, 4);
+  else if (job->bits == 4 && job->init && job->bs < MNB_CHUNK) /* a prompt, the common case */
+    for (; n + 4 <= n1; n += 4) {
+      size_t r = 0;
+      for (; r + 4 <= job->m; r += 4) mnb_int8_tile4x4_vnni4(job, n, r);
+      for (; r < job->m; r++) mnb_vnni_tile(job, n, r, 1, 4);
+    }
   for (; n + 2 <= n1; n += 2) {
     size_t r = 0;
     for (; r + 4 <= job->m; r += 4) mnb_vnni_tile(job, n, r, 4, 2);
