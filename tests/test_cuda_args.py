@@ -46,6 +46,19 @@ def test_no_cuda_source_defines_its_own_argument_struct():
             assert name not in _header_structs(), f"{path.name} defines args.h's {name} again"
 
 
+def test_launch_geometry_is_defined_once():
+    """args.h's #defines (the dims limit, the launch geometry the host must match) are neither defined again in a
+    CUDA source nor re-typed as a number in Python: both read args.h."""
+    names = set(re.findall(r"^#define (\w+) \d+", (ROOT / "native" / "cuda" / "args.h").read_text(), re.M))
+    assert {"SEAMLESS_MAX_DIMS", "DECODE_THREADS", "NORM_MAX_K"} <= names
+    for path in CUDA_SOURCES:
+        again = names & set(re.findall(r"^\s*#define (\w+)", path.read_text(), re.M))
+        assert not again, f"{path.name} defines args.h's {sorted(again)} again"
+    for path in [*(PACKAGE / "kernels" / "cuda").glob("*.py"), PACKAGE / "runtime" / "cuda.py"]:
+        typed = [n for n in re.findall(r"^(\w+) = \d", path.read_text(), re.M) if n in names]
+        assert not typed, f"{path.name} re-types args.h's {typed}"
+
+
 def test_python_packs_no_layout_by_hand_and_uses_every_struct():
     sources = {p: p.read_text() for p in [*(PACKAGE / "kernels" / "cuda").glob("*.py"), PACKAGE / "runtime" / "cuda.py",
                                           PACKAGE / "kernels" / "checks.py", PACKAGE / "exec" / "cuda_compute.py"]}

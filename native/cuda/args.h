@@ -6,6 +6,19 @@
 
 #define SEAMLESS_MAX_DIMS 8  /* dims of the broadcast, copy, indexing, reduction, Pad and Resize structs */
 
+/* Launch geometry the host side must match (cffi: literal values only) */
+#define SMALL_ROWS 4          /* products of at most this many rows take the GEMVs (matmul.cu, quantization.cu) */
+#define LINEAR_WARPS 8        /* matmul.cu linear: warps a block */
+#define LINEAR_TC_CHUNKS 4    /* matmul.cu linear_tc: chunks of 32 k a warp takes at most */
+#define NBITS_COLUMNS 8       /* quantization.cu: warps, and output columns, a block */
+#define TILE_CHUNK 608        /* quantization.cu nbits4_tiles: bytes of a chunk of one matrix in its layout */
+#define TILE_WARPS 4          /* ... warps a block */
+#define TILE_SLOT 4864        /* ... bytes of a ring slot: 8 chunks of one matrix, 4 of two */
+#define NORM_MAX_K 2048       /* common.cuh norm_rows_to_shared: one 8-value group a thread of a 256-thread block */
+#define ATTEND_TILE 64        /* attention.cu attend_tiles: query tokens a block (a warp per 16) */
+#define DECODE_THREADS 256    /* attention.cu gqa_decode: threads a block */
+#define SELECT_THREADS 256    /* reduction.cu TopK / ArgMax / ArgMin: threads a block */
+
 /* A bad value in the run's data, which only the GPU sees (common.cuh report_bad): `report` is the stream's
  * pinned host record {tag, value} (ep_plugin/cuda_exec.c), 0 for none; `tag` names the node and the cause
  * (kernels/checks.py GpuCheck). */

@@ -368,7 +368,6 @@ __device__ void window_keep(const T* work_k, const T* work_v, const int32_t* seq
 // weights p rounded once to T for their product with v, as flash kernels do): outputs within rounding of
 // attend's, not its bits; no context limit. Fragment layouts are the PTX ISA's: lane t holds rows t / 4 and
 // t / 4 + 8 of a 16-row tile and columns 2 (t % 4), +1 (and +8) of it.
-#define ATTEND_TILE 64
 __device__ __forceinline__ uint32_t pack_pair(float lo, float hi, const __half*) {
   __half2 p = __floats2half2_rn(lo, hi);
   return *(uint32_t*)&p;
@@ -516,7 +515,6 @@ GQA_ATTEND_TILES(bf16, __nv_bfloat16, 64) GQA_ATTEND_TILES(bf16, __nv_bfloat16, 
 // With several splits, each block leaves (max, sum, weighted values) in `partial`, and the block of
 // (b, head) that finishes last (counted in `counters`, which it sets back to zero) combines them in
 // order into out; a single split combines its own the same way where a sink is given (else its weight is 1).
-#define DECODE_THREADS 256
 // Eight channels of a row as stored (16 bytes, 32 for float32): past rows stay so in registers until used,
 // half the registers of float32 copies for 16-bit types, so a block fits on an SM beside the kernel before.
 template <typename T>
@@ -827,7 +825,6 @@ __device__ void run(const T* q, const T* k, const T* v, const T* past, const T* 
     __syncthreads();
   }
 }
-
 
 // The same recurrence with a thread per state column m (d_v of them, a block per (batch, KV head)) and that column's
 // d_k state values in registers: every token's decay, retrieval, update and readouts need no other column, so the

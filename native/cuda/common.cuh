@@ -206,7 +206,6 @@ __device__ bool norm8(const T* x, const T* skip, const T* bias, const T* scale, 
 
 // An RMS normalisation the GEMVs apply to their activations first (plan/fusion.py's NormedProduct; args.h RowNorm,
 // of T values): x [rows, k]; `sum` is written by the first block of the grid's row.
-#define NORM_MAX_K (8 * 256)  // one 8-value group a thread of a 256-thread block
 
 // Rows [first, first + count) of the normalised activations into shared memory `out` (count * k values, in
 // T as the norm's own output), then a barrier. k % 8 == 0, k <= NORM_MAX_K; every thread calls it.

@@ -39,12 +39,9 @@ FOR_FLOATS(PRODUCT_ROWS)
 // warps in order). A column's weights are constants: before waiting for the kernel before (a dependent
 // launch overlaps that with its tail) each lane copies its own to shared memory (`staged`, 16-bit types
 // where they fit), so that after the wait only the activations are read from memory; else they are
-// fetched to L2. The _norm kernels take the rows RMS-normalised by each block first (common.cuh's
+// fetched to L2. The _norm kernels take the rows RMS-normalised by each block first (args.h
 // RowNorm: plan/fusion.py's NormedProduct), in shared memory before the staged weights.
-#define LINEAR_ROWS 4
-#define LINEAR_WARPS 8
 #define LINEAR_ROW_PASSES 5  // linear_row: passes over k at most (its activations' registers: 8 took 60 a thread)
-#define LINEAR_TC_CHUNKS 4  // linear_tc: chunks of 32 k a warp takes at most (matmul.py TC_MAX_K)
 
 // One row of 16-bit activations from memory with staged weights (a decode step's down projection): the same
 // products and sums as linear's below in straight-line code, every pass's activations loaded at once while the
@@ -105,7 +102,7 @@ template <typename T, int W, bool NORM>
 __device__ void linear(const T* a, const T* w, const T* bias, T* y, Linear p, RowNorm norm) {
   if constexpr (!NORM && sizeof(T) == 2)
     if (p.m == 1 && p.staged && p.k <= LINEAR_ROW_PASSES * 256 * p.split) return linear_row<T, W>(a, w, bias, y, p);
-  __shared__ float part[LINEAR_WARPS][LINEAR_ROWS][W];
+  __shared__ float part[LINEAR_WARPS][SMALL_ROWS][W];
   extern __shared__ __align__(16) unsigned char dynamic[];  // [normed rows] [staged weights]
   int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, slice = warp % p.split;
   int64_t n = (int64_t)blockIdx.x * (LINEAR_WARPS / p.split) + warp / p.split;
@@ -130,14 +127,14 @@ __device__ void linear(const T* a, const T* w, const T* bias, T* y, Linear p, Ro
     a = (const T*)dynamic;
   }
   if (staged) wait_copies_to_shared();  // a lane reads only its own copies
-  float acc[LINEAR_ROWS][W] = {};
+  float acc[SMALL_ROWS][W] = {};
   for (int k0 = (lane + 32 * slice) * 8, pass = 0; active && k0 < p.k; k0 += step, pass++) {
     float x[8], v[W][8];
 #pragma unroll
     for (int q = 0; q < W; q++)
       load8(staged ? (const T*)(own + (pass * W + q) * 32) : w + (n + q * p.n) * p.k + k0, v[q]);
 #pragma unroll
-    for (int r = 0; r < LINEAR_ROWS; r++) {
+    for (int r = 0; r < SMALL_ROWS; r++) {
       if (r < p.m) {
         load8(a + (int64_t)r * p.k + k0, x);
 #pragma unroll
@@ -148,7 +145,7 @@ __device__ void linear(const T* a, const T* w, const T* bias, T* y, Linear p, Ro
     }
   }
 #pragma unroll
-  for (int r = 0; r < LINEAR_ROWS; r++) {
+  for (int r = 0; r < SMALL_ROWS; r++) {
     if (r == p.m) break;  // no sums of absent rows (a decode step's one row: 5 shuffles, not 20)
 #pragma unroll
     for (int q = 0; q < W; q++) {
@@ -209,7 +206,7 @@ __device__ void pick_rows(Pick pick, int m, int r, int col, unsigned long long k
 // twenty-first sessions).
 template <typename T, int W, bool NORM, int G, bool PICK = false>
 __device__ void linear_tc(const T* a, const T* w, const T* bias, T* y, Linear p, RowNorm norm, Pick pick = {}) {
-  __shared__ float part[LINEAR_WARPS][G][W][LINEAR_ROWS][8];
+  __shared__ float part[LINEAR_WARPS][G][W][SMALL_ROWS][8];
   extern __shared__ __align__(16) unsigned char dynamic[];  // [normed rows] [staged weights]
   int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane & 3, row = lane >> 2;
   int64_t first = (int64_t)blockIdx.x * 8 * G;  // the block's first column

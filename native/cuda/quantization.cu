@@ -7,9 +7,6 @@
 // many float16 columns (an LM head) a 4-bit path on tensor cores takes 8 columns a warp.
 #include "common.cuh"
 
-
-#define NBITS_COLUMNS 8  // warps, and output columns, per block
-
 // The zero point of row (or column) r's block blk: uint8, 4-bit ones packed two a byte (low nibble first);
 // without them the middle of the range (8, or 128 for 8 bits).
 __device__ __forceinline__ int zero_point(const uint8_t* zp, int64_t r, int64_t blk, int64_t blocks, int bits) {
@@ -191,12 +188,6 @@ __device__ __forceinline__ void half_pairs(const uint32_t* x, uint32_t* out) {
   out[3] = __byte_perm(x[1], x[3], 0x7632);
 }
 
-#define TILE_CHUNK 608   // bytes of a chunk of one matrix in nbits4_tiles' layout
-#define TILE_WARPS 4     // warps a block
-#define TILE_SLOT 4864   // bytes of a ring slot: 8 chunks of one matrix, 4 of two
-#define TILE_ROWS 4      // rows of activations at most (matmul.py SMALL_ROWS)
-
-
 template <int W>
 __device__ void matmul_nbits4_tiles(const __half* a, const uint8_t* tiles, const __half* bias, __half* y,
                                     NBitsTiles p) {
@@ -228,7 +219,7 @@ __device__ void matmul_nbits4_tiles(const __half* a, const uint8_t* tiles, const
   __syncwarp();
   wait_for_previous();
   const bool row_lane = (lane >> 2) == g;
-  float acc[TILE_ROWS][W][2] = {};
+  float acc[SMALL_ROWS][W][2] = {};
   for (int i = 0; i < items; i++) {
     asm volatile("{\n .reg .pred done;\n WAIT%=:\n mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
                  " @!done bra WAIT%=;\n}" ::"r"(shared_address(&bar[i & 1])), "r"((i >> 1) & 1) : "memory");
@@ -249,7 +240,7 @@ __device__ void matmul_nbits4_tiles(const __half* a, const uint8_t* tiles, const
         scale[w][1] = lane < 16 ? __high2float(s2) : 0.0f;
       }
 #pragma unroll
-      for (int r = 0; r < TILE_ROWS; r++) {
+      for (int r = 0; r < SMALL_ROWS; r++) {
         if (r >= p.m) break;
         uint4 x[4];
         const bool mine = row_lane && k0 < p.k;
@@ -273,7 +264,7 @@ __device__ void matmul_nbits4_tiles(const __half* a, const uint8_t* tiles, const
     }
     if (i % copies != copies - 1) continue;
 #pragma unroll
-    for (int r = 0; r < TILE_ROWS; r++) {  // the tile's last chunk: its outputs, row by row
+    for (int r = 0; r < SMALL_ROWS; r++) {  // the tile's last chunk: its outputs, row by row
       if (r >= p.m) break;
       for (int w = 0; w < W; w++)  // the four groups' lanes (g, g + 4, g + 8, g + 12), in a fixed order
         for (int j = 0; j < 2; j++) {

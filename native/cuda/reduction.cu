@@ -11,11 +11,9 @@
 // number that survives (survives()), or NaN where the element stock starts from (lead()) is NaN.
 #include "common.cuh"
 
-
 // stock's path for the merged shape: one loop from the first element; rows (kept, then reduced) each reduced by
 // Eigen's vectorised max; [kept, reduced, kept] by Eigen's partial max; [reduced, kept, reduced] by Eigen rows
 // folded in a loop
-
 
 __device__ __forceinline__ int64_t offset_of(int64_t i, const int64_t* dims, const int64_t* strides, int rank) {
   int64_t off = 0;
@@ -357,7 +355,6 @@ __device__ void cumulative(int64_t lanes, const T* x, T* y, int64_t n, int64_t i
 // give the first k elements in order without scratch memory. `order`: SELECT_LARGEST, and SELECT_ARG for
 // stock's ArgMax/ArgMin rule (its loop keeps a value unless a strictly better one comes): NaN below every
 // number, and a row whose first element is NaN answers 0.
-#define SELECT_THREADS 256  // kernels/cuda/reduction.py launches them with launch_rows (256 threads)
 
 template <typename K>
 __device__ __forceinline__ bool comes_before(K a, int64_t ia, K b, int64_t ib, int order, bool prefer_last) {

@@ -9,7 +9,7 @@ CPU kernels (kernels/cpu/attention.py)."""
 import numpy as np
 
 from ...runtime.cuda import DeviceTensor
-from ...runtime.cuda_args import struct_arg
+from ...runtime.cuda_args import struct_arg, lib as codes
 from .. import checks
 from ..checks import InvalidArgument, gpu_check_fields
 from ..cpu import attention as cpu_attention
@@ -192,9 +192,9 @@ def ms_linear_attention(rt, stream, query, key, value, past_state=None, decay=No
 
 MAX_SHARED = 48 * 1024  # default dynamic shared memory per block
 ATTEND_THREADS = 256    # runtime/cuda.py launch_rows
-DECODE_THREADS = 256    # native/cuda/attention.cu gqa_decode: a present row to each head_size / 8 of them
+DECODE_THREADS = codes.DECODE_THREADS  # gqa_decode: a present row to each head_size / 8 of them
 DECODE_HEAD_SIZES = (64, 128)  # gqa_decode compiled for these (16-bit types): an int4 layer 17.6 -> 16.9 us (H200)
-ATTEND_TILE = 64        # native/cuda/attention.cu attend_tiles: query tokens a block (a warp per 16)
+ATTEND_TILE = codes.ATTEND_TILE  # attend_tiles: query tokens a block (a warp per 16)
 
 
 def _prepare_wide(head_size, rot_half, tensors) -> bool:

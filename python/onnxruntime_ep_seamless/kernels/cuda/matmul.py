@@ -6,7 +6,7 @@ import math
 import numpy as np
 
 from ...runtime.cuda import MAX_DIMS, DeviceTensor, contiguous_strides
-from ...runtime.cuda_args import struct_arg
+from ...runtime.cuda_args import struct_arg, lib as codes
 from ..checks import InvalidArgument
 from ..registry import FUSED_DOMAIN, kernel
 from .elementwise import ADD, GPU_FLOATS, MUL_BY, SUFFIX, Scratch, binary, cast_to, unary
@@ -100,7 +100,7 @@ def product_plus(rt, stream, a, b, c, m, n, k, shape, beta=1.0, where=None, **ho
     return DeviceTensor(y.ptr, tuple(shape), y.dtype)
 
 
-SMALL_ROWS = 4  # products with at most this many rows: native/cuda/matmul.cu
+SMALL_ROWS = codes.SMALL_ROWS  # products with at most this many rows take the GEMVs (native/cuda/args.h)
 STAGED_MAX = 48 * 1024  # matmul.cu's Linear: the most shared memory a block takes to stage its weights
 WIDE = 65536  # from this many columns on cuBLASLt streams the weights faster (H200, a float16 LM head of
               # 151936 x 896: 63 us against matmul.cu's 76; docs/benchmarks/gpu.md)
@@ -136,7 +136,7 @@ def _linear_split(a, w, m, n, k, norm=None) -> int:
     return 0 if norm is not None and not norm.fits(k, -(-n // (8 // split))) else split
 
 
-TC_MAX_K = 8 * 4 * 32  # matmul.cu linear_tc: K up to 4 chunks of 32 for each of a block's 8 warps
+TC_MAX_K = codes.LINEAR_WARPS * codes.LINEAR_TC_CHUNKS * 32  # linear_tc: chunks of 32 k for each of a block's warps
 
 
 def _tensor_cores(a, k) -> bool:

@@ -10,7 +10,7 @@ import numpy as np
 
 from ...graph.ir import Node
 from ...runtime.cuda import DeviceTensor
-from ...runtime.cuda_args import struct_arg
+from ...runtime.cuda_args import struct_arg, lib as codes
 from .. import checks
 from ..checks import InvalidArgument
 from ..cpu import attention as cpu_attention
@@ -271,7 +271,7 @@ class RowNorm:
         return y
 
 
-NORM_MAX_K = 8 * 256  # common.cuh
+NORM_MAX_K = codes.NORM_MAX_K
 NORM_MAX_BLOCKS = 4096
 
 

@@ -10,7 +10,7 @@ import numpy as np
 
 from ...graph.ir import ONNX_TO_NUMPY, Node
 from ...runtime.cuda import DeviceTensor
-from ...runtime.cuda_args import struct_arg
+from ...runtime.cuda_args import struct_arg, lib as codes
 from .. import checks
 from ..cpu.quantization import validate_nbits_weights
 from ..registry import FUSED_DOMAIN, kernel
@@ -252,7 +252,7 @@ def matmul_nbits_swiglu(rt, stream, a, gate, gate_scales, gate_zero_points, up, 
 # version (docs/benchmarks/gpu.md), it ran a 151936-column LM head in 63 us against 90, but the decoder's
 # 896..9728-column projections 1.6-2x slower than a warp a column (fewer warps resident: 110 registers).
 MMA_COLUMNS = 16384
-TILE_WARPS, TILE_SLOT, TILE_CHUNK = 4, 4864, 608  # quantization.cu
+TILE_WARPS, TILE_SLOT, TILE_CHUNK = codes.TILE_WARPS, codes.TILE_SLOT, codes.TILE_CHUNK
 TILE_BLOCKS = 528  # the tensor-core kernel's grid: its warps stride over the tiles (the H200: 4 blocks an SM)
 
 
@@ -321,7 +321,7 @@ def _nbits(rt, stream, variant, a, weights, K, N, block_size, bits, norm=None, o
     mma = (fast and a.dtype == np.float16 and N >= MMA_COLUMNS and rt.hopper and not prompt
            and all(t is None or t.host is not None for t in matrices))  # constants: laid out once for it
     split = column_split(N, -(-K // 1024), 2048) if fast else 1  # 1024 k: a warp's one pass
-    columns = 8 // split  # quantization.cu NBITS_COLUMNS warps a block
+    columns = codes.NBITS_COLUMNS // split  # warps a block
     if norm is not None and (prompt or mma or not fast or not norm.fits(K, m * -(-N // columns))):
         return after_norm(lambda rt, stream, normed: _nbits(rt, stream, variant, normed, weights, K, N, block_size,
                                                              bits, output_buffer=output_buffer), rt, stream, norm)

@@ -129,19 +129,20 @@ def _select(rt, stream, x, axis, k, largest, prefer_last, values: bool, indices=
     order = (SELECT_LARGEST if largest else 0) | (SELECT_ARG if arg else 0)
     if k == 1 and not values and inner == 1 and lanes >= ROWS16_LANES and row_bytes % 16 == 0 and x.ptr % 16 == 0:
         rt.launch_rows(f"seamless_select_rows16_{NUMBER_SUFFIX[x.dtype]}", lanes, stream, ("ptr", x.ptr),
-                       ("ptr", indices.ptr), ("int64", n), ("int", order), ("int", int(bool(prefer_last))))
+                       ("ptr", indices.ptr), ("int64", n), ("int", order), ("int", int(bool(prefer_last))),
+                       threads=codes.SELECT_THREADS)
     elif k == 1 and not values and n >= 2 * SELECT_CHUNK and lanes <= 65535:  # a long axis: a block a chunk
         chunks = -(-n // SELECT_CHUNK)
         partials = rt.alloc((lanes * chunks,), np.int64)
         rt.launch_rows(f"seamless_select_chunk_{NUMBER_SUFFIX[x.dtype]}", (chunks, lanes), stream, ("ptr", x.ptr),
                        ("ptr", partials.ptr), ("ptr", indices.ptr), ("ptr", rt.counters(lanes, stream).ptr),
                        ("int64", n), ("int64", inner), ("int64", SELECT_CHUNK), ("int", order),
-                       ("int", int(bool(prefer_last))))
+                       ("int", int(bool(prefer_last))), threads=codes.SELECT_THREADS)
         rt.free(partials)  # stream-ordered: reused only by later work on this stream
     elif indices.size:
         rt.launch_rows(f"seamless_select_{NUMBER_SUFFIX[x.dtype]}", lanes, stream, ("ptr", x.ptr),
                        ("ptr", out.ptr if values else 0), ("ptr", indices.ptr), ("int64", n), ("int64", inner),
-                       ("int64", k), ("int", order), ("int", int(bool(prefer_last))))
+                       ("int64", k), ("int", order), ("int", int(bool(prefer_last))), threads=codes.SELECT_THREADS)
     return out, indices
 
 
