@@ -14,7 +14,8 @@
  *
  * Decode (M = 1) is a GEMV that streams B once; rows of A are processed in tiles of 4 so B is
  * unpacked once per tile. 4-bit B with the default zero point (the builder's int4 decoders) has its
- * own kernels with everything in registers: mnb_int8_row1_vnni4 (decode) and mnb_int8_tile4x4_vnni4. Work is split over N into tasks for the caller's thread pool
+ * own kernels with everything in registers: mnb_int8_row1_vnni4 (decode), mnb_int8_tile4x4_vnni4 and
+ * mnb_int8_tile4x2_vnni4 (prompts). Work is split over N into tasks for the caller's thread pool
  * (parallel.h: ORT's intra-op pool inside the EP, serial otherwise).
  */
 #include <math.h>
@@ -472,6 +473,60 @@ MNB_VNNI static void mnb_int8_tile4x4_vnni4(const MnbJob* job, size_t n, size_t 
   mnb_store4(job, (r0 + 3) * job->n + n, n, a30, a31, a32, a33);
 }
 
+/* Prompts with blocks of a chunk or more: four rows of A by two rows of B a tile (B read once per four rows), each
+ * block's int32 sums and the tile's accumulators in registers (sixteen of them). */
+MNB_VNNI static void mnb_int8_tile4x2_vnni4(const MnbJob* job, size_t n, size_t r0) {
+  const size_t nb = job->nb, kq = job->kq, row_bytes = nb * job->blob, cpb = job->bs / MNB_CHUNK;
+  const __m512i shifts = _mm512_set_epi64(0x0004000400040004LL, 0x0004000400040004LL, 0x0004000400040004LL,
+                                          0x0004000400040004LL, 0, 0, 0, 0);
+  const __m512i low4 = _mm512_set1_epi8(15);
+  const uint8_t *b0 = job->b + n * row_bytes, *b1 = b0 + row_bytes;
+  const float *s0 = job->scales + n * nb, *s1 = s0 + nb;
+  const int8_t* qa = job->qa + r0 * kq;
+  const int32_t* init = job->init + r0 * nb * 16;
+  const float* sa = job->sa + r0 * nb;
+  __m512 a00 = _mm512_setzero_ps(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00, a30 = a00, a31 = a00;
+  for (size_t blk = 0; blk < nb; blk++) {
+    __m512i d00 = _mm512_loadu_si512(init + blk * 16), d01 = d00;
+    __m512i d10 = _mm512_loadu_si512(init + (nb + blk) * 16), d11 = d10;
+    __m512i d20 = _mm512_loadu_si512(init + (2 * nb + blk) * 16), d21 = d20;
+    __m512i d30 = _mm512_loadu_si512(init + (3 * nb + blk) * 16), d31 = d30;
+    for (size_t c = blk * cpb; c < (blk + 1) * cpb; c++) {
+      const __m512i w0 = _mm512_and_si512(
+          _mm512_srlv_epi16(_mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i*)(b0 + c * 32))), shifts), low4);
+      const __m512i w1 = _mm512_and_si512(
+          _mm512_srlv_epi16(_mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i*)(b1 + c * 32))), shifts), low4);
+#define MNB_ROW(t, x0, x1)                                                   \
+      do {                                                                   \
+        const __m512i q = _mm512_loadu_si512(qa + (t) * kq + c * MNB_CHUNK); \
+        x0 = _mm512_dpbusd_epi32(x0, w0, q);                                 \
+        x1 = _mm512_dpbusd_epi32(x1, w1, q);                                 \
+      } while (0)
+      MNB_ROW(0, d00, d01);
+      MNB_ROW(1, d10, d11);
+      MNB_ROW(2, d20, d21);
+      MNB_ROW(3, d30, d31);
+#undef MNB_ROW
+    }
+    const float w0 = s0[blk], w1 = s1[blk];
+#define MNB_SCALE(t, x0, x1, a0, a1)                                                             \
+    do {                                                                                         \
+      const float st = sa[(t) * nb + blk];                                                       \
+      a0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(x0), _mm512_set1_ps(st * w0), a0);                 \
+      a1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(x1), _mm512_set1_ps(st * w1), a1);                 \
+    } while (0)
+    MNB_SCALE(0, d00, d01, a00, a01);
+    MNB_SCALE(1, d10, d11, a10, a11);
+    MNB_SCALE(2, d20, d21, a20, a21);
+    MNB_SCALE(3, d30, d31, a30, a31);
+#undef MNB_SCALE
+  }
+  const __m512 acc[4][2] = {{a00, a01}, {a10, a11}, {a20, a21}, {a30, a31}};
+  for (size_t t = 0; t < 4; t++)
+    for (size_t j = 0; j < 2; j++)
+      job->y[(r0 + t) * job->n + n + j] = _mm512_reduce_add_ps(acc[t][j]) + (job->bias ? job->bias[n + j] : 0.0f);
+}
+
 MNB_VNNI static void mnb_int8_rows_vnni(const MnbJob* job, size_t n0, size_t n1) {
   size_t n = n0;
   if (job->m == 1 && job->bits == 4 && job->init) /* decode, the common case */
@@ -483,6 +538,12 @@ MNB_VNNI static void mnb_int8_rows_vnni(const MnbJob* job, size_t n0, size_t n1)
       size_t r = 0;
       for (; r + 4 <= job->m; r += 4) mnb_int8_tile4x4_vnni4(job, n, r);
       for (; r < job->m; r++) mnb_vnni_tile(job, n, r, 1, 4);
+    }
+  else if (job->bits == 4 && job->init) /* ... and with larger blocks */
+    for (; n + 2 <= n1; n += 2) {
+      size_t r = 0;
+      for (; r + 4 <= job->m; r += 4) mnb_int8_tile4x2_vnni4(job, n, r);
+      for (; r < job->m; r++) mnb_vnni_tile(job, n, r, 1, 2);
     }
   for (; n + 2 <= n1; n += 2) {
     size_t r = 0;

@@ -175,16 +175,16 @@ def _topk_case(rows, cols, k, rng):
                         [("k", np.array([k], np.int64))]), {"x": x})
 
 
-def _matmul_nbits_case(k, n, rng, level=0):
-    """A decode step's product: one row of A, 4-bit B in blocks of 32; accuracy_level 0 (float32 arithmetic, as
+def _matmul_nbits_case(k, n, rng, level=0, rows=1, block=32):
+    """A decode step's product (one row of A; more: a prompt's), 4-bit B; accuracy_level 0 (float32 arithmetic, as
     QMoE's experts run) or 4 (A quantized to int8: the builder's int4 decoders)."""
     import numpy as np
-    b = rng.integers(0, 256, (n, k // 32, 16)).astype(np.uint8)
-    scales = (0.01 * rng.random(n * k // 32)).astype(np.float32)
-    a = rng.standard_normal((1, k)).astype(np.float32)
-    return (f"MatMulNBits [1, {k}] x 4-bit [{k}, {n}], blocks of 32, accuracy_level {level}",
+    b = rng.integers(0, 256, (n, k // block, block // 2)).astype(np.uint8)
+    scales = (0.01 * rng.random(n * k // block)).astype(np.float32)
+    a = rng.standard_normal((rows, k)).astype(np.float32)
+    return (f"MatMulNBits [{rows}, {k}] x 4-bit [{k}, {n}], blocks of {block}, accuracy_level {level}",
             _node_model("MatMulNBits", [("A", np.float32, a.shape)], [("Y", np.float32)],
-                        {"K": k, "N": n, "bits": 4, "block_size": 32, "accuracy_level": level},
+                        {"K": k, "N": n, "bits": 4, "block_size": block, "accuracy_level": level},
                         [("B", b), ("scales", scales)], domain="com.microsoft"), {"A": a})
 
 
@@ -198,7 +198,9 @@ def op_cases() -> list:
             _topk_case(4, 32000, 50, rng), _matmul_nbits_case(256, 1024, rng), _matmul_nbits_case(2048, 2048, rng),
             # the int8 path at the tiny decoders' LM head, a 0.5B decoder's MLP, a 1B-wide one's
             _matmul_nbits_case(256, 32000, rng, 4), _matmul_nbits_case(896, 4864, rng, 4),
-            _matmul_nbits_case(2048, 8192, rng, 4)]
+            _matmul_nbits_case(2048, 8192, rng, 4),
+            # a 16-token prompt through the 0.5B decoder's MLP, blocks of 32 (the builder's) and of 128
+            _matmul_nbits_case(896, 4864, rng, 4, 16), _matmul_nbits_case(896, 4864, rng, 4, 16, 128)]
 
 
 def ops_benchmark(runs: int, rounds: int, threads: int, budget_s: float = 0.05, progress: bool = True) -> dict:
