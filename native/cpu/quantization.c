@@ -243,6 +243,13 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"), always_inline)) s
 
 #define MNB_VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni")))
 
+/* The scales of a chunk's blocks (blocks under a chunk: the first `smask` bits' worth) on the lanes that hold
+ * their values (idx: MnbJob.lane_block). */
+static inline __attribute__((always_inline)) MNB_VNNI __m512 mnb_chunk_scales(__m512i idx, __mmask16 smask,
+                                                                              const float* p) {
+  return _mm512_permutexvar_ps(idx, _mm512_maskz_loadu_ps(smask, p));
+}
+
 /* y[at..at+3] = the horizontal sums of a0..a3 (one transpose-add network) + bias[n..n+3] */
 static inline __attribute__((always_inline)) MNB_VNNI void mnb_store4(const MnbJob* job, size_t at, size_t n, __m512 a0,
                                                                      __m512 a1, __m512 a2, __m512 a3) {
@@ -320,7 +327,7 @@ static inline __attribute__((always_inline)) MNB_VNNI void mnb_vnni_tile(const M
         _mm_prefetch((const char*)(sb[0] + ahead_tiles * tile_cols * nb) + c * sstep, _MM_HINT_T0);
       for (size_t j = 0; j < tile_cols; j++) {
         w[j] = mnb_load_w512(brow[j] + c * cstride, job->bits);
-        sbv[j] = _mm512_permutexvar_ps(idx, _mm512_maskz_loadu_ps(smask, sb[j] + c * bpc));
+        sbv[j] = mnb_chunk_scales(idx, smask, sb[j] + c * bpc);
       }
       for (size_t t = 0; t < tile_rows; t++) {
         __m512i d0 = init ? _mm512_loadu_si512(init + ((r0 + t) * units + c) * 16) : _mm512_setzero_si512();
@@ -357,17 +364,12 @@ MNB_VNNI static size_t mnb_int8_row1_vnni4(const MnbJob* job, size_t n0, size_t 
   const int32_t* init = job->init;
   const float* las = job->lane_sa;
   const __m512i idx = _mm512_loadu_si512(job->lane_block);
-  const __mmask16 smask = (__mmask16)((1u << (bs < MNB_CHUNK ? MNB_CHUNK / bs : 1)) - 1);
   const size_t bpc = bs < MNB_CHUNK ? MNB_CHUNK / bs : 1, cpb = bs >= MNB_CHUNK ? bs / MNB_CHUNK : 1;
-  const __m512i shifts = _mm512_set_epi64(0x0004000400040004LL, 0x0004000400040004LL, 0x0004000400040004LL,
-                                          0x0004000400040004LL, 0, 0, 0, 0);
-  const __m512i low4 = _mm512_set1_epi8(15);
+  const __mmask16 smask = (__mmask16)((1u << bpc) - 1);
   /* prefetch 4-8 KB ahead: two tiles, more when tiles are small, one when a tile is large (as mnb_vnni_tile) */
   const size_t tile_bytes = 4 * row_bytes, scale_step = (16 * nb + chunks - 1) / chunks;
   const size_t ahead_tiles = tile_bytes > MNB_AHEAD_BYTES ? 1 : tile_bytes * MNB_AHEAD >= 4096 ? MNB_AHEAD
                                                                                               : 4096 / tile_bytes + 1;
-#define MNB_W4(p) _mm512_and_si512(_mm512_srlv_epi16(_mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i*)(p))), \
-                                                     shifts), low4)
   size_t n = n0;
   for (; n + 4 <= n1; n += 4) {
     /* row j of the tile at b0 + j * row_bytes (and its scales at s0 + j * nb): base and stride addressing, so the
@@ -392,8 +394,8 @@ MNB_VNNI static size_t mnb_int8_row1_vnni4(const MnbJob* job, size_t n0, size_t 
         const __m512 la = _mm512_loadu_ps(las + c * 16);
         const size_t at = c * 32, sat = c * bpc;
 #define MNB_COLUMN(acc, b, s)                                                                                     \
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(d0, MNB_W4(b + at), q)),                    \
-                              _mm512_mul_ps(_mm512_permutexvar_ps(idx, _mm512_maskz_loadu_ps(smask, s + sat)), la), acc)
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(d0, mnb_load_w512(b + at, 4), q)),          \
+                              _mm512_mul_ps(mnb_chunk_scales(idx, smask, s + sat), la), acc)
         MNB_COLUMN(acc0, b0, s0);
         MNB_COLUMN(acc1, b0 + row_bytes, s0 + nb);
         MNB_COLUMN(acc2, b0 + 2 * row_bytes, s0 + 2 * nb);
@@ -407,10 +409,10 @@ MNB_VNNI static size_t mnb_int8_row1_vnni4(const MnbJob* job, size_t n0, size_t 
           MNB_PREFETCH(c);
           const __m512i q = _mm512_loadu_si512(qa + c * MNB_CHUNK);
           const size_t at = c * 32;
-          d0 = _mm512_dpbusd_epi32(d0, MNB_W4(b0 + at), q);
-          d1 = _mm512_dpbusd_epi32(d1, MNB_W4(b0 + row_bytes + at), q);
-          d2 = _mm512_dpbusd_epi32(d2, MNB_W4(b0 + 2 * row_bytes + at), q);
-          d3 = _mm512_dpbusd_epi32(d3, MNB_W4(b0 + 3 * row_bytes + at), q);
+          d0 = _mm512_dpbusd_epi32(d0, mnb_load_w512(b0 + at, 4), q);
+          d1 = _mm512_dpbusd_epi32(d1, mnb_load_w512(b0 + row_bytes + at, 4), q);
+          d2 = _mm512_dpbusd_epi32(d2, mnb_load_w512(b0 + 2 * row_bytes + at, 4), q);
+          d3 = _mm512_dpbusd_epi32(d3, mnb_load_w512(b0 + 3 * row_bytes + at, 4), q);
         }
         const float sa = job->sa[blk];
         acc0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d0), _mm512_set1_ps(sa * s0[blk]), acc0);
@@ -422,7 +424,6 @@ MNB_VNNI static size_t mnb_int8_row1_vnni4(const MnbJob* job, size_t n0, size_t 
     mnb_store4(job, n, n, acc0, acc1, acc2, acc3);
   }
 #undef MNB_PREFETCH
-#undef MNB_W4
   return n;
 }
 
@@ -433,9 +434,6 @@ MNB_VNNI static void mnb_int8_tile4x4_vnni4(const MnbJob* job, size_t n, size_t 
   const size_t bpc = MNB_CHUNK / job->bs;
   const __m512i idx = _mm512_loadu_si512(job->lane_block);
   const __mmask16 smask = (__mmask16)((1u << bpc) - 1);
-  const __m512i shifts = _mm512_set_epi64(0x0004000400040004LL, 0x0004000400040004LL, 0x0004000400040004LL,
-                                          0x0004000400040004LL, 0, 0, 0, 0);
-  const __m512i low4 = _mm512_set1_epi8(15);
   const uint8_t* b0 = job->b + n * row_bytes;
   const float* s0 = job->scales + n * nb;
   const int8_t* qa = job->qa + r0 * kq;
@@ -444,9 +442,8 @@ MNB_VNNI static void mnb_int8_tile4x4_vnni4(const MnbJob* job, size_t n, size_t 
   __m512 a00 = _mm512_setzero_ps(), a01 = a00, a02 = a00, a03 = a00, a10 = a00, a11 = a00, a12 = a00, a13 = a00;
   __m512 a20 = a00, a21 = a00, a22 = a00, a23 = a00, a30 = a00, a31 = a00, a32 = a00, a33 = a00;
   for (size_t c = 0; c < chunks; c++) {
-#define MNB_W(j) _mm512_and_si512(_mm512_srlv_epi16(_mm512_broadcast_i64x4(_mm256_loadu_si256(                \
-                     (const __m256i*)(b0 + (j) * row_bytes + c * 32))), shifts), low4)
-#define MNB_S(j) _mm512_permutexvar_ps(idx, _mm512_maskz_loadu_ps(smask, s0 + (j) * nb + c * bpc))
+#define MNB_W(j) mnb_load_w512(b0 + (j) * row_bytes + c * 32, 4)
+#define MNB_S(j) mnb_chunk_scales(idx, smask, s0 + (j) * nb + c * bpc)
     const __m512i w0 = MNB_W(0), w1 = MNB_W(1), w2 = MNB_W(2), w3 = MNB_W(3);
     const __m512 s0v = MNB_S(0), s1v = MNB_S(1), s2v = MNB_S(2), s3v = MNB_S(3);
 #define MNB_ROW(t, x0, x1, x2, x3)                                                                                \
@@ -477,9 +474,6 @@ MNB_VNNI static void mnb_int8_tile4x4_vnni4(const MnbJob* job, size_t n, size_t 
  * block's int32 sums and the tile's accumulators in registers (sixteen of them). */
 MNB_VNNI static void mnb_int8_tile4x2_vnni4(const MnbJob* job, size_t n, size_t r0) {
   const size_t nb = job->nb, kq = job->kq, row_bytes = nb * job->blob, cpb = job->bs / MNB_CHUNK;
-  const __m512i shifts = _mm512_set_epi64(0x0004000400040004LL, 0x0004000400040004LL, 0x0004000400040004LL,
-                                          0x0004000400040004LL, 0, 0, 0, 0);
-  const __m512i low4 = _mm512_set1_epi8(15);
   const uint8_t *b0 = job->b + n * row_bytes, *b1 = b0 + row_bytes;
   const float *s0 = job->scales + n * nb, *s1 = s0 + nb;
   const int8_t* qa = job->qa + r0 * kq;
@@ -492,10 +486,7 @@ MNB_VNNI static void mnb_int8_tile4x2_vnni4(const MnbJob* job, size_t n, size_t 
     __m512i d20 = _mm512_loadu_si512(init + (2 * nb + blk) * 16), d21 = d20;
     __m512i d30 = _mm512_loadu_si512(init + (3 * nb + blk) * 16), d31 = d30;
     for (size_t c = blk * cpb; c < (blk + 1) * cpb; c++) {
-      const __m512i w0 = _mm512_and_si512(
-          _mm512_srlv_epi16(_mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i*)(b0 + c * 32))), shifts), low4);
-      const __m512i w1 = _mm512_and_si512(
-          _mm512_srlv_epi16(_mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i*)(b1 + c * 32))), shifts), low4);
+      const __m512i w0 = mnb_load_w512(b0 + c * 32, 4), w1 = mnb_load_w512(b1 + c * 32, 4);
 #define MNB_ROW(t, x0, x1)                                                   \
       do {                                                                   \
         const __m512i q = _mm512_loadu_si512(qa + (t) * kq + c * MNB_CHUNK); \
