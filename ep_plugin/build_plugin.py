@@ -115,8 +115,8 @@ def build_ep_module(out: Path, tmp: Path, variant: str) -> None:
     include = sysconfig.get_paths()["include"]
     name = f"{module}{EXT_SUFFIX}"
     units = [c_file, HOST_DECODE, CPU_RUNNER, *(CUDA_UNITS if variant == "cuda" else ())]
-    _gcc([*CFLAGS, *COMPAT, _soname(name), f"-I{HERE}", f"-I{TOOLS}", f"-I{NATIVE_CPU}", f"-I{NATIVE_CUDA}", f"-I{include}",
-          *map(str, units), "-o", str(out / name), *SYSLIBS])
+    _gcc([*CFLAGS, *COMPAT, _soname(name), f"-I{HERE}", f"-I{TOOLS}", f"-I{NATIVE_CPU}", f"-I{NATIVE_CUDA}",
+          f"-I{include}", *map(str, units), "-o", str(out / name), *SYSLIBS])
 
 
 def build_shim(out: Path, variant: str) -> None:

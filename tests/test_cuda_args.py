@@ -86,6 +86,7 @@ def test_staging_table_entries_are_args_h_stage_copy():
     t = cuda_args.ffi.typeof("StageCopy")
     assert cuda_args.STAGE_COPY.itemsize == cuda_args.ffi.sizeof(t)
     assert [cuda_args.STAGE_COPY.fields[name][1] for name, _ in t.fields] == [f.offset for _, f in t.fields]
-    users = [ROOT / "ep_plugin" / "cuda_replay.c", ROOT / "ep_plugin" / "cuda_ort.c", PACKAGE / "exec" / "cuda_compute.py"]
+    users = [ROOT / "ep_plugin" / "cuda_replay.c", ROOT / "ep_plugin" / "cuda_ort.c",
+             PACKAGE / "exec" / "cuda_compute.py"]
     for path in users:
         assert "STAGE_ENTRY" not in path.read_text() and "} StageCopy;" not in path.read_text(), path.name

@@ -190,8 +190,9 @@ class CudaRuntime:
         n = math.prod(dims)
         if not len(src_strides) == len(dst_strides) == rank:
             raise ValueError(f"strided copy of dims {tuple(dims)} with strides {list(src_strides)}, {list(dst_strides)}")
-        strided = struct_arg("Strided", dims=list(dims), src_strides=list(src_strides), dst_strides=list(dst_strides),
-                      src_offset=int(src_offset), dst_offset=int(dst_offset), rank=rank)
+        strided = struct_arg("Strided", dims=list(dims), src_strides=list(src_strides),
+                             dst_strides=list(dst_strides), src_offset=int(src_offset), dst_offset=int(dst_offset),
+                             rank=rank)
         self.launch(f"seamless_copy_{x.dtype.itemsize}", n, stream, ("int64", n), ("ptr", x.ptr), ("ptr", y.ptr),
                     strided)
 

@@ -124,9 +124,10 @@ def _linear_recurrence(rt, stream, query, key, value, past_state, decay, beta, q
     out = rt.alloc((b, t, max(q_heads, kv_heads) * d_v), query.dtype)
     state = rt.alloc((b, kv_heads, d_k, d_v), F32)
     shape = struct_arg("LinearAttentionShape", batch=b, tokens=t, q_heads=q_heads, kv_heads=kv_heads, k_heads=k_heads,
-                d_k=d_k, d_v=d_v, gated=int(gated), delta=int(delta),
-                decay_per_key=int(gated and decay.shape[-1] != kv_heads), beta_per_head=int(delta and beta.shape[-1] != 1),
-                scale=float(np.float32(scale) if scale else np.float32(1 / np.sqrt(d_k))))
+                       d_k=d_k, d_v=d_v, gated=int(gated), delta=int(delta),
+                       decay_per_key=int(gated and decay.shape[-1] != kv_heads),
+                       beta_per_head=int(delta and beta.shape[-1] != 1),
+                       scale=float(np.float32(scale) if scale else np.float32(1 / np.sqrt(d_k))))
     readers = max(q_heads // kv_heads, 1)
     if d_k in (64, 128) and d_v <= 1024:  # a thread per state column, its d_k values in registers
         name, launch = f"seamless_linear_attention_k{d_k}", dict(shared=4 * d_k * (2 + readers), threads=d_v)
@@ -277,11 +278,12 @@ def group_query_attention(rt, stream, query, key=None, value=None, past_key=None
     half = cos_cache.shape[1] if do_rotary else 0
     check = gpu_check_fields(_gpu_check, rt, stream, f"seqlens_k value {{value}} is out of range [0, {seq_bound}) or "
                           f"shorter than the {s} new tokens")
-    shape = struct_arg("GqaShape", batch=b, seq=s, heads=num_heads, kv_heads=kv_num_heads, head_size=h, present_len=work_len,
-                rot_half=half, do_rotary=int(bool(do_rotary)), interleaved=int(bool(rotary_interleaved)),
-                packed=int(key is None), first_prompt=int(first_prompt), cos_rows=cos_cache.shape[0] if do_rotary else 0,
-                past_buf=past_key.shape[2] if past_key is not None else 0, seq_bound=seq_bound, window=window,
-                capacity=present_len if window else 0, check=check)
+    shape = struct_arg("GqaShape", batch=b, seq=s, heads=num_heads, kv_heads=kv_num_heads, head_size=h,
+                       present_len=work_len, rot_half=half, do_rotary=int(bool(do_rotary)),
+                       interleaved=int(bool(rotary_interleaved)), packed=int(key is None),
+                       first_prompt=int(first_prompt), cos_rows=cos_cache.shape[0] if do_rotary else 0,
+                       past_buf=past_key.shape[2] if past_key is not None else 0, seq_bound=seq_bound, window=window,
+                       capacity=present_len if window else 0, check=check)
     suffix = SUFFIX[dtype]
     sm_scale = float(scale) if scale != 0.0 else 1.0 / float(np.sqrt(np.float32(h)))
     # the past read before waiting for the kernel before where no launch of this run writes it (DeviceTensor.settled)
@@ -290,8 +292,8 @@ def group_query_attention(rt, stream, query, key=None, value=None, past_key=None
     # projection (its few weights need little time to stream into L2 ahead), else at once (attention.cu decode)
     late_launch = bool(_readers) and all(op == "MatMulNBits" for op in _readers)
     params = struct_arg("AttendParams", scale=sm_scale, softcap=float(softcap), local_window=int(local_window_size),
-                 causal=int(causal), smooth=int(sink is not None), early=int(early), late_launch=int(late_launch),
-                 in_place=int(in_place))
+                        causal=int(causal), smooth=int(sink is not None), early=int(early),
+                        late_launch=int(late_launch), in_place=int(in_place))
     qkv = [("ptr", query.ptr), ("ptr", key.ptr if key is not None else 0), ("ptr", value.ptr if value is not None else 0),
            ("ptr", cos_cache.ptr if do_rotary else 0), ("ptr", sin_cache.ptr if do_rotary else 0), ("ptr", seqlens_k.ptr)]
     past = [("ptr", past_key.ptr if past_key is not None else 0), ("ptr", past_value.ptr if past_value is not None else 0)]
@@ -429,9 +431,9 @@ def _rotate(rt, stream, x, position_ids, cos_cache, sin_cache, b, s, n, h, rot_h
                                   f"positions {pos.min()}..{pos.max()} outside the cos/sin caches' {rows} rows")
     y = rt.alloc(x.shape, x.dtype)
     check = gpu_check_fields(gpu_check, rt, stream, f"position_ids value {{value}} is out of range [0, {rows})")
-    shape = struct_arg("RotaryShape", batch=b, seq=s, heads=n, head_size=h, rot_half=rot_half, cache_half=cos_cache.shape[-1],
-                interleaved=int(bool(interleaved)), bnsh=int(len(x.shape) == 4), first_only=int(first_only),
-                cache_rows=rows, check=check)
+    shape = struct_arg("RotaryShape", batch=b, seq=s, heads=n, head_size=h, rot_half=rot_half,
+                       cache_half=cos_cache.shape[-1], interleaved=int(bool(interleaved)), bnsh=int(len(x.shape) == 4),
+                       first_only=int(first_only), cache_rows=rows, check=check)
     rt.launch(f"seamless_rotary_{SUFFIX[x.dtype]}", y.size, stream, ("int64", y.size), ("ptr", x.ptr),
               ("ptr", position_ids.ptr if position_ids is not None else 0), ("ptr", cos_cache.ptr),
               ("ptr", sin_cache.ptr), ("ptr", y.ptr), shape)
@@ -464,9 +466,10 @@ def m_rotary_embedding(rt, stream, input, position_ids, cos_cache, sin_cache, *,
     y = rt.alloc(input.shape, input.dtype)
     check = gpu_check_fields(_gpu_check, rt, stream, f"MRotaryEmbedding: position_ids value {{value}} is out of range "
                                                   f"[0, {rows})")
-    shape = struct_arg("MRotaryShape", batch=input.shape[0], seq=seq, heads=n, head_size=h, rot_half=rot // 2, bnsh=int(four_d),
-                cache_rows=rows, layout=mrope_layout, section_t=section[0], section_h=section[1], section_w=section[2],
-                interleaved=int(bool(interleaved)), scale=float(scale), check=check)
+    shape = struct_arg("MRotaryShape", batch=input.shape[0], seq=seq, heads=n, head_size=h, rot_half=rot // 2,
+                       bnsh=int(four_d), cache_rows=rows, layout=mrope_layout, section_t=section[0],
+                       section_h=section[1], section_w=section[2], interleaved=int(bool(interleaved)),
+                       scale=float(scale), check=check)
     rt.launch(f"seamless_mrotary_{SUFFIX[input.dtype]}", y.size, stream, ("int64", y.size), ("ptr", input.ptr),
               ("ptr", position_ids.ptr), ("ptr", cos_cache.ptr), ("ptr", sin_cache.ptr), ("ptr", y.ptr),
               shape)

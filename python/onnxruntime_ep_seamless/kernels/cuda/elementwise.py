@@ -71,10 +71,15 @@ def _same_types(node, graph):
     return _broadcast_rank(node, graph)
 
 
+def _broadcast_arg(y, a, b) -> tuple:
+    """The Broadcast launch argument of a two-operand kernel writing y."""
+    return struct_arg("Broadcast", **broadcast(y.shape, a.shape, b.shape))
+
+
 def binary(rt, stream, code, a, b):
     y = rt.alloc(np.broadcast_shapes(a.shape, b.shape), a.dtype)
     rt.launch(f"seamless_binary_{SUFFIX[a.dtype]}", y.size, stream, ("int", code), ("int64", y.size),
-              ("ptr", a.ptr), ("ptr", b.ptr), ("ptr", y.ptr), struct_arg("Broadcast", **broadcast(y.shape, a.shape, b.shape)))
+              ("ptr", a.ptr), ("ptr", b.ptr), ("ptr", y.ptr), _broadcast_arg(y, a, b))
     return y
 
 
@@ -95,7 +100,7 @@ def check_ints(rt, stream, x, low: int, high: int, gpu_check, cause: str, error:
             raise error(cause.replace("{value}", str(bad[1])))
     elif gpu_check is not None:
         ranges = struct_arg("IntRanges", low=[low], high=[high], k=1, nonzero=int(nonzero),
-                     check=gpu_check.fields(rt, stream, cause, error))
+                            check=gpu_check.fields(rt, stream, cause, error))
         rt.launch(f"seamless_check_ints_{SUFFIX[x.dtype]}", x.size, stream, ("int64", x.size), ("ptr", x.ptr), ranges)
 
 
@@ -185,7 +190,7 @@ for _op, _code, _types, _mean in (("Max", MAX, ARITHMETIC, False), ("Min", MIN, 
 def compare(rt, stream, code, a, b):
     y = rt.alloc(np.broadcast_shapes(a.shape, b.shape), np.bool_)
     rt.launch(f"seamless_compare_{SUFFIX[a.dtype]}", y.size, stream, ("int", code), ("int64", y.size),
-              ("ptr", a.ptr), ("ptr", b.ptr), ("ptr", y.ptr), struct_arg("Broadcast", **broadcast(y.shape, a.shape, b.shape)))
+              ("ptr", a.ptr), ("ptr", b.ptr), ("ptr", y.ptr), _broadcast_arg(y, a, b))
     return y
 
 
@@ -202,7 +207,7 @@ for _op, (_code, _since) in COMPARE.items():
 def logic(rt, stream, code, a, b):
     y = rt.alloc(np.broadcast_shapes(a.shape, b.shape), np.bool_)
     rt.launch("seamless_logic", y.size, stream, ("int", code), ("int64", y.size), ("ptr", a.ptr), ("ptr", b.ptr),
-              ("ptr", y.ptr), struct_arg("Broadcast", **broadcast(y.shape, a.shape, b.shape)))
+              ("ptr", y.ptr), _broadcast_arg(y, a, b))
     return (y,)
 
 
@@ -313,7 +318,8 @@ def identity(rt, stream, x):
                                                       else "element size"))
 def where(rt, stream, cond, a, b):
     y = rt.alloc(np.broadcast_shapes(cond.shape, a.shape, b.shape), a.dtype)
-    s = struct_arg("Broadcast3", ab=broadcast(y.shape, a.shape, b.shape), c_strides=operand_strides(y.shape, cond.shape))
+    s = struct_arg("Broadcast3", ab=broadcast(y.shape, a.shape, b.shape),
+                   c_strides=operand_strides(y.shape, cond.shape))
     rt.launch(f"seamless_where_{a.dtype.itemsize}", y.size, stream, ("int64", y.size), ("ptr", cond.ptr),
               ("ptr", a.ptr), ("ptr", b.ptr), ("ptr", y.ptr), s)
     return (y,)

@@ -19,7 +19,8 @@ MAX_EXPERTS = 2048  # moe.cu route: a warp per token, a lane holding at most 64 
 def _weights(rows, cols, block, bits, zp_blockwise) -> tuple:
     """args.h MoeWeights (block_shift: log2 of a power-of-two block, else -1)."""
     shift = block.bit_length() - 1 if block & (block - 1) == 0 else -1
-    return struct_arg("MoeWeights", rows=rows, cols=cols, block=block, bits=bits, zp_blockwise=zp_blockwise, block_shift=shift)
+    return struct_arg("MoeWeights", rows=rows, cols=cols, block=block, bits=bits, zp_blockwise=zp_blockwise,
+                      block_shift=shift)
 
 
 def _run(rt, stream, x, router, fc1, fc2, b1, b2, tokens, experts, inter, attrs, qmoe=None):
@@ -53,7 +54,8 @@ def _run(rt, stream, x, router, fc1, fc2, b1, b2, tokens, experts, inter, attrs,
             limit = attrs["swiglu_limit"]
             rt.launch("seamless_moe_activate", tokens * k * inter, stream, ("int64", tokens * k * inter),
                       ("int64", inter), ("int", MOE_ACTIVATIONS[act]), ("float", float(attrs["alpha"])),
-                      ("float", float(attrs["beta"])), ("int", int(limit is not None)), ("float", float(limit or 0.0)), ("ptr", h.ptr), ("ptr", activated.ptr))
+                      ("float", float(attrs["beta"])), ("int", int(limit is not None)), ("float", float(limit or 0.0)),
+                      ("ptr", h.ptr), ("ptr", activated.ptr))
     return s.done(y)
 
 

@@ -262,7 +262,7 @@ class RowNorm:
             self.sum = rt.alloc(self.x.shape, self.x.dtype)
         ptr = lambda t: t.ptr if t is not None else 0
         return struct_arg("RowNorm", x=self.x.ptr, skip=ptr(self.skip), bias=ptr(self.bias), gamma=self.gamma.ptr,
-                   sum=ptr(self.sum), eps=float(self.epsilon))
+                          sum=ptr(self.sum), eps=float(self.epsilon))
 
     def apply(self, rt, stream):
         """The normalised activations, by the norm kernel (the caller frees them)."""

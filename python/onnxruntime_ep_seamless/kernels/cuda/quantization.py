@@ -419,6 +419,6 @@ def gather_block_quantized(rt, stream, data, indices, scales, zero_points=None, 
     y = rt.alloc(indices.shape + (width,), scales.dtype)
     rt.launch(f"seamless_gather_block_quantized_{SUFFIX[scales.dtype]}", y.size, stream, ("ptr", data.ptr),
               ("ptr", indices.ptr), ("ptr", scales.ptr), ("ptr", zero_points.ptr if zero_points is not None else 0),
-              ("ptr", y.ptr), struct_arg("GatherQ", rows=data.shape[0], width=width, indices=indices.size, block=block_size,
-                                  bits=bits))
+              ("ptr", y.ptr), struct_arg("GatherQ", rows=data.shape[0], width=width, indices=indices.size,
+                                         block=block_size, bits=bits))
     return (y,)

@@ -44,9 +44,9 @@ def reduce(rt, stream, code, x, axes, keepdims):
 
     path, merged = stock_path(x.shape, axes) if axes and count else ("loop", [])
     r = struct_arg("Reduce", kept_dims=[x.shape[d] for d in kept], kept_strides=[strides[d] for d in kept],
-            reduced_dims=[x.shape[d] for d in axes], reduced_strides=[strides[d] for d in axes], count=count,
-            kept_rank=len(kept), reduced_rank=len(axes), nan_dims=(list(merged) + [1, 1, 1])[:3],
-            nan_layout=NAN_LAYOUT[path], lanes=4)
+                   reduced_dims=[x.shape[d] for d in axes], reduced_strides=[strides[d] for d in axes], count=count,
+                   kept_rank=len(kept), reduced_rank=len(axes), nan_dims=(list(merged) + [1, 1, 1])[:3],
+                   nan_layout=NAN_LAYOUT[path], lanes=4)
     suffix = SUFFIX[x.dtype]
     if count >= BLOCK_FROM or (count >= 8 and y.size <= 1024):
         rt.launch_rows(f"seamless_reduce_block_{suffix}", y.size, stream, ("int", code), ("ptr", x.ptr),

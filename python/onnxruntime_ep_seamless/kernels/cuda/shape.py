@@ -287,7 +287,7 @@ def _axis_index(op, index_shape, data_shape, axis, check) -> tuple:
     cpu/shape.py's check_axis_index). check: gpu_check_fields', for an index out of range."""
     check_axis_index(op, index_shape, data_shape, axis)
     return struct_arg("AxisIndex", dims=list(index_shape), data_strides=contiguous_strides(data_shape),
-               axis_dim=data_shape[axis], rank=len(data_shape), axis=axis, check=check)
+                      axis_dim=data_shape[axis], rank=len(data_shape), axis=axis, check=check)
 
 
 def _nd_index(data_shape, first, k, per_batch, batch_stride, check) -> tuple:
@@ -296,8 +296,9 @@ def _nd_index(data_shape, first, k, per_batch, batch_stride, check) -> tuple:
         raise InvalidArgument(f"last dimension of indices ({k}) must not be larger than rank of input tensor "
                               f"({len(data_shape)}) minus batch_dims ({first})")
     slice_size = math.prod(data_shape[first + k:])
-    return struct_arg("NdIndex", dims=list(data_shape[first:first + k]), strides=contiguous_strides(data_shape)[first:first + k],
-               slice=slice_size, per_batch=max(per_batch, 1), batch_stride=batch_stride, k=k, check=check)
+    return struct_arg("NdIndex", dims=list(data_shape[first:first + k]),
+                      strides=contiguous_strides(data_shape)[first:first + k], slice=slice_size,
+                      per_batch=max(per_batch, 1), batch_stride=batch_stride, k=k, check=check)
 
 
 @kernel("GatherElements", since=11, types=MOVABLE, device="cuda")
@@ -567,7 +568,8 @@ def tensor_scatter(rt, stream, past_cache, update, write_indices=None, *, axis=-
 
 # --- Pad ----------------------------------------------------------------------------------
 
-PAD_MODES = {"constant": codes.PAD_CONSTANT, "reflect": codes.PAD_REFLECT, "edge": codes.PAD_EDGE, "wrap": codes.PAD_WRAP}
+PAD_MODES = {"constant": codes.PAD_CONSTANT, "reflect": codes.PAD_REFLECT, "edge": codes.PAD_EDGE,
+             "wrap": codes.PAD_WRAP}
 
 
 def _check_pad(node, graph):
@@ -611,8 +613,8 @@ def _pad(rt, stream, x, pads, mode, value, axes=None):
     size = x.dtype.itemsize
     bits = int(np.asarray([value]).astype(x.dtype).view(f"<u{size}")[0])  # the constant's bytes, as int64
     bits = bits - (1 << 64) if bits >= 1 << 63 else bits
-    geometry = struct_arg("PadGeometry", out_dims=out, in_strides=contiguous_strides(x.shape), shift=[max(b, 0) for b in begin],
-                   lo=lo, len=length, rank=rank, mode=PAD_MODES[mode])
+    geometry = struct_arg("PadGeometry", out_dims=out, in_strides=contiguous_strides(x.shape),
+                          shift=[max(b, 0) for b in begin], lo=lo, len=length, rank=rank, mode=PAD_MODES[mode])
     rt.launch(f"seamless_pad_{size}", y.size, stream, ("int64", y.size), ("ptr", x.ptr), ("ptr", y.ptr),
               ("int64", bits), geometry)
     return (y,)

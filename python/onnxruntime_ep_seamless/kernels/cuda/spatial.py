@@ -49,8 +49,9 @@ def _window(in_shape, out_shape, kernel, strides, dilations, begin, end) -> tupl
     """args.h Window, padded in front to 3 spatial dims with unit dims."""
     lead = 3 - len(in_shape)
     front = lambda values, unit=1: [unit] * lead + [int(v) for v in values]
-    return struct_arg("Window", **{"in": front(in_shape)}, out=front(out_shape), kernel=front(kernel), stride=front(strides),
-               dilation=front(dilations), pad_begin=front(begin, 0), pad_end=front(end, 0))
+    return struct_arg("Window", **{"in": front(in_shape)}, out=front(out_shape), kernel=front(kernel),
+                      stride=front(strides), dilation=front(dilations), pad_begin=front(begin, 0),
+                      pad_end=front(end, 0))
 
 
 def _spatial_rank(shape):
@@ -362,8 +363,8 @@ def _resize(rt, stream, x, scales, sizes, mode, coordinate_mode, nearest_mode):
     positions = len(weight_table)
     index_d = rt.device(DeviceTensor.on_host(index_table), stream)
     weight_d = rt.device(DeviceTensor.on_host(weight_table), stream)
-    axes = struct_arg("ResizeAxes", in_strides=contiguous_strides(x.shape), out_dims=list(out_shape), table_offset=offsets,
-               rank=rank, blended=blended)
+    axes = struct_arg("ResizeAxes", in_strides=contiguous_strides(x.shape), out_dims=list(out_shape),
+                      table_offset=offsets, rank=rank, blended=blended)
     rt.launch(f"seamless_resize_{SUFFIX[x.dtype]}", y.size, stream, ("int64", y.size), ("ptr", x.ptr), ("ptr", y.ptr),
               ("ptr", index_d.ptr), ("ptr", _at(index_d, positions).ptr), ("ptr", weight_d.ptr), axes)
     rt.free(index_d)  # stream-ordered: the launch reading them is queued
@@ -470,8 +471,8 @@ def grid_sample(rt, stream, X, grid, *, align_corners=0, mode="linear", padding_
     out = tuple(grid.shape[1:-1])
     y = rt.alloc((n, c) + out, X.dtype)
     shape = struct_arg("GridSampleShape", n=n, c=c, points=math.prod(out), nd=nd, dims=dims + [1] * (3 - nd),
-                mode=("nearest", "linear", "cubic").index(mode),
-                padding=("zeros", "border", "reflection").index(padding_mode), align=int(bool(align_corners)))
+                       mode=("nearest", "linear", "cubic").index(mode),
+                       padding=("zeros", "border", "reflection").index(padding_mode), align=int(bool(align_corners)))
     rt.launch(f"seamless_grid_sample_{SUFFIX[X.dtype]}", y.size, stream, ("ptr", X.ptr), ("ptr", grid.ptr),
               ("ptr", y.ptr), shape)
     return (y,)
@@ -517,7 +518,7 @@ def deform_conv(rt, stream, X, W, offset, B=None, mask=None, *, dilations=None, 
     rt.launch(f"seamless_deform_columns_{SUFFIX[X.dtype]}", columns.size, stream, ("ptr", X.ptr), ("ptr", offset.ptr),
               ("ptr", mask.ptr if mask is not None else 0), ("ptr", columns.ptr),
               struct_arg("DeformShape", n=n, c=c, height=height, width=width, oh=oh, ow=ow, kh=kh, kw=kw, stride_h=sh,
-                  stride_w=sw, dilation_h=dh, dilation_w=dw, top=top, left=left, offset_groups=offset_group))
+                         stride_w=sw, dilation_h=dh, dilation_w=dw, top=top, left=left, offset_groups=offset_group))
     weights = W if W.dtype == F32 else cast_to(rt, stream, W, F32)
     y = rt.alloc((n, out_channels, oh, ow), F32)
     k, plane, per_out = per_group * kh * kw, oh * ow, out_channels // group
