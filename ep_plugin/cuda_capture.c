@@ -15,8 +15,25 @@
 
 typedef struct Retained { struct Retained* next; void* ptr; int pinned; } Retained;
 
+/* One step of a launch program (a segment recorded, not captured: capture=off with native_program=1). */
+enum { OP_LAUNCH, OP_COPY, OP_ZERO, OP_GEMM };
+typedef struct {
+  int kind;
+  CUfunction fn;                /* OP_LAUNCH: seamless_cuda_launch's arguments, the packed bytes copied */
+  unsigned gx, gy, block, shared;
+  int count, dependent;
+  char* packed;
+  int32_t* offsets;
+  uintptr_t dst, src;           /* OP_COPY (src: device or pinned memory the program keeps), OP_ZERO */
+  size_t nbytes;
+  GemmCall gemm;                /* OP_GEMM */
+} ProgramOp;
+
 typedef struct {
   int used, id, runs;
+  int listed;                   /* a launch program (ops) instead of a CUDA graph (exec) */
+  ProgramOp* ops;
+  size_t n_ops, cap_ops;
   CUgraphExec exec;
   CUstream stream;
   Retained* memory;
@@ -55,8 +72,19 @@ SeamlessCapture* capture_new(int ordinal) {
   return c;
 }
 
+static void ops_release(CapturedGraph* g) {
+  for (size_t i = 0; i < g->n_ops; i++) {
+    free(g->ops[i].packed);
+    free(g->ops[i].offsets);
+  }
+  free(g->ops);
+  g->ops = NULL;
+  g->n_ops = g->cap_ops = 0;
+}
+
 static void graph_release(int ordinal, CapturedGraph* g) {
   if (g->exec) cu.graph_exec_destroy(g->exec);
+  ops_release(g);
   if (g->began) cu.event_destroy(g->began);
   if (g->ended) cu.event_destroy(g->ended);
   for (Retained* r = g->memory; r;) {
@@ -235,9 +263,9 @@ int capture_retain(void* ptr, int pinned) {
   return 1;
 }
 
-/* Host data to the GPU on a stream. While capturing, through a pinned copy the graph keeps: a
- * replay copies the same bytes again (host data of a run depends only on the shapes, which a
- * graph fixes). */
+/* Host data to the GPU on a stream. While capturing (or recording a launch program), through a pinned
+ * copy the graph keeps: a replay copies the same bytes again (host data of a run depends only on the
+ * shapes, which a graph fixes). */
 OrtStatus* seamless_cuda_upload(int ordinal, uintptr_t dst, const void* src, size_t nbytes, void* stream) {
   if (!nbytes) return NULL;
   if (tl_state != 2) {
@@ -252,22 +280,26 @@ OrtStatus* seamless_cuda_upload(int ordinal, uintptr_t dst, const void* src, siz
     cuda_cached_free(ordinal, 1, staging);
     return seamless_status(1, "out of memory");
   }
+  if (capture_listing((CUstream)stream)) return list_copy(dst, (uintptr_t)staging, nbytes, 0);
   CU_TRY(cu.memcpy_async((CUdeviceptr)dst, (CUdeviceptr)(uintptr_t)staging, nbytes, (CUstream)stream),
          "cuMemcpyAsync");
   return NULL;
 }
 
-/* ---- segment capture inside a compiled node (option capture=auto) ----------------------------
+/* ---- segments inside a compiled node (option capture=auto: CUDA graphs; capture=off: launch programs) ----
  * The executor captures one Compute's launches when it has seen the same input shapes a few times
- * and replays them for those shapes; the graph object is the executor's (an opaque handle). */
-OrtStatus* seamless_segment_begin(void* stream, void** out) {
+ * and replays them for those shapes; the graph object is the executor's (an opaque handle). A launch
+ * program records the same work as a list of launches, copies and GEMMs instead of a stream capture,
+ * which cuda_replay.c issues one by one from C: no CUDA graph, and no Python per node. */
+OrtStatus* seamless_segment_begin(void* stream, int listed, void** out) {
   *out = NULL;
   if (tl_state) return seamless_status(1, "SeamlessCUDAExecutionProvider: a capture is already under way");
   CapturedGraph* g = calloc(1, sizeof *g);
   if (!g) return seamless_status(1, "out of memory");
-  CUresult r = cu.stream_begin_capture((CUstream)stream, CU_STREAM_CAPTURE_MODE_RELAXED);
+  CUresult r = listed ? 0 : cu.stream_begin_capture((CUstream)stream, CU_STREAM_CAPTURE_MODE_RELAXED);
   if (r) { free(g); return cuda_status(r, "cuStreamBeginCapture"); }
   g->used = 1;
+  g->listed = listed;
   tl_graph = g;
   tl_state = 2;
   tl_stream = (CUstream)stream;
@@ -282,11 +314,15 @@ OrtStatus* seamless_segment_end(void* graph, int keep) {
   CUgraph captured = NULL;
   tl_state = 0;
   tl_graph = NULL;
+  g->stream = tl_stream;
+  if (g->listed) {
+    if (!keep) ops_release(g);
+    return NULL;
+  }
   CUresult r = cu.stream_end_capture(tl_stream, &captured);
   if (!r && keep) r = cu.graph_instantiate(&g->exec, captured, 0);
   if (captured) cu.graph_destroy(captured);
   if (r && keep) { g->exec = NULL; return cuda_status(r, "cuStreamEndCapture / cuGraphInstantiate"); }
-  g->stream = tl_stream;
   return NULL;
 }
 
@@ -298,5 +334,88 @@ void seamless_segment_release(int ordinal, void* graph) {
   free(graph);
 }
 
-/* The executable of a segment seamless_segment_end kept (cuda_replay.c launches it). */
-CUgraphExec capture_exec(void* graph) { return ((CapturedGraph*)graph)->exec; }
+/* The steps of a launch program (0 for a CUDA graph): what log_capture reports. */
+size_t seamless_segment_steps(const void* graph) { return graph ? ((const CapturedGraph*)graph)->n_ops : 0; }
+
+/* ---- recording a launch program ---------------------------------------------------------------- */
+int capture_listing(CUstream stream) { return tl_state == 2 && tl_graph && tl_graph->listed && stream == tl_stream; }
+
+static ProgramOp* op_add(int kind) {  /* NULL: out of host memory */
+  CapturedGraph* g = tl_graph;
+  if (g->n_ops == g->cap_ops) {
+    size_t cap = g->cap_ops ? 2 * g->cap_ops : 64;
+    ProgramOp* grown = realloc(g->ops, cap * sizeof *grown);
+    if (!grown) return NULL;
+    g->ops = grown;
+    g->cap_ops = cap;
+  }
+  ProgramOp* op = &g->ops[g->n_ops++];
+  memset(op, 0, sizeof *op);
+  op->kind = kind;
+  return op;
+}
+
+#define NO_MEMORY seamless_status(1, "SeamlessCUDAExecutionProvider: out of host memory for a launch program")
+
+/* While this thread records a program on `stream`, the executor's GPU work on it is appended to the program
+ * instead of running (cuda_exec.c): launches (the argument bytes copied), copies, zeroing, GEMMs. */
+
+OrtStatus* list_launch(void* fn, unsigned gx, unsigned gy, unsigned block, unsigned shared, const char* packed,
+                       size_t nbytes, const int32_t* offsets, int count, int dependent) {
+  ProgramOp* op = op_add(OP_LAUNCH);
+  if (!op) return NO_MEMORY;
+  *op = (ProgramOp){.kind = OP_LAUNCH, .fn = (CUfunction)fn, .gx = gx, .gy = gy, .block = block, .shared = shared,
+                    .count = count, .dependent = dependent, .packed = malloc(nbytes ? nbytes : 1),
+                    .offsets = malloc((count > 0 ? (size_t)count : 1) * sizeof(int32_t))};
+  if (!op->packed || !op->offsets) return NO_MEMORY;  /* released with the program */
+  memcpy(op->packed, packed, nbytes);
+  if (count > 0) memcpy(op->offsets, offsets, (size_t)count * sizeof(int32_t));
+  return NULL;
+}
+
+OrtStatus* list_copy(uintptr_t dst, uintptr_t src, size_t nbytes, int zero) {
+  ProgramOp* op = op_add(zero ? OP_ZERO : OP_COPY);
+  if (!op) return NO_MEMORY;
+  op->dst = dst;
+  op->src = src;
+  op->nbytes = nbytes;
+  return NULL;
+}
+
+OrtStatus* list_gemm(const GemmCall* gemm) {
+  ProgramOp* op = op_add(OP_GEMM);
+  if (!op) return NO_MEMORY;
+  op->gemm = *gemm;
+  return NULL;
+}
+
+/* Launch a kept segment on `stream`: its CUDA graph, or its program's steps in order. A program's first
+ * launch is a plain one: it waits for all work before it on the stream, as a graph's first node does. */
+OrtStatus* capture_launch(void* graph, CUstream stream) {
+  CapturedGraph* g = graph;
+  if (!g->listed) {
+    CU_TRY(cu.graph_launch(g->exec, stream), "cuGraphLaunch");
+    return NULL;
+  }
+  int first = 1;
+  for (size_t i = 0; i < g->n_ops; i++) {
+    const ProgramOp* op = &g->ops[i];
+    switch (op->kind) {
+      case OP_LAUNCH:
+        TRY(seamless_cuda_launch(op->fn, op->gx, op->gy, op->block, op->shared, stream, op->packed, 0, op->offsets,
+                                 op->count, op->dependent && !first));
+        first = 0;
+        break;
+      case OP_COPY:
+        CU_TRY(cu.memcpy_async((CUdeviceptr)op->dst, (CUdeviceptr)op->src, op->nbytes, stream), "cuMemcpyAsync");
+        break;
+      case OP_ZERO:
+        CU_TRY(cu.memset_async((CUdeviceptr)op->dst, 0, op->nbytes, stream), "cuMemsetD8Async");
+        break;
+      case OP_GEMM:
+        TRY(gemm_run(&op->gemm, stream));
+        break;
+    }
+  }
+  return NULL;
+}

@@ -51,6 +51,13 @@ void cuda_cached_free(int ordinal, int pinned, void* p);
 void transfer_use_stage(int ordinal, CUfunction stage);  /* the staging kernel batched copies launch */
 
 /* ---- cuda_exec.c: what python_api_cuda.h declares, and -------------------------------------- */
+typedef struct {  /* seamless_cublas_gemm's arguments but the stream (a launch program keeps them) */
+  int ordinal, dtype, trans_a, trans_b, m, n, k, batch, c_dtype;
+  uintptr_t a, b, c, bias;
+  long long stride_a, stride_b, stride_c;
+  float alpha;
+} GemmCall;
+OrtStatus* gemm_run(const GemmCall* call, CUstream stream);
 OrtStatus* gpu_report_take(void* stream);  /* after waiting for `stream`: the bad value it reported, as a status */
 void gpu_report_forget(CUstream stream);   /* a released stream's report is free for another */
 
@@ -71,7 +78,13 @@ void capture_abort(void);                      /* a Compute failed: end this thr
 int capture_retain(void* ptr, int pinned);     /* 1: memory freed while capturing, kept by the graph */
 int capture_under_way(void);                   /* this thread's run warms up or captures a session graph */
 int capture_on_stream(CUstream stream);        /* this thread captures on `stream` */
-CUgraphExec capture_exec(void* graph);         /* a captured segment's (seamless_segment_end's) executable */
+OrtStatus* capture_launch(void* graph, CUstream stream);  /* a kept segment: its graph or its launch program */
+/* recording a launch program (seamless_segment_begin with `listed`): this thread records on `stream` */
+int capture_listing(CUstream stream);
+OrtStatus* list_launch(void* fn, unsigned gx, unsigned gy, unsigned block, unsigned shared, const char* packed,
+                       size_t nbytes, const int32_t* offsets, int count, int dependent);
+OrtStatus* list_copy(uintptr_t dst, uintptr_t src, size_t nbytes, int zero);  /* zero: dst's bytes set to 0 */
+OrtStatus* list_gemm(const GemmCall* call);
 
 /* ---- cuda_replay.c (and python_api_cuda.h's seamless_replay*, seamless_segment*) ------------------ */
 OrtStatus* replay_compute(SeamlessReplayer* r, OrtKernelContext* ctx, int* done);  /* glue.c's Compute */

@@ -42,17 +42,19 @@ OrtStatus* seamless_cuda_allow_shared(void* fn, int bytes) {
   return NULL;
 }
 
-/* A kernel on a (gx, gy) grid of 1-D blocks. Its `count` arguments arrive packed in one buffer, argument i
- * at byte `offsets[i]`: Python packs them with one struct call instead of a cffi object each.
+/* A kernel on a (gx, gy) grid of 1-D blocks. Its `count` arguments arrive packed in one buffer of `nbytes`,
+ * argument i at byte `offsets[i]`: Python packs them with one struct call instead of a cffi object each.
  * dependent: launched with programmatic dependent launch (sm_90+; runtime/cuda.py decides), so it
  * may start while the kernel before it finishes: every kernel waits for that at its start
  * (native/cuda/common.cuh dependent_launch) and lets the next one start right away. */
 #define SEAMLESS_MAX_KERNEL_ARGS 32
 OrtStatus* seamless_cuda_launch(void* fn, unsigned gx, unsigned gy, unsigned block, unsigned shared, void* stream,
-                                const char* packed, const int32_t* offsets, int count, int dependent) {
+                                const char* packed, size_t nbytes, const int32_t* offsets, int count, int dependent) {
   void* args[SEAMLESS_MAX_KERNEL_ARGS];
   if (count < 0 || count > SEAMLESS_MAX_KERNEL_ARGS)
     return seamless_status(1, "SeamlessCUDAExecutionProvider: a kernel launch with more than 32 arguments");
+  if (capture_listing((CUstream)stream)) return list_launch(fn, gx, gy, block, shared, packed, nbytes, offsets, count,
+                                                            dependent);
   for (int i = 0; i < count; i++) args[i] = (void*)(packed + offsets[i]);
   if (!dependent) {
     CU_TRY(cu.launch_kernel((CUfunction)fn, gx, gy, 1, block, 1, 1, shared, (CUstream)stream, args, NULL),
@@ -88,12 +90,14 @@ OrtStatus* seamless_cuda_device_sync(int ordinal) {
 }
 
 OrtStatus* seamless_cuda_copy(uintptr_t dst, uintptr_t src, size_t nbytes, void* stream) {
+  if (capture_listing((CUstream)stream)) return list_copy(dst, src, nbytes, 0);
   CU_TRY(cu.memcpy_async((CUdeviceptr)dst, (CUdeviceptr)src, nbytes, (CUstream)stream),
          "cuMemcpyAsync");
   return NULL;
 }
 
 OrtStatus* seamless_cuda_zero(uintptr_t dst, size_t nbytes, void* stream) {
+  if (capture_listing((CUstream)stream)) return list_copy(dst, 0, nbytes, 1);
   CU_TRY(cu.memset_async((CUdeviceptr)dst, 0, nbytes, (CUstream)stream), "cuMemsetD8Async");
   return NULL;
 }
@@ -258,6 +262,17 @@ static cublasStatus_t layout(cublasLtMatrixLayout_t* out, int type, uint64_t row
 OrtStatus* seamless_cublas_gemm(int ordinal, void* stream, int dtype, int trans_a, int trans_b, int m, int n, int k,
                                 uintptr_t a, long long stride_a, uintptr_t b, long long stride_b, uintptr_t c,
                                 long long stride_c, int batch, float alpha, int c_dtype, uintptr_t bias) {
+  GemmCall call = {ordinal, dtype, trans_a, trans_b, m, n, k, batch, c_dtype, a, b, c, bias, stride_a, stride_b,
+                   stride_c, alpha};
+  return capture_listing((CUstream)stream) ? list_gemm(&call) : gemm_run(&call, (CUstream)stream);
+}
+
+OrtStatus* gemm_run(const GemmCall* call, CUstream stream) {
+  int ordinal = call->ordinal, dtype = call->dtype, trans_a = call->trans_a, trans_b = call->trans_b, m = call->m;
+  int n = call->n, k = call->k, batch = call->batch, c_dtype = call->c_dtype;
+  uintptr_t a = call->a, b = call->b, c = call->c, bias = call->bias;
+  long long stride_a = call->stride_a, stride_b = call->stride_b, stride_c = call->stride_c;
+  float alpha = call->alpha;
   static __thread cublasLtHandle_t handle;
   static __thread void* workspace[SEAMLESS_MAX_GPUS];
   static __thread GemmPlan plans[SEAMLESS_GEMM_PLANS];

@@ -1,8 +1,8 @@
-/* onnxruntime-ep-seamless, CUDA variant: level A's replays (option capture=auto) without Python.
- * exec/cuda_compute.py captures a compiled node's Compute per binding of its input shapes and
- * registers each captured segment's staging plan here (SeamlessSegment, arrays Python owns). A
+/* onnxruntime-ep-seamless, CUDA variant: level A's replays (option capture=auto; with capture=off, launch
+ * programs) without Python. exec/cuda_compute.py captures (or records) a compiled node's Compute per binding
+ * of its input shapes and registers each segment's staging plan here (SeamlessSegment, arrays Python owns). A
  * Compute whose binding has a segment on its stream is answered in C: the staging table rewritten
- * for this run's addresses and lengths, the graph launched, ORT's outputs asked for, their staging
+ * for this run's addresses and lengths, the graph (or program) launched, ORT's outputs asked for, their staging
  * launched. Any other Compute goes to Python. */
 #include <pthread.h>
 
@@ -155,7 +155,7 @@ void seamless_segment_outputs(SeamlessSegment* s) {
   }
 }
 
-/* Launch segment s for a run (with r->lock held): the inputs' entries uploaded and the graph launched
+/* Launch segment s for a run (with r->lock held): the inputs' entries uploaded and the graph (program) launched
  * first, so that the GPU starts while ORT allocates the outputs; then their entries and staging. */
 static OrtStatus* replay_locked(SeamlessReplayer* r, SeamlessSegment* s, OrtKernelContext* ctx, void* stream,
                                 const int64_t* dims, void* const* data) {
@@ -169,7 +169,7 @@ static OrtStatus* replay_locked(SeamlessReplayer* r, SeamlessSegment* s, OrtKern
   if (in_bytes)
     CU_TRY(cu.memcpy_async((CUdeviceptr)s->table, (CUdeviceptr)(uintptr_t)s->host, in_bytes, (CUstream)stream),
            "cuMemcpyAsync");
-  CU_TRY(cu.graph_launch(capture_exec(s->graph), (CUstream)stream), "cuGraphLaunch");
+  TRY(capture_launch(s->graph, (CUstream)stream));
   __atomic_add_fetch(&g_segment_replays, 1, __ATOMIC_RELAXED);
   s->used = ++r->tick;
   if (!s->n_out) return NULL;
@@ -177,8 +177,8 @@ static OrtStatus* replay_locked(SeamlessReplayer* r, SeamlessSegment* s, OrtKern
   seamless_segment_outputs(s);
   CU_TRY(cu.memcpy_async((CUdeviceptr)(s->table + in_bytes), (CUdeviceptr)(uintptr_t)((StageCopy*)s->host + s->n_in),
                          (size_t)s->n_out * row, (CUstream)stream), "cuMemcpyAsync");
-  return seamless_cuda_launch(s->fn, s->gx, s->gy, s->block, s->shared, stream, s->packed, s->offsets, s->count,
-                              s->dependent);
+  return seamless_cuda_launch(s->fn, s->gx, s->gy, s->block, s->shared, stream, s->packed, s->packed_size, s->offsets,
+                              s->count, s->dependent);
 }
 
 /* Python's launch of a segment it just captured (or of one it found): the same as a C replay. */

@@ -10,7 +10,7 @@ OrtStatus* seamless_cuda_load_module(int ordinal, const void* image, void** modu
 OrtStatus* seamless_cuda_function(void* module, const char* name, void** fn);
 OrtStatus* seamless_cuda_allow_shared(void* fn, int bytes);
 OrtStatus* seamless_cuda_launch(void* fn, unsigned gx, unsigned gy, unsigned block, unsigned shared, void* stream,
-                                const char* packed, const int32_t* offsets, int count, int dependent);
+                                const char* packed, size_t nbytes, const int32_t* offsets, int count, int dependent);
 int seamless_cuda_dependent_launch(int ordinal);
 OrtStatus* seamless_cuda_copy(uintptr_t dst, uintptr_t src, size_t nbytes, void* stream);
 OrtStatus* seamless_cuda_zero(uintptr_t dst, size_t nbytes, void* stream);
@@ -26,16 +26,17 @@ OrtStatus* seamless_cublas_gemm(int ordinal, void* stream, int dtype, int trans_
 OrtStatus* seamless_cuda_upload(int ordinal, uintptr_t dst, const void* src, size_t nbytes, void* stream);
 OrtStatus* seamless_capture_begin(void* stream);
 int seamless_capturing(void);
-OrtStatus* seamless_segment_begin(void* stream, void** out);
+OrtStatus* seamless_segment_begin(void* stream, int listed, void** out);  /* listed: a launch program */
 OrtStatus* seamless_segment_end(void* graph, int keep);
 void seamless_segment_release(int ordinal, void* graph);
+size_t seamless_segment_steps(const void* graph);  /* a launch program's launches, copies and GEMMs */
 size_t seamless_replay_timing(int on);
 size_t seamless_replay_times(float* out, size_t max);
 typedef struct SeamlessReplayer SeamlessReplayer;
 /* One captured segment's plan: exec/cuda_compute.py Segment, field by field (its docstring says what
  * each holds). A length index equal to n_dims stands for a length of 1. */
 typedef struct {
-  void* graph;                    /* CapturedGraph* (cuda_capture.c) */
+  void* graph;                    /* CapturedGraph* (cuda_capture.c): a CUDA graph or a launch program */
   void* stream;                   /* replayed only on the stream it was captured on */
   int64_t capacity, n_dims;       /* n_dims: inputs * max_rank, the size of a run's dims */
   int32_t n_in, n_out, k, n_axis, n_grow, max_rank;
@@ -49,6 +50,7 @@ typedef struct {
   void* fn;                       /* the outputs' staging launch (NULL: no outputs) */
   uint32_t gx, gy, block, shared;
   const char* packed;
+  size_t packed_size;
   const int32_t* offsets;
   int32_t count, dependent;
   const uint8_t* key;             /* the binding (seamless_replay_key) */

@@ -179,7 +179,7 @@ def test_shared_kv_buffers_are_written_in_place(precision):
     if not path.exists():
         pytest.skip(f"{path} not prepared (python tests/material.py)")
     max_len, prompt, held = 40, np.random.default_rng(0).integers(0, 1000, 8), 3.0
-    sess = auto_session(str(path), "off")
+    sess = eager_session(str(path))
     assert not seamless.assert_ep_selected(sess, device="cuda").fallback_nodes
     shapes = {i.name: (1, i.shape[1], max_len, HEAD_SIZE) for i in sess.get_inputs() if i.name.startswith("past_")}
     kv_type = {"tensor(float16)": np.float16, "tensor(float)": np.float32}[sess.get_inputs()[-1].type]
@@ -229,7 +229,7 @@ def test_a_decode_steps_outputs_are_written_where_ort_holds_them(precision, monk
     model_dir = material.genai_small_dir(precision, "cuda")
     if not (model_dir / "model.onnx").exists():
         pytest.skip(f"{model_dir} not prepared (python tests/material.py)")
-    so = seamless.session_options(device="cuda", capture="off")
+    so = seamless.session_options(device="cuda", capture="off", native_program=0)
     so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
     so.add_session_config_entry("session.model_external_initializers_file_folder_path", str(model_dir))
     sess = ort.InferenceSession(with_device_argmax(str(model_dir / "model.onnx")), so)
@@ -315,15 +315,20 @@ def test_the_c_decode_loop_replays_each_step_without_python(precision):
 
 # --- capture=auto: a compiled partition without seams, captured per set of input shapes ----------
 
-def auto_session(model, capture="auto"):
-    so = seamless.session_options(device="cuda", capture=capture)
+def auto_session(model, capture="auto", **options):
+    so = seamless.session_options(device="cuda", capture=capture, **options)
     so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
     return ort.InferenceSession(model.SerializeToString() if hasattr(model, "SerializeToString") else model, so)
 
 
+def eager_session(model):
+    """Every run through the Python plan, node by node: what captured graphs and launch programs must equal."""
+    return auto_session(model, "off", native_program=0)
+
+
 def test_auto_capture_replays_repeated_shapes_with_plain_run():
     model = mlp()
-    ours, eager = auto_session(model), auto_session(model, "off")
+    ours, eager = auto_session(model), eager_session(model)
     rng = np.random.default_rng(2)
     before = segment_replays()
     for run in range(6):
@@ -334,12 +339,27 @@ def test_auto_capture_replays_repeated_shapes_with_plain_run():
     assert segment_replays() - before == 4  # runs 3-6: captured at the third, replayed after
 
 
+def test_capture_off_runs_a_repeated_binding_as_a_launch_program_without_python():
+    """capture=off (native_program=1, the default): a binding's third run is recorded as a launch program (no CUDA
+    graph) and launched; later runs of the binding are answered by the C glue, launch by launch, with this run's
+    inputs and outputs: no Compute reaches Python, and the results are the eager plan's, byte for byte."""
+    model = mlp()
+    ours, eager = auto_session(model, "off"), eager_session(model)
+    rng = np.random.default_rng(6)
+    calls, before = CudaKernel.compute_calls, segment_replays()
+    for run in range(7):
+        x = rng.standard_normal((4, 16)).astype(np.float32)
+        np.testing.assert_array_equal(ours.run(None, {"x": x})[0], eager.run(None, {"x": x})[0])
+    assert segment_replays() - before == 5  # recorded at run 3 and launched, then four replays in C
+    assert CudaKernel.compute_calls - calls == 7 + 3  # the eager session's seven, our first three
+
+
 def test_a_captured_binding_is_replayed_without_python():
     """After its capture, a binding's runs are answered by the C glue (ep_plugin/cuda_replay.c): no Compute
     reaches Python, each launches the captured segment with this run's input and outputs, and the results are
     those of the session without capture."""
     model = mlp()
-    ours, eager = auto_session(model), auto_session(model, "off")
+    ours, eager = auto_session(model), eager_session(model)
     rng = np.random.default_rng(4)
     for run in range(3):  # two eager runs, then the capture (from Python)
         ours.run(None, {"x": rng.standard_normal((4, 16)).astype(np.float32)})
@@ -356,7 +376,7 @@ def test_auto_capture_keeps_one_graph_per_shape():
     nodes = [helper.make_node("Softmax", ["x"], ["s"], axis=-1), helper.make_node("Mul", ["s", "x"], ["y"])]
     model = model_of(nodes, [helper.make_tensor_value_info("x", 1, ["n", 8])],
                      [helper.make_tensor_value_info("y", 1, ["n", 8])])
-    ours, eager = auto_session(model), auto_session(model, "off")
+    ours, eager = auto_session(model), eager_session(model)
     before = segment_replays()
     for run in range(12):
         x = rng.standard_normal((1 + run % 2, 8)).astype(np.float32)  # two shapes, alternating
@@ -372,7 +392,7 @@ def test_auto_capture_drops_the_least_recently_launched_binding():
     nodes = [helper.make_node("Softmax", ["x"], ["s"], axis=-1), helper.make_node("Mul", ["s", "x"], ["y"])]
     model = model_of(nodes, [helper.make_tensor_value_info("x", 1, ["n", 8])],
                      [helper.make_tensor_value_info("y", 1, ["n", 8])])
-    ours, eager = auto_session(model), auto_session(model, "off")
+    ours, eager = auto_session(model), eager_session(model)
     xs = {n: rng.standard_normal((n, 8)).astype(np.float32) for n in range(1, 10)}
     want = {n: eager.run(None, {"x": x})[0] for n, x in xs.items()}
 
@@ -403,9 +423,9 @@ def test_a_session_collected_during_a_capture_is_released_after_it(monkeypatch):
                                                                  run(self, *args))[1])
     monkeypatch.setattr(CudaKernel, "_release_memory", lambda self: (
         released.append(bool(self.native.lib.seamless_capturing())), release(self))[1])
-    old = auto_session(model, "off")
+    old = eager_session(model)
     old.run(None, {"x": x})
-    ours, eager = auto_session(model), auto_session(model, "off")
+    ours, eager = auto_session(model), eager_session(model)
     (want,) = eager.run(None, {"x": x})  # from here on only `ours` runs
     cycle = [old]
     cycle.append(cycle)
@@ -486,8 +506,8 @@ def test_auto_capture_builder_decode_with_static_shapes(precision):
         pytest.skip(f"{path} not prepared (python tests/material.py)")
     max_len, prompt = 80, np.random.default_rng(0).integers(0, 1000, 8)
     runs = []
-    for capture in ("auto", "off"):
-        sess = auto_session(str(path), capture)
+    for capture in ("auto", "eager"):
+        sess = auto_session(str(path)) if capture == "auto" else eager_session(str(path))
         out = sess.run(None, {"input_ids": prompt.reshape(1, -1).astype(np.int64),
                               "attention_mask": np.ones((1, len(prompt)), np.int64),
                               **empty_past(sess, length=max_len)})
@@ -532,18 +552,21 @@ def assert_same_steps(got, want):
             np.testing.assert_array_equal(x, y, err_msg=f"step {step}")
 
 
+@pytest.mark.parametrize("capture", ["auto", "off"])
 @pytest.mark.parametrize("precision", ["fp16", "int4"])
-def test_auto_capture_builder_decode_with_growing_kv(precision):
+def test_auto_capture_builder_decode_with_growing_kv(precision, capture):
     """The builder decoder as most users run it: host arrays, present fed back as past, so every
     decode step has new shapes. The KV cache and mask are padded to a capacity (64, then 128): one
-    captured graph per capacity, launched once per step after two eager steps; logits and every
-    present byte-identical to eager over 64 steps."""
+    captured graph (capture=off: one launch program) per capacity, launched once per step after two
+    eager steps; logits and every present byte-identical to eager over 64 steps."""
     path = material.genai_small_dir(precision, "cuda") / "model.onnx"
     if not path.exists():
         pytest.skip(f"{path} not prepared (python tests/material.py)")
     prompts = np.random.default_rng(0).integers(0, 1000, (1, 8))
-    got, launches = decode(auto_session(str(path)), prompts, 64)
-    want, eager = decode(auto_session(str(path), "off"), prompts, 64)
+    calls = CudaKernel.compute_calls
+    got, launches = decode(auto_session(str(path), capture), prompts, 64)
+    assert CudaKernel.compute_calls - calls == 1 + 4 + 2  # the prompt, two warm-ups and a capture per capacity
+    want, eager = decode(eager_session(str(path)), prompts, 64)
     assert_same_steps(got, want)
     assert not any(eager)
     # totals 9..64 use capacity 64, 65..72 capacity 128: two eager steps at each, then one segment a step
@@ -572,14 +595,14 @@ def test_a_captured_decode_step_reads_the_staged_past_before_its_wait(monkeypatc
 def test_builder_decode_with_growing_kv_on_the_gpu(capture):
     """The KV cache kept on the GPU between steps through IO binding: each step's presents are
     OrtValues in our device memory, bound as the next step's past; only ids, mask and logits cross
-    to the host. Logits byte-identical to the host-array loop with capture=off over 24 steps; with
-    capture=auto one launch a step after two eager steps."""
+    to the host. Logits byte-identical to the host-array loop run eagerly over 24 steps; one launch a step
+    after two eager steps (a CUDA graph with capture=auto, a launch program with capture=off)."""
     from models.test_llm_decoders import empty_past
     path = material.genai_small_dir("fp16", "cuda") / "model.onnx"
     if not path.exists():
         pytest.skip(f"{path} not prepared (python tests/material.py)")
     prompts = np.random.default_rng(0).integers(0, 1000, (1, 8))
-    want, _ = decode(auto_session(str(path), "off"), prompts, 24)
+    want, _ = decode(eager_session(str(path)), prompts, 24)
     sess = auto_session(str(path), capture)
     memory = DEVICES[0].memory_info(ort.OrtDeviceMemoryType.DEFAULT)
     past, tokens, total, launches = empty_past(sess), prompts, prompts.shape[1], []
@@ -604,7 +627,7 @@ def test_builder_decode_with_growing_kv_on_the_gpu(capture):
         if step:
             np.testing.assert_array_equal(logits, want[step - 1][0], err_msg=f"step {step}")
         tokens, past, total = np.argmax(logits[:, -1], axis=-1).reshape(1, 1), presents, total + 1
-    assert launches == ([0, 0, 0] + [1] * 22 if capture == "auto" else [0] * 25)
+    assert launches == [0, 0, 0] + [1] * 22
 
 
 def test_auto_capture_recaptures_when_the_batch_changes():
@@ -615,7 +638,7 @@ def test_auto_capture_recaptures_when_the_batch_changes():
         pytest.skip(f"{path} not prepared (python tests/material.py)")
     rng = np.random.default_rng(1)
     one, two = rng.integers(0, 1000, (1, 6)), rng.integers(0, 1000, (2, 6))
-    ours, eager = auto_session(str(path)), auto_session(str(path), "off")
+    ours, eager = auto_session(str(path)), eager_session(str(path))
     runs = [(one, 8), (two, 8), (one, 8)]
     for number, (prompts, steps) in enumerate(runs):
         got, launches = decode(ours, prompts, steps)
@@ -652,7 +675,7 @@ def test_auto_capture_torch_export_decode_with_growing_kv(export):
     from test_cuda_models import model_path
     path = model_path(material.tiny_llama_dir() / export)
     got, launches = torch_decode(auto_session(path), 64)
-    want, eager = torch_decode(auto_session(path, "off"), 64)
+    want, eager = torch_decode(eager_session(path), 64)
     assert_same_steps(got, want)
     assert not any(eager)
     # totals 5..64 use capacity 64, 65..68 capacity 128
@@ -665,7 +688,7 @@ def test_auto_capture_torch_export_generations_with_long_prompts():
     the decode steps, bindings of their own, stay captured: byte-identical to capture=off."""
     from test_cuda_models import model_path
     path = model_path(material.tiny_llama_dir() / material.TINY_DECODERS[1][0])
-    ours, eager = auto_session(path), auto_session(path, "off")
+    ours, eager = auto_session(path), eager_session(path)
     for generation in range(3):
         got, launches = torch_decode(ours, 8, prompt=16)
         assert_same_steps(got, torch_decode(eager, 8, prompt=16)[0])
@@ -686,7 +709,7 @@ def test_auto_capture_left_padding_declined_when_the_padded_run_differs(capfd):
                      [kv("present", "total_len"), kv("y", 1)], [axis2])
     so = seamless.session_options(device="cuda", capture="auto", log_capture=1)
     so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
-    ours, eager = ort.InferenceSession(model.SerializeToString(), so), auto_session(model, "off")
+    ours, eager = ort.InferenceSession(model.SerializeToString(), so), eager_session(model)
     rng = np.random.default_rng(5)
     past = np.zeros((1, 2, 0, 4), np.float32)
     before = segment_replays()

@@ -4,6 +4,8 @@ kernel's host side (shapes, kernel choices, argument packing, scratch memory) fo
 and level A's capture and replays with their staging tables. What the kernels compute is the GPU tests'
 (tests/cuda/test_cuda_models.py, test_cuda_capture.py). The arithmetic of level A's replay plans is the real
 glue's (ep_plugin/cuda_replay.c: the CUDA plugin loads without a GPU)."""
+import struct
+
 import numpy as np
 import onnx
 import pytest
@@ -29,6 +31,7 @@ class FakeGlue:
     def __init__(self):
         self.top, self.live, self.names, self.launches = 1 << 32, set(), {}, []
         self.capturing, self.feed, self.outputs, self.copies, self.replays = 0, None, None, [], 0
+        self.listed = None  # how the last segment was made: 1 a launch program, 0 a CUDA graph
 
     def seamless_cuda_alloc(self, ordinal, size):
         ptr, self.top = self.top, self.top + (size + 255) // 256 * 256
@@ -43,7 +46,7 @@ class FakeGlue:
         out[0] = ffi.cast("void*", len(self.names))
         return ffi.NULL
 
-    def seamless_cuda_launch(self, fn, gx, gy, block, shared, stream, packed, offsets, count, dependent):
+    def seamless_cuda_launch(self, fn, gx, gy, block, shared, stream, packed, nbytes, offsets, count, dependent):
         self.launches.append(self.names[int(ffi.cast("uintptr_t", fn))])
         return ffi.NULL
 
@@ -57,8 +60,8 @@ class FakeGlue:
     def seamless_capturing(self):
         return self.capturing
 
-    def seamless_segment_begin(self, stream, handle):
-        self.capturing, handle[0] = 1, ffi.cast("void*", 99)
+    def seamless_segment_begin(self, stream, listed, handle):
+        self.capturing, self.listed, handle[0] = 1, listed, ffi.cast("void*", 99)
         return ffi.NULL
 
     def seamless_segment_end(self, graph, keep):
@@ -75,8 +78,8 @@ class FakeGlue:
         self.seamless_get_outputs(ctx, s.n_out, s.out_ranks, s.out_dims, s.max_rank, s.out_data)
         REAL.seamless_segment_outputs(s)
         self.seamless_cuda_copy(s.table + s.n_in * row, host + s.n_in * row, s.n_out * row, stream)
-        return self.seamless_cuda_launch(s.fn, s.gx, s.gy, s.block, s.shared, stream, s.packed, s.offsets, s.count,
-                                         s.dependent)
+        return self.seamless_cuda_launch(s.fn, s.gx, s.gy, s.block, s.shared, stream, s.packed, s.packed_size,
+                                         s.offsets, s.count, s.dependent)
 
     def seamless_compute_stream(self, ctx, out):
         out[0] = ffi.cast("void*", 7)
@@ -190,13 +193,15 @@ def test_a_kernel_opts_in_to_its_dynamic_shared_memory_once(monkeypatch):
                                       "b", "b", ("allow_shared", "b", 70 * 1024), "b", "c"]
 
 
-def test_level_a_captures_a_decode_step_and_replays_it_with_this_runs_addresses_and_lengths(monkeypatch):
+@pytest.mark.parametrize("capture", ["auto", "off"])
+def test_level_a_captures_a_decode_step_and_replays_it_with_this_runs_addresses_and_lengths(capture, monkeypatch):
     # capture=auto: two eager runs of a binding, then its capture; every later run of the binding only rewrites the
-    # staging table (exec/cuda_compute.py _launch): the inputs' addresses and lengths, the outputs' where ORT holds them
+    # staging table (exec/cuda_compute.py _launch): the inputs' addresses and lengths, the outputs' where ORT holds them.
+    # capture=off (native_program=1, the default) records the same run as a launch program instead of a CUDA graph.
     graph = import_model(onnx.load(str(genai_small_dir("fp16", "cuda") / "model.onnx")))
     monkeypatch.setattr(runtime_cuda, "FATBIN", __file__)
     monkeypatch.setattr(runtime_cuda.CudaRuntime, "_instances", {})
-    ep = FakeEp({"capture": "auto"})
+    ep = FakeEp({"capture": capture})
     kernel = cuda_compute.CudaKernel(ep, graph, list(graph.inputs), list(graph.outputs))
     glue = ep.native.lib
     assert kernel.padding is not None and not kernel.padding.left  # the KV axes padded at their end
@@ -225,6 +230,49 @@ def test_level_a_captures_a_decode_step_and_replays_it_with_this_runs_addresses_
         assert fields(outputs[present], ("dst", "rows", "width", "src_pitch", "dst_pitch")) == [
             (1 << 44) + (present << 24), 2, unit * (past + 1), unit * 64, unit * (past + 1)]
     assert glue.replays == 4  # runs 3-6
+    assert glue.listed == (capture == "off")
+
+
+@pytest.mark.parametrize("options", [{"capture": "off", "native_program": False},
+                                     {"capture": "off", "enable_cuda_graph": 1}])
+def test_without_native_programs_or_under_session_capture_every_run_is_eager(options, monkeypatch):
+    # capture=off with native_program=0 keeps every run in Python; session capture (enable_cuda_graph=1) captures
+    # the Python run itself, so neither records segments
+    graph = import_model(onnx.load(str(genai_small_dir("fp16", "cuda") / "model.onnx")))
+    monkeypatch.setattr(runtime_cuda, "FATBIN", __file__)
+    monkeypatch.setattr(runtime_cuda.CudaRuntime, "_instances", {})
+    ep = FakeEp(options)
+    kernel = cuda_compute.CudaKernel(ep, graph, list(graph.inputs), list(graph.outputs))
+    glue = ep.native.lib
+    for run in range(4):
+        glue.feed = [(1 << 36 | run << 20 | i * 4096, {"input_ids": (1, 1), "attention_mask": (1, 9)}.get(
+            n, (1, 2, 8, 64)), np.dtype(graph.value(n).dtype)) for i, n in enumerate(graph.inputs)]
+        glue.outputs, glue.launches = [None] * len(graph.outputs), []
+        kernel.compute(None)
+        assert "segment" not in glue.launches and len(glue.launches) > 10
+    assert not kernel.capture and glue.listed is None and glue.replays == 0
+
+
+def test_a_launch_program_records_the_streams_work_instead_of_issuing_it():
+    # ep_plugin/cuda_capture.c: while this thread records a launch program on a stream (capture=off), cuda_exec.c's
+    # launches (their argument bytes copied), copies, zeroing and cuBLASLt GEMMs on that stream are appended to the
+    # program, not issued: this machine has no CUDA driver, so an issued call would fail
+    stream, handle = ffi.cast("void*", 7), ffi.new("void**")
+    assert REAL.seamless_segment_begin(stream, 1, handle) == ffi.NULL
+    try:
+        assert REAL.seamless_capturing()  # as during a capture: no host reads, memory freed stays with the program
+        packed, offsets = struct.pack("<qi", 1 << 40, 3), ffi.new("int32_t[]", [0, 8])
+        assert REAL.seamless_cuda_launch(ffi.cast("void*", 1), 4, 1, 256, 0, stream, packed, len(packed), offsets, 2,
+                                         1) == ffi.NULL
+        assert REAL.seamless_cuda_copy(1 << 36, 1 << 37, 64, stream) == ffi.NULL
+        assert REAL.seamless_cuda_zero(1 << 36, 64, stream) == ffi.NULL
+        assert REAL.seamless_cublas_gemm(0, stream, 10, 0, 1, 16, 32, 64, 1 << 36, 0, 1 << 37, 0, 1 << 38, 0, 1, 1.0,
+                                         10, 0) == ffi.NULL
+    finally:
+        assert REAL.seamless_segment_end(handle[0], 1) == ffi.NULL
+    assert not REAL.seamless_capturing()
+    assert REAL.seamless_segment_steps(handle[0]) == 4
+    REAL.seamless_segment_release(0, handle[0])
 
 
 def _kept(kernel) -> set:

@@ -320,7 +320,7 @@ def test_a_run_with_settled_inputs_starts_with_a_launch_that_waits_for_all_work_
 
     class Lib:
         @staticmethod
-        def seamless_cuda_launch(fn, gx, gy, block, shared, stream, packed, offsets, count, dependent):
+        def seamless_cuda_launch(fn, gx, gy, block, shared, stream, packed, nbytes, offsets, count, dependent):
             seen.append((int(ffi.cast("uintptr_t", stream)), dependent))
 
     rt = CudaRuntime.__new__(CudaRuntime)
@@ -340,8 +340,9 @@ def test_kernel_arguments_are_packed_at_their_c_alignment_into_one_buffer():
 
     class Lib:
         @staticmethod
-        def seamless_cuda_launch(fn, gx, gy, block, shared, stream, packed, offsets, count, dependent):
+        def seamless_cuda_launch(fn, gx, gy, block, shared, stream, packed, nbytes, offsets, count, dependent):
             seen.append(((gx, gy, block, shared), bytes(packed), [offsets[i] for i in range(count)]))
+            assert nbytes == len(packed)
 
         @staticmethod
         def seamless_cuda_allow_shared(fn, nbytes):  # the kernel's dynamic shared memory allowed: not a launch

@@ -5,8 +5,10 @@ state); the partition's outputs are copied device-to-device into the tensors ORT
 capture=auto a node without seams is captured as a CUDA graph per binding of its input shapes
 (growing KV axes padded to a capacity where exec/cuda_capture.choose_padding allows it: at their end,
 or at their start once a padded run matched the unpadded one) and launched from then on, staging
-inputs and outputs by a table rewritten per run. Each captured segment's plan is registered with
-the C glue (ep_plugin/cuda_replay.c), which answers the binding's later Computes without Python.
+inputs and outputs by a table rewritten per run. With capture=off (and native_program=1) the same run is
+recorded instead as a launch program: its launches, copies and GEMMs in order, issued one by one from C
+(ep_plugin/cuda_capture.c), so no CUDA graph is made. Each segment's plan is registered with the C glue
+(ep_plugin/cuda_replay.c), which answers the binding's later Computes without Python.
 """
 from __future__ import annotations
 
@@ -94,8 +96,13 @@ class CudaKernel:
                        s.on_gpu, frozenset(s.kdef.host_inputs)) for s in placed]
         self.out_dtypes = [graph.value(n).dtype for n in output_names]
         self._tls = threading.local()
-        # capture=auto: a node without seams is captured whole, per binding of its input shapes
-        self.capture = (ep.options.get("capture") == "auto" and not ep.options.get("enable_cuda_graph")
+        # capture=auto: a node without seams is captured whole, per binding of its input shapes; capture=off (with
+        # native_program=1) records the same as a launch program, which C issues launch by launch: no CUDA graph. A
+        # user's CUDA kernel launches through its own library, which a program cannot record.
+        mode = ep.options.get("capture")
+        self.listed = (mode == "off" and ep.options.get("native_program", True)
+                       and not any(s.kdef.user and s.on_gpu for s in placed))
+        self.capture = ((mode == "auto" or self.listed) and not ep.options.get("enable_cuda_graph")
                         and not any(s.seam for s in placed))
         # the C glue's SeamlessReplayer: launches captured segments for later Computes (abi/bridge.py hands it to ORT's
         # compute info as the node's native runner)
@@ -167,7 +174,7 @@ class CudaKernel:
                     with self._lock:
                         self.failed.add(key)
                     if self.log_capture:  # some bindings are expected not to capture (a batched prompt in a padded KV)
-                        self._warn(f"{self.ep_name} fused node {self.name!r}: capture=auto could not capture inputs "
+                        self._warn(f"{self.ep_name} fused node {self.name!r}: {self._mode} could not capture inputs "
                                    f"of shapes {[t.shape for t in inputs.values()]}, which run eagerly from now on: {e}")
         inputs = inputs or self._inputs(b)
         scratch, ort_outputs = [], []
@@ -284,7 +291,7 @@ class CudaKernel:
             t.settled = True
         table = rt.alloc((len(names) + len(self.output_names),), STAGE_COPY)
         handle = ffi.new("void**")
-        self.native.check(lib.seamless_segment_begin(stream, handle))
+        self.native.check(lib.seamless_segment_begin(stream, int(self.listed), handle))
         graph, scratch = handle[0], []
         try:
             largest = max([t.nbytes for t in stable.values()] or [0])
@@ -292,6 +299,10 @@ class CudaKernel:
             results = self._run(dict(self.constants, **stable), stream, scratch)
             _release(rt, scratch, list(stable.values()), self.constants)  # kept by the graph: launches reuse them
             self.native.check(lib.seamless_segment_end(graph, 1))
+            if self.listed and self.log_capture:
+                self._warn(f"{self.ep_name} fused node {self.name!r}: inputs of shapes "
+                           f"{[t.shape for t in inputs.values()]} recorded as a launch program of "
+                           f"{lib.seamless_segment_steps(graph)} steps")
             segment = self._segment(graph, stream, capacity, names, stable, results, table)
             self._plan(segment, key, results)
         except BaseException:
@@ -342,7 +353,7 @@ class CudaKernel:
             (self.failed if problem else self.checked).add(key)
         if self.log_capture:
             shapes = [t.shape for t in inputs.values()]
-            self._warn(f"{self.ep_name} fused node {self.name!r}: capture=auto, inputs of shapes {shapes} padded at "
+            self._warn(f"{self.ep_name} fused node {self.name!r}: {self._mode}, inputs of shapes {shapes} padded at "
                        f"their start to {capacity}: " + (f"not captured, they run eagerly: {problem}" if problem else
                                                          "the padded run matches the unpadded one; captured from the "
                                                          "next run"))
@@ -452,6 +463,7 @@ class CudaKernel:
             staging = rt.staging(s.table, p.n_in, p.n_out, max(t.nbytes for t in results), prepare=True)
             fn, p.gx, p.gy, p.block, p.shared, packed, offsets, p.count = staging
             p.fn, p.packed, p.offsets, p.dependent = fn, view(packed, "char[]"), offsets, int(rt.dependent)
+            p.packed_size = len(packed)
             s.kept.append(offsets)
         p.key = view(key, "uint8_t[]")
 
@@ -459,6 +471,10 @@ class CudaKernel:
         """Launch segment s for this run (with self._lock held), as the C glue does for later runs."""
         self.native.check(self.native.lib.seamless_segment_replay(self.replayer, s.plan, ctx, stream, b.in_dims,
                                                                   b.in_data))
+
+    @property
+    def _mode(self) -> str:
+        return "capture=off (a launch program)" if self.listed else "capture=auto"
 
     def _warn(self, message: str) -> None:
         try:

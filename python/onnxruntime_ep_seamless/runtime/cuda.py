@@ -267,8 +267,8 @@ class CudaRuntime:
         if prepare:
             return fn, gx, gy, block, shared, packed, layout.offsets, len(kinds)
         dependent = self._dependent(stream) if self._barriers else self.dependent
-        self.native.check(self.lib.seamless_cuda_launch(fn, gx, gy, block, shared, stream, packed, layout.offsets,
-                                                        len(kinds), dependent))
+        self.native.check(self.lib.seamless_cuda_launch(fn, gx, gy, block, shared, stream, packed, len(packed),
+                                                        layout.offsets, len(kinds), dependent))
 
     def _dependent(self, stream) -> int:
         """Whether a launch on `stream` now is a dependent launch: not the first after begin_run's barrier."""

@@ -75,7 +75,10 @@ OPTIONS = {
                              "CPU EP: 1 (default): a partition's run is recorded as a native program per binding of "
                              "its input shapes (the second time the binding is seen) and later runs of that binding "
                              "go through C alone, when every node has a native step (log_partition says which do "
-                             "not). 0: every run goes through the Python plan.", ("cpu",)),
+                             "not). CUDA EP with capture=off: 1 (default) records a partition without seams, per "
+                             "binding (its third run), as a launch program that C issues launch by launch for later "
+                             "runs (no CUDA graph; growing KV caches padded as for capture=auto). 0: every run goes "
+                             "through the Python plan."),
     "device_id": Option("device_id", None, _ordinal, None,
                         "CUDA EP: the GPU (CUDA ordinal) to run on. `session_options(device='cuda', device_id=N)` "
                         "picks that GPU's device; given with ORT's own API it must name the device passed.",
@@ -92,7 +95,7 @@ OPTIONS = {
                       "decoder whose KV cache grows (present fed back as past) runs padded to a capacity (powers "
                       "of two from 64), one graph per capacity: at the end of the KV axis where every op on it "
                       "allows that, else (torch exports) at its start, once a padded run matched the unpadded one "
-                      "byte for byte. off: every run is eager.",
+                      "byte for byte. off: no CUDA graphs: runs are eager, or launch programs (native_program).",
                       ("cuda",)),
     "enable_cuda_graph": Option("enable_cuda_graph", False, _flag, None,
                                 "CUDA EP, onnxruntime >= 1.26: 1 captures the whole session run as a CUDA graph after "

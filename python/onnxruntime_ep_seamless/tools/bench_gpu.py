@@ -458,7 +458,7 @@ def run_torch(checkpoint: str, steps: int, prompt: int, rounds: int, dtype: str 
 # What `compare` runs, each in its own process: (label, ep, mode, our capture option)
 CONFIGS = [
     ("ours, capture=auto (level A)", "seamless", "growing", "auto"),
-    ("ours, eager", "seamless", "growing", "off"),
+    ("ours, capture=off (launch programs)", "seamless", "growing", "off"),
     ("ours, enable_cuda_graph=1 (level B)", "seamless", "graph", "off"),
     ("ORT CUDA EP, eager", "ort-cuda", "growing", None),
     ("ORT CUDA EP, enable_cuda_graph=1", "ort-cuda", "graph", None),
@@ -506,9 +506,10 @@ def compare(model_dir: str, steps: int, prompt: int, rounds: int, peer_pythonpat
         if "run_ms_per_token" in results[0]:
             runs[label]["run_ms_per_token_by_process"] = [r["run_ms_per_token"] for r in results]
     ms = {label: r["ms_per_token"] for label, r in runs.items()}
-    (ours_a, ours_b, ort_eager, ort_graph, ours_a_gpu, ort_eager_gpu, ours_a_c, ort_eager_c) = \
-        (CONFIGS[i][0] for i in (0, 2, 3, 4, 5, 6, 7, 8))
+    (ours_a, ours_off, ours_b, ort_eager, ort_graph, ours_a_gpu, ort_eager_gpu, ours_a_c, ort_eager_c) = \
+        (CONFIGS[i][0] for i in range(9))
     pairs = {"level A / ORT eager (same loop)": (ours_a, ort_eager), "level B / ORT graph (same loop)": (ours_b, ort_graph),
+             "capture=off / ORT eager (same loop)": (ours_off, ort_eager),
              "level A / ORT eager, KV on the GPU (same loop)": (ours_a_gpu, ort_eager_gpu),
              "level A / ORT eager, KV on the GPU, C loop (same loop)": (ours_a_c, ort_eager_c),
              "level A / ORT graph": (ours_a, ort_graph), "level A, KV on the GPU / ORT graph": (ours_a_gpu, ort_graph),
