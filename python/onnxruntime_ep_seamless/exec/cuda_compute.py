@@ -122,6 +122,7 @@ class CudaKernel:
         self.seen: Counter = Counter()
         self.failed: set = set()  # bindings whose capture failed: they run eagerly
         self.checked: set = set()  # left-padded bindings whose padded run matched the unpadded one
+        self.pending: set = set()  # bindings a thread is capturing (or checking) now: no other thread captures them
         self._lock = threading.Lock()
 
     def _buffers(self):
@@ -163,19 +164,27 @@ class CudaKernel:
                 self.seen[key] += 1
                 if segment is not None and segment.stream == stream:
                     return self._launch(segment, ctx, b, stream)
-                due = segment is None and self.seen[key] > WARMUP_RUNS and key not in self.failed
+                due = (segment is None and self.seen[key] > WARMUP_RUNS and key not in self.failed
+                       and key not in self.pending)
+                if due:  # this thread's: another thread running the binding meanwhile runs it eagerly
+                    self.pending.add(key)
             if due:
-                inputs = self._inputs(b)
-                if capacity and self.padding.left and key not in self.checked:
-                    return self._check_left_padding(key, capacity, inputs, ctx, b, stream)
                 try:
-                    return self._capture(key, capacity, inputs, ctx, b, stream)
-                except Exception as e:  # not capturable after all (or a bad input): this binding runs eagerly
+                    inputs = self._inputs(b)
+                    if capacity and self.padding.left and key not in self.checked:
+                        return self._check_left_padding(key, capacity, inputs, ctx, b, stream)
+                    try:
+                        return self._capture(key, capacity, inputs, ctx, b, stream)
+                    except Exception as e:  # not capturable after all (or a bad input): this binding runs eagerly
+                        with self._lock:
+                            self.failed.add(key)
+                        if self.log_capture:  # some bindings are expected not to capture (a batched prompt, padded KV)
+                            self._warn(f"{self.ep_name} fused node {self.name!r}: {self._mode} could not capture "
+                                       f"inputs of shapes {[t.shape for t in inputs.values()]}, which run eagerly from "
+                                       f"now on: {e}")
+                finally:
                     with self._lock:
-                        self.failed.add(key)
-                    if self.log_capture:  # some bindings are expected not to capture (a batched prompt in a padded KV)
-                        self._warn(f"{self.ep_name} fused node {self.name!r}: {self._mode} could not capture inputs "
-                                   f"of shapes {[t.shape for t in inputs.values()]}, which run eagerly from now on: {e}")
+                        self.pending.discard(key)
         inputs = inputs or self._inputs(b)
         scratch, ort_outputs = [], []
         self._tls.run = (ctx, b, ort_outputs)  # kernels may write outputs into ORT's tensors (_output_buffer)
