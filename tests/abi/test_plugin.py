@@ -243,7 +243,8 @@ def test_cuda_only_options_are_validated_without_a_gpu():
     from onnxruntime_ep_seamless.runtime.options import OptionError, validate
     cuda = "SeamlessCUDAExecutionProvider"
     assert validate(cuda, {"capture": "AUTO", "enable_cuda_graph": "1", "log_capture": "0"}) == {
-        "log_partition": False, "fusion": True, "device_id": None, "log_capture": False, "capture": "auto", "enable_cuda_graph": True}
+        "log_partition": False, "fusion": True, "native_program": True, "device_id": None, "log_capture": False,
+        "capture": "auto", "enable_cuda_graph": True}
     for key, value in (("capture", "on"), ("enable_cuda_graph", "maybe")):
         with pytest.raises(OptionError, match=key):
             validate(cuda, {key: value})
