@@ -1027,9 +1027,10 @@ static int run_step(const SeamlessStep* s, char* const* ptr, void* par_fn, void*
     case SEAMLESS_OP_LSTM: {
       const SeamlessLstmArgs* g = args;
       const size_t state = (size_t)(g->batch * g->n) * sizeof(float);
-      float *h = P(4), *c = P(5);
-      if (P(1)) memcpy(h, P(1), state); else memset(h, 0, state);
-      if (P(2)) memcpy(c, P(2), state); else memset(c, 0, state);
+      float *h = (float*)P(4), *c = (float*)P(5);
+      const char *h0 = P(1), *c0 = P(2);  /* initial states; absent: zeros */
+      if (h0) memcpy(h, h0, state); else memset(h, 0, state);
+      if (c0) memcpy(c, c0, state); else memset(c, 0, state);
       seamless_lstm_f32((size_t)g->steps, (size_t)g->batch, (size_t)g->n, (const float*)P(0), (size_t)(4 * g->n), NULL,
                         NULL, g->packed_r, g->peepholes, g->has_clip, g->clip, g->acts, h, c, (float*)P(3),
                         (size_t)(g->batch * g->n), (float*)P(6), (float*)P(7));
