@@ -25,7 +25,7 @@ typedef struct {
   char* packed;
   int32_t* offsets;
   uintptr_t dst, src;           /* OP_COPY (src: device or pinned memory the program keeps), OP_ZERO */
-  size_t nbytes;
+  size_t nbytes;                /* and OP_LAUNCH's packed bytes */
   GemmCall gemm;                /* OP_GEMM */
 } ProgramOp;
 
@@ -359,13 +359,12 @@ static ProgramOp* op_add(int kind) {  /* NULL: out of host memory */
 
 /* While this thread records a program on `stream`, the executor's GPU work on it is appended to the program
  * instead of running (cuda_exec.c): launches (the argument bytes copied), copies, zeroing, GEMMs. */
-
 OrtStatus* list_launch(void* fn, unsigned gx, unsigned gy, unsigned block, unsigned shared, const char* packed,
                        size_t nbytes, const int32_t* offsets, int count, int dependent) {
   ProgramOp* op = op_add(OP_LAUNCH);
   if (!op) return NO_MEMORY;
   *op = (ProgramOp){.kind = OP_LAUNCH, .fn = (CUfunction)fn, .gx = gx, .gy = gy, .block = block, .shared = shared,
-                    .count = count, .dependent = dependent, .packed = malloc(nbytes ? nbytes : 1),
+                    .count = count, .dependent = dependent, .nbytes = nbytes, .packed = malloc(nbytes ? nbytes : 1),
                     .offsets = malloc((count > 0 ? (size_t)count : 1) * sizeof(int32_t))};
   if (!op->packed || !op->offsets) return NO_MEMORY;  /* released with the program */
   memcpy(op->packed, packed, nbytes);
@@ -402,8 +401,8 @@ OrtStatus* capture_launch(void* graph, CUstream stream) {
     const ProgramOp* op = &g->ops[i];
     switch (op->kind) {
       case OP_LAUNCH:
-        TRY(seamless_cuda_launch(op->fn, op->gx, op->gy, op->block, op->shared, stream, op->packed, 0, op->offsets,
-                                 op->count, op->dependent && !first));
+        TRY(seamless_cuda_launch(op->fn, op->gx, op->gy, op->block, op->shared, stream, op->packed, op->nbytes,
+                                 op->offsets, op->count, op->dependent && !first));
         first = 0;
         break;
       case OP_COPY:
