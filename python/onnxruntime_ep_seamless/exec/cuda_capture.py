@@ -109,14 +109,15 @@ def capture_summary(steps: list[Step], name: str, plan: "Padding | None" = None,
         indexed = sum(s.kdef.capture == "device-indexed" for s in growing)
         lines.append(f"  {len(growing)} GPU node(s) with shapes that grow with the KV length "
                      f"({', '.join(sorted({s.node.op_type for s in growing}))}), {indexed} of them device-indexed")
+        modes = "  capture=auto (and capture=off's launch programs): "
         if plan is None:
-            lines.append(f"  capture=auto: a graph per KV length, not padded: {padding_problem}")
+            lines.append(f"{modes}a graph per KV length, not padded: {padding_problem}")
         elif plan.left:
-            lines.append("  capture=auto: one graph per capacity serves every KV length up to it (growing axes padded at "
-                         "their start; each binding's padded run checked against the unpadded one before capture; "
-                         f"not padded at their end: {padding_problem})")
+            lines.append(f"{modes}one graph per capacity serves every KV length up to it (growing axes padded at their "
+                         "start; each binding's padded run checked against the unpadded one before capture; not padded "
+                         f"at their end: {padding_problem})")
         else:
-            lines.append("  capture=auto: one graph per capacity serves every KV length up to it (growing axes padded)")
+            lines.append(f"{modes}one graph per capacity serves every KV length up to it (growing axes padded)")
     lines += [f"  seam at {s.node.label!r} ({s.node.key}): {s.seam}" for s in seams]
     return "\n".join(lines)
 
