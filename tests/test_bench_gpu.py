@@ -279,5 +279,6 @@ def test_the_c_loops_result_has_the_python_loops_fields(monkeypatch):
     r = bench_gpu.run_one("m", "seamless", 1, 4, 3, mode="growing-c", capture="auto", token="device")
     assert r["ms_per_token"] == pytest.approx(2.0) and r["run_ms_per_token"] == pytest.approx(1.0)
     assert r["prompt_ms"] == pytest.approx(8.0) and r["tokens"] == [5, 6] and r["tokens_per_s"] == pytest.approx(500)
+    assert r["prompt_ms_by_round"] == pytest.approx([9.0, 7.0, 8.0])  # each round's, in order
     assert (r["mode"], r["capture"], r["token"]) == ("growing-c", "auto", "device") and "gpu_ms_per_token" not in r
     assert "capture" not in bench_gpu.run_one("m", "ort-cuda", 1, 4, 3, mode="growing-c", token="device")

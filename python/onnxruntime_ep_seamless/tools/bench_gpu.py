@@ -126,6 +126,7 @@ def run_one(model_dir: str, ep: str, steps: int, prompt: int, rounds: int, mode:
     # prompt's step: its run and its token (the time to the first token)
     facts["run_ms_per_token"] = statistics.median(r["run"]) * 1e3
     facts["prompt_ms"] = statistics.median(r["prompt"]) * 1e3
+    facts["prompt_ms_by_round"] = [x * 1e3 for x in r["prompt"]]  # a binding's first runs differ from later ones
     if r.get("replay_gpu"):  # ours in graph mode: a replay's GPU time (the run call's GPU share)
         facts["gpu_ms_per_token"] = statistics.median(r["replay_gpu"]) * 1e3
     # profiled in a session of its own: a graph mode loop binds new buffers, which a graph captured before cannot
