@@ -152,15 +152,27 @@ def inputs(kernel, graph, tokens, past, kv_heads_and_size):
     return out
 
 
-@pytest.mark.parametrize("precision", ["fp16", "int4"])
-def test_a_builder_decoder_runs_its_prompt_and_a_decode_step_through_the_cuda_executor(precision, monkeypatch):
-    model_dir = genai_small_dir(precision, "cuda")
-    graph = import_model(onnx.load(str(model_dir / "model.onnx")))
+def fake_kernel(monkeypatch, options, precision="fp16"):
+    """The builder's small CUDA decoder as one fused node over the fake glue: (graph, kernel, glue)."""
+    graph = import_model(onnx.load(str(genai_small_dir(precision, "cuda") / "model.onnx")))
     monkeypatch.setattr(runtime_cuda, "FATBIN", __file__)  # the module load is faked: any file will do
     monkeypatch.setattr(runtime_cuda.CudaRuntime, "_instances", {})
-    ep = FakeEp({"capture": "auto", "enable_cuda_graph": 1})
-    kernel = cuda_compute.CudaKernel(ep, graph, list(graph.inputs), list(graph.outputs))
-    glue, rt = ep.native.lib, kernel.rt
+    ep = FakeEp(options)
+    return graph, cuda_compute.CudaKernel(ep, graph, list(graph.inputs), list(graph.outputs)), ep.native.lib
+
+
+def feed_decode_step(glue, graph, past, base):
+    """ORT's inputs of a decode step after `past` tokens (2 KV heads of 64), at addresses from `base`, 4 KiB
+    apart; what the last run recorded cleared."""
+    glue.feed = [(base + i * 4096, {"input_ids": (1, 1), "attention_mask": (1, past + 1)}.get(n, (1, 2, past, 64)),
+                  np.dtype(graph.value(n).dtype)) for i, n in enumerate(graph.inputs)]
+    glue.outputs, glue.launches, glue.copies = [None] * len(graph.outputs), [], []
+
+
+@pytest.mark.parametrize("precision", ["fp16", "int4"])
+def test_a_builder_decoder_runs_its_prompt_and_a_decode_step_through_the_cuda_executor(precision, monkeypatch):
+    graph, kernel, glue = fake_kernel(monkeypatch, {"capture": "auto", "enable_cuda_graph": 1}, precision)
+    rt = kernel.rt
     past_shape = graph.value("past_key_values.0.key").shape
     kv = (past_shape[1], 64)  # the small decoders: 2 KV heads of head size 64
     vocab = graph.value("logits").shape[-1]
@@ -198,19 +210,12 @@ def test_level_a_captures_a_decode_step_and_replays_it_with_this_runs_addresses_
     # capture=auto: two eager runs of a binding, then its capture; every later run of the binding only rewrites the
     # staging table (exec/cuda_compute.py _launch): the inputs' addresses and lengths, the outputs' where ORT holds them.
     # capture=off (native_program=1, the default) records the same run as a launch program instead of a CUDA graph.
-    graph = import_model(onnx.load(str(genai_small_dir("fp16", "cuda") / "model.onnx")))
-    monkeypatch.setattr(runtime_cuda, "FATBIN", __file__)
-    monkeypatch.setattr(runtime_cuda.CudaRuntime, "_instances", {})
-    ep = FakeEp({"capture": capture})
-    kernel = cuda_compute.CudaKernel(ep, graph, list(graph.inputs), list(graph.outputs))
-    glue = ep.native.lib
+    graph, kernel, glue = fake_kernel(monkeypatch, {"capture": capture})
     assert kernel.padding is not None and not kernel.padding.left  # the KV axes padded at their end
     key, present = graph.inputs.index("past_key_values.0.key"), graph.outputs.index("present.0.key")
     for past in range(8, 14):
         fed = 1 << 36 | past << 20  # another address every run
-        glue.feed = [(fed + i * 4096, {"input_ids": (1, 1), "attention_mask": (1, past + 1)}.get(n, (1, 2, past, 64)),
-                      np.dtype(graph.value(n).dtype)) for i, n in enumerate(graph.inputs)]
-        glue.outputs, glue.launches, glue.copies = [None] * len(graph.outputs), [], []
+        feed_decode_step(glue, graph, past, fed)
         kernel.compute(None)
         assert glue.outputs[present] == (1, 2, past + 1, 64)  # ORT's present tensor: this run's length, not 64
         if past < 10:  # warm-up: every kernel launched from Python
@@ -238,16 +243,9 @@ def test_level_a_captures_a_decode_step_and_replays_it_with_this_runs_addresses_
 def test_without_native_programs_or_under_session_capture_every_run_is_eager(options, monkeypatch):
     # capture=off with native_program=0 keeps every run in Python; session capture (enable_cuda_graph=1) captures
     # the Python run itself, so neither records segments
-    graph = import_model(onnx.load(str(genai_small_dir("fp16", "cuda") / "model.onnx")))
-    monkeypatch.setattr(runtime_cuda, "FATBIN", __file__)
-    monkeypatch.setattr(runtime_cuda.CudaRuntime, "_instances", {})
-    ep = FakeEp(options)
-    kernel = cuda_compute.CudaKernel(ep, graph, list(graph.inputs), list(graph.outputs))
-    glue = ep.native.lib
+    graph, kernel, glue = fake_kernel(monkeypatch, options)
     for run in range(4):
-        glue.feed = [(1 << 36 | run << 20 | i * 4096, {"input_ids": (1, 1), "attention_mask": (1, 9)}.get(
-            n, (1, 2, 8, 64)), np.dtype(graph.value(n).dtype)) for i, n in enumerate(graph.inputs)]
-        glue.outputs, glue.launches = [None] * len(graph.outputs), []
+        feed_decode_step(glue, graph, 8, 1 << 36 | run << 20)
         kernel.compute(None)
         assert "segment" not in glue.launches and len(glue.launches) > 10
     assert not kernel.capture and glue.listed is None and glue.replays == 0
