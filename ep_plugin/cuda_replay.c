@@ -17,6 +17,11 @@ struct SeamlessReplayer {
   int32_t n_in, max_rank, n_grow, left;
   int64_t min_capacity;
   int64_t* grow_at;               /* indices in a run's dims of the growing lengths */
+  /* a first prompt's padding (seamless_replayer_prompts): its lengths, padded to a bucket where the lengths at
+   * zero_at (the past KV's) are all 0 and its own are all equal */
+  int32_t n_prompt, n_zero;
+  int64_t prompt_min;
+  int64_t *prompt_at, *zero_at;
   size_t key_len;
   SeamlessSegment* segments[SEAMLESS_MAX_SEGMENTS];
   uint64_t tick;
@@ -33,7 +38,7 @@ static long long g_segment_replays;  /* every segment launch, from C or Python *
 void seamless_replayer_free(SeamlessReplayer* r) {
   if (!r) return;
   pthread_mutex_destroy(&r->lock);
-  free(r->grow_at); free(r->data); free(r->nbytes); free(r->types); free(r->ranks); free(r->dims);
+  free(r->grow_at); free(r->prompt_at); free(r->zero_at); free(r->data); free(r->nbytes); free(r->types); free(r->ranks); free(r->dims);
   free(r->changed); free(r->key);
   free(r);
 }
@@ -61,26 +66,57 @@ SeamlessReplayer* seamless_replayer_new(int n_in, int max_rank, const int64_t* g
   return r;
 }
 
+/* The replayer's first-prompt padding: the lengths at prompt_at padded to buckets, powers of two from min_capacity,
+ * in runs whose lengths at zero_at are all 0. 0, or -1 out of memory. */
+int seamless_replayer_prompts(SeamlessReplayer* r, const int64_t* prompt_at, int n_prompt, const int64_t* zero_at,
+                              int n_zero, int64_t min_capacity) {
+  free(r->prompt_at); free(r->zero_at);
+  r->prompt_at = malloc((n_prompt ? n_prompt : 1) * sizeof *prompt_at);
+  r->zero_at = malloc((n_zero ? n_zero : 1) * sizeof *zero_at);
+  r->n_prompt = r->n_zero = 0;
+  if (!r->prompt_at || !r->zero_at) return -1;
+  if (n_prompt) memcpy(r->prompt_at, prompt_at, (size_t)n_prompt * sizeof *prompt_at);
+  if (n_zero) memcpy(r->zero_at, zero_at, (size_t)n_zero * sizeof *zero_at);
+  r->n_prompt = n_prompt; r->n_zero = n_zero; r->prompt_min = min_capacity;
+  return 0;
+}
+
 size_t seamless_replay_key_size(const SeamlessReplayer* r) { return r->key_len; }
 
+/* Whether a run (its key's dims) is a first prompt the prompt padding serves: every past empty, every prompt
+ * length the same. */
+static int first_prompt(const SeamlessReplayer* r, const int64_t* d) {
+  if (!r->n_prompt) return 0;
+  for (int z = 0; z < r->n_zero; z++)
+    if (d[r->zero_at[z]]) return 0;
+  for (int g = 1; g < r->n_prompt; g++)
+    if (d[r->prompt_at[g]] != d[r->prompt_at[0]]) return 0;
+  return 1;
+}
+
 /* A run's segment key into `key` (seamless_replay_key_size bytes): the inputs' dims (zero past each
- * rank), growing lengths replaced by the capacity (padded at the start: each plus the same lead),
- * then ranks and types; and the capacity (0 when nothing grows). */
+ * rank), growing lengths replaced by the capacity (padded at the start: each plus the same lead) or, in a first
+ * prompt (*prompt = 1 where prompt is not NULL), the prompt's lengths by its bucket, then ranks and types; and the
+ * capacity (0 when nothing grows). */
 int64_t seamless_replay_key(const SeamlessReplayer* r, const int64_t* dims, const int32_t* ranks,
-                            const int32_t* types, uint8_t* key) {
+                            const int32_t* types, uint8_t* key, int32_t* prompt) {
   int64_t* d = (int64_t*)key;
   size_t n = (size_t)r->n_in, rank = (size_t)r->max_rank;
   memset(key, 0, r->key_len);
   for (size_t i = 0; i < n; i++)
     if (ranks[i] > 0) memcpy(d + i * rank, dims + i * rank, (size_t)ranks[i] * sizeof *d);
-  int64_t capacity = 0;
-  if (r->n_grow) {
+  int is_prompt = first_prompt(r, d);
+  if (prompt) *prompt = is_prompt;
+  const int64_t* at = is_prompt ? r->prompt_at : r->grow_at;
+  int n_at = is_prompt ? r->n_prompt : r->n_grow, left = !is_prompt && r->left;
+  int64_t capacity = 0, least = is_prompt ? r->prompt_min : r->min_capacity;
+  if (n_at) {
     int64_t need = 0;
-    for (int g = 0; g < r->n_grow; g++) need = d[r->grow_at[g]] > need ? d[r->grow_at[g]] : need;
+    for (int g = 0; g < n_at; g++) need = d[at[g]] > need ? d[at[g]] : need;
     capacity = 1;
     while (capacity < need) capacity <<= 1;
-    if (capacity < r->min_capacity) capacity = r->min_capacity;
-    for (int g = 0; g < r->n_grow; g++) d[r->grow_at[g]] = r->left ? d[r->grow_at[g]] + capacity - need : capacity;
+    if (capacity < least) capacity = least;
+    for (int g = 0; g < n_at; g++) d[at[g]] = left ? d[at[g]] + capacity - need : capacity;
   }
   memcpy(key + n * rank * sizeof *d, ranks, n * sizeof *ranks);
   memcpy(key + n * rank * sizeof *d + n * sizeof *ranks, types, n * sizeof *types);
@@ -205,7 +241,7 @@ OrtStatus* replay_compute(SeamlessReplayer* r, OrtKernelContext* ctx, int* done)
   for (int i = 0; i < SEAMLESS_MAX_SEGMENTS && !found; i++) found = r->segments[i];
   if (found && seamless_get_inputs(ctx, (size_t)r->n_in, r->data, r->nbytes, r->types, r->ranks, r->dims,
                                    (size_t)r->max_rank, r->changed, &st) >= 0) {
-    int64_t capacity = seamless_replay_key(r, r->dims, r->ranks, r->types, r->key);
+    int64_t capacity = seamless_replay_key(r, r->dims, r->ranks, r->types, r->key, NULL);
     found = NULL;
     for (int i = 0; i < SEAMLESS_MAX_SEGMENTS && !found; i++) {
       SeamlessSegment* s = r->segments[i];

@@ -74,11 +74,14 @@ def test_growing_loops_on_the_cpu_and_the_device_loops_guard():
     if not path.exists():
         pytest.skip(f"{path} not prepared (python tests/material.py)")
     sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    r = _growing_rounds(sess, str(path.parent), False, False, 3, 4, 2)
+    r = _growing_rounds(sess, str(path.parent), False, False, False, 3, 4, 2)
     assert len(r["step"]) == len(r["prompt"]) == 2 and len(r["tokens"]) == 4 and all(0 <= t < 1024 for t in r["tokens"])
     assert all(0 < run <= step for run, step in zip(r["run"], r["step"]))  # the run call is part of a step
+    assert r["prompt_lengths"] == [4, 4]
+    # --new-prompt-lengths: each round's prompt a token shorter, a length the session has not seen
+    assert _growing_rounds(sess, str(path.parent), False, False, True, 3, 4, 3)["prompt_lengths"] == [4, 3, 2]
     with pytest.raises(RuntimeError, match="came back in host memory"):
-        _growing_rounds(sess, str(path.parent), False, True, 3, 4, 1)
+        _growing_rounds(sess, str(path.parent), False, True, False, 3, 4, 1)
 
 
 @pytest.mark.filterwarnings("ignore:.*past_key_values.*:FutureWarning")  # transformers renames it; both work
@@ -197,7 +200,7 @@ def test_the_c_decode_loop_gives_the_python_loops_tokens():
     so = ort.SessionOptions()
     so.add_session_config_entry("session.model_external_initializers_file_folder_path", str(folder))
     sess = ort.InferenceSession(with_device_argmax(str(folder / "model.onnx")), so, providers=["CPUExecutionProvider"])
-    python = _growing_rounds(sess, str(folder), True, False, 5, 4, 2)
+    python = _growing_rounds(sess, str(folder), True, False, False, 5, 4, 2)
     prompts = list(itertools.islice(bench_prompts(4), 2))  # _growing_rounds'
     ours = host_decode(str(folder), "SeamlessCPUExecutionProvider", {}, {"session.disable_cpu_ep_fallback": "1"},
                        prompts, 5, kv_on_device=False, variant="cpu")

@@ -76,6 +76,8 @@ def test_builder_window_cache_decoder_is_one_segment(family, precision):
     windows = [s for s in attention if s.node.attrs.get("sliding_window_cache")]
     assert windows and not any(s.grows for s in windows)
     assert parts[0].padding is not None and not parts[0].padding.left
+    # a window-sized cache keeps a prompt's last positions: padded ones would replace real ones
+    assert parts[0].prompt is None and "a window-sized KV cache keeps the last positions" in parts[0].prompt_problem
 
 
 def test_shape_computed_on_the_gpu_is_a_seam():
@@ -189,6 +191,11 @@ def test_builder_decoder_growing_work_is_attention_and_the_mask_sum():
     assert growing.get("GroupQueryAttention") == "device-indexed" and growing.get("ReduceSum") == "static"
     assert parts[0].padding_problem == ""  # capture=auto pads the KV and mask to a capacity
     assert "one graph per capacity serves every KV length" in render(parts, declined)
+    # and a first prompt's ids and mask to a bucket; its logits and presents are as long as they are
+    assert parts[0].prompt_problem == "" and parts[0].prompt.inputs == {"attention_mask": 1, "input_ids": 1}
+    assert parts[0].prompt.outputs["logits"] == (1, (("input_ids", 1),))
+    assert parts[0].prompt.outputs["present.1.value"] == (2, (("attention_mask", 1),))
+    assert "a first prompt (every past KV empty) is padded at its end" in render(parts, declined)
 
 
 @pytest.mark.parametrize("precision,projection", [("int4", "MatMulNBits"), ("fp16", "Linear")])
@@ -237,6 +244,34 @@ def test_padding_plan_of_a_gqa_decoder():
     # an unpadded present is as long as the longer of past and mask: ORT gets that shape
     sources = (("past_key", 2), ("past_value", 2), ("attention_mask", 1))
     assert plan.outputs == {"present_key": (2, sources), "present_value": (2, sources)}
+
+
+def test_prompt_padding_plan_of_a_gqa_decoder():
+    from onnxruntime_ep_seamless.exec.cuda_capture import prompt_padding
+    graph = import_model(gqa_decoder())
+    parts, _ = analyse(graph)
+    plan, why = prompt_padding(graph, parts[0].steps, graph.inputs, graph.outputs)
+    assert why == "" and plan.inputs == {"qkv": 1, "attention_mask": 1} and plan.zero == {"past_key": 2, "past_value": 2}
+    assert plan.outputs == {"out": (1, (("qkv", 1),)), "present_key": (2, (("attention_mask", 1),)),
+                            "present_value": (2, (("attention_mask", 1),))}
+
+
+@pytest.mark.parametrize("extra, why", [
+    # attention across positions, a position's elements spread over the padded axis, a sum over padded positions
+    ([helper.make_node("Softmax", ["out"], ["p"], axis=1)], "(Softmax): no rule for a padded input"),
+    ([helper.make_node("Reshape", ["out", "flat"], ["p"])], "(Reshape): a shape that splits a position's elements"),
+    ([helper.make_node("ReduceSum", ["attention_mask", "one"], ["n"]), helper.make_node("Reshape", ["out", "rows"], ["p"]),
+      helper.make_node("ReduceSum", ["p", "one"], ["q"])], "(ReduceSum): a sum over positions the padding fills"),
+])
+def test_prompt_padding_declines_what_would_mix_positions(extra, why):
+    from onnxruntime_ep_seamless.exec.cuda_capture import prompt_padding
+    onnx_model = gqa_decoder(extra=extra)
+    onnx_model.graph.initializer.extend([numpy_helper.from_array(np.array([0, -1, 32], np.int64), "flat"),
+                                         numpy_helper.from_array(np.array([0, 0, 16], np.int64), "rows")])
+    graph = import_model(onnx_model)
+    parts, _ = analyse(graph)
+    plan, problem = prompt_padding(graph, parts[0].steps, graph.inputs, graph.outputs)
+    assert plan is None and why in problem
 
 
 @pytest.mark.parametrize("change, op", [

@@ -573,6 +573,48 @@ def test_auto_capture_builder_decode_with_growing_kv(precision, capture):
     assert launches == [0, 0] + [1] * 54 + [0, 0] + [1] * 6
 
 
+@pytest.mark.parametrize("capture", ["auto", "off"])
+@pytest.mark.parametrize("precision", ["fp16", "int4"])
+def test_first_prompts_of_new_lengths_replay_one_padded_segment(precision, capture):
+    """A first prompt (every past KV empty) runs padded at its end to a power of two from 16: the bucket's first two
+    prompts run eagerly, its third is captured (capture=off: recorded), and every later prompt of any length up to 16
+    is one segment launch without Python. Its outputs are the unpadded eager run's up to rounding: a product over
+    16 rows may take another kernel than over fewer (a GEMV up to 4 rows, a GEMM above; cuBLASLt's algorithm per
+    shape), so the tolerance is a float16 product's rounding (relative 2^-8 of logits of magnitude ~10) and the greedy
+    token of every position where the eager top two differ by more than that must agree; a decode continued from the
+    padded prompt's presents gives the eager decode's tokens."""
+    from models.test_llm_decoders import empty_past, presents_as_past
+    path = material.genai_small_dir(precision, "cuda") / "model.onnx"
+    if not path.exists():
+        pytest.skip(f"{path} not prepared (python tests/material.py)")
+    ours, eager = auto_session(str(path), capture), eager_session(str(path))
+    rng = np.random.default_rng(3)
+    for run, length in enumerate([5, 9, 16, 7, 12, 3, 1]):
+        ids = rng.integers(0, 1000, (1, length)).astype(np.int64)
+        feeds = {"input_ids": ids, "attention_mask": np.ones((1, length), np.int64), **empty_past(ours)}
+        calls, before = CudaKernel.compute_calls, segment_replays()
+        got = ours.run(None, feeds)
+        assert (CudaKernel.compute_calls - calls, segment_replays() - before) == ((0, 1) if run > 2 else
+                                                                                (1, int(run == 2)))
+        want = eager.run(None, feeds)
+        for x, y in zip(got, want):
+            assert x.shape == y.shape
+            np.testing.assert_allclose(x.astype(np.float32), y.astype(np.float32), rtol=2e-2, atol=5e-2)
+        logits = want[0][0].astype(np.float32)
+        top2 = np.sort(logits, axis=-1)[:, -2:]
+        clear = top2[:, 1] - top2[:, 0] > 0.1
+        np.testing.assert_array_equal(np.argmax(got[0][0], -1)[clear], np.argmax(logits, -1)[clear])
+        tokens = {}
+        for name, sess, out in (("ours", ours, got), ("eager", eager, want)):
+            tokens[name] = []
+            for step in range(4):
+                token = np.argmax(out[0][:, -1], axis=-1).reshape(1, 1).astype(np.int64)
+                tokens[name].append(int(token[0, 0]))
+                out = sess.run(None, {"input_ids": token, "attention_mask": np.ones((1, length + step + 1), np.int64),
+                                      **presents_as_past(sess, out)})
+        assert tokens["ours"] == tokens["eager"], f"prompt of {length}"
+
+
 def test_a_captured_decode_step_reads_the_staged_past_before_its_wait(monkeypatch):
     """A graph stages its inputs before the run's first launch, a plain one, so that the decode attention may
     read the past KV before waiting for the kernel before it (AttendParams.early), as in an eager run."""

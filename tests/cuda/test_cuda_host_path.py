@@ -20,8 +20,8 @@ from onnxruntime_ep_seamless.runtime.cuda_args import STAGE_COPY
 
 seamless.register("cuda")
 ffi, REAL = NATIVES["cuda"].ffi, NATIVES["cuda"].lib
-PLAN = ("seamless_replayer_new", "seamless_replayer_free", "seamless_replay_key_size", "seamless_replay_key",
-        "seamless_replay_add", "seamless_replay_remove")  # no driver calls: the real glue's
+PLAN = ("seamless_replayer_new", "seamless_replayer_free", "seamless_replayer_prompts", "seamless_replay_key_size",
+        "seamless_replay_key", "seamless_replay_add", "seamless_replay_remove")  # no driver calls: the real glue's
 ONNX_TYPES = {np.dtype(np.int64): 7, np.dtype(np.float16): 10}
 
 
@@ -161,11 +161,11 @@ def fake_kernel(monkeypatch, options, precision="fp16"):
     return graph, cuda_compute.CudaKernel(ep, graph, list(graph.inputs), list(graph.outputs)), ep.native.lib
 
 
-def feed_decode_step(glue, graph, past, base):
-    """ORT's inputs of a decode step after `past` tokens (2 KV heads of 64), at addresses from `base`, 4 KiB
-    apart; what the last run recorded cleared."""
-    glue.feed = [(base + i * 4096, {"input_ids": (1, 1), "attention_mask": (1, past + 1)}.get(n, (1, 2, past, 64)),
-                  np.dtype(graph.value(n).dtype)) for i, n in enumerate(graph.inputs)]
+def feed_decode_step(glue, graph, past, base, tokens=1):
+    """ORT's inputs of a decode step of `tokens` new tokens (a prompt where past is 0) after `past` tokens (2 KV
+    heads of 64), at addresses from `base`, 4 KiB apart; what the last run recorded cleared."""
+    glue.feed = [(base + i * 4096, {"input_ids": (1, tokens), "attention_mask": (1, past + tokens)}.get(
+                  n, (1, 2, past, 64)), np.dtype(graph.value(n).dtype)) for i, n in enumerate(graph.inputs)]
     glue.outputs, glue.launches, glue.copies = [None] * len(graph.outputs), [], []
 
 
@@ -238,6 +238,71 @@ def test_level_a_captures_a_decode_step_and_replays_it_with_this_runs_addresses_
     assert glue.listed == (capture == "off")
 
 
+@pytest.mark.parametrize("capture", ["auto", "off"])
+def test_first_prompts_of_every_length_up_to_a_bucket_share_one_padded_segment(capture, monkeypatch):
+    # exec/cuda_capture.prompt_padding: a first prompt (every past KV empty) runs padded at its end to a power of two
+    # from 16, so the bucket's third prompt is captured (or recorded) and every later prompt length up to 16 replays
+    # it; a decode step is another binding (the KV cache's padding)
+    graph, kernel, glue = fake_kernel(monkeypatch, {"capture": capture})
+    assert kernel.prompt is not None and set(kernel.prompt.inputs) == {"input_ids", "attention_mask"}
+    ids, logits, present = graph.inputs.index("input_ids"), graph.outputs.index("logits"), \
+        graph.outputs.index("present.0.key")
+    vocab = graph.value("logits").shape[-1]
+    for run, tokens in enumerate([5, 9, 16, 7, 12, 1]):
+        fed = 1 << 36 | run << 20
+        feed_decode_step(glue, graph, 0, fed, tokens)
+        kernel.compute(None)
+        assert glue.outputs[logits] == (1, tokens, vocab) and glue.outputs[present] == (1, 2, tokens, 64)
+        if run < 2:
+            assert "segment" not in glue.launches
+            continue
+        assert glue.launches[-2:] == ["segment", "seamless_stage"] and (run == 2 or len(glue.launches) == 2)
+        inputs, outputs = (np.frombuffer(rows, STAGE_COPY) for rows in glue.copies)
+        fields = lambda entry, names: [int(entry[name]) for name in names]
+        # this run's ids into the segment's buffer of 16 (zeros after them), its logits and present rows back
+        assert fields(inputs[ids], ("src", "rows", "width", "dst_pitch")) == [fed + ids * 4096, 1, 8 * tokens, 8 * 16]
+        assert fields(outputs[logits], ("rows", "width", "src_pitch")) == [1, 2 * vocab * tokens, 2 * vocab * 16]
+        assert fields(outputs[present], ("rows", "width", "src_pitch")) == [2, 128 * tokens, 128 * 16]
+    assert glue.replays == 4 and len(kernel.segments) == 1
+    feed_decode_step(glue, graph, 12, 1 << 36, 1)  # a decode step: not the prompt's segment
+    kernel.compute(None)
+    assert "segment" not in glue.launches and glue.replays == 4
+    feed_decode_step(glue, graph, 0, 1 << 36, 17)  # longer than the bucket: the next one, warmed up anew
+    kernel.compute(None)
+    assert "segment" not in glue.launches and glue.outputs[logits] == (1, 17, vocab)
+
+
+def test_the_replay_key_pads_a_first_prompt_to_its_bucket():
+    """cuda_replay.c: with a prompt's padding registered (seamless_replayer_prompts), a run whose past lengths are all 0
+    and prompt lengths all equal is keyed by the prompt's bucket (a power of two from 16) and flagged; any other run
+    by the KV cache's capacity."""
+    grow_at = np.array([1 * 4 + 1, 2 * 4 + 2], np.int64)  # the mask's total length, the past's length
+    prompt_at, zero_at = np.array([0 * 4 + 1, 1 * 4 + 1], np.int64), np.array([2 * 4 + 2], np.int64)
+    view = ffi.from_buffer
+    replayer = REAL.seamless_replayer_new(3, 4, view("int64_t[]", grow_at), 2, 0, 64)
+    try:
+        assert REAL.seamless_replayer_prompts(replayer, view("int64_t[]", prompt_at), 2, view("int64_t[]", zero_at),
+                                              1, 16) == 0
+
+        def key(tokens, total, past):
+            dims = np.zeros(12, np.int64)
+            dims[0:2], dims[4:6], dims[8:12] = (1, tokens), (1, total), (1, 2, past, 64)
+            ranks, types = np.array([2, 2, 4], np.int32), np.array([7, 7, 10], np.int32)
+            out, prompt = ffi.new("uint8_t[]", REAL.seamless_replay_key_size(replayer)), ffi.new("int32_t*", -1)
+            capacity = REAL.seamless_replay_key(replayer, view("int64_t[]", dims), view("int32_t[]", ranks),
+                                                view("int32_t[]", types), out, prompt)
+            return capacity, prompt[0], np.frombuffer(bytes(ffi.buffer(out))[:96], np.int64).reshape(3, 4)
+
+        capacity, prompt, dims = key(5, 5, 0)
+        assert (capacity, prompt) == (16, 1) and dims[0, 1] == dims[1, 1] == 16 and dims[2, 2] == 0
+        assert key(1, 1, 0)[:2] == (16, 1) and key(17, 17, 0)[:2] == (32, 1)
+        assert key(9, 9, 0)[2].tobytes() == dims.tobytes()  # a prompt of the same bucket: the same key
+        assert key(1, 6, 5)[:2] == (64, 0)  # a decode step: the KV capacity
+        assert key(5, 6, 0)[:2] == (64, 0)  # lengths that differ are no first prompt
+    finally:
+        REAL.seamless_replayer_free(replayer)
+
+
 @pytest.mark.parametrize("options", [{"capture": "off", "native_program": False},
                                      {"capture": "off", "enable_cuda_graph": 1}])
 def test_without_native_programs_or_under_session_capture_every_run_is_eager(options, monkeypatch):
@@ -301,7 +366,7 @@ def test_the_replay_key_takes_growing_lengths_at_their_capacity(left):
             out = ffi.new("uint8_t[]", size)
             view = ffi.from_buffer
             capacity = REAL.seamless_replay_key(replayer, view("int64_t[]", dims), view("int32_t[]", ranks),
-                                                view("int32_t[]", types), out)
+                                                view("int32_t[]", types), out, ffi.NULL)
             raw = bytes(ffi.buffer(out))
             return capacity, np.frombuffer(raw[:96], np.int64).reshape(3, 4), raw[96:]
 

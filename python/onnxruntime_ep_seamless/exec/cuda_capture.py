@@ -5,6 +5,7 @@ capacity (`padding`), so that one captured graph serves every KV length up to th
 """
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -98,9 +99,10 @@ def segments(steps: list[Step]) -> int:
     return sum(1 for s in steps if s.seam) + 1 if any(s.on_gpu for s in steps) else 0
 
 
-def capture_summary(steps: list[Step], name: str, plan: "Padding | None" = None, padding_problem: str = "") -> str:
+def capture_summary(steps: list[Step], name: str, plan: "Padding | None" = None, padding_problem: str = "",
+                    prompt: "Padding | None" = None, prompt_problem: str = "") -> str:
     """One line per partition (segments of GPU work between seams), then each seam. plan and
-    padding_problem: what choose_padding said."""
+    padding_problem: what choose_padding said; prompt and prompt_problem: what prompt_padding said."""
     seams = [s for s in steps if s.seam]
     gpu = sum(s.on_gpu for s in steps)
     lines = [f"{name}: {len(steps)} nodes ({gpu} on the GPU), {segments(steps)} segment(s), {len(seams)} seam(s)"]
@@ -118,6 +120,11 @@ def capture_summary(steps: list[Step], name: str, plan: "Padding | None" = None,
                          f"at their end: {padding_problem})")
         else:
             lines.append(f"{modes}one graph per capacity serves every KV length up to it (growing axes padded)")
+        if prompt is not None:
+            lines.append(f"{modes}a first prompt (every past KV empty) is padded at its end to a power of two from 16: "
+                         "one graph per bucket serves every prompt length up to it")
+        else:
+            lines.append(f"{modes}a graph per first-prompt length, not padded: {prompt_problem}")
     lines += [f"  seam at {s.node.label!r} ({s.node.key}): {s.seam}" for s in seams]
     return "\n".join(lines)
 
@@ -133,6 +140,7 @@ class Padding:
     inputs: dict
     outputs: dict
     left: bool = False
+    zero: dict = None  # a prompt's padding (prompt_padding): each past input's axis, empty in the runs it serves
 
 
 def choose_padding(graph, steps: list[Step], input_names, output_names) -> tuple[Padding | None, str]:
@@ -189,8 +197,7 @@ def padding(graph, steps: list[Step], input_names, output_names) -> tuple[Paddin
     growing = growing_symbols(graph)
     if not growing:
         return None, "no growing (KV) axes"
-    constants = {n.outputs[0]: np.asarray(n.attrs["value"]) for n in graph.nodes
-                 if n.op_type == "Constant" and "value" in n.attrs}
+    constants = _constants(graph)
     # value -> (padded axis, the (input, axis) pairs whose largest length it has unpadded)
     padded: dict[str, tuple[int, tuple]] = {}
     # host value computed from a padded length -> ("shape", axis, sources) for a Shape, ("length",
@@ -209,8 +216,7 @@ def padding(graph, steps: list[Step], input_names, output_names) -> tuple[Paddin
             if s.grows and any(_growing_axes(n, graph, growing) for n in node.outputs if n):
                 return None, f"{node.label!r} ({node.op_type}) makes a growing value from fixed ones"
             continue
-        const = lambda i: (graph.value(node.inputs[i]).const if graph.value(node.inputs[i]).const is not None
-                           else constants.get(node.inputs[i])) if i < len(node.inputs) and node.inputs[i] else None
+        const = lambda i: _const(graph, constants, node.inputs, i)
         why = _pad_rule(node, graph, touched, padded, lengths, const)
         if why:
             return None, f"{node.label!r} ({node.op_type}): {why}"
@@ -274,3 +280,207 @@ def _pad_rule(node: Node, graph, touched, padded, lengths, const) -> str:
                 padded[o] = (2, tuple(dict.fromkeys(sources)))
         return ""
     return "no rule for a padded input"
+
+
+# --- prompt padding: one graph for every first-prompt length up to a bucket --------------------------
+
+# ops that compute each position of a padded axis from the same position of their inputs (broadcasting aside)
+ELEMENTWISE = frozenset({
+    "Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Where", "Sigmoid", "Tanh", "Relu", "Neg", "Exp", "Log",
+    "Sqrt", "Erf", "Abs", "Reciprocal", "Sin", "Cos", "Softplus", "LeakyRelu", "HardSigmoid", "HardSwish", "Elu",
+    "Gelu", "FastGelu", "QuickGelu", "BiasGelu", "Clip", "Identity", "SiLU", "GeluErf", "Mish", "Softsign"})
+NORMS_FROM_AXIS = frozenset({"LayerNormalization", "SimplifiedLayerNormalization", "RMSNormalization",
+                             "SkipSimplifiedLayerNormalization", "SkipLayerNormalization"})
+# products of their first input's rows (NormedProduct: also its skip, input 1) by weights no padding reaches
+ROW_PRODUCTS = frozenset({"MatMul", "MatMulNBits", "MatMulBias", "MatMulSwiGLU", "MatMulNBitsSwiGLU", "Linear",
+                          "LinearArgMax", "NormedProduct"})
+
+
+def prompt_padding(graph, steps: list[Step], input_names, output_names) -> tuple[Padding | None, str]:
+    """Whether a decoder's first prompt (every past KV empty) may run with its length padded at the end to a
+    bucket: the query length and the mask's (total) length, which a first prompt has equal. Exact in real
+    arithmetic where every op that touches a padded value computes each position from the same position of its
+    inputs (elementwise, norms and products over other axes, the embedding's Gather, RotaryEmbedding) and
+    GroupQueryAttention sees a right-padded first prompt: causal, its lengths from seqlens_k (the sum of the mask,
+    whose padding is zeros); the padded rows' results are dropped. Bit for bit only where a kernel's sums do not
+    depend on the number of rows (a GEMM's algorithm, chosen per shape, may sum in another order). The plan's
+    `zero`: the past inputs' axes, which must be 0 for a run to be padded so; else None and the first reason."""
+    growing = growing_symbols(graph)
+    attention = [s.node for s in steps if s.node.op_type == "GroupQueryAttention" and s.node.domain == "com.microsoft"]
+    if not growing or not attention:
+        return None, "not a decoder with GroupQueryAttention and a growing KV cache"
+    zero, past_symbols = {}, set()
+    for name in input_names:
+        shape = graph.value(name).shape
+        if KV_NAME.search(name) and shape is not None and len(shape) == 4 and shape[2] in growing:
+            zero[name] = 2
+            past_symbols.add(shape[2])
+    queries = {graph.value(n.inputs[0]).shape[1] if graph.value(n.inputs[0]).shape else None for n in attention}
+    if not zero or None in queries or not all(isinstance(q, str) and SYMBOL.fullmatch(q) for q in queries):
+        return None, "no past KV input, or a query length that is not a symbol of its own"
+    symbols = queries | (growing - past_symbols)  # the new tokens' and the total length's
+    padded: dict[str, tuple[int, tuple]] = {}
+    for name in input_names:
+        if name in zero:
+            continue
+        dims = graph.value(name).shape or ()
+        axes = [i for i, d in enumerate(dims) if isinstance(d, str) and not symbols.isdisjoint(SYMBOL.findall(d))]
+        if len(axes) > 1 or (axes and dims[axes[0]] not in symbols):
+            return None, f"input {name!r} has a prompt length on more than one axis or in an expression"
+        if axes:
+            padded[name] = (axes[0], ((name, axes[0]),))
+    zeroed = set(padded)  # values whose padding is zeros: the staged inputs, and their casts
+    factors: dict[str, int] = {}  # _row_rule's
+    lengths: dict[str, tuple | None] = {}
+    constants = _constants(graph)
+    for s in steps:
+        node = s.node
+        touched = [i for i, n in enumerate(node.inputs) if n in padded or n in lengths]
+        if not touched:
+            if any(isinstance(d, str) and not symbols.isdisjoint(SYMBOL.findall(d))
+                   for n in node.outputs if n for d in graph.value(n).shape or ()):
+                return None, f"{node.label!r} ({node.op_type}) makes a prompt-long value from fixed ones"
+            continue
+        const = lambda i: _const(graph, constants, node.inputs, i)
+        why = _row_rule(node, graph, touched, padded, lengths, zeroed, zero, const, factors)
+        if why:
+            return None, f"{node.label!r} ({node.op_type}): {why}"
+    outputs = {}
+    for name in output_names:
+        if name in lengths:
+            return None, f"output {name!r} is computed from a padded length"
+        if name in padded and factors.get(name, 1) == 1:
+            outputs[name] = padded[name]
+        elif name in padded or any(isinstance(d, str) and not symbols.isdisjoint(SYMBOL.findall(d)) for d in graph.value(name).shape or ()):
+            return None, f"output {name!r} has a prompt length but is not a padded value"
+    return Padding({n: padded[n][0] for n in input_names if n in padded}, outputs, zero=zero), ""
+
+
+def _aligned(graph, name, axis, rank) -> int:
+    """Axis `axis` of value `name` as an axis of a broadcast result of rank `rank`."""
+    return axis + rank - len(graph.value(name).shape)
+
+
+def _row_rule(node: Node, graph, touched, padded, lengths, zeroed, zero, const, factors) -> str:
+    """prompt_padding's rule for one node that reads padded values or lengths; "" when it keeps every position
+    apart (its outputs marked padded), else why not. factors: a value's indices a position on its padded axis
+    where a Reshape merged the axis with the ones after it (1 where not given)."""
+    ins, outs, op = node.inputs, node.outputs, node.op_type
+    if any(factors.get(ins[i], 1) != 1 for i in touched) and op in ("Shape", "GroupQueryAttention", "RotaryEmbedding"):
+        return "reads a value whose padded axis a Reshape merged with others"
+    if op == "Shape" or (op == "Gather" and touched == [0] and ins[0] in lengths) or \
+            (op in LENGTH_OPS and touched == [0] and ins[0] in lengths):
+        return _pad_rule(node, graph, touched, padded, lengths, const)
+    if op in ("ReduceSum", "ReduceSumSubCast") and touched == [0] and ins[0] in padded:
+        if ins[0] not in zeroed:  # a computed value's padded positions hold whatever the padded tokens gave
+            return "a sum over positions the padding fills with other values than zeros"
+        return _pad_rule(node, graph, touched, padded, lengths, const)
+    if op == "GroupQueryAttention" and node.domain == "com.microsoft":
+        return _first_prompt_rule(node, graph, touched, padded, lengths, zero)
+    if any(ins[i] in lengths for i in touched):
+        return "reads a padded length"
+    rank = lambda n: len(graph.value(n).shape or ())
+    axes = {_aligned(graph, ins[i], padded[ins[i]][0], rank(outs[0])) for i in touched}
+    sources = tuple(dict.fromkeys(src for i in touched for src in padded[ins[i]][1]))
+    if op == "Cast" and touched == [0]:
+        axis = padded[ins[0]][0]
+        if ins[0] in zeroed:
+            zeroed.add(outs[0])
+    elif op in ("Gather", "GatherBlockQuantized") and touched == [1]:  # an embedding: rows picked by padded ids
+        axis = node.attrs.get("gather_axis" if op == "GatherBlockQuantized" else "axis", 0) % rank(ins[0]) + \
+            padded[ins[1]][0]
+    elif op in ELEMENTWISE:
+        if len(axes) != 1:
+            return "padded inputs on different axes"
+        axis = axes.pop()
+        for i, n in enumerate(ins):
+            if n and i not in touched:
+                dims = graph.value(n).shape
+                if dims is None:
+                    return f"input {i} of unknown shape"
+                k = axis - (rank(outs[0]) - len(dims))
+                if 0 <= k < len(dims) and dims[k] != 1:
+                    return f"input {i} ({n!r}) is not broadcast along the padded axis"
+    elif op in NORMS_FROM_AXIS or op in ROW_PRODUCTS:
+        allowed = (0, 1) if op.startswith("Skip") or op == "NormedProduct" else (0,)
+        start = node.attrs.get("axis", -1) % rank(ins[0]) if op in NORMS_FROM_AXIS else rank(ins[0]) - 1
+        axis = padded[ins[0]][0] if ins[0] in padded else -1
+        if not set(touched) <= set(allowed) or 0 not in touched or \
+                any(padded[ins[i]][0] != axis for i in touched) or axis >= start:
+            return "padded on the axis it normalises or sums over, or a padded weight"
+        if op in ROW_PRODUCTS and any(rank(o) < axis + 1 for o in outs if o):
+            return "an output without the padded axis"
+    elif op == "Split" and touched == [0]:
+        axis = padded[ins[0]][0]
+        if node.attrs.get("axis", 0) % rank(ins[0]) == axis:
+            return "splits the padded axis"
+    elif op == "Transpose" and touched == [0]:
+        perm = list(node.attrs.get("perm", range(rank(ins[0]))[::-1]))
+        axis = perm.index(padded[ins[0]][0])
+    elif op == "Reshape" and touched == [0]:
+        # the dims before the padded axis copied (0), the padded one copied or -1, fixed dims after it: each
+        # position's block of elements (its factor's indices on the axis times the dims after) stays whole
+        axis, shape, dims = padded[ins[0]][0], const(1), graph.value(ins[0]).shape
+        inner = dims[axis + 1:] if dims is not None else (None,)
+        if shape is None or node.attrs.get("allowzero", 0) or len(shape) <= axis or \
+                any(int(d) != 0 for d in shape[:axis]) or int(shape[axis]) not in (0, -1) or \
+                any(int(d) <= 0 for d in shape[axis + 1:]) or not all(isinstance(d, int) for d in inner):
+            return "a shape that does not keep each position's elements together"
+        block = factors.get(ins[0], 1) * math.prod(inner)
+        after = math.prod(int(d) for d in shape[axis + 1:])
+        if block % after:
+            return "a shape that splits a position's elements over the padded axis"
+        factors[outs[0]] = block // after
+    elif op == "RotaryEmbedding" and touched in ([0], [0, 1]):
+        axis = padded[ins[0]][0]
+        if axis != {3: 1, 4: 2}.get(rank(ins[0])):  # (batch, sequence, hidden) or (batch, heads, sequence, head)
+            return "padded on another axis than the sequence"
+        if 1 in touched and padded[ins[1]][0] != 1:
+            return "position_ids padded on another axis than the sequence"
+    else:
+        return "no rule for a padded input"
+    for o in outs:
+        if o:
+            padded[o] = (axis, sources)
+            if op != "Reshape" and factors.get(ins[touched[0]], 1) != 1:
+                factors[o] = factors[ins[touched[0]]]
+    return ""
+
+
+def _constants(graph) -> dict:
+    """The values Constant nodes make (an initializer's are in its Value)."""
+    return {n.outputs[0]: np.asarray(n.attrs["value"]) for n in graph.nodes if n.op_type == "Constant" and "value" in n.attrs}
+
+
+def _const(graph, constants, ins, i):
+    """Input i's constant value, or None."""
+    if i >= len(ins) or not ins[i]:
+        return None
+    v = graph.value(ins[i]).const
+    return v if v is not None else constants.get(ins[i])
+
+
+def _first_prompt_rule(node: Node, graph, touched, padded, lengths, zero) -> str:
+    """GroupQueryAttention over a right-padded first prompt: query (and key, value, position_ids) padded on the
+    sequence axis, the past KV empty (`zero`), total_sequence_length the padded mask's length; the output is
+    padded on its sequence axis, the present KV on axis 2, unpadded as long as the mask."""
+    ins, outs = node.inputs, node.outputs
+    if _window_cache(node):
+        return "a window-sized KV cache keeps the last positions, padded ones included"
+    if any(ins[i] not in zero for i in (3, 4) if i < len(ins) and ins[i]):
+        return "its past KV is not an input that a first prompt has empty"
+    sources = ()
+    for i in touched:
+        if i in (0, 1, 2, 9) and ins[i] in padded and padded[ins[i]][0] == 1:
+            sources += padded[ins[i]][1]
+        elif i == 6 and (lengths.get(ins[i]) or ("",))[0] == "length":
+            continue
+        else:
+            return f"input {i} ({ins[i]!r}) is padded on another axis or a length of unknown origin"
+    if 0 not in touched or 6 not in touched:
+        return "the query is not padded, or total_sequence_length is not a padded length"
+    padded[outs[0]] = (1, tuple(dict.fromkeys(sources)))
+    for o in outs[1:3]:
+        if o:
+            padded[o] = (2, lengths[ins[6]][1])
+    return ""

@@ -23,7 +23,7 @@ import numpy as np
 from ..graph.ir import ONNX_TO_NUMPY
 from ..runtime.cuda import CudaRuntime, DeviceTensor, contiguous_strides
 from ..runtime.cuda_args import STAGE_COPY
-from .cuda_capture import capture_summary, choose_padding, place
+from .cuda_capture import capture_summary, choose_padding, place, prompt_padding
 from .compute import MAX_RANK, Buffers
 from ..runtime.native import LOG_WARNING, NATIVES
 
@@ -31,6 +31,7 @@ from ..runtime.native import LOG_WARNING, NATIVES
 WARMUP_RUNS = 2     # capture=auto: eager runs of a binding before it is captured
 MAX_SEGMENTS = 8    # captured bindings per compiled node; the least recently used is dropped
 MIN_CAPACITY = 64   # padded KV capacities are powers of two from here: a generation recaptures a few times
+MIN_PROMPT = 16     # a first prompt's buckets: powers of two from here
 STAGE_LIMIT = 1 << 22  # outputs from 4 MiB on are copied by cuMemcpyAsync, not the staging kernel
 
 
@@ -43,6 +44,7 @@ class Segment:
     graph: object          # the C handle (cuda_capture.c)
     stream: object         # replayed only on the stream it was captured on (its buffers are reused)
     capacity: int          # the padded length of growing axes; 0: nothing padded
+    padding: object        # the cuda_capture.Padding `capacity` is of (a decode step's or a first prompt's), or None
     inputs: list           # DeviceTensors the graph reads, one per staged input
     table: DeviceTensor    # [staged inputs + outputs] StageCopy entries (native/cuda/args.h) on the GPU
     host_table: np.ndarray  # its host copy
@@ -87,9 +89,11 @@ class CudaKernel:
         self.constants = {name: self.rt.upload(v.const) for name, v in graph.values.items()
                           if v.const is not None and name not in input_names and name in read}
         self.padding, why_not = choose_padding(graph, placed, input_names, output_names)
+        self.prompt, why_not_prompt = prompt_padding(graph, placed, input_names, output_names)
         self.log_capture = ep.options.get("log_capture")
         if self.log_capture:
-            ep.log(LOG_WARNING, capture_summary(placed, f"{ep.name} fused node {self.name!r}", self.padding, why_not))
+            ep.log(LOG_WARNING, capture_summary(placed, f"{ep.name} fused node {self.name!r}", self.padding, why_not,
+                                                self.prompt, why_not_prompt))
         position = {name: j for j, name in enumerate(output_names)}
         self.steps = [(s.node, s.kdef.build(s.node, graph, s.readers, functools.partial(
                            self._output_buffer, [position.get(n) for n in s.node.outputs])),
@@ -116,6 +120,13 @@ class CudaKernel:
                                                       MIN_CAPACITY)
             if self.replayer == ffi.NULL:
                 raise MemoryError("out of host memory for the capture's replayer")
+            if self.prompt is not None:
+                at = lambda axes: np.array([input_names.index(n) * MAX_RANK + a for n, a in axes.items()], np.int64)
+                prompt_at, zero_at = at(self.prompt.inputs), at(self.prompt.zero)
+                if lib.seamless_replayer_prompts(self.replayer, ffi.from_buffer("int64_t[]", prompt_at), len(prompt_at),
+                                                 ffi.from_buffer("int64_t[]", zero_at), len(zero_at), MIN_PROMPT):
+                    lib.seamless_replayer_free(self.replayer)
+                    raise MemoryError("out of host memory for the capture's replayer")
             self.native_runner = self.replayer
             self.grow_at = grow_at
         self.segments: dict = {}
@@ -156,7 +167,7 @@ class CudaKernel:
             self.capture = False  # uploaded per run (_inputs): no segment replays host memory as device memory
         inputs = None
         if self.capture and not lib.seamless_capturing():
-            key, capacity = self._binding(b)
+            key, capacity, padding = self._binding(b)
             with self._lock:  # held while launching: another thread may not drop the segment or rewrite its table
                 segment = self.segments.get(key)
                 if len(self.seen) > 4096:  # shapes that keep changing (an unpadded growing KV) are never captured
@@ -171,10 +182,10 @@ class CudaKernel:
             if due:
                 try:
                     inputs = self._inputs(b)
-                    if capacity and self.padding.left and key not in self.checked:
+                    if capacity and padding.left and key not in self.checked:
                         return self._check_left_padding(key, capacity, inputs, ctx, b, stream)
                     try:
-                        return self._capture(key, capacity, inputs, ctx, b, stream)
+                        return self._capture(key, capacity, padding, inputs, ctx, b, stream)
                     except Exception as e:  # not capturable after all (or a bad input): this binding runs eagerly
                         with self._lock:
                             self.failed.add(key)
@@ -227,11 +238,13 @@ class CudaKernel:
                     inputs[name] = DeviceTensor(int(b.np_in_data[i]), shape, dtype, settled=True)
         return inputs
 
-    def _binding(self, b) -> tuple[bytes, int]:
+    def _binding(self, b) -> tuple[bytes, int, object]:
         """This run's segment key, as the C glue computes it (seamless_replay_key: the input shapes and
-        types, growing lengths replaced by their padded lengths), and the capacity (0: not padded)."""
-        capacity = self.native.lib.seamless_replay_key(self.replayer, b.in_dims, b.in_ranks, b.in_types, b.key)
-        return bytes(self.native.ffi.buffer(b.key)), int(capacity)
+        types, growing lengths replaced by their padded lengths), the capacity (0: not padded) and the
+        Padding it is of (a first prompt's, self.prompt, or a decode step's, self.padding)."""
+        prompt = self.native.ffi.new("int32_t*")
+        capacity = self.native.lib.seamless_replay_key(self.replayer, b.in_dims, b.in_ranks, b.in_types, b.key, prompt)
+        return bytes(self.native.ffi.buffer(b.key)), int(capacity), self.prompt if prompt[0] else self.padding
 
     def _run(self, values: dict, stream, scratch: list) -> list[DeviceTensor]:
         """Every step on `values` (constants and inputs); the outputs, on the GPU. What kernels
@@ -290,11 +303,12 @@ class CudaKernel:
             self.rt.stage(staged, 0, len(small), stream, largest=int(table["width"].max()))
             self.rt.free(staged)  # stream-ordered
 
-    def _capture(self, key, capacity: int, inputs: dict, ctx, b, stream) -> None:
-        """Capture this Compute for the binding `key` (the inputs' staging and the partition), then launch it."""
+    def _capture(self, key, capacity: int, padding, inputs: dict, ctx, b, stream) -> None:
+        """Capture this Compute for the binding `key` (the inputs' staging and the partition; growing axes padded
+        to `capacity` by `padding`), then launch it."""
         ffi, lib, rt = self.native.ffi, self.native.lib, self.rt
         names = list(inputs)
-        stable = {name: rt.alloc(self._padded_shape(name, t, capacity, b), t.dtype)  # the graph's own copies
+        stable = {name: rt.alloc(self._padded_shape(name, t, capacity, b, padding), t.dtype)  # the graph's own copies
                   for name, t in inputs.items()}
         for t in stable.values():  # staged before the run's first launch, a plain one: kernels may read them early
             t.settled = True
@@ -312,7 +326,7 @@ class CudaKernel:
                 self._warn(f"{self.ep_name} fused node {self.name!r}: inputs of shapes "
                            f"{[t.shape for t in inputs.values()]} recorded as a launch program of "
                            f"{lib.seamless_segment_steps(graph)} steps")
-            segment = self._segment(graph, stream, capacity, names, stable, results, table)
+            segment = self._segment(graph, stream, capacity, padding, names, stable, results, table)
             self._plan(segment, key, results)
         except BaseException:
             if lib.seamless_capturing():
@@ -331,12 +345,12 @@ class CudaKernel:
         if _UNRELEASED:  # collected while capturing: the binding's later runs may never enter Python again
             _release_collected()
 
-    def _padded_shape(self, name, t: DeviceTensor, capacity: int, b) -> list:
-        """The shape of input `name` padded for a run (b: its buffers) with this capacity."""
+    def _padded_shape(self, name, t: DeviceTensor, capacity: int, b, padding) -> list:
+        """The shape of input `name` padded by `padding` for a run (b: its buffers) with this capacity."""
         shape = list(t.shape)
-        axis = self.padding.inputs.get(name) if capacity else None
+        axis = padding.inputs.get(name) if capacity else None
         if axis is not None:
-            shape[axis] = shape[axis] + self._lead(capacity, b.np_in_dims) if self.padding.left else capacity
+            shape[axis] = shape[axis] + self._lead(capacity, b.np_in_dims) if padding.left else capacity
         return shape
 
     def _lead(self, capacity: int, dims) -> int:
@@ -377,7 +391,7 @@ class CudaKernel:
             if axis is None:
                 values[name] = t
                 continue
-            y = rt.alloc(self._padded_shape(name, t, capacity, b), t.dtype)
+            y = rt.alloc(self._padded_shape(name, t, capacity, b, self.padding), t.dtype)
             scratch.append(y)
             rt.zero(y, stream)
             if t.nbytes:
@@ -395,12 +409,12 @@ class CudaKernel:
                 return f"output {name!r} of the padded run differs from the unpadded run's"
         return ""
 
-    def _segment(self, graph, stream, capacity, names, stable, results, table) -> Segment:
+    def _segment(self, graph, stream, capacity, padding, names, stable, results, table) -> Segment:
         """The staging plan of a captured run: what each launch rewrites in the table."""
         no_length = len(self.input_names) * MAX_RANK  # past a run's dims: a length of 1 (cuda_replay.c dim_at)
-        padded_in = self.padding.inputs if capacity else {}
-        padded_out = self.padding.outputs if capacity else {}
-        left = bool(capacity) and self.padding.left
+        padded_in = padding.inputs if capacity else {}
+        padded_out = padding.outputs if capacity else {}
+        left = bool(capacity) and padding.left
         host = np.zeros(len(names) + len(results), STAGE_COPY)
         in_length, in_unit, in_lead = [], [], []
         for k, name in enumerate(names):
@@ -438,7 +452,7 @@ class CudaKernel:
         array = lambda v, t=np.int64: np.array(v, t)
         k = max(len(i) for i in out_length)
         out_length = [i + i[:1] * (k - len(i)) for i in out_length]  # repeated: the largest is the same
-        return Segment(graph, stream, capacity, [stable[n] for n in names], table, host,
+        return Segment(graph, stream, capacity, padding if capacity else None, [stable[n] for n in names], table, host,
                        array([self.input_names.index(n) for n in names]), array(in_length), array(in_unit),
                        array(out_length).reshape(len(results), k), array(out_unit),
                        array([len(t.shape) for t in results], np.int32), out_dims, array(out_axis), array(out_padded),

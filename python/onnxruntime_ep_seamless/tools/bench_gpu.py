@@ -89,11 +89,13 @@ def greedy_token(logits: np.ndarray) -> int:
     return int(np.argmax(bits ^ ((bits >> 15) & np.int16(0x7FFF))))
 
 
-def bench_prompts(length: int):
-    """The prompts the loops decode, round after round (every peer and loop the same token ids)."""
+def bench_prompts(length: int, new_lengths: bool = False):
+    """The prompts the loops decode, round after round (every peer and loop the same token ids); with new_lengths
+    each one token shorter than the last (down to 1), so that no round's prompt length was seen before."""
     rng = np.random.default_rng(0)
     while True:
         yield rng.integers(0, 1000, (1, length)).astype(np.int64)
+        length = max(1, length - new_lengths)
 
 
 def _kv_layout(sess, model_dir: str):
@@ -104,8 +106,10 @@ def _kv_layout(sess, model_dir: str):
 
 
 def run_one(model_dir: str, ep: str, steps: int, prompt: int, rounds: int, mode: str = "growing",
-            capture: str = "auto", profile: bool = False, token: str = "host") -> dict:
+            capture: str = "auto", profile: bool = False, token: str = "host", new_lengths: bool = False) -> dict:
     import onnxruntime as ort
+    if new_lengths and mode not in ("growing", "growing-device"):
+        raise SystemExit("--new-prompt-lengths: the growing and growing-device loops only")
     if mode == "growing-c":
         if token != "device" or profile:
             raise SystemExit("--mode growing-c reads each token from the model's next_token and runs no profile: "
@@ -118,7 +122,7 @@ def run_one(model_dir: str, ep: str, steps: int, prompt: int, rounds: int, mode:
             facts["capture"] = "enable_cuda_graph=1" if mode == "graph" else capture
         device_token = token == "device"
         loop_of = lambda s: functools.partial(_graph_rounds, s, model_dir, ep, device_token) if mode == "graph" \
-            else functools.partial(_growing_rounds, s, model_dir, device_token, mode == "growing-device")
+            else functools.partial(_growing_rounds, s, model_dir, device_token, mode == "growing-device", new_lengths)
         r = loop_of(sess)(steps, prompt, rounds)
     facts["token"] = token
     facts["tokens"] = r["tokens"]  # the last round's
@@ -127,6 +131,7 @@ def run_one(model_dir: str, ep: str, steps: int, prompt: int, rounds: int, mode:
     facts["run_ms_per_token"] = statistics.median(r["run"]) * 1e3
     facts["prompt_ms"] = statistics.median(r["prompt"]) * 1e3
     facts["prompt_ms_by_round"] = [x * 1e3 for x in r["prompt"]]  # a binding's first runs differ from later ones
+    facts["prompt_lengths"] = r.get("prompt_lengths", [prompt] * len(r["prompt"]))
     if r.get("replay_gpu"):  # ours in graph mode: a replay's GPU time (the run call's GPU share)
         facts["gpu_ms_per_token"] = statistics.median(r["replay_gpu"]) * 1e3
     # profiled in a session of its own: a graph mode loop binds new buffers, which a graph captured before cannot
@@ -218,7 +223,7 @@ def kernel_shapes(events: list, steps: int, top: int = 25) -> list:
              "per_step": round(n / steps, 2), "us_per_launch": round(us / n, 2)} for us, n, (name, grid, block) in rows]
 
 
-def _growing_rounds(sess, model_dir, device_token, on_device, steps, prompt, rounds):
+def _growing_rounds(sess, model_dir, device_token, on_device, new_lengths, steps, prompt, rounds):
     past, dtype, heads, head_size = _kv_layout(sess, model_dir)
     # the first fetched output gives the token: the logits (host argmax) or next_token (not the logits then)
     outs = [o.name for o in sess.get_outputs() if o.name.startswith("present")]
@@ -227,12 +232,13 @@ def _growing_rounds(sess, model_dir, device_token, on_device, steps, prompt, rou
     run_times = []
     run, host = (functools.partial(_run_on_device, sess, outs, run_times), lambda out: out.numpy()) if on_device \
         else (functools.partial(_timed, run_times, sess.run, outs), lambda out: out)
-    prompts = bench_prompts(prompt)
-    r = {"step": [], "run": [], "prompt": []}  # seconds: a round's median step, run call; its prompt's step
-    for _ in range(rounds):
+    prompts = bench_prompts(prompt, new_lengths)
+    r = {"step": [], "run": [], "prompt": [], "prompt_lengths": []}  # seconds: a round's median step, run call; its
+    for _ in range(rounds):  # prompt's step
         kv = {i.name: np.zeros((1, heads, 0, head_size), dtype) for i in past}
         ids = next(prompts)
-        total, times, tokens = prompt, [], []
+        total, times, tokens = ids.shape[1], [], []
+        r["prompt_lengths"].append(total)
         run_times.clear()
         for step in range(steps + 1):
             feeds = {"input_ids": ids, "attention_mask": np.ones((1, total), np.int64), **kv}
@@ -472,7 +478,7 @@ CONFIGS = [
 
 def compare(model_dir: str, steps: int, prompt: int, rounds: int, peer_pythonpath: str | None,
             json_path: str | None, torch_checkpoint: str | None = None, chart_path: str | None = None,
-            processes: int = 1, modes: list | None = None, token: str = "host") -> dict:
+            processes: int = 1, modes: list | None = None, token: str = "host", new_lengths: bool = False) -> dict:
     """Every configuration in CONFIGS (and PyTorch eager given the checkpoint the model was built
     from), or those of the loops in `modes`, each in its own process, `processes` times in turn (the
     host's speed varies between processes): a configuration's ms/token is the median of its
@@ -490,7 +496,8 @@ def compare(model_dir: str, steps: int, prompt: int, rounds: int, peer_pythonpat
         cmd = [sys.executable, "-m", "onnxruntime_ep_seamless", "bench", "decode-gpu", model_dir, "--ep", ep,
                "--steps", str(steps), "--prefill", str(prompt), "--decode-rounds", str(rounds), "--mode", loop,
                "--token", token, "--json", "-"] + (["--capture", capture] if capture else []) + \
-            (["--torch-checkpoint", torch_checkpoint] if ep == "torch" else [])
+            (["--torch-checkpoint", torch_checkpoint] if ep == "torch" else []) + \
+            (["--new-prompt-lengths"] if new_lengths and ep != "torch" else [])
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
         if proc.returncode:
             raise SystemExit(f"{label} failed:\n{proc.stderr[-3000:]}")
@@ -524,7 +531,7 @@ def compare(model_dir: str, steps: int, prompt: int, rounds: int, peer_pythonpat
                                                              / runs[ours_b]["run_ms_per_token"])
     ort = next(runs[label] for label in (ort_eager, ort_graph, ort_eager_gpu) if label in runs)
     summary = {"model": model_dir, "steps": steps, "prompt": prompt, "rounds": rounds, "processes": processes,
-               "token": token, "onnxruntime_gpu": ort["onnxruntime"], "speedups": ratios, "runs": runs}
+               "token": token, "new_prompt_lengths": new_lengths, "onnxruntime_gpu": ort["onnxruntime"], "speedups": ratios, "runs": runs}
     name = os.path.basename(model_dir.rstrip("/"))
     print(f"decode on GPU, {name}: {steps} steps after a {prompt}-token prompt, the next token chosen on the {token}, "
           f"median of {rounds} rounds" + (f" and of {processes} processes each" if processes > 1 else ""))

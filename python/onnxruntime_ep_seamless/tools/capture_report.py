@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..exec.cuda_capture import Padding, Step, capture_summary, choose_padding, place, segments
+from ..exec.cuda_capture import Padding, Step, capture_summary, choose_padding, place, prompt_padding, segments
 from ..graph.ir import Graph
 from ..partition import partition
 
@@ -23,6 +23,8 @@ class PartitionSteps:
     steps: list[Step]
     padding: Padding | None  # how capture=auto pads the growing axes (None: it does not)
     padding_problem: str  # why they cannot be padded at their end ("" when they can)
+    prompt: Padding | None  # how a first prompt's length is padded to a bucket (None: it is not)
+    prompt_problem: str  # why not ("" when it is)
 
     @property
     def segments(self) -> int:
@@ -44,12 +46,13 @@ def analyse(graph: Graph) -> tuple[list[PartitionSteps], dict]:
         sub = Graph(nodes, graph.values, inputs, outputs)
         steps = place(sub, inputs, outputs)
         parts.append(PartitionSteps(f"partition {number} ({len(nodes)} nodes)", steps,
-                                    *choose_padding(sub, steps, inputs, outputs)))
+                                    *choose_padding(sub, steps, inputs, outputs),
+                                    *prompt_padding(sub, steps, inputs, outputs)))
     return parts, result.declined
 
 
 def render(parts: list[PartitionSteps], declined: dict) -> str:
-    lines = [capture_summary(p.steps, p.name, p.padding, p.padding_problem) for p in parts]
+    lines = [capture_summary(p.steps, p.name, p.padding, p.padding_problem, p.prompt, p.prompt_problem) for p in parts]
     total = sum(p.segments for p in parts)
     lines.append(f"total: {len(parts)} partition(s), {total} segment(s) per run")
     for (name, op), reason in sorted(declined.items()):

@@ -254,7 +254,7 @@ def cmd_bench_gpu(args) -> int:
             from .plotting import pyplot
             pyplot("bench decode-gpu --chart")
         compare(args.model_dir, args.steps, args.prefill, args.decode_rounds, args.peer_pythonpath, args.json,
-                args.torch_checkpoint, args.chart, args.processes, args.mode, args.token)
+                args.torch_checkpoint, args.chart, args.processes, args.mode, args.token, args.new_prompt_lengths)
         return 0
     if args.ep == "torch":
         if not args.torch_checkpoint:
@@ -268,7 +268,7 @@ def cmd_bench_gpu(args) -> int:
             return 2
         result = run_one(args.model_dir, args.ep, args.steps, args.prefill, args.decode_rounds,
                          args.mode[0] if args.mode else "growing",
-                         args.capture, args.profile, args.token)
+                         args.capture, args.profile, args.token, args.new_prompt_lengths)
     print(json.dumps(result) if args.json == "-" else result)
     if args.json and args.json != "-":
         with open(args.json, "w") as f:
@@ -418,6 +418,10 @@ def _add_decode_options(sub) -> None:
     p.add_argument("--processes", type=int, default=1,
                    help="decode-gpu --ep both: run every configuration's process this many times, in turn; "
                         "ms/token is the median (the host's speed varies between processes)")
+    p.add_argument("--new-prompt-lengths", action="store_true",
+                   help="decode-gpu, the growing and growing-device loops: each round's prompt one token shorter "
+                        "than the last (from --prefill), so prompt_ms is the time to the first token of a prompt "
+                        "length the session has not seen; prompt_ms_by_round has each round's")
     p.add_argument("--chart", metavar="PNG", help="decode-gpu --ep both: a bar chart of tokens/s (needs matplotlib)")
     p.add_argument("--torch-checkpoint", metavar="DIR",
                    help="decode-gpu: the Hugging Face checkpoint the model was built from; adds PyTorch eager as a peer")
