@@ -148,6 +148,27 @@ def test_compare_runs_one_loop_given_a_mode(monkeypatch):
     assert summary["speedups"] == {"level B / ORT graph (same loop)": 1.5}
 
 
+def test_compare_with_new_prompt_lengths_runs_the_loops_that_take_them(monkeypatch):
+    """--new-prompt-lengths: only the growing and growing-device loops feed each round's prompt a new length; compare
+    runs those configurations and hands them the flag (the graph and C loops would refuse it)."""
+    import json
+    import subprocess
+    from onnxruntime_ep_seamless.tools import bench_gpu
+    cmds = []
+
+    def fake_run(cmd, **kwargs):
+        cmds.append(cmd)
+        return subprocess.CompletedProcess(cmd, 0, json.dumps({"ms_per_token": 1.0, "tokens_per_s": 1e3,
+                                                                "onnxruntime": "x"}) + "\n", "")
+
+    monkeypatch.setattr(bench_gpu.subprocess, "run", fake_run)
+    summary = bench_gpu.compare("m", 8, 4, 1, None, None, token="device", new_lengths=True)
+    assert {c[c.index("--mode") + 1] for c in cmds} == {"growing", "growing-device"}
+    assert all("--new-prompt-lengths" in c for c in cmds) and summary["new_prompt_lengths"]
+    with pytest.raises(SystemExit, match="growing and growing-device loops only"):
+        bench_gpu.run_one("m", "seamless", 8, 4, 1, mode="graph", new_lengths=True)
+
+
 def test_kernel_shapes_groups_a_traces_kernels_by_launch_grid():
     """--profile's `shapes`: one row per kernel and grid (a decode step's lm_head apart from its
     layers' products), times per step and per launch; memcpys and host events are not kernels."""

@@ -486,7 +486,8 @@ def compare(model_dir: str, steps: int, prompt: int, rounds: int, peer_pythonpat
     choose the next token (PyTorch's loop takes the argmax on the device either way)."""
     samples: dict[str, list] = {}
     configs = CONFIGS + ([("PyTorch eager", "torch", "growing", None)] if torch_checkpoint else [])
-    configs = [c for c in configs if (not modes or c[2] in modes) and (c[2] != "growing-c" or token == "device")]
+    configs = [c for c in configs if (not modes or c[2] in modes) and (c[2] != "growing-c" or token == "device")
+               and (not new_lengths or c[2] in ("growing", "growing-device"))]  # run_one's loops with new lengths
     if not configs:
         raise SystemExit("--mode growing-c reads each token from the model's next_token: give --token device")
     for label, ep, loop, capture in configs * processes:
