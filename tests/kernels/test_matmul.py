@@ -157,3 +157,14 @@ def test_einsum_types(dtype):
 def test_det():
     parity("Det", rand((4, 4)), opset=11, rtol=1e-4, atol=1e-5)
     parity("Det", rand((2, 3, 3, 3)), opset=11, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64, np.int8, np.int64])
+@pytest.mark.parametrize("shape", [(70, 33), (1, 5), (33, 1), (0, 4), (64, 96)])
+def test_native_transpose_2d_is_the_transposed_copy(dtype, shape):
+    # kernels/cpu/native.transpose_2d (elementwise.c, tiles of 32): plan/fusion.py's Linear weights, W.T contiguous
+    from onnxruntime_ep_seamless.kernels.cpu.native import transpose_2d
+    x = rand(shape, dtype, -100, 100)
+    y = transpose_2d(x[:, ::-1][:, ::-1])  # a view: made contiguous first
+    assert y.flags.c_contiguous and y.dtype == x.dtype
+    np.testing.assert_array_equal(y, x.T)

@@ -127,6 +127,19 @@ def sgemm_batched(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return c.reshape(batch + (m, n))
 
 
+def transpose_2d(x: np.ndarray) -> np.ndarray:
+    """x.T of a 2-D array, contiguous: in tiles (numpy's copy of a transposed view reads one element a cache line);
+    numpy's for element sizes the kernel does not take."""
+    x = c_order(np.asarray(x))
+    if x.ndim != 2 or x.dtype.itemsize not in (1, 2, 4, 8) or x.dtype.hasobject:
+        return np.ascontiguousarray(x.T)
+    y = np.empty(x.shape[::-1], x.dtype)
+    if x.size:
+        lib.seamless_transpose_2d(ffi.from_buffer(x), ffi.from_buffer(y), x.shape[0], x.shape[1], x.dtype.itemsize,
+                                  *_pool())
+    return y
+
+
 def gelu(x: np.ndarray) -> np.ndarray:
     """x/2 (1 + erf(x / sqrt 2)) for float32 x."""
     x = c_order(x)
