@@ -129,11 +129,11 @@ void seamless_quick_gelu_f32(const float* x, float* y, size_t n, float alpha, vo
 
 #define TRANSPOSE_TILE 32
 
-typedef struct { const char* x; char* y; size_t rows, cols, size, tile_rows, tasks; } TransposeJob;
+typedef struct { const char* x; char* y; size_t rows, cols, ldy, size, tile_rows, tasks; } TransposeJob;
 
 #define TRANSPOSE_TILE_OF(T)                                                                       \
   for (size_t c = c0; c < c1; c++) {                                                               \
-    T* out = (T*)j->y + c * j->rows;                                                               \
+    T* out = (T*)j->y + c * j->ldy;                                                                \
     const T* in = (const T*)j->x + c;                                                              \
     for (size_t r = r0; r < r1; r++) out[r] = in[r * j->cols];                                     \
   }
@@ -155,10 +155,11 @@ static void transpose_task(void* user, size_t task) {
     }
 }
 
-/* 0, or 1 for an element size other than 1, 2, 4, 8 (nothing written). */
-int seamless_transpose_2d(const void* x, void* y, size_t rows, size_t cols, size_t size, void* par_fn, void* par_ctx) {
+/* y[c * ldy + r] = x[r * cols + c]; 0, or 1 for an element size other than 1, 2, 4, 8 (nothing written). */
+int seamless_transpose_2d(const void* x, void* y, size_t rows, size_t cols, size_t ldy, size_t size, void* par_fn,
+                          void* par_ctx) {
   if (size != 1 && size != 2 && size != 4 && size != 8) return 1;
-  TransposeJob j = {x, y, rows, cols, size, (rows + TRANSPOSE_TILE - 1) / TRANSPOSE_TILE, 0};
+  TransposeJob j = {x, y, rows, cols, ldy, size, (rows + TRANSPOSE_TILE - 1) / TRANSPOSE_TILE, 0};
   size_t tasks = seamless_task_count(rows * cols * size, 1 << 18);
   j.tasks = tasks < j.tile_rows ? tasks : j.tile_rows;
   if (j.tasks) seamless_run_tasks(par_fn, par_ctx, j.tasks, transpose_task, &j);

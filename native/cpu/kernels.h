@@ -54,9 +54,10 @@ void seamless_skip_rmsnorm_f32(const float* x, const float* skip, size_t skip_ro
 void seamless_gather_block_quantized_f32(const uint8_t* data, size_t rows, size_t cols, const int64_t* idx, size_t n,
                                          const float* scales, const uint8_t* zp, size_t bits, size_t bs, float* out);
 /* elementwise.c: QuickGelu x * sigmoid(alpha x) */
-/* elementwise.c: y (cols x rows) = x (rows x cols) transposed, elements of `size` bytes; 0, or 1 (a size it
- * does not take) */
-int seamless_transpose_2d(const void* x, void* y, size_t rows, size_t cols, size_t size, void* par_fn, void* par_ctx);
+/* elementwise.c: y (cols rows of ldy elements) = x (rows x cols) transposed, elements of `size` bytes; 0, or 1 (a
+ * size it does not take) */
+int seamless_transpose_2d(const void* x, void* y, size_t rows, size_t cols, size_t ldy, size_t size, void* par_fn,
+                          void* par_ctx);
 void seamless_quick_gelu_f32(const float* x, float* y, size_t n, float alpha, void* par_fn, void* par_ctx);
 /* detection.c: MaxRoiPool of x [batches, channels, height, width] over rois [num_rois, 5] into y [num_rois,
  * channels, pooled_h, pooled_w]; 0, or 1 + the first ROI whose batch index is out of range */

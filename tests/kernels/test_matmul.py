@@ -159,11 +159,17 @@ def test_det():
     parity("Det", rand((2, 3, 3, 3)), opset=11, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("threads", [False, True])
 @pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64, np.int8, np.int64])
-@pytest.mark.parametrize("shape", [(70, 33), (1, 5), (33, 1), (0, 4), (64, 96)])
-def test_native_transpose_2d_is_the_transposed_copy(dtype, shape):
-    # kernels/cpu/native.transpose_2d (elementwise.c, tiles of 32): plan/fusion.py's Linear weights, W.T contiguous
+@pytest.mark.parametrize("shape", [(70, 33), (1, 5), (33, 1), (0, 4), (64, 96), (130, 7)])
+def test_native_transpose_2d_is_the_transposed_copy(dtype, shape, threads, monkeypatch):
+    # kernels/cpu/native.transpose_2d (elementwise.c, tiles of 32): plan/fusion.py's Linear weights, W.T contiguous;
+    # large ones in blocks of rows on several threads (here any size: TRANSPOSE_SHARE 1 byte)
+    from onnxruntime_ep_seamless.kernels.cpu import native
     from onnxruntime_ep_seamless.kernels.cpu.native import transpose_2d
+    if threads:
+        monkeypatch.setattr(native, "TRANSPOSE_SHARE", 1)
+        monkeypatch.setattr(native.os, "cpu_count", lambda: 3)
     x = rand(shape, dtype, -100, 100)
     y = transpose_2d(x[:, ::-1][:, ::-1])  # a view: made contiguous first
     assert y.flags.c_contiguous and y.dtype == x.dtype

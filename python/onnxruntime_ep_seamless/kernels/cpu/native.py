@@ -6,6 +6,7 @@ the EP's Compute (runtime/parallel.py), and run serially when called directly.
 from __future__ import annotations
 
 import math
+import os
 import weakref
 
 import numpy as np
@@ -127,16 +128,31 @@ def sgemm_batched(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return c.reshape(batch + (m, n))
 
 
+TRANSPOSE_SHARE = 1 << 23  # bytes from which a transpose is shared among threads (the C call releases the GIL)
+
+
 def transpose_2d(x: np.ndarray) -> np.ndarray:
-    """x.T of a 2-D array, contiguous: in tiles (numpy's copy of a transposed view reads one element a cache line);
-    numpy's for element sizes the kernel does not take."""
+    """x.T of a 2-D array, contiguous: in tiles (numpy's copy of a transposed view reads one element a cache line),
+    large ones in blocks of rows on the machine's cores (at Compile no ORT pool runs); numpy's for element sizes the
+    kernel does not take."""
     x = c_order(np.asarray(x))
     if x.ndim != 2 or x.dtype.itemsize not in (1, 2, 4, 8) or x.dtype.hasobject:
         return np.ascontiguousarray(x.T)
-    y = np.empty(x.shape[::-1], x.dtype)
-    if x.size:
-        lib.seamless_transpose_2d(ffi.from_buffer(x), ffi.from_buffer(y), x.shape[0], x.shape[1], x.dtype.itemsize,
-                                  *_pool())
+    rows, cols = x.shape
+    y = np.empty((cols, rows), x.dtype)
+    src, dst, size = ffi.cast("char*", ffi.from_buffer(x)), ffi.cast("char*", ffi.from_buffer(y)), x.dtype.itemsize
+
+    def block(r0, r1):  # rows [r0, r1) of x: columns [r0, r1) of y
+        lib.seamless_transpose_2d(src + r0 * cols * size, dst + r0 * size, r1 - r0, cols, rows, size, *_pool())
+
+    threads = min(os.cpu_count() or 1, 16, max(1, x.nbytes // TRANSPOSE_SHARE))
+    if threads > 1:
+        from concurrent.futures import ThreadPoolExecutor
+        cuts = [rows * i // threads // 32 * 32 for i in range(threads)] + [rows]
+        with ThreadPoolExecutor(threads) as pool:
+            list(pool.map(block, cuts[:-1], cuts[1:]))
+    elif x.size:
+        block(0, rows)
     return y
 
 
