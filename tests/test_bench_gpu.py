@@ -110,7 +110,7 @@ def test_compare_takes_the_median_of_processes_run_in_turn(monkeypatch, capsys):
         gpu = {"gpu_ms_per_token": ms / 4} if (ep, mode) == ("seamless", "graph") else {}  # ours replayed
         return subprocess.CompletedProcess(cmd, 0, json.dumps({"ms_per_token": ms, "tokens_per_s": 1e3 / ms,
                                                                 "run_ms_per_token": ms / 2, "prompt_ms": ms * 10,
-                                                                "onnxruntime": "x", **gpu}) + "\n", "")
+                                                                "session_s": ms, "onnxruntime": "x", **gpu}) + "\n", "")
 
     monkeypatch.setattr(bench_gpu.subprocess, "run", fake_run)
     summary = bench_gpu.compare("m", 8, 4, 1, None, None, processes=3)
@@ -124,7 +124,7 @@ def test_compare_takes_the_median_of_processes_run_in_turn(monkeypatch, capsys):
     assert summary["speedups"]["level B / ORT graph, the run call alone"] == 2.5  # medians 2.5 / 1.0
     out = capsys.readouterr().out
     assert "of 3 processes each" in out and "[processes 1.000-3.000]" in out
-    assert "(its run call 1.000; GPU 0.500; prompt 20.0 ms)" in out
+    assert "(its run call 1.000; GPU 0.500; prompt 20.0 ms; session 2.0 s)" in out and ours["session_s"] == 2.0
 
 
 def test_compare_runs_one_loop_given_a_mode(monkeypatch):

@@ -19,7 +19,8 @@ The next token (`token`): `host`, the argmax of the logits copied to the host (`
 step copies one int64 to the host, as PyTorch's loop and onnxruntime-genai's do.
 ms/token is the median decode-step time of a round, then the median over rounds; run_ms_per_token the
 same of the session's run call alone (the rest of a step is the loop's bindings, feeds and token read),
-prompt_ms the prompt's step (its run and its token: the time to the first token), and for ours in graph
+prompt_ms the prompt's step (its run and its token: the time to the first token), session_s the time to create
+the session (every loop but the C one, whose session C creates), and for ours in graph
 mode gpu_ms_per_token the median GPU time of a replayed step (one more round, timed by events around each
 replay in the EP: the run call's GPU share, apart from the host's). `compare` runs
 every configuration in CONFIGS as a subprocess (each with its own onnxruntime), `processes` times in
@@ -117,7 +118,9 @@ def run_one(model_dir: str, ep: str, steps: int, prompt: int, rounds: int, mode:
         r = _growing_c_rounds(model_dir, ep, capture, steps, prompt, rounds)
         facts = {"capture": capture} if ep == "seamless" else {}
     else:
+        t0 = time.perf_counter()
         sess, facts = _session(model_dir, ep, graph=mode == "graph", capture=capture, token=token)
+        facts["session_s"] = time.perf_counter() - t0  # creating the session: loading, partitioning, compiling
         if ep == "seamless":
             facts["capture"] = "enable_cuda_graph=1" if mode == "graph" else capture
         device_token = token == "device"
@@ -508,8 +511,8 @@ def compare(model_dir: str, steps: int, prompt: int, rounds: int, peer_pythonpat
         median = statistics.median(r["ms_per_token"] for r in results)
         runs[label] = dict(results[0], ms_per_token=median, tokens_per_s=1e3 / median,
                            ms_per_token_by_process=[r["ms_per_token"] for r in results])
-        for key in ("run_ms_per_token", "prompt_ms", "gpu_ms_per_token"):  # the ONNX loops' (the run call alone; the
-            # prompt's step) and ours in graph mode (a replay's GPU time)
+        for key in ("run_ms_per_token", "prompt_ms", "gpu_ms_per_token", "session_s"):  # the ONNX loops' (the run call
+            # alone; the prompt's step; creating the session) and ours in graph mode (a replay's GPU time)
             if key in results[0]:
                 runs[label][key] = statistics.median(r[key] for r in results)
         if "run_ms_per_token" in results[0]:
@@ -538,7 +541,8 @@ def compare(model_dir: str, steps: int, prompt: int, rounds: int, peer_pythonpat
           f"median of {rounds} rounds" + (f" and of {processes} processes each" if processes > 1 else ""))
     for label, r in runs.items():
         gpu = f"; GPU {r['gpu_ms_per_token']:.3f}" if "gpu_ms_per_token" in r else ""
-        run = f" (its run call {r['run_ms_per_token']:.3f}{gpu}; prompt {r['prompt_ms']:.1f} ms)" \
+        session = f"; session {r['session_s']:.1f} s" if "session_s" in r else ""
+        run = f" (its run call {r['run_ms_per_token']:.3f}{gpu}; prompt {r['prompt_ms']:.1f} ms{session})" \
             if "prompt_ms" in r else ""
         each = r["ms_per_token_by_process"]  # the host's speed varies between processes: their spread
         spread = f" [processes {min(each):.3f}-{max(each):.3f}]" if len(each) > 1 else ""
