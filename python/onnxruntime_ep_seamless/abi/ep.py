@@ -1,7 +1,10 @@
 """OrtEp: partitions a graph (GetCapability) and compiles fused nodes (Compile)."""
 from __future__ import annotations
 
+import functools
 from collections import deque
+
+import numpy as np
 
 from ..graph.reader import read_graph
 from ..partition import PartitionResult, partition
@@ -27,7 +30,17 @@ def dump_graph(native, graph, fused_node=None, const_limit=SMALL_CONSTANT):
         data = bytes(ffi.buffer(out[0], out_len[0]))
     finally:
         lib.seamless_free(out[0])
-    return read_graph(data, lambda addr, n: bytes(ffi.buffer(ffi.cast("char*", addr), n)))
+    return read_graph(data, functools.partial(_copy_out, ffi))
+
+
+def _copy_out(ffi, addr: int, nbytes: int) -> np.ndarray:
+    """nbytes of ORT's memory at addr, copied into a read-only array (memmove into numpy's memory: 3x the speed
+    of bytes() of a cffi buffer here, which a model's gigabytes of weights feel at session creation)."""
+    out = np.empty(nbytes, np.uint8)
+    if nbytes:
+        ffi.memmove(ffi.from_buffer(out), ffi.cast("char*", addr), nbytes)
+    out.flags.writeable = False
+    return out
 
 
 class Ep:

@@ -21,7 +21,7 @@ TENSOR_INFO, SEQUENCE_OF, OPTIONAL_OF = 1, 2, 4
 CONTAINERS = {SEQUENCE_OF: "sequence", OPTIONAL_OF: "optional", SEQUENCE_OF | OPTIONAL_OF: "optional sequence"}
 
 
-def _array(data: bytes, dtype: np.dtype, shape: tuple) -> np.ndarray:
+def _array(data, dtype: np.dtype, shape: tuple) -> np.ndarray:
     if dtype in PACKED_BITS:  # sub-byte types are packed
         return unpack(np.frombuffer(data, np.uint8), dtype, shape)
     return np.frombuffer(data, dtype=dtype).reshape(shape)
@@ -31,7 +31,7 @@ class _Reader:
     def __init__(self, data: bytes, copy_data):
         self.buf = memoryview(data)
         self.pos = 0
-        self.copy_data = copy_data  # (address, nbytes) -> bytes, valid only during the callback
+        self.copy_data = copy_data  # (address, nbytes) -> a bytes-like copy, made while ORT's memory is valid
 
     def i32(self) -> int:
         (v,) = struct.unpack_from("<i", self.buf, self.pos)
