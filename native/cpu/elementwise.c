@@ -138,6 +138,59 @@ typedef struct { const char* x; char* y; size_t rows, cols, ldy, size, tile_rows
     for (size_t r = r0; r < r1; r++) out[r] = in[r * j->cols];                                     \
   }
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+/* 8 x 8 16-bit elements: rows of x at xs apart into rows of y at ys apart (three rounds of interleaves) */
+static inline void transpose_8x8_u16(const uint16_t* x, size_t xs, uint16_t* y, size_t ys) {
+  __m128i r[8], a[8], b[8];
+  for (int i = 0; i < 8; i++) r[i] = _mm_loadu_si128((const __m128i*)(x + i * xs));
+  for (int i = 0; i < 4; i++) {
+    a[2 * i] = _mm_unpacklo_epi16(r[2 * i], r[2 * i + 1]);
+    a[2 * i + 1] = _mm_unpackhi_epi16(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 2; i++)
+    for (int h = 0; h < 2; h++) {
+      b[4 * i + 2 * h] = _mm_unpacklo_epi32(a[4 * i + h], a[4 * i + h + 2]);
+      b[4 * i + 2 * h + 1] = _mm_unpackhi_epi32(a[4 * i + h], a[4 * i + h + 2]);
+    }
+  for (int k = 0; k < 4; k++) {
+    _mm_storeu_si128((__m128i*)(y + (2 * k) * ys), _mm_unpacklo_epi64(b[k], b[k + 4]));
+    _mm_storeu_si128((__m128i*)(y + (2 * k + 1) * ys), _mm_unpackhi_epi64(b[k], b[k + 4]));
+  }
+}
+
+/* 4 x 4 32-bit elements, likewise */
+static inline void transpose_4x4_u32(const uint32_t* x, size_t xs, uint32_t* y, size_t ys) {
+  __m128 r0 = _mm_loadu_ps((const float*)x), r1 = _mm_loadu_ps((const float*)(x + xs));
+  __m128 r2 = _mm_loadu_ps((const float*)(x + 2 * xs)), r3 = _mm_loadu_ps((const float*)(x + 3 * xs));
+  _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+  _mm_storeu_ps((float*)y, r0);
+  _mm_storeu_ps((float*)(y + ys), r1);
+  _mm_storeu_ps((float*)(y + 2 * ys), r2);
+  _mm_storeu_ps((float*)(y + 3 * ys), r3);
+}
+#endif
+
+/* A whole tile of 2- or 4-byte elements by SIMD blocks; 0 where there is none (the element loop does it). */
+static int transpose_tile_simd(const TransposeJob* j, size_t r0, size_t c0) {
+#if defined(__SSE2__)
+  if (j->size == 2) {
+    for (size_t r = r0; r < r0 + TRANSPOSE_TILE; r += 8)
+      for (size_t c = c0; c < c0 + TRANSPOSE_TILE; c += 8)
+        transpose_8x8_u16((const uint16_t*)j->x + r * j->cols + c, j->cols, (uint16_t*)j->y + c * j->ldy + r, j->ldy);
+    return 1;
+  }
+  if (j->size == 4) {
+    for (size_t r = r0; r < r0 + TRANSPOSE_TILE; r += 4)
+      for (size_t c = c0; c < c0 + TRANSPOSE_TILE; c += 4)
+        transpose_4x4_u32((const uint32_t*)j->x + r * j->cols + c, j->cols, (uint32_t*)j->y + c * j->ldy + r, j->ldy);
+    return 1;
+  }
+#endif
+  (void)j; (void)r0; (void)c0;
+  return 0;
+}
+
 static void transpose_task(void* user, size_t task) {
   const TransposeJob* j = user;
   size_t b0, b1;
@@ -146,6 +199,7 @@ static void transpose_task(void* user, size_t task) {
     for (size_t c0 = 0; c0 < j->cols; c0 += TRANSPOSE_TILE) {
       size_t r1 = r0 + TRANSPOSE_TILE < j->rows ? r0 + TRANSPOSE_TILE : j->rows;
       size_t c1 = c0 + TRANSPOSE_TILE < j->cols ? c0 + TRANSPOSE_TILE : j->cols;
+      if (r1 - r0 == TRANSPOSE_TILE && c1 - c0 == TRANSPOSE_TILE && transpose_tile_simd(j, r0, c0)) continue;
       switch (j->size) {
         case 1: TRANSPOSE_TILE_OF(uint8_t); break;
         case 2: TRANSPOSE_TILE_OF(uint16_t); break;
