@@ -222,6 +222,13 @@ def test_bench_decode_command(tmp_path, capsys):
     result = json.loads(out.read_text())
     assert result["benchmark"] == "decode" and result["steps"] == 4 and result["fallback_nodes"] == 0
     assert result["ours_ms_per_token"] > 0 and result["stock_ms_per_token"] > 0
+    assert result["prefill_lengths"] == [16]
+    # --new-prompt-lengths: each round's prompt a length neither session has seen (the warm-up's has 16 tokens)
+    assert main(["bench", "decode", model_dir, "--steps", "2", "--decode-rounds", "3", "--new-prompt-lengths",
+                 "--json", str(out)]) == 0
+    assert "(new lengths: 15 down to 13)" in capsys.readouterr().out
+    result = json.loads(out.read_text())
+    assert result["prefill_lengths"] == [15, 14, 13] and len(result["ours_prefill_ms_rounds"]) == 3
 
 
 def test_bench_genai_command(tmp_path, capsys):

@@ -319,11 +319,13 @@ class _Decoder:
             feeds["position_ids"] = np.arange(total - len(ids), total, dtype=np.int64).reshape(1, -1)
         return feeds
 
-    def prefill(self) -> float:
+    def prefill(self, prompt=None) -> float:
+        """A generation's first run: `prompt` (default the decoder's) after an empty past."""
         import numpy as np
+        prompt = self.prompt if prompt is None else prompt
         past = {p: np.zeros((1, self.heads, 0, self.head_size), np.float32) for p, _ in self.names}
-        self.total = len(self.prompt)
-        return self._run(self._feeds(self.prompt, self.total, past))
+        self.total = len(prompt)
+        return self._run(self._feeds(prompt, self.total, past))
 
     def step(self) -> float:
         self.total += 1
@@ -340,11 +342,12 @@ class _Decoder:
 
 
 def decode_benchmark(model_dir: str, steps: int, prefill: int, threads: int, rounds: int = 3,
-                     progress: bool = True) -> dict:
+                     progress: bool = True, new_lengths: bool = False) -> dict:
     """Greedy decoding of `steps` tokens after a `prefill`-token prompt on our EP and on stock ORT's
     CPU EP, in this process, alternating: each round runs one EP's whole generation, then the
     other's (which goes first alternates between rounds). ms/token is the mean decode-step time of
-    a generation; reported: the median over rounds."""
+    a generation; reported: the median over rounds. new_lengths: the warm-up's prompt has `prefill` tokens and each
+    round's one fewer than the last (down to 1), so every timed prompt has a length neither session has seen."""
     import os
 
     import numpy as np
@@ -377,11 +380,12 @@ def decode_benchmark(model_dir: str, steps: int, prefill: int, threads: int, rou
     per_round = {k: [] for k in peers}
     prefill_ms = {k: [] for k in peers}
     tokens = {}
+    lengths = [max(1, prefill - 1 - r) if new_lengths else prefill for r in range(rounds)]
     for r in range(rounds):
         # one whole generation per EP, then the other's; who goes first alternates. (Step-by-step
         # interleaving would leave the idle session's intra-op threads spinning on the same cores.)
         for k in (["ours", "stock"] if r % 2 == 0 else ["stock", "ours"]):
-            prefill_ms[k].append(peers[k].prefill() * 1e3)
+            prefill_ms[k].append(peers[k].prefill(prompt[:lengths[r]]) * 1e3)
             times, gen = [], []
             for _ in range(steps):
                 times.append(peers[k].step())
@@ -401,6 +405,8 @@ def decode_benchmark(model_dir: str, steps: int, prefill: int, threads: int, rou
         "ours_ms_per_token_rounds": per_round["ours"], "stock_ms_per_token_rounds": per_round["stock"],
         "ours_prefill_ms": statistics.median(prefill_ms["ours"]),
         "stock_prefill_ms": statistics.median(prefill_ms["stock"]),
+        "ours_prefill_ms_rounds": prefill_ms["ours"], "stock_prefill_ms_rounds": prefill_ms["stock"],
+        "prefill_lengths": lengths,
         "ours_session_load_s": load_ours, "stock_session_load_s": load_stock,
         "greedy_tokens_identical": f"{same}/{steps}",  # the common prefix of the two greedy sequences
         "claimed_nodes": len(report.ep_nodes), "fallback_nodes": len(report.fallback_nodes),
@@ -592,7 +598,9 @@ def gemm_benchmark(threads: int, rounds: int = 5) -> list[dict]:
 
 
 def print_decode_result(r: dict, json_path: str | None) -> None:
-    print(f"decode {r['model']}: {r['prefill_tokens']}-token prefill, then {r['steps']} greedy steps, "
+    lengths = r.get("prefill_lengths", [])
+    fresh = f" (new lengths: {lengths[0]} down to {lengths[-1]})" if len(set(lengths)) > 1 else ""
+    print(f"decode {r['model']}: {r['prefill_tokens']}-token prefill{fresh}, then {r['steps']} greedy steps, "
           f"{r['rounds']} rounds, {r['intra_op_threads']} intra-op thread(s)")
     print(f"  ours      {r['ours_ms_per_token']:8.2f} ms/token ({r['ours_tokens_per_s']:.1f} tokens/s), "
           f"prefill {r['ours_prefill_ms']:.1f} ms")

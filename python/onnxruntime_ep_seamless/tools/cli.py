@@ -419,9 +419,9 @@ def _add_decode_options(sub) -> None:
                    help="decode-gpu --ep both: run every configuration's process this many times, in turn; "
                         "ms/token is the median (the host's speed varies between processes)")
     p.add_argument("--new-prompt-lengths", action="store_true",
-                   help="decode-gpu, the growing and growing-device loops: each round's prompt one token shorter "
-                        "than the last (from --prefill), so prompt_ms is the time to the first token of a prompt "
-                        "length the session has not seen; prompt_ms_by_round has each round's")
+                   help="decode, and decode-gpu's growing and growing-device loops: each round's prompt one token "
+                        "shorter than the last (from --prefill), so the prompt's time is the time to the first token of "
+                        "a prompt length the session has not seen; each round's is in the JSON")
     p.add_argument("--chart", metavar="PNG", help="decode-gpu --ep both: a bar chart of tokens/s (needs matplotlib)")
     p.add_argument("--torch-checkpoint", metavar="DIR",
                    help="decode-gpu: the Hugging Face checkpoint the model was built from; adds PyTorch eager as a peer")
@@ -471,6 +471,7 @@ def cmd_bench_decode(args) -> int:
     if not args.model_dir:
         print("usage: python -m onnxruntime_ep_seamless bench decode MODEL_DIR [--steps N]", file=sys.stderr)
         return 2
-    result = decode_benchmark(args.model_dir, args.steps, args.prefill, args.threads, args.decode_rounds)
+    result = decode_benchmark(args.model_dir, args.steps, args.prefill, args.threads, args.decode_rounds,
+                              new_lengths=args.new_prompt_lengths)
     print_decode_result(result, args.json)
     return 0
