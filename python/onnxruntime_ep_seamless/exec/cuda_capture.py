@@ -197,7 +197,6 @@ def padding(graph, steps: list[Step], input_names, output_names) -> tuple[Paddin
     growing = growing_symbols(graph)
     if not growing:
         return None, "no growing (KV) axes"
-    constants = _constants(graph)
     # value -> (padded axis, the (input, axis) pairs whose largest length it has unpadded)
     padded: dict[str, tuple[int, tuple]] = {}
     # host value computed from a padded length -> ("shape", axis, sources) for a Shape, ("length",
@@ -209,26 +208,39 @@ def padding(graph, steps: list[Step], input_names, output_names) -> tuple[Paddin
             return None, f"input {name!r} grows on more than one axis"
         if axes:
             padded[name] = (axes[0], ((name, axes[0]),))
+    outputs, why = _walk(graph, steps, output_names, padded, lengths, "growing",
+                         lambda name: bool(_growing_axes(name, graph, growing)),
+                         lambda node, touched, const: _pad_rule(node, graph, touched, padded, lengths, const))
+    if outputs is None:
+        return None, why
+    return Padding({n: padded[n][0] for n in input_names if n in padded}, outputs), ""
+
+
+def _walk(graph, steps, output_names, padded, lengths, what: str, carries, rule, whole=lambda name: True):
+    """The padding rules over a partition's steps: rule(node, touched, const) -> "" or why not, for each step that
+    reads a padded value or length (their indices `touched`; it marks what the step makes padded); `carries(name)`:
+    whether a value's shape holds a padded length (`what` kind of value), which only padded steps may make; `whole`:
+    whether a padded output may be staged as it is. The outputs' plan ({name: (axis, sources)}), or None and why."""
+    constants = _constants(graph)
     for s in steps:
         node = s.node
         touched = [i for i, n in enumerate(node.inputs) if n in padded or n in lengths]
         if not touched:
-            if s.grows and any(_growing_axes(n, graph, growing) for n in node.outputs if n):
-                return None, f"{node.label!r} ({node.op_type}) makes a growing value from fixed ones"
+            if any(carries(n) for n in node.outputs if n):
+                return None, f"{node.label!r} ({node.op_type}) makes a {what} value from fixed ones"
             continue
-        const = lambda i: _const(graph, constants, node.inputs, i)
-        why = _pad_rule(node, graph, touched, padded, lengths, const)
+        why = rule(node, touched, lambda i: _const(graph, constants, node.inputs, i))
         if why:
             return None, f"{node.label!r} ({node.op_type}): {why}"
     outputs = {}
     for name in output_names:
         if name in lengths:
             return None, f"output {name!r} is computed from a padded length"
-        if name in padded:
+        if name in padded and whole(name):
             outputs[name] = padded[name]
-        elif _growing_axes(name, graph, growing):
-            return None, f"output {name!r} grows but is not a padded value"
-    return Padding({n: padded[n][0] for n in input_names if n in padded}, outputs), ""
+        elif name in padded or carries(name):
+            return None, f"output {name!r} is a {what} value but not a padded one"
+    return outputs, ""
 
 
 def _pad_rule(node: Node, graph, touched, padded, lengths, const) -> str:
@@ -332,27 +344,14 @@ def prompt_padding(graph, steps: list[Step], input_names, output_names) -> tuple
     zeroed = set(padded)  # values whose padding is zeros: the staged inputs, and their casts
     factors: dict[str, int] = {}  # _row_rule's
     lengths: dict[str, tuple | None] = {}
-    constants = _constants(graph)
-    for s in steps:
-        node = s.node
-        touched = [i for i, n in enumerate(node.inputs) if n in padded or n in lengths]
-        if not touched:
-            if any(isinstance(d, str) and not symbols.isdisjoint(SYMBOL.findall(d))
-                   for n in node.outputs if n for d in graph.value(n).shape or ()):
-                return None, f"{node.label!r} ({node.op_type}) makes a prompt-long value from fixed ones"
-            continue
-        const = lambda i: _const(graph, constants, node.inputs, i)
-        why = _row_rule(node, graph, touched, padded, lengths, zeroed, zero, const, factors)
-        if why:
-            return None, f"{node.label!r} ({node.op_type}): {why}"
-    outputs = {}
-    for name in output_names:
-        if name in lengths:
-            return None, f"output {name!r} is computed from a padded length"
-        if name in padded and factors.get(name, 1) == 1:
-            outputs[name] = padded[name]
-        elif name in padded or any(isinstance(d, str) and not symbols.isdisjoint(SYMBOL.findall(d)) for d in graph.value(name).shape or ()):
-            return None, f"output {name!r} has a prompt length but is not a padded value"
+    outputs, why = _walk(graph, steps, output_names, padded, lengths, "prompt-long",
+                         lambda name: any(isinstance(d, str) and not symbols.isdisjoint(SYMBOL.findall(d))
+                                          for d in graph.value(name).shape or ()),
+                         lambda node, touched, const: _row_rule(node, graph, touched, padded, lengths, zeroed, zero,
+                                                                const, factors),
+                         whole=lambda name: factors.get(name, 1) == 1)
+    if outputs is None:
+        return None, why
     return Padding({n: padded[n][0] for n in input_names if n in padded}, outputs, zero=zero), ""
 
 
