@@ -62,6 +62,7 @@ struct SeamlessCapture {
 static __thread CapturedGraph* tl_graph;
 static __thread int tl_state;
 static __thread CUstream tl_stream;
+static void bodies_abort(void);  /* an If's branch bodies still being captured, ended */
 
 SeamlessCapture* capture_new(int ordinal) {
   SeamlessCapture* c = calloc(1, sizeof *c);
@@ -163,6 +164,7 @@ OrtStatus* capture_on_run_end(OrtEp* ep, const OrtRunOptions* options, bool sync
     return seamless_status(1, "SeamlessCUDAExecutionProvider: enable_cuda_graph=1 but no node of the session ran "
                               "on this EP, so there is nothing to capture");
   if (state != 2) return NULL;
+  bodies_abort();
   CUgraph graph = NULL;
   CU_TRY(cu.stream_end_capture(tl_stream, &graph), "cuStreamEndCapture (a node of the session cannot be captured)");
   CUresult r = cu.graph_instantiate(&g->exec, graph, 0);
@@ -178,6 +180,7 @@ OrtStatus* capture_on_run_end(OrtEp* ep, const OrtRunOptions* options, bool sync
  * forget what was captured, so a later run may warm up and try again. */
 void capture_abort(void) {
   if (tl_state != 2) return;
+  bodies_abort();
   CUgraph graph = NULL;
   if (!cu.stream_end_capture(tl_stream, &graph) && graph) cu.graph_destroy(graph);
   tl_state = 0;
@@ -251,6 +254,114 @@ OrtStatus* capture_release_graph(OrtEp* ep, int id) {
   return NULL;
 }
 
+/* ---- an If inside a capture: conditional graph nodes ------------------------------------------
+ * A branch chosen by a bool on the GPU stays inside the captured graph: a kernel sets two conditional handles from
+ * the bool (native/cuda/shape.cu seamless_if_branches: then = cond, else = !cond), and two IF nodes after it hold the
+ * branches, each body captured from a stream of its own (cuStreamBeginCaptureToGraph) while the segment's capture
+ * waits; the segment's later work depends on both nodes. A body may hold an If of its own: bodies nest. */
+#define MAX_BODY_DEPTH 8
+static __thread CUstream tl_bodies[MAX_BODY_DEPTH];
+static __thread int tl_depth;
+
+/* The graph `stream` is capturing into, and its frontier (what a node added now depends on). */
+static OrtStatus* capture_frontier(CUstream stream, CUgraph* graph, const CUgraphNode** deps,
+                                   const CUgraphEdgeData** edges, size_t* n) {
+  if (!cu.conditional_handle_create || !cu.stream_capture_info || !cu.graph_add_node ||
+      !cu.stream_update_capture_dependencies || !cu.stream_begin_capture_to_graph)
+    return seamless_status(1, "SeamlessCUDAExecutionProvider: an If decided on the GPU inside a captured graph needs "
+                              "conditional graph nodes, which this NVIDIA driver lacks (it needs CUDA 12.4 or newer)");
+  CUstreamCaptureStatus status = 0;
+  CU_TRY(cu.stream_capture_info(stream, &status, NULL, graph, deps, edges, n), "cuStreamGetCaptureInfo");
+  if (status != CU_STREAM_CAPTURE_STATUS_ACTIVE)
+    return seamless_status(1, "SeamlessCUDAExecutionProvider: an If's conditional nodes outside a capture");
+  return NULL;
+}
+
+/* Two conditional handles (then, else) of the graph `stream` captures into, 0 at each launch until set. */
+OrtStatus* seamless_if_handles(void* stream, uint64_t* handles) {
+  CUgraph graph;
+  const CUgraphNode* deps;
+  const CUgraphEdgeData* edges;
+  size_t n;
+  CUcontext ctx;
+  TRY(capture_frontier((CUstream)stream, &graph, &deps, &edges, &n));
+  CU_TRY(cu.ctx_get_current(&ctx), "cuCtxGetCurrent");
+  for (int k = 0; k < 2; k++)
+    CU_TRY(cu.conditional_handle_create(&handles[k], graph, ctx, 0, 0), "cuGraphConditionalHandleCreate");
+  return NULL;
+}
+
+/* After the kernel that sets `handles`: an IF node per handle, both after it; bodies[k] is node k's body graph,
+ * to be captured with seamless_body_begin. The stream's later work waits for both nodes. */
+OrtStatus* seamless_if_nodes(void* stream, const uint64_t* handles, void** bodies) {
+  CUgraph graph;
+  const CUgraphNode* deps;
+  const CUgraphEdgeData* edges;
+  size_t n;
+  CUcontext ctx;
+  CUgraphNode nodes[2];
+  TRY(capture_frontier((CUstream)stream, &graph, &deps, &edges, &n));
+  CU_TRY(cu.ctx_get_current(&ctx), "cuCtxGetCurrent");
+  for (int k = 0; k < 2; k++) {
+    CUgraphNodeParams p;
+    memset(&p, 0, sizeof p);
+    p.type = CU_GRAPH_NODE_TYPE_CONDITIONAL;
+    p.conditional.handle = handles[k];
+    p.conditional.type = CU_GRAPH_COND_TYPE_IF;
+    p.conditional.size = 1;
+    p.conditional.ctx = ctx;
+    CU_TRY(cu.graph_add_node(&nodes[k], graph, deps, edges, n, &p), "cuGraphAddNode (a conditional node)");
+    bodies[k] = p.conditional.phGraph_out[0];
+  }
+  CU_TRY(cu.stream_update_capture_dependencies((CUstream)stream, nodes, NULL, 2, CU_STREAM_SET_CAPTURE_DEPENDENCIES),
+         "cuStreamUpdateCaptureDependencies");
+  return NULL;
+}
+
+/* Capture a branch into `body` (a conditional node's graph) from a new stream, returned in *stream: the executor
+ * runs the branch on it, then seamless_body_end. */
+OrtStatus* seamless_body_begin(void* body, void** stream) {
+  *stream = NULL;
+  if (tl_state != 2) return seamless_status(1, "SeamlessCUDAExecutionProvider: a branch body outside a capture");
+  if (tl_depth == MAX_BODY_DEPTH)
+    return seamless_status(1, "SeamlessCUDAExecutionProvider: Ifs nested more than 8 deep inside a captured graph");
+  CUstream s;
+  CU_TRY(cu.stream_create(&s, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+  CUresult r = cu.stream_begin_capture_to_graph(s, (CUgraph)body, NULL, NULL, 0, CU_STREAM_CAPTURE_MODE_RELAXED);
+  if (r) {
+    cu.stream_destroy(s);
+    return cuda_status(r, "cuStreamBeginCaptureToGraph");
+  }
+  tl_bodies[tl_depth++] = s;
+  *stream = s;
+  return NULL;
+}
+
+/* End the innermost body's capture (the graph is its node's) and release its stream. */
+OrtStatus* seamless_body_end(void* stream) {
+  if (!tl_depth || tl_bodies[tl_depth - 1] != (CUstream)stream)
+    return seamless_status(1, "SeamlessCUDAExecutionProvider: branch bodies must end in the order they began");
+  CUgraph body = NULL;
+  tl_depth--;
+  CUresult r = cu.stream_end_capture((CUstream)stream, &body);
+  cu.stream_destroy((CUstream)stream);
+  CU_TRY(r, "cuStreamEndCapture (a branch body)");
+  return NULL;
+}
+
+static void bodies_abort(void) {  /* a capture ends with bodies still open (a failed Compute) */
+  while (tl_depth) {
+    OrtStatus* st = seamless_body_end(tl_bodies[tl_depth - 1]);
+    if (st) ORT(ReleaseStatus)(st);
+  }
+}
+
+CUstream capture_parent(CUstream stream) {
+  for (int i = 0; i < tl_depth; i++)
+    if (tl_bodies[i] == stream) return tl_stream;
+  return stream;
+}
+
 /* While capturing, memory the run frees stays with the graph (replays use it again). */
 int capture_retain(void* ptr, int pinned) {
   if (tl_state != 2 || !tl_graph || !ptr) return 0;
@@ -312,6 +423,7 @@ OrtStatus* seamless_segment_begin(void* stream, int listed, void** out) {
 OrtStatus* seamless_segment_end(void* graph, int keep) {
   CapturedGraph* g = graph;
   CUgraph captured = NULL;
+  bodies_abort();
   tl_state = 0;
   tl_graph = NULL;
   g->stream = tl_stream;

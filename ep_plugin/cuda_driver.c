@@ -28,6 +28,9 @@ const char* seamless_cuda_problem(void) {
   }
   SEAMLESS_CUDA_FUNCTIONS(SEAMLESS_CUDA_RESOLVE)
 #undef SEAMLESS_CUDA_RESOLVE
+#define SEAMLESS_CUDA_RESOLVE_IF_PRESENT(ret, symbol, field, params) cu.field = (ret(*) params)dlsym(lib, #symbol);
+  SEAMLESS_CUDA_GRAPH_FUNCTIONS(SEAMLESS_CUDA_RESOLVE_IF_PRESENT)
+#undef SEAMLESS_CUDA_RESOLVE_IF_PRESENT
   CUresult r = cu.init(0);
   if (!r) r = cu.device_count(&cu_device_count);
   if (r) {

@@ -18,6 +18,11 @@ typedef struct CUfunc_st* CUfunction;
 typedef unsigned long long CUdeviceptr;
 typedef struct CUgraph_st* CUgraph;
 typedef struct CUgraphExec_st* CUgraphExec;
+typedef struct CUgraphNode_st* CUgraphNode;
+typedef uint64_t CUgraphConditionalHandle;
+typedef int CUstreamCaptureStatus;
+typedef int CUgraphNodeType;
+typedef int CUgraphConditionalNodeType;
 
 #define CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR 75
 #define CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR 76
@@ -28,6 +33,29 @@ typedef struct CUgraphExec_st* CUgraphExec;
 #define CU_STREAM_CAPTURE_MODE_RELAXED 2  /* the capturing thread may still call cuMemAlloc */
 #define CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION 6
 #define CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES 8  /* static + dynamic above 48 KiB: opt in */
+#define CU_STREAM_CAPTURE_STATUS_ACTIVE 1
+#define CU_STREAM_SET_CAPTURE_DEPENDENCIES 1
+#define CU_GRAPH_NODE_TYPE_CONDITIONAL 13
+#define CU_GRAPH_COND_TYPE_IF 0
+
+/* A conditional graph node (an If inside a captured segment: cuda_capture.c) */
+typedef struct CUgraphEdgeData_st CUgraphEdgeData;  /* opaque to us: passed through as the driver gave it */
+typedef struct {
+  CUgraphConditionalHandle handle;
+  CUgraphConditionalNodeType type;
+  unsigned int size;
+  CUgraph* phGraph_out;
+  CUcontext ctx;
+} CUDA_CONDITIONAL_NODE_PARAMS;
+typedef struct {
+  CUgraphNodeType type;
+  int reserved0[3];
+  union {
+    long long reserved1[29];
+    CUDA_CONDITIONAL_NODE_PARAMS conditional;
+  };
+  long long reserved2;
+} CUgraphNodeParams;
 
 /* cuLaunchKernelEx's configuration, with the one attribute we set (programmatic dependent launch) */
 typedef int CUlaunchAttributeID;
@@ -58,6 +86,7 @@ typedef struct {
   X(CUresult, cuDevicePrimaryCtxRetain, primary_ctx_retain, (CUcontext* ctx, CUdevice device))      \
   X(CUresult, cuCtxSetCurrent, ctx_set_current, (CUcontext ctx))                                    \
   X(CUresult, cuCtxSynchronize, ctx_synchronize, (void))                                            \
+  X(CUresult, cuCtxGetCurrent, ctx_get_current, (CUcontext* ctx))                                   \
   X(CUresult, cuMemAlloc_v2, mem_alloc, (CUdeviceptr* ptr, size_t size))                            \
   X(CUresult, cuMemFree_v2, mem_free, (CUdeviceptr ptr))                                            \
   X(CUresult, cuMemHostAlloc, mem_host_alloc, (void** ptr, size_t size, unsigned int flags))        \
@@ -87,6 +116,20 @@ typedef struct {
   X(CUresult, cuGraphLaunch, graph_launch, (CUgraphExec exec, CUstream stream))                     \
   X(CUresult, cuGraphExecDestroy, graph_exec_destroy, (CUgraphExec exec))                           \
   X(CUresult, cuGraphDestroy, graph_destroy, (CUgraph graph))
+
+/* Conditional graph nodes (drivers for CUDA 12.4 and newer): resolved when the driver has them; without them an If
+ * on the GPU is not captured (cuda_capture.c seamless_if_nodes says why). */
+#define SEAMLESS_CUDA_GRAPH_FUNCTIONS(X)                                                            \
+  X(CUresult, cuGraphConditionalHandleCreate, conditional_handle_create, (CUgraphConditionalHandle* handle, \
+    CUgraph graph, CUcontext ctx, unsigned int default_value, unsigned int flags))                  \
+  X(CUresult, cuStreamGetCaptureInfo_v3, stream_capture_info, (CUstream stream, CUstreamCaptureStatus* status, \
+    uint64_t* id, CUgraph* graph, const CUgraphNode** dependencies, const CUgraphEdgeData** edges, size_t* n)) \
+  X(CUresult, cuGraphAddNode_v2, graph_add_node, (CUgraphNode* node, CUgraph graph, const CUgraphNode* dependencies, \
+    const CUgraphEdgeData* edges, size_t n, CUgraphNodeParams* params))                             \
+  X(CUresult, cuStreamUpdateCaptureDependencies_v2, stream_update_capture_dependencies, (CUstream stream, \
+    CUgraphNode* dependencies, const CUgraphEdgeData* edges, size_t n, unsigned int flags))         \
+  X(CUresult, cuStreamBeginCaptureToGraph, stream_begin_capture_to_graph, (CUstream stream, CUgraph graph, \
+    const CUgraphNode* dependencies, const CUgraphEdgeData* edges, size_t n, CUstreamCaptureMode mode))
 
 /* cuBLASLt (libcublasLt.so.13, from NVIDIA's cuBLAS wheel or the CUDA toolkit), our declarations. */
 typedef struct cublasLtContext* cublasLtHandle_t;

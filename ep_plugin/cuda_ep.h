@@ -24,6 +24,7 @@
 typedef struct {
 #define SEAMLESS_CUDA_FIELD(ret, symbol, field, params) ret (*field) params;
   SEAMLESS_CUDA_FUNCTIONS(SEAMLESS_CUDA_FIELD)
+  SEAMLESS_CUDA_GRAPH_FUNCTIONS(SEAMLESS_CUDA_FIELD)  /* NULL where the driver lacks them */
 #undef SEAMLESS_CUDA_FIELD
 } SeamlessCudaDriver;
 extern SeamlessCudaDriver cu;  /* the driver's functions, once seamless_cuda_problem() returned "" */
@@ -78,6 +79,7 @@ void capture_abort(void);                      /* a Compute failed: end this thr
 int capture_retain(void* ptr, int pinned);     /* 1: memory freed while capturing, kept by the graph */
 int capture_under_way(void);                   /* this thread's run warms up or captures a session graph */
 int capture_on_stream(CUstream stream);        /* this thread captures on `stream` */
+CUstream capture_parent(CUstream stream);      /* an If branch's body stream: the stream whose capture holds it */
 OrtStatus* capture_launch(void* graph, CUstream stream);  /* a kept segment: its graph or its launch program */
 /* recording a launch program (seamless_segment_begin with `listed`): this thread records on `stream` */
 int capture_listing(CUstream stream);

@@ -128,6 +128,7 @@ static volatile int64_t* report_of(CUstream stream) {  /* with g_report_lock hel
 }
 
 uintptr_t seamless_gpu_report(void* stream) {
+  stream = capture_parent((CUstream)stream);  /* an If's branch reports where its segment's stream does */
   pthread_mutex_lock(&g_report_lock);
   volatile int64_t* report = report_of((CUstream)stream);
   StreamReport* slot = NULL;

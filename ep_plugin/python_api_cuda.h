@@ -30,6 +30,11 @@ OrtStatus* seamless_segment_begin(void* stream, int listed, void** out);  /* lis
 OrtStatus* seamless_segment_end(void* graph, int keep);
 void seamless_segment_release(int ordinal, void* graph);
 size_t seamless_segment_steps(const void* graph);  /* a launch program's launches, copies and GEMMs */
+/* an If decided on the GPU inside a capture (cuda_capture.c): conditional graph nodes, a captured body per branch */
+OrtStatus* seamless_if_handles(void* stream, uint64_t* handles);
+OrtStatus* seamless_if_nodes(void* stream, const uint64_t* handles, void** bodies);
+OrtStatus* seamless_body_begin(void* body, void** stream);
+OrtStatus* seamless_body_end(void* stream);
 size_t seamless_replay_timing(int on);
 size_t seamless_replay_times(float* out, size_t max);
 typedef struct SeamlessReplayer SeamlessReplayer;

@@ -12,7 +12,7 @@ cuda_args = pytest.importorskip("onnxruntime_ep_seamless.runtime.cuda_args")  # 
 ROOT = Path(__file__).resolve().parent.parent
 CUDA_SOURCES = sorted((ROOT / "native" / "cuda").glob("*.cu")) + [ROOT / "native" / "cuda" / "common.cuh"]
 PACKAGE = ROOT / "python" / "onnxruntime_ep_seamless"
-SCALARS = {"int", "unsigned", "int32_t", "int64_t", "float", "double", "bool"}
+SCALARS = {"int", "unsigned", "int32_t", "int64_t", "uint64_t", "float", "double", "bool"}
 
 
 def _header_structs() -> set:

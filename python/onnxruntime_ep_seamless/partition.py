@@ -53,14 +53,14 @@ def partition(graph: Graph, device: str = "cpu", api: int = CONTROL_FLOW_API) ->
     if subgraph and api < SUBGRAPH_NAMES_API:
         return PartitionResult([], {n: "onnxruntime 1.23 gives fused nodes of different subgraphs one name: "
                                        "the nodes of subgraphs are left to it" for n in names}, names)
-    if device == "cuda" and subgraph:  # until the CUDA EP runs control flow itself, subgraphs stay with ORT
-        return PartitionResult([], {n: "the CUDA EP claims no node inside an If, Loop or Scan it does not run (ORT "
-                                       "feeds a subgraph values where its CPU EP left them)" for n in names}, names)
     if graph.parent is not None:  # ORT asks for a subgraph first: where the EP takes its node whole, none of it
         owner = graph.parent.nodes[0]
         if api >= CONTROL_FLOW_API and lookup(owner, graph.parent, device)[0] is not None:
             reason = f"runs inside {owner.op_type} node {owner.label!r}, which the EP claims whole"
             return PartitionResult([], {n: reason for n in names}, names)
+    if device == "cuda" and subgraph:  # a subgraph whose node ORT runs: its values may be where ORT's CPU EP left them
+        return PartitionResult([], {n: "the CUDA EP claims no node inside an If, Loop or Scan it does not run (ORT "
+                                       "feeds a subgraph values where its CPU EP left them)" for n in names}, names)
     producer = {out: node.index for node in graph.nodes for out in node.outputs if out}
     supported: list[bool] = []
     declined: dict[tuple[str, str], str] = {}

@@ -18,9 +18,12 @@ pytestmark = [pytest.mark.skipif(shutil.which("nvcc") is None,
               pytest.mark.skipif(shutil.which("g++") is None, reason="no g++ for nvcc's host compilation")]
 
 
-def functions_macro(text: str) -> str:
-    """The SEAMLESS_CUDA_FUNCTIONS(X) definition, as written in our header."""
-    start = text.index("#define SEAMLESS_CUDA_FUNCTIONS(X)")
+MACROS = ("SEAMLESS_CUDA_FUNCTIONS", "SEAMLESS_CUDA_GRAPH_FUNCTIONS")  # the driver's functions we resolve
+
+
+def functions_macro(text: str, macro: str = MACROS[0]) -> str:
+    """A function list's definition (SEAMLESS_CUDA_FUNCTIONS(X) …), as written in our header."""
+    start = text.index(f"#define {macro}(X)")
     lines = []
     for line in text[start:].splitlines():
         lines.append(line)
@@ -31,10 +34,11 @@ def functions_macro(text: str) -> str:
 
 def checks(text: str) -> str:
     """A C++ file of static_asserts of our declarations against cuda.h."""
-    lines = ["#include <cuda.h>", "#include <cstddef>", "#include <type_traits>", functions_macro(text),
+    lines = ["#include <cuda.h>", "#include <cstddef>", "#include <type_traits>",
+             *[functions_macro(text, m) for m in MACROS],
              "#define SEAMLESS_CHECK(ret, symbol, field, params) static_assert(std::is_same<decltype(symbol), "
              "ret params>::value, #symbol \" differs from cuda.h\");",
-             "SEAMLESS_CUDA_FUNCTIONS(SEAMLESS_CHECK)"]
+             *[f"{m}(SEAMLESS_CHECK)" for m in MACROS]]
     for name, value in re.findall(r"^#define (CU_\w+) (\S+)", text, re.M):
         lines.append(f'static_assert({name} == {value}, "{name} differs from cuda.h");')
     for typed, name in re.findall(r"^typedef ([\w ]+\*?) (CU\w+);", text, re.M):
@@ -51,10 +55,11 @@ def checks(text: str) -> str:
 
 
 def members(body: str) -> list[str]:
-    """The member names of a struct or union body (declarations separated by ';', names by ',')."""
+    """The member names of a struct or union body (declarations separated by ';', names by ','; the members of an
+    anonymous union among them)."""
     names = []
     for declaration in body.split(";"):
-        declaration = re.sub(r"\[.*?\]", "", declaration.strip())
+        declaration = re.sub(r"\[.*?\]|\b(union|struct)\s*\{|\}", "", declaration).strip()
         if declaration:
             names += [re.findall(r"\w+", part)[-1] for part in declaration.split(",")]
     return names
@@ -72,6 +77,7 @@ def test_our_cuda_driver_declarations_match_cuda_h(tmp_path):
     source = checks(text)
     # every function (by the macro), constant and typedef
     assert functions_macro(text).count("X(CUresult") >= 30 and source.count("static_assert(") >= 17, source
+    assert functions_macro(text, MACROS[1]).count("X(CUresult") == 5 and "CUgraphNodeParams::conditional" in source
     result = compile_checks(source, tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
 

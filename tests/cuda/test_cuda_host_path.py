@@ -185,7 +185,7 @@ def test_a_builder_decoder_runs_its_prompt_and_a_decode_step_through_the_cuda_ex
         assert shapes["logits"] == (1, tokens, vocab)
         assert shapes["present.0.key"] == (1, kv[0], past + tokens, kv[1])
         assert attention in glue.launches and len(glue.launches) > 5 * 2  # each of the 2 layers' kernels, and more
-        cuda_compute._release(rt, scratch, list(values.values()), kernel.constants)
+        cuda_compute._release(rt, scratch, list(values.values()), kernel.held)
         for t in list(values.values()) + results:
             rt.free(t)
         assert glue.live == _kept(kernel)  # what a run allocates is freed after it

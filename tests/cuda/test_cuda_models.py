@@ -170,19 +170,25 @@ def test_released_sessions_give_their_gpu_memory_back(precision):
 
 
 def test_nodes_around_an_if_ort_runs():
-    """The CUDA EP claims no If yet, nor its branches' nodes: ORT's CPU EP runs them, and hands the If's output to our
-    Neg in host memory (no copy): read as device memory it was an illegal address, the GPU context lost for the
-    process (compute-sanitizer: seamless_unary_f32 reading a host pointer). Inputs in host memory are uploaded."""
+    """An If the CUDA EP declines (its then_branch passes a value through strings, which the CUDA EP leaves to the
+    CPU), nor its branches' nodes: ORT's CPU EP runs them, and hands the If's output to our Neg in host memory (no
+    copy): read as device memory it was an illegal address, the GPU context lost for the process (compute-sanitizer:
+    seamless_unary_f32 reading a host pointer). Inputs in host memory are uploaded."""
     import sys
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "kernels"))
     import onnxruntime as ort
+    from onnx import TensorProto, helper
     import onnxruntime_ep_seamless as seamless
     from test_control import _if_on_input
     model = _if_on_input()
+    then = next(a.g for n in model.graph.node if n.op_type == "If" for a in n.attribute if a.name == "then_branch")
+    then.node[0].output[0] = "t0"
+    then.node.extend([helper.make_node("Cast", ["t0"], ["ts"], to=TensorProto.STRING),
+                      helper.make_node("Cast", ["ts"], ["t"], to=TensorProto.FLOAT)])
     sess = ort.InferenceSession(model.SerializeToString(), seamless.session_options(device="cuda"))
     report = seamless.partition_report(sess, device="cuda")
     assert sorted(op for _, op in report.ep_nodes) == ["Neg", "Relu"], report
-    assert sorted(op for _, op, _ in report.fallback_nodes) == ["Add", "If", "Mul"], report
+    assert sorted(op for _, op, _ in report.fallback_nodes) == ["Add", "Cast", "Cast", "If", "Mul"], report
     rng = np.random.default_rng(0)
     for k in range(6):  # past capture=auto's warm-up: such a node runs eagerly
         feeds = {"c": np.array(k % 2 == 0), "a": rng.standard_normal((3, 4), np.float32),

@@ -129,16 +129,17 @@ def test_if_over_strings(cond):
     assert_parity(model, {"c": np.array(cond), "s": np.array(["a", "b"], dtype=object)})
 
 
-def test_if_on_the_cuda_ep_is_declined_with_the_reason():
+def test_if_on_the_cuda_ep_gets_its_cuda_kernel_never_the_cpu_one():
     """The CUDA EP's host rule (integer and boolean inputs run the CPU kernel) once claimed an If on a boolean
-    input, whose CPU kernel then met a graph where it runs plans (found by the conformance suite on the H200)."""
+    input, whose CPU kernel then met a graph where it runs plans (found by the conformance suite on the H200): an If
+    gets the CUDA EP's own kernel (kernels/cuda/control.py: its branches compiled by the CUDA executor)."""
     from onnxruntime_ep_seamless.graph.onnx_import import import_model
     from onnxruntime_ep_seamless.kernels.registry import lookup
     graph = import_model(_if_on_input())
     node = next(n for n in graph.nodes if n.op_type == "If")
     kdef, reason = lookup(node, graph, "cuda")
-    assert kdef is None and "subgraphs" in reason
-    assert lookup(node, graph, "cpu")[0] is not None
+    assert kdef is not None and kdef.device == "cuda", reason
+    assert lookup(node, graph, "cpu")[0].device == "cpu"
 
 
 def test_if_condition_with_more_than_one_element_fails_as_stock():

@@ -29,6 +29,8 @@ class Step:
     seam: str    # why the host must wait for the GPU before this step; "" when it need not
     grows: bool  # a shape of the step depends on a growing symbol (the KV length)
     readers: tuple = ()  # the op types of the steps that read its first output
+    branches: dict = None  # an If's: each branch (graph attribute) -> its own steps, placed the same way
+    conditional: bool = False  # an If whose condition is computed on the GPU: conditional graph nodes when captured
 
 
 KV_NAME = re.compile(r"past|present", re.IGNORECASE)
@@ -60,12 +62,22 @@ def place(graph, input_names, output_names, fusion: bool = True) -> list[Step]:
     Values known on the host are the constants and what host kernels compute; integer work runs
     there when all its inputs are, else with its CUDA kernel where there is one. A seam is a step
     that needs a GPU value on the host: a host kernel reading one, or a CUDA kernel's host input (a
-    shape, axes, k…) computed on the GPU. fusion=False: every node as it is (the `fusion` option)."""
+    shape, axes, k…) computed on the GPU. An If's branches are placed the same way (Step.branches):
+    a seam in one is the If's. fusion=False: every node as it is (the `fusion` option)."""
+    return _place(graph, input_names, output_names, fusion, set())[0]
+
+
+def _place(graph, input_names, output_names, fusion: bool, host_values: set) -> tuple[list[Step], set]:
+    """place()'s steps, and the values known on the host; host_values: the outer values a branch reads that are."""
     nodes = fuse(graph, output_names, "cuda", fusion)  # may add constants (a fused node's joined weights)
     on_host = {name for name, v in graph.values.items() if v.const is not None and name not in input_names}
+    on_host |= host_values
     growing = growing_symbols(graph)
     steps = []
     for node in nodes:
+        if node.subgraphs:  # If
+            steps.append(_place_if(node, graph, on_host, fusion))
+            continue
         kdef, reason = lookup(node, graph, "cuda")
         if kdef is None:
             raise ValueError(f"node {node.label!r} ({node.key}) cannot be planned: {reason}")
@@ -91,7 +103,27 @@ def place(graph, input_names, output_names, fusion: bool = True) -> list[Step]:
             readers.setdefault(name, []).append(step.node.op_type)
     for step in steps:
         step.readers = tuple(readers.get(step.node.outputs[0], ())) if step.node.outputs else ()
-    return steps
+    return steps, on_host
+
+
+def _place_if(node: Node, graph, on_host: set, fusion: bool) -> Step:
+    """An If's step: its branches placed on the outer values they read (known on the host where they are outside).
+    Its condition known on the host picks the branch there (its outputs are on the host when both branches' are);
+    computed on the GPU, it is read back in an eager run and becomes conditional graph nodes in a captured one."""
+    kdef, reason = lookup(node, graph, "cuda")
+    if kdef is None:
+        raise ValueError(f"node {node.label!r} ({node.key}) cannot be planned: {reason}")
+    outer = node.inputs[len(node.inputs) - node.implicit:]
+    branches, seams, host_outputs = {}, [], True
+    for attr, sub in node.subgraphs.items():
+        steps, known = _place(sub, outer, sub.outputs, fusion, {n for n in outer if n in on_host})
+        branches[attr] = steps
+        seams += [f"its {attr}'s node {s.node.label!r} ({s.node.key}) {s.seam}" for s in steps if s.seam]
+        host_outputs = host_outputs and all(n in known for n in sub.outputs)
+    conditional = node.inputs[0] not in on_host
+    if not conditional and host_outputs:
+        on_host.update(n for n in node.outputs if n)
+    return Step(node, kdef, True, "; ".join(seams), False, branches=branches, conditional=conditional)
 
 
 def segments(steps: list[Step]) -> int:
@@ -125,6 +157,13 @@ def capture_summary(steps: list[Step], name: str, plan: "Padding | None" = None,
                          "one graph per bucket serves every prompt length up to it")
         else:
             lines.append(f"{modes}a graph per first-prompt length, not padded: {prompt_problem}")
+    for s in steps:
+        if s.branches is not None:
+            sizes = ", ".join(f"{attr} {len(s.branches[attr])} node(s)" for attr in ("then_branch", "else_branch"))
+            how = ("its condition is computed on the GPU: a conditional graph node per branch when captured, read "
+                   "back in an eager run" if s.conditional else "its condition is known on the host, which picks the "
+                   "branch")
+            lines.append(f"  If {s.node.label!r} ({sizes}): {how}")
     lines += [f"  seam at {s.node.label!r} ({s.node.key}): {s.seam}" for s in seams]
     return "\n".join(lines)
 

@@ -85,9 +85,8 @@ class CudaKernel:
         self.name = "+".join(sorted({n.op_type for n in graph.nodes}))[:80] if len(graph.nodes) > 1 else graph.nodes[0].label
         self.input_names, self.output_names = input_names, output_names
         placed = place(graph, input_names, output_names, ep.options.get("fusion", True))
-        read = {name for s in placed for name in s.node.inputs}  # not the weights a fusion replaced
-        self.constants = {name: self.rt.upload(v.const) for name, v in graph.values.items()
-                          if v.const is not None and name not in input_names and name in read}
+        self.constants = _upload_constants(self.rt, graph, placed, input_names)
+        self.held = list(self.constants.values())  # every constant of the node's, its If branches' too: never freed
         self.padding, why_not = choose_padding(graph, placed, input_names, output_names)
         self.prompt, why_not_prompt = prompt_padding(graph, placed, input_names, output_names)
         self.log_capture = ep.options.get("log_capture")
@@ -95,9 +94,8 @@ class CudaKernel:
             ep.log(LOG_WARNING, capture_summary(placed, f"{ep.name} fused node {self.name!r}", self.padding, why_not,
                                                 self.prompt, why_not_prompt))
         position = {name: j for j, name in enumerate(output_names)}
-        self.steps = [(s.node, s.kdef.build(s.node, graph, s.readers, functools.partial(
-                           self._output_buffer, [position.get(n) for n in s.node.outputs])),
-                       s.on_gpu, frozenset(s.kdef.host_inputs)) for s in placed]
+        self.steps = self._build(graph, placed, lambda node: functools.partial(
+            self._output_buffer, [position.get(n) for n in node.outputs]))
         self.out_dtypes = [graph.value(n).dtype for n in output_names]
         self._tls = threading.local()
         # capture=auto: a node without seams is captured whole, per binding of its input shapes; capture=off (with
@@ -105,7 +103,7 @@ class CudaKernel:
         # user's CUDA kernel launches through its own library, which a program cannot record.
         mode = ep.options.get("capture")
         self.listed = (mode == "off" and ep.options.get("native_program", True)
-                       and not any(s.kdef.user and s.on_gpu for s in placed))
+                       and not any((s.kdef.user and s.on_gpu) or s.conditional for s in placed))
         self.capture = ((mode == "auto" or self.listed) and not ep.options.get("enable_cuda_graph")
                         and not any(s.seam for s in placed))
         # the C glue's SeamlessReplayer: launches captured segments for later Computes (abi/bridge.py hands it to ORT's
@@ -135,6 +133,19 @@ class CudaKernel:
         self.checked: set = set()  # left-padded bindings whose padded run matched the unpadded one
         self.pending: set = set()  # bindings a thread is capturing (or checking) now: no other thread captures them
         self._lock = threading.Lock()
+
+    def _build(self, graph, placed, output_buffer) -> list:
+        """The steps the executor runs: (node, its kernel's callable, on the GPU, its host inputs); an If's
+        branches compiled into Branch objects, bound in place of its graph attributes."""
+        steps = []
+        for s in placed:
+            branches = None
+            if s.branches is not None:
+                outer = s.node.inputs[len(s.node.inputs) - s.node.implicit:]
+                branches = {attr: Branch(self, s.node.subgraphs[attr], sub, outer) for attr, sub in s.branches.items()}
+            steps.append((s.node, s.kdef.build(s.node, graph, s.readers, output_buffer(s.node), branches), s.on_gpu,
+                          frozenset(s.kdef.host_inputs)))
+        return steps
 
     def _buffers(self):
         b = getattr(self._tls, "b", None)
@@ -205,7 +216,7 @@ class CudaKernel:
         finally:
             self._tls.run = None
             # back to the cache: later work on this stream is ordered after this run's kernels
-            _release(self.rt, scratch, list(inputs.values()) + ort_outputs, self.constants)
+            _release(self.rt, scratch, list(inputs.values()) + ort_outputs, self.held)
 
     def _output_buffer(self, positions: list, i: int, shape: tuple, dtype) -> DeviceTensor | None:
         """ORT's tensor for output i of a node (positions: each output's index among the partition's
@@ -249,30 +260,10 @@ class CudaKernel:
     def _run(self, values: dict, stream, scratch: list) -> list[DeviceTensor]:
         """Every step on `values` (constants and inputs); the outputs, on the GPU. What kernels
         allocate is appended to `scratch`."""
-        rt = self.rt
         if any(t.settled for t in values.values()):
-            rt.begin_run(stream)
-
-        def on_gpu_value(name):
-            t = values[name]
-            if not t.ptr and t.nbytes:  # a host value a GPU kernel reads: upload once
-                t = values[name] = rt.device(t, stream)
-                scratch.append(t)
-            return t
-
-        for node, fn, on_gpu, host_inputs in self.steps:
-            if on_gpu:  # host inputs (shapes, axes…) are read where they are, the rest must be on the GPU
-                outs = fn(rt, stream, *[None if not n else values[n] if i in host_inputs else on_gpu_value(n)
-                                        for i, n in enumerate(node.inputs)])
-            else:  # integer shape/mask arithmetic: the CPU kernel, on the host
-                host_args = [rt.to_host(values[n], stream) if n in values else None for n in node.inputs]
-                outs = [DeviceTensor.on_host(v) for v in fn(*host_args)]
-            for name, t in zip(node.outputs, outs):
-                if t is not None:
-                    scratch.append(t)  # freed after the run even when the node leaves it unnamed
-                    if name:
-                        values[name] = t
-        results = [on_gpu_value(n) for n in self.output_names]
+            self.rt.begin_run(stream)
+        results = run_steps(self.rt, self.steps, values, self.output_names, stream, scratch)
+        results = [_on_gpu(self.rt, t, stream, scratch) for t in results]
         for name, t, dtype in zip(self.output_names, results, self.out_dtypes):
             if t.dtype != dtype:
                 raise TypeError(f"output {name!r}: kernel produced {t.dtype}, graph declares {dtype}")
@@ -320,7 +311,7 @@ class CudaKernel:
             largest = max([t.nbytes for t in stable.values()] or [0])
             rt.stage(table, 0, len(names), stream, largest)
             results = self._run(dict(self.constants, **stable), stream, scratch)
-            _release(rt, scratch, list(stable.values()), self.constants)  # kept by the graph: launches reuse them
+            _release(rt, scratch, list(stable.values()), self.held)  # kept by the graph: launches reuse them
             self.native.check(lib.seamless_segment_end(graph, 1))
             if self.listed and self.log_capture:
                 self._warn(f"{self.ep_name} fused node {self.name!r}: inputs of shapes "
@@ -371,7 +362,7 @@ class CudaKernel:
                 problem = f"the padded run failed: {e}"
             self._write_outputs(ctx, b, results, stream)
         finally:
-            _release(rt, scratch, list(inputs.values()), self.constants)
+            _release(rt, scratch, list(inputs.values()), self.held)
         with self._lock:
             (self.failed if problem else self.checked).add(key)
         if self.log_capture:
@@ -532,15 +523,16 @@ class CudaKernel:
         """The node's weights, and the layouts kernels made of them (DeviceTensor.derived), back to the
         allocator's cache once every run that may read them has finished on the GPU: a released session's
         memory serves the next one."""
-        constants = getattr(self, "constants", None)
-        if not constants:
+        held = getattr(self, "held", None)
+        if not held:
             return
         self.native.check(self.native.lib.seamless_cuda_device_sync(self.rt.ordinal))
-        for t in constants.values():
+        for t in held:
             for derived in (t.derived or {}).values():
                 self.rt.free(derived)
             self.rt.free(t)
-        constants.clear()
+        held.clear()
+        self.constants.clear()
 
 
 def _release_collected() -> None:
@@ -554,11 +546,93 @@ def _release_collected() -> None:
 
 
 def _release(rt, scratch, inputs, constants):
-    """Free what kernels allocated; aliases (same address as an input, a constant or an earlier
+    """Free what kernels allocated; aliases (same address as an input, a constant (`constants`: a list) or an earlier
     value) are not allocations."""
-    foreign = {t.ptr for t in inputs} | {t.ptr for t in constants.values()}
+    foreign = {t.ptr for t in inputs} | {t.ptr for t in constants}
     freed = set()
     for t in scratch:
         if t.ptr and t.ptr not in foreign and t.ptr not in freed:
             freed.add(t.ptr)
             rt.free(t)
+
+
+def _upload_constants(rt, graph, placed, input_names) -> dict:
+    """The constants the placed steps read (not the weights a fusion replaced), on the GPU."""
+    read = {name for s in placed for name in s.node.inputs}
+    return {name: rt.upload(v.const) for name, v in graph.values.items()
+            if v.const is not None and name not in input_names and name in read}
+
+
+def _on_gpu(rt, t: DeviceTensor, stream, scratch: list) -> DeviceTensor:
+    """t on the GPU: a host value uploaded once (the upload appended to scratch)."""
+    if not t.ptr and t.nbytes:
+        t = rt.device(t, stream)
+        scratch.append(t)
+    return t
+
+
+def run_steps(rt, steps: list, values: dict, output_names: list, stream, scratch: list) -> list[DeviceTensor]:
+    """Run the executor's steps (CudaKernel._build) on `values` (constants and inputs, by name; values the steps
+    compute are added); the outputs, where they are (a host value stays on the host). What kernels allocate, and
+    uploads, are appended to `scratch`."""
+    def on_gpu_value(name):
+        t = values[name] = _on_gpu(rt, values[name], stream, scratch)
+        return t
+
+    for node, fn, on_gpu, host_inputs in steps:
+        if on_gpu:  # host inputs (shapes, axes…) are read where they are, the rest must be on the GPU
+            outs = fn(rt, stream, *[None if not n else values[n] if i in host_inputs or node.subgraphs
+                                    else on_gpu_value(n) for i, n in enumerate(node.inputs)])
+        else:  # integer shape/mask arithmetic: the CPU kernel, on the host
+            host_args = [rt.to_host(values[n], stream) if n in values else None for n in node.inputs]
+            outs = [DeviceTensor.on_host(v) for v in fn(*host_args)]
+        for name, t in zip(node.outputs, outs):
+            if t is not None:
+                scratch.append(t)  # freed after the run even when the node leaves it unnamed
+                if name:
+                    values[name] = t
+    return [values[n] for n in output_names]
+
+
+class Branch:
+    """One branch of an If (then_branch or else_branch), compiled as the fused node's graph is: its steps, its
+    constants on the GPU (held by the node). `outer`: the values it reads from the enclosing graph, in the order the
+    If kernel passes them (kernels/cuda/control.py)."""
+
+    def __init__(self, kernel: CudaKernel, graph, placed: list, outer: list):
+        self.rt, self.outer, self.output_names = kernel.rt, list(outer), list(graph.outputs)
+        self.constants = _upload_constants(kernel.rt, graph, placed, outer)
+        kernel.held += self.constants.values()
+        self.held = kernel.held
+        self.steps = kernel._build(graph, placed, lambda node: None)
+
+    def _results(self, stream, outer) -> tuple[list, list]:
+        values = dict(self.constants, **dict(zip(self.outer, outer)))
+        scratch = []
+        return run_steps(self.rt, self.steps, values, self.output_names, stream, scratch), scratch
+
+    def run(self, stream, outer) -> list[DeviceTensor]:
+        """The branch on `outer` (an eager run, or its condition known on the host): its outputs; what it
+        allocated besides them goes back to the cache."""
+        results, scratch = self._results(stream, outer)
+        _release(self.rt, scratch, list(outer) + results, self.held)
+        return results
+
+    def conditional(self, other: "Branch", stream, cond: DeviceTensor, outer) -> list[DeviceTensor]:
+        """While `stream` is captured: this branch (then) and `other` (else) as two conditional graph nodes chosen by
+        `cond` on the GPU at every launch, each body copying its outputs into the If's (one shape each: branches
+        whose outputs differ in shape cannot be captured, and the binding runs eagerly)."""
+        rt, outputs = self.rt, None
+        for body, branch in zip(rt.if_bodies(stream, cond), (self, other)):
+            with rt.body_capture(body) as body_stream:
+                results, scratch = branch._results(body_stream, outer)
+                results = [_on_gpu(rt, t, body_stream, scratch) for t in results]
+                if outputs is None:
+                    outputs = [rt.alloc(t.shape, t.dtype) for t in results]
+                for name, out, t in zip(self.output_names, outputs, results):
+                    if (t.shape, t.dtype) != (out.shape, out.dtype):
+                        raise ValueError(f"the If's branches give output {name!r} different shapes ({out.shape} "
+                                         f"{out.dtype} and {t.shape} {t.dtype}): a captured graph holds one")
+                    rt.copy(out.ptr, t.ptr, t.nbytes, body_stream)
+                _release(rt, scratch, list(outer), self.held)  # kept by the graph: its launches reuse them
+        return outputs

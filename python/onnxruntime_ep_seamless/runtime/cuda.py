@@ -5,6 +5,7 @@ time); kernels come from _kernels_cuda.fatbin, built from native/cuda/*.cu by nv
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import struct
@@ -81,6 +82,7 @@ class CudaRuntime:
         self.host_reads = 0  # GPU values read on the host (each waits for the stream): a steady state adds none
         self._counters: dict = {}  # stream -> [its counters, zeroed outside a capture] (see counters)
         self._barriers: set = set()  # streams whose next launch waits for all work before it (begin_run)
+        self._plain: set = set()  # streams whose launches all do (an If branch's body being captured)
         self._layouts: dict = {}  # kernel argument kinds -> _ArgLayout
         self._shared: dict[str, int] = {}  # kernel -> the dynamic shared memory it was allowed (cuFuncSetAttribute)
 
@@ -242,6 +244,37 @@ class CudaRuntime:
         for the kernel before it."""
         self._barriers.add(self._stream_key(stream))
 
+    def if_bodies(self, stream, cond: DeviceTensor) -> tuple:
+        """While `stream` is captured: an If decided by `cond` (a bool on the GPU) as two conditional graph nodes
+        (ep_plugin/cuda_capture.c), after a kernel that sets them from it; their bodies (then, else), which
+        body_capture fills. The stream's next launch waits for both nodes."""
+        handles, bodies = self.ffi.new("uint64_t[2]"), self.ffi.new("void*[2]")
+        self.native.check(self.lib.seamless_if_handles(stream, handles))
+        self.begin_run(stream)  # plain launches around the nodes: no programmatic edge meets a conditional node
+        self._launch("seamless_if_branches", 1, 1, stream, [("ptr", cond.ptr), ("ptr", handles[0]), ("ptr", handles[1])])
+        self.native.check(self.lib.seamless_if_nodes(stream, handles, bodies))
+        self.begin_run(stream)
+        return bodies[0], bodies[1]
+
+    @contextlib.contextmanager
+    def body_capture(self, body):
+        """A stream whose work (plain launches) is captured into `body`, a conditional node's graph, until the
+        block ends."""
+        out = self.ffi.new("void**")
+        self.native.check(self.lib.seamless_body_begin(body, out))
+        stream, key = out[0], self._stream_key(out[0])
+        self._plain.add(key)
+        failed = True
+        try:
+            yield stream
+            failed = False
+        finally:
+            self._plain.discard(key)
+            self._barriers.discard(key)
+            status = self.lib.seamless_body_end(stream)
+            if not failed:
+                self.native.check(status)
+
     def launch(self, name: str, n: int, stream, *args) -> None:
         """A 1-D grid-stride kernel over n elements; args are ("int"|"int64"|"ptr"|"bytes", value)."""
         if n == 0:
@@ -266,14 +299,14 @@ class CudaRuntime:
         packed = layout.pack(*[value for _, value in args])
         if prepare:
             return fn, gx, gy, block, shared, packed, layout.offsets, len(kinds)
-        dependent = self._dependent(stream) if self._barriers else self.dependent
+        dependent = self._dependent(stream) if self._barriers or self._plain else self.dependent
         self.native.check(self.lib.seamless_cuda_launch(fn, gx, gy, block, shared, stream, packed, len(packed),
                                                         layout.offsets, len(kinds), dependent))
 
     def _dependent(self, stream) -> int:
         """Whether a launch on `stream` now is a dependent launch: not the first after begin_run's barrier."""
         key = self._stream_key(stream)
-        dependent = self.dependent and key not in self._barriers
+        dependent = self.dependent and key not in self._barriers and key not in self._plain
         self._barriers.discard(key)
         return dependent
 

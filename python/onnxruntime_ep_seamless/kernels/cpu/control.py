@@ -8,15 +8,15 @@ from ..checks import InvalidArgument
 from ..registry import kernel, lookup
 
 
-def subgraphs_supported(node, graph) -> str | None:
-    """Why the node's subgraphs cannot run on the EP (a node of theirs declined, an output it cannot hold), or None:
-    the node is claimed whole, its subgraphs with it."""
+def subgraphs_supported(node, graph, device: str = "cpu") -> str | None:
+    """Why the node's subgraphs cannot run on the EP of `device` (a node of theirs declined, an output it cannot
+    hold), or None: the node is claimed whole, its subgraphs with it."""
     subgraphs = node.subgraphs
     if not subgraphs:
         return "its subgraphs were not given"
     for attr, sub in subgraphs.items():
         for inner in sub.nodes:
-            kdef, reason = lookup(inner, sub, "cpu")
+            kdef, reason = lookup(inner, sub, device)
             if kdef is None:
                 return f"{attr}: node {inner.label!r} ({inner.key}) is declined: {reason}"
         for name in sub.outputs:
@@ -25,17 +25,21 @@ def subgraphs_supported(node, graph) -> str | None:
     return None
 
 
-def _check_if(node, graph) -> str | None:
+def check_if(node, graph, device: str = "cpu") -> str | None:
     branches = [node.attrs.get("then_branch"), node.attrs.get("else_branch")]
     if any(len(b.outputs) != len(node.outputs) for b in branches if b is not None):
         return "a branch's outputs do not match the node's"
-    return subgraphs_supported(node, graph)
+    return subgraphs_supported(node, graph, device)
 
 
-@kernel("If", since=1, check=_check_if, takes=("strings", "sequences", "optionals"))
-def if_(cond, *outer, then_branch, else_branch):
+def check_condition(cond) -> None:
     if cond.size != 1:
         raise ValueError(f"If nodes condition input must have exactly one element (it has {cond.size})")
+
+
+@kernel("If", since=1, check=check_if, takes=("strings", "sequences", "optionals"))
+def if_(cond, *outer, then_branch, else_branch):
+    check_condition(cond)
     branch = then_branch if bool(np.asarray(cond).reshape(-1)[0]) else else_branch
     return branch.run(*outer)
 

@@ -1,0 +1,269 @@
+"""If on the CUDA EP (kernels/cuda/control.py, exec/cuda_compute.py Branch): claimed whole with its branches, the
+branch picked on the host where the condition is known there, and inside a captured graph, where the condition is
+computed on the GPU, two conditional graph nodes (ep_plugin/cuda_capture.c), so the model stays one segment. The
+first tests need no GPU (the placement, the capture report, the executor over the fake glue of
+test_cuda_host_path); the rest run on the GPU against stock ORT's CPU EP."""
+import numpy as np
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import onnxruntime_ep_seamless as seamless
+from onnxruntime_ep_seamless.exec import cuda_compute
+from onnxruntime_ep_seamless.graph.onnx_import import import_model
+from onnxruntime_ep_seamless.partition import partition
+from onnxruntime_ep_seamless.runtime import cuda as runtime_cuda
+from onnxruntime_ep_seamless.tools.capture_report import analyse, render
+from test_cuda_host_path import FakeEp, FakeGlue, ffi
+from test_cuda_ep import DEVICES, PROBLEM
+
+F32 = TensorProto.FLOAT
+
+
+def branch(name, op, value, extra=()):
+    """A branch reading x from the outer graph: Relu(x op c), then `extra` nodes on its result."""
+    const = numpy_helper.from_array(np.asarray(value, np.float32), f"{name}_c")
+    nodes = [helper.make_node(op, ["x", f"{name}_c"], [f"{name}_m"]), helper.make_node("Relu", [f"{name}_m"],
+                                                                                         [f"{name}_y"])]
+    out = f"{name}_y"
+    for k, (op2, attrs) in enumerate(extra):
+        nodes.append(helper.make_node(op2, [out], [f"{name}_e{k}"], **attrs))
+        out = f"{name}_e{k}"
+    return helper.make_graph(nodes, name, [], [helper.make_tensor_value_info(out, F32, None)], initializer=[const])
+
+
+def if_model(condition="gpu", then=None, else_=None, shape=(4, 8), opset=18):
+    """x -> If -> Sigmoid -> y. condition "gpu": ReduceSum(x) > 0 (computed on the GPU); "host": x's first dim == 4
+    (known from the shapes)."""
+    if condition == "gpu":
+        nodes = [helper.make_node("ReduceSum", ["x"], ["s"], keepdims=0), helper.make_node("Greater", ["s", "zero"],
+                                                                                         ["c"])]
+    else:
+        nodes = [helper.make_node("Shape", ["x"], ["xs"], start=0, end=1),
+                 helper.make_node("Equal", ["xs", "four"], ["c1"]),
+                 helper.make_node("Squeeze", ["c1"], ["c"])]
+    nodes += [helper.make_node("If", ["c"], ["y0"], name="choose", then_branch=then or branch("then", "Mul", 2.0),
+                               else_branch=else_ or branch("else", "Add", 1.5)),
+              helper.make_node("Sigmoid", ["y0"], ["y"])]
+    inits = [numpy_helper.from_array(np.array(0, np.float32), "zero"), numpy_helper.from_array(np.array([4]), "four")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", F32, ["n", shape[1]])],
+                              [helper.make_tensor_value_info("y", F32, None)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 9
+    return model
+
+
+# --- without a GPU ------------------------------------------------------------------------------------
+
+def test_an_if_on_a_gpu_condition_is_one_segment_with_conditional_nodes():
+    parts, declined = analyse(import_model(if_model("gpu")))
+    text = render(parts, declined)
+    assert not declined and len(parts) == 1 and parts[0].segments == 1, text
+    (step,) = [s for s in parts[0].steps if s.node.op_type == "If"]
+    assert step.conditional and not step.seam and set(step.branches) == {"then_branch", "else_branch"}
+    assert "If 'choose' (then_branch 2 node(s), else_branch 2 node(s)): its condition is computed on the GPU" in text
+
+
+def test_an_if_on_a_host_condition_picks_its_branch_there():
+    parts, _ = analyse(import_model(if_model("host")))
+    (step,) = [s for s in parts[0].steps if s.node.op_type == "If"]
+    assert not step.conditional and not step.seam and parts[0].segments == 1
+    assert "its condition is known on the host" in render(parts, {})
+
+
+def test_a_seam_inside_a_branch_is_the_ifs():
+    """NonZero runs on the host (its output's shape depends on the data): inside a branch it makes the If a seam."""
+    then = branch("then", "Mul", 2.0, extra=[("NonZero", {}), ("Cast", {"to": F32})])
+    else_ = branch("else", "Add", 1.5, extra=[("NonZero", {}), ("Cast", {"to": F32})])
+    parts, _ = analyse(import_model(if_model("gpu", then, else_)))
+    (step,) = [s for s in parts[0].steps if s.node.op_type == "If"]
+    assert "its then_branch's node" in step.seam and parts[0].segments == 2
+
+
+def test_the_cuda_ep_claims_the_if_whole_and_declines_loop_with_its_reason():
+    graph = import_model(if_model("gpu"))
+    result = partition(graph, "cuda")
+    assert result.claimed == result.total and not result.declined
+    body = helper.make_graph([helper.make_node("Identity", ["c_in"], ["c_out"]),
+                              helper.make_node("Add", ["y_in", "y_in"], ["y_out"])], "body",
+                             [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+                              helper.make_tensor_value_info("c_in", TensorProto.BOOL, []),
+                              helper.make_tensor_value_info("y_in", F32, [2])],
+                             [helper.make_tensor_value_info("c_out", TensorProto.BOOL, []),
+                              helper.make_tensor_value_info("y_out", F32, [2])])
+    loop = helper.make_graph([helper.make_node("Loop", ["m", "", "y0"], ["y"], body=body)], "g",
+                             [helper.make_tensor_value_info("m", TensorProto.INT64, []),
+                              helper.make_tensor_value_info("y0", F32, [2])], [helper.make_tensor_value_info("y", F32, [2])])
+    model = helper.make_model(loop, opset_imports=[helper.make_opsetid("", 18)])
+    model.ir_version = 9
+    result = partition(import_model(model), "cuda")
+    assert list(result.declined.values()) == ["Loop: the CUDA EP runs no Loop or Scan yet (ORT's CPU EP runs it)"]
+
+
+class ControlGlue(FakeGlue):
+    """The fake glue, with a float32 input, a condition the host reads back as `cond`, and the conditional-node
+    calls recorded."""
+
+    def __init__(self):
+        super().__init__()
+        self.cond, self.calls = True, []
+
+    def seamless_get_inputs(self, ctx, n, data, nbytes, types, ranks, dims, max_rank, changed, status):
+        for i, (ptr, shape, dtype) in enumerate(self.feed):
+            data[i], types[i], ranks[i] = ffi.cast("void*", ptr), 1, len(shape)
+            for axis, size in enumerate(shape):
+                dims[i * max_rank + axis] = size
+        return 0
+
+    def seamless_cuda_copy(self, dst, src, nbytes, stream):
+        if nbytes == 1 and not self.device(dst):  # the condition read back
+            ffi.cast("uint8_t*", dst)[0] = int(self.cond)
+        return super().seamless_cuda_copy(dst, src, nbytes, stream)
+
+    def seamless_if_handles(self, stream, handles):
+        self.calls.append("handles")
+        handles[0], handles[1] = 11, 12
+        return ffi.NULL
+
+    def seamless_if_nodes(self, stream, handles, bodies):
+        self.calls.append("nodes")
+        bodies[0], bodies[1] = ffi.cast("void*", 21), ffi.cast("void*", 22)
+        return ffi.NULL
+
+    def seamless_body_begin(self, body, out):
+        self.calls.append(("body", int(ffi.cast("uintptr_t", body))))
+        out[0] = ffi.cast("void*", 30 + len(self.calls))
+        return ffi.NULL
+
+    def seamless_body_end(self, stream):
+        self.calls.append("end")
+        return ffi.NULL
+
+    def seamless_cuda_launch(self, fn, gx, gy, block, shared, stream, packed, nbytes, offsets, count, dependent):
+        self.calls.append((self.names[int(ffi.cast("uintptr_t", fn))], int(ffi.cast("uintptr_t", stream)),
+                           dependent))
+        return super().seamless_cuda_launch(fn, gx, gy, block, shared, stream, packed, nbytes, offsets, count,
+                                            dependent)
+
+
+def control_kernel(monkeypatch, model, options):
+    monkeypatch.setattr(runtime_cuda, "FATBIN", __file__)  # the module load is faked: any file will do
+    monkeypatch.setattr(runtime_cuda.CudaRuntime, "_instances", {})
+    ep = FakeEp(options)
+    ep.native.lib = glue = ControlGlue()
+    graph = import_model(model)
+    return cuda_compute.CudaKernel(ep, graph, list(graph.inputs), list(graph.outputs)), glue
+
+
+def test_the_executor_runs_the_branch_the_condition_picks_then_captures_both_as_conditional_bodies(monkeypatch):
+    softmax = branch("else", "Add", 1.5, extra=[("Softmax", {"axis": -1})])  # a kernel of its own: else ran
+    kernel, glue = control_kernel(monkeypatch, if_model("gpu", else_=softmax), {"capture": "auto"})
+    launched = lambda: " ".join(c[0] for c in glue.calls if isinstance(c, tuple) and c[0] != "body")
+    for run, cond in enumerate([True, False]):  # the two warm-up runs: eager, the condition read back
+        glue.feed, glue.outputs, glue.calls, glue.cond = [(1 << 36, (4, 8), np.float32)], [None], [], cond
+        kernel.compute(None)
+        assert ("softmax" in launched()) != cond, launched()
+        assert "handles" not in glue.calls
+    glue.calls = []
+    kernel.compute(None)  # the third: captured
+    assert glue.replays == 1 and "segment" in glue.launches
+    steps = [c if not isinstance(c, tuple) else c[0] for c in glue.calls]
+    at = steps.index("handles")
+    assert steps[at + 1:at + 3] == ["seamless_if_branches", "nodes"] and steps[at + 3] == "body"
+    bodies = [c for c in glue.calls if isinstance(c, tuple) and c[0] == "body"]
+    assert [b[1] for b in bodies] == [21, 22] and steps.count("end") == 2
+    in_then, in_else = ([c for c in glue.calls if isinstance(c, tuple) and len(c) == 3
+                         and c[1] == 30 + glue.calls.index(body) + 1] for body in bodies)  # ControlGlue's streams
+    assert in_then and all(c[2] == 0 for c in in_then + in_else)  # a body's launches are plain ones
+    assert not any("softmax" in c[0] for c in in_then) and any("softmax" in c[0] for c in in_else), glue.calls
+    assert kernel.rt.host_reads == 2  # the warm-ups read the condition back; the capture does not
+
+
+def test_capture_off_runs_an_if_on_a_gpu_condition_eagerly(monkeypatch):
+    """A launch program issues launches from C in order: it cannot branch on a GPU value, so such a partition keeps
+    running through Python (the condition read back), never recorded."""
+    kernel, glue = control_kernel(monkeypatch, if_model("gpu"), {"capture": "off"})
+    assert not kernel.listed and not kernel.capture
+    kernel, glue = control_kernel(monkeypatch, if_model("host"), {"capture": "off"})
+    assert kernel.listed and kernel.capture
+
+
+# --- on the GPU ----------------------------------------------------------------------------------------
+
+gpu = pytest.mark.skipif(not DEVICES, reason=f"no NVIDIA GPU for the CUDA EP ({PROBLEM or 'none found'})")
+
+
+def sessions(model, **options):
+    so = seamless.session_options(device="cuda", **options)
+    so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
+    ours = ort.InferenceSession(model.SerializeToString(), so)
+    report = seamless.assert_ep_selected(ours, device="cuda")
+    assert not report.fallback_nodes, report
+    return ours, ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+
+
+@gpu
+@pytest.mark.parametrize("capture", ["auto", "off"])
+def test_an_if_on_the_gpu_matches_stock_at_every_run(capture):
+    """Signs alternate, so each branch runs eagerly, captured and replayed; capture=auto replays one segment with
+    no Python per run once captured."""
+    ours, stock = sessions(if_model("gpu"), capture=capture)
+    rng = np.random.default_rng(0)
+    before_calls, before_replays = None, cuda_compute.segment_replays()
+    for run in range(12):
+        x = rng.standard_normal((4, 8)).astype(np.float32) + (1.0 if run % 2 else -1.0)
+        if run == 4:
+            before_calls = cuda_compute.CudaKernel.compute_calls
+        got, = ours.run(None, {"x": x})
+        want, = stock.run(None, {"x": x})
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6, err_msg=f"run {run}")
+    if capture == "auto":
+        assert cuda_compute.CudaKernel.compute_calls == before_calls  # every run after the capture: C replays
+        assert cuda_compute.segment_replays() - before_replays >= 8
+
+
+@gpu
+def test_an_if_on_a_host_condition_is_captured_with_its_branch():
+    ours, stock = sessions(if_model("host"), capture="auto")
+    rng = np.random.default_rng(1)
+    for run in range(8):
+        x = rng.standard_normal((4 if run < 5 else 3, 8)).astype(np.float32)
+        np.testing.assert_allclose(ours.run(None, {"x": x})[0], stock.run(None, {"x": x})[0], rtol=1e-6, atol=1e-6)
+
+
+@gpu
+def test_branches_of_different_shapes_run_eagerly_with_stock_results():
+    """A conditional node's bodies must leave one shape; branches that do not are not captured (the binding runs
+    eagerly from then on), with stock's outputs either way."""
+    then = branch("then", "Mul", 2.0, extra=[("ReduceSum", {"keepdims": 1})])
+    ours, stock = sessions(if_model("gpu", then=then), capture="auto")
+    rng = np.random.default_rng(2)
+    for run in range(6):
+        x = rng.standard_normal((4, 8)).astype(np.float32) + (1.0 if run % 2 else -1.0)
+        got, want = ours.run(None, {"x": x})[0], stock.run(None, {"x": x})[0]
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+@gpu
+def test_session_graph_capture_holds_an_if_on_the_gpu():
+    """ORT's own graph capture (enable_cuda_graph=1) captures the If as conditional nodes too: a replayed graph
+    still takes the branch each input asks for."""
+    if tuple(map(int, ort.__version__.split(".")[:2])) < (1, 26):
+        pytest.skip("session graph capture needs onnxruntime >= 1.26")
+    model = if_model("gpu")
+    model.graph.input[0].type.tensor_type.shape.dim[0].dim_value = 4
+    ours, stock = sessions(model, enable_cuda_graph=1)
+    mem = DEVICES[0].memory_info(ort.OrtDeviceMemoryType.DEFAULT)
+    x_gpu = ort.OrtValue.ortvalue_from_shape_and_type((4, 8), np.float32, memory_info=mem)
+    y_gpu = ort.OrtValue.ortvalue_from_shape_and_type((4, 8), np.float32, memory_info=mem)
+    binding = ours.io_binding()
+    binding.bind_ortvalue_input("x", x_gpu)
+    binding.bind_ortvalue_output("y", y_gpu)
+    rng = np.random.default_rng(3)
+    for run in range(8):
+        x = rng.standard_normal((4, 8)).astype(np.float32) + (1.0 if run % 2 else -1.0)
+        x_gpu.update_inplace(x)
+        ours.run_with_iobinding(binding)
+        np.testing.assert_allclose(y_gpu.numpy(), stock.run(None, {"x": x})[0], rtol=1e-6, atol=1e-6,
+                                   err_msg=f"run {run}")
