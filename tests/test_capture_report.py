@@ -387,3 +387,18 @@ def test_padding_at_the_start_declines_an_input_growing_on_two_axes():
     parts, _ = analyse(graph)
     plan, why = choose_padding(graph, parts[0].steps, ["attention_mask", "new", "past_key"], ["present_key", "scores"])
     assert plan is None and "grows on more than one axis" in why
+
+
+def test_phi3s_longrope_if_is_claimed_and_keeps_the_kv_unpadded():
+    """Phi-3's builder export picks its rotary factors with an If on the total length (LongRoPE): the CUDA EP claims it
+    with the rest (one segment, the branch picked on the host), and neither end of the KV axes is padded, since a
+    padded run would take the padded length's branch."""
+    path = material.genai_model_dir("phi3", "fp32") / "model.onnx"
+    if not path.exists():
+        pytest.skip(f"{path} not prepared (python tests/material.py)")
+    import onnx
+    found, parts, declined = seams(onnx.load(str(path)))
+    assert not found and not declined and len(parts) == 1 and parts[0].segments == 1
+    assert parts[0].padding is None and parts[0].prompt is None
+    text = render(parts, declined)
+    assert "picks its branch on the host by a length that grows" in text and "known on the host" in text

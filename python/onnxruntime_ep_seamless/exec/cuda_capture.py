@@ -188,7 +188,26 @@ def choose_padding(graph, steps: list[Step], input_names, output_names) -> tuple
     plan, why = padding(graph, steps, input_names, output_names)
     if plan is None and growing_symbols(graph):
         plan = left_padding(graph, input_names, output_names)
+        chosen = _length_chosen_branches(steps)
+        if plan is not None and chosen:  # a padded run would take the branch of the padded length
+            plan = None
+            why += (f"; nor at their start: If {chosen[0].node.label!r} picks its branch on the host by a length "
+                    "that grows")
     return plan, why
+
+
+def _length_chosen_branches(steps: list[Step]) -> list[Step]:
+    """The Ifs whose condition the host computes from a growing length (LongRoPE's factors for the total length)."""
+    derived, found = set(), []
+    for s in steps:
+        reads = {n for n in s.node.inputs if n}
+        if s.branches is not None:
+            if not s.conditional and s.node.inputs[0] in derived:
+                found.append(s)
+        elif (s.grows and s.node.op_type in ("Shape", "Size")) or (
+                (not s.on_gpu or s.node.op_type in HOST_RESULTS) and reads & derived):
+            derived.update(n for n in s.node.outputs if n)
+    return found
 
 
 def left_padding(graph, input_names, output_names) -> Padding | None:
