@@ -254,11 +254,13 @@ OrtStatus* capture_release_graph(OrtEp* ep, int id) {
   return NULL;
 }
 
-/* ---- an If inside a capture: conditional graph nodes ------------------------------------------
+/* ---- control flow inside a capture: conditional graph nodes --------------------------------------
  * A branch chosen by a bool on the GPU stays inside the captured graph: a kernel sets two conditional handles from
- * the bool (native/cuda/shape.cu seamless_if_branches: then = cond, else = !cond), and two IF nodes after it hold the
- * branches, each body captured from a stream of its own (cuStreamBeginCaptureToGraph) while the segment's capture
- * waits; the segment's later work depends on both nodes. A body may hold an If of its own: bodies nest. */
+ * the bool (native/cuda/control.cu seamless_if_branches: then = cond, else = !cond), and two IF nodes after it hold
+ * the branches. A Loop is one WHILE node: a kernel before it sets its handle for the first iteration, one at the end
+ * of its body for the next (seamless_loop_start / _next). Each body is captured from a stream of its own
+ * (cuStreamBeginCaptureToGraph) while the segment's capture waits; the segment's later work depends on the nodes.
+ * A body may hold control flow of its own: bodies nest. */
 #define MAX_BODY_DEPTH 8
 static __thread CUstream tl_bodies[MAX_BODY_DEPTH];
 static __thread int tl_depth;
@@ -268,53 +270,57 @@ static OrtStatus* capture_frontier(CUstream stream, CUgraph* graph, const CUgrap
                                    const CUgraphEdgeData** edges, size_t* n) {
   if (!cu.conditional_handle_create || !cu.stream_capture_info || !cu.graph_add_node ||
       !cu.stream_update_capture_dependencies || !cu.stream_begin_capture_to_graph)
-    return seamless_status(1, "SeamlessCUDAExecutionProvider: an If decided on the GPU inside a captured graph needs "
-                              "conditional graph nodes, which this NVIDIA driver lacks (it needs CUDA 12.4 or newer)");
+    return seamless_status(1, "SeamlessCUDAExecutionProvider: an If or Loop decided on the GPU inside a captured graph "
+                              "needs conditional graph nodes, which this NVIDIA driver lacks (it needs CUDA 12.4 or "
+                              "newer)");
   CUstreamCaptureStatus status = 0;
   CU_TRY(cu.stream_capture_info(stream, &status, NULL, graph, deps, edges, n), "cuStreamGetCaptureInfo");
   if (status != CU_STREAM_CAPTURE_STATUS_ACTIVE)
-    return seamless_status(1, "SeamlessCUDAExecutionProvider: an If's conditional nodes outside a capture");
+    return seamless_status(1, "SeamlessCUDAExecutionProvider: conditional graph nodes outside a capture");
   return NULL;
 }
 
-/* Two conditional handles (then, else) of the graph `stream` captures into, 0 at each launch until set. */
-OrtStatus* seamless_if_handles(void* stream, uint64_t* handles) {
+/* n conditional handles of the graph `stream` captures into, 0 at each launch until a kernel sets them. */
+OrtStatus* seamless_conditional_handles(void* stream, uint64_t* handles, int n) {
   CUgraph graph;
   const CUgraphNode* deps;
   const CUgraphEdgeData* edges;
-  size_t n;
+  size_t n_deps;
   CUcontext ctx;
-  TRY(capture_frontier((CUstream)stream, &graph, &deps, &edges, &n));
+  TRY(capture_frontier((CUstream)stream, &graph, &deps, &edges, &n_deps));
   CU_TRY(cu.ctx_get_current(&ctx), "cuCtxGetCurrent");
-  for (int k = 0; k < 2; k++)
+  for (int k = 0; k < n; k++)
     CU_TRY(cu.conditional_handle_create(&handles[k], graph, ctx, 0, 0), "cuGraphConditionalHandleCreate");
   return NULL;
 }
 
-/* After the kernel that sets `handles`: an IF node per handle, both after it; bodies[k] is node k's body graph,
- * to be captured with seamless_body_begin. The stream's later work waits for both nodes. */
-OrtStatus* seamless_if_nodes(void* stream, const uint64_t* handles, void** bodies) {
+/* After the kernel that sets `handles`: a conditional node per handle, each after it (IF nodes, or with `loop` a WHILE
+ * node); bodies[k] is node k's body graph, to be captured with seamless_body_begin. The stream's later work waits for
+ * every node. */
+OrtStatus* seamless_conditional_nodes(void* stream, const uint64_t* handles, int n, int loop, void** bodies) {
   CUgraph graph;
   const CUgraphNode* deps;
   const CUgraphEdgeData* edges;
-  size_t n;
+  size_t n_deps;
   CUcontext ctx;
   CUgraphNode nodes[2];
-  TRY(capture_frontier((CUstream)stream, &graph, &deps, &edges, &n));
+  if (n < 1 || n > 2 || (loop && n != 1))
+    return seamless_status(2, "SeamlessCUDAExecutionProvider: two IF nodes or one WHILE node");
+  TRY(capture_frontier((CUstream)stream, &graph, &deps, &edges, &n_deps));
   CU_TRY(cu.ctx_get_current(&ctx), "cuCtxGetCurrent");
-  for (int k = 0; k < 2; k++) {
+  for (int k = 0; k < n; k++) {
     CUgraphNodeParams p;
     memset(&p, 0, sizeof p);
     p.type = CU_GRAPH_NODE_TYPE_CONDITIONAL;
     p.conditional.handle = handles[k];
-    p.conditional.type = CU_GRAPH_COND_TYPE_IF;
+    p.conditional.type = loop ? CU_GRAPH_COND_TYPE_WHILE : CU_GRAPH_COND_TYPE_IF;
     p.conditional.size = 1;
     p.conditional.ctx = ctx;
-    CU_TRY(cu.graph_add_node(&nodes[k], graph, deps, edges, n, &p), "cuGraphAddNode (a conditional node)");
+    CU_TRY(cu.graph_add_node(&nodes[k], graph, deps, edges, n_deps, &p), "cuGraphAddNode (a conditional node)");
     bodies[k] = p.conditional.phGraph_out[0];
   }
-  CU_TRY(cu.stream_update_capture_dependencies((CUstream)stream, nodes, NULL, 2, CU_STREAM_SET_CAPTURE_DEPENDENCIES),
-         "cuStreamUpdateCaptureDependencies");
+  CU_TRY(cu.stream_update_capture_dependencies((CUstream)stream, nodes, NULL, (size_t)n,
+                                               CU_STREAM_SET_CAPTURE_DEPENDENCIES), "cuStreamUpdateCaptureDependencies");
   return NULL;
 }
 

@@ -37,8 +37,9 @@ typedef int CUgraphConditionalNodeType;
 #define CU_STREAM_SET_CAPTURE_DEPENDENCIES 1
 #define CU_GRAPH_NODE_TYPE_CONDITIONAL 13
 #define CU_GRAPH_COND_TYPE_IF 0
+#define CU_GRAPH_COND_TYPE_WHILE 1
 
-/* A conditional graph node (an If inside a captured segment: cuda_capture.c) */
+/* A conditional graph node (an If or a Loop inside a captured segment: cuda_capture.c) */
 typedef struct CUgraphEdgeData_st CUgraphEdgeData;  /* opaque to us: passed through as the driver gave it */
 typedef struct {
   CUgraphConditionalHandle handle;

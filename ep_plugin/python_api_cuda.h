@@ -30,9 +30,10 @@ OrtStatus* seamless_segment_begin(void* stream, int listed, void** out);  /* lis
 OrtStatus* seamless_segment_end(void* graph, int keep);
 void seamless_segment_release(int ordinal, void* graph);
 size_t seamless_segment_steps(const void* graph);  /* a launch program's launches, copies and GEMMs */
-/* an If decided on the GPU inside a capture (cuda_capture.c): conditional graph nodes, a captured body per branch */
-OrtStatus* seamless_if_handles(void* stream, uint64_t* handles);
-OrtStatus* seamless_if_nodes(void* stream, const uint64_t* handles, void** bodies);
+/* control flow decided on the GPU inside a capture (cuda_capture.c): conditional graph nodes (an If's two IF nodes, a
+ * Loop's WHILE node), a body captured for each */
+OrtStatus* seamless_conditional_handles(void* stream, uint64_t* handles, int n);
+OrtStatus* seamless_conditional_nodes(void* stream, const uint64_t* handles, int n, int loop, void** bodies);
 OrtStatus* seamless_body_begin(void* body, void** stream);
 OrtStatus* seamless_body_end(void* stream);
 size_t seamless_replay_timing(int on);

@@ -401,4 +401,4 @@ def test_phi3s_longrope_if_is_claimed_and_keeps_the_kv_unpadded():
     assert not found and not declined and len(parts) == 1 and parts[0].segments == 1
     assert parts[0].padding is None and parts[0].prompt is None
     text = render(parts, declined)
-    assert "picks its branch on the host by a length that grows" in text and "known on the host" in text
+    assert "decides on the host by a length that grows" in text and "known on the host" in text

@@ -80,24 +80,73 @@ def test_a_seam_inside_a_branch_is_the_ifs():
     assert "its then_branch's node" in step.seam and parts[0].segments == 2
 
 
-def test_the_cuda_ep_claims_the_if_whole_and_declines_loop_with_its_reason():
-    graph = import_model(if_model("gpu"))
-    result = partition(graph, "cuda")
-    assert result.claimed == result.total and not result.declined
-    body = helper.make_graph([helper.make_node("Identity", ["c_in"], ["c_out"]),
-                              helper.make_node("Add", ["y_in", "y_in"], ["y_out"])], "body",
-                             [helper.make_tensor_value_info("i", TensorProto.INT64, []),
-                              helper.make_tensor_value_info("c_in", TensorProto.BOOL, []),
-                              helper.make_tensor_value_info("y_in", F32, [2])],
-                             [helper.make_tensor_value_info("c_out", TensorProto.BOOL, []),
-                              helper.make_tensor_value_info("y_out", F32, [2])])
-    loop = helper.make_graph([helper.make_node("Loop", ["m", "", "y0"], ["y"], body=body)], "g",
-                             [helper.make_tensor_value_info("m", TensorProto.INT64, []),
-                              helper.make_tensor_value_info("y0", F32, [2])], [helper.make_tensor_value_info("y", F32, [2])])
-    model = helper.make_model(loop, opset_imports=[helper.make_opsetid("", 18)])
+def loop_model(scan=False, swap=False, limit=None, trips=3):
+    """y = y0 + k x after k iterations: k = the trip count (None: the graph input m, on the GPU), or (with `limit`) the
+    first k at which sum(y) >= limit (the condition computed on the GPU by the body). scan: the running y stacked as a
+    scan output too; swap: two carried values exchanged every iteration (a, b) -> (b + x, a)."""
+    body_nodes = [helper.make_node("Add", ["y_in", "x"], ["y_out"])]
+    carried_in = [helper.make_tensor_value_info("y_in", F32, [2, 3])]
+    carried_out = [helper.make_tensor_value_info("y_out", F32, [2, 3])]
+    if limit is None:
+        body_nodes.append(helper.make_node("Identity", ["c_in"], ["c_out"]))
+    else:
+        body_nodes += [helper.make_node("ReduceSum", ["y_out"], ["total"], keepdims=0),
+                       helper.make_node("Less", ["total", "limit"], ["c_out"])]
+    if swap:
+        body_nodes += [helper.make_node("Add", ["b_in", "x"], ["a_next"]), helper.make_node("Identity", ["a_in"],
+                                                                                            ["b_out"])]
+        carried_in += [helper.make_tensor_value_info("a_in", F32, [2, 3]), helper.make_tensor_value_info("b_in", F32,
+                                                                                                       [2, 3])]
+        carried_out += [helper.make_tensor_value_info("a_next", F32, [2, 3]),
+                        helper.make_tensor_value_info("b_out", F32, [2, 3])]
+    scans = []
+    if scan:
+        body_nodes.append(helper.make_node("Identity", ["y_out"], ["y_scan"]))
+        scans = [helper.make_tensor_value_info("y_scan", F32, [2, 3])]
+    body = helper.make_graph(body_nodes, "body", [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+                                                  helper.make_tensor_value_info("c_in", TensorProto.BOOL, [])]
+                             + carried_in, [helper.make_tensor_value_info("c_out", TensorProto.BOOL, [])]
+                             + carried_out + scans)
+    ins = ["m", "", "y0"] + (["a0", "b0"] if swap else [])
+    outs = ["y"] + (["a", "b"] if swap else []) + (["ys"] if scan else [])
+    nodes = [helper.make_node("Relu", ["x0"], ["x"]), helper.make_node("Loop", ins, outs, name="repeat", body=body)]
+    graph_ins = [helper.make_tensor_value_info(n, F32, [2, 3]) for n in ["x0", "y0"] + (["a0", "b0"] if swap else [])]
+    inits = [numpy_helper.from_array(np.array(limit or 0, np.float32), "limit")]
+    if trips is None:
+        graph_ins.append(helper.make_tensor_value_info("m", TensorProto.INT64, []))
+    else:
+        inits.append(numpy_helper.from_array(np.array(trips, np.int64), "m"))
+    graph = helper.make_graph(nodes, "g", graph_ins, [helper.make_tensor_value_info(n, F32, None) for n in outs], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    model.ir_version = 9
+    return model
+
+
+def test_the_cuda_ep_claims_if_and_loop_whole_and_declines_scan_with_its_reason():
+    for model in (if_model("gpu"), loop_model()):
+        result = partition(import_model(model), "cuda")
+        assert result.claimed == result.total and not result.declined
+    body = helper.make_graph([helper.make_node("Add", ["s_in", "v"], ["s_out"]), helper.make_node("Identity", ["s_out"],
+                                                                                                  ["o"])], "body",
+                             [helper.make_tensor_value_info("s_in", F32, [2]), helper.make_tensor_value_info("v", F32, [2])],
+                             [helper.make_tensor_value_info("s_out", F32, [2]), helper.make_tensor_value_info("o", F32, [2])])
+    scan = helper.make_graph([helper.make_node("Scan", ["s0", "xs"], ["s", "os"], body=body, num_scan_inputs=1)], "g",
+                             [helper.make_tensor_value_info("s0", F32, [2]), helper.make_tensor_value_info("xs", F32, [4, 2])],
+                             [helper.make_tensor_value_info("s", F32, [2]), helper.make_tensor_value_info("os", F32, [4, 2])])
+    model = helper.make_model(scan, opset_imports=[helper.make_opsetid("", 18)])
     model.ir_version = 9
     result = partition(import_model(model), "cuda")
-    assert list(result.declined.values()) == ["Loop: the CUDA EP runs no Loop or Scan yet (ORT's CPU EP runs it)"]
+    assert list(result.declined.values()) == ["Scan: the CUDA EP runs no Scan yet (ORT's CPU EP runs it)"]
+
+
+def test_a_loop_is_a_while_node_unless_it_has_scan_outputs():
+    parts, _ = analyse(import_model(loop_model(limit=20.0)))
+    (step,) = [s for s in parts[0].steps if s.node.op_type == "Loop"]
+    assert step.conditional and not step.seam and parts[0].segments == 1
+    assert "Loop 'repeat' (body 3 node(s)): a conditional WHILE node when captured" in render(parts, {})
+    parts, _ = analyse(import_model(loop_model(scan=True)))
+    (step,) = [s for s in parts[0].steps if s.node.op_type == "Loop"]
+    assert "scan outputs" in step.seam and parts[0].segments == 2
 
 
 class ControlGlue(FakeGlue):
@@ -120,14 +169,16 @@ class ControlGlue(FakeGlue):
             ffi.cast("uint8_t*", dst)[0] = int(self.cond)
         return super().seamless_cuda_copy(dst, src, nbytes, stream)
 
-    def seamless_if_handles(self, stream, handles):
+    def seamless_conditional_handles(self, stream, handles, n):
         self.calls.append("handles")
-        handles[0], handles[1] = 11, 12
+        for k in range(n):
+            handles[k] = 11 + k
         return ffi.NULL
 
-    def seamless_if_nodes(self, stream, handles, bodies):
-        self.calls.append("nodes")
-        bodies[0], bodies[1] = ffi.cast("void*", 21), ffi.cast("void*", 22)
+    def seamless_conditional_nodes(self, stream, handles, n, loop, bodies):
+        self.calls.append("while" if loop else "nodes")
+        for k in range(n):
+            bodies[k] = ffi.cast("void*", 21 + k)
         return ffi.NULL
 
     def seamless_body_begin(self, body, out):
@@ -186,6 +237,24 @@ def test_capture_off_runs_an_if_on_a_gpu_condition_eagerly(monkeypatch):
     assert not kernel.listed and not kernel.capture
     kernel, glue = control_kernel(monkeypatch, if_model("host"), {"capture": "off"})
     assert kernel.listed and kernel.capture
+
+
+def test_the_executor_runs_a_loop_from_the_host_then_captures_it_as_a_while_node(monkeypatch):
+    kernel, glue = control_kernel(monkeypatch, loop_model(trips=3), {"capture": "auto"})
+    adds = lambda: sum(1 for c in glue.calls if isinstance(c, tuple) and c[0] == "seamless_binary_f32")
+    for run in range(2):  # eager: the body launched once an iteration, its condition read back each time
+        glue.feed, glue.outputs, glue.calls, glue.cond = [(1 << 36, (2, 3), np.float32), (1 << 36 | 4096, (2, 3),
+                                                                                           np.float32)], [None], [], True
+        kernel.compute(None)
+        assert adds() == 3 and "handles" not in glue.calls
+    reads = kernel.rt.host_reads
+    glue.calls = []
+    kernel.compute(None)  # captured: one WHILE node, its body launched once (at capture)
+    steps = [c if not isinstance(c, tuple) else c[0] for c in glue.calls]
+    at = steps.index("handles")
+    assert steps[at + 1:at + 4] == ["seamless_loop_start", "while", "body"] and adds() == 1
+    assert steps.index("seamless_loop_next") < steps.index("end") and kernel.rt.host_reads == reads
+    assert glue.replays == 1
 
 
 # --- on the GPU ----------------------------------------------------------------------------------------
@@ -267,3 +336,59 @@ def test_session_graph_capture_holds_an_if_on_the_gpu():
         ours.run_with_iobinding(binding)
         np.testing.assert_allclose(y_gpu.numpy(), stock.run(None, {"x": x})[0], rtol=1e-6, atol=1e-6,
                                    err_msg=f"run {run}")
+
+
+LOOPS = {"trips": dict(trips=4), "trips-on-gpu": dict(trips=None), "limit": dict(limit=30.0, trips=50),
+         "swap": dict(swap=True), "scan": dict(scan=True)}
+
+
+@gpu
+@pytest.mark.parametrize("kind", list(LOOPS))
+def test_a_loop_on_the_gpu_matches_stock_at_every_run(kind):
+    """trips: a constant trip count; trips-on-gpu: a trip count fed to the session, read on the GPU; limit: the body's condition, computed on the GPU, ends the loop after a number of
+    iterations each input decides; swap: carried values exchanged each iteration (the copies staged); scan: a scan
+    output (eager runs). Captured (all but scan), the WHILE node replays with no Python per run."""
+    ours, stock = sessions(loop_model(**LOOPS[kind]), capture="auto")
+    rng = np.random.default_rng(4)
+    before_calls = None
+    for run in range(8):
+        feeds = {n: (rng.random((2, 3), np.float32) * (0.5 + run)).astype(np.float32)
+                 for n in ["x0", "y0"] + (["a0", "b0"] if kind == "swap" else [])}
+        if kind == "trips-on-gpu":
+            feeds["m"] = np.array(run % 4, np.int64)  # 0 to 3 iterations, one captured graph
+        if run == 4:
+            before_calls = cuda_compute.CudaKernel.compute_calls
+        for got, want in zip(ours.run(None, feeds), stock.run(None, feeds)):
+            assert got.shape == want.shape
+            np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6, err_msg=f"{kind} run {run}")
+    if kind != "scan":
+        assert cuda_compute.CudaKernel.compute_calls == before_calls
+
+
+@gpu
+@pytest.mark.parametrize("name", ["if_condition_of_two_elements", "if_condition_empty",
+                                  "if_branches_of_different_shapes", "loop_trip_count_not_scalar",
+                                  "loop_condition_not_scalar", "loop_negative_trip_count"])
+def test_bad_control_inputs_end_as_stock(name):
+    """tests/hostile's cases for If and Loop, each run past the capture: stock's error (its status and cause) or its
+    outputs."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "hostile"))
+    import cases
+    model, feeds = cases.CASES[name]()
+    so = seamless.session_options(device="cuda")
+    so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
+    ours = ort.InferenceSession(model, so)
+    stock = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+    for _ in range(4):
+        try:
+            want = stock.run(None, feeds)
+        except Exception as e:
+            with pytest.raises(type(e)) as got:
+                ours.run(None, feeds)
+            cause = str(e).split("Status Message: ")[-1].split(" ", 1)[-1][:40]  # past stock's source position
+            assert cause in str(got.value), (str(e), str(got.value))
+            continue
+        for g, w in zip(ours.run(None, feeds), want):
+            np.testing.assert_array_equal(g, w)

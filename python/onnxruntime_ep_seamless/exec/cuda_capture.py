@@ -75,8 +75,8 @@ def _place(graph, input_names, output_names, fusion: bool, host_values: set) -> 
     growing = growing_symbols(graph)
     steps = []
     for node in nodes:
-        if node.subgraphs:  # If
-            steps.append(_place_if(node, graph, on_host, fusion))
+        if node.subgraphs:  # If, Loop
+            steps.append(_place_control(node, graph, on_host, fusion))
             continue
         kdef, reason = lookup(node, graph, "cuda")
         if kdef is None:
@@ -106,20 +106,26 @@ def _place(graph, input_names, output_names, fusion: bool, host_values: set) -> 
     return steps, on_host
 
 
-def _place_if(node: Node, graph, on_host: set, fusion: bool) -> Step:
-    """An If's step: its branches placed on the outer values they read (known on the host where they are outside).
-    Its condition known on the host picks the branch there (its outputs are on the host when both branches' are);
-    computed on the GPU, it is read back in an eager run and becomes conditional graph nodes in a captured one."""
+def _place_control(node: Node, graph, on_host: set, fusion: bool) -> Step:
+    """An If's or a Loop's step: its subgraphs placed on the values they read (an outer value known on the host where
+    it is outside; a Loop body's own inputs, the iteration's counter, condition and carried values, on the GPU).
+    An If's condition known on the host picks the branch there (its outputs are on the host when both branches' are);
+    computed on the GPU, it is read back in an eager run and becomes conditional graph nodes in a captured one. A Loop
+    is a conditional WHILE node when captured, unless it has scan outputs (as many as its iterations)."""
     kdef, reason = lookup(node, graph, "cuda")
     if kdef is None:
         raise ValueError(f"node {node.label!r} ({node.key}) cannot be planned: {reason}")
     outer = node.inputs[len(node.inputs) - node.implicit:]
     branches, seams, host_outputs = {}, [], True
     for attr, sub in node.subgraphs.items():
-        steps, known = _place(sub, outer, sub.outputs, fusion, {n for n in outer if n in on_host})
+        steps, known = _place(sub, list(sub.inputs) + outer, sub.outputs, fusion, {n for n in outer if n in on_host})
         branches[attr] = steps
         seams += [f"its {attr}'s node {s.node.label!r} ({s.node.key}) {s.seam}" for s in steps if s.seam]
         host_outputs = host_outputs and all(n in known for n in sub.outputs)
+    if node.op_type == "Loop":
+        if len(node.outputs) > len(node.inputs) - node.implicit - 2:
+            seams.append("its scan outputs stack one slice an iteration: their length is known only after the loop")
+        return Step(node, kdef, True, "; ".join(seams), False, branches=branches, conditional=True)
     conditional = node.inputs[0] not in on_host
     if not conditional and host_outputs:
         on_host.update(n for n in node.outputs if n)
@@ -159,11 +165,13 @@ def capture_summary(steps: list[Step], name: str, plan: "Padding | None" = None,
             lines.append(f"{modes}a graph per first-prompt length, not padded: {prompt_problem}")
     for s in steps:
         if s.branches is not None:
-            sizes = ", ".join(f"{attr} {len(s.branches[attr])} node(s)" for attr in ("then_branch", "else_branch"))
-            how = ("its condition is computed on the GPU: a conditional graph node per branch when captured, read "
-                   "back in an eager run" if s.conditional else "its condition is known on the host, which picks the "
-                   "branch")
-            lines.append(f"  If {s.node.label!r} ({sizes}): {how}")
+            sizes = ", ".join(f"{attr} {len(b)} node(s)" for attr, b in sorted(s.branches.items(), reverse=True))
+            how = ("a conditional WHILE node when captured, its condition read back each iteration in an eager run"
+                   if s.node.op_type == "Loop" else "its condition is computed on the GPU: a conditional graph node "
+                   "per branch when captured, read back in an eager run" if s.conditional else "its condition is "
+                   "known on the host, which picks the branch")
+            lines.append(f"  {s.node.op_type} {s.node.label!r} ({sizes}): {how}" if not s.seam or
+                         s.node.op_type != "Loop" else f"  Loop {s.node.label!r} ({sizes}): runs eagerly")
     lines += [f"  seam at {s.node.label!r} ({s.node.key}): {s.seam}" for s in seams]
     return "\n".join(lines)
 
@@ -191,18 +199,19 @@ def choose_padding(graph, steps: list[Step], input_names, output_names) -> tuple
         chosen = _length_chosen_branches(steps)
         if plan is not None and chosen:  # a padded run would take the branch of the padded length
             plan = None
-            why += (f"; nor at their start: If {chosen[0].node.label!r} picks its branch on the host by a length "
-                    "that grows")
+            why += (f"; nor at their start: {chosen[0].node.op_type} {chosen[0].node.label!r} decides on the host by a "
+                    "length that grows (a branch, a trip count)")
     return plan, why
 
 
 def _length_chosen_branches(steps: list[Step]) -> list[Step]:
-    """The Ifs whose condition the host computes from a growing length (LongRoPE's factors for the total length)."""
+    """The Ifs whose condition, and the Loops whose trip count, the host computes from a growing length (LongRoPE's
+    factors for the total length)."""
     derived, found = set(), []
     for s in steps:
         reads = {n for n in s.node.inputs if n}
         if s.branches is not None:
-            if not s.conditional and s.node.inputs[0] in derived:
+            if (s.node.op_type == "Loop" or not s.conditional) and s.node.inputs[0] in derived:
                 found.append(s)
         elif (s.grows and s.node.op_type in ("Shape", "Size")) or (
                 (not s.on_gpu or s.node.op_type in HOST_RESULTS) and reads & derived):

@@ -142,7 +142,9 @@ class CudaKernel:
             branches = None
             if s.branches is not None:
                 outer = s.node.inputs[len(s.node.inputs) - s.node.implicit:]
-                branches = {attr: Branch(self, s.node.subgraphs[attr], sub, outer) for attr, sub in s.branches.items()}
+                subgraphs = s.node.subgraphs
+                branches = {attr: Branch(self, subgraphs[attr], sub, list(subgraphs[attr].inputs) + outer)
+                            for attr, sub in s.branches.items()}
             steps.append((s.node, s.kdef.build(s.node, graph, s.readers, output_buffer(s.node), branches), s.on_gpu,
                           frozenset(s.kdef.host_inputs)))
         return steps
@@ -595,27 +597,30 @@ def run_steps(rt, steps: list, values: dict, output_names: list, stream, scratch
 
 
 class Branch:
-    """One branch of an If (then_branch or else_branch), compiled as the fused node's graph is: its steps, its
-    constants on the GPU (held by the node). `outer`: the values it reads from the enclosing graph, in the order the
-    If kernel passes them (kernels/cuda/control.py)."""
+    """A subgraph of an If (then_branch, else_branch) or a Loop (body), compiled as the fused node's graph is: its steps,
+    its constants on the GPU (held by the node). `inputs`: the names of what the kernel passes it (a Loop body's own
+    inputs, then the outer values it reads), in that order (kernels/cuda/control.py)."""
 
-    def __init__(self, kernel: CudaKernel, graph, placed: list, outer: list):
-        self.rt, self.outer, self.output_names = kernel.rt, list(outer), list(graph.outputs)
-        self.constants = _upload_constants(kernel.rt, graph, placed, outer)
+    def __init__(self, kernel: CudaKernel, graph, placed: list, inputs: list):
+        self.rt, self.inputs, self.output_names = kernel.rt, list(inputs), list(graph.outputs)
+        self.constants = _upload_constants(kernel.rt, graph, placed, inputs)
         kernel.held += self.constants.values()
         self.held = kernel.held
         self.steps = kernel._build(graph, placed, lambda node: None)
+        shapes = [graph.value(n).shape for n in graph.inputs[:2]] + [None, None]
+        self.counter_shape, self.cond_shape = ((1,) * len(shape or ()) for shape in shapes[:2])  # a Loop body's
+        self.output_types = [(graph.value(n).shape, graph.value(n).dtype) for n in graph.outputs]
 
-    def _results(self, stream, outer) -> tuple[list, list]:
-        values = dict(self.constants, **dict(zip(self.outer, outer)))
+    def _results(self, stream, values) -> tuple[list, list]:
+        values = dict(self.constants, **dict(zip(self.inputs, values)))
         scratch = []
         return run_steps(self.rt, self.steps, values, self.output_names, stream, scratch), scratch
 
-    def run(self, stream, outer) -> list[DeviceTensor]:
-        """The branch on `outer` (an eager run, or its condition known on the host): its outputs; what it
+    def run(self, stream, values) -> list[DeviceTensor]:
+        """The subgraph on `values` (an eager run, or an If's condition known on the host): its outputs; what it
         allocated besides them goes back to the cache."""
-        results, scratch = self._results(stream, outer)
-        _release(self.rt, scratch, list(outer) + results, self.held)
+        results, scratch = self._results(stream, values)
+        _release(self.rt, scratch, list(values) + results, self.held)
         return results
 
     def conditional(self, other: "Branch", stream, cond: DeviceTensor, outer) -> list[DeviceTensor]:
@@ -629,10 +634,98 @@ class Branch:
                 results = [_on_gpu(rt, t, body_stream, scratch) for t in results]
                 if outputs is None:
                     outputs = [rt.alloc(t.shape, t.dtype) for t in results]
-                for name, out, t in zip(self.output_names, outputs, results):
-                    if (t.shape, t.dtype) != (out.shape, out.dtype):
-                        raise ValueError(f"the If's branches give output {name!r} different shapes ({out.shape} "
-                                         f"{out.dtype} and {t.shape} {t.dtype}): a captured graph holds one")
-                    rt.copy(out.ptr, t.ptr, t.nbytes, body_stream)
+                _settle(rt, body_stream, outputs, results, self.output_names, "the If's output", scratch)
                 _release(rt, scratch, list(outer), self.held)  # kept by the graph: its launches reuse them
         return outputs
+
+    def loop(self, stream, m, cond, carried: list, outer: list, n_scan: int) -> list[DeviceTensor]:
+        """A Loop run from the host (eager): the body an iteration while i < M and its condition (read back each
+        time); the final carried values, then each scan output (its iterations' slices stacked)."""
+        rt = self.rt
+        trips = int(rt.to_host(m, stream).reshape(-1)[0]) if m is not None else np.iinfo(np.int64).max
+        go = bool(rt.to_host(cond, stream).reshape(-1)[0]) if cond is not None else True
+        kept = {t.ptr for t in carried + outer + self.held}  # not the loop's to free
+        slices: list[list] = [[] for _ in range(n_scan)]
+        i = 0
+        while i < trips and go:
+            counter = DeviceTensor.on_host(np.full(self.counter_shape, i, np.int64))
+            flag = DeviceTensor.on_host(np.full(self.cond_shape, go, np.bool_))
+            out = self.run(stream, [counter, flag] + carried + outer)
+            go = bool(rt.to_host(out[0], stream).reshape(-1)[0])
+            previous, carried = carried, out[1:1 + len(carried)]
+            for k, t in enumerate(out[1 + len(carried):]):
+                if slices[k] and t.shape != slices[k][0].shape:
+                    raise ValueError(f"Inconsistent shape in loop output for output. Expected:{list(slices[k][0].shape)}"
+                                     f" Got:{list(t.shape)}")
+                slices[k].append(t)
+            live = {t.ptr for t in carried} | {t.ptr for s in slices for t in s}
+            _free_once(rt, previous + out[:1], kept | live, kept)  # what no later iteration reads
+            i += 1
+        stacked = []
+        for k, parts in enumerate(slices):
+            shape, dtype = self.output_types[1 + len(carried) + k]
+            if not parts:  # no iteration: [0] and the body output's declared dims, as stock makes it
+                stacked.append(rt.alloc([0] + [d if isinstance(d, int) else 0 for d in shape or ()], dtype))
+                continue
+            y = rt.alloc((len(parts),) + parts[0].shape, parts[0].dtype)
+            for j, t in enumerate(parts):
+                t = _on_gpu(rt, t, stream, [])
+                rt.copy(y.ptr + j * t.nbytes, t.ptr, t.nbytes, stream)
+            stacked.append(y)
+        _free_once(rt, [t for parts in slices for t in parts], kept | {t.ptr for t in carried}, kept)
+        return carried + stacked
+
+    def while_node(self, stream, m, cond, carried: list, outer: list) -> list[DeviceTensor]:
+        """While `stream` is captured: a Loop without scan outputs as one conditional WHILE node. Its carried values
+        live in buffers the body reads and overwrites each iteration (each keeps one shape: a value that changes
+        shape cannot be captured, and the binding runs eagerly); the body's last kernel advances the counter and
+        decides on the GPU whether it runs again."""
+        rt, kept = self.rt, []
+        m, cond = (_on_gpu(rt, t, stream, kept) if t is not None else None for t in (m, cond))
+        counter, flag = rt.alloc(self.counter_shape, np.int64), rt.alloc(self.cond_shape, np.bool_)
+        buffers = [rt.alloc(t.shape, t.dtype) for t in carried]
+        for b, t in zip(buffers, carried):
+            t = _on_gpu(rt, t, stream, kept)
+            rt.copy(b.ptr, t.ptr, t.nbytes, stream)
+        body, handle = rt.loop_body(stream, m, cond, counter, flag)
+        with rt.body_capture(body) as body_stream:
+            results, scratch = self._results(body_stream, [counter, flag] + buffers + outer)
+            results = [_on_gpu(rt, t, body_stream, scratch) for t in results]
+            go = results[0]
+            if go.ptr in {b.ptr for b in buffers}:  # read after the carried values are overwritten: kept aside
+                go = rt.alloc(go.shape, go.dtype)
+                scratch.append(go)
+                rt.copy(go.ptr, results[0].ptr, go.nbytes, body_stream)
+            _settle(rt, body_stream, buffers, results[1:], self.output_names[1:], "a Loop's carried value", scratch)
+            rt.loop_next(body_stream, handle, m, go, counter, flag)
+            _release(rt, scratch, [counter, flag] + buffers + outer, self.held)  # kept by the graph
+        _release(rt, kept + [counter, flag], [], self.held)
+        return buffers
+
+
+def _free_once(rt, tensors: list, keep: set, freed: set) -> None:
+    """Free each tensor whose address is not in `keep` (nor 0); `freed` gets the addresses freed."""
+    for t in tensors:
+        if t.ptr and t.ptr not in keep and t.ptr not in freed:
+            rt.free(t)
+            freed.add(t.ptr)
+
+
+def _settle(rt, stream, targets: list, results: list, names: list, what: str, scratch: list) -> None:
+    """Copy results into targets of the same shapes on `stream` (a conditional node's body). A result that is another
+    target's buffer (a Loop swapping carried values) would be overwritten before it is read: then all go through
+    copies first (into `scratch`)."""
+    for name, target, t in zip(names, targets, results):
+        if (t.shape, t.dtype) != (target.shape, target.dtype):
+            raise ValueError(f"{what} {name!r} has two shapes ({target.shape} {target.dtype} and {t.shape} "
+                             f"{t.dtype}): a captured graph holds one")
+    addresses = {target.ptr for target in targets}
+    if any(t.ptr in addresses and t.ptr != target.ptr for target, t in zip(targets, results)):
+        staged = [rt.alloc(t.shape, t.dtype) for t in results]
+        scratch.extend(staged)
+        for s, t in zip(staged, results):
+            rt.copy(s.ptr, t.ptr, t.nbytes, stream)
+        results = staged
+    for target, t in zip(targets, results):
+        if t.ptr != target.ptr:
+            rt.copy(target.ptr, t.ptr, t.nbytes, stream)

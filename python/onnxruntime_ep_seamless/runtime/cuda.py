@@ -245,16 +245,38 @@ class CudaRuntime:
         self._barriers.add(self._stream_key(stream))
 
     def if_bodies(self, stream, cond: DeviceTensor) -> tuple:
-        """While `stream` is captured: an If decided by `cond` (a bool on the GPU) as two conditional graph nodes
-        (ep_plugin/cuda_capture.c), after a kernel that sets them from it; their bodies (then, else), which
-        body_capture fills. The stream's next launch waits for both nodes."""
+        """While `stream` is captured: an If decided by `cond` (a bool on the GPU) as two conditional IF nodes
+        (ep_plugin/cuda_capture.c) after a kernel that sets them from it; their bodies (then, else), which body_capture
+        fills. The stream's next launch waits for both nodes."""
+        return self._conditional(stream, 2, "seamless_if_branches", [("ptr", cond.ptr)])[:2]
+
+    def loop_body(self, stream, m: DeviceTensor | None, cond: DeviceTensor | None, i: DeviceTensor,
+                  carried: DeviceTensor) -> tuple:
+        """While `stream` is captured: a Loop as a conditional WHILE node, after a kernel that zeroes the counter `i`
+        (int64 on the GPU), copies the condition (None: true) into `carried` (the body's condition input) and says
+        whether the first iteration runs (i < m, None: no limit); its body (for body_capture) and its handle, which
+        loop_next sets at the body's end."""
+        return self._conditional(stream, 1, "seamless_loop_start", [("ptr", m.ptr if m else 0),
+                                                                    ("ptr", cond.ptr if cond else 0), ("ptr", i.ptr),
+                                                                    ("ptr", carried.ptr)])
+
+    def loop_next(self, stream, handle: int, m: DeviceTensor | None, cond: DeviceTensor, i: DeviceTensor,
+                  carried: DeviceTensor) -> None:
+        """At the end of a Loop's body: i + 1, the body's condition into `carried`, and whether the next iteration
+        runs."""
+        self._launch("seamless_loop_next", 1, 1, stream, [("ptr", m.ptr if m else 0), ("ptr", cond.ptr), ("ptr", i.ptr),
+                                                          ("ptr", carried.ptr), ("ptr", handle)])
+
+    def _conditional(self, stream, n: int, kernel: str, args: list) -> tuple:
+        """n conditional nodes (two IF, or one WHILE) after `kernel` (args, then the handles), which sets them: their
+        bodies, then their handles."""
         handles, bodies = self.ffi.new("uint64_t[2]"), self.ffi.new("void*[2]")
-        self.native.check(self.lib.seamless_if_handles(stream, handles))
+        self.native.check(self.lib.seamless_conditional_handles(stream, handles, n))
         self.begin_run(stream)  # plain launches around the nodes: no programmatic edge meets a conditional node
-        self._launch("seamless_if_branches", 1, 1, stream, [("ptr", cond.ptr), ("ptr", handles[0]), ("ptr", handles[1])])
-        self.native.check(self.lib.seamless_if_nodes(stream, handles, bodies))
+        self._launch(kernel, 1, 1, stream, args + [("ptr", handles[k]) for k in range(n)])
+        self.native.check(self.lib.seamless_conditional_nodes(stream, handles, n, int(n == 1), bodies))
         self.begin_run(stream)
-        return bodies[0], bodies[1]
+        return (*[bodies[k] for k in range(n)], *[int(handles[k]) for k in range(n)])
 
     @contextlib.contextmanager
     def body_capture(self, body):

@@ -44,7 +44,7 @@ def if_(cond, *outer, then_branch, else_branch):
     return branch.run(*outer)
 
 
-def _check_loop(node, graph) -> str | None:
+def check_loop(node, graph, device: str = "cpu") -> str | None:
     body = node.attrs.get("body")
     n_carried = len(node.inputs) - node.implicit - 2
     if body is None or n_carried < 0 or len(body.inputs) != n_carried + 2 or len(body.outputs) < n_carried + 1:
@@ -52,16 +52,20 @@ def _check_loop(node, graph) -> str | None:
     for name in body.inputs[:2]:
         if body.value(name).shape is None:
             return f"body input {name!r} has an unknown rank (stock needs it)"
-    return subgraphs_supported(node, graph)
+    return subgraphs_supported(node, graph, device)
+
+
+def check_scalar(value, name: str, op: str) -> None:
+    if value.size != 1:
+        raise ValueError(f"'{op}' input '{name}' should be a scalar tensor. Got shape of {list(value.shape)}")
 
 
 def _scalar(value, name: str, op: str, dtype):
-    if value.size != 1:
-        raise ValueError(f"'{op}' input '{name}' should be a scalar tensor. Got shape of {list(value.shape)}")
+    check_scalar(value, name, op)
     return dtype(np.asarray(value).reshape(-1)[0])
 
 
-@kernel("Loop", since=1, check=_check_loop, takes=("strings",))
+@kernel("Loop", since=1, check=check_loop, takes=("strings",))
 def loop(m, cond, *rest, body, _num_outputs, _num_implicit):
     """Iterations while i < M and cond (both optional); the body maps (i, cond, carried…) to (cond, carried…,
     scan outputs…), the scan outputs stacked along a new first axis."""

@@ -1,10 +1,12 @@
-"""Control flow on the CUDA EP: If. Its branches are compiled like the fused node's own graph (exec/cuda_compute.py
-Branch, bound in place of the graph attributes). A condition known on the host (a comparison of shapes: LongRoPE's
-factors) picks the branch there; one computed on the GPU is read back in an eager run, and inside a captured graph
-becomes two conditional graph nodes, so the GPU picks the branch at every replay (ep_plugin/cuda_capture.c)."""
+"""Control flow on the CUDA EP: If and Loop. Their subgraphs are compiled like the fused node's own graph
+(exec/cuda_compute.py Branch, bound in place of the graph attributes). An If's condition known on the host (a
+comparison of shapes: LongRoPE's factors) picks the branch there; one computed on the GPU is read back in an eager run,
+and inside a captured graph becomes two conditional graph nodes, so the GPU picks the branch at every replay. A Loop
+runs its body from the host in an eager run (its condition read back every iteration) and, captured, is one
+conditional WHILE node whose body decides on the GPU whether it runs again (ep_plugin/cuda_capture.c)."""
 from __future__ import annotations
 
-from ..cpu.control import check_condition, check_if
+from ..cpu.control import check_condition, check_if, check_loop, check_scalar
 from ..registry import kernel
 
 
@@ -19,3 +21,21 @@ def if_(rt, stream, cond, *outer, then_branch, else_branch):
         return then_branch.conditional(else_branch, stream, cond, outer)
     taken = then_branch if bool(rt.to_host(cond, stream).reshape(-1)[0]) else else_branch
     return taken.run(stream, outer)
+
+
+def _check_loop(node, graph) -> str | None:
+    return check_loop(node, graph, "cuda")
+
+
+@kernel("Loop", device="cuda", since=1, check=_check_loop)
+def loop(rt, stream, m, cond, *rest, body, _num_outputs, _num_implicit):
+    """Iterations while i < M and cond (both optional); the body maps (i, cond, carried…) to (cond, carried…,
+    scan outputs…), the scan outputs stacked along a new first axis (eager runs only: exec/cuda_capture.place makes
+    a Loop with scan outputs a seam)."""
+    for value, name in ((m, "M"), (cond, "cond")):
+        if value is not None:
+            check_scalar(value, name, "Loop")
+    carried, outer = list(rest[:len(rest) - _num_implicit]), list(rest[len(rest) - _num_implicit:])
+    if rt.lib.seamless_capturing() and _num_outputs == len(carried):
+        return body.while_node(stream, m, cond, carried, outer)
+    return body.loop(stream, m, cond, carried, outer, _num_outputs - len(carried))
