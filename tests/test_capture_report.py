@@ -389,16 +389,39 @@ def test_padding_at_the_start_declines_an_input_growing_on_two_axes():
     assert plan is None and "grows on more than one axis" in why
 
 
-def test_phi3s_longrope_if_is_claimed_and_keeps_the_kv_unpadded():
-    """Phi-3's builder export picks its rotary factors with an If on the total length (LongRoPE): the CUDA EP claims it
-    with the rest (one segment, the branch picked on the host), and neither end of the KV axes is padded, since a
-    padded run would take the padded length's branch."""
+def phi3_with_threshold(threshold: int):
+    """The builder's small Phi-3 (LongRoPE: an If on total length > original_max_position_embeddings, 32 in its config,
+    picks the rotary factors: the small caches have that many rows), its threshold replaced, the small caches repeated
+    to as many rows (every length up to it must find its row, as in a real Phi-3, whose threshold is 4096)."""
     path = material.genai_model_dir("phi3", "fp32") / "model.onnx"
     if not path.exists():
         pytest.skip(f"{path} not prepared (python tests/material.py)")
     import onnx
-    found, parts, declined = seams(onnx.load(str(path)))
+    model = onnx.load(str(path))
+    (greater,) = [n for n in model.graph.node if n.op_type == "Greater"]
+    model.graph.node.insert(0, helper.make_node("Constant", [], ["threshold"],
+                                                value=numpy_helper.from_array(np.array(threshold, np.int64))))
+    greater.input[1] = "threshold"
+    (branch,) = [a.g for n in model.graph.node if n.op_type == "If" for a in n.attribute if a.name == "else_branch"]
+    for node in branch.node:  # the small caches' Constant nodes
+        value = numpy_helper.to_array(node.attribute[0].t)
+        rows = -(-threshold // len(value))
+        node.attribute[0].t.CopyFrom(numpy_helper.from_array(np.tile(value, (rows, 1))[:max(threshold, len(value))],
+                                                             node.attribute[0].t.name))
+    return model
+
+
+@pytest.mark.parametrize("threshold", [32, 64, 96])
+def test_phi3s_longrope_if_is_claimed_and_padded_where_its_answer_holds(threshold):
+    """The CUDA EP claims the LongRoPE If with the rest (one segment, the branch picked on the host). Padding a length
+    to a power of two keeps L > T for a power of two T from the smallest capacity (64 for the KV, 16 for a first
+    prompt): then the KV axes are padded; a threshold of 32 pads first prompts only, and 96 neither (a padded run would
+    take the padded length's branch)."""
+    found, parts, declined = seams(phi3_with_threshold(threshold))
     assert not found and not declined and len(parts) == 1 and parts[0].segments == 1
-    assert parts[0].padding is None and parts[0].prompt is None
+    assert (parts[0].padding is not None) == (threshold == 64) and (parts[0].prompt is not None) == (threshold != 96)
+    assert parts[0].padding is None or not parts[0].padding.left
     text = render(parts, declined)
-    assert "decides on the host by a length that grows" in text and "known on the host" in text
+    assert "known on the host" in text
+    if threshold != 64:
+        assert f"compares a padded length with {threshold}, not a power of two from" in text

@@ -232,6 +232,23 @@ def test_the_executor_runs_the_branch_the_condition_picks_then_captures_both_as_
     assert kernel.rt.host_reads == 2  # the warm-ups read the condition back; the capture does not
 
 
+def test_branches_without_nodes_give_their_constants(monkeypatch):
+    """ORT folds a branch's Constant nodes into initializers of the subgraph (the builder's LongRoPE If): a branch of no
+    nodes whose outputs are its constants (found on the H200: the fused node failed with a KeyError)."""
+    def constant_branch(name, value):
+        const = numpy_helper.from_array(np.full((4, 8), value, np.float32), f"{name}_cache")
+        return helper.make_graph([], name, [], [helper.make_tensor_value_info(f"{name}_cache", F32, [4, 8])],
+                                 initializer=[const])
+    model = if_model("host", then=constant_branch("large", 2.0), else_=constant_branch("small", 0.5))
+    kernel, glue = control_kernel(monkeypatch, model, {"capture": "auto"})
+    (branches,) = [fn.keywords for node, fn, _, _ in kernel.steps if node.op_type == "If"]
+    for attr, name in (("then_branch", "large_cache"), ("else_branch", "small_cache")):
+        assert branches[attr].constants[name].host[0, 0] == (2.0 if attr == "then_branch" else 0.5)
+    glue.feed, glue.outputs = [(1 << 36, (4, 8), np.float32)], [None]
+    kernel.compute(None)  # the host's condition (4 rows) picks then_branch: its constant, uploaded at Compile
+    assert glue.outputs == [(4, 8)]
+
+
 def test_capture_off_runs_an_if_on_a_gpu_condition_eagerly(monkeypatch):
     """A launch program issues launches from C in order: it cannot branch on a GPU value, so such a partition keeps
     running through Python (the condition read back), never recorded."""
@@ -400,3 +417,27 @@ def test_bad_control_inputs_end_as_stock(name):
             continue
         for g, w in zip(ours.run(None, feeds), want):
             np.testing.assert_array_equal(g, w)
+
+
+@gpu
+@pytest.mark.parametrize("threshold", [32, 64])
+def test_phi3s_longrope_decodes_as_stock_across_its_threshold(threshold, capfd):
+    """The builder's small Phi-3 on our CUDA EP (capture=auto): one partition with its LongRoPE If, stock's tokens and
+    logits while the total length crosses the threshold (prompt 10 tokens, 70 steps). With 64 the decode steps run
+    padded to capacities 64 and 128, captured and replayed: the host's answer for a capacity holds for every length it
+    serves; with 32 the steps are not padded (exec/cuda_capture.py _length_threshold)."""
+    from test_capture_report import phi3_with_threshold
+    from test_cuda_ep import cuda_session
+    from test_cuda_moe import greedy
+    from parity import stock_session
+    model = phi3_with_threshold(threshold)
+    ours = cuda_session(model, capture="auto", log_capture="1")
+    before = cuda_compute.segment_replays()
+    tokens, logits = greedy(ours, steps=70, prompt=10)
+    replays = cuda_compute.segment_replays() - before
+    ref_tokens, ref_logits = greedy(stock_session(model), steps=70, prompt=10)
+    assert tokens == ref_tokens
+    for step, (o, r) in enumerate(zip(logits, ref_logits)):
+        np.testing.assert_allclose(o, r, rtol=1e-4, atol=1e-4, err_msg=f"step {step}")
+    assert "1 segment(s), 0 seam(s)" in capfd.readouterr().err
+    assert (replays > 50) == (threshold == 64), replays

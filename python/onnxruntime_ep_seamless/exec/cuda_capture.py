@@ -16,6 +16,9 @@ from ..kernels.registry import KernelDef, lookup
 from ..plan.fusion import fuse
 
 
+MIN_CAPACITY = 64   # padded KV capacities are powers of two from here: a generation recaptures a few times
+MIN_PROMPT = 16     # a first prompt's buckets: powers of two from here (cuda_replay.c seamless_replay_key)
+
 # CUDA kernels whose results are host values (shapes, sizes, constants; and those of capture class
 # "host": the CPU kernel run on the host, as for NonZero, Unique, NonMaxSuppression)
 HOST_RESULTS = frozenset({"Shape", "Size", "Constant", "Range", "EyeLike"})
@@ -358,7 +361,30 @@ def _pad_rule(node: Node, graph, touched, padded, lengths, const) -> str:
             if o and not _window_cache(node):  # a window-sized present keeps the past's capacity
                 padded[o] = (2, tuple(dict.fromkeys(sources)))
         return ""
+    if node.op_type in LENGTH_THRESHOLDS:
+        return _length_threshold(node, touched, lengths, const, MIN_CAPACITY)
     return "no rule for a padded input"
+
+
+# comparisons of a length with a constant, by the position of the length: L > T, L <= T (as T < L, T >= L)
+LENGTH_THRESHOLDS = {"Greater": 0, "LessOrEqual": 0, "Less": 1, "GreaterOrEqual": 1}
+
+
+def _length_threshold(node: Node, touched, lengths, const, smallest: int) -> str:
+    """L > T (or L <= T) for a padded length L and a constant T answers the same for the padded length, the smallest
+    power of two from `smallest` that is >= L, when T is a power of two from `smallest` too: L > T <=> padded > T.
+    (LongRoPE picks its rotary factors so, T its original_max_position_embeddings.) The answer is no length."""
+    at = LENGTH_THRESHOLDS[node.op_type]
+    if touched != [at] or (lengths.get(node.inputs[at]) or ("",))[0] != "length":
+        return "compares a padded value or a length of unknown origin"
+    t = const(1 - at)
+    if t is None or t.size != 1:
+        return "compares a padded length with a value that is not a constant"
+    t = float(np.asarray(t).reshape(-1)[0])
+    if t < smallest or not t.is_integer() or int(t) & (int(t) - 1):
+        return (f"compares a padded length with {t:g}, not a power of two from {smallest}: a padded length may "
+                "answer otherwise")
+    return ""
 
 
 # --- prompt padding: one graph for every first-prompt length up to a bucket --------------------------
@@ -443,6 +469,8 @@ def _row_rule(node: Node, graph, touched, padded, lengths, zeroed, zero, const, 
         return _pad_rule(node, graph, touched, padded, lengths, const)
     if op == "GroupQueryAttention" and node.domain == "com.microsoft":
         return _first_prompt_rule(node, graph, touched, padded, lengths, zero)
+    if op in LENGTH_THRESHOLDS and any(ins[i] in lengths for i in touched):
+        return _length_threshold(node, touched, lengths, const, MIN_PROMPT)
     if any(ins[i] in lengths for i in touched):
         return "reads a padded length"
     rank = lambda n: len(graph.value(n).shape or ())

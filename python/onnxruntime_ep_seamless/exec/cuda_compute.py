@@ -23,15 +23,13 @@ import numpy as np
 from ..graph.ir import ONNX_TO_NUMPY
 from ..runtime.cuda import CudaRuntime, DeviceTensor, contiguous_strides
 from ..runtime.cuda_args import STAGE_COPY
-from .cuda_capture import capture_summary, choose_padding, place, prompt_padding
+from .cuda_capture import MIN_CAPACITY, MIN_PROMPT, capture_summary, choose_padding, place, prompt_padding
 from .compute import MAX_RANK, Buffers
 from ..runtime.native import LOG_WARNING, NATIVES
 
 
 WARMUP_RUNS = 2     # capture=auto: eager runs of a binding before it is captured
 MAX_SEGMENTS = 8    # captured bindings per compiled node; the least recently used is dropped
-MIN_CAPACITY = 64   # padded KV capacities are powers of two from here: a generation recaptures a few times
-MIN_PROMPT = 16     # a first prompt's buckets: powers of two from here
 STAGE_LIMIT = 1 << 22  # outputs from 4 MiB on are copied by cuMemcpyAsync, not the staging kernel
 
 
@@ -85,7 +83,7 @@ class CudaKernel:
         self.name = "+".join(sorted({n.op_type for n in graph.nodes}))[:80] if len(graph.nodes) > 1 else graph.nodes[0].label
         self.input_names, self.output_names = input_names, output_names
         placed = place(graph, input_names, output_names, ep.options.get("fusion", True))
-        self.constants = _upload_constants(self.rt, graph, placed, input_names)
+        self.constants = _upload_constants(self.rt, graph, placed, input_names, output_names)
         self.held = list(self.constants.values())  # every constant of the node's, its If branches' too: never freed
         self.padding, why_not = choose_padding(graph, placed, input_names, output_names)
         self.prompt, why_not_prompt = prompt_padding(graph, placed, input_names, output_names)
@@ -558,9 +556,10 @@ def _release(rt, scratch, inputs, constants):
             rt.free(t)
 
 
-def _upload_constants(rt, graph, placed, input_names) -> dict:
-    """The constants the placed steps read (not the weights a fusion replaced), on the GPU."""
-    read = {name for s in placed for name in s.node.inputs}
+def _upload_constants(rt, graph, placed, input_names, output_names) -> dict:
+    """The constants the placed steps read (not the weights a fusion replaced) and the graph's outputs that are
+    constants (an If branch whose nodes ORT folded into initializers), on the GPU."""
+    read = {name for s in placed for name in s.node.inputs} | set(output_names)
     return {name: rt.upload(v.const) for name, v in graph.values.items()
             if v.const is not None and name not in input_names and name in read}
 
@@ -603,7 +602,7 @@ class Branch:
 
     def __init__(self, kernel: CudaKernel, graph, placed: list, inputs: list):
         self.rt, self.inputs, self.output_names = kernel.rt, list(inputs), list(graph.outputs)
-        self.constants = _upload_constants(kernel.rt, graph, placed, inputs)
+        self.constants = _upload_constants(kernel.rt, graph, placed, inputs, graph.outputs)
         kernel.held += self.constants.values()
         self.held = kernel.held
         self.steps = kernel._build(graph, placed, lambda node: None)
