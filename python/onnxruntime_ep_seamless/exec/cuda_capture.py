@@ -263,7 +263,8 @@ def padding(graph, steps: list[Step], input_names, output_names) -> tuple[Paddin
     total_sequence_length may take (its present length
     becomes the capacity, and every length it uses comes from seqlens_k on the GPU); its past KV may
     be padded, its present KV is, with the unpadded length max(past, total_sequence_length) (a
-    window-sized cache is neither: its rows depend on its capacity)."""
+    window-sized cache is neither: its rows depend on its capacity); a length compared with a power of two from
+    the smallest capacity answers as the real length (_length_threshold)."""
     growing = growing_symbols(graph)
     if not growing:
         return None, "no growing (KV) axes"
