@@ -124,21 +124,28 @@ def loop_model(scan=False, swap=False, limit=None, trips=3):
     return model
 
 
-def test_the_cuda_ep_claims_if_and_loop_whole_and_declines_scan_with_its_reason():
-    for model in (if_model("gpu"), loop_model()):
-        result = partition(import_model(model), "cuda")
-        assert result.claimed == result.total and not result.declined
-    body = helper.make_graph([helper.make_node("Add", ["s_in", "v"], ["s_out"]), helper.make_node("Identity", ["s_out"],
-                                                                                                  ["o"])], "body",
+def scan_model(opset=18, **attrs):
+    """A running sum over xs' scan axis: s = s0 + sum of the slices, os its value after each slice (Relu'd)."""
+    body = helper.make_graph([helper.make_node("Add", ["s_in", "v"], ["s_out"]),
+                              helper.make_node("Relu", ["s_out"], ["o"])], "body",
                              [helper.make_tensor_value_info("s_in", F32, [2]), helper.make_tensor_value_info("v", F32, [2])],
                              [helper.make_tensor_value_info("s_out", F32, [2]), helper.make_tensor_value_info("o", F32, [2])])
-    scan = helper.make_graph([helper.make_node("Scan", ["s0", "xs"], ["s", "os"], body=body, num_scan_inputs=1)], "g",
-                             [helper.make_tensor_value_info("s0", F32, [2]), helper.make_tensor_value_info("xs", F32, [4, 2])],
-                             [helper.make_tensor_value_info("s", F32, [2]), helper.make_tensor_value_info("os", F32, [4, 2])])
-    model = helper.make_model(scan, opset_imports=[helper.make_opsetid("", 18)])
+    scan = helper.make_graph([helper.make_node("Scan", ["s0", "xs"], ["s", "os"], name="sum", body=body,
+                                               num_scan_inputs=1, **attrs)], "g",
+                             [helper.make_tensor_value_info("s0", F32, [2]),
+                              helper.make_tensor_value_info("xs", F32, ["n", 2] if not attrs else [2, "n"])],
+                             [helper.make_tensor_value_info("s", F32, [2]), helper.make_tensor_value_info("os", F32, None)])
+    model = helper.make_model(scan, opset_imports=[helper.make_opsetid("", opset)])
     model.ir_version = 9
-    result = partition(import_model(model), "cuda")
-    assert list(result.declined.values()) == ["Scan: the CUDA EP runs no Scan yet (ORT's CPU EP runs it)"]
+    return model
+
+
+def test_the_cuda_ep_claims_if_loop_and_scan_whole():
+    for model in (if_model("gpu"), loop_model(), scan_model()):
+        result = partition(import_model(model), "cuda")
+        assert result.claimed == result.total and not result.declined
+    parts, _ = analyse(import_model(scan_model()))
+    assert parts[0].segments == 1 and "Scan 'sum' (body 2 node(s)): its iterations follow the shapes" in render(parts, {})
 
 
 def test_a_loop_is_a_while_node_unless_it_has_scan_outputs():
@@ -382,6 +389,36 @@ def test_a_loop_on_the_gpu_matches_stock_at_every_run(kind):
             np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6, err_msg=f"{kind} run {run}")
     if kind != "scan":
         assert cuda_compute.CudaKernel.compute_calls == before_calls
+
+
+def test_the_executor_runs_a_scan_slice_by_slice(monkeypatch):
+    kernel, glue = control_kernel(monkeypatch, scan_model(), {"capture": "auto"})
+    glue.feed, glue.outputs, glue.calls = [(1 << 36, (2,), np.float32), (1 << 36 | 4096, (5, 2), np.float32)], \
+        [None, None], []
+    kernel.compute(None)
+    launched = [c[0] for c in glue.calls if isinstance(c, tuple) and c[0] != "body"]
+    assert launched.count("seamless_binary_f32") == 5 and launched.count("seamless_unary_f32") == 5
+    assert launched.count("seamless_copy_4") == 10  # each slice taken out, each output slice stacked
+    assert glue.outputs == [(2,), (5, 2)] and kernel.rt.host_reads == 0
+
+
+@gpu
+@pytest.mark.parametrize("attrs", [{}, dict(scan_input_axes=[1], scan_input_directions=[1], scan_output_axes=[1],
+                                            scan_output_directions=[1])])
+def test_a_scan_on_the_gpu_matches_stock_and_replays(attrs):
+    ours, stock = sessions(scan_model(**attrs), capture="auto")
+    rng = np.random.default_rng(5)
+    for run in range(6):
+        n = 3 if run < 4 else 5 + run
+        feeds = {"s0": rng.standard_normal(2).astype(np.float32),
+                 "xs": rng.standard_normal((n, 2) if not attrs else (2, n)).astype(np.float32)}
+        if run == 3:
+            before = cuda_compute.CudaKernel.compute_calls
+        for got, want in zip(ours.run(None, feeds), stock.run(None, feeds)):
+            assert got.shape == want.shape
+            np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6, err_msg=f"run {run}")
+        if run == 3:
+            assert cuda_compute.CudaKernel.compute_calls == before  # the 4th run of 3 slices: replayed
 
 
 @gpu

@@ -110,8 +110,9 @@ def _place(graph, input_names, output_names, fusion: bool, host_values: set) -> 
 
 
 def _place_control(node: Node, graph, on_host: set, fusion: bool) -> Step:
-    """An If's or a Loop's step: its subgraphs placed on the values they read (an outer value known on the host where
-    it is outside; a Loop body's own inputs, the iteration's counter, condition and carried values, on the GPU).
+    """An If's, a Loop's or a Scan's step: its subgraphs placed on the values they read (an outer value known on the
+    host where it is outside; a body's own inputs, the iteration's counter, condition, carried values, slices, on the
+    GPU).
     An If's condition known on the host picks the branch there (its outputs are on the host when both branches' are);
     computed on the GPU, it is read back in an eager run and becomes conditional graph nodes in a captured one. A Loop
     is a conditional WHILE node when captured, unless it has scan outputs (as many as its iterations)."""
@@ -125,6 +126,8 @@ def _place_control(node: Node, graph, on_host: set, fusion: bool) -> Step:
         branches[attr] = steps
         seams += [f"its {attr}'s node {s.node.label!r} ({s.node.key}) {s.seam}" for s in steps if s.seam]
         host_outputs = host_outputs and all(n in known for n in sub.outputs)
+    if node.op_type == "Scan":  # as many iterations as the shapes say: in line, captured or not
+        return Step(node, kdef, True, "; ".join(seams), False, branches=branches)
     if node.op_type == "Loop":
         if len(node.outputs) > len(node.inputs) - node.implicit - 2:
             seams.append("its scan outputs stack one slice an iteration: their length is known only after the loop")
@@ -170,7 +173,8 @@ def capture_summary(steps: list[Step], name: str, plan: "Padding | None" = None,
         if s.branches is not None:
             sizes = ", ".join(f"{attr} {len(b)} node(s)" for attr, b in sorted(s.branches.items(), reverse=True))
             how = ("a conditional WHILE node when captured, its condition read back each iteration in an eager run"
-                   if s.node.op_type == "Loop" else "its condition is computed on the GPU: a conditional graph node "
+                   if s.node.op_type == "Loop" else "its iterations follow the shapes: in line when captured"
+                   if s.node.op_type == "Scan" else "its condition is computed on the GPU: a conditional graph node "
                    "per branch when captured, read back in an eager run" if s.conditional else "its condition is "
                    "known on the host, which picks the branch")
             lines.append(f"  {s.node.op_type} {s.node.label!r} ({sizes}): {how}" if not s.seam or

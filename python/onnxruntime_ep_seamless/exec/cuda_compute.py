@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..graph.ir import ONNX_TO_NUMPY
+from ..kernels.cpu.control import scan_output_axis
 from ..runtime.cuda import CudaRuntime, DeviceTensor, contiguous_strides
 from ..runtime.cuda_args import STAGE_COPY
 from .cuda_capture import MIN_CAPACITY, MIN_PROMPT, capture_summary, choose_padding, place, prompt_padding
@@ -674,6 +675,43 @@ class Branch:
         _free_once(rt, [t for parts in slices for t in parts], kept | {t.ptr for t in carried}, kept)
         return carried + stacked
 
+    def scan(self, stream, states: list, xs: list, axes: list, directions: list, length: int, outer: list,
+             out_axes: list, out_directions: list) -> list[DeviceTensor]:
+        """A Scan: the body over positions 0..length-1 of the scan inputs (a direction 1 input read from its end),
+        each position's slices copied out on the GPU; the final states, then each scan output's slices stacked
+        along its axis (direction 1: last first). Its launches depend on the shapes only: captured in line."""
+        rt, n_states, uploads = self.rt, len(states), []
+        xs = [_on_gpu(rt, x, stream, uploads) for x in xs]
+        kept = {t.ptr for t in states + xs + outer + self.held}
+        slices: list[list] = [[] for _ in range(len(self.output_names) - n_states)]
+        for t in range(length):
+            parts = [_take(rt, stream, x, length - 1 - t if d else t, a) for x, a, d in zip(xs, axes, directions)]
+            out = self.run(stream, states + parts + outer)
+            previous, states = states, out[:n_states]
+            for k, v in enumerate(out[n_states:]):
+                if slices[k] and v.shape != slices[k][0].shape:
+                    raise ValueError(f"Inconsistent shape in scan output {k}: {list(slices[k][0].shape)} then "
+                                     f"{list(v.shape)}")
+                slices[k].append(v)
+            live = {v.ptr for v in states} | {v.ptr for s in slices for v in s}
+            _free_once(rt, previous + parts, kept | live, kept)
+        stacked = []
+        for k, parts in enumerate(slices):
+            if not parts:
+                shape, dtype = self.output_types[n_states + k]
+                stacked.append(rt.alloc([0] + [d if isinstance(d, int) else 0 for d in shape or ()], dtype))
+                continue
+            axis = scan_output_axis(k, len(parts[0].shape) + 1, out_axes[k])
+            y = rt.alloc(parts[0].shape[:axis] + (len(parts),) + parts[0].shape[axis:], parts[0].dtype)
+            strides = contiguous_strides(y.shape)
+            for j, v in enumerate(parts[::-1] if out_directions[k] else parts):
+                v = _on_gpu(rt, v, stream, uploads)
+                rt.strided_copy(stream, v, y, v.shape, contiguous_strides(v.shape),
+                                strides[:axis] + strides[axis + 1:], dst_offset=j * strides[axis])
+            stacked.append(y)
+        _free_once(rt, [v for parts in slices for v in parts] + uploads, kept | {v.ptr for v in states}, kept)
+        return states + stacked
+
     def while_node(self, stream, m, cond, carried: list, outer: list) -> list[DeviceTensor]:
         """While `stream` is captured: a Loop without scan outputs as one conditional WHILE node. Its carried values
         live in buffers the body reads and overwrites each iteration (each keeps one shape: a value that changes
@@ -700,6 +738,17 @@ class Branch:
             _release(rt, scratch, [counter, flag] + buffers + outer, self.held)  # kept by the graph
         _release(rt, kept + [counter, flag], [], self.held)
         return buffers
+
+
+def _take(rt, stream, x: DeviceTensor, index: int, axis: int) -> DeviceTensor:
+    """x's slice at `index` along `axis` (that axis dropped), copied on the GPU."""
+    shape = x.shape[:axis] + x.shape[axis + 1:]
+    y = rt.alloc(shape, x.dtype)
+    strides = contiguous_strides(x.shape)
+    if y.nbytes:
+        rt.strided_copy(stream, x, y, shape, strides[:axis] + strides[axis + 1:], contiguous_strides(shape),
+                        src_offset=index * strides[axis])
+    return y
 
 
 def _free_once(rt, tensors: list, keep: set, freed: set) -> None:

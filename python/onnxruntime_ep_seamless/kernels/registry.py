@@ -148,13 +148,11 @@ def lookup(node: Node, graph: Graph, device: str = "cpu", host_rule: bool = True
     log_capture name it), instead of splitting the graph between EPs. host_rule=False: CUDA kernels only."""
     if device != "cuda":
         return _lookup(node, graph, device)
-    if node.subgraphs and node.key not in ("If", "Loop"):  # (the CPU kernel of Scan runs plans the CUDA EP never makes)
-        return None, f"{node.key}: the CUDA EP runs no Scan yet (ORT's CPU EP runs it)"
     for name in node.inputs + node.outputs:
         value = graph.value(name) if name else None
         if value is not None and (value_kinds(value) or value.dtype in PACKED_BITS):
             return None, f"{name!r} ({value.type_name}): the CUDA EP leaves such values to the CPU"
-    if node.subgraphs:  # If, Loop: their CUDA kernels (subgraphs compiled by the CUDA executor), never the CPU's
+    if node.subgraphs:  # If, Loop, Scan: their CUDA kernels (subgraphs compiled by the CUDA executor), never the CPU's
         return _lookup(node, graph, "cuda")
     if host_rule:  # (the CPU EP's user kernels are not the CUDA EP's)
         ints = [graph.value(n).dtype for n in node.inputs if n]

@@ -97,7 +97,7 @@ def _no_iterations(body, output: int) -> np.ndarray:
     return np.zeros([0] + dims, body.output_dtypes[output])
 
 
-def _check_scan(node, graph) -> str | None:
+def check_scan(node, graph, device: str = "cpu") -> str | None:
     body = node.attrs.get("body")
     m = node.attrs.get("num_scan_inputs", 0)
     n_states = len(node.inputs) - node.implicit - m
@@ -109,7 +109,7 @@ def _check_scan(node, graph) -> str | None:
                         ("scan_output_directions", len(node.outputs) - n_states)):
         if attr in node.attrs and len(node.attrs[attr]) != count:
             return f"{attr} has {len(node.attrs[attr])} entries, not {count}"
-    return subgraphs_supported(node, graph)
+    return subgraphs_supported(node, graph, device)
 
 
 def _scan_steps(body, states: list, xs, axes, directions, length: int, outer) -> tuple[list, list[list]]:
@@ -171,7 +171,31 @@ def scan8(sequence_lens, *inputs, body, num_scan_inputs, directions=None, _num_i
     return (*[np.stack([f[i] for f in final]) if batch else states[i] for i in range(n_states)], *outs)
 
 
-@kernel("Scan", since=9, check=_check_scan, takes=("strings",))
+def scan_axes(shapes: list, in_axes: list) -> tuple[list, int]:
+    """The scan inputs' axes (from scan_input_axes, checked against their ranks) and their common length."""
+    axes = []
+    for shape, axis in zip(shapes, in_axes):
+        if not -len(shape) <= axis < len(shape):
+            raise InvalidArgument(f"Invalid value in scan_input_axes for input. Input rank of {len(shape)} "
+                                  f"is not valid for axis {axis}")
+        axes.append(axis % len(shape))
+    length = shapes[0][axes[0]]
+    for i, (shape, axis) in enumerate(zip(shapes, axes)):
+        if shape[axis] != length:
+            raise ValueError(f"Scan inputs have inconsistent sequence lengths. Previous value was {length} "
+                             f"but input {i} dimension {axis} has length of {shape[axis]}")
+    return axes, length
+
+
+def scan_output_axis(k: int, rank: int, axis: int) -> int:
+    """Scan output k's axis (scan_output_axes) in the stacked output of rank `rank`."""
+    if not -rank <= axis < rank:
+        raise InvalidArgument(f"Invalid value in scan_output_axes for output {k}. Output rank of {rank} "
+                              f"is not valid for axis {axis}")
+    return axis % rank
+
+
+@kernel("Scan", since=9, check=check_scan, takes=("strings",))
 def scan(*inputs, body, num_scan_inputs, scan_input_axes=None, scan_input_directions=None, scan_output_axes=None,
          scan_output_directions=None, _num_implicit):
     """The body maps (states…, one slice of each scan input…) to (states…, one slice of each scan output…) for
@@ -179,19 +203,8 @@ def scan(*inputs, body, num_scan_inputs, scan_input_axes=None, scan_input_direct
     explicit, outer = inputs[:len(inputs) - _num_implicit], inputs[len(inputs) - _num_implicit:]
     n_states = len(explicit) - num_scan_inputs
     states, xs = list(explicit[:n_states]), explicit[n_states:]
-    in_axes = scan_input_axes or [0] * num_scan_inputs
     in_dirs = scan_input_directions or [0] * num_scan_inputs
-    axes = []
-    for x, axis in zip(xs, in_axes):
-        if not -x.ndim <= axis < x.ndim:
-            raise InvalidArgument(f"Invalid value in scan_input_axes for input. Input rank of {x.ndim} "
-                                  f"is not valid for axis {axis}")
-        axes.append(axis % x.ndim)
-    length = xs[0].shape[axes[0]]
-    for i, (x, axis) in enumerate(zip(xs, axes)):
-        if x.shape[axis] != length:
-            raise ValueError(f"Scan inputs have inconsistent sequence lengths. Previous value was {length} "
-                             f"but input {i} dimension {axis} has length of {x.shape[axis]}")
+    axes, length = scan_axes([x.shape for x in xs], scan_input_axes or [0] * num_scan_inputs)
     n_out = len(body.output_names) - n_states
     states, slices = _scan_steps(body, states, xs, axes, in_dirs, length, outer)
     out_axes = scan_output_axes or [0] * n_out
@@ -199,12 +212,8 @@ def scan(*inputs, body, num_scan_inputs, scan_input_axes=None, scan_input_direct
     stacked = []
     for k in range(n_out):
         if slices[k]:
-            rank = slices[k][0].ndim + 1
-            axis = out_axes[k]
-            if not -rank <= axis < rank:
-                raise InvalidArgument(f"Invalid value in scan_output_axes for output {k}. Output rank of {rank} "
-                                      f"is not valid for axis {axis}")
-            stacked.append(np.stack(slices[k][::-1] if out_dirs[k] else slices[k], axis=axis % rank))
+            axis = scan_output_axis(k, slices[k][0].ndim + 1, out_axes[k])
+            stacked.append(np.stack(slices[k][::-1] if out_dirs[k] else slices[k], axis=axis))
         else:
             stacked.append(_no_iterations(body, n_states + k))
     return (*states, *stacked)
