@@ -324,7 +324,7 @@ def test_a_run_with_settled_inputs_starts_with_a_launch_that_waits_for_all_work_
             seen.append((int(ffi.cast("uintptr_t", stream)), dependent))
 
     rt = CudaRuntime.__new__(CudaRuntime)
-    rt.ffi, rt.lib, rt.dependent, rt._barriers, rt._layouts, rt._shared = ffi, Lib, 1, set(), {}, {}
+    rt.ffi, rt.lib, rt.dependent, rt._barriers, rt._plain, rt._layouts, rt._shared = ffi, Lib, 1, set(), set(), {}, {}
     rt.native = type("Native", (), {"check": staticmethod(lambda status: None)})
     rt.function = lambda name: None
     one, two = ffi.cast("void*", 16), ffi.cast("void*", 32)
@@ -349,7 +349,7 @@ def test_kernel_arguments_are_packed_at_their_c_alignment_into_one_buffer():
             pass
 
     rt = CudaRuntime.__new__(CudaRuntime)
-    rt.ffi, rt.lib, rt.dependent, rt._barriers, rt._layouts, rt._shared = ffi, Lib, 0, set(), {}, {}
+    rt.ffi, rt.lib, rt.dependent, rt._barriers, rt._plain, rt._layouts, rt._shared = ffi, Lib, 0, set(), set(), {}, {}
     rt.native = type("Native", (), {"check": staticmethod(lambda status: None)})
     rt.function = lambda name: None
     shape = struct.pack("<5i", 7, 8, 9, 10, 11)  # a struct of 20 bytes, at a multiple of 8
