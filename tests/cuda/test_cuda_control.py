@@ -391,6 +391,46 @@ def test_a_loop_on_the_gpu_matches_stock_at_every_run(kind):
         assert cuda_compute.CudaKernel.compute_calls == before_calls
 
 
+def nested_model():
+    """A Loop (3 iterations) whose body holds an If on its carried value: y += x where sum(y) > 0, else y -= x."""
+    then = helper.make_graph([helper.make_node("Add", ["y_in", "x"], ["t"])], "then", [],
+                             [helper.make_tensor_value_info("t", F32, [2, 3])])
+    else_ = helper.make_graph([helper.make_node("Sub", ["y_in", "x"], ["e"])], "else", [],
+                              [helper.make_tensor_value_info("e", F32, [2, 3])])
+    body = helper.make_graph([helper.make_node("ReduceSum", ["y_in"], ["total"], keepdims=0),
+                              helper.make_node("Greater", ["total", "zero"], ["positive"]),
+                              helper.make_node("If", ["positive"], ["y_out"], name="step", then_branch=then,
+                                               else_branch=else_),
+                              helper.make_node("Identity", ["c_in"], ["c_out"])], "body",
+                             [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+                              helper.make_tensor_value_info("c_in", TensorProto.BOOL, []),
+                              helper.make_tensor_value_info("y_in", F32, [2, 3])],
+                             [helper.make_tensor_value_info("c_out", TensorProto.BOOL, []),
+                              helper.make_tensor_value_info("y_out", F32, [2, 3])])
+    graph = helper.make_graph([helper.make_node("Loop", ["m", "", "y0"], ["y"], name="repeat", body=body)], "g",
+                              [helper.make_tensor_value_info("x", F32, [2, 3]), helper.make_tensor_value_info("y0", F32,
+                                                                                                             [2, 3])],
+                              [helper.make_tensor_value_info("y", F32, [2, 3])],
+                              [numpy_helper.from_array(np.array(3, np.int64), "m"),
+                               numpy_helper.from_array(np.array(0, np.float32), "zero")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    model.ir_version = 9
+    return model
+
+
+def test_an_if_inside_a_loop_is_captured_as_nested_conditional_nodes(monkeypatch):
+    kernel, glue = control_kernel(monkeypatch, nested_model(), {"capture": "auto"})
+    for run in range(3):
+        glue.feed, glue.outputs, glue.calls = [(1 << 36, (2, 3), np.float32), (1 << 36 | 4096, (2, 3), np.float32)], \
+            [None], []
+        kernel.compute(None)
+    steps = [c if not isinstance(c, tuple) else c[0] for c in glue.calls]  # the third run, captured
+    while_at, if_at = steps.index("while"), steps.index("nodes")
+    assert steps[while_at - 1] == "seamless_loop_start" and steps[if_at - 1] == "seamless_if_branches"
+    assert while_at < if_at < steps.index("seamless_loop_next")  # the If's nodes inside the Loop's body
+    assert steps.count("body") == 3 and steps.count("end") == 3 and glue.replays == 1
+
+
 def test_the_executor_runs_a_scan_slice_by_slice(monkeypatch):
     kernel, glue = control_kernel(monkeypatch, scan_model(), {"capture": "auto"})
     glue.feed, glue.outputs, glue.calls = [(1 << 36, (2,), np.float32), (1 << 36 | 4096, (5, 2), np.float32)], \

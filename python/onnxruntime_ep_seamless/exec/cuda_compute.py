@@ -134,8 +134,8 @@ class CudaKernel:
         self._lock = threading.Lock()
 
     def _build(self, graph, placed, output_buffer) -> list:
-        """The steps the executor runs: (node, its kernel's callable, on the GPU, its host inputs); an If's
-        branches compiled into Branch objects, bound in place of its graph attributes."""
+        """The steps the executor runs: (node, its kernel's callable, on the GPU, its host inputs); the subgraphs of
+        an If, a Loop or a Scan compiled into Branch objects, bound in place of its graph attributes."""
         steps = []
         for s in placed:
             branches = None
