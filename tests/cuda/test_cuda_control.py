@@ -140,6 +140,16 @@ def scan_model(opset=18, **attrs):
     return model
 
 
+def test_branches_declared_with_different_shapes_make_the_if_a_seam():
+    then = branch("then", "Mul", 2.0)
+    then.output[0].CopyFrom(helper.make_tensor_value_info(then.output[0].name, F32, [4, 8]))
+    else_ = branch("else", "Add", 1.5, extra=[("ReduceSum", {"keepdims": 1})])
+    else_.output[0].CopyFrom(helper.make_tensor_value_info(else_.output[0].name, F32, [1, 1]))
+    parts, _ = analyse(import_model(if_model("gpu", then, else_)))
+    (step,) = [s for s in parts[0].steps if s.node.op_type == "If"]
+    assert "its branches give output 0 different shapes ([4, 8] and [1, 1])" in step.seam and parts[0].segments == 2
+
+
 def test_the_cuda_ep_claims_if_loop_and_scan_whole():
     for model in (if_model("gpu"), loop_model(), scan_model()):
         result = partition(import_model(model), "cuda")

@@ -135,6 +135,14 @@ def _place_control(node: Node, graph, on_host: set, fusion: bool) -> Step:
     conditional = node.inputs[0] not in on_host
     if not conditional and host_outputs:
         on_host.update(n for n in node.outputs if n)
+    if conditional:  # a conditional node's bodies leave one shape: branches declared otherwise read it back
+        then, other = node.subgraphs["then_branch"], node.subgraphs["else_branch"]
+        for k, (a, b) in enumerate(zip(*([sub.value(n).shape for n in sub.outputs] for sub in (then, other)))):
+            if a is not None and b is not None and (len(a) != len(b) or any(
+                    isinstance(x, int) and isinstance(y, int) and x != y for x, y in zip(a, b))):
+                seams.append(f"its branches give output {k} different shapes ({list(a)} and {list(b)}): the "
+                             "condition is read back, since a conditional graph node leaves one shape")
+                break
     return Step(node, kdef, True, "; ".join(seams), False, branches=branches, conditional=conditional)
 
 
