@@ -150,3 +150,20 @@ def test_inputs_are_never_changed():
     items = [x(2), x(2, seed=1)]
     (n,) = run_ours(m, {"s": items, "zero": np.array(0, np.int64)})
     assert n == 1 and len(items) == 2
+
+
+def test_a_loop_carries_a_sequence_inside_the_fused_node():
+    """A Loop that grows a sequence (SequenceInsert each iteration, carried from SequenceEmpty) and a
+    ConcatFromSequence after it: the sequence never leaves our fused node, so the whole model is ours."""
+    body = helper.make_graph([helper.make_node("Cast", ["i"], ["fi"], to=F),
+                              helper.make_node("Mul", ["x", "fi"], ["row"]),
+                              helper.make_node("SequenceInsert", ["seq_in", "row"], ["seq_out"]),
+                              helper.make_node("Identity", ["c_in"], ["c_out"])], "body",
+                             [tensor("i", I64, []), tensor("c_in", TensorProto.BOOL, []), sequence("seq_in")],
+                             [tensor("c_out", TensorProto.BOOL, []), sequence("seq_out")])
+    m = model_of([helper.make_node("SequenceEmpty", [], ["empty"], dtype=F),
+                  helper.make_node("Loop", ["m", "", "empty"], ["rows"], body=body),
+                  helper.make_node("ConcatFromSequence", ["rows"], ["cat"], axis=0, new_axis=1)],
+                 [tensor("x", F, [3]), tensor("m", I64, [])], [tensor("cat")])
+    for trips in (1, 4):
+        assert_parity(m, {"x": x(3), "m": np.array(trips, np.int64)})

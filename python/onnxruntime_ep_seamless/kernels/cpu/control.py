@@ -65,7 +65,13 @@ def _scalar(value, name: str, op: str, dtype):
     return dtype(np.asarray(value).reshape(-1)[0])
 
 
-@kernel("Loop", since=1, check=check_loop, takes=("strings",))
+def _carried(value):
+    """A loop-carried value as the next iteration reads it: a tensor as an array; a sequence (list) or an empty
+    optional (None) as it is."""
+    return value if value is None or isinstance(value, list) else np.asarray(value)
+
+
+@kernel("Loop", since=1, check=check_loop, takes=("strings", "sequences", "optionals"))
 def loop(m, cond, *rest, body, _num_outputs, _num_implicit):
     """Iterations while i < M and cond (both optional); the body maps (i, cond, carried…) to (cond, carried…,
     scan outputs…), the scan outputs stacked along a new first axis."""
@@ -79,7 +85,7 @@ def loop(m, cond, *rest, body, _num_outputs, _num_implicit):
     while i < trips and go:
         out = body.run(np.full((1,) * ranks[0], i, np.int64), np.full((1,) * ranks[1], go, np.bool_), *carried, *outer)
         go = bool(np.asarray(out[0]).reshape(-1)[0])
-        carried = [np.asarray(v) for v in out[1:1 + len(carried)]]
+        carried = [_carried(v) for v in out[1:1 + len(carried)]]
         for k, v in enumerate(out[1 + len(carried):]):
             if scans[k] and np.shape(v) != np.shape(scans[k][0]):
                 raise ValueError(f"Inconsistent shape in loop output for output. Expected:{list(np.shape(scans[k][0]))}"
