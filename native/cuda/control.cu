@@ -33,3 +33,10 @@ extern "C" __global__ void seamless_loop_next(const int64_t* m, const uint8_t* c
   *carried = *cond != 0;
   cudaGraphSetConditional(handle, loop_goes(m, next, cond));
 }
+
+// An If branch whose nodes refused the captured binding's shapes (its capture raised): taken at a replay, it fails the
+// run with that error (the check's tag), as an eager run taking it would.
+extern "C" __global__ void seamless_branch_refused(GpuCheck check) {
+  dependent_launch();
+  report_bad(check, 0);
+}

@@ -266,6 +266,27 @@ def test_branches_without_nodes_give_their_constants(monkeypatch):
     assert glue.outputs == [(4, 8)]
 
 
+def refusing_else():
+    """An else_branch that refuses a 4 x 8 input: x reshaped to 3 rows."""
+    shape = numpy_helper.from_array(np.array([3, -1], np.int64), "rows3")
+    return helper.make_graph([helper.make_node("Reshape", ["x", "rows3"], ["r"]), helper.make_node("Relu", ["r"], ["e"])],
+                             "else", [], [helper.make_tensor_value_info("e", F32, None)], initializer=[shape])
+
+
+def test_a_branch_that_refuses_the_shapes_fails_the_run_when_taken(monkeypatch):
+    """silero-vad's If picks a 16 or 8 kHz network by the sample rate: with a 16 kHz chunk the 8 kHz branch refuses
+    the shapes (stock fails such a run). The binding is still captured: the refusing branch's body is a kernel that
+    reports the error, so a replay that takes it fails the run as an eager run does."""
+    kernel, glue = control_kernel(monkeypatch, if_model("gpu", else_=refusing_else()), {"capture": "auto"})
+    for run in range(3):
+        glue.feed, glue.outputs, glue.calls, glue.cond = [(1 << 36, (4, 8), np.float32)], [None], [], True
+        kernel.compute(None)
+    steps = [c if not isinstance(c, tuple) else c[0] for c in glue.calls]  # the third run, captured
+    bodies = [i for i, c in enumerate(steps) if c == "body"]
+    assert len(bodies) == 2 and glue.replays == 1
+    assert "seamless_branch_refused" in steps[bodies[1]:] and "seamless_branch_refused" not in steps[:bodies[1]]
+
+
 def test_capture_off_runs_an_if_on_a_gpu_condition_eagerly(monkeypatch):
     """A launch program issues launches from C in order: it cannot branch on a GPU value, so such a partition keeps
     running through Python (the condition read back), never recorded."""
@@ -469,6 +490,23 @@ def test_a_scan_on_the_gpu_matches_stock_and_replays(attrs):
             np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6, err_msg=f"run {run}")
         if run == 3:
             assert cuda_compute.CudaKernel.compute_calls == before  # the 4th run of 3 slices: replayed
+
+
+@gpu
+def test_a_refusing_branch_fails_a_replay_that_takes_it_as_stock_fails():
+    """Captured with the then_branch's input shapes (the else_branch refuses them): replays taking then_branch match
+    stock; one taking else_branch fails with the reshape's error, as stock's run does, and the session goes on."""
+    ours, stock = sessions(if_model("gpu", else_=refusing_else()), capture="auto")
+    rng = np.random.default_rng(6)
+    for run in range(6):
+        x = np.abs(rng.standard_normal((4, 8))).astype(np.float32) + 0.1
+        np.testing.assert_allclose(ours.run(None, {"x": x})[0], stock.run(None, {"x": x})[0], rtol=1e-6, atol=1e-6)
+    with pytest.raises(Exception):
+        stock.run(None, {"x": -x})
+    with pytest.raises(Exception) as got:
+        ours.run(None, {"x": -x})
+    assert "refuses these shapes" in str(got.value)
+    np.testing.assert_allclose(ours.run(None, {"x": x})[0], stock.run(None, {"x": x})[0], rtol=1e-6, atol=1e-6)
 
 
 @gpu

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..graph.ir import ONNX_TO_NUMPY
+from ..kernels.checks import gpu_check_arg
 from ..kernels.cpu.control import scan_output_axis
 from ..runtime.cuda import CudaRuntime, DeviceTensor, contiguous_strides
 from ..runtime.cuda_args import STAGE_COPY
@@ -611,26 +612,38 @@ class Branch:
         self.counter_shape, self.cond_shape = ((1,) * len(shape or ()) for shape in shapes[:2])  # a Loop body's
         self.output_types = [(graph.value(n).shape, graph.value(n).dtype) for n in graph.outputs]
 
-    def _results(self, stream, values) -> tuple[list, list]:
+    def _results(self, stream, values, scratch: list) -> list:
         values = dict(self.constants, **dict(zip(self.inputs, values)))
-        scratch = []
-        return run_steps(self.rt, self.steps, values, self.output_names, stream, scratch), scratch
+        return run_steps(self.rt, self.steps, values, self.output_names, stream, scratch)
 
     def run(self, stream, values) -> list[DeviceTensor]:
         """The subgraph on `values` (an eager run, or an If's condition known on the host): its outputs; what it
         allocated besides them goes back to the cache."""
-        results, scratch = self._results(stream, values)
+        scratch = []
+        results = self._results(stream, values, scratch)
         _release(self.rt, scratch, list(values) + results, self.held)
         return results
 
-    def conditional(self, other: "Branch", stream, cond: DeviceTensor, outer) -> list[DeviceTensor]:
+    def conditional(self, other: "Branch", stream, cond: DeviceTensor, outer, check) -> list[DeviceTensor]:
         """While `stream` is captured: this branch (then) and `other` (else) as two conditional graph nodes chosen by
         `cond` on the GPU at every launch, each body copying its outputs into the If's (one shape each: branches
-        whose outputs differ in shape cannot be captured, and the binding runs eagerly)."""
-        rt, outputs = self.rt, None
-        for body, branch in zip(rt.if_bodies(stream, cond), (self, other)):
+        whose outputs differ in shape cannot be captured, and the binding runs eagerly). A branch whose nodes refuse
+        the binding's shapes (silero-vad's 8 kHz network given a 16 kHz chunk) fails the run when taken, through
+        `check` (the If's GpuCheck), as an eager run taking it does; where both refuse, the capture fails."""
+        rt, outputs, refused = self.rt, None, None
+        for body, branch, attr in zip(rt.if_bodies(stream, cond), (self, other), ("then_branch", "else_branch")):
             with rt.body_capture(body) as body_stream:
-                results, scratch = branch._results(body_stream, outer)
+                scratch = []
+                try:
+                    results = branch._results(body_stream, outer, scratch)
+                except (ValueError, TypeError, IndexError) as e:  # what the shapes decide: so would an eager run
+                    if refused is not None:
+                        raise
+                    refused = e
+                    rt.launch_rows("seamless_branch_refused", 1, body_stream, gpu_check_arg(
+                        check, rt, body_stream, f"its {attr} refuses these shapes: {e}", type(e)), threads=1)
+                    _release(rt, scratch, list(outer), self.held)
+                    continue
                 results = [_on_gpu(rt, t, body_stream, scratch) for t in results]
                 if outputs is None:
                     outputs = [rt.alloc(t.shape, t.dtype) for t in results]
@@ -726,7 +739,8 @@ class Branch:
             rt.copy(b.ptr, t.ptr, t.nbytes, stream)
         body, handle = rt.loop_body(stream, m, cond, counter, flag)
         with rt.body_capture(body) as body_stream:
-            results, scratch = self._results(body_stream, [counter, flag] + buffers + outer)
+            scratch = []
+            results = self._results(body_stream, [counter, flag] + buffers + outer, scratch)
             results = [_on_gpu(rt, t, body_stream, scratch) for t in results]
             go = results[0]
             if go.ptr in {b.ptr for b in buffers}:  # read after the carried values are overwritten: kept aside

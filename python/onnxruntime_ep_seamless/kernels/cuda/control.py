@@ -16,10 +16,10 @@ def _check_if(node, graph) -> str | None:
 
 
 @kernel("If", device="cuda", since=1, check=_check_if)
-def if_(rt, stream, cond, *outer, then_branch, else_branch):
+def if_(rt, stream, cond, *outer, then_branch, else_branch, _gpu_check):
     check_condition(cond)
     if cond.host is None and rt.lib.seamless_capturing():  # captured: a conditional node per branch
-        return then_branch.conditional(else_branch, stream, cond, outer)
+        return then_branch.conditional(else_branch, stream, cond, outer, _gpu_check)
     taken = then_branch if bool(rt.to_host(cond, stream).reshape(-1)[0]) else else_branch
     return taken.run(stream, outer)
 
