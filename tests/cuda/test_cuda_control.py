@@ -178,7 +178,8 @@ class ControlGlue(FakeGlue):
 
     def seamless_get_inputs(self, ctx, n, data, nbytes, types, ranks, dims, max_rank, changed, status):
         for i, (ptr, shape, dtype) in enumerate(self.feed):
-            data[i], types[i], ranks[i] = ffi.cast("void*", ptr), 1, len(shape)
+            code = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+            data[i], types[i], ranks[i] = ffi.cast("void*", ptr), code, len(shape)
             for axis, size in enumerate(shape):
                 dims[i * max_rank + axis] = size
         return 0
@@ -285,6 +286,28 @@ def test_a_branch_that_refuses_the_shapes_fails_the_run_when_taken(monkeypatch):
     bodies = [i for i, c in enumerate(steps) if c == "body"]
     assert len(bodies) == 2 and glue.replays == 1
     assert "seamless_branch_refused" in steps[bodies[1]:] and "seamless_branch_refused" not in steps[:bodies[1]]
+
+
+def test_silero_vad_is_captured_with_its_8_khz_branch_refused(monkeypatch):
+    """silero_vad.onnx (an If on the sample rate around the 16 and 8 kHz networks) on a 16 kHz chunk over the fake
+    glue: two eager runs reading the condition back, then one capture with both branches, the 8 kHz one a body that
+    reports its refusal."""
+    import material
+    import onnx
+    path = material.silero_dir() / "silero_vad.onnx"
+    if not path.exists():
+        pytest.skip(f"{path} not prepared (python tests/material.py)")
+    kernel, glue = control_kernel(monkeypatch, onnx.load(str(path)), {"capture": "auto"})
+    shapes = {"input": ((1, 576), np.float32), "state": ((2, 1, 128), np.float32), "sr": ((), np.int64)}
+    for run in range(3):
+        glue.feed = [(1 << 36 | k << 16, *shapes[name]) for k, name in enumerate(kernel.input_names)]
+        glue.outputs, glue.calls, glue.cond = [None] * len(kernel.output_names), [], True
+        kernel.compute(None)
+    steps = [c if not isinstance(c, tuple) else c[0] for c in glue.calls]
+    bodies = [i for i, c in enumerate(steps) if c == "body"]
+    assert len(bodies) == 2 and glue.replays == 1 and kernel.rt.host_reads == 2
+    assert "seamless_branch_refused" in steps[bodies[1]:]
+    assert glue.outputs[kernel.output_names.index("output")] == (1, 1)
 
 
 def test_capture_off_runs_an_if_on_a_gpu_condition_eagerly(monkeypatch):
