@@ -158,12 +158,18 @@ def test_the_cuda_ep_claims_if_loop_and_scan_whole():
     assert parts[0].segments == 1 and "Scan 'sum' (body 2 node(s)): its iterations follow the shapes" in render(parts, {})
 
 
-def test_a_loop_is_a_while_node_unless_it_has_scan_outputs():
+def test_a_loop_is_a_while_node_or_in_line_or_a_seam():
+    """A WHILE node without scan outputs; with them, in line where its trip count is known on the host (its condition
+    passes through the body), else a seam."""
     parts, _ = analyse(import_model(loop_model(limit=20.0)))
     (step,) = [s for s in parts[0].steps if s.node.op_type == "Loop"]
     assert step.conditional and not step.seam and parts[0].segments == 1
     assert "Loop 'repeat' (body 3 node(s)): a conditional WHILE node when captured" in render(parts, {})
     parts, _ = analyse(import_model(loop_model(scan=True)))
+    (step,) = [s for s in parts[0].steps if s.node.op_type == "Loop"]
+    assert not step.conditional and not step.seam and parts[0].segments == 1
+    assert "trip count known on the host): in line when captured" in render(parts, {})
+    parts, _ = analyse(import_model(loop_model(scan=True, limit=20.0, trips=50)))
     (step,) = [s for s in parts[0].steps if s.node.op_type == "Loop"]
     assert "scan outputs" in step.seam and parts[0].segments == 2
 
@@ -419,7 +425,7 @@ def test_session_graph_capture_holds_an_if_on_the_gpu():
 
 
 LOOPS = {"trips": dict(trips=4), "trips-on-gpu": dict(trips=None), "limit": dict(limit=30.0, trips=50),
-         "swap": dict(swap=True), "scan": dict(scan=True)}
+         "swap": dict(swap=True), "scan": dict(scan=True), "scan-until": dict(scan=True, limit=30.0, trips=50)}
 
 
 @gpu
@@ -427,7 +433,8 @@ LOOPS = {"trips": dict(trips=4), "trips-on-gpu": dict(trips=None), "limit": dict
 def test_a_loop_on_the_gpu_matches_stock_at_every_run(kind):
     """trips: a constant trip count; trips-on-gpu: a trip count fed to the session, read on the GPU; limit: the body's condition, computed on the GPU, ends the loop after a number of
     iterations each input decides; swap: carried values exchanged each iteration (the copies staged); scan: a scan
-    output (eager runs). Captured (all but scan), the WHILE node replays with no Python per run."""
+    output, in line (its trip count known); scan-until: a scan output and a condition from the body (eager). Captured
+    (all but scan-until), a run replays with no Python."""
     ours, stock = sessions(loop_model(**LOOPS[kind]), capture="auto")
     rng = np.random.default_rng(4)
     before_calls = None
@@ -441,8 +448,19 @@ def test_a_loop_on_the_gpu_matches_stock_at_every_run(kind):
         for got, want in zip(ours.run(None, feeds), stock.run(None, feeds)):
             assert got.shape == want.shape
             np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6, err_msg=f"{kind} run {run}")
-    if kind != "scan":
+    if kind != "scan-until":
         assert cuda_compute.CudaKernel.compute_calls == before_calls
+
+
+def test_a_loop_of_a_fixed_trip_count_with_scan_outputs_is_captured_in_line(monkeypatch):
+    kernel, glue = control_kernel(monkeypatch, loop_model(scan=True, trips=3), {"capture": "auto"})
+    for run in range(3):
+        glue.feed, glue.outputs, glue.calls = [(1 << 36, (2, 3), np.float32), (1 << 36 | 4096, (2, 3), np.float32)], \
+            [None, None], []
+        kernel.compute(None)
+    launched = [c[0] for c in glue.calls if isinstance(c, tuple) and c[0] != "body"]
+    assert "handles" not in glue.calls and launched.count("seamless_binary_f32") == 3  # 3 iterations, captured
+    assert glue.replays == 1 and kernel.rt.host_reads == 0 and glue.outputs == [(2, 3), (3, 2, 3)]
 
 
 def nested_model():

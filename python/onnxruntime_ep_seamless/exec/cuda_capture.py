@@ -129,8 +129,10 @@ def _place_control(node: Node, graph, on_host: set, fusion: bool) -> Step:
     if node.op_type == "Scan":  # as many iterations as the shapes say: in line, captured or not
         return Step(node, kdef, True, "; ".join(seams), False, branches=branches)
     if node.op_type == "Loop":
-        if len(node.outputs) > len(node.inputs) - node.implicit - 2:
-            seams.append("its scan outputs stack one slice an iteration: their length is known only after the loop")
+        if len(node.outputs) > len(node.inputs) - node.implicit - 2:  # scan outputs: the trip count fixes their length
+            if not fixed_trip_count(node, on_host):
+                seams.append("its scan outputs stack one slice an iteration: their length is known only after the loop")
+            return Step(node, kdef, True, "; ".join(seams), False, branches=branches)  # its iterations in line
         return Step(node, kdef, True, "; ".join(seams), False, branches=branches, conditional=True)
     conditional = node.inputs[0] not in on_host
     if not conditional and host_outputs:
@@ -144,6 +146,22 @@ def _place_control(node: Node, graph, on_host: set, fusion: bool) -> Step:
                              "condition is read back, since a conditional graph node leaves one shape")
                 break
     return Step(node, kdef, True, "; ".join(seams), False, branches=branches, conditional=conditional)
+
+
+def fixed_trip_count(node: Node, on_host) -> bool:
+    """A Loop that runs M times, M known on the host: its condition, absent or known there, passes through its body
+    unchanged (a for loop as torch exports it)."""
+    m, cond = node.inputs[0], node.inputs[1]
+    return bool(m) and m in on_host and (not cond or cond in on_host) and condition_passes(node.subgraphs["body"])
+
+
+def condition_passes(body) -> bool:
+    """Whether a Loop body's condition output is its condition input, as it is or through an Identity."""
+    if len(body.inputs) < 2 or not body.outputs:
+        return False
+    out, cond = body.outputs[0], body.inputs[1]
+    return out == cond or any(n.op_type == "Identity" and n.outputs[0] == out and n.inputs[0] == cond
+                              for n in body.nodes)
 
 
 def segments(steps: list[Step]) -> int:
@@ -181,8 +199,8 @@ def capture_summary(steps: list[Step], name: str, plan: "Padding | None" = None,
         if s.branches is not None:
             sizes = ", ".join(f"{attr} {len(b)} node(s)" for attr, b in sorted(s.branches.items(), reverse=True))
             how = ("a conditional WHILE node when captured, its condition read back each iteration in an eager run"
-                   if s.node.op_type == "Loop" else "its iterations follow the shapes: in line when captured"
-                   if s.node.op_type == "Scan" else "its condition is computed on the GPU: a conditional graph node "
+                   if s.node.op_type == "Loop" and s.conditional else "its iterations follow the shapes (or a trip "
+                   "count known on the host): in line when captured" if s.node.op_type in ("Scan", "Loop") else "its condition is computed on the GPU: a conditional graph node "
                    "per branch when captured, read back in an eager run" if s.conditional else "its condition is "
                    "known on the host, which picks the branch")
             lines.append(f"  {s.node.op_type} {s.node.label!r} ({sizes}): {how}" if not s.seam or

@@ -25,7 +25,8 @@ from ..kernels.checks import gpu_check_arg
 from ..kernels.cpu.control import scan_output_axis
 from ..runtime.cuda import CudaRuntime, DeviceTensor, contiguous_strides
 from ..runtime.cuda_args import STAGE_COPY
-from .cuda_capture import MIN_CAPACITY, MIN_PROMPT, capture_summary, choose_padding, place, prompt_padding
+from .cuda_capture import (MIN_CAPACITY, MIN_PROMPT, capture_summary, choose_padding, condition_passes, place,
+                           prompt_padding)
 from .compute import MAX_RANK, Buffers
 from ..runtime.native import LOG_WARNING, NATIVES
 
@@ -610,6 +611,7 @@ class Branch:
         self.steps = kernel._build(graph, placed, lambda node: None)
         shapes = [graph.value(n).shape for n in graph.inputs[:2]] + [None, None]
         self.counter_shape, self.cond_shape = ((1,) * len(shape or ()) for shape in shapes[:2])  # a Loop body's
+        self.cond_passes = condition_passes(graph)  # a Loop body's condition, never read back
         self.output_types = [(graph.value(n).shape, graph.value(n).dtype) for n in graph.outputs]
 
     def _results(self, stream, values, scratch: list) -> list:
@@ -664,7 +666,7 @@ class Branch:
             counter = DeviceTensor.on_host(np.full(self.counter_shape, i, np.int64))
             flag = DeviceTensor.on_host(np.full(self.cond_shape, go, np.bool_))
             out = self.run(stream, [counter, flag] + carried + outer)
-            go = bool(rt.to_host(out[0], stream).reshape(-1)[0])
+            go = go if self.cond_passes else bool(rt.to_host(out[0], stream).reshape(-1)[0])
             previous, carried = carried, out[1:1 + len(carried)]
             for k, t in enumerate(out[1 + len(carried):]):
                 if slices[k] and t.shape != slices[k][0].shape:
