@@ -634,7 +634,7 @@ class Branch:
         `check` (the If's GpuCheck), as an eager run taking it does; where both refuse, the capture fails."""
         rt, outputs, refused = self.rt, None, None
         for body, branch, attr in zip(rt.if_bodies(stream, cond), (self, other), ("then_branch", "else_branch")):
-            with rt.body_capture(body) as body_stream:
+            with rt.body_capture(body, stream) as body_stream:
                 scratch = []
                 try:
                     results = branch._results(body_stream, outer, scratch)
@@ -740,7 +740,7 @@ class Branch:
             t = _on_gpu(rt, t, stream, kept)
             rt.copy(b.ptr, t.ptr, t.nbytes, stream)
         body, handle = rt.loop_body(stream, m, cond, counter, flag)
-        with rt.body_capture(body) as body_stream:
+        with rt.body_capture(body, stream) as body_stream:
             scratch = []
             results = self._results(body_stream, [counter, flag] + buffers + outer, scratch)
             results = [_on_gpu(rt, t, body_stream, scratch) for t in results]

@@ -83,6 +83,7 @@ class CudaRuntime:
         self._counters: dict = {}  # stream -> [its counters, zeroed outside a capture] (see counters)
         self._barriers: set = set()  # streams whose next launch waits for all work before it (begin_run)
         self._plain: set = set()  # streams whose launches all do (an If branch's body being captured)
+        self._parents: dict = {}  # a body's stream -> the stream of the capture that holds it
         self._layouts: dict = {}  # kernel argument kinds -> _ArgLayout
         self._shared: dict[str, int] = {}  # kernel -> the dynamic shared memory it was allowed (cuFuncSetAttribute)
 
@@ -110,6 +111,7 @@ class CudaRuntime:
         refer to them. Made while a graph is captured, they are zeroed in the graph and again by the stream's next
         eager use."""
         key, capturing = self._stream_key(stream), bool(self.lib.seamless_capturing())
+        key = self._parents.get(key, key)  # a branch body's: its segment's (they run in one graph, in order)
         with self._lock:
             entry = self._counters.get(key)
             if entry is None or entry[0].size < n:
@@ -279,13 +281,15 @@ class CudaRuntime:
         return (*[bodies[k] for k in range(n)], *[int(handles[k]) for k in range(n)])
 
     @contextlib.contextmanager
-    def body_capture(self, body):
-        """A stream whose work (plain launches) is captured into `body`, a conditional node's graph, until the
-        block ends."""
+    def body_capture(self, body, parent):
+        """A stream whose work (plain launches) is captured into `body`, a conditional node's graph in the capture on
+        stream `parent`, until the block ends."""
         out = self.ffi.new("void**")
         self.native.check(self.lib.seamless_body_begin(body, out))
         stream, key = out[0], self._stream_key(out[0])
         self._plain.add(key)
+        parent_key = self._stream_key(parent)
+        self._parents[key] = self._parents.get(parent_key, parent_key)
         failed = True
         try:
             yield stream
@@ -293,6 +297,7 @@ class CudaRuntime:
         finally:
             self._plain.discard(key)
             self._barriers.discard(key)
+            self._parents.pop(key, None)
             status = self.lib.seamless_body_end(stream)
             if not failed:
                 self.native.check(status)
