@@ -31,8 +31,8 @@ def _check_loop(node, graph) -> str | None:
 @kernel("Loop", device="cuda", since=1, check=_check_loop)
 def loop(rt, stream, m, cond, *rest, body, _num_outputs, _num_implicit):
     """Iterations while i < M and cond (both optional); the body maps (i, cond, carried…) to (cond, carried…,
-    scan outputs…), the scan outputs stacked along a new first axis (eager runs only: exec/cuda_capture.place makes
-    a Loop with scan outputs a seam)."""
+    scan outputs…), the scan outputs stacked along a new first axis. Captured without scan outputs: a WHILE node;
+    with them, only a fixed trip count (exec/cuda_capture.fixed_trip_count: no host read, its iterations in line)."""
     for value, name in ((m, "M"), (cond, "cond")):
         if value is not None:
             check_scalar(value, name, "Loop")
