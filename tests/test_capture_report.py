@@ -425,3 +425,15 @@ def test_phi3s_longrope_if_is_claimed_and_padded_where_its_answer_holds(threshol
     assert "known on the host" in text
     if threshold != 64:
         assert f"compares a padded length with {threshold}, not a power of two from" in text
+
+
+@pytest.mark.parametrize("family", sorted(material.GENAI_FAMILIES))
+def test_every_builder_family_is_one_cuda_segment(family):
+    """Each builder family's small CPU export (int4) placed for the CUDA EP: one partition, no seam (Nemotron's
+    squared ReLU raised to an int32 exponent was a host Pow: 3 segments a step)."""
+    path = material.genai_model_dir(family, "int4") / "model.onnx"
+    if not path.exists():
+        pytest.skip(f"{path} not prepared (python tests/material.py)")
+    import onnx
+    found, parts, declined = seams(onnx.load(str(path)))
+    assert not found and not declined and len(parts) == 1 and parts[0].segments == 1, render(parts, declined)

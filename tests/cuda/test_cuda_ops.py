@@ -164,6 +164,8 @@ def test_prelu_and_pow():
     x = rng.standard_normal((2, 3, 4)).astype(F32)
     check("PRelu", [x, rng.uniform(0, 1, (3, 1)).astype(F32)])
     check("Pow", [np.abs(x) + 0.1, np.array(1.7, F32)])
+    for exponent in (np.array(2, I32), np.array([1, 2, 3, -1], I64)):  # another type (opset 12 on): Nemotron's square
+        check("Pow", [np.abs(x) + 0.1, exponent], opset=15)
 
 
 @pytest.mark.parametrize("dtype", [F32, F16, I32, I64])

@@ -129,8 +129,25 @@ def _no_integer_zero(rt, stream, b, what, gpu_check):
 
 
 for _op, (_code, _since, _types) in BINARY.items():
-    if _op != "Div":
+    if _op not in ("Div", "Pow"):
         kernel(_op, since=_since, types=_types, device="cuda", check=_same_types)(_binary_kernel(_code))
+
+
+def _check_pow(node, graph):
+    exponent = graph.value(node.inputs[1]).dtype
+    if exponent is not None and exponent not in ARITHMETIC:
+        return f"exponent dtype {exponent} not supported"
+    return _broadcast_rank(node, graph)
+
+
+@kernel("Pow", since=BINARY["Pow"][1], types=BINARY["Pow"][2], device="cuda", check=_check_pow)
+def pow_(rt, stream, a, b):
+    """An exponent of another type (opset 12 on: Nemotron's squared ReLU raises to an int32 2) taken as the base's."""
+    exponent = cast_to(rt, stream, b, a.dtype)
+    y = binary(rt, stream, POW, a, exponent)
+    if exponent is not b:
+        rt.free(exponent)  # stream-ordered: the launch reading it is queued
+    return (y,)
 
 
 @kernel("Div", since=BINARY["Div"][1], types=BINARY["Div"][2], device="cuda", check=_same_types)
