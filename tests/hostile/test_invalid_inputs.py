@@ -74,9 +74,12 @@ def _has_gpu() -> bool:
 
 
 @pytest.fixture(scope="module")
-def outcomes():
+def outcomes(request):
+    """Every side's outcome of the cases this session's tests ask for (all of them, or those `-k` selects)."""
     sides = ["stock", "ours"] + (["cuda"] if _has_gpu() else [])
-    names = list(CASES)
+    selected = {item.callspec.params["name"] for item in request.session.items
+                if item.module is request.module and "name" in getattr(getattr(item, "callspec", None), "params", {})}
+    names = [name for name in CASES if name in selected]
     with ThreadPoolExecutor(len(sides)) as pool:
         return dict(zip(sides, pool.map(lambda side: run_side(side, names), sides)))
 
