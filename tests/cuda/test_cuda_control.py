@@ -223,10 +223,13 @@ class ControlGlue(FakeGlue):
                                             dependent)
 
 
-def control_kernel(monkeypatch, model, options):
+def control_kernel(monkeypatch, model, options, logs=None):
+    """The model as one fused node over ControlGlue: (kernel, glue); logs: a list the EP's log messages go to."""
     monkeypatch.setattr(runtime_cuda, "FATBIN", __file__)  # the module load is faked: any file will do
     monkeypatch.setattr(runtime_cuda.CudaRuntime, "_instances", {})
     ep = FakeEp(options)
+    if logs is not None:
+        ep.log = lambda level, message: logs.append(message)
     ep.native.lib = glue = ControlGlue()
     graph = import_model(model)
     return cuda_compute.CudaKernel(ep, graph, list(graph.inputs), list(graph.outputs)), glue
@@ -319,8 +322,10 @@ def test_silero_vad_is_captured_with_its_8_khz_branch_refused(monkeypatch):
 def test_capture_off_runs_an_if_on_a_gpu_condition_eagerly(monkeypatch):
     """A launch program issues launches from C in order: it cannot branch on a GPU value, so such a partition keeps
     running through Python (the condition read back), never recorded."""
-    kernel, glue = control_kernel(monkeypatch, if_model("gpu"), {"capture": "off"})
+    logs = []
+    kernel, glue = control_kernel(monkeypatch, if_model("gpu"), {"capture": "off", "log_capture": 1}, logs)
     assert not kernel.listed and not kernel.capture
+    assert any("capture=off runs it through Python: a launch program cannot hold 'choose' (If" in m for m in logs), logs
     kernel, glue = control_kernel(monkeypatch, if_model("host"), {"capture": "off"})
     assert kernel.listed and kernel.capture
 

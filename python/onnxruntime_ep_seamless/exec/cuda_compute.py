@@ -103,8 +103,12 @@ class CudaKernel:
         # native_program=1) records the same as a launch program, which C issues launch by launch: no CUDA graph. A
         # user's CUDA kernel launches through its own library, which a program cannot record.
         mode = ep.options.get("capture")
-        self.listed = (mode == "off" and ep.options.get("native_program", True)
-                       and not any((s.kdef.user and s.on_gpu) or s.conditional for s in placed))
+        unlisted = [s for s in placed if (s.kdef.user and s.on_gpu) or s.conditional]
+        self.listed = mode == "off" and ep.options.get("native_program", True) and not unlisted
+        if mode == "off" and ep.options.get("native_program", True) and unlisted and self.log_capture:
+            ep.log(LOG_WARNING, f"{ep.name} fused node {self.name!r}: capture=off runs it through Python: a launch "
+                                f"program cannot hold {unlisted[0].node.label!r} ({unlisted[0].node.key}: a user's "
+                                "CUDA kernel, or control flow decided on the GPU)")
         self.capture = ((mode == "auto" or self.listed) and not ep.options.get("enable_cuda_graph")
                         and not any(s.seam for s in placed))
         # the C glue's SeamlessReplayer: launches captured segments for later Computes (abi/bridge.py hands it to ORT's
