@@ -32,8 +32,8 @@ class Step:
     seam: str    # why the host must wait for the GPU before this step; "" when it need not
     grows: bool  # a shape of the step depends on a growing symbol (the KV length)
     readers: tuple = ()  # the op types of the steps that read its first output
-    branches: dict = None  # an If's: each branch (graph attribute) -> its own steps, placed the same way
-    conditional: bool = False  # an If whose condition is computed on the GPU: conditional graph nodes when captured
+    branches: dict = None  # an If's, a Loop's, a Scan's: each subgraph (graph attribute) -> its placed steps
+    conditional: bool = False  # an If or Loop decided on the GPU: conditional graph nodes when captured
 
 
 KV_NAME = re.compile(r"past|present", re.IGNORECASE)
@@ -65,8 +65,8 @@ def place(graph, input_names, output_names, fusion: bool = True) -> list[Step]:
     Values known on the host are the constants and what host kernels compute; integer work runs
     there when all its inputs are, else with its CUDA kernel where there is one. A seam is a step
     that needs a GPU value on the host: a host kernel reading one, or a CUDA kernel's host input (a
-    shape, axes, k…) computed on the GPU. An If's branches are placed the same way (Step.branches):
-    a seam in one is the If's. fusion=False: every node as it is (the `fusion` option)."""
+    shape, axes, k…) computed on the GPU. The subgraphs of an If, a Loop, a Scan are placed the same way
+    (Step.branches): a seam in one is its node's. fusion=False: every node as it is (the `fusion` option)."""
     return _place(graph, input_names, output_names, fusion, set())[0]
 
 
@@ -112,10 +112,10 @@ def _place(graph, input_names, output_names, fusion: bool, host_values: set) -> 
 def _place_control(node: Node, graph, on_host: set, fusion: bool) -> Step:
     """An If's, a Loop's or a Scan's step: its subgraphs placed on the values they read (an outer value known on the
     host where it is outside; a body's own inputs, the iteration's counter, condition, carried values, slices, on the
-    GPU).
-    An If's condition known on the host picks the branch there (its outputs are on the host when both branches' are);
-    computed on the GPU, it is read back in an eager run and becomes conditional graph nodes in a captured one. A Loop
-    is a conditional WHILE node when captured, unless it has scan outputs (as many as its iterations)."""
+    GPU). An If's condition known on the host picks the branch there (its outputs are on the host when both
+    branches' are); computed on the GPU, it is read back in an eager run and becomes conditional graph nodes in a
+    captured one. A Loop is a conditional WHILE node when captured; with scan outputs (as many as its iterations) it
+    is in line where its trip count is fixed, else a seam. A Scan's iterations follow the shapes: in line."""
     kdef, reason = lookup(node, graph, "cuda")
     if kdef is None:
         raise ValueError(f"node {node.label!r} ({node.key}) cannot be planned: {reason}")
@@ -127,17 +127,17 @@ def _place_control(node: Node, graph, on_host: set, fusion: bool) -> Step:
         seams += [f"its {attr}'s node {s.node.label!r} ({s.node.key}) {s.seam}" for s in steps if s.seam]
         host_outputs = host_outputs and all(n in known for n in sub.outputs)
     if node.op_type == "Scan":  # as many iterations as the shapes say: in line, captured or not
-        return Step(node, kdef, True, "; ".join(seams), False, branches=branches)
-    if node.op_type == "Loop":
-        if len(node.outputs) > len(node.inputs) - node.implicit - 2:  # scan outputs: the trip count fixes their length
-            if not fixed_trip_count(node, on_host):
-                seams.append("its scan outputs stack one slice an iteration: their length is known only after the loop")
-            return Step(node, kdef, True, "; ".join(seams), False, branches=branches)  # its iterations in line
-        return Step(node, kdef, True, "; ".join(seams), False, branches=branches, conditional=True)
-    conditional = node.inputs[0] not in on_host
-    if not conditional and host_outputs:
-        on_host.update(n for n in node.outputs if n)
-    if conditional:  # a conditional node's bodies leave one shape: branches declared otherwise read it back
+        conditional = False
+    elif node.op_type == "Loop":
+        scans = len(node.outputs) > len(node.inputs) - node.implicit - 2  # their length: the trip count
+        conditional = not scans
+        if scans and not fixed_trip_count(node, on_host):
+            seams.append("its scan outputs stack one slice an iteration: their length is known only after the loop")
+    else:  # If
+        conditional = node.inputs[0] not in on_host
+        if not conditional and host_outputs:
+            on_host.update(n for n in node.outputs if n)
+    if node.op_type == "If" and conditional:  # a conditional node's bodies leave one shape: else read it back
         then, other = node.subgraphs["then_branch"], node.subgraphs["else_branch"]
         for k, (a, b) in enumerate(zip(*([sub.value(n).shape for n in sub.outputs] for sub in (then, other)))):
             if a is not None and b is not None and (len(a) != len(b) or any(
@@ -195,18 +195,26 @@ def capture_summary(steps: list[Step], name: str, plan: "Padding | None" = None,
                          "one graph per bucket serves every prompt length up to it")
         else:
             lines.append(f"{modes}a graph per first-prompt length, not padded: {prompt_problem}")
-    for s in steps:
-        if s.branches is not None:
-            sizes = ", ".join(f"{attr} {len(b)} node(s)" for attr, b in sorted(s.branches.items(), reverse=True))
-            how = ("a conditional WHILE node when captured, its condition read back each iteration in an eager run"
-                   if s.node.op_type == "Loop" and s.conditional else "its iterations follow the shapes (or a trip "
-                   "count known on the host): in line when captured" if s.node.op_type in ("Scan", "Loop") else "its condition is computed on the GPU: a conditional graph node "
-                   "per branch when captured, read back in an eager run" if s.conditional else "its condition is "
-                   "known on the host, which picks the branch")
-            lines.append(f"  {s.node.op_type} {s.node.label!r} ({sizes}): {how}" if not s.seam or
-                         s.node.op_type != "Loop" else f"  Loop {s.node.label!r} ({sizes}): runs eagerly")
+    lines += [_control_line(s) for s in steps if s.branches is not None]
     lines += [f"  seam at {s.node.label!r} ({s.node.key}): {s.seam}" for s in seams]
     return "\n".join(lines)
+
+
+def _control_line(s: Step) -> str:
+    """capture_summary's line for an If, a Loop or a Scan: its subgraphs' sizes and how it runs."""
+    sizes = ", ".join(f"{attr} {len(b)} node(s)" for attr, b in sorted(s.branches.items(), reverse=True))
+    if s.node.op_type == "Loop" and s.seam:
+        how = "runs eagerly"
+    elif s.node.op_type == "Loop" and s.conditional:
+        how = "a conditional WHILE node when captured, its condition read back each iteration in an eager run"
+    elif s.node.op_type in ("Scan", "Loop"):
+        how = "its iterations follow the shapes (or a trip count known on the host): in line when captured"
+    elif s.conditional:
+        how = ("its condition is computed on the GPU: a conditional graph node per branch when captured, read back "
+               "in an eager run")
+    else:
+        how = "its condition is known on the host, which picks the branch"
+    return f"  {s.node.op_type} {s.node.label!r} ({sizes}): {how}"
 
 
 # --- padding: one graph for every KV length up to a capacity ---------------------------------------

@@ -555,12 +555,7 @@ def _release_collected() -> None:
 def _release(rt, scratch, inputs, constants):
     """Free what kernels allocated; aliases (same address as an input, a constant (`constants`: a list) or an earlier
     value) are not allocations."""
-    foreign = {t.ptr for t in inputs} | {t.ptr for t in constants}
-    freed = set()
-    for t in scratch:
-        if t.ptr and t.ptr not in foreign and t.ptr not in freed:
-            freed.add(t.ptr)
-            rt.free(t)
+    _free_once(rt, scratch, {t.ptr for t in inputs} | {t.ptr for t in constants}, set())
 
 
 def _upload_constants(rt, graph, placed, input_names, output_names) -> dict:
@@ -613,8 +608,8 @@ class Branch:
         kernel.held += self.constants.values()
         self.held = kernel.held
         self.steps = kernel._build(graph, placed, lambda node: None)
-        shapes = [graph.value(n).shape for n in graph.inputs[:2]] + [None, None]
-        self.counter_shape, self.cond_shape = ((1,) * len(shape or ()) for shape in shapes[:2])  # a Loop body's
+        rank = lambda k: len(graph.value(graph.inputs[k]).shape or ()) if k < len(graph.inputs) else 0
+        self.counter_shape, self.cond_shape = (1,) * rank(0), (1,) * rank(1)  # a Loop body's first two inputs
         self.cond_passes = condition_passes(graph)  # a Loop body's condition, never read back
         self.output_types = [(graph.value(n).shape, graph.value(n).dtype) for n in graph.outputs]
 
@@ -680,18 +675,10 @@ class Branch:
             live = {t.ptr for t in carried} | {t.ptr for s in slices for t in s}
             _free_once(rt, previous + out[:1], kept | live, kept)  # what no later iteration reads
             i += 1
-        stacked = []
-        for k, parts in enumerate(slices):
-            shape, dtype = self.output_types[1 + len(carried) + k]
-            if not parts:  # no iteration: [0] and the body output's declared dims, as stock makes it
-                stacked.append(rt.alloc([0] + [d if isinstance(d, int) else 0 for d in shape or ()], dtype))
-                continue
-            y = rt.alloc((len(parts),) + parts[0].shape, parts[0].dtype)
-            for j, t in enumerate(parts):
-                t = _on_gpu(rt, t, stream, [])
-                rt.copy(y.ptr + j * t.nbytes, t.ptr, t.nbytes, stream)
-            stacked.append(y)
-        _free_once(rt, [t for parts in slices for t in parts], kept | {t.ptr for t in carried}, kept)
+        uploads = []
+        stacked = [self._stack(stream, parts, 1 + len(carried) + k, 0, False, uploads)
+                   for k, parts in enumerate(slices)]
+        _free_once(rt, [t for parts in slices for t in parts] + uploads, kept | {t.ptr for t in carried}, kept)
         return carried + stacked
 
     def scan(self, stream, states: list, xs: list, axes: list, directions: list, length: int, outer: list,
@@ -714,22 +701,27 @@ class Branch:
                 slices[k].append(v)
             live = {v.ptr for v in states} | {v.ptr for s in slices for v in s}
             _free_once(rt, previous + parts, kept | live, kept)
-        stacked = []
-        for k, parts in enumerate(slices):
-            if not parts:
-                shape, dtype = self.output_types[n_states + k]
-                stacked.append(rt.alloc([0] + [d if isinstance(d, int) else 0 for d in shape or ()], dtype))
-                continue
-            axis = scan_output_axis(k, len(parts[0].shape) + 1, out_axes[k])
-            y = rt.alloc(parts[0].shape[:axis] + (len(parts),) + parts[0].shape[axis:], parts[0].dtype)
-            strides = contiguous_strides(y.shape)
-            for j, v in enumerate(parts[::-1] if out_directions[k] else parts):
-                v = _on_gpu(rt, v, stream, uploads)
-                rt.strided_copy(stream, v, y, v.shape, contiguous_strides(v.shape),
-                                strides[:axis] + strides[axis + 1:], dst_offset=j * strides[axis])
-            stacked.append(y)
+        stacked = [self._stack(stream, parts, n_states + k,
+                               scan_output_axis(k, len(parts[0].shape) + 1, out_axes[k]) if parts else 0,
+                               bool(out_directions[k]), uploads) for k, parts in enumerate(slices)]
         _free_once(rt, [v for parts in slices for v in parts] + uploads, kept | {v.ptr for v in states}, kept)
         return states + stacked
+
+    def _stack(self, stream, parts: list, output: int, axis: int, reverse: bool, uploads: list) -> DeviceTensor:
+        """A Loop's or a Scan's scan output: its iterations' slices (last first with `reverse`) stacked along a new
+        `axis`; after no iteration, [0] and body output `output`'s declared dims, as stock makes it. Host slices are
+        uploaded (into `uploads`)."""
+        rt = self.rt
+        if not parts:
+            shape, dtype = self.output_types[output]
+            return rt.alloc([0] + [d if isinstance(d, int) else 0 for d in shape or ()], dtype)
+        y = rt.alloc(parts[0].shape[:axis] + (len(parts),) + parts[0].shape[axis:], parts[0].dtype)
+        strides = contiguous_strides(y.shape)
+        for j, v in enumerate(parts[::-1] if reverse else parts):
+            v = _on_gpu(rt, v, stream, uploads)
+            rt.strided_copy(stream, v, y, v.shape, contiguous_strides(v.shape), strides[:axis] + strides[axis + 1:],
+                            dst_offset=j * strides[axis])
+        return y
 
     def while_node(self, stream, m, cond, carried: list, outer: list) -> list[DeviceTensor]:
         """While `stream` is captured: a Loop without scan outputs as one conditional WHILE node. Its carried values
