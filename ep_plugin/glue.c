@@ -78,6 +78,11 @@ static OrtStatus* put_type_shape(Buf* b, const OrtTensorTypeAndShapeInfo* info) 
   size_t rank = 0;
   TRY(ORT(GetTensorElementType)(info, &elem));
   TRY(ORT(GetDimensionsCount)(info, &rank));
+  if (g_api_version >= 24 && !ORT(TensorTypeAndShape_HasShape)(info)) {  /* before 1.24 no shape reads as rank 0 */
+    put_i32(b, elem);
+    put_i32(b, -1);
+    return NULL;
+  }
   int64_t dims[64];
   const char* syms[64];
   if (rank > 64) rank = 64;

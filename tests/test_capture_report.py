@@ -116,6 +116,17 @@ def test_data_dependent_op_on_gpu_values_is_a_seam_or_a_boundary():
     assert "total: 1 partition(s), 2 segment(s) per run" in render(parts, declined)
 
 
+def test_sub_byte_values_run_on_the_host_inside_the_partition():
+    """int4 values stay packed on the GPU; no CUDA kernel takes them, so their Casts run their CPU kernels on the host
+    (seams where they read GPU values) and the partition stays whole."""
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Cast", ["r"], ["c"], to=TensorProto.INT4),
+             helper.make_node("Cast", ["c"], ["f"], to=1), helper.make_node("Neg", ["f"], ["y"])]
+    found, parts, declined = seams(model(nodes, [helper.make_tensor_value_info("x", 1, [4])],
+                                         [helper.make_tensor_value_info("y", 1, None)], opset=21))
+    assert found == [("Cast", "reads r on the host (no CUDA kernel: 'c' (int4): no CUDA kernel takes sub-byte values)")]
+    assert len(parts) == 1 and not declined and parts[0].segments == 2
+
+
 def reshape_by_a_gpu_shape():
     nodes = [helper.make_node("Cast", ["s"], ["shape"], to=TensorProto.INT64, name="to_shape"),
              helper.make_node("Reshape", ["x", "shape"], ["y"], name="reshape")]

@@ -424,14 +424,27 @@ def test_host_slots_def_parses_without_duplicates():
 
 
 def test_since_versions_plausible():
-    """No slot newer than our API floor is listed without a gate, and `since` never decreases with slot
-    number (tables are append-only, so a later slot cannot be older than an earlier one)."""
+    """No slot newer than our API floor is called without a gate (each call's line tests `g_api_version >= N`
+    with N at least the slot's version), and `since` never decreases with slot number (tables are append-only, so
+    a later slot cannot be older than an earlier one)."""
     problems = []
+    sources = {p.name: p.read_text(encoding="utf-8") for p in sorted(SLOTS_DEF.parent.glob("*.c"))}
     for table in TABLES.values():
         rows = sorted(_entries(table), key=lambda e: e["slot"])
         for e in rows:
-            if not 1 <= e["since"] <= API_FLOOR:
-                problems.append(f"{table}[{e['slot']}] {e['name']}: since {e['since']} not in [1, {API_FLOOR}]")
+            if e["since"] < 1:
+                problems.append(f"{table}[{e['slot']}] {e['name']}: since {e['since']} < 1")
+            if e["since"] <= API_FLOOR:
+                continue
+            calls = [(name, line) for name, text in sources.items() for line in text.splitlines()
+                     if re.search(rf"\bORT(?:_EP)?\({e['name']}\)", line)]
+            if not calls:
+                problems.append(f"{table}[{e['slot']}] {e['name']} (since {e['since']}): listed but never called")
+            for name, line in calls:
+                gates = [int(v) for v in re.findall(r"g_api_version\s*>=\s*(\d+)", line)]
+                if not gates or max(gates) < e["since"]:
+                    problems.append(f"{name}: {e['name']} (since {e['since']}) called without a version gate: "
+                                    f"{line.strip()}")
         for prev, cur in zip(rows, rows[1:]):
             if cur["since"] < prev["since"]:
                 problems.append(

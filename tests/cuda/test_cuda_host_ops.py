@@ -79,3 +79,46 @@ def test_tree_ensemble():
     feeds = {"x": x}
     (ours,) = run_on_cuda(model, feeds)
     np.testing.assert_array_equal(ours, stock_session(model).run(None, feeds)[0])
+
+
+# TensorProto type, opset, value range (float4e2m1: stock's CPU EP has no Cast for it)
+SUB_BYTE = {"uint4": (21, 23, [0, 15]), "int4": (22, 23, [-8, 7]), "uint2": (25, 25, [0, 3]), "int2": (26, 25, [-2, 1])}
+
+
+@pytest.mark.parametrize("name", list(SUB_BYTE))
+def test_sub_byte_values_stay_packed_on_the_gpu(name):
+    """Sub-byte values (int4, int2, ...) live on the GPU packed, as ORT holds them; their nodes run their CPU
+    kernels on the host (no CUDA kernel takes them). One computed inside the partition (x cast there and back, then a
+    GPU Mul), one leaving it as a graph output and one coming in as a graph input: 15 elements, so the last byte is
+    partly filled."""
+    import ml_dtypes
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+
+    import onnxruntime_ep_seamless as seamless
+    from onnxruntime_ep_seamless.tools.conformance import _Exotic, run_session
+    elem, opset, (low, high) = SUB_BYTE[name]
+    nodes = [helper.make_node("Cast", ["x"], ["c"], to=elem), helper.make_node("Cast", ["c"], ["f"], to=1),
+             helper.make_node("Mul", ["f", "two"], ["y"]), helper.make_node("Cast", ["q"], ["z"], to=1),
+             helper.make_node("Add", ["z", "x"], ["w"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 5]),
+                                           helper.make_tensor_value_info("q", elem, [3, 5])],
+                              [helper.make_tensor_value_info(n, t, [3, 5]) for n, t in
+                               (("y", TensorProto.FLOAT), ("c", elem), ("w", TensorProto.FLOAT))],
+                              [numpy_helper.from_array(np.array(2, F32), "two")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)]).SerializeToString()
+    so = seamless.session_options(device="cuda")
+    so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
+    ours = ort.InferenceSession(model, so)
+    report = seamless.assert_ep_selected(ours, device="cuda")
+    assert not report.fallback_nodes, report
+    stock = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+    for run in range(4):
+        x = rng.integers(low, high + 1, (3, 5)).astype(F32)
+        q = rng.integers(low, high + 1, (3, 5)).astype(F32).astype(getattr(ml_dtypes, name))
+        feeds = {"x": x, "q": _Exotic(elem, q)}
+        got, want = run_session(ours, feeds), run_session(stock, feeds)
+        for g, w in zip(got, want):
+            g, w = (v.array if isinstance(v, _Exotic) else v for v in (g, w))
+            np.testing.assert_array_equal(g.view(np.uint8) if g.dtype.itemsize == 1 else g,
+                                          w.view(np.uint8) if w.dtype.itemsize == 1 else w, err_msg=f"run {run}")

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..graph.ir import ONNX_TO_NUMPY
+from ..graph.ir import ONNX_TO_NUMPY, PACKED_BITS, unpack
 from ..kernels.checks import gpu_check_arg
 from ..kernels.cpu.control import scan_output_axis
 from ..runtime.cuda import CudaRuntime, DeviceTensor, contiguous_strides
@@ -251,7 +251,9 @@ class CudaKernel:
                 shape, dtype = tuple(b.in_dims[i * MAX_RANK:i * MAX_RANK + rank]), ONNX_TO_NUMPY[b.in_types[i]]
                 if b.on_host[i]:  # host memory (an If's output on ORT's CPU EP): copied, uploaded where read
                     data = self.native.ffi.buffer(self.native.ffi.cast("char*", b.in_data[i]), b.in_nbytes[i])
-                    inputs[name] = DeviceTensor.on_host(np.frombuffer(data, dtype).reshape(shape).copy())
+                    array = (unpack(np.frombuffer(data, np.uint8), dtype, shape) if dtype in PACKED_BITS else
+                             np.frombuffer(data, dtype).reshape(shape).copy())
+                    inputs[name] = DeviceTensor.on_host(array)
                 else:
                     inputs[name] = DeviceTensor(int(b.np_in_data[i]), shape, dtype, settled=True)
         return inputs

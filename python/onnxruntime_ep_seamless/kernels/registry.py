@@ -145,13 +145,20 @@ def lookup(node: Node, graph: Graph, device: str = "cpu", host_rule: bool = True
     GPU. The CUDA executor asks again without host_rule when such a node reads a GPU value.
     A node no CUDA kernel takes (an op, a type, an attribute they lack) gets its CPU kernel too, with the
     CUDA side's reason: it runs on the host, a seam where it reads GPU values (the capture report and
-    log_capture name it), instead of splitting the graph between EPs. host_rule=False: CUDA kernels only."""
+    log_capture name it), instead of splitting the graph between EPs. host_rule=False: CUDA kernels only.
+    Sub-byte values (int4, float4e2m1, ...) live on the GPU packed, as ORT holds them; no CUDA kernel takes them,
+    so a node with one runs its CPU kernel on the host."""
     if device != "cuda":
         return _lookup(node, graph, device)
+    packed = ""
     for name in node.inputs + node.outputs:
         value = graph.value(name) if name else None
-        if value is not None and (value_kinds(value) or value.dtype in PACKED_BITS):
+        if value is not None and (value_kinds(value) or value.dtype in PACKED_BITS and node.subgraphs):
             return None, f"{name!r} ({value.type_name}): the CUDA EP leaves such values to the CPU"
+        if value is not None and value.dtype in PACKED_BITS and not packed:
+            packed = f"{name!r} ({value.type_name}): no CUDA kernel takes sub-byte values"
+    if packed:
+        return (_lookup(node, graph, "cpu", user=False)[0] if host_rule else None), packed
     if node.subgraphs:  # If, Loop, Scan: their CUDA kernels (subgraphs compiled by the CUDA executor), never the CPU's
         return _lookup(node, graph, "cuda")
     if host_rule:  # (the CPU EP's user kernels are not the CUDA EP's)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..graph.ir import ONNX_TO_NUMPY, c_order
+from ..graph.ir import ONNX_TO_NUMPY, PACKED_BITS, c_order, pack, unpack
 from .cuda_args import MAX_DIMS, struct_arg
 
 # seamless_cublas_gemm's operand types (ONNX element type codes) by numpy dtype; any other: float32 (1)
@@ -47,7 +47,14 @@ class DeviceTensor:
 
     @property
     def nbytes(self) -> int:
-        return self.size * self.dtype.itemsize
+        """Its bytes on the GPU: sub-byte types (int4, ...) packed, as ORT holds them."""
+        bits = PACKED_BITS.get(self.dtype)
+        return -(-self.size * bits // 8) if bits else self.size * self.dtype.itemsize
+
+
+def _bytes(array: np.ndarray) -> np.ndarray:
+    """A host array as the GPU holds it: sub-byte types packed (numpy keeps one element per byte)."""
+    return pack(array) if array.dtype in PACKED_BITS else array
 
 
 class CudaRuntime:
@@ -145,7 +152,8 @@ class CudaRuntime:
         t = self.alloc(array.shape, array.dtype)
         t.host = array
         if t.nbytes:
-            self.native.check(self.lib.seamless_cuda_copy(t.ptr, self.address(array), t.nbytes, self.ffi.NULL))
+            data = _bytes(array)
+            self.native.check(self.lib.seamless_cuda_copy(t.ptr, self.address(data), t.nbytes, self.ffi.NULL))
             self.native.check(self.lib.seamless_cuda_sync(self.ffi.NULL))
         return t
 
@@ -155,8 +163,8 @@ class CudaRuntime:
             return t
         host = c_order(t.host)
         d = self.alloc(t.shape, t.dtype)
-        self.native.check(self.lib.seamless_cuda_upload(self.ordinal, d.ptr, self.ffi.from_buffer(host), d.nbytes,
-                                                        stream))
+        self.native.check(self.lib.seamless_cuda_upload(self.ordinal, d.ptr, self.ffi.from_buffer(_bytes(host)),
+                                                        d.nbytes, stream))
         d.host = host
         return d
 
@@ -166,12 +174,13 @@ class CudaRuntime:
             if self.lib.seamless_capturing():
                 raise RuntimeError(f"a GPU value of shape {t.shape} is needed on the host, which a CUDA graph cannot "
                                    "capture: run this model without enable_cuda_graph")
-            host = np.empty(t.shape, t.dtype)
+            packed = t.dtype in PACKED_BITS
+            host = np.empty(t.nbytes if packed else t.shape, np.uint8 if packed else t.dtype)
             self.host_reads += 1
             if t.nbytes:
                 self.native.check(self.lib.seamless_cuda_copy(self.address(host), t.ptr, t.nbytes, stream))
                 self.native.check(self.lib.seamless_cuda_sync(stream))
-            t.host = host
+            t.host = unpack(host, t.dtype, t.shape) if packed else host
         return t.host
 
     def gemm(self, stream, a: DeviceTensor, b: DeviceTensor, c: DeviceTensor, m: int, n: int, k: int,

@@ -571,3 +571,76 @@ def write_chart(summary: dict, title: str, path: str) -> None:
     ax.set_title(f"{title}: greedy decode, {summary['steps']} tokens")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
+
+
+# --- one model's latency against ORT's CUDA EP (bench MODEL --device cuda) ---------------------
+
+def model_latency(model: str, feeds: dict, runs: int, rounds: int, peer_pythonpath: str | None,
+                  warmup: int = 20) -> dict:
+    """Median run time of `model` on our CUDA EP (capture=auto, every node ours) and on ORT's CUDA EP, rounds
+    alternating: ORT's in a worker process (its own onnxruntime: onnxruntime-gpu first on its path with
+    peer_pythonpath), ours here. Inputs and outputs are host arrays (session.run), as an application passes them."""
+    import tempfile
+
+    import onnxruntime as ort
+
+    import onnxruntime_ep_seamless as seamless
+    from .bench import _time_runs
+    so = seamless.session_options(device="cuda")
+    so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
+    t0 = time.perf_counter()
+    ours = ort.InferenceSession(model, so)
+    session_s = time.perf_counter() - t0
+    report = seamless.assert_ep_selected(ours, device="cuda")
+    with tempfile.TemporaryDirectory() as tmp:
+        np.savez(os.path.join(tmp, "feeds.npz"), **feeds)
+        env = dict(os.environ)
+        if peer_pythonpath:
+            env["PYTHONPATH"] = peer_pythonpath + os.pathsep + env.get("PYTHONPATH", "")
+        peer = subprocess.Popen([sys.executable, "-m", "onnxruntime_ep_seamless.tools.bench_gpu", "peer", model,
+                                 os.path.join(tmp, "feeds.npz"), str(runs), str(warmup)],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+        try:
+            peer_info = json.loads(peer.stdout.readline() or "null")
+            if peer_info is None:
+                raise SystemExit("ORT's CUDA EP worker failed (its error is above)")
+            for _ in range(warmup):
+                ours.run(None, feeds)
+            ours_s, peer_s = [], []
+            for _ in range(rounds):
+                ours_s.append(_time_runs(ours, feeds, runs))
+                peer.stdin.write("round\n")
+                peer.stdin.flush()
+                peer_s.append(float(peer.stdout.readline()))
+        finally:
+            peer.stdin.close()
+            peer.wait()
+    ours_ms, peer_ms = statistics.median(ours_s) * 1e3, statistics.median(peer_s) * 1e3
+    return {"benchmark": "model-gpu", "model": os.path.basename(model), "ours_ms": ours_ms, "ort_cuda_ms": peer_ms,
+            "ratio": ours_ms / peer_ms, "runs": runs, "rounds": rounds, "ours_ms_by_round": [s * 1e3 for s in ours_s],
+            "ort_cuda_ms_by_round": [s * 1e3 for s in peer_s], "claimed_nodes": len(report.ep_nodes),
+            "session_s": session_s, **peer_info, "onnxruntime": ort.__version__}
+
+
+def _peer_worker(model: str, feeds_path: str, runs: int, warmup: int) -> None:
+    """ORT's CUDA EP on the model: says its set-up (one JSON line), then times `runs` runs per 'round' line read."""
+    import onnxruntime as ort
+
+    from .bench import _time_runs
+    t0 = time.perf_counter()
+    sess = ort.InferenceSession(model, providers=[("CUDAExecutionProvider", {"device_id": "0"})])
+    session_s = time.perf_counter() - t0
+    if sess.get_providers()[0] != "CUDAExecutionProvider":
+        raise SystemExit(f"ORT's CUDA EP is not available here (providers: {sess.get_providers()}): give "
+                         "--peer-pythonpath a folder with onnxruntime-gpu")
+    feeds = dict(np.load(feeds_path))
+    for _ in range(warmup):
+        sess.run(None, feeds)
+    print(json.dumps({"ort_cuda_onnxruntime": ort.__version__, "ort_cuda_session_s": session_s}), flush=True)
+    for line in sys.stdin:
+        if line.strip() == "round":
+            print(_time_runs(sess, feeds, runs), flush=True)
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["peer"]:
+    _peer_worker(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))

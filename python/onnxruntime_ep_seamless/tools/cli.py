@@ -215,9 +215,26 @@ def cmd_bench(args) -> int:
         model, title = args.what, f"latency of {os.path.basename(args.what)}"
         dims = dict((k, int(v)) for k, v in (d.split("=") for d in args.dim))
         title += "".join(f", {k}={v}" for k, v in dims.items())
+        if args.device == "cuda":
+            return cmd_bench_model_gpu(args, model, dims, title)
     result = compare_latency(model, lambda sess: random_feeds(sess, dims, given=_given(args)), args.runs, args.rounds,
                              args.threads)
     print_result(title, result, args.json)
+    return 0
+
+
+def cmd_bench_model_gpu(args, model: str, dims: dict, title: str) -> int:
+    import onnxruntime as ort
+
+    from .bench_gpu import model_latency
+    feeds = random_feeds(ort.InferenceSession(model, providers=["CPUExecutionProvider"]), dims, given=_given(args))
+    r = model_latency(model, feeds, args.runs, args.rounds, args.peer_pythonpath)
+    print(f"{title}: our CUDA EP {r['ours_ms']:.3f} ms a run, ORT's CUDA EP ({r['ort_cuda_onnxruntime']}) "
+          f"{r['ort_cuda_ms']:.3f} ms, ratio {r['ratio']:.2f}x (median of {r['rounds']} rounds x {r['runs']} runs, "
+          f"alternating; {r['claimed_nodes']} nodes ours; session {r['session_s']:.2f} s vs {r['ort_cuda_session_s']:.2f})")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(r, f, indent=2)
     return 0
 
 
@@ -305,6 +322,9 @@ def main(argv=None) -> int:
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--threads", type=int, default=1, help="intra-op threads for both EPs")
     p.add_argument("--json", help="write the result as JSON here")
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                   help="a model path: cpu (ours vs stock ORT's CPU EP, alternating) or cuda (our CUDA EP vs ORT's CUDA "
+                        "EP, alternating rounds, ORT's in a worker process: see --peer-pythonpath)")
     p.set_defaults(fn=cmd_bench)
     p = sub.add_parser("check", help="versions, library path, devices, a smoke test; says what is wrong")
     p.set_defaults(fn=cmd_check)
@@ -428,7 +448,8 @@ def _add_decode_options(sub) -> None:
     p.add_argument("--torch-dtype", default="float16", choices=["float16", "bfloat16", "float32"],
                    help="decode-gpu --ep torch: the weights' type")
     p.add_argument("--torch-device", default="cuda", help="decode-gpu --ep torch: the torch device")
-    p.add_argument("--peer-pythonpath", help="decode-gpu: a folder with onnxruntime-gpu, put first for ORT's CUDA EP")
+    p.add_argument("--peer-pythonpath", help="decode-gpu, a model with --device cuda: a folder with onnxruntime-gpu, put "
+                                             "first for ORT's CUDA EP")
     p.add_argument("--token", choices=["host", "device"], default="host",
                    help="decode-gpu: where the ONNX loops choose the next token: host (the logits copied to the host, "
                         "numpy's argmax) or device (an ArgMax node appended to the model, run by the EP under test; "
