@@ -651,9 +651,10 @@ def test_silero_vad_chunks_as_stock_on_the_gpu(export, rate):
             before_calls = cuda_compute.CudaKernel.compute_calls
         got, want = ours.run(None, feeds), stock.run(None, feeds)
         for j, (g, w) in enumerate(zip(got, want)):
-            # 5 convolutions and an LSTM: float32 sums in another order than MLAS's (the half export: float16
-            # intermediates, one float16 ulp of the outputs' scale)
-            rtol, atol = (4e-3, 1e-3) if "half" in export else (1e-4, 1e-5)
+            # 5 convolutions and an LSTM: float32 sums in another order than MLAS's, and the recurrent state carries
+            # each chunk's rounding into the next (after 7 chunks a state element of 0.05 was 1.5e-5 off: atol 5e-5);
+            # the half export: float16 intermediates, one float16 ulp of the outputs' scale
+            rtol, atol = (4e-3, 1e-3) if "half" in export else (1e-4, 5e-5)
             np.testing.assert_allclose(g, w, rtol=rtol, atol=atol, err_msg=f"chunk {k}, output {j}")
         states = {n: got[j + 1] for j, n in enumerate(states)}
     assert cuda_compute.CudaKernel.compute_calls == before_calls

@@ -106,13 +106,17 @@ def test_sub_byte_values_stay_packed_on_the_gpu(name):
                               [helper.make_tensor_value_info(n, t, [3, 5]) for n, t in
                                (("y", TensorProto.FLOAT), ("c", elem), ("w", TensorProto.FLOAT))],
                               [numpy_helper.from_array(np.array(2, F32), "two")])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)]).SerializeToString()
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)],
+                              ir_version=11 if opset < 25 else 13).SerializeToString()
+    try:
+        stock = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+    except Exception as e:  # an onnxruntime older than the opset
+        pytest.skip(f"stock ORT {ort.__version__} cannot load opset {opset}: {str(e)[:80]}")
     so = seamless.session_options(device="cuda")
     so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
     ours = ort.InferenceSession(model, so)
     report = seamless.assert_ep_selected(ours, device="cuda")
     assert not report.fallback_nodes, report
-    stock = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
     for run in range(4):
         x = rng.integers(low, high + 1, (3, 5)).astype(F32)
         q = rng.integers(low, high + 1, (3, 5)).astype(F32).astype(getattr(ml_dtypes, name))
