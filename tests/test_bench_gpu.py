@@ -306,3 +306,31 @@ def test_the_c_loops_result_has_the_python_loops_fields(monkeypatch):
     assert r["prompt_ms_by_round"] == pytest.approx([9.0, 7.0, 8.0])  # each round's, in order
     assert (r["mode"], r["capture"], r["token"]) == ("growing-c", "auto", "device") and "gpu_ms_per_token" not in r
     assert "capture" not in bench_gpu.run_one("m", "ort-cuda", 1, 4, 3, mode="growing-c", token="device")
+
+
+def test_bench_model_on_cuda_says_why_it_cannot_run(tmp_path):
+    """`bench MODEL --device cuda` without a GPU for our CUDA EP exits 2 with the reason; ORT's CUDA EP worker run by
+    a plain onnxruntime (no CUDA EP) stops with what to install, rather than timing ORT's CPU EP."""
+    import subprocess
+    import sys
+
+    import onnxruntime_ep_seamless as seamless
+    from onnx import TensorProto, helper
+    path = tmp_path / "add.onnx"
+    graph = helper.make_graph([helper.make_node("Add", ["x", "x"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])])
+    path.write_bytes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+                     .SerializeToString())
+    if not seamless.get_devices("cuda"):
+        proc = subprocess.run([sys.executable, "-m", "onnxruntime_ep_seamless", "bench", str(path), "--device", "cuda",
+                               "--runs", "2", "--rounds", "1"], capture_output=True, text=True)
+        assert proc.returncode == 2 and "bench --device cuda: SeamlessCUDAExecutionProvider offers no device" in \
+            proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    import onnxruntime as ort
+    if "CUDAExecutionProvider" in ort.get_available_providers():
+        pytest.skip("this onnxruntime has ORT's CUDA EP")
+    np.savez(tmp_path / "feeds.npz", x=np.ones(4, np.float32))
+    proc = subprocess.run([sys.executable, "-m", "onnxruntime_ep_seamless.tools.bench_gpu", "peer", str(path),
+                           str(tmp_path / "feeds.npz"), "2", "0"], capture_output=True, text=True, input="round\n")
+    assert proc.returncode and "ORT's CUDA EP is not available here" in proc.stderr and not proc.stdout, proc.stderr

@@ -228,7 +228,11 @@ def cmd_bench_model_gpu(args, model: str, dims: dict, title: str) -> int:
 
     from .bench_gpu import model_latency
     feeds = random_feeds(ort.InferenceSession(model, providers=["CPUExecutionProvider"]), dims, given=_given(args))
-    r = model_latency(model, feeds, args.runs, args.rounds, args.peer_pythonpath)
+    try:
+        r = model_latency(model, feeds, args.runs, args.rounds, args.peer_pythonpath)
+    except RuntimeError as e:  # no GPU for our CUDA EP: say why, no traceback
+        print(f"bench --device cuda: {e}", file=sys.stderr)
+        return 2
     print(f"{title}: our CUDA EP {r['ours_ms']:.3f} ms a run, ORT's CUDA EP ({r['ort_cuda_onnxruntime']}) "
           f"{r['ort_cuda_ms']:.3f} ms, ratio {r['ratio']:.2f}x (median of {r['rounds']} rounds x {r['runs']} runs, "
           f"alternating; {r['claimed_nodes']} nodes ours; session {r['session_s']:.2f} s vs {r['ort_cuda_session_s']:.2f})")
