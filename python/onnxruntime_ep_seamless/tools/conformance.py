@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..graph.ir import c_order
+from ..graph.ir import PACKED_BITS, c_order, pack, unpack
 
 DATA_VERSIONS = ("1.21.0", "1.22.0")
 DEFAULT_DATA_VERSION = "1.21.0"  # the best fit for ORT 1.31+: max opset 26 (1.22.0 adds opset 27)
@@ -129,9 +129,8 @@ def case_dirs(version: str = DEFAULT_DATA_VERSION, prepare: bool = True) -> list
 # --- loading a case -----------------------------------------------------------------------
 
 # ONNX element types numpy cannot hold natively: (ml_dtypes name, bits per element in ORT's layout)
-_EXOTIC = {16: ("bfloat16", 16), 17: ("float8_e4m3fn", 8), 18: ("float8_e4m3fnuz", 8), 19: ("float8_e5m2", 8),
-           20: ("float8_e5m2fnuz", 8), 21: ("uint4", 4), 22: ("int4", 4), 23: ("float4_e2m1fn", 4),
-           24: ("float8_e8m0fnu", 8), 25: ("uint2", 2), 26: ("int2", 2)}
+_EXOTIC = {16: "bfloat16", 17: "float8_e4m3fn", 18: "float8_e4m3fnuz", 19: "float8_e5m2", 20: "float8_e5m2fnuz",
+           21: "uint4", 22: "int4", 23: "float4_e2m1fn", 24: "float8_e8m0fnu", 25: "uint2", 26: "int2"}
 
 
 @dataclass
@@ -190,32 +189,22 @@ class _Exotic:
     array: np.ndarray
 
     def to_ortvalue(self, ort):
-        bits = _EXOTIC[self.elem_type][1]
-        raw = c_order(self.array).view(np.uint16 if bits == 16 else np.uint8)  # (0-d stays 0-d)
-        if bits < 8:
-            # ORT packs sub-byte elements, lowest bits first, and reads ceil(n * bits / 8) bytes from
-            # the start of an array of the tensor's shape
-            per = 8 // bits
-            codes = np.zeros(-(-raw.size // per) * per, np.uint8)
-            codes[:raw.size] = raw.reshape(-1) & ((1 << bits) - 1)
-            packed = np.bitwise_or.reduce(codes.reshape(-1, per) << (np.arange(per, dtype=np.uint8) * bits), axis=1)
-            raw = np.zeros(raw.shape, np.uint8)
+        array = c_order(self.array)
+        if array.dtype in PACKED_BITS:  # ORT reads ceil(n * bits / 8) packed bytes from an array of the tensor's shape
+            packed = pack(array)
+            raw = np.zeros(array.shape, np.uint8)
             raw.reshape(-1)[:packed.size] = packed
+        else:
+            raw = array.view(np.uint16 if array.dtype.itemsize == 2 else np.uint8)  # (0-d stays 0-d)
         ortvalue = ort.OrtValue.ortvalue_from_numpy_with_onnx_type(raw, self.elem_type)
         return ortvalue, raw  # the OrtValue borrows raw's memory
 
     @classmethod
     def from_ortvalue(cls, value, elem_type: int):
         import ml_dtypes
-        name, bits = _EXOTIC[elem_type]
-        shape = value.shape()
-        raw = np.frombuffer(ctypes.string_at(value.data_ptr(), value.tensor_size_in_bytes()),
-                            np.uint16 if bits == 16 else np.uint8)
-        n = int(np.prod(shape))
-        if bits < 8:  # unpack; ml_dtypes holds each sub-byte element's code in the low bits of a byte
-            per = 8 // bits
-            raw = ((raw[:, None] >> (np.arange(per, dtype=np.uint8) * bits)) & ((1 << bits) - 1)).reshape(-1)[:n]
-        return cls(elem_type, raw.view(getattr(ml_dtypes, name)).reshape(shape))
+        dtype, shape = np.dtype(getattr(ml_dtypes, _EXOTIC[elem_type])), tuple(value.shape())
+        raw = np.frombuffer(ctypes.string_at(value.data_ptr(), value.tensor_size_in_bytes()), np.uint8)
+        return cls(elem_type, unpack(raw, dtype, shape) if dtype in PACKED_BITS else raw.view(dtype).reshape(shape))
 
 
 _ORT_TYPE_TO_ONNX = {"tensor(bfloat16)": 16, "tensor(float8e4m3fn)": 17, "tensor(float8e4m3fnuz)": 18,
