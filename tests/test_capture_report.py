@@ -127,6 +127,42 @@ def test_sub_byte_values_run_on_the_host_inside_the_partition():
     assert len(parts) == 1 and not declined and parts[0].segments == 2
 
 
+def sequence_model(sequence_input=False, sequence_output=False):
+    """x -> Relu -> SequenceConstruct(r, x) -> SequenceInsert(z) -> ConcatFromSequence -> Neg -> y, and
+    Optional(r) -> OptionalHasElement -> Cast -> Add(y). sequence_input: the sequence is a graph input instead;
+    sequence_output: the sequence is also a graph output."""
+    f32 = lambda name, shape=(2, 3): helper.make_tensor_value_info(name, 1, list(shape))
+    seq = helper.make_tensor_sequence_value_info("s0", 1, None)
+    nodes = [helper.make_node("Relu", ["x"], ["r"])]
+    nodes += [] if sequence_input else [helper.make_node("SequenceConstruct", ["r", "x"], ["s0"])]
+    nodes += [helper.make_node("SequenceInsert", ["s0", "z"], ["s1"]),
+              helper.make_node("ConcatFromSequence", ["s1"], ["c"], axis=0), helper.make_node("Neg", ["c"], ["n"]),
+              helper.make_node("Optional", ["r"], ["o"]), helper.make_node("OptionalHasElement", ["o"], ["h"]),
+              helper.make_node("Cast", ["h"], ["hf"], to=1), helper.make_node("Add", ["n", "hf"], ["y"])]
+    inputs = [f32("x"), f32("z")] + ([seq] if sequence_input else [])
+    outputs = [helper.make_tensor_value_info("y", 1, None)] + \
+        ([helper.make_tensor_sequence_value_info("s1", 1, None)] if sequence_output else [])
+    return model(nodes, inputs, outputs, opset=18)
+
+
+def test_sequences_and_optionals_inside_a_cuda_partition_stay_on_the_host():
+    """Their nodes run their CPU kernels on the host inside the one partition (seams where they read GPU values);
+    a sequence coming in as a graph input, or leaving as an output, is declined with the reason."""
+    found, parts, declined = seams(sequence_model())
+    assert len(parts) == 1 and not declined, declined
+    assert ("SequenceConstruct", "reads r, x on the host (no CUDA kernel: 's0' (sequence of float32): sequences and "
+                                 "optionals stay on the host)") in found
+    assert not any(op in ("ConcatFromSequence", "OptionalHasElement") for op, _ in found)  # host values already
+    reasons = lambda kw: {op: why for (_, op), why in seams(sequence_model(**kw))[2].items()}
+    declined = reasons(dict(sequence_input=True))
+    assert declined["SequenceInsert"] == "'s0' (sequence of float32) is a graph input: ORT cannot hand the CUDA EP " \
+                                        "such a value"
+    assert declined["ConcatFromSequence"].startswith("its input 's1' (sequence of float32) comes from outside the EP")
+    declined = reasons(dict(sequence_output=True))
+    assert "is read outside the EP's part of the graph" in declined["SequenceInsert"]
+    assert "comes from outside the EP's part of the graph" in declined["ConcatFromSequence"]
+
+
 def reshape_by_a_gpu_shape():
     nodes = [helper.make_node("Cast", ["s"], ["shape"], to=TensorProto.INT64, name="to_shape"),
              helper.make_node("Reshape", ["x", "shape"], ["y"], name="reshape")]

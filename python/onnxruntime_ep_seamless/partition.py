@@ -75,17 +75,21 @@ def partition(graph: Graph, device: str = "cpu", api: int = CONTROL_FLOW_API) ->
         elif kdef.user:
             user[(node.key, kdef.user)] += 1
 
-    while True:  # until no sequence or optional leaves a group
+    while True:  # until no sequence or optional leaves a group (on CUDA: or enters one)
         groups = _groups(graph, producer, supported)
-        leaving = _containers_leaving(graph, groups)
-        if not leaving:
+        crossing = {index: (f"its output {name!r} ({graph.value(name).type_name}) is read outside the EP's part of "
+                            "the graph: the plugin EP API gives a compiled node no way to hand ORT a sequence or an "
+                            "optional") for index, name in _containers_leaving(graph, groups).items()}
+        if device == "cuda":
+            crossing.update({index: (f"its input {name!r} ({graph.value(name).type_name}) comes from outside the "
+                                     "EP's part of the graph: ORT cannot hand the CUDA EP such a value")
+                             for index, name in _containers_entering(graph, groups, producer).items()})
+        if not crossing:
             return PartitionResult(groups, declined, names, user)
-        for index, name in leaving.items():
+        for index, reason in crossing.items():
             supported[index] = False
             node = graph.nodes[index]
-            declined[(node.name, node.key)] = (
-                f"its output {name!r} ({graph.value(name).type_name}) is read outside the EP's part of the graph: "
-                "the plugin EP API gives a compiled node no way to hand ORT a sequence or an optional")
+            declined[(node.name, node.key)] = reason
 
 
 def _groups(graph: Graph, producer: dict, supported: list[bool]) -> list[list[int]]:
@@ -104,6 +108,18 @@ def _groups(graph: Graph, producer: dict, supported: list[bool]) -> list[list[in
         if supported[node.index]:
             groups.setdefault(key, []).append(node.index)
     return list(groups.values())
+
+
+def _containers_entering(graph: Graph, groups: list[list[int]], producer: dict) -> dict[int, str]:
+    """Claimed nodes reading a sequence or optional made outside their group."""
+    group_of = {i: g for g, members in enumerate(groups) for i in members}
+    entering: dict[int, str] = {}
+    for node in graph.nodes:
+        for name in node.inputs:
+            if name and node.index in group_of and graph.value(name).container and \
+                    group_of.get(producer.get(name)) != group_of[node.index]:
+                entering.setdefault(node.index, name)
+    return entering
 
 
 def _containers_leaving(graph: Graph, groups: list[list[int]]) -> dict[int, str]:

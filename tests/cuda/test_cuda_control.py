@@ -348,6 +348,19 @@ def test_the_executor_runs_a_loop_from_the_host_then_captures_it_as_a_while_node
     assert glue.replays == 1
 
 
+def test_the_executor_keeps_sequences_and_optionals_on_the_host(monkeypatch):
+    """Sequences and optionals built inside a CUDA partition are held on the host between their CPU kernels (never
+    uploaded) and the tensor they end in goes back to the GPU: over the fake glue the run completes and asks ORT for
+    the concatenation's shape."""
+    from test_capture_report import sequence_model
+    kernel, glue = control_kernel(monkeypatch, sequence_model(), {"capture": "auto"})
+    for run in range(3):
+        glue.feed = [(1 << 36, (2, 3), np.float32), (1 << 36 | 4096, (2, 3), np.float32)]
+        glue.outputs, glue.calls = [None], []
+        kernel.compute(None)
+        assert glue.outputs == [(6, 3)] and glue.replays == 0  # host seams: never captured
+
+
 # --- on the GPU ----------------------------------------------------------------------------------------
 
 gpu = pytest.mark.skipif(not DEVICES, reason=f"no NVIDIA GPU for the CUDA EP ({PROBLEM or 'none found'})")

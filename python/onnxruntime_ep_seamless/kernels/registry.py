@@ -147,18 +147,26 @@ def lookup(node: Node, graph: Graph, device: str = "cpu", host_rule: bool = True
     CUDA side's reason: it runs on the host, a seam where it reads GPU values (the capture report and
     log_capture name it), instead of splitting the graph between EPs. host_rule=False: CUDA kernels only.
     Sub-byte values (int4, float4e2m1, ...) live on the GPU packed, as ORT holds them; no CUDA kernel takes them,
-    so a node with one runs its CPU kernel on the host."""
+    so a node with one runs its CPU kernel on the host; so does a node with a sequence or an optional, which stays
+    on the host inside the partition (partition.py keeps them from crossing its boundary). Strings stay with ORT:
+    it cannot place a string tensor in device memory."""
     if device != "cuda":
         return _lookup(node, graph, device)
-    packed = ""
+    on_host = ""
     for name in node.inputs + node.outputs:
         value = graph.value(name) if name else None
-        if value is not None and (value_kinds(value) or value.dtype in PACKED_BITS and node.subgraphs):
+        if value is None:
+            continue
+        kinds, packed = value_kinds(value), value.dtype in PACKED_BITS
+        if "strings" in kinds or (kinds or packed) and node.subgraphs:
             return None, f"{name!r} ({value.type_name}): the CUDA EP leaves such values to the CPU"
-        if value is not None and value.dtype in PACKED_BITS and not packed:
-            packed = f"{name!r} ({value.type_name}): no CUDA kernel takes sub-byte values"
-    if packed:
-        return (_lookup(node, graph, "cpu", user=False)[0] if host_rule else None), packed
+        if kinds and name in graph.inputs:
+            return None, f"{name!r} ({value.type_name}) is a graph input: ORT cannot hand the CUDA EP such a value"
+        if (kinds or packed) and not on_host:
+            on_host = f"{name!r} ({value.type_name}): " + ("no CUDA kernel takes sub-byte values" if packed else
+                                                            "sequences and optionals stay on the host")
+    if on_host:
+        return (_lookup(node, graph, "cpu", user=False)[0] if host_rule else None), on_host
     if node.subgraphs:  # If, Loop, Scan: their CUDA kernels (subgraphs compiled by the CUDA executor), never the CPU's
         return _lookup(node, graph, "cuda")
     if host_rule:  # (the CPU EP's user kernels are not the CUDA EP's)

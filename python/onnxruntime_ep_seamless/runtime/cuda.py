@@ -34,11 +34,15 @@ class DeviceTensor:
     # not by a launch of the run: a kernel may read it before waiting for the kernel before (a run's inputs)
     settled: bool = False
     derived: dict | None = None  # a constant's other layouts on the GPU, made once by kernels (contrib._tiles)
+    container: bool = False  # host holds a sequence (a list of arrays) or an empty optional (None): never uploaded
 
     @classmethod
-    def on_host(cls, array) -> "DeviceTensor":
-        """A value known only on the host (uploaded when a GPU kernel needs it)."""
-        array = np.asarray(array)
+    def on_host(cls, value) -> "DeviceTensor":
+        """A value known only on the host (an array is uploaded when a GPU kernel needs it); a sequence or an empty
+        optional, which only the host kernels of the partition read, is held as it is."""
+        if value is None or isinstance(value, list):
+            return cls(0, (), np.dtype(object), value, container=True)
+        array = np.asarray(value)
         return cls(0, array.shape, array.dtype, array)
 
     @property
@@ -170,7 +174,7 @@ class CudaRuntime:
 
     def to_host(self, t: DeviceTensor, stream) -> np.ndarray:
         """t's value on the host; reading a GPU value waits for the stream (a host seam)."""
-        if t.host is None:
+        if t.host is None and not t.container:
             if self.lib.seamless_capturing():
                 raise RuntimeError(f"a GPU value of shape {t.shape} is needed on the host, which a CUDA graph cannot "
                                    "capture: run this model without enable_cuda_graph")
