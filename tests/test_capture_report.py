@@ -155,8 +155,8 @@ def test_sequences_and_optionals_inside_a_cuda_partition_stay_on_the_host():
     assert not any(op in ("ConcatFromSequence", "OptionalHasElement") for op, _ in found)  # host values already
     reasons = lambda kw: {op: why for (_, op), why in seams(sequence_model(**kw))[2].items()}
     declined = reasons(dict(sequence_input=True))
-    assert declined["SequenceInsert"] == "'s0' (sequence of float32) is a graph input: ORT cannot hand the CUDA EP " \
-                                        "such a value"
+    assert declined["SequenceInsert"] == "its input 's0' (sequence of float32) comes from outside the EP's part of " \
+                                        "the graph: ORT cannot hand the CUDA EP such a value"
     assert declined["ConcatFromSequence"].startswith("its input 's1' (sequence of float32) comes from outside the EP")
     declined = reasons(dict(sequence_output=True))
     assert "is read outside the EP's part of the graph" in declined["SequenceInsert"]

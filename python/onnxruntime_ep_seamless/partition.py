@@ -111,7 +111,7 @@ def _groups(graph: Graph, producer: dict, supported: list[bool]) -> list[list[in
 
 
 def _containers_entering(graph: Graph, groups: list[list[int]], producer: dict) -> dict[int, str]:
-    """Claimed nodes reading a sequence or optional made outside their group."""
+    """Claimed nodes reading a sequence or optional made outside their group (a graph input included)."""
     group_of = {i: g for g, members in enumerate(groups) for i in members}
     entering: dict[int, str] = {}
     for node in graph.nodes:

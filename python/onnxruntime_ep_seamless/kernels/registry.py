@@ -160,8 +160,6 @@ def lookup(node: Node, graph: Graph, device: str = "cpu", host_rule: bool = True
         kinds, packed = value_kinds(value), value.dtype in PACKED_BITS
         if "strings" in kinds or (kinds or packed) and node.subgraphs:
             return None, f"{name!r} ({value.type_name}): the CUDA EP leaves such values to the CPU"
-        if kinds and name in graph.inputs:
-            return None, f"{name!r} ({value.type_name}) is a graph input: ORT cannot hand the CUDA EP such a value"
         if (kinds or packed) and not on_host:
             on_host = f"{name!r} ({value.type_name}): " + ("no CUDA kernel takes sub-byte values" if packed else
                                                             "sequences and optionals stay on the host")
