@@ -11,7 +11,7 @@ import statistics
 import time
 
 
-def _time_runs(session, feeds, runs: int) -> float:
+def time_runs(session, feeds, runs: int) -> float:
     times = []
     for _ in range(runs):
         t0 = time.perf_counter()
@@ -27,8 +27,8 @@ def _alternate(first, second, feeds, runs: int, rounds: int, warmup: int) -> tup
         second.run(None, feeds)
     t_first, t_second = [], []
     for _ in range(rounds):
-        t_first.append(_time_runs(first, feeds, runs))
-        t_second.append(_time_runs(second, feeds, runs))
+        t_first.append(time_runs(first, feeds, runs))
+        t_second.append(time_runs(second, feeds, runs))
     return statistics.median(t_first), statistics.median(t_second)
 
 

@@ -585,7 +585,7 @@ def model_latency(model: str, feeds: dict, runs: int, rounds: int, peer_pythonpa
     import onnxruntime as ort
 
     import onnxruntime_ep_seamless as seamless
-    from .bench import _time_runs
+    from .bench import time_runs
     so = seamless.session_options(device="cuda")
     so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
     t0 = time.perf_counter()
@@ -608,7 +608,7 @@ def model_latency(model: str, feeds: dict, runs: int, rounds: int, peer_pythonpa
                 ours.run(None, feeds)
             ours_s, peer_s = [], []
             for _ in range(rounds):
-                ours_s.append(_time_runs(ours, feeds, runs))
+                ours_s.append(time_runs(ours, feeds, runs))
                 peer.stdin.write("round\n")
                 peer.stdin.flush()
                 peer_s.append(float(peer.stdout.readline()))
@@ -626,7 +626,7 @@ def _peer_worker(model: str, feeds_path: str, runs: int, warmup: int) -> None:
     """ORT's CUDA EP on the model: says its set-up (one JSON line), then times `runs` runs per 'round' line read."""
     import onnxruntime as ort
 
-    from .bench import _time_runs
+    from .bench import time_runs
     t0 = time.perf_counter()
     sess = ort.InferenceSession(model, providers=[("CUDAExecutionProvider", {"device_id": "0"})])
     session_s = time.perf_counter() - t0
@@ -639,7 +639,7 @@ def _peer_worker(model: str, feeds_path: str, runs: int, warmup: int) -> None:
     print(json.dumps({"ort_cuda_onnxruntime": ort.__version__, "ort_cuda_session_s": session_s}), flush=True)
     for line in sys.stdin:
         if line.strip() == "round":
-            print(_time_runs(sess, feeds, runs), flush=True)
+            print(time_runs(sess, feeds, runs), flush=True)
 
 
 if __name__ == "__main__" and sys.argv[1:2] == ["peer"]:
