@@ -26,6 +26,18 @@ def live_kernels() -> list:
     return list(_KERNELS)
 
 
+def host_array(ffi, data, nbytes: int, dtype: np.dtype, shape: tuple) -> np.ndarray:
+    """An input ORT holds in host memory (data: a char* cdata), as a read-only view of it; sub-byte types (int4, ...)
+    arrive packed and come back unpacked (a new array, one element a byte)."""
+    if not nbytes:
+        return np.empty(shape, dtype)
+    if dtype in PACKED_BITS:
+        return unpack(np.frombuffer(ffi.buffer(data, nbytes), np.uint8), dtype, shape)
+    arr = np.frombuffer(ffi.buffer(data, nbytes), dtype).reshape(shape)
+    arr.flags.writeable = False  # inputs are the caller's memory: never written
+    return arr
+
+
 class CompiledKernel:
     def __init__(self, native, ep_name: str, graph, input_names: list[str], output_names: list[str],
                  fusion: bool = True, native_program: bool = True, log=None):
@@ -82,16 +94,8 @@ class CompiledKernel:
             return self._read_whole(ctx, i)
         if rank < 0:
             return None  # absent optional input
-        dtype = ONNX_TO_NUMPY[b.in_types[i]]
-        shape = tuple(b.in_dims[i * MAX_RANK:i * MAX_RANK + rank])
-        nbytes = b.in_nbytes[i]
-        if not nbytes:
-            return np.empty(shape, dtype)
-        if dtype in PACKED_BITS:  # sub-byte types (int4, ...) arrive packed: one element per byte for numpy
-            return unpack(np.frombuffer(self.native.ffi.buffer(b.in_data[i], nbytes), np.uint8), dtype, shape)
-        arr = np.frombuffer(self.native.ffi.buffer(b.in_data[i], nbytes), dtype).reshape(shape)
-        arr.flags.writeable = False  # inputs are the caller's memory: never written
-        return arr
+        return host_array(self.native.ffi, b.in_data[i], b.in_nbytes[i], ONNX_TO_NUMPY[b.in_types[i]],
+                          tuple(b.in_dims[i * MAX_RANK:i * MAX_RANK + rank]))
 
     def _read_whole(self, ctx, i: int):
         ffi, lib = self.native.ffi, self.native.lib

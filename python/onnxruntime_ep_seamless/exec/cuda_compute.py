@@ -20,14 +20,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..graph.ir import ONNX_TO_NUMPY, PACKED_BITS, unpack
+from ..graph.ir import ONNX_TO_NUMPY
 from ..kernels.checks import gpu_check_arg
 from ..kernels.cpu.control import scan_output_axis
 from ..runtime.cuda import CudaRuntime, DeviceTensor, contiguous_strides
 from ..runtime.cuda_args import STAGE_COPY
 from .cuda_capture import (MIN_CAPACITY, MIN_PROMPT, capture_summary, choose_padding, condition_passes, place,
                            prompt_padding)
-from .compute import MAX_RANK, Buffers
+from .compute import MAX_RANK, Buffers, host_array
 from ..runtime.native import LOG_WARNING, NATIVES
 
 
@@ -250,10 +250,9 @@ class CudaKernel:
             if rank >= 0:
                 shape, dtype = tuple(b.in_dims[i * MAX_RANK:i * MAX_RANK + rank]), ONNX_TO_NUMPY[b.in_types[i]]
                 if b.on_host[i]:  # host memory (an If's output on ORT's CPU EP): copied, uploaded where read
-                    data = self.native.ffi.buffer(self.native.ffi.cast("char*", b.in_data[i]), b.in_nbytes[i])
-                    array = (unpack(np.frombuffer(data, np.uint8), dtype, shape) if dtype in PACKED_BITS else
-                             np.frombuffer(data, dtype).reshape(shape).copy())
-                    inputs[name] = DeviceTensor.on_host(array)
+                    ffi = self.native.ffi
+                    inputs[name] = DeviceTensor.on_host(
+                        host_array(ffi, ffi.cast("char*", b.in_data[i]), b.in_nbytes[i], dtype, shape).copy())
                 else:
                     inputs[name] = DeviceTensor(int(b.np_in_data[i]), shape, dtype, settled=True)
         return inputs

@@ -575,11 +575,12 @@ def write_chart(summary: dict, title: str, path: str) -> None:
 
 # --- one model's latency against ORT's CUDA EP (bench MODEL --device cuda) ---------------------
 
-def model_latency(model: str, feeds: dict, runs: int, rounds: int, peer_pythonpath: str | None,
+def model_latency(model: str, feeds_fn, runs: int, rounds: int, peer_pythonpath: str | None,
                   warmup: int = 20) -> dict:
     """Median run time of `model` on our CUDA EP (capture=auto, every node ours) and on ORT's CUDA EP, rounds
     alternating: ORT's in a worker process (its own onnxruntime: onnxruntime-gpu first on its path with
-    peer_pythonpath), ours here. Inputs and outputs are host arrays (session.run), as an application passes them."""
+    peer_pythonpath), ours here. Inputs and outputs are host arrays (session.run), as an application passes them:
+    feeds_fn(our session)'s, the same for both."""
     import tempfile
 
     import onnxruntime as ort
@@ -592,6 +593,7 @@ def model_latency(model: str, feeds: dict, runs: int, rounds: int, peer_pythonpa
     ours = ort.InferenceSession(model, so)
     session_s = time.perf_counter() - t0
     report = seamless.assert_ep_selected(ours, device="cuda")
+    feeds = feeds_fn(ours)
     with tempfile.TemporaryDirectory() as tmp:
         np.savez(os.path.join(tmp, "feeds.npz"), **feeds)
         env = dict(os.environ)

@@ -224,12 +224,10 @@ def cmd_bench(args) -> int:
 
 
 def cmd_bench_model_gpu(args, model: str, dims: dict, title: str) -> int:
-    import onnxruntime as ort
-
     from .bench_gpu import model_latency
-    feeds = random_feeds(ort.InferenceSession(model, providers=["CPUExecutionProvider"]), dims, given=_given(args))
     try:
-        r = model_latency(model, feeds, args.runs, args.rounds, args.peer_pythonpath)
+        r = model_latency(model, lambda sess: random_feeds(sess, dims, given=_given(args)), args.runs, args.rounds,
+                          args.peer_pythonpath)
     except RuntimeError as e:  # no GPU for our CUDA EP: say why, no traceback
         print(f"bench --device cuda: {e}", file=sys.stderr)
         return 2

@@ -128,7 +128,7 @@ def case_dirs(version: str = DEFAULT_DATA_VERSION, prepare: bool = True) -> list
 
 # --- loading a case -----------------------------------------------------------------------
 
-# ONNX element types numpy cannot hold natively: (ml_dtypes name, bits per element in ORT's layout)
+# ONNX element types numpy cannot hold natively: their ml_dtypes names
 _EXOTIC = {16: "bfloat16", 17: "float8_e4m3fn", 18: "float8_e4m3fnuz", 19: "float8_e5m2", 20: "float8_e5m2fnuz",
            21: "uint4", 22: "int4", 23: "float4_e2m1fn", 24: "float8_e8m0fnu", 25: "uint2", 26: "int2"}
 
