@@ -131,17 +131,9 @@ def test_sub_byte_values_stay_packed_on_the_gpu(name):
 def test_sequences_and_optionals_inside_the_partition_match_stock():
     """A sequence built from GPU values and an optional (tests/test_capture_report.py sequence_model) run on the host
     inside the CUDA partition, every node ours: stock's outputs."""
-    import onnxruntime as ort
-
-    import onnxruntime_ep_seamless as seamless
     from test_capture_report import sequence_model
-    model = sequence_model().SerializeToString()
-    so = seamless.session_options(device="cuda")
-    so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
-    ours = ort.InferenceSession(model, so)
-    report = seamless.assert_ep_selected(ours, device="cuda")
-    assert not report.fallback_nodes, report
-    stock = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+    from test_cuda_control import sessions
+    ours, stock = sessions(sequence_model())  # every node ours, fallback disabled
     for run in range(4):
         feeds = {"x": rng.standard_normal((2, 3)).astype(F32), "z": rng.standard_normal((2, 3)).astype(F32)}
         np.testing.assert_array_equal(ours.run(None, feeds)[0], stock.run(None, feeds)[0], err_msg=f"run {run}")
