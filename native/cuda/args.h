@@ -10,6 +10,7 @@
 #define SMALL_ROWS 4          /* products of at most this many rows take the GEMVs (matmul.cu, quantization.cu) */
 #define LINEAR_WARPS 8        /* matmul.cu linear: warps a block */
 #define LINEAR_TC_CHUNKS 4    /* matmul.cu linear_tc: chunks of 32 k a warp takes at most */
+#define LINEAR_ROW_PASSES 5   /* matmul.cu linear_row: passes over k at most (its activations' registers: 8 took 60) */
 #define NBITS_COLUMNS 8       /* quantization.cu: warps, and output columns, a block */
 #define TILE_CHUNK 608        /* quantization.cu nbits4_tiles: bytes of a chunk of one matrix in its layout */
 #define TILE_WARPS 4          /* ... warps a block */
@@ -66,7 +67,7 @@ typedef struct { uint64_t x, skip, bias, gamma, sum; float eps; } RowNorm;
 /* ---- matmul.cu */
 typedef struct {
   int32_t m, n, k, split;
-  int32_t staged;  /* the weights go through shared memory (matmul.py's _linear decides) */
+  int32_t staged;  /* linear_row: one row, the weights through shared memory (matmul.py's _linear decides) */
 } Linear;
 
 /* ---- quantization.cu: MatMulNBits, its tensor-core tiles, GatherBlockQuantized */

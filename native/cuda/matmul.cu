@@ -37,11 +37,10 @@ FOR_FLOATS(PRODUCT_ROWS)
 // or 8) share an output column: lanes take 8 consecutive k at a time (16-byte loads; k a multiple of
 // 8), the warps every (split * 256)-th, summed in a fixed order (lanes by a butterfly, then the
 // warps in order). A column's weights are constants: before waiting for the kernel before (a dependent
-// launch overlaps that with its tail) each lane copies its own to shared memory (`staged`, 16-bit types
-// where they fit), so that after the wait only the activations are read from memory; else they are
-// fetched to L2. The _norm kernels take the rows RMS-normalised by each block first (args.h
-// RowNorm: plan/fusion.py's NormedProduct), in shared memory before the staged weights.
-#define LINEAR_ROW_PASSES 5  // linear_row: passes over k at most (its activations' registers: 8 took 60 a thread)
+// launch overlaps that with its tail) each lane copies its own to shared memory (`staged`: linear_row, one
+// row of 16-bit values over a short K), so that after the wait only the activations are read from memory;
+// else it loads its first ones into registers (linear's stream). The _norm kernels take the rows
+// RMS-normalised by each block first (args.h RowNorm: plan/fusion.py's NormedProduct), in shared memory.
 
 // One row of 16-bit activations from memory with staged weights (a decode step's down projection): the same
 // products and sums as linear's below in straight-line code, every pass's activations loaded at once while the
@@ -97,28 +96,44 @@ __device__ void linear_row(const T* a, const T* w, const T* bias, T* y, Linear p
   st(y + n, W == 2 ? s[0] / (1.0f + expf(-s[0])) * s[W - 1] : bias ? s[0] + b0 : s[0]);
 }
 
+// Eight values of T as one load (16 bytes, 32 for float32).
+template <typename T>
+struct Eight {
+  uint4 v[sizeof(T) / 2];
+};
+// A constant's eight values (the weights: read once a step, so marked first to leave L2).
+template <typename T>
+__device__ __forceinline__ Eight<T> load_streaming(const T* p) {
+  Eight<T> e;
+#pragma unroll
+  for (int i = 0; i < (int)(sizeof(T) / 2); i++) e.v[i] = __ldcs((const uint4*)p + i);
+  return e;
+}
+
+// The products of `linear` below where linear_row does not take them: the weights streamed from memory into
+// registers, LINEAR_STREAM passes at a time, the next passes' loads in flight while this pass's sums are made, the
+// first ones issued before waiting for the kernel before (constants). Against the loop it replaces (weights
+// prefetched to L2, then read a pass at a time) a float16 Llama-3.2-1B-shaped decode step's GPU time went 1.198 ->
+// 0.816 ms on the H200, with matmul.py's split (docs/benchmarks/gpu.md, fortieth session).
+#define LINEAR_STREAM 2
 // W: 1, or 2 matrices (SwiGLU), compile-time so the sums stay in registers; NORM: the rows are `norm`'s
 template <typename T, int W, bool NORM>
 __device__ void linear(const T* a, const T* w, const T* bias, T* y, Linear p, RowNorm norm) {
   if constexpr (!NORM && sizeof(T) == 2)
     if (p.m == 1 && p.staged && p.k <= LINEAR_ROW_PASSES * 256 * p.split) return linear_row<T, W>(a, w, bias, y, p);
   __shared__ float part[LINEAR_WARPS][SMALL_ROWS][W];
-  extern __shared__ __align__(16) unsigned char dynamic[];  // [normed rows] [staged weights]
-  int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, slice = warp % p.split;
-  int64_t n = (int64_t)blockIdx.x * (LINEAR_WARPS / p.split) + warp / p.split;
-  bool active = n < p.n, staged = sizeof(T) == 2 && p.staged;
-  const int step = 256 * p.split;
-  // this lane's 16 bytes of matrix q in a pass: own[(pass * W + q) * 32], the warp's lanes side by side
-  uint4* own = (uint4*)(dynamic + (NORM ? (p.m * p.k * sizeof(T) + 15) / 16 * 16 : 0)) +
-               (int64_t)warp * ((p.k + step - 1) / step) * W * 32 + lane;
-  for (int k0 = (lane + 32 * slice) * 8, pass = 0; active && k0 < p.k; k0 += step, pass++)
+  extern __shared__ __align__(16) unsigned char dynamic[];  // [normed rows]
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, slice = warp % p.split;
+  const int64_t n = (int64_t)blockIdx.x * (LINEAR_WARPS / p.split) + warp / p.split;
+  const bool active = n < p.n;
+  const int step = 256 * p.split, k0 = (lane + 32 * slice) * 8;
+  Eight<T> now[LINEAR_STREAM][W], next[LINEAR_STREAM][W];
+  const Eight<T> none = {};
 #pragma unroll
-    for (int q = 0; q < W; q++) {
-      if (staged)
-        copy16_to_shared(own + (pass * W + q) * 32, w + (n + q * p.n) * p.k + k0);
-      else if ((lane & 7) == 0)  // 8 lanes a 128-byte line
-        prefetch_l2(w + (n + q * p.n) * p.k + k0);
-    }
+  for (int u = 0; u < LINEAR_STREAM; u++)
+#pragma unroll
+    for (int q = 0; q < W; q++)
+      now[u][q] = active && k0 + u * step < p.k ? load_streaming(w + (n + q * p.n) * p.k + k0 + u * step) : none;
   // the bias is a constant too (plan/fusion.py: an Add of an initializer): its load not after the sums
   const float b0 = W == 1 && bias && active && !lane && !slice ? ld(bias + n) : 0.0f;
   wait_for_previous();
@@ -126,23 +141,35 @@ __device__ void linear(const T* a, const T* w, const T* bias, T* y, Linear p, Ro
     norm_rows_to_shared(norm, 0, p.m, p.k, blockIdx.x == 0, (T*)dynamic);
     a = (const T*)dynamic;
   }
-  if (staged) wait_copies_to_shared();  // a lane reads only its own copies
   float acc[SMALL_ROWS][W] = {};
-  for (int k0 = (lane + 32 * slice) * 8, pass = 0; active && k0 < p.k; k0 += step, pass++) {
-    float x[8], v[W][8];
+  for (int base = k0; active && base < p.k; base += LINEAR_STREAM * step) {
 #pragma unroll
-    for (int q = 0; q < W; q++)
-      load8(staged ? (const T*)(own + (pass * W + q) * 32) : w + (n + q * p.n) * p.k + k0, v[q]);
+    for (int u = 0; u < LINEAR_STREAM; u++)
 #pragma unroll
-    for (int r = 0; r < SMALL_ROWS; r++) {
-      if (r < p.m) {
-        load8(a + (int64_t)r * p.k + k0, x);
-#pragma unroll
-        for (int q = 0; q < W; q++)
-#pragma unroll
-          for (int j = 0; j < 8; j++) acc[r][q] += x[j] * v[q][j];
+      for (int q = 0; q < W; q++) {
+        const int at = base + (LINEAR_STREAM + u) * step;
+        next[u][q] = at < p.k ? load_streaming(w + (n + q * p.n) * p.k + at) : none;
       }
+#pragma unroll
+    for (int u = 0; u < LINEAR_STREAM; u++) {
+      if (base + u * step >= p.k) break;
+      float x[8], v[W][8];
+#pragma unroll
+      for (int q = 0; q < W; q++) load8((const T*)&now[u][q], v[q]);
+#pragma unroll
+      for (int r = 0; r < SMALL_ROWS; r++)
+        if (r < p.m) {
+          load8(a + (int64_t)r * p.k + base + u * step, x);
+#pragma unroll
+          for (int q = 0; q < W; q++)
+#pragma unroll
+            for (int j = 0; j < 8; j++) acc[r][q] += x[j] * v[q][j];
+        }
     }
+#pragma unroll
+    for (int u = 0; u < LINEAR_STREAM; u++)
+#pragma unroll
+      for (int q = 0; q < W; q++) now[u][q] = next[u][q];
   }
 #pragma unroll
   for (int r = 0; r < SMALL_ROWS; r++) {

@@ -249,7 +249,7 @@ def test_swiglu_of_two_matmuls(dtype, m, N):
 # weights staged, up to 5 passes over K, in straight-line code with the same sums in the same order as linear's loop
 # over passes, which takes two rows: bitwise the two-row run's first row (and within rounding of float64). (K, N):
 # Qwen2.5-0.5B's down projection (4 warps a column, 5 passes); a last pass part-filled; 5 passes of 8 warps a
-# column; 6 (the loop: a control, the SwiGLU's 48 KiB still staged).
+# column; 6 (linear's stream: a control).
 @pytest.mark.parametrize("K,N", [(4864, 896), (2112, 40), (10240, 24), (10496, 24)])
 @pytest.mark.parametrize("product", ["matmul", "matmul_bias", "matmul_swiglu"])
 def test_one_rows_product_is_the_row_loops(product, K, N):

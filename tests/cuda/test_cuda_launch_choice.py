@@ -232,13 +232,37 @@ def test_a_prompts_nbits_product_is_one_gemm_on_dequantized_weights(product, bia
 @pytest.mark.parametrize("k,n,staged", [(896, 9728, 8 * 4 * 512), (4864, 896, 8 * 5 * 512), (8192, 4096, 0)])
 def test_a_linear_layers_weights_go_through_shared_memory_where_they_fit(k, n, staged):
     """matmul.cu's Linear copies a lane's weights to shared memory before waiting for the kernel before
-    (passes over k x 16 bytes a lane, 8 warps), up to STAGED_MAX bytes a block; else it reads them after."""
+    (passes over k x 16 bytes a lane, 8 warps), up to STAGED_MAX bytes a block; else it streams them."""
     import struct
     rt = Recorder()
     linear(rt, None, rt.alloc((1, 1, k), F16), rt.constant((n, k)))
     [(name, _, kw)], [args] = rt.launches, rt.args
     packed = next(v for kind, v in args if kind == "bytes")
     assert struct.unpack("<5i", packed)[4] == int(staged > 0) and kw == {"shared": staged}
+
+
+# Past the tensor cores' K the GEMV streams the weights (or stages them: linear_row, one row, up to 5 passes), the
+# most warps a column (up to 8, up to the passes over K) that keep n * split within 4096 warps: (m, k, n, product,
+# kernel, split, staged bytes), Llama-3.2-1B's layer (q|k|v with its norm, o, gate|up with its norm, down),
+# Llama-3.1-8B's down projection, and two rows of the 1B's down projection
+@pytest.mark.parametrize("m,k,n,product,name,split,staged", [
+    (1, 2048, 3072, "Linear", "seamless_linear_norm_f16", 1, 0),
+    (1, 2048, 2048, None, "seamless_linear_f16", 2, 8 * 4 * 512),
+    (1, 2048, 8192, "MatMulSwiGLU", "seamless_linear_swiglu_norm_f16", 1, 0),
+    (1, 8192, 2048, None, "seamless_linear_f16", 2, 0),
+    (1, 14336, 4096, None, "seamless_linear_f16", 1, 0),
+    (2, 8192, 2048, None, "seamless_linear_f16", 2, 0),
+])
+def test_a_long_products_weights_are_streamed_split_to_fill_the_gpu(m, k, n, product, name, split, staged):
+    if product:
+        launches, _ = run(product, m, k, n, want_sum=False)
+        normed = m * k * 2
+    else:
+        rt = Recorder()
+        linear(rt, None, rt.alloc((1, m, k), F16), rt.constant((n, k)))
+        launches, normed = rt.launches, 0
+    [(launched, blocks, kw)] = launches
+    assert (launched, blocks, kw) == (name, n // (8 // split), {"shared": normed + staged})
 
 
 def test_products_of_65536_columns_and_more_go_to_cublas():

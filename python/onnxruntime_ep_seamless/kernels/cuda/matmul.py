@@ -24,17 +24,6 @@ def _rows(op, a, k):
     return math.prod(a.shape[:-1])
 
 
-def column_split(n, passes, enough):
-    """Warps sharing each of n output columns in matmul.cu / quantization.cu's GEMVs: a power of 2 up to 8 and
-    up to the `passes` a lone warp would make over K, but no more once n * split reaches `enough` warps -
-    beyond that, smaller blocks only queue (measured on the H200: a 151936-column lm_head ran 2x faster
-    with 1 warp a column than with 4; docs/benchmarks/gpu.md)."""
-    split = 1
-    while split < 8 and split < passes and n * split < enough:
-        split *= 2
-    return split
-
-
 def broadcasts_to(shape, target) -> bool:
     """Whether `shape` broadcasts to `target` (numpy's rules) leaving it as it is."""
     try:
@@ -127,12 +116,13 @@ def _linear_split(a, w, m, n, k, norm=None) -> int:
     (normalization.RowNorm) it normalises a's rows itself, where the norm fits."""
     if not (0 < m <= SMALL_ROWS and n < WIDE and k % 8 == 0 and k and a.ptr % 16 == 0 and w.ptr % 16 == 0):
         return 0
-    # a warp's one pass takes 256 k; with a norm every block normalises the rows again, so warps only
-    # split columns up to ~1024 (8 an SM): a float16 decode layer's q|k|v 1152 x 896 at split 1 rather than
-    # 4: 21.07 -> 20.31 us a layer on the H200 (docs/benchmarks/gpu.md, eleventh session); else up to ~2048: its
-    # down projection 896 x 4864 at 4 rather than 8 leaves SM slots beside the gate|up blocks before it (with them
-    # 16 columns a block, 21.07 -> 19.62 us a layer; eighteenth session)
-    split = column_split(n, -(-k // 256), 1024 if norm is not None else 2048)
+    # a warp's one pass takes 256 k; the most warps a column (up to 8) that keep n * split within ~4096 warps (31 an
+    # SM): more only adds blocks, each summing its warps (and normalising the rows) again. H200, float16, 16 layers'
+    # weights in a row (docs/benchmarks/gpu.md, fortieth session): a Llama-3.2-1B-shaped down projection (2048 x
+    # 8192) 11.9 -> 9.5 us at 2 rather than 1, its q|k|v with their norm (3072 x 2048) 5.8 us at 1 against 7.0 at 2
+    split = 1
+    while split < 8 and split < -(-k // 256) and 2 * n * split <= 4096:
+        split *= 2
     return 0 if norm is not None and not norm.fits(k, -(-n // (8 // split))) else split
 
 
@@ -159,11 +149,13 @@ def _linear(rt, stream, a, w, y, m, n, k, split, bias=None, swiglu=False, norm=N
     name = f"seamless_linear{kind}_{SUFFIX[a.dtype]}"
     normed = -(-m * k * a.dtype.itemsize // 16) * 16 if norm else 0
     # the weights through shared memory: 16 bytes a lane for each pass over k (256 k a warp's pass; linear_tc: its
-    # chunks of 32 k, every 8th a warp's), column group and matrix, 8 warps; linear_tc always stages (up to 64 KiB)
+    # chunks of 32 k, every 8th a warp's), column group and matrix, 8 warps: linear_tc always (up to 64 KiB), and
+    # linear_row (one row of 16-bit values, no norm, up to LINEAR_ROW_PASSES passes); else linear streams them
     if tc:
         split = 1
     staged = 8 * -(-k // (256 * split)) * (2 if swiglu else 1) * groups * 512
-    stage = tc or (a.dtype.itemsize == 2 and normed + staged <= STAGED_MAX)
+    stage = tc or (m == 1 and a.dtype.itemsize == 2 and not norm and k <= codes.LINEAR_ROW_PASSES * 256 * split
+                   and staged <= STAGED_MAX)
     args = [("ptr", w.ptr), ("ptr", bias.ptr if bias is not None else 0), ("ptr", y.ptr),
             struct_arg("Linear", m=m, n=n, k=k, split=split, staged=int(stage))]
     shared = normed + (staged if stage else 0)

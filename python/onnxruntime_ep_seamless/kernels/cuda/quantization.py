@@ -16,7 +16,7 @@ from ..cpu.quantization import validate_nbits_weights
 from ..registry import FUSED_DOMAIN, kernel
 from .elementwise import (ADD, CLIP, DIV, EQUAL, GPU_FLOATS, MAX, MIN, MUL, SUB, SUFFIX, UNARY, Scratch, binary, cast_to,
                           compare, device_scalar, unary, where)
-from .matmul import SMALL_ROWS, after_norm, column_split, gemm_into, matmul, swiglu_of_product
+from .matmul import SMALL_ROWS, after_norm, gemm_into, matmul, swiglu_of_product
 from .reduction import MAX_OF, MIN_OF, reduce
 from .shape import broadcast_to
 from .spatial import check_spatial, conv
@@ -25,6 +25,17 @@ F32, F64, I32, U8 = (np.dtype(t) for t in (np.float32, np.float64, np.int32, np.
 
 INT8S = frozenset(map(np.dtype, (np.int8, np.uint8)))
 ROUND = UNARY["Round"][0]  # halves to even, as the spec
+
+
+def column_split(n, passes, enough):
+    """Warps sharing each of n output columns in quantization.cu's 4-bit GEMV: a power of 2 up to 8 and up to the
+    `passes` a lone warp would make over K, but no more once n * split reaches `enough` warps - beyond that,
+    smaller blocks only queue (measured on the H200: a 151936-column lm_head ran 2x faster with 1 warp a column
+    than with 4; docs/benchmarks/gpu.md)."""
+    split = 1
+    while split < 8 and split < passes and n * split < enough:
+        split *= 2
+    return split
 
 
 def _broadcastable(rt, stream, s, value, shape, axis, block_size):
