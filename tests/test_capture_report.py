@@ -282,6 +282,30 @@ def gqa_decoder(mask_rule=("ReduceSum", {}), extra=()):
     return onnx_model
 
 
+def test_a_gqa_with_qk_norm_is_claimed_and_the_cli_reads_external_data(tmp_path, monkeypatch):
+    """The builder's -e cuda attention of Qwen3: GroupQueryAttention with q_norm_weight and k_norm_weight, claimed
+    whole; the CLI reads a model whose weights live in an external data file (as one past 2 GiB must be saved)."""
+    import onnx
+    onnx_model = gqa_decoder()
+    attention = next(n for n in onnx_model.graph.node if n.op_type == "GroupQueryAttention")
+    attention.input.extend([""] * (14 - len(attention.input)) + ["q_norm", "k_norm"])
+    onnx_model.graph.initializer.extend([numpy_helper.from_array(np.full(8, 1.5, np.float16), "q_norm"),
+                                         numpy_helper.from_array(np.full(8, 0.5, np.float16), "k_norm")])
+    found, parts, declined = seams(onnx_model)
+    assert not found and not declined and len(parts) == 1 and parts[0].segments == 1
+    path = tmp_path / "m.onnx"
+    onnx.save(onnx_model, str(path), save_as_external_data=True, location="m.onnx.data", size_threshold=0)
+    out = subprocess.run([sys.executable, "-m", "onnxruntime_ep_seamless", "capture-report", str(path)],
+                         capture_output=True, text=True, check=True).stdout
+    assert "1 segment(s)" in out and "declined" not in out, out
+    from onnxruntime_ep_seamless.graph import onnx_import
+    assert onnx_import.import_path(str(path)).values["k_norm"].const.tolist() == [0.5] * 8  # from the data file
+    # past protobuf's limit the shapes are inferred before the data is loaded: the inline values' shapes then
+    monkeypatch.setattr(onnx_import, "PROTOBUF_LIMIT", 100)
+    graph = onnx_import.import_path(str(path))
+    assert graph.values["k_norm"].const.tolist() == [0.5] * 8 and graph.values["total32"].dtype == np.int32
+
+
 def test_padding_plan_of_a_gqa_decoder():
     from onnxruntime_ep_seamless.exec.cuda_capture import padding
     graph = import_model(gqa_decoder())

@@ -167,6 +167,24 @@ __device__ void gated_rmsnorm_row(const T* x, const T* scale, const T* gate, T* 
   }
 }
 
+// GroupQueryAttention's q_norm_weight / k_norm_weight (Qwen3's per-head Q/K RMSNorm, before the rotary embedding):
+// each of a row's `heads` vectors of h values (rows `pitch` values apart, the first at x) becomes
+// v / sqrt(mean(v^2) + eps) * w, float32 inside, a warp a vector (in place where y is x).
+template <typename T>
+__device__ void head_rmsnorm(const T* x, const T* w, T* y, int64_t rows, int64_t heads, int64_t pitch, int64_t h,
+                             float eps) {
+  const int lane = threadIdx.x & 31;
+  const int64_t warps = (int64_t)gridDim.x * (blockDim.x / 32);
+  for (int64_t v = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) / 32; v < rows * heads; v += warps) {
+    const int64_t at = v / heads * pitch + v % heads * h;
+    float sq = 0.0f;
+    for (int64_t c = lane; c < h; c += 32) { float e = ld(x + at + c); sq += e * e; }
+    for (int off = 16; off > 0; off >>= 1) sq += __shfl_xor_sync(0xffffffff, sq, off);
+    const float inv = rsqrtf(sq / h + eps);
+    for (int64_t c = lane; c < h; c += 32) st(y + at + c, ld(x + at + c) * inv * ld(w + c));
+  }
+}
+
 // LinearAttentionGate (com.microsoft): per element of a [rows, heads], decay = decay_scale * softplus(a + dt_bias)
 // (float32 per-head vectors) and, with b, beta = sigmoid(b).
 template <typename T>
@@ -184,6 +202,11 @@ __device__ void linear_attention_gate(int64_t n, int64_t heads, const T* a, cons
   extern "C" __global__ void seamless_gated_rmsnorm_##S(const T* x, const T* scale, const T* gate, T* y,          \
                                                         int64_t cols, float eps, int silu) { dependent_launch();  \
     gated_rmsnorm_row(x, scale, gate, y, cols, eps, silu);                                                         \
+  }                                                                                                                \
+  extern "C" __global__ void seamless_head_rmsnorm_##S(const T* x, const T* w, T* y, int64_t rows, int64_t heads,  \
+                                                       int64_t pitch, int64_t h, float eps) {                     \
+    dependent_launch();                                                                                            \
+    head_rmsnorm(x, w, y, rows, heads, pitch, h, eps);                                                             \
   }                                                                                                                \
   extern "C" __global__ void seamless_linear_attention_gate_##S(int64_t n, int64_t heads, const T* a,             \
                                                                 const float* dt_bias, const float* decay_scale,  \

@@ -43,6 +43,65 @@ def test_gqa_partial_rotary_and_no_rotary(shape):
     check(*gqa_model_feeds(*GQA_SHAPES[shape], rotary=False))
 
 
+def with_qk_norm(model, feeds, eps=1e-6, weights=None):
+    """The GQA case with q_norm_weight and k_norm_weight (initializers), as onnxruntime-genai's builder makes Qwen3's
+    attention for CUDA, and the feeds of the same case without them: q and k normalised in float64 from the spec
+    (each head's h values v / sqrt(mean(v^2) + eps) * w, before the rotary embedding), rounded to their type."""
+    from onnx import helper, numpy_helper
+    node = model.graph.node[0]
+    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    nh, nkv = attrs["num_heads"], attrs["kv_num_heads"]
+    packed = not node.input[1]
+    q = feeds["query"]
+    h = q.shape[2] // (nh + 2 * nkv if packed else nh)
+    wq, wk = weights or [(1 + 0.2 * np.random.default_rng(i).standard_normal(h)).astype(q.dtype) for i in (1, 2)]
+    normed = model.__class__()
+    normed.CopyFrom(model)
+    node = normed.graph.node[0]
+    node.input.extend([""] * (14 - len(node.input)) + ["q_norm_weight", "k_norm_weight"])
+    node.attribute.append(helper.make_attribute("qk_norm_epsilon", eps))
+    normed.graph.initializer.extend([numpy_helper.from_array(wq, "q_norm_weight"),
+                                     numpy_helper.from_array(wk, "k_norm_weight")])
+
+    def norm(x, w, heads, first, pitch):  # heads [first, first + heads) of each row of `pitch` heads
+        v = x.reshape(x.shape[0], x.shape[1], pitch, h).astype(np.float64).copy()
+        part = v[:, :, first:first + heads]
+        v[:, :, first:first + heads] = part / np.sqrt((part ** 2).mean(-1, keepdims=True) + eps) * w.astype(np.float64)
+        return v.reshape(x.shape).astype(x.dtype)
+    plain = dict(feeds)
+    if packed:
+        plain["query"] = norm(norm(q, wq, nh, 0, nh + 2 * nkv), wk, nkv, nh, nh + 2 * nkv)
+    else:
+        plain["query"], plain["key"] = norm(q, wq, nh, 0, nh), norm(feeds["key"], wk, nkv, 0, nkv)
+    return normed, plain
+
+
+# GroupQueryAttention's q_norm_weight / k_norm_weight (Qwen3's per-head Q/K RMSNorm, which the builder's -e cuda fuses
+# into the op; ORT's CPU kernel refuses them): ours on the GPU against stock's CPU EP without them on q and k normalised
+# from the spec. float16: q and k rounded after the norm on both sides, from sums in another order (float32 against
+# float64), and the attention's own float16 rounding (test_gqa_float16_prompt_in_tiles): 2e-3.
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("packed", [True, False])
+@pytest.mark.parametrize("shape", ["prompt", "decode_growing", "decode_shared_ragged", "subsequent_prompt"])
+def test_gqa_qk_norm(shape, packed, dtype):
+    model, feeds = gqa_model_feeds(*GQA_SHAPES[shape], packed=packed, heads=(4, 2, 64))
+    if dtype == np.float16:
+        model, feeds = gqa_float16(model, feeds)
+    normed, plain = with_qk_norm(model, feeds)
+    ours = run_on_cuda(normed, feeds)
+    ref = stock_session(model).run(None, plain)
+    for i, (o, r) in enumerate(zip(ours, ref)):
+        assert_close(o, r, name=f"output {i}", **(TOL if dtype == np.float32 else {"rtol": 2e-3, "atol": 2e-3}))
+
+
+def test_gqa_qk_norm_weight_of_another_size_is_a_clear_error():
+    model, feeds = gqa_model_feeds(*GQA_SHAPES["decode_growing"], heads=(4, 2, 64))
+    wrong = np.ones(63, np.float32)
+    normed, _ = with_qk_norm(model, feeds, weights=(wrong, wrong))
+    with pytest.raises(InvalidArgument, match="q_norm_weight must hold head_size \\(64\\) values"):
+        run_on_cuda(normed, feeds)
+
+
 @pytest.mark.parametrize("shape", ["prompt", "subsequent_prompt"])
 def test_gqa_prompt_element_by_element(shape, monkeypatch):
     # attention.cu prepare's general path (rows not in whole 16-byte groups): ORT's GQA allows none such, so forced

@@ -1,8 +1,11 @@
 """ONNX models (onnx.ModelProto) into our IR without ORT: for tools that analyse a model file
 (capture-report) and for tests that run the planner directly. Shapes and types come from onnx's
 shape inference, not ORT's, and ORT's graph optimisations have not run."""
+import os
+
 import onnx
 from onnx import numpy_helper
+from onnx.external_data_helper import ExternalDataInfo, uses_external_data
 
 from .ir import UNREADABLE, Graph, Node, Value, string_array
 
@@ -47,10 +50,30 @@ def _value(name: str, tp: onnx.TypeProto) -> Value:
     return Value(name, tt.elem_type, shape, container=container)
 
 
-def import_model(model: onnx.ModelProto) -> Graph:
-    model = onnx.shape_inference.infer_shapes(model)
+def import_model(model: onnx.ModelProto, inferred: bool = False) -> Graph:
+    """The model's Graph, its shapes inferred first unless `inferred`."""
+    if not inferred:
+        model = onnx.shape_inference.infer_shapes(model)
     opsets = {o.domain if o.domain != "ai.onnx" else "": o.version for o in model.opset_import}
     return _graph(model.graph, opsets, {})
+
+
+PROTOBUF_LIMIT = 2 ** 31 - 1  # bytes: ONNX's shape inference serialises the model, which protobuf stops at
+
+
+def import_path(path: str) -> Graph:
+    """The Graph of the model file at path, its external data included. A model past protobuf's 2 GiB (a 1.7B
+    float16 decoder's weights) has its shapes inferred before its external data is loaded (shapes that need a
+    constant's values, such as ReduceSum's axes, then come from the values inline in the file only)."""
+    model = onnx.load(path, load_external_data=False)
+    folder = os.path.dirname(os.path.abspath(path))
+    files = {ExternalDataInfo(t).location for t in model.graph.initializer if uses_external_data(t)}
+    if os.path.getsize(path) + sum(os.path.getsize(os.path.join(folder, f)) for f in files) < PROTOBUF_LIMIT:
+        onnx.load_external_data_for_model(model, folder)
+        return import_model(model)
+    model = onnx.shape_inference.infer_shapes(model)
+    onnx.load_external_data_for_model(model, folder)
+    return import_model(model, inferred=True)
 
 
 def _graph(g: onnx.GraphProto, opsets: dict, values: dict) -> Graph:

@@ -398,14 +398,12 @@ def cmd_capture_report(args) -> int:
     if not os.path.isfile(args.model):
         print(f"capture-report: no model file {args.model!r}", file=sys.stderr)
         return 2
-    import onnx
-
     from .capture_report import analyse, render, write_png
-    from ..graph.onnx_import import import_model
+    from ..graph.onnx_import import import_path
     if args.png:  # before the report, not after it
         from .plotting import pyplot
         pyplot("capture-report --png")
-    parts, declined = analyse(import_model(onnx.load(args.model)))
+    parts, declined = analyse(import_path(args.model))
     print(render(parts, declined))
     if args.png:
         write_png(parts, args.png, os.path.basename(args.model))

@@ -249,12 +249,16 @@ def _check_gqa(node, graph):
     return _check_float32(node, graph) or gqa_config_problem(node, graph)
 
 
-def gqa_config_problem(node, graph):
-    """Why this GroupQueryAttention configuration is not implemented (element types aside), or None."""
+def gqa_config_problem(node, graph, qk_norm=False):
+    """Why this GroupQueryAttention configuration is not implemented (element types aside), or None. qk_norm: the
+    kernel takes q_norm_weight and k_norm_weight (the CUDA one, as ORT's; ORT's CPU kernel refuses them)."""
     a = node.attrs
     for i, name in _GQA_UNSUPPORTED_INPUTS.items():
-        if len(node.inputs) > i and node.inputs[i]:
+        if len(node.inputs) > i and node.inputs[i] and not (qk_norm and i in (14, 15)):
             return f"input {name} not supported"
+    norms = [len(node.inputs) > i and bool(node.inputs[i]) for i in (14, 15)]
+    if norms[0] != norms[1]:
+        return "q_norm_weight and k_norm_weight must be given together"
     for name in ("kv_cache_bit_width", "k_quant_type", "v_quant_type"):
         if name in a and a[name] not in ("NONE", b"NONE"):
             return f"quantized KV cache ({name}={a[name]!r}) not supported"

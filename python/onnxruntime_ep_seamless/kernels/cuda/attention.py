@@ -223,7 +223,7 @@ def _check_gqa(node, graph):
         return "KV cache of another type than the query"
     if graph.value(node.inputs[5]).dtype != np.int32:
         return "seqlens_k must be int32"
-    return gqa_config_problem(node, graph)
+    return gqa_config_problem(node, graph, qk_norm=True)
 
 
 @kernel("GroupQueryAttention", domain="com.microsoft", types=GPU_FLOATS, device="cuda", check=_check_gqa,
@@ -246,6 +246,10 @@ def group_query_attention(rt, stream, query, key=None, value=None, past_key=None
         query.shape, key is None, past_key.shape if past_key is not None else None, seqlens_k.host, total,
         num_heads, kv_num_heads, cos_cache.shape if do_rotary else None, window)
     seq_bound = max(total, present_len)  # gqa_layout's bound of seqlens_k's values
+    normed = []  # Qwen3's per-head RMSNorm of q and k (the builder's -e cuda fuses it in), on copies of them
+    if q_norm_weight is not None:
+        query, key, normed = _qk_normed(rt, stream, query, key, q_norm_weight, k_norm_weight, num_heads, kv_num_heads,
+                                        h, qk_norm_epsilon)
     # a window-sized cache: attention over a work buffer of the past's C rows and the S new ones (attention.cu)
     work_len = present_len + s if window else present_len
     rows = (query, key, value, past_key, past_value, cos_cache, sin_cache)  # read 16 bytes at a time by gqa_decode
@@ -297,7 +301,7 @@ def group_query_attention(rt, stream, query, key=None, value=None, past_key=None
     qkv = [("ptr", query.ptr), ("ptr", key.ptr if key is not None else 0), ("ptr", value.ptr if value is not None else 0),
            ("ptr", cos_cache.ptr if do_rotary else 0), ("ptr", sin_cache.ptr if do_rotary else 0), ("ptr", seqlens_k.ptr)]
     past = [("ptr", past_key.ptr if past_key is not None else 0), ("ptr", past_value.ptr if past_value is not None else 0)]
-    scratch = [sink] if sink else []
+    scratch = ([sink] if sink else []) + normed
     if passes:  # one launch, split over keys where the context is long
         splits = -(-present_len // _decode_rows(passes, h))
         partial = rt.alloc((b * num_heads * splits * (h + 2),), np.float32)
@@ -330,6 +334,33 @@ def group_query_attention(rt, stream, query, key=None, value=None, past_key=None
     for t in scratch:
         rt.free(t)  # stream-ordered: reused only by later work on this stream
     return out, pk, pv
+
+
+def _qk_normed(rt, stream, query, key, q_weight, k_weight, num_heads, kv_num_heads, h, eps):
+    """query and key with each head's h values RMS-normalised by its weight (normalization.cu head_rmsnorm), as
+    ORT's CUDA GroupQueryAttention does before the rotary embedding; packed q|k|v copied first (v as it is). The
+    new query and key, and the buffers to free after the attention."""
+    for name, w in (("q_norm_weight", q_weight), ("k_norm_weight", k_weight)):
+        if w is None or w.size != h or w.dtype != query.dtype:
+            raise InvalidArgument(f"{name} must hold head_size ({h}) values of the query's type {query.dtype}, got "
+                                  f"{None if w is None else (w.shape, w.dtype)}")
+    rows, item = query.shape[0] * query.shape[1], query.dtype.itemsize
+    name = f"seamless_head_rmsnorm_{SUFFIX[query.dtype]}"
+
+    def norm(src, w, dst, heads, pitch, offset=0):  # a warp a head vector
+        rt.launch(name, rows * heads * 32, stream, ("ptr", src.ptr + offset), ("ptr", w.ptr), ("ptr", dst.ptr + offset),
+                  ("int64", rows), ("int64", heads), ("int64", pitch), ("int64", h), ("float", float(eps)))
+    q = rt.alloc(query.shape, query.dtype)
+    if key is None:  # packed: q, then k, normalised in place in the copy
+        pitch = (num_heads + 2 * kv_num_heads) * h
+        rt.copy(q.ptr, query.ptr, query.nbytes, stream)
+        norm(q, q_weight, q, num_heads, pitch)
+        norm(q, k_weight, q, kv_num_heads, pitch, num_heads * h * item)
+        return q, None, [q]
+    k = rt.alloc(key.shape, key.dtype)
+    norm(query, q_weight, q, num_heads, num_heads * h)
+    norm(key, k_weight, k, kv_num_heads, kv_num_heads * h)
+    return q, k, [q, k]
 
 
 def _gqa_shapes(query, key, value, past_key, past_value, seqlens_k, total_sequence_length, caches, num_heads,
