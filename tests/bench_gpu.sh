@@ -4,9 +4,10 @@
 #             model builder; see ../shared/tools/offline-wheels.sh), installed into /tmp/site
 #   PEER      a folder with onnxruntime-gpu installed (`pip install --target PEER onnxruntime_gpu-*.whl`): ORT's
 #             CUDA EP, run in its own processes with PEER first on PYTHONPATH
-#   BUILD     int4-cuda or fp16-cuda: the Qwen2.5-0.5B-shaped decoder (random weights) built there by
-#             tests/material.py into $SEAMLESS_CACHE (default /tmp/seamless-bench), once
-# Usage there: bash tests/bench_gpu.sh WHEELS PEER BUILD [bench decode-gpu arguments, e.g. --mode graph --token device]
+#   BUILD     int4-cuda or fp16-cuda: the decoder of shape $SHAPE (tests/material.py REAL_SHAPES; default
+#             qwen2.5-0.5b; also llama-3.2-1b, qwen3-1.7b), random weights, built there by tests/material.py into
+#             $SEAMLESS_CACHE (default /tmp/seamless-bench), once
+# Usage there: [SHAPE=NAME] bash tests/bench_gpu.sh WHEELS PEER BUILD [bench decode-gpu arguments, e.g. --mode graph]
 # With --torch-checkpoint the float32 checkpoint the model is built from is kept too, for PyTorch eager: pass
 # --torch-checkpoint /tmp/seamless-bench/material/qwen2.5-0.5b-shaped/checkpoint (under SEAMLESS_CACHE when set).
 set -eo pipefail
@@ -17,11 +18,12 @@ export PYTHONPATH=/tmp/site
 python3 -m pip install -q --no-build-isolation --no-deps .
 export SEAMLESS_CACHE=${SEAMLESS_CACHE:-/tmp/seamless-bench}
 keep=; [[ " $* " == *" --torch-checkpoint "* ]] && keep=checkpoint
-PYTHONPATH=/tmp/site:tests python3 tests/material.py --qwen05b "$build" $keep
+shape=${SHAPE:-qwen2.5-0.5b}
+PYTHONPATH=/tmp/site:tests python3 tests/material.py --real "$shape" "$build" $keep
 # ORT's CUDA EP loads CUDA 13 and cuDNN from NVIDIA's wheels where the machine's Python has them
 nvidia=$(python3 -c 'import nvidia, os; print(os.path.dirname(nvidia.__file__) if nvidia.__file__ else list(nvidia.__path__)[0])' 2>/dev/null || true)
 for lib in "$nvidia"/cu13/lib "$nvidia"/cudnn/lib; do [ -d "$lib" ] && LD_LIBRARY_PATH=$lib:$LD_LIBRARY_PATH; done
 export LD_LIBRARY_PATH
 cd /tmp  # the installed package, not the checkout's python/
-python3 -m onnxruntime_ep_seamless bench decode-gpu "$SEAMLESS_CACHE/material/qwen2.5-0.5b-shaped/$build" \
+python3 -m onnxruntime_ep_seamless bench decode-gpu "$SEAMLESS_CACHE/material/$shape-shaped/$build" \
   --peer-pythonpath "$(cd "$peer" && pwd)" "$@"

@@ -310,6 +310,18 @@ _VISION_TOWERS["qwen3_5_moe"] = _VISION_TOWERS["qwen3_5"]
 QWEN05B = dict(vocab_size=151936, hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
                num_attention_heads=14, num_key_value_heads=2, max_position_embeddings=32768, rope_theta=1e6,
                rms_norm_eps=1e-6, tie_word_embeddings=True)
+# Real widths for the GPU benchmarks (random weights): each name's family and transformers config
+REAL_SHAPES = {
+    "qwen2.5-0.5b": ("qwen2", QWEN05B),
+    "llama-3.2-1b": ("llama", dict(vocab_size=128256, hidden_size=2048, intermediate_size=8192, num_hidden_layers=16,
+                                   num_attention_heads=32, num_key_value_heads=8, head_dim=64,
+                                   max_position_embeddings=131072, rope_theta=500000.0, rms_norm_eps=1e-5,
+                                   tie_word_embeddings=True)),
+    "qwen3-1.7b": ("qwen3", dict(vocab_size=151936, hidden_size=2048, intermediate_size=6144, num_hidden_layers=28,
+                                 num_attention_heads=16, num_key_value_heads=8, head_dim=128,
+                                 max_position_embeddings=40960, rope_theta=1e6, rms_norm_eps=1e-6,
+                                 tie_word_embeddings=True)),
+}
 
 
 def genai_model_dir(arch: str, precision: str) -> Path:
@@ -317,11 +329,15 @@ def genai_model_dir(arch: str, precision: str) -> Path:
     return CACHE / "genai-decoders" / f"{arch}-{precision}-cpu"
 
 
-QWEN05B_BUILDS = ("int4-cpu", "int4-cuda", "fp16-cuda")  # the builder's -p and -e
+REAL_BUILDS = ("int4-cpu", "int4-cuda", "fp16-cuda")  # the builder's -p and -e
+
+
+def real_dir(name: str, build: str) -> Path:
+    return CACHE / f"{name}-shaped" / build
 
 
 def qwen05b_dir(build: str = "int4-cpu") -> Path:
-    return CACHE / "qwen2.5-0.5b-shaped" / build
+    return real_dir("qwen2.5-0.5b", build)
 
 
 def _train_tokenizer(out: Path) -> None:
@@ -480,31 +496,32 @@ def prepare_genai_families() -> None:
 def qwen05b_checkpoint() -> Path:
     """The float32 checkpoint the Qwen2.5-0.5B-shaped decoders are built from (1.98 GB): PyTorch eager's model in
     `bench decode-gpu --torch-checkpoint`. Kept only when the build `checkpoint` is asked for."""
-    return qwen05b_dir().parent / "checkpoint"
+    return qwen05b_dir("checkpoint")
 
 
-def prepare_qwen05b(builds=("int4-cpu",)) -> None:
-    """Qwen2.5-0.5B-shaped decoders (random weights, one checkpoint for all) for `bench decode` (int4-cpu, ~320 MB)
-    and `bench decode-gpu` (int4-cuda, fp16-cuda), and with `checkpoint` the checkpoint kept for PyTorch. Not part
-    of main(): CI does not build them. Run `python tests/material.py --qwen05b [BUILD ...]` (BUILD from
-    QWEN05B_BUILDS; int4-cpu by default)."""
+def prepare_real(name: str, builds=("int4-cpu",)) -> None:
+    """REAL_SHAPES[name] decoders (random weights, one checkpoint for all) for `bench decode` (int4-cpu; the
+    Qwen2.5-0.5B shape's ~320 MB) and `bench decode-gpu` (int4-cuda, fp16-cuda), and with `checkpoint` the checkpoint
+    kept for PyTorch. Not part of main(): CI does not build them. Run `python tests/material.py --real NAME [BUILD
+    ...]` (BUILD from REAL_BUILDS; int4-cpu by default; `--qwen05b` is `--real qwen2.5-0.5b`)."""
     import shutil
+    if name not in REAL_SHAPES:
+        raise ValueError(f"unknown shape {name!r}: choose from {sorted(REAL_SHAPES)}")
     keep = "checkpoint" in builds
-    todo = [b for b in builds if b != "checkpoint" and not (qwen05b_dir(b) / ".done").exists()]
-    unknown = sorted(set(todo) - set(QWEN05B_BUILDS))
+    todo = [b for b in builds if b != "checkpoint" and not (real_dir(name, b) / ".done").exists()]
+    unknown = sorted(set(todo) - set(REAL_BUILDS))
     if unknown:
-        raise ValueError(f"unknown Qwen2.5-0.5B-shaped build(s) {unknown}: choose from {QWEN05B_BUILDS} "
-                         "or checkpoint")
-    checkpoint = qwen05b_checkpoint()
+        raise ValueError(f"unknown build(s) {unknown}: choose from {REAL_BUILDS} or checkpoint")
+    checkpoint = real_dir(name, "checkpoint")
     ready = (checkpoint / "model.safetensors").exists() and (checkpoint / "tokenizer.json").exists()
     if not todo and (ready or not keep):
         return
     if not ready:
-        _random_checkpoint("qwen2", QWEN05B, checkpoint)
+        _random_checkpoint(*REAL_SHAPES[name], checkpoint)
     for build in todo:
         precision, ep = build.split("-")
-        _run_builder(checkpoint, qwen05b_dir(build), precision, ep)
-        (qwen05b_dir(build) / ".done").touch()
+        _run_builder(checkpoint, real_dir(name, build), precision, ep)
+        (real_dir(name, build) / ".done").touch()
     if not keep:
         shutil.rmtree(checkpoint, ignore_errors=True)
 
@@ -519,11 +536,15 @@ def main() -> None:
 
 if __name__ == "__main__":
     import sys
-    if "--qwen05b" in sys.argv[1:]:  # the benchmark models only (large; never built by default)
-        builds = [a for a in sys.argv[sys.argv.index("--qwen05b") + 1:] if not a.startswith("-")] or ["int4-cpu"]
-        prepare_qwen05b(builds)
+    args = sys.argv[1:]
+    if "--qwen05b" in args:  # short for --real qwen2.5-0.5b
+        args[args.index("--qwen05b"):args.index("--qwen05b") + 1] = ["--real", "qwen2.5-0.5b"]
+    if "--real" in args:  # the benchmark models only (large; never built by default)
+        at = args.index("--real")
+        name = args[at + 1] if at + 1 < len(args) else ""
+        builds = [a for a in args[at + 2:] if not a.startswith("-")] or ["int4-cpu"]
+        prepare_real(name, builds)
         for build in builds:
-            print(f"Qwen2.5-0.5B-shaped {build} ready in "
-                  f"{qwen05b_checkpoint() if build == 'checkpoint' else qwen05b_dir(build)}")
+            print(f"{name}-shaped {build} ready in {real_dir(name, build)}")
     else:
         main()
