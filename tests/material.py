@@ -324,9 +324,9 @@ REAL_SHAPES = {
 }
 
 
-def genai_model_dir(arch: str, precision: str) -> Path:
+def genai_model_dir(arch: str, precision: str, ep: str = "cpu") -> Path:
     """A builder output folder (model.onnx, model.onnx.data, genai_config.json, tokenizer)."""
-    return CACHE / "genai-decoders" / f"{arch}-{precision}-cpu"
+    return CACHE / "genai-decoders" / f"{arch}-{precision}-{ep}"
 
 
 REAL_BUILDS = ("int4-cpu", "int4-cuda", "fp16-cuda")  # the builder's -p and -e
@@ -478,19 +478,24 @@ def prepare_genai_cuda_decoders() -> None:
 
 
 GENAI_FAMILY_PRECISIONS = ("fp32", "int4")
+# and for the CUDA EP: the builder's -e cuda graphs (its fused ops: Q/K norms inside GroupQueryAttention ...), whose
+# claims and capture segments tests/test_capture_report.py checks without a GPU
+GENAI_FAMILY_CUDA_PRECISIONS = ("fp16", "int4")
 
 
 def prepare_genai_families() -> None:
-    """GENAI_FAMILIES, tiny, at fp32 and int4 for the CPU EP (genai_model_dir(family, precision))."""
+    """GENAI_FAMILIES, tiny, at fp32 and int4 for the CPU EP (genai_model_dir(family, precision)), and at fp16 and
+    int4 for the CUDA EP (genai_model_dir(family, precision, "cuda"))."""
+    builds = [(p, "cpu") for p in GENAI_FAMILY_PRECISIONS] + [(p, "cuda") for p in GENAI_FAMILY_CUDA_PRECISIONS]
     for family, (_, extra) in GENAI_FAMILIES.items():
-        for precision in GENAI_FAMILY_PRECISIONS:
-            out = genai_model_dir(family, precision)
+        for precision, ep in builds:
+            out = genai_model_dir(family, precision, ep)
             if (out / "model.onnx").exists():
                 continue
             checkpoint = out.parent / f"checkpoint-{family}"
             if not (checkpoint / "model.safetensors").exists() or not (checkpoint / "tokenizer.json").exists():
                 _random_checkpoint(family, {**GENAI_FAMILY_BASE, **extra}, checkpoint)
-            _run_builder(checkpoint, out, precision)
+            _run_builder(checkpoint, out, precision, ep)
 
 
 def qwen05b_checkpoint() -> Path:

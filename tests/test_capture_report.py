@@ -45,6 +45,19 @@ def test_builder_moe_decoder_is_one_segment(precision):
     assert len(experts) == 2 and all(s.on_gpu and s.kdef.device == "cuda" for s in experts)
 
 
+@pytest.mark.parametrize("family", list(material.GENAI_FAMILIES))
+@pytest.mark.parametrize("precision", material.GENAI_FAMILY_CUDA_PRECISIONS)
+def test_every_builder_family_for_cuda_is_claimed_whole_in_one_segment(family, precision):
+    """The builder's -e cuda graph of every family (its fused ops: Qwen3's and Gemma 3's Q/K norms inside
+    GroupQueryAttention, ...): every node claimed by the CUDA EP, a run one captured segment."""
+    import onnx
+    path = material.genai_model_dir(family, precision, "cuda") / "model.onnx"
+    if not path.exists():
+        pytest.skip(f"{path} not prepared (python tests/material.py)")
+    found, parts, declined = seams(onnx.load(str(path)))
+    assert not declined and not found and len(parts) == 1 and parts[0].segments == 1, declined
+
+
 @pytest.mark.parametrize("family", ["qwen3_5", "qwen3_5_moe"])
 @pytest.mark.parametrize("precision", ["fp32", "int4"])
 def test_builder_hybrid_decoder_is_one_segment(family, precision):
