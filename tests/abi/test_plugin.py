@@ -84,6 +84,28 @@ def test_inputs_are_not_modified():
     np.testing.assert_array_equal(y, before[1])
 
 
+def test_large_constants_are_copied_whole_in_parts(monkeypatch, tmp_path):
+    """A constant past abi/ep.py's COPY_SHARE is copied out of ORT's memory in parts on several threads (here from
+    the model's external data file, which ORT maps): every byte, parts not on a 4 KiB multiple included."""
+    from onnx import numpy_helper
+    import onnx
+    from onnxruntime_ep_seamless.abi import ep
+    monkeypatch.setattr(ep, "COPY_SHARE", 1 << 16)
+    monkeypatch.setattr(os, "cpu_count", lambda: 3)
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((1000, 1030)).astype(np.float32)  # 4,120,000 bytes
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 1000])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 1030])],
+                              [numpy_helper.from_array(w, "w")])
+    path = tmp_path / "m.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9), str(path),
+              save_as_external_data=True, location="m.data")
+    x = rng.standard_normal((2, 1000)).astype(np.float32)
+    (y,) = ep_session(str(path)).run(None, {"x": x})
+    np.testing.assert_allclose(y, x @ w, rtol=1e-5, atol=1e-4)
+
+
 def test_unsupported_node_runs_on_cpu_with_a_reason():
     # string tensors cannot be held by the numpy executor: that Cast must go to ORT's CPU EP,
     # and the report must say why
