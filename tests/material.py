@@ -302,6 +302,11 @@ GENAI_FAMILIES["qwen3_5_moe"] = ("Qwen3_5Moe", dict(  # the same hybrid with MoE
 GENAI_FAMILIES["gptoss"] = ("GptOss", dict(head_dim=64, num_local_experts=4, num_experts_per_tok=2, sliding_window=16,
                                           layer_types=["sliding_attention", "full_attention"], eos_token_id=0,
                                           pad_token_id=0, bos_token_id=0))
+# Granite 4's hybrid class as the builder 0.18 exports it: attention layers and the always-on shared MLP (4 experts
+# configured, which its export leaves out)
+GENAI_FAMILIES["granitemoehybrid"] = ("GraniteMoeHybrid", dict(shared_intermediate_size=512, num_local_experts=4,
+                                                              num_experts_per_tok=2, layer_types=["attention"] * 2,
+                                                              eos_token_id=0, pad_token_id=0, bos_token_id=0))
 _TEXT_CONFIGS = {"gemma3": "Gemma3TextConfig"}  # Gemma3Config is the multimodal model's
 # Families the builder takes only as a vision-language checkpoint (it exports the text model): a tiny vision tower
 _VISION_TOWERS = {"qwen3_5": dict(depth=1, hidden_size=32, intermediate_size=64, num_heads=2, patch_size=16,
