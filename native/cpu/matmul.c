@@ -61,10 +61,11 @@ void seamless_sgemm_pack_b(const float* B, size_t K, size_t N, size_t ldb, int t
   }
 
 /* Two adjacent panels at once (MR x 32): each broadcast of A feeds two FMAs, so the loop issues 2 MR FMAs for
- * MR + 2 loads (a one-panel tile: MR for MR + 1, at the load ports' limit). */
+ * MR + 2 loads (a one-panel tile: MR for MR + 1, at the load ports' limit). Rows of 16 go to out0 and out1 at
+ * stride ldo, plus bias0 and bias1 (16 values each) where given: straight into C where both panels are whole. */
 #define DEFINE_WIDE_TILE(name, MR, attrs)                                                        \
   attrs static void name(const float* ap, const float* bp0, const float* bp1, size_t K, float* out0, \
-                         float* out1) {                                                          \
+                         float* out1, size_t ldo, const float* bias0, const float* bias1) {      \
     v16 acc0[MR], acc1[MR];                                                                      \
     for (int i = 0; i < MR; i++) acc0[i] = acc1[i] = (v16){0};                                   \
     for (size_t k = 0; k < K; k++, ap += MR, bp0 += NR, bp1 += NR) {                             \
@@ -74,13 +75,21 @@ void seamless_sgemm_pack_b(const float* B, size_t K, size_t N, size_t ldb, int t
         acc1[i] += ap[i] * b1;                                                                   \
       }                                                                                          \
     }                                                                                            \
+    if (bias0) {                                                                                 \
+      v16 c0 = *(const v16*)bias0, c1 = *(const v16*)bias1;                                      \
+      for (int i = 0; i < MR; i++) {                                                             \
+        acc0[i] += c0;                                                                           \
+        acc1[i] += c1;                                                                           \
+      }                                                                                          \
+    }                                                                                            \
     for (int i = 0; i < MR; i++) {                                                               \
-      *(v16*)(out0 + i * NR) = acc0[i];                                                          \
-      *(v16*)(out1 + i * NR) = acc1[i];                                                          \
+      *(v16*)(out0 + i * ldo) = acc0[i];                                                         \
+      *(v16*)(out1 + i * ldo) = acc1[i];                                                         \
     }                                                                                            \
   }
 
-typedef void (*WideTileFn)(const float*, const float*, const float*, size_t, float*, float*);
+typedef void (*WideTileFn)(const float*, const float*, const float*, size_t, float*, float*, size_t, const float*,
+                           const float*);
 
 #if defined(__x86_64__) && defined(__GNUC__)
 DEFINE_WIDE_TILE(wide_avx512, 12, __attribute__((target("avx512f"))))
@@ -158,13 +167,21 @@ static void gemm_task(void* user, size_t task) {
     size_t first = ct * job->cw, count = panels - first < job->cw ? panels - first : job->cw;
     const float* a = job->A + item * job->stride_a + m0 * job->lda;
     const float *b0 = job->packed ? job->packed + first * K * NR : NULL, *b1 = b0 ? b0 + K * NR : NULL;
-    if (count == 2 && rows == job->mr && job->packed_a) {
-      job->wide_tile(job->packed_a + m0 * K, b0, b1, K, out[0], out[1]);
+    if (count == 2 && rows == job->mr && job->packed_a && (first + 2) * NR <= job->N) {
+      /* both panels whole: the sums (and bias) straight into C */
+      float* c = job->C + item * job->stride_c + m0 * job->ldc + first * NR;
+      const float* bias = job->bias ? job->bias + first * NR : NULL;
+      job->wide_tile(job->packed_a + m0 * K, b0, b1, K, c, c + NR, job->ldc, bias, bias ? bias + NR : NULL);
+      continue;
+    } else if (count == 2 && rows == job->mr && job->packed_a) {
+      job->wide_tile(job->packed_a + m0 * K, b0, b1, K, out[0], out[1], NR, NULL, NULL);
     } else if (count == 2 && job->packed_a && job->wide8) {
       /* the last, short row block: 8 and 4 rows of packed A at a time, the rest row by row */
       size_t i = 0;
-      for (; rows - i >= 8; i += 8) job->wide8(job->packed_a + (m0 + i) * K, b0, b1, K, out[0] + i * NR, out[1] + i * NR);
-      for (; rows - i >= 4; i += 4) job->wide4(job->packed_a + (m0 + i) * K, b0, b1, K, out[0] + i * NR, out[1] + i * NR);
+      for (; rows - i >= 8; i += 8)
+        job->wide8(job->packed_a + (m0 + i) * K, b0, b1, K, out[0] + i * NR, out[1] + i * NR, NR, NULL, NULL);
+      for (; rows - i >= 4; i += 4)
+        job->wide4(job->packed_a + (m0 + i) * K, b0, b1, K, out[0] + i * NR, out[1] + i * NR, NR, NULL, NULL);
       for (; i < rows; i++)
         for (size_t p = 0; p < 2; p++) job->row(a + i * job->lda, job->lda, p ? b1 : b0, K, out[p] + i * NR);
     } else {
