@@ -6,6 +6,9 @@
     python tests/gpu_material.py unpack DIR   (there, before SEAMLESS_CACHE=DIR pytest tests/cuda)
     python tests/gpu_material.py pack-decoders DIR FAMILY...   (only those builder decoders, fp32 and int4: the
                                                window-cache ones, WINDOW_DECODERS, ~37 MiB, travel on their own)
+    python tests/gpu_material.py pack-cuda-builds DIR FAMILY...  (those families' -e cuda fp16 builds with their
+                                               fp32 CPU build, the oracle: ~11 MiB a family; CUDA_BUILD_DECODERS
+                                               for tests/cuda/test_cuda_models.py)
 
 MiniLM's weights travel as float16, once for all its exports (they share them), and come back as
 float32: the model keeps its graph and real-weight activations, its weights rounded to float16.
@@ -27,6 +30,9 @@ SMALL_DECODERS = (("fp16", "cuda"), ("int4", "cuda"), ("fp32", "cpu"))
 STATE_DECODERS = ("lfm2moe", "qwen3_5", "qwen3_5_moe")
 # builder decoders with window-sized KV caches (tests/cuda/test_cuda_attention.py)
 WINDOW_DECODERS = ("gptoss", "gemma2", "gemma3")
+# the builder's -e cuda graphs with their own fused ops: Qwen3's Q/K norms inside GroupQueryAttention, Phi-3's
+# LongRoPE If (tests/cuda/test_cuda_models.py)
+CUDA_BUILD_DECODERS = ("qwen3", "phi3")
 
 
 def pack(dest: Path) -> None:
@@ -73,6 +79,14 @@ def pack_decoders(dest: Path, families, report: bool = True) -> None:
         print(f"{out}: {sum(p.stat().st_size for p in out.rglob('*') if p.is_file()) / 2**20:.1f} MiB")
 
 
+def pack_cuda_builds(dest: Path, families) -> None:
+    out = dest / "material"
+    for family in families:
+        for d in (material.genai_model_dir(family, "fp16", "cuda"), material.genai_model_dir(family, "fp32")):
+            shutil.copytree(d, out / d.relative_to(material.CACHE), dirs_exist_ok=True)
+    print(f"{out}: {sum(p.stat().st_size for p in out.rglob('*') if p.is_file()) / 2**20:.1f} MiB")
+
+
 def unpack(dest: Path) -> None:
     import onnx
     from onnx import numpy_helper
@@ -99,5 +113,7 @@ def _copy(src: Path, dst: Path) -> None:
 if __name__ == "__main__":
     if sys.argv[1] == "pack-decoders":
         pack_decoders(Path(sys.argv[2]).resolve(), sys.argv[3:])
+    elif sys.argv[1] == "pack-cuda-builds":
+        pack_cuda_builds(Path(sys.argv[2]).resolve(), sys.argv[3:])
     else:
         {"pack": pack, "unpack": unpack}[sys.argv[1]](Path(sys.argv[2]).resolve())

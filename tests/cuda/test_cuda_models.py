@@ -97,6 +97,31 @@ def test_builder_qwen2_cuda_greedy_tokens(precision):
         f"step {same}: ours {a}, stock {b}; fp32 logits {oracle[a]:.4f} vs {oracle[b]:.4f} (not a near-tie)")
 
 
+@pytest.mark.parametrize("family", ["qwen3", "phi3"])  # tests/gpu_material.py CUDA_BUILD_DECODERS
+def test_builder_family_cuda_build_greedy_tokens(family, capfd):
+    """A builder family's `-e cuda -p fp16` graph (its own fused ops: Qwen3's Q/K norms inside GroupQueryAttention,
+    which stock's CPU EP refuses; Phi-3's LongRoPE If) greedy on our CUDA EP under capture=auto, every node ours,
+    each decode step one captured segment; the oracle is the same checkpoint's fp32 CPU build on stock's CPU EP fed
+    our tokens (teacher forcing): at every step our token is its best or within a near-tie of it (float16
+    activations move a logit by up to ~2e-2 of the logits' scale, as in test_builder_qwen2_cuda_greedy_tokens)."""
+    import onnxruntime_ep_seamless as seamless
+    from models.test_llm_decoders import greedy
+    from test_cuda_ep import cuda_session
+    ours_session = cuda_session(model_path(material.genai_model_dir(family, "fp16", "cuda") / "model.onnx"),
+                                capture="auto", log_capture="1")
+    report = seamless.assert_ep_selected(ours_session, device="cuda")
+    assert not report.fallback_nodes, report
+    ids = np.random.default_rng(0).integers(0, 1000, 8)
+    tokens, _ = greedy(ours_session, ids, GREEDY_STEPS)
+    oracle = stock_session(model_path(material.genai_model_dir(family, "fp32") / "model.onnx"))
+    _, oracle_logits = greedy(oracle, ids, GREEDY_STEPS, forced=tokens)
+    for step, (token, logits) in enumerate(zip(tokens, oracle_logits)):
+        gap = float(logits.max() - logits[token])
+        assert gap <= 2e-2 * float(np.max(np.abs(logits))), f"step {step}: ours {token}, fp32's best " \
+            f"{int(logits.argmax())} by {gap:.4f}"
+    assert "1 segment(s), 0 seam(s)" in capfd.readouterr().err
+
+
 @pytest.mark.parametrize("precision", ["fp16", "int4"])
 @pytest.mark.parametrize("max_len", [0, 64])  # growing KV, and max-length (shared-buffer style) KV
 @pytest.mark.parametrize("capture", ["off", "auto"])  # eager launches, and the captured graph
