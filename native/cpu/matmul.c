@@ -167,21 +167,24 @@ static void gemm_task(void* user, size_t task) {
     size_t first = ct * job->cw, count = panels - first < job->cw ? panels - first : job->cw;
     const float* a = job->A + item * job->stride_a + m0 * job->lda;
     const float *b0 = job->packed ? job->packed + first * K * NR : NULL, *b1 = b0 ? b0 + K * NR : NULL;
-    if (count == 2 && rows == job->mr && job->packed_a && (first + 2) * NR <= job->N) {
-      /* both panels whole: the sums (and bias) straight into C */
-      float* c = job->C + item * job->stride_c + m0 * job->ldc + first * NR;
-      const float* bias = job->bias ? job->bias + first * NR : NULL;
-      job->wide_tile(job->packed_a + m0 * K, b0, b1, K, c, c + NR, job->ldc, bias, bias ? bias + NR : NULL);
-      continue;
-    } else if (count == 2 && rows == job->mr && job->packed_a) {
-      job->wide_tile(job->packed_a + m0 * K, b0, b1, K, out[0], out[1], NR, NULL, NULL);
+    /* where both panels are whole, the wide tiles' sums (and bias) go straight into C: rows [0, direct) */
+    size_t direct = 0, whole = count == 2 && (first + 2) * NR <= job->N;
+    float* c = job->C + item * job->stride_c + m0 * job->ldc + first * NR;
+    const float* bias = whole && job->bias ? job->bias + first * NR : NULL;
+    size_t ldo = whole ? job->ldc : NR;
+    if (count == 2 && rows == job->mr && job->packed_a) {
+      job->wide_tile(job->packed_a + m0 * K, b0, b1, K, whole ? c : out[0], whole ? c + NR : out[1], ldo, bias,
+                     bias ? bias + NR : NULL);
+      direct = whole ? rows : 0;
     } else if (count == 2 && job->packed_a && job->wide8) {
       /* the last, short row block: 8 and 4 rows of packed A at a time, the rest row by row */
       size_t i = 0;
-      for (; rows - i >= 8; i += 8)
-        job->wide8(job->packed_a + (m0 + i) * K, b0, b1, K, out[0] + i * NR, out[1] + i * NR, NR, NULL, NULL);
-      for (; rows - i >= 4; i += 4)
-        job->wide4(job->packed_a + (m0 + i) * K, b0, b1, K, out[0] + i * NR, out[1] + i * NR, NR, NULL, NULL);
+      for (; rows - i >= 4; i += rows - i >= 8 ? 8 : 4) {
+        float *o0 = whole ? c + i * ldo : out[0] + i * NR, *o1 = whole ? o0 + NR : out[1] + i * NR;
+        (rows - i >= 8 ? job->wide8 : job->wide4)(job->packed_a + (m0 + i) * K, b0, b1, K, o0, o1, ldo, bias,
+                                                  bias ? bias + NR : NULL);
+      }
+      direct = whole ? i : 0;
       for (; i < rows; i++)
         for (size_t p = 0; p < 2; p++) job->row(a + i * job->lda, job->lda, p ? b1 : b0, K, out[p] + i * NR);
     } else {
@@ -202,7 +205,7 @@ static void gemm_task(void* user, size_t task) {
     }
     for (size_t p = 0; p < count; p++) {
       size_t n0 = (first + p) * NR, width = job->N - n0 < NR ? job->N - n0 : NR;
-      for (size_t i = 0; i < rows; i++) {
+      for (size_t i = direct; i < rows; i++) {
         float* c = job->C + item * job->stride_c + (m0 + i) * job->ldc + n0;
         const float* o = out[p] + i * NR;
         if (job->bias)
