@@ -169,6 +169,28 @@ def test_compare_with_new_prompt_lengths_runs_the_loops_that_take_them(monkeypat
         bench_gpu.run_one("m", "seamless", 8, 4, 1, mode="graph", new_lengths=True)
 
 
+def test_compare_hands_the_profile_to_every_onnx_loop_that_runs_one(monkeypatch):
+    """--profile with --ep both: each configuration's process profiles its kernels (the C loop runs no profile and
+    PyTorch's none of ours), so the JSON holds each one's "kernels"."""
+    import json
+    import subprocess
+    from onnxruntime_ep_seamless.tools import bench_gpu
+    cmds = []
+
+    def fake_run(cmd, **kwargs):
+        cmds.append(cmd)
+        return subprocess.CompletedProcess(cmd, 0, json.dumps({"ms_per_token": 1.0, "tokens_per_s": 1e3,
+                                                                "onnxruntime": "x", "kernels": {"gpu_us_per_step": 1}})
+                                           + "\n", "")
+
+    monkeypatch.setattr(bench_gpu.subprocess, "run", fake_run)
+    summary = bench_gpu.compare("m", 8, 4, 1, None, None, torch_checkpoint="ck", token="device", profile=True)
+    loop = lambda c: c[c.index("--mode") + 1]
+    assert all(("--profile" in c) == (loop(c) != "growing-c" and "torch" not in c) for c in cmds)
+    assert any(loop(c) == "growing-c" for c in cmds) and any("--profile" in c for c in cmds)
+    assert all("kernels" in r for r in summary["runs"].values())
+
+
 def test_kernel_shapes_groups_a_traces_kernels_by_launch_grid():
     """--profile's `shapes`: one row per kernel and grid (a decode step's lm_head apart from its
     layers' products), times per step and per launch; memcpys and host events are not kernels."""

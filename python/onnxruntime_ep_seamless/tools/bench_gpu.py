@@ -481,12 +481,14 @@ CONFIGS = [
 
 def compare(model_dir: str, steps: int, prompt: int, rounds: int, peer_pythonpath: str | None,
             json_path: str | None, torch_checkpoint: str | None = None, chart_path: str | None = None,
-            processes: int = 1, modes: list | None = None, token: str = "host", new_lengths: bool = False) -> dict:
+            processes: int = 1, modes: list | None = None, token: str = "host", new_lengths: bool = False,
+            profile: bool = False) -> dict:
     """Every configuration in CONFIGS (and PyTorch eager given the checkpoint the model was built
     from), or those of the loops in `modes`, each in its own process, `processes` times in turn (the
     host's speed varies between processes): a configuration's ms/token is the median of its
     processes'. peer_pythonpath puts onnxruntime-gpu first for ORT's EP; `token` picks where the ONNX loops
-    choose the next token (PyTorch's loop takes the argmax on the device either way)."""
+    choose the next token (PyTorch's loop takes the argmax on the device either way). profile: each ONNX
+    configuration but the C loop's (which runs none) adds its per-kernel profile (run_one's "kernels")."""
     samples: dict[str, list] = {}
     configs = CONFIGS + ([("PyTorch eager", "torch", "growing", None)] if torch_checkpoint else [])
     configs = [c for c in configs if (not modes or c[2] in modes) and (c[2] != "growing-c" or token == "device")
@@ -501,7 +503,8 @@ def compare(model_dir: str, steps: int, prompt: int, rounds: int, peer_pythonpat
                "--steps", str(steps), "--prefill", str(prompt), "--decode-rounds", str(rounds), "--mode", loop,
                "--token", token, "--json", "-"] + (["--capture", capture] if capture else []) + \
             (["--torch-checkpoint", torch_checkpoint] if ep == "torch" else []) + \
-            (["--new-prompt-lengths"] if new_lengths and ep != "torch" else [])
+            (["--new-prompt-lengths"] if new_lengths and ep != "torch" else []) + \
+            (["--profile"] if profile and ep != "torch" and loop != "growing-c" else [])
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
         if proc.returncode:
             raise SystemExit(f"{label} failed:\n{proc.stderr[-3000:]}")

@@ -273,7 +273,8 @@ def cmd_bench_gpu(args) -> int:
             from .plotting import pyplot
             pyplot("bench decode-gpu --chart")
         compare(args.model_dir, args.steps, args.prefill, args.decode_rounds, args.peer_pythonpath, args.json,
-                args.torch_checkpoint, args.chart, args.processes, args.mode, args.token, args.new_prompt_lengths)
+                args.torch_checkpoint, args.chart, args.processes, args.mode, args.token, args.new_prompt_lengths,
+                args.profile)
         return 0
     if args.ep == "torch":
         if not args.torch_checkpoint:
