@@ -70,21 +70,21 @@ def pack(dest: Path) -> None:
 
 
 def pack_decoders(dest: Path, families, report: bool = True) -> None:
-    out = dest / "material"
-    for family in families:
-        for precision in ("fp32", "int4"):
-            d = material.genai_model_dir(family, precision)
-            shutil.copytree(d, out / d.relative_to(material.CACHE), dirs_exist_ok=True)
-    if report:
-        print(f"{out}: {sum(p.stat().st_size for p in out.rglob('*') if p.is_file()) / 2**20:.1f} MiB")
+    _copy_folders(dest, [material.genai_model_dir(f, p) for f in families for p in ("fp32", "int4")], report)
 
 
 def pack_cuda_builds(dest: Path, families) -> None:
+    _copy_folders(dest, [d for f in families
+                         for d in (material.genai_model_dir(f, "fp16", "cuda"), material.genai_model_dir(f, "fp32"))])
+
+
+def _copy_folders(dest: Path, folders, report: bool = True) -> None:
+    """Cache folders into DIR/material at their places in the cache; with `report`, the material's size."""
     out = dest / "material"
-    for family in families:
-        for d in (material.genai_model_dir(family, "fp16", "cuda"), material.genai_model_dir(family, "fp32")):
-            shutil.copytree(d, out / d.relative_to(material.CACHE), dirs_exist_ok=True)
-    print(f"{out}: {sum(p.stat().st_size for p in out.rglob('*') if p.is_file()) / 2**20:.1f} MiB")
+    for d in folders:
+        shutil.copytree(d, out / d.relative_to(material.CACHE), dirs_exist_ok=True)
+    if report:
+        print(f"{out}: {sum(p.stat().st_size for p in out.rglob('*') if p.is_file()) / 2**20:.1f} MiB")
 
 
 def unpack(dest: Path) -> None:

@@ -68,12 +68,11 @@ def import_path(path: str) -> Graph:
     model = onnx.load(path, load_external_data=False)
     folder = os.path.dirname(os.path.abspath(path))
     files = {ExternalDataInfo(t).location for t in model.graph.initializer if uses_external_data(t)}
-    if os.path.getsize(path) + sum(os.path.getsize(os.path.join(folder, f)) for f in files) < PROTOBUF_LIMIT:
-        onnx.load_external_data_for_model(model, folder)
-        return import_model(model)
-    model = onnx.shape_inference.infer_shapes(model)
+    large = os.path.getsize(path) + sum(os.path.getsize(os.path.join(folder, f)) for f in files) >= PROTOBUF_LIMIT
+    if large:
+        model = onnx.shape_inference.infer_shapes(model)
     onnx.load_external_data_for_model(model, folder)
-    return import_model(model, inferred=True)
+    return import_model(model, inferred=large)
 
 
 def _graph(g: onnx.GraphProto, opsets: dict, values: dict) -> Graph:
