@@ -6,9 +6,8 @@
     python tests/gpu_material.py unpack DIR   (there, before SEAMLESS_CACHE=DIR pytest tests/cuda)
     python tests/gpu_material.py pack-decoders DIR FAMILY...   (only those builder decoders, fp32 and int4: the
                                                window-cache ones, WINDOW_DECODERS, ~37 MiB, travel on their own)
-    python tests/gpu_material.py pack-cuda-builds DIR FAMILY...  (those families' -e cuda fp16 builds with their
-                                               fp32 CPU build, the oracle: ~11 MiB a family; CUDA_BUILD_DECODERS
-                                               for tests/cuda/test_cuda_models.py)
+    python tests/gpu_material.py pack-cuda-builds DIR FAMILY...  (those families' -e cuda builds with their CPU
+                                               build, the oracle: ~11 MiB a dense family; CUDA_BUILD_DECODERS)
 
 MiniLM's weights travel as float16, once for all its exports (they share them), and come back as
 float32: the model keeps its graph and real-weight activations, its weights rounded to float16.
@@ -31,8 +30,10 @@ STATE_DECODERS = ("lfm2moe", "qwen3_5", "qwen3_5_moe")
 # builder decoders with window-sized KV caches (tests/cuda/test_cuda_attention.py)
 WINDOW_DECODERS = ("gptoss", "gemma2", "gemma3")
 # the builder's -e cuda graphs with their own fused ops: Qwen3's Q/K norms inside GroupQueryAttention, Phi-3's
-# LongRoPE If (tests/cuda/test_cuda_models.py)
-CUDA_BUILD_DECODERS = ("qwen3", "phi3")
+# LongRoPE If (tests/cuda/test_cuda_models.py), the MoE families' CUTLASS-prepacked QMoE experts
+# (tests/cuda/test_cuda_moe.py): family -> (its -e cuda build's precision, its oracle's: the -e cpu build's)
+CUDA_BUILD_DECODERS = {"qwen3": ("fp16", "fp32"), "phi3": ("fp16", "fp32"), "lfm2moe": ("int4", "int4"),
+                       "qwen3_5_moe": ("int4", "int4"), "gptoss": ("int4", "int4")}
 
 
 def pack(dest: Path) -> None:
@@ -74,8 +75,8 @@ def pack_decoders(dest: Path, families, report: bool = True) -> None:
 
 
 def pack_cuda_builds(dest: Path, families) -> None:
-    _copy_folders(dest, [d for f in families
-                         for d in (material.genai_model_dir(f, "fp16", "cuda"), material.genai_model_dir(f, "fp32"))])
+    _copy_folders(dest, [material.genai_model_dir(f, precision, ep) for f in families
+                         for precision, ep in zip(CUDA_BUILD_DECODERS[f], ("cuda", "cpu"))])
 
 
 def _copy_folders(dest: Path, folders, report: bool = True) -> None:

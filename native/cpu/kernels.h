@@ -51,6 +51,11 @@ void seamless_lp_norm_f32(const float* x, float* y, size_t rows, size_t cols, in
 void seamless_skip_rmsnorm_f32(const float* x, const float* skip, size_t skip_rows, const float* bias,
                                const float* gamma, float* y, float* sum_out, float* inv_out, size_t rows, size_t cols,
                                float eps, void* par_fn, void* par_ctx);
+/* quantization.c: QMoE experts in CUTLASS's SM80 mixed-GEMM layout (ORT CUDA's weights_prepacked) [experts, k, n /
+ * pack] to the raw [experts, n, k / pack], raw rows [row0, row1) of experts * n; 0, or 1 (a shape or width it does not
+ * take) */
+int seamless_raw_experts(const uint8_t* prepacked, uint8_t* raw, size_t n, size_t k, int bits, size_t row0,
+                         size_t row1);
 void seamless_gather_block_quantized_f32(const uint8_t* data, size_t rows, size_t cols, const int64_t* idx, size_t n,
                                          const float* scales, const uint8_t* zp, size_t bits, size_t bs, float* out);
 /* elementwise.c: QuickGelu x * sigmoid(alpha x) */

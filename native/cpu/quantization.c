@@ -981,3 +981,35 @@ void seamless_gather_block_quantized_f32(const uint8_t* data, size_t rows, size_
   }
   free(q);
 }
+
+/* QMoE expert weights in CUTLASS's SM80 mixed-GEMM layout (what ORT's CUDA QMoE reads for weights_prepacked -1 and 1:
+ * [experts, k, n / pack] bytes) back to the raw layout [experts, n, k / pack] (pack = 8 / bits), raw rows [row0,
+ * row1) of the experts * n. The layout, from the raw element (n, k) on: rows k permuted within groups of 128 / bits for
+ * the tensor cores' fragment loads, the [k, n] grid stored column by column (n-major), 16 / bits columns interleaved per
+ * tile of 64 rows, and the elements of each 32-bit word split into its even then its odd ones; the values are the raw
+ * ones. 0, or 1 (bits other than 4 and 8, k not a multiple of 64 or n of 16 / bits: nothing written). */
+int seamless_raw_experts(const uint8_t* prepacked, uint8_t* raw, size_t n, size_t k, int bits, size_t row0,
+                         size_t row1) {
+  if ((bits != 4 && bits != 8) || k % 64 || n % (size_t)(16 / bits)) return 1;
+  const size_t group = 128 / bits, interleave = 16 / bits, word = 32 / bits, tiles = k / 64;
+  const size_t expert_bytes = n * k * bits / 8;
+  for (size_t r = row0; r < row1; r++) {
+    const uint8_t* pre = prepacked + r / n * expert_bytes;
+    const size_t col = r % n, column_base = (col / interleave * tiles * interleave + col % interleave) * 64;
+    uint8_t* out = raw + r * (k * bits / 8);
+    for (size_t i = 0; i < k; i++) {
+      size_t in_group = i % group, c = in_group / 8, a = in_group % 8 / 2;
+      size_t row = i - in_group + a * (group / 4) + c * 2 + in_group % 2;  /* the fragment-load order */
+      size_t at = column_base + row / 64 * interleave * 64 + row % 64;     /* the interleaved column tiles */
+      size_t q = at % word;
+      at += (q & 1 ? word / 2 + q / 2 : q / 2) - q;                       /* even elements of a word, then odd */
+      if (bits == 8) {
+        out[i] = pre[at];
+      } else {
+        uint8_t v = (uint8_t)((pre[at / 2] >> (at % 2 * 4)) & 15);
+        out[i / 2] = i % 2 ? (uint8_t)(out[i / 2] | v << 4) : v;
+      }
+    }
+  }
+  return 0;
+}

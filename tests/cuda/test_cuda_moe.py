@@ -56,18 +56,20 @@ def test_qmoe_8_bit(monkeypatch):
     _check("QMoE", qmoe_inputs(9, 64, 5, 32, "swiglu", 8, 32), attrs, np.float32)
 
 
-def greedy(sess, steps=24, prompt=16, head_size=64, window=0):
+def greedy(sess, steps=24, prompt=16, head_size=64, window=0, forced=None):
     """Greedy tokens and each step's last logits of a builder decoder with states (LFM2's convolution states,
     Qwen3.5's conv and recurrent states, fed back like the KV caches; Qwen3.5's 3-D position_ids; window: the
-    capacity of the window-sized KV caches of local layers, as onnxruntime-genai allocates them)."""
+    capacity of the window-sized KV caches of local layers, as onnxruntime-genai allocates them); forced: the tokens
+    to feed instead of its own (teacher forcing)."""
     past = {}
     names = {i.name for i in sess.get_inputs()}
     for i in sess.get_inputs():
+        dtype = np.float16 if i.type == "tensor(float16)" else np.float32
         if i.name.startswith("past_key_values"):
             rows = window if i.shape[2] == "past_sliding_length" else 0
-            past[i.name] = np.zeros((1, i.shape[1], rows, head_size), np.float32)
+            past[i.name] = np.zeros((1, i.shape[1], rows, head_size), dtype)
         elif i.name.startswith("past."):
-            past[i.name] = np.zeros((1, *i.shape[1:]), np.float32)
+            past[i.name] = np.zeros((1, *i.shape[1:]), dtype)
     ids = np.random.default_rng(0).integers(0, 1000, (1, prompt)).astype(np.int64)
     tokens, logits, total = [], [], prompt
     for _ in range(steps):
@@ -77,7 +79,7 @@ def greedy(sess, steps=24, prompt=16, head_size=64, window=0):
                                                                          (3, 1, ids.shape[1])))
         out = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feeds)))
         logits.append(out["logits"][0, -1])
-        tokens.append(int(np.argmax(logits[-1])))
+        tokens.append(int(np.argmax(logits[-1])) if forced is None else forced[len(tokens)])
         for name, value in out.items():
             if name.startswith("present."):
                 kv = name.endswith(("key", "value"))
@@ -115,3 +117,37 @@ def decodes_as_stock_in_one_segment(family, precision, capfd, **how):
 @pytest.mark.parametrize("precision", ["fp32", "int4"])
 def test_builder_lfm2moe_decodes_as_one_captured_segment(precision, capfd):
     decodes_as_stock_in_one_segment("lfm2moe", precision, capfd)
+
+
+@needs_gpu
+@pytest.mark.parametrize("family,window", [("lfm2moe", 0), ("qwen3_5_moe", 0), ("gptoss", 16)])
+def test_builder_cuda_int4_moe_build(family, window, capfd):
+    """A builder MoE family's `-e cuda -p int4` graph, its QMoE experts in CUTLASS's layout (the builder's default for
+    CUDA, converted at Compile), greedy on our CUDA EP under capture=auto: every node ours, each decode step one
+    captured segment. The oracle is the `-e cpu -p int4` build of the same checkpoint (the same quantized experts,
+    raw: tests/kernels/test_moe.py) on stock's CPU EP fed our tokens: at every step our token is its best or within a
+    near-tie (float16 activations move a logit by up to ~2e-2 of the logits' scale, as in test_cuda_models.py)."""
+    import onnx
+
+    import material
+    import onnxruntime_ep_seamless as seamless
+    from parity import stock_session
+    from test_cuda_ep import cuda_session
+    cuda, cpu = (material.genai_model_dir(family, "int4", ep) / "model.onnx" for ep in ("cuda", "cpu"))
+    if not cuda.exists() or not cpu.exists():
+        pytest.skip(f"{cuda} or {cpu} missing: run tests/material.py")
+    ours = cuda_session(str(cuda), capture="auto", log_capture="1")
+    report = seamless.assert_ep_selected(ours, device="cuda")
+    assert not report.fallback_nodes, report
+    tokens, _ = greedy(ours, window=window)
+    model = onnx.load(str(cpu))
+    for node in model.graph.node:  # stock's CPU MatMulNBits multiplies int8-quantized activations at level 4
+        for a in node.attribute:
+            if node.op_type == "MatMulNBits" and a.name == "accuracy_level":
+                a.i = 0
+    _, oracle_logits = greedy(stock_session(model), window=window, forced=tokens)
+    for step, (token, logits) in enumerate(zip(tokens, oracle_logits)):
+        gap = float(logits.max() - logits[token])
+        assert gap <= 2e-2 * float(np.max(np.abs(logits))), f"step {step}: ours {token}, the CPU build's best " \
+            f"{int(logits.argmax())} by {gap:.4f}"
+    assert "1 segment(s), 0 seam(s)" in capfd.readouterr().err

@@ -140,3 +140,70 @@ def test_qmoe_float16_and_odd_widths():
                  block_size=16)
     check_node("QMoE", qmoe_inputs(5, 40, 3, 24, "swiglu", 4, 16, dtype=np.float16), attrs, opset=21,
                domain="com.microsoft", const=QMOE_CONST, rtol=2e-3, atol=2e-3)
+
+
+# ---------------------------------------------------------------- QMoE's CUTLASS-prepacked experts (the CUDA EP's)
+
+@pytest.mark.parametrize("bits", [4, 8])
+@pytest.mark.parametrize("n,k", [(256, 256), (128, 512), (96, 320)])
+def test_raw_experts_undoes_the_builders_cutlass_packing(bits, n, k):
+    """kernels/cpu/native.py raw_experts: onnxruntime-genai's builder packs raw QMoE experts [n, k / pack] into
+    CUTLASS's SM80 mixed-GEMM layout [k, n / pack] (what ORT's CUDA QMoE reads); ours gives the raw bytes back."""
+    packer = pytest.importorskip("onnxruntime_genai.models.quantization.cuda_quantizer")
+    from onnxruntime_ep_seamless.kernels.cpu.native import raw_experts
+    pack = 8 // bits
+    raw = rng.integers(0, 256, (3, n, k // pack), dtype=np.uint8)
+    prepacked = np.stack([packer._pack_weights_for_cuda_mixed_gemm(r, n, k, bits).view(np.uint8).reshape(k, n // pack)
+                          for r in raw])
+    np.testing.assert_array_equal(raw_experts(prepacked, n, k, bits), raw)
+
+
+@pytest.mark.parametrize("family", ["lfm2moe", "qwen3_5_moe", "gptoss"])
+def test_cuda_builds_experts_become_the_cpu_builds(family):
+    """The builder's -e cuda int4 MoE decoders ship CUTLASS-prepacked experts (weights_prepacked -1): planned for the
+    CUDA EP (no GPU needed), each QMoE reads constants equal to the -e cpu int4 build's raw experts of the same
+    checkpoint, byte for byte, with weights_prepacked=0."""
+    import material
+    import onnx
+    from onnx import numpy_helper
+    from onnxruntime_ep_seamless.graph.onnx_import import import_path
+    from onnxruntime_ep_seamless.plan.fusion import fuse
+    cuda, cpu = (material.genai_model_dir(family, "int4", ep) / "model.onnx" for ep in ("cuda", "cpu"))
+    if not cuda.exists() or not cpu.exists():
+        pytest.skip("builder decoders missing: run tests/material.py")
+    graph = import_path(str(cuda))
+    raw = {t.name: numpy_helper.to_array(t) for t in onnx.load(str(cpu)).graph.initializer if "experts" in t.name}
+    nodes = [n for n in fuse(graph, graph.outputs, "cuda") if n.op_type == "QMoE"]
+    assert nodes and all(n.attrs["weights_prepacked"] == 0 for n in nodes)
+    for node in nodes:
+        for i in (2, 5):
+            assert node.inputs[i].endswith(".raw")
+            np.testing.assert_array_equal(graph.value(node.inputs[i]).const, raw[node.inputs[i][:-4]])
+
+
+def _qmoe_graph(fc1_shape, fc2_shape, hidden, **attrs):
+    from onnxruntime_ep_seamless.graph.ir import Graph, Node, Value
+    graph = Graph([], {}, ["x"], ["y"])
+    graph.values["x"] = Value("x", 10, ("tokens", hidden))
+    for name, shape in (("fc1", fc1_shape), ("fc2", fc2_shape)):
+        graph.values[name] = Value(name, 2, shape, np.zeros(shape, np.uint8))
+    for name in ("router", "s1", "s2", "y"):
+        graph.values[name] = Value(name, 10, None)
+    node = Node("moe", "QMoE", "com.microsoft", 1, ["x", "router", "fc1", "s1", "", "fc2", "s2"], ["y"],
+                dict(k=2, activation_type="silu", expert_weight_bits=4, **attrs), index=0)
+    return node, graph
+
+
+@pytest.mark.parametrize("fc1,fc2,attrs,expected", [
+    ((8, 128, 64), (8, 256, 32), {}, (False, None)),                     # only raw fits -1: a CPU build, read raw
+    ((8, 256, 64), (8, 128, 128), {}, (True, None)),                     # CUTLASS's layout fits -1: as ORT's CUDA EP
+    ((8, 256, 64), (8, 128, 128), {"weights_prepacked": 0}, (False, None)),  # 0: raw, whatever the shapes
+    ((8, 128, 64), (8, 256, 32), {"weights_prepacked": 1}, (True, "not CUTLASS's layout")),  # 1: a clear decline
+    ((8, 256, 64), (8, 128, 128), {"quant_type": "fp4"}, (False, None)),  # not integer experts: not this layout
+])
+def test_expert_layout_decision(fc1, fc2, attrs, expected):
+    """kernels/cuda/moe.py expert_layout: which layout our CUDA QMoE reads the experts in (hidden 256, inter 128)."""
+    from onnxruntime_ep_seamless.kernels.cuda.moe import expert_layout
+    prepacked, problem = expert_layout(*_qmoe_graph(fc1, fc2, 256, **attrs))
+    assert prepacked == expected[0]
+    assert (problem is None) if expected[1] is None else expected[1] in problem

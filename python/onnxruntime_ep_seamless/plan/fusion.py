@@ -355,8 +355,9 @@ def _user_nodes(graph: Graph, device: str) -> set:
 
 def fuse(graph: Graph, outputs: list[str], device: str = "cpu", enabled: bool = True) -> list[Node]:
     """The graph's nodes after FUSIONS, for a partition whose outputs are `outputs`, on `device`. May add
-    constants to the graph (the transposed weights of Linear and MatMulSwiGLU). enabled=False (the `fusion`
-    option): the nodes as they are."""
+    constants to the graph (the transposed weights of Linear and MatMulSwiGLU; on CUDA, QMoE's CUTLASS-prepacked
+    experts in the raw layout, kernels/cuda/moe.py with_raw_experts). enabled=False (the `fusion` option): the
+    nodes as they are but for those layouts."""
     ctx = FusionContext(graph, set(outputs), device)
     held = _user_nodes(graph, device) if enabled else set()
     originals = {}  # id(stand-in) -> the node a user's kernel runs: no rule matches the stand-in's op type
@@ -367,6 +368,10 @@ def fuse(graph: Graph, outputs: list[str], device: str = "cpu", enabled: bool = 
             originals[id(stand_in)] = n
             n = stand_in
         nodes.append(n)
+    if device == "cuda":  # not a fusion: the layout of weights our kernel reads (with fusion off too)
+        from ..kernels.cuda.moe import with_raw_experts
+        nodes = [with_raw_experts(n, graph) if n.op_type == "QMoE" and n.domain == "com.microsoft" else n
+                 for n in nodes]
     for rules in FUSIONS if enabled else ():
         ctx.walk(nodes)
         for node in nodes:

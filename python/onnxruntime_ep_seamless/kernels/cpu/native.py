@@ -156,6 +156,28 @@ def transpose_2d(x: np.ndarray) -> np.ndarray:
     return y
 
 
+def raw_experts(prepacked: np.ndarray, n: int, k: int, bits: int) -> np.ndarray:
+    """QMoE expert weights [experts, k, n / pack] uint8 in CUTLASS's SM80 mixed-GEMM layout (what ORT's CUDA QMoE
+    reads for weights_prepacked -1 and 1) in the raw layout [experts, n, k / pack], on the machine's cores."""
+    prepacked = c_order(np.asarray(prepacked, np.uint8))
+    experts, pack = prepacked.shape[0], 8 // bits
+    _require(prepacked.size == experts * k * n // pack, f"{prepacked.shape} is not [experts, {k}, {n} / {pack}]")
+    raw = np.empty((experts, n, k // pack), np.uint8)
+    src, dst = ffi.cast("uint8_t*", ffi.from_buffer(prepacked)), ffi.cast("uint8_t*", ffi.from_buffer(raw))
+    rows = experts * n
+    threads = min(os.cpu_count() or 1, 16, max(1, raw.nbytes // TRANSPOSE_SHARE))
+    cuts = [rows * i // threads for i in range(threads)] + [rows]
+    run = lambda r0, r1: lib.seamless_raw_experts(src, dst, n, k, bits, r0, r1)  # noqa: E731
+    if threads > 1:
+        from concurrent.futures import ThreadPoolExecutor
+        with ThreadPoolExecutor(threads) as pool:
+            failed = any(pool.map(run, cuts[:-1], cuts[1:]))
+    else:
+        failed = run(0, rows)
+    _require(not failed, f"no CUTLASS layout of {bits}-bit experts [{k}, {n}] (k a multiple of 64, n of {16 // bits})")
+    return raw
+
+
 def gelu(x: np.ndarray) -> np.ndarray:
     """x/2 (1 + erf(x / sqrt 2)) for float32 x."""
     x = c_order(x)

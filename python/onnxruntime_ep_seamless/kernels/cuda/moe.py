@@ -1,7 +1,10 @@
 """com.microsoft MoE and QMoE on the GPU (native/cuda/moe.cu): the router's choice stays on the device, so a layer is
 no seam; the shapes and checks are the CPU kernels' (kernels/cpu/moe.py)."""
+import dataclasses
+
 import numpy as np
 
+from ...graph.ir import Value
 from ...runtime.cuda_args import struct_arg
 from ..checks import InvalidArgument
 from ..cpu.moe import (check_moe, check_qmoe, moe_geometry, qmoe_geometry, validate_moe, validate_qmoe)
@@ -72,9 +75,60 @@ def moe(rt, stream, x, router_probs, fc1_experts_weights, fc1_experts_bias=None,
                 fc2_experts_bias, tokens, experts, inter, attrs)
 
 
+def expert_layout(node, graph) -> tuple[bool, str | None]:
+    """(whether a QMoE's integer expert weights are in CUTLASS's SM80 mixed-GEMM layout, what keeps us from reading
+    them). ORT's CUDA QMoE reads that layout, fc1 [experts, hidden, rows1 / pack] and fc2 [experts, inter, hidden /
+    pack], for weights_prepacked 1 and -1 (its default: the builder's -e cuda models), the raw one (the CPU EP's) for
+    0. Ours reads the raw one (with_raw_experts converts at Compile); with -1 it takes a model's weights as raw where
+    CUTLASS's layout does not fit their shapes (a model built for the CPU EP, which stock's CUDA EP refuses)."""
+    attrs = node.attrs
+    mode = attrs.get("weights_prepacked", -1)
+    if attrs.get("quant_type", "int") != "int" or mode == 0:
+        return False, None
+    bits, rows1 = attrs.get("expert_weight_bits", 4), 2 if attrs.get("activation_type") == "swiglu" else 1
+    pack = 8 // bits if bits in (2, 4, 8) else 1
+    fc1, fc2 = (graph.value(node.inputs[i]) if len(node.inputs) > i and node.inputs[i] else None for i in (2, 5))
+    shapes = [tuple(v.shape or ()) if v is not None else () for v in (fc1, fc2)]
+    if any(len(s) != 3 or not all(isinstance(d, int) for d in s) for s in shapes):
+        return mode == 1, "weights_prepacked=1 with expert weights of unknown shapes" if mode == 1 else None
+    (experts, hidden, cols1), (_, inter, cols2) = shapes
+    x_shape = graph.value(node.inputs[0]).shape or (None,)
+    fits = (bits in (4, 8) and cols1 * pack == rows1 * inter and cols2 * pack == hidden and hidden % 64 == 0 and
+            inter % 64 == 0 and rows1 * inter % (16 // bits) == 0 and hidden % (16 // bits) == 0 and
+            (x_shape[-1] == hidden or not isinstance(x_shape[-1], int)))
+    if mode == -1 and not fits:
+        return False, None
+    if not fits:
+        return True, (f"weights_prepacked=1: expert weights {shapes[0]} and {shapes[1]} are not CUTLASS's layout of "
+                      f"{bits}-bit experts (fc1 [experts, hidden, rows / pack], fc2 [experts, inter, hidden / pack], "
+                      "4 or 8 bits, hidden and inter multiples of 64)")
+    if fc1.const is None or fc2.const is None:
+        return True, "CUTLASS-prepacked expert weights (weights_prepacked) that are not initializers"
+    return True, None
+
+
+def with_raw_experts(node, graph):
+    """The QMoE node reading its expert weights in the raw layout: CUTLASS-prepacked ones (expert_layout) converted
+    into constants added to the graph, once per weights the graph holds."""
+    prepacked, problem = expert_layout(node, graph)
+    if not prepacked or problem:
+        return node
+    from ..cpu.native import raw_experts
+    inputs, bits = list(node.inputs), node.attrs.get("expert_weight_bits", 4)
+    for i in (2, 5):
+        name = f"{inputs[i]}.raw"
+        if name not in graph.values:
+            held = graph.value(inputs[i])
+            experts, k, cols = held.const.shape
+            raw = raw_experts(held.const, cols * 8 // bits, k, bits)
+            graph.values[name] = Value(name, held.elem_type, raw.shape, raw)
+        inputs[i] = name
+    return dataclasses.replace(node, inputs=inputs, attrs={**node.attrs, "weights_prepacked": 0})
+
+
 def _check_qmoe_cuda(node, graph):
     return check_qmoe(node, graph) or ("router_weights is not supported on CUDA" if node.inputs[14:15] and
-                                       node.inputs[14] else None)
+                                       node.inputs[14] else None) or expert_layout(node, graph)[1]
 
 
 @kernel("QMoE", domain="com.microsoft", types=TYPES, device="cuda", check=_check_qmoe_cuda,
