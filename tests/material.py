@@ -307,6 +307,15 @@ GENAI_FAMILIES["gptoss"] = ("GptOss", dict(head_dim=64, num_local_experts=4, num
 GENAI_FAMILIES["granitemoehybrid"] = ("GraniteMoeHybrid", dict(shared_intermediate_size=512, num_local_experts=4,
                                                               num_experts_per_tok=2, layer_types=["attention"] * 2,
                                                               eos_token_id=0, pad_token_id=0, bos_token_id=0))
+# Families the builder exports for the CUDA EP only, int4 whatever -p and -e say: PhiMoE (Phi-3.5-MoE: QMoE with FC3
+# gating and the sparse mixer, 2 of 8 experts; LongRoPE's If)
+GENAI_CUDA_FAMILIES = {
+    "phimoe": ("Phimoe", dict(num_local_experts=8, num_experts_per_tok=2, eos_token_id=1023, pad_token_id=1023,
+                              bos_token_id=1023, rope_scaling=dict(
+                                  type="longrope", rope_type="longrope", original_max_position_embeddings=32,
+                                  short_factor=[1.0 + i / 32 for i in range(32)],
+                                  long_factor=[2.0 + i / 16 for i in range(32)], short_mscale=1.2, long_mscale=1.2))),
+}
 _TEXT_CONFIGS = {"gemma3": "Gemma3TextConfig"}  # Gemma3Config is the multimodal model's
 # Families the builder takes only as a vision-language checkpoint (it exports the text model): a tiny vision tower
 _VISION_TOWERS = {"qwen3_5": dict(depth=1, hidden_size=32, intermediate_size=64, num_heads=2, patch_size=16,
@@ -368,7 +377,8 @@ def _train_tokenizer(out: Path) -> None:
 def _random_checkpoint(arch: str, config: dict, out: Path, seed: int = 0) -> None:
     import torch
     import transformers
-    prefix = {"qwen2": "Qwen2", "llama": "Llama", **{name: p for name, (p, _) in GENAI_FAMILIES.items()}}[arch]
+    prefix = {"qwen2": "Qwen2", "llama": "Llama",
+              **{name: p for name, (p, _) in {**GENAI_FAMILIES, **GENAI_CUDA_FAMILIES}.items()}}[arch]
     if arch in _VISION_TOWERS:
         model_cls = getattr(transformers, f"{prefix}ForConditionalGeneration")
         cfg = getattr(transformers, f"{prefix}Config")(
@@ -408,12 +418,18 @@ def _add_mxfp4_experts(out: Path, config: dict, seed: int) -> None:
 
 
 def builder_main(args: list) -> None:
-    """onnxruntime-genai's model builder with `args`, reading a Gemma 3 config as transformers 4 wrote it: transformers
-    5 keeps a rope_parameters per layer type, the builder 0.18's Gemma3Model a flat one and rope_local_base_freq."""
+    """onnxruntime-genai's model builder with `args`, reading transformers 5 checkpoints as transformers 4 wrote them:
+    a Gemma 3 config (transformers 5 keeps a rope_parameters per layer type, the builder 0.18's Gemma3Model a flat one
+    and rope_local_base_freq) and PhiMoE (class spelled Phimoe; its router and fused experts in `mlp`, which the
+    builder reads as block_sparse_moe's gate and per-expert w1/w2/w3; its LongRoPE set-up is Phi-3's). The builder
+    exports PhiMoE for CUDA only, int4."""
     import runpy
     import sys
+    from types import SimpleNamespace
 
+    import onnxruntime_genai.models  # noqa: F401 (puts the builder's `builders` package on sys.path)
     import transformers
+    from builders import phi
     load = transformers.AutoConfig.from_pretrained.__func__
 
     def from_pretrained(cls, *a, **kw):
@@ -422,8 +438,21 @@ def builder_main(args: list) -> None:
         if getattr(config, "model_type", "") == "gemma3_text" and isinstance(rope, dict) and "full_attention" in rope:
             config.rope_local_base_freq = rope["sliding_attention"]["rope_theta"]
             config.rope_parameters = dict(rope["full_attention"])
+        if getattr(config, "architectures", None) == ["PhimoeForCausalLM"]:
+            config.architectures = ["PhiMoEForCausalLM"]
         return config
     transformers.AutoConfig.from_pretrained = classmethod(from_pretrained)
+
+    def phimoe_block(self, layer_id, layer):
+        experts, inter = layer.mlp.experts, layer.mlp.experts.intermediate_dim
+        # the builder quantizes w.weight.T as a [out, in] matrix (as if w.weight were [in, out]): handed transposed,
+        # its export is what ORT's CUDA QMoE reads (fc1 [experts, hidden, inter / 2] ...)
+        linear = lambda w: SimpleNamespace(weight=w.T)  # noqa: E731
+        return SimpleNamespace(gate=layer.mlp.router, experts=[
+            SimpleNamespace(w1=linear(gate_up[:inter]), w3=linear(gate_up[inter:]), w2=linear(down))
+            for gate_up, down in zip(experts.gate_up_proj.data, experts.down_proj.data)])
+    phi.Phi3MoELongRoPEModel.get_moe_module = phimoe_block
+    phi.Phi3MoELongRoPEModel.make_rope_init = phi.Phi3MiniLongRoPEModel.make_rope_init
     sys.argv = ["builder", *args]
     runpy.run_module("onnxruntime_genai.models.builder", run_name="__main__")
 
@@ -490,10 +519,12 @@ GENAI_FAMILY_CUDA_PRECISIONS = ("fp16", "int4")
 
 def prepare_genai_families() -> None:
     """GENAI_FAMILIES, tiny, at fp32 and int4 for the CPU EP (genai_model_dir(family, precision)), and at fp16 and
-    int4 for the CUDA EP (genai_model_dir(family, precision, "cuda"))."""
+    int4 for the CUDA EP (genai_model_dir(family, precision, "cuda")); GENAI_CUDA_FAMILIES at int4 for CUDA."""
     builds = [(p, "cpu") for p in GENAI_FAMILY_PRECISIONS] + [(p, "cuda") for p in GENAI_FAMILY_CUDA_PRECISIONS]
-    for family, (_, extra) in GENAI_FAMILIES.items():
-        for precision, ep in builds:
+    families = [(f, extra, builds) for f, (_, extra) in GENAI_FAMILIES.items()] + \
+        [(f, extra, [("int4", "cuda")]) for f, (_, extra) in GENAI_CUDA_FAMILIES.items()]
+    for family, extra, family_builds in families:
+        for precision, ep in family_builds:
             out = genai_model_dir(family, precision, ep)
             if (out / "model.onnx").exists():
                 continue

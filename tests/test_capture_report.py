@@ -45,11 +45,13 @@ def test_builder_moe_decoder_is_one_segment(precision):
     assert len(experts) == 2 and all(s.on_gpu and s.kdef.device == "cuda" for s in experts)
 
 
-@pytest.mark.parametrize("family", list(material.GENAI_FAMILIES))
-@pytest.mark.parametrize("precision", material.GENAI_FAMILY_CUDA_PRECISIONS)
+@pytest.mark.parametrize("family,precision", [(f, p) for f in material.GENAI_FAMILIES
+                                              for p in material.GENAI_FAMILY_CUDA_PRECISIONS] +
+                         [(f, "int4") for f in material.GENAI_CUDA_FAMILIES])
 def test_every_builder_family_for_cuda_is_claimed_whole_in_one_segment(family, precision):
     """The builder's -e cuda graph of every family (its fused ops: Qwen3's and Gemma 3's Q/K norms inside
-    GroupQueryAttention, ...): every node claimed by the CUDA EP, a run one captured segment."""
+    GroupQueryAttention, the MoE families' CUTLASS-prepacked QMoE experts, PhiMoE's FC3 gating and sparse mixer,
+    ...): every node claimed by the CUDA EP, a run one captured segment."""
     import onnx
     path = material.genai_model_dir(family, precision, "cuda") / "model.onnx"
     if not path.exists():

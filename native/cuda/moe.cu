@@ -118,6 +118,42 @@ __device__ void route(int64_t tokens, int64_t experts, int64_t k, int qmoe, int 
   }
 }
 
+// A warp per token, k = 2 (validated at Compile): Phi-3.5-MoE's sparse mixer as ORT's CUDA kernels route. Slot 0 is the
+// largest logit (ties to the lower expert), weighted by the softmax over the logits it does not mask, those within
+// 2 jitter_eps of it relative to max(|logit|, it); slot 1 the same among the experts but slot 0's.
+template <typename T>
+__device__ void route_sparse_mixer(int64_t tokens, int64_t experts, const T* router, int32_t* chosen, float* weights) {
+  const float jitter_eps = 0.01f;
+  const int lane = threadIdx.x & 31, n = (int)experts;
+  GRID_LOOP(i, tokens * 32) {
+    const int64_t t = i / 32;
+    const T* logits = router + t * experts;
+    int first = -1;
+    for (int s = 0; s < 2; s++) {
+      float key = 0.0f;
+      int best = -1;
+      for (int e = lane; e < n; e += 32)
+        if (e != first && better(ld(logits + e), e, key, best, 0)) { key = ld(logits + e); best = e; }
+      for (int off = 16; off > 0; off >>= 1) {
+        const float other_key = __shfl_xor_sync(0xffffffff, key, off);
+        const int other = __shfl_xor_sync(0xffffffff, best, off);
+        if (better(other_key, other, key, best, 0)) { key = other_key; best = other; }
+      }
+      float sum = 0.0f;
+      for (int e = lane; e < n; e += 32) {
+        const float v = ld(logits + e);
+        if (e != first && !(key - v > 2.0f * jitter_eps * fmaxf(fabsf(v), key))) sum += expf(v - key);
+      }
+      sum = warp_sum(sum);
+      if (lane == 0) {
+        chosen[t * 2 + s] = best;
+        weights[t * 2 + s] = 1.0f / sum;
+      }
+      first = best;
+    }
+  }
+}
+
 __device__ __forceinline__ bool runs(int qmoe, float w) { return !qmoe || w > 1e-8f; }
 
 // A warp per (token, slot, row): h[t, s, r] = fc1[e] row r . x[t] (+ bias), float32.
@@ -134,9 +170,10 @@ __device__ void up(int64_t tokens, int64_t k, int qmoe, MoeWeights g, const int3
   }
 }
 
-// act[t, s, m] from h[t, s, :]: 0 relu, 1 silu, 2 swiglu (interleaved), 3 identity, 4 gelu (tanh).
+// act[t, s, m] from h[t, s, :]: 0 relu, 1 silu, 2 swiglu (interleaved), 3 identity, 4 gelu (tanh); times
+// gate[t, s, m] (FC3's product) where there is one.
 __device__ void activate(int64_t n, int64_t inter, int activation, float alpha, float beta, int has_limit,
-                         float limit, const float* h, float* act) {
+                         float limit, const float* h, const float* gate, float* act) {
   GRID_LOOP(i, n) {
     const int64_t ts = i / inter, m = i % inter;
     float v;
@@ -150,7 +187,7 @@ __device__ void activate(int64_t n, int64_t inter, int activation, float alpha, 
       v = activation == 0 ? fmaxf(x, 0.0f) : activation == 1 ? x / (1.0f + expf(-x))
           : activation == 4 ? 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x))) : x;
     }
-    act[i] = v;
+    act[i] = gate ? v * gate[i] : v;
   }
 }
 
@@ -188,6 +225,11 @@ __device__ void down(int64_t tokens, int64_t k, int qmoe, MoeWeights g, const in
     dependent_launch();                                                                                                \
     moe::route(tokens, experts, k, qmoe, normalize, router, chosen, weights);                                          \
   }                                                                                                                    \
+  extern "C" __global__ void seamless_moe_route_sparse_mixer_##S(int64_t tokens, int64_t experts, const T* router,    \
+                                                                 int32_t* chosen, float* weights) {                    \
+    dependent_launch();                                                                                                \
+    moe::route_sparse_mixer(tokens, experts, router, chosen, weights);                                                 \
+  }                                                                                                                    \
   extern "C" __global__ void seamless_moe_up_##S(int64_t tokens, int64_t k, int qmoe, MoeWeights g,                 \
                                                  const int32_t* chosen, const float* weights, const T* x, const T* w, \
                                                  const uint8_t* q, const T* scale, const uint8_t* zp, const T* bias,  \
@@ -206,7 +248,8 @@ FOR_FLOATS(MOE_KERNELS)
 #undef MOE_KERNELS
 
 extern "C" __global__ void seamless_moe_activate(int64_t n, int64_t inter, int activation, float alpha, float beta,
-                                                 int has_limit, float limit, const float* h, float* act) {
+                                                 int has_limit, float limit, const float* h, const float* gate,
+                                                 float* act) {
   dependent_launch();
-  moe::activate(n, inter, activation, alpha, beta, has_limit, limit, h, act);
+  moe::activate(n, inter, activation, alpha, beta, has_limit, limit, h, gate, act);
 }

@@ -4,7 +4,7 @@ and the CPU kernels' parity cases are tests/kernels/test_moe.py's."""
 import numpy as np
 import pytest
 
-from kernels.test_moe import moe_inputs, qmoe_inputs
+from kernels.test_moe import moe_inputs, moe_reference, qmoe_inputs, quantized
 from test_cuda_ep import DEVICES, PROBLEM
 
 needs_gpu = pytest.mark.skipif(not DEVICES, reason=f"no NVIDIA GPU for the CUDA EP ({PROBLEM or 'none found'})")
@@ -151,3 +151,42 @@ def test_builder_cuda_int4_moe_build(family, window, capfd):
         assert gap <= 2e-2 * float(np.max(np.abs(logits))), f"step {step}: ours {token}, the CPU build's best " \
             f"{int(logits.argmax())} by {gap:.4f}"
     assert "1 segment(s), 0 seam(s)" in capfd.readouterr().err
+
+
+def _dequantized(q, scales, bits, block, cols):
+    """float64 [experts, rows, cols] of QMoE's packed weights (the lowest bits first, no zero points: 2^(bits-1))."""
+    values = np.stack([(q >> (j * bits)) & (2 ** bits - 1) for j in range(8 // bits)], -1).reshape(*q.shape[:2], -1)
+    values = values.astype(np.float64)
+    return np.repeat(scales.astype(np.float64), block, axis=2)[..., :cols] * (values[..., :cols] - 2 ** (bits - 1))
+
+
+@needs_gpu
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("op", ["MoE", "QMoE"])
+@pytest.mark.parametrize("sparse_mixer,fc3", [(1, True), (1, False), (0, True)])
+def test_sparse_mixer_and_fc3_gating(op, sparse_mixer, fc3, dtype):
+    """Phi-3.5-MoE's routing and its separate up projection (FC3: act(fc1 . x) * (fc3 . x)), which ORT's CUDA kernels
+    have and its CPU EP not, against the float64 reference from the spec (tests/kernels/test_moe.py, its routing
+    checked against transformers' PhiMoE): 4-bit block-wise experts, biases on MoE."""
+    from test_cuda_ep import run_on_cuda
+    from parity import node_model
+    tokens, hidden, experts, inter, bits, block = 13, 64, 8, 32, 4, 32
+    attrs = dict(k=2, activation_type="silu", use_sparse_mixer=sparse_mixer)
+    if op == "MoE":
+        x, router, fc1, b1, fc2, b2 = moe_inputs(tokens, hidden, experts, inter, "silu", dtype=dtype)
+        fc3_, b3 = moe_inputs(tokens, hidden, experts, inter, "silu", dtype=dtype)[2:4] if fc3 else (None, None)
+        inputs = [x, router, fc1, b1, fc2, b2] + ([fc3_, b3] if fc3 else [])
+        floats = [None if a is None else a.astype(np.float64) for a in (fc1, fc2, fc3_, b1, b2, b3)]
+    else:
+        x, router, q1, s1, _, q2, s2, *_ = qmoe_inputs(tokens, hidden, experts, inter, "silu", bits, block,
+                                                       bias=False, dtype=dtype)
+        q3, s3, _ = quantized(experts, inter, hidden, bits, block, False)
+        inputs = [x, router, q1, s1, None, q2, s2, None] + ([q3, s3.astype(dtype)] if fc3 else [])
+        attrs.update(expert_weight_bits=bits, block_size=block, weights_prepacked=0)
+        floats = [_dequantized(q, s, bits, block, cols) for q, s, cols in ((q1, s1, hidden), (q2, s2, inter))] + \
+            [_dequantized(q3, s3.astype(dtype), bits, block, hidden) if fc3 else None, None, None, None]
+    model, feeds = node_model(op, inputs, attrs, 21, [dtype], domain="com.microsoft")
+    (y,) = run_on_cuda(model, feeds)
+    expected = moe_reference(x, router, *floats, "silu", sparse_mixer, 2, qmoe=op == "QMoE")
+    tol = 1e-4 if dtype == np.float32 else 3e-3
+    np.testing.assert_allclose(y.astype(np.float64), expected, rtol=tol, atol=tol * np.abs(expected).max())

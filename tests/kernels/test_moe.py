@@ -207,3 +207,75 @@ def test_expert_layout_decision(fc1, fc2, attrs, expected):
     prepacked, problem = expert_layout(*_qmoe_graph(fc1, fc2, 256, **attrs))
     assert prepacked == expected[0]
     assert (problem is None) if expected[1] is None else expected[1] in problem
+
+
+# ---------------------------------------------------------------- the sparse mixer and FC3 gating (the CUDA EP's)
+
+def sparse_mixer_reference(logits, jitter_eps=0.01):
+    """(chosen, weights) [tokens, 2], float64, from the spec (Phi-3.5-MoE's sparse mixer as ORT's CUDA QMoE routes):
+    slot 0 the largest logit, weighted by the softmax over the logits within 2 jitter_eps of it relative to
+    max(|logit|, it), the others masked; slot 1 the largest of the rest, the same among all but slot 0's expert."""
+    logits = np.asarray(logits, np.float64)
+    chosen, weights = np.zeros((len(logits), 2), np.int64), np.zeros((len(logits), 2))
+    for t, row in enumerate(logits):
+        left = np.ones(len(row), bool)
+        for s in range(2):
+            best = int(np.flatnonzero(left)[np.argmax(row[left])])
+            top = row[best]
+            kept = left & ~(top - row > 2 * jitter_eps * np.maximum(np.abs(row), top))
+            chosen[t, s], weights[t, s] = best, 1.0 / np.exp(row[kept] - top).sum()
+            left[best] = False
+    return chosen, weights
+
+
+def moe_reference(x, logits, fc1, fc2, fc3, b1, b2, b3, act, sparse_mixer, k, qmoe=False):
+    """float64 MoE with FC3 gating: sum over the routes of weight * (fc2 . (act(fc1 . x + b1) * (fc3 . x + b3)) + b2);
+    fc*: float experts [experts, out, in]. Routes: the sparse mixer's, else the k largest logits weighted by the
+    softmax over all (MoE) or over those k (QMoE)."""
+    x, logits = (np.asarray(a, np.float64) for a in (x, logits))
+    if sparse_mixer:
+        chosen, weights = sparse_mixer_reference(logits)
+    else:
+        chosen = np.argsort(-logits, axis=1, kind="stable")[:, :k]
+        picked = np.take_along_axis(logits, chosen, axis=1) if qmoe else logits
+        e = np.exp(picked - picked.max(axis=1, keepdims=True))
+        weights = np.take_along_axis(e / e.sum(axis=1, keepdims=True), np.arange(k)[None] if qmoe else chosen,
+                                     axis=1)
+    activations = {"silu": lambda h: h / (1 + np.exp(-h)), "relu": lambda h: np.maximum(h, 0), "identity": lambda h: h}
+    y = np.zeros_like(x)
+    for t in range(len(x)):
+        for e, w in zip(chosen[t], weights[t]):
+            h = activations[act](fc1[e] @ x[t] + (b1[e] if b1 is not None else 0))
+            if fc3 is not None:
+                h = h * (fc3[e] @ x[t] + (b3[e] if b3 is not None else 0))
+            y[t] += w * (fc2[e] @ h + (b2[e] if b2 is not None else 0))
+    return y
+
+
+def test_sparse_mixer_reference_is_transformers_phimoe():
+    """The reference routing (above) against transformers' Phi-3.5-MoE router in eval mode, ties of the two largest
+    logits and logits inside the jitter band included."""
+    torch = pytest.importorskip("torch")
+    phimoe = pytest.importorskip("transformers.models.phimoe.modeling_phimoe")
+    logits = rng.standard_normal((64, 8))
+    logits[:8, 3] = logits[:8].max(axis=1) * (1 - 0.005)  # inside the band of the largest
+    logits[8:12, 5] = logits[8:12, 2]  # a tie (not the largest)
+    weights, experts = phimoe.sparsemixer(torch.tensor(logits), jitter_eps=0.01, training=False, top_k=2)
+    chosen, ours = sparse_mixer_reference(logits)
+    np.testing.assert_array_equal(chosen, experts.numpy())
+    np.testing.assert_allclose(ours, weights.numpy(), rtol=1e-12)
+
+
+def test_the_cpu_ep_leaves_the_sparse_mixer_and_fc3_to_stock():
+    """Stock's CPU MoE ignores use_sparse_mixer (plain top-k) and refuses FC3: our CPU EP declines both, so the
+    node is stock's (its answer, its error)."""
+    from onnxruntime_ep_seamless.graph.onnx_import import import_model
+    from onnxruntime_ep_seamless.kernels.registry import lookup
+    from parity import node_model
+    inputs = moe_inputs(3, 16, 8, 8, "silu")
+    for attrs, fc3, reason in (({"use_sparse_mixer": 1}, False, "ignores it"), ({}, True, "FC3")):
+        model, _ = node_model("MoE", inputs + ([inputs[2].copy()] if fc3 else []),
+                              dict(k=2, activation_type="silu", **attrs), 21, [np.float32], domain="com.microsoft")
+        graph = import_model(model)
+        kdef, why = lookup(graph.nodes[0], graph, "cpu")
+        assert kdef is None and reason in why

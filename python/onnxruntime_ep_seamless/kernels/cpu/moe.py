@@ -14,21 +14,25 @@ _QMOE_ACTIVATIONS = _ACTIVATIONS + ("gelu",)
 QMOE_MIN_WEIGHT = 1e-8  # stock's QMoE runs a route only when its weight is above this
 
 
-def _declined_attributes(attrs, activations):
-    """What MoE and QMoE both decline: other activations, the sparse mixer, CUDA's limit after the activation."""
-    if attrs.get("activation_type", "relu") not in activations:
-        return f"activation_type {attrs['activation_type']!r} is not one of {', '.join(activations)}"
-    if attrs.get("use_sparse_mixer", 0):
-        return "use_sparse_mixer=1 is not supported"
+def _declined(attrs, activations, fc3: bool, cuda: bool):
+    """What MoE and QMoE decline: other activations, CUDA's limit after the activation; on the CPU FC3 gating (stock's
+    CPU EP refuses it) and the sparse mixer (stock's CPU EP routes such a node by plain top-k: it ignores the
+    attribute, so stock runs it); separate FC3 weights with the fused SwiGLU (which has its own)."""
+    act = attrs.get("activation_type", "relu")
+    if act not in activations:
+        return f"activation_type {act!r} is not one of {', '.join(activations)}"
+    if fc3 and (not cuda or act == "swiglu"):
+        return "separate fc3 weights are CUDA's, without the fused SwiGLU" if cuda else \
+            "FC3 gating is not supported (nor is it on stock's CPU EP)"
+    if attrs.get("use_sparse_mixer", 0) and not cuda:
+        return "use_sparse_mixer=1: stock's CPU EP ignores it (plain top-k routing), so it runs the node"
     if attrs.get("swiglu_limit_after_activation", 0):
-        return "swiglu_limit_after_activation=1 is CUDA's"
+        return "swiglu_limit_after_activation=1 is not supported"
     return None
 
 
-def check_moe(node, graph):
-    if any(node.inputs[6:8]):
-        return "separate fc3 weights are not supported"
-    return _declined_attributes(node.attrs, _ACTIVATIONS)
+def check_moe(node, graph, cuda=False):
+    return _declined(node.attrs, _ACTIVATIONS, any(node.inputs[6:8]), cuda)
 
 
 def validate_moe(node, graph):
@@ -39,7 +43,7 @@ def validate_moe(node, graph):
         raise ValueError("CPU MoE only supports interleaved SwiGLU format. Please set swiglu_fusion=1.")
 
 
-def _expect(name: str, array, shape: tuple) -> None:
+def expect(name: str, array, shape: tuple) -> None:
     if array is not None and tuple(array.shape) != shape:
         braces = lambda dims: "{" + ",".join(str(d) for d in dims) + "}"
         raise InvalidArgument(f"Input '{name}' is expected to have shape {braces(shape)}, got {braces(array.shape)}")
@@ -54,11 +58,11 @@ def moe_geometry(x, router_probs, fc1, fc1_bias, fc2, fc2_bias, fusion: int, k: 
         raise InvalidArgument(f"MoE: input {tuple(x.shape)}, router_probs {tuple(router_probs.shape)} and "
                               f"fc2_experts_weights {tuple(fc2.shape)} must be 2-D or 3-D, 2-D and 3-D")
     experts, inter = router_probs.shape[1], fc2.shape[2]
-    _expect("router_probs", router_probs, (tokens, experts))
-    _expect("fc1_experts_weights", fc1, (experts, fusion * inter, hidden))
-    _expect("fc1_experts_bias", fc1_bias, (experts, fusion * inter))
-    _expect("fc2_experts_weights", fc2, (experts, hidden, inter))
-    _expect("fc2_experts_bias", fc2_bias, (experts, hidden))
+    expect("router_probs", router_probs, (tokens, experts))
+    expect("fc1_experts_weights", fc1, (experts, fusion * inter, hidden))
+    expect("fc1_experts_bias", fc1_bias, (experts, fusion * inter))
+    expect("fc2_experts_weights", fc2, (experts, hidden, inter))
+    expect("fc2_experts_bias", fc2_bias, (experts, hidden))
     if k > experts:
         raise ValueError(f"MoE attribute 'k' must be <= num_experts; got k={k}, num_experts={experts}")
     return tokens, experts, inter
@@ -120,15 +124,13 @@ def moe(x, router_probs, fc1_experts_weights, fc1_experts_bias=None, fc2_experts
 
 # ---------------------------------------------------------------- QMoE
 
-def check_qmoe(node, graph):
+def check_qmoe(node, graph, cuda=False):
     attrs = node.attrs
     if attrs.get("quant_type", "int") != "int":
         return f"quant_type {attrs['quant_type']!r} (only integer weights)"
-    if any(node.inputs[8:11]):
-        return "FC3 gating is not supported (nor is it on stock's CPU EP)"
     if any(node.inputs[15:]):
         return "global, activation and block activation scales (FP4/FP8 modes) are not supported"
-    return _declined_attributes(attrs, _QMOE_ACTIVATIONS)
+    return _declined(attrs, _QMOE_ACTIVATIONS, any(node.inputs[8:11]) or any(node.inputs[13:14]), cuda)
 
 
 def validate_qmoe(node, graph):
@@ -150,14 +152,14 @@ def validate_qmoe(node, graph):
 def quantized_layout(name, q, scales, zero_points, bits, block_size, blockwise, experts, rows, cols) -> int:
     """The cols a scale covers in one FC's QMoE weights, after stock's shape checks (anything with a shape)."""
     pack = 8 // bits
-    _expect(f"{name}_experts_weights", q, (experts, rows, -(-cols // pack)))
+    expect(f"{name}_experts_weights", q, (experts, rows, -(-cols // pack)))
     blocks = -(-cols // block_size) if blockwise else 1
     if blockwise:
-        _expect(f"{name}_scales", scales, (experts, rows, blocks))
+        expect(f"{name}_scales", scales, (experts, rows, blocks))
     elif tuple(scales.shape) not in ((experts, rows), (experts, rows, 1)):
-        _expect(f"{name}_scales", scales, (experts, rows))
+        expect(f"{name}_scales", scales, (experts, rows))
     if zero_points is not None:
-        _expect(f"{name}_zero_points", zero_points,
+        expect(f"{name}_zero_points", zero_points,
                 (experts, rows, -(-blocks // pack)) if blockwise else (experts, -(-rows // pack)))
     return block_size if blockwise else cols
 
@@ -209,9 +211,9 @@ def qmoe_geometry(x, router_probs, fc1, fc1_scales, fc1_bias, fc2, fc2_scales, f
                               f"fc1_experts_weights {tuple(fc1.shape)} and fc2_experts_weights {tuple(fc2.shape)} "
                               "must be 2-D or 3-D, 2-D, 3-D and 3-D")
     experts, inter = router_probs.shape[1], fc2.shape[2] * pack
-    _expect("router_probs", router_probs, (tokens, experts))
-    _expect("fc1_experts_bias", fc1_bias, (experts, fusion * inter))
-    _expect("fc2_experts_bias", fc2_bias, (experts, hidden))
+    expect("router_probs", router_probs, (tokens, experts))
+    expect("fc1_experts_bias", fc1_bias, (experts, fusion * inter))
+    expect("fc2_experts_bias", fc2_bias, (experts, hidden))
     if k > experts:
         raise ValueError(f"QMoE attribute 'k' must be <= num_experts; got k={k}, num_experts={experts}")
     for name, scales in (("fc1", fc1_scales), ("fc2", fc2_scales)):
@@ -266,7 +268,7 @@ def qmoe(x, router_probs, fc1_experts_weights, fc1_scales=None, fc1_experts_bias
     fc1, fc2 = quantized_experts(fc1_experts_weights, fc1_scales, fc2_experts_weights, fc2_scales, zero_points,
                                  expert_weight_bits, blocks, experts, inter, x.shape[-1], fusion)
     if router_weights is not None:
-        _expect("router_weights", router_weights, (tokens, experts))
+        expect("router_weights", router_weights, (tokens, experts))
     rows = x.reshape(tokens, x.shape[-1]).astype(np.float32)
     top, weights = qmoe_routes(router_probs.astype(np.float32), k, router_weights, normalize_routing_weights)
     out = _experts(rows, top, weights, weights > QMOE_MIN_WEIGHT, fc1.dequantized, fc1_experts_bias,

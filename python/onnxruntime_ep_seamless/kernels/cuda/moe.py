@@ -1,13 +1,15 @@
 """com.microsoft MoE and QMoE on the GPU (native/cuda/moe.cu): the router's choice stays on the device, so a layer is
 no seam; the shapes and checks are the CPU kernels' (kernels/cpu/moe.py)."""
 import dataclasses
+import functools
 
 import numpy as np
 
 from ...graph.ir import Value
 from ...runtime.cuda_args import struct_arg
 from ..checks import InvalidArgument
-from ..cpu.moe import (check_moe, check_qmoe, moe_geometry, qmoe_geometry, validate_moe, validate_qmoe)
+from ..cpu.moe import (check_moe, check_qmoe, expect, moe_geometry, qmoe_geometry, quantized_layout,
+                       validate_moe, validate_qmoe)
 from ..cpu.steps import MOE_ACTIVATIONS
 from ..registry import kernel
 from .elementwise import SUFFIX, Scratch
@@ -26,53 +28,84 @@ def _weights(rows, cols, block, bits, zp_blockwise) -> tuple:
                       block_shift=shift)
 
 
-def _run(rt, stream, x, router, fc1, fc2, b1, b2, tokens, experts, inter, attrs, qmoe=None):
-    """qmoe: ((scales, zero points, block) of fc1, of fc2, bits)."""
+def _run(rt, stream, x, router, fcs, tokens, experts, inter, attrs, bits=None):
+    """fcs: "fc1", "fc2" and (FC3 gating) "fc3" -> (weights, bias, QMoE's (scales, zero points, block) or None);
+    bits: QMoE's."""
     act, k = attrs["activation_type"], attrs["k"]
     rows1, hidden, suffix = (2 if act == "swiglu" else 1) * inter, x.shape[-1], SUFFIX[x.dtype]
     s = Scratch(rt, x)
+    f32 = np.dtype(np.float32)
     chosen = s(rt.alloc((tokens, k), np.dtype(np.int32)))
-    weights = s(rt.alloc((tokens, k), np.dtype(np.float32)))
-    h = s(rt.alloc((tokens, k, rows1), np.dtype(np.float32)))
-    activated = s(rt.alloc((tokens, k, inter), np.dtype(np.float32)))
+    weights = s(rt.alloc((tokens, k), f32))
+    h = s(rt.alloc((tokens, k, rows1), f32))
+    gate = s(rt.alloc((tokens, k, inter), f32)) if "fc3" in fcs else None
+    activated = s(rt.alloc((tokens, k, inter), f32))
     y = rt.alloc(x.shape, x.dtype)
     if experts > MAX_EXPERTS:
         raise ValueError(f"MoE on CUDA routes among up to {MAX_EXPERTS} experts, not {experts}")
-    rt.launch(f"seamless_moe_route_{suffix}", tokens * 32, stream, ("int64", tokens), ("int64", experts), ("int64", k),
-              ("int", int(qmoe is not None)), ("int", int(bool(attrs["normalize"]))), ("ptr", router.ptr),
-              ("ptr", chosen.ptr), ("ptr", weights.ptr))
-    for name, fc, bias, rows, cols, out in (("up", fc1, b1, rows1, hidden, h), ("down", fc2, b2, hidden, inter, y)):
-        if qmoe is None:
-            layout, operands = _weights(rows, cols, cols, 8, 0), [fc.ptr, 0, 0, 0]
+    if attrs["sparse_mixer"]:
+        rt.launch(f"seamless_moe_route_sparse_mixer_{suffix}", tokens * 32, stream, ("int64", tokens),
+                  ("int64", experts), ("ptr", router.ptr), ("ptr", chosen.ptr), ("ptr", weights.ptr))
+    else:
+        rt.launch(f"seamless_moe_route_{suffix}", tokens * 32, stream, ("int64", tokens), ("int64", experts),
+                  ("int64", k), ("int", int(bits is not None)), ("int", int(bool(attrs["normalize"]))),
+                  ("ptr", router.ptr), ("ptr", chosen.ptr), ("ptr", weights.ptr))
+
+    def product(name, fc, rows, cols, inputs, out):  # out = fc's experts' rows . inputs (+ bias)
+        w, bias, quant = fcs[fc]
+        if quant is None:
+            layout, operands = _weights(rows, cols, cols, 8, 0), [w.ptr, 0, 0, 0]
         else:
-            scales, zp, block = qmoe[0] if name == "up" else qmoe[1]
-            layout = _weights(rows, cols, block, qmoe[2], int(zp is not None and len(zp.shape) == 3))
-            operands = [0, fc.ptr, scales.ptr, zp.ptr if zp is not None else 0]
-        inputs = x if name == "up" else activated
+            scales, zp, block = quant
+            layout = _weights(rows, cols, block, bits, int(zp is not None and len(zp.shape) == 3))
+            operands = [0, w.ptr, scales.ptr, zp.ptr if zp is not None else 0]
         rt.launch(f"seamless_moe_{name}_{suffix}", tokens * (k if name == "up" else 1) * rows * 32, stream,
-                  ("int64", tokens), ("int64", k), ("int", int(qmoe is not None)), layout,
+                  ("int64", tokens), ("int64", k), ("int", int(bits is not None)), layout,
                   ("ptr", chosen.ptr), ("ptr", weights.ptr), ("ptr", inputs.ptr),
                   *(("ptr", p) for p in operands), ("ptr", bias.ptr if bias is not None else 0), ("ptr", out.ptr))
-        if name == "up":
-            limit = attrs["swiglu_limit"]
-            rt.launch("seamless_moe_activate", tokens * k * inter, stream, ("int64", tokens * k * inter),
-                      ("int64", inter), ("int", MOE_ACTIVATIONS[act]), ("float", float(attrs["alpha"])),
-                      ("float", float(attrs["beta"])), ("int", int(limit is not None)), ("float", float(limit or 0.0)),
-                      ("ptr", h.ptr), ("ptr", activated.ptr))
+
+    product("up", "fc1", rows1, hidden, x, h)
+    if gate is not None:
+        product("up", "fc3", inter, hidden, x, gate)
+    limit = attrs["swiglu_limit"]
+    rt.launch("seamless_moe_activate", tokens * k * inter, stream, ("int64", tokens * k * inter),
+              ("int64", inter), ("int", MOE_ACTIVATIONS[act]), ("float", float(attrs["alpha"])),
+              ("float", float(attrs["beta"])), ("int", int(limit is not None)), ("float", float(limit or 0.0)),
+              ("ptr", h.ptr), ("ptr", gate.ptr if gate is not None else 0), ("ptr", activated.ptr))
+    product("down", "fc2", hidden, inter, activated, y)
     return s.done(y)
 
 
-@kernel("MoE", domain="com.microsoft", types=TYPES, device="cuda", check=check_moe, validate=validate_moe)
+def _attrs(activation_type, k, normalize, alpha, beta, swiglu_limit, use_sparse_mixer):
+    return dict(activation_type=activation_type, k=k, normalize=normalize, alpha=alpha, beta=beta,
+                swiglu_limit=swiglu_limit, sparse_mixer=bool(use_sparse_mixer))
+
+
+def _validate(validate_cpu):
+    """stock's checks at load, and its CUDA kernels': the sparse mixer routes 2 experts."""
+    def validate(node, graph):
+        validate_cpu(node, graph)
+        if node.attrs.get("use_sparse_mixer", 0) and node.attrs.get("k", 1) != 2:
+            raise ValueError("Sparse mixer only supports k=2")
+    return validate
+
+
+@kernel("MoE", domain="com.microsoft", types=TYPES, device="cuda", check=functools.partial(check_moe, cuda=True),
+        validate=_validate(validate_moe))
 def moe(rt, stream, x, router_probs, fc1_experts_weights, fc1_experts_bias=None, fc2_experts_weights=None,
         fc2_experts_bias=None, fc3_experts_weights=None, fc3_experts_bias=None, *, k=1, activation_type="relu",
         activation_alpha=1.0, activation_beta=0.0, normalize_routing_weights=0, swiglu_fusion=0, swiglu_limit=None,
         use_sparse_mixer=0, swiglu_limit_after_activation=0):
     tokens, experts, inter = moe_geometry(x, router_probs, fc1_experts_weights, fc1_experts_bias, fc2_experts_weights,
                                           fc2_experts_bias, 2 if activation_type == "swiglu" else 1, k)
-    attrs = dict(activation_type=activation_type, k=k, normalize=normalize_routing_weights, alpha=activation_alpha,
-                 beta=activation_beta, swiglu_limit=swiglu_limit)
-    return _run(rt, stream, x, router_probs, fc1_experts_weights, fc2_experts_weights, fc1_experts_bias,
-                fc2_experts_bias, tokens, experts, inter, attrs)
+    fcs = {"fc1": (fc1_experts_weights, fc1_experts_bias, None), "fc2": (fc2_experts_weights, fc2_experts_bias, None)}
+    if fc3_experts_weights is not None:
+        expect("fc3_experts_weights", fc3_experts_weights, (experts, inter, x.shape[-1]))
+        expect("fc3_experts_bias", fc3_experts_bias, (experts, inter))
+        fcs["fc3"] = (fc3_experts_weights, fc3_experts_bias, None)
+    return _run(rt, stream, x, router_probs, fcs, tokens, experts, inter,
+                _attrs(activation_type, k, normalize_routing_weights, activation_alpha, activation_beta, swiglu_limit,
+                       use_sparse_mixer))
 
 
 def expert_layout(node, graph) -> tuple[bool, str | None]:
@@ -96,13 +129,15 @@ def expert_layout(node, graph) -> tuple[bool, str | None]:
     fits = (bits in (4, 8) and cols1 * pack == rows1 * inter and cols2 * pack == hidden and hidden % 64 == 0 and
             inter % 64 == 0 and rows1 * inter % (16 // bits) == 0 and hidden % (16 // bits) == 0 and
             (x_shape[-1] == hidden or not isinstance(x_shape[-1], int)))
+    fc3 = graph.value(node.inputs[8]) if len(node.inputs) > 8 and node.inputs[8] else None
+    fits = fits and (fc3 is None or tuple(fc3.shape or ()) == shapes[0])  # FC3 gating: fc1's shape
     if mode == -1 and not fits:
         return False, None
     if not fits:
         return True, (f"weights_prepacked=1: expert weights {shapes[0]} and {shapes[1]} are not CUTLASS's layout of "
                       f"{bits}-bit experts (fc1 [experts, hidden, rows / pack], fc2 [experts, inter, hidden / pack], "
                       "4 or 8 bits, hidden and inter multiples of 64)")
-    if fc1.const is None or fc2.const is None:
+    if any(v is not None and v.const is None for v in (fc1, fc2, fc3)):
         return True, "CUTLASS-prepacked expert weights (weights_prepacked) that are not initializers"
     return True, None
 
@@ -115,7 +150,7 @@ def with_raw_experts(node, graph):
         return node
     from ..cpu.native import raw_experts
     inputs, bits = list(node.inputs), node.attrs.get("expert_weight_bits", 4)
-    for i in (2, 5):
+    for i in (2, 5, 8)[:3 if len(inputs) > 8 and inputs[8] else 2]:
         name = f"{inputs[i]}.raw"
         if name not in graph.values:
             held = graph.value(inputs[i])
@@ -127,26 +162,34 @@ def with_raw_experts(node, graph):
 
 
 def _check_qmoe_cuda(node, graph):
-    return check_qmoe(node, graph) or ("router_weights is not supported on CUDA" if node.inputs[14:15] and
-                                       node.inputs[14] else None) or expert_layout(node, graph)[1]
+    return check_qmoe(node, graph, cuda=True) or ("router_weights is not supported on CUDA" if node.inputs[14:15] and
+                                                  node.inputs[14] else None) or expert_layout(node, graph)[1]
 
 
 @kernel("QMoE", domain="com.microsoft", types=TYPES, device="cuda", check=_check_qmoe_cuda,
-        validate=validate_qmoe)
+        validate=_validate(validate_qmoe))
 def qmoe(rt, stream, x, router_probs, fc1_experts_weights, fc1_scales=None, fc1_experts_bias=None,
          fc2_experts_weights=None, fc2_scales=None, fc2_experts_bias=None, fc3_experts_weights=None, fc3_scales=None,
          fc3_experts_bias=None, fc1_zero_points=None, fc2_zero_points=None, fc3_zero_points=None, router_weights=None,
          *rest, k=1, activation_type="relu", activation_alpha=1.0, activation_beta=0.0, normalize_routing_weights=0,
          swiglu_fusion=0, swiglu_limit=None, use_sparse_mixer=0, expert_weight_bits=4, block_size=0,
          quant_type="int", weights_prepacked=-1, accuracy_level=0, swiglu_limit_after_activation=0):
-    if any(s is not None and s.dtype != x.dtype for s in (fc1_scales, fc2_scales)):
+    if any(s is not None and s.dtype != x.dtype for s in (fc1_scales, fc2_scales, fc3_scales)):
         raise InvalidArgument(f"QMoE: scales of {fc1_scales.dtype} with an input of {x.dtype} (one type, as stock's)")
     zero_points = (fc1_zero_points, fc2_zero_points)
     tokens, experts, inter, block1, block2 = qmoe_geometry(
         x, router_probs, fc1_experts_weights, fc1_scales, fc1_experts_bias, fc2_experts_weights, fc2_scales,
         fc2_experts_bias, zero_points, 2 if activation_type == "swiglu" else 1, k, expert_weight_bits, block_size)
-    attrs = dict(activation_type=activation_type, k=k, normalize=0, alpha=activation_alpha, beta=activation_beta,
-                 swiglu_limit=swiglu_limit)
-    quant = ((fc1_scales, fc1_zero_points, block1), (fc2_scales, fc2_zero_points, block2), expert_weight_bits)
-    return _run(rt, stream, x, router_probs, fc1_experts_weights, fc2_experts_weights, fc1_experts_bias,
-                fc2_experts_bias, tokens, experts, inter, attrs, quant)
+    fcs = {"fc1": (fc1_experts_weights, fc1_experts_bias, (fc1_scales, fc1_zero_points, block1)),
+           "fc2": (fc2_experts_weights, fc2_experts_bias, (fc2_scales, fc2_zero_points, block2))}
+    if fc3_experts_weights is not None:
+        if fc3_scales is None:
+            raise InvalidArgument("Input 'fc3_scales' is required with fc3_experts_weights.")
+        blockwise = block_size > 0 and len(fc1_scales.shape) == 3 and fc1_scales.shape[-1] > 1  # as qmoe_geometry
+        quantized_layout("fc3", fc3_experts_weights, fc3_scales, fc3_zero_points, expert_weight_bits, block_size,
+                         blockwise, experts, inter, x.shape[-1])
+        expect("fc3_experts_bias", fc3_experts_bias, (experts, inter))
+        fcs["fc3"] = (fc3_experts_weights, fc3_experts_bias, (fc3_scales, fc3_zero_points, block1))
+    return _run(rt, stream, x, router_probs, fcs, tokens, experts, inter,
+                _attrs(activation_type, k, 0, activation_alpha, activation_beta, swiglu_limit, use_sparse_mixer),
+                expert_weight_bits)
