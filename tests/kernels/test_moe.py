@@ -279,3 +279,16 @@ def test_the_cpu_ep_leaves_the_sparse_mixer_and_fc3_to_stock():
         graph = import_model(model)
         kdef, why = lookup(graph.nodes[0], graph, "cpu")
         assert kdef is None and reason in why
+
+
+@pytest.mark.parametrize("initializer,expected", [(True, None), (False, "not initializers")])
+def test_expert_layout_of_weights_without_data(initializer, expected):
+    """When ORT asks what the EP claims, large initializers come without their data (they arrive at Compile): still
+    claimed; prepacked expert weights that are graph inputs are declined (nothing to convert at Compile)."""
+    from onnxruntime_ep_seamless.kernels.cuda.moe import expert_layout
+    node, graph = _qmoe_graph((8, 256, 64), (8, 128, 128), 256)
+    for name in ("fc1", "fc2"):
+        graph.values[name].const = None
+    graph.initializers = ["fc1", "fc2"] if initializer else []
+    prepacked, problem = expert_layout(node, graph)
+    assert prepacked and ((problem is None) if expected is None else expected in problem)
