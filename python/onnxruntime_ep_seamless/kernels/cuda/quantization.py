@@ -28,12 +28,13 @@ ROUND = UNARY["Round"][0]  # halves to even, as the spec
 
 
 def column_split(n, passes, enough):
-    """Warps sharing each of n output columns in quantization.cu's 4-bit GEMV: a power of 2 up to 8 and up to the
-    `passes` a lone warp would make over K, but no more once n * split reaches `enough` warps - beyond that,
-    smaller blocks only queue (measured on the H200: a 151936-column lm_head ran 2x faster with 1 warp a column
-    than with 4; docs/benchmarks/gpu.md)."""
+    """Warps sharing each of n output columns in quantization.cu's 4-bit GEMV: a power of 2 up to 8, each warp left
+    at least one of the `passes` a lone warp would make over K, and no more once n * split reaches `enough` warps -
+    beyond that, smaller blocks only queue (measured on the H200: a 151936-column lm_head ran 2x faster with 1 warp
+    a column than with 4; the 1B shape's 2048-column products 4 % faster a step with 2 than with 1, the 0.5B's
+    896-column down projection (5 passes) slower with 8 than with 4; docs/benchmarks/gpu.md)."""
     split = 1
-    while split < 8 and split < passes and n * split < enough:
+    while split < 8 and 2 * split <= passes and n * split < enough:
         split *= 2
     return split
 
@@ -331,7 +332,7 @@ def _nbits(rt, stream, variant, a, weights, K, N, block_size, bits, norm=None, o
     matrices = weights if variant else weights[:3]
     mma = (fast and a.dtype == np.float16 and N >= MMA_COLUMNS and rt.hopper and not prompt
            and all(t is None or t.host is not None for t in matrices))  # constants: laid out once for it
-    split = column_split(N, -(-K // 1024), 2048) if fast else 1  # 1024 k: a warp's one pass
+    split = column_split(N, -(-K // 1024), 4096) if fast else 1  # 1024 k: a warp's one pass
     columns = codes.NBITS_COLUMNS // split  # warps a block
     if norm is not None and (prompt or mma or not fast or not norm.fits(K, m * -(-N // columns))):
         return after_norm(lambda rt, stream, normed: _nbits(rt, stream, variant, normed, weights, K, N, block_size,
