@@ -451,3 +451,14 @@ def test_the_tensor_core_layout_gives_each_lane_its_weights_scales_and_zero_poin
                     got[t * 8 + col, c * 128 + g * 32:c * 128 + g * 32 + 32] = (q - rec[t, c, w, 576 + lane]) * scale
         np.testing.assert_allclose(got[:N, :K], dense[w][:, :K], rtol=1e-6, atol=1e-6)
         assert not got[N:].any() and not got[:, K:].any()
+
+
+@pytest.mark.parametrize("n,k,split", [
+    (2048, 2048, 2), (2048, 8192, 2), (3072, 2048, 2),  # Llama-3.2-1B's o, down, q|k|v: two warps a column
+    (896, 4864, 4), (896, 896, 1), (9728, 896, 1),      # Qwen2.5-0.5B's down (5 passes: not 8), o, gate|up
+    (151936, 896, 1)])                                  # an LM head: one warp a column
+def test_int4_gemv_warps_a_column(n, k, split):
+    """quantization.cu's 4-bit GEMV: warps sharing a column (kernels/cuda/quantization.py column_split, as measured on
+    the H200 on both widths: docs/benchmarks/gpu.md, session 41)."""
+    from onnxruntime_ep_seamless.kernels.cuda.quantization import GEMV_WARPS, column_split
+    assert column_split(n, -(-k // 1024), GEMV_WARPS) == split

@@ -27,6 +27,9 @@ INT8S = frozenset(map(np.dtype, (np.int8, np.uint8)))
 ROUND = UNARY["Round"][0]  # halves to even, as the spec
 
 
+GEMV_WARPS = 4096  # column_split's `enough` for the 4-bit GEMV
+
+
 def column_split(n, passes, enough):
     """Warps sharing each of n output columns in quantization.cu's 4-bit GEMV: a power of 2 up to 8, each warp left
     at least one of the `passes` a lone warp would make over K, and no more once n * split reaches `enough` warps -
@@ -332,7 +335,7 @@ def _nbits(rt, stream, variant, a, weights, K, N, block_size, bits, norm=None, o
     matrices = weights if variant else weights[:3]
     mma = (fast and a.dtype == np.float16 and N >= MMA_COLUMNS and rt.hopper and not prompt
            and all(t is None or t.host is not None for t in matrices))  # constants: laid out once for it
-    split = column_split(N, -(-K // 1024), 4096) if fast else 1  # 1024 k: a warp's one pass
+    split = column_split(N, -(-K // 1024), GEMV_WARPS) if fast else 1  # 1024 k: a warp's one pass
     columns = codes.NBITS_COLUMNS // split  # warps a block
     if norm is not None and (prompt or mma or not fast or not norm.fits(K, m * -(-N // columns))):
         return after_norm(lambda rt, stream, normed: _nbits(rt, stream, variant, normed, weights, K, N, block_size,
