@@ -140,3 +140,72 @@ def test_gated_add(dtype):
               ("gate", (1 / (1 + np.exp(-data(2, 3, 1)))).astype(dtype))]
     model, feeds = named_node_model("GatedAdd", inputs, [dtype], {}, opset=21, domain=MS)
     assert_parity(model, feeds, rtol=0, atol=0)  # one product and one sum, each rounded as stock rounds them
+
+
+# --- GatedDeltaNet (com.microsoft): token-major, its gates and L2 norms fused ------------------------------------
+
+def gated_delta_net(batch=2, seq=5, h_q=2, h_v=4, d_k=8, d_v=6, rule="gated_delta", gate="softplus", beta="sigmoid",
+                    l2_norm=1, dtype=F32, per_key=False, rank4=False, ragged=None, packed=False, state=True,
+                    scale=0.0):
+    tokens = batch * seq if ragged is None else ragged[-1]
+    shape = (lambda *d: (batch, seq, *d)) if rank4 else (lambda *d: (tokens, *d))
+    q, k, v = data(*shape(h_q, d_k), dtype=dtype), data(*shape(h_q, d_k), dtype=dtype), data(*shape(h_v, d_v),
+                                                                                               dtype=dtype)
+    if not l2_norm:  # the delta rules need unit keys (the schema: normalize upstream or set qk_l2_norm)
+        k = l2(k, d_k)
+    gated, delta = rule in ("gated", "gated_delta"), rule in ("delta", "gated_delta")
+    inputs = [("query", np.concatenate([x.reshape(tokens, -1) for x in (q, k, v)], 1) if packed else q),
+              ("key", None if packed else k), ("value", None if packed else v),
+              ("cu_seqlens", None if ragged is None else np.array(ragged, np.int32)),
+              ("decay", data(*shape(h_v, d_k) if per_key else shape(h_v)) if gated else None),
+              ("beta", data(*shape(h_v)) if delta else None),
+              ("initial_state", data(batch, h_v, d_v, d_k, scale=0.3) if state else None),
+              ("a_log", data(h_v) if gate != "none" else None),
+              ("dt_bias", data(*((h_v, d_k) if per_key else (h_v,))) if gate != "none" else None)]
+    if gate == "none" and gated:  # an effective log-space decay: negative
+        inputs[4] = ("decay", -np.abs(inputs[4][1]))
+    if beta == "none" and delta:
+        inputs[5] = ("beta", (1 / (1 + np.exp(-inputs[5][1]))).astype(F32))
+    while inputs[-1][1] is None:
+        inputs.pop()
+    attrs = dict(update_rule=rule, gate_activation=gate, beta_activation=beta, qk_l2_norm=l2_norm)
+    if scale:
+        attrs["scale"] = scale
+    return named_node_model("GatedDeltaNet", inputs, [dtype, F32], attrs, opset=21, domain=MS,
+                            const=("a_log", "dt_bias"))
+
+
+@pytest.mark.parametrize("case", [
+    {}, {"l2_norm": 0}, {"rule": "linear", "gate": "none", "beta": "none"}, {"rule": "gated", "beta": "none"},
+    {"rule": "delta", "gate": "none"}, {"gate": "none", "beta": "none"}, {"gate": "sigmoid"}, {"gate": "qwen"},
+    {"per_key": True}, {"rank4": True}, {"dtype": F16}, {"h_q": 4, "h_v": 4}, {"ragged": [0, 3, 3, 9]},
+    {"ragged": [0, 2, 7], "state": False}, {"ragged": [0, 4, 7], "packed": True}, {"scale": 0.3}, {"seq": 1}],
+    ids=lambda c: ",".join(f"{k}={v}" for k, v in c.items()) or "qwen3.5")
+def test_gated_delta_net(case):
+    """Every update rule, both fused gates (softplus alias qwen, sigmoid alias kda), the sigmoid beta, the query/key
+    L2 norms, per-key decay, [B, S] token axes, ragged requests (cu_seqlens; no initial state: zeros), packed q|k|v,
+    inverse GQA and plain heads, float16."""
+    if case.get("ragged"):
+        case = {"batch": len(case["ragged"]) - 1, **case}
+    model, feeds = gated_delta_net(**case)
+    tol = 2e-3 if case.get("dtype") == F16 else 1e-5
+    assert_parity(model, feeds, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("case,error", [
+    ({"rule": "linear", "gate": "none"}, "decay input presence must match update_rule"),
+    ({"seq": 5, "ragged": None, "state": False}, "initial_state is required"),
+])
+def test_gated_delta_net_errors(case, error):
+    """What stock's kernel refuses, refused as it does (FAIL, the node named)."""
+    from parity import ep_session, stock_session
+    model, feeds = gated_delta_net(**case)
+    if case.get("rule") == "linear":  # a decay the linear rule does not take
+        import onnx
+        node = model.graph.node[0]
+        model.graph.input.append(onnx.helper.make_tensor_value_info("decay", onnx.TensorProto.FLOAT, [10, 4]))
+        node.input[4] = "decay"
+        feeds["decay"] = data(10, 4)
+    for make in (stock_session, ep_session):
+        with pytest.raises(Exception, match=error):
+            make(model).run(None, feeds)

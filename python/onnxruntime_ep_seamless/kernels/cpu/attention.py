@@ -842,3 +842,132 @@ def linear_attention_gate(a, dt_bias, decay_scale, b=None):
     decay = decay_scale.reshape(heads).astype(F32) * np.logaddexp(_F32(0), biased)
     beta = None if b is None else _F32(1) / (_F32(1) + np.exp(-b.astype(_F32)))
     return decay.astype(a.dtype), None if beta is None else beta.astype(a.dtype)
+
+
+# --- GatedDeltaNet (com.microsoft): LinearAttention's recurrence, token-major, its gates and norms fused -----------
+#
+# query [T, H_q, d_k], key [T, H_k = H_q, d_k], value [T, H_v, d_v] (or [B, S, ...]; or query alone: packed q|k|v
+# [T, 2 H_q d_k + H_v d_v]), T = B * S tokens request by request (uniform, B from initial_state; or ragged by
+# cu_seqlens); decay [T, H_v (x d_k)] and beta [T, H_v]; the state [B, H_v, d_v, d_k] (V-major), always float32.
+# The recurrence is linear_recurrence's, H_v the state's heads (each query/key head shared by H_v / H_q of them).
+
+_GATES = ("none", "softplus", "qwen", "sigmoid", "kda")
+
+
+def _check_gated_delta_net(node, graph):
+    a = node.attrs
+    if a.get("update_rule", "gated_delta") not in _RULES:
+        return f"update_rule={a['update_rule']!r} is not defined"
+    if a.get("gate_activation", "none") not in _GATES or a.get("beta_activation", "none") not in ("none", "sigmoid"):
+        return f"gate_activation {a.get('gate_activation')!r} / beta_activation {a.get('beta_activation')!r}"
+    if a.get("state_update_capacity", 0) or any(node.inputs[9:]) or any(node.outputs[2:]):
+        return "compact state updates (state_update_capacity, capture_count, state_update) are not supported"
+    return None
+
+
+def _gdn_tokens(x, name, rank4, width=None):
+    """[T, ...] from query's layout (rank 4: [B, S, ...] flattened)."""
+    if x is None:
+        return None
+    if rank4:
+        if x.ndim < 3:
+            raise ValueError(f"{name} must be rank {3 if width is None else 4} with a [batch, sequence] token axis")
+        return x.reshape(x.shape[0] * x.shape[1], *x.shape[2:])
+    return x
+
+
+@kernel("GatedDeltaNet", domain="com.microsoft", types=HALF_FLOATS, check=_check_gated_delta_net)
+@np.errstate(over="ignore")
+def gated_delta_net(query, key=None, value=None, cu_seqlens=None, decay=None, beta=None, initial_state=None,
+                    a_log=None, dt_bias=None, capture_count=None, state_update_active=None, *, update_rule="gated_delta",
+                    gate_activation="none", beta_activation="none", qk_l2_norm=0, scale=0.0, chunk_size=64,
+                    gate_lower_bound=-5.0, state_update_capacity=0):
+    rank4 = query.ndim == 4
+    if query.ndim not in (3, 4) and not (query.ndim == 2 and key is None):
+        raise ValueError(f"query must be rank 3 [T, H, D] or rank 4 [B, S, H, D], got rank {query.ndim}")
+    if rank4 and cu_seqlens is not None:
+        raise ValueError("cu_seqlens requires the rank-3 (token-major) layout")
+    if key is None and value is None:  # packed q|k|v: the heads from initial_state
+        if initial_state is None or initial_state.ndim != 4:
+            raise ValueError("packed QKV requires a rank-4 initial_state to determine the head counts")
+        _, h_v, d_v, d_k = initial_state.shape
+        rows = query.reshape(-1, query.shape[-1]) if not rank4 else query.reshape(-1, query.shape[-1])
+        h_q = (rows.shape[1] - h_v * d_v) // (2 * d_k) if d_k else 0
+        if h_q <= 0 or rows.shape[1] != 2 * h_q * d_k + h_v * d_v:
+            raise ValueError(f"packed QKV width {rows.shape[1]} is not 2 * H_q * {d_k} + {h_v} * {d_v}")
+        q = rows[:, :h_q * d_k].reshape(-1, h_q, d_k)
+        k = rows[:, h_q * d_k:2 * h_q * d_k].reshape(-1, h_q, d_k)
+        v = rows[:, 2 * h_q * d_k:].reshape(-1, h_v, d_v)
+    elif key is None or value is None:
+        raise ValueError("key and value are both given or both absent (packed QKV)")
+    else:
+        q, k, v = (_gdn_tokens(x, n, rank4) for x, n in ((query, "query"), (key, "key"), (value, "value")))
+        if q.ndim != 3 or k.ndim != 3 or v.ndim != 3:
+            raise ValueError("query, key and value must be [T, heads, head_size]")
+    tokens, h_q, d_k = q.shape
+    h_v, d_v = v.shape[1:]
+    if k.shape != (tokens, h_q, d_k) or v.shape[0] != tokens:
+        raise ValueError(f"key {k.shape} must be query's {q.shape} and value {v.shape} of {tokens} tokens")
+    if h_q <= 0 or h_v % h_q:
+        raise ValueError(f"num_heads_v ({h_v}) must be a positive multiple of num_heads_q ({h_q})")
+    if cu_seqlens is not None:
+        starts = np.asarray(cu_seqlens).reshape(-1).astype(np.int64)
+        if len(starts) < 2 or starts[0] != 0 or starts[-1] != tokens or np.any(np.diff(starts) < 0):
+            raise ValueError(f"cu_seqlens must start at 0 and end at total_tokens ({tokens}), never decreasing")
+        batch = len(starts) - 1
+    else:
+        if initial_state is None:
+            raise ValueError("cu_seqlens is absent, so initial_state is required to determine batch size")
+        batch = query.shape[0] if rank4 else initial_state.shape[0]
+        if batch <= 0 or tokens % batch:
+            raise ValueError(f"total_tokens ({tokens}) must be divisible by batch ({batch})")
+        starts = np.arange(batch + 1) * (tokens // batch)
+    state_shape = (batch, h_v, d_v, d_k)
+    if initial_state is not None and tuple(initial_state.shape) != state_shape:
+        raise ValueError(f"initial_state must be [batch, num_heads_v, head_size_v, head_size_qk] = {state_shape}, got "
+                         f"{tuple(initial_state.shape)}")
+    gated, delta = update_rule in ("gated", "gated_delta"), update_rule in ("delta", "gated_delta")
+    if (decay is not None) != gated:
+        raise ValueError("decay input presence must match update_rule")
+    if (beta is not None) != delta:
+        raise ValueError("beta input presence must match update_rule")
+    g = _gdn_tokens(decay, "decay", rank4)
+    rate = _gdn_tokens(beta, "beta", rank4)
+    if gated:
+        if g is None or g.shape[0] != tokens or g.reshape(tokens, -1).shape[1] not in (h_v, h_v * d_k):
+            raise ValueError(f"decay must be [T, {h_v}] or [T, {h_v}, {d_k}] for update_rule={update_rule}")
+        g = g.reshape(tokens, h_v, -1).astype(_F32)
+        if gate_activation != "none":
+            if a_log is None or dt_bias is None or a_log.size != h_v or dt_bias.size not in (h_v, h_v * d_k):
+                raise ValueError(f"gate_activation={gate_activation!r} needs a_log [{h_v}] and dt_bias [{h_v}] or "
+                                 f"[{h_v}, {d_k}]")
+            a = np.exp(a_log.reshape(h_v, 1).astype(_F32))
+            x = g + dt_bias.reshape(h_v, -1).astype(_F32)
+            g = (-a * np.logaddexp(_F32(0), x) if gate_activation in ("softplus", "qwen")
+                 else _F32(gate_lower_bound) / (_F32(1) + np.exp(-a * x)))
+        g = g.reshape(tokens, -1)
+    if delta:
+        if rate is None or rate.reshape(-1).size != tokens * h_v:
+            raise ValueError(f"beta must be [T, {h_v}] for update_rule={update_rule}")
+        rate = rate.reshape(tokens, h_v).astype(_F32)
+        if beta_activation == "sigmoid":
+            rate = _F32(1) / (_F32(1) + np.exp(-rate))
+    q, k = q.astype(_F32), k.astype(_F32)
+    if qk_l2_norm:
+        q, k = (x / np.sqrt(np.maximum((x * x).sum(-1, keepdims=True), _F32(1e-12))) for x in (q, k))
+    out = np.zeros((tokens, max(h_q, h_v), d_v), _F32)
+    final = np.zeros(state_shape, _F32)
+    for b in range(batch):
+        t0, t1 = int(starts[b]), int(starts[b + 1])
+        if t0 == t1:  # a request without tokens keeps its state
+            final[b] = 0 if initial_state is None else initial_state[b]
+            continue
+        flat = lambda x, w: None if x is None else x[t0:t1].reshape(1, t1 - t0, w)  # noqa: E731
+        past = None if initial_state is None else initial_state[b:b + 1].astype(_F32).transpose(0, 1, 3, 2)
+        y, state = linear_recurrence(flat(q, h_q * d_k), flat(k, h_q * d_k), flat(v.astype(_F32), h_v * d_v), past,
+                                     flat(g, g.shape[1]) if gated else None, flat(rate, h_v) if delta else None,
+                                     h_q, h_v, scale, update_rule)
+        out[t0:t1] = y.reshape(t1 - t0, -1, d_v)
+        final[b] = state[0].transpose(0, 2, 1)
+    out = out.reshape(*query.shape[:2], *out.shape[1:]) if rank4 else out
+    return out.astype(query.dtype), final
