@@ -457,7 +457,7 @@ def builder_main(args: list) -> None:
     runpy.run_module("onnxruntime_genai.models.builder", run_name="__main__")
 
 
-def _run_builder(checkpoint: Path, out: Path, precision: str, ep: str = "cpu") -> None:
+def _run_builder(checkpoint: Path, out: Path, precision: str, ep: str = "cpu", extra: tuple = ()) -> None:
     import os
     import subprocess
     import sys
@@ -465,7 +465,7 @@ def _run_builder(checkpoint: Path, out: Path, precision: str, ep: str = "cpu") -
     run = f"import sys; sys.path.insert(0, {str(Path(__file__).resolve().parent)!r}); import material; " \
           "material.builder_main(sys.argv[1:])"
     proc = subprocess.run([sys.executable, "-c", run, "-i", str(checkpoint), "-o", str(out), "-p", precision, "-e", ep,
-                           "-c", str(out.parent / ".builder-cache")], env=env, capture_output=True, text=True)
+                           "-c", str(out.parent / ".builder-cache"), *extra], env=env, capture_output=True, text=True)
     if proc.returncode:
         raise RuntimeError(f"the model builder failed ({precision}, -e {ep}, {checkpoint}):\n{proc.stderr[-4000:]}")
 
@@ -534,6 +534,22 @@ def prepare_genai_families() -> None:
             _run_builder(checkpoint, out, precision, ep)
 
 
+# Qwen3.5's linear-attention layers as the builder's other export for CUDA: one com.microsoft GatedDeltaNet (its gates
+# and q/k norms fused) instead of LinearAttention and its gate and norm nodes; the oracle is the default export
+GDN_OPTIONS = ("--extra_options", "linear_attn_op=gated_delta_net")
+
+
+def genai_gdn_dir() -> Path:
+    return CACHE / "genai-decoders" / "qwen3_5-gdn-fp16-cuda"
+
+
+def prepare_genai_gdn() -> None:
+    out = genai_gdn_dir()
+    if not (out / "model.onnx").exists():
+        _run_builder(genai_model_dir("qwen3_5", "fp16", "cuda").parent / "checkpoint-qwen3_5", out, "fp16", "cuda",
+                     GDN_OPTIONS)
+
+
 def qwen05b_checkpoint() -> Path:
     """The float32 checkpoint the Qwen2.5-0.5B-shaped decoders are built from (1.98 GB): PyTorch eager's model in
     `bench decode-gpu --torch-checkpoint`. Kept only when the build `checkpoint` is asked for."""
@@ -569,7 +585,7 @@ def prepare_real(name: str, builds=("int4-cpu",)) -> None:
 
 def main() -> None:
     for step in (prepare_node_data, prepare_minilm, prepare_silero, prepare_tiny_llama, prepare_genai_decoders,
-                 prepare_genai_cuda_decoders, prepare_genai_families):
+                 prepare_genai_cuda_decoders, prepare_genai_families, prepare_genai_gdn):
         print(f"test material: {step.__name__[8:]} ...", flush=True)
         step()
     print(f"test material ready in {CACHE}")

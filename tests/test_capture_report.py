@@ -60,6 +60,18 @@ def test_every_builder_family_for_cuda_is_claimed_whole_in_one_segment(family, p
     assert not declined and not found and len(parts) == 1 and parts[0].segments == 1, declined
 
 
+def test_builder_gated_delta_net_export_is_one_segment():
+    """Qwen3.5's -e cuda export with linear_attn_op=gated_delta_net: its GatedDeltaNet on the GPU (attention.cu),
+    every node claimed, a run one captured segment."""
+    import onnx
+    path = material.genai_gdn_dir() / "model.onnx"
+    if not path.exists():
+        pytest.skip(f"{path} not prepared (python tests/material.py)")
+    found, parts, declined = seams(onnx.load(str(path)))
+    assert not declined and not found and len(parts) == 1 and parts[0].segments == 1, declined
+    assert any(s.node.op_type == "GatedDeltaNet" and s.on_gpu and s.kdef.device == "cuda" for s in parts[0].steps)
+
+
 @pytest.mark.parametrize("family", ["qwen3_5", "qwen3_5_moe"])
 @pytest.mark.parametrize("precision", ["fp32", "int4"])
 def test_builder_hybrid_decoder_is_one_segment(family, precision):

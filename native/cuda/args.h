@@ -197,6 +197,14 @@ typedef struct {
   float scale;
 } LinearAttentionShape;
 typedef struct {
+  int32_t batch, seq, q_heads, v_heads, d_v;  /* uniform requests: seq tokens each */
+  int32_t gated, delta, decay_per_key;         /* decay [T, H_v (* d_k)], beta [T, H_v], float32 */
+  int32_t bias_per_key;                        /* dt_bias [H_v (* d_k)] */
+  int32_t gate;                                /* 0 decay as given, 1 -exp(a_log) softplus(decay + dt_bias), 2 sigmoid's */
+  int32_t beta_sigmoid, l2_norm;
+  float scale, lower_bound;                    /* lower_bound: the sigmoid gate's */
+} GatedDeltaNetShape;
+typedef struct {
   int32_t batch, seq, heads, head_size, rot_half, bnsh, cache_rows, layout, section_t, section_h, section_w;
   int32_t interleaved;
   float scale;

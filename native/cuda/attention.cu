@@ -901,6 +901,84 @@ __device__ void run_columns(const T* q, const T* k, const T* v, const T* past, c
   }
 FOR_FLOATS(LINEAR_ATTENTION)
 
+// GatedDeltaNet (com.microsoft), as kernels/cpu/attention.py gated_delta_net for uniform requests (token-major
+// q/k [T, H_q, DK], v [T, H_v, d_v], T = batch * seq): run_columns' recurrence with the state V-major [B, H_v, d_v, DK]
+// in float32 (thread m holds row m), value head h reading query/key head h / (H_v / H_q), and the op's fused
+// prologue per token in float32: the gate from the raw decay (softplus or sigmoid of decay + dt_bias, scaled by
+// exp(a_log)), sigmoid of beta, and q, k divided by their L2 norms (a sum of squares below 1e-12 counts as 1e-12).
+namespace gated_delta_net {
+
+template <typename T, int DK>
+__device__ void run(const T* q, const T* k, const T* v, const float* decay, const float* beta, const float* past,
+                    const float* a_log, const float* dt_bias, T* out, float* state, GatedDeltaNetShape s) {
+  __shared__ float kk[DK], qq[DK], gg[DK], norms[2];
+  const int h = blockIdx.x % s.v_heads, b = blockIdx.x / s.v_heads, m = threadIdx.x;
+  const int hq = h / (s.v_heads / s.q_heads);
+  const int64_t base = (((int64_t)b * s.v_heads + h) * s.d_v + m) * DK;
+  const float a = s.gate ? expf(a_log[h]) : 0.0f;
+  float S[DK];
+#pragma unroll
+  for (int d = 0; d < DK; d++) S[d] = past ? past[base + d] : 0.0f;
+  for (int t = 0; t < s.seq; t++) {
+    const int64_t row = (int64_t)b * s.seq + t;
+    for (int d = threadIdx.x; d < DK; d += blockDim.x) {
+      kk[d] = ld(k + (row * s.q_heads + hq) * DK + d);
+      qq[d] = ld(q + (row * s.q_heads + hq) * DK + d);
+      float g = 0.0f;
+      if (s.gated) {
+        const int64_t at = s.decay_per_key ? (row * s.v_heads + h) * DK + d : row * s.v_heads + h;
+        const float x = decay[at] + (s.gate ? dt_bias[s.bias_per_key ? h * DK + d : h] : 0.0f);
+        g = s.gate == 1 ? -a * (x > 20.0f ? x : log1pf(expf(x))) : s.gate == 2 ? s.lower_bound / (1.0f + expf(-a * x)) : x;
+      }
+      gg[d] = expf(g);
+    }
+    __syncthreads();
+    if (s.l2_norm && threadIdx.x < 2) {  // one thread a vector: the same order of terms as the CPU's sum
+      const float* x = threadIdx.x ? kk : qq;
+      float sum = 0.0f;
+      for (int d = 0; d < DK; d++) sum += x[d] * x[d];
+      norms[threadIdx.x] = 1.0f / sqrtf(fmaxf(sum, 1e-12f));
+    }
+    __syncthreads();
+    const float qn = s.l2_norm ? norms[0] : 1.0f, kn = s.l2_norm ? norms[1] : 1.0f;
+    if (m < s.d_v) {
+      float u = ld(v + (row * s.v_heads + h) * s.d_v + m);
+#pragma unroll
+      for (int d = 0; d < DK; d++) S[d] *= gg[d];
+      if (s.delta) {
+        float rate = beta[row * s.v_heads + h], retrieved = 0.0f;
+        if (s.beta_sigmoid) rate = 1.0f / (1.0f + expf(-rate));
+#pragma unroll
+        for (int d = 0; d < DK; d++) retrieved += S[d] * (kk[d] * kn);
+        u = rate * (u - retrieved);
+      }
+      float o = 0.0f;
+#pragma unroll
+      for (int d = 0; d < DK; d++) {
+        S[d] += (kk[d] * kn) * u;
+        o += (qq[d] * qn) * S[d];
+      }
+      st(out + (row * s.v_heads + h) * s.d_v + m, s.scale * o);
+    }
+    __syncthreads();
+  }
+  if (m < s.d_v)
+#pragma unroll
+    for (int d = 0; d < DK; d++) state[base + d] = S[d];
+}
+
+}  // namespace gated_delta_net
+
+#define GATED_DELTA_NET(S_, T, DK)                                                                                  \
+  extern "C" __global__ void seamless_gated_delta_net_k##DK##_##S_(                                              \
+      const T* q, const T* k, const T* v, const float* decay, const float* beta, const float* past,              \
+      const float* a_log, const float* dt_bias, T* out, float* state, GatedDeltaNetShape s) {                    \
+    dependent_launch();                                                                                          \
+    gated_delta_net::run<T, DK>(q, k, v, decay, beta, past, a_log, dt_bias, out, state, s);                     \
+  }
+#define GATED_DELTA_NETS(S_, T) GATED_DELTA_NET(S_, T, 32) GATED_DELTA_NET(S_, T, 64) GATED_DELTA_NET(S_, T, 128)
+FOR_FLOATS(GATED_DELTA_NETS)
+
 // MRotaryEmbedding (com.microsoft): RotaryEmbedding's rotation with each rotary column j's cos/sin taken from the
 // row of the position stream (T, H, W: pos [3, B * S]) that owns j: sections contiguous (layout 0) or interleaved
 // (layout 1: H at j % 3 == 1 below 3 section_h, W at j % 3 == 2 below 3 section_w, T elsewhere); times scale.

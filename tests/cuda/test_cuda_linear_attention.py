@@ -78,3 +78,53 @@ def test_mrotary_embedding(layout, rank, dtype):
 @pytest.mark.parametrize("precision", ["fp32", "int4"])
 def test_builder_qwen3_5_decodes_as_one_captured_segment(family, precision, capfd):
     decodes_as_stock_in_one_segment(family, precision, capfd)
+
+
+@needs_gpu
+@pytest.mark.parametrize("case", [
+    {}, {"d_k": 64, "d_v": 48}, {"d_k": 128, "d_v": 128, "h_q": 4, "h_v": 4}, {"l2_norm": 0},
+    {"rule": "linear", "gate": "none", "beta": "none"}, {"rule": "gated", "beta": "none"}, {"rule": "delta", "gate": "none"},
+    {"gate": "none", "beta": "none"}, {"gate": "sigmoid"}, {"per_key": True}, {"rank4": True}, {"dtype": F16},
+    {"seq": 1}, {"scale": 0.3}], ids=lambda c: ",".join(f"{k}={v}" for k, v in c.items()) or "qwen3.5")
+def test_gated_delta_net(case):
+    """com.microsoft GatedDeltaNet on attention.cu's kernel (uniform requests) against stock's CPU kernel: every
+    update rule, both fused gates, the sigmoid beta, the q/k L2 norms, per-key decay, [B, S] token axes, float16."""
+    from kernels.test_linear_attention import gated_delta_net
+    from onnxruntime_ep_seamless.graph.onnx_import import import_model
+    from onnxruntime_ep_seamless.kernels.registry import lookup
+    from parity import stock_session
+    from test_cuda_ep import run_on_cuda
+    case = {"d_k": 32, "d_v": 16, **case}
+    model, feeds = gated_delta_net(**case)
+    graph = import_model(model)
+    assert lookup(graph.nodes[0], graph, "cuda", host_rule=False)[0].device == "cuda"  # attention.cu's kernel
+    ours, ref = run_on_cuda(model, feeds), stock_session(model).run(None, feeds)
+    tol = 3e-3 if case.get("dtype") == F16 else 1e-4
+    for o, r in zip(ours, ref):
+        np.testing.assert_allclose(o.astype(F32), r.astype(F32), rtol=tol, atol=tol)
+
+
+@needs_gpu
+def test_builder_gated_delta_net_export_greedy_tokens(capfd):
+    """Qwen3.5's -e cuda export with linear_attn_op=gated_delta_net greedy on our CUDA EP under capture=auto: every
+    node ours, each decode step one captured segment; the oracle is the default export of the same checkpoint
+    (LinearAttention, its gate and L2 norm nodes) on our CUDA EP, fed our tokens: the same model in another graph,
+    float16 both (a token the oracle's best or within 2e-2 of the logits' scale, as test_cuda_models.py)."""
+    import material
+    import onnxruntime_ep_seamless as seamless
+    from test_cuda_ep import cuda_session
+    from test_cuda_moe import greedy
+    gdn, default = material.genai_gdn_dir() / "model.onnx", material.genai_model_dir("qwen3_5", "fp16", "cuda")
+    if not gdn.exists() or not (default / "model.onnx").exists():
+        pytest.skip("the Qwen3.5 -e cuda exports missing: run tests/material.py")
+    ours = cuda_session(str(gdn), capture="auto", log_capture="1")
+    report = seamless.assert_ep_selected(ours, device="cuda")
+    assert not report.fallback_nodes, report
+    tokens, _ = greedy(ours, steps=32)
+    _, oracle = greedy(cuda_session(str(default / "model.onnx")), steps=32, forced=tokens)
+    for step, (token, logits) in enumerate(zip(tokens, oracle)):
+        logits = logits.astype(F32)
+        gap = float(logits.max() - logits[token])
+        assert gap <= 2e-2 * float(np.max(np.abs(logits))), f"step {step}: ours {token}, the oracle's best " \
+            f"{int(logits.argmax())} by {gap:.4f}"
+    assert "1 segment(s), 0 seam(s)" in capfd.readouterr().err

@@ -854,7 +854,7 @@ def linear_attention_gate(a, dt_bias, decay_scale, b=None):
 _GATES = ("none", "softplus", "qwen", "sigmoid", "kda")
 
 
-def _check_gated_delta_net(node, graph):
+def check_gated_delta_net(node, graph):
     a = node.attrs
     if a.get("update_rule", "gated_delta") not in _RULES:
         return f"update_rule={a['update_rule']!r} is not defined"
@@ -876,7 +876,27 @@ def _gdn_tokens(x, name, rank4, width=None):
     return x
 
 
-@kernel("GatedDeltaNet", domain="com.microsoft", types=HALF_FLOATS, check=_check_gated_delta_net)
+def gdn_shapes(tokens, h_v, d_k, d_v, batch, state, decay, beta, a_log_size, dt_bias_size, rule, gate) -> None:
+    """GatedDeltaNet's checks past the heads (shapes; None where absent), as stock's kernel fails them."""
+    state_shape = (batch, h_v, d_v, d_k)
+    if state is not None and tuple(state) != state_shape:
+        raise ValueError(f"initial_state must be [batch, num_heads_v, head_size_v, head_size_qk] = {state_shape}, got "
+                         f"{tuple(state)}")
+    gated, delta = rule in ("gated", "gated_delta"), rule in ("delta", "gated_delta")
+    if (decay is not None) != gated:
+        raise ValueError("decay input presence must match update_rule")
+    if (beta is not None) != delta:
+        raise ValueError("beta input presence must match update_rule")
+    size = lambda shape: int(np.prod(shape)) if len(shape) else 1  # noqa: E731
+    if gated and size(decay) not in (tokens * h_v, tokens * h_v * d_k):
+        raise ValueError(f"decay must be [T, {h_v}] or [T, {h_v}, {d_k}] for update_rule={rule}")
+    if delta and size(beta) != tokens * h_v:
+        raise ValueError(f"beta must be [T, {h_v}] for update_rule={rule}")
+    if gated and gate != "none" and (a_log_size != h_v or dt_bias_size not in (h_v, h_v * d_k)):
+        raise ValueError(f"gate_activation={gate!r} needs a_log [{h_v}] and dt_bias [{h_v}] or [{h_v}, {d_k}]")
+
+
+@kernel("GatedDeltaNet", domain="com.microsoft", types=HALF_FLOATS, check=check_gated_delta_net)
 @np.errstate(over="ignore")
 def gated_delta_net(query, key=None, value=None, cu_seqlens=None, decay=None, beta=None, initial_state=None,
                     a_log=None, dt_bias=None, capture_count=None, state_update_active=None, *, update_rule="gated_delta",
@@ -922,33 +942,22 @@ def gated_delta_net(query, key=None, value=None, cu_seqlens=None, decay=None, be
         if batch <= 0 or tokens % batch:
             raise ValueError(f"total_tokens ({tokens}) must be divisible by batch ({batch})")
         starts = np.arange(batch + 1) * (tokens // batch)
+    gdn_shapes(tokens, h_v, d_k, d_v, batch, shape_or_none(initial_state), shape_or_none(decay), shape_or_none(beta),
+               None if a_log is None else a_log.size, None if dt_bias is None else dt_bias.size, update_rule,
+               gate_activation)
     state_shape = (batch, h_v, d_v, d_k)
-    if initial_state is not None and tuple(initial_state.shape) != state_shape:
-        raise ValueError(f"initial_state must be [batch, num_heads_v, head_size_v, head_size_qk] = {state_shape}, got "
-                         f"{tuple(initial_state.shape)}")
     gated, delta = update_rule in ("gated", "gated_delta"), update_rule in ("delta", "gated_delta")
-    if (decay is not None) != gated:
-        raise ValueError("decay input presence must match update_rule")
-    if (beta is not None) != delta:
-        raise ValueError("beta input presence must match update_rule")
     g = _gdn_tokens(decay, "decay", rank4)
     rate = _gdn_tokens(beta, "beta", rank4)
     if gated:
-        if g is None or g.shape[0] != tokens or g.reshape(tokens, -1).shape[1] not in (h_v, h_v * d_k):
-            raise ValueError(f"decay must be [T, {h_v}] or [T, {h_v}, {d_k}] for update_rule={update_rule}")
         g = g.reshape(tokens, h_v, -1).astype(_F32)
         if gate_activation != "none":
-            if a_log is None or dt_bias is None or a_log.size != h_v or dt_bias.size not in (h_v, h_v * d_k):
-                raise ValueError(f"gate_activation={gate_activation!r} needs a_log [{h_v}] and dt_bias [{h_v}] or "
-                                 f"[{h_v}, {d_k}]")
             a = np.exp(a_log.reshape(h_v, 1).astype(_F32))
             x = g + dt_bias.reshape(h_v, -1).astype(_F32)
             g = (-a * np.logaddexp(_F32(0), x) if gate_activation in ("softplus", "qwen")
                  else _F32(gate_lower_bound) / (_F32(1) + np.exp(-a * x)))
         g = g.reshape(tokens, -1)
     if delta:
-        if rate is None or rate.reshape(-1).size != tokens * h_v:
-            raise ValueError(f"beta must be [T, {h_v}] for update_rule={update_rule}")
         rate = rate.reshape(tokens, h_v).astype(_F32)
         if beta_activation == "sigmoid":
             rate = _F32(1) / (_F32(1) + np.exp(-rate))

@@ -189,6 +189,73 @@ def ms_linear_attention(rt, stream, query, key, value, past_state=None, decay=No
                               query.dtype if past_state is None else past_state.dtype)
 
 
+# --- com.microsoft GatedDeltaNet -----------------------------------------------------------
+
+GDN_HEAD_SIZES = (32, 64, 128)  # attention.cu's gated_delta_net: d_k in registers
+
+
+def _check_gated_delta_net_cuda(node, graph):
+    """The CPU kernel's, and what attention.cu's does not take (those run the CPU kernel on the host): ragged
+    requests, packed q|k|v, decay/beta/state not float32, head sizes q/k other than GDN_HEAD_SIZES, d_v > 1024."""
+    reason = cpu_attention.check_gated_delta_net(node, graph)
+    if reason:
+        return reason
+    inputs = node.inputs + [""] * 9
+    if inputs[3]:
+        return "cu_seqlens (ragged requests) on CUDA"
+    if not inputs[1] or not inputs[2]:
+        return "packed q|k|v on CUDA"
+    if any(inputs[i] and graph.value(inputs[i]).dtype != F32 for i in (4, 5, 6, 7, 8)):
+        return "decay, beta, initial_state, a_log and dt_bias of float32 on CUDA"
+    q, v = (graph.value(inputs[i]).shape or () for i in (0, 2))
+    if not q or q[-1] not in GDN_HEAD_SIZES or not v or not isinstance(v[-1], int) or v[-1] > 1024:
+        return f"head sizes q/k in {GDN_HEAD_SIZES} and v up to 1024 on CUDA"
+    return None
+
+
+@kernel("GatedDeltaNet", domain="com.microsoft", types=GPU_FLOATS, device="cuda", check=_check_gated_delta_net_cuda)
+def gated_delta_net(rt, stream, query, key=None, value=None, cu_seqlens=None, decay=None, beta=None, initial_state=None,
+                    a_log=None, dt_bias=None, capture_count=None, state_update_active=None, *,
+                    update_rule="gated_delta", gate_activation="none", beta_activation="none", qk_l2_norm=0, scale=0.0,
+                    chunk_size=64, gate_lower_bound=-5.0, state_update_capacity=0):
+    """Uniform requests (the batch from initial_state, or query's [B, S] axes), the CPU kernel's checks."""
+    rank4 = len(query.shape) == 4
+    if len(query.shape) not in (3, 4) or len(key.shape) != len(query.shape) or len(value.shape) != len(query.shape):
+        raise ValueError(f"query, key and value must be rank 3 [T, H, D] or rank 4 [B, S, H, D], got {query.shape}, "
+                         f"{key.shape}, {value.shape}")
+    h_q, d_k = query.shape[-2:]
+    h_v, d_v = value.shape[-2:]
+    tokens = int(np.prod(query.shape[:-2]))
+    if tuple(key.shape) != tuple(query.shape) or int(np.prod(value.shape[:-2])) != tokens:
+        raise ValueError(f"key {key.shape} must be query's {query.shape} and value {value.shape} of {tokens} tokens")
+    if h_q <= 0 or h_v % h_q:
+        raise ValueError(f"num_heads_v ({h_v}) must be a positive multiple of num_heads_q ({h_q})")
+    if initial_state is None:
+        raise ValueError("cu_seqlens is absent, so initial_state is required to determine batch size")
+    batch = query.shape[0] if rank4 else initial_state.shape[0]
+    if batch <= 0 or tokens % batch:
+        raise ValueError(f"total_tokens ({tokens}) must be divisible by batch ({batch})")
+    cpu_attention.gdn_shapes(tokens, h_v, d_k, d_v, batch, initial_state.shape, shape_or_none(decay),
+                             shape_or_none(beta), None if a_log is None else a_log.size,
+                             None if dt_bias is None else dt_bias.size, update_rule, gate_activation)
+    gated, delta = update_rule in ("gated", "gated_delta"), update_rule in ("delta", "gated_delta")
+    gate = {"none": 0, "softplus": 1, "qwen": 1, "sigmoid": 2, "kda": 2}[gate_activation] if gated else 0
+    out = rt.alloc(tuple(query.shape[:-2]) + (h_v, d_v), query.dtype)
+    state = rt.alloc((batch, h_v, d_v, d_k), F32)
+    shape = struct_arg("GatedDeltaNetShape", batch=batch, seq=tokens // batch, q_heads=h_q, v_heads=h_v, d_v=d_v,
+                       gated=int(gated), delta=int(delta), decay_per_key=int(gated and decay.size != tokens * h_v),
+                       bias_per_key=int(bool(gate) and dt_bias.size != h_v), gate=gate,
+                       beta_sigmoid=int(beta_activation == "sigmoid"), l2_norm=int(bool(qk_l2_norm)),
+                       scale=float(np.float32(scale) if scale else np.float32(1 / np.sqrt(d_k))),
+                       lower_bound=float(gate_lower_bound))
+    rt.launch_rows(f"seamless_gated_delta_net_k{d_k}_{SUFFIX[query.dtype]}", batch * h_v, stream, ("ptr", query.ptr),
+                   ("ptr", key.ptr), ("ptr", value.ptr), ("ptr", decay.ptr if gated else 0),
+                   ("ptr", beta.ptr if delta else 0), ("ptr", initial_state.ptr),
+                   ("ptr", a_log.ptr if gate else 0), ("ptr", dt_bias.ptr if gate else 0), ("ptr", out.ptr),
+                   ("ptr", state.ptr), shape, threads=max(32, -(-d_v // 32) * 32))
+    return out, state
+
+
 # --- com.microsoft GroupQueryAttention ----------------------------------------------------
 
 MAX_SHARED = 48 * 1024  # default dynamic shared memory per block
