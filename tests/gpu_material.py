@@ -75,8 +75,11 @@ def pack_decoders(dest: Path, families, report: bool = True) -> None:
 
 
 def pack_cuda_builds(dest: Path, families) -> None:
-    _copy_folders(dest, [material.genai_model_dir(f, precision, ep) for f in families
-                         for precision, ep in zip(CUDA_BUILD_DECODERS[f], ("cuda", "cpu"))])
+    """Also "qwen3_5_gdn": Qwen3.5's gated_delta_net export and its default one, the oracle
+    (tests/cuda/test_cuda_linear_attention.py)."""
+    _copy_folders(dest, [d for f in families for d in (
+        [material.genai_gdn_dir(), material.genai_model_dir("qwen3_5", "fp16", "cuda")] if f == "qwen3_5_gdn" else
+        [material.genai_model_dir(f, precision, ep) for precision, ep in zip(CUDA_BUILD_DECODERS[f], ("cuda", "cpu"))])])
 
 
 def _copy_folders(dest: Path, folders, report: bool = True) -> None:
