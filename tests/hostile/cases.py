@@ -1549,6 +1549,50 @@ def linear_attention_key_heads_not_dividing():
     return _linear_attention(k=(1, 2, 24))
 
 
+def _gated_delta_net(q=(4, 2, 8), k=(4, 2, 8), v=(4, 4, 6), cu=None, decay=(4, 4), beta=(4, 4), state=(2, 4, 6, 8),
+                     a_log=4, dt_bias=4):
+    return one("GatedDeltaNet", [rnd(*q), rnd(*k), rnd(*v), None if cu is None else np.array(cu, np.int32),
+                                 rnd(*decay), rnd(*beta), None if state is None else rnd(*state), Const(rnd(a_log)),
+                                 Const(rnd(dt_bias))],
+               dict(gate_activation="softplus", beta_activation="sigmoid", qk_l2_norm=1), out=[F32, F32],
+               domain="com.microsoft")
+
+
+@case
+def gated_delta_net_state_shape():
+    return _gated_delta_net(state=(2, 4, 8, 6))
+
+
+@case
+def gated_delta_net_tokens_not_dividing():
+    return _gated_delta_net(state=(3, 4, 6, 8))
+
+
+@case
+def gated_delta_net_value_heads_not_a_multiple():
+    return _gated_delta_net(v=(4, 3, 6), decay=(4, 3), beta=(4, 3), state=(2, 3, 6, 8), a_log=3, dt_bias=3)
+
+
+@case
+def gated_delta_net_cu_seqlens_past_the_tokens():
+    return _gated_delta_net(cu=[0, 3, 9], state=None)
+
+
+@case
+def gated_delta_net_cu_seqlens_decreasing():
+    return _gated_delta_net(cu=[0, 3, 1, 4], state=None)
+
+
+@case
+def gated_delta_net_dt_bias_length():
+    return _gated_delta_net(dt_bias=3)
+
+
+@case
+def gated_delta_net_decay_fewer_tokens():
+    return _gated_delta_net(decay=(3, 4))
+
+
 @case
 def linear_attention_gate_bias_length():
     return one("LinearAttentionGate", [rnd(1, 2, 4), Const(rnd(3)), Const(rnd(4)), rnd(1, 2, 4)], out=[F32, F32],
