@@ -216,3 +216,81 @@ def test_sparse_mixer_and_fc3_gating(op, sparse_mixer, fc3, dtype):
     expected = moe_reference(x, router, *floats, "silu", sparse_mixer, 2, qmoe=op == "QMoE")
     tol = 1e-4 if dtype == np.float32 else 3e-3
     np.testing.assert_allclose(y.astype(np.float64), expected, rtol=tol, atol=tol * np.abs(expected).max())
+
+
+def phimoe_oracle(model_dir, checkpoint):
+    """transformers' float32 PhiMoE of `checkpoint` with the weights the export at `model_dir` holds (the builder's
+    int4 products dequantized: MatMulNBits and the QMoE experts, raw_experts undoing their CUTLASS layout; its float16
+    norms and embeddings): what the export computes, in float32, by another implementation."""
+    import onnx
+    import torch
+    import transformers
+    from onnx import numpy_helper
+
+    from onnxruntime_ep_seamless.kernels.cpu.native import raw_experts
+    w = {t.name: numpy_helper.to_array(t) for t in onnx.load(str(model_dir / "model.onnx")).graph.initializer}
+
+    def dequantized(q, scales):  # 4-bit [..., rows, cols / 2] low nibble first, zero point 8, blocks of 32
+        values = np.stack([q & 15, q >> 4], -1).reshape(*q.shape[:-1], -1).astype(np.float64)
+        return np.repeat(scales.astype(np.float64), 32, axis=-1)[..., :values.shape[-1]] * (values - 8)
+
+    def product(name):
+        q = w[f"{name}.MatMul.weight_Q4"]
+        return dequantized(q.reshape(q.shape[0], -1), w[f"{name}.MatMul.weight_scales"])
+
+    def experts(layer, i):
+        pre = w[f"model.layers.{layer}.moe.weight_{i}"]
+        return dequantized(raw_experts(pre, pre.shape[2] * 2, pre.shape[1], 4), w[f"model.layers.{layer}.moe.scales_{i}"])
+    model = transformers.PhimoeForCausalLM.from_pretrained(str(checkpoint), dtype=torch.float32).eval()
+    t = lambda a: torch.tensor(np.asarray(a, np.float32))  # noqa: E731
+    with torch.no_grad():
+        model.model.embed_tokens.weight.copy_(t(w["model.embed_tokens.weight"]))
+        for i, layer in enumerate(model.model.layers):
+            for norm in ("input_layernorm", "post_attention_layernorm"):
+                getattr(layer, norm).weight.copy_(t(w[f"model.layers.{i}.{norm}.weight"]))
+                getattr(layer, norm).bias.copy_(t(w[f"model.layers.{i}.{norm}.bias"]))
+            attn, qkv = layer.self_attn, product(f"model.layers.{i}.attn.qkv_proj")
+            q_rows, k_rows = attn.q_proj.weight.shape[0], attn.k_proj.weight.shape[0]
+            attn.q_proj.weight.copy_(t(qkv[:q_rows]))
+            attn.k_proj.weight.copy_(t(qkv[q_rows:q_rows + k_rows]))
+            attn.v_proj.weight.copy_(t(qkv[q_rows + k_rows:]))
+            attn.o_proj.weight.copy_(t(product(f"model.layers.{i}.attn.o_proj")))
+            layer.mlp.router.weight.copy_(t(product(f"model.layers.{i}.moe.gate")))
+            layer.mlp.experts.gate_up_proj.copy_(t(np.concatenate([experts(i, 1), experts(i, 3)], axis=1)))
+            layer.mlp.experts.down_proj.copy_(t(experts(i, 2)))
+        last = len(model.model.layers)
+        model.model.norm.weight.copy_(t(w[f"model.layers.{last}.final_norm_layernorm.weight"]))
+        model.model.norm.bias.copy_(t(w[f"model.layers.{last}.final_norm_layernorm.bias"]))
+        model.lm_head.weight.copy_(t(product("lm_head")))
+    return model
+
+
+@needs_gpu
+def test_builder_phimoe_greedy_matches_pytorch(capfd):
+    """PhiMoE's export (FC3 gating and the sparse mixer: no stock EP runs it) greedy on our CUDA EP under capture=auto,
+    every node ours, one captured segment a step; the oracle is transformers' float32 model with the export's weights
+    (phimoe_oracle) fed our tokens, up to 32 positions (LongRoPE's short factors, which transformers picks for one
+    call over at most that many). Tolerance: float16 activations move a logit by ~2e-2 of the logits' scale (the
+    dense tests'), and the sparse mixer's mask band (2 jitter_eps relative to the largest logit) turns such rounding
+    into a changed expert weight: each token within 5e-2 of the scale of the oracle's best, and 3 in 4 its best."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    import material
+    import onnxruntime_ep_seamless as seamless
+    from test_cuda_ep import cuda_session
+    path = material.genai_model_dir("phimoe", "int4", "cuda")
+    checkpoint = path.parent / "checkpoint-phimoe"
+    if not (path / "model.onnx").exists() or not (checkpoint / "model.safetensors").exists():
+        pytest.skip(f"{path} or its checkpoint missing: run tests/material.py")
+    ours = cuda_session(str(path / "model.onnx"), capture="auto", log_capture="1")
+    report = seamless.assert_ep_selected(ours, device="cuda")
+    assert not report.fallback_nodes, report
+    tokens, _ = greedy(ours, steps=16, prompt=16)
+    prompt = np.random.default_rng(0).integers(0, 1000, (1, 16))  # greedy's
+    with torch.no_grad():
+        logits = phimoe_oracle(path, checkpoint)(torch.tensor(np.concatenate([prompt[0], tokens[:-1]])[None])).logits
+    logits = logits[0, 15:].numpy()
+    gaps = [float((row.max() - row[token]) / np.abs(row).max()) for token, row in zip(tokens, logits)]
+    assert max(gaps) <= 5e-2, gaps
+    assert sum(int(row.argmax()) == token for token, row in zip(tokens, logits)) >= 3 * len(tokens) // 4, gaps
+    assert "1 segment(s), 0 seam(s)" in capfd.readouterr().err
