@@ -76,10 +76,13 @@ def pack_decoders(dest: Path, families, report: bool = True) -> None:
 
 def pack_cuda_builds(dest: Path, families) -> None:
     """Also "qwen3_5_gdn": Qwen3.5's gated_delta_net export and its default one, the oracle
-    (tests/cuda/test_cuda_linear_attention.py)."""
-    _copy_folders(dest, [d for f in families for d in (
-        [material.genai_gdn_dir(), material.genai_model_dir("qwen3_5", "fp16", "cuda")] if f == "qwen3_5_gdn" else
-        [material.genai_model_dir(f, precision, ep) for precision, ep in zip(CUDA_BUILD_DECODERS[f], ("cuda", "cpu"))])])
+    (tests/cuda/test_cuda_linear_attention.py); "phimoe": its export and the checkpoint transformers' oracle loads
+    (tests/cuda/test_cuda_moe.py)."""
+    phimoe = material.genai_model_dir("phimoe", "int4", "cuda")
+    special = {"qwen3_5_gdn": [material.genai_gdn_dir(), material.genai_model_dir("qwen3_5", "fp16", "cuda")],
+               "phimoe": [phimoe, phimoe.parent / "checkpoint-phimoe"]}
+    _copy_folders(dest, [d for f in families for d in special.get(f) or [
+        material.genai_model_dir(f, precision, ep) for precision, ep in zip(CUDA_BUILD_DECODERS[f], ("cuda", "cpu"))]])
 
 
 def _copy_folders(dest: Path, folders, report: bool = True) -> None:
