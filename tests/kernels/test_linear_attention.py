@@ -154,7 +154,7 @@ def gated_delta_net(batch=2, seq=5, h_q=2, h_v=4, d_k=8, d_v=6, rule="gated_delt
     if not l2_norm:  # the delta rules need unit keys (the schema: normalize upstream or set qk_l2_norm)
         k = l2(k, d_k)
     gated, delta = rule in ("gated", "gated_delta"), rule in ("delta", "gated_delta")
-    inputs = [("query", np.concatenate([x.reshape(tokens, -1) for x in (q, k, v)], 1) if packed else q),
+    inputs = [("query", np.concatenate([x.reshape(*x.shape[:-2], -1) for x in (q, k, v)], -1) if packed else q),
               ("key", None if packed else k), ("value", None if packed else v),
               ("cu_seqlens", None if ragged is None else np.array(ragged, np.int32)),
               ("decay", data(*shape(h_v, d_k) if per_key else shape(h_v)) if gated else None),
@@ -179,7 +179,8 @@ def gated_delta_net(batch=2, seq=5, h_q=2, h_v=4, d_k=8, d_v=6, rule="gated_delt
     {}, {"l2_norm": 0}, {"rule": "linear", "gate": "none", "beta": "none"}, {"rule": "gated", "beta": "none"},
     {"rule": "delta", "gate": "none"}, {"gate": "none", "beta": "none"}, {"gate": "sigmoid"}, {"gate": "qwen"},
     {"per_key": True}, {"rank4": True}, {"dtype": F16}, {"h_q": 4, "h_v": 4}, {"ragged": [0, 3, 3, 9]},
-    {"ragged": [0, 2, 7], "state": False}, {"ragged": [0, 4, 7], "packed": True}, {"scale": 0.3}, {"seq": 1}],
+    {"ragged": [0, 2, 7], "state": False}, {"ragged": [0, 4, 7], "packed": True}, {"packed": True, "rank4": True},
+    {"scale": 0.3}, {"seq": 1}],
     ids=lambda c: ",".join(f"{k}={v}" for k, v in c.items()) or "qwen3.5")
 def test_gated_delta_net(case):
     """Every update rule, both fused gates (softplus alias qwen, sigmoid alias kda), the sigmoid beta, the query/key

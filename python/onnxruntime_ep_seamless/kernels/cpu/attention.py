@@ -902,16 +902,18 @@ def gated_delta_net(query, key=None, value=None, cu_seqlens=None, decay=None, be
                     a_log=None, dt_bias=None, capture_count=None, state_update_active=None, *, update_rule="gated_delta",
                     gate_activation="none", beta_activation="none", qk_l2_norm=0, scale=0.0, chunk_size=64,
                     gate_lower_bound=-5.0, state_update_capacity=0):
-    rank4 = query.ndim == 4
-    if query.ndim not in (3, 4) and not (query.ndim == 2 and key is None):
-        raise ValueError(f"query must be rank 3 [T, H, D] or rank 4 [B, S, H, D], got rank {query.ndim}")
+    packed = key is None and value is None
+    rank4 = query.ndim == (3 if packed else 4)  # the token axis spelled [B, S]
+    if query.ndim + packed not in (3, 4):
+        raise ValueError(f"query must be rank {3 - packed} [T, ...] or rank {4 - packed} [B, S, ...], got rank "
+                         f"{query.ndim}")
     if rank4 and cu_seqlens is not None:
         raise ValueError("cu_seqlens requires the rank-3 (token-major) layout")
-    if key is None and value is None:  # packed q|k|v: the heads from initial_state
+    if packed:  # q|k|v in one: the heads from initial_state
         if initial_state is None or initial_state.ndim != 4:
             raise ValueError("packed QKV requires a rank-4 initial_state to determine the head counts")
         _, h_v, d_v, d_k = initial_state.shape
-        rows = query.reshape(-1, query.shape[-1]) if not rank4 else query.reshape(-1, query.shape[-1])
+        rows = query.reshape(-1, query.shape[-1])
         h_q = (rows.shape[1] - h_v * d_v) // (2 * d_k) if d_k else 0
         if h_q <= 0 or rows.shape[1] != 2 * h_q * d_k + h_v * d_v:
             raise ValueError(f"packed QKV width {rows.shape[1]} is not 2 * H_q * {d_k} + {h_v} * {d_v}")

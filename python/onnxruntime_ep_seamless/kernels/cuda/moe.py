@@ -124,7 +124,7 @@ def expert_layout(node, graph) -> tuple[bool, str | None]:
     shapes = [tuple(v.shape or ()) if v is not None else () for v in (fc1, fc2)]
     if any(len(s) != 3 or not all(isinstance(d, int) for d in s) for s in shapes):
         return mode == 1, "weights_prepacked=1 with expert weights of unknown shapes" if mode == 1 else None
-    (experts, hidden, cols1), (_, inter, cols2) = shapes
+    (_, hidden, cols1), (_, inter, cols2) = shapes
     x_shape = graph.value(node.inputs[0]).shape or (None,)
     fits = (bits in (4, 8) and cols1 * pack == rows1 * inter and cols2 * pack == hidden and hidden % 64 == 0 and
             inter % 64 == 0 and rows1 * inter % (16 // bits) == 0 and hidden % (16 // bits) == 0 and
