@@ -53,7 +53,7 @@ void seamless_skip_rmsnorm_f32(const float* x, const float* skip, size_t skip_ro
                                float eps, void* par_fn, void* par_ctx);
 /* quantization.c: QMoE experts in CUTLASS's SM80 mixed-GEMM layout (ORT CUDA's weights_prepacked) [experts, k, n /
  * pack] to the raw [experts, n, k / pack], raw rows [row0, row1) of experts * n; 0, or 1 (a shape or width it does not
- * take) */
+ * take), 2 (out of memory) */
 int seamless_raw_experts(const uint8_t* prepacked, uint8_t* raw, size_t n, size_t k, int bits, size_t row0,
                          size_t row1);
 void seamless_gather_block_quantized_f32(const uint8_t* data, size_t rows, size_t cols, const int64_t* idx, size_t n,

@@ -987,29 +987,37 @@ void seamless_gather_block_quantized_f32(const uint8_t* data, size_t rows, size_
  * row1) of the experts * n. The layout, from the raw element (n, k) on: rows k permuted within groups of 128 / bits for
  * the tensor cores' fragment loads, the [k, n] grid stored column by column (n-major), 16 / bits columns interleaved per
  * tile of 64 rows, and the elements of each 32-bit word split into its even then its odd ones; the values are the raw
- * ones. 0, or 1 (bits other than 4 and 8, k not a multiple of 64 or n of 16 / bits: nothing written). */
+ * ones. 0, or 1 (bits other than 4 and 8, k not a multiple of 64 or n of 16 / bits), 2 (out of memory): nothing
+ * written. */
 int seamless_raw_experts(const uint8_t* prepacked, uint8_t* raw, size_t n, size_t k, int bits, size_t row0,
                          size_t row1) {
   if ((bits != 4 && bits != 8) || k % 64 || n % (size_t)(16 / bits)) return 1;
   const size_t group = 128 / bits, interleave = 16 / bits, word = 32 / bits, tiles = k / 64;
   const size_t expert_bytes = n * k * bits / 8;
+  /* element i's place past its column's start (a multiple of 64, so a word's order does not depend on the column) */
+  uint32_t* place = (uint32_t*)malloc(k * sizeof(uint32_t));
+  if (!place) return 2;
+  for (size_t i = 0; i < k; i++) {
+    size_t in_group = i % group, c = in_group / 8, a = in_group % 8 / 2;
+    size_t row = i - in_group + a * (group / 4) + c * 2 + in_group % 2;  /* the fragment-load order */
+    size_t at = row / 64 * interleave * 64 + row % 64;                   /* the interleaved column tiles */
+    size_t q = at % word;
+    place[i] = (uint32_t)(at + (q & 1 ? word / 2 + q / 2 : q / 2) - q);  /* even elements of a word, then odd */
+  }
   for (size_t r = row0; r < row1; r++) {
+    const size_t col = r % n;
     const uint8_t* pre = prepacked + r / n * expert_bytes;
-    const size_t col = r % n, column_base = (col / interleave * tiles * interleave + col % interleave) * 64;
+    const size_t base = (col / interleave * tiles * interleave + col % interleave) * 64;
     uint8_t* out = raw + r * (k * bits / 8);
-    for (size_t i = 0; i < k; i++) {
-      size_t in_group = i % group, c = in_group / 8, a = in_group % 8 / 2;
-      size_t row = i - in_group + a * (group / 4) + c * 2 + in_group % 2;  /* the fragment-load order */
-      size_t at = column_base + row / 64 * interleave * 64 + row % 64;     /* the interleaved column tiles */
-      size_t q = at % word;
-      at += (q & 1 ? word / 2 + q / 2 : q / 2) - q;                       /* even elements of a word, then odd */
-      if (bits == 8) {
-        out[i] = pre[at];
-      } else {
-        uint8_t v = (uint8_t)((pre[at / 2] >> (at % 2 * 4)) & 15);
-        out[i / 2] = i % 2 ? (uint8_t)(out[i / 2] | v << 4) : v;
+    if (bits == 8) {
+      for (size_t i = 0; i < k; i++) out[i] = pre[base + place[i]];
+    } else {
+      for (size_t i = 0; i < k; i += 2) {
+        size_t lo = base + place[i], hi = base + place[i + 1];
+        out[i / 2] = (uint8_t)(((pre[lo / 2] >> (lo % 2 * 4)) & 15) | ((pre[hi / 2] >> (hi % 2 * 4)) & 15) << 4);
       }
     }
   }
+  free(place);
   return 0;
 }

@@ -171,9 +171,11 @@ def raw_experts(prepacked: np.ndarray, n: int, k: int, bits: int) -> np.ndarray:
     if threads > 1:
         from concurrent.futures import ThreadPoolExecutor
         with ThreadPoolExecutor(threads) as pool:
-            failed = any(pool.map(run, cuts[:-1], cuts[1:]))
+            failed = max(pool.map(run, cuts[:-1], cuts[1:]))
     else:
         failed = run(0, rows)
+    if failed == 2:
+        raise MemoryError("out of host memory converting QMoE experts")
     _require(not failed, f"no CUTLASS layout of {bits}-bit experts [{k}, {n}] (k a multiple of 64, n of {16 // bits})")
     return raw
 
