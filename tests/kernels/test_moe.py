@@ -292,3 +292,25 @@ def test_expert_layout_of_weights_without_data(initializer, expected):
     graph.initializers = ["fc1", "fc2"] if initializer else []
     prepacked, problem = expert_layout(node, graph)
     assert prepacked and ((problem is None) if expected is None else expected in problem)
+
+
+@pytest.mark.parametrize("prepacked", [1, 2])
+def test_qmoe_weights_prepacked_on_the_cpu_is_stocks(prepacked):
+    """weights_prepacked=1 selects stock's CPU EP's own prepacked expert layout (it fails this non-SwiGLU node at
+    load): declined, so stock's answer (here its error) stands; 2 is out of range: refused at load as stock does."""
+    from parity import ep_session, node_model, stock_session
+    attrs = dict(k=2, activation_type="silu", expert_weight_bits=4, block_size=32, weights_prepacked=prepacked)
+    model, feeds = node_model("QMoE", qmoe_inputs(5, 64, 4, 32, "silu", 4, 32), attrs, 21, [np.float32],
+                              domain="com.microsoft", const=QMOE_CONST)
+    if prepacked == 1:
+        from onnxruntime_ep_seamless.graph.onnx_import import import_model
+        from onnxruntime_ep_seamless.kernels.registry import lookup
+        graph = import_model(model)
+        kdef, why = lookup(graph.nodes[0], graph, "cpu")
+        assert kdef is None and "weights_prepacked=1" in why
+        with pytest.raises(Exception, match="SwiGLU"):
+            stock_session(model).run(None, feeds)
+        return
+    for make in (stock_session, ep_session):
+        with pytest.raises(Exception, match="weights_prepacked must be -1, 0, or 1"):
+            make(model).run(None, feeds)

@@ -130,6 +130,8 @@ def check_qmoe(node, graph, cuda=False):
         return f"quant_type {attrs['quant_type']!r} (only integer weights)"
     if any(node.inputs[15:]):
         return "global, activation and block activation scales (FP4/FP8 modes) are not supported"
+    if attrs.get("weights_prepacked", -1) == 1 and not cuda:  # (CUDA's: kernels/cuda/moe.py expert_layout)
+        return "weights_prepacked=1: stock's CPU EP's own prepacked expert layout"
     return _declined(attrs, _QMOE_ACTIVATIONS, any(node.inputs[8:11]) or any(node.inputs[13:14]), cuda)
 
 
@@ -140,6 +142,8 @@ def validate_qmoe(node, graph):
         raise ValueError("CPU QMoE only supports interleaved SwiGLU format. Please set swiglu_fusion=1.")
     if attrs.get("expert_weight_bits", 4) not in (2, 4, 8):
         raise ValueError("Attribute 'expert_weight_bits' must be 2, 4, or 8.")
+    if attrs.get("weights_prepacked", -1) not in (-1, 0, 1):
+        raise ValueError("weights_prepacked must be -1, 0, or 1.")
     block = attrs.get("block_size", 0)
     if block < 0 or (block and block < 16):
         raise ValueError("block_size must be >= 16 when provided.")
