@@ -8,6 +8,8 @@
                                                window-cache ones, WINDOW_DECODERS, ~37 MiB, travel on their own)
     python tests/gpu_material.py pack-cuda-builds DIR FAMILY...  (those families' -e cuda builds with their CPU
                                                build, the oracle: ~11 MiB a dense family; CUDA_BUILD_DECODERS)
+    python tests/gpu_material.py pack-cuda-graphs DIR FAMILY...  (those families' -e cuda fp16 and int4 graphs, ~6
+                                               MiB a family: test_cuda_models.py's checks on their own graphs)
 
 MiniLM's weights travel as float16, once for all its exports (they share them), and come back as
 float32: the model keeps its graph and real-weight activations, its weights rounded to float16.
@@ -30,10 +32,9 @@ STATE_DECODERS = ("lfm2moe", "qwen3_5", "qwen3_5_moe")
 # builder decoders with window-sized KV caches (tests/cuda/test_cuda_attention.py)
 WINDOW_DECODERS = ("gptoss", "gemma2", "gemma3")
 # the builder's -e cuda graphs with their own fused ops: Qwen3's Q/K norms inside GroupQueryAttention, Phi-3's
-# LongRoPE If (tests/cuda/test_cuda_models.py), the MoE families' CUTLASS-prepacked QMoE experts
-# (tests/cuda/test_cuda_moe.py): family -> (its -e cuda build's precision, its oracle's: the -e cpu build's)
-CUDA_BUILD_DECODERS = {"qwen3": ("fp16", "fp32"), "phi3": ("fp16", "fp32"), "lfm2moe": ("int4", "int4"),
-                       "qwen3_5_moe": ("int4", "int4"), "gptoss": ("int4", "int4")}
+# LongRoPE If (tests/cuda/test_cuda_models.py), LFM2-MoE's CUTLASS-prepacked QMoE experts (tests/cuda/test_cuda_moe.py):
+# family -> (its -e cuda build's precision, its oracle's: the -e cpu build's)
+CUDA_BUILD_DECODERS = {"qwen3": ("fp16", "fp32"), "phi3": ("fp16", "fp32"), "lfm2moe": ("int4", "int4")}
 
 
 def pack(dest: Path) -> None:
@@ -85,6 +86,11 @@ def pack_cuda_builds(dest: Path, families) -> None:
         material.genai_model_dir(f, precision, ep) for precision, ep in zip(CUDA_BUILD_DECODERS[f], ("cuda", "cpu"))]])
 
 
+def pack_cuda_graphs(dest: Path, families) -> None:
+    _copy_folders(dest, [material.genai_model_dir(f, p, "cuda") for f in families
+                         for p in material.GENAI_FAMILY_CUDA_PRECISIONS])
+
+
 def _copy_folders(dest: Path, folders, report: bool = True) -> None:
     """Cache folders into DIR/material at their places in the cache; with `report`, the material's size."""
     out = dest / "material"
@@ -122,5 +128,7 @@ if __name__ == "__main__":
         pack_decoders(Path(sys.argv[2]).resolve(), sys.argv[3:])
     elif sys.argv[1] == "pack-cuda-builds":
         pack_cuda_builds(Path(sys.argv[2]).resolve(), sys.argv[3:])
+    elif sys.argv[1] == "pack-cuda-graphs":
+        pack_cuda_graphs(Path(sys.argv[2]).resolve(), sys.argv[3:])
     else:
         {"pack": pack, "unpack": unpack}[sys.argv[1]](Path(sys.argv[2]).resolve())

@@ -122,6 +122,42 @@ def test_builder_family_cuda_build_greedy_tokens(family, capfd):
     assert "1 segment(s), 0 seam(s)" in capfd.readouterr().err
 
 
+# the families whose -e cuda graph stock's CPU EP cannot run (GroupQueryAttention with Q/K norms: "implemented only on
+# the CUDA and WebGPU EPs"): their oracles are test_builder_family_cuda_build_greedy_tokens's (qwen3) and
+# test_cuda_moe.py's (lfm2moe); gemma3's and lfm2's have none yet
+QK_NORM_FAMILIES = ("qwen3", "gemma3", "lfm2", "lfm2moe")
+WINDOW_FAMILIES = ("gemma2", "gemma3", "gptoss")  # local layers: window-sized KV caches of 16 rows (tests/material.py)
+
+
+@pytest.mark.parametrize("family,precision", [(f, p) for f in material.GENAI_FAMILIES if f not in QK_NORM_FAMILIES
+                                              for p in material.GENAI_FAMILY_CUDA_PRECISIONS])
+def test_builder_family_cuda_build_matches_stock_on_its_graph(family, precision, capfd):
+    """Every builder family's `-e cuda` graph (float16; int4: MatMulNBits and, for the MoE families, CUTLASS-prepacked
+    QMoE experts) greedy on our CUDA EP under capture=auto for 24 steps after a 16-token prompt: every node ours, each
+    decode step one captured segment. The oracle is stock's CPU EP on the same graph (its experts raw:
+    test_cuda_moe.raw_experts_model), fed our tokens: float16 both, so each token is its best or within 2e-2 of the
+    logits' scale (as test_builder_family_cuda_build_greedy_tokens). The -e cpu builds are no oracle for int4: the
+    builder quantizes for CUDA otherwise (other scales)."""
+    import onnxruntime_ep_seamless as seamless
+    from test_cuda_ep import cuda_session
+    from test_cuda_moe import greedy, raw_experts_model
+    path = material.genai_model_dir(family, precision, "cuda") / "model.onnx"
+    if not path.exists():
+        pytest.skip(f"{path} missing: run tests/material.py (tests/gpu_material.py pack-cuda-graphs)")
+    window = 16 if family in WINDOW_FAMILIES else 0
+    ours = cuda_session(str(path), capture="auto", log_capture="1")
+    report = seamless.assert_ep_selected(ours, device="cuda")
+    assert not report.fallback_nodes, report
+    tokens, _ = greedy(ours, steps=24, window=window)
+    _, oracle = greedy(stock_session(raw_experts_model(path)), steps=24, window=window, forced=tokens)
+    for step, (token, logits) in enumerate(zip(tokens, oracle)):
+        logits = logits.astype(np.float32)
+        gap = float(logits.max() - logits[token])
+        assert gap <= 2e-2 * float(np.max(np.abs(logits))), f"step {step}: ours {token}, stock's best " \
+            f"{int(logits.argmax())} by {gap:.4f}"
+    assert "1 segment(s), 0 seam(s)" in capfd.readouterr().err
+
+
 @pytest.mark.parametrize("precision", ["fp16", "int4"])
 @pytest.mark.parametrize("max_len", [0, 64])  # growing KV, and max-length (shared-buffer style) KV
 @pytest.mark.parametrize("capture", ["off", "auto"])  # eager launches, and the captured graph

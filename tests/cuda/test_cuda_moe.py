@@ -140,37 +140,34 @@ def raw_experts_model(path):
 
 
 @needs_gpu
-@pytest.mark.parametrize("family,window,oracle", [("lfm2moe", 0, "cpu build"), ("qwen3_5_moe", 0, "same graph"),
-                                                  ("gptoss", 16, "same graph")])
-def test_builder_cuda_int4_moe_build(family, window, oracle, capfd):
-    """A builder MoE family's `-e cuda -p int4` graph, its QMoE experts in CUTLASS's layout (the builder's default for
-    CUDA, converted at Compile), greedy on our CUDA EP under capture=auto: every node ours, each decode step one
-    captured segment. The oracle, fed our tokens, on stock's CPU EP: the same graph with its experts raw
-    (raw_experts_model: float16 as ours), or where stock's CPU EP cannot run it (LFM2's GroupQueryAttention with Q/K
-    norms) the `-e cpu -p int4` build of the same checkpoint (the same quantized experts). At every step our token
-    is its best or within a near-tie (float16 activations move a logit by up to ~2e-2 of the logits' scale, as in
-    test_cuda_models.py; a router's near-tie at the last prompt token can move the logits more, not the token)."""
+def test_builder_lfm2moe_cuda_int4_build(capfd):
+    """LFM2-MoE's `-e cuda -p int4` graph, its QMoE experts in CUTLASS's layout (the builder's default for CUDA,
+    converted at Compile), greedy on our CUDA EP under capture=auto: every node ours, each decode step one captured
+    segment. Stock's CPU EP cannot run this graph (GroupQueryAttention with Q/K norms; the other MoE families' graphs
+    are checked on themselves: test_cuda_models.py test_builder_family_cuda_build_matches_stock_on_its_graph), so the
+    oracle is the `-e cpu -p int4` build of the same checkpoint (the same quantized experts, raw: tests/kernels), fed
+    our tokens: at every step our token is its best or within a near-tie (float16 activations move a logit by up to
+    ~2e-2 of the logits' scale, as in test_cuda_models.py; a router's near-tie at the last prompt token can move the
+    logits more, not the token)."""
+    import onnx
+
     import material
     import onnxruntime_ep_seamless as seamless
     from parity import stock_session
     from test_cuda_ep import cuda_session
-    cuda, cpu = (material.genai_model_dir(family, "int4", ep) / "model.onnx" for ep in ("cuda", "cpu"))
+    cuda, cpu = (material.genai_model_dir("lfm2moe", "int4", ep) / "model.onnx" for ep in ("cuda", "cpu"))
     if not cuda.exists() or not cpu.exists():
         pytest.skip(f"{cuda} or {cpu} missing: run tests/material.py")
     ours = cuda_session(str(cuda), capture="auto", log_capture="1")
     report = seamless.assert_ep_selected(ours, device="cuda")
     assert not report.fallback_nodes, report
-    tokens, _ = greedy(ours, steps=40, window=window)
-    if oracle == "same graph":
-        model = raw_experts_model(cuda)
-    else:
-        import onnx
-        model = onnx.load(str(cpu))
-        for node in model.graph.node:  # stock's CPU MatMulNBits multiplies int8-quantized activations at level 4
-            for a in node.attribute:
-                if node.op_type == "MatMulNBits" and a.name == "accuracy_level":
-                    a.i = 0
-    _, oracle_logits = greedy(stock_session(model), steps=40, window=window, forced=tokens)
+    tokens, _ = greedy(ours, steps=40)
+    model = onnx.load(str(cpu))
+    for node in model.graph.node:  # stock's CPU MatMulNBits multiplies int8-quantized activations at level 4
+        for a in node.attribute:
+            if node.op_type == "MatMulNBits" and a.name == "accuracy_level":
+                a.i = 0
+    _, oracle_logits = greedy(stock_session(model), steps=40, forced=tokens)
     for step, (token, logits) in enumerate(zip(tokens, oracle_logits)):
         logits = logits.astype(np.float32)
         gap = float(logits.max() - logits[token])
