@@ -462,3 +462,25 @@ def test_int4_gemv_warps_a_column(n, k, split):
     the H200 on both widths: docs/benchmarks/gpu.md, session 41)."""
     from onnxruntime_ep_seamless.kernels.cuda.quantization import GEMV_WARPS, column_split
     assert column_split(n, -(-k // 1024), GEMV_WARPS) == split
+
+
+@pytest.mark.parametrize("rank4", [False, True])
+def test_gated_delta_net_launch(rank4):
+    """GatedDeltaNet on CUDA: attention.cu's kernel for the head size, a block per (request, value head), a thread per
+    state row; the CPU kernel's checks (kernels/cpu/attention.py gdn_geometry) before any launch."""
+    from onnxruntime_ep_seamless.kernels.cuda.attention import gated_delta_net
+    rt = Recorder()
+    lead = (2, 5) if rank4 else (10,)
+    q, k, v = rt.alloc(lead + (2, 32), F16), rt.alloc(lead + (2, 32), F16), rt.alloc(lead + (4, 48), F16)
+    decay, beta = rt.alloc(lead + (4,), np.float32), rt.alloc(lead + (4,), np.float32)
+    a_log, dt_bias = rt.constant((4,), np.float32), rt.constant((4,), np.float32)
+    attrs = dict(gate_activation="softplus", beta_activation="sigmoid", qk_l2_norm=1)
+    out, state = gated_delta_net(rt, 0, q, k, v, None, decay, beta, rt.alloc((2, 4, 48, 32), np.float32), a_log,
+                                 dt_bias, **attrs)
+    assert out.shape == lead + (4, 48) and state.shape == (2, 4, 48, 32)
+    assert rt.launches == [("seamless_gated_delta_net_k32_f16", 8, {"threads": 64})]
+    with pytest.raises(ValueError, match="initial_state must be"):
+        gated_delta_net(rt, 0, q, k, v, None, decay, beta, rt.alloc((2, 4, 32, 48), np.float32), a_log, dt_bias,
+                        **attrs)
+    with pytest.raises(ValueError, match="initial_state is required"):
+        gated_delta_net(rt, 0, q, k, v, None, decay, beta, None, a_log, dt_bias, **attrs)

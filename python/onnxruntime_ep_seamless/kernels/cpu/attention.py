@@ -865,19 +865,32 @@ def check_gated_delta_net(node, graph):
     return None
 
 
-def _gdn_tokens(x, name, rank4, width=None):
+def _gdn_tokens(x, name, rank4):
     """[T, ...] from query's layout (rank 4: [B, S, ...] flattened)."""
     if x is None:
         return None
     if rank4:
         if x.ndim < 3:
-            raise ValueError(f"{name} must be rank {3 if width is None else 4} with a [batch, sequence] token axis")
+            raise ValueError(f"{name} must have a [batch, sequence] token axis")
         return x.reshape(x.shape[0] * x.shape[1], *x.shape[2:])
     return x
 
 
-def gdn_shapes(tokens, h_v, d_k, d_v, batch, state, decay, beta, a_log_size, dt_bias_size, rule, gate) -> None:
-    """GatedDeltaNet's checks past the heads (shapes; None where absent), as stock's kernel fails them."""
+def gdn_geometry(q, k, v, ragged, leading, state, decay, beta, a_log_size, dt_bias_size, rule, gate) -> tuple:
+    """(tokens, h_q, d_k, h_v, d_v, batch) of a GatedDeltaNet whose query, key and value are token-major [T, H, D]
+    (shapes), as stock's kernel checks them (its messages: FAIL). ragged: the requests cu_seqlens gives, else None;
+    leading: B of a [B, S] token axis, else None; state, decay, beta: shapes or None; a_log/dt_bias: sizes or None."""
+    tokens, h_q, d_k = q
+    h_v, d_v = v[1:]
+    if tuple(k) != tuple(q) or v[0] != tokens:
+        raise ValueError(f"key {tuple(k)} must be query's {tuple(q)} and value {tuple(v)} of {tokens} tokens")
+    if h_q <= 0 or h_v % h_q:
+        raise ValueError(f"num_heads_v ({h_v}) must be a positive multiple of num_heads_q ({h_q})")
+    if ragged is None and state is None:
+        raise ValueError("cu_seqlens is absent, so initial_state is required to determine batch size")
+    batch = ragged if ragged is not None else leading if leading is not None else state[0]
+    if ragged is None and (batch <= 0 or tokens % batch):
+        raise ValueError(f"total_tokens ({tokens}) must be divisible by batch ({batch})")
     state_shape = (batch, h_v, d_v, d_k)
     if state is not None and tuple(state) != state_shape:
         raise ValueError(f"initial_state must be [batch, num_heads_v, head_size_v, head_size_qk] = {state_shape}, got "
@@ -887,13 +900,13 @@ def gdn_shapes(tokens, h_v, d_k, d_v, batch, state, decay, beta, a_log_size, dt_
         raise ValueError("decay input presence must match update_rule")
     if (beta is not None) != delta:
         raise ValueError("beta input presence must match update_rule")
-    size = lambda shape: int(np.prod(shape)) if len(shape) else 1  # noqa: E731
-    if gated and size(decay) not in (tokens * h_v, tokens * h_v * d_k):
+    if gated and int(np.prod(decay)) not in (tokens * h_v, tokens * h_v * d_k):
         raise ValueError(f"decay must be [T, {h_v}] or [T, {h_v}, {d_k}] for update_rule={rule}")
-    if delta and size(beta) != tokens * h_v:
+    if delta and int(np.prod(beta)) != tokens * h_v:
         raise ValueError(f"beta must be [T, {h_v}] for update_rule={rule}")
     if gated and gate != "none" and (a_log_size != h_v or dt_bias_size not in (h_v, h_v * d_k)):
         raise ValueError(f"gate_activation={gate!r} needs a_log [{h_v}] and dt_bias [{h_v}] or [{h_v}, {d_k}]")
+    return tokens, h_q, d_k, h_v, d_v, batch
 
 
 @kernel("GatedDeltaNet", domain="com.microsoft", types=HALF_FLOATS, check=check_gated_delta_net)
@@ -926,27 +939,16 @@ def gated_delta_net(query, key=None, value=None, cu_seqlens=None, decay=None, be
         q, k, v = (_gdn_tokens(x, n, rank4) for x, n in ((query, "query"), (key, "key"), (value, "value")))
         if q.ndim != 3 or k.ndim != 3 or v.ndim != 3:
             raise ValueError("query, key and value must be [T, heads, head_size]")
-    tokens, h_q, d_k = q.shape
-    h_v, d_v = v.shape[1:]
-    if k.shape != (tokens, h_q, d_k) or v.shape[0] != tokens:
-        raise ValueError(f"key {k.shape} must be query's {q.shape} and value {v.shape} of {tokens} tokens")
-    if h_q <= 0 or h_v % h_q:
-        raise ValueError(f"num_heads_v ({h_v}) must be a positive multiple of num_heads_q ({h_q})")
-    if cu_seqlens is not None:
-        starts = np.asarray(cu_seqlens).reshape(-1).astype(np.int64)
-        if len(starts) < 2 or starts[0] != 0 or starts[-1] != tokens or np.any(np.diff(starts) < 0):
-            raise ValueError(f"cu_seqlens must start at 0 and end at total_tokens ({tokens}), never decreasing")
-        batch = len(starts) - 1
-    else:
-        if initial_state is None:
-            raise ValueError("cu_seqlens is absent, so initial_state is required to determine batch size")
-        batch = query.shape[0] if rank4 else initial_state.shape[0]
-        if batch <= 0 or tokens % batch:
-            raise ValueError(f"total_tokens ({tokens}) must be divisible by batch ({batch})")
+    starts = None if cu_seqlens is None else np.asarray(cu_seqlens).reshape(-1).astype(np.int64)
+    if starts is not None and (len(starts) < 2 or starts[0] != 0 or starts[-1] != q.shape[0] or
+                               np.any(np.diff(starts) < 0)):
+        raise ValueError(f"cu_seqlens must start at 0 and end at total_tokens ({q.shape[0]}), never decreasing")
+    tokens, h_q, d_k, h_v, d_v, batch = gdn_geometry(
+        q.shape, k.shape, v.shape, None if starts is None else len(starts) - 1, query.shape[0] if rank4 else None,
+        shape_or_none(initial_state), shape_or_none(decay), shape_or_none(beta),
+        None if a_log is None else a_log.size, None if dt_bias is None else dt_bias.size, update_rule, gate_activation)
+    if starts is None:
         starts = np.arange(batch + 1) * (tokens // batch)
-    gdn_shapes(tokens, h_v, d_k, d_v, batch, shape_or_none(initial_state), shape_or_none(decay), shape_or_none(beta),
-               None if a_log is None else a_log.size, None if dt_bias is None else dt_bias.size, update_rule,
-               gate_activation)
     state_shape = (batch, h_v, d_v, d_k)
     gated, delta = update_rule in ("gated", "gated_delta"), update_rule in ("delta", "gated_delta")
     g = _gdn_tokens(decay, "decay", rank4)

@@ -223,21 +223,11 @@ def gated_delta_net(rt, stream, query, key=None, value=None, cu_seqlens=None, de
     if len(query.shape) not in (3, 4) or len(key.shape) != len(query.shape) or len(value.shape) != len(query.shape):
         raise ValueError(f"query, key and value must be rank 3 [T, H, D] or rank 4 [B, S, H, D], got {query.shape}, "
                          f"{key.shape}, {value.shape}")
-    h_q, d_k = query.shape[-2:]
-    h_v, d_v = value.shape[-2:]
-    tokens = int(np.prod(query.shape[:-2]))
-    if tuple(key.shape) != tuple(query.shape) or int(np.prod(value.shape[:-2])) != tokens:
-        raise ValueError(f"key {key.shape} must be query's {query.shape} and value {value.shape} of {tokens} tokens")
-    if h_q <= 0 or h_v % h_q:
-        raise ValueError(f"num_heads_v ({h_v}) must be a positive multiple of num_heads_q ({h_q})")
-    if initial_state is None:
-        raise ValueError("cu_seqlens is absent, so initial_state is required to determine batch size")
-    batch = query.shape[0] if rank4 else initial_state.shape[0]
-    if batch <= 0 or tokens % batch:
-        raise ValueError(f"total_tokens ({tokens}) must be divisible by batch ({batch})")
-    cpu_attention.gdn_shapes(tokens, h_v, d_k, d_v, batch, initial_state.shape, shape_or_none(decay),
-                             shape_or_none(beta), None if a_log is None else a_log.size,
-                             None if dt_bias is None else dt_bias.size, update_rule, gate_activation)
+    token_major = lambda shape: (int(np.prod(shape[:-2])), *shape[-2:])  # noqa: E731 ([B, S, H, D] -> [T, H, D])
+    tokens, h_q, d_k, h_v, d_v, batch = cpu_attention.gdn_geometry(
+        token_major(query.shape), token_major(key.shape), token_major(value.shape), None,
+        query.shape[0] if rank4 else None, shape_or_none(initial_state), shape_or_none(decay), shape_or_none(beta),
+        None if a_log is None else a_log.size, None if dt_bias is None else dt_bias.size, update_rule, gate_activation)
     gated, delta = update_rule in ("gated", "gated_delta"), update_rule in ("delta", "gated_delta")
     gate = {"none": 0, "softplus": 1, "qwen": 1, "sigmoid": 2, "kda": 2}[gate_activation] if gated else 0
     out = rt.alloc(tuple(query.shape[:-2]) + (h_v, d_v), query.dtype)
