@@ -145,15 +145,21 @@ def transpose_2d(x: np.ndarray) -> np.ndarray:
     def block(r0, r1):  # rows [r0, r1) of x: columns [r0, r1) of y
         lib.seamless_transpose_2d(src + r0 * cols * size, dst + r0 * size, r1 - r0, cols, rows, size, *_pool())
 
-    threads = min(os.cpu_count() or 1, 16, max(1, x.nbytes // TRANSPOSE_SHARE))
-    if threads > 1:
-        from concurrent.futures import ThreadPoolExecutor
-        cuts = [rows * i // threads // 32 * 32 for i in range(threads)] + [rows]
-        with ThreadPoolExecutor(threads) as pool:
-            list(pool.map(block, cuts[:-1], cuts[1:]))
-    elif x.size:
-        block(0, rows)
+    if x.size:
+        _row_blocks(block, rows, x.nbytes, align=32)
     return y
+
+
+def _row_blocks(fn, rows: int, nbytes: int, align: int = 1) -> list:
+    """fn(r0, r1) over blocks of [0, rows) (cut at multiples of `align`) on the machine's cores, one block per
+    TRANSPOSE_SHARE bytes up to 16 (the C calls release the GIL; at Compile no ORT pool runs): their results."""
+    threads = min(os.cpu_count() or 1, 16, max(1, nbytes // TRANSPOSE_SHARE))
+    if threads == 1:
+        return [fn(0, rows)]
+    from concurrent.futures import ThreadPoolExecutor
+    cuts = [rows * i // threads // align * align for i in range(threads)] + [rows]
+    with ThreadPoolExecutor(threads) as pool:
+        return list(pool.map(fn, cuts[:-1], cuts[1:]))
 
 
 def raw_experts(prepacked: np.ndarray, n: int, k: int, bits: int) -> np.ndarray:
@@ -164,16 +170,8 @@ def raw_experts(prepacked: np.ndarray, n: int, k: int, bits: int) -> np.ndarray:
     _require(prepacked.size == experts * k * n // pack, f"{prepacked.shape} is not [experts, {k}, {n} / {pack}]")
     raw = np.empty((experts, n, k // pack), np.uint8)
     src, dst = ffi.cast("uint8_t*", ffi.from_buffer(prepacked)), ffi.cast("uint8_t*", ffi.from_buffer(raw))
-    rows = experts * n
-    threads = min(os.cpu_count() or 1, 16, max(1, raw.nbytes // TRANSPOSE_SHARE))
-    cuts = [rows * i // threads for i in range(threads)] + [rows]
-    run = lambda r0, r1: lib.seamless_raw_experts(src, dst, n, k, bits, r0, r1)  # noqa: E731
-    if threads > 1:
-        from concurrent.futures import ThreadPoolExecutor
-        with ThreadPoolExecutor(threads) as pool:
-            failed = max(pool.map(run, cuts[:-1], cuts[1:]))
-    else:
-        failed = run(0, rows)
+    failed = max(_row_blocks(lambda r0, r1: lib.seamless_raw_experts(src, dst, n, k, bits, r0, r1), experts * n,
+                             raw.nbytes))
     if failed == 2:
         raise MemoryError("out of host memory converting QMoE experts")
     _require(not failed, f"no CUTLASS layout of {bits}-bit experts [{k}, {n}] (k a multiple of 64, n of {16 // bits})")
