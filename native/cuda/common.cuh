@@ -27,8 +27,6 @@ __device__ __forceinline__ void dependent_launch() {
   let_next_launch();
   wait_for_previous();
 }
-// Fetch the 128-byte line holding p into L2 without waiting for it (a constant: weights).
-__device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
 // 16 bytes from global to shared memory without holding registers (sm_80 and up), and the wait for this thread's
 // own such copies.
 __device__ __forceinline__ void copy16_to_shared(void* dst, const void* src) {

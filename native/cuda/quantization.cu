@@ -60,6 +60,13 @@ __device__ void matmul_nbits(const T* a, const uint8_t* b, const T* scales, cons
 // take chunks of 32 consecutive k (one 16-byte load of weights per matrix, four of activations
 // shared by the W matrices), chunk c by lane c % 32 of warp (c / 32) % split of the column's
 // warps; a long K is so spread over up to 8 warps, summed in a fixed order.
+// The 4-bit values become floats without a conversion instruction (quarter rate, and 32 a pass per matrix:
+// the SwiGLU kernels were bound by them): byte j of (word & 0x0F0F0F0F) is nibble 2j, byte j of (word >> 4) &
+// 0x0F0F0F0F nibble 2j + 1; a byte permute puts one into the mantissa of 2^23 (0x4B000000), which makes the
+// float 2^23 + q exactly, and subtracting 2^23 + z leaves q - z. On the H200 (a replayed step, in place):
+// Llama-3.2-1B-shaped int4 gate|up 216.5 -> 191.2 us, the whole step 0.637 -> 0.608 ms of GPU time, the
+// Qwen2.5-0.5B-shaped one 0.425 -> 0.414 (docs/benchmarks/gpu.md, session 42). More passes in flight (the next
+// ones' loads before this one's sums, as matmul.cu's linear) was slower on both: fewer blocks fit.
 // The _norm kernels take the row RMS-normalised by each block first (args.h RowNorm).
 template <typename T, int W, bool NORM>  // NORM: the activations are `norm`'s rows (`a` unused)
 __device__ void matmul_nbits4_x32(const T* a, const uint8_t* b0, const T* s0, const uint8_t* z0, const uint8_t* b1,
@@ -78,26 +85,25 @@ __device__ void matmul_nbits4_x32(const T* a, const uint8_t* b0, const T* s0, co
   float acc[W] = {};
   int blocks = (p.k + p.block - 1) >> block_shift;  // the last block may be partial
   int64_t column = (int64_t)n * blocks * (p.block / 2);  // byte k / 2 of a column is k's (a block is p.block / 2 bytes)
-  // The weights are constants, read before waiting for the kernel before (a dependent launch overlaps that
-  // with its tail): this lane's first pass into registers, the later passes' to L2.
-  const int first = (lane + 32 * slice) * 32;
-  auto constants = [&](int k0, uint4* packed, float* z, float* scale) {  // a pass's, of each matrix
+  const int first = (lane + 32 * slice) * 32, stride = 32 * 32 * p.split;
+  struct Pass {  // a pass's constants, of each matrix: 32 weights, 2^23 + their zero point, their scale
+    uint4 packed[W];
+    float offset[W], scale[W];
+  };
+  auto constants = [&](int k0, Pass& c) {
+    if (k0 >= p.k) return;
     int blk = k0 >> block_shift;
 #pragma unroll
     for (int w = 0; w < W; w++) {
-      packed[w] = *(const uint4*)(b[w] + column + k0 / 2);
-      z[w] = (float)zero_point(zp[w], n, blk, blocks, 4);
-      scale[w] = ld(scales[w] + (int64_t)n * blocks + blk);
+      c.packed[w] = __ldcs((const uint4*)(b[w] + column + k0 / 2));  // read once a step: first to leave L2
+      c.offset[w] = 8388608.0f + (float)zero_point(zp[w], n, blk, blocks, 4);
+      c.scale[w] = ld(scales[w] + (int64_t)n * blocks + blk);
     }
   };
-  uint4 packed0[W];
-  float zero0[W], scale0[W];
-  if (n < p.n && first < p.k) constants(first, packed0, zero0, scale0);
-  for (int k0 = first + 32 * 32 * p.split; n < p.n && k0 < p.k; k0 += 32 * 32 * p.split)
-    for (int w = 0; w < W; w++) {
-      prefetch_l2(b[w] + column + k0 / 2);
-      prefetch_l2(scales[w] + (int64_t)n * blocks + (k0 >> block_shift));
-    }
+  // The weights are constants: the first pass's loaded before waiting for the kernel before (a dependent launch
+  // overlaps that with its tail), each later one's as the pass before ends
+  Pass c;
+  if (n < p.n) constants(first, c);
   // the bias (plan/fusion.py: an initializer) of the output this lane stores (below), a constant as well; in
   // the _norm kernels (a decode layer's q|k|v), whose prologue leaves the registers (the plain ones took 4 more)
   const float bias0 = NORM && W == 1 && bias && !lane && !slice && n < p.n ? ld(bias + n) : 0.0f;
@@ -109,27 +115,26 @@ __device__ void matmul_nbits4_x32(const T* a, const uint8_t* b0, const T* s0, co
     row = (const T*)normed;
   }
   if (n < p.n) {
-    auto pass = [&](int k0, const uint4* packed, const float* z, const float* scale) {
-      float x[32], sum = 0.0f;
+    for (int k0 = first; k0 < p.k; k0 += stride) {
+      float dot[W] = {};
 #pragma unroll
-      for (int q = 0; q < 4; q++) load8(row + k0 + 8 * q, x + 8 * q);
+      for (int q = 0; q < 4; q++) {  // 8 k at a time: one word of each matrix
+        float x[8];
+        load8(row + k0 + 8 * q, x);
 #pragma unroll
-      for (int j = 0; j < 32; j++) sum += x[j];
+        for (int w = 0; w < W; w++) {
+          const uint32_t word = ((const uint32_t*)&c.packed[w])[q];
+          const uint32_t even = word & 0x0F0F0F0Fu, odd = (word >> 4) & 0x0F0F0F0Fu;
 #pragma unroll
-      for (int w = 0; w < W; w++) {
-        const uint32_t* words = (const uint32_t*)&packed[w];
-        float dot = 0.0f;
-#pragma unroll
-        for (int j = 0; j < 32; j++) dot += x[j] * (float)((words[j / 8] >> (4 * (j % 8))) & 15);
-        acc[w] += (dot - z[w] * sum) * scale[w];
+          for (int j = 0; j < 4; j++) {
+            dot[w] += x[2 * j] * (__uint_as_float(__byte_perm(even, 0x4B000000u, 0x7440 + j)) - c.offset[w]);
+            dot[w] += x[2 * j + 1] * (__uint_as_float(__byte_perm(odd, 0x4B000000u, 0x7440 + j)) - c.offset[w]);
+          }
+        }
       }
-    };
-    if (first < p.k) pass(first, packed0, zero0, scale0);
-    for (int k0 = first + 32 * 32 * p.split; k0 < p.k; k0 += 32 * 32 * p.split) {
-      uint4 packed[W];
-      float z[W], scale[W];
-      constants(k0, packed, z, scale);
-      pass(k0, packed, z, scale);
+#pragma unroll
+      for (int w = 0; w < W; w++) acc[w] += dot[w] * c.scale[w];
+      constants(k0 + stride, c);
     }
 #pragma unroll
     for (int w = 0; w < W; w++)
