@@ -103,6 +103,19 @@ __device__ __forceinline__ void load8_pairs(const void* p, float* x) {
 __device__ __forceinline__ void load8(const __half* p, float* x) { load8_pairs<__half2>(p, x); }
 __device__ __forceinline__ void load8(const __nv_bfloat16* p, float* x) { load8_pairs<__nv_bfloat162>(p, x); }
 
+// dot += x[0..7] . (q - zero) for the 8 4-bit values q of a word (the lowest nibble first), offset = 2^23 + zero:
+// a byte permute puts each nibble into the mantissa of 2^23 (0x4B000000), so the float is exactly 2^23 + q, and
+// one subtraction leaves q - zero, without an int-to-float conversion (a quarter-rate instruction, which bound
+// the 4-bit GEMVs: quantization.cu). Byte j of (word & 0x0F0F0F0F) is nibble 2j, of (word >> 4) nibble 2j + 1.
+__device__ __forceinline__ void nibble_dot8(uint32_t word, float offset, const float* x, float& dot) {
+  const uint32_t even = word & 0x0F0F0F0Fu, odd = (word >> 4) & 0x0F0F0F0Fu;
+#pragma unroll
+  for (int j = 0; j < 4; j++) {
+    dot += x[2 * j] * (__uint_as_float(__byte_perm(even, 0x4B000000u, 0x7440 + j)) - offset);
+    dot += x[2 * j + 1] * (__uint_as_float(__byte_perm(odd, 0x4B000000u, 0x7440 + j)) - offset);
+  }
+}
+
 // Eight float32 values stored with one 16-byte store (two for float32), rounded to the type; p 16-byte aligned.
 __device__ __forceinline__ void store8(float* p, const float* x) {
   ((float4*)p)[0] = make_float4(x[0], x[1], x[2], x[3]);

@@ -15,7 +15,8 @@ __device__ __forceinline__ float warp_sum(float v) {
 }
 
 // One lane's share of expert e's row r times the vector x (a warp's lanes together: the whole row; warp_sum adds
-// them). QMoE rows are read a 32-bit word a lane when whole words tile the row (128 bytes a warp step), else a byte.
+// them). 4-bit QMoE rows of whole 32-column chunks are read 16 bytes a lane; other QMoE rows a 32-bit word a lane
+// when whole words tile the row (128 bytes a warp step), else a byte.
 template <typename T, typename X>
 __device__ __forceinline__ float row_dot(const MoeWeights& g, const T* w, const uint8_t* q, const T* scale,
                                          const uint8_t* zp, int64_t e, int64_t r, const X* x, int lane) {
@@ -36,6 +37,23 @@ __device__ __forceinline__ float row_dot(const MoeWeights& g, const T* w, const 
     zr = zp + (e * g.rows + r) * ((blocks + pack - 1) / pack);
   } else if (zp) {
     row_zero = (float)((zp[e * ((g.rows + pack - 1) / pack) + r / pack] >> ((r % pack) * bits)) & mask);
+  }
+  if (bits == 4 && g.block_shift >= 5 && cols % 32 == 0 && !(((uintptr_t)q | (uintptr_t)x) & 15)) {
+    // the common case (4 bits, blocks of 32 or more): a lane takes 32 columns (16 bytes) a pass, one scale and
+    // zero point each, dequantized without conversions as quantization.cu's 4-bit GEMV (common.cuh nibble_dot8)
+    for (int c0 = lane * 32; c0 < cols; c0 += 32 * 32) {
+      const uint4 packed = *reinterpret_cast<const uint4*>(qr + c0 / 2);
+      const int b = c0 >> g.block_shift;
+      const float offset = 8388608.0f + (zr ? (float)((zr[b / 2] >> ((b % 2) * 4)) & 15) : row_zero);
+      float dot = 0.0f, xs[8];
+#pragma unroll
+      for (int w = 0; w < 4; w++) {
+        load8(x + c0 + 8 * w, xs);
+        nibble_dot8(reinterpret_cast<const uint32_t*>(&packed)[w], offset, xs, dot);
+      }
+      acc += dot * ld(sr + b);
+    }
+    return acc;
   }
   auto column = [&](int c, int code) {  // one quantized value's product
     const int b = g.block_shift >= 0 ? c >> g.block_shift : c / (int)g.block;

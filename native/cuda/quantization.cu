@@ -60,12 +60,10 @@ __device__ void matmul_nbits(const T* a, const uint8_t* b, const T* scales, cons
 // take chunks of 32 consecutive k (one 16-byte load of weights per matrix, four of activations
 // shared by the W matrices), chunk c by lane c % 32 of warp (c / 32) % split of the column's
 // warps; a long K is so spread over up to 8 warps, summed in a fixed order.
-// The 4-bit values become floats without a conversion instruction (quarter rate, and 32 a pass per matrix:
-// the SwiGLU kernels were bound by them): byte j of (word & 0x0F0F0F0F) is nibble 2j, byte j of (word >> 4) &
-// 0x0F0F0F0F nibble 2j + 1; a byte permute puts one into the mantissa of 2^23 (0x4B000000), which makes the
-// float 2^23 + q exactly, and subtracting 2^23 + z leaves q - z. On the H200 (a replayed step, in place):
+// The 4-bit values become floats without a conversion instruction (common.cuh nibble_dot8; the SwiGLU kernels were
+// bound by the 32 conversions a pass per matrix). On the H200 (a replayed step, in place):
 // Llama-3.2-1B-shaped int4 gate|up 216.5 -> 191.2 us, the whole step 0.637 -> 0.608 ms of GPU time, the
-// Qwen2.5-0.5B-shaped one 0.425 -> 0.414 (docs/benchmarks/gpu.md, session 42). More passes in flight (the next
+// Qwen2.5-0.5B-shaped one 0.425 -> 0.413 (docs/benchmarks/gpu.md, session 42). More passes in flight (the next
 // ones' loads before this one's sums, as matmul.cu's linear) was slower on both: fewer blocks fit.
 // The _norm kernels take the row RMS-normalised by each block first (args.h RowNorm).
 template <typename T, int W, bool NORM>  // NORM: the activations are `norm`'s rows (`a` unused)
@@ -86,9 +84,9 @@ __device__ void matmul_nbits4_x32(const T* a, const uint8_t* b0, const T* s0, co
   int blocks = (p.k + p.block - 1) >> block_shift;  // the last block may be partial
   int64_t column = (int64_t)n * blocks * (p.block / 2);  // byte k / 2 of a column is k's (a block is p.block / 2 bytes)
   const int first = (lane + 32 * slice) * 32, stride = 32 * 32 * p.split;
-  struct Pass {  // a pass's constants, of each matrix: 32 weights, 2^23 + their zero point, their scale
+  struct Pass {  // a pass's constants, of each matrix: 32 weights, their zero point, their scale
     uint4 packed[W];
-    float offset[W], scale[W];
+    float zero[W], scale[W];
   };
   auto constants = [&](int k0, Pass& c) {
     if (k0 >= p.k) return;
@@ -96,7 +94,7 @@ __device__ void matmul_nbits4_x32(const T* a, const uint8_t* b0, const T* s0, co
 #pragma unroll
     for (int w = 0; w < W; w++) {
       c.packed[w] = __ldcs((const uint4*)(b[w] + column + k0 / 2));  // read once a step: first to leave L2
-      c.offset[w] = 8388608.0f + (float)zero_point(zp[w], n, blk, blocks, 4);
+      c.zero[w] = (float)zero_point(zp[w], n, blk, blocks, 4);
       c.scale[w] = ld(scales[w] + (int64_t)n * blocks + blk);
     }
   };
@@ -115,25 +113,22 @@ __device__ void matmul_nbits4_x32(const T* a, const uint8_t* b0, const T* s0, co
     row = (const T*)normed;
   }
   if (n < p.n) {
-    for (int k0 = first; k0 < p.k; k0 += stride) {
+    // (as a lambda, and the offset 2^23 + zero made here: the form measured; with the pass's code in the loop and
+    // the offset made by `constants` the 1B step took 0.617 ms of GPU time, not 0.607)
+    auto pass = [&](int k0, const Pass& c) {
       float dot[W] = {};
 #pragma unroll
       for (int q = 0; q < 4; q++) {  // 8 k at a time: one word of each matrix
         float x[8];
         load8(row + k0 + 8 * q, x);
 #pragma unroll
-        for (int w = 0; w < W; w++) {
-          const uint32_t word = ((const uint32_t*)&c.packed[w])[q];
-          const uint32_t even = word & 0x0F0F0F0Fu, odd = (word >> 4) & 0x0F0F0F0Fu;
-#pragma unroll
-          for (int j = 0; j < 4; j++) {
-            dot[w] += x[2 * j] * (__uint_as_float(__byte_perm(even, 0x4B000000u, 0x7440 + j)) - c.offset[w]);
-            dot[w] += x[2 * j + 1] * (__uint_as_float(__byte_perm(odd, 0x4B000000u, 0x7440 + j)) - c.offset[w]);
-          }
-        }
+        for (int w = 0; w < W; w++) nibble_dot8(((const uint32_t*)&c.packed[w])[q], 8388608.0f + c.zero[w], x, dot[w]);
       }
 #pragma unroll
       for (int w = 0; w < W; w++) acc[w] += dot[w] * c.scale[w];
+    };
+    for (int k0 = first; k0 < p.k; k0 += stride) {
+      pass(k0, c);
       constants(k0 + stride, c);
     }
 #pragma unroll

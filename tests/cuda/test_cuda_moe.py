@@ -50,6 +50,15 @@ def test_qmoe(act, bits, block, zero_points, dtype):
 
 
 @needs_gpu
+@pytest.mark.parametrize("zero_points", [False, True])
+def test_qmoe_rows_of_several_passes(zero_points):
+    """4-bit rows longer than a warp's pass (32 lanes x 32 columns): moe.cu's 16-bytes-a-lane path over 1088 columns
+    (34 chunks: lanes 0 and 1 take two), blocks of 64 (a scale and zero point for two chunks)."""
+    attrs = dict(k=2, activation_type="swiglu", swiglu_fusion=1, swiglu_limit=7.0, expert_weight_bits=4, block_size=64)
+    _check("QMoE", qmoe_inputs(5, 1088, 4, 64, "swiglu", 4, 64, zero_points, dtype=F16), attrs, F16)
+
+
+@needs_gpu
 def test_qmoe_8_bit(monkeypatch):
     monkeypatch.setenv("ORT_QMOE_CPU_QNBIT_GEMM", "fp32")  # stock's exact path (tests/kernels/test_moe.py)
     attrs = dict(k=3, activation_type="swiglu", swiglu_fusion=1, expert_weight_bits=8, block_size=32)
