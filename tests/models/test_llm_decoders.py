@@ -25,6 +25,8 @@ Our tokens must equal stock's; where they first differ, stock's own top-2 logit 
 be below the logit tolerance (a near-tie: either token is a correct greedy choice), and from
 then on the check is teacher-forced: our EP fed stock's tokens must give stock's logits.
 """
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -332,3 +334,22 @@ def test_builder_family_under_onnxruntime_genai(family, precision):
         del generator, model
     assert tokens["ours"] == tokens["stock"] and len(tokens["ours"]) == 50
     assert lib.seamless_family_runs() - family_runs >= 20
+
+
+def test_provider_options_through_onnxruntime_genai():
+    """Our options given as onnxruntime-genai provider options (docs/user-guide.md) reach the EP: a misspelt one fails
+    the model's creation with the EP's error naming the valid ones, a valid one is taken."""
+    og = pytest.importorskip("onnxruntime_genai")
+    from onnxruntime_ep_seamless.tools.bench import register_for_genai
+    path = Path(model_path("qwen2", "int4")).parent
+    name = register_for_genai(og)
+    for option, error in (("native_progam", "unknown provider option"), ("native_program", None)):
+        config = og.Config(str(path))
+        config.clear_providers()
+        config.append_provider(name)
+        config.set_provider_option(name, option, "1")
+        if error:
+            with pytest.raises(RuntimeError, match=f"{error}.*native_program"):
+                og.Model(config)
+        else:
+            og.Model(config)
