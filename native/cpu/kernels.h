@@ -41,6 +41,9 @@ void seamless_linear_attention_f32(const float* q, const float* k, const float* 
  * sigmoid */
 void seamless_gated_rmsnorm_f32(const float* x, const float* scale, const float* gate, float* y, size_t rows,
                                 size_t cols, float eps, int silu, void* par_fn, void* par_ctx);
+/* normalization.c: LRN over x [n, c, spatial] (program.h SeamlessLrnArgs), a task per range of (image, channel) rows */
+void seamless_lrn_f32(const float* x, float* y, size_t n, size_t c, size_t spatial, size_t size, float alpha_over_size,
+                      float bias, float beta, void* par_fn, void* par_ctx);
 /* normalization.c: LinearAttentionGate per row of heads: decay = decay_scale * softplus(a + dt_bias), beta =
  * sigmoid(b) (b and beta NULL: none) */
 void seamless_linear_attention_gate_f32(const float* a, const float* dt_bias, const float* decay_scale,
@@ -105,3 +108,17 @@ typedef struct {
 } SeamlessConvArgs;
 void seamless_conv_f32(const SeamlessConvArgs* a, const float* x, float* y, float* scratch, void* par_fn,
                        void* par_ctx);
+/* spatial.c: MaxPool / AveragePool over float32 planes (N x C of them) of 1-3 spatial dims (fewer given as leading
+ * dims of 1, pad 0), each output the window's taps inside the input: MaxPool by one of stock's paths (mode, as
+ * kernels/cpu/spatial.py stock_max_pool_path picks it: they treat NaN and -inf each their own way), AveragePool
+ * divided by the taps inside the input or (with pads) inside the input and its explicit pads. Extents are the
+ * caller's (the window's geometry, checked before). */
+enum SeamlessPoolMode { SEAMLESS_POOL_MAX_SCALAR = 0, SEAMLESS_POOL_MAX_LOOP = 1, SEAMLESS_POOL_MAX_VECTOR_2D = 2,
+                        SEAMLESS_POOL_MAX_VECTOR_3D = 3, SEAMLESS_POOL_AVERAGE = 4,
+                        SEAMLESS_POOL_AVERAGE_WITH_PADS = 5 };
+typedef struct {
+  int64_t planes;
+  int32_t mode;
+  int64_t in[3], out[3], kernel[3], stride[3], dilation[3], pad_begin[3], pad_end[3];
+} SeamlessPoolArgs;
+void seamless_pool_f32(const SeamlessPoolArgs* a, const float* x, float* y, void* par_fn, void* par_ctx);

@@ -191,3 +191,40 @@ void seamless_lp_norm_f32(const float* x, float* y, size_t rows, size_t cols, in
   if (job.tasks > rows) job.tasks = rows ? rows : 1;
   seamless_run_tasks(par_fn, par_ctx, job.tasks, lp_norm_task, &job);
 }
+
+/* LRN: the window's squares summed in channel order (the Python kernel's order), then powf */
+typedef struct {
+  const float* x;
+  float* y;
+  size_t n, c, spatial, size, tasks;
+  float alpha_over_size, bias, beta;
+} LrnJob;
+
+static void lrn_task(void* user, size_t task) {
+  const LrnJob* job = user;
+  const size_t sp = job->spatial, lo = (job->size - 1) / 2;
+  size_t r0, r1;
+  seamless_task_range(job->n * job->c, job->tasks, task, &r0, &r1);
+  for (size_t r = r0; r < r1; r++) {
+    const size_t image = r / job->c, ch = r % job->c;
+    /* channels ch - lo to ch - lo + size - 1 inside [0, c) */
+    const size_t first = ch < lo ? 0 : ch - lo, last = ch + job->size - lo < job->c ? ch + job->size - lo : job->c;
+    const float* xi = job->x + image * job->c * sp;
+    for (size_t s = 0; s < sp; s++) {
+      float total = 0.0f;
+      for (size_t j = first; j < last; j++) {
+        const float v = xi[j * sp + s];
+        total += v * v;
+      }
+      job->y[r * sp + s] = xi[ch * sp + s] / powf(job->bias + job->alpha_over_size * total, job->beta);
+    }
+  }
+}
+
+void seamless_lrn_f32(const float* x, float* y, size_t n, size_t c, size_t spatial, size_t size, float alpha_over_size,
+                      float bias, float beta, void* par_fn, void* par_ctx) {
+  LrnJob job = {x, y, n, c, spatial, size, seamless_task_count(n * c * spatial * size, 1 << 14), alpha_over_size, bias,
+                beta};
+  if (job.tasks > n * c) job.tasks = n * c > 0 ? n * c : 1;
+  seamless_run_tasks(par_fn, par_ctx, job.tasks, lrn_task, &job);
+}

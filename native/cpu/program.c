@@ -1099,6 +1099,15 @@ static int run_step(const SeamlessStep* s, char* const* ptr, void* par_fn, void*
     case SEAMLESS_OP_CONV:
       seamless_conv_f32(args, (const float*)P(0), (float*)P(1), (float*)P(2), par_fn, par_ctx);
       return 0;
+    case SEAMLESS_OP_POOL:
+      seamless_pool_f32(args, (const float*)P(0), (float*)P(1), par_fn, par_ctx);
+      return 0;
+    case SEAMLESS_OP_LRN: {
+      const SeamlessLrnArgs* g = args;
+      seamless_lrn_f32((const float*)P(0), (float*)P(1), (size_t)g->n, (size_t)g->c, (size_t)g->spatial,
+                       (size_t)g->size, g->alpha_over_size, g->bias, g->beta, par_fn, par_ctx);
+      return 0;
+    }
     case SEAMLESS_OP_RMS_NORM: {
       const SeamlessRowsArgs* g = args;
       seamless_skip_rmsnorm_f32((const float*)P(0), (const float*)P(1), (size_t)g->skip_rows, (const float*)P(2),

@@ -49,8 +49,10 @@ enum SeamlessOp {
   SEAMLESS_OP_MROTARY = 27,    /* SeamlessMRotaryArgs: x, position_ids -> y */
   SEAMLESS_OP_GATED_RMS_NORM = 28, /* SeamlessRowNormArgs (mode 1: silu, 0: sigmoid): x, scale, gate -> y */
   SEAMLESS_OP_LP_NORM = 29,    /* SeamlessRowNormArgs (mode: p, 1 or 2): x -> y over rows of cols */
-  SEAMLESS_OP_LINEAR_ATTENTION_GATE = 30 /* SeamlessRowNormArgs (cols: heads): a, dt_bias, decay_scale, b (or -1) ->
-                                            decay, beta (or -1) */
+  SEAMLESS_OP_LINEAR_ATTENTION_GATE = 30, /* SeamlessRowNormArgs (cols: heads): a, dt_bias, decay_scale, b (or -1) ->
+                                             decay, beta (or -1) */
+  SEAMLESS_OP_POOL = 31,       /* SeamlessPoolArgs (kernels.h): x -> y */
+  SEAMLESS_OP_LRN = 32         /* SeamlessLrnArgs: x -> y */
 };
 
 /* Element types: ONNX's TensorProto codes. */
@@ -156,6 +158,10 @@ typedef struct {
   const float *scale1, *zero1, *scale2, *zero2;
   const uint8_t *packed_zero1, *packed_zero2;  /* QMoE's zero points as given (NULL: none), for MatMulNBits' kernel */
 } SeamlessMoeArgs;
+
+/* LRN over x [n, c, spatial]: y = x / (bias + alpha_over_size * the sum of x^2 over channels c - (size - 1) / 2 to
+ * c + size / 2 inside [0, c)) ^ beta */
+typedef struct { int64_t n, c, spatial, size; float alpha_over_size, bias, beta; } SeamlessLrnArgs;
 
 /* A normalization over rows of cols (GatedRMSNorm, LpNormalization, LinearAttentionGate: SeamlessOp says its mode) */
 typedef struct { int64_t rows, cols; float eps; int32_t mode; } SeamlessRowNormArgs;

@@ -1,6 +1,10 @@
-/* Conv (float32): im2col and the packed GEMM (matmul.c). Built in the one unit after program.c, which includes
- * kernels.h (SeamlessConvArgs). */
+/* Conv (float32): im2col and the packed GEMM (matmul.c); MaxPool and AveragePool. Built in the one unit after
+ * program.c, which includes kernels.h (SeamlessConvArgs, SeamlessPoolArgs). */
+#include <float.h>
+#include <math.h>
 #include <stdint.h>
+
+#include "parallel.h"
 
 /* cols[i, ((c k0 + q0) k1 + q1) k2 + q2] = x[c, o0 s0 - p0 + q0 d0, ...] for output position i = (o0, o1, o2) */
 static void im2col(const SeamlessConvArgs* a, const float* x, int64_t channels, float* cols) {
@@ -40,4 +44,104 @@ void seamless_conv_f32(const SeamlessConvArgs* a, const float* x, float* y, floa
       for (int64_t j = 0; j < mg; j++)
         for (int64_t i = 0; i < a->l; i++) yg[j * a->l + i] = tmp[i * mg + j];
     }
+}
+
+/* ---- MaxPool / AveragePool: the CUDA EP's pool (native/cuda/spatial.cu) on the host, a task per range of planes */
+
+/* MLAS's two maxima: maxps keeps the running value r only where it is greater (a NaN either side gives v);
+ * std::max takes v only where it is greater (a NaN v is dropped, a NaN r stays). */
+static inline float pool_maxps(float r, float v) { return r > v ? r : v; }
+static inline float pool_std_max(float r, float v) { return r < v ? v : r; }
+
+/* MLAS's vector kernel for output o: per kernel column, the kernel's rows (and planes) of that input column folded
+ * into one value (whole vectors of 4 columns by maxps, the rest by std::max; 2-D from the first row, 3-D from the
+ * lowest float), the lowest float outside the input; then those folded by maxps. Rows follow MLAS's unsigned
+ * arithmetic: a window starting past the end reads from row 0. */
+static float pool_vector_max(const SeamlessPoolArgs* a, const float* xp, const int64_t o[3], int from_lowest) {
+  int64_t lo[2], hi[2];
+  for (int d = 0; d < 2; d++) {
+    const int64_t s = o[d] * a->stride[d] - a->pad_begin[d];
+    const uint64_t end = (uint64_t)(s + a->kernel[d]);
+    lo[d] = (uint64_t)s >= (uint64_t)a->in[d] ? 0 : s;
+    hi[d] = end < (uint64_t)a->in[d] ? (int64_t)end : a->in[d];
+  }
+  const int64_t width = a->in[2], vector_cols = width / 4 * 4;
+  float r = 0.0f;
+  for (int64_t t = 0; t < a->kernel[2]; t++) {
+    const int64_t c = o[2] * a->stride[2] + t - a->pad_begin[2];
+    float f = -FLT_MAX;
+    if (c >= 0 && c < width) {
+      int first = !from_lowest;
+      if (first) f = c < vector_cols ? NAN : -FLT_MAX;  /* no rows at all (pads at least the kernel) */
+      for (int64_t r0 = lo[0]; r0 < hi[0]; r0++)
+        for (int64_t r1 = lo[1]; r1 < hi[1]; r1++) {
+          const float v = xp[(r0 * a->in[1] + r1) * width + c];
+          f = first ? v : c < vector_cols ? pool_maxps(f, v) : pool_std_max(f, v);
+          first = 0;
+        }
+    }
+    r = t ? pool_maxps(r, f) : f;
+  }
+  return r;
+}
+
+/* Output element o of one plane: taps outside the input never contribute to the value; ceil_mode's taps past the
+ * end pads never count in an average's divisor (as ORT). */
+static float pool_one(const SeamlessPoolArgs* a, const float* xp, const int64_t o[3]) {
+  const int mode = a->mode;
+  if (mode == SEAMLESS_POOL_MAX_VECTOR_2D || mode == SEAMLESS_POOL_MAX_VECTOR_3D)
+    return pool_vector_max(a, xp, o, mode == SEAMLESS_POOL_MAX_VECTOR_3D);
+  /* MLAS's scalar loop starts its max at the lowest finite value; stock's own at the first element inside */
+  float best = mode == SEAMLESS_POOL_MAX_LOOP ? -INFINITY : -FLT_MAX, sum = 0.0f;
+  int64_t inside = 0, counted = 0, start[3];
+  for (int d = 0; d < 3; d++) start[d] = o[d] * a->stride[d] - a->pad_begin[d];
+  for (int64_t k0 = 0; k0 < a->kernel[0]; k0++) {
+    const int64_t c0 = start[0] + k0 * a->dilation[0];
+    for (int64_t k1 = 0; k1 < a->kernel[1]; k1++) {
+      const int64_t c1 = start[1] + k1 * a->dilation[1];
+      for (int64_t k2 = 0; k2 < a->kernel[2]; k2++) {
+        const int64_t c2 = start[2] + k2 * a->dilation[2];
+        /* taps start at or after -pad_begin, so only the end of the padded extent needs a test */
+        counted += c0 < a->in[0] + a->pad_end[0] && c1 < a->in[1] + a->pad_end[1] && c2 < a->in[2] + a->pad_end[2];
+        if (c0 < 0 || c0 >= a->in[0] || c1 < 0 || c1 >= a->in[1] || c2 < 0 || c2 >= a->in[2]) continue;
+        const float v = xp[(c0 * a->in[1] + c1) * a->in[2] + c2];
+        best = inside || mode != SEAMLESS_POOL_MAX_LOOP ? pool_std_max(best, v) : v;
+        sum += v;
+        inside++;
+      }
+    }
+  }
+  if (mode == SEAMLESS_POOL_MAX_SCALAR || mode == SEAMLESS_POOL_MAX_LOOP) return best;
+  return inside ? sum / (float)(mode == SEAMLESS_POOL_AVERAGE_WITH_PADS ? counted : inside) : 0.0f;
+}
+
+typedef struct {
+  const SeamlessPoolArgs* a;
+  const float* x;
+  float* y;
+  size_t tasks;
+} PoolJob;
+
+static void pool_task(void* user, size_t task) {
+  const PoolJob* job = user;
+  const SeamlessPoolArgs* a = job->a;
+  const int64_t plane_in = a->in[0] * a->in[1] * a->in[2], plane_out = a->out[0] * a->out[1] * a->out[2];
+  size_t p0, p1;
+  seamless_task_range((size_t)a->planes, job->tasks, task, &p0, &p1);
+  for (size_t p = p0; p < p1; p++) {
+    const float* xp = job->x + (int64_t)p * plane_in;
+    float* yp = job->y + (int64_t)p * plane_out;
+    int64_t o[3];
+    for (o[0] = 0; o[0] < a->out[0]; o[0]++)
+      for (o[1] = 0; o[1] < a->out[1]; o[1]++)
+        for (o[2] = 0; o[2] < a->out[2]; o[2]++) *yp++ = pool_one(a, xp, o);
+  }
+}
+
+void seamless_pool_f32(const SeamlessPoolArgs* a, const float* x, float* y, void* par_fn, void* par_ctx) {
+  const int64_t taps = a->kernel[0] * a->kernel[1] * a->kernel[2];
+  const size_t per_plane = (size_t)(a->out[0] * a->out[1] * a->out[2] * (taps ? taps : 1));
+  PoolJob job = {a, x, y, seamless_task_count((size_t)a->planes * per_plane, 1 << 14)};
+  if (job.tasks > (size_t)a->planes) job.tasks = a->planes > 0 ? (size_t)a->planes : 1;
+  seamless_run_tasks(par_fn, par_ctx, job.tasks, pool_task, &job);
 }

@@ -1,4 +1,6 @@
 """Real models, fully claimed by our EP (CPU fallback disabled), with parity to stock ORT's CPU EP."""
+from pathlib import Path
+
 import numpy as np
 import onnx
 import pytest
@@ -7,20 +9,51 @@ from onnx import numpy_helper
 import material
 from parity import assert_close, assert_parity, run_ours, stock_session
 
+import onnxruntime_ep_seamless as seamless
+
 
 @pytest.mark.parametrize("name", material.LIGHT_MODELS)
 def test_light_cnn(name):
     model_path, expected_path = material.light_model(name)
     model = onnx.load(str(model_path))
     expected = numpy_helper.to_array(onnx.load_tensor(str(expected_path)))
+    # conv stacks accumulate rounding differently from MLAS: relative 1e-4 of the output scale
+    (ours,) = assert_parity(model, _light_cnn_feeds(model), rtol=1e-4, atol=1e-5)
+    assert ours.shape == expected.shape
+
+
+def _light_cnn_feeds(model):
+    """The deterministic dummy input of onnx's backend runner (generate_dummy_data, random=False)."""
     inits = {i.name for i in model.graph.initializer}
     (inp,) = [i for i in model.graph.input if i.name not in inits]
     shape = [d.dim_value for d in inp.type.tensor_type.shape.dim]
-    # the deterministic dummy input of onnx's backend runner (generate_dummy_data, random=False)
-    x = (np.arange(np.prod(shape)) % 255 / 255.0).astype(np.float32).reshape(shape)
-    # conv stacks accumulate rounding differently from MLAS: relative 1e-4 of the output scale
-    (ours,) = assert_parity(model, {inp.name: x}, rtol=1e-4, atol=1e-5)
-    assert ours.shape == expected.shape
+    return {inp.name: (np.arange(np.prod(shape)) % 255 / 255.0).astype(np.float32).reshape(shape)}
+
+
+@pytest.mark.parametrize("name", material.LIGHT_MODELS + ["minilm_op17.onnx", "demo"])
+def test_runs_as_a_native_program_without_python_steps(name, capfd):
+    """Every node of these models has a native step (pooling, LRN, BatchNormalization and Sum among them): from its
+    third run a binding is answered in C with no node run by its Python kernel (log_partition=1 names any op that
+    would be such a Python step)."""
+    from onnxruntime_ep_seamless.runtime.native import NATIVES
+    from parity import ep_session
+    if name == "demo":
+        path = Path(seamless.__file__).parent / "demo" / "demo_model.onnx"
+        feeds = {"input_ids": np.random.default_rng(0).integers(0, 100, (2, 16)).astype(np.int64)}
+    elif name.startswith("minilm"):
+        path = material.minilm_dir() / name
+        feeds = material.minilm_inputs(["A plugin execution provider runs this sentence.", "Short one."])
+    else:
+        path = material.light_model(name)[0]
+        feeds = _light_cnn_feeds(onnx.load(str(path)))
+    sess = ep_session(str(path), log_partition="1")
+    for _ in range(2):  # the Python plan's run, then the recording
+        sess.run(None, feeds)
+    before = NATIVES["cpu"].lib.seamless_native_runs()
+    sess.run(None, feeds)
+    assert NATIVES["cpu"].lib.seamless_native_runs() > before, "the third run was not answered in C"
+    err = capfd.readouterr().err
+    assert "Python step" not in err and "runs through Python" not in err, err
 
 
 # export -> (rtol, atol) of the last hidden state (values of magnitude ~1, 6 layers):

@@ -474,6 +474,112 @@ def conv(rec, node, ins, outs):
     return [y]
 
 
+POOL_MAX = {"scalar": lib.SEAMLESS_POOL_MAX_SCALAR, "loop": lib.SEAMLESS_POOL_MAX_LOOP,
+            "vector": {2: lib.SEAMLESS_POOL_MAX_VECTOR_2D, 3: lib.SEAMLESS_POOL_MAX_VECTOR_3D}}
+
+
+@lowers("MaxPool", "AveragePool")
+def pool(rec, node, ins, outs):
+    """seamless_pool_f32: MaxPool by stock's path for the window (spatial.py stock_max_pool_path: the Python
+    kernel's), AveragePool with or without the pads in the divisor; the same values as the Python kernels."""
+    from .spatial import geometry, stock_max_pool_path
+    x, attrs = ins[0].array, node.attrs
+    nd = x.ndim - 2
+    if x.dtype != F32 or not 1 <= nd <= 3 or len([o for o in node.outputs if o]) > 1 or not outs[0].size:
+        raise Declined("float32, 1-3 spatial dims, one output")
+    kernel = list(attrs["kernel_shape"])
+    strides, dilations = list(attrs.get("strides") or [1] * nd), list(attrs.get("dilations") or [1] * nd)
+    begin, end, out = geometry(x.shape[2:], kernel, strides, dilations, attrs.get("pads"),
+                               attrs.get("auto_pad", "NOTSET"), attrs.get("ceil_mode", 0))
+    if node.op_type == "MaxPool":
+        path = stock_max_pool_path(x.dtype, x.shape[2:], kernel, strides, dilations, begin, end,
+                                   attrs.get("storage_order", 0))
+        if path == "global":  # MLAS's global kernel (a window as large as the input): its own fold
+            raise Declined("MaxPool over the whole input (MLAS's global kernel)")
+        mode = POOL_MAX["vector"][nd] if path == "vector" else POOL_MAX[path]
+    else:
+        mode = lib.SEAMLESS_POOL_AVERAGE_WITH_PADS if attrs.get("count_include_pad", 0) else lib.SEAMLESS_POOL_AVERAGE
+    front = lambda values, unit=1: [unit] * (3 - nd) + [int(v) for v in values]  # noqa: E731
+    args = rec.args("SeamlessPoolArgs")
+    args.planes, args.mode = x.shape[0] * x.shape[1], mode
+    for name, values, unit in (("in", x.shape[2:], 1), ("out", out, 1), ("kernel", kernel, 1), ("stride", strides, 1),
+                               ("dilation", dilations, 1), ("pad_begin", begin, 0), ("pad_end", end, 0)):
+        _fill(args, name, front(values, unit))
+    y = rec.value(outs[0])
+    rec.step(lib.SEAMLESS_OP_POOL, args, [ins[0], y])
+    return [y]
+
+
+@lowers("GlobalAveragePool")
+def global_average_pool(rec, node, ins, outs):
+    """ReduceMean's step over the spatial axes."""
+    x = ins[0].array
+    if x.dtype != F32 or x.ndim < 3 or not x.size:
+        raise Declined(f"GlobalAveragePool of {x.dtype} {x.shape}")
+    strides = _contiguous_strides(x.shape)
+    dims, (kept_strides,) = _merged(list(x.shape[:2]), strides[:2])
+    rdims, (rstrides,) = _merged(list(x.shape[2:]), strides[2:])
+    args = rec.args("SeamlessReduceArgs")
+    args.op, args.type, args.rank, args.reduced_rank = lib.SEAMLESS_REDUCE_MEAN, type_code(x.dtype), len(dims), len(rdims)
+    _fill(args, "dims", dims)
+    _fill(args, "strides", kept_strides)
+    _fill(args, "reduced_dims", rdims)
+    _fill(args, "reduced_strides", rstrides)
+    y = rec.value(outs[0])
+    rec.step(lib.SEAMLESS_OP_REDUCE, args, [ins[0], y])
+    return [y]
+
+
+@lowers("Sum")
+def sum_(rec, node, ins, outs):
+    """Binary Adds into the output in the inputs' order, as the Python kernel's reduce: ((x0 + x1) + x2) + ..."""
+    if any(v is None or v.array.dtype != F32 for v in ins) or not outs[0].size:
+        raise Declined("float32 inputs")
+    y = rec.value(outs[0])
+    if len(ins) == 1:
+        _strided_copy(rec, ins[0], y, outs[0].shape, _contiguous_strides(outs[0].shape),
+                      _contiguous_strides(outs[0].shape))
+        return [y]
+    rec.step(lib.SEAMLESS_OP_BINARY, _elementwise_args(rec, lib.SEAMLESS_ADD, outs[0], ins[:2]), [*ins[:2], y])
+    for v in ins[2:]:  # y's own elements with the next input (one element read before it is written)
+        rec.step(lib.SEAMLESS_OP_BINARY, _elementwise_args(rec, lib.SEAMLESS_ADD, outs[0], [rec.view(y, outs[0]), v]),
+                 [y, v, y])
+    return [y]
+
+
+@lowers("BatchNormalization")
+def batch_normalization(rec, node, ins, outs):
+    """Inference with constant parameters: x * a + b per channel, a and b made as the Python kernel makes them."""
+    x = ins[0].array
+    if (x.dtype != F32 or x.ndim < 2 or node.attrs.get("training_mode", 0) or len(ins) != 5
+            or not all(v.static and v.array.dtype == F32 and v.array.shape == (x.shape[1],) for v in ins[1:])
+            or len([o for o in node.outputs if o]) != 1 or not outs[0].size):
+        raise Declined("float32 inference with constant per-channel parameters")
+    scale, bias, mean, var = (v.array for v in ins[1:])
+    a = scale / np.sqrt(var + np.float32(node.attrs.get("epsilon", 1e-5)))
+    b = bias - mean * a
+    channel = (x.shape[1],) + (1,) * (x.ndim - 2)
+    a, b = rec.constant(a.reshape(channel)), rec.constant(b.reshape(channel))
+    scaled, y = rec.value(np.empty_like(outs[0])), rec.value(outs[0])
+    rec.step(lib.SEAMLESS_OP_BINARY, _elementwise_args(rec, lib.SEAMLESS_MUL, outs[0], [ins[0], a]), [ins[0], a, scaled])
+    rec.step(lib.SEAMLESS_OP_BINARY, _elementwise_args(rec, lib.SEAMLESS_ADD, outs[0], [scaled, b]), [scaled, b, y])
+    return [y]
+
+
+@lowers("LRN")
+def lrn(rec, node, ins, outs):
+    x = ins[0].array
+    if x.dtype != F32 or x.ndim < 2 or not outs[0].size:
+        raise Declined(f"LRN of {x.dtype} {x.shape}")
+    args = rec.args("SeamlessLrnArgs")
+    args.n, args.c, args.spatial, args.size = x.shape[0], x.shape[1], x.size // (x.shape[0] * x.shape[1]), node.attrs["size"]
+    args.alpha_over_size = np.float32(node.attrs.get("alpha", 1e-4) / node.attrs["size"])  # the Python kernel's
+    args.bias, args.beta = node.attrs.get("bias", 1.0), node.attrs.get("beta", 0.75)
+    y = rec.value(outs[0])
+    rec.step(lib.SEAMLESS_OP_LRN, args, [ins[0], y])
+    return [y]
+
+
 @lowers("LSTM")
 def lstm(rec, node, ins, outs):
     from .native import RNN_ACTIVATIONS
