@@ -97,17 +97,18 @@ void seamless_lstm_f32(size_t steps, size_t batch, size_t n, const float* xw, si
                        const int64_t* lens, const float* packed_r, const float* p, int has_clip, float clip,
                        const int32_t* acts, float* h, float* c, float* y, size_t y_step, float* gates, float* tmp);
 /* spatial.c: Conv over float32 N x C x spatial (1-3 dims; fewer are given as leading dims of 1, pad 0): per image
- * and group, each output position's window a row of cols (im2col, zeros outside the input), times the packed
- * weights (per group W^T, k x m/group, seamless_sgemm_pack_b, packed_group floats apart) plus the bias, then
- * transposed into y. scratch: l * (k + m/group) floats. Extents are the caller's, checked before. */
+ * and group, each weight tap's row of the inputs it meets (im2col, zeros outside the input; x itself for a 1x1
+ * convolution of stride 1 without pads) multiplied by the weights (M x k, k = C/group x the kernel's taps) plus the
+ * bias, into y directly. scratch: k * l floats (l: output positions). Returns 0, or -1 when out of memory.
+ * Extents are the caller's, checked before. */
 typedef struct {
-  int64_t n, c, m, group, k, l, packed_group;
+  int64_t n, c, m, group, k, l;
   int64_t in_shape[3], out_shape[3], kernel[3], stride[3], dilation[3], pad[3];
-  const float* packed;
+  const float* weights;
   const float* bias;
 } SeamlessConvArgs;
-void seamless_conv_f32(const SeamlessConvArgs* a, const float* x, float* y, float* scratch, void* par_fn,
-                       void* par_ctx);
+int seamless_conv_f32(const SeamlessConvArgs* a, const float* x, float* y, float* scratch, void* par_fn,
+                      void* par_ctx);
 /* spatial.c: MaxPool / AveragePool over float32 planes (N x C of them) of 1-3 spatial dims (fewer given as leading
  * dims of 1, pad 0), each output the window's taps inside the input: MaxPool by one of stock's paths (mode, as
  * kernels/cpu/spatial.py stock_max_pool_path picks it: they treat NaN and -inf each their own way), AveragePool

@@ -1097,7 +1097,10 @@ static int run_step(const SeamlessStep* s, char* const* ptr, void* par_fn, void*
       return 0;
     }
     case SEAMLESS_OP_CONV:
-      seamless_conv_f32(args, (const float*)P(0), (float*)P(1), (float*)P(2), par_fn, par_ctx);
+      if (seamless_conv_f32(args, (const float*)P(0), (float*)P(1), (float*)P(2), par_fn, par_ctx)) {
+        snprintf(error, error_len, "out of memory for the convolution's packing scratch");
+        return STATUS_FAIL;
+      }
       return 0;
     case SEAMLESS_OP_POOL:
       seamless_pool_f32(args, (const float*)P(0), (float*)P(1), par_fn, par_ctx);

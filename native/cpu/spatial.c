@@ -1,4 +1,4 @@
-/* Conv (float32): im2col and the packed GEMM (matmul.c); MaxPool and AveragePool. Built in the one unit after
+/* Conv (float32): im2col and the GEMM (matmul.c); MaxPool and AveragePool. Built in the one unit after
  * program.c, which includes kernels.h (SeamlessConvArgs, SeamlessPoolArgs). */
 #include <float.h>
 #include <math.h>
@@ -6,44 +6,53 @@
 
 #include "parallel.h"
 
-/* cols[i, ((c k0 + q0) k1 + q1) k2 + q2] = x[c, o0 s0 - p0 + q0 d0, ...] for output position i = (o0, o1, o2) */
+/* cols[((c k0 + q0) k1 + q1) k2 + q2, i] = x[c, o0 s0 - p0 + q0 d0, ...] for output position i = (o0, o1, o2)
+ * (zeros outside the input): a row per weight tap, read along the input's rows */
 static void im2col(const SeamlessConvArgs* a, const float* x, int64_t channels, float* cols) {
-  const int64_t in1 = a->in_shape[1], in2 = a->in_shape[2], plane = a->in_shape[0] * in1 * in2;
-  float* row = cols;
-  for (int64_t o0 = 0; o0 < a->out_shape[0]; o0++)
-    for (int64_t o1 = 0; o1 < a->out_shape[1]; o1++)
-      for (int64_t o2 = 0; o2 < a->out_shape[2]; o2++)
-        for (int64_t c = 0; c < channels; c++) {
-          const float* xc = x + c * plane;
-          for (int64_t q0 = 0; q0 < a->kernel[0]; q0++) {
+  const int64_t in0 = a->in_shape[0], in1 = a->in_shape[1], in2 = a->in_shape[2], plane = in0 * in1 * in2;
+  float* out = cols;
+  for (int64_t c = 0; c < channels; c++)
+    for (int64_t q0 = 0; q0 < a->kernel[0]; q0++)
+      for (int64_t q1 = 0; q1 < a->kernel[1]; q1++)
+        for (int64_t q2 = 0; q2 < a->kernel[2]; q2++)
+          for (int64_t o0 = 0; o0 < a->out_shape[0]; o0++) {
             const int64_t p0 = o0 * a->stride[0] - a->pad[0] + q0 * a->dilation[0];
-            for (int64_t q1 = 0; q1 < a->kernel[1]; q1++) {
+            for (int64_t o1 = 0; o1 < a->out_shape[1]; o1++) {
               const int64_t p1 = o1 * a->stride[1] - a->pad[1] + q1 * a->dilation[1];
-              const float* line = p0 >= 0 && p0 < a->in_shape[0] && p1 >= 0 && p1 < in1
-                                      ? xc + (p0 * in1 + p1) * in2 : NULL;  /* NULL: a row of padding */
-              for (int64_t q2 = 0; q2 < a->kernel[2]; q2++) {
+              const float* line = p0 >= 0 && p0 < in0 && p1 >= 0 && p1 < in1
+                                      ? x + c * plane + (p0 * in1 + p1) * in2 : NULL;  /* NULL: a row of padding */
+              for (int64_t o2 = 0; o2 < a->out_shape[2]; o2++) {
                 const int64_t p2 = o2 * a->stride[2] - a->pad[2] + q2 * a->dilation[2];
-                *row++ = line && p2 >= 0 && p2 < in2 ? line[p2] : 0.0f;
+                *out++ = line && p2 >= 0 && p2 < in2 ? line[p2] : 0.0f;
               }
             }
           }
-        }
 }
 
-void seamless_conv_f32(const SeamlessConvArgs* a, const float* x, float* y, float* scratch, void* par_fn,
-                       void* par_ctx) {
+/* Per image and group y[m/group, l] = W[m/group, k] . cols[k, l] (+ the bias per row): the output straight in
+ * x's layout; a 1x1 convolution of stride 1 without pads takes x itself as cols. Returns 0, or -1 when the GEMM's
+ * packing scratch cannot be allocated. */
+int seamless_conv_f32(const SeamlessConvArgs* a, const float* x, float* y, float* scratch, void* par_fn,
+                      void* par_ctx) {
   const int64_t cg = a->c / a->group, mg = a->m / a->group, plane = a->in_shape[0] * a->in_shape[1] * a->in_shape[2];
-  float* cols = scratch;
-  float* tmp = scratch + a->l * a->k;
+  int pointwise = 1;
+  for (int d = 0; d < 3; d++) pointwise &= a->kernel[d] == 1 && a->stride[d] == 1 && a->pad[d] == 0;
   for (int64_t n = 0; n < a->n; n++)
     for (int64_t g = 0; g < a->group; g++) {
-      im2col(a, x + (n * a->c + g * cg) * plane, cg, cols);
-      seamless_sgemm((size_t)a->l, (size_t)mg, (size_t)a->k, cols, (size_t)a->k, a->packed + g * a->packed_group,
-                     a->bias ? a->bias + g * mg : NULL, tmp, (size_t)mg, par_fn, par_ctx);
+      const float* xg = x + (n * a->c + g * cg) * plane;
+      if (!pointwise) im2col(a, xg, cg, scratch);
       float* yg = y + (n * a->m + g * mg) * a->l;
-      for (int64_t j = 0; j < mg; j++)
-        for (int64_t i = 0; i < a->l; i++) yg[j * a->l + i] = tmp[i * mg + j];
+      if (seamless_sgemm_batched(1, (size_t)mg, (size_t)a->l, (size_t)a->k, a->weights + g * mg * a->k,
+                                 (size_t)a->k, 0, pointwise ? xg : scratch, (size_t)a->l, 0, 0, yg, (size_t)a->l, 0,
+                                 par_fn, par_ctx))
+        return -1;
+      if (a->bias)
+        for (int64_t j = 0; j < mg; j++) {
+          const float b = a->bias[g * mg + j];
+          for (int64_t i = 0; i < a->l; i++) yg[j * a->l + i] += b;
+        }
     }
+  return 0;
 }
 
 /* ---- MaxPool / AveragePool: the CUDA EP's pool (native/cuda/spatial.cu) on the host, a task per range of planes */
@@ -122,19 +131,48 @@ typedef struct {
   size_t tasks;
 } PoolJob;
 
+/* A window wholly inside the input: every path's maximum is the plain one where the plane holds no NaN or -inf
+ * (and an average sums the taps in pool_one's order), so no tap needs a bounds test */
+static float pool_inside(const SeamlessPoolArgs* a, const float* xp, const int64_t start[3], int average) {
+  const float* first = xp + (start[0] * a->in[1] + start[1]) * a->in[2] + start[2];
+  float best = *first, sum = 0.0f;
+  for (int64_t k0 = 0; k0 < a->kernel[0]; k0++)
+    for (int64_t k1 = 0; k1 < a->kernel[1]; k1++) {
+      const float* row = first + (k0 * a->dilation[0] * a->in[1] + k1 * a->dilation[1]) * a->in[2];
+      for (int64_t k2 = 0; k2 < a->kernel[2]; k2++) {
+        const float v = row[k2 * a->dilation[2]];
+        best = v > best ? v : best;
+        sum += v;
+      }
+    }
+  return average ? sum / (float)(a->kernel[0] * a->kernel[1] * a->kernel[2]) : best;
+}
+
 static void pool_task(void* user, size_t task) {
   const PoolJob* job = user;
   const SeamlessPoolArgs* a = job->a;
   const int64_t plane_in = a->in[0] * a->in[1] * a->in[2], plane_out = a->out[0] * a->out[1] * a->out[2];
+  const int average = a->mode == SEAMLESS_POOL_AVERAGE || a->mode == SEAMLESS_POOL_AVERAGE_WITH_PADS;
+  int64_t last[3];  /* a window's last tap from its first */
+  for (int d = 0; d < 3; d++) last[d] = (a->kernel[d] - 1) * a->dilation[d];
   size_t p0, p1;
   seamless_task_range((size_t)a->planes, job->tasks, task, &p0, &p1);
   for (size_t p = p0; p < p1; p++) {
     const float* xp = job->x + (int64_t)p * plane_in;
     float* yp = job->y + (int64_t)p * plane_out;
-    int64_t o[3];
+    int plain = 1;  /* no NaN or -inf: a maximum is the plain one */
+    for (int64_t i = 0; !average && i < plane_in; i++) plain &= !isnan(xp[i]) && xp[i] != -INFINITY;
+    int64_t o[3], start[3];
     for (o[0] = 0; o[0] < a->out[0]; o[0]++)
       for (o[1] = 0; o[1] < a->out[1]; o[1]++)
-        for (o[2] = 0; o[2] < a->out[2]; o[2]++) *yp++ = pool_one(a, xp, o);
+        for (o[2] = 0; o[2] < a->out[2]; o[2]++) {
+          int inside = average || plain;
+          for (int d = 0; d < 3; d++) {
+            start[d] = o[d] * a->stride[d] - a->pad_begin[d];
+            inside &= start[d] >= 0 && start[d] + last[d] < a->in[d];
+          }
+          *yp++ = inside ? pool_inside(a, xp, start, average) : pool_one(a, xp, o);
+        }
   }
 }
 

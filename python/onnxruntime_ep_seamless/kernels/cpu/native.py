@@ -568,24 +568,21 @@ def gqa(query, key, value, past_key, past_value, seqlens_k, first_prompt, presen
 
 def conv_args(x_shape, w: np.ndarray, bias, group: int, strides, dilations, begin, out):
     """SeamlessConvArgs for x (N, C, *spatial, 1-3 dims) and the weights w (M, C/group, *kernel) float32, shapes
-    already checked to agree; returns (args, what they point at). The packed weights are made once per constant."""
-    from .. import constants
+    already checked to agree; returns (args, what they point at)."""
     nd = len(x_shape) - 2
     n, c, m = x_shape[0], x_shape[1], w.shape[0]
     mg, kernel = m // group, w.shape[2:]
     k = (c // group) * math.prod(kernel)
     _require(1 <= nd <= 3 and w.ndim == nd + 2 and w.shape[1] * group == c and mg * group == m, "conv geometry")
-    size = lib.seamless_sgemm_packed_size(k, mg)
-    packed = constants.derived(w, f"conv_g{group}", lambda w: np.concatenate(
-        [pack_b(w[g * mg:(g + 1) * mg].reshape(mg, k), trans_b=True) for g in range(group)]))
+    weights = _f32_array(w, m * k, "weights")
     args = ffi.new("SeamlessConvArgs*")
     args.n, args.c, args.m, args.group, args.k, args.l = n, c, m, group, k, math.prod(out)
-    args.packed_group, args.packed = size, ffi.cast("float*", ffi.from_buffer(packed))
+    args.weights = ffi.cast("float*", ffi.from_buffer(weights))
     lead = 3 - nd  # fewer spatial dims: leading dims of 1 (padded by 0)
     for field, values in (("in_shape", x_shape[2:]), ("out_shape", out), ("kernel", kernel), ("stride", strides),
                           ("dilation", dilations), ("pad", begin)):
         getattr(args, field)[0:3] = [0 if field == "pad" else 1] * lead + [int(v) for v in values]
-    kept = [packed]
+    kept = [weights]
     if bias is not None:
         bias = _f32_array(bias, m, "bias")
         args.bias = ffi.cast("float*", ffi.from_buffer(bias))
@@ -594,7 +591,9 @@ def conv_args(x_shape, w: np.ndarray, bias, group: int, strides, dilations, begi
 
 
 def conv_scratch_floats(args) -> int:
-    return args.l * (args.k + args.m // args.group)
+    """im2col's rows; none for a 1x1 convolution of stride 1 without pads (seamless_conv_f32 reads x itself)."""
+    pointwise = all(args.kernel[d] == 1 and args.stride[d] == 1 and args.pad[d] == 0 for d in range(3))
+    return 0 if pointwise else args.k * args.l
 
 
 def conv(x: np.ndarray, args) -> np.ndarray:
@@ -603,5 +602,6 @@ def conv(x: np.ndarray, args) -> np.ndarray:
     _require(x.dtype == np.float32 and x.size == args.n * args.c * math.prod(args.in_shape[0:3]), "conv input")
     y = np.empty((args.n, args.m, args.l), np.float32)
     scratch = np.empty(conv_scratch_floats(args), np.float32)
-    lib.seamless_conv_f32(args, _ptr(x), _ptr(y), _ptr(scratch), *_pool())
+    if lib.seamless_conv_f32(args, _ptr(x), _ptr(y), _ptr(scratch), *_pool()):
+        raise MemoryError("out of memory for the convolution's packing scratch")
     return y
