@@ -5,6 +5,7 @@
 #include <stdint.h>
 
 #include "parallel.h"
+#include "simd.h"
 
 /* cols[((c k0 + q0) k1 + q1) k2 + q2, i] = x[c, o0 s0 - p0 + q0 d0, ...] for output position i = (o0, o1, o2)
  * (zeros outside the input): a row per weight tap, read along the input's rows */
@@ -29,12 +30,85 @@ static void im2col(const SeamlessConvArgs* a, const float* x, int64_t channels, 
           }
 }
 
+/* A depthwise convolution (one input and one output channel a group): each output its taps' sum, in the weights'
+ * order, plus the bias; a task per range of (image, channel) planes. A GEMM per channel of a few taps cost ~10x. */
+typedef struct {
+  const SeamlessConvArgs* a;
+  const float* x;
+  float* y;
+  size_t tasks;
+} DepthwiseJob;
+
+/* The outputs o of [0, out) whose tap at `offset` (o * stride + offset) falls inside [0, in): [*lo, *hi) */
+static void tap_range(int64_t offset, int64_t stride, int64_t in, int64_t out, int64_t* lo, int64_t* hi) {
+  *lo = offset >= 0 ? 0 : (-offset + stride - 1) / stride;
+  *hi = in - offset <= 0 ? 0 : (in - offset + stride - 1) / stride;
+  if (*hi > out) *hi = out;
+  if (*lo > *hi) *lo = *hi;
+}
+
+SEAMLESS_SIMD static void depthwise_task(void* user, size_t task) {
+  const DepthwiseJob* job = user;
+  const SeamlessConvArgs* a = job->a;
+  const int64_t in0 = a->in_shape[0], in1 = a->in_shape[1], in2 = a->in_shape[2], plane = in0 * in1 * in2;
+  const int64_t out2 = a->out_shape[2], s2 = a->stride[2];
+  enum { KEPT = 16 };  /* the first taps' output ranges along the row, made once (divisions) */
+  int64_t kept_lo[KEPT], kept_hi[KEPT];
+  for (int64_t q2 = 0; q2 < a->kernel[2] && q2 < KEPT; q2++)
+    tap_range(q2 * a->dilation[2] - a->pad[2], s2, in2, out2, &kept_lo[q2], &kept_hi[q2]);
+  size_t p0, p1;
+  seamless_task_range((size_t)(a->n * a->c), job->tasks, task, &p0, &p1);
+  for (size_t p = p0; p < p1; p++) {
+    const int64_t ch = (int64_t)p % a->c;
+    const float *xc = job->x + (int64_t)p * plane, *w = a->weights + ch * a->k;
+    const float b = a->bias ? a->bias[ch] : 0.0f;
+    float* yc = job->y + (int64_t)p * a->l;
+    /* an output row at a time: each tap's products added across the row (taps in the weights' order) */
+    for (int64_t o0 = 0; o0 < a->out_shape[0]; o0++)
+      for (int64_t o1 = 0; o1 < a->out_shape[1]; o1++, yc += out2) {
+        for (int64_t o2 = 0; o2 < out2; o2++) yc[o2] = 0.0f;
+        const float* wt = w;
+        for (int64_t q0 = 0; q0 < a->kernel[0]; q0++) {
+          const int64_t r0 = o0 * a->stride[0] - a->pad[0] + q0 * a->dilation[0];
+          for (int64_t q1 = 0; q1 < a->kernel[1]; q1++) {
+            const int64_t r1 = o1 * a->stride[1] - a->pad[1] + q1 * a->dilation[1];
+            if (r0 < 0 || r0 >= in0 || r1 < 0 || r1 >= in1) {
+              wt += a->kernel[2];
+              continue;
+            }
+            const float* line = xc + (r0 * in1 + r1) * in2;
+            for (int64_t q2 = 0; q2 < a->kernel[2]; q2++, wt++) {
+              const int64_t offset = q2 * a->dilation[2] - a->pad[2];
+              int64_t lo, hi;
+              if (q2 < KEPT) lo = kept_lo[q2], hi = kept_hi[q2];
+              else tap_range(offset, s2, in2, out2, &lo, &hi);
+              const float wv = *wt;
+              if (s2 == 1) {
+                const float* src = line + offset;
+                for (int64_t o2 = lo; o2 < hi; o2++) yc[o2] += src[o2] * wv;
+              } else {
+                for (int64_t o2 = lo; o2 < hi; o2++) yc[o2] += line[o2 * s2 + offset] * wv;
+              }
+            }
+          }
+        }
+        for (int64_t o2 = 0; o2 < out2; o2++) yc[o2] += b;
+      }
+  }
+}
+
 /* Per image and group y[m/group, l] = W[m/group, k] . cols[k, l] (+ the bias per row): the output straight in
  * x's layout; a 1x1 convolution of stride 1 without pads takes x itself as cols. Returns 0, or -1 when the GEMM's
  * packing scratch cannot be allocated. */
 int seamless_conv_f32(const SeamlessConvArgs* a, const float* x, float* y, float* scratch, void* par_fn,
                       void* par_ctx) {
   const int64_t cg = a->c / a->group, mg = a->m / a->group, plane = a->in_shape[0] * a->in_shape[1] * a->in_shape[2];
+  if (cg == 1 && mg == 1) {
+    DepthwiseJob job = {a, x, y, seamless_task_count((size_t)(a->n * a->m * a->l * a->k), 1 << 15)};
+    if (job.tasks > (size_t)(a->n * a->m)) job.tasks = (size_t)(a->n * a->m);
+    seamless_run_tasks(par_fn, par_ctx, job.tasks, depthwise_task, &job);
+    return 0;
+  }
   int pointwise = 1;
   for (int d = 0; d < 3; d++) pointwise &= a->kernel[d] == 1 && a->stride[d] == 1 && a->pad[d] == 0;
   for (int64_t n = 0; n < a->n; n++)

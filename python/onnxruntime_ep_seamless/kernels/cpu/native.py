@@ -591,9 +591,11 @@ def conv_args(x_shape, w: np.ndarray, bias, group: int, strides, dilations, begi
 
 
 def conv_scratch_floats(args) -> int:
-    """im2col's rows; none for a 1x1 convolution of stride 1 without pads (seamless_conv_f32 reads x itself)."""
+    """im2col's rows; none for a 1x1 convolution of stride 1 without pads (seamless_conv_f32 reads x itself) or a
+    depthwise one (its own loop)."""
     pointwise = all(args.kernel[d] == 1 and args.stride[d] == 1 and args.pad[d] == 0 for d in range(3))
-    return 0 if pointwise else args.k * args.l
+    depthwise = args.c == args.group == args.m
+    return 0 if pointwise or depthwise else args.k * args.l
 
 
 def conv(x: np.ndarray, args) -> np.ndarray:
