@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from kernels.test_moe import moe_inputs, moe_reference, qmoe_inputs, quantized
+from parity import greedy_with_states as greedy  # noqa: F401 (the other CUDA tests import it from here)
 from test_cuda_ep import DEVICES, PROBLEM
 
 needs_gpu = pytest.mark.skipif(not DEVICES, reason=f"no NVIDIA GPU for the CUDA EP ({PROBLEM or 'none found'})")
@@ -63,38 +64,6 @@ def test_qmoe_8_bit(monkeypatch):
     monkeypatch.setenv("ORT_QMOE_CPU_QNBIT_GEMM", "fp32")  # stock's exact path (tests/kernels/test_moe.py)
     attrs = dict(k=3, activation_type="swiglu", swiglu_fusion=1, expert_weight_bits=8, block_size=32)
     _check("QMoE", qmoe_inputs(9, 64, 5, 32, "swiglu", 8, 32), attrs, np.float32)
-
-
-def greedy(sess, steps=24, prompt=16, head_size=64, window=0, forced=None):
-    """Greedy tokens and each step's last logits of a builder decoder with states (LFM2's convolution states,
-    Qwen3.5's conv and recurrent states, fed back like the KV caches; Qwen3.5's 3-D position_ids; window: the
-    capacity of the window-sized KV caches of local layers, as onnxruntime-genai allocates them); forced: the tokens
-    to feed instead of its own (teacher forcing)."""
-    past = {}
-    names = {i.name for i in sess.get_inputs()}
-    for i in sess.get_inputs():
-        dtype = np.float16 if i.type == "tensor(float16)" else np.float32
-        if i.name.startswith("past_key_values"):
-            rows = window if i.shape[2] == "past_sliding_length" else 0
-            past[i.name] = np.zeros((1, i.shape[1], rows, head_size), dtype)
-        elif i.name.startswith("past."):
-            past[i.name] = np.zeros((1, *i.shape[1:]), dtype)
-    ids = np.random.default_rng(0).integers(0, 1000, (1, prompt)).astype(np.int64)
-    tokens, logits, total = [], [], prompt
-    for _ in range(steps):
-        feeds = {"input_ids": ids, "attention_mask": np.ones((1, total), np.int64), **past}
-        if "position_ids" in names:  # the T, H and W streams of text tokens: one position each
-            feeds["position_ids"] = np.ascontiguousarray(np.broadcast_to(np.arange(total - ids.shape[1], total),
-                                                                         (3, 1, ids.shape[1])))
-        out = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feeds)))
-        logits.append(out["logits"][0, -1])
-        tokens.append(int(np.argmax(logits[-1])) if forced is None else forced[len(tokens)])
-        for name, value in out.items():
-            if name.startswith("present."):
-                kv = name.endswith(("key", "value"))
-                past[name.replace("present.", "past_key_values." if kv else "past.")] = value
-        ids, total = np.array([[tokens[-1]]], np.int64), total + 1
-    return tokens, logits
 
 
 def assert_near_best(tokens, oracle_logits, within=2e-2):

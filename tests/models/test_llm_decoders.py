@@ -336,6 +336,24 @@ def test_builder_family_under_onnxruntime_genai(family, precision):
     assert lib.seamless_family_runs() - family_runs >= 20
 
 
+@pytest.mark.parametrize("family,precision", [(family, "fp32") for family in material.GENAI_FAMILIES]
+                         + [(family, "int4") for family in ("lfm2moe", "qwen3_5", "qwen3_5_moe", "gptoss")])
+def test_builder_family_decodes_without_python_steps(family, precision, capfd):
+    """Every node of the builder's decoders has a native step (their states, MoE experts, linear attention and
+    window-sized caches included): from the third step the decode runs in C with no node run by its Python kernel
+    (log_partition=1 names any op that would be one)."""
+    from onnxruntime_ep_seamless.runtime.native import NATIVES
+    from parity import greedy_with_states
+    path = material.genai_model_dir(family, precision) / "model.onnx"
+    if not path.exists():
+        pytest.skip(f"{path} missing: run tests/material.py")
+    sess = ep_session(str(path), log_partition="1")
+    before = NATIVES["cpu"].lib.seamless_native_runs()
+    greedy_with_states(sess, steps=8, window=16 if family in ("gemma2", "gemma3", "gptoss") else 0)
+    assert NATIVES["cpu"].lib.seamless_native_runs() > before, "no decode step ran in C"
+    err = capfd.readouterr().err
+    assert "Python step" not in err and "runs through Python" not in err, err
+
 def test_provider_options_through_onnxruntime_genai():
     """Our options given as onnxruntime-genai provider options (docs/user-guide.md) reach the EP: a misspelt one fails
     the model's creation with the EP's error naming the valid ones, a valid one is taken."""
