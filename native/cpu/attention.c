@@ -495,3 +495,96 @@ void seamless_linear_attention_f32(const float* q, const float* k, const float* 
   if (job.tasks > pairs) job.tasks = pairs ? pairs : 1;
   seamless_run_tasks(par_fn, par_ctx, job.tasks, linear_attention_task, &job);
 }
+
+/* ---- ONNX Attention (opset 23), float32: present = past ++ new keys / values; per (batch, query head) and query row
+ * the scaled scores (softcapped), the mask (boolean: -inf where false; float: added) and the causal -inf added as one
+ * bias, a softmax whose fully masked rows are zeros, and the weighted sum of the values. Query head n reads KV head
+ * n / (nq / nkv). dims: b, nq, nkv, s (queries), l (new keys), p (past), h, hv. strides: element strides of
+ * (batch, head, row) of q, k, v and out (3-D or 4-D: their columns contiguous), then of (batch, head, row, col) of
+ * the mask (0 where it broadcasts). */
+typedef struct {
+  const float *q, *present_k, *present_v;
+  const void* mask;
+  int mask_bool, causal, failed;
+  float *out, *qk;
+  const int64_t *dims, *strides;
+  float scale, softcap;
+  size_t tasks;
+} OnnxAttentionJob;
+
+SEAMLESS_SIMD static void onnx_attention_task(void* user, size_t task) {
+  OnnxAttentionJob* job = user;
+  const int64_t* d = job->dims;
+  const int64_t b = d[0], nq = d[1], nkv = d[2], s = d[3], p = d[5], h = d[6], hv = d[7], t = d[4] + d[5];
+  const int64_t *qs = job->strides, *os = job->strides + 9, *ms = job->strides + 12;
+  float* scores = malloc((size_t)(t ? t : 1) * sizeof(float));
+  if (!scores) {
+    job->failed = 1;
+    return;
+  }
+  size_t p0, p1;
+  seamless_task_range((size_t)(b * nq), job->tasks, task, &p0, &p1);
+  for (size_t pair = p0; pair < p1; pair++) {
+    const int64_t bi = (int64_t)pair / nq, n = (int64_t)pair % nq, kvh = n / (nq / nkv);
+    const float* keys = job->present_k + (bi * nkv + kvh) * t * h;
+    const float* values = job->present_v + (bi * nkv + kvh) * t * hv;
+    for (int64_t i = 0; i < s; i++) {
+      const float* qr = job->q + bi * qs[0] + n * qs[1] + i * qs[2];
+      float m = -INFINITY;
+      for (int64_t j = 0; j < t; j++) {
+        float dot = 0.0f;
+        for (int64_t e = 0; e < h; e++) dot += qr[e] * keys[j * h + e];
+        float v = dot * job->scale;
+        if (job->qk) job->qk[((bi * nq + n) * s + i) * t + j] = v;
+        if (job->softcap > 0.0f) v = job->softcap * tanhf(v / job->softcap);
+        const int has_bias = job->mask || job->causal;
+        float bias = 0.0f;
+        if (job->mask) {
+          const int64_t at = bi * ms[0] + n * ms[1] + i * ms[2] + j * ms[3];
+          bias = job->mask_bool ? (((const uint8_t*)job->mask)[at] ? 0.0f : -INFINITY) : ((const float*)job->mask)[at];
+        }
+        if (job->causal && j > i + p) bias += -INFINITY;  /* bottom-right aligned: past keys all visible */
+        if (has_bias) v += bias;
+        scores[j] = v;
+        m = isnan(v) || isnan(m) ? NAN : v > m ? v : m;  /* a NaN anywhere makes the row's maximum NaN */
+      }
+      float* orow = job->out + bi * os[0] + n * os[1] + i * os[2];
+      for (int64_t e = 0; e < hv; e++) orow[e] = 0.0f;
+      if (m == -INFINITY) continue;  /* every key masked: zeros, not NaN */
+      float denom = 0.0f;
+      for (int64_t j = 0; j < t; j++) denom += scores[j] = expf(scores[j] - m);
+      for (int64_t j = 0; j < t; j++) {
+        const float pj = scores[j] / denom;
+        for (int64_t e = 0; e < hv; e++) orow[e] += pj * values[j * hv + e];
+      }
+    }
+  }
+  free(scores);
+}
+
+int seamless_onnx_attention_f32(const float* q, const float* k, const float* v, const float* past_k,
+                                const float* past_v, const void* mask, int mask_bool, float* out, float* present_k,
+                                float* present_v, float* qk, const int64_t* dims, const int64_t* strides, int causal,
+                                float scale, float softcap, void* par_fn, void* par_ctx) {
+  const int64_t b = dims[0], nq = dims[1], nkv = dims[2], s = dims[3], l = dims[4], p = dims[5], h = dims[6],
+                hv = dims[7], t = l + p;
+  const int64_t *ks = strides + 3, *vs = strides + 6;
+  for (int64_t bi = 0; bi < b; bi++)  /* present: the past's rows, then the new ones */
+    for (int64_t n = 0; n < nkv; n++) {
+      float* pk = present_k + (bi * nkv + n) * t * h;
+      float* pv = present_v + (bi * nkv + n) * t * hv;
+      if (p) {
+        memcpy(pk, past_k + (bi * nkv + n) * p * h, (size_t)(p * h) * sizeof(float));
+        memcpy(pv, past_v + (bi * nkv + n) * p * hv, (size_t)(p * hv) * sizeof(float));
+      }
+      for (int64_t j = 0; j < l; j++) {
+        memcpy(pk + (p + j) * h, k + bi * ks[0] + n * ks[1] + j * ks[2], (size_t)h * sizeof(float));
+        memcpy(pv + (p + j) * hv, v + bi * vs[0] + n * vs[1] + j * vs[2], (size_t)hv * sizeof(float));
+      }
+    }
+  OnnxAttentionJob job = {q, present_k, present_v, mask, mask_bool, causal, 0, out, qk, dims, strides, scale, softcap,
+                          seamless_task_count((size_t)(b * nq * s * t * (h + hv)), 1 << 15)};
+  if (job.tasks > (size_t)(b * nq)) job.tasks = b * nq > 0 ? (size_t)(b * nq) : 1;
+  seamless_run_tasks(par_fn, par_ctx, job.tasks, onnx_attention_task, &job);
+  return job.failed ? 2 : 0;
+}

@@ -31,6 +31,11 @@ int64_t seamless_mrotary_f32(const float* x, const int64_t* pos, float* y, size_
                              size_t head, size_t half, int64_t batch_stride, int64_t seq_stride, int64_t head_stride,
                              const float* cos_cache, const float* sin_cache, int64_t max_pos, const int8_t* owner,
                              float scale, int interleaved, void* par_fn, void* par_ctx);
+/* attention.c: ONNX Attention (opset 23) in float32; 0, or 2 when out of memory (attention.c says the layouts) */
+int seamless_onnx_attention_f32(const float* q, const float* k, const float* v, const float* past_k,
+                                const float* past_v, const void* mask, int mask_bool, float* out, float* present_k,
+                                float* present_v, float* qk, const int64_t* dims, const int64_t* strides, int causal,
+                                float scale, float softcap, void* par_fn, void* par_ctx);
 /* attention.c: LinearAttention's recurrence (the layouts in attention.c); scratch batch * kv * dv floats */
 void seamless_linear_attention_f32(const float* q, const float* k, const float* v, const float* past,
                                    const float* decay, const float* beta, float* y, float* state, float* scratch,

@@ -191,6 +191,8 @@ SEAMLESS_SIMD static void unary_f32(int32_t op, const float* x, float* y, int64_
       }
       break;
     case SEAMLESS_EXP: for (int64_t i = 0; i < n; i++) y[i] = expf(x[i]); break;
+    case SEAMLESS_COS: for (int64_t i = 0; i < n; i++) y[i] = cosf(x[i]); break;
+    case SEAMLESS_SIN: for (int64_t i = 0; i < n; i++) y[i] = sinf(x[i]); break;
     case SEAMLESS_LOG: for (int64_t i = 0; i < n; i++) y[i] = logf(x[i]); break;
     case SEAMLESS_SQRT: for (int64_t i = 0; i < n; i++) y[i] = sqrtf(x[i]); break;
     case SEAMLESS_NEG: for (int64_t i = 0; i < n; i++) y[i] = -x[i]; break;
@@ -1105,6 +1107,17 @@ static int run_step(const SeamlessStep* s, char* const* ptr, void* par_fn, void*
     case SEAMLESS_OP_POOL:
       seamless_pool_f32(args, (const float*)P(0), (float*)P(1), par_fn, par_ctx);
       return 0;
+    case SEAMLESS_OP_ONNX_ATTENTION: {
+      const SeamlessOnnxAttentionArgs* g = args;
+      if (seamless_onnx_attention_f32((const float*)P(0), (const float*)P(1), (const float*)P(2), (const float*)P(3),
+                                      (const float*)P(4), P(5), g->mask_bool, (float*)P(6), (float*)P(7),
+                                      (float*)P(8), (float*)P(9), g->dims, g->strides, g->causal, g->scale,
+                                      g->softcap, par_fn, par_ctx)) {
+        snprintf(error, error_len, "out of memory for the attention's scores");
+        return STATUS_FAIL;
+      }
+      return 0;
+    }
     case SEAMLESS_OP_LRN: {
       const SeamlessLrnArgs* g = args;
       seamless_lrn_f32((const float*)P(0), (float*)P(1), (size_t)g->n, (size_t)g->c, (size_t)g->spatial,

@@ -52,7 +52,9 @@ enum SeamlessOp {
   SEAMLESS_OP_LINEAR_ATTENTION_GATE = 30, /* SeamlessRowNormArgs (cols: heads): a, dt_bias, decay_scale, b (or -1) ->
                                              decay, beta (or -1) */
   SEAMLESS_OP_POOL = 31,       /* SeamlessPoolArgs (kernels.h): x -> y */
-  SEAMLESS_OP_LRN = 32         /* SeamlessLrnArgs: x -> y */
+  SEAMLESS_OP_LRN = 32,        /* SeamlessLrnArgs: x -> y */
+  SEAMLESS_OP_ONNX_ATTENTION = 33 /* SeamlessOnnxAttentionArgs: q, k, v, past_k (or -1), past_v (or -1), mask (or -1)
+                                     -> out, present_k, present_v, qk (or -1) */
 };
 
 /* Element types: ONNX's TensorProto codes. */
@@ -68,7 +70,8 @@ enum SeamlessBinaryOp {
 enum SeamlessUnaryOp {
   SEAMLESS_ERF = 0, SEAMLESS_GELU = 1, SEAMLESS_SIGMOID = 2, SEAMLESS_TANH = 3, SEAMLESS_EXP = 4, SEAMLESS_LOG = 5,
   SEAMLESS_SQRT = 6, SEAMLESS_NEG = 7, SEAMLESS_ABS = 8, SEAMLESS_RELU = 9, SEAMLESS_RECIPROCAL = 10,
-  SEAMLESS_SILU = 11, SEAMLESS_QUICK_GELU = 12, SEAMLESS_NOT = 13, SEAMLESS_GELU_TANH = 14, SEAMLESS_CLIP = 15
+  SEAMLESS_SILU = 11, SEAMLESS_QUICK_GELU = 12, SEAMLESS_NOT = 13, SEAMLESS_GELU_TANH = 14, SEAMLESS_CLIP = 15,
+  SEAMLESS_COS = 16, SEAMLESS_SIN = 17
 };
 
 typedef struct { int64_t nbytes; } SeamlessCopyArgs;
@@ -158,6 +161,13 @@ typedef struct {
   const float *scale1, *zero1, *scale2, *zero2;
   const uint8_t *packed_zero1, *packed_zero2;  /* QMoE's zero points as given (NULL: none), for MatMulNBits' kernel */
 } SeamlessMoeArgs;
+
+/* ONNX Attention, float32 (seamless_onnx_attention_f32's dims and strides) */
+typedef struct {
+  int64_t dims[8], strides[16];
+  int32_t mask_bool, causal;
+  float scale, softcap;
+} SeamlessOnnxAttentionArgs;
 
 /* LRN over x [n, c, spatial]: y = x / (bias + alpha_over_size * the sum of x^2 over channels c - (size - 1) / 2 to
  * c + size / 2 inside [0, c)) ^ beta */

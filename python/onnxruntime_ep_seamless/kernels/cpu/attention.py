@@ -595,12 +595,48 @@ def check_attention(node, graph):
     return None
 
 
+def native_attention_layout(q_shape, k_shape, v_shape, past_shape, mask, q_heads: int, kv_heads: int):
+    """(dims, strides, out_shape) of seamless_onnx_attention_f32 for shapes attention_shapes accepted, or None where
+    it does not apply (a mask that does not broadcast to (B, Nq, S, T): the numpy path raises numpy's error)."""
+    if len(q_shape) == 3:
+        b, s = q_shape[:2]
+        nq, nkv, h, l, hv = q_heads, kv_heads, q_shape[2] // q_heads, k_shape[1], v_shape[2] // kv_heads
+        rows = [(s * nq * h, h, nq * h), (l * nkv * h, h, nkv * h), (l * nkv * hv, hv, nkv * hv),
+                (s * nq * hv, hv, nq * hv)]
+        out_shape = (b, s, nq * hv)
+    else:
+        (b, nq, s, h), (_, nkv, l, _), hv = q_shape, k_shape, v_shape[3]
+        rows = [(nq * s * h, s * h, h), (nkv * l * h, l * h, h), (nkv * l * hv, l * hv, hv), (nq * s * hv, s * hv, hv)]
+        out_shape = (b, nq, s, hv)
+    t = l + (past_shape[2] if past_shape is not None else 0)
+    mask_strides = [0, 0, 0, 0]
+    if mask is not None:
+        if len(mask) > 4:
+            return None
+        shape = (1,) * (4 - len(mask)) + tuple(mask)
+        step = 1
+        for d in range(3, -1, -1):
+            if shape[d] not in (1, (b, nq, s, t)[d]):
+                return None
+            mask_strides[d] = 0 if shape[d] == 1 else step
+            step *= shape[d]
+    dims = [b, nq, nkv, s, l, t - l, h, hv]
+    return dims, [v for r in rows for v in r] + mask_strides, out_shape
+
+
 @kernel("Attention", since=23, until=24, check=check_attention)
 def attention(Q, K, V, attn_mask=None, past_key=None, past_value=None, nonpad_kv_seqlen=None, *, is_causal=0,
               kv_num_heads=0, q_num_heads=0, qk_matmul_output_mode=0, scale=None, softcap=0.0, softmax_precision=1):
     """ONNX Attention; float16 computes in float32 and rounds the outputs once. Opset 24 adds
-    nonpad_kv_seqlen (keys past it are padding) and masks shorter than the keys (padded with -inf)."""
+    nonpad_kv_seqlen (keys past it are padding) and masks shorter than the keys (padded with -inf). float32 without
+    nonpad_kv_seqlen, its qk output the scaled product (mode 0): native/cpu/attention.c, as its native step."""
     attention_shapes(Q, K, V, past_key, past_value, q_num_heads, kv_num_heads)
+    if (all(x is None or x.dtype == F32 for x in (Q, K, V, past_key, past_value)) and nonpad_kv_seqlen is None
+            and qk_matmul_output_mode == 0 and (attn_mask is None or attn_mask.dtype in (F32, np.dtype(np.bool_)))):
+        layout = native_attention_layout(Q.shape, K.shape, V.shape, shape_or_none(past_key),
+                                         shape_or_none(attn_mask), q_num_heads, kv_num_heads)
+        if layout is not None:
+            return native.onnx_attention(Q, K, V, past_key, past_value, attn_mask, *layout, is_causal, scale, softcap)
     out_dtype = Q.dtype
     Q, K, V = (x.astype(F32, copy=False) for x in (Q, K, V))
     if past_key is not None:

@@ -510,6 +510,32 @@ def has_gqa() -> bool:
     return _HAS_GQA
 
 
+def attention_scale(scale, h: int) -> np.float32:
+    """ONNX Attention's scale: the attribute, else 1 / sqrt(head size) in float32 (as the numpy path)."""
+    return np.float32(scale if scale is not None else 1.0 / np.sqrt(np.float32(h)))
+
+
+def onnx_attention(q, k, v, past_k, past_v, mask, dims, strides, out_shape, causal, scale, softcap):
+    """ONNX Attention by seamless_onnx_attention_f32 (dims, strides, out_shape: attention.py native_attention_layout):
+    (output, present_key, present_value, the scaled product Q.K^T)."""
+    b, nq, nkv, s, l, p, h, hv = dims
+    q, k, v = c_order(q), c_order(k), c_order(v)
+    out = np.empty(out_shape, np.float32)
+    present_k, present_v = np.empty((b, nkv, l + p, h), np.float32), np.empty((b, nkv, l + p, hv), np.float32)
+    qk = np.empty((b, nq, s, l + p), np.float32)
+    mask = None if mask is None else c_order(mask)
+    dims_c, strides_c = ffi.new("int64_t[]", [int(d) for d in dims]), ffi.new("int64_t[]", [int(d) for d in strides])
+    rc = lib.seamless_onnx_attention_f32(
+        _ptr(q), _ptr(k), _ptr(v), _optional_fp(None if past_k is None else c_order(past_k)),
+        _optional_fp(None if past_v is None else c_order(past_v)),
+        _NULL if mask is None else ffi.cast("void*", ffi.from_buffer(mask)), int(mask is not None and mask.dtype == np.bool_),
+        _ptr(out), _ptr(present_k), _ptr(present_v), _ptr(qk), dims_c, strides_c, int(bool(causal)),
+        float(attention_scale(scale, h)), float(softcap), *_pool())
+    if rc:
+        raise MemoryError("out of memory for ONNX Attention's scores")
+    return out, present_k, present_v, qk
+
+
 def gqa(query, key, value, past_key, past_value, seqlens_k, first_prompt, present_len, num_heads, kv_num_heads, h,
         scale, softcap, window, causal, sink, cos_cache, sin_cache, interleaved, window_cache=False):
     """Native GroupQueryAttention. query: (B, S, N*H), or packed (B, S, (N + 2 Nkv) H) with key None;

@@ -130,7 +130,7 @@ def where(rec, node, ins, outs):
 UNARY = {"Erf": lib.SEAMLESS_ERF, "Sigmoid": lib.SEAMLESS_SIGMOID, "Tanh": lib.SEAMLESS_TANH, "Exp": lib.SEAMLESS_EXP,
          "Log": lib.SEAMLESS_LOG, "Sqrt": lib.SEAMLESS_SQRT, "Neg": lib.SEAMLESS_NEG, "Abs": lib.SEAMLESS_ABS,
          "Relu": lib.SEAMLESS_RELU, "Reciprocal": lib.SEAMLESS_RECIPROCAL, "GeluErf": lib.SEAMLESS_GELU,
-         "QuickGelu": lib.SEAMLESS_QUICK_GELU, "Not": lib.SEAMLESS_NOT}
+         "QuickGelu": lib.SEAMLESS_QUICK_GELU, "Not": lib.SEAMLESS_NOT, "Cos": lib.SEAMLESS_COS, "Sin": lib.SEAMLESS_SIN}
 
 
 def unary(rec, node, ins, outs):
@@ -578,6 +578,39 @@ def lrn(rec, node, ins, outs):
     y = rec.value(outs[0])
     rec.step(lib.SEAMLESS_OP_LRN, args, [ins[0], y])
     return [y]
+
+
+@lowers("Attention")
+def onnx_attention(rec, node, ins, outs):
+    """seamless_onnx_attention_f32, the Python kernel's float32 path (attention.py native_attention_layout)."""
+    from .attention import native_attention_layout
+    from .native import attention_scale
+    q, k, v, mask, past_k, past_v, nonpad = (ins + [None] * 7)[:7]
+    attrs = node.attrs
+    if (not all(x is None or x.array.dtype == F32 for x in (q, k, v, past_k, past_v)) or nonpad is not None
+            or attrs.get("qk_matmul_output_mode", 0) or node.since_version >= 24
+            or (mask is not None and mask.array.dtype not in (F32, np.dtype(np.bool_)))):
+        raise Declined("float32, no nonpad_kv_seqlen, the qk output the scaled product (mode 0)")
+    layout = native_attention_layout(q.array.shape, k.array.shape, v.array.shape,
+                                     None if past_k is None else past_k.array.shape,
+                                     None if mask is None else mask.array.shape, attrs.get("q_num_heads", 0),
+                                     attrs.get("kv_num_heads", 0))
+    if layout is None:
+        raise Declined("a mask that does not broadcast to the scores")
+    dims, strides, _ = layout
+    args = rec.args("SeamlessOnnxAttentionArgs")
+    _fill(args, "dims", dims)
+    _fill(args, "strides", strides)
+    args.mask_bool = int(mask is not None and mask.array.dtype == np.bool_)
+    args.causal = int(bool(attrs.get("is_causal", 0)))
+    args.scale, args.softcap = attention_scale(attrs.get("scale"), dims[6]), attrs.get("softcap", 0.0)
+    b, _, nkv, _, l, past, h, hv = dims
+    # the outputs the node has; the presents the kernel always writes (scratch where the node has none)
+    scratch = (None, np.empty((b, nkv, l + past, h), F32), np.empty((b, nkv, l + past, hv), F32), None)
+    ys = [rec.value(outs[i]) if i < len(outs) and i < len(node.outputs) and node.outputs[i]
+          else None if scratch[i] is None else rec.value(scratch[i]) for i in range(4)]
+    rec.step(lib.SEAMLESS_OP_ONNX_ATTENTION, args, [q, k, v, past_k, past_v, mask, *ys])
+    return ys[:len(node.outputs)]
 
 
 @lowers("LSTM")
