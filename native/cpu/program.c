@@ -257,6 +257,28 @@ static int run_cast(const SeamlessCastArgs* g, const char* x, char* y) {
 
 /* ---- data movement ----------------------------------------------------------------------- */
 
+static int run_gather_nd(const SeamlessGatherNdArgs* g, const char* data, const int64_t* indices, char* y,
+                         char* error, size_t error_len) {
+  const int64_t count = g->batches * g->tuples;
+  for (int64_t j = 0; j < g->k; j++)  /* axis by axis, as the Python kernel (nd_index_range) reports the first */
+    for (int64_t t = 0; t < count; t++) {
+      const int64_t v = indices[t * g->k + j];
+      if (v < -g->dims[j] || v >= g->dims[j]) {
+        snprintf(error, error_len, "invalid index found, index = %lld", (long long)v);
+        return STATUS_INVALID_ARGUMENT;
+      }
+    }
+  for (int64_t t = 0; t < count; t++) {
+    int64_t offset = t / g->tuples * g->batch_bytes;
+    for (int64_t j = 0; j < g->k; j++) {
+      const int64_t v = indices[t * g->k + j];
+      offset += (v < 0 ? v + g->dims[j] : v) * g->strides[j];
+    }
+    memcpy(y + t * g->slice_bytes, data + offset, (size_t)g->slice_bytes);
+  }
+  return 0;
+}
+
 static int run_gather(const SeamlessGatherArgs* g, const char* data, const char* indices, char* y, char* error,
                       size_t error_len) {
   for (int64_t i = 0; i < g->count; i++) {  /* every index checked before anything is copied */
@@ -1107,6 +1129,8 @@ static int run_step(const SeamlessStep* s, char* const* ptr, void* par_fn, void*
     case SEAMLESS_OP_POOL:
       seamless_pool_f32(args, (const float*)P(0), (float*)P(1), par_fn, par_ctx);
       return 0;
+    case SEAMLESS_OP_GATHER_ND:
+      return run_gather_nd(args, P(0), (const int64_t*)P(1), P(2), error, error_len);
     case SEAMLESS_OP_ONNX_ATTENTION: {
       const SeamlessOnnxAttentionArgs* g = args;
       if (seamless_onnx_attention_f32((const float*)P(0), (const float*)P(1), (const float*)P(2), (const float*)P(3),

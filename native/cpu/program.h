@@ -53,8 +53,9 @@ enum SeamlessOp {
                                              decay, beta (or -1) */
   SEAMLESS_OP_POOL = 31,       /* SeamlessPoolArgs (kernels.h): x -> y */
   SEAMLESS_OP_LRN = 32,        /* SeamlessLrnArgs: x -> y */
-  SEAMLESS_OP_ONNX_ATTENTION = 33 /* SeamlessOnnxAttentionArgs: q, k, v, past_k (or -1), past_v (or -1), mask (or -1)
-                                     -> out, present_k, present_v, qk (or -1) */
+  SEAMLESS_OP_ONNX_ATTENTION = 33, /* SeamlessOnnxAttentionArgs: q, k, v, past_k (or -1), past_v (or -1), mask (or -1)
+                                      -> out, present_k, present_v, qk (or -1) */
+  SEAMLESS_OP_GATHER_ND = 34   /* SeamlessGatherNdArgs: data, int64 indices -> y */
 };
 
 /* Element types: ONNX's TensorProto codes. */
@@ -87,6 +88,14 @@ typedef struct {
 typedef struct { int32_t op, type; int64_t n; float alpha, beta; } SeamlessUnaryArgs;
 
 typedef struct { int32_t from, to; int64_t n; } SeamlessCastArgs;
+
+/* GatherND: per batch (the batch_dims' product) and index tuple of k, the data slice (slice_bytes) at the tuple's
+ * offset (dims and byte strides of the k indexed axes) within its batch (batch_bytes); every index checked in
+ * [-dim, dim) first, axis by axis as stock reports the first bad one */
+typedef struct {
+  int64_t batches, tuples, k, slice_bytes, batch_bytes;
+  int64_t dims[SEAMLESS_PROGRAM_RANK], strides[SEAMLESS_PROGRAM_RANK];
+} SeamlessGatherNdArgs;
 
 /* y[outer, count, inner] = data[outer, indices[count], inner]; every index checked in [-size, size) */
 typedef struct { int64_t outer, size, inner_bytes, count; int32_t index_type; } SeamlessGatherArgs;

@@ -270,9 +270,9 @@ def test_a_node_without_a_native_step_is_a_python_step_of_the_program(capfd):
 
 
 @pytest.mark.parametrize("op,attrs,index_shape,good,bad,expected", [
-    # GatherND has no native step: a Python step whose kernel checks the indices from the run's data
+    # native steps that check the indices in C, as the Python kernels report the first bad one
     ("GatherND", {}, [2, 1], [[0], [3]], [[0], [9]], [0, 3]),
-    # GatherElements and ScatterElements: native steps that check them in C
+    ("GatherND", {}, [2, 1], [[-4], [3]], [[-5], [9]], [0, 3]),
     ("GatherElements", {"axis": 0}, [2], [0, 3], [0, 9], [0, 3]),
     ("GatherElements", {"axis": 0}, [2], [-4, 3], [0, -5], [0, 3]),
     ("ScatterElements", {"axis": 0, "reduction": "add"}, [2], [0, 3], [9, 0], [10, 1, 2, 14]),

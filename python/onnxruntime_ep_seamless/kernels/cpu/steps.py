@@ -292,6 +292,26 @@ def _elements_args(rec, node, data, indices):
     return args
 
 
+@lowers("GatherND")
+def gather_nd(rec, node, ins, outs):
+    data, indices = ins[0].array, ins[1].array
+    batch_dims = node.attrs.get("batch_dims", 0)
+    k = indices.shape[-1] if indices.ndim else 0
+    if indices.dtype != np.int64 or not plain_memory(data.dtype) or not 1 <= k <= RANK:
+        raise Declined(f"int64 index tuples of 1 to {RANK}, plain data")
+    strides = [s * data.itemsize for s in _contiguous_strides(data.shape)]
+    args = rec.args("SeamlessGatherNdArgs")
+    args.batches = math.prod(data.shape[:batch_dims])
+    args.tuples, args.k = math.prod(indices.shape[batch_dims:-1]), k
+    args.slice_bytes = math.prod(data.shape[batch_dims + k:]) * data.itemsize
+    args.batch_bytes = math.prod(data.shape[batch_dims:]) * data.itemsize
+    _fill(args, "dims", list(data.shape[batch_dims:batch_dims + k]))
+    _fill(args, "strides", strides[batch_dims:batch_dims + k])
+    y = rec.value(outs[0])
+    rec.step(lib.SEAMLESS_OP_GATHER_ND, args, [ins[0], ins[1], y])
+    return [y]
+
+
 @lowers("GatherElements")
 def gather_elements(rec, node, ins, outs):
     args = _elements_args(rec, node, ins[0].array, ins[1].array)
