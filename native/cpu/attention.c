@@ -407,6 +407,47 @@ int64_t seamless_mrotary_f32(const float* x, const int64_t* pos, float* y, size_
   return 0;
 }
 
+/* ---- ONNX RotaryEmbedding (opset 23): each token's cos/sin row, the cache's row at its position (or, without
+ * position_ids, the token's own row of (B, S, half) caches), rotating the first 2 half channels of each head */
+typedef struct {
+  const float *x, *cos, *sin;
+  const int64_t* pos;
+  float* y;
+  size_t seq, heads, head, half, tasks, tokens;
+  int64_t batch_stride, seq_stride, head_stride;
+  int interleaved;
+} RotaryJob;
+
+SEAMLESS_SIMD static void rotary_task(void* user, size_t task) {
+  const RotaryJob* job = user;
+  size_t t0, t1;
+  seamless_task_range(job->tokens, job->tasks, task, &t0, &t1);
+  for (size_t t = t0; t < t1; t++) {
+    const int64_t row = job->pos ? job->pos[t] : (int64_t)t;
+    const float *c = job->cos + row * (int64_t)job->half, *sn = job->sin + row * (int64_t)job->half;
+    const int64_t base = (int64_t)(t / job->seq) * job->batch_stride + (int64_t)(t % job->seq) * job->seq_stride;
+    for (size_t n = 0; n < job->heads; n++) {
+      const int64_t at = base + (int64_t)n * job->head_stride;
+      rotate_row(job->x + at, job->y + at, job->head, job->half, c, sn, job->interleaved);
+    }
+  }
+}
+
+int64_t seamless_rotary_f32(const float* x, const int64_t* pos, const float* cos_cache, const float* sin_cache, float* y,
+                            size_t batch, size_t seq, size_t heads, size_t head, size_t half, int64_t batch_stride,
+                            int64_t seq_stride, int64_t head_stride, int64_t max_pos, int interleaved, void* par_fn,
+                            void* par_ctx) {
+  const size_t tokens = batch * seq;
+  for (size_t i = 0; pos && i < tokens; i++)
+    if (pos[i] < 0 || pos[i] >= max_pos) return (int64_t)i + 1;
+  RotaryJob job = {x, cos_cache, sin_cache, pos, y, seq, heads, head, half, 0, tokens, batch_stride, seq_stride,
+                   head_stride, interleaved};
+  job.tasks = seamless_task_count(tokens * heads * head, 1 << 14);
+  if (job.tasks > tokens) job.tasks = tokens ? tokens : 1;
+  seamless_run_tasks(par_fn, par_ctx, job.tasks, rotary_task, &job);
+  return 0;
+}
+
 /* ---- LinearAttention (com.microsoft): the gated-delta recurrence, one task per range of (batch, KV head) ----
  * q [B, T, qh * dk], k [B, T, kh * dk], v [B, T, kv * dv]; decay [B, T, kv] or per key [B, T, kv * dk]; beta
  * [B, T, kv] or [B, T, 1]; state [B, kv, dk, dv] (from past, or zeros); y [B, T, max(qh, kv) * dv]. Per token:

@@ -31,6 +31,12 @@ int64_t seamless_mrotary_f32(const float* x, const int64_t* pos, float* y, size_
                              size_t head, size_t half, int64_t batch_stride, int64_t seq_stride, int64_t head_stride,
                              const float* cos_cache, const float* sin_cache, int64_t max_pos, const int8_t* owner,
                              float scale, int interleaved, void* par_fn, void* par_ctx);
+/* attention.c: ONNX RotaryEmbedding (opset 23) over x's heads at element strides; 0, or 1 + the first position
+ * outside [0, max_pos) */
+int64_t seamless_rotary_f32(const float* x, const int64_t* pos, const float* cos_cache, const float* sin_cache, float* y,
+                            size_t batch, size_t seq, size_t heads, size_t head, size_t half, int64_t batch_stride,
+                            int64_t seq_stride, int64_t head_stride, int64_t max_pos, int interleaved, void* par_fn,
+                            void* par_ctx);
 /* attention.c: ONNX Attention (opset 23) in float32; 0, or 2 when out of memory (attention.c says the layouts) */
 int seamless_onnx_attention_f32(const float* q, const float* k, const float* v, const float* past_k,
                                 const float* past_v, const void* mask, int mask_bool, float* out, float* present_k,

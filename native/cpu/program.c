@@ -1129,6 +1129,18 @@ static int run_step(const SeamlessStep* s, char* const* ptr, void* par_fn, void*
     case SEAMLESS_OP_POOL:
       seamless_pool_f32(args, (const float*)P(0), (float*)P(1), par_fn, par_ctx);
       return 0;
+    case SEAMLESS_OP_ROTARY: {
+      const SeamlessRotaryArgs* g = args;
+      const int64_t* pos = (const int64_t*)P(3);
+      int64_t bad = seamless_rotary_f32((const float*)P(0), pos, (const float*)P(1), (const float*)P(2), (float*)P(4),
+                                        (size_t)g->batch, (size_t)g->seq, (size_t)g->heads, (size_t)g->head,
+                                        (size_t)g->half, g->batch_stride, g->seq_stride, g->head_stride, g->max_pos,
+                                        g->interleaved, par_fn, par_ctx);
+      if (!bad) return 0;
+      snprintf(error, error_len, "position_ids value %lld at index %lld is out of range [0, %lld)",
+               (long long)pos[bad - 1], (long long)(bad - 1), (long long)g->max_pos);
+      return STATUS_INVALID_ARGUMENT;
+    }
     case SEAMLESS_OP_GATHER_ND:
       return run_gather_nd(args, P(0), (const int64_t*)P(1), P(2), error, error_len);
     case SEAMLESS_OP_ONNX_ATTENTION: {

@@ -55,7 +55,8 @@ enum SeamlessOp {
   SEAMLESS_OP_LRN = 32,        /* SeamlessLrnArgs: x -> y */
   SEAMLESS_OP_ONNX_ATTENTION = 33, /* SeamlessOnnxAttentionArgs: q, k, v, past_k (or -1), past_v (or -1), mask (or -1)
                                       -> out, present_k, present_v, qk (or -1) */
-  SEAMLESS_OP_GATHER_ND = 34   /* SeamlessGatherNdArgs: data, int64 indices -> y */
+  SEAMLESS_OP_GATHER_ND = 34,  /* SeamlessGatherNdArgs: data, int64 indices -> y */
+  SEAMLESS_OP_ROTARY = 35      /* SeamlessRotaryArgs: x, cos, sin, position_ids (or -1) -> y */
 };
 
 /* Element types: ONNX's TensorProto codes. */
@@ -170,6 +171,12 @@ typedef struct {
   const float *scale1, *zero1, *scale2, *zero2;
   const uint8_t *packed_zero1, *packed_zero2;  /* QMoE's zero points as given (NULL: none), for MatMulNBits' kernel */
 } SeamlessMoeArgs;
+
+/* ONNX RotaryEmbedding, float32 (seamless_rotary_f32's operands); max_pos: the caches' rows */
+typedef struct {
+  int64_t batch, seq, heads, head, half, batch_stride, seq_stride, head_stride, max_pos;
+  int32_t interleaved;
+} SeamlessRotaryArgs;
 
 /* ONNX Attention, float32 (seamless_onnx_attention_f32's dims and strides) */
 typedef struct {

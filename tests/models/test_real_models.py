@@ -30,11 +30,12 @@ def _light_cnn_feeds(model):
     return {inp.name: (np.arange(np.prod(shape)) % 255 / 255.0).astype(np.float32).reshape(shape)}
 
 
-@pytest.mark.parametrize("name", material.LIGHT_MODELS + ["minilm_op17.onnx", "demo"])
+@pytest.mark.parametrize("name", material.LIGHT_MODELS + ["minilm_op17.onnx", "minilm_dynamo_op23.onnx", "demo"]
+                         + [d[0] for d in material.TINY_DECODERS])
 def test_runs_as_a_native_program_without_python_steps(name, capfd):
-    """Every node of these models has a native step (pooling, LRN, BatchNormalization and Sum among them): from its
-    third run a binding is answered in C with no node run by its Python kernel (log_partition=1 names any op that
-    would be such a Python step)."""
+    """Every node of these models has a native step (pooling, LRN, BatchNormalization and Sum; ONNX Attention,
+    RotaryEmbedding, GatherND, Cos and Sin of the torch exports): from its third run a binding is answered in C with
+    no node run by its Python kernel (log_partition=1 names any op that would be such a Python step)."""
     from onnxruntime_ep_seamless.runtime.native import NATIVES
     from parity import ep_session
     if name == "demo":
@@ -43,6 +44,8 @@ def test_runs_as_a_native_program_without_python_steps(name, capfd):
     elif name.startswith("minilm"):
         path = material.minilm_dir() / name
         feeds = material.minilm_inputs(["A plugin execution provider runs this sentence.", "Short one."])
+    elif name in LLAMA:
+        path, feeds = material.tiny_llama_dir() / name, llama_feeds(1, 4, 3)
     else:
         path = material.light_model(name)[0]
         feeds = _light_cnn_feeds(onnx.load(str(path)))

@@ -600,6 +600,37 @@ def lrn(rec, node, ins, outs):
     return [y]
 
 
+@lowers("RotaryEmbedding")
+def rotary_embedding(rec, node, ins, outs):
+    """seamless_rotary_f32 for ONNX RotaryEmbedding (the Python kernel checked the caches' width)."""
+    x, cos, sin, pos = (ins + [None] * 4)[:4]
+    shape = x.array.shape
+    if x.array.dtype != F32 or cos.array.dtype != F32 or sin.array.dtype != F32 or len(shape) not in (3, 4):
+        raise Declined("float32, 3-D or 4-D")
+    if len(shape) == 4:
+        b, n, s, h = shape
+        strides = (n * s * h, h, s * h)
+    else:
+        b, s = shape[:2]
+        n = node.attrs["num_heads"]
+        h = shape[2] // n
+        strides = (s * n * h, n * h, h)
+    half = (node.attrs.get("rotary_embedding_dim", 0) or h) // 2
+    if pos is None:
+        if cos.array.shape != (b, s, half) or sin.array.shape != cos.array.shape:
+            raise Declined("caches of (batch, sequence, rotary/2) without position_ids")
+    elif (pos.array.dtype != np.int64 or pos.array.shape != (b, s) or cos.array.ndim != 2
+          or cos.array.shape[1] != half or sin.array.shape != cos.array.shape):
+        raise Declined("int64 position_ids of (batch, sequence) and caches of (positions, rotary/2)")
+    args = rec.args("SeamlessRotaryArgs")
+    args.batch, args.seq, args.heads, args.head, args.half = b, s, n, h, half
+    args.batch_stride, args.seq_stride, args.head_stride = strides
+    args.max_pos, args.interleaved = cos.array.shape[0], int(bool(node.attrs.get("interleaved", 0)))
+    y = rec.value(outs[0])
+    rec.step(lib.SEAMLESS_OP_ROTARY, args, [x, cos, sin, pos, y])
+    return [y]
+
+
 @lowers("Attention")
 def onnx_attention(rec, node, ins, outs):
     """seamless_onnx_attention_f32, the Python kernel's float32 path (attention.py native_attention_layout)."""
