@@ -536,18 +536,7 @@ def global_average_pool(rec, node, ins, outs):
     x = ins[0].array
     if x.dtype != F32 or x.ndim < 3 or not x.size:
         raise Declined(f"GlobalAveragePool of {x.dtype} {x.shape}")
-    strides = _contiguous_strides(x.shape)
-    dims, (kept_strides,) = _merged(list(x.shape[:2]), strides[:2])
-    rdims, (rstrides,) = _merged(list(x.shape[2:]), strides[2:])
-    args = rec.args("SeamlessReduceArgs")
-    args.op, args.type, args.rank, args.reduced_rank = lib.SEAMLESS_REDUCE_MEAN, type_code(x.dtype), len(dims), len(rdims)
-    _fill(args, "dims", dims)
-    _fill(args, "strides", kept_strides)
-    _fill(args, "reduced_dims", rdims)
-    _fill(args, "reduced_strides", rstrides)
-    y = rec.value(outs[0])
-    rec.step(lib.SEAMLESS_OP_REDUCE, args, [ins[0], y])
-    return [y]
+    return _reduce_step(rec, lib.SEAMLESS_REDUCE_MEAN, ins[0], range(2, x.ndim), outs[0])
 
 
 @lowers("Sum")
@@ -843,19 +832,24 @@ def reduce(rec, node, ins, outs):
         axes = ins[1].array.reshape(-1).tolist()
     if not axes and node.attrs.get("noop_with_empty_axes", 0):
         raise Declined("a reduction over no axis")
-    reduced = reduced_axes(x.ndim, axes)
-    strides = _contiguous_strides(x.shape)
-    kept = [d for d in range(x.ndim) if d not in reduced]
-    dims, (kept_strides,) = _merged([x.shape[d] for d in kept], [strides[d] for d in kept])
-    rdims, (rstrides,) = _merged([x.shape[d] for d in reduced], [strides[d] for d in reduced])
+    return _reduce_step(rec, REDUCE[node.op_type], ins[0], reduced_axes(x.ndim, axes), outs[0])
+
+
+def _reduce_step(rec, op, x, reduced, y_array):
+    """A reduction step of x (a Value) over the `reduced` axes into y_array's value."""
+    shape = x.array.shape
+    strides = _contiguous_strides(shape)
+    kept = [d for d in range(len(shape)) if d not in reduced]
+    dims, (kept_strides,) = _merged([shape[d] for d in kept], [strides[d] for d in kept])
+    rdims, (rstrides,) = _merged([shape[d] for d in reduced], [strides[d] for d in reduced])
     args = rec.args("SeamlessReduceArgs")
-    args.op, args.type, args.rank, args.reduced_rank = REDUCE[node.op_type], type_code(x.dtype), len(dims), len(rdims)
+    args.op, args.type, args.rank, args.reduced_rank = op, type_code(x.array.dtype), len(dims), len(rdims)
     _fill(args, "dims", dims)
     _fill(args, "strides", kept_strides)
     _fill(args, "reduced_dims", rdims)
     _fill(args, "reduced_strides", rstrides)
-    y = rec.value(outs[0])
-    rec.step(lib.SEAMLESS_OP_REDUCE, args, [ins[0], y])
+    y = rec.value(y_array)
+    rec.step(lib.SEAMLESS_OP_REDUCE, args, [x, y])
     return [y]
 
 
