@@ -37,7 +37,7 @@ int64_t seamless_rotary_f32(const float* x, const int64_t* pos, const float* cos
                             size_t batch, size_t seq, size_t heads, size_t head, size_t half, int64_t batch_stride,
                             int64_t seq_stride, int64_t head_stride, int64_t max_pos, int interleaved, void* par_fn,
                             void* par_ctx);
-/* attention.c: ONNX Attention (opset 23) in float32; 0, or 2 when out of memory (attention.c says the layouts) */
+/* sdpa.c: ONNX Attention (opset 23) in float32; 0, or 2 when out of memory (sdpa.c says the layouts) */
 int seamless_onnx_attention_f32(const float* q, const float* k, const float* v, const float* past_k,
                                 const float* past_v, const void* mask, int mask_bool, float* out, float* present_k,
                                 float* present_v, float* qk, const int64_t* dims, const int64_t* strides, int causal,

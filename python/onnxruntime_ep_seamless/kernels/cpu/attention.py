@@ -629,7 +629,7 @@ def attention(Q, K, V, attn_mask=None, past_key=None, past_value=None, nonpad_kv
               kv_num_heads=0, q_num_heads=0, qk_matmul_output_mode=0, scale=None, softcap=0.0, softmax_precision=1):
     """ONNX Attention; float16 computes in float32 and rounds the outputs once. Opset 24 adds
     nonpad_kv_seqlen (keys past it are padding) and masks shorter than the keys (padded with -inf). float32 without
-    nonpad_kv_seqlen, its qk output the scaled product (mode 0): native/cpu/attention.c, as its native step."""
+    nonpad_kv_seqlen, its qk output the scaled product (mode 0): native/cpu/sdpa.c, as its native step."""
     attention_shapes(Q, K, V, past_key, past_value, q_num_heads, kv_num_heads)
     if (all(x is None or x.dtype == F32 for x in (Q, K, V, past_key, past_value)) and nonpad_kv_seqlen is None
             and qk_matmul_output_mode == 0 and (attn_mask is None or attn_mask.dtype in (F32, np.dtype(np.bool_)))):
