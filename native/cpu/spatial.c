@@ -3,31 +3,51 @@
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "parallel.h"
 #include "simd.h"
 
+/* The outputs o of [0, out) whose tap at `offset` (o * stride + offset) falls inside [0, in): [*lo, *hi) */
+static void tap_range(int64_t offset, int64_t stride, int64_t in, int64_t out, int64_t* lo, int64_t* hi) {
+  *lo = offset >= 0 ? 0 : (-offset + stride - 1) / stride;
+  *hi = in - offset <= 0 ? 0 : (in - offset + stride - 1) / stride;
+  if (*hi > out) *hi = out;
+  if (*lo > *hi) *lo = *hi;
+}
+
 /* cols[((c k0 + q0) k1 + q1) k2 + q2, i] = x[c, o0 s0 - p0 + q0 d0, ...] for output position i = (o0, o1, o2)
- * (zeros outside the input): a row per weight tap, read along the input's rows */
+ * (zeros outside the input): a row per weight tap, read along the input's rows (each tap's run of outputs inside
+ * the row found once: a plain copy where the stride is 1) */
 static void im2col(const SeamlessConvArgs* a, const float* x, int64_t channels, float* cols) {
   const int64_t in0 = a->in_shape[0], in1 = a->in_shape[1], in2 = a->in_shape[2], plane = in0 * in1 * in2;
+  const int64_t out2 = a->out_shape[2], s2 = a->stride[2];
   float* out = cols;
   for (int64_t c = 0; c < channels; c++)
     for (int64_t q0 = 0; q0 < a->kernel[0]; q0++)
       for (int64_t q1 = 0; q1 < a->kernel[1]; q1++)
-        for (int64_t q2 = 0; q2 < a->kernel[2]; q2++)
+        for (int64_t q2 = 0; q2 < a->kernel[2]; q2++) {
+          const int64_t offset = q2 * a->dilation[2] - a->pad[2];
+          int64_t lo, hi;
+          tap_range(offset, s2, in2, out2, &lo, &hi);
           for (int64_t o0 = 0; o0 < a->out_shape[0]; o0++) {
             const int64_t p0 = o0 * a->stride[0] - a->pad[0] + q0 * a->dilation[0];
-            for (int64_t o1 = 0; o1 < a->out_shape[1]; o1++) {
+            for (int64_t o1 = 0; o1 < a->out_shape[1]; o1++, out += out2) {
               const int64_t p1 = o1 * a->stride[1] - a->pad[1] + q1 * a->dilation[1];
-              const float* line = p0 >= 0 && p0 < in0 && p1 >= 0 && p1 < in1
-                                      ? x + c * plane + (p0 * in1 + p1) * in2 : NULL;  /* NULL: a row of padding */
-              for (int64_t o2 = 0; o2 < a->out_shape[2]; o2++) {
-                const int64_t p2 = o2 * a->stride[2] - a->pad[2] + q2 * a->dilation[2];
-                *out++ = line && p2 >= 0 && p2 < in2 ? line[p2] : 0.0f;
+              if (p0 < 0 || p0 >= in0 || p1 < 0 || p1 >= in1) {  /* a row of padding */
+                memset(out, 0, (size_t)out2 * sizeof(float));
+                continue;
               }
+              const float* line = x + c * plane + (p0 * in1 + p1) * in2;
+              memset(out, 0, (size_t)lo * sizeof(float));
+              if (s2 == 1)
+                memcpy(out + lo, line + offset + lo, (size_t)(hi - lo) * sizeof(float));
+              else
+                for (int64_t o2 = lo; o2 < hi; o2++) out[o2] = line[o2 * s2 + offset];
+              memset(out + hi, 0, (size_t)(out2 - hi) * sizeof(float));
             }
           }
+        }
 }
 
 /* A depthwise convolution (one input and one output channel a group): each output its taps' sum, in the weights'
@@ -38,14 +58,6 @@ typedef struct {
   float* y;
   size_t tasks;
 } DepthwiseJob;
-
-/* The outputs o of [0, out) whose tap at `offset` (o * stride + offset) falls inside [0, in): [*lo, *hi) */
-static void tap_range(int64_t offset, int64_t stride, int64_t in, int64_t out, int64_t* lo, int64_t* hi) {
-  *lo = offset >= 0 ? 0 : (-offset + stride - 1) / stride;
-  *hi = in - offset <= 0 ? 0 : (in - offset + stride - 1) / stride;
-  if (*hi > out) *hi = out;
-  if (*lo > *hi) *lo = *hi;
-}
 
 SEAMLESS_SIMD static void depthwise_task(void* user, size_t task) {
   const DepthwiseJob* job = user;
