@@ -433,10 +433,10 @@ SEAMLESS_SIMD static void rotary_task(void* user, size_t task) {
   }
 }
 
-int64_t seamless_rotary_f32(const float* x, const int64_t* pos, const float* cos_cache, const float* sin_cache, float* y,
-                            size_t batch, size_t seq, size_t heads, size_t head, size_t half, int64_t batch_stride,
-                            int64_t seq_stride, int64_t head_stride, int64_t max_pos, int interleaved, void* par_fn,
-                            void* par_ctx) {
+int64_t seamless_rotary_f32(const float* x, const int64_t* pos, const float* cos_cache, const float* sin_cache,
+                            float* y, size_t batch, size_t seq, size_t heads, size_t head, size_t half,
+                            int64_t batch_stride, int64_t seq_stride, int64_t head_stride, int64_t max_pos,
+                            int interleaved, void* par_fn, void* par_ctx) {
   const size_t tokens = batch * seq;
   for (size_t i = 0; pos && i < tokens; i++)
     if (pos[i] < 0 || pos[i] >= max_pos) return (int64_t)i + 1;

@@ -33,10 +33,10 @@ int64_t seamless_mrotary_f32(const float* x, const int64_t* pos, float* y, size_
                              float scale, int interleaved, void* par_fn, void* par_ctx);
 /* attention.c: ONNX RotaryEmbedding (opset 23) over x's heads at element strides; 0, or 1 + the first position
  * outside [0, max_pos) */
-int64_t seamless_rotary_f32(const float* x, const int64_t* pos, const float* cos_cache, const float* sin_cache, float* y,
-                            size_t batch, size_t seq, size_t heads, size_t head, size_t half, int64_t batch_stride,
-                            int64_t seq_stride, int64_t head_stride, int64_t max_pos, int interleaved, void* par_fn,
-                            void* par_ctx);
+int64_t seamless_rotary_f32(const float* x, const int64_t* pos, const float* cos_cache, const float* sin_cache,
+                            float* y, size_t batch, size_t seq, size_t heads, size_t head, size_t half,
+                            int64_t batch_stride, int64_t seq_stride, int64_t head_stride, int64_t max_pos,
+                            int interleaved, void* par_fn, void* par_ctx);
 /* sdpa.c: ONNX Attention (opset 23) in float32; 0, or 2 when out of memory (sdpa.c says the layouts) */
 int seamless_onnx_attention_f32(const float* q, const float* k, const float* v, const float* past_k,
                                 const float* past_v, const void* mask, int mask_bool, float* out, float* present_k,
@@ -120,6 +120,8 @@ typedef struct {
 } SeamlessConvArgs;
 int seamless_conv_f32(const SeamlessConvArgs* a, const float* x, float* y, float* scratch, void* par_fn,
                       void* par_ctx);
+/* spatial.c: the floats seamless_conv_f32's scratch holds for a (none where it reads x itself or runs depthwise) */
+int64_t seamless_conv_scratch_floats(const SeamlessConvArgs* a);
 /* spatial.c: MaxPool / AveragePool over float32 planes (N x C of them) of 1-3 spatial dims (fewer given as leading
  * dims of 1, pad 0), each output the window's taps inside the input: MaxPool by one of stock's paths (mode, as
  * kernels/cpu/spatial.py stock_max_pool_path picks it: they treat NaN and -inf each their own way), AveragePool

@@ -109,27 +109,38 @@ SEAMLESS_SIMD static void depthwise_task(void* user, size_t task) {
   }
 }
 
+static int depthwise(const SeamlessConvArgs* a) { return a->c == a->group && a->m == a->group; }
+
+/* A 1x1 convolution of stride 1 without pads: x itself is cols */
+static int pointwise(const SeamlessConvArgs* a) {
+  int yes = 1;
+  for (int d = 0; d < 3; d++) yes &= a->kernel[d] == 1 && a->stride[d] == 1 && a->pad[d] == 0;
+  return yes;
+}
+
+int64_t seamless_conv_scratch_floats(const SeamlessConvArgs* a) {
+  return depthwise(a) || pointwise(a) ? 0 : a->k * a->l;
+}
+
 /* Per image and group y[m/group, l] = W[m/group, k] . cols[k, l] (+ the bias per row): the output straight in
- * x's layout; a 1x1 convolution of stride 1 without pads takes x itself as cols. Returns 0, or -1 when the GEMM's
- * packing scratch cannot be allocated. */
+ * x's layout. Returns 0, or -1 when the GEMM's packing scratch cannot be allocated. */
 int seamless_conv_f32(const SeamlessConvArgs* a, const float* x, float* y, float* scratch, void* par_fn,
                       void* par_ctx) {
   const int64_t cg = a->c / a->group, mg = a->m / a->group, plane = a->in_shape[0] * a->in_shape[1] * a->in_shape[2];
-  if (cg == 1 && mg == 1) {
+  if (depthwise(a)) {
     DepthwiseJob job = {a, x, y, seamless_task_count((size_t)(a->n * a->m * a->l * a->k), 1 << 15)};
     if (job.tasks > (size_t)(a->n * a->m)) job.tasks = (size_t)(a->n * a->m);
     seamless_run_tasks(par_fn, par_ctx, job.tasks, depthwise_task, &job);
     return 0;
   }
-  int pointwise = 1;
-  for (int d = 0; d < 3; d++) pointwise &= a->kernel[d] == 1 && a->stride[d] == 1 && a->pad[d] == 0;
+  const int direct = pointwise(a);
   for (int64_t n = 0; n < a->n; n++)
     for (int64_t g = 0; g < a->group; g++) {
       const float* xg = x + (n * a->c + g * cg) * plane;
-      if (!pointwise) im2col(a, xg, cg, scratch);
+      if (!direct) im2col(a, xg, cg, scratch);
       float* yg = y + (n * a->m + g * mg) * a->l;
       if (seamless_sgemm_batched(1, (size_t)mg, (size_t)a->l, (size_t)a->k, a->weights + g * mg * a->k,
-                                 (size_t)a->k, 0, pointwise ? xg : scratch, (size_t)a->l, 0, 0, yg, (size_t)a->l, 0,
+                                 (size_t)a->k, 0, direct ? xg : scratch, (size_t)a->l, 0, 0, yg, (size_t)a->l, 0,
                                  par_fn, par_ctx))
         return -1;
       if (a->bias)

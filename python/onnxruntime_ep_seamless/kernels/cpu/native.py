@@ -528,7 +528,8 @@ def onnx_attention(q, k, v, past_k, past_v, mask, dims, strides, out_shape, caus
     rc = lib.seamless_onnx_attention_f32(
         _ptr(q), _ptr(k), _ptr(v), _optional_fp(None if past_k is None else c_order(past_k)),
         _optional_fp(None if past_v is None else c_order(past_v)),
-        _NULL if mask is None else ffi.cast("void*", ffi.from_buffer(mask)), int(mask is not None and mask.dtype == np.bool_),
+        _NULL if mask is None else ffi.cast("void*", ffi.from_buffer(mask)),
+        int(mask is not None and mask.dtype == np.bool_),
         _ptr(out), _ptr(present_k), _ptr(present_v), _ptr(qk), dims_c, strides_c, int(bool(causal)),
         float(attention_scale(scale, h)), float(softcap), *_pool())
     if rc:
@@ -617,11 +618,7 @@ def conv_args(x_shape, w: np.ndarray, bias, group: int, strides, dilations, begi
 
 
 def conv_scratch_floats(args) -> int:
-    """im2col's rows; none for a 1x1 convolution of stride 1 without pads (seamless_conv_f32 reads x itself) or a
-    depthwise one (its own loop)."""
-    pointwise = all(args.kernel[d] == 1 and args.stride[d] == 1 and args.pad[d] == 0 for d in range(3))
-    depthwise = args.c == args.group == args.m
-    return 0 if pointwise or depthwise else args.k * args.l
+    return lib.seamless_conv_scratch_floats(args)
 
 
 def conv(x: np.ndarray, args) -> np.ndarray:

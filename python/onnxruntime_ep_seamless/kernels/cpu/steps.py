@@ -130,7 +130,8 @@ def where(rec, node, ins, outs):
 UNARY = {"Erf": lib.SEAMLESS_ERF, "Sigmoid": lib.SEAMLESS_SIGMOID, "Tanh": lib.SEAMLESS_TANH, "Exp": lib.SEAMLESS_EXP,
          "Log": lib.SEAMLESS_LOG, "Sqrt": lib.SEAMLESS_SQRT, "Neg": lib.SEAMLESS_NEG, "Abs": lib.SEAMLESS_ABS,
          "Relu": lib.SEAMLESS_RELU, "Reciprocal": lib.SEAMLESS_RECIPROCAL, "GeluErf": lib.SEAMLESS_GELU,
-         "QuickGelu": lib.SEAMLESS_QUICK_GELU, "Not": lib.SEAMLESS_NOT, "Cos": lib.SEAMLESS_COS, "Sin": lib.SEAMLESS_SIN}
+         "QuickGelu": lib.SEAMLESS_QUICK_GELU, "Not": lib.SEAMLESS_NOT, "Cos": lib.SEAMLESS_COS,
+         "Sin": lib.SEAMLESS_SIN}
 
 
 def unary(rec, node, ins, outs):
@@ -570,7 +571,8 @@ def batch_normalization(rec, node, ins, outs):
     channel = (x.shape[1],) + (1,) * (x.ndim - 2)
     a, b = rec.constant(a.reshape(channel)), rec.constant(b.reshape(channel))
     scaled, y = rec.value(np.empty_like(outs[0])), rec.value(outs[0])
-    rec.step(lib.SEAMLESS_OP_BINARY, _elementwise_args(rec, lib.SEAMLESS_MUL, outs[0], [ins[0], a]), [ins[0], a, scaled])
+    rec.step(lib.SEAMLESS_OP_BINARY, _elementwise_args(rec, lib.SEAMLESS_MUL, outs[0], [ins[0], a]),
+             [ins[0], a, scaled])
     rec.step(lib.SEAMLESS_OP_BINARY, _elementwise_args(rec, lib.SEAMLESS_ADD, outs[0], [scaled, b]), [scaled, b, y])
     return [y]
 
@@ -581,7 +583,8 @@ def lrn(rec, node, ins, outs):
     if x.dtype != F32 or x.ndim < 2 or not outs[0].size:
         raise Declined(f"LRN of {x.dtype} {x.shape}")
     args = rec.args("SeamlessLrnArgs")
-    args.n, args.c, args.spatial, args.size = x.shape[0], x.shape[1], x.size // (x.shape[0] * x.shape[1]), node.attrs["size"]
+    args.n, args.c, args.size = x.shape[0], x.shape[1], node.attrs["size"]
+    args.spatial = x.size // (x.shape[0] * x.shape[1])
     args.alpha_over_size = np.float32(node.attrs.get("alpha", 1e-4) / node.attrs["size"])  # the Python kernel's
     args.bias, args.beta = node.attrs.get("bias", 1.0), node.attrs.get("beta", 0.75)
     y = rec.value(outs[0])
