@@ -71,9 +71,9 @@ def test_bad_data_gets_stocks_error_in_c_and_the_program_still_runs():
     assert_close(out[0], stock.run(None, feeds)[0], 1e-5, 1e-5)
 
 
-def _model(nodes, inputs, outputs, initializers=()):
+def _model(nodes, inputs, outputs, initializers=(), opset=17):
     graph = helper.make_graph(nodes, "g", inputs, outputs, initializer=list(initializers))
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=9 if opset <= 21 else 11)
 
 
 def test_outputs_that_are_inputs_shapes_or_one_value_twice():
@@ -297,6 +297,34 @@ def test_a_steps_error_is_stocks(op, attrs, index_shape, good, bad, expected):
     assert native_runs() == before + 1
     assert_close(ours.run(None, feeds(good))[0], np.array(expected, np.float32), 0, 0)
     assert_close(x, np.arange(4, dtype=np.float32), 0, 0)  # the input never changed
+
+
+def test_a_rotary_position_outside_the_caches_gets_stocks_error_in_c():
+    """ONNX RotaryEmbedding's native step checks each position against the caches' rows before reading a row: stock's
+    error (INVALID_ARGUMENT, its message), answered in C, and the program runs on after it."""
+    b, s, n, h = 1, 3, 2, 8
+    model = _model([helper.make_node("RotaryEmbedding", ["x", "cos", "sin", "pos"], ["y"], num_heads=n)],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [b, s, n * h]),
+                    helper.make_tensor_value_info("cos", TensorProto.FLOAT, [16, h // 2]),
+                    helper.make_tensor_value_info("sin", TensorProto.FLOAT, [16, h // 2]),
+                    helper.make_tensor_value_info("pos", TensorProto.INT64, [b, s])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], opset=23)
+    rng = np.random.default_rng(3)
+    angles = rng.random((16, h // 2)).astype(np.float32)
+    feeds = lambda pos: {"x": rng.standard_normal((b, s, n * h)).astype(np.float32), "cos": np.cos(angles),  # noqa: E731
+                         "sin": np.sin(angles), "pos": np.array([pos], np.int64)}
+    ours, stock = ep_session(model), stock_session(model)
+    for _ in range(3):
+        ours.run(None, feeds([0, 1, 2]))
+    bad = feeds([0, 16, 2])
+    with pytest.raises(Exception) as stock_error:
+        stock.run(None, bad)
+    before = native_runs()
+    with pytest.raises(type(stock_error.value), match=r"position_ids value 16 at index 1 is out of range \[0, 16\)"):
+        ours.run(None, bad)
+    assert native_runs() == before + 1
+    good = feeds([3, 4, 5])
+    assert_close(ours.run(None, good)[0], stock.run(None, good)[0], 1e-6, 1e-6)
 
 
 def test_a_partition_with_many_inputs_and_outputs_runs_in_c():
