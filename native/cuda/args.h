@@ -19,6 +19,7 @@
 #define ATTEND_TILE 64        /* attention.cu attend_tiles: query tokens a block (a warp per 16) */
 #define DECODE_THREADS 256    /* attention.cu gqa_decode: threads a block */
 #define SELECT_THREADS 256    /* reduction.cu TopK / ArgMax / ArgMin: threads a block */
+#define MOE_UP_ROWS 2         /* moe.cu up: rows of one expert a warp (their loads in flight together) */
 
 /* A bad value in the run's data, which only the GPU sees (common.cuh report_bad): `report` is the stream's
  * pinned host record {tag, value} (ep_plugin/cuda_exec.c), 0 for none; `tag` names the node and the cause

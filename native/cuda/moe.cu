@@ -14,9 +14,104 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
+// Whether QMoE rows take the chunked path: 4 bits, blocks of 32 columns or more, rows of whole 32-column chunks
+// (16 bytes), weights and activations 16-byte aligned (the builder's int4 MoE exports).
+template <typename X>
+__device__ __forceinline__ bool chunked(const MoeWeights& g, const uint8_t* q, const X* x) {
+  return q && g.bits == 4 && g.block_shift >= 5 && g.cols % 32 == 0 && !(((uintptr_t)q | (uintptr_t)x) & 15);
+}
+
+constexpr int CHUNKS_IN_FLIGHT = 4;  // a lane's chunks loaded before any is summed
+
+// sum over slots s of weight(s) * (expert(s)'s row r . x(s)) on the chunked path, a lane's share (warp_sum adds
+// them): the slots' 32-column chunks are dealt to the lanes together, CHUNKS_IN_FLIGHT a lane loaded at once, so a
+// row of 512 columns keeps every lane busy and a token's experts' loads are in flight together. slot(s, e, x, w)
+// gives slot s's expert, activations and weight (0: skipped, not read). Each chunk: 16 bytes, one scale and zero
+// point, dequantized without conversions (common.cuh nibble_dot8).
+template <typename T, typename X, typename Slot>
+__device__ __forceinline__ float chunked_sum(const MoeWeights& g, const uint8_t* q, const T* scale, const uint8_t* zp,
+                                             int64_t r, int slots, Slot slot, int lane) {
+  const int chunks = (int)g.cols / 32, items = slots * chunks, row_bytes = (int)g.cols / 2;
+  const int blocks = (int)((g.cols + g.block - 1) / g.block);
+  float acc = 0.0f;
+  for (int j0 = 0; j0 < items; j0 += 32 * CHUNKS_IN_FLIGHT) {
+    uint4 packed[CHUNKS_IN_FLIGHT];
+    float sc[CHUNKS_IN_FLIGHT], offset[CHUNKS_IN_FLIGHT];  // only the loads are held: x and weight read again below
+    unsigned live = 0;
+#pragma unroll
+    for (int u = 0; u < CHUNKS_IN_FLIGHT; u++) {
+      const int j = j0 + u * 32 + lane, s = j / chunks, c0 = (j - s * chunks) * 32;
+      int64_t e = 0;
+      const X* x;
+      float weight = 0.0f;
+      if (j < items) slot(s, e, x, weight);
+      if (weight == 0.0f) continue;
+      live |= 1u << u;
+      const int64_t row = e * g.rows + r;
+      const int b = c0 >> g.block_shift;
+      packed[u] = *reinterpret_cast<const uint4*>(q + row * row_bytes + c0 / 2);
+      sc[u] = ld(scale + row * blocks + b);
+      float zero = 8.0f;
+      if (zp && g.zp_blockwise) zero = (float)((zp[row * ((blocks + 1) / 2) + b / 2] >> ((b % 2) * 4)) & 15);
+      else if (zp) zero = (float)((zp[e * ((g.rows + 1) / 2) + r / 2] >> ((r % 2) * 4)) & 15);
+      offset[u] = 8388608.0f + zero;
+    }
+#pragma unroll
+    for (int u = 0; u < CHUNKS_IN_FLIGHT; u++) {
+      const int j = j0 + u * 32 + lane, s = j / chunks, c0 = (j - s * chunks) * 32;
+      if (!((live >> u) & 1)) continue;
+      int64_t e;
+      const X* x;
+      float weight;
+      slot(s, e, x, weight);
+      float dot = 0.0f, xs[8];
+#pragma unroll
+      for (int w = 0; w < 4; w++) {
+        load8(x + c0 + 8 * w, xs);
+        nibble_dot8(reinterpret_cast<const uint32_t*>(&packed[u])[w], offset[u], xs, dot);
+      }
+      acc += weight * (dot * sc[u]);
+    }
+  }
+  return acc;
+}
+
+// A lane's share of expert e's rows r0 .. r0 + R - 1 (those below g.rows) times x on the chunked path: a pass loads a
+// 16-byte chunk of each row at once and reads x's 32 columns once for all of them.
+template <int R, typename T, typename X>
+__device__ __forceinline__ void rows_dot(const MoeWeights& g, const uint8_t* q, const T* scale, const uint8_t* zp,
+                                         int64_t e, int64_t r0, const X* x, int lane, float* acc) {
+  const int cols = (int)g.cols, row_bytes = cols / 2, blocks = (int)((g.cols + g.block - 1) / g.block);
+  for (int c0 = lane * 32; c0 < cols; c0 += 32 * 32) {
+    const int b = c0 >> g.block_shift;
+    uint4 packed[R];
+    float sc[R], offset[R], dot[R];
+#pragma unroll
+    for (int u = 0; u < R; u++) {
+      const int64_t r = r0 + u < g.rows ? r0 + u : r0, row = e * g.rows + r;  // a missing row reads row r0 again
+      packed[u] = *reinterpret_cast<const uint4*>(q + row * row_bytes + c0 / 2);
+      sc[u] = ld(scale + row * blocks + b);
+      float zero = 8.0f;
+      if (zp && g.zp_blockwise) zero = (float)((zp[row * ((blocks + 1) / 2) + b / 2] >> ((b % 2) * 4)) & 15);
+      else if (zp) zero = (float)((zp[e * ((g.rows + 1) / 2) + r / 2] >> ((r % 2) * 4)) & 15);
+      offset[u] = 8388608.0f + zero;
+      dot[u] = 0.0f;
+    }
+#pragma unroll
+    for (int w = 0; w < 4; w++) {
+      float xs[8];
+      load8(x + c0 + 8 * w, xs);
+#pragma unroll
+      for (int u = 0; u < R; u++) nibble_dot8(reinterpret_cast<const uint32_t*>(&packed[u])[w], offset[u], xs, dot[u]);
+    }
+#pragma unroll
+    for (int u = 0; u < R; u++) acc[u] += dot[u] * sc[u];
+  }
+}
+
 // One lane's share of expert e's row r times the vector x (a warp's lanes together: the whole row; warp_sum adds
-// them). 4-bit QMoE rows of whole 32-column chunks are read 16 bytes a lane; other QMoE rows a 32-bit word a lane
-// when whole words tile the row (128 bytes a warp step), else a byte.
+// them) off the chunked path: QMoE rows a 32-bit word a lane when whole words tile the row (128 bytes a warp step),
+// else a byte; MoE's float rows an element a lane.
 template <typename T, typename X>
 __device__ __forceinline__ float row_dot(const MoeWeights& g, const T* w, const uint8_t* q, const T* scale,
                                          const uint8_t* zp, int64_t e, int64_t r, const X* x, int lane) {
@@ -37,23 +132,6 @@ __device__ __forceinline__ float row_dot(const MoeWeights& g, const T* w, const 
     zr = zp + (e * g.rows + r) * ((blocks + pack - 1) / pack);
   } else if (zp) {
     row_zero = (float)((zp[e * ((g.rows + pack - 1) / pack) + r / pack] >> ((r % pack) * bits)) & mask);
-  }
-  if (bits == 4 && g.block_shift >= 5 && cols % 32 == 0 && !(((uintptr_t)q | (uintptr_t)x) & 15)) {
-    // the common case (4 bits, blocks of 32 or more): a lane takes 32 columns (16 bytes) a pass, one scale and
-    // zero point each, dequantized without conversions as quantization.cu's 4-bit GEMV (common.cuh nibble_dot8)
-    for (int c0 = lane * 32; c0 < cols; c0 += 32 * 32) {
-      const uint4 packed = *reinterpret_cast<const uint4*>(qr + c0 / 2);
-      const int b = c0 >> g.block_shift;
-      const float offset = 8388608.0f + (zr ? (float)((zr[b / 2] >> ((b % 2) * 4)) & 15) : row_zero);
-      float dot = 0.0f, xs[8];
-#pragma unroll
-      for (int w = 0; w < 4; w++) {
-        load8(x + c0 + 8 * w, xs);
-        nibble_dot8(reinterpret_cast<const uint32_t*>(&packed)[w], offset, xs, dot);
-      }
-      acc += dot * ld(sr + b);
-    }
-    return acc;
   }
   auto column = [&](int c, int code) {  // one quantized value's product
     const int b = g.block_shift >= 0 ? c >> g.block_shift : c / (int)g.block;
@@ -85,8 +163,47 @@ __device__ __forceinline__ bool better(float key, int e, float other_key, int ot
   return key > other_key || (key == other_key && (qmoe ? e > other : e < other));
 }
 
+constexpr int ROUTE_HELD = 8;  // experts a lane keeps in registers on routing's fast path (up to 256 a warp)
+
+// A float's order as an unsigned integer's (v not NaN; -0 as +0, which compares equal to it), and back.
+__device__ __forceinline__ unsigned ordered(float v) {
+  const unsigned b = __float_as_uint(v + 0.0f);
+  return (b & 0x80000000u) ? ~b : b | 0x80000000u;
+}
+__device__ __forceinline__ float unordered(unsigned u) {
+  return __uint_as_float((u & 0x80000000u) ? u & 0x7FFFFFFFu : ~u);
+}
+
+// The k best of a token's values v (lane l holds experts l + 32 m, m < ROUTE_HELD; none NaN) as route picks them:
+// each pick one warp max of the ordered keys, then one of the experts holding it (ties: the lower expert for MoE, the
+// higher for QMoE), two warp reductions where route's general loop shuffles key and expert five times each.
+__device__ __forceinline__ void pick_held(const float* v, int n, int64_t k, int qmoe, int lane, int32_t* chosen,
+                                          float* weights) {
+  unsigned taken = 0;
+  for (int64_t s = 0; s < k; s++) {
+    unsigned key = 0;  // below every number's key
+    int best = -1;
+#pragma unroll
+    for (int m = 0; m < ROUTE_HELD; m++) {
+      const int e = lane + 32 * m;
+      if (e >= n || ((taken >> m) & 1)) continue;
+      const unsigned u = ordered(v[m]);
+      if (u > key || (qmoe && u == key)) { key = u; best = e; }
+    }
+    const unsigned top = __reduce_max_sync(0xffffffffu, key);
+    const int mine = best >= 0 && key == top ? best : (qmoe ? -1 : INT_MAX);
+    int winner = qmoe ? __reduce_max_sync(0xffffffffu, mine) : __reduce_min_sync(0xffffffffu, mine);
+    if (top == 0) winner = -1;  // no expert left (k above the experts)
+    if (winner >= 0 && winner % 32 == lane) taken |= 1u << (winner / 32);
+    if (lane == 0) {
+      chosen[s] = winner;
+      weights[s] = winner >= 0 ? unordered(top) : 0.0f;
+    }
+  }
+}
+
 // A warp per token: its k experts and weights (native/cpu/program.c run_moe's routing, qmoe: QMoE's). Lane l holds
-// experts l, l + 32, ... (at most 64 of them: taken, a bit each).
+// experts l, l + 32, ... (at most 64 of them: taken, a bit each); up to 256 experts without NaN: pick_held.
 template <typename T>
 __device__ void route(int64_t tokens, int64_t experts, int64_t k, int qmoe, int normalize, const T* router,
                       int32_t* chosen, float* weights) {
@@ -101,23 +218,35 @@ __device__ void route(int64_t tokens, int64_t experts, int64_t k, int qmoe, int 
       for (int e = lane; e < n; e += 32) sum += expf(ld(logits + e) - top);
       sum = warp_sum(sum);
     }
-    uint64_t taken = 0;
-    for (int64_t s = 0; s < k; s++) {
-      float key = 0.0f;
-      int best = -1;
-      for (int e = lane, m = 0; e < n; e += 32, m++) {
-        const float v = qmoe ? ld(logits + e) : expf(ld(logits + e) - top) / sum;
-        if (!((taken >> m) & 1) && better(v, e, key, best, qmoe)) { key = v; best = e; }
-      }
-      for (int off = 16; off > 0; off >>= 1) {
-        const float other_key = __shfl_xor_sync(0xffffffff, key, off);
-        const int other = __shfl_xor_sync(0xffffffff, best, off);
-        if (better(other_key, other, key, best, qmoe)) { key = other_key; best = other; }
-      }
-      if (best >= 0 && best % 32 == lane) taken |= 1ull << (best / 32);
-      if (lane == 0) {
-        chosen[t * k + s] = best;
-        weights[t * k + s] = key;
+    float held[ROUTE_HELD];
+    bool nan = false;
+#pragma unroll
+    for (int m = 0; m < ROUTE_HELD; m++) {
+      const int e = lane + 32 * m;
+      held[m] = e < n ? (qmoe ? ld(logits + e) : expf(ld(logits + e) - top) / sum) : 0.0f;
+      nan |= held[m] != held[m];
+    }
+    if (n <= 32 * ROUTE_HELD && !__any_sync(0xffffffffu, nan)) {
+      pick_held(held, n, k, qmoe, lane, chosen + t * k, weights + t * k);
+    } else {
+      uint64_t taken = 0;
+      for (int64_t s = 0; s < k; s++) {
+        float key = 0.0f;
+        int best = -1;
+        for (int e = lane, m = 0; e < n; e += 32, m++) {
+          const float v = qmoe ? ld(logits + e) : expf(ld(logits + e) - top) / sum;
+          if (!((taken >> m) & 1) && better(v, e, key, best, qmoe)) { key = v; best = e; }
+        }
+        for (int off = 16; off > 0; off >>= 1) {
+          const float other_key = __shfl_xor_sync(0xffffffff, key, off);
+          const int other = __shfl_xor_sync(0xffffffff, best, off);
+          if (better(other_key, other, key, best, qmoe)) { key = other_key; best = other; }
+        }
+        if (best >= 0 && best % 32 == lane) taken |= 1ull << (best / 32);
+        if (lane == 0) {
+          chosen[t * k + s] = best;
+          weights[t * k + s] = key;
+        }
       }
     }
     __syncwarp();
@@ -174,17 +303,33 @@ __device__ void route_sparse_mixer(int64_t tokens, int64_t experts, const T* rou
 
 __device__ __forceinline__ bool runs(int qmoe, float w) { return !qmoe || w > 1e-8f; }
 
-// A warp per (token, slot, row): h[t, s, r] = fc1[e] row r . x[t] (+ bias), float32.
+// A warp per (token, slot, MOE_UP_ROWS rows): h[t, s, r] = fc1[e] row r . x[t] (+ bias), float32. Rows a warp at
+// once so that their loads are in flight together (a row of 2048 4-bit columns is 2 chunks a lane); the grid is
+// launched for rows / MOE_UP_ROWS warps (kernels/cuda/moe.py), any grid computes every row.
 template <typename T>
 __device__ void up(int64_t tokens, int64_t k, int qmoe, MoeWeights g, const int32_t* chosen, const float* weights,
                    const T* x, const T* w, const uint8_t* q, const T* scale, const uint8_t* zp, const T* bias,
                    float* h) {
   const int lane = threadIdx.x & 31;
-  GRID_LOOP(i, tokens * k * g.rows * 32) {
-    const int64_t o = i / 32, r = o % g.rows, ts = o / g.rows, t = ts / k, e = chosen[ts];
-    float acc = runs(qmoe, weights[ts]) ? row_dot(g, w, q, scale, zp, e, r, x + t * g.cols, lane) : 0.0f;
-    acc = warp_sum(acc);
-    if (lane == 0) h[o] = bias ? acc + ld(bias + e * g.rows + r) : acc;
+  const int64_t groups = (g.rows + MOE_UP_ROWS - 1) / MOE_UP_ROWS;
+  GRID_LOOP(i, tokens * k * groups * 32) {
+    const int64_t o = i / 32, r0 = o % groups * MOE_UP_ROWS, ts = o / groups, t = ts / k, e = chosen[ts];
+    const bool live = runs(qmoe, weights[ts]);
+    const T* xt = x + t * g.cols;
+    float acc[MOE_UP_ROWS] = {};
+    if (live && chunked(g, q, xt)) {
+      rows_dot<MOE_UP_ROWS>(g, q, scale, zp, e, r0, xt, lane, acc);
+    } else if (live) {
+#pragma unroll
+      for (int u = 0; u < MOE_UP_ROWS; u++)
+        if (r0 + u < g.rows) acc[u] = row_dot(g, w, q, scale, zp, e, r0 + u, xt, lane);
+    }
+#pragma unroll
+    for (int u = 0; u < MOE_UP_ROWS; u++) {
+      const float sum = warp_sum(acc[u]);
+      const int64_t r = r0 + u;
+      if (lane == 0 && r < g.rows) h[ts * g.rows + r] = bias ? sum + ld(bias + e * g.rows + r) : sum;
+    }
   }
 }
 
@@ -209,14 +354,32 @@ __device__ void activate(int64_t n, int64_t inter, int activation, float alpha, 
   }
 }
 
-// A warp per (token, output): y[t, o] = sum over its experts, in expert order, of weight (fc2[e] row o . act + bias).
-template <typename T>
+// A warp per (token, output): y[t, o] = sum over its experts of weight (fc2[e] row o . act + bias). DEALT (rows of
+// fewer chunks than a warp has lanes, kernels/cuda/moe.py): every slot's chunks dealt to the lanes at once
+// (chunked_sum); else, and off the chunked path, one expert after another in expert order, a row's chunks a lane's
+// passes (fewer registers: more warps resident where rows are long).
+template <typename T, bool DEALT>
 __device__ void down(int64_t tokens, int64_t k, int qmoe, MoeWeights g, const int32_t* chosen, const float* weights,
                      const float* act, const T* w, const uint8_t* q, const T* scale, const uint8_t* zp, const T* bias,
                      T* y) {
   const int lane = threadIdx.x & 31;
   GRID_LOOP(i, tokens * g.rows * 32) {
     const int64_t o = i / 32, r = o % g.rows, t = o / g.rows;
+    if (DEALT && chunked(g, q, act)) {  // each chunk's product weighted
+      float out = warp_sum(chunked_sum<T, float>(g, q, scale, zp, r, (int)k,
+                                                [&](int s, int64_t& e, const float*& xs, float& wt) {
+        const int64_t ts = t * k + s;
+        e = chosen[ts];
+        xs = act + ts * g.cols;
+        wt = runs(qmoe, weights[ts]) ? weights[ts] : 0.0f;
+      }, lane));
+      if (lane == 0) {
+        for (int64_t s = 0; bias && s < k; s++)
+          if (runs(qmoe, weights[t * k + s])) out += weights[t * k + s] * ld(bias + chosen[t * k + s] * g.rows + r);
+        st(y + o, out);
+      }
+      continue;
+    }
     float out = 0.0f;
     int32_t last = -1;
     for (int64_t n = 0; n < k; n++) {  // the slots by ascending expert
@@ -228,7 +391,10 @@ __device__ void down(int64_t tokens, int64_t k, int qmoe, MoeWeights g, const in
       const int64_t ts = t * k + s, e = chosen[ts];
       last = (int32_t)e;
       if (!runs(qmoe, weights[ts])) continue;
-      const float acc = warp_sum(row_dot(g, w, q, scale, zp, e, r, act + ts * g.cols, lane));
+      float acc = 0.0f;
+      if (chunked(g, q, act + ts * g.cols)) rows_dot<1>(g, q, scale, zp, e, r, act + ts * g.cols, lane, &acc);
+      else acc = row_dot(g, w, q, scale, zp, e, r, act + ts * g.cols, lane);
+      acc = warp_sum(acc);
       out += weights[ts] * (bias ? acc + ld(bias + e * g.rows + r) : acc);
     }
     if (lane == 0) st(y + o, out);
@@ -260,7 +426,14 @@ __device__ void down(int64_t tokens, int64_t k, int qmoe, MoeWeights g, const in
                                                    const T* w, const uint8_t* q, const T* scale, const uint8_t* zp,    \
                                                    const T* bias, T* y) {                                              \
     dependent_launch();                                                                                                \
-    moe::down(tokens, k, qmoe, g, chosen, weights, act, w, q, scale, zp, bias, y);                                     \
+    moe::down<T, false>(tokens, k, qmoe, g, chosen, weights, act, w, q, scale, zp, bias, y);                           \
+  }                                                                                                                    \
+  extern "C" __global__ void seamless_moe_down_dealt_##S(int64_t tokens, int64_t k, int qmoe, MoeWeights g,         \
+                                                         const int32_t* chosen, const float* weights,                 \
+                                                         const float* act, const T* w, const uint8_t* q,              \
+                                                         const T* scale, const uint8_t* zp, const T* bias, T* y) {    \
+    dependent_launch();                                                                                                \
+    moe::down<T, true>(tokens, k, qmoe, g, chosen, weights, act, w, q, scale, zp, bias, y);                            \
   }
 FOR_FLOATS(MOE_KERNELS)
 #undef MOE_KERNELS

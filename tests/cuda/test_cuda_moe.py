@@ -52,11 +52,35 @@ def test_qmoe(act, bits, block, zero_points, dtype):
 
 @needs_gpu
 @pytest.mark.parametrize("zero_points", [False, True])
-def test_qmoe_rows_of_several_passes(zero_points):
-    """4-bit rows longer than a warp's pass (32 lanes x 32 columns): moe.cu's 16-bytes-a-lane path over 1088 columns
-    (34 chunks: lanes 0 and 1 take two), blocks of 64 (a scale and zero point for two chunks)."""
+@pytest.mark.parametrize("hidden,inter", [(1088, 64), (4160, 2112)])
+def test_qmoe_rows_of_several_passes(zero_points, hidden, inter):
+    """4-bit rows of more 32-column chunks than a warp's lanes: moe.cu's chunked path, blocks of 64 (a scale and zero
+    point for two chunks). 1088 columns: 34 chunks, lanes 0 and 1 take two; 4160 and the down product's 2 x 2112
+    (its two experts' chunks dealt out together): more than a pass of CHUNKS_IN_FLIGHT chunks a lane."""
     attrs = dict(k=2, activation_type="swiglu", swiglu_fusion=1, swiglu_limit=7.0, expert_weight_bits=4, block_size=64)
-    _check("QMoE", qmoe_inputs(5, 1088, 4, 64, "swiglu", 4, 64, zero_points, dtype=F16), attrs, F16)
+    _check("QMoE", qmoe_inputs(5, hidden, 4, inter, "swiglu", 4, 64, zero_points, dtype=F16), attrs, F16)
+
+
+@needs_gpu
+@pytest.mark.parametrize("op", ["MoE", "QMoE"])
+@pytest.mark.parametrize("experts,tie", [(256, True), (300, False), (300, True)])
+def test_routing_of_many_experts_and_ties(op, experts, tie):
+    """moe.cu's routing: up to 256 experts from registers (pick_held), more by its general loop; equal router logits
+    (ties: the lower expert for MoE, the higher for QMoE), -inf ones and -0 beside +0 on both."""
+    attrs = dict(k=4, activation_type="silu", normalize_routing_weights=1)
+    if op == "MoE":
+        inputs = moe_inputs(6, 32, experts, 32, "silu", masked_k=6)
+    else:
+        attrs.update(expert_weight_bits=4, block_size=32)
+        inputs = qmoe_inputs(6, 64, experts, 32, "silu", 4, 32, True)
+    router = inputs[1]
+    if tie:
+        router[:, 7] = router[:, 200] = router[:, 3] = router.max(axis=1) + 1.0  # three-way tie for the first pick
+        router[0, :] = -np.inf
+        router[0, 5], router[0, 6], router[0, 10], router[0, 11] = -0.0, 0.0, 1.0, 1.0  # -0 and +0 tie
+        router[1, :] = -np.inf
+        router[1, 9] = router[1, 250] = 0.5
+    _check(op, inputs, attrs, np.float32)
 
 
 @needs_gpu

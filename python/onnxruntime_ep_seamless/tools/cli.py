@@ -175,10 +175,12 @@ def cmd_bench(args) -> int:
         return 0
     if args.what == "layers-gpu":
         from .bench_layers import layers_benchmark
-        rows = layers_benchmark(rounds=args.rounds)
+        rows = layers_benchmark(rounds=args.rounds, profile=args.profile)
         for r in rows:
             print(f"  {r['case']}, {r['tokens']} token(s): {r['us_per_layer']:.1f} us a layer (captured, "
                   f"{r['layers']} layers a model)")
+            for k in ((r.get("kernels") or {}).get("in_place") or {}).get("by_kernel", [])[:8]:
+                print(f"      {k['us_per_layer']:8.2f} us a layer in place: {k['kernel']} {k['grid']}")
         if args.json:
             with open(args.json, "w") as f:
                 json.dump({"benchmark": "layers-gpu", "rows": rows}, f, indent=2)
@@ -315,7 +317,8 @@ def main(argv=None) -> int:
                                 "decoding, see below), 'genai' (the same driven by onnxruntime-genai's Generator), "
                                 "'gemm' (float32 products of MiniLM's and decoders' shapes), 'user-kernel' (a user's "
                                 "Python kernel against ours), 'layers-gpu' "
-                                "(Qwen3.5-35B-A3B's QMoE and LinearAttention layers on the CUDA EP, captured), "
+                                "(Qwen3.5-35B-A3B's and gpt-oss-20b's QMoE layers and Qwen3.5's LinearAttention on "
+                                "the CUDA EP, captured), "
                                 "'profile' MODEL (the time of each step of its native programs, per op) or a model path")
     p.add_argument("--dim", action="append", default=[], metavar="NAME=SIZE", help="size of a symbolic dim")
     p.add_argument("--shape", action="append", default=[], metavar="INPUT=2x512", help="an input's shape")
@@ -435,7 +438,8 @@ def _add_decode_options(sub) -> None:
     p.add_argument("--profile", action="store_true",
                    help="decode-gpu, one peer: GPU time per step by kernel, by kernel and launch grid, and each "
                         "kernel's cost in place (how far it moves a decode step's end: dependent launches overlap "
-                        "kernels) with the step's GPU span (torch.profiler, CUPTI) in the JSON")
+                        "kernels) with the step's GPU span (torch.profiler, CUPTI) in the JSON; layers-gpu: each "
+                        "kernel's cost in place a layer")
     p.add_argument("--processes", type=int, default=1,
                    help="decode-gpu --ep both: run every configuration's process this many times, in turn; "
                         "ms/token is the median (the host's speed varies between processes)")

@@ -6,7 +6,7 @@ import functools
 import numpy as np
 
 from ...graph.ir import Value
-from ...runtime.cuda_args import struct_arg
+from ...runtime.cuda_args import struct_arg, lib as codes
 from ..checks import InvalidArgument
 from ..cpu.moe import (check_moe, check_qmoe, expect, moe_geometry, qmoe_geometry, quantized_layout,
                        validate_moe, validate_qmoe)
@@ -19,6 +19,7 @@ TYPES = frozenset(map(np.dtype, (np.float32, np.float16)))
 
 
 MAX_EXPERTS = 2048  # moe.cu route: a warp per token, a lane holding at most 64 experts
+MOE_UP_ROWS = codes.MOE_UP_ROWS
 
 
 def _weights(rows, cols, block, bits, zp_blockwise) -> tuple:
@@ -59,7 +60,10 @@ def _run(rt, stream, x, router, fcs, tokens, experts, inter, attrs, bits=None):
             scales, zp, block = quant
             layout = _weights(rows, cols, block, bits, int(zp is not None and len(zp.shape) == 3))
             operands = [0, w.ptr, scales.ptr, zp.ptr if zp is not None else 0]
-        rt.launch(f"seamless_moe_{name}_{suffix}", tokens * (k if name == "up" else 1) * rows * 32, stream,
+        warps = tokens * k * -(-rows // MOE_UP_ROWS) if name == "up" else tokens * rows  # moe.cu up, down
+        if name == "down" and quant is not None and cols < 32 * 32:  # fewer 32-column chunks a row than lanes
+            name = "down_dealt"
+        rt.launch(f"seamless_moe_{name}_{suffix}", warps * 32, stream,
                   ("int64", tokens), ("int64", k), ("int", int(bits is not None)), layout,
                   ("ptr", chosen.ptr), ("ptr", weights.ptr), ("ptr", inputs.ptr),
                   *(("ptr", p) for p in operands), ("ptr", bias.ptr if bias is not None else 0), ("ptr", out.ptr))
