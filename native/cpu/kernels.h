@@ -124,12 +124,13 @@ int seamless_conv_f32(const SeamlessConvArgs* a, const float* x, float* y, float
 int64_t seamless_conv_scratch_floats(const SeamlessConvArgs* a);
 /* spatial.c: MaxPool / AveragePool over float32 planes (N x C of them) of 1-3 spatial dims (fewer given as leading
  * dims of 1, pad 0), each output the window's taps inside the input: MaxPool by one of stock's paths (mode, as
- * kernels/cpu/spatial.py stock_max_pool_path picks it: they treat NaN and -inf each their own way), AveragePool
+ * kernels/cpu/spatial.py stock_max_pool_path picks it: they treat NaN and -inf each their own way; GLOBAL: one
+ * output a plane, GlobalMaxPool's and a MaxPool window as large as the input), AveragePool
  * divided by the taps inside the input or (with pads) inside the input and its explicit pads. Extents are the
  * caller's (the window's geometry, checked before). */
 enum SeamlessPoolMode { SEAMLESS_POOL_MAX_SCALAR = 0, SEAMLESS_POOL_MAX_LOOP = 1, SEAMLESS_POOL_MAX_VECTOR_2D = 2,
                         SEAMLESS_POOL_MAX_VECTOR_3D = 3, SEAMLESS_POOL_AVERAGE = 4,
-                        SEAMLESS_POOL_AVERAGE_WITH_PADS = 5 };
+                        SEAMLESS_POOL_AVERAGE_WITH_PADS = 5, SEAMLESS_POOL_MAX_GLOBAL = 6 };
 typedef struct {
   int64_t planes;
   int32_t mode;

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fastmath.h"
 #include "kernels.h"  /* the kernels the steps call: declared once, there */
 #include "parallel.h"
 #include "program.h"
@@ -183,7 +184,7 @@ SEAMLESS_SIMD static void unary_f32(int32_t op, const float* x, float* y, int64_
         y[i] = x[i] * (x[i] >= 0 ? 1.0f / (1.0f + e) : e / (1.0f + e));
       }
       break;
-    case SEAMLESS_TANH: for (int64_t i = 0; i < n; i++) y[i] = tanhf(x[i]); break;
+    case SEAMLESS_TANH: for (int64_t i = 0; i < n; i++) y[i] = seamless_tanhf(x[i]); break;
     case SEAMLESS_GELU_TANH:  /* Gelu approximate="tanh": kernels/cpu/elementwise.py gelu's float32 arithmetic */
       for (int64_t i = 0; i < n; i++) {
         float v = x[i];
@@ -538,6 +539,60 @@ static double reduce_one(const SeamlessReduceArgs* g, const char* x, int64_t per
   return acc;
 }
 
+/* Stock's max (min): a unless b is strictly greater (less); a NaN a stays, a NaN b is dropped. */
+static inline float keep_extreme(float a, float b, int greater) { return (greater ? b > a : b < a) ? b : a; }
+
+/* Eigen's SSE2 maxCoeff (minCoeff) of a contiguous row of n > 0 floats, as stock's ReduceMax takes it: whole packets
+ * of 4 from the row's first 16-byte boundary alternately into two accumulators, combined, an odd last packet added,
+ * the lanes halved (0 with 2, 1 with 3, then the two); then the elements before and after the packets in turn. */
+static float eigen_extreme(const float* row, int64_t n, int greater) {
+  uintptr_t address = (uintptr_t)row;
+  int64_t start = address % 4 ? n : (int64_t)((4 - address / 4 % 4) % 4);
+  start = start < n ? start : n;
+  int64_t count = (n - start) / 4, end = start + count * 4;
+  float r;
+  if (!count) {
+    r = row[0];
+    for (int64_t i = 1; i < n; i++) r = keep_extreme(r, row[i], greater);
+    return r;
+  }
+  float a[4], b[4];
+  for (int l = 0; l < 4; l++) a[l] = row[start + l];
+  if (count > 1) {
+    for (int l = 0; l < 4; l++) b[l] = row[start + 4 + l];
+    for (int64_t p = 2; p + 1 < count; p += 2)
+      for (int l = 0; l < 4; l++) {
+        a[l] = keep_extreme(a[l], row[start + 4 * p + l], greater);
+        b[l] = keep_extreme(b[l], row[start + 4 * p + 4 + l], greater);
+      }
+    for (int l = 0; l < 4; l++) a[l] = keep_extreme(a[l], b[l], greater);
+    if (count % 2)
+      for (int l = 0; l < 4; l++) a[l] = keep_extreme(a[l], row[end - 4 + l], greater);
+  }
+  r = keep_extreme(keep_extreme(a[0], a[2], greater), keep_extreme(a[1], a[3], greater), greater);
+  for (int64_t i = 0; i < start; i++) r = keep_extreme(r, row[i], greater);
+  for (int64_t i = end; i < n; i++) r = keep_extreme(r, row[i], greater);
+  return r;
+}
+
+/* MAX or MIN of one output element: eigen_extreme on its row, or folded from its first element in order. */
+static float extreme_one(const SeamlessReduceArgs* g, const float* x, int64_t per) {
+  int greater = g->op == SEAMLESS_REDUCE_MAX, last = g->reduced_rank - 1;
+  if (g->eigen_rows) return eigen_extreme(x, per, greater);
+  int64_t n = g->reduced_dims[last], s = g->reduced_strides[last], idx[SEAMLESS_PROGRAM_RANK] = {0}, off = 0;
+  float r = x[0];
+  for (int64_t rows = per / n; rows > 0; rows--) {
+    for (int64_t i = 0; i < n; i++) r = keep_extreme(r, x[off + i * s], greater);
+    for (int d = last - 1; d >= 0; d--) {
+      off += g->reduced_strides[d];
+      if (++idx[d] < g->reduced_dims[d]) break;
+      off -= g->reduced_strides[d] * g->reduced_dims[d];
+      idx[d] = 0;
+    }
+  }
+  return r;
+}
+
 /* An int64 sum as stock computes it: in double, then saturated into int64 (beyond its range its limit, else
  * truncated; kernels/cpu/reduction.py _saturated). */
 static int64_t saturated_i64(double v) {
@@ -558,6 +613,8 @@ static void reduce_task(void* user, size_t task) {
     }
     const char* x = j->x + off * (g->type == SEAMLESS_I64 ? 8 : 4);
     if (g->type == SEAMLESS_I64) ((int64_t*)j->y)[o] = saturated_i64(reduce_one(g, x, j->per));
+    else if (g->op == SEAMLESS_REDUCE_MAX || g->op == SEAMLESS_REDUCE_MIN)
+      ((float*)j->y)[o] = extreme_one(g, (const float*)x, j->per);
     else ((float*)j->y)[o] = (float)reduce_one(g, x, j->per);
   }
 }

@@ -223,12 +223,15 @@ typedef struct {
 } SeamlessGqaArgs;
 
 enum SeamlessReduceOp { SEAMLESS_REDUCE_SUM = 0, SEAMLESS_REDUCE_MEAN = 1, SEAMLESS_REDUCE_SUM_SQUARE = 2,
-                        SEAMLESS_REDUCE_L1 = 3, SEAMLESS_REDUCE_L2 = 4 };
+                        SEAMLESS_REDUCE_L1 = 3, SEAMLESS_REDUCE_L2 = 4, SEAMLESS_REDUCE_MAX = 5,
+                        SEAMLESS_REDUCE_MIN = 6 };
 
 /* y[kept] = op over the reduced axes of x (element strides of x for each; y contiguous): float32, or int64
- * (SUM only: summed in double and saturated, as stock does) */
+ * (SUM only: summed in double and saturated, as stock does). MAX and MIN combine in stock's order (a NaN or the
+ * sign of a zero depends on it): eigen_rows, each output's elements one contiguous row combined as Eigen's SSE2
+ * maxCoeff does (kernels/cpu/reduction.py stock_path "rows"); else from the first element in order ("loop"). */
 typedef struct {
-  int32_t op, type, rank, reduced_rank;
+  int32_t op, type, rank, reduced_rank, eigen_rows;
   int64_t dims[SEAMLESS_PROGRAM_RANK], strides[SEAMLESS_PROGRAM_RANK];
   int64_t reduced_dims[SEAMLESS_PROGRAM_RANK], reduced_strides[SEAMLESS_PROGRAM_RANK];
 } SeamlessReduceArgs;

@@ -221,6 +221,18 @@ static float pool_one(const SeamlessPoolArgs* a, const float* xp, const int64_t 
   return inside ? sum / (float)(mode == SEAMLESS_POOL_AVERAGE_WITH_PADS ? counted : inside) : 0.0f;
 }
 
+/* MLAS's global kernel over a plane of n: element j joins lane j % 4 by maxps from the lowest float, the lanes
+ * combined 0 with 2, 1 with 3, then the two (maxps); the last n % 4 by std::max. */
+static float pool_global_max(const float* xp, int64_t n) {
+  const int64_t full = n / 4 * 4;
+  float lane[4] = {-FLT_MAX, -FLT_MAX, -FLT_MAX, -FLT_MAX};
+  for (int64_t j = 0; j < full; j += 4)
+    for (int l = 0; l < 4; l++) lane[l] = pool_maxps(lane[l], xp[j + l]);
+  float r = pool_maxps(pool_maxps(lane[0], lane[2]), pool_maxps(lane[1], lane[3]));
+  for (int64_t j = full; j < n; j++) r = pool_std_max(r, xp[j]);
+  return r;
+}
+
 typedef struct {
   const SeamlessPoolArgs* a;
   const float* x;
@@ -257,6 +269,10 @@ static void pool_task(void* user, size_t task) {
   for (size_t p = p0; p < p1; p++) {
     const float* xp = job->x + (int64_t)p * plane_in;
     float* yp = job->y + (int64_t)p * plane_out;
+    if (a->mode == SEAMLESS_POOL_MAX_GLOBAL) {
+      *yp = pool_global_max(xp, plane_in);
+      continue;
+    }
     int plain = 1;  /* no NaN or -inf: a maximum is the plain one */
     for (int64_t i = 0; !average && i < plane_in; i++) plain &= !isnan(xp[i]) && xp[i] != -INFINITY;
     int64_t o[3], start[3];

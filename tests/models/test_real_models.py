@@ -30,15 +30,21 @@ def _light_cnn_feeds(model):
     return {inp.name: (np.arange(np.prod(shape)) % 255 / 255.0).astype(np.float32).reshape(shape)}
 
 
-@pytest.mark.parametrize("name", material.LIGHT_MODELS + ["minilm_op17.onnx", "minilm_dynamo_op23.onnx", "demo"]
-                         + [d[0] for d in material.TINY_DECODERS])
+@pytest.mark.parametrize("name", material.LIGHT_MODELS + ["minilm_op17.onnx", "minilm_dynamo_op23.onnx", "demo",
+                                                           "magika"] + [d[0] for d in material.TINY_DECODERS])
 def test_runs_as_a_native_program_without_python_steps(name, capfd):
     """Every node of these models has a native step (pooling, LRN, BatchNormalization and Sum; ONNX Attention,
-    RotaryEmbedding, GatherND, Cos and Sin of the torch exports): from its third run a binding is answered in C with
-    no node run by its Python kernel (log_partition=1 names any op that would be such a Python step)."""
+    RotaryEmbedding, GatherND, Cos and Sin of the torch exports; Magika's GlobalMaxPool, ReduceMax and Gemm): from its
+    third run a binding is answered in C with no node run by its Python kernel (log_partition=1 names any op that
+    would be such a Python step)."""
     from onnxruntime_ep_seamless.runtime.native import NATIVES
     from parity import ep_session
-    if name == "demo":
+    if name == "magika":
+        from models.test_magika import features, samples
+        path, feeds = material.magika_dir() / "model.onnx", {"bytes": features(samples())}
+        if not path.exists():
+            pytest.skip(f"{path} missing: run tests/material.py")
+    elif name == "demo":
         path = Path(seamless.__file__).parent / "demo" / "demo_model.onnx"
         feeds = {"input_ids": np.random.default_rng(0).integers(0, 100, (2, 16)).astype(np.int64)}
     elif name.startswith("minilm"):

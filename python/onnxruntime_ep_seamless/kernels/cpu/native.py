@@ -605,10 +605,15 @@ def conv_args(x_shape, w: np.ndarray, bias, group: int, strides, dilations, begi
     args = ffi.new("SeamlessConvArgs*")
     args.n, args.c, args.m, args.group, args.k, args.l = n, c, m, group, k, math.prod(out)
     args.weights = ffi.cast("float*", ffi.from_buffer(weights))
-    lead = 3 - nd  # fewer spatial dims: leading dims of 1 (padded by 0)
-    for field, values in (("in_shape", x_shape[2:]), ("out_shape", out), ("kernel", kernel), ("stride", strides),
-                          ("dilation", dilations), ("pad", begin)):
-        getattr(args, field)[0:3] = [0 if field == "pad" else 1] * lead + [int(v) for v in values]
+    fields = ("in_shape", "out_shape", "kernel", "stride", "dilation", "pad")
+    dims = [d for d in zip(x_shape[2:], out, kernel, strides, dilations, begin)]
+    # a spatial dim of one element, read by a kernel of one unpadded tap, is a leading dim of 1 too (as fewer spatial
+    # dims are): the last dim left is the longest run im2col copies (Magika's [N, C, L, 1] by a [5, 1] kernel)
+    unit = (1, 1, 1, None, None, 0)
+    dims = [d for d in dims if any(u is not None and v != u for v, u in zip(d, unit))] or dims[-1:]
+    lead = 3 - len(dims)  # fewer spatial dims: leading dims of 1 (padded by 0)
+    for i, field in enumerate(fields):
+        getattr(args, field)[0:3] = [0 if field == "pad" else 1] * lead + [int(d[i]) for d in dims]
     kept = [weights]
     if bias is not None:
         bias = _f32_array(bias, m, "bias")

@@ -465,10 +465,13 @@ def gemm(rec, node, ins, outs):
     a, b = ins[:2]
     c = ins[2] if len(ins) > 2 else None
     attrs = node.attrs
+    n = outs[0].shape[-1]
+    # C of shape (N,) or (1, N): one value a column
+    per_column = c is not None and c.static and c.array.size == n and (c.array.ndim == 0 or c.array.shape[-1] == n)
     if (a.array.dtype != F32 or attrs.get("transA", 0) or attrs.get("alpha", 1.0) != 1.0 or not b.static
-            or (c is not None and (attrs.get("beta", 1.0) != 1.0 or not c.static or c.array.ndim > 1))):
+            or (c is not None and (attrs.get("beta", 1.0) != 1.0 or not per_column))):
         raise Declined("float32, constant B and a constant per-column C, alpha = beta = 1, A not transposed")
-    return _gemm(rec, a, b.array, bool(attrs.get("transB", 0)), None if c is None else c.array, outs[0])
+    return _gemm(rec, a, b.array, bool(attrs.get("transB", 0)), None if c is None else c.array.reshape(n), outs[0])
 
 
 @lowers("Conv")
@@ -496,6 +499,7 @@ def conv(rec, node, ins, outs):
 
 
 POOL_MAX = {"scalar": lib.SEAMLESS_POOL_MAX_SCALAR, "loop": lib.SEAMLESS_POOL_MAX_LOOP,
+            "global": lib.SEAMLESS_POOL_MAX_GLOBAL,
             "vector": {2: lib.SEAMLESS_POOL_MAX_VECTOR_2D, 3: lib.SEAMLESS_POOL_MAX_VECTOR_3D}}
 
 
@@ -515,19 +519,36 @@ def pool(rec, node, ins, outs):
     if node.op_type == "MaxPool":
         path = stock_max_pool_path(x.dtype, x.shape[2:], kernel, strides, dilations, begin, end,
                                    attrs.get("storage_order", 0))
-        if path == "global":  # MLAS's global kernel (a window as large as the input): its own fold
-            raise Declined("MaxPool over the whole input (MLAS's global kernel)")
         mode = POOL_MAX["vector"][nd] if path == "vector" else POOL_MAX[path]
     else:
         mode = lib.SEAMLESS_POOL_AVERAGE_WITH_PADS if attrs.get("count_include_pad", 0) else lib.SEAMLESS_POOL_AVERAGE
+    return _pool_step(rec, ins[0], outs[0], mode, out, kernel, strides, dilations, begin, end)
+
+
+@lowers("GlobalMaxPool")
+def global_max_pool(rec, node, ins, outs):
+    """MLAS's global kernel (the Python kernel's fold where NaN or -inf decide): one output a plane."""
+    x = ins[0].array
+    nd = x.ndim - 2
+    if x.dtype != F32 or not 1 <= nd <= 3 or not x.size:
+        raise Declined("float32, 1-3 spatial dims")
+    ones, zeros = [1] * nd, [0] * nd
+    return _pool_step(rec, ins[0], outs[0], lib.SEAMLESS_POOL_MAX_GLOBAL, ones, list(x.shape[2:]), ones, ones, zeros,
+                      zeros)
+
+
+def _pool_step(rec, x, y_array, mode, out, kernel, strides, dilations, begin, end):
+    """seamless_pool_f32 over x's (N * C) planes of 1-3 spatial dims (fewer given as leading dims of 1)."""
+    shape = x.array.shape
+    nd = len(shape) - 2
     front = lambda values, unit=1: [unit] * (3 - nd) + [int(v) for v in values]  # noqa: E731
     args = rec.args("SeamlessPoolArgs")
-    args.planes, args.mode = x.shape[0] * x.shape[1], mode
-    for name, values, unit in (("in", x.shape[2:], 1), ("out", out, 1), ("kernel", kernel, 1), ("stride", strides, 1),
+    args.planes, args.mode = shape[0] * shape[1], mode
+    for name, values, unit in (("in", shape[2:], 1), ("out", out, 1), ("kernel", kernel, 1), ("stride", strides, 1),
                                ("dilation", dilations, 1), ("pad_begin", begin, 0), ("pad_end", end, 0)):
         _fill(args, name, front(values, unit))
-    y = rec.value(outs[0])
-    rec.step(lib.SEAMLESS_OP_POOL, args, [ins[0], y])
+    y = rec.value(y_array)
+    rec.step(lib.SEAMLESS_OP_POOL, args, [x, y])
     return [y]
 
 
@@ -819,15 +840,16 @@ def pad(rec, node, ins, outs):
 
 REDUCE = {"ReduceSum": lib.SEAMLESS_REDUCE_SUM, "ReduceMean": lib.SEAMLESS_REDUCE_MEAN,
           "ReduceSumSquare": lib.SEAMLESS_REDUCE_SUM_SQUARE, "ReduceL1": lib.SEAMLESS_REDUCE_L1,
-          "ReduceL2": lib.SEAMLESS_REDUCE_L2}
+          "ReduceL2": lib.SEAMLESS_REDUCE_L2, "ReduceMax": lib.SEAMLESS_REDUCE_MAX, "ReduceMin": lib.SEAMLESS_REDUCE_MIN}
 
 
 @lowers(*REDUCE)
 def reduce(rec, node, ins, outs):
-    from .reduction import reduced_axes
+    from .reduction import reduced_axes, stock_path
     x = ins[0].array
     if not (x.dtype == F32 or (x.dtype == np.int64 and node.op_type == "ReduceSum")) or not x.size or not x.ndim:
         raise Declined(f"{node.op_type} of {x.dtype} {x.shape}")
+    extreme = node.op_type in ("ReduceMax", "ReduceMin")
     axes = node.attrs.get("axes")
     if len(ins) > 1 and ins[1] is not None:
         if not ins[1].static:
@@ -835,11 +857,16 @@ def reduce(rec, node, ins, outs):
         axes = ins[1].array.reshape(-1).tolist()
     if not axes and node.attrs.get("noop_with_empty_axes", 0):
         raise Declined("a reduction over no axis")
-    return _reduce_step(rec, REDUCE[node.op_type], ins[0], reduced_axes(x.ndim, axes), outs[0])
+    reduced = reduced_axes(x.ndim, axes)
+    path = stock_path(x.shape, reduced)[0] if extreme else "rows"
+    if path not in ("rows", "loop"):  # stock's order of combination with NaN: the Python kernel's replay
+        raise Declined(f"{node.op_type} by stock's {path!r} path")
+    return _reduce_step(rec, REDUCE[node.op_type], ins[0], reduced, outs[0], eigen_rows=extreme and path == "rows")
 
 
-def _reduce_step(rec, op, x, reduced, y_array):
-    """A reduction step of x (a Value) over the `reduced` axes into y_array's value."""
+def _reduce_step(rec, op, x, reduced, y_array, eigen_rows=False):
+    """A reduction step of x (a Value) over the `reduced` axes into y_array's value (program.h SeamlessReduceArgs;
+    eigen_rows: Max and Min over each output's contiguous row in Eigen's order)."""
     shape = x.array.shape
     strides = _contiguous_strides(shape)
     kept = [d for d in range(len(shape)) if d not in reduced]
@@ -847,6 +874,7 @@ def _reduce_step(rec, op, x, reduced, y_array):
     rdims, (rstrides,) = _merged([shape[d] for d in reduced], [strides[d] for d in reduced])
     args = rec.args("SeamlessReduceArgs")
     args.op, args.type, args.rank, args.reduced_rank = op, type_code(x.array.dtype), len(dims), len(rdims)
+    args.eigen_rows = int(eigen_rows)
     _fill(args, "dims", dims)
     _fill(args, "strides", kept_strides)
     _fill(args, "reduced_dims", rdims)
