@@ -484,3 +484,21 @@ def test_gated_delta_net_launch(rank4):
                         **attrs)
     with pytest.raises(ValueError, match="initial_state is required"):
         gated_delta_net(rt, 0, q, k, v, None, decay, beta, None, a_log, dt_bias, **attrs)
+
+
+@pytest.mark.parametrize("inter,dealt", [(512, True), (992, True), (1024, False), (2880, False)])
+def test_qmoe_down_deals_chunks_on_rows_under_1024_columns(inter, dealt):
+    """moe.cu's down product: rows of fewer 32-column chunks than a warp has lanes (Qwen3.5-MoE's 512) deal every
+    chosen expert's chunks to the lanes at once (down_dealt: faster there, slower on gpt-oss's 2880: session 43's
+    H200 runs); up launches a warp per MOE_UP_ROWS rows of an expert."""
+    from onnxruntime_ep_seamless.kernels.cuda.moe import MOE_UP_ROWS, qmoe
+    rt, tokens, hidden, experts, k = Recorder(), 3, 256, 8, 2
+    x, router = rt.alloc((tokens, hidden), F16), rt.alloc((tokens, experts), F16)
+    w1, s1 = rt.constant((experts, 2 * inter, hidden // 2), np.uint8), rt.constant((experts, 2 * inter, hidden // 32))
+    w2, s2 = rt.constant((experts, hidden, inter // 2), np.uint8), rt.constant((experts, hidden, inter // 32))
+    qmoe(rt, None, x, router, w1, s1, None, w2, s2, k=k, activation_type="swiglu", swiglu_fusion=1,
+         expert_weight_bits=4, block_size=32)
+    launched = {name: n for name, n, _ in rt.launches}
+    assert ("seamless_moe_down_dealt_f16" in launched) == dealt
+    assert ("seamless_moe_down_f16" in launched) == (not dealt)
+    assert launched["seamless_moe_up_f16"] == tokens * k * -(-2 * inter // MOE_UP_ROWS) * 32
