@@ -11,7 +11,7 @@ def test_bench_ops_command(tmp_path, capsys):
     assert main(["bench", "ops", "--runs", "1", "--rounds", "1", "--json", str(out)]) == 0
     printed = capsys.readouterr().out.splitlines()
     titles = [title for title, _, _ in op_cases()]
-    ops = {"NonMaxSuppression", "TfIdfVectorizer", "LSTM", "TopK", "MatMulNBits"}
+    ops = {"NonMaxSuppression", "TfIdfVectorizer", "LSTM", "TopK", "MatMulNBits", "Tanh", "Gelu"}
     assert ops == {t.split()[0] for t in titles}
     rows = [line for line in printed if line.split()[:1] and line.split()[0] in ops]
     assert len(rows) == len(titles) and all(row.endswith("x") for row in rows), printed
@@ -23,7 +23,7 @@ def test_bench_ops_command(tmp_path, capsys):
 
 
 def test_bench_user_kernel_command(tmp_path, capsys):
-    # a user's Python kernel against ours on one Cos node; the registry is left as it was
+    # a user's Python kernel against ours on one Tan node; the registry is left as it was
     from onnxruntime_ep_seamless.kernels import user
     out = tmp_path / "user.json"
     assert main(["bench", "user-kernel", "--runs", "2", "--rounds", "1", "--json", str(out)]) == 0

@@ -188,7 +188,7 @@ SEAMLESS_SIMD static void unary_f32(int32_t op, const float* x, float* y, int64_
     case SEAMLESS_GELU_TANH:  /* Gelu approximate="tanh": kernels/cpu/elementwise.py gelu's float32 arithmetic */
       for (int64_t i = 0; i < n; i++) {
         float v = x[i];
-        y[i] = 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * (v * v * v))));
+        y[i] = 0.5f * v * (1.0f + seamless_tanhf(0.7978845608028654f * (v + 0.044715f * (v * v * v))));
       }
       break;
     case SEAMLESS_EXP: for (int64_t i = 0; i < n; i++) y[i] = expf(x[i]); break;
@@ -643,7 +643,7 @@ static void run_causal_conv(const SeamlessCausalConvArgs* a, const float* x, con
 }
 
 static float moe_activation(int kind, float v) {
-  if (kind == 4) return 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * (v * v * v))));
+  if (kind == 4) return 0.5f * v * (1.0f + seamless_tanhf(0.7978845608028654f * (v + 0.044715f * (v * v * v))));
   return kind == 0 ? (v > 0.0f ? v : 0.0f) : kind == 1 ? v / (1.0f + expf(-v)) : v;
 }
 

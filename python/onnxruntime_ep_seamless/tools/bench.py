@@ -91,13 +91,14 @@ def _node_model(op, inputs, outputs, attrs, constants=(), opset=17, domain="") -
 
 def user_kernel_benchmark(runs: int, rounds: int, threads: int, warmup: int = 20) -> dict:
     """The per-call cost of a user's Python kernel (kernels/user.py) against our own Python kernel of the same op:
-    a one-node Cos model (a Python step of the native program: Cos has no native step) on our EP, with our kernel
-    and with `np.cos` registered in its place, alternating rounds; every node on our EP in both."""
+    a one-node Tan model (a Python step of the native program: Tan has no native step; Cos, this benchmark's op
+    before session 42 gave it one, has) on our EP, with our kernel and with `np.tan` registered in its place,
+    alternating rounds; every node on our EP in both."""
     import numpy as np
     import onnxruntime as ort
 
     import onnxruntime_ep_seamless as seamless
-    model = _node_model("Cos", [("x", np.float32, [16])], [("y", np.float32)], {})
+    model = _node_model("Tan", [("x", np.float32, [16])], [("y", np.float32)], {})
 
     def session():
         so = seamless.session_options()
@@ -106,14 +107,14 @@ def user_kernel_benchmark(runs: int, rounds: int, threads: int, warmup: int = 20
         return ort.InferenceSession(model, so)
 
     ours = session()
-    seamless.register_kernel("Cos", lambda x: np.cos(x))
+    seamless.register_kernel("Tan", lambda x: np.tan(x))
     try:
         user = session()
     finally:
-        seamless.unregister_kernel("Cos")
+        seamless.unregister_kernel("Tan")
     feeds = {"x": np.linspace(0, 1, 16, dtype=np.float32)}
     if not np.array_equal(ours.run(None, feeds)[0], user.run(None, feeds)[0]):
-        raise RuntimeError("the user kernel's Cos differs from ours")
+        raise RuntimeError("the user kernel's Tan differs from ours")
     med_ours, med_user = _alternate(ours, user, feeds, runs, rounds, warmup)
     return {"ours_us": med_ours * 1e6, "user_us": med_user * 1e6, "ratio": med_user / med_ours, "runs": runs,
             "rounds": rounds, "intra_op_threads": threads, "onnxruntime": ort.__version__}
@@ -200,7 +201,16 @@ def op_cases() -> list:
             _matmul_nbits_case(256, 32000, rng, 4), _matmul_nbits_case(896, 4864, rng, 4),
             _matmul_nbits_case(2048, 8192, rng, 4),
             # a 16-token prompt through the 0.5B decoder's MLP, blocks of 32 (the builder's) and of 128
-            _matmul_nbits_case(896, 4864, rng, 4, 16), _matmul_nbits_case(896, 4864, rng, 4, 16, 128)]
+            _matmul_nbits_case(896, 4864, rng, 4, 16), _matmul_nbits_case(896, 4864, rng, 4, 16, 128),
+            # activations of a BERT-sized MLP over 128 tokens (GELU's tanh form: Gemma's GeGLU, GPT-2)
+            _activation_case("Tanh", {}, rng), _activation_case("Gelu", {"approximate": "tanh"}, rng, opset=20)]
+
+
+def _activation_case(op, attrs, rng, opset=17):
+    import numpy as np
+    x = (2 * rng.standard_normal((128, 1536))).astype(np.float32)
+    return (f"{op} {attrs or ''} [128, 1536]".replace("  ", " "),
+            _node_model(op, [("x", np.float32, x.shape)], [("y", np.float32)], attrs, opset=opset), {"x": x})
 
 
 def ops_benchmark(runs: int, rounds: int, threads: int, budget_s: float = 0.05, progress: bool = True) -> dict:

@@ -201,8 +201,8 @@ def cmd_bench(args) -> int:
             return 2
         from .bench import user_kernel_benchmark
         r = user_kernel_benchmark(args.runs, args.rounds, args.threads)
-        print(f"one Cos node [16] float32 on our EP: our Python kernel {r['ours_us']:.2f} us a run, a user kernel "
-              f"(np.cos) {r['user_us']:.2f} us, ratio {r['ratio']:.2f}x  (median of {r['rounds']} rounds x "
+        print(f"one Tan node [16] float32 on our EP: our Python kernel {r['ours_us']:.2f} us a run, a user kernel "
+              f"(np.tan) {r['user_us']:.2f} us, ratio {r['ratio']:.2f}x  (median of {r['rounds']} rounds x "
               f"{r['runs']} runs, {r['intra_op_threads']} intra-op thread(s); onnxruntime {r['onnxruntime']})")
         if args.json:
             with open(args.json, "w") as f:
