@@ -59,8 +59,10 @@ void seamless_lrn_f32(const float* x, float* y, size_t n, size_t c, size_t spati
  * sigmoid(b) (b and beta NULL: none) */
 void seamless_linear_attention_gate_f32(const float* a, const float* dt_bias, const float* decay_scale,
                                         const float* b, float* decay, float* beta, size_t rows, size_t heads);
-/* normalization.c: LpNormalization over rows of cols: x / (sum |x| or sqrt(sum x^2)), a zero row stays zero */
-void seamless_lp_norm_f32(const float* x, float* y, size_t rows, size_t cols, int p, void* par_fn, void* par_ctx);
+/* normalization.c: LpNormalization over rows of cols: x / (sum |x| or sqrt(max(sum x^2, eps))), a zero row stays
+ * zero (eps: 0 for LpNormalization, 1e-12 for GatedDeltaNet's query/key norms) */
+void seamless_lp_norm_f32(const float* x, float* y, size_t rows, size_t cols, int p, float eps, void* par_fn,
+                          void* par_ctx);
 /* normalization.c: (x + skip + bias) RMS-normalized times gamma; skip/bias/sum_out/inv_out may be NULL */
 void seamless_skip_rmsnorm_f32(const float* x, const float* skip, size_t skip_rows, const float* bias,
                                const float* gamma, float* y, float* sum_out, float* inv_out, size_t rows, size_t cols,

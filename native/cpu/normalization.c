@@ -167,6 +167,7 @@ typedef struct {
   float* y;
   size_t rows, cols, tasks;
   int p;
+  float eps;
 } LpNormJob;
 
 SEAMLESS_SIMD static void lp_norm_task(void* user, size_t task) {
@@ -180,13 +181,14 @@ SEAMLESS_SIMD static void lp_norm_task(void* user, size_t task) {
     if (job->p == 1)
       for (size_t c = 0; c < cols; c++) norm += fabsf(xr[c]);
     else
-      norm = sqrtf(mean_of(xr, cols, 0.0f, 1) * (float)cols);
+      norm = sqrtf(fmaxf(mean_of(xr, cols, 0.0f, 1) * (float)cols, job->eps));  /* eps: a floor on the sum */
     for (size_t c = 0; c < cols; c++) yr[c] = norm == 0.0f ? 0.0f : xr[c] / norm;
   }
 }
 
-void seamless_lp_norm_f32(const float* x, float* y, size_t rows, size_t cols, int p, void* par_fn, void* par_ctx) {
-  LpNormJob job = {x, y, rows, cols, 0, p};
+void seamless_lp_norm_f32(const float* x, float* y, size_t rows, size_t cols, int p, float eps, void* par_fn,
+                          void* par_ctx) {
+  LpNormJob job = {x, y, rows, cols, 0, p, eps};
   job.tasks = seamless_task_count(rows * cols, 1 << 14);
   if (job.tasks > rows) job.tasks = rows ? rows : 1;
   seamless_run_tasks(par_fn, par_ctx, job.tasks, lp_norm_task, &job);

@@ -1166,8 +1166,8 @@ static int run_step(const SeamlessStep* s, char* const* ptr, void* par_fn, void*
     }
     case SEAMLESS_OP_LP_NORM: {
       const SeamlessRowNormArgs* g = args;
-      seamless_lp_norm_f32((const float*)P(0), (float*)P(1), (size_t)g->rows, (size_t)g->cols, g->mode, par_fn,
-                           par_ctx);
+      seamless_lp_norm_f32((const float*)P(0), (float*)P(1), (size_t)g->rows, (size_t)g->cols, g->mode, g->eps,
+                           par_fn, par_ctx);
       return 0;
     }
     case SEAMLESS_OP_LINEAR_ATTENTION_GATE: {

@@ -48,7 +48,7 @@ enum SeamlessOp {
                                         (or -1) -> y, present, scratch (batch kv_heads d_v floats) */
   SEAMLESS_OP_MROTARY = 27,    /* SeamlessMRotaryArgs: x, position_ids -> y */
   SEAMLESS_OP_GATED_RMS_NORM = 28, /* SeamlessRowNormArgs (mode 1: silu, 0: sigmoid): x, scale, gate -> y */
-  SEAMLESS_OP_LP_NORM = 29,    /* SeamlessRowNormArgs (mode: p, 1 or 2): x -> y over rows of cols */
+  SEAMLESS_OP_LP_NORM = 29,    /* SeamlessRowNormArgs (mode: p, 1 or 2; eps: p 2's floor): x -> y over rows of cols */
   SEAMLESS_OP_LINEAR_ATTENTION_GATE = 30, /* SeamlessRowNormArgs (cols: heads): a, dt_bias, decay_scale, b (or -1) ->
                                              decay, beta (or -1) */
   SEAMLESS_OP_POOL = 31,       /* SeamlessPoolArgs (kernels.h): x -> y */

@@ -840,7 +840,8 @@ def pad(rec, node, ins, outs):
 
 REDUCE = {"ReduceSum": lib.SEAMLESS_REDUCE_SUM, "ReduceMean": lib.SEAMLESS_REDUCE_MEAN,
           "ReduceSumSquare": lib.SEAMLESS_REDUCE_SUM_SQUARE, "ReduceL1": lib.SEAMLESS_REDUCE_L1,
-          "ReduceL2": lib.SEAMLESS_REDUCE_L2, "ReduceMax": lib.SEAMLESS_REDUCE_MAX, "ReduceMin": lib.SEAMLESS_REDUCE_MIN}
+          "ReduceL2": lib.SEAMLESS_REDUCE_L2, "ReduceMax": lib.SEAMLESS_REDUCE_MAX,
+          "ReduceMin": lib.SEAMLESS_REDUCE_MIN}
 
 
 @lowers(*REDUCE)
@@ -1074,6 +1075,70 @@ def linear_attention(rec, node, ins, outs):
     rec.step(lib.SEAMLESS_OP_LINEAR_ATTENTION, args, [q, k, v, past, decay if args.gated else None,
                                                       beta if args.delta else None, y, present, scratch])
     return [y, present]
+
+
+@lowers("GatedDeltaNet", domain="com.microsoft")
+def gated_delta_net(rec, node, ins, outs):
+    """LinearAttention's step with GatedDeltaNet's fusions as steps before it: the softplus gate and the beta sigmoid
+    (LinearAttentionGate's step, its scale -exp(a_log)), the query/key L2 norms (the Lp norm step, its 1e-12 floor),
+    the state transposed in and out ([B, H_v, d_v, d_k] against LinearAttention's [B, H_v, d_k, d_v]). Uniform
+    requests of separate q, k and v, one decay and beta a value head (ragged, packed, per-key and sigmoid-gated
+    exports keep the Python kernel)."""
+    query, key, value, cu_seqlens, decay, beta, state, a_log, dt_bias = (list(ins) + [None] * 9)[:9]
+    a = node.attrs
+    rule, gate = a.get("update_rule", "gated_delta"), a.get("gate_activation", "none")
+    gated, delta = rule in ("gated", "gated_delta"), rule in ("delta", "gated_delta")
+    if (key is None or value is None or cu_seqlens is not None or state is None
+            or gate not in ("none", "softplus", "qwen")
+            or any(v is not None and v.array.dtype != F32 for v in (query, key, value, decay, beta, state))):
+        raise Declined("float32 q, k and v apart, uniform requests, an initial state, no gate or a softplus one")
+    rank4 = query.array.ndim == 4
+    tokens = query.array.shape[0] * query.array.shape[1] if rank4 else query.array.shape[0]
+    h_q, d_k = query.array.shape[-2:]
+    h_v, d_v = value.array.shape[-2:]
+    batch = state.array.shape[0]
+    if ((gated and decay.array.size != tokens * h_v) or (delta and beta.array.size != tokens * h_v)
+            or (gated and gate != "none" and not (a_log.static and dt_bias.static and dt_bias.array.size == h_v))):
+        raise Declined("one decay and beta a value head, constant a_log and dt_bias")
+    flat = lambda v, width: rec.view(v, v.array.reshape(batch, tokens // batch, width))  # noqa: E731
+    g = decay
+    sigmoid_beta = delta and a.get("beta_activation", "none") == "sigmoid"
+    if gated and gate != "none":  # decay = -exp(a_log) softplus(decay + dt_bias), beta = sigmoid(beta) alongside
+        scale = rec.constant((-np.exp(a_log.array.reshape(h_v).astype(F32))).astype(F32))
+        g = rec.value(np.empty((tokens, h_v), F32))
+        rate = rec.value(np.empty((tokens, h_v), F32)) if sigmoid_beta else None
+        rec.step(lib.SEAMLESS_OP_LINEAR_ATTENTION_GATE, _row_norm(rec, tokens, h_v),
+                 [rec.view(decay, decay.array.reshape(tokens, h_v)), rec.constant(dt_bias.array.reshape(h_v)), scale,
+                  beta if sigmoid_beta else None, g, rate])
+        beta = rate if sigmoid_beta else beta
+    elif sigmoid_beta:
+        rate = rec.value(np.empty((tokens, h_v), F32))
+        args = rec.args("SeamlessUnaryArgs")
+        args.op, args.type, args.n = lib.SEAMLESS_SIGMOID, type_code(F32), tokens * h_v
+        rec.step(lib.SEAMLESS_OP_UNARY, args, [beta, rate])
+        beta = rate
+    q, k = query, key
+    if a.get("qk_l2_norm", 0):  # x / sqrt(max(sum x^2, 1e-12)) over each head's d_k
+        q, k = rec.value(np.empty((tokens, h_q, d_k), F32)), rec.value(np.empty((tokens, h_q, d_k), F32))
+        for x, y in ((query, q), (key, k)):
+            rec.step(lib.SEAMLESS_OP_LP_NORM, _row_norm(rec, tokens * h_q, d_k, eps=1e-12, mode=2), [x, y])
+    past = rec.value(np.empty((batch, h_v, d_k, d_v), F32))
+    _strided_copy(rec, state, past, (batch, h_v, d_k, d_v), (h_v * d_v * d_k, d_v * d_k, 1, d_k),
+                  _contiguous_strides((batch, h_v, d_k, d_v)))
+    args = rec.args("SeamlessLinearAttentionArgs")
+    args.batch, args.tokens = batch, tokens // batch
+    args.q_heads, args.kv_heads, args.k_heads, args.d_k, args.d_v = h_q, h_v, h_q, d_k, d_v
+    args.gated, args.delta, args.decay_per_key, args.beta_per_head = gated, delta, 0, 1
+    args.scale = a.get("scale", 0.0) or 1.0 / math.sqrt(d_k)
+    y, present = rec.value(outs[0]), rec.value(np.empty((batch, h_v, d_k, d_v), F32))
+    scratch = rec.value(np.empty(batch * h_v * d_v, np.float32))
+    rec.step(lib.SEAMLESS_OP_LINEAR_ATTENTION, args,
+             [flat(q, h_q * d_k), flat(k, h_q * d_k), flat(value, h_v * d_v), past,
+              flat(g, h_v) if gated else None, flat(beta, h_v) if delta else None, y, present, scratch])
+    final = rec.value(outs[1])
+    _strided_copy(rec, present, final, (batch, h_v, d_v, d_k), (h_v * d_k * d_v, d_k * d_v, 1, d_v),
+                  _contiguous_strides((batch, h_v, d_v, d_k)))
+    return [y, final]
 
 
 @lowers("MRotaryEmbedding", domain="com.microsoft")
