@@ -6,8 +6,9 @@ void seamless_layernorm_f32(const float* x, const float* scale, const float* bia
                             float* inv_std, size_t rows, size_t cols, float eps, void* par_fn, void* par_ctx);
 size_t seamless_sgemm_packed_size(size_t K, size_t N);
 void seamless_sgemm_pack_b(const float* B, size_t K, size_t N, size_t ldb, int trans_b, float* packed);
-void seamless_sgemm(size_t M, size_t N, size_t K, const float* A, size_t lda, const float* packed,
-                    const float* bias, float* C, size_t ldc, void* par_fn, void* par_ctx);
+void seamless_sgemm_pack_a(size_t M, size_t K, const float* A, size_t lda, float* packed_a);
+void seamless_sgemm(size_t M, size_t N, size_t K, const float* A, const float* packed_a, size_t lda,
+                    const float* packed, const float* bias, float* C, size_t ldc, void* par_fn, void* par_ctx);
 int seamless_sgemm_batched(size_t batch, size_t M, size_t N, size_t K, const float* A, size_t lda, size_t stride_a,
                            const float* B, size_t ldb, size_t stride_b, int trans_b, float* C, size_t ldc,
                            size_t stride_c, void* par_fn, void* par_ctx);
@@ -111,18 +112,21 @@ void seamless_lstm_f32(size_t steps, size_t batch, size_t n, const float* xw, si
                        const int32_t* acts, float* h, float* c, float* y, size_t y_step, float* gates, float* tmp);
 /* spatial.c: Conv over float32 N x C x spatial (1-3 dims; fewer are given as leading dims of 1, pad 0): per image
  * and group, each weight tap's row of the inputs it meets (im2col, zeros outside the input; x itself for a 1x1
- * convolution of stride 1 without pads) multiplied by the weights (M x k, k = C/group x the kernel's taps) plus the
- * bias, into y directly. scratch: k * l floats (l: output positions). Returns 0, or -1 when out of memory.
- * Extents are the caller's, checked before. */
+ * convolution of stride 1 without pads), packed as the GEMM's B, multiplied by the weights (M x k, k = C/group x the
+ * kernel's taps) plus the
+ * bias, into y directly. scratch: seamless_conv_scratch_floats (l: output positions). Extents are the caller's,
+ * checked before. */
 typedef struct {
   int64_t n, c, m, group, k, l;
   int64_t in_shape[3], out_shape[3], kernel[3], stride[3], dilation[3], pad[3];
   const float* weights;
+  const float* packed_weights;  /* each group's rows by seamless_sgemm_pack_a, at the weights' offsets */
   const float* bias;
 } SeamlessConvArgs;
-int seamless_conv_f32(const SeamlessConvArgs* a, const float* x, float* y, float* scratch, void* par_fn,
-                      void* par_ctx);
-/* spatial.c: the floats seamless_conv_f32's scratch holds for a (none where it reads x itself or runs depthwise) */
+void seamless_conv_f32(const SeamlessConvArgs* a, const float* x, float* y, float* scratch, void* par_fn,
+                       void* par_ctx);
+/* spatial.c: the floats seamless_conv_f32's scratch holds for a (the GEMM's packed B and im2col's row; none where it
+ * runs depthwise) */
 int64_t seamless_conv_scratch_floats(const SeamlessConvArgs* a);
 /* spatial.c: MaxPool / AveragePool over float32 planes (N x C of them) of 1-3 spatial dims (fewer given as leading
  * dims of 1, pad 0), each output the window's taps inside the input: MaxPool by one of stock's paths (mode, as

@@ -121,6 +121,7 @@ typedef struct {
   size_t cw, ctiles;       /* panels per column tile (2 where wide_tile runs), column tiles */
   float* packed_a;         /* A's row blocks, each k-major: the full ones (mr rows), then the short block's 8s and
                               4s where wide8/wide4 run; or NULL */
+  const float* given_a;    /* A so packed already (seamless_sgemm_pack_a), or NULL: packed here where it pays */
   /* batched products: B unpacked (packed == NULL), items at these element strides */
   const float* B;
   size_t ldb, batch, stride_a, stride_b, stride_c;
@@ -232,6 +233,26 @@ static void choose_kernel(GemmJob* job) {
 #endif
 }
 
+/* A's rows into dst as packed_a holds them (choose_kernel's mr, wide8 and wide4 decide the blocks); the last rows
+ * that fill no block are left out (read in place). */
+static void pack_a_rows(const GemmJob* job, float* dst) {
+  size_t full_rows = job->M / job->mr * job->mr;
+  for (size_t m0 = 0, w = job->mr; full_rows && w; m0 += w) {
+    size_t left = job->M - m0;
+    w = m0 < full_rows ? job->mr : !job->wide8 ? 0 : left >= 8 ? 8 : left >= 4 ? 4 : 0;
+    for (size_t k = 0; k < job->K; k++)
+      for (size_t i = 0; i < w; i++) dst[m0 * job->K + k * w + i] = job->A[(m0 + i) * job->lda + k];
+  }
+}
+
+/* A (M x K, row stride lda) packed once for seamless_sgemm (M * K floats): a constant's, e.g. a convolution's
+ * weights, instead of at every product. */
+void seamless_sgemm_pack_a(size_t M, size_t K, const float* A, size_t lda, float* packed_a) {
+  GemmJob job = {.M = M, .K = K, .lda = lda, .A = A};
+  choose_kernel(&job);
+  pack_a_rows(&job, packed_a);
+}
+
 /* Returns 0, or -1 when the packing scratch of a batched product cannot be allocated. */
 static int run_gemm(GemmJob* job, void* par_fn, void* par_ctx) {
   choose_kernel(job);
@@ -243,7 +264,11 @@ static int run_gemm(GemmJob* job, void* par_fn, void* par_ctx) {
   size_t full_rows = job->M / job->mr * job->mr;
   int pack_a = job->packed && job->batch == 1 && job->N >= 4 * NR && full_rows &&
                job->M * job->N * job->K >= PACK_A_MIN_MACS;
-  if (pack_a && !(job->packed_a = aligned_alloc(64, (job->M * job->K * sizeof(float) + 63) & ~(size_t)63)))
+  float* owned_a = NULL;
+  if (pack_a && job->given_a)
+    job->packed_a = (float*)job->given_a;
+  else if (pack_a && !(job->packed_a = owned_a = aligned_alloc(64, (job->M * job->K * sizeof(float) + 63) &
+                                                                   ~(size_t)63)))
     pack_a = 0;
   job->cw = pack_a && job->wide_tile ? 2 : 1;
   job->ctiles = ((job->N + NR - 1) / NR + job->cw - 1) / job->cw;
@@ -256,22 +281,18 @@ static int run_gemm(GemmJob* job, void* par_fn, void* par_ctx) {
     return -1;
   /* A packed once, k-major: full blocks of mr rows, then (where wide8/wide4 run) the short block's 8s and 4s; its
    * last rows are read in place */
-  for (size_t m0 = 0, w = job->mr; pack_a && w; m0 += w) {
-    size_t left = job->M - m0;
-    w = m0 < full_rows ? job->mr : !job->wide8 ? 0 : left >= 8 ? 8 : left >= 4 ? 4 : 0;
-    for (size_t k = 0; k < job->K; k++)
-      for (size_t i = 0; i < w; i++) job->packed_a[m0 * job->K + k * w + i] = job->A[(m0 + i) * job->lda + k];
-  }
+  if (owned_a) pack_a_rows(job, owned_a);
   seamless_run_tasks(par_fn, par_ctx, job->tasks, gemm_task, job);
   free(job->scratch);
-  free(job->packed_a);
+  free(owned_a);
   return 0;
 }
 
-void seamless_sgemm(size_t M, size_t N, size_t K, const float* A, size_t lda, const float* packed,
-                    const float* bias, float* C, size_t ldc, void* par_fn, void* par_ctx) {
-  GemmJob job = {.M = M, .N = N, .K = K, .lda = lda, .ldc = ldc, .A = A, .packed = packed, .bias = bias,
-                 .C = C, .batch = 1};
+/* packed_a: A packed by seamless_sgemm_pack_a, or NULL (packed here where that pays); A itself is read either way */
+void seamless_sgemm(size_t M, size_t N, size_t K, const float* A, const float* packed_a, size_t lda,
+                    const float* packed, const float* bias, float* C, size_t ldc, void* par_fn, void* par_ctx) {
+  GemmJob job = {.M = M, .N = N, .K = K, .lda = lda, .ldc = ldc, .A = A, .given_a = packed_a, .packed = packed,
+                 .bias = bias, .C = C, .batch = 1};
   run_gemm(&job, par_fn, par_ctx);
 }
 

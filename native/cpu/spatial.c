@@ -16,19 +16,31 @@ static void tap_range(int64_t offset, int64_t stride, int64_t in, int64_t out, i
   if (*lo > *hi) *lo = *hi;
 }
 
+/* Row r of cols (K x L) into the GEMM's packed panels of B (matmul.c seamless_sgemm_pack_b's layout: panels of 16
+ * columns, k-major, the last zero-padded): its 16-column pieces to (i / 16) K 16 + r 16. */
+static void row_to_panels(const float* row, int64_t r, int64_t k, int64_t l, float* packed) {
+  for (int64_t i = 0; i < l; i += 16) {
+    float* dst = packed + (i / 16) * k * 16 + r * 16;
+    const int64_t n = l - i < 16 ? l - i : 16;
+    memcpy(dst, row + i, (size_t)n * sizeof(float));
+    if (n < 16) memset(dst + n, 0, (size_t)(16 - n) * sizeof(float));
+  }
+}
+
 /* cols[((c k0 + q0) k1 + q1) k2 + q2, i] = x[c, o0 s0 - p0 + q0 d0, ...] for output position i = (o0, o1, o2)
- * (zeros outside the input): a row per weight tap, read along the input's rows (each tap's run of outputs inside
- * the row found once: a plain copy where the stride is 1) */
-static void im2col(const SeamlessConvArgs* a, const float* x, int64_t channels, float* cols) {
+ * (zeros outside the input), packed as the GEMM's B: a row per weight tap made in `row` (l floats), read along the
+ * input's rows (each tap's run of outputs inside the row found once: a plain copy where the stride is 1) */
+static void im2col(const SeamlessConvArgs* a, const float* x, int64_t channels, float* row, float* packed) {
   const int64_t in0 = a->in_shape[0], in1 = a->in_shape[1], in2 = a->in_shape[2], plane = in0 * in1 * in2;
   const int64_t out2 = a->out_shape[2], s2 = a->stride[2];
-  float* out = cols;
+  int64_t r = 0;
   for (int64_t c = 0; c < channels; c++)
     for (int64_t q0 = 0; q0 < a->kernel[0]; q0++)
       for (int64_t q1 = 0; q1 < a->kernel[1]; q1++)
-        for (int64_t q2 = 0; q2 < a->kernel[2]; q2++) {
+        for (int64_t q2 = 0; q2 < a->kernel[2]; q2++, r++) {
           const int64_t offset = q2 * a->dilation[2] - a->pad[2];
           int64_t lo, hi;
+          float* out = row;
           tap_range(offset, s2, in2, out2, &lo, &hi);
           for (int64_t o0 = 0; o0 < a->out_shape[0]; o0++) {
             const int64_t p0 = o0 * a->stride[0] - a->pad[0] + q0 * a->dilation[0];
@@ -47,6 +59,7 @@ static void im2col(const SeamlessConvArgs* a, const float* x, int64_t channels, 
               memset(out + hi, 0, (size_t)(out2 - hi) * sizeof(float));
             }
           }
+          row_to_panels(row, r, a->k, a->l, packed);
         }
 }
 
@@ -118,38 +131,38 @@ static int pointwise(const SeamlessConvArgs* a) {
   return yes;
 }
 
+/* B of the GEMM packed (matmul.c's panels), then im2col's row */
 int64_t seamless_conv_scratch_floats(const SeamlessConvArgs* a) {
-  return depthwise(a) || pointwise(a) ? 0 : a->k * a->l;
+  return depthwise(a) ? 0 : (int64_t)seamless_sgemm_packed_size((size_t)a->k, (size_t)a->l) + (pointwise(a) ? 0 : a->l);
 }
 
 /* Per image and group y[m/group, l] = W[m/group, k] . cols[k, l] (+ the bias per row): the output straight in
- * x's layout. Returns 0, or -1 when the GEMM's packing scratch cannot be allocated. */
-int seamless_conv_f32(const SeamlessConvArgs* a, const float* x, float* y, float* scratch, void* par_fn,
+ * x's layout, cols packed as the GEMM's B (im2col writes it so; a 1x1 stride-1 convolution packs x itself), so the
+ * GEMM takes its packed path (its widest tiles). */
+void seamless_conv_f32(const SeamlessConvArgs* a, const float* x, float* y, float* scratch, void* par_fn,
                       void* par_ctx) {
   const int64_t cg = a->c / a->group, mg = a->m / a->group, plane = a->in_shape[0] * a->in_shape[1] * a->in_shape[2];
   if (depthwise(a)) {
     DepthwiseJob job = {a, x, y, seamless_task_count((size_t)(a->n * a->m * a->l * a->k), 1 << 15)};
     if (job.tasks > (size_t)(a->n * a->m)) job.tasks = (size_t)(a->n * a->m);
     seamless_run_tasks(par_fn, par_ctx, job.tasks, depthwise_task, &job);
-    return 0;
+    return;
   }
-  const int direct = pointwise(a);
+  float* row = scratch + seamless_sgemm_packed_size((size_t)a->k, (size_t)a->l);
   for (int64_t n = 0; n < a->n; n++)
     for (int64_t g = 0; g < a->group; g++) {
       const float* xg = x + (n * a->c + g * cg) * plane;
-      if (!direct) im2col(a, xg, cg, scratch);
+      if (pointwise(a)) seamless_sgemm_pack_b(xg, (size_t)a->k, (size_t)a->l, (size_t)a->l, 0, scratch);
+      else im2col(a, xg, cg, row, scratch);
       float* yg = y + (n * a->m + g * mg) * a->l;
-      if (seamless_sgemm_batched(1, (size_t)mg, (size_t)a->l, (size_t)a->k, a->weights + g * mg * a->k,
-                                 (size_t)a->k, 0, direct ? xg : scratch, (size_t)a->l, 0, 0, yg, (size_t)a->l, 0,
-                                 par_fn, par_ctx))
-        return -1;
+      seamless_sgemm((size_t)mg, (size_t)a->l, (size_t)a->k, a->weights + g * mg * a->k,
+                     a->packed_weights + g * mg * a->k, (size_t)a->k, scratch, NULL, yg, (size_t)a->l, par_fn, par_ctx);
       if (a->bias)
         for (int64_t j = 0; j < mg; j++) {
           const float b = a->bias[g * mg + j];
           for (int64_t i = 0; i < a->l; i++) yg[j * a->l + i] += b;
         }
     }
-  return 0;
 }
 
 /* ---- MaxPool / AveragePool: the CUDA EP's pool (native/cuda/spatial.cu) on the host, a task per range of planes */

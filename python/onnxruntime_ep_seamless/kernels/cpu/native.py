@@ -107,7 +107,7 @@ def sgemm(a: np.ndarray, packed: np.ndarray, n: int, bias=None) -> np.ndarray:
         bias = _f32_array(bias, n, "bias")
     c = np.empty((m, n), np.float32)
     if m and n:
-        lib.seamless_sgemm(m, n, k, _ptr(a), k, _ptr(packed), ffi.NULL if bias is None else _ptr(bias),
+        lib.seamless_sgemm(m, n, k, _ptr(a), ffi.NULL, k, _ptr(packed), ffi.NULL if bias is None else _ptr(bias),
                            _ptr(c), n, *_pool())
     return c
 
@@ -605,6 +605,10 @@ def conv_args(x_shape, w: np.ndarray, bias, group: int, strides, dilations, begi
     args = ffi.new("SeamlessConvArgs*")
     args.n, args.c, args.m, args.group, args.k, args.l = n, c, m, group, k, math.prod(out)
     args.weights = ffi.cast("float*", ffi.from_buffer(weights))
+    packed = np.empty(m * k, np.float32)  # each group's rows packed as the GEMM reads them, once
+    for g in range(group):
+        lib.seamless_sgemm_pack_a(mg, k, _ptr(weights[g * mg * k:]), k, _ptr(packed[g * mg * k:]))
+    args.packed_weights = ffi.cast("float*", ffi.from_buffer(packed))
     fields = ("in_shape", "out_shape", "kernel", "stride", "dilation", "pad")
     dims = [d for d in zip(x_shape[2:], out, kernel, strides, dilations, begin)]
     # a spatial dim of one element, read by a kernel of one unpadded tap, is a leading dim of 1 too (as fewer spatial
@@ -614,7 +618,7 @@ def conv_args(x_shape, w: np.ndarray, bias, group: int, strides, dilations, begi
     lead = 3 - len(dims)  # fewer spatial dims: leading dims of 1 (padded by 0)
     for i, field in enumerate(fields):
         getattr(args, field)[0:3] = [0 if field == "pad" else 1] * lead + [int(d[i]) for d in dims]
-    kept = [weights]
+    kept = [weights, packed]
     if bias is not None:
         bias = _f32_array(bias, m, "bias")
         args.bias = ffi.cast("float*", ffi.from_buffer(bias))
@@ -632,6 +636,5 @@ def conv(x: np.ndarray, args) -> np.ndarray:
     _require(x.dtype == np.float32 and x.size == args.n * args.c * math.prod(args.in_shape[0:3]), "conv input")
     y = np.empty((args.n, args.m, args.l), np.float32)
     scratch = np.empty(conv_scratch_floats(args), np.float32)
-    if lib.seamless_conv_f32(args, _ptr(x), _ptr(y), _ptr(scratch), *_pool()):
-        raise MemoryError("out of memory for the convolution's packing scratch")
+    lib.seamless_conv_f32(args, _ptr(x), _ptr(y), _ptr(scratch), *_pool())
     return y
