@@ -37,15 +37,19 @@ def silero_dir() -> Path:
 def prepare_silero() -> None:
     """The ONNX exports in silero-vad's wheel (2-3 MB each): an If on the sample rate around the whole network
     (silero_vad.onnx), Ifs inside it (the op15 and half exports), an LSTM (the sequence export)."""
-    out = silero_dir()
+    _files_from_wheel(SILERO_PACKAGE, "silero", silero_dir(), "silero_vad/data/", (".onnx",))
+
+
+def _files_from_wheel(package: str, name: str, out: Path, folder: str, endings: tuple) -> None:
+    """The files of a PyPI wheel under `folder` whose names end so, into out (flat), once."""
     if (out / ".done").exists():
         return
-    wheel = _download(SILERO_PACKAGE, CACHE / "downloads" / "silero")
+    wheel = _download(package, CACHE / "downloads" / name)
     out.mkdir(parents=True, exist_ok=True)
     with zipfile.ZipFile(wheel) as z:
-        for name in z.namelist():
-            if name.startswith("silero_vad/data/") and name.endswith(".onnx"):
-                (out / Path(name).name).write_bytes(z.read(name))
+        for member in z.namelist():
+            if member.startswith(folder) and member.endswith(endings):
+                (out / Path(member).name).write_bytes(z.read(member))
     (out / ".done").touch()
 
 
@@ -56,16 +60,8 @@ def magika_dir() -> Path:
 def prepare_magika() -> None:
     """Magika's model (3 MB, its `standard_v3_3` export: int32 bytes [batch, 2048] -> scores of 214 file types) and
     the configuration that says how it reads a file (begin and end bytes, the padding token)."""
-    out = magika_dir()
-    if (out / ".done").exists():
-        return
-    wheel = _download(MAGIKA_PACKAGE, CACHE / "downloads" / "magika")
-    out.mkdir(parents=True, exist_ok=True)
-    with zipfile.ZipFile(wheel) as z:
-        for name in z.namelist():
-            if name.startswith("magika/models/standard_v3_3/") and name.endswith((".onnx", "config.min.json")):
-                (out / Path(name).name).write_bytes(z.read(name))
-    (out / ".done").touch()
+    _files_from_wheel(MAGIKA_PACKAGE, "magika", magika_dir(), "magika/models/standard_v3_3/",
+                      (".onnx", "config.min.json"))
 
 
 def prepare_node_data() -> None:
