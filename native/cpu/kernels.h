@@ -113,9 +113,8 @@ void seamless_lstm_f32(size_t steps, size_t batch, size_t n, const float* xw, si
 /* spatial.c: Conv over float32 N x C x spatial (1-3 dims; fewer are given as leading dims of 1, pad 0): per image
  * and group, each weight tap's row of the inputs it meets (im2col, zeros outside the input; x itself for a 1x1
  * convolution of stride 1 without pads), packed as the GEMM's B, multiplied by the weights (M x k, k = C/group x the
- * kernel's taps) plus the
- * bias, into y directly. scratch: seamless_conv_scratch_floats (l: output positions). Extents are the caller's,
- * checked before. */
+ * kernel's taps) plus the bias, into y directly. scratch: seamless_conv_scratch_floats (l: output positions). Extents
+ * are the caller's, checked before. */
 typedef struct {
   int64_t n, c, m, group, k, l;
   int64_t in_shape[3], out_shape[3], kernel[3], stride[3], dilation[3], pad[3];

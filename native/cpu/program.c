@@ -511,6 +511,17 @@ static void run_strided(const SeamlessStridedArgs* g, const char* x, char* y, vo
 
 typedef struct { const SeamlessReduceArgs* g; const char* x; char* y; int64_t count, per; size_t tasks; } ReduceJob;
 
+/* The next row of an output's reduced elements (the reduced axes but the last, walked like an odometer): *off moves
+ * to its first element. */
+static inline void next_reduced_row(const SeamlessReduceArgs* g, int64_t* idx, int64_t* off) {
+  for (int d = g->reduced_rank - 2; d >= 0; d--) {
+    *off += g->reduced_strides[d];
+    if (++idx[d] < g->reduced_dims[d]) return;
+    *off -= g->reduced_strides[d] * g->reduced_dims[d];
+    idx[d] = 0;
+  }
+}
+
 /* One output element in double: the reduced axes walked like an odometer (float32 x; int64 x: SUM only). */
 static double reduce_one(const SeamlessReduceArgs* g, const char* x, int64_t per) {
   int last = g->reduced_rank - 1;
@@ -527,12 +538,7 @@ static double reduce_one(const SeamlessReduceArgs* g, const char* x, int64_t per
         break;
       default: for (int64_t i = 0; i < n; i++) acc += fabs((double)row[i * s]); break;
     }
-    for (int d = last - 1; d >= 0; d--) {
-      off += g->reduced_strides[d];
-      if (++idx[d] < g->reduced_dims[d]) break;
-      off -= g->reduced_strides[d] * g->reduced_dims[d];
-      idx[d] = 0;
-    }
+    next_reduced_row(g, idx, &off);
   }
   if (g->op == SEAMLESS_REDUCE_MEAN) acc /= (double)per;
   if (g->op == SEAMLESS_REDUCE_L2) acc = sqrt(acc);
@@ -583,12 +589,7 @@ static float extreme_one(const SeamlessReduceArgs* g, const float* x, int64_t pe
   float r = x[0];
   for (int64_t rows = per / n; rows > 0; rows--) {
     for (int64_t i = 0; i < n; i++) r = keep_extreme(r, x[off + i * s], greater);
-    for (int d = last - 1; d >= 0; d--) {
-      off += g->reduced_strides[d];
-      if (++idx[d] < g->reduced_dims[d]) break;
-      off -= g->reduced_strides[d] * g->reduced_dims[d];
-      idx[d] = 0;
-    }
+    next_reduced_row(g, idx, &off);
   }
   return r;
 }
