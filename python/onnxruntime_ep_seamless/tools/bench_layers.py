@@ -148,24 +148,25 @@ def _replay_times(path, feeds, layers, rounds, runs, profile):
             sess.run_with_iobinding(binding)
         return sess, binding, kept
 
-    def replays(sess, binding, apart=False):  # apart: each replay waited for (the profile's steps)
+    def replays(bound, apart=False):  # bound: session()'s (its inputs alive); apart: each replay waited for
+        sess, binding, _ = bound
         for _ in range(runs):
             sess.run_with_iobinding(binding)
             if apart:
                 binding.synchronize_outputs()
         binding.synchronize_outputs()
 
-    sess, binding, kept = session()
+    bound = session()
     times = []
     for _ in range(rounds):
         start = time.perf_counter()
-        replays(sess, binding)
+        replays(bound)
         times.append((time.perf_counter() - start) / runs / layers * 1e6)
-    del sess, binding, kept
+    del bound
     kernels = None
     if profile:  # a session of its own: CUPTI sees no kernel of a graph captured before profiling began
         from .bench_gpu import kernel_profile
-        kernels = kernel_profile(lambda: replays(*session()[:2], apart=True), runs)
+        kernels = kernel_profile(lambda: replays(session(), apart=True), runs)
         for k in (kernels.get("in_place") or {}).get("by_kernel", []):  # a replay's layers: per layer
             k["us_per_layer"] = round(k.pop("us_per_step") / layers, 2)
     return times, kernels
