@@ -59,6 +59,20 @@ def run_ours(model, feeds, runs: int = 1):
     return [sess.run(None, feeds) for _ in range(runs)]
 
 
+def assert_native_without_python_steps(model, feeds, capfd):
+    """From its OUR_RUNS-th run the binding is answered in C with no node run by its Python kernel (log_partition=1
+    names any op that would be such a Python step)."""
+    from onnxruntime_ep_seamless.runtime.native import NATIVES
+    sess = ep_session(model, log_partition="1")
+    for _ in range(OUR_RUNS - 1):  # the Python plan's run, then the recording
+        sess.run(None, feeds)
+    before = NATIVES["cpu"].lib.seamless_native_runs()
+    sess.run(None, feeds)
+    assert NATIVES["cpu"].lib.seamless_native_runs() > before, "the third run was not answered in C"
+    err = capfd.readouterr().err
+    assert "Python step" not in err and "runs through Python" not in err, err
+
+
 def assert_close(ours, ref, rtol, atol, name="output"):
     ours, ref = np.asarray(ours), np.asarray(ref)
     assert ours.dtype == ref.dtype, f"{name}: dtype {ours.dtype} != stock {ref.dtype}"

@@ -218,14 +218,5 @@ def test_gated_delta_net_errors(case, error):
 def test_gated_delta_net_is_native(case, capfd):
     """GatedDeltaNet's uniform float32 exports (the builder's Qwen3.5 one among them) as native steps (its gates, the
     query/key norms, the state transposed, LinearAttention's recurrence): no Python step from the third run on."""
-    from onnxruntime_ep_seamless.runtime.native import NATIVES
-    from parity import ep_session
-    model, feeds = gated_delta_net(**case)
-    sess = ep_session(model, log_partition="1")
-    for _ in range(2):
-        sess.run(None, feeds)
-    before = NATIVES["cpu"].lib.seamless_native_runs()
-    sess.run(None, feeds)
-    assert NATIVES["cpu"].lib.seamless_native_runs() > before
-    err = capfd.readouterr().err
-    assert "Python step" not in err and "runs through Python" not in err, err
+    from parity import assert_native_without_python_steps
+    assert_native_without_python_steps(*gated_delta_net(**case), capfd)

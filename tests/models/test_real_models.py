@@ -37,8 +37,7 @@ def test_runs_as_a_native_program_without_python_steps(name, capfd):
     RotaryEmbedding, GatherND, Cos and Sin of the torch exports; Magika's GlobalMaxPool, ReduceMax and Gemm): from its
     third run a binding is answered in C with no node run by its Python kernel (log_partition=1 names any op that
     would be such a Python step)."""
-    from onnxruntime_ep_seamless.runtime.native import NATIVES
-    from parity import ep_session
+    from parity import assert_native_without_python_steps
     if name == "magika":
         from models.test_magika import features, samples
         path, feeds = material.magika_dir() / "model.onnx", {"bytes": features(samples())}
@@ -55,14 +54,7 @@ def test_runs_as_a_native_program_without_python_steps(name, capfd):
     else:
         path = material.light_model(name)[0]
         feeds = _light_cnn_feeds(onnx.load(str(path)))
-    sess = ep_session(str(path), log_partition="1")
-    for _ in range(2):  # the Python plan's run, then the recording
-        sess.run(None, feeds)
-    before = NATIVES["cpu"].lib.seamless_native_runs()
-    sess.run(None, feeds)
-    assert NATIVES["cpu"].lib.seamless_native_runs() > before, "the third run was not answered in C"
-    err = capfd.readouterr().err
-    assert "Python step" not in err and "runs through Python" not in err, err
+    assert_native_without_python_steps(str(path), feeds, capfd)
 
 
 # export -> (rtol, atol) of the last hidden state (values of magnitude ~1, 6 layers):
