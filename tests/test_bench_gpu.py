@@ -74,14 +74,38 @@ def test_growing_loops_on_the_cpu_and_the_device_loops_guard():
     if not path.exists():
         pytest.skip(f"{path} not prepared (python tests/material.py)")
     sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    r = _growing_rounds(sess, str(path.parent), False, False, False, 3, 4, 2)
+    r = _growing_rounds(sess, str(path.parent), False, False, False, 1, 3, 4, 2)
     assert len(r["step"]) == len(r["prompt"]) == 2 and len(r["tokens"]) == 4 and all(0 <= t < 1024 for t in r["tokens"])
     assert all(0 < run <= step for run, step in zip(r["run"], r["step"]))  # the run call is part of a step
     assert r["prompt_lengths"] == [4, 4]
     # --new-prompt-lengths: each round's prompt a token shorter, a length the session has not seen
-    assert _growing_rounds(sess, str(path.parent), False, False, True, 3, 4, 3)["prompt_lengths"] == [4, 3, 2]
+    assert _growing_rounds(sess, str(path.parent), False, False, True, 1, 3, 4, 3)["prompt_lengths"] == [4, 3, 2]
     with pytest.raises(RuntimeError, match="came back in host memory"):
-        _growing_rounds(sess, str(path.parent), False, True, False, 3, 4, 1)
+        _growing_rounds(sess, str(path.parent), False, True, False, 1, 3, 4, 1)
+
+
+def test_growing_loop_decodes_a_batch_as_its_sequences_alone(monkeypatch):
+    """--batch 3: three prompts decoded at once give each sequence the tokens it gets decoded alone (stock ORT's
+    CPU EP, float32; the device-token path reads next_token's rows the same way)."""
+    import onnxruntime as ort
+    from onnxruntime_ep_seamless.tools import bench_gpu
+    path = material.genai_small_dir("fp32", "cpu") / "model.onnx"
+    if not path.exists():
+        pytest.skip(f"{path} not prepared (python tests/material.py)")
+    sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    prompts = np.random.default_rng(5).integers(0, 1000, (3, 6))
+    decode = lambda batch: bench_gpu._growing_rounds(sess, str(path.parent), False, False, False, len(batch), 5, 6, 1)
+    monkeypatch.setattr(bench_gpu, "bench_prompts", lambda *a, **k: iter([prompts]))
+    together = decode(prompts)["tokens"]
+    assert len(together) == 3 and all(len(row) == 6 for row in together)
+    for row, alone in zip(prompts, together):
+        monkeypatch.setattr(bench_gpu, "bench_prompts", lambda *a, **k: iter([row[None]]))
+        assert decode(row[None])["tokens"] == alone
+    assert len({tuple(row) for row in together}) > 1  # the rows are not one sequence's tokens repeated
+    logits = np.zeros((2, 3, 5), np.float32)
+    logits[0, -1, 4], logits[1, -1, 1], logits[1, 0, 2] = 1, 1, 9
+    assert bench_gpu.last_tokens(logits, False) == [4, 1]
+    assert bench_gpu.last_tokens(np.array([[[7], [2]], [[3], [8]]]), True) == [2, 8]
 
 
 @pytest.mark.filterwarnings("ignore:.*past_key_values.*:FutureWarning")  # transformers renames it; both work
@@ -146,6 +170,29 @@ def test_compare_runs_one_loop_given_a_mode(monkeypatch):
     assert modes == ["graph"] * 4 and list(summary["runs"]) == ["ours, enable_cuda_graph=1 (level B)",
                                                                 "ORT CUDA EP, enable_cuda_graph=1"]
     assert summary["speedups"] == {"level B / ORT graph (same loop)": 1.5}
+
+
+def test_compare_with_a_batch_hands_it_to_the_loops_that_decode_one(monkeypatch):
+    """--batch 4: every configuration but the C loop's and PyTorch's gets --batch 4, and tokens/s counts the
+    four sequences' tokens of a step."""
+    import json
+    import subprocess
+    from onnxruntime_ep_seamless.tools import bench_gpu
+    cmds = []
+
+    def fake_run(cmd, **kwargs):
+        cmds.append(cmd)
+        return subprocess.CompletedProcess(cmd, 0, json.dumps({"ms_per_token": 2.0, "tokens_per_s": 2e3, "batch": 4,
+                                                                "onnxruntime": "x"}) + "\n", "")
+
+    monkeypatch.setattr(bench_gpu.subprocess, "run", fake_run)
+    summary = bench_gpu.compare("m", 8, 4, 1, None, None, torch_checkpoint="ck", token="device", batch=4)
+    loops = [cmd[cmd.index("--mode") + 1] for cmd in cmds]
+    assert "growing-c" not in loops and sorted(set(loops)) == ["graph", "growing", "growing-device"]
+    assert all(cmd[cmd.index("--batch") + 1] == "4" and "torch" not in cmd for cmd in cmds)
+    assert summary["batch"] == 4 and all(r["tokens_per_s"] == 2e3 for r in summary["runs"].values())
+    with pytest.raises(SystemExit, match="decodes one sequence"):
+        bench_gpu.compare("m", 8, 4, 1, None, None, token="device", batch=4, modes=["growing-c"])
 
 
 def test_compare_with_new_prompt_lengths_runs_the_loops_that_take_them(monkeypatch):
@@ -243,7 +290,7 @@ def test_the_c_decode_loop_gives_the_python_loops_tokens():
     so = ort.SessionOptions()
     so.add_session_config_entry("session.model_external_initializers_file_folder_path", str(folder))
     sess = ort.InferenceSession(with_device_argmax(str(folder / "model.onnx")), so, providers=["CPUExecutionProvider"])
-    python = _growing_rounds(sess, str(folder), True, False, False, 5, 4, 2)
+    python = _growing_rounds(sess, str(folder), True, False, False, 1, 5, 4, 2)
     prompts = list(itertools.islice(bench_prompts(4), 2))  # _growing_rounds'
     ours = host_decode(str(folder), "SeamlessCPUExecutionProvider", {}, {"session.disable_cpu_ep_fallback": "1"},
                        prompts, 5, kv_on_device=False, variant="cpu")

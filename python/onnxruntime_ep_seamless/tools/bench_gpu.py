@@ -16,8 +16,9 @@ Both peers run the same loop, a prompt then greedy decode steps, in one of four 
   uncaptured (run option gpu_graph_id=-1), each decode step replays the captured graph.
 The next token (`token`): `host`, the argmax of the logits copied to the host (`greedy_token`); or
 `device`, an ArgMax node appended to the model (`with_device_argmax`: the EP under test runs it) so a
-step copies one int64 to the host, as PyTorch's loop and onnxruntime-genai's do.
-ms/token is the median decode-step time of a round, then the median over rounds; run_ms_per_token the
+step copies one int64 to the host, as PyTorch's loop and onnxruntime-genai's do. `batch` sequences (one prompt
+length) decode at once in every loop but the C one's and PyTorch's; a step then gives a token of each.
+ms/token is the median decode-step time of a round, then the median over rounds (tokens/s: batch / that); run_ms_per_token the
 same of the session's run call alone (the rest of a step is the loop's bindings, feeds and token read),
 prompt_ms the prompt's step (its run and its token: the time to the first token), session_s the time to create
 the session (every loop but the C one, whose session C creates), and for ours in graph
@@ -90,13 +91,26 @@ def greedy_token(logits: np.ndarray) -> int:
     return int(np.argmax(bits ^ ((bits >> 15) & np.int16(0x7FFF))))
 
 
-def bench_prompts(length: int, new_lengths: bool = False):
-    """The prompts the loops decode, round after round (every peer and loop the same token ids); with new_lengths
-    each one token shorter than the last (down to 1), so that no round's prompt length was seen before."""
+def bench_prompts(length: int, new_lengths: bool = False, batch: int = 1):
+    """The prompts the loops decode, round after round, `batch` sequences of one length each (every peer and loop
+    the same token ids); with new_lengths each one token shorter than the last (down to 1), so that no round's
+    prompt length was seen before."""
     rng = np.random.default_rng(0)
     while True:
-        yield rng.integers(0, 1000, (1, length)).astype(np.int64)
+        yield rng.integers(0, 1000, (batch, length)).astype(np.int64)
         length = max(1, length - new_lengths)
+
+
+def last_tokens(out: np.ndarray, device_token: bool) -> list[int]:
+    """Each sequence's next token from a step's first output: next_token [batch, n, 1] (device_token), or the
+    logits [batch, n, vocab] (the argmax of each sequence's last row)."""
+    return [int(t) for t in out[:, -1, 0]] if device_token else [greedy_token(row) for row in out[:, -1]]
+
+
+def by_sequence(steps: list) -> list:
+    """A loop's tokens, a list per step of every sequence's token, as a list per sequence (batch 1: one flat list)."""
+    rows = [list(r) for r in zip(*steps)]
+    return rows[0] if len(rows) == 1 else rows
 
 
 def _kv_layout(sess, model_dir: str):
@@ -107,10 +121,13 @@ def _kv_layout(sess, model_dir: str):
 
 
 def run_one(model_dir: str, ep: str, steps: int, prompt: int, rounds: int, mode: str = "growing",
-            capture: str = "auto", profile: bool = False, token: str = "host", new_lengths: bool = False) -> dict:
+            capture: str = "auto", profile: bool = False, token: str = "host", new_lengths: bool = False,
+            batch: int = 1) -> dict:
     import onnxruntime as ort
     if new_lengths and mode not in ("growing", "growing-device"):
         raise SystemExit("--new-prompt-lengths: the growing and growing-device loops only")
+    if batch < 1 or (batch > 1 and mode == "growing-c"):
+        raise SystemExit("--batch: 1 or more sequences, and the C loop (growing-c) decodes one")
     if mode == "growing-c":
         if token != "device" or profile:
             raise SystemExit("--mode growing-c reads each token from the model's next_token and runs no profile: "
@@ -124,8 +141,9 @@ def run_one(model_dir: str, ep: str, steps: int, prompt: int, rounds: int, mode:
         if ep == "seamless":
             facts["capture"] = "enable_cuda_graph=1" if mode == "graph" else capture
         device_token = token == "device"
-        loop_of = lambda s: functools.partial(_graph_rounds, s, model_dir, ep, device_token) if mode == "graph" \
-            else functools.partial(_growing_rounds, s, model_dir, device_token, mode == "growing-device", new_lengths)
+        loop_of = lambda s: functools.partial(_graph_rounds, s, model_dir, ep, device_token, batch) if mode == "graph" \
+            else functools.partial(_growing_rounds, s, model_dir, device_token, mode == "growing-device", new_lengths,
+                                   batch)
         r = loop_of(sess)(steps, prompt, rounds)
     facts["token"] = token
     facts["tokens"] = r["tokens"]  # the last round's
@@ -142,9 +160,10 @@ def run_one(model_dir: str, ep: str, steps: int, prompt: int, rounds: int, mode:
     if profile:
         again, _ = _session(model_dir, ep, graph=mode == "graph", capture=capture, token=token)
         facts["kernels"] = kernel_profile(lambda: loop_of(again)(steps, prompt, 1), steps)
-    ms = statistics.median(r["step"]) * 1e3
-    return {"ep": ep, "mode": mode, "model": model_dir, "ms_per_token": ms, "tokens_per_s": 1e3 / ms,
-            "steps": steps, "prompt": prompt, "rounds": rounds, "onnxruntime": ort.__version__, **facts}
+    ms = statistics.median(r["step"]) * 1e3  # a step: one token of every sequence
+    return {"ep": ep, "mode": mode, "model": model_dir, "ms_per_token": ms, "tokens_per_s": batch * 1e3 / ms,
+            "batch": batch, "steps": steps, "prompt": prompt, "rounds": rounds, "onnxruntime": ort.__version__,
+            **facts}
 
 
 def kernel_profile(generate, steps: int, top: int = 25) -> dict:
@@ -226,38 +245,37 @@ def kernel_shapes(events: list, steps: int, top: int = 25) -> list:
              "per_step": round(n / steps, 2), "us_per_launch": round(us / n, 2)} for us, n, (name, grid, block) in rows]
 
 
-def _growing_rounds(sess, model_dir, device_token, on_device, new_lengths, steps, prompt, rounds):
+def _growing_rounds(sess, model_dir, device_token, on_device, new_lengths, batch, steps, prompt, rounds):
     past, dtype, heads, head_size = _kv_layout(sess, model_dir)
     # the first fetched output gives the token: the logits (host argmax) or next_token (not the logits then)
     outs = [o.name for o in sess.get_outputs() if o.name.startswith("present")]
     outs = ["next_token" if device_token else "logits"] + outs
-    token_of = (lambda out: int(out[0, -1, 0])) if device_token else (lambda out: greedy_token(out[0, -1]))
     run_times = []
     run, host = (functools.partial(_run_on_device, sess, outs, run_times), lambda out: out.numpy()) if on_device \
         else (functools.partial(_timed, run_times, sess.run, outs), lambda out: out)
-    prompts = bench_prompts(prompt, new_lengths)
+    prompts = bench_prompts(prompt, new_lengths, batch)
     r = {"step": [], "run": [], "prompt": [], "prompt_lengths": []}  # seconds: a round's median step, run call; its
     for _ in range(rounds):  # prompt's step
-        kv = {i.name: np.zeros((1, heads, 0, head_size), dtype) for i in past}
+        kv = {i.name: np.zeros((batch, heads, 0, head_size), dtype) for i in past}
         ids = next(prompts)
         total, times, tokens = ids.shape[1], [], []
         r["prompt_lengths"].append(total)
         run_times.clear()
         for step in range(steps + 1):
-            feeds = {"input_ids": ids, "attention_mask": np.ones((1, total), np.int64), **kv}
+            feeds = {"input_ids": ids, "attention_mask": np.ones((batch, total), np.int64), **kv}
             t0 = time.perf_counter()
             res = run(feeds)
-            tokens.append(token_of(host(res[0])))
+            tokens.append(last_tokens(host(res[0]), device_token))
             (times if step else r["prompt"]).append(time.perf_counter() - t0)  # step 0 is the prompt
             if not step and on_device and res[1].device_name().lower() == "cpu":
                 raise RuntimeError(f"{outs[1]} came back in host memory: the growing-device loop would time host "
                                    "copies of the KV cache")
             kv = {n.replace("present", "past_key_values"): v for n, v in zip(outs[1:], res[1:])}
-            ids = np.array([tokens[-1:]], np.int64)
+            ids = np.array(tokens[-1], np.int64).reshape(batch, 1)
             total += 1
         r["step"].append(statistics.median(times))
         r["run"].append(statistics.median(run_times[1:]))  # [0]: the prompt
-    return dict(r, tokens=tokens)  # the last round's tokens
+    return dict(r, tokens=by_sequence(tokens))  # the last round's tokens
 
 
 def _growing_c_rounds(model_dir: str, ep: str, capture: str, steps: int, prompt: int, rounds: int) -> dict:
@@ -353,35 +371,35 @@ def _run_on_device(sess, outs, run_times, feeds):
     return b.get_outputs()
 
 
-def _graph_rounds(sess, model_dir, ep, device_token, steps, prompt, rounds):
+def _graph_rounds(sess, model_dir, ep, device_token, batch, steps, prompt, rounds):
     import onnxruntime as ort
     past, dtype, heads, head_size = _kv_layout(sess, model_dir)
     max_len = prompt + steps + 1
     if ep == "seamless":
         import onnxruntime_ep_seamless as seamless
         memory = seamless.get_devices("cuda")[0].memory_info(ort.OrtDeviceMemoryType.DEFAULT)
-        gpu = lambda a: _filled(ort.OrtValue.ortvalue_from_shape_and_type(a.shape, a.dtype, memory_info=memory), a)
+        empty = lambda shape, dtype: ort.OrtValue.ortvalue_from_shape_and_type(shape, dtype, memory_info=memory)
     else:
-        gpu = lambda a: ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(a), "cuda", 0)
-    kv = {i.name: gpu(np.zeros((1, heads, max_len, head_size), dtype)) for i in past}
+        empty = lambda shape, dtype: ort.OrtValue.ortvalue_from_shape_and_type(shape, dtype, "cuda", 0)
+    gpu = lambda a: _filled(empty(a.shape, a.dtype), a)
+    kv = {i.name: gpu(np.zeros((batch, heads, max_len, head_size), dtype)) for i in past}
     vocab = sess.get_outputs()[0].shape[-1]
     logits_dtype = np.float16 if "float16" in sess.get_outputs()[0].type else np.float32
 
-    token_buffer = lambda n: gpu(np.zeros((1, n, 1), np.int64)) if device_token else None
-    token_of = (lambda out: int(out[1].numpy()[0, -1, 0])) if device_token else \
-        (lambda out: greedy_token(out[0].numpy()[0, -1]))  # out: (logits, next_token)
+    # outputs the EP writes whole: left unfilled (a long prompt's logits are gigabytes)
+    outputs = lambda n: (empty((batch, n, vocab), logits_dtype), empty((batch, n, 1), np.int64) if device_token else None)
+    token_of = lambda out: last_tokens(out[1 if device_token else 0].numpy(), device_token)  # out: (logits, next_token)
     binding = functools.partial(shared_kv_binding, sess, kv)
     uncaptured, replayed = ort.RunOptions(), ort.RunOptions()
     uncaptured.add_run_config_entry("gpu_graph_id", "-1")
-    step_ids, step_mask = gpu(np.zeros((1, 1), np.int64)), gpu(np.zeros((1, max_len), np.int64))
-    step_out = gpu(np.zeros((1, 1, vocab), logits_dtype)), token_buffer(1)
+    step_ids, step_mask = gpu(np.zeros((batch, 1), np.int64)), gpu(np.zeros((batch, max_len), np.int64))
+    step_out = outputs(1)
     step = binding(step_ids, step_mask, *step_out)  # the same addresses every step: the graph's
-    prompts = bench_prompts(prompt)
+    prompts = bench_prompts(prompt, batch=batch)
 
     def decode_round(r):  # r: seconds, a round's median step and run call, and its prompt's step
-        prompt_out = gpu(np.zeros((1, prompt, vocab), logits_dtype)), token_buffer(prompt)
-        prompt_binding = binding(gpu(next(prompts)),
-                                 gpu(np.ones((1, prompt), np.int64)), *prompt_out)
+        prompt_out = outputs(prompt)
+        prompt_binding = binding(gpu(next(prompts)), gpu(np.ones((batch, prompt), np.int64)), *prompt_out)
         t0 = time.perf_counter()
         sess.run_with_iobinding(prompt_binding, uncaptured)
         tokens, total, times, run_times = [token_of(prompt_out)], prompt, [], []
@@ -389,14 +407,14 @@ def _graph_rounds(sess, model_dir, ep, device_token, steps, prompt, rounds):
         for _ in range(steps):
             total += 1
             t0 = time.perf_counter()
-            step_ids.update_inplace(np.array([tokens[-1:]], np.int64))
-            step_mask.update_inplace((np.arange(max_len) < total).astype(np.int64).reshape(1, -1))
+            step_ids.update_inplace(np.array(tokens[-1], np.int64).reshape(batch, 1))
+            step_mask.update_inplace(np.broadcast_to(np.arange(max_len) < total, (batch, max_len)).astype(np.int64))
             _timed(run_times, sess.run_with_iobinding, step, replayed)
             tokens.append(token_of(step_out))
             times.append(time.perf_counter() - t0)
         r["step"].append(statistics.median(times))
         r["run"].append(statistics.median(run_times))
-        return tokens
+        return by_sequence(tokens)
 
     r = {"step": [], "run": [], "prompt": []}
     for _ in range(rounds):
@@ -482,7 +500,7 @@ CONFIGS = [
 def compare(model_dir: str, steps: int, prompt: int, rounds: int, peer_pythonpath: str | None,
             json_path: str | None, torch_checkpoint: str | None = None, chart_path: str | None = None,
             processes: int = 1, modes: list | None = None, token: str = "host", new_lengths: bool = False,
-            profile: bool = False) -> dict:
+            profile: bool = False, batch: int = 1) -> dict:
     """Every configuration in CONFIGS (and PyTorch eager given the checkpoint the model was built
     from), or those of the loops in `modes`, each in its own process, `processes` times in turn (the
     host's speed varies between processes): a configuration's ms/token is the median of its
@@ -492,16 +510,18 @@ def compare(model_dir: str, steps: int, prompt: int, rounds: int, peer_pythonpat
     samples: dict[str, list] = {}
     configs = CONFIGS + ([("PyTorch eager", "torch", "growing", None)] if torch_checkpoint else [])
     configs = [c for c in configs if (not modes or c[2] in modes) and (c[2] != "growing-c" or token == "device")
-               and (not new_lengths or c[2] in ("growing", "growing-device"))]  # run_one's loops with new lengths
+               and (not new_lengths or c[2] in ("growing", "growing-device"))  # run_one's loops with new lengths
+               and (batch == 1 or c[1] != "torch" and c[2] != "growing-c")]  # the loops that decode a batch
     if not configs:
-        raise SystemExit("--mode growing-c reads each token from the model's next_token: give --token device")
+        raise SystemExit("no configuration runs these options: --mode growing-c reads each token from the model's "
+                         "next_token (give --token device) and decodes one sequence (no --batch)")
     for label, ep, loop, capture in configs * processes:
         env = dict(os.environ)
         if ep == "ort-cuda" and peer_pythonpath:
             env["PYTHONPATH"] = peer_pythonpath + os.pathsep + env.get("PYTHONPATH", "")
         cmd = [sys.executable, "-m", "onnxruntime_ep_seamless", "bench", "decode-gpu", model_dir, "--ep", ep,
                "--steps", str(steps), "--prefill", str(prompt), "--decode-rounds", str(rounds), "--mode", loop,
-               "--token", token, "--json", "-"] + (["--capture", capture] if capture else []) + \
+               "--token", token, "--batch", str(batch), "--json", "-"] + (["--capture", capture] if capture else []) + \
             (["--torch-checkpoint", torch_checkpoint] if ep == "torch" else []) + \
             (["--new-prompt-lengths"] if new_lengths and ep != "torch" else []) + \
             (["--profile"] if profile and ep != "torch" and loop != "growing-c" else [])
@@ -512,7 +532,7 @@ def compare(model_dir: str, steps: int, prompt: int, rounds: int, peer_pythonpat
     runs = {}
     for label, results in samples.items():
         median = statistics.median(r["ms_per_token"] for r in results)
-        runs[label] = dict(results[0], ms_per_token=median, tokens_per_s=1e3 / median,
+        runs[label] = dict(results[0], ms_per_token=median, tokens_per_s=results[0].get("batch", 1) * 1e3 / median,
                            ms_per_token_by_process=[r["ms_per_token"] for r in results])
         for key in ("run_ms_per_token", "prompt_ms", "gpu_ms_per_token", "session_s"):  # the ONNX loops' (the run call
             # alone; the prompt's step; creating the session) and ours in graph mode (a replay's GPU time)
@@ -537,10 +557,13 @@ def compare(model_dir: str, steps: int, prompt: int, rounds: int, peer_pythonpat
         ratios["level B / ORT graph, the run call alone"] = (runs[ort_graph]["run_ms_per_token"]
                                                              / runs[ours_b]["run_ms_per_token"])
     ort = next(runs[label] for label in (ort_eager, ort_graph, ort_eager_gpu) if label in runs)
-    summary = {"model": model_dir, "steps": steps, "prompt": prompt, "rounds": rounds, "processes": processes,
+    summary = {"model": model_dir, "batch": batch, "steps": steps, "prompt": prompt, "rounds": rounds,
+               "processes": processes,
                "token": token, "new_prompt_lengths": new_lengths, "onnxruntime_gpu": ort["onnxruntime"], "speedups": ratios, "runs": runs}
     name = os.path.basename(model_dir.rstrip("/"))
-    print(f"decode on GPU, {name}: {steps} steps after a {prompt}-token prompt, the next token chosen on the {token}, "
+    print(f"decode on GPU, {name}: {steps} steps after a {prompt}-token prompt"
+          + (f", {batch} sequences at once (ms/token: a step's time)" if batch > 1 else "")
+          + f", the next token chosen on the {token}, "
           f"median of {rounds} rounds" + (f" and of {processes} processes each" if processes > 1 else ""))
     for label, r in runs.items():
         gpu = f"; GPU {r['gpu_ms_per_token']:.3f}" if "gpu_ms_per_token" in r else ""

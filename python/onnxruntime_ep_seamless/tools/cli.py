@@ -276,9 +276,12 @@ def cmd_bench_gpu(args) -> int:
             pyplot("bench decode-gpu --chart")
         compare(args.model_dir, args.steps, args.prefill, args.decode_rounds, args.peer_pythonpath, args.json,
                 args.torch_checkpoint, args.chart, args.processes, args.mode, args.token, args.new_prompt_lengths,
-                args.profile)
+                args.profile, args.batch)
         return 0
     if args.ep == "torch":
+        if args.batch != 1:
+            print("--ep torch decodes one sequence: leave out --batch", file=sys.stderr)
+            return 2
         if not args.torch_checkpoint:
             print("--ep torch needs --torch-checkpoint DIR (the checkpoint the model was built from)", file=sys.stderr)
             return 2
@@ -290,7 +293,7 @@ def cmd_bench_gpu(args) -> int:
             return 2
         result = run_one(args.model_dir, args.ep, args.steps, args.prefill, args.decode_rounds,
                          args.mode[0] if args.mode else "growing",
-                         args.capture, args.profile, args.token, args.new_prompt_lengths)
+                         args.capture, args.profile, args.token, args.new_prompt_lengths, args.batch)
     print(json.dumps(result) if args.json == "-" else result)
     if args.json and args.json != "-":
         with open(args.json, "w") as f:
@@ -447,6 +450,9 @@ def _add_decode_options(sub) -> None:
                    help="decode, and decode-gpu's growing and growing-device loops: each round's prompt one token "
                         "shorter than the last (from --prefill), so the prompt's time is the time to the first token of "
                         "a prompt length the session has not seen; each round's is in the JSON")
+    p.add_argument("--batch", type=int, default=1,
+                   help="decode-gpu: sequences decoded at once (every loop but growing-c and PyTorch's), each with the "
+                        "prompt length of --prefill; ms/token is then a step's time, tokens/s counts every sequence's")
     p.add_argument("--chart", metavar="PNG", help="decode-gpu --ep both: a bar chart of tokens/s (needs matplotlib)")
     p.add_argument("--torch-checkpoint", metavar="DIR",
                    help="decode-gpu: the Hugging Face checkpoint the model was built from; adds PyTorch eager as a peer")
