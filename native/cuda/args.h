@@ -12,6 +12,8 @@
 #define LINEAR_TC_CHUNKS 4    /* matmul.cu linear_tc: chunks of 32 k a warp takes at most */
 #define LINEAR_ROW_PASSES 5   /* matmul.cu linear_row: passes over k at most (its activations' registers: 8 took 60) */
 #define NBITS_COLUMNS 8       /* quantization.cu: warps, and output columns, a block */
+#define NBITS_ROWS 8          /* quantization.cu matmul_nbits4_rows: rows of activations a block (a batch's decode step) */
+#define NBITS_GEMV_ROWS 16    /* 4-bit products of at most this many rows take the GEMVs, past SMALL_ROWS by NBITS_ROWS */
 #define TILE_CHUNK 608        /* quantization.cu nbits4_tiles: bytes of a chunk of one matrix in its layout */
 #define TILE_WARPS 4          /* ... warps a block */
 #define TILE_SLOT 4864        /* ... bytes of a ring slot: 8 chunks of one matrix, 4 of two */

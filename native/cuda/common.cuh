@@ -116,6 +116,17 @@ __device__ __forceinline__ void nibble_dot8(uint32_t word, float offset, const f
   }
 }
 
+// The 8 weights of nibble_dot8, w[j] = q_j - zero (offset = 2^23 + zero), made once for several rows' dots: the
+// same values in the same order (x[j] * w[j], j = 0..7, is nibble_dot8's sum term by term).
+__device__ __forceinline__ void nibbles8(uint32_t word, float offset, float* w) {
+  const uint32_t even = word & 0x0F0F0F0Fu, odd = (word >> 4) & 0x0F0F0F0Fu;
+#pragma unroll
+  for (int j = 0; j < 4; j++) {
+    w[2 * j] = __uint_as_float(__byte_perm(even, 0x4B000000u, 0x7440 + j)) - offset;
+    w[2 * j + 1] = __uint_as_float(__byte_perm(odd, 0x4B000000u, 0x7440 + j)) - offset;
+  }
+}
+
 // Eight float32 values stored with one 16-byte store (two for float32), rounded to the type; p 16-byte aligned.
 __device__ __forceinline__ void store8(float* p, const float* x) {
   ((float4*)p)[0] = make_float4(x[0], x[1], x[2], x[3]);

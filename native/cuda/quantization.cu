@@ -151,6 +151,99 @@ __device__ void matmul_nbits4_x32(const T* a, const uint8_t* b0, const T* s0, co
   st(y + (int64_t)m * p.n + n, v);
 }
 
+// The 4-bit x32 kernel for 2 to NBITS_ROWS rows of activations a block (a batch's decode step): each pass's
+// weights dequantized once (nibbles8) and dotted with every row, so a block reads them once for all its rows
+// (a block a row read them once a row, and the prompt's path dequantizes the whole matrix every run): the one-row
+// kernel's arithmetic (weights never rounded, float32 sums). On the H200 (docs/benchmarks/gpu.md, session 44) a
+// 16-row step of the Llama-3.2-1B shape took 4.9 ms of GPU time (7.1 with the prompt's path): at 16 FMAs a weight
+// a lane it is compute-bound; tensor cores are the next step.
+template <typename T, int W>
+__device__ void matmul_nbits4_rows(const T* a, const uint8_t* b0, const T* s0, const uint8_t* z0, const uint8_t* b1,
+                                   const T* s1, const uint8_t* z1, const T* bias, T* y, NBits p) {
+  __shared__ float part[NBITS_COLUMNS][NBITS_ROWS][W];
+  int block_shift = __ffs(p.block) - 1, split_shift = __ffs(p.split) - 1;
+  int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, cols = NBITS_COLUMNS >> split_shift;
+  int col_blocks = (p.n + cols - 1) / cols;
+  int row_block = blockIdx.x / col_blocks, slice = warp & (p.split - 1);
+  int n = (blockIdx.x - row_block * col_blocks) * cols + (warp >> split_shift);
+  int m0 = row_block * NBITS_ROWS, rows = min(NBITS_ROWS, p.m - m0);
+  const uint8_t* b[2] = {b0, b1};
+  const T* scales[2] = {s0, s1};
+  const uint8_t* zp[2] = {z0, z1};
+  float acc[NBITS_ROWS][W] = {};
+  int blocks = (p.k + p.block - 1) >> block_shift;
+  int64_t column = (int64_t)n * blocks * (p.block / 2);
+  const int first = (lane + 32 * slice) * 32, stride = 32 * 32 * p.split;
+  uint4 packed[W];
+  float zero[W], scale[W];
+  auto constants = [&](int k0) {
+    if (k0 >= p.k) return;
+    int blk = k0 >> block_shift;
+#pragma unroll
+    for (int w = 0; w < W; w++) {
+      packed[w] = __ldcs((const uint4*)(b[w] + column + k0 / 2));
+      zero[w] = (float)zero_point(zp[w], n, blk, blocks, 4);
+      scale[w] = ld(scales[w] + (int64_t)n * blocks + blk);
+    }
+  };
+  if (n < p.n) constants(first);  // constants: before waiting for the kernel before
+  wait_for_previous();
+  const T* rows_a = a + (int64_t)m0 * p.k;
+  if (n < p.n) {
+    for (int k0 = first; k0 < p.k; k0 += stride) {
+      float dot[NBITS_ROWS][W] = {};
+#pragma unroll
+      for (int q = 0; q < 4; q++) {
+        float wq[W][8];
+#pragma unroll
+        for (int w = 0; w < W; w++) nibbles8(((const uint32_t*)&packed[w])[q], 8388608.0f + zero[w], wq[w]);
+#pragma unroll
+        for (int r = 0; r < NBITS_ROWS; r++) {
+          if (r >= rows) break;
+          float x[8];
+          load8(rows_a + (int64_t)r * p.k + k0 + 8 * q, x);
+#pragma unroll
+          for (int w = 0; w < W; w++)
+#pragma unroll
+            for (int j = 0; j < 8; j++) dot[r][w] += x[j] * wq[w][j];
+        }
+      }
+#pragma unroll
+      for (int r = 0; r < NBITS_ROWS; r++)
+#pragma unroll
+        for (int w = 0; w < W; w++) acc[r][w] += dot[r][w] * scale[w];
+      constants(k0 + stride);
+    }
+#pragma unroll
+    for (int r = 0; r < NBITS_ROWS; r++)
+#pragma unroll
+      for (int w = 0; w < W; w++)
+        for (int off = 16; off > 0; off >>= 1) acc[r][w] += __shfl_xor_sync(0xffffffff, acc[r][w], off);
+  }
+  if (p.split > 1) {  // the column's warps add up their parts, in warp order
+    if (lane == 0)
+      for (int r = 0; r < rows; r++)
+        for (int w = 0; w < W; w++) part[warp][r][w] = acc[r][w];
+    __syncthreads();
+    if (slice) return;
+#pragma unroll
+    for (int r = 0; r < NBITS_ROWS; r++) {
+      if (r >= rows) break;
+      for (int w = 0; w < W; w++) {
+        acc[r][w] = part[warp][r][w];
+        for (int s = 1; s < p.split; s++) acc[r][w] += part[warp + s][r][w];
+      }
+    }
+  }
+  if (lane || n >= p.n) return;
+#pragma unroll
+  for (int r = 0; r < NBITS_ROWS; r++) {
+    if (r >= rows) break;
+    float v = W == 2 ? acc[r][0] / (1.0f + expf(-acc[r][0])) * acc[r][W - 1] : bias ? acc[r][0] + ld(bias + n) : acc[r][0];
+    st(y + (int64_t)(m0 + r) * p.n + n, v);
+  }
+}
+
 // Float16 4-bit products with many columns (an LM head) on tensor cores (K and block_size multiples of
 // 32, 16-byte aligned rows, constant weights, sm_90): mma.sync m16n8k16, float32 accumulation, a warp per
 // 8 output columns (a tile), 128 k (4 groups of 32) a step (a chunk). Lane l takes group g = l % 4's 32 k of
@@ -325,6 +418,15 @@ FOR_FLOATS(NBITS)
       NBits p, RowNorm norm) {                                                                                     \
     let_next_launch();                                                                                                \
     matmul_nbits4_x32<T, 2, true>(nullptr, bg, sg, zg, bu, su, zu, nullptr, y, p, norm);                              \
+  }                                                                                                                   \
+  extern "C" __global__ void seamless_matmul_nbits4_rows_##S(const T* a, const uint8_t* b, const T* s,                \
+                                                             const uint8_t* zp, const T* bias, T* y, NBits p) { let_next_launch(); \
+    matmul_nbits4_rows<T, 1>(a, b, s, zp, nullptr, nullptr, nullptr, bias, y, p);                                    \
+  }                                                                                                                   \
+  extern "C" __global__ void seamless_matmul_nbits4_rows_swiglu_##S(const T* a, const uint8_t* bg, const T* sg,       \
+                                                                    const uint8_t* zg, const uint8_t* bu, const T* su, \
+                                                                    const uint8_t* zu, T* y, NBits p) { let_next_launch(); \
+    matmul_nbits4_rows<T, 2>(a, bg, sg, zg, bu, su, zu, nullptr, y, p);                                              \
   }
 FOR_FLOATS(NBITS4_X32)
 

@@ -12,6 +12,7 @@ from onnxruntime_ep_seamless.kernels.cuda.attention import group_query_attention
 from onnxruntime_ep_seamless.kernels.cuda.matmul import linear, linear_argmax
 from onnxruntime_ep_seamless.kernels.cuda.normalization import normed_product
 from onnxruntime_ep_seamless.runtime.cuda import CudaRuntime, DeviceTensor
+from onnxruntime_ep_seamless.runtime.cuda_args import struct_arg
 
 F16 = np.dtype(np.float16)
 ORT_TENSOR = 1 << 40  # an address the recorder never allocates: ORT's output tensor offered to a kernel
@@ -87,11 +88,13 @@ def offer(asked):
     return lambda i, shape, dtype: asked.append((i, shape, np.dtype(dtype))) or DeviceTensor(ORT_TENSOR, shape, dtype)
 
 
-# the products that end a decoder (its LM head) write into ORT's output tensor: by their GEMV, the tensor-core
-# kernel or cuBLAS, the norm inside or before; a prompt's GEMM of dequantized weights keeps its own product
+# the products that end a decoder (its LM head) write into ORT's output tensor: by their GEMV (a batch's rows
+# too), the tensor-core kernel or cuBLAS, the norm inside or before; a prompt's GEMM of dequantized weights keeps
+# its own product
 @pytest.mark.parametrize("product,m,k,n,direct", [
     ("MatMulNBits", 1, 896, 1152, True), ("MatMulNBits", 1, 896, 16392, True), ("MatMulNBits", 1, 2112, 1152, True),
-    ("MatMulNBits", 8, 896, 1152, False), ("Linear", 1, 896, 1152, True), ("Linear", 1, 896, 151936, True),
+    ("MatMulNBits", 8, 896, 1152, True), ("MatMulNBits", 16, 896, 151936, True), ("MatMulNBits", 17, 896, 1152, False),
+    ("Linear", 1, 896, 1152, True), ("Linear", 1, 896, 151936, True),
     ("Linear", 5, 896, 1152, True)])
 def test_a_products_result_goes_into_the_output_tensor_offered(product, m, k, n, direct):
     asked = []
@@ -160,8 +163,7 @@ NBITS = {"MatMulNBits": "seamless_matmul_nbits4_x32", "MatMulNBitsSwiGLU": "seam
          "Linear": "seamless_linear_tc", "MatMulSwiGLU": "seamless_linear_tc16_swiglu"}
 
 
-@pytest.mark.parametrize("product", list(NBITS))
-@pytest.mark.parametrize("m", [1, 4])
+@pytest.mark.parametrize("product,m", [(p, m) for p in NBITS for m in (1, 4) if m == 1 or not p.startswith("MatMulNBits")])
 def test_a_decode_step_normalises_inside_the_product(product, m):
     launches, (y, total) = run(product, m, 896, 1152)
     rows = 1 if product.startswith("MatMulNBits") else m  # a block's rows: one (a grid row each), or all
@@ -177,7 +179,9 @@ def test_a_decode_step_normalises_inside_the_product(product, m):
 
 @pytest.mark.parametrize("product,m,k,n,then", [
     ("MatMulNBits", 1, 2112, 1152, "seamless_matmul_nbits4_x32_f16"),         # K above 2048 (8 a thread)
-    ("MatMulNBitsSwiGLU", 8, 896, 4864, "seamless_dequantize_nbits_f16"),    # a prompt's: one GEMM
+    ("MatMulNBits", 4, 896, 1152, "seamless_matmul_nbits4_rows_f16"),        # a batch's rows: no norm inside
+    ("MatMulNBitsSwiGLU", 16, 896, 4864, "seamless_matmul_nbits4_rows_swiglu_f16"),
+    ("MatMulNBitsSwiGLU", 17, 896, 4864, "seamless_dequantize_nbits_f16"),   # a prompt's: one GEMM
     ("MatMulNBits", 1, 896, 16392, "seamless_matmul_nbits4_tiles_f16"),      # the tensor-core LM head
     ("Linear", 5, 896, 1152, "gemm"),                                        # more rows than the GEMV takes
     ("Linear", 1, 2112, 1152, "seamless_linear_f16"),
@@ -206,10 +210,11 @@ def test_a_linear_layer_takes_tensor_cores_where_k_is_short(dtype, k, name, bloc
 
 
 @pytest.mark.parametrize("product,bias", [("MatMulNBits", False), ("MatMulNBits", True), ("MatMulNBitsSwiGLU", False)])
-@pytest.mark.parametrize("m", [4, 5])
+@pytest.mark.parametrize("m", [1, 2, 9, 16, 17])
 def test_a_prompts_nbits_product_is_one_gemm_on_dequantized_weights(product, bias, m):
-    """Up to SMALL_ROWS rows the GEMV (weights read once a row); more: the weights dequantized (each matrix of a
-    SwiGLU into its half of one scratch matrix), one GEMM, then the SwiGLU or the bias."""
+    """One row: the GEMV; 2 to NBITS_GEMV_ROWS (a batch's decode step): the GEMV's passes for NBITS_ROWS rows a
+    block, the weights read once for them; more: the weights dequantized (each matrix of a SwiGLU into its half of
+    one scratch matrix), one GEMM, then the SwiGLU or the bias."""
     from onnxruntime_ep_seamless.kernels.cuda.quantization import matmul_nbits, matmul_nbits_swiglu
     rt, k, n = Recorder(), 896, 1152
     q, scales = rt.constant((n, k // 32, 16), np.uint8), rt.constant((n * k // 32,))
@@ -220,13 +225,29 @@ def test_a_prompts_nbits_product_is_one_gemm_on_dequantized_weights(product, bia
     else:
         (y,) = matmul_nbits_swiglu(rt, None, a, q, scales, None, q, scales, None, K=k, N=n, block_size=32)
     names = [name for name, _, _ in rt.launches]
-    if m == 4:
-        assert names == ["seamless_matmul_nbits4_x32" + ("_swiglu" if product != "MatMulNBits" else "") + "_f16"]
+    swiglu = "_swiglu" if product != "MatMulNBits" else ""
+    if m == 1:
+        assert names == ["seamless_matmul_nbits4_x32" + swiglu + "_f16"]
+    elif m <= 16:  # 8 warps a block, a column each (K 896: one warp's pass), 8 rows
+        assert rt.launches == [("seamless_matmul_nbits4_rows" + swiglu + "_f16", -(-m // 8) * (n // 8), {})]
+        assert rt.args[0][-1] == struct_arg("NBits", m=m, n=n, k=k, block=32, bits=4, split=1)
     else:
         tail = {"MatMulNBitsSwiGLU": ["seamless_swiglu_f16"]}.get(product, ["seamless_binary_f16"] if bias else [])
         mats = 2 if product == "MatMulNBitsSwiGLU" else 1
         assert names == ["seamless_dequantize_nbits_f16"] * mats + ["gemm"] + tail, names
     assert y.shape == (1, m, n)
+
+
+@pytest.mark.parametrize("m", [2, 9, 16])
+def test_a_float32_batchs_nbits_product_reads_the_weights_once_for_8_rows(m):
+    """float32 as float16: the GEMV's passes for NBITS_ROWS (8) rows a block, a column a warp (K 2112: 3 passes, 2
+    warps a column), the blocks of the second 8 rows after the first's."""
+    from onnxruntime_ep_seamless.kernels.cuda.quantization import matmul_nbits
+    rt, k, n = Recorder(), 2112, 1152
+    q, scales = rt.constant((n, k // 32, 16), np.uint8), rt.constant((n * k // 32,), np.float32)
+    (y,) = matmul_nbits(rt, None, rt.alloc((m, k), np.float32), q, scales, None, None, None, K=k, N=n, block_size=32)
+    assert rt.launches == [("seamless_matmul_nbits4_rows_f32", -(-m // 8) * (n // 4), {})] and y.shape == (m, n)
+    assert rt.args[0][-1] == struct_arg("NBits", m=m, n=n, k=k, block=32, bits=4, split=2)
 
 
 @pytest.mark.parametrize("k,n,staged", [(896, 9728, 8 * 4 * 512), (4864, 896, 8 * 5 * 512), (8192, 4096, 0)])

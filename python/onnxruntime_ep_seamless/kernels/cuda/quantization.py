@@ -324,20 +324,23 @@ def _nbits(rt, stream, variant, a, weights, K, N, block_size, bits, norm=None, o
     4-bit (K, the block size and the addresses allowing) a warp per column, `split` warps sharing a long K,
     or in float16 with columns enough and constant weights on sm_90, 8 columns a warp on tensor cores
     (TILE_BLOCKS blocks of TILE_WARPS warps, every row at once, the weights in nbits4_tiles' layout); else
-    the generic path. More than SMALL_ROWS rows (a prompt): one GEMM on the dequantized weights (_nbits_gemm).
+    the generic path. 2 to NBITS_GEMV_ROWS rows (a batch's decode step) in 4 bits: the x32 kernel's passes for
+    NBITS_ROWS rows a block (matmul_nbits4_rows: the weights read once for them). More rows (a prompt; past
+    SMALL_ROWS off the 4-bit path): one GEMM on the dequantized weights (_nbits_gemm).
     `norm` (a RowNorm) is applied to a first: by the warp-a-column kernel itself where it fits, else before.
     output_buffer: the kernel's _output_buffer, where its GEMVs may write (rt.output)."""
     _nbits_shapes(a, weights, K, N, block_size, bits)
     m = a.size // K if K else 0
     packed = [weights[0]] + ([weights[3]] if variant else [])
-    prompt = m > SMALL_ROWS  # the GEMVs would read the weights once a row: one GEMM instead
     fast = bits == 4 and K % 32 == 0 and block_size % 32 == 0 and all(t.ptr % 16 == 0 for t in [a] + packed)
+    prompt = m > (codes.NBITS_GEMV_ROWS if fast else SMALL_ROWS)  # the GEMVs' weights read too often: one GEMM
     matrices = weights if variant else weights[:3]
-    mma = (fast and a.dtype == np.float16 and N >= MMA_COLUMNS and rt.hopper and not prompt
+    mma = (fast and a.dtype == np.float16 and N >= MMA_COLUMNS and rt.hopper and m <= SMALL_ROWS
            and all(t is None or t.host is not None for t in matrices))  # constants: laid out once for it
+    rows = fast and 1 < m and not prompt and not mma
     split = column_split(N, -(-K // 1024), GEMV_WARPS) if fast else 1  # 1024 k: a warp's one pass
     columns = codes.NBITS_COLUMNS // split  # warps a block
-    if norm is not None and (prompt or mma or not fast or not norm.fits(K, m * -(-N // columns))):
+    if norm is not None and (prompt or mma or rows or not fast or not norm.fits(K, m * -(-N // columns))):
         return after_norm(lambda rt, stream, normed: _nbits(rt, stream, variant, normed, weights, K, N, block_size,
                                                              bits, output_buffer=output_buffer), rt, stream, norm)
     if prompt:
@@ -352,8 +355,12 @@ def _nbits(rt, stream, variant, a, weights, K, N, block_size, bits, norm=None, o
                        shared=2 * TILE_WARPS * TILE_SLOT)
         return y
     tensors = [("ptr", a.ptr), *[("ptr", t.ptr if t is not None else 0) for t in weights], ("ptr", y.ptr)]
-    name = ("seamless_matmul_nbits4_x32" if fast else "seamless_matmul_nbits") + variant + ("_norm" if norm else "")
     shape = struct_arg("NBits", m=m, n=N, k=K, block=block_size, bits=bits, split=split)
+    if rows:
+        rt.launch_rows(f"seamless_matmul_nbits4_rows{variant}_{SUFFIX[a.dtype]}",
+                       -(-m // codes.NBITS_ROWS) * -(-N // columns), stream, *tensors, shape)
+        return y
+    name = ("seamless_matmul_nbits4_x32" if fast else "seamless_matmul_nbits") + variant + ("_norm" if norm else "")
     if norm:  # the activations are the norm's (its x is in its argument)
         rt.launch_rows(name + "_" + SUFFIX[a.dtype], m * -(-N // columns), stream, *tensors[1:], shape,
                        norm.argument(rt), shared=K * a.dtype.itemsize)
