@@ -270,6 +270,87 @@ static float pool_inside(const SeamlessPoolArgs* a, const float* xp, const int64
   return average ? sum / (float)(a->kernel[0] * a->kernel[1] * a->kernel[2]) : best;
 }
 
+/* Whether a plane holds no NaN, -inf or -0: then any order of a window's taps gives its one maximum (the bits
+ * tested as integers, so the loop vectorizes) */
+SEAMLESS_SIMD static int plain_plane(const float* x, int64_t n) {
+  uint32_t bad = 0;
+  for (int64_t i = 0; i < n; i++) {
+    uint32_t v;
+    memcpy(&v, x + i, sizeof v);
+    bad |= ((v & 0x7fffffffu) > 0x7f800000u) | (v == 0xff800000u) | (v == 0x80000000u);
+  }
+  return !bad;
+}
+
+enum { POOL_FOLD = 2048 };  /* the longest input row pool_max_rows folds (on the stack) */
+
+/* Taps k of [0, kernel) whose s + k d lies in [0, n): [*lo, *hi) */
+static void inside_taps(int64_t s, int64_t d, int64_t kernel, int64_t n, int64_t* lo, int64_t* hi) {
+  *lo = s >= 0 ? 0 : (-s + d - 1) / d;
+  *hi = s >= n ? 0 : (n - s + d - 1) / d;
+  if (*hi > kernel) *hi = kernel;
+  if (*lo > *hi) *lo = *hi;
+}
+
+/* The maximum of a plain plane (plain_plane) by output rows: a row's window rows inside the input folded into one
+ * first (an elementwise maximum along the row: vectorized, each input row read once an output row instead of once a
+ * tap), then each output's taps inside along it. On plain values every path of pool_one gives that maximum of the
+ * taps inside where there is one (MLAS's vector kernel reads the lowest float for columns outside, its odd
+ * windows start past the input's end: none inside); a window with no tap inside keeps pool_one. MaxPool 3x3
+ * stride 2 of 96 x 109 x 109 (SqueezeNet's first): 2.1 ms -> 0.7 (stock 0.25) with windows inside only. */
+SEAMLESS_SIMD static void pool_max_rows(const SeamlessPoolArgs* a, const float* xp, float* yp) {
+  float fold[POOL_FOLD];
+  const int64_t width = a->in[2], out2 = a->out[2], st2 = a->stride[2], d2 = a->dilation[2];
+  int64_t o[3];
+  for (o[0] = 0; o[0] < a->out[0]; o[0]++)
+    for (o[1] = 0; o[1] < a->out[1]; o[1]++, yp += out2) {
+      const int64_t s0 = o[0] * a->stride[0] - a->pad_begin[0], s1 = o[1] * a->stride[1] - a->pad_begin[1];
+      int64_t lo0, hi0, lo1, hi1;
+      inside_taps(s0, a->dilation[0], a->kernel[0], a->in[0], &lo0, &hi0);
+      inside_taps(s1, a->dilation[1], a->kernel[1], a->in[1], &lo1, &hi1);
+      if (lo0 == hi0 || lo1 == hi1) {
+        for (o[2] = 0; o[2] < out2; o[2]++) yp[o[2]] = pool_one(a, xp, o);
+        continue;
+      }
+      int first = 1;
+      for (int64_t k0 = lo0; k0 < hi0; k0++)
+        for (int64_t k1 = lo1; k1 < hi1; k1++) {
+          const float* row = xp + ((s0 + k0 * a->dilation[0]) * a->in[1] + s1 + k1 * a->dilation[1]) * width;
+          if (first) memcpy(fold, row, (size_t)width * sizeof(float));
+          else
+            for (int64_t c = 0; c < width; c++) fold[c] = fold[c] > row[c] ? fold[c] : row[c];
+          first = 0;
+        }
+      /* outputs whose taps all lie inside, [in_lo, in_hi): tap by tap across them (vectorized at stride 1) */
+      int64_t in_lo = (a->pad_begin[2] + st2 - 1) / st2, in_hi = 0;
+      if (width - 1 - (a->kernel[2] - 1) * d2 + a->pad_begin[2] >= 0)
+        in_hi = (width - 1 - (a->kernel[2] - 1) * d2 + a->pad_begin[2]) / st2 + 1;
+      if (in_hi > out2) in_hi = out2;
+      if (in_lo > in_hi) in_lo = in_hi;
+      for (int64_t k2 = 0; k2 < a->kernel[2]; k2++) {
+        const float* src = fold + k2 * d2 - a->pad_begin[2];
+        if (!k2)
+          for (int64_t i = in_lo; i < in_hi; i++) yp[i] = src[i * st2];
+        else
+          for (int64_t i = in_lo; i < in_hi; i++) yp[i] = src[i * st2] > yp[i] ? src[i * st2] : yp[i];
+      }
+      for (o[2] = 0; o[2] < out2; o[2]++) {  /* the edges */
+        if (o[2] == in_lo) o[2] = in_hi;
+        if (o[2] >= out2) break;
+        const int64_t s2 = o[2] * st2 - a->pad_begin[2];
+        int64_t lo2, hi2;
+        inside_taps(s2, d2, a->kernel[2], width, &lo2, &hi2);
+        if (lo2 == hi2) {
+          yp[o[2]] = pool_one(a, xp, o);
+          continue;
+        }
+        float m = fold[s2 + lo2 * d2];
+        for (int64_t k2 = lo2 + 1; k2 < hi2; k2++) m = fold[s2 + k2 * d2] > m ? fold[s2 + k2 * d2] : m;
+        yp[o[2]] = m;
+      }
+    }
+}
+
 static void pool_task(void* user, size_t task) {
   const PoolJob* job = user;
   const SeamlessPoolArgs* a = job->a;
@@ -284,6 +365,10 @@ static void pool_task(void* user, size_t task) {
     float* yp = job->y + (int64_t)p * plane_out;
     if (a->mode == SEAMLESS_POOL_MAX_GLOBAL) {
       *yp = pool_global_max(xp, plane_in);
+      continue;
+    }
+    if (!average && a->in[2] <= POOL_FOLD && plain_plane(xp, plane_in)) {
+      pool_max_rows(a, xp, yp);
       continue;
     }
     int plain = 1;  /* no NaN or -inf: a maximum is the plain one */

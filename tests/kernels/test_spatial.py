@@ -179,6 +179,16 @@ def test_max_pool_with_nan_and_infinity_as_stock(seed):
     check(op, [x], attrs, opset=12, outputs=outputs, rtol=0, atol=0)
 
 
+@pytest.mark.parametrize("seed", range(48))
+def test_max_pool_of_plain_values_as_stock(seed):
+    """nan_pool_case's random pools on values without NaN, -inf or -0 (native/cpu/spatial.c pool_max_rows: the
+    window's rows folded first, any order of taps; windows with taps outside and ceil mode's windows past the end as
+    stock's paths give them): stock's values exactly."""
+    op, x, attrs, outputs = nan_pool_case(seed)
+    x = np.random.default_rng(seed).standard_normal(x.shape).astype(x.dtype) + 0.5  # no -0 (a draw of exactly 0)
+    check(op, [x], attrs, opset=12, outputs=outputs, rtol=0, atol=0)
+
+
 @pytest.mark.parametrize("opset", [1, 8, 10, 11])
 def test_max_pool_old_opsets(opset):
     check("MaxPool", [data((1, 2, 6, 6))], {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}, opset=opset)
