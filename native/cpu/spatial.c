@@ -16,23 +16,42 @@ static void tap_range(int64_t offset, int64_t stride, int64_t in, int64_t out, i
   if (*lo > *hi) *lo = *hi;
 }
 
+/* im2col's copies are short (a tap's run along an output row, a panel's 16 floats) and many (290 k memcpy calls in
+ * a 128-channel 3x3 convolution of 56 x 56, half its time): inline, 16 floats a step. */
+typedef float f16v __attribute__((vector_size(64), aligned(4)));  /* unaligned-safe */
+
+static inline void copy_floats(float* dst, const float* src, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) *(f16v*)(dst + i) = *(const f16v*)(src + i);
+  for (; i < n; i++) dst[i] = src[i];
+}
+
+static inline void zero_floats(float* dst, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) *(f16v*)(dst + i) = (f16v){0};
+  for (; i < n; i++) dst[i] = 0.0f;
+}
+
 /* Row r of cols (K x L) into the GEMM's packed panels of B (matmul.c seamless_sgemm_pack_b's layout: panels of 16
  * columns, k-major, the last zero-padded): its 16-column pieces to (i / 16) K 16 + r 16. */
-static void row_to_panels(const float* row, int64_t r, int64_t k, int64_t l, float* packed) {
-  for (int64_t i = 0; i < l; i += 16) {
+static inline void row_to_panels(const float* row, int64_t r, int64_t k, int64_t l, float* packed) {
+  int64_t i = 0;
+  for (; i + 16 <= l; i += 16) *(f16v*)(packed + (i / 16) * k * 16 + r * 16) = *(const f16v*)(row + i);
+  if (i < l) {
     float* dst = packed + (i / 16) * k * 16 + r * 16;
-    const int64_t n = l - i < 16 ? l - i : 16;
-    memcpy(dst, row + i, (size_t)n * sizeof(float));
-    if (n < 16) memset(dst + n, 0, (size_t)(16 - n) * sizeof(float));
+    copy_floats(dst, row + i, l - i);
+    zero_floats(dst + l - i, 16 - (l - i));
   }
 }
 
-/* cols[((c k0 + q0) k1 + q1) k2 + q2, i] = x[c, o0 s0 - p0 + q0 d0, ...] for output position i = (o0, o1, o2)
- * (zeros outside the input), packed as the GEMM's B: a row per weight tap made in `row` (l floats), read along the
- * input's rows (each tap's run of outputs inside the row found once: a plain copy where the stride is 1) */
-static void im2col(const SeamlessConvArgs* a, const float* x, int64_t channels, float* row, float* packed) {
+/* cols[((c k0 + q0) k1 + q1) k2 + q2, i] = x[c, o0 s0 - p0 + q0 d0, ...] for output positions i = (o0, o1, o2) in
+ * [j0, j0 + cols) (zeros outside the input), packed as the GEMM's B: a row per weight tap made in `row` (cols
+ * floats), read along the input's rows (each tap's run of outputs inside the row found once: a plain copy where the
+ * stride is 1) */
+SEAMLESS_SIMD static void im2col(const SeamlessConvArgs* a, const float* x, int64_t channels, int64_t j0, int64_t cols,
+                                 float* row, float* packed) {
   const int64_t in0 = a->in_shape[0], in1 = a->in_shape[1], in2 = a->in_shape[2], plane = in0 * in1 * in2;
-  const int64_t out2 = a->out_shape[2], s2 = a->stride[2];
+  const int64_t out1 = a->out_shape[1], out2 = a->out_shape[2], s2 = a->stride[2];
   int64_t r = 0;
   for (int64_t c = 0; c < channels; c++)
     for (int64_t q0 = 0; q0 < a->kernel[0]; q0++)
@@ -42,24 +61,27 @@ static void im2col(const SeamlessConvArgs* a, const float* x, int64_t channels, 
           int64_t lo, hi;
           float* out = row;
           tap_range(offset, s2, in2, out2, &lo, &hi);
-          for (int64_t o0 = 0; o0 < a->out_shape[0]; o0++) {
+          for (int64_t pos = j0, end = j0 + cols; pos < end;) {  /* the output rows' pieces in the block */
+            const int64_t first = pos % out2, o01 = pos / out2, o0 = o01 / out1, o1 = o01 % out1;
+            const int64_t last = out2 - first < end - pos ? out2 : first + end - pos;  /* [first, last) of the row */
             const int64_t p0 = o0 * a->stride[0] - a->pad[0] + q0 * a->dilation[0];
-            for (int64_t o1 = 0; o1 < a->out_shape[1]; o1++, out += out2) {
-              const int64_t p1 = o1 * a->stride[1] - a->pad[1] + q1 * a->dilation[1];
-              if (p0 < 0 || p0 >= in0 || p1 < 0 || p1 >= in1) {  /* a row of padding */
-                memset(out, 0, (size_t)out2 * sizeof(float));
-                continue;
-              }
+            const int64_t p1 = o1 * a->stride[1] - a->pad[1] + q1 * a->dilation[1];
+            if (p0 < 0 || p0 >= in0 || p1 < 0 || p1 >= in1) {  /* a row of padding */
+              zero_floats(out, last - first);
+            } else {
               const float* line = x + c * plane + (p0 * in1 + p1) * in2;
-              memset(out, 0, (size_t)lo * sizeof(float));
+              const int64_t z1 = lo < first ? first : lo > last ? last : lo, z2 = hi > last ? last : hi < z1 ? z1 : hi;
+              zero_floats(out, z1 - first);
               if (s2 == 1)
-                memcpy(out + lo, line + offset + lo, (size_t)(hi - lo) * sizeof(float));
+                copy_floats(out + z1 - first, line + offset + z1, z2 - z1);
               else
-                for (int64_t o2 = lo; o2 < hi; o2++) out[o2] = line[o2 * s2 + offset];
-              memset(out + hi, 0, (size_t)(out2 - hi) * sizeof(float));
+                for (int64_t o2 = z1; o2 < z2; o2++) out[o2 - first] = line[o2 * s2 + offset];
+              zero_floats(out + z2 - first, last - z2);
             }
+            out += last - first;
+            pos += last - first;
           }
-          row_to_panels(row, r, a->k, a->l, packed);
+          row_to_panels(row, r, a->k, cols, packed);
         }
 }
 
@@ -131,9 +153,20 @@ static int pointwise(const SeamlessConvArgs* a) {
   return yes;
 }
 
-/* B of the GEMM packed (matmul.c's panels), then im2col's row */
+/* Output positions a block of the GEMM's columns: its packed B (im2col's, or x's own) within CONV_BLOCK_BYTES, so
+ * that it is written and read in cache, not through memory (a whole 3x3 convolution's cols were 14 MB in
+ * DenseNet's first block, for 32 output channels) */
+#define CONV_BLOCK_BYTES (512 * 1024)
+static int64_t conv_block_columns(const SeamlessConvArgs* a) {
+  int64_t cols = CONV_BLOCK_BYTES / (int64_t)sizeof(float) / (a->k > 0 ? a->k : 1) / 16 * 16;
+  if (cols < 16) cols = 16;
+  return cols < a->l ? cols : a->l;
+}
+
+/* B of the GEMM packed (matmul.c's panels) for a block of columns, then im2col's row */
 int64_t seamless_conv_scratch_floats(const SeamlessConvArgs* a) {
-  return depthwise(a) ? 0 : (int64_t)seamless_sgemm_packed_size((size_t)a->k, (size_t)a->l) + (pointwise(a) ? 0 : a->l);
+  const int64_t cols = conv_block_columns(a);
+  return depthwise(a) ? 0 : (int64_t)seamless_sgemm_packed_size((size_t)a->k, (size_t)cols) + (pointwise(a) ? 0 : cols);
 }
 
 /* Per image and group y[m/group, l] = W[m/group, k] . cols[k, l] (+ the bias per row): the output straight in
@@ -148,15 +181,20 @@ void seamless_conv_f32(const SeamlessConvArgs* a, const float* x, float* y, floa
     seamless_run_tasks(par_fn, par_ctx, job.tasks, depthwise_task, &job);
     return;
   }
-  float* row = scratch + seamless_sgemm_packed_size((size_t)a->k, (size_t)a->l);
+  const int64_t block = conv_block_columns(a);
+  float* row = scratch + seamless_sgemm_packed_size((size_t)a->k, (size_t)block);
   for (int64_t n = 0; n < a->n; n++)
     for (int64_t g = 0; g < a->group; g++) {
       const float* xg = x + (n * a->c + g * cg) * plane;
-      if (pointwise(a)) seamless_sgemm_pack_b(xg, (size_t)a->k, (size_t)a->l, (size_t)a->l, 0, scratch);
-      else im2col(a, xg, cg, row, scratch);
       float* yg = y + (n * a->m + g * mg) * a->l;
-      seamless_sgemm((size_t)mg, (size_t)a->l, (size_t)a->k, a->weights + g * mg * a->k,
-                     a->packed_weights + g * mg * a->k, (size_t)a->k, scratch, NULL, yg, (size_t)a->l, par_fn, par_ctx);
+      for (int64_t j0 = 0; j0 < a->l; j0 += block) {
+        const int64_t cols = a->l - j0 < block ? a->l - j0 : block;
+        if (pointwise(a)) seamless_sgemm_pack_b(xg + j0, (size_t)a->k, (size_t)cols, (size_t)a->l, 0, scratch);
+        else im2col(a, xg, cg, j0, cols, row, scratch);
+        seamless_sgemm((size_t)mg, (size_t)cols, (size_t)a->k, a->weights + g * mg * a->k,
+                       a->packed_weights + g * mg * a->k, (size_t)a->k, scratch, NULL, yg + j0, (size_t)a->l, par_fn,
+                       par_ctx);
+      }
       if (a->bias)
         for (int64_t j = 0; j < mg; j++) {
           const float b = a->bias[g * mg + j];

@@ -77,6 +77,19 @@ def test_conv_empty_batch():
     check("Conv", [data((0, 2, 5, 5)), data((2, 2, 3, 3))], const=[1])
 
 
+# Outputs in several blocks of the GEMM's columns (spatial.c conv_block_columns: packed B within 512 KB, here 224
+# columns at 576 taps, 128 at 1024), the last part-filled, their output rows cut across blocks: 3x3, strided and
+# dilated with groups, 1x1 (x packed as B a block at a time), 3-D
+@pytest.mark.parametrize("xs,ws,attrs", [
+    ((1, 64, 17, 19), (8, 64, 3, 3), {"pads": [1, 1, 1, 1]}),
+    ((2, 128, 40, 21), (6, 64, 3, 3), {"group": 2, "strides": [2, 1], "dilations": [1, 2], "pads": [1, 2, 0, 1]}),
+    ((1, 1024, 16, 18), (5, 1024, 1, 1), {}),
+    ((1, 40, 6, 9, 10), (3, 40, 2, 3, 3), {"pads": [1, 0, 1, 0, 1, 1]}),
+])
+def test_conv_in_blocks_of_columns(xs, ws, attrs):
+    check("Conv", [data(xs), data(ws), data(ws[0])], attrs, const=[1, 2], rtol=1e-4, atol=1e-4)
+
+
 def test_conv_resnet_stem():
     # A 224x224 ResNet stem, to keep the im2col path honest about speed (well under a second).
     check("Conv", [data((1, 3, 224, 224)), data((64, 3, 7, 7)), data(64)],
