@@ -16,6 +16,8 @@ static void tap_range(int64_t offset, int64_t stride, int64_t in, int64_t out, i
   if (*lo > *hi) *lo = *hi;
 }
 
+static int pointwise(const SeamlessConvArgs* a);
+
 /* im2col's copies are short (a tap's run along an output row, a panel's 16 floats) and many (290 k memcpy calls in
  * a 128-channel 3x3 convolution of 56 x 56, half its time): inline, 16 floats a step. */
 typedef float f16v __attribute__((vector_size(64), aligned(4)));  /* unaligned-safe */
@@ -48,15 +50,13 @@ static inline void row_to_panels(const float* row, int64_t r, int64_t k, int64_t
  * [j0, j0 + cols) (zeros outside the input), packed as the GEMM's B: a row per weight tap made in `row` (cols
  * floats), read along the input's rows (each tap's run of outputs inside the row found once: a plain copy where the
  * stride is 1) */
-SEAMLESS_SIMD static void im2col(const SeamlessConvArgs* a, const float* x, int64_t channels, int64_t j0, int64_t cols,
-                                 float* row, float* packed) {
+SEAMLESS_SIMD static void im2col(const SeamlessConvArgs* a, const float* x, int64_t r0, int64_t r1, int64_t j0,
+                                 int64_t cols, float* row, float* packed) {
   const int64_t in0 = a->in_shape[0], in1 = a->in_shape[1], in2 = a->in_shape[2], plane = in0 * in1 * in2;
   const int64_t out1 = a->out_shape[1], out2 = a->out_shape[2], s2 = a->stride[2];
-  int64_t r = 0;
-  for (int64_t c = 0; c < channels; c++)
-    for (int64_t q0 = 0; q0 < a->kernel[0]; q0++)
-      for (int64_t q1 = 0; q1 < a->kernel[1]; q1++)
-        for (int64_t q2 = 0; q2 < a->kernel[2]; q2++, r++) {
+  const int64_t k0 = a->kernel[0], k1 = a->kernel[1], k2 = a->kernel[2];
+  for (int64_t r = r0; r < r1; r++) {  /* row r of cols: channel c's tap (q0, q1, q2) */
+          const int64_t q2 = r % k2, q1 = r / k2 % k1, q0 = r / (k2 * k1) % k0, c = r / (k2 * k1 * k0);
           const int64_t offset = q2 * a->dilation[2] - a->pad[2];
           int64_t lo, hi;
           float* out = row;
@@ -82,7 +82,34 @@ SEAMLESS_SIMD static void im2col(const SeamlessConvArgs* a, const float* x, int6
             pos += last - first;
           }
           row_to_panels(row, r, a->k, cols, packed);
-        }
+  }
+}
+
+/* A block of the GEMM's B made on the pool: im2col's rows (taps) shared among tasks, each with a row buffer of its
+ * own, or for a 1x1 stride-1 convolution x's columns packed panel by panel */
+enum { CONV_TASKS = 8 };  /* at most: the row buffers in the scratch */
+typedef struct {
+  const SeamlessConvArgs* a;
+  const float* x;
+  int64_t j0, cols;
+  float *rows, *packed;
+  size_t tasks;
+} ColsJob;
+
+static void cols_task(void* user, size_t task) {
+  const ColsJob* job = user;
+  const SeamlessConvArgs* a = job->a;
+  size_t b0, b1;
+  if (pointwise(a)) {
+    seamless_task_range((size_t)((job->cols + 15) / 16), job->tasks, task, &b0, &b1);
+    const int64_t first = (int64_t)b0 * 16, last = (int64_t)b1 * 16 < job->cols ? (int64_t)b1 * 16 : job->cols;
+    if (first < last)
+      seamless_sgemm_pack_b(job->x + job->j0 + first, (size_t)a->k, (size_t)(last - first), (size_t)a->l, 0,
+                            job->packed + first * a->k);
+    return;
+  }
+  seamless_task_range((size_t)a->k, job->tasks, task, &b0, &b1);
+  im2col(a, job->x, (int64_t)b0, (int64_t)b1, job->j0, job->cols, job->rows + (int64_t)task * job->cols, job->packed);
 }
 
 /* A depthwise convolution (one input and one output channel a group): each output its taps' sum, in the weights'
@@ -163,10 +190,11 @@ static int64_t conv_block_columns(const SeamlessConvArgs* a) {
   return cols < a->l ? cols : a->l;
 }
 
-/* B of the GEMM packed (matmul.c's panels) for a block of columns, then im2col's row */
+/* B of the GEMM packed (matmul.c's panels) for a block of columns, then im2col's row buffers (a task's each) */
 int64_t seamless_conv_scratch_floats(const SeamlessConvArgs* a) {
   const int64_t cols = conv_block_columns(a);
-  return depthwise(a) ? 0 : (int64_t)seamless_sgemm_packed_size((size_t)a->k, (size_t)cols) + (pointwise(a) ? 0 : cols);
+  return depthwise(a) ? 0
+                      : (int64_t)seamless_sgemm_packed_size((size_t)a->k, (size_t)cols) + (pointwise(a) ? 0 : CONV_TASKS * cols);
 }
 
 /* Per image and group y[m/group, l] = W[m/group, k] . cols[k, l] (+ the bias per row): the output straight in
@@ -189,8 +217,9 @@ void seamless_conv_f32(const SeamlessConvArgs* a, const float* x, float* y, floa
       float* yg = y + (n * a->m + g * mg) * a->l;
       for (int64_t j0 = 0; j0 < a->l; j0 += block) {
         const int64_t cols = a->l - j0 < block ? a->l - j0 : block;
-        if (pointwise(a)) seamless_sgemm_pack_b(xg + j0, (size_t)a->k, (size_t)cols, (size_t)a->l, 0, scratch);
-        else im2col(a, xg, cg, j0, cols, row, scratch);
+        ColsJob job = {a, xg, j0, cols, row, scratch, seamless_task_count((size_t)(a->k * cols), 1 << 14)};
+        if (job.tasks > CONV_TASKS) job.tasks = CONV_TASKS;
+        seamless_run_tasks(par_fn, par_ctx, job.tasks, cols_task, &job);
         seamless_sgemm((size_t)mg, (size_t)cols, (size_t)a->k, a->weights + g * mg * a->k,
                        a->packed_weights + g * mg * a->k, (size_t)a->k, scratch, NULL, yg + j0, (size_t)a->l, par_fn,
                        par_ctx);
