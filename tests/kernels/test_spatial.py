@@ -91,14 +91,17 @@ def test_conv_in_blocks_of_columns(xs, ws, attrs):
 
 
 # Depthwise convolutions (spatial.c depthwise_padded): through a zero-padded copy of the plane, at stride 1 a tap's
-# products over the whole plane at once (3-D, 1-D dilated, outputs of 14 columns), strided by rows; a padded plane
-# past DW_PADDED floats (130 x 130 padded to 132 x 132) keeps the per-row loop
+# products over the whole plane at once at stride 1 (3-D, 1-D dilated, outputs of 14 columns), strided convolutions
+# keeping every stride-th row and column of it; a padded plane past DW_PADDED floats (130 x 130 padded to 132 x 132)
+# or taps reaching past DW_SLACK columns keep the per-row loop
 @pytest.mark.parametrize("xs,ws,attrs", [
     ((1, 3, 4, 5, 6), (3, 1, 2, 3, 3), {"group": 3, "pads": [1, 1, 1, 0, 1, 1]}),
     ((1, 3, 20), (3, 1, 5), {"group": 3, "pads": [2, 2], "dilations": [2]}),
     ((2, 8, 14, 14), (8, 1, 3, 3), {"group": 8, "pads": [1, 1, 1, 1]}),
     ((1, 4, 15, 16), (4, 1, 3, 3), {"group": 4, "pads": [1, 1, 1, 1], "strides": [2, 2]}),
     ((1, 2, 130, 130), (2, 1, 3, 3), {"group": 2, "pads": [1, 1, 1, 1]}),
+    ((1, 2, 6, 90), (2, 1, 1, 9), {"group": 2, "dilations": [1, 9], "pads": [0, 36, 0, 36]}),  # taps past DW_SLACK
+    ((1, 3, 9, 12), (3, 1, 3, 3), {"group": 3, "pads": [1, 0, 1, 1], "strides": [3, 2], "dilations": [2, 1]}),
 ])
 def test_conv_depthwise_planes(xs, ws, attrs):
     check("Conv", [data(xs), data(ws), data(ws[0])], attrs, const=[1, 2], **CONV_TOL)
