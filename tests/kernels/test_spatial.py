@@ -91,9 +91,9 @@ def test_conv_in_blocks_of_columns(xs, ws, attrs):
 
 
 # Depthwise convolutions (spatial.c depthwise_padded): through a zero-padded copy of the plane, at stride 1 a tap's
-# products over the whole plane at once at stride 1 (3-D, 1-D dilated, outputs of 14 columns), strided convolutions
-# keeping every stride-th row and column of it; a padded plane past DW_PADDED floats (130 x 130 padded to 132 x 132)
-# or taps reaching past DW_SLACK columns keep the per-row loop
+# products over the whole plane at once at stride 1 (3-D, 1-D dilated, outputs of 14 columns, a 130 x 130 plane),
+# strided convolutions keeping every stride-th row and column of it; taps reaching past DW_SLACK columns keep the
+# per-row loop
 @pytest.mark.parametrize("xs,ws,attrs", [
     ((1, 3, 4, 5, 6), (3, 1, 2, 3, 3), {"group": 3, "pads": [1, 1, 1, 0, 1, 1]}),
     ((1, 3, 20), (3, 1, 5), {"group": 3, "pads": [2, 2], "dilations": [2]}),
