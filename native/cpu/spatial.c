@@ -141,17 +141,23 @@ static int64_t depthwise_ext(const SeamlessConvArgs* a, int64_t ext[3]) {  /* th
   return size;
 }
 
-/* The scratch depthwise_padded takes, or 0 where its taps reach past the slack (the per-row loop then) */
-static int64_t depthwise_floats(const SeamlessConvArgs* a) {
+/* The padded plane with its slack, in whole 16-float steps: where the sums start in depthwise_padded's buf */
+static int64_t depthwise_plane_floats(const SeamlessConvArgs* a) {
   int64_t ext[3];
-  return (a->kernel[2] - 1) * a->dilation[2] > DW_SLACK ? 0 : 2 * ((depthwise_ext(a, ext) + DW_SLACK + 15) / 16 * 16);
+  return (depthwise_ext(a, ext) + DW_SLACK + 15) / 16 * 16;
+}
+
+/* The scratch depthwise_padded takes (the plane, then the sums as long), or 0 where its taps reach past the slack
+ * (the per-row loop then) */
+static int64_t depthwise_floats(const SeamlessConvArgs* a) {
+  return (a->kernel[2] - 1) * a->dilation[2] > DW_SLACK ? 0 : 2 * depthwise_plane_floats(a);
 }
 
 SEAMLESS_SIMD static void depthwise_padded(const SeamlessConvArgs* a, const float* xc, const float* w, float b,
                                            float* yc, float* buf) {
   int64_t ext[3];
   const int64_t size = depthwise_ext(a, ext);
-  float* restrict acc = buf + (size + DW_SLACK + 15) / 16 * 16;  /* apart from the plane, 16 floats over */
+  float* restrict acc = buf + depthwise_plane_floats(a);
   const int64_t in0 = a->in_shape[0], in1 = a->in_shape[1], in2 = a->in_shape[2];
   const int64_t c_lo = a->pad[2] < ext[2] ? a->pad[2] : ext[2];  /* the copied columns [c_lo, c_hi) */
   const int64_t c_hi = a->pad[2] + in2 < ext[2] ? a->pad[2] + in2 : ext[2];
@@ -410,29 +416,24 @@ static float pool_inside(const SeamlessPoolArgs* a, const float* xp, const int64
   return average ? sum / (float)(a->kernel[0] * a->kernel[1] * a->kernel[2]) : best;
 }
 
-/* Whether a plane holds no NaN, -inf or -0: then any order of a window's taps gives its one maximum (the bits
- * tested as integers, so the loop vectorizes) */
-SEAMLESS_SIMD static int plain_plane(const float* x, int64_t n) {
-  uint32_t bad = 0;
+/* Which of NaN or -inf (POOL_NAN_OR_NEG_INF) and -0 (POOL_NEG_ZERO) a plane holds, the bits tested as integers so
+ * that the loop vectorizes. None: any order of a window's taps gives its one maximum (pool_max_rows); no NaN or
+ * -inf: a window wholly inside has the plain maximum (pool_inside). */
+enum { POOL_NAN_OR_NEG_INF = 1, POOL_NEG_ZERO = 2 };
+SEAMLESS_SIMD static unsigned plane_specials(const float* x, int64_t n) {
+  uint32_t nan_or_neg_inf = 0, neg_zero = 0;
   for (int64_t i = 0; i < n; i++) {
     uint32_t v;
     memcpy(&v, x + i, sizeof v);
-    bad |= ((v & 0x7fffffffu) > 0x7f800000u) | (v == 0xff800000u) | (v == 0x80000000u);
+    nan_or_neg_inf |= ((v & 0x7fffffffu) > 0x7f800000u) | (v == 0xff800000u);
+    neg_zero |= v == 0x80000000u;
   }
-  return !bad;
+  return (nan_or_neg_inf ? POOL_NAN_OR_NEG_INF : 0) | (neg_zero ? POOL_NEG_ZERO : 0);
 }
 
 enum { POOL_FOLD = 2048 };  /* the longest input row pool_max_rows folds (on the stack) */
 
-/* Taps k of [0, kernel) whose s + k d lies in [0, n): [*lo, *hi) */
-static void inside_taps(int64_t s, int64_t d, int64_t kernel, int64_t n, int64_t* lo, int64_t* hi) {
-  *lo = s >= 0 ? 0 : (-s + d - 1) / d;
-  *hi = s >= n ? 0 : (n - s + d - 1) / d;
-  if (*hi > kernel) *hi = kernel;
-  if (*lo > *hi) *lo = *hi;
-}
-
-/* The maximum of a plain plane (plain_plane) by output rows: a row's window rows inside the input folded into one
+/* The maximum of a plane without specials (plane_specials) by output rows: a row's window rows inside the input folded into one
  * first (an elementwise maximum along the row: vectorized, each input row read once an output row instead of once a
  * tap), then each output's taps inside along it. On plain values every path of pool_one gives that maximum of the
  * taps inside where there is one (MLAS's vector kernel reads the lowest float for columns outside, its odd
@@ -446,8 +447,8 @@ SEAMLESS_SIMD static void pool_max_rows(const SeamlessPoolArgs* a, const float* 
     for (o[1] = 0; o[1] < a->out[1]; o[1]++, yp += out2) {
       const int64_t s0 = o[0] * a->stride[0] - a->pad_begin[0], s1 = o[1] * a->stride[1] - a->pad_begin[1];
       int64_t lo0, hi0, lo1, hi1;
-      inside_taps(s0, a->dilation[0], a->kernel[0], a->in[0], &lo0, &hi0);
-      inside_taps(s1, a->dilation[1], a->kernel[1], a->in[1], &lo1, &hi1);
+      tap_range(s0, a->dilation[0], a->in[0], a->kernel[0], &lo0, &hi0);  /* the window's taps inside, as outputs */
+      tap_range(s1, a->dilation[1], a->in[1], a->kernel[1], &lo1, &hi1);
       if (lo0 == hi0 || lo1 == hi1) {
         for (o[2] = 0; o[2] < out2; o[2]++) yp[o[2]] = pool_one(a, xp, o);
         continue;
@@ -461,11 +462,11 @@ SEAMLESS_SIMD static void pool_max_rows(const SeamlessPoolArgs* a, const float* 
             for (int64_t c = 0; c < width; c++) fold[c] = fold[c] > row[c] ? fold[c] : row[c];
           first = 0;
         }
-      /* outputs whose taps all lie inside, [in_lo, in_hi): tap by tap across them (vectorized at stride 1) */
-      int64_t in_lo = (a->pad_begin[2] + st2 - 1) / st2, in_hi = 0;
-      if (width - 1 - (a->kernel[2] - 1) * d2 + a->pad_begin[2] >= 0)
-        in_hi = (width - 1 - (a->kernel[2] - 1) * d2 + a->pad_begin[2]) / st2 + 1;
-      if (in_hi > out2) in_hi = out2;
+      /* outputs whose taps all lie inside, [in_lo, in_hi) (the first tap's from its range, the last's to its
+       * range's end): tap by tap across them (vectorized at stride 1) */
+      int64_t in_lo, in_hi, unused;
+      tap_range(-a->pad_begin[2], st2, width, out2, &in_lo, &unused);
+      tap_range((a->kernel[2] - 1) * d2 - a->pad_begin[2], st2, width, out2, &unused, &in_hi);
       if (in_lo > in_hi) in_lo = in_hi;
       for (int64_t k2 = 0; k2 < a->kernel[2]; k2++) {
         const float* src = fold + k2 * d2 - a->pad_begin[2];
@@ -479,7 +480,7 @@ SEAMLESS_SIMD static void pool_max_rows(const SeamlessPoolArgs* a, const float* 
         if (o[2] >= out2) break;
         const int64_t s2 = o[2] * st2 - a->pad_begin[2];
         int64_t lo2, hi2;
-        inside_taps(s2, d2, a->kernel[2], width, &lo2, &hi2);
+        tap_range(s2, d2, width, a->kernel[2], &lo2, &hi2);
         if (lo2 == hi2) {
           yp[o[2]] = pool_one(a, xp, o);
           continue;
@@ -507,12 +508,12 @@ static void pool_task(void* user, size_t task) {
       *yp = pool_global_max(xp, plane_in);
       continue;
     }
-    if (!average && a->in[2] <= POOL_FOLD && plain_plane(xp, plane_in)) {
+    const unsigned specials = average ? 0 : plane_specials(xp, plane_in);
+    if (!average && !specials && a->in[2] <= POOL_FOLD) {
       pool_max_rows(a, xp, yp);
       continue;
     }
-    int plain = 1;  /* no NaN or -inf: a maximum is the plain one */
-    for (int64_t i = 0; !average && i < plane_in; i++) plain &= !isnan(xp[i]) && xp[i] != -INFINITY;
+    const int plain = !(specials & POOL_NAN_OR_NEG_INF);  /* a maximum is the plain one */
     int64_t o[3], start[3];
     for (o[0] = 0; o[0] < a->out[0]; o[0]++)
       for (o[1] = 0; o[1] < a->out[1]; o[1]++)
