@@ -260,10 +260,11 @@ static int run_gemm(GemmJob* job, void* par_fn, void* par_ctx) {
   job->m_blocks = (job->M + job->mr - 1) / job->mr;
   job->block_panels = L2_PANEL_BYTES / ((job->K ? job->K : 1) * NR * sizeof(float));
   if (!job->block_panels) job->block_panels = 1;
-  /* A packed (below) where packed B has several panels: then the wide tile runs (short of memory: A read in place) */
+  /* A packed (below) where packed B has several panels, or given packed (a convolution's weights, free at any width):
+   * then the wide tile runs (short of memory: A read in place) */
   size_t full_rows = job->M / job->mr * job->mr;
-  int pack_a = job->packed && job->batch == 1 && job->N >= 4 * NR && full_rows &&
-               job->M * job->N * job->K >= PACK_A_MIN_MACS;
+  int pack_a = job->packed && job->batch == 1 && full_rows &&
+               (job->given_a || (job->N >= 4 * NR && job->M * job->N * job->K >= PACK_A_MIN_MACS));
   float* owned_a = NULL;
   if (pack_a && job->given_a)
     job->packed_a = (float*)job->given_a;

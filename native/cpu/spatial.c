@@ -34,54 +34,65 @@ static inline void zero_floats(float* dst, int64_t n) {
   for (; i < n; i++) dst[i] = 0.0f;
 }
 
-/* Row r of cols (K x L) into the GEMM's packed panels of B (matmul.c seamless_sgemm_pack_b's layout: panels of 16
- * columns, k-major, the last zero-padded): its 16-column pieces to (i / 16) K 16 + r 16. */
-static inline void row_to_panels(const float* row, int64_t r, int64_t k, int64_t l, float* packed) {
+/* Row r of cols (K x L, in `row`, ROW_SLACK floats past L writable) into the GEMM's packed panels of B (matmul.c
+ * seamless_sgemm_pack_b's layout: panels of 16 columns, k-major, the last zero-padded): its 16-column pieces to
+ * (i / 16) K 16 + r 16. */
+enum { ROW_SLACK = 16 };
+static inline void row_to_panels(float* row, int64_t r, int64_t k, int64_t l, float* packed) {
+  *(f16v*)(row + l) = (f16v){0};  /* the last panel's padding */
+  for (int64_t i = 0; i < l; i += 16) *(f16v*)(packed + (i / 16) * k * 16 + r * 16) = *(const f16v*)(row + i);
+}
+
+/* Runs of a row of cols, written in increasing order: whole vectors, so each may write up to 15 floats past its end
+ * (the next run's floats, written after it, or the row's slack); the copy reads whole vectors where they end before
+ * x_end (past it, float by float) */
+static inline void zero_run(float* dst, int64_t n) {
+  for (int64_t i = 0; i < n; i += 16) *(f16v*)(dst + i) = (f16v){0};
+}
+
+static inline void copy_run(float* dst, const float* src, int64_t n, const float* x_end) {
   int64_t i = 0;
-  for (; i + 16 <= l; i += 16) *(f16v*)(packed + (i / 16) * k * 16 + r * 16) = *(const f16v*)(row + i);
-  if (i < l) {
-    float* dst = packed + (i / 16) * k * 16 + r * 16;
-    copy_floats(dst, row + i, l - i);
-    zero_floats(dst + l - i, 16 - (l - i));
-  }
+  for (; i < n && src + i + 16 <= x_end; i += 16) *(f16v*)(dst + i) = *(const f16v*)(src + i);
+  for (; i < n; i++) dst[i] = src[i];
 }
 
 /* cols[((c k0 + q0) k1 + q1) k2 + q2, i] = x[c, o0 s0 - p0 + q0 d0, ...] for output positions i = (o0, o1, o2) in
- * [j0, j0 + cols) (zeros outside the input), packed as the GEMM's B: a row per weight tap made in `row` (cols
- * floats), read along the input's rows (each tap's run of outputs inside the row found once: a plain copy where the
- * stride is 1) */
-SEAMLESS_SIMD static void im2col(const SeamlessConvArgs* a, const float* x, int64_t r0, int64_t r1, int64_t j0,
-                                 int64_t cols, float* row, float* packed) {
+ * [j0, j0 + cols) (zeros outside the input), packed as the GEMM's B: a row per weight tap made in `row` (cols +
+ * ROW_SLACK floats), read along the input's rows (each tap's run of outputs inside the row found once: a plain copy
+ * where the stride is 1). x_end: the end of x's tensor. */
+SEAMLESS_SIMD static void im2col(const SeamlessConvArgs* a, const float* x, const float* x_end, int64_t r0,
+                                 int64_t r1, int64_t j0, int64_t cols, float* row, float* packed) {
   const int64_t in0 = a->in_shape[0], in1 = a->in_shape[1], in2 = a->in_shape[2], plane = in0 * in1 * in2;
   const int64_t out1 = a->out_shape[1], out2 = a->out_shape[2], s2 = a->stride[2];
   const int64_t k0 = a->kernel[0], k1 = a->kernel[1], k2 = a->kernel[2];
   for (int64_t r = r0; r < r1; r++) {  /* row r of cols: channel c's tap (q0, q1, q2) */
-          const int64_t q2 = r % k2, q1 = r / k2 % k1, q0 = r / (k2 * k1) % k0, c = r / (k2 * k1 * k0);
-          const int64_t offset = q2 * a->dilation[2] - a->pad[2];
-          int64_t lo, hi;
-          float* out = row;
-          tap_range(offset, s2, in2, out2, &lo, &hi);
-          for (int64_t pos = j0, end = j0 + cols; pos < end;) {  /* the output rows' pieces in the block */
-            const int64_t first = pos % out2, o01 = pos / out2, o0 = o01 / out1, o1 = o01 % out1;
-            const int64_t last = out2 - first < end - pos ? out2 : first + end - pos;  /* [first, last) of the row */
-            const int64_t p0 = o0 * a->stride[0] - a->pad[0] + q0 * a->dilation[0];
-            const int64_t p1 = o1 * a->stride[1] - a->pad[1] + q1 * a->dilation[1];
-            if (p0 < 0 || p0 >= in0 || p1 < 0 || p1 >= in1) {  /* a row of padding */
-              zero_floats(out, last - first);
-            } else {
-              const float* line = x + c * plane + (p0 * in1 + p1) * in2;
-              const int64_t z1 = lo < first ? first : lo > last ? last : lo, z2 = hi > last ? last : hi < z1 ? z1 : hi;
-              zero_floats(out, z1 - first);
-              if (s2 == 1)
-                copy_floats(out + z1 - first, line + offset + z1, z2 - z1);
-              else
-                for (int64_t o2 = z1; o2 < z2; o2++) out[o2 - first] = line[o2 * s2 + offset];
-              zero_floats(out + z2 - first, last - z2);
-            }
-            out += last - first;
-            pos += last - first;
-          }
-          row_to_panels(row, r, a->k, cols, packed);
+    const int64_t q2 = r % k2, q1 = r / k2 % k1, q0 = r / (k2 * k1) % k0, c = r / (k2 * k1 * k0);
+    const int64_t offset = q2 * a->dilation[2] - a->pad[2];
+    int64_t lo, hi, first = j0 % out2, o1 = j0 / out2 % out1, o0 = j0 / out2 / out1;
+    float* out = row;
+    tap_range(offset, s2, in2, out2, &lo, &hi);
+    for (int64_t left = cols; left > 0;) {  /* the output rows' pieces in the block: [first, last) of row (o0, o1) */
+      const int64_t last = out2 - first < left ? out2 : first + left;
+      const int64_t p0 = o0 * a->stride[0] - a->pad[0] + q0 * a->dilation[0];
+      const int64_t p1 = o1 * a->stride[1] - a->pad[1] + q1 * a->dilation[1];
+      if (p0 < 0 || p0 >= in0 || p1 < 0 || p1 >= in1) {  /* a row of padding */
+        zero_run(out, last - first);
+      } else {
+        const float* line = x + c * plane + (p0 * in1 + p1) * in2;
+        const int64_t z1 = lo < first ? first : lo > last ? last : lo, z2 = hi > last ? last : hi < z1 ? z1 : hi;
+        zero_run(out, z1 - first);
+        if (s2 == 1)
+          copy_run(out + z1 - first, line + offset + z1, z2 - z1, x_end);
+        else
+          for (int64_t o2 = z1; o2 < z2; o2++) out[o2 - first] = line[o2 * s2 + offset];
+        zero_run(out + z2 - first, last - z2);
+      }
+      out += last - first;
+      left -= last - first;
+      first = 0;
+      if (++o1 == out1) o1 = 0, o0++;
+    }
+    row_to_panels(row, r, a->k, cols, packed);
   }
 }
 
@@ -90,7 +101,7 @@ SEAMLESS_SIMD static void im2col(const SeamlessConvArgs* a, const float* x, int6
 enum { CONV_TASKS = 8 };  /* at most: the row buffers in the scratch */
 typedef struct {
   const SeamlessConvArgs* a;
-  const float* x;
+  const float *x, *x_end;
   int64_t j0, cols;
   float *rows, *packed;
   size_t tasks;
@@ -109,7 +120,8 @@ static void cols_task(void* user, size_t task) {
     return;
   }
   seamless_task_range((size_t)a->k, job->tasks, task, &b0, &b1);
-  im2col(a, job->x, (int64_t)b0, (int64_t)b1, job->j0, job->cols, job->rows + (int64_t)task * job->cols, job->packed);
+  im2col(a, job->x, job->x_end, (int64_t)b0, (int64_t)b1, job->j0, job->cols,
+         job->rows + (int64_t)task * (job->cols + ROW_SLACK), job->packed);
 }
 
 /* A depthwise convolution (one input and one output channel a group): each output its taps' sum, in the weights'
@@ -274,7 +286,7 @@ static int64_t conv_block_columns(const SeamlessConvArgs* a) {
 int64_t seamless_conv_scratch_floats(const SeamlessConvArgs* a) {
   if (depthwise(a)) return (int64_t)depthwise_tasks(a) * depthwise_floats(a);
   const int64_t cols = conv_block_columns(a);
-  return (int64_t)seamless_sgemm_packed_size((size_t)a->k, (size_t)cols) + (pointwise(a) ? 0 : CONV_TASKS * cols);
+  return (int64_t)seamless_sgemm_packed_size((size_t)a->k, (size_t)cols) + (pointwise(a) ? 0 : CONV_TASKS * (cols + ROW_SLACK));
 }
 
 /* Per image and group y[m/group, l] = W[m/group, k] . cols[k, l] (+ the bias per row): the output straight in
@@ -296,7 +308,8 @@ void seamless_conv_f32(const SeamlessConvArgs* a, const float* x, float* y, floa
       float* yg = y + (n * a->m + g * mg) * a->l;
       for (int64_t j0 = 0; j0 < a->l; j0 += block) {
         const int64_t cols = a->l - j0 < block ? a->l - j0 : block;
-        ColsJob job = {a, xg, j0, cols, row, scratch, seamless_task_count((size_t)(a->k * cols), 1 << 14)};
+        ColsJob job = {a, xg, x + a->n * a->c * plane, j0, cols, row, scratch,
+                       seamless_task_count((size_t)(a->k * cols), 1 << 14)};
         if (job.tasks > CONV_TASKS) job.tasks = CONV_TASKS;
         seamless_run_tasks(par_fn, par_ctx, job.tasks, cols_task, &job);
         seamless_sgemm((size_t)mg, (size_t)cols, (size_t)a->k, a->weights + g * mg * a->k,
