@@ -9,6 +9,12 @@ void seamless_sgemm_pack_b(const float* B, size_t K, size_t N, size_t ldb, int t
 void seamless_sgemm_pack_a(size_t M, size_t K, const float* A, size_t lda, float* packed_a);
 void seamless_sgemm(size_t M, size_t N, size_t K, const float* A, const float* packed_a, size_t lda,
                     const float* packed, const float* bias, float* C, size_t ldc, void* par_fn, void* par_ctx);
+/* C = A . B with B[k, j] = x[off[k] + j] read in place (a convolution without im2col), where supported (M rows) */
+int seamless_sgemm_indirect_supported(size_t M);
+size_t seamless_sgemm_indirect_tail_floats(size_t K);
+void seamless_sgemm_indirect(size_t M, size_t N, size_t K, const float* A, const float* packed_a, size_t lda,
+                             const float* x, const int64_t* off, float* tail, float* C, size_t ldc, void* par_fn,
+                             void* par_ctx);
 int seamless_sgemm_batched(size_t batch, size_t M, size_t N, size_t K, const float* A, size_t lda, size_t stride_a,
                            const float* B, size_t ldb, size_t stride_b, int trans_b, float* C, size_t ldc,
                            size_t stride_c, void* par_fn, void* par_ctx);
@@ -121,7 +127,12 @@ typedef struct {
   const float* weights;
   const float* packed_weights;  /* each group's rows by seamless_sgemm_pack_a, at the weights' offsets */
   const float* bias;
+  int64_t direct;               /* seamless_conv_direct's answer, or 0: im2col */
 } SeamlessConvArgs;
+/* spatial.c: whether seamless_conv_f32 can read a's taps in place (seamless_sgemm_indirect) instead of im2col: 1-2
+ * spatial dims, stride 1, 12 output channels a group or more, AVX-512, and a padded row at most 1/8 longer than the
+ * output's (the columns past it are computed and dropped). The same outputs either way. */
+int64_t seamless_conv_direct(const SeamlessConvArgs* a);
 void seamless_conv_f32(const SeamlessConvArgs* a, const float* x, float* y, float* scratch, void* par_fn,
                        void* par_ctx);
 /* spatial.c: the floats seamless_conv_f32's scratch holds for a (the GEMM's packed B and im2col's row; none where it

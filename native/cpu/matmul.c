@@ -91,11 +91,37 @@ void seamless_sgemm_pack_b(const float* B, size_t K, size_t N, size_t ldb, int t
 typedef void (*WideTileFn)(const float*, const float*, const float*, size_t, float*, float*, size_t, const float*,
                            const float*);
 
+/* The wide tile over B read in place: B[k, j] = x[off[k] + j] for the tile's 32 columns (a convolution's taps over a
+ * plane, spatial.c), A packed k-major as above (MR = 1: a row of A itself) */
+#define DEFINE_INDIRECT_TILE(name, MR, attrs)                                                          \
+  attrs static void name(const float* ap, const float* x, const int64_t* off, size_t K, float* out, size_t ldo) { \
+    v16 acc0[MR], acc1[MR];                                                                            \
+    for (int i = 0; i < MR; i++) acc0[i] = acc1[i] = (v16){0};                                         \
+    for (size_t k = 0; k < K; k++, ap += MR) {                                                         \
+      const float* b = x + off[k];                                                                     \
+      v16 b0 = *(const v16*)b, b1 = *(const v16*)(b + NR);                                             \
+      _Pragma("GCC unroll 12") for (int i = 0; i < MR; i++) {                                          \
+        acc0[i] += ap[i] * b0;                                                                         \
+        acc1[i] += ap[i] * b1;                                                                         \
+      }                                                                                                \
+    }                                                                                                  \
+    for (int i = 0; i < MR; i++) {                                                                     \
+      *(v16*)(out + i * ldo) = acc0[i];                                                                \
+      *(v16*)(out + i * ldo + NR) = acc1[i];                                                           \
+    }                                                                                                  \
+  }
+
+typedef void (*IndirectTileFn)(const float*, const float*, const int64_t*, size_t, float*, size_t);
+
 #if defined(__x86_64__) && defined(__GNUC__)
 DEFINE_WIDE_TILE(wide_avx512, 12, __attribute__((target("avx512f"))))
 DEFINE_WIDE_TILE(wide8_avx512, 8, __attribute__((target("avx512f"))))
 DEFINE_WIDE_TILE(wide4_avx512, 4, __attribute__((target("avx512f"))))
 DEFINE_PACKED_TILE(packed_avx512, 12, __attribute__((target("avx512f"))))
+DEFINE_INDIRECT_TILE(indirect_avx512, 12, __attribute__((target("avx512f"))))
+DEFINE_INDIRECT_TILE(indirect8_avx512, 8, __attribute__((target("avx512f"))))
+DEFINE_INDIRECT_TILE(indirect4_avx512, 4, __attribute__((target("avx512f"))))
+DEFINE_INDIRECT_TILE(indirect1_avx512, 1, __attribute__((target("avx512f"))))
 DEFINE_PACKED_TILE(packed_avx2, 6, __attribute__((target("avx2,fma"))))
 DEFINE_TILE(tile_avx512, 12, __attribute__((target("avx512f"))))
 DEFINE_TILE(quad_avx512, 4, __attribute__((target("avx512f"))))
@@ -306,4 +332,92 @@ int seamless_sgemm_batched(size_t batch, size_t M, size_t N, size_t K, const flo
   GemmJob job = {.M = M, .N = N, .K = K, .lda = lda, .ldc = ldc, .A = A, .C = C, .B = B, .ldb = ldb,
                  .batch = batch, .stride_a = stride_a, .stride_b = stride_b, .stride_c = stride_c, .trans_b = trans_b};
   return run_gemm(&job, par_fn, par_ctx);
+}
+
+/* C[M, N] = A . B where B[k, j] = x[off[k] + j] (j < N: read only there), A packed by seamless_sgemm_pack_a: a
+ * convolution's GEMM without im2col (spatial.c). Tiles of 12 rows x 32 columns by the indirect tiles, the smaller
+ * operand's tiles inner (re-read from cache); the last, narrower column tile's B packed first into `tail`
+ * (seamless_sgemm_indirect_tail_floats, zeros past N) for the packed tiles. Only where
+ * seamless_sgemm_indirect_supported(M). */
+typedef struct {
+  size_t M, N, K, lda, ldc, m_blocks, ctiles, tasks;
+  int rows_outer; /* row blocks outer where A is the larger operand (each block read once, B's lines re-read) */
+  const float *A, *packed_a, *x;
+  const int64_t* off;
+  float *C, *tail;
+  GemmJob kernels;
+} IndirectJob;
+
+static void indirect_task(void* user, size_t task) {
+  const IndirectJob* job = user;
+  const GemmJob* kn = &job->kernels;
+  size_t begin, end, K = job->K;
+  float out[2][MR_MAX * NR];
+  seamless_task_range(job->m_blocks * job->ctiles, job->tasks, task, &begin, &end);
+  for (size_t t = begin; t < end; t++) {
+    size_t ct = job->rows_outer ? t % job->ctiles : t / job->m_blocks;
+    size_t m0 = (job->rows_outer ? t / job->ctiles : t % job->m_blocks) * kn->mr, j0 = ct * 2 * NR;
+    size_t rows = job->M - m0 < kn->mr ? job->M - m0 : kn->mr, width = job->N - j0 < 2 * NR ? job->N - j0 : 2 * NR;
+    float* c = job->C + m0 * job->ldc + j0;
+    const float* ap = job->packed_a + m0 * K;
+    size_t i = 0;
+    if (width == 2 * NR) {
+      if (rows == kn->mr) {
+        indirect_avx512(ap, job->x + j0, job->off, K, c, job->ldc);
+        continue;
+      }
+      for (; rows - i >= 4; i += rows - i >= 8 ? 8 : 4)
+        (rows - i >= 8 ? indirect8_avx512 : indirect4_avx512)(ap + i * K, job->x + j0, job->off, K, c + i * job->ldc,
+                                                              job->ldc);
+      for (; i < rows; i++) indirect1_avx512(job->A + (m0 + i) * job->lda, job->x + j0, job->off, K,
+                                             c + i * job->ldc, job->ldc);
+      continue;
+    }
+    /* the last columns: their panels, packed before, by the packed tiles (one panel where they fit in one) */
+    const float *bp0 = job->tail, *bp1 = bp0 + K * NR;
+    if (width <= NR) {
+      panel_tile(kn, job->A + m0 * job->lda, m0, rows, bp0, out[0]);
+    } else if (rows == kn->mr) {
+      kn->wide_tile(ap, bp0, bp1, K, out[0], out[1], NR, NULL, NULL);
+      i = rows;
+    }
+    for (; width > NR && rows - i >= 4; i += rows - i >= 8 ? 8 : 4)
+      (rows - i >= 8 ? kn->wide8 : kn->wide4)(ap + i * K, bp0, bp1, K, out[0] + i * NR, out[1] + i * NR, NR, NULL,
+                                              NULL);
+    for (; width > NR && i < rows; i++)
+      for (size_t p = 0; p < 2; p++) kn->row(job->A + (m0 + i) * job->lda, job->lda, p ? bp1 : bp0, K, out[p] + i * NR);
+    for (size_t r = 0; r < rows; r++)
+      for (size_t j = 0; j < width; j++) c[r * job->ldc + j] = out[j / NR][r * NR + j % NR];
+  }
+}
+
+int seamless_sgemm_indirect_supported(size_t M) {
+  GemmJob kn = {0};
+  choose_kernel(&kn);
+  return kn.wide_tile != NULL && kn.wide8 != NULL && kn.mr == 12 && M >= kn.mr;
+}
+
+size_t seamless_sgemm_indirect_tail_floats(size_t K) { return 2 * K * NR; }
+
+void seamless_sgemm_indirect(size_t M, size_t N, size_t K, const float* A, const float* packed_a, size_t lda,
+                             const float* x, const int64_t* off, float* tail, float* C, size_t ldc, void* par_fn,
+                             void* par_ctx) {
+  IndirectJob job = {.M = M, .N = N, .K = K, .lda = lda, .ldc = ldc, .A = A, .packed_a = packed_a, .x = x,
+                     .off = off, .C = C, .tail = tail};
+  choose_kernel(&job.kernels);
+  job.kernels.K = K;  /* for panel_tile */
+  job.kernels.lda = lda;
+  job.kernels.packed_a = (float*)packed_a;
+  if (!M || !N) return;
+  job.m_blocks = (M + job.kernels.mr - 1) / job.kernels.mr;
+  job.ctiles = (N + 2 * NR - 1) / (2 * NR);
+  job.rows_outer = M > N;
+  job.tasks = seamless_task_count(M * N * (K ? K : 1), 1 << 18);
+  if (job.tasks > job.m_blocks * job.ctiles) job.tasks = job.m_blocks * job.ctiles;
+  const size_t j0 = (job.ctiles - 1) * 2 * NR, width = N - j0;
+  if (width < 2 * NR)
+    for (size_t k = 0; k < K; k++)
+      for (size_t j = 0; j < 2 * NR; j++)
+        tail[(j / NR) * K * NR + k * NR + j % NR] = j < width ? x[off[k] + j0 + j] : 0.0f;
+  seamless_run_tasks(par_fn, par_ctx, job.tasks, indirect_task, &job);
 }

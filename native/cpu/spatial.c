@@ -264,10 +264,11 @@ SEAMLESS_SIMD static void depthwise_task(void* user, size_t task) {
 
 static int depthwise(const SeamlessConvArgs* a) { return a->c == a->group && a->m == a->group; }
 
-/* A 1x1 convolution of stride 1 without pads: x itself is cols */
+/* A 1x1 convolution of stride 1 without pads (at either end: the output as large as the input): x itself is cols */
 static int pointwise(const SeamlessConvArgs* a) {
   int yes = 1;
-  for (int d = 0; d < 3; d++) yes &= a->kernel[d] == 1 && a->stride[d] == 1 && a->pad[d] == 0;
+  for (int d = 0; d < 3; d++)
+    yes &= a->kernel[d] == 1 && a->stride[d] == 1 && a->pad[d] == 0 && a->out_shape[d] == a->in_shape[d];
   return yes;
 }
 
@@ -281,12 +282,100 @@ static int64_t conv_block_columns(const SeamlessConvArgs* a) {
   return cols < a->l ? cols : a->l;
 }
 
+/* The direct path's geometry (2 spatial dims, the first of in_shape and kernel 1): the padded plane's rows and
+ * their length, and the GEMM's columns: output (o1, o2) at o1 * p2 + o2, the last row's tail not computed */
+typedef struct {
+  int64_t p1, p2, flat;
+  int padded;
+} DirectShape;
+
+static DirectShape direct_shape(const SeamlessConvArgs* a) {
+  DirectShape d;
+  d.p1 = a->out_shape[1] + (a->kernel[1] - 1) * a->dilation[1];
+  d.p2 = a->out_shape[2] + (a->kernel[2] - 1) * a->dilation[2];
+  d.flat = (a->out_shape[1] - 1) * d.p2 + a->out_shape[2];
+  d.padded = d.p1 != a->in_shape[1] || d.p2 != a->in_shape[2];
+  return d;
+}
+
+int64_t seamless_conv_direct(const SeamlessConvArgs* a) {
+  if (depthwise(a) || a->in_shape[0] != 1 || a->kernel[0] != 1 || a->stride[1] != 1 || a->stride[2] != 1 ||
+      !seamless_sgemm_indirect_supported((size_t)(a->m / a->group)))
+    return 0;
+  const DirectShape d = direct_shape(a);
+  return d.p1 >= a->in_shape[1] + a->pad[1] && d.p2 >= a->in_shape[2] + a->pad[2] &&
+         8 * (d.p2 - a->out_shape[2]) <= a->out_shape[2];
+}
+
+static int use_direct(const SeamlessConvArgs* a) { return a->direct && seamless_conv_direct(a); }
+
+/* The direct path's scratch: the taps' offsets (2 floats each), the GEMM's last columns packed, the padded plane
+ * (where pads are), the GEMM's output before its dropped columns go (where there are any) */
+static int64_t direct_floats(const SeamlessConvArgs* a) {
+  const DirectShape d = direct_shape(a);
+  return 2 * a->k + (int64_t)seamless_sgemm_indirect_tail_floats((size_t)a->k) +
+         (d.padded ? a->c / a->group * d.p1 * d.p2 : 0) +
+         (d.p2 != a->out_shape[2] ? a->m / a->group * d.flat : 0);
+}
+
 /* B of the GEMM packed (matmul.c's panels) for a block of columns, then im2col's row buffers (a task's each); a
  * depthwise convolution's padded planes and sums (a task's each) */
 int64_t seamless_conv_scratch_floats(const SeamlessConvArgs* a) {
   if (depthwise(a)) return (int64_t)depthwise_tasks(a) * depthwise_floats(a);
+  if (use_direct(a)) return direct_floats(a);
   const int64_t cols = conv_block_columns(a);
-  return (int64_t)seamless_sgemm_packed_size((size_t)a->k, (size_t)cols) + (pointwise(a) ? 0 : CONV_TASKS * (cols + ROW_SLACK));
+  return (int64_t)seamless_sgemm_packed_size((size_t)a->k, (size_t)cols) +
+         (pointwise(a) ? 0 : CONV_TASKS * (cols + ROW_SLACK));
+}
+
+/* Per image and group the GEMM over the input's planes read in place (seamless_sgemm_indirect), zero-padded into
+ * the scratch where the convolution pads: tap r = (c, q1, q2) is the plane at c p1 p2 + q1 d1 p2 + q2 d2, output
+ * (o1, o2) its column o1 p2 + o2. */
+static void conv_direct(const SeamlessConvArgs* a, const float* x, float* y, float* scratch, void* par_fn,
+                       void* par_ctx) {
+  const int64_t cg = a->c / a->group, mg = a->m / a->group, in1 = a->in_shape[1], in2 = a->in_shape[2];
+  const int64_t out2 = a->out_shape[2], k1 = a->kernel[1], k2 = a->kernel[2];
+  const DirectShape d = direct_shape(a);
+  int64_t* off = (int64_t*)scratch;
+  float* tail = scratch + 2 * a->k;
+  float* plane = tail + seamless_sgemm_indirect_tail_floats((size_t)a->k);
+  float* wide = d.padded ? plane + cg * d.p1 * d.p2 : plane;  /* the GEMM's output with the dropped columns */
+  for (int64_t r = 0; r < a->k; r++)
+    off[r] = r / (k1 * k2) * d.p1 * d.p2 + r / k2 % k1 * a->dilation[1] * d.p2 + r % k2 * a->dilation[2];
+  for (int64_t n = 0; n < a->n; n++)
+    for (int64_t g = 0; g < a->group; g++) {
+      const float* xg = x + (n * a->c + g * cg) * in1 * in2;
+      float* yg = y + (n * a->m + g * mg) * a->l;
+      if (d.padded) {
+        for (int64_t c = 0; c < cg; c++)
+          for (int64_t i = 0; i < d.p1; i++) {
+            float* row = plane + (c * d.p1 + i) * d.p2;
+            const int64_t src = i - a->pad[1];
+            if (src < 0 || src >= in1) {
+              zero_floats(row, d.p2);
+            } else {
+              zero_floats(row, a->pad[2]);
+              copy_floats(row + a->pad[2], xg + (c * in1 + src) * in2, in2);
+              zero_floats(row + a->pad[2] + in2, d.p2 - a->pad[2] - in2);
+            }
+          }
+      }
+      float* out = d.p2 != out2 ? wide : yg;
+      seamless_sgemm_indirect((size_t)mg, (size_t)d.flat, (size_t)a->k, a->weights + g * mg * a->k,
+                              a->packed_weights + g * mg * a->k, (size_t)a->k, d.padded ? plane : xg, off, tail, out,
+                              (size_t)d.flat, par_fn, par_ctx);
+      for (int64_t j = 0; j < mg; j++) {
+        const float b = a->bias ? a->bias[g * mg + j] : 0.0f;
+        for (int64_t o1 = 0; o1 < a->out_shape[1]; o1++) {
+          const float* src = out + j * d.flat + o1 * d.p2;
+          float* dst = yg + j * a->l + o1 * out2;
+          if (a->bias)
+            for (int64_t o2 = 0; o2 < out2; o2++) dst[o2] = src[o2] + b;
+          else if (src != dst)
+            memcpy(dst, src, (size_t)out2 * sizeof(float));
+        }
+      }
+    }
 }
 
 /* Per image and group y[m/group, l] = W[m/group, k] . cols[k, l] (+ the bias per row): the output straight in
@@ -298,6 +387,10 @@ void seamless_conv_f32(const SeamlessConvArgs* a, const float* x, float* y, floa
   if (depthwise(a)) {
     DepthwiseJob job = {a, x, y, depthwise_floats(a) ? scratch : NULL, depthwise_tasks(a)};
     seamless_run_tasks(par_fn, par_ctx, job.tasks, depthwise_task, &job);
+    return;
+  }
+  if (use_direct(a)) {
+    conv_direct(a, x, y, scratch, par_fn, par_ctx);
     return;
   }
   const int64_t block = conv_block_columns(a);

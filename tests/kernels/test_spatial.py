@@ -36,6 +36,7 @@ CONV_CASES = [
     ((1, 3, 12), (3, 1, 3), {"group": 3, "pads": [1, 1], "strides": [3]}),
     ((1, 2, 3, 4, 5), (2, 1, 2, 3, 3), {"group": 2, "pads": [1, 1, 1, 0, 1, 2], "strides": [1, 2, 1]}),
     ((2, 5, 4, 4), (3, 5, 1, 1), {}),  # 1x1: plain matmul path
+    ((2, 4, 5, 6), (3, 4, 1, 1), {"pads": [0, 0, 1, 2]}),  # 1x1 padded at the end only: not x itself (was read past)
     ((1, 5, 6, 6), (3, 5, 1, 1), {"strides": [2, 2]}),
     ((1, 2, 7, 6), (3, 2, 3, 3), {"auto_pad": "SAME_UPPER", "strides": [2, 2]}),
     ((1, 2, 6, 6), (3, 2, 4, 4), {"auto_pad": "SAME_LOWER"}),
@@ -105,6 +106,59 @@ def test_conv_in_blocks_of_columns(xs, ws, attrs):
 ])
 def test_conv_depthwise_planes(xs, ws, attrs):
     check("Conv", [data(xs), data(ws), data(ws[0])], attrs, const=[1, 2], **CONV_TOL)
+
+
+# Convolutions whose taps are read in place (spatial.c conv_direct, seamless_sgemm_indirect: stride 1, 12 output
+# channels a group or more, rows padded at most 1/8; on AVX-512): 3x3 padded (a plane of 58 x 58 columns), unpadded
+# (x itself), padded at one end only, 1-D and dilated, groups, two images; 13, 20 and 35 output channels (row
+# blocks of 12, 8, 4 and single rows), columns past the last whole 32 (the packed tail). Where the path cannot run
+# (fewer channels, another CPU) im2col gives them, bitwise the same (test_conv_direct_is_im2col_bitwise).
+DIRECT_CASES = [
+    ((1, 16, 56, 56), (13, 16, 3, 3), {"pads": [1, 1, 1, 1]}),
+    ((2, 8, 9, 40), (20, 8, 3, 3), {}),
+    ((1, 6, 7, 33), (35, 6, 1, 1), {"pads": [0, 0, 1, 2]}),
+    ((1, 6, 7, 33), (35, 6, 1, 1), {}),
+    ((2, 5, 70), (24, 5, 3), {"pads": [3, 1], "dilations": [2]}),
+    ((1, 8, 12, 30), (40, 4, 3, 2), {"group": 2, "pads": [1, 0, 2, 1], "dilations": [2, 1]}),
+]
+
+
+@pytest.mark.parametrize("xs,ws,attrs", DIRECT_CASES)
+def test_conv_direct(xs, ws, attrs):
+    check("Conv", [data(xs), data(ws), data(ws[0])], attrs, const=[1, 2], **CONV_TOL)
+
+
+@pytest.mark.parametrize("xs,ws,attrs", DIRECT_CASES + [
+    ((1, 64, 20, 20), (48, 32, 3, 3), {"group": 2, "strides": [2, 2], "pads": [1, 1, 1, 1]}),  # im2col, groups
+])
+@pytest.mark.parametrize("bias", [False, True])
+def test_conv_direct_is_im2col_bitwise(xs, ws, attrs, bias):
+    # The same sums in the same order either way, so the same bits; both against a float64 reference too (the
+    # weights packed per group: each group's rows at g * m/group * k of the flat weights)
+    from onnxruntime_ep_seamless.kernels.cpu import native
+    x, w, b = data(xs), data(ws), data(ws[0]) if bias else None
+    nd, group = len(xs) - 2, attrs.get("group", 1)
+    dil, pads = attrs.get("dilations", [1] * nd), attrs.get("pads", [0] * 2 * nd)
+    strides = attrs.get("strides", [1] * nd)
+    out = [(i + pads[d] + pads[d + nd] - (k - 1) * dil[d] - 1) // strides[d] + 1
+           for d, (i, k) in enumerate(zip(xs[2:], ws[2:]))]
+    ys = []
+    for direct in (True, False):
+        args, _kept = native.conv_args(x.shape, w, b, group, strides, dil, pads[:nd], out, direct=direct)
+        ys.append(native.conv(x, args).reshape(xs[0], ws[0], *out))
+    assert np.array_equal(ys[0], ys[1])
+    xp = np.pad(x.astype(np.float64), [(0, 0), (0, 0)] + [(pads[d], pads[d + nd]) for d in range(nd)])
+    ref = np.zeros(ys[0].shape)
+    mg, cg = ws[0] // group, ws[1]
+    for tap in np.ndindex(*ws[2:]):
+        window = tuple(slice(q * dl, q * dl + (o - 1) * s + 1, s) for q, dl, o, s in zip(tap, dil, out, strides))
+        for g in range(group):
+            patch = xp[(slice(None), slice(g * cg, (g + 1) * cg)) + window]
+            wg = w[(slice(g * mg, (g + 1) * mg), slice(None)) + tap]
+            ref[:, g * mg:(g + 1) * mg] += np.einsum("mc,nc...->nm...", wg, patch)
+    if bias:
+        ref += b.reshape((1, -1) + (1,) * nd)
+    np.testing.assert_allclose(ys[0], ref, rtol=1e-4, atol=1e-4)
 
 
 def test_conv_resnet_stem():

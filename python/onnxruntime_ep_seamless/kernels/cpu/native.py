@@ -593,15 +593,16 @@ def gqa(query, key, value, past_key, past_value, seqlens_k, first_prompt, presen
     return out, present_k, present_v
 
 
-def conv_args(x_shape, w: np.ndarray, bias, group: int, strides, dilations, begin, out):
+def conv_args(x_shape, w: np.ndarray, bias, group: int, strides, dilations, begin, out, direct=True):
     """SeamlessConvArgs for x (N, C, *spatial, 1-3 dims) and the weights w (M, C/group, *kernel) float32, shapes
-    already checked to agree; returns (args, what they point at)."""
+    already checked to agree; returns (args, what they point at). direct=False: im2col even where the taps can be
+    read in place (seamless_conv_direct; the same outputs)."""
     nd = len(x_shape) - 2
     n, c, m = x_shape[0], x_shape[1], w.shape[0]
     mg, kernel = m // group, w.shape[2:]
     k = (c // group) * math.prod(kernel)
     _require(1 <= nd <= 3 and w.ndim == nd + 2 and w.shape[1] * group == c and mg * group == m, "conv geometry")
-    weights = _f32_array(w, m * k, "weights")
+    weights = _f32_array(w, m * k, "weights").reshape(-1)  # flat: each group's rows sliced at g mg k below
     args = ffi.new("SeamlessConvArgs*")
     args.n, args.c, args.m, args.group, args.k, args.l = n, c, m, group, k, math.prod(out)
     args.weights = ffi.cast("float*", ffi.from_buffer(weights))
@@ -618,6 +619,7 @@ def conv_args(x_shape, w: np.ndarray, bias, group: int, strides, dilations, begi
     lead = 3 - len(dims)  # fewer spatial dims: leading dims of 1 (padded by 0)
     for i, field in enumerate(fields):
         getattr(args, field)[0:3] = [0 if field == "pad" else 1] * lead + [int(d[i]) for d in dims]
+    args.direct = direct and lib.seamless_conv_direct(args)
     kept = [weights, packed]
     if bias is not None:
         bias = _f32_array(bias, m, "bias")
