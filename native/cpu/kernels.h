@@ -8,13 +8,14 @@ size_t seamless_sgemm_packed_size(size_t K, size_t N);
 void seamless_sgemm_pack_b(const float* B, size_t K, size_t N, size_t ldb, int trans_b, float* packed);
 void seamless_sgemm_pack_a(size_t M, size_t K, const float* A, size_t lda, float* packed_a);
 void seamless_sgemm(size_t M, size_t N, size_t K, const float* A, const float* packed_a, size_t lda,
-                    const float* packed, const float* bias, float* C, size_t ldc, void* par_fn, void* par_ctx);
+                    const float* packed, const float* bias, const float* row_bias, float* C, size_t ldc, void* par_fn,
+                    void* par_ctx);
 /* C = A . B with B[k, j] = x[off[k] + j] read in place (a convolution without im2col), where supported (M rows) */
 int seamless_sgemm_indirect_supported(size_t M);
 size_t seamless_sgemm_indirect_tail_floats(size_t K);
 void seamless_sgemm_indirect(size_t M, size_t N, size_t K, const float* A, const float* packed_a, size_t lda,
-                             const float* x, const int64_t* off, float* tail, float* C, size_t ldc, void* par_fn,
-                             void* par_ctx);
+                             const float* x, const int64_t* off, float* tail, const float* row_bias, float* C,
+                             size_t ldc, void* par_fn, void* par_ctx);
 int seamless_sgemm_batched(size_t batch, size_t M, size_t N, size_t K, const float* A, size_t lda, size_t stride_a,
                            const float* B, size_t ldb, size_t stride_b, int trans_b, float* C, size_t ldc,
                            size_t stride_c, void* par_fn, void* par_ctx);

@@ -1,4 +1,4 @@
-/* Single-precision GEMM: C[M,N] = A[M,K] . B[K,N] (+ bias[N]), B pre-packed into panels of
+/* Single-precision GEMM: C[M,N] = A[M,K] . B[K,N] (+ bias[N] or row_bias[M]), B pre-packed into panels of
  * 16 columns (zero-padded) so the inner loop reads it contiguously. Tiles of MR rows x 16
  * columns are accumulated in registers; tiles are shared out on the caller's thread pool.
  * Two builds of the tile kernel: AVX-512 (MR = 12, one zmm per row) and AVX2/FMA (MR = 6, two
@@ -62,10 +62,12 @@ void seamless_sgemm_pack_b(const float* B, size_t K, size_t N, size_t ldb, int t
 
 /* Two adjacent panels at once (MR x 32): each broadcast of A feeds two FMAs, so the loop issues 2 MR FMAs for
  * MR + 2 loads (a one-panel tile: MR for MR + 1, at the load ports' limit). Rows of 16 go to out0 and out1 at
- * stride ldo, plus bias0 and bias1 (16 values each) where given: straight into C where both panels are whole. */
+ * stride ldo, plus bias0 and bias1 (16 values each, the columns') or row_bias (MR values, the rows') where given:
+ * straight into C where both panels are whole. */
 #define DEFINE_WIDE_TILE(name, MR, attrs)                                                        \
   attrs static void name(const float* ap, const float* bp0, const float* bp1, size_t K, float* out0, \
-                         float* out1, size_t ldo, const float* bias0, const float* bias1) {      \
+                         float* out1, size_t ldo, const float* bias0, const float* bias1,        \
+                         const float* row_bias) {                                                \
     v16 acc0[MR], acc1[MR];                                                                      \
     for (int i = 0; i < MR; i++) acc0[i] = acc1[i] = (v16){0};                                   \
     for (size_t k = 0; k < K; k++, ap += MR, bp0 += NR, bp1 += NR) {                             \
@@ -82,6 +84,11 @@ void seamless_sgemm_pack_b(const float* B, size_t K, size_t N, size_t ldb, int t
         acc1[i] += c1;                                                                           \
       }                                                                                          \
     }                                                                                            \
+    if (row_bias)                                                                                \
+      for (int i = 0; i < MR; i++) {                                                             \
+        acc0[i] += row_bias[i];                                                                  \
+        acc1[i] += row_bias[i];                                                                  \
+      }                                                                                          \
     for (int i = 0; i < MR; i++) {                                                               \
       *(v16*)(out0 + i * ldo) = acc0[i];                                                         \
       *(v16*)(out1 + i * ldo) = acc1[i];                                                         \
@@ -89,12 +96,13 @@ void seamless_sgemm_pack_b(const float* B, size_t K, size_t N, size_t ldb, int t
   }
 
 typedef void (*WideTileFn)(const float*, const float*, const float*, size_t, float*, float*, size_t, const float*,
-                           const float*);
+                           const float*, const float*);
 
 /* The wide tile over B read in place: B[k, j] = x[off[k] + j] for the tile's 32 columns (a convolution's taps over a
- * plane, spatial.c), A packed k-major as above (MR = 1: a row of A itself) */
+ * plane, spatial.c), A packed k-major as above (MR = 1: a row of A itself), plus row_bias (MR values) where given */
 #define DEFINE_INDIRECT_TILE(name, MR, attrs)                                                          \
-  attrs static void name(const float* ap, const float* x, const int64_t* off, size_t K, float* out, size_t ldo) { \
+  attrs static void name(const float* ap, const float* x, const int64_t* off, size_t K, float* out, size_t ldo, \
+                         const float* row_bias) {                                                      \
     v16 acc0[MR], acc1[MR];                                                                            \
     for (int i = 0; i < MR; i++) acc0[i] = acc1[i] = (v16){0};                                         \
     for (size_t k = 0; k < K; k++, ap += MR) {                                                         \
@@ -105,13 +113,18 @@ typedef void (*WideTileFn)(const float*, const float*, const float*, size_t, flo
         acc1[i] += ap[i] * b1;                                                                         \
       }                                                                                                \
     }                                                                                                  \
+    if (row_bias)                                                                                      \
+      for (int i = 0; i < MR; i++) {                                                                   \
+        acc0[i] += row_bias[i];                                                                        \
+        acc1[i] += row_bias[i];                                                                        \
+      }                                                                                                \
     for (int i = 0; i < MR; i++) {                                                                     \
       *(v16*)(out + i * ldo) = acc0[i];                                                                \
       *(v16*)(out + i * ldo + NR) = acc1[i];                                                           \
     }                                                                                                  \
   }
 
-typedef void (*IndirectTileFn)(const float*, const float*, const int64_t*, size_t, float*, size_t);
+typedef void (*IndirectTileFn)(const float*, const float*, const int64_t*, size_t, float*, size_t, const float*);
 
 #if defined(__x86_64__) && defined(__GNUC__)
 DEFINE_WIDE_TILE(wide_avx512, 12, __attribute__((target("avx512f"))))
@@ -139,6 +152,7 @@ typedef void (*TileFn)(const float*, size_t, const float*, size_t, float*);
 typedef struct {
   size_t M, N, K, lda, ldc, mr, m_blocks, tiles, tasks, block_panels;
   const float *A, *packed, *bias;
+  const float* row_bias;   /* M values added to C's rows (a convolution's), or NULL; never with bias */
   float* C;
   TileFn tile, quad, row;  /* mr rows at once; the last, short block 4 rows and 1 row at a time */
   TileFn packed_tile;      /* mr rows of packed_a */
@@ -198,10 +212,11 @@ static void gemm_task(void* user, size_t task) {
     size_t direct = 0, whole = count == 2 && (first + 2) * NR <= job->N;
     float* c = job->C + item * job->stride_c + m0 * job->ldc + first * NR;
     const float* bias = whole && job->bias ? job->bias + first * NR : NULL;
+    const float* row_bias = whole && job->row_bias ? job->row_bias + m0 : NULL;
     size_t ldo = whole ? job->ldc : NR;
     if (count == 2 && rows == job->mr && job->packed_a) {
       job->wide_tile(job->packed_a + m0 * K, b0, b1, K, whole ? c : out[0], whole ? c + NR : out[1], ldo, bias,
-                     bias ? bias + NR : NULL);
+                     bias ? bias + NR : NULL, row_bias);
       direct = whole ? rows : 0;
     } else if (count == 2 && job->packed_a && job->wide8) {
       /* the last, short row block: 8 and 4 rows of packed A at a time, the rest row by row */
@@ -209,7 +224,7 @@ static void gemm_task(void* user, size_t task) {
       for (; rows - i >= 4; i += rows - i >= 8 ? 8 : 4) {
         float *o0 = whole ? c + i * ldo : out[0] + i * NR, *o1 = whole ? o0 + NR : out[1] + i * NR;
         (rows - i >= 8 ? job->wide8 : job->wide4)(job->packed_a + (m0 + i) * K, b0, b1, K, o0, o1, ldo, bias,
-                                                  bias ? bias + NR : NULL);
+                                                  bias ? bias + NR : NULL, row_bias ? row_bias + i : NULL);
       }
       direct = whole ? i : 0;
       for (; i < rows; i++)
@@ -237,6 +252,8 @@ static void gemm_task(void* user, size_t task) {
         const float* o = out[p] + i * NR;
         if (job->bias)
           for (size_t j = 0; j < width; j++) c[j] = o[j] + job->bias[n0 + j];
+        else if (job->row_bias)
+          for (size_t j = 0; j < width; j++) c[j] = o[j] + job->row_bias[m0 + i];
         else
           memcpy(c, o, width * sizeof(float));
       }
@@ -315,11 +332,13 @@ static int run_gemm(GemmJob* job, void* par_fn, void* par_ctx) {
   return 0;
 }
 
-/* packed_a: A packed by seamless_sgemm_pack_a, or NULL (packed here where that pays); A itself is read either way */
+/* packed_a: A packed by seamless_sgemm_pack_a, or NULL (packed here where that pays); A itself is read either way.
+ * bias: N values added to every row, or row_bias: M values added to every column (after the sums: y = A.B + b) */
 void seamless_sgemm(size_t M, size_t N, size_t K, const float* A, const float* packed_a, size_t lda,
-                    const float* packed, const float* bias, float* C, size_t ldc, void* par_fn, void* par_ctx) {
+                    const float* packed, const float* bias, const float* row_bias, float* C, size_t ldc, void* par_fn,
+                    void* par_ctx) {
   GemmJob job = {.M = M, .N = N, .K = K, .lda = lda, .ldc = ldc, .A = A, .given_a = packed_a, .packed = packed,
-                 .bias = bias, .C = C, .batch = 1};
+                 .bias = bias, .row_bias = row_bias, .C = C, .batch = 1};
   run_gemm(&job, par_fn, par_ctx);
 }
 
@@ -342,7 +361,7 @@ int seamless_sgemm_batched(size_t batch, size_t M, size_t N, size_t K, const flo
 typedef struct {
   size_t M, N, K, lda, ldc, m_blocks, ctiles, tasks;
   int rows_outer; /* row blocks outer where A is the larger operand (each block read once, B's lines re-read) */
-  const float *A, *packed_a, *x;
+  const float *A, *packed_a, *x, *row_bias;
   const int64_t* off;
   float *C, *tail;
   GemmJob kernels;
@@ -362,15 +381,16 @@ static void indirect_task(void* user, size_t task) {
     const float* ap = job->packed_a + m0 * K;
     size_t i = 0;
     if (width == 2 * NR) {
+      const float* rb = job->row_bias ? job->row_bias + m0 : NULL;
       if (rows == kn->mr) {
-        indirect_avx512(ap, job->x + j0, job->off, K, c, job->ldc);
+        indirect_avx512(ap, job->x + j0, job->off, K, c, job->ldc, rb);
         continue;
       }
       for (; rows - i >= 4; i += rows - i >= 8 ? 8 : 4)
         (rows - i >= 8 ? indirect8_avx512 : indirect4_avx512)(ap + i * K, job->x + j0, job->off, K, c + i * job->ldc,
-                                                              job->ldc);
+                                                              job->ldc, rb ? rb + i : NULL);
       for (; i < rows; i++) indirect1_avx512(job->A + (m0 + i) * job->lda, job->x + j0, job->off, K,
-                                             c + i * job->ldc, job->ldc);
+                                             c + i * job->ldc, job->ldc, rb ? rb + i : NULL);
       continue;
     }
     /* the last columns: their panels, packed before, by the packed tiles (one panel where they fit in one) */
@@ -378,16 +398,19 @@ static void indirect_task(void* user, size_t task) {
     if (width <= NR) {
       panel_tile(kn, job->A + m0 * job->lda, m0, rows, bp0, out[0]);
     } else if (rows == kn->mr) {
-      kn->wide_tile(ap, bp0, bp1, K, out[0], out[1], NR, NULL, NULL);
+      kn->wide_tile(ap, bp0, bp1, K, out[0], out[1], NR, NULL, NULL, NULL);
       i = rows;
     }
     for (; width > NR && rows - i >= 4; i += rows - i >= 8 ? 8 : 4)
       (rows - i >= 8 ? kn->wide8 : kn->wide4)(ap + i * K, bp0, bp1, K, out[0] + i * NR, out[1] + i * NR, NR, NULL,
-                                              NULL);
+                                              NULL, NULL);
     for (; width > NR && i < rows; i++)
       for (size_t p = 0; p < 2; p++) kn->row(job->A + (m0 + i) * job->lda, job->lda, p ? bp1 : bp0, K, out[p] + i * NR);
     for (size_t r = 0; r < rows; r++)
-      for (size_t j = 0; j < width; j++) c[r * job->ldc + j] = out[j / NR][r * NR + j % NR];
+      if (job->row_bias)
+        for (size_t j = 0; j < width; j++) c[r * job->ldc + j] = out[j / NR][r * NR + j % NR] + job->row_bias[m0 + r];
+      else
+        for (size_t j = 0; j < width; j++) c[r * job->ldc + j] = out[j / NR][r * NR + j % NR];
   }
 }
 
@@ -400,10 +423,10 @@ int seamless_sgemm_indirect_supported(size_t M) {
 size_t seamless_sgemm_indirect_tail_floats(size_t K) { return 2 * K * NR; }
 
 void seamless_sgemm_indirect(size_t M, size_t N, size_t K, const float* A, const float* packed_a, size_t lda,
-                             const float* x, const int64_t* off, float* tail, float* C, size_t ldc, void* par_fn,
-                             void* par_ctx) {
+                             const float* x, const int64_t* off, float* tail, const float* row_bias, float* C,
+                             size_t ldc, void* par_fn, void* par_ctx) {
   IndirectJob job = {.M = M, .N = N, .K = K, .lda = lda, .ldc = ldc, .A = A, .packed_a = packed_a, .x = x,
-                     .off = off, .C = C, .tail = tail};
+                     .row_bias = row_bias, .off = off, .C = C, .tail = tail};
   choose_kernel(&job.kernels);
   job.kernels.K = K;  /* for panel_tile */
   job.kernels.lda = lda;

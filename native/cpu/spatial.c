@@ -384,21 +384,13 @@ static void conv_direct(const SeamlessConvArgs* a, const float* x, float* y, flo
             }
           }
       }
-      float* out = d.p2 != out2 ? wide : yg;
+      const int drop = d.p2 != out2;
       seamless_sgemm_indirect((size_t)mg, (size_t)d.flat, (size_t)a->k, a->weights + g * mg * a->k,
-                              a->packed_weights + g * mg * a->k, (size_t)a->k, d.padded ? plane : xg, off, tail, out,
-                              (size_t)d.flat, par_fn, par_ctx);
-      for (int64_t j = 0; j < mg; j++) {
-        const float b = a->bias ? a->bias[g * mg + j] : 0.0f;
-        for (int64_t o1 = 0; o1 < a->out_shape[1]; o1++) {
-          const float* src = out + j * d.flat + o1 * d.p2;
-          float* dst = yg + j * a->l + o1 * out2;
-          if (a->bias)
-            for (int64_t o2 = 0; o2 < out2; o2++) dst[o2] = src[o2] + b;
-          else if (src != dst)
-            memcpy(dst, src, (size_t)out2 * sizeof(float));
-        }
-      }
+                              a->packed_weights + g * mg * a->k, (size_t)a->k, d.padded ? plane : xg, off, tail,
+                              a->bias ? a->bias + g * mg : NULL, drop ? wide : yg, (size_t)d.flat, par_fn, par_ctx);
+      for (int64_t j = 0; drop && j < mg; j++)
+        for (int64_t o1 = 0; o1 < a->out_shape[1]; o1++)
+          memcpy(yg + j * a->l + o1 * out2, wide + j * d.flat + o1 * d.p2, (size_t)out2 * sizeof(float));
     }
 }
 
@@ -430,14 +422,9 @@ void seamless_conv_f32(const SeamlessConvArgs* a, const float* x, float* y, floa
         if (job.tasks > CONV_TASKS) job.tasks = CONV_TASKS;
         seamless_run_tasks(par_fn, par_ctx, job.tasks, cols_task, &job);
         seamless_sgemm((size_t)mg, (size_t)cols, (size_t)a->k, a->weights + g * mg * a->k,
-                       a->packed_weights + g * mg * a->k, (size_t)a->k, scratch, NULL, yg + j0, (size_t)a->l, par_fn,
-                       par_ctx);
+                       a->packed_weights + g * mg * a->k, (size_t)a->k, scratch, NULL,
+                       a->bias ? a->bias + g * mg : NULL, yg + j0, (size_t)a->l, par_fn, par_ctx);
       }
-      if (a->bias)
-        for (int64_t j = 0; j < mg; j++) {
-          const float b = a->bias[g * mg + j];
-          for (int64_t i = 0; i < a->l; i++) yg[j * a->l + i] += b;
-        }
     }
 }
 

@@ -108,7 +108,7 @@ def sgemm(a: np.ndarray, packed: np.ndarray, n: int, bias=None) -> np.ndarray:
     c = np.empty((m, n), np.float32)
     if m and n:
         lib.seamless_sgemm(m, n, k, _ptr(a), ffi.NULL, k, _ptr(packed), ffi.NULL if bias is None else _ptr(bias),
-                           _ptr(c), n, *_pool())
+                           ffi.NULL, _ptr(c), n, *_pool())
     return c
 
 
