@@ -328,7 +328,7 @@ int64_t seamless_conv_direct(const SeamlessConvArgs* a) {
     return 0;
   const DirectShape d = direct_shape(a);
   return d.p1 >= a->in_shape[1] + a->pad[1] && d.p2 >= a->in_shape[2] + a->pad[2] &&
-         8 * (d.p2 - a->out_shape[2]) <= a->out_shape[2];
+         4 * (d.p2 - a->out_shape[2]) <= a->out_shape[2];
 }
 
 static int use_direct(const SeamlessConvArgs* a) { return a->direct && seamless_conv_direct(a); }
