@@ -56,6 +56,26 @@ static inline void copy_run(float* dst, const float* src, int64_t n, const float
   for (; i < n; i++) dst[i] = src[i];
 }
 
+/* The 16 floats at src, src + 2, ..., src + 30 (a macro: a function returning a 64-byte vector would have an ABI
+ * that depends on the ISA it is compiled for) */
+#if defined(__clang__)
+#define EVENS(src) \
+  __builtin_shufflevector(*(const f16v*)(src), *(const f16v*)((src) + 16), 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, \
+                          24, 26, 28, 30)
+#else
+typedef int32_t i16v __attribute__((vector_size(64)));
+#define EVENS(src) \
+  __builtin_shuffle(*(const f16v*)(src), *(const f16v*)((src) + 16), \
+                    (i16v){0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30})
+#endif
+
+/* dst[i] = src[2 i] for i < n, as copy_run (whole vectors: 32 floats read, their even ones kept) */
+static inline void copy_run_stride2(float* dst, const float* src, int64_t n, const float* x_end) {
+  int64_t i = 0;
+  for (; i < n && src + 2 * i + 32 <= x_end; i += 16) *(f16v*)(dst + i) = EVENS(src + 2 * i);
+  for (; i < n; i++) dst[i] = src[2 * i];
+}
+
 /* cols[((c k0 + q0) k1 + q1) k2 + q2, i] = x[c, o0 s0 - p0 + q0 d0, ...] for output positions i = (o0, o1, o2) in
  * [j0, j0 + cols) (zeros outside the input), packed as the GEMM's B: a row per weight tap made in `row` (cols +
  * ROW_SLACK floats), read along the input's rows (each tap's run of outputs inside the row found once: a plain copy
@@ -83,6 +103,8 @@ SEAMLESS_SIMD static void im2col(const SeamlessConvArgs* a, const float* x, cons
         zero_run(out, z1 - first);
         if (s2 == 1)
           copy_run(out + z1 - first, line + offset + z1, z2 - z1, x_end);
+        else if (s2 == 2)
+          copy_run_stride2(out + z1 - first, line + offset + 2 * z1, z2 - z1, x_end);
         else
           for (int64_t o2 = z1; o2 < z2; o2++) out[o2 - first] = line[o2 * s2 + offset];
         zero_run(out + z2 - first, last - z2);
@@ -142,7 +164,7 @@ static size_t depthwise_tasks(const SeamlessConvArgs* a) {
 /* A depthwise plane through a zero-padded copy of its input (every tap then inside: no ranges, and a tap's products
  * vectorize over the plane): the same taps' sum in the weights' order, plus the bias. [1, 272, 14, 14] 3x3 at 1
  * thread: 5.75x -> 2.12x stock. buf: depthwise_floats() floats (the padded plane, its slack, the sums). */
-enum { DW_SLACK = 64 };  /* floats past the padded plane: the last row's junk columns read there (at least 16) */
+enum { DW_SLACK = 64 };  /* floats past the padded plane: the last row's junk columns read there (at least 32) */
 
 static int64_t depthwise_ext(const SeamlessConvArgs* a, int64_t ext[3]) {  /* the padded plane's extents, floats */
   int64_t size = 1;
@@ -187,10 +209,10 @@ SEAMLESS_SIMD static void depthwise_padded(const SeamlessConvArgs* a, const floa
     }
   const int64_t out2 = a->out_shape[2], s2 = a->stride[2];
   zero_floats(buf + size, DW_SLACK);
-  if (a->stride[0] == 1 && a->stride[1] == 1 && s2 == 1) {
-    /* stride 1: 16 outputs of a row at a time, their sums in a register over the taps (read at most 15 floats past
-     * a padded row: the next row's, or the slack), plus the bias, into y (whole vectors, spilling into the next
-     * rows, written after), through acc where the vectors would reach past the plane */
+  if (s2 <= 2) {
+    /* a row's stride 1 or 2: 16 outputs of a row at a time, their sums in a register over the taps (read at most
+     * 15 floats past a padded row at stride 1, 31 at 2: the next row's, or the slack), plus the bias, into y (whole
+     * vectors, spilling into the next rows, written after), through acc where they would reach past the plane */
     const int64_t whole = (out2 + 15) / 16 * 16;
     float* const end = yc + a->l;
     for (int64_t o0 = 0; o0 < a->out_shape[0]; o0++)
@@ -201,9 +223,10 @@ SEAMLESS_SIMD static void depthwise_padded(const SeamlessConvArgs* a, const floa
           const float* wt = w;
           for (int64_t q0 = 0; q0 < a->kernel[0]; q0++)
             for (int64_t q1 = 0; q1 < a->kernel[1]; q1++) {
-              const float* src = buf + ((o0 + q0 * a->dilation[0]) * ext[1] + o1 + q1 * a->dilation[1]) * ext[2] + j;
+              const float* src = buf + ((o0 * a->stride[0] + q0 * a->dilation[0]) * ext[1] + o1 * a->stride[1] +
+                                        q1 * a->dilation[1]) * ext[2] + s2 * j;
               for (int64_t q2 = 0; q2 < a->kernel[2]; q2++, wt++)
-                sum += *(const f16v*)(src + q2 * a->dilation[2]) * *wt;
+                sum += (s2 == 1 ? *(const f16v*)(src + q2 * a->dilation[2]) : EVENS(src + q2 * a->dilation[2])) * *wt;
             }
           *(f16v*)((last ? acc : yc) + j) = sum + b;
         }
@@ -211,9 +234,9 @@ SEAMLESS_SIMD static void depthwise_padded(const SeamlessConvArgs* a, const floa
       }
     return;
   }
-  /* strided: each tap's products over the whole plane at once at stride 1, rows ext[2] wide (the last (k - 1) d
-   * columns of each are junk): one long vector loop a tap, whatever the row's width; then every stride-th row and
-   * column kept (s1 s2 times the products, at 16 a step rather than one) */
+  /* a row's stride 3 or more: each tap's products over the whole plane at once at stride 1, rows ext[2] wide (the
+   * last (k - 1) d columns of each are junk): one long vector loop a tap, whatever the row's width; then every
+   * stride-th row and column kept (s1 s2 times the products, at 16 a step rather than one) */
   const int64_t flat = ((a->out_shape[1] - 1) * a->stride[1] + 1) * ext[2];  /* within size: rows past it unread */
   for (int64_t o0 = 0; o0 < a->out_shape[0]; o0++, yc += a->out_shape[1] * out2) {
     zero_floats(acc, flat);

@@ -91,10 +91,10 @@ def test_conv_in_blocks_of_columns(xs, ws, attrs):
     check("Conv", [data(xs), data(ws), data(ws[0])], attrs, const=[1, 2], rtol=1e-4, atol=1e-4)
 
 
-# Depthwise convolutions (spatial.c depthwise_padded): through a zero-padded copy of the plane, at stride 1 a tap's
-# products over the whole plane at once at stride 1 (3-D, 1-D dilated, outputs of 14 columns, a 130 x 130 plane),
-# strided convolutions keeping every stride-th row and column of it; taps reaching past DW_SLACK columns keep the
-# per-row loop
+# Depthwise convolutions (spatial.c depthwise_padded): through a zero-padded copy of the plane, rows of stride 1 or 2
+# 16 outputs at a time (3-D, 1-D dilated, outputs of 14 columns, a 130 x 130 plane, 38 columns of stride 2 dilated),
+# larger strides a tap's products over the whole plane at stride 1 keeping every stride-th row and column; taps
+# reaching past DW_SLACK columns keep the per-row loop
 @pytest.mark.parametrize("xs,ws,attrs", [
     ((1, 3, 4, 5, 6), (3, 1, 2, 3, 3), {"group": 3, "pads": [1, 1, 1, 0, 1, 1]}),
     ((1, 3, 20), (3, 1, 5), {"group": 3, "pads": [2, 2], "dilations": [2]}),
@@ -103,6 +103,7 @@ def test_conv_in_blocks_of_columns(xs, ws, attrs):
     ((1, 2, 130, 130), (2, 1, 3, 3), {"group": 2, "pads": [1, 1, 1, 1]}),
     ((1, 2, 6, 90), (2, 1, 1, 9), {"group": 2, "dilations": [1, 9], "pads": [0, 36, 0, 36]}),  # taps past DW_SLACK
     ((1, 3, 9, 12), (3, 1, 3, 3), {"group": 3, "pads": [1, 0, 1, 1], "strides": [3, 2], "dilations": [2, 1]}),
+    ((2, 2, 10, 75), (2, 1, 3, 5), {"group": 2, "pads": [1, 4, 1, 4], "strides": [1, 2], "dilations": [1, 2]}),
 ])
 def test_conv_depthwise_planes(xs, ws, attrs):
     check("Conv", [data(xs), data(ws), data(ws[0])], attrs, const=[1, 2], **CONV_TOL)
