@@ -124,8 +124,6 @@ typedef void (*WideTileFn)(const float*, const float*, const float*, size_t, flo
     }                                                                                                  \
   }
 
-typedef void (*IndirectTileFn)(const float*, const float*, const int64_t*, size_t, float*, size_t, const float*);
-
 #if defined(__x86_64__) && defined(__GNUC__)
 DEFINE_WIDE_TILE(wide_avx512, 12, __attribute__((target("avx512f"))))
 DEFINE_WIDE_TILE(wide8_avx512, 8, __attribute__((target("avx512f"))))
