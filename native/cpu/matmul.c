@@ -60,68 +60,56 @@ void seamless_sgemm_pack_b(const float* B, size_t K, size_t N, size_t ldb, int t
     for (int i = 0; i < MR; i++) *(v16*)(out + i * NR) = acc[i];                                 \
   }
 
-/* Two adjacent panels at once (MR x 32): each broadcast of A feeds two FMAs, so the loop issues 2 MR FMAs for
- * MR + 2 loads (a one-panel tile: MR for MR + 1, at the load ports' limit). Rows of 16 go to out0 and out1 at
- * stride ldo, plus bias0 and bias1 (16 values each, the columns') or row_bias (MR values, the rows') where given:
- * straight into C where both panels are whole. */
-#define DEFINE_WIDE_TILE(name, MR, attrs)                                                        \
-  attrs static void name(const float* ap, const float* bp0, const float* bp1, size_t K, float* out0, \
-                         float* out1, size_t ldo, const float* bias0, const float* bias1,        \
-                         const float* row_bias) {                                                \
-    v16 acc0[MR], acc1[MR];                                                                      \
-    for (int i = 0; i < MR; i++) acc0[i] = acc1[i] = (v16){0};                                   \
-    for (size_t k = 0; k < K; k++, ap += MR, bp0 += NR, bp1 += NR) {                             \
-      v16 b0 = *(const v16*)bp0, b1 = *(const v16*)bp1;                                          \
-      _Pragma("GCC unroll 12") for (int i = 0; i < MR; i++) {                                    \
-        acc0[i] += ap[i] * b0;                                                                   \
-        acc1[i] += ap[i] * b1;                                                                   \
-      }                                                                                          \
+/* An MR x 32 tile's sums over K, each broadcast of A (packed k-major, MR a k) feeding two FMAs: 2 MR FMAs for MR + 2
+ * loads (a one-panel tile: MR for MR + 1, at the load ports' limit). B's row k is 32 floats at ROW0 and ROW1 (16
+ * each, expressions of k); then bias0 and bias1 (16 values each, the columns') or row_bias (MR values, the rows')
+ * where given; rows of 16 stored to out0 and out1 at stride ldo. */
+#define WIDE_TILE_BODY(MR, ROW0, ROW1)                                                           \
+  v16 acc0[MR], acc1[MR];                                                                        \
+  for (int i = 0; i < MR; i++) acc0[i] = acc1[i] = (v16){0};                                     \
+  for (size_t k = 0; k < K; k++, ap += MR) {                                                     \
+    v16 b0 = *(const v16*)(ROW0), b1 = *(const v16*)(ROW1);                                      \
+    _Pragma("GCC unroll 12") for (int i = 0; i < MR; i++) {                                      \
+      acc0[i] += ap[i] * b0;                                                                     \
+      acc1[i] += ap[i] * b1;                                                                     \
     }                                                                                            \
-    if (bias0) {                                                                                 \
-      v16 c0 = *(const v16*)bias0, c1 = *(const v16*)bias1;                                      \
-      for (int i = 0; i < MR; i++) {                                                             \
-        acc0[i] += c0;                                                                           \
-        acc1[i] += c1;                                                                           \
-      }                                                                                          \
-    }                                                                                            \
-    if (row_bias)                                                                                \
-      for (int i = 0; i < MR; i++) {                                                             \
-        acc0[i] += row_bias[i];                                                                  \
-        acc1[i] += row_bias[i];                                                                  \
-      }                                                                                          \
+  }                                                                                              \
+  if (bias0) {                                                                                   \
+    v16 c0 = *(const v16*)bias0, c1 = *(const v16*)bias1;                                        \
     for (int i = 0; i < MR; i++) {                                                               \
-      *(v16*)(out0 + i * ldo) = acc0[i];                                                         \
-      *(v16*)(out1 + i * ldo) = acc1[i];                                                         \
+      acc0[i] += c0;                                                                             \
+      acc1[i] += c1;                                                                             \
     }                                                                                            \
+  }                                                                                              \
+  if (row_bias)                                                                                  \
+    for (int i = 0; i < MR; i++) {                                                               \
+      acc0[i] += row_bias[i];                                                                    \
+      acc1[i] += row_bias[i];                                                                    \
+    }                                                                                            \
+  for (int i = 0; i < MR; i++) {                                                                 \
+    *(v16*)(out0 + i * ldo) = acc0[i];                                                           \
+    *(v16*)(out1 + i * ldo) = acc1[i];                                                           \
+  }
+
+/* Two adjacent packed panels of B at once: straight into C where both are whole */
+#define DEFINE_WIDE_TILE(name, MR, attrs)                                                                \
+  attrs static void name(const float* ap, const float* bp0, const float* bp1, size_t K, float* out0,     \
+                         float* out1, size_t ldo, const float* bias0, const float* bias1,                \
+                         const float* row_bias) {                                                        \
+    WIDE_TILE_BODY(MR, bp0 + k * NR, bp1 + k * NR)                                                       \
   }
 
 typedef void (*WideTileFn)(const float*, const float*, const float*, size_t, float*, float*, size_t, const float*,
                            const float*, const float*);
 
-/* The wide tile over B read in place: B[k, j] = x[off[k] + j] for the tile's 32 columns (a convolution's taps over a
- * plane, spatial.c), A packed k-major as above (MR = 1: a row of A itself), plus row_bias (MR values) where given */
-#define DEFINE_INDIRECT_TILE(name, MR, attrs)                                                          \
-  attrs static void name(const float* ap, const float* x, const int64_t* off, size_t K, float* out, size_t ldo, \
-                         const float* row_bias) {                                                      \
-    v16 acc0[MR], acc1[MR];                                                                            \
-    for (int i = 0; i < MR; i++) acc0[i] = acc1[i] = (v16){0};                                         \
-    for (size_t k = 0; k < K; k++, ap += MR) {                                                         \
-      const float* b = x + off[k];                                                                     \
-      v16 b0 = *(const v16*)b, b1 = *(const v16*)(b + NR);                                             \
-      _Pragma("GCC unroll 12") for (int i = 0; i < MR; i++) {                                          \
-        acc0[i] += ap[i] * b0;                                                                         \
-        acc1[i] += ap[i] * b1;                                                                         \
-      }                                                                                                \
-    }                                                                                                  \
-    if (row_bias)                                                                                      \
-      for (int i = 0; i < MR; i++) {                                                                   \
-        acc0[i] += row_bias[i];                                                                        \
-        acc1[i] += row_bias[i];                                                                        \
-      }                                                                                                \
-    for (int i = 0; i < MR; i++) {                                                                     \
-      *(v16*)(out + i * ldo) = acc0[i];                                                                \
-      *(v16*)(out + i * ldo + NR) = acc1[i];                                                           \
-    }                                                                                                  \
+/* The same over B read in place: B[k, j] = x[off[k] + j] for the tile's 32 columns (a convolution's taps over a
+ * plane, spatial.c); MR = 1: a row of A itself */
+#define DEFINE_INDIRECT_TILE(name, MR, attrs)                                                            \
+  attrs static void name(const float* ap, const float* x, const int64_t* off, size_t K, float* out0,     \
+                         size_t ldo, const float* row_bias) {                                            \
+    const float *bias0 = NULL, *bias1 = NULL;                                                            \
+    float* out1 = out0 + NR;                                                                             \
+    WIDE_TILE_BODY(MR, x + off[k], x + off[k] + NR)                                                      \
   }
 
 #if defined(__x86_64__) && defined(__GNUC__)
