@@ -79,13 +79,14 @@ def test_conv_empty_batch():
 
 
 # Outputs in several blocks of the GEMM's columns (spatial.c conv_block_columns: packed B within 512 KB, here 224
-# columns at 576 taps, 128 at 1024), the last part-filled, their output rows cut across blocks: 3x3, strided and
-# dilated with groups, 1x1 (x packed as B a block at a time), 3-D
+# columns at 576 taps, 128 at 1024; 64 at least), the last part-filled, their output rows cut across blocks: 3x3,
+# strided and dilated with groups, 1x1 (x packed as B a block at a time), 3-D
 @pytest.mark.parametrize("xs,ws,attrs", [
     ((1, 64, 17, 19), (8, 64, 3, 3), {"pads": [1, 1, 1, 1]}),
     ((2, 128, 40, 21), (6, 64, 3, 3), {"group": 2, "strides": [2, 1], "dilations": [1, 2], "pads": [1, 2, 0, 1]}),
     ((1, 1024, 16, 18), (5, 1024, 1, 1), {}),
     ((1, 40, 6, 9, 10), (3, 40, 2, 3, 3), {"pads": [1, 0, 1, 0, 1, 1]}),
+    ((1, 288, 10, 15), (4, 288, 3, 3), {"pads": [1, 1, 1, 1]}),  # 2592 taps: blocks of 64 columns (the least)
 ])
 def test_conv_in_blocks_of_columns(xs, ws, attrs):
     check("Conv", [data(xs), data(ws), data(ws[0])], attrs, const=[1, 2], rtol=1e-4, atol=1e-4)
