@@ -161,6 +161,27 @@ static size_t depthwise_tasks(const SeamlessConvArgs* a) {
   return tasks < (size_t)(a->n * a->m) ? tasks : (size_t)(a->n * a->m);
 }
 
+/* A zero-padded copy of one channel's plane xc (a's in_shape) into dst, ext[3] floats: the input at a's begin pads,
+ * zeros around it, written row by row in whole-vector runs (up to 15 floats past dst's end: the caller's slack, or
+ * what it writes next) */
+SEAMLESS_SIMD static void pad_plane(const SeamlessConvArgs* a, const float* xc, const int64_t ext[3], float* dst) {
+  const int64_t in0 = a->in_shape[0], in1 = a->in_shape[1], in2 = a->in_shape[2];
+  const int64_t c_lo = a->pad[2] < ext[2] ? a->pad[2] : ext[2];  /* the copied columns [c_lo, c_hi) */
+  const int64_t c_hi = a->pad[2] + in2 < ext[2] ? a->pad[2] + in2 : ext[2];
+  for (int64_t z = 0; z < ext[0]; z++)
+    for (int64_t r = 0; r < ext[1]; r++) {
+      float* row = dst + (z * ext[1] + r) * ext[2];
+      const int64_t iz = z - a->pad[0], ir = r - a->pad[1];
+      if (iz < 0 || iz >= in0 || ir < 0 || ir >= in1 || c_lo >= c_hi) {
+        zero_run(row, ext[2]);
+        continue;
+      }
+      zero_run(row, c_lo);
+      copy_run(row + c_lo, xc + (iz * in1 + ir) * in2 + c_lo - a->pad[2], c_hi - c_lo, xc + in0 * in1 * in2);
+      zero_run(row + c_hi, ext[2] - c_hi);
+    }
+}
+
 /* A depthwise plane through a zero-padded copy of its input (every tap then inside: no ranges, and a tap's products
  * vectorize over the plane): the same taps' sum in the weights' order, plus the bias. [1, 272, 14, 14] 3x3 at 1
  * thread: 5.75x -> 2.12x stock. buf: depthwise_floats() floats (the padded plane, its slack, the sums). */
@@ -192,21 +213,7 @@ SEAMLESS_SIMD static void depthwise_padded(const SeamlessConvArgs* a, const floa
   int64_t ext[3];
   const int64_t size = depthwise_ext(a, ext);
   float* restrict acc = buf + depthwise_plane_floats(a);
-  const int64_t in0 = a->in_shape[0], in1 = a->in_shape[1], in2 = a->in_shape[2];
-  const int64_t c_lo = a->pad[2] < ext[2] ? a->pad[2] : ext[2];  /* the copied columns [c_lo, c_hi) */
-  const int64_t c_hi = a->pad[2] + in2 < ext[2] ? a->pad[2] + in2 : ext[2];
-  for (int64_t z = 0; z < ext[0]; z++)
-    for (int64_t r = 0; r < ext[1]; r++) {
-      float* row = buf + (z * ext[1] + r) * ext[2];
-      const int64_t iz = z - a->pad[0], ir = r - a->pad[1];
-      if (iz < 0 || iz >= in0 || ir < 0 || ir >= in1 || c_lo >= c_hi) {
-        zero_run(row, ext[2]);
-        continue;
-      }
-      zero_run(row, c_lo);  /* whole vectors, spilling forward into what is written next, or the slack */
-      copy_run(row + c_lo, xc + (iz * in1 + ir) * in2 + c_lo - a->pad[2], c_hi - c_lo, xc + in0 * in1 * in2);
-      zero_run(row + c_hi, ext[2] - c_hi);
-    }
+  pad_plane(a, xc, ext, buf);
   const int64_t out2 = a->out_shape[2], s2 = a->stride[2];
   zero_floats(buf + size, DW_SLACK);
   if (s2 <= 2) {
@@ -330,8 +337,8 @@ static int64_t conv_block_columns(const SeamlessConvArgs* a) {
   return cols < a->l ? cols : a->l;
 }
 
-/* The direct path's geometry (2 spatial dims, the first of in_shape and kernel 1): the padded plane's rows and
- * their length, and the GEMM's columns: output (o1, o2) at o1 * p2 + o2, the last row's tail not computed */
+/* The direct path's geometry (2 spatial dims: the first of in_shape, kernel and out_shape 1): the padded plane's
+ * rows and their length, and the GEMM's columns: output (o1, o2) at o1 * p2 + o2, the last row's tail not computed */
 typedef struct {
   int64_t p1, p2, flat;
   int padded;
@@ -347,8 +354,8 @@ static DirectShape direct_shape(const SeamlessConvArgs* a) {
 }
 
 int64_t seamless_conv_direct(const SeamlessConvArgs* a) {
-  if (depthwise(a) || pointwise(a) || a->in_shape[0] != 1 || a->kernel[0] != 1 || a->stride[1] != 1 || a->stride[2] != 1 ||
-      !seamless_sgemm_indirect_supported((size_t)(a->m / a->group)))
+  if (depthwise(a) || pointwise(a) || a->in_shape[0] != 1 || a->kernel[0] != 1 || a->out_shape[0] != 1 ||
+      a->stride[1] != 1 || a->stride[2] != 1 || !seamless_sgemm_indirect_supported((size_t)(a->m / a->group)))
     return 0;
   const DirectShape d = direct_shape(a);
   return d.p1 >= a->in_shape[1] + a->pad[1] && d.p2 >= a->in_shape[2] + a->pad[2] &&
@@ -357,12 +364,13 @@ int64_t seamless_conv_direct(const SeamlessConvArgs* a) {
 
 static int use_direct(const SeamlessConvArgs* a) { return a->direct && seamless_conv_direct(a); }
 
-/* The direct path's scratch: the taps' offsets (2 floats each), the GEMM's last columns packed, the padded plane
- * (where pads are), the GEMM's output before its dropped columns go (where there are any) */
+/* The direct path's scratch: the taps' offsets (2 floats each), the GEMM's last columns packed, the padded planes
+ * and pad_plane's 16 floats of slack (where pads are), the GEMM's output before its dropped columns go (where there
+ * are any) */
 static int64_t direct_floats(const SeamlessConvArgs* a) {
   const DirectShape d = direct_shape(a);
   return 2 * a->k + (int64_t)seamless_sgemm_indirect_tail_floats((size_t)a->k) +
-         (d.padded ? a->c / a->group * d.p1 * d.p2 : 0) +
+         (d.padded ? a->c / a->group * d.p1 * d.p2 + 16 : 0) +
          (d.p2 != a->out_shape[2] ? a->m / a->group * d.flat : 0);
 }
 
@@ -387,27 +395,15 @@ static void conv_direct(const SeamlessConvArgs* a, const float* x, float* y, flo
   int64_t* off = (int64_t*)scratch;
   float* tail = scratch + 2 * a->k;
   float* plane = tail + seamless_sgemm_indirect_tail_floats((size_t)a->k);
-  float* wide = d.padded ? plane + cg * d.p1 * d.p2 : plane;  /* the GEMM's output with the dropped columns */
+  float* wide = d.padded ? plane + cg * d.p1 * d.p2 + 16 : plane;  /* the GEMM's output with the dropped columns */
+  const int64_t ext[3] = {1, d.p1, d.p2};
   for (int64_t r = 0; r < a->k; r++)
     off[r] = r / (k1 * k2) * d.p1 * d.p2 + r / k2 % k1 * a->dilation[1] * d.p2 + r % k2 * a->dilation[2];
   for (int64_t n = 0; n < a->n; n++)
     for (int64_t g = 0; g < a->group; g++) {
       const float* xg = x + (n * a->c + g * cg) * in1 * in2;
       float* yg = y + (n * a->m + g * mg) * a->l;
-      if (d.padded) {
-        for (int64_t c = 0; c < cg; c++)
-          for (int64_t i = 0; i < d.p1; i++) {
-            float* row = plane + (c * d.p1 + i) * d.p2;
-            const int64_t src = i - a->pad[1];
-            if (src < 0 || src >= in1) {
-              zero_floats(row, d.p2);
-            } else {
-              zero_floats(row, a->pad[2]);
-              copy_floats(row + a->pad[2], xg + (c * in1 + src) * in2, in2);
-              zero_floats(row + a->pad[2] + in2, d.p2 - a->pad[2] - in2);
-            }
-          }
-      }
+      for (int64_t c = 0; d.padded && c < cg; c++) pad_plane(a, xg + c * in1 * in2, ext, plane + c * d.p1 * d.p2);
       const int drop = d.p2 != out2;
       seamless_sgemm_indirect((size_t)mg, (size_t)d.flat, (size_t)a->k, a->weights + g * mg * a->k,
                               a->packed_weights + g * mg * a->k, (size_t)a->k, d.padded ? plane : xg, off, tail,
@@ -574,12 +570,12 @@ SEAMLESS_SIMD static unsigned plane_specials(const float* x, int64_t n) {
 
 enum { POOL_FOLD = 2048 };  /* the longest input row pool_max_rows folds (on the stack) */
 
-/* The maximum of a plane without specials (plane_specials) by output rows: a row's window rows inside the input folded into one
- * first (an elementwise maximum along the row: vectorized, each input row read once an output row instead of once a
- * tap), then each output's taps inside along it. On plain values every path of pool_one gives that maximum of the
- * taps inside where there is one (MLAS's vector kernel reads the lowest float for columns outside, its odd
- * windows start past the input's end: none inside); a window with no tap inside keeps pool_one. MaxPool 3x3
- * stride 2 of 96 x 109 x 109 (SqueezeNet's first), 1 thread: 2.27 ms -> 0.62 (stock 0.26-0.28). */
+/* The maximum of a plane without specials (plane_specials) by output rows: a row's window rows inside the input
+ * folded into one first (an elementwise maximum along the row: vectorized, each input row read once an output row
+ * instead of once a tap), then each output's taps inside along it. On plain values every path of pool_one gives
+ * that maximum of the taps inside where there is one (MLAS's vector kernel reads the lowest float for columns
+ * outside, its odd windows start past the input's end: none inside); a window with no tap inside keeps pool_one.
+ * MaxPool 3x3 stride 2 of 96 x 109 x 109 (SqueezeNet's first), 1 thread: 2.27 ms -> 0.62 (stock 0.26-0.28). */
 SEAMLESS_SIMD static void pool_max_rows(const SeamlessPoolArgs* a, const float* xp, float* yp) {
   float fold[POOL_FOLD];
   const int64_t width = a->in[2], out2 = a->out[2], st2 = a->stride[2], d2 = a->dilation[2];

@@ -114,8 +114,8 @@ def test_conv_depthwise_planes(xs, ws, attrs):
 # channels a group or more, rows padded at most 1/4, not 1x1 unpadded; on AVX-512): 3x3 padded (a plane of 58 x 58
 # columns), unpadded (x itself), 1x1 padded at one end only (and unpadded: x packed), 1-D and dilated, groups, two
 # images; 13, 20 and 35 output channels (row blocks of 12, 8, 4 and single rows), columns past the last whole 32
-# (the packed tail). Where the path cannot run (another CPU) im2col gives them, bitwise the same
-# (test_conv_direct_is_im2col_bitwise).
+# (the packed tail); a 3-D one whose first dim of 1 is padded (3 outputs along it) takes im2col. Where the path
+# cannot run (another CPU) im2col gives them, bitwise the same (test_conv_direct_is_im2col_bitwise).
 DIRECT_CASES = [
     ((1, 16, 56, 56), (13, 16, 3, 3), {"pads": [1, 1, 1, 1]}),
     ((2, 8, 9, 40), (20, 8, 3, 3), {}),
@@ -123,6 +123,7 @@ DIRECT_CASES = [
     ((1, 6, 7, 33), (35, 6, 1, 1), {}),
     ((2, 5, 70), (24, 5, 3), {"pads": [3, 1], "dilations": [2]}),
     ((1, 8, 12, 30), (40, 4, 3, 2), {"group": 2, "pads": [1, 0, 2, 1], "dilations": [2, 1]}),
+    ((1, 4, 1, 6, 20), (16, 4, 1, 3, 3), {"pads": [1, 1, 1, 1, 1, 1]}),  # 3-D, padded along a first dim of 1: im2col
 ]
 
 
