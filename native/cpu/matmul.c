@@ -12,7 +12,6 @@
 
 #define NR 16
 #define MR_MAX 12
-#define PACK_A_MIN_MACS (1 << 20)   /* below, packing A (an allocation and a copy) costs more than it gains */
 #define L2_PANEL_BYTES (512 * 1024)  /* packed B a block of panels holds: within L2 while every row block reads it */
 
 typedef float v16 __attribute__((vector_size(64), aligned(4)));  /* unaligned-safe loads */
@@ -60,18 +59,18 @@ void seamless_sgemm_pack_b(const float* B, size_t K, size_t N, size_t ldb, int t
     for (int i = 0; i < MR; i++) *(v16*)(out + i * NR) = acc[i];                                 \
   }
 
-/* An MR x 32 tile's sums over K, each broadcast of A (packed k-major, MR a k) feeding two FMAs: 2 MR FMAs for MR + 2
- * loads (a one-panel tile: MR for MR + 1, at the load ports' limit). B's row k is 32 floats at ROW0 and ROW1 (16
- * each, expressions of k); then bias0 and bias1 (16 values each, the columns') or row_bias (MR values, the rows')
- * where given; rows of 16 stored to out0 and out1 at stride ldo. */
-#define WIDE_TILE_BODY(MR, ROW0, ROW1)                                                           \
+/* An MR x 32 tile's sums over K, each broadcast of A feeding two FMAs: 2 MR FMAs for MR + 2 loads (a one-panel
+ * tile: MR for MR + 1, at the load ports' limit). A_AT(i) is row i's value at k, A_NEXT steps every row to k + 1;
+ * B's row k is 32 floats at ROW0 and ROW1 (16 each, expressions of k); then bias0 and bias1 (16 values each, the
+ * columns') or row_bias (MR values, the rows') where given; rows of 16 stored to out0 and out1 at stride ldo. */
+#define WIDE_TILE_BODY(MR, A_AT, A_NEXT, ROW0, ROW1)                                             \
   v16 acc0[MR], acc1[MR];                                                                        \
   for (int i = 0; i < MR; i++) acc0[i] = acc1[i] = (v16){0};                                     \
-  for (size_t k = 0; k < K; k++, ap += MR) {                                                     \
+  for (size_t k = 0; k < K; k++, A_NEXT) {                                                       \
     v16 b0 = *(const v16*)(ROW0), b1 = *(const v16*)(ROW1);                                      \
     _Pragma("GCC unroll 12") for (int i = 0; i < MR; i++) {                                      \
-      acc0[i] += ap[i] * b0;                                                                     \
-      acc1[i] += ap[i] * b1;                                                                     \
+      acc0[i] += A_AT(i) * b0;                                                                   \
+      acc1[i] += A_AT(i) * b1;                                                                   \
     }                                                                                            \
   }                                                                                              \
   if (bias0) {                                                                                   \
@@ -91,16 +90,32 @@ void seamless_sgemm_pack_b(const float* B, size_t K, size_t N, size_t ldb, int t
     *(v16*)(out1 + i * ldo) = acc1[i];                                                           \
   }
 
-/* Two adjacent packed panels of B at once: straight into C where both are whole */
+/* Two adjacent packed panels of B at once (straight into C where both are whole), A packed k-major (MR values a k;
+ * lda unused) */
+#define PACKED_A(i) ap[i]
 #define DEFINE_WIDE_TILE(name, MR, attrs)                                                                \
-  attrs static void name(const float* ap, const float* bp0, const float* bp1, size_t K, float* out0,     \
-                         float* out1, size_t ldo, const float* bias0, const float* bias1,                \
+  attrs static void name(const float* ap, size_t lda, const float* bp0, const float* bp1, size_t K,      \
+                         float* out0, float* out1, size_t ldo, const float* bias0, const float* bias1,   \
                          const float* row_bias) {                                                        \
-    WIDE_TILE_BODY(MR, bp0 + k * NR, bp1 + k * NR)                                                       \
+    (void)lda;                                                                                           \
+    WIDE_TILE_BODY(MR, PACKED_A, ap += MR, bp0 + k * NR, bp1 + k * NR)                                   \
   }
 
-typedef void (*WideTileFn)(const float*, const float*, const float*, size_t, float*, float*, size_t, const float*,
-                           const float*, const float*);
+/* The same with A's rows read in place (row stride lda): no packing at each product, which cost more than the
+ * packed broadcasts saved (7-10 % of MiniLM's products). Rows 4 apart share a pointer, the others at 1-3 strides
+ * from it (one addressing mode each: no register a row, none spilled). */
+#define IN_PLACE_A(i) ((i) < 4 ? a0 : (i) < 8 ? a4 : a8)[(i) % 4 == 0 ? 0 : (i) % 4 == 1 ? lda : (i) % 4 == 2 ? lda2 : lda3]
+#define DEFINE_IN_PLACE_WIDE_TILE(name, MR, attrs)                                                       \
+  attrs static void name(const float* a0, size_t lda, const float* bp0, const float* bp1, size_t K,      \
+                         float* out0, float* out1, size_t ldo, const float* bias0, const float* bias1,   \
+                         const float* row_bias) {                                                        \
+    const float *a4 = MR > 4 ? a0 + 4 * lda : a0, *a8 = MR > 8 ? a0 + 8 * lda : a0;                      \
+    size_t lda2 = 2 * lda, lda3 = 3 * lda;                                                               \
+    WIDE_TILE_BODY(MR, IN_PLACE_A, (a0++, a4++, a8++), bp0 + k * NR, bp1 + k * NR)                       \
+  }
+
+typedef void (*WideTileFn)(const float*, size_t, const float*, const float*, size_t, float*, float*, size_t,
+                           const float*, const float*, const float*);
 
 /* The same over B read in place: B[k, j] = x[off[k] + j] for the tile's 32 columns (a convolution's taps over a
  * plane, spatial.c); MR = 1: a row of A itself */
@@ -109,13 +124,16 @@ typedef void (*WideTileFn)(const float*, const float*, const float*, size_t, flo
                          size_t ldo, const float* row_bias) {                                            \
     const float *bias0 = NULL, *bias1 = NULL;                                                            \
     float* out1 = out0 + NR;                                                                             \
-    WIDE_TILE_BODY(MR, x + off[k], x + off[k] + NR)                                                      \
+    WIDE_TILE_BODY(MR, PACKED_A, ap += MR, x + off[k], x + off[k] + NR)                                  \
   }
 
 #if defined(__x86_64__) && defined(__GNUC__)
 DEFINE_WIDE_TILE(wide_avx512, 12, __attribute__((target("avx512f"))))
 DEFINE_WIDE_TILE(wide8_avx512, 8, __attribute__((target("avx512f"))))
 DEFINE_WIDE_TILE(wide4_avx512, 4, __attribute__((target("avx512f"))))
+DEFINE_IN_PLACE_WIDE_TILE(in_place_avx512, 12, __attribute__((target("avx512f"))))
+DEFINE_IN_PLACE_WIDE_TILE(in_place8_avx512, 8, __attribute__((target("avx512f"))))
+DEFINE_IN_PLACE_WIDE_TILE(in_place4_avx512, 4, __attribute__((target("avx512f"))))
 DEFINE_PACKED_TILE(packed_avx512, 12, __attribute__((target("avx512f"))))
 DEFINE_INDIRECT_TILE(indirect_avx512, 12, __attribute__((target("avx512f"))))
 DEFINE_INDIRECT_TILE(indirect8_avx512, 8, __attribute__((target("avx512f"))))
@@ -142,17 +160,17 @@ typedef struct {
   float* C;
   TileFn tile, quad, row;  /* mr rows at once; the last, short block 4 rows and 1 row at a time */
   TileFn packed_tile;      /* mr rows of packed_a */
-  WideTileFn wide_tile;    /* mr rows of packed_a by two panels, or NULL */
-  WideTileFn wide8, wide4; /* 8 and 4 rows of the last, short row block (packed after the full ones), or NULL */
-  size_t cw, ctiles;       /* panels per column tile (2 where wide_tile runs), column tiles */
-  float* packed_a;         /* A's row blocks, each k-major: the full ones (mr rows), then the short block's 8s and
-                              4s where wide8/wide4 run; or NULL */
-  const float* given_a;    /* A so packed already (seamless_sgemm_pack_a), or NULL: packed here where it pays */
+  /* 12, 8 and 4 rows by two panels, A packed (packed_wide) or read in place (in_place_wide); NULL without AVX-512
+   * (mr = 12 with it) */
+  WideTileFn packed_wide[3], in_place_wide[3];
+  size_t cw, ctiles;       /* panels per column tile (2 where the wide tiles run), column tiles */
+  const float* packed_a;   /* A's row blocks (seamless_sgemm_pack_a), each k-major: the full ones (mr rows), then
+                              the short block's 8s and 4s where the wide tiles run; or NULL: A read in place */
   /* batched products: B unpacked (packed == NULL), items at these element strides */
   const float* B;
   size_t ldb, batch, stride_a, stride_b, stride_c;
   int trans_b;
-  float* scratch;  /* K x 16 floats per task for packing B panels (batched products) */
+  float* scratch;  /* cw x K x 16 floats per task for packing B panels (batched products) */
 } GemmJob;
 
 /* One panel of a tile: rows of A from m0 against the panel, into out (rows of 16). */
@@ -166,13 +184,29 @@ static void panel_tile(const GemmJob* job, const float* a, size_t m0, size_t row
       (rows - i >= 4 ? job->quad : job->row)(a + i * job->lda, job->lda, bp, job->K, out + i * NR);
 }
 
+/* A tile's rows by the wide tiles, 12, 8 and 4 at a time (each call's rows `step` floats after the last's in a,
+ * row stride lda), outputs at stride ldo (out1 16 floats after out0 where they are C's); returns the rows done,
+ * the last 0-3 left. */
+static size_t wide_rows(WideTileFn const wide[3], const float* a, size_t step, size_t lda, size_t rows,
+                        const float* b0, const float* b1, size_t K, float* out0, float* out1, size_t ldo,
+                        const float* bias, const float* row_bias) {
+  size_t i = 0;
+  while (rows - i >= 4) {
+    size_t left = rows - i, n = left >= 12 ? 12 : left >= 8 ? 8 : 4;
+    wide[n == 12 ? 0 : n == 8 ? 1 : 2](a + i * step, lda, b0, b1, K, out0 + i * ldo, out1 + i * ldo, ldo, bias,
+                                       bias ? bias + NR : NULL, row_bias ? row_bias + i : NULL);
+    i += n;
+  }
+  return i;
+}
+
 static void gemm_task(void* user, size_t task) {
   GemmJob* job = user;
   float out[2][MR_MAX * NR];
-  float* panel_buf = job->scratch ? job->scratch + task * job->K * NR : NULL;
+  float* panel_buf = job->scratch ? job->scratch + task * job->cw * job->K * NR : NULL;
   size_t begin, end, K = job->K, per_item = job->tiles, ctiles = job->ctiles;
   size_t panels = (job->N + NR - 1) / NR, block_ct = job->block_panels / job->cw ? job->block_panels / job->cw : 1;
-  size_t packed_item = (size_t)-1, packed_panel = (size_t)-1;
+  size_t packed_item = (size_t)-1, packed_ct = (size_t)-1;
   seamless_task_range(per_item * job->batch, job->tasks, task, &begin, &end);
   for (size_t t = begin; t < end; t++) {
     size_t item = t / per_item, tile = t % per_item, ct, m0;
@@ -186,50 +220,35 @@ static void gemm_task(void* user, size_t task) {
       size_t in_block = ctiles - block * block_ct < block_ct ? ctiles - block * block_ct : block_ct;
       ct = block * block_ct + rest % in_block;
       m0 = rest / in_block * job->mr;
-    } else {  /* unpacked B: panels outer, so each panel is packed once per task */
+    } else {  /* unpacked B: column tiles outer, so each one's panels are packed once per task */
       ct = tile / job->m_blocks;
       m0 = tile % job->m_blocks * job->mr;
     }
     size_t rows = job->M - m0 < job->mr ? job->M - m0 : job->mr;
     size_t first = ct * job->cw, count = panels - first < job->cw ? panels - first : job->cw;
     const float* a = job->A + item * job->stride_a + m0 * job->lda;
-    const float *b0 = job->packed ? job->packed + first * K * NR : NULL, *b1 = b0 ? b0 + K * NR : NULL;
+    const float *b0 = job->packed ? job->packed + first * K * NR : panel_buf, *b1 = count == 2 ? b0 + K * NR : NULL;
+    if (!job->packed && (item != packed_item || ct != packed_ct))
+      for (size_t p = 0; p < count; p++)
+        pack_panel(job->B + item * job->stride_b, K, job->N, job->ldb, job->trans_b, first + p, panel_buf + p * K * NR);
+    packed_item = item;
+    packed_ct = ct;
     /* where both panels are whole, the wide tiles' sums (and bias) go straight into C: rows [0, direct) */
     size_t direct = 0, whole = count == 2 && (first + 2) * NR <= job->N;
     float* c = job->C + item * job->stride_c + m0 * job->ldc + first * NR;
     const float* bias = whole && job->bias ? job->bias + first * NR : NULL;
     const float* row_bias = whole && job->row_bias ? job->row_bias + m0 : NULL;
     size_t ldo = whole ? job->ldc : NR;
-    if (count == 2 && rows == job->mr && job->packed_a) {
-      job->wide_tile(job->packed_a + m0 * K, b0, b1, K, whole ? c : out[0], whole ? c + NR : out[1], ldo, bias,
-                     bias ? bias + NR : NULL, row_bias);
-      direct = whole ? rows : 0;
-    } else if (count == 2 && job->packed_a && job->wide8) {
-      /* the last, short row block: 8 and 4 rows of packed A at a time, the rest row by row */
-      size_t i = 0;
-      for (; rows - i >= 4; i += rows - i >= 8 ? 8 : 4) {
-        float *o0 = whole ? c + i * ldo : out[0] + i * NR, *o1 = whole ? o0 + NR : out[1] + i * NR;
-        (rows - i >= 8 ? job->wide8 : job->wide4)(job->packed_a + (m0 + i) * K, b0, b1, K, o0, o1, ldo, bias,
-                                                  bias ? bias + NR : NULL, row_bias ? row_bias + i : NULL);
-      }
+    if (count == 2) {
+      size_t i = job->packed_a ? wide_rows(job->packed_wide, job->packed_a + m0 * K, K, 0, rows, b0, b1, K,
+                                           whole ? c : out[0], whole ? c + NR : out[1], ldo, bias, row_bias)
+                               : wide_rows(job->in_place_wide, a, job->lda, job->lda, rows, b0, b1, K,
+                                           whole ? c : out[0], whole ? c + NR : out[1], ldo, bias, row_bias);
       direct = whole ? i : 0;
       for (; i < rows; i++)
         for (size_t p = 0; p < 2; p++) job->row(a + i * job->lda, job->lda, p ? b1 : b0, K, out[p] + i * NR);
     } else {
-      for (size_t p = 0; p < count; p++) {
-        const float* bp;
-        size_t panel = first + p;
-        if (job->packed) {
-          bp = job->packed + panel * K * NR;
-        } else {
-          if (item != packed_item || panel != packed_panel)
-            pack_panel(job->B + item * job->stride_b, K, job->N, job->ldb, job->trans_b, panel, panel_buf);
-          packed_item = item;
-          packed_panel = panel;
-          bp = panel_buf;
-        }
-        panel_tile(job, a, m0, rows, bp, out[p]);
-      }
+      for (size_t p = 0; p < count; p++) panel_tile(job, a, m0, rows, p ? b1 : b0, out[p]);
     }
     for (size_t p = 0; p < count; p++) {
       size_t n0 = (first + p) * NR, width = job->N - n0 < NR ? job->N - n0 : NR;
@@ -249,12 +268,14 @@ static void gemm_task(void* user, size_t task) {
 
 static void choose_kernel(GemmJob* job) {
   job->mr = 4; job->tile = job->quad = tile_generic; job->row = row_generic; job->packed_tile = packed_generic;
-  job->wide_tile = job->wide8 = job->wide4 = NULL;
+  for (int i = 0; i < 3; i++) job->packed_wide[i] = job->in_place_wide[i] = NULL;
 #if defined(__x86_64__) && defined(__GNUC__)
   if (__builtin_cpu_supports("avx512f")) {
     job->mr = 12; job->tile = tile_avx512; job->quad = quad_avx512; job->row = row_avx512;
-    job->packed_tile = packed_avx512; job->wide_tile = wide_avx512;
-    job->wide8 = wide8_avx512; job->wide4 = wide4_avx512;
+    job->packed_tile = packed_avx512;
+    job->packed_wide[0] = wide_avx512; job->packed_wide[1] = wide8_avx512; job->packed_wide[2] = wide4_avx512;
+    job->in_place_wide[0] = in_place_avx512; job->in_place_wide[1] = in_place8_avx512;
+    job->in_place_wide[2] = in_place4_avx512;
   } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
     job->mr = 6; job->tile = tile_avx2; job->quad = quad_avx2; job->row = row_avx2;
     job->packed_tile = packed_avx2;
@@ -262,24 +283,19 @@ static void choose_kernel(GemmJob* job) {
 #endif
 }
 
-/* A's rows into dst as packed_a holds them (choose_kernel's mr, wide8 and wide4 decide the blocks); the last rows
- * that fill no block are left out (read in place). */
-static void pack_a_rows(const GemmJob* job, float* dst) {
-  size_t full_rows = job->M / job->mr * job->mr;
-  for (size_t m0 = 0, w = job->mr; full_rows && w; m0 += w) {
-    size_t left = job->M - m0;
-    w = m0 < full_rows ? job->mr : !job->wide8 ? 0 : left >= 8 ? 8 : left >= 4 ? 4 : 0;
-    for (size_t k = 0; k < job->K; k++)
-      for (size_t i = 0; i < w; i++) dst[m0 * job->K + k * w + i] = job->A[(m0 + i) * job->lda + k];
-  }
-}
-
 /* A (M x K, row stride lda) packed once for seamless_sgemm (M * K floats): a constant's, e.g. a convolution's
- * weights, instead of at every product. */
+ * weights, k-major in blocks of choose_kernel's mr rows, then (where the wide tiles run) the short block's 8s and
+ * 4s; the last rows that fill no block are left out (read in place), and all of A where it has no full block. */
 void seamless_sgemm_pack_a(size_t M, size_t K, const float* A, size_t lda, float* packed_a) {
-  GemmJob job = {.M = M, .K = K, .lda = lda, .A = A};
+  GemmJob job = {0};
   choose_kernel(&job);
-  pack_a_rows(&job, packed_a);
+  size_t full_rows = M / job.mr * job.mr;
+  for (size_t m0 = 0, w = job.mr; full_rows && w; m0 += w) {
+    size_t left = M - m0;
+    w = m0 < full_rows ? job.mr : !job.packed_wide[0] ? 0 : left >= 8 ? 8 : left >= 4 ? 4 : 0;
+    for (size_t k = 0; k < K; k++)
+      for (size_t i = 0; i < w; i++) packed_a[m0 * K + k * w + i] = A[(m0 + i) * lda + k];
+  }
 }
 
 /* Returns 0, or -1 when the packing scratch of a batched product cannot be allocated. */
@@ -289,41 +305,29 @@ static int run_gemm(GemmJob* job, void* par_fn, void* par_ctx) {
   job->m_blocks = (job->M + job->mr - 1) / job->mr;
   job->block_panels = L2_PANEL_BYTES / ((job->K ? job->K : 1) * NR * sizeof(float));
   if (!job->block_panels) job->block_panels = 1;
-  /* A packed (below) where packed B has several panels, or given packed (a convolution's weights, free at any width):
-   * then the wide tile runs (short of memory: A read in place) */
-  size_t full_rows = job->M / job->mr * job->mr;
-  int pack_a = job->packed && job->batch == 1 && full_rows &&
-               (job->given_a || (job->N >= 4 * NR && job->M * job->N * job->K >= PACK_A_MIN_MACS));
-  float* owned_a = NULL;
-  if (pack_a && job->given_a)
-    job->packed_a = (float*)job->given_a;
-  else if (pack_a && !(job->packed_a = owned_a = aligned_alloc(64, (job->M * job->K * sizeof(float) + 63) &
-                                                                   ~(size_t)63)))
-    pack_a = 0;
-  job->cw = pack_a && job->wide_tile ? 2 : 1;
+  if (job->M < job->mr) job->packed_a = NULL;  /* seamless_sgemm_pack_a left it unpacked */
+  /* the wide tiles where they run: two panels at a time (A packed or in place) */
+  job->cw = job->packed_wide[0] ? 2 : 1;
   job->ctiles = ((job->N + NR - 1) / NR + job->cw - 1) / job->cw;
   job->tiles = job->m_blocks * job->ctiles;
   size_t all = job->tiles * job->batch;
   job->tasks = seamless_task_count(job->batch * job->M * job->N * (job->K ? job->K : 1), 1 << 18);
   if (job->tasks > all) job->tasks = all;
-  /* on cache lines (K x 16 floats a task: a multiple of 64 bytes): the panel loads never straddle two */
-  if (!job->packed && !(job->scratch = aligned_alloc(64, job->tasks * (job->K ? job->K : 1) * NR * sizeof(float))))
+  /* on cache lines (K x 16 floats a panel: a multiple of 64 bytes): the panel loads never straddle two */
+  if (!job->packed &&
+      !(job->scratch = aligned_alloc(64, job->tasks * job->cw * (job->K ? job->K : 1) * NR * sizeof(float))))
     return -1;
-  /* A packed once, k-major: full blocks of mr rows, then (where wide8/wide4 run) the short block's 8s and 4s; its
-   * last rows are read in place */
-  if (owned_a) pack_a_rows(job, owned_a);
   seamless_run_tasks(par_fn, par_ctx, job->tasks, gemm_task, job);
   free(job->scratch);
-  free(owned_a);
   return 0;
 }
 
-/* packed_a: A packed by seamless_sgemm_pack_a, or NULL (packed here where that pays); A itself is read either way.
+/* packed_a: A packed by seamless_sgemm_pack_a, or NULL (read in place); A itself is read either way.
  * bias: N values added to every row, or row_bias: M values added to every column (after the sums: y = A.B + b) */
 void seamless_sgemm(size_t M, size_t N, size_t K, const float* A, const float* packed_a, size_t lda,
                     const float* packed, const float* bias, const float* row_bias, float* C, size_t ldc, void* par_fn,
                     void* par_ctx) {
-  GemmJob job = {.M = M, .N = N, .K = K, .lda = lda, .ldc = ldc, .A = A, .given_a = packed_a, .packed = packed,
+  GemmJob job = {.M = M, .N = N, .K = K, .lda = lda, .ldc = ldc, .A = A, .packed_a = packed_a, .packed = packed,
                  .bias = bias, .row_bias = row_bias, .C = C, .batch = 1};
   run_gemm(&job, par_fn, par_ctx);
 }
@@ -383,13 +387,9 @@ static void indirect_task(void* user, size_t task) {
     const float *bp0 = job->tail, *bp1 = bp0 + K * NR;
     if (width <= NR) {
       panel_tile(kn, job->A + m0 * job->lda, m0, rows, bp0, out[0]);
-    } else if (rows == kn->mr) {
-      kn->wide_tile(ap, bp0, bp1, K, out[0], out[1], NR, NULL, NULL, NULL);
-      i = rows;
+    } else {
+      i = wide_rows(kn->packed_wide, ap, K, 0, rows, bp0, bp1, K, out[0], out[1], NR, NULL, NULL);
     }
-    for (; width > NR && rows - i >= 4; i += rows - i >= 8 ? 8 : 4)
-      (rows - i >= 8 ? kn->wide8 : kn->wide4)(ap + i * K, bp0, bp1, K, out[0] + i * NR, out[1] + i * NR, NR, NULL,
-                                              NULL, NULL);
     for (; width > NR && i < rows; i++)
       for (size_t p = 0; p < 2; p++) kn->row(job->A + (m0 + i) * job->lda, job->lda, p ? bp1 : bp0, K, out[p] + i * NR);
     for (size_t r = 0; r < rows; r++)
@@ -403,7 +403,7 @@ static void indirect_task(void* user, size_t task) {
 int seamless_sgemm_indirect_supported(size_t M) {
   GemmJob kn = {0};
   choose_kernel(&kn);
-  return kn.wide_tile != NULL && kn.wide8 != NULL && kn.mr == 12 && M >= kn.mr;
+  return kn.packed_wide[0] != NULL && kn.mr == 12 && M >= kn.mr;
 }
 
 size_t seamless_sgemm_indirect_tail_floats(size_t K) { return 2 * K * NR; }
@@ -416,7 +416,7 @@ void seamless_sgemm_indirect(size_t M, size_t N, size_t K, const float* A, const
   choose_kernel(&job.kernels);
   job.kernels.K = K;  /* for panel_tile */
   job.kernels.lda = lda;
-  job.kernels.packed_a = (float*)packed_a;
+  job.kernels.packed_a = packed_a;
   if (!M || !N) return;
   job.m_blocks = (M + job.kernels.mr - 1) / job.kernels.mr;
   job.ctiles = (N + 2 * NR - 1) / (2 * NR);

@@ -58,6 +58,20 @@ def test_matmul_constant_weight():
     parity("MatMul", rand((5, 6)), Const(rand((6, 3))))
 
 
+@pytest.mark.parametrize("m", [1, 3, 4, 5, 8, 11, 12, 13, 16, 20, 23, 24, 25, 36])
+@pytest.mark.parametrize("n", [1, 16, 17, 31, 32, 33, 64, 65, 96])
+def test_native_sgemm_tiles(m, n):
+    """The native GEMM's tiles (matmul.c): rows by 12, 8, 4 and 1 (A read in place), one or two panels of 16
+    columns, whole or cut, with and without bias, against a float64 product. Constant B: the packed path."""
+    from onnxruntime_ep_seamless.kernels.cpu import native
+    for k in (1, 7, 64):
+        a, b, bias = rand((m, k)), rand((k, n)), rand((n,))
+        want = a.astype(np.float64) @ b.astype(np.float64)
+        packed = native.pack_b(b)
+        np.testing.assert_allclose(native.sgemm(a, packed, n), want, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(native.sgemm(a, packed, n, bias), want + bias, rtol=1e-5, atol=1e-5)
+
+
 # ---------------------------------------------------------------- Gemm
 
 @pytest.mark.parametrize("transA", [0, 1])
