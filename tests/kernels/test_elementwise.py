@@ -230,6 +230,21 @@ def test_gelu_default_attribute():
     parity("Gelu", rand((4, 5)), opset=20)
 
 
+def test_native_erf_and_gelu_accuracy():
+    """The native erf and GELU (elementwise.c, erfc by a polynomial and one exponential) against float64 math: erf to
+    2.5e-7 absolute; GELU to 3e-6 relative, on the negative side too, where 1 + erf(z) is small (computed as erfc(-z),
+    not as a sum that cancels), down to x = -5.6, past which it is 0 as float32's 1 + erf gives."""
+    import math
+    from onnxruntime_ep_seamless.kernels.cpu import native
+    x = np.concatenate([np.linspace(-5.6, 12, 200001), np.linspace(-1e-3, 1e-3, 2001)]).astype(F32)
+    xd = x.astype(np.float64)
+    np.testing.assert_allclose(native.erf(x), [math.erf(v) for v in xd], rtol=0, atol=2.5e-7)
+    want = 0.5 * xd * np.array([math.erfc(-v / math.sqrt(2)) for v in xd])
+    np.testing.assert_allclose(native.gelu(x), want, rtol=3e-6, atol=1e-37)
+    far = np.array([-6.0, -100.0, -np.inf, np.inf, np.nan], F32)
+    np.testing.assert_array_equal(native.gelu(far), [0.0, 0.0, np.nan, np.inf, np.nan])
+
+
 @pytest.mark.parametrize("opset", [7, 9, 16])
 def test_prelu(opset):
     x = rand((2, 3, 4, 5), low=-3, high=3)
