@@ -78,41 +78,53 @@ typedef struct { const float* x; float* y; size_t rows, cols, tasks; } RowJob;
 typedef float lanes_f __attribute__((vector_size(4 * LANES), aligned(4)));    /* unaligned-safe loads */
 typedef int32_t lanes_i __attribute__((vector_size(4 * LANES), aligned(4)));
 
-/* Softmax over the last axis of a [rows, cols] array: one pass for the max, one for exp and sum, one to scale. The
- * max and the sums in LANES lanes written as vectors (gcc left the max's select loop scalar: a MiniLM layer's
- * 1536 x 128 scores 160 -> 112 us on an AMD EPYC core, the same bits). */
-SEAMLESS_SIMD static void softmax_task(void* user, size_t task) {
-  RowJob* job = user;
-  size_t begin, end, cols = job->cols, body = cols / LANES * LANES;
-  seamless_task_range(job->rows, job->tasks, task, &begin, &end);
-  for (size_t r = begin; r < end; r++) {
-    const float* xr = job->x + r * cols;
-    float* yr = job->y + r * cols;
-    lanes_f lane = (lanes_f){0} - INFINITY;
-    for (size_t c = 0; c < body; c += LANES) {
-      lanes_f v = *(const lanes_f*)(xr + c);
-      lanes_i above = v > lane;  /* NaN never is: the max ignores it, and exp(NaN - m) makes the row NaN */
-      lane = (lanes_f)(((lanes_i)v & above) | ((lanes_i)lane & ~above));
-    }
-    float m = -INFINITY;
-    for (int l = 0; l < LANES; l++) m = lane[l] > m ? lane[l] : m;
-    for (size_t c = body; c < cols; c++) m = xr[c] > m ? xr[c] : m;
-    lanes_f sums = (lanes_f){0};
-    for (size_t c = 0; c < body; c += LANES) {
-      lanes_f e;
-      for (int l = 0; l < LANES; l++) e[l] = seamless_expf(xr[c + l] - m);
-      *(lanes_f*)(yr + c) = e;
-      sums += e;
-    }
-    float sum = 0.0f;
-    for (int l = 0; l < LANES; l++) sum += sums[l];
-    for (size_t c = body; c < cols; c++) {
-      yr[c] = seamless_expf(xr[c] - m);
-      sum += yr[c];
-    }
-    float inv = 1.0f / sum;
-    for (size_t c = 0; c < cols; c++) yr[c] *= inv;
+/* Softmax of one row (y may be x): one pass for the max, one for exp and sum, one to scale. The max and the sums in
+ * LANES lanes written as vectors (gcc left the max's select loop scalar: a MiniLM layer's 1536 x 128 scores 160 ->
+ * 112 us on an AMD EPYC core, the same bits). A NaN makes the row NaN; a row of -inf is NaN too, or zeros with
+ * masked_zero (attention's fully masked rows). */
+SEAMLESS_SIMD void seamless_softmax_row_f32(const float* x, float* y, size_t cols, int masked_zero) {
+  size_t body = cols / LANES * LANES;
+  lanes_f lane = (lanes_f){0} - INFINITY;
+  for (size_t c = 0; c < body; c += LANES) {
+    lanes_f v = *(const lanes_f*)(x + c);
+    lanes_i above = v > lane;  /* NaN never is: the max ignores it, and exp(NaN - m) makes the row NaN */
+    lane = (lanes_f)(((lanes_i)v & above) | ((lanes_i)lane & ~above));
   }
+  float m = -INFINITY;
+  for (int l = 0; l < LANES; l++) m = lane[l] > m ? lane[l] : m;
+  for (size_t c = body; c < cols; c++) m = x[c] > m ? x[c] : m;
+  if (masked_zero && m == -INFINITY) {
+    int nan = 0;
+    for (size_t c = 0; c < cols; c++) nan |= x[c] != x[c];
+    if (!nan) {
+      memset(y, 0, cols * sizeof(float));
+      return;
+    }
+  }
+  lanes_f sums = (lanes_f){0};
+  for (size_t c = 0; c < body; c += LANES) {
+    lanes_f e;
+    for (int l = 0; l < LANES; l++) e[l] = seamless_expf(x[c + l] - m);
+    *(lanes_f*)(y + c) = e;
+    sums += e;
+  }
+  float sum = 0.0f;
+  for (int l = 0; l < LANES; l++) sum += sums[l];
+  for (size_t c = body; c < cols; c++) {
+    y[c] = seamless_expf(x[c] - m);
+    sum += y[c];
+  }
+  float inv = 1.0f / sum;
+  for (size_t c = 0; c < cols; c++) y[c] *= inv;
+}
+
+/* Softmax over the last axis of a [rows, cols] array, a row at a time */
+static void softmax_task(void* user, size_t task) {
+  RowJob* job = user;
+  size_t begin, end;
+  seamless_task_range(job->rows, job->tasks, task, &begin, &end);
+  for (size_t r = begin; r < end; r++)
+    seamless_softmax_row_f32(job->x + r * job->cols, job->y + r * job->cols, job->cols, 0);
 }
 
 void seamless_softmax_f32(const float* x, float* y, size_t rows, size_t cols, void* par_fn, void* par_ctx) {

@@ -1,5 +1,5 @@
 /* ONNX Attention (opset 23), float32, on the GEMM (matmul.c). Built in the one unit after program.c, which includes
- * kernels.h (seamless_sgemm_batched).
+ * kernels.h (seamless_sgemm, seamless_sgemm_pack_b).
  *
  * present = past ++ new keys / values; per (batch, query head) and block of query rows the scaled scores Q.K^T
  * (softcapped), the mask (boolean: -inf where false; float: added) and the causal -inf added as one bias, a softmax
@@ -27,14 +27,29 @@ typedef struct {
   size_t tasks;
 } OnnxAttentionJob;
 
-/* row (query i's scores) to its probabilities in place: scaled (the qk output), softcapped, biased, softmaxed */
+/* row (query i's scores) to its probabilities in place: scaled (the qk output), softcapped, biased, softmaxed (a
+ * fully masked row: zeros). Without a qk output or softcap and with the mask's keys contiguous, in vectors. */
 SEAMLESS_SIMD static void attention_row(const OnnxAttentionJob* job, int64_t bi, int64_t n, int64_t i, float* row) {
   const int64_t* d = job->dims;
   const int64_t nq = d[1], s = d[3], p = d[5], t = d[4] + d[5];
   const int64_t* ms = job->strides + 12;
-  float m = -INFINITY;
+  const int64_t visible = job->causal && i + p + 1 < t ? i + p + 1 : t;  /* keys after it: causal -inf */
+  const float scale = job->scale;
+  if (!job->qk && !(job->softcap > 0.0f) && (!job->mask || ms[3] == 1)) {
+    const int64_t at = bi * ms[0] + n * ms[1] + i * ms[2];
+    const float* mf = job->mask && !job->mask_bool ? (const float*)job->mask + at : NULL;
+    const uint8_t* mb = job->mask && job->mask_bool ? (const uint8_t*)job->mask + at : NULL;
+    if (mf)
+      for (int64_t j = 0; j < t; j++) row[j] = row[j] * scale + (j < visible ? mf[j] : mf[j] + -INFINITY);
+    else if (mb)
+      for (int64_t j = 0; j < t; j++) row[j] = row[j] * scale + (mb[j] && j < visible ? 0.0f : -INFINITY);
+    else
+      for (int64_t j = 0; j < t; j++) row[j] = j < visible ? row[j] * scale : row[j] * scale + -INFINITY;
+    seamless_softmax_row_f32(row, row, (size_t)t, 1);
+    return;
+  }
   for (int64_t j = 0; j < t; j++) {
-    float v = row[j] * job->scale;
+    float v = row[j] * scale;
     if (job->qk) job->qk[((bi * nq + n) * s + i) * t + j] = v;
     if (job->softcap > 0.0f) v = job->softcap * tanhf(v / job->softcap);
     if (job->mask || job->causal) {
@@ -43,19 +58,12 @@ SEAMLESS_SIMD static void attention_row(const OnnxAttentionJob* job, int64_t bi,
         const int64_t at = bi * ms[0] + n * ms[1] + i * ms[2] + j * ms[3];
         bias = job->mask_bool ? (((const uint8_t*)job->mask)[at] ? 0.0f : -INFINITY) : ((const float*)job->mask)[at];
       }
-      if (job->causal && j > i + p) bias += -INFINITY;  /* bottom-right aligned: past keys all visible */
+      if (j >= visible) bias += -INFINITY;  /* bottom-right aligned: past keys all visible */
       v += bias;
     }
     row[j] = v;
-    m = isnan(v) || isnan(m) ? NAN : v > m ? v : m;  /* a NaN anywhere makes the row's maximum NaN */
   }
-  if (m == -INFINITY) {  /* every key masked: zeros, not NaN */
-    for (int64_t j = 0; j < t; j++) row[j] = 0.0f;
-    return;
-  }
-  float denom = 0.0f;
-  for (int64_t j = 0; j < t; j++) denom += row[j] = expf(row[j] - m);
-  for (int64_t j = 0; j < t; j++) row[j] /= denom;
+  seamless_softmax_row_f32(row, row, (size_t)t, 1);
 }
 
 static void onnx_attention_task(void* user, size_t task) {
@@ -63,34 +71,36 @@ static void onnx_attention_task(void* user, size_t task) {
   const int64_t* d = job->dims;
   const int64_t b = d[0], nq = d[1], nkv = d[2], s = d[3], h = d[6], hv = d[7], t = d[4] + d[5];
   const int64_t *qs = job->strides, *os = job->strides + 9;
-  float* scores = malloc((size_t)(ATTENTION_ROWS * t + 1) * sizeof(float));
+  /* per task: a block's scores, and one KV head's keys (as K^T) and values packed for the GEMM once, for all its
+   * query heads' row blocks */
+  const size_t score_floats = (size_t)(ATTENTION_ROWS * t + 16) & ~(size_t)15;
+  const size_t keys_floats = seamless_sgemm_packed_size((size_t)h, (size_t)t);
+  const size_t values_floats = seamless_sgemm_packed_size((size_t)t, (size_t)hv);
+  float* scores = aligned_alloc(64, (score_floats + keys_floats + values_floats) * sizeof(float));
   if (!scores) {
     job->failed = 1;
     return;
   }
+  float *packed_k = scores + score_floats, *packed_v = packed_k + keys_floats;
   size_t p0, p1;
+  int64_t packed_head = -1;
   seamless_task_range((size_t)(b * nq), job->tasks, task, &p0, &p1);
-  for (size_t pair = p0; pair < p1 && !job->failed; pair++) {
-    const int64_t bi = (int64_t)pair / nq, n = (int64_t)pair % nq, kvh = n / (nq / nkv);
-    const float* keys = job->present_k + (bi * nkv + kvh) * t * h;
-    const float* values = job->present_v + (bi * nkv + kvh) * t * hv;
+  for (size_t pair = p0; pair < p1; pair++) {
+    const int64_t bi = (int64_t)pair / nq, n = (int64_t)pair % nq, kvh = bi * nkv + n / (nq / nkv);
+    if (kvh != packed_head) {
+      seamless_sgemm_pack_b(job->present_k + kvh * t * h, (size_t)h, (size_t)t, (size_t)h, 1, packed_k);
+      seamless_sgemm_pack_b(job->present_v + kvh * t * hv, (size_t)t, (size_t)hv, (size_t)hv, 0, packed_v);
+      packed_head = kvh;
+    }
     for (int64_t i0 = 0; i0 < s; i0 += ATTENTION_ROWS) {
       const int64_t rows = s - i0 < ATTENTION_ROWS ? s - i0 : ATTENTION_ROWS;
       const float* q0 = job->q + bi * qs[0] + n * qs[1] + i0 * qs[2];
       float* out0 = job->out + bi * os[0] + n * os[1] + i0 * os[2];
-      if (seamless_sgemm_batched(1, (size_t)rows, (size_t)t, (size_t)h, q0, (size_t)qs[2], 0, keys, (size_t)h, 0, 1,
-                                 scores, (size_t)t, 0, NULL, NULL)) {
-        job->failed = 1;
-        break;
-      }
+      seamless_sgemm((size_t)rows, (size_t)t, (size_t)h, q0, NULL, (size_t)qs[2], packed_k, NULL, NULL, scores,
+                     (size_t)t, NULL, NULL);
       for (int64_t r = 0; r < rows; r++) attention_row(job, bi, n, i0 + r, scores + r * t);
-      if (!t) {  /* no keys: a sum of nothing */
-        for (int64_t r = 0; r < rows; r++) memset(out0 + r * os[2], 0, (size_t)hv * sizeof(float));
-      } else if (seamless_sgemm_batched(1, (size_t)rows, (size_t)hv, (size_t)t, scores, (size_t)t, 0, values,
-                                        (size_t)hv, 0, 0, out0, (size_t)os[2], 0, NULL, NULL)) {
-        job->failed = 1;
-        break;
-      }
+      seamless_sgemm((size_t)rows, (size_t)hv, (size_t)t, scores, NULL, (size_t)t, packed_v, NULL, NULL, out0,
+                     (size_t)os[2], NULL, NULL);  /* no keys: zeros, a sum of nothing */
     }
   }
   free(scores);

@@ -246,6 +246,10 @@ ATTENTION23_CASES = [
     dict(b=1, qn=2, kvn=2, s=4, l=4, n_out=4, softcap=2.0, qk_matmul_output_mode=1),
     dict(b=1, qn=2, kvn=2, s=4, l=4, n_out=4, mask="float", qk_matmul_output_mode=2),
     dict(b=1, qn=2, kvn=2, s=4, l=4, n_out=4, mask="bool", is_causal=1, qk_matmul_output_mode=3),
+    # rows of 16+ keys (the softmax's vector lanes) and more than one block of 64 query rows
+    dict(b=1, qn=3, kvn=3, s=66, l=66, three_d=True),
+    dict(b=1, qn=2, kvn=1, s=70, l=70, mask="float", is_causal=1),
+    dict(b=1, qn=2, kvn=2, s=20, l=20, past=17, mask="bool_dead_row", is_causal=1),
 ]
 CASE_ID = lambda c: ",".join(f"{k}={v}" for k, v in c.items())
 
