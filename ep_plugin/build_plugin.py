@@ -150,7 +150,9 @@ def build_cuda_kernels(out: Path, compress: bool = True) -> Path | None:
 
 def build_native_cpu(out: Path, tmp: Path) -> None:
     ffi = cffi.FFI()
-    ffi.cdef("".join((NATIVE_CPU / h).read_text() for h in ("kernels.h", "program.h", "python_step.h")))
+    # cdef takes no preprocessor lines but integer #defines: kernels.h's include guard is C's alone
+    ffi.cdef("".join((NATIVE_CPU / h).read_text().replace("#pragma once\n", "")
+                     for h in ("kernels.h", "program.h", "python_step.h")))
     sources = "".join(f'#include "{p.name}"\n' for p in sorted(NATIVE_CPU.glob("*.c")))
     ffi.set_source(NATIVE_MODULE, sources)
     c_file = tmp / f"{NATIVE_MODULE}.c"

@@ -11,7 +11,9 @@
  * local window of W keys: lo = P + s + 1 - W), clipped to T.
  *
  * Two passes on the caller's thread pool: (1) rotate the new rows and build the present cache,
- * one task per (b, kv head); (2) attention, one task per (b, query head, block of query rows).
+ * one task per (b, kv head); (2) attention, one task per (b, query head, block of query rows): a
+ * block of 12+ rows (a prompt) as two GEMMs (scores over the block's keys, then probabilities times
+ * values), a row at a time otherwise (a decode step).
  */
 #include <math.h>
 #include <stddef.h>
@@ -20,6 +22,7 @@
 #include <string.h>
 
 #include "fastmath.h"
+#include "kernels.h"
 #include "parallel.h"
 #include "simd.h"
 
@@ -230,6 +233,64 @@ static int gqa_has_avx512(void) {
 }
 #endif
 
+/* Keys [lo, hi) (rows of kc, row 0 holding position `first`) query row si attends: causal, within the window */
+static inline void gqa_key_range(const GqaJob* job, size_t p, size_t first, size_t t, size_t si, size_t* lo,
+                                 size_t* hi) {
+  *lo = 0;
+  *hi = t;
+  if (job->causal) {  /* in positions, then rows of kc */
+    size_t causal_len = p + si + 1, start = 0;
+    if (job->window > 0 && causal_len > (size_t)job->window) start = causal_len - (size_t)job->window;
+    *hi = causal_len - first < t ? causal_len - first : t;
+    *lo = start > first ? start - first : 0;
+  }
+  if (*lo > *hi) *lo = *hi;
+}
+
+#define GQA_BLOCK_ROWS 64  /* query rows a prompt's task takes: their scores over the keys at once */
+
+/* Query rows [s0, s1) of one head (12+ rows) on the GEMM: scores = Q K^T over the keys any of them attends (a
+ * row's range grows with it), each row's softmax in place (zeros outside its range: its probabilities), out = P V.
+ * The same arithmetic as gqa_attend_row but the sums' order. Returns 0, or 2 when out of memory. */
+static int gqa_attend_block(const GqaJob* job, size_t bi, size_t head, size_t s0, size_t s1, const float* kc,
+                            const float* vc, size_t first, size_t t, size_t p, const float* sink) {
+  const size_t h = job->h, rows = s1 - s0, ldo = job->nh * h;
+  size_t klo, khi, lo, hi;
+  gqa_key_range(job, p, first, t, s0, &klo, &hi);
+  gqa_key_range(job, p, first, t, s1 - 1, &lo, &khi);
+  float* o0 = job->out + (bi * job->s + s0) * ldo + head * h;
+  if (klo >= khi) {
+    for (size_t r = 0; r < rows; r++) memset(o0 + r * ldo, 0, h * sizeof(float));
+    return 0;
+  }
+  const size_t n = khi - klo, score_floats = (rows * n + 15) & ~(size_t)15;
+  const size_t pk_floats = seamless_sgemm_packed_size(h, n), pv_floats = seamless_sgemm_packed_size(n, h);
+  float* scores = aligned_alloc(64, (score_floats + pk_floats + pv_floats) * sizeof(float));
+  if (!scores) return 2;
+  float *pk = scores + score_floats, *pv = pk + pk_floats;
+  seamless_sgemm_pack_b(kc + klo * h, h, n, h, 1, pk);
+  seamless_sgemm_pack_b(vc + klo * h, n, h, h, 0, pv);
+  seamless_sgemm(rows, n, h, job->qrot + ((bi * job->nh + head) * job->s + s0) * h, NULL, h, pk, NULL, NULL, scores,
+                 n, NULL, NULL);
+  for (size_t r = 0; r < rows; r++) {
+    float* row = scores + r * n;
+    gqa_key_range(job, p, first, t, s0 + r, &lo, &hi);
+    lo = lo > klo ? lo - klo : 0;
+    hi = hi > klo ? hi - klo : 0;
+    if (job->softcap > 0.0f)
+      for (size_t j = lo; j < hi; j++) row[j] = job->softcap * tanhf(row[j] * job->scale / job->softcap);
+    else
+      for (size_t j = lo; j < hi; j++) row[j] *= job->scale;
+    if (lo < hi) seamless_softmax_row_f32(row + lo, row + lo, hi - lo, 0, sink);
+    memset(row, 0, lo * sizeof(float));  /* no keys: a row of zeros, as the row kernel writes */
+    if (lo < hi) memset(row + hi, 0, (n - hi) * sizeof(float));
+    else memset(row, 0, n * sizeof(float));
+  }
+  seamless_sgemm(rows, h, n, scores, NULL, n, pv, NULL, NULL, o0, ldo, NULL, NULL);
+  free(scores);
+  return 0;
+}
+
 /* Pass 2: task = (b, query head, block of query rows). */
 static void gqa_attend_task(void* user, size_t task) {
   const GqaJob* job = (const GqaJob*)user;
@@ -240,25 +301,21 @@ static void gqa_attend_task(void* user, size_t task) {
   size_t p = gqa_past_rows(job, bi), first, t;
   const float* kc = gqa_keys(job, bi, kh, 0, &first, &t);
   const float* vc = gqa_keys(job, bi, kh, 1, &first, &t);
+  const float* sink = job->sink ? job->sink + head : NULL;
+  size_t s0 = s * blk / job->s_blocks, s1 = s * (blk + 1) / job->s_blocks;
+  if (s1 - s0 >= 12 && gqa_attend_block(job, bi, head, s0, s1, kc, vc, first, t, p, sink) == 0) return;
   float stack_scores[1024];
   float* scores = t <= 1024 ? stack_scores : (float*)malloc(t * sizeof(float));
   if (!scores) return;
-  const float* sink = job->sink ? job->sink + head : NULL;
   int fast = 0;
 #if defined(__x86_64__) && defined(__GNUC__)
   fast = h % 16 == 0 && h <= 256 && gqa_has_avx512();
 #endif
-  size_t s0 = s * blk / job->s_blocks, s1 = s * (blk + 1) / job->s_blocks;
   for (size_t si = s0; si < s1; si++) {
     float* o = job->out + (bi * s + si) * job->nh * h + head * h;
     const float* q = job->qrot + ((bi * job->nh + head) * s + si) * h;
-    size_t lo = 0, hi = t;
-    if (job->causal) {  /* in positions, then rows of kc (row 0 holds position `first`) */
-      size_t causal_len = p + si + 1, start = 0;
-      if (job->window > 0 && causal_len > (size_t)job->window) start = causal_len - (size_t)job->window;
-      hi = causal_len - first < t ? causal_len - first : t;
-      lo = start > first ? start - first : 0;
-    }
+    size_t lo, hi;
+    gqa_key_range(job, p, first, t, si, &lo, &hi);
     if (lo >= hi) {
       memset(o, 0, h * sizeof(float));
       continue;
@@ -345,8 +402,8 @@ int seamless_gqa_f32(const float* q, const float* k, const float* v, size_t q_ro
   size_t work = b * nh * s * (present_len + s) * h;
   if (work < (1u << 18)) par_fn = par_ctx = NULL;
   seamless_run_tasks(par_fn, par_ctx, b * nkv, gqa_prepare_task, &job);
-  /* query rows per task: all of them when decoding, blocks of ~16 in a prompt */
-  job.s_blocks = s > 16 ? (s + 15) / 16 : 1;
+  /* query rows per task: all of them when decoding, blocks of up to GQA_BLOCK_ROWS in a prompt */
+  job.s_blocks = (s + GQA_BLOCK_ROWS - 1) / GQA_BLOCK_ROWS;
   seamless_run_tasks(par_fn, par_ctx, b * nh * job.s_blocks, gqa_attend_task, &job);
   free(job.qrot);
   free(job.keys);

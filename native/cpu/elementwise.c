@@ -81,8 +81,10 @@ typedef int32_t lanes_i __attribute__((vector_size(4 * LANES), aligned(4)));
 /* Softmax of one row (y may be x): one pass for the max, one for exp and sum, one to scale. The max and the sums in
  * LANES lanes written as vectors (gcc left the max's select loop scalar: a MiniLM layer's 1536 x 128 scores 160 ->
  * 112 us on an AMD EPYC core, the same bits). A NaN makes the row NaN; a row of -inf is NaN too, or zeros with
- * masked_zero (attention's fully masked rows). */
-SEAMLESS_SIMD void seamless_softmax_row_f32(const float* x, float* y, size_t cols, int masked_zero) {
+ * masked_zero (attention's fully masked rows). sink: a logit in the max and the sum but no output (attention
+ * sinks), or NULL. */
+SEAMLESS_SIMD void seamless_softmax_row_f32(const float* x, float* y, size_t cols, int masked_zero,
+                                            const float* sink) {
   size_t body = cols / LANES * LANES;
   lanes_f lane = (lanes_f){0} - INFINITY;
   for (size_t c = 0; c < body; c += LANES) {
@@ -93,6 +95,7 @@ SEAMLESS_SIMD void seamless_softmax_row_f32(const float* x, float* y, size_t col
   float m = -INFINITY;
   for (int l = 0; l < LANES; l++) m = lane[l] > m ? lane[l] : m;
   for (size_t c = body; c < cols; c++) m = x[c] > m ? x[c] : m;
+  if (sink) m = *sink > m ? *sink : m;
   if (masked_zero && m == -INFINITY) {
     int nan = 0;
     for (size_t c = 0; c < cols; c++) nan |= x[c] != x[c];
@@ -114,6 +117,7 @@ SEAMLESS_SIMD void seamless_softmax_row_f32(const float* x, float* y, size_t col
     y[c] = seamless_expf(x[c] - m);
     sum += y[c];
   }
+  if (sink) sum += seamless_expf(*sink - m);
   float inv = 1.0f / sum;
   for (size_t c = 0; c < cols; c++) y[c] *= inv;
 }
@@ -124,7 +128,7 @@ static void softmax_task(void* user, size_t task) {
   size_t begin, end;
   seamless_task_range(job->rows, job->tasks, task, &begin, &end);
   for (size_t r = begin; r < end; r++)
-    seamless_softmax_row_f32(job->x + r * job->cols, job->y + r * job->cols, job->cols, 0);
+    seamless_softmax_row_f32(job->x + r * job->cols, job->y + r * job->cols, job->cols, 0, NULL);
 }
 
 void seamless_softmax_f32(const float* x, float* y, size_t rows, size_t cols, void* par_fn, void* par_ctx) {

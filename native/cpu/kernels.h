@@ -1,9 +1,13 @@
+/* The native CPU kernels' entry points, declared once: the unit's sources include it, cffi reads it as cdef
+ * (build_plugin.py drops the guard). */
+#pragma once
 void seamless_erf_f32(const float* x, float* y, size_t n, void* par_fn, void* par_ctx);
 void seamless_erf_f64(const double* x, double* y, size_t n);
 void seamless_gelu_f32(const float* x, float* y, size_t n, void* par_fn, void* par_ctx);
 void seamless_softmax_f32(const float* x, float* y, size_t rows, size_t cols, void* par_fn, void* par_ctx);
-/* elementwise.c: one row's softmax (y may be x); masked_zero: a row of -inf (no NaN) gives zeros, not NaN */
-void seamless_softmax_row_f32(const float* x, float* y, size_t cols, int masked_zero);
+/* elementwise.c: one row's softmax (y may be x); masked_zero: a row of -inf (no NaN) gives zeros, not NaN; sink: an
+ * attention sink's logit (in the max and the sum, no output) or NULL */
+void seamless_softmax_row_f32(const float* x, float* y, size_t cols, int masked_zero, const float* sink);
 void seamless_layernorm_f32(const float* x, const float* scale, const float* bias, float* y, float* mean,
                             float* inv_std, size_t rows, size_t cols, float eps, void* par_fn, void* par_ctx);
 size_t seamless_sgemm_packed_size(size_t K, size_t N);

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "fastmath.h"
-#include "kernels.h"  /* the kernels the steps call: declared once, there */
+#include "kernels.h"  /* the kernels the steps call */
 #include "parallel.h"
 #include "program.h"
 #include "simd.h"

@@ -45,7 +45,7 @@ SEAMLESS_SIMD static void attention_row(const OnnxAttentionJob* job, int64_t bi,
       for (int64_t j = 0; j < t; j++) row[j] = row[j] * scale + (mb[j] && j < visible ? 0.0f : -INFINITY);
     else
       for (int64_t j = 0; j < t; j++) row[j] = j < visible ? row[j] * scale : row[j] * scale + -INFINITY;
-    seamless_softmax_row_f32(row, row, (size_t)t, 1);
+    seamless_softmax_row_f32(row, row, (size_t)t, 1, NULL);
     return;
   }
   for (int64_t j = 0; j < t; j++) {
@@ -63,7 +63,7 @@ SEAMLESS_SIMD static void attention_row(const OnnxAttentionJob* job, int64_t bi,
     }
     row[j] = v;
   }
-  seamless_softmax_row_f32(row, row, (size_t)t, 1);
+  seamless_softmax_row_f32(row, row, (size_t)t, 1, NULL);
 }
 
 static void onnx_attention_task(void* user, size_t task) {

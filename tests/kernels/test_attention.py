@@ -65,6 +65,10 @@ GQA_SHAPES = {  # b, s, past buffer length, seqlens_k, total_sequence_length
     "subsequent_prompt": (1, 4, 6, [9], 10),
     "subsequent_prompt_shared": (1, 3, 24, [10], 11),
     "single_token_prompt": (1, 1, 0, [0], 1),
+    # 12+ query rows a task: the GEMM path (attention.c gqa_attend_block), two blocks of 35
+    "long_prompt": (1, 70, 0, [69], 70),
+    "long_prompt_batch": (2, 24, 0, [23, 23], 24),
+    "long_subsequent_prompt": (1, 20, 30, [49], 50),
 }
 
 
@@ -84,7 +88,8 @@ def test_gqa_shapes(shape, packed):
     {"softcap": 1.5, "local_window_size": 2, "rotary_interleaved": 1},
     {"causal": 0},
 ], ids=lambda a: "-".join(f"{k}={v}" for k, v in a.items()))
-@pytest.mark.parametrize("shape", ["prompt", "decode_growing", "decode_shared_ragged", "subsequent_prompt"])
+@pytest.mark.parametrize("shape", ["prompt", "decode_growing", "decode_shared_ragged", "subsequent_prompt", "long_prompt",
+                                   "long_subsequent_prompt"])
 def test_gqa_attributes(attrs, shape):
     model, feeds = gqa_model_feeds(*GQA_SHAPES[shape], **attrs)
     assert_parity(model, feeds, **TOL)
@@ -104,7 +109,7 @@ def test_gqa_partial_rotary(shape, interleaved):
     assert_parity(model, feeds, **TOL)
 
 
-@pytest.mark.parametrize("shape", ["prompt", "decode_shared_ragged"])
+@pytest.mark.parametrize("shape", ["prompt", "decode_shared_ragged", "long_prompt"])
 def test_gqa_head_sink(shape):
     model, feeds = gqa_model_feeds(*GQA_SHAPES[shape])
     sink = data(NH)
