@@ -211,3 +211,70 @@ def test_fused_mish_gives_stock_answers(dtype):
     # float16: stock rounds Softplus's and Tanh's results to float16, ours rounds once (a few units of the last place)
     tol = {"rtol": 1e-5, "atol": 1e-6} if dtype == np.float32 else {"rtol": 1e-3, "atol": 1e-3}
     assert_parity(_mish_model(dtype), {"x": x.reshape(-1, 64).astype(dtype)}, **tol)
+
+
+def encoder_attention_model(scale_op="Mul", mask=True, shape_form="concat", probs_out=False, axis=-1):
+    """A torch-exported encoder's self-attention: x [b, s, 64] projected to Q, K, V, viewed as 4 heads of 16
+    (Reshape to [b, s, -1, 16] by a Concat of x's dims, or to a constant [0, 0, 4, 16]), Q K^T scaled, plus a
+    [b, 1, 1, s] mask, Softmax, times V, merged back to [b, s, 64]: (model, feeds)."""
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(5)
+    b, s, n, h = 2, 20, 4, 16
+    inits = {f"w{p}": rng.standard_normal((n * h, n * h)).astype(np.float32) / 8 for p in "qkv"}
+    inits.update(c=np.array(0.25 if scale_op == "Mul" else 4.0, np.float32), heads_shape=np.array([0, 0, n, h]),
+                 merged_shape=np.array([0, 0, n * h]), minus1=np.array([-1]), hsz=np.array([h]), i0=np.array(0),
+                 i1=np.array(1), ax0=np.array([0]))
+    nodes = [helper.make_node("Shape", ["x"], ["xs"]), helper.make_node("Gather", ["xs", "i0"], ["d0"]),
+             helper.make_node("Gather", ["xs", "i1"], ["d1"]), helper.make_node("Unsqueeze", ["d0", "ax0"], ["u0"]),
+             helper.make_node("Unsqueeze", ["d1", "ax0"], ["u1"]),
+             helper.make_node("Concat", ["u0", "u1", "minus1", "hsz"], ["view"], axis=0),
+             helper.make_node("Concat", ["u0", "u1", "minus1"], ["merge"], axis=0)]
+    view, merge = ("view", "merge") if shape_form == "concat" else ("heads_shape", "merged_shape")
+    for p, perm in (("q", [0, 2, 1, 3]), ("k", [0, 2, 3, 1]), ("v", [0, 2, 1, 3])):
+        nodes += [helper.make_node("MatMul", ["x", f"w{p}"], [f"{p}3"]),
+                  helper.make_node("Reshape", [f"{p}3", view], [f"{p}4"]),
+                  helper.make_node("Transpose", [f"{p}4"], [f"{p}t"], perm=perm)]
+    nodes += [helper.make_node("MatMul", ["qt", "kt"], ["scores"]),
+              helper.make_node(scale_op, ["scores", "c"], ["scaled"])]
+    if mask:
+        nodes.append(helper.make_node("Add", ["scaled", "mask"], ["masked"]))
+    nodes += [helper.make_node("Softmax", ["masked" if mask else "scaled"], ["probs"], axis=axis),
+              helper.make_node("MatMul", ["probs", "vt"], ["ctx"]),
+              helper.make_node("Transpose", ["ctx"], ["ctxt"], perm=[0, 2, 1, 3]),
+              helper.make_node("Reshape", ["ctxt", merge], ["y"])]
+    f32 = TensorProto.FLOAT
+    inputs = [helper.make_tensor_value_info("x", f32, ["batch", "seq", n * h])]
+    feeds = {"x": rng.standard_normal((b, s, n * h)).astype(np.float32)}
+    if mask:
+        inputs.append(helper.make_tensor_value_info("mask", f32, ["batch", 1, 1, "seq"]))
+        keep = np.arange(s)[None, :] < np.array([s, s - 7])[:, None]
+        feeds["mask"] = np.where(keep, 0.0, -10000.0).astype(np.float32).reshape(b, 1, 1, s)
+    outputs = [helper.make_tensor_value_info("y", f32, None)] + \
+        [helper.make_tensor_value_info("probs", f32, None)] * probs_out
+    model = helper.make_model(helper.make_graph(nodes, "attention", inputs, outputs,
+                                                [numpy_helper.from_array(v, k) for k, v in inits.items()]),
+                              opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+    return model, feeds
+
+
+@pytest.mark.parametrize("scale_op", ["Mul", "Div"])
+@pytest.mark.parametrize("mask", [True, False])
+@pytest.mark.parametrize("shape_form", ["concat", "constant"])
+def test_an_encoders_attention_is_one_onnx_attention_on_the_cpu(scale_op, mask, shape_form):
+    from parity import assert_parity
+    model, feeds = encoder_attention_model(scale_op, mask, shape_form)
+    ops = fused_ops(model, "cpu")
+    assert ops.count("Attention") == 1 and not {"Softmax", "Transpose", "Reshape", scale_op} & set(ops), ops
+    assert fused_ops(model, "cuda").count("Softmax") == 1  # CPU only
+    assert_parity(model, feeds, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("change", ["probs_out", "axis"])
+def test_an_encoders_attention_stays_apart_where_the_pattern_differs(change):
+    model, _ = encoder_attention_model(probs_out=change == "probs_out", axis=2 if change == "axis" else -1)
+    assert "Attention" not in fused_ops(model, "cpu")
+
+
+def test_an_encoders_fused_attention_runs_natively(capfd):
+    from parity import assert_native_without_python_steps
+    assert_native_without_python_steps(*encoder_attention_model(), capfd)

@@ -263,6 +263,111 @@ def gelu_erf(ctx: FusionContext, node: Node) -> bool:
                                              index=node.index), chain[1:])
 
 
+def _shape_parts(ctx: FusionContext, name):
+    """A Reshape's target, part by part: ints where constant, "b" and "s" for dims 0 and 1 of a rank-3 value (a
+    Concat of Unsqueeze(Gather(Shape(t), i)), as torch exports a view); None where it is something else."""
+    c = ctx.const(name)
+    if c is not None:
+        return [int(v) for v in c.reshape(-1)] if c.ndim == 1 else None
+    concat = ctx.producer.get(name)
+    if concat is None or concat.op_type != "Concat" or concat.domain or concat.attrs.get("axis") != 0:
+        return None
+    parts = []
+    for part in concat.inputs:
+        c = ctx.const(part)
+        if c is not None and c.size == 1:
+            parts.append(int(c.reshape(-1)[0]))
+            continue
+        unsqueeze = ctx.producer.get(part)
+        gather = ctx.producer.get(unsqueeze.inputs[0]) if unsqueeze is not None and unsqueeze.op_type == "Unsqueeze" \
+            else None
+        shape = ctx.producer.get(gather.inputs[0]) if gather is not None and gather.op_type == "Gather" else None
+        axes = unsqueeze.attrs.get("axes") if unsqueeze is not None and len(unsqueeze.inputs) < 2 else \
+            ctx.const(unsqueeze.inputs[1]) if unsqueeze is not None else None
+        i = ctx.const(gather.inputs[1]) if gather is not None else None
+        if shape is None or shape.op_type != "Shape" or shape.attrs.get("start", 0) or "end" in shape.attrs or \
+                len(ctx.graph.value(shape.inputs[0]).shape or ()) != 3 or axes is None or list(np.ravel(axes)) != [0] \
+                or i is None or i.size != 1 or int(i.reshape(-1)[0]) not in (0, 1):
+            return None
+        parts.append("bs"[int(i.reshape(-1)[0])])
+    return parts
+
+
+def _heads(ctx: FusionContext, name, perm):
+    """(x, heads, head size, [the Transpose, the Reshape]) where `name` is Transpose(perm) of a private Reshape of x
+    [b, s, heads * head size] to [b, s, heads, head size]; else None."""
+    t = ctx.producer.get(name)
+    if t is None or t.op_type != "Transpose" or t.domain or list(t.attrs.get("perm", ())) != perm or \
+            not ctx.private(t):
+        return None
+    r = ctx.producer.get(t.inputs[0])
+    if r is None or r.op_type != "Reshape" or r.domain or r.attrs.get("allowzero", 0) or not ctx.private(r):
+        return None
+    x, parts = ctx.graph.value(r.inputs[0]), _shape_parts(ctx, r.inputs[1])
+    if len(x.shape or ()) != 3 or not isinstance(x.shape[2], int) or parts is None or len(parts) != 4 or \
+            parts[0] not in (0, "b") or parts[1] not in (0, "s") or not all(isinstance(d, int) for d in parts[2:]):
+        return None
+    n, h = parts[2:]
+    if n == -1 and h > 0 and x.shape[2] % h == 0:  # one dim inferred
+        n = x.shape[2] // h
+    elif h == -1 and n > 0 and x.shape[2] % n == 0:
+        h = x.shape[2] // n
+    return (r.inputs[0], n, h, [t, r]) if n > 0 and h > 0 and n * h == x.shape[2] else None
+
+
+def encoder_attention(ctx: FusionContext, softmax: Node) -> bool:
+    """A torch-exported encoder's attention (BERT, MiniLM): Q, K and V [b, s, n h] viewed as heads (Reshape,
+    Transpose to [b, n, s, h], K's to [b, n, h, s]), Q K^T times or over a scalar, plus a mask, Softmax over the
+    keys, times V, heads transposed back and merged -> ONNX Attention(q, k, v, mask; q_num_heads, kv_num_heads,
+    scale) (opset 23): one native step (native/cpu/sdpa.c) instead of eleven, the scores a block at a time in
+    cache (CPU, float32). The scale a product: a divisor becomes its reciprocal, as stock's AttentionFusion
+    makes it."""
+    if ctx.device != "cpu" or softmax.op_type != "Softmax" or softmax.domain or \
+            len(ctx.graph.value(softmax.inputs[0]).shape or ()) != 4 or not ctx.fused_float(softmax.inputs[0]) or \
+            softmax.attrs.get("axis", -1 if softmax.since_version >= 13 else 1) % 4 != 3 or not ctx.private(softmax):
+        return False
+    chain, mask, scale = [softmax], "", 1.0
+    node = ctx.producer.get(softmax.inputs[0])
+    if node is not None and node.op_type == "Add" and not node.domain and ctx.private(node):
+        sides = [x for x in node.inputs if ctx.producer.get(x) is not None and
+                 ctx.producer[x].op_type in ("Mul", "Div", "MatMul") and ctx.private(ctx.producer[x])]
+        if len(sides) != 1 or len(ctx.graph.value(other(node, sides[0])).shape or ()) > 4 or \
+                not ctx.fused_float(other(node, sides[0])):
+            return False
+        mask = other(node, sides[0])
+        chain.append(node)
+        node = ctx.producer[sides[0]]
+    if node is not None and node.op_type in ("Mul", "Div") and not node.domain and ctx.private(node):
+        c = ctx.const(node.inputs[1])
+        if c is None or c.size != 1 or c.dtype != F32 or not float(c.reshape(-1)[0]):
+            return False
+        scale = float(c.reshape(-1)[0]) if node.op_type == "Mul" else float(np.float32(1) / c.reshape(-1)[0])
+        chain.append(node)
+        node = ctx.producer.get(node.inputs[0])
+    if node is None or node.op_type != "MatMul" or node.domain or not ctx.private(node):
+        return False
+    q, k = _heads(ctx, node.inputs[0], [0, 2, 1, 3]), _heads(ctx, node.inputs[1], [0, 2, 3, 1])
+    pv = ctx.reader(softmax)
+    if q is None or k is None or pv.op_type != "MatMul" or pv.domain or pv.inputs[0] != softmax.outputs[0] or \
+            not ctx.private(pv):
+        return False
+    v, back = _heads(ctx, pv.inputs[1], [0, 2, 1, 3]), ctx.reader(pv)
+    if v is None or back.op_type != "Transpose" or back.domain or list(back.attrs.get("perm", ())) != [0, 2, 1, 3] \
+            or not ctx.private(back):
+        return False
+    merge = ctx.reader(back)
+    parts = _shape_parts(ctx, merge.inputs[1]) if merge.op_type == "Reshape" and not merge.domain else None
+    if parts is None or merge.attrs.get("allowzero", 0) or len(parts) != 3 or parts[0] not in (0, "b") or \
+            parts[1] not in (0, "s") or parts[2] not in (-1, q[1] * v[2]) or q[2] != k[2] or k[1] != v[1] or \
+            q[1] % k[1]:
+        return False
+    absorbed = chain + [node, pv, back] + q[3] + k[3] + v[3]
+    if any(n.index in ctx.replaced for n in absorbed + [merge]):
+        return False
+    return ctx.take(Node(merge.name, "Attention", "", 23, [q[0], k[0], v[0], mask], merge.outputs,
+                         {"q_num_heads": q[1], "kv_num_heads": k[1], "scale": scale}, index=merge.index), absorbed)
+
+
 def mish(ctx: FusionContext, node: Node) -> bool:
     """x * Tanh(Softplus(x)) -> Mish(x) (opset 18): torch's Mish as exported before opset 18, one pass
     instead of three (any float type: the Mish kernels of both devices take them all)."""
@@ -340,7 +445,7 @@ def normed_product(ctx: FusionContext, norm: Node) -> bool:
 # reaches its Sigmoid; Linear takes only the products SwiGLU left (a pair's up product may come before its
 # gate); NormedProduct reads the products the groups before it made (Node.index: the place in that order).
 FUSIONS = [
-    [reduce_sum_sub_cast, matmul_bias, silu, swiglu, matmul_nbits_bias, gelu_erf, mish],
+    [reduce_sum_sub_cast, matmul_bias, silu, swiglu, matmul_nbits_bias, gelu_erf, mish, encoder_attention],
     [linear],
     [normed_product],
 ]
