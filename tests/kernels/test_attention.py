@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 from onnx import helper, numpy_helper
 
-from parity import assert_close, assert_parity, named_node_model, run_ours, stock_session
+from parity import (assert_close, assert_native_without_python_steps, assert_parity, named_node_model, run_ours,
+                    stock_session)
 
 rng = np.random.default_rng(11)
 MS = "com.microsoft"
@@ -192,7 +193,11 @@ MHA_CASES = [
     dict(b=2, s=3, l=3, past=5, unidirectional=1, mask="2d"),
     dict(b=1, s=4, l=4, present=True),
     dict(b=2, s=4, l=4, scale=0.2, mask_filter_value=-1000.0, mask="2d"),
+    dict(b=1, s=40, l=40, attn_bias=(1, 4)),                # rows of 16+ keys
+    dict(b=1, s=1, l=1, past=40, unidirectional=1, present=True),
 ]
+# the cases ONNX Attention's native step runs (kernels/cpu/steps.py multi_head_attention); the others: Python steps
+MHA_NATIVE = [c for c in MHA_CASES if not (c.get("bias") or c.get("mask") or (c.get("unidirectional") and c["s"] > 1))]
 MHA_ID = lambda c: ",".join(f"{k}={v}" for k, v in c.items())
 
 
@@ -200,6 +205,11 @@ MHA_ID = lambda c: ",".join(f"{k}={v}" for k, v in c.items())
 def test_multi_head_attention(case):
     model, feeds = mha(**case)
     assert_parity(model, feeds, **TOL)
+
+
+@pytest.mark.parametrize("case", MHA_NATIVE, ids=MHA_ID)
+def test_multi_head_attention_runs_natively(case, capfd):
+    assert_native_without_python_steps(*mha(**case), capfd)
 
 
 # --- ONNX Attention-23 ------------------------------------------------------------------------

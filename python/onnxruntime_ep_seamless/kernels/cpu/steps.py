@@ -647,18 +647,40 @@ def rotary_embedding(rec, node, ins, outs):
 @lowers("Attention")
 def onnx_attention(rec, node, ins, outs):
     """seamless_onnx_attention_f32, the Python kernel's float32 path (attention.py native_attention_layout)."""
-    from .attention import native_attention_layout
-    from .native import attention_scale
     q, k, v, mask, past_k, past_v, nonpad = (ins + [None] * 7)[:7]
     attrs = node.attrs
     if (not all(x is None or x.array.dtype == F32 for x in (q, k, v, past_k, past_v)) or nonpad is not None
             or attrs.get("qk_matmul_output_mode", 0) or node.since_version >= 24
             or (mask is not None and mask.array.dtype not in (F32, np.dtype(np.bool_)))):
         raise Declined("float32, no nonpad_kv_seqlen, the qk output the scaled product (mode 0)")
+    return _attention_step(rec, node, outs, q, k, v, mask, past_k, past_v, attrs.get("q_num_heads", 0),
+                           attrs.get("kv_num_heads", 0), attrs.get("is_causal", 0), attrs.get("scale"),
+                           attrs.get("softcap", 0.0))
+
+
+@lowers("MultiHeadAttention", domain="com.microsoft")
+def multi_head_attention(rec, node, ins, outs):
+    """MultiHeadAttention as ONNX Attention's step where they agree: 3-D float32 query/key/value without bias or
+    key padding mask, attention_bias the float mask, past/present [B, N, T, H], unidirectional only for one query
+    row (a decode step: no key after it). Else its Python kernel (mask_filter_value, the bias, padding forms)."""
+    q, k, v, bias, padding, attention_bias, past_k, past_v = (ins + [None] * 8)[:8]
+    attrs = node.attrs
+    if (bias is not None or padding is not None or any(x is not None for x in ins[8:])
+            or not all(x is None or x.array.dtype == F32 for x in (q, k, v, attention_bias, past_k, past_v))
+            or (attrs.get("unidirectional", 0) and q.array.shape[1] > 1)):
+        raise Declined("float32 without bias, key padding mask or a unidirectional prompt")
+    n = attrs["num_heads"]
+    return _attention_step(rec, node, outs, q, k, v, attention_bias, past_k, past_v, n, n, 0,
+                           attrs.get("scale") or None, 0.0)
+
+
+def _attention_step(rec, node, outs, q, k, v, mask, past_k, past_v, q_heads, kv_heads, causal, scale, softcap):
+    """The seamless_onnx_attention_f32 step; outputs (y, present_key, present_value, qk) as the node has them."""
+    from .attention import native_attention_layout
+    from .native import attention_scale
     layout = native_attention_layout(q.array.shape, k.array.shape, v.array.shape,
                                      None if past_k is None else past_k.array.shape,
-                                     None if mask is None else mask.array.shape, attrs.get("q_num_heads", 0),
-                                     attrs.get("kv_num_heads", 0))
+                                     None if mask is None else mask.array.shape, q_heads, kv_heads)
     if layout is None:
         raise Declined("a mask that does not broadcast to the scores")
     dims, strides, _ = layout
@@ -666,8 +688,8 @@ def onnx_attention(rec, node, ins, outs):
     _fill(args, "dims", dims)
     _fill(args, "strides", strides)
     args.mask_bool = int(mask is not None and mask.array.dtype == np.bool_)
-    args.causal = int(bool(attrs.get("is_causal", 0)))
-    args.scale, args.softcap = attention_scale(attrs.get("scale"), dims[6]), attrs.get("softcap", 0.0)
+    args.causal = int(bool(causal))
+    args.scale, args.softcap = attention_scale(scale, dims[6]), softcap
     b, _, nkv, _, l, past, h, hv = dims
     # the outputs the node has; the presents the kernel always writes (scratch where the node has none)
     scratch = (None, np.empty((b, nkv, l + past, h), F32), np.empty((b, nkv, l + past, hv), F32), None)
