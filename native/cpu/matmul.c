@@ -298,6 +298,17 @@ void seamless_sgemm_pack_a(size_t M, size_t K, const float* A, size_t lda, float
   }
 }
 
+/* Whether to pack A once for this product rather than read it in place. The in-place tiles read 12 rows 4 lda
+ * floats apart: past 512 floats a row (a row block beyond half of L1), rows whose stride is a multiple of 2 KB share
+ * a few L1 sets (6 rows a set; 12 at a multiple of 4 KB) and evict each other: measured 7 % and 20 % slower
+ * (K 1024-5120, AMD Zen 4). Packing costs ~35 / N of the product (a pass over A per call): paid where it is
+ * smaller, and for the widest products (an LM head over a prompt), where it is negligible. */
+static int pack_a_pays(size_t K, size_t N, size_t lda) {
+  if (N >= 16384) return 1;
+  if (K <= 512 || lda % 512) return 0;
+  return N >= (lda % 1024 ? 1024 : 256);
+}
+
 /* Returns 0, or -1 when the packing scratch of a batched product cannot be allocated. */
 static int run_gemm(GemmJob* job, void* par_fn, void* par_ctx) {
   choose_kernel(job);
@@ -306,6 +317,13 @@ static int run_gemm(GemmJob* job, void* par_fn, void* par_ctx) {
   job->block_panels = L2_PANEL_BYTES / ((job->K ? job->K : 1) * NR * sizeof(float));
   if (!job->block_panels) job->block_panels = 1;
   if (job->M < job->mr) job->packed_a = NULL;  /* seamless_sgemm_pack_a left it unpacked */
+  float* owned_a = NULL;
+  if (!job->packed_a && job->packed && job->batch == 1 && job->M >= job->mr && job->packed_wide[0] &&
+      pack_a_pays(job->K, job->N, job->lda) &&
+      (owned_a = aligned_alloc(64, (job->M * job->K * sizeof(float) + 63) & ~(size_t)63))) {
+    seamless_sgemm_pack_a(job->M, job->K, job->A, job->lda, owned_a);
+    job->packed_a = owned_a;
+  }
   /* the wide tiles where they run: two panels at a time (A packed or in place) */
   job->cw = job->packed_wide[0] ? 2 : 1;
   job->ctiles = ((job->N + NR - 1) / NR + job->cw - 1) / job->cw;
@@ -319,10 +337,12 @@ static int run_gemm(GemmJob* job, void* par_fn, void* par_ctx) {
     return -1;
   seamless_run_tasks(par_fn, par_ctx, job->tasks, gemm_task, job);
   free(job->scratch);
+  free(owned_a);
   return 0;
 }
 
-/* packed_a: A packed by seamless_sgemm_pack_a, or NULL (read in place); A itself is read either way.
+/* packed_a: A packed by seamless_sgemm_pack_a, or NULL (read in place, or packed here where pack_a_pays); A itself
+ * is read either way.
  * bias: N values added to every row, or row_bias: M values added to every column (after the sums: y = A.B + b) */
 void seamless_sgemm(size_t M, size_t N, size_t K, const float* A, const float* packed_a, size_t lda,
                     const float* packed, const float* bias, const float* row_bias, float* C, size_t ldc, void* par_fn,

@@ -72,6 +72,15 @@ def test_native_sgemm_tiles(m, n):
         np.testing.assert_allclose(native.sgemm(a, packed, n, bias), want + bias, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("m,k,n", [(13, 1024, 300), (25, 1536, 1030), (13, 8, 16400)])
+def test_native_sgemm_packing_a_for_the_product(m, k, n):
+    """Products whose A the GEMM packs per call (matmul.c pack_a_pays: rows 4 KB or 2 KB apart, and the widest)."""
+    from onnxruntime_ep_seamless.kernels.cpu import native
+    a, b, bias = rand((m, k)), rand((k, n)), rand((n,))
+    np.testing.assert_allclose(native.sgemm(a, native.pack_b(b), n, bias), a.astype(np.float64) @ b + bias,
+                               rtol=1e-5, atol=1e-7 * k)  # float32 sums of k terms of magnitude <= 1: ~k eps each
+
+
 # ---------------------------------------------------------------- Gemm
 
 @pytest.mark.parametrize("transA", [0, 1])
