@@ -189,6 +189,31 @@ def _matmul_nbits_case(k, n, rng, level=0, rows=1, block=32):
                         [("B", b), ("scales", scales)], domain="com.microsoft"), {"A": a})
 
 
+def _attention_case(rng):
+    """ONNX Attention (opset 23) over a BERT-sized layer: q, k, v [1, 128, 384] as 12 heads, a float mask."""
+    import numpy as np
+    feeds = {n: rng.standard_normal((1, 128, 384)).astype(np.float32) for n in "qkv"}
+    feeds["mask"] = np.where(rng.random((1, 1, 128, 128)) < 0.9, 0.0, -1e4).astype(np.float32)
+    return ("Attention (opset 23) [1, 128, 384], 12 heads, float mask",
+            _node_model("Attention", [(n, np.float32, v.shape) for n, v in feeds.items()], [("y", np.float32)],
+                        {"q_num_heads": 12, "kv_num_heads": 12}, opset=23), feeds)
+
+
+def _gqa_prompt_case(tokens, rng):
+    """GroupQueryAttention over a first prompt of a Qwen2.5-0.5B-shaped layer: 14 query heads, 2 KV heads of 64,
+    causal, no rotary (the attention alone)."""
+    import numpy as np
+    feeds = {"query": rng.standard_normal((1, tokens, 14 * 64)).astype(np.float32),
+             "key": rng.standard_normal((1, tokens, 2 * 64)).astype(np.float32),
+             "value": rng.standard_normal((1, tokens, 2 * 64)).astype(np.float32),
+             "past_key": np.zeros((1, 2, 0, 64), np.float32), "past_value": np.zeros((1, 2, 0, 64), np.float32),
+             "seqlens_k": np.array([tokens - 1], np.int32), "total_sequence_length": np.array(tokens, np.int32)}
+    return (f"GroupQueryAttention, a {tokens}-token prompt, 14 / 2 heads of 64",
+            _node_model("GroupQueryAttention", [(n, v.dtype, v.shape) for n, v in feeds.items()],
+                        [("y", np.float32), ("present_key", np.float32), ("present_value", np.float32)],
+                        {"num_heads": 14, "kv_num_heads": 2}, domain="com.microsoft"), feeds)
+
+
 def op_cases() -> list:
     """(title, model, feeds) of the single-op models `bench ops` times: fixed shapes of typical use, seeded."""
     import numpy as np
@@ -203,7 +228,9 @@ def op_cases() -> list:
             # a 16-token prompt through the 0.5B decoder's MLP, blocks of 32 (the builder's) and of 128
             _matmul_nbits_case(896, 4864, rng, 4, 16), _matmul_nbits_case(896, 4864, rng, 4, 16, 128),
             # activations of a BERT-sized MLP over 128 tokens (GELU's tanh form: Gemma's GeGLU, GPT-2)
-            _activation_case("Tanh", {}, rng), _activation_case("Gelu", {"approximate": "tanh"}, rng, opset=20)]
+            _activation_case("Tanh", {}, rng), _activation_case("Gelu", {"approximate": "tanh"}, rng, opset=20),
+            # attention on the GEMM: a BERT-sized layer's, a decoder prompt's
+            _attention_case(rng), _gqa_prompt_case(200, rng), _gqa_prompt_case(1000, rng)]
 
 
 def _activation_case(op, attrs, rng, opset=17):

@@ -316,7 +316,8 @@ def main(argv=None) -> int:
     p.set_defaults(fn=cmd_run)
     p = sub.add_parser("bench", help="latency of our EP vs stock ORT CPU in this process, alternating")
     p.add_argument("what", help="'overhead' (one-node model), 'demo' (the README demo's model), 'ops' (single-op "
-                                "models: NonMaxSuppression, TfIdfVectorizer, LSTM, TopK, MatMulNBits), 'decode' (LLM "
+                                "models: NonMaxSuppression, TfIdfVectorizer, LSTM, TopK, MatMulNBits, activations, "
+                                "Attention, GroupQueryAttention prompts), 'decode' (LLM "
                                 "decoding, see below), 'genai' (the same driven by onnxruntime-genai's Generator), "
                                 "'gemm' (float32 products of MiniLM's and decoders' shapes), 'user-kernel' (a user's "
                                 "Python kernel against ours), 'layers-gpu' "
