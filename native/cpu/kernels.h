@@ -16,6 +16,8 @@ void seamless_sgemm_pack_a(size_t M, size_t K, const float* A, size_t lda, float
 void seamless_sgemm(size_t M, size_t N, size_t K, const float* A, const float* packed_a, size_t lda,
                     const float* packed, const float* bias, const float* row_bias, float* C, size_t ldc, void* par_fn,
                     void* par_ctx);
+/* matmul.c, tests: force the GEMM tiles' instruction set (0 plain C, 1 AVX2, 2 AVX-512; -1 automatic) */
+void seamless_sgemm_set_isa(int level);
 /* C = A . B with B[k, j] = x[off[k] + j] read in place (a convolution without im2col), where supported (M rows) */
 int seamless_sgemm_indirect_supported(size_t M);
 size_t seamless_sgemm_indirect_tail_floats(size_t K);

@@ -12,6 +12,7 @@
 
 #define NR 16
 #define MR_MAX 12
+#define PACK_A_MIN_MACS (1 << 20)   /* below, packing A (an allocation and a copy) costs more than it gains */
 #define L2_PANEL_BYTES (512 * 1024)  /* packed B a block of panels holds: within L2 while every row block reads it */
 
 typedef float v16 __attribute__((vector_size(64), aligned(4)));  /* unaligned-safe loads */
@@ -266,11 +267,18 @@ static void gemm_task(void* user, size_t task) {
   }
 }
 
+static int forced_isa = -1;
+
+/* Tests: force the tiles' instruction set (0 plain C, 1 AVX2, 2 AVX-512; -1 automatic); one the CPU lacks falls back
+ * to automatic. A packed A (seamless_sgemm_pack_a) is laid out for the set in force when it was packed. */
+void seamless_sgemm_set_isa(int level) { forced_isa = level; }
+
 static void choose_kernel(GemmJob* job) {
   job->mr = 4; job->tile = job->quad = tile_generic; job->row = row_generic; job->packed_tile = packed_generic;
   for (int i = 0; i < 3; i++) job->packed_wide[i] = job->in_place_wide[i] = NULL;
+  if (forced_isa == 0) return;
 #if defined(__x86_64__) && defined(__GNUC__)
-  if (__builtin_cpu_supports("avx512f")) {
+  if (__builtin_cpu_supports("avx512f") && forced_isa != 1) {
     job->mr = 12; job->tile = tile_avx512; job->quad = quad_avx512; job->row = row_avx512;
     job->packed_tile = packed_avx512;
     job->packed_wide[0] = wide_avx512; job->packed_wide[1] = wide8_avx512; job->packed_wide[2] = wide4_avx512;
@@ -302,8 +310,11 @@ void seamless_sgemm_pack_a(size_t M, size_t K, const float* A, size_t lda, float
  * floats apart: past 512 floats a row (a row block beyond half of L1), rows whose stride is a multiple of 2 KB share
  * a few L1 sets (6 rows a set; 12 at a multiple of 4 KB) and evict each other: measured 7 % and 20 % slower
  * (K 1024-5120, AMD Zen 4). Packing costs ~35 / N of the product (a pass over A per call): paid where it is
- * smaller, and for the widest products (an LM head over a prompt), where it is negligible. */
-static int pack_a_pays(size_t K, size_t N, size_t lda) {
+ * smaller, and for the widest products (an LM head over a prompt), where it is negligible. wide: the AVX-512 wide
+ * tiles run (the rule above); without them, the one-panel tiles' rule from before in-place tiles. */
+static int pack_a_pays(int wide, size_t M, size_t N, size_t K, size_t lda) {
+  if (!wide)  /* the AVX2 and plain tiles (one panel): packed A where the product is large enough to repay it */
+    return N >= 4 * NR && M * N * K >= PACK_A_MIN_MACS;
   if (N >= 16384) return 1;
   if (K <= 512 || lda % 512) return 0;
   return N >= (lda % 1024 ? 1024 : 256);
@@ -318,8 +329,8 @@ static int run_gemm(GemmJob* job, void* par_fn, void* par_ctx) {
   if (!job->block_panels) job->block_panels = 1;
   if (job->M < job->mr) job->packed_a = NULL;  /* seamless_sgemm_pack_a left it unpacked */
   float* owned_a = NULL;
-  if (!job->packed_a && job->packed && job->batch == 1 && job->M >= job->mr && job->packed_wide[0] &&
-      pack_a_pays(job->K, job->N, job->lda) &&
+  if (!job->packed_a && job->packed && job->batch == 1 && job->M >= job->mr &&
+      pack_a_pays(job->packed_wide[0] != NULL, job->M, job->N, job->K, job->lda) &&
       (owned_a = aligned_alloc(64, (job->M * job->K * sizeof(float) + 63) & ~(size_t)63))) {
     seamless_sgemm_pack_a(job->M, job->K, job->A, job->lda, owned_a);
     job->packed_a = owned_a;

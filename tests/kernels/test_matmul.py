@@ -60,25 +60,38 @@ def test_matmul_constant_weight():
 
 @pytest.mark.parametrize("m", [1, 3, 4, 5, 8, 11, 12, 13, 16, 20, 23, 24, 25, 36])
 @pytest.mark.parametrize("n", [1, 16, 17, 31, 32, 33, 64, 65, 96])
-def test_native_sgemm_tiles(m, n):
-    """The native GEMM's tiles (matmul.c): rows by 12, 8, 4 and 1 (A read in place), one or two panels of 16
-    columns, whole or cut, with and without bias, against a float64 product. Constant B: the packed path."""
+@pytest.mark.parametrize("isa", [-1, 1, 0], ids=["auto", "avx2", "plain"])
+def test_native_sgemm_tiles(m, n, isa):
+    """The native GEMM's tiles (matmul.c) on each instruction set this CPU has: rows by 12, 8, 4 and 1 (A read in
+    place) with AVX-512, by 6 and 4 with AVX2, by 4 in plain C; one or two panels of 16 columns, whole or cut, with
+    and without bias, against a float64 product. Constant B: the packed path."""
     from onnxruntime_ep_seamless.kernels.cpu import native
-    for k in (1, 7, 64):
-        a, b, bias = rand((m, k)), rand((k, n)), rand((n,))
-        want = a.astype(np.float64) @ b.astype(np.float64)
-        packed = native.pack_b(b)
-        np.testing.assert_allclose(native.sgemm(a, packed, n), want, rtol=1e-5, atol=1e-5)
-        np.testing.assert_allclose(native.sgemm(a, packed, n, bias), want + bias, rtol=1e-5, atol=1e-5)
+    native.lib.seamless_sgemm_set_isa(isa)
+    try:
+        for k in (1, 7, 64):
+            a, b, bias = rand((m, k)), rand((k, n)), rand((n,))
+            want = a.astype(np.float64) @ b.astype(np.float64)
+            packed = native.pack_b(b)
+            np.testing.assert_allclose(native.sgemm(a, packed, n), want, rtol=1e-5, atol=1e-5)
+            np.testing.assert_allclose(native.sgemm(a, packed, n, bias), want + bias, rtol=1e-5, atol=1e-5)
+    finally:
+        native.lib.seamless_sgemm_set_isa(-1)
 
 
 @pytest.mark.parametrize("m,k,n", [(13, 1024, 300), (25, 1536, 1030), (13, 8, 16400)])
-def test_native_sgemm_packing_a_for_the_product(m, k, n):
-    """Products whose A the GEMM packs per call (matmul.c pack_a_pays: rows 4 KB or 2 KB apart, and the widest)."""
+@pytest.mark.parametrize("isa", [-1, 1], ids=["auto", "avx2"])
+def test_native_sgemm_packing_a_for_the_product(m, k, n, isa):
+    """Products whose A the GEMM packs per call (matmul.c pack_a_pays: rows 4 KB or 2 KB apart, and the widest;
+    with AVX2 every product of 1 M MACs and 64+ columns)."""
     from onnxruntime_ep_seamless.kernels.cpu import native
     a, b, bias = rand((m, k)), rand((k, n)), rand((n,))
-    np.testing.assert_allclose(native.sgemm(a, native.pack_b(b), n, bias), a.astype(np.float64) @ b + bias,
-                               rtol=1e-5, atol=1e-7 * k)  # float32 sums of k terms of magnitude <= 1: ~k eps each
+    native.lib.seamless_sgemm_set_isa(isa)
+    try:
+        y = native.sgemm(a, native.pack_b(b), n, bias)
+    finally:
+        native.lib.seamless_sgemm_set_isa(-1)
+    np.testing.assert_allclose(y, a.astype(np.float64) @ b + bias, rtol=1e-5,
+                               atol=1e-7 * k)  # float32 sums of k terms of magnitude <= 1: ~k eps each
 
 
 # ---------------------------------------------------------------- Gemm
