@@ -307,6 +307,8 @@ def gelu(x, *, approximate="none"):
     if approximate == "tanh":
         inner = math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)
         return (0.5 * x * (1 + np.tanh(inner)),)
+    if x.dtype == F32:  # the native step's arithmetic (elementwise.c seamless_gelu_f32), in every run alike
+        return (native.gelu(x),)
     from .native import erf as native_erf  # numpy has no erf
     return (0.5 * x * (1 + native_erf(x * math.sqrt(0.5))),)
 
@@ -670,9 +672,7 @@ def quick_gelu(X, *, alpha=1.702):
 def bias_gelu(A, B):
     """gelu(A + B) with the exact erf form: 0.5 x (1 + erf(x / sqrt(2)))."""
     check_bias(A, B)
-    x = _f32(A) + _f32(B)
-    y = np.float32(0.5) * x * (native.erf(x * np.float32(0.7071067811865476)) + np.float32(1))
-    return (y.astype(A.dtype, copy=False),)
+    return (native.gelu(_f32(A) + _f32(B)).astype(A.dtype, copy=False),)
 
 
 def _check_gated_add(node, graph):
