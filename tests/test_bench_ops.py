@@ -11,7 +11,8 @@ def test_bench_ops_command(tmp_path, capsys):
     assert main(["bench", "ops", "--runs", "1", "--rounds", "1", "--json", str(out)]) == 0
     printed = capsys.readouterr().out.splitlines()
     titles = [title for title, _, _ in op_cases()]
-    ops = {"NonMaxSuppression", "TfIdfVectorizer", "LSTM", "TopK", "MatMulNBits", "Tanh", "Gelu"}
+    ops = {"NonMaxSuppression", "TfIdfVectorizer", "LSTM", "TopK", "MatMulNBits", "Tanh", "Gelu", "Attention",
+           "GroupQueryAttention"}
     assert ops == {t.split()[0] for t in titles}
     rows = [line for line in printed if line.split()[:1] and line.split()[0] in ops]
     assert len(rows) == len(titles) and all(row.endswith("x") for row in rows), printed

@@ -208,7 +208,7 @@ def _gqa_prompt_case(tokens, rng):
              "value": rng.standard_normal((1, tokens, 2 * 64)).astype(np.float32),
              "past_key": np.zeros((1, 2, 0, 64), np.float32), "past_value": np.zeros((1, 2, 0, 64), np.float32),
              "seqlens_k": np.array([tokens - 1], np.int32), "total_sequence_length": np.array(tokens, np.int32)}
-    return (f"GroupQueryAttention, a {tokens}-token prompt, 14 / 2 heads of 64",
+    return (f"GroupQueryAttention over a {tokens}-token prompt, 14 / 2 heads of 64",
             _node_model("GroupQueryAttention", [(n, v.dtype, v.shape) for n, v in feeds.items()],
                         [("y", np.float32), ("present_key", np.float32), ("present_value", np.float32)],
                         {"num_heads": 14, "kv_num_heads": 2}, domain="com.microsoft"), feeds)
