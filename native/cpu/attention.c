@@ -247,7 +247,7 @@ static inline void gqa_key_range(const GqaJob* job, size_t p, size_t first, size
   if (*lo > *hi) *lo = *hi;
 }
 
-#define GQA_BLOCK_ROWS 64  /* query rows a prompt's task takes: their scores over the keys at once */
+#define GQA_BLOCK_ROWS 60  /* query rows a prompt's task takes (5 of the GEMM's 12-row tiles) */
 
 /* Query rows [s0, s1) of one head (12+ rows) on the GEMM: scores = Q K^T over the keys any of them attends (a
  * row's range grows with it), each row's softmax in place (zeros outside its range: its probabilities), out = P V.
@@ -302,7 +302,7 @@ static void gqa_attend_task(void* user, size_t task) {
   const float* kc = gqa_keys(job, bi, kh, 0, &first, &t);
   const float* vc = gqa_keys(job, bi, kh, 1, &first, &t);
   const float* sink = job->sink ? job->sink + head : NULL;
-  size_t s0 = s * blk / job->s_blocks, s1 = s * (blk + 1) / job->s_blocks;
+  size_t s0 = blk * GQA_BLOCK_ROWS, s1 = s0 + GQA_BLOCK_ROWS < s ? s0 + GQA_BLOCK_ROWS : s;
   if (s1 - s0 >= 12 && gqa_attend_block(job, bi, head, s0, s1, kc, vc, first, t, p, sink) == 0) return;
   float stack_scores[1024];
   float* scores = t <= 1024 ? stack_scores : (float*)malloc(t * sizeof(float));
