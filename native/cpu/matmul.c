@@ -201,6 +201,25 @@ static size_t wide_rows(WideTileFn const wide[3], const float* a, size_t step, s
   return i;
 }
 
+/* Rows [from, rows) of a tile's sums, panel p's at out[p] (rows of NR floats), into C from c (the tile's corner, row
+ * stride ldc): `width` columns (one or two panels), plus bias (the tile's columns') or row_bias (its rows') where
+ * given */
+static void store_tile(float out[2][MR_MAX * NR], size_t from, size_t rows, size_t width, float* c, size_t ldc,
+                       const float* bias, const float* row_bias) {
+  for (size_t i = from; i < rows; i++)
+    for (size_t p = 0; p * NR < width; p++) {
+      const size_t n = width - p * NR < NR ? width - p * NR : NR;
+      float* ci = c + i * ldc + p * NR;
+      const float* o = out[p] + i * NR;
+      if (bias)
+        for (size_t j = 0; j < n; j++) ci[j] = o[j] + bias[p * NR + j];
+      else if (row_bias)
+        for (size_t j = 0; j < n; j++) ci[j] = o[j] + row_bias[i];
+      else
+        memcpy(ci, o, n * sizeof(float));
+    }
+}
+
 static void gemm_task(void* user, size_t task) {
   GemmJob* job = user;
   float out[2][MR_MAX * NR];
@@ -251,19 +270,9 @@ static void gemm_task(void* user, size_t task) {
     } else {
       for (size_t p = 0; p < count; p++) panel_tile(job, a, m0, rows, p ? b1 : b0, out[p]);
     }
-    for (size_t p = 0; p < count; p++) {
-      size_t n0 = (first + p) * NR, width = job->N - n0 < NR ? job->N - n0 : NR;
-      for (size_t i = direct; i < rows; i++) {
-        float* c = job->C + item * job->stride_c + (m0 + i) * job->ldc + n0;
-        const float* o = out[p] + i * NR;
-        if (job->bias)
-          for (size_t j = 0; j < width; j++) c[j] = o[j] + job->bias[n0 + j];
-        else if (job->row_bias)
-          for (size_t j = 0; j < width; j++) c[j] = o[j] + job->row_bias[m0 + i];
-        else
-          memcpy(c, o, width * sizeof(float));
-      }
-    }
+    const size_t width = job->N - first * NR < count * NR ? job->N - first * NR : count * NR;
+    store_tile(out, direct, rows, width, c, job->ldc, job->bias ? job->bias + first * NR : NULL,
+               job->row_bias ? job->row_bias + m0 : NULL);
   }
 }
 
@@ -423,11 +432,7 @@ static void indirect_task(void* user, size_t task) {
     }
     for (; width > NR && i < rows; i++)
       for (size_t p = 0; p < 2; p++) kn->row(job->A + (m0 + i) * job->lda, job->lda, p ? bp1 : bp0, K, out[p] + i * NR);
-    for (size_t r = 0; r < rows; r++)
-      if (job->row_bias)
-        for (size_t j = 0; j < width; j++) c[r * job->ldc + j] = out[j / NR][r * NR + j % NR] + job->row_bias[m0 + r];
-      else
-        for (size_t j = 0; j < width; j++) c[r * job->ldc + j] = out[j / NR][r * NR + j % NR];
+    store_tile(out, 0, rows, width, c, job->ldc, NULL, job->row_bias ? job->row_bias + m0 : NULL);
   }
 }
 

@@ -162,8 +162,9 @@ static size_t depthwise_tasks(const SeamlessConvArgs* a) {
 }
 
 /* A zero-padded copy of one channel's plane xc (a's in_shape) into dst, ext[3] floats: the input at a's begin pads,
- * zeros around it, written row by row in whole-vector runs (up to 15 floats past dst's end: the caller's slack, or
- * what it writes next) */
+ * zeros around it, written row by row in whole-vector runs (up to 15 floats past dst's end: PAD_SLACK floats the
+ * caller leaves, or what it writes next) */
+enum { PAD_SLACK = 16 };
 SEAMLESS_SIMD static void pad_plane(const SeamlessConvArgs* a, const float* xc, const int64_t ext[3], float* dst) {
   const int64_t in0 = a->in_shape[0], in1 = a->in_shape[1], in2 = a->in_shape[2];
   const int64_t c_lo = a->pad[2] < ext[2] ? a->pad[2] : ext[2];  /* the copied columns [c_lo, c_hi) */
@@ -365,12 +366,12 @@ int64_t seamless_conv_direct(const SeamlessConvArgs* a) {
 static int use_direct(const SeamlessConvArgs* a) { return a->direct && seamless_conv_direct(a); }
 
 /* The direct path's scratch: the taps' offsets (2 floats each), the GEMM's last columns packed, the padded planes
- * and pad_plane's 16 floats of slack (where pads are), the GEMM's output before its dropped columns go (where there
+ * and pad_plane's slack (where pads are), the GEMM's output before its dropped columns go (where there
  * are any) */
 static int64_t direct_floats(const SeamlessConvArgs* a) {
   const DirectShape d = direct_shape(a);
   return 2 * a->k + (int64_t)seamless_sgemm_indirect_tail_floats((size_t)a->k) +
-         (d.padded ? a->c / a->group * d.p1 * d.p2 + 16 : 0) +
+         (d.padded ? a->c / a->group * d.p1 * d.p2 + PAD_SLACK : 0) +
          (d.p2 != a->out_shape[2] ? a->m / a->group * d.flat : 0);
 }
 
@@ -395,7 +396,7 @@ static void conv_direct(const SeamlessConvArgs* a, const float* x, float* y, flo
   int64_t* off = (int64_t*)scratch;
   float* tail = scratch + 2 * a->k;
   float* plane = tail + seamless_sgemm_indirect_tail_floats((size_t)a->k);
-  float* wide = d.padded ? plane + cg * d.p1 * d.p2 + 16 : plane;  /* the GEMM's output with the dropped columns */
+  float* wide = d.padded ? plane + cg * d.p1 * d.p2 + PAD_SLACK : plane;  /* the GEMM's output with the dropped columns */
   const int64_t ext[3] = {1, d.p1, d.p2};
   for (int64_t r = 0; r < a->k; r++)
     off[r] = r / (k1 * k2) * d.p1 * d.p2 + r / k2 % k1 * a->dilation[1] * d.p2 + r % k2 * a->dilation[2];

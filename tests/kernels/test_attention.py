@@ -66,7 +66,7 @@ GQA_SHAPES = {  # b, s, past buffer length, seqlens_k, total_sequence_length
     "subsequent_prompt": (1, 4, 6, [9], 10),
     "subsequent_prompt_shared": (1, 3, 24, [10], 11),
     "single_token_prompt": (1, 1, 0, [0], 1),
-    # 12+ query rows a task: the GEMM path (attention.c gqa_attend_block), two blocks of 35
+    # 12+ query rows a task: the GEMM path (attention.c gqa_attend_block); 70 rows: a block of 60, then 10 by rows
     "long_prompt": (1, 70, 0, [69], 70),
     "long_prompt_batch": (2, 24, 0, [23, 23], 24),
     "long_subsequent_prompt": (1, 20, 30, [49], 50),
@@ -261,7 +261,7 @@ ATTENTION23_CASES = [
     dict(b=1, qn=2, kvn=2, s=4, l=4, n_out=4, softcap=2.0, qk_matmul_output_mode=1),
     dict(b=1, qn=2, kvn=2, s=4, l=4, n_out=4, mask="float", qk_matmul_output_mode=2),
     dict(b=1, qn=2, kvn=2, s=4, l=4, n_out=4, mask="bool", is_causal=1, qk_matmul_output_mode=3),
-    # rows of 16+ keys (the softmax's vector lanes) and more than one block of 64 query rows
+    # rows of 16+ keys (the softmax's vector lanes) and more than one block of 60 query rows (sdpa.c ATTENTION_ROWS)
     dict(b=1, qn=3, kvn=3, s=66, l=66, three_d=True),
     dict(b=1, qn=2, kvn=1, s=70, l=70, mask="float", is_causal=1),
     dict(b=1, qn=2, kvn=2, s=20, l=20, past=17, mask="bool_dead_row", is_causal=1),

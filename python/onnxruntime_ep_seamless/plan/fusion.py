@@ -263,6 +263,23 @@ def gelu_erf(ctx: FusionContext, node: Node) -> bool:
                                              index=node.index), chain[1:])
 
 
+def _dim_of_shape(ctx: FusionContext, name):
+    """0 or 1 where `name` is Unsqueeze(Gather(Shape(t), that index), axis 0) of a rank-3 t (torch's view of a
+    tensor's batch or sequence length), else None."""
+    unsqueeze = ctx.producer.get(name)
+    if unsqueeze is None or unsqueeze.op_type != "Unsqueeze" or unsqueeze.domain:
+        return None
+    axes = ctx.const(unsqueeze.inputs[1]) if len(unsqueeze.inputs) > 1 else unsqueeze.attrs.get("axes")
+    gather = ctx.producer.get(unsqueeze.inputs[0])
+    if axes is None or list(np.ravel(axes)) != [0] or gather is None or gather.op_type != "Gather" or gather.domain:
+        return None
+    shape, i = ctx.producer.get(gather.inputs[0]), ctx.const(gather.inputs[1])
+    if shape is None or shape.op_type != "Shape" or shape.domain or shape.attrs.get("start", 0) or \
+            "end" in shape.attrs or len(ctx.graph.value(shape.inputs[0]).shape or ()) != 3 or i is None or i.size != 1:
+        return None
+    return int(i.reshape(-1)[0]) if int(i.reshape(-1)[0]) in (0, 1) else None
+
+
 def _shape_parts(ctx: FusionContext, name):
     """A Reshape's target, part by part: ints where constant, "b" and "s" for dims 0 and 1 of a rank-3 value (a
     Concat of Unsqueeze(Gather(Shape(t), i)), as torch exports a view); None where it is something else."""
@@ -275,21 +292,13 @@ def _shape_parts(ctx: FusionContext, name):
     parts = []
     for part in concat.inputs:
         c = ctx.const(part)
+        dim = None if c is not None else _dim_of_shape(ctx, part)
         if c is not None and c.size == 1:
             parts.append(int(c.reshape(-1)[0]))
-            continue
-        unsqueeze = ctx.producer.get(part)
-        gather = ctx.producer.get(unsqueeze.inputs[0]) if unsqueeze is not None and unsqueeze.op_type == "Unsqueeze" \
-            else None
-        shape = ctx.producer.get(gather.inputs[0]) if gather is not None and gather.op_type == "Gather" else None
-        axes = unsqueeze.attrs.get("axes") if unsqueeze is not None and len(unsqueeze.inputs) < 2 else \
-            ctx.const(unsqueeze.inputs[1]) if unsqueeze is not None else None
-        i = ctx.const(gather.inputs[1]) if gather is not None else None
-        if shape is None or shape.op_type != "Shape" or shape.attrs.get("start", 0) or "end" in shape.attrs or \
-                len(ctx.graph.value(shape.inputs[0]).shape or ()) != 3 or axes is None or list(np.ravel(axes)) != [0] \
-                or i is None or i.size != 1 or int(i.reshape(-1)[0]) not in (0, 1):
+        elif dim is not None:
+            parts.append("bs"[dim])
+        else:
             return None
-        parts.append("bs"[int(i.reshape(-1)[0])])
     return parts
 
 
