@@ -196,8 +196,9 @@ MHA_CASES = [
     dict(b=1, s=40, l=40, attn_bias=(1, 4)),                # rows of 16+ keys
     dict(b=1, s=1, l=1, past=40, unidirectional=1, present=True),
 ]
-# the cases ONNX Attention's native step runs (kernels/cpu/steps.py multi_head_attention); the others: Python steps
-MHA_NATIVE = [c for c in MHA_CASES if not (c.get("bias") or c.get("mask") or (c.get("unidirectional") and c["s"] > 1))]
+# the cases ONNX Attention's native step runs (kernels/cpu/steps.py multi_head_attention, key padding masks as a
+# float mask by the binary and Where steps); the others (bias, unidirectional prompts): Python steps
+MHA_NATIVE = [c for c in MHA_CASES if not (c.get("bias") or (c.get("unidirectional") and c["s"] > 1))]
 MHA_ID = lambda c: ",".join(f"{k}={v}" for k, v in c.items())
 
 

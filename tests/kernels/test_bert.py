@@ -9,7 +9,7 @@ scores or probabilities) to float16 where we keep float32 and round once, so out
 import numpy as np
 import pytest
 
-from parity import Const, assert_close, check_node, node_model, run_ours, stock_session
+from parity import Const, assert_close, assert_native_without_python_steps, check_node, node_model, run_ours, stock_session
 
 rng = np.random.default_rng(7)
 MS = "com.microsoft"
@@ -116,3 +116,31 @@ def test_attention_bias_input():
     b, s, n = 2, 4, 4
     inputs = attention_inputs(b, s, heads=n) + [data(b, n, s, s)]
     check_node("Attention", inputs, dict(num_heads=n), domain=MS, **TOL[F32])
+
+
+def test_attention_unidirectional_prompt_with_a_mask():
+    # GPT-2's prompt without past: the future keys' fill added to the padding's (a row's padded future keys: twice)
+    m = np.ones((2, 5), I32)
+    m[1, 3:] = 0
+    check_node("Attention", attention_inputs(2, 5, mask=m), dict(num_heads=4, unidirectional=1), domain=MS,
+               **TOL[F32])
+
+
+# float32 without past: three GEMM steps (q|k|v), the masks as one float mask, ONNX Attention's step
+# (kernels/cpu/steps.py ms_attention); a past, float16 or the (2B,) end-and-start mask: the Python kernel
+@pytest.mark.parametrize("case", ["end", "raw2d", "raw3d", "no_bias", "sizes", "bias_input", "unidirectional"])
+def test_attention_runs_natively(case, capfd):
+    b, s, attrs = 2, 5, dict(num_heads=4)
+    inputs = attention_inputs(b, s, bias=case != "no_bias")
+    if case == "end":
+        inputs[3] = np.array([5, 2], I32)
+    elif case in ("raw2d", "raw3d", "unidirectional"):
+        inputs[3] = (rng.random((b, s, s) if case == "raw3d" else (b, s)) > 0.3).astype(I32)
+        attrs["unidirectional"] = int(case == "unidirectional")
+    elif case == "sizes":
+        inputs[1:3] = [Const(data(32, 56, scale=0.2)), Const(data(56, scale=0.1))]
+        attrs.update(qkv_hidden_sizes=[16, 16, 24], scale=0.3)
+    elif case == "bias_input":
+        inputs += [data(b, 4, s, s)]
+    model, feeds = node_model("Attention", inputs, attrs, domain=MS)
+    assert_native_without_python_steps(model, feeds, capfd)

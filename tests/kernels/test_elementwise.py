@@ -6,7 +6,7 @@ from hypothesis import given, settings, strategies as st
 from onnx import TensorProto, numpy_helper
 
 from kernels.test_normalization import F32, MS, data, model_of
-from parity import Const, assert_parity, check_node
+from parity import Const, assert_native_without_python_steps, assert_parity, check_node
 
 rng = np.random.default_rng(0)
 F16_RTOL = 1e-3  # float16 has an 11-bit mantissa: one rounding is ~5e-4 relative
@@ -543,9 +543,10 @@ def test_quick_gelu(alpha):
     assert_parity(model, feeds, **ACT_TOL)
 
 
-def test_bias_gelu():
+def test_bias_gelu(capfd):
     model, feeds = model_of("BiasGelu", [("a", data(2, 5, 96, scale=3.0)), ("b", data(96))], 1, domain=MS)
     assert_parity(model, feeds, **ACT_TOL)
+    assert_native_without_python_steps(model, feeds, capfd)  # the sum's step, then GELU's in place
 
 
 @pytest.mark.parametrize("op", ["FastGelu", "QuickGelu"])

@@ -237,10 +237,11 @@ def _lower(rec, node, kdef, fn, args, outs) -> list:
                            else user_fn, args, outs, kdef.user)
     lower = LOWERINGS.get((node.domain, node.op_type))
     if lower is not None and node.op_type not in RANDOM:
+        emitted = len(rec.steps)
         try:
             return lower(rec, node, list(args), outs)
         except Declined:
-            pass
+            del rec.steps[emitted:]  # a lowering of several steps may decline after its first ones
     return python_step(rec, node, fn, args, outs)
 
 

@@ -163,6 +163,20 @@ def gelu(rec, node, ins, outs):
     return [y]
 
 
+@lowers("BiasGelu", domain="com.microsoft")
+def bias_gelu(rec, node, ins, outs):
+    """gelu(A + B): the binary step's sum, then the GELU step in place (the Python kernel's native.gelu)."""
+    x, bias = ins
+    if x.array.dtype != F32 or bias.array.dtype != F32:
+        raise Declined("float32")
+    y = rec.value(outs[0])
+    rec.step(lib.SEAMLESS_OP_BINARY, _elementwise_args(rec, lib.SEAMLESS_ADD, outs[0], [x, bias]), [x, bias, y])
+    args = rec.args("SeamlessUnaryArgs")
+    args.op, args.type, args.n = lib.SEAMLESS_GELU, type_code(F32), outs[0].size
+    rec.step(lib.SEAMLESS_OP_UNARY, args, [y, y])
+    return [y]
+
+
 @lowers("Cast")
 def cast(rec, node, ins, outs):
     src, dst = ins[0].array.dtype, outs[0].dtype
@@ -660,18 +674,97 @@ def onnx_attention(rec, node, ins, outs):
 
 @lowers("MultiHeadAttention", domain="com.microsoft")
 def multi_head_attention(rec, node, ins, outs):
-    """MultiHeadAttention as ONNX Attention's step where they agree: 3-D float32 query/key/value without bias or
-    key padding mask, attention_bias the float mask, past/present [B, N, T, H], unidirectional only for one query
-    row (a decode step: no key after it). Else its Python kernel (mask_filter_value, the bias, padding forms)."""
+    """MultiHeadAttention as ONNX Attention's step where they agree: 3-D float32 query/key/value without bias,
+    attention_bias and the key padding mask as one float mask (_key_mask), past/present [B, N, T, H],
+    unidirectional only for one query row (a decode step: no key after it). Else its Python kernel (the bias,
+    packed or left-padded masks)."""
     q, k, v, bias, padding, attention_bias, past_k, past_v = (ins + [None] * 8)[:8]
     attrs = node.attrs
-    if (bias is not None or padding is not None or any(x is not None for x in ins[8:])
+    if (bias is not None or any(x is not None for x in ins[8:])
             or not all(x is None or x.array.dtype == F32 for x in (q, k, v, attention_bias, past_k, past_v))
             or (attrs.get("unidirectional", 0) and q.array.shape[1] > 1)):
-        raise Declined("float32 without bias, key padding mask or a unidirectional prompt")
+        raise Declined("float32 without bias or a unidirectional prompt")
+    b, s = q.array.shape[:2]
+    t = k.array.shape[1] + (0 if past_k is None else past_k.array.shape[2])
+    fill = np.float32(attrs.get("mask_filter_value", -10000.0))
+    mask = _score_mask(rec, _key_mask(rec, padding, b, s, t, fill), attention_bias)
     n = attrs["num_heads"]
-    return _attention_step(rec, node, outs, q, k, v, attention_bias, past_k, past_v, n, n, 0,
+    return _attention_step(rec, node, outs, q, k, v, mask, past_k, past_v, n, n, 0,
                            attrs.get("scale") or None, 0.0)
+
+
+@lowers("Attention", domain="com.microsoft")
+def ms_attention(rec, node, ins, outs):
+    """com.microsoft Attention (ORT's fused BERT/GPT-2 attention) without past: q, k and v by one GEMM step each
+    (the constant weights and bias split at q|k|v), mask_index, the unidirectional mask and attention_bias as one
+    float mask, then ONNX Attention's step - the Python kernel's sums. Else its Python kernel (a past or present,
+    weights that are not constants, left-padding mask_index)."""
+    x, w, bias, mask_index, past, attention_bias = (ins + [None] * 6)[:6]
+    attrs = node.attrs
+    n = attrs["num_heads"]
+    if (x.array.dtype != F32 or x.array.ndim != 3 or not w.static or (bias is not None and not bias.static)
+            or past is not None or any(v is not None for v in ins[6:]) or any(node.outputs[1:])
+            or attrs.get("do_rotary", 0) or (attention_bias is not None and attention_bias.array.dtype != F32)):
+        raise Declined("float32 3-D input, constant weights and bias, no past or present")
+    sizes = attrs.get("qkv_hidden_sizes") or [w.array.shape[1] // 3] * 3
+    dq, dk, dv = (int(d) for d in sizes)
+    b, s, _ = x.array.shape
+    fill = np.float32(attrs.get("mask_filter_value", -10000.0))
+    mask = _key_mask(rec, mask_index, b, s, s, fill)
+    if attrs.get("unidirectional", 0) and s > 1:  # added to the key mask, as the Python kernel adds them
+        future = np.arange(s)[None, :] > np.arange(s)[:, None]
+        causal = rec.constant(np.where(future, fill, np.float32(0)).reshape(1, 1, s, s))
+        mask = causal if mask is None else _binary_value(rec, lib.SEAMLESS_ADD, mask, causal, (b, 1, s, s))
+    mask = _score_mask(rec, mask, attention_bias)
+    wa = w.array.astype(F32, copy=False)
+    ba = None if bias is None else bias.array.astype(F32, copy=False).reshape(-1)
+    q, k, v = (_gemm(rec, x, np.ascontiguousarray(wa[:, lo:hi]), False, None if ba is None else ba[lo:hi],
+                     np.empty((b, s, hi - lo), F32))[0]
+               for lo, hi in ((0, dq), (dq, dq + dk), (dq + dk, dq + dk + dv)))
+    y = _attention_step(rec, node, outs[:1], q, k, v, mask, None, None, n, n, 0, attrs.get("scale") or None, 0.0)
+    return y[:1] + [None] * (len(node.outputs) - 1)
+
+
+def _binary_value(rec, op, a, b, shape):
+    """A new value op(a, b) of `shape` (a and b broadcast to it) by the binary step."""
+    if not lib.seamless_binary_supported(type_code(a.array.dtype), op):
+        raise Declined(f"no native binary op {op} of {a.array.dtype}")
+    compare = op in (lib.SEAMLESS_LESS, lib.SEAMLESS_GREATER)
+    out = np.empty(shape, np.bool_ if compare else a.array.dtype)
+    y = rec.value(out)
+    rec.step(lib.SEAMLESS_OP_BINARY, _elementwise_args(rec, op, out, [a, b]), [a, b, y])
+    return y
+
+
+def _key_mask(rec, mask, b, s, t, fill):
+    """com.microsoft attention's key mask as a float mask added to the scores (0 where a key is kept, fill where it
+    is masked) of shape (B, 1, 1, T) or (B, 1, S, T): from (B,) valid lengths (right padding), or a (B, T) or (B, S,
+    T) raw mask (kept where > 0). None without a mask; Declined for the other forms (left padding, packed)."""
+    if mask is None:
+        return None
+    m = mask.array
+    if m.dtype != np.int32 or m.shape not in ((b,), (b, t), (b, s, t)):
+        raise Declined(f"mask of {m.dtype} {m.shape}: int32 (B,), (B, T) or (B, S, T) natively")
+    if m.ndim == 1:
+        keys = rec.constant(np.arange(t, dtype=np.int32).reshape(1, t))
+        keep = _binary_value(rec, lib.SEAMLESS_LESS, keys, rec.view(mask, m.reshape(b, 1)), (b, t))
+    else:
+        keep = _binary_value(rec, lib.SEAMLESS_GREATER, mask, rec.constant(np.zeros((), np.int32)), m.shape)
+    shape = (b, 1, 1, t) if m.ndim < 3 else (b, 1, s, t)
+    keep = rec.view(keep, keep.array.reshape(shape))
+    out = np.empty(shape, F32)
+    y = rec.value(out)
+    operands = [keep, rec.constant(np.zeros((), F32)), rec.constant(np.array(fill, F32))]
+    rec.step(lib.SEAMLESS_OP_WHERE, _elementwise_args(rec, 0, out, operands), [*operands, y])
+    return y
+
+
+def _score_mask(rec, mask, attention_bias):
+    """One float mask for the scores: the key mask (or None) plus attention_bias (or None)."""
+    if mask is None or attention_bias is None:
+        return mask if attention_bias is None else attention_bias
+    shape = np.broadcast_shapes(mask.array.shape, attention_bias.array.shape)
+    return _binary_value(rec, lib.SEAMLESS_ADD, mask, attention_bias, shape)
 
 
 def _attention_step(rec, node, outs, q, k, v, mask, past_k, past_v, q_heads, kv_heads, causal, scale, softcap):
