@@ -284,6 +284,10 @@ static int run_gather(const SeamlessGatherArgs* g, const char* data, const char*
                       size_t error_len) {
   for (int64_t i = 0; i < g->count; i++) {  /* every index checked before anything is copied */
     int64_t v = g->index_type == SEAMLESS_I32 ? ((const int32_t*)indices)[i] : ((const int64_t*)indices)[i];
+    if (g->from_zero && (v < 0 || v >= g->size)) {
+      snprintf(error, error_len, "input index out of range: %lld outside [0, %lld)", (long long)v, (long long)g->size);
+      return STATUS_INVALID_ARGUMENT;
+    }
     if (v < -g->size || v >= g->size) {
       snprintf(error, error_len, "indices element out of data bounds, idx=%lld must be within the inclusive "
                "range [%lld,%lld]", (long long)v, (long long)-g->size, (long long)(g->size - 1));

@@ -98,8 +98,9 @@ typedef struct {
   int64_t dims[SEAMLESS_PROGRAM_RANK], strides[SEAMLESS_PROGRAM_RANK];
 } SeamlessGatherNdArgs;
 
-/* y[outer, count, inner] = data[outer, indices[count], inner]; every index checked in [-size, size) */
-typedef struct { int64_t outer, size, inner_bytes, count; int32_t index_type; } SeamlessGatherArgs;
+/* y[outer, count, inner] = data[outer, indices[count], inner]; every index checked in [-size, size), or in [0, size)
+ * with from_zero (table lookups: EmbedLayerNormalization's ids) */
+typedef struct { int64_t outer, size, inner_bytes, count; int32_t index_type, from_zero; } SeamlessGatherArgs;
 
 /* float32 TopK of x viewed as [outer, n, inner] along n: values and int64 indices [outer, k, inner] in stock's order
  * (larger first when largest, else smaller; NaN above every number; equal values by lower index); the scratch holds

@@ -52,6 +52,32 @@ def test_embed_layer_normalization_position_ids():
                outputs=[F32, I32, F32], **TOL[F32])
 
 
+# float32 with constant tables: Gather, binary, LayerNormalization, and for mask_index Equal, Cast, ReduceSum and Cast
+# steps (kernels/cpu/steps.py embed_layer_normalization); without a mask mask_index stays a Python step
+@pytest.mark.parametrize("case", ["segments", "no_segments", "position_ids", "no_embedding_sum"])
+def test_embed_layer_normalization_runs_natively(case, capfd):
+    pos = np.array([[3, 1, 0, 2, 5], [0, 1, 2, 3, 4]], I32) if case == "position_ids" else None
+    inputs = embed_inputs(2, 5, segments=case != "no_segments", position_ids=pos)
+    model, feeds = node_model("EmbedLayerNormalization", inputs, dict(epsilon=1e-12), domain=MS,
+                              outputs=[F32, I32] + ([] if case == "no_embedding_sum" else [F32]))
+    assert_native_without_python_steps(model, feeds, capfd)
+
+
+def test_embed_layer_normalization_native_lookups_refuse_negative_ids():
+    """A negative id is out of range for stock (no wrap-around as Gather's): the native program's lookup says so too."""
+    import onnxruntime as ort
+    from parity import ep_session
+    model, feeds = node_model("EmbedLayerNormalization", embed_inputs(2, 5), dict(epsilon=1e-12), domain=MS,
+                              outputs=[F32, I32, F32])
+    sess = ep_session(model)
+    for _ in range(3):  # the Python plan, the recording, then the native program
+        sess.run(None, feeds)
+    bad = dict(feeds, in0=feeds["in0"].copy())
+    bad["in0"][1, 2] = -1
+    with pytest.raises(ort.capi.onnxruntime_pybind11_state.InvalidArgument, match="out of range"):
+        sess.run(None, bad)
+
+
 def attention_inputs(b, s, hidden=32, dtype=F32, mask=None, past=0, heads=4, bias=True):
     x = data(b, s, hidden, dtype=dtype)
     w = Const(data(hidden, 3 * hidden, scale=hidden ** -0.5, dtype=dtype))

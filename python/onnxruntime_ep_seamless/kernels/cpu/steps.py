@@ -672,6 +672,54 @@ def onnx_attention(rec, node, ins, outs):
                            attrs.get("softcap", 0.0))
 
 
+@lowers("EmbedLayerNormalization", domain="com.microsoft")
+def embed_layer_normalization(rec, node, ins, outs):
+    """word[input_ids] + position[position_ids or 0..S-1] (+ segment[segment_ids]) by Gather and binary steps in the
+    Python kernel's order, then the LayerNormalization step over the hidden axis; mask_index the count of mask == 1 a
+    row (Equal, Cast, ReduceSum and Cast steps); embedding_sum the sum before the norm."""
+    ids, seg, word, pos, seg_table, gamma, beta, mask, pos_ids = (ins + [None] * 9)[:9]
+    b, s = ids.array.shape
+    if (word.array.dtype != F32 or gamma is None or not all(t is None or t.static for t in (word, pos, seg_table,
+                                                                                            gamma, beta))
+            or pos.array.shape[0] < s or (mask is None and len(node.outputs) > 1 and node.outputs[1])):
+        raise Declined("float32 with constant tables, gamma and beta, a mask for mask_index")
+    hidden = word.array.shape[1]
+
+    def rows(table, indices):
+        args = rec.args("SeamlessGatherArgs")
+        args.outer, args.size, args.inner_bytes = 1, table.array.shape[0], hidden * 4
+        args.count, args.index_type = indices.array.size, type_code(indices.array.dtype)
+        args.from_zero = 1  # stock's lookups take no negative ids
+        y = rec.value(table.array[indices.array])  # (checked in range by the Python kernel's run)
+        rec.step(lib.SEAMLESS_OP_GATHER, args, [table, indices, y])
+        return y
+
+    positions = rec.constant(pos.array[:s]) if pos_ids is None else rows(pos, pos_ids)
+    segments = seg is not None and seg_table is not None
+    emb = outs[2] if len(outs) > 2 else None  # embedding_sum: the recording run answers with the Python kernel's
+    total = _binary_value(rec, lib.SEAMLESS_ADD, rows(word, ids), positions, None if segments else emb)
+    if segments:
+        total = _binary_value(rec, lib.SEAMLESS_ADD, total, rows(seg_table, seg), emb)
+    y = rec.value(outs[0])
+    rec.step(lib.SEAMLESS_OP_LAYERNORM, _rows(rec, b * s, hidden, node.attrs.get("epsilon", 1e-12)),
+             [total, gamma, beta, y])
+    results = [y, None, total]
+    if mask is not None:
+        ones = _binary_value(rec, lib.SEAMLESS_EQUAL, mask, rec.constant(np.ones((), np.int32)))
+        count = rec.value(ones.array.astype(np.int64))
+        args = rec.args("SeamlessCastArgs")
+        args.__setattr__("from", type_code(np.dtype(np.bool_)))
+        args.to, args.n = type_code(np.dtype(np.int64)), b * s
+        rec.step(lib.SEAMLESS_OP_CAST, args, [ones, count])
+        (counts,) = _reduce_step(rec, lib.SEAMLESS_REDUCE_SUM, count, [1], count.array.sum(axis=1))
+        results[1] = rec.value(outs[1])
+        args = rec.args("SeamlessCastArgs")
+        args.__setattr__("from", type_code(np.dtype(np.int64)))
+        args.to, args.n = type_code(np.dtype(np.int32)), b
+        rec.step(lib.SEAMLESS_OP_CAST, args, [counts, results[1]])
+    return results[:len(node.outputs)]
+
+
 @lowers("MultiHeadAttention", domain="com.microsoft")
 def multi_head_attention(rec, node, ins, outs):
     """MultiHeadAttention as ONNX Attention's step where they agree: 3-D float32 query/key/value without bias,
@@ -714,23 +762,28 @@ def ms_attention(rec, node, ins, outs):
     if attrs.get("unidirectional", 0) and s > 1:  # added to the key mask, as the Python kernel adds them
         future = np.arange(s)[None, :] > np.arange(s)[:, None]
         causal = rec.constant(np.where(future, fill, np.float32(0)).reshape(1, 1, s, s))
-        mask = causal if mask is None else _binary_value(rec, lib.SEAMLESS_ADD, mask, causal, (b, 1, s, s))
+        mask = causal if mask is None else _binary_value(rec, lib.SEAMLESS_ADD, mask, causal)
     mask = _score_mask(rec, mask, attention_bias)
     wa = w.array.astype(F32, copy=False)
     ba = None if bias is None else bias.array.astype(F32, copy=False).reshape(-1)
     q, k, v = (_gemm(rec, x, np.ascontiguousarray(wa[:, lo:hi]), False, None if ba is None else ba[lo:hi],
-                     np.empty((b, s, hi - lo), F32))[0]
+                     x.array @ wa[:, lo:hi] + (0 if ba is None else ba[lo:hi]))[0]
                for lo, hi in ((0, dq), (dq, dq + dk), (dq + dk, dq + dk + dv)))
     y = _attention_step(rec, node, outs[:1], q, k, v, mask, None, None, n, n, 0, attrs.get("scale") or None, 0.0)
     return y[:1] + [None] * (len(node.outputs) - 1)
 
 
-def _binary_value(rec, op, a, b, shape):
-    """A new value op(a, b) of `shape` (a and b broadcast to it) by the binary step."""
+_NUMPY_BINARY = {lib.SEAMLESS_ADD: np.add, lib.SEAMLESS_LESS: np.less, lib.SEAMLESS_GREATER: np.greater,
+                 lib.SEAMLESS_EQUAL: np.equal}
+
+
+def _binary_value(rec, op, a, b, out=None):
+    """A new value op(a, b) by the binary step (a and b broadcast); its recording-run array computed here (a value a
+    lowering makes may be a node's output: the recording run answers with it), or `out`, the node's output."""
     if not lib.seamless_binary_supported(type_code(a.array.dtype), op):
         raise Declined(f"no native binary op {op} of {a.array.dtype}")
-    compare = op in (lib.SEAMLESS_LESS, lib.SEAMLESS_GREATER)
-    out = np.empty(shape, np.bool_ if compare else a.array.dtype)
+    if out is None:
+        out = _NUMPY_BINARY[op](a.array, b.array)
     y = rec.value(out)
     rec.step(lib.SEAMLESS_OP_BINARY, _elementwise_args(rec, op, out, [a, b]), [a, b, y])
     return y
@@ -747,12 +800,12 @@ def _key_mask(rec, mask, b, s, t, fill):
         raise Declined(f"mask of {m.dtype} {m.shape}: int32 (B,), (B, T) or (B, S, T) natively")
     if m.ndim == 1:
         keys = rec.constant(np.arange(t, dtype=np.int32).reshape(1, t))
-        keep = _binary_value(rec, lib.SEAMLESS_LESS, keys, rec.view(mask, m.reshape(b, 1)), (b, t))
+        keep = _binary_value(rec, lib.SEAMLESS_LESS, keys, rec.view(mask, m.reshape(b, 1)))
     else:
-        keep = _binary_value(rec, lib.SEAMLESS_GREATER, mask, rec.constant(np.zeros((), np.int32)), m.shape)
+        keep = _binary_value(rec, lib.SEAMLESS_GREATER, mask, rec.constant(np.zeros((), np.int32)))
     shape = (b, 1, 1, t) if m.ndim < 3 else (b, 1, s, t)
     keep = rec.view(keep, keep.array.reshape(shape))
-    out = np.empty(shape, F32)
+    out = np.where(keep.array, np.float32(0), fill).astype(F32)
     y = rec.value(out)
     operands = [keep, rec.constant(np.zeros((), F32)), rec.constant(np.array(fill, F32))]
     rec.step(lib.SEAMLESS_OP_WHERE, _elementwise_args(rec, 0, out, operands), [*operands, y])
@@ -763,8 +816,7 @@ def _score_mask(rec, mask, attention_bias):
     """One float mask for the scores: the key mask (or None) plus attention_bias (or None)."""
     if mask is None or attention_bias is None:
         return mask if attention_bias is None else attention_bias
-    shape = np.broadcast_shapes(mask.array.shape, attention_bias.array.shape)
-    return _binary_value(rec, lib.SEAMLESS_ADD, mask, attention_bias, shape)
+    return _binary_value(rec, lib.SEAMLESS_ADD, mask, attention_bias)
 
 
 def _attention_step(rec, node, outs, q, k, v, mask, past_k, past_v, q_heads, kv_heads, causal, scale, softcap):
