@@ -30,11 +30,13 @@ def _light_cnn_feeds(model):
     return {inp.name: (np.arange(np.prod(shape)) % 255 / 255.0).astype(np.float32).reshape(shape)}
 
 
-@pytest.mark.parametrize("name", material.LIGHT_MODELS + ["minilm_op17.onnx", "minilm_dynamo_op23.onnx", "demo",
-                                                           "magika"] + [d[0] for d in material.TINY_DECODERS])
+@pytest.mark.parametrize("name", material.LIGHT_MODELS + ["minilm_op17.onnx", "minilm_dynamo_op23.onnx",
+                                                           "minilm_fused.onnx", "demo", "magika"]
+                         + [d[0] for d in material.TINY_DECODERS])
 def test_runs_as_a_native_program_without_python_steps(name, capfd):
     """Every node of these models has a native step (pooling, LRN, BatchNormalization and Sum; ONNX Attention,
-    RotaryEmbedding, GatherND, Cos and Sin of the torch exports; Magika's GlobalMaxPool, ReduceMax and Gemm): from its
+    RotaryEmbedding, GatherND, Cos and Sin of the torch exports; the ORT-optimized MiniLM's com.microsoft Attention,
+    EmbedLayerNormalization and BiasGelu; Magika's GlobalMaxPool, ReduceMax and Gemm): from its
     third run a binding is answered in C with no node run by its Python kernel (log_partition=1 names any op that
     would be such a Python step)."""
     from parity import assert_native_without_python_steps
