@@ -530,10 +530,11 @@ ACT_TOL = {"rtol": 1e-5, "atol": 1e-6}
 
 
 @pytest.mark.parametrize("bias", [False, True])
-def test_fast_gelu(bias):
+def test_fast_gelu(bias, capfd):
     arrays = [("x", data(2, 7, 64, scale=3.0)), ("bias", data(64) if bias else None)]
     model, feeds = model_of("FastGelu", arrays, 1, domain=MS)
     assert_parity(model, feeds, **ACT_TOL)
+    assert_native_without_python_steps(model, feeds, capfd)  # Gelu approximate="tanh"'s step (after the sum's)
 
 
 @pytest.mark.parametrize("alpha", [None, 1.0, 1.702])

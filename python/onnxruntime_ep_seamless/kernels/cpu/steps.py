@@ -163,17 +163,20 @@ def gelu(rec, node, ins, outs):
     return [y]
 
 
-@lowers("BiasGelu", domain="com.microsoft")
+@lowers("BiasGelu", "FastGelu", domain="com.microsoft")
 def bias_gelu(rec, node, ins, outs):
-    """gelu(A + B): the binary step's sum, then the GELU step in place (the Python kernel's native.gelu)."""
-    x, bias = ins
-    if x.array.dtype != F32 or bias.array.dtype != F32:
+    """BiasGelu gelu(A + B) (the Python kernel's native.gelu) and FastGelu (Gelu approximate="tanh"'s step, an
+    optional bias): the binary step's sum, then the GELU step in place."""
+    x, bias = (ins + [None])[:2]
+    if x.array.dtype != F32 or (bias is not None and bias.array.dtype != F32):
         raise Declined("float32")
     y = rec.value(outs[0])
-    rec.step(lib.SEAMLESS_OP_BINARY, _elementwise_args(rec, lib.SEAMLESS_ADD, outs[0], [x, bias]), [x, bias, y])
+    if bias is not None:
+        rec.step(lib.SEAMLESS_OP_BINARY, _elementwise_args(rec, lib.SEAMLESS_ADD, outs[0], [x, bias]), [x, bias, y])
     args = rec.args("SeamlessUnaryArgs")
-    args.op, args.type, args.n = lib.SEAMLESS_GELU, type_code(F32), outs[0].size
-    rec.step(lib.SEAMLESS_OP_UNARY, args, [y, y])
+    args.op = lib.SEAMLESS_GELU if node.op_type == "BiasGelu" else lib.SEAMLESS_GELU_TANH
+    args.type, args.n = type_code(F32), outs[0].size
+    rec.step(lib.SEAMLESS_OP_UNARY, args, [x if bias is None else y, y])
     return [y]
 
 
