@@ -154,9 +154,7 @@ __device__ void matmul_nbits4_x32(const T* a, const uint8_t* b0, const T* s0, co
 // The 4-bit x32 kernel for 2 to NBITS_ROWS rows of activations a block (a batch's decode step): each pass's
 // weights dequantized once (nibbles8) and dotted with every row, so a block reads them once for all its rows
 // (a block a row read them once a row, and the prompt's path dequantizes the whole matrix every run): the one-row
-// kernel's arithmetic (weights never rounded, float32 sums). On the H200 (docs/benchmarks/gpu.md, session 44) a
-// 16-row step of the Llama-3.2-1B shape took 4.9 ms of GPU time (7.1 with the prompt's path): at 16 FMAs a weight
-// a lane it is compute-bound; tensor cores are the next step.
+// kernel's arithmetic (a float32 row batched vs alone was not bitwise equal on the H200 for 9 rows: unexplained).
 template <typename T, int W>
 __device__ void matmul_nbits4_rows(const T* a, const uint8_t* b0, const T* s0, const uint8_t* z0, const uint8_t* b1,
                                    const T* s1, const uint8_t* z1, const T* bias, T* y, NBits p) {
@@ -373,6 +371,101 @@ __device__ void matmul_nbits4_tiles(const __half* a, const uint8_t* tiles, const
     }
   }
 #endif
+}
+
+// Float16 4-bit products of 2 to NBITS_GEMV_ROWS rows (a batch's decode step) on tensor cores, from the weights'
+// own layout: a warp per 8 output columns (a tile) and every row at once, mma.sync m16n8k16 with float32 sums.
+// Per group of 32 k (inside one quantization block), lane l = 4 c + g takes k 8g..8g+7 of column c (one word) as
+// B, (q - z) in half (exact, nibble_pairs), and rows c and c + 8 of the activations at the same k as A (in
+// nibble_pairs' order, half_pairs); two mmas give the group's dot products, which each lane scales by its two
+// D columns' (2g, 2g + 1) scales in float32 and adds to its sums: the one-row kernel's arithmetic (weights
+// never rounded), summed in another order. Rows past m are zeros in A. A long K is spread over `split` warps a
+// tile (strided groups), their sums added in warp order. The CUDA-core rows kernel above read the weights once
+// for 8 rows but made 16 FMAs a weight a lane for 16 rows: compute-bound (the 1B shape's 16-row step 4.9 ms).
+template <int W>
+__device__ void matmul_nbits4_mma_rows(const __half* a, const uint8_t* b0, const __half* s0, const uint8_t* z0,
+                                       const uint8_t* b1, const __half* s1, const uint8_t* z1, const __half* bias,
+                                       __half* y, NBits p) {
+  __shared__ float part[NBITS_COLUMNS][W][4][32];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane & 3, c = lane >> 2;
+  const int split_shift = __ffs(p.split) - 1, block_shift = __ffs(p.block) - 1, slice = warp & (p.split - 1);
+  const int tile = blockIdx.x * (NBITS_COLUMNS >> split_shift) + (warp >> split_shift);
+  const int nb = tile * 8 + c, nd = tile * 8 + 2 * g;  // B's column; D's first column
+  const int blocks = (p.k + p.block - 1) >> block_shift, groups = p.k >> 5;
+  const uint8_t* b[2] = {b0, b1};
+  const __half* scales[2] = {s0, s1};
+  const uint8_t* zp[2] = {z0, z1};
+  float acc[W][4] = {};
+  const int r0 = c, r1 = c + 8;
+  const __half* row0 = a + (int64_t)r0 * p.k + 8 * g;
+  const __half* row1 = a + (int64_t)r1 * p.k + 8 * g;
+  wait_for_previous();
+#pragma unroll 4
+  for (int grp = slice; grp < groups; grp += p.split) {  // (unrolled: the next groups' loads in flight)
+    const int k0 = grp * 32, blk = k0 >> block_shift;
+    uint32_t xa0[4] = {}, xa1[4] = {};
+    if (r0 < p.m) {
+      uint4 x = *(const uint4*)(row0 + k0);
+      half_pairs((const uint32_t*)&x, xa0);
+    }
+    if (r1 < p.m) {
+      uint4 x = *(const uint4*)(row1 + k0);
+      half_pairs((const uint32_t*)&x, xa1);
+    }
+#pragma unroll
+    for (int w = 0; w < W; w++) {
+      uint32_t wb[4] = {};
+      if (nb < p.n) {
+        uint32_t word = __ldg((const uint32_t*)(b[w] + (int64_t)nb * blocks * (p.block / 2) + k0 / 2 + 4 * g));
+        float z = (float)zero_point(zp[w], nb, blk, blocks, 4);
+        nibble_pairs(word, __float2half2_rn(-1024.0f - z), __float2half2_rn(-64.0f - z), wb);
+      }
+      float d[4] = {};
+      uint32_t fa[4] = {xa0[0], xa1[0], xa0[1], xa1[1]}, fb[2] = {wb[0], wb[1]};
+      mma_16816<__half>(d, fa, fb);
+      uint32_t fa2[4] = {xa0[2], xa1[2], xa0[3], xa1[3]}, fb2[2] = {wb[2], wb[3]};
+      mma_16816<__half>(d, fa2, fb2);
+      float sc0 = nd < p.n ? __half2float(scales[w][(int64_t)nd * blocks + blk]) : 0.0f;
+      float sc1 = nd + 1 < p.n ? __half2float(scales[w][(int64_t)(nd + 1) * blocks + blk]) : 0.0f;
+      acc[w][0] += d[0] * sc0;
+      acc[w][1] += d[1] * sc1;
+      acc[w][2] += d[2] * sc0;
+      acc[w][3] += d[3] * sc1;
+    }
+  }
+  if (p.split > 1) {  // the tile's warps add up their parts, in warp order
+    for (int w = 0; w < W; w++)
+      for (int i = 0; i < 4; i++) part[warp][w][i][lane] = acc[w][i];
+    __syncthreads();
+    if (slice) return;
+    for (int w = 0; w < W; w++)
+      for (int i = 0; i < 4; i++) {
+        acc[w][i] = part[warp][w][i][lane];
+        for (int s = 1; s < p.split; s++) acc[w][i] += part[warp + s][w][i][lane];
+      }
+  }
+#pragma unroll
+  for (int i = 0; i < 4; i++) {  // D: rows c (i < 2) and c + 8, columns nd + i % 2
+    const int r = i < 2 ? r0 : r1, n = nd + (i & 1);
+    if (r >= p.m || n >= p.n) continue;
+    float v = W == 2 ? acc[0][i] / (1.0f + expf(-acc[0][i])) * acc[W - 1][i]
+                     : bias ? acc[0][i] + __half2float(bias[n]) : acc[0][i];
+    y[(int64_t)r * p.n + n] = __float2half(v);
+  }
+}
+
+extern "C" __global__ void seamless_matmul_nbits4_mma_rows_f16(const __half* a, const uint8_t* b, const __half* s,
+                                                               const uint8_t* zp, const __half* bias, __half* y,
+                                                               NBits p) {
+  let_next_launch();
+  matmul_nbits4_mma_rows<1>(a, b, s, zp, nullptr, nullptr, nullptr, bias, y, p);
+}
+extern "C" __global__ void seamless_matmul_nbits4_mma_rows_swiglu_f16(const __half* a, const uint8_t* bg,
+                                                                      const __half* sg, const uint8_t* zg,
+                                                                      const uint8_t* bu, const __half* su,
+                                                                      const uint8_t* zu, __half* y, NBits p) {
+  let_next_launch();
+  matmul_nbits4_mma_rows<2>(a, bg, sg, zg, bu, su, zu, nullptr, y, p);
 }
 
 extern "C" __global__ void __launch_bounds__(TILE_WARPS * 32) seamless_matmul_nbits4_tiles_f16(

@@ -276,18 +276,25 @@ def test_matmul_nbits_prompt(m, K, N, bits, block_size, zp_mode, bias, dtype):
     check(model, feeds, **({"rtol": 1e-3, "atol": 4e-2} if dtype == np.float16 else TOL))
 
 
-# A batch's decode step: 2 to 16 rows of 4-bit products by quantization.cu's matmul_nbits4_rows, 8 rows a block (9
-# and 16: two blocks of rows, the second part-filled or full), the weights read once for a block's rows; K 2112
-# spread over 2 warps a column; N = 16392 (as wide as the tensor-core LM head, which takes up to 4 rows). The
-# one-row kernel's arithmetic, so its tolerances (test_matmul_nbits_float16).
+# A batch's decode step: 2 to 16 rows of 4-bit products, the weights read once for the rows. float16 on tensor cores
+# (quantization.cu matmul_nbits4_mma_rows: 8 columns a warp, N = 37 and 16392 leave a last tile part-filled, K 2112
+# spread over the warps of a tile), the one-row kernel's tolerance (test_matmul_nbits_float16: unrounded weights,
+# float32 sums in another order). float32 and bfloat16 by the CUDA-core kernel, 8 rows a block (9, 16: two blocks
+# of rows), the one-row kernel's arithmetic.
 @pytest.mark.parametrize("m", [2, 5, 9, 16])
-@pytest.mark.parametrize("K,N,block_size,zp_mode,bias,dtype", [(2112, 37, 128, "uint8", True, np.float32),
+@pytest.mark.parametrize("K,N,block_size,zp_mode,bias,dtype", [(2112, 37, 128, "uint8", True, np.float16),
                                                                (896, 1152, 32, None, False, np.float16),
-                                                               (224, 16392, 32, "uint8", True, np.float16)])
+                                                               (224, 16392, 32, "uint8", True, np.float16),
+                                                               (2112, 37, 128, "uint8", True, np.float32)])
 def test_matmul_nbits_batch_rows(m, K, N, block_size, zp_mode, bias, dtype):
     from kernels.test_quantization import matmul_nbits_case
     model, feeds = matmul_nbits_case((m, K), K, N, 4, block_size, zp_mode=zp_mode, bias=bias, dtype=dtype)
     check(model, feeds, **({"rtol": 1e-3, "atol": 1e-3} if dtype == np.float16 else TOL))
+
+
+def test_matmul_nbits_batch_rows_bfloat16():
+    from kernels.test_quantization import matmul_nbits_case
+    check_bfloat16(*matmul_nbits_case((9, 2112), 2112, 37, 4, 128, zp_mode="uint8", bias=True), rtol=2e-2, atol=2e-2)
 
 
 # plan/fusion.py's MatMulNBitsSwiGLU (tests/kernels/test_fusion.py: this model becomes that one node)

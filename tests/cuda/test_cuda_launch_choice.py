@@ -179,8 +179,8 @@ def test_a_decode_step_normalises_inside_the_product(product, m):
 
 @pytest.mark.parametrize("product,m,k,n,then", [
     ("MatMulNBits", 1, 2112, 1152, "seamless_matmul_nbits4_x32_f16"),         # K above 2048 (8 a thread)
-    ("MatMulNBits", 4, 896, 1152, "seamless_matmul_nbits4_rows_f16"),        # a batch's rows: no norm inside
-    ("MatMulNBitsSwiGLU", 16, 896, 4864, "seamless_matmul_nbits4_rows_swiglu_f16"),
+    ("MatMulNBits", 4, 896, 1152, "seamless_matmul_nbits4_mma_rows_f16"),    # a batch's rows: no norm inside
+    ("MatMulNBitsSwiGLU", 16, 896, 4864, "seamless_matmul_nbits4_mma_rows_swiglu_f16"),
     ("MatMulNBitsSwiGLU", 17, 896, 4864, "seamless_dequantize_nbits_f16"),   # a prompt's: one GEMM
     ("MatMulNBits", 1, 896, 16392, "seamless_matmul_nbits4_tiles_f16"),      # the tensor-core LM head
     ("Linear", 5, 896, 1152, "gemm"),                                        # more rows than the GEMV takes
@@ -228,9 +228,9 @@ def test_a_prompts_nbits_product_is_one_gemm_on_dequantized_weights(product, bia
     swiglu = "_swiglu" if product != "MatMulNBits" else ""
     if m == 1:
         assert names == ["seamless_matmul_nbits4_x32" + swiglu + "_f16"]
-    elif m <= 16:  # 8 warps a block, a column each (K 896: one warp's pass), 8 rows
-        assert rt.launches == [("seamless_matmul_nbits4_rows" + swiglu + "_f16", -(-m // 8) * (n // 8), {})]
-        assert rt.args[0][-1] == struct_arg("NBits", m=m, n=n, k=k, block=32, bits=4, split=1)
+    elif m <= 16:  # on tensor cores, every row: 8 columns a warp, 8 warps a tile (28 groups of 32 k over them)
+        assert rt.launches == [("seamless_matmul_nbits4_mma_rows" + swiglu + "_f16", n // 8, {})]
+        assert rt.args[0][-1] == struct_arg("NBits", m=m, n=n, k=k, block=32, bits=4, split=8)
     else:
         tail = {"MatMulNBitsSwiGLU": ["seamless_swiglu_f16"]}.get(product, ["seamless_binary_f16"] if bias else [])
         mats = 2 if product == "MatMulNBitsSwiGLU" else 1
@@ -240,8 +240,8 @@ def test_a_prompts_nbits_product_is_one_gemm_on_dequantized_weights(product, bia
 
 @pytest.mark.parametrize("m", [2, 9, 16])
 def test_a_float32_batchs_nbits_product_reads_the_weights_once_for_8_rows(m):
-    """float32 as float16: the GEMV's passes for NBITS_ROWS (8) rows a block, a column a warp (K 2112: 3 passes, 2
-    warps a column), the blocks of the second 8 rows after the first's."""
+    """No tensor cores for float32 activations: the GEMV's passes for NBITS_ROWS (8) rows a block, a column a warp
+    (K 2112: 3 passes, 2 warps a column), the blocks of the second 8 rows after the first's."""
     from onnxruntime_ep_seamless.kernels.cuda.quantization import matmul_nbits
     rt, k, n = Recorder(), 2112, 1152
     q, scales = rt.constant((n, k // 32, 16), np.uint8), rt.constant((n * k // 32,), np.float32)
