@@ -713,6 +713,172 @@ __device__ void decode(const T* past_k, const T* past_v, const T* q_in, const T*
   }
 }
 
+// The splits' (max, sum, weighted values) of query head qh of batch row b (`all`: splits records of H + 2 floats;
+// own shared memory for one split) combined in order into out by the whole block (sink: its weight).
+template <typename T>
+__device__ void combine_splits(const float* all, int splits, int b, int qh, int H, const float* sink, T* out,
+                               float* wacc, const GqaShape& g, const AttendParams& a) {
+  auto at = [&](int c, int i) { return splits == 1 ? all[i] : __ldcg(all + (int64_t)c * (H + 2) + i); };  // L2
+  float mx = -INFINITY, sum = 0.0f;
+  for (int c = threadIdx.x; c < splits; c += DECODE_THREADS) mx = fmaxf(mx, at(c, 0));
+  mx = block_reduce(mx, true);
+  if (a.smooth) mx = fmaxf(mx, sink[qh]);
+  for (int c = threadIdx.x; c < splits; c += DECODE_THREADS) sum += at(c, 1) * expf(at(c, 0) - mx);
+  sum = block_reduce(sum, false);
+  if (a.smooth) sum += expf(sink[qh] - mx);
+  const int groups = DECODE_THREADS / H, share = threadIdx.x / H, d = threadIdx.x % H;
+  float o = 0.0f;
+#pragma unroll 4
+  for (int c = share; c < splits; c += groups) o += at(c, 2 + d) * expf(at(c, 0) - mx);
+  wacc[share * H + d] = o;
+  __syncthreads();
+  if (threadIdx.x < H) {
+    o = 0.0f;
+    for (int i = 0; i < groups; i++) o += wacc[i * H + threadIdx.x];
+    st(out + ((int64_t)b * g.heads + qh) * H + threadIdx.x, o * (1.0f / sum));
+  }
+  __syncthreads();  // wacc free again
+}
+
+// gqa_decode for long contexts: a block per KV head and split (grid (splits, batch * kv_heads)) takes every query
+// head of its group in turn with the split's rows kept in registers, so each cached row is read once a step, not
+// once a query head (the Llama-3.2-1B shape's 4, Qwen2.5-0.5B's 7; at 32k tokens decode's per-head blocks read
+// 4 GB a step from L2 for 1 GB of cache: docs/benchmarks/gpu.md, session 44), and the blocks are `group` times
+// fewer, each longer. The arithmetic of decode() above, head by head; its last block of (b, KV head) combines
+// every head of the group.
+template <typename T, int PASSES, int HS>
+__device__ void decode_grouped(const T* past_k, const T* past_v, const T* q_in, const T* k_in, const T* v_in,
+                               const T* cos, const T* sin, const int32_t* seqlens, const float* sink, T* pk, T* pv,
+                               T* out, float* partial, unsigned* counters, GqaShape g, AttendParams a) {
+  constexpr int warps = DECODE_THREADS / 32;
+  __shared__ float wmax[warps], wsum[warps], wacc[warps * 256], own[2 + 256];
+  __shared__ bool last;
+  const int H = HS ? HS : g.head_size, lanes = H / 8, per_pass = DECODE_THREADS / lanes, group = g.heads / g.kv_heads;
+  const int warp = threadIdx.x / 32, c0 = threadIdx.x % lanes * 8;
+  const int bk = blockIdx.y, b = bk / g.kv_heads, kh = bk % g.kv_heads;
+  const int split = blockIdx.x, splits = gridDim.x, first = split * per_pass * PASSES + threadIdx.x / lanes;
+  const int warp_row = first - threadIdx.x % 32 / lanes;
+  auto live = [&](int i) { return warp_row + i * per_pass < g.present_len; };
+  const int64_t kv = (int64_t)b * g.kv_heads + kh;
+  float knew[8];
+  Row8<T> kx[PASSES], vx[PASSES];
+  if (!a.late_launch) let_next_launch();
+  const bool early = a.early && splits == 1;
+  if (early)
+    past_rows<T, PASSES>(past_k, past_v, kv, first, warp_row, per_pass, min(g.present_len, g.past_buf), g, H, c0, kx, vx);
+  const bool rotates = g.do_rotary && c0 < 2 * g.rot_half;
+  const int guess = rotates ? min(past_of(__ldcg(seqlens + b), g), g.cos_rows - 1) : 0;
+  float factors[16];  // cos, then sin
+  if (rotates)
+    rotary_factors8(c0, cos + (int64_t)guess * g.rot_half, sin + (int64_t)guess * g.rot_half, g.rot_half,
+                    g.interleaved, factors, factors + 8);
+  wait_for_previous();
+  const int p = past_len(seqlens, b, g);
+  const auto [t, limit, lo] = visible(seqlens, b, 0, g, a);
+  const int r = min(p, g.cos_rows - 1);
+  const T* cos_row = g.do_rotary ? cos + (int64_t)r * g.rot_half : nullptr;
+  const T* sin_row = g.do_rotary ? sin + (int64_t)r * g.rot_half : nullptr;
+  if (rotates && r != guess) rotary_factors8(c0, cos_row, sin_row, g.rot_half, g.interleaved, factors, factors + 8);
+  rotated8(new_row(q_in, k_in, v_in, b, 0, g.heads + kh, g), c0, cos_row, sin_row, g.rot_half, g.interleaved, knew,
+           factors);
+  const Row8<T> vnew = *(const Row8<T>*)(new_row(q_in, k_in, v_in, b, 0, g.heads + g.kv_heads + kh, g) + c0);
+  if (!early)
+    past_rows<T, PASSES>(past_k, past_v, kv, first, warp_row, per_pass, min(min(g.present_len, g.past_buf), p), g, H, c0,
+                         kx, vx);
+  if (a.late_launch) let_next_launch();
+  Row8<T> kround;
+  store8((T*)kround.w, knew);
+#pragma unroll
+  for (int i = 0; i < PASSES; i++) {
+    int j = first + i * per_pass;
+    if (live(i) && j >= p) {  // the new token's row, then zeros
+      kx[i] = j == p ? kround : Row8<T>{};
+      vx[i] = j == p ? vnew : Row8<T>{};
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < PASSES; i++) {  // this block is the KV head's only one for these rows
+    int j = first + i * per_pass;
+    if (live(i) && j < g.present_len && (!a.in_place || j == p)) {
+      *(Row8<T>*)(pk + (kv * g.present_len + j) * H + c0) = kx[i];
+      *(Row8<T>*)(pv + (kv * g.present_len + j) * H + c0) = vx[i];
+    }
+  }
+  for (int hq = 0; hq < group; hq++) {
+    const int qh = kh * group + hq, bq = b * g.heads + qh;
+    float q[8];
+    rotated8(new_row(q_in, k_in, v_in, b, 0, qh, g), c0, cos_row, sin_row, g.rot_half, g.interleaved, q, factors);
+    for (int e = 0; e < 8; e++) q[e] = rounded<T>(q[e]);
+    float s[PASSES], m = -INFINITY;
+#pragma unroll
+    for (int i = 0; i < PASSES; i++) {
+      s[i] = -INFINITY;
+      if (!live(i)) continue;
+      float v = 0.0f, k[8];
+      floats8(kx[i], k);
+      for (int e = 0; e < 8; e++) v += q[e] * k[e];
+      for (int off = 1; off < lanes; off <<= 1) v += __shfl_xor_sync(0xffffffff, v, off);
+      v *= a.scale;
+      if (a.softcap > 0.0f) v = a.softcap * tanhf(v / a.softcap);
+      int j = first + i * per_pass;
+      s[i] = j >= lo && j < limit && j < t ? v : -INFINITY;
+      m = fmaxf(m, s[i]);
+    }
+    for (int off = lanes; off < 32; off <<= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, off));
+    if (threadIdx.x % 32 == 0) wmax[warp] = m;
+    __syncthreads();
+    m = -INFINITY;
+    for (int w = 0; w < warps; w++) m = fmaxf(m, wmax[w]);
+    float l = 0.0f, acc[8] = {};
+#pragma unroll
+    for (int i = 0; i < PASSES; i++) {
+      if (!live(i)) continue;
+      float e = s[i] == -INFINITY ? 0.0f : expf(s[i] - m), v[8];
+      floats8(vx[i], v);
+      l += e;
+      for (int c = 0; c < 8; c++) acc[c] += e * v[c];
+    }
+    for (int off = lanes; off < 32; off <<= 1) {
+      l += __shfl_xor_sync(0xffffffff, l, off);
+      for (int c = 0; c < 8; c++) acc[c] += __shfl_xor_sync(0xffffffff, acc[c], off);
+    }
+    if (threadIdx.x % 32 < lanes) {
+      for (int c = 0; c < 8; c++) wacc[warp * H + c0 + c] = acc[c];
+      if (c0 == 0) wsum[warp] = l;
+    }
+    __syncthreads();
+    float* mine = splits == 1 ? own : partial + ((int64_t)bq * splits + split) * (H + 2);  // max, sum, values
+    for (int d = threadIdx.x; d < H; d += DECODE_THREADS) {
+      float o = 0.0f;
+      for (int w = 0; w < warps; w++) o += wacc[w * H + d];
+      mine[2 + d] = o;
+    }
+    if (threadIdx.x == 0) {
+      float total = 0.0f;
+      for (int w = 0; w < warps; w++) total += wsum[w];
+      mine[0] = m;
+      mine[1] = total;
+    }
+    __syncthreads();  // wmax, wsum and wacc read: free for the next head
+    if (splits == 1) combine_splits(own, 1, b, qh, H, sink, out, wacc, g, a);
+  }
+  if (splits == 1) return;
+  if (threadIdx.x == 0) {  // one count a block for the group: its last block combines every head of it
+    __threadfence();
+    last = atomicAdd(counters + bk, 1u) == (unsigned)splits - 1;
+    if (last) {
+      counters[bk] = 0;
+      __threadfence();
+    }
+  }
+  __syncthreads();
+  if (!last) return;
+  for (int hq = 0; hq < group; hq++) {
+    const int qh = kh * group + hq;
+    combine_splits(partial + (int64_t)(b * g.heads + qh) * splits * (H + 2), splits, b, qh, H, sink, out, wacc, g, a);
+  }
+}
+
 // gqa_decode with PASSES rows a lane group: kernels seamless_gqa_decode_p4_* and _p8_* (any head size), and
 // seamless_gqa_decode_p4_h64_*, ... for head sizes 64 and 128 of 16-bit types
 #define GQA_DECODE_KERNEL(S, T, PASSES, HNAME, HS)                                                           \
@@ -723,8 +889,17 @@ __device__ void decode(const T* past_k, const T* past_v, const T* q_in, const T*
     decode<T, PASSES, HS>(past_k, past_v, q, k, v, cos, sin, seqlens, sink, pk, pv, out, partial, counters, \
                           g, a);                                                                            \
   }
-#define GQA_DECODE(S, T, PASSES) GQA_DECODE_KERNEL(S, T, PASSES, , 0)
-#define GQA_DECODE_H(S, T, HS) GQA_DECODE_KERNEL(S, T, 4, _h##HS, HS) GQA_DECODE_KERNEL(S, T, 8, _h##HS, HS)
+#define GQA_DECODE_GROUPED_KERNEL(S, T, PASSES, HNAME, HS)                                                   \
+  extern "C" __global__ void seamless_gqa_decode_grouped_p##PASSES##HNAME##_##S(                             \
+      const T* past_k, const T* past_v, const T* q, const T* k, const T* v, const T* cos, const T* sin,      \
+      const int32_t* seqlens, const float* sink, T* pk, T* pv, T* out, float* partial, unsigned* counters,   \
+      GqaShape g, AttendParams a) {                                                                         \
+    decode_grouped<T, PASSES, HS>(past_k, past_v, q, k, v, cos, sin, seqlens, sink, pk, pv, out, partial,   \
+                                  counters, g, a);                                                          \
+  }
+#define GQA_DECODE(S, T, PASSES) GQA_DECODE_KERNEL(S, T, PASSES, , 0) GQA_DECODE_GROUPED_KERNEL(S, T, PASSES, , 0)
+#define GQA_DECODE_H(S, T, HS) GQA_DECODE_KERNEL(S, T, 4, _h##HS, HS) GQA_DECODE_KERNEL(S, T, 8, _h##HS, HS) \
+  GQA_DECODE_GROUPED_KERNEL(S, T, 8, _h##HS, HS)
 #define GQA(S, T)                                                                                              \
   extern "C" __global__ void seamless_gqa_prepare_##S(const T* past_k, const T* past_v, const T* q, const T* k,       \
                                                       const T* v, const T* cos, const T* sin, const int32_t* seqlens,   \

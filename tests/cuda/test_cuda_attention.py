@@ -136,6 +136,24 @@ def test_gqa_decode_beyond_a_prompts_context_limit():
     check(*gqa_model_feeds(1, 1, 12000, [11990], 11991, rotary=False, heads=(14, 2, 64)))
 
 
+# Long contexts: a block per KV head and split (attention.cu gqa_decode_grouped) once those blocks reach
+# DECODE_GROUPED_BLOCKS, each query head of the group in turn over the rows kept in registers: ragged rows (one
+# row's splits mostly past its length), head sizes 64 and 128, a local window, softcap, smooth softmax (its
+# sink), float16 (the inputs rounded to float16, stock in float32 from them: the prompt tiles' tolerance)
+@pytest.mark.parametrize("heads,b,past,seqlens,attrs", [((14, 2, 64), 2, 9000, [8990, 4000], {}),
+                                                        ((16, 2, 128), 2, 5000, [4999, 2500], {}),
+                                                        ((8, 2, 64), 2, 9000, [8999, 8999], {"local_window_size": 700}),
+                                                        ((8, 2, 64), 2, 9000, [8999, 100], {"softcap": 30.0}),
+                                                        ((8, 2, 64), 2, 9000, [8999, 5000], {"smooth_softmax": 1})])
+@pytest.mark.parametrize("float16", [False, True])
+def test_gqa_decode_grouped_for_long_contexts(heads, b, past, seqlens, attrs, float16):
+    model, feeds = gqa_model_feeds(b, 1, past, seqlens, max(seqlens) + 1, heads=heads, **attrs)
+    if float16:
+        check(*gqa_float16(model, feeds), rtol=2e-3, atol=2e-3)
+    else:
+        check(model, feeds)
+
+
 def gqa_float16(model, feeds):
     """The float32 GQA case in float16: its float inputs, outputs, caches and feeds."""
     from onnx import numpy_helper

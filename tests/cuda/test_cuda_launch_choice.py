@@ -323,11 +323,14 @@ def test_a_decode_step_of_attention_is_one_launch_split_over_keys():
     assert gqa(1, 14, 2, 64, 256, [255])[0][:2] == ("seamless_gqa_decode_p8_h64_f16", (1, 14))
     assert gqa(1, 14, 2, 64, 128, [100])[0][:2] == ("seamless_gqa_decode_p4_h64_f16", (1, 14))
     assert gqa(1, 14, 2, 64, 257, [255])[0][:2] == ("seamless_gqa_decode_p8_h64_f16", (2, 14))
-    assert gqa(1, 32, 8, 128, 4096, [4000, 17])[0][:2] == ("seamless_gqa_decode_p8_h128_f16", (32, 64))
+    # from DECODE_GROUPED_BLOCKS (128) blocks of KV heads and splits: a block per KV head, its query heads in turn
+    assert gqa(1, 32, 8, 128, 4096, [4000, 17])[0][:2] == ("seamless_gqa_decode_grouped_p8_h128_f16", (32, 16))
+    assert gqa(1, 32, 8, 128, 1024, [1000])[0][:2] == ("seamless_gqa_decode_p8_h128_f16", (8, 32))  # 64 blocks
+    assert gqa(1, 8, 8, 64, 20000, [19999])[0][:2] == ("seamless_gqa_decode_p8_h64_f16", (79, 8))  # no groups
     assert gqa(1, 16, 1, 64, 100, [99])[0][:2] == ("seamless_gqa_decode_p4_h64_f16", (1, 16))  # any heads a KV head
     assert gqa(1, 14, 2, 32, 100, [99])[0][:2] == ("seamless_gqa_decode_p4_f16", (1, 14))  # any head size
     # no shared-memory bound on the context, unlike a prompt's attention a block a query (a row of scores)
-    assert gqa(1, 14, 2, 64, 20000, [19999])[0][:2] == ("seamless_gqa_decode_p8_h64_f16", (79, 14))
+    assert gqa(1, 14, 2, 64, 20000, [19999])[0][:2] == ("seamless_gqa_decode_grouped_p8_h64_f16", (79, 2))
     with pytest.raises(ValueError, match="handles up to 11424 cached tokens for 2 new tokens of head size 96"):
         gqa(2, 14, 2, 96, 20000, [19999])
 

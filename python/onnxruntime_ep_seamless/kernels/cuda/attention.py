@@ -251,6 +251,9 @@ def gated_delta_net(rt, stream, query, key=None, value=None, cu_seqlens=None, de
 MAX_SHARED = 48 * 1024  # default dynamic shared memory per block
 ATTEND_THREADS = 256    # runtime/cuda.py launch_rows
 DECODE_THREADS = codes.DECODE_THREADS  # gqa_decode: a present row to each head_size / 8 of them
+# gqa_decode_grouped (a block per KV head, its query heads in turn) from this many blocks: about one an H200 SM; a
+# guess not yet measured (written without a GPU; docs/benchmarks/gpu.md session 44 measured why long contexts are slow)
+DECODE_GROUPED_BLOCKS = 128
 DECODE_HEAD_SIZES = (64, 128)  # gqa_decode compiled for these (16-bit types): an int4 layer 17.6 -> 16.9 us (H200)
 ATTEND_TILE = codes.ATTEND_TILE  # attend_tiles: query tokens a block (a warp per 16)
 
@@ -364,7 +367,10 @@ def group_query_attention(rt, stream, query, key=None, value=None, past_key=None
         partial = rt.alloc((b * num_heads * splits * (h + 2),), np.float32)
         scratch.append(partial)
         known = f"_h{h}" if h in DECODE_HEAD_SIZES and suffix in ("f16", "bf16") else ""  # compiled for that size
-        rt.launch_rows(f"seamless_gqa_decode_p{passes}{known}_{suffix}", (splits, b * num_heads), stream, *past, *qkv,
+        # long enough for a block per KV head and split to fill the GPU: its query heads in turn, each row read once
+        grouped = passes == 8 and num_heads > kv_num_heads and splits * b * kv_num_heads >= DECODE_GROUPED_BLOCKS
+        name, heads = (f"grouped_p{passes}", kv_num_heads) if grouped else (f"p{passes}", num_heads)
+        rt.launch_rows(f"seamless_gqa_decode_{name}{known}_{suffix}", (splits, b * heads), stream, *past, *qkv,
                        ("ptr", sink.ptr if sink else 0), ("ptr", pk.ptr), ("ptr", pv.ptr), ("ptr", out.ptr),
                        ("ptr", partial.ptr), ("ptr", rt.counters(b * num_heads, stream).ptr), shape,
                        params, threads=DECODE_THREADS)
