@@ -9,7 +9,8 @@ scores or probabilities) to float16 where we keep float32 and round once, so out
 import numpy as np
 import pytest
 
-from parity import Const, assert_close, assert_native_without_python_steps, check_node, node_model, run_ours, stock_session
+from parity import (Const, assert_close, assert_native_without_python_steps, check_node, node_model, run_ours,
+                    stock_session)
 
 rng = np.random.default_rng(7)
 MS = "com.microsoft"

@@ -251,8 +251,9 @@ def gated_delta_net(rt, stream, query, key=None, value=None, cu_seqlens=None, de
 MAX_SHARED = 48 * 1024  # default dynamic shared memory per block
 ATTEND_THREADS = 256    # runtime/cuda.py launch_rows
 DECODE_THREADS = codes.DECODE_THREADS  # gqa_decode: a present row to each head_size / 8 of them
-# gqa_decode_grouped (a block per KV head, its query heads in turn) from this many blocks: about one an H200 SM; a
-# guess not yet measured (written without a GPU; docs/benchmarks/gpu.md session 44 measured why long contexts are slow)
+# gqa_decode_grouped (a block per KV head, its query heads in turn) from this many blocks, about one an H200 SM:
+# there a step of the 1B shape at 32k tokens took 2.51 ms of GPU time against 3.57 a block per query head, at 8k 1.14
+# against 1.35, the 0.5B's at 32k 2.07 against 2.40 (docs/benchmarks/gpu.md, session 47); below it not measured
 DECODE_GROUPED_BLOCKS = 128
 DECODE_HEAD_SIZES = (64, 128)  # gqa_decode compiled for these (16-bit types): an int4 layer 17.6 -> 16.9 us (H200)
 ATTEND_TILE = codes.ATTEND_TILE  # attend_tiles: query tokens a block (a warp per 16)

@@ -28,6 +28,10 @@ ROUND = UNARY["Round"][0]  # halves to even, as the spec
 
 
 GEMV_WARPS = 4096  # column_split's `enough` for the 4-bit GEMV
+# float16 batch rows on tensor cores (matmul_nbits4_mma_rows) from this many: on the H200 the CUDA-core rows kernel
+# was faster at 4 rows on both the 0.5B and 1B widths, the tensor-core one at 8 and 16 (its time hardly grows with
+# the rows: its weight loads wait on memory), at 6 each won on one width (docs/benchmarks/gpu.md, session 47)
+MMA_ROWS_FROM = 8
 
 
 def column_split(n, passes, enough):
@@ -324,10 +328,10 @@ def _nbits(rt, stream, variant, a, weights, K, N, block_size, bits, norm=None, o
     4-bit (K, the block size and the addresses allowing) a warp per column, `split` warps sharing a long K,
     or in float16 with columns enough and constant weights on sm_90, 8 columns a warp on tensor cores
     (TILE_BLOCKS blocks of TILE_WARPS warps, every row at once, the weights in nbits4_tiles' layout); else
-    the generic path. 2 to NBITS_GEMV_ROWS rows (a batch's decode step) in 4 bits: in float16 on tensor cores, 8
-    columns a warp and every row (matmul_nbits4_mma_rows), else the x32 kernel's passes for NBITS_ROWS rows a block
-    (matmul_nbits4_rows), the weights read once for those rows. More rows (a prompt; past SMALL_ROWS off the 4-bit
-    path): one GEMM on the dequantized weights (_nbits_gemm).
+    the generic path. 2 to NBITS_GEMV_ROWS rows (a batch's decode step) in 4 bits: from MMA_ROWS_FROM rows in float16
+    on tensor cores, 8 columns a warp and every row (matmul_nbits4_mma_rows), else the x32 kernel's passes for
+    NBITS_ROWS rows a block (matmul_nbits4_rows), the weights read once for those rows. More rows (a prompt; past
+    SMALL_ROWS off the 4-bit path): one GEMM on the dequantized weights (_nbits_gemm).
     `norm` (a RowNorm) is applied to a first: by the warp-a-column kernel itself where it fits, else before.
     output_buffer: the kernel's _output_buffer, where its GEMVs may write (rt.output)."""
     _nbits_shapes(a, weights, K, N, block_size, bits)
@@ -357,7 +361,7 @@ def _nbits(rt, stream, variant, a, weights, K, N, block_size, bits, norm=None, o
         return y
     tensors = [("ptr", a.ptr), *[("ptr", t.ptr if t is not None else 0) for t in weights], ("ptr", y.ptr)]
     shape = struct_arg("NBits", m=m, n=N, k=K, block=block_size, bits=bits, split=split)
-    if rows and a.dtype == np.float16:  # on tensor cores: 8 columns a warp, every row
+    if rows and a.dtype == np.float16 and m >= MMA_ROWS_FROM:  # on tensor cores: 8 columns a warp, every row
         tiles = -(-N // 8)
         split = column_split(tiles, K // 32, GEMV_WARPS)  # a warp's pass: a group of 32 k
         shape = struct_arg("NBits", m=m, n=N, k=K, block=block_size, bits=bits, split=split)
