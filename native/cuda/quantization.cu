@@ -382,6 +382,11 @@ __device__ void matmul_nbits4_tiles(const __half* a, const uint8_t* tiles, const
 // never rounded), summed in another order. Rows past m are zeros in A. A long K is spread over `split` warps a
 // tile (strided groups), their sums added in warp order. The CUDA-core rows kernel above read the weights once
 // for 8 rows but made 16 FMAs a weight a lane for 16 rows: compute-bound (the 1B shape's 16-row step 4.9 ms).
+// Groups of 32 k a lane loads before it computes any (their loads in flight together): with one group at a time the
+// kernel's time hardly grew with its rows (memory latency: 4 bytes a lane in flight); on the H200 4 ahead made the 1B
+// shape's 16-row step 1.87 -> 1.41 ms of GPU time and the 0.5B's 1.66 -> 1.11; 8 ahead: 1.93 on the 1B (registers)
+#define MMA_ROWS_AHEAD 4
+
 template <int W>
 __device__ void matmul_nbits4_mma_rows(const __half* a, const uint8_t* b0, const __half* s0, const uint8_t* z0,
                                        const uint8_t* b1, const __half* s1, const uint8_t* z1, const __half* bias,
@@ -400,37 +405,48 @@ __device__ void matmul_nbits4_mma_rows(const __half* a, const uint8_t* b0, const
   const __half* row0 = a + (int64_t)r0 * p.k + 8 * g;
   const __half* row1 = a + (int64_t)r1 * p.k + 8 * g;
   wait_for_previous();
-#pragma unroll 4
-  for (int grp = slice; grp < groups; grp += p.split) {  // (unrolled: the next groups' loads in flight)
-    const int k0 = grp * 32, blk = k0 >> block_shift;
-    uint32_t xa0[4] = {}, xa1[4] = {};
-    if (r0 < p.m) {
-      uint4 x = *(const uint4*)(row0 + k0);
-      half_pairs((const uint32_t*)&x, xa0);
-    }
-    if (r1 < p.m) {
-      uint4 x = *(const uint4*)(row1 + k0);
-      half_pairs((const uint32_t*)&x, xa1);
+  for (int first = slice; first < groups; first += MMA_ROWS_AHEAD * p.split) {
+    uint4 x0[MMA_ROWS_AHEAD], x1[MMA_ROWS_AHEAD];
+    uint32_t word[MMA_ROWS_AHEAD][W];
+    __half sc[MMA_ROWS_AHEAD][W][2];
+    int z[MMA_ROWS_AHEAD][W];
+#pragma unroll
+    for (int u = 0; u < MMA_ROWS_AHEAD; u++) {
+      const int grp = first + u * p.split, k0 = grp * 32, blk = k0 >> block_shift;
+      const bool live = grp < groups;
+      x0[u] = live && r0 < p.m ? *(const uint4*)(row0 + k0) : make_uint4(0, 0, 0, 0);
+      x1[u] = live && r1 < p.m ? *(const uint4*)(row1 + k0) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+      for (int w = 0; w < W; w++) {
+        const bool col = live && nb < p.n;
+        word[u][w] = col ? __ldg((const uint32_t*)(b[w] + (int64_t)nb * blocks * (p.block / 2) + k0 / 2 + 4 * g)) : 0;
+        z[u][w] = col ? zero_point(zp[w], nb, blk, blocks, 4) : 0;
+        sc[u][w][0] = live && nd < p.n ? scales[w][(int64_t)nd * blocks + blk] : __float2half(0.0f);
+        sc[u][w][1] = live && nd + 1 < p.n ? scales[w][(int64_t)(nd + 1) * blocks + blk] : __float2half(0.0f);
+      }
     }
 #pragma unroll
-    for (int w = 0; w < W; w++) {
-      uint32_t wb[4] = {};
-      if (nb < p.n) {
-        uint32_t word = __ldg((const uint32_t*)(b[w] + (int64_t)nb * blocks * (p.block / 2) + k0 / 2 + 4 * g));
-        float z = (float)zero_point(zp[w], nb, blk, blocks, 4);
-        nibble_pairs(word, __float2half2_rn(-1024.0f - z), __float2half2_rn(-64.0f - z), wb);
+    for (int u = 0; u < MMA_ROWS_AHEAD; u++) {
+      if (first + u * p.split >= groups) break;  // the same for the whole warp
+      uint32_t xa0[4], xa1[4];
+      half_pairs((const uint32_t*)&x0[u], xa0);
+      half_pairs((const uint32_t*)&x1[u], xa1);
+#pragma unroll
+      for (int w = 0; w < W; w++) {
+        uint32_t wb[4];
+        const float zf = (float)z[u][w];
+        nibble_pairs(word[u][w], __float2half2_rn(-1024.0f - zf), __float2half2_rn(-64.0f - zf), wb);
+        float d[4] = {};
+        uint32_t fa[4] = {xa0[0], xa1[0], xa0[1], xa1[1]}, fb[2] = {wb[0], wb[1]};
+        mma_16816<__half>(d, fa, fb);
+        uint32_t fa2[4] = {xa0[2], xa1[2], xa0[3], xa1[3]}, fb2[2] = {wb[2], wb[3]};
+        mma_16816<__half>(d, fa2, fb2);
+        const float sc0 = __half2float(sc[u][w][0]), sc1 = __half2float(sc[u][w][1]);
+        acc[w][0] += d[0] * sc0;
+        acc[w][1] += d[1] * sc1;
+        acc[w][2] += d[2] * sc0;
+        acc[w][3] += d[3] * sc1;
       }
-      float d[4] = {};
-      uint32_t fa[4] = {xa0[0], xa1[0], xa0[1], xa1[1]}, fb[2] = {wb[0], wb[1]};
-      mma_16816<__half>(d, fa, fb);
-      uint32_t fa2[4] = {xa0[2], xa1[2], xa0[3], xa1[3]}, fb2[2] = {wb[2], wb[3]};
-      mma_16816<__half>(d, fa2, fb2);
-      float sc0 = nd < p.n ? __half2float(scales[w][(int64_t)nd * blocks + blk]) : 0.0f;
-      float sc1 = nd + 1 < p.n ? __half2float(scales[w][(int64_t)(nd + 1) * blocks + blk]) : 0.0f;
-      acc[w][0] += d[0] * sc0;
-      acc[w][1] += d[1] * sc1;
-      acc[w][2] += d[2] * sc0;
-      acc[w][3] += d[3] * sc1;
     }
   }
   if (p.split > 1) {  // the tile's warps add up their parts, in warp order

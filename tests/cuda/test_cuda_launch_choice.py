@@ -179,8 +179,8 @@ def test_a_decode_step_normalises_inside_the_product(product, m):
 
 @pytest.mark.parametrize("product,m,k,n,then", [
     ("MatMulNBits", 1, 2112, 1152, "seamless_matmul_nbits4_x32_f16"),         # K above 2048 (8 a thread)
-    ("MatMulNBits", 4, 896, 1152, "seamless_matmul_nbits4_rows_f16"),        # a batch's rows: no norm inside
-    ("MatMulNBits", 8, 896, 1152, "seamless_matmul_nbits4_mma_rows_f16"),    # from MMA_ROWS_FROM on tensor cores
+    ("MatMulNBits", 2, 896, 1152, "seamless_matmul_nbits4_rows_f16"),        # a batch's rows: no norm inside
+    ("MatMulNBits", 4, 896, 1152, "seamless_matmul_nbits4_mma_rows_f16"),    # from MMA_ROWS_FROM on tensor cores
     ("MatMulNBitsSwiGLU", 16, 896, 4864, "seamless_matmul_nbits4_mma_rows_swiglu_f16"),
     ("MatMulNBitsSwiGLU", 17, 896, 4864, "seamless_dequantize_nbits_f16"),   # a prompt's: one GEMM
     ("MatMulNBits", 1, 896, 16392, "seamless_matmul_nbits4_tiles_f16"),      # the tensor-core LM head
@@ -230,7 +230,7 @@ def test_a_prompts_nbits_product_is_one_gemm_on_dequantized_weights(product, bia
     swiglu = "_swiglu" if product != "MatMulNBits" else ""
     if m == 1:
         assert names == ["seamless_matmul_nbits4_x32" + swiglu + "_f16"]
-    elif m < 8:  # MMA_ROWS_FROM: 8 warps a block, a column each (K 896: one warp's pass), 8 rows
+    elif m < 4:  # MMA_ROWS_FROM: 8 warps a block, a column each (K 896: one warp's pass), 8 rows
         assert rt.launches == [("seamless_matmul_nbits4_rows" + swiglu + "_f16", n // 8, {})]
         assert rt.args[0][-1] == struct_arg("NBits", m=m, n=n, k=k, block=32, bits=4, split=1)
     elif m <= 16:  # on tensor cores, every row: 8 columns a warp, 8 warps a tile (28 groups of 32 k over them)

@@ -28,10 +28,10 @@ ROUND = UNARY["Round"][0]  # halves to even, as the spec
 
 
 GEMV_WARPS = 4096  # column_split's `enough` for the 4-bit GEMV
-# float16 batch rows on tensor cores (matmul_nbits4_mma_rows) from this many: on the H200 the CUDA-core rows kernel
-# was faster at 4 rows on both the 0.5B and 1B widths, the tensor-core one at 8 and 16 (its time hardly grows with
-# the rows: its weight loads wait on memory), at 6 each won on one width (docs/benchmarks/gpu.md, session 47)
-MMA_ROWS_FROM = 8
+# float16 batch rows on tensor cores (matmul_nbits4_mma_rows) from this many: on the H200 it was faster than the
+# CUDA-core rows kernel at 4 and 16 rows on both the 0.5B and 1B widths, slower at 2 on the 0.5B's
+# (docs/benchmarks/gpu.md, session 47)
+MMA_ROWS_FROM = 4
 
 
 def column_split(n, passes, enough):
