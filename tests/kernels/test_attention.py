@@ -176,12 +176,14 @@ def mha(b, s, l, n=4, h=8, bias=False, mask=None, attn_bias=None, past=0, presen
     if past:
         inputs += [("past_key", data(b, n, past, h)), ("past_value", data(b, n, past, h))]
     outs = 3 if (past or present) else 1
-    return build("MultiHeadAttention", inputs, outs, {"num_heads": n, **attrs}, domain=MS)
+    const = ("bias",) if bias is True else ()  # a model's bias is an initializer; bias="input": a graph input
+    return build("MultiHeadAttention", inputs, outs, {"num_heads": n, **attrs}, domain=MS, const=const)
 
 
 MHA_CASES = [
     dict(b=2, s=5, l=5),
     dict(b=2, s=5, l=5, bias=True),
+    dict(b=2, s=5, l=5, bias="input"),
     dict(b=1, s=3, l=7),                                    # cross attention
     dict(b=2, s=4, l=4, mask="2d"),
     dict(b=2, s=4, l=4, mask="1d"),
@@ -196,9 +198,9 @@ MHA_CASES = [
     dict(b=1, s=40, l=40, attn_bias=(1, 4)),                # rows of 16+ keys
     dict(b=1, s=1, l=1, past=40, unidirectional=1, present=True),
 ]
-# the cases ONNX Attention's native step runs (kernels/cpu/steps.py multi_head_attention, key padding masks as a
-# float mask by the binary and Where steps); the others (bias, unidirectional prompts): Python steps
-MHA_NATIVE = [c for c in MHA_CASES if not (c.get("bias") or (c.get("unidirectional") and c["s"] > 1))]
+# the cases ONNX Attention's native step runs (kernels/cpu/steps.py multi_head_attention: key padding masks as a
+# float mask by the binary and Where steps, the bias by binary steps); unidirectional prompts: Python steps
+MHA_NATIVE = [c for c in MHA_CASES if not (c.get("unidirectional") and c["s"] > 1) and c.get("bias") != "input"]
 MHA_ID = lambda c: ",".join(f"{k}={v}" for k, v in c.items())
 
 

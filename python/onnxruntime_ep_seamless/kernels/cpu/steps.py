@@ -725,16 +725,20 @@ def embed_layer_normalization(rec, node, ins, outs):
 
 @lowers("MultiHeadAttention", domain="com.microsoft")
 def multi_head_attention(rec, node, ins, outs):
-    """MultiHeadAttention as ONNX Attention's step where they agree: 3-D float32 query/key/value without bias,
-    attention_bias and the key padding mask as one float mask (_key_mask), past/present [B, N, T, H],
-    unidirectional only for one query row (a decode step: no key after it). Else its Python kernel (the bias,
-    packed or left-padded masks)."""
+    """MultiHeadAttention as ONNX Attention's step where they agree: 3-D float32 query/key/value (a constant bias
+    added by a binary step each), attention_bias and the key padding mask as one float mask (_key_mask),
+    past/present [B, N, T, H], unidirectional only for one query row (a decode step: no key after it). Else its
+    Python kernel (packed or left-padded masks, a unidirectional prompt)."""
     q, k, v, bias, padding, attention_bias, past_k, past_v = (ins + [None] * 8)[:8]
     attrs = node.attrs
-    if (bias is not None or any(x is not None for x in ins[8:])
-            or not all(x is None or x.array.dtype == F32 for x in (q, k, v, attention_bias, past_k, past_v))
-            or (attrs.get("unidirectional", 0) and q.array.shape[1] > 1)):
-        raise Declined("float32 without bias or a unidirectional prompt")
+    if ((bias is not None and not bias.static) or any(x is not None for x in ins[8:])
+            or not all(x is None or x.array.dtype == F32 for x in (q, k, v, bias, attention_bias, past_k, past_v))
+            or (attrs.get("unidirectional", 0) and q.array.shape[1] > 1) or q.array.ndim != 3):
+        raise Declined("float32 3-D, a constant bias, no unidirectional prompt")
+    if bias is not None:  # the Python kernel's sums, q | k | v's slices of the bias
+        d = q.array.shape[2]
+        q, k, v = (_binary_value(rec, lib.SEAMLESS_ADD, x, rec.constant(bias.array[lo:hi]))
+                   for x, lo, hi in ((q, 0, d), (k, d, 2 * d), (v, 2 * d, bias.array.size)))
     b, s = q.array.shape[:2]
     t = k.array.shape[1] + (0 if past_k is None else past_k.array.shape[2])
     fill = np.float32(attrs.get("mask_filter_value", -10000.0))
