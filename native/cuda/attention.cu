@@ -745,7 +745,8 @@ __device__ void combine_splits(const float* all, int splits, int b, int qh, int 
 // once a query head (the Llama-3.2-1B shape's 4, Qwen2.5-0.5B's 7; at 32k tokens decode's per-head blocks read
 // 4 GB a step from L2 for 1 GB of cache: docs/benchmarks/gpu.md, session 44), and the blocks are `group` times
 // fewer, each longer. The arithmetic of decode() above, head by head; its last block of (b, KV head) combines
-// every head of the group.
+// every head of the group. Its per-head body repeats decode()'s: one device function for both changed decode()'s
+// sm_90 code (its tuned form), unmeasured so far; merge them where a GPU can time it.
 template <typename T, int PASSES, int HS>
 __device__ void decode_grouped(const T* past_k, const T* past_v, const T* q_in, const T* k_in, const T* v_in,
                                const T* cos, const T* sin, const int32_t* seqlens, const float* sink, T* pk, T* pv,
@@ -897,7 +898,6 @@ __device__ void decode_grouped(const T* past_k, const T* past_v, const T* q_in, 
     decode_grouped<T, PASSES, HS>(past_k, past_v, q, k, v, cos, sin, seqlens, sink, pk, pv, out, partial,   \
                                   counters, g, a);                                                          \
   }
-#define GQA_DECODE(S, T, PASSES) GQA_DECODE_KERNEL(S, T, PASSES, , 0) GQA_DECODE_GROUPED_KERNEL(S, T, PASSES, , 0)
 #define GQA_DECODE_H(S, T, HS) GQA_DECODE_KERNEL(S, T, 4, _h##HS, HS) GQA_DECODE_KERNEL(S, T, 8, _h##HS, HS) \
   GQA_DECODE_GROUPED_KERNEL(S, T, 8, _h##HS, HS)
 #define GQA(S, T)                                                                                              \
@@ -914,7 +914,7 @@ __device__ void decode_grouped(const T* past_k, const T* past_v, const T* q_in, 
                                                           T* pk, T* pv, GqaShape g) { dependent_launch();               \
     window_keep(work_k, work_v, seqlens, pk, pv, g);                                                                    \
   }                                                                                                                     \
-  GQA_DECODE(S, T, 4) GQA_DECODE(S, T, 8)
+  GQA_DECODE_KERNEL(S, T, 4, , 0) GQA_DECODE_KERNEL(S, T, 8, , 0) GQA_DECODE_GROUPED_KERNEL(S, T, 8, , 0)
 FOR_FLOATS(GQA)
 GQA_DECODE_H(f16, __half, 64) GQA_DECODE_H(f16, __half, 128)
 GQA_DECODE_H(bf16, __nv_bfloat16, 64) GQA_DECODE_H(bf16, __nv_bfloat16, 128)
