@@ -492,6 +492,10 @@ def test_quick_gelu(alpha):
                     domain="com.microsoft"), **ACT_TOL)
 
 
+def test_ms_gelu():
+    check(*model_of("Gelu", [("x", data(2, 5, 96, scale=3.0))], 1, domain="com.microsoft"), **ACT_TOL)
+
+
 def test_bias_gelu():
     check(*model_of("BiasGelu", [("a", data(2, 5, 96, scale=3.0)), ("b", data(96))], 1, domain="com.microsoft"),
           **ACT_TOL)

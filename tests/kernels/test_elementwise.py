@@ -544,6 +544,16 @@ def test_quick_gelu(alpha):
     assert_parity(model, feeds, **ACT_TOL)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_ms_gelu(dtype, capfd):
+    # com.microsoft Gelu: ORT's fused erf GELU in models optimized before opset 20
+    x = data(2, 5, 96, scale=3.0).astype(dtype)
+    model, feeds = model_of("Gelu", [("x", x)], 1, domain=MS, out_dtypes=[dtype])
+    assert_parity(model, feeds, **(ACT_TOL if dtype == np.float32 else dict(rtol=1e-3, atol=1e-3)))
+    if dtype == np.float32:
+        assert_native_without_python_steps(model, feeds, capfd)  # the GELU step
+
+
 def test_bias_gelu(capfd):
     model, feeds = model_of("BiasGelu", [("a", data(2, 5, 96, scale=3.0)), ("b", data(96))], 1, domain=MS)
     assert_parity(model, feeds, **ACT_TOL)

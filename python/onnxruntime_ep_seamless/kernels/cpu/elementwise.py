@@ -1,5 +1,5 @@
-"""Elementwise ops (ONNX semantics, numpy broadcasting), ORT's GELU-family activations (com.microsoft FastGelu,
-QuickGelu, BiasGelu) and plan/fusion.py's GeluErf.
+"""Elementwise ops (ONNX semantics, numpy broadcasting), ORT's GELU-family activations (com.microsoft Gelu,
+FastGelu, QuickGelu, BiasGelu) and plan/fusion.py's GeluErf.
 
 numpy >= 2 follows NEP 50: a Python float/int scalar never widens an array's dtype, so
 `alpha * x` stays float32/float16. Where a formula would still widen (integer inputs with
@@ -666,6 +666,12 @@ def quick_gelu(X, *, alpha=1.702):
     e = np.exp(-np.abs(z))  # never overflows: sigmoid(z) = 1 / (1 + e) for z >= 0, e / (1 + e) below
     y = x * np.where(z >= 0, np.float32(1), e) / (np.float32(1) + e)
     return (y.astype(X.dtype, copy=False),)
+
+
+@kernel("Gelu", domain="com.microsoft", types=GELU_FLOATS)
+def ms_gelu(X):
+    """com.microsoft Gelu (ORT's fusion of the erf form, for models before opset 20's Gelu): BiasGelu without B."""
+    return (native.gelu(_f32(X)).astype(X.dtype, copy=False),)
 
 
 @kernel("BiasGelu", domain="com.microsoft", types=GELU_FLOATS)

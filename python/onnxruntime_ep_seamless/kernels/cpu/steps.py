@@ -152,6 +152,7 @@ lowers("QuickGelu", domain="com.microsoft")(unary)
 
 
 @lowers("Gelu")
+@lowers("Gelu", domain="com.microsoft")  # the erf form (no approximate attribute)
 def gelu(rec, node, ins, outs):
     if ins[0].array.dtype != F32:
         raise Declined(f"no native Gelu of {ins[0].array.dtype}")

@@ -320,6 +320,11 @@ def quick_gelu(rt, stream, x, *, alpha=1.702):
     return _activation(rt, stream, QUICK_GELU, x, alpha=alpha)
 
 
+@kernel("Gelu", domain="com.microsoft", types=GPU_FLOATS, device="cuda")
+def ms_gelu(rt, stream, x):
+    return _activation(rt, stream, ERF_GELU, x)
+
+
 @kernel("BiasGelu", domain="com.microsoft", types=GPU_FLOATS, device="cuda")
 def bias_gelu(rt, stream, a, b):
     return _activation(rt, stream, ERF_GELU, a, b)
