@@ -110,12 +110,7 @@ def binary(rec, node, ins, outs):
             ins = [ins[0], rec.constant(exponent)]
     if len(ins) != 2 or ins[0].array.dtype != ins[1].array.dtype:
         raise Declined("two operands of one type")
-    op = BINARY[node.op_type]
-    if not lib.seamless_binary_supported(type_code(ins[0].array.dtype), op):
-        raise Declined(f"no native {node.op_type} of {ins[0].array.dtype}")
-    y = rec.value(outs[0])
-    rec.step(lib.SEAMLESS_OP_BINARY, _elementwise_args(rec, op, outs[0], ins), [*ins, y])
-    return [y]
+    return [_binary_value(rec, BINARY[node.op_type], *ins, outs[0])]
 
 
 @lowers("Where")
@@ -156,12 +151,16 @@ lowers("QuickGelu", domain="com.microsoft")(unary)
 def gelu(rec, node, ins, outs):
     if ins[0].array.dtype != F32:
         raise Declined(f"no native Gelu of {ins[0].array.dtype}")
-    args = rec.args("SeamlessUnaryArgs")
-    tanh = node.attrs.get("approximate", "none") == "tanh"
-    args.op, args.type, args.n = lib.SEAMLESS_GELU_TANH if tanh else lib.SEAMLESS_GELU, type_code(F32), ins[0].array.size
     y = rec.value(outs[0])
-    rec.step(lib.SEAMLESS_OP_UNARY, args, [ins[0], y])
+    _gelu_step(rec, ins[0], y, node.attrs.get("approximate", "none") == "tanh")
     return [y]
+
+
+def _gelu_step(rec, x, y, tanh):
+    """The float32 GELU step x -> y (y may be x): the erf form, or with tanh Gelu approximate="tanh"'s."""
+    args = rec.args("SeamlessUnaryArgs")
+    args.op, args.type, args.n = lib.SEAMLESS_GELU_TANH if tanh else lib.SEAMLESS_GELU, type_code(F32), y.array.size
+    rec.step(lib.SEAMLESS_OP_UNARY, args, [x, y])
 
 
 @lowers("BiasGelu", "FastGelu", domain="com.microsoft")
@@ -171,13 +170,8 @@ def bias_gelu(rec, node, ins, outs):
     x, bias = (ins + [None])[:2]
     if x.array.dtype != F32 or (bias is not None and bias.array.dtype != F32):
         raise Declined("float32")
-    y = rec.value(outs[0])
-    if bias is not None:
-        rec.step(lib.SEAMLESS_OP_BINARY, _elementwise_args(rec, lib.SEAMLESS_ADD, outs[0], [x, bias]), [x, bias, y])
-    args = rec.args("SeamlessUnaryArgs")
-    args.op = lib.SEAMLESS_GELU if node.op_type == "BiasGelu" else lib.SEAMLESS_GELU_TANH
-    args.type, args.n = type_code(F32), outs[0].size
-    rec.step(lib.SEAMLESS_OP_UNARY, args, [x if bias is None else y, y])
+    y = rec.value(outs[0]) if bias is None else _binary_value(rec, lib.SEAMLESS_ADD, x, bias, outs[0])
+    _gelu_step(rec, x if bias is None else y, y, node.op_type == "FastGelu")
     return [y]
 
 
@@ -188,12 +182,17 @@ def cast(rec, node, ins, outs):
         return [rec.view(ins[0], outs[0])]
     if src.kind == "f" and dst.kind in "iub":
         raise Declined("float to integer casts (undefined in C out of range)")
+    return [_cast_value(rec, ins[0], outs[0])]
+
+
+def _cast_value(rec, x, out):
+    """A new value of x's elements cast to out's type by the cast step (out: its recording-run array)."""
     args = rec.args("SeamlessCastArgs")
-    args.__setattr__("from", type_code(src))
-    args.to, args.n = type_code(dst), outs[0].size
-    y = rec.value(outs[0])
-    rec.step(lib.SEAMLESS_OP_CAST, args, [ins[0], y])
-    return [y]
+    args.__setattr__("from", type_code(x.array.dtype))
+    args.to, args.n = type_code(out.dtype), out.size
+    y = rec.value(out)
+    rec.step(lib.SEAMLESS_OP_CAST, args, [x, y])
+    return y
 
 
 # ---------------------------------------------------------------- data movement
@@ -280,18 +279,26 @@ def concat(rec, node, ins, outs):
 
 @lowers("Gather")
 def gather(rec, node, ins, outs):
-    data, indices = ins[0].array, ins[1].array
+    indices = ins[1].array
     if indices.dtype not in (np.dtype(np.int64), np.dtype(np.int32)):
         raise Declined(f"indices of {indices.dtype}")
-    type_code(data.dtype)
-    axis = node.attrs.get("axis", 0) % max(data.ndim, 1)
+    type_code(ins[0].array.dtype)
+    axis = node.attrs.get("axis", 0) % max(ins[0].array.ndim, 1)
+    return [_gather_value(rec, ins[0], ins[1], outs[0], axis)]
+
+
+def _gather_value(rec, data, indices, out, axis=0, from_zero=False):
+    """A new value of data's slices along axis at indices by the gather step (out: its recording-run array); with
+    from_zero indices in [0, size) (table lookups), else [-size, size)."""
+    shape = data.array.shape
     args = rec.args("SeamlessGatherArgs")
-    args.outer, args.size = math.prod(data.shape[:axis]), data.shape[axis]
-    args.inner_bytes = math.prod(data.shape[axis + 1:]) * data.dtype.itemsize
-    args.count, args.index_type = indices.size, type_code(indices.dtype)
-    y = rec.value(outs[0])
-    rec.step(lib.SEAMLESS_OP_GATHER, args, [ins[0], ins[1], y])
-    return [y]
+    args.outer, args.size = math.prod(shape[:axis]), shape[axis]
+    args.inner_bytes = math.prod(shape[axis + 1:]) * data.array.dtype.itemsize
+    args.count, args.index_type = indices.array.size, type_code(indices.array.dtype)
+    args.from_zero = int(from_zero)
+    y = rec.value(out)
+    rec.step(lib.SEAMLESS_OP_GATHER, args, [data, indices, y])
+    return y
 
 
 SCATTER_REDUCTIONS = {"none": -1, "add": lib.SEAMLESS_ADD, "mul": lib.SEAMLESS_MUL, "max": lib.SEAMLESS_MAX,
@@ -689,14 +696,8 @@ def embed_layer_normalization(rec, node, ins, outs):
         raise Declined("float32 with constant tables, gamma and beta, a mask for mask_index")
     hidden = word.array.shape[1]
 
-    def rows(table, indices):
-        args = rec.args("SeamlessGatherArgs")
-        args.outer, args.size, args.inner_bytes = 1, table.array.shape[0], hidden * 4
-        args.count, args.index_type = indices.array.size, type_code(indices.array.dtype)
-        args.from_zero = 1  # stock's lookups take no negative ids
-        y = rec.value(table.array[indices.array])  # (checked in range by the Python kernel's run)
-        rec.step(lib.SEAMLESS_OP_GATHER, args, [table, indices, y])
-        return y
+    def rows(table, indices):  # stock's lookups take no negative ids (in range here: the Python kernel's run checked)
+        return _gather_value(rec, table, indices, table.array[indices.array], from_zero=True)
 
     positions = rec.constant(pos.array[:s]) if pos_ids is None else rows(pos, pos_ids)
     segments = seg is not None and seg_table is not None
@@ -710,17 +711,9 @@ def embed_layer_normalization(rec, node, ins, outs):
     results = [y, None, total]
     if mask is not None:
         ones = _binary_value(rec, lib.SEAMLESS_EQUAL, mask, rec.constant(np.ones((), np.int32)))
-        count = rec.value(ones.array.astype(np.int64))
-        args = rec.args("SeamlessCastArgs")
-        args.__setattr__("from", type_code(np.dtype(np.bool_)))
-        args.to, args.n = type_code(np.dtype(np.int64)), b * s
-        rec.step(lib.SEAMLESS_OP_CAST, args, [ones, count])
+        count = _cast_value(rec, ones, ones.array.astype(np.int64))
         (counts,) = _reduce_step(rec, lib.SEAMLESS_REDUCE_SUM, count, [1], count.array.sum(axis=1))
-        results[1] = rec.value(outs[1])
-        args = rec.args("SeamlessCastArgs")
-        args.__setattr__("from", type_code(np.dtype(np.int64)))
-        args.to, args.n = type_code(np.dtype(np.int32)), b
-        rec.step(lib.SEAMLESS_OP_CAST, args, [counts, results[1]])
+        results[1] = _cast_value(rec, counts, outs[1])
     return results[:len(node.outputs)]
 
 

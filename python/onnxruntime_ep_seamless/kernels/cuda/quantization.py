@@ -360,14 +360,14 @@ def _nbits(rt, stream, variant, a, weights, K, N, block_size, bits, norm=None, o
                        shared=2 * TILE_WARPS * TILE_SLOT)
         return y
     tensors = [("ptr", a.ptr), *[("ptr", t.ptr if t is not None else 0) for t in weights], ("ptr", y.ptr)]
-    shape = struct_arg("NBits", m=m, n=N, k=K, block=block_size, bits=bits, split=split)
     if rows and a.dtype == np.float16 and m >= MMA_ROWS_FROM:  # on tensor cores: 8 columns a warp, every row
         tiles = -(-N // 8)
-        split = column_split(tiles, K // 32, GEMV_WARPS)  # a warp's pass: a group of 32 k
-        shape = struct_arg("NBits", m=m, n=N, k=K, block=block_size, bits=bits, split=split)
-        rt.launch_rows(f"seamless_matmul_nbits4_mma_rows{variant}_f16", -(-tiles // (codes.NBITS_COLUMNS // split)),
-                       stream, *tensors, shape)
+        tile_split = column_split(tiles, K // 32, GEMV_WARPS)  # a warp's pass: a group of 32 k
+        rt.launch_rows(f"seamless_matmul_nbits4_mma_rows{variant}_f16",
+                       -(-tiles // (codes.NBITS_COLUMNS // tile_split)), stream, *tensors,
+                       struct_arg("NBits", m=m, n=N, k=K, block=block_size, bits=bits, split=tile_split))
         return y
+    shape = struct_arg("NBits", m=m, n=N, k=K, block=block_size, bits=bits, split=split)
     if rows:
         rt.launch_rows(f"seamless_matmul_nbits4_rows{variant}_{SUFFIX[a.dtype]}",
                        -(-m // codes.NBITS_ROWS) * -(-N // columns), stream, *tensors, shape)
