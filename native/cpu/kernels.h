@@ -164,3 +164,18 @@ typedef struct {
   int64_t in[3], out[3], kernel[3], stride[3], dilation[3], pad_begin[3], pad_end[3];
 } SeamlessPoolArgs;
 void seamless_pool_f32(const SeamlessPoolArgs* a, const float* x, float* y, void* par_fn, void* par_ctx);
+/* numpy_memory.c: a numpy data-memory handler (numpy's PyDataMem_Handler, version 1; its layout is checked against
+ * numpy's headers by tests/abi/test_numpy_memory.py), for the capsule runtime/numpy_memory.py hands numpy */
+typedef struct {
+  void* ctx;
+  void* (*malloc)(void* ctx, size_t size);
+  void* (*calloc)(void* ctx, size_t nelem, size_t elsize);
+  void* (*realloc)(void* ctx, void* ptr, size_t new_size);
+  void (*free)(void* ctx, void* ptr, size_t size);
+} SeamlessNumpyAllocator;
+typedef struct {
+  char name[127];
+  uint8_t version;
+  SeamlessNumpyAllocator allocator;
+} SeamlessNumpyHandler;
+SeamlessNumpyHandler* seamless_numpy_handler(void);

@@ -15,6 +15,7 @@ import warnings
 
 from ..kernels.checks import status_code
 from ..runtime.native import NATIVES
+from ..runtime.numpy_memory import plain
 from ..runtime.options import traceback_wanted
 
 _live: dict[int, tuple] = {}  # handle address -> (object, handle): what ORT holds, kept alive
@@ -116,7 +117,7 @@ def attach(ffi, lib, variant: str = "cpu") -> None:
     def py_get_capability(ep_handle, graph, info):
         ep = from_handle(ep_handle)
         try:
-            ep.get_capability(graph, info)
+            plain(ep.get_capability, graph, info)
             return ffi.NULL
         except Exception as exc:  # ORT only logs this and leaves every node to other EPs
             return native.error_status(exc, f"{ep.name}: GetCapability: ")
@@ -125,7 +126,7 @@ def attach(ffi, lib, variant: str = "cpu") -> None:
     def py_compile(ep_handle, graph, fused_node, kernel_handle, native_runner):
         ep = from_handle(ep_handle)
         try:
-            kernel = ep.compile(graph, fused_node)
+            kernel = plain(ep.compile, graph, fused_node)
             kernel_handle[0] = native.new_handle(kernel)
             # what answers Computes in C: the CPU kernel's runner, the CUDA kernel's replayer of captured bindings
             native_runner[0] = getattr(kernel, "native_runner", None) or ffi.NULL
@@ -161,7 +162,7 @@ def attach(ffi, lib, variant: str = "cpu") -> None:
     def py_compute(kernel_handle, ctx):
         kernel = from_handle(kernel_handle)
         try:
-            kernel.compute(ctx)
+            plain(kernel.compute, ctx)
             return ffi.NULL
         except Exception as exc:
             return native.error_status(exc, f"{kernel.ep_name}: fused node {kernel.name!r}: ")

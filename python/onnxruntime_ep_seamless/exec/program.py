@@ -162,7 +162,9 @@ def record(plan, inputs: list, runner_io: tuple[int, int], by_value=()):
 
 def _record_plan(rec, plan, values: dict, why_not):
     """Runs and records the plan's nodes on `values` (name -> Value, the plan's inputs on entry; its outputs on
-    return); returns why recording stopped (None: it did not)."""
+    return); returns why recording stopped (None: it did not). A value no later node reads is dropped, as in a
+    Python run: the recording run's memory is a Python run's, not every value's at once."""
+    outputs = set(plan.output_names)
     for idx, (node, kdef, fn) in enumerate(plan.kernels):
         args = [None if not n else _lookup(values, plan, n) for n in node.inputs]
         for a in args:  # in C order, as in their slots: an output that views one has the slot's strides
@@ -189,6 +191,9 @@ def _record_plan(rec, plan, values: dict, why_not):
         for name, v in zip(node.outputs, new):
             if name:
                 values[name] = v
+        for name in (*node.inputs, *node.outputs):
+            if name and plan.last_use.get(name, idx) <= idx and name not in outputs:
+                values.pop(name, None)
     return why_not
 
 

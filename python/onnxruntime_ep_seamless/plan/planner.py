@@ -48,7 +48,7 @@ class Plan:
                 namespace[f"c{j}"] = self.constants[name] = graph.values[name].const
                 constants.mark(graph.values[name].const)
 
-        last_use: dict[str, int] = {}
+        self.last_use = last_use = {}    # value name -> the position of the last node that reads it
         for idx, node in enumerate(self.nodes):
             for name in node.inputs:
                 if name:

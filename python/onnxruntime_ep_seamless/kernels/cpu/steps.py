@@ -13,6 +13,7 @@ import math
 import numpy as np
 
 from ...graph.ir import NUMPY_TO_ONNX, PACKED_BITS
+from ...runtime import numpy_memory
 from ..checks import status_code
 from . import native
 
@@ -1478,7 +1479,7 @@ class PythonStep:
 def seamless_python_step(handle, operands, error, error_len):
     step = ffi.from_handle(handle)
     try:
-        step.run(operands)
+        numpy_memory.plain(step.run, operands)
         return 0
     except Exception as exc:  # the program stops; the runner turns the code and message into ORT's status
         message = f"{type(exc).__name__}: {exc}".encode("utf-8", "replace")[:max(error_len - 1, 0)]
