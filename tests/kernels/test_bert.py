@@ -9,8 +9,8 @@ scores or probabilities) to float16 where we keep float32 and round once, so out
 import numpy as np
 import pytest
 
-from parity import (Const, assert_close, assert_native_without_python_steps, check_node, node_model, run_ours,
-                    stock_session)
+from parity import (Const, assert_close, assert_native_without_python_steps, assert_parity, check_node, ep_session,
+                    node_model, run_ours, stock_session)
 
 rng = np.random.default_rng(7)
 MS = "com.microsoft"
@@ -154,12 +154,19 @@ def test_attention_unidirectional_prompt_with_a_mask():
                **TOL[F32])
 
 
-# float32 without past: three GEMM steps (q|k|v), the masks as one float mask, ONNX Attention's step
-# (kernels/cpu/steps.py ms_attention); a past, float16 or the (2B,) end-and-start mask: the Python kernel
-@pytest.mark.parametrize("case", ["end", "raw2d", "raw3d", "no_bias", "sizes", "bias_input", "unidirectional"])
+# float32: three GEMM steps (q|k|v), the masks as one float mask, ONNX Attention's step, a past's halves copied out
+# and the present stacked (kernels/cpu/steps.py ms_attention); float16 or the (2B,) end-and-start mask: the Python
+# kernel
+@pytest.mark.parametrize("case", ["end", "raw2d", "raw3d", "no_bias", "sizes", "bias_input", "unidirectional",
+                                  "past", "past_decode"])
 def test_attention_runs_natively(case, capfd):
-    b, s, attrs = 2, 5, dict(num_heads=4)
-    inputs = attention_inputs(b, s, bias=case != "no_bias")
+    b, s, attrs = 2, 1 if case == "past_decode" else 5, dict(num_heads=4)
+    inputs = attention_inputs(b, s, bias=case != "no_bias", past=6 if case.startswith("past") else 0)
+    outputs = [F32, F32] if case.startswith("past") else None
+    if case.startswith("past"):  # GPT-2's: causal, a raw (B, P + S) mask with a padded key
+        attrs["unidirectional"] = 1
+        inputs[3] = np.ones((b, 6 + s), I32)
+        inputs[3][1, 2] = 0
     if case == "end":
         inputs[3] = np.array([5, 2], I32)
     elif case in ("raw2d", "raw3d", "unidirectional"):
@@ -170,5 +177,31 @@ def test_attention_runs_natively(case, capfd):
         attrs.update(qkv_hidden_sizes=[16, 16, 24], scale=0.3)
     elif case == "bias_input":
         inputs += [data(b, 4, s, s)]
-    model, feeds = node_model("Attention", inputs, attrs, domain=MS)
+    model, feeds = node_model("Attention", inputs, attrs, domain=MS, outputs=outputs)
     assert_native_without_python_steps(model, feeds, capfd)
+    if case.startswith("past"):
+        assert_parity(model, feeds, **TOL[F32])
+
+
+def test_attention_decode_steps_form_a_native_family():
+    """GPT-2's decode loop (one token a step, the past one longer each step, present fed back): stock's outputs every
+    step, and from the family's forming on each new past length is answered in C."""
+    from onnxruntime_ep_seamless.runtime.native import NATIVES
+    b, hidden, n = 1, 32, 4
+    x0, w, bias = attention_inputs(b, 1, hidden=hidden, heads=n)[:3]
+    model, _ = node_model("Attention", [x0, w, bias, np.ones((b, 5), I32), data(2, b, n, 4, hidden // n)],
+                          dict(num_heads=n, unidirectional=1), domain=MS, outputs=[F32, F32], symbolic=True)
+    ours, ref = ep_session(model), stock_session(model)
+    past = data(2, b, n, 4, hidden // n)
+    native = NATIVES["cpu"].lib.seamless_native_runs
+    answered = 0
+    for step in range(12):
+        feeds = {"in0": data(b, 1, hidden), "in3": np.ones((b, past.shape[3] + 1), I32), "in4": past}
+        before = native()
+        got = ours.run(None, feeds)
+        answered += native() > before
+        want = ref.run(None, feeds)
+        for i, (o, r) in enumerate(zip(got, want)):
+            assert_close(o, r, **TOL[F32], name=f"step {step}, output {i}")
+        past = want[1]
+    assert answered >= 6, f"{answered} of 12 steps answered in C"

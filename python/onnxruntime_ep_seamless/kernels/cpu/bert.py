@@ -146,6 +146,8 @@ def check_ms_attention(node, graph):
         return "past_present_share_buffer not supported"
     if ins[6]:
         return "past_sequence_length (shared KV buffer) not supported"
+    if ins[4] and not (len(node.outputs) > 1 and node.outputs[1]):
+        return "a past without its present output (stock ORT fails such a run)"
     if ins[3]:
         m = graph.value(ins[3])
         if m.dtype is not None and m.dtype != I32:

@@ -14,6 +14,7 @@ import numpy as np
 
 from ...graph.ir import NUMPY_TO_ONNX, PACKED_BITS
 from ...runtime import numpy_memory
+from .. import constants
 from ..checks import status_code
 from . import native
 
@@ -745,38 +746,67 @@ def multi_head_attention(rec, node, ins, outs):
 
 @lowers("Attention", domain="com.microsoft")
 def ms_attention(rec, node, ins, outs):
-    """com.microsoft Attention (ORT's fused BERT/GPT-2 attention) without past: q, k and v by one GEMM step each
-    (the constant weights and bias split at q|k|v), mask_index, the unidirectional mask and attention_bias as one
-    float mask, then ONNX Attention's step - the Python kernel's sums. Else its Python kernel (a past or present,
-    weights that are not constants, left-padding mask_index)."""
+    """com.microsoft Attention (ORT's fused BERT/GPT-2 attention): q, k and v by one GEMM step each (the constant
+    weights and bias split at q|k|v), mask_index, the unidirectional mask and attention_bias as one float mask, then
+    ONNX Attention's step - the Python kernel's sums. A past (2, B, N, P, H) is copied into its key and value halves
+    and the present (2, B, N, P + S, H) stacked from the step's present key and value. Else its Python kernel
+    (weights that are not constants, left-padding mask_index, a shared KV buffer)."""
     x, w, bias, mask_index, past, attention_bias = (ins + [None] * 6)[:6]
     attrs = node.attrs
     n = attrs["num_heads"]
     if (x.array.dtype != F32 or x.array.ndim != 3 or not w.static or (bias is not None and not bias.static)
-            or past is not None or any(v is not None for v in ins[6:]) or any(node.outputs[1:])
+            or any(v is not None for v in ins[6:]) or (past is not None and past.array.dtype != F32)
             or attrs.get("do_rotary", 0) or (attention_bias is not None and attention_bias.array.dtype != F32)):
-        raise Declined("float32 3-D input, constant weights and bias, no past or present")
+        raise Declined("float32 3-D input, constant weights and bias, no shared KV buffer")
     sizes = attrs.get("qkv_hidden_sizes") or [w.array.shape[1] // 3] * 3
     dq, dk, dv = (int(d) for d in sizes)
     b, s, _ = x.array.shape
+    p = 0 if past is None else past.array.shape[3]
     fill = np.float32(attrs.get("mask_filter_value", -10000.0))
-    mask = _key_mask(rec, mask_index, b, s, s, fill)
+    mask = _key_mask(rec, mask_index, b, s, p + s, fill)
     if attrs.get("unidirectional", 0) and s > 1:  # added to the key mask, as the Python kernel adds them
-        future = np.arange(s)[None, :] > np.arange(s)[:, None]
-        causal = rec.constant(np.where(future, fill, np.float32(0)).reshape(1, 1, s, s))
+        future = np.arange(p + s)[None, :] > (p + np.arange(s))[:, None]
+        causal = rec.constant(np.where(future, fill, np.float32(0)).reshape(1, 1, s, p + s))
         mask = causal if mask is None else _binary_value(rec, lib.SEAMLESS_ADD, mask, causal)
     mask = _score_mask(rec, mask, attention_bias)
     wa = w.array.astype(F32, copy=False)
     ba = None if bias is None else bias.array.astype(F32, copy=False).reshape(-1)
-    q, k, v = (_gemm(rec, x, np.ascontiguousarray(wa[:, lo:hi]), False, None if ba is None else ba[lo:hi],
-                     x.array @ wa[:, lo:hi] + (0 if ba is None else ba[lo:hi]))[0]
+    q, k, v = (_gemm(rec, x, _constant_part(w.array, f"attention_columns_{lo}_{hi}", lambda a: a[:, lo:hi]), False,
+                     None if ba is None else ba[lo:hi], x.array @ wa[:, lo:hi] + (0 if ba is None else ba[lo:hi]))[0]
                for lo, hi in ((0, dq), (dq, dq + dk), (dq + dk, dq + dk + dv)))
-    y = _attention_step(rec, node, outs[:1], q, k, v, mask, None, None, n, n, 0, attrs.get("scale") or None, 0.0)
-    return y[:1] + [None] * (len(node.outputs) - 1)
+    if past is None:
+        y = _attention_step(rec, node, outs[:1], q, k, v, mask, None, None, n, n, 0, attrs.get("scale") or None, 0.0)
+        return y[:1] + [None] * (len(node.outputs) - 1)
+    halves = []
+    for i in range(2):  # the past's key and value halves, each copied out of the stacked past
+        half = past.array[i]
+        value = rec.value(np.ascontiguousarray(half))
+        if half.size:
+            strides = _contiguous_strides(half.shape)
+            _strided_copy(rec, past, value, half.shape, strides, strides, src_offset=i * half.size)
+        halves.append(value)
+    present = outs[1]  # a past comes with its present (bert.check_ms_attention)
+    y, present_k, present_v = _attention_step(rec, node, outs[:1], q, k, v, mask, *halves, n, n, 0,
+                                              attrs.get("scale") or None, 0.0, presents=present)
+    stacked = rec.value(present)
+    strides = _contiguous_strides(present.shape[1:])
+    for i, half in enumerate((present_k, present_v)):
+        _strided_copy(rec, half, stacked, present.shape[1:], strides, strides, dst_offset=i * present[0].size)
+    return [y, stacked]
 
 
 _NUMPY_BINARY = {lib.SEAMLESS_ADD: np.add, lib.SEAMLESS_LESS: np.less, lib.SEAMLESS_GREATER: np.greater,
                  lib.SEAMLESS_EQUAL: np.equal}
+
+
+def _constant_part(array, name, part):
+    """part(array) as a float32 C-ordered constant, made once per constant array: the GEMM packs it once, and every
+    recording holds the same address (a family can form)."""
+    def made(a):
+        made = np.ascontiguousarray(part(a), F32)
+        constants.mark(made)
+        return made
+    return constants.derived(array, name, made)
 
 
 def _binary_value(rec, op, a, b, out=None):
@@ -821,8 +851,10 @@ def _score_mask(rec, mask, attention_bias):
     return _binary_value(rec, lib.SEAMLESS_ADD, mask, attention_bias)
 
 
-def _attention_step(rec, node, outs, q, k, v, mask, past_k, past_v, q_heads, kv_heads, causal, scale, softcap):
-    """The seamless_onnx_attention_f32 step; outputs (y, present_key, present_value, qk) as the node has them."""
+def _attention_step(rec, node, outs, q, k, v, mask, past_k, past_v, q_heads, kv_heads, causal, scale, softcap,
+                    presents=None):
+    """The seamless_onnx_attention_f32 step; outputs (y, present_key, present_value, qk) as the node has them, or
+    given presents (a stacked (2, ...) array: their recording-run values) y, present_key and present_value."""
     from .attention import native_attention_layout
     from .native import attention_scale
     layout = native_attention_layout(q.array.shape, k.array.shape, v.array.shape,
@@ -839,11 +871,12 @@ def _attention_step(rec, node, outs, q, k, v, mask, past_k, past_v, q_heads, kv_
     args.scale, args.softcap = attention_scale(scale, dims[6]), softcap
     b, _, nkv, _, l, past, h, hv = dims
     # the outputs the node has; the presents the kernel always writes (scratch where the node has none)
-    scratch = (None, np.empty((b, nkv, l + past, h), F32), np.empty((b, nkv, l + past, hv), F32), None)
+    scratch = (None, *(presents if presents is not None else
+                       (np.empty((b, nkv, l + past, h), F32), np.empty((b, nkv, l + past, hv), F32))), None)
     ys = [rec.value(outs[i]) if i < len(outs) and i < len(node.outputs) and node.outputs[i]
-          else None if scratch[i] is None else rec.value(scratch[i]) for i in range(4)]
+          else None if scratch[i] is None else rec.value(np.ascontiguousarray(scratch[i])) for i in range(4)]
     rec.step(lib.SEAMLESS_OP_ONNX_ATTENTION, args, [q, k, v, past_k, past_v, mask, *ys])
-    return ys[:len(node.outputs)]
+    return ys[:3] if presents is not None else ys[:len(node.outputs)]
 
 
 @lowers("LSTM")
@@ -914,7 +947,6 @@ def _moe_step(rec, node, x, router, fc1, b1, fc2, b2, tokens, experts, inter, ou
     args.has_limit, args.limit = limit is not None, float(limit or 0.0)
     args.alpha, args.beta = attrs.get("activation_alpha", 1.0), attrs.get("activation_beta", 0.0)
     if quantized:
-        from .. import constants
         args.qmoe, args.bits = 1, quantized[0].bits
         for fc, weights, n in zip(quantized, (fc1, fc2), "12"):
             setattr(args, f"block{n}", fc.block)
@@ -1195,7 +1227,6 @@ def group_query_attention(rec, node, ins, outs):
         args.half = cos_c.shape[1]
     if a.get("smooth_softmax", -1) == 1 or sink_value is not None:
         # the same address in every recording (a family's argument blocks agree): one table per constant
-        from .. import constants
         sink = _ZERO_SINKS.setdefault(nh, np.zeros(nh, F32)) if sink_value is None else constants.derived(
             sink_value.array, "gqa_sinks", lambda s: np.ascontiguousarray(s, F32).reshape(nh))
         args.sink = ffi.cast("float*", ffi.from_buffer(rec.keep(sink)))
@@ -1312,7 +1343,6 @@ def gated_delta_net(rec, node, ins, outs):
 
 @lowers("MRotaryEmbedding", domain="com.microsoft")
 def m_rotary_embedding(rec, node, ins, outs):
-    from .. import constants
     from .attention import mrope_streams, mrotary_geometry
     x, pos, cos, sin = ins[:4]
     if x.array.dtype != F32 or not (cos.static and sin.static):
