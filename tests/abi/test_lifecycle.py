@@ -399,3 +399,32 @@ def test_malformed_models_give_clear_errors():
 @pytest.fixture(autouse=True)
 def scratch_dir(tmp_path, monkeypatch):
     monkeypatch.setenv("SCRATCH", str(tmp_path))
+
+
+def test_ml_dtypes_is_loaded_by_the_first_model_that_needs_it(tmp_path):
+    """A session of plain types does not import ml_dtypes (~0.5 s: a third of a small model's first session); the
+    first graph with a bfloat16 value loads it, and that model runs on our EP."""
+    from onnx import TensorProto, helper
+    vi = helper.make_tensor_value_info
+    make = lambda nodes, out: helper.make_model(
+        helper.make_graph(nodes, "g", [vi("x", TensorProto.FLOAT, [4])], [vi("z", out, [4])]),
+        opset_imports=[helper.make_opsetid("", 17)], ir_version=9).SerializeToString()
+    (tmp_path / "plain.onnx").write_bytes(make([helper.make_node("Relu", ["x"], ["z"])], TensorProto.FLOAT))
+    (tmp_path / "bf16.onnx").write_bytes(make([helper.make_node("Cast", ["x"], ["b"], to=TensorProto.BFLOAT16),
+                                               helper.make_node("Cast", ["b"], ["z"], to=TensorProto.FLOAT)],
+                                              TensorProto.FLOAT))
+    code = textwrap.dedent(f"""
+        import sys, numpy as np, onnxruntime as ort, onnxruntime_ep_seamless as seamless
+        def run(name):
+            so = seamless.session_options()
+            so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
+            s = ort.InferenceSession({str(tmp_path)!r} + "/" + name, so)
+            return s.run(None, {{"x": np.array([1.0, -2.0, 3.00390625, 0.1], np.float32)}})[0]
+        print(run("plain.onnx").tolist(), "ml_dtypes" in sys.modules)
+        print(run("bf16.onnx").tolist(), "ml_dtypes" in sys.modules)
+        """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    plain, bf16 = out.stdout.splitlines()
+    assert plain == "[1.0, 0.0, 3.00390625, 0.10000000149011612] False", plain
+    assert bf16 == "[1.0, -2.0, 3.0, 0.10009765625] True", bf16  # rounded to bfloat16's 8 bits

@@ -14,17 +14,41 @@ ONNX_TO_NUMPY = {
     10: np.dtype(np.float16), 11: np.dtype(np.float64), 12: np.dtype(np.uint32), 13: np.dtype(np.uint64),
 }
 PACKED_BITS: dict = {}  # sub-byte dtype -> bits per element; ORT packs these, lowest bits first
-try:  # bfloat16, the 8-bit floats and the sub-byte types as ml_dtypes arrays (as onnx holds them);
-    import ml_dtypes  # without ml_dtypes nodes using them are declined
+EXOTIC_TYPES = range(16, 27)  # bfloat16, the 8-bit floats, the sub-byte types: ml_dtypes arrays (load_exotic_types)
+
+
+def load_exotic_types() -> bool:
+    """Registers the EXOTIC_TYPES as ml_dtypes arrays (as onnx holds them) on the first graph or value that has one:
+    importing ml_dtypes takes ~0.5 s, which a session of plain types should not pay. Without ml_dtypes nodes using
+    them are declined (False)."""
+    if 16 in ONNX_TO_NUMPY:
+        return True
+    try:
+        import ml_dtypes
+    except ImportError:
+        return False
     ONNX_TO_NUMPY.update({16: np.dtype(ml_dtypes.bfloat16), 17: np.dtype(ml_dtypes.float8_e4m3fn),
                           18: np.dtype(ml_dtypes.float8_e4m3fnuz), 19: np.dtype(ml_dtypes.float8_e5m2),
                           20: np.dtype(ml_dtypes.float8_e5m2fnuz), 21: np.dtype(ml_dtypes.uint4),
                           22: np.dtype(ml_dtypes.int4), 23: np.dtype(ml_dtypes.float4_e2m1fn),
                           24: np.dtype(ml_dtypes.uint2), 25: np.dtype(ml_dtypes.int2),
                           26: np.dtype(ml_dtypes.float8_e8m0fnu)})
-    PACKED_BITS = {ONNX_TO_NUMPY[t]: bits for t, bits in ((21, 4), (22, 4), (23, 4), (24, 2), (25, 2))}
-except ImportError:
-    pass
+    PACKED_BITS.update({ONNX_TO_NUMPY[t]: bits for t, bits in ((21, 4), (22, 4), (23, 4), (24, 2), (25, 2))})
+    NUMPY_TO_ONNX.update({ONNX_TO_NUMPY[t]: t for t in EXOTIC_TYPES})
+    return True
+
+
+def exotic(dtype) -> bool:
+    """Whether dtype is one of the EXOTIC_TYPES (an array of one means they were loaded)."""
+    return NUMPY_TO_ONNX.get(dtype) in EXOTIC_TYPES
+
+
+def exotic_dtypes() -> list:
+    """The EXOTIC_TYPES' dtypes, loaded (none without ml_dtypes)."""
+    load_exotic_types()
+    return [ONNX_TO_NUMPY[t] for t in EXOTIC_TYPES if t in ONNX_TO_NUMPY]
+
+
 # strings: numpy object arrays of Python str (ORT's UTF-8 bytes decoded), as onnxruntime's Python API gives them
 STRING = np.dtype(object)
 ONNX_TO_NUMPY[8] = STRING
@@ -47,7 +71,10 @@ _PROTO_TO_ORT = {24: 26, 25: 24, 26: 25}
 
 def attr_dtype(data_type: int) -> np.dtype | None:
     """The numpy dtype of a TensorProto.DataType given in an attribute (Cast's `to`, ...), or None."""
-    return ONNX_TO_NUMPY.get(_PROTO_TO_ORT.get(data_type, data_type))
+    elem = _PROTO_TO_ORT.get(data_type, data_type)
+    if elem in EXOTIC_TYPES:
+        load_exotic_types()
+    return ONNX_TO_NUMPY.get(elem)
 
 
 def unpack(raw: np.ndarray, dtype: np.dtype, shape: tuple) -> np.ndarray:

@@ -13,7 +13,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..graph.ir import ONNX_TO_NUMPY, PACKED_BITS, UNREADABLE, Graph, Node
+from ..graph.ir import ONNX_TO_NUMPY, PACKED_BITS, UNREADABLE, Graph, Node, exotic
 from .checks import GpuCheck
 
 OPSET_MAX = 10_000
@@ -31,9 +31,15 @@ SIGNED = frozenset(map(np.dtype, (np.float16, np.float32, np.float64, np.int8, n
 NUMERIC = FLOATS | INTS
 BOOL = frozenset([np.dtype(np.bool_)])
 ALL = NUMERIC | BOOL
-# bfloat16, the float8 types and the 4-/2-bit types (ml_dtypes arrays; empty without ml_dtypes):
-# only the ops that merely convert or move data accept them.
-LOW_PRECISION = frozenset(ONNX_TO_NUMPY[t] for t in range(16, 27) if t in ONNX_TO_NUMPY)
+# bfloat16, the float8 types and the 4-/2-bit types (graph/ir.py EXOTIC_TYPES, ml_dtypes arrays): only the ops that
+# merely convert or move data accept them. In a kernel's types one marker stands for them all (accepts()), so that
+# ml_dtypes (~0.5 s to import) is loaded by the first model that has such a value, not by every session.
+LOW_PRECISION = frozenset({"the ml_dtypes types (bfloat16, float8, 4- and 2-bit)"})
+
+
+def accepts(types, dtype) -> bool:
+    """Whether a kernel's types (LOW_PRECISION's marker included) hold dtype."""
+    return dtype in types or (exotic(dtype) and not LOW_PRECISION.isdisjoint(types))
 
 
 @dataclass(frozen=True)
@@ -219,7 +225,7 @@ def _lookup(node: Node, graph: Graph, device: str, user: bool = True) -> tuple[K
         names = [n for n in (node.inputs if node.inputs else node.outputs)]
         ref = names[kdef.type_input] if kdef.type_input < len(names) else ""
         dtype = graph.value(ref).dtype if ref else None
-        if dtype is not None and dtype not in kdef.types:
+        if dtype is not None and not accepts(kdef.types, dtype):
             return None, f"dtype {dtype} not supported (supports {', '.join(sorted(str(t) for t in kdef.types))})"
     if kdef.check is not None:
         reason = kdef.check(node, graph)

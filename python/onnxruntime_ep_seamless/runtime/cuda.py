@@ -14,10 +14,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..graph.ir import ONNX_TO_NUMPY, PACKED_BITS, c_order, pack, unpack
+from ..graph.ir import ONNX_TO_NUMPY, PACKED_BITS, c_order, load_exotic_types, pack, unpack
 from .cuda_args import MAX_DIMS, struct_arg
 
 # seamless_cublas_gemm's operand types (ONNX element type codes) by numpy dtype; any other: float32 (1)
+load_exotic_types()  # bfloat16's dtype, where ml_dtypes is installed
 _GEMM_TYPES = {ONNX_TO_NUMPY[code]: code for code in (10, 11, 16) if code in ONNX_TO_NUMPY}
 FATBIN = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "_kernels_cuda.fatbin")
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from ..graph.ir import ONNX_TO_NUMPY, ONNX_TYPE_NAMES, STRING
-from ..kernels.registry import OPSET_MAX, all_kernels
+from ..graph.ir import ONNX_TO_NUMPY, ONNX_TYPE_NAMES, STRING, exotic_dtypes, load_exotic_types
+from ..kernels.registry import LOW_PRECISION, OPSET_MAX, all_kernels
 
 # Table columns: (header, element types counted under it, by ORT's element type number)
 _COLUMNS = [("f32", (1,)), ("f16", (10,)), ("f64", (11,)), ("bf16", (16,)), ("f8", (17, 18, 19, 20, 26)),
@@ -22,6 +22,7 @@ def rows(device: str = "cpu") -> list[tuple[str, str, list[str]]]:
     """(op, opset ranges, one mark per column) for every kernel registered for `device`, sorted by
     domain and op. A mark is "x" when the kernel accepts every type of the column, "~" for some,
     "" for none."""
+    load_exotic_types()  # the columns name them
     by_op: dict[str, list] = defaultdict(list)
     for kdef in all_kernels(device):
         key = f"{kdef.domain}::{kdef.op_type}" if kdef.domain else kdef.op_type
@@ -34,7 +35,8 @@ def rows(device: str = "cpu") -> list[tuple[str, str, list[str]]]:
                            for d in defs)
         accepted, takes = set(), set()
         for d in defs:
-            types = set(ONNX_TO_NUMPY.values()) if d.types is None else set(d.types)
+            types = set(ONNX_TO_NUMPY.values()) if d.types is None else set(d.types) - LOW_PRECISION | (
+                set(exotic_dtypes()) if LOW_PRECISION & d.types else set())
             accepted |= types if "strings" in d.takes else types - {STRING}
             takes |= d.takes
         marks = []

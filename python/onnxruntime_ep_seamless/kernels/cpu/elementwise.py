@@ -12,7 +12,7 @@ import numpy as np
 
 from ..checks import InvalidArgument
 from ..registry import ALL, BOOL, FLOATS, FUSED_DOMAIN, LOW_PRECISION, NUMERIC, SIGNED, kernel
-from ...graph.ir import STRING, attr_dtype
+from ...graph.ir import NUMPY_TO_ONNX, ONNX_TO_NUMPY, STRING, attr_dtype, exotic
 from . import native
 
 UNSIGNED = frozenset(map(np.dtype, (np.uint8, np.uint16, np.uint32, np.uint64)))
@@ -496,18 +496,16 @@ def _check_cast(node, graph):
     return None
 
 
-_SATURATING = frozenset(attr_dtype(t) for t in (17, 18, 19, 20)) - {None}  # the float8 types but e8m0
-_E8M0 = attr_dtype(24)
-# the 2- and 4-bit integer types: bits, signed
-_SUB_BYTE_INTS = {attr_dtype(t): (bits, signed) for t, bits, signed in ((21, 4, False), (22, 4, True),
-                                                                       (25, 2, False), (26, 2, True))
-                  if attr_dtype(t) is not None}
+# by ORT's element type (graph/ir.py ONNX_TO_NUMPY: no ml_dtypes import for models without them)
+_SATURATING = frozenset((17, 18, 19, 20))  # the float8 types but e8m0
+_E8M0 = 26
+_SUB_BYTE_INTS = {21: (4, False), 22: (4, True), 24: (2, False), 25: (2, True)}  # 2-/4-bit integers: bits, signed
 
 
 def _to_sub_byte_int(x, dtype):
     """As stock ORT casts to a 2-/4-bit integer: floats rounded half away from zero (0 where not finite or
     beyond 32 bits), then the low bits kept (wrapping around), as the ONNX node tests expect."""
-    bits, signed = _SUB_BYTE_INTS[dtype]
+    bits, signed = _SUB_BYTE_INTS[NUMPY_TO_ONNX[dtype]]
     if x.dtype.kind in "iub":
         v = x.astype(np.int64)
     else:
@@ -524,17 +522,18 @@ def cast_array(x, dtype, saturate=1, round_mode="up"):
     """x as `dtype`, with ONNX's rules for the float8 types (saturate, round_mode)."""
     if x.dtype == dtype:
         return x
-    if dtype in _SATURATING and saturate:
+    code = NUMPY_TO_ONNX.get(dtype)
+    if code in _SATURATING and saturate:
         # out-of-range values (infinities too) become the type's largest finite value, with their sign
         import ml_dtypes
         info = ml_dtypes.finfo(dtype)
         wide = x.astype(np.float64 if x.dtype == np.float64 else np.float32)
         return np.clip(wide, float(info.min), float(info.max)).astype(dtype)
-    if dtype == _E8M0:
+    if code == _E8M0:
         return _to_e8m0(x.astype(np.float32), saturate, round_mode)
-    if dtype in _SUB_BYTE_INTS:
+    if code in _SUB_BYTE_INTS:
         return _to_sub_byte_int(x, dtype)
-    if x.dtype in LOW_PRECISION and dtype in LOW_PRECISION:
+    if exotic(x.dtype) and exotic(dtype):
         return x.astype(np.float32).astype(dtype)  # between two ml_dtypes types, through float32
     return x.astype(dtype)
 
@@ -556,7 +555,7 @@ def _to_e8m0(x, saturate, round_mode):
     if saturate:
         up &= exponent != 0xFE  # never round past the largest value
     exponent = np.where(special, 0xFF, exponent + up).astype(np.uint8)
-    return exponent.view(_E8M0)
+    return exponent.view(ONNX_TO_NUMPY[_E8M0])
 
 
 def _check_round_mode(node, graph):
@@ -583,7 +582,7 @@ def cast_like(x, target_type, *, saturate=1, round_mode="up"):
 
 def check_bitcast(node, graph):
     src, dst = graph.value(node.inputs[0]).dtype, attr_dtype(node.attrs.get("to"))
-    if dst is None or dst in LOW_PRECISION or src in LOW_PRECISION:
+    if dst is None or exotic(dst) or exotic(src):
         return f"BitCast to ONNX type {node.attrs.get('to')} is not supported"
     if src is not None and src.itemsize != dst.itemsize:
         return f"BitCast between {src} and {dst}: the bit widths differ"

@@ -10,14 +10,14 @@ import numpy as np
 
 from .. import checks
 from ..registry import FLOATS, LOW_PRECISION, NUMERIC, kernel
-from ...graph.ir import attr_dtype
+from ...graph.ir import NUMPY_TO_ONNX, attr_dtype, exotic
 from . import native
 from .elementwise import cast_array
 from .spatial import conv
 
 _F32 = np.dtype(np.float32)
-_FLOAT8 = frozenset(attr_dtype(t) for t in (17, 18, 19, 20)) - {None}
-_FLOAT4 = attr_dtype(23)
+_FLOAT8 = frozenset((17, 18, 19, 20))  # ORT's element types (graph/ir.py ONNX_TO_NUMPY)
+_FLOAT4 = 23
 
 
 def _range(dtype):
@@ -52,9 +52,10 @@ def _broadcastable(value, shape, axis, block_size):
 def _quantize(x, scale, zero_point, out_dtype, saturate=1):
     """x / scale (+ zero point), as out_dtype."""
     q = x.astype(_F32) / scale.astype(_F32)
-    if out_dtype in _FLOAT8:
+    code = NUMPY_TO_ONNX.get(out_dtype)
+    if code in _FLOAT8:
         return cast_array(q, out_dtype, saturate)  # a float8 zero point must be 0
-    if out_dtype == _FLOAT4:
+    if code == _FLOAT4:
         return (q + (0 if zero_point is None else zero_point.astype(_F32))).astype(out_dtype)
     q = np.rint(q)
     if zero_point is not None:
@@ -65,7 +66,7 @@ def _quantize(x, scale, zero_point, out_dtype, saturate=1):
 
 def _dequantize(x, scale, zero_point):
     wide = x.astype(_F32)
-    if zero_point is not None and x.dtype not in _FLOAT8 and x.dtype != _FLOAT4:
+    if zero_point is not None and NUMPY_TO_ONNX.get(x.dtype) not in _FLOAT8 | {_FLOAT4}:
         wide = wide - zero_point.astype(_F32)
     return wide * scale.astype(_F32)
 
@@ -74,7 +75,7 @@ def _check_quantize(node, graph):
     if node.attrs.get("precision", 0) not in (0, 1):
         return f"precision={node.attrs['precision']} not supported (float32 arithmetic only)"
     out = graph.value(node.outputs[0]).dtype
-    if out is not None and out not in NUMERIC and out not in LOW_PRECISION:
+    if out is not None and out not in NUMERIC and not exotic(out):
         return f"quantizing to {out} is not supported"
     return None
 

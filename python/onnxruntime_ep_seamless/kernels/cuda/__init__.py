@@ -7,6 +7,10 @@ DeviceTensors it allocated with rt.alloc (or aliases of its inputs for metadata-
 import importlib
 import pkgutil
 
+from ...graph.ir import load_exotic_types
+
+load_exotic_types()  # the CUDA kernels' tables name bfloat16 (and MOVABLE the 8-bit floats) when they are imported
+
 
 def load_all():
     for info in pkgutil.iter_modules(__path__):

@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from ...graph.ir import PACKED_BITS
+from ...graph.ir import PACKED_BITS, exotic_dtypes
 from ...runtime.cuda import MAX_DIMS, DeviceTensor, contiguous_strides
 from ...runtime.cuda_args import struct_arg, lib as codes
 from .. import checks
@@ -29,7 +29,7 @@ from ..cpu.shape import range_27 as cpu_range_27
 from ..cpu.shape import slice_ as cpu_slice
 from ..cpu.shape import squeeze as cpu_squeeze
 from ..cpu.shape import unsqueeze as cpu_unsqueeze
-from ..registry import ALL, LOW_PRECISION, kernel
+from ..registry import ALL, kernel
 from .elementwise import (ADD, EQUAL, GPU_INTS, HOST_FLOATS, LESS, MOD, SUB, SUFFIX, Scratch, binary, cast_to,
                           check_ints, compare, device_scalar, on_host, where)
 
@@ -209,7 +209,7 @@ def size(rt, stream, x):
 
 # --- indexing -----------------------------------------------------------------------------
 
-MOVABLE = frozenset((ALL | LOW_PRECISION).difference(PACKED_BITS))
+MOVABLE = ALL | frozenset(t for t in exotic_dtypes() if t not in PACKED_BITS)
 # the types native/cuda/shape.cu instantiates its arithmetic for
 NUMBER_SUFFIX = {**{t: s for t, s in SUFFIX.items() if s in ("f32", "f16", "bf16")},
                  np.dtype(np.int32): "i32", np.dtype(np.int64): "i64"}
