@@ -22,6 +22,7 @@ SET_HANDLER_SLOT = 304  # PyDataMem_SetHandler in numpy's C API table (numpy >= 
 CAPSULE_NAME = b"mem_handler"  # the name numpy asks of a handler's capsule
 
 _set_handler = _capsule = None
+_unbuilt = False  # no native CPU module: numpy's own allocator (the kernels say what is missing)
 
 
 def _multiarray():
@@ -30,9 +31,13 @@ def _multiarray():
 
 
 def _bind() -> None:
-    global _set_handler, _capsule
-    from ..kernels import native_cpu_module
-    ffi, lib = native_cpu_module()
+    global _set_handler, _capsule, _unbuilt
+    try:
+        from .. import _native_cpu
+    except ImportError:
+        _unbuilt = True
+        return
+    ffi, lib = _native_cpu.ffi, _native_cpu.lib
     get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
     get_pointer.restype, get_pointer.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
     table = get_pointer(_multiarray()._ARRAY_API, None)
@@ -46,8 +51,10 @@ def _bind() -> None:
 
 def plain(fn, *args):
     """fn(*args) with numpy's arrays from our handler (native/cpu/numpy_memory.c); the caller's handler after."""
-    if _set_handler is None:
+    if _set_handler is None and not _unbuilt:
         _bind()
+    if _set_handler is None:
+        return fn(*args)
     previous = _set_handler(_capsule)
     try:
         return fn(*args)
