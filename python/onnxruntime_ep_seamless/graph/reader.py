@@ -81,16 +81,18 @@ class _Reader:
         container = CONTAINERS.get(flags & ~TENSOR_INFO, "")
         is_const = self.i32()
         const = None
+        known = values.get(name)
         if is_const:
             addr, nbytes = self.i64(), self.i64()
             dtype = ONNX_TO_NUMPY.get(elem)
             if nbytes < 0:  # a string constant: its elements follow
                 const = self.strings(shape)
+            elif known is not None and known.const is not None:  # the walk names a value at each of its readers
+                const = known.const
             elif addr and dtype is not None and shape is not None and all(isinstance(d, int) for d in shape):
                 const = _array(self.copy_data(addr, nbytes), dtype, shape)
             elif nbytes == 0 and dtype is not None and shape is not None and addr == 0 and 0 in shape:
                 const = np.zeros(shape, dtype)
-        known = values.get(name)
         if known is None or (known.const is None and const is not None) or known.elem_type == 0:
             values[name] = Value(name, elem, shape, const, container)
         return name
