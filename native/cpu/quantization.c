@@ -14,8 +14,8 @@
  *
  * Decode (M = 1) is a GEMV that streams B once; rows of A are processed in tiles of 4 so B is
  * unpacked once per tile. 4-bit B with the default zero point (the builder's int4 decoders) has its
- * own kernels with everything in registers: mnb_int8_row1_vnni4 (decode), mnb_int8_wide_vnni4 (prompts of
- * MNB_WIDE_ROWS rows or more: 32 columns of B copied side by side, a block's sums scaled once), and
+ * own kernels with everything in registers: mnb_int8_row1_vnni4 (decode), mnb_int8_wide_vnni (prompts of
+ * MNB_WIDE_ROWS rows or more, 8-bit B too: 32 columns of B copied side by side, a block's sums scaled once), and
  * mnb_int8_tile4x4_vnni4 and mnb_int8_tile4x2_vnni4 (shorter prompts, the columns past the wide passes). Work is
  * split over N into tasks for the caller's thread pool (parallel.h: ORT's intra-op pool inside the EP, serial
  * otherwise).
@@ -38,7 +38,7 @@
 #define MNB_TILE 4   /* rows of A per pass over a row of B */
 #define MNB_AHEAD 2  /* software prefetch distance, in tiles of rows of B ... */
 #define MNB_AHEAD_BYTES 8192 /* ... or 1 tile when a tile is larger than this (L1 stays for A) */
-#define MNB_WIDE_ROWS 8  /* prompts of this many rows or more take mnb_int8_wide_vnni4 */
+#define MNB_WIDE_ROWS 8  /* prompts of this many rows or more take mnb_int8_wide_vnni */
 
 typedef struct {
   /* quantized A (int8 path) */
@@ -48,7 +48,7 @@ typedef struct {
   const float* asum;     /* [M, nb]: sa * sum of the block's q_a */
   const int32_t* init;   /* default zero point only: [M, units, 16] = -zp * (lane sums of q_a), the starting
                           * value of each unit's int32 lanes (unit: a chunk if bs < 64, else a block) */
-  const int32_t* qsum;   /* default zero point, 4-bit, a prompt (mnb_int8_wide_vnni4): [M, nb] = -zp * sum of the
+  const int32_t* qsum;   /* default zero point, a prompt (mnb_int8_wide_vnni): [M, nb] = -zp * sum of the
                           * block's q_a */
   size_t kq, chunks;
   /* float A (float path) */
@@ -550,15 +550,17 @@ MNB_VNNI static void mnb_int8_tile4x2_vnni4(const MnbJob* job, size_t n, size_t 
       job->y[(r0 + t) * job->n + n + j] = _mm512_reduce_add_ps(acc[t][j]) + (job->bias ? job->bias[n + j] : 0.0f);
 }
 
-/* Prompts, 4-bit B with the default zero point (job->qsum), any block size: 32 columns of B at a time copied into
- * `words` with 16 columns side by side in a vector (lane i: 4 bytes of column i), so that one vpdpbusd meets 4
+/* Prompts, 4- or 8-bit B with the default zero point (job->qsum), any block size: 32 columns of B at a time copied
+ * into `words` with 16 columns side by side in a vector (lane i: 4 bytes of column i), so that one vpdpbusd meets 4
  * values of A, broadcast, with 16 columns, and a block's int32 sums are converted and scaled once (the per-chunk
- * tiles convert after every vpdpbusd: a third as many products an instruction). Word w of a row of B (bytes 4w..4w+3,
- * chunk w / 8) holds in its low nibbles the values at qa's positions 64 (w / 8) + 4 (w % 8) + 0..3 and in its high
- * nibbles those 32 on (mnb_qa_pos); block b is words b bs / 8 on. words: [chunks * 8][2][64] bytes, scales: [nb][2][16]
- * floats, both 64-byte aligned. */
+ * tiles convert after every vpdpbusd: a third as many products an instruction). 4-bit: word w of a row of B (bytes
+ * 4w..4w+3, chunk w / 8) holds in its low nibbles the values at qa's positions 64 (w / 8) + 4 (w % 8) + 0..3 and in
+ * its high nibbles those 32 on (mnb_qa_pos); 8-bit: the values at 4w..4w+3. Block b is words b bs bits / 32 on.
+ * words: [count][2][64] bytes, scales: [nb][2][16] floats, both 64-byte aligned. */
+static size_t mnb_wide_words(const MnbJob* job) { return job->chunks * MNB_CHUNK * job->bits / 32; }
+
 MNB_VNNI static void mnb_wide_copy(const MnbJob* job, size_t n0, uint8_t* words, float* scales) {
-  const size_t nb = job->nb, row_bytes = nb * job->blob, count = job->chunks * 8;
+  const size_t nb = job->nb, row_bytes = nb * job->blob, count = mnb_wide_words(job);
   for (size_t i = 0; i < 32; i++) {
     const uint8_t* row = job->b + (n0 + i) * row_bytes;
     uint8_t* lane = words + (i / 16) * 64 + (i % 16) * 4;
@@ -567,11 +569,11 @@ MNB_VNNI static void mnb_wide_copy(const MnbJob* job, size_t n0, uint8_t* words,
   }
 }
 
-/* rows r0 .. r0 + R - 1 of the 32 columns from n0 (R: 1 to 4) */
+/* rows r0 .. r0 + R - 1 of the 32 columns from n0 (R: 1 to 4; bits: 4 or 8, job->bits) */
 static inline __attribute__((always_inline)) MNB_VNNI void mnb_wide_tile(const MnbJob* job, const uint8_t* words,
                                                                          const float* scales, size_t n0, size_t r0,
-                                                                         const int R) {
-  const size_t nb = job->nb, kq = job->kq, wpb = job->bs / 8;
+                                                                         const int R, const int bits) {
+  const size_t nb = job->nb, kq = job->kq, wpb = job->bs * bits / 32;
   const __m512i low4 = _mm512_set1_epi8(15);
   __m512 f[4][2];
   for (int r = 0; r < R; r++) f[r][0] = f[r][1] = _mm512_setzero_ps();
@@ -580,6 +582,16 @@ static inline __attribute__((always_inline)) MNB_VNNI void mnb_wide_tile(const M
     for (int r = 0; r < R; r++) d[r][0] = d[r][1] = _mm512_set1_epi32(job->qsum[(r0 + r) * nb + blk]);
     for (size_t w = blk * wpb; w < (blk + 1) * wpb; w++) {
       const __m512i p0 = _mm512_load_si512(words + w * 128), p1 = _mm512_load_si512(words + w * 128 + 64);
+      if (bits == 8) {
+        for (int r = 0; r < R; r++) {
+          int32_t q;
+          memcpy(&q, job->qa + (r0 + r) * kq + 4 * w, 4);
+          const __m512i a = _mm512_set1_epi32(q);
+          d[r][0] = _mm512_dpbusd_epi32(d[r][0], p0, a);
+          d[r][1] = _mm512_dpbusd_epi32(d[r][1], p1, a);
+        }
+        continue;
+      }
       const __m512i lo0 = _mm512_and_si512(p0, low4), hi0 = _mm512_and_si512(_mm512_srli_epi16(p0, 4), low4);
       const __m512i lo1 = _mm512_and_si512(p1, low4), hi1 = _mm512_and_si512(_mm512_srli_epi16(p1, 4), low4);
       const size_t at = (w / 8) * MNB_CHUNK + 4 * (w % 8);
@@ -608,16 +620,21 @@ static inline __attribute__((always_inline)) MNB_VNNI void mnb_wide_tile(const M
 }
 
 /* Columns n0 .. n1 in passes of 32; returns the first column it left (fewer than 32, or no scratch: the tiles'). */
-MNB_VNNI static size_t mnb_int8_wide_vnni4(const MnbJob* job, size_t n0, size_t n1) {
-  uint8_t* words = (uint8_t*)aligned_alloc(64, job->chunks * 8 * 128);
+MNB_VNNI static size_t mnb_int8_wide_vnni(const MnbJob* job, size_t n0, size_t n1) {
+  uint8_t* words = (uint8_t*)aligned_alloc(64, mnb_wide_words(job) * 128);
   float* scales = (float*)aligned_alloc(64, job->nb * 32 * sizeof(float));
   size_t n = n0;
   if (words && scales)
     for (; n + 32 <= n1; n += 32) {
       mnb_wide_copy(job, n, words, scales);
       size_t r = 0;
-      for (; r + 4 <= job->m; r += 4) mnb_wide_tile(job, words, scales, n, r, 4);
-      for (; r < job->m; r++) mnb_wide_tile(job, words, scales, n, r, 1);
+      if (job->bits == 4) {
+        for (; r + 4 <= job->m; r += 4) mnb_wide_tile(job, words, scales, n, r, 4, 4);
+        for (; r < job->m; r++) mnb_wide_tile(job, words, scales, n, r, 1, 4);
+      } else {
+        for (; r + 4 <= job->m; r += 4) mnb_wide_tile(job, words, scales, n, r, 4, 8);
+        for (; r < job->m; r++) mnb_wide_tile(job, words, scales, n, r, 1, 8);
+      }
     }
   free(words);
   free(scales);
@@ -625,7 +642,7 @@ MNB_VNNI static size_t mnb_int8_wide_vnni4(const MnbJob* job, size_t n0, size_t 
 }
 
 MNB_VNNI static void mnb_int8_rows_vnni(const MnbJob* job, size_t n0, size_t n1) {
-  size_t n = job->qsum ? mnb_int8_wide_vnni4(job, n0, n1) : n0;
+  size_t n = job->qsum ? mnb_int8_wide_vnni(job, n0, n1) : n0;
   if (job->m == 1 && job->bits == 4 && job->init) /* decode, the common case */
     n = mnb_int8_row1_vnni4(job, n, n1);
   else if (job->m == 1) /* decode: four rows of B per pass over the row of A */
@@ -746,7 +763,7 @@ static int mnb_level(void) {
 static void mnb_int8_task(void* user, size_t task) {
   const MnbJob* job = (const MnbJob*)user;
   size_t n0, n1;
-  if (job->qsum) { /* mnb_int8_wide_vnni4's passes of 32 columns split, the last task takes the columns after them */
+  if (job->qsum) { /* mnb_int8_wide_vnni's passes of 32 columns split, the last task takes the columns after them */
     size_t p0, p1;
     seamless_task_range(job->n / 32, job->tasks, task, &p0, &p1);
     n0 = p0 * 32;
@@ -1018,7 +1035,7 @@ int seamless_matmul_nbits_f32(const float* a, size_t m, size_t k, const uint8_t*
   /* the VNNI kernel folds the default zero point into its int32 lanes (no tail blocks only) */
   int fold = !zp_u8 && !zp_f32 && bits != 2 && mnb_level() == 2 && job.chunks * MNB_CHUNK == job.nb * bs;
   int32_t* init = fold ? (int32_t*)malloc((m * job.chunks * 16 + 1) * sizeof(int32_t)) : NULL;
-  int wide = fold && bits == 4 && m >= MNB_WIDE_ROWS && n >= 32;
+  int wide = fold && bits != 2 && m >= MNB_WIDE_ROWS && n >= 32;
   if (wide && job.tasks > n / 32) job.tasks = n / 32;
   int32_t* qsum = wide ? (int32_t*)malloc(m * job.nb * sizeof(int32_t)) : NULL;
   int rc = 2;

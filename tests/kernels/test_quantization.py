@@ -173,7 +173,7 @@ def matmul_nbits_case(a_shape, K, N, bits, block_size, zp_mode=None, accuracy_le
 @pytest.mark.parametrize("bits", [4, 8])
 @pytest.mark.parametrize("block_size", [16, 32, 64, 128, 256])
 @pytest.mark.parametrize("accuracy_level", [None, 4])
-@pytest.mark.parametrize("m", [1, 7, 13])  # 13: a prompt of 8 rows or more (4-bit: 32 columns a pass, then 4 rows)
+@pytest.mark.parametrize("m", [1, 7, 13])  # 13: a prompt of 8 rows or more (32 columns a pass, then 4 rows)
 def test_matmul_nbits_blocks(bits, block_size, accuracy_level, m):
     model, feeds = matmul_nbits_case((m, 512), 512, 96, bits, block_size, accuracy_level=accuracy_level)
     assert_parity(model, feeds, **TOL)
@@ -220,11 +220,12 @@ def test_matmul_nbits_decode_columns_beyond_fours(block_size):
     assert_parity(model, feeds, **TOL)
 
 
+@pytest.mark.parametrize("bits", [4, 8])
 @pytest.mark.parametrize("block_size", [16, 32, 128])
-def test_matmul_nbits_prompt_columns_beyond_passes(block_size):
-    """A 4-bit prompt takes 32 columns a pass (quantization.c mnb_int8_wide_vnni4), each task its share of whole
-    passes: the last N % 32 go to the per-chunk tiles, and rows past a multiple of 4 one at a time."""
-    model, feeds = matmul_nbits_case((2, 9, 512), 512, 1103, 4, block_size, accuracy_level=4, bias=True)
+def test_matmul_nbits_prompt_columns_beyond_passes(bits, block_size):
+    """A prompt takes 32 columns a pass (quantization.c mnb_int8_wide_vnni), each task its share of whole passes: the
+    last N % 32 go to the per-chunk tiles, and rows past a multiple of 4 one at a time."""
+    model, feeds = matmul_nbits_case((2, 9, 512), 512, 1103, bits, block_size, accuracy_level=4, bias=True)
     assert_parity(model, feeds, **TOL)
 
 
