@@ -619,6 +619,15 @@ static inline __attribute__((always_inline)) MNB_VNNI void mnb_wide_tile(const M
   }
 }
 
+static inline __attribute__((always_inline)) MNB_VNNI void mnb_wide_rows(const MnbJob* job, const uint8_t* words,
+                                                                         const float* scales, size_t n0, size_t r0,
+                                                                         const int R) {
+  if (job->bits == 4)
+    mnb_wide_tile(job, words, scales, n0, r0, R, 4);
+  else
+    mnb_wide_tile(job, words, scales, n0, r0, R, 8);
+}
+
 /* Columns n0 .. n1 in passes of 32; returns the first column it left (fewer than 32, or no scratch: the tiles'). */
 MNB_VNNI static size_t mnb_int8_wide_vnni(const MnbJob* job, size_t n0, size_t n1) {
   uint8_t* words = (uint8_t*)aligned_alloc(64, mnb_wide_words(job) * 128);
@@ -628,12 +637,11 @@ MNB_VNNI static size_t mnb_int8_wide_vnni(const MnbJob* job, size_t n0, size_t n
     for (; n + 32 <= n1; n += 32) {
       mnb_wide_copy(job, n, words, scales);
       size_t r = 0;
-      if (job->bits == 4) {
-        for (; r + 4 <= job->m; r += 4) mnb_wide_tile(job, words, scales, n, r, 4, 4);
-        for (; r < job->m; r++) mnb_wide_tile(job, words, scales, n, r, 1, 4);
-      } else {
-        for (; r + 4 <= job->m; r += 4) mnb_wide_tile(job, words, scales, n, r, 4, 8);
-        for (; r < job->m; r++) mnb_wide_tile(job, words, scales, n, r, 1, 8);
+      for (; r + 4 <= job->m; r += 4) mnb_wide_rows(job, words, scales, n, r, 4);
+      switch (job->m - r) {
+        case 3: mnb_wide_rows(job, words, scales, n, r, 3); break;
+        case 2: mnb_wide_rows(job, words, scales, n, r, 2); break;
+        case 1: mnb_wide_rows(job, words, scales, n, r, 1); break;
       }
     }
   free(words);
