@@ -222,10 +222,12 @@ def test_matmul_nbits_decode_columns_beyond_fours(block_size):
 
 @pytest.mark.parametrize("bits", [4, 8])
 @pytest.mark.parametrize("block_size", [16, 32, 128])
-def test_matmul_nbits_prompt_columns_beyond_passes(bits, block_size):
+@pytest.mark.parametrize("rows", [(2, 9), (3, 5)])
+def test_matmul_nbits_prompt_columns_beyond_passes(bits, block_size, rows):
     """A prompt takes 32 columns a pass (quantization.c mnb_int8_wide_vnni), each task its share of whole passes: the
-    last N % 32 go to the per-chunk tiles, and rows past a multiple of 4 one at a time."""
-    model, feeds = matmul_nbits_case((2, 9, 512), 512, 1103, bits, block_size, accuracy_level=4, bias=True)
+    last N % 32 go to the per-chunk tiles; the rows past a multiple of 4 (2, 3; 1 in test_matmul_nbits_blocks) one
+    tile."""
+    model, feeds = matmul_nbits_case((*rows, 512), 512, 1103, bits, block_size, accuracy_level=4, bias=True)
     assert_parity(model, feeds, **TOL)
 
 
