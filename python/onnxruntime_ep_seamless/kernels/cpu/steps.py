@@ -251,24 +251,31 @@ def view_copy(rec, node, ins, outs):
             v_lo, v_hi = _byte_bounds(out)
             if not (lo <= v_lo and v_hi <= hi) or any(s % e for s in out.strides):
                 raise Declined("its result is no view of its input")
-    result = []
-    for out in outs:
-        offset = (_address(out) - _address(x)) // e if out.size else 0
-        y = rec.value(out)
-        _strided_copy(rec, ins[0], y, out.shape, [s // e for s in out.strides], _contiguous_strides(out.shape),
-                      src_offset=offset)
-        result.append(y)
-    return result
+    return [_copied_out(rec, ins[0], out) for out in outs]
+
+
+def _copied_out(rec, src, view):
+    """A new value holding `view`, a view of src's recording-run array (strides in whole items): copied out of src
+    at the view's offset and strides."""
+    e = view.itemsize
+    offset = (_address(view) - _address(src.array)) // e if view.size else 0
+    y = rec.value(view)
+    _strided_copy(rec, src, y, view.shape, [s // e for s in view.strides], _contiguous_strides(view.shape),
+                  src_offset=offset)
+    return y
 
 
 @lowers("Concat")
 def concat(rec, node, ins, outs):
-    y_array = outs[0]
-    axis = node.attrs["axis"] % y_array.ndim
+    return [_concatenated(rec, ins, outs[0], node.attrs["axis"] % outs[0].ndim)]
+
+
+def _concatenated(rec, parts, y_array, axis):
+    """A new value y_array (its recording-run array): each part copied in at its place along axis."""
     y = rec.value(y_array)
     y_strides = _contiguous_strides(y_array.shape)
     start = 0
-    for v in ins:
+    for v in parts:
         if v.array.dtype != y_array.dtype:
             raise Declined("operands of several types")
         if v.array.size:
@@ -276,7 +283,7 @@ def concat(rec, node, ins, outs):
                           dst_offset=start * y_strides[axis])
         start += v.array.shape[axis]
     type_code(y_array.dtype)
-    return [y]
+    return y
 
 
 @lowers("Gather")
@@ -777,21 +784,11 @@ def ms_attention(rec, node, ins, outs):
     if past is None:
         y = _attention_step(rec, node, outs[:1], q, k, v, mask, None, None, n, n, 0, attrs.get("scale") or None, 0.0)
         return y[:1] + [None] * (len(node.outputs) - 1)
-    halves = []
-    for i in range(2):  # the past's key and value halves, each copied out of the stacked past
-        half = past.array[i]
-        value = rec.value(np.ascontiguousarray(half))
-        if half.size:
-            strides = _contiguous_strides(half.shape)
-            _strided_copy(rec, past, value, half.shape, strides, strides, src_offset=i * half.size)
-        halves.append(value)
+    halves = [_copied_out(rec, past, past.array[i]) for i in range(2)]  # the past's key and value
     present = outs[1]  # a past comes with its present (bert.check_ms_attention)
     y, present_k, present_v = _attention_step(rec, node, outs[:1], q, k, v, mask, *halves, n, n, 0,
                                               attrs.get("scale") or None, 0.0, presents=present)
-    stacked = rec.value(present)
-    strides = _contiguous_strides(present.shape[1:])
-    for i, half in enumerate((present_k, present_v)):
-        _strided_copy(rec, half, stacked, present.shape[1:], strides, strides, dst_offset=i * present[0].size)
+    stacked = _concatenated(rec, [rec.view(h, h.array[None]) for h in (present_k, present_v)], present, 0)
     return [y, stacked]
 
 
