@@ -1043,7 +1043,7 @@ int seamless_matmul_nbits_f32(const float* a, size_t m, size_t k, const uint8_t*
   /* the VNNI kernel folds the default zero point into its int32 lanes (no tail blocks only) */
   int fold = !zp_u8 && !zp_f32 && bits != 2 && mnb_level() == 2 && job.chunks * MNB_CHUNK == job.nb * bs;
   int32_t* init = fold ? (int32_t*)malloc((m * job.chunks * 16 + 1) * sizeof(int32_t)) : NULL;
-  int wide = fold && bits != 2 && m >= MNB_WIDE_ROWS && n >= 32;
+  int wide = fold && m >= MNB_WIDE_ROWS && n >= 32;
   if (wide && job.tasks > n / 32) job.tasks = n / 32;
   int32_t* qsum = wide ? (int32_t*)malloc(m * job.nb * sizeof(int32_t)) : NULL;
   int rc = 2;

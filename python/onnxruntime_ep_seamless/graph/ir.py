@@ -15,6 +15,7 @@ ONNX_TO_NUMPY = {
 }
 PACKED_BITS: dict = {}  # sub-byte dtype -> bits per element; ORT packs these, lowest bits first
 EXOTIC_TYPES = range(16, 27)  # bfloat16, the 8-bit floats, the sub-byte types: ml_dtypes arrays (load_exotic_types)
+FLOAT8_TYPES = frozenset((17, 18, 19, 20))  # the 8-bit floats but float8e8m0 (26)
 
 
 def load_exotic_types() -> bool:
@@ -69,12 +70,16 @@ ONNX_TYPE_NAMES = {
 _PROTO_TO_ORT = {24: 26, 25: 24, 26: 25}
 
 
-def attr_dtype(data_type: int) -> np.dtype | None:
-    """The numpy dtype of a TensorProto.DataType given in an attribute (Cast's `to`, ...), or None."""
-    elem = _PROTO_TO_ORT.get(data_type, data_type)
+def element_dtype(elem: int) -> np.dtype | None:
+    """The numpy dtype of ORT's element type (the EXOTIC_TYPES loaded when asked for), or None."""
     if elem in EXOTIC_TYPES:
         load_exotic_types()
     return ONNX_TO_NUMPY.get(elem)
+
+
+def attr_dtype(data_type: int) -> np.dtype | None:
+    """The numpy dtype of a TensorProto.DataType given in an attribute (Cast's `to`, ...), or None."""
+    return element_dtype(_PROTO_TO_ORT.get(data_type, data_type))
 
 
 def unpack(raw: np.ndarray, dtype: np.dtype, shape: tuple) -> np.ndarray:

@@ -11,8 +11,8 @@ import struct
 
 import numpy as np
 
-from .ir import (EXOTIC_TYPES, ONNX_TO_NUMPY, PACKED_BITS, UNREADABLE, Graph, Node, Value, load_exotic_types,
-                 string_array, unpack)
+from .ir import (ONNX_TO_NUMPY, PACKED_BITS, UNREADABLE, Graph, Node, Value, element_dtype, string_array,
+                 unpack)
 
 ATTR_INT, ATTR_INTS, ATTR_FLOAT, ATTR_FLOATS, ATTR_STRING, ATTR_STRINGS, ATTR_GRAPH, ATTR_TENSOR = 1, 2, 3, 4, 5, 6, 7, 8
 
@@ -64,8 +64,7 @@ class _Reader:
 
     def type_shape(self) -> tuple[int, tuple | None]:
         elem, rank = self.i32(), self.i32()
-        if elem in EXOTIC_TYPES:
-            load_exotic_types()
+        element_dtype(elem)  # the EXOTIC_TYPES loaded before any value of the graph asks for its dtype
         dims = []
         for _ in range(rank):
             d, sym = self.i64(), self.str()
@@ -175,11 +174,9 @@ def read_runtime_value(data: bytes):
             return [value() for _ in range(r.i64())]
         elem, rank = r.i32(), r.i32()
         shape = tuple(r.i64() for _ in range(rank))
-        if elem in EXOTIC_TYPES:
-            load_exotic_types()
         if elem == 8:
             return r.strings(shape)
-        dtype = ONNX_TO_NUMPY.get(elem)
+        dtype = element_dtype(elem)
         raw = r.raw(r.i64())
         if dtype is None:
             raise TypeError(f"an input has element type {elem}, which the numpy executor cannot hold")

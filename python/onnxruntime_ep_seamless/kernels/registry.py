@@ -13,7 +13,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..graph.ir import ONNX_TO_NUMPY, PACKED_BITS, UNREADABLE, Graph, Node, exotic
+from ..graph.ir import ONNX_TO_NUMPY, PACKED_BITS, UNREADABLE, Graph, Node, exotic, exotic_dtypes
 from .checks import GpuCheck
 
 OPSET_MAX = 10_000
@@ -40,6 +40,11 @@ LOW_PRECISION = frozenset({"the ml_dtypes types (bfloat16, float8, 4- and 2-bit)
 def accepts(types, dtype) -> bool:
     """Whether a kernel's types (LOW_PRECISION's marker included) hold dtype."""
     return dtype in types or (exotic(dtype) and not LOW_PRECISION.isdisjoint(types))
+
+
+def dtypes_of(types) -> set:
+    """The dtypes a kernel's types stand for (LOW_PRECISION's marker loads and names them)."""
+    return set(types) - LOW_PRECISION | (set(exotic_dtypes()) if LOW_PRECISION & types else set())
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from ..graph.ir import ONNX_TO_NUMPY, ONNX_TYPE_NAMES, STRING, exotic_dtypes, load_exotic_types
-from ..kernels.registry import LOW_PRECISION, OPSET_MAX, all_kernels
+from ..graph.ir import ONNX_TO_NUMPY, ONNX_TYPE_NAMES, STRING, load_exotic_types
+from ..kernels.registry import OPSET_MAX, all_kernels, dtypes_of
 
 # Table columns: (header, element types counted under it, by ORT's element type number)
 _COLUMNS = [("f32", (1,)), ("f16", (10,)), ("f64", (11,)), ("bf16", (16,)), ("f8", (17, 18, 19, 20, 26)),
@@ -35,8 +35,7 @@ def rows(device: str = "cpu") -> list[tuple[str, str, list[str]]]:
                            for d in defs)
         accepted, takes = set(), set()
         for d in defs:
-            types = set(ONNX_TO_NUMPY.values()) if d.types is None else set(d.types) - LOW_PRECISION | (
-                set(exotic_dtypes()) if LOW_PRECISION & d.types else set())
+            types = set(ONNX_TO_NUMPY.values()) if d.types is None else dtypes_of(d.types)
             accepted |= types if "strings" in d.takes else types - {STRING}
             takes |= d.takes
         marks = []

@@ -12,7 +12,7 @@ import numpy as np
 
 from ..checks import InvalidArgument
 from ..registry import ALL, BOOL, FLOATS, FUSED_DOMAIN, LOW_PRECISION, NUMERIC, SIGNED, kernel
-from ...graph.ir import NUMPY_TO_ONNX, ONNX_TO_NUMPY, STRING, attr_dtype, exotic
+from ...graph.ir import FLOAT8_TYPES, NUMPY_TO_ONNX, ONNX_TO_NUMPY, STRING, attr_dtype, exotic
 from . import native
 
 UNSIGNED = frozenset(map(np.dtype, (np.uint8, np.uint16, np.uint32, np.uint64)))
@@ -497,7 +497,6 @@ def _check_cast(node, graph):
 
 
 # by ORT's element type (graph/ir.py ONNX_TO_NUMPY: no ml_dtypes import for models without them)
-_SATURATING = frozenset((17, 18, 19, 20))  # the float8 types but e8m0
 _E8M0 = 26
 _SUB_BYTE_INTS = {21: (4, False), 22: (4, True), 24: (2, False), 25: (2, True)}  # 2-/4-bit integers: bits, signed
 
@@ -523,7 +522,7 @@ def cast_array(x, dtype, saturate=1, round_mode="up"):
     if x.dtype == dtype:
         return x
     code = NUMPY_TO_ONNX.get(dtype)
-    if code in _SATURATING and saturate:
+    if code in FLOAT8_TYPES and saturate:
         # out-of-range values (infinities too) become the type's largest finite value, with their sign
         import ml_dtypes
         info = ml_dtypes.finfo(dtype)

@@ -10,14 +10,13 @@ import numpy as np
 
 from .. import checks
 from ..registry import FLOATS, LOW_PRECISION, NUMERIC, kernel
-from ...graph.ir import NUMPY_TO_ONNX, attr_dtype, exotic
+from ...graph.ir import FLOAT8_TYPES, NUMPY_TO_ONNX, attr_dtype, exotic
 from . import native
 from .elementwise import cast_array
 from .spatial import conv
 
 _F32 = np.dtype(np.float32)
-_FLOAT8 = frozenset((17, 18, 19, 20))  # ORT's element types (graph/ir.py ONNX_TO_NUMPY)
-_FLOAT4 = 23
+_FLOAT4 = 23  # ORT's element type (graph/ir.py ONNX_TO_NUMPY)
 
 
 def _range(dtype):
@@ -53,7 +52,7 @@ def _quantize(x, scale, zero_point, out_dtype, saturate=1):
     """x / scale (+ zero point), as out_dtype."""
     q = x.astype(_F32) / scale.astype(_F32)
     code = NUMPY_TO_ONNX.get(out_dtype)
-    if code in _FLOAT8:
+    if code in FLOAT8_TYPES:
         return cast_array(q, out_dtype, saturate)  # a float8 zero point must be 0
     if code == _FLOAT4:
         return (q + (0 if zero_point is None else zero_point.astype(_F32))).astype(out_dtype)
@@ -66,7 +65,7 @@ def _quantize(x, scale, zero_point, out_dtype, saturate=1):
 
 def _dequantize(x, scale, zero_point):
     wide = x.astype(_F32)
-    if zero_point is not None and NUMPY_TO_ONNX.get(x.dtype) not in _FLOAT8 | {_FLOAT4}:
+    if zero_point is not None and NUMPY_TO_ONNX.get(x.dtype) not in FLOAT8_TYPES | {_FLOAT4}:
         wide = wide - zero_point.astype(_F32)
     return wide * scale.astype(_F32)
 
