@@ -863,7 +863,7 @@ static int moe_matmul(const SeamlessMoeArgs* a, const void* w, const float* scal
     const int rc = seamless_matmul_nbits_f32(
         in, (size_t)count, (size_t)cols, (const uint8_t*)w + e * rows * (cols / pack), scale + e * rows * blocks,
         packed_zero ? packed_zero + e * rows * ((blocks + pack - 1) / pack) : NULL, NULL, bias ? bias + e * rows : NULL,
-        out, (size_t)rows, (size_t)a->bits, (size_t)block, 0, par_fn, par_ctx);
+        out, (size_t)rows, (size_t)a->bits, (size_t)block, 0, 0, par_fn, par_ctx);
     if (rc != 1) return rc ? -1 : 0;  /* 1: a configuration it does not take, the GEMM below does */
   }
   if (!a->qmoe) {
@@ -1244,7 +1244,7 @@ static int run_step(const SeamlessStep* s, char* const* ptr, void* par_fn, void*
       const SeamlessNBitsArgs* g = args;
       int rc = seamless_matmul_nbits_f32((const float*)P(0), (size_t)g->m, (size_t)g->k, g->b, g->scales, g->zp_u8,
                                          g->zp_f32, g->bias, (float*)P(1), (size_t)g->n, (size_t)g->bits,
-                                         (size_t)g->block_size, g->int8, par_fn, par_ctx);
+                                         (size_t)g->block_size, g->int8, g->panels, par_fn, par_ctx);
       if (rc) snprintf(error, error_len, rc == 2 ? "out of memory" : "unsupported MatMulNBits configuration");
       return rc ? STATUS_FAIL : 0;
     }

@@ -240,7 +240,7 @@ typedef struct {
 /* MatMulNBits: y[m, n] = a[m, k] . dequantized B (+ bias); seamless_matmul_nbits_f32's operands */
 typedef struct {
   int64_t m, k, n, bits, block_size;
-  int32_t int8;
+  int32_t int8, panels;
   const uint8_t* b;
   const float* scales;
   const uint8_t* zp_u8;

@@ -1,8 +1,9 @@
 /* MatMulNBits (com.microsoft): Y[M, N] = A[M, K] x dequant(B)[K, N] (+ bias), float32 A and Y.
  *
- * B is ORT's layout, used as is: [N, nb, blob] uint8 with nb = ceil(K / bs) blocks of bs values
- * along K, blob = bs * bits / 8 bytes, low bits first; scales [N, nb]; zero points either packed
- * uint8 [N, ceil(nb * bits / 8)] or float [N, nb] (default 2^(bits-1)).
+ * B is ORT's layout: [N, nb, blob] uint8 with nb = ceil(K / bs) blocks of bs values along K, blob = bs * bits / 8
+ * bytes, low bits first; scales [N, nb]; zero points either packed uint8 [N, ceil(nb * bits / 8)] or float [N, nb]
+ * (default 2^(bits-1)). Constant weights of the int8 path with the default zero point are packed once at Compile
+ * (seamless_matmul_nbits_pack_panels): every 32 columns side by side as mnb_int8_wide_vnni reads them.
  *
  * Two compute types, chosen as stock ORT (MLAS) chooses them:
  * - int8 (accuracy_level 4): each block of A is quantized to int8 (scale = max|a| / 127,
@@ -14,8 +15,9 @@
  *
  * Decode (M = 1) is a GEMV that streams B once; rows of A are processed in tiles of 4 so B is
  * unpacked once per tile. 4-bit B with the default zero point (the builder's int4 decoders) has its
- * own kernels with everything in registers: mnb_int8_row1_vnni4 (decode), mnb_int8_wide_vnni (prompts of
- * MNB_WIDE_ROWS rows or more, 8-bit B too: 32 columns of B copied side by side, a block's sums scaled once), and
+ * own kernels with everything in registers: mnb_int8_wide_vnni (weights packed as panels, any rows; or prompts of
+ * MNB_WIDE_ROWS rows or more, 8-bit B too: 32 columns of B copied side by side, a block's sums scaled once),
+ * mnb_int8_row1_vnni4 (decode over the row layout), and
  * mnb_int8_tile4x4_vnni4 and mnb_int8_tile4x2_vnni4 (shorter prompts, the columns past the wide passes). Work is
  * split over N into tasks for the caller's thread pool (parallel.h: ORT's intra-op pool inside the EP, serial
  * otherwise).
@@ -65,6 +67,7 @@ typedef struct {
   const float* bias;
   float* y;
   size_t m, n, k, nb, bs, bits, blob, tasks;
+  int panels;             /* b and scales hold full 32 columns as panels (seamless_matmul_nbits_pack_panels) */
   int32_t lane_block[16]; /* int8 path, bs < 64: the block (within its chunk) of each 32-bit lane */
 } MnbJob;
 
@@ -559,13 +562,14 @@ MNB_VNNI static void mnb_int8_tile4x2_vnni4(const MnbJob* job, size_t n, size_t 
  * words: [count][2][64] bytes, scales: [nb][2][16] floats, both 64-byte aligned. */
 static size_t mnb_wide_words(const MnbJob* job) { return job->chunks * MNB_CHUNK * job->bits / 32; }
 
-MNB_VNNI static void mnb_wide_copy(const MnbJob* job, size_t n0, uint8_t* words, float* scales) {
-  const size_t nb = job->nb, row_bytes = nb * job->blob, count = mnb_wide_words(job);
+/* Rows n0 .. n0 + 31 of B (row layout) and their scales as one panel: words [count][2][64] bytes, scales [nb][2][16]. */
+static void mnb_panel_copy(const uint8_t* b, const float* scales, size_t n0, size_t nb, size_t row_bytes, size_t count,
+                           uint8_t* words, float* panel_scales) {
   for (size_t i = 0; i < 32; i++) {
-    const uint8_t* row = job->b + (n0 + i) * row_bytes;
+    const uint8_t* row = b + (n0 + i) * row_bytes;
     uint8_t* lane = words + (i / 16) * 64 + (i % 16) * 4;
     for (size_t w = 0; w < count; w++) memcpy(lane + w * 128, row + 4 * w, 4);
-    for (size_t blk = 0; blk < nb; blk++) scales[(blk * 2 + i / 16) * 16 + i % 16] = job->scales[(n0 + i) * nb + blk];
+    for (size_t blk = 0; blk < nb; blk++) panel_scales[(blk * 2 + i / 16) * 16 + i % 16] = scales[(n0 + i) * nb + blk];
   }
 }
 
@@ -581,7 +585,7 @@ static inline __attribute__((always_inline)) MNB_VNNI void mnb_wide_tile(const M
     __m512i d[4][2];
     for (int r = 0; r < R; r++) d[r][0] = d[r][1] = _mm512_set1_epi32(job->qsum[(r0 + r) * nb + blk]);
     for (size_t w = blk * wpb; w < (blk + 1) * wpb; w++) {
-      const __m512i p0 = _mm512_load_si512(words + w * 128), p1 = _mm512_load_si512(words + w * 128 + 64);
+      const __m512i p0 = _mm512_loadu_si512(words + w * 128), p1 = _mm512_loadu_si512(words + w * 128 + 64);
       if (bits == 8) {
         for (int r = 0; r < R; r++) {
           int32_t q;
@@ -604,7 +608,7 @@ static inline __attribute__((always_inline)) MNB_VNNI void mnb_wide_tile(const M
         d[r][1] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(d[r][1], lo1, a_lo), hi1, a_hi);
       }
     }
-    const __m512 s0 = _mm512_load_ps(scales + blk * 32), s1 = _mm512_load_ps(scales + blk * 32 + 16);
+    const __m512 s0 = _mm512_loadu_ps(scales + blk * 32), s1 = _mm512_loadu_ps(scales + blk * 32 + 16);
     for (int r = 0; r < R; r++) {
       const __m512 sa = _mm512_set1_ps(job->sa[(r0 + r) * nb + blk]);
       f[r][0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d[r][0]), _mm512_mul_ps(s0, sa), f[r][0]);
@@ -630,18 +634,21 @@ static inline __attribute__((always_inline)) MNB_VNNI void mnb_wide_rows(const M
 
 /* Columns n0 .. n1 in passes of 32; returns the first column it left (fewer than 32, or no scratch: the tiles'). */
 MNB_VNNI static size_t mnb_int8_wide_vnni(const MnbJob* job, size_t n0, size_t n1) {
-  uint8_t* words = (uint8_t*)aligned_alloc(64, mnb_wide_words(job) * 128);
-  float* scales = (float*)aligned_alloc(64, job->nb * 32 * sizeof(float));
+  const size_t nb = job->nb, row_bytes = nb * job->blob, count = mnb_wide_words(job);
+  uint8_t* words = job->panels ? NULL : (uint8_t*)aligned_alloc(64, count * 128);
+  float* scales = job->panels ? NULL : (float*)aligned_alloc(64, nb * 32 * sizeof(float));
   size_t n = n0;
-  if (words && scales)
+  if (job->panels || (words && scales))
     for (; n + 32 <= n1; n += 32) {
-      mnb_wide_copy(job, n, words, scales);
+      const uint8_t* w = job->panels ? job->b + n * row_bytes : words;
+      const float* s = job->panels ? job->scales + n * nb : scales;
+      if (!job->panels) mnb_panel_copy(job->b, job->scales, n, nb, row_bytes, count, words, scales);
       size_t r = 0;
-      for (; r + 4 <= job->m; r += 4) mnb_wide_rows(job, words, scales, n, r, 4);
+      for (; r + 4 <= job->m; r += 4) mnb_wide_rows(job, w, s, n, r, 4);
       switch (job->m - r) {
-        case 3: mnb_wide_rows(job, words, scales, n, r, 3); break;
-        case 2: mnb_wide_rows(job, words, scales, n, r, 2); break;
-        case 1: mnb_wide_rows(job, words, scales, n, r, 1); break;
+        case 3: mnb_wide_rows(job, w, s, n, r, 3); break;
+        case 2: mnb_wide_rows(job, w, s, n, r, 2); break;
+        case 1: mnb_wide_rows(job, w, s, n, r, 1); break;
       }
     }
   free(words);
@@ -746,10 +753,10 @@ __attribute__((target("avx2,fma"))) static void mnb_int8_rows_avx2(const MnbJob*
 static int mnb_forced_level = -1;
 
 /* Tests: force the int8 kernel's instruction set (0 scalar, 1 AVX2, 2 AVX-512 VNNI; -1 automatic).
- * A level the CPU lacks falls back to automatic. */
+ * A level the CPU lacks falls back to automatic; weights packed as panels always take AVX-512 VNNI. */
 void seamless_matmul_nbits_set_isa(int level) { mnb_forced_level = level; }
 
-static int mnb_level(void) {
+static int mnb_cpu_level(void) {
 #ifdef MNB_X86
   static int level = -1;
   if (level < 0) {
@@ -762,10 +769,32 @@ static int mnb_level(void) {
     else
       level = 0;
   }
-  return mnb_forced_level >= 0 && mnb_forced_level <= level ? mnb_forced_level : level;
+  return level;
 #else
   return 0;
 #endif
+}
+
+static int mnb_level(void) {
+  const int level = mnb_cpu_level();
+  return mnb_forced_level >= 0 && mnb_forced_level <= level ? mnb_forced_level : level;
+}
+
+int seamless_matmul_nbits_panels(size_t n, size_t k, size_t bits, size_t bs) {
+  if ((bits != 4 && bits != 8) || bs < 16 || (bs & (bs - 1)) || n < 32 || k == 0 || mnb_cpu_level() != 2) return 0;
+  return ((k + bs - 1) / bs * bs) % MNB_CHUNK == 0; /* whole 64-value chunks: no tail (the fold's condition) */
+}
+
+int seamless_matmul_nbits_pack_panels(const uint8_t* b, const float* scales, size_t n, size_t k, size_t bits,
+                                      size_t bs, uint8_t* pb, float* ps) {
+  if (!seamless_matmul_nbits_panels(n, k, bits, bs)) return 1;
+  const size_t nb = (k + bs - 1) / bs, row_bytes = nb * bs * bits / 8, count = nb * bs * bits / 32;
+  const size_t full = n / 32 * 32;
+  for (size_t n0 = 0; n0 < full; n0 += 32)
+    mnb_panel_copy(b, scales, n0, nb, row_bytes, count, pb + n0 * row_bytes, ps + n0 * nb);
+  memcpy(pb + full * row_bytes, b + full * row_bytes, (n - full) * row_bytes);
+  memcpy(ps + full * nb, scales + full * nb, (n - full) * nb * sizeof(float));
+  return 0;
 }
 
 static void mnb_int8_task(void* user, size_t task) {
@@ -779,7 +808,7 @@ static void mnb_int8_task(void* user, size_t task) {
   } else {
     seamless_task_range(job->n, job->tasks, task, &n0, &n1);
   }
-  int level = job->bits == 2 ? 0 : mnb_level();
+  int level = job->panels ? 2 : job->bits == 2 ? 0 : mnb_level();
 #ifdef MNB_X86
   if (level == 2) { mnb_int8_rows_vnni(job, n0, n1); return; }
   if (level == 1) { mnb_int8_rows_avx2(job, n0, n1); return; }
@@ -974,8 +1003,9 @@ static void mnb_float_task(void* user, size_t task) {
 /* Returns 0 on success, 1 for an unsupported configuration, 2 when out of memory. */
 int seamless_matmul_nbits_f32(const float* a, size_t m, size_t k, const uint8_t* b, const float* scales,
                               const uint8_t* zp_u8, const float* zp_f32, const float* bias, float* y, size_t n,
-                              size_t bits, size_t bs, int int8, void* par_fn, void* par_ctx) {
+                              size_t bits, size_t bs, int int8, int panels, void* par_fn, void* par_ctx) {
   if ((bits != 2 && bits != 4 && bits != 8) || bs < 16 || (bs & (bs - 1)) || bs * bits % 8) return 1;
+  if (panels && (!int8 || zp_u8 || zp_f32 || !seamless_matmul_nbits_panels(n, k, bits, bs))) return 1;
   if (m == 0 || n == 0) return 0;
   MnbJob job;
   memset(&job, 0, sizeof(job));
@@ -985,6 +1015,7 @@ int seamless_matmul_nbits_f32(const float* a, size_t m, size_t k, const uint8_t*
   job.zp_u8 = zp_u8;
   job.zp_f32 = zp_f32;
   job.bias = bias;
+  job.panels = panels;
   job.y = y;
   job.m = m;
   job.n = n;
@@ -1041,13 +1072,14 @@ int seamless_matmul_nbits_f32(const float* a, size_t m, size_t k, const uint8_t*
   float* asum = (float*)malloc(m * job.nb * sizeof(float));
   float* lane_sa = (float*)malloc((m * job.chunks * 16 + 1) * sizeof(float));
   /* the VNNI kernel folds the default zero point into its int32 lanes (no tail blocks only) */
-  int fold = !zp_u8 && !zp_f32 && bits != 2 && mnb_level() == 2 && job.chunks * MNB_CHUNK == job.nb * bs;
-  int32_t* init = fold ? (int32_t*)malloc((m * job.chunks * 16 + 1) * sizeof(int32_t)) : NULL;
-  int wide = fold && m >= MNB_WIDE_ROWS && n >= 32;
+  int fold = panels || (!zp_u8 && !zp_f32 && bits != 2 && mnb_level() == 2 && job.chunks * MNB_CHUNK == job.nb * bs);
+  /* the row kernels' start values: not needed where panels cover every column */
+  int32_t* init = fold && (!panels || n % 32) ? (int32_t*)malloc((m * job.chunks * 16 + 1) * sizeof(int32_t)) : NULL;
+  int wide = panels || (fold && m >= MNB_WIDE_ROWS && n >= 32);
   if (wide && job.tasks > n / 32) job.tasks = n / 32;
   int32_t* qsum = wide ? (int32_t*)malloc(m * job.nb * sizeof(int32_t)) : NULL;
   int rc = 2;
-  if (qa && sa && asum && lane_sa && (init || !fold) && (qsum || !wide)) {
+  if (qa && sa && asum && lane_sa && (init || !fold || (panels && n % 32 == 0)) && (qsum || !wide)) {
     mnb_quantize_rows(a, m, k, bs, job.nb, bits, qa, job.kq, job.chunks, sa, asum, lane_sa, init, qsum);
     job.init = init;
     job.qsum = qsum;

@@ -345,6 +345,105 @@ def test_gather_block_quantized_numpy_reference_matches_native(bits, zp, monkeyp
     np.testing.assert_array_equal(native_out, numpy_out)
 
 
+def _panels_apply(n, k, bits, block_size):
+    from onnxruntime_ep_seamless.kernels.cpu import native
+    return bool(native.lib.seamless_matmul_nbits_panels(n, k, bits, block_size))
+
+
+@pytest.mark.parametrize("bits", [4, 8])
+@pytest.mark.parametrize("block_size", [16, 32, 64, 128, 256])
+@pytest.mark.parametrize("m", [1, 2, 3, 5, 8, 13])
+def test_native_panels(bits, block_size, m):
+    """Weights packed as 32-column panels (native.nbits_panels) give the row layout's int8 arithmetic, every row
+    count (tiles of 4, then 3/2/1) and the columns past the last panel (70 = 2 x 32 + 6, kept as rows); the arrays
+    given are left as they were."""
+    from onnxruntime_ep_seamless.kernels.cpu import native, quantization as quant
+    n, k = 70, 512
+    if not _panels_apply(n, k, bits, block_size):
+        pytest.skip("this CPU's int8 kernels read no panels (AVX-512 VNNI)")
+    nb = k // block_size
+    B = pack(nbits_rng.integers(0, 2 ** bits, (n, nb, block_size)), bits)
+    scales = (nbits_rng.random((n, nb)) * 0.05 * 8 / 2 ** (bits - 1)).astype(np.float32)
+    bias = nbits_rng.standard_normal(n).astype(np.float32)
+    kept = B.copy(), scales.copy()
+    a = nbits_rng.standard_normal((m, k)).astype(np.float32)
+    pb, ps = native.nbits_panels(B, scales, bits, block_size, k, n)
+    np.testing.assert_array_equal(B, kept[0])
+    np.testing.assert_array_equal(scales, kept[1])
+    ref = quant._matmul_nbits_numpy(a, B, scales, None, bits, block_size, k, n, True) + bias
+    y = native.matmul_nbits(a, pb, ps, None, bias, bits, block_size, k, n, True, panels=True)
+    np.testing.assert_allclose(y, ref, rtol=1e-5, atol=2e-5)
+
+
+def _panel_layout(B, scales, bits):
+    """The panel layout written out in numpy: in panel p, word w (4 bytes) of column i at byte
+    w * 128 + (i // 16) * 64 + (i % 16) * 4, block b's scale of column i at float b * 32 + i."""
+    n, row_bytes = B.shape[0], B[0].size
+    rows = B.reshape(n, row_bytes)
+    pb, ps = rows.copy(), scales.reshape(n, -1).copy()
+    for p in range(n // 32):
+        words = rows[p * 32:(p + 1) * 32].reshape(2, 16, row_bytes // 4, 4).transpose(2, 0, 1, 3)
+        pb[p * 32:(p + 1) * 32] = words.reshape(32, row_bytes)
+        ps[p * 32:(p + 1) * 32] = ps[p * 32:(p + 1) * 32].T.reshape(32, -1)
+    return pb.reshape(B.shape), ps.reshape(scales.shape)
+
+
+def test_panels_replace_the_row_layout_at_compile():
+    """plan/fusion.py (kernels/cpu/quantization.py with_panels): a MatMulNBits of the int8 path reads its weights as
+    panels, the layout written out above; the row layout's copies leave the graph."""
+    from onnxruntime_ep_seamless.graph.onnx_import import import_model
+    from onnxruntime_ep_seamless.plan.fusion import fuse
+    if not _panels_apply(70, 256, 4, 32):
+        pytest.skip("this CPU's int8 kernels read no panels (AVX-512 VNNI)")
+    model, _ = matmul_nbits_case((1, 256), 256, 70, 4, 32, accuracy_level=4)
+    graph = import_model(model)
+    B, scales = graph.value("B").const, graph.value("scales").const
+    (node,) = fuse(graph, graph.outputs, "cpu")
+    assert node.attrs["panels"] == 1 and node.inputs == ["A", "B.panels", "scales.panels"]
+    want = _panel_layout(B, scales, 4)
+    np.testing.assert_array_equal(graph.value("B.panels").const, want[0])
+    np.testing.assert_array_equal(graph.value("scales.panels").const, want[1])
+    assert graph.value("B").const is None and graph.value("scales").const is None
+
+
+def test_panels_only_where_every_reader_reads_panels():
+    """Zero points, another accuracy level or a CUDA plan keep the row layout; so does B read by another op (an LM head
+    whose weights are the embedding table): parity either way."""
+    from onnxruntime_ep_seamless.graph.onnx_import import import_model
+    from onnxruntime_ep_seamless.plan.fusion import fuse
+    if not _panels_apply(64, 256, 4, 32):
+        pytest.skip("this CPU's int8 kernels read no panels (AVX-512 VNNI)")
+    for kw, device in [(dict(zp_mode="uint8", accuracy_level=4), "cpu"), (dict(accuracy_level=0), "cpu"),
+                       (dict(accuracy_level=4), "cuda")]:
+        model, _ = matmul_nbits_case((1, 256), 256, 64, 4, 32, **kw)
+        graph = import_model(model)
+        assert "panels" not in fuse(graph, graph.outputs, device)[0].attrs
+    model, feeds = tied_lm_head_model()
+    graph = import_model(model)
+    assert not any("panels" in n.attrs for n in fuse(graph, graph.outputs, "cpu"))
+    assert_parity(model, feeds, **TOL)
+
+
+def tied_lm_head_model(vocab=96, hidden=256, block_size=32):
+    """A decoder's tied embeddings: GatherBlockQuantized reads the LM head's 4-bit weights and scales (as the model
+    builder's int4 export with tie_word_embeddings): ids -> rows -> logits."""
+    nb = hidden // block_size
+    B = pack(nbits_rng.integers(0, 16, (vocab, nb, block_size)), 4)
+    scales = (nbits_rng.random((vocab, nb)) * 0.05 + 0.005).astype(np.float32)
+    nodes = [helper.make_node("Reshape", ["B", "table_shape"], ["table"]),
+             helper.make_node("GatherBlockQuantized", ["table", "ids", "scales"], ["x"], domain=MS, bits=4,
+                              block_size=block_size, gather_axis=0, quantize_axis=1),
+             helper.make_node("MatMulNBits", ["x", "B", "scales"], ["logits"], domain=MS, K=hidden, N=vocab, bits=4,
+                              block_size=block_size, accuracy_level=4)]
+    inits = [numpy_helper.from_array(B, "B"), numpy_helper.from_array(scales, "scales"),
+             numpy_helper.from_array(np.array([vocab, hidden // 2], np.int64), "table_shape")]
+    graph = helper.make_graph(nodes, "tied", [helper.make_tensor_value_info("ids", 7, [1, 5])],
+                              [helper.make_tensor_value_info("logits", 1, None)], initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)],
+                              ir_version=9)
+    return model, {"ids": np.array([[0, 5, 95, 17, 5]], np.int64)}
+
+
 def test_matmul_nbits_wrong_weight_size_is_an_error():
     from onnxruntime_ep_seamless.kernels.cpu import quantization as quant
     a = nbits_rng.standard_normal((1, 64)).astype(np.float32)

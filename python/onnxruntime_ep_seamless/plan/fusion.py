@@ -470,8 +470,9 @@ def _user_nodes(graph: Graph, device: str) -> set:
 def fuse(graph: Graph, outputs: list[str], device: str = "cpu", enabled: bool = True) -> list[Node]:
     """The graph's nodes after FUSIONS, for a partition whose outputs are `outputs`, on `device`. May add
     constants to the graph (the transposed weights of Linear and MatMulSwiGLU; on CUDA, QMoE's CUTLASS-prepacked
-    experts in the raw layout, kernels/cuda/moe.py with_raw_experts). enabled=False (the `fusion` option): the
-    nodes as they are but for those layouts."""
+    experts in the raw layout, kernels/cuda/moe.py with_raw_experts; on the CPU, MatMulNBits' weights as panels in
+    place of their rows, kernels/cpu/quantization.py with_panels). enabled=False (the `fusion` option): the nodes as
+    they are but for those layouts."""
     ctx = FusionContext(graph, set(outputs), device)
     held = _user_nodes(graph, device) if enabled else set()
     originals = {}  # id(stand-in) -> the node a user's kernel runs: no rule matches the stand-in's op type
@@ -494,4 +495,7 @@ def fuse(graph: Graph, outputs: list[str], device: str = "cpu", enabled: bool = 
                     if rule(ctx, node):
                         break
         nodes = ctx.result(nodes)
+    if device == "cpu":  # not a fusion either: the weight layout the CPU's int8 products read (with fusion off too)
+        from ..kernels.cpu.quantization import with_panels
+        nodes = with_panels(nodes, graph, outputs)
     return [originals.get(id(n), n) for n in nodes]

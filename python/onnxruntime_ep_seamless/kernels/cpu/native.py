@@ -422,7 +422,21 @@ def _weights(B, scales, zero_points, bias, bits, block_size, K, N):
     return args
 
 
-def matmul_nbits(a2d, B, scales, zero_points, bias, bits, block_size, K, N, int8: bool) -> np.ndarray:
+def nbits_panels(B, scales, bits, block_size, K, N):
+    """(B, scales) with every 32 columns side by side, the layout this CPU's int8 kernels read in place (AVX-512 VNNI:
+    native/cpu/quantization.c), as new arrays of their sizes and dtypes; None where they read none for this shape."""
+    if not lib.seamless_matmul_nbits_panels(N, K, bits, block_size):
+        return None
+    check_nbits_weights(B, scales, None, None, bits, block_size, K, N)
+    b, s = c_order(np.asarray(B, U8)), _f32(scales)
+    pb, ps = aligned_empty(b.size, U8).reshape(b.shape), aligned_empty(s.size).reshape(s.shape)
+    _require(lib.seamless_matmul_nbits_pack_panels(_address(b, "uint8_t*"), _fp(s), N, K, bits, block_size,
+                                                   _address(pb, "uint8_t*"), _fp(ps)) == 0, "MatMulNBits panels")
+    pb.flags.writeable = ps.flags.writeable = False
+    return pb, ps
+
+
+def matmul_nbits(a2d, B, scales, zero_points, bias, bits, block_size, K, N, int8: bool, panels: bool = False) -> np.ndarray:
     a2d = _f32(a2d)
     m = a2d.shape[0]
     if a2d.ndim != 2 or a2d.shape[1] != K:
@@ -430,7 +444,7 @@ def matmul_nbits(a2d, B, scales, zero_points, bias, bits, block_size, K, N, int8
     y = np.empty((m, N), F32)
     w = _weights(B, scales, zero_points, bias, bits, block_size, K, N)  # pointers[, arrays to keep alive]
     rc = lib.seamless_matmul_nbits_f32(ffi.from_buffer("float[]", a2d), m, K, w[0], w[1], w[2], w[3], w[4],
-                                       ffi.from_buffer("float[]", y), N, bits, block_size, int8, *_pool())
+                                       ffi.from_buffer("float[]", y), N, bits, block_size, int8, panels, *_pool())
     if rc:
         raise (MemoryError if rc == 2 else ValueError)(f"MatMulNBits native kernel failed (code {rc})")
     return y

@@ -6,6 +6,9 @@ Scale and zero point are a scalar (per tensor), a vector along `axis` (per axis)
 `block_size`, a tensor of x's shape with that axis divided into blocks (blocked). Quantized
 integers round half to even and saturate to the type's range; as ORT does, arithmetic is float32.
 """
+import dataclasses
+from collections import Counter
+
 import numpy as np
 
 from .. import checks
@@ -299,9 +302,60 @@ def validate_nbits_weights(node, graph):
         native.check_nbits_weights(B, scales, zero_points, bias, a.get("bits", 4), a["block_size"], a["K"], a["N"])
 
 
+def _panel_weights(node, graph):
+    """(B, scales) names of a MatMulNBits node whose constant weights the int8 kernels may read as panels, else None."""
+    a, inputs = node.attrs, node.inputs + [""] * (6 - len(node.inputs))
+    if (node.op_type != "MatMulNBits" or node.domain != "com.microsoft" or a.get("accuracy_level", 0) != 4 or
+            a.get("weight_prepacked", 0) or a.get("panels", 0) or inputs[3] or inputs[4] or
+            graph.value(inputs[0]).dtype != _F32):
+        return None
+    B, scales = (graph.value(n).const for n in inputs[1:3])
+    if B is None or scales is None or B.dtype != np.uint8 or scales.dtype != _F32:
+        return None
+    try:
+        native.check_nbits_weights(B, scales, None, None, a.get("bits", 4), a["block_size"], a["K"], a["N"])
+    except ValueError:  # validate_nbits_weights refuses them at Compile
+        return None
+    return inputs[1], inputs[2]
+
+
+def with_panels(nodes, graph, outputs):
+    """The nodes with MatMulNBits reading its constant weights as 32-column panels where this CPU's int8 kernels do
+    (native.nbits_panels: packed once here, as stock ORT pre-packs them for MLAS). The panels replace the row layout
+    in the graph: only where every reader of both constants is such a node of the same shape (not, e.g., an LM head
+    whose B is also the embedding table) and the partition does not output them."""
+    if not native.HAS_MATMUL_NBITS:
+        return nodes
+    readers = Counter(name for n in nodes for name in n.inputs if name)
+    groups: dict = {}  # (B, scales) -> [(position, node)]
+    for i, node in enumerate(nodes):
+        names = _panel_weights(node, graph)
+        if names is not None:
+            groups.setdefault(names, []).append((i, node))
+    nodes = list(nodes)
+    for (b_name, s_name), members in groups.items():
+        shapes = {tuple(node.attrs.get(k, 4) for k in ("K", "N", "bits", "block_size")) for _, node in members}
+        if (len(shapes) != 1 or readers[b_name] != len(members) or readers[s_name] != len(members) or
+                b_name == s_name or {b_name, s_name} & set(outputs)):
+            continue
+        K, N, bits, block_size = shapes.pop()
+        b_value, s_value = graph.values[b_name], graph.values[s_name]
+        packed = native.nbits_panels(b_value.const, s_value.const, bits, block_size, K, N)
+        if packed is None:
+            continue
+        names = (f"{b_name}.panels", f"{s_name}.panels")
+        for name, value, array in zip(names, (b_value, s_value), packed):
+            graph.values[name] = dataclasses.replace(value, name=name, const=array)
+            graph.values[value.name] = dataclasses.replace(value, const=None)  # the row layout's copy is freed
+        for i, node in members:
+            nodes[i] = dataclasses.replace(node, inputs=[node.inputs[0], *names, *node.inputs[3:]],
+                                           attrs={**node.attrs, "panels": 1})
+    return nodes
+
+
 @kernel("MatMulNBits", domain="com.microsoft", check=_check_matmul_nbits, validate=validate_nbits_weights)
 def matmul_nbits(A, B, scales, zero_points=None, g_idx=None, bias=None, *, K, N, bits=4, block_size,
-                 accuracy_level=0, weight_prepacked=0):
+                 accuracy_level=0, weight_prepacked=0, panels=0):
     lead = A.shape[:-1]
     if B.size == 0:  # an omitted projection: zeros, or the broadcast bias
         y = np.zeros((*lead, N), np.float32)
@@ -311,7 +365,8 @@ def matmul_nbits(A, B, scales, zero_points=None, g_idx=None, bias=None, *, K, N,
     # stock ORT's compute type: MLAS CompInt8 or CompFp32 (see the module docstring)
     int8 = accuracy_level == 4 and (zero_points is None or zero_points.dtype == np.uint8)
     if bits != 2 and native.HAS_MATMUL_NBITS:
-        y = native.matmul_nbits(A.reshape(-1, K), B, scales, zero_points, bias, bits, block_size, K, N, int8)
+        y = native.matmul_nbits(A.reshape(-1, K), B, scales, zero_points, bias, bits, block_size, K, N, int8,
+                                bool(panels))
         return (y.reshape(*lead, N),)
     a2d = A.reshape(-1, K)
     y = _matmul_nbits_numpy(a2d, B, scales, zero_points, bits, block_size, K, N, int8)

@@ -1099,6 +1099,7 @@ def matmul_nbits(rec, node, ins, outs):
     args.m, args.k, args.n = a.array.size // K, K, N
     args.bits, args.block_size = bits, attrs["block_size"]
     args.int8 = int(attrs.get("accuracy_level", 0) == 4 and (zp is None or zp.dtype == np.uint8))
+    args.panels = attrs.get("panels", 0)
     args.b, args.scales, args.zp_u8, args.zp_f32, args.bias = weights[:5]
     y = rec.value(outs[0])
     rec.step(lib.SEAMLESS_OP_MATMUL_NBITS, args, [a, y])
