@@ -32,7 +32,7 @@ int seamless_sgemm_batched(size_t batch, size_t M, size_t N, size_t K, const flo
 int seamless_matmul_nbits_f32(const float* a, size_t m, size_t k, const uint8_t* b, const float* scales,
                               const uint8_t* zp_u8, const float* zp_f32, const float* bias, float* y, size_t n,
                               size_t bits, size_t bs, int int8, int panels, void* par_fn, void* par_ctx);
-/* Whether this CPU's int8 kernels read weights of this shape as 32-column panels (AVX-512 VNNI, 4 or 8 bits, whole
+/* Whether this CPU's int8 kernels read weights of this shape as 32-column panels (AVX2 at least; 4 or 8 bits, whole
  * 64-value chunks, n >= 32); the packing: every full 32 rows of b [n, ...] and scales [n, nb] rearranged, the rest
  * copied; pb and ps the sizes of b and scales. Returns 0, or 1 where panels do not apply. */
 int seamless_matmul_nbits_panels(size_t n, size_t k, size_t bits, size_t bs);

@@ -707,7 +707,101 @@ __attribute__((target("avx2,fma"))) static inline __m256i mnb_dot_avx2(__m256i w
   return _mm256_add_epi32(d, _mm256_slli_epi32(e, 7));
 }
 
-__attribute__((target("avx2,fma"))) static void mnb_int8_rows_avx2(const MnbJob* job, size_t n0, size_t n1) {
+#define MNB_AVX2 __attribute__((target("avx2,fma")))
+
+/* mnb_wide_tile's arithmetic on a half panel (16 columns: words' and scales' pointers at the half) in 256-bit vectors
+ * without VNNI, rows r0 .. r0 + R - 1 (R: 1 or 2, what 16 registers hold). 4-bit: vpmaddubsw's int16 pairs of the low
+ * and the high nibbles summed over up to 4 words (|sum| <= 4 * 2 * 2 * 15 * 127 < 2^15), then vpmaddwd to int32;
+ * 8-bit: mnb_dot_avx2's split of each weight. */
+static inline __attribute__((always_inline)) MNB_AVX2 void mnb_panel_tile_avx2(const MnbJob* job, const uint8_t* words,
+                                                                              const float* scales, size_t n0,
+                                                                              size_t r0, const int R, const int bits) {
+  const size_t nb = job->nb, kq = job->kq, wpb = job->bs * bits / 32;
+  const __m256i low4 = _mm256_set1_epi8(15), ones = _mm256_set1_epi16(1);
+  __m256 f[2][2];
+  for (int r = 0; r < R; r++) f[r][0] = f[r][1] = _mm256_setzero_ps();
+  for (size_t blk = 0; blk < nb; blk++) {
+    __m256i d[2][2];
+    for (int r = 0; r < R; r++) d[r][0] = d[r][1] = _mm256_set1_epi32(job->qsum[(r0 + r) * nb + blk]);
+    for (size_t w0 = blk * wpb; w0 < (blk + 1) * wpb; w0 += 4) {
+      __m256i s16[2][2];
+      for (int r = 0; r < R; r++) s16[r][0] = s16[r][1] = _mm256_setzero_si256();
+      for (size_t w = w0; w < w0 + 4 && w < (blk + 1) * wpb; w++) {
+        const __m256i p0 = _mm256_loadu_si256((const __m256i*)(words + w * 128));
+        const __m256i p1 = _mm256_loadu_si256((const __m256i*)(words + w * 128 + 32));
+        if (bits == 8) {
+          for (int r = 0; r < R; r++) {
+            int32_t q;
+            memcpy(&q, job->qa + (r0 + r) * kq + 4 * w, 4);
+            const __m256i a = _mm256_set1_epi32(q);
+            d[r][0] = _mm256_add_epi32(d[r][0], mnb_dot_avx2(p0, a, 8));
+            d[r][1] = _mm256_add_epi32(d[r][1], mnb_dot_avx2(p1, a, 8));
+          }
+          continue;
+        }
+        const __m256i lo0 = _mm256_and_si256(p0, low4), hi0 = _mm256_and_si256(_mm256_srli_epi16(p0, 4), low4);
+        const __m256i lo1 = _mm256_and_si256(p1, low4), hi1 = _mm256_and_si256(_mm256_srli_epi16(p1, 4), low4);
+        const size_t at = (w / 8) * MNB_CHUNK + 4 * (w % 8);
+        for (int r = 0; r < R; r++) {
+          int32_t q_lo, q_hi;
+          memcpy(&q_lo, job->qa + (r0 + r) * kq + at, 4);
+          memcpy(&q_hi, job->qa + (r0 + r) * kq + at + 32, 4);
+          const __m256i a_lo = _mm256_set1_epi32(q_lo), a_hi = _mm256_set1_epi32(q_hi);
+          s16[r][0] = _mm256_add_epi16(s16[r][0], _mm256_add_epi16(_mm256_maddubs_epi16(lo0, a_lo),
+                                                                   _mm256_maddubs_epi16(hi0, a_hi)));
+          s16[r][1] = _mm256_add_epi16(s16[r][1], _mm256_add_epi16(_mm256_maddubs_epi16(lo1, a_lo),
+                                                                   _mm256_maddubs_epi16(hi1, a_hi)));
+        }
+      }
+      if (bits == 4)
+        for (int r = 0; r < R; r++) {
+          d[r][0] = _mm256_add_epi32(d[r][0], _mm256_madd_epi16(s16[r][0], ones));
+          d[r][1] = _mm256_add_epi32(d[r][1], _mm256_madd_epi16(s16[r][1], ones));
+        }
+    }
+    const __m256 s0 = _mm256_loadu_ps(scales + blk * 32), s1 = _mm256_loadu_ps(scales + blk * 32 + 8);
+    for (int r = 0; r < R; r++) {
+      const __m256 sa = _mm256_set1_ps(job->sa[(r0 + r) * nb + blk]);
+      f[r][0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d[r][0]), _mm256_mul_ps(s0, sa), f[r][0]);
+      f[r][1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d[r][1]), _mm256_mul_ps(s1, sa), f[r][1]);
+    }
+  }
+  const __m256 b0 = job->bias ? _mm256_loadu_ps(job->bias + n0) : _mm256_setzero_ps();
+  const __m256 b1 = job->bias ? _mm256_loadu_ps(job->bias + n0 + 8) : _mm256_setzero_ps();
+  for (int r = 0; r < R; r++) {
+    _mm256_storeu_ps(job->y + (r0 + r) * job->n + n0, _mm256_add_ps(f[r][0], b0));
+    _mm256_storeu_ps(job->y + (r0 + r) * job->n + n0 + 8, _mm256_add_ps(f[r][1], b1));
+  }
+}
+
+static inline __attribute__((always_inline)) MNB_AVX2 void mnb_panel_rows_avx2(const MnbJob* job,
+                                                                               const uint8_t* words,
+                                                                               const float* scales, size_t n0,
+                                                                               size_t r0, const int R) {
+  if (job->bits == 4)
+    mnb_panel_tile_avx2(job, words, scales, n0, r0, R, 4);
+  else
+    mnb_panel_tile_avx2(job, words, scales, n0, r0, R, 8);
+}
+
+/* Weights packed as panels (job->panels), columns n0 .. n1 in passes of 32, each as two halves; returns the first
+ * column it left (the rows past the last panel). */
+MNB_AVX2 static size_t mnb_int8_panels_avx2(const MnbJob* job, size_t n0, size_t n1) {
+  const size_t nb = job->nb, row_bytes = nb * job->blob;
+  size_t n = n0;
+  for (; n + 32 <= n1; n += 32)
+    for (size_t h = 0; h < 2; h++) {
+      const uint8_t* words = job->b + n * row_bytes + h * 64;
+      const float* scales = job->scales + n * nb + h * 16;
+      size_t r = 0;
+      for (; r + 2 <= job->m; r += 2) mnb_panel_rows_avx2(job, words, scales, n + h * 16, r, 2);
+      if (r < job->m) mnb_panel_rows_avx2(job, words, scales, n + h * 16, r, 1);
+    }
+  return n;
+}
+
+MNB_AVX2 static void mnb_int8_rows_avx2(const MnbJob* job, size_t n0, size_t n1) {
+  if (job->panels) n0 = mnb_int8_panels_avx2(job, n0, n1);
   const size_t chunks = job->chunks, bs = job->bs, nb = job->nb, kq = job->kq;
   const size_t cstride = job->bits == 4 ? 32 : 64;
   const __m256i low4 = _mm256_set1_epi8(15);
@@ -753,7 +847,7 @@ __attribute__((target("avx2,fma"))) static void mnb_int8_rows_avx2(const MnbJob*
 static int mnb_forced_level = -1;
 
 /* Tests: force the int8 kernel's instruction set (0 scalar, 1 AVX2, 2 AVX-512 VNNI; -1 automatic).
- * A level the CPU lacks falls back to automatic; weights packed as panels always take AVX-512 VNNI. */
+ * A level the CPU lacks falls back to automatic; weights packed as panels take AVX2 at least. */
 void seamless_matmul_nbits_set_isa(int level) { mnb_forced_level = level; }
 
 static int mnb_cpu_level(void) {
@@ -781,7 +875,7 @@ static int mnb_level(void) {
 }
 
 int seamless_matmul_nbits_panels(size_t n, size_t k, size_t bits, size_t bs) {
-  if ((bits != 4 && bits != 8) || bs < 16 || (bs & (bs - 1)) || n < 32 || k == 0 || mnb_cpu_level() != 2) return 0;
+  if ((bits != 4 && bits != 8) || bs < 16 || (bs & (bs - 1)) || n < 32 || k == 0 || mnb_cpu_level() < 1) return 0;
   return ((k + bs - 1) / bs * bs) % MNB_CHUNK == 0; /* whole 64-value chunks: no tail (the fold's condition) */
 }
 
@@ -808,7 +902,8 @@ static void mnb_int8_task(void* user, size_t task) {
   } else {
     seamless_task_range(job->n, job->tasks, task, &n0, &n1);
   }
-  int level = job->panels ? 2 : job->bits == 2 ? 0 : mnb_level();
+  int level = job->bits == 2 ? 0 : mnb_level();
+  if (job->panels && level < 1) level = 1; /* panels are packed for AVX2 at least */
 #ifdef MNB_X86
   if (level == 2) { mnb_int8_rows_vnni(job, n0, n1); return; }
   if (level == 1) { mnb_int8_rows_avx2(job, n0, n1); return; }

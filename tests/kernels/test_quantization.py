@@ -350,17 +350,18 @@ def _panels_apply(n, k, bits, block_size):
     return bool(native.lib.seamless_matmul_nbits_panels(n, k, bits, block_size))
 
 
+@pytest.mark.parametrize("isa", [1, 2])
 @pytest.mark.parametrize("bits", [4, 8])
 @pytest.mark.parametrize("block_size", [16, 32, 64, 128, 256])
 @pytest.mark.parametrize("m", [1, 2, 3, 5, 8, 13])
-def test_native_panels(bits, block_size, m):
-    """Weights packed as 32-column panels (native.nbits_panels) give the row layout's int8 arithmetic, every row
-    count (tiles of 4, then 3/2/1) and the columns past the last panel (70 = 2 x 32 + 6, kept as rows); the arrays
-    given are left as they were."""
+def test_native_panels(isa, bits, block_size, m):
+    """Weights packed as 32-column panels (native.nbits_panels) give the row layout's int8 arithmetic on each
+    instruction set (2: AVX-512 VNNI, tiles of 4 rows, then 3/2/1; 1: AVX2, 2 rows, then 1), every row count and the
+    columns past the last panel (70 = 2 x 32 + 6, kept as rows); the arrays given are left as they were."""
     from onnxruntime_ep_seamless.kernels.cpu import native, quantization as quant
     n, k = 70, 512
     if not _panels_apply(n, k, bits, block_size):
-        pytest.skip("this CPU's int8 kernels read no panels (AVX-512 VNNI)")
+        pytest.skip("this CPU's int8 kernels read no panels (no AVX2)")
     nb = k // block_size
     B = pack(nbits_rng.integers(0, 2 ** bits, (n, nb, block_size)), bits)
     scales = (nbits_rng.random((n, nb)) * 0.05 * 8 / 2 ** (bits - 1)).astype(np.float32)
@@ -371,7 +372,11 @@ def test_native_panels(bits, block_size, m):
     np.testing.assert_array_equal(B, kept[0])
     np.testing.assert_array_equal(scales, kept[1])
     ref = quant._matmul_nbits_numpy(a, B, scales, None, bits, block_size, k, n, True) + bias
-    y = native.matmul_nbits(a, pb, ps, None, bias, bits, block_size, k, n, True, panels=True)
+    native.lib.seamless_matmul_nbits_set_isa(isa)  # a level the CPU lacks: its best
+    try:
+        y = native.matmul_nbits(a, pb, ps, None, bias, bits, block_size, k, n, True, panels=True)
+    finally:
+        native.lib.seamless_matmul_nbits_set_isa(-1)
     np.testing.assert_allclose(y, ref, rtol=1e-5, atol=2e-5)
 
 
@@ -394,7 +399,7 @@ def test_panels_replace_the_row_layout_at_compile():
     from onnxruntime_ep_seamless.graph.onnx_import import import_model
     from onnxruntime_ep_seamless.plan.fusion import fuse
     if not _panels_apply(70, 256, 4, 32):
-        pytest.skip("this CPU's int8 kernels read no panels (AVX-512 VNNI)")
+        pytest.skip("this CPU's int8 kernels read no panels (no AVX2)")
     model, _ = matmul_nbits_case((1, 256), 256, 70, 4, 32, accuracy_level=4)
     graph = import_model(model)
     B, scales = graph.value("B").const, graph.value("scales").const
@@ -412,7 +417,7 @@ def test_panels_only_where_every_reader_reads_panels():
     from onnxruntime_ep_seamless.graph.onnx_import import import_model
     from onnxruntime_ep_seamless.plan.fusion import fuse
     if not _panels_apply(64, 256, 4, 32):
-        pytest.skip("this CPU's int8 kernels read no panels (AVX-512 VNNI)")
+        pytest.skip("this CPU's int8 kernels read no panels (no AVX2)")
     for kw, device in [(dict(zp_mode="uint8", accuracy_level=4), "cpu"), (dict(accuracy_level=0), "cpu"),
                        (dict(accuracy_level=4), "cuda")]:
         model, _ = matmul_nbits_case((1, 256), 256, 64, 4, 32, **kw)

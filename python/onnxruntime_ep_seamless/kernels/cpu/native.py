@@ -423,8 +423,8 @@ def _weights(B, scales, zero_points, bias, bits, block_size, K, N):
 
 
 def nbits_panels(B, scales, bits, block_size, K, N):
-    """(B, scales) with every 32 columns side by side, the layout this CPU's int8 kernels read in place (AVX-512 VNNI:
-    native/cpu/quantization.c), as new arrays of their sizes and dtypes; None where they read none for this shape."""
+    """(B, scales) with every 32 columns side by side, the layout this CPU's int8 kernels read in place (AVX2 or AVX-512
+    VNNI: native/cpu/quantization.c), as new arrays of their sizes and dtypes; None where they read none for this shape."""
     if not lib.seamless_matmul_nbits_panels(N, K, bits, block_size):
         return None
     check_nbits_weights(B, scales, None, None, bits, block_size, K, N)
