@@ -1237,7 +1237,7 @@ static int run_step(const SeamlessStep* s, char* const* ptr, void* par_fn, void*
       const SeamlessGatherQuantizedArgs* g = args;
       seamless_gather_block_quantized_f32(g->data, (size_t)g->rows, (size_t)g->cols, (const int64_t*)P(0),
                                           (size_t)g->count, g->scales, g->zero_points, (size_t)g->bits,
-                                          (size_t)g->block_size, (float*)P(1));
+                                          (size_t)g->block_size, g->panels, (float*)P(1));
       return 0;
     }
     case SEAMLESS_OP_MATMUL_NBITS: {

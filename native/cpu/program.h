@@ -249,9 +249,10 @@ typedef struct {
 } SeamlessNBitsArgs;
 
 /* GatherBlockQuantized of rows of a constant [rows, cols] table quantized along its rows (an index out of range
- * gives a row of zeros, as the Python kernel does) */
+ * gives a row of zeros, as the Python kernel does; panels: the table is a tied LM head's, packed as its panels) */
 typedef struct {
   int64_t rows, cols, count, bits, block_size;
+  int32_t panels;
   const uint8_t* data;
   const float* scales;
   const uint8_t* zero_points;

@@ -233,6 +233,29 @@ SEAMLESS_SIMD static float mnb_zp_term(const MnbJob* job, size_t n, size_t r) {
   return v;
 }
 
+/* ---- panels: 32 columns of B side by side (mnb_int8_wide_vnni's layout, below) ---------------- */
+
+/* Rows n0 .. n0 + 31 of B (row layout) and their scales as one panel: words [count][2][64] bytes, scales [nb][2][16]. */
+static void mnb_panel_copy(const uint8_t* b, const float* scales, size_t n0, size_t nb, size_t row_bytes, size_t count,
+                           uint8_t* words, float* panel_scales) {
+  for (size_t i = 0; i < 32; i++) {
+    const uint8_t* row = b + (n0 + i) * row_bytes;
+    uint8_t* lane = words + (i / 16) * 64 + (i % 16) * 4;
+    for (size_t w = 0; w < count; w++) memcpy(lane + w * 128, row + 4 * w, 4);
+    for (size_t blk = 0; blk < nb; blk++) panel_scales[(blk * 2 + i / 16) * 16 + i % 16] = scales[(n0 + i) * nb + blk];
+  }
+}
+
+/* Row r of B and its scales back in the row layout, from weights packed as panels (mnb_panel_copy's inverse). */
+static void mnb_panel_row(const uint8_t* b, const float* scales, size_t r, size_t nb, size_t row_bytes, uint8_t* row,
+                          float* row_scales) {
+  const size_t i = r % 32, count = row_bytes / 4;
+  const uint8_t* lane = b + (r - i) * row_bytes + (i / 16) * 64 + (i % 16) * 4;
+  const float* panel_scales = scales + (r - i) * nb;
+  for (size_t w = 0; w < count; w++) memcpy(row + 4 * w, lane + w * 128, 4);
+  for (size_t blk = 0; blk < nb; blk++) row_scales[blk] = panel_scales[(blk * 2 + i / 16) * 16 + i % 16];
+}
+
 #ifdef MNB_X86
 /* lane -> block-within-chunk, for bs < 64 (the permutexvar index of the chunk's scales) */
 static inline void mnb_lane_blocks(size_t bits, size_t bs, int32_t idx[16]) {
@@ -561,17 +584,6 @@ MNB_VNNI static void mnb_int8_tile4x2_vnni4(const MnbJob* job, size_t n, size_t 
  * its high nibbles those 32 on (mnb_qa_pos); 8-bit: the values at 4w..4w+3. Block b is words b bs bits / 32 on.
  * words: [count][2][64] bytes, scales: [nb][2][16] floats, both 64-byte aligned. */
 static size_t mnb_wide_words(const MnbJob* job) { return job->chunks * MNB_CHUNK * job->bits / 32; }
-
-/* Rows n0 .. n0 + 31 of B (row layout) and their scales as one panel: words [count][2][64] bytes, scales [nb][2][16]. */
-static void mnb_panel_copy(const uint8_t* b, const float* scales, size_t n0, size_t nb, size_t row_bytes, size_t count,
-                           uint8_t* words, float* panel_scales) {
-  for (size_t i = 0; i < 32; i++) {
-    const uint8_t* row = b + (n0 + i) * row_bytes;
-    uint8_t* lane = words + (i / 16) * 64 + (i % 16) * 4;
-    for (size_t w = 0; w < count; w++) memcpy(lane + w * 128, row + 4 * w, 4);
-    for (size_t blk = 0; blk < nb; blk++) panel_scales[(blk * 2 + i / 16) * 16 + i % 16] = scales[(n0 + i) * nb + blk];
-  }
-}
 
 /* rows r0 .. r0 + R - 1 of the 32 columns from n0 (R: 1 to 4; bits: 4 or 8, job->bits) */
 static inline __attribute__((always_inline)) MNB_VNNI void mnb_wide_tile(const MnbJob* job, const uint8_t* words,
@@ -1201,19 +1213,29 @@ int seamless_matmul_nbits_f32(const float* a, size_t m, size_t k, const uint8_t*
  * zero points [rows, ceil(cols / bs * bits / 8)] or NULL: 2^(bits-1)). Negative indices count
  * from the end; out-of-range indices give zero rows. */
 void seamless_gather_block_quantized_f32(const uint8_t* data, size_t rows, size_t cols, const int64_t* idx, size_t n,
-                                         const float* scales, const uint8_t* zp, size_t bits, size_t bs, float* out) {
+                                         const float* scales, const uint8_t* zp, size_t bits, size_t bs, int panels,
+                                         float* out) {
   const size_t row_bytes = cols * bits / 8, nb = (cols + bs - 1) / bs, zp_row = (nb * bits + 7) / 8;
-  uint8_t* q = (uint8_t*)malloc(cols + 8);
+  const size_t paneled = panels ? rows / 32 * 32 : 0; /* rows held in panels; the rest as rows */
+  uint8_t* q = (uint8_t*)malloc(cols + 8 + (panels ? row_bytes : 0));
+  float* row_scales = panels ? (float*)malloc(nb * sizeof(float)) : NULL;
   for (size_t i = 0; i < n; i++) {
     int64_t r = idx[i] < 0 ? idx[i] + (int64_t)rows : idx[i];
     float* o = out + i * cols;
-    if (r < 0 || r >= (int64_t)rows || !q) {
+    if (r < 0 || r >= (int64_t)rows || !q || (panels && !row_scales)) {
       memset(o, 0, cols * sizeof(float));
       continue;
     }
-    mnb_unpack(data + (size_t)r * row_bytes, bits, cols, q);
+    const uint8_t* src = data + (size_t)r * row_bytes;
+    const float* sc = scales + (size_t)r * nb;
+    if ((size_t)r < paneled) {
+      mnb_panel_row(data, scales, (size_t)r, nb, row_bytes, q + cols + 8, row_scales);
+      src = q + cols + 8;
+      sc = row_scales;
+    }
+    mnb_unpack(src, bits, cols, q);
     for (size_t blk = 0; blk < nb; blk++) {
-      float s = scales[(size_t)r * nb + blk];
+      float s = sc[blk];
       float z = (float)(1 << (bits - 1));
       if (zp) {
         size_t bit = blk * bits;
@@ -1224,6 +1246,7 @@ void seamless_gather_block_quantized_f32(const uint8_t* data, size_t rows, size_
     }
   }
   free(q);
+  free(row_scales);
 }
 
 /* QMoE expert weights in CUTLASS's SM80 mixed-GEMM layout (what ORT's CUDA QMoE reads for weights_prepacked -1 and 1:

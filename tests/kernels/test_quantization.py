@@ -412,8 +412,9 @@ def test_panels_replace_the_row_layout_at_compile():
 
 
 def test_panels_only_where_every_reader_reads_panels():
-    """Zero points, another accuracy level or a CUDA plan keep the row layout; so does B read by another op (an LM head
-    whose weights are the embedding table): parity either way."""
+    """Zero points, another accuracy level or a CUDA plan keep the row layout; so does B read by an op that reads no
+    panels. A tied LM head (B also the embedding table, GatherBlockQuantized through a Reshape) is packed, its gather
+    reading the panels: parity either way."""
     from onnxruntime_ep_seamless.graph.onnx_import import import_model
     from onnxruntime_ep_seamless.plan.fusion import fuse
     if not _panels_apply(64, 256, 4, 32):
@@ -423,30 +424,43 @@ def test_panels_only_where_every_reader_reads_panels():
         model, _ = matmul_nbits_case((1, 256), 256, 64, 4, 32, **kw)
         graph = import_model(model)
         assert "panels" not in fuse(graph, graph.outputs, device)[0].attrs
-    model, feeds = tied_lm_head_model()
-    graph = import_model(model)
-    assert not any("panels" in n.attrs for n in fuse(graph, graph.outputs, "cpu"))
-    assert_parity(model, feeds, **TOL)
+    for other_reader in (False, True):
+        model, feeds = tied_lm_head_model(other_reader=other_reader)
+        graph = import_model(model)
+        nodes = fuse(graph, graph.outputs, "cpu")
+        packed = {n.op_type: n for n in nodes if "B.panels" in n.inputs or "scales.panels" in n.inputs}
+        if other_reader:
+            assert not packed
+        else:
+            assert sorted(packed) == ["GatherBlockQuantized", "MatMulNBits", "Reshape"]
+            assert packed["MatMulNBits"].attrs["panels"] == packed["GatherBlockQuantized"].attrs["panels"] == 1
+        assert_parity(model, feeds, **TOL)
 
 
-def tied_lm_head_model(vocab=96, hidden=256, block_size=32):
+def tied_lm_head_model(vocab=96, hidden=256, block_size=32, other_reader=False):
     """A decoder's tied embeddings: GatherBlockQuantized reads the LM head's 4-bit weights and scales (as the model
-    builder's int4 export with tie_word_embeddings): ids -> rows -> logits."""
+    builder's int4 export with tie_word_embeddings): ids -> rows -> logits, the ids from row 0 to the last (past the
+    last whole 32 rows: a row kept as it is). other_reader: B's shape an output too."""
     nb = hidden // block_size
-    B = pack(nbits_rng.integers(0, 16, (vocab, nb, block_size)), 4)
-    scales = (nbits_rng.random((vocab, nb)) * 0.05 + 0.005).astype(np.float32)
+    B = pack(nbits_rng.integers(0, 16, (vocab + 5, nb, block_size)), 4)
+    scales = (nbits_rng.random((vocab + 5, nb)) * 0.05 + 0.005).astype(np.float32)
+    vocab += 5
     nodes = [helper.make_node("Reshape", ["B", "table_shape"], ["table"]),
              helper.make_node("GatherBlockQuantized", ["table", "ids", "scales"], ["x"], domain=MS, bits=4,
                               block_size=block_size, gather_axis=0, quantize_axis=1),
              helper.make_node("MatMulNBits", ["x", "B", "scales"], ["logits"], domain=MS, K=hidden, N=vocab, bits=4,
                               block_size=block_size, accuracy_level=4)]
+    outputs = [helper.make_tensor_value_info("logits", 1, None)]
+    if other_reader:
+        nodes.append(helper.make_node("Shape", ["B"], ["b_shape"]))
+        outputs.append(helper.make_tensor_value_info("b_shape", 7, None))
     inits = [numpy_helper.from_array(B, "B"), numpy_helper.from_array(scales, "scales"),
-             numpy_helper.from_array(np.array([vocab, hidden // 2], np.int64), "table_shape")]
-    graph = helper.make_graph(nodes, "tied", [helper.make_tensor_value_info("ids", 7, [1, 5])],
-                              [helper.make_tensor_value_info("logits", 1, None)], initializer=inits)
+             numpy_helper.from_array(np.array([0, -1], np.int64), "table_shape")]
+    graph = helper.make_graph(nodes, "tied", [helper.make_tensor_value_info("ids", 7, [1, 6])], outputs,
+                              initializer=inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)],
                               ir_version=9)
-    return model, {"ids": np.array([[0, 5, 95, 17, 5]], np.int64)}
+    return model, {"ids": np.array([[0, 5, vocab - 1, 17, 5, 63]], np.int64)}
 
 
 def test_matmul_nbits_wrong_weight_size_is_an_error():

@@ -453,8 +453,9 @@ def matmul_nbits(a2d, B, scales, zero_points, bias, bits, block_size, K, N, int8
 HAS_GATHER_BLOCK_QUANTIZED = hasattr(lib, "seamless_gather_block_quantized_f32")
 
 
-def gather_block_quantized(data, indices, scales, zero_points, bits, block_size) -> np.ndarray:
-    """Rows of a 2-D uint8 table quantized along its rows (gather_axis 0, quantize_axis 1)."""
+def gather_block_quantized(data, indices, scales, zero_points, bits, block_size, panels=False) -> np.ndarray:
+    """Rows of a 2-D uint8 table quantized along its rows (gather_axis 0, quantize_axis 1; panels: data and scales
+    packed as a tied LM head's panels, nbits_panels)."""
     rows = data.shape[0]
     cols = data.shape[1] * (8 // bits)
     nb = -(-cols // block_size)  # the C kernel's block count: a partial last block has a scale too
@@ -468,7 +469,7 @@ def gather_block_quantized(data, indices, scales, zero_points, bits, block_size)
     lib.seamless_gather_block_quantized_f32(ffi.from_buffer("uint8_t[]", data), rows, cols,
                                             ffi.from_buffer("int64_t[]", idx), idx.size, _fp(scales),
                                             _NULL if zp is None else ffi.from_buffer("uint8_t[]", zp), bits,
-                                            block_size, _fp(out))
+                                            block_size, panels, _fp(out))
     return out
 
 

@@ -7,7 +7,7 @@ Scale and zero point are a scalar (per tensor), a vector along `axis` (per axis)
 integers round half to even and saturate to the type's range; as ORT does, arithmetic is float32.
 """
 import dataclasses
-from collections import Counter
+import math
 
 import numpy as np
 
@@ -307,7 +307,7 @@ def _panel_weights(node, graph):
     a, inputs = node.attrs, node.inputs + [""] * (6 - len(node.inputs))
     if (node.op_type != "MatMulNBits" or node.domain != "com.microsoft" or a.get("accuracy_level", 0) != 4 or
             a.get("weight_prepacked", 0) or a.get("panels", 0) or inputs[3] or inputs[4] or
-            graph.value(inputs[0]).dtype != _F32):
+            graph.value(inputs[0]).dtype not in (None, _F32)):  # (the check declines other types)
         return None
     B, scales = (graph.value(n).const for n in inputs[1:3])
     if B is None or scales is None or B.dtype != np.uint8 or scales.dtype != _F32:
@@ -319,37 +319,84 @@ def _panel_weights(node, graph):
     return inputs[1], inputs[2]
 
 
+def _table_of(node, s_name, bits, block_size) -> bool:
+    """Whether a node is a GatherBlockQuantized of rows quantized along them with these scales and no zero points
+    (what reads a tied LM head's weights as the embedding table)."""
+    a = node.attrs
+    return (node.op_type == "GatherBlockQuantized" and node.domain == "com.microsoft" and len(node.inputs) >= 3 and
+            node.inputs[2] == s_name and not any(node.inputs[3:]) and a.get("bits", 4) == bits and
+            a.get("block_size", 128) == block_size and a.get("gather_axis", 0) == 0 and
+            a.get("quantize_axis", 1) in (1, -1))
+
+
+def _reshaped(node, graph, shape) -> tuple | None:
+    """The shape a Reshape of a constant of `shape` gives (its target a constant), else None."""
+    target = graph.value(node.inputs[1]).const if len(node.inputs) > 1 else None
+    if target is None or target.ndim != 1:
+        return None
+    dims = [int(d) if d or node.attrs.get("allowzero", 0) else shape[i] for i, d in enumerate(target.tolist())]
+    if dims.count(-1) == 1:
+        known = math.prod(d for d in dims if d != -1)
+        dims[dims.index(-1)] = math.prod(shape) // known if known else -1
+    return tuple(dims) if math.prod(dims) == math.prod(shape) and min(dims, default=0) >= 0 else None
+
+
 def with_panels(nodes, graph, outputs):
     """The nodes with MatMulNBits reading its constant weights as 32-column panels where this CPU's int8 kernels do
     (native.nbits_panels: packed once here, as stock ORT pre-packs them for MLAS). The panels replace the row layout
-    in the graph: only where every reader of both constants is such a node of the same shape (not, e.g., an LM head
-    whose B is also the embedding table) and the partition does not output them."""
+    in the graph, so every reader of both constants must read panels: such products of the same shape, and
+    GatherBlockQuantized of B's rows (a tied LM head's embedding table, B viewed as [N, K bits / 8] by a Reshape); the
+    partition must not output them."""
     if not native.HAS_MATMUL_NBITS:
         return nodes
-    readers = Counter(name for n in nodes for name in n.inputs if name)
-    groups: dict = {}  # (B, scales) -> [(position, node)]
+    readers: dict = {}  # value name -> positions of the nodes reading it
+    for i, node in enumerate(nodes):
+        for name in dict.fromkeys(node.inputs):
+            if name:
+                readers.setdefault(name, []).append(i)
+    groups: dict = {}  # (B, scales) -> positions of its products
     for i, node in enumerate(nodes):
         names = _panel_weights(node, graph)
         if names is not None:
-            groups.setdefault(names, []).append((i, node))
-    nodes = list(nodes)
+            groups.setdefault(names, []).append(i)
+    nodes, outputs = list(nodes), set(outputs)
     for (b_name, s_name), members in groups.items():
-        shapes = {tuple(node.attrs.get(k, 4) for k in ("K", "N", "bits", "block_size")) for _, node in members}
-        if (len(shapes) != 1 or readers[b_name] != len(members) or readers[s_name] != len(members) or
-                b_name == s_name or {b_name, s_name} & set(outputs)):
+        shapes = {tuple(nodes[i].attrs.get(k, 4) for k in ("K", "N", "bits", "block_size")) for i in members}
+        if len(shapes) != 1 or b_name == s_name or {b_name, s_name} & outputs:
             continue
         K, N, bits, block_size = shapes.pop()
         b_value, s_value = graph.values[b_name], graph.values[s_name]
-        packed = native.nbits_panels(b_value.const, s_value.const, bits, block_size, K, N)
-        if packed is None:
-            continue
-        names = (f"{b_name}.panels", f"{s_name}.panels")
-        for name, value, array in zip(names, (b_value, s_value), packed):
-            graph.values[name] = dataclasses.replace(value, name=name, const=array)
-            graph.values[value.name] = dataclasses.replace(value, const=None)  # the row layout's copy is freed
-        for i, node in members:
-            nodes[i] = dataclasses.replace(node, inputs=[node.inputs[0], *names, *node.inputs[3:]],
-                                           attrs={**node.attrs, "panels": 1})
+        table = (N, b_value.const.size // N)  # B's rows, as GatherBlockQuantized reads them
+        views, tables = [], []  # Reshapes of B to the table, and the gathers of its rows
+        for i in readers[b_name]:
+            node = nodes[i]
+            if i in members:
+                continue
+            if _table_of(node, s_name, bits, block_size) and node.inputs[0] == b_name and b_value.shape == table:
+                tables.append(i)
+            elif (node.op_type == "Reshape" and not node.domain and node.inputs[0] == b_name and
+                  _reshaped(node, graph, b_value.const.shape) == table and node.outputs[0] not in outputs and
+                  all(_table_of(nodes[j], s_name, bits, block_size) and nodes[j].inputs[0] == node.outputs[0]
+                      for j in readers.get(node.outputs[0], []))):
+                views.append(i)
+                tables += readers.get(node.outputs[0], [])
+            else:
+                break
+        else:
+            if set(readers[s_name]) != set(members) | set(tables):
+                continue
+            packed = native.nbits_panels(b_value.const, s_value.const, bits, block_size, K, N)
+            if packed is None:
+                continue
+            names = (f"{b_name}.panels", f"{s_name}.panels")
+            for name, value, array in zip(names, (b_value, s_value), packed):
+                graph.values[name] = dataclasses.replace(value, name=name, const=array)
+                graph.values[value.name] = dataclasses.replace(value, const=None)  # the row layout's copy is freed
+            renamed = dict(zip((b_name, s_name), names))
+            for i in members + views + tables:
+                node = nodes[i]
+                nodes[i] = dataclasses.replace(node, inputs=[renamed.get(n, n) for n in node.inputs],
+                                               attrs=node.attrs if i in views else {**node.attrs, "panels": 1})
     return nodes
 
 
@@ -406,12 +453,12 @@ def _check_gather_block_quantized(node, graph):
 
 @kernel("GatherBlockQuantized", domain="com.microsoft", check=_check_gather_block_quantized)
 def gather_block_quantized(data, indices, scales, zero_points=None, *, bits=4, block_size=128, quantize_axis=1,
-                           gather_axis=0):
+                           gather_axis=0, panels=0):
     rank = data.ndim
     qaxis = quantize_axis + rank if quantize_axis < 0 else quantize_axis
-    if rank == 2 and qaxis == 1 and native.HAS_GATHER_BLOCK_QUANTIZED and scales.dtype == F32 and \
-            (data.shape[1] * (8 // bits)) % block_size == 0:
-        return (native.gather_block_quantized(data, indices, scales, zero_points, bits, block_size),)
+    if panels or (rank == 2 and qaxis == 1 and native.HAS_GATHER_BLOCK_QUANTIZED and scales.dtype == F32 and
+                  (data.shape[1] * (8 // bits)) % block_size == 0):  # (with_panels checked the table's shape)
+        return (native.gather_block_quantized(data, indices, scales, zero_points, bits, block_size, bool(panels)),)
     per = 8 // bits
     shape = list(data.shape)
     shape[-1] *= per  # the logical (unpacked) shape

@@ -1434,6 +1434,7 @@ def gather_block_quantized(rec, node, ins, outs):
     args = rec.args("SeamlessGatherQuantizedArgs")
     args.rows, args.cols = table.shape[0], table.shape[1] * (8 // bits)
     args.count, args.bits, args.block_size = indices.array.size, bits, bs
+    args.panels = a.get("panels", 0)
     args.data = ffi.cast("uint8_t*", ffi.from_buffer(table))
     args.scales = ffi.cast("float*", ffi.from_buffer(sc))
     if zero_points is not None:
