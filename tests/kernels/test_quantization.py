@@ -424,23 +424,27 @@ def test_panels_only_where_every_reader_reads_panels():
         model, _ = matmul_nbits_case((1, 256), 256, 64, 4, 32, **kw)
         graph = import_model(model)
         assert "panels" not in fuse(graph, graph.outputs, device)[0].attrs
-    for other_reader in (False, True):
-        model, feeds = tied_lm_head_model(other_reader=other_reader)
+    for other_reader, folded in [(False, False), (False, True), (True, False)]:
+        model, feeds = tied_lm_head_model(other_reader=other_reader, folded=folded)
         graph = import_model(model)
         nodes = fuse(graph, graph.outputs, "cpu")
-        packed = {n.op_type: n for n in nodes if "B.panels" in n.inputs or "scales.panels" in n.inputs}
+        packed = {n.op_type: n for n in nodes if {"B.panels", "B.panels.table", "scales.panels"} & set(n.inputs)}
         if other_reader:
             assert not packed
         else:
-            assert sorted(packed) == ["GatherBlockQuantized", "MatMulNBits", "Reshape"]
+            assert sorted(packed) == ["GatherBlockQuantized", "MatMulNBits"] + ([] if folded else ["Reshape"])
             assert packed["MatMulNBits"].attrs["panels"] == packed["GatherBlockQuantized"].attrs["panels"] == 1
+            if folded:  # the gather reads the panels, the folded copy of B is freed
+                assert packed["GatherBlockQuantized"].inputs[0] == "B.panels.table"
+                assert graph.value("table").const is None
         assert_parity(model, feeds, **TOL)
 
 
-def tied_lm_head_model(vocab=96, hidden=256, block_size=32, other_reader=False):
+def tied_lm_head_model(vocab=96, hidden=256, block_size=32, other_reader=False, folded=False):
     """A decoder's tied embeddings: GatherBlockQuantized reads the LM head's 4-bit weights and scales (as the model
     builder's int4 export with tie_word_embeddings): ids -> rows -> logits, the ids from row 0 to the last (past the
-    last whole 32 rows: a row kept as it is). other_reader: B's shape an output too."""
+    last whole 32 rows: a row kept as it is). other_reader: B's shape an output too; folded: the table a copy of B's
+    bytes instead of its Reshape (what ORT's constant folding leaves)."""
     nb = hidden // block_size
     B = pack(nbits_rng.integers(0, 16, (vocab + 5, nb, block_size)), 4)
     scales = (nbits_rng.random((vocab + 5, nb)) * 0.05 + 0.005).astype(np.float32)
@@ -456,6 +460,8 @@ def tied_lm_head_model(vocab=96, hidden=256, block_size=32, other_reader=False):
         outputs.append(helper.make_tensor_value_info("b_shape", 7, None))
     inits = [numpy_helper.from_array(B, "B"), numpy_helper.from_array(scales, "scales"),
              numpy_helper.from_array(np.array([0, -1], np.int64), "table_shape")]
+    if folded:
+        nodes, inits = nodes[1:], inits[:2] + [numpy_helper.from_array(B.reshape(vocab, -1), "table")]
     graph = helper.make_graph(nodes, "tied", [helper.make_tensor_value_info("ids", 7, [1, 6])], outputs,
                               initializer=inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)],

@@ -13,7 +13,7 @@ import numpy as np
 
 from .. import checks
 from ..registry import FLOATS, LOW_PRECISION, NUMERIC, kernel
-from ...graph.ir import FLOAT8_TYPES, NUMPY_TO_ONNX, attr_dtype, exotic
+from ...graph.ir import FLOAT8_TYPES, NUMPY_TO_ONNX, Value, attr_dtype, exotic
 from . import native
 from .elementwise import cast_array
 from .spatial import conv
@@ -341,12 +341,46 @@ def _reshaped(node, graph, shape) -> tuple | None:
     return tuple(dims) if math.prod(dims) == math.prod(shape) and min(dims, default=0) >= 0 else None
 
 
+def _tied_tables(nodes, readers, graph, outputs, members, b_name, s_name, bits, block_size, n):
+    """The other readers of a product's weights when each reads rows of B with its scales (a tied LM head's embedding
+    table, GatherBlockQuantized): (Reshapes of B to the table [N, row bytes], the gathers) - a gather reading B itself,
+    such a Reshape's output, or ORT's constant-folded copy of that Reshape (a constant of B's bytes). None where
+    another node reads B or its scales."""
+    b = graph.values[b_name].const
+    table = (n, b.size // n)
+    views, tables = [], []
+    for i in readers[b_name]:
+        node = nodes[i]
+        if i in members:
+            continue
+        out = node.outputs[0] if node.outputs else ""
+        if _table_of(node, s_name, bits, block_size) and node.inputs[0] == b_name and b.shape == table:
+            tables.append(i)
+        elif (node.op_type == "Reshape" and not node.domain and node.inputs[0] == b_name and out not in outputs and
+              _reshaped(node, graph, b.shape) == table and
+              all(_table_of(nodes[j], s_name, bits, block_size) and nodes[j].inputs[0] == out for j in readers[out])):
+            views.append(i)
+            tables += readers[out]
+        else:
+            return None
+    for i in readers[s_name]:
+        node = nodes[i]
+        if i in members or i in tables:
+            continue
+        copy = graph.value(node.inputs[0]).const
+        if not (_table_of(node, s_name, bits, block_size) and copy is not None and copy.dtype == np.uint8 and
+                copy.shape == table and np.array_equal(copy.reshape(-1), b.reshape(-1))):
+            return None
+        tables.append(i)
+    return views, tables
+
+
 def with_panels(nodes, graph, outputs):
     """The nodes with MatMulNBits reading its constant weights as 32-column panels where this CPU's int8 kernels do
     (native.nbits_panels: packed once here, as stock ORT pre-packs them for MLAS). The panels replace the row layout
     in the graph, so every reader of both constants must read panels: such products of the same shape, and
-    GatherBlockQuantized of B's rows (a tied LM head's embedding table, B viewed as [N, K bits / 8] by a Reshape); the
-    partition must not output them."""
+    GatherBlockQuantized of B's rows (a tied LM head's embedding table: _tied_tables); the partition must not output
+    them."""
     if not native.HAS_MATMUL_NBITS:
         return nodes
     readers: dict = {}  # value name -> positions of the nodes reading it
@@ -365,38 +399,38 @@ def with_panels(nodes, graph, outputs):
         if len(shapes) != 1 or b_name == s_name or {b_name, s_name} & outputs:
             continue
         K, N, bits, block_size = shapes.pop()
+        tied = _tied_tables(nodes, readers, graph, outputs, members, b_name, s_name, bits, block_size, N)
         b_value, s_value = graph.values[b_name], graph.values[s_name]
-        table = (N, b_value.const.size // N)  # B's rows, as GatherBlockQuantized reads them
-        views, tables = [], []  # Reshapes of B to the table, and the gathers of its rows
-        for i in readers[b_name]:
+        packed = None if tied is None else native.nbits_panels(b_value.const, s_value.const, bits, block_size, K, N)
+        if packed is None:
+            continue
+        views, tables = tied
+        names = (f"{b_name}.panels", f"{s_name}.panels")
+        for name, value, array in zip(names, (b_value, s_value), packed):
+            graph.values[name] = dataclasses.replace(value, name=name, const=array)
+            graph.values[value.name] = dataclasses.replace(value, const=None)  # the row layout's copy is freed
+        renamed = dict(zip((b_name, s_name), names))
+        for i in members + views:
             node = nodes[i]
-            if i in members:
-                continue
-            if _table_of(node, s_name, bits, block_size) and node.inputs[0] == b_name and b_value.shape == table:
-                tables.append(i)
-            elif (node.op_type == "Reshape" and not node.domain and node.inputs[0] == b_name and
-                  _reshaped(node, graph, b_value.const.shape) == table and node.outputs[0] not in outputs and
-                  all(_table_of(nodes[j], s_name, bits, block_size) and nodes[j].inputs[0] == node.outputs[0]
-                      for j in readers.get(node.outputs[0], []))):
-                views.append(i)
-                tables += readers.get(node.outputs[0], [])
-            else:
-                break
-        else:
-            if set(readers[s_name]) != set(members) | set(tables):
-                continue
-            packed = native.nbits_panels(b_value.const, s_value.const, bits, block_size, K, N)
-            if packed is None:
-                continue
-            names = (f"{b_name}.panels", f"{s_name}.panels")
-            for name, value, array in zip(names, (b_value, s_value), packed):
-                graph.values[name] = dataclasses.replace(value, name=name, const=array)
-                graph.values[value.name] = dataclasses.replace(value, const=None)  # the row layout's copy is freed
-            renamed = dict(zip((b_name, s_name), names))
-            for i in members + views + tables:
-                node = nodes[i]
-                nodes[i] = dataclasses.replace(node, inputs=[renamed.get(n, n) for n in node.inputs],
-                                               attrs=node.attrs if i in views else {**node.attrs, "panels": 1})
+            nodes[i] = dataclasses.replace(node, inputs=[renamed.get(n, n) for n in node.inputs],
+                                           attrs=node.attrs if i in views else {**node.attrs, "panels": 1})
+        viewed = {nodes[i].outputs[0] for i in views}
+        table = f"{names[0]}.table"  # the panels as the gather's [N, row bytes] table (a view)
+        copies = set()
+        for i in tables:
+            node = nodes[i]
+            data = node.inputs[0]
+            if data not in viewed:  # B itself, or ORT's copy of it (freed below)
+                if table not in graph.values:
+                    graph.values[table] = Value(table, b_value.elem_type, (N, packed[0].size // N),
+                                                packed[0].reshape(N, -1))
+                copies.add(data)
+                data = table
+            nodes[i] = dataclasses.replace(node, inputs=[data, node.inputs[1], names[1], *node.inputs[3:]],
+                                           attrs={**node.attrs, "panels": 1})
+        for name in copies - {b_name}:
+            if not any(name in node.inputs for node in nodes) and name not in outputs:
+                graph.values[name] = dataclasses.replace(graph.values[name], const=None)
     return nodes
 
 
