@@ -39,10 +39,11 @@ PREFILL, STEPS = 16, 32
 # Qwen2 and Llama at three precisions; the other builder families at fp32 and int4 (Gemma 2's and 3's window-sized
 # caches need their capacity from the first step, which these loops' empty past lacks, and LFM2's convolution state
 # is no KV cache: test_builder_family_under_onnxruntime_genai)
+STATE_FAMILIES = ("gemma2", "gemma3", "lfm2", "lfm2moe", "qwen3_5", "qwen3_5_moe", "gptoss")
+WINDOWED = ("gemma2", "gemma3", "gptoss")  # local layers' window-sized KV caches, a capacity of 16
 MODELS = [(arch, precision) for arch in material.GENAI_ARCHS for precision in material.GENAI_PRECISIONS] + \
-    [(family, precision) for family in material.GENAI_FAMILIES  # those with states or windows: under genai below
-     if family not in ("gemma2", "gemma3", "lfm2", "lfm2moe", "qwen3_5", "qwen3_5_moe", "gptoss")
-     for precision in material.GENAI_FAMILY_PRECISIONS]
+    [(family, precision) for family in material.GENAI_FAMILIES  # those with states or windows: below
+     if family not in STATE_FAMILIES for precision in material.GENAI_FAMILY_PRECISIONS]
 LOGIT_TOL = {"fp32": 1e-4, "int8": 3e-2, "int4": 3e-2}
 CACHE_TOL = {"fp32": 1e-5, "int8": 2e-2, "int4": 2e-2}
 REL_L2_TOL = 2e-2
@@ -163,16 +164,10 @@ def test_prefill_and_decode_parity(arch, precision):
 @pytest.mark.parametrize("arch,precision", MODELS)
 def test_greedy_decode_matches_stock(arch, precision):
     ours, stock = sessions(arch, precision)
-    tol = LOGIT_TOL[precision]
     ids = prompt(2)
     want_tokens, want_logits = greedy(stock, ids, STEPS)
     got_tokens, _ = greedy(ours, ids, STEPS)
-    if got_tokens != want_tokens:
-        k = next(i for i, (a, b) in enumerate(zip(got_tokens, want_tokens)) if a != b)
-        top2 = np.sort(want_logits[k])[-2:]
-        assert top2[1] - top2[0] < tol, (
-            f"step {k}: ours chose {got_tokens[k]}, stock {want_tokens[k]}, and stock's top-2 logit gap "
-            f"{top2[1] - top2[0]:.2e} is not a near-tie (tolerance {tol})")
+    assert_greedy_matches(got_tokens, want_tokens, want_logits, precision)
     # teacher-forced on stock's tokens: the logits of every step match
     from onnxruntime_ep_seamless.runtime.native import NATIVES
     lib = NATIVES["cpu"].lib
@@ -182,6 +177,35 @@ def test_greedy_decode_matches_stock(arch, precision):
         assert_logits_close(a, b, precision, f"teacher-forced step {step} logits")
     # the decode steps ran in C: recorded bindings, and exec/program.py's family of the decode binding
     assert lib.seamless_native_runs() - native_runs >= STEPS and lib.seamless_family_runs() - family_runs >= STEPS // 2
+
+
+def assert_greedy_matches(got_tokens, want_tokens, want_logits, precision):
+    """Our greedy tokens are stock's, or part from them where stock's top-2 logits are a near-tie."""
+    if got_tokens != want_tokens:
+        k = next(i for i, (a, b) in enumerate(zip(got_tokens, want_tokens)) if a != b)
+        top2 = np.sort(want_logits[k])[-2:]
+        assert top2[1] - top2[0] < LOGIT_TOL[precision], (
+            f"step {k}: ours chose {got_tokens[k]}, stock {want_tokens[k]}, and stock's top-2 logit gap "
+            f"{top2[1] - top2[0]:.2e} is not a near-tie (tolerance {LOGIT_TOL[precision]})")
+
+
+@pytest.mark.parametrize("family", STATE_FAMILIES)
+def test_state_family_int4_greedy_matches_stock(family):
+    """The int4 builds of the families with states or windows (their fp32 builds: under onnxruntime-genai below),
+    by session.run with their states fed back: fully claimed, greedy tokens stock's up to a near-tie, and
+    teacher-forced on stock's tokens every step's logits stock's."""
+    from parity import greedy_with_states
+    path = model_path(family, "int4")
+    ours, stock = ep_session(path), stock_session(path)
+    report = seamless.assert_ep_selected(ours)
+    assert not report.fallback_nodes and not report.declined, report
+    window = 16 if family in WINDOWED else 0
+    want_tokens, want_logits = greedy_with_states(stock, steps=STEPS, window=window)
+    got_tokens, _ = greedy_with_states(ours, steps=STEPS, window=window)
+    assert_greedy_matches(got_tokens, want_tokens, want_logits, "int4")
+    _, forced_logits = greedy_with_states(ours, steps=STEPS, window=window, forced=want_tokens)
+    for step, (a, b) in enumerate(zip(forced_logits, want_logits)):
+        assert_logits_close(a, b, "int4", f"teacher-forced step {step} logits")
 
 
 @pytest.mark.parametrize("arch,precision", [("qwen2", "int4"), ("llama", "fp32")])
@@ -349,7 +373,7 @@ def test_builder_family_decodes_without_python_steps(family, precision, capfd):
         pytest.skip(f"{path} missing: run tests/material.py")
     sess = ep_session(str(path), log_partition="1")
     before = NATIVES["cpu"].lib.seamless_native_runs()
-    greedy_with_states(sess, steps=8, window=16 if family in ("gemma2", "gemma3", "gptoss") else 0)
+    greedy_with_states(sess, steps=8, window=16 if family in WINDOWED else 0)
     assert NATIVES["cpu"].lib.seamless_native_runs() > before, "no decode step ran in C"
     err = capfd.readouterr().err
     assert "Python step" not in err and "runs through Python" not in err, err
