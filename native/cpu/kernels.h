@@ -27,17 +27,18 @@ void seamless_sgemm_indirect(size_t M, size_t N, size_t K, const float* A, const
 int seamless_sgemm_batched(size_t batch, size_t M, size_t N, size_t K, const float* A, size_t lda, size_t stride_a,
                            const float* B, size_t ldb, size_t stride_b, int trans_b, float* C, size_t ldc,
                            size_t stride_c, void* par_fn, void* par_ctx);
-/* quantization.c: MatMulNBits; returns 0, or 1 (unsupported configuration), 2 (out of memory). panels: b and scales
- * as seamless_matmul_nbits_pack_panels leaves them (int8 and the default zero point only) */
+/* quantization.c: MatMulNBits; returns 0, or 1 (unsupported configuration), 2 (out of memory). panels: b, scales and
+ * zp_f32 (zero points, or NULL: the default) as seamless_matmul_nbits_pack_panels leaves them (the int8 path only) */
 int seamless_matmul_nbits_f32(const float* a, size_t m, size_t k, const uint8_t* b, const float* scales,
                               const uint8_t* zp_u8, const float* zp_f32, const float* bias, float* y, size_t n,
                               size_t bits, size_t bs, int int8, int panels, void* par_fn, void* par_ctx);
 /* Whether this CPU's int8 kernels read weights of this shape as 32-column panels (AVX2 at least; 4 or 8 bits, whole
- * 64-value chunks, n >= 32); the packing: every full 32 rows of b [n, ...] and scales [n, nb] rearranged, the rest
- * copied; pb and ps the sizes of b and scales. Returns 0, or 1 where panels do not apply. */
+ * 64-value chunks, n >= 32); the packing: every full 32 rows of b [n, ...], scales [n, nb] and zero points (float
+ * [n, nb], or NULL) rearranged, the rest copied; pb, ps and pz their sizes. Returns 0, or 1 where panels do not
+ * apply. */
 int seamless_matmul_nbits_panels(size_t n, size_t k, size_t bits, size_t bs);
-int seamless_matmul_nbits_pack_panels(const uint8_t* b, const float* scales, size_t n, size_t k, size_t bits,
-                                      size_t bs, uint8_t* pb, float* ps);
+int seamless_matmul_nbits_pack_panels(const uint8_t* b, const float* scales, const float* zp, size_t n, size_t k,
+                                      size_t bits, size_t bs, uint8_t* pb, float* ps, float* pz);
 void seamless_matmul_nbits_set_isa(int level);
 /* attention.c: GroupQueryAttention (rotary, present cache, softmax attention; window_cache: sliding_window_cache=1, a
  * window-sized cache of capacity present_len); returns 0, 2 (out of memory) or 3 (lengths outside the buffers) */

@@ -235,6 +235,12 @@ SEAMLESS_SIMD static float mnb_zp_term(const MnbJob* job, size_t n, size_t r) {
 
 /* ---- panels: 32 columns of B side by side (mnb_int8_wide_vnni's layout, below) ---------------- */
 
+/* Rows n0 .. n0 + 31 of a per-block array [n, nb] (scales, float zero points) as one panel [nb][32]. */
+static void mnb_panel_blocks(const float* rows, size_t n0, size_t nb, float* panel) {
+  for (size_t i = 0; i < 32; i++)
+    for (size_t blk = 0; blk < nb; blk++) panel[blk * 32 + i] = rows[(n0 + i) * nb + blk];
+}
+
 /* Rows n0 .. n0 + 31 of B (row layout) and their scales as one panel: words [count][2][64] bytes, scales [nb][2][16]. */
 static void mnb_panel_copy(const uint8_t* b, const float* scales, size_t n0, size_t nb, size_t row_bytes, size_t count,
                            uint8_t* words, float* panel_scales) {
@@ -242,8 +248,8 @@ static void mnb_panel_copy(const uint8_t* b, const float* scales, size_t n0, siz
     const uint8_t* row = b + (n0 + i) * row_bytes;
     uint8_t* lane = words + (i / 16) * 64 + (i % 16) * 4;
     for (size_t w = 0; w < count; w++) memcpy(lane + w * 128, row + 4 * w, 4);
-    for (size_t blk = 0; blk < nb; blk++) panel_scales[(blk * 2 + i / 16) * 16 + i % 16] = scales[(n0 + i) * nb + blk];
   }
+  mnb_panel_blocks(scales, n0, nb, panel_scales);
 }
 
 /* Row r of B and its scales back in the row layout, from weights packed as panels (mnb_panel_copy's inverse). */
@@ -253,7 +259,7 @@ static void mnb_panel_row(const uint8_t* b, const float* scales, size_t r, size_
   const uint8_t* lane = b + (r - i) * row_bytes + (i / 16) * 64 + (i % 16) * 4;
   const float* panel_scales = scales + (r - i) * nb;
   for (size_t w = 0; w < count; w++) memcpy(row + 4 * w, lane + w * 128, 4);
-  for (size_t blk = 0; blk < nb; blk++) row_scales[blk] = panel_scales[(blk * 2 + i / 16) * 16 + i % 16];
+  for (size_t blk = 0; blk < nb; blk++) row_scales[blk] = panel_scales[blk * 32 + i];
 }
 
 #ifdef MNB_X86
@@ -587,15 +593,17 @@ static size_t mnb_wide_words(const MnbJob* job) { return job->chunks * MNB_CHUNK
 
 /* rows r0 .. r0 + R - 1 of the 32 columns from n0 (R: 1 to 4; bits: 4 or 8, job->bits) */
 static inline __attribute__((always_inline)) MNB_VNNI void mnb_wide_tile(const MnbJob* job, const uint8_t* words,
-                                                                         const float* scales, size_t n0, size_t r0,
-                                                                         const int R, const int bits) {
+                                                                         const float* scales, const float* zps,
+                                                                         size_t n0, size_t r0, const int R,
+                                                                         const int bits) {
   const size_t nb = job->nb, kq = job->kq, wpb = job->bs * bits / 32;
   const __m512i low4 = _mm512_set1_epi8(15);
   __m512 f[4][2];
   for (int r = 0; r < R; r++) f[r][0] = f[r][1] = _mm512_setzero_ps();
   for (size_t blk = 0; blk < nb; blk++) {
     __m512i d[4][2];
-    for (int r = 0; r < R; r++) d[r][0] = d[r][1] = _mm512_set1_epi32(job->qsum[(r0 + r) * nb + blk]);
+    for (int r = 0; r < R; r++)
+      d[r][0] = d[r][1] = zps ? _mm512_setzero_si512() : _mm512_set1_epi32(job->qsum[(r0 + r) * nb + blk]);
     for (size_t w = blk * wpb; w < (blk + 1) * wpb; w++) {
       const __m512i p0 = _mm512_loadu_si512(words + w * 128), p1 = _mm512_loadu_si512(words + w * 128 + 64);
       if (bits == 8) {
@@ -626,6 +634,15 @@ static inline __attribute__((always_inline)) MNB_VNNI void mnb_wide_tile(const M
       f[r][0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d[r][0]), _mm512_mul_ps(s0, sa), f[r][0]);
       f[r][1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d[r][1]), _mm512_mul_ps(s1, sa), f[r][1]);
     }
+    if (zps) { /* - zp scale_b (scale_a sum(q_a)) */
+      const __m512 z0 = _mm512_mul_ps(_mm512_loadu_ps(zps + blk * 32), s0);
+      const __m512 z1 = _mm512_mul_ps(_mm512_loadu_ps(zps + blk * 32 + 16), s1);
+      for (int r = 0; r < R; r++) {
+        const __m512 as = _mm512_set1_ps(job->asum[(r0 + r) * nb + blk]);
+        f[r][0] = _mm512_fnmadd_ps(z0, as, f[r][0]);
+        f[r][1] = _mm512_fnmadd_ps(z1, as, f[r][1]);
+      }
+    }
   }
   const __m512 b0 = job->bias ? _mm512_loadu_ps(job->bias + n0) : _mm512_setzero_ps();
   const __m512 b1 = job->bias ? _mm512_loadu_ps(job->bias + n0 + 16) : _mm512_setzero_ps();
@@ -636,12 +653,12 @@ static inline __attribute__((always_inline)) MNB_VNNI void mnb_wide_tile(const M
 }
 
 static inline __attribute__((always_inline)) MNB_VNNI void mnb_wide_rows(const MnbJob* job, const uint8_t* words,
-                                                                         const float* scales, size_t n0, size_t r0,
-                                                                         const int R) {
+                                                                         const float* scales, const float* zps,
+                                                                         size_t n0, size_t r0, const int R) {
   if (job->bits == 4)
-    mnb_wide_tile(job, words, scales, n0, r0, R, 4);
+    mnb_wide_tile(job, words, scales, zps, n0, r0, R, 4);
   else
-    mnb_wide_tile(job, words, scales, n0, r0, R, 8);
+    mnb_wide_tile(job, words, scales, zps, n0, r0, R, 8);
 }
 
 /* Columns n0 .. n1 in passes of 32; returns the first column it left (fewer than 32, or no scratch: the tiles'). */
@@ -654,13 +671,14 @@ MNB_VNNI static size_t mnb_int8_wide_vnni(const MnbJob* job, size_t n0, size_t n
     for (; n + 32 <= n1; n += 32) {
       const uint8_t* w = job->panels ? job->b + n * row_bytes : words;
       const float* s = job->panels ? job->scales + n * nb : scales;
+      const float* z = job->panels && job->zp_f32 ? job->zp_f32 + n * nb : NULL; /* else the default, in qsum */
       if (!job->panels) mnb_panel_copy(job->b, job->scales, n, nb, row_bytes, count, words, scales);
       size_t r = 0;
-      for (; r + 4 <= job->m; r += 4) mnb_wide_rows(job, w, s, n, r, 4);
+      for (; r + 4 <= job->m; r += 4) mnb_wide_rows(job, w, s, z, n, r, 4);
       switch (job->m - r) {
-        case 3: mnb_wide_rows(job, w, s, n, r, 3); break;
-        case 2: mnb_wide_rows(job, w, s, n, r, 2); break;
-        case 1: mnb_wide_rows(job, w, s, n, r, 1); break;
+        case 3: mnb_wide_rows(job, w, s, z, n, r, 3); break;
+        case 2: mnb_wide_rows(job, w, s, z, n, r, 2); break;
+        case 1: mnb_wide_rows(job, w, s, z, n, r, 1); break;
       }
     }
   free(words);
@@ -726,15 +744,17 @@ __attribute__((target("avx2,fma"))) static inline __m256i mnb_dot_avx2(__m256i w
  * and the high nibbles summed over up to 4 words (|sum| <= 4 * 2 * 2 * 15 * 127 < 2^15), then vpmaddwd to int32;
  * 8-bit: mnb_dot_avx2's split of each weight. */
 static inline __attribute__((always_inline)) MNB_AVX2 void mnb_panel_tile_avx2(const MnbJob* job, const uint8_t* words,
-                                                                              const float* scales, size_t n0,
-                                                                              size_t r0, const int R, const int bits) {
+                                                                              const float* scales, const float* zps,
+                                                                              size_t n0, size_t r0, const int R,
+                                                                              const int bits) {
   const size_t nb = job->nb, kq = job->kq, wpb = job->bs * bits / 32;
   const __m256i low4 = _mm256_set1_epi8(15), ones = _mm256_set1_epi16(1);
   __m256 f[2][2];
   for (int r = 0; r < R; r++) f[r][0] = f[r][1] = _mm256_setzero_ps();
   for (size_t blk = 0; blk < nb; blk++) {
     __m256i d[2][2];
-    for (int r = 0; r < R; r++) d[r][0] = d[r][1] = _mm256_set1_epi32(job->qsum[(r0 + r) * nb + blk]);
+    for (int r = 0; r < R; r++)
+      d[r][0] = d[r][1] = zps ? _mm256_setzero_si256() : _mm256_set1_epi32(job->qsum[(r0 + r) * nb + blk]);
     for (size_t w0 = blk * wpb; w0 < (blk + 1) * wpb; w0 += 4) {
       __m256i s16[2][2];
       for (int r = 0; r < R; r++) s16[r][0] = s16[r][1] = _mm256_setzero_si256();
@@ -777,6 +797,15 @@ static inline __attribute__((always_inline)) MNB_AVX2 void mnb_panel_tile_avx2(c
       f[r][0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d[r][0]), _mm256_mul_ps(s0, sa), f[r][0]);
       f[r][1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d[r][1]), _mm256_mul_ps(s1, sa), f[r][1]);
     }
+    if (zps) { /* - zp scale_b (scale_a sum(q_a)) */
+      const __m256 z0 = _mm256_mul_ps(_mm256_loadu_ps(zps + blk * 32), s0);
+      const __m256 z1 = _mm256_mul_ps(_mm256_loadu_ps(zps + blk * 32 + 8), s1);
+      for (int r = 0; r < R; r++) {
+        const __m256 as = _mm256_set1_ps(job->asum[(r0 + r) * nb + blk]);
+        f[r][0] = _mm256_fnmadd_ps(z0, as, f[r][0]);
+        f[r][1] = _mm256_fnmadd_ps(z1, as, f[r][1]);
+      }
+    }
   }
   const __m256 b0 = job->bias ? _mm256_loadu_ps(job->bias + n0) : _mm256_setzero_ps();
   const __m256 b1 = job->bias ? _mm256_loadu_ps(job->bias + n0 + 8) : _mm256_setzero_ps();
@@ -788,12 +817,12 @@ static inline __attribute__((always_inline)) MNB_AVX2 void mnb_panel_tile_avx2(c
 
 static inline __attribute__((always_inline)) MNB_AVX2 void mnb_panel_rows_avx2(const MnbJob* job,
                                                                                const uint8_t* words,
-                                                                               const float* scales, size_t n0,
-                                                                               size_t r0, const int R) {
+                                                                               const float* scales, const float* zps,
+                                                                               size_t n0, size_t r0, const int R) {
   if (job->bits == 4)
-    mnb_panel_tile_avx2(job, words, scales, n0, r0, R, 4);
+    mnb_panel_tile_avx2(job, words, scales, zps, n0, r0, R, 4);
   else
-    mnb_panel_tile_avx2(job, words, scales, n0, r0, R, 8);
+    mnb_panel_tile_avx2(job, words, scales, zps, n0, r0, R, 8);
 }
 
 /* Weights packed as panels (job->panels), columns n0 .. n1 in passes of 32, each as two halves; returns the first
@@ -805,9 +834,10 @@ MNB_AVX2 static size_t mnb_int8_panels_avx2(const MnbJob* job, size_t n0, size_t
     for (size_t h = 0; h < 2; h++) {
       const uint8_t* words = job->b + n * row_bytes + h * 64;
       const float* scales = job->scales + n * nb + h * 16;
+      const float* zps = job->zp_f32 ? job->zp_f32 + n * nb + h * 16 : NULL;
       size_t r = 0;
-      for (; r + 2 <= job->m; r += 2) mnb_panel_rows_avx2(job, words, scales, n + h * 16, r, 2);
-      if (r < job->m) mnb_panel_rows_avx2(job, words, scales, n + h * 16, r, 1);
+      for (; r + 2 <= job->m; r += 2) mnb_panel_rows_avx2(job, words, scales, zps, n + h * 16, r, 2);
+      if (r < job->m) mnb_panel_rows_avx2(job, words, scales, zps, n + h * 16, r, 1);
     }
   return n;
 }
@@ -891,15 +921,18 @@ int seamless_matmul_nbits_panels(size_t n, size_t k, size_t bits, size_t bs) {
   return ((k + bs - 1) / bs * bs) % MNB_CHUNK == 0; /* whole 64-value chunks: no tail (the fold's condition) */
 }
 
-int seamless_matmul_nbits_pack_panels(const uint8_t* b, const float* scales, size_t n, size_t k, size_t bits,
-                                      size_t bs, uint8_t* pb, float* ps) {
+int seamless_matmul_nbits_pack_panels(const uint8_t* b, const float* scales, const float* zp, size_t n, size_t k,
+                                      size_t bits, size_t bs, uint8_t* pb, float* ps, float* pz) {
   if (!seamless_matmul_nbits_panels(n, k, bits, bs)) return 1;
   const size_t nb = (k + bs - 1) / bs, row_bytes = nb * bs * bits / 8, count = nb * bs * bits / 32;
   const size_t full = n / 32 * 32;
-  for (size_t n0 = 0; n0 < full; n0 += 32)
+  for (size_t n0 = 0; n0 < full; n0 += 32) {
     mnb_panel_copy(b, scales, n0, nb, row_bytes, count, pb + n0 * row_bytes, ps + n0 * nb);
+    if (zp) mnb_panel_blocks(zp, n0, nb, pz + n0 * nb);
+  }
   memcpy(pb + full * row_bytes, b + full * row_bytes, (n - full) * row_bytes);
   memcpy(ps + full * nb, scales + full * nb, (n - full) * nb * sizeof(float));
+  if (zp) memcpy(pz + full * nb, zp + full * nb, (n - full) * nb * sizeof(float));
   return 0;
 }
 
@@ -1112,7 +1145,7 @@ int seamless_matmul_nbits_f32(const float* a, size_t m, size_t k, const uint8_t*
                               const uint8_t* zp_u8, const float* zp_f32, const float* bias, float* y, size_t n,
                               size_t bits, size_t bs, int int8, int panels, void* par_fn, void* par_ctx) {
   if ((bits != 2 && bits != 4 && bits != 8) || bs < 16 || (bs & (bs - 1)) || bs * bits % 8) return 1;
-  if (panels && (!int8 || zp_u8 || zp_f32 || !seamless_matmul_nbits_panels(n, k, bits, bs))) return 1;
+  if (panels && (!int8 || zp_u8 || !seamless_matmul_nbits_panels(n, k, bits, bs))) return 1;
   if (m == 0 || n == 0) return 0;
   MnbJob job;
   memset(&job, 0, sizeof(job));
@@ -1179,7 +1212,7 @@ int seamless_matmul_nbits_f32(const float* a, size_t m, size_t k, const uint8_t*
   float* asum = (float*)malloc(m * job.nb * sizeof(float));
   float* lane_sa = (float*)malloc((m * job.chunks * 16 + 1) * sizeof(float));
   /* the VNNI kernel folds the default zero point into its int32 lanes (no tail blocks only) */
-  int fold = panels || (!zp_u8 && !zp_f32 && bits != 2 && mnb_level() == 2 && job.chunks * MNB_CHUNK == job.nb * bs);
+  int fold = panels ? !zp_f32 : !zp_u8 && !zp_f32 && bits != 2 && mnb_level() == 2 && job.chunks * MNB_CHUNK == job.nb * bs;
   /* the row kernels' start values: not needed where panels cover every column */
   int32_t* init = fold && (!panels || n % 32) ? (int32_t*)malloc((m * job.chunks * 16 + 1) * sizeof(int32_t)) : NULL;
   int wide = panels || (fold && m >= MNB_WIDE_ROWS && n >= 32);

@@ -354,10 +354,12 @@ def _panels_apply(n, k, bits, block_size):
 @pytest.mark.parametrize("bits", [4, 8])
 @pytest.mark.parametrize("block_size", [16, 32, 64, 128, 256])
 @pytest.mark.parametrize("m", [1, 2, 3, 5, 8, 13])
-def test_native_panels(isa, bits, block_size, m):
+@pytest.mark.parametrize("zp", [False, True])
+def test_native_panels(isa, bits, block_size, m, zp):
     """Weights packed as 32-column panels (native.nbits_panels) give the row layout's int8 arithmetic on each
-    instruction set (2: AVX-512 VNNI, tiles of 4 rows, then 3/2/1; 1: AVX2, 2 rows, then 1), every row count and the
-    columns past the last panel (70 = 2 x 32 + 6, kept as rows); the arrays given are left as they were."""
+    instruction set (2: AVX-512 VNNI, tiles of 4 rows, then 3/2/1; 1: AVX2, 2 rows, then 1), every row count, zero
+    points or the default, and the columns past the last panel (70 = 2 x 32 + 6, kept as rows); the arrays given are
+    left as they were."""
     from onnxruntime_ep_seamless.kernels.cpu import native, quantization as quant
     n, k = 70, 512
     if not _panels_apply(n, k, bits, block_size):
@@ -366,15 +368,18 @@ def test_native_panels(isa, bits, block_size, m):
     B = pack(nbits_rng.integers(0, 2 ** bits, (n, nb, block_size)), bits)
     scales = (nbits_rng.random((n, nb)) * 0.05 * 8 / 2 ** (bits - 1)).astype(np.float32)
     bias = nbits_rng.standard_normal(n).astype(np.float32)
-    kept = B.copy(), scales.copy()
+    zero_points = pack_padded(nbits_rng.integers(0, 2 ** bits, (n, nb)), bits) if zp else None
+    zp_f32 = quant._zero_points(zero_points, bits, n, nb) if zp else None
+    kept = B.copy(), scales.copy(), None if zp_f32 is None else zp_f32.copy()
     a = nbits_rng.standard_normal((m, k)).astype(np.float32)
-    pb, ps = native.nbits_panels(B, scales, bits, block_size, k, n)
+    pb, ps, pz = native.nbits_panels(B, scales, zp_f32, bits, block_size, k, n)
     np.testing.assert_array_equal(B, kept[0])
     np.testing.assert_array_equal(scales, kept[1])
-    ref = quant._matmul_nbits_numpy(a, B, scales, None, bits, block_size, k, n, True) + bias
+    np.testing.assert_array_equal(zp_f32, kept[2])
+    ref = quant._matmul_nbits_numpy(a, B, scales, zero_points, bits, block_size, k, n, True) + bias
     native.lib.seamless_matmul_nbits_set_isa(isa)  # a level the CPU lacks: its best
     try:
-        y = native.matmul_nbits(a, pb, ps, None, bias, bits, block_size, k, n, True, panels=True)
+        y = native.matmul_nbits(a, pb, ps, pz, bias, bits, block_size, k, n, True, panels=True)
     finally:
         native.lib.seamless_matmul_nbits_set_isa(-1)
     np.testing.assert_allclose(y, ref, rtol=1e-5, atol=2e-5)
@@ -393,33 +398,41 @@ def _panel_layout(B, scales, bits):
     return pb.reshape(B.shape), ps.reshape(scales.shape)
 
 
-def test_panels_replace_the_row_layout_at_compile():
+@pytest.mark.parametrize("zp", [False, True])
+def test_panels_replace_the_row_layout_at_compile(zp):
     """plan/fusion.py (kernels/cpu/quantization.py with_panels): a MatMulNBits of the int8 path reads its weights as
-    panels, the layout written out above; the row layout's copies leave the graph."""
+    panels, the layout written out above (uint8 zero points as float32 panels of the scales' layout); the row
+    layout's copies leave the graph."""
     from onnxruntime_ep_seamless.graph.onnx_import import import_model
+    from onnxruntime_ep_seamless.kernels.cpu import quantization as quant
     from onnxruntime_ep_seamless.plan.fusion import fuse
     if not _panels_apply(70, 256, 4, 32):
         pytest.skip("this CPU's int8 kernels read no panels (no AVX2)")
-    model, _ = matmul_nbits_case((1, 256), 256, 70, 4, 32, accuracy_level=4)
+    model, _ = matmul_nbits_case((1, 256), 256, 70, 4, 32, accuracy_level=4, zp_mode="uint8" if zp else None)
     graph = import_model(model)
     B, scales = graph.value("B").const, graph.value("scales").const
+    zero_points = graph.value("zp").const if zp else None
     (node,) = fuse(graph, graph.outputs, "cpu")
-    assert node.attrs["panels"] == 1 and node.inputs == ["A", "B.panels", "scales.panels"]
+    assert node.attrs["panels"] == 1 and node.inputs == ["A", "B.panels", "scales.panels"] + ["zp.panels"] * zp
     want = _panel_layout(B, scales, 4)
     np.testing.assert_array_equal(graph.value("B.panels").const, want[0])
     np.testing.assert_array_equal(graph.value("scales.panels").const, want[1])
+    if zp:
+        want_zp = _panel_layout(B, quant._zero_points(zero_points, 4, 70, 8), 4)[1]
+        np.testing.assert_array_equal(graph.value("zp.panels").const, want_zp)
+        assert graph.value("zp").const is None
     assert graph.value("B").const is None and graph.value("scales").const is None
 
 
 def test_panels_only_where_every_reader_reads_panels():
-    """Zero points, another accuracy level or a CUDA plan keep the row layout; so does B read by an op that reads no
-    panels. A tied LM head (B also the embedding table, GatherBlockQuantized through a Reshape) is packed, its gather
+    """Float zero points, another accuracy level or a CUDA plan keep the row layout; so does B read by an op that
+    reads no panels. A tied LM head (B also the embedding table, GatherBlockQuantized through a Reshape) is packed, its gather
     reading the panels: parity either way."""
     from onnxruntime_ep_seamless.graph.onnx_import import import_model
     from onnxruntime_ep_seamless.plan.fusion import fuse
     if not _panels_apply(64, 256, 4, 32):
         pytest.skip("this CPU's int8 kernels read no panels (no AVX2)")
-    for kw, device in [(dict(zp_mode="uint8", accuracy_level=4), "cpu"), (dict(accuracy_level=0), "cpu"),
+    for kw, device in [(dict(zp_mode="float", accuracy_level=4), "cpu"), (dict(accuracy_level=0), "cpu"),
                        (dict(accuracy_level=4), "cuda")]:
         model, _ = matmul_nbits_case((1, 256), 256, 64, 4, 32, **kw)
         graph = import_model(model)

@@ -422,18 +422,24 @@ def _weights(B, scales, zero_points, bias, bits, block_size, K, N):
     return args
 
 
-def nbits_panels(B, scales, bits, block_size, K, N):
-    """(B, scales) with every 32 columns side by side, the layout this CPU's int8 kernels read in place (AVX2 or AVX-512
-    VNNI: native/cpu/quantization.c), as new arrays of their sizes and dtypes; None where they read none for this shape."""
+def nbits_panels(B, scales, zero_points, bits, block_size, K, N):
+    """(B, scales, zero points) with every 32 columns side by side, the layout this CPU's int8 kernels read in place
+    (AVX2 or AVX-512 VNNI: native/cpu/quantization.c), as new arrays of their sizes (zero points: float32 [N, nb], or
+    None for the default); None where they read none for this shape."""
     if not lib.seamless_matmul_nbits_panels(N, K, bits, block_size):
         return None
-    check_nbits_weights(B, scales, None, None, bits, block_size, K, N)
+    check_nbits_weights(B, scales, zero_points, None, bits, block_size, K, N)
     b, s = c_order(np.asarray(B, U8)), _f32(scales)
+    z = None if zero_points is None else _f32(zero_points)
     pb, ps = aligned_empty(b.size, U8).reshape(b.shape), aligned_empty(s.size).reshape(s.shape)
-    _require(lib.seamless_matmul_nbits_pack_panels(_address(b, "uint8_t*"), _fp(s), N, K, bits, block_size,
-                                                   _address(pb, "uint8_t*"), _fp(ps)) == 0, "MatMulNBits panels")
-    pb.flags.writeable = ps.flags.writeable = False
-    return pb, ps
+    pz = None if z is None else aligned_empty(z.size).reshape(z.shape)
+    _require(lib.seamless_matmul_nbits_pack_panels(_address(b, "uint8_t*"), _fp(s), _optional_fp(z), N, K, bits,
+                                                   block_size, _address(pb, "uint8_t*"), _fp(ps),
+                                                   _optional_fp(pz)) == 0, "MatMulNBits panels")
+    for a in (pb, ps, pz):
+        if a is not None:
+            a.flags.writeable = False
+    return pb, ps, pz
 
 
 def matmul_nbits(a2d, B, scales, zero_points, bias, bits, block_size, K, N, int8: bool, panels: bool = False) -> np.ndarray:

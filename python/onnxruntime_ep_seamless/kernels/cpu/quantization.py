@@ -303,20 +303,22 @@ def validate_nbits_weights(node, graph):
 
 
 def _panel_weights(node, graph):
-    """(B, scales) names of a MatMulNBits node whose constant weights the int8 kernels may read as panels, else None."""
+    """(B, scales, zero points or "") names of a MatMulNBits node whose constant weights the int8 kernels may read as
+    panels (uint8 zero points or the default), else None."""
     a, inputs = node.attrs, node.inputs + [""] * (6 - len(node.inputs))
     if (node.op_type != "MatMulNBits" or node.domain != "com.microsoft" or a.get("accuracy_level", 0) != 4 or
-            a.get("weight_prepacked", 0) or a.get("panels", 0) or inputs[3] or inputs[4] or
+            a.get("weight_prepacked", 0) or a.get("panels", 0) or inputs[4] or
             graph.value(inputs[0]).dtype not in (None, _F32)):  # (the check declines other types)
         return None
-    B, scales = (graph.value(n).const for n in inputs[1:3])
-    if B is None or scales is None or B.dtype != np.uint8 or scales.dtype != _F32:
+    B, scales, zp = (graph.value(n).const if n else None for n in inputs[1:4])
+    if (B is None or scales is None or B.dtype != np.uint8 or scales.dtype != _F32 or
+            (inputs[3] and (zp is None or zp.dtype != np.uint8))):
         return None
     try:
-        native.check_nbits_weights(B, scales, None, None, a.get("bits", 4), a["block_size"], a["K"], a["N"])
+        native.check_nbits_weights(B, scales, zp, None, a.get("bits", 4), a["block_size"], a["K"], a["N"])
     except ValueError:  # validate_nbits_weights refuses them at Compile
         return None
-    return inputs[1], inputs[2]
+    return inputs[1], inputs[2], inputs[3]
 
 
 def _table_of(node, s_name, bits, block_size) -> bool:
@@ -388,28 +390,35 @@ def with_panels(nodes, graph, outputs):
         for name in dict.fromkeys(node.inputs):
             if name:
                 readers.setdefault(name, []).append(i)
-    groups: dict = {}  # (B, scales) -> positions of its products
+    groups: dict = {}  # (B, scales, zero points) -> positions of its products
     for i, node in enumerate(nodes):
         names = _panel_weights(node, graph)
         if names is not None:
             groups.setdefault(names, []).append(i)
     nodes, outputs = list(nodes), set(outputs)
-    for (b_name, s_name), members in groups.items():
+    for (b_name, s_name, z_name), members in groups.items():
         shapes = {tuple(nodes[i].attrs.get(k, 4) for k in ("K", "N", "bits", "block_size")) for i in members}
-        if len(shapes) != 1 or b_name == s_name or {b_name, s_name} & outputs:
+        if (len(shapes) != 1 or len({b_name, s_name, z_name}) != 3 or {b_name, s_name, z_name} & outputs or
+                (z_name and set(readers[z_name]) != set(members))):
             continue
         K, N, bits, block_size = shapes.pop()
         tied = _tied_tables(nodes, readers, graph, outputs, members, b_name, s_name, bits, block_size, N)
+        if z_name and tied != ([], []):  # (a gather of rows has no zero points here)
+            continue
         b_value, s_value = graph.values[b_name], graph.values[s_name]
-        packed = None if tied is None else native.nbits_panels(b_value.const, s_value.const, bits, block_size, K, N)
+        nb = -(-K // block_size)
+        zp = _zero_points(graph.values[z_name].const, bits, N, nb) if z_name else None
+        packed = None if tied is None else native.nbits_panels(b_value.const, s_value.const, zp, bits, block_size, K,
+                                                                 N)
         if packed is None:
             continue
         views, tables = tied
-        names = (f"{b_name}.panels", f"{s_name}.panels")
-        for name, value, array in zip(names, (b_value, s_value), packed):
-            graph.values[name] = dataclasses.replace(value, name=name, const=array)
-            graph.values[value.name] = dataclasses.replace(value, const=None)  # the row layout's copy is freed
-        renamed = dict(zip((b_name, s_name), names))
+        names = (f"{b_name}.panels", f"{s_name}.panels", f"{z_name}.panels" if z_name else "")
+        for name, value, array in zip(names, (b_value, s_value, graph.value(z_name)), packed):
+            if name:  # the zero points as float32 [N, nb] panels
+                graph.values[name] = Value(name, NUMPY_TO_ONNX[array.dtype], array.shape, array)
+                graph.values[value.name] = dataclasses.replace(value, const=None)  # the row layout's copy is freed
+        renamed = dict(zip((b_name, s_name, z_name), names))
         for i in members + views:
             node = nodes[i]
             nodes[i] = dataclasses.replace(node, inputs=[renamed.get(n, n) for n in node.inputs],
@@ -443,8 +452,9 @@ def matmul_nbits(A, B, scales, zero_points=None, g_idx=None, bias=None, *, K, N,
         return (y + bias if bias is not None else y,)
     if A.shape[-1] != K:
         raise ValueError(f"A has {A.shape[-1]} columns, K={K}")
-    # stock ORT's compute type: MLAS CompInt8 or CompFp32 (see the module docstring)
-    int8 = accuracy_level == 4 and (zero_points is None or zero_points.dtype == np.uint8)
+    # stock ORT's compute type: MLAS CompInt8 or CompFp32 (see the module docstring); panels: CompInt8 (their zero
+    # points are float32, unpacked from the model's uint8 ones)
+    int8 = bool(panels) or (accuracy_level == 4 and (zero_points is None or zero_points.dtype == np.uint8))
     if bits != 2 and native.HAS_MATMUL_NBITS:
         y = native.matmul_nbits(A.reshape(-1, K), B, scales, zero_points, bias, bits, block_size, K, N, int8,
                                 bool(panels))
