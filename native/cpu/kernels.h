@@ -34,8 +34,8 @@ int seamless_matmul_nbits_f32(const float* a, size_t m, size_t k, const uint8_t*
                               size_t bits, size_t bs, int int8, int panels, void* par_fn, void* par_ctx);
 /* Whether this CPU's int8 kernels read weights of this shape as 32-column panels (AVX2 at least; 4 or 8 bits, whole
  * 64-value chunks, n >= 32); the packing: every full 32 rows of b [n, ...], scales [n, nb] and zero points (float
- * [n, nb], or NULL) rearranged, the rest copied; pb, ps and pz their sizes. Returns 0, or 1 where panels do not
- * apply. */
+ * [n, nb], or NULL) rearranged, the rest copied; pb, ps and pz their sizes (any n: a block of rows from a multiple
+ * of 32 on is packed as in the whole). Returns 0, or 1 where panels do not apply. */
 int seamless_matmul_nbits_panels(size_t n, size_t k, size_t bits, size_t bs);
 int seamless_matmul_nbits_pack_panels(const uint8_t* b, const float* scales, const float* zp, size_t n, size_t k,
                                       size_t bits, size_t bs, uint8_t* pb, float* ps, float* pz);

@@ -916,14 +916,19 @@ static int mnb_level(void) {
   return mnb_forced_level >= 0 && mnb_forced_level <= level ? mnb_forced_level : level;
 }
 
-int seamless_matmul_nbits_panels(size_t n, size_t k, size_t bits, size_t bs) {
-  if ((bits != 4 && bits != 8) || bs < 16 || (bs & (bs - 1)) || n < 32 || k == 0 || mnb_cpu_level() < 1) return 0;
+static int mnb_panel_shape(size_t k, size_t bits, size_t bs) {
+  if ((bits != 4 && bits != 8) || bs < 16 || (bs & (bs - 1)) || k == 0 || mnb_cpu_level() < 1) return 0;
   return ((k + bs - 1) / bs * bs) % MNB_CHUNK == 0; /* whole 64-value chunks: no tail (the fold's condition) */
 }
 
+int seamless_matmul_nbits_panels(size_t n, size_t k, size_t bits, size_t bs) {
+  return n >= 32 && mnb_panel_shape(k, bits, bs);
+}
+
+/* (any n: rows [r0, r0 + n) of a larger B are packed by passing its pointers at r0, r0 a multiple of 32) */
 int seamless_matmul_nbits_pack_panels(const uint8_t* b, const float* scales, const float* zp, size_t n, size_t k,
                                       size_t bits, size_t bs, uint8_t* pb, float* ps, float* pz) {
-  if (!seamless_matmul_nbits_panels(n, k, bits, bs)) return 1;
+  if (!mnb_panel_shape(k, bits, bs)) return 1;
   const size_t nb = (k + bs - 1) / bs, row_bytes = nb * bs * bits / 8, count = nb * bs * bits / 32;
   const size_t full = n / 32 * 32;
   for (size_t n0 = 0; n0 < full; n0 += 32) {

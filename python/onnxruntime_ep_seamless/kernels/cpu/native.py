@@ -433,9 +433,15 @@ def nbits_panels(B, scales, zero_points, bits, block_size, K, N):
     z = None if zero_points is None else _f32(zero_points)
     pb, ps = aligned_empty(b.size, U8).reshape(b.shape), aligned_empty(s.size).reshape(s.shape)
     pz = None if z is None else aligned_empty(z.size).reshape(z.shape)
-    _require(lib.seamless_matmul_nbits_pack_panels(_address(b, "uint8_t*"), _fp(s), _optional_fp(z), N, K, bits,
-                                                   block_size, _address(pb, "uint8_t*"), _fp(ps),
-                                                   _optional_fp(pz)) == 0, "MatMulNBits panels")
+    row_bytes, nb = b.size // N, s.size // N
+    pointers = [(_address(a, "uint8_t*"), row_bytes) for a in (b, pb)] + \
+        [(_optional_fp(a), nb) for a in (s, z, ps, pz)]
+
+    def block(r0, r1):  # rows [r0, r1), r0 a multiple of 32
+        at = [p + r0 * size if p != _NULL else p for p, size in pointers]
+        return lib.seamless_matmul_nbits_pack_panels(at[0], at[2], at[3], r1 - r0, K, bits, block_size, at[1],
+                                                     at[4], at[5])
+    _require(max(_row_blocks(block, N, b.nbytes, align=32)) == 0, "MatMulNBits panels")
     for a in (pb, ps, pz):
         if a is not None:
             a.flags.writeable = False
