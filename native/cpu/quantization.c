@@ -925,19 +925,45 @@ int seamless_matmul_nbits_panels(size_t n, size_t k, size_t bits, size_t bs) {
   return n >= 32 && mnb_panel_shape(k, bits, bs);
 }
 
-/* (any n: rows [r0, r0 + n) of a larger B are packed by passing its pointers at r0, r0 a multiple of 32) */
+/* (any n: rows [r0, r0 + n) of a larger B are packed by passing its pointers at r0, r0 a multiple of 32; pb, ps, pz
+ * either new arrays or b, scales, zp themselves: packed in place, a panel's rows copied out first) */
 int seamless_matmul_nbits_pack_panels(const uint8_t* b, const float* scales, const float* zp, size_t n, size_t k,
                                       size_t bits, size_t bs, uint8_t* pb, float* ps, float* pz) {
   if (!mnb_panel_shape(k, bits, bs)) return 1;
   const size_t nb = (k + bs - 1) / bs, row_bytes = nb * bs * bits / 8, count = nb * bs * bits / 32;
   const size_t full = n / 32 * 32;
-  for (size_t n0 = 0; n0 < full; n0 += 32) {
-    mnb_panel_copy(b, scales, n0, nb, row_bytes, count, pb + n0 * row_bytes, ps + n0 * nb);
-    if (zp) mnb_panel_blocks(zp, n0, nb, pz + n0 * nb);
+  const int in_place = pb == b;
+  if (in_place != (ps == scales) || (zp && in_place != (pz == zp))) return 1;
+  uint8_t* rows = in_place ? (uint8_t*)malloc(32 * row_bytes) : NULL;
+  float* blocks = in_place ? (float*)malloc(2 * 32 * nb * sizeof(float)) : NULL;
+  if (in_place && (!rows || !blocks)) {
+    free(rows);
+    free(blocks);
+    return 2;
   }
-  memcpy(pb + full * row_bytes, b + full * row_bytes, (n - full) * row_bytes);
-  memcpy(ps + full * nb, scales + full * nb, (n - full) * nb * sizeof(float));
-  if (zp) memcpy(pz + full * nb, zp + full * nb, (n - full) * nb * sizeof(float));
+  for (size_t n0 = 0; n0 < full; n0 += 32) {
+    const uint8_t* src = b;
+    const float *src_scales = scales, *src_zp = zp;
+    size_t at = n0;
+    if (in_place) { /* this panel's rows, then its place */
+      memcpy(rows, b + n0 * row_bytes, 32 * row_bytes);
+      memcpy(blocks, scales + n0 * nb, 32 * nb * sizeof(float));
+      if (zp) memcpy(blocks + 32 * nb, zp + n0 * nb, 32 * nb * sizeof(float));
+      src = rows;
+      src_scales = blocks;
+      src_zp = zp ? blocks + 32 * nb : NULL;
+      at = 0;
+    }
+    mnb_panel_copy(src, src_scales, at, nb, row_bytes, count, pb + n0 * row_bytes, ps + n0 * nb);
+    if (zp) mnb_panel_blocks(src_zp, at, nb, pz + n0 * nb);
+  }
+  if (!in_place) { /* the rows past the last panel stay as they are */
+    memcpy(pb + full * row_bytes, b + full * row_bytes, (n - full) * row_bytes);
+    memcpy(ps + full * nb, scales + full * nb, (n - full) * nb * sizeof(float));
+    if (zp) memcpy(pz + full * nb, zp + full * nb, (n - full) * nb * sizeof(float));
+  }
+  free(rows);
+  free(blocks);
   return 0;
 }
 

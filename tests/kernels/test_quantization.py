@@ -410,7 +410,7 @@ def test_panels_replace_the_row_layout_at_compile(zp):
         pytest.skip("this CPU's int8 kernels read no panels (no AVX2)")
     model, _ = matmul_nbits_case((1, 256), 256, 70, 4, 32, accuracy_level=4, zp_mode="uint8" if zp else None)
     graph = import_model(model)
-    B, scales = graph.value("B").const, graph.value("scales").const
+    B, scales = graph.value("B").const.copy(), graph.value("scales").const.copy()  # (packed in place)
     zero_points = graph.value("zp").const if zp else None
     (node,) = fuse(graph, graph.outputs, "cpu")
     assert node.attrs["panels"] == 1 and node.inputs == ["A", "B.panels", "scales.panels"] + ["zp.panels"] * zp

@@ -422,17 +422,21 @@ def _weights(B, scales, zero_points, bias, bits, block_size, K, N):
     return args
 
 
-def nbits_panels(B, scales, zero_points, bits, block_size, K, N):
+def nbits_panels(B, scales, zero_points, bits, block_size, K, N, in_place=False):
     """(B, scales, zero points) with every 32 columns side by side, the layout this CPU's int8 kernels read in place
     (AVX2 or AVX-512 VNNI: native/cpu/quantization.c), as new arrays of their sizes (zero points: float32 [N, nb], or
-    None for the default); None where they read none for this shape."""
+    None for the default), or, in_place, the arrays given rearranged (their owner's own copies, read by no one else:
+    no fresh pages to fault in, no second copy at once); None where they read none for this shape."""
     if not lib.seamless_matmul_nbits_panels(N, K, bits, block_size):
         return None
     check_nbits_weights(B, scales, zero_points, None, bits, block_size, K, N)
     b, s = c_order(np.asarray(B, U8)), _f32(scales)
     z = None if zero_points is None else _f32(zero_points)
-    pb, ps = aligned_empty(b.size, U8).reshape(b.shape), aligned_empty(s.size).reshape(s.shape)
-    pz = None if z is None else aligned_empty(z.size).reshape(z.shape)
+    if in_place:
+        pb, ps, pz = b, s, z
+    else:
+        pb, ps = aligned_empty(b.size, U8).reshape(b.shape), aligned_empty(s.size).reshape(s.shape)
+        pz = None if z is None else aligned_empty(z.size).reshape(z.shape)
     row_bytes, nb = b.size // N, s.size // N
     pointers = [(_address(a, "uint8_t*"), row_bytes) for a in (b, pb)] + \
         [(_optional_fp(a), nb) for a in (s, z, ps, pz)]

@@ -343,6 +343,12 @@ def _reshaped(node, graph, shape) -> tuple | None:
     return tuple(dims) if math.prod(dims) == math.prod(shape) and min(dims, default=0) >= 0 else None
 
 
+def _same_bytes(a, b, part=1 << 22) -> bool:
+    """a and b (uint8, of one size) equal, compared a part at a time (no temporary the size of a table)."""
+    a, b = a.reshape(-1), b.reshape(-1)
+    return all(np.array_equal(a[i:i + part], b[i:i + part]) for i in range(0, a.size, part))
+
+
 def _tied_tables(nodes, readers, graph, outputs, members, b_name, s_name, bits, block_size, n):
     """The other readers of a product's weights when each reads rows of B with its scales (a tied LM head's embedding
     table, GatherBlockQuantized): (Reshapes of B to the table [N, row bytes], the gathers) - a gather reading B itself,
@@ -371,7 +377,7 @@ def _tied_tables(nodes, readers, graph, outputs, members, b_name, s_name, bits, 
             continue
         copy = graph.value(node.inputs[0]).const
         if not (_table_of(node, s_name, bits, block_size) and copy is not None and copy.dtype == np.uint8 and
-                copy.shape == table and np.array_equal(copy.reshape(-1), b.reshape(-1))):
+                copy.shape == table and _same_bytes(copy, b)):
             return None
         tables.append(i)
     return views, tables
@@ -408,8 +414,9 @@ def with_panels(nodes, graph, outputs):
         b_value, s_value = graph.values[b_name], graph.values[s_name]
         nb = -(-K // block_size)
         zp = _zero_points(graph.values[z_name].const, bits, N, nb) if z_name else None
+        # in place: the graph's constants are the EP's own copies (graph/reader.py), read only by these nodes
         packed = None if tied is None else native.nbits_panels(b_value.const, s_value.const, zp, bits, block_size, K,
-                                                                 N)
+                                                                 N, in_place=True)
         if packed is None:
             continue
         views, tables = tied
