@@ -28,7 +28,7 @@ int seamless_sgemm_batched(size_t batch, size_t M, size_t N, size_t K, const flo
                            const float* B, size_t ldb, size_t stride_b, int trans_b, float* C, size_t ldc,
                            size_t stride_c, void* par_fn, void* par_ctx);
 /* quantization.c: MatMulNBits; returns 0, or 1 (unsupported configuration), 2 (out of memory). panels: b, scales and
- * zp_f32 (zero points, or NULL: the default) as seamless_matmul_nbits_pack_panels leaves them (the int8 path only) */
+ * zp_f32 (zero points, or NULL: the default) as seamless_matmul_nbits_pack_panels leaves them */
 int seamless_matmul_nbits_f32(const float* a, size_t m, size_t k, const uint8_t* b, const float* scales,
                               const uint8_t* zp_u8, const float* zp_f32, const float* bias, float* y, size_t n,
                               size_t bits, size_t bs, int int8, int panels, void* par_fn, void* par_ctx);

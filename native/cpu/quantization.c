@@ -2,8 +2,9 @@
  *
  * B is ORT's layout: [N, nb, blob] uint8 with nb = ceil(K / bs) blocks of bs values along K, blob = bs * bits / 8
  * bytes, low bits first; scales [N, nb]; zero points either packed uint8 [N, ceil(nb * bits / 8)] or float [N, nb]
- * (default 2^(bits-1)). Constant weights of the int8 path with the default zero point are packed once at Compile
- * (seamless_matmul_nbits_pack_panels): every 32 columns side by side as mnb_int8_wide_vnni reads them.
+ * (default 2^(bits-1)). Constant 4- and 8-bit weights (uint8 or default zero points) are packed once at Compile
+ * (seamless_matmul_nbits_pack_panels): every 32 columns side by side as mnb_int8_wide_vnni, mnb_int8_panels_avx2
+ * and the float path's mnb_float_panels read them.
  *
  * Two compute types, chosen as stock ORT (MLAS) chooses them:
  * - int8 (accuracy_level 4): each block of A is quantized to int8 (scale = max|a| / 127,
@@ -58,6 +59,7 @@ typedef struct {
   const float* a_perm;   /* [M, kq]: A with each full 64-chunk in the int8 path's order (AVX-512 float path) */
   const float* a_group;  /* one row of 4-bit B (AVX-512): A's full 128-groups lane-major, a_group[g, s, j] = a[g, 8j + s] */
   const float* a_block;  /* ... and the sum of A over each block */
+  const float* a_pad;    /* the float path on panels: A [M, nb bs], zero past K */
   size_t groups;
   /* weights */
   const uint8_t* b;
@@ -967,17 +969,23 @@ int seamless_matmul_nbits_pack_panels(const uint8_t* b, const float* scales, con
   return 0;
 }
 
+/* A task's columns: where the kernels read panels (packed, or copied: job->qsum), whole passes of 32 columns, the
+ * last task taking the columns after them too. */
+static void mnb_task_columns(const MnbJob* job, size_t task, size_t* n0, size_t* n1) {
+  if (job->panels || job->qsum) {
+    size_t p0, p1;
+    seamless_task_range(job->n / 32, job->tasks, task, &p0, &p1);
+    *n0 = p0 * 32;
+    *n1 = task + 1 == job->tasks ? job->n : p1 * 32;
+  } else {
+    seamless_task_range(job->n, job->tasks, task, n0, n1);
+  }
+}
+
 static void mnb_int8_task(void* user, size_t task) {
   const MnbJob* job = (const MnbJob*)user;
   size_t n0, n1;
-  if (job->qsum) { /* mnb_int8_wide_vnni's passes of 32 columns split, the last task takes the columns after them */
-    size_t p0, p1;
-    seamless_task_range(job->n / 32, job->tasks, task, &p0, &p1);
-    n0 = p0 * 32;
-    n1 = task + 1 == job->tasks ? job->n : p1 * 32;
-  } else {
-    seamless_task_range(job->n, job->tasks, task, &n0, &n1);
-  }
+  mnb_task_columns(job, task, &n0, &n1);
   int level = job->bits == 2 ? 0 : mnb_level();
   if (job->panels && level < 1) level = 1; /* panels are packed for AVX2 at least */
 #ifdef MNB_X86
@@ -988,6 +996,63 @@ static void mnb_int8_task(void* user, size_t task) {
 }
 
 /* ---- float path ------------------------------------------------------------------------- */
+
+/* Weights packed as panels: a value of A broadcast against a word's 32 lanes (the columns), a block's sums less
+ * zp sum(a), times its scales; rows of A in tiles of 4 share the unpacking, even and odd values in sums of their own
+ * (two chains). Plain C the compiler vectorizes per target clone. */
+static inline __attribute__((always_inline)) void mnb_float_panel_tile(const MnbJob* job, size_t n0, size_t r0,
+                                                                      const int R, const size_t bits) {
+  const size_t nb = job->nb, kp = nb * job->bs, row_bytes = nb * job->blob;
+  const size_t vpw = 32 / bits, wpb = job->bs * bits / 32;
+  const uint32_t mask = (1u << bits) - 1;
+  const uint8_t* words = job->b + n0 * row_bytes;
+  const float* scales = job->scales + n0 * nb;
+  const float* zps = job->zp_f32 ? job->zp_f32 + n0 * nb : NULL;
+  const float* a = job->a_pad + r0 * kp;
+  float f[4][32];
+  for (int r = 0; r < R; r++)
+    for (int i = 0; i < 32; i++) f[r][i] = 0.0f;
+  for (size_t blk = 0; blk < nb; blk++) {
+    float c[4][32], e[4][32], as[4], z[32];
+    for (int r = 0; r < R; r++) {
+      as[r] = 0.0f;
+      for (int i = 0; i < 32; i++) c[r][i] = e[r][i] = 0.0f;
+    }
+    for (size_t w = blk * wpb; w < (blk + 1) * wpb; w++) {
+      uint32_t lane[32];
+      memcpy(lane, words + w * 128, 128);
+      for (size_t j = 0; j < vpw; j += 2) {
+        float v[32], u[32];
+        for (int i = 0; i < 32; i++) v[i] = (float)((lane[i] >> (bits * j)) & mask);
+        for (int i = 0; i < 32; i++) u[i] = (float)((lane[i] >> (bits * (j + 1))) & mask);
+        for (int r = 0; r < R; r++) {
+          const float x = a[r * kp + w * vpw + j], x1 = a[r * kp + w * vpw + j + 1];
+          as[r] += x + x1;
+          for (int i = 0; i < 32; i++) c[r][i] += v[i] * x;
+          for (int i = 0; i < 32; i++) e[r][i] += u[i] * x1;
+        }
+      }
+    }
+    for (int i = 0; i < 32; i++) z[i] = zps ? zps[blk * 32 + i] : (float)(1 << (bits - 1));
+    for (int r = 0; r < R; r++)
+      for (int i = 0; i < 32; i++) f[r][i] += (c[r][i] + e[r][i] - z[i] * as[r]) * scales[blk * 32 + i];
+  }
+  for (int r = 0; r < R; r++)
+    for (int i = 0; i < 32; i++) job->y[(r0 + r) * job->n + n0 + i] = f[r][i] + (job->bias ? job->bias[n0 + i] : 0.0f);
+}
+
+/* Columns n0 .. n1 in passes of 32; returns the first column it left (the rows past the last panel). */
+SEAMLESS_SIMD static size_t mnb_float_panels(const MnbJob* job, size_t n0, size_t n1) {
+  size_t n = n0;
+  for (; n + 32 <= n1; n += 32) { /* bits a constant in each call: the shifts and loops unrolled */
+    size_t r = 0;
+    for (; r + 4 <= job->m; r += 4)
+      job->bits == 4 ? mnb_float_panel_tile(job, n, r, 4, 4) : mnb_float_panel_tile(job, n, r, 4, 8);
+    for (; r < job->m; r++)
+      job->bits == 4 ? mnb_float_panel_tile(job, n, r, 1, 4) : mnb_float_panel_tile(job, n, r, 1, 8);
+  }
+  return n;
+}
 
 /* Generic: dequantize a block, then multiply-accumulate (auto-vectorized per target clone). */
 SEAMLESS_SIMD static void mnb_float_rows_generic(const MnbJob* job, size_t n0, size_t n1) {
@@ -1155,7 +1220,9 @@ MNB_AVX512 static void mnb_float_rows_avx512(const MnbJob* job, size_t n0, size_
 static void mnb_float_task(void* user, size_t task) {
   const MnbJob* job = (const MnbJob*)user;
   size_t n0, n1;
-  seamless_task_range(job->n, job->tasks, task, &n0, &n1);
+  mnb_task_columns(job, task, &n0, &n1);
+  if (job->panels) n0 = mnb_float_panels(job, n0, n1);
+  if (n0 == n1) return;
 #ifdef MNB_X86
   if (job->a_group) {
     mnb_float_row1_avx512(job, n0, n1);
@@ -1176,7 +1243,7 @@ int seamless_matmul_nbits_f32(const float* a, size_t m, size_t k, const uint8_t*
                               const uint8_t* zp_u8, const float* zp_f32, const float* bias, float* y, size_t n,
                               size_t bits, size_t bs, int int8, int panels, void* par_fn, void* par_ctx) {
   if ((bits != 2 && bits != 4 && bits != 8) || bs < 16 || (bs & (bs - 1)) || bs * bits % 8) return 1;
-  if (panels && (!int8 || zp_u8 || !seamless_matmul_nbits_panels(n, k, bits, bs))) return 1;
+  if (panels && (zp_u8 || !seamless_matmul_nbits_panels(n, k, bits, bs))) return 1;
   if (m == 0 || n == 0) return 0;
   MnbJob job;
   memset(&job, 0, sizeof(job));
@@ -1204,10 +1271,24 @@ int seamless_matmul_nbits_f32(const float* a, size_t m, size_t k, const uint8_t*
 #ifdef MNB_X86
   mnb_lane_blocks(bits, bs, job.lane_block);
 #endif
-  if (!int8 && m == 1 && bits == 4 && bs <= 256 && mnb_level() == 2) {  /* one row: mnb_float_row1_avx512 */
+  float* a_pad = NULL; /* the float path on panels reads A in whole blocks */
+  if (!int8 && panels) {
+    if (job.nb * bs > k) {
+      a_pad = (float*)calloc(m * job.nb * bs, sizeof(float));
+      if (!a_pad) return 2;
+      for (size_t r = 0; r < m; r++) memcpy(a_pad + r * job.nb * bs, a + r * k, k * sizeof(float));
+    }
+    job.a_pad = a_pad ? a_pad : a;
+    if (job.tasks > n / 32) job.tasks = n / 32;
+  }
+  const int rows_left = !panels || n % 32; /* columns the row layout's kernels take */
+  if (!int8 && rows_left && m == 1 && bits == 4 && bs <= 256 && mnb_level() == 2) {  /* mnb_float_row1_avx512 */
     job.groups = (job.nb * bs < k ? job.nb * bs : k) / 128;
     float* a_group = (float*)malloc((job.groups * 128 + job.nb + 1) * sizeof(float));
-    if (!a_group) return 2;
+    if (!a_group) {
+      free(a_pad);
+      return 2;
+    }
     float* a_block = a_group + job.groups * 128;
     for (size_t g = 0; g < job.groups; g++)
       for (size_t i = 0; i < 128; i++) a_group[g * 128 + (i % 8) * 16 + i / 8] = a[g * 128 + i];
@@ -1220,13 +1301,17 @@ int seamless_matmul_nbits_f32(const float* a, size_t m, size_t k, const uint8_t*
     job.a_block = a_block;
     seamless_run_tasks(par_fn, par_ctx, job.tasks, mnb_float_task, &job);
     free(a_group);
+    free(a_pad);
     return 0;
   }
   if (!int8) {
     float* a_perm = NULL;
-    if (bits != 2 && mnb_level() == 2) {
+    if (rows_left && bits != 2 && mnb_level() == 2) {
       a_perm = (float*)malloc((m * job.kq + 1) * sizeof(float));
-      if (!a_perm) return 2;
+      if (!a_perm) {
+        free(a_pad);
+        return 2;
+      }
       for (size_t r = 0; r < m; r++) {
         float* pr = a_perm + r * job.kq;
         memset(pr, 0, job.kq * sizeof(float));
@@ -1236,6 +1321,7 @@ int seamless_matmul_nbits_f32(const float* a, size_t m, size_t k, const uint8_t*
     job.a_perm = a_perm;
     seamless_run_tasks(par_fn, par_ctx, job.tasks, mnb_float_task, &job);
     free(a_perm);
+    free(a_pad);
     return 0;
   }
   int8_t* qa = (int8_t*)aligned_alloc(64, m * job.kq);

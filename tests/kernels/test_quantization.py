@@ -355,11 +355,12 @@ def _panels_apply(n, k, bits, block_size):
 @pytest.mark.parametrize("block_size", [16, 32, 64, 128, 256])
 @pytest.mark.parametrize("m", [1, 2, 3, 5, 8, 13])
 @pytest.mark.parametrize("zp", [False, True])
-def test_native_panels(isa, bits, block_size, m, zp):
-    """Weights packed as 32-column panels (native.nbits_panels) give the row layout's int8 arithmetic on each
-    instruction set (2: AVX-512 VNNI, tiles of 4 rows, then 3/2/1; 1: AVX2, 2 rows, then 1), every row count, zero
-    points or the default, and the columns past the last panel (70 = 2 x 32 + 6, kept as rows); the arrays given are
-    left as they were."""
+@pytest.mark.parametrize("int8", [True, False])
+def test_native_panels(isa, bits, block_size, m, zp, int8):
+    """Weights packed as 32-column panels (native.nbits_panels) give the row layout's arithmetic, int8 on each
+    instruction set (2: AVX-512 VNNI, tiles of 4 rows, then 3/2/1; 1: AVX2, 2 rows, then 1) and float32 (tiles of 4
+    rows, then 1), every row count, zero points or the default, and the columns past the last panel (70 = 2 x 32 + 6,
+    kept as rows); the arrays given are left as they were."""
     from onnxruntime_ep_seamless.kernels.cpu import native, quantization as quant
     n, k = 70, 512
     if not _panels_apply(n, k, bits, block_size):
@@ -376,10 +377,10 @@ def test_native_panels(isa, bits, block_size, m, zp):
     np.testing.assert_array_equal(B, kept[0])
     np.testing.assert_array_equal(scales, kept[1])
     np.testing.assert_array_equal(zp_f32, kept[2])
-    ref = quant._matmul_nbits_numpy(a, B, scales, zero_points, bits, block_size, k, n, True) + bias
+    ref = quant._matmul_nbits_numpy(a, B, scales, zero_points, bits, block_size, k, n, int8) + bias
     native.lib.seamless_matmul_nbits_set_isa(isa)  # a level the CPU lacks: its best
     try:
-        y = native.matmul_nbits(a, pb, ps, pz, bias, bits, block_size, k, n, True, panels=True)
+        y = native.matmul_nbits(a, pb, ps, pz, bias, bits, block_size, k, n, int8, panels=True)
     finally:
         native.lib.seamless_matmul_nbits_set_isa(-1)
     np.testing.assert_allclose(y, ref, rtol=1e-5, atol=2e-5)
@@ -425,16 +426,16 @@ def test_panels_replace_the_row_layout_at_compile(zp):
 
 
 def test_panels_only_where_every_reader_reads_panels():
-    """Float zero points, another accuracy level or a CUDA plan keep the row layout; so does B read by an op that
-    reads no panels. A tied LM head (B also the embedding table, GatherBlockQuantized through a Reshape) is packed, its gather
+    """Float zero points, 2-bit weights or a CUDA plan keep the row layout; so does B read by an op that reads no
+    panels. A tied LM head (B also the embedding table, GatherBlockQuantized through a Reshape) is packed, its gather
     reading the panels: parity either way."""
     from onnxruntime_ep_seamless.graph.onnx_import import import_model
     from onnxruntime_ep_seamless.plan.fusion import fuse
     if not _panels_apply(64, 256, 4, 32):
         pytest.skip("this CPU's int8 kernels read no panels (no AVX2)")
-    for kw, device in [(dict(zp_mode="float", accuracy_level=4), "cpu"), (dict(accuracy_level=0), "cpu"),
+    for kw, device in [(dict(zp_mode="float", accuracy_level=4), "cpu"), (dict(accuracy_level=4, bits=2), "cpu"),
                        (dict(accuracy_level=4), "cuda")]:
-        model, _ = matmul_nbits_case((1, 256), 256, 64, 4, 32, **kw)
+        model, _ = matmul_nbits_case((1, 256), 256, 64, kw.pop("bits", 4), 32, **kw)
         graph = import_model(model)
         assert "panels" not in fuse(graph, graph.outputs, device)[0].attrs
     for other_reader, folded in [(False, False), (False, True), (True, False)]:

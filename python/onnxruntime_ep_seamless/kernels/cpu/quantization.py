@@ -303,10 +303,10 @@ def validate_nbits_weights(node, graph):
 
 
 def _panel_weights(node, graph):
-    """(B, scales, zero points or "") names of a MatMulNBits node whose constant weights the int8 kernels may read as
-    panels (uint8 zero points or the default), else None."""
+    """(B, scales, zero points or "") names of a MatMulNBits node whose constant weights the kernels may read as
+    panels (uint8 zero points or the default; either compute type), else None."""
     a, inputs = node.attrs, node.inputs + [""] * (6 - len(node.inputs))
-    if (node.op_type != "MatMulNBits" or node.domain != "com.microsoft" or a.get("accuracy_level", 0) != 4 or
+    if (node.op_type != "MatMulNBits" or node.domain != "com.microsoft" or
             a.get("weight_prepacked", 0) or a.get("panels", 0) or inputs[4] or
             graph.value(inputs[0]).dtype not in (None, _F32)):  # (the check declines other types)
         return None
@@ -384,7 +384,7 @@ def _tied_tables(nodes, readers, graph, outputs, members, b_name, s_name, bits, 
 
 
 def with_panels(nodes, graph, outputs):
-    """The nodes with MatMulNBits reading its constant weights as 32-column panels where this CPU's int8 kernels do
+    """The nodes with MatMulNBits reading its constant weights as 32-column panels where this CPU's kernels do
     (native.nbits_panels: packed once here, as stock ORT pre-packs them for MLAS). The panels replace the row layout
     in the graph, so every reader of both constants must read panels: such products of the same shape, and
     GatherBlockQuantized of B's rows (a tied LM head's embedding table: _tied_tables); the partition must not output
@@ -459,9 +459,9 @@ def matmul_nbits(A, B, scales, zero_points=None, g_idx=None, bias=None, *, K, N,
         return (y + bias if bias is not None else y,)
     if A.shape[-1] != K:
         raise ValueError(f"A has {A.shape[-1]} columns, K={K}")
-    # stock ORT's compute type: MLAS CompInt8 or CompFp32 (see the module docstring); panels: CompInt8 (their zero
-    # points are float32, unpacked from the model's uint8 ones)
-    int8 = bool(panels) or (accuracy_level == 4 and (zero_points is None or zero_points.dtype == np.uint8))
+    # stock ORT's compute type: MLAS CompInt8 or CompFp32 (see the module docstring); panels' zero points are float32,
+    # unpacked from the model's uint8 ones
+    int8 = accuracy_level == 4 and (bool(panels) or zero_points is None or zero_points.dtype == np.uint8)
     if bits != 2 and native.HAS_MATMUL_NBITS:
         y = native.matmul_nbits(A.reshape(-1, K), B, scales, zero_points, bias, bits, block_size, K, N, int8,
                                 bool(panels))
