@@ -366,9 +366,10 @@ def _tied_tables(nodes, readers, graph, outputs, members, b_name, s_name, bits, 
             tables.append(i)
         elif (node.op_type == "Reshape" and not node.domain and node.inputs[0] == b_name and out not in outputs and
               _reshaped(node, graph, b.shape) == table and
-              all(_table_of(nodes[j], s_name, bits, block_size) and nodes[j].inputs[0] == out for j in readers[out])):
+              all(_table_of(nodes[j], s_name, bits, block_size) and nodes[j].inputs[0] == out
+                  for j in readers.get(out, []))):
             views.append(i)
-            tables += readers[out]
+            tables += readers.get(out, [])
         else:
             return None
     for i in readers[s_name]:
