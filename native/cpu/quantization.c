@@ -1215,13 +1215,84 @@ MNB_AVX512 static void mnb_float_rows_avx512(const MnbJob* job, size_t n0, size_
     }
   }
 }
+
+/* mnb_float_panel_tile's arithmetic, in the same order (the same results), in AVX-512 registers: a row's 32 columns
+ * two vectors, its even and odd values' sums four (the plain-C tile's sums went through memory at 4 rows: 1.6x). */
+static inline __attribute__((always_inline)) MNB_AVX512 void mnb_float_panel_tile512(const MnbJob* job, size_t n0,
+                                                                                    size_t r0, const int R,
+                                                                                    const size_t bits) {
+  const size_t nb = job->nb, kp = nb * job->bs, row_bytes = nb * job->blob;
+  const size_t vpw = 32 / bits, wpb = job->bs * bits / 32;
+  const __m512i mask = _mm512_set1_epi32((1 << bits) - 1);
+  const uint8_t* words = job->b + n0 * row_bytes;
+  const float* scales = job->scales + n0 * nb;
+  const float* zps = job->zp_f32 ? job->zp_f32 + n0 * nb : NULL;
+  const float* a = job->a_pad + r0 * kp;
+  __m512 f[4][2];
+  for (int r = 0; r < R; r++) f[r][0] = f[r][1] = _mm512_setzero_ps();
+  for (size_t blk = 0; blk < nb; blk++) {
+    __m512 c[4][2], e[4][2];
+    float as[4];
+    for (int r = 0; r < R; r++) {
+      c[r][0] = c[r][1] = e[r][0] = e[r][1] = _mm512_setzero_ps();
+      as[r] = 0.0f;
+    }
+    for (size_t w = blk * wpb; w < (blk + 1) * wpb; w++) {
+      const __m512i p0 = _mm512_loadu_si512(words + w * 128), p1 = _mm512_loadu_si512(words + w * 128 + 64);
+      for (size_t j = 0; j < vpw; j += 2) {
+        const __m512 v0 = _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(p0, bits * j), mask));
+        const __m512 v1 = _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(p1, bits * j), mask));
+        const __m512 u0 = _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(p0, bits * (j + 1)), mask));
+        const __m512 u1 = _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(p1, bits * (j + 1)), mask));
+        for (int r = 0; r < R; r++) {
+          const float x = a[r * kp + w * vpw + j], x1 = a[r * kp + w * vpw + j + 1];
+          as[r] += x + x1;
+          const __m512 bx = _mm512_set1_ps(x), bx1 = _mm512_set1_ps(x1);
+          c[r][0] = _mm512_fmadd_ps(v0, bx, c[r][0]);
+          c[r][1] = _mm512_fmadd_ps(v1, bx, c[r][1]);
+          e[r][0] = _mm512_fmadd_ps(u0, bx1, e[r][0]);
+          e[r][1] = _mm512_fmadd_ps(u1, bx1, e[r][1]);
+        }
+      }
+    }
+    const __m512 s0 = _mm512_loadu_ps(scales + blk * 32), s1 = _mm512_loadu_ps(scales + blk * 32 + 16);
+    const __m512 z0 = zps ? _mm512_loadu_ps(zps + blk * 32) : _mm512_set1_ps((float)(1 << (bits - 1)));
+    const __m512 z1 = zps ? _mm512_loadu_ps(zps + blk * 32 + 16) : z0;
+    for (int r = 0; r < R; r++) {
+      const __m512 sum_a = _mm512_set1_ps(as[r]);
+      f[r][0] = _mm512_fmadd_ps(_mm512_fnmadd_ps(z0, sum_a, _mm512_add_ps(c[r][0], e[r][0])), s0, f[r][0]);
+      f[r][1] = _mm512_fmadd_ps(_mm512_fnmadd_ps(z1, sum_a, _mm512_add_ps(c[r][1], e[r][1])), s1, f[r][1]);
+    }
+  }
+  const __m512 b0 = job->bias ? _mm512_loadu_ps(job->bias + n0) : _mm512_setzero_ps();
+  const __m512 b1 = job->bias ? _mm512_loadu_ps(job->bias + n0 + 16) : _mm512_setzero_ps();
+  for (int r = 0; r < R; r++) {
+    _mm512_storeu_ps(job->y + (r0 + r) * job->n + n0, _mm512_add_ps(f[r][0], b0));
+    _mm512_storeu_ps(job->y + (r0 + r) * job->n + n0 + 16, _mm512_add_ps(f[r][1], b1));
+  }
+}
+
+MNB_AVX512 static size_t mnb_float_panels_avx512(const MnbJob* job, size_t n0, size_t n1) {
+  size_t n = n0;
+  for (; n + 32 <= n1; n += 32) {
+    size_t r = 0;
+    for (; r + 4 <= job->m; r += 4)
+      job->bits == 4 ? mnb_float_panel_tile512(job, n, r, 4, 4) : mnb_float_panel_tile512(job, n, r, 4, 8);
+    for (; r < job->m; r++)
+      job->bits == 4 ? mnb_float_panel_tile512(job, n, r, 1, 4) : mnb_float_panel_tile512(job, n, r, 1, 8);
+  }
+  return n;
+}
 #endif
 
 static void mnb_float_task(void* user, size_t task) {
   const MnbJob* job = (const MnbJob*)user;
   size_t n0, n1;
   mnb_task_columns(job, task, &n0, &n1);
-  if (job->panels) n0 = mnb_float_panels(job, n0, n1);
+#ifdef MNB_X86
+  if (job->panels && mnb_level() == 2) n0 = mnb_float_panels_avx512(job, n0, n1);
+#endif
+  if (job->panels) n0 = mnb_float_panels(job, n0, n1); /* (no panel left when the AVX-512 tiles ran) */
   if (n0 == n1) return;
 #ifdef MNB_X86
   if (job->a_group) {
