@@ -176,17 +176,22 @@ def _topk_case(rows, cols, k, rng):
                         [("k", np.array([k], np.int64))]), {"x": x})
 
 
-def _matmul_nbits_case(k, n, rng, level=0, rows=1, block=32):
+def _matmul_nbits_case(k, n, rng, level=0, rows=1, block=32, zero_points=False):
     """A decode step's product (one row of A; more: a prompt's), 4-bit B; accuracy_level 0 (float32 arithmetic, as
-    QMoE's experts run) or 4 (A quantized to int8: the builder's int4 decoders)."""
+    QMoE's experts run) or 4 (A quantized to int8: the builder's int4 decoders); zero_points: uint8 ones (asymmetric
+    int4: GPTQ/AWQ conversions)."""
     import numpy as np
     b = rng.integers(0, 256, (n, k // block, block // 2)).astype(np.uint8)
     scales = (0.01 * rng.random(n * k // block)).astype(np.float32)
+    weights = [("B", b), ("scales", scales)]
+    if zero_points:
+        weights.append(("zero_points", rng.integers(0, 256, (n, -(-k // block // 2))).astype(np.uint8)))
     a = rng.standard_normal((rows, k)).astype(np.float32)
-    return (f"MatMulNBits [{rows}, {k}] x 4-bit [{k}, {n}], blocks of {block}, accuracy_level {level}",
+    return (f"MatMulNBits [{rows}, {k}] x 4-bit [{k}, {n}], blocks of {block}, accuracy_level {level}"
+            + (", uint8 zero points" if zero_points else ""),
             _node_model("MatMulNBits", [("A", np.float32, a.shape)], [("Y", np.float32)],
                         {"K": k, "N": n, "bits": 4, "block_size": block, "accuracy_level": level},
-                        [("B", b), ("scales", scales)], domain="com.microsoft"), {"A": a})
+                        weights, domain="com.microsoft"), {"A": a})
 
 
 def _attention_case(rng):
@@ -227,6 +232,9 @@ def op_cases() -> list:
             _matmul_nbits_case(2048, 8192, rng, 4),
             # a 16-token prompt through the 0.5B decoder's MLP, blocks of 32 (the builder's) and of 128
             _matmul_nbits_case(896, 4864, rng, 4, 16), _matmul_nbits_case(896, 4864, rng, 4, 16, 128),
+            # asymmetric int4 (uint8 zero points): a decode step's and a prompt's
+            _matmul_nbits_case(896, 4864, rng, 4, zero_points=True),
+            _matmul_nbits_case(896, 4864, rng, 4, 16, zero_points=True),
             # activations of a BERT-sized MLP over 128 tokens (GELU's tanh form: Gemma's GeGLU, GPT-2)
             _activation_case("Tanh", {}, rng), _activation_case("Gelu", {"approximate": "tanh"}, rng, opset=20),
             # attention on the GEMM: a BERT-sized layer's, a decoder prompt's
