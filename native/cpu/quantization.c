@@ -1289,11 +1289,14 @@ static void mnb_float_task(void* user, size_t task) {
   const MnbJob* job = (const MnbJob*)user;
   size_t n0, n1;
   mnb_task_columns(job, task, &n0, &n1);
+  if (job->panels) {
 #ifdef MNB_X86
-  if (job->panels && mnb_level() == 2) n0 = mnb_float_panels_avx512(job, n0, n1);
+    n0 = mnb_level() == 2 ? mnb_float_panels_avx512(job, n0, n1) : mnb_float_panels(job, n0, n1);
+#else
+    n0 = mnb_float_panels(job, n0, n1);
 #endif
-  if (job->panels) n0 = mnb_float_panels(job, n0, n1); /* (no panel left when the AVX-512 tiles ran) */
-  if (n0 == n1) return;
+    if (n0 == n1) return;
+  }
 #ifdef MNB_X86
   if (job->a_group) {
     mnb_float_row1_avx512(job, n0, n1);
@@ -1402,12 +1405,12 @@ int seamless_matmul_nbits_f32(const float* a, size_t m, size_t k, const uint8_t*
   /* the VNNI kernel folds the default zero point into its int32 lanes (no tail blocks only) */
   int fold = panels ? !zp_f32 : !zp_u8 && !zp_f32 && bits != 2 && mnb_level() == 2 && job.chunks * MNB_CHUNK == job.nb * bs;
   /* the row kernels' start values: not needed where panels cover every column */
-  int32_t* init = fold && (!panels || n % 32) ? (int32_t*)malloc((m * job.chunks * 16 + 1) * sizeof(int32_t)) : NULL;
+  int32_t* init = fold && rows_left ? (int32_t*)malloc((m * job.chunks * 16 + 1) * sizeof(int32_t)) : NULL;
   int wide = panels || (fold && m >= MNB_WIDE_ROWS && n >= 32);
   if (wide && job.tasks > n / 32) job.tasks = n / 32;
   int32_t* qsum = wide ? (int32_t*)malloc(m * job.nb * sizeof(int32_t)) : NULL;
   int rc = 2;
-  if (qa && sa && asum && lane_sa && (init || !fold || (panels && n % 32 == 0)) && (qsum || !wide)) {
+  if (qa && sa && asum && lane_sa && (init || !fold || !rows_left) && (qsum || !wide)) {
     mnb_quantize_rows(a, m, k, bs, job.nb, bits, qa, job.kq, job.chunks, sa, asum, lane_sa, init, qsum);
     job.init = init;
     job.qsum = qsum;

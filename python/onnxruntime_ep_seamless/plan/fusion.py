@@ -495,7 +495,7 @@ def fuse(graph: Graph, outputs: list[str], device: str = "cpu", enabled: bool = 
                     if rule(ctx, node):
                         break
         nodes = ctx.result(nodes)
-    if device == "cpu":  # not a fusion either: the weight layout the CPU's int8 products read (with fusion off too)
+    if device == "cpu":  # not a fusion either: the weight layout the CPU's MatMulNBits kernels read (fusion off too)
         from ..kernels.cpu.quantization import with_panels
         nodes = with_panels(nodes, graph, outputs)
     return [originals.get(id(n), n) for n in nodes]

@@ -422,8 +422,14 @@ def _weights(B, scales, zero_points, bias, bits, block_size, K, N):
     return args
 
 
+def nbits_int8(accuracy_level, zero_points, panels) -> bool:
+    """Whether MatMulNBits computes as stock ORT's MLAS CompInt8 (A quantized to int8), else CompFp32:
+    accuracy_level 4 with uint8 or default zero points (panels' zero points are float32, unpacked from uint8 ones)."""
+    return accuracy_level == 4 and (bool(panels) or zero_points is None or zero_points.dtype == U8)
+
+
 def nbits_panels(B, scales, zero_points, bits, block_size, K, N, in_place=False):
-    """(B, scales, zero points) with every 32 columns side by side, the layout this CPU's int8 kernels read in place
+    """(B, scales, zero points) with every 32 columns side by side, the layout this CPU's kernels read in place
     (AVX2 or AVX-512 VNNI: native/cpu/quantization.c), as new arrays of their sizes (zero points: float32 [N, nb], or
     None for the default), or, in_place, the arrays given rearranged (their owner's own copies, read by no one else:
     no fresh pages to fault in, no second copy at once); None where they read none for this shape."""

@@ -460,9 +460,7 @@ def matmul_nbits(A, B, scales, zero_points=None, g_idx=None, bias=None, *, K, N,
         return (y + bias if bias is not None else y,)
     if A.shape[-1] != K:
         raise ValueError(f"A has {A.shape[-1]} columns, K={K}")
-    # stock ORT's compute type: MLAS CompInt8 or CompFp32 (see the module docstring); panels' zero points are float32,
-    # unpacked from the model's uint8 ones
-    int8 = accuracy_level == 4 and (bool(panels) or zero_points is None or zero_points.dtype == np.uint8)
+    int8 = native.nbits_int8(accuracy_level, zero_points, panels)  # stock's compute type (the module docstring)
     if bits != 2 and native.HAS_MATMUL_NBITS:
         y = native.matmul_nbits(A.reshape(-1, K), B, scales, zero_points, bias, bits, block_size, K, N, int8,
                                 bool(panels))

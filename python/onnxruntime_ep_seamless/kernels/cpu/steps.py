@@ -1098,8 +1098,8 @@ def matmul_nbits(rec, node, ins, outs):
     args = rec.args("SeamlessNBitsArgs")
     args.m, args.k, args.n = a.array.size // K, K, N
     args.bits, args.block_size = bits, attrs["block_size"]
-    args.panels = attrs.get("panels", 0)  # (its zero points float32 panels of the model's uint8 ones)
-    args.int8 = int(attrs.get("accuracy_level", 0) == 4 and (args.panels or zp is None or zp.dtype == np.uint8))
+    args.panels = attrs.get("panels", 0)
+    args.int8 = int(native.nbits_int8(attrs.get("accuracy_level", 0), zp, args.panels))
     args.b, args.scales, args.zp_u8, args.zp_f32, args.bias = weights[:5]
     y = rec.value(outs[0])
     rec.step(lib.SEAMLESS_OP_MATMUL_NBITS, args, [a, y])
