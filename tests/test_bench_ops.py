@@ -2,7 +2,6 @@
 the JSON; one run a round, so it only shows the command works (docs/benchmarks/slow-ops.md has the numbers)."""
 import json
 
-from onnxruntime_ep_seamless.tools.bench import op_cases
 from onnxruntime_ep_seamless.tools.cli import main
 
 
@@ -10,14 +9,14 @@ def test_bench_ops_command(tmp_path, capsys):
     out = tmp_path / "ops.json"
     assert main(["bench", "ops", "--runs", "1", "--rounds", "1", "--json", str(out)]) == 0
     printed = capsys.readouterr().out.splitlines()
-    titles = [title for title, _, _ in op_cases()]
+    result = json.loads(out.read_text())
+    titles = [c["case"] for c in result["cases"]]  # (op_cases() again would build its ~1.5 GB of models twice)
     ops = {"NonMaxSuppression", "TfIdfVectorizer", "LSTM", "TopK", "MatMulNBits", "Tanh", "Gelu", "Attention",
-           "GroupQueryAttention"}
+           "GroupQueryAttention", "QMoE"}
     assert ops == {t.split()[0] for t in titles}
     rows = [line for line in printed if line.split()[:1] and line.split()[0] in ops]
     assert len(rows) == len(titles) and all(row.endswith("x") for row in rows), printed
-    result = json.loads(out.read_text())
-    assert result["benchmark"] == "ops" and [c["case"] for c in result["cases"]] == titles
+    assert result["benchmark"] == "ops"
     for case in result["cases"]:  # every node on our EP (fallback disabled), and timed on both
         assert case["fallback_nodes"] == 0 and case["claimed_nodes"] == 1
         assert case["ours_ms"] > 0 and case["stock_ms"] > 0

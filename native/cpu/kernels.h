@@ -39,6 +39,9 @@ int seamless_matmul_nbits_f32(const float* a, size_t m, size_t k, const uint8_t*
 int seamless_matmul_nbits_panels(size_t n, size_t k, size_t bits, size_t bs);
 int seamless_matmul_nbits_pack_panels(const uint8_t* b, const float* scales, const float* zp, size_t n, size_t k,
                                       size_t bits, size_t bs, uint8_t* pb, float* ps, float* pz);
+/* Row r of packed b [n, row_bytes], its scales and float zero points (zp NULL: none) back in the row layout */
+void seamless_matmul_nbits_panel_row(const uint8_t* b, const float* scales, const float* zp, size_t n, size_t r,
+                                     size_t nb, size_t row_bytes, uint8_t* row, float* row_scales, float* row_zp);
 void seamless_matmul_nbits_set_isa(int level);
 /* attention.c: GroupQueryAttention (rotary, present cache, softmax attention; window_cache: sliding_window_cache=1, a
  * window-sized cache of capacity present_len); returns 0, 2 (out of memory) or 3 (lengths outside the buffers) */

@@ -676,16 +676,16 @@ typedef struct {
 
 #define MOE_PIECE 512   /* cols of a QMoE weight row dequantized at a time, on the stack */
 
-/* Cols [c0, c1) of row r of a QMoE expert as floats, scale (q - zero) per block: with out_odd, 4 bits in two halves,
- * the weights of the even cols in out, the odd ones' in out_odd (as moe_quantized splits the inputs); c0 and the
- * blocks' starts are even (pieces of MOE_PIECE cols, blocks of 16 and more or one of the whole row). */
-SEAMLESS_SIMD static void moe_dequantize(const MoeProduct* p, int64_t r, int64_t c0, int64_t c1, float* out,
-                                         float* out_odd) {
-  const uint8_t* row = p->q + r * p->row_bytes;
+/* Cols [c0, c1) of a QMoE expert's row (its bytes, scales and zeros per block; zero NULL: 2^(bits - 1)) as floats,
+ * scale (q - zero) per block: with out_odd, 4 bits in two halves, the weights of the even cols in out, the odd ones'
+ * in out_odd (as moe_quantized splits the inputs); c0 and the blocks' starts are even (pieces of MOE_PIECE cols,
+ * blocks of 16 and more or one of the whole row). */
+SEAMLESS_SIMD static void moe_dequantize(const MoeProduct* p, const uint8_t* row, const float* scale, const float* zero,
+                                         int64_t c0, int64_t c1, float* out, float* out_odd) {
   const int64_t pack = 8 / p->bits, mask = (1 << p->bits) - 1;
   for (int64_t c = c0; c < c1;) {
     const int64_t b = c / p->block, end = (b + 1) * p->block < c1 ? (b + 1) * p->block : c1;
-    const float s = p->q_scale[r * p->blocks + b], z = p->q_zero[r * p->blocks + b];
+    const float s = scale[b], z = zero ? zero[b] : (float)(1 << (p->bits - 1));
     if (p->bits == 4 && out_odd)
       for (int64_t i = c / 2; i < (end + 1) / 2; i++) {
         out[i - c0 / 2] = s * ((float)(row[i] & 15) - z);
@@ -762,7 +762,9 @@ static void moe_product_task(void* user, size_t task) {
       for (int64_t c0 = 0; c0 < p->cols; c0 += MOE_PIECE) {  /* float weights: one piece, the whole row */
         const int64_t n = p->q ? (p->cols - c0 < MOE_PIECE ? p->cols - c0 : MOE_PIECE) : p->cols;
         const float* w = p->q ? row : p->w + r * p->cols;
-        if (p->q) moe_dequantize(p, (int64_t)r, c0, c0 + n, row, row + MOE_PIECE);
+        if (p->q)
+          moe_dequantize(p, p->q + r * p->row_bytes, p->q_scale + r * p->blocks, p->q_zero + r * p->blocks, c0, c0 + n,
+                         row, row + MOE_PIECE);
         for (int64_t j = 0; j < p->count; j++) {
           const float* in = p->in + (p->in_token ? p->in_token[j] : j) * stride;
           acc[j] += split ? moe_dot(row, in + c0 / 2, (n + 1) / 2) +
@@ -798,7 +800,7 @@ static void moe_quantized_weights(MoeProduct* p, const SeamlessMoeArgs* a, const
   p->row_bytes = (p->cols + pack - 1) / pack;
   p->q = (const uint8_t*)q + e * p->rows * p->row_bytes;
   p->q_scale = scale + e * p->rows * p->blocks;
-  p->q_zero = zero + e * p->rows * p->blocks;
+  p->q_zero = zero ? zero + e * p->rows * p->blocks : NULL;
   p->w = NULL;
 }
 
@@ -835,14 +837,30 @@ static void moe_activate(const SeamlessMoeArgs* a, const float* h1, float* act, 
   }
 }
 
-typedef struct { const MoeProduct* p; int64_t r0, r1; float* out; size_t tasks; } MoeDequantizeJob;
+/* panels: the expert's weights packed as MatMulNBits' panels (SeamlessMoeArgs), each row put back in the row layout
+ * first; failed: set where that scratch could not be had */
+typedef struct { const MoeProduct* p; int64_t r0, r1; float* out; size_t tasks; int panels, failed; } MoeDequantizeJob;
 
 static void moe_dequantize_task(void* user, size_t task) {
-  const MoeDequantizeJob* j = user;
+  MoeDequantizeJob* j = user;
+  const MoeProduct* p = j->p;
   size_t a, b;
   seamless_task_range((size_t)(j->r1 - j->r0), j->tasks, task, &a, &b);
-  for (size_t r = a; r < b; r++)
-    moe_dequantize(j->p, j->r0 + (int64_t)r, 0, j->p->cols, j->out + (int64_t)r * j->p->cols, NULL);
+  uint8_t* row = j->panels ? malloc((size_t)p->row_bytes + 2 * (size_t)p->blocks * sizeof(float)) : NULL;
+  if (j->panels && !row) {
+    j->failed = 1;
+    return;
+  }
+  float *scale = (float*)(row + p->row_bytes), *zero = p->q_zero ? scale + p->blocks : NULL;
+  for (size_t i = a; i < b; i++) {
+    const int64_t r = j->r0 + (int64_t)i;
+    if (j->panels)
+      seamless_matmul_nbits_panel_row(p->q, p->q_scale, p->q_zero, (size_t)p->rows, (size_t)r, (size_t)p->blocks,
+                                      (size_t)p->row_bytes, row, scale, zero);
+    moe_dequantize(p, j->panels ? row : p->q + r * p->row_bytes, j->panels ? scale : p->q_scale + r * p->blocks,
+                   j->panels ? zero : p->q_zero + r * p->blocks, 0, p->cols, j->out + (int64_t)i * p->cols, NULL);
+  }
+  free(row);
 }
 
 /* Whether QMoE's experts are MatMulNBits' B layout (block-wise 4/8-bit weights whose rows hold whole blocks; scales
@@ -856,14 +874,16 @@ static int moe_nbits_layout(const SeamlessMoeArgs* a) {
  * MatMulNBits' layout by its float kernel, else a GEMM (QMoE's weights dequantized SEAMLESS_MOE_GEMM_ROWS rows at a
  * time into deq). 0, or -1 (out of memory). */
 static int moe_matmul(const SeamlessMoeArgs* a, const void* w, const float* scale, const float* zero,
-                      const uint8_t* packed_zero, int64_t block, int64_t e, int64_t rows, int64_t cols, const float* in,
-                      int64_t count, const float* bias, float* out, float* deq, void* par_fn, void* par_ctx) {
+                      const uint8_t* packed_zero, int panels, int64_t block, int64_t e, int64_t rows, int64_t cols,
+                      const float* in, int64_t count, const float* bias, float* out, float* deq, void* par_fn,
+                      void* par_ctx) {
   const int64_t pack = a->qmoe ? 8 / a->bits : 1, blocks = a->qmoe ? (cols + block - 1) / block : 1;
   if (count <= SEAMLESS_MOE_CHUNK && moe_nbits_layout(a)) {
     const int rc = seamless_matmul_nbits_f32(
         in, (size_t)count, (size_t)cols, (const uint8_t*)w + e * rows * (cols / pack), scale + e * rows * blocks,
-        packed_zero ? packed_zero + e * rows * ((blocks + pack - 1) / pack) : NULL, NULL, bias ? bias + e * rows : NULL,
-        out, (size_t)rows, (size_t)a->bits, (size_t)block, 0, 0, par_fn, par_ctx);
+        packed_zero ? packed_zero + e * rows * ((blocks + pack - 1) / pack) : NULL,
+        panels && zero ? zero + e * rows * blocks : NULL, bias ? bias + e * rows : NULL, out, (size_t)rows,
+        (size_t)a->bits, (size_t)block, 0, panels, par_fn, par_ctx);
     if (rc != 1) return rc ? -1 : 0;  /* 1: a configuration it does not take, the GEMM below does */
   }
   if (!a->qmoe) {
@@ -877,9 +897,9 @@ static int moe_matmul(const SeamlessMoeArgs* a, const void* w, const float* scal
     for (int64_t r0 = 0; r0 < rows; r0 += SEAMLESS_MOE_GEMM_ROWS) {
       const int64_t r1 = r0 + SEAMLESS_MOE_GEMM_ROWS < rows ? r0 + SEAMLESS_MOE_GEMM_ROWS : rows;
       size_t tasks = seamless_task_count((size_t)((r1 - r0) * cols), PARALLEL_GRAIN);
-      MoeDequantizeJob job = {&p, r0, r1, deq, tasks < (size_t)(r1 - r0) ? tasks : (size_t)(r1 - r0)};
+      MoeDequantizeJob job = {&p, r0, r1, deq, tasks < (size_t)(r1 - r0) ? tasks : (size_t)(r1 - r0), panels, 0};
       seamless_run_tasks(par_fn, par_ctx, job.tasks, moe_dequantize_task, &job);
-      if (seamless_sgemm_batched(1, (size_t)count, (size_t)(r1 - r0), (size_t)cols, in, (size_t)cols, 0, deq,
+      if (job.failed || seamless_sgemm_batched(1, (size_t)count, (size_t)(r1 - r0), (size_t)cols, in, (size_t)cols, 0, deq,
                                  (size_t)cols, 0, 1, out + r0, (size_t)rows, 0, par_fn, par_ctx))
         return -1;
     }
@@ -900,12 +920,12 @@ static int moe_expert_products(const SeamlessMoeArgs* a, int64_t e, const int32_
   float *in = g, *h1 = in + a->tokens * h, *act = h1 + a->tokens * rows1, *out = act + a->tokens * inter;
   float* deq = out + a->tokens * h;
   for (int64_t j = 0; j < count; j++) memcpy(in + j * h, x + members[j] * h, (size_t)h * sizeof *in);
-  if (moe_matmul(a, fc1, a->scale1, a->zero1, a->packed_zero1, a->block1, e, rows1, h, in, count, b1, h1, deq, par_fn,
-                 par_ctx))
+  if (moe_matmul(a, fc1, a->scale1, a->zero1, a->packed_zero1, a->panels1, a->block1, e, rows1, h, in, count, b1, h1,
+                 deq, par_fn, par_ctx))
     return -1;
   moe_activate(a, h1, act, count);
-  if (moe_matmul(a, fc2, a->scale2, a->zero2, a->packed_zero2, a->block2, e, h, inter, act, count, b2, out, deq,
-                 par_fn, par_ctx))
+  if (moe_matmul(a, fc2, a->scale2, a->zero2, a->packed_zero2, a->panels2, a->block2, e, h, inter, act, count, b2,
+                 out, deq, par_fn, par_ctx))
     return -1;
   for (int64_t j = 0; j < count; j++)
     for (int64_t i = 0; i < h; i++) y[members[j] * h + i] += scale[j] * out[j * h + i];

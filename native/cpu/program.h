@@ -171,6 +171,8 @@ typedef struct {
   int64_t block1, block2;               /* QMoE: cols a scale covers in fc1's and fc2's rows */
   const float *scale1, *zero1, *scale2, *zero2;
   const uint8_t *packed_zero1, *packed_zero2;  /* QMoE's zero points as given (NULL: none), for MatMulNBits' kernel */
+  int32_t panels1, panels2;  /* QMoE: each expert's fc1 (fc2) weights, scale and zero (NULL: the default) tables
+                                packed as seamless_matmul_nbits_pack_panels leaves them (packed_zero NULL) */
 } SeamlessMoeArgs;
 
 /* ONNX RotaryEmbedding, float32 (seamless_rotary_f32's operands); max_pos: the caches' rows */

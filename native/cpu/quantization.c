@@ -254,14 +254,23 @@ static void mnb_panel_copy(const uint8_t* b, const float* scales, size_t n0, siz
   mnb_panel_blocks(scales, n0, nb, panel_scales);
 }
 
-/* Row r of B and its scales back in the row layout, from weights packed as panels (mnb_panel_copy's inverse). */
-static void mnb_panel_row(const uint8_t* b, const float* scales, size_t r, size_t nb, size_t row_bytes, uint8_t* row,
-                          float* row_scales) {
+/* Row r of b [n, row_bytes] packed by seamless_matmul_nbits_pack_panels, with its scales and float zero points (zp
+ * NULL: none), back in the row layout: mnb_panel_copy's inverse in a panel, the rows after the last panel as they are. */
+void seamless_matmul_nbits_panel_row(const uint8_t* b, const float* scales, const float* zp, size_t n, size_t r,
+                                     size_t nb, size_t row_bytes, uint8_t* row, float* row_scales, float* row_zp) {
+  if (r >= n / 32 * 32) {
+    memcpy(row, b + r * row_bytes, row_bytes);
+    memcpy(row_scales, scales + r * nb, nb * sizeof(float));
+    if (zp) memcpy(row_zp, zp + r * nb, nb * sizeof(float));
+    return;
+  }
   const size_t i = r % 32, count = row_bytes / 4;
   const uint8_t* lane = b + (r - i) * row_bytes + (i / 16) * 64 + (i % 16) * 4;
-  const float* panel_scales = scales + (r - i) * nb;
   for (size_t w = 0; w < count; w++) memcpy(row + 4 * w, lane + w * 128, 4);
-  for (size_t blk = 0; blk < nb; blk++) row_scales[blk] = panel_scales[blk * 32 + i];
+  for (size_t blk = 0; blk < nb; blk++) {
+    row_scales[blk] = scales[(r - i) * nb + blk * 32 + i];
+    if (zp) row_zp[blk] = zp[(r - i) * nb + blk * 32 + i];
+  }
 }
 
 #ifdef MNB_X86
@@ -1440,7 +1449,6 @@ void seamless_gather_block_quantized_f32(const uint8_t* data, size_t rows, size_
                                          const float* scales, const uint8_t* zp, size_t bits, size_t bs, int panels,
                                          float* out) {
   const size_t row_bytes = cols * bits / 8, nb = (cols + bs - 1) / bs, zp_row = (nb * bits + 7) / 8;
-  const size_t paneled = panels ? rows / 32 * 32 : 0; /* rows held in panels; the rest as rows */
   uint8_t* q = (uint8_t*)malloc(cols + 8 + (panels ? row_bytes : 0));
   float* row_scales = panels ? (float*)malloc(nb * sizeof(float)) : NULL;
   for (size_t i = 0; i < n; i++) {
@@ -1452,8 +1460,9 @@ void seamless_gather_block_quantized_f32(const uint8_t* data, size_t rows, size_
     }
     const uint8_t* src = data + (size_t)r * row_bytes;
     const float* sc = scales + (size_t)r * nb;
-    if ((size_t)r < paneled) {
-      mnb_panel_row(data, scales, (size_t)r, nb, row_bytes, q + cols + 8, row_scales);
+    if (panels) {
+      seamless_matmul_nbits_panel_row(data, scales, NULL, rows, (size_t)r, nb, row_bytes, q + cols + 8, row_scales,
+                                      NULL);
       src = q + cols + 8;
       sc = row_scales;
     }

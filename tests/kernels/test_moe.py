@@ -142,6 +142,62 @@ def test_qmoe_float16_and_odd_widths():
                domain="com.microsoft", const=QMOE_CONST, rtol=2e-3, atol=2e-3)
 
 
+def _qmoe_panels_apply(bits, block, *fcs):
+    from onnxruntime_ep_seamless.kernels.cpu import native
+    return all(native.lib.seamless_matmul_nbits_panels(n, k, bits, block) for n, k in fcs)
+
+
+@pytest.mark.parametrize("bits,zero_points", [(4, False), (4, True), (8, True)])
+@pytest.mark.parametrize("tokens", [1, 5, 40])  # 40 with k 2 of 3 experts: past a chunk, the GEMMs' path
+def test_qmoe_panels(monkeypatch, bits, zero_points, tokens):
+    # experts of MatMulNBits' layout at widths whose products read panels (kernels/cpu/moe.py qmoe_with_panels): the
+    # Python plan's run (the experts dequantized from panels), the native program's (MatMulNBits' kernel on panels,
+    # or rows put back for the GEMMs)
+    if not _qmoe_panels_apply(bits, 32, (128, 128), (128, 64)):
+        pytest.skip("this CPU's kernels read no panels (no AVX2)")
+    monkeypatch.setenv("ORT_QMOE_CPU_QNBIT_GEMM", "fp32")  # stock's 8-bit path exact (test_qmoe_8_bit)
+    attrs = dict(k=2, activation_type="swiglu", swiglu_fusion=1, expert_weight_bits=bits, block_size=32,
+                 activation_alpha=1.702, activation_beta=1.0, swiglu_limit=7.0)
+    check_node("QMoE", qmoe_inputs(tokens, 128, 3, 64, "swiglu", bits, 32, zero_points), attrs, opset=21,
+               domain="com.microsoft", const=QMOE_CONST, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("zero_points", [False, True])
+def test_qmoe_panels_replace_the_row_layout_at_compile(zero_points):
+    """plan/fusion.py (kernels/cpu/moe.py qmoe_with_panels): each expert's weights, scales and zero points (float32
+    per block) packed as MatMulNBits' panels, which give the rows back (kernels/cpu/quantization.py rows_of_panels);
+    the row layout's copies leave the graph. Row-wise scales, 2 bits or one reader more keep the rows."""
+    from onnxruntime_ep_seamless.graph.onnx_import import import_model
+    from onnxruntime_ep_seamless.kernels.cpu.moe import QuantizedExperts
+    from onnxruntime_ep_seamless.kernels.cpu.quantization import rows_of_panels
+    from onnxruntime_ep_seamless.plan.fusion import fuse
+    from parity import node_model
+    if not _qmoe_panels_apply(4, 32, (128, 128), (128, 64)):
+        pytest.skip("this CPU's kernels read no panels (no AVX2)")
+    attrs = dict(k=2, activation_type="swiglu", swiglu_fusion=1, expert_weight_bits=4, block_size=32)
+    inputs = qmoe_inputs(3, 128, 3, 64, "swiglu", 4, 32, zero_points)
+    graph = import_model(node_model("QMoE", inputs, attrs, 21, None, QMOE_CONST, domain="com.microsoft")[0])
+    (node,) = fuse(graph, graph.outputs, "cpu")
+    assert node.attrs["panels"] == 1
+    for at, (q, s, z), rows, cols in ((2, (2, 3, 11), 128, 128), (5, (5, 6, 12), 128, 64)):
+        want = QuantizedExperts(inputs[q], inputs[s], inputs[z], 4, 32, 3, rows, cols)
+        for name, j in ((f"in{q}", q), (f"in{s}", s), (f"in{z}", z)):
+            if inputs[j] is not None:
+                assert graph.value(name).const is None and node.inputs[j] == f"{name}.panels"
+        zp = graph.value(node.inputs[z]).const if zero_points else [None] * 3
+        for e in range(3):
+            got = rows_of_panels(graph.value(node.inputs[q]).const[e], graph.value(node.inputs[s]).const[e], zp[e])
+            np.testing.assert_array_equal(got[0], inputs[q][e])
+            np.testing.assert_array_equal(got[1], inputs[s][e])
+            if zero_points:
+                np.testing.assert_array_equal(got[2], want.zero[e])
+    for change in ({"block_size": 0}, {"expert_weight_bits": 2}):
+        kept = qmoe_inputs(3, 128, 3, 64, "swiglu", change.get("expert_weight_bits", 4), change.get("block_size", 32))
+        graph = import_model(node_model("QMoE", kept, {**attrs, **change}, 21, None, QMOE_CONST,
+                                        domain="com.microsoft")[0])
+        assert "panels" not in fuse(graph, graph.outputs, "cpu")[0].attrs
+
+
 # ---------------------------------------------------------------- QMoE's CUTLASS-prepacked experts (the CUDA EP's)
 
 @pytest.mark.parametrize("bits", [4, 8])

@@ -470,8 +470,8 @@ def _user_nodes(graph: Graph, device: str) -> set:
 def fuse(graph: Graph, outputs: list[str], device: str = "cpu", enabled: bool = True) -> list[Node]:
     """The graph's nodes after FUSIONS, for a partition whose outputs are `outputs`, on `device`. May add
     constants to the graph (the transposed weights of Linear and MatMulSwiGLU; on CUDA, QMoE's CUTLASS-prepacked
-    experts in the raw layout, kernels/cuda/moe.py with_raw_experts; on the CPU, MatMulNBits' weights as panels in
-    place of their rows, kernels/cpu/quantization.py with_panels). enabled=False (the `fusion` option): the nodes as
+    experts in the raw layout, kernels/cuda/moe.py with_raw_experts; on the CPU, MatMulNBits' and QMoE's weights as
+    panels in place of their rows, kernels/cpu/quantization.py with_panels, kernels/cpu/moe.py qmoe_with_panels). enabled=False (the `fusion` option): the nodes as
     they are but for those layouts."""
     ctx = FusionContext(graph, set(outputs), device)
     held = _user_nodes(graph, device) if enabled else set()
@@ -496,6 +496,7 @@ def fuse(graph: Graph, outputs: list[str], device: str = "cpu", enabled: bool = 
                         break
         nodes = ctx.result(nodes)
     if device == "cpu":  # not a fusion either: the weight layout the CPU's MatMulNBits kernels read (fusion off too)
+        from ..kernels.cpu.moe import qmoe_with_panels
         from ..kernels.cpu.quantization import with_panels
-        nodes = with_panels(nodes, graph, outputs)
+        nodes = qmoe_with_panels(with_panels(nodes, graph, outputs), graph, outputs)
     return [originals.get(id(n), n) for n in nodes]

@@ -75,7 +75,8 @@ def print_result(title: str, r: dict, json_path: str | None) -> None:
 
 
 def _node_model(op, inputs, outputs, attrs, constants=(), opset=17, domain="") -> bytes:
-    """A one-node model: inputs (name, numpy dtype, shape), outputs (name, numpy dtype), constants as initializers."""
+    """A one-node model: inputs (name, numpy dtype, shape), outputs (name, numpy dtype), constants as initializers
+    (after the inputs; ("", None) an absent optional input between them)."""
     import numpy as np
     from onnx import helper, numpy_helper
     tensor_type = lambda dt: helper.np_dtype_to_tensor_dtype(np.dtype(dt))
@@ -84,7 +85,7 @@ def _node_model(op, inputs, outputs, attrs, constants=(), opset=17, domain="") -
                           domain=domain, **attrs)],
         op, [helper.make_tensor_value_info(n, tensor_type(dt), shape) for n, dt, shape in inputs],
         [helper.make_tensor_value_info(n, tensor_type(dt), None) for n, dt in outputs],
-        [numpy_helper.from_array(value, name) for name, value in constants])
+        [numpy_helper.from_array(value, name) for name, value in constants if name])
     imports = [helper.make_opsetid("", opset)] + ([helper.make_opsetid(domain, 1)] if domain else [])
     return helper.make_model(graph, opset_imports=imports).SerializeToString()
 
@@ -194,6 +195,26 @@ def _matmul_nbits_case(k, n, rng, level=0, rows=1, block=32, zero_points=False):
                         weights, domain="com.microsoft"), {"A": a})
 
 
+def _qmoe_case(tokens, hidden, inter, rng, experts=32, k=4):
+    """A QMoE layer of 4-bit experts in blocks of 32 (the builder's int4 CPU export: the default zero point), SwiGLU
+    with its limit, each token to the top k."""
+    import numpy as np
+    block = 32
+    weights = []
+    for n, rows, cols in (("1", 2 * inter, hidden), ("2", hidden, inter)):
+        weights += [(f"fc{n}", rng.integers(0, 256, (experts, rows, cols // 2), np.uint8)),
+                    (f"s{n}", (0.02 * rng.random((experts, rows, cols // block))).astype(np.float32))]
+    weights.insert(2, ("", None))  # no fc1 bias
+    feeds = {"x": rng.standard_normal((tokens, hidden)).astype(np.float32),
+             "router": rng.standard_normal((tokens, experts)).astype(np.float32)}
+    attrs = {"k": k, "activation_type": "swiglu", "swiglu_fusion": 1, "activation_alpha": 1.702,
+             "activation_beta": 1.0, "swiglu_limit": 7.0, "expert_weight_bits": 4, "block_size": block}
+    return (f"QMoE [{tokens}, {hidden}], {experts} experts of 4-bit [{2 * inter}, {hidden}] + [{hidden}, {inter}], "
+            f"top {k}",
+            _node_model("QMoE", [(n, np.float32, v.shape) for n, v in feeds.items()], [("y", np.float32)], attrs,
+                        weights, opset=21, domain="com.microsoft"), feeds)
+
+
 def _attention_case(rng):
     """ONNX Attention (opset 23) over a BERT-sized layer: q, k, v [1, 128, 384] as 12 heads, a float mask."""
     import numpy as np
@@ -235,6 +256,11 @@ def op_cases() -> list:
             # asymmetric int4 (uint8 zero points): a decode step's and a prompt's
             _matmul_nbits_case(896, 4864, rng, 4, zero_points=True),
             _matmul_nbits_case(896, 4864, rng, 4, 16, zero_points=True),
+            # the experts of a gpt-oss-20b layer and of an LFM2-8B-A1B-wide one (MatMulNBits' float path): a decode
+            # step's and a prompt's
+            *(_qmoe_case(tokens, hidden, inter, np.random.default_rng(1)) for hidden, inter in ((2880, 2880),
+                                                                                              (2048, 1792))
+              for tokens in (1, 16)),
             # activations of a BERT-sized MLP over 128 tokens (GELU's tanh form: Gemma's GeGLU, GPT-2)
             _activation_case("Tanh", {}, rng), _activation_case("Gelu", {"approximate": "tanh"}, rng, opset=20),
             # attention on the GEMM: a BERT-sized layer's, a decoder prompt's

@@ -2,12 +2,15 @@
 (fc1, the activation, fc2), their outputs summed with the routing weights. Float16 through float32. QMoE's expert
 weights are 2-, 4- or 8-bit integers with a scale (and zero point) per row or per block of a row, dequantized to
 float32 as stock's CPU kernel does, and its routing is stock's QMoE routing (below)."""
+import dataclasses
 import math
 
 import numpy as np
 
 from ..checks import InvalidArgument
 from ..registry import FLOATS, kernel
+from ...graph.ir import NUMPY_TO_ONNX, Value
+from .quantization import rows_of_panels
 
 _ACTIVATIONS = ("relu", "silu", "swiglu", "identity")
 _QMOE_ACTIVATIONS = _ACTIVATIONS + ("gelu",)
@@ -153,8 +156,10 @@ def validate_qmoe(node, graph):
         raise ValueError(f"QMoE attribute 'k' must be >= 1, got {attrs['k']}")
 
 
-def quantized_layout(name, q, scales, zero_points, bits, block_size, blockwise, experts, rows, cols) -> int:
-    """The cols a scale covers in one FC's QMoE weights, after stock's shape checks (anything with a shape)."""
+def quantized_layout(name, q, scales, zero_points, bits, block_size, blockwise, experts, rows, cols,
+                     panels=False) -> int:
+    """The cols a scale covers in one FC's QMoE weights, after stock's shape checks (anything with a shape); panels:
+    the zero points as float32 per block (qmoe_with_panels)."""
     pack = 8 // bits
     expect(f"{name}_experts_weights", q, (experts, rows, -(-cols // pack)))
     blocks = -(-cols // block_size) if blockwise else 1
@@ -163,21 +168,22 @@ def quantized_layout(name, q, scales, zero_points, bits, block_size, blockwise, 
     elif tuple(scales.shape) not in ((experts, rows), (experts, rows, 1)):
         expect(f"{name}_scales", scales, (experts, rows))
     if zero_points is not None:
-        expect(f"{name}_zero_points", zero_points,
-                (experts, rows, -(-blocks // pack)) if blockwise else (experts, -(-rows // pack)))
+        expect(f"{name}_zero_points", zero_points, (experts, rows, blocks) if panels else
+               (experts, rows, -(-blocks // pack)) if blockwise else (experts, -(-rows // pack)))
     return block_size if blockwise else cols
 
 
 class QuantizedExperts:
     """One FC's expert weights (their shapes checked by qmoe_geometry): q [experts, rows, ceil(cols / pack)] uint8,
-    `pack` elements a byte (the lowest bits first), w = scale (q - zero) per (row, block of `block` cols)."""
+    `pack` elements a byte (the lowest bits first), w = scale (q - zero) per (row, block of `block` cols). panels:
+    each expert's q, scales and float32 zero points (zero None: the default) packed as MatMulNBits' panels."""
 
-    def __init__(self, q, scales, zero_points, bits, block, experts, rows, cols):
-        self.bits, self.pack, self.cols, self.block = bits, 8 // bits, cols, block
+    def __init__(self, q, scales, zero_points, bits, block, experts, rows, cols, panels=False):
+        self.bits, self.pack, self.cols, self.block, self.panels = bits, 8 // bits, cols, block, panels
         self.blocks = -(-cols // block)
         self.q, self.sources = q, (scales, zero_points)
-        self.scales = scales.astype(np.float32).reshape(experts, rows, self.blocks)
-        self.zero = self._zero_points(zero_points, experts, rows)
+        self.scales = scales.astype(np.float32, copy=False).reshape(experts, rows, self.blocks)
+        self.zero = zero_points if panels else self._zero_points(zero_points, experts, rows)
 
     def _zero_points(self, zp, experts, rows):
         """[experts, rows, blocks] float32: unpacked (along the blocks, or row-wise along the rows), else 2^(bits-1)."""
@@ -189,9 +195,12 @@ class QuantizedExperts:
 
     def dequantized(self, expert) -> np.ndarray:
         """float32 [rows, cols] of one expert."""
-        values = _unpack(self.q[expert], self.bits, self.cols).astype(np.float32)
-        scale = np.repeat(self.scales[expert], self.block, axis=1)[:, :self.cols]
-        zero = np.repeat(self.zero[expert], self.block, axis=1)[:, :self.cols]
+        q, scales, zero = self.q[expert], self.scales[expert], None if self.zero is None else self.zero[expert]
+        if self.panels:
+            q, scales, zero = rows_of_panels(q, scales, zero)
+        values = _unpack(q, self.bits, self.cols).astype(np.float32)
+        scale = np.repeat(scales, self.block, axis=1)[:, :self.cols]
+        zero = np.float32(2 ** (self.bits - 1)) if zero is None else np.repeat(zero, self.block, axis=1)[:, :self.cols]
         return scale * (values - zero)
 
 
@@ -205,7 +214,7 @@ def _unpack(packed, bits, count):
 
 
 def qmoe_geometry(x, router_probs, fc1, fc1_scales, fc1_bias, fc2, fc2_scales, fc2_bias, zero_points, fusion, k,
-                  bits, block_size):
+                  bits, block_size, panels=False):
     """(tokens, experts, inter, fc1's block, fc2's block) with stock's checks (anything with a shape)."""
     hidden = x.shape[-1]
     tokens = math.prod(x.shape) // hidden if hidden else 0
@@ -226,16 +235,17 @@ def qmoe_geometry(x, router_probs, fc1, fc1_scales, fc1_bias, fc2, fc2_scales, f
     # stock decides block-wise or row-wise from fc1's scales, for both
     blockwise = block_size > 0 and len(fc1_scales.shape) == 3 and fc1_scales.shape[-1] > 1
     block1 = quantized_layout("fc1", fc1, fc1_scales, zero_points[0], bits, block_size, blockwise, experts,
-                              fusion * inter, hidden)
+                              fusion * inter, hidden, panels)
     block2 = quantized_layout("fc2", fc2, fc2_scales, zero_points[1], bits, block_size, blockwise, experts, hidden,
-                              inter)
+                              inter, panels)
     return tokens, experts, inter, block1, block2
 
 
-def quantized_experts(fc1, fc1_scales, fc2, fc2_scales, zero_points, bits, blocks, experts, inter, hidden, fusion):
+def quantized_experts(fc1, fc1_scales, fc2, fc2_scales, zero_points, bits, blocks, experts, inter, hidden, fusion,
+                      panels=False):
     """The two QuantizedExperts of a QMoE whose shapes qmoe_geometry checked (blocks: its fc1 and fc2 blocks)."""
-    return (QuantizedExperts(fc1, fc1_scales, zero_points[0], bits, blocks[0], experts, fusion * inter, hidden),
-            QuantizedExperts(fc2, fc2_scales, zero_points[1], bits, blocks[1], experts, hidden, inter))
+    return (QuantizedExperts(fc1, fc1_scales, zero_points[0], bits, blocks[0], experts, fusion * inter, hidden, panels),
+            QuantizedExperts(fc2, fc2_scales, zero_points[1], bits, blocks[1], experts, hidden, inter, panels))
 
 
 def qmoe_routes(logits, k, router_weights, normalize):
@@ -256,21 +266,81 @@ def qmoe_routes(logits, k, router_weights, normalize):
         return top, np.where(total != 0, e / total, np.float32(0))
 
 
+def qmoe_with_panels(nodes, graph, outputs):
+    """The nodes with QMoE reading its constant experts as MatMulNBits' 32-column panels (each expert's fc1 and fc2
+    packed in place by native.nbits_panels, zero points as float32 per block; attribute panels=1) where both FCs are
+    MatMulNBits' layout (program.c moe_nbits_layout) of a shape the kernels read so, the node of float32 activations
+    and the only reader of those constants, none of them a partition output."""
+    from . import native
+    if not native.HAS_MATMUL_NBITS:
+        return nodes
+    readers: dict = {}
+    for node in nodes:
+        for name in dict.fromkeys(node.inputs):
+            readers[name] = readers.get(name, 0) + 1
+    nodes = list(nodes)
+    for i, node in enumerate(nodes):
+        a, inputs = node.attrs, node.inputs + [""] * (15 - len(node.inputs))
+        if (node.op_type != "QMoE" or node.domain != "com.microsoft" or a.get("panels", 0) or
+                a.get("weights_prepacked", -1) == 1 or check_qmoe(node, graph) or inputs[14] or
+                graph.value(inputs[0]).dtype != np.float32):
+            continue
+        bits, block = a.get("expert_weight_bits", 4), a.get("block_size", 0)
+        names = [inputs[j] for j in (2, 3, 11, 5, 6, 12)]  # per FC: weights, scales, zero points
+        values = [graph.value(n).const if n else None for n in names]
+        if (bits not in (4, 8) or block <= 0 or any(v is None for v in values[:2] + values[3:5]) or
+                any(n and (readers[n] != 1 or n in outputs) for n in names) or len(set(filter(None, names))) != len(
+                    [n for n in names if n])):
+            continue
+        (q1, s1, z1, q2, s2, z2), fusion = values, 2 if a.get("activation_type") == "swiglu" else 1
+        if (q1.dtype != np.uint8 or q2.dtype != np.uint8 or s1.dtype != np.float32 or s2.dtype != np.float32 or
+                any(z is not None and z.dtype != np.uint8 for z in (z1, z2)) or q1.ndim != 3 or q2.ndim != 3 or
+                s1.ndim != 3 or s1.shape[-1] <= 1):
+            continue
+        experts, hidden, inter = q2.shape[0], q2.shape[1], q2.shape[2] * (8 // bits)
+        try:
+            fcs = [QuantizedExperts(q, s_, z, bits, quantized_layout(f, q, s_, z, bits, block, True, experts, rows,
+                                                                    cols), experts, rows, cols)
+                   for f, q, s_, z, rows, cols in (("fc1", q1, s1, z1, fusion * inter, hidden),
+                                                   ("fc2", q2, s2, z2, hidden, inter))]
+        except InvalidArgument:  # validate refuses them as stock does
+            continue
+        if not all(fc.block != fc.cols and fc.cols % fc.block == 0 and
+                   native.lib.seamless_matmul_nbits_panels(q.shape[1], fc.cols, bits, block)
+                   for fc, q in zip(fcs, (q1, q2))):
+            continue
+        renamed = {}
+        for fc, (q_name, s_name, z_name) in zip(fcs, (names[:3], names[3:])):
+            zero = None if fc.sources[1] is None else np.ascontiguousarray(fc.zero)  # float32 [experts, rows, blocks]
+            for e in range(experts):  # in place: the graph's constants are the EP's own copies (graph/reader.py)
+                native.nbits_panels(fc.q[e], fc.scales[e], None if zero is None else zero[e], bits, block, fc.cols,
+                                    fc.q.shape[1], in_place=True)
+            for name, array in ((q_name, fc.q), (s_name, fc.scales), (z_name, zero)):
+                if name:
+                    value = graph.values[name]
+                    renamed[name] = f"{name}.panels"
+                    graph.values[renamed[name]] = Value(renamed[name], NUMPY_TO_ONNX[array.dtype], array.shape, array)
+                    graph.values[name] = dataclasses.replace(value, const=None)  # the row layout's copy is freed
+        nodes[i] = dataclasses.replace(node, inputs=[renamed.get(n, n) for n in node.inputs],
+                                       attrs={**node.attrs, "panels": 1})
+    return nodes
+
+
 @kernel("QMoE", domain="com.microsoft", types=FLOATS, check=check_qmoe, validate=validate_qmoe)
 def qmoe(x, router_probs, fc1_experts_weights, fc1_scales=None, fc1_experts_bias=None, fc2_experts_weights=None,
          fc2_scales=None, fc2_experts_bias=None, fc3_experts_weights=None, fc3_scales=None, fc3_experts_bias=None,
          fc1_zero_points=None, fc2_zero_points=None, fc3_zero_points=None, router_weights=None, *rest, k=1,
          activation_type="relu", activation_alpha=1.0, activation_beta=0.0, normalize_routing_weights=0,
          swiglu_fusion=0, swiglu_limit=None, use_sparse_mixer=0, expert_weight_bits=4, block_size=0,
-         quant_type="int", weights_prepacked=-1, accuracy_level=0, swiglu_limit_after_activation=0):
+         quant_type="int", weights_prepacked=-1, accuracy_level=0, swiglu_limit_after_activation=0, panels=0):
     if fc2_experts_weights is None:
         raise InvalidArgument("Input 'fc2_experts_weights' is required.")
     fusion, zero_points = 2 if activation_type == "swiglu" else 1, (fc1_zero_points, fc2_zero_points)
     tokens, experts, inter, *blocks = qmoe_geometry(
         x, router_probs, fc1_experts_weights, fc1_scales, fc1_experts_bias, fc2_experts_weights, fc2_scales,
-        fc2_experts_bias, zero_points, fusion, k, expert_weight_bits, block_size)
+        fc2_experts_bias, zero_points, fusion, k, expert_weight_bits, block_size, panels)
     fc1, fc2 = quantized_experts(fc1_experts_weights, fc1_scales, fc2_experts_weights, fc2_scales, zero_points,
-                                 expert_weight_bits, blocks, experts, inter, x.shape[-1], fusion)
+                                 expert_weight_bits, blocks, experts, inter, x.shape[-1], fusion, panels)
     if router_weights is not None:
         expect("router_weights", router_weights, (tokens, experts))
     rows = x.reshape(tokens, x.shape[-1]).astype(np.float32)

@@ -451,6 +451,22 @@ def with_panels(nodes, graph, outputs):
     return nodes
 
 
+def rows_of_panels(B, scales, zero_points=None):
+    """B [N, row bytes], scales and float32 zero points [N, nb] (or None) back in the row layout from the panels
+    native.nbits_panels makes (every full 32 rows' words [row bytes / 4][2][16][4 bytes], blocks [nb][32])."""
+    n = scales.shape[0]
+    full = n // 32 * 32
+    b, rows = np.asarray(B).reshape(n, -1), []
+    for a, shape, order in ((b, (-1, b.shape[1] // 4, 2, 16, 4), (0, 2, 3, 1, 4)), (scales, (-1, scales.shape[1], 32),
+                            (0, 2, 1)), (zero_points, (-1, scales.shape[1], 32), (0, 2, 1))):
+        if a is None:
+            rows.append(None)
+            continue
+        a = np.asarray(a).reshape(n, -1)
+        rows.append(np.concatenate([a[:full].reshape(shape).transpose(order).reshape(full, -1), a[full:]]))
+    return tuple(rows)
+
+
 @kernel("MatMulNBits", domain="com.microsoft", check=_check_matmul_nbits, validate=validate_nbits_weights)
 def matmul_nbits(A, B, scales, zero_points=None, g_idx=None, bias=None, *, K, N, bits=4, block_size,
                  accuracy_level=0, weight_prepacked=0, panels=0):

@@ -947,13 +947,15 @@ def _moe_step(rec, node, x, router, fc1, b1, fc2, b2, tokens, experts, inter, ou
         args.qmoe, args.bits = 1, quantized[0].bits
         for fc, weights, n in zip(quantized, (fc1, fc2), "12"):
             setattr(args, f"block{n}", fc.block)
-            # one table per constant (the same address in every recording: a family's argument blocks agree)
+            setattr(args, f"panels{n}", int(fc.panels))
+            # one table per constant (the same address in every recording: a family's argument blocks agree); panels:
+            # the constants themselves (the default zero points none)
             key = f"qmoe_tables_{fc.bits}_{fc.block}_{id(fc.sources[0])}_{id(fc.sources[1])}"
-            tables = constants.derived(
+            tables = (fc.scales, fc.zero) if fc.panels else constants.derived(
                 weights.array, key, lambda _, fc=fc: (np.ascontiguousarray(fc.scales), np.ascontiguousarray(fc.zero)))
             for name, table in zip(("scale", "zero"), rec.keep(tables)):
-                setattr(args, f"{name}{n}", ffi.cast("float*", ffi.from_buffer(table)))
-            packed = fc.sources[1]  # as given: MatMulNBits' kernel reads them (program.c moe_nbits)
+                setattr(args, f"{name}{n}", ffi.NULL if table is None else ffi.cast("float*", ffi.from_buffer(table)))
+            packed = None if fc.panels else fc.sources[1]  # as given: MatMulNBits' kernel reads them (program.c)
             if packed is not None:
                 packed = rec.keep(np.ascontiguousarray(packed))
                 setattr(args, f"packed_zero{n}", ffi.cast("uint8_t*", ffi.from_buffer(packed)))
@@ -996,9 +998,9 @@ def qmoe(rec, node, ins, outs):
         attrs.get("expert_weight_bits", 4)
     tokens, experts, inter, *blocks = qmoe_geometry(
         x.array, router.array, fc1.array, array(s1), array(b1), fc2.array, array(s2), array(b2), zero_points, fusion,
-        attrs.get("k", 1), bits, attrs.get("block_size", 0))
+        attrs.get("k", 1), bits, attrs.get("block_size", 0), attrs.get("panels", 0))
     fc1q, fc2q = quantized_experts(fc1.array, s1.array, fc2.array, s2.array, zero_points, bits, blocks, experts, inter,
-                                   x.array.shape[-1], fusion)
+                                   x.array.shape[-1], fusion, attrs.get("panels", 0))
     return _moe_step(rec, node, x, router, fc1, b1, fc2, b2, tokens, experts, inter, outs, (fc1q, fc2q))
 
 
