@@ -3,8 +3,8 @@
 #   WHEELS  a folder with cp312 wheels of what the machine lacks (cffi, pycparser; see
 #           ../shared/tools/offline-wheels.sh), installed into /tmp/site; add the onnxruntime wheel CI uses
 #           (1.32) so that the parity tests compare against the same stock ORT as CI (the machine has 1.30,
-#           which refuses IR 14 models; 10 NaN ArgMax/ArgMin, MoE and gated-norm cases fail against it with this
-#           and the previous session's code alike, not yet run against 1.32 there)
+#           which refuses IR 14 models; 10 NaN ArgMax/ArgMin, MoE and gated-norm cases fail against it; against
+#           1.32 the whole suite passed on an H200 in session 50, docs/benchmarks/gpu.md)
 #   MATERIAL  a folder made here by `python tests/gpu_material.py pack DIR` (under 64 MiB)
 # Usage there: bash tests/run_gpu.sh WHEELS MATERIAL [pytest arguments, default: tests/cuda]
 set -eo pipefail
