@@ -100,10 +100,10 @@ void seamless_skip_rmsnorm_f32(const float* x, const float* skip, size_t skip_ro
 int seamless_raw_experts(const uint8_t* prepacked, uint8_t* raw, size_t n, size_t k, int bits, size_t row0,
                          size_t row1);
 /* quantization.c: GatherBlockQuantized's rows of a [rows, cols] table (panels: data and scales as
- * seamless_matmul_nbits_pack_panels leaves them, a tied LM head's) */
-void seamless_gather_block_quantized_f32(const uint8_t* data, size_t rows, size_t cols, const int64_t* idx, size_t n,
-                                         const float* scales, const uint8_t* zp, size_t bits, size_t bs, int panels,
-                                         float* out);
+ * seamless_matmul_nbits_pack_panels leaves them, a tied LM head's); 0, or 2 (out of memory) */
+int seamless_gather_block_quantized_f32(const uint8_t* data, size_t rows, size_t cols, const int64_t* idx, size_t n,
+                                        const float* scales, const uint8_t* zp, size_t bits, size_t bs, int panels,
+                                        float* out);
 /* elementwise.c: QuickGelu x * sigmoid(alpha x) */
 /* elementwise.c: y (cols rows of ldy elements) = x (rows x cols) transposed, elements of `size` bytes; 0, or 1 (a
  * size it does not take) */

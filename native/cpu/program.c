@@ -1255,9 +1255,12 @@ static int run_step(const SeamlessStep* s, char* const* ptr, void* par_fn, void*
     }
     case SEAMLESS_OP_GATHER_BLOCK_QUANTIZED: {
       const SeamlessGatherQuantizedArgs* g = args;
-      seamless_gather_block_quantized_f32(g->data, (size_t)g->rows, (size_t)g->cols, (const int64_t*)P(0),
-                                          (size_t)g->count, g->scales, g->zero_points, (size_t)g->bits,
-                                          (size_t)g->block_size, g->panels, (float*)P(1));
+      if (seamless_gather_block_quantized_f32(g->data, (size_t)g->rows, (size_t)g->cols, (const int64_t*)P(0),
+                                              (size_t)g->count, g->scales, g->zero_points, (size_t)g->bits,
+                                              (size_t)g->block_size, g->panels, (float*)P(1))) {
+        snprintf(error, error_len, "out of memory");
+        return STATUS_FAIL;
+      }
       return 0;
     }
     case SEAMLESS_OP_MATMUL_NBITS: {

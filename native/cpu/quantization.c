@@ -1444,17 +1444,22 @@ int seamless_matmul_nbits_f32(const float* a, size_t m, size_t k, const uint8_t*
 /* out[i, :] = (q(data[idx[i], :]) - zp) * scale for i < n; the table has `rows` rows of `cols`
  * logical values, quantized along the row in blocks of bs (scales [rows, cols / bs], packed
  * zero points [rows, ceil(cols / bs * bits / 8)] or NULL: 2^(bits-1)). Negative indices count
- * from the end; out-of-range indices give zero rows. */
-void seamless_gather_block_quantized_f32(const uint8_t* data, size_t rows, size_t cols, const int64_t* idx, size_t n,
-                                         const float* scales, const uint8_t* zp, size_t bits, size_t bs, int panels,
-                                         float* out) {
+ * from the end; out-of-range indices give zero rows (as stock's). 0, or 2 (out of memory: nothing written). */
+int seamless_gather_block_quantized_f32(const uint8_t* data, size_t rows, size_t cols, const int64_t* idx, size_t n,
+                                        const float* scales, const uint8_t* zp, size_t bits, size_t bs, int panels,
+                                        float* out) {
   const size_t row_bytes = cols * bits / 8, nb = (cols + bs - 1) / bs, zp_row = (nb * bits + 7) / 8;
   uint8_t* q = (uint8_t*)malloc(cols + 8 + (panels ? row_bytes : 0));
   float* row_scales = panels ? (float*)malloc(nb * sizeof(float)) : NULL;
+  if (!q || (panels && !row_scales)) {
+    free(q);
+    free(row_scales);
+    return 2;
+  }
   for (size_t i = 0; i < n; i++) {
     int64_t r = idx[i] < 0 ? idx[i] + (int64_t)rows : idx[i];
     float* o = out + i * cols;
-    if (r < 0 || r >= (int64_t)rows || !q || (panels && !row_scales)) {
+    if (r < 0 || r >= (int64_t)rows) {
       memset(o, 0, cols * sizeof(float));
       continue;
     }
@@ -1480,6 +1485,7 @@ void seamless_gather_block_quantized_f32(const uint8_t* data, size_t rows, size_
   }
   free(q);
   free(row_scales);
+  return 0;
 }
 
 /* QMoE expert weights in CUTLASS's SM80 mixed-GEMM layout (what ORT's CUDA QMoE reads for weights_prepacked -1 and 1:

@@ -488,10 +488,11 @@ def gather_block_quantized(data, indices, scales, zero_points, bits, block_size,
     data = np.ascontiguousarray(data)
     scales = _f32(scales)
     zp = None if zero_points is None else np.ascontiguousarray(zero_points)
-    lib.seamless_gather_block_quantized_f32(ffi.from_buffer("uint8_t[]", data), rows, cols,
-                                            ffi.from_buffer("int64_t[]", idx), idx.size, _fp(scales),
-                                            _NULL if zp is None else ffi.from_buffer("uint8_t[]", zp), bits,
-                                            block_size, panels, _fp(out))
+    if lib.seamless_gather_block_quantized_f32(ffi.from_buffer("uint8_t[]", data), rows, cols,
+                                               ffi.from_buffer("int64_t[]", idx), idx.size, _fp(scales),
+                                               _NULL if zp is None else ffi.from_buffer("uint8_t[]", zp), bits,
+                                               block_size, panels, _fp(out)):
+        raise MemoryError("GatherBlockQuantized: out of memory")
     return out
 
 
