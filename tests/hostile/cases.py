@@ -1443,20 +1443,21 @@ def moe_no_tokens():  # valid: an empty output
 
 
 def _qmoe(tokens=5, hidden=32, experts=4, inter=16, k=2, router_experts=None, scale_blocks=None, fc2_bytes=None,
-          zero_rows=None):
-    """A 4-bit QMoE, blocks of 16, zero points (all its weights constants)."""
+          zero_rows=None, block=16):
+    """A 4-bit QMoE, zero points (all its weights constants); at hidden 128, inter 64 and blocks of 32 its experts
+    are packed as panels (kernels/cpu/moe.py qmoe_with_panels)."""
     r = np.random.default_rng(0)
     x = r.standard_normal((tokens, hidden)).astype(F32)
     router = r.standard_normal((tokens, router_experts or experts)).astype(F32)
     fc1 = r.integers(0, 256, (experts, 2 * inter, hidden // 2)).astype(U8)
-    s1 = (0.05 * r.random((experts, 2 * inter, scale_blocks or hidden // 16))).astype(F32)
+    s1 = (0.05 * r.random((experts, 2 * inter, scale_blocks or hidden // block))).astype(F32)
     fc2 = r.integers(0, 256, (experts, hidden, fc2_bytes or inter // 2)).astype(U8)
-    s2 = (0.05 * r.random((experts, hidden, inter // 16))).astype(F32)
-    z1 = r.integers(0, 256, (experts, zero_rows or 2 * inter, 1)).astype(U8)
-    z2 = r.integers(0, 256, (experts, hidden, 1)).astype(U8)
+    s2 = (0.05 * r.random((experts, hidden, inter // block))).astype(F32)
+    z1 = r.integers(0, 256, (experts, zero_rows or 2 * inter, -(-hidden // block // 2))).astype(U8)
+    z2 = r.integers(0, 256, (experts, hidden, -(-inter // block // 2))).astype(U8)
     return one("QMoE", [x, router, Const(fc1), Const(s1), None, Const(fc2), Const(s2), None, None, None, None,
                         Const(z1), Const(z2)],
-               dict(k=k, activation_type="swiglu", swiglu_fusion=1, expert_weight_bits=4, block_size=16), opset=21,
+               dict(k=k, activation_type="swiglu", swiglu_fusion=1, expert_weight_bits=4, block_size=block), opset=21,
                domain="com.microsoft")
 
 
@@ -1483,6 +1484,24 @@ def qmoe_k_above_experts():
 @case
 def qmoe_no_tokens():  # valid: an empty output
     return _qmoe(tokens=0)
+
+
+QMOE_PANELS = dict(hidden=128, inter=64, block=32)
+
+
+@case
+def qmoe_panels_router_experts_differ():
+    return _qmoe(router_experts=3, **QMOE_PANELS)
+
+
+@case
+def qmoe_panels_no_tokens():  # valid: an empty output
+    return _qmoe(tokens=0, **QMOE_PANELS)
+
+
+@case
+def qmoe_panels_many_tokens():  # valid: past a chunk an expert, the GEMMs over rows put back from panels
+    return _qmoe(tokens=40, **QMOE_PANELS)
 
 
 # --- Qwen3.5-class linear attention layers -----------------------------------------------------------------------

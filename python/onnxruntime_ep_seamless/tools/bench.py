@@ -195,9 +195,10 @@ def _matmul_nbits_case(k, n, rng, level=0, rows=1, block=32, zero_points=False):
                         weights, domain="com.microsoft"), {"A": a})
 
 
-def _qmoe_case(tokens, hidden, inter, rng, experts=32, k=4):
+def _qmoe_cases(hidden, inter, rng, experts=32, k=4) -> list:
     """A QMoE layer of 4-bit experts in blocks of 32 (the builder's int4 CPU export: the default zero point), SwiGLU
-    with its limit, each token to the top k."""
+    with its limit, each token to the top k: a decode step's and a 16-token prompt's (one model, its token count
+    symbolic)."""
     import numpy as np
     block = 32
     weights = []
@@ -205,14 +206,14 @@ def _qmoe_case(tokens, hidden, inter, rng, experts=32, k=4):
         weights += [(f"fc{n}", rng.integers(0, 256, (experts, rows, cols // 2), np.uint8)),
                     (f"s{n}", (0.02 * rng.random((experts, rows, cols // block))).astype(np.float32))]
     weights.insert(2, ("", None))  # no fc1 bias
-    feeds = {"x": rng.standard_normal((tokens, hidden)).astype(np.float32),
-             "router": rng.standard_normal((tokens, experts)).astype(np.float32)}
     attrs = {"k": k, "activation_type": "swiglu", "swiglu_fusion": 1, "activation_alpha": 1.702,
              "activation_beta": 1.0, "swiglu_limit": 7.0, "expert_weight_bits": 4, "block_size": block}
-    return (f"QMoE [{tokens}, {hidden}], {experts} experts of 4-bit [{2 * inter}, {hidden}] + [{hidden}, {inter}], "
-            f"top {k}",
-            _node_model("QMoE", [(n, np.float32, v.shape) for n, v in feeds.items()], [("y", np.float32)], attrs,
-                        weights, opset=21, domain="com.microsoft"), feeds)
+    model = _node_model("QMoE", [("x", np.float32, ["tokens", hidden]), ("router", np.float32, ["tokens", experts])],
+                        [("y", np.float32)], attrs, weights, opset=21, domain="com.microsoft")
+    return [(f"QMoE [{tokens}, {hidden}], {experts} experts of 4-bit [{2 * inter}, {hidden}] + [{hidden}, {inter}], "
+             f"top {k}", model, {"x": rng.standard_normal((tokens, hidden)).astype(np.float32),
+                                 "router": rng.standard_normal((tokens, experts)).astype(np.float32)})
+            for tokens in (1, 16)]
 
 
 def _attention_case(rng):
@@ -258,9 +259,7 @@ def op_cases() -> list:
             _matmul_nbits_case(896, 4864, rng, 4, 16, zero_points=True),
             # the experts of a gpt-oss-20b layer and of an LFM2-8B-A1B-wide one (MatMulNBits' float path): a decode
             # step's and a prompt's
-            *(_qmoe_case(tokens, hidden, inter, np.random.default_rng(1)) for hidden, inter in ((2880, 2880),
-                                                                                              (2048, 1792))
-              for tokens in (1, 16)),
+            *_qmoe_cases(2880, 2880, np.random.default_rng(1)), *_qmoe_cases(2048, 1792, np.random.default_rng(1)),
             # activations of a BERT-sized MLP over 128 tokens (GELU's tanh form: Gemma's GeGLU, GPT-2)
             _activation_case("Tanh", {}, rng), _activation_case("Gelu", {"approximate": "tanh"}, rng, opset=20),
             # attention on the GEMM: a BERT-sized layer's, a decoder prompt's
