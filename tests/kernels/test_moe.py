@@ -166,7 +166,7 @@ def test_qmoe_panels(monkeypatch, bits, zero_points, tokens):
 def test_qmoe_panels_replace_the_row_layout_at_compile(zero_points):
     """plan/fusion.py (kernels/cpu/moe.py qmoe_with_panels): each expert's weights, scales and zero points (float32
     per block) packed as MatMulNBits' panels, which give the rows back (kernels/cpu/quantization.py rows_of_panels);
-    the row layout's copies leave the graph. Row-wise scales, 2 bits or one reader more keep the rows."""
+    the row layout's copies leave the graph. Row-wise scales, 2 bits or zero points fed at run time keep the rows."""
     from onnxruntime_ep_seamless.graph.onnx_import import import_model
     from onnxruntime_ep_seamless.kernels.cpu.moe import QuantizedExperts
     from onnxruntime_ep_seamless.kernels.cpu.quantization import rows_of_panels
@@ -191,9 +191,11 @@ def test_qmoe_panels_replace_the_row_layout_at_compile(zero_points):
             np.testing.assert_array_equal(got[1], inputs[s][e])
             if zero_points:
                 np.testing.assert_array_equal(got[2], want.zero[e])
-    for change in ({"block_size": 0}, {"expert_weight_bits": 2}):
-        kept = qmoe_inputs(3, 128, 3, 64, "swiglu", change.get("expert_weight_bits", 4), change.get("block_size", 32))
-        graph = import_model(node_model("QMoE", kept, {**attrs, **change}, 21, None, QMOE_CONST,
+    for change, const in (({"block_size": 0}, QMOE_CONST), ({"expert_weight_bits": 2}, QMOE_CONST),
+                          ({}, QMOE_CONST[:-2])):
+        kept = qmoe_inputs(3, 128, 3, 64, "swiglu", change.get("expert_weight_bits", 4), change.get("block_size", 32),
+                           zero_points=True)
+        graph = import_model(node_model("QMoE", kept, {**attrs, **change}, 21, None, const,
                                         domain="com.microsoft")[0])
         assert "panels" not in fuse(graph, graph.outputs, "cpu")[0].attrs
 

@@ -287,10 +287,11 @@ def qmoe_with_panels(nodes, graph, outputs):
             continue
         bits, block = a.get("expert_weight_bits", 4), a.get("block_size", 0)
         names = [inputs[j] for j in (2, 3, 11, 5, 6, 12)]  # per FC: weights, scales, zero points
+        given = [n for n in names if n]
         values = [graph.value(n).const if n else None for n in names]
-        if (bits not in (4, 8) or block <= 0 or any(v is None for v in values[:2] + values[3:5]) or
-                any(n and (readers[n] != 1 or n in outputs) for n in names) or len(set(filter(None, names))) != len(
-                    [n for n in names if n])):
+        if (bits not in (4, 8) or block <= 0 or not all(names[j] for j in (0, 1, 3, 4)) or
+                any(n and v is None for n, v in zip(names, values)) or len(set(given)) != len(given) or
+                any(readers[n] != 1 or n in outputs for n in given)):  # constants, each read by this node alone
             continue
         (q1, s1, z1, q2, s2, z2), fusion = values, 2 if a.get("activation_type") == "swiglu" else 1
         if (q1.dtype != np.uint8 or q2.dtype != np.uint8 or s1.dtype != np.float32 or s2.dtype != np.float32 or
