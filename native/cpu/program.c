@@ -848,10 +848,10 @@ static void moe_dequantize_task(void* user, size_t task) {
   seamless_task_range((size_t)(j->r1 - j->r0), j->tasks, task, &a, &b);
   uint8_t* row = j->panels ? malloc((size_t)p->row_bytes + 2 * (size_t)p->blocks * sizeof(float)) : NULL;
   if (j->panels && !row) {
-    j->failed = 1;
+    __atomic_store_n(&j->failed, 1, __ATOMIC_RELAXED);
     return;
   }
-  float *scale = (float*)(row + p->row_bytes), *zero = p->q_zero ? scale + p->blocks : NULL;
+  float *scale = row ? (float*)(row + p->row_bytes) : NULL, *zero = row && p->q_zero ? scale + p->blocks : NULL;
   for (size_t i = a; i < b; i++) {
     const int64_t r = j->r0 + (int64_t)i;
     if (j->panels)
@@ -899,8 +899,8 @@ static int moe_matmul(const SeamlessMoeArgs* a, const void* w, const float* scal
       size_t tasks = seamless_task_count((size_t)((r1 - r0) * cols), PARALLEL_GRAIN);
       MoeDequantizeJob job = {&p, r0, r1, deq, tasks < (size_t)(r1 - r0) ? tasks : (size_t)(r1 - r0), panels, 0};
       seamless_run_tasks(par_fn, par_ctx, job.tasks, moe_dequantize_task, &job);
-      if (job.failed || seamless_sgemm_batched(1, (size_t)count, (size_t)(r1 - r0), (size_t)cols, in, (size_t)cols, 0, deq,
-                                 (size_t)cols, 0, 1, out + r0, (size_t)rows, 0, par_fn, par_ctx))
+      if (job.failed || seamless_sgemm_batched(1, (size_t)count, (size_t)(r1 - r0), (size_t)cols, in, (size_t)cols,
+                                               0, deq, (size_t)cols, 0, 1, out + r0, (size_t)rows, 0, par_fn, par_ctx))
         return -1;
     }
   }

@@ -255,7 +255,8 @@ static void mnb_panel_copy(const uint8_t* b, const float* scales, size_t n0, siz
 }
 
 /* Row r of b [n, row_bytes] packed by seamless_matmul_nbits_pack_panels, with its scales and float zero points (zp
- * NULL: none), back in the row layout: mnb_panel_copy's inverse in a panel, the rows after the last panel as they are. */
+ * NULL: none), back in the row layout: mnb_panel_copy's inverse in a panel; the rows after the last panel as they
+ * are. */
 void seamless_matmul_nbits_panel_row(const uint8_t* b, const float* scales, const float* zp, size_t n, size_t r,
                                      size_t nb, size_t row_bytes, uint8_t* row, float* row_scales, float* row_zp) {
   if (r >= n / 32 * 32) {
