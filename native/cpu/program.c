@@ -851,14 +851,18 @@ static void moe_dequantize_task(void* user, size_t task) {
     __atomic_store_n(&j->failed, 1, __ATOMIC_RELAXED);
     return;
   }
-  float *scale = row ? (float*)(row + p->row_bytes) : NULL, *zero = row && p->q_zero ? scale + p->blocks : NULL;
   for (size_t i = a; i < b; i++) {
     const int64_t r = j->r0 + (int64_t)i;
-    if (j->panels)
+    const uint8_t* q = p->q + r * p->row_bytes;
+    const float *scale = p->q_scale + r * p->blocks, *zero = p->q_zero ? p->q_zero + r * p->blocks : NULL;
+    if (row) {
+      float* row_scale = (float*)(row + p->row_bytes);
+      float* row_zero = zero ? row_scale + p->blocks : NULL;
       seamless_matmul_nbits_panel_row(p->q, p->q_scale, p->q_zero, (size_t)p->rows, (size_t)r, (size_t)p->blocks,
-                                      (size_t)p->row_bytes, row, scale, zero);
-    moe_dequantize(p, j->panels ? row : p->q + r * p->row_bytes, j->panels ? scale : p->q_scale + r * p->blocks,
-                   j->panels ? zero : p->q_zero + r * p->blocks, 0, p->cols, j->out + (int64_t)i * p->cols, NULL);
+                                      (size_t)p->row_bytes, row, row_scale, row_zero);
+      q = row, scale = row_scale, zero = row_zero;
+    }
+    moe_dequantize(p, q, scale, zero, 0, p->cols, j->out + (int64_t)i * p->cols, NULL);
   }
   free(row);
 }

@@ -471,8 +471,8 @@ def fuse(graph: Graph, outputs: list[str], device: str = "cpu", enabled: bool = 
     """The graph's nodes after FUSIONS, for a partition whose outputs are `outputs`, on `device`. May add
     constants to the graph (the transposed weights of Linear and MatMulSwiGLU; on CUDA, QMoE's CUTLASS-prepacked
     experts in the raw layout, kernels/cuda/moe.py with_raw_experts; on the CPU, MatMulNBits' and QMoE's weights as
-    panels in place of their rows, kernels/cpu/quantization.py with_panels, kernels/cpu/moe.py qmoe_with_panels). enabled=False (the `fusion` option): the nodes as
-    they are but for those layouts."""
+    panels in place of their rows, kernels/cpu/quantization.py with_panels, kernels/cpu/moe.py qmoe_with_panels).
+    enabled=False (the `fusion` option): the nodes as they are but for those layouts."""
     ctx = FusionContext(graph, set(outputs), device)
     held = _user_nodes(graph, device) if enabled else set()
     originals = {}  # id(stand-in) -> the node a user's kernel runs: no rule matches the stand-in's op type

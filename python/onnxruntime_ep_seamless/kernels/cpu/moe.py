@@ -9,8 +9,7 @@ import numpy as np
 
 from ..checks import InvalidArgument
 from ..registry import FLOATS, kernel
-from ...graph.ir import NUMPY_TO_ONNX, Value
-from .quantization import rows_of_panels
+from .quantization import node_readers, panel_value, rows_of_panels
 
 _ACTIVATIONS = ("relu", "silu", "swiglu", "identity")
 _QMOE_ACTIVATIONS = _ACTIVATIONS + ("gelu",)
@@ -190,7 +189,7 @@ class QuantizedExperts:
         if zp is None:
             return np.full((experts, rows, self.blocks), 2 ** (self.bits - 1), np.float32)
         if zp.ndim == 3:
-            return _unpack(zp, self.bits, self.blocks).astype(np.float32)
+            return _block_zero_points(zp, self.bits, self.blocks)
         return _unpack(zp, self.bits, rows).astype(np.float32).reshape(experts, rows, 1)
 
     def dequantized(self, expert) -> np.ndarray:
@@ -202,6 +201,11 @@ class QuantizedExperts:
         scale = np.repeat(scales, self.block, axis=1)[:, :self.cols]
         zero = np.float32(2 ** (self.bits - 1)) if zero is None else np.repeat(zero, self.block, axis=1)[:, :self.cols]
         return scale * (values - zero)
+
+
+def _block_zero_points(zp, bits, blocks) -> np.ndarray:
+    """Block-wise zero points [experts, rows, ceil(blocks / pack)] uint8 as float32 [experts, rows, blocks]."""
+    return _unpack(zp, bits, blocks).astype(np.float32)
 
 
 def _unpack(packed, bits, count):
@@ -274,10 +278,7 @@ def qmoe_with_panels(nodes, graph, outputs):
     from . import native
     if not native.HAS_MATMUL_NBITS:
         return nodes
-    readers: dict = {}
-    for node in nodes:
-        for name in dict.fromkeys(node.inputs):
-            readers[name] = readers.get(name, 0) + 1
+    readers = node_readers(nodes)
     nodes = list(nodes)
     for i, node in enumerate(nodes):
         a, inputs = node.attrs, node.inputs + [""] * (15 - len(node.inputs))
@@ -291,7 +292,7 @@ def qmoe_with_panels(nodes, graph, outputs):
         values = [graph.value(n).const if n else None for n in names]
         if (bits not in (4, 8) or block <= 0 or not all(names[j] for j in (0, 1, 3, 4)) or
                 any(n and v is None for n, v in zip(names, values)) or len(set(given)) != len(given) or
-                any(readers[n] != 1 or n in outputs for n in given)):  # constants, each read by this node alone
+                any(len(readers[n]) != 1 or n in outputs for n in given)):  # constants, read by this node alone
             continue
         (q1, s1, z1, q2, s2, z2), fusion = values, 2 if a.get("activation_type") == "swiglu" else 1
         if (q1.dtype != np.uint8 or q2.dtype != np.uint8 or s1.dtype != np.float32 or s2.dtype != np.float32 or
@@ -299,9 +300,10 @@ def qmoe_with_panels(nodes, graph, outputs):
                 s1.ndim != 3 or s1.shape[-1] <= 1):
             continue
         experts, hidden, inter = q2.shape[0], q2.shape[1], q2.shape[2] * (8 // bits)
-        try:
-            fcs = [QuantizedExperts(q, s_, z, bits, quantized_layout(f, q, s_, z, bits, block, True, experts, rows,
-                                                                    cols), experts, rows, cols)
+        try:  # the experts with their zero points as float32 per block (or none: the default), packed below
+            fcs = [QuantizedExperts(q, s_, None if z is None else _block_zero_points(z, bits, -(-cols // block)), bits,
+                                    quantized_layout(f, q, s_, z, bits, block, True, experts, rows, cols), experts,
+                                    rows, cols, panels=True)
                    for f, q, s_, z, rows, cols in (("fc1", q1, s1, z1, fusion * inter, hidden),
                                                    ("fc2", q2, s2, z2, hidden, inter))]
         except InvalidArgument:  # validate refuses them as stock does
@@ -311,17 +313,12 @@ def qmoe_with_panels(nodes, graph, outputs):
                    for fc, q in zip(fcs, (q1, q2))):
             continue
         renamed = {}
-        for fc, (q_name, s_name, z_name) in zip(fcs, (names[:3], names[3:])):
-            zero = None if fc.sources[1] is None else np.ascontiguousarray(fc.zero)  # float32 [experts, rows, blocks]
+        for fc, fc_names in zip(fcs, (names[:3], names[3:])):
             for e in range(experts):  # in place: the graph's constants are the EP's own copies (graph/reader.py)
-                native.nbits_panels(fc.q[e], fc.scales[e], None if zero is None else zero[e], bits, block, fc.cols,
-                                    fc.q.shape[1], in_place=True)
-            for name, array in ((q_name, fc.q), (s_name, fc.scales), (z_name, zero)):
-                if name:
-                    value = graph.values[name]
-                    renamed[name] = f"{name}.panels"
-                    graph.values[renamed[name]] = Value(renamed[name], NUMPY_TO_ONNX[array.dtype], array.shape, array)
-                    graph.values[name] = dataclasses.replace(value, const=None)  # the row layout's copy is freed
+                native.nbits_panels(fc.q[e], fc.scales[e], None if fc.zero is None else fc.zero[e], bits, block,
+                                    fc.cols, fc.q.shape[1], in_place=True)
+            renamed.update((name, panel_value(graph, name, array)) for name, array in
+                           zip(fc_names, (fc.q, fc.scales, fc.zero)) if name)
         nodes[i] = dataclasses.replace(node, inputs=[renamed.get(n, n) for n in node.inputs],
                                        attrs={**node.attrs, "panels": 1})
     return nodes

@@ -384,6 +384,24 @@ def _tied_tables(nodes, readers, graph, outputs, members, b_name, s_name, bits, 
     return views, tables
 
 
+def node_readers(nodes) -> dict:
+    """Value name -> positions of the nodes reading it."""
+    readers: dict = {}
+    for i, node in enumerate(nodes):
+        for name in dict.fromkeys(node.inputs):
+            if name:
+                readers.setdefault(name, []).append(i)
+    return readers
+
+
+def panel_value(graph, name: str, array) -> str:
+    """`name`'s packed panels as the graph's constant `{name}.panels`; the row layout's copy is freed."""
+    packed = f"{name}.panels"
+    graph.values[packed] = Value(packed, NUMPY_TO_ONNX[array.dtype], array.shape, array)
+    graph.values[name] = dataclasses.replace(graph.values[name], const=None)
+    return packed
+
+
 def with_panels(nodes, graph, outputs):
     """The nodes with MatMulNBits reading its constant weights as 32-column panels where this CPU's kernels do
     (native.nbits_panels: packed once here, as stock ORT pre-packs them for MLAS). The panels replace the row layout
@@ -392,11 +410,7 @@ def with_panels(nodes, graph, outputs):
     them."""
     if not native.HAS_MATMUL_NBITS:
         return nodes
-    readers: dict = {}  # value name -> positions of the nodes reading it
-    for i, node in enumerate(nodes):
-        for name in dict.fromkeys(node.inputs):
-            if name:
-                readers.setdefault(name, []).append(i)
+    readers = node_readers(nodes)
     groups: dict = {}  # (B, scales, zero points) -> positions of its products
     for i, node in enumerate(nodes):
         names = _panel_weights(node, graph)
@@ -421,11 +435,9 @@ def with_panels(nodes, graph, outputs):
         if packed is None:
             continue
         views, tables = tied
-        names = (f"{b_name}.panels", f"{s_name}.panels", f"{z_name}.panels" if z_name else "")
-        for name, value, array in zip(names, (b_value, s_value, graph.value(z_name)), packed):
-            if name:  # the zero points as float32 [N, nb] panels
-                graph.values[name] = Value(name, NUMPY_TO_ONNX[array.dtype], array.shape, array)
-                graph.values[value.name] = dataclasses.replace(value, const=None)  # the row layout's copy is freed
+        # (the zero points as float32 [N, nb] panels)
+        names = tuple(panel_value(graph, name, array) if name else "" for name, array in
+                      zip((b_name, s_name, z_name), packed))
         renamed = dict(zip((b_name, s_name, z_name), names))
         for i in members + views:
             node = nodes[i]

@@ -950,9 +950,9 @@ def _moe_step(rec, node, x, router, fc1, b1, fc2, b2, tokens, experts, inter, ou
             setattr(args, f"panels{n}", int(fc.panels))
             # one table per constant (the same address in every recording: a family's argument blocks agree); panels:
             # the constants themselves (the default zero points none)
-            key = f"qmoe_tables_{fc.bits}_{fc.block}_{id(fc.sources[0])}_{id(fc.sources[1])}"
             tables = (fc.scales, fc.zero) if fc.panels else constants.derived(
-                weights.array, key, lambda _, fc=fc: (np.ascontiguousarray(fc.scales), np.ascontiguousarray(fc.zero)))
+                weights.array, f"qmoe_tables_{fc.bits}_{fc.block}_{id(fc.sources[0])}_{id(fc.sources[1])}",
+                lambda _, fc=fc: (np.ascontiguousarray(fc.scales), np.ascontiguousarray(fc.zero)))
             for name, table in zip(("scale", "zero"), rec.keep(tables)):
                 setattr(args, f"{name}{n}", ffi.NULL if table is None else ffi.cast("float*", ffi.from_buffer(table)))
             packed = None if fc.panels else fc.sources[1]  # as given: MatMulNBits' kernel reads them (program.c)
