@@ -17,11 +17,11 @@ struct SeamlessReplayer {
   int32_t n_in, max_rank, n_grow, left;
   int64_t min_capacity;
   int64_t* grow_at;               /* indices in a run's dims of the growing lengths */
-  /* a first prompt's padding (seamless_replayer_prompts): its lengths, padded to a bucket where the lengths at
-   * zero_at (the past KV's) are all 0 and its own are all equal */
-  int32_t n_prompt, n_zero;
+  /* a first prompt's padding (seamless_replayer_prompts): its lengths, padded to a bucket where its own are all
+   * equal and the lengths at past_at (the past KV's) are all 0 or all at least the bucket (shared buffers) */
+  int32_t n_prompt, n_past;
   int64_t prompt_min;
-  int64_t *prompt_at, *zero_at;
+  int64_t *prompt_at, *past_at;
   size_t key_len;
   SeamlessSegment* segments[SEAMLESS_MAX_SEGMENTS];
   uint64_t tick;
@@ -38,7 +38,7 @@ static long long g_segment_replays;  /* every segment launch, from C or Python *
 void seamless_replayer_free(SeamlessReplayer* r) {
   if (!r) return;
   pthread_mutex_destroy(&r->lock);
-  free(r->grow_at); free(r->prompt_at); free(r->zero_at); free(r->data); free(r->nbytes); free(r->types); free(r->ranks); free(r->dims);
+  free(r->grow_at); free(r->prompt_at); free(r->past_at); free(r->data); free(r->nbytes); free(r->types); free(r->ranks); free(r->dims);
   free(r->changed); free(r->key);
   free(r);
 }
@@ -67,31 +67,43 @@ SeamlessReplayer* seamless_replayer_new(int n_in, int max_rank, const int64_t* g
 }
 
 /* The replayer's first-prompt padding: the lengths at prompt_at padded to buckets, powers of two from min_capacity,
- * in runs whose lengths at zero_at are all 0. 0, or -1 out of memory. */
-int seamless_replayer_prompts(SeamlessReplayer* r, const int64_t* prompt_at, int n_prompt, const int64_t* zero_at,
-                              int n_zero, int64_t min_capacity) {
-  free(r->prompt_at); free(r->zero_at);
+ * in runs whose lengths at past_at are all 0 or all at least the bucket. 0, or -1 out of memory. */
+int seamless_replayer_prompts(SeamlessReplayer* r, const int64_t* prompt_at, int n_prompt, const int64_t* past_at,
+                              int n_past, int64_t min_capacity) {
+  free(r->prompt_at); free(r->past_at);
   r->prompt_at = malloc((n_prompt ? n_prompt : 1) * sizeof *prompt_at);
-  r->zero_at = malloc((n_zero ? n_zero : 1) * sizeof *zero_at);
-  r->n_prompt = r->n_zero = 0;
-  if (!r->prompt_at || !r->zero_at) return -1;
+  r->past_at = malloc((n_past ? n_past : 1) * sizeof *past_at);
+  r->n_prompt = r->n_past = 0;
+  if (!r->prompt_at || !r->past_at) return -1;
   if (n_prompt) memcpy(r->prompt_at, prompt_at, (size_t)n_prompt * sizeof *prompt_at);
-  if (n_zero) memcpy(r->zero_at, zero_at, (size_t)n_zero * sizeof *zero_at);
-  r->n_prompt = n_prompt; r->n_zero = n_zero; r->prompt_min = min_capacity;
+  if (n_past) memcpy(r->past_at, past_at, (size_t)n_past * sizeof *past_at);
+  r->n_prompt = n_prompt; r->n_past = n_past; r->prompt_min = min_capacity;
   return 0;
 }
 
 size_t seamless_replay_key_size(const SeamlessReplayer* r) { return r->key_len; }
 
-/* Whether a run (its key's dims) is a first prompt the prompt padding serves: every past empty, every prompt
- * length the same. */
+/* The power of two from `least` that holds `need`. */
+static int64_t bucket_of(int64_t need, int64_t least) {
+  int64_t capacity = 1;
+  while (capacity < need) capacity <<= 1;
+  return capacity < least ? least : capacity;
+}
+
+/* Whether a run (its key's dims) is a first prompt the prompt padding serves: every prompt length the same, every
+ * past empty or every past a buffer the bucket fits in (KV buffers of the maximum length that past and present
+ * share, onnxruntime-genai's with CUDA graphs: the prompt's rows are written from the start). */
 static int first_prompt(const SeamlessReplayer* r, const int64_t* d) {
   if (!r->n_prompt) return 0;
-  for (int z = 0; z < r->n_zero; z++)
-    if (d[r->zero_at[z]]) return 0;
   for (int g = 1; g < r->n_prompt; g++)
     if (d[r->prompt_at[g]] != d[r->prompt_at[0]]) return 0;
-  return 1;
+  int64_t bucket = bucket_of(d[r->prompt_at[0]], r->prompt_min);
+  int empty = 1, shared = 1;
+  for (int z = 0; z < r->n_past; z++) {
+    empty &= d[r->past_at[z]] == 0;
+    shared &= d[r->past_at[z]] >= bucket;
+  }
+  return empty || shared;
 }
 
 /* A run's segment key into `key` (seamless_replay_key_size bytes): the inputs' dims (zero past each
@@ -113,9 +125,7 @@ int64_t seamless_replay_key(const SeamlessReplayer* r, const int64_t* dims, cons
   if (n_at) {
     int64_t need = 0;
     for (int g = 0; g < n_at; g++) need = d[at[g]] > need ? d[at[g]] : need;
-    capacity = 1;
-    while (capacity < need) capacity <<= 1;
-    if (capacity < least) capacity = least;
+    capacity = bucket_of(need, least);
     for (int g = 0; g < n_at; g++) d[at[g]] = left ? d[at[g]] + capacity - need : capacity;
   }
   memcpy(key + n * rank * sizeof *d, ranks, n * sizeof *ranks);
@@ -174,7 +184,7 @@ int seamless_segment_inputs(SeamlessSegment* s, const int64_t* dims, void* const
         int64_t v = dim_at(s, dims, s->out_length[(size_t)j * s->k + t]);
         length = v > length ? v : length;
       }
-      if (s->capacity && length > s->capacity) return 1;
+      if (s->out_full[j] && length > s->out_full[j]) return 1;  /* past the captured buffer */
       s->lengths[j] = length;
     }
   }

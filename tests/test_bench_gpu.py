@@ -196,8 +196,8 @@ def test_compare_with_a_batch_hands_it_to_the_loops_that_decode_one(monkeypatch)
 
 
 def test_compare_with_new_prompt_lengths_runs_the_loops_that_take_them(monkeypatch):
-    """--new-prompt-lengths: only the growing and growing-device loops feed each round's prompt a new length; compare
-    runs those configurations and hands them the flag (the graph and C loops would refuse it)."""
+    """--new-prompt-lengths: the growing, growing-device and graph loops feed each round's prompt a new length; compare
+    runs those configurations and hands them the flag (the C loop would refuse it)."""
     import json
     import subprocess
     from onnxruntime_ep_seamless.tools import bench_gpu
@@ -210,10 +210,10 @@ def test_compare_with_new_prompt_lengths_runs_the_loops_that_take_them(monkeypat
 
     monkeypatch.setattr(bench_gpu.subprocess, "run", fake_run)
     summary = bench_gpu.compare("m", 8, 4, 1, None, None, token="device", new_lengths=True)
-    assert {c[c.index("--mode") + 1] for c in cmds} == {"growing", "growing-device"}
+    assert {c[c.index("--mode") + 1] for c in cmds} == {"growing", "growing-device", "graph"}
     assert all("--new-prompt-lengths" in c for c in cmds) and summary["new_prompt_lengths"]
-    with pytest.raises(SystemExit, match="growing and growing-device loops only"):
-        bench_gpu.run_one("m", "seamless", 8, 4, 1, mode="graph", new_lengths=True)
+    with pytest.raises(SystemExit, match="growing, growing-device and graph loops only"):
+        bench_gpu.run_one("m", "seamless", 8, 4, 1, mode="growing-c", token="device", new_lengths=True)
 
 
 def test_compare_hands_the_profile_to_every_onnx_loop_that_runs_one(monkeypatch):

@@ -268,8 +268,9 @@ def test_builder_decoder_growing_work_is_attention_and_the_mask_sum():
     # and a first prompt's ids and mask to a bucket; its logits and presents are as long as they are
     assert parts[0].prompt_problem == "" and parts[0].prompt.inputs == {"attention_mask": 1, "input_ids": 1}
     assert parts[0].prompt.outputs["logits"] == (1, (("input_ids", 1),))
-    assert parts[0].prompt.outputs["present.1.value"] == (2, (("attention_mask", 1),))
-    assert "a first prompt (every past KV empty) is padded at its end" in render(parts, declined)
+    # as long as the mask, or as the past where that is a shared buffer (its length then)
+    assert parts[0].prompt.outputs["present.1.value"] == (2, (("attention_mask", 1), ("past_key_values.1.value", 2)))
+    assert "a first prompt (every past KV empty or a shared buffer) is padded at its end" in render(parts, declined)
 
 
 @pytest.mark.parametrize("precision,projection", [("int4", "MatMulNBits"), ("fp16", "Linear")])
@@ -349,9 +350,9 @@ def test_prompt_padding_plan_of_a_gqa_decoder():
     graph = import_model(gqa_decoder())
     parts, _ = analyse(graph)
     plan, why = prompt_padding(graph, parts[0].steps, graph.inputs, graph.outputs)
-    assert why == "" and plan.inputs == {"qkv": 1, "attention_mask": 1} and plan.zero == {"past_key": 2, "past_value": 2}
-    assert plan.outputs == {"out": (1, (("qkv", 1),)), "present_key": (2, (("attention_mask", 1),)),
-                            "present_value": (2, (("attention_mask", 1),))}
+    assert why == "" and plan.inputs == {"qkv": 1, "attention_mask": 1} and plan.past == {"past_key": 2, "past_value": 2}
+    assert plan.outputs == {"out": (1, (("qkv", 1),)), "present_key": (2, (("attention_mask", 1), ("past_key", 2))),
+                            "present_value": (2, (("attention_mask", 1), ("past_value", 2)))}
 
 
 @pytest.mark.parametrize("extra, why", [

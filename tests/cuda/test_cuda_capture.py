@@ -86,16 +86,21 @@ def test_graph_ids_and_uncaptured_runs():
     binding.bind_ortvalue_output("y", y)
     sess.run_with_iobinding(binding, run_options(1))
     first = y.numpy()
-    calls = CudaKernel.compute_calls
-    sess.run_with_iobinding(binding, run_options(-1))  # -1: neither captured nor replayed
-    assert CudaKernel.compute_calls == calls + 1
-    sess.run_with_iobinding(binding, run_options(1))
-    assert CudaKernel.compute_calls == calls + 1
+    calls, replays = CudaKernel.compute_calls, segment_replays()
+    # -1: not in the session's graph; the binding's third eager run (after graph 1's two warm-ups), so it is
+    # captured as capture=auto does (a segment of its own, launched for later runs that ORT does not capture)
+    sess.run_with_iobinding(binding, run_options(-1))
+    assert CudaKernel.compute_calls == calls + 1 and segment_replays() == replays + 1
+    np.testing.assert_array_equal(y.numpy(), first)
+    sess.run_with_iobinding(binding, run_options(-1))  # the segment, from C
+    assert CudaKernel.compute_calls == calls + 1 and segment_replays() == replays + 2
+    sess.run_with_iobinding(binding, run_options(1))  # graph 1's replay
+    assert CudaKernel.compute_calls == calls + 1 and segment_replays() == replays + 2
     np.testing.assert_array_equal(y.numpy(), first)
     if hasattr(sess, "release_captured_graph"):  # onnxruntime >= 1.27
         sess.release_captured_graph(1)
-        sess.run_with_iobinding(binding, run_options(1))  # captured again
-        assert CudaKernel.compute_calls == calls + 4
+        sess.run_with_iobinding(binding, run_options(1))  # captured again: the warm-ups launch the segment, the
+        assert CudaKernel.compute_calls == calls + 2 and segment_replays() == replays + 4  # capture runs in Python
         np.testing.assert_array_equal(y.numpy(), first)
 
 
@@ -612,6 +617,60 @@ def test_first_prompts_of_new_lengths_replay_one_padded_segment(precision, captu
                 tokens[name].append(int(token[0, 0]))
                 out = sess.run(None, {"input_ids": token, "attention_mask": np.ones((1, length + step + 1), np.int64),
                                       **presents_as_past(sess, out)})
+        assert tokens["ours"] == tokens["eager"], f"prompt of {length}"
+
+
+@pytest.mark.parametrize("precision", ["fp16", "int4"])
+def test_uncaptured_prompts_under_session_capture_replay_one_padded_segment(precision):
+    """enable_cuda_graph=1 with onnxruntime-genai's binding (KV buffers of the maximum length shared by past and
+    present): a prompt run with gpu_graph_id -1 is padded to its bucket as a first prompt (ids and mask as long, the
+    bucket within the buffers), so from the bucket's third prompt every prompt length up to 16 launches one segment
+    from C; the decode steps after it replay the session's graph. Logits to a float16 product's rounding of an eager
+    session's (test_first_prompts_of_new_lengths_replay_one_padded_segment says why) and the same greedy tokens."""
+    from models.test_llm_decoders import HEAD_SIZE
+    path = material.genai_small_dir(precision, "cuda") / "model.onnx"
+    if not path.exists():
+        pytest.skip(f"{path} not prepared (python tests/material.py)")
+    max_len, rng = 40, np.random.default_rng(4)
+    ours, eager = session(str(path), True), eager_session(str(path))
+    types = {"tensor(float16)": np.float16, "tensor(float)": np.float32}
+    shapes = {i.name: (1, i.shape[1], max_len, HEAD_SIZE) for i in ours.get_inputs() if i.name.startswith("past_")}
+    kv_type, logits_type = types[ours.get_inputs()[-1].type], types[ours.get_outputs()[0].type]
+    vocab = ours.get_outputs()[0].shape[-1]
+    kv = {n: on_gpu(np.zeros(shape, kv_type)) for n, shape in shapes.items()}  # ours: one set, as genai's
+    ids, mask = on_gpu(np.zeros((1, 1), np.int64)), on_gpu(np.zeros((1, max_len), np.int64))
+    step_logits = on_gpu(np.zeros((1, 1, vocab), logits_type))
+    step = shared_kv_binding(ours, kv, ids, mask, step_logits)  # the graph's addresses
+    for run, length in enumerate([5, 9, 16, 7, 12, 3]):
+        prompt = rng.integers(0, 1000, (1, length)).astype(np.int64)
+        tokens, first = {}, {}
+        for name, sess in (("ours", ours), ("eager", eager)):
+            buffers = kv if name == "ours" else {n: on_gpu(np.zeros(shape, kv_type)) for n, shape in shapes.items()}
+            logits = on_gpu(np.zeros((1, length, vocab), logits_type))
+            calls, before = CudaKernel.compute_calls, segment_replays()
+            sess.run_with_iobinding(shared_kv_binding(sess, buffers, on_gpu(prompt), on_gpu(np.ones((1, length),
+                                                                                                    np.int64)),
+                                                      logits), run_options(-1))
+            if name == "ours":
+                assert (CudaKernel.compute_calls - calls, segment_replays() - before) == (
+                    (0, 1) if run > 2 else (1, int(run == 2))), f"prompt {run}"
+            first[name] = logits.numpy()[0].astype(np.float32)
+            tokens[name] = [int(np.argmax(first[name][-1]))]
+            binding = step if name == "ours" else None
+            for k in range(4):
+                total = length + k + 1
+                token = np.array([[tokens[name][-1]]], np.int64)
+                causal = (np.arange(max_len) < total).astype(np.int64)[None]
+                if name == "ours":
+                    ids.update_inplace(token)
+                    mask.update_inplace(causal)
+                    sess.run_with_iobinding(binding, run_options())
+                    out = step_logits
+                else:
+                    out = on_gpu(np.zeros((1, 1, vocab), logits_type))
+                    sess.run_with_iobinding(shared_kv_binding(sess, buffers, on_gpu(token), on_gpu(causal), out))
+                tokens[name].append(int(np.argmax(out.numpy()[0, -1])))
+        np.testing.assert_allclose(first["ours"], first["eager"], rtol=2e-2, atol=5e-2)
         assert tokens["ours"] == tokens["eager"], f"prompt of {length}"
 
 

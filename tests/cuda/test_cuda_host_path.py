@@ -299,21 +299,69 @@ def test_the_replay_key_pads_a_first_prompt_to_its_bucket():
         assert key(9, 9, 0)[2].tobytes() == dims.tobytes()  # a prompt of the same bucket: the same key
         assert key(1, 6, 5)[:2] == (64, 0)  # a decode step: the KV capacity
         assert key(5, 6, 0)[:2] == (64, 0)  # lengths that differ are no first prompt
+        # KV buffers of the maximum length that past and present share (session capture's): a first prompt where
+        # the bucket fits in them, keyed by the bucket and the buffers' length
+        capacity, prompt, dims = key(5, 5, 100)
+        assert (capacity, prompt) == (16, 1) and dims[0, 1] == dims[1, 1] == 16 and dims[2, 2] == 100
+        assert key(9, 9, 100)[2].tobytes() == dims.tobytes() and key(16, 16, 16)[:2] == (16, 1)
+        assert key(17, 17, 20)[:2] == (64, 0)  # the bucket (32) does not fit: keyed as a run of a growing cache
+        assert key(1, 100, 100)[:2] == (128, 0)  # a decode step on the shared buffers
     finally:
         REAL.seamless_replayer_free(replayer)
 
 
-@pytest.mark.parametrize("options", [{"capture": "off", "native_program": False},
-                                     {"capture": "off", "enable_cuda_graph": 1}])
-def test_without_native_programs_or_under_session_capture_every_run_is_eager(options, monkeypatch):
-    # capture=off with native_program=0 keeps every run in Python; session capture (enable_cuda_graph=1) captures
-    # the Python run itself, so neither records segments
-    graph, kernel, glue = fake_kernel(monkeypatch, options)
+def test_without_native_programs_every_run_is_eager(monkeypatch):
+    # capture=off with native_program=0 keeps every run in Python: no segment is recorded
+    graph, kernel, glue = fake_kernel(monkeypatch, {"capture": "off", "native_program": False})
     for run in range(4):
         feed_decode_step(glue, graph, 8, 1 << 36 | run << 20)
         kernel.compute(None)
         assert "segment" not in glue.launches and len(glue.launches) > 10
     assert not kernel.capture and glue.listed is None and glue.replays == 0
+
+
+def feed_shared_prompt(glue, graph, tokens, max_len, base):
+    """ORT's inputs of a first prompt over KV buffers of `max_len` that past and present share (session capture's
+    binding): ids and mask as long as the prompt."""
+    glue.feed = [(base + i * 4096, {"input_ids": (1, tokens), "attention_mask": (1, tokens)}.get(
+                  n, (1, 2, max_len, 64)), np.dtype(graph.value(n).dtype)) for i, n in enumerate(graph.inputs)]
+    glue.outputs, glue.launches, glue.copies = [None] * len(graph.outputs), [], []
+
+
+@pytest.mark.parametrize("capture", ["auto", "off"])
+def test_under_session_capture_uncaptured_prompts_of_any_length_replay_one_padded_segment(capture, monkeypatch):
+    # enable_cuda_graph=1: ORT captures and replays the decode steps; a run it does not capture (gpu_graph_id -1,
+    # onnxruntime-genai's prompt) gets capture=auto's segments (or launch programs). Its KV buffers are the shared
+    # ones of the maximum length, so a first prompt is one whose ids and mask are as long and whose bucket fits in
+    # them: padded to the bucket, the present staged back whole (the buffer's length)
+    graph, kernel, glue = fake_kernel(monkeypatch, {"capture": capture, "enable_cuda_graph": 1})
+    assert kernel.capture and kernel.prompt is not None
+    ids, logits, present = graph.inputs.index("input_ids"), graph.outputs.index("logits"), \
+        graph.outputs.index("present.0.key")
+    vocab = graph.value("logits").shape[-1]
+    for run, tokens in enumerate([5, 9, 16, 7, 12]):
+        feed_shared_prompt(glue, graph, tokens, 100, 1 << 36 | run << 20)
+        kernel.compute(None)
+        assert glue.outputs[logits] == (1, tokens, vocab) and glue.outputs[present] == (1, 2, 100, 64)
+        if run < 2:
+            assert "segment" not in glue.launches and len(glue.launches) > 10
+            continue
+        assert glue.launches[-2:] == ["segment", "seamless_stage"] and (run == 2 or len(glue.launches) == 2)
+        inputs, outputs = (np.frombuffer(rows, STAGE_COPY) for rows in glue.copies)
+        fields = lambda entry, names: [int(entry[name]) for name in names]
+        assert fields(inputs[ids], ("rows", "width", "dst_pitch")) == [1, 8 * tokens, 8 * 16]
+        assert fields(outputs[logits], ("rows", "width", "src_pitch")) == [1, 2 * vocab * tokens, 2 * vocab * 16]
+        assert fields(outputs[present], ("rows", "width", "src_pitch", "dst_pitch")) == [2, 128 * 100, 128 * 100,
+                                                                                       128 * 100]
+    assert glue.replays == 3 and len(kernel.segments) == 1 and glue.listed == (capture == "off")
+    glue.capturing = 1  # ORT captures this run (gpu_graph_id >= 0): the kernels are launched into its graph
+    feed_shared_prompt(glue, graph, 7, 100, 1 << 36)
+    kernel.compute(None)
+    assert "segment" not in glue.launches and len(glue.launches) > 10 and glue.replays == 3
+    glue.capturing = 0
+    feed_shared_prompt(glue, graph, 17, 20, 1 << 36)  # its bucket (32) does not fit the buffers: another binding
+    kernel.compute(None)
+    assert "segment" not in glue.launches and glue.outputs[present] == (1, 2, 20, 64)
 
 
 def test_a_launch_program_records_the_streams_work_instead_of_issuing_it():

@@ -191,7 +191,8 @@ def capture_summary(steps: list[Step], name: str, plan: "Padding | None" = None,
         else:
             lines.append(f"{modes}one graph per capacity serves every KV length up to it (growing axes padded)")
         if prompt is not None:
-            lines.append(f"{modes}a first prompt (every past KV empty) is padded at its end to a power of two from 16: "
+            lines.append(f"{modes}a first prompt (every past KV empty or a shared buffer) is padded at its end to a power of two "
+                         "from 16: "
                          "one graph per bucket serves every prompt length up to it")
         else:
             lines.append(f"{modes}a graph per first-prompt length, not padded: {prompt_problem}")
@@ -228,7 +229,8 @@ class Padding:
     inputs: dict
     outputs: dict
     left: bool = False
-    zero: dict = None  # a prompt's padding (prompt_padding): each past input's axis, empty in the runs it serves
+    past: dict = None  # a prompt's padding (prompt_padding): each past input's axis, in the runs it serves empty
+    #                    or a buffer of at least the bucket that the present shares (cuda_replay.c first_prompt)
 
 
 def choose_padding(graph, steps: list[Step], input_names, output_names) -> tuple[Padding | None, str]:
@@ -441,31 +443,33 @@ ROW_PRODUCTS = frozenset({"MatMul", "MatMulNBits", "MatMulBias", "MatMulSwiGLU",
 
 
 def prompt_padding(graph, steps: list[Step], input_names, output_names) -> tuple[Padding | None, str]:
-    """Whether a decoder's first prompt (every past KV empty) may run with its length padded at the end to a
-    bucket: the query length and the mask's (total) length, which a first prompt has equal. Exact in real
+    """Whether a decoder's first prompt (the query length and the mask's (total) length equal, every past KV empty or
+    a buffer of the maximum length that its present shares) may run with its length padded at the end to a bucket. Exact in real
     arithmetic where every op that touches a padded value computes each position from the same position of its
     inputs (elementwise, norms and products over other axes, the embedding's Gather, RotaryEmbedding) and
     GroupQueryAttention sees a right-padded first prompt: causal, its lengths from seqlens_k (the sum of the mask,
     whose padding is zeros); the padded rows' results are dropped. Bit for bit only where a kernel's sums do not
     depend on the number of rows (a GEMM's algorithm, chosen per shape, may sum in another order). The plan's
-    `zero`: the past inputs' axes, which must be 0 for a run to be padded so; else None and the first reason."""
+    `past`: the past inputs' axes, which must be 0, or all at least the bucket, for a run to be padded so (a shared
+    buffer's rows past the prompt then hold the padded tokens' keys and values instead of zeros: no later step reads
+    a row before writing it); else None and the first reason."""
     growing = growing_symbols(graph)
     attention = [s.node for s in steps if s.node.op_type == "GroupQueryAttention" and s.node.domain == "com.microsoft"]
     if not growing or not attention:
         return None, "not a decoder with GroupQueryAttention and a growing KV cache"
-    zero, past_symbols = {}, set()
+    past, past_symbols = {}, set()
     for name in input_names:
         shape = graph.value(name).shape
         if KV_NAME.search(name) and shape is not None and len(shape) == 4 and shape[2] in growing:
-            zero[name] = 2
+            past[name] = 2
             past_symbols.add(shape[2])
     queries = {graph.value(n.inputs[0]).shape[1] if graph.value(n.inputs[0]).shape else None for n in attention}
-    if not zero or None in queries or not all(isinstance(q, str) and SYMBOL.fullmatch(q) for q in queries):
+    if not past or None in queries or not all(isinstance(q, str) and SYMBOL.fullmatch(q) for q in queries):
         return None, "no past KV input, or a query length that is not a symbol of its own"
     symbols = queries | (growing - past_symbols)  # the new tokens' and the total length's
     padded: dict[str, tuple[int, tuple]] = {}
     for name in input_names:
-        if name in zero:
+        if name in past:
             continue
         dims = graph.value(name).shape or ()
         axes = [i for i, d in enumerate(dims) if isinstance(d, str) and not symbols.isdisjoint(SYMBOL.findall(d))]
@@ -479,12 +483,12 @@ def prompt_padding(graph, steps: list[Step], input_names, output_names) -> tuple
     outputs, why = _walk(graph, steps, output_names, padded, lengths, "prompt-long",
                          lambda name: any(isinstance(d, str) and not symbols.isdisjoint(SYMBOL.findall(d))
                                           for d in graph.value(name).shape or ()),
-                         lambda node, touched, const: _row_rule(node, graph, touched, padded, lengths, zeroed, zero,
+                         lambda node, touched, const: _row_rule(node, graph, touched, padded, lengths, zeroed, past,
                                                                 const, factors),
                          whole=lambda name: factors.get(name, 1) == 1)
     if outputs is None:
         return None, why
-    return Padding({n: padded[n][0] for n in input_names if n in padded}, outputs, zero=zero), ""
+    return Padding({n: padded[n][0] for n in input_names if n in padded}, outputs, past=past), ""
 
 
 def _aligned(graph, name, axis, rank) -> int:
@@ -492,7 +496,7 @@ def _aligned(graph, name, axis, rank) -> int:
     return axis + rank - len(graph.value(name).shape)
 
 
-def _row_rule(node: Node, graph, touched, padded, lengths, zeroed, zero, const, factors) -> str:
+def _row_rule(node: Node, graph, touched, padded, lengths, zeroed, past, const, factors) -> str:
     """prompt_padding's rule for one node that reads padded values or lengths; "" when it keeps every position
     apart (its outputs marked padded), else why not. factors: a value's indices a position on its padded axis
     where a Reshape merged the axis with the ones after it (1 where not given)."""
@@ -507,7 +511,7 @@ def _row_rule(node: Node, graph, touched, padded, lengths, zeroed, zero, const, 
             return "a sum over positions the padding fills with other values than zeros"
         return _pad_rule(node, graph, touched, padded, lengths, const)
     if op == "GroupQueryAttention" and node.domain == "com.microsoft":
-        return _first_prompt_rule(node, graph, touched, padded, lengths, zero)
+        return _first_prompt_rule(node, graph, touched, padded, lengths, past)
     if op in LENGTH_THRESHOLDS and any(ins[i] in lengths for i in touched):
         return _length_threshold(node, touched, lengths, const, MIN_PROMPT)
     if any(ins[i] in lengths for i in touched):
@@ -593,14 +597,15 @@ def _const(graph, constants, ins, i):
     return v if v is not None else constants.get(ins[i])
 
 
-def _first_prompt_rule(node: Node, graph, touched, padded, lengths, zero) -> str:
+def _first_prompt_rule(node: Node, graph, touched, padded, lengths, past) -> str:
     """GroupQueryAttention over a right-padded first prompt: query (and key, value, position_ids) padded on the
-    sequence axis, the past KV empty (`zero`), total_sequence_length the padded mask's length; the output is
-    padded on its sequence axis, the present KV on axis 2, unpadded as long as the mask."""
+    sequence axis, the past KV (`past`) empty or a shared buffer of at least the bucket, total_sequence_length the
+    padded mask's length; the output is padded on its sequence axis, the present KV on axis 2, unpadded as long as
+    the mask or the past, whichever is longer (gqa_layout's present length)."""
     ins, outs = node.inputs, node.outputs
     if _window_cache(node):
         return "a window-sized KV cache keeps the last positions, padded ones included"
-    if any(ins[i] not in zero for i in (3, 4) if i < len(ins) and ins[i]):
+    if any(ins[i] not in past for i in (3, 4) if i < len(ins) and ins[i]):
         return "its past KV is not an input that a first prompt has empty"
     sources = ()
     for i in touched:
@@ -613,7 +618,8 @@ def _first_prompt_rule(node: Node, graph, touched, padded, lengths, zero) -> str
     if 0 not in touched or 6 not in touched:
         return "the query is not padded, or total_sequence_length is not a padded length"
     padded[outs[0]] = (1, tuple(dict.fromkeys(sources)))
-    for o in outs[1:3]:
-        if o:
-            padded[o] = (2, lengths[ins[6]][1])
+    for k in (1, 2):  # present k: as long as the mask (or as past k+2, a shared buffer)
+        past_k = ins[k + 2] if k + 2 < len(ins) else ""
+        if k < len(outs) and outs[k]:
+            padded[outs[k]] = (2, lengths[ins[6]][1] + (((past_k, 2),) if past_k else ()))
     return ""

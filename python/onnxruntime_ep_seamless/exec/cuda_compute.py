@@ -109,8 +109,8 @@ class CudaKernel:
             ep.log(LOG_WARNING, f"{ep.name} fused node {self.name!r}: capture=off runs it through Python: a launch "
                                 f"program cannot hold {unlisted[0].node.label!r} ({unlisted[0].node.key}: a user's "
                                 "CUDA kernel, or control flow decided on the GPU)")
-        self.capture = ((mode == "auto" or self.listed) and not ep.options.get("enable_cuda_graph")
-                        and not any(s.seam for s in placed))
+        # under session capture (enable_cuda_graph=1) too: runs ORT does not capture (gpu_graph_id -1, a prompt)
+        self.capture = (mode == "auto" or self.listed) and not any(s.seam for s in placed)
         # the C glue's SeamlessReplayer: launches captured segments for later Computes (abi/bridge.py hands it to ORT's
         # compute info as the node's native runner)
         self.replayer = self.native_runner = None
@@ -125,9 +125,9 @@ class CudaKernel:
                 raise MemoryError("out of host memory for the capture's replayer")
             if self.prompt is not None:
                 at = lambda axes: np.array([input_names.index(n) * MAX_RANK + a for n, a in axes.items()], np.int64)
-                prompt_at, zero_at = at(self.prompt.inputs), at(self.prompt.zero)
+                prompt_at, past_at = at(self.prompt.inputs), at(self.prompt.past)
                 if lib.seamless_replayer_prompts(self.replayer, ffi.from_buffer("int64_t[]", prompt_at), len(prompt_at),
-                                                 ffi.from_buffer("int64_t[]", zero_at), len(zero_at), MIN_PROMPT):
+                                                 ffi.from_buffer("int64_t[]", past_at), len(past_at), MIN_PROMPT):
                     lib.seamless_replayer_free(self.replayer)
                     raise MemoryError("out of host memory for the capture's replayer")
             self.native_runner = self.replayer
@@ -439,7 +439,7 @@ class CudaKernel:
                 out_full.append(0)
                 continue
             axis, sources = padded_out[name]
-            if not left and t.shape[axis] != capacity:
+            if not left and t.shape[axis] < capacity:  # (longer: a shared KV buffer, staged back whole)
                 raise ValueError(f"output {name!r} of shape {t.shape} is not padded to the capacity {capacity}")
             unit = math.prod(t.shape[axis + 1:]) * t.dtype.itemsize
             row["src"], row["rows"], row["src_pitch"] = t.ptr, math.prod(t.shape[:axis]), unit * t.shape[axis]

@@ -124,8 +124,8 @@ def run_one(model_dir: str, ep: str, steps: int, prompt: int, rounds: int, mode:
             capture: str = "auto", profile: bool = False, token: str = "host", new_lengths: bool = False,
             batch: int = 1) -> dict:
     import onnxruntime as ort
-    if new_lengths and mode not in ("growing", "growing-device"):
-        raise SystemExit("--new-prompt-lengths: the growing and growing-device loops only")
+    if new_lengths and mode not in ("growing", "growing-device", "graph"):
+        raise SystemExit("--new-prompt-lengths: the growing, growing-device and graph loops only")
     if batch < 1 or (batch > 1 and mode == "growing-c"):
         raise SystemExit("--batch: 1 or more sequences, and the C loop (growing-c) decodes one")
     if mode == "growing-c":
@@ -141,7 +141,8 @@ def run_one(model_dir: str, ep: str, steps: int, prompt: int, rounds: int, mode:
         if ep == "seamless":
             facts["capture"] = "enable_cuda_graph=1" if mode == "graph" else capture
         device_token = token == "device"
-        loop_of = lambda s: functools.partial(_graph_rounds, s, model_dir, ep, device_token, batch) if mode == "graph" \
+        loop_of = lambda s: functools.partial(_graph_rounds, s, model_dir, ep, device_token, new_lengths, batch) \
+            if mode == "graph" \
             else functools.partial(_growing_rounds, s, model_dir, device_token, mode == "growing-device", new_lengths,
                                    batch)
         r = loop_of(sess)(steps, prompt, rounds)
@@ -371,7 +372,7 @@ def _run_on_device(sess, outs, run_times, feeds):
     return b.get_outputs()
 
 
-def _graph_rounds(sess, model_dir, ep, device_token, batch, steps, prompt, rounds):
+def _graph_rounds(sess, model_dir, ep, device_token, new_lengths, batch, steps, prompt, rounds):
     import onnxruntime as ort
     past, dtype, heads, head_size = _kv_layout(sess, model_dir)
     max_len = prompt + steps + 1
@@ -395,15 +396,18 @@ def _graph_rounds(sess, model_dir, ep, device_token, batch, steps, prompt, round
     step_ids, step_mask = gpu(np.zeros((batch, 1), np.int64)), gpu(np.zeros((batch, max_len), np.int64))
     step_out = outputs(1)
     step = binding(step_ids, step_mask, *step_out)  # the same addresses every step: the graph's
-    prompts = bench_prompts(prompt, batch=batch)
+    prompts = bench_prompts(prompt, new_lengths, batch)
 
     def decode_round(r):  # r: seconds, a round's median step and run call, and its prompt's step
-        prompt_out = outputs(prompt)
-        prompt_binding = binding(gpu(next(prompts)), gpu(np.ones((batch, prompt), np.int64)), *prompt_out)
+        ids = next(prompts)
+        total = ids.shape[1]
+        prompt_out = outputs(total)
+        prompt_binding = binding(gpu(ids), gpu(np.ones((batch, total), np.int64)), *prompt_out)
         t0 = time.perf_counter()
         sess.run_with_iobinding(prompt_binding, uncaptured)
-        tokens, total, times, run_times = [token_of(prompt_out)], prompt, [], []
+        tokens, times, run_times = [token_of(prompt_out)], [], []
         r["prompt"].append(time.perf_counter() - t0)
+        r["prompt_lengths"].append(total)
         for _ in range(steps):
             total += 1
             t0 = time.perf_counter()
@@ -416,12 +420,12 @@ def _graph_rounds(sess, model_dir, ep, device_token, batch, steps, prompt, round
         r["run"].append(statistics.median(run_times))
         return by_sequence(tokens)
 
-    r = {"step": [], "run": [], "prompt": []}
+    r = {"step": [], "run": [], "prompt": [], "prompt_lengths": []}
     for _ in range(rounds):
         tokens = decode_round(r)
     if ep == "seamless":  # one more round, its replays timed on the GPU (the timing's host cost kept out of r)
         replay_timing(True)
-        decode_round({"step": [], "run": [], "prompt": []})
+        decode_round({"step": [], "run": [], "prompt": [], "prompt_lengths": []})
         r["replay_gpu"] = replay_timing(False)
     return dict(r, tokens=tokens)  # the last round's tokens
 
@@ -487,7 +491,7 @@ def run_torch(checkpoint: str, steps: int, prompt: int, rounds: int, dtype: str 
 CONFIGS = [
     ("ours, capture=auto (level A)", "seamless", "growing", "auto"),
     ("ours, capture=off (launch programs)", "seamless", "growing", "off"),
-    ("ours, enable_cuda_graph=1 (level B)", "seamless", "graph", "off"),
+    ("ours, enable_cuda_graph=1 (level B)", "seamless", "graph", "auto"),
     ("ORT CUDA EP, eager", "ort-cuda", "growing", None),
     ("ORT CUDA EP, enable_cuda_graph=1", "ort-cuda", "graph", None),
     ("ours, capture=auto (level A), KV on the GPU", "seamless", "growing-device", "auto"),
@@ -510,7 +514,7 @@ def compare(model_dir: str, steps: int, prompt: int, rounds: int, peer_pythonpat
     samples: dict[str, list] = {}
     configs = CONFIGS + ([("PyTorch eager", "torch", "growing", None)] if torch_checkpoint else [])
     configs = [c for c in configs if (not modes or c[2] in modes) and (c[2] != "growing-c" or token == "device")
-               and (not new_lengths or c[2] in ("growing", "growing-device"))  # run_one's loops with new lengths
+               and (not new_lengths or c[2] in ("growing", "growing-device", "graph"))  # loops with new lengths
                and (batch == 1 or c[1] != "torch" and c[2] != "growing-c")]  # the loops that decode a batch
     if not configs:
         raise SystemExit("no configuration runs these options: --mode growing-c reads each token from the model's "

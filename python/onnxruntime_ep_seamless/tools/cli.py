@@ -448,7 +448,7 @@ def _add_decode_options(sub) -> None:
                    help="decode-gpu --ep both: run every configuration's process this many times, in turn; "
                         "ms/token is the median (the host's speed varies between processes)")
     p.add_argument("--new-prompt-lengths", action="store_true",
-                   help="decode, and decode-gpu's growing and growing-device loops: each round's prompt one token "
+                   help="decode, and decode-gpu's growing, growing-device and graph loops: each round's prompt one token "
                         "shorter than the last (from --prefill), so the prompt's time is the time to the first token of "
                         "a prompt length the session has not seen; each round's is in the JSON")
     p.add_argument("--batch", type=int, default=1,
