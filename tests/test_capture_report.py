@@ -358,6 +358,7 @@ def test_prompt_padding_plan_of_a_gqa_decoder():
 @pytest.mark.parametrize("extra, why", [
     # attention across positions, a position's elements spread over the padded axis, a sum over padded positions
     ([helper.make_node("Softmax", ["out"], ["p"], axis=1)], "(Softmax): no rule for a padded input"),
+    ([helper.make_node("ArgMax", ["out"], ["p"], axis=1)], "(ArgMax): reduces over the padded axis"),
     ([helper.make_node("Reshape", ["out", "flat"], ["p"])], "(Reshape): a shape that splits a position's elements"),
     ([helper.make_node("ReduceSum", ["attention_mask", "one"], ["n"]), helper.make_node("Reshape", ["out", "rows"], ["p"]),
       helper.make_node("ReduceSum", ["p", "one"], ["q"])], "(ReduceSum): a sum over positions the padding fills"),
@@ -371,6 +372,21 @@ def test_prompt_padding_declines_what_would_mix_positions(extra, why):
     parts, _ = analyse(graph)
     plan, problem = prompt_padding(graph, parts[0].steps, graph.inputs, graph.outputs)
     assert plan is None and why in problem
+
+
+@pytest.mark.parametrize("keepdims, axis", [(1, 1), (0, 1)])
+def test_prompt_padding_takes_an_argmax_over_another_axis(keepdims, axis):
+    # bench decode-gpu --token device's next token: ArgMax over the vocabulary keeps each position apart
+    from onnxruntime_ep_seamless.exec.cuda_capture import prompt_padding
+    onnx_model = gqa_decoder(extra=[helper.make_node("ArgMax", ["out"], ["next"], axis=-1, keepdims=keepdims)])
+    onnx_model.graph.output.append(helper.make_tensor_value_info("next", TensorProto.INT64, None))
+    graph = import_model(onnx_model)
+    parts, _ = analyse(graph)
+    plan, why = prompt_padding(graph, parts[0].steps, graph.inputs, graph.outputs)
+    assert why == "" and plan.outputs["next"] == (axis, (("qkv", 1),))
+    first = import_model(gqa_decoder(extra=[helper.make_node("ArgMax", ["out"], ["next"], axis=0, keepdims=0)]))
+    plan, why = prompt_padding(first, analyse(first)[0][0].steps, first.inputs, first.outputs)
+    assert why == ""  # over the batch, without keepdims: the padded axis moves to 0 (not an output here)
 
 
 @pytest.mark.parametrize("change, op", [

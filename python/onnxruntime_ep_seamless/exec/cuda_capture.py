@@ -547,6 +547,11 @@ def _row_rule(node: Node, graph, touched, padded, lengths, zeroed, past, const, 
             return "padded on the axis it normalises or sums over, or a padded weight"
         if op in ROW_PRODUCTS and any(rank(o) < axis + 1 for o in outs if o):
             return "an output without the padded axis"
+    elif op in ("ArgMax", "ArgMin") and touched == [0]:  # over another axis: each position's own (bench's next token)
+        axis, over = padded[ins[0]][0], node.attrs.get("axis", 0) % rank(ins[0])
+        if over == axis:
+            return "reduces over the padded axis"
+        axis -= over < axis and not node.attrs.get("keepdims", 1)
     elif op == "Split" and touched == [0]:
         axis = padded[ins[0]][0]
         if node.attrs.get("axis", 0) % rank(ins[0]) == axis:
