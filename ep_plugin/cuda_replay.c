@@ -83,10 +83,11 @@ int seamless_replayer_prompts(SeamlessReplayer* r, const int64_t* prompt_at, int
 
 size_t seamless_replay_key_size(const SeamlessReplayer* r) { return r->key_len; }
 
-/* The power of two from `least` that holds `need`. */
+/* The power of two from `least` that holds `need` (at most 2^62: a longer length, which only a tensor with a
+ * zero-sized dim can have, is then longer than its capacity, which the replay refuses). */
 static int64_t bucket_of(int64_t need, int64_t least) {
   int64_t capacity = 1;
-  while (capacity < need) capacity <<= 1;
+  while (capacity < need && capacity < ((int64_t)1 << 62)) capacity <<= 1;
   return capacity < least ? least : capacity;
 }
 

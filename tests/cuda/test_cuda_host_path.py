@@ -306,6 +306,8 @@ def test_the_replay_key_pads_a_first_prompt_to_its_bucket():
         assert key(9, 9, 100)[2].tobytes() == dims.tobytes() and key(16, 16, 16)[:2] == (16, 1)
         assert key(17, 17, 20)[:2] == (64, 0)  # the bucket (32) does not fit: keyed as a run of a growing cache
         assert key(1, 100, 100)[:2] == (128, 0)  # a decode step on the shared buffers
+        assert key(1, 2 ** 62 + 1, 0)[:2] == (2 ** 62, 0)  # a length past 2^62 (a tensor with a zero-sized dim):
+        assert key(2 ** 62 + 1, 2 ** 62 + 1, 0)[:2] == (2 ** 62, 1)  # no endless doubling, a capacity it exceeds
     finally:
         REAL.seamless_replayer_free(replayer)
 
