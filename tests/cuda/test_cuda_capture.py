@@ -656,7 +656,6 @@ def test_uncaptured_prompts_under_session_capture_replay_one_padded_segment(prec
                     (0, 1) if run > 2 else (1, int(run == 2))), f"prompt {run}"
             first[name] = logits.numpy()[0].astype(np.float32)
             tokens[name] = [int(np.argmax(first[name][-1]))]
-            binding = step if name == "ours" else None
             for k in range(4):
                 total = length + k + 1
                 token = np.array([[tokens[name][-1]]], np.int64)
@@ -664,7 +663,7 @@ def test_uncaptured_prompts_under_session_capture_replay_one_padded_segment(prec
                 if name == "ours":
                     ids.update_inplace(token)
                     mask.update_inplace(causal)
-                    sess.run_with_iobinding(binding, run_options())
+                    sess.run_with_iobinding(step, run_options())
                     out = step_logits
                 else:
                     out = on_gpu(np.zeros((1, 1, vocab), logits_type))

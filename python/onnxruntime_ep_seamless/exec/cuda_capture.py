@@ -191,9 +191,8 @@ def capture_summary(steps: list[Step], name: str, plan: "Padding | None" = None,
         else:
             lines.append(f"{modes}one graph per capacity serves every KV length up to it (growing axes padded)")
         if prompt is not None:
-            lines.append(f"{modes}a first prompt (every past KV empty or a shared buffer) is padded at its end to a power of two "
-                         "from 16: "
-                         "one graph per bucket serves every prompt length up to it")
+            lines.append(f"{modes}a first prompt (every past KV empty or a shared buffer) is padded at its end to a "
+                         "power of two from 16: one graph per bucket serves every prompt length up to it")
         else:
             lines.append(f"{modes}a graph per first-prompt length, not padded: {prompt_problem}")
     lines += [_control_line(s) for s in steps if s.branches is not None]
@@ -444,8 +443,8 @@ ROW_PRODUCTS = frozenset({"MatMul", "MatMulNBits", "MatMulBias", "MatMulSwiGLU",
 
 def prompt_padding(graph, steps: list[Step], input_names, output_names) -> tuple[Padding | None, str]:
     """Whether a decoder's first prompt (the query length and the mask's (total) length equal, every past KV empty or
-    a buffer of the maximum length that its present shares) may run with its length padded at the end to a bucket. Exact in real
-    arithmetic where every op that touches a padded value computes each position from the same position of its
+    a buffer of the maximum length that its present shares) may run with its length padded at the end to a bucket.
+    Exact in real arithmetic where every op that touches a padded value computes each position from the same position of its
     inputs (elementwise, norms and products over other axes, the embedding's Gather, RotaryEmbedding) and
     GroupQueryAttention sees a right-padded first prompt: causal, its lengths from seqlens_k (the sum of the mask,
     whose padding is zeros); the padded rows' results are dropped. Bit for bit only where a kernel's sums do not
@@ -551,7 +550,8 @@ def _row_rule(node: Node, graph, touched, padded, lengths, zeroed, past, const, 
         axis, over = padded[ins[0]][0], node.attrs.get("axis", 0) % rank(ins[0])
         if over == axis:
             return "reduces over the padded axis"
-        axis -= over < axis and not node.attrs.get("keepdims", 1)
+        if over < axis and not node.attrs.get("keepdims", 1):
+            axis -= 1  # the reduced axis before it is dropped
     elif op == "Split" and touched == [0]:
         axis = padded[ins[0]][0]
         if node.attrs.get("axis", 0) % rank(ins[0]) == axis:

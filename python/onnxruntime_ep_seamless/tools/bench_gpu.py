@@ -120,11 +120,14 @@ def _kv_layout(sess, model_dir: str):
     return past, dtype, *kv_geometry(model_dir, past[0].shape)
 
 
+NEW_LENGTH_LOOPS = ("growing", "growing-device", "graph")  # the loops that take --new-prompt-lengths
+
+
 def run_one(model_dir: str, ep: str, steps: int, prompt: int, rounds: int, mode: str = "growing",
             capture: str = "auto", profile: bool = False, token: str = "host", new_lengths: bool = False,
             batch: int = 1) -> dict:
     import onnxruntime as ort
-    if new_lengths and mode not in ("growing", "growing-device", "graph"):
+    if new_lengths and mode not in NEW_LENGTH_LOOPS:
         raise SystemExit("--new-prompt-lengths: the growing, growing-device and graph loops only")
     if batch < 1 or (batch > 1 and mode == "growing-c"):
         raise SystemExit("--batch: 1 or more sequences, and the C loop (growing-c) decodes one")
@@ -420,12 +423,13 @@ def _graph_rounds(sess, model_dir, ep, device_token, new_lengths, batch, steps, 
         r["run"].append(statistics.median(run_times))
         return by_sequence(tokens)
 
-    r = {"step": [], "run": [], "prompt": [], "prompt_lengths": []}
+    fresh = lambda: {"step": [], "run": [], "prompt": [], "prompt_lengths": []}
+    r = fresh()
     for _ in range(rounds):
         tokens = decode_round(r)
     if ep == "seamless":  # one more round, its replays timed on the GPU (the timing's host cost kept out of r)
         replay_timing(True)
-        decode_round({"step": [], "run": [], "prompt": [], "prompt_lengths": []})
+        decode_round(fresh())
         r["replay_gpu"] = replay_timing(False)
     return dict(r, tokens=tokens)  # the last round's tokens
 
@@ -514,7 +518,7 @@ def compare(model_dir: str, steps: int, prompt: int, rounds: int, peer_pythonpat
     samples: dict[str, list] = {}
     configs = CONFIGS + ([("PyTorch eager", "torch", "growing", None)] if torch_checkpoint else [])
     configs = [c for c in configs if (not modes or c[2] in modes) and (c[2] != "growing-c" or token == "device")
-               and (not new_lengths or c[2] in ("growing", "growing-device", "graph"))  # loops with new lengths
+               and (not new_lengths or c[2] in NEW_LENGTH_LOOPS)
                and (batch == 1 or c[1] != "torch" and c[2] != "growing-c")]  # the loops that decode a batch
     if not configs:
         raise SystemExit("no configuration runs these options: --mode growing-c reads each token from the model's "
