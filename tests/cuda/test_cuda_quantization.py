@@ -3,9 +3,10 @@ import numpy as np
 import pytest
 
 from kernels.test_matmul import EQUATIONS as EINSUM_EQUATIONS
+from kernels.test_quantization import matmul_nbits_case
 from kernels.test_spatial import LP_POOL_CASES, max_pool_with_indices
 from onnxruntime_ep_seamless.kernels.cpu.quantization import conv_integer as cpu_conv_integer
-from parity import Const, node_model
+from parity import Const, assert_close, node_model, stock_session
 from test_cuda_ep import DEVICES, PROBLEM, run_on_cuda
 from test_cuda_ops import F16, F32, I32, I64, check, through_bf16
 
@@ -273,3 +274,23 @@ def test_binarizer():
 def test_array_feature_extractor(x_shape, indices):
     x = rng.standard_normal(x_shape).astype(F32)
     check("ArrayFeatureExtractor", [x, np.array(indices, I64)], domain="ai.onnx.ml", exact=True)
+
+
+# MatMulNBits by row count: 1 the GEMV, 2-16 the rows kernels (float16 from 4 rows on tensor cores), more the
+# weights dequantized into a scratch matrix and one GEMM (quantization.cu dequantize_nbits: 8 values a thread, one
+# load and one 16-byte store where K comes by eights, else value by value). float16: the prompt path rounds the
+# dequantized weights to float16 before its GEMM (as ORT's CUDA EP does), stock's CPU kernel keeps them in float32:
+# ~sqrt(K) * 0.1 * 5e-4 apart at K 896, so a wider bound than a float16 product's one ulp.
+NBITS_TOL = {F32: {"rtol": 1e-4, "atol": 1e-4}, F16: {"rtol": 1e-2, "atol": 1e-2}}
+
+
+@pytest.mark.parametrize("m", [1, 3, 9, 17, 40])
+@pytest.mark.parametrize("bits,block_size,zp_mode,k", [
+    (4, 32, None, 896), (4, 16, "uint8", 256), (4, 128, None, 200),  # K by eights (200: a part block at the end)
+    (4, 32, "uint8", 100), (8, 32, "uint8", 512), (8, 64, None, 72), (8, 16, None, 36)])  # 100, 36: not by eights
+@pytest.mark.parametrize("dtype", [F32, F16])
+def test_matmul_nbits_every_row_count(m, bits, block_size, zp_mode, k, dtype):
+    model, feeds = matmul_nbits_case((m, k), k, 72, bits, block_size, zp_mode, dtype=dtype)
+    ours, ref = run_on_cuda(model, feeds), stock_session(model).run(None, feeds)
+    assert_close(ours[0], ref[0], name="Y", **NBITS_TOL[dtype])
+
