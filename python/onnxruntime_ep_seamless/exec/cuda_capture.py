@@ -611,7 +611,7 @@ def _first_prompt_rule(node: Node, graph, touched, padded, lengths, past) -> str
     if _window_cache(node):
         return "a window-sized KV cache keeps the last positions, padded ones included"
     if any(ins[i] not in past for i in (3, 4) if i < len(ins) and ins[i]):
-        return "its past KV is not an input that a first prompt has empty"
+        return "its past KV is not a graph input (a first prompt has it empty, or a shared buffer of at least the bucket)"
     sources = ()
     for i in touched:
         if i in (0, 1, 2, 9) and ins[i] in padded and padded[ins[i]][0] == 1:
