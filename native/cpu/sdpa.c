@@ -73,7 +73,10 @@ static void onnx_attention_task(void* user, size_t task) {
   const int64_t *qs = job->strides, *os = job->strides + 9;
   /* per task: a block's scores, and one KV head's keys (as K^T) and values packed for the GEMM once, for all its
    * query heads' row blocks */
-  const size_t score_floats = (size_t)(ATTENTION_ROWS * t + 16) & ~(size_t)15;
+  /* score rows a multiple of 128 floats apart would share a few L1 sets when the second product reads them in place
+   * (matmul.c pack_a_pays): 16 floats more apart */
+  const int64_t ld = t % 128 ? t : t + 16;
+  const size_t score_floats = (size_t)(ATTENTION_ROWS * ld + 16) & ~(size_t)15;
   const size_t keys_floats = seamless_sgemm_packed_size((size_t)h, (size_t)t);
   const size_t values_floats = seamless_sgemm_packed_size((size_t)t, (size_t)hv);
   float* scores = aligned_alloc(64, (score_floats + keys_floats + values_floats) * sizeof(float));
@@ -97,9 +100,9 @@ static void onnx_attention_task(void* user, size_t task) {
       const float* q0 = job->q + bi * qs[0] + n * qs[1] + i0 * qs[2];
       float* out0 = job->out + bi * os[0] + n * os[1] + i0 * os[2];
       seamless_sgemm((size_t)rows, (size_t)t, (size_t)h, q0, NULL, (size_t)qs[2], packed_k, NULL, NULL, scores,
-                     (size_t)t, NULL, NULL);
-      for (int64_t r = 0; r < rows; r++) attention_row(job, bi, n, i0 + r, scores + r * t);
-      seamless_sgemm((size_t)rows, (size_t)hv, (size_t)t, scores, NULL, (size_t)t, packed_v, NULL, NULL, out0,
+                     (size_t)ld, NULL, NULL);
+      for (int64_t r = 0; r < rows; r++) attention_row(job, bi, n, i0 + r, scores + r * ld);
+      seamless_sgemm((size_t)rows, (size_t)hv, (size_t)t, scores, NULL, (size_t)ld, packed_v, NULL, NULL, out0,
                      (size_t)os[2], NULL, NULL);  /* no keys: zeros, a sum of nothing */
     }
   }

@@ -268,6 +268,9 @@ ATTENTION23_CASES = [
     dict(b=1, qn=3, kvn=3, s=66, l=66, three_d=True),
     dict(b=1, qn=2, kvn=1, s=70, l=70, mask="float", is_causal=1),
     dict(b=1, qn=2, kvn=2, s=20, l=20, past=17, mask="bool_dead_row", is_causal=1),
+    # keys a multiple of 128: the score rows are 16 floats further apart than the keys (sdpa.c)
+    dict(b=1, qn=2, kvn=1, s=70, l=128, mask="float", is_causal=1),
+    dict(b=1, qn=2, kvn=2, s=61, l=200, past=56, mask="bool", n_out=4),
 ]
 CASE_ID = lambda c: ",".join(f"{k}={v}" for k, v in c.items())
 
