@@ -293,4 +293,3 @@ def test_matmul_nbits_every_row_count(m, bits, block_size, zp_mode, k, dtype):
     model, feeds = matmul_nbits_case((m, k), k, 72, bits, block_size, zp_mode, dtype=dtype)
     ours, ref = run_on_cuda(model, feeds), stock_session(model).run(None, feeds)
     assert_close(ours[0], ref[0], name="Y", **NBITS_TOL[dtype])
-
