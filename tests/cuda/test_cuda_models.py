@@ -97,6 +97,39 @@ def test_builder_qwen2_cuda_greedy_tokens(precision):
         f"step {same}: ours {a}, stock {b}; fp32 logits {oracle[a]:.4f} vs {oracle[b]:.4f} (not a near-tie)")
 
 
+@pytest.mark.parametrize("precision", ["fp16", "int4"])
+def test_onnxruntime_genai_drives_the_cuda_ep(precision):
+    """onnxruntime-genai's Generator on our CUDA EP, registered as a plugin library and appended as the model's
+    provider (docs/user-guide.md): the graph is wholly ours (fallback disabled), and each of genai's 24 greedy tokens
+    is stock's best at its step or a near-tie (stock's CPU EP on the same file, fed genai's tokens)."""
+    og = pytest.importorskip("onnxruntime_genai")
+    import onnxruntime_ep_seamless as seamless
+    from models.test_llm_decoders import greedy
+    from onnxruntime_ep_seamless.tools.bench import register_for_genai
+    from test_cuda_ep import cuda_session
+    from test_cuda_moe import assert_near_best
+    folder = material.genai_small_dir(precision, "cuda")
+    path = model_path(folder / "model.onnx")
+    report = seamless.assert_ep_selected(cuda_session(path), device="cuda")
+    assert not report.fallback_nodes, report
+    name = register_for_genai(og, "cuda")
+    prompt, steps = np.random.default_rng(0).integers(0, 1000, 8).astype(np.int32), 24
+    config = og.Config(str(folder))
+    config.clear_providers()
+    config.append_provider(name)
+    model = og.Model(config)
+    params = og.GeneratorParams(model)
+    params.set_search_options(max_length=len(prompt) + steps, min_length=len(prompt) + steps, do_sample=False)
+    generator = og.Generator(model, params)
+    generator.append_tokens(prompt)
+    while not generator.is_done():
+        generator.generate_next_token()
+    tokens = [int(t) for t in generator.get_sequence(0)[len(prompt):]]
+    del generator, model
+    assert len(tokens) == steps
+    assert_near_best(tokens, greedy(stock_session(path), prompt, steps, forced=tokens)[1])
+
+
 @pytest.mark.parametrize("family", ["qwen3", "phi3"])  # tests/gpu_material.py CUDA_BUILD_DECODERS
 def test_builder_family_cuda_build_greedy_tokens(family, capfd):
     """A builder family's `-e cuda -p fp16` graph (its own fused ops: Qwen3's Q/K norms inside GroupQueryAttention,

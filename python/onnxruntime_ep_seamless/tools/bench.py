@@ -485,13 +485,13 @@ def decode_benchmark(model_dir: str, steps: int, prefill: int, threads: int, rou
     }
 
 
-def register_for_genai(og) -> str:
-    """Our EP's library registered with onnxruntime-genai (once a process: genai refuses a second registration of
-    the name); its EP name, for config.append_provider."""
+def register_for_genai(og, device: str = "cpu") -> str:
+    """Our EP's library for `device` registered with onnxruntime-genai (once a process: genai refuses a second
+    registration of the name); its EP name, for config.append_provider."""
     import onnxruntime_ep_seamless as seamless
-    name = seamless.get_ep_name()
+    name = seamless.get_ep_name(device)
     try:
-        og.register_execution_provider_library(name, seamless.get_library_path())
+        og.register_execution_provider_library(name, seamless.get_library_path(device))
     except RuntimeError as exc:
         if "already registered" not in str(exc):
             raise
