@@ -17,10 +17,11 @@ struct SeamlessReplayer {
   int32_t n_in, max_rank, n_grow, left;
   int64_t min_capacity;
   int64_t* grow_at;               /* indices in a run's dims of the growing lengths */
-  /* a first prompt's padding (seamless_replayer_prompts): its lengths, padded to a bucket where its own are all
-   * equal and the lengths at past_at (the past KV's) are all 0 or all at least the bucket (shared buffers) */
+  /* a first prompt's padding (seamless_replayer_prompts): its lengths, padded to a bucket of at most prompt_max where
+   * its own are all equal and the lengths at past_at (the past KV's) are all 0 or all at least the bucket (shared
+   * buffers) */
   int32_t n_prompt, n_past;
-  int64_t prompt_min;
+  int64_t prompt_min, prompt_max;
   int64_t *prompt_at, *past_at;
   size_t key_len;
   SeamlessSegment* segments[SEAMLESS_MAX_SEGMENTS];
@@ -66,10 +67,11 @@ SeamlessReplayer* seamless_replayer_new(int n_in, int max_rank, const int64_t* g
   return r;
 }
 
-/* The replayer's first-prompt padding: the lengths at prompt_at padded to buckets, powers of two from min_capacity,
- * in runs whose lengths at past_at are all 0 or all at least the bucket. 0, or -1 out of memory. */
+/* The replayer's first-prompt padding: the lengths at prompt_at padded to buckets, powers of two from min_capacity
+ * up to max_capacity (a longer prompt runs at its own length), in runs whose lengths at past_at are all 0 or all at
+ * least the bucket. 0, or -1 out of memory. */
 int seamless_replayer_prompts(SeamlessReplayer* r, const int64_t* prompt_at, int n_prompt, const int64_t* past_at,
-                              int n_past, int64_t min_capacity) {
+                              int n_past, int64_t min_capacity, int64_t max_capacity) {
   free(r->prompt_at); free(r->past_at);
   r->prompt_at = malloc((n_prompt ? n_prompt : 1) * sizeof *prompt_at);
   r->past_at = malloc((n_past ? n_past : 1) * sizeof *past_at);
@@ -77,7 +79,7 @@ int seamless_replayer_prompts(SeamlessReplayer* r, const int64_t* prompt_at, int
   if (!r->prompt_at || !r->past_at) return -1;
   if (n_prompt) memcpy(r->prompt_at, prompt_at, (size_t)n_prompt * sizeof *prompt_at);
   if (n_past) memcpy(r->past_at, past_at, (size_t)n_past * sizeof *past_at);
-  r->n_prompt = n_prompt; r->n_past = n_past; r->prompt_min = min_capacity;
+  r->n_prompt = n_prompt; r->n_past = n_past; r->prompt_min = min_capacity; r->prompt_max = max_capacity;
   return 0;
 }
 
@@ -91,14 +93,16 @@ static int64_t bucket_of(int64_t need, int64_t least) {
   return capacity < least ? least : capacity;
 }
 
-/* Whether a run (its key's dims) is a first prompt the prompt padding serves: every prompt length the same, every
- * past empty or every past a buffer the bucket fits in (KV buffers of the maximum length that past and present
- * share, onnxruntime-genai's with CUDA graphs: the prompt's rows are written from the start). */
+/* Whether a run (its key's dims) is a first prompt the prompt padding serves: every prompt length the same, its
+ * bucket at most prompt_max (past it the padding could cost more GPU time than the launches it saves), every past
+ * empty or every past a buffer the bucket fits in (KV buffers of the maximum length that past and present share,
+ * onnxruntime-genai's with CUDA graphs: the prompt's rows are written from the start). */
 static int first_prompt(const SeamlessReplayer* r, const int64_t* d) {
   if (!r->n_prompt) return 0;
   for (int g = 1; g < r->n_prompt; g++)
     if (d[r->prompt_at[g]] != d[r->prompt_at[0]]) return 0;
   int64_t bucket = bucket_of(d[r->prompt_at[0]], r->prompt_min);
+  if (bucket > r->prompt_max) return 0;
   int empty = 1, shared = 1;
   for (int z = 0; z < r->n_past; z++) {
     empty &= d[r->past_at[z]] == 0;

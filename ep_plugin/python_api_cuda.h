@@ -67,7 +67,7 @@ SeamlessReplayer* seamless_replayer_new(int n_in, int max_rank, const int64_t* g
 void seamless_replayer_free(SeamlessReplayer* r);
 size_t seamless_replay_key_size(const SeamlessReplayer* r);
 int seamless_replayer_prompts(SeamlessReplayer* r, const int64_t* prompt_at, int n_prompt, const int64_t* past_at,
-                              int n_past, int64_t min_capacity);
+                              int n_past, int64_t min_capacity, int64_t max_capacity);
 int64_t seamless_replay_key(const SeamlessReplayer* r, const int64_t* dims, const int32_t* ranks, const int32_t* types,
                             uint8_t* key, int32_t* prompt);
 int seamless_replay_add(SeamlessReplayer* r, SeamlessSegment* s);

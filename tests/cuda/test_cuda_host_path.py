@@ -274,15 +274,15 @@ def test_first_prompts_of_every_length_up_to_a_bucket_share_one_padded_segment(c
 
 def test_the_replay_key_pads_a_first_prompt_to_its_bucket():
     """cuda_replay.c: with a prompt's padding registered (seamless_replayer_prompts), a run whose past lengths are all 0
-    and prompt lengths all equal is keyed by the prompt's bucket (a power of two from 16) and flagged; any other run
-    by the KV cache's capacity."""
+    and prompt lengths all equal is keyed by the prompt's bucket (a power of two from 16 up to the registered
+    maximum, here 2048) and flagged; any other run, a longer prompt too, by the KV cache's capacity."""
     grow_at = np.array([1 * 4 + 1, 2 * 4 + 2], np.int64)  # the mask's total length, the past's length
     prompt_at, zero_at = np.array([0 * 4 + 1, 1 * 4 + 1], np.int64), np.array([2 * 4 + 2], np.int64)
     view = ffi.from_buffer
     replayer = REAL.seamless_replayer_new(3, 4, view("int64_t[]", grow_at), 2, 0, 64)
     try:
         assert REAL.seamless_replayer_prompts(replayer, view("int64_t[]", prompt_at), 2, view("int64_t[]", zero_at),
-                                              1, 16) == 0
+                                              1, 16, 2048) == 0
 
         def key(tokens, total, past):
             dims = np.zeros(12, np.int64)
@@ -306,8 +306,13 @@ def test_the_replay_key_pads_a_first_prompt_to_its_bucket():
         assert key(9, 9, 100)[2].tobytes() == dims.tobytes() and key(16, 16, 16)[:2] == (16, 1)
         assert key(17, 17, 20)[:2] == (64, 0)  # the bucket (32) does not fit: keyed as a run of a growing cache
         assert key(1, 100, 100)[:2] == (128, 0)  # a decode step on the shared buffers
+        # past the largest bucket a first prompt runs at its own length: keyed by it and the KV capacity
+        assert key(2048, 2048, 0)[:2] == (2048, 1) and key(2048, 2048, 4096)[:2] == (2048, 1)
+        capacity, prompt, dims = key(2049, 2049, 0)
+        assert (capacity, prompt) == (4096, 0) and dims[0, 1] == 2049 and dims[1, 1] == 4096
+        assert key(2049, 2049, 4096)[:2] == (4096, 0)
         assert key(1, 2 ** 62 + 1, 0)[:2] == (2 ** 62, 0)  # a length past 2^62 (a tensor with a zero-sized dim):
-        assert key(2 ** 62 + 1, 2 ** 62 + 1, 0)[:2] == (2 ** 62, 1)  # no endless doubling, a capacity it exceeds
+        assert key(2 ** 62 + 1, 2 ** 62 + 1, 0)[:2] == (2 ** 62, 0)  # no endless doubling, a capacity it exceeds
     finally:
         REAL.seamless_replayer_free(replayer)
 

@@ -18,6 +18,9 @@ from ..plan.fusion import fuse
 
 MIN_CAPACITY = 64   # padded KV capacities are powers of two from here: a generation recaptures a few times
 MIN_PROMPT = 16     # a first prompt's buckets: powers of two from here (cuda_replay.c seamless_replay_key)
+# up to here: a longer first prompt runs at its own length (its GPU time hides the launches a replay saves, while a
+# bucket could double it: 2049 tokens padded to 4096), and no segment holds a longer prompt's logits
+MAX_PROMPT = 2048
 
 # CUDA kernels whose results are host values (shapes, sizes, constants; and those of capture class
 # "host": the CPU kernel run on the host, as for NonZero, Unique, NonMaxSuppression)
@@ -192,7 +195,8 @@ def capture_summary(steps: list[Step], name: str, plan: "Padding | None" = None,
             lines.append(f"{modes}one graph per capacity serves every KV length up to it (growing axes padded)")
         if prompt is not None:
             lines.append(f"{modes}a first prompt (every past KV empty or a shared buffer) is padded at its end to a "
-                         "power of two from 16: one graph per bucket serves every prompt length up to it")
+                         f"power of two from {MIN_PROMPT} to {MAX_PROMPT}: one graph per bucket serves every prompt "
+                         "length up to it (a longer first prompt runs at its own length)")
         else:
             lines.append(f"{modes}a graph per first-prompt length, not padded: {prompt_problem}")
     lines += [_control_line(s) for s in steps if s.branches is not None]

@@ -25,8 +25,8 @@ from ..kernels.checks import gpu_check_arg
 from ..kernels.cpu.control import scan_output_axis
 from ..runtime.cuda import CudaRuntime, DeviceTensor, contiguous_strides
 from ..runtime.cuda_args import STAGE_COPY
-from .cuda_capture import (MIN_CAPACITY, MIN_PROMPT, capture_summary, choose_padding, condition_passes, place,
-                           prompt_padding)
+from .cuda_capture import (MAX_PROMPT, MIN_CAPACITY, MIN_PROMPT, capture_summary, choose_padding, condition_passes,
+                           place, prompt_padding)
 from .compute import MAX_RANK, Buffers, host_array
 from ..runtime.native import LOG_WARNING, NATIVES
 
@@ -127,7 +127,8 @@ class CudaKernel:
                 at = lambda axes: np.array([input_names.index(n) * MAX_RANK + a for n, a in axes.items()], np.int64)
                 prompt_at, past_at = at(self.prompt.inputs), at(self.prompt.past)
                 if lib.seamless_replayer_prompts(self.replayer, ffi.from_buffer("int64_t[]", prompt_at), len(prompt_at),
-                                                 ffi.from_buffer("int64_t[]", past_at), len(past_at), MIN_PROMPT):
+                                                 ffi.from_buffer("int64_t[]", past_at), len(past_at), MIN_PROMPT,
+                                                 MAX_PROMPT):
                     lib.seamless_replayer_free(self.replayer)
                     raise MemoryError("out of host memory for the capture's replayer")
             self.native_runner = self.replayer
