@@ -93,11 +93,11 @@ static int64_t bucket_of(int64_t need, int64_t least) {
   return capacity < least ? least : capacity;
 }
 
-/* Whether a run (its key's dims) is a first prompt the prompt padding serves: every prompt length the same, its
- * bucket at most prompt_max (past it the padding could cost more GPU time than the launches it saves), every past
- * empty or every past a buffer the bucket fits in (KV buffers of the maximum length that past and present share,
- * onnxruntime-genai's with CUDA graphs: the prompt's rows are written from the start). */
-static int first_prompt(const SeamlessReplayer* r, const int64_t* d) {
+/* A run's first-prompt bucket (its key's dims), or 0 where the prompt padding does not serve it: every prompt length
+ * the same, its bucket at most prompt_max (past it the padding could cost more GPU time than the launches it saves),
+ * every past empty or every past a buffer the bucket fits in (KV buffers of the maximum length that past and present
+ * share, onnxruntime-genai's with CUDA graphs: the prompt's rows are written from the start). */
+static int64_t prompt_bucket(const SeamlessReplayer* r, const int64_t* d) {
   if (!r->n_prompt) return 0;
   for (int g = 1; g < r->n_prompt; g++)
     if (d[r->prompt_at[g]] != d[r->prompt_at[0]]) return 0;
@@ -108,7 +108,7 @@ static int first_prompt(const SeamlessReplayer* r, const int64_t* d) {
     empty &= d[r->past_at[z]] == 0;
     shared &= d[r->past_at[z]] >= bucket;
   }
-  return empty || shared;
+  return empty || shared ? bucket : 0;
 }
 
 /* A run's segment key into `key` (seamless_replay_key_size bytes): the inputs' dims (zero past each
@@ -122,16 +122,15 @@ int64_t seamless_replay_key(const SeamlessReplayer* r, const int64_t* dims, cons
   memset(key, 0, r->key_len);
   for (size_t i = 0; i < n; i++)
     if (ranks[i] > 0) memcpy(d + i * rank, dims + i * rank, (size_t)ranks[i] * sizeof *d);
-  int is_prompt = first_prompt(r, d);
-  if (prompt) *prompt = is_prompt;
-  const int64_t* at = is_prompt ? r->prompt_at : r->grow_at;
-  int n_at = is_prompt ? r->n_prompt : r->n_grow, left = !is_prompt && r->left;
-  int64_t capacity = 0, least = is_prompt ? r->prompt_min : r->min_capacity;
-  if (n_at) {
+  int64_t capacity = prompt_bucket(r, d);
+  if (prompt) *prompt = capacity > 0;
+  if (capacity) {
+    for (int g = 0; g < r->n_prompt; g++) d[r->prompt_at[g]] = capacity;
+  } else if (r->n_grow) {
     int64_t need = 0;
-    for (int g = 0; g < n_at; g++) need = d[at[g]] > need ? d[at[g]] : need;
-    capacity = bucket_of(need, least);
-    for (int g = 0; g < n_at; g++) d[at[g]] = left ? d[at[g]] + capacity - need : capacity;
+    for (int g = 0; g < r->n_grow; g++) need = d[r->grow_at[g]] > need ? d[r->grow_at[g]] : need;
+    capacity = bucket_of(need, r->min_capacity);
+    for (int g = 0; g < r->n_grow; g++) d[r->grow_at[g]] = r->left ? d[r->grow_at[g]] + capacity - need : capacity;
   }
   memcpy(key + n * rank * sizeof *d, ranks, n * sizeof *ranks);
   memcpy(key + n * rank * sizeof *d + n * sizeof *ranks, types, n * sizeof *types);

@@ -233,7 +233,7 @@ class Padding:
     outputs: dict
     left: bool = False
     past: dict = None  # a prompt's padding (prompt_padding): each past input's axis, in the runs it serves empty
-    #                    or a buffer of at least the bucket that the present shares (cuda_replay.c first_prompt)
+    #                    or a buffer of at least the bucket that the present shares (cuda_replay.c prompt_bucket)
 
 
 def choose_padding(graph, steps: list[Step], input_names, output_names) -> tuple[Padding | None, str]:
