@@ -884,9 +884,11 @@ __device__ void decode_grouped(const T* past_k, const T* past_v, const T* q_in, 
 // seamless_gqa_decode_p4_h64_*, ... for head sizes 64 and 128 of 16-bit types. 16-bit kernels two blocks an SM:
 // unbounded, grouped p8 took 203 registers and p8 130, one block an SM, whose loads then overlapped no other block's
 // (H100: the 1B step at 32k -13..-20 %, 0.5B at 8k -18 %); float32 would spill 1-1.5 KB a thread, so it stays at one
-#define DECODE_BLOCKS(T) (sizeof(T) == 2 ? 2 : 1)
+#define DECODE_BLOCKS_f32 1
+#define DECODE_BLOCKS_f16 2
+#define DECODE_BLOCKS_bf16 2
 #define GQA_DECODE_KERNEL(S, T, PASSES, HNAME, HS)                                                           \
-  extern "C" __global__ void __launch_bounds__(DECODE_THREADS, DECODE_BLOCKS(T)) seamless_gqa_decode_p##PASSES##HNAME##_##S(                                     \
+  extern "C" __global__ void __launch_bounds__(DECODE_THREADS, DECODE_BLOCKS_##S) seamless_gqa_decode_p##PASSES##HNAME##_##S( \
       const T* past_k, const T* past_v, const T* q, const T* k, const T* v, const T* cos, const T* sin,      \
       const int32_t* seqlens, const float* sink, T* pk, T* pv, T* out, float* partial, unsigned* counters,   \
       GqaShape g, AttendParams a) {                                                                         \
@@ -894,7 +896,7 @@ __device__ void decode_grouped(const T* past_k, const T* past_v, const T* q_in, 
                           g, a);                                                                            \
   }
 #define GQA_DECODE_GROUPED_KERNEL(S, T, PASSES, HNAME, HS)                                                   \
-  extern "C" __global__ void __launch_bounds__(DECODE_THREADS, DECODE_BLOCKS(T)) seamless_gqa_decode_grouped_p##PASSES##HNAME##_##S(                             \
+  extern "C" __global__ void __launch_bounds__(DECODE_THREADS, DECODE_BLOCKS_##S) seamless_gqa_decode_grouped_p##PASSES##HNAME##_##S( \
       const T* past_k, const T* past_v, const T* q, const T* k, const T* v, const T* cos, const T* sin,      \
       const int32_t* seqlens, const float* sink, T* pk, T* pv, T* out, float* partial, unsigned* counters,   \
       GqaShape g, AttendParams a) {                                                                         \

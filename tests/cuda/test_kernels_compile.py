@@ -10,8 +10,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = sorted((ROOT / "native" / "cuda").glob("*.cu"))
-# (launch bounds' arguments may hold one level of parentheses: DECODE_BLOCKS(T))
-KERNEL = re.compile(r'extern "C" __global__ void (?:__launch_bounds__\((?:[^()]|\([^()]*\))*\) )?(\w+)')
+KERNEL = re.compile(r'extern "C" __global__ void (?:__launch_bounds__\([^)]*\) )?(\w+)')
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not on PATH (tests/run.sh installs CUDA 13.0's from PyPI)")
