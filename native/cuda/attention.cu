@@ -740,6 +740,44 @@ __device__ void combine_splits(const float* all, int splits, int b, int qh, int 
   __syncthreads();  // wacc free again
 }
 
+// The splits' records of query heads qh0 .. qh0 + heads - 1 of batch row b (`all`: each head's splits records of
+// H + 2 floats, one head after another) combined in order into out by the whole block, up to a head a warp at once:
+// a warp a head's max and sum, then a thread a (head, channel)'s weighted values. Head by head (combine_splits),
+// a group's last block took longer than the block of splits before it.
+template <typename T>
+__device__ void combine_group(const float* all, int heads, int splits, int b, int qh0, int H, const float* sink,
+                              T* out, float* wmax, float* wsum, const GqaShape& g, const AttendParams& a) {
+  constexpr int warps = DECODE_THREADS / 32;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  auto at = [&](int hq, int c, int i) { return __ldcg(all + ((int64_t)hq * splits + c) * (H + 2) + i); };  // L2
+  for (int h0 = 0; h0 < heads; h0 += warps) {
+    const int n = min(warps, heads - h0);
+    if (warp < n) {
+      const int hq = h0 + warp;
+      float mx = -INFINITY, sum = 0.0f;
+      for (int c = lane; c < splits; c += 32) mx = fmaxf(mx, at(hq, c, 0));
+      for (int off = 16; off; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, off));
+      if (a.smooth) mx = fmaxf(mx, sink[qh0 + hq]);
+      for (int c = lane; c < splits; c += 32) sum += at(hq, c, 1) * expf(at(hq, c, 0) - mx);
+      for (int off = 16; off; off >>= 1) sum += __shfl_xor_sync(0xffffffff, sum, off);
+      if (a.smooth) sum += expf(sink[qh0 + hq] - mx);
+      if (lane == 0) {
+        wmax[warp] = mx;
+        wsum[warp] = 1.0f / sum;
+      }
+    }
+    __syncthreads();
+    for (int pair = threadIdx.x; pair < n * H; pair += DECODE_THREADS) {
+      const int w = pair / H, d = pair % H;
+      float o = 0.0f;
+#pragma unroll 8
+      for (int c = 0; c < splits; c++) o += at(h0 + w, c, 2 + d) * expf(at(h0 + w, c, 0) - wmax[w]);
+      st(out + ((int64_t)b * g.heads + qh0 + h0 + w) * H + d, o * wsum[w]);
+    }
+    __syncthreads();  // wmax and wsum free for the next heads
+  }
+}
+
 // gqa_decode for long contexts: a block per KV head and split (grid (splits, batch * kv_heads)) takes every query
 // head of its group in turn with the split's rows kept in registers, so each cached row is read once a step, not
 // once a query head (the Llama-3.2-1B shape's 4, Qwen2.5-0.5B's 7; at 32k tokens decode's per-head blocks read
@@ -874,10 +912,8 @@ __device__ void decode_grouped(const T* past_k, const T* past_v, const T* q_in, 
   }
   __syncthreads();
   if (!last) return;
-  for (int hq = 0; hq < group; hq++) {
-    const int qh = kh * group + hq;
-    combine_splits(partial + (int64_t)(b * g.heads + qh) * splits * (H + 2), splits, b, qh, H, sink, out, wacc, g, a);
-  }
+  combine_group(partial + (int64_t)(b * g.heads + kh * group) * splits * (H + 2), group, splits, b, kh * group, H,
+                sink, out, wmax, wsum, g, a);
 }
 
 // gqa_decode with PASSES rows a lane group: kernels seamless_gqa_decode_p4_* and _p8_* (any head size), and

@@ -139,8 +139,10 @@ def test_gqa_decode_beyond_a_prompts_context_limit():
 # Long contexts: a block per KV head and split (attention.cu gqa_decode_grouped) once those blocks reach
 # DECODE_GROUPED_BLOCKS, each query head of the group in turn over the rows kept in registers: ragged rows (one
 # row's splits mostly past its length), head sizes 64 and 128, a local window, softcap, smooth softmax (its
-# sink), float16 (the inputs rounded to float16, stock in float32 from them: the prompt tiles' tolerance)
+# sink), float16 (the inputs rounded to float16, stock in float32 from them: the prompt tiles' tolerance), a group
+# of 16 query heads (combined eight at a time, a warp each)
 @pytest.mark.parametrize("heads,b,past,seqlens,attrs", [((14, 2, 64), 2, 9000, [8990, 4000], {}),
+                                                        ((32, 2, 64), 2, 9000, [8999, 3000], {"smooth_softmax": 1}),
                                                         ((16, 2, 128), 2, 5000, [4999, 2500], {}),
                                                         ((8, 2, 64), 2, 9000, [8999, 8999], {"local_window_size": 700}),
                                                         ((8, 2, 64), 2, 9000, [8999, 100], {"softcap": 30.0}),
