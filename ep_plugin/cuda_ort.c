@@ -38,6 +38,27 @@ long long seamless_cuda_device_allocations(void) { return __atomic_load_n(&g_dev
 static long long g_device_bytes_in_use;  /* GPU memory handed out by the caching allocators and not given back */
 long long seamless_cuda_device_bytes_in_use(void) { return __atomic_load_n(&g_device_bytes_in_use, __ATOMIC_RELAXED); }
 
+/* The idle blocks of `a` back to the driver, once the GPU has finished the work queued before (an idle block may
+ * still be read by it: blocks are freed in stream order), where this thread captures nothing; 1 if any went. For an
+ * allocation the driver refused: a long prompt's buffers, cached at sizes a shorter one cannot reuse, would
+ * otherwise take GPU memory that is free in fact. */
+static int allocator_trim(SeamlessAllocator* a) {
+  if (a->pinned || capture_under_way()) return 0;
+  pthread_mutex_lock(&a->lock);
+  Block* idle = a->free_blocks;
+  a->free_blocks = NULL;
+  pthread_mutex_unlock(&a->lock);
+  if (!idle) return 0;
+  cu.ctx_synchronize();
+  while (idle) {
+    Block* next = idle->next;
+    cu.mem_free((CUdeviceptr)(uintptr_t)idle->ptr);
+    free(idle);
+    idle = next;
+  }
+  return 1;
+}
+
 static void* allocator_alloc(OrtAllocator* self, size_t size) {
   SeamlessAllocator* a = (SeamlessAllocator*)self;
   size = round_size(size);
@@ -53,6 +74,7 @@ static void* allocator_alloc(OrtAllocator* self, size_t size) {
     if (st) { ORT(ReleaseStatus)(st); free(b); return NULL; }
     CUdeviceptr p = 0;
     CUresult r = a->pinned ? cu.mem_host_alloc(&b->ptr, size, 0) : cu.mem_alloc(&p, size);
+    if (r && allocator_trim(a)) r = cu.mem_alloc(&p, size);
     if (r) { free(b); return NULL; }
     if (!a->pinned) {
       b->ptr = (void*)(uintptr_t)p;

@@ -272,6 +272,23 @@ def test_first_prompts_of_every_length_up_to_a_bucket_share_one_padded_segment(c
     assert "segment" not in glue.launches and glue.outputs[logits] == (1, 17, vocab)
 
 
+def test_a_prompt_longer_than_the_largest_bucket_is_never_captured(monkeypatch):
+    # past MAX_PROMPT tokens a prompt's GPU time hides the launches a replay saves, while a capture would keep every
+    # buffer the run frees (a 32000-token prompt: 27 GB): it runs eagerly however often it comes; one within the
+    # buckets is captured on its third run as before (MAX_PROMPT lowered to 16 here: the small decoder's lengths)
+    monkeypatch.setattr(cuda_compute, "MAX_PROMPT", 16)
+    graph, kernel, glue = fake_kernel(monkeypatch, {"capture": "auto"})
+    for run in range(4):
+        feed_decode_step(glue, graph, 0, 1 << 36 | run << 20, 17)
+        kernel.compute(None)
+        assert "segment" not in glue.launches
+    assert not kernel.segments and glue.replays == 0
+    for run in range(3):
+        feed_decode_step(glue, graph, 0, 1 << 36 | run << 20, 16)
+        kernel.compute(None)
+    assert glue.launches[-2:] == ["segment", "seamless_stage"] and len(kernel.segments) == 1
+
+
 def test_the_replay_key_pads_a_first_prompt_to_its_bucket():
     """cuda_replay.c: with a prompt's padding registered (seamless_replayer_prompts), a run whose past lengths are all 0
     and prompt lengths all equal is keyed by the prompt's bucket (a power of two from 16 up to the registered

@@ -114,6 +114,7 @@ class CudaKernel:
         # the C glue's SeamlessReplayer: launches captured segments for later Computes (abi/bridge.py hands it to ORT's
         # compute info as the node's native runner)
         self.replayer = self.native_runner = None
+        self.prompt_at = None  # where a run's dims hold its prompt's lengths (self.prompt's axes)
         if self.capture:
             ffi, lib = self.native.ffi, self.native.lib
             grow_at = np.array([input_names.index(n) * MAX_RANK + a for n, a in self.padding.inputs.items()]
@@ -126,6 +127,7 @@ class CudaKernel:
             if self.prompt is not None:
                 at = lambda axes: np.array([input_names.index(n) * MAX_RANK + a for n, a in axes.items()], np.int64)
                 prompt_at, past_at = at(self.prompt.inputs), at(self.prompt.past)
+                self.prompt_at = prompt_at
                 if lib.seamless_replayer_prompts(self.replayer, ffi.from_buffer("int64_t[]", prompt_at), len(prompt_at),
                                                  ffi.from_buffer("int64_t[]", past_at), len(past_at), MIN_PROMPT,
                                                  MAX_PROMPT):
@@ -195,7 +197,7 @@ class CudaKernel:
                 if segment is not None and segment.stream == stream:
                     return self._launch(segment, ctx, b, stream)
                 due = (segment is None and self.seen[key] > WARMUP_RUNS and key not in self.failed
-                       and key not in self.pending)
+                       and key not in self.pending and not self._long_prompt(b))
                 if due:  # this thread's: another thread running the binding meanwhile runs it eagerly
                     self.pending.add(key)
             if due:
@@ -257,6 +259,13 @@ class CudaKernel:
                 else:
                     inputs[name] = DeviceTensor(int(b.np_in_data[i]), shape, dtype, settled=True)
         return inputs
+
+    def _long_prompt(self, b) -> bool:
+        """A run of more than MAX_PROMPT tokens a prompt: never captured. Its GPU time hides the launches a replay
+        saves, while a capture keeps every buffer the run frees (a 32000-token prompt of the 1B shape grew the GPU
+        memory in use from 40 to 67 GB on its third run, the capture: docs/benchmarks/gpu.md, session 54)."""
+        return self.prompt_at is not None and len(self.prompt_at) > 0 and \
+            int(b.np_in_dims[self.prompt_at].max()) > MAX_PROMPT
 
     def _binding(self, b) -> tuple[bytes, int, object]:
         """This run's segment key, as the C glue computes it (seamless_replay_key: the input shapes and
