@@ -916,6 +916,188 @@ __device__ void decode_grouped(const T* past_k, const T* past_v, const T* q_in, 
                 sink, out, wmax, wsum, g, a);
 }
 
+// gqa_decode for long contexts, 16-bit caches of head size 64 or 128: a block per (b, KV head, split, up to
+// STREAM_HEADS query heads of the group), its rows streamed through shared memory STREAM_STAGES chunks ahead
+// (cp.async: the loads in flight hold no registers; args.h STREAM_*) while the chunk before is scored for each of its query heads
+// with a running max and sum a lane group (no barrier in the loop: a thread reads only the pieces it copied).
+// The splits are few (about two blocks an SM) and long; a group of more than STREAM_HEADS query heads takes
+// several blocks a split, adjacent in the grid, which read the same rows at about the same time (L2). Each block
+// leaves its heads' (max, sum, weighted values) in `partial` as decode_grouped does, and the last block of
+// (b, KV head) combines every head of the group (combine_group).
+// Grid (splits * subs, batch * kv_heads), subs = ceil(group / STREAM_HEADS); dynamic shared memory
+// STREAM_STAGES * 2 * stream_rows(H) * H elements.
+__host__ __device__ constexpr int stream_rows(int H) { return STREAM_PASSES * DECODE_THREADS / (H / 8); }
+__device__ __forceinline__ void commit_copies() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void wait_copies_but() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
+
+template <typename T, int H>
+__device__ void decode_stream(const T* past_k, const T* past_v, const T* q_in, const T* k_in, const T* v_in,
+                              const T* cos, const T* sin, const int32_t* seqlens, const float* sink, T* pk, T* pv,
+                              T* out, float* partial, unsigned* counters, GqaShape g, AttendParams a) {
+  constexpr int lanes = H / 8, per_pass = DECODE_THREADS / lanes, rows = stream_rows(H), warps = DECODE_THREADS / 32;
+  extern __shared__ __align__(16) unsigned char stream_smem[];
+  T* stage = (T*)stream_smem;  // [STREAM_STAGES][K, V][rows][H]
+  __shared__ float wmax[warps * STREAM_HEADS], wsum[warps * STREAM_HEADS], wacc[warps * STREAM_HEADS * H];
+  __shared__ bool last;
+  const int group = g.heads / g.kv_heads, subs = (group + STREAM_HEADS - 1) / STREAM_HEADS;
+  const int split = blockIdx.x / subs, splits = gridDim.x / subs, sub = blockIdx.x % subs;
+  const int bk = blockIdx.y, b = bk / g.kv_heads, kh = bk % g.kv_heads;
+  const int h0 = kh * group + sub * STREAM_HEADS, n = min(STREAM_HEADS, group - sub * STREAM_HEADS);
+  const int lg = threadIdx.x / lanes, c0 = threadIdx.x % lanes * 8, warp = threadIdx.x / 32;
+  const int64_t kv = (int64_t)b * g.kv_heads + kh;
+  if (!a.late_launch) let_next_launch();
+  const bool rotates = g.do_rotary && c0 < 2 * g.rot_half;
+  const int guess = rotates ? min(past_of(__ldcg(seqlens + b), g), g.cos_rows - 1) : 0;
+  float factors[16];  // cos, then sin
+  if (rotates)
+    rotary_factors8(c0, cos + (int64_t)guess * g.rot_half, sin + (int64_t)guess * g.rot_half, g.rot_half,
+                    g.interleaved, factors, factors + 8);
+  wait_for_previous();
+  const int p = past_len(seqlens, b, g);
+  const Visible vis = visible(seqlens, b, 0, g, a);
+  const int t = vis.t, limit = vis.limit, lo = vis.lo;
+  const int r = min(p, g.cos_rows - 1);
+  const T* cos_row = g.do_rotary ? cos + (int64_t)r * g.rot_half : nullptr;
+  const T* sin_row = g.do_rotary ? sin + (int64_t)r * g.rot_half : nullptr;
+  if (rotates && r != guess) rotary_factors8(c0, cos_row, sin_row, g.rot_half, g.interleaved, factors, factors + 8);
+  // this split's rows [first, end); the past's rows below `loaded` come from the buffers (the rest: the new token's
+  // row at p, zeros after it); in place, rows nobody sees are not loaded
+  const int per_split = (g.present_len + splits - 1) / splits;
+  const int first = split * per_split, end = min(g.present_len, first + per_split);
+  const int loaded = min(min(g.present_len, g.past_buf), p), seen = min(limit, t);
+  auto wanted = [&](int j) { return j < loaded && (!a.in_place || (j >= lo && j < seen)); };
+  auto fetch = [&](int chunk) {  // chunk c of the split into stage c % STREAM_STAGES: this thread's rows of it
+    T* at = stage + (int64_t)(chunk % STREAM_STAGES) * 2 * rows * H;
+    for (int i = 0; i < STREAM_PASSES; i++) {
+      const int row = lg + i * per_pass, j = first + chunk * rows + row;
+      if (j < end && wanted(j)) {
+        copy16_to_shared(at + row * H + c0, past_k + (kv * g.past_buf + j) * H + c0);
+        copy16_to_shared(at + (rows + row) * H + c0, past_v + (kv * g.past_buf + j) * H + c0);
+      }
+    }
+    commit_copies();  // one group a chunk, empty or not: the waits below count chunks
+  };
+  const int chunks = (end - first + rows - 1) / rows;
+  for (int c = 0; c < STREAM_STAGES - 1; c++) fetch(c);
+  // the new token's k (rotated, rounded to T) and v; q of this block's heads (rotated, rounded)
+  float knew[8], q[STREAM_HEADS][8];
+  rotated8(new_row(q_in, k_in, v_in, b, 0, g.heads + kh, g), c0, cos_row, sin_row, g.rot_half, g.interleaved, knew,
+           factors);
+  Row8<T> kround, vnew = *(const Row8<T>*)(new_row(q_in, k_in, v_in, b, 0, g.heads + g.kv_heads + kh, g) + c0);
+  store8((T*)kround.w, knew);
+#pragma unroll
+  for (int h = 0; h < STREAM_HEADS; h++) {
+    if (h < n) rotated8(new_row(q_in, k_in, v_in, b, 0, h0 + h, g), c0, cos_row, sin_row, g.rot_half, g.interleaved,
+                        q[h], factors);
+    for (int e = 0; e < 8; e++) q[h][e] = h < n ? rounded<T>(q[h][e]) : 0.0f;
+  }
+  if (a.late_launch) let_next_launch();
+  float m[STREAM_HEADS], l[STREAM_HEADS], acc[STREAM_HEADS][8];
+#pragma unroll
+  for (int h = 0; h < STREAM_HEADS; h++) {
+    m[h] = -INFINITY;
+    l[h] = 0.0f;
+    for (int e = 0; e < 8; e++) acc[h][e] = 0.0f;
+  }
+  for (int c = 0; c < chunks; c++) {
+    fetch(c + STREAM_STAGES - 1);
+    wait_copies_but<STREAM_STAGES - 1>();  // chunk c has landed (this thread's pieces of it)
+    const T* at = stage + (int64_t)(c % STREAM_STAGES) * 2 * rows * H;
+    for (int i = 0; i < STREAM_PASSES; i++) {
+      const int row = lg + i * per_pass, j = first + c * rows + row;
+      const bool mine = j < end, shown = mine && j >= lo && j < seen;
+      Row8<T> kx, vx;
+      if (mine && wanted(j)) {
+        kx = *(const Row8<T>*)(at + row * H + c0);
+        vx = *(const Row8<T>*)(at + (rows + row) * H + c0);
+      } else {
+        kx = j == p ? kround : Row8<T>{};
+        vx = j == p ? vnew : Row8<T>{};
+      }
+      if (sub == 0 && mine && j < g.present_len && (!a.in_place || j == p)) {  // the present buffers: a block a row
+        *(Row8<T>*)(pk + (kv * g.present_len + j) * H + c0) = kx;
+        *(Row8<T>*)(pv + (kv * g.present_len + j) * H + c0) = vx;
+      }
+      // every lane of the warp takes the shuffles below, or none: rows nobody in the warp sees are skipped
+      if (!__any_sync(0xffffffff, shown)) continue;
+      float k[8], v[8];
+      floats8(kx, k);
+      floats8(vx, v);
+#pragma unroll
+      for (int h = 0; h < STREAM_HEADS; h++) {
+        if (h >= n) continue;
+        float s = 0.0f;
+        for (int e = 0; e < 8; e++) s += q[h][e] * k[e];
+        for (int off = 1; off < lanes; off <<= 1) s += __shfl_xor_sync(0xffffffff, s, off);
+        if (!shown) continue;  // the lane group's row, unseen: all its lanes together
+        s *= a.scale;
+        if (a.softcap > 0.0f) s = a.softcap * tanhf(s / a.softcap);
+        if (s > m[h]) {  // a new running max: what was summed so far scaled down to it
+          const float down = m[h] == -INFINITY ? 0.0f : expf(m[h] - s);
+          l[h] *= down;
+          for (int e = 0; e < 8; e++) acc[h][e] *= down;
+          m[h] = s;
+        }
+        const float w = expf(s - m[h]);
+        l[h] += w;
+        for (int e = 0; e < 8; e++) acc[h][e] += w * v[e];
+      }
+    }
+  }
+  wait_copies_but<0>();  // the empty groups issued past the last chunk
+  // the lane groups of a warp, then the warps, merged: (max, sum, values) a head
+#pragma unroll
+  for (int h = 0; h < STREAM_HEADS; h++) {
+    if (h >= n) continue;
+    for (int off = lanes; off < 32; off <<= 1) {
+      const float m2 = __shfl_xor_sync(0xffffffff, m[h], off), l2 = __shfl_xor_sync(0xffffffff, l[h], off);
+      const float top = fmaxf(m[h], m2);
+      const float x = m[h] == -INFINITY ? 0.0f : expf(m[h] - top), y = m2 == -INFINITY ? 0.0f : expf(m2 - top);
+      l[h] = l[h] * x + l2 * y;
+      for (int e = 0; e < 8; e++) acc[h][e] = acc[h][e] * x + __shfl_xor_sync(0xffffffff, acc[h][e], off) * y;
+      m[h] = top;
+    }
+    if (threadIdx.x % 32 < lanes) {
+      for (int e = 0; e < 8; e++) wacc[(warp * STREAM_HEADS + h) * H + c0 + e] = acc[h][e];
+      if (c0 == 0) {
+        wmax[warp * STREAM_HEADS + h] = m[h];
+        wsum[warp * STREAM_HEADS + h] = l[h];
+      }
+    }
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < n * H; i += DECODE_THREADS) {  // a (head, channel) a thread
+    const int h = i / H, d = i % H;
+    float top = -INFINITY, sum = 0.0f, o = 0.0f;
+    for (int w = 0; w < warps; w++) top = fmaxf(top, wmax[w * STREAM_HEADS + h]);
+    for (int w = 0; w < warps; w++) {
+      const float mw = wmax[w * STREAM_HEADS + h], x = mw == -INFINITY ? 0.0f : expf(mw - top);
+      sum += wsum[w * STREAM_HEADS + h] * x;
+      o += wacc[(w * STREAM_HEADS + h) * H + d] * x;
+    }
+    float* mine = partial + ((int64_t)(b * g.heads + h0 + h) * splits + split) * (H + 2);  // max, sum, values
+    mine[2 + d] = o;
+    if (d == 0) {
+      mine[0] = top;
+      mine[1] = sum;
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {  // one count a block of (b, KV head): the last combines every head of the group
+    __threadfence();
+    last = atomicAdd(counters + bk, 1u) == (unsigned)(splits * subs) - 1;
+    if (last) {
+      counters[bk] = 0;
+      __threadfence();
+    }
+  }
+  __syncthreads();
+  if (!last) return;
+  combine_group(partial + (int64_t)(b * g.heads + kh * group) * splits * (H + 2), group, splits, b, kh * group, H,
+                sink, out, wmax, wsum, g, a);
+}
+
 // gqa_decode with PASSES rows a lane group: kernels seamless_gqa_decode_p4_* and _p8_* (any head size), and
 // seamless_gqa_decode_p4_h64_*, ... for head sizes 64 and 128 of 16-bit types. 16-bit kernels two blocks an SM:
 // unbounded, grouped p8 took 203 registers and p8 130, one block an SM, whose loads then overlapped no other block's
@@ -939,8 +1121,15 @@ __device__ void decode_grouped(const T* past_k, const T* past_v, const T* q_in, 
     decode_grouped<T, PASSES, HS>(past_k, past_v, q, k, v, cos, sin, seqlens, sink, pk, pv, out, partial,   \
                                   counters, g, a);                                                          \
   }
+#define GQA_DECODE_STREAM_KERNEL(S, T, HS)                                                                    \
+  extern "C" __global__ void __launch_bounds__(DECODE_THREADS, DECODE_BLOCKS_##S) seamless_gqa_decode_stream_h##HS##_##S( \
+      const T* past_k, const T* past_v, const T* q, const T* k, const T* v, const T* cos, const T* sin,      \
+      const int32_t* seqlens, const float* sink, T* pk, T* pv, T* out, float* partial, unsigned* counters,   \
+      GqaShape g, AttendParams a) {                                                                         \
+    decode_stream<T, HS>(past_k, past_v, q, k, v, cos, sin, seqlens, sink, pk, pv, out, partial, counters, g, a); \
+  }
 #define GQA_DECODE_H(S, T, HS) GQA_DECODE_KERNEL(S, T, 4, _h##HS, HS) GQA_DECODE_KERNEL(S, T, 8, _h##HS, HS) \
-  GQA_DECODE_GROUPED_KERNEL(S, T, 8, _h##HS, HS)
+  GQA_DECODE_GROUPED_KERNEL(S, T, 8, _h##HS, HS) GQA_DECODE_STREAM_KERNEL(S, T, HS)
 #define GQA(S, T)                                                                                              \
   extern "C" __global__ void seamless_gqa_prepare_##S(const T* past_k, const T* past_v, const T* q, const T* k,       \
                                                       const T* v, const T* cos, const T* sin, const int32_t* seqlens,   \

@@ -324,18 +324,25 @@ def gqa(s, heads, kv_heads, head_size, past, seqlens, settled=False, recorder=No
 def test_a_decode_step_of_attention_is_one_launch_split_over_keys():
     # a block per query head and 4 rows a group of head_size / 8 lanes (128 rows at head size 64) where that is
     # one block, else 8 (half the blocks); head sizes 64 and 128 have kernels of their own
-    assert gqa(1, 14, 2, 64, 145, [100]) == [("seamless_gqa_decode_p8_h64_f16", (1, 14), {"threads": 256})]
+    assert gqa(1, 14, 2, 64, 145, [100]) == [("seamless_gqa_decode_p8_h64_f16", (1, 14),
+                                              {"threads": 256, "shared": 0})]
     assert gqa(1, 14, 2, 64, 256, [255])[0][:2] == ("seamless_gqa_decode_p8_h64_f16", (1, 14))
     assert gqa(1, 14, 2, 64, 128, [100])[0][:2] == ("seamless_gqa_decode_p4_h64_f16", (1, 14))
     assert gqa(1, 14, 2, 64, 257, [255])[0][:2] == ("seamless_gqa_decode_p8_h64_f16", (2, 14))
-    # from DECODE_GROUPED_BLOCKS (128) blocks of KV heads and splits: a block per KV head, its query heads in turn
-    assert gqa(1, 32, 8, 128, 4096, [4000, 17])[0][:2] == ("seamless_gqa_decode_grouped_p8_h128_f16", (32, 16))
+    # from DECODE_GROUPED_BLOCKS (128) blocks of KV heads and splits a block per KV head: 16-bit head sizes 64 and
+    # 128 stream their rows through shared memory in about STREAM_BLOCKS (264) blocks, up to 4 query heads a block
+    # (here 17 splits for 2 x 8 KV heads, each of 64 KiB: 4 stages of 32 rows' keys and values)
+    assert gqa(1, 32, 8, 128, 4096, [4000, 17])[0] == ("seamless_gqa_decode_stream_h128_f16", (17, 16),
+                                                       {"threads": 256, "shared": 65536})
     assert gqa(1, 32, 8, 128, 1024, [1000])[0][:2] == ("seamless_gqa_decode_p8_h128_f16", (8, 32))  # 64 blocks
     assert gqa(1, 8, 8, 64, 20000, [19999])[0][:2] == ("seamless_gqa_decode_p8_h64_f16", (79, 8))  # no groups
     assert gqa(1, 16, 1, 64, 100, [99])[0][:2] == ("seamless_gqa_decode_p4_h64_f16", (1, 16))  # any heads a KV head
     assert gqa(1, 14, 2, 32, 100, [99])[0][:2] == ("seamless_gqa_decode_p4_f16", (1, 14))  # any head size
     # no shared-memory bound on the context, unlike a prompt's attention a block a query (a row of scores)
-    assert gqa(1, 14, 2, 64, 20000, [19999])[0][:2] == ("seamless_gqa_decode_grouped_p8_h64_f16", (79, 2))
+    # (7 query heads a KV head: 2 blocks a split, side by side, 66 splits)
+    assert gqa(1, 14, 2, 64, 20000, [19999])[0][:2] == ("seamless_gqa_decode_stream_h64_f16", (132, 2))
+    # other head sizes keep gqa_decode_grouped: a block per KV head and split, its query heads in turn
+    assert gqa(1, 14, 2, 32, 40000, [30000])[0][:2] == ("seamless_gqa_decode_grouped_p8_f16", (79, 2))
     with pytest.raises(ValueError, match="handles up to 11424 cached tokens for 2 new tokens of head size 96"):
         gqa(2, 14, 2, 96, 20000, [19999])
 

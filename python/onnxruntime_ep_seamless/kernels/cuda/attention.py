@@ -255,6 +255,9 @@ DECODE_THREADS = codes.DECODE_THREADS  # gqa_decode: a present row to each head_
 # there a step of the 1B shape at 32k tokens took 2.51 ms of GPU time against 3.57 a block per query head, at 8k 1.14
 # against 1.35, the 0.5B's at 32k 2.07 against 2.40 (docs/benchmarks/gpu.md, session 47); below it not measured
 DECODE_GROUPED_BLOCKS = 128
+# gqa_decode_stream (16-bit caches of head size 64 or 128, where decode_grouped would run): its splits make about
+# this many blocks, two an SM of the H100/H200's 132 (fewer, longer splits: its loads run chunks ahead)
+STREAM_BLOCKS = 264
 DECODE_HEAD_SIZES = (64, 128)  # gqa_decode compiled for these (16-bit types): an int4 layer 17.6 -> 16.9 us (H200)
 ATTEND_TILE = codes.ATTEND_TILE  # attend_tiles: query tokens a block (a warp per 16)
 
@@ -271,6 +274,11 @@ def _decode_passes(s, h, present_len) -> int:
     if s != 1 or h % 8 or 32 % (h // 8):
         return 0
     return 8 if present_len > _decode_rows(4, h) else 4
+
+
+def _stream_rows(h) -> int:
+    """Present rows a chunk of gqa_decode_stream (attention.cu stream_rows)."""
+    return codes.STREAM_PASSES * DECODE_THREADS // (h // 8)
 
 
 def _decode_rows(passes, h) -> int:
@@ -365,16 +373,22 @@ def group_query_attention(rt, stream, query, key=None, value=None, past_key=None
     scratch = ([sink] if sink else []) + normed
     if passes:  # one launch, split over keys where the context is long
         splits = -(-present_len // _decode_rows(passes, h))
-        partial = rt.alloc((b * num_heads * splits * (h + 2),), np.float32)
-        scratch.append(partial)
         known = f"_h{h}" if h in DECODE_HEAD_SIZES and suffix in ("f16", "bf16") else ""  # compiled for that size
         # long enough for a block per KV head and split to fill the GPU: its query heads in turn, each row read once
         grouped = passes == 8 and num_heads > kv_num_heads and splits * b * kv_num_heads >= DECODE_GROUPED_BLOCKS
-        name, heads = (f"grouped_p{passes}", kv_num_heads) if grouped else (f"p{passes}", num_heads)
-        rt.launch_rows(f"seamless_gqa_decode_{name}{known}_{suffix}", (splits, b * heads), stream, *past, *qkv,
+        name, heads, subs, shared = (f"grouped_p{passes}", kv_num_heads, 1, 0) if grouped else \
+            (f"p{passes}", num_heads, 1, 0)
+        if grouped and known:  # rows streamed through shared memory, a few long splits
+            subs = -(-(num_heads // kv_num_heads) // codes.STREAM_HEADS)  # a group's blocks of a split, side by side
+            rows = _stream_rows(h)
+            splits = max(1, min(-(-present_len // rows), -(-STREAM_BLOCKS // (b * kv_num_heads * subs))))
+            name, shared = "stream", codes.STREAM_STAGES * 2 * rows * h * np.dtype(dtype).itemsize
+        partial = rt.alloc((b * num_heads * splits * (h + 2),), np.float32)
+        scratch.append(partial)
+        rt.launch_rows(f"seamless_gqa_decode_{name}{known}_{suffix}", (splits * subs, b * heads), stream, *past, *qkv,
                        ("ptr", sink.ptr if sink else 0), ("ptr", pk.ptr), ("ptr", pv.ptr), ("ptr", out.ptr),
                        ("ptr", partial.ptr), ("ptr", rt.counters(b * num_heads, stream).ptr), shape,
-                       params, threads=DECODE_THREADS)
+                       params, threads=DECODE_THREADS, shared=shared)
     else:  # the present (or work) buffers and q, then a block per query row or per tile of them
         q = rt.alloc((b, num_heads, s, h), dtype)
         scratch.append(q)
