@@ -542,6 +542,39 @@ __device__ __forceinline__ void past_rows(const T* past_k, const T* past_v, int6
   }
 }
 
+// A decode step's rotary factors of a thread's channels from c0 (into factors: cos, then sin) for the past length
+// seqlens_k says before the wait for the kernel before (an earlier kernel of the run wrote it, nearly always long
+// finished): that guess, which decode_start checks after the wait.
+template <typename T>
+__device__ __forceinline__ int guess_rotary(const T* cos, const T* sin, const int32_t* seqlens, int b, int c0,
+                                            const GqaShape& g, float* factors) {
+  if (!g.do_rotary || c0 >= 2 * g.rot_half) return 0;
+  const int guess = min(past_of(__ldcg(seqlens + b), g), g.cos_rows - 1);
+  rotary_factors8(c0, cos + (int64_t)guess * g.rot_half, sin + (int64_t)guess * g.rot_half, g.rot_half,
+                  g.interleaved, factors, factors + 8);
+  return guess;
+}
+// After the wait: batch row b's past length p and visible rows (t, limit, lo), the cos and sin rows of position p,
+// the factors fetched again where the guess was wrong.
+template <typename T>
+struct DecodeStart {
+  int p, t, limit, lo;
+  const T *cos_row, *sin_row;
+};
+template <typename T>
+__device__ __forceinline__ DecodeStart<T> decode_start(const T* cos, const T* sin, const int32_t* seqlens, int b,
+                                                       int c0, const GqaShape& g, const AttendParams& a, int guess,
+                                                       float* factors) {
+  const int p = past_len(seqlens, b, g);
+  const Visible v = visible(seqlens, b, 0, g, a);
+  const int r = min(p, g.cos_rows - 1);
+  const T* cos_row = g.do_rotary ? cos + (int64_t)r * g.rot_half : nullptr;
+  const T* sin_row = g.do_rotary ? sin + (int64_t)r * g.rot_half : nullptr;
+  if (g.do_rotary && c0 < 2 * g.rot_half && r != guess)
+    rotary_factors8(c0, cos_row, sin_row, g.rot_half, g.interleaved, factors, factors + 8);
+  return {p, v.t, v.limit, v.lo, cos_row, sin_row};
+}
+
 // HS: the head size where known at compile time (the common 64 and 128: indexing and the lane reductions fold to
 // constants), else 0 and g.head_size.
 template <typename T, int PASSES, int HS>
@@ -570,21 +603,10 @@ __device__ void decode(const T* past_k, const T* past_v, const T* q_in, const T*
   const bool early = a.early && splits == 1;
   if (early)
     past_rows<T, PASSES>(past_k, past_v, kv, first, warp_row, per_pass, min(g.present_len, g.past_buf), g, H, c0, kx, vx);
-  // The position's rotary factors for the past length seqlens_k says before the wait: an earlier kernel of the run
-  // wrote it (L2, not L1), nearly always long finished; checked after the wait, and fetched again where it changed.
-  const bool rotates = g.do_rotary && c0 < 2 * g.rot_half;
-  const int guess = rotates ? min(past_of(__ldcg(seqlens + b), g), g.cos_rows - 1) : 0;
   float factors[16];  // cos, then sin
-  if (rotates)
-    rotary_factors8(c0, cos + (int64_t)guess * g.rot_half, sin + (int64_t)guess * g.rot_half, g.rot_half,
-                    g.interleaved, factors, factors + 8);
+  const int guess = guess_rotary(cos, sin, seqlens, b, c0, g, factors);
   wait_for_previous();
-  const int p = past_len(seqlens, b, g);
-  const auto [t, limit, lo] = visible(seqlens, b, 0, g, a);
-  const int r = min(p, g.cos_rows - 1);
-  const T* cos_row = g.do_rotary ? cos + (int64_t)r * g.rot_half : nullptr;
-  const T* sin_row = g.do_rotary ? sin + (int64_t)r * g.rot_half : nullptr;
-  if (rotates && r != guess) rotary_factors8(c0, cos_row, sin_row, g.rot_half, g.interleaved, factors, factors + 8);
+  const auto [p, t, limit, lo, cos_row, sin_row] = decode_start(cos, sin, seqlens, b, c0, g, a, guess, factors);
   // the new token's q, k and v channels (every thread: one copy of the code, L1 hits), then the rows
   rotated8(new_row(q_in, k_in, v_in, b, 0, qh, g), c0, cos_row, sin_row, g.rot_half, g.interleaved, q, factors);
   rotated8(new_row(q_in, k_in, v_in, b, 0, g.heads + kh, g), c0, cos_row, sin_row, g.rot_half, g.interleaved, knew,
@@ -778,6 +800,28 @@ __device__ void combine_group(const float* all, int heads, int splits, int b, in
   }
 }
 
+// One count a block of (b, KV head) in `counter` (thread 0's fence and count, as a grid sync does): the last of its
+// `blocks` sets it back to zero and combines the splits of every query head of the group (combine_group).
+template <typename T>
+__device__ void last_combines_group(unsigned* counter, int blocks, const float* partial, int splits, int b, int kh,
+                                    int H, const float* sink, T* out, float* wmax, float* wsum, const GqaShape& g,
+                                    const AttendParams& a) {
+  __shared__ bool last;
+  if (threadIdx.x == 0) {
+    __threadfence();
+    last = atomicAdd(counter, 1u) == (unsigned)blocks - 1;
+    if (last) {
+      *counter = 0;
+      __threadfence();
+    }
+  }
+  __syncthreads();
+  if (!last) return;
+  const int group = g.heads / g.kv_heads;
+  combine_group(partial + (int64_t)(b * g.heads + kh * group) * splits * (H + 2), group, splits, b, kh * group, H,
+                sink, out, wmax, wsum, g, a);
+}
+
 // gqa_decode for long contexts: a block per KV head and split (grid (splits, batch * kv_heads)) takes every query
 // head of its group in turn with the split's rows kept in registers, so each cached row is read once a step, not
 // once a query head (the Llama-3.2-1B shape's 4, Qwen2.5-0.5B's 7; at 32k tokens decode's per-head blocks read
@@ -791,7 +835,6 @@ __device__ void decode_grouped(const T* past_k, const T* past_v, const T* q_in, 
                                T* out, float* partial, unsigned* counters, GqaShape g, AttendParams a) {
   constexpr int warps = DECODE_THREADS / 32;
   __shared__ float wmax[warps], wsum[warps], wacc[warps * 256], own[2 + 256];
-  __shared__ bool last;
   const int H = HS ? HS : g.head_size, lanes = H / 8, per_pass = DECODE_THREADS / lanes, group = g.heads / g.kv_heads;
   const int warp = threadIdx.x / 32, c0 = threadIdx.x % lanes * 8;
   const int bk = blockIdx.y, b = bk / g.kv_heads, kh = bk % g.kv_heads;
@@ -805,19 +848,10 @@ __device__ void decode_grouped(const T* past_k, const T* past_v, const T* q_in, 
   const bool early = a.early && splits == 1;
   if (early)
     past_rows<T, PASSES>(past_k, past_v, kv, first, warp_row, per_pass, min(g.present_len, g.past_buf), g, H, c0, kx, vx);
-  const bool rotates = g.do_rotary && c0 < 2 * g.rot_half;
-  const int guess = rotates ? min(past_of(__ldcg(seqlens + b), g), g.cos_rows - 1) : 0;
   float factors[16];  // cos, then sin
-  if (rotates)
-    rotary_factors8(c0, cos + (int64_t)guess * g.rot_half, sin + (int64_t)guess * g.rot_half, g.rot_half,
-                    g.interleaved, factors, factors + 8);
+  const int guess = guess_rotary(cos, sin, seqlens, b, c0, g, factors);
   wait_for_previous();
-  const int p = past_len(seqlens, b, g);
-  const auto [t, limit, lo] = visible(seqlens, b, 0, g, a);
-  const int r = min(p, g.cos_rows - 1);
-  const T* cos_row = g.do_rotary ? cos + (int64_t)r * g.rot_half : nullptr;
-  const T* sin_row = g.do_rotary ? sin + (int64_t)r * g.rot_half : nullptr;
-  if (rotates && r != guess) rotary_factors8(c0, cos_row, sin_row, g.rot_half, g.interleaved, factors, factors + 8);
+  const auto [p, t, limit, lo, cos_row, sin_row] = decode_start(cos, sin, seqlens, b, c0, g, a, guess, factors);
   rotated8(new_row(q_in, k_in, v_in, b, 0, g.heads + kh, g), c0, cos_row, sin_row, g.rot_half, g.interleaved, knew,
            factors);
   const Row8<T> vnew = *(const Row8<T>*)(new_row(q_in, k_in, v_in, b, 0, g.heads + g.kv_heads + kh, g) + c0);
@@ -902,18 +936,7 @@ __device__ void decode_grouped(const T* past_k, const T* past_v, const T* q_in, 
     if (splits == 1) combine_splits(own, 1, b, qh, H, sink, out, wacc, g, a);
   }
   if (splits == 1) return;
-  if (threadIdx.x == 0) {  // one count a block for the group: its last block combines every head of it
-    __threadfence();
-    last = atomicAdd(counters + bk, 1u) == (unsigned)splits - 1;
-    if (last) {
-      counters[bk] = 0;
-      __threadfence();
-    }
-  }
-  __syncthreads();
-  if (!last) return;
-  combine_group(partial + (int64_t)(b * g.heads + kh * group) * splits * (H + 2), group, splits, b, kh * group, H,
-                sink, out, wmax, wsum, g, a);
+  last_combines_group(counters + bk, splits, partial, splits, b, kh, H, sink, out, wmax, wsum, g, a);
 }
 
 // gqa_decode for long contexts, 16-bit caches of head size 64 or 128: a block per (b, KV head, split, up to
@@ -939,7 +962,6 @@ __device__ void decode_stream(const T* past_k, const T* past_v, const T* q_in, c
   extern __shared__ __align__(16) unsigned char stream_smem[];
   T* stage = (T*)stream_smem;  // [STREAM_STAGES][K, V][rows][H]
   __shared__ float wmax[warps * STREAM_HEADS], wsum[warps * STREAM_HEADS], wacc[warps * STREAM_HEADS * H];
-  __shared__ bool last;
   const int group = g.heads / g.kv_heads, subs = (group + STREAM_HEADS - 1) / STREAM_HEADS;
   const int split = blockIdx.x / subs, splits = gridDim.x / subs, sub = blockIdx.x % subs;
   const int bk = blockIdx.y, b = bk / g.kv_heads, kh = bk % g.kv_heads;
@@ -947,26 +969,16 @@ __device__ void decode_stream(const T* past_k, const T* past_v, const T* q_in, c
   const int lg = threadIdx.x / lanes, c0 = threadIdx.x % lanes * 8, warp = threadIdx.x / 32;
   const int64_t kv = (int64_t)b * g.kv_heads + kh;
   if (!a.late_launch) let_next_launch();
-  const bool rotates = g.do_rotary && c0 < 2 * g.rot_half;
-  const int guess = rotates ? min(past_of(__ldcg(seqlens + b), g), g.cos_rows - 1) : 0;
   float factors[16];  // cos, then sin
-  if (rotates)
-    rotary_factors8(c0, cos + (int64_t)guess * g.rot_half, sin + (int64_t)guess * g.rot_half, g.rot_half,
-                    g.interleaved, factors, factors + 8);
+  const int guess = guess_rotary(cos, sin, seqlens, b, c0, g, factors);
   wait_for_previous();
-  const int p = past_len(seqlens, b, g);
-  const Visible vis = visible(seqlens, b, 0, g, a);
-  const int t = vis.t, limit = vis.limit, lo = vis.lo;
-  const int r = min(p, g.cos_rows - 1);
-  const T* cos_row = g.do_rotary ? cos + (int64_t)r * g.rot_half : nullptr;
-  const T* sin_row = g.do_rotary ? sin + (int64_t)r * g.rot_half : nullptr;
-  if (rotates && r != guess) rotary_factors8(c0, cos_row, sin_row, g.rot_half, g.interleaved, factors, factors + 8);
+  const auto [p, t, limit, lo, cos_row, sin_row] = decode_start(cos, sin, seqlens, b, c0, g, a, guess, factors);
   // this split's rows [first, end); the past's rows below `loaded` come from the buffers (the rest: the new token's
   // row at p, zeros after it); in place, rows nobody sees are not loaded
   const int per_split = (g.present_len + splits - 1) / splits;
   const int first = split * per_split, end = min(g.present_len, first + per_split);
-  const int loaded = min(min(g.present_len, g.past_buf), p), seen = min(limit, t);
-  auto wanted = [&](int j) { return j < loaded && (!a.in_place || (j >= lo && j < seen)); };
+  const int loaded = min(min(g.present_len, g.past_buf), p), from = lo, seen = min(limit, t);
+  auto wanted = [&](int j) { return j < loaded && (!a.in_place || (j >= from && j < seen)); };
   auto fetch = [&](int chunk) {  // chunk c of the split into stage c % STREAM_STAGES: this thread's rows of it
     T* at = stage + (int64_t)(chunk % STREAM_STAGES) * 2 * rows * H;
     for (int i = 0; i < STREAM_PASSES; i++) {
@@ -1084,22 +1096,13 @@ __device__ void decode_stream(const T* past_k, const T* past_v, const T* q_in, c
     }
   }
   __syncthreads();
-  if (threadIdx.x == 0) {  // one count a block of (b, KV head): the last combines every head of the group
-    __threadfence();
-    last = atomicAdd(counters + bk, 1u) == (unsigned)(splits * subs) - 1;
-    if (last) {
-      counters[bk] = 0;
-      __threadfence();
-    }
-  }
-  __syncthreads();
-  if (!last) return;
-  combine_group(partial + (int64_t)(b * g.heads + kh * group) * splits * (H + 2), group, splits, b, kh * group, H,
-                sink, out, wmax, wsum, g, a);
+  last_combines_group(counters + bk, splits * subs, partial, splits, b, kh, H, sink, out, wmax, wsum, g, a);
 }
 
 // gqa_decode with PASSES rows a lane group: kernels seamless_gqa_decode_p4_* and _p8_* (any head size), and
-// seamless_gqa_decode_p4_h64_*, ... for head sizes 64 and 128 of 16-bit types. 16-bit kernels two blocks an SM:
+// seamless_gqa_decode_p4_h64_*, ... for head sizes 64 and 128 of 16-bit types; for long contexts
+// seamless_gqa_decode_stream_h64_* and _h128_* (16-bit types), seamless_gqa_decode_grouped_p8_* (the other head sizes
+// and float32). 16-bit kernels two blocks an SM:
 // unbounded, grouped p8 took 203 registers and p8 130, one block an SM, whose loads then overlapped no other block's
 // (H100: the 1B step at 32k -13..-20 %, 0.5B at 8k -18 %); float32 would spill 1-1.5 KB a thread, so it stays at one
 #define DECODE_BLOCKS_f32 1
@@ -1129,7 +1132,7 @@ __device__ void decode_stream(const T* past_k, const T* past_v, const T* q_in, c
     decode_stream<T, HS>(past_k, past_v, q, k, v, cos, sin, seqlens, sink, pk, pv, out, partial, counters, g, a); \
   }
 #define GQA_DECODE_H(S, T, HS) GQA_DECODE_KERNEL(S, T, 4, _h##HS, HS) GQA_DECODE_KERNEL(S, T, 8, _h##HS, HS) \
-  GQA_DECODE_GROUPED_KERNEL(S, T, 8, _h##HS, HS) GQA_DECODE_STREAM_KERNEL(S, T, HS)
+  GQA_DECODE_STREAM_KERNEL(S, T, HS)
 #define GQA(S, T)                                                                                              \
   extern "C" __global__ void seamless_gqa_prepare_##S(const T* past_k, const T* past_v, const T* q, const T* k,       \
                                                       const T* v, const T* cos, const T* sin, const int32_t* seqlens,   \

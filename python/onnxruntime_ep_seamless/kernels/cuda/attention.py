@@ -374,15 +374,16 @@ def group_query_attention(rt, stream, query, key=None, value=None, past_key=None
     if passes:  # one launch, split over keys where the context is long
         splits = -(-present_len // _decode_rows(passes, h))
         known = f"_h{h}" if h in DECODE_HEAD_SIZES and suffix in ("f16", "bf16") else ""  # compiled for that size
-        # long enough for a block per KV head and split to fill the GPU: its query heads in turn, each row read once
+        # long enough for a block per KV head and split to fill the GPU: each row read once for the group's heads
         grouped = passes == 8 and num_heads > kv_num_heads and splits * b * kv_num_heads >= DECODE_GROUPED_BLOCKS
-        name, heads, subs, shared = (f"grouped_p{passes}", kv_num_heads, 1, 0) if grouped else \
-            (f"p{passes}", num_heads, 1, 0)
+        name, heads, subs, shared = f"p{passes}", num_heads, 1, 0
         if grouped and known:  # rows streamed through shared memory, a few long splits
             subs = -(-(num_heads // kv_num_heads) // codes.STREAM_HEADS)  # a group's blocks of a split, side by side
             rows = _stream_rows(h)
             splits = max(1, min(-(-present_len // rows), -(-STREAM_BLOCKS // (b * kv_num_heads * subs))))
-            name, shared = "stream", codes.STREAM_STAGES * 2 * rows * h * np.dtype(dtype).itemsize
+            name, heads, shared = "stream", kv_num_heads, codes.STREAM_STAGES * 2 * rows * h * np.dtype(dtype).itemsize
+        elif grouped:  # a block per KV head and split, its query heads in turn
+            name, heads = f"grouped_p{passes}", kv_num_heads
         partial = rt.alloc((b * num_heads * splits * (h + 2),), np.float32)
         scratch.append(partial)
         rt.launch_rows(f"seamless_gqa_decode_{name}{known}_{suffix}", (splits * subs, b * heads), stream, *past, *qkv,
