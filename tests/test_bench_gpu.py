@@ -134,7 +134,8 @@ def test_compare_takes_the_median_of_processes_run_in_turn(monkeypatch, capsys):
         gpu = {"gpu_ms_per_token": ms / 4} if (ep, mode) == ("seamless", "graph") else {}  # ours replayed
         return subprocess.CompletedProcess(cmd, 0, json.dumps({"ms_per_token": ms, "tokens_per_s": 1e3 / ms,
                                                                 "run_ms_per_token": ms / 2, "prompt_ms": ms * 10,
-                                                                "session_s": ms, "onnxruntime": "x", **gpu}) + "\n", "")
+                                                                "prompt_ms_steady": ms * 5, "session_s": ms,
+                                                                "onnxruntime": "x", **gpu}) + "\n", "")
 
     monkeypatch.setattr(bench_gpu.subprocess, "run", fake_run)
     summary = bench_gpu.compare("m", 8, 4, 1, None, None, processes=3)
@@ -142,13 +143,15 @@ def test_compare_takes_the_median_of_processes_run_in_turn(monkeypatch, capsys):
     ours, ort = summary["runs"]["ours, enable_cuda_graph=1 (level B)"], summary["runs"]["ORT CUDA EP, enable_cuda_graph=1"]
     assert ours["ms_per_token_by_process"] == [3.0, 1.0, 2.0] and ours["ms_per_token"] == 2.0
     assert ours["run_ms_per_token"] == 1.0 and ours["prompt_ms"] == 20.0  # medians of the processes' too
+    assert ours["prompt_ms_steady"] == 10.0
     assert ours["gpu_ms_per_token"] == 0.5 and "gpu_ms_per_token" not in ort
     assert ort["ms_per_token"] == 5.0 and summary["speedups"]["level B / ORT graph (same loop)"] == 2.5
     assert ours["run_ms_per_token_by_process"] == [1.5, 0.5, 1.0]
     assert summary["speedups"]["level B / ORT graph, the run call alone"] == 2.5  # medians 2.5 / 1.0
     out = capsys.readouterr().out
     assert "of 3 processes each" in out and "[processes 1.000-3.000]" in out
-    assert "(its run call 1.000; GPU 0.500; prompt 20.0 ms; session 2.0 s)" in out and ours["session_s"] == 2.0
+    assert "(its run call 1.000; GPU 0.500; prompt 20.0, steady 10.0 ms; session 2.0 s)" in out
+    assert ours["session_s"] == 2.0
 
 
 def test_compare_runs_one_loop_given_a_mode(monkeypatch):
@@ -373,6 +376,10 @@ def test_the_c_loops_result_has_the_python_loops_fields(monkeypatch):
     assert r["ms_per_token"] == pytest.approx(2.0) and r["run_ms_per_token"] == pytest.approx(1.0)
     assert r["prompt_ms"] == pytest.approx(8.0) and r["tokens"] == [5, 6] and r["tokens_per_s"] == pytest.approx(500)
     assert r["prompt_ms_by_round"] == pytest.approx([9.0, 7.0, 8.0])  # each round's, in order
+    assert "prompt_ms_steady" not in r  # no round after a binding's warm-ups and capture
+    fake["prompt"] += [5e-3, 4e-3, 6e-3]  # rounds 4-6: replays
+    r = bench_gpu.run_one("m", "seamless", 1, 4, 6, mode="growing-c", capture="auto", token="device")
+    assert r["prompt_ms"] == pytest.approx(6.5) and r["prompt_ms_steady"] == pytest.approx(5.0)
     assert (r["mode"], r["capture"], r["token"]) == ("growing-c", "auto", "device") and "gpu_ms_per_token" not in r
     assert "capture" not in bench_gpu.run_one("m", "ort-cuda", 1, 4, 3, mode="growing-c", token="device")
 

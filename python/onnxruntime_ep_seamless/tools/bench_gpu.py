@@ -20,7 +20,9 @@ step copies one int64 to the host, as PyTorch's loop and onnxruntime-genai's do.
 length) decode at once in every loop but the C one's and PyTorch's; a step then gives a token of each.
 ms/token is the median decode-step time of a round, then the median over rounds (tokens/s: batch / that); run_ms_per_token the
 same of the session's run call alone (the rest of a step is the loop's bindings, feeds and token read),
-prompt_ms the prompt's step (its run and its token: the time to the first token), session_s the time to create
+prompt_ms the prompt's step (its run and its token: the time to the first token; a median over every round, the first
+of which compiles), prompt_ms_steady the median of the rounds after STEADY_PROMPT_FROM (given more rounds: a binding's
+runs before are its warm-ups and capture), session_s the time to create
 the session (every loop but the C one, whose session C creates), and for ours in graph
 mode gpu_ms_per_token the median GPU time of a replayed step (one more round, timed by events around each
 replay in the EP: the run call's GPU share, apart from the host's). `compare` runs
@@ -123,6 +125,11 @@ def _kv_layout(sess, model_dir: str):
 NEW_LENGTH_LOOPS = ("growing", "growing-device", "graph")  # the loops that take --new-prompt-lengths
 
 
+# a prompt's rounds before this one run a new binding's eager warm-ups and capture (ours: exec/cuda_compute.py
+# WARMUP_RUNS, then the capture); later rounds replay (or, past MAX_PROMPT tokens, run as the earlier ones did)
+STEADY_PROMPT_FROM = 3
+
+
 def run_one(model_dir: str, ep: str, steps: int, prompt: int, rounds: int, mode: str = "growing",
             capture: str = "auto", profile: bool = False, token: str = "host", new_lengths: bool = False,
             batch: int = 1) -> dict:
@@ -156,6 +163,8 @@ def run_one(model_dir: str, ep: str, steps: int, prompt: int, rounds: int, mode:
     facts["run_ms_per_token"] = statistics.median(r["run"]) * 1e3
     facts["prompt_ms"] = statistics.median(r["prompt"]) * 1e3
     facts["prompt_ms_by_round"] = [x * 1e3 for x in r["prompt"]]  # a binding's first runs differ from later ones
+    if len(r["prompt"]) > STEADY_PROMPT_FROM:
+        facts["prompt_ms_steady"] = statistics.median(r["prompt"][STEADY_PROMPT_FROM:]) * 1e3
     facts["prompt_lengths"] = r.get("prompt_lengths", [prompt] * len(r["prompt"]))
     if r.get("replay_gpu"):  # ours in graph mode: a replay's GPU time (the run call's GPU share)
         facts["gpu_ms_per_token"] = statistics.median(r["replay_gpu"]) * 1e3
@@ -542,8 +551,9 @@ def compare(model_dir: str, steps: int, prompt: int, rounds: int, peer_pythonpat
         median = statistics.median(r["ms_per_token"] for r in results)
         runs[label] = dict(results[0], ms_per_token=median, tokens_per_s=results[0].get("batch", 1) * 1e3 / median,
                            ms_per_token_by_process=[r["ms_per_token"] for r in results])
-        for key in ("run_ms_per_token", "prompt_ms", "gpu_ms_per_token", "session_s"):  # the ONNX loops' (the run call
-            # alone; the prompt's step; creating the session) and ours in graph mode (a replay's GPU time)
+        for key in ("run_ms_per_token", "prompt_ms", "prompt_ms_steady", "gpu_ms_per_token", "session_s"):  # the ONNX
+            # loops' (the run call alone; the prompt's step; creating the session) and ours in graph mode (a replay's GPU
+            # time)
             if key in results[0]:
                 runs[label][key] = statistics.median(r[key] for r in results)
         if "run_ms_per_token" in results[0]:
@@ -576,7 +586,8 @@ def compare(model_dir: str, steps: int, prompt: int, rounds: int, peer_pythonpat
     for label, r in runs.items():
         gpu = f"; GPU {r['gpu_ms_per_token']:.3f}" if "gpu_ms_per_token" in r else ""
         session = f"; session {r['session_s']:.1f} s" if "session_s" in r else ""
-        run = f" (its run call {r['run_ms_per_token']:.3f}{gpu}; prompt {r['prompt_ms']:.1f} ms{session})" \
+        steady = f", steady {r['prompt_ms_steady']:.1f}" if "prompt_ms_steady" in r else ""
+        run = f" (its run call {r['run_ms_per_token']:.3f}{gpu}; prompt {r['prompt_ms']:.1f}{steady} ms{session})" \
             if "prompt_ms" in r else ""
         each = r["ms_per_token_by_process"]  # the host's speed varies between processes: their spread
         spread = f" [processes {min(each):.3f}-{max(each):.3f}]" if len(each) > 1 else ""

@@ -481,7 +481,8 @@ def _add_decode_options(sub) -> None:
                 "the GPU) against ORT's CUDA EP from onnxruntime-gpu (eager, enable_cuda_graph=1, eager with the KV cache "
                 "on the GPU), each in its own process; --token device picks the tokens on the GPU. Each result has "
                 "ms_per_token, run_ms_per_token (the session's run call alone), prompt_ms (the time to the first "
-                "token) and session_s (creating the session; not for the C loop), ours with enable_cuda_graph=1 also gpu_ms_per_token (a replayed step's GPU time); "
+                "token, median of every round) with more than 3 rounds prompt_ms_steady (of rounds 4 on: after a new "
+                "prompt binding's warm-ups and capture) and session_s (creating the session; not for the C loop), ours with enable_cuda_graph=1 also gpu_ms_per_token (a replayed step's GPU time); "
                 "--processes N runs each configuration N times in turn and reports medians and the spread")
 
 
