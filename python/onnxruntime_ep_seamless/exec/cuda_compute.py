@@ -97,6 +97,7 @@ class CudaKernel:
         position = {name: j for j, name in enumerate(output_names)}
         self.steps = self._build(graph, placed, lambda node: functools.partial(
             self._output_buffer, [position.get(n) for n in node.outputs]))
+        self.dead_after = last_uses(self.steps, output_names)
         self.out_dtypes = [graph.value(n).dtype for n in output_names]
         self._tls = threading.local()
         # capture=auto: a node without seams is captured whole, per binding of its input shapes; capture=off (with
@@ -280,7 +281,8 @@ class CudaKernel:
         allocate is appended to `scratch`."""
         if any(t.settled for t in values.values()):
             self.rt.begin_run(stream)
-        results = run_steps(self.rt, self.steps, values, self.output_names, stream, scratch)
+        results = run_steps(self.rt, self.steps, values, self.output_names, stream, scratch, self.dead_after,
+                            self.held)
         results = [_on_gpu(self.rt, t, stream, scratch) for t in results]
         for name, t, dtype in zip(self.output_names, results, self.out_dtypes):
             if t.dtype != dtype:
@@ -585,26 +587,81 @@ def _on_gpu(rt, t: DeviceTensor, stream, scratch: list) -> DeviceTensor:
     return t
 
 
-def run_steps(rt, steps: list, values: dict, output_names: list, stream, scratch: list) -> list[DeviceTensor]:
+def last_uses(steps: list, output_names: list) -> list[tuple]:
+    """For each step of run_steps, the values steps compute whose last reader it is (or, read by none, their
+    step), outputs apart: their memory can go back to the cache once the step is issued."""
+    produced, last = set(), {}
+    for k, (node, *_) in enumerate(steps):
+        last.update((n, k) for n in node.inputs if n)
+        for n in node.outputs:
+            if n:
+                produced.add(n)
+                last.setdefault(n, k)
+    dead = [[] for _ in steps]
+    for name, k in last.items():
+        if name in produced and name not in output_names:
+            dead[k].append(name)
+    return [tuple(d) for d in dead]
+
+
+def run_steps(rt, steps: list, values: dict, output_names: list, stream, scratch: list,
+              dead_after: list | None = None, held: list = ()) -> list[DeviceTensor]:
     """Run the executor's steps (CudaKernel._build) on `values` (constants and inputs, by name; values the steps
     compute are added); the outputs, where they are (a host value stays on the host). What kernels allocate, and
-    uploads, are appended to `scratch`."""
+    uploads, are appended to `scratch`. With dead_after (last_uses), memory the steps allocated goes back to the
+    cache (stream-ordered: only later work on this stream reuses it) once no value still to be read lies in it,
+    so that a run holds its live values, not all of them (a 32000-token prompt of the 1B shape took 40 GB); `held`:
+    memory never freed (the node's constants, its branches' too)."""
     def on_gpu_value(name):
         t = values[name] = _on_gpu(rt, values[name], stream, scratch)
+        given.add(t.ptr)  # an upload: freed after the run
         return t
 
-    for node, fn, on_gpu, host_inputs in steps:
-        if on_gpu:  # host inputs (shapes, axes…) are read where they are, the rest must be on the GPU
-            outs = fn(rt, stream, *[None if not n else values[n] if i in host_inputs or node.subgraphs
-                                    else on_gpu_value(n) for i, n in enumerate(node.inputs)])
-        else:  # integer shape/mask arithmetic: the CPU kernel, on the host
-            host_args = [rt.to_host(values[n], stream) if n in values else None for n in node.inputs]
-            outs = [DeviceTensor.on_host(v) for v in fn(*host_args)]
-        for name, t in zip(node.outputs, outs):
-            if t is not None:
-                scratch.append(t)  # freed after the run even when the node leaves it unnamed
-                if name:
-                    values[name] = t
+    given = {t.ptr for t in list(values.values()) + list(held) if t.ptr}  # inputs, constants: never ours to free
+    roots: dict[int, list] = {}  # memory steps returned: its address -> [the tensor, its values not yet dead]
+    root_of: dict[str, int] = {}
+    freed: dict[int, int] = {}  # an address freed here -> scratch's length then (entries before it: gone)
+
+    def adopt(name, t):  # a value in a root's memory (a view, or the root itself) keeps it
+        for start, entry in roots.items():
+            if start <= t.ptr < start + max(entry[0].nbytes, 1):
+                entry[1] += 1
+                root_of[name] = start
+                return
+        if t.ptr not in given:
+            roots[t.ptr] = [t, 1]
+            root_of[name] = t.ptr
+
+    try:
+        for k, (node, fn, on_gpu, host_inputs) in enumerate(steps):
+            if on_gpu:  # host inputs (shapes, axes…) are read where they are, the rest must be on the GPU
+                outs = fn(rt, stream, *[None if not n else values[n] if i in host_inputs or node.subgraphs
+                                        else on_gpu_value(n) for i, n in enumerate(node.inputs)])
+            else:  # integer shape/mask arithmetic: the CPU kernel, on the host
+                host_args = [rt.to_host(values[n], stream) if n in values else None for n in node.inputs]
+                outs = [DeviceTensor.on_host(v) for v in fn(*host_args)]
+            for name, t in zip(node.outputs, outs):
+                if t is not None:
+                    scratch.append(t)  # freed after the run even when the node leaves it unnamed
+                    if name:
+                        values[name] = t
+                        if dead_after is not None and t.ptr:
+                            adopt(name, t)
+            if dead_after is None:
+                continue
+            for name in dead_after[k]:
+                start = root_of.pop(name, None)
+                if start is None:
+                    continue
+                entry = roots[start]
+                entry[1] -= 1
+                if entry[1] == 0:
+                    del roots[start]
+                    rt.free(entry[0])
+                    freed[start] = len(scratch)
+    finally:
+        if freed:  # not freed again after the run: by then a later allocation (kept or not) may have the address
+            scratch[:] = [t for i, t in enumerate(scratch) if i >= freed.get(t.ptr, 0)]
     return [values[n] for n in output_names]
 
 
@@ -619,6 +676,7 @@ class Branch:
         kernel.held += self.constants.values()
         self.held = kernel.held
         self.steps = kernel._build(graph, placed, lambda node: None)
+        self.dead_after = last_uses(self.steps, self.output_names)
         rank = lambda k: len(graph.value(graph.inputs[k]).shape or ()) if k < len(graph.inputs) else 0
         self.counter_shape, self.cond_shape = (1,) * rank(0), (1,) * rank(1)  # a Loop body's first two inputs
         self.cond_passes = condition_passes(graph)  # a Loop body's condition, never read back
@@ -626,7 +684,8 @@ class Branch:
 
     def _results(self, stream, values, scratch: list) -> list:
         values = dict(self.constants, **dict(zip(self.inputs, values)))
-        return run_steps(self.rt, self.steps, values, self.output_names, stream, scratch)
+        return run_steps(self.rt, self.steps, values, self.output_names, stream, scratch, self.dead_after,
+                         self.held)
 
     def run(self, stream, values) -> list[DeviceTensor]:
         """The subgraph on `values` (an eager run, or an If's condition known on the host): its outputs; what it
