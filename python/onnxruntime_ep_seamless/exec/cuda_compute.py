@@ -618,18 +618,17 @@ def run_steps(rt, steps: list, values: dict, output_names: list, stream, scratch
         return t
 
     given = {t.ptr for t in list(values.values()) + list(held) if t.ptr}  # inputs, constants: never ours to free
-    roots: dict[int, list] = {}  # memory steps returned: its address -> [the tensor, its values not yet dead]
+    roots: dict[int, list] = {}  # memory steps returned: its address -> [the tensor, its end, values not yet dead]
     root_of: dict[str, int] = {}
     freed: dict[int, int] = {}  # an address freed here -> scratch's length then (entries before it: gone)
 
     def adopt(name, t):  # a value in a root's memory (a view, or the root itself) keeps it
-        for start, entry in roots.items():
-            if start <= t.ptr < start + max(entry[0].nbytes, 1):
-                entry[1] += 1
-                root_of[name] = start
-                return
-        if t.ptr not in given:
-            roots[t.ptr] = [t, 1]
+        start = t.ptr if t.ptr in roots else next((a for a, e in roots.items() if a <= t.ptr < e[1]), None)
+        if start is not None:
+            roots[start][2] += 1
+            root_of[name] = start
+        elif t.ptr not in given:
+            roots[t.ptr] = [t, t.ptr + max(t.nbytes, 1), 1]
             root_of[name] = t.ptr
 
     try:
@@ -654,8 +653,8 @@ def run_steps(rt, steps: list, values: dict, output_names: list, stream, scratch
                 if start is None:
                     continue
                 entry = roots[start]
-                entry[1] -= 1
-                if entry[1] == 0:
+                entry[2] -= 1
+                if entry[2] == 0:
                     del roots[start]
                     rt.free(entry[0])
                     freed[start] = len(scratch)
