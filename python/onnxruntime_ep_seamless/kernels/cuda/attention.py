@@ -256,7 +256,8 @@ DECODE_THREADS = codes.DECODE_THREADS  # gqa_decode: a present row to each head_
 # against 1.35, the 0.5B's at 32k 2.07 against 2.40 (docs/benchmarks/gpu.md, session 47); below it not measured
 DECODE_GROUPED_BLOCKS = 128
 # gqa_decode_stream (16-bit caches of head size 64 or 128, where decode_grouped would run): its splits make about
-# this many blocks, two an SM of the H100/H200's 132 (fewer, longer splits: its loads run chunks ahead)
+# this many blocks, two an SM of the H100/H200's 132: at the 1B shape's 32k tokens 50 us a layer, against 73 at 132
+# blocks and 74 at 528 (H100; 1.7B shape 69 / 93 / 89: docs/benchmarks/gpu.md, session 54)
 STREAM_BLOCKS = 264
 DECODE_HEAD_SIZES = (64, 128)  # gqa_decode compiled for these (16-bit types): an int4 layer 17.6 -> 16.9 us (H200)
 ATTEND_TILE = codes.ATTEND_TILE  # attend_tiles: query tokens a block (a warp per 16)
