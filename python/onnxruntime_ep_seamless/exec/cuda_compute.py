@@ -12,6 +12,7 @@ recorded instead as a launch program: its launches, copies and GEMMs in order, i
 """
 from __future__ import annotations
 
+import bisect
 import functools
 import math
 import threading
@@ -88,6 +89,7 @@ class CudaKernel:
         placed = place(graph, input_names, output_names, ep.options.get("fusion", True))
         self.constants = _upload_constants(self.rt, graph, placed, input_names, output_names)
         self.held = list(self.constants.values())  # every constant of the node's, its If branches' too: never freed
+        self._held_addresses, self._held_count = None, 0
         self.padding, why_not = choose_padding(graph, placed, input_names, output_names)
         self.prompt, why_not_prompt = prompt_padding(graph, placed, input_names, output_names)
         self.log_capture = ep.options.get("log_capture")
@@ -276,13 +278,19 @@ class CudaKernel:
         capacity = self.native.lib.seamless_replay_key(self.replayer, b.in_dims, b.in_ranks, b.in_types, b.key, prompt)
         return bytes(self.native.ffi.buffer(b.key)), int(capacity), self.prompt if prompt[0] else self.padding
 
+    def held_addresses(self) -> frozenset:
+        """Where self.held lies (made once the node and its branches are compiled: run_steps never frees it)."""
+        if self._held_addresses is None or self._held_count != len(self.held):
+            self._held_addresses, self._held_count = frozenset(t.ptr for t in self.held if t.ptr), len(self.held)
+        return self._held_addresses
+
     def _run(self, values: dict, stream, scratch: list) -> list[DeviceTensor]:
         """Every step on `values` (constants and inputs); the outputs, on the GPU. What kernels
         allocate is appended to `scratch`."""
         if any(t.settled for t in values.values()):
             self.rt.begin_run(stream)
         results = run_steps(self.rt, self.steps, values, self.output_names, stream, scratch, self.dead_after,
-                            self.held)
+                            self.held_addresses())
         results = [_on_gpu(self.rt, t, stream, scratch) for t in results]
         for name, t, dtype in zip(self.output_names, results, self.out_dtypes):
             if t.dtype != dtype:
@@ -605,30 +613,34 @@ def last_uses(steps: list, output_names: list) -> list[tuple]:
 
 
 def run_steps(rt, steps: list, values: dict, output_names: list, stream, scratch: list,
-              dead_after: list | None = None, held: list = ()) -> list[DeviceTensor]:
+              dead_after: list | None = None, held: frozenset = frozenset()) -> list[DeviceTensor]:
     """Run the executor's steps (CudaKernel._build) on `values` (constants and inputs, by name; values the steps
     compute are added); the outputs, where they are (a host value stays on the host). What kernels allocate, and
     uploads, are appended to `scratch`. With dead_after (last_uses), memory the steps allocated goes back to the
     cache (stream-ordered: only later work on this stream reuses it) once no value still to be read lies in it,
     so that a run holds its live values, not all of them (a 32000-token prompt of the 1B shape took 40 GB); `held`:
-    memory never freed (the node's constants, its branches' too)."""
+    addresses never freed (the node's constants, its branches' too)."""
     def on_gpu_value(name):
-        t = values[name] = _on_gpu(rt, values[name], stream, scratch)
-        given.add(t.ptr)  # an upload: freed after the run
+        t = values[name]
+        if not t.ptr and t.nbytes:  # a host value: uploaded once, freed after the run
+            t = values[name] = _on_gpu(rt, t, stream, scratch)
+            given.add(t.ptr)
         return t
 
-    given = {t.ptr for t in list(values.values()) + list(held) if t.ptr}  # inputs, constants: never ours to free
+    given = {t.ptr for t in values.values()} | held  # inputs, constants: never ours to free
     roots: dict[int, list] = {}  # memory steps returned: its address -> [the tensor, its end, values not yet dead]
+    starts: list[int] = []  # the roots' addresses, sorted (roots do not overlap)
     root_of: dict[str, int] = {}
     freed: dict[int, int] = {}  # an address freed here -> scratch's length then (entries before it: gone)
 
     def adopt(name, t):  # a value in a root's memory (a view, or the root itself) keeps it
-        start = t.ptr if t.ptr in roots else next((a for a, e in roots.items() if a <= t.ptr < e[1]), None)
-        if start is not None:
-            roots[start][2] += 1
-            root_of[name] = start
+        i = bisect.bisect_right(starts, t.ptr) - 1
+        if i >= 0 and t.ptr < roots[starts[i]][1]:
+            roots[starts[i]][2] += 1
+            root_of[name] = starts[i]
         elif t.ptr not in given:
             roots[t.ptr] = [t, t.ptr + max(t.nbytes, 1), 1]
+            bisect.insort(starts, t.ptr)
             root_of[name] = t.ptr
 
     try:
@@ -656,6 +668,7 @@ def run_steps(rt, steps: list, values: dict, output_names: list, stream, scratch
                 entry[2] -= 1
                 if entry[2] == 0:
                     del roots[start]
+                    del starts[bisect.bisect_left(starts, start)]
                     rt.free(entry[0])
                     freed[start] = len(scratch)
     finally:
@@ -673,7 +686,7 @@ class Branch:
         self.rt, self.inputs, self.output_names = kernel.rt, list(inputs), list(graph.outputs)
         self.constants = _upload_constants(kernel.rt, graph, placed, inputs, graph.outputs)
         kernel.held += self.constants.values()
-        self.held = kernel.held
+        self.held, self.kernel = kernel.held, kernel
         self.steps = kernel._build(graph, placed, lambda node: None)
         self.dead_after = last_uses(self.steps, self.output_names)
         rank = lambda k: len(graph.value(graph.inputs[k]).shape or ()) if k < len(graph.inputs) else 0
@@ -684,7 +697,7 @@ class Branch:
     def _results(self, stream, values, scratch: list) -> list:
         values = dict(self.constants, **dict(zip(self.inputs, values)))
         return run_steps(self.rt, self.steps, values, self.output_names, stream, scratch, self.dead_after,
-                         self.held)
+                         self.kernel.held_addresses())
 
     def run(self, stream, values) -> list[DeviceTensor]:
         """The subgraph on `values` (an eager run, or an If's condition known on the host): its outputs; what it
