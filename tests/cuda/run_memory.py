@@ -36,7 +36,7 @@ def main(model_dir: str, token_counts: list[int]) -> None:
             results = kernel._run(dict(kernel.constants, **values), host_path.ffi.cast("void*", 7), scratch)
             held = "freed after their last readers" if kernel.dead_after else "held till the run's end"
             print(f"  a {tokens}-token prompt, values {held}: {(glue.peak - before) / 1e9:.2f} GB at most")
-            cuda_compute._release(kernel.rt, scratch, list(values.values()), kernel.held)
+            cuda_compute._release(kernel.rt, scratch, list(values.values()), kernel.held_addresses)
             for t in list(values.values()) + results:
                 kernel.rt.free(t)
 

@@ -186,7 +186,7 @@ def test_a_builder_decoder_runs_its_prompt_and_a_decode_step_through_the_cuda_ex
         assert shapes["logits"] == (1, tokens, vocab)
         assert shapes["present.0.key"] == (1, kv[0], past + tokens, kv[1])
         assert attention in glue.launches and len(glue.launches) > 5 * 2  # each of the 2 layers' kernels, and more
-        cuda_compute._release(rt, scratch, list(values.values()), kernel.held)
+        cuda_compute._release(rt, scratch, list(values.values()), kernel.held_addresses)
         for t in list(values.values()) + results:
             rt.free(t)
         assert glue.live == _kept(kernel)  # what a run allocates is freed after it
@@ -255,7 +255,7 @@ def test_a_run_frees_each_value_after_its_last_reader(precision, monkeypatch):
             results = kernel._run(dict(kernel.constants, **values), ffi.cast("void*", 7), scratch)
             peaks[dead_after is None, tokens] = glue.peak - before  # what the run itself held at most
             glue.check(*(t.ptr for t in results))
-            cuda_compute._release(kernel.rt, scratch, list(values.values()), kernel.held)
+            cuda_compute._release(kernel.rt, scratch, list(values.values()), kernel.held_addresses)
             for t in list(values.values()) + results:
                 kernel.rt.free(t)
             assert glue.live == _kept(kernel)  # what a run allocates is freed after it, once

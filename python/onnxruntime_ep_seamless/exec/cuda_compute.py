@@ -89,7 +89,6 @@ class CudaKernel:
         placed = place(graph, input_names, output_names, ep.options.get("fusion", True))
         self.constants = _upload_constants(self.rt, graph, placed, input_names, output_names)
         self.held = list(self.constants.values())  # every constant of the node's, its If branches' too: never freed
-        self._held_addresses, self._held_count = None, 0
         self.padding, why_not = choose_padding(graph, placed, input_names, output_names)
         self.prompt, why_not_prompt = prompt_padding(graph, placed, input_names, output_names)
         self.log_capture = ep.options.get("log_capture")
@@ -100,6 +99,7 @@ class CudaKernel:
         self.steps = self._build(graph, placed, lambda node: functools.partial(
             self._output_buffer, [position.get(n) for n in node.outputs]))
         self.dead_after = last_uses(self.steps, output_names)
+        self.held_addresses = frozenset(t.ptr for t in self.held if t.ptr)  # the branches' constants added by _build
         self.out_dtypes = [graph.value(n).dtype for n in output_names]
         self._tls = threading.local()
         # capture=auto: a node without seams is captured whole, per binding of its input shapes; capture=off (with
@@ -229,7 +229,7 @@ class CudaKernel:
         finally:
             self._tls.run = None
             # back to the cache: later work on this stream is ordered after this run's kernels
-            _release(self.rt, scratch, list(inputs.values()) + ort_outputs, self.held)
+            _release(self.rt, scratch, list(inputs.values()) + ort_outputs, self.held_addresses)
 
     def _output_buffer(self, positions: list, i: int, shape: tuple, dtype) -> DeviceTensor | None:
         """ORT's tensor for output i of a node (positions: each output's index among the partition's
@@ -278,19 +278,13 @@ class CudaKernel:
         capacity = self.native.lib.seamless_replay_key(self.replayer, b.in_dims, b.in_ranks, b.in_types, b.key, prompt)
         return bytes(self.native.ffi.buffer(b.key)), int(capacity), self.prompt if prompt[0] else self.padding
 
-    def held_addresses(self) -> frozenset:
-        """Where self.held lies (made once the node and its branches are compiled: run_steps never frees it)."""
-        if self._held_addresses is None or self._held_count != len(self.held):
-            self._held_addresses, self._held_count = frozenset(t.ptr for t in self.held if t.ptr), len(self.held)
-        return self._held_addresses
-
     def _run(self, values: dict, stream, scratch: list) -> list[DeviceTensor]:
         """Every step on `values` (constants and inputs); the outputs, on the GPU. What kernels
         allocate is appended to `scratch`."""
         if any(t.settled for t in values.values()):
             self.rt.begin_run(stream)
         results = run_steps(self.rt, self.steps, values, self.output_names, stream, scratch, self.dead_after,
-                            self.held_addresses())
+                            self.held_addresses)
         results = [_on_gpu(self.rt, t, stream, scratch) for t in results]
         for name, t, dtype in zip(self.output_names, results, self.out_dtypes):
             if t.dtype != dtype:
@@ -339,7 +333,7 @@ class CudaKernel:
             largest = max([t.nbytes for t in stable.values()] or [0])
             rt.stage(table, 0, len(names), stream, largest)
             results = self._run(dict(self.constants, **stable), stream, scratch)
-            _release(rt, scratch, list(stable.values()), self.held)  # kept by the graph: launches reuse them
+            _release(rt, scratch, list(stable.values()), self.held_addresses)  # kept by the graph: launches reuse them
             self.native.check(lib.seamless_segment_end(graph, 1))
             if self.listed and self.log_capture:
                 self._warn(f"{self.ep_name} fused node {self.name!r}: inputs of shapes "
@@ -390,7 +384,7 @@ class CudaKernel:
                 problem = f"the padded run failed: {e}"
             self._write_outputs(ctx, b, results, stream)
         finally:
-            _release(rt, scratch, list(inputs.values()), self.held)
+            _release(rt, scratch, list(inputs.values()), self.held_addresses)
         with self._lock:
             (self.failed if problem else self.checked).add(key)
         if self.log_capture:
@@ -573,10 +567,10 @@ def _release_collected() -> None:
         node._release_memory()
 
 
-def _release(rt, scratch, inputs, constants):
-    """Free what kernels allocated; aliases (same address as an input, a constant (`constants`: a list) or an earlier
-    value) are not allocations."""
-    _free_once(rt, scratch, {t.ptr for t in inputs} | {t.ptr for t in constants}, set())
+def _release(rt, scratch, inputs, held: frozenset):
+    """Free what kernels allocated; aliases (same address as an input, a constant (`held`: the constants' addresses)
+    or an earlier value) are not allocations."""
+    _free_once(rt, scratch, {t.ptr for t in inputs} | held, set())
 
 
 def _upload_constants(rt, graph, placed, input_names, output_names) -> dict:
@@ -621,9 +615,9 @@ def run_steps(rt, steps: list, values: dict, output_names: list, stream, scratch
     so that a run holds its live values, not all of them (a 32000-token prompt of the 1B shape took 40 GB); `held`:
     addresses never freed (the node's constants, its branches' too)."""
     def on_gpu_value(name):
-        t = values[name]
-        if not t.ptr and t.nbytes:  # a host value: uploaded once, freed after the run
-            t = values[name] = _on_gpu(rt, t, stream, scratch)
+        t = _on_gpu(rt, values[name], stream, scratch)
+        if t is not values[name]:  # a host value uploaded: freed after the run
+            values[name] = t
             given.add(t.ptr)
         return t
 
@@ -686,7 +680,7 @@ class Branch:
         self.rt, self.inputs, self.output_names = kernel.rt, list(inputs), list(graph.outputs)
         self.constants = _upload_constants(kernel.rt, graph, placed, inputs, graph.outputs)
         kernel.held += self.constants.values()
-        self.held, self.kernel = kernel.held, kernel
+        self.kernel = kernel  # its held_addresses: every constant, the branches' too
         self.steps = kernel._build(graph, placed, lambda node: None)
         self.dead_after = last_uses(self.steps, self.output_names)
         rank = lambda k: len(graph.value(graph.inputs[k]).shape or ()) if k < len(graph.inputs) else 0
@@ -697,14 +691,14 @@ class Branch:
     def _results(self, stream, values, scratch: list) -> list:
         values = dict(self.constants, **dict(zip(self.inputs, values)))
         return run_steps(self.rt, self.steps, values, self.output_names, stream, scratch, self.dead_after,
-                         self.kernel.held_addresses())
+                         self.kernel.held_addresses)
 
     def run(self, stream, values) -> list[DeviceTensor]:
         """The subgraph on `values` (an eager run, or an If's condition known on the host): its outputs; what it
         allocated besides them goes back to the cache."""
         scratch = []
         results = self._results(stream, values, scratch)
-        _release(self.rt, scratch, list(values) + results, self.held)
+        _release(self.rt, scratch, list(values) + results, self.kernel.held_addresses)
         return results
 
     def conditional(self, other: "Branch", stream, cond: DeviceTensor, outer, check) -> list[DeviceTensor]:
@@ -725,13 +719,13 @@ class Branch:
                     refused = e
                     rt.launch_rows("seamless_branch_refused", 1, body_stream, gpu_check_arg(
                         check, rt, body_stream, f"its {attr} refuses these shapes: {e}", type(e)), threads=1)
-                    _release(rt, scratch, list(outer), self.held)
+                    _release(rt, scratch, list(outer), self.kernel.held_addresses)
                     continue
                 results = [_on_gpu(rt, t, body_stream, scratch) for t in results]
                 if outputs is None:
                     outputs = [rt.alloc(t.shape, t.dtype) for t in results]
                 _settle(rt, body_stream, outputs, results, self.output_names, "the If's output", scratch)
-                _release(rt, scratch, list(outer), self.held)  # kept by the graph: its launches reuse them
+                _release(rt, scratch, list(outer), self.kernel.held_addresses)  # kept by the graph: launches reuse them
         return outputs
 
     def loop(self, stream, m, cond, carried: list, outer: list, n_scan: int) -> list[DeviceTensor]:
@@ -740,7 +734,7 @@ class Branch:
         rt = self.rt
         trips = int(rt.to_host(m, stream).reshape(-1)[0]) if m is not None else np.iinfo(np.int64).max
         go = bool(rt.to_host(cond, stream).reshape(-1)[0]) if cond is not None else True
-        kept = {t.ptr for t in carried + outer + self.held}  # not the loop's to free
+        kept = {t.ptr for t in carried + outer} | self.kernel.held_addresses  # not the loop's to free
         slices: list[list] = [[] for _ in range(n_scan)]
         i = 0
         while i < trips and go:
@@ -770,7 +764,7 @@ class Branch:
         along its axis (direction 1: last first). Its launches depend on the shapes only: captured in line."""
         rt, n_states, uploads = self.rt, len(states), []
         xs = [_on_gpu(rt, x, stream, uploads) for x in xs]
-        kept = {t.ptr for t in states + xs + outer + self.held}
+        kept = {t.ptr for t in states + xs + outer} | self.kernel.held_addresses
         slices: list[list] = [[] for _ in range(len(self.output_names) - n_states)]
         for t in range(length):
             parts = [_take(rt, stream, x, length - 1 - t if d else t, a) for x, a, d in zip(xs, axes, directions)]
@@ -829,8 +823,8 @@ class Branch:
                 rt.copy(go.ptr, results[0].ptr, go.nbytes, body_stream)
             _settle(rt, body_stream, buffers, results[1:], self.output_names[1:], "a Loop's carried value", scratch)
             rt.loop_next(body_stream, handle, m, go, counter, flag)
-            _release(rt, scratch, [counter, flag] + buffers + outer, self.held)  # kept by the graph
-        _release(rt, kept + [counter, flag], [], self.held)
+            _release(rt, scratch, [counter, flag] + buffers + outer, self.kernel.held_addresses)  # kept by the graph
+        _release(rt, kept + [counter, flag], [], self.kernel.held_addresses)
         return buffers
 
 
