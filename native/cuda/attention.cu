@@ -952,9 +952,6 @@ __device__ void decode_grouped(const T* past_k, const T* past_v, const T* q_in, 
 // Grid (splits * subs, batch * kv_heads), subs = ceil(group / STREAM_HEADS); dynamic shared memory
 // STREAM_STAGES * 2 * stream_rows(H) * H elements.
 __host__ __device__ constexpr int stream_rows(int H) { return STREAM_PASSES * DECODE_THREADS / (H / 8); }
-__device__ __forceinline__ void commit_copies() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void wait_copies_but() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
 
 template <typename T, int H>
 __device__ void decode_stream(const T* past_k, const T* past_v, const T* q_in, const T* k_in, const T* v_in,
@@ -1059,7 +1056,7 @@ __device__ void decode_stream(const T* past_k, const T* past_v, const T* q_in, c
       }
     }
   }
-  wait_copies_but<0>();  // the empty groups issued past the last chunk
+  wait_copies_to_shared();  // the empty groups issued past the last chunk
   // the lane groups of a warp, then the warps, merged: (max, sum, values) a head
 #pragma unroll
   for (int h = 0; h < STREAM_HEADS; h++) {

@@ -34,6 +34,11 @@ __device__ __forceinline__ void copy16_to_shared(void* dst, const void* src) {
                : "memory");
 }
 __device__ __forceinline__ void wait_copies_to_shared() { asm volatile("cp.async.wait_all;" ::: "memory"); }
+// For a pipeline of such copies: the copies issued since the last commit made one group, and the wait until at most
+// N groups are still in flight (the older ones landed).
+__device__ __forceinline__ void commit_copies() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void wait_copies_but() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
 __device__ __forceinline__ unsigned shared_address(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
 
 // Tensor cores (sm_80 and up): d += a . b for one m16n8k16 tile of 16-bit operands (a: 4 registers of pairs,
