@@ -30,15 +30,9 @@ def main(model_dir: str, token_counts: list[int]) -> None:
     print(f"{model_dir}: constants on the GPU {glue.used / 1e9:.2f} GB")
     for tokens in token_counts:
         for kernel.dead_after in (liveness, None):
-            values = host_path.inputs(kernel, graph, tokens, 0, kv)
-            glue.peak = before = glue.used
-            scratch = []
-            results = kernel._run(dict(kernel.constants, **values), host_path.ffi.cast("void*", 7), scratch)
+            peak = host_path.peak_of_a_run(kernel, graph, glue, tokens, 0, kv)
             held = "freed after their last readers" if kernel.dead_after else "held till the run's end"
-            print(f"  a {tokens}-token prompt, values {held}: {(glue.peak - before) / 1e9:.2f} GB at most")
-            cuda_compute._release(kernel.rt, scratch, list(values.values()), kernel.held_addresses)
-            for t in list(values.values()) + results:
-                kernel.rt.free(t)
+            print(f"  a {tokens}-token prompt, values {held}: {peak / 1e9:.2f} GB at most")
 
 
 if __name__ == "__main__":

@@ -249,17 +249,23 @@ def test_a_run_frees_each_value_after_its_last_reader(precision, monkeypatch):
     for dead_after in (kernel.dead_after, None):
         kernel.dead_after = dead_after
         for tokens, past in [(40, 0), (1, 40)]:
-            values = inputs(kernel, graph, tokens, past, kv)
-            glue.peak = before = glue.used
-            scratch = []
-            results = kernel._run(dict(kernel.constants, **values), ffi.cast("void*", 7), scratch)
-            peaks[dead_after is None, tokens] = glue.peak - before  # what the run itself held at most
-            glue.check(*(t.ptr for t in results))
-            cuda_compute._release(kernel.rt, scratch, list(values.values()), kernel.held_addresses)
-            for t in list(values.values()) + results:
-                kernel.rt.free(t)
+            peaks[dead_after is None, tokens] = peak_of_a_run(kernel, graph, glue, tokens, past, kv)
             assert glue.live == _kept(kernel)  # what a run allocates is freed after it, once
     assert peaks[False, 40] < 0.8 * peaks[True, 40], peaks
+
+
+def peak_of_a_run(kernel, graph, glue, tokens, past, kv) -> int:
+    """A run of `tokens` new tokens after `past` through the executor over a CheckedGlue (its outputs, too, in memory
+    not freed), then what it allocated freed: the most bytes the run itself held at once (not its inputs)."""
+    values = inputs(kernel, graph, tokens, past, kv)
+    glue.peak = before = glue.used
+    scratch = []
+    results = kernel._run(dict(kernel.constants, **values), ffi.cast("void*", 7), scratch)
+    glue.check(*(t.ptr for t in results))
+    cuda_compute._release(kernel.rt, scratch, list(values.values()), kernel.held_addresses)
+    for t in list(values.values()) + results:
+        kernel.rt.free(t)
+    return glue.peak - before
 
 
 def test_a_kernel_opts_in_to_its_dynamic_shared_memory_once(monkeypatch):
