@@ -22,7 +22,7 @@
 #define DECODE_THREADS 256    /* attention.cu gqa_decode: threads a block */
 #define STREAM_HEADS 4        /* attention.cu gqa_decode_stream: query heads a block (a group of more: blocks a split) */
 #define STREAM_STAGES 4       /* ... chunks of rows in shared memory (three in flight while one is scored) */
-#define STREAM_PASSES 2       /* ... rows a lane group a chunk: a chunk is STREAM_PASSES * DECODE_THREADS * 8 / H rows */
+#define STREAM_PASSES 1       /* ... rows a lane group a chunk: a chunk is STREAM_PASSES * DECODE_THREADS * 8 / H rows */
 #define SELECT_THREADS 256    /* reduction.cu TopK / ArgMax / ArgMin: threads a block */
 #define MOE_UP_ROWS 2         /* moe.cu up: rows of one expert a warp (their loads in flight together) */
 

@@ -944,7 +944,9 @@ __device__ void decode_grouped(const T* past_k, const T* past_v, const T* q_in, 
 // the loads in flight hold no registers; args.h STREAM_*), three chunks in flight while one is scored for each of
 // its query heads with a running max and sum a lane group (no barrier in the loop: a thread reads only the pieces
 // it copied). Against gqa_decode_grouped (its rows all loaded, then each head scored with block barriers), H100:
-// the 1B shape's layer at 32k tokens 86 -> 50 us, the 0.5B's 51-55 -> 41 (docs/benchmarks/gpu.md, session 54).
+// the 1B shape's layer at 32k tokens 86 -> 50 us, the 0.5B's 51-55 -> 41 (docs/benchmarks/gpu.md, session 54); chunks
+// of one row a lane group (STREAM_PASSES 1) and every head's score ahead of the branches: 50 -> 44 us, 8k 26.5 -> 22.8
+// (session 55).
 // The splits are few (about two blocks an SM) and long; a group of more than STREAM_HEADS query heads takes
 // several blocks a split, adjacent in the grid, which read the same rows at about the same time (L2). Each block
 // leaves its heads' (max, sum, weighted values) in `partial` as decode_grouped does, and the last block of
@@ -1032,17 +1034,24 @@ __device__ void decode_stream(const T* past_k, const T* past_v, const T* q_in, c
       }
       // every lane of the warp takes the shuffles below, or none: rows nobody in the warp sees are skipped
       if (!__any_sync(0xffffffff, shown)) continue;
-      float k[8], v[8];
+      float k[8], v[8], score[STREAM_HEADS];
       floats8(kx, k);
       floats8(vx, v);
+      // every head's score before any branch, so that the heads' shuffles overlap (q is 0 past the n heads)
+#pragma unroll
+      for (int h = 0; h < STREAM_HEADS; h++) {
+        score[h] = 0.0f;
+        for (int e = 0; e < 8; e++) score[h] += q[h][e] * k[e];
+      }
+#pragma unroll
+      for (int off = 1; off < lanes; off <<= 1)
+#pragma unroll
+        for (int h = 0; h < STREAM_HEADS; h++) score[h] += __shfl_xor_sync(0xffffffff, score[h], off);
+      if (!shown) continue;  // the lane group's row, unseen: all its lanes together
 #pragma unroll
       for (int h = 0; h < STREAM_HEADS; h++) {
         if (h >= n) continue;
-        float s = 0.0f;
-        for (int e = 0; e < 8; e++) s += q[h][e] * k[e];
-        for (int off = 1; off < lanes; off <<= 1) s += __shfl_xor_sync(0xffffffff, s, off);
-        if (!shown) continue;  // the lane group's row, unseen: all its lanes together
-        s *= a.scale;
+        float s = score[h] * a.scale;
         if (a.softcap > 0.0f) s = a.softcap * tanhf(s / a.softcap);
         if (s > m[h]) {  // a new running max: what was summed so far scaled down to it
           const float down = m[h] == -INFINITY ? 0.0f : expf(m[h] - s);

@@ -331,9 +331,9 @@ def test_a_decode_step_of_attention_is_one_launch_split_over_keys():
     assert gqa(1, 14, 2, 64, 257, [255])[0][:2] == ("seamless_gqa_decode_p8_h64_f16", (2, 14))
     # from DECODE_GROUPED_BLOCKS (128) blocks of KV heads and splits a block per KV head: 16-bit head sizes 64 and
     # 128 stream their rows through shared memory in about STREAM_BLOCKS (264) blocks, up to 4 query heads a block
-    # (here 17 splits for 2 x 8 KV heads, each of 64 KiB: 4 stages of 32 rows' keys and values)
+    # (here 17 splits for 2 x 8 KV heads, each of 32 KiB: 4 stages of 16 rows' keys and values)
     assert gqa(1, 32, 8, 128, 4096, [4000, 17])[0] == ("seamless_gqa_decode_stream_h128_f16", (17, 16),
-                                                       {"threads": 256, "shared": 65536})
+                                                       {"threads": 256, "shared": 32768})
     assert gqa(1, 32, 8, 128, 1024, [1000])[0][:2] == ("seamless_gqa_decode_p8_h128_f16", (8, 32))  # 64 blocks
     assert gqa(1, 8, 8, 64, 20000, [19999])[0][:2] == ("seamless_gqa_decode_p8_h64_f16", (79, 8))  # no groups
     assert gqa(1, 16, 1, 64, 100, [99])[0][:2] == ("seamless_gqa_decode_p4_h64_f16", (1, 16))  # any heads a KV head
