@@ -352,6 +352,20 @@ REAL_SHAPES = {
                                  num_attention_heads=16, num_key_value_heads=8, head_dim=128,
                                  max_position_embeddings=40960, rope_theta=1e6, rms_norm_eps=1e-6,
                                  tie_word_embeddings=True)),
+    # Phi-4-mini (3.8B): partial rotary (96 of 128 channels) with LongRoPE's two factor sets (48 each; made up: the
+    # widths are what is measured), tied embeddings
+    "phi-4-mini": ("phi3", dict(vocab_size=200064, hidden_size=3072, intermediate_size=8192, num_hidden_layers=32,
+                                num_attention_heads=24, num_key_value_heads=8, partial_rotary_factor=0.75,
+                                max_position_embeddings=131072, original_max_position_embeddings=4096,
+                                rope_theta=10000.0, rms_norm_eps=1e-5, tie_word_embeddings=True,
+                                rope_scaling=dict(type="longrope", rope_type="longrope",
+                                                  short_factor=[1.0 + i / 48 for i in range(48)],
+                                                  long_factor=[1.0 + i / 4 for i in range(48)]))),
+    "llama-3.1-8b": ("llama", dict(vocab_size=128256, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
+                                   num_attention_heads=32, num_key_value_heads=8, max_position_embeddings=131072,
+                                   rope_theta=500000.0, rms_norm_eps=1e-5, tie_word_embeddings=False,
+                                   rope_scaling=dict(rope_type="llama3", factor=8.0, low_freq_factor=1.0,
+                                                     high_freq_factor=4.0, original_max_position_embeddings=8192))),
 }
 
 
