@@ -4,6 +4,7 @@ kernel's host side (shapes, kernel choices, argument packing, scratch memory) fo
 and level A's capture and replays with their staging tables. What the kernels compute is the GPU tests'
 (tests/cuda/test_cuda_models.py, test_cuda_capture.py). The arithmetic of level A's replay plans is the real
 glue's (ep_plugin/cuda_replay.c: the CUDA plugin loads without a GPU)."""
+import contextlib
 import struct
 import sys
 
@@ -195,7 +196,8 @@ def test_a_builder_decoder_runs_its_prompt_and_a_decode_step_through_the_cuda_ex
 
 class CheckedGlue(FakeGlue):
     """FakeGlue that knows each allocation's size (addresses are never reused): every pointer a launch, a copy or a
-    GEMM is given must lie in memory not yet freed; `peak`: the most bytes allocated and not freed at once."""
+    GEMM is given must lie in memory not yet freed; `peak`: the most bytes allocated and not freed at once (memory
+    freed while a segment is captured stays in use: the graph keeps it, cuda_capture.c capture_retain)."""
 
     def __init__(self):
         super().__init__()
@@ -211,7 +213,8 @@ class CheckedGlue(FakeGlue):
     def seamless_cuda_free(self, ordinal, ptr):
         if ptr in self.sizes:
             self.freed.append((ptr, ptr + self.sizes.pop(ptr)))
-            self.used -= self.freed[-1][1] - ptr
+            if not self.capturing:
+                self.used -= self.freed[-1][1] - ptr
         super().seamless_cuda_free(ordinal, ptr)
 
     def check(self, *addresses):
@@ -220,7 +223,8 @@ class CheckedGlue(FakeGlue):
 
     def seamless_cuda_launch(self, fn, gx, gy, block, shared, stream, packed, nbytes, offsets, count, dependent):
         ends = [offsets[i] for i in range(1, count)] + [nbytes]
-        words = [struct.unpack_from("<Q", packed, offsets[i])[0] for i in range(count)
+        raw = packed if isinstance(packed, bytes) else bytes(ffi.buffer(packed, nbytes))  # a segment's: cffi's
+        words = [struct.unpack_from("<Q", raw, offsets[i])[0] for i in range(count)
                  if offsets[i] % 8 == 0 and ends[i] - offsets[i] == 8]  # pointers and int64s
         result = super().seamless_cuda_launch(fn, gx, gy, block, shared, stream, packed, nbytes, offsets, count,
                                               dependent)
@@ -346,6 +350,47 @@ def test_first_prompts_of_every_length_up_to_a_bucket_share_one_padded_segment(c
     feed_decode_step(glue, graph, 0, 1 << 36, 17)  # longer than the bucket: the next one, warmed up anew
     kernel.compute(None)
     assert "segment" not in glue.launches and glue.outputs[logits] == (1, 17, vocab)
+
+
+@pytest.mark.parametrize("capture", ["auto", "off"])
+def test_a_capture_reuses_the_memory_its_run_frees(capture, monkeypatch):
+    # runtime/cuda.py capture_pool: while a prompt's segment is captured (or recorded), a value's memory serves the
+    # run's later values once no step still reads it, as the cache serves an eager run; the segment keeps the pool's
+    # blocks. Checked: no launch, copy or GEMM of the capture is given a block that is free in the pool (or freed),
+    # the capture holds less than without the pool, the glue gets every block back once, and later prompts replay
+    monkeypatch.setattr(sys.modules[__name__], "FakeGlue", CheckedGlue)
+    footprint = {}
+    for pooled in (True, False):
+        graph, kernel, glue = fake_kernel(monkeypatch, {"capture": capture}, "int4")
+        pools = []
+        if not pooled:
+            monkeypatch.setattr(kernel.rt, "capture_pool", contextlib.nullcontext)
+        put, take = runtime_cuda._CapturePool.put, runtime_cuda._CapturePool.take
+
+        def put_checked(pool, ptr, nbytes):  # a block free in the pool reads as freed memory till it is taken again
+            put(pool, ptr, nbytes)
+            glue.freed.append((ptr, ptr + pool.blocks[ptr]))
+            pools.append(pool)
+
+        def take_checked(pool, nbytes):
+            ptr = take(pool, nbytes)
+            if ptr:
+                glue.freed.remove((ptr, ptr + pool.blocks[ptr]))
+            return ptr
+        monkeypatch.setattr(runtime_cuda._CapturePool, "put", put_checked)
+        monkeypatch.setattr(runtime_cuda._CapturePool, "take", take_checked)
+        for run, tokens in enumerate([9, 12, 16, 5]):
+            feed_decode_step(glue, graph, 0, 1 << 36 | run << 20, tokens)
+            glue.peak = before = glue.used
+            kernel.compute(None)
+            if run == 2:  # the capture
+                assert glue.launches[-2:] == ["segment", "seamless_stage"]
+                footprint[pooled] = glue.peak - before
+        assert glue.launches == ["segment", "seamless_stage"] and glue.replays == 2
+        assert bool(pools) == pooled and all(ptr not in glue.sizes for pool in pools for ptr in pool.blocks)
+        monkeypatch.undo()
+        monkeypatch.setattr(sys.modules[__name__], "FakeGlue", CheckedGlue)
+    assert footprint[True] < 0.8 * footprint[False], footprint
 
 
 def test_a_prompt_longer_than_the_largest_bucket_is_never_captured(monkeypatch):

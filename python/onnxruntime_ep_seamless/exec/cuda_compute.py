@@ -265,8 +265,9 @@ class CudaKernel:
 
     def _long_prompt(self, b) -> bool:
         """A run of more than MAX_PROMPT tokens a prompt: never captured. Its GPU time hides the launches a replay
-        saves, while a capture keeps every buffer the run frees (a 32000-token prompt of the 1B shape grew the GPU
-        memory in use from 40 to 67 GB on its third run, the capture: docs/benchmarks/gpu.md, session 54)."""
+        saves, while a capture keeps its run's memory with the graph for good (a 32000-token prompt of the 1B shape,
+        before captures reused what their run freed: 40 -> 67 GB on its third run; docs/benchmarks/gpu.md, session
+        54)."""
         return self.prompt_at is not None and len(self.prompt_at) > 0 and \
             int(b.np_in_dims[self.prompt_at].max()) > MAX_PROMPT
 
@@ -330,10 +331,11 @@ class CudaKernel:
         self.native.check(lib.seamless_segment_begin(stream, int(self.listed), handle))
         graph, scratch = handle[0], []
         try:
-            largest = max([t.nbytes for t in stable.values()] or [0])
-            rt.stage(table, 0, len(names), stream, largest)
-            results = self._run(dict(self.constants, **stable), stream, scratch)
-            _release(rt, scratch, list(stable.values()), self.held_addresses)  # kept by the graph: launches reuse them
+            with rt.capture_pool():  # the run's frees serve its later allocations; all kept by the graph
+                largest = max([t.nbytes for t in stable.values()] or [0])
+                rt.stage(table, 0, len(names), stream, largest)
+                results = self._run(dict(self.constants, **stable), stream, scratch)
+                _release(rt, scratch, list(stable.values()), self.held_addresses)  # the graph's: replays reuse them
             self.native.check(lib.seamless_segment_end(graph, 1))
             if self.listed and self.log_capture:
                 self._warn(f"{self.ep_name} fused node {self.name!r}: inputs of shapes "

@@ -5,6 +5,7 @@ time); kernels come from _kernels_cuda.fatbin, built from native/cuda/*.cu by nv
 """
 from __future__ import annotations
 
+import bisect
 import contextlib
 import math
 import os
@@ -21,6 +22,23 @@ from .cuda_args import MAX_DIMS, struct_arg
 load_exotic_types()  # bfloat16's dtype, where ml_dtypes is installed
 _GEMM_TYPES = {ONNX_TO_NUMPY[code]: code for code in (10, 11, 16) if code in ONNX_TO_NUMPY}
 FATBIN = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "_kernels_cuda.fatbin")
+
+
+class _CapturePool:
+    """Blocks a capture's run freed, by size: take gives the smallest that holds n bytes (best fit, so a large
+    block stays for a large value). `blocks`: every block that went through the pool, with its size."""
+
+    def __init__(self):
+        self.blocks: dict[int, int] = {}
+        self.spare: list[tuple[int, int]] = []  # (size, address), sorted
+
+    def put(self, ptr: int, nbytes: int) -> None:
+        size = self.blocks.setdefault(ptr, nbytes)
+        bisect.insort(self.spare, (size, ptr))
+
+    def take(self, nbytes: int) -> int:
+        i = bisect.bisect_left(self.spare, (nbytes, 0))
+        return self.spare.pop(i)[1] if i < len(self.spare) else 0
 
 
 @dataclass
@@ -98,6 +116,7 @@ class CudaRuntime:
         self._parents: dict = {}  # a body's stream -> the stream of the capture that holds it
         self._layouts: dict = {}  # kernel argument kinds -> _ArgLayout
         self._shared: dict[str, int] = {}  # kernel -> the dynamic shared memory it was allowed (cuFuncSetAttribute)
+        self._capture = threading.local()  # .pool: a _CapturePool while this thread captures a segment (capture_pool)
 
     def function(self, name: str):
         fn = self._functions.get(name)
@@ -107,10 +126,14 @@ class CudaRuntime:
             fn = self._functions[name] = out[0]
         return fn
 
-    def alloc(self, shape, dtype) -> DeviceTensor:
+    def alloc(self, shape, dtype, kept: bool = False) -> DeviceTensor:
+        """kept: memory kept for good (never a capture's: capture_pool gives the graph what went through it)."""
         t = DeviceTensor(0, tuple(map(int, shape)), np.dtype(dtype))
+        pool = None if kept else getattr(self._capture, "pool", None)
         if t.nbytes:
-            t.ptr = self.lib.seamless_cuda_alloc(self.ordinal, t.nbytes)
+            t.ptr = pool.take(t.nbytes) if pool is not None else 0
+            if not t.ptr:
+                t.ptr = self.lib.seamless_cuda_alloc(self.ordinal, t.nbytes)
             if not t.ptr:
                 raise MemoryError(f"SeamlessCUDAExecutionProvider: out of GPU memory for a tensor of shape {t.shape} "
                                   f"({t.dtype}, {t.nbytes} bytes): free GPU memory or run a smaller model or batch")
@@ -127,7 +150,7 @@ class CudaRuntime:
         with self._lock:
             entry = self._counters.get(key)
             if entry is None or entry[0].size < n:
-                entry = self._counters[key] = [self.alloc((max(n, 1024),), np.uint32), False]
+                entry = self._counters[key] = [self.alloc((max(n, 1024),), np.uint32, kept=True), False]
                 self.zero(entry[0], stream)
                 entry[1] = not capturing
             elif not entry[1] and not capturing:
@@ -143,7 +166,26 @@ class CudaRuntime:
 
     def free(self, t: DeviceTensor) -> None:
         if t.ptr:
-            self.lib.seamless_cuda_free(self.ordinal, t.ptr)
+            pool = getattr(self._capture, "pool", None)
+            if pool is not None:
+                pool.put(t.ptr, t.nbytes)
+            else:
+                self.lib.seamless_cuda_free(self.ordinal, t.ptr)
+
+    @contextlib.contextmanager
+    def capture_pool(self):
+        """While this thread captures a segment (or records a launch program): memory the run frees serves its later
+        allocations, and at the block's end every block that went through the pool goes to the C glue, which keeps
+        it with the graph (cuda_capture.c capture_retain). In stream order, as the cache reuses memory in an eager
+        run; without it a segment kept every value of its run (a 2048-token prompt bucket of the 1B shape: ~3 GB by
+        tests/cuda/run_memory.py's count)."""
+        pool = self._capture.pool = _CapturePool()
+        try:
+            yield
+        finally:
+            self._capture.pool = None
+            for ptr in pool.blocks:
+                self.lib.seamless_cuda_free(self.ordinal, ptr)
 
     @staticmethod
     def host(t: DeviceTensor) -> np.ndarray:
