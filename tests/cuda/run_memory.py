@@ -38,14 +38,16 @@ def main(model_dir: str, token_counts: list[int]) -> None:
             held = "freed after their last readers" if kernel.dead_after else "held till the run's end"
             print(f"  a {tokens}-token prompt, values {held}: {peak / 1e9:.2f} GB at most")
         if tokens <= cuda_compute.MAX_PROMPT:
-            print(f"  a {tokens}-token prompt's captured segment keeps {segment_memory(captured, graph, tokens, kv) / 1e9:.2f} GB")
+            kept = segment_memory(captured, graph, tokens, kv)
+            print(f"  a {tokens}-token prompt's captured segment keeps {kept / 1e9:.2f} GB")
 
 
 def segment_memory(kernel, graph, tokens: int, kv) -> int:
     """Bytes the capture of a first prompt of `tokens` (its bucket's third run) left allocated: the segment's."""
     glue = kernel.native.lib
-    glue.feed = [(1 << 36 | i << 32, {"input_ids": (1, tokens), "attention_mask": (1, tokens)}.get(n, (1, kv[0], 0, kv[1])),
-                  host_path.np.dtype(graph.value(n).dtype)) for i, n in enumerate(graph.inputs)]
+    shapes = {"input_ids": (1, tokens), "attention_mask": (1, tokens)}  # the rest: empty past KV
+    glue.feed = [(1 << 36 | i << 32, shapes.get(n, (1, kv[0], 0, kv[1])), host_path.np.dtype(graph.value(n).dtype))
+                 for i, n in enumerate(graph.inputs)]
     glue.outputs = [None] * len(graph.outputs)
     kept = {}
     for run in range(3):
