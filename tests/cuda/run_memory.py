@@ -45,10 +45,7 @@ def main(model_dir: str, token_counts: list[int]) -> None:
 def segment_memory(kernel, graph, tokens: int, kv) -> int:
     """Bytes the capture of a first prompt of `tokens` (its bucket's third run) left allocated: the segment's."""
     glue = kernel.native.lib
-    shapes = {"input_ids": (1, tokens), "attention_mask": (1, tokens)}  # the rest: empty past KV
-    glue.feed = [(1 << 36 | i << 32, shapes.get(n, (1, kv[0], 0, kv[1])), host_path.np.dtype(graph.value(n).dtype))
-                 for i, n in enumerate(graph.inputs)]
-    glue.outputs = [None] * len(graph.outputs)
+    host_path.feed_decode_step(glue, graph, 0, 1 << 36, tokens, kv)
     kept = {}
     for run in range(3):
         before = glue.used

@@ -163,11 +163,11 @@ def fake_kernel(monkeypatch, options, precision="fp16"):
     return graph, cuda_compute.CudaKernel(ep, graph, list(graph.inputs), list(graph.outputs)), ep.native.lib
 
 
-def feed_decode_step(glue, graph, past, base, tokens=1):
-    """ORT's inputs of a decode step of `tokens` new tokens (a prompt where past is 0) after `past` tokens (2 KV
-    heads of 64), at addresses from `base`, 4 KiB apart; what the last run recorded cleared."""
+def feed_decode_step(glue, graph, past, base, tokens=1, kv=(2, 64)):
+    """ORT's inputs of a decode step of `tokens` new tokens (a prompt where past is 0) after `past` tokens (kv: KV
+    heads and head size), at addresses from `base`, 4 KiB apart; what the last run recorded cleared."""
     glue.feed = [(base + i * 4096, {"input_ids": (1, tokens), "attention_mask": (1, past + tokens)}.get(
-                  n, (1, 2, past, 64)), np.dtype(graph.value(n).dtype)) for i, n in enumerate(graph.inputs)]
+                  n, (1, kv[0], past, kv[1])), np.dtype(graph.value(n).dtype)) for i, n in enumerate(graph.inputs)]
     glue.outputs, glue.launches, glue.copies = [None] * len(graph.outputs), [], []
 
 

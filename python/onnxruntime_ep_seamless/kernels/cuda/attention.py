@@ -277,13 +277,9 @@ def _decode_passes(s, h, present_len) -> int:
     return 8 if present_len > _decode_rows(4, h) else 4
 
 
-def _stream_rows(h) -> int:
-    """Present rows a chunk of gqa_decode_stream (attention.cu stream_rows)."""
-    return codes.STREAM_PASSES * DECODE_THREADS // (h // 8)
-
-
 def _decode_rows(passes, h) -> int:
-    """Present rows one gqa_decode block takes: `passes` a lane group of head_size / 8 threads."""
+    """Present rows one gqa_decode block takes (a chunk of gqa_decode_stream's): `passes` a lane group of
+    head_size / 8 threads."""
     return passes * DECODE_THREADS // (h // 8)
 
 
@@ -380,7 +376,7 @@ def group_query_attention(rt, stream, query, key=None, value=None, past_key=None
         name, heads, subs, shared = f"p{passes}", num_heads, 1, 0
         if grouped and known:  # rows streamed through shared memory, a few long splits
             subs = -(-(num_heads // kv_num_heads) // codes.STREAM_HEADS)  # a group's blocks of a split, side by side
-            rows = _stream_rows(h)
+            rows = _decode_rows(codes.STREAM_PASSES, h)  # a chunk's (attention.cu stream_rows)
             splits = max(1, min(-(-present_len // rows), -(-STREAM_BLOCKS // (b * kv_num_heads * subs))))
             name, heads, shared = "stream", kv_num_heads, codes.STREAM_STAGES * 2 * rows * h * np.dtype(dtype).itemsize
         elif grouped:  # a block per KV head and split, its query heads in turn
