@@ -81,6 +81,20 @@ int seamless_cuda_dependent_launch(int ordinal) {
          major >= 9;
 }
 
+/* GPU `ordinal`'s streaming multiprocessors (0 where the driver does not tell): how many blocks a wave holds. */
+int seamless_cuda_multiprocessors(int ordinal) {
+  CUdevice dev;
+  int count = 0;
+  OrtStatus* st = seamless_cuda_use(ordinal);
+  if (st) {
+    ORT(ReleaseStatus)(st);
+    return 0;
+  }
+  return !cu.device_get(&dev, ordinal) && !cu.device_attribute(&count, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev)
+             ? count
+             : 0;
+}
+
 /* Every stream of GPU `ordinal` finished: a compiled node's release waits so before its memory is reused. */
 OrtStatus* seamless_cuda_device_sync(int ordinal) {
   OrtStatus* st = seamless_cuda_use(ordinal);

@@ -12,6 +12,7 @@ OrtStatus* seamless_cuda_allow_shared(void* fn, int bytes);
 OrtStatus* seamless_cuda_launch(void* fn, unsigned gx, unsigned gy, unsigned block, unsigned shared, void* stream,
                                 const char* packed, size_t nbytes, const int32_t* offsets, int count, int dependent);
 int seamless_cuda_dependent_launch(int ordinal);
+int seamless_cuda_multiprocessors(int ordinal);  /* its SMs (0: unknown) */
 OrtStatus* seamless_cuda_copy(uintptr_t dst, uintptr_t src, size_t nbytes, void* stream);
 OrtStatus* seamless_cuda_zero(uintptr_t dst, size_t nbytes, void* stream);
 OrtStatus* seamless_cuda_sync(void* stream);  /* then the stream's report taken (gpu_report_take) */

@@ -507,9 +507,17 @@ extern "C" __global__ void __launch_bounds__(TILE_WARPS * 32) seamless_matmul_nb
   }
 FOR_FLOATS(NBITS)
 
+// x32_r40: the same at most 40 registers (44 unbounded), so 6 blocks fit an SM, not 5: for a grid that then fits one
+// wave, not two (kernels/cuda/quantization.py X32_BLOCKS_AN_SM). H100, harness .dev/mb/gemv.cu, outputs bit-identical:
+// 768 blocks (4096 x 6144, 8192 x 3072) 14.5 -> 10.8 and 14.8 -> 10.9 us; grids of one wave either way gained nothing
+// (14336 x 4096 20.8 -> 21.5, a 1B step +0.9 % with every x32 so bound: docs/benchmarks/gpu.md, session 56).
 #define NBITS4_X32(S, T)                                                                                              \
   extern "C" __global__ void seamless_matmul_nbits4_x32_##S(const T* a, const uint8_t* b, const T* s,                 \
                                                             const uint8_t* zp, const T* bias, T* y, NBits p) { let_next_launch(); \
+    matmul_nbits4_x32<T, 1, false>(a, b, s, zp, nullptr, nullptr, nullptr, bias, y, p, RowNorm{});                 \
+  }                                                                                                                   \
+  extern "C" __global__ void __launch_bounds__(256, 6) seamless_matmul_nbits4_x32_r40_##S(                            \
+      const T* a, const uint8_t* b, const T* s, const uint8_t* zp, const T* bias, T* y, NBits p) { let_next_launch(); \
     matmul_nbits4_x32<T, 1, false>(a, b, s, zp, nullptr, nullptr, nullptr, bias, y, p, RowNorm{});                 \
   }                                                                                                                   \
   extern "C" __global__ void seamless_matmul_nbits4_x32_swiglu_##S(const T* a, const uint8_t* bg, const T* sg,        \

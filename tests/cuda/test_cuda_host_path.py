@@ -59,6 +59,9 @@ class FakeGlue:
     def seamless_cuda_dependent_launch(self, ordinal):
         return 1  # sm_90: the kernels a Hopper GPU gets
 
+    def seamless_cuda_multiprocessors(self, ordinal):
+        return 132  # an H100's or H200's
+
     def seamless_capturing(self):
         return self.capturing
 

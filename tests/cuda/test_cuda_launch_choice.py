@@ -23,6 +23,7 @@ class Recorder:
     (cuBLASLt's GEMM as "gemm") with its keyword arguments (dynamic shared memory)."""
 
     hopper = True  # sm_90: the tensor-core LM head kernel
+    multiprocessors = 132  # an H100's or H200's: a wave of the x32 kernel is 660 blocks
     lib = type("Lib", (), {"seamless_capturing": staticmethod(lambda: 0)})
 
     def __init__(self):
@@ -498,6 +499,26 @@ def test_int4_gemv_warps_a_column(n, k, split):
     the H200 on both widths: docs/benchmarks/gpu.md, session 41)."""
     from onnxruntime_ep_seamless.kernels.cuda.quantization import GEMV_WARPS, column_split
     assert column_split(n, -(-k // 1024), GEMV_WARPS) == split
+
+
+# (k, n, SMs, kernel, blocks): Llama-3.1-8B's q|k|v and Phi-4-mini's down projection (768 blocks: past a wave of 5
+# blocks an SM on 132 SMs, within one of 6) take the 40-register form; the 1B's o and down, the 8B's o and down
+# (512), the 0.5B's down (448) and a 8192-column product (1024: two waves either way) the plain one, as does any
+# grid where the driver told no SM count
+@pytest.mark.parametrize("k,n,sms,kernel,blocks", [
+    (4096, 6144, 132, "x32_r40", 768), (8192, 3072, 132, "x32_r40", 768),
+    (2048, 2048, 132, "x32", 512), (8192, 2048, 132, "x32", 512), (4096, 4096, 132, "x32", 512),
+    (14336, 4096, 132, "x32", 512), (4864, 896, 132, "x32", 448), (2048, 8192, 132, "x32", 1024),
+    (4096, 6144, 0, "x32", 768), (4096, 6144, 108, "x32", 768)])
+def test_an_int4_gemv_one_wave_past_5_blocks_an_sm_takes_40_registers(k, n, sms, kernel, blocks):
+    """quantization.cu's x32_r40 where 6 blocks an SM make the grid one wave (an H100, session 56: 768 blocks
+    14.5 -> 10.8 us; grids of one wave either way no faster)."""
+    from onnxruntime_ep_seamless.kernels.cuda.quantization import matmul_nbits
+    rt = Recorder()
+    rt.multiprocessors = sms
+    q, scales = rt.constant((n, k // 32, 16), np.uint8), rt.constant((n * k // 32,))
+    matmul_nbits(rt, None, rt.alloc((1, 1, k), F16), q, scales, None, None, None, K=k, N=n, block_size=32)
+    assert [(name, rows) for name, rows, _ in rt.launches] == [(f"seamless_matmul_nbits4_{kernel}_f16", blocks)]
 
 
 @pytest.mark.parametrize("rank4", [False, True])

@@ -111,6 +111,7 @@ class CudaRuntime:
         # compute capability 9.0 and up: programmatic dependent launch (SEAMLESS_DEPENDENT_LAUNCH=0: never), TMA
         self.hopper = bool(self.lib.seamless_cuda_dependent_launch(ordinal))
         self.dependent = int(os.environ.get("SEAMLESS_DEPENDENT_LAUNCH", "1") != "0" and self.hopper)
+        self.multiprocessors = int(self.lib.seamless_cuda_multiprocessors(ordinal))  # a wave's SMs (0: unknown)
         self.host_reads = 0  # GPU values read on the host (each waits for the stream): a steady state adds none
         self._counters: dict = {}  # stream -> [its counters, zeroed outside a capture] (see counters)
         self._barriers: set = set()  # streams whose next launch waits for all work before it (begin_run)

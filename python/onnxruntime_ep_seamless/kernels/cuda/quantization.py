@@ -34,6 +34,18 @@ GEMV_WARPS = 4096  # column_split's `enough` for the 4-bit GEMV
 MMA_ROWS_FROM = 4
 
 
+# quantization.cu's one-matrix x32 kernel at its 44 registers: 5 blocks of 256 threads an SM; a grid of more blocks
+# than 5 a wave but at most 6 takes its x32_r40 form (40 registers, 6 blocks an SM: one wave, not two)
+X32_BLOCKS_AN_SM = 5
+
+
+def x32_kernel(rt, blocks):
+    """The one-matrix x32 kernel for a grid of `blocks` (quantization.cu x32_r40: measured on an H100, session 56)."""
+    sms = rt.multiprocessors
+    return "seamless_matmul_nbits4_x32_r40" if X32_BLOCKS_AN_SM * sms < blocks <= (X32_BLOCKS_AN_SM + 1) * sms \
+        else "seamless_matmul_nbits4_x32"
+
+
 def column_split(n, passes, enough):
     """Warps sharing each of n output columns in quantization.cu's 4-bit GEMV: a power of 2 up to 8, each warp left
     at least one of the `passes` a lone warp would make over K, and no more once n * split reaches `enough` warps -
@@ -373,6 +385,8 @@ def _nbits(rt, stream, variant, a, weights, K, N, block_size, bits, norm=None, o
                        -(-m // codes.NBITS_ROWS) * -(-N // columns), stream, *tensors, shape)
         return y
     name = ("seamless_matmul_nbits4_x32" if fast else "seamless_matmul_nbits") + variant + ("_norm" if norm else "")
+    if fast and not variant and not norm:
+        name = x32_kernel(rt, m * -(-N // columns))
     if norm:  # the activations are the norm's (its x is in its argument)
         rt.launch_rows(name + "_" + SUFFIX[a.dtype], m * -(-N // columns), stream, *tensors[1:], shape,
                        norm.argument(rt), shared=K * a.dtype.itemsize)
