@@ -68,31 +68,26 @@ OrtStatus* seamless_cuda_launch(void* fn, unsigned gx, unsigned gy, unsigned blo
   return NULL;
 }
 
-/* Whether GPU `ordinal` takes programmatic dependent launches (compute capability 9.0 and up). */
-int seamless_cuda_dependent_launch(int ordinal) {
+/* Attribute `attribute` of GPU `ordinal`, 0 where the driver does not tell. */
+static int device_attribute(int ordinal, CUdevice_attribute attribute) {
   CUdevice dev;
-  int major = 0;
+  int value = 0;
   OrtStatus* st = seamless_cuda_use(ordinal);
   if (st) {
     ORT(ReleaseStatus)(st);
     return 0;
   }
-  return !cu.device_get(&dev, ordinal) && !cu.device_attribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev) &&
-         major >= 9;
+  return !cu.device_get(&dev, ordinal) && !cu.device_attribute(&value, attribute, dev) ? value : 0;
+}
+
+/* Whether GPU `ordinal` takes programmatic dependent launches (compute capability 9.0 and up). */
+int seamless_cuda_dependent_launch(int ordinal) {
+  return device_attribute(ordinal, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR) >= 9;
 }
 
 /* GPU `ordinal`'s streaming multiprocessors (0 where the driver does not tell): how many blocks a wave holds. */
 int seamless_cuda_multiprocessors(int ordinal) {
-  CUdevice dev;
-  int count = 0;
-  OrtStatus* st = seamless_cuda_use(ordinal);
-  if (st) {
-    ORT(ReleaseStatus)(st);
-    return 0;
-  }
-  return !cu.device_get(&dev, ordinal) && !cu.device_attribute(&count, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev)
-             ? count
-             : 0;
+  return device_attribute(ordinal, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
 }
 
 /* Every stream of GPU `ordinal` finished: a compiled node's release waits so before its memory is reused. */
