@@ -272,6 +272,20 @@ def test_bench_genai_command(tmp_path, capsys):
     assert result["benchmark"] == "genai" and result["ours_ms_per_token"] > 0 and result["stock_ms_per_token"] > 0
 
 
+def test_bench_genai_says_which_peer_could_not_load_the_model(monkeypatch):
+    """`bench genai` where onnxruntime-genai refuses a peer (a CPU build of genai asked for its cuda provider, no
+    GPU for our CUDA EP): one line naming the peer and genai's reason, not a traceback."""
+    og = pytest.importorskip("onnxruntime_genai")
+    from onnxruntime_ep_seamless.tools.bench import genai_benchmark
+
+    def refuse(config):
+        raise RuntimeError("Unknown provider name 'cuda'")
+    monkeypatch.setattr(og, "Model", refuse)
+    folder = str(material.genai_model_dir("qwen2", "int4"))
+    with pytest.raises(SystemExit, match=r"could not load .* on our EP \(SeamlessCPUExecutionProvider\): Unknown"):
+        genai_benchmark(folder, 2, 4, device="cpu")
+
+
 def test_bench_profile_command(capsys):
     """`bench profile MODEL`: every step of the decode program, timed per op."""
     from onnxruntime_ep_seamless.tools.cli import main

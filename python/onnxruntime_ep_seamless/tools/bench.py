@@ -498,21 +498,34 @@ def register_for_genai(og, device: str = "cpu") -> str:
     return name
 
 
-def genai_benchmark(model_dir: str, steps: int, prefill: int, rounds: int = 5, progress: bool = True) -> dict:
-    """Greedy generation driven by onnxruntime-genai's Generator (as its users run a model): our EP registered
-    as a plugin library and appended as the model's provider, against the same model on stock ORT's CPU EP, in
-    this process, alternating whole generations. ms/token: the mean generate_next_token time after the first
-    token; the time to the first token is the prompt's (append_tokens and the first generate_next_token)."""
+GENAI_PEERS = {"cpu": "ORT's CPU EP", "cuda": "ORT's CUDA EP (onnxruntime-genai's cuda provider)"}
+
+
+def genai_benchmark(model_dir: str, steps: int, prefill: int, rounds: int = 5, progress: bool = True,
+                    device: str = "cpu") -> dict:
+    """Greedy generation driven by onnxruntime-genai's Generator (as its users run a model): our EP for `device`
+    registered as a plugin library and appended as the model's provider, against the same model on stock ORT's
+    EP for the device (genai's own "cuda" provider: onnxruntime-genai-cuda's build), in this process, alternating
+    whole generations. On CUDA genai keeps our EP's KV cache in host memory (it knows only its own providers'
+    devices). ms/token: the mean generate_next_token time after the first token; the time to the first token is
+    the prompt's (append_tokens and the first generate_next_token)."""
     import numpy as np
     import onnxruntime_genai as og
-    name = register_for_genai(og)
+    name = register_for_genai(og, device)
     models = {}
     for peer in ("ours", "stock"):
         config = og.Config(model_dir)
         config.clear_providers()
         if peer == "ours":
             config.append_provider(name)
-        models[peer] = og.Model(config)
+        elif device == "cuda":
+            config.append_provider("cuda")
+        try:
+            models[peer] = og.Model(config)
+        except Exception as exc:  # genai's RuntimeError: a CPU build asked for cuda, no GPU, a model built for another EP
+            who = f"our EP ({name})" if peer == "ours" else GENAI_PEERS[device]
+            hint = " (onnxruntime-genai-cuda is genai's CUDA build)" if device == "cuda" and peer == "stock" else ""
+            raise SystemExit(f"bench genai: onnxruntime-genai could not load {model_dir} on {who}{hint}: {exc}")
     prompt = np.random.default_rng(0).integers(0, 1000, prefill).astype(np.int32)
 
     def generate(model):
@@ -547,8 +560,8 @@ def genai_benchmark(model_dir: str, steps: int, prefill: int, rounds: int = 5, p
         bar.close()
     ms = {k: statistics.median(v) for k, v in per_round.items()}
     same = next((i for i, (a, b) in enumerate(zip(tokens["ours"], tokens["stock"])) if a != b), len(tokens["ours"]))
-    return {"model": model_dir, "steps": steps, "prefill_tokens": prefill, "rounds": rounds,
-            "ours_ms_per_token": ms["ours"], "stock_ms_per_token": ms["stock"], "ratio": ms["ours"] / ms["stock"],
+    return {"model": model_dir, "device": device, "stock": GENAI_PEERS[device], "steps": steps,
+            "prefill_tokens": prefill, "rounds": rounds, "ours_ms_per_token": ms["ours"], "stock_ms_per_token": ms["stock"], "ratio": ms["ours"] / ms["stock"],
             "ours_first_token_ms": statistics.median(first_ms["ours"]),
             "stock_first_token_ms": statistics.median(first_ms["stock"]),
             "ours_ms_per_token_rounds": per_round["ours"], "stock_ms_per_token_rounds": per_round["stock"],
@@ -558,7 +571,7 @@ def genai_benchmark(model_dir: str, steps: int, prefill: int, rounds: int = 5, p
 
 def print_genai_result(r: dict, json_path: str | None) -> None:
     print(f"onnxruntime-genai {r['onnxruntime_genai']} Generator, {r['model']}: {r['prefill_tokens']}-token prompt, "
-          f"then {r['steps']} greedy tokens, {r['rounds']} rounds")
+          f"then {r['steps']} greedy tokens, {r['rounds']} rounds; stock: {r['stock']}")
     for k, label in (("ours", "ours     "), ("stock", "stock ORT")):
         print(f"  {label} {r[f'{k}_ms_per_token']:8.3f} ms/token, first token {r[f'{k}_first_token_ms']:.1f} ms")
     print(f"  ratio ours/stock {r['ratio']:.2f}x   (first {r['greedy_tokens_identical']} greedy tokens identical)")

@@ -474,8 +474,9 @@ def _add_decode_options(sub) -> None:
                         "with --ep both only the configurations of the loops given (repeat --mode; default: every loop)")
     p.epilog = ("bench decode MODEL_DIR [--steps N] [--threads N] [--json F]: greedy LLM decoding, ms/token of "
                 "our EP and stock ORT's CPU EP in this process, alternating whole generations. "
-                "bench genai MODEL_DIR [--steps N] [--prefill N] [--json F]: the same driven by onnxruntime-genai's "
-                "Generator (our EP registered as its plugin library), with the time to the first token. "
+                "bench genai MODEL_DIR [--steps N] [--prefill N] [--device cuda] [--json F]: the same driven by "
+                "onnxruntime-genai's Generator (our EP registered as its plugin library), with the time to the first "
+                "token; --device cuda: our CUDA EP against genai's own cuda provider (onnxruntime-genai-cuda). "
                 "bench decode-gpu MODEL_DIR [--ep both] [--peer-pythonpath DIR] [--json F] [--chart PNG]: the same on "
                 "an NVIDIA GPU, our CUDA EP (capture=auto, eager, enable_cuda_graph=1, capture=auto with the KV cache on "
                 "the GPU) against ORT's CUDA EP from onnxruntime-gpu (eager, enable_cuda_graph=1, eager with the KV cache "
@@ -489,14 +490,16 @@ def _add_decode_options(sub) -> None:
 def cmd_bench_genai(args) -> int:
     from .bench import genai_benchmark, print_genai_result
     if not args.model_dir:
-        print("usage: python -m onnxruntime_ep_seamless bench genai MODEL_DIR [--steps N]", file=sys.stderr)
+        print("usage: python -m onnxruntime_ep_seamless bench genai MODEL_DIR [--steps N] [--device cuda]",
+              file=sys.stderr)
         return 2
     try:
         import onnxruntime_genai  # noqa: F401
     except ImportError:
         print("bench genai needs onnxruntime-genai: pip install onnxruntime-genai", file=sys.stderr)
         return 2
-    print_genai_result(genai_benchmark(args.model_dir, args.steps, args.prefill, args.decode_rounds), args.json)
+    print_genai_result(genai_benchmark(args.model_dir, args.steps, args.prefill, args.decode_rounds,
+                                       device=args.device), args.json)
     return 0
 
 
