@@ -561,7 +561,8 @@ def genai_benchmark(model_dir: str, steps: int, prefill: int, rounds: int = 5, p
     ms = {k: statistics.median(v) for k, v in per_round.items()}
     same = next((i for i, (a, b) in enumerate(zip(tokens["ours"], tokens["stock"])) if a != b), len(tokens["ours"]))
     return {"model": model_dir, "device": device, "stock": GENAI_PEERS[device], "steps": steps,
-            "prefill_tokens": prefill, "rounds": rounds, "ours_ms_per_token": ms["ours"], "stock_ms_per_token": ms["stock"], "ratio": ms["ours"] / ms["stock"],
+            "prefill_tokens": prefill, "rounds": rounds, "ours_ms_per_token": ms["ours"],
+            "stock_ms_per_token": ms["stock"], "ratio": ms["ours"] / ms["stock"],
             "ours_first_token_ms": statistics.median(first_ms["ours"]),
             "stock_first_token_ms": statistics.median(first_ms["stock"]),
             "ours_ms_per_token_rounds": per_round["ours"], "stock_ms_per_token_rounds": per_round["stock"],

@@ -387,9 +387,10 @@ def _nbits(rt, stream, variant, a, weights, K, N, block_size, bits, norm=None, o
         rt.launch_rows(f"seamless_matmul_nbits4_rows{variant}_{SUFFIX[a.dtype]}",
                        -(-m // codes.NBITS_ROWS) * -(-N // columns), stream, *tensors, shape)
         return y
-    name = ("seamless_matmul_nbits4_x32" if fast else "seamless_matmul_nbits") + variant + ("_norm" if norm else "")
     if fast and not variant and not norm:
         name = x32_kernel(rt, m * -(-N // columns))
+    else:
+        name = ("seamless_matmul_nbits4_x32" if fast else "seamless_matmul_nbits") + variant + ("_norm" if norm else "")
     if norm:  # the activations are the norm's (its x is in its argument)
         rt.launch_rows(name + "_" + SUFFIX[a.dtype], m * -(-N // columns), stream, *tensors[1:], shape,
                        norm.argument(rt), shared=K * a.dtype.itemsize)
