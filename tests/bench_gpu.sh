@@ -5,8 +5,8 @@
 #   PEER      a folder with onnxruntime-gpu installed (`pip install --target PEER onnxruntime_gpu-*.whl`): ORT's
 #             CUDA EP, run in its own processes with PEER first on PYTHONPATH
 #   BUILD     int4-cuda or fp16-cuda: the decoder of shape $SHAPE (tests/material.py REAL_SHAPES; default
-#             qwen2.5-0.5b; also llama-3.2-1b, qwen3-1.7b, phi-4-mini, llama-3.1-8b), random weights, built there by tests/material.py into
-#             $SEAMLESS_CACHE (default /tmp/seamless-bench), once
+#             qwen2.5-0.5b; also llama-3.2-1b, qwen3-1.7b, phi-4-mini, llama-3.1-8b), random weights, built there
+#             by tests/material.py into $SEAMLESS_CACHE (default /tmp/seamless-bench), once
 # Usage there: [SHAPE=NAME] bash tests/bench_gpu.sh WHEELS PEER BUILD [bench decode-gpu arguments, e.g. --mode graph]
 # With --torch-checkpoint the float32 checkpoint the model is built from is kept too, for PyTorch eager: pass
 # --torch-checkpoint /tmp/seamless-bench/material/qwen2.5-0.5b-shaped/checkpoint (under SEAMLESS_CACHE when set).
