@@ -367,6 +367,40 @@ REAL_SHAPES = {
                                    rope_scaling=dict(rope_type="llama3", factor=8.0, low_freq_factor=1.0,
                                                      high_freq_factor=4.0, original_max_position_embeddings=8192))),
 }
+# Issue 41's hybrid and MoE shapes at real widths. "-4l": the model's first 4 layers only (Qwen3.5: 3 linear-attention
+# layers and a full one, the period of its 40; gpt-oss: local, global, local, global of its 24): their float32
+# checkpoints would not fit the GPU machine's 64 GB disk at full depth (35B-A3B: 140 GB); the benchmark's per-layer
+# time gives the full depth. Qwen3.5-2B: its published hidden width, the other counts as the family's 0.8B and 4B.
+_QWEN35_ROPE = dict(rope_type="default", rope_theta=1e7, partial_rotary_factor=0.25, mrope_section=[11, 11, 10],
+                    mrope_interleaved=True)
+_QWEN35_LINEAR = dict(head_dim=256, linear_num_key_heads=16, linear_key_head_dim=128, linear_value_head_dim=128,
+                      linear_conv_kernel_dim=4, vocab_size=248320, max_position_embeddings=262144, rms_norm_eps=1e-6,
+                      rope_parameters=_QWEN35_ROPE, eos_token_id=0, pad_token_id=0, bos_token_id=0)
+REAL_SHAPES.update({
+    "qwen3.5-35b-a3b-4l": ("qwen3_5_moe", dict(
+        _QWEN35_LINEAR, hidden_size=2048, num_hidden_layers=4, num_attention_heads=16, num_key_value_heads=2,
+        linear_num_value_heads=32, num_experts=256, num_experts_per_tok=8, moe_intermediate_size=512,
+        shared_expert_intermediate_size=512, tie_word_embeddings=False,
+        layer_types=["linear_attention"] * 3 + ["full_attention"])),
+    "qwen3.5-2b": ("qwen3_5", dict(
+        _QWEN35_LINEAR, hidden_size=2048, intermediate_size=6144, num_hidden_layers=24, num_attention_heads=8,
+        num_key_value_heads=2, linear_num_value_heads=16, tie_word_embeddings=True,
+        layer_types=(["linear_attention"] * 3 + ["full_attention"]) * 6)),
+    "gpt-oss-20b-4l": ("gptoss", dict(
+        vocab_size=201088, hidden_size=2880, intermediate_size=2880, num_hidden_layers=4, num_attention_heads=64,
+        num_key_value_heads=8, head_dim=64, num_local_experts=32, num_experts_per_tok=4, sliding_window=128,
+        layer_types=["sliding_attention", "full_attention"] * 2, attention_bias=True, tie_word_embeddings=False,
+        max_position_embeddings=131072, rms_norm_eps=1e-5, swiglu_limit=7.0, eos_token_id=0, pad_token_id=0,
+        bos_token_id=0, rope_parameters=dict(rope_type="yarn", factor=32.0, beta_fast=32.0, beta_slow=1.0,
+                                             truncate=False, original_max_position_embeddings=4096,
+                                             rope_theta=150000.0))),
+    # LFM2-1.2B: 10 short-convolution layers and 6 attention layers
+    "lfm2-1.2b": ("lfm2", dict(
+        vocab_size=65536, hidden_size=2048, intermediate_size=8192, block_auto_adjust_ff_dim=False,
+        num_hidden_layers=16, num_attention_heads=32, num_key_value_heads=8, conv_L_cache=3, norm_eps=1e-5,
+        max_position_embeddings=128000, tie_word_embeddings=True, eos_token_id=2, pad_token_id=0, bos_token_id=1,
+        layer_types=["full_attention" if i in (2, 5, 8, 10, 12, 14) else "conv" for i in range(16)])),
+})
 
 
 def genai_model_dir(arch: str, precision: str, ep: str = "cpu") -> Path:

@@ -84,6 +84,29 @@ def test_growing_loops_on_the_cpu_and_the_device_loops_guard():
         _growing_rounds(sess, str(path.parent), False, True, False, 1, 3, 4, 1)
 
 
+@pytest.mark.parametrize("family", ["qwen3_5_moe", "gptoss", "lfm2"])
+def test_growing_loop_carries_states_and_window_caches_as_genai_does(family):
+    """A hybrid decoder's conv and recurrent states (past.* fed from present.*), Qwen3.5's 3-D position_ids and
+    gpt-oss's window-sized caches: the growing loop on stock ORT's CPU EP gives the tokens of the parity tests' loop
+    (tests/parity.py greedy_with_states, whose tokens the family tests hold equal to ours); the graph loop and the C
+    loop refuse such a decoder."""
+    import onnxruntime as ort
+    from parity import greedy_with_states
+
+    from onnxruntime_ep_seamless.tools.bench_gpu import _graph_rounds, _growing_rounds, host_decode
+    folder = material.genai_model_dir(family, "fp32")
+    if not (folder / "model.onnx").exists():
+        pytest.skip(f"{folder} not prepared (python tests/material.py)")
+    sess = ort.InferenceSession(str(folder / "model.onnx"), providers=["CPUExecutionProvider"])
+    r = _growing_rounds(sess, str(folder), False, False, False, 1, 8, 20, 1)
+    window = 16 if family == "gptoss" else 0
+    assert r["tokens"] == greedy_with_states(sess, steps=9, prompt=20, window=window)[0]
+    with pytest.raises(SystemExit, match="use --mode growing-device"):
+        _graph_rounds(sess, str(folder), "ort-cuda", False, False, 1, 2, 4, 1)
+    with pytest.raises(SystemExit, match="use --mode growing-device"):
+        host_decode(str(folder), "", {}, {}, [np.zeros((1, 4), np.int64)], 2, kv_on_device=False, variant="cpu")
+
+
 def test_growing_loop_decodes_a_batch_as_its_sequences_alone(monkeypatch):
     """--batch 3: three prompts decoded at once give each sequence the tokens it gets decoded alone (stock ORT's
     CPU EP, float32; the device-token path reads next_token's rows the same way)."""

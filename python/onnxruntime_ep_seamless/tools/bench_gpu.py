@@ -6,7 +6,9 @@ Both peers run the same loop, a prompt then greedy decode steps, in one of four 
   `capture` option (auto: level A, graphs captured inside its partitions; off: eager);
 - growing-device: the same, but through IO binding: ORT allocates every output on the GPU
   (`bind_output(name, "cuda")`) and the present OrtValues are bound as the next step's past; ids
-  and mask from the host;
+  and mask from the host. The growing loops also carry a hybrid decoder's states (LFM2's and Qwen3.5's
+  conv and recurrent states, `past.*`) and local layers' window-sized caches (gpt-oss, Gemma), as
+  onnxruntime-genai does; the graph and C loops refuse them;
 - growing-c: the growing-device loop driven from C (tools/host_decode.c, through the ORT C API of
   this process's onnxruntime), so its bindings cost what a C or C++ application pays; the token comes
   from next_token (--token device only);
@@ -120,6 +122,45 @@ def _kv_layout(sess, model_dir: str):
     past = [i for i in sess.get_inputs() if i.name.startswith("past_key_values.")]
     dtype = np.float16 if "float16" in past[0].type else np.float32
     return past, dtype, *kv_geometry(model_dir, past[0].shape)
+
+
+def _carried(sess, model_dir: str, batch: int):
+    """What a builder decoder carries from step to step, empty: each past input's start (the KV caches with no
+    rows; a local layer's window-sized cache, `past_sliding_length`, genai_config's window of zero rows, as
+    onnxruntime-genai allocates it; the hybrid layers' conv and recurrent states, `past.*`, zeros of their static
+    shape) and the present output each is fed from next step (present.N.key -> past_key_values.N.key, present.N.conv
+    -> past.N.conv)."""
+    _, dtype, heads, head_size = _kv_layout(sess, model_dir)
+    with open(os.path.join(model_dir, "genai_config.json")) as f:
+        window = json.load(f)["model"]["decoder"].get("sliding_window", {}).get("window_size", 0)
+    start, source = {}, {}
+    for i in sess.get_inputs():
+        if i.name.startswith("past_key_values."):
+            rows = window if i.shape[2] == "past_sliding_length" else 0
+            start[i.name] = np.zeros((batch, heads, rows, head_size), dtype)
+            source[i.name] = i.name.replace("past_key_values.", "present.")
+        elif i.name.startswith("past."):
+            start[i.name] = np.zeros((batch, *i.shape[1:]), np.float16 if "float16" in i.type else np.float32)
+            source[i.name] = i.name.replace("past.", "present.")
+    return start, source
+
+
+def _only_kv_caches(inputs, mode: str) -> None:
+    """The graph and C loops carry full-length KV caches only: a decoder with a window-sized cache, states or
+    position_ids (gpt-oss, Gemma 2/3, LFM2, Qwen3.5) is refused with the loop that runs it."""
+    other = [n for n, dims in inputs if n.startswith("past.") or n == "position_ids"
+             or (n.startswith("past_key_values.") and dims[2] == "past_sliding_length")]
+    if other:
+        raise SystemExit(f"--mode {mode} runs decoders whose only carried inputs are full-length KV caches; this one "
+                         f"also takes {other[:3]}: use --mode growing-device (or growing)")
+
+
+def _positions(sess, total: int, n: int, batch: int) -> dict:
+    """Qwen3.5's position_ids ([3, batch, n]: the T, H and W streams, one position each for text tokens), if the
+    decoder takes them (the other builder decoders count positions from the attention mask)."""
+    if "position_ids" not in {i.name for i in sess.get_inputs()}:
+        return {}
+    return {"position_ids": np.ascontiguousarray(np.broadcast_to(np.arange(total - n, total), (3, batch, n)))}
 
 
 NEW_LENGTH_LOOPS = ("growing", "growing-device", "graph")  # the loops that take --new-prompt-lengths
@@ -259,23 +300,23 @@ def kernel_shapes(events: list, steps: int, top: int = 25) -> list:
 
 
 def _growing_rounds(sess, model_dir, device_token, on_device, new_lengths, batch, steps, prompt, rounds):
-    past, dtype, heads, head_size = _kv_layout(sess, model_dir)
+    start, source = _carried(sess, model_dir, batch)
     # the first fetched output gives the token: the logits (host argmax) or next_token (not the logits then)
-    outs = [o.name for o in sess.get_outputs() if o.name.startswith("present")]
-    outs = ["next_token" if device_token else "logits"] + outs
+    outs = ["next_token" if device_token else "logits"] + list(source.values())
     run_times = []
     run, host = (functools.partial(_run_on_device, sess, outs, run_times), lambda out: out.numpy()) if on_device \
         else (functools.partial(_timed, run_times, sess.run, outs), lambda out: out)
     prompts = bench_prompts(prompt, new_lengths, batch)
     r = {"step": [], "run": [], "prompt": [], "prompt_lengths": []}  # seconds: a round's median step, run call; its
     for _ in range(rounds):  # prompt's step
-        kv = {i.name: np.zeros((batch, heads, 0, head_size), dtype) for i in past}
+        kv = dict(start)
         ids = next(prompts)
         total, times, tokens = ids.shape[1], [], []
         r["prompt_lengths"].append(total)
         run_times.clear()
         for step in range(steps + 1):
-            feeds = {"input_ids": ids, "attention_mask": np.ones((batch, total), np.int64), **kv}
+            feeds = {"input_ids": ids, "attention_mask": np.ones((batch, total), np.int64), **kv,
+                     **_positions(sess, total, ids.shape[1], batch)}
             t0 = time.perf_counter()
             res = run(feeds)
             tokens.append(last_tokens(host(res[0]), device_token))
@@ -283,7 +324,7 @@ def _growing_rounds(sess, model_dir, device_token, on_device, new_lengths, batch
             if not step and on_device and res[1].device_name().lower() == "cpu":
                 raise RuntimeError(f"{outs[1]} came back in host memory: the growing-device loop would time host "
                                    "copies of the KV cache")
-            kv = {n.replace("present", "past_key_values"): v for n, v in zip(outs[1:], res[1:])}
+            kv = dict(zip(source, res[1:]))
             ids = np.array(tokens[-1], np.int64).reshape(batch, 1)
             total += 1
         r["step"].append(statistics.median(times))
@@ -322,7 +363,10 @@ def host_decode(model_dir: str, ep_name: str, options: dict, configs: dict, prom
     ffi, lib = NATIVES[variant].ffi, NATIVES[variant].lib
     model = with_device_argmax(os.path.join(model_dir, "model.onnx"))
     configs = {**configs, "session.model_external_initializers_file_folder_path": model_dir}  # its weights
-    past = [i for i in onnx.load_from_string(model).graph.input if i.name.startswith("past_key_values.")]
+    inputs = onnx.load_from_string(model).graph.input
+    _only_kv_caches([(i.name, [d.dim_param or d.dim_value for d in i.type.tensor_type.shape.dim]) for i in inputs],
+                    "growing-c")
+    past = [i for i in inputs if i.name.startswith("past_key_values.")]
     heads, head_size = kv_geometry(model_dir, [d.dim_param or d.dim_value for d in past[0].type.tensor_type.shape.dim])
     keep = []  # every cdata the loop reads, alive until it returns
 
@@ -386,6 +430,7 @@ def _run_on_device(sess, outs, run_times, feeds):
 
 def _graph_rounds(sess, model_dir, ep, device_token, new_lengths, batch, steps, prompt, rounds):
     import onnxruntime as ort
+    _only_kv_caches([(i.name, i.shape) for i in sess.get_inputs()], "graph")
     past, dtype, heads, head_size = _kv_layout(sess, model_dir)
     max_len = prompt + steps + 1
     if ep == "seamless":
