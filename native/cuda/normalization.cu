@@ -185,6 +185,22 @@ __device__ void head_rmsnorm(const T* x, const T* w, T* y, int64_t rows, int64_t
   }
 }
 
+// LpNormalization: each vector of n values (`inner` apart: the axis' stride) over its L1 or L2 norm, float32 inside,
+// a zero vector left zero; a warp a vector (Qwen3.5's q and k: 128 values a head).
+template <typename T>
+__device__ void lp_norm(const T* x, T* y, int64_t vectors, int64_t n, int64_t inner, int p) {
+  const int lane = threadIdx.x & 31;
+  const int64_t warps = (int64_t)gridDim.x * (blockDim.x / 32);
+  for (int64_t v = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) / 32; v < vectors; v += warps) {
+    const int64_t at = v / inner * n * inner + v % inner;
+    float sum = 0.0f;
+    for (int64_t c = lane; c < n; c += 32) { float e = ld(x + at + c * inner); sum += p == 1 ? fabsf(e) : e * e; }
+    for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffff, sum, off);
+    const float norm = p == 1 ? sum : sqrtf(sum);
+    for (int64_t c = lane; c < n; c += 32) st(y + at + c * inner, norm == 0.0f ? 0.0f : ld(x + at + c * inner) / norm);
+  }
+}
+
 // LinearAttentionGate (com.microsoft): per element of a [rows, heads], decay = decay_scale * softplus(a + dt_bias)
 // (float32 per-head vectors) and, with b, beta = sigmoid(b).
 template <typename T>
@@ -207,6 +223,10 @@ __device__ void linear_attention_gate(int64_t n, int64_t heads, const T* a, cons
                                                        int64_t pitch, int64_t h, float eps) {                     \
     dependent_launch();                                                                                            \
     head_rmsnorm(x, w, y, rows, heads, pitch, h, eps);                                                             \
+  }                                                                                                                \
+  extern "C" __global__ void seamless_lp_norm_##S(const T* x, T* y, int64_t vectors, int64_t n, int64_t inner,      \
+                                                  int p) { dependent_launch();                                   \
+    lp_norm(x, y, vectors, n, inner, p);                                                                           \
   }                                                                                                                \
   extern "C" __global__ void seamless_linear_attention_gate_##S(int64_t n, int64_t heads, const T* a,             \
                                                                 const float* dt_bias, const float* decay_scale,  \

@@ -576,3 +576,17 @@ def test_the_replay_key_takes_growing_lengths_at_their_capacity(left):
         assert same[0] == 128 and same[1].tobytes() == key((120, 120))[1].tobytes()
     finally:
         REAL.seamless_replayer_free(replayer)
+
+
+def test_a_transpose_that_moves_only_axes_of_one_keeps_the_memory():
+    """A decode step's [1, 1, n] -> [1, n, 1] (Qwen3.5's convolution around CausalConvWithState) is a view: the
+    same address, the new shape, no launch (tests/cuda/test_cuda_quantization.py checks the values on a GPU)."""
+    from onnxruntime_ep_seamless.kernels.cuda.shape import transpose
+    from onnxruntime_ep_seamless.runtime.cuda import DeviceTensor
+    x = DeviceTensor(1 << 20, (1, 1, 6), np.dtype(np.float16))
+    for perm, shape in (([0, 2, 1], (1, 6, 1)), ([2, 1, 0], (6, 1, 1)), (None, (6, 1, 1))):
+        (y,) = transpose(None, None, x, perm=perm)  # no runtime: nothing launched or allocated
+        assert (y.ptr, y.shape, y.dtype) == (x.ptr, shape, x.dtype)
+    host = DeviceTensor.on_host(np.arange(6, dtype=np.int64).reshape(2, 1, 3))
+    (y,) = transpose(None, None, host, perm=[1, 0, 2])
+    assert y.shape == (1, 2, 3) and y.host.tolist() == [[[0, 1, 2], [3, 4, 5]]]

@@ -89,6 +89,27 @@ def test_lp_normalization_and_global_lp_pool(p):
     check("GlobalLpPool", [x], {"p": p}, opset=13, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("dtype", [F32, F16])
+@pytest.mark.parametrize("p", [1, 2])
+def test_lp_normalization_of_heads(p, dtype):
+    """Qwen3.5's q and k L2 norm: [batch, tokens, heads, 128] over the last axis (normalization.cu lp_norm: a warp a
+    vector), rows longer than a warp's 32 lanes and a zero vector among them."""
+    x = rng.standard_normal((2, 3, 5, 160)).astype(dtype)
+    x[1, 2, 3] = 0
+    check("LpNormalization", [x], {"p": p, "axis": -1}, opset=13,  # stock's CPU EP: float32 only
+          **({"rtol": 1e-5, "atol": 1e-6} if dtype == F32 else dict(F16_TOL, ref_in_float32=True)))
+
+
+@pytest.mark.parametrize("shape, perm", [((1, 1, 6), (0, 2, 1)), ((2, 1, 3, 1), (0, 3, 2, 1)), ((1, 4, 1), None),
+                                         ((2, 3, 4), (1, 0, 2))])
+def test_transpose_moving_only_axes_of_one_is_a_view_and_others_copy(shape, perm):
+    """A Transpose that moves only axes of length 1 (a decode step's [1, 1, n] -> [1, n, 1]) leaves the bytes where
+    they are (the same memory, a new shape: tests/cuda/test_cuda_host_path.py); others copy: both give stock's
+    values."""
+    x = rng.standard_normal(shape).astype(F32)
+    check("Transpose", [x], {} if perm is None else {"perm": list(perm)}, opset=13, exact=True)
+
+
 @pytest.mark.parametrize("k", [0, 1, -2])
 def test_eye_like(k):
     check("EyeLike", [rng.standard_normal((3, 5)).astype(F32)], {"k": k}, opset=9, exact=True)

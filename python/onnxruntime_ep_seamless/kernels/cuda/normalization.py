@@ -1,9 +1,8 @@
-"""Normalization ops on CUDA: BatchNormalization, InstanceNormalization, LRN,
-LayerNormalization, the skip/RMS normalizations and com.microsoft GatedRMSNorm / LinearAttentionGate
-(native/cuda/normalization.cu), GroupNormalization,
-MeanVarianceNormalization and LpNormalization (composed of our kernels, float32 inside: float16/bfloat16
-round once at the end, as the CPU kernels do, kernels/cpu/normalization.py); plan/fusion.py's NormedProduct, an
-RMS normalisation applied by the product reading it."""
+"""Normalization ops on CUDA: BatchNormalization, InstanceNormalization, LRN, LayerNormalization, the skip/RMS
+normalizations, LpNormalization and com.microsoft GatedRMSNorm / LinearAttentionGate (native/cuda/normalization.cu),
+GroupNormalization and MeanVarianceNormalization (composed of our kernels, float32 inside: float16/bfloat16 round once
+at the end, as the CPU kernels do, kernels/cpu/normalization.py); plan/fusion.py's NormedProduct, an RMS normalisation
+applied by the product reading it."""
 import math
 
 import numpy as np
@@ -17,11 +16,10 @@ from ..cpu import attention as cpu_attention
 from ..cpu import normalization as cpu_norm
 from ..registry import FUSED_DOMAIN, NORMED_PRODUCTS, kernel, lookup
 from .attention import MAX_SHARED
-from .elementwise import (ADD, DIV, EQUAL, GPU_FLOATS, MUL, SQRT, SUB, SUFFIX, Scratch, binary, cast_to, compare,
-                          device_scalar, unary, where)
+from .elementwise import ADD, DIV, GPU_FLOATS, MUL, SQRT, SUB, SUFFIX, Scratch, binary, cast_to, device_scalar, unary
 from .matmul import linear, matmul_swiglu
 from .quantization import matmul_nbits, matmul_nbits_swiglu
-from .reduction import L1, L2, MEAN, reduce
+from .reduction import MEAN, reduce
 
 _F32 = np.float32
 F32 = np.dtype(_F32)
@@ -168,12 +166,13 @@ def mean_variance_normalization(rt, stream, x, *, axes=(0, 2, 3)):
 @kernel("LpNormalization", since=1, types=GPU_FLOATS, device="cuda",
         check=lambda n, g: None if n.attrs.get("p", 2) in (1, 2) else f"p={n.attrs.get('p')} (1 or 2)")
 def lp_normalization(rt, stream, x, *, axis=-1, p=2):
-    s = Scratch(rt, x)
-    xf = s(cast_to(rt, stream, x, F32))
-    norm = s(reduce(rt, stream, L1 if p == 1 else L2, xf, [checks.axis(axis, len(x.shape))], 1))
-    zero = s(device_scalar(rt, stream, 0.0, F32))
-    y = s(where(rt, stream, s(compare(rt, stream, EQUAL, norm, zero)), zero, s(binary(rt, stream, DIV, xf, norm)))[0])
-    return s.done(cast_to(rt, stream, y, x.dtype))  # a zero vector stays zero
+    axis = checks.axis(axis, len(x.shape))
+    n, inner = x.shape[axis], math.prod(x.shape[axis + 1:])
+    y = rt.alloc(x.shape, x.dtype)
+    if x.size:  # normalization.cu lp_norm: a warp a vector, one launch
+        rt.launch(f"seamless_lp_norm_{SUFFIX[x.dtype]}", x.size // n * 32, stream, ("ptr", x.ptr), ("ptr", y.ptr),
+                  ("int64", x.size // n), ("int64", n), ("int64", inner), ("int", p))
+    return y
 
 
 # --- the skip and RMS normalisations ------------------------------------------------------

@@ -102,7 +102,12 @@ def permuted(rt, stream, x, perm):
 def transpose(rt, stream, x, *, perm=None):
     if perm is not None and len(perm) != len(x.shape):  # a permutation (validate) of x's axes
         raise InvalidArgument(f"perm size: {len(perm)} does not match input rank: {len(x.shape)}")
-    return (permuted(rt, stream, x, list(perm) if perm is not None else list(range(len(x.shape)))[::-1]),)
+    perm = list(perm) if perm is not None else list(range(len(x.shape)))[::-1]
+    moved = [p for p in perm if x.shape[p] != 1]
+    if moved == sorted(moved):  # only axes of length 1 move (a decode step's [1, 1, n] -> [1, n, 1]): the same bytes
+        shape = tuple(x.shape[p] for p in perm)
+        return (DeviceTensor(x.ptr, shape, x.dtype, None if x.host is None else x.host.reshape(shape)),)
+    return (permuted(rt, stream, x, perm),)
 
 
 @kernel("Concat", since=4, device="cuda")
