@@ -65,7 +65,7 @@ static void* allocator_alloc(OrtAllocator* self, size_t size) {
   pthread_mutex_lock(&a->lock);
   Block **link = &a->free_blocks, *b = NULL;
   for (; *link; link = &(*link)->next)
-    if ((*link)->size >= size && (*link)->size <= 2 * size) { b = *link; *link = b->next; break; }
+    if ((*link)->size >= size && (*link)->size <= BLOCK_REUSE * size) { b = *link; *link = b->next; break; }
   pthread_mutex_unlock(&a->lock);
   if (!b) {
     b = calloc(1, sizeof *b);

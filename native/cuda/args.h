@@ -5,6 +5,9 @@
  * integer #defines. Device addresses are uint64_t: Python and the host C write them as integers. */
 
 #define SEAMLESS_MAX_DIMS 8  /* dims of the broadcast, copy, indexing, reduction, Pad and Resize structs */
+/* A cached GPU block serves a request of at least 1 / BLOCK_REUSE of its size (ep_plugin/cuda_ort.c's cache, the
+ * capture pool of runtime/cuda.py): a small value does not take a large block a later large one needs */
+#define BLOCK_REUSE 2
 
 /* Launch geometry the host side must match (cffi: literal values only) */
 #define SMALL_ROWS 4          /* products of at most this many rows take the GEMVs (matmul.cu, quantization.cu) */

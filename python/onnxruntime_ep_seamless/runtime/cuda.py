@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..graph.ir import ONNX_TO_NUMPY, PACKED_BITS, c_order, load_exotic_types, pack, unpack
-from .cuda_args import MAX_DIMS, struct_arg
+from .cuda_args import MAX_DIMS, lib as codes, struct_arg
 
 # seamless_cublas_gemm's operand types (ONNX element type codes) by numpy dtype; any other: float32 (1)
 load_exotic_types()  # bfloat16's dtype, where ml_dtypes is installed
@@ -25,10 +25,10 @@ FATBIN = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))
 
 
 class _CapturePool:
-    """Blocks a capture's run freed, by size: take gives the smallest that holds n bytes and is at most twice
-    that (as the C cache does: a 1B prompt's 16 MB values took its layers' 67 MB dequantised weights' blocks, so
-    each layer's weights took new memory: 2.5 GB a 1024-token segment). `blocks`: every block that went through the
-    pool, with its size."""
+    """Blocks a capture's run freed, by size: take gives the smallest that holds n bytes and is at most BLOCK_REUSE
+    times that (native/cuda/args.h, the C cache's rule: a 1B prompt's 16 MB values took its layers' 67 MB dequantised
+    weights' blocks, so each layer's weights took new memory: 2.5 GB a 1024-token segment). `blocks`: every block
+    that went through the pool, with its size."""
 
     def __init__(self):
         self.blocks: dict[int, int] = {}
@@ -40,7 +40,7 @@ class _CapturePool:
 
     def take(self, nbytes: int) -> int:
         i = bisect.bisect_left(self.spare, (nbytes, 0))
-        return self.spare.pop(i)[1] if i < len(self.spare) and self.spare[i][0] <= 2 * nbytes else 0
+        return self.spare.pop(i)[1] if i < len(self.spare) and self.spare[i][0] <= codes.BLOCK_REUSE * nbytes else 0
 
 
 @dataclass
