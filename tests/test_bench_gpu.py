@@ -93,7 +93,7 @@ def test_growing_loop_carries_states_and_window_caches_as_genai_does(family):
     import onnxruntime as ort
     from parity import greedy_with_states
 
-    from onnxruntime_ep_seamless.tools.bench_gpu import _graph_rounds, _growing_rounds, host_decode
+    from onnxruntime_ep_seamless.tools.bench_gpu import _carried, _graph_rounds, _growing_rounds, host_decode
     folder = material.genai_model_dir(family, "fp32")
     if not (folder / "model.onnx").exists():
         pytest.skip(f"{folder} not prepared (python tests/material.py)")
@@ -101,6 +101,17 @@ def test_growing_loop_carries_states_and_window_caches_as_genai_does(family):
     r = _growing_rounds(sess, str(folder), False, False, False, 1, 8, 20, 1)
     window = 16 if family == "gptoss" else 0
     assert r["tokens"] == greedy_with_states(sess, steps=9, prompt=20, window=window)[0]
+    start, source = _carried(sess, str(folder), 2)  # what the loop starts from, and which output feeds each input
+    for i in sess.get_inputs():
+        if i.name.startswith("past_key_values."):  # 2 KV heads of 64; a local layer's cache its window's rows
+            rows = window if i.shape[2] == "past_sliding_length" else 0
+            assert start[i.name].shape == (2, 2, rows, 64)
+            assert source[i.name] == i.name.replace("past_key_values", "present")
+        elif i.name.startswith("past."):
+            assert start[i.name].shape == (2, *i.shape[1:]) and not start[i.name].any()
+            assert source[i.name] == i.name.replace("past.", "present.")
+    assert set(source) == {i.name for i in sess.get_inputs() if i.name.startswith("past")}
+    assert any(n.startswith("past.") for n in source) == (family != "gptoss")
     with pytest.raises(SystemExit, match="use --mode growing-device"):
         _graph_rounds(sess, str(folder), "ort-cuda", False, False, 1, 2, 4, 1)
     with pytest.raises(SystemExit, match="use --mode growing-device"):

@@ -590,3 +590,17 @@ def test_a_transpose_that_moves_only_axes_of_one_keeps_the_memory():
     host = DeviceTensor.on_host(np.arange(6, dtype=np.int64).reshape(2, 1, 3))
     (y,) = transpose(None, None, host, perm=[1, 0, 2])
     assert y.shape == (1, 2, 3) and y.host.tolist() == [[[0, 1, 2], [3, 4, 5]]]
+
+    class Runtime:  # records the copy a real reordering makes
+        def __init__(self):
+            self.copies = []
+
+        def alloc(self, shape, dtype):
+            return DeviceTensor(2 << 20, tuple(shape), np.dtype(dtype))
+
+        def strided_copy(self, stream, src, dst, dims, src_strides, dst_strides):
+            self.copies.append((src.ptr, dst.ptr, tuple(dims), tuple(src_strides)))
+
+    rt = Runtime()
+    (y,) = transpose(rt, None, DeviceTensor(1 << 20, (2, 1, 3), np.dtype(np.float16)), perm=[2, 1, 0])
+    assert (y.ptr, y.shape) == (2 << 20, (3, 1, 2)) and rt.copies == [(1 << 20, 2 << 20, (3, 1, 2), (1, 3, 3))]

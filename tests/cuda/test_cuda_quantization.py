@@ -101,7 +101,7 @@ def test_lp_normalization_of_heads(p, dtype):
 
 
 @pytest.mark.parametrize("shape, perm", [((1, 1, 6), (0, 2, 1)), ((2, 1, 3, 1), (0, 3, 2, 1)), ((1, 4, 1), None),
-                                         ((2, 3, 4), (1, 0, 2))])
+                                         ((2, 3, 4), (1, 0, 2)), ((2, 1, 3), (2, 1, 0))])
 def test_transpose_moving_only_axes_of_one_is_a_view_and_others_copy(shape, perm):
     """A Transpose that moves only axes of length 1 (a decode step's [1, 1, n] -> [1, n, 1]) leaves the bytes where
     they are (the same memory, a new shape: tests/cuda/test_cuda_host_path.py); others copy: both give stock's

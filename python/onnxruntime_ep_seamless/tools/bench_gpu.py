@@ -120,8 +120,11 @@ def by_sequence(steps: list) -> list:
 def _kv_layout(sess, model_dir: str):
     from .bench import kv_geometry
     past = [i for i in sess.get_inputs() if i.name.startswith("past_key_values.")]
-    dtype = np.float16 if "float16" in past[0].type else np.float32
-    return past, dtype, *kv_geometry(model_dir, past[0].shape)
+    return past, _float_dtype(past[0].type), *kv_geometry(model_dir, past[0].shape)
+
+
+def _float_dtype(ort_type: str):
+    return np.float16 if ort_type == "tensor(float16)" else np.float32
 
 
 def _carried(sess, model_dir: str, batch: int):
@@ -131,16 +134,23 @@ def _carried(sess, model_dir: str, batch: int):
     shape) and the present output each is fed from next step (present.N.key -> past_key_values.N.key, present.N.conv
     -> past.N.conv)."""
     _, dtype, heads, head_size = _kv_layout(sess, model_dir)
-    with open(os.path.join(model_dir, "genai_config.json")) as f:
-        window = json.load(f)["model"]["decoder"].get("sliding_window", {}).get("window_size", 0)
+    path, window = os.path.join(model_dir, "genai_config.json"), 0
+    if os.path.exists(path):
+        with open(path) as f:
+            decoder = json.load(f).get("model", {}).get("decoder", {})
+        window = (decoder.get("sliding_window") or {}).get("window_size", 0)
     start, source = {}, {}
     for i in sess.get_inputs():
         if i.name.startswith("past_key_values."):
-            rows = window if i.shape[2] == "past_sliding_length" else 0
+            rows = 0
+            if i.shape[2] == "past_sliding_length":
+                if not window:
+                    raise SystemExit(f"{i.name} is a window-sized cache but {path} gives no sliding_window.window_size")
+                rows = window
             start[i.name] = np.zeros((batch, heads, rows, head_size), dtype)
             source[i.name] = i.name.replace("past_key_values.", "present.")
         elif i.name.startswith("past."):
-            start[i.name] = np.zeros((batch, *i.shape[1:]), np.float16 if "float16" in i.type else np.float32)
+            start[i.name] = np.zeros((batch, *i.shape[1:]), _float_dtype(i.type))
             source[i.name] = i.name.replace("past.", "present.")
     return start, source
 
@@ -156,11 +166,13 @@ def _only_kv_caches(inputs, mode: str) -> None:
 
 
 def _positions(sess, total: int, n: int, batch: int) -> dict:
-    """Qwen3.5's position_ids ([3, batch, n]: the T, H and W streams, one position each for text tokens), if the
-    decoder takes them (the other builder decoders count positions from the attention mask)."""
-    if "position_ids" not in {i.name for i in sess.get_inputs()}:
+    """position_ids where the decoder takes them: [batch, n], or Qwen3.5's [3, batch, n] (the T, H and W streams, one
+    position each for text tokens); the other builder decoders count positions from the attention mask."""
+    rank = next((len(i.shape) for i in sess.get_inputs() if i.name == "position_ids"), None)
+    if rank is None:
         return {}
-    return {"position_ids": np.ascontiguousarray(np.broadcast_to(np.arange(total - n, total), (3, batch, n)))}
+    shape = (3, batch, n) if rank == 3 else (batch, n)
+    return {"position_ids": np.ascontiguousarray(np.broadcast_to(np.arange(total - n, total), shape))}
 
 
 NEW_LENGTH_LOOPS = ("growing", "growing-device", "graph")  # the loops that take --new-prompt-lengths
