@@ -1501,10 +1501,11 @@ int seamless_raw_experts(const uint8_t* prepacked, uint8_t* raw, size_t n, size_
   if ((bits != 4 && bits != 8) || k % 64 || n % (size_t)(16 / bits)) return 1;
   const size_t group = 128 / bits, interleave = 16 / bits, word = 32 / bits, tiles = k / 64;
   const size_t expert_bytes = n * k * bits / 8;
-  /* element i's place past its column's start (a multiple of 64, so a word's order does not depend on the column) */
-  uint32_t* place = (uint32_t*)malloc(k * sizeof(uint32_t));
-  if (!place) return 2;
-  for (size_t i = 0; i < k; i++) {
+  /* 8 bits: element i's place past its column's start (a multiple of 64, so a word's order does not depend on the
+   * column); 4 bits: the same arithmetic is a nibble transpose, spelled out below */
+  uint32_t* place = bits == 8 ? (uint32_t*)malloc(k * sizeof(uint32_t)) : NULL;
+  if (bits == 8 && !place) return 2;
+  for (size_t i = 0; place && i < k; i++) {
     size_t in_group = i % group, c = in_group / 8, a = in_group % 8 / 2;
     size_t row = i - in_group + a * (group / 4) + c * 2 + in_group % 2;  /* the fragment-load order */
     size_t at = row / 64 * interleave * 64 + row % 64;                   /* the interleaved column tiles */
@@ -1518,10 +1519,22 @@ int seamless_raw_experts(const uint8_t* prepacked, uint8_t* raw, size_t n, size_
     uint8_t* out = raw + r * (k * bits / 8);
     if (bits == 8) {
       for (size_t i = 0; i < k; i++) out[i] = pre[base + place[i]];
-    } else {
-      for (size_t i = 0; i < k; i += 2) {
-        size_t lo = base + place[i], hi = base + place[i + 1];
-        out[i / 2] = (uint8_t)(((pre[lo / 2] >> (lo % 2 * 4)) & 15) | ((pre[hi / 2] >> (hi % 2 * 4)) & 15) << 4);
+      continue;
+    }
+    /* 4 bits: place's arithmetic makes each 32 elements of a 64-row tile 16 bytes of it, element 8 j + m from nibble
+     * 4 m + j (a nibble transpose: little-endian halfword m holds elements m, m + 8, m + 16, m + 24); a column's tiles
+     * 128 bytes apart (its 4 interleaved columns, 32 bytes each). tests/kernels/test_moe.py holds it to the builder's
+     * packer. */
+    for (size_t t = 0; t < tiles; t++) {
+      for (size_t half = 0; half < 2; half++) {
+        const uint8_t* src = pre + base / 2 + t * 128 + half * 16;
+        uint16_t u[8];
+        memcpy(u, src, sizeof u);
+        for (int j = 0; j < 4; j++) {
+          uint32_t w = 0;
+          for (int m = 0; m < 8; m++) w |= (uint32_t)((u[m] >> (4 * j)) & 15) << (4 * m);
+          memcpy(out + t * 32 + half * 16 + 4 * j, &w, sizeof w);
+        }
       }
     }
   }
