@@ -340,15 +340,20 @@ class ProgressBar:
             self.stream.flush()
 
 
-def kv_geometry(model_dir: str, past_shape) -> tuple[int, int]:
-    """(KV heads, head size) of a builder-style decoder: from its genai_config.json, else from the static dims
-    of a past input's shape (batch, heads, length, head size)."""
+def decoder_config(model_dir: str) -> dict:
+    """The `model.decoder` section of a builder-style decoder's genai_config.json ({} without the file)."""
     import os
-    cfg = {}
     path = os.path.join(model_dir, "genai_config.json")
-    if os.path.exists(path):
-        with open(path) as f:
-            cfg = json.load(f).get("model", {}).get("decoder", {})
+    if not os.path.exists(path):
+        return {}
+    with open(path) as f:
+        return json.load(f).get("model", {}).get("decoder", {})
+
+
+def kv_geometry(model_dir: str, past_shape, cfg: dict | None = None) -> tuple[int, int]:
+    """(KV heads, head size) of a builder-style decoder: from its genai_config.json (`cfg`: its decoder_config, when
+    read already), else from the static dims of a past input's shape (batch, heads, length, head size)."""
+    cfg = decoder_config(model_dir) if cfg is None else cfg
     heads = cfg.get("num_key_value_heads") or (past_shape[1] if isinstance(past_shape[1], int) else None)
     head_size = cfg.get("head_size") or (past_shape[3] if isinstance(past_shape[3], int) else None)
     if not heads or not head_size:

@@ -117,10 +117,10 @@ def by_sequence(steps: list) -> list:
     return rows[0] if len(rows) == 1 else rows
 
 
-def _kv_layout(sess, model_dir: str):
+def _kv_layout(sess, model_dir: str, cfg: dict | None = None):
     from .bench import kv_geometry
     past = [i for i in sess.get_inputs() if i.name.startswith("past_key_values.")]
-    return past, _float_dtype(past[0].type), *kv_geometry(model_dir, past[0].shape)
+    return past, _float_dtype(past[0].type), *kv_geometry(model_dir, past[0].shape, cfg)
 
 
 def _float_dtype(ort_type: str):
@@ -133,19 +133,18 @@ def _carried(sess, model_dir: str, batch: int):
     onnxruntime-genai allocates it; the hybrid layers' conv and recurrent states, `past.*`, zeros of their static
     shape) and the present output each is fed from next step (present.N.key -> past_key_values.N.key, present.N.conv
     -> past.N.conv)."""
-    _, dtype, heads, head_size = _kv_layout(sess, model_dir)
-    path, window = os.path.join(model_dir, "genai_config.json"), 0
-    if os.path.exists(path):
-        with open(path) as f:
-            decoder = json.load(f).get("model", {}).get("decoder", {})
-        window = (decoder.get("sliding_window") or {}).get("window_size", 0)
+    from .bench import decoder_config
+    cfg = decoder_config(model_dir)
+    _, dtype, heads, head_size = _kv_layout(sess, model_dir, cfg)
+    window = (cfg.get("sliding_window") or {}).get("window_size", 0)
     start, source = {}, {}
     for i in sess.get_inputs():
         if i.name.startswith("past_key_values."):
             rows = 0
             if i.shape[2] == "past_sliding_length":
                 if not window:
-                    raise SystemExit(f"{i.name} is a window-sized cache but {path} gives no sliding_window.window_size")
+                    raise SystemExit(f"{i.name} is a window-sized cache but {model_dir}/genai_config.json gives no "
+                                     "sliding_window.window_size")
                 rows = window
             start[i.name] = np.zeros((batch, heads, rows, head_size), dtype)
             source[i.name] = i.name.replace("past_key_values.", "present.")
@@ -165,10 +164,10 @@ def _only_kv_caches(inputs, mode: str) -> None:
                          f"also takes {other[:3]}: use --mode growing-device (or growing)")
 
 
-def _positions(sess, total: int, n: int, batch: int) -> dict:
-    """position_ids where the decoder takes them: [batch, n], or Qwen3.5's [3, batch, n] (the T, H and W streams, one
-    position each for text tokens); the other builder decoders count positions from the attention mask."""
-    rank = next((len(i.shape) for i in sess.get_inputs() if i.name == "position_ids"), None)
+def _positions(rank: int | None, total: int, n: int, batch: int) -> dict:
+    """position_ids of position_ids' `rank` (None: the decoder takes none, counting positions from the attention
+    mask as the builder's decoders do): [batch, n], or Qwen3.5's [3, batch, n] (the T, H and W streams, one position
+    each for text tokens)."""
     if rank is None:
         return {}
     shape = (3, batch, n) if rank == 3 else (batch, n)
@@ -313,6 +312,7 @@ def kernel_shapes(events: list, steps: int, top: int = 25) -> list:
 
 def _growing_rounds(sess, model_dir, device_token, on_device, new_lengths, batch, steps, prompt, rounds):
     start, source = _carried(sess, model_dir, batch)
+    position_rank = next((len(i.shape) for i in sess.get_inputs() if i.name == "position_ids"), None)
     # the first fetched output gives the token: the logits (host argmax) or next_token (not the logits then)
     outs = ["next_token" if device_token else "logits"] + list(source.values())
     run_times = []
@@ -328,7 +328,7 @@ def _growing_rounds(sess, model_dir, device_token, on_device, new_lengths, batch
         run_times.clear()
         for step in range(steps + 1):
             feeds = {"input_ids": ids, "attention_mask": np.ones((batch, total), np.int64), **kv,
-                     **_positions(sess, total, ids.shape[1], batch)}
+                     **_positions(position_rank, total, ids.shape[1], batch)}
             t0 = time.perf_counter()
             res = run(feeds)
             tokens.append(last_tokens(host(res[0]), device_token))
