@@ -604,3 +604,42 @@ def test_a_transpose_that_moves_only_axes_of_one_keeps_the_memory():
     rt = Runtime()
     (y,) = transpose(rt, None, DeviceTensor(1 << 20, (2, 1, 3), np.dtype(np.float16)), perm=[2, 1, 0])
     assert (y.ptr, y.shape) == (2 << 20, (3, 1, 2)) and rt.copies == [(1 << 20, 2 << 20, (3, 1, 2), (1, 3, 3))]
+
+
+def test_a_split_of_a_decode_row_is_views_that_keep_their_memory_alive(monkeypatch):
+    """A decode step's [1, 1, n] split on its last axis (Qwen3.5's q, k, v after the convolution) gives views of
+    the input, no copy: each piece's memory lives while any piece does, only the allocation itself is ever freed
+    (never an address inside it), and a piece that is an output keeps it past the run."""
+    from onnxruntime_ep_seamless.kernels.cuda.shape import VIEW_ALIGN
+    n = VIEW_ALIGN // 2  # float16: pieces VIEW_ALIGN bytes apart
+    x = onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT16, [1, 1, 3 * n])
+    outs = [onnx.helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT16, [1, 1, n]) for name in ("s", "k")]
+    nodes = [onnx.helper.make_node("Mul", ["x", "x"], ["sq"]),
+             onnx.helper.make_node("Split", ["sq"], ["q", "k", "v"], axis=-1, num_outputs=3),
+             onnx.helper.make_node("Sigmoid", ["v"], ["g"]),
+             onnx.helper.make_node("Add", ["q", "g"], ["s"])]
+    model = onnx.helper.make_model(onnx.helper.make_graph(nodes, "split", [x], outs),
+                                   opset_imports=[onnx.helper.make_opsetid("", 18)])
+    graph = import_model(model)
+
+    class FreesOnlyAllocations(CheckedGlue):
+        def seamless_cuda_free(self, ordinal, ptr):
+            assert ptr in self.sizes, f"{ptr:#x} freed: not an allocation"
+            super().seamless_cuda_free(ordinal, ptr)
+
+    monkeypatch.setattr(sys.modules[__name__], "FakeGlue", FreesOnlyAllocations)
+    monkeypatch.setattr(runtime_cuda, "FATBIN", __file__)
+    monkeypatch.setattr(runtime_cuda.CudaRuntime, "_instances", {})
+    ep = FakeEp({"capture": "off", "native_program": 0})
+    kernel = cuda_compute.CudaKernel(ep, graph, ["x"], ["s", "k"])
+    glue = ep.native.lib
+    x = kernel.rt.alloc((1, 1, 3 * n), np.float16)
+    x.settled = True
+    glue.launches, scratch = [], []
+    s, k = kernel._run(dict(kernel.constants, x=x), ffi.cast("void*", 7), scratch)
+    assert len([name for name in glue.launches if isinstance(name, str)]) == 3, glue.launches  # Mul, Sigmoid, Add
+    squared = next(t for t in scratch if t.shape == (1, 1, 3 * n))
+    assert k.base is squared and k.ptr == squared.ptr + VIEW_ALIGN and squared.ptr in glue.live
+    glue.check(s.ptr, k.ptr)
+    cuda_compute._release(kernel.rt, scratch, [x, s, k], kernel.held_addresses)
+    assert glue.live == _kept(kernel) | {x.ptr, s.ptr, squared.ptr}  # the output piece keeps its allocation

@@ -78,6 +78,14 @@ def test_split_attributes(opset, attrs, split, parts):
     check("Split", inputs, attrs, opset=opset, outputs=[F32] * parts)
 
 
+@pytest.mark.parametrize("dtype,sizes", [(F16, [128, 128, 256]), (F32, [64, 128]), (F16, [100, 156])])
+def test_split_of_a_decode_row(dtype, sizes):
+    # [1, 1, n] on its last axis: pieces starting 256 bytes apart are views of the input (kernels/cuda/shape.py
+    # VIEW_ALIGN), the others copies
+    check("Split", [data((1, 1, sum(sizes)), dtype), Const(np.array(sizes, I64))], {"axis": -1}, opset=13,
+          outputs=[dtype] * len(sizes))
+
+
 def test_split_bfloat16():
     check_bfloat16("Split", [data((4, 6)), Const(np.array([1, 5], I64))], {"axis": 1}, outputs=[F32, F32])
 

@@ -572,7 +572,7 @@ def _release_collected() -> None:
 def _release(rt, scratch, inputs, held: frozenset):
     """Free what kernels allocated; aliases (same address as an input, a constant (`held`: the constants' addresses)
     or an earlier value) are not allocations."""
-    _free_once(rt, scratch, {t.ptr for t in inputs} | held, set())
+    _free_once(rt, scratch, addresses(inputs) | held, set())
 
 
 def _upload_constants(rt, graph, placed, input_names, output_names) -> dict:
@@ -634,7 +634,7 @@ def run_steps(rt, steps: list, values: dict, output_names: list, stream, scratch
         if i >= 0 and t.ptr < roots[starts[i]][1]:
             roots[starts[i]][2] += 1
             root_of[name] = starts[i]
-        elif t.ptr not in given:
+        elif t.base is None and t.ptr not in given:  # (a view of an input or a constant is none of ours)
             roots[t.ptr] = [t, t.ptr + max(t.nbytes, 1), 1]
             bisect.insort(starts, t.ptr)
             root_of[name] = t.ptr
@@ -669,7 +669,7 @@ def run_steps(rt, steps: list, values: dict, output_names: list, stream, scratch
                     freed[start] = len(scratch)
     finally:
         if freed:  # not freed again after the run: by then a later allocation (kept or not) may have the address
-            scratch[:] = [t for i, t in enumerate(scratch) if i >= freed.get(t.ptr, 0)]
+            scratch[:] = [t for i, t in enumerate(scratch) if i >= freed.get((t.base or t).ptr, 0)]
     return [values[n] for n in output_names]
 
 
@@ -736,7 +736,7 @@ class Branch:
         rt = self.rt
         trips = int(rt.to_host(m, stream).reshape(-1)[0]) if m is not None else np.iinfo(np.int64).max
         go = bool(rt.to_host(cond, stream).reshape(-1)[0]) if cond is not None else True
-        kept = {t.ptr for t in carried + outer} | self.kernel.held_addresses  # not the loop's to free
+        kept = addresses(carried + outer) | self.kernel.held_addresses  # not the loop's to free
         slices: list[list] = [[] for _ in range(n_scan)]
         i = 0
         while i < trips and go:
@@ -750,13 +750,13 @@ class Branch:
                     raise ValueError(f"Inconsistent shape in loop output for output. Expected:{list(slices[k][0].shape)}"
                                      f" Got:{list(t.shape)}")
                 slices[k].append(t)
-            live = {t.ptr for t in carried} | {t.ptr for s in slices for t in s}
+            live = addresses(carried + [t for s in slices for t in s])
             _free_once(rt, previous + out[:1], kept | live, kept)  # what no later iteration reads
             i += 1
         uploads = []
         stacked = [self._stack(stream, parts, 1 + len(carried) + k, 0, False, uploads)
                    for k, parts in enumerate(slices)]
-        _free_once(rt, [t for parts in slices for t in parts] + uploads, kept | {t.ptr for t in carried}, kept)
+        _free_once(rt, [t for parts in slices for t in parts] + uploads, kept | addresses(carried), kept)
         return carried + stacked
 
     def scan(self, stream, states: list, xs: list, axes: list, directions: list, length: int, outer: list,
@@ -766,7 +766,7 @@ class Branch:
         along its axis (direction 1: last first). Its launches depend on the shapes only: captured in line."""
         rt, n_states, uploads = self.rt, len(states), []
         xs = [_on_gpu(rt, x, stream, uploads) for x in xs]
-        kept = {t.ptr for t in states + xs + outer} | self.kernel.held_addresses
+        kept = addresses(states + xs + outer) | self.kernel.held_addresses
         slices: list[list] = [[] for _ in range(len(self.output_names) - n_states)]
         for t in range(length):
             parts = [_take(rt, stream, x, length - 1 - t if d else t, a) for x, a, d in zip(xs, axes, directions)]
@@ -777,12 +777,12 @@ class Branch:
                     raise ValueError(f"Inconsistent shape in scan output {k}: {list(slices[k][0].shape)} then "
                                      f"{list(v.shape)}")
                 slices[k].append(v)
-            live = {v.ptr for v in states} | {v.ptr for s in slices for v in s}
+            live = addresses(states + [v for s in slices for v in s])
             _free_once(rt, previous + parts, kept | live, kept)
         stacked = [self._stack(stream, parts, n_states + k,
                                scan_output_axis(k, len(parts[0].shape) + 1, out_axes[k]) if parts else 0,
                                bool(out_directions[k]), uploads) for k, parts in enumerate(slices)]
-        _free_once(rt, [v for parts in slices for v in parts] + uploads, kept | {v.ptr for v in states}, kept)
+        _free_once(rt, [v for parts in slices for v in parts] + uploads, kept | addresses(states), kept)
         return states + stacked
 
     def _stack(self, stream, parts: list, output: int, axis: int, reverse: bool, uploads: list) -> DeviceTensor:
@@ -819,7 +819,7 @@ class Branch:
             results = self._results(body_stream, [counter, flag] + buffers + outer, scratch)
             results = [_on_gpu(rt, t, body_stream, scratch) for t in results]
             go = results[0]
-            if go.ptr in {b.ptr for b in buffers}:  # read after the carried values are overwritten: kept aside
+            if any(_overlap(go, b) for b in buffers):  # read after the carried values are overwritten: kept aside
                 go = rt.alloc(go.shape, go.dtype)
                 scratch.append(go)
                 rt.copy(go.ptr, results[0].ptr, go.nbytes, body_stream)
@@ -841,24 +841,36 @@ def _take(rt, stream, x: DeviceTensor, index: int, axis: int) -> DeviceTensor:
     return y
 
 
+def addresses(tensors) -> set:
+    """The tensors' addresses and their views' allocations (addresses that freeing must keep)."""
+    return {t.ptr for t in tensors} | {t.base.ptr for t in tensors if t.base is not None}
+
+
 def _free_once(rt, tensors: list, keep: set, freed: set) -> None:
-    """Free each tensor whose address is not in `keep` (nor 0); `freed` gets the addresses freed."""
+    """Free each tensor's allocation (a view's base) whose address is not in `keep` (nor 0); `freed` gets the
+    addresses freed."""
     for t in tensors:
+        t = t.base or t
         if t.ptr and t.ptr not in keep and t.ptr not in freed:
             rt.free(t)
             freed.add(t.ptr)
 
 
+def _overlap(a: DeviceTensor, b: DeviceTensor) -> bool:
+    """Whether two GPU values share memory (a view lies inside another's)."""
+    return a.ptr < b.ptr + max(b.nbytes, 1) and b.ptr < a.ptr + max(a.nbytes, 1)
+
+
 def _settle(rt, stream, targets: list, results: list, names: list, what: str, scratch: list) -> None:
-    """Copy results into targets of the same shapes on `stream` (a conditional node's body). A result that is another
-    target's buffer (a Loop swapping carried values) would be overwritten before it is read: then all go through
+    """Copy results into targets of the same shapes on `stream` (a conditional node's body). A result in another
+    target's buffer (a Loop swapping carried values), or in part of its own, would be overwritten before it is read: then all go through
     copies first (into `scratch`)."""
     for name, target, t in zip(names, targets, results):
         if (t.shape, t.dtype) != (target.shape, target.dtype):
             raise ValueError(f"{what} {name!r} has two shapes ({target.shape} {target.dtype} and {t.shape} "
                              f"{t.dtype}): a captured graph holds one")
-    addresses = {target.ptr for target in targets}
-    if any(t.ptr in addresses and t.ptr != target.ptr for target, t in zip(targets, results)):
+    if any(_overlap(t, other) and (j != i or t.ptr != other.ptr)
+           for i, t in enumerate(results) for j, other in enumerate(targets)):
         staged = [rt.alloc(t.shape, t.dtype) for t in results]
         scratch.extend(staged)
         for s, t in zip(staged, results):

@@ -56,6 +56,8 @@ class DeviceTensor:
     settled: bool = False
     derived: dict | None = None  # a constant's other layouts on the GPU, made once by kernels (contrib._tiles)
     container: bool = False  # host holds a sequence (a list of arrays) or an empty optional (None): never uploaded
+    # the allocation a view lies inside at an offset (a Split's piece): freed in its place, kept while the view lives
+    base: "DeviceTensor | None" = None
 
     @classmethod
     def on_host(cls, value) -> "DeviceTensor":

@@ -236,11 +236,20 @@ def _split_sizes(dim, split, n):
     return [part.shape[0] for part in split_parts(np.empty((dim, 0), np.bool_), split, 0, n)]
 
 
+VIEW_ALIGN = 256  # cuMemAlloc's alignment, which kernels' vector loads may assume of an input
+
+
 def _split_copies(rt, stream, x, axis, split, n):
     axis = checks.axis(axis, len(x.shape))
     outer, dim, inner = axis_view(x.shape, axis)
+    sizes = _split_sizes(dim, split, n)
+    starts = [sum(sizes[:k]) * inner * x.dtype.itemsize for k in range(len(sizes))]
+    if outer == 1 and x.ptr and x.dtype not in PACKED_BITS and all(s % VIEW_ALIGN == 0 for s in starts):
+        # each piece is a contiguous range of x (a decode step's [1, 1, n] split on its last axis): views, no copy
+        return tuple(DeviceTensor(x.ptr + start, x.shape[:axis] + (size,) + x.shape[axis + 1:], x.dtype,
+                                  base=x.base or x) for start, size in zip(starts, sizes))
     outs, offset = [], 0
-    for size in _split_sizes(dim, split, n):
+    for size in sizes:
         y = rt.alloc(x.shape[:axis] + (size,) + x.shape[axis + 1:], x.dtype)
         if y.size:  # x as [outer, dim, inner]: rows [offset, offset + size) of the middle axis
             rt.strided_copy(stream, x, y, (outer, size, inner), (dim * inner, inner, 1), (size * inner, inner, 1),
