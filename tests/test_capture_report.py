@@ -87,6 +87,27 @@ def test_builder_hybrid_decoder_is_one_segment(family, precision):
     assert {"LinearAttention", "LinearAttentionGate", "GatedRMSNorm", "MRotaryEmbedding"} <= ops
 
 
+@pytest.mark.parametrize("family", ["qwen3_5", "lfm2"])
+@pytest.mark.parametrize("precision", ["fp32", "int4"])
+def test_builder_hybrid_first_prompt_is_padded_to_a_bucket(family, precision):
+    # a hybrid's first prompt of any length replays its bucket's graph: the convolutions and linear attentions take
+    # the real length from GroupQueryAttention's seqlens_k in the padded run, so their states stop there
+    from onnxruntime_ep_seamless.exec.cuda_capture import RECURRENT, with_real_lengths
+    path = material.genai_model_dir(family, precision) / "model.onnx"
+    if not path.exists():
+        pytest.skip(f"{path} not prepared (python tests/material.py)")
+    import onnx
+    _, parts, _ = seams(onnx.load(str(path)))
+    plan, steps = parts[0].prompt, parts[0].steps
+    assert plan is not None, parts[0].prompt_problem
+    recurrent = [s.node for s in steps if s.node.op_type in RECURRENT]
+    assert recurrent and set(plan.stateful) == {n.label for n in recurrent}
+    assert {s.node.inputs[5] for s in steps if s.node.op_type == "GroupQueryAttention"} == {plan.seqlens}
+    padded = {node.label: node for node, *_ in with_real_lengths([(s.node, None) for s in steps], plan)}
+    for n in recurrent:  # the kernel's real_lengths after the op's inputs; the graph's node untouched
+        assert padded[n.label].inputs[RECURRENT[n.op_type][1]] == plan.seqlens and plan.seqlens not in n.inputs
+
+
 @pytest.mark.parametrize("family,precision", [("gptoss", "fp32"), ("gptoss", "int4"), ("gemma2", "fp32"),
                                               ("gemma3", "int4")])
 def test_builder_window_cache_decoder_is_one_segment(family, precision):

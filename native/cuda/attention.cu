@@ -1193,11 +1193,18 @@ FOR_FLOATS(ROTARY)
 // h / (kv_heads / k_heads)). Shared memory: k, v and the readers' q rows.
 namespace linear_attention {
 
+// The tokens a block's state takes: all of them, or a padded prompt's real length (lengths: seqlens_k, the real
+// length - 1 per batch row), clamped to [0, tokens]. The padded positions' outputs read the state as it stands.
+__device__ int real_tokens(const int32_t* lengths, int b, int tokens) {
+  return lengths ? (int)min(max((int64_t)lengths[b] + 1, (int64_t)0), (int64_t)tokens) : tokens;
+}
+
 template <typename T>
 __device__ void run(const T* q, const T* k, const T* v, const T* past, const T* decay, const T* beta, T* out,
-                    float* state, LinearAttentionShape s) {
+                    float* state, const int32_t* lengths, LinearAttentionShape s) {
   extern __shared__ float smem[];
   int h = blockIdx.x % s.kv_heads, b = blockIdx.x / s.kv_heads;
+  const int real = real_tokens(lengths, b, s.tokens);
   int group = s.q_heads >= s.kv_heads ? s.q_heads / s.kv_heads : 0, readers = group ? group : 1;
   int first = group ? h * group : h * s.q_heads / s.kv_heads, k_head = h / (s.kv_heads / s.k_heads);
   int out_heads = s.q_heads > s.kv_heads ? s.q_heads : s.kv_heads;
@@ -1215,13 +1222,13 @@ __device__ void run(const T* q, const T* k, const T* v, const T* past, const T* 
     for (int e = threadIdx.x; e < readers * s.d_k; e += blockDim.x)
       qq[e] = ld(q + (row * s.q_heads + first) * s.d_k + e);
     __syncthreads();
-    if (s.gated)
+    if (s.gated && t < real)
       for (int64_t e = threadIdx.x; e < cells; e += blockDim.x) {
         int64_t g = s.decay_per_key ? (row * s.kv_heads + h) * s.d_k + e / s.d_v : row * s.kv_heads + h;
         S[e] = S[e] * expf(ld(decay + g));
       }
     __syncthreads();
-    if (s.delta) {
+    if (s.delta && t < real) {
       float rate = ld(beta + row * (s.beta_per_head ? s.kv_heads : 1) + (s.beta_per_head ? h : 0));
       for (int m = threadIdx.x; m < s.d_v; m += blockDim.x) {
         float u = 0.0f;
@@ -1230,7 +1237,8 @@ __device__ void run(const T* q, const T* k, const T* v, const T* past, const T* 
       }
       __syncthreads();
     }
-    for (int64_t e = threadIdx.x; e < cells; e += blockDim.x) S[e] = S[e] + kk[e / s.d_v] * vv[e % s.d_v];
+    if (t < real)
+      for (int64_t e = threadIdx.x; e < cells; e += blockDim.x) S[e] = S[e] + kk[e / s.d_v] * vv[e % s.d_v];
     __syncthreads();
     for (int e = threadIdx.x; e < readers * s.d_v; e += blockDim.x) {
       int j = e / s.d_v, m = e % s.d_v;
@@ -1247,9 +1255,10 @@ __device__ void run(const T* q, const T* k, const T* v, const T* past, const T* 
 // only shared values are the token's k, q rows and exp(decay). For d_k of 64 or 128 (DK).
 template <typename T, int DK>
 __device__ void run_columns(const T* q, const T* k, const T* v, const T* past, const T* decay, const T* beta, T* out,
-                            float* state, LinearAttentionShape s) {
+                            float* state, const int32_t* lengths, LinearAttentionShape s) {
   extern __shared__ float smem[];
   const int h = blockIdx.x % s.kv_heads, b = blockIdx.x / s.kv_heads, m = threadIdx.x;
+  const int real = real_tokens(lengths, b, s.tokens);
   const int group = s.q_heads >= s.kv_heads ? s.q_heads / s.kv_heads : 0, readers = group ? group : 1;
   const int first = group ? h * group : h * s.q_heads / s.kv_heads, k_head = h / (s.kv_heads / s.k_heads);
   const int out_heads = s.q_heads > s.kv_heads ? s.q_heads : s.kv_heads;
@@ -1270,18 +1279,20 @@ __device__ void run_columns(const T* q, const T* k, const T* v, const T* past, c
     for (int e = threadIdx.x; e < readers * DK; e += blockDim.x) qq[e] = ld(q + (row * s.q_heads + first) * DK + e);
     __syncthreads();
     float u = ld(v + (row * s.kv_heads + h) * s.d_v + m);
-    if (s.gated) {
+    if (s.gated && t < real) {
 #pragma unroll
       for (int d = 0; d < DK; d++) S[d] *= gg[d];
     }
-    if (s.delta) {
+    if (s.delta && t < real) {
       float retrieved = 0.0f;
 #pragma unroll
       for (int d = 0; d < DK; d++) retrieved += S[d] * kk[d];
       u = ld(beta + row * (s.beta_per_head ? s.kv_heads : 1) + (s.beta_per_head ? h : 0)) * (u - retrieved);
     }
+    if (t < real) {
 #pragma unroll
-    for (int d = 0; d < DK; d++) S[d] += kk[d] * u;
+      for (int d = 0; d < DK; d++) S[d] += kk[d] * u;
+    }
     for (int j = 0; j < readers; j++) {
       float o = 0.0f;
 #pragma unroll
@@ -1297,23 +1308,25 @@ __device__ void run_columns(const T* q, const T* k, const T* v, const T* past, c
 }  // namespace linear_attention
 
 #define LINEAR_ATTENTION(S_, T)                                                                                 \
-  extern "C" __global__ void seamless_linear_attention_##S_(const T* q, const T* k, const T* v, const T* past,    \
+  extern "C" __global__ void seamless_linear_attention_##S_(const T* q, const T* k, const T* v, const T* past,  \
                                                             const T* decay, const T* beta, T* out, float* state, \
-                                                            LinearAttentionShape s) {                        \
+                                                            const int32_t* lengths, LinearAttentionShape s) {   \
     dependent_launch();                                                                                         \
-    linear_attention::run<T>(q, k, v, past, decay, beta, out, state, s);                                        \
+    linear_attention::run<T>(q, k, v, past, decay, beta, out, state, lengths, s);                               \
   }                                                                                                             \
   extern "C" __global__ void seamless_linear_attention_k64_##S_(const T* q, const T* k, const T* v, const T* past, \
                                                                 const T* decay, const T* beta, T* out,          \
-                                                                float* state, LinearAttentionShape s) {      \
+                                                                float* state, const int32_t* lengths,           \
+                                                                LinearAttentionShape s) {                       \
     dependent_launch();                                                                                         \
-    linear_attention::run_columns<T, 64>(q, k, v, past, decay, beta, out, state, s);                            \
+    linear_attention::run_columns<T, 64>(q, k, v, past, decay, beta, out, state, lengths, s);                   \
   }                                                                                                             \
   extern "C" __global__ void seamless_linear_attention_k128_##S_(const T* q, const T* k, const T* v, const T* past, \
                                                                  const T* decay, const T* beta, T* out,         \
-                                                                 float* state, LinearAttentionShape s) {     \
+                                                                 float* state, const int32_t* lengths,          \
+                                                                 LinearAttentionShape s) {                      \
     dependent_launch();                                                                                         \
-    linear_attention::run_columns<T, 128>(q, k, v, past, decay, beta, out, state, s);                           \
+    linear_attention::run_columns<T, 128>(q, k, v, past, decay, beta, out, state, lengths, s);                  \
   }
 FOR_FLOATS(LINEAR_ATTENTION)
 

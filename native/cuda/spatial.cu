@@ -243,7 +243,8 @@ __device__ void resize(int64_t n, const T* x, T* y, const int64_t* lo, const int
 // elements are y's, the rest the state's. Rounded as the CPU kernel adds: bias, then the taps in order, no FMA.
 template <typename T>
 __device__ void causal_conv(int64_t rows, int64_t channels, int64_t n, int64_t k, int64_t dilation, int silu,
-                            const T* x, const T* w, const T* bias, const T* past, T* y, T* state) {
+                            const T* x, const T* w, const T* bias, const T* past, const int32_t* lengths, T* y,
+                            T* state) {
   const int64_t span = (k - 1) * dilation, ny = rows * n;
   GRID_LOOP(e, ny + rows * span) {
     const int64_t row = e < ny ? e / n : (e - ny) / span;
@@ -259,7 +260,9 @@ __device__ void causal_conv(int64_t rows, int64_t channels, int64_t n, int64_t k
       }
       st(y + e, silu ? acc / (1.0f + expf(-acc)) : acc);
     } else {
-      const int64_t i = n + (e - ny) - row * span;
+      // the state ends at the real length: a padded prompt's (lengths: seqlens_k, batch-major), clamped to [0, n]
+      const int64_t real = lengths ? min(max((int64_t)lengths[row / channels] + 1, (int64_t)0), n) : n;
+      const int64_t i = real + (e - ny) - row * span;
       state[e - ny] = i >= span ? xr[i - span] : pr ? pr[i] : T(0.0f);
     }
   }
@@ -303,9 +306,10 @@ FOR_FLOATS(SPATIAL_KERNELS)
 #define CAUSAL_CONV(S, T)                                                                                              \
   extern "C" __global__ void seamless_causal_conv_##S(int64_t rows, int64_t channels, int64_t n, int64_t k,          \
                                                       int64_t dilation, int silu, const T* x, const T* w,              \
-                                                      const T* bias, const T* past, T* y, T* state) {                  \
+                                                      const T* bias, const T* past, const int32_t* lengths, T* y,      \
+                                                      T* state) {                                                      \
     dependent_launch();                                                                                                \
-    spatial::causal_conv(rows, channels, n, k, dilation, silu, x, w, bias, past, y, state);                          \
+    spatial::causal_conv(rows, channels, n, k, dilation, silu, x, w, bias, past, lengths, y, state);                 \
   }
 FOR_FLOATS(CAUSAL_CONV)
 #undef CAUSAL_CONV

@@ -123,3 +123,39 @@ def test_builder_gated_delta_net_export_greedy_tokens(capfd):
     tokens, _ = greedy(ours, steps=32)
     assert_near_best(tokens, greedy(cuda_session(str(default / "model.onnx")), steps=32, forced=tokens)[1])
     assert "1 segment(s), 0 seam(s)" in capfd.readouterr().err
+
+
+@needs_gpu
+@pytest.mark.parametrize("family", ["qwen3_5", "lfm2"])
+def test_builder_hybrid_first_prompt_of_a_new_length_replays_its_bucket(family):
+    """A hybrid's first prompts padded to a bucket (exec/cuda_capture.py prompt_padding): a 9-token prompt is captured
+    at the bucket of 16 after its eager runs, then a 13-token one is answered by that graph in C at its first run. Each
+    run's logits and conv and recurrent states equal stock's (within float32 rounding): the padded run's recurrences
+    stop at the real length (their kernels read it from seqlens_k)."""
+    import material
+    from onnxruntime_ep_seamless.exec.cuda_compute import WARMUP_RUNS, CudaKernel
+    from parity import stock_session
+    from test_cuda_ep import cuda_session
+    path = material.genai_model_dir(family, "fp32") / "model.onnx"
+    if not path.exists():
+        pytest.skip(f"{path} missing: run tests/material.py")
+    ours, stock = cuda_session(str(path), capture="auto"), stock_session(str(path))
+
+    def first_prompt(sess, n):
+        feeds = {"input_ids": np.random.default_rng(n).integers(0, 1000, (1, n)).astype(I64),
+                 "attention_mask": np.ones((1, n), I64)}
+        for i in sess.get_inputs():
+            if i.name.startswith("past"):  # empty KV caches, zero conv and recurrent states
+                shape = (1, i.shape[1], 0, i.shape[3]) if i.name.startswith("past_key_values") else (1, *i.shape[1:])
+                feeds[i.name] = np.zeros(shape, F32)
+            elif i.name == "position_ids":
+                feeds[i.name] = np.ascontiguousarray(np.broadcast_to(np.arange(n), (3, 1, n)))
+        return dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feeds)))
+
+    for n in [9] * (WARMUP_RUNS + 1) + [13]:
+        calls = CudaKernel.compute_calls
+        out, ref = first_prompt(ours, n), first_prompt(stock, n)
+        if n == 13:
+            assert CudaKernel.compute_calls == calls  # no Python: the bucket's graph replayed
+        for name, r in ref.items():
+            np.testing.assert_allclose(out[name], r, rtol=1e-4, atol=1e-4, err_msg=f"{name}, prompt of {n}")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -234,6 +234,10 @@ class Padding:
     left: bool = False
     past: dict = None  # a prompt's padding (prompt_padding): each past input's axis, in the runs it serves empty
     #                    or a buffer of at least the bucket that the present shares (cuda_replay.c prompt_bucket)
+    # a prompt's recurrent nodes (CausalConvWithState, LinearAttention: their labels), whose state outputs must stop at
+    # the prompt's real length, which a padded run gives them from GroupQueryAttention's seqlens_k (`seqlens`)
+    stateful: tuple = ()
+    seqlens: str = ""
 
 
 def choose_padding(graph, steps: list[Step], input_names, output_names) -> tuple[Padding | None, str]:
@@ -437,7 +441,12 @@ def _length_threshold(node: Node, touched, lengths, const, smallest: int) -> str
 ELEMENTWISE = frozenset({
     "Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Where", "Sigmoid", "Tanh", "Relu", "Neg", "Exp", "Log",
     "Sqrt", "Erf", "Abs", "Reciprocal", "Sin", "Cos", "Softplus", "LeakyRelu", "HardSigmoid", "HardSwish", "Elu",
-    "Gelu", "FastGelu", "QuickGelu", "BiasGelu", "Clip", "Identity", "SiLU", "GeluErf", "Mish", "Softsign"})
+    "Gelu", "FastGelu", "QuickGelu", "BiasGelu", "Clip", "Identity", "SiLU", "GeluErf", "Mish", "Softsign",
+    "LinearAttentionGate"})  # (a linear attention's decay and beta, each position's from its own projections)
+# recurrences along the sequence: each position's output from the positions up to it, their state outputs from all of
+# them (so from the real ones only where the kernel is given the real length): op -> (input 0's sequence axis, the
+# position of the kernel's real_lengths, after the op's own inputs)
+RECURRENT = {"CausalConvWithState": (2, 4), "LinearAttention": (1, 6)}
 NORMS_FROM_AXIS = frozenset({"LayerNormalization", "SimplifiedLayerNormalization", "RMSNormalization",
                              "SkipSimplifiedLayerNormalization", "SkipLayerNormalization"})
 # products of their first input's rows (NormedProduct: also its skip, input 1) by weights no padding reaches
@@ -482,16 +491,39 @@ def prompt_padding(graph, steps: list[Step], input_names, output_names) -> tuple
             padded[name] = (axes[0], ((name, axes[0]),))
     zeroed = set(padded)  # values whose padding is zeros: the staged inputs, and their casts
     factors: dict[str, int] = {}  # _row_rule's
+    stateful: list[str] = []  # _row_rule's
     lengths: dict[str, tuple | None] = {}
     outputs, why = _walk(graph, steps, output_names, padded, lengths, "prompt-long",
                          lambda name: any(isinstance(d, str) and not symbols.isdisjoint(SYMBOL.findall(d))
                                           for d in graph.value(name).shape or ()),
                          lambda node, touched, const: _row_rule(node, graph, touched, padded, lengths, zeroed, past,
-                                                                const, factors),
+                                                                const, factors, stateful),
                          whole=lambda name: factors.get(name, 1) == 1)
     if outputs is None:
         return None, why
-    return Padding({n: padded[n][0] for n in input_names if n in padded}, outputs, past=past), ""
+    seqlens = {n.inputs[5] for n in attention}
+    if stateful and len(seqlens) != 1:
+        return None, "recurrent nodes, and GroupQueryAttentions of different seqlens_k to give them the real length"
+    if stateful:
+        made = next((k for k, s in enumerate(steps) if next(iter(seqlens)) in s.node.outputs), -1)
+        if made > next(k for k, s in enumerate(steps) if s.node.label in stateful):
+            return None, "a recurrent node runs before seqlens_k, its real length, is computed"
+    return Padding({n: padded[n][0] for n in input_names if n in padded}, outputs, past=past, stateful=tuple(stateful),
+                   seqlens=seqlens.pop() if stateful else ""), ""
+
+
+def with_real_lengths(steps: list, plan: Padding) -> list:
+    """The executor's steps (exec/cuda_compute.py) for a first prompt padded by `plan`: each of its recurrent nodes
+    also reads seqlens_k, as its kernel's real_lengths (RECURRENT), so that its state stops at the real length."""
+    if not plan.stateful:
+        return steps
+    out = []
+    for node, *rest in steps:
+        if node.label in plan.stateful:
+            at = RECURRENT[node.op_type][1]
+            node = replace(node, inputs=node.inputs + [""] * (at - len(node.inputs)) + [plan.seqlens])
+        out.append((node, *rest))
+    return out
 
 
 def _aligned(graph, name, axis, rank) -> int:
@@ -499,12 +531,14 @@ def _aligned(graph, name, axis, rank) -> int:
     return axis + rank - len(graph.value(name).shape)
 
 
-def _row_rule(node: Node, graph, touched, padded, lengths, zeroed, past, const, factors) -> str:
+def _row_rule(node: Node, graph, touched, padded, lengths, zeroed, past, const, factors, stateful) -> str:
     """prompt_padding's rule for one node that reads padded values or lengths; "" when it keeps every position
     apart (its outputs marked padded), else why not. factors: a value's indices a position on its padded axis
-    where a Reshape merged the axis with the ones after it (1 where not given)."""
+    where a Reshape merged the axis with the ones after it (1 where not given); stateful: the recurrent nodes' labels
+    (RECURRENT), whose state outputs need the real length."""
     ins, outs, op = node.inputs, node.outputs, node.op_type
-    if any(factors.get(ins[i], 1) != 1 for i in touched) and op in ("Shape", "GroupQueryAttention", "RotaryEmbedding"):
+    if any(factors.get(ins[i], 1) != 1 for i in touched) and \
+            op in ("Shape", "GroupQueryAttention", "RotaryEmbedding", "MRotaryEmbedding", *RECURRENT):
         return "reads a value whose padded axis a Reshape merged with others"
     if op == "Shape" or (op == "Gather" and touched == [0] and ins[0] in lengths) or \
             (op in LENGTH_OPS and touched == [0] and ins[0] in lengths):
@@ -577,12 +611,28 @@ def _row_rule(node: Node, graph, touched, padded, lengths, zeroed, past, const, 
         if block % after:
             return "a shape that splits a position's elements over the padded axis"
         factors[outs[0]] = block // after
-    elif op == "RotaryEmbedding" and touched in ([0], [0, 1]):
+    elif op in ("RotaryEmbedding", "MRotaryEmbedding") and touched in ([0], [0, 1]):
         axis = padded[ins[0]][0]
         if axis != {3: 1, 4: 2}.get(rank(ins[0])):  # (batch, sequence, hidden) or (batch, heads, sequence, head)
             return "padded on another axis than the sequence"
-        if 1 in touched and padded[ins[1]][0] != 1:
+        if 1 in touched and padded[ins[1]][0] != rank(ins[1]) - 1:  # ([3,] batch, sequence)
             return "position_ids padded on another axis than the sequence"
+    elif op in RECURRENT and node.domain in ("", "com.microsoft") and 0 in touched:
+        axis = RECURRENT[op][0]
+        if rank(ins[0]) != 3 or node.attrs.get("channels_last", 0) or \
+                any(i == 3 or padded[ins[i]][0] != axis for i in touched):  # input 3: past_state
+            return "padded on another axis than the sequence, or a padded state"
+        padded[outs[0]] = (axis, tuple(dict.fromkeys(src for i in touched for src in padded[ins[i]][1])))
+        stateful.append(node.label)  # its present state (output 1): exact once the kernel stops at the real length
+        return ""
+    elif op == "LpNormalization" and touched == [0]:
+        axis = padded[ins[0]][0]
+        if node.attrs.get("axis", -1) % rank(ins[0]) == axis:
+            return "normalises over the padded axis"
+    elif op == "GatedRMSNorm" and node.domain == "com.microsoft" and set(touched) <= {0, 2} and 0 in touched:
+        axis = padded[ins[0]][0]  # over the last axis, by its gate (input 2) of the same shape
+        if axis >= rank(ins[0]) - 1 or any(padded[ins[i]][0] != axis for i in touched):
+            return "padded on the axis it normalises over, or its gate on another"
     else:
         return "no rule for a padded input"
     for o in outs:

@@ -27,7 +27,7 @@ from ..kernels.cpu.control import scan_output_axis
 from ..runtime.cuda import CudaRuntime, DeviceTensor, contiguous_strides
 from ..runtime.cuda_args import STAGE_COPY
 from .cuda_capture import (MAX_PROMPT, MIN_CAPACITY, MIN_PROMPT, capture_summary, choose_padding, condition_passes,
-                           place, prompt_padding)
+                           place, prompt_padding, with_real_lengths)
 from .compute import MAX_RANK, Buffers, host_array
 from ..runtime.native import LOG_WARNING, NATIVES
 
@@ -99,6 +99,8 @@ class CudaKernel:
         self.steps = self._build(graph, placed, lambda node: functools.partial(
             self._output_buffer, [position.get(n) for n in node.outputs]))
         self.dead_after = last_uses(self.steps, output_names)
+        self.prompt_steps = with_real_lengths(self.steps, self.prompt) if self.prompt is not None else self.steps
+        self.prompt_dead_after = last_uses(self.prompt_steps, output_names)
         self.held_addresses = frozenset(t.ptr for t in self.held if t.ptr)  # the branches' constants added by _build
         self.out_dtypes = [graph.value(n).dtype for n in output_names]
         self._tls = threading.local()
@@ -279,12 +281,13 @@ class CudaKernel:
         capacity = self.native.lib.seamless_replay_key(self.replayer, b.in_dims, b.in_ranks, b.in_types, b.key, prompt)
         return bytes(self.native.ffi.buffer(b.key)), int(capacity), self.prompt if prompt[0] else self.padding
 
-    def _run(self, values: dict, stream, scratch: list) -> list[DeviceTensor]:
-        """Every step on `values` (constants and inputs); the outputs, on the GPU. What kernels
-        allocate is appended to `scratch`."""
+    def _run(self, values: dict, stream, scratch: list, prompt: bool = False) -> list[DeviceTensor]:
+        """Every step on `values` (constants and inputs; `prompt`: a first prompt padded by self.prompt); the
+        outputs, on the GPU. What kernels allocate is appended to `scratch`."""
         if any(t.settled for t in values.values()):
             self.rt.begin_run(stream)
-        results = run_steps(self.rt, self.steps, values, self.output_names, stream, scratch, self.dead_after,
+        steps, dead_after = (self.prompt_steps, self.prompt_dead_after) if prompt else (self.steps, self.dead_after)
+        results = run_steps(self.rt, steps, values, self.output_names, stream, scratch, dead_after,
                             self.held_addresses)
         results = [_on_gpu(self.rt, t, stream, scratch) for t in results]
         for name, t, dtype in zip(self.output_names, results, self.out_dtypes):
@@ -334,7 +337,7 @@ class CudaKernel:
             with rt.capture_pool():  # the run's frees serve its later allocations; all kept by the graph
                 largest = max([t.nbytes for t in stable.values()] or [0])
                 rt.stage(table, 0, len(names), stream, largest)
-                results = self._run(dict(self.constants, **stable), stream, scratch)
+                results = self._run(dict(self.constants, **stable), stream, scratch, padding is self.prompt)
                 _release(rt, scratch, list(stable.values()), self.held_addresses)  # the graph's: replays reuse them
             self.native.check(lib.seamless_segment_end(graph, 1))
             if self.listed and self.log_capture:

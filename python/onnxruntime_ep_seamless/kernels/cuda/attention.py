@@ -116,10 +116,19 @@ def _repeat_heads(rt, stream, x, group):
     return y
 
 
+def check_real_lengths(real_lengths, batch: int) -> None:
+    """A recurrent kernel's real_lengths, no input of its op: where the executor pads a first prompt to a bucket
+    (exec/cuda_capture.py Padding.stateful), GroupQueryAttention's seqlens_k (int32 [batch], the real length - 1),
+    at which the state outputs stop (the kernels clamp each to the tokens given)."""
+    if real_lengths is not None and (real_lengths.dtype != np.int32 or real_lengths.size < batch):
+        raise ValueError(f"real lengths {real_lengths.shape} {real_lengths.dtype}: int32, one per batch row ({batch})")
+
+
 def _linear_recurrence(rt, stream, query, key, value, past_state, decay, beta, q_heads, kv_heads, k_heads, d_k, d_v,
-                       scale, update_rule, state_dtype):
+                       scale, update_rule, state_dtype, real_lengths):
     """attention.cu's recurrence (shapes checked by the caller): (output, present state of state_dtype)."""
     b, t = query.shape[:2]
+    check_real_lengths(real_lengths, b)
     gated, delta = update_rule in ("gated", "gated_delta"), update_rule in ("delta", "gated_delta")
     out = rt.alloc((b, t, max(q_heads, kv_heads) * d_v), query.dtype)
     state = rt.alloc((b, kv_heads, d_k, d_v), F32)
@@ -136,7 +145,8 @@ def _linear_recurrence(rt, stream, query, key, value, past_state, decay, beta, q
     rt.launch_rows(f"{name}_{SUFFIX[query.dtype]}", b * kv_heads, stream, ("ptr", query.ptr),
                    ("ptr", key.ptr), ("ptr", value.ptr), ("ptr", past_state.ptr if past_state is not None else 0),
                    ("ptr", decay.ptr if gated else 0), ("ptr", beta.ptr if delta else 0), ("ptr", out.ptr),
-                   ("ptr", state.ptr), shape, **launch)
+                   ("ptr", state.ptr), ("ptr", real_lengths.ptr if real_lengths is not None else 0), shape,
+                   **launch)
     present = cast_to(rt, stream, state, state_dtype)
     if present is not state:
         rt.free(state)  # stream-ordered
@@ -144,7 +154,8 @@ def _linear_recurrence(rt, stream, query, key, value, past_state, decay, beta, q
 
 
 @kernel("LinearAttention", since=27, types=GPU_FLOATS, device="cuda", check=check_linear_attention)
-def linear_attention(rt, stream, query, key, value, past_state=None, decay=None, beta=None, *, chunk_size=64,
+def linear_attention(rt, stream, query, key, value, past_state=None, decay=None, beta=None, real_lengths=None, *,
+                     chunk_size=64,
                      kv_num_heads, q_num_heads, scale=0.0, update_rule="gated_delta"):
     """The token-by-token recurrence (chunk_size only tunes chunked implementations), its state in float32."""
     b, t, width = query.shape
@@ -164,7 +175,7 @@ def linear_attention(rt, stream, query, key, value, past_state=None, decay=None,
                          "does not fit (see the ONNX spec)")
     return _linear_recurrence(rt, stream, query, key, value, past_state, decay, beta, q_num_heads, kv_num_heads,
                               kv_num_heads, d_k, d_v, scale, update_rule,
-                              query.dtype if past_state is None else past_state.dtype)
+                              query.dtype if past_state is None else past_state.dtype, real_lengths)
 
 
 def _check_ms_linear_attention(node, graph):
@@ -177,7 +188,8 @@ def _check_ms_linear_attention(node, graph):
 
 
 @kernel("LinearAttention", domain="com.microsoft", types=GPU_FLOATS, device="cuda", check=_check_ms_linear_attention)
-def ms_linear_attention(rt, stream, query, key, value, past_state=None, decay=None, beta=None, *, q_num_heads,
+def ms_linear_attention(rt, stream, query, key, value, past_state=None, decay=None, beta=None, real_lengths=None, *,
+                        q_num_heads,
                         kv_num_heads, update_rule="gated_delta", scale=0.0, chunk_size=64, state_window=0):
     """The CPU kernel's shapes and checks (GQA, inverse GQA, fewer K than V heads); the state in past_state's type
     (the query's when absent)."""
@@ -186,7 +198,7 @@ def ms_linear_attention(rt, stream, query, key, value, past_state=None, decay=No
                                                   kv_num_heads, update_rule)
     return _linear_recurrence(rt, stream, query, key, value, past_state, decay, beta, q_num_heads, kv_num_heads,
                               k_heads, d_k, d_v, scale, update_rule,
-                              query.dtype if past_state is None else past_state.dtype)
+                              query.dtype if past_state is None else past_state.dtype, real_lengths)
 
 
 # --- com.microsoft GatedDeltaNet -----------------------------------------------------------

@@ -25,6 +25,7 @@ from ..cpu.spatial import check_grid_sample as cpu_check_grid_sample
 from ..registry import kernel
 from .elementwise import (ABS, ADD, GPU_FLOATS, POW, SUFFIX, Scratch, binary, cast_to, check_ints, device_scalar,
                           unary)
+from .attention import check_real_lengths
 from .matmul import batched_product
 from .reduction import L1, L2, MAX_OF, MEAN, reduce
 from .shape import MOVABLE, host_ints, scatter_elements
@@ -569,27 +570,31 @@ def check_causal_conv_cuda(node, graph):
                                                    if node.attrs.get("channels_last", 0) else None)
 
 
-def _causal_conv(rt, stream, x, weight, bias, past, activation, dilation):
+def _causal_conv(rt, stream, x, weight, bias, past, activation, dilation, real_lengths):
     batch, channels, length, k, state_shape = causal_conv_geometry(
         x.shape, weight.shape, None if bias is None else bias.shape, None if past is None else past.shape, dilation, 0)
+    check_real_lengths(real_lengths, batch)
     y, state = rt.alloc(x.shape, x.dtype), rt.alloc(state_shape, x.dtype)
     rows = batch * channels
     rt.launch(f"seamless_causal_conv_{SUFFIX[x.dtype]}", rows * (length + state_shape[2]), stream,
               ("int64", rows), ("int64", channels), ("int64", length), ("int64", k), ("int64", dilation),
               ("int", int(activation in ("silu", "swish"))), ("ptr", x.ptr), ("ptr", weight.ptr),
               ("ptr", bias.ptr if bias is not None else 0), ("ptr", past.ptr if past is not None else 0),
-              ("ptr", y.ptr), ("ptr", state.ptr))
+              ("ptr", real_lengths.ptr if real_lengths is not None else 0), ("ptr", y.ptr), ("ptr", state.ptr))
     return y, state
 
 
 @kernel("CausalConvWithState", since=27, types=GPU_FLOATS, device="cuda", check=check_causal_conv_cuda)
-def causal_conv_with_state_27(rt, stream, x, weight, bias=None, past_state=None, *, activation="none"):
-    return _causal_conv(rt, stream, x, weight, bias, past_state, activation, 1)
+def causal_conv_with_state_27(rt, stream, x, weight, bias=None, past_state=None, real_lengths=None, *,
+                              activation="none"):
+    """real_lengths: no input of the op (kernels/cuda/attention.py check_real_lengths)."""
+    return _causal_conv(rt, stream, x, weight, bias, past_state, activation, 1, real_lengths)
 
 
 @kernel("CausalConvWithState", domain="com.microsoft", types=GPU_FLOATS, device="cuda", check=check_causal_conv_cuda)
-def causal_conv_with_state_ms(rt, stream, x, weight, bias=None, past_state=None, *, activation="none", dilation=1,
+def causal_conv_with_state_ms(rt, stream, x, weight, bias=None, past_state=None, real_lengths=None, *,
+                              activation="none", dilation=1,
                               channels_last=0, ndim=1, state_window=0, state_update_capacity=0, state_length=0,
                               state_channels_last=-1, input_channel_offset=0, input_channels=0):
-    return _causal_conv(rt, stream, x, weight, bias, past_state, activation, dilation)
+    return _causal_conv(rt, stream, x, weight, bias, past_state, activation, dilation, real_lengths)
 
