@@ -87,11 +87,12 @@ def test_builder_hybrid_decoder_is_one_segment(family, precision):
     assert {"LinearAttention", "LinearAttentionGate", "GatedRMSNorm", "MRotaryEmbedding"} <= ops
 
 
-@pytest.mark.parametrize("family", ["qwen3_5", "lfm2"])
+@pytest.mark.parametrize("family", ["qwen3_5", "lfm2", "qwen3_5_moe"])
 @pytest.mark.parametrize("precision", ["fp32", "int4"])
 def test_builder_hybrid_first_prompt_is_padded_to_a_bucket(family, precision):
     # a hybrid's first prompt of any length replays its bucket's graph: the convolutions and linear attentions take
-    # the real length from GroupQueryAttention's seqlens_k in the padded run, so their states stop there
+    # the real length from GroupQueryAttention's seqlens_k in the padded run, so their states stop there; an MoE's
+    # router rows ([B * S, experts]) go to the MoE op only
     from onnxruntime_ep_seamless.exec.cuda_capture import RECURRENT, with_real_lengths
     path = material.genai_model_dir(family, precision) / "model.onnx"
     if not path.exists():
@@ -383,12 +384,16 @@ def test_prompt_padding_plan_of_a_gqa_decoder():
     ([helper.make_node("Reshape", ["out", "flat"], ["p"])], "(Reshape): a shape that splits a position's elements"),
     ([helper.make_node("ReduceSum", ["attention_mask", "one"], ["n"]), helper.make_node("Reshape", ["out", "rows"], ["p"]),
       helper.make_node("ReduceSum", ["p", "one"], ["q"])], "(ReduceSum): a sum over positions the padding fills"),
+    # a router's rows ([B * S, experts]: batch-major, so padded positions sit between a batch's) read by no MoE
+    ([helper.make_node("Reshape", ["out", "router"], ["p"]), helper.make_node("Softmax", ["p"], ["q"])],
+     "(Softmax): reads (batch, position) rows merged into one axis"),
 ])
 def test_prompt_padding_declines_what_would_mix_positions(extra, why):
     from onnxruntime_ep_seamless.exec.cuda_capture import prompt_padding
     onnx_model = gqa_decoder(extra=extra)
     onnx_model.graph.initializer.extend([numpy_helper.from_array(np.array([0, -1, 32], np.int64), "flat"),
-                                         numpy_helper.from_array(np.array([0, 0, 16], np.int64), "rows")])
+                                         numpy_helper.from_array(np.array([0, 0, 16], np.int64), "rows"),
+                                         numpy_helper.from_array(np.array([-1, 16], np.int64), "router")])
     graph = import_model(onnx_model)
     parts, _ = analyse(graph)
     plan, problem = prompt_padding(graph, parts[0].steps, graph.inputs, graph.outputs)

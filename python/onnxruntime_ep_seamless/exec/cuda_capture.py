@@ -442,7 +442,8 @@ ELEMENTWISE = frozenset({
     "Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Where", "Sigmoid", "Tanh", "Relu", "Neg", "Exp", "Log",
     "Sqrt", "Erf", "Abs", "Reciprocal", "Sin", "Cos", "Softplus", "LeakyRelu", "HardSigmoid", "HardSwish", "Elu",
     "Gelu", "FastGelu", "QuickGelu", "BiasGelu", "Clip", "Identity", "SiLU", "GeluErf", "Mish", "Softsign",
-    "LinearAttentionGate"})  # (a linear attention's decay and beta, each position's from its own projections)
+    "LinearAttentionGate", "GatedAdd"})  # (a linear attention's decay and beta, each position's from its own
+#                                          projections; an MoE's output plus its shared expert's, gated)
 # recurrences along the sequence: each position's output from the positions up to it, their state outputs from all of
 # them (so from the real ones only where the kernel is given the real length): op -> (input 0's sequence axis, the
 # position of the kernel's real_lengths, after the op's own inputs)
@@ -492,13 +493,14 @@ def prompt_padding(graph, steps: list[Step], input_names, output_names) -> tuple
     zeroed = set(padded)  # values whose padding is zeros: the staged inputs, and their casts
     factors: dict[str, int] = {}  # _row_rule's
     stateful: list[str] = []  # _row_rule's
+    rows: set[str] = set()  # _row_rule's
     lengths: dict[str, tuple | None] = {}
     outputs, why = _walk(graph, steps, output_names, padded, lengths, "prompt-long",
                          lambda name: any(isinstance(d, str) and not symbols.isdisjoint(SYMBOL.findall(d))
                                           for d in graph.value(name).shape or ()),
                          lambda node, touched, const: _row_rule(node, graph, touched, padded, lengths, zeroed, past,
-                                                                const, factors, stateful),
-                         whole=lambda name: factors.get(name, 1) == 1)
+                                                                const, factors, stateful, rows),
+                         whole=lambda name: factors.get(name, 1) == 1 and name not in rows)
     if outputs is None:
         return None, why
     seqlens = {n.inputs[5] for n in attention}
@@ -526,17 +528,30 @@ def with_real_lengths(steps: list, plan: Padding) -> list:
     return out
 
 
+MOE_OPS = frozenset({"MoE", "QMoE"})
+
+
+def _router_rows(graph, name, axis, shape) -> bool:
+    """Whether a Reshape of value `name` (padded on `axis`) to `shape` is an MoE router's [B, S, E] -> [-1, E]."""
+    dims = graph.value(name).shape
+    return (shape is not None and dims is not None and len(dims) == 3 and axis == 1 and isinstance(dims[2], int)
+            and [int(d) for d in np.asarray(shape).reshape(-1)] == [-1, dims[2]])
+
+
 def _aligned(graph, name, axis, rank) -> int:
     """Axis `axis` of value `name` as an axis of a broadcast result of rank `rank`."""
     return axis + rank - len(graph.value(name).shape)
 
 
-def _row_rule(node: Node, graph, touched, padded, lengths, zeroed, past, const, factors, stateful) -> str:
+def _row_rule(node: Node, graph, touched, padded, lengths, zeroed, past, const, factors, stateful, rows) -> str:
     """prompt_padding's rule for one node that reads padded values or lengths; "" when it keeps every position
     apart (its outputs marked padded), else why not. factors: a value's indices a position on its padded axis
     where a Reshape merged the axis with the ones after it (1 where not given); stateful: the recurrent nodes' labels
-    (RECURRENT), whose state outputs need the real length."""
+    (RECURRENT), whose state outputs need the real length; rows: (batch, position) pairs merged into one axis (an MoE
+    router's [B * S, experts]), which only the MoE ops read."""
     ins, outs, op = node.inputs, node.outputs, node.op_type
+    if any(ins[i] in rows for i in touched) and (op not in MOE_OPS or node.domain != "com.microsoft"):
+        return "reads (batch, position) rows merged into one axis"
     if any(factors.get(ins[i], 1) != 1 for i in touched) and \
             op in ("Shape", "GroupQueryAttention", "RotaryEmbedding", "MRotaryEmbedding", *RECURRENT):
         return "reads a value whose padded axis a Reshape merged with others"
@@ -597,6 +612,13 @@ def _row_rule(node: Node, graph, touched, padded, lengths, zeroed, past, const, 
     elif op == "Transpose" and touched == [0]:
         perm = list(node.attrs.get("perm", range(rank(ins[0]))[::-1]))
         axis = perm.index(padded[ins[0]][0])
+    elif op == "Reshape" and touched == [0] and _router_rows(graph, ins[0], padded[ins[0]][0], const(1)):
+        axis = 0  # a router's logits, one row per token: [B, S, E] -> [B * S, E]
+        rows.add(outs[0])
+    elif op in MOE_OPS and node.domain == "com.microsoft" and set(touched) <= {0, 1} and 0 in touched:
+        axis = padded[ins[0]][0]  # each token's experts its own: its router row (input 1) and its hidden state
+        if rank(ins[0]) != 3 or axis != 1 or (1 in touched and ins[1] not in rows) or factors.get(ins[0], 1) != 1:
+            return "hidden states padded on another axis than the sequence, or a router not one row per token"
     elif op == "Reshape" and touched == [0]:
         # the dims before the padded axis copied (0), the padded one copied or -1, fixed dims after it: each
         # position's block of elements (its factor's indices on the axis times the dims after) stays whole
