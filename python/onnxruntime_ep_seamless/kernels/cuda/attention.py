@@ -119,9 +119,11 @@ def _repeat_heads(rt, stream, x, group):
 def check_real_lengths(real_lengths, batch: int) -> None:
     """A recurrent kernel's real_lengths, no input of its op: where the executor pads a first prompt to a bucket
     (exec/cuda_capture.py Padding.stateful), GroupQueryAttention's seqlens_k (int32 [batch], the real length - 1),
-    at which the state outputs stop (the kernels clamp each to the tokens given)."""
-    if real_lengths is not None and (real_lengths.dtype != np.int32 or real_lengths.size < batch):
-        raise ValueError(f"real lengths {real_lengths.shape} {real_lengths.dtype}: int32, one per batch row ({batch})")
+    at which the state outputs stop (the kernels clamp each to the tokens given). A batch of one only: in a batch, a
+    left-padded row's mask sum is not where its tokens end; the capture fails and the binding runs unpadded."""
+    if real_lengths is not None and (batch != 1 or real_lengths.dtype != np.int32 or real_lengths.size < 1):
+        raise ValueError(f"real lengths {real_lengths.shape} {real_lengths.dtype} for a batch of {batch}: a padded "
+                         "prompt's recurrences take one sequence's int32 length")
 
 
 def _linear_recurrence(rt, stream, query, key, value, past_state, decay, beta, q_heads, kv_heads, k_heads, d_k, d_v,
