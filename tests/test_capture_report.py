@@ -23,6 +23,15 @@ def seams(onnx_model):
     return [(s.node.op_type, s.seam) for p in parts for s in p.steps if s.seam], parts, declined
 
 
+def builder_seams(family, precision):
+    """seams() of a builder decoder of tests/material.py (its -e cpu export), or the test skips."""
+    import onnx
+    path = material.genai_model_dir(family, precision) / "model.onnx"
+    if not path.exists():
+        pytest.skip(f"{path} not prepared (python tests/material.py)")
+    return seams(onnx.load(str(path)))
+
+
 def test_builder_decoder_is_one_segment():
     path = material.genai_small_dir("int4", "cuda") / "model.onnx"
     if not path.exists():
@@ -77,11 +86,7 @@ def test_builder_gated_delta_net_export_is_one_segment():
 def test_builder_hybrid_decoder_is_one_segment(family, precision):
     # Qwen3.5's hybrids: the linear-attention layer (its conv and recurrent states, LinearAttentionGate, GatedRMSNorm),
     # MRotaryEmbedding's positions read on the GPU, and in the MoE build the routed and shared experts
-    path = material.genai_model_dir(family, precision) / "model.onnx"
-    if not path.exists():
-        pytest.skip(f"{path} not prepared (python tests/material.py)")
-    import onnx
-    found, parts, declined = seams(onnx.load(str(path)))
+    found, parts, declined = builder_seams(family, precision)
     assert not found and not declined and len(parts) == 1 and parts[0].segments == 1
     ops = {s.node.op_type for s in parts[0].steps if s.on_gpu and s.kdef.device == "cuda"}
     assert {"LinearAttention", "LinearAttentionGate", "GatedRMSNorm", "MRotaryEmbedding"} <= ops
@@ -94,11 +99,7 @@ def test_builder_hybrid_first_prompt_is_padded_to_a_bucket(family, precision):
     # the real length from GroupQueryAttention's seqlens_k in the padded run, so their states stop there; an MoE's
     # router rows ([B * S, experts]) go to the MoE op only
     from onnxruntime_ep_seamless.exec.cuda_capture import RECURRENT, with_real_lengths
-    path = material.genai_model_dir(family, precision) / "model.onnx"
-    if not path.exists():
-        pytest.skip(f"{path} not prepared (python tests/material.py)")
-    import onnx
-    _, parts, _ = seams(onnx.load(str(path)))
+    _, parts, _ = builder_seams(family, precision)
     plan, steps = parts[0].prompt, parts[0].steps
     assert plan is not None, parts[0].prompt_problem
     recurrent = [s.node for s in steps if s.node.op_type in RECURRENT]
