@@ -238,6 +238,7 @@ class Padding:
     # the prompt's real length, which a padded run gives them from GroupQueryAttention's seqlens_k (`seqlens`)
     stateful: tuple = ()
     seqlens: str = ""
+    first: tuple = ()  # the labels of the steps computing seqlens, which run before the others in a padded prompt
 
 
 def choose_padding(graph, steps: list[Step], input_names, output_names) -> tuple[Padding | None, str]:
@@ -506,17 +507,29 @@ def prompt_padding(graph, steps: list[Step], input_names, output_names) -> tuple
     seqlens = {n.inputs[5] for n in attention}
     if stateful and len(seqlens) != 1:
         return None, "recurrent nodes, and GroupQueryAttentions of different seqlens_k to give them the real length"
-    if stateful:
-        made = next((k for k, s in enumerate(steps) if next(iter(seqlens)) in s.node.outputs), -1)
-        if made > next(k for k, s in enumerate(steps) if s.node.label in stateful):
-            return None, "a recurrent node runs before seqlens_k, its real length, is computed"
+    first = _computing(steps, seqlens) if stateful else []
+    if set(first) & set(stateful):
+        return None, "seqlens_k, the recurrent nodes' real length, is computed from their outputs"
     return Padding({n: padded[n][0] for n in input_names if n in padded}, outputs, past=past, stateful=tuple(stateful),
-                   seqlens=seqlens.pop() if stateful else ""), ""
+                   seqlens=seqlens.pop() if stateful else "", first=tuple(first)), ""
+
+
+def _computing(steps: list[Step], names) -> list[str]:
+    """The labels of the steps that compute the values `names`, their inputs' and so on."""
+    made = {n: s.node for s in steps for n in s.node.outputs if n}
+    wanted, found = [n for n in names if n in made], {}
+    while wanted:
+        node = made[wanted.pop()]
+        if node.label not in found:
+            found[node.label] = node
+            wanted.extend(n for n in node.inputs if n in made)
+    return list(found)
 
 
 def with_real_lengths(steps: list, plan: Padding) -> list:
     """The executor's steps (exec/cuda_compute.py) for a first prompt padded by `plan`: each of its recurrent nodes
-    also reads seqlens_k, as its kernel's real_lengths (RECURRENT), so that its state stops at the real length."""
+    also reads seqlens_k, as its kernel's real_lengths (RECURRENT), so that its state stops at the real length; the
+    steps computing seqlens_k first (ORT's order may put a recurrent node before them)."""
     if not plan.stateful:
         return steps
     out = []
@@ -525,7 +538,7 @@ def with_real_lengths(steps: list, plan: Padding) -> list:
             at = RECURRENT[node.op_type][1]
             node = replace(node, inputs=node.inputs + [""] * (at - len(node.inputs)) + [plan.seqlens])
         out.append((node, *rest))
-    return out
+    return [s for s in out if s[0].label in plan.first] + [s for s in out if s[0].label not in plan.first]
 
 
 MOE_OPS = frozenset({"MoE", "QMoE"})
