@@ -607,18 +607,24 @@ def test_a_transpose_that_moves_only_axes_of_one_keeps_the_memory():
 
 
 def test_a_split_of_a_decode_row_is_views_that_keep_their_memory_alive(monkeypatch):
-    """A decode step's [1, 1, n] split on its last axis (Qwen3.5's q, k, v after the convolution) gives views of
-    the input, no copy: each piece's memory lives while any piece does, only the allocation itself is ever freed
-    (never an address inside it), and a piece that is an output keeps it past the run."""
+    """A decode step's [1, 1, n] split on its last axis (Qwen3.5's q, k, v after the convolution) gives views, no
+    copy: a piece's memory lives while any piece, or a view of one (a Reshape), does; only the allocation itself is
+    ever freed, never an address inside it (nor inside the input a piece of it lies in), eagerly or into a capture's
+    pool; a piece that is an output keeps its allocation past the run."""
     from onnxruntime_ep_seamless.kernels.cuda.shape import VIEW_ALIGN
     n = VIEW_ALIGN // 2  # float16: pieces VIEW_ALIGN bytes apart
     x = onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT16, [1, 1, 3 * n])
-    outs = [onnx.helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT16, [1, 1, n]) for name in ("s", "k")]
+    outs = [onnx.helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT16, None) for name in ("s", "r", "t")]
+    flat = onnx.numpy_helper.from_array(np.array([1, n], np.int64), "flat")
     nodes = [onnx.helper.make_node("Mul", ["x", "x"], ["sq"]),
              onnx.helper.make_node("Split", ["sq"], ["q", "k", "v"], axis=-1, num_outputs=3),
              onnx.helper.make_node("Sigmoid", ["v"], ["g"]),
-             onnx.helper.make_node("Add", ["q", "g"], ["s"])]
-    model = onnx.helper.make_model(onnx.helper.make_graph(nodes, "split", [x], outs),
+             onnx.helper.make_node("Add", ["q", "g"], ["s"]),
+             onnx.helper.make_node("Reshape", ["k", "flat"], ["r"]),  # a view of a piece: an output
+             onnx.helper.make_node("Split", ["x"], ["a", "b", "c"], axis=-1, num_outputs=3),  # pieces of the input
+             onnx.helper.make_node("Reshape", ["b", "flat"], ["b2"]),
+             onnx.helper.make_node("Sigmoid", ["b2"], ["t"])]
+    model = onnx.helper.make_model(onnx.helper.make_graph(nodes, "split", [x], outs, [flat]),
                                    opset_imports=[onnx.helper.make_opsetid("", 18)])
     graph = import_model(model)
 
@@ -631,15 +637,25 @@ def test_a_split_of_a_decode_row_is_views_that_keep_their_memory_alive(monkeypat
     monkeypatch.setattr(runtime_cuda, "FATBIN", __file__)
     monkeypatch.setattr(runtime_cuda.CudaRuntime, "_instances", {})
     ep = FakeEp({"capture": "off", "native_program": 0})
-    kernel = cuda_compute.CudaKernel(ep, graph, ["x"], ["s", "k"])
-    glue = ep.native.lib
-    x = kernel.rt.alloc((1, 1, 3 * n), np.float16)
+    kernel = cuda_compute.CudaKernel(ep, graph, ["x"], ["s", "r", "t"])
+    glue, rt = ep.native.lib, kernel.rt
+    x = rt.alloc((1, 1, 3 * n), np.float16)
     x.settled = True
     glue.launches, scratch = [], []
-    s, k = kernel._run(dict(kernel.constants, x=x), ffi.cast("void*", 7), scratch)
-    assert len([name for name in glue.launches if isinstance(name, str)]) == 3, glue.launches  # Mul, Sigmoid, Add
-    squared = next(t for t in scratch if t.shape == (1, 1, 3 * n))
-    assert k.base is squared and k.ptr == squared.ptr + VIEW_ALIGN and squared.ptr in glue.live
-    glue.check(s.ptr, k.ptr)
-    cuda_compute._release(kernel.rt, scratch, [x, s, k], kernel.held_addresses)
-    assert glue.live == _kept(kernel) | {x.ptr, s.ptr, squared.ptr}  # the output piece keeps its allocation
+    s, r, t = kernel._run(dict(kernel.constants, x=x), ffi.cast("void*", 7), scratch)
+    assert len([name for name in glue.launches if isinstance(name, str)]) == 4, glue.launches  # no copy
+    squared = next(v for v in scratch if v.shape == (1, 1, 3 * n))
+    assert r.base is squared and r.ptr == squared.ptr + VIEW_ALIGN and squared.ptr in glue.live
+    glue.check(s.ptr, r.ptr, t.ptr)
+    cuda_compute._release(rt, scratch, [x, s, r, t], kernel.held_addresses)
+    assert glue.live == _kept(kernel) | {x.ptr, s.ptr, t.ptr, squared.ptr}  # r keeps its allocation
+    for v in (s, r, t):
+        rt.free(v.base or v)
+
+    pooled = []  # a capture's run: what it frees serves its later allocations, so only allocations may go there
+    monkeypatch.setattr(runtime_cuda._CapturePool, "put", lambda pool, ptr, nbytes: pooled.append(ptr))
+    with rt.capture_pool():
+        scratch = []
+        kernel._run(dict(kernel.constants, x=x), ffi.cast("void*", 7), scratch)
+        cuda_compute._release(rt, scratch, [x], kernel.held_addresses)
+    assert pooled and set(pooled) <= set(glue.sizes), [hex(p) for p in pooled]

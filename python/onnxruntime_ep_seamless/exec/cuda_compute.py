@@ -621,20 +621,34 @@ def run_steps(rt, steps: list, values: dict, output_names: list, stream, scratch
         if t is not values[name]:  # a host value uploaded: freed after the run
             values[name] = t
             given.add(t.ptr)
+            bisect.insort(outside, (t.ptr, t.ptr + max(t.nbytes, 1), id(t), t))
         return t
 
     given = {t.ptr for t in values.values()} | held  # inputs, constants: never ours to free
+    outside = sorted((t.ptr, t.ptr + max(t.nbytes, 1), id(t), t) for t in values.values() if t.ptr)  # their memory
     roots: dict[int, list] = {}  # memory steps returned: its address -> [the tensor, its end, values not yet dead]
     starts: list[int] = []  # the roots' addresses, sorted (roots do not overlap)
     root_of: dict[str, int] = {}
     freed: dict[int, int] = {}  # an address freed here -> scratch's length then (entries before it: gone)
 
-    def adopt(name, t):  # a value in a root's memory (a view, or the root itself) keeps it
+    def adopt(name, t):
+        """A value in a root's memory (a view, or the root itself) keeps it (`name`: "" for an unnamed output);
+        a view inside a root or a given value that no kernel gave a base (a Reshape of a Split's piece) gets it,
+        so that it is freed as its base, never as an address inside another allocation."""
         i = bisect.bisect_right(starts, t.ptr) - 1
         if i >= 0 and t.ptr < roots[starts[i]][1]:
-            roots[starts[i]][2] += 1
-            root_of[name] = starts[i]
-        elif t.base is None and t.ptr not in given:  # (a view of an input or a constant is none of ours)
+            root = roots[starts[i]][0]
+            if t.base is None and t is not root and (t.ptr, t.nbytes) != (root.ptr, root.nbytes):
+                t.base = root.base or root
+            if name:
+                roots[starts[i]][2] += 1
+                root_of[name] = starts[i]
+            return
+        j = bisect.bisect_right(outside, (t.ptr, math.inf)) - 1
+        if j >= 0 and t.ptr < outside[j][1]:  # in an input's or a constant's memory: none of ours
+            if t.base is None and (t.ptr, t.nbytes) != (outside[j][0], outside[j][3].nbytes):
+                t.base = outside[j][3].base or outside[j][3]
+        elif t.base is None and t.ptr not in given and name:
             roots[t.ptr] = [t, t.ptr + max(t.nbytes, 1), 1]
             bisect.insort(starts, t.ptr)
             root_of[name] = t.ptr
@@ -652,8 +666,8 @@ def run_steps(rt, steps: list, values: dict, output_names: list, stream, scratch
                     scratch.append(t)  # freed after the run even when the node leaves it unnamed
                     if name:
                         values[name] = t
-                        if dead_after is not None and t.ptr:
-                            adopt(name, t)
+                    if t.ptr:
+                        adopt(name, t)
             if dead_after is None:
                 continue
             for name in dead_after[k]:
