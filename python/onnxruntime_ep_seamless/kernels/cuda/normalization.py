@@ -172,7 +172,7 @@ def lp_normalization(rt, stream, x, *, axis=-1, p=2):
     if x.size:  # normalization.cu lp_norm: a warp a vector, one launch
         rt.launch(f"seamless_lp_norm_{SUFFIX[x.dtype]}", x.size // n * 32, stream, ("ptr", x.ptr), ("ptr", y.ptr),
                   ("int64", x.size // n), ("int64", n), ("int64", inner), ("int", p))
-    return y
+    return (y,)
 
 
 # --- the skip and RMS normalisations ------------------------------------------------------
