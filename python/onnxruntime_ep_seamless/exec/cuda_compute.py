@@ -880,8 +880,8 @@ def _overlap(a: DeviceTensor, b: DeviceTensor) -> bool:
 
 def _settle(rt, stream, targets: list, results: list, names: list, what: str, scratch: list) -> None:
     """Copy results into targets of the same shapes on `stream` (a conditional node's body). A result in another
-    target's buffer (a Loop swapping carried values), or in part of its own, would be overwritten before it is read: then all go through
-    copies first (into `scratch`)."""
+    target's buffer (a Loop swapping carried values), or in part of its own, would be overwritten before it is read:
+    then all go through copies first (into `scratch`)."""
     for name, target, t in zip(names, targets, results):
         if (t.shape, t.dtype) != (target.shape, target.dtype):
             raise ValueError(f"{what} {name!r} has two shapes ({target.shape} {target.dtype} and {t.shape} "

@@ -239,7 +239,7 @@ def _split_sizes(dim, split, n):
 VIEW_ALIGN = 256  # cuMemAlloc's alignment, which kernels' vector loads may assume of an input
 
 
-def _split_copies(rt, stream, x, axis, split, n):
+def _split(rt, stream, x, axis, split, n):
     axis = checks.axis(axis, len(x.shape))
     outer, dim, inner = axis_view(x.shape, axis)
     sizes = _split_sizes(dim, split, n)
@@ -261,12 +261,12 @@ def _split_copies(rt, stream, x, axis, split, n):
 
 @kernel("Split", since=2, until=12, types=MOVABLE, device="cuda")
 def split_2(rt, stream, x, *, axis=0, split=None, _num_outputs):
-    return _split_copies(rt, stream, x, axis, split, _num_outputs)
+    return _split(rt, stream, x, axis, split, _num_outputs)
 
 
 @kernel("Split", since=13, types=MOVABLE, device="cuda", host_inputs=(1,))
 def split_13(rt, stream, x, split=None, *, axis=0, num_outputs=None, _num_outputs):
-    return _split_copies(rt, stream, x, axis, None if split is None else host_ints(rt, stream, split), _num_outputs)
+    return _split(rt, stream, x, axis, None if split is None else host_ints(rt, stream, split), _num_outputs)
 
 
 @kernel("Tile", since=6, types=MOVABLE, device="cuda", host_inputs=(1,))
