@@ -62,6 +62,22 @@ def test_qmoe_rows_of_several_passes(zero_points, hidden, inter):
 
 
 @needs_gpu
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("tokens,experts,zero_points", [(96, 8, False), (40, 16, True), (300, 4, False)])
+def test_qmoe_prompt_grouped_by_expert(tokens, experts, zero_points, dtype):
+    """A prompt's QMoE (pairs >= GROUPED_PAIRS_AN_EXPERT an expert: moe.cu group and grouped): experts with more pairs
+    than a tile of MOE_TILE, and one with none (its router logit far below), rows of several MOE_TILE_ROWS blocks (2 x
+    192) and of more columns than a window of shared memory (1088: two float16 windows, three float32), blocks of 64
+    with zero points."""
+    attrs = dict(k=2, activation_type="swiglu", swiglu_fusion=1, swiglu_limit=7.0, expert_weight_bits=4,
+                 block_size=64 if zero_points else 32)
+    hidden = 1088 if experts == 4 else 256
+    inputs = qmoe_inputs(tokens, hidden, experts, 192, "swiglu", 4, attrs["block_size"], zero_points, dtype=dtype)
+    inputs[1][:, 1] = -30  # expert 1 chosen by no token
+    _check("QMoE", inputs, attrs, dtype)
+
+
+@needs_gpu
 @pytest.mark.parametrize("op", ["MoE", "QMoE"])
 @pytest.mark.parametrize("experts,tie", [(256, True), (300, False), (300, True)])
 def test_routing_of_many_experts_and_ties(op, experts, tie):
