@@ -505,6 +505,7 @@ __device__ void grouped(int64_t k, int by_pair, int qmoe, MoeWeights g, const in
         nibbles8(reinterpret_cast<const uint32_t*>(&packed[1])[w], offset[1], wv[1]);
 #pragma unroll
         for (int j = 0; j < MOE_TILE; j++) {
+          if (j >= n) break;  // a short tile (n: the block's)
           float xv[8];
           load8(xs + j * WINDOW + ch * 32 + 8 * w, xv);
 #pragma unroll
@@ -537,7 +538,8 @@ __device__ void grouped(int64_t k, int by_pair, int qmoe, MoeWeights g, const in
   }
 }
 
-// y[t, o] = sum over t's slots, by ascending expert (as `down`), of weight * part[t * k + s, o], the slots that run.
+// y[t, o] = sum over t's slots, by ascending expert (as `down` off its dealt path), of weight * part[t * k + s, o], the
+// slots that run.
 template <typename T>
 __device__ void combine(int64_t tokens, int64_t k, int64_t rows, int qmoe, const int32_t* chosen,
                         const float* weights, const float* part, T* y) {
@@ -562,8 +564,9 @@ __device__ void combine(int64_t tokens, int64_t k, int64_t rows, int qmoe, const
 
 }  // namespace moe
 
-extern "C" __global__ void seamless_moe_group(int64_t pairs, int64_t experts, const int32_t* chosen, int32_t* order,
-                                              int32_t* tiles, int32_t* ntiles) {
+extern "C" __global__ void __launch_bounds__(MOE_GROUP_THREADS) seamless_moe_group(int64_t pairs, int64_t experts,
+                                                                                const int32_t* chosen, int32_t* order,
+                                                                                int32_t* tiles, int32_t* ntiles) {
   dependent_launch();
   moe::group(pairs, experts, chosen, order, tiles, ntiles);
 }
