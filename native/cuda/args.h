@@ -28,6 +28,9 @@
 #define STREAM_PASSES 1       /* ... rows a lane group a chunk: a chunk is STREAM_PASSES * DECODE_THREADS * 8 / H rows */
 #define SELECT_THREADS 256    /* reduction.cu TopK / ArgMax / ArgMin: threads a block */
 #define MOE_UP_ROWS 2         /* moe.cu up: rows of one expert a warp (their loads in flight together) */
+#define MOE_TILE 16           /* moe.cu grouped: (token, slot) pairs of one expert a block (a prompt's experts) */
+#define MOE_TILE_ROWS 128     /* ... expert rows a block of 256 threads (2 a thread, 4 threads a row pair) */
+#define MOE_GROUP_THREADS 1024 /* moe.cu group: the one block's threads */
 
 /* A bad value in the run's data, which only the GPU sees (common.cuh report_bad): `report` is the stream's
  * pinned host record {tag, value} (ep_plugin/cuda_exec.c), 0 for none; `tag` names the node and the cause

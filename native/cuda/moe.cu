@@ -402,7 +402,174 @@ __device__ void down(int64_t tokens, int64_t k, int qmoe, MoeWeights g, const in
   }
 }
 
+// A prompt's (token, slot) pairs grouped by expert, for `grouped`: one block of MOE_GROUP_THREADS threads counts each
+// expert's pairs, a warp lays them out (order: each expert's pairs together, experts ascending; within an expert in
+// no set order: each pair's product is its own) and lists the tiles of up to MOE_TILE pairs (tiles: expert, first
+// pair in order, pairs; ntiles: how many, at most pairs / MOE_TILE + experts). 2 * experts int32 of shared memory.
+__device__ void group(int64_t pairs, int64_t experts, const int32_t* chosen, int32_t* order, int32_t* tiles,
+                      int32_t* ntiles) {
+  extern __shared__ int32_t counts[];  // [experts] pairs, then [experts] each expert's next place in order
+  int32_t* next = counts + experts;
+  for (int64_t e = threadIdx.x; e < experts; e += blockDim.x) counts[e] = 0;
+  __syncthreads();
+  for (int64_t p = threadIdx.x; p < pairs; p += blockDim.x) {
+    const int32_t e = chosen[p];
+    if (e >= 0 && e < experts) atomicAdd(&counts[e], 1);
+  }
+  __syncthreads();
+  if (threadIdx.x < 32) {  // lane l lays out experts [lo, hi): its sums, the warp's running sums before them
+    const int lane = threadIdx.x;
+    const int64_t per = (experts + 31) / 32, lo = min(lane * per, experts), hi = min(lo + per, experts);
+    int32_t own_pairs = 0, own_tiles = 0;
+    for (int64_t e = lo; e < hi; e++) {
+      own_pairs += counts[e];
+      own_tiles += (counts[e] + MOE_TILE - 1) / MOE_TILE;
+    }
+    int32_t before_pairs = own_pairs, before_tiles = own_tiles;  // inclusive scans, then less their own
+    for (int off = 1; off < 32; off <<= 1) {
+      const int32_t p = __shfl_up_sync(0xffffffff, before_pairs, off);
+      const int32_t t = __shfl_up_sync(0xffffffff, before_tiles, off);
+      if (lane >= off) { before_pairs += p; before_tiles += t; }
+    }
+    if (lane == 31) *ntiles = before_tiles;
+    before_pairs -= own_pairs;
+    before_tiles -= own_tiles;
+    for (int64_t e = lo; e < hi; e++) {
+      next[e] = before_pairs;
+      for (int32_t first = 0; first < counts[e]; first += MOE_TILE, before_tiles++) {
+        tiles[3 * before_tiles] = (int32_t)e;
+        tiles[3 * before_tiles + 1] = before_pairs + first;
+        tiles[3 * before_tiles + 2] = min(MOE_TILE, counts[e] - first);
+      }
+      before_pairs += counts[e];
+    }
+  }
+  __syncthreads();
+  for (int64_t p = threadIdx.x; p < pairs; p += blockDim.x) {
+    const int32_t e = chosen[p];
+    if (e >= 0 && e < experts) order[atomicAdd(&next[e], 1)] = (int32_t)p;
+  }
+}
+
+// A prompt's products of 4-bit expert rows on the chunked path (blocks of 32 columns or more, rows of whole 32-column
+// chunks; kernels/cuda/moe.py checks): out[p, r] = (pair p runs ? expert(p)'s row r . x(p) : 0) + bias, float32, for
+// MOE_TILE pairs of one expert a block (blockIdx.x: a tile of `group`'s, past ntiles none) and MOE_TILE_ROWS rows
+// (blockIdx.y), so each weight is read once for the tile's pairs, not once a pair. x(p): row p / k of x (up: the
+// tokens' activations) or row p (down: each pair's activated intermediate). Each 32-column chunk as rows_dot sums it
+// (its dot of (q - zero) . x, then times its scale), the pairs' activations a window of columns in shared memory.
+template <typename T, typename X>
+__device__ void grouped(int64_t k, int by_pair, int qmoe, MoeWeights g, const int32_t* tiles, const int32_t* ntiles,
+                        const int32_t* order, const float* weights, const X* x, const uint8_t* q, const T* scale,
+                        const uint8_t* zp, const T* bias, float* out) {
+  constexpr int WINDOW = 32768 / (MOE_TILE * (int)sizeof(X));  // columns of the window: 32 KB of shared memory
+  __shared__ __align__(16) X xs[MOE_TILE * WINDOW];
+  __shared__ const X* rows_of[MOE_TILE];
+  const int tile = blockIdx.x;
+  if (tile >= *ntiles) return;
+  const int64_t e = tiles[3 * tile], first = tiles[3 * tile + 1];
+  const int n = tiles[3 * tile + 2];
+  if (threadIdx.x < MOE_TILE) {
+    const int64_t p = threadIdx.x < n ? order[first + threadIdx.x] : 0;
+    rows_of[threadIdx.x] = x + (by_pair ? p : p / k) * g.cols;
+  }
+  const int kl = threadIdx.x & 3, cols = (int)g.cols, row_bytes = cols / 2;
+  const int blocks = (int)((g.cols + g.block - 1) / g.block);
+  const int64_t r0 = blockIdx.y * (int64_t)MOE_TILE_ROWS + 2 * (threadIdx.x >> 2);
+  float acc[2][MOE_TILE] = {};
+  for (int w0 = 0; w0 < cols; w0 += WINDOW) {
+    const int width = min(WINDOW, cols - w0);
+    __syncthreads();  // rows_of written; the last window read
+    for (int i = threadIdx.x; i < MOE_TILE * WINDOW; i += blockDim.x) {
+      const int j = i / WINDOW, c = i % WINDOW;
+      xs[i] = j < n && c < width ? rows_of[j][w0 + c] : X(0.0f);
+    }
+    __syncthreads();
+    for (int ch = kl; ch < width / 32; ch += 4) {
+      const int c0 = w0 + ch * 32, b = c0 >> g.block_shift;
+      uint4 packed[2];
+      float sc[2], offset[2], dot[2][MOE_TILE] = {};
+#pragma unroll
+      for (int u = 0; u < 2; u++) {
+        const int64_t r = r0 + u < g.rows ? r0 + u : 0, row = e * g.rows + r;  // a missing row reads row 0
+        packed[u] = *reinterpret_cast<const uint4*>(q + row * row_bytes + c0 / 2);
+        sc[u] = ld(scale + row * blocks + b);
+        float zero = 8.0f;
+        if (zp && g.zp_blockwise) zero = (float)((zp[row * ((blocks + 1) / 2) + b / 2] >> ((b % 2) * 4)) & 15);
+        else if (zp) zero = (float)((zp[e * ((g.rows + 1) / 2) + r / 2] >> ((r % 2) * 4)) & 15);
+        offset[u] = 8388608.0f + zero;
+      }
+#pragma unroll
+      for (int w = 0; w < 4; w++) {
+        float wv[2][8];
+        nibbles8(reinterpret_cast<const uint32_t*>(&packed[0])[w], offset[0], wv[0]);
+        nibbles8(reinterpret_cast<const uint32_t*>(&packed[1])[w], offset[1], wv[1]);
+#pragma unroll
+        for (int j = 0; j < MOE_TILE; j++) {
+          if (j >= n) break;  // a short tile (n: the block's)
+          float xv[8];
+          load8(xs + j * WINDOW + ch * 32 + 8 * w, xv);
+#pragma unroll
+          for (int i = 0; i < 8; i++) {
+            dot[0][j] += xv[i] * wv[0][i];
+            dot[1][j] += xv[i] * wv[1][i];
+          }
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < MOE_TILE; j++) {
+        acc[0][j] += dot[0][j] * sc[0];
+        acc[1][j] += dot[1][j] * sc[1];
+      }
+    }
+  }
+#pragma unroll
+  for (int u = 0; u < 2; u++) {
+#pragma unroll
+    for (int j = 0; j < MOE_TILE; j++) {  // the 4 threads of a row pair: adjacent lanes
+      float v = acc[u][j];
+      v += __shfl_xor_sync(0xffffffff, v, 1);
+      v += __shfl_xor_sync(0xffffffff, v, 2);
+      const int64_t r = r0 + u;
+      if (kl == 0 && j < n && r < g.rows) {
+        const int64_t p = order[first + j];
+        out[p * g.rows + r] = (runs(qmoe, weights[p]) ? v : 0.0f) + (bias ? ld(bias + e * g.rows + r) : 0.0f);
+      }
+    }
+  }
+}
+
+// y[t, o] = sum over t's slots, by ascending expert (as `down` off its dealt path), of weight * part[t * k + s, o], the
+// slots that run.
+template <typename T>
+__device__ void combine(int64_t tokens, int64_t k, int64_t rows, int qmoe, const int32_t* chosen,
+                        const float* weights, const float* part, T* y) {
+  GRID_LOOP(i, tokens * rows) {
+    const int64_t t = i / rows, r = i % rows;
+    float sum = 0.0f;
+    int32_t last = -1;
+    for (int64_t n = 0; n < k; n++) {
+      int64_t s = -1;
+      for (int64_t j = 0; j < k; j++) {
+        const int32_t e = chosen[t * k + j];
+        if (e > last && (s < 0 || e < chosen[t * k + s])) s = j;
+      }
+      if (s < 0) break;
+      const int64_t ts = t * k + s;
+      last = chosen[ts];
+      if (runs(qmoe, weights[ts])) sum += weights[ts] * part[ts * rows + r];
+    }
+    st(y + i, sum);
+  }
+}
+
 }  // namespace moe
+
+extern "C" __global__ void __launch_bounds__(MOE_GROUP_THREADS) seamless_moe_group(int64_t pairs, int64_t experts,
+                                                                                const int32_t* chosen, int32_t* order,
+                                                                                int32_t* tiles, int32_t* ntiles) {
+  dependent_launch();
+  moe::group(pairs, experts, chosen, order, tiles, ntiles);
+}
 
 #define MOE_KERNELS(S, T)                                                                                              \
   extern "C" __global__ void seamless_moe_route_##S(int64_t tokens, int64_t experts, int64_t k, int qmoe,             \
@@ -435,6 +602,23 @@ __device__ void down(int64_t tokens, int64_t k, int qmoe, MoeWeights g, const in
                                                          const T* scale, const uint8_t* zp, const T* bias, T* y) {    \
     dependent_launch();                                                                                                \
     moe::down<T, true>(tokens, k, qmoe, g, chosen, weights, act, w, q, scale, zp, bias, y);                            \
+  }                                                                                                                    \
+  extern "C" __global__ void __launch_bounds__(256) seamless_moe_grouped_##S(                                          \
+      int64_t k, int qmoe, MoeWeights g, const int32_t* tiles, const int32_t* ntiles, const int32_t* order,            \
+      const float* weights, const T* x, const uint8_t* q, const T* scale, const uint8_t* zp, const T* bias,            \
+      float* out) { dependent_launch();                                                                                \
+    moe::grouped<T, T>(k, 0, qmoe, g, tiles, ntiles, order, weights, x, q, scale, zp, bias, out);                      \
+  }                                                                                                                    \
+  extern "C" __global__ void __launch_bounds__(256) seamless_moe_grouped_act_##S(                                      \
+      int64_t k, int qmoe, MoeWeights g, const int32_t* tiles, const int32_t* ntiles, const int32_t* order,            \
+      const float* weights, const float* act, const uint8_t* q, const T* scale, const uint8_t* zp, const T* bias,      \
+      float* out) { dependent_launch();                                                                                \
+    moe::grouped<T, float>(k, 1, qmoe, g, tiles, ntiles, order, weights, act, q, scale, zp, bias, out);                \
+  }                                                                                                                    \
+  extern "C" __global__ void seamless_moe_combine_##S(int64_t tokens, int64_t k, int64_t rows, int qmoe,              \
+                                                      const int32_t* chosen, const float* weights, const float* part,  \
+                                                      T* y) { dependent_launch();                                      \
+    moe::combine(tokens, k, rows, qmoe, chosen, weights, part, y);                                                     \
   }
 FOR_FLOATS(MOE_KERNELS)
 #undef MOE_KERNELS

@@ -13,6 +13,26 @@ F16 = np.dtype(np.float16)
 TOL = {np.dtype(np.float32): {"rtol": 1e-4, "atol": 1e-5}, F16: {"rtol": 2e-3, "atol": 2e-3}}
 
 
+@pytest.fixture(params=["pairs", "grouped"])
+def qmoe_path(request, monkeypatch):
+    """A prompt's QMoE both ways: pair by pair (the decode step's kernels) and grouped by expert (moe.cu group, grouped:
+    where the layout allows it). Yields the kernels the runs launched in blocks (launch_rows) to assert on."""
+    from onnxruntime_ep_seamless.kernels.cuda import moe
+    from onnxruntime_ep_seamless.runtime import cuda as runtime_cuda
+    monkeypatch.setattr(moe, "GROUPED_PAIRS_AN_EXPERT", 0 if request.param == "grouped" else 1 << 40)
+    launched, launch_rows = [], runtime_cuda.CudaRuntime.launch_rows
+
+    def recording(self, name, *args, **kwargs):
+        launched.append(name)
+        return launch_rows(self, name, *args, **kwargs)
+    monkeypatch.setattr(runtime_cuda.CudaRuntime, "launch_rows", recording)
+    yield request.param, launched
+
+
+def _grouped_ran(launched):
+    return any(name.startswith("seamless_moe_grouped") for name in launched)
+
+
 def _check(op, inputs, attrs, dtype):
     from onnxruntime_ep_seamless.graph.onnx_import import import_model
     from onnxruntime_ep_seamless.kernels.registry import lookup
@@ -41,24 +61,45 @@ def test_moe(act, k, normalize, extra, dtype):
 @pytest.mark.parametrize("act,bits,block,zero_points", [
     ("swiglu", 4, 32, False), ("gelu", 4, 16, True), ("silu", 4, 0, True), ("relu", 2, 0, False),
     ("identity", 4, 32, True)])
-def test_qmoe(act, bits, block, zero_points, dtype):
+def test_qmoe(act, bits, block, zero_points, dtype, qmoe_path):
     attrs = dict(k=2, activation_type=act, expert_weight_bits=bits)
     if block:
         attrs["block_size"] = block
     if act == "swiglu":
         attrs.update(swiglu_fusion=1, swiglu_limit=7.0)
     _check("QMoE", qmoe_inputs(11, 64, 4, 32, act, bits, block, zero_points, dtype=dtype), attrs, dtype)
+    path, launched = qmoe_path  # grouped where the 4-bit blocks are of 32 columns or more (row-wise: 64 and 32)
+    assert _grouped_ran(launched) == (path == "grouped" and bits == 4 and block != 16)
 
 
 @needs_gpu
 @pytest.mark.parametrize("zero_points", [False, True])
 @pytest.mark.parametrize("hidden,inter", [(1088, 64), (4160, 2112)])
-def test_qmoe_rows_of_several_passes(zero_points, hidden, inter):
+def test_qmoe_rows_of_several_passes(zero_points, hidden, inter, qmoe_path):
     """4-bit rows of more 32-column chunks than a warp's lanes: moe.cu's chunked path, blocks of 64 (a scale and zero
     point for two chunks). 1088 columns: 34 chunks, lanes 0 and 1 take two; 4160 and the down product's 2 x 2112
     (its two experts' chunks dealt out together): more than a pass of CHUNKS_IN_FLIGHT chunks a lane."""
     attrs = dict(k=2, activation_type="swiglu", swiglu_fusion=1, swiglu_limit=7.0, expert_weight_bits=4, block_size=64)
     _check("QMoE", qmoe_inputs(5, hidden, 4, inter, "swiglu", 4, 64, zero_points, dtype=F16), attrs, F16)
+    assert _grouped_ran(qmoe_path[1]) == (qmoe_path[0] == "grouped")
+
+
+@needs_gpu
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("tokens,experts,zero_points", [(96, 8, False), (40, 16, True), (300, 4, False)])
+def test_qmoe_prompt_grouped_by_expert(tokens, experts, zero_points, dtype, qmoe_path):
+    """A prompt's QMoE both ways (grouped: moe.cu group and grouped): experts with more pairs than a tile of MOE_TILE,
+    one with none (its router logit far below), a token whose second pair weighs under 1e-8 (not run), rows of several
+    MOE_TILE_ROWS blocks (2 x 192) and of more columns than a window of shared memory (1088: two float16 windows,
+    three float32), blocks of 64 with zero points."""
+    attrs = dict(k=2, activation_type="swiglu", swiglu_fusion=1, swiglu_limit=7.0, expert_weight_bits=4,
+                 block_size=64 if zero_points else 32)
+    hidden = 1088 if experts == 4 else 256
+    inputs = qmoe_inputs(tokens, hidden, experts, 192, "swiglu", 4, attrs["block_size"], zero_points, dtype=dtype)
+    inputs[1][:, 1] = -30  # expert 1 chosen by no token
+    inputs[1][0, :], inputs[1][0, 0] = -30, 0  # token 0: its second expert's weight e^-30
+    _check("QMoE", inputs, attrs, dtype)
+    assert _grouped_ran(qmoe_path[1]) == (qmoe_path[0] == "grouped")
 
 
 @needs_gpu
@@ -194,7 +235,7 @@ def _dequantized(q, scales, bits, block, cols):
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
 @pytest.mark.parametrize("op", ["MoE", "QMoE"])
 @pytest.mark.parametrize("sparse_mixer,fc3", [(1, True), (1, False), (0, True)])
-def test_sparse_mixer_and_fc3_gating(op, sparse_mixer, fc3, dtype):
+def test_sparse_mixer_and_fc3_gating(op, sparse_mixer, fc3, dtype, qmoe_path):
     """Phi-3.5-MoE's routing and its separate up projection (FC3: act(fc1 . x) * (fc3 . x)), which ORT's CUDA kernels
     have and its CPU EP not, against the float64 reference from the spec (tests/kernels/test_moe.py, its routing
     checked against transformers' PhiMoE): 4-bit block-wise experts, biases on MoE."""
@@ -220,6 +261,7 @@ def test_sparse_mixer_and_fc3_gating(op, sparse_mixer, fc3, dtype):
     expected = moe_reference(x, router, *floats, "silu", sparse_mixer, 2, qmoe=op == "QMoE")
     tol = 1e-4 if dtype == np.float32 else 3e-3
     np.testing.assert_allclose(y.astype(np.float64), expected, rtol=tol, atol=tol * np.abs(expected).max())
+    assert _grouped_ran(qmoe_path[1]) == (op == "QMoE" and qmoe_path[0] == "grouped")
 
 
 def phimoe_oracle(model_dir, checkpoint):

@@ -20,6 +20,9 @@ TYPES = frozenset(map(np.dtype, (np.float32, np.float16)))
 
 MAX_EXPERTS = 2048  # moe.cu route: a warp per token, a lane holding at most 64 experts
 MOE_UP_ROWS = codes.MOE_UP_ROWS
+# A prompt's QMoE products by expert (moe.cu group, grouped): from this many (token, slot) pairs an expert on average
+# (a first rule: not yet measured against the pair-by-pair kernels)
+GROUPED_PAIRS_AN_EXPERT = 2
 
 
 def _weights(rows, cols, block, bits, zp_blockwise) -> tuple:
@@ -52,6 +55,18 @@ def _run(rt, stream, x, router, fcs, tokens, experts, inter, attrs, bits=None):
                   ("int64", k), ("int", int(bits is not None)), ("int", int(bool(attrs["normalize"]))),
                   ("ptr", router.ptr), ("ptr", chosen.ptr), ("ptr", weights.ptr))
 
+    pairs = tokens * k
+    grouped = bits == 4 and pairs >= GROUPED_PAIRS_AN_EXPERT * experts and hidden % 32 == 0 and inter % 32 == 0 and \
+        all(q is not None and q[2] >= 32 and q[2] & (q[2] - 1) == 0 and w.ptr % 16 == 0 for w, _, q in fcs.values())
+    if grouped:  # a prompt's pairs by expert (moe.cu group), each weight then read once for up to MOE_TILE of them
+        tiles_max = -(-pairs // codes.MOE_TILE) + experts
+        order = s(rt.alloc((pairs,), np.dtype(np.int32)))
+        tiles = s(rt.alloc((tiles_max, 3), np.dtype(np.int32)))
+        ntiles = s(rt.alloc((1,), np.dtype(np.int32)))
+        rt.launch_rows("seamless_moe_group", 1, stream, ("int64", pairs), ("int64", experts), ("ptr", chosen.ptr),
+                       ("ptr", order.ptr), ("ptr", tiles.ptr), ("ptr", ntiles.ptr), shared=8 * experts,
+                       threads=codes.MOE_GROUP_THREADS)
+
     def product(name, fc, rows, cols, inputs, out):  # out = fc's experts' rows . inputs (+ bias)
         w, bias, quant = fcs[fc]
         if quant is None:
@@ -60,6 +75,13 @@ def _run(rt, stream, x, router, fcs, tokens, experts, inter, attrs, bits=None):
             scales, zp, block = quant
             layout = _weights(rows, cols, block, bits, int(zp is not None and len(zp.shape) == 3))
             operands = [0, w.ptr, scales.ptr, zp.ptr if zp is not None else 0]
+        if grouped:  # out: each pair's rows (down's then summed a token by moe.cu combine)
+            rt.launch_rows(f"seamless_moe_grouped{'_act' if name == 'down' else ''}_{suffix}",
+                           (tiles_max, -(-rows // codes.MOE_TILE_ROWS)), stream, ("int64", k), ("int", 1), layout,
+                           ("ptr", tiles.ptr), ("ptr", ntiles.ptr), ("ptr", order.ptr), ("ptr", weights.ptr),
+                           ("ptr", inputs.ptr), *(("ptr", p) for p in operands[1:]),
+                           ("ptr", bias.ptr if bias is not None else 0), ("ptr", out.ptr))
+            return
         warps = tokens * k * -(-rows // MOE_UP_ROWS) if name == "up" else tokens * rows  # moe.cu up, down
         if name == "down" and quant is not None and cols < 32 * 32:  # fewer 32-column chunks a row than lanes
             name = "down_dealt"
@@ -76,7 +98,14 @@ def _run(rt, stream, x, router, fcs, tokens, experts, inter, attrs, bits=None):
               ("int64", inter), ("int", MOE_ACTIVATIONS[act]), ("float", float(attrs["alpha"])),
               ("float", float(attrs["beta"])), ("int", int(limit is not None)), ("float", float(limit or 0.0)),
               ("ptr", h.ptr), ("ptr", gate.ptr if gate is not None else 0), ("ptr", activated.ptr))
-    product("down", "fc2", hidden, inter, activated, y)
+    if not grouped:
+        product("down", "fc2", hidden, inter, activated, y)
+        return s.done(y)
+    part = s(rt.alloc((pairs, hidden), f32))  # each pair's product, then summed a token by ascending expert
+    product("down", "fc2", hidden, inter, activated, part)
+    rt.launch(f"seamless_moe_combine_{suffix}", tokens * hidden, stream, ("int64", tokens), ("int64", k),
+              ("int64", hidden), ("int", 1), ("ptr", chosen.ptr), ("ptr", weights.ptr), ("ptr", part.ptr),
+              ("ptr", y.ptr))
     return s.done(y)
 
 
