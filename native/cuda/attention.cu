@@ -1186,8 +1186,8 @@ __device__ void rotary(int64_t n, const T* x, const int64_t* pos, const T* cos, 
 FOR_FLOATS(ROTARY)
 
 // LinearAttention (ONNX opset 27 and com.microsoft), as kernels/cpu/attention.py: a block per (batch, KV head) runs
-// the token-by-token recurrence on its state S [d_k, d_v] (float32, in `state`, past_state's values or zeros at the
-// start): per token S *= exp(g) (gated), v = beta * (v - S^T k) (delta), S += k v^T, and each query head reading the
+// the token-by-token recurrence on its state S [d_k, d_v] (float32: in `work` or registers, past_state's values or
+// zeros at the start; rounded to T once, into `state`, at the end): per token S *= exp(g) (gated), v = beta * (v - S^T k) (delta), S += k v^T, and each query head reading the
 // state gets scale * q^T S: the KV head's group of query heads (GQA), or with more KV than query heads (inverse GQA)
 // query head h * q_heads / kv_heads into output head h. K has k_heads heads (KV head h reads K head
 // h / (kv_heads / k_heads)). Shared memory: k, v and the readers' q rows.
@@ -1201,7 +1201,7 @@ __device__ int real_tokens(const int32_t* lengths, int b, int tokens) {
 
 template <typename T>
 __device__ void run(const T* q, const T* k, const T* v, const T* past, const T* decay, const T* beta, T* out,
-                    float* state, const int32_t* lengths, LinearAttentionShape s) {
+                    float* work, T* state, const int32_t* lengths, LinearAttentionShape s) {
   extern __shared__ float smem[];
   int h = blockIdx.x % s.kv_heads, b = blockIdx.x / s.kv_heads;
   const int real = real_tokens(lengths, b, s.tokens);
@@ -1211,7 +1211,7 @@ __device__ void run(const T* q, const T* k, const T* v, const T* past, const T* 
   float* kk = smem;
   float* vv = kk + s.d_k;
   float* qq = vv + s.d_v;
-  float* S = state + ((int64_t)b * s.kv_heads + h) * s.d_k * s.d_v;
+  float* S = work + ((int64_t)b * s.kv_heads + h) * s.d_k * s.d_v;
   int64_t cells = (int64_t)s.d_k * s.d_v;
   for (int64_t e = threadIdx.x; e < cells; e += blockDim.x)
     S[e] = past ? ld(past + ((int64_t)b * s.kv_heads + h) * cells + e) : 0.0f;
@@ -1248,6 +1248,7 @@ __device__ void run(const T* q, const T* k, const T* v, const T* past, const T* 
     }
     __syncthreads();
   }
+  for (int64_t e = threadIdx.x; e < cells; e += blockDim.x) st(state + (S - work) + e, S[e]);
 }
 
 // The same recurrence with a thread per state column m (d_v of them, a block per (batch, KV head)) and that column's
@@ -1255,7 +1256,7 @@ __device__ void run(const T* q, const T* k, const T* v, const T* past, const T* 
 // only shared values are the token's k, q rows and exp(decay). For d_k of 64 or 128 (DK).
 template <typename T, int DK>
 __device__ void run_columns(const T* q, const T* k, const T* v, const T* past, const T* decay, const T* beta, T* out,
-                            float* state, const int32_t* lengths, LinearAttentionShape s) {
+                            T* state, const int32_t* lengths, LinearAttentionShape s) {
   extern __shared__ float smem[];
   const int h = blockIdx.x % s.kv_heads, b = blockIdx.x / s.kv_heads, m = threadIdx.x;
   const int real = real_tokens(lengths, b, s.tokens);
@@ -1302,28 +1303,29 @@ __device__ void run_columns(const T* q, const T* k, const T* v, const T* past, c
     __syncthreads();
   }
 #pragma unroll
-  for (int d = 0; d < DK; d++) state[base + (int64_t)d * s.d_v + m] = S[d];
+  for (int d = 0; d < DK; d++) st(state + base + (int64_t)d * s.d_v + m, S[d]);
 }
 
 }  // namespace linear_attention
 
 #define LINEAR_ATTENTION(S_, T)                                                                                 \
   extern "C" __global__ void seamless_linear_attention_##S_(const T* q, const T* k, const T* v, const T* past,  \
-                                                            const T* decay, const T* beta, T* out, float* state, \
-                                                            const int32_t* lengths, LinearAttentionShape s) {   \
+                                                            const T* decay, const T* beta, T* out, float* work,  \
+                                                            T* state, const int32_t* lengths,                   \
+                                                            LinearAttentionShape s) {                           \
     dependent_launch();                                                                                         \
-    linear_attention::run<T>(q, k, v, past, decay, beta, out, state, lengths, s);                               \
+    linear_attention::run<T>(q, k, v, past, decay, beta, out, work, state, lengths, s);                         \
   }                                                                                                             \
   extern "C" __global__ void seamless_linear_attention_k64_##S_(const T* q, const T* k, const T* v, const T* past, \
                                                                 const T* decay, const T* beta, T* out,          \
-                                                                float* state, const int32_t* lengths,           \
+                                                                float* work, T* state, const int32_t* lengths,  \
                                                                 LinearAttentionShape s) {                       \
     dependent_launch();                                                                                         \
     linear_attention::run_columns<T, 64>(q, k, v, past, decay, beta, out, state, lengths, s);                   \
   }                                                                                                             \
   extern "C" __global__ void seamless_linear_attention_k128_##S_(const T* q, const T* k, const T* v, const T* past, \
                                                                  const T* decay, const T* beta, T* out,         \
-                                                                 float* state, const int32_t* lengths,          \
+                                                                 float* work, T* state, const int32_t* lengths, \
                                                                  LinearAttentionShape s) {                      \
     dependent_launch();                                                                                         \
     linear_attention::run_columns<T, 128>(q, k, v, past, decay, beta, out, state, lengths, s);                  \

@@ -127,31 +127,33 @@ def check_real_lengths(real_lengths, batch: int) -> None:
 
 
 def _linear_recurrence(rt, stream, query, key, value, past_state, decay, beta, q_heads, kv_heads, k_heads, d_k, d_v,
-                       scale, update_rule, state_dtype, real_lengths):
-    """attention.cu's recurrence (shapes checked by the caller): (output, present state of state_dtype)."""
+                       scale, update_rule, real_lengths):
+    """attention.cu's recurrence (shapes checked by the caller): (output, present state), both of the query's type
+    (the op's T: past_state's too); the state is float32 while it runs."""
     b, t = query.shape[:2]
     check_real_lengths(real_lengths, b)
     gated, delta = update_rule in ("gated", "gated_delta"), update_rule in ("delta", "gated_delta")
     out = rt.alloc((b, t, max(q_heads, kv_heads) * d_v), query.dtype)
-    state = rt.alloc((b, kv_heads, d_k, d_v), F32)
+    present = rt.alloc((b, kv_heads, d_k, d_v), query.dtype)
     shape = struct_arg("LinearAttentionShape", batch=b, tokens=t, q_heads=q_heads, kv_heads=kv_heads, k_heads=k_heads,
                        d_k=d_k, d_v=d_v, gated=int(gated), delta=int(delta),
                        decay_per_key=int(gated and decay.shape[-1] != kv_heads),
                        beta_per_head=int(delta and beta.shape[-1] != 1),
                        scale=float(np.float32(scale) if scale else np.float32(1 / np.sqrt(d_k))))
     readers = max(q_heads // kv_heads, 1)
+    work = None
     if d_k in (64, 128) and d_v <= 1024:  # a thread per state column, its d_k values in registers
         name, launch = f"seamless_linear_attention_k{d_k}", dict(shared=4 * d_k * (2 + readers), threads=d_v)
-    else:
+    else:  # the state in global memory
         name, launch = "seamless_linear_attention", dict(shared=4 * (d_k + d_v + readers * d_k))
+        work = rt.alloc(present.shape, F32)
     rt.launch_rows(f"{name}_{SUFFIX[query.dtype]}", b * kv_heads, stream, ("ptr", query.ptr),
                    ("ptr", key.ptr), ("ptr", value.ptr), ("ptr", past_state.ptr if past_state is not None else 0),
                    ("ptr", decay.ptr if gated else 0), ("ptr", beta.ptr if delta else 0), ("ptr", out.ptr),
-                   ("ptr", state.ptr), ("ptr", real_lengths.ptr if real_lengths is not None else 0), shape,
-                   **launch)
-    present = cast_to(rt, stream, state, state_dtype)
-    if present is not state:
-        rt.free(state)  # stream-ordered
+                   ("ptr", work.ptr if work is not None else 0), ("ptr", present.ptr),
+                   ("ptr", real_lengths.ptr if real_lengths is not None else 0), shape, **launch)
+    if work is not None:
+        rt.free(work)  # stream-ordered
     return out, present
 
 
@@ -176,8 +178,7 @@ def linear_attention(rt, stream, query, key, value, past_state=None, decay=None,
                          f"q_num_heads {q_num_heads}, kv_num_heads {kv_num_heads}: the {problem} input or attribute "
                          "does not fit (see the ONNX spec)")
     return _linear_recurrence(rt, stream, query, key, value, past_state, decay, beta, q_num_heads, kv_num_heads,
-                              kv_num_heads, d_k, d_v, scale, update_rule,
-                              query.dtype if past_state is None else past_state.dtype, real_lengths)
+                              kv_num_heads, d_k, d_v, scale, update_rule, real_lengths)
 
 
 def _check_ms_linear_attention(node, graph):
@@ -199,8 +200,7 @@ def ms_linear_attention(rt, stream, query, key, value, past_state=None, decay=No
                                                   shape_or_none(decay), shape_or_none(beta), q_num_heads,
                                                   kv_num_heads, update_rule)
     return _linear_recurrence(rt, stream, query, key, value, past_state, decay, beta, q_num_heads, kv_num_heads,
-                              k_heads, d_k, d_v, scale, update_rule,
-                              query.dtype if past_state is None else past_state.dtype, real_lengths)
+                              k_heads, d_k, d_v, scale, update_rule, real_lengths)
 
 
 # --- com.microsoft GatedDeltaNet -----------------------------------------------------------
