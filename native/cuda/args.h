@@ -206,7 +206,8 @@ typedef struct {
 typedef struct {
   int32_t batch, tokens, q_heads, kv_heads, k_heads, d_k, d_v;
   int32_t gated, delta, decay_per_key, beta_per_head;  /* decay [B, T, H_kv (* d_k)], beta [B, T, H_kv or 1] */
-  float scale;
+  int32_t qk_l2_norm;  /* NormedLinearAttention: q and k rows over their L2 norms as they are loaded */
+  float scale, q_scale; /* q_scale: the normalised q times it (0: no such Mul) */
 } LinearAttentionShape;
 typedef struct {
   int32_t batch, seq, q_heads, v_heads, d_v;  /* uniform requests: seq tokens each */

@@ -68,8 +68,8 @@ __device__ __forceinline__ void copy_past(int64_t t, const T* past_k, const T* p
 }
 
 // Channel d (< 2 * rot_half) of one head's row after rotary embedding with its position's cos/sin rows.
-template <typename T>
-__device__ __forceinline__ float rotate(const T* row, int d, const T* cos_row, const T* sin_row, int rot_half,
+template <typename T, typename C>
+__device__ __forceinline__ float rotate(const T* row, int d, const C* cos_row, const C* sin_row, int rot_half,
                                         bool interleaved) {
   int j = interleaved ? d / 2 : d % rot_half;  // the frequency of this channel
   float x = ld(row + d), c = ld(cos_row + j), s = ld(sin_row + j);
@@ -1251,9 +1251,36 @@ __device__ void run(const T* q, const T* k, const T* v, const T* past, const T* 
   for (int64_t e = threadIdx.x; e < cells; e += blockDim.x) st(state + (S - work) + e, S[e]);
 }
 
+// A value rounded to T and back, as a kernel storing it and the next loading it would see it.
+template <typename T>
+__device__ __forceinline__ float rounded(float v) {
+  T t;
+  st(&t, v);
+  return ld(&t);
+}
+
+// NormedLinearAttention (plan/fusion.py): the token's k row and each q row in shared memory over their L2 norms, a
+// warp a row with normalization.cu lp_norm's order of terms, rounded to T, q's then times q_scale rounded again: the
+// values the LpNormalization and Mul nodes it replaces would have stored. The block: whole warps.
+template <typename T, int DK>
+__device__ void normalize_rows(float* kk, float* qq, int readers, float q_scale) {
+  const int lane = threadIdx.x & 31;
+  for (int r = threadIdx.x / 32; r <= readers; r += blockDim.x / 32) {
+    float* x = r ? qq + (r - 1) * DK : kk;
+    float sum = 0.0f;
+    for (int c = lane; c < DK; c += 32) sum += x[c] * x[c];
+    for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffff, sum, off);
+    const float norm = sqrtf(sum);
+    for (int c = lane; c < DK; c += 32) {
+      const float e = rounded<T>(norm == 0.0f ? 0.0f : x[c] / norm);
+      x[c] = r && q_scale != 0.0f ? rounded<T>(e * q_scale) : e;
+    }
+  }
+}
+
 // The same recurrence with a thread per state column m (d_v of them, a block per (batch, KV head)) and that column's
 // d_k state values in registers: every token's decay, retrieval, update and readouts need no other column, so the
-// only shared values are the token's k, q rows and exp(decay). For d_k of 64 or 128 (DK).
+// only shared values are the token's k, q rows and exp(decay). For d_k of 32, 64 or 128 (DK).
 template <typename T, int DK>
 __device__ void run_columns(const T* q, const T* k, const T* v, const T* past, const T* decay, const T* beta, T* out,
                             T* state, const int32_t* lengths, LinearAttentionShape s) {
@@ -1279,6 +1306,10 @@ __device__ void run_columns(const T* q, const T* k, const T* v, const T* past, c
     }
     for (int e = threadIdx.x; e < readers * DK; e += blockDim.x) qq[e] = ld(q + (row * s.q_heads + first) * DK + e);
     __syncthreads();
+    if (s.qk_l2_norm) {
+      normalize_rows<T, DK>(kk, qq, readers, s.q_scale);
+      __syncthreads();
+    }
     float u = ld(v + (row * s.kv_heads + h) * s.d_v + m);
     if (s.gated && t < real) {
 #pragma unroll
@@ -1315,6 +1346,13 @@ __device__ void run_columns(const T* q, const T* k, const T* v, const T* past, c
                                                             LinearAttentionShape s) {                           \
     dependent_launch();                                                                                         \
     linear_attention::run<T>(q, k, v, past, decay, beta, out, work, state, lengths, s);                         \
+  }                                                                                                             \
+  extern "C" __global__ void seamless_linear_attention_k32_##S_(const T* q, const T* k, const T* v, const T* past, \
+                                                                const T* decay, const T* beta, T* out,          \
+                                                                float* work, T* state, const int32_t* lengths,  \
+                                                                LinearAttentionShape s) {                       \
+    dependent_launch();                                                                                         \
+    linear_attention::run_columns<T, 32>(q, k, v, past, decay, beta, out, state, lengths, s);                   \
   }                                                                                                             \
   extern "C" __global__ void seamless_linear_attention_k64_##S_(const T* q, const T* k, const T* v, const T* past, \
                                                                 const T* decay, const T* beta, T* out,          \
@@ -1412,14 +1450,16 @@ FOR_FLOATS(GATED_DELTA_NETS)
 
 // MRotaryEmbedding (com.microsoft): RotaryEmbedding's rotation with each rotary column j's cos/sin taken from the
 // row of the position stream (T, H, W: pos [3, B * S]) that owns j: sections contiguous (layout 0) or interleaved
-// (layout 1: H at j % 3 == 1 below 3 section_h, W at j % 3 == 2 below 3 section_w, T elsewhere); times scale.
+// (layout 1: H at j % 3 == 1 below 3 section_h, W at j % 3 == 2 below 3 section_w, T elsewhere); times scale. With
+// caches C of float32 and x, y of float16 or bfloat16: the Casts around a float32 rotation (plan/fusion.py
+// rotary_in_float), whose one rounding is y's.
 __device__ __forceinline__ int mrope_stream(int j, const MRotaryShape& g) {
   if (g.layout == 0) return j < g.section_t ? 0 : j < g.section_t + g.section_h ? 1 : 2;
   return (j % 3 == 1 && j < 3 * g.section_h) ? 1 : (j % 3 == 2 && j < 3 * g.section_w) ? 2 : 0;
 }
 
-template <typename T>
-__device__ void mrotary(int64_t n, const T* x, const int64_t* pos, const T* cos, const T* sin, T* y, MRotaryShape g) {
+template <typename T, typename C>
+__device__ void mrotary(int64_t n, const T* x, const int64_t* pos, const C* cos, const C* sin, T* y, MRotaryShape g) {
   const int64_t tokens = (int64_t)g.batch * g.seq;
   for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; t < n; t += (int64_t)gridDim.x * blockDim.x) {
     int d = t % g.head_size;
@@ -1444,3 +1484,11 @@ __device__ void mrotary(int64_t n, const T* x, const int64_t* pos, const T* cos,
     mrotary(n, x, pos, cos, sin, y, g);                                                                            \
   }
 FOR_FLOATS(MROTARY)
+#define MROTARY_F32_CACHES(S, T)                                                                                   \
+  extern "C" __global__ void seamless_mrotary_##S##_f32(int64_t n, const T* x, const int64_t* pos,                \
+                                                        const float* cos, const float* sin, T* y, MRotaryShape g) { \
+    dependent_launch();                                                                                            \
+    mrotary(n, x, pos, cos, sin, y, g);                                                                            \
+  }
+MROTARY_F32_CACHES(f16, __half)
+MROTARY_F32_CACHES(bf16, __nv_bfloat16)

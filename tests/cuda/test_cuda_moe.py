@@ -33,7 +33,7 @@ def _grouped_ran(launched):
     return any(name.startswith("seamless_moe_grouped") for name in launched)
 
 
-def _check(op, inputs, attrs, dtype):
+def _check(op, inputs, attrs, dtype, **tolerance):
     from onnxruntime_ep_seamless.graph.onnx_import import import_model
     from onnxruntime_ep_seamless.kernels.registry import lookup
     from parity import node_model
@@ -41,7 +41,7 @@ def _check(op, inputs, attrs, dtype):
     model, _ = node_model(op, inputs, attrs, 21, [dtype], domain="com.microsoft")
     graph = import_model(model)
     assert lookup(graph.nodes[0], graph, "cuda", host_rule=False)[0].device == "cuda"  # its CUDA kernel
-    check(op, inputs, attrs, 21, [dtype], domain="com.microsoft", **TOL[np.dtype(dtype)])
+    check(op, inputs, attrs, 21, [dtype], domain="com.microsoft", **{**TOL[np.dtype(dtype)], **tolerance})
 
 
 @needs_gpu
@@ -98,7 +98,9 @@ def test_qmoe_prompt_grouped_by_expert(tokens, experts, zero_points, dtype, qmoe
     inputs = qmoe_inputs(tokens, hidden, experts, 192, "swiglu", 4, attrs["block_size"], zero_points, dtype=dtype)
     inputs[1][:, 1] = -30  # expert 1 chosen by no token
     inputs[1][0, :], inputs[1][0, 0] = -30, 0  # token 0: its second expert's weight e^-30
-    _check("QMoE", inputs, attrs, dtype)
+    # float32: outputs reach ~100 here (rows of 256-1088 random 4-bit products), so sums taken in another order than
+    # stock's differ by ~1e-6 of that (up to 2.7e-5 seen on an H100, both ways alike): atol 1e-4, not TOL's 1e-5
+    _check("QMoE", inputs, attrs, dtype, **({"atol": 1e-4} if dtype == np.float32 else {}))
     assert _grouped_ran(qmoe_path[1]) == (qmoe_path[0] == "grouped")
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ..graph.ir import Node
-from ..kernels.registry import KernelDef, lookup
+from ..kernels.registry import FUSED_DOMAIN, KernelDef, lookup
 from ..plan.fusion import fuse
 
 
@@ -447,8 +447,8 @@ ELEMENTWISE = frozenset({
 #                                          projections; an MoE's output plus its shared expert's, gated)
 # recurrences along the sequence: each position's output from the positions up to it, their state outputs from all of
 # them (so from the real ones only where the kernel is given the real length): op -> (input 0's sequence axis, the
-# position of the kernel's real_lengths, after the op's own inputs)
-RECURRENT = {"CausalConvWithState": (2, 4), "LinearAttention": (1, 6)}
+# position of the kernel's real_lengths, after the op's own inputs; NormedLinearAttention: plan/fusion.py's)
+RECURRENT = {"CausalConvWithState": (2, 4), "LinearAttention": (1, 6), "NormedLinearAttention": (1, 6)}
 NORMS_FROM_AXIS = frozenset({"LayerNormalization", "SimplifiedLayerNormalization", "RMSNormalization",
                              "SkipSimplifiedLayerNormalization", "SkipLayerNormalization"})
 # products of their first input's rows (NormedProduct: also its skip, input 1) by weights no padding reaches
@@ -652,7 +652,7 @@ def _row_rule(node: Node, graph, touched, padded, lengths, zeroed, past, const, 
             return "padded on another axis than the sequence"
         if 1 in touched and padded[ins[1]][0] != rank(ins[1]) - 1:  # ([3,] batch, sequence)
             return "position_ids padded on another axis than the sequence"
-    elif op in RECURRENT and node.domain in ("", "com.microsoft") and 0 in touched:
+    elif op in RECURRENT and node.domain in ("", "com.microsoft", FUSED_DOMAIN) and 0 in touched:
         axis = RECURRENT[op][0]
         if rank(ins[0]) != 3 or node.attrs.get("channels_last", 0) or \
                 any(i == 3 or padded[ins[i]][0] != axis for i in touched):  # input 3: past_state

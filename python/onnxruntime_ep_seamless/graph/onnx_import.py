@@ -81,8 +81,14 @@ def _graph(g: onnx.GraphProto, opsets: dict, values: dict) -> Graph:
     for init in g.initializer:
         arr = _array(init)
         values[init.name] = Value(init.name, init.data_type, arr.shape, arr)
+    inits = {i.name for i in g.initializer}
     nodes = []
     for i, n in enumerate(g.node):
+        if n.op_type == "Constant" and n.domain in ("", "ai.onnx") and [a.name for a in n.attribute] == ["value"]:
+            arr = _array(n.attribute[0].t)  # an initializer, as ORT makes it when it loads the model
+            values[n.output[0]] = Value(n.output[0], n.attribute[0].t.data_type, arr.shape, arr)
+            inits.add(n.output[0])
+            continue
         attrs, implicit = {}, []
         for a in n.attribute:
             if a.type == onnx.AttributeProto.GRAPH:  # a subgraph sees the values of its scope (a copy of them)
@@ -93,7 +99,6 @@ def _graph(g: onnx.GraphProto, opsets: dict, values: dict) -> Graph:
         domain = n.domain if n.domain != "ai.onnx" else ""
         nodes.append(Node(n.name or f"node{i}", n.op_type, domain, opsets.get(domain, 1),
                           list(n.input) + implicit, list(n.output), attrs, len(implicit), i))
-    inits = {i.name for i in g.initializer}
     return Graph(nodes, values, [i.name for i in g.input if i.name not in inits], [o.name for o in g.output],
                  sorted(inits))
 

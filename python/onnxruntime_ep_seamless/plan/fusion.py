@@ -28,6 +28,7 @@ from ..kernels.registry import FUSED_DOMAIN, NORMED_PRODUCTS, lookup
 F16 = np.dtype(np.float16)
 F32 = np.dtype(np.float32)
 INTS = frozenset(map(np.dtype, (np.int32, np.int64)))
+HALF_FLOATS = (10, 16)  # ONNX's float16 and bfloat16
 NBITS_ATTRS = ("K", "N", "block_size", "bits", "accuracy_level")
 # the RMS norms a product can apply to its activations itself (the kernel's epsilon default); the products:
 # kernels/registry.py's NORMED_PRODUCTS
@@ -421,6 +422,86 @@ def linear(ctx: FusionContext, node: Node) -> bool:
                                           outs, attrs, index=node.index), absorbed)
 
 
+def _keeps_rows(ctx: FusionContext, node: Node) -> bool:
+    """A private Reshape that copies its input's first two axes (batch, sequence): a shape constant starting 0, 0."""
+    c = ctx.const(node.inputs[1]) if node.op_type == "Reshape" and len(node.inputs) > 1 else None
+    return c is not None and not node.domain and c.size >= 2 and not (c.reshape(-1)[:2] != 0).any() and \
+        not node.attrs.get("allowzero", 0) and node.index not in ctx.replaced and ctx.private(node)
+
+
+def _l2_rows(ctx: FusionContext, name: str, d: int):
+    """(x, the nodes) where `name` is Reshape(LpNormalization(Reshape(x)), p=2, over a last axis of d) of a rank-3
+    x, both Reshapes keeping x's first two axes: each d consecutive values of x's rows over their L2 norm."""
+    unflat = ctx.producer.get(name)
+    if unflat is None or not _keeps_rows(ctx, unflat):
+        return None
+    norm = ctx.producer.get(unflat.inputs[0])
+    if norm is None or norm.op_type != "LpNormalization" or norm.domain or norm.attrs.get("p", 2) != 2 or \
+            norm.index in ctx.replaced or not ctx.private(norm):
+        return None
+    shape = ctx.graph.value(norm.inputs[0]).shape
+    if not shape or norm.attrs.get("axis", -1) not in (-1, len(shape) - 1) or shape[-1] != d:
+        return None
+    flat = ctx.producer.get(norm.inputs[0])
+    if flat is None or not _keeps_rows(ctx, flat) or len(ctx.graph.value(flat.inputs[0]).shape or ()) != 3:
+        return None
+    return flat.inputs[0], [flat, norm, unflat]
+
+
+def normed_linear_attention(ctx: FusionContext, node: Node) -> bool:
+    """com.microsoft LinearAttention whose key and query are _l2_rows of d_k values (the query's maybe then times a
+    scalar constant) -> NormedLinearAttention(x_q, x_k, the other inputs; q_scale: the constant, 0.0 for none):
+    its kernel normalises the rows as it loads them, three launches a layer fewer (Qwen3.5's linear attention).
+    Where that kernel runs: d_k in LINEAR_COLUMN_HEADS, d_v a multiple of 32 up to 1024 (CUDA)."""
+    from ..kernels.cuda.attention import LINEAR_COLUMN_HEADS
+    if ctx.device == "cpu" or node.op_type != "LinearAttention" or node.domain != "com.microsoft" or \
+            len(node.inputs) < 3 or node.attrs.get("state_window", 0):
+        return False
+    q_heads, kv_heads = node.attrs.get("q_num_heads", 0), node.attrs.get("kv_num_heads", 0)
+    q_width = (ctx.graph.value(node.inputs[0]).shape or (None,))[-1]
+    v_width = (ctx.graph.value(node.inputs[2]).shape or (None,))[-1]
+    if not (isinstance(q_width, int) and isinstance(v_width, int) and q_heads > 0 and kv_heads > 0):
+        return False
+    d_k, d_v = q_width // q_heads, v_width // kv_heads
+    if d_k not in LINEAR_COLUMN_HEADS or q_width != d_k * q_heads or v_width != d_v * kv_heads or d_v % 32 or \
+            d_v > 1024:
+        return False
+    q, mul, q_scale = node.inputs[0], ctx.producer.get(node.inputs[0]), 0.0
+    if mul is not None and mul.op_type == "Mul" and not mul.domain and mul.index not in ctx.replaced and \
+            ctx.private(mul):
+        for i in (0, 1):
+            c = ctx.const(mul.inputs[1 - i])
+            if c is not None and c.size == 1 and c.dtype == ctx.graph.value(q).dtype and float(c.reshape(-1)[0]):
+                q, q_scale = mul.inputs[i], float(c.reshape(-1)[0])
+                break
+    queries, keys = _l2_rows(ctx, q, d_k), _l2_rows(ctx, node.inputs[1], d_k)
+    if queries is None or keys is None:
+        return False
+    absorbed = queries[1] + keys[1] + ([mul] if q != node.inputs[0] else [])
+    return ctx.take(Node(node.name, "NormedLinearAttention", FUSED_DOMAIN, 1, [queries[0], keys[0]] + node.inputs[2:],
+                         node.outputs, {**node.attrs, "q_scale": q_scale}, index=node.index), absorbed)
+
+
+def rotary_in_float(ctx: FusionContext, node: Node) -> bool:
+    """Cast(MRotaryEmbedding(Cast(x, float32), float32 caches), x's type) of a float16 or bfloat16 x ->
+    MRotaryEmbedding in FUSED_DOMAIN (x, the caches): the float32 rotation rounded once into x's type, two launches
+    fewer (Qwen3.5's attention layers, q and k; CUDA)."""
+    if ctx.device == "cpu" or node.op_type != "MRotaryEmbedding" or node.domain != "com.microsoft" or \
+            not ctx.private(node):
+        return False
+    up, down = ctx.producer.get(node.inputs[0]), ctx.reader(node)
+    if up is None or not all(c.op_type == "Cast" and not c.domain and c.index not in ctx.replaced for c in (up, down)):
+        return False
+    x = up.inputs[0]
+    kind = ctx.graph.value(x).elem_type
+    if kind not in HALF_FLOATS or ctx.graph.value(node.inputs[0]).dtype != F32 or not ctx.private(up) or \
+            ctx.graph.value(down.outputs[0]).elem_type != kind or \
+            any(ctx.graph.value(c).dtype != F32 for c in node.inputs[2:4]):
+        return False
+    return ctx.take(Node(down.name, node.op_type, FUSED_DOMAIN, 1, [x] + node.inputs[1:], down.outputs,
+                         dict(node.attrs), index=node.index), [up, down])
+
+
 def normed_product(ctx: FusionContext, norm: Node) -> bool:
     """A (Skip)SimplifiedLayerNormalization or RMSNormalization (NORMS) over the last axis whose output only one
     product (NORMED_PRODUCTS) reads, as its activations -> NormedProduct(x, skip, gamma, bias, the product's
@@ -454,7 +535,8 @@ def normed_product(ctx: FusionContext, norm: Node) -> bool:
 # reaches its Sigmoid; Linear takes only the products SwiGLU left (a pair's up product may come before its
 # gate); NormedProduct reads the products the groups before it made (Node.index: the place in that order).
 FUSIONS = [
-    [reduce_sum_sub_cast, matmul_bias, silu, swiglu, matmul_nbits_bias, gelu_erf, mish, encoder_attention],
+    [reduce_sum_sub_cast, matmul_bias, silu, swiglu, matmul_nbits_bias, gelu_erf, mish, encoder_attention,
+     normed_linear_attention, rotary_in_float],
     [linear],
     [normed_product],
 ]

@@ -16,7 +16,7 @@ from ..cpu import attention as cpu_attention
 from ..cpu.attention import (attention_shapes, check_attention, check_linear_attention, check_mha, gqa_config_problem,
                              gqa_layout, linear_attention_geometry, mha_shapes, mrotary_geometry,
                              shape_or_none)
-from ..registry import kernel
+from ..registry import FUSED_DOMAIN, kernel
 from .elementwise import (ADD, COMPARE, DIV_BY, GPU_FLOATS, LOGIC, MUL_BY, SUFFIX, Scratch, binary, cast_to, compare,
                           device_scalar, logic, unary, where)
 from .matmul import batched_product
@@ -126,10 +126,14 @@ def check_real_lengths(real_lengths, batch: int) -> None:
                          "prompt's recurrences take one sequence's int32 length")
 
 
+LINEAR_COLUMN_HEADS = (32, 64, 128)  # attention.cu linear_attention::run_columns: d_k state values in registers
+
+
 def _linear_recurrence(rt, stream, query, key, value, past_state, decay, beta, q_heads, kv_heads, k_heads, d_k, d_v,
-                       scale, update_rule, real_lengths):
+                       scale, update_rule, real_lengths, q_scale=None):
     """attention.cu's recurrence (shapes checked by the caller): (output, present state), both of the query's type
-    (the op's T: past_state's too); the state is float32 while it runs."""
+    (the op's T: past_state's too); the state is float32 while it runs. q_scale (NormedLinearAttention): q and k
+    rows over their L2 norms as the kernel loads them, q's then times q_scale (0.0: no factor)."""
     b, t = query.shape[:2]
     check_real_lengths(real_lengths, b)
     gated, delta = update_rule in ("gated", "gated_delta"), update_rule in ("delta", "gated_delta")
@@ -138,11 +142,16 @@ def _linear_recurrence(rt, stream, query, key, value, past_state, decay, beta, q
     shape = struct_arg("LinearAttentionShape", batch=b, tokens=t, q_heads=q_heads, kv_heads=kv_heads, k_heads=k_heads,
                        d_k=d_k, d_v=d_v, gated=int(gated), delta=int(delta),
                        decay_per_key=int(gated and decay.shape[-1] != kv_heads),
-                       beta_per_head=int(delta and beta.shape[-1] != 1),
-                       scale=float(np.float32(scale) if scale else np.float32(1 / np.sqrt(d_k))))
+                       beta_per_head=int(delta and beta.shape[-1] != 1), qk_l2_norm=int(q_scale is not None),
+                       scale=float(np.float32(scale) if scale else np.float32(1 / np.sqrt(d_k))),
+                       q_scale=float(q_scale or 0.0))
     readers = max(q_heads // kv_heads, 1)
+    columns = d_k in LINEAR_COLUMN_HEADS and d_v <= 1024
+    if q_scale is not None and not (columns and d_v % 32 == 0):
+        raise ValueError(f"NormedLinearAttention: d_k {d_k}, d_v {d_v}: its kernel takes d_k in {LINEAR_COLUMN_HEADS} "
+                         "and d_v a multiple of 32 up to 1024 (plan/fusion.py fuses only those)")
     work = None
-    if d_k in (64, 128) and d_v <= 1024:  # a thread per state column, its d_k values in registers
+    if columns:  # a thread per state column, its d_k values in registers
         name, launch = f"seamless_linear_attention_k{d_k}", dict(shared=4 * d_k * (2 + readers), threads=d_v)
     else:  # the state in global memory
         name, launch = "seamless_linear_attention", dict(shared=4 * (d_k + d_v + readers * d_k))
@@ -201,6 +210,20 @@ def ms_linear_attention(rt, stream, query, key, value, past_state=None, decay=No
                                                   kv_num_heads, update_rule)
     return _linear_recurrence(rt, stream, query, key, value, past_state, decay, beta, q_num_heads, kv_num_heads,
                               k_heads, d_k, d_v, scale, update_rule, real_lengths)
+
+
+@kernel("NormedLinearAttention", domain=FUSED_DOMAIN, types=GPU_FLOATS, device="cuda",
+        check=_check_ms_linear_attention)
+def normed_linear_attention(rt, stream, query, key, value, past_state=None, decay=None, beta=None, real_lengths=None,
+                            *, q_num_heads, kv_num_heads, update_rule="gated_delta", scale=0.0, chunk_size=64,
+                            state_window=0, q_scale=0.0):
+    """plan/fusion.py normed_linear_attention: com.microsoft LinearAttention of LpNormalization(p=2)'s rows of
+    query (times q_scale) and key, normalised by the kernel as it loads them."""
+    d_k, d_v, k_heads = linear_attention_geometry(query.shape, key.shape, value.shape, shape_or_none(past_state),
+                                                  shape_or_none(decay), shape_or_none(beta), q_num_heads,
+                                                  kv_num_heads, update_rule)
+    return _linear_recurrence(rt, stream, query, key, value, past_state, decay, beta, q_num_heads, kv_num_heads,
+                              k_heads, d_k, d_v, scale, update_rule, real_lengths, q_scale)
 
 
 # --- com.microsoft GatedDeltaNet -----------------------------------------------------------
@@ -569,13 +592,26 @@ def _check_mrotary(node, graph):
     return None
 
 
+def _check_mrotary_in_float(node, graph):
+    if node.attrs.get("is_packed_batching", 0):
+        return "is_packed_batching=1 (ragged batches) not supported"
+    if any(graph.value(name).dtype != F32 for name in node.inputs[2:4]):
+        return "cos/sin caches other than float32"
+    return None
+
+
+@kernel("MRotaryEmbedding", domain=FUSED_DOMAIN, types=GPU_FLOATS - {F32}, device="cuda",
+        check=_check_mrotary_in_float, capture="device-indexed")
 @kernel("MRotaryEmbedding", domain="com.microsoft", types=GPU_FLOATS, device="cuda", check=_check_mrotary,
         capture="device-indexed")
 def m_rotary_embedding(rt, stream, input, position_ids, cos_cache, sin_cache, *, mrope_section, num_heads=0,
                        rotary_embedding_dim=0, interleaved=0, mrope_layout=0, is_packed_batching=0, scale=1.0,
                        _gpu_check=None):
     """The CPU kernel's shapes and checks; positions checked on the host when known there, else clamped and
-    reported by the GPU."""
+    reported by the GPU. The fused domain's (plan/fusion.py rotary_in_float): a float16 or bfloat16 input and
+    output, float32 caches, the rotation in float32 as the Casts around it that it replaces gave."""
+    if cos_cache.dtype != input.dtype and (cos_cache.dtype != F32 or input.dtype == F32):
+        raise ValueError(f"MRotaryEmbedding: cos/sin caches of {cos_cache.dtype} for an input of {input.dtype}")
     section = list(mrope_section)
     n, h, rot = mrotary_geometry(input.shape, position_ids.shape, cos_cache.shape, sin_cache.shape, num_heads,
                                  rotary_embedding_dim, section, mrope_layout)
@@ -591,7 +627,8 @@ def m_rotary_embedding(rt, stream, input, position_ids, cos_cache, sin_cache, *,
                        bnsh=int(four_d), cache_rows=rows, layout=mrope_layout, section_t=section[0],
                        section_h=section[1], section_w=section[2], interleaved=int(bool(interleaved)),
                        scale=float(scale), check=check)
-    rt.launch(f"seamless_mrotary_{SUFFIX[input.dtype]}", y.size, stream, ("int64", y.size), ("ptr", input.ptr),
+    caches = "" if cos_cache.dtype == input.dtype else "_f32"
+    rt.launch(f"seamless_mrotary_{SUFFIX[input.dtype]}{caches}", y.size, stream, ("int64", y.size), ("ptr", input.ptr),
               ("ptr", position_ids.ptr), ("ptr", cos_cache.ptr), ("ptr", sin_cache.ptr), ("ptr", y.ptr),
               shape)
     return (y,)
