@@ -74,6 +74,40 @@ def test_mrotary_embedding(layout, rank, dtype):
 
 
 @needs_gpu
+@pytest.mark.parametrize("dtype", [F32, F16])
+@pytest.mark.parametrize("t,heads,kv_heads,d_k,d_v", [(1, 16, 16, 128, 128), (7, 2, 4, 32, 32), (5, 4, 2, 64, 96)])
+def test_qwen3_5_fusions_are_their_nodes_bit_for_bit(dtype, t, heads, kv_heads, d_k, d_v):
+    """plan/fusion.py normed_linear_attention (LpNormalization's rows and q's scale taken in the recurrence's loads)
+    and rotary_in_float (MRotaryEmbedding between Casts: float16 only) give the bytes the nodes they replace give
+    (fusion=0), and stock's values; the plan has the fused nodes."""
+    from kernels.test_linear_attention import qwen3_5_layer_parts
+    from onnxruntime_ep_seamless.graph.onnx_import import import_model
+    from onnxruntime_ep_seamless.plan.fusion import fuse
+    from parity import stock_session
+    from test_cuda_ep import cuda_session
+    model = qwen3_5_layer_parts(dtype, t, heads, kv_heads, d_k, d_v)
+    x = data(1, t, 2 * heads * d_k + kv_heads * d_v)
+    x[0, 0, :d_k] = 0  # a zero q head: LpNormalization leaves it zero
+    feeds = {"x": x, "past": data(1, kv_heads, d_k, d_v, scale=0.3), "decay": -np.abs(data(1, t, kv_heads)),
+             "beta": (1 / (1 + np.exp(-data(1, t, kv_heads)))).astype(F32)}
+    feeds = {**{k: v.astype(dtype) for k, v in feeds.items()},
+             "positions": np.broadcast_to(np.arange(t), (3, 1, t)).astype(I64).copy()}
+    graph = import_model(model)
+    fused = {n.op_type: n.domain for n in fuse(graph, list(graph.outputs), "cuda")}
+    assert "LpNormalization" not in fused and "NormedLinearAttention" in fused
+    assert ("Cast" in fused) == (dtype == F32)  # float32: no Casts to fold
+    ours = cuda_session(model).run(None, feeds)
+    unfused = cuda_session(model, fusion="0").run(None, feeds)
+    # stock: the float32 model (its CPU EP has no float16 LpNormalization)
+    reference = stock_session(qwen3_5_layer_parts(F32, t, heads, kv_heads, d_k, d_v)).run(
+        None, {k: v.astype(F32) if v.dtype == dtype else v for k, v in feeds.items()})
+    for name, o, u, r in zip(("out", "present", "rotated"), ours, unfused, reference):
+        np.testing.assert_array_equal(o, u, err_msg=name)
+        tol = 1e-2 if dtype == F16 else 1e-5  # float16 values against float32 arithmetic
+        np.testing.assert_allclose(o.astype(F32), r.astype(F32), rtol=tol, atol=tol, err_msg=name)
+
+
+@needs_gpu
 @pytest.mark.parametrize("family", ["qwen3_5", "qwen3_5_moe"])
 @pytest.mark.parametrize("precision", ["fp32", "int4"])
 def test_builder_qwen3_5_decodes_as_one_captured_segment(family, precision, capfd):

@@ -1,6 +1,7 @@
 """plan/fusion.py's decisions per device (the math of each fused kernel is checked against stock ORT
 where it runs: the CPU parity tests, tests/cuda/test_cuda_attention.py)."""
 import numpy as np
+import onnx
 import pytest
 
 from kernels.test_quantization import normed_product_model, swiglu_nbits_model
@@ -278,3 +279,32 @@ def test_an_encoders_attention_stays_apart_where_the_pattern_differs(change):
 def test_an_encoders_fused_attention_runs_natively(capfd):
     from parity import assert_native_without_python_steps
     assert_native_without_python_steps(*encoder_attention_model(), capfd)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_qwen3_5_linear_attention_takes_its_l2_norms_and_rotary_its_casts_on_cuda(dtype):
+    """normed_linear_attention: the Reshape, LpNormalization, Reshape chains of q and k and q's scale go into
+    NormedLinearAttention (q_scale: the Mul's constant); rotary_in_float: MRotaryEmbedding between Casts to float32
+    and back is one node of float16 in and out (CUDA); the CPU keeps the nodes. Not where the kernel cannot take
+    the shapes (d_k 48), a norm's output is read twice, or q's factor is no constant."""
+    from kernels.test_linear_attention import qwen3_5_layer_parts
+    model = qwen3_5_layer_parts(dtype, 3, 2, 4, 32, 64)
+    graph = import_model(model)
+    nodes = fuse(graph, graph.outputs, "cuda")
+    rotary = ["Cast", "MRotaryEmbedding", "Cast"] if dtype == np.float32 else ["MRotaryEmbedding"]
+    assert [n.op_type for n in nodes] == ["Split", "NormedLinearAttention"] + rotary
+    (attention,) = [n for n in nodes if n.op_type == "NormedLinearAttention"]
+    assert attention.inputs[:3] == ["q0", "k0", "v"] and attention.outputs == ["out", "present"]
+    assert attention.attrs["q_scale"] == float(np.asarray(32 ** -0.5, dtype)) and attention.attrs["kv_num_heads"] == 4
+    if dtype == np.float16:
+        assert nodes[-1].inputs[0] == "x" and nodes[-1].outputs == ["rotated"]
+    assert "NormedLinearAttention" not in fused_ops(model, "cpu") and "LpNormalization" in fused_ops(model, "cpu")
+    assert "NormedLinearAttention" not in fused_ops(qwen3_5_layer_parts(dtype, 3, 2, 4, 48, 64), "cuda")
+    kind = onnx.helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    twice = qwen3_5_layer_parts(dtype, 3, 2, 4, 32, 64)
+    twice.graph.output.append(onnx.helper.make_tensor_value_info("k2", kind, None))
+    assert "NormedLinearAttention" not in fused_ops(twice, "cuda")
+    computed = qwen3_5_layer_parts(dtype, 3, 2, 4, 32, 64)
+    next(n for n in computed.graph.node if n.op_type == "Mul").input[1] = "factor"
+    computed.graph.input.append(onnx.helper.make_tensor_value_info("factor", kind, [1]))
+    assert "NormedLinearAttention" not in fused_ops(computed, "cuda")

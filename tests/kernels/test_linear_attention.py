@@ -220,3 +220,39 @@ def test_gated_delta_net_is_native(case, capfd):
     query/key norms, the state transposed, LinearAttention's recurrence): no Python step from the third run on."""
     from parity import assert_native_without_python_steps
     assert_native_without_python_steps(*gated_delta_net(**case), capfd)
+
+
+def qwen3_5_layer_parts(dtype, t, heads, kv_heads, d_k, d_v):
+    """Qwen3.5's linear attention as its export writes it (q, k and v split from one row; q and k each through
+    Reshape, LpNormalization, Reshape; q times 1/sqrt(d_k)), and its full attention's MRotaryEmbedding between
+    Casts to float32 and back: the model in dtype."""
+    from onnx import TensorProto, helper, numpy_helper
+    kind = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    widths = [heads * d_k, heads * d_k, kv_heads * d_v]
+    const = lambda name, v: numpy_helper.from_array(np.asarray(v), name)  # noqa: E731
+    inits = [const("widths", np.array(widths, I64)), const("flat", np.array([0, 0, heads, d_k], I64)),
+             const("unflat", np.array([0, 0, heads * d_k], I64)), const("scale", np.array(d_k ** -0.5, dtype)),
+             const("cos", np.cos(np.arange(64)[:, None] * 0.1 * np.arange(8)).astype(F32)),
+             const("sin", np.sin(np.arange(64)[:, None] * 0.1 * np.arange(8)).astype(F32))]
+    nodes = [helper.make_node("Split", ["x", "widths"], ["q0", "k0", "v"], axis=-1)]
+    for name in ("q", "k"):
+        nodes += [helper.make_node("Reshape", [f"{name}0", "flat"], [f"{name}1"]),
+                  helper.make_node("LpNormalization", [f"{name}1"], [f"{name}2"], axis=-1, p=2),
+                  helper.make_node("Reshape", [f"{name}2", "unflat"], [f"{name}3" if name == "q" else "k"])]
+    nodes += [helper.make_node("Mul", ["q3", "scale"], ["q"]),
+              helper.make_node("LinearAttention", ["q", "k", "v", "past", "decay", "beta"], ["out", "present"],
+                               domain=MS, q_num_heads=heads, kv_num_heads=kv_heads, update_rule="gated_delta",
+                               scale=1.0),
+              helper.make_node("Cast", ["x"], ["x32"], to=TensorProto.FLOAT),
+              helper.make_node("MRotaryEmbedding", ["x32", "positions", "cos", "sin"], ["r32"], domain=MS,
+                               mrope_section=[4, 2, 2], num_heads=1, rotary_embedding_dim=16),
+              helper.make_node("Cast", ["r32"], ["rotated"], to=kind)]
+    width = sum(widths)
+    inputs = [helper.make_tensor_value_info("x", kind, [1, t, width]),
+              helper.make_tensor_value_info("past", kind, [1, kv_heads, d_k, d_v]),
+              helper.make_tensor_value_info("decay", kind, [1, t, kv_heads]),
+              helper.make_tensor_value_info("beta", kind, [1, t, kv_heads]),
+              helper.make_tensor_value_info("positions", TensorProto.INT64, [3, 1, t])]
+    outputs = [helper.make_tensor_value_info(n, kind, None) for n in ("out", "present", "rotated")]
+    return helper.make_model(helper.make_graph(nodes, "qwen3_5_parts", inputs, outputs, inits),
+                             opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid(MS, 1)])
