@@ -84,12 +84,14 @@ def test_builder_gated_delta_net_export_is_one_segment():
 @pytest.mark.parametrize("family", ["qwen3_5", "qwen3_5_moe"])
 @pytest.mark.parametrize("precision", ["fp32", "int4"])
 def test_builder_hybrid_decoder_is_one_segment(family, precision):
-    # Qwen3.5's hybrids: the linear-attention layer (its conv and recurrent states, LinearAttentionGate, GatedRMSNorm),
-    # MRotaryEmbedding's positions read on the GPU, and in the MoE build the routed and shared experts
+    # Qwen3.5's hybrids: the linear-attention layer (its conv and recurrent states, LinearAttentionGate, GatedRMSNorm;
+    # the q and k norms in the recurrence's loads: plan/fusion.py normed_linear_attention), MRotaryEmbedding's
+    # positions read on the GPU, and in the MoE build the routed and shared experts
     found, parts, declined = builder_seams(family, precision)
     assert not found and not declined and len(parts) == 1 and parts[0].segments == 1
     ops = {s.node.op_type for s in parts[0].steps if s.on_gpu and s.kdef.device == "cuda"}
-    assert {"LinearAttention", "LinearAttentionGate", "GatedRMSNorm", "MRotaryEmbedding"} <= ops
+    assert {"NormedLinearAttention", "LinearAttentionGate", "GatedRMSNorm", "MRotaryEmbedding"} <= ops
+    assert "LpNormalization" not in ops
 
 
 @pytest.mark.parametrize("family", ["qwen3_5", "lfm2", "qwen3_5_moe"])
@@ -291,7 +293,7 @@ def test_builder_decoder_growing_work_is_attention_and_the_mask_sum():
     import onnx
     parts, declined = analyse(import_model(onnx.load(str(path))))
     growing = {s.node.op_type: s.kdef.capture for s in parts[0].steps if s.grows and s.on_gpu}
-    assert growing.get("GroupQueryAttention") == "device-indexed" and growing.get("ReduceSum") == "static"
+    assert growing.get("GroupQueryAttention") == "device-indexed" and growing.get("ReduceSumSubCast") == "static"
     assert parts[0].padding_problem == ""  # capture=auto pads the KV and mask to a capacity
     assert "one graph per capacity serves every KV length" in render(parts, declined)
     # and a first prompt's ids and mask to a bucket; its logits and presents are as long as they are

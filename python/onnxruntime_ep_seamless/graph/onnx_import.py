@@ -98,7 +98,7 @@ def _graph(g: onnx.GraphProto, opsets: dict, values: dict) -> Graph:
                 attrs[a.name] = _attr(a)
         domain = n.domain if n.domain != "ai.onnx" else ""
         nodes.append(Node(n.name or f"node{i}", n.op_type, domain, opsets.get(domain, 1),
-                          list(n.input) + implicit, list(n.output), attrs, len(implicit), i))
+                          list(n.input) + implicit, list(n.output), attrs, len(implicit), len(nodes)))
     return Graph(nodes, values, [i.name for i in g.input if i.name not in inits], [o.name for o in g.output],
                  sorted(inits))
 
