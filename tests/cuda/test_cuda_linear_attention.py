@@ -75,7 +75,7 @@ def test_mrotary_embedding(layout, rank, dtype):
 
 @needs_gpu
 @pytest.mark.parametrize("dtype", [F32, F16])
-@pytest.mark.parametrize("t,heads,kv_heads,d_k,d_v", [(1, 16, 16, 128, 128), (7, 2, 4, 32, 32), (5, 4, 2, 64, 96)])
+@pytest.mark.parametrize("t,heads,kv_heads,d_k,d_v", [(1, 16, 16, 128, 128), (7, 2, 4, 32, 32), (5, 4, 4, 64, 96)])
 def test_qwen3_5_fusions_are_their_nodes_bit_for_bit(dtype, t, heads, kv_heads, d_k, d_v):
     """plan/fusion.py normed_linear_attention (LpNormalization's rows and q's scale taken in the recurrence's loads)
     and rotary_in_float (MRotaryEmbedding between Casts: float16 only) give the bytes the nodes they replace give
