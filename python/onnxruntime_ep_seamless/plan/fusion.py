@@ -453,10 +453,10 @@ def normed_linear_attention(ctx: FusionContext, node: Node) -> bool:
     scalar constant) -> NormedLinearAttention(x_q, x_k, the other inputs; q_scale: the constant, 0.0 for none):
     its kernel normalises the rows as it loads them, three launches a layer fewer (Qwen3.5's linear attention).
     Where that kernel runs: d_k in LINEAR_COLUMN_HEADS, d_v a multiple of 32 up to 1024 (CUDA)."""
-    from ..kernels.cuda.attention import LINEAR_COLUMN_HEADS
     if ctx.device == "cpu" or node.op_type != "LinearAttention" or node.domain != "com.microsoft" or \
             len(node.inputs) < 3 or node.attrs.get("state_window", 0):
         return False
+    from ..kernels.cuda.attention import LINEAR_COLUMN_HEADS  # CUDA's modules: not in a CPU-only install
     q_heads, kv_heads = node.attrs.get("q_num_heads", 0), node.attrs.get("kv_num_heads", 0)
     q_width = (ctx.graph.value(node.inputs[0]).shape or (None,))[-1]
     v_width = (ctx.graph.value(node.inputs[2]).shape or (None,))[-1]
