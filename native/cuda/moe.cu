@@ -78,7 +78,8 @@ __device__ __forceinline__ float chunked_sum(const MoeWeights& g, const uint8_t*
 
 // A lane's share of expert e's rows r0 .. r0 + R - 1 (those below g.rows) times x on the chunked path: a pass loads a
 // 16-byte chunk of each row at once and reads x's 32 columns once for all of them. (Its chunk loads are chunked_sum's,
-// spelled out in each as measured on the H200: a shared helper compiled to other code, not yet measured.)
+// and grouped's below, spelled out in each as measured on the H200: a shared helper compiled to other code, not yet
+// measured.)
 template <int R, typename T, typename X>
 __device__ __forceinline__ void rows_dot(const MoeWeights& g, const uint8_t* q, const T* scale, const uint8_t* zp,
                                          int64_t e, int64_t r0, const X* x, int lane, float* acc) {
