@@ -105,17 +105,36 @@ def test_builder_hybrid_first_prompt_is_padded_to_a_bucket(family, precision):
     plan, steps = parts[0].prompt, parts[0].steps
     assert plan is not None, parts[0].prompt_problem
     recurrent = [s.node for s in steps if s.node.op_type in RECURRENT]
-    assert recurrent and set(plan.stateful) == {n.label for n in recurrent}
+    assert recurrent and set(plan.stateful) == {n.index for n in recurrent}
     assert {s.node.inputs[5] for s in steps if s.node.op_type == "GroupQueryAttention"} == {plan.seqlens}
     # ORT's order may put the mask's sum after a recurrent node (the 2B's export): the padded steps compute it first
-    late = [s for s in steps if s.node.label not in plan.first]
+    late = [s for s in steps if s.node.index not in plan.first]
     gqa = next(k for k, s in enumerate(late) if s.node.op_type == "GroupQueryAttention")
-    late[gqa:gqa] = [s for s in steps if s.node.label in plan.first]
+    late[gqa:gqa] = [s for s in steps if s.node.index in plan.first]
     padded = [node for node, *_ in with_real_lengths([(s.node, None) for s in late], plan)]
     made = next(k for k, node in enumerate(padded) if plan.seqlens in node.outputs)
     for n in recurrent:  # the kernel's real_lengths after the op's inputs; the graph's node untouched
-        k = next(k for k, node in enumerate(padded) if node.label == n.label)
+        k = next(k for k, node in enumerate(padded) if node.index == n.index)
         assert padded[k].inputs[RECURRENT[n.op_type][1]] == plan.seqlens and plan.seqlens not in n.inputs and made < k
+
+
+def test_a_hybrids_padded_prompt_does_not_go_by_node_names():
+    # ONNX does not make node names unique: a recurrent node named as another node (here every node one name) is
+    # still the one that takes the real length, and the mask's sum still runs first
+    import onnx
+    path = material.genai_model_dir("qwen3_5", "fp32") / "model.onnx"
+    if not path.exists():
+        pytest.skip(f"{path} not prepared (python tests/material.py)")
+    from onnxruntime_ep_seamless.exec.cuda_capture import RECURRENT, with_real_lengths
+    model = onnx.load(str(path))
+    for node in model.graph.node:
+        node.name = "same"
+    _, parts, _ = seams(model)
+    plan, steps = parts[0].prompt, parts[0].steps
+    assert plan is not None, parts[0].prompt_problem
+    padded = [node for node, *_ in with_real_lengths([(s.node, None) for s in steps], plan)]
+    takes = [node.op_type for node in padded if plan.seqlens in node.inputs and node.op_type != "GroupQueryAttention"]
+    assert takes and set(takes) <= set(RECURRENT) and len(takes) == len(plan.stateful)
 
 
 @pytest.mark.parametrize("family,precision", [("gptoss", "fp32"), ("gptoss", "int4"), ("gemma2", "fp32"),

@@ -1347,21 +1347,21 @@ __device__ void run_columns(const T* q, const T* k, const T* v, const T* past, c
     dependent_launch();                                                                                         \
     linear_attention::run<T>(q, k, v, past, decay, beta, out, work, state, lengths, s);                         \
   }                                                                                                             \
-  extern "C" __global__ void seamless_linear_attention_k32_##S_(const T* q, const T* k, const T* v, const T* past, \
+  extern "C" __global__ void __launch_bounds__(LINEAR_COLUMN_THREADS) seamless_linear_attention_k32_##S_(const T* q, const T* k, const T* v, const T* past, \
                                                                 const T* decay, const T* beta, T* out,          \
                                                                 float* work, T* state, const int32_t* lengths,  \
                                                                 LinearAttentionShape s) {                       \
     dependent_launch();                                                                                         \
     linear_attention::run_columns<T, 32>(q, k, v, past, decay, beta, out, state, lengths, s);                   \
   }                                                                                                             \
-  extern "C" __global__ void seamless_linear_attention_k64_##S_(const T* q, const T* k, const T* v, const T* past, \
+  extern "C" __global__ void __launch_bounds__(LINEAR_COLUMN_THREADS) seamless_linear_attention_k64_##S_(const T* q, const T* k, const T* v, const T* past, \
                                                                 const T* decay, const T* beta, T* out,          \
                                                                 float* work, T* state, const int32_t* lengths,  \
                                                                 LinearAttentionShape s) {                       \
     dependent_launch();                                                                                         \
     linear_attention::run_columns<T, 64>(q, k, v, past, decay, beta, out, state, lengths, s);                   \
   }                                                                                                             \
-  extern "C" __global__ void seamless_linear_attention_k128_##S_(const T* q, const T* k, const T* v, const T* past, \
+  extern "C" __global__ void __launch_bounds__(LINEAR_COLUMN_THREADS) seamless_linear_attention_k128_##S_(const T* q, const T* k, const T* v, const T* past, \
                                                                  const T* decay, const T* beta, T* out,         \
                                                                  float* work, T* state, const int32_t* lengths, \
                                                                  LinearAttentionShape s) {                      \

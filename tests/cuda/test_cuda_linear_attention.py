@@ -75,7 +75,8 @@ def test_mrotary_embedding(layout, rank, dtype):
 
 @needs_gpu
 @pytest.mark.parametrize("dtype", [F32, F16])
-@pytest.mark.parametrize("t,heads,kv_heads,d_k,d_v", [(1, 16, 16, 128, 128), (7, 2, 4, 32, 32), (5, 4, 4, 64, 96)])
+@pytest.mark.parametrize("t,heads,kv_heads,d_k,d_v", [(1, 16, 16, 128, 128), (7, 2, 4, 32, 32), (5, 4, 4, 64, 96),
+                                                       (3, 8, 2, 32, 32)])  # GQA: 4 q rows a block, 1 warp
 def test_qwen3_5_fusions_are_their_nodes_bit_for_bit(dtype, t, heads, kv_heads, d_k, d_v):
     """plan/fusion.py normed_linear_attention (LpNormalization's rows and q's scale taken in the recurrence's loads)
     and rotary_in_float (MRotaryEmbedding between Casts: float16 only) give the bytes the nodes they replace give
@@ -86,7 +87,7 @@ def test_qwen3_5_fusions_are_their_nodes_bit_for_bit(dtype, t, heads, kv_heads, 
     from parity import stock_session
     from test_cuda_ep import cuda_session
     model = qwen3_5_layer_parts(dtype, t, heads, kv_heads, d_k, d_v)
-    x = data(1, t, 2 * heads * d_k + kv_heads * d_v)
+    x = data(1, t, (heads + min(heads, kv_heads)) * d_k + kv_heads * d_v)
     x[0, 0, :d_k] = 0  # a zero q head: LpNormalization leaves it zero
     feeds = {"x": x, "past": data(1, kv_heads, d_k, d_v, scale=0.3), "decay": -np.abs(data(1, t, kv_heads)),
              "beta": (1 / (1 + np.exp(-data(1, t, kv_heads)))).astype(F32)}

@@ -228,17 +228,19 @@ def qwen3_5_layer_parts(dtype, t, heads, kv_heads, d_k, d_v):
     Casts to float32 and back: the model in dtype."""
     from onnx import TensorProto, helper, numpy_helper
     kind = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
-    widths = [heads * d_k, heads * d_k, kv_heads * d_v]
+    k_heads = min(heads, kv_heads)  # as many key heads as query heads, or as value heads where fewer (GQA)
+    widths = [heads * d_k, k_heads * d_k, kv_heads * d_v]
     const = lambda name, v: numpy_helper.from_array(np.asarray(v), name)  # noqa: E731
-    inits = [const("widths", np.array(widths, I64)), const("flat", np.array([0, 0, heads, d_k], I64)),
-             const("unflat", np.array([0, 0, heads * d_k], I64)), const("scale", np.array(d_k ** -0.5, dtype)),
+    inits = [const("widths", np.array(widths, I64)), const("q_flat", np.array([0, 0, heads, d_k], I64)),
+             const("k_flat", np.array([0, 0, k_heads, d_k], I64)), const("q_unflat", np.array([0, 0, heads * d_k], I64)),
+             const("k_unflat", np.array([0, 0, k_heads * d_k], I64)), const("scale", np.array(d_k ** -0.5, dtype)),
              const("cos", np.cos(np.arange(64)[:, None] * 0.1 * np.arange(8)).astype(F32)),
              const("sin", np.sin(np.arange(64)[:, None] * 0.1 * np.arange(8)).astype(F32))]
     nodes = [helper.make_node("Split", ["x", "widths"], ["q0", "k0", "v"], axis=-1)]
     for name in ("q", "k"):
-        nodes += [helper.make_node("Reshape", [f"{name}0", "flat"], [f"{name}1"]),
+        nodes += [helper.make_node("Reshape", [f"{name}0", f"{name}_flat"], [f"{name}1"]),
                   helper.make_node("LpNormalization", [f"{name}1"], [f"{name}2"], axis=-1, p=2),
-                  helper.make_node("Reshape", [f"{name}2", "unflat"], [f"{name}3" if name == "q" else "k"])]
+                  helper.make_node("Reshape", [f"{name}2", f"{name}_unflat"], [f"{name}3" if name == "q" else "k"])]
     nodes += [helper.make_node("Mul", ["q3", "scale"], ["q"]),
               helper.make_node("LinearAttention", ["q", "k", "v", "past", "decay", "beta"], ["out", "present"],
                                domain=MS, q_num_heads=heads, kv_num_heads=kv_heads, update_rule="gated_delta",

@@ -234,11 +234,12 @@ class Padding:
     left: bool = False
     past: dict = None  # a prompt's padding (prompt_padding): each past input's axis, in the runs it serves empty
     #                    or a buffer of at least the bucket that the present shares (cuda_replay.c prompt_bucket)
-    # a prompt's recurrent nodes (CausalConvWithState, LinearAttention: their labels), whose state outputs must stop at
-    # the prompt's real length, which a padded run gives them from GroupQueryAttention's seqlens_k (`seqlens`)
+    # a prompt's recurrent nodes (CausalConvWithState, LinearAttention: their indices; names need not be unique),
+    # whose state outputs must stop at the prompt's real length, which a padded run gives them from
+    # GroupQueryAttention's seqlens_k (`seqlens`)
     stateful: tuple = ()
     seqlens: str = ""
-    first: tuple = ()  # the labels of the steps computing seqlens, which run before the others in a padded prompt
+    first: tuple = ()  # the indices of the nodes computing seqlens, which run before the others in a padded prompt
 
 
 def choose_padding(graph, steps: list[Step], input_names, output_names) -> tuple[Padding | None, str]:
@@ -493,7 +494,7 @@ def prompt_padding(graph, steps: list[Step], input_names, output_names) -> tuple
             padded[name] = (axes[0], ((name, axes[0]),))
     zeroed = set(padded)  # values whose padding is zeros: the staged inputs, and their casts
     factors: dict[str, int] = {}  # _row_rule's
-    stateful: list[str] = []  # _row_rule's
+    stateful: list[int] = []  # _row_rule's
     rows: set[str] = set()  # _row_rule's
     lengths: dict[str, tuple | None] = {}
     outputs, why = _walk(graph, steps, output_names, padded, lengths, "prompt-long",
@@ -514,14 +515,14 @@ def prompt_padding(graph, steps: list[Step], input_names, output_names) -> tuple
                    seqlens=seqlens.pop() if stateful else "", first=tuple(first)), ""
 
 
-def _computing(steps: list[Step], names) -> list[str]:
-    """The labels of the steps that compute the values `names`, their inputs' and so on."""
+def _computing(steps: list[Step], names) -> list[int]:
+    """The indices of the nodes that compute the values `names`, their inputs' and so on."""
     made = {n: s.node for s in steps for n in s.node.outputs if n}
     wanted, found = [n for n in names if n in made], {}
     while wanted:
         node = made[wanted.pop()]
-        if node.label not in found:
-            found[node.label] = node
+        if node.index not in found:
+            found[node.index] = node
             wanted.extend(n for n in node.inputs if n in made)
     return list(found)
 
@@ -534,11 +535,11 @@ def with_real_lengths(steps: list, plan: Padding) -> list:
         return steps
     out = []
     for node, *rest in steps:
-        if node.label in plan.stateful:
+        if node.index in plan.stateful:
             at = RECURRENT[node.op_type][1]
             node = replace(node, inputs=node.inputs + [""] * (at - len(node.inputs)) + [plan.seqlens])
         out.append((node, *rest))
-    return [s for s in out if s[0].label in plan.first] + [s for s in out if s[0].label not in plan.first]
+    return [s for s in out if s[0].index in plan.first] + [s for s in out if s[0].index not in plan.first]
 
 
 MOE_OPS = frozenset({"MoE", "QMoE"})
@@ -559,7 +560,7 @@ def _aligned(graph, name, axis, rank) -> int:
 def _row_rule(node: Node, graph, touched, padded, lengths, zeroed, past, const, factors, stateful, rows) -> str:
     """prompt_padding's rule for one node that reads padded values or lengths; "" when it keeps every position
     apart (its outputs marked padded), else why not. factors: a value's indices a position on its padded axis
-    where a Reshape merged the axis with the ones after it (1 where not given); stateful: the recurrent nodes' labels
+    where a Reshape merged the axis with the ones after it (1 where not given); stateful: the recurrent nodes' indices
     (RECURRENT), whose state outputs need the real length; rows: (batch, position) pairs merged into one axis (an MoE
     router's [B * S, experts]), which only the MoE ops read."""
     ins, outs, op = node.inputs, node.outputs, node.op_type
@@ -658,7 +659,7 @@ def _row_rule(node: Node, graph, touched, padded, lengths, zeroed, past, const, 
                 any(i == 3 or padded[ins[i]][0] != axis for i in touched):  # input 3: past_state
             return "padded on another axis than the sequence, or a padded state"
         padded[outs[0]] = (axis, tuple(dict.fromkeys(src for i in touched for src in padded[ins[i]][1])))
-        stateful.append(node.label)  # its present state (output 1): exact once the kernel stops at the real length
+        stateful.append(node.index)  # its present state (output 1): exact once the kernel stops at the real length
         return ""
     elif op == "LpNormalization" and touched == [0]:
         axis = padded[ins[0]][0]

@@ -146,10 +146,11 @@ def _linear_recurrence(rt, stream, query, key, value, past_state, decay, beta, q
                        scale=float(np.float32(scale) if scale else np.float32(1 / np.sqrt(d_k))),
                        q_scale=float(q_scale or 0.0))
     readers = max(q_heads // kv_heads, 1)
-    columns = d_k in LINEAR_COLUMN_HEADS and d_v <= 1024
+    columns = d_k in LINEAR_COLUMN_HEADS and d_v <= codes.LINEAR_COLUMN_THREADS  # a thread a state column
     if q_scale is not None and not (columns and d_v % 32 == 0):
         raise ValueError(f"NormedLinearAttention: d_k {d_k}, d_v {d_v}: its kernel takes d_k in {LINEAR_COLUMN_HEADS} "
-                         "and d_v a multiple of 32 up to 1024 (plan/fusion.py fuses only those)")
+                         f"and d_v a multiple of 32 up to {codes.LINEAR_COLUMN_THREADS} (plan/fusion.py fuses only "
+                         "those)")
     work = None
     if columns:  # a thread per state column, its d_k values in registers
         name, launch = f"seamless_linear_attention_k{d_k}", dict(shared=4 * d_k * (2 + readers), threads=d_v)
