@@ -1439,7 +1439,7 @@ __device__ void run(const T* q, const T* k, const T* v, const float* decay, cons
 }  // namespace gated_delta_net
 
 #define GATED_DELTA_NET(S_, T, DK)                                                                                  \
-  extern "C" __global__ void seamless_gated_delta_net_k##DK##_##S_(                                              \
+  extern "C" __global__ void __launch_bounds__(GDN_THREADS) seamless_gated_delta_net_k##DK##_##S_(                                              \
       const T* q, const T* k, const T* v, const float* decay, const float* beta, const float* past,              \
       const float* a_log, const float* dt_bias, T* out, float* state, GatedDeltaNetShape s) {                    \
     dependent_launch();                                                                                          \

@@ -234,7 +234,8 @@ GDN_HEAD_SIZES = (32, 64, 128)  # attention.cu's gated_delta_net: d_k in registe
 
 def _check_gated_delta_net_cuda(node, graph):
     """The CPU kernel's, and what attention.cu's does not take (those run the CPU kernel on the host): ragged
-    requests, packed q|k|v, decay/beta/state not float32, head sizes q/k other than GDN_HEAD_SIZES, d_v > 1024."""
+    requests, packed q|k|v, decay/beta/state not float32, head sizes q/k other than GDN_HEAD_SIZES, d_v above
+    GDN_THREADS (a thread a state row)."""
     reason = cpu_attention.check_gated_delta_net(node, graph)
     if reason:
         return reason
@@ -246,8 +247,9 @@ def _check_gated_delta_net_cuda(node, graph):
     if any(inputs[i] and graph.value(inputs[i]).dtype != F32 for i in (4, 5, 6, 7, 8)):
         return "decay, beta, initial_state, a_log and dt_bias of float32 on CUDA"
     q, v = (graph.value(inputs[i]).shape or () for i in (0, 2))
-    if not q or q[-1] not in GDN_HEAD_SIZES or not v or not isinstance(v[-1], int) or v[-1] > 1024:
-        return f"head sizes q/k in {GDN_HEAD_SIZES} and v up to 1024 on CUDA"
+    if not q or q[-1] not in GDN_HEAD_SIZES or not v or not isinstance(v[-1], int) or \
+            v[-1] > codes.GDN_THREADS:
+        return f"head sizes q/k in {GDN_HEAD_SIZES} and v up to {codes.GDN_THREADS} on CUDA"
     return None
 
 
