@@ -298,6 +298,11 @@ def test_qwen3_5_linear_attention_takes_its_l2_norms_and_rotary_its_casts_on_cud
     assert attention.attrs["q_scale"] == float(np.asarray(32 ** -0.5, dtype)) and attention.attrs["kv_num_heads"] == 4
     if dtype == np.float16:
         assert nodes[-1].inputs[0] == "x" and nodes[-1].outputs == ["rotated"]
+        wider = qwen3_5_layer_parts(dtype, 3, 2, 4, 32, 64)  # the rotation cast back to float32: no float16 result
+        next(n for n in wider.graph.node if n.output == ["rotated"]).attribute[0].i = onnx.TensorProto.FLOAT
+        del wider.graph.output[-1]
+        wider.graph.output.append(onnx.helper.make_tensor_value_info("rotated", onnx.TensorProto.FLOAT, None))
+        assert fused_ops(wider, "cuda")[-3:] == ["Cast", "MRotaryEmbedding", "Cast"]
     assert "NormedLinearAttention" not in fused_ops(model, "cpu") and "LpNormalization" in fused_ops(model, "cpu")
     assert "NormedLinearAttention" not in fused_ops(qwen3_5_layer_parts(dtype, 3, 2, 4, 48, 64), "cuda")
     kind = onnx.helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
