@@ -1187,9 +1187,10 @@ FOR_FLOATS(ROTARY)
 
 // LinearAttention (ONNX opset 27 and com.microsoft), as kernels/cpu/attention.py: a block per (batch, KV head) runs
 // the token-by-token recurrence on its state S [d_k, d_v] (float32: in `work` or registers, past_state's values or
-// zeros at the start; rounded to T once, into `state`, at the end): per token S *= exp(g) (gated), v = beta * (v - S^T k) (delta), S += k v^T, and each query head reading the
-// state gets scale * q^T S: the KV head's group of query heads (GQA), or with more KV than query heads (inverse GQA)
-// query head h * q_heads / kv_heads into output head h. K has k_heads heads (KV head h reads K head
+// zeros at the start; rounded to T once, into `state`, at the end): per token S *= exp(g) (gated),
+// v = beta * (v - S^T k) (delta), S += k v^T, and each query head reading the state gets scale * q^T S: the KV head's
+// group of query heads (GQA), or with more KV than query heads (inverse GQA) query head h * q_heads / kv_heads into
+// output head h. K has k_heads heads (KV head h reads K head
 // h / (kv_heads / k_heads)). Shared memory: k, v and the readers' q rows.
 namespace linear_attention {
 
@@ -1339,6 +1340,14 @@ __device__ void run_columns(const T* q, const T* k, const T* v, const T* past, c
 
 }  // namespace linear_attention
 
+#define LINEAR_ATTENTION_COLUMNS(S_, T, DK)                                                                     \
+  extern "C" __global__ void __launch_bounds__(LINEAR_COLUMN_THREADS)                                           \
+      seamless_linear_attention_k##DK##_##S_(const T* q, const T* k, const T* v, const T* past, const T* decay,   \
+                                             const T* beta, T* out, float* work, T* state,                        \
+                                             const int32_t* lengths, LinearAttentionShape s) {                    \
+    dependent_launch();                                                                                         \
+    linear_attention::run_columns<T, DK>(q, k, v, past, decay, beta, out, state, lengths, s);                   \
+  }
 #define LINEAR_ATTENTION(S_, T)                                                                                 \
   extern "C" __global__ void seamless_linear_attention_##S_(const T* q, const T* k, const T* v, const T* past,  \
                                                             const T* decay, const T* beta, T* out, float* work,  \
@@ -1347,27 +1356,7 @@ __device__ void run_columns(const T* q, const T* k, const T* v, const T* past, c
     dependent_launch();                                                                                         \
     linear_attention::run<T>(q, k, v, past, decay, beta, out, work, state, lengths, s);                         \
   }                                                                                                             \
-  extern "C" __global__ void __launch_bounds__(LINEAR_COLUMN_THREADS) seamless_linear_attention_k32_##S_(const T* q, const T* k, const T* v, const T* past, \
-                                                                const T* decay, const T* beta, T* out,          \
-                                                                float* work, T* state, const int32_t* lengths,  \
-                                                                LinearAttentionShape s) {                       \
-    dependent_launch();                                                                                         \
-    linear_attention::run_columns<T, 32>(q, k, v, past, decay, beta, out, state, lengths, s);                   \
-  }                                                                                                             \
-  extern "C" __global__ void __launch_bounds__(LINEAR_COLUMN_THREADS) seamless_linear_attention_k64_##S_(const T* q, const T* k, const T* v, const T* past, \
-                                                                const T* decay, const T* beta, T* out,          \
-                                                                float* work, T* state, const int32_t* lengths,  \
-                                                                LinearAttentionShape s) {                       \
-    dependent_launch();                                                                                         \
-    linear_attention::run_columns<T, 64>(q, k, v, past, decay, beta, out, state, lengths, s);                   \
-  }                                                                                                             \
-  extern "C" __global__ void __launch_bounds__(LINEAR_COLUMN_THREADS) seamless_linear_attention_k128_##S_(const T* q, const T* k, const T* v, const T* past, \
-                                                                 const T* decay, const T* beta, T* out,         \
-                                                                 float* work, T* state, const int32_t* lengths, \
-                                                                 LinearAttentionShape s) {                      \
-    dependent_launch();                                                                                         \
-    linear_attention::run_columns<T, 128>(q, k, v, past, decay, beta, out, state, lengths, s);                  \
-  }
+  LINEAR_ATTENTION_COLUMNS(S_, T, 32) LINEAR_ATTENTION_COLUMNS(S_, T, 64) LINEAR_ATTENTION_COLUMNS(S_, T, 128)
 FOR_FLOATS(LINEAR_ATTENTION)
 
 // GatedDeltaNet (com.microsoft), as kernels/cpu/attention.py gated_delta_net for uniform requests (token-major
@@ -1439,7 +1428,7 @@ __device__ void run(const T* q, const T* k, const T* v, const float* decay, cons
 }  // namespace gated_delta_net
 
 #define GATED_DELTA_NET(S_, T, DK)                                                                                  \
-  extern "C" __global__ void __launch_bounds__(GDN_THREADS) seamless_gated_delta_net_k##DK##_##S_(                                              \
+  extern "C" __global__ void __launch_bounds__(GDN_THREADS) seamless_gated_delta_net_k##DK##_##S_(                \
       const T* q, const T* k, const T* v, const float* decay, const float* beta, const float* past,              \
       const float* a_log, const float* dt_bias, T* out, float* state, GatedDeltaNetShape s) {                    \
     dependent_launch();                                                                                          \
