@@ -1341,10 +1341,9 @@ __device__ void run_columns(const T* q, const T* k, const T* v, const T* past, c
 }  // namespace linear_attention
 
 #define LINEAR_ATTENTION_COLUMNS(S_, T, DK)                                                                     \
-  extern "C" __global__ void __launch_bounds__(LINEAR_COLUMN_THREADS)                                           \
-      seamless_linear_attention_k##DK##_##S_(const T* q, const T* k, const T* v, const T* past, const T* decay,   \
-                                             const T* beta, T* out, float* work, T* state,                        \
-                                             const int32_t* lengths, LinearAttentionShape s) {                    \
+  extern "C" __global__ void __launch_bounds__(LINEAR_COLUMN_THREADS) seamless_linear_attention_k##DK##_##S_(  \
+      const T* q, const T* k, const T* v, const T* past, const T* decay, const T* beta, T* out, float* work,      \
+      T* state, const int32_t* lengths, LinearAttentionShape s) {                                                \
     dependent_launch();                                                                                         \
     linear_attention::run_columns<T, DK>(q, k, v, past, decay, beta, out, state, lengths, s);                   \
   }
