@@ -126,7 +126,16 @@ def check_real_lengths(real_lengths, batch: int) -> None:
                          "prompt's recurrences take one sequence's int32 length")
 
 
-LINEAR_COLUMN_HEADS = (32, 64, 128)  # attention.cu linear_attention::run_columns: d_k state values in registers
+def column_recurrence(d_k: int, d_v: int) -> bool:
+    """Whether attention.cu's linear_attention::run_columns takes these shapes: a thread a state column (d_v up to
+    LINEAR_COLUMN_THREADS), its d_k (32, 64 or 128) values in registers."""
+    return d_k in (32, 64, 128) and d_v <= codes.LINEAR_COLUMN_THREADS
+
+
+def normed_recurrence(d_k: int, d_v: int) -> bool:
+    """Whether NormedLinearAttention's kernel takes these shapes: the column recurrence with whole warps (a warp
+    normalises a row)."""
+    return column_recurrence(d_k, d_v) and d_v % 32 == 0
 
 
 def _linear_recurrence(rt, stream, query, key, value, past_state, decay, beta, q_heads, kv_heads, k_heads, d_k, d_v,
@@ -146,13 +155,11 @@ def _linear_recurrence(rt, stream, query, key, value, past_state, decay, beta, q
                        scale=float(np.float32(scale) if scale else np.float32(1 / np.sqrt(d_k))),
                        q_scale=float(q_scale or 0.0))
     readers = max(q_heads // kv_heads, 1)
-    columns = d_k in LINEAR_COLUMN_HEADS and d_v <= codes.LINEAR_COLUMN_THREADS  # a thread a state column
-    if q_scale is not None and not (columns and d_v % 32 == 0):
-        raise ValueError(f"NormedLinearAttention: d_k {d_k}, d_v {d_v}: its kernel takes d_k in {LINEAR_COLUMN_HEADS} "
-                         f"and d_v a multiple of 32 up to {codes.LINEAR_COLUMN_THREADS} (plan/fusion.py fuses only "
-                         "those)")
+    if q_scale is not None and not normed_recurrence(d_k, d_v):
+        raise ValueError(f"NormedLinearAttention: d_k {d_k}, d_v {d_v}: its kernel takes d_k 32, 64 or 128 and d_v a "
+                         f"multiple of 32 up to {codes.LINEAR_COLUMN_THREADS} (plan/fusion.py fuses only those)")
     work = None
-    if columns:  # a thread per state column, its d_k values in registers
+    if column_recurrence(d_k, d_v):  # a thread per state column, its d_k values in registers
         name, launch = f"seamless_linear_attention_k{d_k}", dict(shared=4 * d_k * (2 + readers), threads=d_v)
     else:  # the state in global memory
         name, launch = "seamless_linear_attention", dict(shared=4 * (d_k + d_v + readers * d_k))
@@ -587,24 +594,17 @@ def _rotate(rt, stream, x, position_ids, cos_cache, sin_cache, b, s, n, h, rot_h
     return y
 
 
-def _check_mrotary(node, graph):
+def _check_mrotary(node, graph, caches=None):
+    """caches: the type the cos/sin caches must have (the input's where None)."""
     if node.attrs.get("is_packed_batching", 0):
         return "is_packed_batching=1 (ragged batches) not supported"
-    if any(graph.value(name).dtype != graph.value(node.inputs[0]).dtype for name in node.inputs[2:4]):
-        return "cos/sin caches of another type than the input"
-    return None
-
-
-def _check_mrotary_in_float(node, graph):
-    if node.attrs.get("is_packed_batching", 0):
-        return "is_packed_batching=1 (ragged batches) not supported"
-    if any(graph.value(name).dtype != F32 for name in node.inputs[2:4]):
-        return "cos/sin caches other than float32"
+    if any(graph.value(name).dtype != (caches or graph.value(node.inputs[0]).dtype) for name in node.inputs[2:4]):
+        return f"cos/sin caches of another type than {caches or 'the input'}"
     return None
 
 
 @kernel("MRotaryEmbedding", domain=FUSED_DOMAIN, types=GPU_FLOATS - {F32}, device="cuda",
-        check=_check_mrotary_in_float, capture="device-indexed")
+        check=lambda node, graph: _check_mrotary(node, graph, F32), capture="device-indexed")
 @kernel("MRotaryEmbedding", domain="com.microsoft", types=GPU_FLOATS, device="cuda", check=_check_mrotary,
         capture="device-indexed")
 def m_rotary_embedding(rt, stream, input, position_ids, cos_cache, sin_cache, *, mrope_section, num_heads=0,
