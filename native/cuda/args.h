@@ -31,8 +31,9 @@
 #define MOE_TILE 16           /* moe.cu grouped: (token, slot) pairs of one expert a block (a prompt's experts) */
 #define MOE_TILE_ROWS 128     /* ... expert rows a block of 256 threads (2 a thread, 4 threads a row pair) */
 #define MOE_GROUP_THREADS 1024 /* moe.cu group: the one block's threads */
-#define LINEAR_COLUMN_THREADS 384 /* attention.cu linear_attention::run_columns: threads (state columns) a block at
-                                    most, its launch bound: its d_k 128 form's ~168 registers a thread allow no more */
+#define LINEAR_COLUMN_THREADS 256 /* attention.cu linear_attention::run_columns: threads (state columns) a block at
+                                    most, its launch bound: its d_k 128 form's state and next rows need ~190 registers */
+#define LINEAR_AHEAD_ROWS 2   /* ... a token's rows a warp loads into registers during the token before */
 #define GDN_THREADS 256       /* attention.cu gated_delta_net: the same for its state rows (its d_k 128 kernel: 255) */
 
 /* A bad value in the run's data, which only the GPU sees (common.cuh report_bad): `report` is the stream's

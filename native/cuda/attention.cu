@@ -1260,28 +1260,67 @@ __device__ __forceinline__ float rounded(float v) {
   return ld(&t);
 }
 
-// NormedLinearAttention (plan/fusion.py): the token's k row and each q row in shared memory over their L2 norms, a
-// warp a row with normalization.cu lp_norm's order of terms, rounded to T, q's then times q_scale rounded again: the
-// values the LpNormalization and Mul nodes it replaces would have stored. The block: whole warps.
+// A token's rows in shared memory (run_columns): k, exp(decay) (d_k copies of the head's where not per key), then
+// the readers' q rows, each of DK floats; a warp a row, lane c holding columns c, c + 32, ... (DK / 32 of them).
 template <typename T, int DK>
-__device__ void normalize_rows(float* kk, float* qq, int readers, float q_scale) {
+__device__ __forceinline__ void load_row(float (&x)[DK / 32], int r, int64_t row, const T* q, const T* k,
+                                         const T* decay, int h, int first, int k_head, LinearAttentionShape s) {
   const int lane = threadIdx.x & 31;
-  for (int r = threadIdx.x / 32; r <= readers; r += blockDim.x / 32) {
-    float* x = r ? qq + (r - 1) * DK : kk;
-    float sum = 0.0f;
-    for (int c = lane; c < DK; c += 32) sum += x[c] * x[c];
-    for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffff, sum, off);
-    const float norm = sqrtf(sum);
-    for (int c = lane; c < DK; c += 32) {
-      const float e = rounded<T>(norm == 0.0f ? 0.0f : x[c] / norm);
-      x[c] = r && q_scale != 0.0f ? rounded<T>(e * q_scale) : e;
-    }
+#pragma unroll
+  for (int i = 0; i < DK / 32; i++) {
+    const int c = lane + 32 * i;
+    x[i] = r == 0   ? ld(k + (row * s.k_heads + k_head) * DK + c)
+           : r == 1 ? (s.gated ? ld(decay + (s.decay_per_key ? (row * s.kv_heads + h) * DK + c : row * s.kv_heads + h))
+                               : 0.0f)
+                    : ld(q + (row * s.q_heads + first) * DK + (r - 2) * DK + c);
   }
 }
 
-// The same recurrence with a thread per state column m (d_v of them, a block per (batch, KV head)) and that column's
-// d_k state values in registers: every token's decay, retrieval, update and readouts need no other column, so the
-// only shared values are the token's k, q rows and exp(decay). For d_k of 32, 64 or 128 (DK).
+// Row r as the recurrence reads it, into `to`: exp of the decay; for NormedLinearAttention k and q over their L2
+// norms with normalization.cu lp_norm's order of terms, rounded to T, q's then times q_scale rounded again: the values
+// the LpNormalization and Mul nodes it replaces would have stored.
+template <typename T, int DK>
+__device__ __forceinline__ void store_row(float (&x)[DK / 32], int r, float* to, LinearAttentionShape s) {
+  const int lane = threadIdx.x & 31;
+  if (r == 1) {
+#pragma unroll
+    for (int i = 0; i < DK / 32; i++) x[i] = expf(x[i]);
+  } else if (s.qk_l2_norm) {
+    float sum = 0.0f;
+#pragma unroll
+    for (int i = 0; i < DK / 32; i++) sum += x[i] * x[i];
+    for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffff, sum, off);
+    const float norm = sqrtf(sum);
+#pragma unroll
+    for (int i = 0; i < DK / 32; i++) {
+      const float e = rounded<T>(norm == 0.0f ? 0.0f : x[i] / norm);
+      x[i] = r > 1 && s.q_scale != 0.0f ? rounded<T>(e * s.q_scale) : e;
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < DK / 32; i++) to[lane + 32 * i] = x[i];
+}
+
+// sum over d of a[d] * b[d], b in shared memory: four chains (a token's dot products are its critical path)
+template <int DK>
+__device__ __forceinline__ float dot(const float (&a)[DK], const float* b) {
+  float c0 = 0.0f, c1 = 0.0f, c2 = 0.0f, c3 = 0.0f;
+#pragma unroll
+  for (int d = 0; d < DK; d += 4) {
+    const float4 w = *reinterpret_cast<const float4*>(b + d);
+    c0 += a[d] * w.x;
+    c1 += a[d + 1] * w.y;
+    c2 += a[d + 2] * w.z;
+    c3 += a[d + 3] * w.w;
+  }
+  return (c0 + c1) + (c2 + c3);
+}
+
+// The same recurrence with a thread per state column m (d_v of them, the block rounded up to whole warps, a block
+// per (batch, KV head)) and that column's d_k state values in registers: every token's decay, retrieval, update and
+// readouts need no other column, so the only shared values are the token's rows (load_row), in two buffers: the next
+// token's are loaded into registers before this token's arithmetic and stored after it, one barrier a token. For d_k
+// of 32, 64 or 128 (DK); the block's shared memory 2 * (2 + readers) * DK floats.
 template <typename T, int DK>
 __device__ void run_columns(const T* q, const T* k, const T* v, const T* past, const T* decay, const T* beta, T* out,
                             T* state, const int32_t* lengths, LinearAttentionShape s) {
@@ -1291,51 +1330,68 @@ __device__ void run_columns(const T* q, const T* k, const T* v, const T* past, c
   const int group = s.q_heads >= s.kv_heads ? s.q_heads / s.kv_heads : 0, readers = group ? group : 1;
   const int first = group ? h * group : h * s.q_heads / s.kv_heads, k_head = h / (s.kv_heads / s.k_heads);
   const int out_heads = s.q_heads > s.kv_heads ? s.q_heads : s.kv_heads;
-  float* kk = smem;
-  float* gg = kk + DK;
-  float* qq = gg + DK;
+  const int rows = 2 + readers, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  const bool column = m < s.d_v;
   const int64_t base = ((int64_t)b * s.kv_heads + h) * DK * s.d_v;
+  const int64_t rate_at = s.beta_per_head ? h : 0, rate_rows = s.beta_per_head ? s.kv_heads : 1;
   float S[DK];
 #pragma unroll
-  for (int d = 0; d < DK; d++) S[d] = past ? ld(past + base + (int64_t)d * s.d_v + m) : 0.0f;
+  for (int d = 0; d < DK; d++) S[d] = past && column ? ld(past + base + (int64_t)d * s.d_v + m) : 0.0f;
+  float u_next = 0.0f, rate_next = 0.0f;
+  if (s.tokens > 0) {  // token 0's rows
+    const int64_t row = (int64_t)b * s.tokens;
+    for (int r = warp; r < rows; r += warps) {
+      float x[DK / 32];
+      load_row<T, DK>(x, r, row, q, k, decay, h, first, k_head, s);
+      store_row<T, DK>(x, r, smem + r * DK, s);
+    }
+    if (column) u_next = ld(v + (row * s.kv_heads + h) * s.d_v + m);
+    if (s.delta) rate_next = ld(beta + row * rate_rows + rate_at);
+  }
+  __syncthreads();
   for (int t = 0; t < s.tokens; t++) {
     const int64_t row = (int64_t)b * s.tokens + t;
-    for (int d = threadIdx.x; d < DK; d += blockDim.x) {
-      kk[d] = ld(k + (row * s.k_heads + k_head) * DK + d);
-      gg[d] = s.gated ? expf(ld(decay + (s.decay_per_key ? (row * s.kv_heads + h) * DK + d : row * s.kv_heads + h)))
-                      : 1.0f;
-    }
-    for (int e = threadIdx.x; e < readers * DK; e += blockDim.x) qq[e] = ld(q + (row * s.q_heads + first) * DK + e);
-    __syncthreads();
-    if (s.qk_l2_norm) {
-      normalize_rows<T, DK>(kk, qq, readers, s.q_scale);
-      __syncthreads();
-    }
-    float u = ld(v + (row * s.kv_heads + h) * s.d_v + m);
-    if (s.gated && t < real) {
+    const float* kk = smem + (t & 1) * rows * DK;
+    const float *gg = kk + DK, *qq = gg + DK;
+    float* next = smem + ((t + 1) & 1) * rows * DK;
+    float u = u_next, rate = rate_next;
+    float ahead[LINEAR_AHEAD_ROWS][DK / 32];  // the next token's first rows of this warp, in flight meanwhile
+    const bool more = t + 1 < s.tokens;
+    if (more) {
 #pragma unroll
-      for (int d = 0; d < DK; d++) S[d] *= gg[d];
+      for (int i = 0; i < LINEAR_AHEAD_ROWS; i++)
+        if (warp + i * warps < rows) load_row<T, DK>(ahead[i], warp + i * warps, row + 1, q, k, decay, h, first, k_head, s);
+      if (column) u_next = ld(v + ((row + 1) * s.kv_heads + h) * s.d_v + m);
+      if (s.delta) rate_next = ld(beta + (row + 1) * rate_rows + rate_at);
     }
-    if (s.delta && t < real) {
-      float retrieved = 0.0f;
+    if (column) {
+      if (s.gated && t < real) {
 #pragma unroll
-      for (int d = 0; d < DK; d++) retrieved += S[d] * kk[d];
-      u = ld(beta + row * (s.beta_per_head ? s.kv_heads : 1) + (s.beta_per_head ? h : 0)) * (u - retrieved);
+        for (int d = 0; d < DK; d++) S[d] *= gg[d];
+      }
+      if (s.delta && t < real) u = rate * (u - dot<DK>(S, kk));
+      if (t < real) {
+#pragma unroll
+        for (int d = 0; d < DK; d++) S[d] += kk[d] * u;
+      }
+      for (int j = 0; j < readers; j++)
+        st(out + (row * out_heads + (group ? first + j : h)) * s.d_v + m, s.scale * dot<DK>(S, qq + j * DK));
     }
-    if (t < real) {
+    if (more) {
 #pragma unroll
-      for (int d = 0; d < DK; d++) S[d] += kk[d] * u;
-    }
-    for (int j = 0; j < readers; j++) {
-      float o = 0.0f;
-#pragma unroll
-      for (int d = 0; d < DK; d++) o += qq[j * DK + d] * S[d];
-      st(out + (row * out_heads + (group ? first + j : h)) * s.d_v + m, s.scale * o);
+      for (int i = 0; i < LINEAR_AHEAD_ROWS; i++)
+        if (warp + i * warps < rows) store_row<T, DK>(ahead[i], warp + i * warps, next + (warp + i * warps) * DK, s);
+      for (int r = warp + LINEAR_AHEAD_ROWS * warps; r < rows; r += warps) {  // more rows than that: loaded now
+        float x[DK / 32];
+        load_row<T, DK>(x, r, row + 1, q, k, decay, h, first, k_head, s);
+        store_row<T, DK>(x, r, next + r * DK, s);
+      }
     }
     __syncthreads();
   }
+  if (column)
 #pragma unroll
-  for (int d = 0; d < DK; d++) st(state + base + (int64_t)d * s.d_v + m, S[d]);
+    for (int d = 0; d < DK; d++) st(state + base + (int64_t)d * s.d_v + m, S[d]);
 }
 
 }  // namespace linear_attention

@@ -452,18 +452,19 @@ def normed_linear_attention(ctx: FusionContext, node: Node) -> bool:
     """com.microsoft LinearAttention whose key and query are _l2_rows of d_k values (the query's maybe then times a
     scalar constant) -> NormedLinearAttention(x_q, x_k, the other inputs; q_scale: the constant, 0.0 for none):
     its kernel normalises the rows as it loads them, three launches a layer fewer (Qwen3.5's linear attention).
-    Where that kernel runs (kernels/cuda/attention.py normed_recurrence; CUDA)."""
+    Where that kernel runs (kernels/cuda/attention.py column_recurrence; CUDA)."""
     if ctx.device == "cpu" or node.op_type != "LinearAttention" or node.domain != "com.microsoft" or \
             len(node.inputs) < 3 or node.attrs.get("state_window", 0):
         return False
-    from ..kernels.cuda.attention import normed_recurrence  # CUDA's modules: not in a CPU-only install
+    from ..kernels.cuda.attention import column_recurrence  # CUDA's modules: not in a CPU-only install
     q_heads, kv_heads = node.attrs.get("q_num_heads", 0), node.attrs.get("kv_num_heads", 0)
     q_width = (ctx.graph.value(node.inputs[0]).shape or (None,))[-1]
     v_width = (ctx.graph.value(node.inputs[2]).shape or (None,))[-1]
     if not (isinstance(q_width, int) and isinstance(v_width, int) and q_heads > 0 and kv_heads > 0):
         return False
     d_k, d_v = q_width // q_heads, v_width // kv_heads
-    if q_width != d_k * q_heads or v_width != d_v * kv_heads or not normed_recurrence(d_k, d_v):
+    if q_width != d_k * q_heads or v_width != d_v * kv_heads or \
+            not column_recurrence(d_k, d_v, max(q_heads // kv_heads, 1)):
         return False
     q, mul, q_scale = node.inputs[0], ctx.producer.get(node.inputs[0]), 0.0
     if mul is not None and mul.op_type == "Mul" and not mul.domain and mul.index not in ctx.replaced and \
