@@ -31,10 +31,10 @@
 #define MOE_TILE 16           /* moe.cu grouped: (token, slot) pairs of one expert a block (a prompt's experts) */
 #define MOE_TILE_ROWS 128     /* ... expert rows a block of 256 threads (2 a thread, 4 threads a row pair) */
 #define MOE_GROUP_THREADS 1024 /* moe.cu group: the one block's threads */
-#define LINEAR_COLUMN_THREADS 256 /* attention.cu linear_attention::run_columns: threads (state columns) a block at
-                                    most, its launch bound: its d_k 128 form's state and next rows need ~190 registers */
-#define LINEAR_AHEAD_ROWS 2   /* ... a token's rows a warp loads into registers during the token before */
-#define GDN_THREADS 256       /* attention.cu gated_delta_net: the same for its state rows (its d_k 128 kernel: 255) */
+#define LINEAR_AHEAD_ROWS 3   /* attention.cu linear_attention::run_columns: a token's rows loaded into registers
+                                 during the token before (k, exp(decay), one reader's q; more readers' rows after) */
+#define GDN_THREADS 256       /* attention.cu gated_delta_net: threads (state rows) a block at most, its launch bound
+                                 (its d_k 128 kernel takes 255 registers a thread) */
 
 /* A bad value in the run's data, which only the GPU sees (common.cuh report_bad): `report` is the stream's
  * pinned host record {tag, value} (ep_plugin/cuda_exec.c), 0 for none; `tag` names the node and the cause

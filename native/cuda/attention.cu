@@ -1261,7 +1261,7 @@ __device__ __forceinline__ float rounded(float v) {
 }
 
 // A token's rows in shared memory (run_columns): k, exp(decay) (d_k copies of the head's where not per key), then
-// the readers' q rows, each of DK floats; a warp a row, lane c holding columns c, c + 32, ... (DK / 32 of them).
+// the readers' q rows, each of DK floats; the warp's lane c holds a row's columns c, c + 32, ... (DK / 32 of them).
 template <typename T, int DK>
 __device__ __forceinline__ void load_row(float (&x)[DK / 32], int r, int64_t row, const T* q, const T* k,
                                          const T* decay, int h, int first, int k_head, LinearAttentionShape s) {
@@ -1316,21 +1316,21 @@ __device__ __forceinline__ float dot(const float (&a)[DK], const float* b) {
   return (c0 + c1) + (c2 + c3);
 }
 
-// The same recurrence with a thread per state column m (d_v of them, the block rounded up to whole warps, a block
-// per (batch, KV head)) and that column's d_k state values in registers: every token's decay, retrieval, update and
-// readouts need no other column, so the only shared values are the token's rows (load_row), in two buffers: the next
-// token's are loaded into registers before this token's arithmetic and stored after it, one barrier a token. For d_k
-// of 32, 64 or 128 (DK); the block's shared memory 2 * (2 + readers) * DK floats.
+// The same recurrence with a thread per state column m and that column's d_k state values in registers: every
+// token's decay, retrieval, update and readouts need no other column, so a block is one warp of 32 columns
+// (blocks (batch, KV head, columns / 32): a head's arithmetic spread over that many SMs), and the only shared values
+// are the token's rows (load_row), in two buffers: the next token's are loaded into registers before this token's
+// arithmetic and stored after it. For d_k of 32, 64 or 128 (DK); shared memory 2 * (2 + readers) * DK floats.
 template <typename T, int DK>
 __device__ void run_columns(const T* q, const T* k, const T* v, const T* past, const T* decay, const T* beta, T* out,
                             T* state, const int32_t* lengths, LinearAttentionShape s) {
   extern __shared__ float smem[];
-  const int h = blockIdx.x % s.kv_heads, b = blockIdx.x / s.kv_heads, m = threadIdx.x;
+  const int splits = (s.d_v + 31) / 32, head = blockIdx.x / splits;
+  const int h = head % s.kv_heads, b = head / s.kv_heads, m = blockIdx.x % splits * 32 + threadIdx.x;
   const int real = real_tokens(lengths, b, s.tokens);
   const int group = s.q_heads >= s.kv_heads ? s.q_heads / s.kv_heads : 0, readers = group ? group : 1;
   const int first = group ? h * group : h * s.q_heads / s.kv_heads, k_head = h / (s.kv_heads / s.k_heads);
-  const int out_heads = s.q_heads > s.kv_heads ? s.q_heads : s.kv_heads;
-  const int rows = 2 + readers, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  const int out_heads = s.q_heads > s.kv_heads ? s.q_heads : s.kv_heads, rows = 2 + readers;
   const bool column = m < s.d_v;
   const int64_t base = ((int64_t)b * s.kv_heads + h) * DK * s.d_v;
   const int64_t rate_at = s.beta_per_head ? h : 0, rate_rows = s.beta_per_head ? s.kv_heads : 1;
@@ -1340,7 +1340,7 @@ __device__ void run_columns(const T* q, const T* k, const T* v, const T* past, c
   float u_next = 0.0f, rate_next = 0.0f;
   if (s.tokens > 0) {  // token 0's rows
     const int64_t row = (int64_t)b * s.tokens;
-    for (int r = warp; r < rows; r += warps) {
+    for (int r = 0; r < rows; r++) {
       float x[DK / 32];
       load_row<T, DK>(x, r, row, q, k, decay, h, first, k_head, s);
       store_row<T, DK>(x, r, smem + r * DK, s);
@@ -1348,19 +1348,19 @@ __device__ void run_columns(const T* q, const T* k, const T* v, const T* past, c
     if (column) u_next = ld(v + (row * s.kv_heads + h) * s.d_v + m);
     if (s.delta) rate_next = ld(beta + row * rate_rows + rate_at);
   }
-  __syncthreads();
+  __syncwarp();
   for (int t = 0; t < s.tokens; t++) {
     const int64_t row = (int64_t)b * s.tokens + t;
     const float* kk = smem + (t & 1) * rows * DK;
     const float *gg = kk + DK, *qq = gg + DK;
     float* next = smem + ((t + 1) & 1) * rows * DK;
     float u = u_next, rate = rate_next;
-    float ahead[LINEAR_AHEAD_ROWS][DK / 32];  // the next token's first rows of this warp, in flight meanwhile
+    float ahead[LINEAR_AHEAD_ROWS][DK / 32];  // the next token's first rows, in flight meanwhile
     const bool more = t + 1 < s.tokens;
     if (more) {
 #pragma unroll
-      for (int i = 0; i < LINEAR_AHEAD_ROWS; i++)
-        if (warp + i * warps < rows) load_row<T, DK>(ahead[i], warp + i * warps, row + 1, q, k, decay, h, first, k_head, s);
+      for (int r = 0; r < LINEAR_AHEAD_ROWS; r++)
+        if (r < rows) load_row<T, DK>(ahead[r], r, row + 1, q, k, decay, h, first, k_head, s);
       if (column) u_next = ld(v + ((row + 1) * s.kv_heads + h) * s.d_v + m);
       if (s.delta) rate_next = ld(beta + (row + 1) * rate_rows + rate_at);
     }
@@ -1379,15 +1379,15 @@ __device__ void run_columns(const T* q, const T* k, const T* v, const T* past, c
     }
     if (more) {
 #pragma unroll
-      for (int i = 0; i < LINEAR_AHEAD_ROWS; i++)
-        if (warp + i * warps < rows) store_row<T, DK>(ahead[i], warp + i * warps, next + (warp + i * warps) * DK, s);
-      for (int r = warp + LINEAR_AHEAD_ROWS * warps; r < rows; r += warps) {  // more rows than that: loaded now
+      for (int r = 0; r < LINEAR_AHEAD_ROWS; r++)
+        if (r < rows) store_row<T, DK>(ahead[r], r, next + r * DK, s);
+      for (int r = LINEAR_AHEAD_ROWS; r < rows; r++) {  // more readers' rows: loaded now
         float x[DK / 32];
         load_row<T, DK>(x, r, row + 1, q, k, decay, h, first, k_head, s);
         store_row<T, DK>(x, r, next + r * DK, s);
       }
     }
-    __syncthreads();
+    __syncwarp();
   }
   if (column)
 #pragma unroll
@@ -1397,7 +1397,7 @@ __device__ void run_columns(const T* q, const T* k, const T* v, const T* past, c
 }  // namespace linear_attention
 
 #define LINEAR_ATTENTION_COLUMNS(S_, T, DK)                                                                     \
-  extern "C" __global__ void __launch_bounds__(LINEAR_COLUMN_THREADS) seamless_linear_attention_k##DK##_##S_(  \
+  extern "C" __global__ void __launch_bounds__(32) seamless_linear_attention_k##DK##_##S_(                     \
       const T* q, const T* k, const T* v, const T* past, const T* decay, const T* beta, T* out, float* work,      \
       T* state, const int32_t* lengths, LinearAttentionShape s) {                                                \
     dependent_launch();                                                                                         \

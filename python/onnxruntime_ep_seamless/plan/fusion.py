@@ -464,7 +464,7 @@ def normed_linear_attention(ctx: FusionContext, node: Node) -> bool:
         return False
     d_k, d_v = q_width // q_heads, v_width // kv_heads
     if q_width != d_k * q_heads or v_width != d_v * kv_heads or \
-            not column_recurrence(d_k, d_v, max(q_heads // kv_heads, 1)):
+            not column_recurrence(d_k, max(q_heads // kv_heads, 1)):
         return False
     q, mul, q_scale = node.inputs[0], ctx.producer.get(node.inputs[0]), 0.0
     if mul is not None and mul.op_type == "Mul" and not mul.domain and mul.index not in ctx.replaced and \

@@ -126,11 +126,11 @@ def check_real_lengths(real_lengths, batch: int) -> None:
                          "prompt's recurrences take one sequence's int32 length")
 
 
-def column_recurrence(d_k: int, d_v: int, readers: int) -> bool:
+def column_recurrence(d_k: int, readers: int) -> bool:
     """Whether attention.cu's linear_attention::run_columns takes these shapes (LinearAttention's and
-    NormedLinearAttention's): a thread a state column (d_v up to LINEAR_COLUMN_THREADS), its d_k (32, 64 or 128)
-    values in registers, two tokens' rows (k, exp(decay), the readers' q) in shared memory's default 48 KiB."""
-    return d_k in (32, 64, 128) and d_v <= codes.LINEAR_COLUMN_THREADS and 8 * d_k * (2 + readers) <= 48 * 1024
+    NormedLinearAttention's): a thread a state column, its d_k (32, 64 or 128) values in registers, two tokens' rows
+    (k, exp(decay), the readers' q) in shared memory's default 48 KiB."""
+    return d_k in (32, 64, 128) and 8 * d_k * (2 + readers) <= 48 * 1024
 
 
 def _linear_recurrence(rt, stream, query, key, value, past_state, decay, beta, q_heads, kv_heads, k_heads, d_k, d_v,
@@ -150,16 +150,18 @@ def _linear_recurrence(rt, stream, query, key, value, past_state, decay, beta, q
                        scale=float(np.float32(scale) if scale else np.float32(1 / np.sqrt(d_k))),
                        q_scale=float(q_scale or 0.0))
     readers = max(q_heads // kv_heads, 1)
-    if q_scale is not None and not column_recurrence(d_k, d_v, readers):
-        raise ValueError(f"NormedLinearAttention: d_k {d_k}, d_v {d_v}, {readers} query heads a state: not shapes its "
-                         "kernel takes (column_recurrence; plan/fusion.py fuses only those)")
+    if q_scale is not None and not column_recurrence(d_k, readers):
+        raise ValueError(f"NormedLinearAttention: d_k {d_k}, {readers} query heads a state: not shapes its kernel "
+                         "takes (column_recurrence; plan/fusion.py fuses only those)")
     work = None
-    if column_recurrence(d_k, d_v, readers):  # a thread per state column (whole warps), its d_k values in registers
-        name, launch = f"seamless_linear_attention_k{d_k}", dict(shared=8 * d_k * (2 + readers), threads=-(-d_v // 32) * 32)
+    blocks = b * kv_heads
+    if column_recurrence(d_k, readers):  # a warp per 32 state columns, a thread's column's d_k values in registers
+        name, launch = f"seamless_linear_attention_k{d_k}", dict(shared=8 * d_k * (2 + readers), threads=32)
+        blocks *= -(-d_v // 32)
     else:  # the state in global memory
         name, launch = "seamless_linear_attention", dict(shared=4 * (d_k + d_v + readers * d_k))
         work = rt.alloc(present.shape, F32)
-    rt.launch_rows(f"{name}_{SUFFIX[query.dtype]}", b * kv_heads, stream, ("ptr", query.ptr),
+    rt.launch_rows(f"{name}_{SUFFIX[query.dtype]}", blocks, stream, ("ptr", query.ptr),
                    ("ptr", key.ptr), ("ptr", value.ptr), ("ptr", past_state.ptr if past_state is not None else 0),
                    ("ptr", decay.ptr if gated else 0), ("ptr", beta.ptr if delta else 0), ("ptr", out.ptr),
                    ("ptr", work.ptr if work is not None else 0), ("ptr", present.ptr),
