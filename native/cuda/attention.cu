@@ -1260,8 +1260,8 @@ __device__ __forceinline__ float rounded(float v) {
   return ld(&t);
 }
 
-// A token's rows in shared memory (run_columns): k, exp(decay) (d_k copies of the head's where not per key), then
-// the readers' q rows, each of DK floats; the warp's lane c holds a row's columns c, c + 32, ... (DK / 32 of them).
+// A token's rows in shared memory (run_columns): k, exp(decay) (d_k copies of the head's where not per key), the
+// readers' q rows, each of DK floats, then each reader's q.k; the warp's lane c holds a row's columns c, c + 32, ...
 template <typename T, int DK>
 __device__ __forceinline__ void load_row(float (&x)[DK / 32], int r, int64_t row, const T* q, const T* k,
                                          const T* decay, int h, int first, int k_head, LinearAttentionShape s) {
@@ -1276,11 +1276,17 @@ __device__ __forceinline__ void load_row(float (&x)[DK / 32], int r, int64_t row
   }
 }
 
-// Row r as the recurrence reads it, into `to`: exp of the decay; for NormedLinearAttention k and q over their L2
-// norms with normalization.cu lp_norm's order of terms, rounded to T, q's then times q_scale rounded again: the values
-// the LpNormalization and Mul nodes it replaces would have stored.
+__device__ __forceinline__ float warp_sum(float x) {
+  for (int off = 16; off > 0; off >>= 1) x += __shfl_xor_sync(0xffffffff, x, off);
+  return x;
+}
+
+// Row r as the recurrence reads it, into the token's buffer: exp of the decay; for NormedLinearAttention k and q over
+// their L2 norms with normalization.cu lp_norm's order of terms, rounded to T, q's then times q_scale rounded again
+// (the values the LpNormalization and Mul nodes it replaces would have stored); a q row's q.k too (key: k's values).
 template <typename T, int DK>
-__device__ __forceinline__ void store_row(float (&x)[DK / 32], int r, float* to, LinearAttentionShape s) {
+__device__ __forceinline__ void store_row(float (&x)[DK / 32], float (&key)[DK / 32], int r, int readers, float* buf,
+                                          LinearAttentionShape s) {
   const int lane = threadIdx.x & 31;
   if (r == 1) {
 #pragma unroll
@@ -1289,8 +1295,7 @@ __device__ __forceinline__ void store_row(float (&x)[DK / 32], int r, float* to,
     float sum = 0.0f;
 #pragma unroll
     for (int i = 0; i < DK / 32; i++) sum += x[i] * x[i];
-    for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffff, sum, off);
-    const float norm = sqrtf(sum);
+    const float norm = sqrtf(warp_sum(sum));
 #pragma unroll
     for (int i = 0; i < DK / 32; i++) {
       const float e = rounded<T>(norm == 0.0f ? 0.0f : x[i] / norm);
@@ -1298,100 +1303,137 @@ __device__ __forceinline__ void store_row(float (&x)[DK / 32], int r, float* to,
     }
   }
 #pragma unroll
-  for (int i = 0; i < DK / 32; i++) to[lane + 32 * i] = x[i];
+  for (int i = 0; i < DK / 32; i++) buf[r * DK + lane + 32 * i] = x[i];
+  if (r == 0) {
+#pragma unroll
+    for (int i = 0; i < DK / 32; i++) key[i] = x[i];
+  } else if (r > 1) {
+    float qk = 0.0f;
+#pragma unroll
+    for (int i = 0; i < DK / 32; i++) qk += x[i] * key[i];
+    qk = warp_sum(qk);
+    if (lane == 0) buf[(2 + readers) * DK + r - 2] = qk;
+  }
 }
 
-// sum over d of a[d] * b[d], b in shared memory: four chains (a token's dot products are its critical path)
+// A lane's part of sum_d S[d] * row[d]: its DK / 4 state values are rows (c * 4 + part) * 4 + e of its column (float4
+// chunks of the row, the four parts' side by side: no bank conflicts), in four chains.
 template <int DK>
-__device__ __forceinline__ float dot(const float (&a)[DK], const float* b) {
+__device__ __forceinline__ float part_dot(const float (&S)[DK / 4], const float* row, int part) {
   float c0 = 0.0f, c1 = 0.0f, c2 = 0.0f, c3 = 0.0f;
 #pragma unroll
-  for (int d = 0; d < DK; d += 4) {
-    const float4 w = *reinterpret_cast<const float4*>(b + d);
-    c0 += a[d] * w.x;
-    c1 += a[d + 1] * w.y;
-    c2 += a[d + 2] * w.z;
-    c3 += a[d + 3] * w.w;
+  for (int c = 0; c < DK / 16; c++) {
+    const float4 w = reinterpret_cast<const float4*>(row)[c * 4 + part];
+    c0 += S[c * 4] * w.x;
+    c1 += S[c * 4 + 1] * w.y;
+    c2 += S[c * 4 + 2] * w.z;
+    c3 += S[c * 4 + 3] * w.w;
   }
   return (c0 + c1) + (c2 + c3);
 }
 
-// The same recurrence with a thread per state column m and that column's d_k state values in registers: every
-// token's decay, retrieval, update and readouts need no other column, so a block is one warp of 32 columns
-// (blocks (batch, KV head, columns / 32): a head's arithmetic spread over that many SMs), and the only shared values
-// are the token's rows (load_row), in two buffers: the next token's are loaded into registers before this token's
-// arithmetic and stored after it. For d_k of 32, 64 or 128 (DK); shared memory 2 * (2 + readers) * DK floats.
+// The sum over a column's four lanes (adjacent: part = lane % 4).
+__device__ __forceinline__ float column_sum(float x) {
+  x += __shfl_xor_sync(0xffffffff, x, 1);
+  return x + __shfl_xor_sync(0xffffffff, x, 2);
+}
+
+// The same recurrence with a state column's d_k values in registers over four lanes (DK / 4 each): every token's
+// decay, retrieval, update and readouts need no other column, so a block is one warp of 8 columns (blocks (batch,
+// KV head, columns / 8): a head's arithmetic spread over the SMs), and the only shared values are the token's rows
+// (load_row, store_row), in two buffers: the next token's are loaded into registers before this token's arithmetic
+// and stored after it. A reader's output is q.S + u (q.k), S the state before the token's update (the same value as
+// q.(S + k u), its dot products independent of the update). For d_k of 32, 64 or 128 (DK); shared memory
+// 2 * ((2 + readers) * DK + readers) floats.
 template <typename T, int DK>
 __device__ void run_columns(const T* q, const T* k, const T* v, const T* past, const T* decay, const T* beta, T* out,
                             T* state, const int32_t* lengths, LinearAttentionShape s) {
   extern __shared__ float smem[];
-  const int splits = (s.d_v + 31) / 32, head = blockIdx.x / splits;
-  const int h = head % s.kv_heads, b = head / s.kv_heads, m = blockIdx.x % splits * 32 + threadIdx.x;
+  const int part = threadIdx.x & 3, splits = (s.d_v + 7) / 8, head = blockIdx.x / splits;
+  const int h = head % s.kv_heads, b = head / s.kv_heads, m = blockIdx.x % splits * 8 + threadIdx.x / 4;
+  const bool column = m < s.d_v;  // the last block's lanes past d_v reckon column d_v - 1's values and store none
+  const int mc = column ? m : s.d_v - 1;
   const int real = real_tokens(lengths, b, s.tokens);
   const int group = s.q_heads >= s.kv_heads ? s.q_heads / s.kv_heads : 0, readers = group ? group : 1;
   const int first = group ? h * group : h * s.q_heads / s.kv_heads, k_head = h / (s.kv_heads / s.k_heads);
   const int out_heads = s.q_heads > s.kv_heads ? s.q_heads : s.kv_heads, rows = 2 + readers;
-  const bool column = m < s.d_v;
+  const int stride = (rows * DK + readers + 3) / 4 * 4;  // a token's buffer, float4-aligned
   const int64_t base = ((int64_t)b * s.kv_heads + h) * DK * s.d_v;
   const int64_t rate_at = s.beta_per_head ? h : 0, rate_rows = s.beta_per_head ? s.kv_heads : 1;
-  float S[DK];
+  float S[DK / 4];
 #pragma unroll
-  for (int d = 0; d < DK; d++) S[d] = past && column ? ld(past + base + (int64_t)d * s.d_v + m) : 0.0f;
-  float u_next = 0.0f, rate_next = 0.0f;
+  for (int c = 0; c < DK / 16; c++)
+#pragma unroll
+    for (int e = 0; e < 4; e++)
+      S[c * 4 + e] = past ? ld(past + base + (int64_t)((c * 4 + part) * 4 + e) * s.d_v + mc) : 0.0f;
+  float u_next = 0.0f, rate_next = 0.0f, key[DK / 32];
   if (s.tokens > 0) {  // token 0's rows
     const int64_t row = (int64_t)b * s.tokens;
     for (int r = 0; r < rows; r++) {
       float x[DK / 32];
       load_row<T, DK>(x, r, row, q, k, decay, h, first, k_head, s);
-      store_row<T, DK>(x, r, smem + r * DK, s);
+      store_row<T, DK>(x, key, r, readers, smem, s);
     }
-    if (column) u_next = ld(v + (row * s.kv_heads + h) * s.d_v + m);
+    u_next = ld(v + (row * s.kv_heads + h) * s.d_v + mc);
     if (s.delta) rate_next = ld(beta + row * rate_rows + rate_at);
   }
   __syncwarp();
   for (int t = 0; t < s.tokens; t++) {
     const int64_t row = (int64_t)b * s.tokens + t;
-    const float* kk = smem + (t & 1) * rows * DK;
-    const float *gg = kk + DK, *qq = gg + DK;
-    float* next = smem + ((t + 1) & 1) * rows * DK;
+    const float* kk = smem + (t & 1) * stride;
+    const float *gg = kk + DK, *qq = gg + DK, *qk = kk + rows * DK;
+    float* next = smem + ((t + 1) & 1) * stride;
     float u = u_next, rate = rate_next;
     float ahead[LINEAR_AHEAD_ROWS][DK / 32];  // the next token's first rows, in flight meanwhile
-    const bool more = t + 1 < s.tokens;
+    const bool more = t + 1 < s.tokens, live = t < real;
     if (more) {
 #pragma unroll
       for (int r = 0; r < LINEAR_AHEAD_ROWS; r++)
         if (r < rows) load_row<T, DK>(ahead[r], r, row + 1, q, k, decay, h, first, k_head, s);
-      if (column) u_next = ld(v + ((row + 1) * s.kv_heads + h) * s.d_v + m);
+      u_next = ld(v + ((row + 1) * s.kv_heads + h) * s.d_v + mc);
       if (s.delta) rate_next = ld(beta + (row + 1) * rate_rows + rate_at);
     }
-    if (column) {
-      if (s.gated && t < real) {
+    if (live && s.gated)
 #pragma unroll
-        for (int d = 0; d < DK; d++) S[d] *= gg[d];
+      for (int c = 0; c < DK / 16; c++) {
+        const float4 g = reinterpret_cast<const float4*>(gg)[c * 4 + part];
+        S[c * 4] *= g.x;
+        S[c * 4 + 1] *= g.y;
+        S[c * 4 + 2] *= g.z;
+        S[c * 4 + 3] *= g.w;
       }
-      if (s.delta && t < real) u = rate * (u - dot<DK>(S, kk));
-      if (t < real) {
-#pragma unroll
-        for (int d = 0; d < DK; d++) S[d] += kk[d] * u;
-      }
-      for (int j = 0; j < readers; j++)
-        st(out + (row * out_heads + (group ? first + j : h)) * s.d_v + m, s.scale * dot<DK>(S, qq + j * DK));
+    const float retrieved = live && s.delta ? column_sum(part_dot<DK>(S, kk, part)) : 0.0f;
+    if (live && s.delta) u = rate * (u - retrieved);
+    for (int j = 0; j < readers; j++) {
+      const float o = column_sum(part_dot<DK>(S, qq + j * DK, part)) + (live ? u * qk[j] : 0.0f);
+      if (column && part == (j & 3)) st(out + (row * out_heads + (group ? first + j : h)) * s.d_v + m, s.scale * o);
     }
+    if (live)
+#pragma unroll
+      for (int c = 0; c < DK / 16; c++) {
+        const float4 w = reinterpret_cast<const float4*>(kk)[c * 4 + part];
+        S[c * 4] += w.x * u;
+        S[c * 4 + 1] += w.y * u;
+        S[c * 4 + 2] += w.z * u;
+        S[c * 4 + 3] += w.w * u;
+      }
     if (more) {
 #pragma unroll
       for (int r = 0; r < LINEAR_AHEAD_ROWS; r++)
-        if (r < rows) store_row<T, DK>(ahead[r], r, next + r * DK, s);
+        if (r < rows) store_row<T, DK>(ahead[r], key, r, readers, next, s);
       for (int r = LINEAR_AHEAD_ROWS; r < rows; r++) {  // more readers' rows: loaded now
         float x[DK / 32];
         load_row<T, DK>(x, r, row + 1, q, k, decay, h, first, k_head, s);
-        store_row<T, DK>(x, r, next + r * DK, s);
+        store_row<T, DK>(x, key, r, readers, next, s);
       }
     }
     __syncwarp();
   }
   if (column)
 #pragma unroll
-    for (int d = 0; d < DK; d++) st(state + base + (int64_t)d * s.d_v + m, S[d]);
+    for (int c = 0; c < DK / 16; c++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) st(state + base + (int64_t)((c * 4 + part) * 4 + e) * s.d_v + m, S[c * 4 + e]);
 }
 
 }  // namespace linear_attention

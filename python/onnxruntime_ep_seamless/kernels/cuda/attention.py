@@ -128,9 +128,14 @@ def check_real_lengths(real_lengths, batch: int) -> None:
 
 def column_recurrence(d_k: int, readers: int) -> bool:
     """Whether attention.cu's linear_attention::run_columns takes these shapes (LinearAttention's and
-    NormedLinearAttention's): a thread a state column, its d_k (32, 64 or 128) values in registers, two tokens' rows
-    (k, exp(decay), the readers' q) in shared memory's default 48 KiB."""
-    return d_k in (32, 64, 128) and 8 * d_k * (2 + readers) <= 48 * 1024
+    NormedLinearAttention's): a state column's d_k (32, 64 or 128) values in registers over four lanes, two tokens'
+    rows (k, exp(decay), the readers' q and q.k) in shared memory's default 48 KiB."""
+    return d_k in (32, 64, 128) and _column_shared(d_k, readers) <= 48 * 1024
+
+
+def _column_shared(d_k: int, readers: int) -> int:
+    """run_columns' shared memory: two tokens' buffers, each float4-aligned."""
+    return 8 * (((2 + readers) * d_k + readers + 3) // 4 * 4)
 
 
 def _linear_recurrence(rt, stream, query, key, value, past_state, decay, beta, q_heads, kv_heads, k_heads, d_k, d_v,
@@ -155,9 +160,9 @@ def _linear_recurrence(rt, stream, query, key, value, past_state, decay, beta, q
                          "takes (column_recurrence; plan/fusion.py fuses only those)")
     work = None
     blocks = b * kv_heads
-    if column_recurrence(d_k, readers):  # a warp per 32 state columns, a thread's column's d_k values in registers
-        name, launch = f"seamless_linear_attention_k{d_k}", dict(shared=8 * d_k * (2 + readers), threads=32)
-        blocks *= -(-d_v // 32)
+    if column_recurrence(d_k, readers):  # a warp per 8 state columns, a column's d_k values in four lanes' registers
+        name, launch = f"seamless_linear_attention_k{d_k}", dict(shared=_column_shared(d_k, readers), threads=32)
+        blocks *= -(-d_v // 8)
     else:  # the state in global memory
         name, launch = "seamless_linear_attention", dict(shared=4 * (d_k + d_v + readers * d_k))
         work = rt.alloc(present.shape, F32)
