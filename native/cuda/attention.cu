@@ -361,7 +361,7 @@ __device__ void window_keep(const T* work_k, const T* work_v, const int32_t* seq
 }
 
 // A prompt's attention on tensor cores (where attend's softcap, local window and sink are not asked; float16 and
-// bfloat16, head size 64 or 128), flash-attention style: a block per (batch, head,
+// bfloat16, head size 64, 128 or 256), flash-attention style: a block per (batch, head,
 // ATTEND_TILE query tokens), a warp per 16 of them, their q in registers; keys and values come through shared
 // memory a tile of KEYS at a time (cp.async, the next tile's copies issued before the current one's products).
 // Per tile, q . k^T and then p . v by mma.sync m16n8k16 with float32 sums, an online softmax in float32 (the
@@ -380,7 +380,8 @@ __device__ __forceinline__ uint32_t pack_pair(float lo, float hi, const __nv_bfl
 template <typename T, int H>
 __device__ void attend_tiles(const T* q, const T* k, const T* v, const int32_t* seqlens, T* out, GqaShape g,
                              AttendParams a) {
-  constexpr int KEYS = H == 64 ? 64 : 32, STRIDE = H + 8;  // two tiles of keys and values fit 48 KiB; padded rows
+  constexpr int KEYS = H == 64 ? 64 : H == 128 ? 32 : 16, STRIDE = H + 8;  // two tiles of keys and values: 48 KiB;
+  // padded rows
   __shared__ __align__(16) T ks[2][KEYS][STRIDE], vs[2][KEYS][STRIDE];  // (16-byte aligned, on distinct banks)
   const int tiles = (g.seq + ATTEND_TILE - 1) / ATTEND_TILE, tile = blockIdx.x % tiles;
   const int h = (blockIdx.x / tiles) % g.heads, b = blockIdx.x / (tiles * g.heads), kh = h / (g.heads / g.kv_heads);
@@ -501,8 +502,9 @@ __device__ void attend_tiles(const T* q, const T* k, const T* v, const int32_t* 
     dependent_launch();                                                                                       \
     attend_tiles<T, H>(q, k, v, seqlens, out, g, a);                                                          \
   }
-GQA_ATTEND_TILES(f16, __half, 64) GQA_ATTEND_TILES(f16, __half, 128)
+GQA_ATTEND_TILES(f16, __half, 64) GQA_ATTEND_TILES(f16, __half, 128) GQA_ATTEND_TILES(f16, __half, 256)
 GQA_ATTEND_TILES(bf16, __nv_bfloat16, 64) GQA_ATTEND_TILES(bf16, __nv_bfloat16, 128)
+GQA_ATTEND_TILES(bf16, __nv_bfloat16, 256)
 
 // A decode step (one new token a batch row) in one launch, split over keys (flash decoding) where the
 // context is long: grid (splits, batch * heads) of DECODE_THREADS threads; a present row to each

@@ -169,8 +169,9 @@ def gqa_float16(model, feeds):
     return model, {k: v.astype(np.float16) if v.dtype == np.float32 else v for k, v in feeds.items()}
 
 
-# A float16 prompt of head size 64 or 128 attends in tiles of 64 queries on tensor cores (attention.cu
-# attend_tiles): tiles and warps partial and whole, many tiles of keys (64 at head size 64, 32 at 128),
+# A float16 prompt of head size 64, 128 or 256 (Qwen3.5's full attention) attends in tiles of 64 queries on tensor
+# cores (attention.cu attend_tiles): tiles and warps partial and whole, many tiles of keys (64 at head size 64, 32 at
+# 128, 16 at 256),
 # batches, a prompt after cached tokens, no rotary; 14 query heads on 2 KV heads. Stock computes in float32 from
 # the float16 inputs and rounds once; ours sums in float32 too but rounds the softmax weights to float16 for
 # their product with the values (as flash-attention kernels do: 2^-11 relative each): 2e-3.
@@ -180,7 +181,9 @@ def gqa_float16(model, feeds):
                                                                  (1, 37, 24, [60], 61, (14, 2, 64), True),
                                                                  (1, 64, 0, [63], 64, (4, 1, 64), False),
                                                                  (1, 250, 0, [249], 250, (14, 2, 64), True),
-                                                                 (1, 150, 90, [239], 240, (4, 2, 128), True)])
+                                                                 (1, 150, 90, [239], 240, (4, 2, 128), True),
+                                                                 (2, 70, 0, [69, 69], 70, (4, 2, 256), True),
+                                                                 (1, 37, 24, [60], 61, (8, 2, 256), False)])
 def test_gqa_float16_prompt_in_tiles(b, s, past, seqlens, total, heads, rotary):
     check(*gqa_float16(*gqa_model_feeds(b, s, past, seqlens, total, heads=heads, rotary=rotary)), rtol=2e-3,
           atol=2e-3)
@@ -622,8 +625,9 @@ def test_gqa_bfloat16(shape):
     check_bfloat16(*gqa_model_feeds(*GQA_SHAPES[shape]), rtol=2e-2, atol=2e-2)
 
 
-def test_gqa_bfloat16_prompt_in_tiles():
-    check_bfloat16(*gqa_model_feeds(2, 45, 0, [44, 44], 45, heads=(4, 2, 64)), rtol=2e-2, atol=2e-2)
+@pytest.mark.parametrize("head_size", [64, 256])
+def test_gqa_bfloat16_prompt_in_tiles(head_size):
+    check_bfloat16(*gqa_model_feeds(2, 45, 0, [44, 44], 45, heads=(4, 2, head_size)), rtol=2e-2, atol=2e-2)
 
 
 def test_matmul_nbits_bfloat16():

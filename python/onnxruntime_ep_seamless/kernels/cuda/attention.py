@@ -371,7 +371,7 @@ def group_query_attention(rt, stream, query, key=None, value=None, past_key=None
     passes = not window and all(t.ptr % 16 == 0 for t in rows if t is not None) and _decode_passes(s, h, present_len)
     smooth = smooth_softmax == 1 or head_sink is not None
     # a prompt in tiles of queries (attention.cu attend_tiles), else a block a query with its scores in shared memory
-    tiles = not passes and SUFFIX[query.dtype] in ("f16", "bf16") and h in (64, 128) and softcap == 0.0 and \
+    tiles = not passes and SUFFIX[query.dtype] in ("f16", "bf16") and h in (64, 128, 256) and softcap == 0.0 and \
         local_window_size <= 0 and not smooth
     shared = (work_len + h + max(ATTEND_THREADS, 8 * h)) * 4  # native/cuda/attention.cu attend
     if not passes and not tiles and shared > MAX_SHARED:
