@@ -1459,7 +1459,7 @@ __device__ void run_columns(const T* q, const T* k, const T* v, const T* past, c
 FOR_FLOATS(LINEAR_ATTENTION)
 
 // GatedDeltaNet (com.microsoft), as kernels/cpu/attention.py gated_delta_net for uniform requests (token-major
-// q/k [T, H_q, DK], v [T, H_v, d_v], T = batch * seq): run_columns' recurrence with the state V-major [B, H_v, d_v, DK]
+// q/k [T, H_q, DK], v [T, H_v, d_v], T = batch * seq): the recurrence with the state V-major [B, H_v, d_v, DK]
 // in float32 (thread m holds row m), value head h reading query/key head h / (H_v / H_q), and the op's fused
 // prologue per token in float32: the gate from the raw decay (softplus or sigmoid of decay + dt_bias, scaled by
 // exp(a_log)), sigmoid of beta, and q, k divided by their L2 norms (a sum of squares below 1e-12 counts as 1e-12).
