@@ -378,7 +378,7 @@ def group_query_attention(rt, stream, query, key=None, value=None, past_key=None
         raise ValueError(f"CUDA GroupQueryAttention handles up to {MAX_SHARED // 4 - h - max(ATTEND_THREADS, 8 * h)} "
                          f"cached tokens for {s} new tokens of head size {h}, got {work_len} (a decode step of one "
                          f"token has no such limit where the head size is 8, 16, 32, 64, 128 or 256, nor a float16 or "
-                         f"bfloat16 prompt of head size 64 or 128 without softcap, local window or sink)")
+                         f"bfloat16 prompt of head size 64, 128 or 256 without softcap, local window or sink)")
     dtype = query.dtype
     kv_shape = (b, kv_num_heads, present_len, h)
     # the present KV straight into ORT's outputs where the caller takes them (no copy after the run)
