@@ -448,7 +448,7 @@ def test_a_window_sized_cache_attends_over_a_work_buffer_then_keeps_its_newest_r
     assert launches[1][2]["shared"] == (16 + s + 64 + 512) * 4  # scores of the work buffer's C + s rows
 
 
-@pytest.mark.parametrize("s,head_size,past", [(4, 64, 64), (40, 128, 64), (2, 64, 20000)])
+@pytest.mark.parametrize("s,head_size,past", [(4, 64, 64), (40, 128, 64), (2, 64, 20000), (70, 256, 70)])
 def test_a_float16_prompt_attends_in_tiles_of_64_queries(s, head_size, past):
     # a block per (batch, head, 64 query tokens) on tensor cores, the keys through shared memory: no context limit
     launches = gqa(s, 4, 2, head_size, past, [past - 1])
@@ -519,6 +519,29 @@ def test_an_int4_gemv_one_wave_past_5_blocks_an_sm_takes_40_registers(k, n, sms,
     q, scales = rt.constant((n, k // 32, 16), np.uint8), rt.constant((n * k // 32,))
     matmul_nbits(rt, None, rt.alloc((1, 1, k), F16), q, scales, None, None, None, K=k, N=n, block_size=32)
     assert [(name, rows) for name, rows, _ in rt.launches] == [(f"seamless_matmul_nbits4_{kernel}_f16", blocks)]
+
+
+@pytest.mark.parametrize("q_heads,kv_heads,d_k,d_v,kernel,blocks,shared", [
+    # two tokens' buffers of (k, exp(decay), the readers' q) rows and the readers' q.k, float4-aligned
+    (16, 16, 128, 128, "k128", 2 * 16 * 16, 8 * (3 * 128 + 4)),  # Qwen3.5-2B: 16 blocks of 8 columns a head
+    (16, 32, 128, 128, "k128", 2 * 32 * 16, 8 * (3 * 128 + 4)),  # 35B-A3B: more value heads than query heads
+    (8, 2, 64, 20, "k64", 2 * 2 * 3, 8 * (6 * 64 + 4)),          # GQA: 4 readers; 20 columns in 3 blocks
+    (40, 1, 128, 64, "k128", 2 * 8, 8 * (42 * 128 + 40)),        # 40 readers: 42.3 KiB
+    (48, 1, 128, 64, "", 2, 4 * (128 + 64 + 48 * 128)),          # 48 readers' rows exceed 48 KiB: the state in memory
+    (2, 2, 16, 8, "", 2 * 2, 4 * (16 + 8 + 16))])                 # d_k 16: the state in memory
+def test_linear_attention_launch(q_heads, kv_heads, d_k, d_v, kernel, blocks, shared):
+    """com.microsoft LinearAttention on CUDA: attention.cu's column kernel (run_columns, a warp of 8 state columns a
+    block, d_k 32, 64 or 128, two tokens' rows in 48 KiB of shared memory) or the kernel with the state in memory."""
+    from onnxruntime_ep_seamless.kernels.cuda.attention import ms_linear_attention
+    rt = Recorder()
+    b, t = 2, 5
+    k_heads = min(q_heads, kv_heads)  # dividing kv_heads
+    q, k, v = (rt.alloc((b, t, heads * d), F16) for heads, d in ((q_heads, d_k), (k_heads, d_k), (kv_heads, d_v)))
+    decay, beta = rt.alloc((b, t, kv_heads), F16), rt.alloc((b, t, kv_heads), F16)
+    out, state = ms_linear_attention(rt, 0, q, k, v, None, decay, beta, q_num_heads=q_heads, kv_num_heads=kv_heads)
+    assert out.shape == (b, t, max(q_heads, kv_heads) * d_v) and state.shape == (b, kv_heads, d_k, d_v)
+    name = f"seamless_linear_attention_{kernel}_f16" if kernel else "seamless_linear_attention_f16"
+    assert rt.launches == [(name, blocks, {"shared": shared, "threads": 32} if kernel else {"shared": shared})]
 
 
 @pytest.mark.parametrize("rank4", [False, True])
