@@ -380,8 +380,8 @@ __device__ __forceinline__ uint32_t pack_pair(float lo, float hi, const __nv_bfl
 template <typename T, int H>
 __device__ void attend_tiles(const T* q, const T* k, const T* v, const int32_t* seqlens, T* out, GqaShape g,
                              AttendParams a) {
-  constexpr int KEYS = H == 64 ? 64 : H == 128 ? 32 : 16, STRIDE = H + 8;  // two tiles of keys and values: 48 KiB;
-  // padded rows
+  // two tiles of keys and values fit 48 KiB; padded rows
+  constexpr int KEYS = H == 64 ? 64 : H == 128 ? 32 : 16, STRIDE = H + 8;
   __shared__ __align__(16) T ks[2][KEYS][STRIDE], vs[2][KEYS][STRIDE];  // (16-byte aligned, on distinct banks)
   const int tiles = (g.seq + ATTEND_TILE - 1) / ATTEND_TILE, tile = blockIdx.x % tiles;
   const int h = (blockIdx.x / tiles) % g.heads, b = blockIdx.x / (tiles * g.heads), kh = h / (g.heads / g.kv_heads);
