@@ -1346,7 +1346,7 @@ __device__ __forceinline__ float column_sum(float x) {
 // (load_row, store_row), in two buffers: the next token's are loaded into registers before this token's arithmetic
 // and stored after it. A reader's output is q.S + u (q.k), S the state before the token's update (the same value as
 // q.(S + k u), its dot products independent of the update). For d_k of 32, 64 or 128 (DK); shared memory
-// 2 * ((2 + readers) * DK + readers) floats.
+// 2 * ((2 + readers) * DK + readers) floats, each buffer float4-aligned (kernels/cuda/attention.py _column_shared).
 template <typename T, int DK>
 __device__ void run_columns(const T* q, const T* k, const T* v, const T* past, const T* decay, const T* beta, T* out,
                             T* state, const int32_t* lengths, LinearAttentionShape s) {
