@@ -1254,14 +1254,6 @@ __device__ void run(const T* q, const T* k, const T* v, const T* past, const T* 
   for (int64_t e = threadIdx.x; e < cells; e += blockDim.x) st(state + (S - work) + e, S[e]);
 }
 
-// A value rounded to T and back, as a kernel storing it and the next loading it would see it.
-template <typename T>
-__device__ __forceinline__ float rounded(float v) {
-  T t;
-  st(&t, v);
-  return ld(&t);
-}
-
 // A token's rows in shared memory (run_columns): k, exp(decay) (d_k copies of the head's where not per key), the
 // readers' q rows, each of DK floats, then each reader's q.k; the warp's lane c holds a row's columns c, c + 32, ...
 template <typename T, int DK>
