@@ -1275,9 +1275,24 @@ __device__ __forceinline__ float warp_sum(float x) {
   return x;
 }
 
-// Row r as the recurrence reads it, into the token's buffer: exp of the decay; for NormedLinearAttention k and q over
-// their L2 norms with normalization.cu lp_norm's order of terms, rounded to T, q's then times q_scale rounded again
-// (the values the LpNormalization and Mul nodes it replaces would have stored); a q row's q.k too (key: k's values).
+// NormedLinearAttention's k or q row (a warp's, as load_row holds it) over its L2 norm with normalization.cu
+// lp_norm's order of terms, rounded to T, a q row's then times q_scale rounded again: the values the LpNormalization
+// and Mul nodes it replaces would have stored.
+template <typename T, int DK>
+__device__ __forceinline__ void l2_normalised(float (&x)[DK / 32], bool query, LinearAttentionShape s) {
+  float sum = 0.0f;
+#pragma unroll
+  for (int i = 0; i < DK / 32; i++) sum += x[i] * x[i];
+  const float norm = sqrtf(warp_sum(sum));
+#pragma unroll
+  for (int i = 0; i < DK / 32; i++) {
+    const float e = rounded<T>(norm == 0.0f ? 0.0f : x[i] / norm);
+    x[i] = query && s.q_scale != 0.0f ? rounded<T>(e * s.q_scale) : e;
+  }
+}
+
+// Row r as the recurrence reads it, into the token's buffer: exp of the decay, k and q normalised for
+// NormedLinearAttention; a q row's q.k too (key: k's values).
 template <typename T, int DK>
 __device__ __forceinline__ void store_row(float (&x)[DK / 32], float (&key)[DK / 32], int r, int readers, float* buf,
                                           LinearAttentionShape s) {
@@ -1286,15 +1301,7 @@ __device__ __forceinline__ void store_row(float (&x)[DK / 32], float (&key)[DK /
 #pragma unroll
     for (int i = 0; i < DK / 32; i++) x[i] = expf(x[i]);
   } else if (s.qk_l2_norm) {
-    float sum = 0.0f;
-#pragma unroll
-    for (int i = 0; i < DK / 32; i++) sum += x[i] * x[i];
-    const float norm = sqrtf(warp_sum(sum));
-#pragma unroll
-    for (int i = 0; i < DK / 32; i++) {
-      const float e = rounded<T>(norm == 0.0f ? 0.0f : x[i] / norm);
-      x[i] = r > 1 && s.q_scale != 0.0f ? rounded<T>(e * s.q_scale) : e;
-    }
+    l2_normalised<T, DK>(x, r > 1, s);
   }
 #pragma unroll
   for (int i = 0; i < DK / 32; i++) buf[r * DK + lane + 32 * i] = x[i];
@@ -1430,6 +1437,270 @@ __device__ void run_columns(const T* q, const T* k, const T* v, const T* past, c
       for (int e = 0; e < 4; e++) st(state + base + (int64_t)((c * 4 + part) * 4 + e) * s.d_v + m, S[c * 4 + e]);
 }
 
+// A prompt's recurrence in chunks of C = LINEAR_CHUNK tokens (the delta rule's chunked form; one decay a head and
+// token). Within a chunk, with L_t the running sum of its decays (gamma_t = exp(L_t)) and S0 the state before it:
+//   u = T (beta v - beta gamma k S0), T = (I + A)^-1, A[t][i] = beta_t exp(L_t - L_i) k_t.k_i for i < t;
+//   o_t = gamma_t q_t S0 + sum_{i <= t} exp(L_t - L_i) (q_t.k_i) u_i;  S = gamma_C S0 + sum_i exp(L_C - L_i) k_i u_i.
+// chunk_prepare computes, in parallel for every chunk, what needs no state; chunk_scan walks the chunks in order.
+// Without the delta rule A = 0 and beta = 1; without the gate L = 0; padded tokens (past a prompt's real length)
+// take no update (beta 0, decay 0) and read the state as it stands.
+
+// A chunk's values in chunk_prepare's output, offsets in floats (kernels/cuda/attention.py _chunk_floats: its size):
+// W = T beta gamma k [C][DK], Kc = exp(L_C - L_t) k_t [C][DK], U0 = T beta v [C][d_v], then per reader
+// Qg = gamma q [C][DK] and P[t][i] = exp(L_t - L_i) q_t.k_i (0 for i > t) [C][C], then gamma_C (4 floats kept).
+struct ChunkLayout {
+  int64_t w, kc, u0, q, p, reader, gamma, size;
+  __device__ ChunkLayout(int dk, int d_v, int readers) {
+    const int64_t c = LINEAR_CHUNK;
+    w = 0, kc = c * dk, u0 = 2 * c * dk, q = u0 + c * d_v, p = q + c * dk, reader = c * dk + c * c;
+    gamma = q + readers * reader, size = gamma + 4;
+  }
+};
+
+// sum_d a[d] * b[d] over DK floats in shared memory, float4-aligned, in four chains.
+template <int DK>
+__device__ __forceinline__ float dot_shared(const float* a, const float* b) {
+  float c0 = 0.0f, c1 = 0.0f, c2 = 0.0f, c3 = 0.0f;
+#pragma unroll 8
+  for (int d = 0; d < DK; d += 4) {
+    const float4 x = *reinterpret_cast<const float4*>(a + d), y = *reinterpret_cast<const float4*>(b + d);
+    c0 += x.x * y.x;
+    c1 += x.y * y.y;
+    c2 += x.z * y.z;
+    c3 += x.w * y.w;
+  }
+  return (c0 + c1) + (c2 + c3);
+}
+
+// A block of 256 threads a (batch, KV head, chunk of this slab: chunks [from, from + count) of each sequence).
+// Shared memory (_chunk_shared): k rows and one reader's q rows [C][DK + 4] (a float4 column of 8 rows spans the
+// banks), L and the rates [C] each, A [C][C].
+template <typename T, int DK>
+__device__ void chunk_prepare(const T* q, const T* k, const T* v, const T* decay, const T* beta, float* work,
+                              const int32_t* lengths, LinearAttentionShape s, int from, int count) {
+  constexpr int C = LINEAR_CHUNK, KS = DK + 4;
+  extern __shared__ float smem[];
+  float *ks = smem, *qs = ks + C * KS, *lsum = qs + C * KS, *rate = lsum + C, *a = rate + C;
+  const int head = blockIdx.x / count, h = head % s.kv_heads, b = head / s.kv_heads;
+  const int t0 = (from + blockIdx.x % count) * C, real = real_tokens(lengths, b, s.tokens);
+  const int group = s.q_heads >= s.kv_heads ? s.q_heads / s.kv_heads : 0, readers = group ? group : 1;
+  const int first = group ? h * group : h * s.q_heads / s.kv_heads, k_head = h / (s.kv_heads / s.k_heads);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x & 31, warps = blockDim.x / 32;
+  const ChunkLayout at(DK, s.d_v, readers);
+  float* mine = work + (int64_t)blockIdx.x * at.size;
+  if (warp == 0) {  // L: an inclusive scan of the live tokens' decays, two a lane
+    float x[2];
+#pragma unroll
+    for (int e = 0; e < 2; e++) {
+      const int t = 2 * lane + e, tok = t0 + t;
+      const int64_t row = (int64_t)b * s.tokens + tok;
+      const bool live = tok < real;
+      x[e] = live && s.gated ? ld(decay + row * s.kv_heads + h) : 0.0f;
+      rate[t] = !live ? 0.0f : s.delta ? ld(beta + row * (s.beta_per_head ? s.kv_heads : 1) + (s.beta_per_head ? h : 0))
+                                       : 1.0f;
+    }
+    float sum = x[0] + x[1];
+    for (int off = 1; off < 32; off <<= 1) {
+      const float up = __shfl_up_sync(0xffffffff, sum, off);
+      if (lane >= off) sum += up;
+    }
+    lsum[2 * lane] = sum - x[1];
+    lsum[2 * lane + 1] = sum;
+  }
+  for (int t = warp; t < C; t += warps) {  // k rows, normalised as the column kernel's
+    float x[DK / 32];
+    const int tok = t0 + t;
+    if (tok < s.tokens) {
+      load_row<T, DK>(x, 0, (int64_t)b * s.tokens + tok, q, k, decay, h, first, k_head, s);
+      if (s.qk_l2_norm) l2_normalised<T, DK>(x, false, s);
+    } else {
+#pragma unroll
+      for (int i = 0; i < DK / 32; i++) x[i] = 0.0f;
+    }
+#pragma unroll
+    for (int i = 0; i < DK / 32; i++) ks[t * KS + lane + 32 * i] = x[i];
+  }
+  __syncthreads();
+  for (int e = threadIdx.x; e < C * C; e += blockDim.x) {
+    const int t = e / C, i = e % C;
+    a[e] = s.delta && i < t ? rate[t] * expf(lsum[t] - lsum[i]) * dot_shared<DK>(ks + t * KS, ks + i * KS) : 0.0f;
+  }
+  for (int e = threadIdx.x; e < C * DK; e += blockDim.x) {
+    const int t = e / DK;
+    mine[at.kc + e] = expf(lsum[C - 1] - lsum[t]) * ks[t * KS + e % DK];
+  }
+  if (threadIdx.x == 0) mine[at.gamma] = expf(lsum[C - 1]);
+  __syncthreads();
+  // W's and U0's columns by forward substitution through I + A, a column a thread
+  const int w_columns = s.delta ? DK : 0;
+  for (int col = threadIdx.x; col < w_columns + s.d_v; col += blockDim.x) {
+    const bool key = col < w_columns;
+    const int m = key ? col : col - w_columns, stride = key ? DK : s.d_v;
+    float x[C];
+#pragma unroll
+    for (int t = 0; t < C; t++) {
+      const int tok = t0 + t;
+      float r = key ? rate[t] * expf(lsum[t]) * ks[t * KS + m]
+                    : tok < s.tokens ? rate[t] * ld(v + (((int64_t)b * s.tokens + tok) * s.kv_heads + h) * s.d_v + m)
+                                     : 0.0f;
+#pragma unroll
+      for (int i = 0; i < t; i++) r -= a[t * C + i] * x[i];
+      x[t] = r;
+    }
+    float* to = mine + (key ? at.w : at.u0) + m;
+#pragma unroll
+    for (int t = 0; t < C; t++) to[t * stride] = x[t];
+  }
+  for (int j = 0; j < readers; j++) {
+    float* qg = mine + at.q + j * at.reader;
+    for (int t = warp; t < C; t += warps) {  // reader j's q rows: normalised in qs, times gamma into Qg
+      float x[DK / 32];
+      const int tok = t0 + t;
+      if (tok < s.tokens) {
+        load_row<T, DK>(x, 2 + j, (int64_t)b * s.tokens + tok, q, k, decay, h, first, k_head, s);
+        if (s.qk_l2_norm) l2_normalised<T, DK>(x, true, s);
+      } else {
+#pragma unroll
+        for (int i = 0; i < DK / 32; i++) x[i] = 0.0f;
+      }
+      const float gamma = expf(lsum[t]);
+#pragma unroll
+      for (int i = 0; i < DK / 32; i++) {
+        qs[t * KS + lane + 32 * i] = x[i];
+        qg[t * DK + lane + 32 * i] = gamma * x[i];
+      }
+    }
+    __syncthreads();
+    for (int e = threadIdx.x; e < C * C; e += blockDim.x) {
+      const int t = e / C, i = e % C;
+      qg[at.p - at.q + e] = i <= t ? expf(lsum[t] - lsum[i]) * dot_shared<DK>(qs + t * KS, ks + i * KS) : 0.0f;
+    }
+    __syncthreads();
+  }
+}
+
+// acc[r][n] += sum_d x[(r0 + r) * DK + d] * S[d][n0 + n] for a 4 x 4 tile; x in global memory (a chunk's rows), S
+// in shared memory, CHUNK_COLUMNS wide.
+template <int DK>
+__device__ __forceinline__ void tile_product(float (&acc)[4][4], const float* x, int r0, const float* S, int n0) {
+#pragma unroll 4
+  for (int d = 0; d < DK; d += 4) {
+    float4 row[4];
+#pragma unroll
+    for (int r = 0; r < 4; r++) row[r] = *reinterpret_cast<const float4*>(x + (r0 + r) * DK + d);
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+      const float4 st = *reinterpret_cast<const float4*>(S + (d + e) * CHUNK_COLUMNS + n0);
+#pragma unroll
+      for (int r = 0; r < 4; r++) {
+        const float w = e == 0 ? row[r].x : e == 1 ? row[r].y : e == 2 ? row[r].z : row[r].w;
+        acc[r][0] += w * st.x;
+        acc[r][1] += w * st.y;
+        acc[r][2] += w * st.z;
+        acc[r][3] += w * st.w;
+      }
+    }
+  }
+}
+
+// A block of 128 threads a (batch, KV head, CHUNK_COLUMNS state columns): the slab's chunks in order, the state's
+// columns in shared memory in float32, from past (the first slab) or carry, into present (the last) or carry. Each
+// chunk: U = U0 - W S (4 x 4 values a thread), the readers' outputs Qg S + P U, then S = gamma_C S + Kc^T U.
+template <typename T, int DK>
+__device__ void chunk_scan(const T* past, const float* work, float* carry, T* out, T* state, LinearAttentionShape s,
+                           int from, int count, int last) {
+  constexpr int C = LINEAR_CHUNK, NC = CHUNK_COLUMNS, RD = DK / 16;
+  __shared__ __align__(16) float S[DK * NC], U[C * NC];
+  const int splits = (s.d_v + NC - 1) / NC, head = blockIdx.x / splits, c0 = blockIdx.x % splits * NC;
+  const int h = head % s.kv_heads, b = head / s.kv_heads;
+  const int group = s.q_heads >= s.kv_heads ? s.q_heads / s.kv_heads : 0, readers = group ? group : 1;
+  const int first = group ? h * group : h * s.q_heads / s.kv_heads;
+  const int out_heads = s.q_heads > s.kv_heads ? s.q_heads : s.kv_heads;
+  const ChunkLayout at(DK, s.d_v, readers);
+  const int64_t base = (int64_t)head * DK * s.d_v;
+  for (int e = threadIdx.x; e < DK * NC; e += blockDim.x) {
+    const int64_t n = c0 + e % NC, cell = base + (int64_t)(e / NC) * s.d_v + n;
+    S[e] = n >= s.d_v ? 0.0f : from > 0 ? carry[cell] : past ? ld(past + cell) : 0.0f;
+  }
+  __syncthreads();
+  const int r0 = threadIdx.x / 8 * 4, n0 = threadIdx.x % 8 * 4, d0 = threadIdx.x / 8 * RD;
+  for (int c = 0; c < count; c++) {
+    const float* mine = work + ((int64_t)head * count + c) * at.size;
+    const int t0 = (from + c) * C;
+    float acc[4][4] = {};
+    if (s.delta) tile_product<DK>(acc, mine + at.w, r0, S, n0);
+#pragma unroll
+    for (int r = 0; r < 4; r++)
+#pragma unroll
+      for (int n = 0; n < 4; n++) {
+        const int col = c0 + n0 + n;
+        U[(r0 + r) * NC + n0 + n] = (col < s.d_v ? mine[at.u0 + (int64_t)(r0 + r) * s.d_v + col] : 0.0f) - acc[r][n];
+      }
+    __syncthreads();
+    for (int j = 0; j < readers; j++) {
+      const float* qg = mine + at.q + j * at.reader;
+      float o[4][4] = {};
+      tile_product<DK>(o, qg, r0, S, n0);
+      const float* p = qg + (at.p - at.q);
+#pragma unroll 4
+      for (int i = 0; i < C; i++) {
+        const float4 u = *reinterpret_cast<const float4*>(U + i * NC + n0);
+#pragma unroll
+        for (int r = 0; r < 4; r++) {
+          const float w = p[(r0 + r) * C + i];
+          o[r][0] += w * u.x;
+          o[r][1] += w * u.y;
+          o[r][2] += w * u.z;
+          o[r][3] += w * u.w;
+        }
+      }
+      const int out_head = group ? first + j : h;
+#pragma unroll
+      for (int r = 0; r < 4; r++)
+#pragma unroll
+        for (int n = 0; n < 4; n++) {
+          const int tok = t0 + r0 + r, col = c0 + n0 + n;
+          if (tok < s.tokens && col < s.d_v)
+            st(out + (((int64_t)b * s.tokens + tok) * out_heads + out_head) * s.d_v + col, s.scale * o[r][n]);
+        }
+    }
+    __syncthreads();  // every thread's reads of S done
+    const float gamma = mine[at.gamma];
+    float x[RD][4];
+#pragma unroll
+    for (int r = 0; r < RD; r++)
+#pragma unroll
+      for (int n = 0; n < 4; n++) x[r][n] = gamma * S[(d0 + r) * NC + n0 + n];
+    const float* kc = mine + at.kc;
+#pragma unroll 4
+    for (int i = 0; i < C; i++) {
+      const float4 u = *reinterpret_cast<const float4*>(U + i * NC + n0);
+#pragma unroll
+      for (int r = 0; r < RD; r++) {
+        const float w = kc[i * DK + d0 + r];
+        x[r][0] += w * u.x;
+        x[r][1] += w * u.y;
+        x[r][2] += w * u.z;
+        x[r][3] += w * u.w;
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < RD; r++)
+#pragma unroll
+      for (int n = 0; n < 4; n++) S[(d0 + r) * NC + n0 + n] = x[r][n];
+    __syncthreads();
+  }
+  for (int e = threadIdx.x; e < DK * NC; e += blockDim.x) {
+    const int64_t n = c0 + e % NC, cell = base + (int64_t)(e / NC) * s.d_v + n;
+    if (n < s.d_v) {
+      if (last)
+        st(state + cell, S[e]);
+      else
+        carry[cell] = S[e];
+    }
+  }
+}
+
 }  // namespace linear_attention
 
 #define LINEAR_ATTENTION_COLUMNS(S_, T, DK)                                                                     \
@@ -1439,6 +1710,19 @@ __device__ void run_columns(const T* q, const T* k, const T* v, const T* past, c
     dependent_launch();                                                                                         \
     linear_attention::run_columns<T, DK>(q, k, v, past, decay, beta, out, state, lengths, s);                   \
   }
+#define LINEAR_CHUNKS(S_, T, DK)                                                                                \
+  extern "C" __global__ void __launch_bounds__(256) seamless_linear_chunk_prepare_k##DK##_##S_(                 \
+      const T* q, const T* k, const T* v, const T* decay, const T* beta, float* work, const int32_t* lengths,     \
+      LinearAttentionShape s, int from, int count) {                                                             \
+    dependent_launch();                                                                                         \
+    linear_attention::chunk_prepare<T, DK>(q, k, v, decay, beta, work, lengths, s, from, count);                \
+  }                                                                                                             \
+  extern "C" __global__ void __launch_bounds__(128) seamless_linear_chunk_scan_k##DK##_##S_(                    \
+      const T* past, const float* work, float* carry, T* out, T* state, LinearAttentionShape s, int from,        \
+      int count, int last) {                                                                                     \
+    dependent_launch();                                                                                         \
+    linear_attention::chunk_scan<T, DK>(past, work, carry, out, state, s, from, count, last);                   \
+  }
 #define LINEAR_ATTENTION(S_, T)                                                                                 \
   extern "C" __global__ void seamless_linear_attention_##S_(const T* q, const T* k, const T* v, const T* past,  \
                                                             const T* decay, const T* beta, T* out, float* work,  \
@@ -1447,7 +1731,8 @@ __device__ void run_columns(const T* q, const T* k, const T* v, const T* past, c
     dependent_launch();                                                                                         \
     linear_attention::run<T>(q, k, v, past, decay, beta, out, work, state, lengths, s);                         \
   }                                                                                                             \
-  LINEAR_ATTENTION_COLUMNS(S_, T, 32) LINEAR_ATTENTION_COLUMNS(S_, T, 64) LINEAR_ATTENTION_COLUMNS(S_, T, 128)
+  LINEAR_ATTENTION_COLUMNS(S_, T, 32) LINEAR_ATTENTION_COLUMNS(S_, T, 64) LINEAR_ATTENTION_COLUMNS(S_, T, 128)     \
+  LINEAR_CHUNKS(S_, T, 32) LINEAR_CHUNKS(S_, T, 64) LINEAR_CHUNKS(S_, T, 128)
 FOR_FLOATS(LINEAR_ATTENTION)
 
 // GatedDeltaNet (com.microsoft), as kernels/cpu/attention.py gated_delta_net for uniform requests (token-major

@@ -544,6 +544,37 @@ def test_linear_attention_launch(q_heads, kv_heads, d_k, d_v, kernel, blocks, sh
     assert rt.launches == [(name, blocks, {"shared": shared, "threads": 32} if kernel else {"shared": shared})]
 
 
+@pytest.mark.parametrize("t,slab,per_key", [(64, 0, False), (1000, 0, False), (150, 1, False), (1000, 0, True)])
+def test_linear_attention_prompt_in_chunks(t, slab, per_key, monkeypatch):
+    """A prompt of LINEAR_CHUNK (64) tokens or more takes attention.cu's chunked recurrence: chunk_prepare a block of
+    256 threads a (batch, KV head, chunk), then chunk_scan a block of 128 a (batch, KV head, 32 state columns); past
+    CHUNK_SLAB_BYTES of prepared chunks (here 1: a chunk a slab) in slabs, the state carried between them. A decay per
+    key stays on the column kernel."""
+    from onnxruntime_ep_seamless.kernels.cuda import attention
+    if slab:
+        monkeypatch.setattr(attention, "CHUNK_SLAB_BYTES", slab)
+    rt, shapes = Recorder(), []
+    alloc = rt.alloc
+    rt.alloc = lambda shape, dtype: shapes.append(tuple(shape)) or alloc(shape, dtype)
+    b, q_heads, kv_heads, d_k, d_v = 1, 16, 32, 128, 128  # Qwen3.5-2B's linear attention
+    q, k, v = (rt.alloc((b, t, heads * d_k), F16) for heads in (q_heads, q_heads, kv_heads))
+    decay = rt.alloc((b, t, kv_heads * (d_k if per_key else 1)), F16)
+    attention.ms_linear_attention(rt, 0, q, k, v, None, decay, rt.alloc((b, t, kv_heads), F16), q_num_heads=q_heads,
+                                  kv_num_heads=kv_heads)
+    if per_key:
+        assert [name for name, *_ in rt.launches] == ["seamless_linear_attention_k128_f16"]
+        return
+    chunks = -(-t // 64)
+    prepare = ("seamless_linear_chunk_prepare_k128_f16", {"shared": 4 * (2 * 64 * 132 + 2 * 64 + 64 * 64),
+                                                          "threads": 256})
+    scan = ("seamless_linear_chunk_scan_k128_f16", b * kv_heads * 4, {"threads": 128})
+    slabs = chunks if slab else 1
+    assert rt.launches == [(prepare[0], b * kv_heads * chunks // slabs, prepare[1]), scan] * slabs
+    floats = 64 * (2 * 128 + 128 + 1 * (128 + 64)) + 4  # attention.cu ChunkLayout
+    assert (chunks // slabs * b * kv_heads * floats,) in shapes
+    assert ((b, kv_heads, d_k, d_v) in shapes[-1:]) == bool(slab)  # the float32 carry: only between slabs
+
+
 @pytest.mark.parametrize("rank4", [False, True])
 def test_gated_delta_net_launch(rank4):
     """GatedDeltaNet on CUDA: attention.cu's kernel for the head size, a block per (request, value head), a thread per

@@ -26,7 +26,7 @@ def _check(op, inputs, attrs, outputs, **tol):
 @needs_gpu
 @pytest.mark.parametrize("heads", [(2, 4, 2), (4, 2, 2), (4, 4, 2)], ids=["inverse_gqa", "gqa", "fewer_k_heads"])
 @pytest.mark.parametrize("rule", ["gated_delta", "linear", "delta", "gated"])
-@pytest.mark.parametrize("t", [1, 6])
+@pytest.mark.parametrize("t", [1, 6, 150])  # 150: d_k 64 and 128 in chunks of 64 tokens (the last one partial)
 @pytest.mark.parametrize("d_k,d_v", [(16, 8), (64, 48), (128, 128)])  # attention.cu run; run_columns (d_k 64, 128)
 def test_linear_attention(heads, rule, t, d_k, d_v):
     q_heads, kv_heads, k_heads = heads
@@ -41,6 +41,23 @@ def test_linear_attention(heads, rule, t, d_k, d_v):
         inputs.pop()
     _check("LinearAttention", inputs, dict(q_num_heads=q_heads, kv_num_heads=kv_heads, update_rule=rule),
            [F32, F32], rtol=1e-4, atol=1e-5)
+
+
+@needs_gpu
+@pytest.mark.parametrize("rule", ["gated_delta", "linear"])
+def test_linear_attention_prompt_in_slabs(rule, monkeypatch):
+    """A prompt's chunks prepared a slab at a time (here one chunk a slab), the state carried between the slabs in
+    float32: the same values as stock's."""
+    from onnxruntime_ep_seamless.kernels.cuda import attention
+    monkeypatch.setattr(attention, "CHUNK_SLAB_BYTES", 1)
+    b, t, heads, d_k, d_v = 1, 200, 2, 32, 40
+    key = data(b, t, heads, d_k)
+    key = (key / np.linalg.norm(key, axis=-1, keepdims=True)).reshape(b, t, -1).astype(F32)
+    inputs = [data(b, t, heads * d_k, scale=0.5), key, data(b, t, heads * d_v), data(b, heads, d_k, d_v, scale=0.3)]
+    if rule == "gated_delta":
+        inputs += [-np.abs(data(b, t, heads, scale=0.1)), (1 / (1 + np.exp(-data(b, t, heads)))).astype(F32)]
+    _check("LinearAttention", inputs, dict(q_num_heads=heads, kv_num_heads=heads, update_rule=rule), [F32, F32],
+           rtol=1e-4, atol=1e-4)
 
 
 @needs_gpu
@@ -76,7 +93,8 @@ def test_mrotary_embedding(layout, rank, dtype):
 @needs_gpu
 @pytest.mark.parametrize("dtype", [F32, F16])
 @pytest.mark.parametrize("t,heads,kv_heads,d_k,d_v", [(1, 16, 16, 128, 128), (7, 2, 4, 32, 32), (5, 4, 4, 64, 96),
-                                                       (3, 8, 2, 32, 32)])  # GQA: 4 q rows a block, 1 warp
+                                                       (3, 8, 2, 32, 32),  # GQA: 4 q rows a block, 1 warp
+                                                       (100, 2, 4, 128, 128)])  # in chunks
 def test_qwen3_5_fusions_are_their_nodes_bit_for_bit(dtype, t, heads, kv_heads, d_k, d_v):
     """plan/fusion.py normed_linear_attention (LpNormalization's rows and q's scale taken in the recurrence's loads)
     and rotary_in_float (MRotaryEmbedding between Casts: float16 only) give the bytes the nodes they replace give
@@ -161,10 +179,11 @@ def test_builder_gated_delta_net_export_greedy_tokens(capfd):
 
 
 @needs_gpu
-@pytest.mark.parametrize("family", ["qwen3_5", "lfm2"])
-def test_builder_hybrid_first_prompt_of_a_new_length_replays_its_bucket(family):
+@pytest.mark.parametrize("family,lengths", [("qwen3_5", (9, 13)), ("lfm2", (9, 13)), ("qwen3_5", (70, 100))])
+def test_builder_hybrid_first_prompt_of_a_new_length_replays_its_bucket(family, lengths):
     """A hybrid's first prompts padded to a bucket (exec/cuda_capture.py prompt_padding): a 9-token prompt is captured
-    at the bucket of 16 after its eager runs, then a 13-token one is answered by that graph in C at its first run. Each
+    at the bucket of 16 after its eager runs, then a 13-token one is answered by that graph in C at its first run
+    (70 and 100 tokens at the bucket of 128: the linear attention in chunks, the second one partly padding). Each
     run's logits and conv and recurrent states equal stock's (within float32 rounding): the padded run's recurrences
     stop at the real length (their kernels read it from seqlens_k)."""
     import material
@@ -187,10 +206,11 @@ def test_builder_hybrid_first_prompt_of_a_new_length_replays_its_bucket(family):
                 feeds[i.name] = np.ascontiguousarray(np.broadcast_to(np.arange(n), (3, 1, n)))
         return dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feeds)))
 
-    for n in [9] * (WARMUP_RUNS + 1) + [13]:
+    first, second = lengths
+    for n in [first] * (WARMUP_RUNS + 1) + [second]:
         calls = CudaKernel.compute_calls
         out, ref = first_prompt(ours, n), first_prompt(stock, n)
-        if n == 13:
+        if n == second:
             assert CudaKernel.compute_calls == calls  # no Python: the bucket's graph replayed
         for name, r in ref.items():
             np.testing.assert_allclose(out[name], r, rtol=1e-4, atol=1e-4, err_msg=f"{name}, prompt of {n}")

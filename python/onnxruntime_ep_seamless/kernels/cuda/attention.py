@@ -138,6 +138,51 @@ def _column_shared(d_k: int, readers: int) -> int:
     return 8 * (((2 + readers) * d_k + readers + 3) // 4 * 4)
 
 
+LINEAR_CHUNK, CHUNK_COLUMNS = codes.LINEAR_CHUNK, codes.CHUNK_COLUMNS
+CHUNK_SLAB_BYTES = 1 << 27  # chunk_prepare's output for one launch at most: longer prompts go in slabs of chunks
+
+
+def chunked_recurrence(tokens: int, d_k: int, decay_per_key: bool) -> bool:
+    """Whether a prompt's recurrence takes attention.cu's chunked form (chunk_prepare, chunk_scan): a chunk of
+    LINEAR_CHUNK tokens or more, one decay a head (the chunk's decays are summed per head), d_k 32, 64 or 128."""
+    return tokens >= LINEAR_CHUNK and d_k in (32, 64, 128) and not decay_per_key
+
+
+def _chunk_floats(d_k: int, d_v: int, readers: int) -> int:
+    """A chunk's values in chunk_prepare's output (attention.cu ChunkLayout: W, Kc, U0, per reader Qg and P, gamma)."""
+    return LINEAR_CHUNK * (2 * d_k + d_v + readers * (d_k + LINEAR_CHUNK)) + 4
+
+
+def _chunk_shared(d_k: int) -> int:
+    """chunk_prepare's shared memory: k and q rows [C][d_k + 4], L and the rates [C], A [C][C]."""
+    return 4 * (2 * LINEAR_CHUNK * (d_k + 4) + 2 * LINEAR_CHUNK + LINEAR_CHUNK * LINEAR_CHUNK)
+
+
+def _linear_chunks(rt, stream, tensors, out, present, shape, b, t, kv_heads, d_k, d_v, readers, real_lengths, dtype):
+    """The chunked recurrence: chunk_prepare over a slab of chunks (all at once), then chunk_scan through them, the
+    state carried in float32 between slabs."""
+    query, key, value, past_state, decay, beta = tensors
+    chunks, floats = -(-t // LINEAR_CHUNK), _chunk_floats(d_k, d_v, readers)
+    slab = max(1, min(chunks, CHUNK_SLAB_BYTES // (4 * floats * b * kv_heads)))
+    work = rt.alloc((slab * b * kv_heads * floats,), F32)
+    carry = rt.alloc(present.shape, F32) if slab < chunks else None
+    suffix = f"k{d_k}_{SUFFIX[dtype]}"
+    for first in range(0, chunks, slab):
+        count = min(slab, chunks - first)
+        rt.launch_rows(f"seamless_linear_chunk_prepare_{suffix}", b * kv_heads * count, stream, ("ptr", query.ptr),
+                       ("ptr", key.ptr), ("ptr", value.ptr), ("ptr", decay.ptr if decay is not None else 0),
+                       ("ptr", beta.ptr if beta is not None else 0), ("ptr", work.ptr),
+                       ("ptr", real_lengths.ptr if real_lengths is not None else 0), shape, ("int", first),
+                       ("int", count), shared=_chunk_shared(d_k), threads=256)
+        rt.launch_rows(f"seamless_linear_chunk_scan_{suffix}", b * kv_heads * -(-d_v // CHUNK_COLUMNS), stream,
+                       ("ptr", past_state.ptr if past_state is not None else 0), ("ptr", work.ptr),
+                       ("ptr", carry.ptr if carry is not None else 0), ("ptr", out.ptr), ("ptr", present.ptr), shape,
+                       ("int", first), ("int", count), ("int", int(first + count == chunks)), threads=128)
+    for x in (work, carry):
+        if x is not None:
+            rt.free(x)  # stream-ordered
+
+
 def _linear_recurrence(rt, stream, query, key, value, past_state, decay, beta, q_heads, kv_heads, k_heads, d_k, d_v,
                        scale, update_rule, real_lengths, q_scale=None):
     """attention.cu's recurrence (shapes checked by the caller): (output, present state), both of the query's type
@@ -148,9 +193,9 @@ def _linear_recurrence(rt, stream, query, key, value, past_state, decay, beta, q
     gated, delta = update_rule in ("gated", "gated_delta"), update_rule in ("delta", "gated_delta")
     out = rt.alloc((b, t, max(q_heads, kv_heads) * d_v), query.dtype)
     present = rt.alloc((b, kv_heads, d_k, d_v), query.dtype)
+    per_key = gated and decay.shape[-1] != kv_heads
     shape = struct_arg("LinearAttentionShape", batch=b, tokens=t, q_heads=q_heads, kv_heads=kv_heads, k_heads=k_heads,
-                       d_k=d_k, d_v=d_v, gated=int(gated), delta=int(delta),
-                       decay_per_key=int(gated and decay.shape[-1] != kv_heads),
+                       d_k=d_k, d_v=d_v, gated=int(gated), delta=int(delta), decay_per_key=int(per_key),
                        beta_per_head=int(delta and beta.shape[-1] != 1), qk_l2_norm=int(q_scale is not None),
                        scale=float(np.float32(scale) if scale else np.float32(1 / np.sqrt(d_k))),
                        q_scale=float(q_scale or 0.0))
@@ -158,6 +203,10 @@ def _linear_recurrence(rt, stream, query, key, value, past_state, decay, beta, q
     if q_scale is not None and not column_recurrence(d_k, readers):
         raise ValueError(f"NormedLinearAttention: d_k {d_k}, {readers} query heads a state: not shapes its kernel "
                          "takes (column_recurrence; plan/fusion.py fuses only those)")
+    if chunked_recurrence(t, d_k, per_key):
+        _linear_chunks(rt, stream, (query, key, value, past_state, decay if gated else None, beta if delta else None),
+                       out, present, shape, b, t, kv_heads, d_k, d_v, readers, real_lengths, query.dtype)
+        return out, present
     work = None
     blocks = b * kv_heads
     if column_recurrence(d_k, readers):  # a warp per 8 state columns, a column's d_k values in four lanes' registers
