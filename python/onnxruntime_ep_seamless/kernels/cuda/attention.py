@@ -1,7 +1,7 @@
 """Attention on CUDA. ONNX Attention (opsets 23-24), composed of our kernels: batched products for Q K^T and
 P V (matmul.batched_product), broadcast adds for the masks, the softmax row kernel. float16/bfloat16
 inputs compute in float32 and round the outputs once, as the CPU kernel (kernels/cpu/attention.py).
-LinearAttention (opset 27): attention.cu's recurrence, a block per (batch, KV head). com.microsoft
+LinearAttention (opset 27): attention.cu's recurrence, token by token (decode steps, short prompts) or in chunks. com.microsoft
 GroupQueryAttention and RotaryEmbedding, ONNX RotaryEmbedding-23 (native/cuda/attention.cu), and
 MultiHeadAttention (composed, as ONNX Attention, in float32). Semantics and run-time checks are shared with the
 CPU kernels (kernels/cpu/attention.py)."""
@@ -229,7 +229,7 @@ def _linear_recurrence(rt, stream, query, key, value, past_state, decay, beta, q
 def linear_attention(rt, stream, query, key, value, past_state=None, decay=None, beta=None, real_lengths=None, *,
                      chunk_size=64,
                      kv_num_heads, q_num_heads, scale=0.0, update_rule="gated_delta"):
-    """The token-by-token recurrence (chunk_size only tunes chunked implementations), its state in float32."""
+    """The recurrence, its state in float32 (chunk_size is a hint for chunked implementations; ours: LINEAR_CHUNK)."""
     b, t, width = query.shape
     d_k, d_v = width // q_num_heads, value.shape[-1] // kv_num_heads
     gated, delta = update_rule in ("gated", "gated_delta"), update_rule in ("delta", "gated_delta")
