@@ -1579,15 +1579,15 @@ __device__ void chunk_prepare(const T* q, const T* k, const T* v, const T* decay
   }
 }
 
-// acc[r][n] += sum_d x[(r0 + r) * DK + d] * S[d][n0 + n] for a 4 x 4 tile; x in global memory (a chunk's rows), S
-// in shared memory, CHUNK_COLUMNS wide.
-template <int DK>
+// acc[r][n] += sum_d x[(r0 + r) * K + d] * S[d][n0 + n] for a 4 x 4 tile; x in global memory (a chunk's rows of
+// K values), S in shared memory (K rows, CHUNK_COLUMNS wide).
+template <int K>
 __device__ __forceinline__ void tile_product(float (&acc)[4][4], const float* x, int r0, const float* S, int n0) {
 #pragma unroll 4
-  for (int d = 0; d < DK; d += 4) {
+  for (int d = 0; d < K; d += 4) {
     float4 row[4];
 #pragma unroll
-    for (int r = 0; r < 4; r++) row[r] = *reinterpret_cast<const float4*>(x + (r0 + r) * DK + d);
+    for (int r = 0; r < 4; r++) row[r] = *reinterpret_cast<const float4*>(x + (r0 + r) * K + d);
 #pragma unroll
     for (int e = 0; e < 4; e++) {
       const float4 st = *reinterpret_cast<const float4*>(S + (d + e) * CHUNK_COLUMNS + n0);
@@ -1641,19 +1641,7 @@ __device__ void chunk_scan(const T* past, const float* work, float* carry, T* ou
       const float* qg = mine + at.q + j * at.reader;
       float o[4][4] = {};
       tile_product<DK>(o, qg, r0, S, n0);
-      const float* p = qg + (at.p - at.q);
-#pragma unroll 4
-      for (int i = 0; i < C; i++) {
-        const float4 u = *reinterpret_cast<const float4*>(U + i * NC + n0);
-#pragma unroll
-        for (int r = 0; r < 4; r++) {
-          const float w = p[(r0 + r) * C + i];
-          o[r][0] += w * u.x;
-          o[r][1] += w * u.y;
-          o[r][2] += w * u.z;
-          o[r][3] += w * u.w;
-        }
-      }
+      tile_product<C>(o, qg + (at.p - at.q), r0, U, n0);
       const int out_head = group ? first + j : h;
 #pragma unroll
       for (int r = 0; r < 4; r++)
@@ -1675,13 +1663,16 @@ __device__ void chunk_scan(const T* past, const float* work, float* carry, T* ou
 #pragma unroll 4
     for (int i = 0; i < C; i++) {
       const float4 u = *reinterpret_cast<const float4*>(U + i * NC + n0);
+      float w[RD];  // Kc's row i from d0: RD (2, 4 or 8) values, float2-aligned
+#pragma unroll
+      for (int r = 0; r < RD; r += 2)
+        *reinterpret_cast<float2*>(w + r) = *reinterpret_cast<const float2*>(kc + i * DK + d0 + r);
 #pragma unroll
       for (int r = 0; r < RD; r++) {
-        const float w = kc[i * DK + d0 + r];
-        x[r][0] += w * u.x;
-        x[r][1] += w * u.y;
-        x[r][2] += w * u.z;
-        x[r][3] += w * u.w;
+        x[r][0] += w[r] * u.x;
+        x[r][1] += w[r] * u.y;
+        x[r][2] += w[r] * u.z;
+        x[r][3] += w[r] * u.w;
       }
     }
 #pragma unroll
