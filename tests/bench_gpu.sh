@@ -15,7 +15,9 @@ wheels=$1 peer=$2 build=$3
 shift 3 || { echo "usage: bash tests/bench_gpu.sh WHEELS PEER BUILD [bench decode-gpu args]" >&2; exit 2; }
 python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site "$wheels"/*.whl
 export PYTHONPATH=/tmp/site
-python3 -m pip install -q --no-build-isolation --no-deps .
+# our package: a cp312 cu13 wheel of it among WHEELS (`FLAVOR=cu13 PYTHON=python3.12 bash wheels/build.sh DIR` here)
+# saves compiling its kernels there; without one, built from the checkout
+ls "$wheels"/onnxruntime_ep_seamless*.whl > /dev/null 2>&1 || python3 -m pip install -q --no-build-isolation --no-deps .
 export SEAMLESS_CACHE=${SEAMLESS_CACHE:-/tmp/seamless-bench}
 keep=; [[ " $* " == *" --torch-checkpoint "* ]] && keep=checkpoint
 shape=${SHAPE:-qwen2.5-0.5b}

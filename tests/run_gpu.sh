@@ -12,7 +12,9 @@ wheels=$1 material=$2
 shift 2 || { echo "usage: bash tests/run_gpu.sh WHEELS MATERIAL [pytest args]" >&2; exit 2; }
 python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site "$wheels"/*.whl
 export PYTHONPATH=/tmp/site
-python3 -m pip install -q --no-build-isolation --no-deps .
+# our package: a cp312 cu13 wheel of it among WHEELS (`FLAVOR=cu13 PYTHON=python3.12 bash wheels/build.sh DIR` here)
+# saves compiling its kernels there; without one, built from the checkout
+ls "$wheels"/onnxruntime_ep_seamless*.whl > /dev/null 2>&1 || python3 -m pip install -q --no-build-isolation --no-deps .
 PYTHONPATH=/tmp/site:tests python3 tests/gpu_material.py unpack "$material"
 export SEAMLESS_CACHE=$(cd "$material" && pwd) PYTHONUNBUFFERED=1
 cd tests
