@@ -1472,15 +1472,17 @@ __device__ __forceinline__ float dot_shared(const float* a, const float* b) {
   return (c0 + c1) + (c2 + c3);
 }
 
-// A block of 256 threads a (batch, KV head, chunk of this slab: chunks [from, from + count) of each sequence).
-// Shared memory (_chunk_shared): k rows and one reader's q rows [C][DK + 4] (a float4 column of 8 rows spans the
-// banks), L and the rates [C] each, A [C][C].
+// A block of CHUNK_THREADS threads a (batch, KV head, chunk of this slab: chunks [from, from + count) of each
+// sequence). Shared memory (_chunk_shared, under 99 KiB: every sm_80+ part's limit): k rows [C][DK + 4] (a float4
+// column of 8 rows spans the banks), one reader's q rows there, or before them the forward substitution's values
+// [C][CHUNK_THREADS], L and the rates [C] each, A [C][C].
 template <typename T, int DK>
 __device__ void chunk_prepare(const T* q, const T* k, const T* v, const T* decay, const T* beta, float* work,
                               const int32_t* lengths, LinearAttentionShape s, int from, int count) {
   constexpr int C = LINEAR_CHUNK, KS = DK + 4;
   extern __shared__ float smem[];
-  float *ks = smem, *qs = ks + C * KS, *lsum = qs + C * KS, *rate = lsum + C, *a = rate + C;
+  constexpr int QS = C * (KS > CHUNK_THREADS ? KS : CHUNK_THREADS);
+  float *ks = smem, *qs = ks + C * KS, *xs = qs, *lsum = qs + QS, *rate = lsum + C, *a = rate + C;
   const int head = blockIdx.x / count, h = head % s.kv_heads, b = head / s.kv_heads;
   const int t0 = (from + blockIdx.x % count) * C, real = real_tokens(lengths, b, s.tokens);
   const int group = s.q_heads >= s.kv_heads ? s.q_heads / s.kv_heads : 0, readers = group ? group : 1;
@@ -1531,26 +1533,29 @@ __device__ void chunk_prepare(const T* q, const T* k, const T* v, const T* decay
   }
   if (threadIdx.x == 0) mine[at.gamma] = expf(lsum[C - 1]);
   __syncthreads();
-  // W's and U0's columns by forward substitution through I + A, a column a thread
+  // W's and U0's columns by forward substitution through I + A, a column a thread (its values so far in xs)
   const int w_columns = s.delta ? DK : 0;
   for (int col = threadIdx.x; col < w_columns + s.d_v; col += blockDim.x) {
     const bool key = col < w_columns;
     const int m = key ? col : col - w_columns, stride = key ? DK : s.d_v;
-    float x[C];
-#pragma unroll
+    float* to = mine + (key ? at.w : at.u0) + m;
     for (int t = 0; t < C; t++) {
       const int tok = t0 + t;
-      float r = key ? rate[t] * expf(lsum[t]) * ks[t * KS + m]
-                    : tok < s.tokens ? rate[t] * ld(v + (((int64_t)b * s.tokens + tok) * s.kv_heads + h) * s.d_v + m)
-                                     : 0.0f;
-#pragma unroll
-      for (int i = 0; i < t; i++) r -= a[t * C + i] * x[i];
-      x[t] = r;
+      float r0 = key ? rate[t] * expf(lsum[t]) * ks[t * KS + m]
+                     : tok < s.tokens ? rate[t] * ld(v + (((int64_t)b * s.tokens + tok) * s.kv_heads + h) * s.d_v + m)
+                                      : 0.0f;
+      float r1 = 0.0f;  // two chains
+      int i = 0;
+      for (; i + 1 < t; i += 2) {
+        r0 -= a[t * C + i] * xs[i * CHUNK_THREADS + threadIdx.x];
+        r1 -= a[t * C + i + 1] * xs[(i + 1) * CHUNK_THREADS + threadIdx.x];
+      }
+      if (i < t) r0 -= a[t * C + i] * xs[i * CHUNK_THREADS + threadIdx.x];
+      xs[t * CHUNK_THREADS + threadIdx.x] = r0 + r1;
+      to[t * stride] = r0 + r1;
     }
-    float* to = mine + (key ? at.w : at.u0) + m;
-#pragma unroll
-    for (int t = 0; t < C; t++) to[t * stride] = x[t];
   }
+  __syncthreads();  // xs is qs
   for (int j = 0; j < readers; j++) {
     float* qg = mine + at.q + j * at.reader;
     for (int t = warp; t < C; t += warps) {  // reader j's q rows: normalised in qs, times gamma into Qg
@@ -1702,7 +1707,7 @@ __device__ void chunk_scan(const T* past, const float* work, float* carry, T* ou
     linear_attention::run_columns<T, DK>(q, k, v, past, decay, beta, out, state, lengths, s);                   \
   }
 #define LINEAR_CHUNKS(S_, T, DK)                                                                                \
-  extern "C" __global__ void __launch_bounds__(256) seamless_linear_chunk_prepare_k##DK##_##S_(                 \
+  extern "C" __global__ void __launch_bounds__(CHUNK_THREADS) seamless_linear_chunk_prepare_k##DK##_##S_(       \
       const T* q, const T* k, const T* v, const T* decay, const T* beta, float* work, const int32_t* lengths,     \
       LinearAttentionShape s, int from, int count) {                                                             \
     dependent_launch();                                                                                         \

@@ -547,7 +547,7 @@ def test_linear_attention_launch(q_heads, kv_heads, d_k, d_v, kernel, blocks, sh
 @pytest.mark.parametrize("t,slab,per_key", [(64, 0, False), (1000, 0, False), (150, 1, False), (1000, 0, True)])
 def test_linear_attention_prompt_in_chunks(t, slab, per_key, monkeypatch):
     """A prompt of LINEAR_CHUNK (64) tokens or more takes attention.cu's chunked recurrence: chunk_prepare a block of
-    256 threads a (batch, KV head, chunk), then chunk_scan a block of 128 a (batch, KV head, 32 state columns); past
+    128 threads a (batch, KV head, chunk), then chunk_scan a block of 128 a (batch, KV head, 32 state columns); past
     CHUNK_SLAB_BYTES of prepared chunks (here 1: a chunk a slab) in slabs, the state carried between them. A decay per
     key stays on the column kernel."""
     from onnxruntime_ep_seamless.kernels.cuda import attention
@@ -566,7 +566,7 @@ def test_linear_attention_prompt_in_chunks(t, slab, per_key, monkeypatch):
         return
     chunks = -(-t // 64)
     prepare = ("seamless_linear_chunk_prepare_k128_f16", {"shared": 4 * (2 * 64 * 132 + 2 * 64 + 64 * 64),
-                                                          "threads": 256})
+                                                          "threads": 128})  # 82.5 KiB
     scan = ("seamless_linear_chunk_scan_k128_f16", b * kv_heads * 4, {"threads": 128})
     slabs = chunks if slab else 1
     assert rt.launches == [(prepare[0], b * kv_heads * chunks // slabs, prepare[1]), scan] * slabs

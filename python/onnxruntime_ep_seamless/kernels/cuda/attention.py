@@ -154,8 +154,10 @@ def _chunk_floats(d_k: int, d_v: int, readers: int) -> int:
 
 
 def _chunk_shared(d_k: int) -> int:
-    """chunk_prepare's shared memory: k and q rows [C][d_k + 4], L and the rates [C], A [C][C]."""
-    return 4 * (2 * LINEAR_CHUNK * (d_k + 4) + 2 * LINEAR_CHUNK + LINEAR_CHUNK * LINEAR_CHUNK)
+    """chunk_prepare's shared memory: k rows [C][d_k + 4], q rows there or the forward substitution's values
+    [C][CHUNK_THREADS], L and the rates [C], A [C][C]."""
+    c = LINEAR_CHUNK
+    return 4 * (c * (d_k + 4) + c * max(d_k + 4, codes.CHUNK_THREADS) + 2 * c + c * c)
 
 
 def _linear_chunks(rt, stream, tensors, out, present, shape, b, t, kv_heads, d_k, d_v, readers, real_lengths, dtype):
@@ -173,7 +175,7 @@ def _linear_chunks(rt, stream, tensors, out, present, shape, b, t, kv_heads, d_k
                        ("ptr", key.ptr), ("ptr", value.ptr), ("ptr", decay.ptr if decay is not None else 0),
                        ("ptr", beta.ptr if beta is not None else 0), ("ptr", work.ptr),
                        ("ptr", real_lengths.ptr if real_lengths is not None else 0), shape, ("int", first),
-                       ("int", count), shared=_chunk_shared(d_k), threads=256)
+                       ("int", count), shared=_chunk_shared(d_k), threads=codes.CHUNK_THREADS)
         rt.launch_rows(f"seamless_linear_chunk_scan_{suffix}", b * kv_heads * -(-d_v // CHUNK_COLUMNS), stream,
                        ("ptr", past_state.ptr if past_state is not None else 0), ("ptr", work.ptr),
                        ("ptr", carry.ptr if carry is not None else 0), ("ptr", out.ptr), ("ptr", present.ptr), shape,
