@@ -1196,6 +1196,17 @@ FOR_FLOATS(ROTARY)
 // h / (kv_heads / k_heads)). Shared memory: k, v and the readers' q rows.
 namespace linear_attention {
 
+// A state's heads (KV head h): its readers (the query heads that read it: a GQA group, or inverse GQA's one query
+// head), the first of them, the K head it reads, and the output's heads (q_heads, or kv_heads for inverse GQA).
+struct StateHeads {
+  int group, readers, first, k_head, out_heads;
+  __device__ StateHeads(int h, const LinearAttentionShape& s)
+      : group(s.q_heads >= s.kv_heads ? s.q_heads / s.kv_heads : 0), readers(group ? group : 1),
+        first(group ? h * group : h * s.q_heads / s.kv_heads), k_head(h / (s.kv_heads / s.k_heads)),
+        out_heads(s.q_heads > s.kv_heads ? s.q_heads : s.kv_heads) {}
+  __device__ int out_head(int j, int h) const { return group ? first + j : h; }  // reader j's output head
+};
+
 // The tokens a block's state takes: all of them, or a padded prompt's real length (lengths: seqlens_k, the real
 // length - 1 per batch row), clamped to [0, tokens]. The padded positions' outputs read the state as it stands.
 __device__ int real_tokens(const int32_t* lengths, int b, int tokens) {
@@ -1208,9 +1219,7 @@ __device__ void run(const T* q, const T* k, const T* v, const T* past, const T* 
   extern __shared__ float smem[];
   int h = blockIdx.x % s.kv_heads, b = blockIdx.x / s.kv_heads;
   const int real = real_tokens(lengths, b, s.tokens);
-  int group = s.q_heads >= s.kv_heads ? s.q_heads / s.kv_heads : 0, readers = group ? group : 1;
-  int first = group ? h * group : h * s.q_heads / s.kv_heads, k_head = h / (s.kv_heads / s.k_heads);
-  int out_heads = s.q_heads > s.kv_heads ? s.q_heads : s.kv_heads;
+  const StateHeads heads(h, s);
   float* kk = smem;
   float* vv = kk + s.d_k;
   float* qq = vv + s.d_v;
@@ -1220,10 +1229,11 @@ __device__ void run(const T* q, const T* k, const T* v, const T* past, const T* 
     S[e] = past ? ld(past + ((int64_t)b * s.kv_heads + h) * cells + e) : 0.0f;
   for (int t = 0; t < s.tokens; t++) {
     int64_t row = (int64_t)b * s.tokens + t;
-    for (int d = threadIdx.x; d < s.d_k; d += blockDim.x) kk[d] = ld(k + (row * s.k_heads + k_head) * s.d_k + d);
+    for (int d = threadIdx.x; d < s.d_k; d += blockDim.x)
+      kk[d] = ld(k + (row * s.k_heads + heads.k_head) * s.d_k + d);
     for (int m = threadIdx.x; m < s.d_v; m += blockDim.x) vv[m] = ld(v + (row * s.kv_heads + h) * s.d_v + m);
-    for (int e = threadIdx.x; e < readers * s.d_k; e += blockDim.x)
-      qq[e] = ld(q + (row * s.q_heads + first) * s.d_k + e);
+    for (int e = threadIdx.x; e < heads.readers * s.d_k; e += blockDim.x)
+      qq[e] = ld(q + (row * s.q_heads + heads.first) * s.d_k + e);
     __syncthreads();
     if (s.gated && t < real)
       for (int64_t e = threadIdx.x; e < cells; e += blockDim.x) {
@@ -1243,11 +1253,11 @@ __device__ void run(const T* q, const T* k, const T* v, const T* past, const T* 
     if (t < real)
       for (int64_t e = threadIdx.x; e < cells; e += blockDim.x) S[e] = S[e] + kk[e / s.d_v] * vv[e % s.d_v];
     __syncthreads();
-    for (int e = threadIdx.x; e < readers * s.d_v; e += blockDim.x) {
+    for (int e = threadIdx.x; e < heads.readers * s.d_v; e += blockDim.x) {
       int j = e / s.d_v, m = e % s.d_v;
       float o = 0.0f;
       for (int d = 0; d < s.d_k; d++) o += qq[j * s.d_k + d] * S[(int64_t)d * s.d_v + m];
-      st(out + (row * out_heads + (group ? first + j : h)) * s.d_v + m, s.scale * o);
+      st(out + (row * heads.out_heads + heads.out_head(j, h)) * s.d_v + m, s.scale * o);
     }
     __syncthreads();
   }
@@ -1355,10 +1365,9 @@ __device__ void run_columns(const T* q, const T* k, const T* v, const T* past, c
   const bool column = m < s.d_v;  // the last block's lanes past d_v reckon column d_v - 1's values and store none
   const int mc = column ? m : s.d_v - 1;
   const int real = real_tokens(lengths, b, s.tokens);
-  const int group = s.q_heads >= s.kv_heads ? s.q_heads / s.kv_heads : 0, readers = group ? group : 1;
-  const int first = group ? h * group : h * s.q_heads / s.kv_heads, k_head = h / (s.kv_heads / s.k_heads);
-  const int out_heads = s.q_heads > s.kv_heads ? s.q_heads : s.kv_heads, rows = 2 + readers;
-  const int stride = (rows * DK + readers + 3) / 4 * 4;  // a token's buffer, float4-aligned
+  const StateHeads heads(h, s);
+  const int rows = 2 + heads.readers;
+  const int stride = (rows * DK + heads.readers + 3) / 4 * 4;  // a token's buffer, float4-aligned
   const int64_t base = ((int64_t)b * s.kv_heads + h) * DK * s.d_v;
   const int64_t rate_at = s.beta_per_head ? h : 0, rate_rows = s.beta_per_head ? s.kv_heads : 1;
   float S[DK / 4];
@@ -1372,8 +1381,8 @@ __device__ void run_columns(const T* q, const T* k, const T* v, const T* past, c
     const int64_t row = (int64_t)b * s.tokens;
     for (int r = 0; r < rows; r++) {
       float x[DK / 32];
-      load_row<T, DK>(x, r, row, q, k, decay, h, first, k_head, s);
-      store_row<T, DK>(x, key, r, readers, smem, s);
+      load_row<T, DK>(x, r, row, q, k, decay, h, heads.first, heads.k_head, s);
+      store_row<T, DK>(x, key, r, heads.readers, smem, s);
     }
     u_next = ld(v + (row * s.kv_heads + h) * s.d_v + mc);
     if (s.delta) rate_next = ld(beta + row * rate_rows + rate_at);
@@ -1390,7 +1399,7 @@ __device__ void run_columns(const T* q, const T* k, const T* v, const T* past, c
     if (more) {
 #pragma unroll
       for (int r = 0; r < LINEAR_AHEAD_ROWS; r++)
-        if (r < rows) load_row<T, DK>(ahead[r], r, row + 1, q, k, decay, h, first, k_head, s);
+        if (r < rows) load_row<T, DK>(ahead[r], r, row + 1, q, k, decay, h, heads.first, heads.k_head, s);
       u_next = ld(v + ((row + 1) * s.kv_heads + h) * s.d_v + mc);
       if (s.delta) rate_next = ld(beta + (row + 1) * rate_rows + rate_at);
     }
@@ -1405,9 +1414,9 @@ __device__ void run_columns(const T* q, const T* k, const T* v, const T* past, c
       }
     const float retrieved = live && s.delta ? column_sum(part_dot<DK>(S, kk, part)) : 0.0f;
     if (live && s.delta) u = rate * (u - retrieved);
-    for (int j = 0; j < readers; j++) {
+    for (int j = 0; j < heads.readers; j++) {
       const float o = column_sum(part_dot<DK>(S, qq + j * DK, part)) + (live ? u * qk[j] : 0.0f);
-      if (column && part == (j & 3)) st(out + (row * out_heads + (group ? first + j : h)) * s.d_v + m, s.scale * o);
+      if (column && part == (j & 3)) st(out + (row * heads.out_heads + heads.out_head(j, h)) * s.d_v + m, s.scale * o);
     }
     if (live)
 #pragma unroll
@@ -1421,11 +1430,11 @@ __device__ void run_columns(const T* q, const T* k, const T* v, const T* past, c
     if (more) {
 #pragma unroll
       for (int r = 0; r < LINEAR_AHEAD_ROWS; r++)
-        if (r < rows) store_row<T, DK>(ahead[r], key, r, readers, next, s);
+        if (r < rows) store_row<T, DK>(ahead[r], key, r, heads.readers, next, s);
       for (int r = LINEAR_AHEAD_ROWS; r < rows; r++) {  // more readers' rows: loaded now
         float x[DK / 32];
-        load_row<T, DK>(x, r, row + 1, q, k, decay, h, first, k_head, s);
-        store_row<T, DK>(x, key, r, readers, next, s);
+        load_row<T, DK>(x, r, row + 1, q, k, decay, h, heads.first, heads.k_head, s);
+        store_row<T, DK>(x, key, r, heads.readers, next, s);
       }
     }
     __syncwarp();
@@ -1472,6 +1481,20 @@ __device__ __forceinline__ float dot_shared(const float* a, const float* b) {
   return (c0 + c1) + (c2 + c3);
 }
 
+// Row r (0: k, 2 + j: reader j's q) of token tok as the column kernel reads it (normalised for
+// NormedLinearAttention), zeros past the prompt's tokens (a last chunk's tail).
+template <typename T, int DK>
+__device__ __forceinline__ void chunk_row(float (&x)[DK / 32], int r, int b, int tok, const T* q, const T* k, int h,
+                                          const StateHeads& heads, LinearAttentionShape s) {
+  if (tok >= s.tokens) {
+#pragma unroll
+    for (int i = 0; i < DK / 32; i++) x[i] = 0.0f;
+    return;
+  }
+  load_row<T, DK>(x, r, (int64_t)b * s.tokens + tok, q, k, nullptr, h, heads.first, heads.k_head, s);
+  if (s.qk_l2_norm) l2_normalised<T, DK>(x, r > 1, s);
+}
+
 // A block of CHUNK_THREADS threads a (batch, KV head, chunk of this slab: chunks [from, from + count) of each
 // sequence). Shared memory (_chunk_shared, under 99 KiB: every sm_80+ part's limit): k rows [C][DK + 4] (a float4
 // column of 8 rows spans the banks), one reader's q rows there, or before them the forward substitution's values
@@ -1485,10 +1508,9 @@ __device__ void chunk_prepare(const T* q, const T* k, const T* v, const T* decay
   float *ks = smem, *qs = ks + C * KS, *xs = qs, *lsum = qs + QS, *rate = lsum + C, *a = rate + C;
   const int head = blockIdx.x / count, h = head % s.kv_heads, b = head / s.kv_heads;
   const int t0 = (from + blockIdx.x % count) * C, real = real_tokens(lengths, b, s.tokens);
-  const int group = s.q_heads >= s.kv_heads ? s.q_heads / s.kv_heads : 0, readers = group ? group : 1;
-  const int first = group ? h * group : h * s.q_heads / s.kv_heads, k_head = h / (s.kv_heads / s.k_heads);
+  const StateHeads heads(h, s);
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31, warps = blockDim.x / 32;
-  const ChunkLayout at(DK, s.d_v, readers);
+  const ChunkLayout at(DK, s.d_v, heads.readers);
   float* mine = work + (int64_t)blockIdx.x * at.size;
   if (warp == 0) {  // L: an inclusive scan of the live tokens' decays, two a lane
     float x[2];
@@ -1509,16 +1531,9 @@ __device__ void chunk_prepare(const T* q, const T* k, const T* v, const T* decay
     lsum[2 * lane] = sum - x[1];
     lsum[2 * lane + 1] = sum;
   }
-  for (int t = warp; t < C; t += warps) {  // k rows, normalised as the column kernel's
+  for (int t = warp; t < C; t += warps) {  // k rows
     float x[DK / 32];
-    const int tok = t0 + t;
-    if (tok < s.tokens) {
-      load_row<T, DK>(x, 0, (int64_t)b * s.tokens + tok, q, k, decay, h, first, k_head, s);
-      if (s.qk_l2_norm) l2_normalised<T, DK>(x, false, s);
-    } else {
-#pragma unroll
-      for (int i = 0; i < DK / 32; i++) x[i] = 0.0f;
-    }
+    chunk_row<T, DK>(x, 0, b, t0 + t, q, k, h, heads, s);
 #pragma unroll
     for (int i = 0; i < DK / 32; i++) ks[t * KS + lane + 32 * i] = x[i];
   }
@@ -1556,18 +1571,11 @@ __device__ void chunk_prepare(const T* q, const T* k, const T* v, const T* decay
     }
   }
   __syncthreads();  // xs is qs
-  for (int j = 0; j < readers; j++) {
+  for (int j = 0; j < heads.readers; j++) {
     float* qg = mine + at.q + j * at.reader;
     for (int t = warp; t < C; t += warps) {  // reader j's q rows: normalised in qs, times gamma into Qg
       float x[DK / 32];
-      const int tok = t0 + t;
-      if (tok < s.tokens) {
-        load_row<T, DK>(x, 2 + j, (int64_t)b * s.tokens + tok, q, k, decay, h, first, k_head, s);
-        if (s.qk_l2_norm) l2_normalised<T, DK>(x, true, s);
-      } else {
-#pragma unroll
-        for (int i = 0; i < DK / 32; i++) x[i] = 0.0f;
-      }
+      chunk_row<T, DK>(x, 2 + j, b, t0 + t, q, k, h, heads, s);
       const float gamma = expf(lsum[t]);
 #pragma unroll
       for (int i = 0; i < DK / 32; i++) {
@@ -1608,20 +1616,20 @@ __device__ __forceinline__ void tile_product(float (&acc)[4][4], const float* x,
   }
 }
 
-// A block of 128 threads a (batch, KV head, CHUNK_COLUMNS state columns): the slab's chunks in order, the state's
+// A block of CHUNK_SCAN_THREADS threads a (batch, KV head, CHUNK_COLUMNS state columns): the slab's chunks in order, the state's
 // columns in shared memory in float32, from past (the first slab) or carry, into present (the last) or carry. Each
 // chunk: U = U0 - W S (4 x 4 values a thread), the readers' outputs Qg S + P U, then S = gamma_C S + Kc^T U.
 template <typename T, int DK>
 __device__ void chunk_scan(const T* past, const float* work, float* carry, T* out, T* state, LinearAttentionShape s,
                            int from, int count, int last) {
   constexpr int C = LINEAR_CHUNK, NC = CHUNK_COLUMNS, RD = DK / 16;
+  static_assert(CHUNK_SCAN_THREADS * 16 == C * NC && CHUNK_SCAN_THREADS / 8 * RD == DK,
+                "a 4 x 4 tile of U and of the outputs, RD x 4 values of S, a thread");
   __shared__ __align__(16) float S[DK * NC], U[C * NC];
   const int splits = (s.d_v + NC - 1) / NC, head = blockIdx.x / splits, c0 = blockIdx.x % splits * NC;
   const int h = head % s.kv_heads, b = head / s.kv_heads;
-  const int group = s.q_heads >= s.kv_heads ? s.q_heads / s.kv_heads : 0, readers = group ? group : 1;
-  const int first = group ? h * group : h * s.q_heads / s.kv_heads;
-  const int out_heads = s.q_heads > s.kv_heads ? s.q_heads : s.kv_heads;
-  const ChunkLayout at(DK, s.d_v, readers);
+  const StateHeads heads(h, s);
+  const ChunkLayout at(DK, s.d_v, heads.readers);
   const int64_t base = (int64_t)head * DK * s.d_v;
   for (int e = threadIdx.x; e < DK * NC; e += blockDim.x) {
     const int64_t n = c0 + e % NC, cell = base + (int64_t)(e / NC) * s.d_v + n;
@@ -1642,19 +1650,19 @@ __device__ void chunk_scan(const T* past, const float* work, float* carry, T* ou
         U[(r0 + r) * NC + n0 + n] = (col < s.d_v ? mine[at.u0 + (int64_t)(r0 + r) * s.d_v + col] : 0.0f) - acc[r][n];
       }
     __syncthreads();
-    for (int j = 0; j < readers; j++) {
+    for (int j = 0; j < heads.readers; j++) {
       const float* qg = mine + at.q + j * at.reader;
       float o[4][4] = {};
       tile_product<DK>(o, qg, r0, S, n0);
       tile_product<C>(o, qg + (at.p - at.q), r0, U, n0);
-      const int out_head = group ? first + j : h;
 #pragma unroll
       for (int r = 0; r < 4; r++)
 #pragma unroll
         for (int n = 0; n < 4; n++) {
           const int tok = t0 + r0 + r, col = c0 + n0 + n;
+          const int64_t row = (int64_t)b * s.tokens + tok;
           if (tok < s.tokens && col < s.d_v)
-            st(out + (((int64_t)b * s.tokens + tok) * out_heads + out_head) * s.d_v + col, s.scale * o[r][n]);
+            st(out + (row * heads.out_heads + heads.out_head(j, h)) * s.d_v + col, s.scale * o[r][n]);
         }
     }
     __syncthreads();  // every thread's reads of S done
@@ -1713,7 +1721,7 @@ __device__ void chunk_scan(const T* past, const float* work, float* carry, T* ou
     dependent_launch();                                                                                         \
     linear_attention::chunk_prepare<T, DK>(q, k, v, decay, beta, work, lengths, s, from, count);                \
   }                                                                                                             \
-  extern "C" __global__ void __launch_bounds__(128) seamless_linear_chunk_scan_k##DK##_##S_(                    \
+  extern "C" __global__ void __launch_bounds__(CHUNK_SCAN_THREADS) seamless_linear_chunk_scan_k##DK##_##S_(     \
       const T* past, const float* work, float* carry, T* out, T* state, LinearAttentionShape s, int from,        \
       int count, int last) {                                                                                     \
     dependent_launch();                                                                                         \

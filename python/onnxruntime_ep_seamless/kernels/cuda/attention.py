@@ -1,8 +1,8 @@
 """Attention on CUDA. ONNX Attention (opsets 23-24), composed of our kernels: batched products for Q K^T and
 P V (matmul.batched_product), broadcast adds for the masks, the softmax row kernel. float16/bfloat16
 inputs compute in float32 and round the outputs once, as the CPU kernel (kernels/cpu/attention.py).
-LinearAttention (opset 27): attention.cu's recurrence, token by token (decode steps, short prompts) or in chunks. com.microsoft
-GroupQueryAttention and RotaryEmbedding, ONNX RotaryEmbedding-23 (native/cuda/attention.cu), and
+LinearAttention (opset 27): attention.cu's recurrence, token by token (decode steps, short prompts) or in
+chunks. com.microsoft GroupQueryAttention and RotaryEmbedding, ONNX RotaryEmbedding-23 (native/cuda/attention.cu), and
 MultiHeadAttention (composed, as ONNX Attention, in float32). Semantics and run-time checks are shared with the
 CPU kernels (kernels/cpu/attention.py)."""
 
@@ -160,15 +160,16 @@ def _chunk_shared(d_k: int) -> int:
     return 4 * (c * (d_k + 4) + c * max(d_k + 4, codes.CHUNK_THREADS) + 2 * c + c * c)
 
 
-def _linear_chunks(rt, stream, tensors, out, present, shape, b, t, kv_heads, d_k, d_v, readers, real_lengths, dtype):
+def _linear_chunks(rt, stream, tensors, out, present, shape, kv_heads, d_k, d_v, readers, real_lengths):
     """The chunked recurrence: chunk_prepare over a slab of chunks (all at once), then chunk_scan through them, the
     state carried in float32 between slabs."""
     query, key, value, past_state, decay, beta = tensors
+    b, t = query.shape[:2]
     chunks, floats = -(-t // LINEAR_CHUNK), _chunk_floats(d_k, d_v, readers)
     slab = max(1, min(chunks, CHUNK_SLAB_BYTES // (4 * floats * b * kv_heads)))
     work = rt.alloc((slab * b * kv_heads * floats,), F32)
     carry = rt.alloc(present.shape, F32) if slab < chunks else None
-    suffix = f"k{d_k}_{SUFFIX[dtype]}"
+    suffix = f"k{d_k}_{SUFFIX[query.dtype]}"
     for first in range(0, chunks, slab):
         count = min(slab, chunks - first)
         rt.launch_rows(f"seamless_linear_chunk_prepare_{suffix}", b * kv_heads * count, stream, ("ptr", query.ptr),
@@ -179,7 +180,8 @@ def _linear_chunks(rt, stream, tensors, out, present, shape, b, t, kv_heads, d_k
         rt.launch_rows(f"seamless_linear_chunk_scan_{suffix}", b * kv_heads * -(-d_v // CHUNK_COLUMNS), stream,
                        ("ptr", past_state.ptr if past_state is not None else 0), ("ptr", work.ptr),
                        ("ptr", carry.ptr if carry is not None else 0), ("ptr", out.ptr), ("ptr", present.ptr), shape,
-                       ("int", first), ("int", count), ("int", int(first + count == chunks)), threads=128)
+                       ("int", first), ("int", count), ("int", int(first + count == chunks)),
+                       threads=codes.CHUNK_SCAN_THREADS)
     for x in (work, carry):
         if x is not None:
             rt.free(x)  # stream-ordered
@@ -207,7 +209,7 @@ def _linear_recurrence(rt, stream, query, key, value, past_state, decay, beta, q
                          "takes (column_recurrence; plan/fusion.py fuses only those)")
     if chunked_recurrence(t, d_k, per_key):
         _linear_chunks(rt, stream, (query, key, value, past_state, decay if gated else None, beta if delta else None),
-                       out, present, shape, b, t, kv_heads, d_k, d_v, readers, real_lengths, query.dtype)
+                       out, present, shape, kv_heads, d_k, d_v, readers, real_lengths)
         return out, present
     work = None
     blocks = b * kv_heads
