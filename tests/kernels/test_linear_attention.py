@@ -234,8 +234,8 @@ def qwen3_5_layer_parts(dtype, t, heads, kv_heads, d_k, d_v):
     inits = [const("widths", np.array(widths, I64)), const("q_flat", np.array([0, 0, heads, d_k], I64)),
              const("k_flat", np.array([0, 0, k_heads, d_k], I64)), const("q_unflat", np.array([0, 0, heads * d_k], I64)),
              const("k_unflat", np.array([0, 0, k_heads * d_k], I64)), const("scale", np.array(d_k ** -0.5, dtype)),
-             const("cos", np.cos(np.arange(64)[:, None] * 0.1 * np.arange(8)).astype(F32)),
-             const("sin", np.sin(np.arange(64)[:, None] * 0.1 * np.arange(8)).astype(F32))]
+             const("cos", np.cos(np.arange(max(64, t))[:, None] * 0.1 * np.arange(8)).astype(F32)),  # a row a position
+             const("sin", np.sin(np.arange(max(64, t))[:, None] * 0.1 * np.arange(8)).astype(F32))]
     nodes = [helper.make_node("Split", ["x", "widths"], ["q0", "k0", "v"], axis=-1)]
     for name in ("q", "k"):
         nodes += [helper.make_node("Reshape", [f"{name}0", f"{name}_flat"], [f"{name}1"]),
