@@ -11,6 +11,7 @@ from onnx import TensorProto, helper, numpy_helper
 import material
 from onnxruntime_ep_seamless.tools.capture_report import analyse, render, timeline
 from onnxruntime_ep_seamless.graph.onnx_import import import_model
+from onnxruntime_ep_seamless.kernels.registry import FUSED_DOMAIN
 
 
 def model(nodes, inputs, outputs, inits=(), opset=17):
@@ -92,6 +93,9 @@ def test_builder_hybrid_decoder_is_one_segment(family, precision):
     ops = {s.node.op_type for s in parts[0].steps if s.on_gpu and s.kdef.device == "cuda"}
     assert {"NormedLinearAttention", "LinearAttentionGate", "GatedRMSNorm", "MRotaryEmbedding"} <= ops
     assert "LpNormalization" not in ops
+    # the short convolution reads and writes (batch, position, channel): no Transposes (token_major_causal_conv)
+    assert {s.node.domain for s in parts[0].steps if s.node.op_type == "CausalConvWithState"} == {FUSED_DOMAIN}
+    assert "Transpose" not in ops
 
 
 @pytest.mark.parametrize("family", ["qwen3_5", "lfm2", "qwen3_5_moe"])

@@ -1454,15 +1454,16 @@ __device__ void run_columns(const T* q, const T* k, const T* v, const T* past, c
 // Without the delta rule A = 0 and beta = 1; without the gate L = 0; padded tokens (past a prompt's real length)
 // take no update (beta 0, decay 0) and read the state as it stands.
 
-// A chunk's values in chunk_prepare's output, offsets in floats (kernels/cuda/attention.py _chunk_floats: its size):
-// W = T beta gamma k [C][DK], Kc = exp(L_C - L_t) k_t [C][DK], U0 = T beta v [C][d_v], then per reader
-// Qg = gamma q [C][DK] and P[t][i] = exp(L_t - L_i) q_t.k_i (0 for i > t) [C][C], then gamma_C (4 floats kept).
+// A chunk's values, offsets in floats (kernels/cuda/attention.py _chunk_floats: its size). chunk_prepare writes
+// W = T beta gamma k [C][DK], Kc = exp(L_C - L_t) k_t [C][DK], U0 = T beta v [C][d_v], per reader Qg = gamma q
+// [C][DK] and P[t][i] = exp(L_t - L_i) q_t.k_i (0 for i > t) [C][C], and gamma_C (4 floats kept); chunk_scan writes
+// U over U0 and S0 [DK][d_v], the state before the chunk, for chunk_output.
 struct ChunkLayout {
-  int64_t w, kc, u0, q, p, reader, gamma, size;
+  int64_t w, kc, u0, q, p, reader, gamma, s0, size;
   __device__ ChunkLayout(int dk, int d_v, int readers) {
     const int64_t c = LINEAR_CHUNK;
     w = 0, kc = c * dk, u0 = 2 * c * dk, q = u0 + c * d_v, p = q + c * dk, reader = c * dk + c * c;
-    gamma = q + readers * reader, size = gamma + 4;
+    gamma = q + readers * reader, s0 = gamma + 4, size = s0 + (int64_t)dk * d_v;
   }
 };
 
@@ -1554,11 +1555,16 @@ __device__ void chunk_prepare(const T* q, const T* k, const T* v, const T* decay
     const bool key = col < w_columns;
     const int m = key ? col : col - w_columns, stride = key ? DK : s.d_v;
     float* to = mine + (key ? at.w : at.u0) + m;
+    if (!key) {  // the column's beta v, all loads in flight at once (a load a step would wait on memory each step)
+#pragma unroll 8
+      for (int t = 0; t < C; t++) {
+        const int tok = t0 + t;
+        xs[t * CHUNK_THREADS + threadIdx.x] =
+            tok < s.tokens ? rate[t] * ld(v + (((int64_t)b * s.tokens + tok) * s.kv_heads + h) * s.d_v + m) : 0.0f;
+      }
+    }
     for (int t = 0; t < C; t++) {
-      const int tok = t0 + t;
-      float r0 = key ? rate[t] * expf(lsum[t]) * ks[t * KS + m]
-                     : tok < s.tokens ? rate[t] * ld(v + (((int64_t)b * s.tokens + tok) * s.kv_heads + h) * s.d_v + m)
-                                      : 0.0f;
+      float r0 = key ? rate[t] * expf(lsum[t]) * ks[t * KS + m] : xs[t * CHUNK_THREADS + threadIdx.x];
       float r1 = 0.0f;  // two chains
       int i = 0;
       for (; i + 1 < t; i += 2) {
@@ -1616,70 +1622,71 @@ __device__ __forceinline__ void tile_product(float (&acc)[4][4], const float* x,
   }
 }
 
-// A block of CHUNK_SCAN_THREADS threads a (batch, KV head, CHUNK_COLUMNS state columns): the slab's chunks in order, the state's
-// columns in shared memory in float32, from past (the first slab) or carry, into present (the last) or carry. Each
-// chunk: U = U0 - W S (4 x 4 values a thread), the readers' outputs Qg S + P U, then S = gamma_C S + Kc^T U.
+// A block of CHUNK_SCAN_THREADS threads a (batch, KV head, CHUNK_COLUMNS state columns): the slab's chunks in order,
+// the state's columns in shared memory in float32, from past (the first slab) or carry, into present (the last) or
+// carry. Each chunk: S0 kept for chunk_output, U = U0 - W S (4 x 4 values a thread, over U0), then
+// S = gamma_C S + Kc^T U. W and Kc pass through shared memory (_chunk_scan_shared; cp.async, each copied while the
+// other is in use): a load from memory a step, with one block of 4 warps an SM, would leave the SM waiting.
 template <typename T, int DK>
-__device__ void chunk_scan(const T* past, const float* work, float* carry, T* out, T* state, LinearAttentionShape s,
-                           int from, int count, int last) {
+__device__ void chunk_scan(const T* past, float* work, float* carry, T* state, LinearAttentionShape s, int from,
+                           int count, int last) {
   constexpr int C = LINEAR_CHUNK, NC = CHUNK_COLUMNS, RD = DK / 16;
   static_assert(CHUNK_SCAN_THREADS * 16 == C * NC && CHUNK_SCAN_THREADS / 8 * RD == DK,
-                "a 4 x 4 tile of U and of the outputs, RD x 4 values of S, a thread");
-  __shared__ __align__(16) float S[DK * NC], U[C * NC];
+                "a 4 x 4 tile of U, RD x 4 values of S, a thread");
+  extern __shared__ __align__(16) float smem[];
+  float *S = smem, *U = S + DK * NC, *ws = U + C * NC, *kcs = ws + C * DK;
   const int splits = (s.d_v + NC - 1) / NC, head = blockIdx.x / splits, c0 = blockIdx.x % splits * NC;
-  const int h = head % s.kv_heads, b = head / s.kv_heads;
-  const StateHeads heads(h, s);
-  const ChunkLayout at(DK, s.d_v, heads.readers);
+  const ChunkLayout at(DK, s.d_v, StateHeads(head % s.kv_heads, s).readers);
   const int64_t base = (int64_t)head * DK * s.d_v;
+  auto chunk = [&](int c) { return work + ((int64_t)head * count + c) * at.size; };
+  auto stage = [&](float* to, const float* rows) {  // a chunk's C x DK values, one copy group
+    for (int e = threadIdx.x * 4; e < C * DK; e += CHUNK_SCAN_THREADS * 4) copy16_to_shared(to + e, rows + e);
+    commit_copies();
+  };
+  if (s.delta) stage(ws, chunk(0) + at.w);
+  else commit_copies();  // an empty group: the waits below count two groups a chunk
   for (int e = threadIdx.x; e < DK * NC; e += blockDim.x) {
     const int64_t n = c0 + e % NC, cell = base + (int64_t)(e / NC) * s.d_v + n;
     S[e] = n >= s.d_v ? 0.0f : from > 0 ? carry[cell] : past ? ld(past + cell) : 0.0f;
   }
-  __syncthreads();
   const int r0 = threadIdx.x / 8 * 4, n0 = threadIdx.x % 8 * 4, d0 = threadIdx.x / 8 * RD;
   for (int c = 0; c < count; c++) {
-    const float* mine = work + ((int64_t)head * count + c) * at.size;
-    const int t0 = (from + c) * C;
+    float* mine = chunk(c);
+    stage(kcs, mine + at.kc);
+    __syncthreads();  // S complete
+    for (int e = threadIdx.x; e < DK * NC; e += blockDim.x)
+      if (c0 + e % NC < s.d_v) mine[at.s0 + (int64_t)(e / NC) * s.d_v + c0 + e % NC] = S[e];
+    wait_copies_but<1>();  // W of this chunk landed (this thread's copies; the barrier: everyone's)
+    __syncthreads();
     float acc[4][4] = {};
-    if (s.delta) tile_product<DK>(acc, mine + at.w, r0, S, n0);
+    if (s.delta) tile_product<DK>(acc, ws, r0, S, n0);
 #pragma unroll
     for (int r = 0; r < 4; r++)
 #pragma unroll
       for (int n = 0; n < 4; n++) {
         const int col = c0 + n0 + n;
-        U[(r0 + r) * NC + n0 + n] = (col < s.d_v ? mine[at.u0 + (int64_t)(r0 + r) * s.d_v + col] : 0.0f) - acc[r][n];
+        float* u = mine + at.u0 + (int64_t)(r0 + r) * s.d_v + col;
+        const float x = (col < s.d_v ? *u : 0.0f) - acc[r][n];
+        U[(r0 + r) * NC + n0 + n] = x;
+        if (col < s.d_v) *u = x;
       }
+    __syncthreads();  // U complete; every thread's reads of W done
+    if (s.delta && c + 1 < count) stage(ws, chunk(c + 1) + at.w);
+    else commit_copies();
+    wait_copies_but<1>();  // Kc of this chunk landed
     __syncthreads();
-    for (int j = 0; j < heads.readers; j++) {
-      const float* qg = mine + at.q + j * at.reader;
-      float o[4][4] = {};
-      tile_product<DK>(o, qg, r0, S, n0);
-      tile_product<C>(o, qg + (at.p - at.q), r0, U, n0);
-#pragma unroll
-      for (int r = 0; r < 4; r++)
-#pragma unroll
-        for (int n = 0; n < 4; n++) {
-          const int tok = t0 + r0 + r, col = c0 + n0 + n;
-          const int64_t row = (int64_t)b * s.tokens + tok;
-          if (tok < s.tokens && col < s.d_v)
-            st(out + (row * heads.out_heads + heads.out_head(j, h)) * s.d_v + col, s.scale * o[r][n]);
-        }
-    }
-    __syncthreads();  // every thread's reads of S done
     const float gamma = mine[at.gamma];
     float x[RD][4];
 #pragma unroll
     for (int r = 0; r < RD; r++)
 #pragma unroll
       for (int n = 0; n < 4; n++) x[r][n] = gamma * S[(d0 + r) * NC + n0 + n];
-    const float* kc = mine + at.kc;
 #pragma unroll 4
     for (int i = 0; i < C; i++) {
       const float4 u = *reinterpret_cast<const float4*>(U + i * NC + n0);
       float w[RD];  // Kc's row i from d0: RD (2, 4 or 8) values, float2-aligned
 #pragma unroll
-      for (int r = 0; r < RD; r += 2)
-        *reinterpret_cast<float2*>(w + r) = *reinterpret_cast<const float2*>(kc + i * DK + d0 + r);
+      for (int r = 0; r < RD; r += 2) *reinterpret_cast<float2*>(w + r) = *reinterpret_cast<const float2*>(kcs + i * DK + d0 + r);
 #pragma unroll
       for (int r = 0; r < RD; r++) {
         x[r][0] += w[r] * u.x;
@@ -1688,12 +1695,14 @@ __device__ void chunk_scan(const T* past, const float* work, float* carry, T* ou
         x[r][3] += w[r] * u.w;
       }
     }
+    __syncthreads();  // every thread's reads of S and Kc done
 #pragma unroll
     for (int r = 0; r < RD; r++)
 #pragma unroll
       for (int n = 0; n < 4; n++) S[(d0 + r) * NC + n0 + n] = x[r][n];
-    __syncthreads();
   }
+  wait_copies_to_shared();  // the empty groups
+  __syncthreads();
   for (int e = threadIdx.x; e < DK * NC; e += blockDim.x) {
     const int64_t n = c0 + e % NC, cell = base + (int64_t)(e / NC) * s.d_v + n;
     if (n < s.d_v) {
@@ -1702,6 +1711,44 @@ __device__ void chunk_scan(const T* past, const float* work, float* carry, T* ou
       else
         carry[cell] = S[e];
     }
+  }
+}
+
+// A block of CHUNK_SCAN_THREADS threads a (batch, KV head, chunk, CHUNK_COLUMNS columns), all chunks at once: each
+// reader's outputs o = Qg S0 + P U (4 x 4 values a thread), S0's and U's columns in shared memory.
+template <typename T, int DK>
+__device__ void chunk_output(const float* work, T* out, LinearAttentionShape s, int from, int count) {
+  constexpr int C = LINEAR_CHUNK, NC = CHUNK_COLUMNS;
+  __shared__ __align__(16) float S[DK * NC], U[C * NC];
+  const int splits = (s.d_v + NC - 1) / NC, c0 = blockIdx.x % splits * NC, chunk = blockIdx.x / splits;
+  const int head = chunk / count, h = head % s.kv_heads, b = head / s.kv_heads, t0 = (from + chunk % count) * C;
+  const StateHeads heads(h, s);
+  const ChunkLayout at(DK, s.d_v, heads.readers);
+  const float* mine = work + (int64_t)chunk * at.size;
+  for (int e = threadIdx.x; e < DK * NC; e += blockDim.x) {
+    const int n = c0 + e % NC;
+    S[e] = n < s.d_v ? mine[at.s0 + (int64_t)(e / NC) * s.d_v + n] : 0.0f;
+  }
+  for (int e = threadIdx.x; e < C * NC; e += blockDim.x) {
+    const int n = c0 + e % NC;
+    U[e] = n < s.d_v ? mine[at.u0 + (int64_t)(e / NC) * s.d_v + n] : 0.0f;
+  }
+  __syncthreads();
+  const int r0 = threadIdx.x / 8 * 4, n0 = threadIdx.x % 8 * 4;
+  for (int j = 0; j < heads.readers; j++) {
+    const float* qg = mine + at.q + j * at.reader;
+    float o[4][4] = {};
+    tile_product<DK>(o, qg, r0, S, n0);
+    tile_product<C>(o, qg + (at.p - at.q), r0, U, n0);
+#pragma unroll
+    for (int r = 0; r < 4; r++)
+#pragma unroll
+      for (int n = 0; n < 4; n++) {
+        const int tok = t0 + r0 + r, col = c0 + n0 + n;
+        const int64_t row = (int64_t)b * s.tokens + tok;
+        if (tok < s.tokens && col < s.d_v)
+          st(out + (row * heads.out_heads + heads.out_head(j, h)) * s.d_v + col, s.scale * o[r][n]);
+      }
   }
 }
 
@@ -1722,10 +1769,15 @@ __device__ void chunk_scan(const T* past, const float* work, float* carry, T* ou
     linear_attention::chunk_prepare<T, DK>(q, k, v, decay, beta, work, lengths, s, from, count);                \
   }                                                                                                             \
   extern "C" __global__ void __launch_bounds__(CHUNK_SCAN_THREADS) seamless_linear_chunk_scan_k##DK##_##S_(     \
-      const T* past, const float* work, float* carry, T* out, T* state, LinearAttentionShape s, int from,        \
-      int count, int last) {                                                                                     \
+      const T* past, float* work, float* carry, T* state, LinearAttentionShape s, int from, int count,           \
+      int last) {                                                                                                \
     dependent_launch();                                                                                         \
-    linear_attention::chunk_scan<T, DK>(past, work, carry, out, state, s, from, count, last);                   \
+    linear_attention::chunk_scan<T, DK>(past, work, carry, state, s, from, count, last);                        \
+  }                                                                                                             \
+  extern "C" __global__ void __launch_bounds__(CHUNK_SCAN_THREADS) seamless_linear_chunk_output_k##DK##_##S_(   \
+      const float* work, T* out, LinearAttentionShape s, int from, int count) {                                 \
+    dependent_launch();                                                                                         \
+    linear_attention::chunk_output<T, DK>(work, out, s, from, count);                                           \
   }
 #define LINEAR_ATTENTION(S_, T)                                                                                 \
   extern "C" __global__ void seamless_linear_attention_##S_(const T* q, const T* k, const T* v, const T* past,  \

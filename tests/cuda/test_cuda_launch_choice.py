@@ -8,6 +8,7 @@ import cffi
 import numpy as np
 import pytest
 
+from onnxruntime_ep_seamless.kernels.checks import InvalidArgument
 from onnxruntime_ep_seamless.kernels.cuda.attention import group_query_attention
 from onnxruntime_ep_seamless.kernels.cuda.matmul import linear, linear_argmax
 from onnxruntime_ep_seamless.kernels.cuda.normalization import normed_product
@@ -53,6 +54,7 @@ class Recorder:
 
     def launch(self, name, n, stream, *args):
         self.launches.append((name, n, {}))
+        self.args.append(args)
 
     def gemm(self, stream, *args, **how):
         self.launches.append(("gemm", 0, {}))
@@ -547,9 +549,9 @@ def test_linear_attention_launch(q_heads, kv_heads, d_k, d_v, kernel, blocks, sh
 @pytest.mark.parametrize("t,slab,per_key", [(64, 0, False), (1000, 0, False), (150, 1, False), (1000, 0, True)])
 def test_linear_attention_prompt_in_chunks(t, slab, per_key, monkeypatch):
     """A prompt of LINEAR_CHUNK (64) tokens or more takes attention.cu's chunked recurrence: chunk_prepare a block of
-    128 threads a (batch, KV head, chunk), then chunk_scan a block of 128 a (batch, KV head, 32 state columns); past
-    CHUNK_SLAB_BYTES of prepared chunks (here 1: a chunk a slab) in slabs, the state carried between them. A decay per
-    key stays on the column kernel."""
+    128 threads a (batch, KV head, chunk), chunk_scan a block of 128 a (batch, KV head, 32 state columns), then
+    chunk_output a block of 128 a (batch, KV head, chunk, 32 columns); past CHUNK_SLAB_BYTES of prepared chunks (here
+    1: a chunk a slab) in slabs, the state carried between them. A decay per key stays on the column kernel."""
     from onnxruntime_ep_seamless.kernels.cuda import attention
     if slab:
         monkeypatch.setattr(attention, "CHUNK_SLAB_BYTES", slab)
@@ -567,12 +569,42 @@ def test_linear_attention_prompt_in_chunks(t, slab, per_key, monkeypatch):
     chunks = -(-t // 64)
     prepare = ("seamless_linear_chunk_prepare_k128_f16", {"shared": 4 * (2 * 64 * 132 + 2 * 64 + 64 * 64),
                                                           "threads": 128})  # 82.5 KiB
-    scan = ("seamless_linear_chunk_scan_k128_f16", b * kv_heads * 4, {"threads": 128})
+    scan = ("seamless_linear_chunk_scan_k128_f16", b * kv_heads * 4,
+            {"shared": 4 * (128 * 32 + 64 * 32 + 2 * 64 * 128), "threads": 128})  # 88 KiB
     slabs = chunks if slab else 1
-    assert rt.launches == [(prepare[0], b * kv_heads * chunks // slabs, prepare[1]), scan] * slabs
-    floats = 64 * (2 * 128 + 128 + 1 * (128 + 64)) + 4  # attention.cu ChunkLayout
+    output = ("seamless_linear_chunk_output_k128_f16", b * kv_heads * chunks // slabs * 4, {"threads": 128})
+    assert rt.launches == [(prepare[0], b * kv_heads * chunks // slabs, prepare[1]), scan, output] * slabs
+    floats = 64 * (2 * 128 + 128 + 1 * (128 + 64)) + 4 + 128 * 128  # attention.cu ChunkLayout
     assert (chunks // slabs * b * kv_heads * floats,) in shapes
     assert ((b, kv_heads, d_k, d_v) in shapes[-1:]) == bool(slab)  # the float32 carry: only between slabs
+
+
+@pytest.mark.parametrize("domain", ["com.microsoft", ""])
+def test_causal_conv_between_transposes_is_token_major(domain):
+    """Transpose -> CausalConvWithState -> Transpose (Qwen3.5's short convolution) plans as one token-major node
+    (plan/fusion.py token_major_causal_conv), whose kernel reads and writes (batch, position, channel): one launch,
+    no copies; the state stays channels first."""
+    from test_cuda_spatial import token_major_conv_model
+    from onnxruntime_ep_seamless.graph.onnx_import import import_model
+    from onnxruntime_ep_seamless.kernels.cuda.spatial import token_major_causal_conv
+    from onnxruntime_ep_seamless.kernels.registry import FUSED_DOMAIN
+    from onnxruntime_ep_seamless.plan.fusion import fuse
+    graph = import_model(token_major_conv_model(F16, 1, 48, 150, 4, "silu", domain)[0])
+    (node,) = fuse(graph, list(graph.outputs), "cuda")
+    assert (node.op_type, node.domain, node.inputs[0], node.outputs) == \
+        ("CausalConvWithState", FUSED_DOMAIN, "x", ["y", "present"])
+    assert [n.op_type for n in fuse(graph, list(graph.outputs), "cpu")] == ["Transpose", "CausalConvWithState",
+                                                                            "Transpose"]
+    rt = Recorder()
+    y, state = token_major_causal_conv(rt, 0, rt.alloc((2, 150, 48), F16), rt.constant((48, 1, 4)),
+                                       rt.constant((48,)), rt.alloc((2, 48, 3), F16), activation="silu")
+    assert y.shape == (2, 150, 48) and state.shape == (2, 48, 3)
+    assert rt.launches == [("seamless_causal_conv_f16", 2 * 48 * (150 + 3), {})]
+    assert rt.args[0][:7] == (("int64", 96), ("int64", 48), ("int64", 150), ("int64", 4), ("int64", 1), ("int", 1),
+                              ("int", 1))  # rows, channels, length, k, dilation, silu, token major
+    with pytest.raises(InvalidArgument, match="past_state must have shape"):
+        token_major_causal_conv(rt, 0, rt.alloc((2, 150, 48), F16), rt.constant((48, 1, 4)), None,
+                                rt.alloc((2, 3, 48), F16))
 
 
 @pytest.mark.parametrize("rank4", [False, True])

@@ -9,7 +9,7 @@ Window geometries and Resize modes reuse the CPU kernels' parity cases (tests/ke
 import ml_dtypes
 import numpy as np
 import pytest
-from onnx import TensorProto
+from onnx import TensorProto, numpy_helper
 
 from kernels.test_spatial import (CONV_CASES, CONV_T_CASES, COORD_MODES, NEAREST_MODES, POOL_CASES, SCALES,
                                   causal_conv_inputs, nan_pool_case)
@@ -499,3 +499,53 @@ def test_causal_conv_with_state(b, c, n, k, attrs, past, bias, dtype):
     assert lookup(graph.nodes[0], graph, "cuda", host_rule=False)[0].device == "cuda"  # its CUDA kernel, not the host
     tol = {"rtol": 1e-3, "atol": 1e-3} if dtype == np.float16 else {"rtol": 1e-5, "atol": 1e-6}
     ops_check("CausalConvWithState", inputs, attrs, 21, [dtype, dtype], domain="com.microsoft", **tol)
+
+
+def token_major_conv_model(dtype, b, c, n, k, activation, domain):
+    """Transpose -> CausalConvWithState -> Transpose, as Qwen3.5's export writes its short convolution (x and y
+    (b, n, c), the state (b, c, k - 1)): plan/fusion.py token_major_causal_conv's pattern."""
+    from onnx import helper
+    kind = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    x, weight, bias, _ = causal_conv_inputs(b, c, n, k, dtype=dtype)
+    conv_attrs = {"activation": activation} if activation != "none" else {}
+    nodes = [helper.make_node("Transpose", ["x"], ["xt"], perm=[0, 2, 1]),
+             helper.make_node("CausalConvWithState", ["xt", "w", "bias", "past"], ["yt", "present"], domain=domain,
+                              **conv_attrs),
+             helper.make_node("Transpose", ["yt"], ["y"], perm=[0, 2, 1])]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", kind, [b, "n", c]),
+                     helper.make_tensor_value_info("past", kind, [b, c, k - 1])],
+        [helper.make_tensor_value_info("y", kind, [b, "n", c]),
+         helper.make_tensor_value_info("present", kind, [b, c, k - 1])],
+        [numpy_helper.from_array(weight, "w"), numpy_helper.from_array(bias, "bias")])
+    opsets = [helper.make_opsetid("", 27 if not domain else 21)] + \
+        ([helper.make_opsetid(domain, 1)] if domain else [])
+    return helper.make_model(graph, opset_imports=opsets, ir_version=11), x.transpose(0, 2, 1).copy()
+
+
+@needs_gpu
+@pytest.mark.parametrize("dtype", [F32, np.float16])
+@pytest.mark.parametrize("b,n,activation,domain", [(1, 150, "silu", "com.microsoft"), (2, 1, "none", "com.microsoft"),
+                                                   (1, 7, "none", "")])
+def test_token_major_causal_conv_is_its_nodes_bit_for_bit(dtype, b, n, activation, domain):
+    """The fused token-major convolution (the Transposes folded into its indexing) gives the bytes the three nodes
+    give (fusion=0) and the CPU kernel's values; the plan has the fused node."""
+    from onnxruntime_ep_seamless.graph.onnx_import import import_model
+    from onnxruntime_ep_seamless.kernels.cpu.spatial import causal_conv_with_state
+    from onnxruntime_ep_seamless.kernels.registry import FUSED_DOMAIN
+    from onnxruntime_ep_seamless.plan.fusion import fuse
+    from test_cuda_ep import cuda_session
+    c, k = 48, 4
+    model, x = token_major_conv_model(dtype, b, c, n, k, activation, domain)
+    graph = import_model(model)
+    assert [(n.op_type, n.domain) for n in fuse(graph, list(graph.outputs), "cuda")] == \
+        [("CausalConvWithState", FUSED_DOMAIN)]
+    feeds = {"x": x, "past": rng.standard_normal((b, c, k - 1)).astype(dtype)}
+    ours = cuda_session(model).run(None, feeds)
+    unfused = cuda_session(model, fusion="0").run(None, feeds)
+    weight, bias = (numpy_helper.to_array(t) for t in model.graph.initializer)
+    y, present = causal_conv_with_state(x.transpose(0, 2, 1), weight, bias, feeds["past"], activation=activation)
+    for name, o, u, r in zip(("y", "present"), ours, unfused, (y.transpose(0, 2, 1), present)):
+        np.testing.assert_array_equal(o, u, err_msg=name)
+        tol = 1e-3 if dtype == np.float16 else 1e-6
+        np.testing.assert_allclose(o.astype(F32), r.astype(F32), rtol=tol, atol=tol, err_msg=name)

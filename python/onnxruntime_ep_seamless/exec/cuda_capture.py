@@ -448,7 +448,8 @@ ELEMENTWISE = frozenset({
 #                                          projections; an MoE's output plus its shared expert's, gated)
 # recurrences along the sequence: each position's output from the positions up to it, their state outputs from all of
 # them (so from the real ones only where the kernel is given the real length): op -> (input 0's sequence axis, the
-# position of the kernel's real_lengths, after the op's own inputs; NormedLinearAttention: plan/fusion.py's)
+# position of the kernel's real_lengths, after the op's own inputs; NormedLinearAttention: plan/fusion.py's; its
+# token-major CausalConvWithState, in FUSED_DOMAIN, has the sequence on axis 1)
 RECURRENT = {"CausalConvWithState": (2, 4), "LinearAttention": (1, 6), "NormedLinearAttention": (1, 6)}
 NORMS_FROM_AXIS = frozenset({"LayerNormalization", "SimplifiedLayerNormalization", "RMSNormalization",
                              "SkipSimplifiedLayerNormalization", "SkipLayerNormalization"})
@@ -654,7 +655,7 @@ def _row_rule(node: Node, graph, touched, padded, lengths, zeroed, past, const, 
         if 1 in touched and padded[ins[1]][0] != rank(ins[1]) - 1:  # ([3,] batch, sequence)
             return "position_ids padded on another axis than the sequence"
     elif op in RECURRENT and node.domain in ("", "com.microsoft", FUSED_DOMAIN) and 0 in touched:
-        axis = RECURRENT[op][0]
+        axis = 1 if op == "CausalConvWithState" and node.domain == FUSED_DOMAIN else RECURRENT[op][0]
         if rank(ins[0]) != 3 or node.attrs.get("channels_last", 0) or \
                 any(i == 3 or padded[ins[i]][0] != axis for i in touched):  # input 3: past_state
             return "padded on another axis than the sequence, or a padded state"

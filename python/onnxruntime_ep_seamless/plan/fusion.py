@@ -502,6 +502,26 @@ def rotary_in_float(ctx: FusionContext, node: Node) -> bool:
                          dict(node.attrs), index=node.index), [up, down])
 
 
+def token_major_causal_conv(ctx: FusionContext, node: Node) -> bool:
+    """Transpose(CausalConvWithState(Transpose(x, perm 0 2 1)), perm 0 2 1) of a channels-first, rank-3 node ->
+    CausalConvWithState in FUSED_DOMAIN (x; the node's other inputs, outputs and state layout): the kernel reads and
+    writes (batch, position, channel) itself, two copies of a prompt's activations a layer fewer (Qwen3.5's and
+    LFM2's short convolutions; CUDA)."""
+    from ..kernels.cpu.spatial import check_causal_conv
+    if ctx.device == "cpu" or node.op_type != "CausalConvWithState" or node.domain not in ("", "com.microsoft") or \
+            node.attrs.get("channels_last", 0) or check_causal_conv(node, ctx.graph) or not node.outputs[0] or \
+            node.outputs[0] in ctx.outputs or ctx.readers[node.outputs[0]] != 1:
+        return False
+    transposes = ctx.producer.get(node.inputs[0]), ctx.by_input[node.outputs[0]][0]
+    if not all(t is not None and t.op_type == "Transpose" and not t.domain and t.index not in ctx.replaced and
+               list(t.attrs.get("perm", ())) == [0, 2, 1] for t in transposes) or not ctx.private(transposes[0]):
+        return False
+    up, down = transposes
+    attrs = {"activation": node.attrs.get("activation", "none"), "dilation": node.attrs.get("dilation", 1)}
+    return ctx.take(Node(node.name, node.op_type, FUSED_DOMAIN, 1, [up.inputs[0]] + node.inputs[1:],
+                         down.outputs + node.outputs[1:], attrs, index=node.index), [up, down])
+
+
 def normed_product(ctx: FusionContext, norm: Node) -> bool:
     """A (Skip)SimplifiedLayerNormalization or RMSNormalization (NORMS) over the last axis whose output only one
     product (NORMED_PRODUCTS) reads, as its activations -> NormedProduct(x, skip, gamma, bias, the product's
@@ -536,7 +556,7 @@ def normed_product(ctx: FusionContext, norm: Node) -> bool:
 # gate); NormedProduct reads the products the groups before it made (Node.index: the place in that order).
 FUSIONS = [
     [reduce_sum_sub_cast, matmul_bias, silu, swiglu, matmul_nbits_bias, gelu_erf, mish, encoder_attention,
-     normed_linear_attention, rotary_in_float],
+     normed_linear_attention, rotary_in_float, token_major_causal_conv],
     [linear],
     [normed_product],
 ]

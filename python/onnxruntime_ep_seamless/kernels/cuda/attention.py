@@ -149,8 +149,13 @@ def chunked_recurrence(tokens: int, d_k: int, decay_per_key: bool) -> bool:
 
 
 def _chunk_floats(d_k: int, d_v: int, readers: int) -> int:
-    """A chunk's values in chunk_prepare's output (attention.cu ChunkLayout: W, Kc, U0, per reader Qg and P, gamma)."""
-    return LINEAR_CHUNK * (2 * d_k + d_v + readers * (d_k + LINEAR_CHUNK)) + 4
+    """A chunk's values (attention.cu ChunkLayout: W, Kc, U0, per reader Qg and P, gamma, the state before it)."""
+    return LINEAR_CHUNK * (2 * d_k + d_v + readers * (d_k + LINEAR_CHUNK)) + 4 + d_k * d_v
+
+
+def _chunk_scan_shared(d_k: int) -> int:
+    """chunk_scan's shared memory: the state's columns [d_k][CHUNK_COLUMNS], U [C][CHUNK_COLUMNS], W and Kc [C][d_k]."""
+    return 4 * (d_k * CHUNK_COLUMNS + LINEAR_CHUNK * CHUNK_COLUMNS + 2 * LINEAR_CHUNK * d_k)
 
 
 def _chunk_shared(d_k: int) -> int:
@@ -161,8 +166,8 @@ def _chunk_shared(d_k: int) -> int:
 
 
 def _linear_chunks(rt, stream, tensors, out, present, shape, kv_heads, d_k, d_v, readers, real_lengths):
-    """The chunked recurrence: chunk_prepare over a slab of chunks (all at once), then chunk_scan through them, the
-    state carried in float32 between slabs."""
+    """The chunked recurrence: chunk_prepare over a slab of chunks (all at once), chunk_scan through them (the state
+    carried in float32 between slabs), then chunk_output (all at once)."""
     query, key, value, past_state, decay, beta = tensors
     b, t = query.shape[:2]
     chunks, floats = -(-t // LINEAR_CHUNK), _chunk_floats(d_k, d_v, readers)
@@ -177,10 +182,14 @@ def _linear_chunks(rt, stream, tensors, out, present, shape, kv_heads, d_k, d_v,
                        ("ptr", beta.ptr if beta is not None else 0), ("ptr", work.ptr),
                        ("ptr", real_lengths.ptr if real_lengths is not None else 0), shape, ("int", first),
                        ("int", count), shared=_chunk_shared(d_k), threads=codes.CHUNK_THREADS)
-        rt.launch_rows(f"seamless_linear_chunk_scan_{suffix}", b * kv_heads * -(-d_v // CHUNK_COLUMNS), stream,
+        splits = -(-d_v // CHUNK_COLUMNS)
+        rt.launch_rows(f"seamless_linear_chunk_scan_{suffix}", b * kv_heads * splits, stream,
                        ("ptr", past_state.ptr if past_state is not None else 0), ("ptr", work.ptr),
-                       ("ptr", carry.ptr if carry is not None else 0), ("ptr", out.ptr), ("ptr", present.ptr), shape,
-                       ("int", first), ("int", count), ("int", int(first + count == chunks)),
+                       ("ptr", carry.ptr if carry is not None else 0), ("ptr", present.ptr), shape, ("int", first),
+                       ("int", count), ("int", int(first + count == chunks)), shared=_chunk_scan_shared(d_k),
+                       threads=codes.CHUNK_SCAN_THREADS)
+        rt.launch_rows(f"seamless_linear_chunk_output_{suffix}", b * kv_heads * count * splits, stream,
+                       ("ptr", work.ptr), ("ptr", out.ptr), shape, ("int", first), ("int", count),
                        threads=codes.CHUNK_SCAN_THREADS)
     for x in (work, carry):
         if x is not None:

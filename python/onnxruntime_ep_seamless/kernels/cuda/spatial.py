@@ -22,7 +22,7 @@ from ..cpu.spatial import (affine_base, check_deform_conv, conv_transpose_geomet
 from ..cpu.spatial import causal_conv_geometry
 from ..cpu.spatial import check_causal_conv as cpu_check_causal_conv
 from ..cpu.spatial import check_grid_sample as cpu_check_grid_sample
-from ..registry import kernel
+from ..registry import FUSED_DOMAIN, kernel
 from .elementwise import (ABS, ADD, GPU_FLOATS, POW, SUFFIX, Scratch, binary, cast_to, check_ints, device_scalar,
                           unary)
 from .attention import check_real_lengths
@@ -563,23 +563,28 @@ def global_max_pool(rt, stream, x):
     return (y,)
 
 
-# --- CausalConvWithState (channels first; channels_last runs the CPU kernel on the host) -------------------------
+# --- CausalConvWithState (channels first, or token major: the fused node; channels_last=1 runs the CPU kernel on the
+# host) ------------------------------------------------------------------------------------------------------------
 
 def check_causal_conv_cuda(node, graph):
     return cpu_check_causal_conv(node, graph) or ("channels_last=1 is not supported on CUDA"
                                                    if node.attrs.get("channels_last", 0) else None)
 
 
-def _causal_conv(rt, stream, x, weight, bias, past, activation, dilation, real_lengths):
+def _causal_conv(rt, stream, x, weight, bias, past, activation, dilation, real_lengths, token_major=False):
+    """x and y (B, C, L), or (B, L, C) where token_major; the state (B, C, span) either way."""
+    channels_first = (x.shape[0], x.shape[2], x.shape[1]) if token_major and len(x.shape) == 3 else x.shape
     batch, channels, length, k, state_shape = causal_conv_geometry(
-        x.shape, weight.shape, None if bias is None else bias.shape, None if past is None else past.shape, dilation, 0)
+        channels_first, weight.shape, None if bias is None else bias.shape, None if past is None else past.shape,
+        dilation, 0)
     check_real_lengths(real_lengths, batch)
     y, state = rt.alloc(x.shape, x.dtype), rt.alloc(state_shape, x.dtype)
     rows = batch * channels
     rt.launch(f"seamless_causal_conv_{SUFFIX[x.dtype]}", rows * (length + state_shape[2]), stream,
               ("int64", rows), ("int64", channels), ("int64", length), ("int64", k), ("int64", dilation),
-              ("int", int(activation in ("silu", "swish"))), ("ptr", x.ptr), ("ptr", weight.ptr),
-              ("ptr", bias.ptr if bias is not None else 0), ("ptr", past.ptr if past is not None else 0),
+              ("int", int(activation in ("silu", "swish"))), ("int", int(token_major)), ("ptr", x.ptr),
+              ("ptr", weight.ptr), ("ptr", bias.ptr if bias is not None else 0),
+              ("ptr", past.ptr if past is not None else 0),
               ("ptr", real_lengths.ptr if real_lengths is not None else 0), ("ptr", y.ptr), ("ptr", state.ptr))
     return y, state
 
@@ -598,3 +603,10 @@ def causal_conv_with_state_ms(rt, stream, x, weight, bias=None, past_state=None,
                               state_channels_last=-1, input_channel_offset=0, input_channels=0):
     return _causal_conv(rt, stream, x, weight, bias, past_state, activation, dilation, real_lengths)
 
+
+@kernel("CausalConvWithState", domain=FUSED_DOMAIN, types=GPU_FLOATS, device="cuda")
+def token_major_causal_conv(rt, stream, x, weight, bias=None, past_state=None, real_lengths=None, *,
+                            activation="none", dilation=1):
+    """plan/fusion.py token_major_causal_conv: x and y (B, L, C), the Transposes around com.microsoft's (or ONNX's)
+    channels-first node folded into the kernel's indexing; the state channels first as the node's."""
+    return _causal_conv(rt, stream, x, weight, bias, past_state, activation, dilation, real_lengths, True)
