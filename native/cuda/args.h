@@ -35,8 +35,8 @@
                                  during the token before (k, exp(decay), one reader's q; more readers' rows after) */
 #define LINEAR_CHUNK 64       /* attention.cu linear_attention::chunk_prepare, chunk_scan: a prompt's tokens a chunk */
 #define CHUNK_THREADS 128     /* ... chunk_prepare: threads a block (W and U0 columns by forward substitution) */
-#define CHUNK_COLUMNS 32      /* ... chunk_scan: state columns a block */
-#define CHUNK_SCAN_THREADS 128 /* ... chunk_scan: threads a block, 4 x 4 of the chunk's rows x columns each */
+#define CHUNK_COLUMNS 32      /* ... chunk_scan, chunk_output: state columns a block */
+#define CHUNK_SCAN_THREADS 128 /* ... chunk_scan, chunk_output: threads a block, a 4 x 4 tile each */
 #define GDN_THREADS 256       /* attention.cu gated_delta_net: threads (state rows) a block at most, its launch bound
                                  (its d_k 128 kernel takes 255 registers a thread) */
 

@@ -249,7 +249,7 @@ __device__ void causal_conv(int64_t rows, int64_t channels, int64_t n, int64_t k
                             const int32_t* lengths, T* y, T* state) {
   const int64_t span = (k - 1) * dilation, ny = rows * n;
   GRID_LOOP(e, ny + rows * span) {
-    int64_t row, t;  // row: (b, c); x's element (b, c, t) at at(t) below
+    int64_t row, t;  // row: (b, c); x's element (b, c, i) lies at x[first + i * step]
     if (e < ny) {
       row = token_major ? e / (n * channels) * channels + e % channels : e / n;
       t = token_major ? e / channels % n : e % n;
