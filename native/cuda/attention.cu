@@ -1686,7 +1686,8 @@ __device__ void chunk_scan(const T* past, float* work, float* carry, T* state, L
       const float4 u = *reinterpret_cast<const float4*>(U + i * NC + n0);
       float w[RD];  // Kc's row i from d0: RD (2, 4 or 8) values, float2-aligned
 #pragma unroll
-      for (int r = 0; r < RD; r += 2) *reinterpret_cast<float2*>(w + r) = *reinterpret_cast<const float2*>(kcs + i * DK + d0 + r);
+      for (int r = 0; r < RD; r += 2)
+        *reinterpret_cast<float2*>(w + r) = *reinterpret_cast<const float2*>(kcs + i * DK + d0 + r);
 #pragma unroll
       for (int r = 0; r < RD; r++) {
         x[r][0] += w[r] * u.x;

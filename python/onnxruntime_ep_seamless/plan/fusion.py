@@ -505,8 +505,8 @@ def rotary_in_float(ctx: FusionContext, node: Node) -> bool:
 def token_major_causal_conv(ctx: FusionContext, node: Node) -> bool:
     """Transpose(CausalConvWithState(Transpose(x, perm 0 2 1)), perm 0 2 1) of a channels-first, rank-3 node ->
     CausalConvWithState in FUSED_DOMAIN (x; the node's other inputs, outputs and state layout): the kernel reads and
-    writes (batch, position, channel) itself, two copies of a prompt's activations a layer fewer (Qwen3.5's and
-    LFM2's short convolutions; CUDA)."""
+    writes (batch, position, channel) itself, two copies of a prompt's activations a layer fewer (Qwen3.5's short
+    convolution; LFM2's Transposes sit around a Split and two Muls and stay; CUDA)."""
     from ..kernels.cpu.spatial import check_causal_conv
     if ctx.device == "cpu" or node.op_type != "CausalConvWithState" or node.domain not in ("", "com.microsoft") or \
             node.attrs.get("channels_last", 0) or check_causal_conv(node, ctx.graph) or not node.outputs[0] or \
