@@ -126,9 +126,9 @@ def build_shim(out: Path, variant: str) -> None:
           str(HERE / "shim.c"), "-o", str(out / shim_name(variant)), *SYSLIBS])
 
 
-def build_cuda_kernels(out: Path, compress: bool = True) -> Path | None:
-    """native/cuda/*.cu into one fatbin; None (and a note) when nvcc is missing and not required.
-    compress=False: no image compressed (nvcc compresses large ones), so their text can be inspected."""
+def build_cuda_kernels(out: Path) -> Path | None:
+    """native/cuda/*.cu into one fatbin (nvcc compresses its large images); None (and a note) when nvcc is
+    missing and not required."""
     nvcc = shutil.which("nvcc")
     if nvcc is None:
         if os.environ.get("SEAMLESS_REQUIRE_NVCC") == "1":
@@ -143,7 +143,7 @@ def build_cuda_kernels(out: Path, compress: bool = True) -> Path | None:
         gencode.append(f"-gencode=arch=compute_{CUDA_ARCHS[-1]},code=compute_{CUDA_ARCHS[-1]}")
         target = out / CUDA_FATBIN
         # --threads 0: the architectures compiled in parallel, one job a core (the same fatbin)
-        subprocess.run([nvcc, "-fatbin", "-O3", "--threads", "0", *([] if compress else ["--no-compress"]),
+        subprocess.run([nvcc, "-fatbin", "-O3", "--threads", "0",
                         f"-I{NATIVE_CUDA}", *gencode, str(unit), "-o", str(target)], check=True)
     return target
 

@@ -30,8 +30,8 @@ for ORT in 1.23.2 1.26.0; do
 done
 export SEAMLESS_OLDEST_ORT_PYTHON="$CACHE/venv-$PYVER-ort1.23/bin/python"
 export SEAMLESS_ORT126_PYTHON="$CACHE/venv-$PYVER-ort1.26/bin/python"
-# nvcc for the kernel compile check and the cu13 wheel build (tests/cuda/test_kernels_compile.py,
-# tests/wheels/test_wheel.py) where the machine has none: CUDA 13.0 from NVIDIA's wheels, cached
+# nvcc for the cu13 wheel build, CI's one compilation of every kernel for every shipped architecture
+# (tests/wheels/test_wheel.py), where the machine has none: CUDA 13.0 from NVIDIA's wheels, cached
 if ! command -v nvcc >/dev/null; then
   NVCC_DIR="$CACHE/nvcc-$(sha256sum tests/requirements-nvcc.txt | cut -c1-12)"
   [ -x "$NVCC_DIR/nvidia/cu13/bin/nvcc" ] || "${PIP[@]}" --no-deps --target "$NVCC_DIR" -r tests/requirements-nvcc.txt

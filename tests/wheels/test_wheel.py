@@ -98,19 +98,57 @@ def test_clean_room_install_oldest_and_newest_onnxruntime(wheel):
             assert "runs on 2 threads: exact" in section  # the C program, with no environment at all
 
 
-@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc (CUDA 13) not on PATH: the cu13 wheel needs it")
-def test_cu13_wheel_builds_with_both_variants(tmp_path):
-    """The CUDA distribution: CPU and CUDA libraries, the CUDA kernels, a dependency on cuBLAS's
-    wheel, the same checks as the CPU wheel (wheels/check_wheel.py --flavor cu13)."""
-    proc = subprocess.run(["bash", str(ROOT / "wheels" / "build.sh"), str(tmp_path)], capture_output=True, text=True,
-                          timeout=900, env={**_env(), "FLAVOR": "cu13"})
+@pytest.fixture(scope="module")
+def cu13_wheel(tmp_path_factory) -> Path:
+    """The CUDA distribution, built once: CI's only compilation of native/cuda (nvcc from PyPI, tests/run.sh)."""
+    if shutil.which("nvcc") is None:
+        pytest.skip("nvcc (CUDA 13) not on PATH: the cu13 wheel needs it")
+    proc = subprocess.run(["bash", str(ROOT / "wheels" / "build.sh"), str(tmp_path_factory.mktemp("cu13"))],
+                          capture_output=True, text=True, timeout=900, env={**_env(), "FLAVOR": "cu13"})
     assert proc.returncode == 0, _tail(proc)
     assert "check_wheel: OK" in proc.stdout, _tail(proc)
-    built = Path(proc.stdout.strip().splitlines()[-1])
-    assert re.fullmatch(rf"onnxruntime_ep_seamless_cu13-[0-9.]+-{CP}-{CP}-manylinux_2_28_x86_64\.whl", built.name)
-    with zipfile.ZipFile(built) as zf:
+    return Path(proc.stdout.strip().splitlines()[-1])
+
+
+def test_cu13_wheel_builds_with_both_variants(cu13_wheel):
+    """CPU and CUDA libraries, the CUDA kernels, a dependency on cuBLAS's wheel, the same checks as the
+    CPU wheel (wheels/check_wheel.py --flavor cu13)."""
+    assert re.fullmatch(rf"onnxruntime_ep_seamless_cu13-[0-9.]+-{CP}-{CP}-manylinux_2_28_x86_64\.whl", cu13_wheel.name)
+    with zipfile.ZipFile(cu13_wheel) as zf:
         names = set(zf.namelist())
         metadata = zf.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
     assert {"onnxruntime_ep_seamless/libonnxruntime_ep_seamless_cuda.so",
             "onnxruntime_ep_seamless/_kernels_cuda.fatbin"} <= names
     assert "Requires-Dist: nvidia-cublas" in metadata
+
+
+def _fatbin_images(fatbin: bytes) -> bytes:
+    """The fatbin's images as text: nvcc compresses large ones with zstd (each a zstd frame), the rest are plain."""
+    import zstandard
+    magic, parts, at = b"\x28\xb5\x2f\xfd", [], 0
+    while (start := fatbin.find(magic, at)) >= 0:
+        parts.append(fatbin[at:start])
+        frame = zstandard.ZstdDecompressor().decompressobj()
+        parts.append(frame.decompress(fatbin[start:]))
+        at = len(fatbin) - len(frame.unused_data)
+    parts.append(fatbin[at:])
+    return b"".join(parts)
+
+
+def test_cu13_wheel_has_every_kernel_for_every_shipped_architecture(cu13_wheel):
+    sys.path.insert(0, str(ROOT / "ep_plugin"))
+    try:
+        import build_plugin
+    finally:
+        sys.path.pop(0)
+    with zipfile.ZipFile(cu13_wheel) as zf:
+        images = _fatbin_images(zf.read("onnxruntime_ep_seamless/_kernels_cuda.fatbin"))
+    # the loader finds kernels by their unmangled names (extern "C"): each must be in the image
+    kernel = re.compile(r'extern "C" __global__ void (?:__launch_bounds__\([^)]*\) )?(\w+)')
+    kernels = {name for p in (ROOT / "native" / "cuda").glob("*.cu") for name in kernel.findall(p.read_text())}
+    assert len(kernels) >= 30, sorted(kernels)
+    missing = sorted(k for k in kernels if k.encode() not in images)
+    assert not missing, f"kernels missing from the fatbin: {missing}"
+    # one SASS image per shipped architecture: each names its "sm_NN" (a PTX-only target does not)
+    for arch in build_plugin.CUDA_ARCHS:
+        assert f"sm_{arch}".encode() in images, f"no image for sm_{arch}"
