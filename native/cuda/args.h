@@ -170,6 +170,11 @@ enum PadMode { PAD_CONSTANT = 0, PAD_REFLECT = 1, PAD_EDGE = 2, PAD_WRAP = 3 };
 /* ---- spatial.cu */
 /* sliding-window geometry over up to 3 spatial dims; fewer dims are padded in front with unit dims */
 typedef struct { int64_t in[3], out[3], kernel[3], stride[3], dilation[3], pad_begin[3], pad_end[3]; } Window;
+/* CausalConvWithState's x: channels first [B, C, n] (token_major 0, pieces 1), or token major: a token's row holds
+ * `pieces` blocks of C channels, [B, n, pieces * C] (plan/fusion.py token_major_causal_conv). The convolution reads
+ * block `value` times block `in_gate` (-1: none) and writes its output times block `out_gate` (-1: none): LFM2's
+ * in-projection split in three, its two Muls folded in. */
+typedef struct { int32_t token_major, pieces, value, in_gate, out_gate; } ConvPieces;
 /* MaxPool by stock's CPU paths (kernels/cpu/spatial.py stock_max_pool_path), the averages, LpPool's sum */
 enum PoolMode { POOL_MAX_SCALAR = 0, POOL_AVERAGE = 1, POOL_AVERAGE_WITH_PADS = 2, POOL_SUM = 3,
                 POOL_MAX_LOOP = 4, POOL_MAX_VECTOR_2D = 5, POOL_MAX_VECTOR_3D = 6 };

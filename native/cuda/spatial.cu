@@ -240,38 +240,55 @@ __device__ void resize(int64_t n, const T* x, T* y, const int64_t* lo, const int
 
 // CausalConvWithState: y[b, c, t] = bias[c] + sum_j w[c, j] * v[b, c, t + j * dilation] with v = past ++ x per
 // (b, c) and past absent as zeros; state[b, c, i] = v[b, c, n + i]. x and y channels first [B, C, n], or token major
-// [B, n, C] (plan/fusion.py token_major_causal_conv: the Transposes around it folded); past and state [B, C, span].
-// The grid's first rows * n elements are y's (in y's order), the rest the state's. Rounded as the CPU kernel adds:
-// bias, then the taps in order, no FMA.
+// (args.h ConvPieces: x [B, n, pieces * C], its blocks gating the input and the output; y [B, n, C]); past and
+// state [B, C, span]. The grid's first rows * n elements are y's (in y's order), the rest the state's. Rounded as
+// the nodes it stands for: a gated input and the output before its gate to T, bias, then the taps in order, no FMA.
+template <typename T>
+__device__ __forceinline__ float rounded(float v) {
+  T t;
+  st(&t, v);
+  return ld(&t);
+}
+
+template <typename T>
+__device__ __forceinline__ T conv_input(const T* x, int64_t at, int64_t channels, ConvPieces p) {
+  if (p.in_gate < 0) return x[at + p.value * channels];
+  T v;
+  st(&v, __fmul_rn(ld(x + at + p.value * channels), ld(x + at + p.in_gate * channels)));
+  return v;
+}
+
 template <typename T>
 __device__ void causal_conv(int64_t rows, int64_t channels, int64_t n, int64_t k, int64_t dilation, int silu,
-                            int token_major, const T* x, const T* w, const T* bias, const T* past,
+                            ConvPieces p, const T* x, const T* w, const T* bias, const T* past,
                             const int32_t* lengths, T* y, T* state) {
   const int64_t span = (k - 1) * dilation, ny = rows * n;
+  const int64_t step = p.token_major ? channels * p.pieces : 1;  // between x's positions of one channel
   GRID_LOOP(e, ny + rows * span) {
-    int64_t row, t;  // row: (b, c); x's element (b, c, i) lies at x[first + i * step]
+    int64_t row, t;  // row: (b, c); x's element (b, c, i) lies at x[first + i * step] (of the value block)
     if (e < ny) {
-      row = token_major ? e / (n * channels) * channels + e % channels : e / n;
-      t = token_major ? e / channels % n : e % n;
+      row = p.token_major ? e / (n * channels) * channels + e % channels : e / n;
+      t = p.token_major ? e / channels % n : e % n;
     } else {
       row = (e - ny) / span;
     }
-    const int64_t c = row % channels, first = token_major ? row / channels * n * channels + c : row * n;
-    const int64_t step = token_major ? channels : 1;
+    const int64_t c = row % channels, first = p.token_major ? row / channels * n * step + c : row * n;
     const T* pr = past ? past + row * span : nullptr;
     if (e < ny) {
       float acc = bias ? ld(bias + c) : 0.0f;
       for (int64_t j = 0; j < k; j++) {
         const int64_t i = t + j * dilation;
-        const float v = i >= span ? ld(x + first + (i - span) * step) : pr ? ld(pr + i) : 0.0f;
-        acc = __fadd_rn(acc, __fmul_rn(ld(w + c * k + j), v));
+        T v = i >= span ? conv_input(x, first + (i - span) * step, channels, p) : pr ? pr[i] : T(0.0f);
+        acc = __fadd_rn(acc, __fmul_rn(ld(w + c * k + j), ld(&v)));
       }
-      st(y + e, silu ? acc / (1.0f + expf(-acc)) : acc);
+      if (silu) acc = acc / (1.0f + expf(-acc));
+      if (p.out_gate >= 0) acc = __fmul_rn(rounded<T>(acc), ld(x + first + t * step + p.out_gate * channels));
+      st(y + e, acc);
     } else {
       // the state ends at the real length: a padded prompt's (lengths: seqlens_k, batch-major), clamped to [0, n]
       const int64_t real = lengths ? min(max((int64_t)lengths[row / channels] + 1, (int64_t)0), n) : n;
       const int64_t i = real + (e - ny) - row * span;
-      state[e - ny] = i >= span ? x[first + (i - span) * step] : pr ? pr[i] : T(0.0f);
+      state[e - ny] = i >= span ? conv_input(x, first + (i - span) * step, channels, p) : pr ? pr[i] : T(0.0f);
     }
   }
 }
@@ -313,11 +330,11 @@ FOR_FLOATS(SPATIAL_KERNELS)
 
 #define CAUSAL_CONV(S, T)                                                                                              \
   extern "C" __global__ void seamless_causal_conv_##S(int64_t rows, int64_t channels, int64_t n, int64_t k,          \
-                                                      int64_t dilation, int silu, int token_major, const T* x,         \
+                                                      int64_t dilation, int silu, ConvPieces pieces, const T* x,       \
                                                       const T* w, const T* bias, const T* past,                        \
                                                       const int32_t* lengths, T* y, T* state) {                        \
     dependent_launch();                                                                                                \
-    spatial::causal_conv(rows, channels, n, k, dilation, silu, token_major, x, w, bias, past, lengths, y, state);    \
+    spatial::causal_conv(rows, channels, n, k, dilation, silu, pieces, x, w, bias, past, lengths, y, state);         \
   }
 FOR_FLOATS(CAUSAL_CONV)
 #undef CAUSAL_CONV

@@ -601,10 +601,38 @@ def test_causal_conv_between_transposes_is_token_major(domain):
     assert y.shape == (2, 150, 48) and state.shape == (2, 48, 3)
     assert rt.launches == [("seamless_causal_conv_f16", 2 * 48 * (150 + 3), {})]
     assert rt.args[0][:7] == (("int64", 96), ("int64", 48), ("int64", 150), ("int64", 4), ("int64", 1), ("int", 1),
-                              ("int", 1))  # rows, channels, length, k, dilation, silu, token major
+                              struct_arg("ConvPieces", token_major=1, pieces=1, value=0, in_gate=-1, out_gate=-1))
     with pytest.raises(InvalidArgument, match="past_state must have shape"):
         token_major_causal_conv(rt, 0, rt.alloc((2, 150, 48), F16), rt.constant((48, 1, 4)), None,
                                 rt.alloc((2, 3, 48), F16))
+
+
+def test_gated_causal_conv_is_one_token_major_node():
+    """LFM2's Transpose -> Split in three -> Mul -> CausalConvWithState -> Mul -> Transpose plans as one token-major
+    node reading the projection's blocks itself (args.h ConvPieces); not where a block has another reader. The
+    kernel checks that x holds the three blocks of the weight's channels."""
+    from test_cuda_spatial import gated_conv_model
+    from onnxruntime_ep_seamless.graph.onnx_import import import_model
+    from onnxruntime_ep_seamless.kernels.cuda.spatial import token_major_causal_conv
+    from onnxruntime_ep_seamless.kernels.registry import FUSED_DOMAIN
+    from onnxruntime_ep_seamless.plan.fusion import fuse
+    graph = import_model(gated_conv_model(F16, 1, 48, 150, 3, "none", "com.microsoft")[0])
+    (node,) = fuse(graph, list(graph.outputs), "cuda")
+    assert (node.op_type, node.domain, node.inputs[0], node.outputs) == \
+        ("CausalConvWithState", FUSED_DOMAIN, "x", ["y", "present"])
+    assert {k: node.attrs[k] for k in ("pieces", "value", "in_gate", "out_gate")} == \
+        {"pieces": 3, "value": 0, "in_gate": 2, "out_gate": 1}
+    shared = import_model(gated_conv_model(F16, 1, 48, 150, 3, "none", "com.microsoft", shared=True)[0])
+    assert "Split" in [n.op_type for n in fuse(shared, list(shared.outputs), "cuda")]
+    rt = Recorder()
+    y, state = token_major_causal_conv(rt, 0, rt.alloc((2, 150, 144), F16), rt.constant((48, 1, 3)),
+                                       rt.constant((48,)), rt.alloc((2, 48, 2), F16), **node.attrs)
+    assert y.shape == (2, 150, 48) and state.shape == (2, 48, 2)
+    assert rt.launches == [("seamless_causal_conv_f16", 2 * 48 * (150 + 2), {})]
+    assert rt.args[0][6] == struct_arg("ConvPieces", token_major=1, pieces=3, value=0, in_gate=2, out_gate=1)
+    with pytest.raises(InvalidArgument, match="not 3 blocks of the 48 channels"):
+        token_major_causal_conv(rt, 0, rt.alloc((2, 150, 96), F16), rt.constant((48, 1, 3)), None,
+                                rt.alloc((2, 48, 2), F16), **node.attrs)
 
 
 @pytest.mark.parametrize("rank4", [False, True])

@@ -523,6 +523,36 @@ def token_major_conv_model(dtype, b, c, n, k, activation, domain):
     return helper.make_model(graph, opset_imports=opsets, ir_version=11), x.transpose(0, 2, 1).copy()
 
 
+def gated_conv_model(dtype, b, c, n, k, activation, domain, shared=False):
+    """LFM2's gated short convolution: x (b, n, 3c) -> Transpose -> Split(axis 1, [c, c, c]) -> Mul(b0, b2) ->
+    CausalConvWithState -> Mul(b1, y) -> Transpose -> y (b, n, c); the state (b, c, k - 1). shared: the Split's
+    first block also a graph output (the blocks are then not the convolution's alone)."""
+    from onnx import helper
+    kind = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    _, weight, bias, _ = causal_conv_inputs(b, c, n, k, dtype=dtype)
+    conv_attrs = {"activation": activation} if activation != "none" else {}
+    nodes = [helper.make_node("Transpose", ["x"], ["xt"], perm=[0, 2, 1]),
+             helper.make_node("Split", ["xt", "sizes"], ["gate_in", "gate_out", "v"], axis=1),
+             helper.make_node("Mul", ["gate_in", "v"], ["gated"]),
+             helper.make_node("CausalConvWithState", ["gated", "w", "bias", "past"], ["yt", "present"], domain=domain,
+                              **conv_attrs),
+             helper.make_node("Mul", ["gate_out", "yt"], ["out"]),
+             helper.make_node("Transpose", ["out"], ["y"], perm=[0, 2, 1])]
+    outputs = [helper.make_tensor_value_info("y", kind, [b, "n", c]),
+               helper.make_tensor_value_info("present", kind, [b, c, k - 1])]
+    if shared:
+        outputs.append(helper.make_tensor_value_info("gate_in", kind, [b, c, "n"]))
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", kind, [b, "n", 3 * c]),
+                     helper.make_tensor_value_info("past", kind, [b, c, k - 1])], outputs,
+        [numpy_helper.from_array(weight, "w"), numpy_helper.from_array(bias, "bias"),
+         numpy_helper.from_array(np.array([c, c, c], np.int64), "sizes")])
+    opsets = [helper.make_opsetid("", 27 if not domain else 21)] + \
+        ([helper.make_opsetid(domain, 1)] if domain else [])
+    return helper.make_model(graph, opset_imports=opsets, ir_version=11), \
+        rng.standard_normal((b, n, 3 * c)).astype(dtype)
+
+
 @needs_gpu
 @pytest.mark.parametrize("dtype", [F32, np.float16])
 @pytest.mark.parametrize("b,n,activation,domain", [(1, 150, "silu", "com.microsoft"), (2, 1, "none", "com.microsoft"),
@@ -548,4 +578,33 @@ def test_token_major_causal_conv_is_its_nodes_bit_for_bit(dtype, b, n, activatio
     for name, o, u, r in zip(("y", "present"), ours, unfused, (y.transpose(0, 2, 1), present)):
         np.testing.assert_array_equal(o, u, err_msg=name)
         tol = 1e-3 if dtype == np.float16 else 1e-6
+        np.testing.assert_allclose(o.astype(F32), r.astype(F32), rtol=tol, atol=tol, err_msg=name)
+
+
+@needs_gpu
+@pytest.mark.parametrize("dtype", [F32, np.float16])
+@pytest.mark.parametrize("b,n,activation", [(1, 150, "none"), (2, 1, "silu"), (1, 7, "none")])
+def test_gated_causal_conv_is_its_nodes_bit_for_bit(dtype, b, n, activation):
+    """LFM2's gated convolution as one token-major node (its Transposes, Split and two Muls folded into the kernel's
+    indexing) gives the bytes the six nodes give (fusion=0) and the CPU kernel's values."""
+    from onnxruntime_ep_seamless.graph.onnx_import import import_model
+    from onnxruntime_ep_seamless.kernels.cpu.spatial import causal_conv_with_state
+    from onnxruntime_ep_seamless.kernels.registry import FUSED_DOMAIN
+    from onnxruntime_ep_seamless.plan.fusion import fuse
+    from test_cuda_ep import cuda_session
+    c, k = 48, 3
+    model, x = gated_conv_model(dtype, b, c, n, k, activation, "com.microsoft")
+    graph = import_model(model)
+    assert [(n.op_type, n.domain) for n in fuse(graph, list(graph.outputs), "cuda")] == \
+        [("CausalConvWithState", FUSED_DOMAIN)]
+    feeds = {"x": x, "past": rng.standard_normal((b, c, k - 1)).astype(dtype)}
+    ours = cuda_session(model).run(None, feeds)
+    unfused = cuda_session(model, fusion="0").run(None, feeds)
+    weight, bias = (numpy_helper.to_array(t) for t in model.graph.initializer[:2])
+    blocks = x.transpose(0, 2, 1).reshape(b, 3, c, n).transpose(1, 0, 2, 3)  # gate_in, gate_out, v: (b, c, n)
+    y, present = causal_conv_with_state((blocks[0] * blocks[2]).astype(dtype), weight, bias, feeds["past"],
+                                        activation=activation)
+    for name, o, u, r in zip(("y", "present"), ours, unfused, ((blocks[1] * y).transpose(0, 2, 1), present)):
+        np.testing.assert_array_equal(o, u, err_msg=name)
+        tol = 2e-3 if dtype == np.float16 else 1e-6
         np.testing.assert_allclose(o.astype(F32), r.astype(F32), rtol=tol, atol=tol, err_msg=name)

@@ -506,20 +506,64 @@ def token_major_causal_conv(ctx: FusionContext, node: Node) -> bool:
     """Transpose(CausalConvWithState(Transpose(x, perm 0 2 1)), perm 0 2 1) of a channels-first, rank-3 node ->
     CausalConvWithState in FUSED_DOMAIN (x; the node's other inputs, outputs and state layout): the kernel reads and
     writes (batch, position, channel) itself, two copies of a prompt's activations a layer fewer (Qwen3.5's short
-    convolution; LFM2's Transposes sit around a Split and two Muls and stay; CUDA)."""
+    convolution). LFM2's gated form, Transpose(Mul(c, CausalConvWithState(Mul(b, v)))) where b, c and v are the
+    three blocks of C channels of Split(Transpose(x, perm 0 2 1), axis 1), fuses too: the node reads x's blocks
+    itself (attrs pieces, value, in_gate, out_gate: args.h ConvPieces), five launches a layer fewer (CUDA)."""
     from ..kernels.cpu.spatial import check_causal_conv
     if ctx.device == "cpu" or node.op_type != "CausalConvWithState" or node.domain not in ("", "com.microsoft") or \
             node.attrs.get("channels_last", 0) or check_causal_conv(node, ctx.graph) or not node.outputs[0] or \
             node.outputs[0] in ctx.outputs or ctx.readers[node.outputs[0]] != 1:
         return False
-    transposes = ctx.producer.get(node.inputs[0]), ctx.by_input[node.outputs[0]][0]
-    if not all(t is not None and t.op_type == "Transpose" and not t.domain and t.index not in ctx.replaced and
-               list(t.attrs.get("perm", ())) == [0, 2, 1] for t in transposes) or not ctx.private(transposes[0]):
-        return False
-    up, down = transposes
+    up, down = ctx.producer.get(node.inputs[0]), ctx.by_input[node.outputs[0]][0]
     attrs = {"activation": node.attrs.get("activation", "none"), "dilation": node.attrs.get("dilation", 1)}
+    absorbed = []
+    if _plain(ctx, up, "Mul") and _plain(ctx, down, "Mul"):
+        gates = _conv_gates(ctx, node, up, down)
+        if gates is None:
+            return False
+        split, attrs["value"], attrs["in_gate"], attrs["out_gate"] = gates
+        attrs["pieces"] = len(split.outputs)
+        absorbed = [up, split, down]
+        up, down = ctx.producer.get(split.inputs[0]), ctx.reader(down)
+    if not all(_plain(ctx, t, "Transpose") and list(t.attrs.get("perm", ())) == [0, 2, 1] for t in (up, down)) or \
+            not ctx.private(up):
+        return False
     return ctx.take(Node(node.name, node.op_type, FUSED_DOMAIN, 1, [up.inputs[0]] + node.inputs[1:],
-                         down.outputs + node.outputs[1:], attrs, index=node.index), [up, down])
+                         down.outputs + node.outputs[1:], attrs, index=node.index), [up, down] + absorbed)
+
+
+def _plain(ctx: FusionContext, node, op_type: str) -> bool:
+    """Whether node is an ONNX `op_type` node no rule has taken."""
+    return node is not None and node.op_type == op_type and not node.domain and node.index not in ctx.replaced
+
+
+def _conv_gates(ctx: FusionContext, conv: Node, gate_in: Node, gate_out: Node):
+    """(the Split, value, in_gate, out_gate: its blocks' places) where the convolution reads Mul(v, b) and is read by
+    Mul(y, c) of the three equal blocks of one Split of its channels (LFM2's short convolution), else None."""
+    channels = (ctx.graph.value(conv.inputs[1]).shape or (None,))[0]
+    split = ctx.producer.get(gate_in.inputs[0])
+    if not _plain(ctx, split, "Split") or len(split.outputs) != 3 or not ctx.private(gate_in) or \
+            not ctx.private(gate_out) or len(gate_in.inputs) != 2 or len(gate_out.inputs) != 2 or \
+            any(ctx.readers[o] != 1 or o in ctx.outputs for o in split.outputs) or \
+            gate_out.inputs.count(conv.outputs[0]) != 1 or not isinstance(channels, int):
+        return None
+    blocks = [*gate_in.inputs, other(gate_out, conv.outputs[0])]
+    if sorted(blocks) != sorted(split.outputs) or not _equal_blocks(ctx, split, channels):
+        return None
+    return (split, *(split.outputs.index(b) for b in blocks))
+
+
+def _equal_blocks(ctx: FusionContext, split: Node, channels: int) -> bool:
+    """Whether the Split cuts axis 1 of its rank-3 input into blocks of `channels` each."""
+    shape = ctx.graph.value(split.inputs[0]).shape
+    if split.attrs.get("axis", 0) not in (1, -2) or shape is None or len(shape) != 3:
+        return False
+    if len(split.inputs) > 1 and split.inputs[1]:  # the sizes as an input (opset 13 and up): a constant
+        sizes = ctx.const(split.inputs[1])
+        return sizes is not None and [int(v) for v in np.ravel(sizes)] == [channels] * len(split.outputs)
+    if "split" in split.attrs:  # before opset 13
+        return list(split.attrs["split"]) == [channels] * len(split.outputs)
+    return shape[1] == channels * len(split.outputs)  # equal blocks of a known axis
 
 
 def normed_product(ctx: FusionContext, norm: Node) -> bool:

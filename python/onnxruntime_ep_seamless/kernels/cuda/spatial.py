@@ -571,19 +571,29 @@ def check_causal_conv_cuda(node, graph):
                                                    if node.attrs.get("channels_last", 0) else None)
 
 
-def _causal_conv(rt, stream, x, weight, bias, past, activation, dilation, real_lengths, token_major=False):
-    """x and y (B, C, L), or (B, L, C) where token_major; the state (B, C, span) either way."""
-    channels_first = (x.shape[0], x.shape[2], x.shape[1]) if token_major and len(x.shape) == 3 else x.shape
+def _causal_conv(rt, stream, x, weight, bias, past, activation, dilation, real_lengths, token_major=False, pieces=1,
+                 value=0, in_gate=-1, out_gate=-1):
+    """x and y (B, C, L), or token major: x (B, L, pieces * C), y (B, L, C) (args.h ConvPieces); the state (B, C,
+    span) either way."""
+    channels_first = x.shape
+    if token_major and len(x.shape) == 3:
+        if pieces > 1 and len(weight.shape) == 3 and x.shape[2] != pieces * weight.shape[0]:  # the folded Split's
+            raise InvalidArgument(f"x's last dim {x.shape[2]} is not {pieces} blocks of the {weight.shape[0]} "
+                                  f"channels its Split made")
+        channels_first = (x.shape[0], x.shape[2] // pieces, x.shape[1])
     batch, channels, length, k, state_shape = causal_conv_geometry(
         channels_first, weight.shape, None if bias is None else bias.shape, None if past is None else past.shape,
         dilation, 0)
     check_real_lengths(real_lengths, batch)
-    y, state = rt.alloc(x.shape, x.dtype), rt.alloc(state_shape, x.dtype)
+    y = rt.alloc((batch, length, channels) if token_major else x.shape, x.dtype)
+    state = rt.alloc(state_shape, x.dtype)
     rows = batch * channels
     rt.launch(f"seamless_causal_conv_{SUFFIX[x.dtype]}", rows * (length + state_shape[2]), stream,
               ("int64", rows), ("int64", channels), ("int64", length), ("int64", k), ("int64", dilation),
-              ("int", int(activation in ("silu", "swish"))), ("int", int(token_major)), ("ptr", x.ptr),
-              ("ptr", weight.ptr), ("ptr", bias.ptr if bias is not None else 0),
+              ("int", int(activation in ("silu", "swish"))),
+              struct_arg("ConvPieces", token_major=int(token_major), pieces=pieces, value=value, in_gate=in_gate,
+                         out_gate=out_gate),
+              ("ptr", x.ptr), ("ptr", weight.ptr), ("ptr", bias.ptr if bias is not None else 0),
               ("ptr", past.ptr if past is not None else 0),
               ("ptr", real_lengths.ptr if real_lengths is not None else 0), ("ptr", y.ptr), ("ptr", state.ptr))
     return y, state
@@ -606,7 +616,9 @@ def causal_conv_with_state_ms(rt, stream, x, weight, bias=None, past_state=None,
 
 @kernel("CausalConvWithState", domain=FUSED_DOMAIN, types=GPU_FLOATS, device="cuda")
 def token_major_causal_conv(rt, stream, x, weight, bias=None, past_state=None, real_lengths=None, *,
-                            activation="none", dilation=1):
-    """plan/fusion.py token_major_causal_conv: x and y (B, L, C), the Transposes around com.microsoft's (or ONNX's)
-    channels-first node folded into the kernel's indexing; the state channels first as the node's."""
-    return _causal_conv(rt, stream, x, weight, bias, past_state, activation, dilation, real_lengths, True)
+                            activation="none", dilation=1, pieces=1, value=0, in_gate=-1, out_gate=-1):
+    """plan/fusion.py token_major_causal_conv: x (B, L, pieces * C) and y (B, L, C), the Transposes around
+    com.microsoft's (or ONNX's) channels-first node folded into the kernel's indexing, and LFM2's Split and gating
+    Muls; the state channels first as the node's."""
+    return _causal_conv(rt, stream, x, weight, bias, past_state, activation, dilation, real_lengths, True, pieces,
+                        value, in_gate, out_gate)
