@@ -13,7 +13,8 @@ if [ ! -x "$VENV/bin/python" ]; then
   "$VENV/bin/python" -m pip install -q --upgrade pip
 fi
 PIP=("$VENV/bin/python" -m pip install -q --disable-pip-version-check)
-"${PIP[@]}" -r tests/requirements.txt .          # dependencies, ours included
+# dependencies, ours included (its CPU variant only: this checkout's whole build comes next)
+SEAMLESS_VARIANTS=cpu "${PIP[@]}" -r tests/requirements.txt .
 "${PIP[@]}" --force-reinstall --no-deps .        # and always this checkout's build
 # the CPU wheel, built and checked once per run (wheels/build.sh): installed in the runtime-matrix
 # venvs below, and installed afresh by tests/wheels/test_wheel.py (wheels/smoke.sh)
