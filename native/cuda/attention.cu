@@ -142,14 +142,6 @@ __device__ __forceinline__ void rotated8(const T* row, int c0, const T* cos_row,
   }
 }
 
-// v rounded to T, as a tensor of T holds it.
-template <typename T>
-__device__ __forceinline__ float rounded(float v) {
-  T r;
-  st(&r, v);
-  return ld(&r);
-}
-
 // Element t of the new tokens, over (b, i, head in q..k..v, d): q to q_out, k and v to the present
 // buffers at position p[b] + i.
 template <typename T>

@@ -70,6 +70,14 @@ __device__ __forceinline__ float ld(const __nv_bfloat16* p) { return __bfloat162
 __device__ __forceinline__ void st(float* p, float v) { *p = v; }
 __device__ __forceinline__ void st(__half* p, float v) { *p = __float2half(v); }
 __device__ __forceinline__ void st(__nv_bfloat16* p, float v) { *p = __float2bfloat16(v); }
+// v rounded to T, as a tensor of T holds it.
+template <typename T>
+__device__ __forceinline__ float rounded(float v) {
+  T r;
+  st(&r, v);
+  return ld(&r);
+}
+
 
 // Per-type arithmetic of kernels over float and integer types: the float types through the float32 views
 // above, int32/int64 as they are (the non-template overloads win for them).

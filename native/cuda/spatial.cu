@@ -244,13 +244,6 @@ __device__ void resize(int64_t n, const T* x, T* y, const int64_t* lo, const int
 // state [B, C, span]. The grid's first rows * n elements are y's (in y's order), the rest the state's. Rounded as
 // the nodes it stands for: a gated input and the output before its gate to T, bias, then the taps in order, no FMA.
 template <typename T>
-__device__ __forceinline__ float rounded(float v) {
-  T t;
-  st(&t, v);
-  return ld(&t);
-}
-
-template <typename T>
 __device__ __forceinline__ T conv_input(const T* x, int64_t at, int64_t channels, ConvPieces p) {
   if (p.in_gate < 0) return x[at + p.value * channels];
   T v;

@@ -560,25 +560,14 @@ def gated_conv_model(dtype, b, c, n, k, activation, domain, shared=False):
 def test_token_major_causal_conv_is_its_nodes_bit_for_bit(dtype, b, n, activation, domain):
     """The fused token-major convolution (the Transposes folded into its indexing) gives the bytes the three nodes
     give (fusion=0) and the CPU kernel's values; the plan has the fused node."""
-    from onnxruntime_ep_seamless.graph.onnx_import import import_model
     from onnxruntime_ep_seamless.kernels.cpu.spatial import causal_conv_with_state
-    from onnxruntime_ep_seamless.kernels.registry import FUSED_DOMAIN
-    from onnxruntime_ep_seamless.plan.fusion import fuse
-    from test_cuda_ep import cuda_session
     c, k = 48, 4
     model, x = token_major_conv_model(dtype, b, c, n, k, activation, domain)
-    graph = import_model(model)
-    assert [(n.op_type, n.domain) for n in fuse(graph, list(graph.outputs), "cuda")] == \
-        [("CausalConvWithState", FUSED_DOMAIN)]
-    feeds = {"x": x, "past": rng.standard_normal((b, c, k - 1)).astype(dtype)}
-    ours = cuda_session(model).run(None, feeds)
-    unfused = cuda_session(model, fusion="0").run(None, feeds)
-    weight, bias = (numpy_helper.to_array(t) for t in model.graph.initializer)
-    y, present = causal_conv_with_state(x.transpose(0, 2, 1), weight, bias, feeds["past"], activation=activation)
-    for name, o, u, r in zip(("y", "present"), ours, unfused, (y.transpose(0, 2, 1), present)):
-        np.testing.assert_array_equal(o, u, err_msg=name)
-        tol = 1e-3 if dtype == np.float16 else 1e-6
-        np.testing.assert_allclose(o.astype(F32), r.astype(F32), rtol=tol, atol=tol, err_msg=name)
+
+    def reference(weight, bias, past):
+        y, present = causal_conv_with_state(x.transpose(0, 2, 1), weight, bias, past, activation=activation)
+        return y.transpose(0, 2, 1), present
+    check_fused_conv(model, x, (b, c, k - 1), reference, 1e-3 if dtype == np.float16 else 1e-6)
 
 
 @needs_gpu
@@ -587,24 +576,31 @@ def test_token_major_causal_conv_is_its_nodes_bit_for_bit(dtype, b, n, activatio
 def test_gated_causal_conv_is_its_nodes_bit_for_bit(dtype, b, n, activation):
     """LFM2's gated convolution as one token-major node (its Transposes, Split and two Muls folded into the kernel's
     indexing) gives the bytes the six nodes give (fusion=0) and the CPU kernel's values."""
-    from onnxruntime_ep_seamless.graph.onnx_import import import_model
     from onnxruntime_ep_seamless.kernels.cpu.spatial import causal_conv_with_state
+    c, k = 48, 3
+    model, x = gated_conv_model(dtype, b, c, n, k, activation, "com.microsoft")
+    gate_in, gate_out, v = x.transpose(0, 2, 1).reshape(b, 3, c, n).transpose(1, 0, 2, 3)  # each (b, c, n)
+
+    def reference(weight, bias, past):
+        y, present = causal_conv_with_state((gate_in * v).astype(dtype), weight, bias, past, activation=activation)
+        return (gate_out * y).transpose(0, 2, 1), present
+    check_fused_conv(model, x, (b, c, k - 1), reference, 2e-3 if dtype == np.float16 else 1e-6)
+
+
+def check_fused_conv(model, x, state_shape, reference, tol):
+    """The model plans as one fused CausalConvWithState on CUDA, gives the unfused graph's bytes (fusion=0), and
+    reference(weight, bias, past)'s values (y, present) within tol."""
+    from onnxruntime_ep_seamless.graph.onnx_import import import_model
     from onnxruntime_ep_seamless.kernels.registry import FUSED_DOMAIN
     from onnxruntime_ep_seamless.plan.fusion import fuse
     from test_cuda_ep import cuda_session
-    c, k = 48, 3
-    model, x = gated_conv_model(dtype, b, c, n, k, activation, "com.microsoft")
     graph = import_model(model)
     assert [(n.op_type, n.domain) for n in fuse(graph, list(graph.outputs), "cuda")] == \
         [("CausalConvWithState", FUSED_DOMAIN)]
-    feeds = {"x": x, "past": rng.standard_normal((b, c, k - 1)).astype(dtype)}
+    feeds = {"x": x, "past": rng.standard_normal(state_shape).astype(x.dtype)}
     ours = cuda_session(model).run(None, feeds)
     unfused = cuda_session(model, fusion="0").run(None, feeds)
     weight, bias = (numpy_helper.to_array(t) for t in model.graph.initializer[:2])
-    blocks = x.transpose(0, 2, 1).reshape(b, 3, c, n).transpose(1, 0, 2, 3)  # gate_in, gate_out, v: (b, c, n)
-    y, present = causal_conv_with_state((blocks[0] * blocks[2]).astype(dtype), weight, bias, feeds["past"],
-                                        activation=activation)
-    for name, o, u, r in zip(("y", "present"), ours, unfused, ((blocks[1] * y).transpose(0, 2, 1), present)):
+    for name, o, u, r in zip(("y", "present"), ours, unfused, reference(weight, bias, feeds["past"])):
         np.testing.assert_array_equal(o, u, err_msg=name)
-        tol = 2e-3 if dtype == np.float16 else 1e-6
         np.testing.assert_allclose(o.astype(F32), r.astype(F32), rtol=tol, atol=tol, err_msg=name)
