@@ -315,6 +315,21 @@ def test_in_place_costs_splits_a_trace_into_steps_and_charges_each_kernel_what_i
     assert in_place_costs([]) is None
 
 
+def test_busy_costs_charge_each_kernel_the_busy_time_it_adds():
+    """--profile's `busy`: a dependent launch that starts early is charged only past the end of the one it waits
+    for, an idle gap is nobody's, pageable copies are left out; per step."""
+    from onnxruntime_ep_seamless.tools.bench_gpu import busy_costs
+    k = lambda ts, dur, name, cat="kernel": {"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": dur,
+                                             "args": {"grid": [1, 1, 1]}}
+    events = [k(0.0, 100.0, "scan"), k(10.0, 120.0, "output"),  # output waits beside scan: 30 of its own
+              k(200.0, 10.0, "prepare"),  # after an idle gap: its duration
+              k(205.0, 1.0, "Memcpy HtoD (Pageable -> Device)", "gpu_memcpy"), k(212.0, 2.0, "inside")]
+    costs = busy_costs(events, steps=2)
+    assert costs["busy_us_per_step"] == (100 + 30 + 10 + 2) / 2
+    assert [(r["kernel"], r["us_per_step"]) for r in costs["by_kernel"]] == \
+        [("scan", 50.0), ("output", 15.0), ("prepare", 5.0), ("inside", 1.0)]
+
+
 def test_the_c_decode_loop_gives_the_python_loops_tokens():
     """bench's growing-c mode drives tools/host_decode.c: the growing loop in C through ORT's C API. On the
     CPU, with our CPU EP (CPU fallback disabled: every node on it, or no session) and with ORT's CPU EP, it gives

@@ -253,7 +253,8 @@ def kernel_profile(generate, steps: int, top: int = 25) -> dict:
     return {"gpu_us_per_step": sum(k[0] for k in kernels), "launches_per_step": sum(k[1] for k in kernels),
             "top": [{"kernel": name[:120], "us_per_step": round(us, 2), "per_step": round(n, 2)}
                     for us, n, name in kernels[:top]],
-            "shapes": kernel_shapes(events, steps, top), "in_place": in_place_costs(events, top=top)}
+            "shapes": kernel_shapes(events, steps, top), "in_place": in_place_costs(events, top=top),
+            "busy": busy_costs(events, steps, top)}
 
 
 def in_place_costs(events: list, gap_us: float = 15.0, top: int = 25) -> dict | None:
@@ -293,6 +294,25 @@ def in_place_costs(events: list, gap_us: float = 15.0, top: int = 25) -> dict | 
     return {"steps": len(steps), "kernels_a_step": count,
             "span_us": round(statistics.median(max(s + d for s, d, _, _ in g) - g[0][0] for g in steps), 2),
             "by_kernel": [{"kernel": name[:120], "grid": list(grid), "us_per_step": round(us, 2)}
+                          for us, (name, grid) in rows]}
+
+
+def busy_costs(events: list, steps: int, top: int = 25) -> dict:
+    """The whole trace's GPU busy time per step and, by kernel and grid, the part of it each adds: a kernel's end
+    minus the later of its start and the latest end before it (by start). Unlike `top`, a kernel that starts early
+    and waits for the one before (a dependent launch) is charged only past that one's end, and unlike `in_place`
+    it needs no split into steps, so an eager prompt's kernels, launched apart, count as well (idle gaps are
+    nobody's). Pageable copies are left out as in in_place_costs."""
+    work = sorted((float(e["ts"]), float(e["dur"]), e.get("name", "?"), tuple(e.get("args", {}).get("grid", ())))
+                  for e in events if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")
+                  and "Pageable" not in e.get("name", ""))
+    latest, costs = float("-inf"), {}
+    for start, dur, name, grid in work:
+        costs[name, grid] = costs.get((name, grid), 0.0) + max(0.0, start + dur - max(latest, start))
+        latest = max(latest, start + dur)
+    rows = sorted(((us, key) for key, us in costs.items()), key=lambda r: (-r[0], r[1]))[:top]
+    return {"busy_us_per_step": round(sum(costs.values()) / steps, 2),
+            "by_kernel": [{"kernel": name[:120], "grid": list(grid), "us_per_step": round(us / steps, 2)}
                           for us, (name, grid) in rows]}
 
 

@@ -442,7 +442,8 @@ def _add_decode_options(sub) -> None:
     p.add_argument("--profile", action="store_true",
                    help="decode-gpu, one peer: GPU time per step by kernel, by kernel and launch grid, and each "
                         "kernel's cost in place (how far it moves a decode step's end: dependent launches overlap "
-                        "kernels) with the step's GPU span (torch.profiler, CUPTI) in the JSON; layers-gpu: each "
+                        "kernels) with the step's GPU span, and the busy time each kernel adds over the whole run "
+                        "(`busy`: an eager prompt's too) (torch.profiler, CUPTI) in the JSON; layers-gpu: each "
                         "kernel's cost in place a layer")
     p.add_argument("--processes", type=int, default=1,
                    help="decode-gpu --ep both: run every configuration's process this many times, in turn; "
