@@ -12,7 +12,7 @@
 // for the kernel before it to finish, and its writes to be visible (wait_for_previous), before it
 // reads or writes any tensor. Every kernel's first statement is dependent_launch(), both at once,
 // or let_next_launch() when the device function it calls waits itself after fetching constants
-// (tests/cuda/test_kernels_compile.py checks).
+// (tests/cuda/test_kernel_sources.py checks).
 __device__ __forceinline__ void let_next_launch() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
