@@ -78,7 +78,6 @@ __device__ __forceinline__ float rounded(float v) {
   return ld(&r);
 }
 
-
 // Per-type arithmetic of kernels over float and integer types: the float types through the float32 views
 // above, int32/int64 as they are (the non-template overloads win for them).
 namespace typed {

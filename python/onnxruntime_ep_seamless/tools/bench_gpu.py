@@ -257,6 +257,14 @@ def kernel_profile(generate, steps: int, top: int = 25) -> dict:
             "busy": busy_costs(events, steps, top)}
 
 
+def _device_work(events: list) -> list:
+    """The trace's kernels and device copies as (start, duration, name, grid), by start; copies to or from pageable
+    host memory left out (in_place_costs says why)."""
+    return sorted((float(e["ts"]), float(e["dur"]), e.get("name", "?"), tuple(e.get("args", {}).get("grid", ())))
+                  for e in events if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")
+                  and "Pageable" not in e.get("name", ""))
+
+
 def in_place_costs(events: list, gap_us: float = 15.0, top: int = 25) -> dict | None:
     """What each kernel of a decode step costs where dependent launches overlap a kernel's start with the one
     before (its own duration then includes that wait): the trace's kernels and device copies split into steps at
@@ -267,9 +275,7 @@ def in_place_costs(events: list, gap_us: float = 15.0, top: int = 25) -> dict | 
     captured graph's copies are pinned) are left out: whether they fall within gap_us of a step's kernels depends
     on the host's speed, which made steps of two counts and spans not comparable between leases (H200, nineteenth
     session)."""
-    work = sorted((float(e["ts"]), float(e["dur"]), e.get("name", "?"), tuple(e.get("args", {}).get("grid", ())))
-                  for e in events if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")
-                  and "Pageable" not in e.get("name", ""))
+    work = _device_work(events)
     groups, end = [], None
     for start, dur, name, grid in work:
         if end is None or start - end > gap_us:
@@ -302,10 +308,8 @@ def busy_costs(events: list, steps: int, top: int = 25) -> dict:
     minus the later of its start and the latest end before it (by start). Unlike `top`, a kernel that starts early
     and waits for the one before (a dependent launch) is charged only past that one's end, and unlike `in_place`
     it needs no split into steps, so an eager prompt's kernels, launched apart, count as well (idle gaps are
-    nobody's). Pageable copies are left out as in in_place_costs."""
-    work = sorted((float(e["ts"]), float(e["dur"]), e.get("name", "?"), tuple(e.get("args", {}).get("grid", ())))
-                  for e in events if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")
-                  and "Pageable" not in e.get("name", ""))
+    nobody's)."""
+    work = _device_work(events)
     latest, costs = float("-inf"), {}
     for start, dur, name, grid in work:
         costs[name, grid] = costs.get((name, grid), 0.0) + max(0.0, start + dur - max(latest, start))
