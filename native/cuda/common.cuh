@@ -139,6 +139,30 @@ __device__ __forceinline__ void nibbles8(uint32_t word, float offset, float* w) 
   }
 }
 
+__device__ __forceinline__ uint32_t h2_bits(__half2 h) { return *(uint32_t*)&h; }
+__device__ __forceinline__ __half2 bits_h2(uint32_t u) { return *(__half2*)&u; }
+
+// 4-bit weights as an mma's float16 B (quantization.cu, moe.cu): eight nibbles (k 0..7 of a word, low first) as four
+// half2 of q - z, exact (1024 + q from the 0x6400 exponent, x16 for the odd nibbles, undone by the fma; minus_low =
+// -1024 - z, minus_high = -64 - z), in the pairs (0, 4), (1, 5), (2, 6), (3, 7).
+__device__ __forceinline__ void nibble_pairs(uint32_t w, __half2 minus_low, __half2 minus_high, uint32_t* out) {
+  const uint32_t magic = 0x64006400;  // half 1024: its unit is 1, so 1024 + q is exact
+  const __half2 sixteenth = __float2half2_rn(0.0625f);
+  uint32_t w8 = w >> 8;
+  out[0] = h2_bits(__hadd2(bits_h2((w & 0x000F000F) | magic), minus_low));
+  out[1] = h2_bits(__hfma2(bits_h2((w & 0x00F000F0) | magic), sixteenth, minus_high));
+  out[2] = h2_bits(__hadd2(bits_h2((w8 & 0x000F000F) | magic), minus_low));
+  out[3] = h2_bits(__hfma2(bits_h2((w8 & 0x00F000F0) | magic), sixteenth, minus_high));
+}
+
+// Eight halves (k 0..7) as the pairs nibble_pairs makes: (0, 4), (1, 5), (2, 6), (3, 7).
+__device__ __forceinline__ void half_pairs(const uint32_t* x, uint32_t* out) {
+  out[0] = __byte_perm(x[0], x[2], 0x5410);
+  out[1] = __byte_perm(x[0], x[2], 0x7632);
+  out[2] = __byte_perm(x[1], x[3], 0x5410);
+  out[3] = __byte_perm(x[1], x[3], 0x7632);
+}
+
 // Eight float32 values stored with one 16-byte store (two for float32), rounded to the type; p 16-byte aligned.
 __device__ __forceinline__ void store8(float* p, const float* x) {
   ((float4*)p)[0] = make_float4(x[0], x[1], x[2], x[3]);

@@ -539,6 +539,141 @@ __device__ void grouped(int64_t k, int by_pair, int qmoe, MoeWeights g, const in
   }
 }
 
+// `grouped` on tensor cores for float16 models (sm_80 and up): the same tiles of up to MOE_TILE (16) pairs of one
+// expert, MOE_MMA_ROWS expert rows a block (blockIdx.y), 8 warps of MMA_ROW_TILES tiles of 8 rows each. Per group
+// of 32 columns (inside one quantization block: blocks of 32 or more, powers of two), two mma.sync m16n8k16 give the
+// pairs' dots with 8 rows: A the pairs' activations (lane c + 4g: pairs c and c + 8, columns 8g..8g+7, half_pairs),
+// B the rows' (q - z) in half (exact, nibble_pairs), float32 sums; each lane scales its D columns' sums by their
+// rows' scales and adds them up (quantization.cu's mma rows kernel, with pairs for rows). The activations pass
+// through shared memory as halves, a window of columns at a time: x (up) as it is; down's float32 activations
+// (SPLIT) as hi + lo halves, two mmas each (about 22 bits of each value kept), each pair's row first scaled by a
+// power of two that puts its largest value at 2^14 (within float16's range; undone on the sums, exactly).
+static_assert(MOE_TILE == 16, "grouped_mma: a tile's pairs are the 16 rows of an mma's A");
+constexpr int MMA_WINDOW = 512;  // columns of the pairs' activations in shared memory at once
+constexpr int MMA_PAD = 32;      // halves after each of them: rows 64 bytes apart modulo 128, so lanes reading rows
+                                 // c and c + 1 hit other banks
+constexpr int MMA_ROW_TILES = MOE_MMA_ROWS / 8 / 8;  // a warp's tiles of 8 rows: A's fragments loaded once for them
+constexpr int MMA_AHEAD = 2;     // groups of 32 columns whose weights a lane loads before it computes any
+
+template <bool SPLIT, typename X>
+__device__ void grouped_mma(int64_t k, int qmoe, MoeWeights g, const int32_t* tiles, const int32_t* ntiles,
+                            const int32_t* order, const float* weights, const X* x, const uint8_t* q,
+                            const __half* scale, const uint8_t* zp, const __half* bias, float* out) {
+  __shared__ __align__(16) __half hi[MOE_TILE][MMA_WINDOW + MMA_PAD];
+  __shared__ __align__(16) __half lo[SPLIT ? MOE_TILE : 1][MMA_WINDOW + MMA_PAD];
+  __shared__ int shift[MOE_TILE];  // SPLIT: pair j's row was scaled by 2^-shift[j]
+  __shared__ const X* rows_of[MOE_TILE];
+  const int tile = blockIdx.x;
+  if (tile >= *ntiles) return;
+  const int64_t e = tiles[3 * tile], first = tiles[3 * tile + 1];
+  const int n = tiles[3 * tile + 2], cols = (int)g.cols, row_bytes = cols / 2;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gq = lane & 3, c = lane >> 2;
+  const int blocks = (int)((g.cols + g.block - 1) / g.block), warps = blockDim.x >> 5;
+  if (threadIdx.x < MOE_TILE) {
+    const int64_t p = threadIdx.x < n ? order[first + threadIdx.x] : 0;
+    rows_of[threadIdx.x] = x + (SPLIT ? p : p / k) * g.cols;  // down: each pair's activations; up: its token's
+  }
+  __syncthreads();
+  if constexpr (SPLIT) {
+    for (int j = warp; j < MOE_TILE; j += warps) {
+      float top = 0.0f;
+      for (int col = lane; j < n && col < cols; col += 32) top = fmaxf(top, fabsf(ld(rows_of[j] + col)));
+      for (int off = 16; off > 0; off >>= 1) top = fmaxf(top, __shfl_xor_sync(0xffffffff, top, off));
+      if (lane == 0) shift[j] = top > 0.0f && isfinite(top) ? max(ilogbf(top) - 14, -100) : 0;
+    }
+  }
+  const int64_t base = blockIdx.y * (int64_t)MOE_MMA_ROWS + warp * 8 * MMA_ROW_TILES;  // the warp's first row
+  float acc[MMA_ROW_TILES][4] = {};
+  for (int w0 = 0; w0 < cols; w0 += MMA_WINDOW) {
+    const int width = min(MMA_WINDOW, cols - w0);  // a multiple of 32
+    __syncthreads();  // rows_of and shift written; the last window read
+    for (int i = threadIdx.x; i < MOE_TILE * MMA_WINDOW / 8; i += blockDim.x) {  // 8 columns a thread
+      const int j = i / (MMA_WINDOW / 8), c8 = i % (MMA_WINDOW / 8) * 8;
+      const bool live = j < n && c8 < width;
+      if constexpr (SPLIT) {
+        float v[8] = {}, h[8], l[8];
+        if (live) load8(rows_of[j] + w0 + c8, v);
+        for (int u = 0; u < 8; u++) {
+          const float a = ldexpf(v[u], -shift[j]);
+          h[u] = __half2float(__float2half_rn(a));
+          l[u] = isfinite(h[u]) ? a - h[u] : 0.0f;
+        }
+        store8(&hi[j][c8], h);
+        store8(&lo[j][c8], l);
+      } else {
+        *(uint4*)&hi[j][c8] = live ? *(const uint4*)(rows_of[j] + w0 + c8) : make_uint4(0, 0, 0, 0);
+      }
+    }
+    __syncthreads();
+    if (base >= g.rows) continue;  // no rows of the expert's left for this warp (it still takes part in the barriers)
+    for (int g0 = 0; g0 < width / 32; g0 += MMA_AHEAD) {
+      uint32_t word[MMA_AHEAD][MMA_ROW_TILES];
+      float zero[MMA_AHEAD][MMA_ROW_TILES], sc[MMA_AHEAD][MMA_ROW_TILES][2];
+#pragma unroll
+      for (int u = 0; u < MMA_AHEAD; u++) {
+        const bool live = g0 + u < width / 32;
+        const int col = w0 + (g0 + u) * 32, b = col >> g.block_shift;
+#pragma unroll
+        for (int t = 0; t < MMA_ROW_TILES; t++) {
+          const int64_t rd = base + t * 8 + 2 * gq, rb = base + t * 8 + c < g.rows ? base + t * 8 + c : 0;
+          const int64_t row = e * g.rows + rb;  // D's first row; B's row (a missing one reads row 0)
+          word[u][t] = live ? __ldg((const uint32_t*)(q + row * row_bytes + col / 2 + 4 * gq)) : 0u;
+          float z = 8.0f;
+          if (zp && g.zp_blockwise) z = (float)((zp[row * ((blocks + 1) / 2) + b / 2] >> ((b % 2) * 4)) & 15);
+          else if (zp) z = (float)((zp[e * ((g.rows + 1) / 2) + rb / 2] >> ((rb % 2) * 4)) & 15);
+          zero[u][t] = z;
+          sc[u][t][0] = live && rd < g.rows ? ld(scale + (e * g.rows + rd) * blocks + b) : 0.0f;
+          sc[u][t][1] = live && rd + 1 < g.rows ? ld(scale + (e * g.rows + rd + 1) * blocks + b) : 0.0f;
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < MMA_AHEAD; u++) {
+        if (g0 + u >= width / 32) break;  // the same for the whole warp
+        const int at = (g0 + u) * 32 + 8 * gq;
+        uint32_t a0[4], a1[4], l0[4], l1[4];
+        half_pairs((const uint32_t*)&hi[c][at], a0);
+        half_pairs((const uint32_t*)&hi[c + 8][at], a1);
+        if constexpr (SPLIT) {
+          half_pairs((const uint32_t*)&lo[c][at], l0);
+          half_pairs((const uint32_t*)&lo[c + 8][at], l1);
+        }
+#pragma unroll
+        for (int t = 0; t < MMA_ROW_TILES; t++) {
+          uint32_t wb[4];
+          nibble_pairs(word[u][t], __float2half2_rn(-1024.0f - zero[u][t]), __float2half2_rn(-64.0f - zero[u][t]), wb);
+          float d[4] = {};
+          const uint32_t b0[2] = {wb[0], wb[1]}, b1[2] = {wb[2], wb[3]};
+          const uint32_t f0[4] = {a0[0], a1[0], a0[1], a1[1]}, f1[4] = {a0[2], a1[2], a0[3], a1[3]};
+          mma_16816<__half>(d, f0, b0);
+          mma_16816<__half>(d, f1, b1);
+          if constexpr (SPLIT) {
+            const uint32_t h0[4] = {l0[0], l1[0], l0[1], l1[1]}, h1[4] = {l0[2], l1[2], l0[3], l1[3]};
+            mma_16816<__half>(d, h0, b0);
+            mma_16816<__half>(d, h1, b1);
+          }
+          acc[t][0] += d[0] * sc[u][t][0];
+          acc[t][1] += d[1] * sc[u][t][1];
+          acc[t][2] += d[2] * sc[u][t][0];
+          acc[t][3] += d[3] * sc[u][t][1];
+        }
+      }
+    }
+  }
+  if (base >= g.rows) return;
+#pragma unroll
+  for (int t = 0; t < MMA_ROW_TILES; t++) {
+#pragma unroll
+    for (int i = 0; i < 4; i++) {  // D: pairs c (i < 2) and c + 8, rows rd + i % 2
+      const int j = i < 2 ? c : c + 8;
+      const int64_t r = base + t * 8 + 2 * gq + (i & 1);
+      if (j >= n || r >= g.rows) continue;
+      const int64_t p = order[first + j];
+      const float v = SPLIT ? ldexpf(acc[t][i], shift[j]) : acc[t][i];
+      out[p * g.rows + r] = (runs(qmoe, weights[p]) ? v : 0.0f) + (bias ? ld(bias + e * g.rows + r) : 0.0f);
+    }
+  }
+}
+
 // y[t, o] = sum over t's slots, by ascending expert (as `down` off its dealt path), of weight * part[t * k + s, o], the
 // slots that run.
 template <typename T>
@@ -623,6 +758,22 @@ extern "C" __global__ void __launch_bounds__(MOE_GROUP_THREADS) seamless_moe_gro
   }
 FOR_FLOATS(MOE_KERNELS)
 #undef MOE_KERNELS
+
+// grouped_mma's: the tokens' float16 activations (up), each pair's float32 ones (down)
+extern "C" __global__ void __launch_bounds__(256, 2) seamless_moe_grouped_mma_f16(
+    int64_t k, int qmoe, MoeWeights g, const int32_t* tiles, const int32_t* ntiles, const int32_t* order,
+    const float* weights, const __half* x, const uint8_t* q, const __half* scale, const uint8_t* zp,
+    const __half* bias, float* out) {
+  dependent_launch();
+  moe::grouped_mma<false>(k, qmoe, g, tiles, ntiles, order, weights, x, q, scale, zp, bias, out);
+}
+extern "C" __global__ void __launch_bounds__(256, 2) seamless_moe_grouped_mma_act_f16(
+    int64_t k, int qmoe, MoeWeights g, const int32_t* tiles, const int32_t* ntiles, const int32_t* order,
+    const float* weights, const float* act, const uint8_t* q, const __half* scale, const uint8_t* zp,
+    const __half* bias, float* out) {
+  dependent_launch();
+  moe::grouped_mma<true>(k, qmoe, g, tiles, ntiles, order, weights, act, q, scale, zp, bias, out);
+}
 
 extern "C" __global__ void seamless_moe_activate(int64_t n, int64_t inter, int activation, float alpha, float beta,
                                                  int has_limit, float limit, const float* h, const float* gate,

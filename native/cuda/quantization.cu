@@ -257,28 +257,6 @@ __device__ void matmul_nbits4_rows(const T* a, const uint8_t* b0, const T* s0, c
 // 46.8 -> 36 us against 16-byte loads into registers).
 #define MMA_CHUNK 128  // k a warp takes a step
 
-__device__ __forceinline__ uint32_t h2_bits(__half2 h) { return *(uint32_t*)&h; }
-__device__ __forceinline__ __half2 bits_h2(uint32_t u) { return *(__half2*)&u; }
-
-// Eight nibbles (k 0..7 of a word, low first) as four half2 of q - z: (0, 4), (1, 5), (2, 6), (3, 7).
-__device__ __forceinline__ void nibble_pairs(uint32_t w, __half2 minus_low, __half2 minus_high, uint32_t* out) {
-  const uint32_t magic = 0x64006400;  // half 1024: its unit is 1, so 1024 + q is exact
-  const __half2 sixteenth = __float2half2_rn(0.0625f);
-  uint32_t w8 = w >> 8;
-  out[0] = h2_bits(__hadd2(bits_h2((w & 0x000F000F) | magic), minus_low));
-  out[1] = h2_bits(__hfma2(bits_h2((w & 0x00F000F0) | magic), sixteenth, minus_high));
-  out[2] = h2_bits(__hadd2(bits_h2((w8 & 0x000F000F) | magic), minus_low));
-  out[3] = h2_bits(__hfma2(bits_h2((w8 & 0x00F000F0) | magic), sixteenth, minus_high));
-}
-
-// Eight halves (k 0..7) as the pairs nibble_pairs makes: (0, 4), (1, 5), (2, 6), (3, 7).
-__device__ __forceinline__ void half_pairs(const uint32_t* x, uint32_t* out) {
-  out[0] = __byte_perm(x[0], x[2], 0x5410);
-  out[1] = __byte_perm(x[0], x[2], 0x7632);
-  out[2] = __byte_perm(x[1], x[3], 0x5410);
-  out[3] = __byte_perm(x[1], x[3], 0x7632);
-}
-
 template <int W>
 __device__ void matmul_nbits4_tiles(const __half* a, const uint8_t* tiles, const __half* bias, __half* y,
                                     NBitsTiles p) {

@@ -105,6 +105,38 @@ def test_qmoe_prompt_grouped_by_expert(tokens, experts, zero_points, dtype, qmoe
 
 
 @needs_gpu
+@pytest.mark.parametrize("beyond_float16", [False, True])
+def test_qmoe_float16_prompt_on_tensor_cores_keeps_float32_activations(beyond_float16, monkeypatch):
+    """A float16 prompt's grouped products run on tensor cores (moe.cu grouped_mma), the second from the float32
+    activations as two halves: its outputs are the pair-by-pair kernels' (float32 throughout) but for summation order,
+    so they round to the same float16 but rarely (one half alone would move ~1e-3 of each activation: a quarter or more
+    of the outputs a unit off). beyond_float16: activations of ~1e5 (each pair's row scaled into float16's range)."""
+    from onnxruntime_ep_seamless.kernels.cuda import moe
+    from onnxruntime_ep_seamless.runtime import cuda as runtime_cuda
+    from parity import node_model
+    from test_cuda_ep import run_on_cuda
+    attrs = dict(k=2, activation_type="identity", expert_weight_bits=4, block_size=32)
+    inputs = qmoe_inputs(64, 256, 8, 192, "identity", 4, 32, dtype=F16)
+    if beyond_float16:
+        inputs[3] = (inputs[3].astype(np.float32) * 3e4).astype(F16)  # fc1's scales: activations ~1e5
+        inputs[6] = (inputs[6].astype(np.float32) * 1e-2).astype(F16)
+    model, feeds = node_model("QMoE", inputs, attrs, 21, [F16], domain="com.microsoft")
+    launched, launch_rows = [], runtime_cuda.CudaRuntime.launch_rows
+    monkeypatch.setattr(runtime_cuda.CudaRuntime, "launch_rows",
+                        lambda self, name, *a, **kw: (launched.append(name), launch_rows(self, name, *a, **kw))[1])
+    outputs = {}
+    for path, pairs_an_expert in (("pairs", 1 << 40), ("grouped", 0)):
+        monkeypatch.setattr(moe, "GROUPED_PAIRS_AN_EXPERT", pairs_an_expert)
+        (outputs[path],) = run_on_cuda(model, feeds)
+    assert "seamless_moe_grouped_mma_act_f16" in launched
+    ours, pairs = outputs["grouped"].astype(np.float32), outputs["pairs"].astype(np.float32)
+    assert np.isfinite(pairs).all() and (not beyond_float16 or np.abs(pairs).max() > 100)
+    # a unit in the last place at most; near zero the sums' own rounding in another order (~1e-6 of the largest)
+    np.testing.assert_allclose(ours, pairs, rtol=2 ** -10, atol=1e-5 * np.abs(pairs).max())
+    assert np.mean(ours != pairs) < 0.02
+
+
+@needs_gpu
 @pytest.mark.parametrize("op", ["MoE", "QMoE"])
 @pytest.mark.parametrize("experts,tie", [(256, True), (300, False), (300, True)])
 def test_routing_of_many_experts_and_ties(op, experts, tie):

@@ -175,7 +175,8 @@ def cmd_bench(args) -> int:
         return 0
     if args.what == "layers-gpu":
         from .bench_layers import layers_benchmark
-        rows = layers_benchmark(rounds=args.rounds, profile=args.profile)
+        rows = layers_benchmark(tuple(int(t) for t in args.tokens.split(",")), rounds=args.rounds,
+                                profile=args.profile)
         for r in rows:
             print(f"  {r['case']}, {r['tokens']} token(s): {r['us_per_layer']:.1f} us a layer (captured, "
                   f"{r['layers']} layers a model)")
@@ -433,6 +434,9 @@ def _add_decode_options(sub) -> None:
                    help="with 'decode': an onnxruntime-genai model folder (model.onnx, genai_config.json)")
     p.add_argument("--steps", type=int, default=128, help="decode: greedy steps after the prefill")
     p.add_argument("--prefill", type=int, default=16, help="decode: prompt tokens")
+    p.add_argument("--tokens", default="1,16",
+                   help="layers-gpu: the token counts a layer runs, comma-separated (a prompt's from ~512 a QMoE "
+                        "layer of 256 experts: its products grouped by expert)")
     p.add_argument("--decode-rounds", type=int, default=3, help="decode, genai: whole generations per EP")
     p.add_argument("--ep", choices=["both", "seamless", "ort-cuda", "torch"], default="both",
                    help="decode-gpu: which peer (both: our EP in each capture mode, ORT's CUDA EP eager and with its "

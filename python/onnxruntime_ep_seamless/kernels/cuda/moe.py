@@ -23,6 +23,8 @@ MOE_UP_ROWS = codes.MOE_UP_ROWS
 # A prompt's QMoE products by expert (moe.cu group, grouped): from this many (token, slot) pairs an expert on average
 # (a first rule: not yet measured against the pair-by-pair kernels)
 GROUPED_PAIRS_AN_EXPERT = 2
+# ... in float16 models on tensor cores (moe.cu grouped_mma), else on CUDA cores (grouped)
+GROUPED_ON_TENSOR_CORES = True
 
 
 def _weights(rows, cols, block, bits, zp_blockwise) -> tuple:
@@ -76,8 +78,10 @@ def _run(rt, stream, x, router, fcs, tokens, experts, inter, attrs, bits=None):
             layout = _weights(rows, cols, block, bits, int(zp is not None and len(zp.shape) == 3))
             operands = [0, w.ptr, scales.ptr, zp.ptr if zp is not None else 0]
         if grouped:  # out: each pair's rows (down's then summed a token by moe.cu combine)
-            rt.launch_rows(f"seamless_moe_grouped{'_act' if name == 'down' else ''}_{suffix}",
-                           (tiles_max, -(-rows // codes.MOE_TILE_ROWS)), stream, ("int64", k), ("int", 1), layout,
+            mma = GROUPED_ON_TENSOR_CORES and x.dtype == np.float16 and inputs.ptr % 16 == 0
+            rt.launch_rows(f"seamless_moe_grouped{'_mma' if mma else ''}{'_act' if name == 'down' else ''}_{suffix}",
+                           (tiles_max, -(-rows // (codes.MOE_MMA_ROWS if mma else codes.MOE_TILE_ROWS))), stream,
+                           ("int64", k), ("int", 1), layout,
                            ("ptr", tiles.ptr), ("ptr", ntiles.ptr), ("ptr", order.ptr), ("ptr", weights.ptr),
                            ("ptr", inputs.ptr), *(("ptr", p) for p in operands[1:]),
                            ("ptr", bias.ptr if bias is not None else 0), ("ptr", out.ptr))
