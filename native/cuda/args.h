@@ -30,7 +30,8 @@
 #define MOE_UP_ROWS 2         /* moe.cu up: rows of one expert a warp (their loads in flight together) */
 #define MOE_TILE 16           /* moe.cu grouped: (token, slot) pairs of one expert a block (a prompt's experts) */
 #define MOE_TILE_ROWS 128     /* ... expert rows a block of 256 threads (2 a thread, 4 threads a row pair) */
-#define MOE_MMA_ROWS 128      /* moe.cu grouped_mma: expert rows a block of 256 threads (8 warps of 16 rows) */
+#define MOE_MMA_PAIRS 32      /* moe.cu grouped_mma: (token, slot) pairs of one expert a block (float16 prompts) */
+#define MOE_MMA_ROWS 128      /* ... expert rows a block of 256 threads (8 warps of 16 rows) */
 #define MOE_GROUP_THREADS 1024 /* moe.cu group: the one block's threads */
 #define LINEAR_AHEAD_ROWS 3   /* attention.cu linear_attention::run_columns: a token's rows loaded into registers
                                  during the token before (k, exp(decay), one reader's q; more readers' rows after) */

@@ -403,12 +403,13 @@ __device__ void down(int64_t tokens, int64_t k, int qmoe, MoeWeights g, const in
   }
 }
 
-// A prompt's (token, slot) pairs grouped by expert, for `grouped`: one block of MOE_GROUP_THREADS threads counts each
-// expert's pairs, a warp lays them out (order: each expert's pairs together, experts ascending; within an expert in
-// no set order: each pair's product is its own) and lists the tiles of up to MOE_TILE pairs (tiles: expert, first
-// pair in order, pairs; ntiles: how many, at most pairs / MOE_TILE + experts). 2 * experts int32 of shared memory.
-__device__ void group(int64_t pairs, int64_t experts, const int32_t* chosen, int32_t* order, int32_t* tiles,
-                      int32_t* ntiles) {
+// A prompt's (token, slot) pairs grouped by expert, for `grouped` and `grouped_mma`: one block of MOE_GROUP_THREADS
+// threads counts each expert's pairs, a warp lays them out (order: each expert's pairs together, experts ascending;
+// within an expert in no set order: each pair's product is its own) and lists the tiles of up to `tile` pairs (tiles:
+// expert, first pair in order, pairs; ntiles: how many, at most pairs / tile + experts). 2 * experts int32 of shared
+// memory.
+__device__ void group(int64_t pairs, int64_t experts, int tile, const int32_t* chosen, int32_t* order,
+                      int32_t* tiles, int32_t* ntiles) {
   extern __shared__ int32_t counts[];  // [experts] pairs, then [experts] each expert's next place in order
   int32_t* next = counts + experts;
   for (int64_t e = threadIdx.x; e < experts; e += blockDim.x) counts[e] = 0;
@@ -424,7 +425,7 @@ __device__ void group(int64_t pairs, int64_t experts, const int32_t* chosen, int
     int32_t own_pairs = 0, own_tiles = 0;
     for (int64_t e = lo; e < hi; e++) {
       own_pairs += counts[e];
-      own_tiles += (counts[e] + MOE_TILE - 1) / MOE_TILE;
+      own_tiles += (counts[e] + tile - 1) / tile;
     }
     int32_t before_pairs = own_pairs, before_tiles = own_tiles;  // inclusive scans, then less their own
     for (int off = 1; off < 32; off <<= 1) {
@@ -437,10 +438,10 @@ __device__ void group(int64_t pairs, int64_t experts, const int32_t* chosen, int
     before_tiles -= own_tiles;
     for (int64_t e = lo; e < hi; e++) {
       next[e] = before_pairs;
-      for (int32_t first = 0; first < counts[e]; first += MOE_TILE, before_tiles++) {
+      for (int32_t first = 0; first < counts[e]; first += tile, before_tiles++) {
         tiles[3 * before_tiles] = (int32_t)e;
         tiles[3 * before_tiles + 1] = before_pairs + first;
-        tiles[3 * before_tiles + 2] = min(MOE_TILE, counts[e] - first);
+        tiles[3 * before_tiles + 2] = min(tile, counts[e] - first);
       }
       before_pairs += counts[e];
     }
@@ -539,43 +540,44 @@ __device__ void grouped(int64_t k, int by_pair, int qmoe, MoeWeights g, const in
   }
 }
 
-// `grouped` on tensor cores for float16 models (sm_80 and up): the same tiles of up to MOE_TILE (16) pairs of one
-// expert, MOE_MMA_ROWS expert rows a block (blockIdx.y), 8 warps of MMA_ROW_TILES tiles of 8 rows each. Per group
-// of 32 columns (inside one quantization block: blocks of 32 or more, powers of two), two mma.sync m16n8k16 give the
+// `grouped` on tensor cores for float16 models (sm_80 and up): tiles of up to MOE_MMA_PAIRS (32) pairs of one expert
+// (`group`'s), MOE_MMA_ROWS expert rows a block (blockIdx.y), 8 warps of MMA_ROW_TILES tiles of 8 rows each. Per group
+// of 32 columns (inside one quantization block: blocks of 32 or more, powers of two), two mma.sync m16n8k16 give 16
 // pairs' dots with 8 rows: A the pairs' activations (lane c + 4g: pairs c and c + 8, columns 8g..8g+7, half_pairs),
 // B the rows' (q - z) in half (exact, nibble_pairs), float32 sums; each lane scales its D columns' sums by their
-// rows' scales and adds them up (quantization.cu's mma rows kernel, with pairs for rows). The activations pass
-// through shared memory as halves, a window of columns at a time: x (up) as it is; down's float32 activations
-// (SPLIT) as hi + lo halves, two mmas each (about 22 bits of each value kept), each pair's row first scaled by a
-// power of two that puts its largest value at 2^14 (within float16's range; undone on the sums, exactly).
-static_assert(MOE_TILE == 16, "grouped_mma: a tile's pairs are the 16 rows of an mma's A");
-constexpr int MMA_WINDOW = 512;  // columns of the pairs' activations in shared memory at once
-constexpr int MMA_PAD = 32;      // halves after each of them: rows 64 bytes apart modulo 128, so lanes reading rows
-                                 // c and c + 1 hit other banks
+// rows' scales and adds them up (quantization.cu's mma rows kernel, with pairs for rows); each B serves two such A
+// (tiles of 16 pairs, each weight read and made half once a tile, were 19-27 % slower: session 64). The activations pass through shared memory as
+// halves, a window of columns at a time: x (up) as it is; down's float32 activations (SPLIT) as hi + lo halves, two
+// mmas each (about 22 bits of each value kept), each pair's row first scaled by a power of two that puts its largest
+// value at 2^14 (within float16's range; undone on the sums, exactly).
+constexpr int MMA_PAD = 32;  // halves after each row of the window: rows 64 bytes apart modulo 128 (the window's
+                             // columns: 8192 / MOE_MMA_PAIRS), so lanes reading rows c and c + 1 hit other banks
 constexpr int MMA_ROW_TILES = MOE_MMA_ROWS / 8 / 8;  // a warp's tiles of 8 rows: A's fragments loaded once for them
-constexpr int MMA_AHEAD = 2;     // groups of 32 columns whose weights a lane loads before it computes any
+constexpr int MMA_AHEAD = 2;  // groups of 32 columns whose weights a lane loads before it computes any
 
 template <bool SPLIT, typename X>
 __device__ void grouped_mma(int64_t k, int qmoe, MoeWeights g, const int32_t* tiles, const int32_t* ntiles,
                             const int32_t* order, const float* weights, const X* x, const uint8_t* q,
                             const __half* scale, const uint8_t* zp, const __half* bias, float* out) {
-  __shared__ __align__(16) __half hi[MOE_TILE][MMA_WINDOW + MMA_PAD];
-  __shared__ __align__(16) __half lo[SPLIT ? MOE_TILE : 1][MMA_WINDOW + MMA_PAD];
-  __shared__ int shift[MOE_TILE];  // SPLIT: pair j's row was scaled by 2^-shift[j]
-  __shared__ const X* rows_of[MOE_TILE];
+  constexpr int PAIRS = MOE_MMA_PAIRS, M = PAIRS / 16, WINDOW = 8192 / PAIRS;  // M: the mmas' A a B serves
+  static_assert(PAIRS % 16 == 0, "grouped_mma: a tile's pairs are the rows of whole mma A");
+  __shared__ __align__(16) __half hi[PAIRS][WINDOW + MMA_PAD];
+  __shared__ __align__(16) __half lo[SPLIT ? PAIRS : 1][WINDOW + MMA_PAD];
+  __shared__ int shift[PAIRS];  // SPLIT: pair j's row was scaled by 2^-shift[j]
+  __shared__ const X* rows_of[PAIRS];
   const int tile = blockIdx.x;
   if (tile >= *ntiles) return;
   const int64_t e = tiles[3 * tile], first = tiles[3 * tile + 1];
   const int n = tiles[3 * tile + 2], cols = (int)g.cols, row_bytes = cols / 2;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gq = lane & 3, c = lane >> 2;
   const int blocks = (int)((g.cols + g.block - 1) / g.block), warps = blockDim.x >> 5;
-  if (threadIdx.x < MOE_TILE) {
+  if (threadIdx.x < PAIRS) {
     const int64_t p = threadIdx.x < n ? order[first + threadIdx.x] : 0;
     rows_of[threadIdx.x] = x + (SPLIT ? p : p / k) * g.cols;  // down: each pair's activations; up: its token's
   }
   __syncthreads();
   if constexpr (SPLIT) {
-    for (int j = warp; j < MOE_TILE; j += warps) {
+    for (int j = warp; j < PAIRS; j += warps) {
       float top = 0.0f;
       for (int col = lane; j < n && col < cols; col += 32) top = fmaxf(top, fabsf(ld(rows_of[j] + col)));
       for (int off = 16; off > 0; off >>= 1) top = fmaxf(top, __shfl_xor_sync(0xffffffff, top, off));
@@ -583,12 +585,12 @@ __device__ void grouped_mma(int64_t k, int qmoe, MoeWeights g, const int32_t* ti
     }
   }
   const int64_t base = blockIdx.y * (int64_t)MOE_MMA_ROWS + warp * 8 * MMA_ROW_TILES;  // the warp's first row
-  float acc[MMA_ROW_TILES][4] = {};
-  for (int w0 = 0; w0 < cols; w0 += MMA_WINDOW) {
-    const int width = min(MMA_WINDOW, cols - w0);  // a multiple of 32
+  float acc[MMA_ROW_TILES][M][4] = {};
+  for (int w0 = 0; w0 < cols; w0 += WINDOW) {
+    const int width = min(WINDOW, cols - w0);  // a multiple of 32
     __syncthreads();  // rows_of and shift written; the last window read
-    for (int i = threadIdx.x; i < MOE_TILE * MMA_WINDOW / 8; i += blockDim.x) {  // 8 columns a thread
-      const int j = i / (MMA_WINDOW / 8), c8 = i % (MMA_WINDOW / 8) * 8;
+    for (int i = threadIdx.x; i < PAIRS * WINDOW / 8; i += blockDim.x) {  // 8 columns a thread
+      const int j = i / (WINDOW / 8), c8 = i % (WINDOW / 8) * 8;
       const bool live = j < n && c8 < width;
       if constexpr (SPLIT) {
         float v[8] = {}, h[8], l[8];
@@ -630,31 +632,39 @@ __device__ void grouped_mma(int64_t k, int qmoe, MoeWeights g, const int32_t* ti
       for (int u = 0; u < MMA_AHEAD; u++) {
         if (g0 + u >= width / 32) break;  // the same for the whole warp
         const int at = (g0 + u) * 32 + 8 * gq;
-        uint32_t a0[4], a1[4], l0[4], l1[4];
-        half_pairs((const uint32_t*)&hi[c][at], a0);
-        half_pairs((const uint32_t*)&hi[c + 8][at], a1);
-        if constexpr (SPLIT) {
-          half_pairs((const uint32_t*)&lo[c][at], l0);
-          half_pairs((const uint32_t*)&lo[c + 8][at], l1);
+        uint32_t a[M][2][4], l[M][2][4];  // pairs 16 m + c and 16 m + c + 8
+#pragma unroll
+        for (int m = 0; m < M; m++) {
+          half_pairs((const uint32_t*)&hi[16 * m + c][at], a[m][0]);
+          half_pairs((const uint32_t*)&hi[16 * m + c + 8][at], a[m][1]);
+          if constexpr (SPLIT) {
+            half_pairs((const uint32_t*)&lo[16 * m + c][at], l[m][0]);
+            half_pairs((const uint32_t*)&lo[16 * m + c + 8][at], l[m][1]);
+          }
         }
 #pragma unroll
         for (int t = 0; t < MMA_ROW_TILES; t++) {
           uint32_t wb[4];
           nibble_pairs(word[u][t], __float2half2_rn(-1024.0f - zero[u][t]), __float2half2_rn(-64.0f - zero[u][t]), wb);
-          float d[4] = {};
           const uint32_t b0[2] = {wb[0], wb[1]}, b1[2] = {wb[2], wb[3]};
-          const uint32_t f0[4] = {a0[0], a1[0], a0[1], a1[1]}, f1[4] = {a0[2], a1[2], a0[3], a1[3]};
-          mma_16816<__half>(d, f0, b0);
-          mma_16816<__half>(d, f1, b1);
-          if constexpr (SPLIT) {
-            const uint32_t h0[4] = {l0[0], l1[0], l0[1], l1[1]}, h1[4] = {l0[2], l1[2], l0[3], l1[3]};
-            mma_16816<__half>(d, h0, b0);
-            mma_16816<__half>(d, h1, b1);
+#pragma unroll
+          for (int m = 0; m < M; m++) {
+            float d[4] = {};
+            const uint32_t f0[4] = {a[m][0][0], a[m][1][0], a[m][0][1], a[m][1][1]};
+            const uint32_t f1[4] = {a[m][0][2], a[m][1][2], a[m][0][3], a[m][1][3]};
+            mma_16816<__half>(d, f0, b0);
+            mma_16816<__half>(d, f1, b1);
+            if constexpr (SPLIT) {
+              const uint32_t h0[4] = {l[m][0][0], l[m][1][0], l[m][0][1], l[m][1][1]};
+              const uint32_t h1[4] = {l[m][0][2], l[m][1][2], l[m][0][3], l[m][1][3]};
+              mma_16816<__half>(d, h0, b0);
+              mma_16816<__half>(d, h1, b1);
+            }
+            acc[t][m][0] += d[0] * sc[u][t][0];
+            acc[t][m][1] += d[1] * sc[u][t][1];
+            acc[t][m][2] += d[2] * sc[u][t][0];
+            acc[t][m][3] += d[3] * sc[u][t][1];
           }
-          acc[t][0] += d[0] * sc[u][t][0];
-          acc[t][1] += d[1] * sc[u][t][1];
-          acc[t][2] += d[2] * sc[u][t][0];
-          acc[t][3] += d[3] * sc[u][t][1];
         }
       }
     }
@@ -663,13 +673,16 @@ __device__ void grouped_mma(int64_t k, int qmoe, MoeWeights g, const int32_t* ti
 #pragma unroll
   for (int t = 0; t < MMA_ROW_TILES; t++) {
 #pragma unroll
-    for (int i = 0; i < 4; i++) {  // D: pairs c (i < 2) and c + 8, rows rd + i % 2
-      const int j = i < 2 ? c : c + 8;
-      const int64_t r = base + t * 8 + 2 * gq + (i & 1);
-      if (j >= n || r >= g.rows) continue;
-      const int64_t p = order[first + j];
-      const float v = SPLIT ? ldexpf(acc[t][i], shift[j]) : acc[t][i];
-      out[p * g.rows + r] = (runs(qmoe, weights[p]) ? v : 0.0f) + (bias ? ld(bias + e * g.rows + r) : 0.0f);
+    for (int m = 0; m < M; m++) {
+#pragma unroll
+      for (int i = 0; i < 4; i++) {  // D: pairs 16 m + c (i < 2) and 16 m + c + 8, rows rd + i % 2
+        const int j = 16 * m + (i < 2 ? c : c + 8);
+        const int64_t r = base + t * 8 + 2 * gq + (i & 1);
+        if (j >= n || r >= g.rows) continue;
+        const int64_t p = order[first + j];
+        const float v = SPLIT ? ldexpf(acc[t][m][i], shift[j]) : acc[t][m][i];
+        out[p * g.rows + r] = (runs(qmoe, weights[p]) ? v : 0.0f) + (bias ? ld(bias + e * g.rows + r) : 0.0f);
+      }
     }
   }
 }
@@ -701,10 +714,11 @@ __device__ void combine(int64_t tokens, int64_t k, int64_t rows, int qmoe, const
 }  // namespace moe
 
 extern "C" __global__ void __launch_bounds__(MOE_GROUP_THREADS) seamless_moe_group(int64_t pairs, int64_t experts,
-                                                                                const int32_t* chosen, int32_t* order,
-                                                                                int32_t* tiles, int32_t* ntiles) {
+                                                                                int tile, const int32_t* chosen,
+                                                                                int32_t* order, int32_t* tiles,
+                                                                                int32_t* ntiles) {
   dependent_launch();
-  moe::group(pairs, experts, chosen, order, tiles, ntiles);
+  moe::group(pairs, experts, tile, chosen, order, tiles, ntiles);
 }
 
 #define MOE_KERNELS(S, T)                                                                                              \

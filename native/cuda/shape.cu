@@ -1,30 +1,39 @@
 // Strided copies: y[dst_offset + sum c_d * dst_strides[d]] = x[src_offset + sum c_d * src_strides[d]]
 // over the box dims[0..rank). One kernel serves Transpose, Slice, Expand, Concat and Split,
-// for any element type of 1, 2, 4 or 8 bytes.
+// for any element type of 1, 2, 4 or 8 bytes, copied 16 bytes a thread where the box's rows allow it.
 #include <stdint.h>
 
 #include "common.cuh"
 
-
-
-template <typename T>
+// I: the index type, int32_t where the host found every index of the copy below 2^30 (runtime/cuda.py
+// strided_copy): 64-bit divisions are emulated, many instructions each, and bound small-element copies.
+template <typename T, typename I>
 __device__ void strided_copy(int64_t n, const T* x, T* y, const Strided& s) {
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-    int64_t rest = i, src = s.src_offset, dst = s.dst_offset;
+  for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < (I)n; i += (I)gridDim.x * blockDim.x) {
+    I rest = i, src = (I)s.src_offset, dst = (I)s.dst_offset;
     for (int d = s.rank - 1; d >= 0; d--) {
-      int64_t c = rest % s.dims[d];
-      rest /= s.dims[d];
-      src += c * s.src_strides[d];
-      dst += c * s.dst_strides[d];
+      const I c = rest % (I)s.dims[d];
+      rest /= (I)s.dims[d];
+      src += c * (I)s.src_strides[d];
+      dst += c * (I)s.dst_strides[d];
     }
     y[dst] = x[src];
   }
 }
 
-extern "C" __global__ void seamless_copy_1(int64_t n, const uint8_t* x, uint8_t* y, Strided s) { dependent_launch(); strided_copy(n, x, y, s); }
-extern "C" __global__ void seamless_copy_2(int64_t n, const uint16_t* x, uint16_t* y, Strided s) { dependent_launch(); strided_copy(n, x, y, s); }
-extern "C" __global__ void seamless_copy_4(int64_t n, const uint32_t* x, uint32_t* y, Strided s) { dependent_launch(); strided_copy(n, x, y, s); }
-extern "C" __global__ void seamless_copy_8(int64_t n, const uint64_t* x, uint64_t* y, Strided s) { dependent_launch(); strided_copy(n, x, y, s); }
+// BYTES a thread's element: the value's own size, or 16 where whole 16-byte units line up (runtime/cuda.py)
+#define COPY_KERNEL(BYTES, T)                                                                                  \
+  extern "C" __global__ void seamless_copy_##BYTES(int64_t n, const T* x, T* y, Strided s, int narrow) {       \
+    dependent_launch();                                                                                        \
+    if (narrow) strided_copy<T, int32_t>(n, x, y, s);                                                          \
+    else strided_copy<T, int64_t>(n, x, y, s);                                                                 \
+  }
+COPY_KERNEL(1, uint8_t)
+COPY_KERNEL(2, uint16_t)
+COPY_KERNEL(4, uint32_t)
+COPY_KERNEL(8, uint64_t)
+COPY_KERNEL(16, uint4)
+#undef COPY_KERNEL
 
 // Gather along an axis: x viewed as [outer, n, inner], indices (int64, negative from the end)
 // as [m]; y[o, j, i] = x[o, idx[j], i]. An index outside [-n, n) gives zeros and is reported (the host

@@ -668,9 +668,10 @@ def test_a_split_of_a_decode_row_is_views_that_keep_their_memory_alive(monkeypat
                                                     (64, 128, False)])
 def test_a_prompts_qmoe_takes_its_experts_grouped(tokens, experts, grouped):
     """QMoE's 4-bit experts over a prompt of as many (token, slot) pairs as GROUPED_PAIRS_AN_EXPERT a expert: the
-    pairs grouped by expert on the device (moe.cu group) and each weight read once for a tile of MOE_TILE pairs
-    (grouped), down's products summed by combine; fewer (a decode step) keep the pair-by-pair kernels. The grid: a
-    block per possible tile (pairs / MOE_TILE + experts) and MOE_TILE_ROWS rows (values: tests/cuda/test_cuda_moe.py)."""
+    pairs grouped by expert on the device (moe.cu group) and each weight read once for a tile of MOE_MMA_PAIRS pairs
+    (float16: on tensor cores, grouped_mma), down's products summed by combine; fewer (a decode step) keep the
+    pair-by-pair kernels. The grid: a block per possible tile (pairs / MOE_MMA_PAIRS + experts) and MOE_MMA_ROWS rows
+    (values: tests/cuda/test_cuda_moe.py)."""
     from onnxruntime_ep_seamless.kernels.cuda.moe import qmoe
     from onnxruntime_ep_seamless.runtime.cuda import DeviceTensor
     from onnxruntime_ep_seamless.runtime.cuda_args import lib as codes
@@ -687,10 +688,10 @@ def test_a_prompts_qmoe_takes_its_experts_grouped(tokens, experts, grouped):
             pass
 
         def launch(self, name, n, stream, *args):
-            self.launches.append((name, None))
+            self.launches.append((name, None, args))
 
         def launch_rows(self, name, rows, stream, *args, shared=0, threads=256):
-            self.launches.append((name, rows))
+            self.launches.append((name, rows, args))
 
     rt, hidden, inter, k = Runtime(), 64, 32, 2
     f16, u8 = np.dtype(np.float16), np.dtype(np.uint8)
@@ -699,13 +700,14 @@ def test_a_prompts_qmoe_takes_its_experts_grouped(tokens, experts, grouped):
     fc2, fc2_scales = rt.alloc((experts, hidden, inter // 2), u8), rt.alloc((experts, hidden, inter // 32), f16)
     qmoe(rt, None, x, router, fc1, fc1_scales, None, fc2, fc2_scales, k=k, activation_type="swiglu", swiglu_fusion=1,
          expert_weight_bits=4, block_size=32)
-    names = [name for name, _ in rt.launches]
+    names = [name for name, _, _ in rt.launches]
     if not grouped:
         assert names == ["seamless_moe_route_f16", "seamless_moe_up_f16", "seamless_moe_activate",
                          "seamless_moe_down_dealt_f16"]
         return
-    assert names == ["seamless_moe_route_f16", "seamless_moe_group", "seamless_moe_grouped_f16",
-                     "seamless_moe_activate", "seamless_moe_grouped_act_f16", "seamless_moe_combine_f16"]
-    tiles = -(-tokens * k // codes.MOE_TILE) + experts
-    assert rt.launches[1][1] == 1 and rt.launches[2][1] == (tiles, -(-2 * inter // codes.MOE_TILE_ROWS))
-    assert rt.launches[4][1] == (tiles, -(-hidden // codes.MOE_TILE_ROWS))
+    assert names == ["seamless_moe_route_f16", "seamless_moe_group", "seamless_moe_grouped_mma_f16",
+                     "seamless_moe_activate", "seamless_moe_grouped_mma_act_f16", "seamless_moe_combine_f16"]
+    tiles = -(-tokens * k // codes.MOE_MMA_PAIRS) + experts
+    assert rt.launches[1][1] == 1 and rt.launches[1][2][2] == ("int", codes.MOE_MMA_PAIRS)
+    assert rt.launches[2][1] == (tiles, -(-2 * inter // codes.MOE_MMA_ROWS))
+    assert rt.launches[4][1] == (tiles, -(-hidden // codes.MOE_MMA_ROWS))

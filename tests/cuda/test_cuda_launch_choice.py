@@ -673,3 +673,20 @@ def test_qmoe_down_deals_chunks_on_rows_under_1024_columns(inter, dealt):
     assert ("seamless_moe_down_dealt_f16" in launched) == dealt
     assert ("seamless_moe_down_f16" in launched) == (not dealt)
     assert launched["seamless_moe_up_f16"] == tokens * k * -(-2 * inter // MOE_UP_ROWS) * 32
+
+
+@pytest.mark.parametrize("dims,src,dst,offsets,kernel,n,narrow", [
+    ((4, 3, 64), (192, 64, 1), (384, 128, 1), (0, 64), "seamless_copy_16", 96, 1),  # a Concat's piece: rows line up
+    ((4, 3, 64), (192, 64, 1), (384, 128, 1), (0, 3), "seamless_copy_2", 768, 1),   # ... but for its offset
+    ((4, 3, 60), (180, 60, 1), (360, 120, 1), (0, 0), "seamless_copy_2", 720, 1),   # rows of 120 bytes
+    ((4, 1, 3, 64), (192, 192, 64, 1), (192, 192, 64, 1), (0, 0), "seamless_copy_16", 96, 1),  # one run
+    ((64, 12), (1, 64), (12, 1), (0, 0), "seamless_copy_2", 768, 1),                # a transpose
+    ((12, 64), (0, 1), (64, 1), (0, 0), "seamless_copy_16", 96, 1),                 # an Expand of rows
+    ((64, 12), (1, 0), (12, 1), (0, 0), "seamless_copy_2", 768, 1),                 # ... of columns
+    ((2, 1 << 30), (1, 2), (1 << 30, 1), (0, 0), "seamless_copy_2", 1 << 31, 0)])   # indices past 2^30: 64-bit
+def test_strided_copies_merge_runs_and_move_16_bytes_where_rows_line_up(dims, src, dst, offsets, kernel, n, narrow):
+    rt = Recorder()
+    x, y = rt.alloc((1 << 20,), F16), rt.alloc((1 << 20,), F16)  # 16-byte aligned addresses
+    CudaRuntime.strided_copy(rt, None, x, y, dims, src, dst, *offsets)
+    (name, count, _), args = rt.launches[0], rt.args[0]
+    assert (name, count, args[0], args[-1]) == (kernel, n, ("int64", n), ("int", narrow))

@@ -55,6 +55,27 @@ def test_flatten_axes(axis):
     check("Flatten", [data((2, 3, 4, 5), F32)], {"axis": axis})
 
 
+# --- strided copies 16 bytes a thread (runtime/cuda.py strided_copy) ------------------------
+
+
+@pytest.mark.parametrize("dtype", MOVE_TYPES)
+def test_concat_and_slice_of_whole_16_byte_units(dtype, monkeypatch):
+    """Rows of 32 and 48 values of every element size line up in 16-byte units (a thread copies one: seamless_copy_16);
+    exact as stock's, and the same where a piece's offset does not line up (3 values in)."""
+    from onnxruntime_ep_seamless.runtime import cuda as runtime_cuda
+    launched, launch = [], runtime_cuda.CudaRuntime.launch
+    monkeypatch.setattr(runtime_cuda.CudaRuntime, "launch",
+                        lambda self, name, *a: (launched.append(name), launch(self, name, *a))[1])
+    check("Concat", [data((3, 5, 32), dtype), data((3, 5, 48), dtype, seed=1)], {"axis": -1})
+    check("Slice", [data((3, 5, 64), dtype), Const(np.array([16], I64)), Const(np.array([48], I64)),
+                    Const(np.array([2], I64))])
+    assert launched.count("seamless_copy_16") == 3 and not any(n.startswith("seamless_copy_") and n[14:] != "16"
+                                                              for n in launched)
+    check("Concat", [data((3, 5, 3), dtype), data((3, 5, 48), dtype, seed=1)], {"axis": -1})
+    check("Slice", [data((3, 5, 64), dtype), Const(np.array([3], I64)), Const(np.array([51], I64)),
+                    Const(np.array([2], I64))])
+
+
 # --- Split --------------------------------------------------------------------------------
 
 

@@ -248,18 +248,31 @@ class CudaRuntime:
 
     def strided_copy(self, stream, x: DeviceTensor, y: DeviceTensor, dims, src_strides, dst_strides,
                      src_offset: int = 0, dst_offset: int = 0) -> None:
-        """y[dst_offset + c . dst_strides] = x[src_offset + c . src_strides] over the box `dims`."""
-        rank = len(dims)
-        if rank > MAX_DIMS:
-            raise ValueError(f"rank {rank} above the CUDA kernels' limit of {MAX_DIMS}")
-        n = math.prod(dims)
-        if not len(src_strides) == len(dst_strides) == rank:
+        """y[dst_offset + c . dst_strides] = x[src_offset + c . src_strides] over the box `dims` (native/cuda/shape.cu):
+        axes that are one run in both merged, then 16 bytes a thread where the rows and every offset line up."""
+        if not len(src_strides) == len(dst_strides) == len(dims):
             raise ValueError(f"strided copy of dims {tuple(dims)} with strides {list(src_strides)}, {list(dst_strides)}")
-        strided = struct_arg("Strided", dims=list(dims), src_strides=list(src_strides),
-                             dst_strides=list(dst_strides), src_offset=int(src_offset), dst_offset=int(dst_offset),
-                             rank=rank)
-        self.launch(f"seamless_copy_{x.dtype.itemsize}", n, stream, ("int64", n), ("ptr", x.ptr), ("ptr", y.ptr),
-                    strided)
+        box = _merged_box(dims, src_strides, dst_strides)
+        if len(box) > MAX_DIMS:
+            raise ValueError(f"rank {len(box)} above the CUDA kernels' limit of {MAX_DIMS}")
+        unit = size = x.dtype.itemsize
+        if box and box[-1][1] == box[-1][2] == 1 and x.ptr % 16 == 0 and y.ptr % 16 == 0 and all(
+                v * size % 16 == 0 for v in (box[-1][0], src_offset, dst_offset, *(s for _, s, _ in box[:-1]),
+                                             *(d for _, _, d in box[:-1]))):
+            unit, k = 16, 16 // size  # whole 16-byte units: each thread moves k values
+            box = [(n, s // k, d // k) for n, s, d in box[:-1]] + [(box[-1][0] // k, 1, 1)]
+            src_offset, dst_offset = src_offset // k, dst_offset // k
+        dims = [n for n, _, _ in box] or [1]
+        src = [s for _, s, _ in box] or [0]
+        dst = [d for _, _, d in box] or [0]
+        n = math.prod(dims)
+        # every index below 2^30 (and the grid's stride beyond them): 32-bit arithmetic in the kernel
+        reach = max(abs(src_offset) + sum((c - 1) * abs(s) for c, s in zip(dims, src)),
+                    abs(dst_offset) + sum((c - 1) * abs(d) for c, d in zip(dims, dst)), n)
+        strided = struct_arg("Strided", dims=dims, src_strides=src, dst_strides=dst, src_offset=int(src_offset),
+                             dst_offset=int(dst_offset), rank=len(dims))
+        self.launch(f"seamless_copy_{unit}", n, stream, ("int64", n), ("ptr", x.ptr), ("ptr", y.ptr), strided,
+                    ("int", int(reach < 1 << 30)))
 
     def launch_rows(self, name: str, rows, stream, *args, shared: int = 0, threads: int = 256) -> None:
         """One block of `threads` threads per row (`shared` bytes of dynamic shared memory each); rows:
@@ -401,6 +414,20 @@ class CudaRuntime:
     def address(self, array: np.ndarray) -> int:
         """The host address of a C-contiguous array's data."""
         return int(self.ffi.cast("uintptr_t", self.ffi.from_buffer(array)))
+
+
+def _merged_box(dims, src_strides, dst_strides) -> list[tuple[int, int, int]]:
+    """A strided copy's box as (extent, source stride, destination stride) per axis, axes of extent 1 dropped and each
+    axis folded into the one before it where the two are one run in both tensors (the same elements, in the same order)."""
+    box = []
+    for n, s, d in zip(dims, src_strides, dst_strides):
+        if n == 1:
+            continue
+        if box and box[-1][1] == s * n and box[-1][2] == d * n:
+            box[-1] = (box[-1][0] * n, s, d)
+        else:
+            box.append((n, s, d))
+    return box
 
 
 class _ArgLayout:

@@ -23,7 +23,8 @@ MOE_UP_ROWS = codes.MOE_UP_ROWS
 # A prompt's QMoE products by expert (moe.cu group, grouped): from this many (token, slot) pairs an expert on average
 # (a first rule: not yet measured against the pair-by-pair kernels)
 GROUPED_PAIRS_AN_EXPERT = 2
-# ... in float16 models on tensor cores (moe.cu grouped_mma), else on CUDA cores (grouped)
+# ... in float16 models on tensor cores (moe.cu grouped_mma, tiles of MOE_MMA_PAIRS), else on CUDA cores (grouped,
+# tiles of MOE_TILE)
 GROUPED_ON_TENSOR_CORES = True
 
 
@@ -60,14 +61,16 @@ def _run(rt, stream, x, router, fcs, tokens, experts, inter, attrs, bits=None):
     pairs = tokens * k
     grouped = bits == 4 and pairs >= GROUPED_PAIRS_AN_EXPERT * experts and hidden % 32 == 0 and inter % 32 == 0 and \
         all(q is not None and q[2] >= 32 and q[2] & (q[2] - 1) == 0 and w.ptr % 16 == 0 for w, _, q in fcs.values())
-    if grouped:  # a prompt's pairs by expert (moe.cu group), each weight then read once for up to MOE_TILE of them
-        tiles_max = -(-pairs // codes.MOE_TILE) + experts
+    mma = GROUPED_ON_TENSOR_CORES and x.dtype == np.float16 and x.ptr % 16 == 0
+    tile = codes.MOE_MMA_PAIRS if mma else codes.MOE_TILE
+    if grouped:  # a prompt's pairs by expert (moe.cu group), each weight then read once for up to `tile` of them
+        tiles_max = -(-pairs // tile) + experts
         order = s(rt.alloc((pairs,), np.dtype(np.int32)))
         tiles = s(rt.alloc((tiles_max, 3), np.dtype(np.int32)))
         ntiles = s(rt.alloc((1,), np.dtype(np.int32)))
-        rt.launch_rows("seamless_moe_group", 1, stream, ("int64", pairs), ("int64", experts), ("ptr", chosen.ptr),
-                       ("ptr", order.ptr), ("ptr", tiles.ptr), ("ptr", ntiles.ptr), shared=8 * experts,
-                       threads=codes.MOE_GROUP_THREADS)
+        rt.launch_rows("seamless_moe_group", 1, stream, ("int64", pairs), ("int64", experts), ("int", tile),
+                       ("ptr", chosen.ptr), ("ptr", order.ptr), ("ptr", tiles.ptr), ("ptr", ntiles.ptr),
+                       shared=8 * experts, threads=codes.MOE_GROUP_THREADS)
 
     def product(name, fc, rows, cols, inputs, out):  # out = fc's experts' rows . inputs (+ bias)
         w, bias, quant = fcs[fc]
@@ -78,7 +81,6 @@ def _run(rt, stream, x, router, fcs, tokens, experts, inter, attrs, bits=None):
             layout = _weights(rows, cols, block, bits, int(zp is not None and len(zp.shape) == 3))
             operands = [0, w.ptr, scales.ptr, zp.ptr if zp is not None else 0]
         if grouped:  # out: each pair's rows (down's then summed a token by moe.cu combine)
-            mma = GROUPED_ON_TENSOR_CORES and x.dtype == np.float16 and inputs.ptr % 16 == 0
             rt.launch_rows(f"seamless_moe_grouped{'_mma' if mma else ''}{'_act' if name == 'down' else ''}_{suffix}",
                            (tiles_max, -(-rows // (codes.MOE_MMA_ROWS if mma else codes.MOE_TILE_ROWS))), stream,
                            ("int64", k), ("int", 1), layout,
