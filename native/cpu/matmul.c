@@ -62,12 +62,14 @@ void seamless_sgemm_pack_b(const float* B, size_t K, size_t N, size_t ldb, int t
 
 /* An MR x 32 tile's sums over K, each broadcast of A feeding two FMAs: 2 MR FMAs for MR + 2 loads (a one-panel
  * tile: MR for MR + 1, at the load ports' limit). A_AT(i) is row i's value at k, A_NEXT steps every row to k + 1;
- * B's row k is 32 floats at ROW0 and ROW1 (16 each, expressions of k); then bias0 and bias1 (16 values each, the
- * columns') or row_bias (MR values, the rows') where given; rows of 16 stored to out0 and out1 at stride ldo. */
-#define WIDE_TILE_BODY(MR, A_AT, A_NEXT, ROW0, ROW1)                                             \
+ * B's row k is 32 floats at ROW0 and ROW1 (16 each, expressions of k), AHEAD a statement at each k (B_AHEAD below);
+ * then bias0 and bias1 (16 values each, the columns') or row_bias (MR values, the rows') where given; rows of 16
+ * stored to out0 and out1 at stride ldo. */
+#define WIDE_TILE_BODY(MR, A_AT, A_NEXT, ROW0, ROW1, AHEAD)                                      \
   v16 acc0[MR], acc1[MR];                                                                        \
   for (int i = 0; i < MR; i++) acc0[i] = acc1[i] = (v16){0};                                     \
   for (size_t k = 0; k < K; k++, A_NEXT) {                                                       \
+    AHEAD;                                                                                       \
     v16 b0 = *(const v16*)(ROW0), b1 = *(const v16*)(ROW1);                                      \
     _Pragma("GCC unroll 12") for (int i = 0; i < MR; i++) {                                      \
       acc0[i] += A_AT(i) * b0;                                                                   \
@@ -91,6 +93,12 @@ void seamless_sgemm_pack_b(const float* B, size_t K, size_t N, size_t ldb, int t
     *(v16*)(out1 + i * ldo) = acc1[i];                                                           \
   }
 
+/* AHEAD for packed panels: their rows 16 k ahead (a row of a panel is one cache line) asked for now. A model's
+ * constant B is read once a run from beyond L2: without it 12 chained MiniLM-sized products took ~10 % more than
+ * the same alone, and MiniLM ~8 % more (Sapphire Rapids VM, 2026-12-07: docs/benchmarks/cpu.md) */
+#define B_AHEAD \
+  (__builtin_prefetch(bp0 + (k + 16) * NR, 0, 3), __builtin_prefetch(bp1 + (k + 16) * NR, 0, 3))
+
 /* Two adjacent packed panels of B at once (straight into C where both are whole), A packed k-major (MR values a k;
  * lda unused) */
 #define PACKED_A(i) ap[i]
@@ -99,7 +107,7 @@ void seamless_sgemm_pack_b(const float* B, size_t K, size_t N, size_t ldb, int t
                          float* out0, float* out1, size_t ldo, const float* bias0, const float* bias1,   \
                          const float* row_bias) {                                                        \
     (void)lda;                                                                                           \
-    WIDE_TILE_BODY(MR, PACKED_A, ap += MR, bp0 + k * NR, bp1 + k * NR)                                   \
+    WIDE_TILE_BODY(MR, PACKED_A, ap += MR, bp0 + k * NR, bp1 + k * NR, B_AHEAD)                          \
   }
 
 /* The same with A's rows read in place (row stride lda): no packing at each product, which cost more than the
@@ -112,7 +120,7 @@ void seamless_sgemm_pack_b(const float* B, size_t K, size_t N, size_t ldb, int t
                          const float* row_bias) {                                                        \
     const float *a4 = MR > 4 ? a0 + 4 * lda : a0, *a8 = MR > 8 ? a0 + 8 * lda : a0;                      \
     size_t lda2 = 2 * lda, lda3 = 3 * lda;                                                               \
-    WIDE_TILE_BODY(MR, IN_PLACE_A, (a0++, a4++, a8++), bp0 + k * NR, bp1 + k * NR)                       \
+    WIDE_TILE_BODY(MR, IN_PLACE_A, (a0++, a4++, a8++), bp0 + k * NR, bp1 + k * NR, B_AHEAD)              \
   }
 
 typedef void (*WideTileFn)(const float*, size_t, const float*, const float*, size_t, float*, float*, size_t,
@@ -125,7 +133,7 @@ typedef void (*WideTileFn)(const float*, size_t, const float*, const float*, siz
                          size_t ldo, const float* row_bias) {                                            \
     const float *bias0 = NULL, *bias1 = NULL;                                                            \
     float* out1 = out0 + NR;                                                                             \
-    WIDE_TILE_BODY(MR, PACKED_A, ap += MR, x + off[k], x + off[k] + NR)                                  \
+    WIDE_TILE_BODY(MR, PACKED_A, ap += MR, x + off[k], x + off[k] + NR, (void)0)                         \
   }
 
 #if defined(__x86_64__) && defined(__GNUC__)
