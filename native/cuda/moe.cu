@@ -773,21 +773,18 @@ extern "C" __global__ void __launch_bounds__(MOE_GROUP_THREADS) seamless_moe_gro
 FOR_FLOATS(MOE_KERNELS)
 #undef MOE_KERNELS
 
-// grouped_mma's: the tokens' float16 activations (up), each pair's float32 ones (down)
-extern "C" __global__ void __launch_bounds__(256, 2) seamless_moe_grouped_mma_f16(
-    int64_t k, int qmoe, MoeWeights g, const int32_t* tiles, const int32_t* ntiles, const int32_t* order,
-    const float* weights, const __half* x, const uint8_t* q, const __half* scale, const uint8_t* zp,
-    const __half* bias, float* out) {
-  dependent_launch();
-  moe::grouped_mma<false>(k, qmoe, g, tiles, ntiles, order, weights, x, q, scale, zp, bias, out);
-}
-extern "C" __global__ void __launch_bounds__(256, 2) seamless_moe_grouped_mma_act_f16(
-    int64_t k, int qmoe, MoeWeights g, const int32_t* tiles, const int32_t* ntiles, const int32_t* order,
-    const float* weights, const float* act, const uint8_t* q, const __half* scale, const uint8_t* zp,
-    const __half* bias, float* out) {
-  dependent_launch();
-  moe::grouped_mma<true>(k, qmoe, g, tiles, ntiles, order, weights, act, q, scale, zp, bias, out);
-}
+// grouped_mma's: the tokens' float16 activations (up: X = __half), each pair's float32 ones (down: SPLIT)
+#define GROUPED_MMA(NAME, SPLIT, X)                                                                                   \
+  extern "C" __global__ void __launch_bounds__(256, 2) seamless_moe_##NAME##_f16(                                     \
+      int64_t k, int qmoe, MoeWeights g, const int32_t* tiles, const int32_t* ntiles, const int32_t* order,           \
+      const float* weights, const X* x, const uint8_t* q, const __half* scale, const uint8_t* zp, const __half* bias, \
+      float* out) {                                                                                                   \
+    dependent_launch();                                                                                               \
+    moe::grouped_mma<SPLIT>(k, qmoe, g, tiles, ntiles, order, weights, x, q, scale, zp, bias, out);                   \
+  }
+GROUPED_MMA(grouped_mma, false, __half)
+GROUPED_MMA(grouped_mma_act, true, float)
+#undef GROUPED_MMA
 
 extern "C" __global__ void seamless_moe_activate(int64_t n, int64_t inter, int activation, float alpha, float beta,
                                                  int has_limit, float limit, const float* h, const float* gate,
