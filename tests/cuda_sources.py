@@ -35,12 +35,12 @@ def _arguments(text: str, start: int) -> tuple[list[str], int]:
 def expanded(path: Path) -> str:
     """path's text, its #define lines left out and its macros' calls replaced by their bodies, until none is left."""
     text = path.read_text()
-    macros = {**_macros((ROOT / "native" / "cuda" / "common.cuh").read_text()), **_macros(text)}
-    macros = {name: m for name, m in macros.items() if name == "FOR_FLOATS" or name in _macros(text)}
+    common = _macros((ROOT / "native" / "cuda" / "common.cuh").read_text())
+    macros = {**_macros(text), "FOR_FLOATS": common["FOR_FLOATS"]}
     code = _DEFINE.sub("", text)
-    call = re.compile(r"\b(" + "|".join(map(re.escape, macros)) + r")\(") if macros else None
+    call = re.compile(r"\b(" + "|".join(map(re.escape, macros)) + r")\(")
     for _ in range(10000):  # one call a pass: a file has up to a few hundred, nested a few levels deep
-        match = call and call.search(code)
+        match = call.search(code)
         if not match:
             return code
         params, body = macros[match.group(1)]

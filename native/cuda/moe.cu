@@ -546,10 +546,10 @@ __device__ void grouped(int64_t k, int by_pair, int qmoe, MoeWeights g, const in
 // pairs' dots with 8 rows: A the pairs' activations (lane c + 4g: pairs c and c + 8, columns 8g..8g+7, half_pairs),
 // B the rows' (q - z) in half (exact, nibble_pairs), float32 sums; each lane scales its D columns' sums by their
 // rows' scales and adds them up (quantization.cu's mma rows kernel, with pairs for rows); each B serves two such A
-// (tiles of 16 pairs, each weight read and made half once a tile, were 19-27 % slower: session 64). The activations pass through shared memory as
-// halves, a window of columns at a time: x (up) as it is; down's float32 activations (SPLIT) as hi + lo halves, two
-// mmas each (about 22 bits of each value kept), each pair's row first scaled by a power of two that puts its largest
-// value at 2^14 (within float16's range; undone on the sums, exactly).
+// (tiles of 16 pairs, each weight read and made half once a tile, were 19-27 % slower: session 64). The activations
+// pass through shared memory as halves, a window of columns at a time: x (up) as it is; down's float32 activations
+// (SPLIT) as hi + lo halves, two mmas each (about 22 bits of each value kept), each pair's row first scaled by a power
+// of two that puts its largest value at 2^14 (within float16's range; undone on the sums, exactly).
 constexpr int MMA_PAD = 32;  // halves after each row of the window: rows 64 bytes apart modulo 128 (the window's
                              // columns: 8192 / MOE_MMA_PAIRS), so lanes reading rows c and c + 1 hit other banks
 constexpr int MMA_ROW_TILES = MOE_MMA_ROWS / 8 / 8;  // a warp's tiles of 8 rows: A's fragments loaded once for them

@@ -418,7 +418,8 @@ class CudaRuntime:
 
 def _merged_box(dims, src_strides, dst_strides) -> list[tuple[int, int, int]]:
     """A strided copy's box as (extent, source stride, destination stride) per axis, axes of extent 1 dropped and each
-    axis folded into the one before it where the two are one run in both tensors (the same elements, in the same order)."""
+    axis folded into the one before it where the two are one run in both tensors (the same elements, in the same
+    order)."""
     box = []
     for n, s, d in zip(dims, src_strides, dst_strides):
         if n == 1:
