@@ -53,3 +53,39 @@ def expanded(path: Path) -> str:
 
 def kernel_names() -> set[str]:
     return {name for path in SOURCES for name in KERNEL.findall(expanded(path))}
+
+
+_SIGNATURE = re.compile(r'extern "C" __global__ void (?:__launch_bounds__\([^)]*\) )?(\w+)\s*\(([^)]*)\)')
+_SCALAR_KINDS = {"int64": {"int64_t"}, "int": {"int", "int32_t", "unsigned"}, "float": {"float"}}
+
+
+def kernel_parameters() -> dict[str, list[str]]:
+    """Kernel name -> its parameters' types as declared ("const float*", "int64_t", "MoeWeights")."""
+    found = {}
+    for path in SOURCES:
+        for name, params in _SIGNATURE.findall(" ".join(expanded(path).split())):
+            found[name] = [p.strip().rsplit(" ", 1)[0].replace(" *", "*") for p in params.split(",") if p.strip()]
+    return found
+
+
+def launch_mismatches(name: str, args, parameters: dict, sizeof) -> list[str]:
+    """How a launch's arguments (runtime/cuda.py: ("int64"|"int"|"float"|"ptr"|"bytes", value)) differ from the
+    kernel's parameters: their count, or an argument of another kind than its parameter (a struct's by its size,
+    sizeof(type name))."""
+    declared = parameters.get(name)
+    if declared is None:
+        return [f"{name}: no such kernel in native/cuda"]
+    if len(args) != len(declared):
+        return [f"{name}: {len(args)} arguments for {len(declared)} parameters {declared}"]
+    wrong = []
+    for i, ((kind, value), ctype) in enumerate(zip(args, declared)):
+        if kind == "ptr":
+            ok = ctype.endswith("*")
+        elif kind == "bytes":
+            ok = not ctype.endswith("*") and ctype not in set().union(*_SCALAR_KINDS.values()) and \
+                sizeof(ctype) == len(value)
+        else:
+            ok = ctype in _SCALAR_KINDS[kind]
+        if not ok:
+            wrong.append(f"{name}: argument {i} is {kind}, its parameter {ctype}")
+    return wrong

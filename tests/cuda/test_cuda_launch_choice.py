@@ -12,8 +12,9 @@ from onnxruntime_ep_seamless.kernels.checks import InvalidArgument
 from onnxruntime_ep_seamless.kernels.cuda.attention import group_query_attention
 from onnxruntime_ep_seamless.kernels.cuda.matmul import linear, linear_argmax
 from onnxruntime_ep_seamless.kernels.cuda.normalization import normed_product
+from cuda_sources import kernel_parameters, launch_mismatches
 from onnxruntime_ep_seamless.runtime.cuda import CudaRuntime, DeviceTensor
-from onnxruntime_ep_seamless.runtime.cuda_args import struct_arg
+from onnxruntime_ep_seamless.runtime.cuda_args import ffi, struct_arg
 
 F16 = np.dtype(np.float16)
 ORT_TENSOR = 1 << 40  # an address the recorder never allocates: ORT's output tensor offered to a kernel
@@ -21,7 +22,8 @@ ORT_TENSOR = 1 << 40  # an address the recorder never allocates: ORT's output te
 
 class Recorder:
     """runtime/cuda.py's allocation and launch calls, recorded: `launches` names each kernel launched
-    (cuBLASLt's GEMM as "gemm") with its keyword arguments (dynamic shared memory)."""
+    (cuBLASLt's GEMM as "gemm") with its keyword arguments (dynamic shared memory); each launch's arguments are held
+    to its kernel's parameters as native/cuda declares them (tests/cuda_sources.py)."""
 
     hopper = True  # sm_90: the tensor-core LM head kernel
     multiprocessors = 132  # an H100's or H200's: a wave of the x32 kernel is 660 blocks
@@ -48,13 +50,22 @@ class Recorder:
 
     output = CudaRuntime.output
 
+    parameters = None  # kernel name -> its parameters' types, read once
+
     def launch_rows(self, name, rows, stream, *args, **kw):
+        self._check(name, args)
         self.launches.append((name, rows, kw))
         self.args.append(args)
 
     def launch(self, name, n, stream, *args):
+        self._check(name, args)
         self.launches.append((name, n, {}))
         self.args.append(args)
+
+    def _check(self, name, args):
+        if Recorder.parameters is None:
+            Recorder.parameters = kernel_parameters()
+        assert not launch_mismatches(name, args, Recorder.parameters, ffi.sizeof)
 
     def gemm(self, stream, *args, **how):
         self.launches.append(("gemm", 0, {}))
