@@ -1,6 +1,7 @@
 """The CUDA kernels as their sources declare them (native/cuda/*.cu), for the tests that check them without a GPU or
 nvcc: each file's text with its own function-like macros (and common.cuh's FOR_FLOATS) expanded, so that a kernel an
 instantiating macro declares (`seamless_copy_##BYTES`, `FOR_FLOATS(BINARY)`) is seen under its real name."""
+import functools
 import re
 from pathlib import Path
 
@@ -52,15 +53,18 @@ def expanded(path: Path) -> str:
 
 
 def kernel_names() -> set[str]:
-    return {name for path in SOURCES for name in KERNEL.findall(expanded(path))}
+    return set(kernel_parameters())
 
 
 _SIGNATURE = re.compile(r'extern "C" __global__ void (?:__launch_bounds__\([^)]*\) )?(\w+)\s*\(([^)]*)\)')
 _SCALAR_KINDS = {"int64": {"int64_t"}, "int": {"int", "int32_t", "unsigned"}, "float": {"float"}}
+_SCALARS = set().union(*_SCALAR_KINDS.values())
 
 
+@functools.cache
 def kernel_parameters() -> dict[str, list[str]]:
-    """Kernel name -> its parameters' types as declared ("const float*", "int64_t", "MoeWeights")."""
+    """Kernel name -> its parameters' types as declared ("const float*", "int64_t", "MoeWeights"); read once (callers
+    do not change it)."""
     found = {}
     for path in SOURCES:
         for name, params in _SIGNATURE.findall(" ".join(expanded(path).split())):
@@ -68,11 +72,11 @@ def kernel_parameters() -> dict[str, list[str]]:
     return found
 
 
-def launch_mismatches(name: str, args, parameters: dict, sizeof) -> list[str]:
+def launch_mismatches(name: str, args, sizeof) -> list[str]:
     """How a launch's arguments (runtime/cuda.py: ("int64"|"int"|"float"|"ptr"|"bytes", value)) differ from the
     kernel's parameters: their count, or an argument of another kind than its parameter (a struct's by its size,
     sizeof(type name))."""
-    declared = parameters.get(name)
+    declared = kernel_parameters().get(name)
     if declared is None:
         return [f"{name}: no such kernel in native/cuda"]
     if len(args) != len(declared):
@@ -82,8 +86,7 @@ def launch_mismatches(name: str, args, parameters: dict, sizeof) -> list[str]:
         if kind == "ptr":
             ok = ctype.endswith("*")
         elif kind == "bytes":
-            ok = not ctype.endswith("*") and ctype not in set().union(*_SCALAR_KINDS.values()) and \
-                sizeof(ctype) == len(value)
+            ok = not ctype.endswith("*") and ctype not in _SCALARS and sizeof(ctype) == len(value)
         else:
             ok = ctype in _SCALAR_KINDS[kind]
         if not ok:

@@ -672,7 +672,7 @@ def test_a_prompts_qmoe_takes_its_experts_grouped(tokens, experts, grouped):
     (float16: on tensor cores, grouped_mma), down's products summed by combine; fewer (a decode step) keep the
     pair-by-pair kernels; every launch passes the arguments its kernel declares (tests/cuda_sources.py). The grid: a
     block per possible tile (pairs / MOE_MMA_PAIRS + experts) and MOE_MMA_ROWS rows (values: test_cuda_moe.py)."""
-    from cuda_sources import kernel_parameters, launch_mismatches
+    from cuda_sources import launch_mismatches
     from onnxruntime_ep_seamless.kernels.cuda.moe import qmoe
     from onnxruntime_ep_seamless.runtime.cuda import DeviceTensor
     from onnxruntime_ep_seamless.runtime.cuda_args import ffi, lib as codes
@@ -702,9 +702,8 @@ def test_a_prompts_qmoe_takes_its_experts_grouped(tokens, experts, grouped):
     qmoe(rt, None, x, router, fc1, fc1_scales, None, fc2, fc2_scales, k=k, activation_type="swiglu", swiglu_fusion=1,
          expert_weight_bits=4, block_size=32)
     names = [name for name, _, _ in rt.launches]
-    parameters = kernel_parameters()
     for name, _, args in rt.launches:  # each launch's arguments as its kernel declares them (args.h structs by size)
-        assert not launch_mismatches(name, args, parameters, ffi.sizeof)
+        assert not launch_mismatches(name, args, ffi.sizeof)
     if not grouped:
         assert names == ["seamless_moe_route_f16", "seamless_moe_up_f16", "seamless_moe_activate",
                          "seamless_moe_down_dealt_f16"]
