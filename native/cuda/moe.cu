@@ -688,26 +688,38 @@ __device__ void grouped_mma(int64_t k, int qmoe, MoeWeights g, const int32_t* ti
 }
 
 // y[t, o] = sum over t's slots, by ascending expert (as `down` off its dealt path), of weight * part[t * k + s, o], the
-// slots that run.
+// slots that run. A block per token: its slots' order found once (k int32 of dynamic shared memory), then its rows
+// (the order found per output value was most of this kernel's time: k^2 reads of chosen each).
 template <typename T>
 __device__ void combine(int64_t tokens, int64_t k, int64_t rows, int qmoe, const int32_t* chosen,
                         const float* weights, const float* part, T* y) {
-  GRID_LOOP(i, tokens * rows) {
-    const int64_t t = i / rows, r = i % rows;
-    float sum = 0.0f;
-    int32_t last = -1;
-    for (int64_t n = 0; n < k; n++) {
-      int64_t s = -1;
-      for (int64_t j = 0; j < k; j++) {
-        const int32_t e = chosen[t * k + j];
-        if (e > last && (s < 0 || e < chosen[t * k + s])) s = j;
+  extern __shared__ int32_t slots[];  // the token's slots that run, by ascending expert
+  __shared__ int count;
+  for (int64_t t = blockIdx.x; t < tokens; t += gridDim.x) {
+    __syncthreads();  // the last token's slots read
+    if (threadIdx.x == 0) {
+      int32_t last = -1;
+      count = 0;
+      for (int64_t n = 0; n < k; n++) {
+        int64_t s = -1;
+        for (int64_t j = 0; j < k; j++) {
+          const int32_t e = chosen[t * k + j];
+          if (e > last && (s < 0 || e < chosen[t * k + s])) s = j;
+        }
+        if (s < 0) break;
+        last = chosen[t * k + s];
+        if (runs(qmoe, weights[t * k + s])) slots[count++] = (int32_t)s;
       }
-      if (s < 0) break;
-      const int64_t ts = t * k + s;
-      last = chosen[ts];
-      if (runs(qmoe, weights[ts])) sum += weights[ts] * part[ts * rows + r];
     }
-    st(y + i, sum);
+    __syncthreads();
+    for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) {
+      float sum = 0.0f;
+      for (int n = 0; n < count; n++) {
+        const int64_t ts = t * k + slots[n];
+        sum += weights[ts] * part[ts * rows + r];
+      }
+      st(y + t * rows + r, sum);
+    }
   }
 }
 

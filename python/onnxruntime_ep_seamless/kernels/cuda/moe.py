@@ -109,9 +109,9 @@ def _run(rt, stream, x, router, fcs, tokens, experts, inter, attrs, bits=None):
         return s.done(y)
     part = s(rt.alloc((pairs, hidden), f32))  # each pair's product, then summed a token by ascending expert
     product("down", "fc2", hidden, inter, activated, part)
-    rt.launch(f"seamless_moe_combine_{suffix}", tokens * hidden, stream, ("int64", tokens), ("int64", k),
-              ("int64", hidden), ("int", 1), ("ptr", chosen.ptr), ("ptr", weights.ptr), ("ptr", part.ptr),
-              ("ptr", y.ptr))
+    rt.launch_rows(f"seamless_moe_combine_{suffix}", min(tokens, 1 << 20), stream, ("int64", tokens), ("int64", k),
+                   ("int64", hidden), ("int", 1), ("ptr", chosen.ptr), ("ptr", weights.ptr), ("ptr", part.ptr),
+                   ("ptr", y.ptr), shared=4 * k)
     return s.done(y)
 
 
