@@ -107,6 +107,9 @@ typedef struct {
  * first, a scale per block of `block` cols (block_shift: log2(block) when a power of two, else -1), the zero
  * points packed along the blocks (zp_blockwise) or along the rows, 2^(bits-1) without them. */
 typedef struct { int64_t rows, cols, block, bits, zp_blockwise, block_shift; } MoeWeights;
+/* moe.cu: the activation an up product's kernel applies as it stores its rows (kind: kernels/cpu/steps.py
+ * MOE_ACTIVATIONS, -1: none, the product stored as it is), or the activate kernel (FC3's gated experts). */
+typedef struct { int64_t kind, has_limit; float alpha, beta, limit; } MoeActivation;
 
 /* ---- reduction.cu */
 typedef struct {

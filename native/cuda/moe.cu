@@ -305,13 +305,49 @@ __device__ void route_sparse_mixer(int64_t tokens, int64_t experts, const T* rou
 
 __device__ __forceinline__ bool runs(int qmoe, float w) { return !qmoe || w > 1e-8f; }
 
-// A warp per (token, slot, MOE_UP_ROWS rows): h[t, s, r] = fc1[e] row r . x[t] (+ bias), float32. Rows a warp at
-// once so that their loads are in flight together (a row of 2048 4-bit columns is 2 chunks a lane); the grid is
-// launched for rows / MOE_UP_ROWS warps (kernels/cuda/moe.py), any grid computes every row.
+// An activation of one value (kind: 0 relu, 1 silu, 3 identity, 4 gelu (tanh)), and swiglu's (2) of a gate and a
+// linear value (rows 2m and 2m + 1 of the up product: interleaved).
+__device__ __forceinline__ float activation_of(const MoeActivation& a, float x) {
+  return a.kind == 0 ? fmaxf(x, 0.0f) : a.kind == 1 ? x / (1.0f + expf(-x))
+         : a.kind == 4 ? 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x))) : x;
+}
+__device__ __forceinline__ float swiglu(const MoeActivation& a, float gate, float lin) {
+  if (a.has_limit) { gate = fminf(gate, a.limit); lin = fminf(fmaxf(lin, -a.limit), a.limit); }
+  return gate / (1.0f + expf(-a.alpha * gate)) * (lin + a.beta);
+}
+
+// An up product's rows r (even) and r + 1 (has_next: below its rows) of pair p, bias added: stored as they are
+// (out: [pairs, rows]) or, with a.kind >= 0, activated (out: [pairs, inter]; swiglu: one value of the two).
+__device__ __forceinline__ void store_up(const MoeActivation& a, int64_t p, int64_t rows, int64_t r, float v0,
+                                         float v1, bool has_next, float* out) {
+  if (a.kind == 2) {
+    out[p * (rows / 2) + r / 2] = swiglu(a, v0, v1);
+    return;
+  }
+  const bool act = a.kind >= 0;
+  out[p * rows + r] = act ? activation_of(a, v0) : v0;
+  if (has_next) out[p * rows + r + 1] = act ? activation_of(a, v1) : v1;
+}
+
+// act[t, s, m] from h[t, s, :] (the up product, stored as it is), times gate[t, s, m] (FC3's product) where there is
+// one: after `grouped` (its registers did not take store_up) and FC3's product.
+__device__ void activate(int64_t n, int64_t inter, MoeActivation a, const float* h, const float* gate, float* act) {
+  GRID_LOOP(i, n) {
+    const int64_t ts = i / inter, m = i % inter;
+    const float v = a.kind == 2 ? swiglu(a, h[ts * 2 * inter + 2 * m], h[ts * 2 * inter + 2 * m + 1])
+                                : activation_of(a, h[ts * inter + m]);
+    act[i] = gate ? v * gate[i] : v;
+  }
+}
+
+// A warp per (token, slot, MOE_UP_ROWS rows): fc1[e] row r . x[t] (+ bias), float32, stored by store_up (activated
+// where a.kind says). Rows a warp at once so that their loads are in flight together (a row of 2048 4-bit columns is 2
+// chunks a lane); the grid is launched for rows / MOE_UP_ROWS warps (kernels/cuda/moe.py), any grid computes every row.
+static_assert(MOE_UP_ROWS % 2 == 0, "moe.cu up: rows in the pairs store_up takes (swiglu's gate and linear rows)");
 template <typename T>
-__device__ void up(int64_t tokens, int64_t k, int qmoe, MoeWeights g, const int32_t* chosen, const float* weights,
-                   const T* x, const T* w, const uint8_t* q, const T* scale, const uint8_t* zp, const T* bias,
-                   float* h) {
+__device__ void up(int64_t tokens, int64_t k, int qmoe, MoeWeights g, MoeActivation a, const int32_t* chosen,
+                   const float* weights, const T* x, const T* w, const uint8_t* q, const T* scale, const uint8_t* zp,
+                   const T* bias, float* out) {
   const int lane = threadIdx.x & 31;
   const int64_t groups = (g.rows + MOE_UP_ROWS - 1) / MOE_UP_ROWS;
   GRID_LOOP(i, tokens * k * groups * 32) {
@@ -328,31 +364,12 @@ __device__ void up(int64_t tokens, int64_t k, int qmoe, MoeWeights g, const int3
     }
 #pragma unroll
     for (int u = 0; u < MOE_UP_ROWS; u++) {
-      const float sum = warp_sum(acc[u]);
-      const int64_t r = r0 + u;
-      if (lane == 0 && r < g.rows) h[ts * g.rows + r] = bias ? sum + ld(bias + e * g.rows + r) : sum;
+      acc[u] = warp_sum(acc[u]);
+      if (bias && r0 + u < g.rows) acc[u] += ld(bias + e * g.rows + r0 + u);
     }
-  }
-}
-
-// act[t, s, m] from h[t, s, :]: 0 relu, 1 silu, 2 swiglu (interleaved), 3 identity, 4 gelu (tanh); times
-// gate[t, s, m] (FC3's product) where there is one.
-__device__ void activate(int64_t n, int64_t inter, int activation, float alpha, float beta, int has_limit,
-                         float limit, const float* h, const float* gate, float* act) {
-  GRID_LOOP(i, n) {
-    const int64_t ts = i / inter, m = i % inter;
-    float v;
-    if (activation == 2) {
-      const float* row = h + ts * 2 * inter;
-      float gate = row[2 * m], lin = row[2 * m + 1];
-      if (has_limit) { gate = fminf(gate, limit); lin = fminf(fmaxf(lin, -limit), limit); }
-      v = gate / (1.0f + expf(-alpha * gate)) * (lin + beta);
-    } else {
-      const float x = h[ts * inter + m];
-      v = activation == 0 ? fmaxf(x, 0.0f) : activation == 1 ? x / (1.0f + expf(-x))
-          : activation == 4 ? 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x))) : x;
-    }
-    act[i] = gate ? v * gate[i] : v;
+#pragma unroll
+    for (int u = 0; u < MOE_UP_ROWS; u += 2)
+      if (lane == 0 && r0 + u < g.rows) store_up(a, ts, g.rows, r0 + u, acc[u], acc[u + 1], r0 + u + 1 < g.rows, out);
   }
 }
 
@@ -556,9 +573,9 @@ constexpr int MMA_ROW_TILES = MOE_MMA_ROWS / 8 / 8;  // a warp's tiles of 8 rows
 constexpr int MMA_AHEAD = 2;  // groups of 32 columns whose weights a lane loads before it computes any
 
 template <bool SPLIT, typename X>
-__device__ void grouped_mma(int64_t k, int qmoe, MoeWeights g, const int32_t* tiles, const int32_t* ntiles,
-                            const int32_t* order, const float* weights, const X* x, const uint8_t* q,
-                            const __half* scale, const uint8_t* zp, const __half* bias, float* out) {
+__device__ void grouped_mma(int64_t k, int qmoe, MoeWeights g, MoeActivation a, const int32_t* tiles,
+                            const int32_t* ntiles, const int32_t* order, const float* weights, const X* x,
+                            const uint8_t* q, const __half* scale, const uint8_t* zp, const __half* bias, float* out) {
   constexpr int PAIRS = MOE_MMA_PAIRS, M = PAIRS / 16, WINDOW = 8192 / PAIRS;  // M: the mmas' A a B serves
   static_assert(PAIRS % 16 == 0, "grouped_mma: a tile's pairs are the rows of whole mma A");
   __shared__ __align__(16) __half hi[PAIRS][WINDOW + MMA_PAD];
@@ -675,13 +692,19 @@ __device__ void grouped_mma(int64_t k, int qmoe, MoeWeights g, const int32_t* ti
 #pragma unroll
     for (int m = 0; m < M; m++) {
 #pragma unroll
-      for (int i = 0; i < 4; i++) {  // D: pairs 16 m + c (i < 2) and 16 m + c + 8, rows rd + i % 2
+      for (int i = 0; i < 4; i += 2) {  // D: pairs 16 m + c (i 0) and 16 m + c + 8 (i 2), rows rd and rd + 1
         const int j = 16 * m + (i < 2 ? c : c + 8);
-        const int64_t r = base + t * 8 + 2 * gq + (i & 1);
+        const int64_t r = base + t * 8 + 2 * gq;
         if (j >= n || r >= g.rows) continue;
         const int64_t p = order[first + j];
-        const float v = SPLIT ? ldexpf(acc[t][m][i], shift[j]) : acc[t][m][i];
-        out[p * g.rows + r] = (runs(qmoe, weights[p]) ? v : 0.0f) + (bias ? ld(bias + e * g.rows + r) : 0.0f);
+        const bool live = runs(qmoe, weights[p]), has_next = r + 1 < g.rows;
+        float v[2];
+#pragma unroll
+        for (int u = 0; u < 2; u++) {
+          const float d = SPLIT ? ldexpf(acc[t][m][i + u], shift[j]) : acc[t][m][i + u];
+          v[u] = (live ? d : 0.0f) + (bias && (u == 0 || has_next) ? ld(bias + e * g.rows + r + u) : 0.0f);
+        }
+        store_up(a, p, g.rows, r, v[0], v[1], has_next, out);
       }
     }
   }
@@ -744,12 +767,12 @@ extern "C" __global__ void __launch_bounds__(MOE_GROUP_THREADS) seamless_moe_gro
     dependent_launch();                                                                                                \
     moe::route_sparse_mixer(tokens, experts, router, chosen, weights);                                                 \
   }                                                                                                                    \
-  extern "C" __global__ void seamless_moe_up_##S(int64_t tokens, int64_t k, int qmoe, MoeWeights g,                 \
+  extern "C" __global__ void seamless_moe_up_##S(int64_t tokens, int64_t k, int qmoe, MoeWeights g, MoeActivation a, \
                                                  const int32_t* chosen, const float* weights, const T* x, const T* w, \
                                                  const uint8_t* q, const T* scale, const uint8_t* zp, const T* bias,  \
-                                                 float* h) {                                                           \
+                                                 float* out) {                                                         \
     dependent_launch();                                                                                                \
-    moe::up(tokens, k, qmoe, g, chosen, weights, x, w, q, scale, zp, bias, h);                                         \
+    moe::up(tokens, k, qmoe, g, a, chosen, weights, x, w, q, scale, zp, bias, out);                                    \
   }                                                                                                                    \
   extern "C" __global__ void seamless_moe_down_##S(int64_t tokens, int64_t k, int qmoe, MoeWeights g,               \
                                                    const int32_t* chosen, const float* weights, const float* act,      \
@@ -788,19 +811,18 @@ FOR_FLOATS(MOE_KERNELS)
 // grouped_mma's: the tokens' float16 activations (up: X = __half), each pair's float32 ones (down: SPLIT)
 #define GROUPED_MMA(NAME, SPLIT, X)                                                                                   \
   extern "C" __global__ void __launch_bounds__(256, 2) seamless_moe_##NAME##_f16(                                     \
-      int64_t k, int qmoe, MoeWeights g, const int32_t* tiles, const int32_t* ntiles, const int32_t* order,           \
-      const float* weights, const X* x, const uint8_t* q, const __half* scale, const uint8_t* zp, const __half* bias, \
-      float* out) {                                                                                                   \
+      int64_t k, int qmoe, MoeWeights g, MoeActivation a, const int32_t* tiles, const int32_t* ntiles,                \
+      const int32_t* order, const float* weights, const X* x, const uint8_t* q, const __half* scale,                  \
+      const uint8_t* zp, const __half* bias, float* out) {                                                            \
     dependent_launch();                                                                                               \
-    moe::grouped_mma<SPLIT>(k, qmoe, g, tiles, ntiles, order, weights, x, q, scale, zp, bias, out);                   \
+    moe::grouped_mma<SPLIT>(k, qmoe, g, a, tiles, ntiles, order, weights, x, q, scale, zp, bias, out);                \
   }
 GROUPED_MMA(grouped_mma, false, __half)
 GROUPED_MMA(grouped_mma_act, true, float)
 #undef GROUPED_MMA
 
-extern "C" __global__ void seamless_moe_activate(int64_t n, int64_t inter, int activation, float alpha, float beta,
-                                                 int has_limit, float limit, const float* h, const float* gate,
-                                                 float* act) {
+extern "C" __global__ void seamless_moe_activate(int64_t n, int64_t inter, MoeActivation a, const float* h,
+                                                 const float* gate, float* act) {
   dependent_launch();
-  moe::activate(n, inter, activation, alpha, beta, has_limit, limit, h, gate, act);
+  moe::activate(n, inter, a, h, gate, act);
 }

@@ -670,8 +670,9 @@ def test_a_prompts_qmoe_takes_its_experts_grouped(tokens, experts, grouped):
     """QMoE's 4-bit experts over a prompt of as many (token, slot) pairs as GROUPED_PAIRS_AN_EXPERT a expert: the
     pairs grouped by expert on the device (moe.cu group) and each weight read once for a tile of MOE_MMA_PAIRS pairs
     (float16: on tensor cores, grouped_mma), down's products summed by combine; fewer (a decode step) keep the
-    pair-by-pair kernels; every launch passes the arguments its kernel declares (tests/cuda_sources.py). The grid: a
-    block per possible tile (pairs / MOE_MMA_PAIRS + experts) and MOE_MMA_ROWS rows (values: test_cuda_moe.py)."""
+    pair-by-pair kernels. Either way the first product stores its rows activated (no activate launch), and every
+    launch passes the arguments its kernel declares (tests/cuda_sources.py). The grid: a block per possible tile
+    (pairs / MOE_MMA_PAIRS + experts) and MOE_MMA_ROWS rows (values: test_cuda_moe.py)."""
     from cuda_sources import launch_mismatches
     from onnxruntime_ep_seamless.kernels.cuda.moe import qmoe
     from onnxruntime_ep_seamless.runtime.cuda import DeviceTensor
@@ -705,12 +706,11 @@ def test_a_prompts_qmoe_takes_its_experts_grouped(tokens, experts, grouped):
     for name, _, args in rt.launches:  # each launch's arguments as its kernel declares them (args.h structs by size)
         assert not launch_mismatches(name, args, ffi.sizeof)
     if not grouped:
-        assert names == ["seamless_moe_route_f16", "seamless_moe_up_f16", "seamless_moe_activate",
-                         "seamless_moe_down_dealt_f16"]
+        assert names == ["seamless_moe_route_f16", "seamless_moe_up_f16", "seamless_moe_down_dealt_f16"]
         return
     assert names == ["seamless_moe_route_f16", "seamless_moe_group", "seamless_moe_grouped_mma_f16",
-                     "seamless_moe_activate", "seamless_moe_grouped_mma_act_f16", "seamless_moe_combine_f16"]
+                     "seamless_moe_grouped_mma_act_f16", "seamless_moe_combine_f16"]
     tiles = -(-tokens * k // codes.MOE_MMA_PAIRS) + experts
     assert rt.launches[1][1] == 1 and rt.launches[1][2][2] == ("int", codes.MOE_MMA_PAIRS)
     assert rt.launches[2][1] == (tiles, -(-2 * inter // codes.MOE_MMA_ROWS))
-    assert rt.launches[4][1] == (tiles, -(-hidden // codes.MOE_MMA_ROWS))
+    assert rt.launches[3][1] == (tiles, -(-hidden // codes.MOE_MMA_ROWS))

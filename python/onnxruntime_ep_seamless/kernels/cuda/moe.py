@@ -28,6 +28,9 @@ GROUPED_PAIRS_AN_EXPERT = 2
 GROUPED_ON_TENSOR_CORES = True
 
 
+NOT_ACTIVATED = struct_arg("MoeActivation", kind=-1)  # an up product stored as it is
+
+
 def _weights(rows, cols, block, bits, zp_blockwise) -> tuple:
     """args.h MoeWeights (block_shift: log2 of a power-of-two block, else -1)."""
     shift = block.bit_length() - 1 if block & (block - 1) == 0 else -1
@@ -44,7 +47,6 @@ def _run(rt, stream, x, router, fcs, tokens, experts, inter, attrs, bits=None):
     f32 = np.dtype(np.float32)
     chosen = s(rt.alloc((tokens, k), np.dtype(np.int32)))
     weights = s(rt.alloc((tokens, k), f32))
-    h = s(rt.alloc((tokens, k, rows1), f32))
     gate = s(rt.alloc((tokens, k, inter), f32)) if "fc3" in fcs else None
     activated = s(rt.alloc((tokens, k, inter), f32))
     y = rt.alloc(x.shape, x.dtype)
@@ -63,6 +65,12 @@ def _run(rt, stream, x, router, fcs, tokens, experts, inter, attrs, bits=None):
         all(q is not None and q[2] >= 32 and q[2] & (q[2] - 1) == 0 and w.ptr % 16 == 0 for w, _, q in fcs.values())
     mma = GROUPED_ON_TENSOR_CORES and x.dtype == np.float16 and x.ptr % 16 == 0
     tile = codes.MOE_MMA_PAIRS if mma else codes.MOE_TILE
+    limit = attrs["swiglu_limit"]
+    activation = struct_arg("MoeActivation", kind=MOE_ACTIVATIONS[act], has_limit=int(limit is not None),
+                            alpha=float(attrs["alpha"]), beta=float(attrs["beta"]), limit=float(limit or 0.0))
+    # fc1's product stored activated (moe.cu store_up), but for FC3's gate and CUDA-core `grouped`: then as it is, h
+    fused = gate is None and (mma or not grouped)
+    h = activated if fused else s(rt.alloc((tokens, k, rows1), f32))
     if grouped:  # a prompt's pairs by expert (moe.cu group), each weight then read once for up to `tile` of them
         tiles_max = -(-pairs // tile) + experts
         order = s(rt.alloc((pairs,), np.dtype(np.int32)))
@@ -72,7 +80,8 @@ def _run(rt, stream, x, router, fcs, tokens, experts, inter, attrs, bits=None):
                        ("ptr", chosen.ptr), ("ptr", order.ptr), ("ptr", tiles.ptr), ("ptr", ntiles.ptr),
                        shared=8 * experts, threads=codes.MOE_GROUP_THREADS)
 
-    def product(name, fc, rows, cols, inputs, out):  # out = fc's experts' rows . inputs (+ bias)
+    def product(name, fc, rows, cols, inputs, out, stored=NOT_ACTIVATED):
+        """out = fc's experts' rows . inputs (+ bias), an up product's `stored` (args.h MoeActivation)."""
         w, bias, quant = fcs[fc]
         if quant is None:
             layout, operands = _weights(rows, cols, cols, 8, 0), [w.ptr, 0, 0, 0]
@@ -83,7 +92,7 @@ def _run(rt, stream, x, router, fcs, tokens, experts, inter, attrs, bits=None):
         if grouped:  # out: each pair's rows (down's then summed a token by moe.cu combine)
             rt.launch_rows(f"seamless_moe_grouped{'_mma' if mma else ''}{'_act' if name == 'down' else ''}_{suffix}",
                            (tiles_max, -(-rows // (codes.MOE_MMA_ROWS if mma else codes.MOE_TILE_ROWS))), stream,
-                           ("int64", k), ("int", 1), layout,
+                           ("int64", k), ("int", 1), layout, *((stored,) if mma else ()),
                            ("ptr", tiles.ptr), ("ptr", ntiles.ptr), ("ptr", order.ptr), ("ptr", weights.ptr),
                            ("ptr", inputs.ptr), *(("ptr", p) for p in operands[1:]),
                            ("ptr", bias.ptr if bias is not None else 0), ("ptr", out.ptr))
@@ -93,17 +102,17 @@ def _run(rt, stream, x, router, fcs, tokens, experts, inter, attrs, bits=None):
             name = "down_dealt"
         rt.launch(f"seamless_moe_{name}_{suffix}", warps * 32, stream,
                   ("int64", tokens), ("int64", k), ("int", int(bits is not None)), layout,
+                  *((stored,) if name == "up" else ()),
                   ("ptr", chosen.ptr), ("ptr", weights.ptr), ("ptr", inputs.ptr),
                   *(("ptr", p) for p in operands), ("ptr", bias.ptr if bias is not None else 0), ("ptr", out.ptr))
 
-    product("up", "fc1", rows1, hidden, x, h)
+    product("up", "fc1", rows1, hidden, x, h, activation if fused else NOT_ACTIVATED)
     if gate is not None:
         product("up", "fc3", inter, hidden, x, gate)
-    limit = attrs["swiglu_limit"]
-    rt.launch("seamless_moe_activate", tokens * k * inter, stream, ("int64", tokens * k * inter),
-              ("int64", inter), ("int", MOE_ACTIVATIONS[act]), ("float", float(attrs["alpha"])),
-              ("float", float(attrs["beta"])), ("int", int(limit is not None)), ("float", float(limit or 0.0)),
-              ("ptr", h.ptr), ("ptr", gate.ptr if gate is not None else 0), ("ptr", activated.ptr))
+    if not fused:
+        rt.launch("seamless_moe_activate", tokens * k * inter, stream, ("int64", tokens * k * inter),
+                  ("int64", inter), activation, ("ptr", h.ptr), ("ptr", gate.ptr if gate is not None else 0),
+                  ("ptr", activated.ptr))
     if not grouped:
         product("down", "fc2", hidden, inter, activated, y)
         return s.done(y)
