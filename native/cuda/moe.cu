@@ -14,6 +14,15 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
+// The zero point of a 4-bit QMoE weight of expert e's row r (row: e * g.rows + r) in quantization block b of the row's
+// `blocks`: packed along the blocks (zp_blockwise) or along the rows, 8 without zero points.
+__device__ __forceinline__ float zero_of(const MoeWeights& g, const uint8_t* zp, int64_t e, int64_t r, int64_t row,
+                                         int b, int blocks) {
+  if (zp && g.zp_blockwise) return (float)((zp[row * ((blocks + 1) / 2) + b / 2] >> ((b % 2) * 4)) & 15);
+  if (zp) return (float)((zp[e * ((g.rows + 1) / 2) + r / 2] >> ((r % 2) * 4)) & 15);
+  return 8.0f;
+}
+
 // Whether QMoE rows take the chunked path: 4 bits, blocks of 32 columns or more, rows of whole 32-column chunks
 // (16 bytes), weights and activations 16-byte aligned (the builder's int4 MoE exports).
 template <typename X>
@@ -51,10 +60,7 @@ __device__ __forceinline__ float chunked_sum(const MoeWeights& g, const uint8_t*
       const int b = c0 >> g.block_shift;
       packed[u] = *reinterpret_cast<const uint4*>(q + row * row_bytes + c0 / 2);
       sc[u] = ld(scale + row * blocks + b);
-      float zero = 8.0f;
-      if (zp && g.zp_blockwise) zero = (float)((zp[row * ((blocks + 1) / 2) + b / 2] >> ((b % 2) * 4)) & 15);
-      else if (zp) zero = (float)((zp[e * ((g.rows + 1) / 2) + r / 2] >> ((r % 2) * 4)) & 15);
-      offset[u] = 8388608.0f + zero;
+      offset[u] = 8388608.0f + zero_of(g, zp, e, r, row, b, blocks);
     }
 #pragma unroll
     for (int u = 0; u < CHUNKS_IN_FLIGHT; u++) {
@@ -77,9 +83,7 @@ __device__ __forceinline__ float chunked_sum(const MoeWeights& g, const uint8_t*
 }
 
 // A lane's share of expert e's rows r0 .. r0 + R - 1 (those below g.rows) times x on the chunked path: a pass loads a
-// 16-byte chunk of each row at once and reads x's 32 columns once for all of them. (Its chunk loads are chunked_sum's,
-// and grouped's below, spelled out in each as measured on the H200: a shared helper compiled to other code, not yet
-// measured.)
+// 16-byte chunk of each row at once and reads x's 32 columns once for all of them.
 template <int R, typename T, typename X>
 __device__ __forceinline__ void rows_dot(const MoeWeights& g, const uint8_t* q, const T* scale, const uint8_t* zp,
                                          int64_t e, int64_t r0, const X* x, int lane, float* acc) {
@@ -93,10 +97,7 @@ __device__ __forceinline__ void rows_dot(const MoeWeights& g, const uint8_t* q, 
       const int64_t r = r0 + u < g.rows ? r0 + u : r0, row = e * g.rows + r;  // a missing row reads row r0 again
       packed[u] = *reinterpret_cast<const uint4*>(q + row * row_bytes + c0 / 2);
       sc[u] = ld(scale + row * blocks + b);
-      float zero = 8.0f;
-      if (zp && g.zp_blockwise) zero = (float)((zp[row * ((blocks + 1) / 2) + b / 2] >> ((b % 2) * 4)) & 15);
-      else if (zp) zero = (float)((zp[e * ((g.rows + 1) / 2) + r / 2] >> ((r % 2) * 4)) & 15);
-      offset[u] = 8388608.0f + zero;
+      offset[u] = 8388608.0f + zero_of(g, zp, e, r, row, b, blocks);
       dot[u] = 0.0f;
     }
 #pragma unroll
@@ -512,10 +513,7 @@ __device__ void grouped(int64_t k, int by_pair, int qmoe, MoeWeights g, const in
         const int64_t r = r0 + u < g.rows ? r0 + u : 0, row = e * g.rows + r;  // a missing row reads row 0
         packed[u] = *reinterpret_cast<const uint4*>(q + row * row_bytes + c0 / 2);
         sc[u] = ld(scale + row * blocks + b);
-        float zero = 8.0f;
-        if (zp && g.zp_blockwise) zero = (float)((zp[row * ((blocks + 1) / 2) + b / 2] >> ((b % 2) * 4)) & 15);
-        else if (zp) zero = (float)((zp[e * ((g.rows + 1) / 2) + r / 2] >> ((r % 2) * 4)) & 15);
-        offset[u] = 8388608.0f + zero;
+        offset[u] = 8388608.0f + zero_of(g, zp, e, r, row, b, blocks);
       }
 #pragma unroll
       for (int w = 0; w < 4; w++) {
@@ -637,10 +635,7 @@ __device__ void grouped_mma(int64_t k, int qmoe, MoeWeights g, MoeActivation a, 
           const int64_t rd = base + t * 8 + 2 * gq, rb = base + t * 8 + c < g.rows ? base + t * 8 + c : 0;
           const int64_t row = e * g.rows + rb;  // D's first row; B's row (a missing one reads row 0)
           word[u][t] = live ? __ldg((const uint32_t*)(q + row * row_bytes + col / 2 + 4 * gq)) : 0u;
-          float z = 8.0f;
-          if (zp && g.zp_blockwise) z = (float)((zp[row * ((blocks + 1) / 2) + b / 2] >> ((b % 2) * 4)) & 15);
-          else if (zp) z = (float)((zp[e * ((g.rows + 1) / 2) + rb / 2] >> ((rb % 2) * 4)) & 15);
-          zero[u][t] = z;
+          zero[u][t] = zero_of(g, zp, e, rb, row, b, blocks);
           sc[u][t][0] = live && rd < g.rows ? ld(scale + (e * g.rows + rd) * blocks + b) : 0.0f;
           sc[u][t][1] = live && rd + 1 < g.rows ? ld(scale + (e * g.rows + rd + 1) * blocks + b) : 0.0f;
         }
