@@ -14,9 +14,14 @@ size_t seamless_sgemm_packed_size(size_t K, size_t N);
 void seamless_sgemm_pack_b(const float* B, size_t K, size_t N, size_t ldb, int trans_b, float* packed);
 void seamless_sgemm_pack_a(size_t M, size_t K, const float* A, size_t lda, float* packed_a);
 void seamless_sgemm(size_t M, size_t N, size_t K, const float* A, const float* packed_a, size_t lda,
-                    const float* packed, const float* bias, const float* row_bias, float* C, size_t ldc, void* par_fn,
-                    void* par_ctx);
-/* matmul.c, tests: force the GEMM tiles' instruction set (0 plain C, 1 AVX2, 2 AVX-512; -1 automatic) */
+                    const float* packed, const uint16_t* split, const float* bias, const float* row_bias, float* C,
+                    size_t ldc, void* par_fn, void* par_ctx);
+/* matmul.c: a constant packed B split for the AMX tiles (float32 accuracy from bf16 pieces): its size in bf16 values
+ * (0: no AMX here, or K too small to pay), and the split; returns 0, or 1 where B is not finite (no split) */
+size_t seamless_sgemm_split_size(size_t K, size_t N);
+int seamless_sgemm_split_b(const float* packed, size_t K, size_t N, uint16_t* split);
+/* matmul.c, tests: force the GEMM tiles' instruction set (0 plain C, 1 AVX2, 2 AVX-512, 3 AVX-512 and AMX; -1
+ * automatic) */
 void seamless_sgemm_set_isa(int level);
 /* C = A . B with B[k, j] = x[off[k] + j] read in place (a convolution without im2col), where supported (M rows) */
 int seamless_sgemm_indirect_supported(size_t M);

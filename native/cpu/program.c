@@ -1118,7 +1118,7 @@ static int run_step(const SeamlessStep* s, char* const* ptr, void* par_fn, void*
       const SeamlessGemmArgs* g = args;
       if (g->m && g->n)
         seamless_sgemm((size_t)g->m, (size_t)g->n, (size_t)g->k, (const float*)P(0), NULL, (size_t)g->k, g->packed,
-                       g->bias, NULL, (float*)P(1), (size_t)g->n, par_fn, par_ctx);
+                       g->split, g->bias, NULL, (float*)P(1), (size_t)g->n, par_fn, par_ctx);
       return 0;
     }
     case SEAMLESS_OP_GEMM_BATCHED: {

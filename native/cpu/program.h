@@ -126,11 +126,12 @@ typedef struct {
 
 typedef struct { int64_t rows, cols, skip_rows; float eps; } SeamlessRowsArgs;
 
-/* y[batch][m, n] = a[batch][m, k] . B[batch][k, n] (+ bias[n]): GEMM reads the constant packed B; the
- * batched one B at ldb / stride_b (0: one B for every item), A at stride_a (0 likewise) */
+/* y[batch][m, n] = a[batch][m, k] . B[batch][k, n] (+ bias[n]): GEMM reads the constant packed B (and its AMX
+ * split, or NULL); the batched one B at ldb / stride_b (0: one B for every item), A at stride_a (0 likewise) */
 typedef struct {
   int64_t batch, m, n, k, stride_a, ldb, stride_b;
   const float* packed;
+  const uint16_t* split;
   const float* bias;
 } SeamlessGemmArgs;
 

@@ -99,10 +99,10 @@ static void onnx_attention_task(void* user, size_t task) {
       const int64_t rows = s - i0 < ATTENTION_ROWS ? s - i0 : ATTENTION_ROWS;
       const float* q0 = job->q + bi * qs[0] + n * qs[1] + i0 * qs[2];
       float* out0 = job->out + bi * os[0] + n * os[1] + i0 * os[2];
-      seamless_sgemm((size_t)rows, (size_t)t, (size_t)h, q0, NULL, (size_t)qs[2], packed_k, NULL, NULL, scores,
+      seamless_sgemm((size_t)rows, (size_t)t, (size_t)h, q0, NULL, (size_t)qs[2], packed_k, NULL, NULL, NULL, scores,
                      (size_t)ld, NULL, NULL);
       for (int64_t r = 0; r < rows; r++) attention_row(job, bi, n, i0 + r, scores + r * ld);
-      seamless_sgemm((size_t)rows, (size_t)hv, (size_t)t, scores, NULL, (size_t)ld, packed_v, NULL, NULL, out0,
+      seamless_sgemm((size_t)rows, (size_t)hv, (size_t)t, scores, NULL, (size_t)ld, packed_v, NULL, NULL, NULL, out0,
                      (size_t)os[2], NULL, NULL);  /* no keys: zeros, a sum of nothing */
     }
   }

@@ -443,7 +443,7 @@ void seamless_conv_f32(const SeamlessConvArgs* a, const float* x, float* y, floa
         if (job.tasks > CONV_TASKS) job.tasks = CONV_TASKS;
         seamless_run_tasks(par_fn, par_ctx, job.tasks, cols_task, &job);
         seamless_sgemm((size_t)mg, (size_t)cols, (size_t)a->k, a->weights + g * mg * a->k,
-                       a->packed_weights + g * mg * a->k, (size_t)a->k, scratch, NULL,
+                       a->packed_weights + g * mg * a->k, (size_t)a->k, scratch, NULL, NULL,
                        a->bias ? a->bias + g * mg : NULL, yg + j0, (size_t)a->l, par_fn, par_ctx);
       }
     }

@@ -94,6 +94,53 @@ def test_native_sgemm_packing_a_for_the_product(m, k, n, isa):
                                atol=1e-7 * k)  # float32 sums of k terms of magnitude <= 1: ~k eps each
 
 
+def _amx_or_skip(k, n):
+    from onnxruntime_ep_seamless.kernels.cpu import native
+    if not native.lib.seamless_sgemm_split_size(k, n):
+        pytest.skip("no AMX tiles on this machine (or the kernel does not let the process use them)")
+    return native
+
+
+def _sgemm_on(native, isa, *args):
+    native.lib.seamless_sgemm_set_isa(isa)
+    try:
+        return native.sgemm(*args)
+    finally:
+        native.lib.seamless_sgemm_set_isa(-1)
+
+
+@pytest.mark.parametrize("m,k,n", [(128, 384, 384), (96, 100, 200), (120, 70, 480), (64, 1536, 96)])
+def test_native_sgemm_amx_tiles_keep_float32_accuracy(m, k, n):
+    """matmul.c's AMX path: A and B split into three bf16 each, six products summed on the tiles; rows, depth and
+    columns cut short of the 32-wide blocks. As close to the float64 product as the float32 tiles (the split is
+    exact, the dropped products below float32's rounding), and not the float32 tiles' bits (the tiles ran)."""
+    native = _amx_or_skip(k, n)
+    a, b, bias = rand((m, k)), rand((k, n)), rand((n,))
+    packed = native.pack_b(b)
+    split = native.split_b(packed, k, n)
+    want = a.astype(np.float64) @ b.astype(np.float64) + bias
+    amx = _sgemm_on(native, 3, a, packed, n, bias, split)
+    fma = _sgemm_on(native, 2, a, packed, n, bias, split)
+    fma_error = np.abs(fma - want).max()
+    assert np.abs(amx - want).max() <= 1.5 * fma_error, (np.abs(amx - want).max(), fma_error)
+    assert not np.array_equal(amx, fma)
+
+
+@pytest.mark.parametrize("value", [np.inf, -np.inf, np.nan])
+def test_native_sgemm_amx_leaves_non_finite_values_to_the_float32_tiles(value):
+    """inf - inf does not split: a B holding an infinity or NaN gets no split, a product whose A holds one runs the
+    float32 tiles (the same bits), so inf, -inf and NaN come out where float32 products put them."""
+    native = _amx_or_skip(128, 64)
+    a, b = rand((64, 128)), rand((128, 64))
+    packed = native.pack_b(b)
+    split = native.split_b(packed, 128, 64)
+    a[5, 7] = value
+    np.testing.assert_array_equal(_sgemm_on(native, 3, a, packed, 64, None, split),
+                                  _sgemm_on(native, 2, a, packed, 64, None, split))
+    b[9, 3] = value
+    assert native.split_b(native.pack_b(b), 128, 64) is None
+
+
 # ---------------------------------------------------------------- Gemm
 
 @pytest.mark.parametrize("transA", [0, 1])

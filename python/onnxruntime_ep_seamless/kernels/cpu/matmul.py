@@ -25,15 +25,24 @@ def _sgemm(a, b, bias=None, trans_b=False):
         return y + bias if bias is not None else y
     from . import native
     n = b.shape[0] if trans_b else b.shape[1]
-    packed = native_packed(b, trans_b)
+    packed, split = native_packed(b, trans_b)
     rows = int(np.prod(a.shape[:-1], dtype=np.int64))  # not -1: ambiguous when K == 0
-    y = native.sgemm(a.reshape(rows, a.shape[-1]), packed, n, bias)
+    y = native.sgemm(a.reshape(rows, a.shape[-1]), packed, n, bias, split)
     return y.reshape(a.shape[:-1] + (n,))
 
 
 def native_packed(b, trans_b=False):
+    """B's GEMM panels and, once per constant, their split for the AMX tiles (None: a B that is not constant, or no
+    split here)."""
     from . import native
-    return constants.derived(b, f"sgemm_b{int(trans_b)}", lambda w: native.pack_b(w, trans_b))
+    if not constants.is_constant(b):
+        return native.pack_b(b, trans_b), None
+
+    def pack(w):
+        packed = native.pack_b(w, trans_b)
+        k, n = w.shape[::-1] if trans_b else w.shape
+        return packed, native.split_b(packed, k, n)
+    return constants.derived(b, f"sgemm_b{int(trans_b)}", pack)
 
 
 def check_inner_dims(a, b, op="MatMul") -> None:

@@ -97,17 +97,35 @@ def pack_b(b: np.ndarray, trans_b: bool = False) -> np.ndarray:
     return packed
 
 
-def sgemm(a: np.ndarray, packed: np.ndarray, n: int, bias=None) -> np.ndarray:
-    """a (M x K float32) times the packed B (K x n), plus bias (n,) if given."""
+def split_b(packed: np.ndarray, k: int, n: int) -> np.ndarray | None:
+    """The packed B's (K x n) bf16 split for the AMX tiles (float32 accuracy), or None: no AMX on this machine, K too
+    small to pay, or B not finite."""
+    size = lib.seamless_sgemm_split_size(k, n)
+    if not size:
+        return None
+    split = aligned_empty(size, np.uint16)
+    return None if lib.seamless_sgemm_split_b(_ptr(packed), k, n, _u16(split)) else split
+
+
+def _u16(a: np.ndarray):
+    _require(a.dtype == np.uint16, "a uint16 array")
+    return ffi.cast("uint16_t*", ffi.from_buffer(a))
+
+
+def sgemm(a: np.ndarray, packed: np.ndarray, n: int, bias=None, split=None) -> np.ndarray:
+    """a (M x K float32) times the packed B (K x n) (on the AMX tiles where its split is given and they pay), plus
+    bias (n,) if given."""
     a = c_order(a)
     m, k = a.shape
     _require(a.dtype == np.float32 and packed.dtype == np.float32, "sgemm operands must be float32")
     _require(packed.size == lib.seamless_sgemm_packed_size(k, n), f"packed B does not hold {k} x {n}")
+    _require(split is None or split.size == lib.seamless_sgemm_split_size(k, n), f"split B does not hold {k} x {n}")
     if bias is not None:
         bias = _f32_array(bias, n, "bias")
     c = np.empty((m, n), np.float32)
     if m and n:
-        lib.seamless_sgemm(m, n, k, _ptr(a), ffi.NULL, k, _ptr(packed), ffi.NULL if bias is None else _ptr(bias),
+        lib.seamless_sgemm(m, n, k, _ptr(a), ffi.NULL, k, _ptr(packed), ffi.NULL if split is None else _u16(split),
+                           ffi.NULL if bias is None else _ptr(bias),
                            ffi.NULL, _ptr(c), n, *_pool())
     return c
 

@@ -450,8 +450,10 @@ def _gemm(rec, a, b_array, trans_b, bias, y_array):
     args.m = math.prod(a_arr.shape[:-1])
     args.k = a_arr.shape[-1]
     args.n = b_array.shape[0] if trans_b else b_array.shape[1]
-    packed = rec.keep(native_packed(b_array, trans_b))
+    packed, split = rec.keep(native_packed(b_array, trans_b))
     args.packed = ffi.cast("float*", ffi.from_buffer(packed))
+    if split is not None:
+        args.split = ffi.cast("uint16_t*", ffi.from_buffer(split))
     if bias is not None:
         bias = rec.keep(np.ascontiguousarray(bias, np.float32).reshape(-1))
         if bias.size != args.n:
