@@ -513,8 +513,13 @@ AMX_TARGET static void amx_task(void* user, size_t task) {
   float out[32 * 32];
   size_t begin, end;
   seamless_task_range(job->col_blocks, job->tasks, task, &begin, &end);
+  /* the next column block's split asked into L2 over this one's products: B is read from beyond L2 once a run */
+  const size_t block_lines = amx_block_values(job->K) * sizeof(uint16_t) / 64;
+  const size_t steps = job->row_blocks * (kp / 32), ahead = (block_lines + steps - 1) / steps;
   for (size_t cb = begin; cb < end; cb++) {
     const uint16_t* b = job->b_split + cb * amx_block_values(job->K);
+    const char* next = cb + 1 < end ? (const char*)(b + amx_block_values(job->K)) : NULL;
+    size_t step = 0;
     const size_t n0 = cb * 32, width = job->N - n0 < 32 ? job->N - n0 : 32;
     const __mmask16 mask0 = width >= 16 ? 0xFFFF : (__mmask16)((1u << width) - 1);
     const __mmask16 mask1 = width <= 16 ? 0 : width == 32 ? 0xFFFF : (__mmask16)((1u << (width - 16)) - 1);
@@ -525,7 +530,9 @@ AMX_TARGET static void amx_task(void* user, size_t task) {
       _tile_zero(1);
       _tile_zero(2);
       _tile_zero(3);
-      for (size_t kb = 0; kb < kp / 32; kb++) {
+      for (size_t kb = 0; kb < kp / 32; kb++, step++) {
+        for (size_t l = step * ahead; next && l < (step + 1) * ahead && l < block_lines; l++)
+          _mm_prefetch(next + l * 64, _MM_HINT_T1);
         AMX_A(0);
         AMX_PRODUCTS(0);
         AMX_PRODUCTS(1);
