@@ -378,12 +378,14 @@ static int run_gemm(GemmJob* job, void* par_fn, void* par_ctx) {
  * Tiles: C 0-3 (32 x 32 floats), A 4-5 (two 16-row blocks of 32 k), B 6-7 (two 16-column blocks of 32 k, pairs of
  * k interleaved as the tiles read them). */
 #define AMX_MIN_DEPTH 64  /* below, splitting A costs more than the tiles gain */
+#define AMX_A_BYTES (3 * 2 * 64 * 4096)  /* a row group's split A: 64 rows of 4096 k, 128 of 2048 ... (in L2) */
 
 /* bf16 values (uint16) a split B holds per column block: 3 pieces x kp / 2 pairs of k x 32 columns x 2 */
 static size_t amx_block_values(size_t K) { return 3 * ((K + 31) / 32 * 32) / 2 * 64; }
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
+#include <pthread.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -454,7 +456,7 @@ typedef struct {
   const uint16_t* b_split;
   float* C;
   uint16_t* a_split;  /* 3 x [row_blocks * 32][kp] bf16, zero-padded */
-  int* nonfinite;     /* per row block of A */
+  int nonfinite[AMX_A_BYTES / (3 * 2 * 32 * AMX_MIN_DEPTH)];  /* per row block of A */
 } AmxJob;
 
 /* Rows [32 t, 32 t + 32) of A split into a_split (zeros past M and K) */
@@ -559,29 +561,57 @@ AMX_TARGET static void amx_task(void* user, size_t task) {
   _tile_release();
 }
 
-/* Runs the product on the tiles where they apply (returns 1), else returns 0 */
-static int amx_gemm(size_t M, size_t N, size_t K, const float* A, size_t lda, const uint16_t* split, const float* bias,
-                    const float* row_bias, float* C, size_t ldc, void* par_fn, void* par_ctx) {
+/* A's split, a group of rows at a time, in a buffer of AMX_A_BYTES per calling thread (kept, freed at the thread's
+ * exit): per call it was an allocation whose pages the kernel cleared at every product (7 % of a GEMM benchmark) */
+static pthread_key_t amx_scratch_key;
+static pthread_once_t amx_scratch_once = PTHREAD_ONCE_INIT;
+static void amx_scratch_key_create(void) { pthread_key_create(&amx_scratch_key, free); }
+
+static uint16_t* amx_scratch(void) {
+  pthread_once(&amx_scratch_once, amx_scratch_key_create);
+  uint16_t* scratch = pthread_getspecific(amx_scratch_key);
+  if (!scratch && (scratch = aligned_alloc(64, AMX_A_BYTES)) && pthread_setspecific(amx_scratch_key, scratch)) {
+    free(scratch);
+    scratch = NULL;
+  }
+  return scratch;
+}
+
+/* Runs the product on the tiles where they apply (returns 1), else returns 0. Rows go in groups whose split A fits
+ * AMX_A_BYTES (within L2: each column block reads all of the group's); a group whose A holds an infinity or NaN runs
+ * the float32 tiles. */
+static int amx_gemm(size_t M, size_t N, size_t K, const float* A, size_t lda, const float* packed,
+                    const uint16_t* split, const float* bias, const float* row_bias, float* C, size_t ldc,
+                    void* par_fn, void* par_ctx) {
   /* the tiles compute blocks of 32 x 32 x 32: where padding adds over half, the float32 tiles win (6 products on
    * the tiles take ~0.56 of one FMA's time, measured on Sapphire Rapids) */
-  const size_t padded = (M + 31) / 32 * 32 * ((N + 31) / 32 * 32) * ((K + 31) / 32 * 32);
-  if (!split || 2 * padded > 3 * M * N * K || (forced_isa != -1 && forced_isa != 3) || !amx_usable()) return 0;
-  AmxJob job = {.M = M, .N = N, .K = K, .lda = lda, .ldc = ldc, .kp = (K + 31) / 32 * 32, .row_blocks = (M + 31) / 32,
-                .col_blocks = (N + 31) / 32, .A = A, .b_split = split, .bias = bias, .row_bias = row_bias, .C = C};
-  job.tasks = seamless_task_count(M * N * K, 1 << 20);
-  if (job.tasks > job.col_blocks) job.tasks = job.col_blocks;
-  job.a_split = aligned_alloc(64, 3 * job.row_blocks * 32 * job.kp * sizeof(uint16_t));
-  job.nonfinite = calloc(job.row_blocks, sizeof(int));
-  int ran = 0;
-  if (job.a_split && job.nonfinite) {
-    seamless_run_tasks(par_fn, par_ctx, job.row_blocks, amx_split_a, &job);
-    ran = 1;
-    for (size_t t = 0; t < job.row_blocks; t++) ran &= !job.nonfinite[t];
-    if (ran) seamless_run_tasks(par_fn, par_ctx, job.tasks, amx_task, &job);
+  const size_t kp = (K + 31) / 32 * 32, padded = (M + 31) / 32 * 32 * ((N + 31) / 32 * 32) * kp;
+  const size_t group_blocks = AMX_A_BYTES / (3 * sizeof(uint16_t) * 32 * kp), row_blocks = (M + 31) / 32;
+  if (!split || 2 * padded > 3 * M * N * K || group_blocks < (row_blocks < 2 ? row_blocks : 2) ||
+      (forced_isa != -1 && forced_isa != 3) || !amx_usable())
+    return 0;
+  uint16_t* scratch = amx_scratch();
+  if (!scratch) return 0;
+  for (size_t r0 = 0; r0 < row_blocks; r0 += group_blocks) {
+    const size_t blocks = row_blocks - r0 < group_blocks ? row_blocks - r0 : group_blocks;
+    const size_t m0 = r0 * 32, rows = M - m0 < blocks * 32 ? M - m0 : blocks * 32;
+    AmxJob job = {.M = rows, .N = N, .K = K, .lda = lda, .ldc = ldc, .kp = kp, .row_blocks = blocks,
+                  .col_blocks = (N + 31) / 32, .A = A + m0 * lda, .b_split = split, .bias = bias,
+                  .row_bias = row_bias ? row_bias + m0 : NULL, .C = C + m0 * ldc, .a_split = scratch};
+    job.tasks = seamless_task_count(rows * N * K, 1 << 20);
+    if (job.tasks > job.col_blocks) job.tasks = job.col_blocks;
+    seamless_run_tasks(par_fn, par_ctx, blocks, amx_split_a, &job);
+    int finite = 1;
+    for (size_t t = 0; t < blocks; t++) finite &= !job.nonfinite[t];
+    if (finite) {
+      seamless_run_tasks(par_fn, par_ctx, job.tasks, amx_task, &job);
+    } else {
+      GemmJob g = {.M = rows, .N = N, .K = K, .lda = lda, .ldc = ldc, .A = job.A, .packed = packed, .bias = bias,
+                   .row_bias = job.row_bias, .C = job.C, .batch = 1};
+      run_gemm(&g, par_fn, par_ctx);
+    }
   }
-  free(job.a_split);
-  free(job.nonfinite);
-  return ran;
+  return 1;
 }
 
 size_t seamless_sgemm_split_size(size_t K, size_t N) {
@@ -592,8 +622,9 @@ int seamless_sgemm_split_b(const float* packed, size_t K, size_t N, uint16_t* sp
   return seamless_sgemm_split_size(K, N) ? amx_split_b(packed, K, N, split) : 1;
 }
 #else
-static int amx_gemm(size_t M, size_t N, size_t K, const float* A, size_t lda, const uint16_t* split, const float* bias,
-                    const float* row_bias, float* C, size_t ldc, void* par_fn, void* par_ctx) {
+static int amx_gemm(size_t M, size_t N, size_t K, const float* A, size_t lda, const float* packed,
+                    const uint16_t* split, const float* bias, const float* row_bias, float* C, size_t ldc,
+                    void* par_fn, void* par_ctx) {
   return 0;
 }
 size_t seamless_sgemm_split_size(size_t K, size_t N) { return 0; }
@@ -606,7 +637,7 @@ int seamless_sgemm_split_b(const float* packed, size_t K, size_t N, uint16_t* sp
 void seamless_sgemm(size_t M, size_t N, size_t K, const float* A, const float* packed_a, size_t lda,
                     const float* packed, const uint16_t* split, const float* bias, const float* row_bias, float* C,
                     size_t ldc, void* par_fn, void* par_ctx) {
-  if (!packed_a && amx_gemm(M, N, K, A, lda, split, bias, row_bias, C, ldc, par_fn, par_ctx)) return;
+  if (!packed_a && amx_gemm(M, N, K, A, lda, packed, split, bias, row_bias, C, ldc, par_fn, par_ctx)) return;
   GemmJob job = {.M = M, .N = N, .K = K, .lda = lda, .ldc = ldc, .A = A, .packed_a = packed_a, .packed = packed,
                  .bias = bias, .row_bias = row_bias, .C = C, .batch = 1};
   run_gemm(&job, par_fn, par_ctx);

@@ -141,6 +141,23 @@ def test_native_sgemm_amx_leaves_non_finite_values_to_the_float32_tiles(value):
     assert native.split_b(native.pack_b(b), 128, 64) is None
 
 
+def test_native_sgemm_amx_takes_rows_in_groups():
+    """A product whose split A exceeds one group (matmul.c AMX_A_BYTES: 128 rows at K 2048) goes a group at a time;
+    a group whose A holds an infinity runs the float32 tiles, the other groups stay on the AMX tiles."""
+    m, k, n = 300, 2048, 64
+    native = _amx_or_skip(k, n)
+    a, b = rand((m, k)), rand((k, n))
+    packed = native.pack_b(b)
+    split = native.split_b(packed, k, n)
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    amx = _sgemm_on(native, 3, a, packed, n, None, split)
+    np.testing.assert_allclose(amx, want, rtol=0, atol=1.5 * np.abs(_sgemm_on(native, 2, a, packed, n) - want).max())
+    a[200, 5] = np.inf
+    amx, fma = _sgemm_on(native, 3, a, packed, n, None, split), _sgemm_on(native, 2, a, packed, n)
+    np.testing.assert_array_equal(amx[128:256], fma[128:256])
+    assert not np.array_equal(amx[:128], fma[:128]) and not np.array_equal(amx[256:], fma[256:])
+
+
 # ---------------------------------------------------------------- Gemm
 
 @pytest.mark.parametrize("transA", [0, 1])
