@@ -183,7 +183,7 @@ def test_environment_variables_empty_means_unset_and_flags_read_alike(monkeypatc
     x = {"x": np.ones((1, 16), np.float32), "y": np.ones(16, np.float32)}
     monkeypatch.setenv("SEAMLESS_LOG_PARTITION", "")
     ep_session(chain_model()).run(None, x)
-    for bad in ("SEAMLESS_LOG_PARTITION", "SEAMLESS_TRACEBACK"):
+    for bad in ("SEAMLESS_LOG_PARTITION", "SEAMLESS_TRACEBACK", "SEAMLESS_AMX"):
         with monkeypatch.context() as env:
             env.setenv(bad, "maybe")
             with pytest.raises(ValueError, match=f"environment variable {bad}: expected 1/true/yes/on"):

@@ -141,6 +141,15 @@ def test_native_sgemm_amx_leaves_non_finite_values_to_the_float32_tiles(value):
     assert native.split_b(native.pack_b(b), 128, 64) is None
 
 
+def test_native_sgemm_amx_is_off_with_seamless_amx_0(monkeypatch):
+    """SEAMLESS_AMX=0: no split is made (no memory for it), so every product runs the float32 tiles."""
+    native = _amx_or_skip(128, 64)
+    packed = native.pack_b(rand((128, 64)))
+    assert native.split_b(packed, 128, 64) is not None
+    monkeypatch.setenv("SEAMLESS_AMX", "off")
+    assert native.split_b(packed, 128, 64) is None
+
+
 def test_native_sgemm_amx_takes_rows_in_groups():
     """A product whose split A exceeds one group (matmul.c AMX_A_BYTES: 128 rows at K 2048) goes a group at a time;
     a group whose A holds an infinity runs the float32 tiles, the other groups stay on the AMX tiles."""

@@ -28,14 +28,22 @@ def _env(name: str) -> str | None:
 
 
 TRACEBACK_ENV = "SEAMLESS_TRACEBACK"  # a flag: append Python tracebacks to the EP's error messages
+# a flag, on by default: float32 GEMMs with a constant B on the CPU's AMX tiles where it has them (B's split kept)
+AMX_ENV = "SEAMLESS_AMX"
+ENV_FLAGS = {TRACEBACK_ENV: False, AMX_ENV: True}  # environment-only flags and their defaults
+
+
+def env_flag(name: str) -> bool:
+    """An environment-only flag's value; an invalid one is refused at session creation (validate), here it reads as
+    the default."""
+    try:
+        return _flag(_env(name) or str(int(ENV_FLAGS[name])))
+    except ValueError:
+        return ENV_FLAGS[name]
 
 
 def traceback_wanted() -> bool:
-    """SEAMLESS_TRACEBACK's value; an invalid one is refused at session creation (validate), here it reads as off."""
-    try:
-        return _flag(_env(TRACEBACK_ENV) or "0")
-    except ValueError:
-        return False
+    return env_flag(TRACEBACK_ENV)
 
 
 @dataclass(frozen=True)
@@ -136,9 +144,10 @@ def validate(ep_name: str, given: dict[str, object]) -> dict[str, object]:
             result[key] = opt.parse(text)
         except ValueError as exc:
             raise OptionError(f"{ep_name}: invalid value for {source}: {exc}") from None
-    if (text := _env(TRACEBACK_ENV)) is not None:  # not an option, but its value is checked with them
-        try:
-            _flag(text)
-        except ValueError as exc:
-            raise OptionError(f"{ep_name}: invalid value for environment variable {TRACEBACK_ENV}: {exc}") from None
+    for name in ENV_FLAGS:  # not options, but their values are checked with them
+        if (text := _env(name)) is not None:
+            try:
+                _flag(text)
+            except ValueError as exc:
+                raise OptionError(f"{ep_name}: invalid value for environment variable {name}: {exc}") from None
     return result

@@ -12,6 +12,7 @@ import weakref
 import numpy as np
 
 from ...runtime import parallel
+from ...runtime.options import AMX_ENV, env_flag
 from ...graph.ir import c_order
 from .. import native_cpu_module
 
@@ -99,9 +100,9 @@ def pack_b(b: np.ndarray, trans_b: bool = False) -> np.ndarray:
 
 def split_b(packed: np.ndarray, k: int, n: int) -> np.ndarray | None:
     """The packed B's (K x n) bf16 split for the AMX tiles (float32 accuracy), or None: no AMX on this machine, K too
-    small to pay, or B not finite."""
+    small to pay, B not finite, or SEAMLESS_AMX=0."""
     size = lib.seamless_sgemm_split_size(k, n)
-    if not size:
+    if not size or not env_flag(AMX_ENV):
         return None
     split = aligned_empty(size, np.uint16)
     return None if lib.seamless_sgemm_split_b(_ptr(packed), k, n, _u16(split)) else split
