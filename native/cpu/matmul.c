@@ -287,7 +287,8 @@ static void gemm_task(void* user, size_t task) {
 static int forced_isa = -1;
 
 /* Tests: force the tiles' instruction set (0 plain C, 1 AVX2, 2 AVX-512 (no AMX), 3 AVX-512 and AMX; -1 automatic);
- * one the CPU lacks falls back to automatic. A packed A (seamless_sgemm_pack_a) is laid out for the set in force when it was packed. */
+ * one the CPU lacks falls back to automatic. A packed A (seamless_sgemm_pack_a) is laid out for the set in force when
+ * it was packed. */
 void seamless_sgemm_set_isa(int level) { forced_isa = level; }
 
 static void choose_kernel(GemmJob* job) {
@@ -553,8 +554,9 @@ AMX_TARGET static void amx_task(void* user, size_t task) {
       for (size_t i = 0; i < rows; i++) {
         float* c = job->C + (m0 + i) * job->ldc + n0;
         const __m512 rb = job->row_bias ? _mm512_set1_ps(job->row_bias[m0 + i]) : _mm512_setzero_ps();
-        _mm512_mask_storeu_ps(c, mask0, _mm512_add_ps(_mm512_loadu_ps(out + i * 32), _mm512_add_ps(bias0, rb)));
-        _mm512_mask_storeu_ps(c + 16, mask1, _mm512_add_ps(_mm512_loadu_ps(out + i * 32 + 16), _mm512_add_ps(bias1, rb)));
+        const __m512 sum0 = _mm512_loadu_ps(out + i * 32), sum1 = _mm512_loadu_ps(out + i * 32 + 16);
+        _mm512_mask_storeu_ps(c, mask0, _mm512_add_ps(sum0, _mm512_add_ps(bias0, rb)));
+        _mm512_mask_storeu_ps(c + 16, mask1, _mm512_add_ps(sum1, _mm512_add_ps(bias1, rb)));
       }
     }
   }
@@ -587,8 +589,8 @@ static int amx_gemm(size_t M, size_t N, size_t K, const float* A, size_t lda, co
    * the tiles take ~0.56 of one FMA's time, measured on Sapphire Rapids) */
   const size_t kp = (K + 31) / 32 * 32, padded = (M + 31) / 32 * 32 * ((N + 31) / 32 * 32) * kp;
   const size_t group_blocks = AMX_A_BYTES / (3 * sizeof(uint16_t) * 32 * kp), row_blocks = (M + 31) / 32;
-  if (!split || 2 * padded > 3 * M * N * K || group_blocks < (row_blocks < 2 ? row_blocks : 2) ||
-      (forced_isa != -1 && forced_isa != 3) || !amx_usable())
+  if (!split || K < AMX_MIN_DEPTH || 2 * padded > 3 * M * N * K ||
+      group_blocks < (row_blocks < 2 ? row_blocks : 2) || (forced_isa != -1 && forced_isa != 3) || !amx_usable())
     return 0;
   uint16_t* scratch = amx_scratch();
   if (!scratch) return 0;
