@@ -156,6 +156,7 @@ typedef struct {
   const float* packed_weights;  /* each group's rows by seamless_sgemm_pack_a, at the weights' offsets */
   const float* bias;
   int64_t direct;               /* seamless_conv_direct's answer, or 0: im2col */
+  int64_t relu;                 /* 1: Relu on the output (plan/fusion.py ConvRelu), each block as it is written */
 } SeamlessConvArgs;
 /* spatial.c: whether seamless_conv_f32 can read a's taps in place (seamless_sgemm_indirect) instead of im2col: 1-2
  * spatial dims, stride 1, not 1x1 without pads (x is packed as it is: faster on small planes), 12 output channels a

@@ -198,7 +198,7 @@ SEAMLESS_SIMD static void unary_f32(int32_t op, const float* x, float* y, int64_
     case SEAMLESS_SQRT: for (int64_t i = 0; i < n; i++) y[i] = sqrtf(x[i]); break;
     case SEAMLESS_NEG: for (int64_t i = 0; i < n; i++) y[i] = -x[i]; break;
     case SEAMLESS_ABS: for (int64_t i = 0; i < n; i++) y[i] = fabsf(x[i]); break;
-    case SEAMLESS_RELU: for (int64_t i = 0; i < n; i++) y[i] = (x[i] > 0.0f || x[i] != x[i]) ? x[i] : 0.0f; break;
+    case SEAMLESS_RELU: for (int64_t i = 0; i < n; i++) y[i] = seamless_relu_f32(x[i]); break;
     case SEAMLESS_RECIPROCAL: for (int64_t i = 0; i < n; i++) y[i] = 1.0f / x[i]; break;
     default: break;
   }

@@ -8,6 +8,9 @@
 
 #include <stddef.h>
 
+/* Relu as the Relu step and stock ORT compute it: NaN stays NaN */
+static inline float seamless_relu_f32(float x) { return (x > 0.0f || x != x) ? x : 0.0f; }
+
 #define SEAMLESS_DOT_LANES 16
 
 /* A float32 dot product in SEAMLESS_DOT_LANES independent sums: vectorized (in the SEAMLESS_SIMD function it is

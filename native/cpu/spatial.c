@@ -385,6 +385,12 @@ int64_t seamless_conv_scratch_floats(const SeamlessConvArgs* a) {
          (pointwise(a) ? 0 : CONV_TASKS * (cols + ROW_SLACK));
 }
 
+/* ConvRelu's Relu over rows x cols of y (row stride ld), where a block was just written (in cache) */
+SEAMLESS_SIMD static void relu_rows(float* y, int64_t rows, int64_t cols, int64_t ld) {
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t j = 0; j < cols; j++) y[r * ld + j] = seamless_relu_f32(y[r * ld + j]);
+}
+
 /* Per image and group the GEMM over the input's planes read in place (seamless_sgemm_indirect), zero-padded into
  * the scratch where the convolution pads: tap r = (c, q1, q2) is the plane at c p1 p2 + q1 d1 p2 + q2 d2, output
  * (o1, o2) its column o1 p2 + o2. */
@@ -412,6 +418,7 @@ static void conv_direct(const SeamlessConvArgs* a, const float* x, float* y, flo
       for (int64_t j = 0; drop && j < mg; j++)
         for (int64_t o1 = 0; o1 < a->out_shape[1]; o1++)
           memcpy(yg + j * a->l + o1 * out2, wide + j * d.flat + o1 * d.p2, (size_t)out2 * sizeof(float));
+      if (a->relu) relu_rows(yg, mg, a->l, a->l);
     }
 }
 
@@ -424,6 +431,7 @@ void seamless_conv_f32(const SeamlessConvArgs* a, const float* x, float* y, floa
   if (depthwise(a)) {
     DepthwiseJob job = {a, x, y, depthwise_floats(a) ? scratch : NULL, depthwise_tasks(a)};
     seamless_run_tasks(par_fn, par_ctx, job.tasks, depthwise_task, &job);
+    if (a->relu) relu_rows(y, a->n * a->m, a->l, a->l);
     return;
   }
   if (use_direct(a)) {
@@ -445,6 +453,7 @@ void seamless_conv_f32(const SeamlessConvArgs* a, const float* x, float* y, floa
         seamless_sgemm((size_t)mg, (size_t)cols, (size_t)a->k, a->weights + g * mg * a->k,
                        a->packed_weights + g * mg * a->k, (size_t)a->k, scratch, NULL, NULL,
                        a->bias ? a->bias + g * mg : NULL, yg + j0, (size_t)a->l, par_fn, par_ctx);
+        if (a->relu) relu_rows(yg + j0, mg, cols, a->l);
       }
     }
 }

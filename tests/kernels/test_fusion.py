@@ -313,3 +313,52 @@ def test_qwen3_5_linear_attention_takes_its_l2_norms_and_rotary_its_casts_on_cud
     next(n for n in computed.graph.node if n.op_type == "Mul").input[1] = "factor"
     computed.graph.input.append(onnx.helper.make_tensor_value_info("factor", kind, [1]))
     assert "NormedLinearAttention" not in fused_ops(computed, "cuda")
+
+
+def _conv_relu_model(xs, ws, attrs, bias=True, conv_out=False):
+    """y = Relu(Conv(x, W[, b])), W and b constants; the Conv's output also a graph output where conv_out."""
+    from onnx import helper, numpy_helper
+    rng = np.random.default_rng(7)
+    inits = [numpy_helper.from_array((rng.standard_normal(ws) / 4).astype(np.float32), "w")]
+    if bias:
+        inits.append(numpy_helper.from_array(rng.standard_normal(ws[0]).astype(np.float32), "b"))
+    nodes = [helper.make_node("Conv", ["x", "w"] + ["b"] * bias, ["c"], **attrs), helper.make_node("Relu", ["c"], ["y"])]
+    outputs = [helper.make_tensor_value_info(n, 1, None) for n in ["y"] + ["c"] * conv_out]
+    return helper.make_model(helper.make_graph(nodes, "conv_relu", [helper.make_tensor_value_info("x", 1, list(xs))],
+                                               outputs, inits), opset_imports=[helper.make_opsetid("", 17)],
+                             ir_version=9)
+
+
+def test_a_convs_relu_is_one_conv_relu_on_the_cpu():
+    model = _conv_relu_model((1, 4, 8, 8), (6, 4, 3, 3), {"pads": [1, 1, 1, 1]})
+    assert fused_ops(model, "cpu") == ["ConvRelu"]
+    assert fused_ops(model, "cuda") == ["Conv", "Relu"]
+    assert fused_ops(_conv_relu_model((1, 4, 8, 8), (6, 4, 3, 3), {}, conv_out=True), "cpu") == ["Conv", "Relu"]
+
+
+# the convolution's paths (spatial.c): taps read in place (direct), im2col (stride 2, groups), x as its columns
+# (1x1), depthwise, 1-D; inputs with NaN, infinities and negatives (stock keeps Relu's NaN fused or not)
+CONV_RELU_CASES = [
+    ((1, 16, 20, 20), (24, 16, 3, 3), {"pads": [1, 1, 1, 1]}),
+    ((2, 8, 15, 13), (12, 4, 3, 3), {"strides": [2, 2], "group": 2, "pads": [1, 0, 1, 1]}),
+    ((1, 32, 9, 9), (40, 32, 1, 1), {}),
+    ((1, 8, 10, 10), (8, 1, 3, 3), {"group": 8, "pads": [1, 1, 1, 1]}),
+    ((1, 6, 50), (10, 6, 5), {"pads": [2, 2]}),
+]
+
+
+@pytest.mark.parametrize("bias", [False, True])
+@pytest.mark.parametrize("xs,ws,attrs", CONV_RELU_CASES)
+def test_fused_conv_relu_gives_stock_answers(xs, ws, attrs, bias):
+    """Stock ORT fuses the pair itself (FusedConv); ours one ConvRelu (every node on our EP, CPU fallback off), the
+    Relu on each block as the convolution writes it."""
+    from parity import assert_parity
+    x = np.random.default_rng(3).standard_normal(xs).astype(np.float32)
+    x.reshape(-1)[[5, 77, 200]] = [np.nan, np.inf, -np.inf]
+    assert_parity(_conv_relu_model(xs, ws, attrs, bias), {"x": x}, rtol=1e-4, atol=1e-5)
+
+
+def test_a_fused_conv_relu_runs_natively(capfd):
+    from parity import assert_native_without_python_steps
+    x = np.random.default_rng(4).standard_normal((1, 16, 20, 20)).astype(np.float32)
+    assert_native_without_python_steps(_conv_relu_model(*CONV_RELU_CASES[0]), {"x": x}, capfd)

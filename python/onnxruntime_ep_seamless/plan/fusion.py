@@ -176,6 +176,17 @@ def matmul_bias(ctx: FusionContext, node: Node) -> bool:
                                         [add])
 
 
+def conv_relu(ctx: FusionContext, node: Node) -> bool:
+    """Relu(Conv(x, W, b)) -> ConvRelu (CPU, float32, constant weights): the Relu on each block of the output as the
+    convolution writes it (in cache), not a pass of its own over the whole output (stock ORT fuses the pair too)."""
+    if ctx.device != "cpu" or node.op_type != "Conv" or node.domain or not ctx.private(node) or \
+            not ctx.fused_float(node.inputs[0]) or ctx.const(node.inputs[1]) is None:
+        return False
+    relu = ctx.reader(node)
+    return relu.op_type == "Relu" and not relu.domain and ctx.take(
+        Node(relu.name, "ConvRelu", FUSED_DOMAIN, 1, node.inputs, relu.outputs, node.attrs, index=node.index), [relu])
+
+
 def silu(ctx: FusionContext, node: Node) -> bool:
     """Sigmoid(x) * x -> com.microsoft QuickGelu(x, alpha=1): SiLU in one native pass (float32 on the CPU)."""
     if node.op_type != "Sigmoid" or node.domain or not ctx.private(node) or not ctx.fused_float(node.inputs[0]):
@@ -599,7 +610,7 @@ def normed_product(ctx: FusionContext, norm: Node) -> bool:
 # reaches its Sigmoid; Linear takes only the products SwiGLU left (a pair's up product may come before its
 # gate); NormedProduct reads the products the groups before it made (Node.index: the place in that order).
 FUSIONS = [
-    [reduce_sum_sub_cast, matmul_bias, silu, swiglu, matmul_nbits_bias, gelu_erf, mish, encoder_attention,
+    [reduce_sum_sub_cast, matmul_bias, conv_relu, silu, swiglu, matmul_nbits_bias, gelu_erf, mish, encoder_attention,
      normed_linear_attention, rotary_in_float, token_major_causal_conv],
     [linear],
     [normed_product],

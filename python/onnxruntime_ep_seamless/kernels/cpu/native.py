@@ -650,10 +650,10 @@ def gqa(query, key, value, past_key, past_value, seqlens_k, first_prompt, presen
     return out, present_k, present_v
 
 
-def conv_args(x_shape, w: np.ndarray, bias, group: int, strides, dilations, begin, out, direct=True):
+def conv_args(x_shape, w: np.ndarray, bias, group: int, strides, dilations, begin, out, direct=True, relu=False):
     """SeamlessConvArgs for x (N, C, *spatial, 1-3 dims) and the weights w (M, C/group, *kernel) float32, shapes
     already checked to agree; returns (args, what they point at). direct=False: im2col even where the taps can be
-    read in place (seamless_conv_direct; the same outputs)."""
+    read in place (seamless_conv_direct; the same outputs). relu: Relu on the output (ConvRelu)."""
     nd = len(x_shape) - 2
     n, c, m = x_shape[0], x_shape[1], w.shape[0]
     mg, kernel = m // group, w.shape[2:]
@@ -677,6 +677,7 @@ def conv_args(x_shape, w: np.ndarray, bias, group: int, strides, dilations, begi
     for i, field in enumerate(fields):
         getattr(args, field)[0:3] = [0 if field == "pad" else 1] * lead + [int(d[i]) for d in dims]
     args.direct = direct and lib.seamless_conv_direct(args)
+    args.relu = int(relu)
     kept = [weights, packed]
     if bias is not None:
         bias = _f32_array(bias, m, "bias")

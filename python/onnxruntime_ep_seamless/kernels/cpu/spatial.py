@@ -11,7 +11,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from .. import checks
 from ..checks import InvalidArgument
-from ..registry import FLOATS, NUMERIC, kernel
+from ..registry import FLOATS, FUSED_DOMAIN, NUMERIC, kernel
 
 _F16 = np.dtype(np.float16)
 _F32 = np.float32
@@ -98,6 +98,17 @@ def native_conv(x, w, b, group) -> bool:
 
 @kernel("Conv", types=FLOATS)
 def conv(X, W, B=None, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pads=None, strides=None):
+    return (_conv(X, W, B, auto_pad, dilations, group, pads, strides, relu=False),)
+
+
+# the kernel of plan/fusion.py's ConvRelu: Relu(Conv(...)), the Relu on each block of the output as it is written
+@kernel("ConvRelu", domain=FUSED_DOMAIN, types=FLOATS)
+def conv_relu(X, W, B=None, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pads=None,
+              strides=None):
+    return (_conv(X, W, B, auto_pad, dilations, group, pads, strides, relu=True),)
+
+
+def _conv(X, W, B, auto_pad, dilations, group, pads, strides, relu):
     dtype = X.dtype
     X, W = widen(X), widen(W)
     nd = X.ndim - 2
@@ -109,8 +120,8 @@ def conv(X, W, B=None, *, auto_pad="NOTSET", dilations=None, group=1, kernel_sha
     cg, mg = c // group, m // group
     if native_conv(X, W, B, group) and math.prod(out) > 0:  # else numpy below (its errors for shapes that disagree)
         from .native import conv as run, conv_args
-        args, _kept = conv_args(X.shape, W, B, group, strides, dilations, begin, out)
-        return (run(X, args).reshape((n, m) + tuple(out)).astype(dtype, copy=False),)
+        args, _kept = conv_args(X.shape, W, B, group, strides, dilations, begin, out, relu=relu)
+        return run(X, args).reshape((n, m) + tuple(out)).astype(dtype, copy=False)
     weights = W.reshape(group, mg, -1)
     length = math.prod(out)
     if all(k == 1 for k in kernel) and all(s == 1 for s in strides) and not any(begin) and not any(end):
@@ -132,7 +143,9 @@ def conv(X, W, B=None, *, auto_pad="NOTSET", dilations=None, group=1, kernel_sha
     y = y.reshape((n, m) + tuple(out))
     if B is not None:
         y += B.reshape((m,) + (1,) * nd)
-    return (y.astype(dtype, copy=False),)
+    if relu:
+        np.maximum(y, 0, out=y)  # the Relu kernel's: NaN stays
+    return y.astype(dtype, copy=False)
 
 
 def conv_transpose_geometry(in_shape, kernel, strides, dilations, pads, auto_pad, output_padding, output_shape):

@@ -512,6 +512,15 @@ def gemm(rec, node, ins, outs):
 
 @lowers("Conv")
 def conv(rec, node, ins, outs):
+    return _conv(rec, node, ins, outs, relu=False)
+
+
+@lowers("ConvRelu", domain="ai.seamless")
+def conv_relu(rec, node, ins, outs):
+    return _conv(rec, node, ins, outs, relu=True)
+
+
+def _conv(rec, node, ins, outs, relu):
     from .native import conv_args, conv_scratch_floats
     from .spatial import geometry, native_conv
     x, w = ins[:2]
@@ -525,7 +534,7 @@ def conv(rec, node, ins, outs):
     begin, _, out = geometry(x.array.shape[2:], w.array.shape[2:], strides, dilations, node.attrs.get("pads"),
                              node.attrs.get("auto_pad", "NOTSET"))
     args, kept = conv_args(x.array.shape, w.array, None if b is None else b.array, group, strides, dilations, begin,
-                           out)
+                           out, relu=relu)
     rec.keep(kept)
     args = rec.keep(args)
     y = rec.value(outs[0])
