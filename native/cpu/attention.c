@@ -270,8 +270,8 @@ static int gqa_attend_block(const GqaJob* job, size_t bi, size_t head, size_t s0
   float *pk = scores + score_floats, *pv = pk + pk_floats;
   seamless_sgemm_pack_b(kc + klo * h, h, n, h, 1, pk);
   seamless_sgemm_pack_b(vc + klo * h, n, h, h, 0, pv);
-  seamless_sgemm(rows, n, h, job->qrot + ((bi * job->nh + head) * job->s + s0) * h, NULL, h, pk, NULL, NULL, NULL, scores,
-                 n, NULL, NULL);
+  seamless_sgemm(rows, n, h, job->qrot + ((bi * job->nh + head) * job->s + s0) * h, NULL, h, pk, NULL, NULL, NULL,
+                 scores, n, NULL, NULL);
   for (size_t r = 0; r < rows; r++) {
     float* row = scores + r * n;
     gqa_key_range(job, p, first, t, s0 + r, &lo, &hi);

@@ -381,8 +381,11 @@ static int run_gemm(GemmJob* job, void* par_fn, void* par_ctx) {
 #define AMX_MIN_DEPTH 64  /* below, splitting A costs more than the tiles gain */
 #define AMX_A_BYTES (3 * 2 * 64 * 4096)  /* a row group's split A: 64 rows of 4096 k, 128 of 2048 ... (in L2) */
 
+/* The 32-wide blocks covering x (the tiles' rows, columns and depth) */
+static size_t amx_blocks(size_t x) { return (x + 31) / 32; }
+
 /* bf16 values (uint16) a split B holds per column block: 3 pieces x kp / 2 pairs of k x 32 columns x 2 */
-static size_t amx_block_values(size_t K) { return 3 * ((K + 31) / 32 * 32) / 2 * 64; }
+static size_t amx_block_values(size_t K) { return 3 * (32 * amx_blocks(K)) / 2 * 64; }
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -421,6 +424,9 @@ AMX_TARGET static inline void amx_split(__m512 x, __m512i piece[3]) {
   piece[2] = _mm512_castps_si512(_mm512_sub_ps(rest, _mm512_castsi512_ps(mid)));
 }
 
+/* The first n lanes of 16 (all from 16 on) */
+AMX_TARGET static inline __mmask16 amx_lanes(size_t n) { return n >= 16 ? 0xFFFF : (__mmask16)((1u << n) - 1); }
+
 /* Lanes of x that are infinite or NaN */
 AMX_TARGET static inline __mmask16 amx_nonfinite(__m512 x) {
   const __m512i exponent = _mm512_set1_epi32(0x7F800000);
@@ -429,10 +435,10 @@ AMX_TARGET static inline __mmask16 amx_nonfinite(__m512 x) {
 
 /* Returns 1 (and a split of no use) where B holds an infinity or NaN */
 AMX_TARGET static int amx_split_b(const float* packed, size_t K, size_t N, uint16_t* split) {
-  const size_t kp = (K + 31) / 32 * 32, panels = (N + NR - 1) / NR, plane = kp / 2 * 64;
+  const size_t kp = 32 * amx_blocks(K), panels = (N + NR - 1) / NR, plane = kp / 2 * 64;
   const __m512i upper = _mm512_set1_epi32((int)0xFFFF0000u);
   __mmask16 bad = 0;
-  for (size_t cb = 0; cb < (N + 31) / 32; cb++)
+  for (size_t cb = 0; cb < amx_blocks(N); cb++)
     for (size_t h = 0; h < 2; h++) {
       const float* bp = 2 * cb + h < panels ? packed + (2 * cb + h) * K * NR : NULL;
       uint16_t* b = split + cb * amx_block_values(K) + h * 32;
@@ -473,8 +479,8 @@ AMX_TARGET static void amx_split_a(void* user, size_t t) {
       __m512 x0 = _mm512_setzero_ps(), x1 = _mm512_setzero_ps();
       if (m < job->M && k < job->K) {
         const size_t n = job->K - k < 32 ? job->K - k : 32;
-        x0 = _mm512_maskz_loadu_ps(n >= 16 ? 0xFFFF : (__mmask16)((1u << n) - 1), a + k);
-        x1 = _mm512_maskz_loadu_ps(n <= 16 ? 0 : n == 32 ? 0xFFFF : (__mmask16)((1u << (n - 16)) - 1), a + k + 16);
+        x0 = _mm512_maskz_loadu_ps(amx_lanes(n), a + k);
+        x1 = _mm512_maskz_loadu_ps(amx_lanes(n > 16 ? n - 16 : 0), a + k + 16);
       }
       bad |= amx_nonfinite(x0) | amx_nonfinite(x1);
       __m512i p0[3], p1[3];
@@ -524,8 +530,7 @@ AMX_TARGET static void amx_task(void* user, size_t task) {
     const char* next = cb + 1 < end ? (const char*)(b + amx_block_values(job->K)) : NULL;
     size_t step = 0;
     const size_t n0 = cb * 32, width = job->N - n0 < 32 ? job->N - n0 : 32;
-    const __mmask16 mask0 = width >= 16 ? 0xFFFF : (__mmask16)((1u << width) - 1);
-    const __mmask16 mask1 = width <= 16 ? 0 : width == 32 ? 0xFFFF : (__mmask16)((1u << (width - 16)) - 1);
+    const __mmask16 mask0 = amx_lanes(width), mask1 = amx_lanes(width > 16 ? width - 16 : 0);
     const __m512 bias0 = job->bias ? _mm512_maskz_loadu_ps(mask0, job->bias + n0) : _mm512_setzero_ps();
     const __m512 bias1 = job->bias ? _mm512_maskz_loadu_ps(mask1, job->bias + n0 + 16) : _mm512_setzero_ps();
     for (size_t m0 = 0; m0 < job->M; m0 += 32) {
@@ -587,8 +592,9 @@ static int amx_gemm(size_t M, size_t N, size_t K, const float* A, size_t lda, co
                     void* par_fn, void* par_ctx) {
   /* the tiles compute blocks of 32 x 32 x 32: where padding adds over half, the float32 tiles win (6 products on
    * the tiles take ~0.56 of one FMA's time, measured on Sapphire Rapids) */
-  const size_t kp = (K + 31) / 32 * 32, padded = (M + 31) / 32 * 32 * ((N + 31) / 32 * 32) * kp;
-  const size_t group_blocks = AMX_A_BYTES / (3 * sizeof(uint16_t) * 32 * kp), row_blocks = (M + 31) / 32;
+  const size_t kp = 32 * amx_blocks(K), row_blocks = amx_blocks(M);
+  const size_t padded = 32 * row_blocks * 32 * amx_blocks(N) * kp;
+  const size_t group_blocks = AMX_A_BYTES / (3 * sizeof(uint16_t) * 32 * kp);
   if (!split || K < AMX_MIN_DEPTH || 2 * padded > 3 * M * N * K ||
       group_blocks < (row_blocks < 2 ? row_blocks : 2) || (forced_isa != -1 && forced_isa != 3) || !amx_usable())
     return 0;
@@ -598,7 +604,7 @@ static int amx_gemm(size_t M, size_t N, size_t K, const float* A, size_t lda, co
     const size_t blocks = row_blocks - r0 < group_blocks ? row_blocks - r0 : group_blocks;
     const size_t m0 = r0 * 32, rows = M - m0 < blocks * 32 ? M - m0 : blocks * 32;
     AmxJob job = {.M = rows, .N = N, .K = K, .lda = lda, .ldc = ldc, .kp = kp, .row_blocks = blocks,
-                  .col_blocks = (N + 31) / 32, .A = A + m0 * lda, .b_split = split, .bias = bias,
+                  .col_blocks = amx_blocks(N), .A = A + m0 * lda, .b_split = split, .bias = bias,
                   .row_bias = row_bias ? row_bias + m0 : NULL, .C = C + m0 * ldc, .a_split = scratch};
     job.tasks = seamless_task_count(rows * N * K, 1 << 20);
     if (job.tasks > job.col_blocks) job.tasks = job.col_blocks;
@@ -617,7 +623,7 @@ static int amx_gemm(size_t M, size_t N, size_t K, const float* A, size_t lda, co
 }
 
 size_t seamless_sgemm_split_size(size_t K, size_t N) {
-  return K >= AMX_MIN_DEPTH && amx_usable() ? (N + 31) / 32 * amx_block_values(K) : 0;
+  return K >= AMX_MIN_DEPTH && amx_usable() ? amx_blocks(N) * amx_block_values(K) : 0;
 }
 
 int seamless_sgemm_split_b(const float* packed, size_t K, size_t N, uint16_t* split) {

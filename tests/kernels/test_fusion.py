@@ -322,7 +322,8 @@ def _conv_relu_model(xs, ws, attrs, bias=True, conv_out=False):
     inits = [numpy_helper.from_array((rng.standard_normal(ws) / 4).astype(np.float32), "w")]
     if bias:
         inits.append(numpy_helper.from_array(rng.standard_normal(ws[0]).astype(np.float32), "b"))
-    nodes = [helper.make_node("Conv", ["x", "w"] + ["b"] * bias, ["c"], **attrs), helper.make_node("Relu", ["c"], ["y"])]
+    nodes = [helper.make_node("Conv", ["x", "w"] + ["b"] * bias, ["c"], **attrs),
+             helper.make_node("Relu", ["c"], ["y"])]
     outputs = [helper.make_tensor_value_info(n, 1, None) for n in ["y"] + ["c"] * conv_out]
     return helper.make_model(helper.make_graph(nodes, "conv_relu", [helper.make_tensor_value_info("x", 1, list(xs))],
                                                outputs, inits), opset_imports=[helper.make_opsetid("", 17)],
