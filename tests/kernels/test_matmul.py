@@ -141,6 +141,18 @@ def test_native_sgemm_amx_leaves_non_finite_values_to_the_float32_tiles(value):
     assert native.split_b(native.pack_b(b), 128, 64) is None
 
 
+def test_native_sgemm_refuses_a_split_of_another_shape():
+    """The C tiles trust the split's extent: the wrapper checks it holds K x n (another K's, or a uint8 array of the
+    same bytes, is refused before any memory is read)."""
+    native = _amx_or_skip(128, 64)
+    a, packed = rand((64, 128)), native.pack_b(rand((128, 64)))
+    other = native.split_b(native.pack_b(rand((96, 64))), 96, 64)
+    with pytest.raises(ValueError, match="split B does not hold 128 x 64"):
+        native.sgemm(a, packed, 64, None, other)
+    with pytest.raises(ValueError, match="uint16"):
+        native.sgemm(a, packed, 64, None, native.split_b(packed, 128, 64).view(np.uint8)[::2])
+
+
 def test_native_sgemm_amx_is_off_with_seamless_amx_0(monkeypatch):
     """SEAMLESS_AMX=0: no split is made (no memory for it), so every product runs the float32 tiles."""
     native = _amx_or_skip(128, 64)
