@@ -609,13 +609,18 @@ static inline __attribute__((always_inline)) MNB_VNNI void mnb_wide_tile(const M
                                                                          size_t n0, size_t r0, const int R,
                                                                          const int bits) {
   const size_t nb = job->nb, kq = job->kq, wpb = job->bs * bits / 32;
-  const __m512i low4 = _mm512_set1_epi8(15);
+  const __m512i low4 = _mm512_set1_epi8(15), high4 = _mm512_set1_epi8((char)0xF0);
+  /* one or two rows (decode): a row's two sums are chains of dependent vpdpbusd (latency-bound), so the high nibbles
+   * stay in place (16 x their value, one mask, no shift) in sums of their own, shifted back at the block's end */
+  const int split = bits == 4 && R <= 2;
   __m512 f[4][2];
   for (int r = 0; r < R; r++) f[r][0] = f[r][1] = _mm512_setzero_ps();
   for (size_t blk = 0; blk < nb; blk++) {
-    __m512i d[4][2];
+    __m512i d[4][2], h[2][2];
     for (int r = 0; r < R; r++)
       d[r][0] = d[r][1] = zps ? _mm512_setzero_si512() : _mm512_set1_epi32(job->qsum[(r0 + r) * nb + blk]);
+    if (split)
+      for (int r = 0; r < R; r++) h[r][0] = h[r][1] = _mm512_setzero_si512();
     for (size_t w = blk * wpb; w < (blk + 1) * wpb; w++) {
       const __m512i p0 = _mm512_loadu_si512(words + w * 128), p1 = _mm512_loadu_si512(words + w * 128 + 64);
       if (bits == 8) {
@@ -628,9 +633,24 @@ static inline __attribute__((always_inline)) MNB_VNNI void mnb_wide_tile(const M
         }
         continue;
       }
+      const size_t at = (w / 8) * MNB_CHUNK + 4 * (w % 8);
+      if (split) {
+        const __m512i lo0 = _mm512_and_si512(p0, low4), hi0 = _mm512_and_si512(p0, high4);
+        const __m512i lo1 = _mm512_and_si512(p1, low4), hi1 = _mm512_and_si512(p1, high4);
+        for (int r = 0; r < R; r++) {
+          int32_t q_lo, q_hi;
+          memcpy(&q_lo, job->qa + (r0 + r) * kq + at, 4);
+          memcpy(&q_hi, job->qa + (r0 + r) * kq + at + 32, 4);
+          const __m512i a_lo = _mm512_set1_epi32(q_lo), a_hi = _mm512_set1_epi32(q_hi);
+          d[r][0] = _mm512_dpbusd_epi32(d[r][0], lo0, a_lo);
+          d[r][1] = _mm512_dpbusd_epi32(d[r][1], lo1, a_lo);
+          h[r][0] = _mm512_dpbusd_epi32(h[r][0], hi0, a_hi);
+          h[r][1] = _mm512_dpbusd_epi32(h[r][1], hi1, a_hi);
+        }
+        continue;
+      }
       const __m512i lo0 = _mm512_and_si512(p0, low4), hi0 = _mm512_and_si512(_mm512_srli_epi16(p0, 4), low4);
       const __m512i lo1 = _mm512_and_si512(p1, low4), hi1 = _mm512_and_si512(_mm512_srli_epi16(p1, 4), low4);
-      const size_t at = (w / 8) * MNB_CHUNK + 4 * (w % 8);
       for (int r = 0; r < R; r++) {
         int32_t q_lo, q_hi;
         memcpy(&q_lo, job->qa + (r0 + r) * kq + at, 4);
@@ -640,6 +660,11 @@ static inline __attribute__((always_inline)) MNB_VNNI void mnb_wide_tile(const M
         d[r][1] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(d[r][1], lo1, a_lo), hi1, a_hi);
       }
     }
+    if (split) /* exact: every high product is a multiple of 16 */
+      for (int r = 0; r < R; r++) {
+        d[r][0] = _mm512_add_epi32(d[r][0], _mm512_srai_epi32(h[r][0], 4));
+        d[r][1] = _mm512_add_epi32(d[r][1], _mm512_srai_epi32(h[r][1], 4));
+      }
     const __m512 s0 = _mm512_loadu_ps(scales + blk * 32), s1 = _mm512_loadu_ps(scales + blk * 32 + 16);
     for (int r = 0; r < R; r++) {
       const __m512 sa = _mm512_set1_ps(job->sa[(r0 + r) * nb + blk]);
