@@ -156,7 +156,7 @@ typedef struct {
   const float* packed_weights;  /* each group's rows by seamless_sgemm_pack_a, at the weights' offsets */
   const float* bias;
   int64_t direct;               /* seamless_conv_direct's answer, or 0: im2col */
-  int64_t relu;                 /* 1: Relu on the output (plan/fusion.py ConvRelu), each block as it is written */
+  int64_t relu;                 /* 1: Relu on the output (plan/fusion.py FusedConv), each block as it is written */
 } SeamlessConvArgs;
 /* spatial.c: whether seamless_conv_f32 can read a's taps in place (seamless_sgemm_indirect) instead of im2col: 1-2
  * spatial dims, stride 1, not 1x1 without pads (x is packed as it is: faster on small planes), 12 output channels a
@@ -164,8 +164,9 @@ typedef struct {
  * and dropped: 3x3 on 14 x 14 planes 4 % faster than im2col, 5x5 on 28 x 28 8 %; 5x5 on 14 x 14, 2/7 longer, 4 %
  * slower). The same outputs either way. */
 int64_t seamless_conv_direct(const SeamlessConvArgs* a);
-void seamless_conv_f32(const SeamlessConvArgs* a, const float* x, float* y, float* scratch, void* par_fn,
-                       void* par_ctx);
+/* z: NULL, or a value of y's shape added to the output before the Relu (FusedConv's residual) */
+void seamless_conv_f32(const SeamlessConvArgs* a, const float* x, const float* z, float* y, float* scratch,
+                       void* par_fn, void* par_ctx);
 /* spatial.c: the floats seamless_conv_f32's scratch holds for a (the GEMM's packed B and im2col's row; none where it
  * runs depthwise) */
 int64_t seamless_conv_scratch_floats(const SeamlessConvArgs* a);

@@ -1207,7 +1207,7 @@ static int run_step(const SeamlessStep* s, char* const* ptr, void* par_fn, void*
       return 0;
     }
     case SEAMLESS_OP_CONV:
-      seamless_conv_f32(args, (const float*)P(0), (float*)P(1), (float*)P(2), par_fn, par_ctx);
+      seamless_conv_f32(args, (const float*)P(0), (const float*)P(3), (float*)P(1), (float*)P(2), par_fn, par_ctx);
       return 0;
     case SEAMLESS_OP_POOL:
       seamless_pool_f32(args, (const float*)P(0), (float*)P(1), par_fn, par_ctx);

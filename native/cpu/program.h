@@ -31,7 +31,8 @@ enum SeamlessOp {
   SEAMLESS_OP_GATHER_BLOCK_QUANTIZED = 16, /* SeamlessGatherQuantizedArgs: int64 indices -> y, the table constant */
   SEAMLESS_OP_PYTHON = 17,     /* SeamlessPythonArgs: the node's inputs (-1: absent), then its outputs: a node without
                                   a native step, run by its Python kernel (native/cpu/python_step.h) */
-  SEAMLESS_OP_CONV = 18,       /* SeamlessConvArgs (kernels.h): x -> y, scratch; the packed weights and bias constant */
+  SEAMLESS_OP_CONV = 18,       /* SeamlessConvArgs (kernels.h): x -> y, scratch, then z (or -1: none; y's shape,
+                                  added before the Relu); the packed weights and bias constant */
   SEAMLESS_OP_LSTM = 19,       /* SeamlessLstmArgs: xw (the input projections), initial h, initial c (-1: zeros) ->
                                   y (or -1), h, c, gates, tmp (scratch) */
   SEAMLESS_OP_PAD = 20,        /* SeamlessPadArgs: x -> y */

@@ -385,17 +385,26 @@ int64_t seamless_conv_scratch_floats(const SeamlessConvArgs* a) {
          (pointwise(a) ? 0 : CONV_TASKS * (cols + ROW_SLACK));
 }
 
-/* ConvRelu's Relu over rows x cols of y (row stride ld), where a block was just written (in cache) */
-SEAMLESS_SIMD static void relu_rows(float* y, int64_t rows, int64_t cols, int64_t ld) {
-  for (int64_t r = 0; r < rows; r++)
-    for (int64_t j = 0; j < cols; j++) y[r * ld + j] = seamless_relu_f32(y[r * ld + j]);
+/* FusedConv's Add and Relu over rows x cols of y from element `at` (row stride ld), where a block was just written
+ * (in cache): y + z (z: y's shape, or NULL), as the Add of the convolution's output would round it, then the Relu */
+SEAMLESS_SIMD static void finish_rows(const SeamlessConvArgs* a, float* y, const float* z, int64_t at, int64_t rows,
+                                      int64_t cols, int64_t ld) {
+  if (!z && !a->relu) return;
+  for (int64_t r = 0; r < rows; r++) {
+    float* yr = y + at + r * ld;
+    const float* zr = z ? z + at + r * ld : NULL;
+    if (zr)
+      for (int64_t j = 0; j < cols; j++) yr[j] += zr[j];
+    if (a->relu)
+      for (int64_t j = 0; j < cols; j++) yr[j] = seamless_relu_f32(yr[j]);
+  }
 }
 
 /* Per image and group the GEMM over the input's planes read in place (seamless_sgemm_indirect), zero-padded into
  * the scratch where the convolution pads: tap r = (c, q1, q2) is the plane at c p1 p2 + q1 d1 p2 + q2 d2, output
  * (o1, o2) its column o1 p2 + o2. */
-static void conv_direct(const SeamlessConvArgs* a, const float* x, float* y, float* scratch, void* par_fn,
-                       void* par_ctx) {
+static void conv_direct(const SeamlessConvArgs* a, const float* x, const float* z, float* y, float* scratch,
+                        void* par_fn, void* par_ctx) {
   const int64_t cg = a->c / a->group, mg = a->m / a->group, in1 = a->in_shape[1], in2 = a->in_shape[2];
   const int64_t out2 = a->out_shape[2], k1 = a->kernel[1], k2 = a->kernel[2];
   const DirectShape d = direct_shape(a);
@@ -418,24 +427,24 @@ static void conv_direct(const SeamlessConvArgs* a, const float* x, float* y, flo
       for (int64_t j = 0; drop && j < mg; j++)
         for (int64_t o1 = 0; o1 < a->out_shape[1]; o1++)
           memcpy(yg + j * a->l + o1 * out2, wide + j * d.flat + o1 * d.p2, (size_t)out2 * sizeof(float));
-      if (a->relu) relu_rows(yg, mg, a->l, a->l);
+      finish_rows(a, y, z, (n * a->m + g * mg) * a->l, mg, a->l, a->l);
     }
 }
 
 /* Per image and group y[m/group, l] = W[m/group, k] . cols[k, l] (+ the bias per row): the output straight in
  * x's layout, cols packed as the GEMM's B (im2col writes it so; a 1x1 stride-1 convolution packs x itself), so the
  * GEMM takes its packed path (its widest tiles). */
-void seamless_conv_f32(const SeamlessConvArgs* a, const float* x, float* y, float* scratch, void* par_fn,
-                      void* par_ctx) {
+void seamless_conv_f32(const SeamlessConvArgs* a, const float* x, const float* z, float* y, float* scratch,
+                       void* par_fn, void* par_ctx) {
   const int64_t cg = a->c / a->group, mg = a->m / a->group, plane = a->in_shape[0] * a->in_shape[1] * a->in_shape[2];
   if (depthwise(a)) {
     DepthwiseJob job = {a, x, y, depthwise_floats(a) ? scratch : NULL, depthwise_tasks(a)};
     seamless_run_tasks(par_fn, par_ctx, job.tasks, depthwise_task, &job);
-    if (a->relu) relu_rows(y, a->n * a->m, a->l, a->l);
+    finish_rows(a, y, z, 0, a->n * a->m, a->l, a->l);
     return;
   }
   if (use_direct(a)) {
-    conv_direct(a, x, y, scratch, par_fn, par_ctx);
+    conv_direct(a, x, z, y, scratch, par_fn, par_ctx);
     return;
   }
   const int64_t block = conv_block_columns(a);
@@ -453,7 +462,7 @@ void seamless_conv_f32(const SeamlessConvArgs* a, const float* x, float* y, floa
         seamless_sgemm((size_t)mg, (size_t)cols, (size_t)a->k, a->weights + g * mg * a->k,
                        a->packed_weights + g * mg * a->k, (size_t)a->k, scratch, NULL, NULL,
                        a->bias ? a->bias + g * mg : NULL, yg + j0, (size_t)a->l, par_fn, par_ctx);
-        if (a->relu) relu_rows(yg + j0, mg, cols, a->l);
+        finish_rows(a, y, z, (n * a->m + g * mg) * a->l + j0, mg, cols, a->l);
       }
     }
 }

@@ -315,26 +315,71 @@ def test_qwen3_5_linear_attention_takes_its_l2_norms_and_rotary_its_casts_on_cud
     assert "NormedLinearAttention" not in fused_ops(computed, "cuda")
 
 
-def _conv_relu_model(xs, ws, attrs, bias=True, conv_out=False):
-    """y = Relu(Conv(x, W[, b])), W and b constants; the Conv's output also a graph output where conv_out."""
+def _conv_model(xs, ws, attrs, bias=True, conv_out=False, residual=None, relu=True):
+    """y = Relu(Conv(x, W[, b])), W and b constants; the Conv's output also a graph output where conv_out.
+    residual "add" or "sum": y = [Relu](Add or Sum(Conv(...), z)), z an input of the Conv's output shape (the
+    residual block's end), or z's shape where residual is ("add", shape)."""
     from onnx import helper, numpy_helper
     rng = np.random.default_rng(7)
     inits = [numpy_helper.from_array((rng.standard_normal(ws) / 4).astype(np.float32), "w")]
     if bias:
         inits.append(numpy_helper.from_array(rng.standard_normal(ws[0]).astype(np.float32), "b"))
-    nodes = [helper.make_node("Conv", ["x", "w"] + ["b"] * bias, ["c"], **attrs),
-             helper.make_node("Relu", ["c"], ["y"])]
-    outputs = [helper.make_tensor_value_info(n, 1, None) for n in ["y"] + ["c"] * conv_out]
-    return helper.make_model(helper.make_graph(nodes, "conv_relu", [helper.make_tensor_value_info("x", 1, list(xs))],
-                                               outputs, inits), opset_imports=[helper.make_opsetid("", 17)],
-                             ir_version=9)
+    nodes = [helper.make_node("Conv", ["x", "w"] + ["b"] * bias, ["c"], **attrs)]
+    inputs = [helper.make_tensor_value_info("x", 1, list(xs))]
+    last = "c"
+    if residual:
+        op, z_shape = residual if isinstance(residual, tuple) else (residual, None)
+        nodes.append(helper.make_node(op.capitalize(), ["z", "c"] if op == "sum" else ["c", "z"], ["s"]))
+        inputs.append(helper.make_tensor_value_info("z", 1, z_shape))
+        last = "s"
+    if relu:
+        nodes.append(helper.make_node("Relu", [last], ["y"]))
+        last = "y"
+    outputs = [helper.make_tensor_value_info(n, 1, None) for n in [last] + ["c"] * conv_out]
+    model = helper.make_model(helper.make_graph(nodes, "fused_conv", inputs, outputs, inits),
+                              opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+    if residual and z_shape is None:  # the Conv's output shape, as inferred
+        shape = next(v for v in onnx.shape_inference.infer_shapes(model).graph.value_info if v.name == "c")
+        model.graph.input[1].type.CopyFrom(shape.type)
+    return model
 
 
-def test_a_convs_relu_is_one_conv_relu_on_the_cpu():
-    model = _conv_relu_model((1, 4, 8, 8), (6, 4, 3, 3), {"pads": [1, 1, 1, 1]})
-    assert fused_ops(model, "cpu") == ["ConvRelu"]
+def test_a_convs_relu_and_residual_are_one_fused_conv_on_the_cpu():
+    model = _conv_model((1, 4, 8, 8), (6, 4, 3, 3), {"pads": [1, 1, 1, 1]})
+    assert fused_ops(model, "cpu") == ["FusedConv"]
     assert fused_ops(model, "cuda") == ["Conv", "Relu"]
-    assert fused_ops(_conv_relu_model((1, 4, 8, 8), (6, 4, 3, 3), {}, conv_out=True), "cpu") == ["Conv", "Relu"]
+    assert fused_ops(_conv_model((1, 4, 8, 8), (6, 4, 3, 3), {}, conv_out=True), "cpu") == ["Conv", "Relu"]
+    for residual in ("add", "sum"):
+        for relu in (True, False):
+            assert fused_ops(_conv_model((1, 4, 8, 8), (6, 4, 3, 3), {}, residual=residual, relu=relu), "cpu") == \
+                ["FusedConv"]
+    # an Add that broadcasts z, or whose shapes are not known to agree, stays
+    assert fused_ops(_conv_model((1, 4, 8, 8), (6, 4, 3, 3), {}, residual=("add", [1, 6, 1, 1])), "cpu") == \
+        ["Conv", "Add", "Relu"]
+    assert fused_ops(_conv_model((1, 4, 8, 8), (6, 4, 3, 3), {}, residual=("add", ["n", 6, 6, 6])), "cpu") == \
+        ["Conv", "Add", "Relu"]
+
+
+def test_a_fused_residual_takes_the_adds_place():
+    """A residual block whose shortcut is a convolution computed after the block's last one: the fused node sits
+    where the Add was (its z is ready there), and the shortcut's Conv, whose reader the first fusion took, stays."""
+    from onnx import helper, numpy_helper
+    rng = np.random.default_rng(5)
+    inits = [numpy_helper.from_array((rng.standard_normal(s) / 4).astype(np.float32), n)
+             for n, s in (("w1", (6, 4, 3, 3)), ("w2", (6, 4, 1, 1)))]
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["c1"], pads=[1, 1, 1, 1]),
+             helper.make_node("Conv", ["x", "w2"], ["c2"]),
+             helper.make_node("Add", ["c1", "c2"], ["s"]),
+             helper.make_node("Relu", ["s"], ["y"])]
+    model = helper.make_model(helper.make_graph(nodes, "block", [helper.make_tensor_value_info("x", 1, [1, 4, 8, 8])],
+                                                [helper.make_tensor_value_info("y", 1, None)], inits),
+                              opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+    graph = import_model(model)
+    fused = fuse(graph, graph.outputs, "cpu")
+    assert [(n.op_type, n.inputs) for n in fused] == [("Conv", ["x", "w2"]), ("FusedConv", ["x", "w1", "", "c2"])]
+    assert fused[1].attrs["relu"] == 1
+    from parity import assert_parity
+    assert_parity(model, {"x": rng.standard_normal((1, 4, 8, 8)).astype(np.float32)}, rtol=1e-4, atol=1e-5)
 
 
 # the convolution's paths (spatial.c): taps read in place (direct), im2col (stride 2, groups), x as its columns
@@ -351,15 +396,40 @@ CONV_RELU_CASES = [
 @pytest.mark.parametrize("bias", [False, True])
 @pytest.mark.parametrize("xs,ws,attrs", CONV_RELU_CASES)
 def test_fused_conv_relu_gives_stock_answers(xs, ws, attrs, bias):
-    """Stock ORT fuses the pair itself (FusedConv); ours one ConvRelu (every node on our EP, CPU fallback off), the
+    """Stock ORT fuses the pair itself (FusedConv); ours one FusedConv (every node on our EP, CPU fallback off), the
     Relu on each block as the convolution writes it."""
     from parity import assert_parity
     x = np.random.default_rng(3).standard_normal(xs).astype(np.float32)
     x.reshape(-1)[[5, 77, 200]] = [np.nan, np.inf, -np.inf]
-    assert_parity(_conv_relu_model(xs, ws, attrs, bias), {"x": x}, rtol=1e-4, atol=1e-5)
+    assert_parity(_conv_model(xs, ws, attrs, bias), {"x": x}, rtol=1e-4, atol=1e-5)
 
 
-def test_a_fused_conv_relu_runs_natively(capfd):
+@pytest.mark.parametrize("residual,relu", [("add", True), ("sum", True), ("add", False)])
+@pytest.mark.parametrize("bias", [False, True])
+@pytest.mark.parametrize("xs,ws,attrs", CONV_RELU_CASES)
+def test_fused_conv_residual_gives_stock_answers(xs, ws, attrs, bias, residual, relu):
+    """[Relu](Add or Sum(Conv(x), z)) as one FusedConv on every convolution path: z added to each block as it is
+    written, then the Relu; NaN and infinities in x and z (inf - inf in the sum); z left as it was."""
+    from parity import assert_parity
+    from onnxruntime_ep_seamless.kernels.cpu.spatial import geometry
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal(xs).astype(np.float32)
+    x.reshape(-1)[[5, 77, 200]] = [np.nan, np.inf, -np.inf]
+    nd = len(xs) - 2
+    _, _, out = geometry(xs[2:], ws[2:], attrs.get("strides", [1] * nd), [1] * nd, attrs.get("pads"), "NOTSET")
+    z = rng.standard_normal((xs[0], ws[0], *out)).astype(np.float32)
+    z.reshape(-1)[[3, 40, 90]] = [np.nan, -np.inf, np.inf]
+    kept = z.copy()
+    model = _conv_model(xs, ws, attrs, bias, residual=residual, relu=relu)
+    assert fused_ops(model, "cpu") == ["FusedConv"]
+    assert_parity(model, {"x": x, "z": z}, rtol=1e-4, atol=1e-5)
+    np.testing.assert_array_equal(z, kept)
+
+
+def test_a_fused_conv_runs_natively(capfd):
     from parity import assert_native_without_python_steps
-    x = np.random.default_rng(4).standard_normal((1, 16, 20, 20)).astype(np.float32)
-    assert_native_without_python_steps(_conv_relu_model(*CONV_RELU_CASES[0]), {"x": x}, capfd)
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((1, 16, 20, 20)).astype(np.float32)
+    assert_native_without_python_steps(_conv_model(*CONV_RELU_CASES[0]), {"x": x}, capfd)
+    z = rng.standard_normal((1, 24, 20, 20)).astype(np.float32)
+    assert_native_without_python_steps(_conv_model(*CONV_RELU_CASES[0], residual="add"), {"x": x, "z": z}, capfd)

@@ -176,15 +176,32 @@ def matmul_bias(ctx: FusionContext, node: Node) -> bool:
                                         [add])
 
 
-def conv_relu(ctx: FusionContext, node: Node) -> bool:
-    """Relu(Conv(x, W, b)) -> ConvRelu (CPU, float32, constant weights): the Relu on each block of the output as the
-    convolution writes it (in cache), not a pass of its own over the whole output (stock ORT fuses the pair too)."""
+def fused_conv(ctx: FusionContext, node: Node) -> bool:
+    """Relu(Conv(x, W, b)), Add(Conv(x, W, b), z) and Relu(Add(Conv(x, W, b), z)) (a residual block's end; Add or a
+    Sum of two, z of the Conv's shape) -> FusedConv (CPU, float32, constant weights): the Add and the Relu on each block
+    of the output as the convolution writes it (in cache), not passes of their own over the whole output (stock ORT
+    fuses them too). With z, the fused node takes the Add's place: z is ready there."""
     if ctx.device != "cpu" or node.op_type != "Conv" or node.domain or not ctx.private(node) or \
             not ctx.fused_float(node.inputs[0]) or ctx.const(node.inputs[1]) is None:
         return False
-    relu = ctx.reader(node)
-    return relu.op_type == "Relu" and not relu.domain and ctx.take(
-        Node(relu.name, "ConvRelu", FUSED_DOMAIN, 1, node.inputs, relu.outputs, node.attrs, index=node.index), [relu])
+    inputs, absorbed, last, at = list(node.inputs[:3]), [], ctx.reader(node), node.index
+    if last.index in ctx.replaced:  # the Add of a residual block whose other Conv fused it already
+        return False
+    if last.op_type in ("Add", "Sum") and not last.domain and len(last.inputs) == 2 and last.inputs[0] != last.inputs[1]:
+        z, conv_shape = other(last, node.outputs[0]), ctx.graph.value(node.outputs[0]).shape
+        if not conv_shape or None in conv_shape or ctx.graph.value(z).shape != conv_shape or \
+                ctx.graph.value(z).dtype != F32:
+            return False  # an Add that broadcasts, or shapes not known to agree
+        inputs, absorbed, at = inputs + [""] * (3 - len(inputs)) + [z], [node], last.index
+        if ctx.private(last) and ctx.reader(last).op_type == "Relu" and not ctx.reader(last).domain:
+            last = ctx.reader(last)
+            absorbed.append(last)
+    elif last.op_type == "Relu" and not last.domain:
+        absorbed = [last]
+    else:
+        return False
+    attrs = dict(node.attrs, relu=int(last.op_type == "Relu"))
+    return ctx.take(Node(last.name, "FusedConv", FUSED_DOMAIN, 1, inputs, last.outputs, attrs, index=at), absorbed)
 
 
 def silu(ctx: FusionContext, node: Node) -> bool:
@@ -610,7 +627,7 @@ def normed_product(ctx: FusionContext, norm: Node) -> bool:
 # reaches its Sigmoid; Linear takes only the products SwiGLU left (a pair's up product may come before its
 # gate); NormedProduct reads the products the groups before it made (Node.index: the place in that order).
 FUSIONS = [
-    [reduce_sum_sub_cast, matmul_bias, conv_relu, silu, swiglu, matmul_nbits_bias, gelu_erf, mish, encoder_attention,
+    [reduce_sum_sub_cast, matmul_bias, fused_conv, silu, swiglu, matmul_nbits_bias, gelu_erf, mish, encoder_attention,
      normed_linear_attention, rotary_in_float, token_major_causal_conv],
     [linear],
     [normed_product],

@@ -653,7 +653,7 @@ def gqa(query, key, value, past_key, past_value, seqlens_k, first_prompt, presen
 def conv_args(x_shape, w: np.ndarray, bias, group: int, strides, dilations, begin, out, direct=True, relu=False):
     """SeamlessConvArgs for x (N, C, *spatial, 1-3 dims) and the weights w (M, C/group, *kernel) float32, shapes
     already checked to agree; returns (args, what they point at). direct=False: im2col even where the taps can be
-    read in place (seamless_conv_direct; the same outputs). relu: Relu on the output (ConvRelu)."""
+    read in place (seamless_conv_direct; the same outputs). relu: Relu on the output (FusedConv)."""
     nd = len(x_shape) - 2
     n, c, m = x_shape[0], x_shape[1], w.shape[0]
     mg, kernel = m // group, w.shape[2:]
@@ -690,11 +690,15 @@ def conv_scratch_floats(args) -> int:
     return lib.seamless_conv_scratch_floats(args)
 
 
-def conv(x: np.ndarray, args) -> np.ndarray:
-    """y (N, M, *out) of float32 x by seamless_conv_f32 (args: conv_args for x's shape)."""
+def conv(x: np.ndarray, args, z: np.ndarray | None = None) -> np.ndarray:
+    """y (N, M, *out) of float32 x by seamless_conv_f32 (args: conv_args for x's shape); z: None, or float32 of y's
+    elements, added to the output before the Relu (FusedConv's residual)."""
     x = c_order(x)
     _require(x.dtype == np.float32 and x.size == args.n * args.c * math.prod(args.in_shape[0:3]), "conv input")
     y = np.empty((args.n, args.m, args.l), np.float32)
+    if z is not None:
+        z = c_order(z)
+        _require(z.dtype == np.float32 and z.size == y.size, "conv residual")
     scratch = np.empty(conv_scratch_floats(args), np.float32)
-    lib.seamless_conv_f32(args, _ptr(x), _ptr(y), _ptr(scratch), *_pool())
+    lib.seamless_conv_f32(args, _ptr(x), ffi.NULL if z is None else _ptr(z), _ptr(y), _ptr(scratch), *_pool())
     return y

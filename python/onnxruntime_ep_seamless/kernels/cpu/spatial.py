@@ -101,14 +101,15 @@ def conv(X, W, B=None, *, auto_pad="NOTSET", dilations=None, group=1, kernel_sha
     return (_conv(X, W, B, auto_pad, dilations, group, pads, strides, relu=False),)
 
 
-# the kernel of plan/fusion.py's ConvRelu: Relu(Conv(...)), the Relu on each block of the output as it is written
-@kernel("ConvRelu", domain=FUSED_DOMAIN, types=FLOATS)
-def conv_relu(X, W, B=None, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pads=None,
-              strides=None):
-    return (_conv(X, W, B, auto_pad, dilations, group, pads, strides, relu=True),)
+# the kernel of plan/fusion.py's FusedConv: Conv(X, W, B), plus Z (an Add's other operand) where given, then Relu
+# where relu=1, each block of the output finished as the convolution writes it
+@kernel("FusedConv", domain=FUSED_DOMAIN, types=FLOATS)
+def fused_conv(X, W, B=None, Z=None, *, relu=0, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None,
+               pads=None, strides=None):
+    return (_conv(X, W, B, auto_pad, dilations, group, pads, strides, relu=bool(relu), Z=Z),)
 
 
-def _conv(X, W, B, auto_pad, dilations, group, pads, strides, relu):
+def _conv(X, W, B, auto_pad, dilations, group, pads, strides, relu, Z=None):
     dtype = X.dtype
     X, W = widen(X), widen(W)
     nd = X.ndim - 2
@@ -120,8 +121,10 @@ def _conv(X, W, B, auto_pad, dilations, group, pads, strides, relu):
     cg, mg = c // group, m // group
     if native_conv(X, W, B, group) and math.prod(out) > 0:  # else numpy below (its errors for shapes that disagree)
         from .native import conv as run, conv_args
-        args, _kept = conv_args(X.shape, W, B, group, strides, dilations, begin, out, relu=relu)
-        return run(X, args).reshape((n, m) + tuple(out)).astype(dtype, copy=False)
+        in_place = Z is None or (Z.dtype == np.float32 and Z.shape == (n, m) + tuple(out))  # else Add's broadcast
+        args, _kept = conv_args(X.shape, W, B, group, strides, dilations, begin, out, relu=relu and in_place)
+        y = run(X, args, Z if in_place else None).reshape((n, m) + tuple(out)).astype(dtype, copy=False)
+        return y if in_place else _add_relu(y, Z, relu)
     weights = W.reshape(group, mg, -1)
     length = math.prod(out)
     if all(k == 1 for k in kernel) and all(s == 1 for s in strides) and not any(begin) and not any(end):
@@ -143,9 +146,14 @@ def _conv(X, W, B, auto_pad, dilations, group, pads, strides, relu):
     y = y.reshape((n, m) + tuple(out))
     if B is not None:
         y += B.reshape((m,) + (1,) * nd)
-    if relu:
-        np.maximum(y, 0, out=y)  # the Relu kernel's: NaN stays
-    return y.astype(dtype, copy=False)
+    return _add_relu(y.astype(dtype, copy=False), Z, relu)
+
+
+def _add_relu(y, Z, relu):
+    """FusedConv's finish on the convolution's output y: + Z (the Add's broadcast), then the Relu kernel's (NaN stays)."""
+    if Z is not None:
+        y = np.add(y, Z)
+    return np.maximum(y, 0, out=y) if relu else y
 
 
 def conv_transpose_geometry(in_shape, kernel, strides, dilations, pads, auto_pad, output_padding, output_shape):

@@ -515,12 +515,15 @@ def conv(rec, node, ins, outs):
     return _conv(rec, node, ins, outs, relu=False)
 
 
-@lowers("ConvRelu", domain="ai.seamless")
-def conv_relu(rec, node, ins, outs):
-    return _conv(rec, node, ins, outs, relu=True)
+@lowers("FusedConv", domain="ai.seamless")
+def fused_conv(rec, node, ins, outs):
+    z = ins[3] if len(ins) > 3 else None
+    if z is not None and (z.array.dtype != F32 or z.array.shape != outs[0].shape):
+        raise Declined("a residual of the output's shape and type")  # the Python kernel broadcasts it as Add does
+    return _conv(rec, node, ins, outs, relu=bool(node.attrs.get("relu", 0)), z=z)
 
 
-def _conv(rec, node, ins, outs, relu):
+def _conv(rec, node, ins, outs, relu, z=None):
     from .native import conv_args, conv_scratch_floats
     from .spatial import geometry, native_conv
     x, w = ins[:2]
@@ -539,7 +542,7 @@ def _conv(rec, node, ins, outs, relu):
     args = rec.keep(args)
     y = rec.value(outs[0])
     scratch = rec.value(np.empty(conv_scratch_floats(args), np.float32))
-    rec.step(lib.SEAMLESS_OP_CONV, args, [x, y, scratch])
+    rec.step(lib.SEAMLESS_OP_CONV, args, [x, y, scratch, z])
     return [y]
 
 
