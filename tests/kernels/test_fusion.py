@@ -1,5 +1,7 @@
 """plan/fusion.py's decisions per device (the math of each fused kernel is checked against stock ORT
 where it runs: the CPU parity tests, tests/cuda/test_cuda_attention.py)."""
+import math
+
 import numpy as np
 import onnx
 import pytest
@@ -433,3 +435,46 @@ def test_a_fused_conv_runs_natively(capfd):
     assert_native_without_python_steps(_conv_model(*CONV_RELU_CASES[0]), {"x": x}, capfd)
     z = rng.standard_normal((1, 24, 20, 20)).astype(np.float32)
     assert_native_without_python_steps(_conv_model(*CONV_RELU_CASES[0], residual="add"), {"x": x, "z": z}, capfd)
+
+
+def _gelu_tanh_model(form, shared=None, cube=0.044715):
+    """y = GELU's tanh form of x spelled out: "jax" (jax2tf's, Magika's: 0.044715 x as Muls by x, the 0.5 with the
+    bracket) or "torch" (GPT-2's: Pow(x, 3), 0.5 x first, operands the other way round). shared: the name of an
+    intermediate value also made a graph output."""
+    from onnx import helper, numpy_helper
+    consts = {"c": cube, "k": math.sqrt(2 / math.pi), "one": 1.0, "half": 0.5, "three": 3.0}
+    inits = [numpy_helper.from_array(np.array(v, np.float32), n) for n, v in consts.items()]
+    if form == "jax":
+        nodes = [helper.make_node("Mul", ["c", "x"], ["a"]), helper.make_node("Mul", ["x", "a"], ["b"]),
+                 helper.make_node("Mul", ["x", "b"], ["cube"]), helper.make_node("Add", ["x", "cube"], ["inner"]),
+                 helper.make_node("Mul", ["k", "inner"], ["scaled"]), helper.make_node("Tanh", ["scaled"], ["t"]),
+                 helper.make_node("Add", ["one", "t"], ["sum"]), helper.make_node("Mul", ["half", "sum"], ["h"]),
+                 helper.make_node("Mul", ["x", "h"], ["y"])]
+    else:
+        nodes = [helper.make_node("Pow", ["x", "three"], ["p"]), helper.make_node("Mul", ["p", "c"], ["cube"]),
+                 helper.make_node("Add", ["cube", "x"], ["inner"]), helper.make_node("Mul", ["inner", "k"], ["scaled"]),
+                 helper.make_node("Tanh", ["scaled"], ["t"]), helper.make_node("Add", ["t", "one"], ["sum"]),
+                 helper.make_node("Mul", ["half", "x"], ["hx"]), helper.make_node("Mul", ["hx", "sum"], ["y"])]
+    outputs = [helper.make_tensor_value_info(n, 1, None) for n in ["y"] + ([shared] if shared else [])]
+    return helper.make_model(helper.make_graph(nodes, "gelu_tanh", [helper.make_tensor_value_info("x", 1, [4, 96])],
+                                               outputs, inits), opset_imports=[helper.make_opsetid("", 17)],
+                             ir_version=9)
+
+
+@pytest.mark.parametrize("form", ["jax", "torch"])
+def test_gelu_tanh_spelled_out_is_one_fast_gelu(form):
+    assert fused_ops(_gelu_tanh_model(form), "cpu") == ["FastGelu"]
+    assert "FastGelu" not in fused_ops(_gelu_tanh_model(form), "cuda")
+    assert fused_ops(_gelu_tanh_model(form, shared="t"), "cpu")[-1] != "FastGelu"  # a value read elsewhere
+    assert "FastGelu" not in fused_ops(_gelu_tanh_model(form, cube=0.05), "cpu")  # another function
+
+
+@pytest.mark.parametrize("form", ["jax", "torch"])
+def test_fused_gelu_tanh_gives_stock_answers(form, capfd):
+    """Stock ORT fuses the chain to FastGelu itself; ours one FastGelu step (native), within float32 rounding of
+    the unfused chain; NaN and infinities stay as the chain gives them."""
+    from parity import assert_native_without_python_steps, assert_parity
+    x = (np.random.default_rng(8).standard_normal((4, 96)) * 3).astype(np.float32)
+    x.reshape(-1)[[1, 2, 3]] = [np.nan, 30.0, -30.0]
+    assert_parity(_gelu_tanh_model(form), {"x": x}, rtol=1e-5, atol=1e-6)
+    assert_native_without_python_steps(_gelu_tanh_model(form), {"x": x}, capfd)
