@@ -60,8 +60,20 @@ NUMERIC_ROWS(int64_t, i64)
 NUMERIC_ROWS(int32_t, i32)
 ROW(div_f32, float, float, x / z)
 ROW(div_f64, double, double, x / z)
-ROW(pow_f32, float, float, powf(x, z))
-ROW(pow_f64, double, double, pow(x, z))
+/* Pow: an exponent of 2 or 3 along the row is stock's x * x or (x * x) * x (ORT's CPU Pow; exact products, not pow) */
+#define POW_ROW(name, T, POW)                                                                                 \
+  SEAMLESS_SIMD static void name(const char* pa, int64_t sa, const char* pb, int64_t sb, char* py, int64_t n) { \
+    const T *a = (const T*)pa, *b = (const T*)pb;                                                              \
+    T* y = (T*)py;                                                                                             \
+    if (sa == 1 && sb == 0 && b[0] == 2)                                                                       \
+      for (int64_t i = 0; i < n; i++) y[i] = a[i] * a[i];                                                      \
+    else if (sa == 1 && sb == 0 && b[0] == 3)                                                                  \
+      for (int64_t i = 0; i < n; i++) y[i] = a[i] * a[i] * a[i];                                               \
+    else                                                                                                       \
+      for (int64_t i = 0; i < n; i++) y[i] = POW(a[i * sa], b[i * sb]);                                        \
+  }
+POW_ROW(pow_f32, float, powf)
+POW_ROW(pow_f64, double, pow)
 ROW(and_b, uint8_t, uint8_t, x && z)
 ROW(or_b, uint8_t, uint8_t, x || z)
 ROW(eq_b, uint8_t, uint8_t, x == z)

@@ -77,6 +77,18 @@ def test_pow():
     parity("Pow", rand((2, 3), np.float64, 0.1, 2), rand((2, 3), np.float64), opset=7)
 
 
+@pytest.mark.parametrize("exponent", [np.array([2.0], np.float32), np.array(3.0, np.float32),
+                                      np.array([[[2]]], np.int64), Const(np.array(2.0, np.float32)),
+                                      Const(np.array([3.0], np.float32))])
+def test_pow_of_two_and_three_are_stocks_products(exponent):
+    """Stock's CPU Pow computes x^2 and x^3 as x * x and (x * x) * x, not by pow: the same bits in the Python kernel's
+    run and the native program's (an exponent fed or constant; of another type; of higher rank), NaN and infinities
+    included."""
+    x = rand((5, 67), low=-40, high=40)
+    x.reshape(-1)[[3, 9, 20]] = [np.nan, np.inf, -np.inf]
+    parity("Pow", x, exponent, opset=15, rtol=0, atol=0)
+
+
 def test_pow_mixed_types():
     # opset 12+: the exponent may have another type; the output has the base's type
     parity("Pow", rand((3, 4)), np.array([0, 1, 2, 3], np.int64), opset=13)

@@ -76,10 +76,23 @@ def _check_pow(node, graph):
     return None
 
 
+def square_or_cube(x, y) -> int | None:
+    """2 or 3 where Pow(x, y) is stock's x * x or (x * x) * x (a float base, an exponent of one element equal to
+    2 or 3; ORT computes those by products, any other power by std::pow), else None."""
+    if x.dtype.kind != "f" or y.size != 1:
+        return None
+    e = float(y.reshape(-1)[0])
+    return int(e) if e in (2.0, 3.0) else None
+
+
 @kernel("Pow", since=7, types=NUMERIC, check=_check_pow)
 @_quiet
 def pow_(x, y):
     # The output has the base's type (base and exponent may differ since opset 12).
+    power = square_or_cube(x, y)
+    if power:
+        r = x * x if power == 2 else x * x * x
+        return (r.reshape(np.broadcast_shapes(x.shape, y.shape)),)
     if x.dtype.kind in "iu":
         # Integer powers go through double and truncate back, like ORT's std::pow; numpy's
         # integer power would reject negative exponents.
