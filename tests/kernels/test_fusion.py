@@ -478,3 +478,44 @@ def test_fused_gelu_tanh_gives_stock_answers(form, capfd):
     x.reshape(-1)[[1, 2, 3]] = [np.nan, 30.0, -30.0]
     assert_parity(_gelu_tanh_model(form), {"x": x}, rtol=1e-5, atol=1e-6)
     assert_native_without_python_steps(_gelu_tanh_model(form), {"x": x}, capfd)
+
+
+def _layer_norm_model(opset=14, axes=(-1,), swap=False, d_out=False, eps=1e-12):
+    """LayerNorm over x's last axis spelled out as torch exports it below opset 17 (axes an attribute; opset 18: an
+    input); swap: gamma and beta the Mul's and the Add's first operands; d_out: x - mean also a graph output."""
+    from onnx import helper, numpy_helper
+    rng = np.random.default_rng(9)
+    inits = [numpy_helper.from_array(v, n) for n, v in (
+        ("two", np.array(2.0, np.float32)), ("eps", np.array(eps, np.float32)),
+        ("gamma", rng.standard_normal(48).astype(np.float32)), ("beta", rng.standard_normal(48).astype(np.float32)))]
+    if opset >= 18:
+        inits.append(numpy_helper.from_array(np.array(axes, np.int64), "axes"))
+        mean = lambda i, o: helper.make_node("ReduceMean", [i, "axes"], [o])  # noqa: E731
+    else:
+        mean = lambda i, o: helper.make_node("ReduceMean", [i], [o], axes=list(axes))  # noqa: E731
+    nodes = [mean("x", "m"), helper.make_node("Sub", ["x", "m"], ["d"]), helper.make_node("Pow", ["d", "two"], ["p"]),
+             mean("p", "v"), helper.make_node("Add", ["v", "eps"], ["ve"]), helper.make_node("Sqrt", ["ve"], ["s"]),
+             helper.make_node("Div", ["d", "s"], ["n"]),
+             helper.make_node("Mul", ["gamma", "n"] if swap else ["n", "gamma"], ["g"]),
+             helper.make_node("Add", ["beta", "g"] if swap else ["g", "beta"], ["y"])]
+    outputs = [helper.make_tensor_value_info(n, 1, None) for n in ["y"] + ["d"] * d_out]
+    return helper.make_model(helper.make_graph(nodes, "layer_norm", [helper.make_tensor_value_info("x", 1, [2, 7, 48])],
+                                               outputs, inits), opset_imports=[helper.make_opsetid("", opset)],
+                             ir_version=9)
+
+
+@pytest.mark.parametrize("opset,swap", [(14, False), (14, True), (18, False)])
+def test_layer_norm_spelled_out_is_one_layer_normalization(opset, swap, capfd):
+    """The nine nodes become LayerNormalization on the CPU (its epsilon kept), with stock's answers (stock fuses the
+    chain too), natively; not where x - mean is read elsewhere or the mean is over another axis."""
+    from parity import assert_native_without_python_steps, assert_parity
+    model = _layer_norm_model(opset, swap=swap, eps=1e-5)
+    nodes = fuse(import_model(model), ["y"], "cpu")
+    assert [n.op_type for n in nodes] == ["LayerNormalization"] and nodes[0].attrs["epsilon"] == np.float32(1e-5)
+    assert "LayerNormalization" not in fused_ops(model, "cuda")
+    assert "LayerNormalization" not in fused_ops(_layer_norm_model(opset, d_out=True), "cpu")
+    assert "LayerNormalization" not in fused_ops(_layer_norm_model(opset, axes=(1,)), "cpu")
+    x = (np.random.default_rng(10).standard_normal((2, 7, 48)) * 4 + 1).astype(np.float32)
+    x[1, 3, 5] = np.nan
+    assert_parity(model, {"x": x}, rtol=1e-5, atol=1e-5)
+    assert_native_without_python_steps(model, {"x": x}, capfd)

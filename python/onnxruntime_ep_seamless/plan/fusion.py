@@ -292,6 +292,64 @@ def gelu_erf(ctx: FusionContext, node: Node) -> bool:
                                              index=node.index), chain[1:])
 
 
+def layer_norm(ctx: FusionContext, node: Node) -> bool:
+    """LayerNorm spelled out over the last axis, as torch exports it below opset 17: d = x - ReduceMean(x),
+    d / Sqrt(ReduceMean(Pow(d, 2)) + eps) * gamma + beta (gamma and beta constant vectors, either operand order of
+    the Mul and the Add) -> LayerNormalization(x, gamma, beta, epsilon=eps), one pass instead of nine (stock ORT fuses
+    it too). CPU only: not yet run on a GPU."""
+    if ctx.device != "cpu" or not _last_axis_mean(ctx, node) or not ctx.private(node) or not ctx.fused_float(node.inputs[0]):
+        return False
+    x, sub = node.inputs[0], ctx.reader(node)
+    if sub.op_type != "Sub" or sub.domain or sub.inputs != [x, node.outputs[0]]:
+        return False
+    d = sub.outputs[0]
+    readers = ctx.by_input.get(d, [])
+    if ctx.readers[d] != 2 or d in ctx.outputs or sorted(r.op_type for r in readers) != ["Div", "Pow"]:
+        return False
+    power, div = sorted(readers, key=lambda r: r.op_type != "Pow")
+    if power.domain or not ctx.scalar(power.inputs[1], 2.0) or power.inputs[0] != d or not ctx.private(power):
+        return False
+    mean = ctx.reader(power)
+    if not _last_axis_mean(ctx, mean) or not ctx.private(mean):
+        return False
+    add = ctx.reader(mean)
+    eps = ctx.const(other(add, mean.outputs[0])) if add.op_type == "Add" and not add.domain else None
+    if eps is None or eps.size != 1 or eps.dtype != F32 or not ctx.private(add):
+        return False
+    sqrt = ctx.reader(add)
+    if sqrt.op_type != "Sqrt" or sqrt.domain or not ctx.private(sqrt) or ctx.reader(sqrt) is not div or \
+            div.domain or div.inputs != [d, sqrt.outputs[0]] or not ctx.private(div):
+        return False
+    scale = ctx.reader(div)
+    gamma = other(scale, div.outputs[0]) if scale.op_type == "Mul" and not scale.domain else None
+    if gamma is None or not _row_vector(ctx, gamma, x) or not ctx.private(scale):
+        return False
+    shift = ctx.reader(scale)
+    beta = other(shift, scale.outputs[0]) if shift.op_type == "Add" and not shift.domain else None
+    if beta is None or not _row_vector(ctx, beta, x):
+        return False
+    absorbed = [sub, power, mean, add, sqrt, div, scale, shift]
+    if any(n.index in ctx.replaced for n in absorbed):
+        return False
+    return ctx.take(Node(shift.name, "LayerNormalization", "", 17, [x, gamma, beta], shift.outputs,
+                         {"axis": -1, "epsilon": float(eps.reshape(-1)[0])}, index=node.index), absorbed)
+
+
+def _last_axis_mean(ctx: FusionContext, node) -> bool:
+    """A ReduceMean over the last axis only, keeping it (axes an attribute, or a constant input since opset 18)."""
+    if node.op_type != "ReduceMean" or node.domain or not node.attrs.get("keepdims", 1):
+        return False
+    rank = len(ctx.graph.value(node.inputs[0]).shape or ())
+    axes = ctx.const(node.inputs[1]) if len(node.inputs) > 1 and node.inputs[1] else node.attrs.get("axes")
+    return bool(rank) and axes is not None and [int(a) % rank for a in np.ravel(axes)] == [rank - 1]
+
+
+def _row_vector(ctx: FusionContext, name, x) -> bool:
+    """A float32 constant of one row of x's last axis (a LayerNorm's gamma or beta)."""
+    c, shape = ctx.const(name), ctx.graph.value(x).shape
+    return c is not None and c.dtype == F32 and c.ndim == 1 and bool(shape) and c.shape[0] == shape[-1]
+
+
 def gelu_tanh(ctx: FusionContext, node: Node) -> bool:
     """GELU's tanh form spelled out, x (0.5 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))), matched from its Tanh: the
     cube as Pow(x, 3) or Muls of x in any order and nesting (jax2tf's Magika, GPT-2's torch export), every
@@ -710,7 +768,7 @@ def normed_product(ctx: FusionContext, norm: Node) -> bool:
 # reaches its Sigmoid; Linear takes only the products SwiGLU left (a pair's up product may come before its
 # gate); NormedProduct reads the products the groups before it made (Node.index: the place in that order).
 FUSIONS = [
-    [reduce_sum_sub_cast, matmul_bias, fused_conv, silu, swiglu, matmul_nbits_bias, gelu_erf, gelu_tanh, mish, encoder_attention,
+    [reduce_sum_sub_cast, matmul_bias, fused_conv, silu, swiglu, matmul_nbits_bias, gelu_erf, gelu_tanh, layer_norm, mish, encoder_attention,
      normed_linear_attention, rotary_in_float, token_major_causal_conv],
     [linear],
     [normed_product],
