@@ -84,6 +84,11 @@ void seamless_linear_attention_f32(const float* q, const float* k, const float* 
  * sigmoid */
 void seamless_gated_rmsnorm_f32(const float* x, const float* scale, const float* gate, float* y, size_t rows,
                                 size_t cols, float eps, int silu, void* par_fn, void* par_ctx);
+/* normalization.c: y = x * scale[ch] + shift[ch] over x [n, c, spatial] (two roundings, as a Mul then an Add), then
+ * Relu where relu (plan/fusion.py ChannelAffine: an inference BatchNormalization with the per-channel Mul, Add and
+ * Relu after it folded in); a task per range of (image, channel) rows */
+void seamless_channel_affine_f32(const float* x, const float* scale, const float* shift, float* y, size_t n, size_t c,
+                                 size_t spatial, int relu, void* par_fn, void* par_ctx);
 /* normalization.c: LRN over x [n, c, spatial] (program.h SeamlessLrnArgs), a task per range of (image, channel) rows */
 void seamless_lrn_f32(const float* x, float* y, size_t n, size_t c, size_t spatial, size_t size, float alpha_over_size,
                       float bias, float beta, void* par_fn, void* par_ctx);

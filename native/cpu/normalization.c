@@ -223,6 +223,38 @@ static void lrn_task(void* user, size_t task) {
   }
 }
 
+typedef struct {
+  const float *x, *scale, *shift;
+  float* y;
+  size_t c, spatial, rows, tasks;
+  int relu;
+} AffineJob;
+
+/* no FMA: the product rounded, then the sum, as the unfused Mul and Add (and the Python kernel, which calls this) */
+__attribute__((optimize("fp-contract=off"))) SEAMLESS_SIMD static void affine_row(const float* x, float a, float b,
+                                                                                   float* y, size_t n, int relu) {
+  if (relu)
+    for (size_t i = 0; i < n; i++) y[i] = seamless_relu_f32(x[i] * a + b);
+  else
+    for (size_t i = 0; i < n; i++) y[i] = x[i] * a + b;
+}
+
+static void affine_task(void* user, size_t task) {
+  const AffineJob* job = user;
+  size_t r0, r1;
+  seamless_task_range(job->rows, job->tasks, task, &r0, &r1);
+  for (size_t r = r0; r < r1; r++)
+    affine_row(job->x + r * job->spatial, job->scale[r % job->c], job->shift[r % job->c], job->y + r * job->spatial,
+               job->spatial, job->relu);
+}
+
+void seamless_channel_affine_f32(const float* x, const float* scale, const float* shift, float* y, size_t n, size_t c,
+                                 size_t spatial, int relu, void* par_fn, void* par_ctx) {
+  AffineJob job = {x, scale, shift, y, c, spatial, n * c, seamless_task_count(n * c * spatial, 1 << 14), relu};
+  if (job.tasks > n * c) job.tasks = n * c > 0 ? n * c : 1;
+  seamless_run_tasks(par_fn, par_ctx, job.tasks, affine_task, &job);
+}
+
 void seamless_lrn_f32(const float* x, float* y, size_t n, size_t c, size_t spatial, size_t size, float alpha_over_size,
                       float bias, float beta, void* par_fn, void* par_ctx) {
   LrnJob job = {x, y, n, c, spatial, size, seamless_task_count(n * c * spatial * size, 1 << 14), alpha_over_size, bias,

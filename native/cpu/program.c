@@ -1249,6 +1249,12 @@ static int run_step(const SeamlessStep* s, char* const* ptr, void* par_fn, void*
       }
       return 0;
     }
+    case SEAMLESS_OP_CHANNEL_AFFINE: {
+      const SeamlessChannelAffineArgs* g = args;
+      seamless_channel_affine_f32((const float*)P(0), (const float*)P(1), (const float*)P(2), (float*)P(3),
+                                  (size_t)g->n, (size_t)g->c, (size_t)g->spatial, (int)g->relu, par_fn, par_ctx);
+      return 0;
+    }
     case SEAMLESS_OP_LRN: {
       const SeamlessLrnArgs* g = args;
       seamless_lrn_f32((const float*)P(0), (float*)P(1), (size_t)g->n, (size_t)g->c, (size_t)g->spatial,

@@ -57,7 +57,8 @@ enum SeamlessOp {
   SEAMLESS_OP_ONNX_ATTENTION = 33, /* SeamlessOnnxAttentionArgs: q, k, v, past_k (or -1), past_v (or -1), mask (or -1)
                                       -> out, present_k, present_v, qk (or -1) */
   SEAMLESS_OP_GATHER_ND = 34,  /* SeamlessGatherNdArgs: data, int64 indices -> y */
-  SEAMLESS_OP_ROTARY = 35      /* SeamlessRotaryArgs: x, cos, sin, position_ids (or -1) -> y */
+  SEAMLESS_OP_ROTARY = 35,     /* SeamlessRotaryArgs: x, cos, sin, position_ids (or -1) -> y */
+  SEAMLESS_OP_CHANNEL_AFFINE = 36 /* SeamlessChannelAffineArgs: x, scale, shift (c floats each) -> y */
 };
 
 /* Element types: ONNX's TensorProto codes. */
@@ -193,6 +194,8 @@ typedef struct {
 /* LRN over x [n, c, spatial]: y = x / (bias + alpha_over_size * the sum of x^2 over channels c - (size - 1) / 2 to
  * c + size / 2 inside [0, c)) ^ beta */
 typedef struct { int64_t n, c, spatial, size; float alpha_over_size, bias, beta; } SeamlessLrnArgs;
+/* y = x * scale[ch] + shift[ch] over [n, c, spatial], then Relu where relu (kernels.h seamless_channel_affine_f32) */
+typedef struct { int64_t n, c, spatial, relu; } SeamlessChannelAffineArgs;
 
 /* A normalization over rows of cols (GatedRMSNorm, LpNormalization, LinearAttentionGate: SeamlessOp says its mode) */
 typedef struct { int64_t rows, cols; float eps; int32_t mode; } SeamlessRowNormArgs;

@@ -519,3 +519,43 @@ def test_layer_norm_spelled_out_is_one_layer_normalization(opset, swap, capfd):
     x[1, 3, 5] = np.nan
     assert_parity(model, {"x": x}, rtol=1e-5, atol=1e-5)
     assert_native_without_python_steps(model, {"x": x}, capfd)
+
+
+def _bn_chain_model(chain=("Mul", "Add", "Relu"), const_shape=(6, 1, 1), x_shape=(2, 6, 5, 7)):
+    """x -> inference BatchNormalization -> the ops of `chain` (Mul and Add by constants of const_shape), DenseNet's
+    pre-activation block."""
+    from onnx import helper, numpy_helper
+    rng = np.random.default_rng(11)
+    c = x_shape[1]
+    inits = [numpy_helper.from_array(v.astype(np.float32), n) for n, v in (
+        ("scale", rng.standard_normal(c)), ("bias", rng.standard_normal(c)), ("mean", rng.standard_normal(c)),
+        ("var", rng.random(c) + 0.5), ("w", rng.standard_normal(const_shape)), ("b", rng.standard_normal(const_shape)))]
+    nodes = [helper.make_node("BatchNormalization", ["x", "scale", "bias", "mean", "var"], ["t0"], epsilon=1e-3)]
+    for i, op in enumerate(chain):
+        operands = {"Mul": ["w", f"t{i}"], "Add": [f"t{i}", "b"], "Relu": [f"t{i}"]}[op]
+        nodes.append(helper.make_node(op, operands, [f"t{i + 1}"]))
+    y = f"t{len(chain)}"
+    return helper.make_model(helper.make_graph(nodes, "bn_chain", [helper.make_tensor_value_info("x", 1, list(x_shape))],
+                                               [helper.make_tensor_value_info(y, 1, None)], inits),
+                             opset_imports=[helper.make_opsetid("", 15)], ir_version=9)
+
+
+@pytest.mark.parametrize("chain", [("Mul", "Add", "Relu"), ("Relu",), ("Mul",), ("Add", "Relu")])
+def test_batch_norm_and_its_per_channel_ops_are_one_channel_affine(chain, capfd):
+    """An inference BatchNormalization and the per-channel Mul, Add and Relu after it: one ChannelAffine on the CPU
+    (scale and shift folded at Compile), stock's answers within float32 rounding of the chain, natively."""
+    from parity import assert_native_without_python_steps, assert_parity
+    model = _bn_chain_model(chain)
+    assert fused_ops(model, "cpu") == ["ChannelAffine"]
+    assert fused_ops(model, "cuda")[0] == "BatchNormalization"
+    x = (np.random.default_rng(12).standard_normal((2, 6, 5, 7)) * 3).astype(np.float32)
+    x[0, 1, 2, 3], x[1, 4, 0, 0] = np.nan, -np.inf
+    assert_parity(model, {"x": x}, rtol=1e-5, atol=1e-5)
+    assert_native_without_python_steps(model, {"x": x}, capfd)
+
+
+def test_an_op_over_another_axis_is_not_folded():
+    """A Mul by a vector over the last axis (not the channels) stays a Mul; the BatchNormalization alone stays too."""
+    assert fused_ops(_bn_chain_model(("Mul",), const_shape=(7,)), "cpu") == ["BatchNormalization", "Mul"]
+    assert fused_ops(_bn_chain_model(("Mul", "Relu"), const_shape=(7,)), "cpu") == ["BatchNormalization", "Mul",
+                                                                                      "Relu"]

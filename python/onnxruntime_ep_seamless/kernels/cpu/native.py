@@ -205,6 +205,18 @@ def gelu(x: np.ndarray) -> np.ndarray:
     return y
 
 
+def channel_affine(x: np.ndarray, scale: np.ndarray, shift: np.ndarray, relu: bool) -> np.ndarray:
+    """x * scale + shift per channel (axis 1) of float32 x [N, C, ...], then Relu where relu (ChannelAffine)."""
+    x, scale, shift = c_order(x), c_order(scale), c_order(shift)
+    _require(x.ndim >= 2 and scale.shape == shift.shape == (x.shape[1],), f"ChannelAffine of {x.shape} by "
+             f"{scale.shape} and {shift.shape}")
+    y = np.empty_like(x)
+    n, c = x.shape[:2]
+    lib.seamless_channel_affine_f32(_ptr(x), _ptr(scale), _ptr(shift), _ptr(y), n, c, x.size // max(n * c, 1),
+                                    int(relu), *_pool())
+    return y
+
+
 def max_roi_pool(x: np.ndarray, rois: np.ndarray, pooled_h: int, pooled_w: int, scale: float) -> np.ndarray:
     """MaxRoiPool of float32 x [N, C, H, W] over rois [R, 5] (batch indices checked by the caller): [R, C, ph, pw]."""
     x, rois = c_order(x), c_order(rois)

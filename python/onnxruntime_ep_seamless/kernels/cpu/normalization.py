@@ -13,7 +13,7 @@ import numpy as np
 
 from .. import checks
 from ..checks import InvalidArgument
-from ..registry import FLOATS, kernel
+from ..registry import FLOATS, FUSED_DOMAIN, kernel
 from ...graph.ir import ONNX_TO_NUMPY
 from . import native
 from .spatial import compute_dtype, widen
@@ -51,6 +51,14 @@ def batch_normalization(X, scale, B, input_mean, input_var, *, epsilon=1e-5, mom
     a = scale.astype(ct) / np.sqrt(input_var.astype(ct) + ct.type(epsilon))
     b = B.astype(ct) - input_mean.astype(ct) * a
     return ((widen(X) * _channel(a, X.ndim) + _channel(b, X.ndim)).astype(X.dtype, copy=False),)
+
+
+# the kernel of plan/fusion.py's ChannelAffine: an inference BatchNormalization with the per-channel Mul, Add and
+# Relu after it, folded at Compile into one scale and shift a channel (float32)
+@kernel("ChannelAffine", domain=FUSED_DOMAIN, types=frozenset([np.dtype(np.float32)]))
+def channel_affine(X, scale, shift, *, relu=0):
+    _per_channel(X, scale=scale, shift=shift)
+    return (native.channel_affine(X, scale, shift, bool(relu)),)
 
 
 def _per_channel(X, **params) -> None:

@@ -646,6 +646,20 @@ def batch_normalization(rec, node, ins, outs):
     return [y]
 
 
+@lowers("ChannelAffine", domain="ai.seamless")
+def channel_affine(rec, node, ins, outs):
+    x = ins[0].array
+    if x.dtype != F32 or x.ndim < 2 or not all(v.static and v.array.shape == (x.shape[1],) for v in ins[1:]) or \
+            not outs[0].size:
+        raise Declined("float32, constant per-channel scale and shift")
+    args = rec.args("SeamlessChannelAffineArgs")
+    args.n, args.c, args.spatial = x.shape[0], x.shape[1], x.size // (x.shape[0] * x.shape[1])
+    args.relu = int(node.attrs.get("relu", 0))
+    y = rec.value(outs[0])
+    rec.step(lib.SEAMLESS_OP_CHANNEL_AFFINE, args, [*ins, y])
+    return [y]
+
+
 @lowers("LRN")
 def lrn(rec, node, ins, outs):
     x = ins[0].array
