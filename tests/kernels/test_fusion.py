@@ -535,9 +535,9 @@ def _bn_chain_model(chain=("Mul", "Add", "Relu"), const_shape=(6, 1, 1), x_shape
         operands = {"Mul": ["w", f"t{i}"], "Add": [f"t{i}", "b"], "Relu": [f"t{i}"]}[op]
         nodes.append(helper.make_node(op, operands, [f"t{i + 1}"]))
     y = f"t{len(chain)}"
-    return helper.make_model(helper.make_graph(nodes, "bn_chain", [helper.make_tensor_value_info("x", 1, list(x_shape))],
-                                               [helper.make_tensor_value_info(y, 1, None)], inits),
-                             opset_imports=[helper.make_opsetid("", 15)], ir_version=9)
+    graph = helper.make_graph(nodes, "bn_chain", [helper.make_tensor_value_info("x", 1, list(x_shape))],
+                              [helper.make_tensor_value_info(y, 1, None)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 15)], ir_version=9)
 
 
 @pytest.mark.parametrize("chain", [("Mul", "Add", "Relu"), ("Relu",), ("Mul",), ("Add", "Relu")])

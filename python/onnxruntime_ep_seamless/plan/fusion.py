@@ -187,7 +187,8 @@ def fused_conv(ctx: FusionContext, node: Node) -> bool:
     inputs, absorbed, last, at = list(node.inputs[:3]), [], ctx.reader(node), node.index
     if last.index in ctx.replaced:  # the Add of a residual block whose other Conv fused it already
         return False
-    if last.op_type in ("Add", "Sum") and not last.domain and len(last.inputs) == 2 and last.inputs[0] != last.inputs[1]:
+    if last.op_type in ("Add", "Sum") and not last.domain and len(last.inputs) == 2 and \
+            last.inputs[0] != last.inputs[1]:
         z, conv_shape = other(last, node.outputs[0]), ctx.graph.value(node.outputs[0]).shape
         if not conv_shape or None in conv_shape or ctx.graph.value(z).shape != conv_shape or \
                 ctx.graph.value(z).dtype != F32:
@@ -358,7 +359,8 @@ def layer_norm(ctx: FusionContext, node: Node) -> bool:
     d / Sqrt(ReduceMean(Pow(d, 2)) + eps) * gamma + beta (gamma and beta constant vectors, either operand order of
     the Mul and the Add) -> LayerNormalization(x, gamma, beta, epsilon=eps), one pass instead of nine (stock ORT fuses
     it too). CPU only: not yet run on a GPU."""
-    if ctx.device != "cpu" or not _last_axis_mean(ctx, node) or not ctx.private(node) or not ctx.fused_float(node.inputs[0]):
+    if ctx.device != "cpu" or not _last_axis_mean(ctx, node) or not ctx.private(node) or \
+            not ctx.fused_float(node.inputs[0]):
         return False
     x, sub = node.inputs[0], ctx.reader(node)
     if sub.op_type != "Sub" or sub.domain or sub.inputs != [x, node.outputs[0]]:
@@ -829,8 +831,8 @@ def normed_product(ctx: FusionContext, norm: Node) -> bool:
 # reaches its Sigmoid; Linear takes only the products SwiGLU left (a pair's up product may come before its
 # gate); NormedProduct reads the products the groups before it made (Node.index: the place in that order).
 FUSIONS = [
-    [reduce_sum_sub_cast, matmul_bias, fused_conv, silu, swiglu, matmul_nbits_bias, gelu_erf, gelu_tanh, layer_norm, channel_affine, mish, encoder_attention,
-     normed_linear_attention, rotary_in_float, token_major_causal_conv],
+    [reduce_sum_sub_cast, matmul_bias, fused_conv, silu, swiglu, matmul_nbits_bias, gelu_erf, gelu_tanh, layer_norm,
+     channel_affine, mish, encoder_attention, normed_linear_attention, rotary_in_float, token_major_causal_conv],
     [linear],
     [normed_product],
 ]

@@ -150,7 +150,8 @@ def _conv(X, W, B, auto_pad, dilations, group, pads, strides, relu, Z=None):
 
 
 def _add_relu(y, Z, relu):
-    """FusedConv's finish on the convolution's output y: + Z (the Add's broadcast), then the Relu kernel's (NaN stays)."""
+    """FusedConv's finish on the convolution's output y: + Z (the Add's broadcast), then the Relu kernel's (NaN
+    stays)."""
     if Z is not None:
         y = np.add(y, Z)
     return np.maximum(y, 0, out=y) if relu else y
