@@ -294,6 +294,18 @@ def test_average_pool_19(xs, attrs, count_include_pad):
     check("AveragePool", [data(xs)], {**attrs, "count_include_pad": count_include_pad}, opset=19)
 
 
+@pytest.mark.parametrize("count_include_pad", [0, 1])
+@pytest.mark.parametrize("xs,attrs", POOL_CASES + [
+    ((1, 3, 28, 28), {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}),  # Inception-v2's: rows of outputs inside
+    ((2, 2, 19, 23), {"kernel_shape": [5, 3], "pads": [2, 1, 2, 1], "strides": [1, 2]}),
+    ((1, 2, 5, 7, 9), {"kernel_shape": [3, 3, 3], "pads": [1, 1, 1, 1, 1, 1]})])
+def test_average_pool_sums_each_window_as_stock(xs, attrs, count_include_pad):
+    """spatial.c pool_average_rows sums the windows inside along an output row at once, each window's taps in the
+    order pool_one sums them: stock's values exactly, edges and padding included."""
+    x = np.random.default_rng(len(xs) + xs[-1]).standard_normal(xs).astype(np.float32) * 7
+    check("AveragePool", [x], {**attrs, "count_include_pad": count_include_pad}, opset=19, rtol=0, atol=0)
+
+
 def test_average_pool_f16():
     # float16: ORT averages in float32 and rounds once; allow one float16 ulp.
     check("AveragePool", [data((1, 2, 6, 6), np.float16)], {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]},
