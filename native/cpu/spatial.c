@@ -586,6 +586,15 @@ SEAMLESS_SIMD static unsigned plane_specials(const float* x, int64_t n) {
   return (nan_or_neg_inf ? POOL_NAN_OR_NEG_INF : 0) | (neg_zero ? POOL_NEG_ZERO : 0);
 }
 
+/* The outputs along the last axis whose taps all lie inside the input, [lo, hi) (the first tap's from its range, the
+ * last's to its range's end) */
+static void inner_columns(const SeamlessPoolArgs* a, int64_t* lo, int64_t* hi) {
+  int64_t unused;
+  tap_range(-a->pad_begin[2], a->stride[2], a->in[2], a->out[2], lo, &unused);
+  tap_range((a->kernel[2] - 1) * a->dilation[2] - a->pad_begin[2], a->stride[2], a->in[2], a->out[2], &unused, hi);
+  if (*lo > *hi) *lo = *hi;
+}
+
 enum { POOL_FOLD = 2048 };  /* the longest input row pool_max_rows folds (on the stack) */
 
 /* The maximum of a plane without specials (plane_specials) by output rows: a row's window rows inside the input
@@ -617,12 +626,9 @@ SEAMLESS_SIMD static void pool_max_rows(const SeamlessPoolArgs* a, const float* 
             for (int64_t c = 0; c < width; c++) fold[c] = fold[c] > row[c] ? fold[c] : row[c];
           first = 0;
         }
-      /* outputs whose taps all lie inside, [in_lo, in_hi) (the first tap's from its range, the last's to its
-       * range's end): tap by tap across them (vectorized at stride 1) */
-      int64_t in_lo, in_hi, unused;
-      tap_range(-a->pad_begin[2], st2, width, out2, &in_lo, &unused);
-      tap_range((a->kernel[2] - 1) * d2 - a->pad_begin[2], st2, width, out2, &unused, &in_hi);
-      if (in_lo > in_hi) in_lo = in_hi;
+      /* outputs whose taps all lie inside: tap by tap across them (vectorized at stride 1) */
+      int64_t in_lo, in_hi;
+      inner_columns(a, &in_lo, &in_hi);
       for (int64_t k2 = 0; k2 < a->kernel[2]; k2++) {
         const float* src = fold + k2 * d2 - a->pad_begin[2];
         if (!k2)
@@ -654,10 +660,8 @@ SEAMLESS_SIMD static void pool_max_rows(const SeamlessPoolArgs* a, const float* 
 SEAMLESS_SIMD static void pool_average_rows(const SeamlessPoolArgs* a, const float* xp, float* yp) {
   const int64_t in1 = a->in[1], width = a->in[2], out2 = a->out[2], st2 = a->stride[2], d2 = a->dilation[2];
   const float count = (float)(a->kernel[0] * a->kernel[1] * a->kernel[2]);
-  int64_t in_lo, in_hi, unused, o[3];
-  tap_range(-a->pad_begin[2], st2, width, out2, &in_lo, &unused);
-  tap_range((a->kernel[2] - 1) * d2 - a->pad_begin[2], st2, width, out2, &unused, &in_hi);
-  if (in_lo > in_hi) in_lo = in_hi;
+  int64_t in_lo, in_hi, o[3];
+  inner_columns(a, &in_lo, &in_hi);
   for (o[0] = 0; o[0] < a->out[0]; o[0]++)
     for (o[1] = 0; o[1] < a->out[1]; o[1]++, yp += out2) {
       const int64_t s0 = o[0] * a->stride[0] - a->pad_begin[0], s1 = o[1] * a->stride[1] - a->pad_begin[1];

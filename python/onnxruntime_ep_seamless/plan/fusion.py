@@ -308,9 +308,8 @@ def channel_affine(ctx: FusionContext, node: Node) -> bool:
     if not shape or len(shape) < 2 or not isinstance(shape[1], int) or \
             any(p is None or p.dtype != F32 or p.shape != (shape[1],) for p in params):
         return False
-    scale, bias, mean, var = params
-    a = scale / np.sqrt(var + np.float32(node.attrs.get("epsilon", 1e-5)))  # the BatchNormalization step's
-    b = bias - mean * a
+    from ..kernels.cpu.normalization import inference_scale_shift
+    a, b = inference_scale_shift(*params, node.attrs.get("epsilon", 1e-5))
     last, absorbed, relu = node, [], 0
     for op in ("Mul", "Add", "Relu"):
         if not ctx.private(last):

@@ -48,9 +48,15 @@ def batch_normalization(X, scale, B, input_mean, input_var, *, epsilon=1e-5, mom
         running_var = input_var.astype(ct) * ct.type(momentum) + var * ct.type(1 - momentum)
         (y,) = batch_normalization(X, scale, B, mean, var, epsilon=epsilon)
         return y, running_mean.astype(input_mean.dtype), running_var.astype(input_var.dtype)
-    a = scale.astype(ct) / np.sqrt(input_var.astype(ct) + ct.type(epsilon))
-    b = B.astype(ct) - input_mean.astype(ct) * a
+    a, b = inference_scale_shift(*(v.astype(ct) for v in (scale, B, input_mean, input_var)), epsilon)
     return ((widen(X) * _channel(a, X.ndim) + _channel(b, X.ndim)).astype(X.dtype, copy=False),)
+
+
+def inference_scale_shift(scale, bias, mean, var, epsilon):
+    """BatchNormalization's inference as x * a + b per channel: (a, b), in the parameters' type (the Python kernel,
+    its native step and plan/fusion.py's ChannelAffine alike)."""
+    a = scale / np.sqrt(var + scale.dtype.type(epsilon))
+    return a, bias - mean * a
 
 
 # the kernel of plan/fusion.py's ChannelAffine: an inference BatchNormalization with the per-channel Mul, Add and

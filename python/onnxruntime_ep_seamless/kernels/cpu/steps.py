@@ -634,9 +634,8 @@ def batch_normalization(rec, node, ins, outs):
             or not all(v.static and v.array.dtype == F32 and v.array.shape == (x.shape[1],) for v in ins[1:])
             or len([o for o in node.outputs if o]) != 1 or not outs[0].size):
         raise Declined("float32 inference with constant per-channel parameters")
-    scale, bias, mean, var = (v.array for v in ins[1:])
-    a = scale / np.sqrt(var + np.float32(node.attrs.get("epsilon", 1e-5)))
-    b = bias - mean * a
+    from .normalization import inference_scale_shift
+    a, b = inference_scale_shift(*(v.array for v in ins[1:]), node.attrs.get("epsilon", 1e-5))
     channel = (x.shape[1],) + (1,) * (x.ndim - 2)
     a, b = rec.constant(a.reshape(channel)), rec.constant(b.reshape(channel))
     scaled, y = rec.value(np.empty_like(outs[0])), rec.value(outs[0])
