@@ -214,6 +214,19 @@ def test_rms_numpy_reference_matches_native(op, monkeypatch):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
 
 
+def test_channel_affine_wrapper_refuses_extents_that_disagree():
+    """native.channel_affine is the last check before seamless_channel_affine_f32, which reads one scale and shift
+    per channel of axis 1: another count of them, or another type, is a ValueError, never a read past them."""
+    from onnxruntime_ep_seamless.kernels.cpu import native
+    x, c = data(2, 3, 4, 5), data(3)
+    np.testing.assert_allclose(native.channel_affine(x, c, c, False), x * c[:, None, None] + c[:, None, None],
+                               rtol=1e-6)
+    for bad in [(x, data(4), data(4)), (x, c, data(2)), (x[0, 0, 0], c, c), (x.astype(np.float64), c, c),
+                (x, c.astype(np.float16), c)]:
+        with pytest.raises(ValueError, match="native kernel"):
+            native.channel_affine(*bad, True)
+
+
 @pytest.mark.parametrize("op", ["SkipSimplifiedLayerNormalization", "SkipLayerNormalization"])
 def test_skip_normalization_float16(op):
     """float16 computes in float32 and rounds once: within a float16 ulp or two of stock."""

@@ -165,6 +165,19 @@ def test_conv_direct_is_im2col_bitwise(xs, ws, attrs, bias):
     np.testing.assert_allclose(ys[0], ref, rtol=1e-4, atol=1e-4)
 
 
+def test_conv_wrapper_refuses_extents_that_disagree():
+    """native.conv is the last check before seamless_conv_f32, which trusts its extents: an input or a residual
+    of another size (or type) is a ValueError, never a read past either buffer."""
+    from onnxruntime_ep_seamless.kernels.cpu import native
+    x, w = data((1, 4, 6, 6)), data((8, 4, 3, 3))
+    args, _kept = native.conv_args(x.shape, w, None, 1, [1, 1], [1, 1], [1, 1], [6, 6])
+    assert native.conv(x, args, data((1, 8, 6, 6))).size == 8 * 36
+    for bad_x, z in [(data((1, 4, 6, 5)), None), (x, data((1, 8, 6, 5))), (x, data((1, 8, 6, 6)).astype(np.float64)),
+                     (x.astype(np.float64), None)]:
+        with pytest.raises(ValueError, match="native kernel"):
+            native.conv(bad_x, args, z)
+
+
 def test_conv_resnet_stem():
     # A 224x224 ResNet stem, to keep the im2col path honest about speed (well under a second).
     check("Conv", [data((1, 3, 224, 224)), data((64, 3, 7, 7)), data(64)],

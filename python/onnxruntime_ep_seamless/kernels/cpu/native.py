@@ -208,8 +208,9 @@ def gelu(x: np.ndarray) -> np.ndarray:
 def channel_affine(x: np.ndarray, scale: np.ndarray, shift: np.ndarray, relu: bool) -> np.ndarray:
     """x * scale + shift per channel (axis 1) of float32 x [N, C, ...], then Relu where relu (ChannelAffine)."""
     x, scale, shift = c_order(x), c_order(scale), c_order(shift)
-    _require(x.ndim >= 2 and scale.shape == shift.shape == (x.shape[1],), f"ChannelAffine of {x.shape} by "
-             f"{scale.shape} and {shift.shape}")
+    _require(x.dtype == scale.dtype == shift.dtype == np.float32 and x.ndim >= 2
+             and scale.shape == shift.shape == (x.shape[1],),
+             f"ChannelAffine of {x.dtype} {x.shape} by {scale.dtype} {scale.shape} and {shift.dtype} {shift.shape}")
     y = np.empty_like(x)
     n, c = x.shape[:2]
     lib.seamless_channel_affine_f32(_ptr(x), _ptr(scale), _ptr(shift), _ptr(y), n, c, x.size // max(n * c, 1),
