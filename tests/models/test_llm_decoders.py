@@ -266,10 +266,12 @@ def test_bench_genai_command(tmp_path, capsys):
     model_path("qwen2", "int4")
     out = tmp_path / "genai.json"
     assert main(["bench", "genai", str(material.genai_model_dir("qwen2", "int4")), "--steps", "8",
-                 "--decode-rounds", "1", "--json", str(out)]) == 0
+                 "--decode-rounds", "1", "--max-length", "40", "--share-buffer", "off", "--json", str(out)]) == 0
     assert "ratio ours/stock" in capsys.readouterr().out
     result = json.loads(out.read_text())
     assert result["benchmark"] == "genai" and result["ours_ms_per_token"] > 0 and result["stock_ms_per_token"] > 0
+    assert result["max_length"] == 40 and result["past_present_share_buffer"] is False
+    assert result["greedy_tokens_identical"] == "8/8"  # 8 tokens although max_length leaves room for more
 
 
 def test_bench_genai_says_which_peer_could_not_load_the_model(monkeypatch):

@@ -507,24 +507,32 @@ GENAI_PEERS = {"cpu": "ORT's CPU EP", "cuda": "ORT's CUDA EP (onnxruntime-genai'
 
 
 def genai_benchmark(model_dir: str, steps: int, prefill: int, rounds: int = 5, progress: bool = True,
-                    device: str = "cpu") -> dict:
+                    device: str = "cpu", max_length: int | None = None, share_buffer: bool | None = None,
+                    cuda_graph: bool = False) -> dict:
     """Greedy generation driven by onnxruntime-genai's Generator (as its users run a model): our EP for `device`
     registered as a plugin library and appended as the model's provider, against the same model on stock ORT's
     EP for the device (genai's own "cuda" provider: onnxruntime-genai-cuda's build), in this process, alternating
     whole generations. On CUDA genai keeps our EP's KV cache in host memory (it knows only its own providers'
-    devices). ms/token: the mean generate_next_token time after the first token; the time to the first token is
-    the prompt's (append_tokens and the first generate_next_token)."""
+    devices), of `max_length` rows where past and present share buffers (`share_buffer`: the search option
+    past_present_share_buffer, None: the model's genai_config). `cuda_graph`: both providers with
+    enable_cuda_graph=1. ms/token: the mean generate_next_token time after the first token; the time to the first
+    token is the prompt's (append_tokens and the first generate_next_token)."""
     import numpy as np
     import onnxruntime_genai as og
     name = register_for_genai(og, device)
+    max_length = max_length or prefill + steps
+    if max_length < prefill + steps:
+        raise SystemExit(f"bench genai: --max-length {max_length} is shorter than the prompt and steps "
+                         f"({prefill} + {steps})")
     models = {}
     for peer in ("ours", "stock"):
         config = og.Config(model_dir)
         config.clear_providers()
-        if peer == "ours":
-            config.append_provider(name)
-        elif device == "cuda":
-            config.append_provider("cuda")
+        provider = name if peer == "ours" else "cuda" if device == "cuda" else None
+        if provider:
+            config.append_provider(provider)
+        if provider and cuda_graph:
+            config.set_provider_option(provider, "enable_cuda_graph", "1")
         try:
             models[peer] = og.Model(config)
         except Exception as exc:  # genai's RuntimeError: a CPU build asked for cuda, no GPU, a model built for another EP
@@ -535,17 +543,21 @@ def genai_benchmark(model_dir: str, steps: int, prefill: int, rounds: int = 5, p
 
     def generate(model):
         params = og.GeneratorParams(model)
-        params.set_search_options(max_length=prefill + steps, do_sample=False)
+        params.set_search_options(max_length=max_length, do_sample=False)
+        if share_buffer is not None:
+            params.set_search_options(past_present_share_buffer=share_buffer)
         generator = og.Generator(model, params)
+        steps_left = steps
         t0 = time.perf_counter()
         generator.append_tokens(prompt)
         generator.generate_next_token()
         first = time.perf_counter() - t0
         times = []
-        while not generator.is_done():
+        while steps_left > 1 and not generator.is_done():  # max_length may leave room for more
             t0 = time.perf_counter()
             generator.generate_next_token()
             times.append(time.perf_counter() - t0)
+            steps_left -= 1
         return first, statistics.mean(times), list(generator.get_sequence(0))[prefill:]
 
     for model in models.values():  # warm-up: a generation each
@@ -566,7 +578,9 @@ def genai_benchmark(model_dir: str, steps: int, prefill: int, rounds: int = 5, p
     ms = {k: statistics.median(v) for k, v in per_round.items()}
     same = next((i for i, (a, b) in enumerate(zip(tokens["ours"], tokens["stock"])) if a != b), len(tokens["ours"]))
     return {"model": model_dir, "device": device, "stock": GENAI_PEERS[device], "steps": steps,
-            "prefill_tokens": prefill, "rounds": rounds, "ours_ms_per_token": ms["ours"],
+            "prefill_tokens": prefill, "rounds": rounds, "max_length": max_length,
+            "past_present_share_buffer": "genai_config" if share_buffer is None else share_buffer,
+            "enable_cuda_graph": cuda_graph, "ours_ms_per_token": ms["ours"],
             "stock_ms_per_token": ms["stock"], "ratio": ms["ours"] / ms["stock"],
             "ours_first_token_ms": statistics.median(first_ms["ours"]),
             "stock_first_token_ms": statistics.median(first_ms["stock"]),
@@ -577,7 +591,9 @@ def genai_benchmark(model_dir: str, steps: int, prefill: int, rounds: int = 5, p
 
 def print_genai_result(r: dict, json_path: str | None) -> None:
     print(f"onnxruntime-genai {r['onnxruntime_genai']} Generator, {r['model']}: {r['prefill_tokens']}-token prompt, "
-          f"then {r['steps']} greedy tokens, {r['rounds']} rounds; stock: {r['stock']}")
+          f"then {r['steps']} greedy tokens, {r['rounds']} rounds; max_length {r['max_length']}, "
+          f"past_present_share_buffer {r['past_present_share_buffer']}, enable_cuda_graph {int(r['enable_cuda_graph'])}; "
+          f"stock: {r['stock']}")
     for k, label in (("ours", "ours     "), ("stock", "stock ORT")):
         print(f"  {label} {r[f'{k}_ms_per_token']:8.3f} ms/token, first token {r[f'{k}_first_token_ms']:.1f} ms")
     print(f"  ratio ours/stock {r['ratio']:.2f}x   (first {r['greedy_tokens_identical']} greedy tokens identical)")

@@ -438,6 +438,12 @@ def _add_decode_options(sub) -> None:
                    help="layers-gpu: the token counts a layer runs, comma-separated (a prompt's from ~512 a QMoE "
                         "layer of 256 experts: its products grouped by expert)")
     p.add_argument("--decode-rounds", type=int, default=3, help="decode, genai: whole generations per EP")
+    p.add_argument("--max-length", type=int, help="genai: the search's max_length (default: prompt + steps), the "
+                   "rows of the KV buffers where past and present share them")
+    p.add_argument("--share-buffer", choices=["on", "off"],
+                   help="genai: the search option past_present_share_buffer (default: the model's genai_config)")
+    p.add_argument("--cuda-graph", action="store_true",
+                   help="genai --device cuda: both providers with enable_cuda_graph=1")
     p.add_argument("--ep", choices=["both", "seamless", "ort-cuda", "torch"], default="both",
                    help="decode-gpu: which peer (both: our EP in each capture mode, ORT's CUDA EP eager and with its "
                         "CUDA graph, and PyTorch given --torch-checkpoint, each in its own process, with speed-ups)")
@@ -479,7 +485,8 @@ def _add_decode_options(sub) -> None:
                         "with --ep both only the configurations of the loops given (repeat --mode; default: every loop)")
     p.epilog = ("bench decode MODEL_DIR [--steps N] [--threads N] [--json F]: greedy LLM decoding, ms/token of "
                 "our EP and stock ORT's CPU EP in this process, alternating whole generations. "
-                "bench genai MODEL_DIR [--steps N] [--prefill N] [--device cuda] [--json F]: the same driven by "
+                "bench genai MODEL_DIR [--steps N] [--prefill N] [--device cuda] [--max-length N] [--share-buffer on|off] "
+                "[--cuda-graph] [--json F]: the same driven by "
                 "onnxruntime-genai's Generator (our EP registered as its plugin library), with the time to the first "
                 "token; --device cuda: our CUDA EP against genai's own cuda provider (onnxruntime-genai-cuda). "
                 "bench decode-gpu MODEL_DIR [--ep both] [--peer-pythonpath DIR] [--json F] [--chart PNG]: the same on "
@@ -503,8 +510,10 @@ def cmd_bench_genai(args) -> int:
     except ImportError:
         print("bench genai needs onnxruntime-genai: pip install onnxruntime-genai", file=sys.stderr)
         return 2
+    share = {None: None, "on": True, "off": False}[args.share_buffer]
     print_genai_result(genai_benchmark(args.model_dir, args.steps, args.prefill, args.decode_rounds,
-                                       device=args.device), args.json)
+                                       device=args.device, max_length=args.max_length, share_buffer=share,
+                                       cuda_graph=args.cuda_graph), args.json)
     return 0
 
 
