@@ -310,6 +310,12 @@ def test_average_pool_19(xs, attrs, count_include_pad):
 @pytest.mark.parametrize("count_include_pad", [0, 1])
 @pytest.mark.parametrize("xs,attrs", POOL_CASES + [
     ((1, 3, 28, 28), {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}),  # Inception-v2's: rows of outputs inside
+    # the row length kept: the inside rows as one span (wrapped sums at the row ends rewritten), ends down the rows
+    ((1, 2, 70, 80), {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}),  # spans of several 64-output blocks, 64 rows
+    ((1, 2, 11, 13), {"kernel_shape": [3, 3], "dilations": [2, 2], "pads": [2, 2, 2, 2]}),
+    ((1, 2, 9, 10), {"kernel_shape": [3, 5], "pads": [0, 3, 2, 1]}),  # uneven pads
+    ((1, 2, 4, 4), {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}),  # a span under 16 outputs
+    ((1, 1, 3, 3), {"kernel_shape": [5, 5], "pads": [2, 2, 2, 2]}),  # no row inside
     ((2, 2, 19, 23), {"kernel_shape": [5, 3], "pads": [2, 1, 2, 1], "strides": [1, 2]}),
     ((1, 2, 5, 7, 9), {"kernel_shape": [3, 3, 3], "pads": [1, 1, 1, 1, 1, 1]})])
 def test_average_pool_sums_each_window_as_stock(xs, attrs, count_include_pad):
