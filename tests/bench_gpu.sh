@@ -8,6 +8,9 @@
 #             qwen2.5-0.5b; also llama-3.2-1b, qwen3-1.7b, phi-4-mini, llama-3.1-8b), random weights, built there
 #             by tests/material.py into $SEAMLESS_CACHE (default /tmp/seamless-bench), once
 # Usage there: [SHAPE=NAME] bash tests/bench_gpu.sh WHEELS PEER BUILD [bench decode-gpu arguments, e.g. --mode graph]
+# With BENCH=genai: `bench genai --device cuda` instead, in one process with PEER first on PYTHONPATH (PEER then also
+# holds onnxruntime-genai-cuda, genai's CUDA build: `pip install --target PEER --no-deps onnxruntime_genai_cuda-*.whl`),
+# e.g. BENCH=genai bash tests/bench_gpu.sh WHEELS PEER int4-cuda --max-length 2048 --cuda-graph
 # With --torch-checkpoint the float32 checkpoint the model is built from is kept too, for PyTorch eager: pass
 # --torch-checkpoint /tmp/seamless-bench/material/qwen2.5-0.5b-shaped/checkpoint (under SEAMLESS_CACHE when set).
 set -eo pipefail
@@ -26,6 +29,12 @@ PYTHONPATH=/tmp/site:tests python3 tests/material.py --real "$shape" "$build" $k
 nvidia=$(python3 -c 'import nvidia, os; print(os.path.dirname(nvidia.__file__) if nvidia.__file__ else list(nvidia.__path__)[0])' 2>/dev/null || true)
 for lib in "$nvidia"/cu13/lib "$nvidia"/cudnn/lib; do [ -d "$lib" ] && LD_LIBRARY_PATH=$lib:$LD_LIBRARY_PATH; done
 export LD_LIBRARY_PATH
+peer=$(cd "$peer" && pwd)
 cd /tmp  # the installed package, not the checkout's python/
-python3 -m onnxruntime_ep_seamless bench decode-gpu "$SEAMLESS_CACHE/material/$shape-shaped/$build" \
-  --peer-pythonpath "$(cd "$peer" && pwd)" "$@"
+if [ "${BENCH:-decode-gpu}" = genai ]; then
+  PYTHONPATH=$peer:$PYTHONPATH python3 -m onnxruntime_ep_seamless bench genai \
+    "$SEAMLESS_CACHE/material/$shape-shaped/$build" --device cuda "$@"
+else
+  python3 -m onnxruntime_ep_seamless bench decode-gpu "$SEAMLESS_CACHE/material/$shape-shaped/$build" \
+    --peer-pythonpath "$peer" "$@"
+fi
