@@ -162,7 +162,14 @@ typedef struct {
   const float* bias;
   int64_t direct;               /* seamless_conv_direct's answer, or 0: im2col */
   int64_t relu;                 /* 1: Relu on the output (plan/fusion.py FusedConv), each block as it is written */
+  int64_t rows;                 /* seamless_conv_rows's answer, or 0: the output positions as the GEMM's columns */
+  const float* packed_rows;     /* with rows: each group's weights transposed (k x m/group), by seamless_sgemm_pack_b,
+                                   seamless_sgemm_packed_size(k, m/group) floats a group */
 } SeamlessConvArgs;
+/* spatial.c: whether seamless_conv_f32 takes the output positions as the GEMM's rows (im2col transposed, times the
+ * transposed weights, the result transposed into y) instead of its columns: few positions for the GEMM's 16-wide
+ * panels (7 x 7 and 14 x 14 planes). The same outputs either way. */
+int64_t seamless_conv_rows(const SeamlessConvArgs* a);
 /* spatial.c: whether seamless_conv_f32 can read a's taps in place (seamless_sgemm_indirect) instead of im2col: 1-2
  * spatial dims, stride 1, not 1x1 without pads (x is packed as it is: faster on small planes), 12 output channels a
  * group or more, AVX-512, and a padded row at most 1/4 longer than the output's (the columns past it are computed

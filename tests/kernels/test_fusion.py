@@ -389,7 +389,8 @@ def test_a_fused_residual_takes_the_adds_place():
 CONV_RELU_CASES = [
     ((1, 16, 20, 20), (24, 16, 3, 3), {"pads": [1, 1, 1, 1]}),
     ((2, 8, 15, 13), (12, 4, 3, 3), {"strides": [2, 2], "group": 2, "pads": [1, 0, 1, 1]}),
-    ((1, 32, 9, 9), (40, 32, 1, 1), {}),
+    ((1, 32, 9, 9), (40, 32, 1, 1), {}),  # this and the next: the positions as the GEMM's rows (seamless_conv_rows)
+    ((1, 12, 7, 7), (32, 12, 3, 3), {"pads": [1, 1, 1, 1]}),
     ((1, 8, 10, 10), (8, 1, 3, 3), {"group": 8, "pads": [1, 1, 1, 1]}),
     ((1, 6, 50), (10, 6, 5), {"pads": [2, 2]}),
 ]

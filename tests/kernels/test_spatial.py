@@ -127,18 +127,30 @@ DIRECT_CASES = [
 ]
 
 
-@pytest.mark.parametrize("xs,ws,attrs", DIRECT_CASES)
+# The positions as the GEMM's rows (seamless_conv_rows: at most 100 of them, 16 output channels a group or more)
+ROWS_CASES = [
+    ((1, 32, 7, 7), (48, 32, 3, 3), {"pads": [1, 1, 1, 1]}),
+    ((2, 40, 7, 7), (64, 40, 1, 1), {}),  # 1x1 stride 1: x's own rows transposed; 40 taps, not a multiple of 16
+    ((1, 12, 14, 14), (32, 12, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    ((1, 16, 9, 9), (32, 8, 3, 3), {"group": 2, "dilations": [2, 2], "pads": [2, 2, 2, 2]}),
+    ((1, 8, 5, 4, 4), (16, 8, 2, 3, 3), {"pads": [0, 1, 1, 0, 1, 1]}),  # 3-D
+    ((1, 20, 10, 10), (17, 20, 3, 3), {"pads": [1, 1, 1, 1]}),  # 17 channels: a partial panel of the GEMM's B
+]
+
+
+@pytest.mark.parametrize("xs,ws,attrs", DIRECT_CASES + ROWS_CASES)
 def test_conv_direct(xs, ws, attrs):
     check("Conv", [data(xs), data(ws), data(ws[0])], attrs, const=[1, 2], **CONV_TOL)
 
 
-@pytest.mark.parametrize("xs,ws,attrs", DIRECT_CASES + [
+@pytest.mark.parametrize("xs,ws,attrs", DIRECT_CASES + ROWS_CASES + [
     ((1, 64, 20, 20), (48, 32, 3, 3), {"group": 2, "strides": [2, 2], "pads": [1, 1, 1, 1]}),  # im2col, groups
 ])
 @pytest.mark.parametrize("bias", [False, True])
 def test_conv_direct_is_im2col_bitwise(xs, ws, attrs, bias):
-    # The same sums in the same order either way, so the same bits; both against a float64 reference too (the
-    # weights packed per group: each group's rows at g * m/group * k of the flat weights)
+    # The same sums in the same order every way (direct, im2col, and the positions as the GEMM's rows), so the same
+    # bits; against a float64 reference too (the weights packed per group: each group's rows at g * m/group * k of
+    # the flat weights)
     from onnxruntime_ep_seamless.kernels.cpu import native
     x, w, b = data(xs), data(ws), data(ws[0]) if bias else None
     nd, group = len(xs) - 2, attrs.get("group", 1)
@@ -147,10 +159,11 @@ def test_conv_direct_is_im2col_bitwise(xs, ws, attrs, bias):
     out = [(i + pads[d] + pads[d + nd] - (k - 1) * dil[d] - 1) // strides[d] + 1
            for d, (i, k) in enumerate(zip(xs[2:], ws[2:]))]
     ys = []
-    for direct in (True, False):
-        args, _kept = native.conv_args(x.shape, w, b, group, strides, dil, pads[:nd], out, direct=direct)
+    for direct, rows in ((True, False), (False, False), (False, True)):
+        args, _kept = native.conv_args(x.shape, w, b, group, strides, dil, pads[:nd], out, direct=direct, rows=rows)
         ys.append(native.conv(x, args).reshape(xs[0], ws[0], *out))
-    assert np.array_equal(ys[0], ys[1])
+    assert args.rows or (xs, ws, attrs) not in ROWS_CASES  # the last way: the rows path where the case is for it
+    assert np.array_equal(ys[0], ys[1]) and np.array_equal(ys[0], ys[2])
     xp = np.pad(x.astype(np.float64), [(0, 0), (0, 0)] + [(pads[d], pads[d + nd]) for d in range(nd)])
     ref = np.zeros(ys[0].shape)
     mg, cg = ws[0] // group, ws[1]

@@ -663,10 +663,12 @@ def gqa(query, key, value, past_key, past_value, seqlens_k, first_prompt, presen
     return out, present_k, present_v
 
 
-def conv_args(x_shape, w: np.ndarray, bias, group: int, strides, dilations, begin, out, direct=True, relu=False):
+def conv_args(x_shape, w: np.ndarray, bias, group: int, strides, dilations, begin, out, direct=True, relu=False,
+              rows=True):
     """SeamlessConvArgs for x (N, C, *spatial, 1-3 dims) and the weights w (M, C/group, *kernel) float32, shapes
     already checked to agree; returns (args, what they point at). direct=False: im2col even where the taps can be
-    read in place (seamless_conv_direct; the same outputs). relu: Relu on the output (FusedConv)."""
+    read in place (seamless_conv_direct); rows=False: the positions as the GEMM's columns even where they would be its
+    rows (seamless_conv_rows); the same outputs every way. relu: Relu on the output (FusedConv)."""
     nd = len(x_shape) - 2
     n, c, m = x_shape[0], x_shape[1], w.shape[0]
     mg, kernel = m // group, w.shape[2:]
@@ -692,6 +694,13 @@ def conv_args(x_shape, w: np.ndarray, bias, group: int, strides, dilations, begi
     args.direct = direct and lib.seamless_conv_direct(args)
     args.relu = int(relu)
     kept = [weights, packed]
+    if rows and lib.seamless_conv_rows(args):  # each group's weights transposed, packed as the GEMM's B, once
+        size = lib.seamless_sgemm_packed_size(k, mg)
+        packed_rows = np.empty(group * size, np.float32)
+        for g in range(group):
+            lib.seamless_sgemm_pack_b(_ptr(weights[g * mg * k:]), k, mg, k, 1, _ptr(packed_rows[g * size:]))
+        args.rows, args.packed_rows = 1, ffi.cast("float*", ffi.from_buffer(packed_rows))
+        kept.append(packed_rows)
     if bias is not None:
         bias = _f32_array(bias, m, "bias")
         args.bias = ffi.cast("float*", ffi.from_buffer(bias))
