@@ -664,6 +664,42 @@ static void inner_columns(const SeamlessPoolArgs* a, int64_t* lo, int64_t* hi) {
 
 enum { POOL_FOLD = 2048 };  /* the longest input row pool_max_rows folds (on the stack) */
 
+/* The taps of a window starting at `start` along dimension d: those inside the input, [*lo, *hi), and those before
+ * the padded extent's end (the count an average with the pads divides by; ceil_mode's taps past it never count). */
+static void window_taps(const SeamlessPoolArgs* a, int d, int64_t start, int64_t* lo, int64_t* hi, int64_t* padded) {
+  int64_t unused, k = a->kernel[d];
+  if (a->dilation[d] == 1) {  /* tap_range without its divisions (an edge output's three calls cost more than its sum) */
+    const int64_t inside = a->in[d] - start, before_end = a->in[d] + a->pad_end[d] - start;
+    *hi = inside <= 0 ? 0 : inside < k ? inside : k;
+    *lo = start >= 0 ? 0 : -start < *hi ? -start : *hi;
+    *padded = before_end <= 0 ? 0 : before_end < k ? before_end : k;
+    return;
+  }
+  tap_range(start, a->dilation[d], a->in[d], a->kernel[d], lo, hi);
+  tap_range(start, a->dilation[d], a->in[d] + a->pad_end[d], a->kernel[d], &unused, padded);
+}
+
+enum { POOL_TAPS = 256 };  /* the most taps average_span takes at once (larger windows: the plain loop) */
+
+/* Where a 2-D pool keeps the row length (stride 1 along both; output (r, i)'s taps are input (r, i) moved by fixed
+ * offsets), the output rows whose window rows all lie inside, [*lo, *hi), are one span of the plane from their first
+ * inside column to their last: returns 1 with the taps' offsets (row-major in the window, pool_one's order) where
+ * there are such rows, else 0. In the span, the outputs at the row ends in between read wrapped taps (in bounds) and
+ * must be rewritten. */
+static int row_span(const SeamlessPoolArgs* a, int64_t in_lo, int64_t in_hi, int64_t offset[POOL_TAPS], int64_t* lo,
+                    int64_t* hi) {
+  const int64_t k1s = a->kernel[1], k2s = a->kernel[2], width = a->in[2];
+  if (a->kernel[0] != 1 || a->out[0] != 1 || a->stride[2] != 1 || a->stride[1] != 1 || a->out[2] != width ||
+      k1s * k2s > POOL_TAPS || in_lo >= in_hi)
+    return 0;
+  *lo = a->pad_begin[1], *hi = a->in[1] - (k1s - 1) * a->dilation[1] + a->pad_begin[1];
+  *hi = *hi < a->out[1] ? *hi : a->out[1];
+  if (*lo >= *hi) return 0;
+  for (int64_t k1 = 0, t = 0; k1 < k1s; k1++)
+    for (int64_t k2 = 0; k2 < k2s; k2++) offset[t++] = k1 * a->dilation[1] * width + k2 * a->dilation[2];
+  return 1;
+}
+
 /* yp[i] = the maximum of a folded row's taps of output i, for i in [lo, hi) (taps all inside); inlined per stride. */
 static inline __attribute__((always_inline)) void max_taps(const SeamlessPoolArgs* a, const float* fold, float* yp,
                                                            int64_t lo, int64_t hi, int64_t st2) {
@@ -686,10 +722,43 @@ static inline __attribute__((always_inline)) void max_taps(const SeamlessPoolArg
 SEAMLESS_SIMD static void pool_max_rows(const SeamlessPoolArgs* a, const float* xp, float* yp) {
   float fold[POOL_FOLD];
   const int64_t width = a->in[2], out2 = a->out[2], st2 = a->stride[2], d2 = a->dilation[2];
-  int64_t o[3], in_lo, in_hi;
+  int64_t o[3], in_lo, in_hi, offset[POOL_TAPS], span_lo = 0, span_hi = 0;
   inner_columns(a, &in_lo, &in_hi);
+  if (row_span(a, in_lo, in_hi, offset, &span_lo, &span_hi)) {  /* the inside rows at once, tap by tap */
+    const int64_t k2s = a->kernel[2], taps = a->kernel[1] * k2s;
+    const int64_t lo = span_lo * out2 + in_lo, hi = (span_hi - 1) * out2 + in_hi;
+    const float* first = xp - a->pad_begin[1] * width - a->pad_begin[2];  /* output q's first tap: first[q] */
+    for (int64_t q = lo; q < hi; q++) yp[q] = first[q + offset[0]];
+    for (int64_t t = 1; t < taps; t++) {
+      const float* tap = first + offset[t];
+      for (int64_t q = lo; q < hi; q++) yp[q] = tap[q] > yp[q] ? tap[q] : yp[q];
+    }
+    for (int64_t i = 0; i < out2; i++) {  /* the span rows' ends: a column at a time, down the rows at once */
+      if (i == in_lo) i = in_hi;
+      if (i >= out2) break;
+      int64_t lo2, hi2, unused;
+      window_taps(a, 2, i - a->pad_begin[2], &lo2, &hi2, &unused);
+      if (lo2 == hi2) {  /* no tap inside along the row */
+        for (int64_t r = span_lo; r < span_hi; r++) yp[r * out2 + i] = pool_one(a, xp, (const int64_t[3]){0, r, i});
+        continue;
+      }
+      for (int64_t r0 = span_lo; r0 < span_hi; r0 += 64) {
+        const int64_t n = span_hi - r0 < 64 ? span_hi - r0 : 64;
+        const float* column = first + r0 * width + i;
+        float m[64];
+        for (int64_t r = 0; r < n; r++) m[r] = column[r * width + offset[lo2]];
+        for (int64_t k1 = 0; k1 < a->kernel[1]; k1++)
+          for (int64_t k2 = lo2; k2 < hi2; k2++) {
+            const float* tap = column + offset[k1 * k2s + k2];
+            for (int64_t r = 0; r < n; r++) m[r] = tap[r * width] > m[r] ? tap[r * width] : m[r];
+          }
+        for (int64_t r = 0; r < n; r++) yp[(r0 + r) * out2 + i] = m[r];
+      }
+    }
+  }
   for (o[0] = 0; o[0] < a->out[0]; o[0]++)
     for (o[1] = 0; o[1] < a->out[1]; o[1]++, yp += out2) {
+      if (o[1] >= span_lo && o[1] < span_hi) continue;  /* done above */
       const int64_t s0 = o[0] * a->stride[0] - a->pad_begin[0], s1 = o[1] * a->stride[1] - a->pad_begin[1];
       int64_t lo0, hi0, lo1, hi1;
       tap_range(s0, a->dilation[0], a->in[0], a->kernel[0], &lo0, &hi0);  /* the window's taps inside, as outputs */
@@ -727,23 +796,6 @@ SEAMLESS_SIMD static void pool_max_rows(const SeamlessPoolArgs* a, const float* 
       }
     }
 }
-
-/* The taps of a window starting at `start` along dimension d: those inside the input, [*lo, *hi), and those before
- * the padded extent's end (the count an average with the pads divides by; ceil_mode's taps past it never count). */
-static void window_taps(const SeamlessPoolArgs* a, int d, int64_t start, int64_t* lo, int64_t* hi, int64_t* padded) {
-  int64_t unused, k = a->kernel[d];
-  if (a->dilation[d] == 1) {  /* tap_range without its divisions (an edge output's three calls cost more than its sum) */
-    const int64_t inside = a->in[d] - start, before_end = a->in[d] + a->pad_end[d] - start;
-    *hi = inside <= 0 ? 0 : inside < k ? inside : k;
-    *lo = start >= 0 ? 0 : -start < *hi ? -start : *hi;
-    *padded = before_end <= 0 ? 0 : before_end < k ? before_end : k;
-    return;
-  }
-  tap_range(start, a->dilation[d], a->in[d], a->kernel[d], lo, hi);
-  tap_range(start, a->dilation[d], a->in[d] + a->pad_end[d], a->kernel[d], &unused, padded);
-}
-
-enum { POOL_TAPS = 256 };  /* the most taps average_span takes at once (larger windows: the plain loop) */
 
 /* y[q] = (first[q + offset[0]] + first[q + offset[1]] + ...) / count for q in [lo, hi), each sum from 0 in the offsets'
  * order (pool_one's): 16 outputs a register, four registers at once, so four chains of adds run together (a block past
@@ -787,35 +839,26 @@ SEAMLESS_SIMD static void pool_average_rows(const SeamlessPoolArgs* a, const flo
   int64_t in_lo, in_hi, offset[POOL_TAPS];
   inner_columns(a, &in_lo, &in_hi);
   int64_t span_lo = 0, span_hi = 0;  /* the rows done as one span */
-  if (a->kernel[0] == 1 && a->out[0] == 1 && st2 == 1 && a->stride[1] == 1 && out2 == width && k1s * k2s <= POOL_TAPS &&
-      in_lo < in_hi) {
-    span_lo = a->pad_begin[1], span_hi = in1 - (k1s - 1) * a->dilation[1] + a->pad_begin[1];
-    span_hi = span_hi < a->out[1] ? span_hi : a->out[1];
-    if (span_lo < span_hi) {
-      for (int64_t k1 = 0, t = 0; k1 < k1s; k1++)
-        for (int64_t k2 = 0; k2 < k2s; k2++) offset[t++] = k1 * a->dilation[1] * width + k2 * d2;
-      const float* first = xp - a->pad_begin[1] * width - a->pad_begin[2];  /* output q's first tap: first[q] */
-      average_span(first, offset, k1s * k2s, (float)(k1s * k2s), yp, span_lo * out2 + in_lo,
-                   (span_hi - 1) * out2 + in_hi);
-      for (int64_t i = 0; i < out2; i++) {  /* the span rows' ends: a column at a time, down the rows at once */
-        if (i == in_lo) i = in_hi;
-        if (i >= out2) break;
-        int64_t lo2, hi2, pad2;
-        window_taps(a, 2, i - a->pad_begin[2], &lo2, &hi2, &pad2);
-        const float count = (float)(k1s * (with_pads ? pad2 : hi2 - lo2));
-        for (int64_t r0 = span_lo; r0 < span_hi; r0 += 64) {
-          const int64_t n = span_hi - r0 < 64 ? span_hi - r0 : 64;
-          float sum[64] = {0};
-          for (int64_t k1 = 0; k1 < k1s; k1++)
-            for (int64_t k2 = lo2; k2 < hi2; k2++) {
-              const float* tap = first + r0 * width + i + offset[k1 * k2s + k2];
-              for (int64_t r = 0; r < n; r++) sum[r] += tap[r * width];
-            }
-          for (int64_t r = 0; r < n; r++) yp[(r0 + r) * out2 + i] = lo2 == hi2 ? 0.0f : sum[r] / count;
-        }
+  if (row_span(a, in_lo, in_hi, offset, &span_lo, &span_hi)) {
+    const float* first = xp - a->pad_begin[1] * width - a->pad_begin[2];  /* output q's first tap: first[q] */
+    average_span(first, offset, k1s * k2s, (float)(k1s * k2s), yp, span_lo * out2 + in_lo,
+                 (span_hi - 1) * out2 + in_hi);
+    for (int64_t i = 0; i < out2; i++) {  /* the span rows' ends: a column at a time, down the rows at once */
+      if (i == in_lo) i = in_hi;
+      if (i >= out2) break;
+      int64_t lo2, hi2, pad2;
+      window_taps(a, 2, i - a->pad_begin[2], &lo2, &hi2, &pad2);
+      const float count = (float)(k1s * (with_pads ? pad2 : hi2 - lo2));
+      for (int64_t r0 = span_lo; r0 < span_hi; r0 += 64) {
+        const int64_t n = span_hi - r0 < 64 ? span_hi - r0 : 64;
+        float sum[64] = {0};
+        for (int64_t k1 = 0; k1 < k1s; k1++)
+          for (int64_t k2 = lo2; k2 < hi2; k2++) {
+            const float* tap = first + r0 * width + i + offset[k1 * k2s + k2];
+            for (int64_t r = 0; r < n; r++) sum[r] += tap[r * width];
+          }
+        for (int64_t r = 0; r < n; r++) yp[(r0 + r) * out2 + i] = lo2 == hi2 ? 0.0f : sum[r] / count;
       }
-    } else {
-      span_lo = span_hi = 0;
     }
   }
   for (int64_t o0 = 0; o0 < a->out[0]; o0++)

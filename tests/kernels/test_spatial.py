@@ -244,6 +244,24 @@ POOL_CASES = [
 ]
 
 
+# Pools that keep the row length (stride 1): spatial.c row_span's inside rows as one span (the wrapped outputs at the
+# row ends rewritten), the span rows' ends a column at a time down the rows
+POOL_SPAN_CASES = [
+    ((1, 2, 70, 80), {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}),  # spans of several 64-output blocks, 64 rows
+    ((1, 2, 11, 13), {"kernel_shape": [3, 3], "dilations": [2, 2], "pads": [2, 2, 2, 2]}),
+    ((1, 2, 9, 10), {"kernel_shape": [3, 5], "pads": [0, 3, 2, 1]}),  # uneven pads
+    ((1, 2, 4, 4), {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}),  # a span under 16 outputs
+    ((1, 1, 3, 3), {"kernel_shape": [5, 5], "pads": [2, 2, 2, 2]}),  # no row inside
+]
+
+
+@pytest.mark.parametrize("xs,attrs", POOL_SPAN_CASES)
+def test_max_pool_spans_as_stock(xs, attrs):
+    """spatial.c pool_max_rows's span on plain values (no NaN, -inf or -0): stock's values exactly."""
+    x = np.random.default_rng(xs[-1]).standard_normal(xs).astype(np.float32) + 0.5
+    check("MaxPool", [x], attrs, opset=12, rtol=0, atol=0)
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int8, np.uint8])
 @pytest.mark.parametrize("xs,attrs", POOL_CASES)
 def test_max_pool(xs, attrs, dtype):
@@ -323,14 +341,9 @@ def test_average_pool_19(xs, attrs, count_include_pad):
 @pytest.mark.parametrize("count_include_pad", [0, 1])
 @pytest.mark.parametrize("xs,attrs", POOL_CASES + [
     ((1, 3, 28, 28), {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}),  # Inception-v2's: rows of outputs inside
-    # the row length kept: the inside rows as one span (wrapped sums at the row ends rewritten), ends down the rows
-    ((1, 2, 70, 80), {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}),  # spans of several 64-output blocks, 64 rows
-    ((1, 2, 11, 13), {"kernel_shape": [3, 3], "dilations": [2, 2], "pads": [2, 2, 2, 2]}),
-    ((1, 2, 9, 10), {"kernel_shape": [3, 5], "pads": [0, 3, 2, 1]}),  # uneven pads
-    ((1, 2, 4, 4), {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}),  # a span under 16 outputs
-    ((1, 1, 3, 3), {"kernel_shape": [5, 5], "pads": [2, 2, 2, 2]}),  # no row inside
     ((2, 2, 19, 23), {"kernel_shape": [5, 3], "pads": [2, 1, 2, 1], "strides": [1, 2]}),
-    ((1, 2, 5, 7, 9), {"kernel_shape": [3, 3, 3], "pads": [1, 1, 1, 1, 1, 1]})])
+    ((1, 2, 5, 7, 9), {"kernel_shape": [3, 3, 3], "pads": [1, 1, 1, 1, 1, 1]}),
+] + POOL_SPAN_CASES)
 def test_average_pool_sums_each_window_as_stock(xs, attrs, count_include_pad):
     """spatial.c pool_average_rows sums the windows inside along an output row at once, each window's taps in the
     order pool_one sums them: stock's values exactly, edges and padding included."""
