@@ -468,9 +468,6 @@ static void conv_direct(const SeamlessConvArgs* a, const float* x, const float* 
     }
 }
 
-/* Per image and group y[m/group, l] = W[m/group, k] . cols[k, l] (+ the bias per row): the output straight in
- * x's layout, cols packed as the GEMM's B (im2col writes it so; a 1x1 stride-1 convolution packs x itself), so the
- * GEMM takes its packed path (its widest tiles). */
 /* The rows path, per image and group: product[l, m/group] = cols^T . W^T (+ the bias per column), cols^T made by
  * im2col's rows transposed (x's own rows for a 1x1 stride-1 convolution), then transposed into y. Each output the
  * same sum in the same order as the columns path, so the same bits. */
@@ -497,6 +494,9 @@ static void conv_rows(const SeamlessConvArgs* a, const float* x, const float* z,
     }
 }
 
+/* Per image and group y[m/group, l] = W[m/group, k] . cols[k, l] (+ the bias per row): the output straight in
+ * x's layout, cols packed as the GEMM's B (im2col writes it so; a 1x1 stride-1 convolution packs x itself), so the
+ * GEMM takes its packed path (its widest tiles). */
 void seamless_conv_f32(const SeamlessConvArgs* a, const float* x, const float* z, float* y, float* scratch,
                        void* par_fn, void* par_ctx) {
   const int64_t cg = a->c / a->group, mg = a->m / a->group, plane = a->in_shape[0] * a->in_shape[1] * a->in_shape[2];
