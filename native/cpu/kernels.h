@@ -158,7 +158,8 @@ typedef struct {
   int64_t n, c, m, group, k, l;
   int64_t in_shape[3], out_shape[3], kernel[3], stride[3], dilation[3], pad[3];
   const float* weights;
-  const float* packed_weights;  /* each group's rows by seamless_sgemm_pack_a, at the weights' offsets */
+  const float* packed_weights;  /* each group's rows by seamless_sgemm_pack_a, at the weights' offsets (NULL with
+                                   rows) */
   const float* bias;
   int64_t direct;               /* seamless_conv_direct's answer, or 0: im2col */
   int64_t relu;                 /* 1: Relu on the output (plan/fusion.py FusedConv), each block as it is written */

@@ -678,10 +678,6 @@ def conv_args(x_shape, w: np.ndarray, bias, group: int, strides, dilations, begi
     args = ffi.new("SeamlessConvArgs*")
     args.n, args.c, args.m, args.group, args.k, args.l = n, c, m, group, k, math.prod(out)
     args.weights = ffi.cast("float*", ffi.from_buffer(weights))
-    packed = np.empty(m * k, np.float32)  # each group's rows packed as the GEMM reads them, once
-    for g in range(group):
-        lib.seamless_sgemm_pack_a(mg, k, _ptr(weights[g * mg * k:]), k, _ptr(packed[g * mg * k:]))
-    args.packed_weights = ffi.cast("float*", ffi.from_buffer(packed))
     fields = ("in_shape", "out_shape", "kernel", "stride", "dilation", "pad")
     dims = [d for d in zip(x_shape[2:], out, kernel, strides, dilations, begin)]
     # a spatial dim of one element, read by a kernel of one unpadded tap, is a leading dim of 1 too (as fewer spatial
@@ -693,14 +689,18 @@ def conv_args(x_shape, w: np.ndarray, bias, group: int, strides, dilations, begi
         getattr(args, field)[0:3] = [0 if field == "pad" else 1] * lead + [int(d[i]) for d in dims]
     args.direct = direct and lib.seamless_conv_direct(args)
     args.relu = int(relu)
-    kept = [weights, packed]
     if rows and lib.seamless_conv_rows(args):  # each group's weights transposed, packed as the GEMM's B, once
         size = lib.seamless_sgemm_packed_size(k, mg)
-        packed_rows = np.empty(group * size, np.float32)
+        packed = np.empty(group * size, np.float32)
         for g in range(group):
-            lib.seamless_sgemm_pack_b(_ptr(weights[g * mg * k:]), k, mg, k, 1, _ptr(packed_rows[g * size:]))
-        args.rows, args.packed_rows = 1, ffi.cast("float*", ffi.from_buffer(packed_rows))
-        kept.append(packed_rows)
+            lib.seamless_sgemm_pack_b(_ptr(weights[g * mg * k:]), k, mg, k, 1, _ptr(packed[g * size:]))
+        args.rows, args.packed_rows = 1, ffi.cast("float*", ffi.from_buffer(packed))
+    else:  # each group's rows packed as the GEMM reads them, once
+        packed = np.empty(m * k, np.float32)
+        for g in range(group):
+            lib.seamless_sgemm_pack_a(mg, k, _ptr(weights[g * mg * k:]), k, _ptr(packed[g * mg * k:]))
+        args.packed_weights = ffi.cast("float*", ffi.from_buffer(packed))
+    kept = [weights, packed]
     if bias is not None:
         bias = _f32_array(bias, m, "bias")
         args.bias = ffi.cast("float*", ffi.from_buffer(bias))
