@@ -158,14 +158,14 @@ typedef struct {
   int64_t n, c, m, group, k, l;
   int64_t in_shape[3], out_shape[3], kernel[3], stride[3], dilation[3], pad[3];
   const float* weights;
-  const float* packed_weights;  /* each group's rows by seamless_sgemm_pack_a, at the weights' offsets (NULL with
-                                   rows) */
+  const float* packed_weights;  /* each group's rows by seamless_sgemm_pack_a, at the weights' offsets (NULL where
+                                   packed_rows is given) */
   const float* bias;
   int64_t direct;               /* seamless_conv_direct's answer, or 0: im2col */
   int64_t relu;                 /* 1: Relu on the output (plan/fusion.py FusedConv), each block as it is written */
-  int64_t rows;                 /* seamless_conv_rows's answer, or 0: the output positions as the GEMM's columns */
-  const float* packed_rows;     /* with rows: each group's weights transposed (k x m/group), by seamless_sgemm_pack_b,
-                                   seamless_sgemm_packed_size(k, m/group) floats a group */
+  const float* packed_rows;     /* where seamless_conv_rows says so: each group's weights transposed (k x m/group), by
+                                   seamless_sgemm_pack_b, seamless_sgemm_packed_size(k, m/group) floats a group; else
+                                   NULL: the output positions as the GEMM's columns */
 } SeamlessConvArgs;
 /* spatial.c: whether seamless_conv_f32 takes the output positions as the GEMM's rows (im2col transposed, times the
  * transposed weights, the result transposed into y) instead of its columns: few positions for the GEMM's 16-wide

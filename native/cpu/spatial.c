@@ -399,7 +399,7 @@ int64_t seamless_conv_rows(const SeamlessConvArgs* a) {
   return !depthwise(a) && a->l <= ROWS_MAX_POSITIONS && a->m / a->group >= 16;
 }
 
-static int use_rows(const SeamlessConvArgs* a) { return a->rows && a->packed_rows && seamless_conv_rows(a); }
+static int use_rows(const SeamlessConvArgs* a) { return a->packed_rows && seamless_conv_rows(a); }
 
 /* The direct path's scratch: the taps' offsets (2 floats each), the GEMM's last columns packed, the padded planes
  * and pad_plane's slack (where pads are), the GEMM's output before its dropped columns go (where there

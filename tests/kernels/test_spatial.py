@@ -162,7 +162,8 @@ def test_conv_direct_is_im2col_bitwise(xs, ws, attrs, bias):
     for direct, rows in ((True, False), (False, False), (False, True)):
         args, _kept = native.conv_args(x.shape, w, b, group, strides, dil, pads[:nd], out, direct=direct, rows=rows)
         ys.append(native.conv(x, args).reshape(xs[0], ws[0], *out))
-    assert args.rows or (xs, ws, attrs) not in ROWS_CASES  # the last way: the rows path where the case is for it
+    # the last way: the rows path where the case is for it
+    assert args.packed_rows != native.ffi.NULL or (xs, ws, attrs) not in ROWS_CASES
     assert np.array_equal(ys[0], ys[1]) and np.array_equal(ys[0], ys[2])
     xp = np.pad(x.astype(np.float64), [(0, 0), (0, 0)] + [(pads[d], pads[d + nd]) for d in range(nd)])
     ref = np.zeros(ys[0].shape)

@@ -694,7 +694,7 @@ def conv_args(x_shape, w: np.ndarray, bias, group: int, strides, dilations, begi
         packed = np.empty(group * size, np.float32)
         for g in range(group):
             lib.seamless_sgemm_pack_b(_ptr(weights[g * mg * k:]), k, mg, k, 1, _ptr(packed[g * size:]))
-        args.rows, args.packed_rows = 1, ffi.cast("float*", ffi.from_buffer(packed))
+        args.packed_rows = ffi.cast("float*", ffi.from_buffer(packed))
     else:  # each group's rows packed as the GEMM reads them, once
         packed = np.empty(m * k, np.float32)
         for g in range(group):
