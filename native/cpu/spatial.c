@@ -667,14 +667,7 @@ enum { POOL_FOLD = 2048 };  /* the longest input row pool_max_rows folds (on the
 /* The taps of a window starting at `start` along dimension d: those inside the input, [*lo, *hi), and those before
  * the padded extent's end (the count an average with the pads divides by; ceil_mode's taps past it never count). */
 static void window_taps(const SeamlessPoolArgs* a, int d, int64_t start, int64_t* lo, int64_t* hi, int64_t* padded) {
-  int64_t unused, k = a->kernel[d];
-  if (a->dilation[d] == 1) {  /* tap_range without its divisions (an edge output's three calls cost more than its sum) */
-    const int64_t inside = a->in[d] - start, before_end = a->in[d] + a->pad_end[d] - start;
-    *hi = inside <= 0 ? 0 : inside < k ? inside : k;
-    *lo = start >= 0 ? 0 : -start < *hi ? -start : *hi;
-    *padded = before_end <= 0 ? 0 : before_end < k ? before_end : k;
-    return;
-  }
+  int64_t unused;
   tap_range(start, a->dilation[d], a->in[d], a->kernel[d], lo, hi);
   tap_range(start, a->dilation[d], a->in[d] + a->pad_end[d], a->kernel[d], &unused, padded);
 }
