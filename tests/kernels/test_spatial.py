@@ -256,11 +256,31 @@ POOL_SPAN_CASES = [
 ]
 
 
-@pytest.mark.parametrize("xs,attrs", POOL_SPAN_CASES)
-def test_max_pool_spans_as_stock(xs, attrs):
-    """spatial.c pool_max_rows's span on plain values (no NaN, -inf or -0): stock's values exactly."""
+# Pools read from the window's rows directly (spatial.c max_rows_avx512 where the CPU has AVX-512, else the rows folded
+# first): steps of 16 outputs and a masked short one, stride-2 steps reading past 32 floats, the widest window along
+# the row it takes and one wider (folded), a window of more rows than it holds (pool_one), rows shorter than a step
+POOL_ROW_CASES = [
+    ((1, 2, 9, 61), {"kernel_shape": [3, 3], "strides": [2, 2]}),
+    ((1, 2, 7, 40), {"kernel_shape": [2, 5], "strides": [1, 2], "pads": [0, 2, 1, 2]}),
+    ((1, 2, 6, 50), {"kernel_shape": [3, 3], "strides": [2, 1], "dilations": [1, 8], "pads": [1, 0, 0, 1]}),
+    ((1, 2, 6, 50), {"kernel_shape": [2, 4], "strides": [1, 2], "dilations": [1, 6]}),
+    ((1, 1, 9, 9, 20), {"kernel_shape": [8, 9, 3], "strides": [1, 1, 2]}),
+    ((1, 3, 13, 13), {"kernel_shape": [3, 3], "strides": [2, 2]}),
+]
+
+
+@pytest.mark.parametrize("isa", [-1, 0], ids=["auto", "plain"])
+@pytest.mark.parametrize("xs,attrs", POOL_SPAN_CASES + POOL_ROW_CASES)
+def test_max_pool_spans_as_stock(xs, attrs, isa):
+    """spatial.c pool_max_rows's spans and rows on plain values (no NaN, -inf or -0), with and without its AVX-512
+    loops: stock's values exactly."""
+    from onnxruntime_ep_seamless.kernels.cpu import native
     x = np.random.default_rng(xs[-1]).standard_normal(xs).astype(np.float32) + 0.5
-    check("MaxPool", [x], attrs, opset=12, rtol=0, atol=0)
+    native.lib.seamless_pool_set_isa(isa)
+    try:
+        check("MaxPool", [x], attrs, opset=12, rtol=0, atol=0)
+    finally:
+        native.lib.seamless_pool_set_isa(-1)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int8, np.uint8])
