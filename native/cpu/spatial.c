@@ -685,9 +685,9 @@ static int max_plane_fits(const SeamlessPoolArgs* a) {
  * read (at most 48: vectors A, B, C) folded down the window's rows inside the input, each masked to the row (-inf
  * outside it: never a maximum where a tap lies inside), then each tap's 16 floats picked from them by a permutation
  * (at stride 2 from A and B, or B and C for lanes past 32 floats). Nothing outside the taps inside is read, nothing
- * outside the row's outputs written. An output whose window has no tap inside keeps pool_one. 1 thread, `bench` of
- * one MaxPool (ours / stock, before -> after): 3x3 stride 2 of [1, 64, 111, 111] 2.09x -> , [1, 128, 55, 55] 2.5x ->
- * , [1, 256, 27, 27] 3.4x -> ; 3x3 stride 1 pads 1 of [1, 480, 14, 14] 3.6x -> . */
+ * outside the row's outputs written. An output whose window has no tap inside keeps pool_one. One MaxPool, 1 thread
+ * (ours / stock, the row fold -> this): 3x3 stride 2 of [1, 256, 27, 27] 3.3-3.6x -> 1.4x, 3x3 stride 1 pads 1 of
+ * [1, 480, 14, 14] 3.6-3.8x -> 1.9x (docs/benchmarks/cpu.md, "MaxPool on AVX-512"). */
 __attribute__((target("avx512f"))) static void max_plane_avx512(const SeamlessPoolArgs* a, const float* xp,
                                                                  float* yp) {
   const int64_t in1 = a->in[1], width = a->in[2], out2 = a->out[2], st2 = a->stride[2];
