@@ -638,6 +638,14 @@ static float pool_inside(const SeamlessPoolArgs* a, const float* xp, const int64
   return best;
 }
 
+/* The taps of a window starting at `start` along dimension d: those inside the input, [*lo, *hi), and those before
+ * the padded extent's end (the count an average with the pads divides by; ceil_mode's taps past it never count). */
+static void window_taps(const SeamlessPoolArgs* a, int d, int64_t start, int64_t* lo, int64_t* hi, int64_t* padded) {
+  int64_t unused;
+  tap_range(start, a->dilation[d], a->in[d], a->kernel[d], lo, hi);
+  tap_range(start, a->dilation[d], a->in[d] + a->pad_end[d], a->kernel[d], &unused, padded);
+}
+
 /* Which of NaN or -inf (POOL_NAN_OR_NEG_INF) and -0 (POOL_NEG_ZERO) a plane holds. None: any order of a window's taps
  * gives its one maximum (pool_max_rows, max_plane_avx512); no NaN or -inf: a window wholly inside has the plain
  * maximum (pool_inside). */
@@ -645,7 +653,7 @@ enum { POOL_NAN_OR_NEG_INF = 1, POOL_NEG_ZERO = 2 };
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
-#define POOL_AVX512 1  /* MaxPool's own AVX-512 loops, where the CPU has it: masked loads and stores */
+#define POOL_AVX512 1  /* the pools' own AVX-512 loops, where the CPU has it: masked loads and stores */
 
 static int pool_isa = -1;  /* seamless_pool_set_isa */
 
@@ -672,35 +680,62 @@ __attribute__((target("avx512f"))) static unsigned plane_specials_avx512(const f
   return (nan_or_neg_inf ? POOL_NAN_OR_NEG_INF : 0) | (zero ? POOL_NEG_ZERO : 0);
 }
 
-/* Whether max_plane_avx512 takes a pool: 2-D, stride 1 or 2 along the row, a window at most 17 floats wide along it
- * and narrower than the row (so a window reaching into the row has a tap inside it), rows short enough for 32-bit
- * lane positions */
-static int max_plane_fits(const SeamlessPoolArgs* a) {
+/* Whether the AVX-512 plane loops (max_plane_avx512, average_plane_avx512) take a pool: 2-D, stride 1 or 2 along the
+ * row, a window at most 17 floats wide along it and narrower than the row (so a window reaching into the row has a
+ * tap inside it), rows short enough for 32-bit lane positions */
+static int plane_fits(const SeamlessPoolArgs* a) {
   const int64_t extent = (a->kernel[2] - 1) * a->dilation[2];
   return pool_has_avx512() && a->kernel[0] == 1 && a->out[0] == 1 && (a->stride[2] == 1 || a->stride[2] == 2) &&
-         extent <= 16 && extent < a->in[2] && a->in[2] < (1 << 28) && a->pad_begin[2] < (1 << 28);
+         extent <= 16 && extent < a->in[2] && a->in[2] < (1 << 28) && a->pad_begin[2] < (1 << 28) &&
+         a->pad_end[2] < (1 << 28);
 }
 
-/* MaxPool of a 2-D plane without specials (max_plane_fits), 16 outputs of a row a step: the floats the step's taps
- * read (at most 48: vectors A, B, C) folded down the window's rows inside the input, each masked to the row (-inf
- * outside it: never a maximum where a tap lies inside), then each tap's 16 floats picked from them by a permutation
- * (at stride 2 from A and B, or B and C for lanes past 32 floats). Nothing outside the taps inside is read, nothing
- * outside the row's outputs written. An output whose window has no tap inside keeps pool_one. One MaxPool, 1 thread
- * (ours / stock, the row fold -> this): 3x3 stride 2 of [1, 256, 27, 27] 3.3-3.6x -> 1.4x, 3x3 stride 1 pads 1 of
- * [1, 480, 14, 14] 3.6-3.8x -> 1.9x (docs/benchmarks/cpu.md, "MaxPool on AVX-512"). */
+/* The outputs along a row whose window reaches into it, [*lo, *hi): each has a tap inside (plane_fits) */
+static void reaching_columns(const SeamlessPoolArgs* a, int64_t* lo, int64_t* hi) {
+  const int64_t st2 = a->stride[2], pad2 = a->pad_begin[2], last = (a->kernel[2] - 1) * a->dilation[2];
+  *lo = 0, *hi = a->out[2];
+  while (*lo < *hi && *lo * st2 - pad2 + last < 0) ++*lo;
+  while (*hi > *lo && (*hi - 1) * st2 - pad2 >= a->in[2]) --*hi;
+}
+
+#define POOL_AVX512_INLINE __attribute__((target("avx512f"), always_inline)) static inline
+
+/* The plane loops take 16 outputs of a row a step, reading the floats their taps read (at most 48 from `at` along
+ * the row: vectors A, B, C), each tap's 16 floats then picked from those by a permutation (pick: lane j's offset, 2 j
+ * at stride 2). The lanes of A, B, C inside the row and the step's span: */
+POOL_AVX512_INLINE void step_lanes(__m512i iota, int64_t at, int64_t span, int64_t width, __mmask16 in[3]) {
+  const __m512i pos = _mm512_add_epi32(_mm512_set1_epi32((int)at), iota), end = _mm512_set1_epi32((int)width);
+  for (int v = 0; v < 3; v++) {
+    const __m512i p = _mm512_add_epi32(pos, _mm512_set1_epi32(16 * v));
+    in[v] = _mm512_cmpge_epi32_mask(p, _mm512_setzero_si512()) & _mm512_cmplt_epi32_mask(p, end) &
+            (__mmask16)(span - 16 * v >= 16 ? 0xffffu : span > 16 * v ? (1u << (span - 16 * v)) - 1 : 0);
+  }
+}
+
+/* lane j: float idx[j] of A B C (idx < 48; at stride 2 past 32 from B and C) */
+POOL_AVX512_INLINE __m512 pick_tap(__m512 va, __m512 vb, __m512 vc, __m512i idx) {
+  const __m512 tap = _mm512_permutex2var_ps(va, idx, vb);
+  const __mmask16 past = _mm512_cmpge_epi32_mask(idx, _mm512_set1_epi32(32));
+  return past ? _mm512_mask_blend_ps(past, tap, _mm512_permutex2var_ps(vb, _mm512_sub_epi32(idx, _mm512_set1_epi32(16)),
+                                                                        vc))
+              : tap;
+}
+
+/* MaxPool of a 2-D plane without specials (plane_fits): a step's floats folded down the window's rows inside the
+ * input first, each masked to the row (-inf outside it: never a maximum where a tap lies inside), then the taps
+ * picked from them. Nothing outside the taps inside is read, nothing outside the row's outputs written; an output
+ * whose window has no tap inside keeps pool_one. One MaxPool, 1 thread (ours / stock, the row fold -> this): 3x3
+ * stride 2 of [1, 256, 27, 27] 3.3-3.6x -> 1.4x, 3x3 stride 1 pads 1 of [1, 480, 14, 14] 3.6-3.8x -> 1.9x
+ * (docs/benchmarks/cpu.md, "MaxPool (and AveragePool at stride 2) on AVX-512"). */
 __attribute__((target("avx512f"))) static void max_plane_avx512(const SeamlessPoolArgs* a, const float* xp,
                                                                  float* yp) {
   const int64_t in1 = a->in[1], width = a->in[2], out2 = a->out[2], st2 = a->stride[2];
   const int64_t k1s = a->kernel[1], d1 = a->dilation[1], k2s = a->kernel[2], d2 = a->dilation[2];
-  const int64_t pad2 = a->pad_begin[2];
-  int64_t c_lo = 0, c_hi = out2;  /* the outputs along a row with a tap inside it: those whose window reaches in */
-  while (c_lo < c_hi && c_lo * st2 - pad2 + (k2s - 1) * d2 < 0) c_lo++;
-  while (c_hi > c_lo && (c_hi - 1) * st2 - pad2 >= width) c_hi--;
+  int64_t c_lo, c_hi, o[3] = {0, 0, 0};
+  reaching_columns(a, &c_lo, &c_hi);
   const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  const __m512i pick = st2 == 2 ? _mm512_add_epi32(iota, iota) : iota, sixteen = _mm512_set1_epi32(16);
-  const __m512i thirty_two = _mm512_set1_epi32(32), row_end = _mm512_set1_epi32((int)width);
+  const __m512i pick = st2 == 2 ? _mm512_add_epi32(iota, iota) : iota;
   const __m512 neg_inf = _mm512_set1_ps(-INFINITY);
-  int64_t o[3] = {0, 0, 0};
   for (o[1] = 0; o[1] < a->out[1]; o[1]++, yp += out2) {
     int64_t lo1 = 0, hi1 = k1s;  /* the window's rows inside */
     const int64_t s1 = o[1] * a->stride[1] - a->pad_begin[1];
@@ -711,15 +746,9 @@ __attribute__((target("avx512f"))) static void max_plane_avx512(const SeamlessPo
     }
     if (lo1 >= hi1) continue;
     for (int64_t i = c_lo; i < c_hi; i += 16) {
-      const int64_t n = c_hi - i < 16 ? c_hi - i : 16, span = st2 * (n - 1) + (k2s - 1) * d2 + 1;
-      const int64_t at = i * st2 - pad2;  /* the step's first float along the row (may be before it) */
-      const __m512i pos = _mm512_add_epi32(_mm512_set1_epi32((int)at), iota);
+      const int64_t n = c_hi - i < 16 ? c_hi - i : 16, at = i * st2 - a->pad_begin[2];
       __mmask16 in[3];
-      for (int v = 0; v < 3; v++) {  /* lanes inside the row and the step's span */
-        const __m512i p = _mm512_add_epi32(pos, _mm512_set1_epi32(16 * v));
-        in[v] = _mm512_cmpge_epi32_mask(p, _mm512_setzero_si512()) & _mm512_cmplt_epi32_mask(p, row_end) &
-                (__mmask16)(span - 16 * v >= 16 ? 0xffffu : span > 16 * v ? (1u << (span - 16 * v)) - 1 : 0);
-      }
+      step_lanes(iota, at, st2 * (n - 1) + (k2s - 1) * d2 + 1, width, in);
       __m512 va = neg_inf, vb = neg_inf, vc = neg_inf;
       for (int64_t k1 = lo1; k1 < hi1; k1++) {
         const float* row = xp + (s1 + k1 * d1) * width + at;
@@ -728,14 +757,57 @@ __attribute__((target("avx512f"))) static void max_plane_avx512(const SeamlessPo
         if (in[2]) vc = _mm512_max_ps(vc, _mm512_mask_loadu_ps(neg_inf, in[2], row + 32));
       }
       __m512 m = neg_inf;
-      for (int64_t k2 = 0; k2 < k2s; k2++) {
-        const __m512i idx = _mm512_add_epi32(pick, _mm512_set1_epi32((int)(k2 * d2)));  /* the tap's floats */
-        __m512 tap = _mm512_permutex2var_ps(va, idx, vb);
-        const __mmask16 past = _mm512_cmpge_epi32_mask(idx, thirty_two);
-        if (past) tap = _mm512_mask_blend_ps(past, tap, _mm512_permutex2var_ps(vb, _mm512_sub_epi32(idx, sixteen), vc));
-        m = _mm512_max_ps(m, tap);
-      }
+      for (int64_t k2 = 0; k2 < k2s; k2++)
+        m = _mm512_max_ps(m, pick_tap(va, vb, vc, _mm512_add_epi32(pick, _mm512_set1_epi32((int)(k2 * d2)))));
       _mm512_mask_storeu_ps(yp + i, (__mmask16)((1u << n) - 1), m);
+    }
+  }
+}
+
+/* AveragePool of a 2-D plane (plane_fits), pool_one's values bit for bit: each output's taps summed from 0 in
+ * pool_one's order (rows, then along the row; a tap outside the row adds a 0, which changes no sum), divided by
+ * pool_one's count (the taps inside, or before the padded extent's end), a step's lanes at once. */
+__attribute__((target("avx512f"))) static void average_plane_avx512(const SeamlessPoolArgs* a, const float* xp,
+                                                                     float* yp) {
+  const int64_t width = a->in[2], out2 = a->out[2], st2 = a->stride[2];
+  const int64_t d1 = a->dilation[1], k2s = a->kernel[2], d2 = a->dilation[2];
+  const int with_pads = a->mode == SEAMLESS_POOL_AVERAGE_WITH_PADS;
+  int64_t c_lo, c_hi, o[3] = {0, 0, 0};
+  reaching_columns(a, &c_lo, &c_hi);
+  const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i pick = st2 == 2 ? _mm512_add_epi32(iota, iota) : iota, one = _mm512_set1_epi32(1);
+  const __m512i counted_end = _mm512_set1_epi32((int)(with_pads ? width + a->pad_end[2] : width));
+  for (o[1] = 0; o[1] < a->out[1]; o[1]++, yp += out2) {
+    int64_t lo1, hi1, pad1;
+    const int64_t s1 = o[1] * a->stride[1] - a->pad_begin[1];
+    window_taps(a, 1, s1, &lo1, &hi1, &pad1);
+    for (o[2] = 0; o[2] < out2; o[2]++) {
+      if (o[2] == c_lo && lo1 < hi1) o[2] = c_hi;  /* those in between: below */
+      if (o[2] < out2) yp[o[2]] = pool_one(a, xp, o);
+    }
+    if (lo1 >= hi1) continue;
+    const __m512i rows = _mm512_set1_epi32((int)(with_pads ? pad1 : hi1 - lo1));
+    for (int64_t i = c_lo; i < c_hi; i += 16) {
+      const int64_t n = c_hi - i < 16 ? c_hi - i : 16, at = i * st2 - a->pad_begin[2];
+      __mmask16 in[3];
+      step_lanes(iota, at, st2 * (n - 1) + (k2s - 1) * d2 + 1, width, in);
+      __m512i columns = _mm512_setzero_si512();  /* per lane: its taps along the row that count */
+      for (int64_t k2 = 0; k2 < k2s; k2++) {
+        const __m512i pos = _mm512_add_epi32(_mm512_set1_epi32((int)(at + k2 * d2)), pick);
+        const __mmask16 counts = _mm512_cmplt_epi32_mask(pos, counted_end) &
+                                 (with_pads ? 0xffffu : _mm512_cmpge_epi32_mask(pos, _mm512_setzero_si512()));
+        columns = _mm512_mask_add_epi32(columns, counts, columns, one);
+      }
+      __m512 sum = _mm512_setzero_ps();
+      for (int64_t k1 = lo1; k1 < hi1; k1++) {
+        const float* row = xp + (s1 + k1 * d1) * width + at;
+        const __m512 va = _mm512_maskz_loadu_ps(in[0], row), vb = _mm512_maskz_loadu_ps(in[1], row + 16);
+        const __m512 vc = _mm512_maskz_loadu_ps(in[2], row + 32);
+        for (int64_t k2 = 0; k2 < k2s; k2++)
+          sum = _mm512_add_ps(sum, pick_tap(va, vb, vc, _mm512_add_epi32(pick, _mm512_set1_epi32((int)(k2 * d2)))));
+      }
+      const __m512 count = _mm512_cvtepi32_ps(_mm512_mullo_epi32(rows, columns));
+      _mm512_mask_storeu_ps(yp + i, (__mmask16)((1u << n) - 1), _mm512_div_ps(sum, count));
     }
   }
 }
@@ -773,14 +845,6 @@ static void inner_columns(const SeamlessPoolArgs* a, int64_t* lo, int64_t* hi) {
 }
 
 enum { POOL_FOLD = 2048 };  /* the longest input row pool_max_rows folds (on the stack) */
-
-/* The taps of a window starting at `start` along dimension d: those inside the input, [*lo, *hi), and those before
- * the padded extent's end (the count an average with the pads divides by; ceil_mode's taps past it never count). */
-static void window_taps(const SeamlessPoolArgs* a, int d, int64_t start, int64_t* lo, int64_t* hi, int64_t* padded) {
-  int64_t unused;
-  tap_range(start, a->dilation[d], a->in[d], a->kernel[d], lo, hi);
-  tap_range(start, a->dilation[d], a->in[d] + a->pad_end[d], a->kernel[d], &unused, padded);
-}
 
 enum { POOL_TAPS = 256 };  /* the most taps average_span takes at once (larger windows: the plain loop) */
 
@@ -1029,12 +1093,18 @@ static void pool_task(void* user, size_t task) {
       continue;
     }
     if (average) {
+#ifdef POOL_AVX512
+      if (a->stride[2] == 2 && plane_fits(a)) {  /* at stride 1 average_span's four sums at once are faster */
+        average_plane_avx512(a, xp, yp);
+        continue;
+      }
+#endif
       pool_average_rows(a, xp, yp);
       continue;
     }
     const unsigned specials = plane_specials(xp, plane_in);
 #ifdef POOL_AVX512
-    if (!specials && max_plane_fits(a)) {
+    if (!specials && plane_fits(a)) {
       max_plane_avx512(a, xp, yp);
       continue;
     }

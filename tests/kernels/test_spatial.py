@@ -364,12 +364,21 @@ def test_average_pool_19(xs, attrs, count_include_pad):
     ((1, 3, 28, 28), {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}),  # Inception-v2's: rows of outputs inside
     ((2, 2, 19, 23), {"kernel_shape": [5, 3], "pads": [2, 1, 2, 1], "strides": [1, 2]}),
     ((1, 2, 5, 7, 9), {"kernel_shape": [3, 3, 3], "pads": [1, 1, 1, 1, 1, 1]}),
-] + POOL_SPAN_CASES)
-def test_average_pool_sums_each_window_as_stock(xs, attrs, count_include_pad):
-    """spatial.c pool_average_rows sums the windows inside along an output row at once, each window's taps in the
-    order pool_one sums them: stock's values exactly, edges and padding included."""
+    ((1, 2, 28, 28), {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "strides": [2, 2]}),  # ShuffleNet's
+    ((1, 2, 14, 14), {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "strides": [2, 2], "ceil_mode": 1}),
+    ((1, 3, 7, 7), {"kernel_shape": [7, 7]}),
+] + POOL_SPAN_CASES + POOL_ROW_CASES)
+@pytest.mark.parametrize("isa", [-1, 0], ids=["auto", "plain"])
+def test_average_pool_sums_each_window_as_stock(xs, attrs, count_include_pad, isa):
+    """spatial.c pool_average_rows (and average_plane_avx512 on AVX-512 CPUs) sums each window's taps in the order
+    pool_one sums them: stock's values exactly, edges and padding included."""
+    from onnxruntime_ep_seamless.kernels.cpu import native
     x = np.random.default_rng(len(xs) + xs[-1]).standard_normal(xs).astype(np.float32) * 7
-    check("AveragePool", [x], {**attrs, "count_include_pad": count_include_pad}, opset=19, rtol=0, atol=0)
+    native.lib.seamless_pool_set_isa(isa)
+    try:
+        check("AveragePool", [x], {**attrs, "count_include_pad": count_include_pad}, opset=19, rtol=0, atol=0)
+    finally:
+        native.lib.seamless_pool_set_isa(-1)
 
 
 def test_average_pool_f16():
