@@ -198,8 +198,8 @@ typedef struct {
   int64_t in[3], out[3], kernel[3], stride[3], dilation[3], pad_begin[3], pad_end[3];
 } SeamlessPoolArgs;
 void seamless_pool_f32(const SeamlessPoolArgs* a, const float* x, float* y, void* par_fn, void* par_ctx);
-/* Tests: the pools' AVX-512 loops off (0) or automatic (-1, where the CPU has AVX-512) */
-void seamless_pool_set_isa(int level);
+/* Tests: the pools' and depthwise convolutions' AVX-512 loops off (0) or automatic (-1, where the CPU has it) */
+void seamless_spatial_set_isa(int level);
 /* numpy_memory.c: a numpy data-memory handler (numpy's PyDataMem_Handler, version 1; its layout is checked against
  * numpy's headers by tests/abi/test_numpy_memory.py), for the capsule runtime/numpy_memory.py hands numpy */
 typedef struct {

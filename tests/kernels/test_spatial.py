@@ -92,8 +92,8 @@ def test_conv_in_blocks_of_columns(xs, ws, attrs):
     check("Conv", [data(xs), data(ws), data(ws[0])], attrs, const=[1, 2], rtol=1e-4, atol=1e-4)
 
 
-# Depthwise convolutions (spatial.c depthwise_padded): through a zero-padded copy of the plane, rows of stride 1 or 2
-# 16 outputs at a time (3-D, 1-D dilated, outputs of 14 columns, a 130 x 130 plane, 38 columns of stride 2 dilated),
+# Depthwise convolutions (spatial.c depthwise_padded; depthwise_plane_avx512 where it fits): through a zero-padded
+# copy of the plane, rows of stride 1 or 2 16 outputs at a time (3-D, 1-D dilated, outputs of 14 columns, a 130 x 130 plane, 38 columns of stride 2 dilated),
 # larger strides a tap's products over the whole plane at stride 1 keeping every stride-th row and column; taps
 # reaching past DW_SLACK columns keep the per-row loop
 @pytest.mark.parametrize("xs,ws,attrs", [
@@ -106,8 +106,16 @@ def test_conv_in_blocks_of_columns(xs, ws, attrs):
     ((1, 3, 9, 12), (3, 1, 3, 3), {"group": 3, "pads": [1, 0, 1, 1], "strides": [3, 2], "dilations": [2, 1]}),
     ((2, 2, 10, 75), (2, 1, 3, 5), {"group": 2, "pads": [1, 4, 1, 4], "strides": [1, 2], "dilations": [1, 2]}),
 ])
-def test_conv_depthwise_planes(xs, ws, attrs):
-    check("Conv", [data(xs), data(ws), data(ws[0])], attrs, const=[1, 2], **CONV_TOL)
+@pytest.mark.parametrize("isa", [-1, 0], ids=["auto", "plain"])
+def test_conv_depthwise_planes(xs, ws, attrs, isa):
+    """With and without spatial.c depthwise_plane_avx512 (2-D, stride 2 along the row or rows of at most 16
+    outputs, on AVX-512 CPUs)"""
+    from onnxruntime_ep_seamless.kernels.cpu import native
+    native.lib.seamless_spatial_set_isa(isa)
+    try:
+        check("Conv", [data(xs), data(ws), data(ws[0])], attrs, const=[1, 2], **CONV_TOL)
+    finally:
+        native.lib.seamless_spatial_set_isa(-1)
 
 
 # Convolutions whose taps are read in place (spatial.c conv_direct, seamless_sgemm_indirect: stride 1, 12 output
@@ -276,11 +284,11 @@ def test_max_pool_spans_as_stock(xs, attrs, isa):
     loops: stock's values exactly."""
     from onnxruntime_ep_seamless.kernels.cpu import native
     x = np.random.default_rng(xs[-1]).standard_normal(xs).astype(np.float32) + 0.5
-    native.lib.seamless_pool_set_isa(isa)
+    native.lib.seamless_spatial_set_isa(isa)
     try:
         check("MaxPool", [x], attrs, opset=12, rtol=0, atol=0)
     finally:
-        native.lib.seamless_pool_set_isa(-1)
+        native.lib.seamless_spatial_set_isa(-1)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int8, np.uint8])
@@ -374,11 +382,11 @@ def test_average_pool_sums_each_window_as_stock(xs, attrs, count_include_pad, is
     pool_one sums them: stock's values exactly, edges and padding included."""
     from onnxruntime_ep_seamless.kernels.cpu import native
     x = np.random.default_rng(len(xs) + xs[-1]).standard_normal(xs).astype(np.float32) * 7
-    native.lib.seamless_pool_set_isa(isa)
+    native.lib.seamless_spatial_set_isa(isa)
     try:
         check("AveragePool", [x], {**attrs, "count_include_pad": count_include_pad}, opset=19, rtol=0, atol=0)
     finally:
-        native.lib.seamless_pool_set_isa(-1)
+        native.lib.seamless_spatial_set_isa(-1)
 
 
 def test_average_pool_f16():
