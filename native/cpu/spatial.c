@@ -479,7 +479,7 @@ static DirectShape direct_shape(const SeamlessConvArgs* a) {
 }
 
 int64_t seamless_conv_direct(const SeamlessConvArgs* a) {
-  if (depthwise(a) || pointwise(a) || a->in_shape[0] != 1 || a->kernel[0] != 1 || a->out_shape[0] != 1 ||
+  if (depthwise(a) || a->in_shape[0] != 1 || a->kernel[0] != 1 || a->out_shape[0] != 1 ||
       a->stride[1] != 1 || a->stride[2] != 1 || !seamless_sgemm_indirect_supported((size_t)(a->m / a->group)))
     return 0;
   const DirectShape d = direct_shape(a);

@@ -119,8 +119,8 @@ def test_conv_depthwise_planes(xs, ws, attrs, isa):
 
 
 # Convolutions whose taps are read in place (spatial.c conv_direct, seamless_sgemm_indirect: stride 1, 12 output
-# channels a group or more, rows padded at most 1/4, not 1x1 unpadded; on AVX-512): 3x3 padded (a plane of 58 x 58
-# columns), unpadded (x itself), 1x1 padded at one end only (and unpadded: x packed), 1-D and dilated, groups, two
+# channels a group or more, rows padded at most 1/4; on AVX-512): 3x3 padded (a plane of 58 x 58 columns), unpadded
+# (x itself), 1x1 padded at one end only and unpadded (x itself, not packed), 1-D and dilated, groups, two
 # images; 13, 20 and 35 output channels (row blocks of 12, 8, 4 and single rows), columns past the last whole 32
 # (the packed tail); a 3-D one whose first dim of 1 is padded (3 outputs along it) takes im2col. Where the path
 # cannot run (another CPU) im2col gives them, bitwise the same (test_conv_direct_is_im2col_bitwise).
