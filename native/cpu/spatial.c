@@ -337,7 +337,7 @@ SEAMLESS_SIMD static void depthwise_padded(const SeamlessConvArgs* a, const floa
  * [1, 544, 7, 7] 3.8-4.2x -> 3.1-3.2x; but of [1, 136, 28, 28] 1.91x -> 2.00x and of [1, 32, 112, 112] 1.89x ->
  * 2.33x (the padded copy's plane-wide loops win on long rows at stride 1). */
 static int depthwise_plane_fits(const SeamlessConvArgs* a) {
-  return spatial_avx512() && a->kernel[0] == 1 && a->in_shape[0] == 1 && a->out_shape[0] == 1 &&
+  return spatial_avx512() && a->kernel[0] == 1 && a->in_shape[0] == 1 && a->out_shape[0] == 1 && a->pad[0] == 0 &&
          (a->stride[2] == 2 || (a->stride[2] == 1 && a->out_shape[2] <= 16)) &&
          (a->kernel[2] - 1) * a->dilation[2] <= 16 && a->in_shape[2] < (1 << 28) && a->pad[2] < (1 << 28);
 }
@@ -479,7 +479,7 @@ static DirectShape direct_shape(const SeamlessConvArgs* a) {
 }
 
 int64_t seamless_conv_direct(const SeamlessConvArgs* a) {
-  if (depthwise(a) || a->in_shape[0] != 1 || a->kernel[0] != 1 || a->out_shape[0] != 1 ||
+  if (depthwise(a) || a->in_shape[0] != 1 || a->kernel[0] != 1 || a->out_shape[0] != 1 || a->pad[0] != 0 ||
       a->stride[1] != 1 || a->stride[2] != 1 || !seamless_sgemm_indirect_supported((size_t)(a->m / a->group)))
     return 0;
   const DirectShape d = direct_shape(a);
@@ -770,7 +770,8 @@ __attribute__((target("avx512f"))) static unsigned plane_specials_avx512(const f
  * tap inside it), rows short enough for 32-bit lane positions */
 static int plane_fits(const SeamlessPoolArgs* a) {
   const int64_t extent = (a->kernel[2] - 1) * a->dilation[2];
-  return spatial_avx512() && a->kernel[0] == 1 && a->out[0] == 1 && (a->stride[2] == 1 || a->stride[2] == 2) &&
+  return spatial_avx512() && a->kernel[0] == 1 && a->in[0] == 1 && a->out[0] == 1 && a->pad_begin[0] == 0 &&
+         (a->stride[2] == 1 || a->stride[2] == 2) &&
          extent <= 16 && extent < a->in[2] && a->in[2] < (1 << 28) && a->pad_begin[2] < (1 << 28) &&
          a->pad_end[2] < (1 << 28);
 }

@@ -105,6 +105,7 @@ def test_conv_in_blocks_of_columns(xs, ws, attrs):
     ((1, 2, 6, 90), (2, 1, 1, 9), {"group": 2, "dilations": [1, 9], "pads": [0, 36, 0, 36]}),  # taps past DW_SLACK
     ((1, 3, 9, 12), (3, 1, 3, 3), {"group": 3, "pads": [1, 0, 1, 1], "strides": [3, 2], "dilations": [2, 1]}),
     ((2, 2, 10, 75), (2, 1, 3, 5), {"group": 2, "pads": [1, 4, 1, 4], "strides": [1, 2], "dilations": [1, 2]}),
+    ((1, 3, 1, 9, 20), (3, 1, 1, 3, 3), {"group": 3, "pads": [1, 1, 1, 0, 1, 1], "strides": [2, 1, 2]}),  # all padding
 ])
 @pytest.mark.parametrize("isa", [-1, 0], ids=["auto", "plain"])
 def test_conv_depthwise_planes(xs, ws, attrs, isa):
@@ -132,6 +133,7 @@ DIRECT_CASES = [
     ((2, 5, 70), (24, 5, 3), {"pads": [3, 1], "dilations": [2]}),
     ((1, 8, 12, 30), (40, 4, 3, 2), {"group": 2, "pads": [1, 0, 2, 1], "dilations": [2, 1]}),
     ((1, 4, 1, 6, 20), (16, 4, 1, 3, 3), {"pads": [1, 1, 1, 1, 1, 1]}),  # 3-D, padded along a first dim of 1: im2col
+    ((1, 4, 1, 6, 20), (16, 4, 1, 3, 3), {"pads": [1, 1, 1, 0, 1, 1], "strides": [2, 1, 1]}),  # its 1 output: padding
 ]
 
 
