@@ -168,8 +168,20 @@ static bool transfer_can_copy(const OrtDataTransferImpl* self, const OrtMemoryDe
 #define BATCH_BYTES (60u << 20)        /* bytes of tensors in a batch (with the table, bounce buffers stay */
 #define BATCH_COUNT 65535              /* at 64 MiB) and tensors (the staging kernel's grid rows): more go one by one */
 #define BATCH_ALIGN 256
+/* A large batch moves in chunks: host threads copy chunk by chunk between the tensors and the pinned buffer while
+ * the DMA engine moves the chunks already copied (one core's memcpy is slower than the bus). */
+#define CHUNK_BYTES (1u << 20)
+#define MAX_CHUNKS 64                  /* >= BATCH_BYTES / CHUNK_BYTES + 1 */
+#define COPY_THREADS 4
+#define THREAD_BYTES (4u << 20)        /* a copying thread for every this many bytes of the batch, up to COPY_THREADS */
 
-typedef struct Bounce { struct Bounce* next; uint8_t* host; CUdeviceptr dev; size_t size; CUevent done; } Bounce;
+typedef struct Bounce {
+  struct Bounce* next;
+  uint8_t* host;
+  CUdeviceptr dev;
+  size_t size;
+  CUevent done, chunk[MAX_CHUNKS];  /* chunk[c]: chunk c of a device-to-host batch has reached `host` */
+} Bounce;
 
 static CUfunction g_stage[SEAMLESS_MAX_GPUS];  /* the staging kernel, once the kernels are loaded */
 static Bounce* g_bounces[SEAMLESS_MAX_GPUS];   /* idle bounce buffers per GPU */
@@ -213,44 +225,125 @@ static void bounce_release(int ordinal, Bounce* b, CUstream stream) {
   pthread_mutex_unlock(&g_bounce_lock);
 }
 
+/* A batch's tensors laid out in its bounce buffer from byte `table` on, each at its aligned offset. */
+typedef struct {
+  Bounce* b;
+  void **to, **from;
+  const size_t *nbytes, *at;
+  const int* to_gpu;
+  size_t n, table, total, chunks;
+  int ordinal, direction;  /* the copies a pass makes: to the GPU (1) or to the host (0) */
+  CUstream stream;
+  CUresult error;          /* a pass's first failure */
+} Batch;
+
+typedef struct { Batch* batch; size_t first; size_t step; } Share;  /* chunks first, first + step, ... */
+
+/* Chunk c of the batch's tensor bytes [table, total): tensors of this pass's direction copied between their
+ * memory and the pinned buffer; to the GPU, the chunk's DMA queued after it (device to host: queued already, waited
+ * for here). */
+static CUresult chunk_pass(Batch* t, size_t c) {
+  size_t lo = t->table + c * CHUNK_BYTES, hi = lo + CHUNK_BYTES < t->total ? lo + CHUNK_BYTES : t->total;
+  CUresult r = t->direction ? 0 : cu.event_synchronize(t->b->chunk[c]);
+  size_t i = 0, j = t->n;  /* the first tensor ending after lo (offsets ascend) */
+  while (i < j) {
+    size_t m = i + (j - i) / 2;
+    if (t->at[m] + t->nbytes[m] <= lo) i = m + 1; else j = m;
+  }
+  for (; !r && i < t->n && t->at[i] < hi; i++) {
+    size_t a = t->at[i] > lo ? t->at[i] : lo, e = t->at[i] + t->nbytes[i] < hi ? t->at[i] + t->nbytes[i] : hi;
+    if (a >= e || t->to_gpu[i] != t->direction) continue;
+    if (t->direction) memcpy(t->b->host + a, (uint8_t*)t->from[i] + (a - t->at[i]), e - a);
+    else memcpy((uint8_t*)t->to[i] + (a - t->at[i]), t->b->host + a, e - a);
+  }
+  if (!r && t->direction)
+    r = cu.memcpy_async(t->b->dev + lo, (CUdeviceptr)(uintptr_t)(t->b->host + lo), hi - lo, t->stream);
+  return r;
+}
+
+static void pass_failed(Batch* t, CUresult r) {  /* the first failure stays */
+  CUresult none = 0;
+  if (r) __atomic_compare_exchange_n(&t->error, &none, r, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+}
+
+static void* share_pass(void* arg) {
+  Share* s = arg;
+  Batch* t = s->batch;
+  OrtStatus* st = seamless_cuda_use(t->ordinal);  /* this thread's DMAs go to the batch's GPU */
+  CUresult r = st ? 201 : 0;                      /* CUDA_ERROR_INVALID_CONTEXT */
+  if (st) ORT(ReleaseStatus)(st);
+  for (size_t c = s->first; !r && c < t->chunks; c += s->step) r = chunk_pass(t, c);
+  pass_failed(t, r);
+  return NULL;
+}
+
+/* Every chunk of a pass, dealt out to up to COPY_THREADS threads (this one among them) by turns, so that each has
+ * work as soon as the DMA engine has moved the first chunks. */
+static CUresult batch_pass(Batch* t, int direction) {
+  t->direction = direction, t->error = 0;
+  size_t threads = (t->total - t->table) / THREAD_BYTES;
+  threads = threads < 1 ? 1 : threads > COPY_THREADS ? COPY_THREADS : threads;
+  Share shares[COPY_THREADS];
+  pthread_t ids[COPY_THREADS];
+  int started[COPY_THREADS] = {0};
+  for (size_t k = 0; k < threads; k++) shares[k] = (Share){t, k, threads};
+  for (size_t k = 1; k < threads; k++) started[k] = pthread_create(&ids[k], NULL, share_pass, &shares[k]) == 0;
+  for (size_t c = 0; c < t->chunks; c += threads) {  /* this thread's share, and that of a thread not started */
+    for (size_t k = 0; k < threads && c + k < t->chunks; k++) {
+      if (k && started[k]) continue;
+      pass_failed(t, chunk_pass(t, c + k));
+    }
+  }
+  for (size_t k = 1; k < threads; k++)
+    if (started[k]) pthread_join(ids[k], NULL);
+  return t->error;
+}
+
 /* Copy n tensors between pageable host memory and GPU `ordinal` on `stream` through one bounce
  * buffer: to_gpu[i] says the direction of each. Returns once host destinations are written. */
 static OrtStatus* batch_copy(int ordinal, CUstream stream, void** to, void** from, const size_t* nbytes,
                              const int* to_gpu, size_t n) {
   size_t table = align_up(n * sizeof(StageCopy)), total = table, largest = 0;
-  for (size_t i = 0; i < n; i++) total += align_up(nbytes[i]), largest = nbytes[i] > largest ? nbytes[i] : largest;
+  size_t* at = malloc(n * sizeof *at);
+  if (!at) return seamless_status(1, "out of memory");
+  for (size_t i = 0; i < n; i++)
+    at[i] = total, total += align_up(nbytes[i]), largest = nbytes[i] > largest ? nbytes[i] : largest;
   Bounce* b = NULL;
   OrtStatus* st = bounce_acquire(ordinal, total, &b);
   if (st) {
     if (b) bounce_release(ordinal, b, stream);
+    free(at);
     return st;
   }
   StageCopy* entries = (StageCopy*)b->host;
   int any_to_host = 0, any_to_gpu = 0;
-  for (size_t i = 0, at = table; i < n; at += align_up(nbytes[i]), i++) {
-    CUdeviceptr bounce = b->dev + at;
+  for (size_t i = 0; i < n; i++) {
+    CUdeviceptr bounce = b->dev + at[i];
     entries[i] = (StageCopy){to_gpu[i] ? bounce : (uint64_t)(uintptr_t)from[i],
                              to_gpu[i] ? (uint64_t)(uintptr_t)to[i] : bounce, 1, (int64_t)nbytes[i],
                              (int64_t)nbytes[i], (int64_t)nbytes[i], 0};
-    if (to_gpu[i]) memcpy(b->host + at, from[i], nbytes[i]), any_to_gpu = 1;
-    else any_to_host = 1;
+    any_to_gpu |= to_gpu[i], any_to_host |= !to_gpu[i];
   }
+  Batch t = {b, to, from, nbytes, at, to_gpu, n, table, total, (total - table + CHUNK_BYTES - 1) / CHUNK_BYTES,
+             ordinal, 1, stream, 0};
   CUdeviceptr dev_table = b->dev;
   void* args[] = {&dev_table};
   unsigned blocks = (unsigned)(largest / (256 * 16 * 8) + 1);
   blocks = blocks < 16 ? 16 : blocks > 1024 ? 1024 : blocks;
-  /* the table, and the host data when some copies go to the GPU */
-  CUresult r = cu.memcpy_async(b->dev, (CUdeviceptr)(uintptr_t)b->host, any_to_gpu ? total : table, stream);
+  /* the table, then the host data chunk by chunk when some copies go to the GPU */
+  CUresult r = cu.memcpy_async(b->dev, (CUdeviceptr)(uintptr_t)b->host, table, stream);
   const char* what = "cuMemcpyAsync";
+  if (!r && any_to_gpu) r = batch_pass(&t, 1);
   if (!r) r = cu.launch_kernel(g_stage[ordinal], blocks, (unsigned)n, 1, 256, 1, 1, 0, stream, args, NULL), what = "cuLaunchKernel";
-  if (!r && any_to_host)
-    r = cu.memcpy_async((CUdeviceptr)(uintptr_t)(b->host + table), b->dev + table, total - table, stream),
-    what = "cuMemcpyAsync";
-  if (!r && any_to_host) r = cu.stream_synchronize(stream), what = "cuStreamSynchronize";
-  if (!r)
-    for (size_t i = 0, at = table; i < n; at += align_up(nbytes[i]), i++)
-      if (!to_gpu[i]) memcpy(to[i], b->host + at, nbytes[i]);
+  for (size_t c = 0; !r && any_to_host && c < t.chunks; c++) {  /* back chunk by chunk, each marked when there */
+    size_t lo = table + c * CHUNK_BYTES, hi = lo + CHUNK_BYTES < total ? lo + CHUNK_BYTES : total;
+    if (!b->chunk[c] && (r = cu.event_create(&b->chunk[c], CU_EVENT_DISABLE_TIMING))) what = "cuEventCreate";
+    if (!r) r = cu.memcpy_async((CUdeviceptr)(uintptr_t)(b->host + lo), b->dev + lo, hi - lo, stream), what = "cuMemcpyAsync";
+    if (!r) r = cu.event_record(b->chunk[c], stream), what = "cuEventRecord";
+  }
+  if (!r && any_to_host) r = batch_pass(&t, 0), what = "cuEventSynchronize";
   bounce_release(ordinal, b, stream);
+  free(at);
   return r ? cuda_status(r, what) : NULL;
 }
 

@@ -3,7 +3,7 @@ IO binding with the plain onnxruntime wheel, and parity of the CUDA kernels with
 import numpy as np
 import onnxruntime as ort
 import pytest
-from onnx import helper, numpy_helper
+from onnx import TensorProto, helper, numpy_helper
 
 import onnxruntime_ep_seamless as seamless
 from parity import assert_close, stock_session
@@ -226,6 +226,24 @@ def test_many_host_inputs_and_outputs_in_one_batch_from_several_threads():
     for t in threads:
         t.join()
     assert not failures, failures[0]
+
+
+@needs_gpu
+def test_a_large_batch_moves_in_chunks_copied_by_several_host_threads():
+    """A decoder's host KV cache as onnxruntime-genai binds it (48 float16 tensors of 640 KiB, ~30 MB each way): the
+    batch moves in 1 MiB chunks (tensors straddle them) that up to four host threads copy while the DMA engine moves
+    the chunks copied before (ep_plugin/cuda_ort.c batch_pass); every byte arrives, both ways."""
+    names = [f"x{i}" for i in range(48)]
+    n = 640 * 1024 // 2 + 37  # odd: each tensor's end falls inside a chunk
+    model = model_of([helper.make_node("Neg", [x], ["y" + x[1:]]) for x in names],
+                     [helper.make_tensor_value_info(x, TensorProto.FLOAT16, [n]) for x in names],
+                     [helper.make_tensor_value_info("y" + x[1:], TensorProto.FLOAT16, [n]) for x in names])
+    sess = cuda_session(model, capture="off")
+    rng = np.random.default_rng(5)
+    for _ in range(3):
+        feeds = {x: rng.standard_normal(n).astype(np.float16) for x in names}
+        for x, y in zip(names, sess.run(None, feeds)):
+            np.testing.assert_array_equal(y, -feeds[x], err_msg=x)
 
 
 @needs_gpu
