@@ -171,7 +171,8 @@ static bool transfer_can_copy(const OrtDataTransferImpl* self, const OrtMemoryDe
 /* A large batch moves in chunks: host threads copy chunk by chunk between the tensors and the pinned buffer while
  * the DMA engine moves the chunks already copied (one core's memcpy is slower than the bus). */
 #define CHUNK_BYTES (1u << 20)
-#define MAX_CHUNKS 64                  /* >= BATCH_BYTES / CHUNK_BYTES + 1 */
+#define MAX_CHUNKS 64                  /* a batch's chunks (its tensors' aligned bytes at most BATCH_BYTES) */
+_Static_assert((size_t)MAX_CHUNKS * CHUNK_BYTES >= BATCH_BYTES, "a full batch has more chunks than events");
 #define COPY_THREADS 4
 #define THREAD_BYTES (4u << 20)        /* a copying thread for every this many bytes of the batch, up to COPY_THREADS */
 

@@ -55,10 +55,18 @@ static int spatial_avx512(void) {
 
 /* The AVX-512 plane loops (pools, depthwise convolutions) take 16 outputs of a row a step, reading the floats their
  * taps read along an input row (at most 48 from `at`: vectors A, B, C), each tap's 16 floats then picked from those
- * by a permutation (pick: lane j's offset, 2 j at stride 2). The lanes of A, B, C inside the row and the step's
- * span: */
-SPATIAL_AVX512_INLINE void step_lanes(__m512i iota, int64_t at, int64_t span, int64_t width, __mmask16 in[3]) {
-  const __m512i pos = _mm512_add_epi32(_mm512_set1_epi32((int)at), iota), end = _mm512_set1_epi32((int)width);
+ * by a permutation (lane_picks: lane j's offset, 2 j at stride 2). */
+SPATIAL_AVX512_INLINE __m512i lane_iota(void) {
+  return _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+}
+
+SPATIAL_AVX512_INLINE __m512i lane_picks(int64_t stride) {
+  return stride == 2 ? _mm512_add_epi32(lane_iota(), lane_iota()) : lane_iota();
+}
+
+/* The lanes of A, B, C inside the row and the step's span */
+SPATIAL_AVX512_INLINE void step_lanes(int64_t at, int64_t span, int64_t width, __mmask16 in[3]) {
+  const __m512i pos = _mm512_add_epi32(_mm512_set1_epi32((int)at), lane_iota()), end = _mm512_set1_epi32((int)width);
   for (int v = 0; v < 3; v++) {
     const __m512i p = _mm512_add_epi32(pos, _mm512_set1_epi32(16 * v));
     in[v] = _mm512_cmpge_epi32_mask(p, _mm512_setzero_si512()) & _mm512_cmplt_epi32_mask(p, end) &
@@ -66,8 +74,9 @@ SPATIAL_AVX512_INLINE void step_lanes(__m512i iota, int64_t at, int64_t span, in
   }
 }
 
-/* lane j: float idx[j] of A B C (idx < 48; at stride 2 past 32 from B and C) */
-SPATIAL_AVX512_INLINE __m512 pick_tap(__m512 va, __m512 vb, __m512 vc, __m512i idx) {
+/* The tap at `offset` along the row: lane j float picks[j] + offset of A B C (< 48; at stride 2 past 32 from B, C) */
+SPATIAL_AVX512_INLINE __m512 pick_tap(__m512 va, __m512 vb, __m512 vc, __m512i picks, int64_t offset) {
+  const __m512i idx = _mm512_add_epi32(picks, _mm512_set1_epi32((int)offset));
   const __m512 tap = _mm512_permutex2var_ps(va, idx, vb);
   const __mmask16 past = _mm512_cmpge_epi32_mask(idx, _mm512_set1_epi32(32));
   return past ? _mm512_mask_blend_ps(past, tap, _mm512_permutex2var_ps(vb, _mm512_sub_epi32(idx, _mm512_set1_epi32(16)),
@@ -350,14 +359,13 @@ __attribute__((target("avx512f"))) static void depthwise_plane_avx512(const Seam
                                                                        const float* w, float b, float* yc) {
   const int64_t in1 = a->in_shape[1], width = a->in_shape[2], out2 = a->out_shape[2], st2 = a->stride[2];
   const int64_t k1s = a->kernel[1], d1 = a->dilation[1], k2s = a->kernel[2], d2 = a->dilation[2];
-  const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  const __m512i pick = st2 == 2 ? _mm512_add_epi32(iota, iota) : iota;
+  const __m512i pick = lane_picks(st2);
   const __m512 zero = _mm512_setzero_ps(), bias = _mm512_set1_ps(b);
   for (int64_t o1 = 0; o1 < a->out_shape[1]; o1++, yc += out2)
     for (int64_t j = 0; j < out2; j += 16) {
       const int64_t n = out2 - j < 16 ? out2 - j : 16, at = j * st2 - a->pad[2];
       __mmask16 in[3];
-      step_lanes(iota, at, st2 * (n - 1) + (k2s - 1) * d2 + 1, width, in);
+      step_lanes(at, st2 * (n - 1) + (k2s - 1) * d2 + 1, width, in);
       __m512 sum = zero;
       const float* wt = w;
       for (int64_t q1 = 0; q1 < k1s; q1++) {
@@ -369,7 +377,7 @@ __attribute__((target("avx512f"))) static void depthwise_plane_avx512(const Seam
           vc = _mm512_maskz_loadu_ps(in[2], row + 32);
         }
         for (int64_t q2 = 0; q2 < k2s; q2++, wt++)
-          sum = _mm512_fmadd_ps(pick_tap(va, vb, vc, _mm512_add_epi32(pick, _mm512_set1_epi32((int)(q2 * d2)))),
+          sum = _mm512_fmadd_ps(pick_tap(va, vb, vc, pick, q2 * d2),
                                 _mm512_set1_ps(*wt), sum);
       }
       _mm512_mask_storeu_ps(yc + j, (__mmask16)((1u << n) - 1), _mm512_add_ps(sum, bias));
@@ -784,6 +792,15 @@ static void reaching_columns(const SeamlessPoolArgs* a, int64_t* lo, int64_t* hi
   while (*hi > *lo && (*hi - 1) * st2 - pad2 >= a->in[2]) --*hi;
 }
 
+/* Output row o[1]'s outputs outside [c_lo, c_hi), or all of them where no window row lies inside: pool_one's */
+static void row_edges(const SeamlessPoolArgs* a, const float* xp, float* yp, int64_t o[3], int64_t c_lo, int64_t c_hi,
+                      int rows_inside) {
+  for (o[2] = 0; o[2] < a->out[2]; o[2]++) {
+    if (o[2] == c_lo && rows_inside) o[2] = c_hi;  /* those in between: the plane loop's */
+    if (o[2] < a->out[2]) yp[o[2]] = pool_one(a, xp, o);
+  }
+}
+
 /* MaxPool of a 2-D plane without specials (plane_fits): a step's floats folded down the window's rows inside the
  * input first, each masked to the row (-inf outside it: never a maximum where a tap lies inside), then the taps
  * picked from them. Nothing outside the taps inside is read, nothing outside the row's outputs written; an output
@@ -796,22 +813,18 @@ __attribute__((target("avx512f"))) static void max_plane_avx512(const SeamlessPo
   const int64_t k1s = a->kernel[1], d1 = a->dilation[1], k2s = a->kernel[2], d2 = a->dilation[2];
   int64_t c_lo, c_hi, o[3] = {0, 0, 0};
   reaching_columns(a, &c_lo, &c_hi);
-  const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  const __m512i pick = st2 == 2 ? _mm512_add_epi32(iota, iota) : iota;
+  const __m512i pick = lane_picks(st2);
   const __m512 neg_inf = _mm512_set1_ps(-INFINITY);
   for (o[1] = 0; o[1] < a->out[1]; o[1]++, yp += out2) {
     int64_t lo1 = 0, hi1 = k1s;  /* the window's rows inside */
     const int64_t s1 = o[1] * a->stride[1] - a->pad_begin[1];
     if (s1 < 0 || s1 + (k1s - 1) * d1 >= in1) tap_range(s1, d1, in1, k1s, &lo1, &hi1);
-    for (o[2] = 0; o[2] < out2; o[2]++) {
-      if (o[2] == c_lo && lo1 < hi1) o[2] = c_hi;  /* those in between: below */
-      if (o[2] < out2) yp[o[2]] = pool_one(a, xp, o);
-    }
+    row_edges(a, xp, yp, o, c_lo, c_hi, lo1 < hi1);
     if (lo1 >= hi1) continue;
     for (int64_t i = c_lo; i < c_hi; i += 16) {
       const int64_t n = c_hi - i < 16 ? c_hi - i : 16, at = i * st2 - a->pad_begin[2];
       __mmask16 in[3];
-      step_lanes(iota, at, st2 * (n - 1) + (k2s - 1) * d2 + 1, width, in);
+      step_lanes(at, st2 * (n - 1) + (k2s - 1) * d2 + 1, width, in);
       __m512 va = neg_inf, vb = neg_inf, vc = neg_inf;
       for (int64_t k1 = lo1; k1 < hi1; k1++) {
         const float* row = xp + (s1 + k1 * d1) * width + at;
@@ -821,7 +834,7 @@ __attribute__((target("avx512f"))) static void max_plane_avx512(const SeamlessPo
       }
       __m512 m = neg_inf;
       for (int64_t k2 = 0; k2 < k2s; k2++)
-        m = _mm512_max_ps(m, pick_tap(va, vb, vc, _mm512_add_epi32(pick, _mm512_set1_epi32((int)(k2 * d2)))));
+        m = _mm512_max_ps(m, pick_tap(va, vb, vc, pick, k2 * d2));
       _mm512_mask_storeu_ps(yp + i, (__mmask16)((1u << n) - 1), m);
     }
   }
@@ -837,23 +850,19 @@ __attribute__((target("avx512f"))) static void average_plane_avx512(const Seamle
   const int with_pads = a->mode == SEAMLESS_POOL_AVERAGE_WITH_PADS;
   int64_t c_lo, c_hi, o[3] = {0, 0, 0};
   reaching_columns(a, &c_lo, &c_hi);
-  const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  const __m512i pick = st2 == 2 ? _mm512_add_epi32(iota, iota) : iota, one = _mm512_set1_epi32(1);
+  const __m512i pick = lane_picks(st2), one = _mm512_set1_epi32(1);
   const __m512i counted_end = _mm512_set1_epi32((int)(with_pads ? width + a->pad_end[2] : width));
   for (o[1] = 0; o[1] < a->out[1]; o[1]++, yp += out2) {
     int64_t lo1, hi1, pad1;
     const int64_t s1 = o[1] * a->stride[1] - a->pad_begin[1];
     window_taps(a, 1, s1, &lo1, &hi1, &pad1);
-    for (o[2] = 0; o[2] < out2; o[2]++) {
-      if (o[2] == c_lo && lo1 < hi1) o[2] = c_hi;  /* those in between: below */
-      if (o[2] < out2) yp[o[2]] = pool_one(a, xp, o);
-    }
+    row_edges(a, xp, yp, o, c_lo, c_hi, lo1 < hi1);
     if (lo1 >= hi1) continue;
     const __m512i rows = _mm512_set1_epi32((int)(with_pads ? pad1 : hi1 - lo1));
     for (int64_t i = c_lo; i < c_hi; i += 16) {
       const int64_t n = c_hi - i < 16 ? c_hi - i : 16, at = i * st2 - a->pad_begin[2];
       __mmask16 in[3];
-      step_lanes(iota, at, st2 * (n - 1) + (k2s - 1) * d2 + 1, width, in);
+      step_lanes(at, st2 * (n - 1) + (k2s - 1) * d2 + 1, width, in);
       __m512i columns = _mm512_setzero_si512();  /* per lane: its taps along the row that count */
       for (int64_t k2 = 0; k2 < k2s; k2++) {
         const __m512i pos = _mm512_add_epi32(_mm512_set1_epi32((int)(at + k2 * d2)), pick);
@@ -867,7 +876,7 @@ __attribute__((target("avx512f"))) static void average_plane_avx512(const Seamle
         const __m512 va = _mm512_maskz_loadu_ps(in[0], row), vb = _mm512_maskz_loadu_ps(in[1], row + 16);
         const __m512 vc = _mm512_maskz_loadu_ps(in[2], row + 32);
         for (int64_t k2 = 0; k2 < k2s; k2++)
-          sum = _mm512_add_ps(sum, pick_tap(va, vb, vc, _mm512_add_epi32(pick, _mm512_set1_epi32((int)(k2 * d2)))));
+          sum = _mm512_add_ps(sum, pick_tap(va, vb, vc, pick, k2 * d2));
       }
       const __m512 count = _mm512_cvtepi32_ps(_mm512_mullo_epi32(rows, columns));
       _mm512_mask_storeu_ps(yp + i, (__mmask16)((1u << n) - 1), _mm512_div_ps(sum, count));
