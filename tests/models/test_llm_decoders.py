@@ -272,6 +272,16 @@ def test_bench_genai_command(tmp_path, capsys):
     assert result["benchmark"] == "genai" and result["ours_ms_per_token"] > 0 and result["stock_ms_per_token"] > 0
     assert result["max_length"] == 40 and result["past_present_share_buffer"] is False
     assert result["greedy_tokens_identical"] == "8/8"  # 8 tokens although max_length leaves room for more
+    # --ep seamless: ours alone (how genai's CPU build measures our CUDA EP), the same tokens, no ratio
+    args = ["bench", "genai", str(material.genai_model_dir("qwen2", "int4")), "--steps", "8", "--decode-rounds", "1",
+            "--max-length", "40", "--share-buffer", "off", "--ep", "seamless", "--json", str(out)]
+    assert main(args) == 0
+    printed = capsys.readouterr().out
+    assert "not run (--ep seamless)" in printed and "ratio" not in printed and "stock ORT " not in printed
+    alone = json.loads(out.read_text())
+    assert alone["stock"] is None and "stock_ms_per_token" not in alone and "ratio" not in alone
+    assert alone["ours_ms_per_token"] > 0 and alone["ours_tokens"] == result["ours_tokens"]
+    assert main(args[:-4] + ["--ep", "torch"]) == 2  # decode-gpu's peers are not genai's
 
 
 def test_bench_genai_says_which_peer_could_not_load_the_model(monkeypatch):

@@ -508,11 +508,11 @@ GENAI_PEERS = {"cpu": "ORT's CPU EP", "cuda": "ORT's CUDA EP (onnxruntime-genai'
 
 def genai_benchmark(model_dir: str, steps: int, prefill: int, rounds: int = 5, progress: bool = True,
                     device: str = "cpu", max_length: int | None = None, share_buffer: bool | None = None,
-                    cuda_graph: bool = False) -> dict:
+                    cuda_graph: bool = False, ours_only: bool = False) -> dict:
     """Greedy generation driven by onnxruntime-genai's Generator (as its users run a model): our EP for `device`
     registered as a plugin library and appended as the model's provider, against the same model on stock ORT's
     EP for the device (genai's own "cuda" provider: onnxruntime-genai-cuda's build), in this process, alternating
-    whole generations. On CUDA genai keeps our EP's KV cache in host memory (it knows only its own providers'
+    whole generations; `ours_only`: our EP alone (on CUDA with genai's CPU build, which has no cuda provider). On CUDA genai keeps our EP's KV cache in host memory (it knows only its own providers'
     devices), of `max_length` rows where past and present share buffers (`share_buffer`: the search option
     past_present_share_buffer, None: the model's genai_config). `cuda_graph`: both providers with
     enable_cuda_graph=1. ms/token: the mean generate_next_token time after the first token; the time to the first
@@ -525,7 +525,7 @@ def genai_benchmark(model_dir: str, steps: int, prefill: int, rounds: int = 5, p
         raise SystemExit(f"bench genai: --max-length {max_length} is shorter than the prompt and steps "
                          f"({prefill} + {steps})")
     models = {}
-    for peer in ("ours", "stock"):
+    for peer in ("ours",) if ours_only else ("ours", "stock"):
         config = og.Config(model_dir)
         config.clear_providers()
         provider = name if peer == "ours" else "cuda" if device == "cuda" else None
@@ -558,16 +558,16 @@ def genai_benchmark(model_dir: str, steps: int, prefill: int, rounds: int = 5, p
             generator.generate_next_token()
             times.append(time.perf_counter() - t0)
             steps_left -= 1
-        return first, statistics.mean(times), list(generator.get_sequence(0))[prefill:]
+        return first, statistics.mean(times), [int(t) for t in generator.get_sequence(0)[prefill:]]
 
     for model in models.values():  # warm-up: a generation each
         generate(model)
-    bar = ProgressBar(2 * rounds, "genai") if progress else None
+    bar = ProgressBar(len(models) * rounds, "genai") if progress else None
     per_round = {k: [] for k in models}
     first_ms = {k: [] for k in models}
     tokens = {}
     for r in range(rounds):
-        for k in (["ours", "stock"] if r % 2 == 0 else ["stock", "ours"]):
+        for k in (list(models) if r % 2 == 0 else list(models)[::-1]):
             first, mean, tokens[k] = generate(models[k])
             first_ms[k].append(first * 1e3)
             per_round[k].append(mean * 1e3)
@@ -575,17 +575,19 @@ def genai_benchmark(model_dir: str, steps: int, prefill: int, rounds: int = 5, p
                 bar.update(1, f"round {r + 1}/{rounds} {k}")
     if bar:
         bar.close()
-    ms = {k: statistics.median(v) for k, v in per_round.items()}
-    same = next((i for i, (a, b) in enumerate(zip(tokens["ours"], tokens["stock"])) if a != b), len(tokens["ours"]))
-    return {"model": model_dir, "device": device, "stock": GENAI_PEERS[device], "steps": steps,
-            "prefill_tokens": prefill, "rounds": rounds, "max_length": max_length,
-            "past_present_share_buffer": "genai_config" if share_buffer is None else share_buffer,
-            "enable_cuda_graph": cuda_graph, "ours_ms_per_token": ms["ours"],
-            "stock_ms_per_token": ms["stock"], "ratio": ms["ours"] / ms["stock"],
-            "ours_first_token_ms": statistics.median(first_ms["ours"]),
-            "stock_first_token_ms": statistics.median(first_ms["stock"]),
-            "ours_ms_per_token_rounds": per_round["ours"], "stock_ms_per_token_rounds": per_round["stock"],
-            "greedy_tokens_identical": f"{same}/{len(tokens['ours'])}", "onnxruntime_genai": og.__version__,
+    result = {"model": model_dir, "device": device, "stock": None if ours_only else GENAI_PEERS[device],
+              "steps": steps, "prefill_tokens": prefill, "rounds": rounds, "max_length": max_length,
+              "past_present_share_buffer": "genai_config" if share_buffer is None else share_buffer,
+              "enable_cuda_graph": cuda_graph}
+    for k in models:
+        result.update({f"{k}_ms_per_token": statistics.median(per_round[k]),
+                       f"{k}_first_token_ms": statistics.median(first_ms[k]), f"{k}_ms_per_token_rounds": per_round[k]})
+    if not ours_only:
+        same = next((i for i, (a, b) in enumerate(zip(tokens["ours"], tokens["stock"])) if a != b),
+                    len(tokens["ours"]))
+        result.update(ratio=result["ours_ms_per_token"] / result["stock_ms_per_token"],
+                      greedy_tokens_identical=f"{same}/{len(tokens['ours'])}")
+    return {**result, "ours_tokens": tokens["ours"], "onnxruntime_genai": og.__version__,
             "python": platform.python_version(), "machine": f"{platform.machine()} {platform.processor() or ''}".strip()}
 
 
@@ -593,10 +595,12 @@ def print_genai_result(r: dict, json_path: str | None) -> None:
     print(f"onnxruntime-genai {r['onnxruntime_genai']} Generator, {r['model']}: {r['prefill_tokens']}-token prompt, "
           f"then {r['steps']} greedy tokens, {r['rounds']} rounds; max_length {r['max_length']}, "
           f"past_present_share_buffer {r['past_present_share_buffer']}, enable_cuda_graph {int(r['enable_cuda_graph'])}; "
-          f"stock: {r['stock']}")
+          f"stock: {r['stock'] or 'not run (--ep seamless)'}")
     for k, label in (("ours", "ours     "), ("stock", "stock ORT")):
-        print(f"  {label} {r[f'{k}_ms_per_token']:8.3f} ms/token, first token {r[f'{k}_first_token_ms']:.1f} ms")
-    print(f"  ratio ours/stock {r['ratio']:.2f}x   (first {r['greedy_tokens_identical']} greedy tokens identical)")
+        if f"{k}_ms_per_token" in r:
+            print(f"  {label} {r[f'{k}_ms_per_token']:8.3f} ms/token, first token {r[f'{k}_first_token_ms']:.1f} ms")
+    if "ratio" in r:
+        print(f"  ratio ours/stock {r['ratio']:.2f}x   (first {r['greedy_tokens_identical']} greedy tokens identical)")
     if json_path:
         with open(json_path, "w") as f:
             json.dump({"benchmark": "genai", **r}, f, indent=2)

@@ -446,7 +446,8 @@ def _add_decode_options(sub) -> None:
                    help="genai --device cuda: both providers with enable_cuda_graph=1")
     p.add_argument("--ep", choices=["both", "seamless", "ort-cuda", "torch"], default="both",
                    help="decode-gpu: which peer (both: our EP in each capture mode, ORT's CUDA EP eager and with its "
-                        "CUDA graph, and PyTorch given --torch-checkpoint, each in its own process, with speed-ups)")
+                        "CUDA graph, and PyTorch given --torch-checkpoint, each in its own process, with speed-ups); "
+                        "genai: both, or seamless for our EP alone (e.g. --device cuda with genai's CPU build)")
     p.add_argument("--capture", choices=["auto", "off"], default="auto",
                    help="decode-gpu --ep seamless --mode growing, growing-device or growing-c: our EP's capture option")
     p.add_argument("--profile", action="store_true",
@@ -486,9 +487,10 @@ def _add_decode_options(sub) -> None:
     p.epilog = ("bench decode MODEL_DIR [--steps N] [--threads N] [--json F]: greedy LLM decoding, ms/token of "
                 "our EP and stock ORT's CPU EP in this process, alternating whole generations. "
                 "bench genai MODEL_DIR [--steps N] [--prefill N] [--device cuda] [--max-length N] [--share-buffer on|off] "
-                "[--cuda-graph] [--json F]: the same driven by "
+                "[--cuda-graph] [--ep seamless] [--json F]: the same driven by "
                 "onnxruntime-genai's Generator (our EP registered as its plugin library), with the time to the first "
-                "token; --device cuda: our CUDA EP against genai's own cuda provider (onnxruntime-genai-cuda). "
+                "token; --device cuda: our CUDA EP against genai's own cuda provider (onnxruntime-genai-cuda); "
+                "--ep seamless: ours alone. "
                 "bench decode-gpu MODEL_DIR [--ep both] [--peer-pythonpath DIR] [--json F] [--chart PNG]: the same on "
                 "an NVIDIA GPU, our CUDA EP (capture=auto, eager, enable_cuda_graph=1, capture=auto with the KV cache on "
                 "the GPU) against ORT's CUDA EP from onnxruntime-gpu (eager, enable_cuda_graph=1, eager with the KV cache "
@@ -510,10 +512,13 @@ def cmd_bench_genai(args) -> int:
     except ImportError:
         print("bench genai needs onnxruntime-genai: pip install onnxruntime-genai", file=sys.stderr)
         return 2
+    if args.ep not in ("both", "seamless"):
+        print(f"bench genai: --ep {args.ep} is for decode-gpu; genai runs both or seamless (ours alone)", file=sys.stderr)
+        return 2
     share = {None: None, "on": True, "off": False}[args.share_buffer]
     print_genai_result(genai_benchmark(args.model_dir, args.steps, args.prefill, args.decode_rounds,
                                        device=args.device, max_length=args.max_length, share_buffer=share,
-                                       cuda_graph=args.cuda_graph), args.json)
+                                       cuda_graph=args.cuda_graph, ours_only=args.ep == "seamless"), args.json)
     return 0
 
 
