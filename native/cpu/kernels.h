@@ -166,11 +166,17 @@ typedef struct {
   const float* packed_rows;     /* where seamless_conv_rows says so: each group's weights transposed (k x m/group), by
                                    seamless_sgemm_pack_b, seamless_sgemm_packed_size(k, m/group) floats a group; else
                                    NULL: the output positions as the GEMM's columns */
+  int64_t channels;             /* seamless_conv_channels's answer (packed_rows then given), or 0 */
 } SeamlessConvArgs;
 /* spatial.c: whether seamless_conv_f32 takes the output positions as the GEMM's rows (im2col transposed, times the
  * transposed weights, the result transposed into y) instead of its columns: few positions for the GEMM's 16-wide
  * panels (7 x 7 and 14 x 14 planes). The same outputs either way. */
 int64_t seamless_conv_rows(const SeamlessConvArgs* a);
+/* spatial.c: whether seamless_conv_f32 can take the output channels as its vectors' lanes (AVX-512, 2 spatial dims,
+ * stride 1 or 2 along the row, 16 output channels a group and 128 taps or more): tiles of 32 channels x up to 14
+ * positions of an output row, the taps read in place from the (padded) planes, weights as packed_rows. The same
+ * outputs as the other paths. */
+int64_t seamless_conv_channels(const SeamlessConvArgs* a);
 /* spatial.c: whether seamless_conv_f32 can read a's taps in place (seamless_sgemm_indirect) instead of im2col: 1-2
  * spatial dims, stride 1 (1x1 without pads too: x read in place rather than packed), 12 output channels a group or
  * more, AVX-512, and a padded row at most 1/4 longer than the output's (the columns past it are computed

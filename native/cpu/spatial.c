@@ -40,14 +40,16 @@ static inline void zero_floats(float* dst, int64_t n) {
 
 static int spatial_isa = -1;  /* seamless_spatial_set_isa */
 
-static int spatial_avx512(void) {
+static int spatial_avx512_cpu(void) {
   static int has = -1;
   if (has < 0) {
     __builtin_cpu_init();
     has = __builtin_cpu_supports("avx512f") ? 1 : 0;
   }
-  return has && spatial_isa != 0;
+  return has;
 }
+
+static int spatial_avx512(void) { return spatial_avx512_cpu() && spatial_isa != 0; }
 #endif
 
 #ifdef SPATIAL_AVX512
@@ -508,6 +510,47 @@ int64_t seamless_conv_rows(const SeamlessConvArgs* a) {
 
 static int use_rows(const SeamlessConvArgs* a) { return a->packed_rows && seamless_conv_rows(a); }
 
+/* The plane the channels path reads (2 spatial dims: the first of in_shape, kernel and out_shape 1): rows p1 of p2
+ * floats. x itself where the taps reach no padding; else a zero-padded copy of what they reach. */
+typedef struct {
+  int64_t p1, p2;
+  int padded;
+} ChannelPlane;
+
+static ChannelPlane channel_plane(const SeamlessConvArgs* a) {
+  ChannelPlane d;
+  d.p1 = (a->out_shape[1] - 1) * a->stride[1] + (a->kernel[1] - 1) * a->dilation[1] + 1;
+  d.p2 = (a->out_shape[2] - 1) * a->stride[2] + (a->kernel[2] - 1) * a->dilation[2] + 1;
+  d.padded = a->pad[1] || a->pad[2] || d.p1 > a->in_shape[1] || d.p2 > a->in_shape[2];
+  if (!d.padded) d.p1 = a->in_shape[1], d.p2 = a->in_shape[2];
+  return d;
+}
+
+/* The channels path's conditions, on a CPU with AVX-512 (whatever seamless_spatial_set_isa says: args made with it
+ * keep their path): 2 spatial dims, stride 1 or 2 along the row, 16 output channels a group or more, and 128 taps or
+ * more (a tile's transposition into y costs as much as ~16 taps' products: 1x1 of 64 channels at 56 x 56 lost 7 %). */
+enum { CHANNEL_MIN_TAPS = 128 };
+static int channels_fit(const SeamlessConvArgs* a) {
+#ifdef SPATIAL_AVX512
+  return spatial_avx512_cpu() && !depthwise(a) && a->in_shape[0] == 1 && a->kernel[0] == 1 && a->out_shape[0] == 1 &&
+         a->pad[0] == 0 && (a->stride[2] == 1 || a->stride[2] == 2) && a->m / a->group >= 16 &&
+         a->k >= CHANNEL_MIN_TAPS;
+#else
+  (void)a;
+  return 0;
+#endif
+}
+
+int64_t seamless_conv_channels(const SeamlessConvArgs* a) {
+#ifdef SPATIAL_AVX512
+  return spatial_avx512() && channels_fit(a);
+#else
+  return channels_fit(a);
+#endif
+}
+
+static int use_channels(const SeamlessConvArgs* a) { return a->channels && a->packed_rows && channels_fit(a); }
+
 /* The direct path's scratch: the taps' offsets (2 floats each), the GEMM's last columns packed, the padded planes
  * and pad_plane's slack (where pads are), the GEMM's output before its dropped columns go (where there
  * are any) */
@@ -522,6 +565,10 @@ static int64_t direct_floats(const SeamlessConvArgs* a) {
  * depthwise convolution's padded planes and sums (a task's each) */
 int64_t seamless_conv_scratch_floats(const SeamlessConvArgs* a) {
   if (depthwise(a)) return (int64_t)depthwise_tasks(a) * depthwise_floats(a);
+  if (use_channels(a)) {
+    const ChannelPlane d = channel_plane(a);
+    return 2 * a->k + (d.padded ? a->c / a->group * d.p1 * d.p2 + PAD_SLACK : 0);
+  }
   if (use_rows(a)) return a->l * a->k + a->l * (a->m / a->group) + CONV_TASKS * 16 * (a->l + ROW_SLACK);
   if (use_direct(a)) return direct_floats(a);
   const int64_t cols = conv_block_columns(a);
@@ -575,6 +622,121 @@ static void conv_direct(const SeamlessConvArgs* a, const float* x, const float* 
     }
 }
 
+/* The channels path (AVX-512): the output channels as the vectors' lanes, so no position is computed and dropped
+ * (the direct path's GEMM columns run on past a row's end: 224 of them for a 13 x 13 plane's 169 outputs). A tile is
+ * V panels of 16 channels (packed_rows: K x 16 each, k-major) times N positions along an output row, each position
+ * tap r's float broadcast from the plane at off[r] (conv_direct's offsets); every output the sum over the taps in
+ * order from 0, then the bias: the GEMM's sums, the same bits. Stored to out[p * 16 V + 16 v + lane]. */
+#ifdef SPATIAL_AVX512
+enum { CHANNEL_TILE_POSITIONS = 14 };  /* 2 x 14 sums, two weight vectors and a broadcast: 31 of the 32 registers */
+
+#define DEFINE_CHANNEL_TILE(V, N, S)                                                                            \
+  __attribute__((target("avx512f"))) static void channel_tile_##V##_##N##_##S(                                \
+      const float* w, int64_t panel, const float* x, const int64_t* off, int64_t K, float* out) {              \
+    __m512 acc[V][N];                                                                                           \
+    for (int v = 0; v < V; v++)                                                                                 \
+      for (int p = 0; p < N; p++) acc[v][p] = _mm512_setzero_ps();                                              \
+    for (int64_t r = 0; r < K; r++) {                                                                           \
+      const float* xr = x + off[r];                                                                             \
+      const __m512 w0 = _mm512_loadu_ps(w + r * 16), w1 = V > 1 ? _mm512_loadu_ps(w + panel + r * 16) : w0;   \
+      _Pragma("GCC unroll 16") for (int p = 0; p < N; p++) {                                                    \
+        const __m512 b = _mm512_set1_ps(xr[p * S]);                                                             \
+        acc[0][p] = _mm512_fmadd_ps(w0, b, acc[0][p]);                                                          \
+        if (V > 1) acc[V - 1][p] = _mm512_fmadd_ps(w1, b, acc[V - 1][p]);                                       \
+      }                                                                                                         \
+    }                                                                                                           \
+    for (int v = 0; v < V; v++)                                                                                 \
+      for (int p = 0; p < N; p++) _mm512_storeu_ps(out + p * 16 * V + 16 * v, acc[v][p]);                       \
+  }
+#define DEFINE_CHANNEL_TILES(N) \
+  DEFINE_CHANNEL_TILE(1, N, 1) DEFINE_CHANNEL_TILE(2, N, 1) DEFINE_CHANNEL_TILE(1, N, 2) DEFINE_CHANNEL_TILE(2, N, 2)
+DEFINE_CHANNEL_TILES(1) DEFINE_CHANNEL_TILES(2) DEFINE_CHANNEL_TILES(3) DEFINE_CHANNEL_TILES(4)
+DEFINE_CHANNEL_TILES(5) DEFINE_CHANNEL_TILES(6) DEFINE_CHANNEL_TILES(7) DEFINE_CHANNEL_TILES(8)
+DEFINE_CHANNEL_TILES(9) DEFINE_CHANNEL_TILES(10) DEFINE_CHANNEL_TILES(11) DEFINE_CHANNEL_TILES(12)
+DEFINE_CHANNEL_TILES(13) DEFINE_CHANNEL_TILES(14)
+
+typedef void (*ChannelTileFn)(const float*, int64_t, const float*, const int64_t*, int64_t, float*);
+#define CHANNEL_TILE_SET(N) {{channel_tile_1_##N##_1, channel_tile_2_##N##_1}, {channel_tile_1_##N##_2, channel_tile_2_##N##_2}}
+static const ChannelTileFn channel_tiles[CHANNEL_TILE_POSITIONS][2][2] = {  /* [positions - 1][stride - 1][V - 1] */
+    CHANNEL_TILE_SET(1), CHANNEL_TILE_SET(2), CHANNEL_TILE_SET(3), CHANNEL_TILE_SET(4), CHANNEL_TILE_SET(5),
+    CHANNEL_TILE_SET(6), CHANNEL_TILE_SET(7), CHANNEL_TILE_SET(8), CHANNEL_TILE_SET(9), CHANNEL_TILE_SET(10),
+    CHANNEL_TILE_SET(11), CHANNEL_TILE_SET(12), CHANNEL_TILE_SET(13), CHANNEL_TILE_SET(14)};
+
+typedef struct {
+  const SeamlessConvArgs* a;
+  const float *plane, *panels, *bias;  /* a group's: its (padded) planes, packed_rows, bias (or NULL) */
+  const int64_t* off;
+  float* y;                            /* the group's outputs, m/group x l */
+  int64_t p2, blocks;                  /* the plane's row length; blocks of 32 channels */
+  size_t tasks;
+} ChannelJob;
+
+/* A task's (block of 32 channels, output row) pairs, block-major: consecutive pairs read the same weights. A row
+ * is cut into near-equal runs of at most CHANNEL_TILE_POSITIONS. */
+static void channel_task(void* user, size_t task) {
+  const ChannelJob* job = user;
+  const SeamlessConvArgs* a = job->a;
+  const int64_t mg = a->m / a->group, out1 = a->out_shape[1], out2 = a->out_shape[2], K = a->k;
+  const int64_t runs = (out2 + CHANNEL_TILE_POSITIONS - 1) / CHANNEL_TILE_POSITIONS;
+  float out[CHANNEL_TILE_POSITIONS * 32];
+  size_t u0, u1;
+  seamless_task_range((size_t)(job->blocks * out1), job->tasks, task, &u0, &u1);
+  for (size_t u = u0; u < u1; u++) {
+    const int64_t block = (int64_t)u / out1, o1 = (int64_t)u % out1, m0 = block * 32;
+    const int64_t vecs = mg - m0 > 16 ? 2 : 1, lanes = mg - m0 < 32 ? mg - m0 : 32;
+    const float* w = job->panels + block * 2 * K * 16;
+    for (int64_t run = 0, o2 = 0; run < runs; run++) {
+      const int64_t n = (out2 - o2) / (runs - run);  /* the rest shared evenly by the runs left */
+      channel_tiles[n - 1][a->stride[2] - 1][vecs - 1](w, K * 16, job->plane + o1 * a->stride[1] * job->p2 +
+                                                           o2 * a->stride[2], job->off, K, out);
+      float* yr = job->y + o1 * out2 + o2;
+      for (int64_t j = 0; j < lanes; j++) {
+        const float bias = job->bias ? job->bias[m0 + j] : 0.0f;
+        float* yj = yr + (m0 + j) * a->l;
+        if (job->bias)
+          for (int64_t p = 0; p < n; p++) yj[p] = out[p * 16 * vecs + j] + bias;
+        else
+          for (int64_t p = 0; p < n; p++) yj[p] = out[p * 16 * vecs + j];
+      }
+      o2 += n;
+    }
+  }
+}
+#endif
+
+/* Per image and group: the planes padded into the scratch where the convolution pads (as conv_direct's), the
+ * channels path's tiles over them */
+static void conv_channels(const SeamlessConvArgs* a, const float* x, const float* z, float* y, float* scratch,
+                          void* par_fn, void* par_ctx) {
+#ifdef SPATIAL_AVX512
+  const int64_t cg = a->c / a->group, mg = a->m / a->group, in1 = a->in_shape[1], in2 = a->in_shape[2];
+  const int64_t k1 = a->kernel[1], k2 = a->kernel[2];
+  const ChannelPlane d = channel_plane(a);
+  const size_t packed_group = seamless_sgemm_packed_size((size_t)a->k, (size_t)mg);
+  int64_t* off = (int64_t*)scratch;
+  float* plane = scratch + 2 * a->k;
+  const int64_t ext[3] = {1, d.p1, d.p2};
+  for (int64_t r = 0; r < a->k; r++)
+    off[r] = r / (k1 * k2) * d.p1 * d.p2 + r / k2 % k1 * a->dilation[1] * d.p2 + r % k2 * a->dilation[2];
+  ChannelJob job = {a, NULL, NULL, NULL, off, NULL, d.p2, (mg + 31) / 32, 0};
+  job.tasks = seamless_task_count((size_t)(mg * a->l * a->k), 1 << 18);
+  if (job.tasks > (size_t)(job.blocks * a->out_shape[1])) job.tasks = (size_t)(job.blocks * a->out_shape[1]);
+  for (int64_t n = 0; n < a->n; n++)
+    for (int64_t g = 0; g < a->group; g++) {
+      const float* xg = x + (n * a->c + g * cg) * in1 * in2;
+      for (int64_t c = 0; d.padded && c < cg; c++) pad_plane(a, xg + c * in1 * in2, ext, plane + c * d.p1 * d.p2);
+      job.plane = d.padded ? plane : xg;
+      job.panels = a->packed_rows + g * packed_group;
+      job.bias = a->bias ? a->bias + g * mg : NULL;
+      job.y = y + (n * a->m + g * mg) * a->l;
+      seamless_run_tasks(par_fn, par_ctx, job.tasks, channel_task, &job);
+      finish_rows(a, y, z, (n * a->m + g * mg) * a->l, mg, a->l, a->l);
+    }
+#else
+  (void)a, (void)x, (void)z, (void)y, (void)scratch, (void)par_fn, (void)par_ctx;
+#endif
+}
+
 /* The rows path, per image and group: product[l, m/group] = cols^T . W^T (+ the bias per column), cols^T made by
  * im2col's rows transposed (x's own rows for a 1x1 stride-1 convolution), then transposed into y. Each output the
  * same sum in the same order as the columns path, so the same bits. */
@@ -611,6 +773,10 @@ void seamless_conv_f32(const SeamlessConvArgs* a, const float* x, const float* z
     DepthwiseJob job = {a, x, y, depthwise_floats(a) ? scratch : NULL, depthwise_tasks(a)};
     seamless_run_tasks(par_fn, par_ctx, job.tasks, depthwise_task, &job);
     finish_rows(a, y, z, 0, a->n * a->m, a->l, a->l);
+    return;
+  }
+  if (use_channels(a)) {
+    conv_channels(a, x, z, y, scratch, par_fn, par_ctx);
     return;
   }
   if (use_rows(a)) {

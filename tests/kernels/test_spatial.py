@@ -4,6 +4,8 @@ DeformConv) (kernels/cpu/spatial.py) against stock ORT.
 Conv-like ops sum many products in a different order than ORT's MLAS kernels (im2col + BLAS vs
 direct/Winograd-free GEMM tiling), so they are compared with rtol 1e-4 instead of 1e-5.
 """
+import pathlib
+
 import numpy as np
 import pytest
 
@@ -13,6 +15,8 @@ from parity import check_node
 rng = np.random.default_rng(1)
 I64 = np.int64
 CONV_TOL = {"rtol": 1e-4, "atol": 1e-5}
+CPUINFO = pathlib.Path("/proc/cpuinfo")
+AVX512 = CPUINFO.exists() and " avx512f" in CPUINFO.read_text()  # where spatial.c's AVX-512 paths run
 
 
 check = check_node
@@ -148,19 +152,36 @@ ROWS_CASES = [
 ]
 
 
-@pytest.mark.parametrize("xs,ws,attrs", DIRECT_CASES + ROWS_CASES)
+# The output channels as vector lanes (seamless_conv_channels: AVX-512, stride 1 or 2 along the row, 16 output
+# channels a group and 128 taps or more): 32-channel blocks whole and partial (16 + 8, a single panel of 16, 40 = 32 +
+# 8), rows cut into runs (13, 14, 30 = 3 x 10, 57 = 4 x 14 + 1 shared), padded, unpadded and cropped planes (input
+# past the last tap), dilations, groups, two images, 1-D, strides 2 both ways and along the row only
+CHANNELS_CASES = [
+    ((1, 24, 13, 13), (64, 24, 3, 3), {"pads": [1, 1, 1, 1]}),
+    ((2, 16, 14, 30), (40, 16, 3, 3), {"pads": [1, 1, 1, 1]}),
+    ((1, 130, 9, 57), (16, 130, 1, 1), {}),
+    ((1, 64, 12, 14), (48, 32, 3, 2), {"group": 2, "pads": [1, 0, 2, 1], "dilations": [2, 1]}),
+    ((1, 32, 40), (24, 32, 5), {"pads": [2, 2]}),
+    ((1, 32, 7, 7), (48, 32, 3, 3), {"pads": [1, 1, 1, 1]}),
+    ((1, 32, 28, 28), (64, 32, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    ((1, 16, 16, 30), (24, 16, 3, 3), {"strides": [1, 2]}),  # the last column never read: x in place all the same
+    ((1, 160, 14, 14), (32, 160, 1, 1), {"strides": [2, 2]}),
+]
+
+
+@pytest.mark.parametrize("xs,ws,attrs", DIRECT_CASES + ROWS_CASES + CHANNELS_CASES)
 def test_conv_direct(xs, ws, attrs):
     check("Conv", [data(xs), data(ws), data(ws[0])], attrs, const=[1, 2], **CONV_TOL)
 
 
-@pytest.mark.parametrize("xs,ws,attrs", DIRECT_CASES + ROWS_CASES + [
+@pytest.mark.parametrize("xs,ws,attrs", DIRECT_CASES + ROWS_CASES + CHANNELS_CASES + [
     ((1, 64, 20, 20), (48, 32, 3, 3), {"group": 2, "strides": [2, 2], "pads": [1, 1, 1, 1]}),  # im2col, groups
 ])
 @pytest.mark.parametrize("bias", [False, True])
 def test_conv_direct_is_im2col_bitwise(xs, ws, attrs, bias):
-    # The same sums in the same order every way (direct, im2col, and the positions as the GEMM's rows), so the same
-    # bits; against a float64 reference too (the weights packed per group: each group's rows at g * m/group * k of
-    # the flat weights)
+    # The same sums in the same order every way (direct, im2col, the positions as the GEMM's rows and the channels as
+    # vector lanes), so the same bits; against a float64 reference too (the weights packed per group: each group's
+    # rows at g * m/group * k of the flat weights)
     from onnxruntime_ep_seamless.kernels.cpu import native
     x, w, b = data(xs), data(ws), data(ws[0]) if bias else None
     nd, group = len(xs) - 2, attrs.get("group", 1)
@@ -168,13 +189,17 @@ def test_conv_direct_is_im2col_bitwise(xs, ws, attrs, bias):
     strides = attrs.get("strides", [1] * nd)
     out = [(i + pads[d] + pads[d + nd] - (k - 1) * dil[d] - 1) // strides[d] + 1
            for d, (i, k) in enumerate(zip(xs[2:], ws[2:]))]
-    ys = []
-    for direct, rows in ((True, False), (False, False), (False, True)):
-        args, _kept = native.conv_args(x.shape, w, b, group, strides, dil, pads[:nd], out, direct=direct, rows=rows)
+    ys, ways = [], []
+    for direct, rows, channels in ((True, False, False), (False, False, False), (False, True, False),
+                                   (False, False, True)):
+        args, _kept = native.conv_args(x.shape, w, b, group, strides, dil, pads[:nd], out, direct=direct, rows=rows,
+                                       channels=channels)
         ys.append(native.conv(x, args).reshape(xs[0], ws[0], *out))
-    # the last way: the rows path where the case is for it
-    assert args.packed_rows != native.ffi.NULL or (xs, ws, attrs) not in ROWS_CASES
-    assert np.array_equal(ys[0], ys[1]) and np.array_equal(ys[0], ys[2])
+        ways.append((args.direct, args.packed_rows != native.ffi.NULL, args.channels))
+    # the rows and channels ways where the case is for them (channels: on AVX-512 CPUs)
+    assert ways[2][1] or (xs, ws, attrs) not in ROWS_CASES
+    assert ways[3][2] or (xs, ws, attrs) not in CHANNELS_CASES or not AVX512
+    assert all(np.array_equal(ys[0], y) for y in ys[1:])
     xp = np.pad(x.astype(np.float64), [(0, 0), (0, 0)] + [(pads[d], pads[d + nd]) for d in range(nd)])
     ref = np.zeros(ys[0].shape)
     mg, cg = ws[0] // group, ws[1]

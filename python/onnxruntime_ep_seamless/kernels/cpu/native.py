@@ -664,11 +664,12 @@ def gqa(query, key, value, past_key, past_value, seqlens_k, first_prompt, presen
 
 
 def conv_args(x_shape, w: np.ndarray, bias, group: int, strides, dilations, begin, out, direct=True, relu=False,
-              rows=True):
+              rows=True, channels=True):
     """SeamlessConvArgs for x (N, C, *spatial, 1-3 dims) and the weights w (M, C/group, *kernel) float32, shapes
     already checked to agree; returns (args, what they point at). direct=False: im2col even where the taps can be
     read in place (seamless_conv_direct); rows=False: the positions as the GEMM's columns even where they would be its
-    rows (seamless_conv_rows); the same outputs every way. relu: Relu on the output (FusedConv)."""
+    rows (seamless_conv_rows); channels=False: not the output channels as vector lanes (seamless_conv_channels); the
+    same outputs every way. relu: Relu on the output (FusedConv)."""
     nd = len(x_shape) - 2
     n, c, m = x_shape[0], x_shape[1], w.shape[0]
     mg, kernel = m // group, w.shape[2:]
@@ -689,7 +690,8 @@ def conv_args(x_shape, w: np.ndarray, bias, group: int, strides, dilations, begi
         getattr(args, field)[0:3] = [0 if field == "pad" else 1] * lead + [int(d[i]) for d in dims]
     args.direct = direct and lib.seamless_conv_direct(args)
     args.relu = int(relu)
-    if rows and lib.seamless_conv_rows(args):  # each group's weights transposed, packed as the GEMM's B, once
+    args.channels = channels and lib.seamless_conv_channels(args)
+    if args.channels or rows and lib.seamless_conv_rows(args):  # each group's weights transposed, packed as B, once
         size = lib.seamless_sgemm_packed_size(k, mg)
         packed = np.empty(group * size, np.float32)
         for g in range(group):
