@@ -173,7 +173,7 @@ typedef struct {
  * panels (7 x 7 and 14 x 14 planes). The same outputs either way. */
 int64_t seamless_conv_rows(const SeamlessConvArgs* a);
 /* spatial.c: whether seamless_conv_f32 can take the output channels as its vectors' lanes (AVX-512, 2 spatial dims,
- * stride 1 or 2 along the row, 16 output channels a group and 128 taps or more): tiles of 32 channels x up to 14
+ * stride 1 or 2 along the row, 16 output channels a group and 16 taps or more): tiles of 32 channels x up to 14
  * positions of an output row, the taps read in place from the (padded) planes, weights as packed_rows. The same
  * outputs as the other paths. */
 int64_t seamless_conv_channels(const SeamlessConvArgs* a);

@@ -527,9 +527,10 @@ static ChannelPlane channel_plane(const SeamlessConvArgs* a) {
 }
 
 /* The channels path's conditions, on a CPU with AVX-512 (whatever seamless_spatial_set_isa says: args made with it
- * keep their path): 2 spatial dims, stride 1 or 2 along the row, 16 output channels a group or more, and 128 taps or
- * more (a tile's transposition into y costs as much as ~16 taps' products: 1x1 of 64 channels at 56 x 56 lost 7 %). */
-enum { CHANNEL_MIN_TAPS = 128 };
+ * keep their path): 2 spatial dims, stride 1 or 2 along the row, 16 output channels a group or more, and 16 taps or
+ * more (a tile's transposition into y costs about 5 taps' products: 1x1 16 -> 64 at 55 x 55 lost 5 % alone, won 8 %
+ * with FusedConv's Relu, which the other paths apply in a pass of their own; a 3x3 stem of 3 channels won 15 %). */
+enum { CHANNEL_MIN_TAPS = 16 };
 static int channels_fit(const SeamlessConvArgs* a) {
 #ifdef SPATIAL_AVX512
   return spatial_avx512_cpu() && !depthwise(a) && a->in_shape[0] == 1 && a->kernel[0] == 1 && a->out_shape[0] == 1 &&
@@ -667,9 +668,59 @@ typedef struct {
   const float *plane, *panels, *bias;  /* a group's: its (padded) planes, packed_rows, bias (or NULL) */
   const int64_t* off;
   float* y;                            /* the group's outputs, m/group x l */
+  const float* z;                      /* the residual at y's place, or NULL */
   int64_t p2, blocks;                  /* the plane's row length; blocks of 32 channels */
   size_t tasks;
 } ChannelJob;
+
+/* The 16 x 16 floats of r transposed in place: r[j][i] = r[i][j] before */
+SPATIAL_AVX512_INLINE void transpose16(__m512 r[16]) {
+  __m512 t[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4) {
+    const __m512d t0 = _mm512_castps_pd(t[i]), t1 = _mm512_castps_pd(t[i + 1]);
+    const __m512d t2 = _mm512_castps_pd(t[i + 2]), t3 = _mm512_castps_pd(t[i + 3]);
+    r[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(t0, t2));
+    r[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(t0, t2));
+    r[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(t1, t3));
+    r[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(t1, t3));
+  }
+  for (int i = 0; i < 4; i++) {
+    t[i] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0x88);
+    t[i + 4] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0xdd);
+    t[i + 8] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0x88);
+    t[i + 12] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0xdd);
+  }
+  for (int i = 0; i < 8; i++) {
+    r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
+    r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd);
+  }
+}
+
+/* A tile's sums (out: n positions of 16 vecs channels) into y's rows of its `lanes` channels (row stride l), 16
+ * channels transposed at a time: plus the bias, the residual z, then the Relu, as finish_rows would (the same values) */
+__attribute__((target("avx512f"))) static void channel_store(const ChannelJob* job, const float* out, int64_t vecs,
+                                                              int64_t lanes, int64_t n, int64_t m0, int64_t at) {
+  const int64_t l = job->a->l;
+  const __mmask16 row = (__mmask16)((1u << n) - 1);
+  for (int64_t v = 0; v < vecs; v++) {
+    __m512 r[16];
+    for (int64_t p = 0; p < 16; p++) r[p] = p < n ? _mm512_loadu_ps(out + p * 16 * vecs + 16 * v) : _mm512_setzero_ps();
+    transpose16(r);
+    for (int64_t j = 0; j < 16 && 16 * v + j < lanes; j++) {
+      const int64_t m = m0 + 16 * v + j, place = m * l + at;
+      __m512 value = r[j];
+      if (job->bias) value = _mm512_add_ps(value, _mm512_set1_ps(job->bias[m]));
+      if (job->z) value = _mm512_add_ps(value, _mm512_maskz_loadu_ps(row, job->z + place));
+      if (job->a->relu)  /* seamless_relu_f32: x where x > 0 or NaN, else 0 */
+        value = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(value, _mm512_setzero_ps(), _CMP_NLE_UQ), value);
+      _mm512_mask_storeu_ps(job->y + place, row, value);
+    }
+  }
+}
 
 /* A task's (block of 32 channels, output row) pairs, block-major: consecutive pairs read the same weights. A row
  * is cut into near-equal runs of at most CHANNEL_TILE_POSITIONS. */
@@ -689,15 +740,7 @@ static void channel_task(void* user, size_t task) {
       const int64_t n = (out2 - o2) / (runs - run);  /* the rest shared evenly by the runs left */
       channel_tiles[n - 1][a->stride[2] - 1][vecs - 1](w, K * 16, job->plane + o1 * a->stride[1] * job->p2 +
                                                            o2 * a->stride[2], job->off, K, out);
-      float* yr = job->y + o1 * out2 + o2;
-      for (int64_t j = 0; j < lanes; j++) {
-        const float bias = job->bias ? job->bias[m0 + j] : 0.0f;
-        float* yj = yr + (m0 + j) * a->l;
-        if (job->bias)
-          for (int64_t p = 0; p < n; p++) yj[p] = out[p * 16 * vecs + j] + bias;
-        else
-          for (int64_t p = 0; p < n; p++) yj[p] = out[p * 16 * vecs + j];
-      }
+      channel_store(job, out, vecs, lanes, n, m0, o1 * out2 + o2);
       o2 += n;
     }
   }
@@ -718,7 +761,7 @@ static void conv_channels(const SeamlessConvArgs* a, const float* x, const float
   const int64_t ext[3] = {1, d.p1, d.p2};
   for (int64_t r = 0; r < a->k; r++)
     off[r] = r / (k1 * k2) * d.p1 * d.p2 + r / k2 % k1 * a->dilation[1] * d.p2 + r % k2 * a->dilation[2];
-  ChannelJob job = {a, NULL, NULL, NULL, off, NULL, d.p2, (mg + 31) / 32, 0};
+  ChannelJob job = {a, NULL, NULL, NULL, off, NULL, NULL, d.p2, (mg + 31) / 32, 0};
   job.tasks = seamless_task_count((size_t)(mg * a->l * a->k), 1 << 18);
   if (job.tasks > (size_t)(job.blocks * a->out_shape[1])) job.tasks = (size_t)(job.blocks * a->out_shape[1]);
   for (int64_t n = 0; n < a->n; n++)
@@ -729,8 +772,8 @@ static void conv_channels(const SeamlessConvArgs* a, const float* x, const float
       job.panels = a->packed_rows + g * packed_group;
       job.bias = a->bias ? a->bias + g * mg : NULL;
       job.y = y + (n * a->m + g * mg) * a->l;
+      job.z = z ? z + (n * a->m + g * mg) * a->l : NULL;
       seamless_run_tasks(par_fn, par_ctx, job.tasks, channel_task, &job);
-      finish_rows(a, y, z, (n * a->m + g * mg) * a->l, mg, a->l, a->l);
     }
 #else
   (void)a, (void)x, (void)z, (void)y, (void)scratch, (void)par_fn, (void)par_ctx;

@@ -153,7 +153,7 @@ ROWS_CASES = [
 
 
 # The output channels as vector lanes (seamless_conv_channels: AVX-512, stride 1 or 2 along the row, 16 output
-# channels a group and 128 taps or more): 32-channel blocks whole and partial (16 + 8, a single panel of 16, 40 = 32 +
+# channels a group and 16 taps or more): 32-channel blocks whole and partial (16 + 8, a single panel of 16, 40 = 32 +
 # 8), rows cut into runs (13, 14, 30 = 3 x 10, 57 = 4 x 14 + 1 shared), padded, unpadded and cropped planes (input
 # past the last tap), dilations, groups, two images, 1-D, strides 2 both ways and along the row only
 CHANNELS_CASES = [
@@ -166,6 +166,7 @@ CHANNELS_CASES = [
     ((1, 32, 28, 28), (64, 32, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]}),
     ((1, 16, 16, 30), (24, 16, 3, 3), {"strides": [1, 2]}),  # the last column never read: x in place all the same
     ((1, 160, 14, 14), (32, 160, 1, 1), {"strides": [2, 2]}),
+    ((1, 3, 33, 33), (16, 3, 3, 3), {"strides": [2, 2]}),  # an RGB stem: 27 taps
 ]
 
 
@@ -177,11 +178,12 @@ def test_conv_direct(xs, ws, attrs):
 @pytest.mark.parametrize("xs,ws,attrs", DIRECT_CASES + ROWS_CASES + CHANNELS_CASES + [
     ((1, 64, 20, 20), (48, 32, 3, 3), {"group": 2, "strides": [2, 2], "pads": [1, 1, 1, 1]}),  # im2col, groups
 ])
-@pytest.mark.parametrize("bias", [False, True])
-def test_conv_direct_is_im2col_bitwise(xs, ws, attrs, bias):
+@pytest.mark.parametrize("bias,residual", [(False, False), (True, False), (True, True)])
+def test_conv_direct_is_im2col_bitwise(xs, ws, attrs, bias, residual):
     # The same sums in the same order every way (direct, im2col, the positions as the GEMM's rows and the channels as
     # vector lanes), so the same bits; against a float64 reference too (the weights packed per group: each group's
-    # rows at g * m/group * k of the flat weights)
+    # rows at g * m/group * k of the flat weights); with `residual`, FusedConv's residual added and the Relu, which the
+    # channels path applies as it stores a tile, the others after a block
     from onnxruntime_ep_seamless.kernels.cpu import native
     x, w, b = data(xs), data(ws), data(ws[0]) if bias else None
     nd, group = len(xs) - 2, attrs.get("group", 1)
@@ -189,12 +191,13 @@ def test_conv_direct_is_im2col_bitwise(xs, ws, attrs, bias):
     strides = attrs.get("strides", [1] * nd)
     out = [(i + pads[d] + pads[d + nd] - (k - 1) * dil[d] - 1) // strides[d] + 1
            for d, (i, k) in enumerate(zip(xs[2:], ws[2:]))]
+    z = data((xs[0], ws[0], *out)) if residual else None
     ys, ways = [], []
     for direct, rows, channels in ((True, False, False), (False, False, False), (False, True, False),
                                    (False, False, True)):
         args, _kept = native.conv_args(x.shape, w, b, group, strides, dil, pads[:nd], out, direct=direct, rows=rows,
-                                       channels=channels)
-        ys.append(native.conv(x, args).reshape(xs[0], ws[0], *out))
+                                       channels=channels, relu=residual)
+        ys.append(native.conv(x, args, z).reshape(xs[0], ws[0], *out))
         ways.append((args.direct, args.packed_rows != native.ffi.NULL, args.channels))
     # the rows and channels ways where the case is for them (channels: on AVX-512 CPUs)
     assert ways[2][1] or (xs, ws, attrs) not in ROWS_CASES
@@ -211,6 +214,9 @@ def test_conv_direct_is_im2col_bitwise(xs, ws, attrs, bias):
             ref[:, g * mg:(g + 1) * mg] += np.einsum("mc,nc...->nm...", wg, patch)
     if bias:
         ref += b.reshape((1, -1) + (1,) * nd)
+    if residual:
+        ref = np.maximum(ref + z, 0)
+        assert (ys[0] == 0).any() and (ys[0] > 0).any()
     np.testing.assert_allclose(ys[0], ref, rtol=1e-4, atol=1e-4)
 
 
