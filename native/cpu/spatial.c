@@ -982,6 +982,8 @@ __attribute__((target("avx512f"))) static unsigned plane_specials_avx512(const f
   return (nan_or_neg_inf ? POOL_NAN_OR_NEG_INF : 0) | (zero ? POOL_NEG_ZERO : 0);
 }
 
+enum { POOL_ROW_TAPS = 17 };  /* the most taps along the row of a window plane_fits takes (16 floats wide) */
+
 /* Whether the AVX-512 plane loops (max_plane_avx512, average_plane_avx512) take a pool: 2-D, stride 1 or 2 along the
  * row, a window at most 17 floats wide along it and narrower than the row (so a window reaching into the row has a
  * tap inside it), rows short enough for 32-bit lane positions */
@@ -1051,7 +1053,34 @@ __attribute__((target("avx512f"))) static void max_plane_avx512(const SeamlessPo
 
 /* AveragePool of a 2-D plane (plane_fits), pool_one's values bit for bit: each output's taps summed from 0 in
  * pool_one's order (rows, then along the row; a tap outside the row adds a 0, which changes no sum), divided by
- * pool_one's count (the taps inside, or before the padded extent's end), a step's lanes at once. */
+ * pool_one's count (the taps inside, or before the padded extent's end), a step's lanes at once. At stride 1 each
+ * tap's 16 floats are one load masked to the row, at stride 2 picked from the step's floats. */
+/* A step of average_plane_avx512 (16 outputs of a row from output i): the same in every row */
+typedef struct {
+  __m512i columns;                    /* per lane: its taps along the row that count */
+  __mmask16 in[3];                    /* stride 2: step_lanes' */
+  __mmask16 tap_in[POOL_ROW_TAPS];    /* stride 1: per tap along the row, the lanes whose tap lies inside it */
+} AverageStep;
+enum { AVERAGE_STEPS = 8 };  /* the steps of a row made once a plane (longer rows: once a row) */
+
+SPATIAL_AVX512_INLINE void average_step(const SeamlessPoolArgs* a, int64_t i, int64_t c_hi, AverageStep* s) {
+  const int64_t width = a->in[2], st2 = a->stride[2], k2s = a->kernel[2], d2 = a->dilation[2];
+  const int64_t n = c_hi - i < 16 ? c_hi - i : 16, at = i * st2 - a->pad_begin[2];
+  const int with_pads = a->mode == SEAMLESS_POOL_AVERAGE_WITH_PADS;
+  const __m512i pick = lane_picks(st2), one = _mm512_set1_epi32(1);
+  const __m512i counted_end = _mm512_set1_epi32((int)(with_pads ? width + a->pad_end[2] : width));
+  step_lanes(at, st2 * (n - 1) + (k2s - 1) * d2 + 1, width, s->in);
+  s->columns = _mm512_setzero_si512();
+  for (int64_t k2 = 0; k2 < k2s; k2++) {
+    const __m512i pos = _mm512_add_epi32(_mm512_set1_epi32((int)(at + k2 * d2)), pick);
+    const __mmask16 counts = _mm512_cmplt_epi32_mask(pos, counted_end) &
+                             (with_pads ? 0xffffu : _mm512_cmpge_epi32_mask(pos, _mm512_setzero_si512()));
+    s->columns = _mm512_mask_add_epi32(s->columns, counts, s->columns, one);
+    s->tap_in[k2] = _mm512_cmpge_epi32_mask(pos, _mm512_setzero_si512()) &
+                    _mm512_cmplt_epi32_mask(pos, _mm512_set1_epi32((int)width)) & (__mmask16)((1u << n) - 1);
+  }
+}
+
 __attribute__((target("avx512f"))) static void average_plane_avx512(const SeamlessPoolArgs* a, const float* xp,
                                                                      float* yp) {
   const int64_t width = a->in[2], out2 = a->out[2], st2 = a->stride[2];
@@ -1059,8 +1088,10 @@ __attribute__((target("avx512f"))) static void average_plane_avx512(const Seamle
   const int with_pads = a->mode == SEAMLESS_POOL_AVERAGE_WITH_PADS;
   int64_t c_lo, c_hi, o[3] = {0, 0, 0};
   reaching_columns(a, &c_lo, &c_hi);
-  const __m512i pick = lane_picks(st2), one = _mm512_set1_epi32(1);
-  const __m512i counted_end = _mm512_set1_epi32((int)(with_pads ? width + a->pad_end[2] : width));
+  const __m512i pick = lane_picks(st2);
+  AverageStep steps[AVERAGE_STEPS], local;
+  const int once = c_hi - c_lo <= 16 * AVERAGE_STEPS;
+  for (int64_t i = c_lo; once && i < c_hi; i += 16) average_step(a, i, c_hi, &steps[(i - c_lo) / 16]);
   for (o[1] = 0; o[1] < a->out[1]; o[1]++, yp += out2) {
     int64_t lo1, hi1, pad1;
     const int64_t s1 = o[1] * a->stride[1] - a->pad_begin[1];
@@ -1070,24 +1101,21 @@ __attribute__((target("avx512f"))) static void average_plane_avx512(const Seamle
     const __m512i rows = _mm512_set1_epi32((int)(with_pads ? pad1 : hi1 - lo1));
     for (int64_t i = c_lo; i < c_hi; i += 16) {
       const int64_t n = c_hi - i < 16 ? c_hi - i : 16, at = i * st2 - a->pad_begin[2];
-      __mmask16 in[3];
-      step_lanes(at, st2 * (n - 1) + (k2s - 1) * d2 + 1, width, in);
-      __m512i columns = _mm512_setzero_si512();  /* per lane: its taps along the row that count */
-      for (int64_t k2 = 0; k2 < k2s; k2++) {
-        const __m512i pos = _mm512_add_epi32(_mm512_set1_epi32((int)(at + k2 * d2)), pick);
-        const __mmask16 counts = _mm512_cmplt_epi32_mask(pos, counted_end) &
-                                 (with_pads ? 0xffffu : _mm512_cmpge_epi32_mask(pos, _mm512_setzero_si512()));
-        columns = _mm512_mask_add_epi32(columns, counts, columns, one);
-      }
+      const AverageStep* step = once ? &steps[(i - c_lo) / 16] : (average_step(a, i, c_hi, &local), &local);
       __m512 sum = _mm512_setzero_ps();
       for (int64_t k1 = lo1; k1 < hi1; k1++) {
         const float* row = xp + (s1 + k1 * d1) * width + at;
-        const __m512 va = _mm512_maskz_loadu_ps(in[0], row), vb = _mm512_maskz_loadu_ps(in[1], row + 16);
-        const __m512 vc = _mm512_maskz_loadu_ps(in[2], row + 32);
-        for (int64_t k2 = 0; k2 < k2s; k2++)
-          sum = _mm512_add_ps(sum, pick_tap(va, vb, vc, pick, k2 * d2));
+        if (st2 == 1) {
+          for (int64_t k2 = 0; k2 < k2s; k2++)
+            sum = _mm512_add_ps(sum, _mm512_maskz_loadu_ps(step->tap_in[k2], row + k2 * d2));
+        } else {
+          const __m512 va = _mm512_maskz_loadu_ps(step->in[0], row), vb = _mm512_maskz_loadu_ps(step->in[1], row + 16);
+          const __m512 vc = _mm512_maskz_loadu_ps(step->in[2], row + 32);
+          for (int64_t k2 = 0; k2 < k2s; k2++)
+            sum = _mm512_add_ps(sum, pick_tap(va, vb, vc, pick, k2 * d2));
+        }
       }
-      const __m512 count = _mm512_cvtepi32_ps(_mm512_mullo_epi32(rows, columns));
+      const __m512 count = _mm512_cvtepi32_ps(_mm512_mullo_epi32(rows, step->columns));
       _mm512_mask_storeu_ps(yp + i, (__mmask16)((1u << n) - 1), _mm512_div_ps(sum, count));
     }
   }
@@ -1375,7 +1403,8 @@ static void pool_task(void* user, size_t task) {
     }
     if (average) {
 #ifdef SPATIAL_AVX512
-      if (a->stride[2] == 2 && plane_fits(a)) {  /* at stride 1 average_span's four sums at once are faster */
+      /* at stride 1 on longer rows average_span's four sums at once are faster */
+      if (plane_fits(a) && (a->stride[2] == 2 || a->out[2] <= 16)) {
         average_plane_avx512(a, xp, yp);
         continue;
       }

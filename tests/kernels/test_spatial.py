@@ -408,6 +408,11 @@ def test_average_pool_19(xs, attrs, count_include_pad):
     ((1, 2, 28, 28), {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "strides": [2, 2]}),  # ShuffleNet's
     ((1, 2, 14, 14), {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "strides": [2, 2], "ceil_mode": 1}),
     ((1, 3, 7, 7), {"kernel_shape": [7, 7]}),
+    # stride 1 on rows of at most 16 outputs: average_plane_avx512's taps loaded in place
+    ((1, 4, 14, 14), {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}),
+    ((1, 3, 7, 7), {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}),
+    ((1, 2, 9, 16), {"kernel_shape": [5, 4], "pads": [2, 3, 1, 0]}),
+    ((1, 2, 12, 15), {"kernel_shape": [3, 3], "pads": [2, 2, 2, 2], "dilations": [1, 2]}),
 ] + POOL_SPAN_CASES + POOL_ROW_CASES)
 @pytest.mark.parametrize("isa", [-1, 0], ids=["auto", "plain"])
 def test_average_pool_sums_each_window_as_stock(xs, attrs, count_include_pad, isa):
