@@ -76,6 +76,8 @@ SPATIAL_AVX512_INLINE void step_lanes(int64_t at, int64_t span, int64_t width, _
   }
 }
 
+enum { ROW_TAPS = 17 };  /* the most taps along the row of a window the plane loops take (16 floats wide) */
+
 /* The tap at `offset` along the row: lane j float picks[j] + offset of A B C (< 48; at stride 2 past 32 from B, C) */
 SPATIAL_AVX512_INLINE __m512 pick_tap(__m512 va, __m512 vb, __m512 vc, __m512i picks, int64_t offset) {
   const __m512i idx = _mm512_add_epi32(picks, _mm512_set1_epi32((int)offset));
@@ -353,10 +355,11 @@ static int depthwise_plane_fits(const SeamlessConvArgs* a) {
          (a->kernel[2] - 1) * a->dilation[2] <= 16 && a->in_shape[2] < (1 << 28) && a->pad[2] < (1 << 28);
 }
 
-/* A depthwise 2-D plane (depthwise_plane_fits), 16 outputs of a row a step: for each window row the floats the step's
- * taps read loaded once, masked to the row (zeros outside it: the padding's, as depthwise_padded's copy holds them),
- * each tap's picked from them and multiplied in, the taps in the weights' order, then the bias: depthwise_padded's
- * sums without its padded copy of the plane (whose stores its first reads waited for). */
+/* A depthwise 2-D plane (depthwise_plane_fits), 16 outputs of a row a step: at stride 2 for each window row the floats
+ * the step's taps read loaded once, masked to the row (zeros outside it: the padding's, as depthwise_padded's copy
+ * holds them), each tap's picked from them, at stride 1 each tap's loaded in place masked to the row; multiplied in,
+ * the taps in the weights' order, then the bias: depthwise_padded's sums without its padded copy of the plane (whose
+ * stores its first reads waited for). */
 __attribute__((target("avx512f"))) static void depthwise_plane_avx512(const SeamlessConvArgs* a, const float* xc,
                                                                        const float* w, float b, float* yc) {
   const int64_t in1 = a->in_shape[1], width = a->in_shape[2], out2 = a->out_shape[2], st2 = a->stride[2];
@@ -370,8 +373,24 @@ __attribute__((target("avx512f"))) static void depthwise_plane_avx512(const Seam
       step_lanes(at, st2 * (n - 1) + (k2s - 1) * d2 + 1, width, in);
       __m512 sum = zero;
       const float* wt = w;
+      __mmask16 tap_in[ROW_TAPS];  /* stride 1: per tap along the row, the lanes whose tap lies inside it */
+      if (st2 == 1) {
+        const __m512i pos = _mm512_add_epi32(_mm512_set1_epi32((int)at), lane_iota());
+        for (int64_t q2 = 0; q2 < k2s; q2++) {
+          const __m512i p = _mm512_add_epi32(pos, _mm512_set1_epi32((int)(q2 * d2)));
+          tap_in[q2] = _mm512_cmpge_epi32_mask(p, _mm512_setzero_si512()) &
+                       _mm512_cmplt_epi32_mask(p, _mm512_set1_epi32((int)width)) & (__mmask16)((1u << n) - 1);
+        }
+      }
       for (int64_t q1 = 0; q1 < k1s; q1++) {
         const int64_t r = o1 * a->stride[1] - a->pad[1] + q1 * d1;
+        if (st2 == 1) {  /* each tap one load masked to the row (14 x 14: 77 -> 68 us against picking it) */
+          for (int64_t q2 = 0; q2 < k2s; q2++, wt++)
+            if (r >= 0 && r < in1)
+              sum = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(tap_in[q2], xc + r * width + at + q2 * d2),
+                                    _mm512_set1_ps(*wt), sum);
+          continue;
+        }
         __m512 va = zero, vb = zero, vc = zero;
         if (r >= 0 && r < in1) {
           const float* row = xc + r * width + at;
@@ -982,8 +1001,6 @@ __attribute__((target("avx512f"))) static unsigned plane_specials_avx512(const f
   return (nan_or_neg_inf ? POOL_NAN_OR_NEG_INF : 0) | (zero ? POOL_NEG_ZERO : 0);
 }
 
-enum { POOL_ROW_TAPS = 17 };  /* the most taps along the row of a window plane_fits takes (16 floats wide) */
-
 /* Whether the AVX-512 plane loops (max_plane_avx512, average_plane_avx512) take a pool: 2-D, stride 1 or 2 along the
  * row, a window at most 17 floats wide along it and narrower than the row (so a window reaching into the row has a
  * tap inside it), rows short enough for 32-bit lane positions */
@@ -1010,6 +1027,44 @@ static void row_edges(const SeamlessPoolArgs* a, const float* xp, float* yp, int
     if (o[2] == c_lo && rows_inside) o[2] = c_hi;  /* those in between: the plane loop's */
     if (o[2] < a->out[2]) yp[o[2]] = pool_one(a, xp, o);
   }
+}
+
+/* What average_plane_avx512 derives from a pool's geometry alone, made once a task rather than once a plane (a 7 x 7
+ * plane's rows took four integer divisions each): the outputs whose window reaches into a row, [c_lo, c_hi); each
+ * output row's window rows inside, [lo1, hi1), and pad1 of them before the padded extent's end (window_taps); the
+ * steps along a row. (MaxPool's plane loop tests a row's edges without a division; kept there, a 112 x 112 pool took
+ * 4 % longer.) */
+enum { PLANE_ROWS = 64 };    /* output rows whose window rows are kept (more: found row by row) */
+enum { AVERAGE_STEPS = 8 };  /* AveragePool's steps kept (rows of more than 128 outputs: made row by row) */
+
+typedef struct {
+  __m512i columns;                    /* per lane: its taps along the row that count */
+  __mmask16 in[3];                    /* stride 2: step_lanes' */
+  __mmask16 tap_in[ROW_TAPS];    /* stride 1: per tap along the row, the lanes whose tap lies inside it */
+} AverageStep;
+
+typedef struct {
+  int ready, steps_ready;
+  int64_t c_lo, c_hi;
+  int64_t lo1[PLANE_ROWS], hi1[PLANE_ROWS], pad1[PLANE_ROWS];
+  AverageStep steps[AVERAGE_STEPS];
+} PlaneGeometry;
+
+static void plane_geometry(const SeamlessPoolArgs* a, PlaneGeometry* g) {
+  reaching_columns(a, &g->c_lo, &g->c_hi);
+  for (int64_t o1 = 0; o1 < a->out[1] && o1 < PLANE_ROWS; o1++)
+    window_taps(a, 1, o1 * a->stride[1] - a->pad_begin[1], &g->lo1[o1], &g->hi1[o1], &g->pad1[o1]);
+  g->ready = 1;
+}
+
+/* Output row o1's window rows inside (and before the padded end), from g where it keeps them */
+static inline void plane_row(const SeamlessPoolArgs* a, const PlaneGeometry* g, int64_t o1, int64_t* lo1,
+                             int64_t* hi1, int64_t* pad1) {
+  if (o1 < PLANE_ROWS) {
+    *lo1 = g->lo1[o1], *hi1 = g->hi1[o1], *pad1 = g->pad1[o1];
+    return;
+  }
+  window_taps(a, 1, o1 * a->stride[1] - a->pad_begin[1], lo1, hi1, pad1);
 }
 
 /* MaxPool of a 2-D plane without specials (plane_fits): a step's floats folded down the window's rows inside the
@@ -1056,13 +1111,6 @@ __attribute__((target("avx512f"))) static void max_plane_avx512(const SeamlessPo
  * pool_one's count (the taps inside, or before the padded extent's end), a step's lanes at once. At stride 1 each
  * tap's 16 floats are one load masked to the row, at stride 2 picked from the step's floats. */
 /* A step of average_plane_avx512 (16 outputs of a row from output i): the same in every row */
-typedef struct {
-  __m512i columns;                    /* per lane: its taps along the row that count */
-  __mmask16 in[3];                    /* stride 2: step_lanes' */
-  __mmask16 tap_in[POOL_ROW_TAPS];    /* stride 1: per tap along the row, the lanes whose tap lies inside it */
-} AverageStep;
-enum { AVERAGE_STEPS = 8 };  /* the steps of a row made once a plane (longer rows: once a row) */
-
 SPATIAL_AVX512_INLINE void average_step(const SeamlessPoolArgs* a, int64_t i, int64_t c_hi, AverageStep* s) {
   const int64_t width = a->in[2], st2 = a->stride[2], k2s = a->kernel[2], d2 = a->dilation[2];
   const int64_t n = c_hi - i < 16 ? c_hi - i : 16, at = i * st2 - a->pad_begin[2];
@@ -1081,27 +1129,30 @@ SPATIAL_AVX512_INLINE void average_step(const SeamlessPoolArgs* a, int64_t i, in
   }
 }
 
-__attribute__((target("avx512f"))) static void average_plane_avx512(const SeamlessPoolArgs* a, const float* xp,
-                                                                     float* yp) {
+__attribute__((target("avx512f"))) static void average_plane_avx512(const SeamlessPoolArgs* a, PlaneGeometry* g,
+                                                                     const float* xp, float* yp) {
   const int64_t width = a->in[2], out2 = a->out[2], st2 = a->stride[2];
   const int64_t d1 = a->dilation[1], k2s = a->kernel[2], d2 = a->dilation[2];
   const int with_pads = a->mode == SEAMLESS_POOL_AVERAGE_WITH_PADS;
-  int64_t c_lo, c_hi, o[3] = {0, 0, 0};
-  reaching_columns(a, &c_lo, &c_hi);
+  if (!g->ready) plane_geometry(a, g);
+  const int64_t c_lo = g->c_lo, c_hi = g->c_hi;
+  int64_t o[3] = {0, 0, 0};
   const __m512i pick = lane_picks(st2);
-  AverageStep steps[AVERAGE_STEPS], local;
+  AverageStep local;
   const int once = c_hi - c_lo <= 16 * AVERAGE_STEPS;
-  for (int64_t i = c_lo; once && i < c_hi; i += 16) average_step(a, i, c_hi, &steps[(i - c_lo) / 16]);
+  for (int64_t i = c_lo; once && !g->steps_ready && i < c_hi; i += 16)
+    average_step(a, i, c_hi, &g->steps[(i - c_lo) / 16]);
+  g->steps_ready = 1;
   for (o[1] = 0; o[1] < a->out[1]; o[1]++, yp += out2) {
     int64_t lo1, hi1, pad1;
+    plane_row(a, g, o[1], &lo1, &hi1, &pad1);
     const int64_t s1 = o[1] * a->stride[1] - a->pad_begin[1];
-    window_taps(a, 1, s1, &lo1, &hi1, &pad1);
     row_edges(a, xp, yp, o, c_lo, c_hi, lo1 < hi1);
     if (lo1 >= hi1) continue;
     const __m512i rows = _mm512_set1_epi32((int)(with_pads ? pad1 : hi1 - lo1));
     for (int64_t i = c_lo; i < c_hi; i += 16) {
       const int64_t n = c_hi - i < 16 ? c_hi - i : 16, at = i * st2 - a->pad_begin[2];
-      const AverageStep* step = once ? &steps[(i - c_lo) / 16] : (average_step(a, i, c_hi, &local), &local);
+      const AverageStep* step = once ? &g->steps[(i - c_lo) / 16] : (average_step(a, i, c_hi, &local), &local);
       __m512 sum = _mm512_setzero_ps();
       for (int64_t k1 = lo1; k1 < hi1; k1++) {
         const float* row = xp + (s1 + k1 * d1) * width + at;
@@ -1394,6 +1445,11 @@ static void pool_task(void* user, size_t task) {
   for (int d = 0; d < 3; d++) last[d] = (a->kernel[d] - 1) * a->dilation[d];
   size_t p0, p1;
   seamless_task_range((size_t)a->planes, job->tasks, task, &p0, &p1);
+#ifdef SPATIAL_AVX512
+  const int plane_loop = plane_fits(a);
+  PlaneGeometry g;  /* made by the first plane the plane loops take */
+  g.ready = g.steps_ready = 0;
+#endif
   for (size_t p = p0; p < p1; p++) {
     const float* xp = job->x + (int64_t)p * plane_in;
     float* yp = job->y + (int64_t)p * plane_out;
@@ -1404,8 +1460,8 @@ static void pool_task(void* user, size_t task) {
     if (average) {
 #ifdef SPATIAL_AVX512
       /* at stride 1 on longer rows average_span's four sums at once are faster */
-      if (plane_fits(a) && (a->stride[2] == 2 || a->out[2] <= 16)) {
-        average_plane_avx512(a, xp, yp);
+      if (plane_loop && (a->stride[2] == 2 || a->out[2] <= 16)) {
+        average_plane_avx512(a, &g, xp, yp);
         continue;
       }
 #endif
@@ -1414,7 +1470,7 @@ static void pool_task(void* user, size_t task) {
     }
     const unsigned specials = plane_specials(xp, plane_in);
 #ifdef SPATIAL_AVX512
-    if (!specials && plane_fits(a)) {
+    if (!specials && plane_loop) {
       max_plane_avx512(a, xp, yp);
       continue;
     }

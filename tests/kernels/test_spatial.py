@@ -413,6 +413,8 @@ def test_average_pool_19(xs, attrs, count_include_pad):
     ((1, 3, 7, 7), {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}),
     ((1, 2, 9, 16), {"kernel_shape": [5, 4], "pads": [2, 3, 1, 0]}),
     ((1, 2, 12, 15), {"kernel_shape": [3, 3], "pads": [2, 2, 2, 2], "dilations": [1, 2]}),
+    ((1, 2, 70, 12), {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}),  # rows past the 64 kept once a task
+    ((1, 1, 5, 300), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),  # steps past the 8 kept
 ] + POOL_SPAN_CASES + POOL_ROW_CASES)
 @pytest.mark.parametrize("isa", [-1, 0], ids=["auto", "plain"])
 def test_average_pool_sums_each_window_as_stock(xs, attrs, count_include_pad, isa):
