@@ -1110,6 +1110,72 @@ __attribute__((target("avx512f"))) static void max_plane_avx512(const SeamlessPo
  * pool_one's order (rows, then along the row; a tap outside the row adds a 0, which changes no sum), divided by
  * pool_one's count (the taps inside, or before the padded extent's end), a step's lanes at once. At stride 1 each
  * tap's 16 floats are one load masked to the row, at stride 2 picked from the step's floats. */
+/* AveragePool of up to 16 small 2-D planes at once, the planes as the lanes (stock's NCHWc pool keeps 16 channels a
+ * vector): the planes transposed into a position-major buffer, each output then pool_one's sum over its taps inside
+ * in pool_one's order, divided by pool_one's count, for all the planes at once; transposed back. The same values as
+ * pool_one. `planes`: 1-16 consecutive planes from x and y. */
+enum { SMALL_PLANE = 256 };  /* the most floats an input or output plane the planes path takes has */
+
+static int small_planes_fit(const SeamlessPoolArgs* a) {
+  return spatial_avx512() && a->kernel[0] == 1 && a->in[0] == 1 && a->out[0] == 1 && a->pad_begin[0] == 0 &&
+         a->in[1] * a->in[2] <= SMALL_PLANE && a->out[1] * a->out[2] <= SMALL_PLANE;
+}
+
+/* n positions (at most SMALL_PLANE) of `planes` planes `stride` floats apart, to or from a [position][16 planes]
+ * buffer, 16 positions at a time through transpose16 */
+__attribute__((target("avx512f"))) static void planes_to_lanes(const float* x, int64_t stride, int64_t planes,
+                                                                int64_t n, float* lanes) {
+  for (int64_t b = 0; b < n; b += 16) {
+    const __mmask16 m = (__mmask16)(n - b >= 16 ? 0xffffu : (1u << (n - b)) - 1);
+    __m512 r[16];
+    for (int64_t i = 0; i < 16; i++) r[i] = i < planes ? _mm512_maskz_loadu_ps(m, x + i * stride + b) : _mm512_setzero_ps();
+    transpose16(r);
+    for (int64_t j = 0; j < 16 && b + j < n; j++) _mm512_storeu_ps(lanes + (b + j) * 16, r[j]);
+  }
+}
+
+__attribute__((target("avx512f"))) static void lanes_to_planes(const float* lanes, int64_t n, int64_t planes,
+                                                                float* y, int64_t stride) {
+  for (int64_t b = 0; b < n; b += 16) {
+    const __mmask16 m = (__mmask16)(n - b >= 16 ? 0xffffu : (1u << (n - b)) - 1);
+    __m512 r[16];
+    for (int64_t j = 0; j < 16; j++) r[j] = b + j < n ? _mm512_loadu_ps(lanes + (b + j) * 16) : _mm512_setzero_ps();
+    transpose16(r);
+    for (int64_t i = 0; i < planes; i++) _mm512_mask_storeu_ps(y + i * stride + b, m, r[i]);
+  }
+}
+
+__attribute__((target("avx512f"))) static void average_planes_avx512(const SeamlessPoolArgs* a, const float* x,
+                                                                      float* y, int64_t planes) {
+  const int64_t in1 = a->in[1], in2 = a->in[2], out1 = a->out[1], out2 = a->out[2];
+  const int with_pads = a->mode == SEAMLESS_POOL_AVERAGE_WITH_PADS;
+  /* one buffer, the outputs 1 KB past the inputs' end: not a multiple of 4 KB apart (loads of one and stores of the
+   * other would alias in the store buffer) */
+  float lanes[2 * SMALL_PLANE * 16 + 256] __attribute__((aligned(64)));
+  float *in_lanes = lanes, *out_lanes = lanes + SMALL_PLANE * 16 + 256;
+  int64_t lo2s[SMALL_PLANE], hi2s[SMALL_PLANE], pad2s[SMALL_PLANE];  /* per output column: window_taps, once */
+  for (int64_t o2 = 0; o2 < out2; o2++) window_taps(a, 2, o2 * a->stride[2] - a->pad_begin[2], &lo2s[o2], &hi2s[o2], &pad2s[o2]);
+  planes_to_lanes(x, in1 * in2, planes, in1 * in2, in_lanes);
+  for (int64_t o1 = 0; o1 < out1; o1++) {
+    int64_t lo1, hi1, pad1;
+    const int64_t s1 = o1 * a->stride[1] - a->pad_begin[1];
+    window_taps(a, 1, s1, &lo1, &hi1, &pad1);
+    for (int64_t o2 = 0; o2 < out2; o2++) {
+      const int64_t lo2 = lo2s[o2], hi2 = hi2s[o2], pad2 = pad2s[o2], s2 = o2 * a->stride[2] - a->pad_begin[2];
+      __m512 sum = _mm512_setzero_ps();
+      for (int64_t k1 = lo1; k1 < hi1; k1++) {
+        const float* row = in_lanes + (s1 + k1 * a->dilation[1]) * in2 * 16;
+        for (int64_t k2 = lo2; k2 < hi2; k2++)
+          sum = _mm512_add_ps(sum, _mm512_load_ps(row + (s2 + k2 * a->dilation[2]) * 16));
+      }
+      const int64_t count = with_pads ? pad1 * pad2 : (hi1 - lo1) * (hi2 - lo2);
+      _mm512_store_ps(out_lanes + (o1 * out2 + o2) * 16,
+                      lo1 < hi1 && lo2 < hi2 ? _mm512_div_ps(sum, _mm512_set1_ps((float)count)) : _mm512_setzero_ps());
+    }
+  }
+  lanes_to_planes(out_lanes, out1 * out2, planes, y, out1 * out2);
+}
+
 /* A step of average_plane_avx512 (16 outputs of a row from output i): the same in every row */
 SPATIAL_AVX512_INLINE void average_step(const SeamlessPoolArgs* a, int64_t i, int64_t c_hi, AverageStep* s) {
   const int64_t width = a->in[2], st2 = a->stride[2], k2s = a->kernel[2], d2 = a->dilation[2];
@@ -1446,7 +1512,7 @@ static void pool_task(void* user, size_t task) {
   size_t p0, p1;
   seamless_task_range((size_t)a->planes, job->tasks, task, &p0, &p1);
 #ifdef SPATIAL_AVX512
-  const int plane_loop = plane_fits(a);
+  const int plane_loop = plane_fits(a), small_planes = average && small_planes_fit(a);
   PlaneGeometry g;  /* made by the first plane the plane loops take */
   g.ready = g.steps_ready = 0;
 #endif
@@ -1459,6 +1525,12 @@ static void pool_task(void* user, size_t task) {
     }
     if (average) {
 #ifdef SPATIAL_AVX512
+      if (small_planes) {  /* up to 16 planes at once */
+        const size_t planes = p1 - p < 16 ? p1 - p : 16;
+        average_planes_avx512(a, xp, yp, (int64_t)planes);
+        p += planes - 1;
+        continue;
+      }
       /* at stride 1 on longer rows average_span's four sums at once are faster */
       if (plane_loop && (a->stride[2] == 2 || a->out[2] <= 16)) {
         average_plane_avx512(a, &g, xp, yp);

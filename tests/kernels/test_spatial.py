@@ -415,6 +415,13 @@ def test_average_pool_19(xs, attrs, count_include_pad):
     ((1, 2, 12, 15), {"kernel_shape": [3, 3], "pads": [2, 2, 2, 2], "dilations": [1, 2]}),
     ((1, 2, 70, 12), {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}),  # rows past the 64 kept once a task
     ((1, 1, 5, 300), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),  # steps past the 8 kept
+    # planes of at most 256 floats, 16 at a time as vector lanes (average_planes_avx512): groups whole and partial
+    ((2, 19, 7, 7), {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}),
+    ((1, 33, 9, 9), {"kernel_shape": [5, 5], "strides": [2, 2], "pads": [2, 2, 2, 2]}),
+    ((1, 17, 16, 16), {"kernel_shape": [3, 3]}),
+    ((1, 20, 5, 6), {"kernel_shape": [7, 7], "pads": [3, 3, 3, 3]}),  # windows wider than the plane
+    ((1, 16, 12, 12), {"kernel_shape": [3, 3], "dilations": [2, 2], "pads": [2, 1, 0, 2]}),
+    ((1, 18, 7, 7), {"kernel_shape": [7, 7]}),  # ShuffleNet's last: the whole plane
 ] + POOL_SPAN_CASES + POOL_ROW_CASES)
 @pytest.mark.parametrize("isa", [-1, 0], ids=["auto", "plain"])
 def test_average_pool_sums_each_window_as_stock(xs, attrs, count_include_pad, isa):
