@@ -1110,15 +1110,25 @@ __attribute__((target("avx512f"))) static void max_plane_avx512(const SeamlessPo
  * pool_one's order (rows, then along the row; a tap outside the row adds a 0, which changes no sum), divided by
  * pool_one's count (the taps inside, or before the padded extent's end), a step's lanes at once. At stride 1 each
  * tap's 16 floats are one load masked to the row, at stride 2 picked from the step's floats. */
-/* AveragePool of up to 16 small 2-D planes at once, the planes as the lanes (stock's NCHWc pool keeps 16 channels a
- * vector): the planes transposed into a position-major buffer, each output then pool_one's sum over its taps inside
- * in pool_one's order, divided by pool_one's count, for all the planes at once; transposed back. The same values as
- * pool_one. `planes`: 1-16 consecutive planes from x and y. */
+/* A pool of up to 16 small 2-D planes at once, the planes as the lanes (stock's NCHWc pool keeps 16 channels a
+ * vector): the planes transposed into a position-major buffer, each output then pool_one's value over its taps inside
+ * for all the planes at once (AveragePool: the sum in pool_one's order divided by pool_one's count; MaxPool, of planes
+ * without specials and windows each with a tap inside: their maximum, as every path's), transposed back.
+ * `planes`: 1-16 consecutive planes from x and y. */
 enum { SMALL_PLANE = 256 };  /* the most floats an input or output plane the planes path takes has */
 
 static int small_planes_fit(const SeamlessPoolArgs* a) {
-  return spatial_avx512() && a->kernel[0] == 1 && a->in[0] == 1 && a->out[0] == 1 && a->pad_begin[0] == 0 &&
-         a->in[1] * a->in[2] <= SMALL_PLANE && a->out[1] * a->out[2] <= SMALL_PLANE;
+  if (!spatial_avx512() || a->kernel[0] != 1 || a->in[0] != 1 || a->out[0] != 1 || a->pad_begin[0] != 0 ||
+      a->in[1] * a->in[2] > SMALL_PLANE || a->out[1] * a->out[2] > SMALL_PLANE)
+    return 0;
+  if (a->mode == SEAMLESS_POOL_AVERAGE || a->mode == SEAMLESS_POOL_AVERAGE_WITH_PADS) return 1;
+  for (int d = 1; d < 3; d++)  /* MaxPool: every window with a tap inside (none keeps its mode's own answer) */
+    for (int64_t o = 0; o < a->out[d]; o++) {
+      int64_t lo, hi;
+      tap_range(o * a->stride[d] - a->pad_begin[d], a->dilation[d], a->in[d], a->kernel[d], &lo, &hi);
+      if (lo >= hi) return 0;
+    }
+  return a->mode != SEAMLESS_POOL_MAX_GLOBAL;
 }
 
 /* n positions (at most SMALL_PLANE) of `planes` planes `stride` floats apart, to or from a [position][16 planes]
@@ -1145,10 +1155,11 @@ __attribute__((target("avx512f"))) static void lanes_to_planes(const float* lane
   }
 }
 
-__attribute__((target("avx512f"))) static void average_planes_avx512(const SeamlessPoolArgs* a, const float* x,
-                                                                      float* y, int64_t planes) {
+__attribute__((target("avx512f"))) static void pool_planes_avx512(const SeamlessPoolArgs* a, const float* x,
+                                                                   float* y, int64_t planes) {
   const int64_t in1 = a->in[1], in2 = a->in[2], out1 = a->out[1], out2 = a->out[2];
   const int with_pads = a->mode == SEAMLESS_POOL_AVERAGE_WITH_PADS;
+  const int average = with_pads || a->mode == SEAMLESS_POOL_AVERAGE;
   /* one buffer, the outputs 1 KB past the inputs' end: not a multiple of 4 KB apart (loads of one and stores of the
    * other would alias in the store buffer) */
   float lanes[2 * SMALL_PLANE * 16 + 256] __attribute__((aligned(64)));
@@ -1162,6 +1173,17 @@ __attribute__((target("avx512f"))) static void average_planes_avx512(const Seaml
     window_taps(a, 1, s1, &lo1, &hi1, &pad1);
     for (int64_t o2 = 0; o2 < out2; o2++) {
       const int64_t lo2 = lo2s[o2], hi2 = hi2s[o2], pad2 = pad2s[o2], s2 = o2 * a->stride[2] - a->pad_begin[2];
+      float* out = out_lanes + (o1 * out2 + o2) * 16;
+      if (!average) {
+        __m512 best = _mm512_set1_ps(-INFINITY);
+        for (int64_t k1 = lo1; k1 < hi1; k1++) {
+          const float* row = in_lanes + (s1 + k1 * a->dilation[1]) * in2 * 16;
+          for (int64_t k2 = lo2; k2 < hi2; k2++)
+            best = _mm512_max_ps(best, _mm512_load_ps(row + (s2 + k2 * a->dilation[2]) * 16));
+        }
+        _mm512_store_ps(out, best);
+        continue;
+      }
       __m512 sum = _mm512_setzero_ps();
       for (int64_t k1 = lo1; k1 < hi1; k1++) {
         const float* row = in_lanes + (s1 + k1 * a->dilation[1]) * in2 * 16;
@@ -1169,8 +1191,8 @@ __attribute__((target("avx512f"))) static void average_planes_avx512(const Seaml
           sum = _mm512_add_ps(sum, _mm512_load_ps(row + (s2 + k2 * a->dilation[2]) * 16));
       }
       const int64_t count = with_pads ? pad1 * pad2 : (hi1 - lo1) * (hi2 - lo2);
-      _mm512_store_ps(out_lanes + (o1 * out2 + o2) * 16,
-                      lo1 < hi1 && lo2 < hi2 ? _mm512_div_ps(sum, _mm512_set1_ps((float)count)) : _mm512_setzero_ps());
+      _mm512_store_ps(out, lo1 < hi1 && lo2 < hi2 ? _mm512_div_ps(sum, _mm512_set1_ps((float)count))
+                                                  : _mm512_setzero_ps());
     }
   }
   lanes_to_planes(out_lanes, out1 * out2, planes, y, out1 * out2);
@@ -1512,7 +1534,7 @@ static void pool_task(void* user, size_t task) {
   size_t p0, p1;
   seamless_task_range((size_t)a->planes, job->tasks, task, &p0, &p1);
 #ifdef SPATIAL_AVX512
-  const int plane_loop = plane_fits(a), small_planes = average && small_planes_fit(a);
+  const int plane_loop = plane_fits(a), small_planes = small_planes_fit(a);
   PlaneGeometry g;  /* made by the first plane the plane loops take */
   g.ready = g.steps_ready = 0;
 #endif
@@ -1527,7 +1549,7 @@ static void pool_task(void* user, size_t task) {
 #ifdef SPATIAL_AVX512
       if (small_planes) {  /* up to 16 planes at once */
         const size_t planes = p1 - p < 16 ? p1 - p : 16;
-        average_planes_avx512(a, xp, yp, (int64_t)planes);
+        pool_planes_avx512(a, xp, yp, (int64_t)planes);
         p += planes - 1;
         continue;
       }
@@ -1540,6 +1562,18 @@ static void pool_task(void* user, size_t task) {
       pool_average_rows(a, xp, yp);
       continue;
     }
+#ifdef SPATIAL_AVX512
+    if (small_planes) {  /* the next planes up to 16 without specials at once */
+      size_t planes = 0;
+      while (planes < 16 && p + planes < p1 && !plane_specials(job->x + (int64_t)(p + planes) * plane_in, plane_in))
+        planes++;
+      if (planes) {
+        pool_planes_avx512(a, xp, yp, (int64_t)planes);
+        p += planes - 1;
+        continue;
+      }
+    }
+#endif
     const unsigned specials = plane_specials(xp, plane_in);
 #ifdef SPATIAL_AVX512
     if (!specials && plane_loop) {

@@ -383,6 +383,21 @@ def test_max_pool_of_plain_values_as_stock(seed):
     check(op, [x], attrs, opset=12, outputs=outputs, rtol=0, atol=0)
 
 
+@pytest.mark.parametrize("attrs", [
+    {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]},
+    {"kernel_shape": [3, 3], "strides": [2, 2], "ceil_mode": 1},
+    {"kernel_shape": [2, 3], "dilations": [2, 1], "pads": [1, 0, 0, 1]},
+    {"kernel_shape": [7, 7]},
+    {"kernel_shape": [3, 3], "pads": [2, 2, 2, 2], "strides": [3, 3]},  # a window of padding only: not this path
+])
+def test_max_pool_of_small_planes_16_at_a_time_as_stock(attrs):
+    """spatial.c pool_planes_avx512: MaxPool of planes of at most 256 floats 16 at a time (42 planes: groups whole and
+    partial); a plane holding NaN, -inf or -0 leaves its group and takes its own path: stock's values exactly."""
+    x = np.random.default_rng(3).standard_normal((2, 21, 7, 7)).astype(np.float32) + 0.5
+    x[0, 3, 2, 2], x[0, 17, 0, 0], x[1, 9, 4, 5] = np.nan, -np.inf, -0.0
+    check("MaxPool", [x], attrs, opset=12, rtol=0, atol=0)
+
+
 @pytest.mark.parametrize("opset", [1, 8, 10, 11])
 def test_max_pool_old_opsets(opset):
     check("MaxPool", [data((1, 2, 6, 6))], {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}, opset=opset)
