@@ -676,7 +676,8 @@ DEFINE_CHANNEL_TILES(9) DEFINE_CHANNEL_TILES(10) DEFINE_CHANNEL_TILES(11) DEFINE
 DEFINE_CHANNEL_TILES(13) DEFINE_CHANNEL_TILES(14)
 
 typedef void (*ChannelTileFn)(const float*, int64_t, const float*, const int64_t*, int64_t, float*);
-#define CHANNEL_TILE_SET(N) {{channel_tile_1_##N##_1, channel_tile_2_##N##_1}, {channel_tile_1_##N##_2, channel_tile_2_##N##_2}}
+#define CHANNEL_TILE_SET(N) \
+  {{channel_tile_1_##N##_1, channel_tile_2_##N##_1}, {channel_tile_1_##N##_2, channel_tile_2_##N##_2}}
 static const ChannelTileFn channel_tiles[CHANNEL_TILE_POSITIONS][2][2] = {  /* [positions - 1][stride - 1][V - 1] */
     CHANNEL_TILE_SET(1), CHANNEL_TILE_SET(2), CHANNEL_TILE_SET(3), CHANNEL_TILE_SET(4), CHANNEL_TILE_SET(5),
     CHANNEL_TILE_SET(6), CHANNEL_TILE_SET(7), CHANNEL_TILE_SET(8), CHANNEL_TILE_SET(9), CHANNEL_TILE_SET(10),
@@ -720,7 +721,8 @@ SPATIAL_AVX512_INLINE void transpose16(__m512 r[16]) {
 }
 
 /* A tile's sums (out: n positions of 16 vecs channels) into y's rows of its `lanes` channels (row stride l), 16
- * channels transposed at a time: plus the bias, the residual z, then the Relu, as finish_rows would (the same values) */
+ * channels transposed at a time: plus the bias, the residual z, then the Relu, as finish_rows would (the same
+ * values) */
 __attribute__((target("avx512f"))) static void channel_store(const ChannelJob* job, const float* out, int64_t vecs,
                                                               int64_t lanes, int64_t n, int64_t m0, int64_t at) {
   const int64_t l = job->a->l;
@@ -1040,7 +1042,7 @@ enum { AVERAGE_STEPS = 8 };  /* AveragePool's steps kept (rows of more than 128 
 typedef struct {
   __m512i columns;                    /* per lane: its taps along the row that count */
   __mmask16 in[3];                    /* stride 2: step_lanes' */
-  __mmask16 tap_in[ROW_TAPS];    /* stride 1: per tap along the row, the lanes whose tap lies inside it */
+  __mmask16 tap_in[ROW_TAPS];         /* stride 1: per tap along the row, the lanes whose tap lies inside it */
 } AverageStep;
 
 typedef struct {
@@ -1106,10 +1108,6 @@ __attribute__((target("avx512f"))) static void max_plane_avx512(const SeamlessPo
   }
 }
 
-/* AveragePool of a 2-D plane (plane_fits), pool_one's values bit for bit: each output's taps summed from 0 in
- * pool_one's order (rows, then along the row; a tap outside the row adds a 0, which changes no sum), divided by
- * pool_one's count (the taps inside, or before the padded extent's end), a step's lanes at once. At stride 1 each
- * tap's 16 floats are one load masked to the row, at stride 2 picked from the step's floats. */
 /* A pool of up to 16 small 2-D planes at once, the planes as the lanes (stock's NCHWc pool keeps 16 channels a
  * vector): the planes transposed into a position-major buffer, each output then pool_one's value over its taps inside
  * for all the planes at once (AveragePool: the sum in pool_one's order divided by pool_one's count; MaxPool, of planes
@@ -1138,7 +1136,8 @@ __attribute__((target("avx512f"))) static void planes_to_lanes(const float* x, i
   for (int64_t b = 0; b < n; b += 16) {
     const __mmask16 m = (__mmask16)(n - b >= 16 ? 0xffffu : (1u << (n - b)) - 1);
     __m512 r[16];
-    for (int64_t i = 0; i < 16; i++) r[i] = i < planes ? _mm512_maskz_loadu_ps(m, x + i * stride + b) : _mm512_setzero_ps();
+    for (int64_t i = 0; i < 16; i++)
+      r[i] = i < planes ? _mm512_maskz_loadu_ps(m, x + i * stride + b) : _mm512_setzero_ps();
     transpose16(r);
     for (int64_t j = 0; j < 16 && b + j < n; j++) _mm512_storeu_ps(lanes + (b + j) * 16, r[j]);
   }
@@ -1165,7 +1164,8 @@ __attribute__((target("avx512f"))) static void pool_planes_avx512(const Seamless
   float lanes[2 * SMALL_PLANE * 16 + 256] __attribute__((aligned(64)));
   float *in_lanes = lanes, *out_lanes = lanes + SMALL_PLANE * 16 + 256;
   int64_t lo2s[SMALL_PLANE], hi2s[SMALL_PLANE], pad2s[SMALL_PLANE];  /* per output column: window_taps, once */
-  for (int64_t o2 = 0; o2 < out2; o2++) window_taps(a, 2, o2 * a->stride[2] - a->pad_begin[2], &lo2s[o2], &hi2s[o2], &pad2s[o2]);
+  for (int64_t o2 = 0; o2 < out2; o2++)
+    window_taps(a, 2, o2 * a->stride[2] - a->pad_begin[2], &lo2s[o2], &hi2s[o2], &pad2s[o2]);
   planes_to_lanes(x, in1 * in2, planes, in1 * in2, in_lanes);
   for (int64_t o1 = 0; o1 < out1; o1++) {
     int64_t lo1, hi1, pad1;
@@ -1217,6 +1217,10 @@ SPATIAL_AVX512_INLINE void average_step(const SeamlessPoolArgs* a, int64_t i, in
   }
 }
 
+/* AveragePool of a 2-D plane (plane_fits), pool_one's values bit for bit: each output's taps summed from 0 in
+ * pool_one's order (rows, then along the row; a tap outside the row adds a 0, which changes no sum), divided by
+ * pool_one's count (the taps inside, or before the padded extent's end), a step's lanes at once. At stride 1 each
+ * tap's 16 floats are one load masked to the row, at stride 2 picked from the step's floats. */
 __attribute__((target("avx512f"))) static void average_plane_avx512(const SeamlessPoolArgs* a, PlaneGeometry* g,
                                                                      const float* xp, float* yp) {
   const int64_t width = a->in[2], out2 = a->out[2], st2 = a->stride[2];
