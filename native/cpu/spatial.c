@@ -3,6 +3,7 @@
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "parallel.h"
@@ -1154,14 +1155,15 @@ __attribute__((target("avx512f"))) static void lanes_to_planes(const float* lane
   }
 }
 
-__attribute__((target("avx512f"))) static void pool_planes_avx512(const SeamlessPoolArgs* a, const float* x,
-                                                                   float* y, int64_t planes) {
+/* pool_planes_avx512's buffer: the inputs' lanes, then the outputs' 1 KB past their end (not a multiple of 4 KB
+ * apart: loads of one and stores of the other would alias in the store buffer); on the heap, not the stack (33 KB) */
+enum { PLANES_LANES = 2 * SMALL_PLANE * 16 + 256 };
+
+__attribute__((target("avx512f"))) static void pool_planes_avx512(const SeamlessPoolArgs* a, float* lanes,
+                                                                   const float* x, float* y, int64_t planes) {
   const int64_t in1 = a->in[1], in2 = a->in[2], out1 = a->out[1], out2 = a->out[2];
   const int with_pads = a->mode == SEAMLESS_POOL_AVERAGE_WITH_PADS;
   const int average = with_pads || a->mode == SEAMLESS_POOL_AVERAGE;
-  /* one buffer, the outputs 1 KB past the inputs' end: not a multiple of 4 KB apart (loads of one and stores of the
-   * other would alias in the store buffer) */
-  float lanes[2 * SMALL_PLANE * 16 + 256] __attribute__((aligned(64)));
   float *in_lanes = lanes, *out_lanes = lanes + SMALL_PLANE * 16 + 256;
   int64_t lo2s[SMALL_PLANE], hi2s[SMALL_PLANE], pad2s[SMALL_PLANE];  /* per output column: window_taps, once */
   for (int64_t o2 = 0; o2 < out2; o2++)
@@ -1538,7 +1540,9 @@ static void pool_task(void* user, size_t task) {
   size_t p0, p1;
   seamless_task_range((size_t)a->planes, job->tasks, task, &p0, &p1);
 #ifdef SPATIAL_AVX512
-  const int plane_loop = plane_fits(a), small_planes = small_planes_fit(a);
+  const int plane_loop = plane_fits(a);
+  float* lanes = small_planes_fit(a) ? aligned_alloc(64, PLANES_LANES * sizeof(float)) : NULL;
+  const int small_planes = lanes != NULL;  /* (out of memory: the plane by plane paths) */
   PlaneGeometry g;  /* made by the first plane the plane loops take */
   g.ready = g.steps_ready = 0;
 #endif
@@ -1553,7 +1557,7 @@ static void pool_task(void* user, size_t task) {
 #ifdef SPATIAL_AVX512
       if (small_planes) {  /* up to 16 planes at once */
         const size_t planes = p1 - p < 16 ? p1 - p : 16;
-        pool_planes_avx512(a, xp, yp, (int64_t)planes);
+        pool_planes_avx512(a, lanes, xp, yp, (int64_t)planes);
         p += planes - 1;
         continue;
       }
@@ -1572,7 +1576,7 @@ static void pool_task(void* user, size_t task) {
       while (planes < 16 && p + planes < p1 && !plane_specials(job->x + (int64_t)(p + planes) * plane_in, plane_in))
         planes++;
       if (planes) {
-        pool_planes_avx512(a, xp, yp, (int64_t)planes);
+        pool_planes_avx512(a, lanes, xp, yp, (int64_t)planes);
         p += planes - 1;
         continue;
       }
@@ -1602,6 +1606,9 @@ static void pool_task(void* user, size_t task) {
           *yp++ = inside ? pool_inside(a, xp, start) : pool_one(a, xp, o);
         }
   }
+#ifdef SPATIAL_AVX512
+  free(lanes);
+#endif
 }
 
 void seamless_pool_f32(const SeamlessPoolArgs* a, const float* x, float* y, void* par_fn, void* par_ctx) {
