@@ -568,20 +568,25 @@ AMX_TARGET static void amx_task(void* user, size_t task) {
   _tile_release();
 }
 
-/* A's split, a group of rows at a time, in a buffer of AMX_A_BYTES per calling thread (kept, freed at the thread's
- * exit): per call it was an allocation whose pages the kernel cleared at every product (7 % of a GEMM benchmark) */
-static pthread_key_t amx_scratch_key;
-static pthread_once_t amx_scratch_once = PTHREAD_ONCE_INIT;
-static void amx_scratch_key_create(void) { pthread_key_create(&amx_scratch_key, free); }
+/* Scratch kept per calling thread, one buffer per use (each use asks for the same size every time), 64-byte aligned,
+ * freed at the thread's exit; NULL when out of memory. Per call it was an allocation whose pages the kernel cleared
+ * at every product (7 % of a GEMM benchmark). Uses: A's split for the tiles, a group of rows at a time
+ * (AMX_A_BYTES); spatial.c pool_planes_avx512's lanes. */
+enum ThreadBuffer { AMX_A_BUFFER, POOL_LANES_BUFFER, THREAD_BUFFERS };
+static pthread_key_t thread_buffer_keys[THREAD_BUFFERS];
+static pthread_once_t thread_buffer_once = PTHREAD_ONCE_INIT;
+static void thread_buffer_keys_create(void) {
+  for (int i = 0; i < THREAD_BUFFERS; i++) pthread_key_create(&thread_buffer_keys[i], free);
+}
 
-static uint16_t* amx_scratch(void) {
-  pthread_once(&amx_scratch_once, amx_scratch_key_create);
-  uint16_t* scratch = pthread_getspecific(amx_scratch_key);
-  if (!scratch && (scratch = aligned_alloc(64, AMX_A_BYTES)) && pthread_setspecific(amx_scratch_key, scratch)) {
-    free(scratch);
-    scratch = NULL;
+static void* thread_buffer(enum ThreadBuffer use, size_t bytes) {
+  pthread_once(&thread_buffer_once, thread_buffer_keys_create);
+  void* buffer = pthread_getspecific(thread_buffer_keys[use]);
+  if (!buffer && (buffer = aligned_alloc(64, bytes)) && pthread_setspecific(thread_buffer_keys[use], buffer)) {
+    free(buffer);
+    buffer = NULL;
   }
-  return scratch;
+  return buffer;
 }
 
 /* Runs the product on the tiles where they apply (returns 1), else returns 0. Rows go in groups whose split A fits
@@ -598,7 +603,7 @@ static int amx_gemm(size_t M, size_t N, size_t K, const float* A, size_t lda, co
   if (!split || K < AMX_MIN_DEPTH || 2 * padded > 3 * M * N * K ||
       group_blocks < (row_blocks < 2 ? row_blocks : 2) || (forced_isa != -1 && forced_isa != 3) || !amx_usable())
     return 0;
-  uint16_t* scratch = amx_scratch();
+  uint16_t* scratch = thread_buffer(AMX_A_BUFFER, AMX_A_BYTES);
   if (!scratch) return 0;
   for (size_t r0 = 0; r0 < row_blocks; r0 += group_blocks) {
     const size_t blocks = row_blocks - r0 < group_blocks ? row_blocks - r0 : group_blocks;

@@ -3,7 +3,6 @@
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "parallel.h"
@@ -1156,7 +1155,8 @@ __attribute__((target("avx512f"))) static void lanes_to_planes(const float* lane
 }
 
 /* pool_planes_avx512's buffer: the inputs' lanes, then the outputs' 1 KB past their end (not a multiple of 4 KB
- * apart: loads of one and stores of the other would alias in the store buffer); on the heap, not the stack (33 KB) */
+ * apart: loads of one and stores of the other would alias in the store buffer); matmul.c's per-thread buffer, not
+ * the stack (33 KB) */
 enum { PLANES_LANES = 2 * SMALL_PLANE * 16 + 256 };
 
 __attribute__((target("avx512f"))) static void pool_planes_avx512(const SeamlessPoolArgs* a, float* lanes,
@@ -1541,7 +1541,7 @@ static void pool_task(void* user, size_t task) {
   seamless_task_range((size_t)a->planes, job->tasks, task, &p0, &p1);
 #ifdef SPATIAL_AVX512
   const int plane_loop = plane_fits(a);
-  float* lanes = small_planes_fit(a) ? aligned_alloc(64, PLANES_LANES * sizeof(float)) : NULL;
+  float* lanes = small_planes_fit(a) ? thread_buffer(POOL_LANES_BUFFER, PLANES_LANES * sizeof(float)) : NULL;
   const int small_planes = lanes != NULL;  /* (out of memory: the plane by plane paths) */
   PlaneGeometry g;  /* made by the first plane the plane loops take */
   g.ready = g.steps_ready = 0;
@@ -1606,9 +1606,6 @@ static void pool_task(void* user, size_t task) {
           *yp++ = inside ? pool_inside(a, xp, start) : pool_one(a, xp, o);
         }
   }
-#ifdef SPATIAL_AVX512
-  free(lanes);
-#endif
 }
 
 void seamless_pool_f32(const SeamlessPoolArgs* a, const float* x, float* y, void* par_fn, void* par_ctx) {
