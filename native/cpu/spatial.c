@@ -1046,18 +1046,11 @@ typedef struct {
 } AverageStep;
 
 typedef struct {
-  int ready, steps_ready;
   int64_t c_lo, c_hi;
   int64_t lo1[PLANE_ROWS], hi1[PLANE_ROWS], pad1[PLANE_ROWS];
+  int steps_kept;  /* the row's steps fit AVERAGE_STEPS: in `steps` */
   AverageStep steps[AVERAGE_STEPS];
 } PlaneGeometry;
-
-static void plane_geometry(const SeamlessPoolArgs* a, PlaneGeometry* g) {
-  reaching_columns(a, &g->c_lo, &g->c_hi);
-  for (int64_t o1 = 0; o1 < a->out[1] && o1 < PLANE_ROWS; o1++)
-    window_taps(a, 1, o1 * a->stride[1] - a->pad_begin[1], &g->lo1[o1], &g->hi1[o1], &g->pad1[o1]);
-  g->ready = 1;
-}
 
 /* Output row o1's window rows inside (and before the padded end), from g where it keeps them */
 static inline void plane_row(const SeamlessPoolArgs* a, const PlaneGeometry* g, int64_t o1, int64_t* lo1,
@@ -1219,24 +1212,29 @@ SPATIAL_AVX512_INLINE void average_step(const SeamlessPoolArgs* a, int64_t i, in
   }
 }
 
+__attribute__((target("avx512f"))) static void plane_geometry(const SeamlessPoolArgs* a, PlaneGeometry* g) {
+  reaching_columns(a, &g->c_lo, &g->c_hi);
+  for (int64_t o1 = 0; o1 < a->out[1] && o1 < PLANE_ROWS; o1++)
+    window_taps(a, 1, o1 * a->stride[1] - a->pad_begin[1], &g->lo1[o1], &g->hi1[o1], &g->pad1[o1]);
+  g->steps_kept = g->c_hi - g->c_lo <= 16 * AVERAGE_STEPS;
+  for (int64_t i = g->c_lo; g->steps_kept && i < g->c_hi; i += 16)
+    average_step(a, i, g->c_hi, &g->steps[(i - g->c_lo) / 16]);
+}
+
 /* AveragePool of a 2-D plane (plane_fits), pool_one's values bit for bit: each output's taps summed from 0 in
  * pool_one's order (rows, then along the row; a tap outside the row adds a 0, which changes no sum), divided by
  * pool_one's count (the taps inside, or before the padded extent's end), a step's lanes at once. At stride 1 each
  * tap's 16 floats are one load masked to the row, at stride 2 picked from the step's floats. */
-__attribute__((target("avx512f"))) static void average_plane_avx512(const SeamlessPoolArgs* a, PlaneGeometry* g,
-                                                                     const float* xp, float* yp) {
+__attribute__((target("avx512f"))) static void average_plane_avx512(const SeamlessPoolArgs* a,
+                                                                     const PlaneGeometry* g, const float* xp,
+                                                                     float* yp) {
   const int64_t width = a->in[2], out2 = a->out[2], st2 = a->stride[2];
   const int64_t d1 = a->dilation[1], k2s = a->kernel[2], d2 = a->dilation[2];
   const int with_pads = a->mode == SEAMLESS_POOL_AVERAGE_WITH_PADS;
-  if (!g->ready) plane_geometry(a, g);
   const int64_t c_lo = g->c_lo, c_hi = g->c_hi;
   int64_t o[3] = {0, 0, 0};
   const __m512i pick = lane_picks(st2);
   AverageStep local;
-  const int once = c_hi - c_lo <= 16 * AVERAGE_STEPS;
-  for (int64_t i = c_lo; once && !g->steps_ready && i < c_hi; i += 16)
-    average_step(a, i, c_hi, &g->steps[(i - c_lo) / 16]);
-  g->steps_ready = 1;
   for (o[1] = 0; o[1] < a->out[1]; o[1]++, yp += out2) {
     int64_t lo1, hi1, pad1;
     plane_row(a, g, o[1], &lo1, &hi1, &pad1);
@@ -1246,7 +1244,8 @@ __attribute__((target("avx512f"))) static void average_plane_avx512(const Seamle
     const __m512i rows = _mm512_set1_epi32((int)(with_pads ? pad1 : hi1 - lo1));
     for (int64_t i = c_lo; i < c_hi; i += 16) {
       const int64_t n = c_hi - i < 16 ? c_hi - i : 16, at = i * st2 - a->pad_begin[2];
-      const AverageStep* step = once ? &g->steps[(i - c_lo) / 16] : (average_step(a, i, c_hi, &local), &local);
+      const AverageStep* step = g->steps_kept ? &g->steps[(i - c_lo) / 16]
+                                              : (average_step(a, i, c_hi, &local), &local);
       __m512 sum = _mm512_setzero_ps();
       for (int64_t k1 = lo1; k1 < hi1; k1++) {
         const float* row = xp + (s1 + k1 * d1) * width + at;
@@ -1543,8 +1542,10 @@ static void pool_task(void* user, size_t task) {
   const int plane_loop = plane_fits(a);
   float* lanes = small_planes_fit(a) ? thread_buffer(POOL_LANES_BUFFER, PLANES_LANES * sizeof(float)) : NULL;
   const int small_planes = lanes != NULL;  /* (out of memory: the plane by plane paths) */
-  PlaneGeometry g;  /* made by the first plane the plane loops take */
-  g.ready = g.steps_ready = 0;
+  /* at stride 1 on longer rows average_span's four sums at once are faster */
+  const int average_loop = average && !small_planes && plane_loop && (a->stride[2] == 2 || a->out[2] <= 16);
+  PlaneGeometry g;
+  if (average_loop) plane_geometry(a, &g);
 #endif
   for (size_t p = p0; p < p1; p++) {
     const float* xp = job->x + (int64_t)p * plane_in;
@@ -1561,8 +1562,7 @@ static void pool_task(void* user, size_t task) {
         p += planes - 1;
         continue;
       }
-      /* at stride 1 on longer rows average_span's four sums at once are faster */
-      if (plane_loop && (a->stride[2] == 2 || a->out[2] <= 16)) {
+      if (average_loop) {
         average_plane_avx512(a, &g, xp, yp);
         continue;
       }
@@ -1570,20 +1570,16 @@ static void pool_task(void* user, size_t task) {
       pool_average_rows(a, xp, yp);
       continue;
     }
-#ifdef SPATIAL_AVX512
-    if (small_planes) {  /* the next planes up to 16 without specials at once */
-      size_t planes = 0;
-      while (planes < 16 && p + planes < p1 && !plane_specials(job->x + (int64_t)(p + planes) * plane_in, plane_in))
-        planes++;
-      if (planes) {
-        pool_planes_avx512(a, lanes, xp, yp, (int64_t)planes);
-        p += planes - 1;
-        continue;
-      }
-    }
-#endif
     const unsigned specials = plane_specials(xp, plane_in);
 #ifdef SPATIAL_AVX512
+    if (!specials && small_planes) {  /* with the next planes up to 16 without specials */
+      size_t planes = 1;
+      while (planes < 16 && p + planes < p1 && !plane_specials(job->x + (int64_t)(p + planes) * plane_in, plane_in))
+        planes++;
+      pool_planes_avx512(a, lanes, xp, yp, (int64_t)planes);
+      p += planes - 1;
+      continue;
+    }
     if (!specials && plane_loop) {
       max_plane_avx512(a, xp, yp);
       continue;

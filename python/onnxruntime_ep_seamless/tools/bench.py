@@ -513,9 +513,9 @@ def genai_benchmark(model_dir: str, steps: int, prefill: int, rounds: int = 5, p
     registered as a plugin library and appended as the model's provider, against the same model on stock ORT's
     EP for the device (genai's own "cuda" provider: onnxruntime-genai-cuda's build), in this process, alternating
     whole generations; `ours_only`: our EP alone (on CUDA with genai's CPU build, which has no cuda provider). On
-    CUDA genai keeps our EP's KV cache in host memory (it knows only its own providers' devices), of `max_length` rows where past and present share buffers (`share_buffer`: the search option
-    past_present_share_buffer, None: the model's genai_config). `cuda_graph`: both providers with
-    enable_cuda_graph=1. ms/token: the mean generate_next_token time after the first token; the time to the first
+    CUDA genai keeps our EP's KV cache in host memory (it knows only its own providers' devices), of `max_length`
+    rows where past and present share buffers (`share_buffer`: the search option past_present_share_buffer, None:
+    the model's genai_config). `cuda_graph`: both providers with enable_cuda_graph=1. ms/token: the mean generate_next_token time after the first token; the time to the first
     token is the prompt's (append_tokens and the first generate_next_token)."""
     import numpy as np
     import onnxruntime_genai as og
